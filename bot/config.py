@@ -1,0 +1,181 @@
+"""Settings (environment and `.env`) and the MCP servers file.
+
+Loaded once in `bot.__main__` and passed down; nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.errors import ConfigError
+
+OFFLINE_MODEL = "offline"
+
+
+class Settings(BaseSettings):
+    """Every setting nerve reads. `.env.example` lists each one with its default."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    nerve_model: str = "gpt-4o-mini"
+    nerve_db: Path = Path("./nerve.db")
+    nerve_mcp_config: Path = Path("./mcp.json")
+    nerve_max_rounds: int = Field(default=8, ge=1, le=50)
+    nerve_context_tokens: int = Field(default=16000, ge=1000)
+    nerve_llm_timeout: float = Field(default=60.0, gt=0)
+    nerve_llm_max_retries: int = Field(default=4, ge=0, le=10)
+    nerve_tool_timeout: float = Field(default=30.0, gt=0)
+    nerve_system_prompt: str | None = None
+    nerve_log_level: str = "WARNING"
+
+    slack_bot_token: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_api_base_url: str = "https://slack.com/api/"
+    nerve_http_port: int = 3000
+    nerve_slack_follow_threads: bool = False
+    nerve_slack_allow_bots: bool = False
+
+    discord_bot_token: SecretStr | None = None
+    discord_guild_id: int | None = None
+    discord_api_base_url: str = "https://discord.com/api/v10"
+    discord_gateway_url: str | None = None
+    nerve_discord_max_ratelimit_timeout: float = Field(default=60.0, gt=0)
+
+    @property
+    def uses_offline_model(self) -> bool:
+        """No key and no endpoint means no model service to talk to: use the embedded one."""
+        if self.nerve_model == OFFLINE_MODEL:
+            return True
+        return self.openai_api_key is None and not self.openai_base_url
+
+
+class ToolOverride(BaseModel):
+    """Per-tool settings layered over what the server says (S3, S12)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = None
+    enabled: bool = True
+    timeout: float | None = Field(default=None, gt=0)
+    triggers: list[str] = Field(default_factory=list)
+
+
+class ServerConfig(BaseModel):
+    """One entry of `mcpServers`: a stdio command, or a URL for a remote server."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    transport: Literal["stdio", "streamable-http", "sse"] | None = None
+    enabled: bool = True
+    timeout: float | None = Field(default=None, gt=0)
+    tools: dict[str, ToolOverride] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ServerConfig:
+        if self.command and self.url:
+            raise ValueError("give either 'command' (stdio) or 'url' (remote), not both")
+        if not self.command and not self.url:
+            raise ValueError("needs 'command' (stdio) or 'url' (remote)")
+        if self.command and self.transport not in (None, "stdio"):
+            raise ValueError(f"transport '{self.transport}' needs a 'url', not a 'command'")
+        if self.url and self.transport == "stdio":
+            raise ValueError("transport 'stdio' needs a 'command', not a 'url'")
+        return self
+
+    @property
+    def kind(self) -> Literal["stdio", "streamable-http", "sse"]:
+        if self.command:
+            return "stdio"
+        return self.transport or "streamable-http"
+
+
+class ServersFile(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    mcpServers: dict[str, ServerConfig]  # noqa: N815 - the name other MCP hosts use
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand(value: str, environ: dict[str, str], where: str) -> str:
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise ConfigError(f"{where} uses ${{{name}}}, but {name} is not set in the environment")
+        return environ[name]
+
+    return _VAR.sub(sub, value)
+
+
+def _expand_server(name: str, server: ServerConfig, environ: dict[str, str], path: Path) -> ServerConfig:
+    where = f"{path}: server '{name}'"
+    command = server.command
+    if command in ("python", "python3"):
+        # "python" means the interpreter nerve runs under, so a server sees nerve's packages.
+        command = sys.executable
+    cwd = server.cwd
+    if cwd is not None:
+        cwd_path = Path(_expand(cwd, environ, f"{where} field 'cwd'"))
+        cwd = str(cwd_path if cwd_path.is_absolute() else (path.parent / cwd_path).resolve())
+    elif server.command:
+        cwd = str(path.parent.resolve())
+    return server.model_copy(
+        update={
+            "command": _expand(command, environ, f"{where} field 'command'") if command else None,
+            "args": [_expand(a, environ, f"{where} field 'args'") for a in server.args],
+            "env": {k: _expand(v, environ, f"{where} field 'env.{k}'") for k, v in server.env.items()},
+            "cwd": cwd,
+            "url": _expand(server.url, environ, f"{where} field 'url'") if server.url else None,
+            "headers": {k: _expand(v, environ, f"{where} field 'headers.{k}'") for k, v in server.headers.items()},
+        }
+    )
+
+
+def _describe_validation_error(path: Path, error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        loc = [str(part) for part in item["loc"]]
+        if len(loc) >= 2 and loc[0] == "mcpServers":
+            field = ".".join(loc[2:]) or "(entry)"
+            problems.append(f"server '{loc[1]}' field '{field}': {item['msg']}")
+        else:
+            problems.append(f"field '{'.'.join(loc) or '(top level)'}': {item['msg']}")
+    return f"{path}: " + "; ".join(problems)
+
+
+def load_servers(path: Path, environ: dict[str, str] | None = None) -> dict[str, ServerConfig]:
+    """Read and check the servers file; a mistake fails here, naming the file, server and field."""
+    env = dict(os.environ) if environ is None else environ
+    try:
+        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: servers file not found (set NERVE_MCP_CONFIG to another file)") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    try:
+        parsed = ServersFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe_validation_error(path, exc)) from None
+    return {
+        name: _expand_server(name, server, env, path)
+        for name, server in parsed.mcpServers.items()
+        if server.enabled
+    }

@@ -1,0 +1,190 @@
+"""Values passed between nerve's modules.
+
+Frozen dataclasses, so a message cannot change after it was persisted or sent, and so adapters,
+the agent and the store agree on one shape without importing each other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationKey:
+    """Where a conversation lives: one thread on one platform.
+
+    A DM uses the user's DM channel; the platform's ids make two users' DMs distinct keys, so one
+    person's history can never be loaded into another person's conversation.
+    """
+
+    platform: str
+    workspace: str
+    channel: str
+    thread: str
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.workspace}:{self.channel}:{self.thread}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Incoming:
+    """A user's message, parsed from the platform payload at the adapter's edge."""
+
+    key: ConversationKey
+    text: str
+    user_id: str
+    user_name: str = ""
+    # The platform's id for this delivery; the store uses it to make a re-delivered message a no-op.
+    event_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """A tool call as the model wrote it. `arguments` stays the raw JSON string the model sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatMessage:
+    """One message of a conversation in the chat-completions shape.
+
+    Tool messages also carry what the store records about the call (error flag, latency); those
+    fields never reach the model.
+    """
+
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    latency_ms: float | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The wire form the chat-completions API accepts."""
+        out: dict[str, Any] = {"role": self.role}
+        if self.role == "assistant":
+            out["content"] = self.content
+            if self.tool_calls:
+                out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        elif self.role == "tool":
+            out["tool_call_id"] = self.tool_call_id
+            out["content"] = self.content or ""
+        else:
+            out["content"] = self.content or ""
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """A tool as offered to the model, plus what the host needs to route and guard the call."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    server: str
+    original_name: str
+    timeout: float = 30.0
+    triggers: tuple[str, ...] = ()
+
+    def to_openai(self) -> dict[str, Any]:
+        """Exactly name, description and parameters (S2): anything more costs tokens and confuses."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+ToolErrorKind = Literal["arguments", "unknown_tool", "execution", "timeout", "unavailable", "rate_limited"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """What a tool call produced. Failures are data, not exceptions: the loop decides what to do."""
+
+    content: str
+    is_error: bool = False
+    error_kind: ToolErrorKind | None = None
+    structured: Any = None
+    retry_after: float | None = None
+    latency_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """One answer from the model, with the usage the server reported (if it did)."""
+
+    message: ChatMessage
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attachment:
+    """One tool call of a turn, for the adapter to show as a collapsible detail."""
+
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any]
+    is_error: bool
+    latency_ms: float
+    summary: str
+    content: str
+    truncated: bool = False
+
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentReply:
+    """A platform-neutral answer: markdown text plus one attachment per tool call."""
+
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    cut_short: bool = False
+
+
+TurnEventKind = Literal["thinking", "tool_started", "tool_finished", "retrying", "notice"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEvent:
+    """Progress during a turn, for adapters to show ("calling get_environment_status…")."""
+
+    kind: TurnEventKind
+    message: str
+    tool: str | None = None
+    tool_call_id: str | None = None
+    ok: bool | None = None
+    retry_in: float | None = None
+
+
+Progress = Callable[[TurnEvent], Awaitable[None]]
+
+
+async def no_progress(event: TurnEvent) -> None:
+    """A Progress sink that shows nothing (one-shot runs, benchmarks)."""
