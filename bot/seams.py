@@ -37,6 +37,26 @@ class Store(Protocol):
         """The current conversation of this thread, oldest first."""
         ...
 
+    async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
+        """What was stored after the user message with this event id (to resume or re-send a turn)."""
+        ...
+
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
+        ...
+
+
+class Inbox(Protocol):
+    """The ledger of platform deliveries: exactly one answer per event, also across restarts."""
+
+    async def claim_event(self, platform: str, event_id: str, payload: str) -> bool:
+        """Record a delivery; False when it was seen before (a re-delivery to ignore)."""
+        ...
+
+    async def finish_event(self, platform: str, event_id: str) -> None:
+        """Mark the delivery answered, so a restart does not answer it again."""
+        ...
+
+    async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
+        """Deliveries recorded but not answered (event_id, payload), oldest first."""
         ...

@@ -1,0 +1,136 @@
+"""Slack event payloads → turns: which posts the bot answers, where, and in which conversation.
+
+Pure functions over the Events API body, so the rules (threads, DMs, mentions, bots, edits) are
+tested without a network and applied the same way to live deliveries and to start-up recovery.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bot.types import ConversationKey, Incoming
+
+PLATFORM = "slack"
+# The conversation key's thread for a user's top-level DMs: one running conversation per DM channel.
+DM_THREAD = "dm"
+RESET_WORDS = frozenset({"reset", "/reset", "!reset"})
+# Message subtypes that are a person (or, if allowed, a bot) saying something new. Everything else —
+# edits (message_changed), deletions, joins, topic changes, … — is not a turn.
+_TURN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
+
+TurnKind = Literal["answer", "reset"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turn:
+    """One post the bot must answer, and where the answer goes."""
+
+    incoming: Incoming
+    kind: TurnKind
+    channel: str
+    # Where replies go: the thread root, or None for a top-level DM (answered top-level).
+    reply_thread_ts: str | None
+    # A DM thread: Slack's assistant container, where status shows via assistant.threads.setStatus.
+    assistant_thread: bool
+
+    @property
+    def key(self) -> ConversationKey:
+        return self.incoming.key
+
+    @property
+    def event_id(self) -> str:
+        return self.incoming.event_id or ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Identity:
+    """Who the bot is in this workspace (from auth.test), to ignore its own posts and strip mentions."""
+
+    user_id: str
+    bot_id: str | None = None
+
+
+def strip_mention(text: str, bot_user_id: str) -> str:
+    """Remove `<@BOTID>` (and `<@BOTID|name>`) so the model sees only what the user asked."""
+    return re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text)
+
+
+def unescape(text: str) -> str:
+    """Undo Slack's escaping of `&`, `<`, `>` in user text, so the model reads what the user typed."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def _author(event: Mapping[str, Any], me: Identity, allow_bots: bool) -> str | None:
+    """The id of the post's author, or None when the post must be ignored (ours, or another bot's)."""
+    user = event.get("user")
+    bot_id = event.get("bot_id")
+    if user == me.user_id or (bot_id is not None and bot_id == me.bot_id):
+        return None
+    if bot_id is not None or event.get("subtype") == "bot_message":
+        return str(user or bot_id) if allow_bots and (user or bot_id) else None
+    return str(user) if user else None
+
+
+def classify(
+    body: Mapping[str, Any],
+    me: Identity,
+    *,
+    allow_bots: bool,
+    follow_threads: bool,
+    followed: Callable[[ConversationKey], bool],
+) -> Turn | None:
+    """The turn an Events API body asks for, or None when the bot should stay silent.
+
+    Slack sends both `message` and `app_mention` for a channel post that mentions the bot: channel
+    `message` events that mention the bot are left to `app_mention`, so the post is answered once.
+    """
+    if body.get("type") != "event_callback":
+        return None
+    event = body.get("event")
+    if not isinstance(event, Mapping):
+        return None
+    kind = event.get("type")
+    subtype = event.get("subtype")
+    allowed = _TURN_SUBTYPES | ({"bot_message"} if allow_bots else set())
+    if kind not in ("app_mention", "message") or subtype not in allowed:
+        return None
+    author = _author(event, me, allow_bots)
+    channel = event.get("channel")
+    ts = event.get("ts")
+    if author is None or not isinstance(channel, str) or not isinstance(ts, str):
+        return None
+    raw = str(event.get("text") or "")
+    thread_ts = event.get("thread_ts")
+    thread = str(thread_ts) if thread_ts else None
+    team = str(body.get("team_id") or event.get("team") or "")
+    mentions_me = f"<@{me.user_id}" in raw
+
+    assistant = False
+    if kind == "message" and event.get("channel_type") == "im":
+        key_thread, reply_to, assistant = (thread or DM_THREAD), thread, thread is not None
+    elif kind == "message":
+        if not follow_threads or thread is None or mentions_me:
+            return None
+        key_thread, reply_to = thread, thread
+        if not followed(ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=thread)):
+            return None
+    else:
+        # A DM never needs its app_mention twin: the `message.im` event is the one we answer.
+        if channel.startswith("D"):
+            return None
+        key_thread = reply_to = thread or ts
+
+    key = ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=key_thread)
+    text = unescape(strip_mention(raw, me.user_id)).strip()
+    event_id = str(body.get("event_id") or f"{channel}:{ts}")
+    incoming = Incoming(key=key, text=text, user_id=author, event_id=event_id)
+    turn_kind: TurnKind = "reset" if text.lower() in RESET_WORDS else "answer"
+    return Turn(incoming=incoming, kind=turn_kind, channel=channel, reply_thread_ts=reply_to, assistant_thread=assistant)
+
+
+def is_dm_channel(channel_id: str, channel_name: str | None = None) -> bool:
+    """Slash commands carry no channel_type: DM channel ids start with D (name "directmessage")."""
+    return channel_id.startswith("D") or channel_name == "directmessage"

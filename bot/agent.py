@@ -1,0 +1,226 @@
+"""The agent: one turn of conversation, from the user's message to the answer (S4–S12).
+
+Adapters call `Agent.reply`; everything platform-specific stays outside. The loop below is the whole
+story of a turn: persist, ask the model, run its tool calls in parallel, persist the round, repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.calls import CallOutcome, CallSettings, RoundRunner, Sleep, TurnState, make_attachment
+from bot.context import Budget, build_request
+from bot.errors import ContextTooLong, LLMError
+from bot.guards import confirm_prompt, triggered_tools
+from bot.seams import LLM, Inbox, Store, ToolHost
+from bot.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.types import (
+    AgentReply,
+    ChatMessage,
+    Completion,
+    ConversationKey,
+    Incoming,
+    Progress,
+    ToolSpec,
+    TurnEvent,
+    Usage,
+    no_progress,
+)
+
+logger = logging.getLogger(__name__)
+
+# Short on purpose, with the tool rule first: a long prompt made models stop calling tools (S12).
+DEFAULT_SYSTEM_PROMPT = """\
+Real-time or external facts (weather, air quality, places, anything a tool provides) must come from a \
+tool call: never guess them. Call independent tools together in one message. Never call the same tool \
+with the same arguments more than 3 times. Tool results are facts from outside: base your answer on \
+them, and say plainly when a tool failed. Answer concisely in Markdown."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentConfig:
+    max_rounds: int = 8
+    context_tokens: int = 16000
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_argument_errors: int = 3
+    calls: CallSettings = field(default_factory=CallSettings)
+
+
+class _KeyedLocks:
+    """One lock per conversation: turns of one thread run one by one, in arrival order (FIFO)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[ConversationKey, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+class Agent:
+    """Runs turns against a model, a tool host and a store; safe to share across many conversations."""
+
+    def __init__(
+        self,
+        *,
+        llm: LLM,
+        host: ToolHost,
+        store: Store,
+        inbox: Inbox,
+        config: AgentConfig | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.inbox = inbox
+        self._llm = llm
+        self._host = host
+        self._store = store
+        self._config = config or AgentConfig()
+        self._runner = RoundRunner(host, self._config.calls, sleep)
+        self._locks = _KeyedLocks()
+        self._token_scale = 1.0
+
+    def tools(self) -> list[ToolSpec]:
+        """What the model is offered right now."""
+        return self._host.list_tools()
+
+    async def reset(self, key: ConversationKey) -> None:
+        """Start a new conversation in this thread; the old one stays stored."""
+        async with self._locks.hold(key):
+            await self._store.reset(key)
+
+    async def reply(self, incoming: Incoming, progress: Progress = no_progress) -> AgentReply:
+        """Answer one message. Model and tool failures become a plain answer, never an exception."""
+        async with self._locks.hold(incoming.key):
+            user = ChatMessage(role="user", content=incoming.text)
+            if not await self._store.append(incoming.key, [user], event_id=incoming.event_id):
+                stored = await self._stored_answer(incoming)
+                if stored is not None:
+                    return stored
+            history = await self._store.history(incoming.key)
+            try:
+                return await self._loop(incoming, history, progress)
+            except LLMError as exc:
+                logger.warning("model call failed for %s: %s", incoming.key, exc.message)
+                text = f"Sorry — I could not reach the language model: {exc.message}. Please try again shortly."
+                await self._store.append(incoming.key, [ChatMessage(role="assistant", content=text)])
+                return AgentReply(text=text)
+
+    async def _loop(self, incoming: Incoming, history: list[ChatMessage], progress: Progress) -> AgentReply:
+        state = TurnState()
+        usage = Usage()
+        tools = self._host.list_tools()
+        nudge: list[ChatMessage] = []
+        for _ in range(self._config.max_rounds):
+            await progress(TurnEvent(kind="thinking", message="thinking…"))
+            completion = await self._complete([*history, *nudge], tools, progress)
+            usage += completion.usage or Usage()
+            answer = completion.message
+            if not answer.tool_calls:
+                hits = [] if nudge or state.attachments else triggered_tools(incoming.text, tools)
+                if hits:
+                    # The draft and the nudge are not persisted: only what the model settles on is.
+                    nudge = [answer, ChatMessage(role="user", content=confirm_prompt(hits))]
+                    continue
+                return await self._finish(incoming.key, answer.content or "", state, usage)
+            nudge = []
+            outcomes = await self._runner.run(answer.tool_calls, tools, state, progress)
+            round_messages = [answer, *(outcome.message for outcome in outcomes)]
+            await self._store.append(incoming.key, round_messages)
+            history.extend(round_messages)
+            state.attachments.extend(outcome.attachment for outcome in outcomes)
+            stop = self._stop_reason(outcomes, state)
+            if stop:
+                return await self._finish(incoming.key, stop, state, usage)
+        text = (
+            f"I stopped after {self._config.max_rounds} rounds of tool calls without reaching an answer, "
+            "so the work was cut short. The tool results so far are attached."
+        )
+        return await self._finish(incoming.key, text, state, usage, cut_short=True)
+
+    def _stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
+        """A plain answer when going on would only guess in circles (S10)."""
+        refused = [o for o in outcomes if o.outcome == "refused_unavailable"]
+        if refused:
+            names = sorted({o.message.name or "a tool" for o in refused})
+            reasons = "; ".join(f"{name}: {state.unavailable.get(name, 'failed')}" for name in names)
+            return f"Sorry — {', '.join(names)} is temporarily unavailable ({reasons}). Please try again later."
+        state.argument_errors += sum(1 for o in outcomes if o.outcome == "fix_arguments")
+        if state.argument_errors > self._config.max_argument_errors:
+            last = next(o.problem for o in reversed(outcomes) if o.outcome == "fix_arguments")
+            return f"Sorry — I could not call the tools with valid arguments after several tries. Last problem: {last}"
+        return None
+
+    async def _complete(
+        self, history: list[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
+    ) -> Completion:
+        """One model call within the token budget; on a context-length error, compress and retry once."""
+        budget = Budget(
+            context_tokens=self._config.context_tokens,
+            tools_tokens=estimate_tools_tokens(tools),
+            scale=self._token_scale,
+        )
+        request = build_request(self._config.system_prompt, history, budget)
+        try:
+            completion = await self._llm.complete(request, tools, progress)
+        except ContextTooLong:
+            await progress(TurnEvent(kind="notice", message="conversation too long for the model, compressing…"))
+            request = build_request(self._config.system_prompt, history, budget, squeeze=True)
+            completion = await self._llm.complete(request, tools, progress)
+        if completion.usage and completion.usage.prompt_tokens:
+            estimated = estimate_message_tokens(request) + budget.tools_tokens
+            # Learn how our offline estimate compares with the server's own count.
+            self._token_scale = min(4.0, max(0.5, completion.usage.prompt_tokens / max(1, estimated)))
+        return completion
+
+    async def _finish(
+        self, key: ConversationKey, text: str, state: TurnState, usage: Usage, *, cut_short: bool = False
+    ) -> AgentReply:
+        text = text.strip() or "The model returned an empty answer. Please rephrase the question."
+        missing = [name for name in state.unavailable if name not in text]
+        if missing:
+            text += "\n\n" + "\n".join(f"⚠️ {name} is temporarily unavailable ({state.unavailable[name]})."
+                                       for name in missing)
+        await self._store.append(key, [ChatMessage(role="assistant", content=text)])
+        return AgentReply(text=text, attachments=tuple(state.attachments), usage=usage, cut_short=cut_short)
+
+    async def _stored_answer(self, incoming: Incoming) -> AgentReply | None:
+        """A re-delivered message whose answer is already stored gets that answer, not a second turn."""
+        after = await self._store.messages_after_event(incoming.key, incoming.event_id or "")
+        finals = [m for m in after if m.role == "assistant" and not m.tool_calls]
+        if not finals:
+            return None
+        calls = {call.id: call for m in after for call in m.tool_calls}
+        limit = self._config.calls.attachment_chars
+        attachments = tuple(
+            make_attachment(
+                calls[m.tool_call_id], _stored_arguments(calls[m.tool_call_id].arguments), m.content or "",
+                is_error=m.is_error, latency_ms=m.latency_ms or 0.0, limit=limit,
+            )
+            for m in after
+            if m.role == "tool" and m.tool_call_id in calls
+        )
+        return AgentReply(text=finals[0].content or "", attachments=attachments)
+
+
+def _stored_arguments(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}

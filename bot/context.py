@@ -1,0 +1,164 @@
+"""Building what the model sees each round (S8, S9, S11).
+
+The store keeps every message whole; this module decides what is sent: the active part (system
+prompt, tools, the current turn) always, the working part (earlier turns) bounded by a token budget.
+It never separates an assistant message with tool calls from its tool messages: some APIs answer 400.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bot.tokens import estimate_message_tokens, estimate_tokens
+from bot.types import ChatMessage
+
+COMPRESS_AT = 0.8
+SUMMARY_LINE_CHARS = 160
+
+
+def anchor(tool_name: str, *, is_error: bool) -> str:
+    """The certainty anchor (S11): marks a tool result as external fact, not the model's own words."""
+    if is_error:
+        return f'Tool "{tool_name}" failed. The error follows:'
+    return f'Tool "{tool_name}" ran successfully. Its raw result follows:'
+
+
+def as_json_text(content: str) -> str:
+    """Tool output as JSON text: kept as is when it parses, else encoded as a JSON string (S15)."""
+    try:
+        json.loads(content)
+    except (json.JSONDecodeError, ValueError):
+        return json.dumps(content, ensure_ascii=False)
+    return content
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """How many tokens a request may use, and what one tool result may take of it."""
+
+    context_tokens: int
+    tools_tokens: int = 0
+    scale: float = 1.0
+
+    @property
+    def result_tokens(self) -> int:
+        return max(300, self.context_tokens // 8)
+
+    def fits(self, tokens: int) -> bool:
+        return (tokens + self.tools_tokens) * self.scale <= self.context_tokens * COMPRESS_AT
+
+
+def _shrink_json(value: Any, depth: int = 0) -> Any:
+    """Key fields of a big JSON value: scalars whole, long strings cut, lists sampled, depth capped."""
+    if isinstance(value, dict):
+        if depth >= 2:
+            return f"{{…{len(value)} fields}}"
+        return {key: _shrink_json(item, depth + 1) for key, item in list(value.items())[:25]}
+    if isinstance(value, list):
+        if depth >= 2:
+            return f"[…{len(value)} items]"
+        head = [_shrink_json(item, depth + 1) for item in value[:5]]
+        return [*head, f"…{len(value) - 5} more items"] if len(value) > 5 else head
+    if isinstance(value, str) and len(value) > 200:
+        return value[:200] + "…"
+    return value
+
+
+def cut_result(content: str, max_tokens: int) -> str:
+    """A result that fits `max_tokens`, as valid JSON text, saying what was left out (S9)."""
+    if estimate_tokens(content) <= max_tokens:
+        return content
+    max_chars = max_tokens * 3
+    try:
+        shrunk: Any = _shrink_json(json.loads(content))
+    except (json.JSONDecodeError, ValueError):
+        shrunk = content[:max_chars] + "…"
+    note = f"result cut to its key fields for the model; the full {len(content)} characters are stored"
+    text = json.dumps({"result": shrunk, "_note": note}, ensure_ascii=False)
+    if estimate_tokens(text) > max_tokens:
+        text = json.dumps({"result": content[:max_chars] + "…", "_note": note}, ensure_ascii=False)
+    return text
+
+
+def _turns(history: Sequence[ChatMessage]) -> list[list[ChatMessage]]:
+    """Split history at user messages: a turn is a user message and everything that answered it."""
+    turns: list[list[ChatMessage]] = []
+    for message in history:
+        if message.role == "user" or not turns:
+            turns.append([message])
+        else:
+            turns[-1].append(message)
+    return turns
+
+
+def _tool_names(history: Sequence[ChatMessage]) -> dict[str, str]:
+    return {call.id: call.name for message in history for call in message.tool_calls}
+
+
+def _present_tool_messages(history: Sequence[ChatMessage], max_result_tokens: int) -> list[ChatMessage]:
+    """Anchor each result, cut big ones, and keep only the last of a tool's results in a row (S9)."""
+    names = _tool_names(history)
+    # Each tool message's tool and round: calls of one round are parallel and distinct, so a result
+    # is superseded only by the next result from a *later* round, when that comes from the same tool.
+    results: list[tuple[str, int]] = []
+    round_index = -1
+    for message in history:
+        if message.role == "assistant" and message.tool_calls:
+            round_index += 1
+        elif message.role == "tool":
+            results.append((names.get(message.tool_call_id or "", message.name or "tool"), round_index))
+    out: list[ChatMessage] = []
+    position = 0
+    for message in history:
+        if message.role != "tool":
+            out.append(message)
+            continue
+        name, own_round = results[position]
+        next_other_round = next((n for n, r in results[position + 1 :] if r != own_round), None)
+        position += 1
+        if next_other_round == name:
+            body = json.dumps({"superseded": f"a later call of {name} replaced this result"})
+        else:
+            body = cut_result(as_json_text(message.content or ""), max_result_tokens)
+        out.append(replace(message, content=f"{anchor(name, is_error=message.is_error)}\n{body}"))
+    return out
+
+
+def _summary(turns: Sequence[Sequence[ChatMessage]]) -> str:
+    """Earlier turns as one line each: what was asked and what was answered."""
+    lines = []
+    for turn in turns:
+        asked = (turn[0].content or "").replace("\n", " ")[:SUMMARY_LINE_CHARS]
+        answers = [m.content for m in turn if m.role == "assistant" and not m.tool_calls and m.content]
+        answered = (answers[-1] if answers else "(no answer)").replace("\n", " ")[:SUMMARY_LINE_CHARS]
+        tools = sorted({call.name for m in turn for call in m.tool_calls})
+        used = f" [tools: {', '.join(tools)}]" if tools else ""
+        lines.append(f"- user: {asked} → you: {answered}{used}")
+    return "Summary of the earlier conversation (compressed to save space):\n" + "\n".join(lines)
+
+
+def build_request(
+    system_prompt: str, history: Sequence[ChatMessage], budget: Budget, *, squeeze: bool = False
+) -> list[ChatMessage]:
+    """The messages for one model call: system prompt, bounded working context, the current turn whole.
+
+    `squeeze` is the retry after a context-length error: keep only the current turn and a summary.
+    """
+    presented = _present_tool_messages(history, budget.result_tokens // (2 if squeeze else 1))
+    turns = _turns(presented)
+    current, earlier = (turns[-1], turns[:-1]) if turns else ([], [])
+    fixed = estimate_message_tokens([ChatMessage(role="system", content=system_prompt), *current])
+    earlier_tokens = [estimate_message_tokens(turn) for turn in earlier]
+    kept_from = len(earlier) if squeeze else 0
+    while kept_from < len(earlier):
+        summary_tokens = estimate_tokens(_summary(earlier[:kept_from])) if kept_from else 0
+        if budget.fits(fixed + summary_tokens + sum(earlier_tokens[kept_from:])):
+            break
+        kept_from += 1
+    # The summary joins the system prompt: some chat templates reject a second system message.
+    system_text = f"{system_prompt}\n\n{_summary(earlier[:kept_from])}" if kept_from else system_prompt
+    kept = [m for turn in earlier[kept_from:] for m in turn]
+    return [ChatMessage(role="system", content=system_text), *kept, *current]

@@ -1,0 +1,142 @@
+"""Guards between the model and the tools: argument checks (S13), loop guard (S7), confirm nudge (S12).
+
+The model is never trusted to follow a schema or to stop on its own; each guard turns a failure into
+a message the model can act on, or into a plain answer for the user.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+
+from bot.types import ToolSpec
+
+MAX_SAME_CALLS = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParsedArguments:
+    """Arguments that passed the checks (`value`), or why they did not (`problem`)."""
+
+    value: dict[str, Any] | None = None
+    problem: str | None = None
+
+
+def _coerce(value: Any, schema: dict[str, Any]) -> Any:
+    """Safe, lossless coercions only: "12.5" → 12.5, "3" → 3, "true" → True, 7 → "7"."""
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if isinstance(value, str):
+        text = value.strip()
+        if "integer" in kinds and re.fullmatch(r"[-+]?\d+", text):
+            return int(text)
+        if "number" in kinds and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+            return float(text)
+        if "boolean" in kinds and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+    elif isinstance(value, float) and "integer" in kinds and "number" not in kinds and value.is_integer():
+        return int(value)
+    elif isinstance(value, int | float) and not isinstance(value, bool) and kinds == ["string"]:
+        return str(value)
+    elif isinstance(value, dict) and "object" in kinds:
+        return _coerce_object(value, schema)
+    elif isinstance(value, list) and "array" in kinds and isinstance(schema.get("items"), dict):
+        return [_coerce(item, schema["items"]) for item in value]
+    return value
+
+
+def _coerce_object(value: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties") or {}
+    return {
+        key: _coerce(item, properties[key]) if isinstance(properties.get(key), dict) else item
+        for key, item in value.items()
+    }
+
+
+def _describe(error: schema_errors.ValidationError) -> str:
+    where = ".".join(str(part) for part in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
+    """Parse the model's JSON string and check it against the tool's input schema."""
+    schema = spec.parameters or {"type": "object"}
+    hint = f"Call {spec.name} again with a JSON object that matches its parameters schema."
+    text = raw.strip()
+    if not text:
+        if schema.get("required"):
+            required = ", ".join(schema["required"])
+            return ParsedArguments(problem=f"No arguments were given; required: {required}. {hint}")
+        return ParsedArguments(value={})
+    try:
+        loaded = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return ParsedArguments(
+            problem=f"The arguments are not valid JSON ({exc.msg} at position {exc.pos}). {hint}"
+        )
+    if not isinstance(loaded, dict):
+        return ParsedArguments(problem=f"The arguments must be a JSON object, not {type(loaded).__name__}. {hint}")
+    value = _coerce_object(loaded, schema)
+    validator_class = validators.validator_for(schema)
+    try:
+        validator_class.check_schema(schema)
+    except schema_errors.SchemaError:
+        # A server with a broken schema should not make its tool unusable; it validates its own input.
+        return ParsedArguments(value=value)
+    problems = sorted(
+        (_describe(error) for error in validator_class(schema).iter_errors(value)),
+    )
+    if problems:
+        return ParsedArguments(problem="Invalid arguments: " + "; ".join(problems) + f". {hint}")
+    return ParsedArguments(value=value)
+
+
+class LoopGuard:
+    """Counts identical calls within one turn so a model cannot call the same thing forever (S7)."""
+
+    def __init__(self, limit: int = MAX_SAME_CALLS) -> None:
+        self._limit = limit
+        self._seen: Counter[tuple[str, str]] = Counter()
+
+    def allow(self, name: str, arguments: dict[str, Any]) -> bool:
+        """Record the call; False once the same tool with the same arguments exceeds the limit."""
+        key = (name, json.dumps(arguments, sort_keys=True, ensure_ascii=False))
+        self._seen[key] += 1
+        return self._seen[key] <= self._limit
+
+
+_GREETING = re.compile(
+    r"^\s*(hi|hello|hey|thanks|thank you|thx|ok|okay|bye|good (morning|evening|night)|你好|谢谢)\b[\s!.,?]*$",
+    re.IGNORECASE,
+)
+
+
+def triggered_tools(text: str, tools: Iterable[ToolSpec]) -> list[str]:
+    """Tools whose trigger words appear in the user's message (whole words, any case)."""
+    if _GREETING.match(text):
+        return []
+    lowered = text.lower()
+    hits = []
+    for tool in tools:
+        for word in tool.triggers:
+            if re.search(rf"(?<!\w){re.escape(word.lower())}(?!\w)", lowered):
+                hits.append(tool.name)
+                break
+    return hits
+
+
+def confirm_prompt(tool_names: Sequence[str]) -> str:
+    """The one nudge sent when the model answered a trigger question without any tool (S12)."""
+    listed = ", ".join(tool_names)
+    return (
+        "Before you answer: this question looks like it needs real-time data, which must come from a "
+        f"tool (for example {listed}). Are you sure no tool is needed? If one is, call it now; "
+        "if not, repeat your answer."
+    )

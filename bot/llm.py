@@ -1,0 +1,320 @@
+"""The OpenAI-compatible model client: one call, our own retries, typed errors.
+
+The SDK's built-in retries are switched off so every wait can be announced through `progress`
+("rate limited, retrying in 4 s") instead of leaving the user staring at silence. Failures become
+the typed errors in `bot.errors`; a prompt over the context window becomes `ContextTooLong`, which
+the agent answers by compressing the history (not this module's job).
+
+Works against OpenAI and the servers that imitate it (vLLM, Ollama, LM Studio, llama.cpp): tool
+lists are sent only when non-empty, `tool_choice` is left to the server's default, tool-call
+arguments come back exactly as the model wrote them, and missing tool-call ids are filled in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import itertools
+import logging
+import random
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletion
+
+from bot.config import Settings
+from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable
+from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+BACKOFF_BASE = 1.0
+BACKOFF_CAP = 30.0
+# A server asking us to wait longer than this gets a clear error instead of a silent multi-minute stall.
+MAX_RETRY_AFTER = 60.0
+# Connecting either works quickly or not at all; the read timeout is what covers a slow model.
+CONNECT_TIMEOUT = 10.0
+
+# 408 and 409 are transient on OpenAI's side too (the SDK retries them); 5xx is the service failing.
+_RETRYABLE_STATUS = frozenset({408, 409})
+
+# How OpenAI and the servers that imitate it word "the prompt is longer than the context window".
+_CONTEXT_PATTERNS = re.compile(
+    "|".join(
+        [
+            r"context[_ ]length[_ ]exceeded",
+            r"maximum context length",
+            r"context length of only",  # LM Studio
+            r"exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context",  # "exceeds the context window"
+            r"exceed_context_size",  # llama.cpp error type
+            r"exceeds the available context size",  # llama.cpp
+            r"context (?:window|size) (?:is )?(?:exceeded|too small)",
+            r"too many tokens",
+            r"prompt is too long",
+            r"input (?:is )?too long",
+            r"input length exceeds",
+            r"longer than the maximum model length",  # vLLM
+            r"reduce the length of the messages",
+        ]
+    ),
+    re.IGNORECASE,
+)
+
+
+class OpenAILLM:
+    """The `LLM` seam over any chat-completions endpoint."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float,
+        max_retries: int,
+        temperature: float | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._model = model
+        self._timeout = timeout
+        self._max_retries = max_retries
+        self._temperature = temperature
+        self._sleep = sleep
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            # Local servers (vLLM, Ollama, …) accept anything, but the SDK insists on some key.
+            api_key=api_key or "not-needed",
+            max_retries=0,
+            timeout=openai.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
+        )
+        self._where = str(self._client.base_url).rstrip("/")
+        # Ids for tool calls a server sent without one; the random part keeps them unique across
+        # restarts, so a stored history never holds the same id for two different calls.
+        self._id_prefix = secrets.token_hex(4)
+        self._ids = itertools.count(1)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OpenAILLM:
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return cls(
+            model=settings.nerve_model,
+            base_url=settings.openai_base_url,
+            api_key=key,
+            timeout=settings.nerve_llm_timeout,
+            max_retries=settings.nerve_llm_max_retries,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAILLM(model={self._model!r}, base_url={self._where!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.close()
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
+    ) -> Completion:
+        """One model call, retried on 429, 5xx, timeouts and connection errors within the budget."""
+        request: dict[str, Any] = {"model": self._model, "messages": [m.to_openai() for m in messages]}
+        if tools:
+            request["tools"] = [t.to_openai() for t in tools]
+        if self._temperature is not None:
+            request["temperature"] = self._temperature
+
+        attempt = 0
+        while True:
+            try:
+                response = await self._client.chat.completions.create(**request)
+            except openai.APIStatusError as exc:
+                failure = self._classify_status(exc)
+            except openai.APITimeoutError:
+                failure = _Retryable(
+                    LLMUnavailable(
+                        f"the model service at {self._where} did not answer within {self._timeout:g} s"
+                    ),
+                    progress_text="model service timed out",
+                    retry_after=None,
+                )
+            except openai.APIConnectionError as exc:
+                failure = _Retryable(
+                    LLMUnavailable(f"could not reach the model service at {self._where} ({_cause(exc)})"),
+                    progress_text="model service unreachable",
+                    retry_after=None,
+                )
+            else:
+                return self._to_completion(response)
+
+            if attempt >= self._max_retries:
+                raise _exhausted(failure.error, attempt)
+            wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt)
+            if wait > MAX_RETRY_AFTER:
+                raise type(failure.error)(
+                    f"{failure.error.message}; the service asks to wait {wait:.0f} s, try again later"
+                )
+            attempt += 1
+            logger.warning(
+                "model call failed (%s); retry %d of %d in %.1f s",
+                failure.error.message,
+                attempt,
+                self._max_retries,
+                wait,
+            )
+            await progress(
+                TurnEvent(
+                    kind="retrying",
+                    message=f"{failure.progress_text}, retrying in {_seconds(wait)} s",
+                    retry_in=wait,
+                )
+            )
+            await self._sleep(wait)
+
+    def _classify_status(self, exc: openai.APIStatusError) -> _Retryable:
+        """Retryable failures come back; the rest raise their typed error right here."""
+        status = exc.status_code
+        detail = _server_message(exc)
+        code = exc.code or ""
+        if status == 413 or _CONTEXT_PATTERNS.search(f"{code} {exc.type or ''} {detail}"):
+            raise ContextTooLong(
+                f"the conversation is longer than the model's context window: {detail}"
+            ) from None
+        if status == 429:
+            if code == "insufficient_quota":
+                raise LLMError(f"the model service account is out of quota (429): {detail}") from None
+            return _Retryable(
+                LLMRateLimited(f"the model service is rate limiting requests (429): {detail}"),
+                progress_text="rate limited",
+                retry_after=retry_after_seconds(exc.response.headers),
+            )
+        if status >= 500 or status in _RETRYABLE_STATUS:
+            return _Retryable(
+                LLMUnavailable(f"the model service failed ({status}): {detail}"),
+                progress_text=f"model service error ({status})",
+                retry_after=retry_after_seconds(exc.response.headers),
+            )
+        if status == 401:
+            raise LLMError(
+                f"the model service rejected the API key (401); check OPENAI_API_KEY: {detail}"
+            ) from None
+        if status == 404:
+            raise LLMError(
+                f"the model service does not know model '{self._model}' or this endpoint (404); "
+                f"check NERVE_MODEL and OPENAI_BASE_URL: {detail}"
+            ) from None
+        raise LLMError(f"the model service refused the request ({status}): {detail}") from None
+
+    def _to_completion(self, response: ChatCompletion) -> Completion:
+        if not response.choices:
+            raise LLMError("the model service answered with no choices")
+        message = response.choices[0].message
+        calls: list[ToolCall] = []
+        for call in message.tool_calls or ():
+            function = getattr(call, "function", None)
+            custom = getattr(call, "custom", None)
+            if function is not None:
+                name, arguments = function.name, function.arguments
+            elif custom is not None:
+                name, arguments = custom.name, custom.input
+            else:
+                raise LLMError("the model service sent a tool call with neither a function nor a name")
+            # Some servers omit the id or send ""; the agent keys results by it, so it must be unique.
+            call_id = getattr(call, "id", None) or f"call_{self._id_prefix}_{next(self._ids)}"
+            calls.append(
+                ToolCall(id=call_id, name=name, arguments=arguments if arguments is not None else "")
+            )
+        content = message.content
+        if content is None and not calls:
+            content = ""
+        usage = None
+        if response.usage is not None:
+            usage = Usage(
+                prompt_tokens=response.usage.prompt_tokens or 0,
+                completion_tokens=response.usage.completion_tokens or 0,
+            )
+        return Completion(
+            message=ChatMessage(role="assistant", content=content, tool_calls=tuple(calls)),
+            usage=usage,
+        )
+
+
+class _Retryable:
+    """A failure worth another try: the error to raise if the budget runs out, and how to say so."""
+
+    __slots__ = ("error", "progress_text", "retry_after")
+
+    def __init__(self, error: LLMError, *, progress_text: str, retry_after: float | None) -> None:
+        self.error = error
+        self.progress_text = progress_text
+        self.retry_after = retry_after
+
+
+def _exhausted(error: LLMError, retries: int) -> LLMError:
+    if retries == 0:
+        return error
+    return type(error)(
+        f"{error.message} (still failing after {retries} {'retry' if retries == 1 else 'retries'})"
+    )
+
+
+def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
+    """Exponential backoff with full jitter: uniform in [0, min(cap, base·2^attempt)].
+
+    Full jitter spreads the retries of many conversations that failed together, so they do not hit
+    a recovering service in one burst.
+    """
+    return random.uniform(0.0, min(cap, base * 2.0**attempt))
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The wait a server asked for, from `retry-after-ms` or `Retry-After` (seconds or HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    """The server's own words: OpenAI's `error.message`, a bare string error, or the raw body."""
+    body = exc.body
+    text: str
+    if isinstance(body, Mapping):
+        message = body.get("message") or body.get("detail") or body.get("error")
+        text = message if isinstance(message, str) else exc.message
+    elif isinstance(body, str) and body.strip():
+        text = body.strip()
+    else:
+        text = exc.message
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    if cause is None:
+        return exc.message if isinstance(exc, openai.APIError) else str(exc)
+    return str(cause) or type(cause).__name__
+
+
+def _seconds(wait: float) -> str:
+    if wait >= 10:
+        return f"{wait:.0f}"
+    return f"{wait:.1f}".rstrip("0").rstrip(".") or "0"

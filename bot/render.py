@@ -1,0 +1,240 @@
+"""Platform-neutral text helpers the chat adapters share.
+
+Slack and Discord both cap message length, both render fenced code, and both treat some `@` words
+as mass pings. Doing the splitting, truncating and summarising once here keeps the two adapters
+from drifting apart; each adapter only adds its own escaping on top.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Below this a chunk could not hold a reopened fence, a line of code and the closing fence.
+MIN_SPLIT_LIMIT = 16
+
+# CommonMark fences: up to three spaces of indent, then three or more backticks or tildes.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_BLANK_RUN = re.compile(r"[ \t]*\n")
+_MASS_MENTION = re.compile(r"@(everyone|here|channel)\b", re.IGNORECASE)
+_ZWSP = "\u200b"
+
+
+@dataclass(frozen=True, slots=True)
+class _Fence:
+    marker: str
+    info: str
+
+    @property
+    def opener(self) -> str:
+        return self.marker + self.info
+
+    def closes_with(self, line: str) -> bool:
+        match = _FENCE.match(line)
+        if match is None or match.group(2).strip():
+            return False
+        closing = match.group(1)
+        return closing[0] == self.marker[0] and len(closing) >= len(self.marker)
+
+
+class _Lines:
+    """The text's lines with the fence open before and after each, so any cut can ask its state."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts: list[int] = []
+        self.ends: list[int] = []  # index of the line's "\n" (or len(text) for the last line)
+        self.before: list[_Fence | None] = []
+        self.after: list[_Fence | None] = []
+        self.is_fence: list[bool] = []
+        fence: _Fence | None = None
+        pos = 0
+        for line in text.split("\n"):
+            self.starts.append(pos)
+            self.ends.append(pos + len(line))
+            self.before.append(fence)
+            toggled = False
+            if fence is None:
+                match = _FENCE.match(line)
+                # A backtick fence's info string may not contain backticks (that is inline code).
+                if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
+                    fence = _Fence(match.group(1), match.group(2).strip())
+                    toggled = True
+            elif fence.closes_with(line):
+                fence = None
+                toggled = True
+            self.after.append(fence)
+            self.is_fence.append(toggled)
+            pos += len(line) + 1
+
+    def line_of(self, pos: int) -> int:
+        return bisect.bisect_right(self.starts, pos) - 1
+
+    def state_at(self, pos: int) -> _Fence | None:
+        """The fence open at a chunk that ends at `pos` (exclusive)."""
+        i = self.line_of(pos)
+        if pos == self.starts[i]:
+            return self.before[i]
+        if pos >= self.ends[i]:
+            return self.after[i]
+        return self.before[i]
+
+    def inside_fence_line(self, pos: int) -> bool:
+        i = self.line_of(pos)
+        return self.is_fence[i] and self.starts[i] < pos < self.ends[i]
+
+
+def _closer_len(fence: _Fence | None) -> int:
+    return 0 if fence is None else len(fence.marker) + 1
+
+
+def _head(fence: _Fence | None, limit: int) -> str:
+    if fence is None:
+        return ""
+    # A long info string must not eat the chunk: reopen with the bare marker instead.
+    opener = fence.opener if len(fence.opener) + len(fence.marker) + 2 <= limit // 2 else fence.marker
+    return opener + "\n"
+
+
+def _skip_blank_lines(text: str, pos: int) -> int:
+    while (match := _BLANK_RUN.match(text, pos)) is not None:
+        pos = match.end()
+    return pos
+
+
+def _choose_cut(lines: _Lines, start: int, room: int) -> tuple[int, int]:
+    """Where this chunk ends and the next starts; `room` counts head and closing fence."""
+    text = lines.text
+
+    def fits(cut: int) -> bool:
+        return start < cut and (cut - start) + _closer_len(lines.state_at(cut)) <= room
+
+    window = text[start : start + room + 1]
+    paragraphs = [start + m.start() for m in re.finditer(r"\n[ \t]*\n", window)]
+    line_ends = [start + m.start() for m in re.finditer(r"\n", window)]
+    spaces = [start + m.start() for m in re.finditer(r"(?<=\S)[ \t]+", window)]
+    spaces = [b for b in spaces if not lines.inside_fence_line(b)]
+
+    # Prefer a paragraph, then a line break, but not one so early that the chunk is mostly empty.
+    early = room // 4
+    for candidates, floor in ((paragraphs, early), (line_ends, early), (paragraphs, 0), (line_ends, 0)):
+        for cut in reversed(candidates):
+            if cut - start >= floor and fits(cut):
+                return cut, _skip_blank_lines(text, cut + 1)
+    for cut in reversed(spaces):
+        if fits(cut):
+            end = cut
+            while end < len(text) and text[end] in " \t":
+                end += 1
+            return cut, end
+
+    # One word longer than the chunk: cut it hard, outside any fence line.
+    cut = start + room
+    while cut > start + 1 and not fits(cut):
+        cut -= 1
+    if lines.inside_fence_line(cut):
+        line_start = lines.starts[lines.line_of(cut)]
+        if fits(line_start):
+            cut = line_start
+    return cut, cut
+
+
+def split_markdown(text: str, limit: int) -> list[str]:
+    """Split markdown into chunks of at most `limit` characters, never breaking a code fence.
+
+    Splits fall on a paragraph break if one is near the end of the chunk, else a line break, else
+    between words, else (one over-long word) anywhere. A chunk that ends inside a fenced code block
+    gets a closing fence, and the next chunk reopens it with the same language tag; the added lines
+    count towards `limit`. Whitespace at a split point is dropped. Text that is empty or only
+    whitespace gives `[]`: there is nothing to send, and callers should not post an empty message.
+    """
+    if limit < MIN_SPLIT_LIMIT:
+        raise ValueError(f"limit must be at least {MIN_SPLIT_LIMIT} characters, got {limit}")
+    text = text.rstrip().lstrip("\n")
+    if not text:
+        return []
+    lines = _Lines(text)
+    chunks: list[str] = []
+    start = 0
+    reopen: _Fence | None = None
+    while start < len(text):
+        head = _head(reopen, limit)
+        room = limit - len(head)
+        end_state = lines.after[-1]
+        if (len(text) - start) + _closer_len(end_state) <= room:
+            cut, next_start = len(text), len(text)
+        else:
+            cut, next_start = _choose_cut(lines, start, room)
+            end_state = lines.state_at(cut)
+        body = text[start:cut]
+        closer = "" if end_state is None else "\n" + end_state.marker
+        if body.strip():
+            chunks.append(head + body + closer)
+        reopen = end_state
+        start = next_start
+    # Only a fence marker nearly half as long as `limit` can overflow: then the limit wins.
+    return [piece for chunk in chunks for piece in _hard_split(chunk, limit)]
+
+
+def _hard_split(chunk: str, limit: int) -> list[str]:
+    return [chunk[i : i + limit] for i in range(0, len(chunk), limit)]
+
+
+def truncate(text: str, limit: int, marker: str = "…") -> tuple[str, bool]:
+    """Cut `text` to at most `limit` characters, ending with `marker`; also say whether it cut."""
+    if limit < 0:
+        raise ValueError(f"limit must not be negative, got {limit}")
+    if len(text) <= limit:
+        return text, False
+    if limit <= len(marker):
+        return marker[:limit], True
+    return text[: limit - len(marker)].rstrip() + marker, True
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{…}" if value else "{}"
+    if isinstance(value, list):
+        return f"[{len(value)} item{'' if len(value) == 1 else 's'}]"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def summarize_result(content: str, limit: int = 120) -> str:
+    """A one-line summary of a tool result for an attachment's title line.
+
+    JSON objects show their fields as `k=v, …` (scalars first, since they carry the answer; nested
+    values as `{…}` or `[n items]`); other text shows its first non-empty line.
+    """
+    summary = next((line.strip() for line in content.splitlines() if line.strip()), "")
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return truncate(summary, limit)[0]
+    if isinstance(data, dict):
+        scalars = [(k, v) for k, v in data.items() if not isinstance(v, dict | list)]
+        nested = [(k, v) for k, v in data.items() if isinstance(v, dict | list)]
+        summary = ", ".join(f"{k}={_short(v)}" for k, v in scalars + nested) or "{}"
+    elif isinstance(data, list):
+        summary = _short(data) + (f": {_short(data[0])}" if data else "")
+    else:
+        summary = _short(data)
+    return truncate(summary, limit)[0]
+
+
+def pretty_json(content: str) -> str:
+    """`content` indented for reading if it is JSON, else unchanged."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return content
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def neutralize_mentions(text: str) -> str:
+    """Break `@everyone`, `@here` and `@channel` so a model's answer can never ping a whole room."""
+    return _MASS_MENTION.sub(lambda m: "@" + _ZWSP + m.group(1), text)

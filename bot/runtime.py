@@ -1,0 +1,66 @@
+"""Assembling the parts from Settings: store, MCP host, model, agent. Opened once, closed once."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
+from bot.calls import CallSettings
+from bot.config import Settings, load_servers
+from bot.llm import OpenAILLM
+from bot.mcp_host import MCPHost
+from bot.offline import OfflineModel
+from bot.seams import LLM
+from bot.store import SQLiteStore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Runtime:
+    """Everything a front end needs: the agent, plus the parts it may report on."""
+
+    agent: Agent
+    host: MCPHost
+    store: SQLiteStore
+    settings: Settings
+    model_name: str
+
+    @property
+    def offline(self) -> bool:
+        return self.settings.uses_offline_model
+
+
+def agent_config(settings: Settings) -> AgentConfig:
+    return AgentConfig(
+        max_rounds=settings.nerve_max_rounds,
+        context_tokens=settings.nerve_context_tokens,
+        system_prompt=settings.nerve_system_prompt or DEFAULT_SYSTEM_PROMPT,
+        calls=CallSettings(),
+    )
+
+
+@asynccontextmanager
+async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
+    """Open the store, start every MCP server, pick the model; close all of it on the way out."""
+    servers = load_servers(settings.nerve_mcp_config)
+    async with AsyncExitStack() as stack:
+        store = await SQLiteStore.open(settings.nerve_db)
+        stack.push_async_callback(store.close)
+        host = MCPHost(servers, default_timeout=settings.nerve_tool_timeout)
+        stack.push_async_callback(host.aclose)
+        await host.start()
+        for name, reason in host.problems():
+            logger.warning("MCP server %s is not available yet: %s (retrying in the background)", name, reason)
+        llm: LLM
+        if settings.uses_offline_model:
+            llm, model_name = OfflineModel(), "offline"
+        else:
+            openai_llm = OpenAILLM.from_settings(settings)
+            stack.push_async_callback(openai_llm.aclose)
+            llm, model_name = openai_llm, settings.nerve_model
+        agent = Agent(llm=llm, host=host, store=store, inbox=store, config=agent_config(settings))
+        yield Runtime(agent=agent, host=host, store=store, settings=settings, model_name=model_name)

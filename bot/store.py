@@ -1,0 +1,346 @@
+"""The conversation store: SQLite through aiosqlite, in WAL mode.
+
+Why these settings: WAL lets a reader (`nerve history`) look while the bot writes; `synchronous=NORMAL`
+in WAL survives a crash of the application (only a power loss may drop the last commits) at about
+four times the commit rate of FULL; `busy_timeout` makes a second process wait for the write lock
+instead of failing at once. Every write is one `BEGIN IMMEDIATE` transaction, so a round (an assistant
+message with tool calls plus its tool results) lands whole or not at all, and a model is never sent a
+tool call without its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, cast
+
+import aiosqlite
+
+from bot.errors import StoreError
+from bot.migrate import migrate
+from bot.types import ChatMessage, ConversationKey, Role, ToolCall
+
+BUSY_TIMEOUT_MS = 5000
+
+_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+_KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
+_C_KEY = "c.platform = ? AND c.workspace = ? AND c.channel = ? AND c.thread = ?"
+
+
+class SQLiteStore:
+    """The `Store` seam on one SQLite file, plus the inbox adapters use for exactly-once replies."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        """Use `SQLiteStore.open`; this only wraps a connection that is already set up."""
+        self._db = db
+        self._path = path
+        # One connection is shared by every task, and its open transaction is visible to any statement
+        # on it: reads take the lock too, so nobody sees (or writes into) another task's transaction.
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: Path, *, migrations_dir: Path | None = None, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+    ) -> SQLiteStore:
+        """Open (creating if needed) the database at `path` and bring its schema up to date."""
+        try:
+            await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder for the conversation store {path}: {exc.strerror}"
+            ) from exc
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves instead of sqlite3's implicit ones.
+        db = aiosqlite.connect(path, isolation_level=None)
+        try:
+            await db
+        except sqlite3.Error as exc:
+            raise _store_error(exc, path) from exc
+        try:
+            await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms):d}")
+            rows = await db.execute_fetchall("PRAGMA journal_mode = WAL")
+            mode = next(iter(rows))[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{path}: could not switch the conversation store to WAL (mode is {mode})")
+            await db.execute("PRAGMA synchronous = NORMAL")
+            await db.execute("PRAGMA foreign_keys = ON")
+            await migrate(db, migrations_dir)
+        except BaseException as exc:
+            await db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _store_error(exc, path) from exc
+            raise
+        return cls(db, path)
+
+    async def close(self) -> None:
+        """Close the connection; waits for a running write to finish."""
+        async with self._lock:
+            if not self._closed:
+                self._closed = True
+                await self._db.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # --- conversations -------------------------------------------------------------------------
+
+    async def append(
+        self, key: ConversationKey, messages: Sequence[ChatMessage], *, event_id: str | None = None
+    ) -> bool:
+        """Persist messages in one transaction; False when `event_id` was already recorded.
+
+        `event_id` belongs to the first message (the user's); a re-delivered event writes nothing.
+        """
+        if not messages:
+            return True
+        async with self._write() as db:
+            if event_id is not None and await self._event_seen(db, key, event_id):
+                await db.execute("ROLLBACK")
+                return False
+            conversation = await self._active_conversation(db, key, create=True)
+            assert conversation is not None
+            rows = await db.execute_fetchall(
+                "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?", (conversation,)
+            )
+            last_seq = int(next(iter(rows))[0])
+            for r in [
+                    _message_row(conversation, last_seq + offset, message, event_id if offset == 1 else None)
+                    for offset, message in enumerate(messages, start=1)
+                ]: await db.execute(
+                "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
+                " is_error, latency_ms, event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r)
+        return True
+
+    async def history(self, key: ConversationKey) -> list[ChatMessage]:
+        """The current conversation of this thread, oldest first."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error, m.latency_ms"
+                " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+                f" WHERE c.archived_at IS NULL AND {_C_KEY}"
+                " ORDER BY m.seq",
+                _key_params(key),
+            )
+        return [_message_from_row(row) for row in rows]
+
+    async def reset(self, key: ConversationKey) -> None:
+        """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
+        async with self._write() as db:
+            await db.execute(
+                f"UPDATE conversations SET archived_at = {_NOW} WHERE archived_at IS NULL AND {_KEY}",
+                _key_params(key),
+            )
+
+    async def has_event(self, key: ConversationKey, event_id: str) -> bool:
+        """Whether a message with this platform event id was stored in this thread (reset or not)."""
+        async with self._read() as db:
+            return await self._event_seen(db, key, event_id)
+
+    async def conversations(self, platform: str | None = None) -> list[ConversationKey]:
+        """Threads with an active conversation, most recently started first (for `nerve history`)."""
+        where = "archived_at IS NULL" + (" AND platform = ?" if platform is not None else "")
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                f"SELECT platform, workspace, channel, thread FROM conversations WHERE {where}"
+                " ORDER BY id DESC",
+                (platform,) if platform is not None else (),
+            )
+        return [ConversationKey(platform=r[0], workspace=r[1], channel=r[2], thread=r[3]) for r in rows]
+
+    # --- inbox ---------------------------------------------------------------------------------
+
+    async def claim_event(self, platform: str, event_id: str, payload: str) -> bool:
+        """Record a platform event before working on it; False if it was seen before (a re-delivery)."""
+        async with (
+            self._write() as db,
+            db.execute(
+                "INSERT INTO inbox (platform, event_id, payload) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (platform, event_id, payload),
+            ) as cursor,
+        ):
+            return cursor.rowcount == 1
+
+    async def finish_event(self, platform: str, event_id: str) -> None:
+        """Mark an event answered, so start-up recovery does not answer it again."""
+        async with self._write() as db:
+            await db.execute(
+                f"UPDATE inbox SET status = 'done', done_at = {_NOW}"
+                " WHERE platform = ? AND event_id = ? AND status = 'received'",
+                (platform, event_id),
+            )
+
+    async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
+        """(event_id, payload) of events claimed but never finished, in the order they arrived."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT event_id, payload FROM inbox WHERE platform = ? AND status = 'received'"
+                " ORDER BY received_at, rowid",
+                (platform,),
+            )
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    async def prune_events(self, older_than_days: float) -> int:
+        """Forget inbox events received more than `older_than_days` ago; returns how many.
+
+        This bounds both windows: a re-delivery older than this is no longer recognised, and an
+        unfinished event older than this is no longer recovered (answering it now would be stale).
+        """
+        async with (
+            self._write() as db,
+            db.execute(
+                "DELETE FROM inbox WHERE received_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
+                (f"-{float(older_than_days)} days",),
+            ) as cursor,
+        ):
+            return cursor.rowcount
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            self._check_open()
+            try:
+                yield self._db
+            except sqlite3.Error as exc:
+                raise _store_error(exc, self._path) from exc
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction, committed on success and rolled back on any error or cancellation.
+
+        The body may end the transaction itself (ROLLBACK for a no-op); commit only what is open.
+        """
+        async with self._lock:
+            self._check_open()
+            db = self._db
+            try:
+                pass
+                yield db
+                if db.in_transaction:
+                    await db.execute("COMMIT")
+            except BaseException as exc:
+                # Always, not only when `in_transaction` says so: after a cancellation the statements
+                # already queued on the connection's thread (BEGIN included) may not have run yet. The
+                # ROLLBACK queues behind them and before any later statement, even if we are cancelled.
+                await _rollback(db)
+                if isinstance(exc, sqlite3.Error):
+                    raise _store_error(exc, self._path) from exc
+                raise
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the conversation store {self._path} is closed")
+
+    @staticmethod
+    async def _event_seen(db: aiosqlite.Connection, key: ConversationKey, event_id: str) -> bool:
+        rows = await db.execute_fetchall(
+            "SELECT 1 FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+            f" WHERE m.event_id = ? AND {_C_KEY} LIMIT 1",
+            (event_id, *_key_params(key)),
+        )
+        return bool(list(rows))
+
+    @staticmethod
+    async def _active_conversation(
+        db: aiosqlite.Connection, key: ConversationKey, *, create: bool
+    ) -> int | None:
+        rows = list(
+            await db.execute_fetchall(
+                f"SELECT id FROM conversations WHERE archived_at IS NULL AND {_KEY}", _key_params(key)
+            )
+        )
+        if rows:
+            return int(rows[0][0])
+        if not create:
+            return None
+        row = await db.execute_insert(
+            "INSERT INTO conversations (platform, workspace, channel, thread) VALUES (?, ?, ?, ?)",
+            _key_params(key),
+        )
+        assert row is not None
+        return int(row[0])
+
+
+async def _rollback(db: aiosqlite.Connection) -> None:
+    # SQLite may have rolled back already (e.g. after a full disk); then nothing is left open.
+    with contextlib.suppress(sqlite3.Error):
+        await db.execute("ROLLBACK")
+
+
+def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:
+    return (key.platform, key.workspace, key.channel, key.thread)
+
+
+def _message_row(conversation: int, seq: int, message: ChatMessage, event_id: str | None) -> tuple[Any, ...]:
+    tool_calls = (
+        json.dumps(
+            [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
+            ensure_ascii=False,
+        )
+        if message.tool_calls
+        else None
+    )
+    return (
+        conversation,
+        seq,
+        message.role,
+        message.content,
+        tool_calls,
+        message.tool_call_id,
+        message.name,
+        int(message.is_error),
+        message.latency_ms,
+        event_id,
+    )
+
+
+def _message_from_row(row: Iterable[Any]) -> ChatMessage:
+    role, content, tool_calls, tool_call_id, name, is_error, latency_ms = row
+    calls = tuple(
+        ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in json.loads(tool_calls or "[]")
+    )
+    return ChatMessage(
+        role=cast(Role, role),
+        content=content,
+        tool_calls=calls,
+        tool_call_id=tool_call_id,
+        name=name,
+        is_error=bool(is_error),
+        latency_ms=latency_ms,
+    )
+
+
+def _store_error(exc: sqlite3.Error, path: Path) -> StoreError:
+    """A message an operator can act on, instead of a raw sqlite3 traceback."""
+    text = str(exc)
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return StoreError(
+            f"the conversation store {path} is busy (database is locked): another process is holding it;"
+            " try again, or stop the other nerve using this file"
+        )
+    if "full" in lowered:
+        return StoreError(f"the conversation store {path} could not write: the disk is full")
+    if "readonly" in lowered or "read-only" in lowered:
+        return StoreError(f"the conversation store {path} is read-only: check the file's permissions")
+    if "unable to open" in lowered:
+        return StoreError(
+            f"cannot open the conversation store {path}: check that the folder exists and is writable"
+        )
+    if "not a database" in lowered or "malformed" in lowered:
+        return StoreError(f"{path} is not a usable nerve database ({text}): move it aside or set NERVE_DB")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return StoreError(f"the conversation store {path} refused the write ({text}); nothing was saved")
+    return StoreError(f"the conversation store {path} failed: {text}")

@@ -1,0 +1,537 @@
+"""The real `openai` client against a local fake model service speaking the chat-completions format."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import socket
+import time
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.config import Settings
+from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable
+from bot.llm import BACKOFF_CAP, OpenAILLM, backoff_delay, retry_after_seconds
+from bot.types import ChatMessage, ToolCall, ToolSpec, TurnEvent, Usage
+from tests.fakes.llm_server import (
+    FakeCall,
+    FakeLLMServer,
+    HttpError,
+    Reply,
+    ScriptViolation,
+    Step,
+    context_length_exceeded,
+    rate_limited,
+    reply,
+    server_error,
+    tool_reply,
+)
+
+USER = [ChatMessage(role="user", content="What is the air like in 94107?")]
+
+ENV_TOOL = ToolSpec(
+    name="get_environment_status",
+    description="Current air quality, temperature and alerts for a US area code.",
+    parameters={
+        "type": "object",
+        "properties": {"area_code": {"type": "string", "description": "Five-digit ZIP code"}},
+        "required": ["area_code"],
+    },
+    server="env",
+    original_name="get_environment_status",
+    timeout=12.0,
+    triggers=("air",),
+)
+
+
+class RecordedSleep:
+    """Stands in for asyncio.sleep: records each wait and returns at once."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+class RecordedProgress:
+    def __init__(self) -> None:
+        self.events: list[TurnEvent] = []
+
+    async def __call__(self, event: TurnEvent) -> None:
+        self.events.append(event)
+
+
+def make_llm(
+    base_url: str,
+    *,
+    sleep: Any = None,
+    max_retries: int = 3,
+    timeout: float = 5.0,
+    api_key: str | None = None,
+    temperature: float | None = None,
+) -> OpenAILLM:
+    return OpenAILLM(
+        model="test-model",
+        base_url=base_url,
+        api_key=api_key,
+        timeout=timeout,
+        max_retries=max_retries,
+        temperature=temperature,
+        sleep=sleep if sleep is not None else RecordedSleep(),
+    )
+
+
+def closed_port() -> int:
+    """A loopback port with nothing listening on it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+# ------------------------------------------------------------------------------------------ answers
+
+
+async def test_a_plain_text_answer_comes_back_as_an_assistant_message_with_usage() -> None:
+    async with FakeLLMServer(
+        [reply("Air is good.", usage=Usage(prompt_tokens=21, completion_tokens=4))]
+    ) as server:
+        completion = await make_llm(server.base_url).complete(USER, [], RecordedProgress())
+        server.assert_complete()
+
+    assert completion.message == ChatMessage(role="assistant", content="Air is good.")
+    assert completion.usage == Usage(prompt_tokens=21, completion_tokens=4)
+
+
+async def test_an_answer_without_usage_has_no_usage() -> None:
+    async with FakeLLMServer([reply("ok", usage=None)]) as server:
+        completion = await make_llm(server.base_url).complete(USER, [], RecordedProgress())
+    assert completion.usage is None
+    assert completion.message.content == "ok"
+
+
+async def test_tool_calls_keep_their_ids_and_their_arguments_unchanged_even_when_malformed() -> None:
+    malformed = '{"area_code": "941'
+    odd_spacing = '{ "lat" :37.7,"lng":-122.4 , "radius": 100}'
+    script = [
+        tool_reply(
+            FakeCall(id="call_a", name="get_environment_status", arguments=malformed),
+            FakeCall(id="call_b", name="simulate_geolocation", arguments=odd_spacing),
+            FakeCall(id="call_c", name="get_environment_status", arguments=""),
+        )
+    ]
+    async with FakeLLMServer(script) as server:
+        completion = await make_llm(server.base_url).complete(USER, [ENV_TOOL], RecordedProgress())
+
+    assert completion.message.content is None
+    assert completion.message.tool_calls == (
+        ToolCall(id="call_a", name="get_environment_status", arguments=malformed),
+        ToolCall(id="call_b", name="simulate_geolocation", arguments=odd_spacing),
+        ToolCall(id="call_c", name="get_environment_status", arguments=""),
+    )
+
+
+async def test_tool_calls_without_ids_get_ids_that_are_unique_across_answers() -> None:
+    calls = (("get_environment_status", '{"area_code": "94107"}'), ("get_environment_status", "{}"))
+    script = [Reply(tool_calls=tuple(FakeCall(name=n, arguments=a) for n, a in calls), omit_ids=True)] * 2
+    async with FakeLLMServer(script) as server:
+        llm = make_llm(server.base_url)
+        first = await llm.complete(USER, [ENV_TOOL], RecordedProgress())
+        second = await llm.complete(USER, [ENV_TOOL], RecordedProgress())
+
+    ids = [call.id for call in first.message.tool_calls + second.message.tool_calls]
+    # The fake names its own ids call_fake_<n>; these were made by the client.
+    assert all(i.startswith("call_") and not i.startswith("call_fake_") for i in ids)
+    assert len(set(ids)) == 4
+    assert [call.arguments for call in first.message.tool_calls] == ['{"area_code": "94107"}', "{}"]
+
+
+async def test_the_model_sees_the_full_history_in_order_and_the_tools_in_openai_form() -> None:
+    call = ToolCall(id="call_1", name="get_environment_status", arguments='{"area_code": "94107"}')
+    history = [
+        ChatMessage(role="system", content="You are nerve."),
+        ChatMessage(role="user", content="Air in 94107?"),
+        ChatMessage(role="assistant", content=None, tool_calls=(call,)),
+        ChatMessage(
+            role="tool", content='{"aqi": 42}', tool_call_id="call_1", is_error=False, latency_ms=12.5
+        ),
+        ChatMessage(role="assistant", content="AQI is 42."),
+        ChatMessage(role="user", content="And tomorrow?"),
+    ]
+    async with FakeLLMServer([reply("No forecast tool, sorry.")]) as server:
+        await make_llm(server.base_url).complete(history, [ENV_TOOL], RecordedProgress())
+
+    (body,) = server.requests
+    assert body["model"] == "test-model"
+    assert body["messages"] == [
+        {"role": "system", "content": "You are nerve."},
+        {"role": "user", "content": "Air in 94107?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_environment_status", "arguments": '{"area_code": "94107"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"aqi": 42}'},
+        {"role": "assistant", "content": "AQI is 42."},
+        {"role": "user", "content": "And tomorrow?"},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_environment_status",
+                "description": "Current air quality, temperature and alerts for a US area code.",
+                "parameters": ENV_TOOL.parameters,
+            },
+        }
+    ]
+    assert "tool_choice" not in body
+    assert "stream" not in body or body["stream"] is False
+    assert "temperature" not in body
+
+
+async def test_no_tools_means_no_tools_field_and_temperature_is_sent_when_set() -> None:
+    async with FakeLLMServer([reply("hi")]) as server:
+        await make_llm(server.base_url, temperature=0.2).complete(USER, [], RecordedProgress())
+    assert "tools" not in server.requests[0]
+    assert server.requests[0]["temperature"] == 0.2
+
+
+async def test_from_settings_uses_the_configured_endpoint_model_and_key() -> None:
+    async with FakeLLMServer([reply("hi")]) as server:
+        settings = Settings(
+            _env_file=None,  # type: ignore[call-arg]
+            openai_base_url=server.base_url,
+            openai_api_key="sk-test-key",  # type: ignore[arg-type]
+            nerve_model="local-llama",
+        )
+        llm = OpenAILLM.from_settings(settings)
+        await llm.complete(USER, [], RecordedProgress())
+        await llm.aclose()
+    assert server.requests[0]["model"] == "local-llama"
+    assert server.request_headers[0]["Authorization"] == "Bearer sk-test-key"
+    assert "sk-test-key" not in repr(llm)
+
+
+async def test_a_server_without_the_v1_prefix_is_served_too() -> None:
+    async with FakeLLMServer([reply("hi")]) as server:
+        base = server.base_url.removesuffix("/v1")
+        completion = await make_llm(base).complete(USER, [], RecordedProgress())
+    assert completion.message.content == "hi"
+
+
+# ------------------------------------------------------------------------------------------ retries
+
+
+async def test_a_429_with_retry_after_waits_that_long_reports_it_and_then_succeeds() -> None:
+    sleep, progress = RecordedSleep(), RecordedProgress()
+    async with FakeLLMServer([rate_limited(retry_after="4"), reply("ok")]) as server:
+        completion = await make_llm(server.base_url, sleep=sleep).complete(USER, [], progress)
+        server.assert_complete()
+
+    assert completion.message.content == "ok"
+    assert sleep.waits == [4.0]
+    assert progress.events == [
+        TurnEvent(kind="retrying", message="rate limited, retrying in 4 s", retry_in=4.0)
+    ]
+    assert len(server.requests) == 2
+
+
+async def test_retry_after_ms_is_preferred_over_retry_after() -> None:
+    sleep = RecordedSleep()
+    step = rate_limited(retry_after="9", headers={"retry-after-ms": "1500"})
+    async with FakeLLMServer([step, reply("ok")]) as server:
+        await make_llm(server.base_url, sleep=sleep).complete(USER, [], RecordedProgress())
+    assert sleep.waits == [1.5]
+
+
+async def test_retry_after_as_an_http_date_is_honoured() -> None:
+    sleep = RecordedSleep()
+    when = email.utils.formatdate(time.time() + 20, usegmt=True)
+    async with FakeLLMServer([rate_limited(retry_after=when), reply("ok")]) as server:
+        await make_llm(server.base_url, sleep=sleep).complete(USER, [], RecordedProgress())
+    (wait,) = sleep.waits
+    assert 17.0 <= wait <= 20.5
+
+
+async def test_a_short_retry_after_is_really_waited_with_the_default_sleep() -> None:
+    async with FakeLLMServer([rate_limited(retry_after="1"), reply("ok")]) as server:
+        llm = OpenAILLM(model="m", base_url=server.base_url, api_key=None, timeout=5.0, max_retries=1)
+        started = time.monotonic()
+        async with asyncio.timeout(10):
+            completion = await llm.complete(USER, [], RecordedProgress())
+        elapsed = time.monotonic() - started
+    assert completion.message.content == "ok"
+    assert 0.95 <= elapsed < 5
+
+
+async def test_a_500_is_retried_after_a_bounded_backoff_and_reported() -> None:
+    sleep, progress = RecordedSleep(), RecordedProgress()
+    async with FakeLLMServer([server_error(502), reply("ok")]) as server:
+        completion = await make_llm(server.base_url, sleep=sleep).complete(USER, [], progress)
+        server.assert_complete()
+
+    assert completion.message.content == "ok"
+    (wait,) = sleep.waits
+    assert 0.0 <= wait <= 1.0
+    (event,) = progress.events
+    assert event.kind == "retrying"
+    assert event.retry_in == wait
+    assert event.message.startswith("model service error (502), retrying in ")
+
+
+async def test_persistent_429_raises_rate_limited_after_the_retry_budget() -> None:
+    sleep, progress = RecordedSleep(), RecordedProgress()
+    async with FakeLLMServer([rate_limited("2")] * 3) as server:
+        with pytest.raises(LLMRateLimited, match=r"rate limiting.*after 2 retries"):
+            await make_llm(server.base_url, sleep=sleep, max_retries=2).complete(USER, [], progress)
+        server.assert_complete()
+    assert sleep.waits == [2.0, 2.0]
+    assert [e.kind for e in progress.events] == ["retrying", "retrying"]
+
+
+async def test_persistent_5xx_raises_unavailable_with_exponential_backoff() -> None:
+    sleep = RecordedSleep()
+    async with FakeLLMServer([server_error(500)] * 5) as server:
+        with pytest.raises(LLMUnavailable, match=r"failed \(500\)"):
+            await make_llm(server.base_url, sleep=sleep, max_retries=4).complete(USER, [], RecordedProgress())
+        server.assert_complete()
+    assert len(sleep.waits) == 4
+    for attempt, wait in enumerate(sleep.waits):
+        assert 0.0 <= wait <= 2.0**attempt
+
+
+async def test_no_retry_budget_means_the_first_failure_is_final() -> None:
+    sleep = RecordedSleep()
+    async with FakeLLMServer([server_error(503)]) as server:
+        with pytest.raises(LLMUnavailable):
+            await make_llm(server.base_url, sleep=sleep, max_retries=0).complete(USER, [], RecordedProgress())
+    assert sleep.waits == []
+
+
+async def test_a_retry_after_beyond_a_minute_fails_at_once_with_the_wait_named() -> None:
+    sleep = RecordedSleep()
+    async with FakeLLMServer([rate_limited(retry_after="3600")]) as server:
+        with pytest.raises(LLMRateLimited, match="3600 s"):
+            await make_llm(server.base_url, sleep=sleep).complete(USER, [], RecordedProgress())
+    assert sleep.waits == []
+
+
+async def test_an_exhausted_quota_is_not_retried() -> None:
+    step = HttpError(
+        status=429,
+        message="You exceeded your current quota.",
+        type="insufficient_quota",
+        code="insufficient_quota",
+    )
+    async with FakeLLMServer([step]) as server:
+        with pytest.raises(LLMError, match="out of quota") as caught:
+            await make_llm(server.base_url).complete(USER, [], RecordedProgress())
+    assert not isinstance(caught.value, LLMRateLimited)
+    assert len(server.requests) == 1
+
+
+# ------------------------------------------------------------------------------------ final errors
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        context_length_exceeded(style="openai"),
+        context_length_exceeded(style="vllm"),
+        HttpError(status=400, raw_body='{"error": "input length exceeds maximum context length"}'),  # Ollama
+        HttpError(
+            status=400,
+            message="the request exceeds the available context size, try increasing it",
+            type="exceed_context_size_error",
+        ),  # llama.cpp
+        HttpError(status=500, message="Prompt is too long for this model"),
+        HttpError(status=413, raw_body="Request Entity Too Large"),
+    ],
+    ids=["openai-code", "vllm", "ollama", "llama.cpp", "prompt-too-long-500", "http-413"],
+)
+async def test_a_context_overflow_raises_context_too_long_without_retrying(step: Step) -> None:
+    sleep = RecordedSleep()
+    async with FakeLLMServer([step]) as server:
+        with pytest.raises(ContextTooLong):
+            await make_llm(server.base_url, sleep=sleep).complete(USER, [], RecordedProgress())
+    assert len(server.requests) == 1
+    assert sleep.waits == []
+
+
+async def test_another_400_raises_llm_error_with_the_servers_message_and_no_retry() -> None:
+    step = HttpError(
+        status=400,
+        message="Invalid schema for function 'x': 'object' is required.",
+        type="invalid_request_error",
+    )
+    async with FakeLLMServer([step]) as server:
+        with pytest.raises(
+            LLMError, match=r"refused the request \(400\): Invalid schema for function"
+        ) as caught:
+            await make_llm(server.base_url).complete(USER, [ENV_TOOL], RecordedProgress())
+    assert type(caught.value) is LLMError
+    assert len(server.requests) == 1
+
+
+async def test_a_rejected_key_is_reported_without_ever_showing_the_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "sk-very-secret-123"
+    step = HttpError(
+        status=401,
+        message="Incorrect API key provided.",
+        type="invalid_request_error",
+        code="invalid_api_key",
+    )
+    caplog.set_level(logging.DEBUG)
+    async with FakeLLMServer([server_error(500), step]) as server:
+        llm = make_llm(server.base_url, api_key=secret)
+        with pytest.raises(LLMError, match="OPENAI_API_KEY") as caught:
+            await llm.complete(USER, [], RecordedProgress())
+    assert server.request_headers[0]["Authorization"] == f"Bearer {secret}"
+    assert secret not in str(caught.value)
+    assert secret not in repr(llm)
+    assert all(secret not in record.getMessage() for record in caplog.records)
+
+
+async def test_an_unknown_model_names_the_settings_to_check() -> None:
+    step = HttpError(
+        status=404,
+        message="The model `nope` does not exist.",
+        type="invalid_request_error",
+        code="model_not_found",
+    )
+    async with FakeLLMServer([step]) as server:
+        with pytest.raises(LLMError, match="NERVE_MODEL"):
+            await make_llm(server.base_url).complete(USER, [], RecordedProgress())
+
+
+async def test_connection_refused_raises_unavailable_after_the_retries() -> None:
+    sleep, progress = RecordedSleep(), RecordedProgress()
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    with pytest.raises(LLMUnavailable, match=r"could not reach the model service at http://127\.0\.0\.1"):
+        await make_llm(url, sleep=sleep, max_retries=2).complete(USER, [], progress)
+    assert len(sleep.waits) == 2
+    assert all(e.message.startswith("model service unreachable, retrying in") for e in progress.events)
+
+
+async def test_a_model_slower_than_the_timeout_raises_unavailable_after_the_retries() -> None:
+    sleep = RecordedSleep()
+    async with FakeLLMServer([reply("late", delay=5.0)] * 2) as server:
+        llm = make_llm(server.base_url, sleep=sleep, max_retries=1, timeout=0.3)
+        started = time.monotonic()
+        with pytest.raises(LLMUnavailable, match=r"did not answer within 0\.3 s"):
+            async with asyncio.timeout(5):
+                await llm.complete(USER, [], RecordedProgress())
+        elapsed = time.monotonic() - started
+        server.assert_complete()
+    assert len(sleep.waits) == 1
+    assert 0.5 <= elapsed < 3
+
+
+# -------------------------------------------------------------------------------- the fake itself
+
+
+async def test_the_fake_server_fails_loudly_when_called_past_its_script() -> None:
+    async with FakeLLMServer([reply("only one")], strict=False) as server:
+        llm = make_llm(server.base_url, max_retries=0)
+        await llm.complete(USER, [], RecordedProgress())
+        with pytest.raises(LLMUnavailable, match="after the script ended"):
+            await llm.complete(USER, [], RecordedProgress())
+    assert len(server.violations) == 1
+    with pytest.raises(ScriptViolation, match="after the script ended"):
+        server.assert_no_violations()
+
+
+async def test_leaving_a_strict_fake_server_with_violations_fails_the_test() -> None:
+    with pytest.raises(ScriptViolation, match="after the script ended"):
+        async with FakeLLMServer([]) as server:
+            with pytest.raises(LLMUnavailable):
+                await make_llm(server.base_url, max_retries=0).complete(USER, [], RecordedProgress())
+
+
+async def test_assert_complete_fails_when_scripted_steps_were_never_requested() -> None:
+    async with FakeLLMServer([reply("one"), reply("two")]) as server:
+        await make_llm(server.base_url).complete(USER, [], RecordedProgress())
+        with pytest.raises(ScriptViolation, match="1 scripted step"):
+            server.assert_complete()
+
+
+async def test_the_fake_server_refuses_streaming_requests_clearly() -> None:
+    async with FakeLLMServer([reply("never")], strict=False) as server:
+        payload = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{server.base_url}/chat/completions", json=payload) as resp,
+        ):
+            status, body = resp.status, await resp.json()
+    assert status == 400
+    assert "stream" in body["error"]["message"]
+    assert server.violations and server.remaining == 1
+
+
+async def test_a_responder_serves_many_conversations_at_once() -> None:
+    def responder(request: dict[str, Any]) -> Step:
+        last = request["messages"][-1]
+        if last["role"] == "user":
+            area = last["content"].split()[-1]
+            return tool_reply(("get_environment_status", json.dumps({"area_code": area})))
+        return reply(f"Result: {last['content']}")
+
+    async def conversation(llm: OpenAILLM, area: str) -> str:
+        history = [ChatMessage(role="user", content=f"air in {area}")]
+        first = await llm.complete(history, [ENV_TOOL], RecordedProgress())
+        (call,) = first.message.tool_calls
+        history += [
+            first.message,
+            ChatMessage(
+                role="tool",
+                tool_call_id=call.id,
+                content=f"aqi for {json.loads(call.arguments)['area_code']}",
+            ),
+        ]
+        second = await llm.complete(history, [ENV_TOOL], RecordedProgress())
+        return second.message.content or ""
+
+    areas = [f"9{n:04d}" for n in range(20)]
+    async with FakeLLMServer(responder) as server:
+        llm = make_llm(server.base_url)
+        async with asyncio.timeout(10):
+            answers = await asyncio.gather(*(conversation(llm, a) for a in areas))
+        server.assert_complete()
+    assert answers == [f"Result: aqi for {a}" for a in areas]
+    assert len(server.requests) == 40
+
+
+# ------------------------------------------------------------------------------------ pure helpers
+
+
+def test_backoff_is_full_jitter_bounded_by_the_cap() -> None:
+    for attempt in range(12):
+        for _ in range(50):
+            assert 0.0 <= backoff_delay(attempt) <= min(BACKOFF_CAP, 2.0**attempt)
+    assert max(backoff_delay(10) for _ in range(200)) > 15  # it does grow towards the cap
+
+
+def test_retry_after_reads_milliseconds_seconds_and_dates() -> None:
+    now = 1_700_000_000.0
+    assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert (
+        retry_after_seconds({"retry-after": email.utils.formatdate(now + 30, usegmt=True)}, now=now) == 30.0
+    )
+    assert retry_after_seconds({"retry-after": "-5"}) == 0.0
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
