@@ -128,7 +128,13 @@ def classify(
     event_id = str(body.get("event_id") or f"{channel}:{ts}")
     incoming = Incoming(key=key, text=text, user_id=author, event_id=event_id)
     turn_kind: TurnKind = "reset" if text.lower() in RESET_WORDS else "answer"
-    return Turn(incoming=incoming, kind=turn_kind, channel=channel, reply_thread_ts=reply_to, assistant_thread=assistant)
+    return Turn(
+        incoming=incoming,
+        kind=turn_kind,
+        channel=channel,
+        reply_thread_ts=reply_to,
+        assistant_thread=assistant,
+    )
 
 
 def is_dm_channel(channel_id: str, channel_name: str | None = None) -> bool:

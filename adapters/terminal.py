@@ -81,16 +81,22 @@ class TerminalChat:
     def _banner(self) -> None:
         runtime = self._runtime
         tools = runtime.agent.tools()
-        self._console.print(f"[bold]nerve[/bold] — thread [cyan]{self._thread}[/cyan], {len(tools)} tools. /help for commands.")
+        self._console.print(
+            f"[bold]nerve[/bold] — thread [cyan]{self._thread}[/cyan], {len(tools)} tools. "
+            "/help for commands."
+        )
         if runtime.offline:
             self._console.print(
-                "[yellow]Using the built-in offline model[/yellow] (no OPENAI_API_KEY or OPENAI_BASE_URL set): "
+                "[yellow]Using the built-in offline model[/yellow] "
+                "(no OPENAI_API_KEY or OPENAI_BASE_URL set): "
                 "it follows simple rules to pick tools, so you can try nerve without a model service."
             )
         else:
             self._console.print(f"[dim]Model: {runtime.model_name}[/dim]")
         for name, reason in runtime.host.problems():
-            self._console.print(f"[red]MCP server {name} is not available:[/red] {reason} [dim](retrying)[/dim]")
+            self._console.print(
+                f"[red]MCP server {name} is not available:[/red] {reason} [dim](retrying)[/dim]"
+            )
 
     async def _show_recent(self) -> None:
         history = await self._runtime.store.history(self._key)
@@ -203,7 +209,8 @@ def format_history(messages: Sequence[ChatMessage]) -> list[str]:
             lines += [f"nerve → {call.name}({call.arguments})" for call in message.tool_calls]
         elif message.role == "tool":
             status = "error" if message.is_error else "ok"
-            lines.append(f"  {message.name} [{status}, {message.latency_ms or 0:.0f} ms]: {(message.content or '')[:200]}")
+            took = f"{message.latency_ms or 0:.0f} ms"
+            lines.append(f"  {message.name} [{status}, {took}]: {(message.content or '')[:200]}")
         else:
             who = {"user": "you", "assistant": "nerve", "system": "system"}[message.role]
             lines.append(f"{who}: {message.content}")

@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"nerve: bad setting: {problems}\n")
         return 2
     logging.basicConfig(
-        level=settings.nerve_log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=settings.nerve_log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     front_end = _front_end(args)
     try:

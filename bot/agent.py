@@ -117,7 +117,9 @@ class Agent:
                 return await self._loop(incoming, history, progress)
             except LLMError as exc:
                 logger.warning("model call failed for %s: %s", incoming.key, exc.message)
-                text = f"Sorry — I could not reach the language model: {exc.message}. Please try again shortly."
+                text = (
+                    f"Sorry — I could not reach the language model: {exc.message}. Please try again shortly."
+                )
                 await self._store.append(incoming.key, [ChatMessage(role="assistant", content=text)])
                 return AgentReply(text=text)
 
@@ -159,11 +161,16 @@ class Agent:
         if refused:
             names = sorted({o.message.name or "a tool" for o in refused})
             reasons = "; ".join(f"{name}: {state.unavailable.get(name, 'failed')}" for name in names)
-            return f"Sorry — {', '.join(names)} is temporarily unavailable ({reasons}). Please try again later."
+            return (
+                f"Sorry — {', '.join(names)} is temporarily unavailable ({reasons}). Please try again later."
+            )
         state.argument_errors += sum(1 for o in outcomes if o.outcome == "fix_arguments")
         if state.argument_errors > self._config.max_argument_errors:
             last = next(o.problem for o in reversed(outcomes) if o.outcome == "fix_arguments")
-            return f"Sorry — I could not call the tools with valid arguments after several tries. Last problem: {last}"
+            return (
+                "Sorry — I could not call the tools with valid arguments after several tries. "
+                f"Last problem: {last}"
+            )
         return None
 
     async def _complete(
@@ -179,7 +186,9 @@ class Agent:
         try:
             completion = await self._llm.complete(request, tools, progress)
         except ContextTooLong:
-            await progress(TurnEvent(kind="notice", message="conversation too long for the model, compressing…"))
+            await progress(
+                TurnEvent(kind="notice", message="conversation too long for the model, compressing…")
+            )
             request = build_request(self._config.system_prompt, history, budget, squeeze=True)
             completion = await self._llm.complete(request, tools, progress)
         if completion.usage and completion.usage.prompt_tokens:
@@ -194,8 +203,9 @@ class Agent:
         text = text.strip() or "The model returned an empty answer. Please rephrase the question."
         missing = [name for name in state.unavailable if name not in text]
         if missing:
-            text += "\n\n" + "\n".join(f"⚠️ {name} is temporarily unavailable ({state.unavailable[name]})."
-                                       for name in missing)
+            text += "\n\n" + "\n".join(
+                f"⚠️ {name} is temporarily unavailable ({state.unavailable[name]})." for name in missing
+            )
         await self._store.append(key, [ChatMessage(role="assistant", content=text)])
         return AgentReply(text=text, attachments=tuple(state.attachments), usage=usage, cut_short=cut_short)
 
@@ -209,8 +219,12 @@ class Agent:
         limit = self._config.calls.attachment_chars
         attachments = tuple(
             make_attachment(
-                calls[m.tool_call_id], _stored_arguments(calls[m.tool_call_id].arguments), m.content or "",
-                is_error=m.is_error, latency_ms=m.latency_ms or 0.0, limit=limit,
+                calls[m.tool_call_id],
+                _stored_arguments(calls[m.tool_call_id].arguments),
+                m.content or "",
+                is_error=m.is_error,
+                latency_ms=m.latency_ms or 0.0,
+                limit=limit,
             )
             for m in after
             if m.role == "tool" and m.tool_call_id in calls

@@ -79,7 +79,8 @@ class RoundRunner:
             )
         arguments = parsed.value
         if call.name in state.unavailable:
-            problem = f"{call.name} is temporarily unavailable ({state.unavailable[call.name]}); do not call it again."
+            reason = state.unavailable[call.name]
+            problem = f"{call.name} is temporarily unavailable ({reason}); do not call it again."
             return self._refusal(call, arguments, problem, "unavailable", "refused_unavailable")
         if not state.guard.allow(call.name, arguments):
             problem = (
@@ -88,19 +89,33 @@ class RoundRunner:
             )
             return self._refusal(call, arguments, problem, "loop_guard", "fix_arguments")
 
-        await progress(TurnEvent(kind="tool_started", message=f"calling {call.name}…", tool=call.name,
-                                 tool_call_id=call.id))
+        await progress(
+            TurnEvent(
+                kind="tool_started", message=f"calling {call.name}…", tool=call.name, tool_call_id=call.id
+            )
+        )
         result = await self._call_with_rate_limit_retry(call.name, arguments, progress)
-        await progress(TurnEvent(kind="tool_finished", message=f"{call.name} {'failed' if result.is_error else 'done'}",
-                                 tool=call.name, tool_call_id=call.id, ok=not result.is_error))
+        await progress(
+            TurnEvent(
+                kind="tool_finished",
+                message=f"{call.name} {'failed' if result.is_error else 'done'}",
+                tool=call.name,
+                tool_call_id=call.id,
+                ok=not result.is_error,
+            )
+        )
         if not result.is_error:
             return self._outcome(call, arguments, result.content, result, "ok")
         if result.error_kind in ("arguments", "unknown_tool"):
-            return self._outcome(call, arguments, _error_body(result.content, "arguments"), result, "fix_arguments")
+            return self._outcome(
+                call, arguments, _error_body(result.content, "arguments"), result, "fix_arguments"
+            )
         reason = _failure_reason(result, spec)
         state.unavailable[call.name] = reason
-        body = _error_body(f"{result.content} — {call.name} is temporarily unavailable; do not retry it now.",
-                           result.error_kind or "execution")
+        body = _error_body(
+            f"{result.content} — {call.name} is temporarily unavailable; do not retry it now.",
+            result.error_kind or "execution",
+        )
         return self._outcome(call, arguments, body, result, "failed", problem=reason)
 
     async def _call_with_rate_limit_retry(
@@ -110,8 +125,14 @@ class RoundRunner:
         if result.error_kind != "rate_limited":
             return result
         delay = min(result.retry_after or 1.0, self._settings.max_rate_limit_wait)
-        await progress(TurnEvent(kind="retrying", message=f"{name} is rate limited, retrying in {delay:.0f} s",
-                                 tool=name, retry_in=delay))
+        await progress(
+            TurnEvent(
+                kind="retrying",
+                message=f"{name} is rate limited, retrying in {delay:.0f} s",
+                tool=name,
+                retry_in=delay,
+            )
+        )
         await self._sleep(delay)
         return await self._host.call_tool(name, arguments)
 
@@ -131,11 +152,19 @@ class RoundRunner:
         problem: str = "",
     ) -> CallOutcome:
         message = ChatMessage(
-            role="tool", tool_call_id=call.id, name=call.name, content=body,
-            is_error=result.is_error, latency_ms=result.latency_ms,
+            role="tool",
+            tool_call_id=call.id,
+            name=call.name,
+            content=body,
+            is_error=result.is_error,
+            latency_ms=result.latency_ms,
         )
         attachment = make_attachment(
-            call, arguments, result.content, is_error=result.is_error, latency_ms=result.latency_ms,
+            call,
+            arguments,
+            result.content,
+            is_error=result.is_error,
+            latency_ms=result.latency_ms,
             limit=self._settings.attachment_chars,
         )
         return CallOutcome(message=message, attachment=attachment, outcome=outcome, problem=problem)
@@ -147,8 +176,14 @@ def make_attachment(
     """The collapsible detail an adapter shows for one call: capped content, one-line summary."""
     shown, cut = truncate(content, limit)
     return Attachment(
-        tool_call_id=call.id, name=call.name, arguments=arguments, is_error=is_error,
-        latency_ms=latency_ms, summary=summarize_result(content), content=shown, truncated=cut,
+        tool_call_id=call.id,
+        name=call.name,
+        arguments=arguments,
+        is_error=is_error,
+        latency_ms=latency_ms,
+        summary=summarize_result(content),
+        content=shown,
+        truncated=cut,
     )
 
 

@@ -23,7 +23,10 @@ OFFLINE_MODEL = "offline"
 class Settings(BaseSettings):
     """Every setting nerve reads. `.env.example` lists each one with its default."""
 
-    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+    # Empty values count as unset, so a copy of .env.example works as it is.
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True
+    )
 
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
@@ -109,7 +112,7 @@ class ServerConfig(BaseModel):
 class ServersFile(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    mcpServers: dict[str, ServerConfig]  # noqa: N815 - the name other MCP hosts use
+    mcpServers: dict[str, ServerConfig]
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -144,7 +147,9 @@ def _expand_server(name: str, server: ServerConfig, environ: dict[str, str], pat
             "env": {k: _expand(v, environ, f"{where} field 'env.{k}'") for k, v in server.env.items()},
             "cwd": cwd,
             "url": _expand(server.url, environ, f"{where} field 'url'") if server.url else None,
-            "headers": {k: _expand(v, environ, f"{where} field 'headers.{k}'") for k, v in server.headers.items()},
+            "headers": {
+                k: _expand(v, environ, f"{where} field 'headers.{k}'") for k, v in server.headers.items()
+            },
         }
     )
 
@@ -169,7 +174,9 @@ def load_servers(path: Path, environ: dict[str, str] | None = None) -> dict[str,
     except FileNotFoundError:
         raise ConfigError(f"{path}: servers file not found (set NERVE_MCP_CONFIG to another file)") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise ConfigError(
+            f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     try:
         parsed = ServersFile.model_validate(raw)
     except ValidationError as exc:

@@ -110,16 +110,18 @@ def _present_tool_messages(history: Sequence[ChatMessage], max_result_tokens: in
             round_index += 1
         elif message.role == "tool":
             results.append((names.get(message.tool_call_id or "", message.name or "tool"), round_index))
+    # The current turn is active context and stays whole; only earlier turns' results are superseded.
+    current_turn = max((i for i, m in enumerate(history) if m.role == "user"), default=0)
     out: list[ChatMessage] = []
     position = 0
-    for message in history:
+    for index, message in enumerate(history):
         if message.role != "tool":
             out.append(message)
             continue
         name, own_round = results[position]
         next_other_round = next((n for n, r in results[position + 1 :] if r != own_round), None)
         position += 1
-        if next_other_round == name:
+        if index < current_turn and next_other_round == name:
             body = json.dumps({"superseded": f"a later call of {name} replaced this result"})
         else:
             body = cut_result(as_json_text(message.content or ""), max_result_tokens)

@@ -82,7 +82,9 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
             problem=f"The arguments are not valid JSON ({exc.msg} at position {exc.pos}). {hint}"
         )
     if not isinstance(loaded, dict):
-        return ParsedArguments(problem=f"The arguments must be a JSON object, not {type(loaded).__name__}. {hint}")
+        return ParsedArguments(
+            problem=f"The arguments must be a JSON object, not {type(loaded).__name__}. {hint}"
+        )
     value = _coerce_object(loaded, schema)
     validator_class = validators.validator_for(schema)
     try:

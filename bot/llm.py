@@ -93,7 +93,13 @@ class OpenAILLM:
             max_retries=0,
             timeout=openai.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
         )
-        self._where = str(self._client.base_url).rstrip("/")
+        # For messages and logs: a URL may carry credentials (https://user:pass@host), so drop them.
+        url = self._client.base_url
+        self._where = (
+            str(url.copy_with(username=None, password=None)).rstrip("/")
+            if url.userinfo
+            else str(url).rstrip("/")
+        )
         # Ids for tool calls a server sent without one; the random part keeps them unique across
         # restarts, so a stored history never holds the same id for two different calls.
         self._id_prefix = secrets.token_hex(4)

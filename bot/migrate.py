@@ -82,7 +82,7 @@ async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> li
         _refuse_unknown(applied, known)
         done: list[int] = []
         for migration in known:
-            if migration.version not in applied and await _apply(db, migration):
+            if migration.version not in applied and await apply_one(db, migration):
                 done.append(migration.version)
         return done
     except OSError as exc:
@@ -103,7 +103,7 @@ def _refuse_unknown(applied: set[int], known: list[Migration]) -> None:
     )
 
 
-async def _apply(db: aiosqlite.Connection, migration: Migration) -> bool:
+async def apply_one(db: aiosqlite.Connection, migration: Migration) -> bool:
     """Run one migration and its ledger row in one transaction; False if another process beat us."""
     label = f"{migration.version:04d}_{migration.name}.sql"
     # executescript commits any pending transaction before it runs, so the transaction has to be

@@ -54,7 +54,9 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
         stack.push_async_callback(host.aclose)
         await host.start()
         for name, reason in host.problems():
-            logger.warning("MCP server %s is not available yet: %s (retrying in the background)", name, reason)
+            logger.warning(
+                "MCP server %s is not available yet: %s (retrying in the background)", name, reason
+            )
         llm: LLM
         if settings.uses_offline_model:
             llm, model_name = OfflineModel(), "offline"

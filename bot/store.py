@@ -30,6 +30,7 @@ BUSY_TIMEOUT_MS = 5000
 
 _NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 _KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
+_MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
 _C_KEY = "c.platform = ? AND c.workspace = ? AND c.channel = ? AND c.thread = ?"
 
 
@@ -108,29 +109,55 @@ class SQLiteStore:
             if event_id is not None and await self._event_seen(db, key, event_id):
                 await db.execute("ROLLBACK")
                 return False
-            conversation = await self._active_conversation(db, key, create=True)
-            assert conversation is not None
+            conversation = await self._active_conversation(db, key)
             rows = await db.execute_fetchall(
                 "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?", (conversation,)
             )
             last_seq = int(next(iter(rows))[0])
-            for r in [
+            await db.executemany(
+                "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
+                " is_error, latency_ms, event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
                     _message_row(conversation, last_seq + offset, message, event_id if offset == 1 else None)
                     for offset, message in enumerate(messages, start=1)
-                ]: await db.execute(
-                "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
-                " is_error, latency_ms, event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r)
+                ],
+            )
         return True
 
     async def history(self, key: ConversationKey) -> list[ChatMessage]:
         """The current conversation of this thread, oldest first."""
         async with self._read() as db:
             rows = await db.execute_fetchall(
-                "SELECT m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.is_error, m.latency_ms"
-                " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages JOIN conversations c ON c.id = conversation_id"
                 f" WHERE c.archived_at IS NULL AND {_C_KEY}"
-                " ORDER BY m.seq",
+                " ORDER BY seq",
                 _key_params(key),
+            )
+        return [_message_from_row(row) for row in rows]
+
+    async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
+        """The turn that answered the user message with this event id: what follows it, up to the next
+        user message. Empty when the event is unknown. Lets a re-delivery resume or re-send its turn.
+        """
+        async with self._read() as db:
+            found = list(
+                await db.execute_fetchall(
+                    "SELECT m.conversation_id, m.seq FROM messages m"
+                    " JOIN conversations c ON c.id = m.conversation_id"
+                    f" WHERE m.event_id = ? AND {_C_KEY} ORDER BY m.id DESC LIMIT 1",
+                    (event_id, *_key_params(key)),
+                )
+            )
+            if not found:
+                return []
+            conversation, seq = found[0]
+            rows = await db.execute_fetchall(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+                " WHERE conversation_id = ? AND seq > ? AND seq < COALESCE("
+                "  (SELECT MIN(seq) FROM messages WHERE conversation_id = ? AND seq > ? AND role = 'user'),"
+                "  9223372036854775807)"
+                " ORDER BY seq",
+                (conversation, seq, conversation, seq),
             )
         return [_message_from_row(row) for row in rows]
 
@@ -226,7 +253,7 @@ class SQLiteStore:
             self._check_open()
             db = self._db
             try:
-                pass
+                await db.execute("BEGIN IMMEDIATE")
                 yield db
                 if db.in_transaction:
                     await db.execute("COMMIT")
@@ -253,9 +280,8 @@ class SQLiteStore:
         return bool(list(rows))
 
     @staticmethod
-    async def _active_conversation(
-        db: aiosqlite.Connection, key: ConversationKey, *, create: bool
-    ) -> int | None:
+    async def _active_conversation(db: aiosqlite.Connection, key: ConversationKey) -> int:
+        """The thread's active conversation, started now if it has none."""
         rows = list(
             await db.execute_fetchall(
                 f"SELECT id FROM conversations WHERE archived_at IS NULL AND {_KEY}", _key_params(key)
@@ -263,8 +289,6 @@ class SQLiteStore:
         )
         if rows:
             return int(rows[0][0])
-        if not create:
-            return None
         row = await db.execute_insert(
             "INSERT INTO conversations (platform, workspace, channel, thread) VALUES (?, ?, ?, ?)",
             _key_params(key),

@@ -33,7 +33,18 @@ MIN_PLACES = 3
 
 _DISTRICTS = ("Riverside", "Old Town", "Harbour", "Lakeside", "Hillcrest", "Garden", "Station", "University")
 _DISTRICT_KINDS = ("District", "Quarter", "Heights", "Village")
-_NAME_WORDS = ("Maple", "Willow", "Cedar", "Lotus", "Harmony", "Sunrise", "Jade", "Century", "Peace", "Orchid")
+_NAME_WORDS = (
+    "Maple",
+    "Willow",
+    "Cedar",
+    "Lotus",
+    "Harmony",
+    "Sunrise",
+    "Jade",
+    "Century",
+    "Peace",
+    "Orchid",
+)
 _BEARINGS = ("N", "NE", "E", "SE", "S", "SW", "W", "NW")
 
 # (type, label, nearest and farthest distance in metres). Every neighbourhood has a park within
@@ -93,7 +104,9 @@ def simulate(lat: float, lng: float, radius: int) -> SimulatedLocation:
     # Coordinates are rounded to ~100 m so a GPS jitter does not change the neighbourhood.
     key = (round(lat, 3), round(lng, 3))
     digest = _digest("place", *key)
-    district = f"{_DISTRICTS[digest[0] % len(_DISTRICTS)]} {_DISTRICT_KINDS[digest[1] % len(_DISTRICT_KINDS)]}"
+    district = (
+        f"{_DISTRICTS[digest[0] % len(_DISTRICTS)]} {_DISTRICT_KINDS[digest[1] % len(_DISTRICT_KINDS)]}"
+    )
     places: list[tuple[int, str, str, str]] = []
     for index, (kind, label, nearest, farthest) in enumerate(_PLACE_KINDS):
         place = _digest("poi", *key, index)
@@ -112,7 +125,9 @@ def simulate(lat: float, lng: float, radius: int) -> SimulatedLocation:
         area_code=area_code_for(lat, lng),
         radius_m=radius,
         nearby=[
-            Place(name=name, type=kind, distance_m=distance, bearing=bearing, within_radius=distance <= radius)
+            Place(
+                name=name, type=kind, distance_m=distance, bearing=bearing, within_radius=distance <= radius
+            )
             for distance, name, kind, bearing in chosen
         ],
     )

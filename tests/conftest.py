@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from bot.mcp_host import MCPHost
 
 from bot.config import ServerConfig, ToolOverride
-from bot.mcp_host import MCPHost
 from bot.store import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +27,8 @@ def seed_servers() -> dict[str, ServerConfig]:
             get_environment_status=ToolOverride(triggers=["air", "environment", "weather"]),
         ),
         "geo-simulator": stdio_server(
-            "servers.geo_simulator", simulate_geolocation=ToolOverride(triggers=["near", "nearby", "location"])
+            "servers.geo_simulator",
+            simulate_geolocation=ToolOverride(triggers=["near", "nearby", "location"]),
         ),
     }
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+from bot.mcp_host import MCPHost
+
 from bot.agent import Agent, AgentConfig
 from bot.calls import CallSettings
 from bot.errors import ContextTooLong, LLMUnavailable
-from bot.mcp_host import MCPHost
 from bot.store import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
 from tests.fakes.scripted import Call, ScriptedLLM, Step
@@ -36,13 +37,17 @@ def result_json(message: ChatMessage) -> object:
 
 
 async def test_two_tool_calls_run_in_parallel_and_keep_their_ids(loop_host, store):
-    llm = ScriptedLLM([
-        Step(calls=[
-            Call("wait_and_echo", {"label": "slow", "delay_ms": 400}, id="call_slow"),
-            Call("wait_and_echo", {"label": "fast", "delay_ms": 0}, id="call_fast"),
-        ]),
-        Step(text="done"),
-    ])
+    llm = ScriptedLLM(
+        [
+            Step(
+                calls=[
+                    Call("wait_and_echo", {"label": "slow", "delay_ms": 400}, id="call_slow"),
+                    Call("wait_and_echo", {"label": "fast", "delay_ms": 0}, id="call_fast"),
+                ]
+            ),
+            Step(text="done"),
+        ]
+    )
     events: list[TurnEvent] = []
 
     async def progress(event: TurnEvent) -> None:
@@ -67,11 +72,13 @@ async def test_two_tool_calls_run_in_parallel_and_keep_their_ids(loop_host, stor
 
 
 async def test_every_round_carries_the_whole_history(loop_host, store):
-    llm = ScriptedLLM([
-        Step(calls=[Call("wait_and_echo", {"label": "first"})]),
-        Step(text="first answer"),
-        Step(text="second answer"),
-    ])
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("wait_and_echo", {"label": "first"})]),
+            Step(text="first answer"),
+            Step(text="second answer"),
+        ]
+    )
     agent = make_agent(llm, loop_host, store)
     await agent.reply(incoming("one"))
     await agent.reply(incoming("two"))
@@ -88,10 +95,12 @@ async def test_every_round_carries_the_whole_history(loop_host, store):
 
 
 async def test_invalid_json_arguments_are_never_dispatched(loop_host, store):
-    llm = ScriptedLLM([
-        Step(calls=[Call("simulate_geolocation", '{"lat": 31.2, "lng": ', id="bad")]),
-        Step(text="gave up"),
-    ])
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("simulate_geolocation", '{"lat": 31.2, "lng": ', id="bad")]),
+            Step(text="gave up"),
+        ]
+    )
     events: list[TurnEvent] = []
 
     async def progress(event: TurnEvent) -> None:
@@ -108,10 +117,12 @@ async def test_invalid_json_arguments_are_never_dispatched(loop_host, store):
 
 
 async def test_string_numbers_are_coerced_before_the_call(loop_host, store):
-    llm = ScriptedLLM([
-        Step(calls=[Call("simulate_geolocation", {"lat": "31.23", "lng": "121.47", "radius": "500"})]),
-        Step(text="ok"),
-    ])
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("simulate_geolocation", {"lat": "31.23", "lng": "121.47", "radius": "500"})]),
+            Step(text="ok"),
+        ]
+    )
     reply = await make_agent(llm, loop_host, store).reply(incoming("near 31.23, 121.47"))
 
     (attachment,) = reply.attachments
@@ -120,11 +131,13 @@ async def test_string_numbers_are_coerced_before_the_call(loop_host, store):
 
 
 async def test_out_of_bounds_arguments_go_back_to_the_model_to_fix(loop_host, store):
-    llm = ScriptedLLM([
-        Step(calls=[Call("simulate_geolocation", {"lat": 999, "lng": 121.47})]),
-        Step(calls=[Call("simulate_geolocation", {"lat": 31.23, "lng": 121.47})]),
-        Step(text="fixed"),
-    ])
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("simulate_geolocation", {"lat": 999, "lng": 121.47})]),
+            Step(calls=[Call("simulate_geolocation", {"lat": 31.23, "lng": 121.47})]),
+            Step(text="fixed"),
+        ]
+    )
     reply = await make_agent(llm, loop_host, store).reply(incoming("near me"))
 
     first, second = tool_messages(llm.last_request())
@@ -144,10 +157,12 @@ async def test_unknown_tool_name_comes_back_with_the_real_names(loop_host, store
 
 
 async def test_a_failing_tool_is_not_retried_blindly(loop_host, store):
-    llm = ScriptedLLM([
-        Step(calls=[Call("broken", {})]),
-        Step(calls=[Call("broken", {"reason": "try again"})]),
-    ])
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("broken", {})]),
+            Step(calls=[Call("broken", {"reason": "try again"})]),
+        ]
+    )
     reply = await make_agent(llm, loop_host, store).reply(incoming("use the broken tool"))
 
     assert "broken is temporarily unavailable" in reply.text
@@ -180,7 +195,9 @@ async def test_a_rate_limited_tool_is_retried_once_after_its_delay(loop_host, st
 
 async def test_the_same_call_is_refused_after_three_times(loop_host, store):
     same = Call("wait_and_echo", {"label": "again"})
-    llm = ScriptedLLM([Step(calls=[same]), Step(calls=[same]), Step(calls=[same]), Step(calls=[same]), Step(text="ok")])
+    llm = ScriptedLLM(
+        [Step(calls=[same]), Step(calls=[same]), Step(calls=[same]), Step(calls=[same]), Step(text="ok")]
+    )
     reply = await make_agent(llm, loop_host, store).reply(incoming("loop"))
 
     results = [a.is_error for a in reply.attachments]
@@ -198,15 +215,19 @@ async def test_rounds_are_bounded_and_the_answer_says_it_was_cut_short(loop_host
 
 
 async def test_an_answer_without_tools_to_a_trigger_question_is_confirmed_once(loop_host, store):
-    llm = ScriptedLLM([
-        Step(text="The air is great!"),
-        Step(calls=[Call("get_environment_status", {"area_code": "A1001"})]),
-        Step(text="AQI from the tool"),
-    ])
+    llm = ScriptedLLM(
+        [
+            Step(text="The air is great!"),
+            Step(calls=[Call("get_environment_status", {"area_code": "A1001"})]),
+            Step(text="AQI from the tool"),
+        ]
+    )
     reply = await make_agent(llm, loop_host, store).reply(incoming("How is the air in A1001?"))
 
     nudged = llm.requests[1]
-    assert nudged[-2].content == "The air is great!" and "Are you sure no tool is needed" in (nudged[-1].content or "")
+    assert nudged[-2].content == "The air is great!" and "Are you sure no tool is needed" in (
+        nudged[-1].content or ""
+    )
     assert reply.text == "AQI from the tool"
     stored = await store.history(KEY)
     assert all("Are you sure" not in (m.content or "") for m in stored), "the nudge is not persisted"
@@ -228,12 +249,14 @@ async def test_the_nudge_fires_at_most_once_per_turn(loop_host, store):
 
 
 async def test_a_context_length_error_compresses_and_retries_once(loop_host, store):
-    llm = ScriptedLLM([
-        Step(text="first"),
-        Step(text="second"),
-        Step(error=ContextTooLong("maximum context length exceeded")),
-        Step(text="third, after compression"),
-    ])
+    llm = ScriptedLLM(
+        [
+            Step(text="first"),
+            Step(text="second"),
+            Step(error=ContextTooLong("maximum context length exceeded")),
+            Step(text="third, after compression"),
+        ]
+    )
     agent = make_agent(llm, loop_host, store)
     await agent.reply(incoming("one"))
     await agent.reply(incoming("two"))
@@ -252,15 +275,17 @@ async def test_the_user_message_is_kept_when_the_model_fails(loop_host, store):
 
     assert "could not reach the language model" in reply.text
     history = await store.history(KEY)
-    assert [(m.role, m.content) for m in history][0] == ("user", "are you there?")
+    assert next((m.role, m.content) for m in history) == ("user", "are you there?")
 
 
 async def test_messages_to_one_thread_are_answered_in_arrival_order(loop_host, store):
-    llm = ScriptedLLM([
-        Step(calls=[Call("wait_and_echo", {"label": "slow", "delay_ms": 200})]),
-        Step(text="answer one"),
-        Step(text="answer two"),
-    ])
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("wait_and_echo", {"label": "slow", "delay_ms": 200})]),
+            Step(text="answer one"),
+            Step(text="answer two"),
+        ]
+    )
     agent = make_agent(llm, loop_host, store)
     first = asyncio.create_task(agent.reply(incoming("one")))
     await asyncio.sleep(0)
@@ -301,7 +326,7 @@ async def test_a_huge_result_is_cut_for_the_model_but_kept_whole(loop_host, stor
     seen = result_json(sent)
     assert isinstance(seen, dict) and "cut to its key fields" in seen["_note"]
     assert len(sent.content or "") < 8000
-    stored = [m for m in await store.history(KEY) if m.role == "tool"][0]
+    stored = next(m for m in await store.history(KEY) if m.role == "tool")
     assert len(json.loads(stored.content or "")["records"]) == 3000
     assert reply.attachments[0].truncated and len(reply.attachments[0].content) <= 20_001
 

@@ -8,6 +8,7 @@ import json
 import logging
 import socket
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -66,24 +67,38 @@ class RecordedProgress:
         self.events.append(event)
 
 
-def make_llm(
-    base_url: str,
-    *,
-    sleep: Any = None,
-    max_retries: int = 3,
-    timeout: float = 5.0,
-    api_key: str | None = None,
-    temperature: float | None = None,
-) -> OpenAILLM:
-    return OpenAILLM(
-        model="test-model",
-        base_url=base_url,
-        api_key=api_key,
-        timeout=timeout,
-        max_retries=max_retries,
-        temperature=temperature,
-        sleep=sleep if sleep is not None else RecordedSleep(),
-    )
+LLMFactory = Callable[..., OpenAILLM]
+
+
+@pytest.fixture
+async def make_llm() -> AsyncIterator[LLMFactory]:
+    """Builds clients with a recorded sleep by default, and closes their connection pools after the test."""
+    made: list[OpenAILLM] = []
+
+    def factory(
+        base_url: str,
+        *,
+        sleep: Any = None,
+        max_retries: int = 3,
+        timeout: float = 5.0,
+        api_key: str | None = None,
+        temperature: float | None = None,
+    ) -> OpenAILLM:
+        llm = OpenAILLM(
+            model="test-model",
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            temperature=temperature,
+            sleep=sleep if sleep is not None else RecordedSleep(),
+        )
+        made.append(llm)
+        return llm
+
+    yield factory
+    for llm in made:
+        await llm.aclose()
 
 
 def closed_port() -> int:
@@ -97,7 +112,9 @@ def closed_port() -> int:
 # ------------------------------------------------------------------------------------------ answers
 
 
-async def test_a_plain_text_answer_comes_back_as_an_assistant_message_with_usage() -> None:
+async def test_a_plain_text_answer_comes_back_as_an_assistant_message_with_usage(
+    make_llm: LLMFactory,
+) -> None:
     async with FakeLLMServer(
         [reply("Air is good.", usage=Usage(prompt_tokens=21, completion_tokens=4))]
     ) as server:
@@ -108,14 +125,16 @@ async def test_a_plain_text_answer_comes_back_as_an_assistant_message_with_usage
     assert completion.usage == Usage(prompt_tokens=21, completion_tokens=4)
 
 
-async def test_an_answer_without_usage_has_no_usage() -> None:
+async def test_an_answer_without_usage_has_no_usage(make_llm: LLMFactory) -> None:
     async with FakeLLMServer([reply("ok", usage=None)]) as server:
         completion = await make_llm(server.base_url).complete(USER, [], RecordedProgress())
     assert completion.usage is None
     assert completion.message.content == "ok"
 
 
-async def test_tool_calls_keep_their_ids_and_their_arguments_unchanged_even_when_malformed() -> None:
+async def test_tool_calls_keep_their_ids_and_their_arguments_unchanged_even_when_malformed(
+    make_llm: LLMFactory,
+) -> None:
     malformed = '{"area_code": "941'
     odd_spacing = '{ "lat" :37.7,"lng":-122.4 , "radius": 100}'
     script = [
@@ -136,7 +155,7 @@ async def test_tool_calls_keep_their_ids_and_their_arguments_unchanged_even_when
     )
 
 
-async def test_tool_calls_without_ids_get_ids_that_are_unique_across_answers() -> None:
+async def test_tool_calls_without_ids_get_ids_that_are_unique_across_answers(make_llm: LLMFactory) -> None:
     calls = (("get_environment_status", '{"area_code": "94107"}'), ("get_environment_status", "{}"))
     script = [Reply(tool_calls=tuple(FakeCall(name=n, arguments=a) for n, a in calls), omit_ids=True)] * 2
     async with FakeLLMServer(script) as server:
@@ -151,7 +170,9 @@ async def test_tool_calls_without_ids_get_ids_that_are_unique_across_answers() -
     assert [call.arguments for call in first.message.tool_calls] == ['{"area_code": "94107"}', "{}"]
 
 
-async def test_the_model_sees_the_full_history_in_order_and_the_tools_in_openai_form() -> None:
+async def test_the_model_sees_the_full_history_in_order_and_the_tools_in_openai_form(
+    make_llm: LLMFactory,
+) -> None:
     call = ToolCall(id="call_1", name="get_environment_status", arguments='{"area_code": "94107"}')
     history = [
         ChatMessage(role="system", content="You are nerve."),
@@ -201,7 +222,7 @@ async def test_the_model_sees_the_full_history_in_order_and_the_tools_in_openai_
     assert "temperature" not in body
 
 
-async def test_no_tools_means_no_tools_field_and_temperature_is_sent_when_set() -> None:
+async def test_no_tools_means_no_tools_field_and_temperature_is_sent_when_set(make_llm: LLMFactory) -> None:
     async with FakeLLMServer([reply("hi")]) as server:
         await make_llm(server.base_url, temperature=0.2).complete(USER, [], RecordedProgress())
     assert "tools" not in server.requests[0]
@@ -224,7 +245,7 @@ async def test_from_settings_uses_the_configured_endpoint_model_and_key() -> Non
     assert "sk-test-key" not in repr(llm)
 
 
-async def test_a_server_without_the_v1_prefix_is_served_too() -> None:
+async def test_a_server_without_the_v1_prefix_is_served_too(make_llm: LLMFactory) -> None:
     async with FakeLLMServer([reply("hi")]) as server:
         base = server.base_url.removesuffix("/v1")
         completion = await make_llm(base).complete(USER, [], RecordedProgress())
@@ -234,7 +255,9 @@ async def test_a_server_without_the_v1_prefix_is_served_too() -> None:
 # ------------------------------------------------------------------------------------------ retries
 
 
-async def test_a_429_with_retry_after_waits_that_long_reports_it_and_then_succeeds() -> None:
+async def test_a_429_with_retry_after_waits_that_long_reports_it_and_then_succeeds(
+    make_llm: LLMFactory,
+) -> None:
     sleep, progress = RecordedSleep(), RecordedProgress()
     async with FakeLLMServer([rate_limited(retry_after="4"), reply("ok")]) as server:
         completion = await make_llm(server.base_url, sleep=sleep).complete(USER, [], progress)
@@ -248,7 +271,7 @@ async def test_a_429_with_retry_after_waits_that_long_reports_it_and_then_succee
     assert len(server.requests) == 2
 
 
-async def test_retry_after_ms_is_preferred_over_retry_after() -> None:
+async def test_retry_after_ms_is_preferred_over_retry_after(make_llm: LLMFactory) -> None:
     sleep = RecordedSleep()
     step = rate_limited(retry_after="9", headers={"retry-after-ms": "1500"})
     async with FakeLLMServer([step, reply("ok")]) as server:
@@ -256,7 +279,7 @@ async def test_retry_after_ms_is_preferred_over_retry_after() -> None:
     assert sleep.waits == [1.5]
 
 
-async def test_retry_after_as_an_http_date_is_honoured() -> None:
+async def test_retry_after_as_an_http_date_is_honoured(make_llm: LLMFactory) -> None:
     sleep = RecordedSleep()
     when = email.utils.formatdate(time.time() + 20, usegmt=True)
     async with FakeLLMServer([rate_limited(retry_after=when), reply("ok")]) as server:
@@ -272,11 +295,12 @@ async def test_a_short_retry_after_is_really_waited_with_the_default_sleep() -> 
         async with asyncio.timeout(10):
             completion = await llm.complete(USER, [], RecordedProgress())
         elapsed = time.monotonic() - started
+        await llm.aclose()
     assert completion.message.content == "ok"
     assert 0.95 <= elapsed < 5
 
 
-async def test_a_500_is_retried_after_a_bounded_backoff_and_reported() -> None:
+async def test_a_500_is_retried_after_a_bounded_backoff_and_reported(make_llm: LLMFactory) -> None:
     sleep, progress = RecordedSleep(), RecordedProgress()
     async with FakeLLMServer([server_error(502), reply("ok")]) as server:
         completion = await make_llm(server.base_url, sleep=sleep).complete(USER, [], progress)
@@ -291,7 +315,7 @@ async def test_a_500_is_retried_after_a_bounded_backoff_and_reported() -> None:
     assert event.message.startswith("model service error (502), retrying in ")
 
 
-async def test_persistent_429_raises_rate_limited_after_the_retry_budget() -> None:
+async def test_persistent_429_raises_rate_limited_after_the_retry_budget(make_llm: LLMFactory) -> None:
     sleep, progress = RecordedSleep(), RecordedProgress()
     async with FakeLLMServer([rate_limited("2")] * 3) as server:
         with pytest.raises(LLMRateLimited, match=r"rate limiting.*after 2 retries"):
@@ -301,7 +325,7 @@ async def test_persistent_429_raises_rate_limited_after_the_retry_budget() -> No
     assert [e.kind for e in progress.events] == ["retrying", "retrying"]
 
 
-async def test_persistent_5xx_raises_unavailable_with_exponential_backoff() -> None:
+async def test_persistent_5xx_raises_unavailable_with_exponential_backoff(make_llm: LLMFactory) -> None:
     sleep = RecordedSleep()
     async with FakeLLMServer([server_error(500)] * 5) as server:
         with pytest.raises(LLMUnavailable, match=r"failed \(500\)"):
@@ -312,7 +336,7 @@ async def test_persistent_5xx_raises_unavailable_with_exponential_backoff() -> N
         assert 0.0 <= wait <= 2.0**attempt
 
 
-async def test_no_retry_budget_means_the_first_failure_is_final() -> None:
+async def test_no_retry_budget_means_the_first_failure_is_final(make_llm: LLMFactory) -> None:
     sleep = RecordedSleep()
     async with FakeLLMServer([server_error(503)]) as server:
         with pytest.raises(LLMUnavailable):
@@ -320,7 +344,7 @@ async def test_no_retry_budget_means_the_first_failure_is_final() -> None:
     assert sleep.waits == []
 
 
-async def test_a_retry_after_beyond_a_minute_fails_at_once_with_the_wait_named() -> None:
+async def test_a_retry_after_beyond_a_minute_fails_at_once_with_the_wait_named(make_llm: LLMFactory) -> None:
     sleep = RecordedSleep()
     async with FakeLLMServer([rate_limited(retry_after="3600")]) as server:
         with pytest.raises(LLMRateLimited, match="3600 s"):
@@ -328,7 +352,7 @@ async def test_a_retry_after_beyond_a_minute_fails_at_once_with_the_wait_named()
     assert sleep.waits == []
 
 
-async def test_an_exhausted_quota_is_not_retried() -> None:
+async def test_an_exhausted_quota_is_not_retried(make_llm: LLMFactory) -> None:
     step = HttpError(
         status=429,
         message="You exceeded your current quota.",
@@ -361,7 +385,9 @@ async def test_an_exhausted_quota_is_not_retried() -> None:
     ],
     ids=["openai-code", "vllm", "ollama", "llama.cpp", "prompt-too-long-500", "http-413"],
 )
-async def test_a_context_overflow_raises_context_too_long_without_retrying(step: Step) -> None:
+async def test_a_context_overflow_raises_context_too_long_without_retrying(
+    make_llm: LLMFactory, step: Step
+) -> None:
     sleep = RecordedSleep()
     async with FakeLLMServer([step]) as server:
         with pytest.raises(ContextTooLong):
@@ -370,7 +396,9 @@ async def test_a_context_overflow_raises_context_too_long_without_retrying(step:
     assert sleep.waits == []
 
 
-async def test_another_400_raises_llm_error_with_the_servers_message_and_no_retry() -> None:
+async def test_another_400_raises_llm_error_with_the_servers_message_and_no_retry(
+    make_llm: LLMFactory,
+) -> None:
     step = HttpError(
         status=400,
         message="Invalid schema for function 'x': 'object' is required.",
@@ -386,6 +414,7 @@ async def test_another_400_raises_llm_error_with_the_servers_message_and_no_retr
 
 
 async def test_a_rejected_key_is_reported_without_ever_showing_the_key(
+    make_llm: LLMFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     secret = "sk-very-secret-123"
@@ -406,7 +435,7 @@ async def test_a_rejected_key_is_reported_without_ever_showing_the_key(
     assert all(secret not in record.getMessage() for record in caplog.records)
 
 
-async def test_an_unknown_model_names_the_settings_to_check() -> None:
+async def test_an_unknown_model_names_the_settings_to_check(make_llm: LLMFactory) -> None:
     step = HttpError(
         status=404,
         message="The model `nope` does not exist.",
@@ -418,7 +447,7 @@ async def test_an_unknown_model_names_the_settings_to_check() -> None:
             await make_llm(server.base_url).complete(USER, [], RecordedProgress())
 
 
-async def test_connection_refused_raises_unavailable_after_the_retries() -> None:
+async def test_connection_refused_raises_unavailable_after_the_retries(make_llm: LLMFactory) -> None:
     sleep, progress = RecordedSleep(), RecordedProgress()
     url = f"http://127.0.0.1:{closed_port()}/v1"
     with pytest.raises(LLMUnavailable, match=r"could not reach the model service at http://127\.0\.0\.1"):
@@ -427,7 +456,9 @@ async def test_connection_refused_raises_unavailable_after_the_retries() -> None
     assert all(e.message.startswith("model service unreachable, retrying in") for e in progress.events)
 
 
-async def test_a_model_slower_than_the_timeout_raises_unavailable_after_the_retries() -> None:
+async def test_a_model_slower_than_the_timeout_raises_unavailable_after_the_retries(
+    make_llm: LLMFactory,
+) -> None:
     sleep = RecordedSleep()
     async with FakeLLMServer([reply("late", delay=5.0)] * 2) as server:
         llm = make_llm(server.base_url, sleep=sleep, max_retries=1, timeout=0.3)
@@ -444,7 +475,7 @@ async def test_a_model_slower_than_the_timeout_raises_unavailable_after_the_retr
 # -------------------------------------------------------------------------------- the fake itself
 
 
-async def test_the_fake_server_fails_loudly_when_called_past_its_script() -> None:
+async def test_the_fake_server_fails_loudly_when_called_past_its_script(make_llm: LLMFactory) -> None:
     async with FakeLLMServer([reply("only one")], strict=False) as server:
         llm = make_llm(server.base_url, max_retries=0)
         await llm.complete(USER, [], RecordedProgress())
@@ -455,14 +486,14 @@ async def test_the_fake_server_fails_loudly_when_called_past_its_script() -> Non
         server.assert_no_violations()
 
 
-async def test_leaving_a_strict_fake_server_with_violations_fails_the_test() -> None:
+async def test_leaving_a_strict_fake_server_with_violations_fails_the_test(make_llm: LLMFactory) -> None:
     with pytest.raises(ScriptViolation, match="after the script ended"):
         async with FakeLLMServer([]) as server:
             with pytest.raises(LLMUnavailable):
                 await make_llm(server.base_url, max_retries=0).complete(USER, [], RecordedProgress())
 
 
-async def test_assert_complete_fails_when_scripted_steps_were_never_requested() -> None:
+async def test_assert_complete_fails_when_scripted_steps_were_never_requested(make_llm: LLMFactory) -> None:
     async with FakeLLMServer([reply("one"), reply("two")]) as server:
         await make_llm(server.base_url).complete(USER, [], RecordedProgress())
         with pytest.raises(ScriptViolation, match="1 scripted step"):
@@ -482,7 +513,7 @@ async def test_the_fake_server_refuses_streaming_requests_clearly() -> None:
     assert server.violations and server.remaining == 1
 
 
-async def test_a_responder_serves_many_conversations_at_once() -> None:
+async def test_a_responder_serves_many_conversations_at_once(make_llm: LLMFactory) -> None:
     def responder(request: dict[str, Any]) -> Step:
         last = request["messages"][-1]
         if last["role"] == "user":
@@ -535,3 +566,12 @@ def test_retry_after_reads_milliseconds_seconds_and_dates() -> None:
     assert retry_after_seconds({"retry-after": "-5"}) == 0.0
     assert retry_after_seconds({"retry-after": "soon"}) is None
     assert retry_after_seconds({}) is None
+
+
+async def test_credentials_in_the_base_url_never_appear_in_errors(make_llm: LLMFactory) -> None:
+    url = f"http://admin:hunter2@127.0.0.1:{closed_port()}/v1"
+    llm = make_llm(url, max_retries=0)
+    with pytest.raises(LLMUnavailable) as caught:
+        await llm.complete(USER, [], RecordedProgress())
+    assert "hunter2" not in str(caught.value)
+    assert "hunter2" not in repr(llm)

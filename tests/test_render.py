@@ -14,7 +14,7 @@ from bot.render import (
 )
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-WORDS = "air park run quality near temperature the a of code value result tool answer".split()
+WORDS = ["air", "park", "run", "quality", "near", "temperature", "the", "a", "of", "code", "value", "result"]
 
 
 def fence_lines_balanced(chunk: str) -> bool:
@@ -48,7 +48,8 @@ def random_markdown(rng: random.Random) -> str:
         elif kind == "code":
             lang = rng.choice(["", "python", "json"])
             body = "\n".join(
-                "    " * rng.randint(0, 2) + f"v{i} = {rng.randint(0, 10**6)}" for i in range(rng.randint(0, 30))
+                "    " * rng.randint(0, 2) + f"v{i} = {rng.randint(0, 10**6)}"
+                for i in range(rng.randint(0, 30))
             )
             blocks.append(f"```{lang}\n{body}\n```")
         else:
@@ -93,6 +94,13 @@ def test_paragraph_break_is_preferred_over_a_later_line_break():
     chunks = split_markdown(f"{first}\n\n{second}", len(first) + 15)
     assert chunks[0] == first
     assert chunks[1] == second
+
+
+def test_a_paragraph_break_near_the_start_does_not_leave_a_tiny_chunk():
+    text = "Hi.\n\n" + "\n".join(f"line number {i}" for i in range(20))
+    chunks = split_markdown(text, 100)
+    assert chunks[0].startswith("Hi.\n\nline number 0\n")
+    assert len(chunks[0]) > 75
 
 
 def test_line_break_is_preferred_over_a_word_break():

@@ -16,7 +16,7 @@ import aiosqlite
 import pytest
 
 from bot.errors import StoreError
-from bot.seams import Store
+from bot.seams import Inbox, Store
 from bot.store import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, ToolCall
 
@@ -138,6 +138,28 @@ async def test_a_redelivered_user_message_is_a_no_op(store: SQLiteStore) -> None
     assert not await store.has_event(key("other"), "Ev1")
 
 
+async def test_messages_after_an_event_are_that_turn_only(store: SQLiteStore) -> None:
+    first_turn = [*a_round("r1"), ChatMessage(role="assistant", content="first answer")]
+    await store.append(key(), [ChatMessage(role="user", content="one")], event_id="Ev1")
+    await store.append(key(), first_turn[:3])
+    await store.append(key(), first_turn[3:])
+    await store.append(key(), [ChatMessage(role="user", content="two")], event_id="Ev2")
+    await store.append(key(), [ChatMessage(role="assistant", content="second answer")])
+    await store.append(key(), [ChatMessage(role="user", content="three")], event_id="Ev3")
+
+    assert await store.messages_after_event(key(), "Ev1") == first_turn
+    assert await store.messages_after_event(key(), "Ev2") == [
+        ChatMessage(role="assistant", content="second answer")
+    ]
+    assert await store.messages_after_event(key(), "Ev3") == []
+    assert await store.messages_after_event(key(), "unknown") == []
+    assert await store.messages_after_event(key("other"), "Ev1") == []
+    await store.reset(key())
+    assert await store.messages_after_event(key(), "Ev2") == [
+        ChatMessage(role="assistant", content="second answer")
+    ]
+
+
 async def test_a_redelivery_after_reset_is_still_a_no_op(store: SQLiteStore) -> None:
     await store.append(key(), [ChatMessage(role="user", content="old")], event_id="Ev1")
     await store.reset(key())
@@ -201,7 +223,7 @@ async def test_concurrent_appends_to_many_keys_all_land(store: SQLiteStore) -> N
     for k in keys:
         stored = await store.history(k)
         assert len(stored) == 10 * 4
-        assert sorted(m.content for m in stored if m.role == "user") == sorted(
+        assert sorted(m.content or "" for m in stored if m.role == "user") == sorted(
             f"{k.thread}-{n}" for n in range(10)
         )
         # Rounds never interleave: each assistant call message is followed by exactly its results.
@@ -298,10 +320,12 @@ async def test_a_closed_store_says_so(tmp_path: Path) -> None:
         await store.history(key())
 
 
-async def test_the_sqlite_store_fills_the_store_seam(store: SQLiteStore) -> None:
+async def test_the_sqlite_store_fills_the_store_and_inbox_seams(store: SQLiteStore) -> None:
     seam: Store = store
+    inbox: Inbox = store
     assert await seam.append(key(), [ChatMessage(role="user", content="hi")])
     assert len(await seam.history(key())) == 1
+    assert await inbox.claim_event("slack", "Ev1", "{}")
 
 
 async def run_and_kill_worker(path: Path, first: int) -> int:
@@ -343,7 +367,7 @@ async def test_a_killed_writer_leaves_every_reported_round_whole(tmp_path: Path)
     path = tmp_path / "crash.db"
     worker_key = ConversationKey(platform="crash", workspace="w", channel="c", thread="t")
     reported = 0
-    for cycle in range(3):
+    for cycle in range(5):
         reported += await run_and_kill_worker(path, first=cycle * 1000)
 
         assert await raw_rows(path, "PRAGMA integrity_check") == [("ok",)]

@@ -19,13 +19,16 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
+
+from adapters.discord_adapter import NerveDiscordBot
+from bot.config import Settings
 
 DISCORD_EPOCH_MS = 1420070400000
 MESSAGE_CONTENT_INTENT = 1 << 15
@@ -167,9 +170,9 @@ class FakeDiscord:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
+        server: Any = site._server
         assert server is not None and server.sockets
-        self._port = server.sockets[0].getsockname()[1]
+        self._port = int(server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
         for gw in list(self._gateways):
@@ -323,15 +326,15 @@ class FakeDiscord:
         return [r for r in self.requests if r.method == method and pattern.fullmatch(r.path)]
 
     async def wait_for(
-        self, method: str, path: str, *, count: int = 1, timeout: float = 10.0
+        self, method: str, path: str, *, count: int = 1, within: float = 10.0
     ) -> list[Recorded]:
         """Wait (bounded) until at least `count` matching requests were answered."""
-        async with asyncio.timeout(timeout), self._changed:
+        async with asyncio.timeout(within), self._changed:
             await self._changed.wait_for(lambda: len(self.find(method, path)) >= count)
         return self.find(method, path)
 
-    async def wait_until(self, predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:
-        async with asyncio.timeout(timeout), self._changed:
+    async def wait_until(self, predicate: Callable[[], bool], *, within: float = 10.0) -> None:
+        async with asyncio.timeout(within), self._changed:
             await self._changed.wait_for(predicate)
 
     async def _notify(self) -> None:
@@ -363,7 +366,9 @@ class FakeDiscord:
         body = {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}
         self._injected.append(_Injected(method, re.compile(path), 429, body, headers, times))
 
-    def fail_next(self, method: str, path: str, *, status: int, code: int = 0, message: str = "", times: int = 1) -> None:
+    def fail_next(
+        self, method: str, path: str, *, status: int, code: int = 0, message: str = "", times: int = 1
+    ) -> None:
         """Answer the next `times` matching requests with an error."""
         body = {"message": message or f"{status}: fake error", "code": code}
         self._injected.append(_Injected(method, re.compile(path), status, body, {}, times))
@@ -378,8 +383,8 @@ class FakeDiscord:
     def connected(self) -> bool:
         return any(gw.ready and not gw.ws.closed for gw in self._gateways)
 
-    async def wait_ready(self, timeout: float = 10.0) -> None:
-        await self.wait_until(lambda: self.connected, timeout=timeout)
+    async def wait_ready(self, within: float = 10.0) -> None:
+        await self.wait_until(lambda: self.connected, within=within)
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(heartbeat=None)
@@ -387,7 +392,9 @@ class FakeDiscord:
         gw = _Gateway(ws)
         self._gateways.append(gw)
         try:
-            await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}, "s": None, "t": None}))
+            await ws.send_str(
+                json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}, "s": None, "t": None})
+            )
             async for msg in ws:
                 if msg.type is not WSMsgType.TEXT:
                     continue
@@ -483,7 +490,9 @@ class FakeDiscord:
         await self.dispatch("MESSAGE_CREATE", msg)
         return msg
 
-    async def user_dms(self, user: FakeUser, content: str, *, message_id: int | None = None) -> dict[str, Any]:
+    async def user_dms(
+        self, user: FakeUser, content: str, *, message_id: int | None = None
+    ) -> dict[str, Any]:
         """A user writes to the bot in a DM; MESSAGE_CREATE without a guild."""
         channel = self._channel_for_dm(user)
         msg = self._message(channel_id=channel, author=user, content=content, message_id=message_id)
@@ -521,9 +530,14 @@ class FakeDiscord:
         return data
 
     async def slash(
-        self, user: FakeUser, name: str, options: dict[str, str] | None = None, *, channel_id: int | None = None
+        self,
+        user: FakeUser,
+        name: str,
+        options: dict[str, str] | None = None,
+        *,
+        channel_id: int | None = None,
     ) -> dict[str, Any]:
-        """A user runs a slash command (in a guild channel or thread, or in their DM if channel_id is None)."""
+        """A user runs a slash command in a guild channel or thread (or, with no channel_id, in a DM)."""
         command = next((c for c in self.commands if c["name"] == name), None)
         data = self._interaction_base(user, channel_id, 2)
         data["data"] = {
@@ -559,11 +573,13 @@ class FakeDiscord:
         elif request.content_type.startswith("multipart/"):
             reader = await request.multipart()
             async for part in reader:
-                data = await part.read()  # type: ignore[union-attr]
+                if not isinstance(part, BodyPartReader):
+                    continue
+                data = await part.read()
                 parts.append(
                     Part(
-                        name=part.name or "",  # type: ignore[union-attr]
-                        filename=part.filename,  # type: ignore[union-attr]
+                        name=part.name or "",
+                        filename=part.filename,
                         content_type=part.headers.get("Content-Type", ""),
                         data=bytes(data),
                     )
@@ -611,7 +627,7 @@ class FakeDiscord:
                 self.login_failures -= 1
                 return _json({"message": "400: Bad Request", "code": 0}, 400)
             return _json({**self.bot.payload(), "verified": True, "mfa_enabled": False, "flags": 0})
-        if path == "/applications/@me" and method == "GET":
+        if path in ("/applications/@me", "/oauth2/applications/@me") and method == "GET":
             return _json(self._application())
         if path in ("/gateway", "/gateway/bot") and method == "GET":
             limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
@@ -634,9 +650,8 @@ class FakeDiscord:
             return self._interaction_callback(m.group(2), payload, files)
         if m := re.fullmatch(r"/webhooks/(\d+)/([^/]+)(?:/messages/(@original|\d+))?", path):
             return self._webhook(method, m.group(2), m.group(3), payload, files)
-        if m := re.fullmatch(r"/channels/(\d+)/messages", path):
-            if method == "POST":
-                return self._post_message(int(m.group(1)), payload, files)
+        if (m := re.fullmatch(r"/channels/(\d+)/messages", path)) and method == "POST":
+            return self._post_message(int(m.group(1)), payload, files)
         if m := re.fullmatch(r"/channels/(\d+)/messages/(\d+)", path):
             msg = self.messages.get(int(m.group(2)))
             if msg is None:
@@ -645,9 +660,8 @@ class FakeDiscord:
                 msg.update(self._message_fields(payload))
                 msg["edited_timestamp"] = _now_iso()
             return _json(msg)
-        if m := re.fullmatch(r"/channels/(\d+)/messages/(\d+)/threads", path):
-            if method == "POST":
-                return await self._start_thread(int(m.group(1)), int(m.group(2)), payload)
+        if (m := re.fullmatch(r"/channels/(\d+)/messages/(\d+)/threads", path)) and method == "POST":
+            return await self._start_thread(int(m.group(1)), int(m.group(2)), payload)
         if re.fullmatch(r"/channels/(\d+)/typing", path) and method == "POST":
             return web.Response(status=204)
         if path == "/users/@me/channels" and method == "POST":
@@ -720,7 +734,9 @@ class FakeDiscord:
         }
         if kind in (4, 5):
             loading = kind == 5
-            msg = self._message(channel_id=state["channel_id"], author=self.bot, content=data.get("content") or "")
+            msg = self._message(
+                channel_id=state["channel_id"], author=self.bot, content=data.get("content") or ""
+            )
             msg.update(self._message_fields(data))
             msg["flags"] = flags | (128 if loading else 0)
             msg["interaction_token"] = token
@@ -740,7 +756,9 @@ class FakeDiscord:
         if state is None or token in self._expired_tokens:
             return _json({"message": "Unknown Webhook", "code": 10015}, 404)
         if which is None and method == "POST":
-            msg = self._message(channel_id=state["channel_id"], author=self.bot, content=payload.get("content") or "")
+            msg = self._message(
+                channel_id=state["channel_id"], author=self.bot, content=payload.get("content") or ""
+            )
             msg.update(self._message_fields(payload))
             msg["webhook_id"] = str(self.app_id)
             msg["interaction_token"] = token
@@ -748,9 +766,10 @@ class FakeDiscord:
             self.messages[int(msg["id"])] = msg
             return _json(msg)
         message_id = state["original"] if which == "@original" else int(which or 0)
-        msg = self.messages.get(message_id or 0)
-        if msg is None:
+        found = self.messages.get(message_id or 0)
+        if found is None:
             return _json({"message": "Unknown Message", "code": 10008}, 404)
+        msg = found
         if method == "PATCH":
             msg.update(self._message_fields(payload))
             msg["flags"] = int(msg.get("flags", 0)) & ~128
@@ -767,7 +786,9 @@ class FakeDiscord:
         if parent is None or parent["type"] != 0:
             return _json({"message": "Cannot start a thread here", "code": 50024}, 400)
         if message_id in self.channels:
-            return _json({"message": "A thread has already been created for this message", "code": 160004}, 400)
+            return _json(
+                {"message": "A thread has already been created for this message", "code": 160004}, 400
+            )
         thread = {
             # Discord gives a thread started from a message the message's id.
             "id": str(message_id),
@@ -788,8 +809,52 @@ class FakeDiscord:
                 "locked": False,
                 "create_timestamp": _now_iso(),
             },
-            "member": {"id": str(message_id), "user_id": str(self.bot.id), "join_timestamp": _now_iso(), "flags": 0},
+            "member": {
+                "id": str(message_id),
+                "user_id": str(self.bot.id),
+                "join_timestamp": _now_iso(),
+                "flags": 0,
+            },
         }
         self.channels[message_id] = thread
         await self.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
         return _json(thread)
+
+
+# --- running the real bot against the fake ------------------------------------------------------------
+
+
+def settings_for(fake: FakeDiscord, **overrides: Any) -> Settings:
+    """Settings that point the bot at the fake (and at nothing from the environment or `.env`)."""
+    values: dict[str, Any] = {
+        "discord_bot_token": fake.token,
+        "discord_api_base_url": fake.api_base_url,
+        "discord_gateway_url": fake.gateway_url,
+        "discord_guild_id": fake.guild_id,
+        **overrides,
+    }
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@contextlib.asynccontextmanager
+async def running_bot(fake: FakeDiscord, agent: Any, **overrides: Any) -> AsyncIterator[NerveDiscordBot]:
+    """The real `NerveDiscordBot`, logged in and connected to the fake; closed on exit."""
+    bot = NerveDiscordBot(agent, settings_for(fake, **overrides))
+    started = asyncio.create_task(bot.start(fake.token), name="discord-bot")
+    try:
+        # Waiting for the gateway's READY + GUILD_CREATE, not for `on_ready`: discord.py holds that
+        # back for `guild_ready_timeout` (2 s), while events are already handled in order.
+        connected = asyncio.create_task(fake.wait_ready())
+        async with asyncio.timeout(10):
+            done, _ = await asyncio.wait({started, connected}, return_when=asyncio.FIRST_COMPLETED)
+        if started in done:
+            connected.cancel()
+            started.result()
+            raise AssertionError("the bot stopped before it connected")
+        await connected
+        yield bot
+    finally:
+        await bot.close()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            async with asyncio.timeout(10):
+                await started

@@ -1,0 +1,426 @@
+"""nerve on Discord: slash commands, mentions, threads and DMs, with collapsible tool results.
+
+`run_discord(agent, settings)` is what `nerve discord` runs. The bot answers:
+
+* `/ask` — defers at once (Discord's 3-second deadline), shows progress in the deferred message,
+  replaces it with the answer and opens a thread on it for follow-ups (in a DM it just answers);
+* a mention in a channel — a reply, plus a thread on the mention for follow-ups;
+* messages in its threads (or mentions in any thread) — the thread's conversation continues;
+* DMs — the user's private conversation.
+
+Exactly-once: every delivery is claimed in the agent's inbox (gateway re-deliveries are dropped)
+and marked finished once answered; at start-up, deliveries left unfinished by a crash are answered
+as channel messages (an interaction's token does not survive that long).
+
+`DISCORD_API_BASE_URL` and `DISCORD_GATEWAY_URL` are applied to discord.py's class attributes
+(`Route.BASE`, `DiscordWebSocket.DEFAULT_GATEWAY`): they are process-wide, so one process talks to
+one Discord.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+import discord
+import yarl
+from discord import app_commands
+from discord.gateway import DiscordWebSocket
+
+from adapters import discord_commands
+from adapters.discord_delivery import (
+    NO_MENTIONS,
+    ChannelGuard,
+    ConversationOrder,
+    StatusLine,
+    Typing,
+    reply_reference,
+    send_chunks,
+)
+from adapters.discord_incoming import DM_WORKSPACE, PLATFORM, Job, job_for, to_incoming
+from adapters.discord_render import ResultsCache, reply_chunks
+from adapters.discord_views import ToolResultsButton, new_ref, results_button_view
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.render import truncate
+from bot.seams import Inbox
+from bot.types import AgentReply, ConversationKey, Incoming, Progress, ToolSpec, no_progress
+
+logger = logging.getLogger(__name__)
+
+OFFICIAL_GATEWAY = "wss://gateway.discord.gg/"
+APOLOGY = "Sorry — something went wrong on my side while answering. Please try again in a moment."
+NEED_QUESTION = "Please give me a question, e.g. `/ask question: what is the air quality in 94107?`"
+# Gateway close codes that no reconnect can fix: bad token, bad shard or intents setup.
+FATAL_CLOSE_CODES = {
+    4004: "authentication failed",
+    4010: "invalid shard",
+    4011: "sharding required",
+    4012: "invalid API version",
+    4013: "invalid intents",
+    4014: "disallowed intents",
+}
+
+
+class DiscordAgent(Protocol):
+    """What the bot needs from the core `Agent`."""
+
+    inbox: Inbox
+
+    async def reply(self, incoming: Incoming, progress: Progress = ...) -> AgentReply: ...
+
+    async def reset(self, key: ConversationKey) -> None: ...
+
+    def tools(self) -> list[ToolSpec]: ...
+
+
+def point_discord_at(settings: Settings) -> None:
+    """Aim discord.py's REST and gateway at the configured endpoints (process-wide class attributes)."""
+    discord.http.Route.BASE = settings.discord_api_base_url.rstrip("/")
+    DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.discord_gateway_url or OFFICIAL_GATEWAY)
+
+
+def thread_name(question: str) -> str:
+    """A thread title from the question: one line, within Discord's 100 characters."""
+    return truncate(" ".join(question.split()), 90)[0] or "nerve"
+
+
+class NerveDiscordBot(discord.Client):
+    """The Discord client: parses deliveries into `Incoming`, runs turns, renders replies."""
+
+    def __init__(self, agent: DiscordAgent, settings: Settings) -> None:
+        point_discord_at(settings)
+        intents = discord.Intents.default()
+        # Content of DMs, mentions and slash commands arrives without the privileged intent.
+        intents.message_content = bool(getattr(settings, "nerve_discord_message_content", False))
+        super().__init__(
+            intents=intents,
+            allowed_mentions=NO_MENTIONS,
+            max_ratelimit_timeout=settings.nerve_discord_max_ratelimit_timeout,
+        )
+        self.agent = agent
+        self.settings = settings
+        self.tree = app_commands.CommandTree(self)
+        self.results = ResultsCache()
+        self.guard = ChannelGuard()
+        self._order = ConversationOrder()
+        self._thread_refused: set[int] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        discord_commands.register(self)
+        self.add_dynamic_items(ToolResultsButton)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def setup_hook(self) -> None:
+        """Runs once per client, after login and before the gateway: sync commands, recover."""
+        await self._sync_commands()
+        self._spawn(self._recover(), "discord-recover")
+
+    async def _sync_commands(self) -> None:
+        guild_id = self.settings.discord_guild_id
+        try:
+            if guild_id:
+                guild = discord.Object(id=guild_id)
+                self.tree.copy_global_to(guild=guild)
+                synced = await self.tree.sync(guild=guild)
+            else:
+                synced = await self.tree.sync()
+        except discord.HTTPException as exc:
+            logger.error(
+                "could not register the slash commands (%s %s); invite the bot with the "
+                "applications.commands scope. Mentions and DMs still work.",
+                exc.status,
+                exc.text,
+            )
+            return
+        where = f"guild {guild_id}" if guild_id else "all guilds (may take a while to appear)"
+        logger.info("registered %d slash commands for %s", len(synced), where)
+
+    async def close(self) -> None:
+        """Cancel running turns (their deliveries stay unfinished and are answered after restart)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await super().close()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _recover(self) -> None:
+        for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
+            try:
+                job = Job.from_json(payload)
+            except (ValueError, TypeError, KeyError):
+                logger.warning("dropping unreadable unfinished Discord delivery %s", event_id)
+                await self.agent.inbox.finish_event(PLATFORM, event_id)
+                continue
+            logger.info("answering %s left unfinished before the restart as a channel message", event_id)
+            self._spawn(self._answer_message(job), f"discord-recover-{event_id}")
+
+    # --- messages ----------------------------------------------------------------------------------
+
+    async def on_message(self, message: discord.Message) -> None:
+        if self.user is None:
+            return
+        incoming = to_incoming(message, self.user.id)
+        if incoming is None or incoming.event_id is None:
+            return
+        job = job_for(incoming, kind="message", channel_id=message.channel.id, message_id=message.id)
+        if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
+            logger.debug("ignoring re-delivered message %s", message.id)
+            return
+        self._spawn(self._answer_message(job), f"discord-{incoming.event_id}")
+
+    def _channel(self, job: Job) -> discord.PartialMessageable:
+        guild_id = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
+        return self.get_partial_messageable(job.channel_id, guild_id=guild_id)
+
+    async def _answer_message(self, job: Job) -> None:
+        """A turn answered with channel messages: a reply to the user's message, then the thread."""
+        async with self._delivery(job), self._order.hold(job.key):
+            if self.guard.blocked(job.channel_id):
+                return
+            channel = self._channel(job)
+            async with Typing(channel):
+                reply = await self._run_turn(job.incoming, no_progress)
+            chunks, view = self._render(reply)
+            reference = None
+            if job.message_id:
+                reference = reply_reference(
+                    job.channel_id, job.message_id, channel.guild.id if channel.guild else None
+                )
+            await send_chunks(
+                channel, chunks, guard=self.guard, channel_id=job.channel_id, view=view, reference=reference
+            )
+            if job.open_thread:
+                await self._open_thread(job)
+
+    # --- /ask --------------------------------------------------------------------------------------
+
+    async def handle_ask(self, interaction: discord.Interaction[Any]) -> None:
+        """Defer first (the 3-second deadline), then claim the delivery and run the turn in the background."""
+        try:
+            callback = await interaction.response.defer(thinking=True)
+        except discord.HTTPException as exc:
+            # Already acknowledged (a re-delivery) or too late: nothing can be answered on this token.
+            logger.warning("could not acknowledge /ask %s: %s %s", interaction.id, exc.status, exc.text)
+            return
+        if self.user is None:
+            return
+        answer_id = callback.message_id if callback is not None else None
+        if answer_id is None and interaction.guild_id is not None:
+            try:
+                answer_id = (await interaction.original_response()).id
+            except discord.HTTPException:
+                answer_id = None
+        incoming = to_incoming(interaction, self.user.id, answer_id=answer_id)
+        if incoming is None or incoming.event_id is None:
+            await interaction.followup.send(NEED_QUESTION, allowed_mentions=NO_MENTIONS)
+            return
+        job = job_for(
+            incoming, kind="interaction", channel_id=interaction.channel_id or 0, message_id=answer_id or 0
+        )
+        if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
+            return
+        self._spawn(self._answer_interaction(interaction, job), f"discord-{incoming.event_id}")
+
+    async def _answer_interaction(self, interaction: discord.Interaction[Any], job: Job) -> None:
+        async with self._delivery(job), self._order.hold(job.key):
+            status = StatusLine(
+                lambda text: interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
+            )
+            try:
+                reply = await self._run_turn(job.incoming, status.progress)
+            finally:
+                await status.stop()
+            chunks, view = self._render(reply)
+            delivered = await self._followup(interaction, chunks, view)
+            if delivered < len(chunks):
+                # The token expired (15 minutes) or Discord forgot the webhook: post the rest normally.
+                reference = (
+                    reply_reference(job.channel_id, job.message_id, interaction.guild_id)
+                    if job.message_id
+                    else None
+                )
+                await send_chunks(
+                    self._channel(job),
+                    chunks[delivered:],
+                    guard=self.guard,
+                    channel_id=job.channel_id,
+                    view=view,
+                    reference=reference,
+                )
+            if job.open_thread:
+                await self._open_thread(job)
+
+    async def _followup(
+        self, interaction: discord.Interaction[Any], chunks: list[str], view: discord.ui.View | None
+    ) -> int:
+        """Replace the deferred message with the answer; how many chunks made it through the token."""
+        delivered = 0
+        for i, chunk in enumerate(chunks):
+            last_view = view if i == len(chunks) - 1 else None
+            if interaction.is_expired():
+                logger.info(
+                    "interaction %s outlived its 15-minute token; answering in the channel", interaction.id
+                )
+                return delivered
+            try:
+                if i == 0 and last_view is not None:
+                    await interaction.edit_original_response(
+                        content=chunk, view=last_view, allowed_mentions=NO_MENTIONS
+                    )
+                elif i == 0:
+                    await interaction.edit_original_response(content=chunk, allowed_mentions=NO_MENTIONS)
+                elif last_view is not None:
+                    await interaction.followup.send(
+                        chunk, view=last_view, allowed_mentions=NO_MENTIONS, wait=True
+                    )
+                else:
+                    await interaction.followup.send(chunk, allowed_mentions=NO_MENTIONS, wait=True)
+            except discord.HTTPException as exc:
+                logger.warning(
+                    "answering interaction %s through its token failed (%s %s); answering in the channel",
+                    interaction.id,
+                    exc.status,
+                    exc.text,
+                )
+                return delivered
+            delivered += 1
+        return delivered
+
+    # --- shared ------------------------------------------------------------------------------------
+
+    async def _run_turn(self, incoming: Incoming, progress: Progress) -> AgentReply:
+        try:
+            return await self.agent.reply(incoming, progress)
+        except Exception:
+            logger.exception("turn failed for %s", incoming.key)
+            return AgentReply(text=APOLOGY)
+
+    def _render(self, reply: AgentReply) -> tuple[list[str], discord.ui.View | None]:
+        chunks = reply_chunks(reply)
+        if not reply.attachments:
+            return chunks, None
+        ref = new_ref()
+        self.results.put(ref, reply.attachments)
+        return chunks, results_button_view(ref)
+
+    async def _open_thread(self, job: Job) -> None:
+        """Open the follow-up thread on the message whose id the conversation key already carries."""
+        if job.channel_id in self._thread_refused or self.guard.blocked(job.channel_id):
+            return
+        try:
+            await self.http.start_thread_with_message(
+                job.channel_id, job.message_id, name=thread_name(job.text), auto_archive_duration=1440
+            )
+        except discord.Forbidden as exc:
+            self._thread_refused.add(job.channel_id)
+            logger.warning(
+                "cannot open threads in channel %s (403: %s); give the bot Create Public Threads there",
+                job.channel_id,
+                exc.text,
+            )
+        except discord.HTTPException as exc:
+            # 160004: a thread already exists on that message (e.g. answered again after a restart).
+            logger.info("no thread opened on message %s: %s %s", job.message_id, exc.status, exc.text)
+
+    def _delivery(self, job: Job) -> _Delivery:
+        return _Delivery(self.agent.inbox, job)
+
+
+class _Delivery:
+    """One top-level net per delivery: log, apologise if nothing was said, and mark it answered.
+
+    Only cancellation (shutdown) leaves the delivery unfinished, so a restart answers it then.
+    """
+
+    def __init__(self, inbox: Inbox, job: Job) -> None:
+        self._inbox = inbox
+        self._job = job
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
+        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
+            return False
+        if exc is not None:
+            logger.exception("answering %s failed", self._job.event_id, exc_info=exc)
+        try:
+            await self._inbox.finish_event(PLATFORM, self._job.event_id)
+        except Exception:
+            logger.exception("could not mark %s as answered", self._job.event_id)
+        return exc is not None and isinstance(exc, Exception)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestartPolicy:
+    """How `run_discord` restarts a dead client without burning Discord's daily IDENTIFY budget."""
+
+    initial: float = 2.0
+    maximum: float = 300.0
+    # A client that stayed up this long was healthy: the next failure starts from `initial` again.
+    healthy_after: float = 600.0
+
+
+async def run_discord(
+    agent: DiscordAgent, settings: Settings, *, policy: RestartPolicy | None = None
+) -> None:
+    """Run the bot until cancelled; restart it with bounded exponential backoff when it dies.
+
+    Raises `ConfigError` for what no restart can fix: a missing or rejected token, or intents the
+    application is not allowed to use.
+    """
+    policy = policy or RestartPolicy()
+    if settings.discord_bot_token is None:
+        raise ConfigError(
+            "DISCORD_BOT_TOKEN is not set: create a bot at https://discord.com/developers/applications"
+        )
+    token = settings.discord_bot_token.get_secret_value()
+    loop = asyncio.get_running_loop()
+    delay = policy.initial
+    while True:
+        bot = NerveDiscordBot(agent, settings)
+        started = loop.time()
+        try:
+            async with bot:
+                await bot.start(token)
+            return
+        except discord.LoginFailure:
+            raise ConfigError(
+                "Discord rejected DISCORD_BOT_TOKEN (401 Unauthorized): copy the bot token again from the "
+                "Developer Portal (Bot → Reset Token)"
+            ) from None
+        except discord.PrivilegedIntentsRequired:
+            raise ConfigError(
+                "Discord refused the Message Content intent: enable it for the bot in the Developer Portal "
+                "(Bot → Privileged Gateway Intents) or turn it off in nerve's settings"
+            ) from None
+        except discord.ConnectionClosed as exc:
+            if exc.code in FATAL_CLOSE_CODES:
+                raise ConfigError(
+                    f"Discord closed the gateway: {FATAL_CLOSE_CODES[exc.code]} (code {exc.code})"
+                ) from None
+            failure: BaseException = exc
+        except (discord.DiscordException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            failure = exc
+        if loop.time() - started >= policy.healthy_after:
+            delay = policy.initial
+        logger.error(
+            "the Discord client stopped (%s: %s); restarting in %.1f s",
+            type(failure).__name__,
+            failure,
+            delay,
+        )
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, policy.maximum)

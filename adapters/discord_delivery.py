@@ -1,0 +1,225 @@
+"""Posting to Discord safely: no pings, no posting where we are not allowed, progress shown cheaply.
+
+Every send passes `AllowedMentions.none()` itself (besides the client default), so text from the
+model or a tool can never ping @everyone, @here, a role or a user, whichever code path sends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import discord
+
+from bot.types import ConversationKey, TurnEvent
+
+logger = logging.getLogger(__name__)
+
+NO_MENTIONS = discord.AllowedMentions.none()
+TYPING_EVERY = 8.0  # Discord shows "typing…" for 10 s per trigger
+STATUS_STOP_TIMEOUT = 5.0
+
+
+class ChannelGuard:
+    """Channels where Discord answered 403: we stop posting there until the bot restarts.
+
+    Retrying a channel we may not write to only earns more 403s, and Discord temporarily bans
+    bots that collect too many of them.
+    """
+
+    def __init__(self) -> None:
+        self._blocked: set[int] = set()
+
+    def blocked(self, channel_id: int) -> bool:
+        return channel_id in self._blocked
+
+    def block(self, channel_id: int, exc: discord.Forbidden) -> None:
+        if channel_id not in self._blocked:
+            self._blocked.add(channel_id)
+            logger.warning(
+                "Discord refused a post in channel %s (403, code %s: %s); not posting there again until "
+                "restart. Give the bot Send Messages (and Create Public Threads) there.",
+                channel_id,
+                exc.code,
+                exc.text,
+            )
+
+
+async def send_chunks(
+    channel: discord.abc.Messageable,
+    chunks: list[str],
+    *,
+    guard: ChannelGuard,
+    channel_id: int,
+    view: discord.ui.View | None = None,
+    reference: discord.MessageReference | None = None,
+) -> list[discord.Message]:
+    """Post the chunks in order (the first as a reply, the last with the view); stop at the first failure."""
+    sent: list[discord.Message] = []
+    for i, chunk in enumerate(chunks):
+        last = i == len(chunks) - 1
+        message = await send_one(
+            channel,
+            chunk,
+            guard=guard,
+            channel_id=channel_id,
+            view=view if last else None,
+            reference=reference if i == 0 else None,
+        )
+        if message is None:
+            break
+        sent.append(message)
+    return sent
+
+
+async def send_one(
+    channel: discord.abc.Messageable,
+    content: str,
+    *,
+    guard: ChannelGuard,
+    channel_id: int,
+    view: discord.ui.View | None = None,
+    reference: discord.MessageReference | None = None,
+) -> discord.Message | None:
+    """One channel message; failures are logged (once per channel for 403) and give None."""
+    if guard.blocked(channel_id):
+        return None
+    try:
+        if view is not None and reference is not None:
+            return await channel.send(content, allowed_mentions=NO_MENTIONS, view=view, reference=reference)
+        if view is not None:
+            return await channel.send(content, allowed_mentions=NO_MENTIONS, view=view)
+        if reference is not None:
+            return await channel.send(content, allowed_mentions=NO_MENTIONS, reference=reference)
+        return await channel.send(content, allowed_mentions=NO_MENTIONS)
+    except discord.Forbidden as exc:
+        guard.block(channel_id, exc)
+    except discord.RateLimited as exc:
+        logger.warning(
+            "Discord asked to wait %.0f s before posting in channel %s, longer than "
+            "NERVE_DISCORD_MAX_RATELIMIT_TIMEOUT allows; this reply was not posted",
+            exc.retry_after,
+            channel_id,
+        )
+    except discord.HTTPException as exc:
+        logger.warning("posting in channel %s failed: %s %s", channel_id, exc.status, exc.text)
+    return None
+
+
+def reply_reference(channel_id: int, message_id: int, guild_id: int | None) -> discord.MessageReference:
+    """A reply that still posts if the user's message was deleted meanwhile."""
+    return discord.MessageReference(
+        message_id=message_id, channel_id=channel_id, guild_id=guild_id, fail_if_not_exists=False
+    )
+
+
+class Typing:
+    """Keeps "typing…" showing while a turn runs; a failure to show it never fails the turn."""
+
+    def __init__(self, channel: discord.abc.Messageable) -> None:
+        self._channel = channel
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Typing:
+        self._task = asyncio.create_task(self._run(), name="discord-typing")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._channel.typing()
+            except discord.HTTPException as exc:
+                logger.debug("typing indicator failed: %s", exc)
+                return
+            await asyncio.sleep(TYPING_EVERY)
+
+
+class StatusLine:
+    """Shows the turn's latest progress ("calling get_environment_status…") in a message being edited.
+
+    Edits run in one background task that always shows the newest text and skips stale ones, so a
+    slow edit (or a rate-limited one) never holds up the turn. `stop()` waits for an edit in flight,
+    so a late status edit can never overwrite the final answer.
+    """
+
+    def __init__(self, edit: Callable[[str], Awaitable[object]]) -> None:
+        self._edit = edit
+        self._latest: str | None = None
+        self._shown: str | None = None
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def progress(self, event: TurnEvent) -> None:
+        """A `Progress` sink for `Agent.reply`."""
+        if event.kind == "thinking":
+            return
+        self.show(f"⏳ {event.message}")
+
+    def show(self, text: str) -> None:
+        if self._closed:
+            return
+        self._latest = text
+        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="discord-status-line")
+
+    async def _run(self) -> None:
+        while not self._closed:
+            await self._wake.wait()
+            self._wake.clear()
+            text = self._latest
+            if self._closed or text is None or text == self._shown:
+                continue
+            try:
+                await self._edit(text)
+                self._shown = text
+            except discord.HTTPException as exc:
+                logger.debug("status line edit failed, not showing progress any more: %s", exc)
+                return
+
+    async def stop(self) -> None:
+        self._closed = True
+        self._wake.set()
+        if self._task is None:
+            return
+        try:
+            async with asyncio.timeout(STATUS_STOP_TIMEOUT):
+                await self._task
+        except TimeoutError:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+class ConversationOrder:
+    """One FIFO lock per conversation, held from the turn until its reply is posted.
+
+    The agent already runs one turn per conversation at a time, but posting happens after the turn:
+    without this, a quick second answer could overtake a first one still being posted.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[ConversationKey, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)

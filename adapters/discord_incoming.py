@@ -1,0 +1,176 @@
+"""From discord.py objects to the core's `Incoming`: who asked what, in which conversation.
+
+Pure functions (no I/O), so the rules about which message belongs to which conversation are
+tested without a network. The conversation keys:
+
+* DM: `discord:dm:<dm channel>:<user>` — one private conversation per user, never in a guild.
+* thread: `discord:<guild>:<parent channel>:<thread>` — every message in the thread continues it.
+* a mention or `/ask` in a plain channel starts a new conversation whose `thread` part is the id of
+  a message: the mention itself, or the `/ask` answer. The bot then opens a thread on that message,
+  and Discord gives a thread started from a message the message's id, so the thread's later
+  messages land on the same key with no lookup table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import discord
+
+from bot.types import ConversationKey, Incoming
+
+PLATFORM = "discord"
+DM_WORKSPACE = "dm"
+_ANSWERABLE = (discord.MessageType.default, discord.MessageType.reply)
+
+
+def dm_key(channel_id: int, user_id: int) -> ConversationKey:
+    return ConversationKey(
+        platform=PLATFORM, workspace=DM_WORKSPACE, channel=str(channel_id), thread=str(user_id)
+    )
+
+
+def thread_key(guild_id: int, parent_id: int, thread_id: int) -> ConversationKey:
+    """Also the key of a conversation whose thread is about to be opened on message `thread_id`."""
+    return ConversationKey(
+        platform=PLATFORM, workspace=str(guild_id), channel=str(parent_id), thread=str(thread_id)
+    )
+
+
+def strip_mention(text: str, bot_user_id: int) -> str:
+    """The message without the bot's own `<@id>` / `<@!id>` mentions."""
+    return re.sub(rf"<@!?{bot_user_id}>", "", text).strip()
+
+
+def mentions_bot(message: discord.Message, bot_user_id: int) -> bool:
+    return any(user.id == bot_user_id for user in message.mentions) or bool(
+        re.search(rf"<@!?{bot_user_id}>", message.content)
+    )
+
+
+def _name(user: discord.abc.User) -> str:
+    return user.display_name or user.name
+
+
+def to_incoming(
+    source: discord.Message | discord.Interaction[Any], bot_user_id: int, *, answer_id: int | None = None
+) -> Incoming | None:
+    """The `Incoming` for a message or a slash command, or None when it is not for the bot.
+
+    For an `/ask` in a plain guild channel, `answer_id` is the id of the (deferred) answer message,
+    on which the thread for follow-ups will be opened.
+    """
+    if isinstance(source, discord.Message):
+        return _from_message(source, bot_user_id)
+    return _from_interaction(source, answer_id)
+
+
+def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None:
+    author = message.author
+    if author.bot or author.id == bot_user_id or message.type not in _ANSWERABLE:
+        return None
+    text = strip_mention(message.content, bot_user_id)
+    if not text:
+        # Empty after the mention, or blanked by Discord because the message-content intent is off.
+        return None
+    event_id = f"m:{message.id}"
+    channel = message.channel
+    if message.guild is None:
+        return Incoming(
+            key=dm_key(channel.id, author.id),
+            text=text,
+            user_id=str(author.id),
+            user_name=_name(author),
+            event_id=event_id,
+        )
+    addressed = mentions_bot(message, bot_user_id)
+    if isinstance(channel, discord.Thread):
+        if not (addressed or channel.owner_id == bot_user_id):
+            return None
+        key = thread_key(message.guild.id, channel.parent_id, channel.id)
+    elif addressed:
+        key = thread_key(message.guild.id, channel.id, message.id)
+    else:
+        return None
+    return Incoming(key=key, text=text, user_id=str(author.id), user_name=_name(author), event_id=event_id)
+
+
+def command_option(interaction: discord.Interaction[Any], name: str) -> str:
+    """A string option of a slash command, read from the raw interaction data."""
+    data: Any = interaction.data or {}
+    for option in data.get("options", []) or []:
+        if option.get("name") == name:
+            return str(option.get("value", ""))
+    return ""
+
+
+def _from_interaction(interaction: discord.Interaction[Any], answer_id: int | None) -> Incoming | None:
+    text = command_option(interaction, "question").strip()
+    if not text:
+        return None
+    user = interaction.user
+    event_id = f"i:{interaction.id}"
+    channel = interaction.channel
+    channel_id = interaction.channel_id or (channel.id if channel else 0)
+    if interaction.guild_id is None:
+        key = dm_key(channel_id, user.id)
+    elif isinstance(channel, discord.Thread):
+        key = thread_key(interaction.guild_id, channel.parent_id, channel.id)
+    else:
+        key = thread_key(interaction.guild_id, channel_id, answer_id or interaction.id)
+    return Incoming(key=key, text=text, user_id=str(user.id), user_name=_name(user), event_id=event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """Everything needed to answer a delivery, also after a restart (it is the inbox payload)."""
+
+    kind: str  # "message" or "interaction"
+    key: ConversationKey
+    text: str
+    user_id: str
+    user_name: str
+    event_id: str
+    channel_id: int
+    message_id: int  # the user's message, or the interaction's answer message
+    open_thread: bool
+
+    @property
+    def incoming(self) -> Incoming:
+        return Incoming(
+            key=self.key,
+            text=self.text,
+            user_id=self.user_id,
+            user_name=self.user_name,
+            event_id=self.event_id,
+        )
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["key"] = asdict(self.key)
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, payload: str) -> Job:
+        data = json.loads(payload)
+        data["key"] = ConversationKey(**data["key"])
+        return cls(**data)
+
+
+def job_for(incoming: Incoming, *, kind: str, channel_id: int, message_id: int) -> Job:
+    """A job; it opens a thread when the conversation's key names a message, not an existing thread."""
+    open_thread = incoming.key.workspace != DM_WORKSPACE and incoming.key.thread == str(message_id)
+    return Job(
+        kind=kind,
+        key=incoming.key,
+        text=incoming.text,
+        user_id=incoming.user_id,
+        user_name=incoming.user_name,
+        event_id=incoming.event_id or "",
+        channel_id=channel_id,
+        message_id=message_id,
+        open_thread=open_thread,
+    )

@@ -1,0 +1,357 @@
+"""`nerve slack`: the bot on Slack with slack-bolt's AsyncApp (Socket Mode or Events API over HTTP).
+
+The platform contract: every delivery is acked at once and answered in the background, exactly
+once. A middleware claims each turn's `event_id` in the inbox *before* the ack, so a re-delivery
+(Slack retries, a second Socket Mode connection) is acked and ignored, a delivery that never reached
+us is processed when Slack retries it, and a turn cut short by a restart is answered at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack_events import DM_THREAD, PLATFORM, Identity, Turn, classify, is_dm_channel
+from adapters.slack_post import Poster
+from adapters.slack_render import escape
+from adapters.slack_turns import TurnRunner
+from bot.agent import Agent
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.types import ConversationKey
+
+logger = logging.getLogger(__name__)
+
+_FOLLOWED_MAX = 10_000
+SUGGESTED_PROMPTS = (
+    {"title": "What can you do?", "message": "What can you do, and which tools do you have?"},
+    {"title": "Check the environment", "message": "What is the environment status in my area?"},
+)
+HELP = (
+    "*nerve* answers in threads when you @mention it, and every message in a DM.\n"
+    "• `/nerve tools` — the tools I can use\n"
+    "• `/nerve reset` — in a DM: start a new conversation\n"
+    "• In a channel thread, mention me with `reset` to start that thread over.\n"
+    "• `/nerve help` — this message"
+)
+RESET_IN_CHANNEL = (
+    "In channels every thread is its own conversation, and a new top-level @mention always starts "
+    "fresh. To restart inside a thread, mention me there with the word `reset`."
+)
+
+
+def require_bot_token(settings: Settings) -> str:
+    if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
+        raise ConfigError(
+            "SLACK_BOT_TOKEN is not set: copy the Bot User OAuth Token (xoxb-…) from your Slack app"
+        )
+    return settings.slack_bot_token.get_secret_value()
+
+
+def make_client(settings: Settings, **kwargs: Any) -> AsyncWebClient:
+    """A Web API client that waits out 429s (Retry-After) and retries server errors."""
+    return AsyncWebClient(
+        token=require_bot_token(settings),
+        base_url=settings.slack_api_base_url,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+            AsyncServerErrorRetryHandler(max_retry_count=2),
+        ],
+        **kwargs,
+    )
+
+
+class SlackBot:
+    """The AsyncApp plus what it needs: identity, owned background tasks, pacing and fallbacks."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        settings: Settings,
+        client: AsyncWebClient,
+        *,
+        pace: float = 1.0,
+        status_interval: float = 1.0,
+    ) -> None:
+        self.agent = agent
+        self.settings = settings
+        self.client = client
+        self._poster = Poster(client, pace=pace)
+        self._turns = TurnRunner(agent, self._poster, status_interval=status_interval)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
+        secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
+        self.app = AsyncApp(
+            client=client,
+            signing_secret=secret or "",
+            # Socket Mode deliveries carry no signature; over HTTP, a missing secret fails at start.
+            request_verification_enabled=secret is not None,
+            # The listeners below only schedule work, so the ack still leaves within milliseconds,
+            # and no task is left to bolt: every turn is owned here and cancelled at shutdown.
+            process_before_response=True,
+        )
+        self.app.middleware(self._claim)
+        self.app.event("app_mention")(self._on_turn)
+        self.app.event("message")(self._on_turn)
+        self.app.event("assistant_thread_started")(self._on_thread_started)
+        self.app.event("assistant_thread_context_changed")(self._ignore)
+        self.app.command("/nerve")(self._on_command)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def identity(self) -> Identity:
+        """Who the bot is (auth.test); fails with a ConfigError naming the token if Slack refuses it."""
+        try:
+            auth = await self.client.auth_test()
+        except SlackApiError as exc:
+            raise ConfigError(f"Slack refused SLACK_BOT_TOKEN ({exc.response.get('error')})") from None
+        return Identity(user_id=str(auth["user_id"]), bot_id=auth.get("bot_id"))
+
+    async def recover(self) -> int:
+        """Answer the events claimed before a restart but never finished; returns how many."""
+        me = await self.identity()
+        count = 0
+        for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
+            try:
+                body = json.loads(payload)
+                turn = classify(body, me, allow_bots=True, follow_threads=True, followed=lambda _key: True)
+            except (ValueError, TypeError, AttributeError):
+                turn = None
+            if turn is None:
+                logger.warning(
+                    "Slack event %s from before the restart cannot be answered; dropping it", event_id
+                )
+                await self.agent.inbox.finish_event(PLATFORM, event_id)
+                continue
+            self._follow(turn)
+            self.spawn(self._turns.run(turn))
+            count += 1
+        return count
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def idle(self) -> None:
+        """Wait until every background task has finished (tests, graceful shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel unfinished turns: their events stay unfinished and are answered after a restart."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- events ------------------------------------------------------------------------------
+
+    def _follow(self, turn: Turn) -> None:
+        if turn.key.thread == DM_THREAD:
+            return
+        self._followed[turn.key] = None
+        self._followed.move_to_end(turn.key)
+        while len(self._followed) > _FOLLOWED_MAX:
+            self._followed.popitem(last=False)
+
+    async def _claim(
+        self, body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
+    ) -> BoltResponse | None:
+        """Decide whether a delivery is a turn, and claim it in the inbox before it is acked."""
+        if body.get("type") == "event_callback" and context.bot_user_id:
+            me = Identity(user_id=context.bot_user_id, bot_id=context.bot_id)
+            turn = classify(
+                body,
+                me,
+                allow_bots=self.settings.nerve_slack_allow_bots,
+                follow_threads=self.settings.nerve_slack_follow_threads,
+                followed=self._followed.__contains__,
+            )
+            if turn is not None:
+                # A storage failure raises here: Slack gets a 500 and retries, and the retry is new to us.
+                if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, json.dumps(body)):
+                    logger.info("Slack re-delivered event %s; already handled", turn.event_id)
+                    return BoltResponse(status=200, body="")
+                context["nerve_turn"] = turn
+        await next()
+        return None
+
+    async def _on_turn(self, context: AsyncBoltContext) -> None:
+        turn = context.get("nerve_turn")
+        if isinstance(turn, Turn):
+            self._follow(turn)
+            self.spawn(self._turns.run(turn))
+
+    async def _ignore(self) -> None:
+        return None
+
+    async def _on_thread_started(self, event: dict[str, Any]) -> None:
+        thread = event.get("assistant_thread") or {}
+        channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
+        if channel and thread_ts:
+            self.spawn(self._suggest_prompts(str(channel), str(thread_ts)))
+
+    async def _suggest_prompts(self, channel: str, thread_ts: str) -> None:
+        try:
+            await self.client.assistant_threads_setSuggestedPrompts(
+                channel_id=channel, thread_ts=thread_ts, prompts=list(SUGGESTED_PROMPTS)
+            )
+        except SlackApiError as exc:
+            logger.warning("could not set suggested prompts: %s", exc.response.get("error"))
+
+    # --- /nerve --------------------------------------------------------------------------------
+
+    async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        words = str(command.get("text") or "").strip().lower().split()
+        sub = words[0] if words else "help"
+        channel = str(command.get("channel_id") or "")
+        if sub == "tools":
+            await ack(text=self._tools_text(), response_type="ephemeral")
+        elif sub == "reset" and is_dm_channel(channel, command.get("channel_name")):
+            await ack()
+            key = ConversationKey(
+                platform=PLATFORM,
+                workspace=str(command.get("team_id") or ""),
+                channel=channel,
+                thread=DM_THREAD,
+            )
+            self.spawn(self._reset_dm(key, str(command.get("user_id") or "")))
+        elif sub == "reset":
+            await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
+        else:
+            await ack(text=HELP, response_type="ephemeral")
+
+    def _tools_text(self) -> str:
+        tools = self.agent.tools()
+        if not tools:
+            return "I have no tools right now: my tool servers may be starting or unavailable."
+        lines = []
+        for tool in tools:
+            summary = tool.description.strip().splitlines()[0][:200] if tool.description.strip() else ""
+            lines.append(f"• `{escape(tool.name)}`" + (f" — {escape(summary)}" if summary else ""))
+        return "*Tools I can use:*\n" + "\n".join(lines)
+
+    async def _reset_dm(self, key: ConversationKey, user: str) -> None:
+        try:
+            await self.agent.reset(key)
+            text = "Started a new conversation: I have forgotten what we said before in this DM."
+        except Exception:
+            logger.exception("reset of %s failed", key)
+            text = "Sorry — I could not reset our conversation; please try again."
+        try:
+            await self.client.chat_postEphemeral(channel=key.channel, user=user, text=text)
+        except SlackApiError as exc:
+            logger.warning("could not confirm the reset: %s", exc.response.get("error"))
+
+
+def build_bot(
+    agent: Agent,
+    settings: Settings,
+    *,
+    client: AsyncWebClient | None = None,
+    pace: float = 1.0,
+    status_interval: float = 1.0,
+) -> SlackBot:
+    """The bot with its AsyncApp; `pace` and `status_interval` are seconds (Slack's limits by default)."""
+    return SlackBot(
+        agent, settings, client or make_client(settings), pace=pace, status_interval=status_interval
+    )
+
+
+def build_app(agent: Agent, settings: Settings, *, client: AsyncWebClient | None = None) -> AsyncApp:
+    """The AsyncApp answering Slack events with `agent` (its Web API client may be given, e.g. a mock)."""
+    return build_bot(agent, settings, client=client).app
+
+
+# --- the runner ------------------------------------------------------------------------------------
+
+EVENTS_PATH = "/slack/events"
+
+
+def _check_settings(settings: Settings) -> None:
+    require_bot_token(settings)
+    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+        raise ConfigError(
+            "set SLACK_APP_TOKEN (xapp-…, for Socket Mode) or SLACK_SIGNING_SECRET (for Events API over HTTP)"
+        )
+
+
+async def serve_http(bot: SlackBot, host: str, port: int) -> tuple[web.AppRunner, str]:
+    async def events(request: web.Request) -> web.Response:
+        response = await bot.app.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(response)
+
+    web_app = web.Application()
+    web_app.router.add_post(EVENTS_PATH, events)
+    runner = web.AppRunner(web_app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConfigError(f"cannot listen on {host}:{port} (NERVE_HTTP_PORT): {exc.strerror}") from None
+    bound = runner.addresses[0]
+    return runner, f"http://{bound[0]}:{bound[1]}{EVENTS_PATH}"
+
+
+async def run_slack(
+    agent: Agent,
+    settings: Settings,
+    *,
+    host: str = "0.0.0.0",
+    ready: asyncio.Future[str] | None = None,
+) -> None:
+    """Run until cancelled: Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events.
+
+    `ready` (if given) receives "socket-mode" or the events URL once deliveries can arrive.
+    """
+    _check_settings(settings)
+    async with aiohttp.ClientSession() as session:
+        bot = build_bot(agent, settings, client=make_client(settings, session=session))
+        try:
+            recovered = await bot.recover()
+            if recovered:
+                logger.warning("answering %d Slack event(s) left unfinished before the restart", recovered)
+            if settings.slack_app_token is not None:
+                handler = AsyncSocketModeHandler(
+                    bot.app, app_token=settings.slack_app_token.get_secret_value(), web_client=bot.client
+                )
+                await handler.connect_async()  # type: ignore[no-untyped-call]
+                try:
+                    if ready is not None and not ready.done():
+                        ready.set_result("socket-mode")
+                    await asyncio.Event().wait()
+                finally:
+                    await handler.close_async()  # type: ignore[no-untyped-call]
+            else:
+                runner, url = await serve_http(bot, host, settings.nerve_http_port)
+                try:
+                    if ready is not None and not ready.done():
+                        ready.set_result(url)
+                    await asyncio.Event().wait()
+                finally:
+                    await runner.cleanup()
+        finally:
+            await bot.aclose()

@@ -1,0 +1,130 @@
+"""Sending to Slack: per-channel pacing, and the Block Kit fallback remembered per workspace.
+
+Slack allows about one chat.postMessage per second per channel; a long split answer or many
+threads in one channel would otherwise hit 429. The client's rate-limit handler still waits out a
+429 if one comes, but pacing keeps us from provoking it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack_render import Level, OutMessage, Upload
+
+logger = logging.getLogger(__name__)
+
+REFUSED_BLOCKS = frozenset({"invalid_blocks", "invalid_blocks_format"})
+_MAX_PACED_CHANNELS = 10_000
+
+
+def api_error(exc: SlackApiError) -> str:
+    """The `error` code of a failed Web API call ("invalid_blocks", "ratelimited", …)."""
+    data = exc.response.data if exc.response is not None else None
+    return str(data.get("error", "")) if isinstance(data, dict) else ""
+
+
+class ChannelPacer:
+    """One post at a time per channel, at least `interval` seconds apart."""
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._last: dict[str, float] = {}
+
+    async def run(self, channel: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        lock = self._locks.setdefault(channel, asyncio.Lock())
+        async with lock:
+            wait = self._last.get(channel, -1e9) + self._interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            try:
+                return await call()
+            finally:
+                self._last[channel] = time.monotonic()
+                self._forget_idle()
+
+    def _forget_idle(self) -> None:
+        if len(self._last) <= _MAX_PACED_CHANNELS:
+            return
+        horizon = time.monotonic() - self._interval
+        for channel in [c for c, t in self._last.items() if t < horizon and not self._locks[c].locked()]:
+            del self._last[channel]
+            del self._locks[channel]
+
+
+class Poster:
+    """chat.postMessage / chat.update / file uploads, paced, with no link unfurling."""
+
+    def __init__(self, client: AsyncWebClient, *, pace: float) -> None:
+        self.client = client
+        self._pacer = ChannelPacer(pace)
+        # Per workspace: how rich a message Slack accepted last (answers), and whether the status
+        # message may use task cards. Downgraded once on `invalid_blocks`, never retried per message.
+        self._levels: dict[str, Level] = {}
+        self._rich_status: dict[str, bool] = {}
+
+    def level(self, team: str) -> Level:
+        return self._levels.get(team, Level.RICH)
+
+    def downgrade(self, team: str, level: Level) -> Level | None:
+        """The next level down after Slack refused `level`'s blocks, or None at the bottom."""
+        if level is Level.PLAIN:
+            return None
+        lower = Level(level + 1)
+        if self._levels.get(team, Level.RICH) < lower:
+            logger.warning("Slack refused our blocks in workspace %s; falling back to %s", team, lower.name)
+            self._levels[team] = lower
+        return lower
+
+    def rich_status(self, team: str) -> bool:
+        return self._rich_status.get(team, True)
+
+    def refuse_rich_status(self, team: str) -> None:
+        self._rich_status[team] = False
+
+    async def post(self, channel: str, thread_ts: str | None, message: OutMessage) -> str:
+        """Post a message (in the thread if given); returns its ts."""
+        kwargs: dict[str, Any] = {
+            "channel": channel,
+            "text": message.text,
+            "unfurl_links": False,
+            "unfurl_media": False,
+        }
+        if thread_ts is not None:
+            kwargs["thread_ts"] = thread_ts
+        if message.blocks:
+            kwargs["blocks"] = message.blocks
+        if message.attachments:
+            kwargs["attachments"] = message.attachments
+        response = await self._pacer.run(channel, lambda: self.client.chat_postMessage(**kwargs))
+        return str(response["ts"])
+
+    async def update(self, channel: str, ts: str, message: OutMessage) -> None:
+        """Replace a message we posted; blocks and attachments are cleared when the new one has none."""
+        await self.client.chat_update(
+            channel=channel,
+            ts=ts,
+            text=message.text,
+            blocks=message.blocks or [],
+            attachments=message.attachments or [],
+        )
+
+    async def upload(self, channel: str, thread_ts: str | None, upload: Upload) -> None:
+        """A file in the thread (files.getUploadURLExternal → upload → files.completeUploadExternal)."""
+        await self._pacer.run(
+            channel,
+            lambda: self.client.files_upload_v2(
+                channel=channel,
+                thread_ts=thread_ts,
+                content=upload.content,
+                filename=upload.filename,
+                title=upload.title,
+            ),
+        )

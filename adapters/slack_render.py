@@ -1,0 +1,281 @@
+"""AgentReply → Slack messages: Block Kit (or the legacy fallbacks), escaped and split to Slack's limits.
+
+Everything the model or a tool wrote is escaped here, in every field we send: Slack turns `<!here>`,
+`<!channel>`, `<!subteam^…>` and `<http://evil|trusted>` into pings and disguised links, and we
+cannot be sure which surfaces decode entities, so nothing model-written ever reaches Slack raw.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ContainerBlock,
+    ContextBlock,
+    MarkdownBlock,
+    MarkdownTextObject,
+    PlanBlock,
+    SectionBlock,
+    TaskCardBlock,
+)
+
+from bot.render import neutralize_mentions, pretty_json, split_markdown, truncate
+from bot.types import AgentReply, Attachment
+
+MESSAGE_TEXT_LIMIT = 40_000
+SECTION_TEXT_LIMIT = 3_000
+MARKDOWN_BLOCK_LIMIT = 12_000  # also the total of markdown blocks in one message
+MAX_BLOCKS = 50
+MAX_ATTACHMENTS = 20
+# Raw answer text per message: escaping can only grow it, and each chunk is re-split if it does.
+ANSWER_CHUNK = 10_000
+RESULT_SHOWN = 2_400  # characters of a tool result shown inline (section text is capped at 3,000)
+ARGUMENTS_SHOWN = 400
+MAX_UPLOADS = 3  # files per turn, so a chatty tool cannot flood the thread
+
+
+class Level(enum.IntEnum):
+    """How rich a workspace lets our messages be; each `invalid_blocks` moves one step down."""
+
+    RICH = 0  # markdown block + collapsible container blocks per tool
+    LEGACY = 1  # markdown block + legacy attachments per tool
+    PLAIN = 2  # text only + legacy attachments
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutMessage:
+    """One chat.postMessage / chat.update body (without channel and thread)."""
+
+    text: str
+    blocks: list[dict[str, Any]] | None = None
+    attachments: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Upload:
+    """A tool result too big to show inline, sent to the thread as a file."""
+
+    filename: str
+    title: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenderedReply:
+    messages: list[OutMessage]
+    uploads: list[Upload] = field(default_factory=list)
+
+
+_CODE = re.compile(r"(```.*?(?:```|\Z)|`[^`\n]*`)", re.DOTALL)
+_MD_LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def escape(text: str) -> str:
+    """Slack's escaping (`&`, `<`, `>`) plus broken `@here`-style words: no pings, no control sequences."""
+    return neutralize_mentions(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def _defuse_links(text: str) -> str:
+    """`[trusted](http://evil)` → `trusted (http://evil)`: a link never hides where it goes."""
+
+    def plain(match: re.Match[str]) -> str:
+        label, url = match.group(1).strip(), match.group(2)
+        if not label or label.rstrip("/") == url.rstrip("/"):
+            return url
+        return f"{label} ({url})"
+
+    parts = _CODE.split(text)
+    return "".join(part if i % 2 else _MD_LINK.sub(plain, part) for i, part in enumerate(parts))
+
+
+def safe_markdown(text: str) -> str:
+    """Model-written Markdown, made safe to send: links shown with their target, then escaped."""
+    return escape(_defuse_links(text))
+
+
+def escape_capped(text: str, limit: int) -> str:
+    """`text` escaped and at most `limit` characters, cut on the raw text so no entity is split."""
+    raw = text
+    while True:
+        out = escape(raw)
+        if len(out) <= limit:
+            return out
+        raw, _ = truncate(raw, max(0, len(raw) - (len(out) - limit) - 1))
+
+
+def answer_chunks(text: str) -> list[str]:
+    """The answer as escaped Markdown chunks, each fitting one markdown block, fences intact."""
+    out: list[str] = []
+    pending = split_markdown(text, ANSWER_CHUNK)
+    while pending:
+        chunk = pending.pop(0)
+        safe = safe_markdown(chunk)
+        if len(safe) <= MARKDOWN_BLOCK_LIMIT:
+            out.append(safe)
+        else:
+            pending[0:0] = split_markdown(chunk, max(64, len(chunk) // 2))
+    return out or [escape("(The answer was empty.)")]
+
+
+def _latency(ms: float) -> str:
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+def _status_line(att: Attachment) -> str:
+    return f"{'error' if att.is_error else 'ok'} · {_latency(att.latency_ms)}"
+
+
+def _fenced(text: str, limit: int) -> str:
+    return "```" + escape_capped(text, limit - 6) + "```"
+
+
+def _arguments(att: Attachment) -> str:
+    return truncate(json.dumps(att.arguments, ensure_ascii=False), ARGUMENTS_SHOWN)[0] or "{}"
+
+
+def _result(att: Attachment) -> tuple[str, bool]:
+    """The result as shown inline, and whether the full text goes up as a file."""
+    shown, cut = truncate(pretty_json(att.content), RESULT_SHOWN)
+    return shown, cut or att.truncated
+
+
+def _result_note(uploaded: bool, att: Attachment) -> str:
+    if uploaded:
+        return "_The full result is attached to this thread as a file._"
+    return "_The result was shortened._" if att.truncated else ""
+
+
+def tool_container(att: Attachment, *, uploaded: bool) -> dict[str, Any]:
+    """A collapsible container: tool name as title, ok/error and latency as subtitle, details inside."""
+    shown, _ = _result(att)
+    note = _result_note(uploaded, att)
+    children: list[Any] = [
+        SectionBlock(text=MarkdownTextObject(text="*Arguments*\n" + _fenced(_arguments(att), 900))),
+        SectionBlock(text=MarkdownTextObject(text="*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20))),
+    ]
+    if note:
+        children.append(ContextBlock(elements=[MarkdownTextObject(text=note)]))
+    icon = "❌" if att.is_error else "✅"
+    block = ContainerBlock(
+        title=escape_capped(att.name, 150),
+        subtitle=f"{icon} {_status_line(att)}",
+        child_blocks=children,
+        is_collapsible=True,
+        default_collapsed=True,
+    )
+    return block.to_dict()
+
+
+def tool_attachment(att: Attachment, *, uploaded: bool) -> dict[str, Any]:
+    """The legacy fallback: Slack collapses long attachment text behind "Show more"."""
+    shown, _ = _result(att)
+    note = _result_note(uploaded, att)
+    text = f"*Arguments* `{escape_capped(_arguments(att), 600)}`\n" + _fenced(shown, SECTION_TEXT_LIMIT)
+    return {
+        "color": "danger" if att.is_error else "good",
+        "title": f"{escape_capped(att.name, 150)} — {_status_line(att)}",
+        "text": text + (f"\n{note}" if note else ""),
+        "fallback": f"{escape_capped(att.name, 150)}: {_status_line(att)}",
+        "mrkdwn_in": ["text"],
+    }
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _uploads(reply: AgentReply) -> tuple[list[Upload], set[str]]:
+    """Files for results too long to show inline, and the ids of the calls they belong to."""
+    uploads: list[Upload] = []
+    ids: set[str] = set()
+    for att in reply.attachments:
+        if _result(att)[1] and len(uploads) < MAX_UPLOADS:
+            ext = "json" if _is_json(att.content) else "txt"
+            safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", att.name)[:60] or "tool"
+            uploads.append(
+                Upload(
+                    filename=f"{safe_name}-result.{ext}",
+                    title=f"{att.name} result",
+                    content=pretty_json(att.content),
+                )
+            )
+            ids.add(att.tool_call_id)
+    return uploads, ids
+
+
+def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
+    """The messages of one answer: tool details first (as they happened), then the answer text."""
+    uploads, uploaded_ids = _uploads(reply)
+    chunks = answer_chunks(reply.text)
+    tool_items: list[dict[str, Any]] = []
+    for att in reply.attachments:
+        uploaded = att.tool_call_id in uploaded_ids
+        render = tool_container if level is Level.RICH else tool_attachment
+        tool_items.append(render(att, uploaded=uploaded))
+
+    messages: list[OutMessage] = []
+    per_message = MAX_BLOCKS - 1 if level is Level.RICH else MAX_ATTACHMENTS
+    groups = [tool_items[i : i + per_message] for i in range(0, len(tool_items), per_message)] or [[]]
+    # Overflowing tool details (dozens of calls) get their own messages before the answer.
+    for group in groups[:-1]:
+        messages.append(_message("Tool results", group, None, level))
+    for i, chunk in enumerate(chunks):
+        messages.append(_message(chunk, groups[-1] if i == 0 else [], chunk, level))
+    return RenderedReply(messages=messages, uploads=uploads)
+
+
+def _message(text: str, tools: list[dict[str, Any]], markdown: str | None, level: Level) -> OutMessage:
+    fallback = truncate(text, MESSAGE_TEXT_LIMIT)[0]
+    if level is Level.PLAIN:
+        return OutMessage(text=fallback, blocks=[], attachments=tools or None)
+    answer = [MarkdownBlock(text=markdown).to_dict()] if markdown else []
+    if level is Level.RICH:
+        return OutMessage(text=fallback, blocks=tools + answer)
+    return OutMessage(text=fallback, blocks=answer, attachments=tools or None)
+
+
+def plain_message(text: str) -> OutMessage:
+    """A short notice we wrote ourselves (apology, reset confirmation): text only, still escaped."""
+    return OutMessage(text=escape(text), blocks=[])
+
+
+# --- progress ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ToolState:
+    call_id: str
+    name: str
+    state: str = "running"  # running, ok, error
+
+
+def status_message(headline: str, tools: list[ToolState], *, rich: bool) -> OutMessage:
+    """The one status message of a turn: a headline and a line (or task card) per tool call."""
+    icon = {"running": "⏳", "ok": "✅", "error": "❌"}
+    blocks: list[dict[str, Any]] = [
+        ContextBlock(elements=[MarkdownTextObject(text=escape_capped(headline, 2000))]).to_dict()
+    ]
+    if tools and rich:
+        cards = [
+            TaskCardBlock(
+                task_id=t.call_id[:200] or f"t{i}",
+                title=truncate(t.name, 150)[0],
+                status={"running": "in_progress", "ok": "complete", "error": "error"}[t.state],
+            )
+            for i, t in enumerate(tools[:40])
+        ]
+        blocks.append(PlanBlock(title="Tool calls", tasks=cards).to_dict())
+    elif tools:
+        lines = "\n".join(f"{icon[t.state]} `{escape_capped(t.name, 150)}`" for t in tools[-40:])
+        blocks.append(
+            SectionBlock(text=MarkdownTextObject(text=truncate(lines, SECTION_TEXT_LIMIT)[0])).to_dict()
+        )
+    return OutMessage(text=escape(headline), blocks=blocks)

@@ -1,0 +1,649 @@
+"""The core benchmark scenarios: nerve's real agent next to the bare reference loop, in one run.
+
+Every figure goes through the real parts: the `openai` client against a local model service on
+127.0.0.1, MCP servers as stdio subprocesses, the SQLite store in a temporary folder, argument
+validation and context building included. The same work is done by `bench.bare_loop` in the same
+run (turn by turn, alternating where timing matters), so each figure is also a ratio to the bare
+loop, which stays meaningful on a slow or busy machine.
+
+Scenarios:
+
+* W1 — the seed turn: two tools (300 ms and 200 ms) called in one model message, model latency
+  50 ms: turn time ÷ the ideal 400 ms (the calls must overlap).
+* W2 — per-turn overhead: a zero-cost tool, model latency 0; p50/p99 turn time ÷ the bare loop's.
+* W3 — a 30-turn thread, each turn a tool returning about 5 KB of JSON: the size of the request on
+  turn 30 and over the thread; the answer must still quote the latest result. W3b alternates two
+  such tools, so no result is replaced by a later one of the same tool and only the budget bounds it.
+* W4 — 100 conversations at once, model latency 200 ms: wall time ÷ the bare loop's.
+* Start-up — store open plus every seed server connected and its tools listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mcp import StdioServerParameters
+
+from bench.bare_loop import BareLoop
+from bench.payload_server import payload, report_id
+from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
+from bot.config import ServerConfig, load_servers
+from bot.llm import OpenAILLM
+from bot.mcp_host import MCPHost
+from bot.store import SQLiteStore
+from bot.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.types import ChatMessage, ConversationKey, Incoming, ToolCall, ToolSpec
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "bench-model"
+# A scenario that takes longer than this is stuck, not slow.
+SCENARIO_TIMEOUT = 120.0
+
+W1_TURNS = 10
+W2_TURNS = 200
+W2_THREAD_TURNS = 10
+W3_TURNS = 30
+W4_CONVERSATIONS = 100
+W4_RUNS = 3
+STARTUP_RUNS = 5
+WARMUP_TURNS = 2
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Figure:
+    """One row of the results table: nerve's value, the bare loop's, and the goal it is held to."""
+
+    scenario: str
+    name: str
+    core: float
+    unit: str
+    bare: float | None = None
+    goal: str = ""
+    passed: bool | None = None
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.bare is None or self.bare == 0:
+            return None
+        return self.core / self.bare
+
+
+@dataclass(slots=True)
+class Results:
+    figures: list[Figure] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, figure: Figure) -> None:
+        self.figures.append(figure)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile: the smallest value with at least q% of the samples at or below it."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def machine() -> dict[str, str]:
+    """What the figures were measured on: they mean little without it."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": str(len(os.sched_getaffinity(0))),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "commit": commit or "unknown",
+    }
+
+
+# ------------------------------------------------------------------------------------ the fake model
+
+Plan = Callable[[str], list[tuple[str, dict[str, Any]]]]
+_REPORT_ID = re.compile(r'"report_id": "([A-Z]{3}-[0-9a-f]{12})"')
+
+
+class BenchModel:
+    """The model's behaviour for one scenario: call the planned tools, then answer from the results.
+
+    A user message gets the tool calls `plan` picks for its text; tool results get a short answer
+    that quotes the latest result's `report_id` (when it has one), so a benchmark can check the
+    answer was built from the latest result and not from an older one.
+    """
+
+    def __init__(self, plan: Plan, latency: float) -> None:
+        self._plan = plan
+        self._latency = latency
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        messages: list[dict[str, Any]] = body["messages"]
+        last = messages[-1]
+        if last["role"] == "user":
+            offered = [tool["function"]["name"] for tool in body.get("tools") or ()]
+            calls = [
+                FakeCall(name=_offered_name(offered, name), arguments=json.dumps(args))
+                for name, args in self._plan(str(last["content"]))
+            ]
+            if calls:
+                return tool_reply(*calls, delay=self._latency)
+            return reply("Nothing to look up.", delay=self._latency)
+        found = _REPORT_ID.search(str(last.get("content") or ""))
+        quoted = f" Latest report: {found.group(1)}." if found else ""
+        return reply(
+            f"Done: {len(_trailing_tool_messages(messages))} result(s).{quoted}", delay=self._latency
+        )
+
+
+def _offered_name(offered: Sequence[str], wanted: str) -> str:
+    """The name the model sees for a tool (the host may prefix it to keep names unique)."""
+    for name in offered:
+        if name == wanted or name.endswith(f"__{wanted}"):
+            return name
+    raise AssertionError(f"tool {wanted!r} is not offered; offered: {', '.join(offered)}")
+
+
+def _trailing_tool_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for message in reversed(messages):
+        if message["role"] != "tool":
+            break
+        out.append(message)
+    return out[::-1]
+
+
+# ------------------------------------------------------------------------------------------ the parts
+
+
+def seed_servers(env_delay_ms: int = 0, geo_delay_ms: int = 0) -> dict[str, ServerConfig]:
+    """The seed servers exactly as `mcp.json` configures them, with the benchmark's call delays."""
+    servers = load_servers(ROOT / "mcp.json")
+    delays = {
+        "env-query": ("ENV_QUERY_DELAY_MS", env_delay_ms),
+        "geo-simulator": ("GEO_SIMULATOR_DELAY_MS", geo_delay_ms),
+    }
+    out = {}
+    for name, config in servers.items():
+        variable, delay = delays[name]
+        out[name] = config.model_copy(update={"env": {**config.env, variable: str(delay)}})
+    return out
+
+
+def payload_servers() -> dict[str, ServerConfig]:
+    return {
+        "payload": ServerConfig(command=sys.executable, args=["-m", "bench.payload_server"], cwd=str(ROOT))
+    }
+
+
+def stdio_params(servers: dict[str, ServerConfig]) -> dict[str, StdioServerParameters]:
+    """The same commands for the bare loop."""
+    out = {}
+    for name, config in servers.items():
+        assert config.command is not None
+        out[name] = StdioServerParameters(
+            command=config.command, args=config.args, env=config.env, cwd=config.cwd
+        )
+    return out
+
+
+@dataclass(slots=True)
+class Rig:
+    """nerve's agent and the bare loop, both pointed at one local model service and the same servers."""
+
+    model: FakeLLMServer
+    agent: Agent
+    host: MCPHost
+    bare: BareLoop
+    turns: int = 0
+
+    async def core_turn(self, thread: str, text: str) -> str:
+        self.turns += 1
+        key = ConversationKey(platform="bench", workspace="bench", channel="bench", thread=thread)
+        answer = await self.agent.reply(
+            Incoming(key=key, text=text, user_id="u1", event_id=f"{thread}:{self.turns}")
+        )
+        return answer.text
+
+    async def bare_turn(self, thread: str, text: str) -> str:
+        return await self.bare.reply(thread, text)
+
+
+@asynccontextmanager
+async def rig(servers: dict[str, ServerConfig], model: BenchModel) -> AsyncIterator[Rig]:
+    async with AsyncExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nerve-bench-")))
+        server = await stack.enter_async_context(FakeLLMServer(model))
+        store = await SQLiteStore.open(folder / "nerve.db")
+        stack.push_async_callback(store.close)
+        host = MCPHost(servers)
+        stack.push_async_callback(host.aclose)
+        await host.start()
+        if host.problems():
+            raise RuntimeError(f"MCP servers did not start: {host.problems()}")
+        llm = OpenAILLM(model=MODEL, base_url=server.base_url, api_key=None, timeout=60.0, max_retries=0)
+        stack.push_async_callback(llm.aclose)
+        agent = Agent(llm=llm, host=host, store=store, inbox=store, config=AgentConfig())
+        bare = await stack.enter_async_context(
+            BareLoop(
+                base_url=server.base_url,
+                model=MODEL,
+                system_prompt=DEFAULT_SYSTEM_PROMPT,
+                servers=stdio_params(servers),
+            )
+        )
+        yield Rig(model=server, agent=agent, host=host, bare=bare)
+
+
+async def timed(call: Awaitable[str]) -> tuple[float, str]:
+    started = time.perf_counter()
+    text = await call
+    return time.perf_counter() - started, text
+
+
+# ------------------------------------------------------------------------------------------ scenarios
+
+
+def _seed_plan(text: str) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        ("get_environment_status", {"area_code": "A1001"}),
+        ("simulate_geolocation", {"lat": 31.2304, "lng": 121.4737, "radius": 500}),
+    ]
+
+
+async def w1_seed_turn(results: Results) -> None:
+    """Two slow tools in one model message: the turn should take barely more than the slowest path."""
+    latency, slow, fast = 0.050, 300, 200
+    ideal = latency + slow / 1000 + latency
+    async with rig(seed_servers(slow, fast), BenchModel(_seed_plan, latency)) as r:
+        core: list[float] = []
+        bare: list[float] = []
+        for i in range(WARMUP_TURNS + W1_TURNS):
+            text = "Is the air good for a run, and is there a park near 31.2304, 121.4737?"
+            core_time, core_text = await timed(r.core_turn(f"w1-core-{i}", text))
+            bare_time, _ = await timed(r.bare_turn(f"w1-bare-{i}", text))
+            if "2 result(s)" not in core_text:
+                raise AssertionError(f"W1: nerve did not answer from both results: {core_text!r}")
+            if i >= WARMUP_TURNS:
+                core.append(core_time)
+                bare.append(bare_time)
+    core_ratio = statistics.median(core) / ideal
+    bare_ratio = statistics.median(bare) / ideal
+    results.details["W1"] = {"ideal_s": ideal, "core_s": core, "bare_s": bare}
+    results.add(
+        Figure(
+            scenario="W1",
+            name="seed turn ÷ ideal 400 ms (median)",
+            core=core_ratio,
+            bare=bare_ratio,
+            unit="×",
+            goal="≤ 1.04",
+            passed=core_ratio <= 1.04,
+            note=f"turn {statistics.median(core) * 1000:.0f} ms, bare {statistics.median(bare) * 1000:.0f} ms",
+        )
+    )
+
+
+def _echo_plan(text: str) -> list[tuple[str, dict[str, Any]]]:
+    return [("echo", {"text": text})]
+
+
+async def w2_overhead(results: Results) -> None:
+    """A free tool and an instant model: what is left of a turn is the bot's own work."""
+    async with rig(payload_servers(), BenchModel(_echo_plan, 0.0)) as r:
+        core: list[float] = []
+        bare: list[float] = []
+        for i in range(WARMUP_TURNS + W2_TURNS):
+            thread = f"w2-{i // W2_THREAD_TURNS}"
+            text = f"Say back turn {i}."
+            # Alternating keeps a slow moment of the machine from landing on one side only.
+            first, second = (r.core_turn, r.bare_turn) if i % 2 == 0 else (r.bare_turn, r.core_turn)
+            t1, _ = await timed(first(thread, text))
+            t2, _ = await timed(second(thread, text))
+            core_time, bare_time = (t1, t2) if i % 2 == 0 else (t2, t1)
+            if i >= WARMUP_TURNS:
+                core.append(core_time)
+                bare.append(bare_time)
+    results.details["W2"] = {"core_s": core, "bare_s": bare}
+    for q in (50, 99):
+        c, b = percentile(core, q), percentile(bare, q)
+        results.add(
+            Figure(
+                scenario="W2",
+                name=f"turn time p{q}, zero-cost tool, instant model",
+                core=c * 1000,
+                bare=b * 1000,
+                unit="ms",
+                goal="≤ 1.2 × bare",
+                passed=c <= 1.2 * b,
+            )
+        )
+
+
+def request_bytes(server: FakeLLMServer, index: int) -> int:
+    headers = {k.lower(): v for k, v in server.request_headers[index].items()}
+    if "content-length" in headers:
+        return int(headers["content-length"])
+    return len(json.dumps(server.requests[index]).encode())
+
+
+def request_tokens(body: dict[str, Any]) -> int:
+    """nerve's own offline estimate, applied to whatever was sent (nerve's or the bare loop's request)."""
+    messages = [
+        ChatMessage(
+            role=m["role"],
+            content=m.get("content"),
+            tool_calls=tuple(
+                ToolCall(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
+                for c in m.get("tool_calls") or ()
+            ),
+            tool_call_id=m.get("tool_call_id"),
+        )
+        for m in body["messages"]
+    ]
+    tools = [
+        ToolSpec(
+            name=t["function"]["name"],
+            description=t["function"].get("description") or "",
+            parameters=t["function"].get("parameters") or {},
+            server="",
+            original_name="",
+        )
+        for t in body.get("tools") or ()
+    ]
+    return estimate_message_tokens(messages) + estimate_tools_tokens(tools)
+
+
+def _latest_result_intact(body: dict[str, Any], expected: dict[str, Any]) -> bool:
+    """True when the request's last tool message carries the expected JSON whole (after any label)."""
+    tools = [m for m in body["messages"] if m["role"] == "tool"]
+    if not tools:
+        return False
+    content = str(tools[-1].get("content") or "")
+    start = content.find("{")
+    if start < 0:
+        return False
+    try:
+        return bool(json.loads(content[start:]) == expected)
+    except json.JSONDecodeError:
+        return False
+
+
+def _payload_plan(alternate: bool) -> Plan:
+    def plan(text: str) -> list[tuple[str, dict[str, Any]]]:
+        kind, query = text.split(" ", 1)
+        return [("fetch_listing" if kind == "listing" else "fetch_report", {"query": query})]
+
+    return plan
+
+
+async def w3_long_thread(results: Results, *, alternate: bool) -> None:
+    """A long thread of big results: what does the request on turn 30 weigh, and is it still right?"""
+    label = "W3b" if alternate else "W3"
+    async with rig(payload_servers(), BenchModel(_payload_plan(alternate), 0.0)) as r:
+        sides: dict[str, dict[str, Any]] = {}
+        for side, turn in (("core", r.core_turn), ("bare", r.bare_turn)):
+            first = len(r.model.requests)
+            answer = ""
+            kind, query = "report", ""
+            for i in range(1, W3_TURNS + 1):
+                kind = "listing" if alternate and i % 2 == 0 else "report"
+                query = f"q{i} {side}"
+                answer = await turn(f"{label}-{side}", f"{kind} {query}")
+            indexes = range(first, len(r.model.requests))
+            last = indexes[-1]
+            body = r.model.requests[last]
+            sides[side] = {
+                "turn30_bytes": request_bytes(r.model, last),
+                "turn30_tokens": request_tokens(body),
+                "thread_bytes": sum(request_bytes(r.model, i) for i in indexes),
+                "thread_tokens": sum(request_tokens(r.model.requests[i]) for i in indexes),
+                "requests": len(indexes),
+                "latest_intact": _latest_result_intact(body, payload(kind, query)),
+                "answer_quotes_latest": report_id(kind, query) in answer,
+            }
+    results.details[label] = sides
+    core, bare = sides["core"], sides["bare"]
+    correct = core["latest_intact"] and core["answer_quotes_latest"]
+    what = "alternating two 5 KB tools" if alternate else "one 5 KB tool each turn"
+    results.add(
+        Figure(
+            scenario=label,
+            name=f"turn-30 request, {what}",
+            core=core["turn30_bytes"] / 1000,
+            bare=bare["turn30_bytes"] / 1000,
+            unit="KB",
+            goal="≤ 45 KB, latest result intact",
+            passed=core["turn30_bytes"] <= 45_000 and correct,
+            note=(
+                f"latest result intact: {'yes' if core['latest_intact'] else 'NO'}; "
+                f"answer quotes it: {'yes' if core['answer_quotes_latest'] else 'NO'}"
+            ),
+        )
+    )
+    results.add(
+        Figure(
+            scenario=label,
+            name="turn-30 request, estimated tokens",
+            core=core["turn30_tokens"],
+            bare=bare["turn30_tokens"],
+            unit="tokens",
+        )
+    )
+    results.add(
+        Figure(
+            scenario=label,
+            name=f"whole thread ({core['requests']} requests), bytes sent",
+            core=core["thread_bytes"] / 1000,
+            bare=bare["thread_bytes"] / 1000,
+            unit="KB",
+        )
+    )
+    results.add(
+        Figure(
+            scenario=label,
+            name="whole thread, estimated tokens",
+            core=core["thread_tokens"],
+            bare=bare["thread_tokens"],
+            unit="tokens",
+        )
+    )
+
+
+def _area_plan(text: str) -> list[tuple[str, dict[str, Any]]]:
+    number = int(text.rsplit(" ", 1)[1])
+    return [("get_environment_status", {"area_code": f"B{1000 + number:04d}"})]
+
+
+async def w4_concurrency(results: Results) -> None:
+    """Many conversations at once through one host and one store: no queue should form."""
+    latency = 0.200
+    async with rig(seed_servers(), BenchModel(_area_plan, latency)) as r:
+
+        async def wave(side: str, run: int) -> float:
+            turn = r.core_turn if side == "core" else r.bare_turn
+            started = time.perf_counter()
+            answers = await asyncio.gather(
+                *(
+                    turn(f"w4-{side}-{run}-{n}", f"How is the air in area {n}")
+                    for n in range(W4_CONVERSATIONS)
+                )
+            )
+            elapsed = time.perf_counter() - started
+            if side == "core" and not all("1 result(s)" in a for a in answers):
+                raise AssertionError("W4: some conversations did not finish with their tool result")
+            return elapsed
+
+        await wave("core", -1)  # warm-up: connections, caches
+        await wave("bare", -1)
+        core: list[float] = []
+        bare: list[float] = []
+        for run in range(W4_RUNS):
+            order = ("core", "bare") if run % 2 == 0 else ("bare", "core")
+            for side in order:
+                (core if side == "core" else bare).append(await wave(side, run))
+    c, b = statistics.median(core), statistics.median(bare)
+    results.details["W4"] = {"core_s": core, "bare_s": bare, "ideal_s": 2 * latency}
+    results.add(
+        Figure(
+            scenario="W4",
+            name=f"{W4_CONVERSATIONS} conversations at once, wall time (median of {W4_RUNS})",
+            core=c * 1000,
+            bare=b * 1000,
+            unit="ms",
+            goal="≤ 1.1 × bare",
+            passed=c <= 1.1 * b,
+            note=f"ideal {2 * latency * 1000:.0f} ms",
+        )
+    )
+
+
+async def startup(results: Results) -> None:
+    """From nothing to ready: the store open, both seed servers connected and their tools listed."""
+    core: list[float] = []
+    bare: list[float] = []
+    servers = seed_servers()
+    with tempfile.TemporaryDirectory(prefix="nerve-bench-") as folder:
+        for run in range(STARTUP_RUNS):
+            started = time.perf_counter()
+            store = await SQLiteStore.open(Path(folder) / f"start-{run}.db")
+            host = MCPHost(servers)
+            try:
+                await host.start()
+                core.append(time.perf_counter() - started)
+                if host.problems() or len(host.list_tools()) != 2:
+                    raise AssertionError(f"start-up: servers not ready: {host.problems()}")
+            finally:
+                await host.aclose()
+                await store.close()
+            started = time.perf_counter()
+            loop = BareLoop(
+                base_url="http://127.0.0.1:9/v1", model=MODEL, system_prompt="", servers=stdio_params(servers)
+            )
+            async with loop:
+                bare.append(time.perf_counter() - started)
+    c, b = statistics.median(core), statistics.median(bare)
+    results.details["startup"] = {"core_s": core, "bare_s": bare}
+    results.add(
+        Figure(
+            scenario="Start-up",
+            name=f"time to ready, two seed servers + store (median of {STARTUP_RUNS})",
+            core=c * 1000,
+            bare=b * 1000,
+            unit="ms",
+            goal="≤ 1500 ms",
+            passed=c <= 1.5,
+        )
+    )
+
+
+SCENARIOS: dict[str, Callable[[Results], Awaitable[None]]] = {
+    "startup": startup,
+    "W1": w1_seed_turn,
+    "W2": w2_overhead,
+    "W3": lambda results: w3_long_thread(results, alternate=False),
+    "W3b": lambda results: w3_long_thread(results, alternate=True),
+    "W4": w4_concurrency,
+}
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+def format_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "×":
+        return f"{value:.3f}"
+    if unit == "tokens":
+        return f"{value:,.0f}"
+    if unit == "KB":
+        return f"{value:.1f} KB"
+    return f"{value:.1f} {unit}"
+
+
+def table(figures: Sequence[Figure]) -> list[list[str]]:
+    """Rows of the results table (header first), for the terminal and for RESULTS.md alike."""
+    rows = [["scenario", "figure", "nerve", "bare loop", "nerve ÷ bare", "goal", "result"]]
+    for f in figures:
+        ratio = f.ratio
+        verdict = "—" if f.passed is None else ("pass" if f.passed else "MISS")
+        rows.append(
+            [
+                f.scenario,
+                f.name + (f" ({f.note})" if f.note else ""),
+                format_value(f.core, f.unit),
+                format_value(f.bare, f.unit),
+                "—" if ratio is None or f.unit == "×" else f"{ratio:.2f}",
+                f.goal or "—",
+                verdict,
+            ]
+        )
+    return rows
+
+
+def print_table(rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+async def run(only: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the scenarios (all, or those named), print the table, and return figures and raw data."""
+    results = Results()
+    info = machine()
+    print(
+        f"core benchmarks: {info['cpu']}, {info['nproc']} CPUs, Python {info['python']}, {info['date']}",
+        flush=True,
+    )
+    for name, scenario in SCENARIOS.items():
+        if only and name not in only:
+            continue
+        started = time.perf_counter()
+        async with asyncio.timeout(SCENARIO_TIMEOUT):
+            await scenario(results)
+        print(f"  {name} done in {time.perf_counter() - started:.1f} s", flush=True)
+    rows = table(results.figures)
+    print()
+    print_table(rows)
+    return {
+        "machine": info,
+        "figures": [asdict(f) | {"ratio": f.ratio} for f in results.figures],
+        "rows": rows,
+        "details": results.details,
+        "passed": all(f.passed is not False for f in results.figures),
+    }

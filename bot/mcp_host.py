@@ -1,0 +1,208 @@
+"""The MCP host: every configured server, its tools offered to the model, calls routed back (S1–S3, S14, S15).
+
+One `ServerLink` task per server owns that server's client and restarts it when it dies; this
+class keeps the combined tool catalog and turns each call's outcome into a `ToolResult`, never
+an exception.
+
+Tool-list changes are handled on both protocol generations: a 2026-07-28 connection subscribes
+with `subscriptions/listen`, an older one gets `notifications/tools/list_changed` through the
+client's message handler. `mode="auto"` (the default) lets each server pick; `"legacy"` forces the
+initialize handshake everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import pydantic
+from mcp import MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+
+from bot import mcp_host_results as results
+from bot.config import ServerConfig
+from bot.mcp_host_catalog import build_catalog, unmatched_overrides
+from bot.mcp_host_link import Mode, ServerLink
+from bot.types import ToolResult, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+# Worst case of the SDK's stdio shutdown: flush, 2 s grace, SIGTERM, 2 s, SIGKILL, 2 s reap.
+CLOSE_TIMEOUT = 10.0
+
+
+class MCPHost:
+    """The `ToolHost` over real MCP servers. Use as `async with MCPHost(servers) as host:`."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, ServerConfig],
+        *,
+        default_timeout: float = 30.0,
+        connect_timeout: float = 15.0,
+        mode: Mode = "auto",
+    ) -> None:
+        self._servers = dict(servers)
+        self._default_timeout = default_timeout
+        self._links = {
+            name: ServerLink(
+                name, config, mode=mode, connect_timeout=connect_timeout, on_change=self._changed
+            )
+            for name, config in self._servers.items()
+        }
+        self._tasks: list[asyncio.Task[None]] = []
+        self._catalog: dict[str, ToolSpec] = {}
+        self._change = asyncio.Event()
+        self._warned: set[str] = set()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Start every server at once; return when each is ready or has failed its first attempt.
+
+        A failed server does not hold up the others: it is listed in `problems()` and retried in
+        the background with backoff.
+        """
+        if self._tasks:
+            raise RuntimeError("MCPHost.start() was already called")
+        started = time.perf_counter()
+        self._tasks = [
+            asyncio.create_task(link.run(), name=f"mcp-server:{name}") for name, link in self._links.items()
+        ]
+        try:
+            for link in self._links.values():
+                await link.attempted.wait()
+        except BaseException:
+            await self.aclose()  # cancelled while starting (Ctrl-C): leave no children behind
+            raise
+        ready = sum(link.ready for link in self._links.values())
+        logger.info(
+            "MCP host: %d of %d servers ready in %.0f ms",
+            ready,
+            len(self._links),
+            (time.perf_counter() - started) * 1000,
+        )
+        for name, reason in self.problems():
+            logger.warning("MCP server %r is not available: %s", name, reason)
+
+    async def aclose(self) -> None:
+        """Stop every server and wait (bounded) until its process is gone."""
+        for link in self._links.values():
+            link.stop()
+        tasks, self._tasks = self._tasks, []
+        if not tasks:
+            return
+        try:
+            _, pending = await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
+        except asyncio.CancelledError:
+            # Cancelled while closing (Ctrl-C): still give the children their bounded shutdown.
+            await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
+            raise
+        for task in pending:
+            logger.warning(
+                "MCP host: %s did not stop within %.0f s; cancelling it", task.get_name(), CLOSE_TIMEOUT
+            )
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=CLOSE_TIMEOUT)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Servers that are not connected right now, with the reason."""
+        return [
+            (name, link.problem)
+            for name, link in self._links.items()
+            if not link.ready and link.problem is not None
+        ]
+
+    def list_tools(self) -> list[ToolSpec]:
+        """The tools offered to the model right now (enabled, overrides applied, names unique)."""
+        return list(self._catalog.values())
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        """Return once `predicate()` holds, re-checking whenever a server or its tools change.
+
+        Unbounded on purpose: the caller bounds it (`async with asyncio.timeout(...)`).
+        """
+        while not predicate():
+            await self._change.wait()
+
+    async def wait_until_ready(self) -> None:
+        """Return once every server is connected (bound it with a timeout)."""
+        await self.wait_for(lambda: all(link.ready for link in self._links.values()))
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Run a tool by its exposed name. Failures come back as `ToolResult(is_error=True)`."""
+        spec = self._catalog.get(name)
+        if spec is None:
+            return results.unknown_tool(name, self._catalog)
+        link = self._links[spec.server]
+        client = link.client
+        if client is None:
+            return results.unavailable(spec.server, link.problem or "it is still starting")
+        started = time.perf_counter()
+
+        def elapsed() -> float:
+            return (time.perf_counter() - started) * 1000
+
+        try:
+            # Leaving the scope on timeout cancels the request, which sends notifications/cancelled.
+            with anyio.move_on_after(spec.timeout) as scope:
+                answer = await client.call_tool(spec.original_name, arguments)
+            if scope.cancelled_caught:
+                return results.timed_out(name, spec.timeout, latency_ms=elapsed())
+        except MCPError as exc:
+            return _protocol_error(spec, exc, elapsed())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
+        except RuntimeError as exc:
+            if link.client is not client:  # the session closed under the call
+                return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
+            # e.g. structured content that breaks the tool's own output schema
+            return results.failed(name, str(exc), latency_ms=elapsed())
+        except pydantic.ValidationError as exc:
+            logger.warning("MCP server %r sent a malformed result for %s: %s", spec.server, name, exc)
+            return results.failed(
+                name, "the service sent an answer that could not be read", latency_ms=elapsed()
+            )
+        except Exception as exc:  # the seam's promise: tool failures are data
+            logger.exception("MCP call %s on %r failed unexpectedly", name, spec.server)
+            return results.failed(name, f"{type(exc).__name__}: {exc}", latency_ms=elapsed())
+        return results.from_call_result(answer, latency_ms=elapsed())
+
+    def _changed(self) -> None:
+        """A link's state or tools changed: rebuild the catalog and wake anyone waiting."""
+        listings = {name: link.tools for name, link in self._links.items() if link.listed}
+        self._catalog = build_catalog(listings, self._servers, default_timeout=self._default_timeout)
+        for problem in unmatched_overrides(listings, self._servers):
+            if problem not in self._warned:
+                self._warned.add(problem)
+                logger.warning("servers file: %s", problem)
+        self._change.set()
+        self._change = asyncio.Event()
+
+
+def _protocol_error(spec: ToolSpec, exc: MCPError, latency_ms: float) -> ToolResult:
+    """A JSON-RPC error instead of a result: the server could not run the call at all."""
+    code = exc.error.code
+    if code == CONNECTION_CLOSED:
+        return results.unavailable(spec.server, "it stopped while handling the call", latency_ms=latency_ms)
+    if code == REQUEST_TIMEOUT:
+        return results.timed_out(spec.name, spec.timeout, latency_ms=latency_ms)
+    if code == INVALID_PARAMS:
+        return results.failed(spec.name, exc.error.message, kind="arguments", latency_ms=latency_ms)
+    kind, retry_after = results.classify_error(exc.error.message)
+    failure = results.failed(spec.name, exc.error.message, kind=kind, latency_ms=latency_ms)
+    return replace(failure, retry_after=retry_after)

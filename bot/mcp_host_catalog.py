@@ -1,0 +1,146 @@
+"""Turning the tools each server lists into the specs offered to the model (S2, S3, S12, S15).
+
+Pure: given every server's latest listing and its config, the catalog is always rebuilt whole, so
+a name never depends on the order in which servers happened to come up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.config import ServerConfig, ToolOverride
+from bot.types import ToolSpec
+
+logger = logging.getLogger(__name__)
+
+# OpenAI's rule for function names; other providers accept a subset of it.
+VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]+")
+MAX_NAME = 64
+PREFIX_SEPARATOR = "__"
+
+# JSON Schema keywords whose values are schemas, lists of schemas, or maps of name → schema.
+_SCHEMA_KEYS = frozenset(
+    {"items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"}
+    | {"unevaluatedItems", "unevaluatedProperties", "additionalItems"}
+)
+_SCHEMA_LIST_KEYS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
+_SCHEMA_MAP_KEYS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListedTool:
+    """One tool as a server listed it, reduced to what the catalog needs."""
+
+    name: str
+    description: str | None
+    input_schema: dict[str, Any]
+
+
+def sanitize_name(raw: str) -> str:
+    """A name that fits `^[a-zA-Z0-9_-]{1,64}$`; long names keep a hash so they stay distinct."""
+    name = _INVALID_CHARS.sub("_", raw).strip("_") or "tool"
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha1(raw.encode()).hexdigest()[:8]
+        name = f"{name[: MAX_NAME - 9]}_{digest}"
+    return name
+
+
+def clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The input schema without generated `title`s (tokens the model does not need), rooted at an object.
+
+    Only schema positions are touched: a property that happens to be called "title" stays.
+    """
+    cleaned = _strip_titles(schema)
+    cleaned.setdefault("type", "object")
+    if cleaned["type"] == "object":
+        cleaned.setdefault("properties", {})
+    return cleaned
+
+
+def _strip_titles(schema: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _SCHEMA_KEYS and isinstance(value, Mapping):
+            out[key] = _strip_titles(value)
+        elif key in _SCHEMA_LIST_KEYS | {"items"} and isinstance(value, list):
+            out[key] = [_strip_titles(v) if isinstance(v, Mapping) else v for v in value]
+        elif key in _SCHEMA_MAP_KEYS and isinstance(value, Mapping):
+            out[key] = {k: _strip_titles(v) if isinstance(v, Mapping) else v for k, v in value.items()}
+        else:
+            out[key] = value
+    return out
+
+
+def build_catalog(
+    listings: Mapping[str, Sequence[ListedTool]],
+    servers: Mapping[str, ServerConfig],
+    *,
+    default_timeout: float,
+) -> dict[str, ToolSpec]:
+    """Every enabled tool under the name the model will use, in config order.
+
+    A name listed by two servers is exposed as `<server>__<tool>` for each of them; a unique name
+    is kept as the server wrote it (sanitised only if a provider would reject it).
+    """
+    enabled: list[tuple[str, ListedTool, ToolOverride]] = []
+    for server, config in servers.items():
+        for tool in listings.get(server, ()):
+            override = config.tools.get(tool.name, ToolOverride())
+            if override.enabled:
+                enabled.append((server, tool, override))
+    counts = Counter(tool.name for _, tool, _ in enabled)
+
+    catalog: dict[str, ToolSpec] = {}
+    for server, tool, override in enabled:
+        wanted = f"{server}{PREFIX_SEPARATOR}{tool.name}" if counts[tool.name] > 1 else tool.name
+        name = _unique(sanitize_name(wanted), catalog)
+        if name != tool.name:
+            logger.info("tool %r of server %r is offered as %r", tool.name, server, name)
+        config = servers[server]
+        catalog[name] = ToolSpec(
+            name=name,
+            description=override.description
+            or tool.description
+            or f"Tool {tool.name} of the {server} server.",
+            parameters=clean_schema(tool.input_schema),
+            server=server,
+            original_name=tool.name,
+            timeout=override.timeout or config.timeout or default_timeout,
+            triggers=tuple(override.triggers),
+        )
+    return catalog
+
+
+def unmatched_overrides(
+    listings: Mapping[str, Sequence[ListedTool]], servers: Mapping[str, ServerConfig]
+) -> list[str]:
+    """Overrides naming a tool the (listed) server does not have: usually a typo in the servers file."""
+    problems = []
+    for server, config in servers.items():
+        if server not in listings:
+            continue
+        listed = {tool.name for tool in listings[server]}
+        for name in config.tools:
+            if name not in listed:
+                problems.append(f"server '{server}' has settings for tool '{name}', which it does not list")
+    return problems
+
+
+def _unique(name: str, taken: Mapping[str, object]) -> str:
+    if name not in taken:
+        return name
+    for n in range(2, 1000):
+        suffix = f"_{n}"
+        candidate = f"{name[: MAX_NAME - len(suffix)]}{suffix}"
+        if candidate not in taken:
+            return candidate
+    raise ValueError(f"cannot find a free tool name for {name!r}")

@@ -1,0 +1,330 @@
+"""One MCP server's connection, kept alive by one task (S1, S14).
+
+`ServerLink.run()` is that task: it opens the client, lists the tools, waits, and when the
+connection drops it closes everything and opens it again after a backoff. The client is entered
+and exited in this one task, as anyio's cancel scopes require; calls from other tasks use the
+open session concurrently, which MCP allows (each request has its own id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any, Literal, cast
+
+import anyio
+import anyio.abc
+import httpx2
+import jsonschema  # noqa: F401 - loaded up front: the client's first output-schema check would pay ~100 ms
+import mcp_types
+from mcp import Client, MCPError, StdioServerParameters, stdio_client  # noqa: TID251 - the MCP host
+from mcp.client import Transport  # noqa: TID251
+from mcp.client.sse import sse_client  # noqa: TID251
+from mcp.client.streamable_http import streamable_http_client  # noqa: TID251
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, ToolsListChanged  # noqa: TID251
+from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from bot.config import ServerConfig
+from bot.mcp_host_catalog import ListedTool
+from bot.mcp_host_stderr import StderrTap
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["auto", "legacy"]
+TransportStreams = tuple[Any, Any]
+
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 30.0
+# A connection that lived this long was healthy: the next failure starts the backoff afresh.
+HEALTHY_AFTER = 60.0
+MAX_TOOL_PAGES = 100
+# Long-lived HTTP streams (SSE) legitimately stay silent for minutes.
+STREAM_READ_TIMEOUT = 300.0
+CLIENT_INFO = mcp_types.Implementation(name="nerve", version="0.1.0")
+
+
+class ServerLink:
+    """A server's live client (or why there is none) and the tools it last listed."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        *,
+        mode: Mode,
+        connect_timeout: float,
+        on_change: Callable[[], None],
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._mode = mode
+        self._connect_timeout = connect_timeout
+        self._on_change = on_change
+        self.client: Client | None = None
+        # The last listing survives a restart, so tool names stay stable while the server is away.
+        self.tools: tuple[ListedTool, ...] = ()
+        self.listed = False
+        self.problem: str | None = None
+        # asyncio (not anyio) events: a host may be built before the event loop runs.
+        self.attempted = asyncio.Event()
+        self._stop: anyio.CancelScope | None = None  # made in run(): anyio needs a running loop
+        self._stopping = False
+        self._wake = asyncio.Event()
+        self._refresh_wanted = False
+        self._lost = False
+
+    @property
+    def ready(self) -> bool:
+        return self.client is not None
+
+    def stop(self) -> None:
+        """Ask `run()` to close the client and return; safe to call before it started."""
+        self._stopping = True
+        if self._stop is not None:
+            self._stop.cancel()
+
+    def request_refresh(self) -> None:
+        self._refresh_wanted = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Keep the server connected until `stop()`; never raises except on cancellation."""
+        delay = BACKOFF_FIRST
+        with anyio.CancelScope() as self._stop:
+            if self._stopping:
+                self._stop.cancel()
+            while True:
+                started = anyio.current_time()
+                try:
+                    reason = await self._run_once()
+                except Exception as exc:  # one net per attempt, so a bug here cannot stop the restarts
+                    logger.exception("MCP server %r: unexpected failure", self.name)
+                    reason = describe_failure(exc)
+                self._set_down(reason)
+                if anyio.current_time() - started > HEALTHY_AFTER:
+                    delay = BACKOFF_FIRST
+                wait = delay * random.uniform(0.8, 1.2)
+                logger.warning("MCP server %r %s; retrying in %.1f s", self.name, reason, wait)
+                await anyio.sleep(wait)
+                delay = min(delay * 2, BACKOFF_MAX)
+
+    async def _run_once(self) -> str:
+        tap = StderrTap(self.name) if self.config.kind == "stdio" else None
+        try:
+            async with anyio.create_task_group() as pumps:
+                if tap is not None:
+                    pumps.start_soon(tap.pump)
+                try:
+                    reason = await self._connect_and_serve(tap)
+                finally:
+                    if tap is not None:
+                        tap.close_writer()
+                    # Let the stderr reader catch the last lines (a crash's traceback), briefly.
+                    pumps.cancel_scope.deadline = anyio.current_time() + 0.5
+        finally:
+            if tap is not None:
+                tap.close()
+        if tap is not None and tap.tail:
+            reason = f"{reason} (last stderr line: {tap.tail[-1]})"
+        return reason
+
+    async def _connect_and_serve(self, tap: StderrTap | None) -> str:
+        self._lost = False
+        self._refresh_wanted = False
+        self._wake.clear()
+        started = anyio.current_time()
+        try:
+            with anyio.CancelScope(deadline=started + self._connect_timeout) as handshake:
+                async with AsyncExitStack() as stack:
+                    transport = await self._transport(stack, tap)
+                    client = Client(
+                        cast(Transport, _watched(transport, self._connection_lost)),
+                        mode=self._mode,
+                        message_handler=self._on_message,
+                        cache=None,
+                        client_info=CLIENT_INFO,
+                    )
+                    await stack.enter_async_context(client)
+                    if tap is not None:
+                        tap.close_writer()
+                    listeners = await stack.enter_async_context(anyio.create_task_group())
+                    await self._listen_for_changes(client, listeners)
+                    self.tools = await list_all_tools(client)
+                    self.listed = True
+                    handshake.deadline = math.inf
+                    self._set_ready(client, anyio.current_time() - started)
+                    await self._serve(client)
+                    return "closed the connection"
+            return f"did not finish starting within {self._connect_timeout:g} s"
+        except Exception as exc:
+            return describe_failure(exc)
+
+    async def _serve(self, client: Client) -> None:
+        """Wait for the connection to drop, re-listing tools whenever the server says they changed."""
+        while not self._lost:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._refresh_wanted and not self._lost:
+                self._refresh_wanted = False
+                try:
+                    with anyio.fail_after(self._connect_timeout):
+                        self.tools = await list_all_tools(client)
+                except (MCPError, TimeoutError) as exc:
+                    logger.warning("MCP server %r: could not re-list tools: %s", self.name, exc)
+                    continue
+                logger.info("MCP server %r: tools changed, now %d", self.name, len(self.tools))
+                self._on_change()
+
+    async def _listen_for_changes(self, client: Client, group: anyio.abc.TaskGroup) -> None:
+        """On a 2026-07-28 connection change events come only through `subscriptions/listen`."""
+        capabilities = client.server_capabilities.tools
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not (
+            capabilities and capabilities.list_changed
+        ):
+            return  # older connections deliver notifications/tools/list_changed to _on_message
+        await group.start(self._listen, client)
+
+    async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        started = False
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
+                started = True
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        self.request_refresh()
+        except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
+            logger.info("MCP server %r: no tool-change events (%s)", self.name, exc)
+        finally:
+            if not started:
+                task_status.started()
+
+    async def _on_message(self, message: object) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self.request_refresh()
+        elif isinstance(message, Exception):
+            logger.debug("MCP server %r: transport error: %s", self.name, message)
+
+    def _connection_lost(self) -> None:
+        # Calls from now on get "unavailable" at once instead of a closed session's error.
+        was_ready = self.client is not None
+        self.client = None
+        self._lost = True
+        self._wake.set()
+        if was_ready:
+            self.problem = "lost the connection; reconnecting"
+            self._on_change()
+
+    async def _transport(
+        self, stack: AsyncExitStack, tap: StderrTap | None
+    ) -> AbstractAsyncContextManager[TransportStreams]:
+        config = self.config
+        if config.kind == "stdio":
+            assert config.command is not None and tap is not None
+            params = StdioServerParameters(
+                command=config.command, args=config.args, env=config.env, cwd=config.cwd
+            )
+            return stdio_client(params, errlog=tap.writer)
+        assert config.url is not None
+        if config.kind == "sse":
+            return sse_client(
+                config.url,
+                headers=config.headers or None,
+                timeout=self._connect_timeout,
+                sse_read_timeout=STREAM_READ_TIMEOUT,
+            )
+        http = httpx2.AsyncClient(
+            headers=config.headers, timeout=httpx2.Timeout(self._connect_timeout, read=STREAM_READ_TIMEOUT)
+        )
+        await stack.enter_async_context(http)
+        return streamable_http_client(config.url, http_client=http)
+
+    def _set_ready(self, client: Client, elapsed: float) -> None:
+        self.client = client
+        self.problem = None
+        self.attempted.set()
+        logger.info(
+            "MCP server %r ready in %.0f ms: %d tools, protocol %s",
+            self.name,
+            elapsed * 1000,
+            len(self.tools),
+            client.protocol_version,
+        )
+        self._on_change()
+
+    def _set_down(self, reason: str) -> None:
+        self.client = None
+        self.problem = reason
+        self.attempted.set()
+        self._on_change()
+
+
+async def list_all_tools(client: Client) -> tuple[ListedTool, ...]:
+    """Every tool, following pagination cursors (bounded, so a server that loops cannot hang us)."""
+    tools: list[ListedTool] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(
+            ListedTool(name=t.name, description=t.description, input_schema=t.input_schema)
+            for t in page.tools
+        )
+        cursor = page.next_cursor
+        if cursor is None or cursor in seen:
+            break
+        seen.add(cursor)
+    return tuple(tools)
+
+
+@asynccontextmanager
+async def _watched(
+    transport: AbstractAsyncContextManager[TransportStreams], on_lost: Callable[[], None]
+) -> AsyncIterator[TransportStreams]:
+    """The transport's streams, with `on_lost` called once the server side ends.
+
+    The SDK fails pending requests when a connection ends but tells nobody else; the host needs to
+    know at once so it can restart the server before the next call arrives.
+    """
+    async with transport as (read_stream, write_stream):
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def relay() -> None:
+            try:
+                async with send:
+                    async for item in read_stream:
+                        await send.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+                pass
+            finally:
+                on_lost()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(relay)
+            try:
+                yield receive, write_stream
+            finally:
+                group.cancel_scope.cancel()
+                receive.close()
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A short reason an operator can act on, from whatever the attempt raised."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError):
+        return f"could not be started: {exc.strerror or 'command not found'}: {exc.filename}"
+    if isinstance(exc, PermissionError):
+        return f"could not be started: permission denied: {exc.filename}"
+    if isinstance(exc, OSError):
+        return f"could not be started: {exc}"
+    if isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED:
+        return "closed the connection during start-up"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"could not be reached: {type(exc).__name__}: {exc}"
+    return f"failed: {type(exc).__name__}: {exc}"

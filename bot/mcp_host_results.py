@@ -1,0 +1,127 @@
+"""Turning what an MCP server answered into a `ToolResult` the loop can act on (S10, S15).
+
+Pure functions: the host measures and routes, this module decides what the answer means. The
+error kind matters because the loop treats each differently: bad arguments go back to the model
+with the hint, an execution failure is not retried blindly, a rate limit is waited out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+from mcp_types import (
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+from bot.types import ToolErrorKind, ToolResult
+
+# What servers say when the arguments, not the tool, are at fault: the MCP SDK's own validation
+# ("1 validation error for get_environment_statusArguments", "Input validation error: ..."),
+# JSON-RPC's name for it, and the phrasing our seed servers use.
+_ARGUMENT_ERROR = re.compile(
+    r"validation errors? for \w*arguments|input validation error|invalid arguments?\b|invalid params",
+    re.IGNORECASE,
+)
+_RATE_LIMIT = re.compile(r"rate[ -]?limit|too many requests|\b429\b", re.IGNORECASE)
+_RETRY_AFTER = re.compile(
+    r"retry[ -]?after\D{0,20}?(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|seconds?)?", re.IGNORECASE
+)
+
+
+def describe_block(block: ContentBlock) -> str:
+    """Text for one content block; non-text blocks are named, not inlined (the model cannot see them)."""
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ImageContent | AudioContent):
+        kind = "image" if isinstance(block, ImageContent) else "audio"
+        size = len(block.data) * 3 // 4
+        return f"[{kind} ({block.mime_type}, about {size} bytes) omitted]"
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, TextResourceContents):
+            return resource.text
+        return f"[binary resource {resource.uri} ({resource.mime_type or 'unknown type'}) omitted]"
+    if isinstance(block, ResourceLink):
+        return f"[resource link: {block.uri} ({block.name})]"
+    return f"[{getattr(block, 'type', 'unknown')} content omitted]"
+
+
+def join_content(blocks: Iterable[ContentBlock]) -> str:
+    return "\n".join(describe_block(block) for block in blocks)
+
+
+def classify_error(text: str) -> tuple[ToolErrorKind, float | None]:
+    """The kind of a failed call from the server's words, and any retry-after it named (seconds)."""
+    if _RATE_LIMIT.search(text):
+        return "rate_limited", _retry_after(text)
+    if _ARGUMENT_ERROR.search(text):
+        return "arguments", None
+    return "execution", None
+
+
+def _retry_after(text: str) -> float | None:
+    match = _RETRY_AFTER.search(text)
+    if match is None:
+        return None
+    value = float(match.group(1))
+    unit = (match.group(2) or "s").lower()
+    return value / 1000.0 if unit.startswith("m") else value
+
+
+def from_call_result(result: CallToolResult, *, latency_ms: float) -> ToolResult:
+    """A server's answer. Structured content wins as the text: it is exact JSON, never re-spliced."""
+    if result.is_error:
+        text = join_content(result.content) or "The tool reported an error without a message."
+        kind, retry_after = classify_error(text)
+        return ToolResult(
+            content=text, is_error=True, error_kind=kind, retry_after=retry_after, latency_ms=latency_ms
+        )
+    if result.structured_content is not None:
+        return ToolResult(
+            content=json.dumps(result.structured_content, ensure_ascii=False),
+            structured=result.structured_content,
+            latency_ms=latency_ms,
+        )
+    return ToolResult(content=join_content(result.content), latency_ms=latency_ms)
+
+
+def unknown_tool(name: str, available: Iterable[str]) -> ToolResult:
+    names = ", ".join(sorted(available)) or "none"
+    return ToolResult(
+        content=f'Unknown tool "{name}". Tool names must match exactly; the available tools are: {names}.',
+        is_error=True,
+        error_kind="unknown_tool",
+    )
+
+
+def unavailable(server: str, reason: str, *, latency_ms: float = 0.0) -> ToolResult:
+    return ToolResult(
+        content=f'The "{server}" service is temporarily unavailable ({reason}). Try again later.',
+        is_error=True,
+        error_kind="unavailable",
+        latency_ms=latency_ms,
+    )
+
+
+def timed_out(name: str, timeout: float, *, latency_ms: float) -> ToolResult:
+    return ToolResult(
+        content=f'Tool "{name}" did not answer within {timeout:g} s; the call was cancelled.',
+        is_error=True,
+        error_kind="timeout",
+        latency_ms=latency_ms,
+    )
+
+
+def failed(name: str, detail: str, *, kind: ToolErrorKind = "execution", latency_ms: float) -> ToolResult:
+    return ToolResult(
+        content=f'Tool "{name}" failed: {detail}', is_error=True, error_kind=kind, latency_ms=latency_ms
+    )

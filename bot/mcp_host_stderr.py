@@ -1,0 +1,73 @@
+"""A pipe for a stdio server's stderr, read into our log (S14).
+
+A server's stderr is its log, and the first place to look when it will not start. Passing it
+straight to our stderr would interleave it with the terminal UI; here each line goes to the
+`bot.mcp_host.stderr.<server>` logger (INFO, or WARNING when it looks like an error) and the last
+few lines are kept so a start-up failure can be reported with its cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+from collections import deque
+from typing import TextIO
+
+TAIL_LINES = 5
+MAX_LINE = 4000
+_SERIOUS = re.compile(r"\b(ERROR|CRITICAL|FATAL|Traceback|\w+Error)\b")
+
+
+class StderrTap:
+    """One pipe per server process: the child writes `writer`, `pump()` reads the other end."""
+
+    def __init__(self, server: str) -> None:
+        read_fd, write_fd = os.pipe()
+        self._read_fd: int | None = read_fd
+        self.writer: TextIO = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._log = logging.getLogger("bot.mcp_host.stderr").getChild(server)
+
+    def close_writer(self) -> None:
+        """Drop our copy of the write end once the child holds its own, so its exit reads as EOF."""
+        if not self.writer.closed:
+            self.writer.close()
+
+    def close(self) -> None:
+        """Release both ends; for a pump that never ran."""
+        self.close_writer()
+        if self._read_fd is not None:
+            os.close(self._read_fd)
+            self._read_fd = None
+
+    async def pump(self) -> None:
+        """Log lines until the child and everyone sharing the pipe have closed it."""
+        if self._read_fd is None:
+            return
+        pipe = os.fdopen(self._read_fd, "rb", buffering=0)
+        self._read_fd = None
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        pending = b""
+        try:
+            while chunk := await reader.read(65536):
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    self._emit(line)
+                if len(pending) > MAX_LINE:
+                    self._emit(pending)
+                    pending = b""
+            if pending:
+                self._emit(pending)
+        finally:
+            transport.close()
+
+    def _emit(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", errors="replace").rstrip()[:MAX_LINE]
+        if not line.strip():
+            return
+        self.tail.append(line)
+        self._log.log(logging.WARNING if _SERIOUS.search(line) else logging.INFO, "%s", line)

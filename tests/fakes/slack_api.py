@@ -1,0 +1,294 @@
+"""A local stand-in for Slack: the Web API over HTTP and the Socket Mode websocket, on 127.0.0.1.
+
+The real `slack_sdk` client (and so the real bolt app) talks to it over loopback, so tests see the
+same request encoding (JSON or form), status codes and headers Slack would produce. Every call is
+recorded with its parsed body; a test asserts on what the platform *received*. It can refuse
+container blocks with `invalid_blocks`, answer a method with 429 + Retry-After once, and play
+Slack's side of Socket Mode: `hello`, then `events_api` envelopes, recording the acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+BOT_USER_ID = "UBOT0001"
+BOT_ID = "BBOT0001"
+TEAM_ID = "T0000TEAM"
+APP_ID = "A0000APP"
+
+
+@dataclass(slots=True)
+class ApiCall:
+    """One Web API request as the fake received it."""
+
+    method: str
+    body: dict[str, Any]
+    ok: bool
+    error: str | None = None
+    status: int = 200
+
+
+@dataclass(slots=True)
+class Posted:
+    """A message as it stands now (after any chat.update), with every version it went through."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None
+    versions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def current(self) -> dict[str, Any]:
+        return self.versions[-1]
+
+    @property
+    def text(self) -> str:
+        return str(self.current.get("text") or "")
+
+    def everything(self) -> str:
+        """Every version's text, blocks and attachments as one JSON string, for "never contains" checks."""
+        return json.dumps(self.versions, ensure_ascii=False)
+
+
+def _block_types(blocks: Iterable[Any]) -> set[str]:
+    found: set[str] = set()
+    for block in blocks:
+        if isinstance(block, dict):
+            found.add(str(block.get("type")))
+            found |= _block_types(block.get("child_blocks") or [])
+            found |= _block_types(block.get("tasks") or [])
+    return found
+
+
+def _maybe_json(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+class FakeSlack:
+    """`async with FakeSlack() as slack:` then point AsyncWebClient(base_url=slack.api_url) at it."""
+
+    def __init__(self) -> None:
+        self.calls: list[ApiCall] = []
+        self.posted: list[Posted] = []
+        self.uploads: dict[str, bytes] = {}
+        self.acks: list[dict[str, Any]] = []
+        # Block types chat.postMessage / chat.update refuse with `invalid_blocks` (e.g. {"container"}).
+        self.refuse_block_types: set[str] = set()
+        # Methods that answer the next call with an error code ({"assistant.threads.setStatus": "…"}).
+        self.fail_next: dict[str, str] = {}
+        self._rate_limit_next: dict[str, int] = {}
+        self._ts = itertools.count(1)
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._sockets: list[web.WebSocketResponse] = []
+        self._socket_open = asyncio.Event()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeSlack:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/socket", self._socket)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self._port = int(self._runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def api_url(self) -> str:
+        """What to pass as AsyncWebClient's `base_url` (SLACK_API_BASE_URL)."""
+        return f"{self.base}/api/"
+
+    # --- knobs -------------------------------------------------------------------------------
+
+    def rate_limit_once(self, method: str, retry_after: int = 1) -> None:
+        """The next call of `method` gets HTTP 429 with Retry-After, like Slack's rate limiter."""
+        self._rate_limit_next[method] = retry_after
+
+    # --- queries -----------------------------------------------------------------------------
+
+    def calls_of(self, method: str) -> list[ApiCall]:
+        return [c for c in self.calls if c.method == method]
+
+    def thread(self, channel: str, thread_ts: str | None) -> list[Posted]:
+        """Messages we posted in a thread (None: top level of the channel), in posting order."""
+        return [p for p in self.posted if p.channel == channel and p.thread_ts == thread_ts]
+
+    async def wait_for(self, check: Callable[[FakeSlack], bool], within: float = 10.0) -> None:
+        """Wait until `check(self)` holds (re-checked after every call); fails after `within` seconds."""
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(lambda: check(self))
+
+    # --- Web API -----------------------------------------------------------------------------
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        body: dict[str, Any] = dict(request.query)
+        if request.content_type == "application/json":
+            raw = await request.text()
+            body.update(json.loads(raw) if raw else {})
+        elif request.can_read_body:
+            form = await request.post()
+            body.update({k: v for k, v in form.items() if isinstance(v, str)})
+        return {k: _maybe_json(v) for k, v in body.items()}
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        body = await self._body(request)
+        if method in self._rate_limit_next:
+            retry_after = self._rate_limit_next.pop(method)
+            await self._record(ApiCall(method=method, body=body, ok=False, error="ratelimited", status=429))
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(retry_after)}
+            )
+        if method in self.fail_next:
+            error = self.fail_next.pop(method)
+            await self._record(ApiCall(method=method, body=body, ok=False, error=error))
+            return web.json_response({"ok": False, "error": error})
+        if method in ("chat.postMessage", "chat.update") and _block_types(body.get("blocks") or []) & (
+            self.refuse_block_types
+        ):
+            await self._record(ApiCall(method=method, body=body, ok=False, error="invalid_blocks"))
+            return web.json_response({"ok": False, "error": "invalid_blocks", "errors": ["unsupported type"]})
+        answer = self._answer(method, body)
+        await self._record(
+            ApiCall(method=method, body=body, ok=bool(answer.get("ok")), error=answer.get("error"))
+        )
+        return web.json_response(answer)
+
+    def _next_ts(self) -> str:
+        return f"1700000000.{next(self._ts):06d}"
+
+    def _answer(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        if method == "auth.test":
+            return {
+                "ok": True,
+                "url": "https://nerve-test.slack.com/",
+                "team": "Nerve Test",
+                "user": "nerve",
+                "team_id": TEAM_ID,
+                "user_id": BOT_USER_ID,
+                "bot_id": BOT_ID,
+                "is_enterprise_install": False,
+            }
+        if method == "chat.postMessage":
+            ts = self._next_ts()
+            thread = body.get("thread_ts")
+            self.posted.append(
+                Posted(
+                    channel=str(body["channel"]),
+                    ts=ts,
+                    thread_ts=str(thread) if thread else None,
+                    versions=[body],
+                )
+            )
+            return {
+                "ok": True,
+                "channel": body["channel"],
+                "ts": ts,
+                "message": {"text": body.get("text", "")},
+            }
+        if method == "chat.update":
+            for posted in self.posted:
+                if posted.channel == body.get("channel") and posted.ts == body.get("ts"):
+                    posted.versions.append(body)
+                    return {
+                        "ok": True,
+                        "channel": posted.channel,
+                        "ts": posted.ts,
+                        "text": body.get("text", ""),
+                    }
+            return {"ok": False, "error": "message_not_found"}
+        if method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": self._next_ts()}
+        if method in ("assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts"):
+            return {"ok": True}
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+            return {"ok": True, "upload_url": f"{self.base}/upload/{file_id}", "file_id": file_id}
+        if method == "files.completeUploadExternal":
+            files = body.get("files") or []
+            return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title")} for f in files]}
+        if method == "apps.connections.open":
+            return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/socket"}
+        return {"ok": False, "error": "unknown_method"}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        self.uploads[request.match_info["file_id"]] = await request.read()
+        async with self._changed:
+            self._changed.notify_all()
+        return web.Response(text=f"OK - {len(self.uploads[request.match_info['file_id']])}")
+
+    async def _record(self, call: ApiCall) -> None:
+        self.calls.append(call)
+        async with self._changed:
+            self._changed.notify_all()
+
+    # --- Socket Mode -------------------------------------------------------------------------
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        await ws.send_json(
+            {
+                "type": "hello",
+                "num_connections": len(self._sockets),
+                "debug_info": {"host": "fake-slack", "approximate_connection_time": 3600},
+                "connection_info": {"app_id": APP_ID},
+            }
+        )
+        self._socket_open.set()
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                self.acks.append(json.loads(message.data))
+                async with self._changed:
+                    self._changed.notify_all()
+        self._sockets.remove(ws)
+        return ws
+
+    async def send_envelope(
+        self, payload: dict[str, Any], *, kind: str = "events_api", retry: int = 0
+    ) -> str:
+        """Deliver `payload` over the open Socket Mode connection; returns the envelope id to expect back."""
+        async with asyncio.timeout(10):
+            await self._socket_open.wait()
+        envelope_id = str(uuid.uuid4())
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": kind,
+            "payload": payload,
+            "accepts_response_payload": kind != "events_api",
+            "retry_attempt": retry,
+            "retry_reason": "timeout" if retry else "",
+        }
+        await self._sockets[-1].send_json(envelope)
+        return envelope_id

@@ -1,0 +1,1 @@
+"""Small MCP servers that misbehave on purpose, run as real stdio subprocesses by the host tests."""

@@ -1,0 +1,224 @@
+"""The Discord adapter's pure parts: parsing into `Incoming`, rendering within Discord's limits, and
+`run_discord`'s restart policy against the fake Discord."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import discord
+import pytest
+
+from adapters.discord_adapter import RestartPolicy, run_discord
+from adapters.discord_incoming import Job, dm_key, job_for, thread_key, to_incoming
+from adapters.discord_render import (
+    EMBED_TOTAL_LIMIT,
+    MESSAGE_LIMIT,
+    ResultsCache,
+    reply_chunks,
+    results_view,
+)
+from bot.errors import ConfigError
+from bot.types import AgentReply, Attachment
+from tests.fakes.discord_api import FakeDiscord, FakeUser, settings_for
+
+
+def make_state(fake: FakeDiscord) -> Any:
+    """discord.py's own connection state with the fake's guild loaded; no network involved."""
+    client = discord.Client(intents=discord.Intents.default())
+    state = client._connection
+    state.user = discord.ClientUser(state=state, data=fake.bot.payload())  # type: ignore[arg-type]
+    guild = discord.Guild(data=fake._guild(), state=state)  # type: ignore[arg-type]
+    state._add_guild(guild)
+    return state, guild
+
+
+def message(
+    fake: FakeDiscord, state: Any, channel: Any, author: FakeUser, content: str, **kw: Any
+) -> discord.Message:
+    data = fake._message(channel_id=channel.id, author=author, content=content, **kw)
+    return discord.Message(state=state, channel=channel, data=data)
+
+
+def test_a_mention_in_a_channel_keys_a_new_conversation_on_the_mention_itself() -> None:
+    fake = FakeDiscord()
+    state, guild = make_state(fake)
+    channel = guild.get_channel(fake.channel_id)
+    user = fake.user("ada")
+    msg = message(fake, state, channel, user, f"<@{fake.bot.id}>  what's up?", mentions=[fake.bot])
+    incoming = to_incoming(msg, fake.bot.id)
+    assert incoming is not None
+    assert incoming.text == "what's up?"
+    assert incoming.key == thread_key(fake.guild_id, fake.channel_id, msg.id)
+    assert incoming.event_id == f"m:{msg.id}"
+    assert job_for(incoming, kind="message", channel_id=channel.id, message_id=msg.id).open_thread
+
+
+def test_channel_chatter_bots_and_the_bot_itself_are_ignored() -> None:
+    fake = FakeDiscord()
+    state, guild = make_state(fake)
+    channel = guild.get_channel(fake.channel_id)
+    assert to_incoming(message(fake, state, channel, fake.user("ada"), "hello all"), fake.bot.id) is None
+    other_bot = fake.user("otherbot", bot=True)
+    assert (
+        to_incoming(
+            message(fake, state, channel, other_bot, f"<@{fake.bot.id}> hi", mentions=[fake.bot]), fake.bot.id
+        )
+        is None
+    )
+    assert (
+        to_incoming(
+            message(fake, state, channel, fake.bot, f"<@{fake.bot.id}> hi", mentions=[fake.bot]), fake.bot.id
+        )
+        is None
+    )
+    assert (
+        to_incoming(
+            message(fake, state, channel, fake.user("bo"), f"<@{fake.bot.id}>", mentions=[fake.bot]),
+            fake.bot.id,
+        )
+        is None
+    )
+
+
+def test_messages_in_the_bots_thread_continue_it_without_a_mention() -> None:
+    fake = FakeDiscord()
+    state, guild = make_state(fake)
+    thread_id = fake.snowflake()
+    data = {
+        "id": str(thread_id),
+        "type": 11,
+        "guild_id": str(fake.guild_id),
+        "parent_id": str(fake.channel_id),
+        "owner_id": str(fake.bot.id),
+        "name": "t",
+        "message_count": 0,
+        "member_count": 1,
+        "rate_limit_per_user": 0,
+        "thread_metadata": {
+            "archived": False,
+            "auto_archive_duration": 1440,
+            "archive_timestamp": "2026-01-01T00:00:00+00:00",
+        },
+    }
+    thread = discord.Thread(guild=guild, state=state, data=data)  # type: ignore[arg-type]
+    incoming = to_incoming(message(fake, state, thread, fake.user("ada"), "and tomorrow?"), fake.bot.id)
+    assert incoming is not None
+    assert incoming.key == thread_key(fake.guild_id, fake.channel_id, thread_id)
+    assert not job_for(
+        incoming, kind="message", channel_id=thread_id, message_id=fake.snowflake()
+    ).open_thread
+
+    someone_elses = discord.Thread(guild=guild, state=state, data={**data, "owner_id": str(fake.owner.id)})  # type: ignore[arg-type]
+    assert to_incoming(message(fake, state, someone_elses, fake.user("ada"), "chat"), fake.bot.id) is None
+
+
+def test_a_dm_is_keyed_on_the_user_so_two_users_never_share_one() -> None:
+    fake = FakeDiscord()
+    state, _ = make_state(fake)
+    keys = []
+    for name in ("alice", "bob"):
+        user = fake.user(name)
+        channel_id = fake._channel_for_dm(user)
+        channel = discord.DMChannel(me=state.user, state=state, data=fake.channels[channel_id])  # type: ignore[arg-type]
+        incoming = to_incoming(message(fake, state, channel, user, "hello"), fake.bot.id)
+        assert incoming is not None
+        assert incoming.key == dm_key(channel_id, user.id)
+        keys.append(incoming.key)
+    assert keys[0] != keys[1]
+
+
+def test_a_job_survives_the_round_trip_through_the_inbox_payload() -> None:
+    job = Job(
+        kind="message",
+        key=dm_key(1, 2),
+        text="hi",
+        user_id="2",
+        user_name="ada",
+        event_id="m:3",
+        channel_id=1,
+        message_id=3,
+        open_thread=False,
+    )
+    assert Job.from_json(job.to_json()) == job
+
+
+def attachment(i: int, content: str, *, error: bool = False) -> Attachment:
+    return Attachment(
+        tool_call_id=f"c{i}",
+        name="get_environment_status",
+        arguments={"area_code": f"A{i:04d}"},
+        is_error=error,
+        latency_ms=1234.0 if error else 312.0,
+        summary="",
+        content=content,
+    )
+
+
+def test_long_answers_split_within_2000_characters_and_keep_code_fences_whole() -> None:
+    text = "intro\n\n```python\n" + "\n".join(f"print({i})" for i in range(600)) + "\n```\n\nthe end"
+    chunks = reply_chunks(
+        AgentReply(text=text, attachments=(attachment(1, "{}"), attachment(2, "{}", error=True)))
+    )
+    assert len(chunks) > 1
+    assert all(len(c) <= MESSAGE_LIMIT for c in chunks)
+    assert all(c.count("```") % 2 == 0 for c in chunks)
+    assert chunks[-1].endswith("-# 🔧 get_environment_status ✓ 312 ms\n-# 🔧 get_environment_status ✗ 1.2 s")
+
+
+def test_results_fit_the_embed_limits_and_spill_into_a_file() -> None:
+    huge = json.dumps({"data": "y" * 20000})
+    shown = results_view(tuple(attachment(i, huge, error=i == 3) for i in range(14)))
+    assert len(shown.embeds) == 10
+    assert sum(len(e) for e in shown.embeds) <= EMBED_TOTAL_LIMIT
+    assert all(len(e.description or "") <= 4096 for e in shown.embeds)
+    assert all((e.description or "").endswith("```") for e in shown.embeds), "fences stay closed"
+    assert shown.embeds[3].colour == discord.Colour(0xE74C3C)
+    assert shown.file_text is not None and shown.file_text.count("y" * 20000) == 14
+    small = results_view((attachment(1, '{"aqi": 42}'),))
+    assert small.file_text is None and '"aqi": 42' in (small.embeds[0].description or "")
+
+
+def test_the_results_cache_keeps_only_the_newest() -> None:
+    cache = ResultsCache(capacity=2)
+    cache.put("a", ())
+    cache.put("b", ())
+    assert cache.get("a") == ()
+    cache.put("c", ())
+    assert cache.get("b") is None and cache.get("a") == () and len(cache) == 2
+
+
+async def test_a_rejected_token_stops_run_discord_with_a_clear_message() -> None:
+    async with FakeDiscord() as fake:
+        fake.reject_token = True
+        with pytest.raises(ConfigError, match="DISCORD_BOT_TOKEN"):
+            async with asyncio.timeout(10):
+                await run_discord(object(), settings_for(fake))  # type: ignore[arg-type]
+        assert not fake.identify_payloads, "no IDENTIFY spent on a bad token"
+
+
+async def test_a_missing_token_is_a_config_error() -> None:
+    async with FakeDiscord() as fake:
+        with pytest.raises(ConfigError, match="DISCORD_BOT_TOKEN is not set"):
+            await run_discord(object(), settings_for(fake, discord_bot_token=None))  # type: ignore[arg-type]
+
+
+async def test_run_discord_restarts_a_dead_client_with_backoff(store: Any) -> None:
+    class Agent:
+        inbox = store
+
+    async with FakeDiscord() as fake:
+        fake.login_failures = 2
+        policy = RestartPolicy(initial=0.05, maximum=0.1)
+        runner = asyncio.create_task(run_discord(Agent(), settings_for(fake), policy=policy))  # type: ignore[arg-type]
+        try:
+            await fake.wait_ready(within=10)
+            logins = [r for r in fake.find("GET", "/users/@me")]
+            assert [r.status for r in logins] == [400, 400, 200]
+            assert logins[1].at - logins[0].at >= 0.05 and logins[2].at - logins[1].at >= 0.1
+            assert len(fake.identify_payloads) == 1
+        finally:
+            runner.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await runner
