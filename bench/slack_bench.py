@@ -56,7 +56,11 @@ def _signed(body: dict[str, Any], retry: int | None = None) -> tuple[str, dict[s
     raw = json.dumps(body)
     ts = str(int(time.time()))
     digest = hmac.new(SECRET.encode(), f"v0:{ts}:{raw}".encode(), hashlib.sha256).hexdigest()
-    headers = {"Content-Type": "application/json", "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}"}
+    headers = {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": f"v0={digest}",
+    }
     if retry is not None:
         headers["X-Slack-Retry-Num"] = str(retry)
     return raw, headers
@@ -83,7 +87,9 @@ def _echo(delay: Callable[[], float]) -> Callable[[dict[str, Any]], Reply]:
     return respond
 
 
-async def _deliver(http: aiohttp.ClientSession, url: str, body: dict[str, Any], retry: int | None = None) -> float:
+async def _deliver(
+    http: aiohttp.ClientSession, url: str, body: dict[str, Any], retry: int | None = None
+) -> float:
     raw, headers = _signed(body, retry)
     start = time.perf_counter()
     async with http.post(url, data=raw, headers=headers) as response:

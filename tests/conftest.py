@@ -42,9 +42,9 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
         await opened.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 async def loop_host() -> AsyncIterator[MCPHost]:
-    """The loop-test server plus the two seed servers, each a real subprocess."""
+    """The loop-test server plus the two seed servers, each a real subprocess, shared by a module."""
     servers = {
         "loop": stdio_server("tests.loop_server", broken=ToolOverride(timeout=5)),
         **seed_servers(),

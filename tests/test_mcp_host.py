@@ -25,6 +25,7 @@ from bot.config import ServerConfig, ToolOverride, load_servers
 from bot.mcp_host import MCPHost
 from bot.mcp_host_catalog import ListedTool, build_catalog, clean_schema, sanitize_name
 from bot.mcp_host_results import classify_error, from_call_result
+from bot.seams import ToolHost
 
 ROOT = Path(__file__).resolve().parents[1]
 OPENAI_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -418,3 +419,8 @@ def test_error_texts_are_classified():
     assert classify_error("429 Too Many Requests, retry-after: 1500 ms") == ("rate_limited", 1.5)
     assert classify_error("rate limited") == ("rate_limited", None)
     assert classify_error("Error executing tool x: disk full") == ("execution", None)
+
+
+def test_the_host_fits_the_tool_host_seam_and_can_be_built_before_the_loop_runs():
+    seam: ToolHost = MCPHost({"env-query": stdio("servers.env_query")})
+    assert seam.list_tools() == []  # nothing is offered until start() has listed the tools
