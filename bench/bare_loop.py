@@ -42,7 +42,7 @@ class BareLoop:
         stop = asyncio.Event()
         readies = [asyncio.Event() for _ in clients]
         owners = [asyncio.create_task(_own(c, r, stop)) for c, r in zip(clients, readies, strict=True)]
-        self._stack.push_async_callback(asyncio.gather, *owners)
+        self._stack.push_async_callback(_wait_all, owners)
         self._stack.callback(stop.set)
         for owner, ready in zip(owners, readies, strict=True):
             waiter = asyncio.create_task(ready.wait())
@@ -70,7 +70,9 @@ class BareLoop:
         history.append({"role": "user", "content": text})
         for _ in range(max_rounds):
             response = await self._llm.chat.completions.create(
-                model=self._model, messages=history, tools=self._tools
+                model=self._model,
+                messages=history,  # type: ignore[arg-type]  # plain dicts, as frameworks keep them
+                tools=self._tools,  # type: ignore[arg-type]
             )
             message = response.choices[0].message
             calls = [c for c in message.tool_calls or () if c.type == "function"]
@@ -103,3 +105,7 @@ async def _own(client: Client, ready: asyncio.Event, stop: asyncio.Event) -> Non
     async with client:
         ready.set()
         await stop.wait()
+
+
+async def _wait_all(tasks: list[asyncio.Task[None]]) -> None:
+    await asyncio.gather(*tasks)

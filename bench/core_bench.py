@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -578,7 +578,7 @@ async def startup(results: Results) -> None:
     )
 
 
-Close = Callable[[], Awaitable[None]]
+Close = Callable[[], Coroutine[Any, Any, None]]
 
 
 async def _core_startup(servers: dict[str, ServerConfig], db: Path) -> tuple[float, Close]:

@@ -19,10 +19,11 @@ import json
 import re
 import statistics
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -35,6 +36,7 @@ from bot.types import ToolResult, ToolSpec
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack
 
+T = TypeVar("T")
 SECRET = "bench-signing-secret"
 RATE = 20  # events per second (S1)
 DURATION = 10.0  # seconds (S1)
@@ -99,10 +101,42 @@ async def _deliver(
     return (time.perf_counter() - start) * 1000
 
 
+class _Elsewhere:
+    """A second event loop in its own thread for Slack, the model service and the load generator.
+
+    In production those are other machines; sharing the bot's loop with them would charge their
+    CPU time to the bot's ack latency.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="bench-remote", daemon=True)
+        self._thread.start()
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self.loop))
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+
+async def _with_session(work: Callable[[aiohttp.ClientSession], Awaitable[T]]) -> T:
+    async with aiohttp.ClientSession() as http:
+        return await work(http)
+
+
 async def _scenario(
-    work: Callable[[FakeSlack, aiohttp.ClientSession, str], Any], delay: Callable[[], float], folder: Path
-) -> tuple[Any, FakeSlack]:
-    async with FakeSlack() as slack, FakeLLMServer(_echo(delay)) as llm:
+    work: Callable[[FakeSlack, aiohttp.ClientSession, str], Awaitable[T]],
+    delay: Callable[[], float],
+    folder: Path,
+) -> tuple[T, FakeSlack]:
+    remote = _Elsewhere()
+    slack, llm = FakeSlack(), FakeLLMServer(_echo(delay))
+    await remote.run(slack.__aenter__())
+    await remote.run(llm.__aenter__())
+    try:
         settings = Settings(  # type: ignore[call-arg]
             _env_file=None,
             slack_bot_token="xoxb-bench",
@@ -118,8 +152,7 @@ async def _scenario(
         bot = build_bot(agent, settings, client=make_client(settings, session=session))
         runner, url = await serve_http(bot, "127.0.0.1", 0)
         try:
-            async with aiohttp.ClientSession() as http:
-                result = await work(slack, http, url)
+            result = await remote.run(_with_session(lambda http: work(slack, http, url)))
             await bot.idle()
             return result, slack
         finally:
@@ -128,6 +161,10 @@ async def _scenario(
             await session.close()
             await model.aclose()
             await store.close()
+    finally:
+        await remote.run(llm.__aexit__(None, None, None))
+        await remote.run(slack.__aexit__(None, None, None))
+        remote.close()
 
 
 async def _ack_latency(report: Callable[[str], None], folder: Path) -> dict[str, Any]:

@@ -21,11 +21,11 @@ import anyio.abc
 import httpx2
 import jsonschema  # noqa: F401 - loaded up front: the client's first output-schema check would pay ~100 ms
 import mcp_types
-from mcp import Client, MCPError, StdioServerParameters, stdio_client  # noqa: TID251 - the MCP host
-from mcp.client import Transport  # noqa: TID251
-from mcp.client.sse import sse_client  # noqa: TID251
-from mcp.client.streamable_http import streamable_http_client  # noqa: TID251
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, ToolsListChanged  # noqa: TID251
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client import Transport
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, ToolsListChanged
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 

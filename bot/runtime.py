@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.calls import CallSettings
 from bot.config import Settings, load_servers
-from bot.llm import OpenAILLM
 from bot.mcp_host import MCPHost
 from bot.offline import OfflineModel
 from bot.seams import LLM
@@ -61,6 +60,9 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
         if settings.uses_offline_model:
             llm, model_name = OfflineModel(), "offline"
         else:
+            # Imported only when needed: the client library adds a second to every start-up.
+            from bot.llm import OpenAILLM
+
             openai_llm = OpenAILLM.from_settings(settings)
             stack.push_async_callback(openai_llm.aclose)
             llm, model_name = openai_llm, settings.nerve_model

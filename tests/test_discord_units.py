@@ -38,7 +38,7 @@ def message(
     fake: FakeDiscord, state: Any, channel: Any, author: FakeUser, content: str, **kw: Any
 ) -> discord.Message:
     data = fake._message(channel_id=channel.id, author=author, content=content, **kw)
-    return discord.Message(state=state, channel=channel, data=data)
+    return discord.Message(state=state, channel=channel, data=data)  # type: ignore[arg-type]
 
 
 def test_a_mention_in_a_channel_keys_a_new_conversation_on_the_mention_itself() -> None:
@@ -86,7 +86,7 @@ def test_messages_in_the_bots_thread_continue_it_without_a_mention() -> None:
     fake = FakeDiscord()
     state, guild = make_state(fake)
     thread_id = fake.snowflake()
-    data = {
+    data: Any = {
         "id": str(thread_id),
         "type": 11,
         "guild_id": str(fake.guild_id),
@@ -102,7 +102,7 @@ def test_messages_in_the_bots_thread_continue_it_without_a_mention() -> None:
             "archive_timestamp": "2026-01-01T00:00:00+00:00",
         },
     }
-    thread = discord.Thread(guild=guild, state=state, data=data)  # type: ignore[arg-type]
+    thread = discord.Thread(guild=guild, state=state, data=data)
     incoming = to_incoming(message(fake, state, thread, fake.user("ada"), "and tomorrow?"), fake.bot.id)
     assert incoming is not None
     assert incoming.key == thread_key(fake.guild_id, fake.channel_id, thread_id)
@@ -110,7 +110,8 @@ def test_messages_in_the_bots_thread_continue_it_without_a_mention() -> None:
         incoming, kind="message", channel_id=thread_id, message_id=fake.snowflake()
     ).open_thread
 
-    someone_elses = discord.Thread(guild=guild, state=state, data={**data, "owner_id": str(fake.owner.id)})  # type: ignore[arg-type]
+    other: Any = {**data, "owner_id": str(fake.owner.id)}
+    someone_elses = discord.Thread(guild=guild, state=state, data=other)
     assert to_incoming(message(fake, state, someone_elses, fake.user("ada"), "chat"), fake.bot.id) is None
 
 

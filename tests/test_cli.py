@@ -1,0 +1,135 @@
+"""The `nerve` command as a user runs it: a real process, real MCP servers, a fake model over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply
+
+SEED_QUESTION = "Is the environment in A1001 good for a run near 31.23, 121.47?"
+
+
+def nerve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NERVE_"))}
+    env.update({"NERVE_DB": str(tmp_path / "nerve.db"), "NERVE_MCP_CONFIG": str(ROOT / "mcp.json"), **extra})
+    return env
+
+
+async def run_nerve(*args: str, env: dict[str, str], stdin: str = "", timeout: float = 60) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", *args, env=env, cwd=str(ROOT),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def test_tools_json_lists_both_seed_tools_in_openai_form(tmp_path):
+    code, out, err = await run_nerve("tools", "--json", env=nerve_env(tmp_path))
+    assert code == 0, err
+    tools = json.loads(out)
+    assert {t["function"]["name"] for t in tools} == {"get_environment_status", "simulate_geolocation"}
+    for tool in tools:
+        assert set(tool) == {"type", "function"} and tool["type"] == "function"
+        assert set(tool["function"]) == {"name", "description", "parameters"}
+    geo = next(t for t in tools if t["function"]["name"] == "simulate_geolocation")["function"]
+    assert geo["parameters"]["properties"]["lat"]["maximum"] == 90
+    assert geo["description"].startswith("Where a pair of coordinates is")  # the mcp.json override (S3)
+
+
+async def test_the_seed_question_calls_both_tools_at_once_through_a_real_model_endpoint(tmp_path):
+    script = [
+        tool_reply(
+            FakeCall(name="get_environment_status", arguments='{"area_code": "A1001"}', id="call_env"),
+            FakeCall(name="simulate_geolocation", arguments='{"lat": 31.23, "lng": 121.47, "radius": 500}', id="call_geo"),
+        ),
+        reply("Air is fine and Century Park is close: go for it."),
+    ]
+    async with FakeLLMServer(script) as model:
+        env = nerve_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MODEL="test-model")
+        code, out, err = await run_nerve("ask", "--json", SEED_QUESTION, env=env)
+        model.assert_complete()
+        second = model.requests[1]
+
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["text"] == "Air is fine and Century Park is close: go for it."
+    assert [c["name"] for c in answer["tool_calls"]] == ["get_environment_status", "simulate_geolocation"]
+    assert not any(c["is_error"] for c in answer["tool_calls"])
+    results = {m["tool_call_id"]: m["content"] for m in second["messages"] if m["role"] == "tool"}
+    assert '"area_code": "A1001"' in results["call_env"]
+    assert "Century Park" in results["call_geo"]
+    assert second["model"] == "test-model"
+
+
+async def test_the_offline_model_answers_the_seed_question_with_both_results(tmp_path):
+    code, out, err = await run_nerve("ask", "--json", SEED_QUESTION, env=nerve_env(tmp_path))
+    assert code == 0, err
+    answer = json.loads(out)
+    assert {c["name"] for c in answer["tool_calls"]} == {"get_environment_status", "simulate_geolocation"}
+    assert "AQI" in answer["text"] and "Park" in answer["text"]
+
+
+async def test_a_restarted_chat_continues_the_thread(tmp_path):
+    env = nerve_env(tmp_path)
+    code, _, err = await run_nerve("chat", "--thread", "walks", env=env, stdin="How is the air in A1001?\n")
+    assert code == 0, err
+    code, out, err = await run_nerve("chat", "--thread", "walks", env=env, stdin="/quit\n")
+    assert code == 0, err
+    assert "Continuing this thread" in out and "How is the air in A1001?" in out
+    code, out, _ = await run_nerve("history", "--thread", "walks", env=env)
+    assert "get_environment_status" in out and "you: How is the air in A1001?" in out
+
+
+async def test_a_bad_servers_file_fails_at_start_naming_file_server_and_field(tmp_path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"weather": {"command": "x", "timeout": "soon"}}}))
+    code, _, err = await run_nerve("tools", env=nerve_env(tmp_path, NERVE_MCP_CONFIG=str(config)))
+    assert code == 2
+    assert str(config) in err and "server 'weather'" in err and "'timeout'" in err
+    assert "Traceback" not in err
+
+
+async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp_path):
+    config = tmp_path / "mcp.json"
+    loop_server = {"command": sys.executable, "args": ["-m", "tests.loop_server"], "cwd": str(ROOT)}
+    config.write_text(json.dumps({"mcpServers": {"loop": loop_server}}))
+    second_request = asyncio.Event()
+
+    def responder(body: dict) -> Reply:
+        if len(body["messages"]) == 2 and body["messages"][-1]["content"] == "first":
+            return tool_reply(FakeCall(name="wait_and_echo", arguments='{"label": "a"}', id="call_a"))
+        if body["messages"][-1]["role"] == "tool":
+            second_request.set()
+            return reply("never delivered", delay=30)
+        return reply("answered after the restart")
+
+    async with FakeLLMServer(responder, strict=False) as model:
+        env = nerve_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "ask", "first", env=env, cwd=str(ROOT),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )
+        await asyncio.wait_for(second_request.wait(), 60)
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+
+        with sqlite3.connect(tmp_path / "nerve.db") as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            roles = [row[0] for row in db.execute("SELECT role FROM messages ORDER BY id")]
+        assert roles == ["user", "assistant", "tool"], "the round landed whole before the kill"
+
+        code, out, err = await run_nerve("ask", "--json", "second", env=env)
+        sent = model.requests[-1]["messages"]
+
+    assert code == 0, err
+    assert json.loads(out)["text"] == "answered after the restart"
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
+    assert sent[2]["tool_calls"][0]["id"] == sent[3]["tool_call_id"] == "call_a"
