@@ -78,7 +78,9 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
         return None
     event_id = f"m:{message.id}"
     channel = message.channel
-    if message.guild is None:
+    # A guild missing from the cache still has its id on the channel: never mistake it for a DM.
+    guild_id = message.guild.id if message.guild else getattr(channel, "guild_id", None)
+    if guild_id is None:
         return Incoming(
             key=dm_key(channel.id, author.id),
             text=text,
@@ -90,9 +92,9 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
     if isinstance(channel, discord.Thread):
         if not (addressed or channel.owner_id == bot_user_id):
             return None
-        key = thread_key(message.guild.id, channel.parent_id, channel.id)
+        key = thread_key(guild_id, channel.parent_id, channel.id)
     elif addressed:
-        key = thread_key(message.guild.id, channel.id, message.id)
+        key = thread_key(guild_id, channel.id, message.id)
     else:
         return None
     return Incoming(key=key, text=text, user_id=str(author.id), user_name=_name(author), event_id=event_id)

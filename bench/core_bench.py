@@ -49,7 +49,7 @@ from bot.mcp_host import MCPHost
 from bot.store import SQLiteStore
 from bot.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.types import ChatMessage, ConversationKey, Incoming, ToolCall, ToolSpec
-from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "bench-model"
@@ -150,22 +150,33 @@ class BenchModel:
         self._latency = latency
 
     def __call__(self, body: dict[str, Any]) -> Reply:
+        # No `usage` in the answers: nerve then trusts its own token estimate (scale 1), so the
+        # budget figures do not hang on how crudely a fake would count tokens.
         messages: list[dict[str, Any]] = body["messages"]
         last = messages[-1]
         if last["role"] == "user":
             offered = [tool["function"]["name"] for tool in body.get("tools") or ()]
-            calls = [
+            calls = tuple(
                 FakeCall(name=_offered_name(offered, name), arguments=json.dumps(args))
                 for name, args in self._plan(str(last["content"]))
-            ]
-            if calls:
-                return tool_reply(*calls, delay=self._latency)
-            return reply("Nothing to look up.", delay=self._latency)
+            )
+            return Reply(tool_calls=calls, usage=None, delay=self._latency)
         found = _REPORT_ID.search(str(last.get("content") or ""))
         quoted = f" Latest report: {found.group(1)}." if found else ""
-        return reply(
-            f"Done: {len(_trailing_tool_messages(messages))} result(s).{quoted}", delay=self._latency
-        )
+        text = f"Done: {len(_trailing_tool_messages(messages))} result(s).{quoted}"
+        return Reply(content=text, usage=None, delay=self._latency)
+
+
+class ModelSwitch:
+    """One model service for several scenarios: each puts in its own behaviour before it starts."""
+
+    def __init__(self) -> None:
+        self.model: BenchModel | None = None
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if self.model is None:
+            raise AssertionError("no scenario has set the model's behaviour")
+        return self.model(body)
 
 
 def _offered_name(offered: Sequence[str], wanted: str) -> str:
@@ -224,6 +235,7 @@ class Rig:
     """nerve's agent and the bare loop, both pointed at one local model service and the same servers."""
 
     model: FakeLLMServer
+    switch: ModelSwitch
     agent: Agent
     host: MCPHost
     bare: BareLoop
@@ -240,12 +252,17 @@ class Rig:
     async def bare_turn(self, thread: str, text: str) -> str:
         return await self.bare.reply(thread, text)
 
+    def behave(self, plan: Plan, latency: float) -> None:
+        self.switch.model = BenchModel(plan, latency)
+
 
 @asynccontextmanager
-async def rig(servers: dict[str, ServerConfig], model: BenchModel) -> AsyncIterator[Rig]:
+async def rig(servers: dict[str, ServerConfig]) -> AsyncIterator[Rig]:
+    """The agent and the bare loop over their own copies of `servers`, one model service, one store."""
     async with AsyncExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nerve-bench-")))
-        server = await stack.enter_async_context(FakeLLMServer(model))
+        switch = ModelSwitch()
+        server = await stack.enter_async_context(FakeLLMServer(switch))
         store = await SQLiteStore.open(folder / "nerve.db")
         stack.push_async_callback(store.close)
         llm = OpenAILLM(model=MODEL, base_url=server.base_url, api_key=None, timeout=60.0, max_retries=0)
@@ -267,7 +284,7 @@ async def rig(servers: dict[str, ServerConfig], model: BenchModel) -> AsyncItera
         if host.problems():
             raise RuntimeError(f"MCP servers did not start: {host.problems()}")
         agent = Agent(llm=llm, host=host, store=store, inbox=store, config=AgentConfig())
-        yield Rig(model=server, agent=agent, host=host, bare=bare)
+        yield Rig(model=server, switch=switch, agent=agent, host=host, bare=bare)
 
 
 async def _close_both(host: MCPHost, bare: BareLoop) -> None:
@@ -290,11 +307,14 @@ def _seed_plan(text: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-async def w1_seed_turn(results: Results) -> None:
+W1_LATENCY, W1_SLOW_MS, W1_FAST_MS = 0.050, 300, 200
+
+
+async def w1_seed_turn(results: Results, r: Rig) -> None:
     """Two slow tools in one model message: the turn should take barely more than the slowest path."""
-    latency, slow, fast = 0.050, 300, 200
-    ideal = latency + slow / 1000 + latency
-    async with rig(seed_servers(slow, fast), BenchModel(_seed_plan, latency)) as r:
+    ideal = W1_LATENCY + W1_SLOW_MS / 1000 + W1_LATENCY
+    r.behave(_seed_plan, W1_LATENCY)
+    if True:
         core: list[float] = []
         bare: list[float] = []
         for i in range(WARMUP_TURNS + W1_TURNS):
@@ -328,9 +348,10 @@ def _echo_plan(text: str) -> list[tuple[str, dict[str, Any]]]:
     return [("echo", {"text": text})]
 
 
-async def w2_overhead(results: Results) -> None:
+async def w2_overhead(results: Results, r: Rig) -> None:
     """A free tool and an instant model: what is left of a turn is the bot's own work."""
-    async with rig(payload_servers(), BenchModel(_echo_plan, 0.0)) as r:
+    r.behave(_echo_plan, 0.0)
+    if True:
         core: list[float] = []
         bare: list[float] = []
         for i in range(WARMUP_TURNS + W2_TURNS):
@@ -417,10 +438,11 @@ def _payload_plan(alternate: bool) -> Plan:
     return plan
 
 
-async def w3_long_thread(results: Results, *, alternate: bool) -> None:
+async def w3_long_thread(results: Results, r: Rig, *, alternate: bool) -> None:
     """A long thread of big results: what does the request on turn 30 weigh, and is it still right?"""
     label = "W3b" if alternate else "W3"
-    async with rig(payload_servers(), BenchModel(_payload_plan(alternate), 0.0)) as r:
+    r.behave(_payload_plan(alternate), 0.0)
+    if True:
         sides: dict[str, dict[str, Any]] = {}
         # The bare loop sends everything either way (W3 shows it); W3b is about nerve's budget alone.
         runs = [("core", r.core_turn)] if alternate else [("core", r.core_turn), ("bare", r.bare_turn)]
@@ -493,24 +515,17 @@ async def w3_long_thread(results: Results, *, alternate: bool) -> None:
     )
 
 
-def _area_plan(text: str) -> list[tuple[str, dict[str, Any]]]:
-    number = int(text.rsplit(" ", 1)[1])
-    return [("get_environment_status", {"area_code": f"B{1000 + number:04d}"})]
-
-
-async def w4_concurrency(results: Results) -> None:
-    """Many conversations at once through one host and one store: no queue should form."""
+async def w4_concurrency(results: Results, r: Rig) -> None:
+    """Many conversations at once through one host (one MCP session) and one store: no queue forms."""
     latency = 0.200
-    async with rig(seed_servers(), BenchModel(_area_plan, latency)) as r:
+    r.behave(_echo_plan, latency)
+    if True:
 
         async def wave(side: str, run: int, conversations: int = W4_CONVERSATIONS) -> float:
             turn = r.core_turn if side == "core" else r.bare_turn
             started = time.perf_counter()
             answers = await asyncio.gather(
-                *(
-                    turn(f"w4-{side}-{run}-{n}", f"How is the air in area {n}")
-                    for n in range(W4_CONVERSATIONS)
-                )
+                *(turn(f"w4-{side}-{run}-{n}", f"Say back {n}.") for n in range(conversations))
             )
             elapsed = time.perf_counter() - started
             if side == "core" and not all("1 result(s)" in a for a in answers):
@@ -614,13 +629,27 @@ async def _bare_startup(servers: dict[str, ServerConfig]) -> tuple[float, Close]
     return elapsed, close
 
 
-SCENARIOS: dict[str, Callable[[Results], Awaitable[None]]] = {
-    "startup": startup,
-    "W1": w1_seed_turn,
-    "W2": w2_overhead,
-    "W3": lambda results: w3_long_thread(results, alternate=False),
-    "W3b": lambda results: w3_long_thread(results, alternate=True),
-    "W4": w4_concurrency,
+async def _w3(results: Results, r: Rig) -> None:
+    await w3_long_thread(results, r, alternate=False)
+
+
+async def _w3b(results: Results, r: Rig) -> None:
+    await w3_long_thread(results, r, alternate=True)
+
+
+# Scenarios in run order, grouped by the servers they need: each group shares one rig, since
+# starting and stopping MCP servers costs seconds that measure nothing.
+RIGS: dict[str, Callable[[], dict[str, ServerConfig]]] = {
+    "seeds-delayed": lambda: seed_servers(W1_SLOW_MS, W1_FAST_MS),
+    "payload": payload_servers,
+}
+SCENARIOS: dict[str, tuple[str | None, Callable[..., Awaitable[None]]]] = {
+    "startup": (None, startup),
+    "W1": ("seeds-delayed", w1_seed_turn),
+    "W2": ("payload", w2_overhead),
+    "W3": ("payload", _w3),
+    "W3b": ("payload", _w3b),
+    "W4": ("payload", w4_concurrency),
 }
 
 
@@ -675,13 +704,22 @@ async def run(only: Sequence[str] | None = None) -> dict[str, Any]:
         f"core benchmarks: {info['cpu']}, {info['nproc']} CPUs, Python {info['python']}, {info['date']}",
         flush=True,
     )
-    for name, scenario in SCENARIOS.items():
-        if only and name not in only:
-            continue
-        started = time.perf_counter()
-        async with asyncio.timeout(SCENARIO_TIMEOUT):
-            await scenario(results)
-        print(f"  {name} done in {time.perf_counter() - started:.1f} s", flush=True)
+    chosen = [name for name in SCENARIOS if not only or name in only]
+    async with AsyncExitStack() as stack:
+        rigs: dict[str, Rig] = {}
+        for name in chosen:
+            kind, scenario = SCENARIOS[name]
+            started = time.perf_counter()
+            async with asyncio.timeout(SCENARIO_TIMEOUT):
+                if kind is None:
+                    await scenario(results)
+                else:
+                    if kind not in rigs:
+                        # The previous rig is closed before the next opens: no later scenario needs it.
+                        await stack.aclose()
+                        rigs = {kind: await stack.enter_async_context(rig(RIGS[kind]()))}
+                    await scenario(results, rigs[kind])
+            print(f"  {name} done in {time.perf_counter() - started:.1f} s", flush=True)
     rows = table(results.figures)
     print()
     print_table(rows)

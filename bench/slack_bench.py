@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
+from pydantic import SecretStr
 
 from adapters.slack_adapter import build_bot, make_client, serve_http
 from bot.agent import Agent, AgentConfig
@@ -139,9 +140,9 @@ async def _scenario(
     try:
         settings = Settings(  # type: ignore[call-arg]
             _env_file=None,
-            slack_bot_token="xoxb-bench",
+            slack_bot_token=SecretStr("xoxb-bench"),
             slack_app_token=None,
-            slack_signing_secret=SECRET,
+            slack_signing_secret=SecretStr(SECRET),
             slack_api_base_url=slack.api_url,
         )
         store = await SQLiteStore.open(folder / "nerve.db")
@@ -197,7 +198,8 @@ async def _ack_latency(report: Callable[[str], None], folder: Path) -> dict[str,
         "goal_met": cuts[98] < GOAL_P99_MS and answered == count,
     }
     report(
-        f"S1 ack latency at {RATE}/s for {DURATION:g} s, model {MODEL_DELAY:g} s: p50 {out['ack_p50_ms']} ms, "
+        f"S1 ack latency at {RATE}/s for {DURATION:g} s, model {MODEL_DELAY:g} s: "
+        f"p50 {out['ack_p50_ms']} ms, "
         f"p99 {out['ack_p99_ms']} ms, max {out['ack_max_ms']} ms (goal p99 < {GOAL_P99_MS:g} ms); "
         f"answered {answered}/{count} in {out['wall_s']} s"
     )

@@ -259,7 +259,7 @@ async def test_a_429_is_waited_out_and_the_reply_lands_exactly_once(
 
 async def test_a_redelivered_message_is_answered_once(fake: FakeDiscord, store: SQLiteStore) -> None:
     async with (
-        FakeLLMServer([reply("Once.")]) as llm,
+        FakeLLMServer([reply("Once."), reply("synced")]) as llm,
         agent_for(llm, store) as agent,
         running_bot(fake, agent),
     ):
@@ -267,9 +267,12 @@ async def test_a_redelivered_message_is_answered_once(fake: FakeDiscord, store: 
         message = await fake.user_says(user, "hello", mention_bot=True)
         await fake.dispatch("MESSAGE_CREATE", message)
         await fake.wait_for("POST", THREADS)
-        await fake.user_dms(user, "sync point")  # handled after both deliveries above
+        # A later conversation as a sync point: a second answer to the re-delivery would take its step.
+        await fake.user_dms(user, "sync point")
+        (synced,) = await fake.wait_for("POST", rf"/channels/{fake.dm_channels[user.id]}/messages")
+        assert synced.body()["content"] == "synced"
         assert len(fake.find("POST", rf"/channels/{fake.channel_id}/messages")) == 1
-        assert len(llm.requests) <= 2
+        llm.assert_complete()
 
 
 async def test_clicking_tool_results_shows_ephemeral_embeds_within_limits(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from bot.types import ToolResult
 from tests.fakes.llm_server import Reply, reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
 from tests.test_slack_harness import dm, event_body, mention, rig, user_texts
@@ -57,7 +58,10 @@ async def test_an_assistant_thread_gets_suggested_prompts_and_a_native_status(tm
         started = {
             "type": "assistant_thread_started",
             "assistant_thread": {
-                "user_id": "U0ALICE", "channel_id": "D0ALICE", "thread_ts": "1600000000.002200", "context": {},
+                "user_id": "U0ALICE",
+                "channel_id": "D0ALICE",
+                "thread_ts": "1600000000.002200",
+                "context": {},
             },
             "event_ts": "1600000000.002201",
         }
@@ -73,7 +77,9 @@ async def test_an_assistant_thread_gets_suggested_prompts_and_a_native_status(tm
         assert len(post.versions) == 1 and post.text == "echo: hello assistant"  # no status message
 
 
-async def test_a_dm_thread_outside_the_assistant_container_falls_back_to_a_status_message(tmp_path: Path) -> None:
+async def test_a_dm_thread_outside_the_assistant_container_falls_back_to_a_status_message(
+    tmp_path: Path,
+) -> None:
     async with rig(tmp_path, echo) as r:
         r.slack.fail_next["assistant.threads.setStatus"] = "not_allowed_token_type"
         await r.deliver(dm("hello", thread_ts="1600000000.002300"))
@@ -85,16 +91,22 @@ async def test_a_dm_thread_outside_the_assistant_container_falls_back_to_a_statu
 def command(text: str, channel: str) -> str:
     return urlencode(
         {
-            "command": "/nerve", "text": text, "team_id": TEAM_ID, "channel_id": channel,
+            "command": "/nerve",
+            "text": text,
+            "team_id": TEAM_ID,
+            "channel_id": channel,
             "channel_name": "directmessage" if channel.startswith("D") else "general",
-            "user_id": "U0ALICE", "user_name": "alice", "trigger_id": "1.2.3",
-            "response_url": "http://127.0.0.1:9/unused", "token": "legacy",
+            "user_id": "U0ALICE",
+            "user_name": "alice",
+            "trigger_id": "1.2.3",
+            "response_url": "http://127.0.0.1:9/unused",
+            "token": "legacy",
         }
     )
 
 
 async def test_slash_tools_lists_the_tools_ephemerally(tmp_path: Path) -> None:
-    async with rig(tmp_path, [], tools={"get_environment_status": lambda a: None}) as r:  # type: ignore[dict-item]
+    async with rig(tmp_path, [], tools={"get_environment_status": lambda a: ToolResult(content="{}")}) as r:
         status, text = await r.deliver_raw(command("tools", "C0CHANNEL"), "application/x-www-form-urlencoded")
         assert status == 200
         body = json.loads(text)

@@ -13,7 +13,10 @@ from tests.test_slack_harness import mention, rig, user_texts
 
 
 async def test_a_mention_runs_a_real_mcp_tool_and_shows_its_result_in_the_thread(tmp_path: Path) -> None:
-    script = [tool_reply(("get_environment_status", '{"area_code": "A1001"}')), reply("Air is fine in A1001.")]
+    script = [
+        tool_reply(("get_environment_status", '{"area_code": "A1001"}')),
+        reply("Air is fine in A1001."),
+    ]
     async with MCPHost(seed_servers()) as host:
         await host.wait_until_ready()
         async with rig(tmp_path, script, host=host) as r:

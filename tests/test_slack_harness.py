@@ -13,7 +13,7 @@ import hmac
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,8 @@ from adapters.slack_adapter import SlackBot, build_bot, make_client, serve_http
 from bot.agent import Agent, AgentConfig
 from bot.config import Settings
 from bot.llm import OpenAILLM
-from bot.store import SQLiteStore
 from bot.seams import ToolHost
+from bot.store import SQLiteStore
 from bot.types import ToolResult, ToolSpec
 from tests.fakes.llm_server import FakeLLMServer, Responder, Step
 from tests.fakes.slack_api import TEAM_ID, FakeSlack
@@ -166,7 +166,7 @@ class Core:
 @contextlib.asynccontextmanager
 async def core(
     tmp_path: Path,
-    script: list[Step] | Responder,
+    script: Sequence[Step] | Responder,
     *,
     tools: dict[str, ToolFn] | None = None,
     strict: bool = True,
@@ -189,7 +189,7 @@ async def core(
 @contextlib.asynccontextmanager
 async def rig(
     tmp_path: Path,
-    script: list[Step] | Responder,
+    script: Sequence[Step] | Responder,
     *,
     tools: dict[str, ToolFn] | None = None,
     pace: float = 0.0,

@@ -14,7 +14,9 @@ from tests.test_slack_harness import mention, message, rig, user_texts
 CHANNEL = "C0CHANNEL"
 
 
-async def test_a_mention_is_answered_once_in_its_thread_by_replacing_the_status_message(tmp_path: Path) -> None:
+async def test_a_mention_is_answered_once_in_its_thread_by_replacing_the_status_message(
+    tmp_path: Path,
+) -> None:
     async with rig(tmp_path, [reply("Hello **there**")]) as r:
         assert await r.deliver(mention(f"<@{BOT_USER_ID}> hi", ts="1600000000.000100")) == 200
         await r.settle()
@@ -136,9 +138,15 @@ async def test_own_posts_other_bots_edits_and_deletions_are_ignored(tmp_path: Pa
         ignored = [
             message("echo", channel="D0ALICE", channel_type="im", user=BOT_USER_ID, bot_id=BOT_ID),
             message("beep", channel="D0ALICE", channel_type="im", user="U0OTHERBOT", bot_id="B0OTHER"),
-            message("legacy", channel="D0ALICE", channel_type="im", user=None, subtype="bot_message", bot_id="B1"),
             message(
-                "", channel="D0ALICE", channel_type="im", user=None, subtype="message_changed",
+                "legacy", channel="D0ALICE", channel_type="im", user=None, subtype="bot_message", bot_id="B1"
+            ),
+            message(
+                "",
+                channel="D0ALICE",
+                channel_type="im",
+                user=None,
+                subtype="message_changed",
                 message={"text": "edited", "user": "U0ALICE"},
             ),
             message("", channel="D0ALICE", channel_type="im", user=None, subtype="message_deleted"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from adapters.slack_events import Identity, classify, strip_mention
 from adapters.slack_render import Level, answer_chunks, escape, render_reply, safe_markdown
 from bot.types import AgentReply, Attachment
@@ -10,7 +12,7 @@ from tests.test_slack_harness import dm, mention, message
 ME = Identity(user_id="UBOT0001", bot_id="BBOT0001")
 
 
-def turn_of(body: dict, *, follow: bool = False, followed: bool = False, allow_bots: bool = False):
+def turn_of(body: dict[str, Any], *, follow: bool = False, followed: bool = False, allow_bots: bool = False):
     return classify(body, ME, allow_bots=allow_bots, follow_threads=follow, followed=lambda key: followed)
 
 
@@ -64,13 +66,19 @@ def test_answer_chunks_fit_a_markdown_block_even_when_escaping_grows_the_text() 
 def test_many_tool_calls_overflow_into_earlier_messages_within_the_block_limit() -> None:
     atts = tuple(
         Attachment(
-            tool_call_id=f"c{i}", name="t", arguments={}, is_error=False, latency_ms=1.0, summary="", content="{}"
+            tool_call_id=f"c{i}",
+            name="t",
+            arguments={},
+            is_error=False,
+            latency_ms=1.0,
+            summary="",
+            content="{}",
         )
         for i in range(60)
     )
     rendered = render_reply(AgentReply(text="done", attachments=atts), Level.RICH)
     assert all(len(m.blocks or []) <= 50 for m in rendered.messages)
     assert sum(1 for m in rendered.messages for b in m.blocks or [] if b["type"] == "container") == 60
-    assert rendered.messages[-1].blocks[-1] == {"type": "markdown", "text": "done"}
+    assert (rendered.messages[-1].blocks or [])[-1] == {"type": "markdown", "text": "done"}
     plain = render_reply(AgentReply(text="done", attachments=atts[:2]), Level.PLAIN)
     assert plain.messages[0].blocks == [] and len(plain.messages[0].attachments or []) == 2

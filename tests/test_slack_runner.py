@@ -27,7 +27,7 @@ async def running(agent: Agent, settings: Settings) -> AsyncIterator[str]:
     task = asyncio.create_task(run_slack(agent, settings, host="127.0.0.1", ready=ready))
     try:
         async with asyncio.timeout(10):
-            done, _ = await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
         if task in done:
             task.result()  # raises what run_slack raised
         yield ready.result()
@@ -47,7 +47,9 @@ async def test_socket_mode_acks_the_envelope_and_answers_once(tmp_path: Path) ->
             envelope_id = await c.slack.send_envelope(body)
             # A second connection (or a retry) delivering the same event is acked and ignored.
             second_id = await c.slack.send_envelope(body, retry=1)
-            await c.slack.wait_for(lambda s: {a.get("envelope_id") for a in s.acks} >= {envelope_id, second_id})
+            await c.slack.wait_for(
+                lambda s: {a.get("envelope_id") for a in s.acks} >= {envelope_id, second_id}
+            )
             # Turns of one thread run in arrival order: once a later one is done, a duplicate would be too.
             later = mention(f"<@{BOT_USER_ID}> more", thread_ts=root)
             await c.slack.send_envelope(later)

@@ -16,7 +16,9 @@ STATUS_TOOL = "get_environment_status"
 
 
 def env_status(arguments: dict[str, Any]) -> ToolResult:
-    return ToolResult(content=json.dumps({"area_code": arguments.get("area_code"), "aqi": 42}), latency_ms=12.0)
+    return ToolResult(
+        content=json.dumps({"area_code": arguments.get("area_code"), "aqi": 42}), latency_ms=12.0
+    )
 
 
 def tool_turn(answer: str = "The AQI is 42.") -> list[Any]:
