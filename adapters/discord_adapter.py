@@ -96,7 +96,7 @@ class NerveDiscordBot(discord.Client):
         point_discord_at(settings)
         intents = discord.Intents.default()
         # Content of DMs, mentions and slash commands arrives without the privileged intent.
-        intents.message_content = bool(getattr(settings, "nerve_discord_message_content", False))
+        intents.message_content = settings.nerve_discord_message_content
         super().__init__(
             intents=intents,
             allowed_mentions=NO_MENTIONS,

@@ -314,18 +314,22 @@ async def w1_seed_turn(results: Results, r: Rig) -> None:
     """Two slow tools in one model message: the turn should take barely more than the slowest path."""
     ideal = W1_LATENCY + W1_SLOW_MS / 1000 + W1_LATENCY
     r.behave(_seed_plan, W1_LATENCY)
-    if True:
-        core: list[float] = []
-        bare: list[float] = []
-        for i in range(WARMUP_TURNS + W1_TURNS):
-            text = "Is the air good for a run, and is there a park near 31.2304, 121.4737?"
-            core_time, core_text = await timed(r.core_turn(f"w1-core-{i}", text))
-            bare_time, _ = await timed(r.bare_turn(f"w1-bare-{i}", text))
-            if "2 result(s)" not in core_text:
-                raise AssertionError(f"W1: nerve did not answer from both results: {core_text!r}")
-            if i >= WARMUP_TURNS:
-                core.append(core_time)
-                bare.append(bare_time)
+    core: list[float] = []
+    bare: list[float] = []
+    for i in range(WARMUP_TURNS + W1_TURNS):
+        text = "Is the air good for a run, and is there a park near 31.2304, 121.4737?"
+        # Alternating which side goes first keeps a slow moment of the machine from landing on one side.
+        if i % 2 == 0:
+            core_time, core_text = await timed(r.core_turn(f"w1-{i}", text))
+            bare_time, _ = await timed(r.bare_turn(f"w1-{i}", text))
+        else:
+            bare_time, _ = await timed(r.bare_turn(f"w1-{i}", text))
+            core_time, core_text = await timed(r.core_turn(f"w1-{i}", text))
+        if "2 result(s)" not in core_text:
+            raise AssertionError(f"W1: nerve did not answer from both results: {core_text!r}")
+        if i >= WARMUP_TURNS:
+            core.append(core_time)
+            bare.append(bare_time)
     core_ratio = statistics.median(core) / ideal
     bare_ratio = statistics.median(bare) / ideal
     core_ms, bare_ms = statistics.median(core) * 1000, statistics.median(bare) * 1000
@@ -351,20 +355,19 @@ def _echo_plan(text: str) -> list[tuple[str, dict[str, Any]]]:
 async def w2_overhead(results: Results, r: Rig) -> None:
     """A free tool and an instant model: what is left of a turn is the bot's own work."""
     r.behave(_echo_plan, 0.0)
-    if True:
-        core: list[float] = []
-        bare: list[float] = []
-        for i in range(WARMUP_TURNS + W2_TURNS):
-            thread = f"w2-{i // W2_THREAD_TURNS}"
-            text = f"Say back turn {i}."
-            # Alternating keeps a slow moment of the machine from landing on one side only.
-            first, second = (r.core_turn, r.bare_turn) if i % 2 == 0 else (r.bare_turn, r.core_turn)
-            t1, _ = await timed(first(thread, text))
-            t2, _ = await timed(second(thread, text))
-            core_time, bare_time = (t1, t2) if i % 2 == 0 else (t2, t1)
-            if i >= WARMUP_TURNS:
-                core.append(core_time)
-                bare.append(bare_time)
+    core: list[float] = []
+    bare: list[float] = []
+    for i in range(WARMUP_TURNS + W2_TURNS):
+        thread = f"w2-{i // W2_THREAD_TURNS}"
+        text = f"Say back turn {i}."
+        # Alternating keeps a slow moment of the machine from landing on one side only.
+        first, second = (r.core_turn, r.bare_turn) if i % 2 == 0 else (r.bare_turn, r.core_turn)
+        t1, _ = await timed(first(thread, text))
+        t2, _ = await timed(second(thread, text))
+        core_time, bare_time = (t1, t2) if i % 2 == 0 else (t2, t1)
+        if i >= WARMUP_TURNS:
+            core.append(core_time)
+            bare.append(bare_time)
     results.details["W2"] = {"core_s": core, "bare_s": bare}
     for q in (50, 99):
         c, b = percentile(core, q), percentile(bare, q)
@@ -442,30 +445,29 @@ async def w3_long_thread(results: Results, r: Rig, *, alternate: bool) -> None:
     """A long thread of big results: what does the request on turn 30 weigh, and is it still right?"""
     label = "W3b" if alternate else "W3"
     r.behave(_payload_plan(alternate), 0.0)
-    if True:
-        sides: dict[str, dict[str, Any]] = {}
-        # The bare loop sends everything either way (W3 shows it); W3b is about nerve's budget alone.
-        runs = [("core", r.core_turn)] if alternate else [("core", r.core_turn), ("bare", r.bare_turn)]
-        for side, turn in runs:
-            first = len(r.model.requests)
-            answer = ""
-            kind, query = "report", ""
-            for i in range(1, W3_TURNS + 1):
-                kind = "listing" if alternate and i % 2 == 0 else "report"
-                query = f"q{i} {side}"
-                answer = await turn(f"{label}-{side}", f"{kind} {query}")
-            indexes = range(first, len(r.model.requests))
-            last = indexes[-1]
-            body = r.model.requests[last]
-            sides[side] = {
-                "turn30_bytes": request_bytes(r.model, last),
-                "turn30_tokens": request_tokens(body),
-                "thread_bytes": sum(request_bytes(r.model, i) for i in indexes),
-                "thread_tokens": sum(request_tokens(r.model.requests[i]) for i in indexes),
-                "requests": len(indexes),
-                "latest_intact": _latest_result_intact(body, payload(kind, query)),
-                "answer_quotes_latest": report_id(kind, query) in answer,
-            }
+    sides: dict[str, dict[str, Any]] = {}
+    # The bare loop sends everything either way (W3 shows it); W3b is about nerve's budget alone.
+    runs = [("core", r.core_turn)] if alternate else [("core", r.core_turn), ("bare", r.bare_turn)]
+    for side, turn in runs:
+        first = len(r.model.requests)
+        answer = ""
+        kind, query = "report", ""
+        for i in range(1, W3_TURNS + 1):
+            kind = "listing" if alternate and i % 2 == 0 else "report"
+            query = f"q{i} {side}"
+            answer = await turn(f"{label}-{side}", f"{kind} {query}")
+        indexes = range(first, len(r.model.requests))
+        last = indexes[-1]
+        body = r.model.requests[last]
+        sides[side] = {
+            "turn30_bytes": request_bytes(r.model, last),
+            "turn30_tokens": request_tokens(body),
+            "thread_bytes": sum(request_bytes(r.model, i) for i in indexes),
+            "thread_tokens": sum(request_tokens(r.model.requests[i]) for i in indexes),
+            "requests": len(indexes),
+            "latest_intact": _latest_result_intact(body, payload(kind, query)),
+            "answer_quotes_latest": report_id(kind, query) in answer,
+        }
     results.details[label] = sides
     core = sides["core"]
     bare = sides.get("bare", {})
@@ -519,27 +521,26 @@ async def w4_concurrency(results: Results, r: Rig) -> None:
     """Many conversations at once through one host (one MCP session) and one store: no queue forms."""
     latency = 0.200
     r.behave(_echo_plan, latency)
-    if True:
 
-        async def wave(side: str, run: int, conversations: int = W4_CONVERSATIONS) -> float:
-            turn = r.core_turn if side == "core" else r.bare_turn
-            started = time.perf_counter()
-            answers = await asyncio.gather(
-                *(turn(f"w4-{side}-{run}-{n}", f"Say back {n}.") for n in range(conversations))
-            )
-            elapsed = time.perf_counter() - started
-            if side == "core" and not all("1 result(s)" in a for a in answers):
-                raise AssertionError("W4: some conversations did not finish with their tool result")
-            return elapsed
+    async def wave(side: str, run: int, conversations: int = W4_CONVERSATIONS) -> float:
+        turn = r.core_turn if side == "core" else r.bare_turn
+        started = time.perf_counter()
+        answers = await asyncio.gather(
+            *(turn(f"w4-{side}-{run}-{n}", f"Say back {n}.") for n in range(conversations))
+        )
+        elapsed = time.perf_counter() - started
+        if side == "core" and not all("1 result(s)" in a for a in answers):
+            raise AssertionError("W4: some conversations did not finish with their tool result")
+        return elapsed
 
-        await wave("core", -1, 10)  # warm-up: connections, caches, lazy imports
-        await wave("bare", -1, 10)
-        core: list[float] = []
-        bare: list[float] = []
-        for run in range(W4_RUNS):
-            order = ("core", "bare") if run % 2 == 0 else ("bare", "core")
-            for side in order:
-                (core if side == "core" else bare).append(await wave(side, run))
+    await wave("core", -1, 10)  # warm-up: connections, caches, lazy imports
+    await wave("bare", -1, 10)
+    core: list[float] = []
+    bare: list[float] = []
+    for run in range(W4_RUNS):
+        order = ("core", "bare") if run % 2 == 0 else ("bare", "core")
+        for side in order:
+            (core if side == "core" else bare).append(await wave(side, run))
     c, b = statistics.median(core), statistics.median(bare)
     results.details["W4"] = {"core_s": core, "bare_s": bare, "ideal_s": 2 * latency}
     results.add(

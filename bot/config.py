@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     discord_guild_id: int | None = None
     discord_api_base_url: str = "https://discord.com/api/v10"
     discord_gateway_url: str | None = None
+    nerve_discord_message_content: bool = False
     nerve_discord_max_ratelimit_timeout: float = Field(default=60.0, gt=0)
 
     @property

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from bot.mcp_host import MCPHost
 
 from bot.config import ServerConfig, ToolOverride
+from bot.mcp_host import MCPHost
 from bot.store import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from bot.mcp_host import MCPHost
-
 from bot.agent import Agent, AgentConfig
 from bot.calls import CallSettings
 from bot.errors import ContextTooLong, LLMUnavailable
+from bot.mcp_host import MCPHost
 from bot.store import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
 from tests.fakes.scripted import Call, ScriptedLLM, Step

@@ -22,12 +22,19 @@ def nerve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-async def run_nerve(*args: str, env: dict[str, str], stdin: str = "", timeout: float = 60) -> tuple[int, str, str]:
+async def run_nerve(*args: str, env: dict[str, str], stdin: str = "") -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args, env=env, cwd=str(ROOT),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        env=env,
+        cwd=str(ROOT),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout)
+    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 90)
     return process.returncode or 0, out.decode(), err.decode()
 
 
@@ -48,7 +55,11 @@ async def test_the_seed_question_calls_both_tools_at_once_through_a_real_model_e
     script = [
         tool_reply(
             FakeCall(name="get_environment_status", arguments='{"area_code": "A1001"}', id="call_env"),
-            FakeCall(name="simulate_geolocation", arguments='{"lat": 31.23, "lng": 121.47, "radius": 500}', id="call_geo"),
+            FakeCall(
+                name="simulate_geolocation",
+                arguments='{"lat": 31.23, "lng": 121.47, "radius": 500}',
+                id="call_geo",
+            ),
         ),
         reply("Air is fine and Century Park is close: go for it."),
     ]
@@ -114,8 +125,15 @@ async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp
     async with FakeLLMServer(responder, strict=False) as model:
         env = nerve_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config))
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "ask", "first", env=env, cwd=str(ROOT),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            "-m",
+            "bot",
+            "ask",
+            "first",
+            env=env,
+            cwd=str(ROOT),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
         )
         await asyncio.wait_for(second_request.wait(), 60)
         process.send_signal(signal.SIGKILL)
