@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,9 +66,8 @@ class TerminalChat:
         self._banner()
         await self._show_recent()
         while True:
-            try:
-                line = await asyncio.to_thread(input, "you › ")
-            except (EOFError, KeyboardInterrupt):
+            line = await read_line("you › ")
+            if line is None:
                 self._console.print()
                 return
             text = line.strip()
@@ -157,6 +158,31 @@ class TerminalChat:
                 return
         self._last = reply
         print_reply(self._console, reply)
+
+
+async def read_line(prompt: str) -> str | None:
+    """One line from stdin without blocking the loop; None at end of input.
+
+    A daemon thread, not the loop's executor: `asyncio.run` waits for executor threads at exit, so
+    a thread stuck in `input()` would make Ctrl-C hang instead of closing the MCP servers.
+    """
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str | None] = loop.create_future()
+
+    def deliver(value: str | None) -> None:
+        if not answer.done():
+            answer.set_result(value)
+
+    def read() -> None:
+        try:
+            value: str | None = input(prompt)
+        except (EOFError, KeyboardInterrupt, OSError):
+            value = None
+        with contextlib.suppress(RuntimeError):  # the loop closed while we waited: nobody is listening
+            loop.call_soon_threadsafe(deliver, value)
+
+    threading.Thread(target=read, name="nerve-stdin", daemon=True).start()
+    return await answer
 
 
 def _progress_to(status: Status) -> Any:
