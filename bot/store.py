@@ -37,13 +37,18 @@ _C_KEY = "c.platform = ? AND c.workspace = ? AND c.channel = ? AND c.thread = ?"
 class SQLiteStore:
     """The `Store` seam on one SQLite file, plus the inbox adapters use for exactly-once replies."""
 
-    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
-        """Use `SQLiteStore.open`; this only wraps a connection that is already set up."""
+    def __init__(self, db: aiosqlite.Connection, path: Path, inbox_db: aiosqlite.Connection) -> None:
+        """Use `SQLiteStore.open`; this only wraps connections that are already set up."""
         self._db = db
         self._path = path
         # One connection is shared by every task, and its open transaction is visible to any statement
         # on it: reads take the lock too, so nobody sees (or writes into) another task's transaction.
         self._lock = asyncio.Lock()
+        # The inbox has its own connection and lock: a platform's ack path records each delivery, and
+        # must not queue behind the conversation writes of every turn in flight. Each inbox write is a
+        # single statement, atomic on its own; SQLite's busy_timeout orders it with the other writer.
+        self._inbox_db = inbox_db
+        self._inbox_lock = asyncio.Lock()
         self._closed = False
 
     @classmethod
@@ -57,34 +62,24 @@ class SQLiteStore:
             raise StoreError(
                 f"cannot create the folder for the conversation store {path}: {exc.strerror}"
             ) from exc
-        # isolation_level=None: we issue BEGIN/COMMIT ourselves instead of sqlite3's implicit ones.
-        db = aiosqlite.connect(path, isolation_level=None)
+        db = await _connect(path, busy_timeout_ms)
         try:
-            await db
-        except sqlite3.Error as exc:
-            raise _store_error(exc, path) from exc
-        try:
-            await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms):d}")
-            rows = await db.execute_fetchall("PRAGMA journal_mode = WAL")
-            mode = next(iter(rows))[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"{path}: could not switch the conversation store to WAL (mode is {mode})")
-            await db.execute("PRAGMA synchronous = NORMAL")
-            await db.execute("PRAGMA foreign_keys = ON")
             await migrate(db, migrations_dir)
+            inbox_db = await _connect(path, busy_timeout_ms)
         except BaseException as exc:
             await db.close()
             if isinstance(exc, sqlite3.Error):
                 raise _store_error(exc, path) from exc
             raise
-        return cls(db, path)
+        return cls(db, path, inbox_db)
 
     async def close(self) -> None:
         """Close the connection; waits for a running write to finish."""
-        async with self._lock:
+        async with self._lock, self._inbox_lock:
             if not self._closed:
                 self._closed = True
                 await self._db.close()
+                await self._inbox_db.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -190,7 +185,7 @@ class SQLiteStore:
     async def claim_event(self, platform: str, event_id: str, payload: str) -> bool:
         """Record a platform event before working on it; False if it was seen before (a re-delivery)."""
         async with (
-            self._write() as db,
+            self._inbox() as db,
             db.execute(
                 "INSERT INTO inbox (platform, event_id, payload) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (platform, event_id, payload),
@@ -200,7 +195,7 @@ class SQLiteStore:
 
     async def finish_event(self, platform: str, event_id: str) -> None:
         """Mark an event answered, so start-up recovery does not answer it again."""
-        async with self._write() as db:
+        async with self._inbox() as db:
             await db.execute(
                 f"UPDATE inbox SET status = 'done', done_at = {_NOW}"
                 " WHERE platform = ? AND event_id = ? AND status = 'received'",
@@ -209,7 +204,7 @@ class SQLiteStore:
 
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
         """(event_id, payload) of events claimed but never finished, in the order they arrived."""
-        async with self._read() as db:
+        async with self._inbox() as db:
             rows = await db.execute_fetchall(
                 "SELECT event_id, payload FROM inbox WHERE platform = ? AND status = 'received'"
                 " ORDER BY received_at, rowid",
@@ -224,7 +219,7 @@ class SQLiteStore:
         unfinished event older than this is no longer recovered (answering it now would be stale).
         """
         async with (
-            self._write() as db,
+            self._inbox() as db,
             db.execute(
                 "DELETE FROM inbox WHERE received_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
                 (f"-{float(older_than_days)} days",),
@@ -266,6 +261,16 @@ class SQLiteStore:
                     raise _store_error(exc, self._path) from exc
                 raise
 
+    @asynccontextmanager
+    async def _inbox(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The inbox connection, in autocommit: each statement is its own transaction."""
+        async with self._inbox_lock:
+            self._check_open()
+            try:
+                yield self._inbox_db
+            except sqlite3.Error as exc:
+                raise _store_error(exc, self._path) from exc
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"the conversation store {self._path} is closed")
@@ -301,6 +306,30 @@ async def _rollback(db: aiosqlite.Connection) -> None:
     # SQLite may have rolled back already (e.g. after a full disk); then nothing is left open.
     with contextlib.suppress(sqlite3.Error):
         await db.execute("ROLLBACK")
+
+
+async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
+    """A connection in WAL mode with the settings the module docstring explains."""
+    # isolation_level=None: we issue BEGIN/COMMIT ourselves instead of sqlite3's implicit ones.
+    db = aiosqlite.connect(path, isolation_level=None)
+    try:
+        await db
+    except sqlite3.Error as exc:
+        raise _store_error(exc, path) from exc
+    try:
+        await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms):d}")
+        rows = await db.execute_fetchall("PRAGMA journal_mode = WAL")
+        mode = next(iter(rows))[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{path}: could not switch the conversation store to WAL (mode is {mode})")
+        await db.execute("PRAGMA synchronous = NORMAL")
+        await db.execute("PRAGMA foreign_keys = ON")
+    except BaseException as exc:
+        await db.close()
+        if isinstance(exc, sqlite3.Error):
+            raise _store_error(exc, path) from exc
+        raise
+    return db
 
 
 def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:
