@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import discord
 
+from bot.locks import KeyedLocks
 from bot.types import ConversationKey, TurnEvent
 
 logger = logging.getLogger(__name__)
@@ -200,26 +201,9 @@ class StatusLine:
                 await self._task
 
 
-class ConversationOrder:
+class ConversationOrder(KeyedLocks[ConversationKey]):
     """One FIFO lock per conversation, held from the turn until its reply is posted.
 
     The agent already runs one turn per conversation at a time, but posting happens after the turn:
     without this, a quick second answer could overtake a first one still being posted.
     """
-
-    def __init__(self) -> None:
-        self._locks: dict[ConversationKey, tuple[asyncio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)

@@ -21,6 +21,7 @@ Scenarios:
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import math
 import os
@@ -255,6 +256,11 @@ class Rig:
     def behave(self, plan: Plan, latency: float) -> None:
         self.switch.model = BenchModel(plan, latency)
 
+    def forget_requests(self) -> None:
+        """Drop the model service's record of earlier requests (megabytes after W3)."""
+        self.model.requests.clear()
+        self.model.request_headers.clear()
+
 
 @asynccontextmanager
 async def rig(servers: dict[str, ServerConfig]) -> AsyncIterator[Rig]:
@@ -380,6 +386,7 @@ async def w2_overhead(results: Results, r: Rig) -> None:
                 unit="ms",
                 goal="≤ 1.2 × bare",
                 passed=c <= 1.2 * b,
+                note=f"nerve adds {(c - b) * 1000:.1f} ms",
             )
         )
 
@@ -719,6 +726,9 @@ async def run(only: Sequence[str] | None = None) -> dict[str, Any]:
                         # The previous rig is closed before the next opens: no later scenario needs it.
                         await stack.aclose()
                         rigs = {kind: await stack.enter_async_context(rig(RIGS[kind]()))}
+                    rigs[kind].forget_requests()
+                    # Earlier scenarios' garbage is collected now, not during the next one's timings.
+                    gc.collect()
                     await scenario(results, rigs[kind])
             print(f"  {name} done in {time.perf_counter() - started:.1f} s", flush=True)
     rows = table(results.figures)

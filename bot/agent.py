@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,7 @@ from bot.calls import CallOutcome, CallSettings, RoundRunner, Sleep, TurnState, 
 from bot.context import Budget, build_request
 from bot.errors import ContextTooLong, LLMError
 from bot.guards import confirm_prompt, triggered_tools
+from bot.locks import KeyedLocks
 from bot.seams import LLM, Inbox, Store, ToolHost
 from bot.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.types import (
@@ -52,27 +52,6 @@ class AgentConfig:
     calls: CallSettings = field(default_factory=CallSettings)
 
 
-class _KeyedLocks:
-    """One lock per conversation: turns of one thread run one by one, in arrival order (FIFO)."""
-
-    def __init__(self) -> None:
-        self._locks: dict[ConversationKey, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-
 class Agent:
     """Runs turns against a model, a tool host and a store; safe to share across many conversations."""
 
@@ -92,7 +71,7 @@ class Agent:
         self._store = store
         self._config = config or AgentConfig()
         self._runner = RoundRunner(host, self._config.calls, sleep)
-        self._locks = _KeyedLocks()
+        self._locks: KeyedLocks[ConversationKey] = KeyedLocks()
         self._token_scale = 1.0
 
     def tools(self) -> list[ToolSpec]:

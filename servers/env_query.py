@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
-import sys
 from typing import Annotated, Literal
 
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
+
+from servers.stdio import serve_stdio
 
 logger = logging.getLogger("servers.env_query")
 
@@ -161,26 +161,8 @@ def build_server(delay_s: float = 0.0) -> MCPServer:
     return server
 
 
-def delay_from_env(environ: dict[str, str] | os._Environ[str], own_variable: str) -> float:
-    """The answer delay in seconds: the server's own variable wins over `NERVE_SEED_DELAY_MS`."""
-    for name in (own_variable, "NERVE_SEED_DELAY_MS"):
-        raw = environ.get(name, "").strip()
-        if raw:
-            try:
-                return max(0.0, float(raw) / 1000.0)
-            except ValueError:
-                logger.warning("%s=%r is not a number of milliseconds; ignoring it", name, raw)
-    return 0.0
-
-
 def main() -> None:
-    # Configure logging before MCPServer does, so records go to stderr as plain lines.
-    logging.basicConfig(
-        level=os.environ.get("NERVE_SEED_LOG_LEVEL", "WARNING").upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    build_server(delay_from_env(os.environ, "ENV_QUERY_DELAY_MS")).run("stdio")
+    serve_stdio(build_server, own_delay_variable="ENV_QUERY_DELAY_MS")
 
 
 if __name__ == "__main__":

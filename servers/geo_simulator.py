@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import sys
 from typing import Annotated
 
 import anyio
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
-from servers.env_query import delay_from_env
+from servers.stdio import serve_stdio
 
 logger = logging.getLogger("servers.geo_simulator")
 
@@ -162,13 +160,7 @@ def build_server(delay_s: float = 0.0) -> MCPServer:
 
 
 def main() -> None:
-    # Configure logging before MCPServer does, so records go to stderr as plain lines.
-    logging.basicConfig(
-        level=os.environ.get("NERVE_SEED_LOG_LEVEL", "WARNING").upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    build_server(delay_from_env(os.environ, "GEO_SIMULATOR_DELAY_MS")).run("stdio")
+    serve_stdio(build_server, own_delay_variable="GEO_SIMULATOR_DELAY_MS")
 
 
 if __name__ == "__main__":

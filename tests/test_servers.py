@@ -17,8 +17,8 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
 from servers.env_query import AREA_CODE_PATTERN, environment_status
-from servers.env_query import delay_from_env as env_delay
 from servers.geo_simulator import area_code_for, simulate
+from servers.stdio import delay_from_env as env_delay
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = pytest.mark.asyncio(loop_scope="module")

@@ -1,0 +1,34 @@
+"""Per-key FIFO locks: work for one conversation runs one at a time, in arrival order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Hashable
+from contextlib import asynccontextmanager
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+class KeyedLocks(Generic[K]):
+    """One lock per key, created on first use and dropped when nobody holds or waits for it.
+
+    asyncio.Lock wakes waiters first come, first served, so holders run in the order they asked.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[K, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: K) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
