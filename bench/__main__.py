@@ -35,7 +35,8 @@ _MUST_BE_ZERO = re.compile(r"(^|\.)(lost|duplicated|misplaced|out_of_order\w*)$"
 SKELETON = """# nerve benchmarks
 
 Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only core|slack|discord` runs
-one suite, `--scenario W2` one core scenario). Each suite rewrites only its own section below.
+one suite, `--scenario W2` one core scenario, `--strict` exits 1 on a missed goal). Each suite
+rewrites only its own marked section below.
 
 {sections}
 """
@@ -215,8 +216,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     sections = [run_suite(suite, args.scenario) for suite in (args.only or SUITES)]
     summary(sections, time.perf_counter() - started)
     if not args.no_write:
-        # A partial core run (--scenario) would replace the full table with a part of it.
-        update_results([s for s in sections if not (s.suite == "core" and args.scenario)])
+        # A partial core run (--scenario) would replace the full table with a part of it, and a suite
+        # that could not even be imported leaves its last figures standing.
+        update_results(
+            [
+                s
+                for s in sections
+                if not (s.suite == "core" and args.scenario) and not s.status.startswith("not run")
+            ]
+        )
         print(f"figures written to {RESULTS}")
     failed = any(s.status.startswith("failed") for s in sections)
     missed = any(s.passed is False for s in sections)
