@@ -65,6 +65,30 @@ def _describe(error: schema_errors.ValidationError) -> str:
     return f"{where}: {error.message}" if where else error.message
 
 
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """A checked validator per schema object: checking a schema costs ~50x more than using it.
+
+    Keyed on identity, since the host hands out the same schema object until the tool list changes;
+    the stored reference keeps the id from being reused while the entry lives.
+    """
+    cached = _VALIDATORS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    validator_class = validators.validator_for(schema)
+    try:
+        validator_class.check_schema(schema)
+        validator = validator_class(schema)
+    except schema_errors.SchemaError:
+        validator = None
+    if len(_VALIDATORS) > 1024:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
+
+
 def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
     """Parse the model's JSON string and check it against the tool's input schema."""
     schema = spec.parameters or {"type": "object"}
@@ -86,15 +110,11 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
             problem=f"The arguments must be a JSON object, not {type(loaded).__name__}. {hint}"
         )
     value = _coerce_object(loaded, schema)
-    validator_class = validators.validator_for(schema)
-    try:
-        validator_class.check_schema(schema)
-    except schema_errors.SchemaError:
+    validator = _validator(schema)
+    if validator is None:
         # A server with a broken schema should not make its tool unusable; it validates its own input.
         return ParsedArguments(value=value)
-    problems = sorted(
-        (_describe(error) for error in validator_class(schema).iter_errors(value)),
-    )
+    problems = sorted(_describe(error) for error in validator.iter_errors(value))
     if problems:
         return ParsedArguments(problem="Invalid arguments: " + "; ".join(problems) + f". {hint}")
     return ParsedArguments(value=value)

@@ -27,6 +27,7 @@ from bot.migrate import migrate
 from bot.types import ChatMessage, ConversationKey, Role, ToolCall
 
 BUSY_TIMEOUT_MS = 5000
+ACTIVE_CACHE_SIZE = 10_000
 
 _NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 _KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
@@ -48,6 +49,9 @@ class SQLiteStore:
         # must not queue behind the conversation writes of every turn in flight. Each inbox write is a
         # single statement, atomic on its own; SQLite's busy_timeout orders it with the other writer.
         self._inbox_db = inbox_db
+        # Active conversation id per thread, so an append skips the lookup. Only this process writes
+        # conversations of its platform, and `reset` drops the entry before archiving.
+        self._active: dict[ConversationKey, int] = {}
         self._inbox_lock = asyncio.Lock()
         self._closed = False
 
@@ -100,23 +104,26 @@ class SQLiteStore:
         """
         if not messages:
             return True
+        known = self._active.get(key)
         async with self._write() as db:
             if event_id is not None and await self._event_seen(db, key, event_id):
                 await db.execute("ROLLBACK")
                 return False
-            conversation = await self._active_conversation(db, key)
-            rows = await db.execute_fetchall(
-                "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?", (conversation,)
-            )
-            last_seq = int(next(iter(rows))[0])
+            conversation = known if known is not None else await self._active_conversation(db, key)
+            # seq is computed by SQLite row by row, so a round costs one trip to the database thread.
             await db.executemany(
                 "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
-                " is_error, latency_ms, event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " is_error, latency_ms, event_id) VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
+                " WHERE conversation_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 [
-                    _message_row(conversation, last_seq + offset, message, event_id if offset == 1 else None)
-                    for offset, message in enumerate(messages, start=1)
+                    _message_row(conversation, message, event_id if index == 0 else None)
+                    for index, message in enumerate(messages)
                 ],
             )
+        # Remembered only once committed: a rolled-back transaction may have created the row.
+        if len(self._active) > ACTIVE_CACHE_SIZE:
+            self._active.clear()
+        self._active[key] = conversation
         return True
 
     async def history(self, key: ConversationKey) -> list[ChatMessage]:
@@ -158,6 +165,7 @@ class SQLiteStore:
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
+        self._active.pop(key, None)
         async with self._write() as db:
             await db.execute(
                 f"UPDATE conversations SET archived_at = {_NOW} WHERE archived_at IS NULL AND {_KEY}",
@@ -336,7 +344,7 @@ def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:
     return (key.platform, key.workspace, key.channel, key.thread)
 
 
-def _message_row(conversation: int, seq: int, message: ChatMessage, event_id: str | None) -> tuple[Any, ...]:
+def _message_row(conversation: int, message: ChatMessage, event_id: str | None) -> tuple[Any, ...]:
     tool_calls = (
         json.dumps(
             [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
@@ -347,7 +355,6 @@ def _message_row(conversation: int, seq: int, message: ChatMessage, event_id: st
     )
     return (
         conversation,
-        seq,
         message.role,
         message.content,
         tool_calls,

@@ -19,6 +19,7 @@ other model families, whose tokenizers differ. Callers should keep a safety marg
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -47,8 +48,13 @@ def _count(pattern: re.Pattern[str], text: str) -> int:
     return pattern.subn("", text)[1]
 
 
+@functools.lru_cache(maxsize=8192)
 def estimate_tokens(text: str) -> int:
-    """Estimated tokens of `text`: 0 for the empty string, else at least 1."""
+    """Estimated tokens of `text`: 0 for the empty string, else at least 1.
+
+    Cached: every round re-estimates the whole history, and the same stored messages come back each
+    time (a string's hash is computed once, so a hit costs far less than the regex passes).
+    """
     if not text:
         return 0
     letters = _count(_LETTERS_AND_SPACE, text)
