@@ -1,0 +1,108 @@
+"""What the model is sent: anchors, cut results, superseded repeats, compression (S8, S9, S11)."""
+
+from __future__ import annotations
+
+import json
+
+from bot.context import Budget, build_request, cut_result
+from bot.tokens import estimate_message_tokens
+from bot.types import ChatMessage, ToolCall
+
+PROMPT = "Use tools for real-time data."
+
+
+def turn(n: int, tool: str = "lookup", size: int = 50) -> list[ChatMessage]:
+    """A user question, one tool round, and an answer."""
+    call = ToolCall(id=f"call_{n}", name=tool, arguments=json.dumps({"n": n}))
+    result = json.dumps({"n": n, "data": "x" * size})
+    return [
+        ChatMessage(role="user", content=f"question {n}"),
+        ChatMessage(role="assistant", tool_calls=(call,)),
+        ChatMessage(role="tool", tool_call_id=call.id, name=tool, content=result),
+        ChatMessage(role="assistant", content=f"answer {n}"),
+    ]
+
+
+def assert_pairs_intact(messages: list[ChatMessage]) -> None:
+    """Every assistant tool call is followed by exactly its tool messages, in order."""
+    for index, message in enumerate(messages):
+        if message.tool_calls:
+            following = messages[index + 1 : index + 1 + len(message.tool_calls)]
+            assert [m.tool_call_id for m in following] == [c.id for c in message.tool_calls]
+        if message.role == "tool":
+            assert any(message.tool_call_id in [c.id for c in m.tool_calls] for m in messages[:index])
+
+
+def test_each_result_is_anchored_and_stays_valid_json():
+    history = [*turn(1)[:3]]
+    history[2] = ChatMessage(role="tool", tool_call_id="call_1", name="lookup", content='plain "text"\nline')
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    anchor, _, body = (sent[-1].content or "").partition("\n")
+    assert anchor == 'Tool "lookup" ran successfully. Its raw result follows:'
+    assert json.loads(body) == 'plain "text"\nline'
+
+
+def test_failed_results_carry_the_failure_anchor():
+    history = turn(1)[:3]
+    history[2] = ChatMessage(role="tool", tool_call_id="call_1", name="lookup", content="{}", is_error=True)
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    assert (sent[-1].content or "").startswith('Tool "lookup" failed.')
+
+
+def test_a_huge_result_is_cut_to_valid_json_that_says_so():
+    big = json.dumps({"status": "ok", "items": [{"id": i, "text": "y" * 100} for i in range(500)]})
+    cut = cut_result(big, 300)
+    parsed = json.loads(cut)
+    assert parsed["result"]["status"] == "ok"
+    assert "…495 more items" in parsed["result"]["items"]
+    assert "full" in parsed["_note"] and len(cut) < len(big) / 10
+
+
+def test_only_the_latest_result_of_a_tool_repeated_across_turns_is_sent():
+    history = [*turn(1), *turn(2), *turn(3)]
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    bodies = [json.loads((m.content or "").partition("\n")[2]) for m in sent if m.role == "tool"]
+    assert "superseded" in bodies[0] and "superseded" in bodies[1]
+    assert bodies[2]["n"] == 3
+
+
+def test_parallel_calls_of_one_tool_in_one_round_are_all_kept():
+    calls = (ToolCall(id="a", name="lookup", arguments="{}"), ToolCall(id="b", name="lookup", arguments="{}"))
+    history = [
+        ChatMessage(role="user", content="compare"),
+        ChatMessage(role="assistant", tool_calls=calls),
+        ChatMessage(role="tool", tool_call_id="a", name="lookup", content='{"area": 1}'),
+        ChatMessage(role="tool", tool_call_id="b", name="lookup", content='{"area": 2}'),
+        ChatMessage(role="assistant", content="done"),
+        ChatMessage(role="user", content="thanks"),
+    ]
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    assert all("superseded" not in (m.content or "") for m in sent)
+
+
+def test_past_the_safety_line_the_oldest_turns_become_a_summary_and_pairs_stay_whole():
+    history = [message for n in range(40) for message in turn(n, tool=f"tool_{n % 2}", size=400)]
+    history.append(ChatMessage(role="user", content="latest question"))
+    budget = Budget(context_tokens=4000)
+    sent = build_request(PROMPT, history, budget)
+
+    assert sent[-1].content == "latest question"
+    assert "Summary of the earlier conversation" in (sent[0].content or "")
+    assert "question 0" in (sent[0].content or "")
+    assert sum(1 for m in sent if m.role == "system") == 1
+    assert estimate_message_tokens(sent) <= 4000 * 0.8
+    assert_pairs_intact(sent[1:])
+    assert sent[1].role == "user", "kept history starts at a whole turn"
+
+
+def test_the_current_turn_is_always_sent_whole_even_over_budget():
+    history = turn(1, size=20000)
+    sent = build_request(PROMPT, history, Budget(context_tokens=2000))
+    assert [m.role for m in sent] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+def test_squeeze_keeps_only_the_current_turn_and_a_summary():
+    history = [*turn(1), *turn(2), ChatMessage(role="user", content="now")]
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000), squeeze=True)
+    assert [m.role for m in sent] == ["system", "user"]
+    assert "question 1" in (sent[0].content or "") and "answer 2" in (sent[0].content or "")
