@@ -373,6 +373,15 @@ class RestartPolicy:
     healthy_after: float = 600.0
 
 
+def check_settings(settings: Settings) -> str:
+    """The bot token; fails before anything starts when it is missing."""
+    if settings.discord_bot_token is None:
+        raise ConfigError(
+            "DISCORD_BOT_TOKEN is not set: create a bot at https://discord.com/developers/applications"
+        )
+    return settings.discord_bot_token.get_secret_value()
+
+
 async def run_discord(
     agent: DiscordAgent, settings: Settings, *, policy: RestartPolicy | None = None
 ) -> None:
@@ -382,11 +391,7 @@ async def run_discord(
     application is not allowed to use.
     """
     policy = policy or RestartPolicy()
-    if settings.discord_bot_token is None:
-        raise ConfigError(
-            "DISCORD_BOT_TOKEN is not set: create a bot at https://discord.com/developers/applications"
-        )
-    token = settings.discord_bot_token.get_secret_value()
+    token = check_settings(settings)
     loop = asyncio.get_running_loop()
     delay = policy.initial
     while True:

@@ -290,7 +290,8 @@ def build_app(agent: Agent, settings: Settings, *, client: AsyncWebClient | None
 EVENTS_PATH = "/slack/events"
 
 
-def _check_settings(settings: Settings) -> None:
+def check_settings(settings: Settings) -> None:
+    """Fail before anything starts when a required Slack setting is missing."""
     require_bot_token(settings)
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
         raise ConfigError(
@@ -327,7 +328,7 @@ async def run_slack(
 
     `ready` (if given) receives "socket-mode" or the events URL once deliveries can arrive.
     """
-    _check_settings(settings)
+    check_settings(settings)
     async with aiohttp.ClientSession() as session:
         bot = build_bot(agent, settings, client=make_client(settings, session=session))
         try:

@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _front_end(args: argparse.Namespace) -> Callable[[Runtime], Awaitable[int]]:
+def _front_end(args: argparse.Namespace, settings: Settings) -> Callable[[Runtime], Awaitable[int]]:
     # Adapters are imported here, not at the top: `nerve chat` should not load Slack or Discord code.
     command = args.command or "chat"
     if command == "chat":
@@ -60,14 +60,19 @@ def _front_end(args: argparse.Namespace) -> Callable[[Runtime], Awaitable[int]]:
 
         return lambda runtime: print_history(runtime, args.thread)
     if command == "slack":
-        from adapters.slack_adapter import run_slack
+        from adapters.slack_adapter import check_settings, run_slack
+
+        check_settings(settings)
 
         async def slack(runtime: Runtime) -> int:
             await run_slack(runtime.agent, runtime.settings)
             return 0
 
         return slack
+    from adapters.discord_adapter import check_settings as check_discord_settings
     from adapters.discord_adapter import run_discord
+
+    check_discord_settings(settings)
 
     async def discord(runtime: Runtime) -> int:
         await run_discord(runtime.agent, runtime.settings)
@@ -94,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    front_end = _front_end(args)
     try:
+        front_end = _front_end(args, settings)
         return asyncio.run(_run(settings, front_end))
     except NerveError as exc:
         sys.stderr.write(f"nerve: {exc.message}\n")
