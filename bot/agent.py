@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.calls import CallOutcome, CallSettings, RoundRunner, Sleep, TurnState, make_attachment
@@ -92,18 +93,19 @@ class Agent:
                 if stored is not None:
                     return stored
             history = await self._store.history(incoming.key)
+            state = TurnState()
             try:
-                return await self._loop(incoming, history, progress)
+                return await self._loop(incoming, history, state, progress)
             except LLMError as exc:
+                # Not stored: the apology is no answer, so a re-delivery of this message tries again,
+                # and the model never reads it back as something it said.
                 logger.warning("model call failed for %s: %s", incoming.key, exc.message)
-                text = (
-                    f"Sorry — I could not reach the language model: {exc.message}. Please try again shortly."
-                )
-                await self._store.append(incoming.key, [ChatMessage(role="assistant", content=text)])
-                return AgentReply(text=text)
+                text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
+                return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
 
-    async def _loop(self, incoming: Incoming, history: list[ChatMessage], progress: Progress) -> AgentReply:
-        state = TurnState()
+    async def _loop(
+        self, incoming: Incoming, history: list[ChatMessage], state: TurnState, progress: Progress
+    ) -> AgentReply:
         usage = Usage()
         tools = self._host.list_tools()
         nudge: list[ChatMessage] = []
@@ -111,7 +113,7 @@ class Agent:
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             completion = await self._complete([*history, *nudge], tools, progress)
             usage += completion.usage or Usage()
-            answer = completion.message
+            answer = _with_unique_call_ids(completion.message, history)
             if not answer.tool_calls:
                 hits = [] if nudge or state.attachments else triggered_tools(incoming.text, tools)
                 if hits:
@@ -209,6 +211,19 @@ class Agent:
             if m.role == "tool" and m.tool_call_id in calls
         )
         return AgentReply(text=finals[0].content or "", attachments=attachments)
+
+
+def _with_unique_call_ids(message: ChatMessage, history: Sequence[ChatMessage]) -> ChatMessage:
+    """Give repeated call ids fresh ones: some servers number calls per message (call_0 every round),
+    and a result must pair with exactly one call, in the store and in what the model reads back."""
+    seen = {call.id for m in history for call in m.tool_calls}
+    calls = []
+    for call in message.tool_calls:
+        if not call.id or call.id in seen:
+            call = replace(call, id=f"call_{uuid.uuid4().hex[:12]}")
+        seen.add(call.id)
+        calls.append(call)
+    return replace(message, tool_calls=tuple(calls)) if message.tool_calls else message
 
 
 def _stored_arguments(raw: str) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from bot.render import summarize_result, truncate
 from bot.seams import ToolHost
 from bot.types import Attachment, ChatMessage, Progress, ToolCall, ToolResult, ToolSpec, TurnEvent
 
+MAX_CALLS_PER_ROUND = 16
+
 Outcome = Literal["ok", "fix_arguments", "failed", "refused_unavailable"]
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -62,7 +64,15 @@ class RoundRunner:
     ) -> list[CallOutcome]:
         """All calls at once; results come back in the order of `calls`, whatever order they finish in."""
         specs = {tool.name: tool for tool in tools}
-        return list(await asyncio.gather(*(self._one(call, specs, state, progress) for call in calls)))
+        allowed, refused = calls[:MAX_CALLS_PER_ROUND], calls[MAX_CALLS_PER_ROUND:]
+        # A TaskGroup, not gather: if one call fails unexpectedly, the others are cancelled, not orphaned.
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(self._one(call, specs, state, progress)) for call in allowed]
+        problem = f"At most {MAX_CALLS_PER_ROUND} tool calls per message; make this call in a later message."
+        return [task.result() for task in tasks] + [
+            self._refusal(call, {"_raw": call.arguments}, problem, "too_many_calls", "fix_arguments")
+            for call in refused
+        ]
 
     async def _one(
         self, call: ToolCall, specs: dict[str, ToolSpec], state: TurnState, progress: Progress
@@ -107,9 +117,8 @@ class RoundRunner:
         if not result.is_error:
             return self._outcome(call, arguments, result.content, result, "ok")
         if result.error_kind in ("arguments", "unknown_tool"):
-            return self._outcome(
-                call, arguments, _error_body(result.content, "arguments"), result, "fix_arguments"
-            )
+            body = _error_body(result.content, "arguments")
+            return self._outcome(call, arguments, body, result, "fix_arguments", problem=result.content)
         reason = _failure_reason(result, spec)
         state.unavailable[call.name] = reason
         body = _error_body(

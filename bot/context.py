@@ -7,16 +7,18 @@ It never separates an assistant message with tool calls from its tool messages: 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.tokens import estimate_message_tokens, estimate_tokens
-from bot.types import ChatMessage
+from bot.types import ChatMessage, ToolCall
 
 COMPRESS_AT = 0.8
 SUMMARY_LINE_CHARS = 160
+SUMMARY_MAX_LINES = 30
 
 
 def anchor(tool_name: str, *, is_error: bool) -> str:
@@ -94,52 +96,67 @@ def _turns(history: Sequence[ChatMessage]) -> list[list[ChatMessage]]:
     return turns
 
 
-def _tool_names(history: Sequence[ChatMessage]) -> dict[str, str]:
-    return {call.id: call.name for message in history for call in message.tool_calls}
-
-
 def _present_tool_messages(history: Sequence[ChatMessage], max_result_tokens: int) -> list[ChatMessage]:
     """Anchor each result, cut big ones, and keep only the last of a tool's results in a row (S9)."""
-    names = _tool_names(history)
-    # Each tool message's tool and round: calls of one round are parallel and distinct, so a result
-    # is superseded only by the next result from a *later* round, when that comes from the same tool.
-    results: list[tuple[str, int]] = []
-    round_index = -1
-    for message in history:
+    calls = {call.id: call for message in history for call in message.tool_calls}
+    # Group results by round. Calls of one round are parallel and distinct, so a result is superseded
+    # only when the next round that has results starts with the same tool.
+    rounds: list[list[int]] = []
+    for index, message in enumerate(history):
         if message.role == "assistant" and message.tool_calls:
-            round_index += 1
-        elif message.role == "tool":
-            results.append((names.get(message.tool_call_id or "", message.name or "tool"), round_index))
+            rounds.append([])
+        elif message.role == "tool" and rounds:
+            rounds[-1].append(index)
     # The current turn is active context and stays whole; only earlier turns' results are superseded.
     current_turn = max((i for i, m in enumerate(history) if m.role == "user"), default=0)
+    superseded: dict[int, str] = {}
+    for this_round, next_round in itertools.pairwise([r for r in rounds if r]):
+        following = _tool_name(history[next_round[0]], calls)
+        for index in this_round:
+            if index < current_turn and _tool_name(history[index], calls) == following:
+                call = calls.get(history[index].tool_call_id or "")
+                superseded[index] = call.arguments if call else "{}"
     out: list[ChatMessage] = []
-    position = 0
     for index, message in enumerate(history):
         if message.role != "tool":
             out.append(message)
             continue
-        name, own_round = results[position]
-        next_other_round = next((n for n, r in results[position + 1 :] if r != own_round), None)
-        position += 1
-        if index < current_turn and next_other_round == name:
-            body = json.dumps({"superseded": f"a later call of {name} replaced this result"})
+        name = _tool_name(message, calls)
+        if index in superseded:
+            note = f"an older result of {name} (arguments {superseded[index]}), replaced by a later call"
+            body = json.dumps(
+                {"superseded": note + "; call it again if you need this one"}, ensure_ascii=False
+            )
         else:
             body = cut_result(as_json_text(message.content or ""), max_result_tokens)
         out.append(replace(message, content=f"{anchor(name, is_error=message.is_error)}\n{body}"))
     return out
 
 
-def _summary(turns: Sequence[Sequence[ChatMessage]]) -> str:
-    """Earlier turns as one line each: what was asked and what was answered."""
-    lines = []
-    for turn in turns:
-        asked = (turn[0].content or "").replace("\n", " ")[:SUMMARY_LINE_CHARS]
-        answers = [m.content for m in turn if m.role == "assistant" and not m.tool_calls and m.content]
-        answered = (answers[-1] if answers else "(no answer)").replace("\n", " ")[:SUMMARY_LINE_CHARS]
-        tools = sorted({call.name for m in turn for call in m.tool_calls})
-        used = f" [tools: {', '.join(tools)}]" if tools else ""
-        lines.append(f"- user: {asked} → you: {answered}{used}")
-    return "Summary of the earlier conversation (compressed to save space):\n" + "\n".join(lines)
+def _tool_name(message: ChatMessage, calls: dict[str, ToolCall]) -> str:
+    """The tool message's own name first: some servers reuse call ids across rounds."""
+    if message.name:
+        return message.name
+    call = calls.get(message.tool_call_id or "")
+    return call.name if call else "tool"
+
+
+def _summary_line(turn: Sequence[ChatMessage]) -> str:
+    """One earlier turn as one line: what was asked, what was answered, which tools ran."""
+    asked = (turn[0].content or "").replace("\n", " ")[:SUMMARY_LINE_CHARS]
+    answers = [m.content for m in turn if m.role == "assistant" and not m.tool_calls and m.content]
+    answered = (answers[-1] if answers else "(no answer)").replace("\n", " ")[:SUMMARY_LINE_CHARS]
+    tools = sorted({call.name for m in turn for call in m.tool_calls})
+    used = f" [tools: {', '.join(tools)}]" if tools else ""
+    return f"- user: {asked} → you: {answered}{used}"
+
+
+def _summary(lines: Sequence[str]) -> str:
+    """The compressed turns, newest kept: the summary itself must stay bounded too."""
+    shown = lines[-SUMMARY_MAX_LINES:]
+    omitted = len(lines) - len(shown)
+    head = f"- ({omitted} earlier turns omitted)\n" if omitted else ""
+    return "Summary of the earlier conversation (compressed to save space):\n" + head + "\n".join(shown)
 
 
 def build_request(
@@ -153,14 +170,20 @@ def build_request(
     turns = _turns(presented)
     current, earlier = (turns[-1], turns[:-1]) if turns else ([], [])
     fixed = estimate_message_tokens([ChatMessage(role="system", content=system_prompt), *current])
-    earlier_tokens = [estimate_message_tokens(turn) for turn in earlier]
+    lines = [_summary_line(turn) for turn in earlier]
+    line_tokens = [estimate_tokens(line) for line in lines]
+    # kept[i]: tokens of the turns from i on, sent whole.
+    kept_tokens = list(
+        itertools.accumulate(reversed([estimate_message_tokens(t) for t in earlier]), initial=0)
+    )
+    kept_tokens.reverse()
     kept_from = len(earlier) if squeeze else 0
     while kept_from < len(earlier):
-        summary_tokens = estimate_tokens(_summary(earlier[:kept_from])) if kept_from else 0
-        if budget.fits(fixed + summary_tokens + sum(earlier_tokens[kept_from:])):
+        summarised = line_tokens[max(0, kept_from - SUMMARY_MAX_LINES) : kept_from]
+        if budget.fits(fixed + sum(summarised) + kept_tokens[kept_from]):
             break
         kept_from += 1
     # The summary joins the system prompt: some chat templates reject a second system message.
-    system_text = f"{system_prompt}\n\n{_summary(earlier[:kept_from])}" if kept_from else system_prompt
+    system_text = f"{system_prompt}\n\n{_summary(lines[:kept_from])}" if kept_from else system_prompt
     kept = [m for turn in earlier[kept_from:] for m in turn]
     return [ChatMessage(role="system", content=system_text), *kept, *current]

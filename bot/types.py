@@ -170,6 +170,8 @@ class AgentReply:
     attachments: tuple[Attachment, ...] = ()
     usage: Usage = field(default_factory=Usage)
     cut_short: bool = False
+    # The model service failed: `text` is an apology, not an answer (scripts may exit non-zero).
+    failed: bool = False
 
 
 TurnEventKind = Literal["thinking", "tool_started", "tool_finished", "retrying", "notice"]

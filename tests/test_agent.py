@@ -272,9 +272,43 @@ async def test_the_user_message_is_kept_when_the_model_fails(loop_host, store):
     llm = ScriptedLLM([Step(error=LLMUnavailable("connection refused"))])
     reply = await make_agent(llm, loop_host, store).reply(incoming("are you there?"))
 
-    assert "could not reach the language model" in reply.text
+    assert "the language model failed: connection refused" in reply.text and reply.failed
     history = await store.history(KEY)
-    assert next((m.role, m.content) for m in history) == ("user", "are you there?")
+    assert [(m.role, m.content) for m in history] == [("user", "are you there?")], "the apology is not stored"
+
+
+async def test_a_redelivered_message_whose_model_call_failed_is_tried_again(loop_host, store):
+    llm = ScriptedLLM([Step(error=LLMUnavailable("connection refused")), Step(text="back again")])
+    agent = make_agent(llm, loop_host, store)
+    assert (await agent.reply(incoming("hello?", event_id="Ev9"))).failed
+    reply = await agent.reply(incoming("hello?", event_id="Ev9"))
+    assert reply.text == "back again" and not reply.failed
+
+
+async def test_repeated_call_ids_from_the_model_are_made_unique(loop_host, store):
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("wait_and_echo", {"label": "a"}, id="call_0")]),
+            Step(calls=[Call("wait_and_echo", {"label": "b"}, id="call_0")]),
+            Step(text="done"),
+        ]
+    )
+    await make_agent(llm, loop_host, store).reply(incoming("twice"))
+
+    request = llm.last_request()
+    call_ids = [c.id for m in request for c in m.tool_calls]
+    assert len(set(call_ids)) == 2 and call_ids[0] == "call_0"
+    assert [m.tool_call_id for m in tool_messages(request)] == call_ids
+
+
+async def test_more_calls_in_one_message_than_allowed_are_refused_not_run(loop_host, store):
+    many = [Call("wait_and_echo", {"label": str(i)}) for i in range(20)]
+    llm = ScriptedLLM([Step(calls=many), Step(text="ok")])
+    reply = await make_agent(llm, loop_host, store).reply(incoming("fan out"))
+
+    errors = [a.is_error for a in reply.attachments]
+    assert errors == [False] * 16 + [True] * 4
+    assert "At most 16 tool calls" in reply.attachments[-1].content
 
 
 async def test_messages_to_one_thread_are_answered_in_arrival_order(loop_host, store):

@@ -106,3 +106,36 @@ def test_squeeze_keeps_only_the_current_turn_and_a_summary():
     sent = build_request(PROMPT, history, Budget(context_tokens=16000), squeeze=True)
     assert [m.role for m in sent] == ["system", "user"]
     assert "question 1" in (sent[0].content or "") and "answer 2" in (sent[0].content or "")
+
+
+def test_the_summary_of_a_very_long_thread_stays_bounded_and_quick():
+    history = [message for n in range(1000) for message in turn(n, size=300)]
+    history.append(ChatMessage(role="user", content="latest"))
+    for squeeze in (False, True):
+        sent = build_request(PROMPT, history, Budget(context_tokens=16000), squeeze=squeeze)
+        assert estimate_message_tokens(sent) <= 16000 * 0.8
+        assert "earlier turns omitted" in (sent[0].content or "")
+
+
+def test_a_result_is_labelled_by_its_own_tool_even_when_servers_reuse_call_ids():
+    first = ToolCall(id="call_0", name="simulate_geolocation", arguments="{}")
+    second = ToolCall(id="call_0", name="get_environment_status", arguments="{}")
+    history = [
+        ChatMessage(role="user", content="where and how"),
+        ChatMessage(role="assistant", tool_calls=(first,)),
+        ChatMessage(role="tool", tool_call_id="call_0", name="simulate_geolocation", content="{}"),
+        ChatMessage(role="assistant", tool_calls=(second,)),
+        ChatMessage(role="tool", tool_call_id="call_0", name="get_environment_status", content="{}"),
+    ]
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    labels = [(m.content or "").partition("\n")[0] for m in sent if m.role == "tool"]
+    assert labels == [
+        'Tool "simulate_geolocation" ran successfully. Its raw result follows:',
+        'Tool "get_environment_status" ran successfully. Its raw result follows:',
+    ]
+
+
+def test_a_superseded_result_names_its_arguments_so_the_model_can_ask_again():
+    sent = build_request(PROMPT, [*turn(1), *turn(2)], Budget(context_tokens=16000))
+    first = json.loads((next(m for m in sent if m.role == "tool").content or "").partition("\n")[2])
+    assert '{"n": 1}' in first["superseded"] and "call it again" in first["superseded"]
