@@ -39,7 +39,9 @@ class Settings(BaseSettings):
     nerve_llm_max_retries: int = Field(default=4, ge=0, le=10)
     nerve_tool_timeout: float = Field(default=30.0, gt=0)
     nerve_system_prompt: str | None = None
-    nerve_log_level: str = "WARNING"
+    nerve_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"] = (
+        "WARNING"
+    )
 
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None

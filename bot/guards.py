@@ -65,6 +65,11 @@ def _describe(error: schema_errors.ValidationError) -> str:
     return f"{where}: {error.message}" if where else error.message
 
 
+def _refuse_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON, and they slip past every minimum/maximum check."""
+    raise ValueError(f"The arguments contain {name}, which is not a valid JSON number")
+
+
 _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
@@ -100,11 +105,13 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
             return ParsedArguments(problem=f"No arguments were given; required: {required}. {hint}")
         return ParsedArguments(value={})
     try:
-        loaded = json.loads(text)
+        loaded = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         return ParsedArguments(
             problem=f"The arguments are not valid JSON ({exc.msg} at position {exc.pos}). {hint}"
         )
+    except ValueError as exc:
+        return ParsedArguments(problem=f"{exc}. {hint}")
     if not isinstance(loaded, dict):
         return ParsedArguments(
             problem=f"The arguments must be a JSON object, not {type(loaded).__name__}. {hint}"
@@ -145,13 +152,17 @@ def triggered_tools(text: str, tools: Iterable[ToolSpec]) -> list[str]:
     if _GREETING.match(text):
         return []
     lowered = text.lower()
-    hits = []
-    for tool in tools:
-        for word in tool.triggers:
-            if re.search(rf"(?<!\w){re.escape(word.lower())}(?!\w)", lowered):
-                hits.append(tool.name)
-                break
-    return hits
+    return [tool.name for tool in tools if any(_mentions(lowered, word.lower()) for word in tool.triggers)]
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def _mentions(text: str, word: str) -> bool:
+    """A whole-word match; Chinese, Japanese and Korean have no spaces, so there a substring is a word."""
+    if _CJK.search(word):
+        return word in text
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) is not None
 
 
 def confirm_prompt(tool_names: Sequence[str]) -> str:

@@ -154,11 +154,14 @@ class OpenAILLM:
                     LLMUnavailable(f"could not reach the model service at {self._where} ({_cause(exc)})"),
                     progress_text="model service unreachable",
                     retry_after=None,
+                    # A refused connection is usually a wrong URL or a stopped server: one retry
+                    # covers a restart, more only keep the user waiting.
+                    max_retries=1,
                 )
             else:
                 return self._to_completion(response)
 
-            if attempt >= self._max_retries:
+            if attempt >= min(self._max_retries, failure.max_retries):
                 raise _exhausted(failure.error, attempt)
             wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt)
             if wait > MAX_RETRY_AFTER:
@@ -216,7 +219,13 @@ class OpenAILLM:
             ) from None
         raise LLMError(f"the model service refused the request ({status}): {detail}") from None
 
-    def _to_completion(self, response: ChatCompletion) -> Completion:
+    def _to_completion(self, response: object) -> Completion:
+        if not isinstance(response, ChatCompletion):
+            # A 200 with HTML or plain text: usually a base URL that points at a web page, not the API.
+            raise LLMError(
+                f"the service at {self._where} did not answer with a chat completion; "
+                "check that OPENAI_BASE_URL points at the API (it usually ends in /v1)"
+            )
         if not response.choices:
             raise LLMError("the model service answered with no choices")
         message = response.choices[0].message
@@ -253,12 +262,15 @@ class OpenAILLM:
 class _Retryable:
     """A failure worth another try: the error to raise if the budget runs out, and how to say so."""
 
-    __slots__ = ("error", "progress_text", "retry_after")
+    __slots__ = ("error", "max_retries", "progress_text", "retry_after")
 
-    def __init__(self, error: LLMError, *, progress_text: str, retry_after: float | None) -> None:
+    def __init__(
+        self, error: LLMError, *, progress_text: str, retry_after: float | None, max_retries: int = 1_000
+    ) -> None:
         self.error = error
         self.progress_text = progress_text
         self.retry_after = retry_after
+        self.max_retries = max_retries
 
 
 def _exhausted(error: LLMError, retries: int) -> LLMError:

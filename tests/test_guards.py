@@ -106,3 +106,21 @@ def test_greetings_never_trigger_a_nudge():
     )
     assert triggered_tools("hello!", [chatty]) == []
     assert triggered_tools("Thanks", [chatty]) == []
+
+
+def test_nan_and_infinity_are_refused():
+    for raw in ('{"lat": NaN, "lng": 1}', '{"lat": 1, "lng": Infinity}'):
+        parsed = parse_arguments(raw, GEO)
+        assert parsed.value is None and "not a valid JSON number" in (parsed.problem or ""), raw
+
+
+def test_chinese_triggers_match_inside_a_sentence():
+    weather = ToolSpec(
+        name="get_environment_status",
+        description="",
+        parameters={},
+        server="s",
+        original_name="get_environment_status",
+        triggers=("天气",),
+    )
+    assert triggered_tools("今天天气怎么样", [weather]) == ["get_environment_status"]

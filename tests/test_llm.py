@@ -447,12 +447,12 @@ async def test_an_unknown_model_names_the_settings_to_check(make_llm: LLMFactory
             await make_llm(server.base_url).complete(USER, [], RecordedProgress())
 
 
-async def test_connection_refused_raises_unavailable_after_the_retries(make_llm: LLMFactory) -> None:
+async def test_connection_refused_is_retried_once_then_raises_unavailable(make_llm: LLMFactory) -> None:
     sleep, progress = RecordedSleep(), RecordedProgress()
     url = f"http://127.0.0.1:{closed_port()}/v1"
     with pytest.raises(LLMUnavailable, match=r"could not reach the model service at http://127\.0\.0\.1"):
-        await make_llm(url, sleep=sleep, max_retries=2).complete(USER, [], progress)
-    assert len(sleep.waits) == 2
+        await make_llm(url, sleep=sleep, max_retries=4).complete(USER, [], progress)
+    assert len(sleep.waits) == 1
     assert all(e.message.startswith("model service unreachable, retrying in") for e in progress.events)
 
 
@@ -575,3 +575,23 @@ async def test_credentials_in_the_base_url_never_appear_in_errors(make_llm: LLMF
         await llm.complete(USER, [], RecordedProgress())
     assert "hunter2" not in str(caught.value)
     assert "hunter2" not in repr(llm)
+
+
+async def test_a_web_page_instead_of_the_api_is_a_plain_error(make_llm: LLMFactory) -> None:
+    from aiohttp import web
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text="<html>welcome</html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", page)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        with pytest.raises(LLMError, match="did not answer with a chat completion"):
+            await make_llm(f"http://127.0.0.1:{port}/v1").complete(USER, [], RecordedProgress())
+    finally:
+        await runner.cleanup()
