@@ -6,18 +6,23 @@ import asyncio
 import contextlib
 import getpass
 import json
+import logging
+import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.status import Status
 
 from bot.render import pretty_json
 from bot.runtime import Runtime
 from bot.types import AgentReply, Attachment, ChatMessage, ConversationKey, Incoming, TurnEvent
+
+logger = logging.getLogger(__name__)
 
 HELP = """\
 Type a question and press Enter. Commands:
@@ -36,8 +41,8 @@ def conversation_key(thread: str) -> ConversationKey:
 def attachment_line(index: int, attachment: Attachment) -> str:
     mark = "[red]✗[/red]" if attachment.is_error else "[green]✓[/green]"
     return (
-        f"  [dim]▸ [{index}][/dim] {mark} [bold]{attachment.name}[/bold] "
-        f"[dim]{attachment.latency_ms:.0f} ms — {attachment.summary}[/dim]"
+        f"  [dim]▸ \\[{index}][/dim] {mark} [bold]{escape(attachment.name)}[/bold] "
+        f"[dim]{attachment.latency_ms:.0f} ms — {escape(attachment.summary)}[/dim]"
     )
 
 
@@ -45,6 +50,7 @@ def reply_as_json(reply: AgentReply) -> dict[str, Any]:
     """The shape `nerve ask --json` prints, stable for scripts."""
     return {
         "text": reply.text,
+        "error": reply.failed,
         "tool_calls": [
             {"name": a.name, "arguments": a.arguments, "is_error": a.is_error, "content": a.content}
             for a in reply.attachments
@@ -66,7 +72,11 @@ class TerminalChat:
         self._banner()
         await self._show_recent()
         while True:
-            line = await read_line("you › ")
+            try:
+                line = await read_line("you › ")
+            except asyncio.CancelledError:
+                self._console.print()  # Ctrl-C at the prompt: leave the shell's prompt on a line of its own
+                raise
             if line is None:
                 self._console.print()
                 return
@@ -83,7 +93,7 @@ class TerminalChat:
         runtime = self._runtime
         tools = runtime.agent.tools()
         self._console.print(
-            f"[bold]nerve[/bold] — thread [cyan]{self._thread}[/cyan], {len(tools)} tools. "
+            f"[bold]nerve[/bold] — thread [cyan]{escape(self._thread)}[/cyan], {_count(len(tools), 'tool')}. "
             "/help for commands."
         )
         if runtime.offline:
@@ -93,22 +103,27 @@ class TerminalChat:
                 "it follows simple rules to pick tools, so you can try nerve without a model service."
             )
         else:
-            self._console.print(f"[dim]Model: {runtime.model_name}[/dim]")
+            self._console.print(f"[dim]Model: {escape(runtime.model_name)}[/dim]")
         for name, reason in runtime.host.problems():
             self._console.print(
-                f"[red]MCP server {name} is not available:[/red] {reason} [dim](retrying)[/dim]"
+                f"[red]MCP server {escape(name)} is not available:[/red] {escape(reason)} "
+                "[dim](retrying)[/dim]"
             )
 
     async def _show_recent(self) -> None:
         history = await self._runtime.store.history(self._key)
-        said = [m for m in history if m.role in ("user", "assistant") and m.content and not m.tool_calls]
+        said = [
+            m
+            for m in history
+            if m.role in ("user", "assistant") and (m.content or "").strip() and not m.tool_calls
+        ]
         if not said:
             return
         self._console.print(f"[dim]Continuing this thread ({len(said)} messages so far). Most recent:[/dim]")
         for message in said[-4:]:
             who = "you" if message.role == "user" else "nerve"
-            first = (message.content or "").strip().splitlines()[0]
-            self._console.print(f"[dim]  {who}: {first[:100]}[/dim]")
+            first = (message.content or "").strip().splitlines()[0]  # non-empty: filtered above
+            self._console.print(f"[dim]  {who}: {escape(first[:100])}[/dim]")
 
     async def _command(self, text: str) -> bool:
         """Run a slash command; False means leave."""
@@ -119,14 +134,17 @@ class TerminalChat:
             self._console.print(HELP)
         elif command == "/tools":
             for tool in self._runtime.agent.tools():
-                self._console.print(f"[bold]{tool.name}[/bold] [dim]({tool.server})[/dim] {tool.description}")
+                self._console.print(
+                    f"[bold]{escape(tool.name)}[/bold] [dim]({escape(tool.server)})[/dim] "
+                    + escape(tool.description)
+                )
         elif command == "/reset":
             await self._runtime.agent.reset(self._key)
             self._console.print("[dim]Started a new conversation in this thread.[/dim]")
         elif command == "/show":
             self._show(argument.strip())
         else:
-            self._console.print(f"Unknown command {command}. /help lists the commands.")
+            self._console.print(f"Unknown command {command}. /help lists the commands.", markup=False)
         return True
 
     def _show(self, which: str) -> None:
@@ -143,21 +161,51 @@ class TerminalChat:
             return
         for index, attachment in chosen:
             self._console.print(attachment_line(index, attachment))
-            self._console.print(f"[dim]arguments:[/dim] {attachment.arguments_json()}", markup=True)
+            self._console.print(f"[dim]arguments:[/dim] {escape(attachment.arguments_json())}")
             self._console.print(pretty_json(attachment.content), markup=False, highlight=False)
             if attachment.truncated:
                 self._console.print("[dim](cut here; the full result is stored in the conversation)[/dim]")
 
     async def _turn(self, text: str) -> None:
         incoming = Incoming(key=self._key, text=text, user_id=self._key.workspace)
-        with self._console.status("thinking…") as status:
+        self._last = None
+        with self._console.status("thinking…  [dim](Ctrl-C cancels)[/dim]") as status:
+            turn = asyncio.create_task(self._runtime.agent.reply(incoming, _progress_to(status)))
             try:
-                reply = await self._runtime.agent.reply(incoming, _progress_to(status))
+                with _ctrl_c_cancels(turn):
+                    reply = await turn
+            except asyncio.CancelledError:
+                if not turn.cancelled():
+                    raise
+                self._console.print("[dim]Cancelled. Your message is kept; ask again to retry.[/dim]")
+                return
             except Exception as exc:  # the one net per message: say something short and true
-                self._console.print(f"[red]Sorry — that failed: {exc}[/red]")
+                logger.exception("terminal turn failed")
+                self._console.print(f"[red]Sorry — that failed: {escape(str(exc))}[/red]")
                 return
         self._last = reply
         print_reply(self._console, reply)
+
+
+@contextlib.contextmanager
+def _ctrl_c_cancels(task: asyncio.Task[Any]) -> Iterator[None]:
+    """While a turn runs, Ctrl-C cancels that turn only; at the prompt it still leaves the chat."""
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+    except (NotImplementedError, RuntimeError, ValueError):  # no signals here (not the main thread)
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 async def read_line(prompt: str) -> str | None:
@@ -202,16 +250,20 @@ def print_reply(console: Console, reply: AgentReply) -> None:
 
 async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool) -> int:
     """One turn, then exit: for scripts and quick questions."""
+    if not text.strip():
+        sys.stderr.write("nerve: nothing to ask: give the question as an argument\n")
+        return 2
     incoming = Incoming(key=conversation_key(thread), text=text, user_id=getpass.getuser())
     reply = await runtime.agent.reply(incoming)
     if as_json:
         sys.stdout.write(json.dumps(reply_as_json(reply), ensure_ascii=False, indent=2) + "\n")
+        return 1 if reply.failed else 0
     else:
         console = Console(highlight=False)
         if runtime.offline:
             console.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
         print_reply(console, reply)
-    return 0
+    return 1 if reply.failed else 0
 
 
 def print_tools(runtime: Runtime, *, as_json: bool) -> int:
@@ -220,11 +272,17 @@ def print_tools(runtime: Runtime, *, as_json: bool) -> int:
         sys.stdout.write(json.dumps([t.to_openai() for t in tools], ensure_ascii=False, indent=2) + "\n")
         return 0
     console = Console(highlight=False)
+    if not tools and not runtime.host.problems():
+        console.print(
+            f"No tools: {runtime.settings.nerve_mcp_config} configures no MCP servers.", markup=False
+        )
     for tool in tools:
-        console.print(f"[bold]{tool.name}[/bold] [dim]({tool.server}, timeout {tool.timeout:g} s)[/dim]")
-        console.print(f"  {tool.description}")
+        console.print(
+            f"[bold]{escape(tool.name)}[/bold] [dim]({escape(tool.server)}, timeout {tool.timeout:g} s)[/dim]"
+        )
+        console.print(f"  {tool.description}", markup=False)
     for name, reason in runtime.host.problems():
-        console.print(f"[red]{name} is not available:[/red] {reason}")
+        console.print(f"[red]{escape(name)} is not available:[/red] {escape(reason)}")
     return 0
 
 

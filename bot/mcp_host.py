@@ -96,7 +96,7 @@ class MCPHost:
             (time.perf_counter() - started) * 1000,
         )
         for name, reason in self.problems():
-            logger.warning("MCP server %r is not available: %s", name, reason)
+            logger.info("MCP server %r is not available: %s", name, reason)
 
     async def aclose(self) -> None:
         """Stop every server and wait (bounded) until its process is gone."""

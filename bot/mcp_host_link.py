@@ -95,6 +95,7 @@ class ServerLink:
     async def run(self) -> None:
         """Keep the server connected until `stop()`; never raises except on cancellation."""
         delay = BACKOFF_FIRST
+        last_reason = ""
         with anyio.CancelScope() as self._stop:
             if self._stopping:
                 self._stop.cancel()
@@ -109,7 +110,10 @@ class ServerLink:
                 if anyio.current_time() - started > HEALTHY_AFTER:
                     delay = BACKOFF_FIRST
                 wait = delay * random.uniform(0.8, 1.2)
-                logger.warning("MCP server %r %s; retrying in %.1f s", self.name, reason, wait)
+                # Said once per reason: a server that stays down must not flood the terminal.
+                level = logging.DEBUG if reason == last_reason else logging.WARNING
+                logger.log(level, "MCP server %r %s; retrying in %.1f s", self.name, reason, wait)
+                last_reason = reason
                 await anyio.sleep(wait)
                 delay = min(delay * 2, BACKOFF_MAX)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -14,8 +13,6 @@ from bot.mcp_host import MCPHost
 from bot.offline import OfflineModel
 from bot.seams import LLM
 from bot.store import SQLiteStore
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,10 +49,6 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
         host = MCPHost(servers, default_timeout=settings.nerve_tool_timeout)
         stack.push_async_callback(host.aclose)
         await host.start()
-        for name, reason in host.problems():
-            logger.warning(
-                "MCP server %s is not available yet: %s (retrying in the background)", name, reason
-            )
         llm: LLM
         if settings.uses_offline_model:
             llm, model_name = OfflineModel(), "offline"
