@@ -119,7 +119,8 @@ class TerminalChat:
         ]
         if not said:
             return
-        self._console.print(f"[dim]Continuing this thread ({len(said)} messages so far). Most recent:[/dim]")
+        so_far = _count(len(said), "message")
+        self._console.print(f"[dim]Continuing this thread ({so_far} so far). Most recent:[/dim]")
         for message in said[-4:]:
             who = "you" if message.role == "user" else "nerve"
             first = (message.content or "").strip().splitlines()[0]  # non-empty: filtered above

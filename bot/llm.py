@@ -173,7 +173,7 @@ class OpenAILLM:
                 "model call failed (%s); retry %d of %d in %.1f s",
                 failure.error.message,
                 attempt,
-                self._max_retries,
+                min(self._max_retries, failure.max_retries),
                 wait,
             )
             await progress(
