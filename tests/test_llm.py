@@ -578,20 +578,7 @@ async def test_credentials_in_the_base_url_never_appear_in_errors(make_llm: LLMF
 
 
 async def test_a_web_page_instead_of_the_api_is_a_plain_error(make_llm: LLMFactory) -> None:
-    from aiohttp import web
-
-    async def page(request: web.Request) -> web.Response:
-        return web.Response(text="<html>welcome</html>", content_type="text/html")
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", page)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
+    page = HttpError(status=200, raw_body="<html>welcome</html>", headers={"Content-Type": "text/html"})
+    async with FakeLLMServer([page]) as server:
         with pytest.raises(LLMError, match="did not answer with a chat completion"):
-            await make_llm(f"http://127.0.0.1:{port}/v1").complete(USER, [], RecordedProgress())
-    finally:
-        await runner.cleanup()
+            await make_llm(server.base_url).complete(USER, [], RecordedProgress())
