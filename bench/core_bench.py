@@ -45,10 +45,10 @@ from bench.bare_loop import BareLoop
 from bench.payload_server import payload, report_id
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.config import ServerConfig, load_servers
-from bot.llm import OpenAILLM
-from bot.mcp_host import MCPHost
-from bot.store import SQLiteStore
-from bot.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.mcp.host import MCPHost
+from bot.model.client import OpenAILLM
+from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming, ToolCall, ToolSpec
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent import Agent
-from bot.llm import OpenAILLM
-from bot.store import SQLiteStore
+from bot.model.client import OpenAILLM
+from bot.store.sqlite import SQLiteStore
 from bot.types import ToolResult, ToolSpec
 from tests.fakes.discord_api import FakeDiscord, running_bot
 from tests.fakes.llm_server import FakeLLMServer, Step, reply

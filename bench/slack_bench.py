@@ -28,11 +28,11 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import SecretStr
 
-from adapters.slack_adapter import build_bot, make_client, serve_http
+from adapters.slack.app import build_bot, make_client, serve_http
 from bot.agent import Agent, AgentConfig
 from bot.config import Settings
-from bot.llm import OpenAILLM
-from bot.store import SQLiteStore
+from bot.model.client import OpenAILLM
+from bot.store.sqlite import SQLiteStore
 from bot.types import ToolResult, ToolSpec
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack

@@ -18,9 +18,9 @@ from bot.calls import CallOutcome, CallSettings, RoundRunner, Sleep, TurnState, 
 from bot.context import Budget, build_request
 from bot.errors import ContextTooLong, LLMError
 from bot.guards import confirm_prompt, triggered_tools
-from bot.locks import KeyedLocks
+from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.seams import LLM, Inbox, Store, ToolHost
-from bot.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.store.locks import KeyedLocks
 from bot.types import (
     AgentReply,
     ChatMessage,

@@ -1,6 +1,6 @@
 """Settings (environment and `.env`) and the MCP servers file.
 
-Loaded once in `bot.__main__` and passed down; nothing here runs at import time.
+Loaded once by the command line (`adapters.cli`) and passed down; nothing here runs at import time.
 """
 
 from __future__ import annotations

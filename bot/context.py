@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.tokens import estimate_message_tokens, estimate_tokens
+from bot.model.tokens import estimate_message_tokens, estimate_tokens
 from bot.types import ChatMessage, ToolCall
 
 COMPRESS_AT = 0.8

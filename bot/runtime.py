@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.calls import CallSettings
 from bot.config import Settings, load_servers
-from bot.mcp_host import MCPHost
-from bot.offline import OfflineModel
+from bot.mcp.host import MCPHost
+from bot.model.offline import OfflineModel
 from bot.seams import LLM
-from bot.store import SQLiteStore
+from bot.store.sqlite import SQLiteStore
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,7 +54,7 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             llm, model_name = OfflineModel(), "offline"
         else:
             # Imported only when needed: the client library adds a second to every start-up.
-            from bot.llm import OpenAILLM
+            from bot.model.client import OpenAILLM
 
             openai_llm = OpenAILLM.from_settings(settings)
             stack.push_async_callback(openai_llm.aclose)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot.config import ServerConfig, ToolOverride
-from bot.mcp_host import MCPHost
-from bot.store import SQLiteStore
+from bot.mcp.host import MCPHost
+from bot.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from bot.store import SQLiteStore
+from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, ToolCall
 
 KEY = ConversationKey(platform="crash", workspace="w", channel="c", thread="t")

@@ -8,8 +8,8 @@ import json
 from bot.agent import Agent, AgentConfig
 from bot.calls import CallSettings
 from bot.errors import ContextTooLong, LLMUnavailable
-from bot.mcp_host import MCPHost
-from bot.store import SQLiteStore
+from bot.mcp.host import MCPHost
+from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bot.context import Budget, build_request, cut_result
-from bot.tokens import estimate_message_tokens
+from bot.model.tokens import estimate_message_tokens
 from bot.types import ChatMessage, ToolCall
 
 PROMPT = "Use tools for real-time data."

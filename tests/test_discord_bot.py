@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from adapters.discord_delivery import NO_MENTIONS
-from adapters.discord_incoming import Job
-from adapters.discord_render import EMBED_DESCRIPTION_LIMIT, EMBED_TOTAL_LIMIT, EMBEDS_PER_MESSAGE
+from adapters.discord.delivery import NO_MENTIONS
+from adapters.discord.incoming import Job
+from adapters.discord.render import EMBED_DESCRIPTION_LIMIT, EMBED_TOTAL_LIMIT, EMBEDS_PER_MESSAGE
 from bot.agent import Agent
-from bot.llm import OpenAILLM
-from bot.mcp_host import MCPHost
-from bot.store import SQLiteStore
+from bot.mcp.host import MCPHost
+from bot.model.client import OpenAILLM
+from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, ToolResult, ToolSpec
 from tests.conftest import seed_servers
 from tests.fakes.discord_api import FakeDiscord, Recorded, running_bot

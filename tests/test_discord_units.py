@@ -10,9 +10,9 @@ from typing import Any
 import discord
 import pytest
 
-from adapters.discord_adapter import RestartPolicy, run_discord
-from adapters.discord_incoming import Job, dm_key, job_for, thread_key, to_incoming
-from adapters.discord_render import (
+from adapters.discord.app import RestartPolicy, run_discord
+from adapters.discord.incoming import Job, dm_key, job_for, thread_key, to_incoming
+from adapters.discord.render import (
     EMBED_TOTAL_LIMIT,
     MESSAGE_LIMIT,
     ResultsCache,

@@ -16,7 +16,7 @@ import pytest
 
 from bot.config import Settings
 from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable
-from bot.llm import BACKOFF_CAP, OpenAILLM, backoff_delay, retry_after_seconds
+from bot.model.client import BACKOFF_CAP, OpenAILLM, backoff_delay, retry_after_seconds
 from bot.types import ChatMessage, ToolCall, ToolSpec, TurnEvent, Usage
 from tests.fakes.llm_server import (
     FakeCall,

@@ -22,9 +22,9 @@ from mcp_types import (
 )
 
 from bot.config import ServerConfig, ToolOverride, load_servers
-from bot.mcp_host import MCPHost
-from bot.mcp_host_catalog import ListedTool, build_catalog, clean_schema, sanitize_name
-from bot.mcp_host_results import classify_error, from_call_result
+from bot.mcp.catalog import ListedTool, build_catalog, clean_schema, sanitize_name
+from bot.mcp.host import MCPHost
+from bot.mcp.results import classify_error, from_call_result
 from bot.seams import ToolHost
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import aiosqlite
 import pytest
 
 from bot.errors import StoreError
-from bot.migrate import DEFAULT_MIGRATIONS_DIR, apply_one, discover, migrate
-from bot.store import SQLiteStore
+from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, apply_one, discover, migrate
+from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, ToolCall
 
 KEY = ConversationKey(platform="slack", workspace="W1", channel="C1", thread="t1")

@@ -3,7 +3,7 @@ import json
 
 from bot.context import anchor
 from bot.guards import confirm_prompt
-from bot.offline import OfflineModel
+from bot.model.offline import OfflineModel
 from bot.types import ChatMessage, ToolCall, ToolSpec, no_progress
 
 SEED_QUESTION = "Is the environment in A1001 good for a run near 31.23, 121.47?"

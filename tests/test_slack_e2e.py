@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.mcp_host import MCPHost
+from bot.mcp.host import MCPHost
 from tests.conftest import seed_servers
 from tests.fakes.llm_server import reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID

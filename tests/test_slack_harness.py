@@ -21,12 +21,12 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from adapters.slack_adapter import SlackBot, build_bot, make_client, serve_http
+from adapters.slack.app import SlackBot, build_bot, make_client, serve_http
 from bot.agent import Agent, AgentConfig
 from bot.config import Settings
-from bot.llm import OpenAILLM
+from bot.model.client import OpenAILLM
 from bot.seams import ToolHost
-from bot.store import SQLiteStore
+from bot.store.sqlite import SQLiteStore
 from bot.types import ToolResult, ToolSpec
 from tests.fakes.llm_server import FakeLLMServer, Responder, Step
 from tests.fakes.slack_api import TEAM_ID, FakeSlack

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.slack_events import Identity, classify, strip_mention
-from adapters.slack_render import Level, answer_chunks, escape, render_reply, safe_markdown
+from adapters.slack.events import Identity, classify, strip_mention
+from adapters.slack.render import Level, answer_chunks, escape, render_reply, safe_markdown
 from bot.types import AgentReply, Attachment
 from tests.test_slack_harness import dm, mention, message
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from adapters.slack_adapter import run_slack
+from adapters.slack.app import run_slack
 from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError

@@ -17,7 +17,7 @@ import pytest
 
 from bot.errors import StoreError
 from bot.seams import Inbox, Store
-from bot.store import SQLiteStore
+from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, ToolCall
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from bot.tokens import estimate_message_tokens, estimate_tokens, estimate_tools_tokens
+from bot.model.tokens import estimate_message_tokens, estimate_tokens, estimate_tools_tokens
 from bot.types import ChatMessage, ToolCall, ToolSpec
 
 

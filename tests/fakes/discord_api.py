@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import BodyPartReader, WSMsgType, web
 
-from adapters.discord_adapter import NerveDiscordBot
+from adapters.discord.app import NerveDiscordBot
 from bot.config import Settings
 
 DISCORD_EPOCH_MS = 1420070400000

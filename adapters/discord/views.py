@@ -14,8 +14,8 @@ from typing import Any
 
 import discord
 
-from adapters.discord_delivery import NO_MENTIONS
-from adapters.discord_render import ResultsCache, results_view
+from adapters.discord.delivery import NO_MENTIONS
+from adapters.discord.render import ResultsCache, results_view
 
 CUSTOM_ID_PREFIX = "nerve:tools:"
 GONE = (

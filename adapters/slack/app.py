@@ -31,10 +31,10 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack_events import DM_THREAD, PLATFORM, Identity, Turn, classify, is_dm_channel
-from adapters.slack_post import Poster
-from adapters.slack_render import escape
-from adapters.slack_turns import TurnRunner
+from adapters.slack.events import DM_THREAD, PLATFORM, Identity, Turn, classify, is_dm_channel
+from adapters.slack.post import Poster
+from adapters.slack.render import escape
+from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError

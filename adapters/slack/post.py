@@ -16,7 +16,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack_render import Level, OutMessage, Upload
+from adapters.slack.render import Level, OutMessage, Upload
 
 logger = logging.getLogger(__name__)
 

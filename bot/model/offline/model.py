@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from bot.offline_answer import (
+from bot.model.offline.answer import (
     WORD,
     Outcome,
     format_value,
@@ -21,8 +21,8 @@ from bot.offline_answer import (
     tool_title,
     write_answer,
 )
+from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.render import truncate
-from bot.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, Usage
 
 _NUM = r"[-+]?\d+(?:\.\d+)?"

@@ -31,8 +31,8 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
-from adapters import discord_commands
-from adapters.discord_delivery import (
+from adapters.discord import commands as discord_commands
+from adapters.discord.delivery import (
     NO_MENTIONS,
     ChannelGuard,
     ConversationOrder,
@@ -41,9 +41,9 @@ from adapters.discord_delivery import (
     reply_reference,
     send_chunks,
 )
-from adapters.discord_incoming import DM_WORKSPACE, PLATFORM, Job, job_for, to_incoming
-from adapters.discord_render import ResultsCache, reply_chunks
-from adapters.discord_views import ToolResultsButton, new_ref, results_button_view
+from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, job_for, to_incoming
+from adapters.discord.render import ResultsCache, reply_chunks
+from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.render import truncate

@@ -21,7 +21,7 @@ import aiosqlite
 from bot.errors import StoreError
 
 # The repository's migrations/ folder; the package is installed editable, so it sits next to bot/.
-DEFAULT_MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+DEFAULT_MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 

@@ -23,7 +23,7 @@ from typing import Any, Self, cast
 import aiosqlite
 
 from bot.errors import StoreError
-from bot.migrate import migrate
+from bot.store.migrate import migrate
 from bot.types import ChatMessage, ConversationKey, Role, ToolCall
 
 BUSY_TIMEOUT_MS = 5000

@@ -15,8 +15,8 @@ from typing import Protocol
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack_post import REFUSED_BLOCKS, Poster, api_error
-from adapters.slack_render import OutMessage, ToolState, status_message
+from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
+from adapters.slack.render import OutMessage, ToolState, status_message
 from bot.render import truncate
 from bot.types import TurnEvent
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import discord
 
-from bot.locks import KeyedLocks
+from bot.store.locks import KeyedLocks
 from bot.types import ConversationKey, TurnEvent
 
 logger = logging.getLogger(__name__)

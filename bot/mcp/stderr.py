@@ -2,7 +2,7 @@
 
 A server's stderr is its log, and the first place to look when it will not start. Passing it
 straight to our stderr would interleave it with the terminal UI; here each line goes to the
-`bot.mcp_host.stderr.<server>` logger (INFO, or WARNING when it looks like an error) and the last
+`bot.mcp.stderr.<server>` logger (INFO, or WARNING when it looks like an error) and the last
 few lines are kept so a start-up failure can be reported with its cause.
 """
 
@@ -28,7 +28,7 @@ class StderrTap:
         self._read_fd: int | None = read_fd
         self.writer: TextIO = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
-        self._log = logging.getLogger("bot.mcp_host.stderr").getChild(server)
+        self._log = logging.getLogger("bot.mcp.stderr").getChild(server)
 
     def close_writer(self) -> None:
         """Drop our copy of the write end once the child holds its own, so its exit reads as EOF."""

@@ -10,10 +10,10 @@ import logging
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack_events import PLATFORM, Turn
-from adapters.slack_post import REFUSED_BLOCKS, Poster, api_error
-from adapters.slack_progress import AssistantStatus, ProgressSink, StatusMessage
-from adapters.slack_render import Level, OutMessage, RenderedReply, plain_message, render_reply
+from adapters.slack.events import PLATFORM, Turn
+from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
+from adapters.slack.progress import AssistantStatus, ProgressSink, StatusMessage
+from adapters.slack.render import Level, OutMessage, RenderedReply, plain_message, render_reply
 from bot.agent import Agent
 from bot.types import AgentReply
 

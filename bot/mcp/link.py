@@ -30,8 +30,8 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import ServerConfig
-from bot.mcp_host_catalog import ListedTool
-from bot.mcp_host_stderr import StderrTap
+from bot.mcp.catalog import ListedTool
+from bot.mcp.stderr import StderrTap
 
 logger = logging.getLogger(__name__)
 

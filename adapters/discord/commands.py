@@ -8,18 +8,34 @@ answer directly from memory.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import discord
 from discord import app_commands
 
-from adapters.discord_delivery import NO_MENTIONS
-from adapters.discord_incoming import dm_key, thread_key
+from adapters.discord.delivery import NO_MENTIONS
+from adapters.discord.incoming import dm_key, thread_key
 from bot.render import split_markdown, truncate
-from bot.types import ConversationKey
+from bot.types import ConversationKey, ToolSpec
 
-if TYPE_CHECKING:
-    from adapters.discord_adapter import NerveDiscordBot
+
+class CommandAgent(Protocol):
+    async def reset(self, key: ConversationKey) -> None: ...
+
+    def tools(self) -> list[ToolSpec]: ...
+
+
+class CommandHost(Protocol):
+    """What the commands need of the bot: a Protocol, so this module never imports the bot's module."""
+
+    @property
+    def agent(self) -> CommandAgent: ...
+
+    @property
+    def tree(self) -> app_commands.CommandTree[Any]: ...
+
+    async def handle_ask(self, interaction: discord.Interaction[Any]) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +61,7 @@ def reset_key(interaction: discord.Interaction[Any]) -> ConversationKey | None:
     return None
 
 
-def tools_text(bot: NerveDiscordBot) -> list[str]:
+def tools_text(bot: CommandHost) -> list[str]:
     lines = []
     for tool in bot.agent.tools():
         description = truncate((tool.description.strip().splitlines() or [""])[0], 150)[0]
@@ -53,7 +69,7 @@ def tools_text(bot: NerveDiscordBot) -> list[str]:
     return split_markdown("\n".join(lines), 2000) if lines else [NO_TOOLS]
 
 
-def register(bot: NerveDiscordBot) -> None:
+def register(bot: CommandHost) -> None:
     """Add the commands to the bot's tree (synced to Discord in `setup_hook`)."""
     tree = bot.tree
     contexts = app_commands.allowed_contexts(guilds=True, dms=True, private_channels=False)

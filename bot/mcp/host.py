@@ -25,10 +25,10 @@ import pydantic
 from mcp import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
-from bot import mcp_host_results as results
 from bot.config import ServerConfig
-from bot.mcp_host_catalog import build_catalog, unmatched_overrides
-from bot.mcp_host_link import Mode, ServerLink
+from bot.mcp import results
+from bot.mcp.catalog import build_catalog, unmatched_overrides
+from bot.mcp.link import Mode, ServerLink
 from bot.types import ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
