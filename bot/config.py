@@ -42,12 +42,23 @@ class Settings(BaseSettings):
     nerve_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"] = (
         "WARNING"
     )
+    # The interactive chat writes its log here instead of between the turns (unless -v).
+    nerve_log_file: Path = Path("./nerve.log")
+    # Turns running at once across all conversations, and how many more may wait for a slot.
+    nerve_max_concurrent_turns: int = Field(default=16, ge=1, le=1000)
+    nerve_turn_queue: int = Field(default=100, ge=0, le=100_000)
+    # Longest question accepted, in characters; longer ones get a plain reply, not a model call.
+    nerve_max_question_chars: int = Field(default=20_000, ge=100)
 
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
     slack_api_base_url: str = "https://slack.com/api/"
     nerve_http_port: int = 3000
+    # 0.0.0.0 serves every interface (containers); 127.0.0.1 only this machine (behind a local proxy).
+    nerve_http_host: str = "0.0.0.0"
+    # Slack deliveries are remembered this long for dedupe and replay, then pruned.
+    nerve_inbox_retention_hours: float = Field(default=24.0, gt=0)
     nerve_slack_follow_threads: bool = False
     nerve_slack_allow_bots: bool = False
 
