@@ -1,0 +1,35 @@
+"""Text from outside made safe to store and show.
+
+Questions arrive from terminals, command-line arguments and platform payloads. Python lets a `str`
+carry lone surrogates (from `surrogateescape`d argv or JSON `"\\ud800"`), which SQLite, JSON
+encoders and HTTP clients refuse; invalid UTF-8 bytes must become text before anything else sees
+them. Both are replaced with U+FFFD here, once, at each edge, so the rest of nerve only ever holds
+text it can store and send.
+"""
+
+from __future__ import annotations
+
+import re
+
+REPLACEMENT = "\ufffd"
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def scrub(text: str) -> str:
+    """`text` with lone surrogates replaced, so it encodes as UTF-8 everywhere."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    if _only_escaped_bytes(text):
+        # surrogateescape turned undecodable argv bytes into U+DC80..U+DCFF: decode them properly.
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return _SURROGATE.sub(REPLACEMENT, text)
+
+
+def scrub_bytes(data: bytes) -> str:
+    """Bytes from outside as text: invalid UTF-8 sequences become U+FFFD."""
+    return data.decode("utf-8", "replace")
+
+
+def _only_escaped_bytes(text: str) -> bool:
+    """True when every surrogate in `text` is one `surrogateescape` made (U+DC80–U+DCFF)."""
+    return all(0xDC80 <= ord(c) <= 0xDCFF for c in _SURROGATE.findall(text))
