@@ -9,9 +9,11 @@ import json
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -88,24 +90,51 @@ class ToolOverride(BaseModel):
     triggers: list[str] = Field(default_factory=list)
 
 
-class ServerConfig(BaseModel):
-    """One entry of `mcpServers`: a stdio command, or a URL for a remote server."""
+# VS Code and Cursor spell the transport as `type`; "http" there is Streamable HTTP.
+_TYPES: dict[str, Literal["stdio", "streamable-http", "sse"]] = {
+    "stdio": "stdio",
+    "http": "streamable-http",
+    "streamable-http": "streamable-http",
+    "sse": "sse",
+}
 
-    model_config = ConfigDict(extra="forbid")
+
+class ServerConfig(BaseModel):
+    """One server entry: a stdio command, or a URL for a remote server.
+
+    Accepts the Claude Desktop / Cursor fields and VS Code's (`type`, `envFile`, `dev`); `disabled`
+    (Cline, Roo Code) and `enabled: false` both leave the server out.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     command: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    env_file: str | None = Field(default=None, alias="envFile")
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     transport: Literal["stdio", "streamable-http", "sse"] | None = None
+    type: Literal["stdio", "http", "streamable-http", "sse"] | None = None
     enabled: bool = True
+    disabled: bool = False
     timeout: float | None = Field(default=None, gt=0)
     tools: dict[str, ToolOverride] = Field(default_factory=dict)
+    # VS Code's development mode (watch and debug); it means nothing to nerve.
+    dev: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
+        if self.type is not None:
+            wanted = _TYPES[self.type]
+            if self.transport is not None and self.transport != wanted:
+                raise ValueError(f"'type' {self.type!r} and 'transport' {self.transport!r} disagree")
+            if wanted == "stdio" and self.url:
+                raise ValueError("'type' 'stdio' needs a 'command', not a 'url' (use 'http' or 'sse')")
+            if wanted != "stdio" and self.command:
+                raise ValueError(f"'type' {self.type!r} needs a 'url', not a 'command' (use 'stdio')")
+            self.transport = wanted
         if self.command and self.url:
             raise ValueError("give either 'command' (stdio) or 'url' (remote), not both")
         if not self.command and not self.url:
@@ -114,6 +143,8 @@ class ServerConfig(BaseModel):
             raise ValueError(f"transport '{self.transport}' needs a 'url', not a 'command'")
         if self.url and self.transport == "stdio":
             raise ValueError("transport 'stdio' needs a 'command', not a 'url'")
+        if self.env_file is not None and not self.command:
+            raise ValueError("'envFile' is for a stdio server (one with a 'command')")
         return self
 
     @property
@@ -122,27 +153,81 @@ class ServerConfig(BaseModel):
             return "stdio"
         return self.transport or "streamable-http"
 
+    @property
+    def active(self) -> bool:
+        return self.enabled and not self.disabled
+
+
+SERVER_KEYS = ("mcpServers", "servers")
+
 
 class ServersFile(BaseModel):
+    """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code).
+
+    Other top-level keys (VS Code's `inputs`) are ignored; `disabled` lists servers to leave out.
+    """
+
     model_config = ConfigDict(extra="allow")
 
-    mcpServers: dict[str, ServerConfig]
+    mcpServers: dict[str, ServerConfig] | None = None
+    servers: dict[str, ServerConfig] | None = None
+    disabled: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_map(self) -> ServersFile:
+        if self.mcpServers is not None and self.servers is not None:
+            raise ValueError("give either 'mcpServers' or 'servers', not both")
+        if self.mcpServers is None and self.servers is None:
+            raise ValueError("needs 'mcpServers' (Claude Desktop, Cursor) or 'servers' (VS Code)")
+        unknown = [name for name in self.disabled if name not in self.entries]
+        if unknown:
+            names = ", ".join(f"'{name}'" for name in unknown)
+            raise ValueError(f"'disabled' names {names}, which the file does not configure")
+        return self
+
+    @property
+    def entries(self) -> dict[str, ServerConfig]:
+        return self.mcpServers if self.mcpServers is not None else (self.servers or {})
 
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# `${VAR}` and VS Code's `${env:VAR}`; any other `${…}` is one nerve cannot fill.
+_VAR = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+_OTHER_VAR = re.compile(r"\$\{[^}]*\}")
 
 
-def _expand(value: str, environ: dict[str, str], where: str) -> str:
+def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
     def sub(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in environ:
             raise ConfigError(f"{where} uses ${{{name}}}, but {name} is not set in the environment")
         return environ[name]
 
-    return _VAR.sub(sub, value)
+    expanded = _VAR.sub(sub, value)
+    other = _OTHER_VAR.search(_VAR.sub("", value))
+    if other is not None:
+        raise ConfigError(
+            f"{where} uses {other.group(0)}, which nerve cannot fill: "
+            "use ${NAME} (or ${env:NAME}) with NAME set in the environment"
+        )
+    return expanded
 
 
-def _expand_server(name: str, server: ServerConfig, environ: dict[str, str], path: Path) -> ServerConfig:
+def _read_env_file(
+    server: ServerConfig, environ: Mapping[str, str], path: Path, where: str
+) -> dict[str, str]:
+    """The variables of the server's `envFile` (relative to the servers file); `env` entries win."""
+    if server.env_file is None:
+        return {}
+    field = f"{where} field 'envFile'"
+    env_path = Path(_expand(server.env_file, environ, field))
+    if not env_path.is_absolute():
+        env_path = path.parent / env_path
+    if not env_path.is_file():
+        raise ConfigError(f"{field}: {env_path} not found")
+    return {key: value for key, value in dotenv_values(env_path).items() if value is not None}
+
+
+def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], path: Path) -> ServerConfig:
     where = f"{path}: server '{name}'"
     command = server.command
     if command in ("python", "python3"):
@@ -154,11 +239,13 @@ def _expand_server(name: str, server: ServerConfig, environ: dict[str, str], pat
         cwd = str(cwd_path if cwd_path.is_absolute() else (path.parent / cwd_path).resolve())
     elif server.command:
         cwd = str(path.parent.resolve())
+    env = _read_env_file(server, environ, path, where)
+    env.update({k: _expand(v, environ, f"{where} field 'env.{k}'") for k, v in server.env.items()})
     return server.model_copy(
         update={
             "command": _expand(command, environ, f"{where} field 'command'") if command else None,
             "args": [_expand(a, environ, f"{where} field 'args'") for a in server.args],
-            "env": {k: _expand(v, environ, f"{where} field 'env.{k}'") for k, v in server.env.items()},
+            "env": env,
             "cwd": cwd,
             "url": _expand(server.url, environ, f"{where} field 'url'") if server.url else None,
             "headers": {
@@ -172,17 +259,28 @@ def _describe_validation_error(path: Path, error: ValidationError) -> str:
     problems = []
     for item in error.errors():
         loc = [str(part) for part in item["loc"]]
-        if len(loc) >= 2 and loc[0] == "mcpServers":
+        if len(loc) >= 2 and loc[0] in SERVER_KEYS:
             field = ".".join(loc[2:]) or "(entry)"
-            problems.append(f"server '{loc[1]}' field '{field}': {item['msg']}")
+            if field == "(entry)" and item["msg"].startswith("Value error, '"):
+                # A cross-field rule: name the field it is about ('type', 'transport', …).
+                field = item["msg"].split("'")[1]
+            problems.append(f"server '{loc[1]}' field '{field}': {_plain(item['msg'])}")
         else:
-            problems.append(f"field '{'.'.join(loc) or '(top level)'}': {item['msg']}")
+            problems.append(f"field '{'.'.join(loc) or '(top level)'}': {_plain(item['msg'])}")
     return f"{path}: " + "; ".join(problems)
 
 
-def load_servers(path: Path, environ: dict[str, str] | None = None) -> dict[str, ServerConfig]:
-    """Read and check the servers file; a mistake fails here, naming the file, server and field."""
-    env = dict(os.environ) if environ is None else environ
+def _plain(message: str) -> str:
+    return message.removeprefix("Value error, ")
+
+
+def load_servers(path: Path, environ: Mapping[str, str] | None = None) -> dict[str, ServerConfig]:
+    """Read and check the servers file; a mistake fails here, naming the file, server and field.
+
+    Disabled servers are left out before their `${VAR}`s are filled, so a server switched off
+    does not need its secrets set.
+    """
+    env = os.environ if environ is None else environ
     try:
         raw: Any = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -197,6 +295,6 @@ def load_servers(path: Path, environ: dict[str, str] | None = None) -> dict[str,
         raise ConfigError(_describe_validation_error(path, exc)) from None
     return {
         name: _expand_server(name, server, env, path)
-        for name, server in parsed.mcpServers.items()
-        if server.enabled
+        for name, server in parsed.entries.items()
+        if server.active and name not in parsed.disabled
     }

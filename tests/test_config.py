@@ -1,0 +1,224 @@
+"""The MCP servers file: the README's examples as shown, and the Claude Desktop and VS Code forms."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import load_servers
+from bot.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+# How the README says which variable an example needs: "… needs `NAME` set in the environment".
+DOCUMENTED_VARIABLE = re.compile(r"`([A-Z][A-Z0-9_]*)` set in the environment")
+USED_VARIABLE = re.compile(r"\$\{(?:env:)?([A-Z][A-Z0-9_]*)\}")
+
+
+def readme_examples() -> list[tuple[str, str]]:
+    """Each ```json block of the README with the prose that follows it up to the next block."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    parts = re.split(r"```json\n(.*?)```", text, flags=re.DOTALL)
+    # re.split alternates prose, block, prose, block, …, prose.
+    return [(parts[i], parts[i + 1]) for i in range(1, len(parts), 2)]
+
+
+def write(tmp_path: Path, content: dict[str, Any] | str, name: str = "mcp.json") -> Path:
+    path = tmp_path / name
+    path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+    return path
+
+
+def config_error(path: Path, environ: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_servers(path, environ if environ is not None else {})
+    return str(caught.value)
+
+
+# --- the README -----------------------------------------------------------------------------------
+
+
+def test_the_readme_shows_a_claude_desktop_and_a_vs_code_example():
+    blocks = [json.loads(block) for block, _ in readme_examples()]
+    assert any("mcpServers" in block for block in blocks)
+    assert any("servers" in block for block in blocks)
+
+
+@pytest.mark.parametrize("index", range(len(readme_examples())))
+def test_every_readme_example_loads_with_exactly_the_environment_it_documents(tmp_path, index):
+    block, prose = readme_examples()[index]
+    documented = DOCUMENTED_VARIABLE.findall(prose)
+    assert set(USED_VARIABLE.findall(block)) == set(documented), "document every variable used"
+    path = write(tmp_path, block)
+    servers = load_servers(path, {name: "secret-value" for name in documented})
+    assert servers
+    for name in documented:
+        assert name in config_error(path)  # without the documented variable, the error says which
+
+
+@pytest.mark.parametrize("index", range(len(readme_examples())))
+def test_every_readme_command_runs_on_a_fresh_clone(tmp_path, index):
+    block, _ = readme_examples()[index]
+    section = (ROOT / "README.md").read_text(encoding="utf-8")
+    servers = load_servers(write(tmp_path, block), {n: "x" for n in USED_VARIABLE.findall(block)})
+    for name, server in servers.items():
+        if server.command is None:
+            continue
+        if server.command != sys.executable:
+            # `make run` installs only Python: anything else must be one the README says to install.
+            assert server.command in ("npx", "node") and "Node" in section, f"{name}: {server.command}"
+        if server.args[:1] == ["-m"]:
+            assert importlib.util.find_spec(server.args[1]) is not None, f"{name}: no module {server.args[1]}"
+
+
+# --- the VS Code form -----------------------------------------------------------------------------
+
+
+def test_the_vs_code_form_loads_like_the_claude_desktop_form(tmp_path):
+    vs_code = load_servers(
+        write(
+            tmp_path,
+            {
+                "inputs": [{"type": "promptString", "id": "token", "password": True}],
+                "servers": {
+                    "local": {"type": "stdio", "command": "python", "args": ["-m", "servers.env_query"]},
+                    "remote": {"type": "http", "url": "https://mcp.example.com/mcp"},
+                    "legacy": {"type": "sse", "url": "https://mcp.example.com/sse"},
+                },
+            },
+            "vscode.json",
+        ),
+        {},
+    )
+    desktop = load_servers(
+        write(
+            tmp_path,
+            {
+                "mcpServers": {
+                    "local": {"command": "python", "args": ["-m", "servers.env_query"]},
+                    "remote": {"url": "https://mcp.example.com/mcp"},
+                    "legacy": {"url": "https://mcp.example.com/sse", "transport": "sse"},
+                }
+            },
+            "desktop.json",
+        ),
+        {},
+    )
+    assert {name: s.kind for name, s in vs_code.items()} == {
+        "local": "stdio",
+        "remote": "streamable-http",
+        "legacy": "sse",
+    }
+    assert {name: s.kind for name, s in desktop.items()} == {name: s.kind for name, s in vs_code.items()}
+    assert vs_code["local"].command == desktop["local"].command == sys.executable
+
+
+def test_type_streamable_http_is_accepted_as_cursor_writes_it(tmp_path):
+    path = write(
+        tmp_path, {"mcpServers": {"r": {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp"}}}
+    )
+    assert load_servers(path, {})["r"].kind == "streamable-http"
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"type": "http", "command": "x"}, "server 'bad' field 'type'"),
+        ({"type": "stdio", "url": "http://127.0.0.1/mcp"}, "server 'bad' field 'type'"),
+        ({"type": "sse", "transport": "streamable-http", "url": "http://127.0.0.1/mcp"}, "'transport'"),
+        ({"type": "websocket", "url": "ws://127.0.0.1"}, "server 'bad' field 'type'"),
+    ],
+)
+def test_a_type_that_does_not_fit_the_entry_names_the_file_server_and_field(tmp_path, entry, expected):
+    path = write(tmp_path, {"servers": {"bad": entry}})
+    message = config_error(path)
+    assert str(path) in message and expected in message
+
+
+def test_disabled_true_on_an_entry_leaves_that_server_out_even_with_its_variables_unset(tmp_path):
+    path = write(
+        tmp_path,
+        {
+            "mcpServers": {
+                "on": {"command": "python"},
+                "off": {"command": "python", "env": {"KEY": "${UNSET_KEY}"}, "disabled": True},
+                "also-off": {"command": "python", "enabled": False},
+            }
+        },
+    )
+    assert list(load_servers(path, {})) == ["on"]
+
+
+def test_a_top_level_disabled_list_leaves_those_servers_out(tmp_path):
+    path = write(
+        tmp_path,
+        {"servers": {"a": {"command": "python"}, "b": {"command": "python"}}, "disabled": ["b"]},
+    )
+    assert list(load_servers(path, {})) == ["a"]
+
+
+def test_a_disabled_list_naming_no_configured_server_is_an_error_naming_it(tmp_path):
+    path = write(tmp_path, {"servers": {"a": {"command": "python"}}, "disabled": ["typo"]})
+    message = config_error(path)
+    assert str(path) in message and "'typo'" in message and "disabled" in message
+
+
+def test_a_file_with_both_mcp_servers_and_servers_is_an_error(tmp_path):
+    path = write(tmp_path, {"mcpServers": {"a": {"command": "x"}}, "servers": {"b": {"command": "x"}}})
+    message = config_error(path)
+    assert str(path) in message and "mcpServers" in message and "servers" in message
+
+
+def test_a_file_with_neither_key_says_which_keys_it_expects(tmp_path):
+    message = config_error(write(tmp_path, {"mcpServer": {}}))
+    assert "'mcpServers'" in message and "'servers'" in message
+
+
+def test_errors_in_the_vs_code_form_name_the_file_server_and_field(tmp_path):
+    path = write(tmp_path, {"servers": {"weather": {"command": "x", "timeout": "soon"}}})
+    message = config_error(path)
+    assert str(path) in message and "server 'weather' field 'timeout'" in message
+
+
+def test_env_variables_in_vs_code_syntax_are_expanded(tmp_path):
+    path = write(
+        tmp_path,
+        {"servers": {"r": {"type": "http", "url": "https://x/mcp", "headers": {"A": "Bearer ${env:TOKEN}"}}}},
+    )
+    assert load_servers(path, {"TOKEN": "t0k"})["r"].headers == {"A": "Bearer t0k"}
+    assert "TOKEN is not set" in config_error(path)
+
+
+@pytest.mark.parametrize("value", ["${input:api-key}", "${workspaceFolder}/x"])
+def test_variables_nerve_cannot_fill_are_refused_by_name(tmp_path, value):
+    path = write(tmp_path, {"servers": {"s": {"command": "python", "env": {"KEY": value}}}})
+    message = config_error(path)
+    assert "server 's' field 'env.KEY'" in message and value.split("/")[0] in message
+
+
+def test_an_env_file_is_read_relative_to_the_servers_file_and_env_entries_win(tmp_path):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "server.env").write_text("# keys\nAPI_KEY=from-file\nREGION=eu\n")
+    path = write(
+        tmp_path / "conf",
+        {"servers": {"s": {"command": "python", "envFile": "server.env", "env": {"REGION": "us"}}}},
+    )
+    assert load_servers(path, {})["s"].env == {"API_KEY": "from-file", "REGION": "us"}
+
+
+def test_a_missing_env_file_is_an_error_naming_the_server_and_field(tmp_path):
+    path = write(tmp_path, {"servers": {"s": {"command": "python", "envFile": "nowhere.env"}}})
+    message = config_error(path)
+    assert "server 's' field 'envFile'" in message and "nowhere.env" in message
+
+
+def test_vs_code_dev_settings_are_accepted_and_a_misspelt_field_is_still_an_error(tmp_path):
+    ok = write(tmp_path, {"servers": {"s": {"command": "python", "dev": {"watch": "src/**/*.py"}}}})
+    assert list(load_servers(ok, {})) == ["s"]
+    bad = write(tmp_path, {"servers": {"s": {"command": "python", "argz": []}}}, "bad.json")
+    assert "server 's' field 'argz'" in config_error(bad)
