@@ -17,6 +17,7 @@ from typing import Any
 from bot.calls import CallOutcome, CallSettings, RoundRunner, Sleep, TurnState, make_attachment
 from bot.context import Budget, build_request
 from bot.errors import ContextTooLong, LLMError
+from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.seams import LLM, Inbox, Store, ToolHost
@@ -51,6 +52,11 @@ class AgentConfig:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_argument_errors: int = 3
     calls: CallSettings = field(default_factory=CallSettings)
+    # Longer questions are stored but answered with the limit, never sent to the model.
+    max_question_chars: int = 20_000
+    # Turns running at once across all conversations, and how many more may wait for a slot.
+    max_concurrent_turns: int = 16
+    turn_queue: int = 100
 
 
 class Agent:
@@ -74,6 +80,7 @@ class Agent:
         self._runner = RoundRunner(host, self._config.calls, sleep)
         self._locks: KeyedLocks[ConversationKey] = KeyedLocks()
         self._token_scale = 1.0
+        self.gate = TurnGate(limit=self._config.max_concurrent_turns, queue=self._config.turn_queue)
 
     def tools(self) -> list[ToolSpec]:
         """What the model is offered right now."""
@@ -86,6 +93,37 @@ class Agent:
 
     async def reply(self, incoming: Incoming, progress: Progress = no_progress) -> AgentReply:
         """Answer one message. Model and tool failures become a plain answer, never an exception."""
+        size, limit = len(incoming.text), self._config.max_question_chars
+        if size > limit:
+            notice = f"Your message is {size:,} characters; the limit is {limit:,}. Please shorten it."
+            return await self._refuse(incoming, notice, store_notice=True)
+
+        async def tell_place(position: int) -> None:
+            await progress(TurnEvent(kind="notice", message=queued_notice(position)))
+
+        try:
+            async with self.gate.admit(on_queued=tell_place):
+                return await self._reply(incoming, progress)
+        except GateFull:
+            logger.warning("too many turns at once; told %s to try again", incoming.key)
+            return await self._refuse(incoming, BUSY_REPLY, store_notice=False)
+
+    async def _refuse(self, incoming: Incoming, notice: str, *, store_notice: bool) -> AgentReply:
+        """Store the message (nothing a person writes is lost) and answer `notice` instead of a turn.
+
+        A busy notice is not stored: a re-delivery of the message then gets a real answer.
+        """
+        messages = [ChatMessage(role="user", content=incoming.text)]
+        if store_notice:
+            messages.append(ChatMessage(role="assistant", content=notice))
+        async with self._locks.hold(incoming.key):
+            if not await self._store.append(incoming.key, messages, event_id=incoming.event_id):
+                stored = await self._stored_answer(incoming)
+                if stored is not None:
+                    return stored
+        return AgentReply(text=notice, failed=True)
+
+    async def _reply(self, incoming: Incoming, progress: Progress) -> AgentReply:
         async with self._locks.hold(incoming.key):
             user = ChatMessage(role="user", content=incoming.text)
             if not await self._store.append(incoming.key, [user], event_id=incoming.event_id):

@@ -36,6 +36,9 @@ def agent_config(settings: Settings) -> AgentConfig:
         context_tokens=settings.nerve_context_tokens,
         system_prompt=settings.nerve_system_prompt or DEFAULT_SYSTEM_PROMPT,
         calls=CallSettings(),
+        max_question_chars=settings.nerve_max_question_chars,
+        max_concurrent_turns=settings.nerve_max_concurrent_turns,
+        turn_queue=settings.nerve_turn_queue,
     )
 
 

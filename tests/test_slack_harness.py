@@ -171,6 +171,7 @@ async def core(
     tools: dict[str, ToolFn] | None = None,
     strict: bool = True,
     host: ToolHost | None = None,
+    config: AgentConfig | None = None,
 ) -> AsyncIterator[Core]:
     """Fake Slack, fake model service, and the real agent on a real SQLite store."""
     async with FakeSlack() as slack, FakeLLMServer(script, strict=strict) as llm:
@@ -178,7 +179,9 @@ async def core(
         model = OpenAILLM(model="test-model", base_url=llm.base_url, api_key=None, timeout=30, max_retries=0)
         static = StaticHost(tools)
         inbox = WatchedInbox(store)
-        agent = Agent(llm=model, host=host or static, store=store, inbox=inbox, config=AgentConfig())
+        agent = Agent(
+            llm=model, host=host or static, store=store, inbox=inbox, config=config or AgentConfig()
+        )
         try:
             yield Core(slack=slack, llm=llm, store=store, agent=agent, host=static, inbox=inbox)
         finally:
@@ -196,10 +199,11 @@ async def rig(
     status_interval: float = 0.0,
     strict: bool = True,
     host: ToolHost | None = None,
+    config: AgentConfig | None = None,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
     """Everything running on 127.0.0.1: fake Slack, fake model, real agent + store + bolt app over HTTP."""
-    async with core(tmp_path, script, tools=tools, strict=strict, host=host) as c:
+    async with core(tmp_path, script, tools=tools, strict=strict, host=host, config=config) as c:
         cfg = settings_for(c.slack, **settings)
         bot = build_bot(c.agent, cfg, client=make_client(cfg), pace=pace, status_interval=status_interval)
         runner: web.AppRunner | None = None

@@ -1,0 +1,92 @@
+"""A bound on the turns running at once, so a burst of messages cannot start a model call each.
+
+Turns past the limit wait in arrival order; past the queue's length, a turn is refused at once so
+the person hears "busy" instead of waiting in silence behind a queue that will not move in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from bot.errors import NerveError
+
+OnQueued = Callable[[int], Awaitable[None]]
+
+BUSY_REPLY = "I'm busy right now — please try again in a minute."
+
+
+def queued_notice(position: int) -> str:
+    """What a waiting person sees while other questions are being answered."""
+    return f"Busy with other questions — yours is number {position} in line…"
+
+
+class GateFull(NerveError):
+    """Every turn slot is taken and the queue behind them is full."""
+
+
+async def _not_told(position: int) -> None:
+    return None
+
+
+class TurnGate:
+    """At most `limit` turns inside at once; up to `queue` more wait first come, first served."""
+
+    def __init__(self, *, limit: int, queue: int) -> None:
+        if limit < 1 or queue < 0:
+            raise ValueError("a turn gate needs limit >= 1 and queue >= 0")
+        self._limit = limit
+        self._queue = queue
+        self._running = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    @asynccontextmanager
+    async def admit(self, on_queued: OnQueued = _not_told) -> AsyncIterator[None]:
+        """Hold a slot for the block; `on_queued(position)` runs if the turn has to wait (1 = next).
+
+        Raises GateFull when the queue is full.
+        """
+        await self._enter(on_queued)
+        try:
+            yield
+        finally:
+            self._leave()
+
+    async def _enter(self, on_queued: OnQueued) -> None:
+        if self._running < self._limit and not self._waiters:
+            self._running += 1
+            return
+        if len(self._waiters) >= self._queue:
+            raise GateFull(f"{self._running} turns are running and {len(self._waiters)} are waiting")
+        slot: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(slot)
+        try:
+            await on_queued(len(self._waiters))
+            await slot
+        except BaseException:
+            if slot.done() and not slot.cancelled():
+                self._leave()  # the slot was already handed to us: pass it on
+            else:
+                slot.cancel()
+                if slot in self._waiters:  # a leaving turn may have skipped it already
+                    self._waiters.remove(slot)
+            raise
+
+    def _leave(self) -> None:
+        # A freed slot goes straight to the longest waiter, so a newcomer can never overtake the queue.
+        while self._waiters:
+            slot = self._waiters.popleft()
+            if not slot.done():
+                slot.set_result(None)
+                return
+        self._running -= 1
