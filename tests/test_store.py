@@ -390,3 +390,23 @@ async def test_a_killed_writer_leaves_every_reported_round_whole(tmp_path: Path)
     async with await SQLiteStore.open(path) as store:
         assert await store.append(worker_key, [ChatMessage(role="user", content="after the crash")])
         assert (await store.history(worker_key))[-1].content == "after the crash"
+
+
+async def test_a_reset_by_another_process_sends_the_next_message_into_the_new_conversation(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "nerve.db"
+    async with await SQLiteStore.open(path) as chat, await SQLiteStore.open(path) as other:
+        await chat.append(key(), [ChatMessage(role="user", content="before the reset")])
+        await other.reset(key())
+
+        await chat.append(key(), [ChatMessage(role="user", content="after the reset")])
+
+        assert [m.content for m in await chat.history(key())] == ["after the reset"]
+        assert [m.content for m in await other.history(key())] == ["after the reset"]
+    rows = await raw_rows(
+        path,
+        "SELECT c.archived_at IS NULL, m.content FROM messages m"
+        " JOIN conversations c ON c.id = m.conversation_id ORDER BY m.id",
+    )
+    assert rows == [(0, "before the reset"), (1, "after the reset")]

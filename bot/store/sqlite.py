@@ -27,7 +27,6 @@ from bot.store.migrate import migrate
 from bot.types import ChatMessage, ConversationKey, Role, ToolCall
 
 BUSY_TIMEOUT_MS = 5000
-ACTIVE_CACHE_SIZE = 10_000
 
 _NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 _KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
@@ -49,9 +48,6 @@ class SQLiteStore:
         # must not queue behind the conversation writes of every turn in flight. Each inbox write is a
         # single statement, atomic on its own; SQLite's busy_timeout orders it with the other writer.
         self._inbox_db = inbox_db
-        # Active conversation id per thread, so an append skips the lookup. Only this process writes
-        # conversations of its platform, and `reset` drops the entry before archiving.
-        self._active: dict[ConversationKey, int] = {}
         self._inbox_lock = asyncio.Lock()
         self._closed = False
 
@@ -104,12 +100,13 @@ class SQLiteStore:
         """
         if not messages:
             return True
-        known = self._active.get(key)
         async with self._write() as db:
             if event_id is not None and await self._event_seen(db, key, event_id):
                 await db.execute("ROLLBACK")
                 return False
-            conversation = known if known is not None else await self._active_conversation(db, key)
+            # Looked up in this transaction, never cached: another process may have reset the thread
+            # since this one last wrote to it, and the message belongs to the conversation now active.
+            conversation = await self._active_conversation(db, key)
             # seq is computed by SQLite row by row, so a round costs one trip to the database thread.
             await db.executemany(
                 "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
@@ -120,10 +117,6 @@ class SQLiteStore:
                     for index, message in enumerate(messages)
                 ],
             )
-        # Remembered only once committed: a rolled-back transaction may have created the row.
-        if len(self._active) > ACTIVE_CACHE_SIZE:
-            self._active.clear()
-        self._active[key] = conversation
         return True
 
     async def history(self, key: ConversationKey) -> list[ChatMessage]:
@@ -165,7 +158,6 @@ class SQLiteStore:
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
-        self._active.pop(key, None)
         async with self._write() as db:
             await db.execute(
                 f"UPDATE conversations SET archived_at = {_NOW} WHERE archived_at IS NULL AND {_KEY}",
