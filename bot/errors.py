@@ -15,6 +15,10 @@ class ConfigError(NerveError):
     """A setting or the servers file is wrong; raised at start, naming the file and field."""
 
 
+class StartupError(NerveError):
+    """A front end could not start: its platform is unreachable or refused us. Reported in one line."""
+
+
 class LLMError(NerveError):
     """The model service failed in a way retries did not fix."""
 
