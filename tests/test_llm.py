@@ -447,6 +447,32 @@ async def test_an_unknown_model_names_the_settings_to_check(make_llm: LLMFactory
             await make_llm(server.base_url).complete(USER, [], RecordedProgress())
 
 
+@pytest.mark.parametrize("status", [400, 403, 404, 405, 422, 501])
+async def test_a_status_that_retrying_cannot_fix_fails_at_once_with_the_providers_message(
+    make_llm: LLMFactory, status: int
+) -> None:
+    sleep = RecordedSleep()
+    step = HttpError(status=status, message=f"the provider says no ({status})", type="invalid_request_error")
+    async with FakeLLMServer([step] * 5, strict=False) as server:
+        with pytest.raises(LLMError, match=rf"the provider says no \({status}\)") as caught:
+            await make_llm(server.base_url, sleep=sleep, max_retries=4).complete(USER, [], RecordedProgress())
+    assert len(server.requests) == 1, f"{status} was sent {len(server.requests)} times"
+    assert sleep.waits == []
+    assert "retries" not in caught.value.message
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504])
+async def test_only_timeouts_conflicts_rate_limits_and_server_failures_are_retried(
+    make_llm: LLMFactory, status: int
+) -> None:
+    sleep = RecordedSleep()
+    async with FakeLLMServer([HttpError(status=status, message="busy"), reply("ok")]) as server:
+        completion = await make_llm(server.base_url, sleep=sleep).complete(USER, [], RecordedProgress())
+        server.assert_complete()
+    assert completion.message.content == "ok"
+    assert len(server.requests) == 2 and len(sleep.waits) == 1
+
+
 async def test_connection_refused_is_retried_once_then_raises_unavailable(make_llm: LLMFactory) -> None:
     sleep, progress = RecordedSleep(), RecordedProgress()
     url = f"http://127.0.0.1:{closed_port()}/v1"

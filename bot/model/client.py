@@ -41,8 +41,10 @@ MAX_RETRY_AFTER = 60.0
 # Connecting either works quickly or not at all; the read timeout is what covers a slow model.
 CONNECT_TIMEOUT = 10.0
 
-# 408 and 409 are transient on OpenAI's side too (the SDK retries them); 5xx is the service failing.
+# 408 and 409 are transient on OpenAI's side too (the SDK retries them); 5xx is the service failing,
+# except 501: "not implemented" stays so however often it is asked, so it fails at once.
 _RETRYABLE_STATUS = frozenset({408, 409})
+_PERMANENT_SERVER_STATUS = frozenset({501})
 
 # How OpenAI and the servers that imitate it word "the prompt is longer than the context window".
 _CONTEXT_PATTERNS = re.compile(
@@ -202,7 +204,7 @@ class OpenAILLM:
                 progress_text="rate limited",
                 retry_after=retry_after_seconds(exc.response.headers),
             )
-        if status >= 500 or status in _RETRYABLE_STATUS:
+        if (status >= 500 and status not in _PERMANENT_SERVER_STATUS) or status in _RETRYABLE_STATUS:
             return _Retryable(
                 LLMUnavailable(f"the model service failed ({status}): {detail}"),
                 progress_text=f"model service error ({status})",
