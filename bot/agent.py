@@ -20,7 +20,7 @@ from bot.errors import ContextTooLong, LLMError
 from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
-from bot.seams import LLM, Inbox, Store, ToolHost
+from bot.seams import LLM, Inbox, Store, ToolHost, TurnLock
 from bot.store.locks import KeyedLocks
 from bot.types import (
     AgentReply,
@@ -71,6 +71,7 @@ class Agent:
         inbox: Inbox,
         config: AgentConfig | None = None,
         sleep: Sleep = asyncio.sleep,
+        turn_lock: TurnLock | None = None,
     ) -> None:
         self.inbox = inbox
         self._llm = llm
@@ -78,7 +79,9 @@ class Agent:
         self._store = store
         self._config = config or AgentConfig()
         self._runner = RoundRunner(host, self._config.calls, sleep)
-        self._locks: KeyedLocks[ConversationKey] = KeyedLocks()
+        # The store's lock when processes share it (one turn per conversation across all of them);
+        # in memory otherwise.
+        self._locks: TurnLock = turn_lock or KeyedLocks()
         self._token_scale = 1.0
         self.gate = TurnGate(limit=self._config.max_concurrent_turns, queue=self._config.turn_queue)
 

@@ -12,6 +12,7 @@ from bot.config import Settings, load_servers
 from bot.mcp.host import MCPHost
 from bot.model.offline import OfflineModel
 from bot.seams import LLM
+from bot.store.prune import pruning_inbox
 from bot.store.sqlite import SQLiteStore
 
 
@@ -49,6 +50,9 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
     async with AsyncExitStack() as stack:
         store = await SQLiteStore.open(settings.nerve_db)
         stack.push_async_callback(store.close)
+        await stack.enter_async_context(
+            pruning_inbox(store, retention_hours=settings.nerve_inbox_retention_hours)
+        )
         host = MCPHost(servers, default_timeout=settings.nerve_tool_timeout)
         stack.push_async_callback(host.aclose)
         await host.start()
@@ -62,5 +66,12 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             openai_llm = OpenAILLM.from_settings(settings)
             stack.push_async_callback(openai_llm.aclose)
             llm, model_name = openai_llm, settings.nerve_model
-        agent = Agent(llm=llm, host=host, store=store, inbox=store, config=agent_config(settings))
+        agent = Agent(
+            llm=llm,
+            host=host,
+            store=store,
+            inbox=store,
+            config=agent_config(settings),
+            turn_lock=store.turn_lock,
+        )
         yield Runtime(agent=agent, host=host, store=store, settings=settings, model_name=model_name)

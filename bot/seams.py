@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from bot.types import ChatMessage, Completion, ConversationKey, Progress, ToolResult, ToolSpec
@@ -59,4 +60,20 @@ class Inbox(Protocol):
 
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
         """Deliveries recorded but not answered (event_id, payload), oldest first."""
+        ...
+
+    async def prune_events(self, older_than_days: float) -> int:
+        """Forget deliveries received longer ago than that, answered or not; returns how many."""
+        ...
+
+
+class TurnLock(Protocol):
+    """Turns of one conversation run one at a time, in arrival order, also across processes.
+
+    SQLite fills it with a queue of leased tickets (`bot.store.thread_lock`); a PostgreSQL store can
+    fill it with advisory locks. A turn that waits holds no transaction.
+    """
+
+    def hold(self, key: ConversationKey) -> AbstractAsyncContextManager[None]:
+        """Wait for the conversation's earlier turns, then hold it until the block ends."""
         ...

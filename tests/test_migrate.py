@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 import pytest
 
+from adapters.slack.events import Identity, classify
 from bot.errors import StoreError
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, apply_one, discover, migrate
 from bot.store.sqlite import SQLiteStore
@@ -168,3 +171,69 @@ async def test_a_migration_another_process_applied_first_is_skipped(tmp_path: Pa
 
     assert await rows(path, "SELECT n FROM counter") == [(1,)]
     assert await rows(path, "SELECT version FROM schema_migrations ORDER BY version") == [(1,), (2,)]
+
+
+SECRET = "xoxb-secret-0000-never-store-me"
+
+
+def slack_body(event_id: str) -> dict[str, object]:
+    """An Events API delivery as the first schema stored it: the whole body, verification token and all."""
+    return {
+        "token": SECRET,
+        "team_id": "T1",
+        "api_app_id": "A1",
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": 1600000000,
+        "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}],
+        "event": {
+            "type": "app_mention",
+            "user": "U1",
+            "text": "<@UBOT> is the air &amp; water fine?",
+            "ts": "1600000000.000100",
+            "channel": "C1",
+            "team": "T1",
+            "blocks": [{"type": "rich_text", "block_id": SECRET}],
+        },
+    }
+
+
+async def test_the_upgrade_from_the_first_schema_removes_tokens_from_stored_slack_events(
+    tmp_path: Path, migrations: Path
+) -> None:
+    path = tmp_path / "nerve.db"
+    job = '{"kind": "message", "text": "discord payloads carry no token and stay as they are"}'
+    async with await SQLiteStore.open(path, migrations_dir=migrations):
+        pass
+    async with aiosqlite.connect(path) as db:
+        await db.executemany(
+            "INSERT INTO inbox (platform, event_id, payload, status) VALUES (?, ?, ?, ?)",
+            [
+                ("slack", "Ev0", json.dumps(slack_body("Ev0")), "done"),
+                ("slack", "Ev1", json.dumps(slack_body("Ev1")), "received"),
+                ("slack", "Ev2", "not json " + SECRET, "received"),
+                ("discord", "m:1", job, "received"),
+            ],
+        )
+        await db.commit()
+    assert SECRET.encode() in database_bytes(tmp_path)
+
+    async with await SQLiteStore.open(path) as store:
+        unfinished = dict(await store.unfinished_events("slack"))
+        assert await store.unfinished_events("discord") == [("m:1", job)]
+        assert await store.claim_event("slack", "Ev0", "{}") is False
+
+    assert SECRET.encode() not in database_bytes(tmp_path)
+    assert await rows(path, "SELECT event_id, payload FROM inbox WHERE status = 'done'") == [("Ev0", "{}")]
+    assert unfinished["Ev2"] == "{}"
+    # What is left still makes the same turn at start-up as the whole body did.
+    me = Identity(user_id="UBOT")
+    rules: dict[str, Any] = {"allow_bots": True, "follow_threads": True, "followed": lambda _key: True}
+    before = classify(slack_body("Ev1"), me, **rules)
+    assert before is not None and before.incoming.text == "is the air & water fine?"
+    assert classify(json.loads(unfinished["Ev1"]), me, **rules) == before
+
+
+def database_bytes(folder: Path) -> bytes:
+    """Every byte SQLite keeps for the database: the file, its WAL and shared memory."""
+    return b"".join(path.read_bytes() for path in sorted(folder.glob("nerve.db*")))

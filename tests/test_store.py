@@ -15,8 +15,11 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
+from bot.config import Settings
 from bot.errors import StoreError
+from bot.runtime import open_runtime
 from bot.seams import Inbox, Store
+from bot.store.prune import pruning_inbox
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, ToolCall
 
@@ -410,3 +413,82 @@ async def test_a_reset_by_another_process_sends_the_next_message_into_the_new_co
         " JOIN conversations c ON c.id = m.conversation_id ORDER BY m.id",
     )
     assert rows == [(0, "before the reset"), (1, "after the reset")]
+
+
+async def age_event(path: Path, event_id: str, hours: float) -> None:
+    async with aiosqlite.connect(path) as db:
+        await db.execute(
+            "UPDATE inbox SET received_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?) WHERE event_id = ?",
+            (f"-{hours} hours", event_id),
+        )
+        await db.commit()
+
+
+async def test_the_inbox_is_pruned_at_start_and_then_on_its_schedule(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "nerve.db"
+    waits: asyncio.Queue[float] = asyncio.Queue()
+    ticks: asyncio.Queue[None] = asyncio.Queue()
+
+    async def wait(seconds: float) -> None:
+        waits.put_nowait(seconds)
+        await ticks.get()
+
+    async def event_ids() -> list[object]:
+        return [row[0] for row in await raw_rows(path, "SELECT event_id FROM inbox ORDER BY rowid")]
+
+    for event_id in ("old", "old-unfinished", "recent"):
+        await store.claim_event("slack", event_id, "{}")
+    await store.finish_event("slack", "old")
+    await age_event(path, "old", hours=30)
+    await age_event(path, "old-unfinished", hours=25)
+
+    async with asyncio.timeout(10):
+        async with pruning_inbox(store, retention_hours=24, every=3600, wait=wait):
+            # Pruned before the block runs: a replay at start-up never sees entries past retention.
+            assert await event_ids() == ["recent"]
+            assert await waits.get() == 3600
+            await store.claim_event("slack", "later", "{}")
+            await age_event(path, "recent", hours=24.5)
+            ticks.put_nowait(None)
+            # The next wait begins only after the scheduled pruning finished.
+            assert await waits.get() == 3600
+            assert await event_ids() == ["later"]
+        pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        assert pending == []
+
+
+async def test_a_failed_pruning_is_logged_and_tried_again_on_schedule(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await SQLiteStore.open(tmp_path / "nerve.db")
+    await store.close()
+    waits: asyncio.Queue[float] = asyncio.Queue()
+
+    async def wait(seconds: float) -> None:
+        waits.put_nowait(seconds)
+        await asyncio.Event().wait()
+
+    async with asyncio.timeout(10), pruning_inbox(store, retention_hours=24, every=60, wait=wait):
+        assert await waits.get() == 60
+    assert "could not prune the inbox" in caplog.text and "closed" in caplog.text
+
+
+async def test_a_running_nerve_prunes_the_inbox_with_the_retention_setting(tmp_path: Path) -> None:
+    path = tmp_path / "nerve.db"
+    (tmp_path / "mcp.json").write_text('{"mcpServers": {}}')
+    async with await SQLiteStore.open(path) as store:
+        await store.claim_event("slack", "stale", "{}")
+        await store.claim_event("slack", "fresh", "{}")
+    await age_event(path, "stale", hours=3)
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        nerve_db=path,
+        nerve_mcp_config=tmp_path / "mcp.json",
+        nerve_model="offline",
+        nerve_inbox_retention_hours=2,
+    )
+
+    async with asyncio.timeout(30), open_runtime(settings) as runtime:
+        assert await runtime.store.unfinished_events("slack") == [("fresh", "{}")]

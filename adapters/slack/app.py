@@ -32,6 +32,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.events import DM_THREAD, PLATFORM, Identity, Turn, classify, is_dm_channel
+from adapters.slack.inbox import inbox_payload
 from adapters.slack.post import Poster
 from adapters.slack.render import escape
 from adapters.slack.turns import TurnRunner
@@ -191,7 +192,7 @@ class SlackBot:
             )
             if turn is not None:
                 # A storage failure raises here: Slack gets a 500 and retries, and the retry is new to us.
-                if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, json.dumps(body)):
+                if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
                     logger.info("Slack re-delivered event %s; already handled", turn.event_id)
                     return BoltResponse(status=200, body="")
                 context["nerve_turn"] = turn

@@ -84,6 +84,11 @@ async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> li
         for migration in known:
             if migration.version not in applied and await apply_one(db, migration):
                 done.append(migration.version)
+        if done:
+            # A migration may replace what must not stay on disk (0003 removes tokens); the WAL still
+            # holds the pages as they were before it. Copy them back and empty the WAL. Best effort:
+            # with another process reading, SQLite checkpoints what it can and says busy.
+            await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return done
     except OSError as exc:
         raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc

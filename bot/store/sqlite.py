@@ -1,17 +1,14 @@
-"""The conversation store: SQLite through aiosqlite, in WAL mode.
+"""The conversation store: SQLite through aiosqlite, in WAL mode (settings in `bot.store.connect`).
 
-Why these settings: WAL lets a reader (`nerve history`) look while the bot writes; `synchronous=NORMAL`
-in WAL survives a crash of the application (only a power loss may drop the last commits) at about
-four times the commit rate of FULL; `busy_timeout` makes a second process wait for the write lock
-instead of failing at once. Every write is one `BEGIN IMMEDIATE` transaction, so a round (an assistant
-message with tool calls plus its tool results) lands whole or not at all, and a model is never sent a
-tool call without its result.
+Every write is one `BEGIN IMMEDIATE` transaction, so a round (an assistant message with tool calls plus
+its tool results) lands whole or not at all, and a model is never sent a tool call without its result.
+Nothing about a thread is cached between calls: several processes may share the file, and each call
+reads the thread's active conversation as it is now.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -23,7 +20,9 @@ from typing import Any, Self, cast
 import aiosqlite
 
 from bot.errors import StoreError
+from bot.store.connect import connect, rollback, store_error
 from bot.store.migrate import migrate
+from bot.store.thread_lock import LEASE_SECONDS, SQLiteTurnLock
 from bot.types import ChatMessage, ConversationKey, Role, ToolCall
 
 BUSY_TIMEOUT_MS = 5000
@@ -37,7 +36,9 @@ _C_KEY = "c.platform = ? AND c.workspace = ? AND c.channel = ? AND c.thread = ?"
 class SQLiteStore:
     """The `Store` seam on one SQLite file, plus the inbox adapters use for exactly-once replies."""
 
-    def __init__(self, db: aiosqlite.Connection, path: Path, inbox_db: aiosqlite.Connection) -> None:
+    def __init__(
+        self, db: aiosqlite.Connection, path: Path, inbox_db: aiosqlite.Connection, turn_lock: SQLiteTurnLock
+    ) -> None:
         """Use `SQLiteStore.open`; this only wraps connections that are already set up."""
         self._db = db
         self._path = path
@@ -49,37 +50,52 @@ class SQLiteStore:
         # single statement, atomic on its own; SQLite's busy_timeout orders it with the other writer.
         self._inbox_db = inbox_db
         self._inbox_lock = asyncio.Lock()
+        # Turns of one conversation, one at a time across every process on this file (its own connection).
+        self.turn_lock = turn_lock
         self._closed = False
 
     @classmethod
     async def open(
-        cls, path: Path, *, migrations_dir: Path | None = None, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+        cls,
+        path: Path,
+        *,
+        migrations_dir: Path | None = None,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        turn_lease_seconds: float = LEASE_SECONDS,
     ) -> SQLiteStore:
-        """Open (creating if needed) the database at `path` and bring its schema up to date."""
+        """Open (creating if needed) the database at `path` and bring its schema up to date.
+
+        `turn_lease_seconds`: how long a turn of a process that stopped keeps its conversation locked.
+        """
         try:
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(
                 f"cannot create the folder for the conversation store {path}: {exc.strerror}"
             ) from exc
-        db = await _connect(path, busy_timeout_ms)
+        db = await connect(path, busy_timeout_ms)
+        opened = [db]
         try:
             await migrate(db, migrations_dir)
-            inbox_db = await _connect(path, busy_timeout_ms)
+            opened.append(await connect(path, busy_timeout_ms))
+            opened.append(await connect(path, busy_timeout_ms))
         except BaseException as exc:
-            await db.close()
+            for connection in opened:
+                await connection.close()
             if isinstance(exc, sqlite3.Error):
-                raise _store_error(exc, path) from exc
+                raise store_error(exc, path) from exc
             raise
-        return cls(db, path, inbox_db)
+        inbox_db, lock_db = opened[1:]
+        return cls(db, path, inbox_db, SQLiteTurnLock(lock_db, path, lease=turn_lease_seconds))
 
     async def close(self) -> None:
-        """Close the connection; waits for a running write to finish."""
+        """Close the connections; waits for a running write to finish."""
         async with self._lock, self._inbox_lock:
             if not self._closed:
                 self._closed = True
                 await self._db.close()
                 await self._inbox_db.close()
+                await self.turn_lock.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -194,10 +210,13 @@ class SQLiteStore:
             return cursor.rowcount == 1
 
     async def finish_event(self, platform: str, event_id: str) -> None:
-        """Mark an event answered, so start-up recovery does not answer it again."""
+        """Mark an event answered, so start-up recovery does not answer it again.
+
+        Its payload is emptied: recognising a re-delivery needs only the event id.
+        """
         async with self._inbox() as db:
             await db.execute(
-                f"UPDATE inbox SET status = 'done', done_at = {_NOW}"
+                f"UPDATE inbox SET status = 'done', done_at = {_NOW}, payload = '{{}}'"
                 " WHERE platform = ? AND event_id = ? AND status = 'received'",
                 (platform, event_id),
             )
@@ -217,6 +236,7 @@ class SQLiteStore:
 
         This bounds both windows: a re-delivery older than this is no longer recognised, and an
         unfinished event older than this is no longer recovered (answering it now would be stale).
+        `bot.store.prune` runs this on a schedule with NERVE_INBOX_RETENTION_HOURS.
         """
         async with (
             self._inbox() as db,
@@ -236,7 +256,7 @@ class SQLiteStore:
             try:
                 yield self._db
             except sqlite3.Error as exc:
-                raise _store_error(exc, self._path) from exc
+                raise store_error(exc, self._path) from exc
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -256,9 +276,9 @@ class SQLiteStore:
                 # Always, not only when `in_transaction` says so: after a cancellation the statements
                 # already queued on the connection's thread (BEGIN included) may not have run yet. The
                 # ROLLBACK queues behind them and before any later statement, even if we are cancelled.
-                await _rollback(db)
+                await rollback(db)
                 if isinstance(exc, sqlite3.Error):
-                    raise _store_error(exc, self._path) from exc
+                    raise store_error(exc, self._path) from exc
                 raise
 
     @asynccontextmanager
@@ -269,7 +289,7 @@ class SQLiteStore:
             try:
                 yield self._inbox_db
             except sqlite3.Error as exc:
-                raise _store_error(exc, self._path) from exc
+                raise store_error(exc, self._path) from exc
 
     def _check_open(self) -> None:
         if self._closed:
@@ -300,36 +320,6 @@ class SQLiteStore:
         )
         assert row is not None
         return int(row[0])
-
-
-async def _rollback(db: aiosqlite.Connection) -> None:
-    # SQLite may have rolled back already (e.g. after a full disk); then nothing is left open.
-    with contextlib.suppress(sqlite3.Error):
-        await db.execute("ROLLBACK")
-
-
-async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
-    """A connection in WAL mode with the settings the module docstring explains."""
-    # isolation_level=None: we issue BEGIN/COMMIT ourselves instead of sqlite3's implicit ones.
-    db = aiosqlite.connect(path, isolation_level=None)
-    try:
-        await db
-    except sqlite3.Error as exc:
-        raise _store_error(exc, path) from exc
-    try:
-        await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms):d}")
-        rows = await db.execute_fetchall("PRAGMA journal_mode = WAL")
-        mode = next(iter(rows))[0]
-        if str(mode).lower() != "wal":
-            raise StoreError(f"{path}: could not switch the conversation store to WAL (mode is {mode})")
-        await db.execute("PRAGMA synchronous = NORMAL")
-        await db.execute("PRAGMA foreign_keys = ON")
-    except BaseException as exc:
-        await db.close()
-        if isinstance(exc, sqlite3.Error):
-            raise _store_error(exc, path) from exc
-        raise
-    return db
 
 
 def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:
@@ -372,27 +362,3 @@ def _message_from_row(row: Iterable[Any]) -> ChatMessage:
         is_error=bool(is_error),
         latency_ms=latency_ms,
     )
-
-
-def _store_error(exc: sqlite3.Error, path: Path) -> StoreError:
-    """A message an operator can act on, instead of a raw sqlite3 traceback."""
-    text = str(exc)
-    lowered = text.lower()
-    if "locked" in lowered or "busy" in lowered:
-        return StoreError(
-            f"the conversation store {path} is busy (database is locked): another process is holding it;"
-            " try again, or stop the other nerve using this file"
-        )
-    if "full" in lowered:
-        return StoreError(f"the conversation store {path} could not write: the disk is full")
-    if "readonly" in lowered or "read-only" in lowered:
-        return StoreError(f"the conversation store {path} is read-only: check the file's permissions")
-    if "unable to open" in lowered:
-        return StoreError(
-            f"cannot open the conversation store {path}: check that the folder exists and is writable"
-        )
-    if "not a database" in lowered or "malformed" in lowered:
-        return StoreError(f"{path} is not a usable nerve database ({text}): move it aside or set NERVE_DB")
-    if isinstance(exc, sqlite3.IntegrityError):
-        return StoreError(f"the conversation store {path} refused the write ({text}); nothing was saved")
-    return StoreError(f"the conversation store {path} failed: {text}")

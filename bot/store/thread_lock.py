@@ -1,0 +1,188 @@
+"""Turns of one conversation run one at a time, in arrival order, across every process on the file.
+
+A queue of tickets in the `turn_locks` table, not a lock row, because of the order: a turn takes a
+ticket (an AUTOINCREMENT row) when it arrives, and the live ticket with the lowest number holds the
+conversation. Taking a ticket is one INSERT and giving it back one DELETE; waiting only reads, so a
+waiting turn holds no transaction and never blocks a writer.
+
+Each ticket carries an expiry that its turn pushes forward while it waits or runs (a heartbeat). A
+process that was killed stops doing that, and the next waiter to find its ticket expired deletes
+it: the conversation is taken over one lease after the process died.
+
+A turn queued right behind another turn of this process waits for that turn's release in memory;
+only a turn queued right behind another process's polls, with a short bounded backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sqlite3
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+
+from bot.errors import StoreError
+from bot.store.connect import store_error
+from bot.types import ConversationKey
+
+logger = logging.getLogger(__name__)
+
+# A turn of a killed process keeps its conversation this long. Far above the heartbeat, so a busy
+# event loop or a slow disk does not lose a live turn its place.
+LEASE_SECONDS = 20.0
+HEARTBEATS_PER_LEASE = 4
+POLL_FIRST_SECONDS = 0.005
+POLL_MAX_SECONDS = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class _Ticket:
+    number: int
+    owner: str
+    turn: str
+    expires_at: float
+
+
+class SQLiteTurnLock:
+    """The `TurnLock` seam on SQLite: `async with lock.hold(key):` around one turn."""
+
+    def __init__(
+        self,
+        db: aiosqlite.Connection,
+        path: Path,
+        *,
+        lease: float = LEASE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`db` is a connection of its own in autocommit; `clock` must agree across processes."""
+        self._db = db
+        self._path = path
+        self._lease = lease
+        self._clock = clock
+        self._owner = uuid.uuid4().hex
+        self._db_lock = asyncio.Lock()
+        # Per conversation: set when a turn of this process gives its ticket back.
+        self._released: dict[str, asyncio.Event] = {}
+        self._closed = False
+
+    async def close(self) -> None:
+        async with self._db_lock:
+            if not self._closed:
+                self._closed = True
+                await self._db.close()
+
+    @asynccontextmanager
+    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
+        """Wait for this conversation's earlier turns, in every process, then hold it until the block ends."""
+        name = json.dumps([key.platform, key.workspace, key.channel, key.thread])
+        turn = uuid.uuid4().hex
+        heartbeat: asyncio.Task[None] | None = None
+        try:
+            await self._enqueue(name, turn)
+            heartbeat = asyncio.create_task(self._heartbeat(turn), name=f"turn-lease-{turn[:8]}")
+            await self._wait_for_turn(name, turn)
+            yield
+        finally:
+            if heartbeat is not None:
+                heartbeat.cancel()
+                await asyncio.gather(heartbeat, return_exceptions=True)
+            # By turn, not ticket number: it also removes a ticket whose INSERT a cancellation cut off
+            # (statements run in order on the connection, so the INSERT has run before this DELETE).
+            try:
+                await self._execute("DELETE FROM turn_locks WHERE turn = ?", (turn,))
+            except StoreError as exc:
+                logger.warning(
+                    "could not release the turn in %s (it expires by itself): %s", name, exc.message
+                )
+            finally:
+                released = self._released.pop(name, None)
+                if released is not None:
+                    released.set()
+
+    async def _wait_for_turn(self, name: str, turn: str) -> None:
+        delay = POLL_FIRST_SECONDS
+        while True:
+            # Taken before the queue is read, so a release in between is not missed.
+            released = self._released.setdefault(name, asyncio.Event())
+            queue = await self._queue(name)
+            mine = next((i for i, ticket in enumerate(queue) if ticket.turn == turn), None)
+            if mine is None:
+                logger.warning("a turn in %s lost its place (its lease ran out); queueing again", name)
+                await self._enqueue(name, turn)
+                continue
+            if mine == 0:
+                return
+            ahead = queue[:mine]
+            now = self._clock()
+            if any(ticket.expires_at < now for ticket in ahead):
+                await self._take_over(name, now)
+                continue
+            if ahead[-1].owner == self._owner:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._lease):
+                        await released.wait()
+                delay = POLL_FIRST_SECONDS
+            else:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, POLL_MAX_SECONDS)
+
+    async def _heartbeat(self, turn: str) -> None:
+        while True:
+            await asyncio.sleep(self._lease / HEARTBEATS_PER_LEASE)
+            try:
+                renewed = await self._execute(
+                    "UPDATE turn_locks SET expires_at = ? WHERE turn = ?", (self._clock() + self._lease, turn)
+                )
+            except StoreError as exc:
+                logger.warning("could not renew a turn's lease: %s", exc.message)
+                continue
+            if renewed == 0:
+                # Waiting turns queue again by themselves; a running one can only go on and say so.
+                logger.warning("a turn's lease ran out before it was renewed: another turn may overlap it")
+
+    async def _enqueue(self, name: str, turn: str) -> None:
+        await self._execute(
+            "INSERT INTO turn_locks (lock_key, owner, turn, expires_at) VALUES (?, ?, ?, ?)",
+            (name, self._owner, turn, self._clock() + self._lease),
+        )
+
+    async def _take_over(self, name: str, now: float) -> None:
+        # Every expired ticket, not only this conversation's: nobody else would ever remove them.
+        removed = await self._execute("DELETE FROM turn_locks WHERE expires_at < ?", (now,))
+        if removed:
+            logger.warning(
+                "took over %s: %d turn(s) of a process that stopped renewing its lease were dropped",
+                name,
+                removed,
+            )
+
+    async def _queue(self, name: str) -> list[_Ticket]:
+        async with self._connection() as db:
+            rows = await db.execute_fetchall(
+                "SELECT ticket, owner, turn, expires_at FROM turn_locks WHERE lock_key = ? ORDER BY ticket",
+                (name,),
+            )
+        return [_Ticket(int(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in rows]
+
+    async def _execute(self, sql: str, params: tuple[object, ...]) -> int:
+        """One statement, its own transaction; the number of rows it changed."""
+        async with self._connection() as db, db.execute(sql, params) as cursor:
+            return cursor.rowcount
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._db_lock:
+            if self._closed:
+                raise StoreError(f"the conversation store {self._path} is closed")
+            try:
+                yield self._db
+            except sqlite3.Error as exc:
+                raise store_error(exc, self._path) from exc
