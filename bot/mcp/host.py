@@ -35,6 +35,13 @@ logger = logging.getLogger(__name__)
 
 # Worst case of the SDK's stdio shutdown: flush, 2 s grace, SIGTERM, 2 s, SIGKILL, 2 s reap.
 CLOSE_TIMEOUT = 10.0
+# How long start() waits for the servers' first attempts. Servers launched together come up
+# together (the two seed servers: ~2 s on two busy cores, within a second of each other), so once
+# one is ready the others get STARTUP_GRACE more; a server still silent then (a hanging one) goes
+# on starting in the background. STARTUP_LIMIT bounds the wait when none comes up at all.
+STARTUP_GRACE = 2.0
+STARTUP_LIMIT = 10.0
+STILL_STARTING = "still starting"
 
 
 class MCPHost:
@@ -70,11 +77,13 @@ class MCPHost:
     ) -> None:
         await self.aclose()
 
-    async def start(self) -> None:
-        """Start every server at once; return when each is ready or has failed its first attempt.
+    async def start(self, *, grace: float = STARTUP_GRACE, limit: float = STARTUP_LIMIT) -> None:
+        """Start every server at once; return when each has made its first attempt, or sooner.
 
-        A failed server does not hold up the others: it is listed in `problems()` and retried in
-        the background with backoff.
+        Sooner means `grace` seconds after the first server is ready, or `limit` seconds in all: one
+        server that hangs must not hold up the answers the others can give. It goes on starting in
+        the background (`starting()`); a failed server is listed in `problems()` and retried with
+        backoff.
         """
         if self._tasks:
             raise RuntimeError("MCPHost.start() was already called")
@@ -83,8 +92,7 @@ class MCPHost:
             asyncio.create_task(link.run(), name=f"mcp-server:{name}") for name, link in self._links.items()
         ]
         try:
-            for link in self._links.values():
-                await link.attempted.wait()
+            await self._first_attempts(grace, limit)
         except BaseException:
             await self.aclose()  # cancelled while starting (Ctrl-C): leave no children behind
             raise
@@ -97,6 +105,21 @@ class MCPHost:
         )
         for name, reason in self.problems():
             logger.info("MCP server %r is not available: %s", name, reason)
+
+    async def _first_attempts(self, grace: float, limit: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        graced = False
+        while self.starting():
+            if not graced and any(link.ready for link in self._links.values()):
+                graced = True
+                deadline = min(deadline, loop.time() + grace)
+            change = self._change
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await change.wait()
+            except TimeoutError:
+                return
 
     async def aclose(self) -> None:
         """Stop every server and wait (bounded) until its process is gone."""
@@ -120,12 +143,21 @@ class MCPHost:
             await asyncio.wait(pending, timeout=CLOSE_TIMEOUT)
 
     def problems(self) -> list[tuple[str, str]]:
-        """Servers that are not connected right now, with the reason."""
-        return [
-            (name, link.problem)
-            for name, link in self._links.items()
-            if not link.ready and link.problem is not None
-        ]
+        """Servers that are not connected right now, with the reason (for operators, not the model)."""
+        found = []
+        for name, link in self._links.items():
+            if link.ready:
+                continue
+            if not link.attempted.is_set():
+                found.append((name, STILL_STARTING))
+            elif link.problem is not None:
+                see_log = "; see the log for its stderr" if link.stderr_seen else ""
+                found.append((name, link.problem + see_log))
+        return found
+
+    def starting(self) -> list[str]:
+        """Servers still making their first attempt: their tools are not offered yet."""
+        return [name for name, link in self._links.items() if not link.attempted.is_set()]
 
     def list_tools(self) -> list[ToolSpec]:
         """The tools offered to the model right now (enabled, overrides applied, names unique)."""
@@ -149,17 +181,21 @@ class MCPHost:
         if spec is None:
             return results.unknown_tool(name, self._catalog)
         link = self._links[spec.server]
-        client = link.client
-        if client is None:
-            return results.unavailable(spec.server, link.problem or "it is still starting")
         started = time.perf_counter()
 
         def elapsed() -> float:
             return (time.perf_counter() - started) * 1000
 
+        client = link.client
+        if client is None:
+            # Restarting after a crash: wait for it within the call's own timeout.
+            client = await link.wait_ready(within=spec.timeout)
+            if client is None:
+                reason = f"{link.problem or 'it stopped'}; it is being restarted"
+                return results.unavailable(spec.server, reason, latency_ms=elapsed())
         try:
             # Leaving the scope on timeout cancels the request, which sends notifications/cancelled.
-            with anyio.move_on_after(spec.timeout) as scope:
+            with anyio.move_on_after(max(0.0, spec.timeout - elapsed() / 1000)) as scope:
                 answer = await client.call_tool(spec.original_name, arguments)
             if scope.cancelled_caught:
                 return results.timed_out(name, spec.timeout, latency_ms=elapsed())
@@ -180,6 +216,7 @@ class MCPHost:
         except Exception as exc:  # the seam's promise: tool failures are data
             logger.exception("MCP call %s on %r failed unexpectedly", name, spec.server)
             return results.failed(name, f"{type(exc).__name__}: {exc}", latency_ms=elapsed())
+        link.note_success()
         return results.from_call_result(answer, latency_ms=elapsed())
 
     def _changed(self) -> None:

@@ -40,7 +40,8 @@ TransportStreams = tuple[Any, Any]
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
-# A connection that lived this long was healthy: the next failure starts the backoff afresh.
+# A connection that lived this long (or answered a call) was healthy: the next failure starts the
+# backoff afresh.
 HEALTHY_AFTER = 60.0
 MAX_TOOL_PAGES = 100
 # Long-lived HTTP streams (SSE) legitimately stay silent for minutes.
@@ -70,8 +71,17 @@ class ServerLink:
         self.tools: tuple[ListedTool, ...] = ()
         self.listed = False
         self.problem: str | None = None
+        # The server wrote to stderr during the last attempt (the lines are in the log, not here).
+        self.stderr_seen = False
         # asyncio (not anyio) events: a host may be built before the event loop runs.
         self.attempted = asyncio.Event()
+        self._changed = asyncio.Event()
+        # Start-up attempts that never got as far as listing tools; calls waiting on a restart watch it.
+        self.failed_attempts = 0
+        # When the next attempt starts (event-loop clock) while waiting out the backoff, else None.
+        self.retry_at: float | None = None
+        self._delay = BACKOFF_FIRST
+        self._connected = False
         self._stop: anyio.CancelScope | None = None  # made in run(): anyio needs a running loop
         self._stopping = False
         self._wake = asyncio.Event()
@@ -87,6 +97,32 @@ class ServerLink:
         self._stopping = True
         if self._stop is not None:
             self._stop.cancel()
+        self._notify()
+
+    def note_success(self) -> None:
+        """A call was answered: the server is healthy, so a later crash starts the backoff afresh."""
+        self._delay = BACKOFF_FIRST
+
+    async def wait_ready(self, within: float) -> Client | None:
+        """The client once a restart under way succeeds; None when it fails, or is not done within `within` s.
+
+        Waits for one outcome only: a server in a crash loop answers each call within one attempt,
+        not after the whole backoff.
+        """
+        deadline = anyio.current_time() + within
+        failures = self.failed_attempts
+        while self.client is None:
+            if self._stopping or self.failed_attempts > failures:
+                return None
+            if self.retry_at is not None and self.retry_at > deadline:
+                return None
+            changed = self._changed
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await changed.wait()
+            except TimeoutError:
+                return None
+        return self.client
 
     def request_refresh(self) -> None:
         self._refresh_wanted = True
@@ -94,28 +130,33 @@ class ServerLink:
 
     async def run(self) -> None:
         """Keep the server connected until `stop()`; never raises except on cancellation."""
-        delay = BACKOFF_FIRST
         last_reason = ""
         with anyio.CancelScope() as self._stop:
             if self._stopping:
                 self._stop.cancel()
             while True:
                 started = anyio.current_time()
+                self._connected = False
                 try:
                     reason = await self._run_once()
                 except Exception as exc:  # one net per attempt, so a bug here cannot stop the restarts
                     logger.exception("MCP server %r: unexpected failure", self.name)
                     reason = describe_failure(exc)
-                self._set_down(reason)
                 if anyio.current_time() - started > HEALTHY_AFTER:
-                    delay = BACKOFF_FIRST
-                wait = delay * random.uniform(0.8, 1.2)
+                    self._delay = BACKOFF_FIRST
+                wait = self._delay * random.uniform(0.8, 1.2)
+                self.retry_at = anyio.current_time() + wait
+                if not self._connected:
+                    self.failed_attempts += 1
+                self._set_down(reason)
                 # Said once per reason: a server that stays down must not flood the terminal.
                 level = logging.DEBUG if reason == last_reason else logging.WARNING
-                logger.log(level, "MCP server %r %s; retrying in %.1f s", self.name, reason, wait)
+                see_log = f" (its stderr is logged as bot.mcp.stderr.{self.name})" if self.stderr_seen else ""
+                logger.log(level, "MCP server %r %s; retrying in %.1f s%s", self.name, reason, wait, see_log)
                 last_reason = reason
                 await anyio.sleep(wait)
-                delay = min(delay * 2, BACKOFF_MAX)
+                self.retry_at = None
+                self._delay = min(self._delay * 2, BACKOFF_MAX)
 
     async def _run_once(self) -> str:
         tap = StderrTap(self.name) if self.config.kind == "stdio" else None
@@ -133,8 +174,10 @@ class ServerLink:
         finally:
             if tap is not None:
                 tap.close()
-        if tap is not None and tap.tail:
-            reason = f"{reason} (last stderr line: {tap.tail[-1]})"
+        # Stderr stays in the log: the reason reaches tool results, and through them people.
+        self.stderr_seen = tap is not None and bool(tap.tail)
+        if tap is not None and not self._connected:
+            tap.report_failed_start()
         return reason
 
     async def _connect_and_serve(self, tap: StderrTap | None) -> str:
@@ -221,8 +264,8 @@ class ServerLink:
         self._lost = True
         self._wake.set()
         if was_ready:
-            self.problem = "lost the connection; reconnecting"
-            self._on_change()
+            self.problem = "lost the connection"
+            self._notify()
 
     async def _transport(
         self, stack: AsyncExitStack, tap: StderrTap | None
@@ -251,6 +294,8 @@ class ServerLink:
     def _set_ready(self, client: Client, elapsed: float) -> None:
         self.client = client
         self.problem = None
+        self._connected = True
+        self.stderr_seen = False
         self.attempted.set()
         logger.info(
             "MCP server %r ready in %.0f ms: %d tools, protocol %s",
@@ -259,12 +304,18 @@ class ServerLink:
             len(self.tools),
             client.protocol_version,
         )
-        self._on_change()
+        self._notify()
 
     def _set_down(self, reason: str) -> None:
         self.client = None
         self.problem = reason
         self.attempted.set()
+        self._notify()
+
+    def _notify(self) -> None:
+        """Wake calls waiting on a restart, and let the host rebuild its catalog."""
+        self._changed.set()
+        self._changed = asyncio.Event()
         self._on_change()
 
 

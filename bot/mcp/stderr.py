@@ -2,8 +2,11 @@
 
 A server's stderr is its log, and the first place to look when it will not start. Passing it
 straight to our stderr would interleave it with the terminal UI; here each line goes to the
-`bot.mcp.stderr.<server>` logger (INFO, or WARNING when it looks like an error) and the last
-few lines are kept so a start-up failure can be reported with its cause.
+`bot.mcp.stderr.<server>` logger (INFO, or WARNING when it looks like an error); when a start
+fails, its last quiet lines are repeated at WARNING, since they usually say why.
+
+Stderr is the server's own text (paths, keys, connection strings): it goes to the log and nowhere
+else, never into a reason that reaches a tool result or a conversation.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class StderrTap:
         self._read_fd: int | None = read_fd
         self.writer: TextIO = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._quiet: deque[str] = deque(maxlen=TAIL_LINES)
         self._log = logging.getLogger("bot.mcp.stderr").getChild(server)
 
     def close_writer(self) -> None:
@@ -70,4 +74,13 @@ class StderrTap:
         if not line.strip():
             return
         self.tail.append(line)
-        self._log.log(logging.WARNING if _SERIOUS.search(line) else logging.INFO, "%s", line)
+        if _SERIOUS.search(line):
+            self._log.warning("%s", line)
+        else:
+            self._quiet.append(line)
+            self._log.info("%s", line)
+
+    def report_failed_start(self) -> None:
+        """Repeat the last lines logged at INFO at WARNING: the cause of a failed start is often one."""
+        if self._quiet:
+            self._log.warning("last output before it stopped:\n%s", "\n".join(self._quiet))
