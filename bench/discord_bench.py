@@ -45,6 +45,9 @@ class NoTools:
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         raise AssertionError("no tools in this benchmark")
 
+    def starting(self) -> list[str]:
+        return []
+
 
 def _last_user_text(body: dict[str, Any]) -> str:
     return next(str(m["content"]) for m in reversed(body["messages"]) if m["role"] == "user")

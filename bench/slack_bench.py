@@ -54,6 +54,9 @@ class _NoTools:
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         return ToolResult(content="no tools", is_error=True, error_kind="unknown_tool")
 
+    def starting(self) -> list[str]:
+        return []
+
 
 def _signed(body: dict[str, Any], retry: int | None = None) -> tuple[str, dict[str, str]]:
     raw = json.dumps(body)

@@ -228,6 +228,9 @@ class Agent:
             text += "\n\n" + "\n".join(
                 f"⚠️ {name} is temporarily unavailable ({state.unavailable[name]})." for name in missing
             )
+        starting = self._host.starting()
+        if starting:
+            text += f"\n\n⏳ {', '.join(starting)}: still starting, so not used for this answer."
         await self._store.append(key, [ChatMessage(role="assistant", content=text)])
         return AgentReply(text=text, attachments=tuple(state.attachments), usage=usage, cut_short=cut_short)
 

@@ -26,6 +26,10 @@ class ToolHost(Protocol):
         """Run a tool by its exposed name. Never raises for tool failures: they are data."""
         ...
 
+    def starting(self) -> list[str]:
+        """Servers still starting: their tools are not offered yet, and an answer should say so."""
+        ...
+
 
 class Store(Protocol):
     async def append(

@@ -75,6 +75,9 @@ class FakeTools:
             await self.gate.wait()
         return ToolResult(content=self.result, latency_ms=312.0)
 
+    def starting(self) -> list[str]:
+        return []
+
 
 @contextlib.asynccontextmanager
 async def agent_for(

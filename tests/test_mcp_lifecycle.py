@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from bot.agent import Agent
 from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.link import BACKOFF_FIRST
-from bot.types import ToolResult
+from bot.types import ConversationKey, Incoming, ToolResult
+from tests.fakes.scripted import ScriptedLLM, Step
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "FATAL: login failed for api_key=sk-live-7Hq2Zr9Xw"
@@ -123,3 +125,20 @@ async def test_start_waits_for_servers_that_come_up_together():
     async with asyncio.timeout(60), MCPHost({"env-query": stdio("servers.env_query")}) as host:
         assert host.starting() == []
         assert [spec.name for spec in host.list_tools()] == ["get_environment_status"]
+
+
+async def test_an_answer_given_while_a_server_is_still_starting_says_so(store):
+    host = MCPHost({"env-query": stdio("servers.env_query"), "stuck": hanging()}, connect_timeout=120)
+    try:
+        async with asyncio.timeout(60):
+            await host.start()
+            await host.wait_for(lambda: len(host.list_tools()) == 1)
+            llm = ScriptedLLM([Step(text="Hello!")])
+            agent = Agent(llm=llm, host=host, store=store, inbox=store)
+            key = ConversationKey(platform="test", workspace="w", channel="c", thread="t")
+            reply = await agent.reply(Incoming(key=key, text="hello", user_id="u1"))
+    finally:
+        await host.aclose()
+    assert [tool.name for tool in llm.tools_seen[0]] == ["get_environment_status"]
+    assert reply.text.startswith("Hello!")
+    assert "stuck" in reply.text and "still starting" in reply.text

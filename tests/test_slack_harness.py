@@ -61,6 +61,9 @@ class StaticHost:
         self.calls.append((name, arguments))
         return self._tools[name](arguments)
 
+    def starting(self) -> list[str]:
+        return []
+
 
 def settings_for(slack: FakeSlack, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
