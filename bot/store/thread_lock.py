@@ -108,7 +108,7 @@ class SQLiteTurnLock:
                     released.set()
 
     async def _wait_for_turn(self, name: str, turn: str) -> None:
-        delay = POLL_FIRST_SECONDS
+        delay, ahead_before = POLL_FIRST_SECONDS, -1
         while True:
             # Taken before the queue is read, so a release in between is not missed.
             released = self._released.setdefault(name, asyncio.Event())
@@ -121,6 +121,9 @@ class SQLiteTurnLock:
             if mine == 0:
                 return
             ahead = queue[:mine]
+            if len(ahead) != ahead_before:
+                # The queue moved: the next turn may be a short one, so look again soon.
+                delay, ahead_before = POLL_FIRST_SECONDS, len(ahead)
             now = self._clock()
             if any(ticket.expires_at < now for ticket in ahead):
                 await self._take_over(name, now)
@@ -129,7 +132,6 @@ class SQLiteTurnLock:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._lease):
                         await released.wait()
-                delay = POLL_FIRST_SECONDS
             else:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, POLL_MAX_SECONDS)
