@@ -1,10 +1,20 @@
 import dataclasses
 import json
+import re
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 
+import pytest
+
+from bot.agent import Agent
+from bot.config import ServerConfig
 from bot.context import anchor
 from bot.guards import confirm_prompt
+from bot.mcp.host import MCPHost
 from bot.model.offline import OfflineModel
-from bot.types import ChatMessage, ToolCall, ToolSpec, no_progress
+from bot.types import ChatMessage, ConversationKey, Incoming, ToolCall, ToolSpec, no_progress
+from tests.conftest import ROOT, seed_servers
 
 SEED_QUESTION = "Is the environment in A1001 good for a run near 31.23, 121.47?"
 
@@ -332,3 +342,310 @@ async def test_a_chinese_question_works_through_configured_triggers():
         {"area_code": "A1001"},
         {"lat": 31.23, "lng": 121.47, "radius": 100},
     ]
+
+
+# --- choosing tools among many that look alike (a filesystem server) ---------------------------------
+
+
+def files_server(root: Path, log: Path) -> ServerConfig:
+    """The filesystem-like test server over stdio, confined to `root`, logging every call to `log`."""
+    args = ["-m", "tests.mcp_servers.files", str(root), str(log)]
+    return ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
+
+
+@dataclasses.dataclass
+class FileServer:
+    host: MCPHost
+    root: Path
+    log: Path
+
+    def calls(self) -> list[dict]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+
+@pytest.fixture(scope="module")
+async def files(tmp_path_factory) -> AsyncIterator[FileServer]:
+    """The filesystem server over stdio, shared by this module; each test empties its root first."""
+    root = tmp_path_factory.mktemp("files")
+    log = root.parent / f"{root.name}.log"
+    async with MCPHost({"files": files_server(root, log)}, default_timeout=10.0) as host:
+        await host.wait_until_ready()
+        yield FileServer(host, root, log)
+
+
+@pytest.fixture
+def file_tools(files: FileServer) -> list[ToolSpec]:
+    """The filesystem server's tools exactly as the host offers them to a model."""
+    return files.host.list_tools()
+
+
+@pytest.mark.parametrize("question", ["read the file notes.txt", 'read the file "notes.txt"'])
+async def test_reading_a_file_through_the_agent_calls_only_read_file_and_leaves_the_file_as_it_was(
+    files, store, question
+):
+    for entry in files.root.iterdir():
+        entry.unlink()
+    files.log.unlink(missing_ok=True)
+    (files.root / "notes.txt").write_text("Buy oat milk and call Ada on Tuesday.\n")
+    agent = Agent(llm=OfflineModel(), host=files.host, store=store, inbox=store)
+    key = ConversationKey(platform="test", workspace="w", channel="c", thread="files")
+
+    reply = await agent.reply(Incoming(key=key, text=question, user_id="u1"))
+
+    assert [(a.name, a.arguments) for a in reply.attachments] == [("read_file", {"path": "notes.txt"})]
+    assert files.calls() == [{"tool": "read_file", "arguments": {"path": "notes.txt"}}]
+    assert (files.root / "notes.txt").read_text() == "Buy oat milk and call Ada on Tuesday.\n"
+    assert sorted(p.name for p in files.root.iterdir()) == ["notes.txt"]
+    assert "Buy oat milk and call Ada on Tuesday." in reply.text
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "read the file notes.txt",
+        'read the file "notes.txt"',
+        "Read notes.txt please",
+        "what does the file docs/notes.txt say?",
+    ],
+)
+async def test_a_question_about_reading_one_file_calls_read_file_alone(file_tools, question):
+    reply = await ask([user(question)], file_tools)
+
+    assert [c.name for c in reply.tool_calls] == ["read_file"]
+    assert json.loads(reply.tool_calls[0].arguments)["path"].endswith("notes.txt")
+
+
+@pytest.mark.parametrize(
+    ("question", "tool"),
+    [
+        ('write "hello" to the file notes.txt', "write_file"),
+        ('edit notes.txt: replace "milk" with "tea"', "edit_file"),
+        ("move the file notes.txt to old.txt", "move_file"),
+        ("rename notes.txt to old.txt", "move_file"),
+        ("create the directory archive/2026", "create_directory"),
+    ],
+)
+async def test_a_tool_that_writes_moves_or_creates_is_never_called_even_when_asked_for(
+    file_tools, question, tool
+):
+    reply = await ask([user(question)], file_tools)
+
+    assert all(c.name not in MUTATING_FILE_TOOLS for c in reply.tool_calls), reply.tool_calls
+    if not reply.tool_calls:
+        assert "offline model" in (reply.content or "")
+
+
+MUTATING_FILE_TOOLS = {"write_file", "edit_file", "move_file", "create_directory"}
+
+
+@pytest.mark.parametrize(
+    ("description", "name"),
+    [
+        ("Deletes a record for good.", "purge"),
+        ("Sends a message to a channel.", "notify"),
+        ("Posts the text to the team's feed.", "share"),
+        ("Uploads a file to the bucket.", "bucket_put"),
+        ("Updates the status of a ticket.", "ticket_status"),
+        ("Reads a record.", "delete_record"),
+        ("Reads a record.", "slack_send_message"),
+    ],
+)
+async def test_a_tool_whose_name_or_description_says_it_changes_something_is_never_called(description, name):
+    tool = ToolSpec(
+        name=name,
+        description=description,
+        parameters={"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+        server="s",
+        original_name=name,
+        triggers=("record", "message", "text", "file", "status"),
+    )
+
+    reply = await ask([user('do it for the record "K12": message, text, file, status')], [tool])
+
+    assert reply.tool_calls == ()
+    assert f"`{name}`" in (reply.content or "") and "changes" in (reply.content or "")
+
+
+async def test_a_tool_that_says_it_does_not_write_is_still_called():
+    tool = ToolSpec(
+        name="peek",
+        description="Shows a record. Does not write or delete anything.",
+        parameters={"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+        server="s",
+        original_name="peek",
+    )
+
+    reply = await ask([user('show the record "K12"')], [tool])
+
+    assert [json.loads(c.arguments) for c in reply.tool_calls] == [{"key": "K12"}]
+
+
+async def test_a_tool_without_arguments_is_called_only_when_it_is_the_best_match(file_tools):
+    listing = await ask([user("list the allowed directories")], file_tools)
+    reading = await ask([user("read the file notes.txt")], file_tools)
+
+    assert [c.name for c in listing.tool_calls] == ["list_allowed_directories"]
+    assert "list_allowed_directories" not in [c.name for c in reading.tool_calls]
+
+
+async def test_a_second_tool_is_called_only_for_another_part_of_the_question(file_tools):
+    reply = await ask([user("list the directory docs and read the file notes.txt")], file_tools)
+
+    assert sorted((c.name, json.loads(c.arguments)["path"]) for c in reply.tool_calls) == [
+        ("list_directory", "docs"),
+        ("read_file", "notes.txt"),
+    ]
+
+
+# --- questions written as JSON ----------------------------------------------------------------------
+
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Weather forecast for a city.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City name, e.g. Paris."},
+            "country": {"type": "string", "description": "Country the city is in, e.g. France."},
+            "days": {"type": "integer", "minimum": 1, "default": 1},
+        },
+        "required": ["city", "country"],
+    },
+    server="weather",
+    original_name="get_weather",
+)
+
+
+async def test_a_question_written_as_json_fills_arguments_with_its_values_not_its_keys():
+    question = 'weather for {"city": "Paris", "country": "France", "days": 3}'
+
+    reply = await ask([user(question)], [WEATHER])
+
+    assert [json.loads(c.arguments) for c in reply.tool_calls] == [
+        {"city": "Paris", "country": "France", "days": 3}
+    ]
+
+
+async def test_a_json_key_is_never_taken_as_a_value_for_another_argument():
+    reply = await ask([user('weather {"city": "Paris", "country": "France"}')], [WEATHER])
+
+    arguments = json.loads(reply.tool_calls[0].arguments)
+    assert "city" not in arguments.values() and "country" not in arguments.values()
+
+
+async def test_a_required_argument_missing_from_a_json_question_is_asked_for_instead_of_guessed():
+    reply = await ask([user('weather {"city": "Paris"}')], [WEATHER])
+
+    assert reply.tool_calls == ()
+    text = reply.content or ""
+    assert "`get_weather` looks relevant, but I couldn't find country in your message" in text
+    assert "Tell me country (Country the city is in, e.g. France)" in text
+
+
+async def test_one_quoted_value_fills_one_argument_not_every_string_argument():
+    reply = await ask([user('weather in "Paris"')], [WEATHER])
+
+    assert reply.tool_calls == ()
+    assert "country" in (reply.content or "")
+
+
+# --- the answer states only what the results say, for the asked area and radius ---------------------
+
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w)")
+AREA_CODE = re.compile(r"\b[A-Z]\d{4}\b")
+
+
+def numbers_in(value: object) -> set[float]:
+    """Every number in a JSON value, including numbers written inside its strings."""
+    if isinstance(value, dict):
+        return set().union(*(numbers_in(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(numbers_in(v) for v in value)) if value else set()
+    if isinstance(value, bool):
+        return set()
+    if isinstance(value, int | float):
+        return {float(value)}
+    return {float(n) for n in NUMBER.findall(str(value))}
+
+
+def segments(text: str) -> list[str]:
+    """The answer cut into the clauses a reader takes one at a time."""
+    return [s for s in re.split(r"\n|;|(?<=\.)\s", text) if s.strip()]
+
+
+def assert_states_only_the_results(text: str, results: list[dict], area: str) -> None:
+    allowed = set().union(*(numbers_in(r) for r in results))
+    assert {float(n) for n in NUMBER.findall(text)} <= allowed, text
+    codes = {c for r in results for c in AREA_CODE.findall(json.dumps(r))}
+    assert set(AREA_CODE.findall(text)) <= codes, text
+    places = [p for r in results for p in r.get("nearby", [])]
+    radius = next(r["radius_m"] for r in results if "radius_m" in r)
+    beyond = [p["name"] for p in places if p["distance_m"] > radius]
+    assert beyond, "the check needs a place beyond the radius"
+    for clause in segments(text):
+        if re.search(r"nearby|near |within|close", clause, re.I):
+            assert not any(name in clause for name in beyond), clause
+    location = next((r for r in results if "nearby" in r), None)
+    verdict = text.split("\n\n")[0]
+    if location is not None and location["area_code"] != area:
+        assert not any(p["name"] in verdict for p in places), verdict
+        assert location["area_code"] in text and f"not {area}" in text.replace("not in ", "not ")
+
+
+async def test_the_seed_answer_states_only_numbers_the_results_for_the_asked_area_and_radius_hold(store):
+    async with MCPHost(seed_servers(), default_timeout=10.0) as host:
+        await host.wait_until_ready()
+        agent = Agent(llm=OfflineModel(), host=host, store=store, inbox=store)
+        key = ConversationKey(platform="test", workspace="w", channel="c", thread="seed")
+
+        reply = await agent.reply(Incoming(key=key, text=SEED_QUESTION, user_id="u1"))
+
+    by_tool = {a.name: (a.arguments, json.loads(a.content)) for a in reply.attachments}
+    assert by_tool["get_environment_status"][0] == {"area_code": "A1001"}
+    assert by_tool["simulate_geolocation"][0]["lat"] == 31.23
+    assert_states_only_the_results(reply.text, [r for _, r in by_tool.values()], "A1001")
+
+
+async def test_a_location_in_another_area_is_not_mixed_into_the_asked_areas_verdict():
+    history = [
+        user(SEED_QUESTION),
+        await ask([user(SEED_QUESTION)]),
+        result("call_offline_1", ENV.name, ENV_RESULT),
+        result("call_offline_2", GEO.name, GEO_RESULT),
+    ]
+
+    text = (await ask(history)).content or ""
+
+    assert_states_only_the_results(text, [ENV_RESULT, GEO_RESULT], "A1001")
+    assert "Maple Café" in text
+
+
+async def test_a_park_beyond_the_radius_is_not_called_nearby_even_in_the_same_area():
+    same_area = {**GEO_RESULT, "area_code": "A1001"}
+    history = [
+        user(SEED_QUESTION),
+        await ask([user(SEED_QUESTION)]),
+        result("call_offline_1", ENV.name, ENV_RESULT),
+        result("call_offline_2", GEO.name, same_area),
+    ]
+
+    text = (await ask(history)).content or ""
+
+    assert_states_only_the_results(text, [ENV_RESULT, same_area], "A1001")
+    assert "Century Park" not in text.split("\n\n")[0]
+
+
+async def test_a_park_within_the_radius_of_the_same_area_counts_in_the_verdict():
+    park = {"name": "Lotus Park", "type": "park", "distance_m": 90, "bearing": "S", "within_radius": True}
+    same_area = {**GEO_RESULT, "area_code": "A1001", "nearby": [park, *GEO_RESULT["nearby"]]}
+    history = [
+        user(SEED_QUESTION),
+        await ask([user(SEED_QUESTION)]),
+        result("call_offline_1", ENV.name, ENV_RESULT),
+        result("call_offline_2", GEO.name, same_area),
+    ]
+
+    text = (await ask(history)).content or ""
+
+    assert "Lotus Park is 90 m away" in text.split("\n\n")[0]
+    assert_states_only_the_results(text, [ENV_RESULT, same_area], "A1001")

@@ -4,7 +4,9 @@ The offline model has two jobs: picking tools and filling their arguments from t
 turning what the tools returned into a short markdown reply. This module is the second job, kept
 apart so each stays small: it knows how results look (the host's certainty line, JSON or plain text,
 failures) and how to phrase them (units from key names, AQI labels, one verdict for "good for a
-run?" questions). It never invents a value that no result contains.
+run?" questions). It never invents a value that no result contains, and it answers for what was
+asked: places beyond the searched radius are listed apart, never as nearby, and a result about
+another area than the asked one is said to be so and kept out of the verdict.
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.model.offline.words import WORD
 from bot.render import truncate
 from bot.types import ChatMessage, ToolSpec
 
-WORD = re.compile(r"[^\W_]+")
-"""A word in any script, without underscores: what both halves of the offline model split text on."""
 _OUTDOOR = re.compile(
     r"\b(run|running|jog|jogging|walk|walking|stroll|hike|hiking|bike|biking|cycle|cycling|picnic|"
     r"outdoors?|outside|exercise)\b|跑步|散步|户外|戶外"
@@ -170,10 +171,65 @@ def _scalar(key: str, value: Any, siblings: dict[str, Any], parent: str) -> str 
     return f"{name} {format_value(value)}{unit if is_number(value) else ''}"
 
 
+def _listing(values: list[Any]) -> str:
+    more = " and more" if len(values) > 5 else ""  # the attachment has them all
+    return (", ".join(_item(v) for v in values[:5]) or "none") + more
+
+
+def _radius_m(data: dict[str, Any], args: dict[str, Any]) -> float | None:
+    """The search radius a result was made for, in metres: its own `radius_m`, else the call's."""
+    for key, value in data.items():
+        if key.lower().startswith("radius") and is_number(value):
+            return float(value) * (1000 if _split_unit(key)[1] == " km" else 1)
+    given: Any = args.get("radius")
+    return float(given) if is_number(given) else None
+
+
+def _distance_m(item: dict[str, Any]) -> float | None:
+    numbers = [(k, v) for k, v in item.items() if is_number(v)]
+    named = [(k, v) for k, v in numbers if "distance" in k.lower()]
+    for key, value in named or [(k, v) for k, v in numbers if _split_unit(k)[1] in (" m", " km")]:
+        return float(value) * (1000 if _split_unit(key)[1] == " km" else 1)
+    return None
+
+
+def _inside(item: Any, radius: float | None) -> bool | None:
+    """Whether a listed place lies within the searched radius; None when the result cannot say."""
+    if not isinstance(item, dict):
+        return None
+    flag = next((v for k, v in item.items() if "within" in k.lower() and isinstance(v, bool)), None)
+    if flag is not None:
+        return flag
+    distance = _distance_m(item)
+    return None if distance is None or radius is None else distance <= radius
+
+
+def _places(key: str, values: list[Any], radius: float | None) -> list[str]:
+    """A list of places as notes: the ones within the radius apart from the ones beyond it."""
+    name = _human(key).capitalize()
+    outside = [v for v in values if _inside(v, radius) is False]
+    if not outside:
+        return [f"{name}: {_listing(values)}"]
+    inside = [v for v in values if _inside(v, radius) is not False]
+    bound = f"{format_value(radius)} m" if radius is not None else "the search radius"
+    return [f"{name} within {bound}: {_listing(inside)}", f"farther than {bound}: {_listing(outside)}"]
+
+
+def within_radius(data: Any, args: dict[str, Any]) -> Any:
+    """A result with the places beyond its search radius left out: what "nearby" may rest on."""
+    if not isinstance(data, dict):
+        return data
+    radius = _radius_m(data, args)
+    return {
+        k: [v for v in value if _inside(v, radius) is not False] if isinstance(value, list) else value
+        for k, value in data.items()
+    }
+
+
 def _facts(data: Any, args: dict[str, Any], parent: str = "") -> tuple[list[str], list[str]]:
     """Short phrases and longer notes from a JSON result, in the result's own order."""
     if isinstance(data, list):
-        return [], [f"{len(data)} items: " + ", ".join(_item(v) for v in data[:5])]
+        return [], [f"Items: {_listing(data)}"]
     if not isinstance(data, dict):
         return [format_value(data)], []
     phrases: list[str] = []
@@ -186,9 +242,7 @@ def _facts(data: Any, args: dict[str, Any], parent: str = "") -> tuple[list[str]
                 inner = _facts(value, args, _human(key))
                 phrases, notes = phrases + inner[0], notes + inner[1]
         elif isinstance(value, list):
-            shown = ", ".join(_item(v) for v in value[:5]) or "none"
-            more = f" (+{len(value) - 5} more)" if len(value) > 5 else ""
-            notes.append(f"{_human(key).capitalize()}: {shown}{more}")
+            notes.extend(_places(key, value, _radius_m(data, args)))
         elif isinstance(value, str) and len(value.split()) >= 5:
             notes.append(f"{_human(key).capitalize()}: {value}")
         elif args.get(_split_unit(key)[0]) != value:  # the call's own arguments, echoed back, say nothing
@@ -257,8 +311,11 @@ def _green_spot(results: list[Any]) -> str | None:
     return None
 
 
-def _verdict(question: str, results: list[Any]) -> str | None:
-    """For "is it good for a run?" questions: one sentence weighing air, temperature and a park."""
+def _verdict(question: str, results: list[Any], area: str | None) -> str | None:
+    """For "is it good for a run?" questions: one sentence weighing air, temperature and a park.
+
+    `results` are those about the asked area, with places beyond the searched radius left out.
+    """
     found = _OUTDOOR.search(question.lower())
     if found is None:
         return None
@@ -270,7 +327,8 @@ def _verdict(question: str, results: list[Any]) -> str | None:
     temp = _value(results, lambda k, v: "temp" in k and is_number(v))
     state = _air_state(aqi, label)
     spot = _green_spot(results)
-    air = f"the air is {(label or state or '').lower()}" + (
+    where = f" in {area}" if area else ""
+    air = f"the air{where} is {(label or state or '').lower()}" + (
         f" (AQI {format_value(aqi)})" if aqi is not None else ""
     )
     if state == "poor":
@@ -290,11 +348,37 @@ def _verdict(question: str, results: list[Any]) -> str | None:
     return f"**{head}**: {joined}."
 
 
+def _area(data: Any) -> str | None:
+    """The area a result says it is about (`area_code` and the like), if it names one."""
+    if isinstance(data, dict):
+        return next((v for k, v in data.items() if "area" in k.lower() and isinstance(v, str)), None)
+    return None
+
+
+def _asked_areas(outcomes: list[Outcome]) -> list[str]:
+    """The areas the calls asked about, in call order: what the answer is for."""
+    asked = [v for o in outcomes for k, v in o.args.items() if "area" in k.lower() and isinstance(v, str)]
+    return list(dict.fromkeys(asked))
+
+
 def write_answer(question: str, outcomes: list[Outcome]) -> str:
-    """A markdown reply: a verdict when the question asks for one, then one line per result."""
+    """A markdown reply: a verdict when the question asks for one, then one line per result.
+
+    A result about another area than the one asked for (coordinates that lie elsewhere) is
+    reported as such and kept out of the verdict, which speaks only for the asked area.
+    """
     lines = "\n".join(f"- {_line(o)}" for o in outcomes)
     if all(o.failed for o in outcomes):
         return f"Sorry, I couldn't get that information: the service is temporarily unavailable.\n\n{lines}"
-    verdict = _verdict(question, [o.data for o in outcomes if not o.failed])
-    found = f"Here's what I found:\n\n{lines}"
+    asked = _asked_areas(outcomes)
+    ok = [o for o in outcomes if not o.failed]
+    elsewhere = [o for o in ok if asked and _area(o.data) not in (None, *asked)]
+    here = [within_radius(o.data, o.args) for o in ok if o not in elsewhere]
+    verdict = _verdict(question, here, asked[0] if len(asked) == 1 else None)
+    notes = [
+        f"Note: {o.label.removeprefix(' for ') or o.title} is in area {_area(o.data)}, not in "
+        f"{' or '.join(asked)}, so the {' and '.join(asked)} readings do not describe that spot."
+        for o in elsewhere
+    ]
+    found = "\n\n".join([f"Here's what I found:\n\n{lines}", *notes])
     return f"{verdict}\n\n{found}" if verdict else found
