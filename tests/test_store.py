@@ -492,3 +492,17 @@ async def test_a_running_nerve_prunes_the_inbox_with_the_retention_setting(tmp_p
 
     async with asyncio.timeout(30), open_runtime(settings) as runtime:
         assert await runtime.store.unfinished_events("slack") == [("fresh", "{}")]
+
+
+async def test_pruning_runs_hourly_or_twice_per_retention_when_that_is_shorter(store: SQLiteStore) -> None:
+    waits: asyncio.Queue[float] = asyncio.Queue()
+
+    async def wait(seconds: float) -> None:
+        waits.put_nowait(seconds)
+        await asyncio.Event().wait()
+
+    async with asyncio.timeout(10):
+        async with pruning_inbox(store, retention_hours=24, wait=wait):
+            assert await waits.get() == 3600
+        async with pruning_inbox(store, retention_hours=0.5, wait=wait):
+            assert await waits.get() == 900

@@ -26,11 +26,16 @@ async def pruning_inbox(
     inbox: Inbox,
     *,
     retention_hours: float,
-    every: float = PRUNE_EVERY_SECONDS,
+    every: float | None = None,
     wait: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[None]:
     """Prune now, before the block runs (so a replay at start-up sees only live records), then every
-    `every` seconds until the block ends; the task doing it is cancelled and awaited on the way out."""
+    `every` seconds until the block ends; the task doing it is cancelled and awaited on the way out.
+
+    By default hourly, or twice per retention when that is shorter, so no record outlives it by much.
+    """
+    if every is None:
+        every = min(PRUNE_EVERY_SECONDS, retention_hours * 3600 / 2)
     await _prune(inbox, retention_hours)
     task = asyncio.create_task(_every(inbox, retention_hours, every, wait), name="inbox-pruning")
     try:
