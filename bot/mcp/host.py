@@ -37,8 +37,9 @@ logger = logging.getLogger(__name__)
 CLOSE_TIMEOUT = 10.0
 # How long start() waits for the servers' first attempts. Servers launched together come up
 # together (the two seed servers: ~2 s on two busy cores, within a second of each other), so once
-# one is ready the others get STARTUP_GRACE more; a server still silent then (a hanging one) goes
-# on starting in the background. STARTUP_LIMIT bounds the wait when none comes up at all.
+# one is ready the others get as long again as it took (at least STARTUP_GRACE): a loaded machine
+# slows them all alike. A server still silent then (a hanging one) goes on starting in the
+# background. STARTUP_LIMIT bounds the wait in any case.
 STARTUP_GRACE = 2.0
 STARTUP_LIMIT = 10.0
 STILL_STARTING = "still starting"
@@ -80,10 +81,10 @@ class MCPHost:
     async def start(self, *, grace: float = STARTUP_GRACE, limit: float = STARTUP_LIMIT) -> None:
         """Start every server at once; return when each has made its first attempt, or sooner.
 
-        Sooner means `grace` seconds after the first server is ready, or `limit` seconds in all: one
-        server that hangs must not hold up the answers the others can give. It goes on starting in
-        the background (`starting()`); a failed server is listed in `problems()` and retried with
-        backoff.
+        Sooner means once the first ready server's start-up time (at least `grace` s) has passed
+        again, or after `limit` s in all: one server that hangs must not hold up the answers the
+        others can give. It goes on starting in the background (`starting()`); a failed server is
+        listed in `problems()` and retried with backoff.
         """
         if self._tasks:
             raise RuntimeError("MCPHost.start() was already called")
@@ -108,12 +109,14 @@ class MCPHost:
 
     async def _first_attempts(self, grace: float, limit: float) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit
+        began = loop.time()
+        deadline = began + limit
         graced = False
         while self.starting():
             if not graced and any(link.ready for link in self._links.values()):
                 graced = True
-                deadline = min(deadline, loop.time() + grace)
+                now = loop.time()
+                deadline = min(deadline, now + max(grace, now - began))
             change = self._change
             try:
                 async with asyncio.timeout_at(deadline):
