@@ -104,10 +104,10 @@ class ServerLink:
         self._delay = BACKOFF_FIRST
 
     async def wait_ready(self, within: float) -> Client | None:
-        """The client once a restart under way succeeds; None when it fails, or is not done within `within` s.
+        """The client once the restart under way succeeds; None if it fails or takes over `within` s.
 
-        Waits for one outcome only: a server in a crash loop answers each call within one attempt,
-        not after the whole backoff.
+        Waits for one attempt's outcome only: a call to a server in a crash loop is answered after
+        one attempt, not after the whole backoff.
         """
         deadline = anyio.current_time() + within
         failures = self.failed_attempts
