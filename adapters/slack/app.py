@@ -11,19 +11,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -35,10 +38,12 @@ from adapters.slack.events import DM_THREAD, PLATFORM, Identity, Turn, classify,
 from adapters.slack.inbox import inbox_payload
 from adapters.slack.post import Poster
 from adapters.slack.render import escape
+from adapters.slack.signature import signature_problem
 from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.errors import ConfigError, StartupError
+from bot.text import scrub_bytes
 from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)
@@ -83,6 +88,47 @@ def make_client(settings: Settings, **kwargs: Any) -> AsyncWebClient:
     )
 
 
+_REFUSED_TOKEN = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "not_allowed_token_type",
+    }
+)
+
+
+@asynccontextmanager
+async def _reaching_slack(settings: Settings, token_name: str) -> AsyncIterator[None]:
+    """A start-up call to Slack: a refused token or an unreachable Slack becomes one actionable line."""
+    where = f"Slack at {settings.slack_api_base_url} (SLACK_API_BASE_URL)"
+    try:
+        yield
+    except SlackApiError as exc:
+        error = exc.response.get("error") or f"HTTP {exc.response.status_code}"
+        if error in _REFUSED_TOKEN:
+            raise ConfigError(f"Slack refused {token_name} ({error})") from None
+        raise StartupError(f"{where} answered {error}; is that the Slack Web API?") from None
+    except (aiohttp.ClientError, SlackClientError, TimeoutError, OSError) as exc:
+        raise StartupError(f"cannot reach {where}: {str(exc) or type(exc).__name__}") from None
+
+
+class _DropTokenNotice(logging.Filter):
+    """bolt warns that SLACK_BOT_TOKEN in the environment goes unused when it is given a client: the
+    client carries that very token, so the warning is noise (and turns a start-up error into two lines)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+def _quiet_bolt_token_notice() -> None:
+    bolt = logging.getLogger("slack_bolt.AsyncApp")
+    if not any(isinstance(f, _DropTokenNotice) for f in bolt.filters):
+        bolt.addFilter(_DropTokenNotice())
+
+
 class SlackBot:
     """The AsyncApp plus what it needs: identity, owned background tasks, pacing and fallbacks."""
 
@@ -102,12 +148,16 @@ class SlackBot:
         self._turns = TurnRunner(agent, self._poster, status_interval=status_interval)
         self._tasks: set[asyncio.Task[None]] = set()
         self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
+        self._me: Identity | None = None
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
+        self.signing_secret = secret
+        _quiet_bolt_token_notice()
         self.app = AsyncApp(
             client=client,
             signing_secret=secret or "",
-            # Socket Mode deliveries carry no signature; over HTTP, a missing secret fails at start.
-            request_verification_enabled=secret is not None,
+            # Socket Mode deliveries carry no signature; over HTTP, `serve_http` checks it on the raw
+            # bytes before bolt sees the body (bolt's own check turns a malformed header into a 500).
+            request_verification_enabled=False,
             # The listeners below only schedule work, so the ack still leaves within milliseconds,
             # and no task is left to bolt: every turn is owned here and cancelled at shutdown.
             process_before_response=True,
@@ -122,12 +172,15 @@ class SlackBot:
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def identity(self) -> Identity:
-        """Who the bot is (auth.test); fails with a ConfigError naming the token if Slack refuses it."""
-        try:
-            auth = await self.client.auth_test()
-        except SlackApiError as exc:
-            raise ConfigError(f"Slack refused SLACK_BOT_TOKEN ({exc.response.get('error')})") from None
-        return Identity(user_id=str(auth["user_id"]), bot_id=auth.get("bot_id"))
+        """Who the bot is (auth.test, asked once).
+
+        Raises ConfigError naming the token if Slack refuses it, StartupError if Slack cannot be reached.
+        """
+        if self._me is None:
+            async with _reaching_slack(self.settings, "SLACK_BOT_TOKEN"):
+                auth = await self.client.auth_test()
+            self._me = Identity(user_id=str(auth["user_id"]), bot_id=auth.get("bot_id"))
+        return self._me
 
     async def recover(self) -> int:
         """Answer the events claimed before a restart but never finished; returns how many."""
@@ -301,9 +354,30 @@ def check_settings(settings: Settings) -> None:
 
 
 async def serve_http(bot: SlackBot, host: str, port: int) -> tuple[web.AppRunner, str]:
+    """Serve the Events API at `host:port`; returns the runner and the events URL actually bound."""
+    secret = bot.signing_secret
+    if secret is None:
+        raise ConfigError("SLACK_SIGNING_SECRET is not set: it is needed to receive events over HTTP")
+
     async def events(request: web.Request) -> web.Response:
-        response = await bot.app.async_dispatch(await to_bolt_request(request))
-        return await to_aiohttp_response(response)
+        raw = await request.read()
+        problem = signature_problem(
+            secret,
+            raw,
+            request.headers.get("X-Slack-Request-Timestamp"),
+            request.headers.get("X-Slack-Signature"),
+            now=time.time(),
+        )
+        if problem is not None:
+            logger.warning("refused a delivery from %s, bad Slack signature: %s", request.remote, problem)
+            return web.json_response({"error": "invalid request"}, status=401)
+        # Slack sends UTF-8; anything else is decoded with replacement rather than dropped with a 500.
+        bolt_request = AsyncBoltRequest(
+            body=scrub_bytes(raw),
+            query=request.query_string,
+            headers=request.headers,  # type: ignore[arg-type]
+        )
+        return await to_aiohttp_response(await bot.app.async_dispatch(bolt_request))
 
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, events)
@@ -313,7 +387,9 @@ async def serve_http(bot: SlackBot, host: str, port: int) -> tuple[web.AppRunner
         await web.TCPSite(runner, host, port).start()
     except OSError as exc:
         await runner.cleanup()
-        raise ConfigError(f"cannot listen on {host}:{port} (NERVE_HTTP_PORT): {exc.strerror}") from None
+        raise ConfigError(
+            f"cannot listen on {host}:{port} (NERVE_HTTP_HOST, NERVE_HTTP_PORT): {exc.strerror}"
+        ) from None
     bound = runner.addresses[0]
     return runner, f"http://{bound[0]}:{bound[1]}{EVENTS_PATH}"
 
@@ -322,24 +398,30 @@ async def run_slack(
     agent: Agent,
     settings: Settings,
     *,
-    host: str = "0.0.0.0",
+    host: str | None = None,
     ready: asyncio.Future[str] | None = None,
 ) -> None:
     """Run until cancelled: Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events.
 
-    `ready` (if given) receives "socket-mode" or the events URL once deliveries can arrive.
+    `host` defaults to NERVE_HTTP_HOST. `ready` (if given) receives "socket-mode" or the events URL
+    once deliveries can arrive. A Slack that refuses the tokens or cannot be reached raises
+    ConfigError or StartupError before anything is served.
     """
     check_settings(settings)
     async with aiohttp.ClientSession() as session:
         bot = build_bot(agent, settings, client=make_client(settings, session=session))
         try:
+            await bot.identity()
             recovered = await bot.recover()
             if recovered:
                 logger.warning("answering %d Slack event(s) left unfinished before the restart", recovered)
             if settings.slack_app_token is not None:
-                handler = AsyncSocketModeHandler(
-                    bot.app, app_token=settings.slack_app_token.get_secret_value(), web_client=bot.client
-                )
+                app_token = settings.slack_app_token.get_secret_value()
+                # Asked here so a refused app token stops the start; the SDK would retry it forever.
+                async with _reaching_slack(settings, "SLACK_APP_TOKEN"):
+                    opened = await bot.client.apps_connections_open(app_token=app_token)
+                handler = AsyncSocketModeHandler(bot.app, app_token=app_token, web_client=bot.client)
+                handler.client.wss_uri = str(opened["url"])
                 await handler.connect_async()  # type: ignore[no-untyped-call]
                 try:
                     if ready is not None and not ready.done():
@@ -348,7 +430,8 @@ async def run_slack(
                 finally:
                     await handler.close_async()  # type: ignore[no-untyped-call]
             else:
-                runner, url = await serve_http(bot, host, settings.nerve_http_port)
+                bind = host or settings.nerve_http_host
+                runner, url = await serve_http(bot, bind, settings.nerve_http_port)
                 try:
                     if ready is not None and not ready.done():
                         ready.set_result(url)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bot.text import scrub
 from bot.types import ConversationKey, Incoming
 
 PLATFORM = "slack"
@@ -70,8 +71,8 @@ def _author(event: Mapping[str, Any], me: Identity, allow_bots: bool) -> str | N
     if user == me.user_id or (bot_id is not None and bot_id == me.bot_id):
         return None
     if bot_id is not None or event.get("subtype") == "bot_message":
-        return str(user or bot_id) if allow_bots and (user or bot_id) else None
-    return str(user) if user else None
+        return scrub(str(user or bot_id)) if allow_bots and (user or bot_id) else None
+    return scrub(str(user)) if user else None
 
 
 def classify(
@@ -102,10 +103,13 @@ def classify(
     ts = event.get("ts")
     if author is None or not isinstance(channel, str) or not isinstance(ts, str):
         return None
-    raw = str(event.get("text") or "")
+    # Everything taken from the payload is scrubbed: JSON may carry lone surrogates ("\ud800"),
+    # which no store, encoder or HTTP client accepts.
+    channel, ts = scrub(channel), scrub(ts)
+    raw = scrub(str(event.get("text") or ""))
     thread_ts = event.get("thread_ts")
-    thread = str(thread_ts) if thread_ts else None
-    team = str(body.get("team_id") or event.get("team") or "")
+    thread = scrub(str(thread_ts)) if thread_ts else None
+    team = scrub(str(body.get("team_id") or event.get("team") or ""))
     mentions_me = f"<@{me.user_id}" in raw
 
     assistant = False
@@ -125,7 +129,7 @@ def classify(
 
     key = ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=key_thread)
     text = unescape(strip_mention(raw, me.user_id)).strip()
-    event_id = str(body.get("event_id") or f"{channel}:{ts}")
+    event_id = scrub(str(body.get("event_id") or f"{channel}:{ts}"))
     incoming = Incoming(key=key, text=text, user_id=author, event_id=event_id)
     turn_kind: TurnKind = "reset" if text.lower() in RESET_WORDS else "answer"
     return Turn(
