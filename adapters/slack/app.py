@@ -335,7 +335,10 @@ def build_bot(
 
 
 def build_app(agent: Agent, settings: Settings, *, client: AsyncWebClient | None = None) -> AsyncApp:
-    """The AsyncApp answering Slack events with `agent` (its Web API client may be given, e.g. a mock)."""
+    """The AsyncApp answering Slack events with `agent` (its Web API client may be given, e.g. a mock).
+
+    It does not check request signatures itself: serve it with `serve_http` (or Socket Mode), which does.
+    """
     return build_bot(agent, settings, client=client).app
 
 
