@@ -14,11 +14,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.model.tokens import estimate_message_tokens, estimate_tokens
+from bot.nesting import MAX_DEPTH, TooDeep, loads
 from bot.types import ChatMessage, ToolCall
 
 COMPRESS_AT = 0.8
 SUMMARY_LINE_CHARS = 160
 SUMMARY_MAX_LINES = 30
+# What the model is shown of a result nested too deep to walk: its start, as plain text.
+DEEP_RESULT_CHARS = 1000
 
 
 def anchor(tool_name: str, *, is_error: bool) -> str:
@@ -29,10 +32,19 @@ def anchor(tool_name: str, *, is_error: bool) -> str:
 
 
 def as_json_text(content: str) -> str:
-    """Tool output as JSON text: kept as is when it parses, else encoded as a JSON string (S15)."""
+    """Tool output as JSON text: kept as is when it parses, else encoded as a JSON string (S15).
+
+    JSON nested deeper than `MAX_DEPTH` is flattened: its start as a string, with a note saying so.
+    """
     try:
-        json.loads(content)
-    except (json.JSONDecodeError, ValueError):
+        loads(content)
+    except TooDeep:
+        note = (
+            f"the result is nested deeper than {MAX_DEPTH} levels, so it is shown as plain text, "
+            f"cut to its first {min(DEEP_RESULT_CHARS, len(content))} of {len(content)} characters"
+        )
+        return json.dumps({"result": content[:DEEP_RESULT_CHARS], "_note": note}, ensure_ascii=False)
+    except ValueError:
         return json.dumps(content, ensure_ascii=False)
     return content
 
@@ -75,14 +87,29 @@ def cut_result(content: str, max_tokens: int) -> str:
         return content
     max_chars = max_tokens * 3
     try:
-        shrunk: Any = _shrink_json(json.loads(content))
-    except (json.JSONDecodeError, ValueError):
+        shrunk: Any = _shrink_json(loads(content))
+    except ValueError:
         shrunk = content[:max_chars] + "…"
     note = f"result cut to its key fields for the model; the full {len(content)} characters are stored"
     text = json.dumps({"result": shrunk, "_note": note}, ensure_ascii=False)
     if estimate_tokens(text) > max_tokens:
         text = json.dumps({"result": content[:max_chars] + "…", "_note": note}, ensure_ascii=False)
     return text
+
+
+def _merge_user_runs(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """One user message per run of them, joined by a blank line.
+
+    A turn cut off before its answer (the process was killed) leaves its question unanswered, and
+    the next question follows it directly; some chat templates refuse two user messages in a row.
+    """
+    out: list[ChatMessage] = []
+    for message in messages:
+        if message.role == "user" and out and out[-1].role == "user":
+            out[-1] = replace(out[-1], content=f"{out[-1].content or ''}\n\n{message.content or ''}")
+        else:
+            out.append(message)
+    return out
 
 
 def _turns(history: Sequence[ChatMessage]) -> list[list[ChatMessage]]:
@@ -167,7 +194,7 @@ def build_request(
     `squeeze` is the retry after a context-length error: keep only the current turn and a summary.
     """
     presented = _present_tool_messages(history, budget.result_tokens // (2 if squeeze else 1))
-    turns = _turns(presented)
+    turns = _turns(_merge_user_runs(presented))
     current, earlier = (turns[-1], turns[:-1]) if turns else ([], [])
     fixed = estimate_message_tokens([ChatMessage(role="system", content=system_prompt), *current])
     lines = [_summary_line(turn) for turn in earlier]

@@ -16,17 +16,30 @@ from typing import Any
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
+from bot.nesting import MAX_DEPTH, TooDeep, loads
+from bot.render import QUOTE_CHARS, quote, shorten_runs, truncate
 from bot.types import ToolSpec
 
 MAX_SAME_CALLS = 3
+# One problem's message, at most: the value it quotes is cut well before this.
+PROBLEM_CHARS = 600
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParsedArguments:
-    """Arguments that passed the checks (`value`), or why they did not (`problem`)."""
+    """Arguments that passed the checks (`value`), or what is wrong (`detail`, fit for people) and
+    what the model should do about it (`hint`)."""
 
     value: dict[str, Any] | None = None
-    problem: str | None = None
+    detail: str | None = None
+    hint: str = ""
+
+    @property
+    def problem(self) -> str | None:
+        """Everything the model is told: what is wrong, then how to fix it."""
+        if self.detail is None:
+            return None
+        return f"{self.detail}. {self.hint}" if self.hint else self.detail
 
 
 def _coerce(value: Any, schema: dict[str, Any]) -> Any:
@@ -61,13 +74,24 @@ def _coerce_object(value: dict[str, Any], schema: dict[str, Any]) -> dict[str, A
 
 
 def _describe(error: schema_errors.ValidationError) -> str:
+    """jsonschema's message with the offending value quoted at most `QUOTE_CHARS` characters long.
+
+    Its messages hold the whole value's repr ("'aaaa…' is too long"): a megabyte string would go
+    back to the model whole.
+    """
+    message = error.message
+    if isinstance(error.instance, str | list | dict):
+        whole = repr(error.instance)
+        if len(whole) > QUOTE_CHARS:
+            message = message.replace(whole, quote(error.instance))
     where = ".".join(str(part) for part in error.absolute_path)
-    return f"{where}: {error.message}" if where else error.message
+    described = f"{where}: {message}" if where else message
+    return truncate(shorten_runs(described), PROBLEM_CHARS)[0]
 
 
 def _refuse_constant(name: str) -> Any:
     """NaN and Infinity are not JSON, and they slip past every minimum/maximum check."""
-    raise ValueError(f"The arguments contain {name}, which is not a valid JSON number")
+    raise ValueError(f"the arguments contain {name}, which is not a valid JSON number")
 
 
 _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
@@ -98,24 +122,25 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
     """Parse the model's JSON string and check it against the tool's input schema."""
     schema = spec.parameters or {"type": "object"}
     hint = f"Call {spec.name} again with a JSON object that matches its parameters schema."
+
+    def refuse(detail: str) -> ParsedArguments:
+        return ParsedArguments(detail=detail, hint=hint)
+
     text = raw.strip()
     if not text:
         if schema.get("required"):
-            required = ", ".join(schema["required"])
-            return ParsedArguments(problem=f"No arguments were given; required: {required}. {hint}")
+            return refuse(f"no arguments were given; required: {', '.join(schema['required'])}")
         return ParsedArguments(value={})
     try:
-        loaded = json.loads(text, parse_constant=_refuse_constant)
+        loaded = loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
-        return ParsedArguments(
-            problem=f"The arguments are not valid JSON ({exc.msg} at position {exc.pos}). {hint}"
-        )
+        return refuse(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})")
+    except TooDeep:
+        return refuse(f"the arguments are nested deeper than {MAX_DEPTH} levels, more than any tool accepts")
     except ValueError as exc:
-        return ParsedArguments(problem=f"{exc}. {hint}")
+        return refuse(str(exc))
     if not isinstance(loaded, dict):
-        return ParsedArguments(
-            problem=f"The arguments must be a JSON object, not {type(loaded).__name__}. {hint}"
-        )
+        return refuse(f"the arguments must be a JSON object, not {type(loaded).__name__}")
     value = _coerce_object(loaded, schema)
     validator = _validator(schema)
     if validator is None:
@@ -123,7 +148,7 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
         return ParsedArguments(value=value)
     problems = sorted(_describe(error) for error in validator.iter_errors(value))
     if problems:
-        return ParsedArguments(problem="Invalid arguments: " + "; ".join(problems) + f". {hint}")
+        return refuse("; ".join(problems))
     return ParsedArguments(value=value)
 
 

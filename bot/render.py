@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bot.nesting import MAX_DEPTH, TooDeep, loads
+
 # Below this a chunk could not hold a reopened fence, a line of code and the closing fence.
 MIN_SPLIT_LIMIT = 16
 
@@ -194,6 +196,44 @@ def truncate(text: str, limit: int, marker: str = "…") -> tuple[str, bool]:
     return text[: limit - len(marker)].rstrip() + marker, True
 
 
+QUOTE_CHARS = 200
+_LONG_RUN = re.compile(rf"\S{{{QUOTE_CHARS + 1},}}")
+
+
+def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """`repr(value)` for an error message, cut to `limit` characters and saying how long it was.
+
+    Error messages go back to the model: a megabyte value quoted whole would fill its context.
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, str) else ""
+    return text[:limit] + "…" + size
+
+
+def shorten_runs(text: str, limit: int = QUOTE_CHARS) -> str:
+    """Cut every run of more than `limit` non-space characters: a value quoted inside a message."""
+    return _LONG_RUN.sub(lambda match: match.group(0)[:limit] + "…", text)
+
+
+def deep_json_note(content: str) -> str | None:
+    """A line saying `content` is JSON nested too deep to walk, or None when it is not."""
+    try:
+        loads(content)
+    except TooDeep:
+        return f"(JSON nested deeper than {MAX_DEPTH} levels, shown as plain text)"
+    except ValueError:
+        return None
+    return None
+
+
+def shown_result(content: str) -> str:
+    """A tool result as people see it: too-deep JSON starts with a note line, so no surface parses it."""
+    note = deep_json_note(content)
+    return content if note is None else f"{note}\n{content}"
+
+
 def _short(value: Any) -> str:
     if isinstance(value, dict):
         return "{…}" if value else "{}"
@@ -212,7 +252,9 @@ def summarize_result(content: str, limit: int = 120) -> str:
     """
     summary = next((line.strip() for line in content.splitlines() if line.strip()), "")
     try:
-        data = json.loads(content)
+        data = loads(content)
+    except TooDeep:
+        return truncate(f"JSON nested deeper than {MAX_DEPTH} levels ({len(content)} characters)", limit)[0]
     except ValueError:
         return truncate(summary, limit)[0]
     if isinstance(data, dict):
@@ -227,9 +269,9 @@ def summarize_result(content: str, limit: int = 120) -> str:
 
 
 def pretty_json(content: str) -> str:
-    """`content` indented for reading if it is JSON, else unchanged."""
+    """`content` indented for reading if it is JSON, else unchanged (so is JSON nested too deep)."""
     try:
-        data = json.loads(content)
+        data = loads(content)
     except ValueError:
         return content
     return json.dumps(data, indent=2, ensure_ascii=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from bot.context import Budget, build_request, cut_result
@@ -139,3 +140,26 @@ def test_a_superseded_result_names_its_arguments_so_the_model_can_ask_again():
     sent = build_request(PROMPT, [*turn(1), *turn(2)], Budget(context_tokens=16000))
     first = json.loads((next(m for m in sent if m.role == "tool").content or "").partition("\n")[2])
     assert '{"n": 1}' in first["superseded"] and "call it again" in first["superseded"]
+
+
+def test_user_messages_in_a_row_are_merged_so_roles_alternate():
+    # A turn killed before its answer leaves its question unanswered; the next question follows it.
+    history = [
+        *turn(1),
+        ChatMessage(role="user", content="question 2"),
+        ChatMessage(role="user", content="question 3"),
+    ]
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    assert [m.role for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert sent[-1].content == "question 2\n\nquestion 3"
+    assert_pairs_intact(sent)
+
+
+def test_an_unanswered_question_inside_the_history_is_merged_with_the_next_one():
+    history = [ChatMessage(role="user", content="lost question"), *turn(2), *turn(3)[:1]]
+    for squeeze in (False, True):
+        sent = build_request(PROMPT, history, Budget(context_tokens=16000), squeeze=squeeze)
+        roles = [m.role for m in sent]
+        assert all(not (a == b == "user") for a, b in itertools.pairwise(roles)), roles
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    assert sent[1].content == "lost question\n\nquestion 2"

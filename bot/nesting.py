@@ -1,0 +1,59 @@
+"""JSON from outside, read with a bound on how deeply it nests.
+
+`json.loads` and `json.dumps` recurse once per level and raise RecursionError near 1,000 levels, and
+so would any walk over the parsed value. Arguments from the model and results from servers are read
+here: anything nested deeper than `MAX_DEPTH` is refused or handled as plain text at the edge, so no
+code further in ever recurses without a bound.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+MAX_DEPTH = 64
+
+# Every byte but brackets is dropped, and `{}` become `[]`: matched pairs nest alike, whatever their kind.
+_ONLY_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than the limit: a ValueError, so callers that treat bad JSON as text still do."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"nested deeper than {limit} levels")
+        self.limit = limit
+
+
+def loads(
+    text: str, *, max_depth: int = MAX_DEPTH, parse_constant: Callable[[str], Any] | None = None
+) -> Any:
+    """`json.loads`, but JSON nested deeper than `max_depth` raises `TooDeep` instead of recursing."""
+    try:
+        value = json.loads(text, parse_constant=parse_constant)
+    except RecursionError:
+        raise TooDeep(max_depth) from None
+    if isinstance(value, dict | list) and _text_deeper_than(text, max_depth):
+        raise TooDeep(max_depth)
+    return value
+
+
+def _text_deeper_than(text: str, limit: int) -> bool:
+    """Whether valid JSON text nests deeper than `limit`, counted without recursion.
+
+    Escaped backslashes and quotes go first, so every quote left opens or closes a string; the text
+    outside strings is reduced to its brackets, and each pass then removes the innermost pairs, one
+    level at a time. Every step runs in C: this costs about as much as parsing the text once.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    plain = text.replace("\\\\", "").replace('\\"', "") if "\\" in text else text
+    outside = "".join(plain.split('"')[::2])
+    brackets = outside.encode("utf-8", "surrogatepass").translate(_ONLY_BRACKETS, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = brackets.replace(b"[]", b"")
+    return bool(brackets)
