@@ -7,7 +7,6 @@ story of a turn: persist, ask the model, run its tool calls in parallel, persist
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -17,9 +16,12 @@ from typing import Any
 from bot.calls import CallOutcome, CallSettings, RoundRunner, Sleep, TurnState, make_attachment
 from bot.context import Budget, build_request
 from bot.errors import ContextTooLong, LLMError
+from bot.failures import shown_to_people
 from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.nesting import loads
+from bot.render import truncate
 from bot.seams import LLM, Inbox, Store, ToolHost, TurnLock
 from bot.store.locks import KeyedLocks
 from bot.types import (
@@ -182,16 +184,16 @@ class Agent:
         refused = [o for o in outcomes if o.outcome == "refused_unavailable"]
         if refused:
             names = sorted({o.message.name or "a tool" for o in refused})
-            reasons = "; ".join(f"{name}: {state.unavailable.get(name, 'failed')}" for name in names)
-            return (
-                f"Sorry — {', '.join(names)} is temporarily unavailable ({reasons}). Please try again later."
+            told = " ".join(
+                _one_line(state.failed[name].for_people()) for name in names if name in state.failed
             )
+            return f"Sorry — I could not finish this answer. {told}".strip()
         state.argument_errors += sum(1 for o in outcomes if o.outcome == "fix_arguments")
         if state.argument_errors > self._config.max_argument_errors:
-            last = next(o.problem for o in reversed(outcomes) if o.outcome == "fix_arguments")
+            last = next(o.failure for o in reversed(outcomes) if o.outcome == "fix_arguments" and o.failure)
             return (
                 "Sorry — I could not call the tools with valid arguments after several tries. "
-                f"Last problem: {last}"
+                + _one_line(last.for_people())
             )
         return None
 
@@ -223,11 +225,9 @@ class Agent:
         self, key: ConversationKey, text: str, state: TurnState, usage: Usage, *, cut_short: bool = False
     ) -> AgentReply:
         text = text.strip() or "The model returned an empty answer. Please rephrase the question."
-        missing = [name for name in state.unavailable if name not in text]
+        missing = [failure for name, failure in state.failed.items() if name not in text]
         if missing:
-            text += "\n\n" + "\n".join(
-                f"⚠️ {name} is temporarily unavailable ({state.unavailable[name]})." for name in missing
-            )
+            text += "\n\n" + "\n".join(f"⚠️ {_one_line(failure.for_people())}" for failure in missing)
         starting = self._host.starting()
         if starting:
             text += f"\n\n⏳ {', '.join(starting)}: still starting, so not used for this answer."
@@ -246,7 +246,8 @@ class Agent:
             make_attachment(
                 calls[m.tool_call_id],
                 _stored_arguments(calls[m.tool_call_id].arguments),
-                m.content or "",
+                # The store keeps what the model read; people get a failure's own text.
+                shown_to_people(m),
                 is_error=m.is_error,
                 latency_ms=m.latency_ms or 0.0,
                 limit=limit,
@@ -272,7 +273,13 @@ def _with_unique_call_ids(message: ChatMessage, history: Sequence[ChatMessage]) 
 
 def _stored_arguments(raw: str) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
+        value = loads(raw)
+    except ValueError:
         return {"_raw": raw}
     return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """The first line of a people text, for a sentence inside the answer."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return truncate(line, limit)[0]

@@ -7,17 +7,19 @@ turn); only then does it reach the host. The outcome tells the loop how to go on
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bot.failures import FailureKind, ToolFailure
 from bot.guards import LoopGuard, parse_arguments
-from bot.render import summarize_result, truncate
+from bot.render import quote, shown_result, summarize_result, truncate
 from bot.seams import ToolHost
 from bot.types import Attachment, ChatMessage, Progress, ToolCall, ToolResult, ToolSpec, TurnEvent
 
 MAX_CALLS_PER_ROUND = 16
+# Longest tool name shown to people: real names are at most 64 characters, a model may send anything.
+NAME_CHARS = 80
 
 Outcome = Literal["ok", "fix_arguments", "failed", "refused_unavailable"]
 Sleep = Callable[[float], Awaitable[None]]
@@ -28,7 +30,8 @@ class TurnState:
     """What the guards remember across the rounds of one turn."""
 
     guard: LoopGuard = field(default_factory=LoopGuard)
-    unavailable: dict[str, str] = field(default_factory=dict)
+    # The first failure of each tool that is not called again in this turn.
+    failed: dict[str, ToolFailure] = field(default_factory=dict)
     argument_errors: int = 0
     attachments: list[Attachment] = field(default_factory=list)
 
@@ -38,17 +41,13 @@ class CallOutcome:
     message: ChatMessage
     attachment: Attachment
     outcome: Outcome
-    problem: str = ""
+    failure: ToolFailure | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallSettings:
     max_rate_limit_wait: float = 30.0
     attachment_chars: int = 20_000
-
-
-def _error_body(problem: str, kind: str) -> str:
-    return json.dumps({"error": problem, "kind": kind}, ensure_ascii=False)
 
 
 class RoundRunner:
@@ -68,9 +67,18 @@ class RoundRunner:
         # A TaskGroup, not gather: if one call fails unexpectedly, the others are cancelled, not orphaned.
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(self._one(call, specs, state, progress)) for call in allowed]
-        problem = f"At most {MAX_CALLS_PER_ROUND} tool calls per message; make this call in a later message."
         return [task.result() for task in tasks] + [
-            self._refusal(call, {"_raw": call.arguments}, problem, "too_many_calls", "fix_arguments")
+            self._refusal(
+                call,
+                {"_raw": call.arguments},
+                _failure(
+                    call,
+                    "too_many_calls",
+                    f"At most {MAX_CALLS_PER_ROUND} tool calls run per message",
+                    "Make this call in a later message.",
+                ),
+                "fix_arguments",
+            )
             for call in refused
         ]
 
@@ -79,25 +87,26 @@ class RoundRunner:
     ) -> CallOutcome:
         spec = specs.get(call.name)
         if spec is None:
-            names = ", ".join(sorted(specs)) or "(none)"
-            problem = f"There is no tool named {call.name!r}. Use one of these exact names: {names}."
-            return self._refusal(call, {"_raw": call.arguments}, problem, "unknown_tool", "fix_arguments")
+            failure = _failure(
+                call,
+                "unknown_tool",
+                f"there is no tool named {quote(call.name)}",
+                f"Use one of these exact names: {', '.join(sorted(specs)) or '(none)'}.",
+            )
+            return self._refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
         parsed = parse_arguments(call.arguments, spec)
         if parsed.value is None:
-            return self._refusal(
-                call, {"_raw": call.arguments}, parsed.problem or "invalid", "arguments", "fix_arguments"
-            )
+            failure = _failure(call, "arguments", parsed.detail or "invalid", parsed.hint)
+            return self._refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
         arguments = parsed.value
-        if call.name in state.unavailable:
-            reason = state.unavailable[call.name]
-            problem = f"{call.name} is temporarily unavailable ({reason}); do not call it again."
-            return self._refusal(call, arguments, problem, "unavailable", "refused_unavailable")
+        earlier = state.failed.get(call.name)
+        if earlier is not None:
+            failure = _failure(call, "not_retried", earlier.detail, _do_not_retry(call.name))
+            return self._refusal(call, arguments, failure, "refused_unavailable")
         if not state.guard.allow(call.name, arguments):
-            problem = (
-                f"{call.name} was already called 3 times with these arguments in this turn. "
-                "Answer with the results you have."
-            )
-            return self._refusal(call, arguments, problem, "loop_guard", "fix_arguments")
+            detail = "it was already called 3 times with these arguments in this turn"
+            failure = _failure(call, "loop_guard", detail, "Answer with the results you have.")
+            return self._refusal(call, arguments, failure, "fix_arguments")
 
         await progress(
             TurnEvent(
@@ -116,16 +125,19 @@ class RoundRunner:
         )
         if not result.is_error:
             return self._outcome(call, arguments, result.content, result, "ok")
-        if result.error_kind in ("arguments", "unknown_tool"):
-            body = _error_body(result.content, "arguments")
-            return self._outcome(call, arguments, body, result, "fix_arguments", problem=result.content)
-        reason = _failure_reason(result, spec)
-        state.unavailable[call.name] = reason
-        body = _error_body(
-            f"{result.content} — {call.name} is temporarily unavailable; do not retry it now.",
-            result.error_kind or "execution",
-        )
-        return self._outcome(call, arguments, body, result, "failed", problem=reason)
+        detail = result.detail or result.content
+        if result.error_kind == "arguments":
+            hint = f"Call {call.name} again with arguments that fix this problem."
+            failure = _failure(call, "arguments", detail, hint)
+            return self._outcome(call, arguments, failure.for_model(), result, "fix_arguments", failure)
+        if result.error_kind == "unknown_tool":
+            hint = f"Use one of these exact names: {', '.join(sorted(specs))}."
+            failure = _failure(call, "unknown_tool", detail, hint)
+            return self._outcome(call, arguments, failure.for_model(), result, "fix_arguments", failure)
+        kind = result.error_kind or "execution"
+        failure = _failure(call, kind, _failure_detail(result, spec), _do_not_retry(call.name))
+        state.failed[call.name] = failure
+        return self._outcome(call, arguments, failure.for_model(), result, "failed", failure)
 
     async def _call_with_rate_limit_retry(
         self, name: str, arguments: dict[str, Any], progress: Progress
@@ -146,10 +158,10 @@ class RoundRunner:
         return await self._host.call_tool(name, arguments)
 
     def _refusal(
-        self, call: ToolCall, arguments: dict[str, Any], problem: str, kind: str, outcome: Outcome
+        self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure, outcome: Outcome
     ) -> CallOutcome:
-        result = ToolResult(content=problem, is_error=True)
-        return self._outcome(call, arguments, _error_body(problem, kind), result, outcome, problem=problem)
+        result = ToolResult(content=failure.detail, is_error=True)
+        return self._outcome(call, arguments, failure.for_model(), result, outcome, failure)
 
     def _outcome(
         self,
@@ -158,7 +170,7 @@ class RoundRunner:
         body: str,
         result: ToolResult,
         outcome: Outcome,
-        problem: str = "",
+        failure: ToolFailure | None = None,
     ) -> CallOutcome:
         message = ChatMessage(
             role="tool",
@@ -171,37 +183,52 @@ class RoundRunner:
         attachment = make_attachment(
             call,
             arguments,
-            result.content,
+            result.content if failure is None else failure.for_people(),
             is_error=result.is_error,
             latency_ms=result.latency_ms,
             limit=self._settings.attachment_chars,
         )
-        return CallOutcome(message=message, attachment=attachment, outcome=outcome, problem=problem)
+        return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
 
 def make_attachment(
     call: ToolCall, arguments: dict[str, Any], content: str, *, is_error: bool, latency_ms: float, limit: int
 ) -> Attachment:
-    """The collapsible detail an adapter shows for one call: capped content, one-line summary."""
-    shown, cut = truncate(content, limit)
+    """The collapsible detail an adapter shows for one call: capped content, one-line summary.
+
+    `content` must already be what people may read: a result, or a failure's people text.
+    """
+    shown = shown_result(content)
+    capped, cut = truncate(shown, limit)
     return Attachment(
         tool_call_id=call.id,
-        name=call.name,
+        name=truncate(call.name, NAME_CHARS)[0],
         arguments=arguments,
         is_error=is_error,
         latency_ms=latency_ms,
-        summary=summarize_result(content),
-        content=shown,
+        summary=summarize_result(shown),
+        content=capped,
         truncated=cut,
     )
 
 
-def _failure_reason(result: ToolResult, spec: ToolSpec) -> str:
+def _failure(call: ToolCall, kind: FailureKind, detail: str, hint: str) -> ToolFailure:
+    return ToolFailure(tool=truncate(call.name, NAME_CHARS)[0], kind=kind, detail=detail, hint=hint)
+
+
+def _do_not_retry(name: str) -> str:
+    return (
+        f"Do not call {name} again in this answer: tell the user it did not work "
+        "and answer with what you have."
+    )
+
+
+def _failure_detail(result: ToolResult, spec: ToolSpec) -> str:
+    """What went wrong, for people and model alike; the server's own words for an execution failure."""
     if result.error_kind == "timeout":
         return f"it did not answer within {spec.timeout:g} s"
     if result.error_kind == "rate_limited":
         return "it is rate limited"
     if result.error_kind == "unavailable":
-        return "its server is not running"
-    first_line = result.content.strip().splitlines()[0] if result.content.strip() else "it failed"
-    return first_line[:200]
+        return result.detail or "its server is not running"
+    return (result.detail or result.content).strip() or "it failed without saying why"

@@ -115,10 +115,15 @@ ToolErrorKind = Literal["arguments", "unknown_tool", "execution", "timeout", "un
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
-    """What a tool call produced. Failures are data, not exceptions: the loop decides what to do."""
+    """What a tool call produced. Failures are data, not exceptions: the loop decides what to do.
+
+    For a failure, `content` is the full text for the model; `detail` says only what went wrong, in
+    words fit for people ("it did not answer within 30 s"), without instructions such as "try again".
+    """
 
     content: str
     is_error: bool = False
+    detail: str = ""
     error_kind: ToolErrorKind | None = None
     structured: Any = None
     retry_after: float | None = None
@@ -147,7 +152,11 @@ class Completion:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attachment:
-    """One tool call of a turn, for the adapter to show as a collapsible detail."""
+    """One tool call of a turn, for the adapter to show as a collapsible detail.
+
+    Everything here is for people: `content` is the tool's result, or for a failed call what went
+    wrong; the instructions the model got with a failure ("call it again with …") are never here.
+    """
 
     tool_call_id: str
     name: str

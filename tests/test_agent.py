@@ -9,8 +9,10 @@ from bot.agent import Agent, AgentConfig
 from bot.calls import CallSettings
 from bot.errors import ContextTooLong, LLMUnavailable
 from bot.mcp.host import MCPHost
+from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
+from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 
 KEY = ConversationKey(platform="test", workspace="w", channel="c", thread="t")
@@ -164,7 +166,7 @@ async def test_a_failing_tool_is_not_retried_blindly(loop_host, store):
     )
     reply = await make_agent(llm, loop_host, store).reply(incoming("use the broken tool"))
 
-    assert "broken is temporarily unavailable" in reply.text
+    assert "broken failed: backend error: the backend is down" in reply.text
     assert len(reply.attachments) == 2 and all(a.is_error for a in reply.attachments)
     llm.assert_complete()
 
@@ -174,7 +176,7 @@ async def test_the_model_may_answer_without_a_failed_tool_and_the_user_is_told(l
     reply = await make_agent(llm, loop_host, store).reply(incoming("use the broken tool"))
 
     assert reply.text.startswith("I can answer from memory.")
-    assert "broken is temporarily unavailable" in reply.text
+    assert "broken failed: backend error: the backend is down" in reply.text
 
 
 async def test_a_rate_limited_tool_is_retried_once_after_its_delay(loop_host, store):
@@ -386,3 +388,23 @@ async def test_two_threads_do_not_see_each_other(loop_host, store):
     await agent.reply(incoming("hi", key=other))
 
     assert all("42" not in (m.content or "") for m in llm.last_request())
+
+
+async def test_a_question_left_unanswered_by_a_killed_turn_reaches_the_model_with_roles_alternating(
+    loop_host, store
+):
+    # The process died after storing the first question and before any answer.
+    await store.append(KEY, [ChatMessage(role="user", content="first question")])
+    async with FakeLLMServer([reply("both answered")]) as server:
+        llm = OpenAILLM(model="m", base_url=server.base_url, api_key=None, timeout=5.0, max_retries=0)
+        try:
+            answer = await Agent(llm=llm, host=loop_host, store=store, inbox=store).reply(
+                incoming("second question")
+            )
+        finally:
+            await llm.aclose()
+        sent = server.last_messages()
+
+    assert answer.text == "both answered"
+    assert [m["role"] for m in sent] == ["system", "user"]
+    assert sent[1]["content"] == "first question\n\nsecond question"

@@ -22,6 +22,7 @@ from mcp_types import (
     TextResourceContents,
 )
 
+from bot.render import quote, shorten_runs
 from bot.types import ToolErrorKind, ToolResult
 
 # What servers say when the arguments, not the tool, are at fault: the MCP SDK's own validation
@@ -31,6 +32,8 @@ _ARGUMENT_ERROR = re.compile(
     r"validation errors? for \w*arguments|input validation error|invalid arguments?\b|invalid params",
     re.IGNORECASE,
 )
+# How the MCP SDK wraps a tool's own error message; people need only the message.
+_SDK_PREFIX = re.compile(r"^Error executing tool [^:\s]+: ")
 _RATE_LIMIT = re.compile(r"rate[ -]?limit|too many requests|\b429\b", re.IGNORECASE)
 _RETRY_AFTER = re.compile(
     r"retry[ -]?after\D{0,20}?(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|seconds?)?", re.IGNORECASE
@@ -82,22 +85,33 @@ def from_call_result(result: CallToolResult, *, latency_ms: float) -> ToolResult
     if result.is_error:
         text = join_content(result.content) or "The tool reported an error without a message."
         kind, retry_after = classify_error(text)
+        # A server's validation message may quote the whole bad value back.
+        content = shorten_runs(text) if kind == "arguments" else text
         return ToolResult(
-            content=text, is_error=True, error_kind=kind, retry_after=retry_after, latency_ms=latency_ms
-        )
-    if result.structured_content is not None:
-        return ToolResult(
-            content=json.dumps(result.structured_content, ensure_ascii=False),
-            structured=result.structured_content,
+            content=content,
+            detail=_SDK_PREFIX.sub("", content, count=1),
+            is_error=True,
+            error_kind=kind,
+            retry_after=retry_after,
             latency_ms=latency_ms,
         )
+    if result.structured_content is not None:
+        try:
+            content = json.dumps(result.structured_content, ensure_ascii=False)
+        except (RecursionError, ValueError):
+            # Nested too deep to encode: the text blocks carry the same result.
+            content = join_content(result.content)
+        return ToolResult(content=content, structured=result.structured_content, latency_ms=latency_ms)
     return ToolResult(content=join_content(result.content), latency_ms=latency_ms)
 
 
 def unknown_tool(name: str, available: Iterable[str]) -> ToolResult:
     names = ", ".join(sorted(available)) or "none"
     return ToolResult(
-        content=f'Unknown tool "{name}". Tool names must match exactly; the available tools are: {names}.',
+        content=(
+            f"Unknown tool {quote(name)}. Tool names must match exactly; the available tools are: {names}."
+        ),
+        detail=f"there is no tool named {quote(name)}",
         is_error=True,
         error_kind="unknown_tool",
     )
@@ -106,6 +120,7 @@ def unknown_tool(name: str, available: Iterable[str]) -> ToolResult:
 def unavailable(server: str, reason: str, *, latency_ms: float = 0.0) -> ToolResult:
     return ToolResult(
         content=f'The "{server}" service is temporarily unavailable ({reason}). Try again later.',
+        detail=reason,
         is_error=True,
         error_kind="unavailable",
         latency_ms=latency_ms,
@@ -115,6 +130,7 @@ def unavailable(server: str, reason: str, *, latency_ms: float = 0.0) -> ToolRes
 def timed_out(name: str, timeout: float, *, latency_ms: float) -> ToolResult:
     return ToolResult(
         content=f'Tool "{name}" did not answer within {timeout:g} s; the call was cancelled.',
+        detail=f"it did not answer within {timeout:g} s",
         is_error=True,
         error_kind="timeout",
         latency_ms=latency_ms,
@@ -122,6 +138,11 @@ def timed_out(name: str, timeout: float, *, latency_ms: float) -> ToolResult:
 
 
 def failed(name: str, detail: str, *, kind: ToolErrorKind = "execution", latency_ms: float) -> ToolResult:
+    shown = shorten_runs(detail) if kind == "arguments" else detail
     return ToolResult(
-        content=f'Tool "{name}" failed: {detail}', is_error=True, error_kind=kind, latency_ms=latency_ms
+        content=f'Tool "{name}" failed: {shown}',
+        detail=shown,
+        is_error=True,
+        error_kind=kind,
+        latency_ms=latency_ms,
     )

@@ -1,0 +1,93 @@
+"""How a failed tool call reads: to the model with what to do next, to people with what happened (S10).
+
+One failure, two texts. The model needs instructions ("call it again with …", "do not call it again")
+that mean nothing to a person reading the thread; a person needs to know which of three things
+happened: the model sent bad arguments, the tool failed, or the tool could not be reached. The model's
+text is what the store keeps, as JSON with the problem and the instruction in separate fields, so the
+people's text can be rebuilt from a stored message too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from bot.types import ChatMessage
+
+FailureKind = Literal[
+    # The model's mistakes: it is told how to fix them and may try again.
+    "arguments",
+    "unknown_tool",
+    "too_many_calls",
+    "loop_guard",
+    # The tool's: it is not called again in this turn.
+    "execution",
+    "timeout",
+    "unavailable",
+    "rate_limited",
+    # A second call of a tool that already failed in this turn.
+    "not_retried",
+]
+_KINDS: frozenset[str] = frozenset(get_args(FailureKind))
+_UNAVAILABLE = frozenset({"timeout", "unavailable", "rate_limited"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFailure:
+    """A failed call: `detail` says what went wrong in words fit for people, `hint` tells the model
+    what to do next and is never shown to people."""
+
+    tool: str
+    kind: FailureKind
+    detail: str
+    hint: str = ""
+
+    def for_model(self) -> str:
+        """The tool message's content: JSON, so the model can tell the problem from the instruction."""
+        body = {"error": self.detail, "kind": self.kind}
+        if self.hint:
+            body["hint"] = self.hint
+        return json.dumps(body, ensure_ascii=False)
+
+    def for_people(self) -> str:
+        """One sentence per class; each class reads differently (bad arguments, failed, unavailable)."""
+        tool, detail = self.tool, self.detail.strip().rstrip(".")
+        if self.kind == "arguments":
+            return f"I could not call {tool} with valid arguments: {detail}."
+        if self.kind == "unknown_tool":
+            return f"I could not call {tool}: there is no tool by that name."
+        if self.kind == "too_many_calls":
+            return f"{tool} was not called. {detail}."
+        if self.kind == "loop_guard":
+            return f"{tool} was not called again: {detail}."
+        if self.kind == "not_retried":
+            return f"{tool} was not called again after it failed earlier in this answer ({detail})."
+        if self.kind in _UNAVAILABLE:
+            return f"{tool} is temporarily unavailable ({detail})."
+        return f"{tool} failed: {detail}." if detail else f"{tool} failed."
+
+
+def stored_failure(message: ChatMessage) -> ToolFailure | None:
+    """The failure a stored tool message records, or None for a result (or a body of another shape)."""
+    if message.role != "tool" or not message.is_error:
+        return None
+    try:
+        body = json.loads(message.content or "")
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(body, dict) or body.get("kind") not in _KINDS or not isinstance(body.get("error"), str):
+        return None
+    hint = body.get("hint")
+    return ToolFailure(
+        tool=message.name or "the tool",
+        kind=body["kind"],
+        detail=body["error"],
+        hint=hint if isinstance(hint, str) else "",
+    )
+
+
+def shown_to_people(message: ChatMessage) -> str:
+    """A stored tool message as people read it: a failure's people text, a result unchanged."""
+    failure = stored_failure(message)
+    return failure.for_people() if failure is not None else message.content or ""

@@ -1,0 +1,45 @@
+"""A test MCP server for hostile input: results nested as deep as asked, a length-bounded parameter.
+
+Run as `python -m tests.mcp_servers.hostile`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from pydantic import Field
+
+server = MCPServer("hostile", log_level="WARNING")
+
+
+@server.tool(structured_output=False)
+def nested_text(levels: int) -> str:
+    """A JSON text of `levels` arrays inside each other, sent as a text block."""
+    return "[" * levels + '"bottom"' + "]" * levels
+
+
+@server.tool()
+def nested_object(levels: int) -> dict[str, Any]:
+    """Structured content of `levels` objects inside each other."""
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = {"inner": value}
+    return {"depth": levels, "value": value}
+
+
+@server.tool()
+def short_echo(text: Annotated[str, Field(max_length=100)]) -> str:
+    """Return the text; at most 100 characters are accepted."""
+    return text
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()
