@@ -6,8 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
+import socket
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +24,7 @@ from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, ToolResult, ToolSpec
-from tests.conftest import seed_servers
+from tests.conftest import ROOT, seed_servers
 from tests.fakes.discord_api import FakeDiscord, Recorded, running_bot
 from tests.fakes.llm_server import FakeLLMServer, Reply, reply, tool_reply
 
@@ -497,3 +501,82 @@ async def test_the_whole_real_path_reaches_the_mcp_servers_and_shows_their_resul
             assert "A1001" in tool_message["content"]
     finally:
         await host.aclose()
+
+
+# --- start-up failures of `nerve discord`, as a user sees them --------------------------------------
+
+
+async def run_nerve_discord(fake: FakeDiscord, tmp_path: Path, **env: str) -> tuple[int, str]:
+    """`nerve discord` as a process against the fake; its exit code and stderr."""
+    config = tmp_path / "mcp.json"
+    config.write_text('{"mcpServers": {}}')
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NERVE_", "DISCORD_"))}
+    environ.update(
+        {
+            "NERVE_DB": str(tmp_path / "nerve.db"),
+            "NERVE_MCP_CONFIG": str(config),
+            "DISCORD_BOT_TOKEN": fake.token,
+            "DISCORD_API_BASE_URL": fake.api_base_url,
+            "DISCORD_GATEWAY_URL": fake.gateway_url,
+            **env,
+        }
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "discord",
+        env=environ,
+        cwd=str(ROOT),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(60):
+            _, err = await process.communicate()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    return process.returncode or 0, err.decode()
+
+
+def assert_one_plain_line(code: int, err: str, *words: str) -> None:
+    assert code != 0
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("nerve: ")
+    for word in words:
+        assert word in err
+
+
+async def test_nerve_discord_with_a_rejected_token_says_so_in_one_line(
+    fake: FakeDiscord, tmp_path: Path
+) -> None:
+    fake.reject_token = True
+    code, err = await run_nerve_discord(fake, tmp_path)
+    assert_one_plain_line(code, err, "DISCORD_BOT_TOKEN")
+
+
+async def test_nerve_discord_with_discord_unreachable_says_so_in_one_line(
+    fake: FakeDiscord, tmp_path: Path
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    code, err = await run_nerve_discord(
+        fake, tmp_path, DISCORD_API_BASE_URL=f"http://127.0.0.1:{port}/api/v10"
+    )
+    assert_one_plain_line(code, err, "Discord", f"127.0.0.1:{port}")
+
+
+async def test_nerve_discord_with_disallowed_intents_says_so_in_one_line(
+    fake: FakeDiscord, tmp_path: Path
+) -> None:
+    run = asyncio.create_task(run_nerve_discord(fake, tmp_path, NERVE_DISCORD_MESSAGE_CONTENT="true"))
+    # Discord closes the gateway with 4014 when the application may not use a privileged intent.
+    await fake.wait_until(lambda: bool(fake.identify_payloads) or run.done(), within=60)
+    await fake.disconnect(4014)
+    code, err = await run
+    assert_one_plain_line(code, err, "Message Content intent")

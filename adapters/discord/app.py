@@ -45,7 +45,7 @@ from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, job_for, to_i
 from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.errors import ConfigError, StartupError
 from bot.render import truncate
 from bot.seams import Inbox
 from bot.types import AgentReply, ConversationKey, Incoming, Progress, ToolSpec, no_progress
@@ -388,19 +388,33 @@ async def run_discord(
     """Run the bot until cancelled; restart it with bounded exponential backoff when it dies.
 
     Raises `ConfigError` for what no restart can fix: a missing or rejected token, or intents the
-    application is not allowed to use.
+    application is not allowed to use; `StartupError` when Discord cannot be reached before the
+    first login.
     """
     policy = policy or RestartPolicy()
     token = check_settings(settings)
+    # nerve never joins voice channels: the warnings about missing voice libraries are only noise.
+    discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
     loop = asyncio.get_running_loop()
     delay = policy.initial
+    logged_in = False  # once Discord answered a login, a later outage is one to wait out
     while True:
         bot = NerveDiscordBot(agent, settings)
         started = loop.time()
+        failure: BaseException
         try:
             async with bot:
                 await bot.start(token)
             return
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            logged_in = logged_in or bot.application is not None
+            if not logged_in:
+                # Never reached Discord: a wrong address or no network, which restarts would not fix.
+                raise StartupError(
+                    f"cannot reach Discord at {settings.discord_api_base_url} ({exc}): check the network, "
+                    "or DISCORD_API_BASE_URL if you set it"
+                ) from None
+            failure = exc
         except discord.LoginFailure:
             raise ConfigError(
                 "Discord rejected DISCORD_BOT_TOKEN (401 Unauthorized): copy the bot token again from the "
@@ -416,9 +430,10 @@ async def run_discord(
                 raise ConfigError(
                     f"Discord closed the gateway: {FATAL_CLOSE_CODES[exc.code]} (code {exc.code})"
                 ) from None
-            failure: BaseException = exc
-        except (discord.DiscordException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             failure = exc
+        except (discord.DiscordException, aiohttp.ClientError, TimeoutError) as exc:
+            failure = exc
+        logged_in = logged_in or bot.application is not None
         if loop.time() - started >= policy.healthy_after:
             delay = policy.initial
         logger.error(
