@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
 	@touch $(STAMP)
 
+# No shell around nerve: Ctrl-C reaches the whole foreground group, and a shell killed by it makes
+# make report "Interrupt". nerve leaves the chat on Ctrl-C with exit code 0, so make ends quietly.
 run: $(STAMP)
 	$(BIN)/nerve chat
 

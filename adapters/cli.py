@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from pydantic import ValidationError
 
 from bot.config import Settings
 from bot.errors import NerveError
-from bot.runtime import Runtime, open_runtime
+from bot.runtime import Runtime, open_runtime, open_store
+from bot.text import scrub
+
+# What a command runs once Settings are loaded; its result is the exit code.
+Job = Callable[[Settings], Coroutine[Any, Any, int]]
+VERBOSE_HELP = "log to stderr instead of NERVE_LOG_FILE (the chat's log file)"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nerve", description="A chat bot whose hands are MCP servers.")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(dest="command")
     chat = commands.add_parser("chat", help="chat in the terminal (the default)")
     chat.add_argument("--thread", default="default", help="conversation to continue (default: default)")
+    # SUPPRESS: `nerve -v chat` and `nerve chat -v` both work; the subcommand must not reset the flag.
+    chat.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     ask = commands.add_parser("ask", help="ask one question and exit")
     ask.add_argument("text", help="the question")
     ask.add_argument("--thread", default="default")
@@ -33,32 +41,53 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _front_end(args: argparse.Namespace, settings: Settings) -> Callable[[Runtime], Awaitable[int]]:
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The arguments; with no command, those of `chat` (the default) with its own defaults."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args([*argv, "chat"])
+    return args
+
+
+def _with_runtime(front_end: Callable[[Runtime], Awaitable[int]]) -> Job:
+    async def job(settings: Settings) -> int:
+        async with open_runtime(settings) as runtime:
+            return await front_end(runtime)
+
+    return job
+
+
+def _job(args: argparse.Namespace, settings: Settings, chat_notices: Callable[[], str | None]) -> Job:
     # Adapters are imported here, not at the top: `nerve chat` should not load Slack or Discord code.
-    command = args.command or "chat"
+    command = args.command
     if command == "chat":
         from adapters.terminal.chat import TerminalChat
 
         async def chat(runtime: Runtime) -> int:
-            await TerminalChat(runtime, args.thread).run()
+            await TerminalChat(runtime, args.thread, notices=chat_notices).run()
             return 0
 
-        return chat
+        return _with_runtime(chat)
     if command == "ask":
-        from adapters.terminal.chat import ask
+        from adapters.terminal.views import ask
 
-        return lambda runtime: ask(runtime, args.thread, args.text, as_json=args.json)
+        return _with_runtime(lambda runtime: ask(runtime, args.thread, args.text, as_json=args.json))
     if command == "tools":
-        from adapters.terminal.chat import print_tools
+        from adapters.terminal.views import print_tools
 
         async def tools(runtime: Runtime) -> int:
             return print_tools(runtime, as_json=args.json)
 
-        return tools
+        return _with_runtime(tools)
     if command == "history":
-        from adapters.terminal.chat import print_history
+        from adapters.terminal.views import print_history
 
-        return lambda runtime: print_history(runtime, args.thread)
+        async def history(settings: Settings) -> int:
+            async with open_store(settings) as store:
+                return await print_history(store, args.thread)
+
+        return history
     if command == "slack":
         from adapters.slack.app import check_settings, run_slack
 
@@ -68,7 +97,7 @@ def _front_end(args: argparse.Namespace, settings: Settings) -> Callable[[Runtim
             await run_slack(runtime.agent, runtime.settings)
             return 0
 
-        return slack
+        return _with_runtime(slack)
     from adapters.discord.app import check_settings as check_discord_settings
     from adapters.discord.app import run_discord
 
@@ -78,35 +107,57 @@ def _front_end(args: argparse.Namespace, settings: Settings) -> Callable[[Runtim
         await run_discord(runtime.agent, runtime.settings)
         return 0
 
-    return discord
+    return _with_runtime(discord)
 
 
-async def _run(settings: Settings, front_end: Callable[[Runtime], Awaitable[int]]) -> int:
-    async with open_runtime(settings) as runtime:
-        return await front_end(runtime)
+def typed_error(exc: BaseException) -> NerveError | None:
+    """The error nerve raised on purpose behind `exc`, also when a task group wrapped it."""
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop(0)
+        if isinstance(current, NerveError):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+    return None
+
+
+def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable[[], str | None]:
+    """Logs go to stderr; the interactive chat writes them to its log file unless -v.
+
+    Returns what the chat asks between turns for a line about the log.
+    """
+    from adapters.terminal.logs import log_to_file, log_to_stderr
+
+    if args.command == "chat" and not args.verbose:
+        return log_to_file(settings.nerve_log_level, settings.nerve_log_file).notice
+    log_to_stderr(settings.nerve_log_level)
+    return lambda: None
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         settings = Settings()
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
-        sys.stderr.write(f"nerve: bad setting: {problems}\n")
+        sys.stderr.write(f"nerve: bad setting: {scrub(problems)}\n")
         return 2
-    logging.basicConfig(
-        level=settings.nerve_log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
-        front_end = _front_end(args, settings)
-        return asyncio.run(_run(settings, front_end))
-    except NerveError as exc:
-        sys.stderr.write(f"nerve: {exc.message}\n")
-        return 2
+        notices = _configure_logging(args, settings)
+        job = _job(args, settings, notices)
+        return asyncio.run(job(settings))
     except KeyboardInterrupt:
-        return 130
+        # Ctrl-C is how people leave the chat (the prompt handles it; this covers start-up and
+        # shutdown); for every other command it is an interruption.
+        return 0 if args.command == "chat" else 130
+    except Exception as exc:
+        # The one net for start-up: a typed error is a sentence for the user, never a traceback.
+        error = typed_error(exc)
+        if error is None:
+            raise
+        sys.stderr.write(f"nerve: {scrub(error.message)}\n")
+        return 2
 
 
 if __name__ == "__main__":

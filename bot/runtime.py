@@ -44,12 +44,21 @@ def agent_config(settings: Settings) -> AgentConfig:
 
 
 @asynccontextmanager
+async def open_store(settings: Settings) -> AsyncIterator[SQLiteStore]:
+    """Only the conversation store: for reading history, which needs no servers and no model."""
+    store = await SQLiteStore.open(settings.nerve_db)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@asynccontextmanager
 async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
     """Open the store, start every MCP server, pick the model; close all of it on the way out."""
     servers = load_servers(settings.nerve_mcp_config)
     async with AsyncExitStack() as stack:
-        store = await SQLiteStore.open(settings.nerve_db)
-        stack.push_async_callback(store.close)
+        store = await stack.enter_async_context(open_store(settings))
         await stack.enter_async_context(
             pruning_inbox(store, retention_hours=settings.nerve_inbox_retention_hours)
         )

@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply
@@ -22,11 +26,11 @@ def nerve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-async def run_nerve(*args: str, env: dict[str, str], stdin: str = "") -> tuple[int, str, str]:
+async def run_nerve(
+    *args: str | bytes, env: dict[str, str], stdin: str = "", command: tuple[str, ...] | None = None
+) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
+        *(command or (sys.executable, "-m", "bot")),
         *args,
         env=env,
         cwd=str(ROOT),
@@ -36,6 +40,15 @@ async def run_nerve(*args: str, env: dict[str, str], stdin: str = "") -> tuple[i
     )
     out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 90)
     return process.returncode or 0, out.decode(), err.decode()
+
+
+def servers_file(tmp_path: Path, servers: dict[str, Any]) -> Path:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": servers}))
+    return config
+
+
+TESTKIT = {"command": sys.executable, "args": ["-m", "tests.mcp_servers.testkit"], "cwd": str(ROOT)}
 
 
 async def test_tools_json_lists_both_seed_tools_in_openai_form(tmp_path):
@@ -151,3 +164,96 @@ async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp
     assert json.loads(out)["text"] == "answered after the restart"
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
     assert sent[2]["tool_calls"][0]["id"] == sent[3]["tool_call_id"] == "call_a"
+
+
+# --- the default command --------------------------------------------------------------------------
+
+
+async def test_python_dash_m_bot_without_a_subcommand_starts_the_chat(tmp_path):
+    code, out, err = await run_nerve(env=nerve_env(tmp_path), stdin="/quit\n")
+    assert code == 0, err
+    assert "nerve — thread default" in out
+    assert "Traceback" not in err
+
+
+async def test_the_nerve_command_without_a_subcommand_starts_the_chat(tmp_path):
+    script = shutil.which("nerve", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("the nerve console script is not installed next to this interpreter")
+    code, out, err = await run_nerve(env=nerve_env(tmp_path), stdin="", command=(script,))
+    assert code == 0, err
+    assert "nerve — thread default" in out
+    assert "Traceback" not in err
+
+
+# --- history needs only the database ------------------------------------------------------------
+
+
+async def test_history_reads_the_database_without_a_servers_file(tmp_path):
+    env = nerve_env(tmp_path)
+    code, _, err = await run_nerve("ask", "How is the air in A1001?", "--thread", "kept", env=env)
+    assert code == 0, err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{ not json")
+    for config in (tmp_path / "missing.json", broken):
+        code, out, err = await run_nerve(
+            "history", "--thread", "kept", env={**env, "NERVE_MCP_CONFIG": str(config)}
+        )
+        assert code == 0, err
+        assert "you: How is the air in A1001?" in out and "get_environment_status" in out
+
+
+# --- invalid text in a question -----------------------------------------------------------------
+
+
+async def test_ask_answers_a_question_with_invalid_utf8_bytes_and_stores_it_readably(tmp_path):
+    env = nerve_env(tmp_path)
+    code, out, err = await run_nerve("ask", "--json", b"How is the air in A1001? caf\xe9 \xff", env=env)
+    assert code == 0, err
+    assert "AQI" in json.loads(out)["text"]
+    code, out, err = await run_nerve("history", env=env)
+    assert code == 0, err
+    assert "you: How is the air in A1001? caf\ufffd \ufffd" in out
+
+
+async def test_ask_answers_a_question_with_a_lone_surrogate(tmp_path):
+    env = nerve_env(tmp_path)
+    # U+D800 as a terminal or a careless encoder writes it: "\xed\xa0\x80" is no valid UTF-8.
+    lone = "How is the air in A1001? \ud800".encode("utf-8", "surrogatepass")
+    code, out, err = await run_nerve("ask", lone, "--thread", b"t\xed\xa0\x80", env=env)
+    assert code == 0, err
+    assert "AQI" in out and "Traceback" not in err
+    code, out, err = await run_nerve("history", "--thread", b"t\xed\xa0\x80", env=env)
+    assert code == 0, err
+    assert "you: How is the air in A1001? \ufffd" in out
+
+
+# --- text from tools and the model is shown, never obeyed by the terminal -----------------------
+
+HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J"
+
+
+async def test_ask_tools_and_history_print_no_escape_sequence_from_tools_or_the_model(tmp_path):
+    broken = {"command": "sh", "args": ["-c", f"printf '{HOSTILE} gone\\n' >&2; exit 3"]}
+    kit = {**TESTKIT, "tools": {"echo": {"description": f"Echo {HOSTILE} text."}}}
+    config = servers_file(tmp_path, {"kit": kit, "broken": broken})
+    script = [
+        tool_reply(FakeCall(name="echo", arguments=json.dumps({"text": f"tool {HOSTILE} said"}), id="c1")),
+        reply(f"model {HOSTILE} said"),
+        tool_reply(FakeCall(name="echo", arguments=json.dumps({"text": f"tool {HOSTILE} said"}), id="c2")),
+        reply(f"model {HOSTILE} said"),
+    ]
+    async with FakeLLMServer(script) as model:
+        env = nerve_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config))
+        outputs = []
+        for args in (("ask", "echo it"), ("ask", "--json", "echo it"), ("history",), ("tools",)):
+            code, out, err = await run_nerve(*args, env=env)
+            assert code == 0, err
+            outputs.append(out)
+        model.assert_complete()
+    ask, ask_json, history, tools = outputs
+    assert "model " in ask and "tool " in history and "Echo " in tools
+    for out in outputs:
+        assert "\x1b" not in out and "\x07" not in out, out
+    answer = json.loads(ask_json)
+    assert answer["text"] == f"model {HOSTILE} said", "--json keeps the text exact, JSON-escaped"

@@ -1,26 +1,38 @@
-"""The terminal front end: an interactive chat, a one-shot `ask`, and views of tools and history."""
+"""The interactive chat: a REPL over one conversation, with Ctrl-C and slash commands.
+
+One-shot `ask`, the tool list and history printing live in `adapters.terminal.views`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
-import json
+import io
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
-from rich.markdown import Markdown
-from rich.markup import escape
 from rich.status import Status
 
-from bot.render import pretty_json
+from adapters.terminal.views import (
+    attachment_line,
+    conversation_key,
+    format_history,
+    print_attachment,
+    print_reply,
+    reply_as_json,
+    shown,
+)
 from bot.runtime import Runtime
-from bot.types import AgentReply, Attachment, ChatMessage, ConversationKey, Incoming, TurnEvent
+from bot.text import scrub
+from bot.types import AgentReply, Incoming, TurnEvent
+
+# The printing helpers moved to `views`; importing them from here keeps working.
+__all__ = ["TerminalChat", "attachment_line", "format_history", "read_line", "reply_as_json"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,54 +42,44 @@ Type a question and press Enter. Commands:
   /tools     list the tools the model can use
   /reset     start a new conversation in this thread
   /help      this text
-  /quit      leave (Ctrl-D works too)"""
+  /quit      leave (Ctrl-D or Ctrl-C at the prompt work too)"""
 
 
-def conversation_key(thread: str) -> ConversationKey:
-    """Terminal threads belong to the local user, so two people on one machine keep theirs apart."""
-    return ConversationKey(platform="terminal", workspace=getpass.getuser(), channel="cli", thread=thread)
-
-
-def attachment_line(index: int, attachment: Attachment) -> str:
-    mark = "[red]✗[/red]" if attachment.is_error else "[green]✓[/green]"
-    return (
-        f"  [dim]▸ \\[{index}][/dim] {mark} [bold]{escape(attachment.name)}[/bold] "
-        f"[dim]{attachment.latency_ms:.0f} ms — {escape(attachment.summary)}[/dim]"
-    )
-
-
-def reply_as_json(reply: AgentReply) -> dict[str, Any]:
-    """The shape `nerve ask --json` prints, stable for scripts."""
-    return {
-        "text": reply.text,
-        "error": reply.failed,
-        "tool_calls": [
-            {"name": a.name, "arguments": a.arguments, "is_error": a.is_error, "content": a.content}
-            for a in reply.attachments
-        ],
-    }
+def _no_notice() -> str | None:
+    return None
 
 
 class TerminalChat:
-    """A REPL over one conversation; the agent and everything below it stay platform-neutral."""
+    """A REPL over one conversation; the agent and everything below it stay platform-neutral.
 
-    def __init__(self, runtime: Runtime, thread: str, console: Console | None = None) -> None:
+    `notices` is asked before each prompt for one line to show (where the log went, say); it lets
+    the chat mention such things between turns without printing them mid-answer.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        thread: str,
+        console: Console | None = None,
+        notices: Callable[[], str | None] = _no_notice,
+    ) -> None:
         self._runtime = runtime
         self._key = conversation_key(thread)
-        self._thread = thread
+        self._thread = self._key.thread
         self._console = console or Console(highlight=False)
+        self._notices = notices
         self._last: AgentReply | None = None
 
     async def run(self) -> None:
+        """Chat until /quit, end of input, or Ctrl-C at the prompt."""
+        tolerate_undecodable_input()
         self._banner()
         await self._show_recent()
         while True:
-            try:
-                line = await read_line("you › ")
-            except asyncio.CancelledError:
-                self._console.print()  # Ctrl-C at the prompt: leave the shell's prompt on a line of its own
-                raise
-            if line is None:
+            if (notice := self._notices()) is not None:
+                self._console.print(f"[dim]{shown(notice)}[/dim]")
+            line = await read_line("you › ")
+            if line is None:  # Ctrl-D, or Ctrl-C at the prompt: keep the shell's prompt on a new line
                 self._console.print()
                 return
             text = line.strip()
@@ -93,7 +95,7 @@ class TerminalChat:
         runtime = self._runtime
         tools = runtime.agent.tools()
         self._console.print(
-            f"[bold]nerve[/bold] — thread [cyan]{escape(self._thread)}[/cyan], {_count(len(tools), 'tool')}. "
+            f"[bold]nerve[/bold] — thread [cyan]{shown(self._thread)}[/cyan], {_count(len(tools), 'tool')}. "
             "/help for commands."
         )
         if runtime.offline:
@@ -103,11 +105,10 @@ class TerminalChat:
                 "it follows simple rules to pick tools, so you can try nerve without a model service."
             )
         else:
-            self._console.print(f"[dim]Model: {escape(runtime.model_name)}[/dim]")
+            self._console.print(f"[dim]Model: {shown(runtime.model_name)}[/dim]")
         for name, reason in runtime.host.problems():
             self._console.print(
-                f"[red]MCP server {escape(name)} is not available:[/red] {escape(reason)} "
-                "[dim](retrying)[/dim]"
+                f"[red]MCP server {shown(name)} is not available:[/red] {shown(reason)} [dim](retrying)[/dim]"
             )
 
     async def _show_recent(self) -> None:
@@ -124,7 +125,7 @@ class TerminalChat:
         for message in said[-4:]:
             who = "you" if message.role == "user" else "nerve"
             first = (message.content or "").strip().splitlines()[0]  # non-empty: filtered above
-            self._console.print(f"[dim]  {who}: {escape(first[:100])}[/dim]")
+            self._console.print(f"[dim]  {who}: {shown(first[:100])}[/dim]")
 
     async def _command(self, text: str) -> bool:
         """Run a slash command; False means leave."""
@@ -132,12 +133,12 @@ class TerminalChat:
         if command in ("/quit", "/exit"):
             return False
         if command == "/help":
-            self._console.print(HELP)
+            self._console.print(HELP, markup=False)
         elif command == "/tools":
             for tool in self._runtime.agent.tools():
                 self._console.print(
-                    f"[bold]{escape(tool.name)}[/bold] [dim]({escape(tool.server)})[/dim] "
-                    + escape(tool.description)
+                    f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)})[/dim] "
+                    + shown(tool.description)
                 )
         elif command == "/reset":
             await self._runtime.agent.reset(self._key)
@@ -145,7 +146,7 @@ class TerminalChat:
         elif command == "/show":
             self._show(argument.strip())
         else:
-            self._console.print(f"Unknown command {command}. /help lists the commands.", markup=False)
+            self._console.print(f"Unknown command {shown(command)}. /help lists the commands.")
         return True
 
     def _show(self, which: str) -> None:
@@ -161,11 +162,7 @@ class TerminalChat:
             self._console.print(f"Give a number from 1 to {len(attachments)}, or 'all'.")
             return
         for index, attachment in chosen:
-            self._console.print(attachment_line(index, attachment))
-            self._console.print(f"[dim]arguments:[/dim] {escape(attachment.arguments_json())}")
-            self._console.print(pretty_json(attachment.content), markup=False, highlight=False)
-            if attachment.truncated:
-                self._console.print("[dim](cut here; the full result is stored in the conversation)[/dim]")
+            print_attachment(self._console, index, attachment)
 
     async def _turn(self, text: str) -> None:
         incoming = Incoming(key=self._key, text=text, user_id=self._key.workspace)
@@ -173,7 +170,7 @@ class TerminalChat:
         with self._console.status("thinking…  [dim](Ctrl-C cancels)[/dim]") as status:
             turn = asyncio.create_task(self._runtime.agent.reply(incoming, _progress_to(status)))
             try:
-                with _ctrl_c_cancels(turn):
+                with _on_ctrl_c(turn.cancel):
                     reply = await turn
             except asyncio.CancelledError:
                 if not turn.cancelled():
@@ -182,19 +179,19 @@ class TerminalChat:
                 return
             except Exception as exc:  # the one net per message: say something short and true
                 logger.exception("terminal turn failed")
-                self._console.print(f"[red]Sorry — that failed: {escape(str(exc))}[/red]")
+                self._console.print(f"[red]Sorry — that failed: {shown(str(exc))}[/red]")
                 return
         self._last = reply
         print_reply(self._console, reply)
 
 
 @contextlib.contextmanager
-def _ctrl_c_cancels(task: asyncio.Task[Any]) -> Iterator[None]:
-    """While a turn runs, Ctrl-C cancels that turn only; at the prompt it still leaves the chat."""
+def _on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
+    """Ctrl-C runs `action` while inside: cancel the running turn, or leave at the prompt."""
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
     try:
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
+        loop.add_signal_handler(signal.SIGINT, action)
     except (NotImplementedError, RuntimeError, ValueError):  # no signals here (not the main thread)
         yield
         return
@@ -202,6 +199,7 @@ def _ctrl_c_cancels(task: asyncio.Task[Any]) -> Iterator[None]:
         yield
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+        # remove_signal_handler installs Python's default handler; put back asyncio.run's own.
         signal.signal(signal.SIGINT, previous)
 
 
@@ -209,11 +207,20 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def tolerate_undecodable_input() -> None:
+    """Let stdin hand over bytes that are not UTF-8 (as lone surrogates) instead of failing the read.
+
+    `read_line` scrubs them to U+FFFD, so a stray Latin-1 byte costs a character, not the chat.
+    """
+    if isinstance(sys.stdin, io.TextIOWrapper) and sys.stdin.errors == "strict":
+        sys.stdin.reconfigure(errors="surrogateescape")
+
+
 async def read_line(prompt: str) -> str | None:
-    """One line from stdin without blocking the loop; None at end of input.
+    """One line from stdin without blocking the loop; None at end of input or on Ctrl-C.
 
     A daemon thread, not the loop's executor: `asyncio.run` waits for executor threads at exit, so
-    a thread stuck in `input()` would make Ctrl-C hang instead of closing the MCP servers.
+    a thread stuck in `input()` would keep nerve from leaving after Ctrl-C.
     """
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[str | None] = loop.create_future()
@@ -224,88 +231,19 @@ async def read_line(prompt: str) -> str | None:
 
     def read() -> None:
         try:
-            value: str | None = input(prompt)
-        except (EOFError, KeyboardInterrupt, OSError):
+            value: str | None = scrub(input(prompt))
+        except (EOFError, KeyboardInterrupt, OSError, UnicodeDecodeError):
             value = None
         with contextlib.suppress(RuntimeError):  # the loop closed while we waited: nobody is listening
             loop.call_soon_threadsafe(deliver, value)
 
     threading.Thread(target=read, name="nerve-stdin", daemon=True).start()
-    return await answer
+    with _on_ctrl_c(lambda: deliver(None)):
+        return await answer
 
 
 def _progress_to(status: Status) -> Any:
     async def show(event: TurnEvent) -> None:
-        status.update(event.message)
+        status.update(shown(event.message))
 
     return show
-
-
-def print_reply(console: Console, reply: AgentReply) -> None:
-    for index, attachment in enumerate(reply.attachments, 1):
-        console.print(attachment_line(index, attachment))
-    console.print(Markdown(reply.text))
-    if reply.attachments:
-        console.print("[dim]/show N expands a tool result.[/dim]")
-
-
-async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool) -> int:
-    """One turn, then exit: for scripts and quick questions."""
-    if not text.strip():
-        sys.stderr.write("nerve: nothing to ask: give the question as an argument\n")
-        return 2
-    incoming = Incoming(key=conversation_key(thread), text=text, user_id=getpass.getuser())
-    reply = await runtime.agent.reply(incoming)
-    if as_json:
-        sys.stdout.write(json.dumps(reply_as_json(reply), ensure_ascii=False, indent=2) + "\n")
-        return 1 if reply.failed else 0
-    else:
-        console = Console(highlight=False)
-        if runtime.offline:
-            console.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
-        print_reply(console, reply)
-    return 1 if reply.failed else 0
-
-
-def print_tools(runtime: Runtime, *, as_json: bool) -> int:
-    tools = runtime.agent.tools()
-    if as_json:
-        sys.stdout.write(json.dumps([t.to_openai() for t in tools], ensure_ascii=False, indent=2) + "\n")
-        return 0
-    console = Console(highlight=False)
-    if not tools and not runtime.host.problems():
-        console.print(
-            f"No tools: {runtime.settings.nerve_mcp_config} configures no MCP servers.", markup=False
-        )
-    for tool in tools:
-        console.print(
-            f"[bold]{escape(tool.name)}[/bold] [dim]({escape(tool.server)}, timeout {tool.timeout:g} s)[/dim]"
-        )
-        console.print(f"  {tool.description}", markup=False)
-    for name, reason in runtime.host.problems():
-        console.print(f"[red]{escape(name)} is not available:[/red] {escape(reason)}")
-    return 0
-
-
-def format_history(messages: Sequence[ChatMessage]) -> list[str]:
-    lines = []
-    for message in messages:
-        if message.role == "assistant" and message.tool_calls:
-            lines += [f"nerve → {call.name}({call.arguments})" for call in message.tool_calls]
-        elif message.role == "tool":
-            status = "error" if message.is_error else "ok"
-            took = f"{message.latency_ms or 0:.0f} ms"
-            lines.append(f"  {message.name} [{status}, {took}]: {(message.content or '')[:200]}")
-        else:
-            who = {"user": "you", "assistant": "nerve", "system": "system"}[message.role]
-            lines.append(f"{who}: {message.content}")
-    return lines
-
-
-async def print_history(runtime: Runtime, thread: str) -> int:
-    history = await runtime.store.history(conversation_key(thread))
-    if not history:
-        sys.stdout.write(f"Thread {thread!r} has no messages yet.\n")
-        return 0
-    sys.stdout.write("\n".join(format_history(history)) + "\n")
-    return 0

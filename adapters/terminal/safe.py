@@ -1,0 +1,39 @@
+"""Text from outside made harmless for a terminal.
+
+Model answers, tool results, tool descriptions and server errors come from parties nerve does not
+control. A terminal obeys control sequences in what it prints: ESC starts CSI sequences that clear
+the screen or move the cursor, and OSC 52 writes the clipboard. Everything the terminal front end
+prints that it did not write itself goes through `printable` (or `terminal_json` for `--json`), so
+such bytes are shown as visible `\\x1b`-style escapes and never reach the terminal raw.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from bot.text import scrub
+
+# C0 controls except tab and newline, DEL, and the C1 controls (U+009B is a one-character CSI).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What `json.dumps(ensure_ascii=False)` leaves raw inside strings: DEL and the C1 controls.
+_JSON_RAW_CONTROL = re.compile(r"[\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with control characters other than newline and tab made visible, never obeyed."""
+    cleaned = scrub(text).replace("\r\n", "\n")
+    if _CONTROL.search(cleaned) is None:
+        return cleaned
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cleaned)
+
+
+def terminal_json(value: Any) -> str:
+    """`value` as indented JSON whose strings carry no raw control character or lone surrogate.
+
+    The encoder already escapes C0 controls; DEL and C1 only ever occur inside strings, where the
+    `\\u` escape keeps the decoded value exact.
+    """
+    text = scrub(json.dumps(value, ensure_ascii=False, indent=2))
+    return _JSON_RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -1,0 +1,136 @@
+"""What the terminal prints outside the chat loop: one-shot answers, the tool list, stored history.
+
+Every piece of text that came from a model, a tool or a server passes `printable` before it is
+printed; rich markup is applied only to what nerve writes itself.
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.markup import escape
+
+from adapters.terminal.safe import printable, terminal_json
+from bot.failures import shown_to_people
+from bot.render import pretty_json
+from bot.runtime import Runtime
+from bot.seams import Store
+from bot.text import scrub
+from bot.types import AgentReply, Attachment, ChatMessage, ConversationKey, Incoming
+
+
+def conversation_key(thread: str) -> ConversationKey:
+    """Terminal threads belong to the local user, so two people on one machine keep theirs apart."""
+    return ConversationKey(
+        platform="terminal", workspace=scrub(getpass.getuser()), channel="cli", thread=scrub(thread)
+    )
+
+
+def shown(text: str) -> str:
+    """Outside text ready for a rich markup string: harmless bytes, brackets escaped."""
+    return escape(printable(text))
+
+
+def attachment_line(index: int, attachment: Attachment) -> str:
+    mark = "[red]✗[/red]" if attachment.is_error else "[green]✓[/green]"
+    return (
+        f"  [dim]▸ \\[{index}][/dim] {mark} [bold]{shown(attachment.name)}[/bold] "
+        f"[dim]{attachment.latency_ms:.0f} ms — {shown(attachment.summary)}[/dim]"
+    )
+
+
+def print_attachment(console: Console, index: int, attachment: Attachment) -> None:
+    """One tool result in full: the summary line, the arguments, the content."""
+    console.print(attachment_line(index, attachment))
+    console.print(f"[dim]arguments:[/dim] {shown(attachment.arguments_json())}")
+    console.print(printable(pretty_json(attachment.content)), markup=False, highlight=False)
+    if attachment.truncated:
+        console.print("[dim](cut here; the full result is stored in the conversation)[/dim]")
+
+
+def reply_as_json(reply: AgentReply) -> dict[str, Any]:
+    """The shape `nerve ask --json` prints, stable for scripts."""
+    return {
+        "text": reply.text,
+        "error": reply.failed,
+        "tool_calls": [
+            {"name": a.name, "arguments": a.arguments, "is_error": a.is_error, "content": a.content}
+            for a in reply.attachments
+        ],
+    }
+
+
+def print_reply(console: Console, reply: AgentReply) -> None:
+    for index, attachment in enumerate(reply.attachments, 1):
+        console.print(attachment_line(index, attachment))
+    console.print(Markdown(printable(reply.text)))
+    if reply.attachments:
+        console.print("[dim]/show N expands a tool result.[/dim]")
+
+
+async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool) -> int:
+    """One turn, then exit: for scripts and quick questions."""
+    question = scrub(text)  # argv carries undecodable bytes as lone surrogates
+    if not question.strip():
+        sys.stderr.write("nerve: nothing to ask: give the question as an argument\n")
+        return 2
+    incoming = Incoming(key=conversation_key(thread), text=question, user_id=scrub(getpass.getuser()))
+    reply = await runtime.agent.reply(incoming)
+    if as_json:
+        sys.stdout.write(terminal_json(reply_as_json(reply)) + "\n")
+        return 1 if reply.failed else 0
+    console = Console(highlight=False)
+    if runtime.offline:
+        console.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
+    print_reply(console, reply)
+    return 1 if reply.failed else 0
+
+
+def print_tools(runtime: Runtime, *, as_json: bool) -> int:
+    tools = runtime.agent.tools()
+    if as_json:
+        sys.stdout.write(terminal_json([t.to_openai() for t in tools]) + "\n")
+        return 0
+    console = Console(highlight=False)
+    if not tools and not runtime.host.problems():
+        console.print(
+            f"No tools: {runtime.settings.nerve_mcp_config} configures no MCP servers.", markup=False
+        )
+    for tool in tools:
+        console.print(
+            f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)}, timeout {tool.timeout:g} s)[/dim]"
+        )
+        console.print(f"  {printable(tool.description)}", markup=False)
+    for name, reason in runtime.host.problems():
+        console.print(f"[red]{shown(name)} is not available:[/red] {shown(reason)}")
+    return 0
+
+
+def format_history(messages: Sequence[ChatMessage]) -> list[str]:
+    lines = []
+    for message in messages:
+        if message.role == "assistant" and message.tool_calls:
+            lines += [f"nerve → {call.name}({call.arguments})" for call in message.tool_calls]
+        elif message.role == "tool":
+            status = "error" if message.is_error else "ok"
+            took = f"{message.latency_ms or 0:.0f} ms"
+            lines.append(f"  {message.name} [{status}, {took}]: {shown_to_people(message)[:200]}")
+        else:
+            who = {"user": "you", "assistant": "nerve", "system": "system"}[message.role]
+            lines.append(f"{who}: {message.content}")
+    return lines
+
+
+async def print_history(store: Store, thread: str) -> int:
+    """A stored conversation as plain lines; needs only the store, no servers and no model."""
+    history = await store.history(conversation_key(thread))
+    if not history:
+        sys.stdout.write(printable(f"Thread {scrub(thread)!r} has no messages yet.") + "\n")
+        return 0
+    sys.stdout.write(printable("\n".join(format_history(history))) + "\n")
+    return 0
