@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from adapters import cli
+from bot.config import Settings
+from bot.errors import StartupError
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply
 
@@ -257,3 +260,34 @@ async def test_ask_tools_and_history_print_no_escape_sequence_from_tools_or_the_
         assert "\x1b" not in out and "\x07" not in out, out
     answer = json.loads(ask_json)
     assert answer["text"] == f"model {HOSTILE} said", "--json keeps the text exact, JSON-escaped"
+
+
+# --- the top-level net --------------------------------------------------------------------------
+
+
+def test_a_start_up_error_inside_a_task_group_is_reported_in_one_plain_line(monkeypatch, capsys, tmp_path):
+    """Front ends start their parts in task groups; the typed error inside still reaches the user."""
+
+    async def failing_start(settings: Settings) -> int:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(asyncio.sleep(0))
+            raise StartupError("cannot reach Slack at http://127.0.0.1:9/api/: check the network")
+
+    for name, value in nerve_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(cli, "_job", lambda args, settings, notices: failing_start)
+    code = cli.main(["slack"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == "nerve: cannot reach Slack at http://127.0.0.1:9/api/: check the network\n"
+
+
+def test_an_unexpected_error_still_shows_its_traceback(monkeypatch, tmp_path):
+    async def broken(settings: Settings) -> int:
+        raise RuntimeError("a bug")
+
+    for name, value in nerve_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(cli, "_job", lambda args, settings, notices: broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        cli.main(["tools"])
