@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from adapters.terminal.safe import printable
 from bot.config import Settings
 from bot.errors import NerveError
 from bot.runtime import Runtime, open_runtime, open_store
-from bot.text import scrub
 
 # What a command runs once Settings are loaded; its result is the exit code.
 Job = Callable[[Settings], Coroutine[Any, Any, int]]
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings()
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
-        sys.stderr.write(f"nerve: bad setting: {scrub(problems)}\n")
+        sys.stderr.write(f"nerve: bad setting: {printable(problems)}\n")
         return 2
     try:
         notices = _configure_logging(args, settings)
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         error = typed_error(exc)
         if error is None:
             raise
-        sys.stderr.write(f"nerve: {scrub(error.message)}\n")
+        sys.stderr.write(f"nerve: {printable(error.message)}\n")
         return 2
 
 
