@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bot.policy.approval import ToolHints, call_hash, definition_hash, needs_approval
-from bot.policy.scopes import Place, Rule, Scopes
+from bot.policy.scopes import Place, Rule, Scopes, pattern_problem, rule_name_problem
+from bot.types import ToolSpec
 
 READ_ONLY = ToolHints.from_annotations({"readOnlyHint": True})
 DESTRUCTIVE = ToolHints.from_annotations({"readOnlyHint": False, "destructiveHint": True})
@@ -88,3 +91,94 @@ def test_dms_guilds_and_the_default_apply_where_nothing_more_specific_exists():
 
 def test_no_policy_allows_everything():
     assert Scopes().allows(Place(platform="terminal"), "anything", "at_all")
+
+
+# --- places written as text ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "place"),
+    [
+        ("terminal", Place(platform="terminal")),
+        ("slack:C123", Place(platform="slack", channel="C123")),
+        ("slack:channel:C123", Place(platform="slack", channel="C123")),
+        ("slack:dm", Place(platform="slack", dm=True)),
+        ("slack:C123:user:U1", Place(platform="slack", channel="C123", user="U1")),
+        ("slack:user:U1:C123", Place(platform="slack", channel="C123", user="U1")),
+        ("discord:guild:G1:C5", Place(platform="discord", guild="G1", channel="C5")),
+        ("discord:dm:user:987654321", Place(platform="discord", dm=True, user="987654321")),
+        ("terminal:user:ada", Place(platform="terminal", user="ada")),
+    ],
+)
+def test_a_place_is_read_from_its_platform_and_parts_in_any_order(text, place):
+    assert Place.parse(text) == place
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("slak:C123", "must start with one of slack, discord, terminal"),
+        ("slack:#general", "use the channel id"),
+        ("slack:guild:T1", "only Discord has guilds"),
+        ("slack:user", "'user' needs an id after it"),
+        ("slack:C1:C2", "names a channel twice"),
+        ("terminal:C1", "the terminal has no channels"),
+        ("discord:dm:guild:G1", "a DM is not in a guild"),
+    ],
+)
+def test_a_place_that_cannot_be_read_says_what_is_wrong(text, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        Place.parse(text)
+
+
+def test_every_rule_name_a_place_can_have_is_accepted_as_a_policy_key():
+    places = [
+        Place(platform="slack", channel="C123", user="U1"),
+        Place(platform="discord", channel="C5", guild="G1", user="U1"),
+        Place(platform="discord", dm=True, user="U1"),
+        Place(platform="slack", dm=True),
+        Place(platform="terminal"),
+    ]
+    for place in places:
+        for name in place.rule_names():
+            assert rule_name_problem(name) is None, name
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("slack:C1:user:U1", "names more than one thing"),
+        ("slack:channel:C1", "write place 'slack:channel:C1' as 'slack:C1'"),
+        ("teams", "must start with one of"),
+    ],
+)
+def test_a_policy_key_that_is_no_single_place_is_refused(name, says):
+    assert says in (rule_name_problem(name) or "")
+
+
+@pytest.mark.parametrize(
+    "pattern", ["fs", "fs/read_*", "*", "*/delete_*", "env-query/get_environment_status"]
+)
+def test_server_and_server_slash_tool_patterns_are_accepted(pattern):
+    assert pattern_problem(pattern) is None
+
+
+@pytest.mark.parametrize("pattern", ["", "/read", "fs/", "fs/a/b", "fs /read"])
+def test_malformed_patterns_are_refused(pattern):
+    assert pattern_problem(pattern) is not None
+
+
+def test_a_place_is_offered_only_the_tools_it_may_call_judged_by_their_original_names():
+    def spec(server: str, original: str, name: str) -> ToolSpec:
+        return ToolSpec(name=name, description="", parameters={}, server=server, original_name=original)
+
+    tools = [
+        spec("fs", "read_file", "read_file"),
+        spec("fs", "write_file", "fs__write_file"),
+        spec("env-query", "get_environment_status", "get_environment_status"),
+    ]
+
+    offered = SCOPES.offered(Place(platform="slack", channel="C1"), tools)
+
+    assert [t.name for t in offered] == ["read_file"]
+    assert SCOPES.offered(Place(platform="slack", dm=True), tools) == tools

@@ -10,8 +10,39 @@ wins over allow. With no policy at all, everything is allowed, as before policie
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+PLATFORMS = ("slack", "discord", "terminal")
+# Channel, guild and user ids as the platforms write them (C0123ABC, 1234567890, a login name).
+_ID = re.compile(r"^[A-Za-z0-9_.@-]+$")
+
+
+class _Offerable(Protocol):
+    """What `Scopes.offered` reads of a tool (a ToolSpec has both)."""
+
+    @property
+    def server(self) -> str: ...
+
+    @property
+    def original_name(self) -> str: ...
+
+
+_ToolT = TypeVar("_ToolT", bound=_Offerable)
+
+
+def _any_match(patterns: Sequence[str], server: str, tool: str) -> bool:
+    return any(_matches(pattern, server, tool) for pattern in patterns)
+
+
+def _matches(pattern: str, server: str, tool: str) -> bool:
+    """`server` alone covers every tool of the server; `server/tool` one tool; `*` works in either part."""
+    server_pattern, _, tool_pattern = pattern.partition("/")
+    if not fnmatch.fnmatchcase(server, server_pattern):
+        return False
+    return not tool_pattern or fnmatch.fnmatchcase(tool, tool_pattern)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,6 +54,61 @@ class Place:
     guild: str | None = None
     dm: bool = False
     user: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Place:
+        """A place from its written form, as `nerve tools --place` and the policy section take it.
+
+        The form is the platform, then any of these parts in any order, separated by `:`:
+        `dm`, `guild:<id>` (Discord only), `user:<id>`, and a channel id (bare or as
+        `channel:<id>`). Examples: `slack:C123`, `slack:dm`, `slack:C123:user:U1`,
+        `discord:guild:G1:C5`, `discord:dm:user:U1`, `terminal`. Raises ValueError with a message
+        that says what to write instead.
+        """
+        platform, *parts = text.strip().split(":")
+        if platform not in PLATFORMS:
+            raise ValueError(
+                f"place {text!r} starts with {platform!r}; it must start with one of {', '.join(PLATFORMS)}"
+            )
+        found: dict[str, str] = {}
+        dm = False
+        index = 0
+        while index < len(parts):
+            part = parts[index]
+            if part == "dm":
+                if dm:
+                    raise ValueError(f"place {text!r} says 'dm' twice")
+                dm = True
+                index += 1
+                continue
+            kind = part if part in ("guild", "user", "channel") else "channel"
+            if kind == part:
+                if index + 1 >= len(parts):
+                    raise ValueError(f"place {text!r}: '{part}' needs an id after it, as in '{part}:ID'")
+                index += 1
+            value = parts[index]
+            index += 1
+            if kind in found:
+                raise ValueError(f"place {text!r} names a {kind} twice")
+            if not _ID.match(value):
+                hint = " (use the channel id, like C0123ABC, not its name)" if value.startswith("#") else ""
+                raise ValueError(f"place {text!r}: {value!r} is not a {kind} id{hint}")
+            found[kind] = value
+        if "guild" in found and platform != "discord":
+            raise ValueError(f"place {text!r}: only Discord has guilds")
+        if platform == "terminal" and (dm or "channel" in found):
+            raise ValueError(
+                f"place {text!r}: the terminal has no channels or DMs; use 'terminal' or 'terminal:user:NAME'"
+            )
+        if dm and "guild" in found:
+            raise ValueError(f"place {text!r}: a DM is not in a guild")
+        return cls(
+            platform=platform,
+            channel=found.get("channel"),
+            guild=found.get("guild"),
+            dm=dm,
+            user=found.get("user"),
+        )
 
     def rule_names(self) -> list[str]:
         """Policy keys that may apply here, most specific first."""
@@ -76,14 +162,41 @@ class Scopes:
         """The (server, tool) pairs this place may call, in the given order."""
         return [(server, tool) for server, tool in tools if self.allows(place, server, tool)]
 
+    def offered(self, place: Place, tools: Iterable[_ToolT]) -> list[_ToolT]:
+        """The tools (ToolSpecs) this place may call, in order, judged by server and original name."""
+        return [tool for tool in tools if self.allows(place, tool.server, tool.original_name)]
 
-def _any_match(patterns: Sequence[str], server: str, tool: str) -> bool:
-    return any(_matches(pattern, server, tool) for pattern in patterns)
+
+def rule_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a key of the policy section, or None when it can.
+
+    A key names one place: `*`, a platform, `<platform>:dm`, `<platform>:<channel id>`,
+    `discord:guild:<id>` or `<platform>:user:<id>`; exactly the names `Place.rule_names` produces.
+    """
+    if name == "*":
+        return None
+    try:
+        place = Place.parse(name)
+    except ValueError as exc:
+        return str(exc)
+    canonical = place.rule_names()[0]
+    if canonical == name:
+        return None
+    if sum((place.channel is not None, place.guild is not None, place.dm, place.user is not None)) <= 1:
+        return f"write place {name!r} as {canonical!r}"
+    return (
+        f"place {name!r} names more than one thing; a rule is for one of '*', a platform, "
+        "'PLATFORM:dm', 'PLATFORM:CHANNEL', 'discord:guild:ID' or 'PLATFORM:user:ID'"
+    )
 
 
-def _matches(pattern: str, server: str, tool: str) -> bool:
-    """`server` alone covers every tool of the server; `server/tool` one tool; `*` works in either part."""
-    server_pattern, _, tool_pattern = pattern.partition("/")
-    if not fnmatch.fnmatchcase(server, server_pattern):
-        return False
-    return not tool_pattern or fnmatch.fnmatchcase(tool, tool_pattern)
+def pattern_problem(pattern: str) -> str | None:
+    """Why `pattern` is not a `server` or `server/tool` pattern, or None when it is."""
+    server, slash, tool = pattern.partition("/")
+    if not server or (slash and not tool):
+        return f"{pattern!r} is not 'server' or 'server/tool'"
+    if "/" in tool:
+        return f"{pattern!r} has more than one '/'; write 'server/tool'"
+    if any(ch.isspace() for ch in pattern):
+        return f"{pattern!r} contains spaces; server and tool names have none"
+    return None
