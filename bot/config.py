@@ -10,14 +10,26 @@ import os
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from dotenv import dotenv_values
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
+from bot.policy.approval import DEFAULT_MODE, ApprovalMode
+from bot.policy.scopes import Rule, Scopes, pattern_problem, rule_name_problem
 
 OFFLINE_MODEL = "offline"
 
@@ -71,6 +83,15 @@ class Settings(BaseSettings):
     nerve_discord_message_content: bool = False
     nerve_discord_max_ratelimit_timeout: float = Field(default=60.0, gt=0)
 
+    # Platform user ids (Slack U…, Discord numbers) who may decide any approval and manage
+    # remembered ones, comma-separated.
+    nerve_admins: str = ""
+
+    @property
+    def admins(self) -> frozenset[str]:
+        """The ids in NERVE_ADMINS, without blanks."""
+        return frozenset(part.strip() for part in self.nerve_admins.split(",") if part.strip())
+
     @property
     def uses_offline_model(self) -> bool:
         """No key and no endpoint means no model service to talk to: use the embedded one."""
@@ -88,6 +109,8 @@ class ToolOverride(BaseModel):
     enabled: bool = True
     timeout: float | None = Field(default=None, gt=0)
     triggers: list[str] = Field(default_factory=list)
+    # Replaces the server's approval mode for this one tool.
+    approval: ApprovalMode | None = None
 
 
 # VS Code and Cursor spell the transport as `type`; "http" there is Streamable HTTP.
@@ -120,6 +143,9 @@ class ServerConfig(BaseModel):
     enabled: bool = True
     disabled: bool = False
     timeout: float | None = Field(default=None, gt=0)
+    # When a call waits for a person: "never", "writes" (unless the server marks the tool
+    # read-only) or "always"; a tool's own setting wins.
+    approval: ApprovalMode = DEFAULT_MODE
     tools: dict[str, ToolOverride] = Field(default_factory=dict)
     # VS Code's development mode (watch and debug); it means nothing to nerve.
     dev: dict[str, Any] | None = None
@@ -159,12 +185,32 @@ class ServerConfig(BaseModel):
 
 
 SERVER_KEYS = ("mcpServers", "servers")
+_WILDCARDS = frozenset("*?[")
+
+
+class PlaceRule(BaseModel):
+    """One place's entry in `policy`: `server` or `server/tool` patterns; deny wins over allow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            problem = pattern_problem(pattern)
+            if problem is not None:
+                raise ValueError(problem)
+        return patterns
 
 
 class ServersFile(BaseModel):
     """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code).
 
-    Other top-level keys (VS Code's `inputs`) are ignored; `disabled` lists servers to leave out.
+    Other top-level keys (VS Code's `inputs`) are ignored; `disabled` lists servers to leave out;
+    `policy` maps places (`slack:C123`, `discord:dm`, `*`, …) to the servers and tools they may use.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -172,6 +218,29 @@ class ServersFile(BaseModel):
     mcpServers: dict[str, ServerConfig] | None = None
     servers: dict[str, ServerConfig] | None = None
     disabled: list[str] = Field(default_factory=list)
+    policy: dict[str, PlaceRule] = Field(default_factory=dict)
+
+    @field_validator("policy")
+    @classmethod
+    def _places(cls, policy: dict[str, PlaceRule], info: ValidationInfo) -> dict[str, PlaceRule]:
+        for name in policy:
+            problem = rule_name_problem(name)
+            if problem is not None:
+                raise ValueError(problem)
+        entries = info.data.get("mcpServers") or info.data.get("servers")
+        if entries is None:
+            return policy  # the servers map has its own error
+        for name, rule in policy.items():
+            for key, patterns in (("allow", rule.allow), ("deny", rule.deny)):
+                for pattern in patterns:
+                    server = pattern.partition("/")[0]
+                    # A misspelt server in a deny list would quietly deny nothing.
+                    if not _WILDCARDS & set(server) and server not in entries:
+                        raise ValueError(
+                            f"place '{name}' field '{key}': {pattern!r} names server '{server}', "
+                            "which the file does not configure"
+                        )
+        return policy
 
     @model_validator(mode="after")
     def _one_map(self) -> ServersFile:
@@ -188,6 +257,23 @@ class ServersFile(BaseModel):
     @property
     def entries(self) -> dict[str, ServerConfig]:
         return self.mcpServers if self.mcpServers is not None else (self.servers or {})
+
+    @property
+    def scopes(self) -> Scopes:
+        return Scopes(
+            rules={
+                name: Rule(allow=tuple(rule.allow), deny=tuple(rule.deny))
+                for name, rule in self.policy.items()
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpConfig:
+    """What the servers file says: the active servers, and which places may use which of them."""
+
+    servers: dict[str, ServerConfig]
+    scopes: Scopes = field(default_factory=Scopes)
 
 
 # `${VAR}` and VS Code's `${env:VAR}`; any other `${…}` is one nerve cannot fill.
@@ -259,7 +345,9 @@ def _describe_validation_error(path: Path, error: ValidationError) -> str:
     problems = []
     for item in error.errors():
         loc = [str(part) for part in item["loc"]]
-        if len(loc) >= 2 and loc[0] in SERVER_KEYS:
+        if len(loc) >= 3 and loc[0] == "policy":
+            problems.append(f"policy '{loc[1]}' field '{'.'.join(loc[2:])}': {_plain(item['msg'])}")
+        elif len(loc) >= 2 and loc[0] in SERVER_KEYS:
             field = ".".join(loc[2:]) or "(entry)"
             if field == "(entry)" and item["msg"].startswith("Value error, '"):
                 # A cross-field rule: name the field it is about ('type', 'transport', …).
@@ -275,7 +363,12 @@ def _plain(message: str) -> str:
 
 
 def load_servers(path: Path, environ: Mapping[str, str] | None = None) -> dict[str, ServerConfig]:
-    """Read and check the servers file; a mistake fails here, naming the file, server and field.
+    """The active servers of the servers file (see `load_mcp_config`)."""
+    return load_mcp_config(path, environ).servers
+
+
+def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> McpConfig:
+    """Read and check the servers file once; a mistake fails here, naming the file, server and field.
 
     Disabled servers are left out before their `${VAR}`s are filled, so a server switched off
     does not need its secrets set.
@@ -293,8 +386,9 @@ def load_servers(path: Path, environ: Mapping[str, str] | None = None) -> dict[s
         parsed = ServersFile.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_describe_validation_error(path, exc)) from None
-    return {
+    servers = {
         name: _expand_server(name, server, env, path)
         for name, server in parsed.entries.items()
         if server.active and name not in parsed.disabled
     }
+    return McpConfig(servers=servers, scopes=parsed.scopes)

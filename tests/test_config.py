@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from bot.config import load_servers
+from bot.config import Settings, load_mcp_config, load_servers
 from bot.errors import ConfigError
+from bot.policy.scopes import Place, Rule, Scopes
 
 ROOT = Path(__file__).resolve().parents[1]
 # How the README says which variable an example needs: "… needs `NAME` set in the environment".
@@ -222,3 +223,124 @@ def test_vs_code_dev_settings_are_accepted_and_a_misspelt_field_is_still_an_erro
     assert list(load_servers(ok, {})) == ["s"]
     bad = write(tmp_path, {"servers": {"s": {"command": "python", "argz": []}}}, "bad.json")
     assert "server 's' field 'argz'" in config_error(bad)
+
+
+# --- approval modes and the policy section --------------------------------------------------------
+
+
+def test_approval_is_writes_unless_the_server_or_a_tool_says_otherwise(tmp_path):
+    path = write(
+        tmp_path,
+        {
+            "mcpServers": {
+                "plain": {"command": "python"},
+                "fs": {
+                    "command": "python",
+                    "approval": "never",
+                    "tools": {"delete_file": {"approval": "always"}, "read_file": {"timeout": 5}},
+                },
+            }
+        },
+    )
+    servers = load_servers(path, {})
+    assert servers["plain"].approval == "writes"
+    assert servers["fs"].approval == "never"
+    assert servers["fs"].tools["delete_file"].approval == "always"
+    assert servers["fs"].tools["read_file"].approval is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"command": "python", "approval": "sometimes"}, "server 'fs' field 'approval'"),
+        (
+            {"command": "python", "tools": {"delete_file": {"approval": "ask"}}},
+            "server 'fs' field 'tools.delete_file.approval'",
+        ),
+    ],
+)
+def test_an_unknown_approval_mode_names_the_file_server_and_field(tmp_path, entry, expected):
+    path = write(tmp_path, {"mcpServers": {"fs": entry}})
+    message = config_error(path)
+    assert str(path) in message and expected in message and "'writes'" in message
+
+
+def test_the_policy_section_becomes_scopes_per_place(tmp_path):
+    path = write(
+        tmp_path,
+        {
+            "mcpServers": {"fs": {"command": "python"}, "env-query": {"command": "python"}},
+            "policy": {
+                "*": {"allow": ["env-query"]},
+                "slack:C123": {"allow": ["fs", "env-query"], "deny": ["fs/write_*"]},
+                "discord:dm": {},
+            },
+        },
+    )
+    config = load_mcp_config(path, {})
+
+    assert list(config.servers) == ["fs", "env-query"]
+    assert config.scopes.rules["slack:C123"] == Rule(allow=("fs", "env-query"), deny=("fs/write_*",))
+    channel = Place(platform="slack", channel="C123", user="U1")
+    assert config.scopes.allows(channel, "fs", "read_file")
+    assert not config.scopes.allows(channel, "fs", "write_file")
+    assert not config.scopes.allows(Place(platform="slack", channel="C999"), "fs", "read_file")
+    assert config.scopes.allows(Place(platform="discord", dm=True), "fs", "write_file")
+
+
+def test_a_file_without_a_policy_allows_every_place_everything(tmp_path):
+    config = load_mcp_config(write(tmp_path, {"servers": {"a": {"command": "python"}}}), {})
+    assert config.scopes == Scopes()
+    assert config.scopes.allows(Place(platform="slack", channel="C1"), "a", "anything")
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({"slak:C123": {}}, "must start with one of slack, discord, terminal"),
+        ({"slack:#general": {}}, "use the channel id"),
+        ({"slack:C1:user:U1": {}}, "names more than one thing"),
+        ({"slack:C1": {"deny": ["fs/"]}}, "policy 'slack:C1' field 'deny'"),
+        ({"slack:C1": {"allow": ["fs/a/b"]}}, "policy 'slack:C1' field 'allow'"),
+        ({"slack:C1": {"alow": ["fs"]}}, "policy 'slack:C1' field 'alow'"),
+        ({"slack:C1": {"deny": ["fss/write_file"]}}, "names server 'fss', which the file does not configure"),
+    ],
+)
+def test_a_mistake_in_the_policy_section_names_the_file_place_and_field(tmp_path, policy, expected):
+    path = write(tmp_path, {"mcpServers": {"fs": {"command": "python"}}, "policy": policy})
+    message = config_error(path)
+    assert str(path) in message and expected in message
+
+
+def test_policy_patterns_may_name_a_disabled_server_and_use_wildcards_for_servers_not_configured(tmp_path):
+    path = write(
+        tmp_path,
+        {
+            "mcpServers": {"fs": {"command": "python", "disabled": True}, "a": {"command": "python"}},
+            "policy": {"*": {"deny": ["fs", "remote-*"]}},
+        },
+    )
+    assert load_mcp_config(path, {}).scopes.rules["*"].deny == ("fs", "remote-*")
+
+
+def test_the_vs_code_form_takes_approval_and_policy_and_keeps_its_own_keys(tmp_path):
+    path = write(
+        tmp_path,
+        {
+            "inputs": [{"type": "promptString", "id": "token", "password": True}],
+            "servers": {
+                "fs": {"type": "stdio", "command": "python", "approval": "always", "dev": {"watch": "*.py"}}
+            },
+            "policy": {"discord:guild:123": {"deny": ["fs"]}},
+        },
+    )
+    config = load_mcp_config(path, {})
+    assert config.servers["fs"].approval == "always"
+    assert not config.scopes.allows(Place(platform="discord", guild="123", channel="5"), "fs", "read")
+
+
+def test_admins_are_read_from_a_comma_separated_setting(monkeypatch):
+    monkeypatch.setenv("NERVE_ADMINS", " U123, 987654321 ,,")
+    assert Settings(_env_file=None).admins == frozenset({"U123", "987654321"})
+    monkeypatch.delenv("NERVE_ADMINS")
+    assert Settings(_env_file=None).admins == frozenset()
