@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config import ServerConfig, ToolOverride
+from bot.policy.approval import ToolHints, definition_hash
 from bot.types import ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ class ListedTool:
     name: str
     description: str | None
     input_schema: dict[str, Any]
+    # The server's tool annotations in their wire form (`readOnlyHint`, …); None when it sent none.
+    annotations: dict[str, Any] | None = None
 
 
 def sanitize_name(raw: str) -> str:
@@ -89,7 +92,9 @@ def build_catalog(
     """Every enabled tool under the name the model will use, in config order.
 
     A name listed by two servers is exposed as `<server>__<tool>` for each of them; a unique name
-    is kept as the server wrote it (sanitised only if a provider would reject it).
+    is kept as the server wrote it (sanitised only if a provider would reject it). Each spec
+    carries its approval mode (the tool's setting, else the server's), the server's annotations,
+    and the hash of the definition as the server gave it, before any override of ours.
     """
     enabled: list[tuple[str, ListedTool, ToolOverride]] = []
     for server, config in servers.items():
@@ -116,6 +121,11 @@ def build_catalog(
             original_name=tool.name,
             timeout=override.timeout or config.timeout or default_timeout,
             triggers=tuple(override.triggers),
+            approval=override.approval or config.approval,
+            hints=ToolHints.from_annotations(tool.annotations),
+            definition_hash=definition_hash(
+                tool.name, tool.description or "", tool.input_schema, tool.annotations
+            ),
         )
     return catalog
 

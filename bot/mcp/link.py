@@ -327,7 +327,14 @@ async def list_all_tools(client: Client) -> tuple[ListedTool, ...]:
     for _ in range(MAX_TOOL_PAGES):
         page = await client.list_tools(cursor=cursor)
         tools.extend(
-            ListedTool(name=t.name, description=t.description, input_schema=t.input_schema)
+            ListedTool(
+                name=t.name,
+                description=t.description,
+                input_schema=t.input_schema,
+                annotations=None
+                if t.annotations is None
+                else t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True),
+            )
             for t in page.tools
         )
         cursor = page.next_cursor
