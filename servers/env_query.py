@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from servers.stdio import serve_stdio
@@ -145,11 +146,15 @@ DESCRIPTION = (
 )
 
 
+# It only computes an answer and touches nothing outside itself: clients may run it unasked.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
 def build_server(delay_s: float = 0.0) -> MCPServer:
     """The server with its one tool; `delay_s` is waited before each answer."""
     server = MCPServer("env-query", version="1.0.0", log_level="WARNING")
 
-    @server.tool(description=DESCRIPTION)
+    @server.tool(description=DESCRIPTION, annotations=READ_ONLY)
     async def get_environment_status(area_code: AreaCode) -> EnvironmentStatus:
         check_area_code(area_code)
         if delay_s > 0:

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import anyio
 from mcp.server import MCPServer
+from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from servers.stdio import serve_stdio
@@ -144,11 +145,15 @@ DESCRIPTION = (
 )
 
 
+# It only computes an answer and touches nothing outside itself: clients may run it unasked.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
 def build_server(delay_s: float = 0.0) -> MCPServer:
     """The server with its one tool; `delay_s` is waited before each answer."""
     server = MCPServer("geo-simulator", version="1.0.0", log_level="WARNING")
 
-    @server.tool(description=DESCRIPTION)
+    @server.tool(description=DESCRIPTION, annotations=READ_ONLY)
     async def simulate_geolocation(lat: Latitude, lng: Longitude, radius: Radius = 100) -> SimulatedLocation:
         if delay_s > 0:
             await anyio.sleep(delay_s)
