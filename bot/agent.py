@@ -8,29 +8,49 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bot.calls import CallOutcome, CallSettings, RoundRunner, Sleep, TurnState, make_attachment
+from bot.approvals import Clock, TurnScreen, decide, new_request_id
+from bot.calls import (
+    CallOutcome,
+    CallSettings,
+    Outcome,
+    RoundRunner,
+    Sleep,
+    TurnState,
+    Waiting,
+    failure_of,
+    make_attachment,
+)
 from bot.context import Budget, build_request
 from bot.errors import ContextTooLong, LLMError
-from bot.failures import shown_to_people
+from bot.failures import shown_to_people, stored_failure
 from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.nesting import loads
+from bot.policy.approval import call_hash
+from bot.policy.places import place_id
+from bot.policy.scopes import Scopes
 from bot.render import truncate
 from bot.seams import LLM, Inbox, Store, ToolHost, TurnLock
+from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.locks import KeyedLocks
 from bot.types import (
     AgentReply,
+    AuditEntry,
     ChatMessage,
     Completion,
     ConversationKey,
+    Decision,
     Incoming,
+    PendingCall,
     Progress,
+    ToolCall,
     ToolSpec,
     TurnEvent,
     Usage,
@@ -59,6 +79,21 @@ class AgentConfig:
     # Turns running at once across all conversations, and how many more may wait for a slot.
     max_concurrent_turns: int = 16
     turn_queue: int = 100
+    # Which servers and tools each place may use; who may decide on any approval; how long one waits.
+    scopes: Scopes = field(default_factory=Scopes)
+    admins: frozenset[str] = frozenset()
+    approval_timeout: float = 600.0
+
+
+DEFERRED_REPLY = (
+    "I'm waiting for a decision on the tool calls above in this thread; "
+    "I'll answer this message right after that."
+)
+DENIED_HINT = (
+    "The user denied this call. Do not call it again unless they ask for it; "
+    "answer without it or propose something else."
+)
+NOT_APPROVED_HINT = "Nobody approved this call in time. Do not call it again unless the user asks."
 
 
 class Agent:
@@ -74,6 +109,8 @@ class Agent:
         config: AgentConfig | None = None,
         sleep: Sleep = asyncio.sleep,
         turn_lock: TurnLock | None = None,
+        approvals: ApprovalLedger | None = None,
+        clock: Clock = time.time,
     ) -> None:
         self.inbox = inbox
         self._llm = llm
@@ -86,10 +123,17 @@ class Agent:
         self._locks: TurnLock = turn_lock or KeyedLocks()
         self._token_scale = 1.0
         self.gate = TurnGate(limit=self._config.max_concurrent_turns, queue=self._config.turn_queue)
+        # Where waiting turns are parked; without it every call runs at once (no approvals).
+        self.approvals = approvals
+        self._clock = clock
 
-    def tools(self) -> list[ToolSpec]:
-        """What the model is offered right now."""
-        return self._host.list_tools()
+    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
+        """What the model is offered right now (in the place `incoming` was written, if given)."""
+        tools = self._host.list_tools()
+        if incoming is None:
+            return tools
+        place = incoming.where()
+        return [t for t in tools if self._config.scopes.allows(place, t.server, t.original_name)]
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored."""
@@ -130,6 +174,10 @@ class Agent:
 
     async def _reply(self, incoming: Incoming, progress: Progress) -> AgentReply:
         async with self._locks.hold(incoming.key):
+            if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
+                # The thread's turn is parked: this message waits behind it, stored, never dropped.
+                await self.approvals.defer(incoming)
+                return AgentReply(text=DEFERRED_REPLY, deferred=True)
             user = ChatMessage(role="user", content=incoming.text)
             if not await self._store.append(incoming.key, [user], event_id=incoming.event_id):
                 stored = await self._stored_answer(incoming)
@@ -147,12 +195,19 @@ class Agent:
                 return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
 
     async def _loop(
-        self, incoming: Incoming, history: list[ChatMessage], state: TurnState, progress: Progress
+        self,
+        incoming: Incoming,
+        history: list[ChatMessage],
+        state: TurnState,
+        progress: Progress,
+        *,
+        first_round: int = 0,
+        usage: Usage | None = None,
     ) -> AgentReply:
-        usage = Usage()
-        tools = self._host.list_tools()
+        usage = usage or Usage()
+        tools = self.tools(incoming)
         nudge: list[ChatMessage] = []
-        for _ in range(self._config.max_rounds):
+        for round_index in range(first_round, self._config.max_rounds):
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             completion = await self._complete([*history, *nudge], tools, progress)
             usage += completion.usage or Usage()
@@ -165,7 +220,14 @@ class Agent:
                     continue
                 return await self._finish(incoming.key, answer.content or "", state, usage)
             nudge = []
-            outcomes = await self._runner.run(answer.tool_calls, tools, state, progress)
+            screen = TurnScreen(store=self.approvals, incoming=incoming) if self.approvals else None
+            results = await self._runner.run(answer.tool_calls, tools, state, progress, screen)
+            if screen is not None:
+                await screen.store.record_audit(incoming.key, screen.audit)
+            waiting = [r for r in results if isinstance(r, Waiting)]
+            if waiting:
+                return await self._park(incoming, answer, results, waiting, state, usage, round_index + 1)
+            outcomes = [r for r in results if isinstance(r, CallOutcome)]
             round_messages = [answer, *(outcome.message for outcome in outcomes)]
             await self._store.append(incoming.key, round_messages)
             history.extend(round_messages)
@@ -178,6 +240,232 @@ class Agent:
             "so the work was cut short. The tool results so far are attached."
         )
         return await self._finish(incoming.key, text, state, usage, cut_short=True)
+
+    # --- waiting for people ------------------------------------------------------------------------
+
+    async def _park(
+        self,
+        incoming: Incoming,
+        answer: ChatMessage,
+        results: Sequence[CallOutcome | Waiting],
+        waiting: Sequence[Waiting],
+        state: TurnState,
+        usage: Usage,
+        rounds_used: int,
+    ) -> AgentReply:
+        """Write the round whose calls wait for a person, and end the turn: nothing is held meanwhile."""
+        assert self.approvals is not None
+        done = [r for r in results if isinstance(r, CallOutcome)]
+        request_id = new_request_id()
+        calls = [
+            (
+                PendingCall(
+                    call_id=w.call.id,
+                    server=w.spec.server,
+                    tool=w.spec.original_name,
+                    arguments=w.arguments,
+                    call_hash=call_hash(w.spec.server, w.spec.original_name, w.arguments),
+                ),
+                w.spec.definition_hash,
+            )
+            for w in waiting
+        ]
+        await self.approvals.park(
+            request_id=request_id,
+            incoming=incoming,
+            answer=answer,
+            done=[o.message for o in done],
+            calls=calls,
+            rounds_used=rounds_used,
+            expires_at=self._clock() + self._config.approval_timeout,
+        )
+        found = await self.approvals.prompt(request_id)
+        assert found is not None
+        names = ", ".join(dict.fromkeys(w.spec.original_name for w in waiting))
+        text = f"Waiting for approval to run {names}."
+        attachments = (*state.attachments, *(o.attachment for o in done))
+        return AgentReply(text=text, attachments=attachments, usage=usage, approval=found[0])
+
+    async def decide(
+        self,
+        request_id: str,
+        user_id: str,
+        *,
+        approve: bool,
+        call_id: str | None = None,
+        shown_hash: str | None = None,
+        remember: bool = False,
+    ) -> Decision:
+        """A person's click on an approval: one call (`call_id`) or all open ones, approved or denied."""
+        if self.approvals is None:
+            return Decision(changed=False, prompt=None, note="Approvals are not enabled.")
+        decision = await decide(
+            self.approvals,
+            request_id=request_id,
+            user_id=user_id,
+            approve=approve,
+            admins=self._config.admins,
+            now=self._clock(),
+            call_id=call_id,
+            shown_hash=shown_hash,
+            remember=remember,
+            definition_hash=self._definition_hash,
+        )
+        if decision.changed and decision.prompt is not None:
+            prompt = decision.prompt
+            outcome = "approved" if approve else "denied"
+            if remember and approve:
+                outcome = "approved, always allowed here"
+            await self.approvals.record_audit(
+                prompt.key,
+                [
+                    AuditEntry(
+                        who=user_id,
+                        place=prompt.place,
+                        server=c.server,
+                        tool=c.tool,
+                        call_id=c.call_id,
+                        arguments_hash=c.call_hash,
+                        outcome=outcome,
+                    )
+                    for c in prompt.calls
+                    if c.call_id in decision.decided
+                ],
+            )
+        return decision
+
+    async def _definition_hash(self, server: str, tool: str) -> str | None:
+        spec = self._spec_of(server, tool)
+        return spec.definition_hash if spec is not None else None
+
+    def _spec_of(self, server: str, tool: str) -> ToolSpec | None:
+        return next(
+            (t for t in self._host.list_tools() if t.server == server and t.original_name == tool), None
+        )
+
+    async def expire_due(self) -> list[str]:
+        """Requests whose time ran out: their open calls become "not approved in time". Resume each."""
+        if self.approvals is None:
+            return []
+        return await self.approvals.expire_due(self._clock())
+
+    async def resume(self, request_id: str, progress: Progress = no_progress) -> AgentReply | None:
+        """Go on with a parked turn once every call is decided; None if it is still open or another
+        process already took it. Runs the approved calls exactly as shown, tells the model about the
+        others under their call ids, and continues the loop where it stopped."""
+        if self.approvals is None:
+            return None
+        parked = await self.approvals.claim(request_id)
+        if parked is None:
+            return None
+        incoming = parked.incoming
+        async with self.gate.admit(), self._locks.hold(incoming.key):
+            history = await self._store.history(incoming.key)
+            state = self._state_so_far(history)
+            try:
+                outcomes = await self._run_decided(parked, state, progress)
+                round_messages = [parked.answer, *(o.message for o in outcomes)]
+                await self.approvals.finish_parked(request_id, incoming.key, round_messages)
+                await self.approvals.record_audit(
+                    incoming.key,
+                    [
+                        AuditEntry(
+                            who="nerve",
+                            place=_place_of(parked),
+                            server=c.server,
+                            tool=c.tool,
+                            call_id=c.call_id,
+                            arguments_hash=c.call_hash,
+                            outcome="expired: not approved in time",
+                        )
+                        for c in parked.calls
+                        if c.status == "expired"
+                    ],
+                )
+                history.extend(round_messages)
+                state.attachments.extend(o.attachment for o in outcomes)
+                stop = self._stop_reason(outcomes, state)
+                if stop:
+                    return await self._finish(incoming.key, stop, state, Usage())
+                return await self._loop(incoming, history, state, progress, first_round=parked.rounds_used)
+            except LLMError as exc:
+                logger.warning("model call failed for %s: %s", incoming.key, exc.message)
+                text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
+                return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
+
+    async def _run_decided(
+        self, parked: ParkedTurn, state: TurnState, progress: Progress
+    ) -> list[CallOutcome]:
+        """The round's outcomes in call order: results kept from before, approved calls run now (in
+        parallel), denied and expired ones refused to the model under their ids."""
+        done = {m.tool_call_id: m for m in parked.done}
+        decided = {c.call_id: c for c in parked.calls}
+        specs = {t.name: t for t in self.tools(parked.incoming)}
+
+        async def one(call: ToolCall) -> CallOutcome:
+            if call.id in done:
+                return _kept(call, done[call.id], self._config.calls.attachment_chars)
+            pending = decided[call.id]
+            if pending.status == "approved":
+                spec = self._spec_of(pending.server, pending.tool)
+                if spec is None or spec.name not in specs:
+                    detail = "its tool is no longer available"
+                    failure = failure_of(call, "unavailable", detail, "Answer without it.")
+                    return self._runner.not_run(call, pending.arguments, failure)
+                return await self._runner.execute(call, spec, pending.arguments, state, progress, specs)
+            if pending.status == "denied":
+                who = pending.decided_by or "a person"
+                failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
+            else:
+                failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
+            return self._runner.not_run(call, pending.arguments, failure)
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(call)) for call in parked.answer.tool_calls]
+        return [task.result() for task in tasks]
+
+    def _state_so_far(self, history: Sequence[ChatMessage]) -> TurnState:
+        """The guards' memory of this turn, read back from what it stored before it was parked."""
+        state = TurnState()
+        start = max((i for i, m in enumerate(history) if m.role == "user"), default=-1) + 1
+        turn = history[start:]
+        calls = {call.id: call for m in turn for call in m.tool_calls}
+        for call in calls.values():
+            state.guard.allow(call.name, _stored_arguments(call.arguments))
+        for message in turn:
+            if message.role != "tool" or message.tool_call_id not in calls:
+                continue
+            call = calls[message.tool_call_id]
+            kept = _kept(call, message, self._config.calls.attachment_chars)
+            state.attachments.append(kept.attachment)
+            failure = stored_failure(message)
+            if failure is not None and failure.kind in (
+                "execution",
+                "timeout",
+                "unavailable",
+                "rate_limited",
+            ):
+                state.failed.setdefault(call.name, failure)
+        return state
+
+    async def deferred_replies(
+        self, key: ConversationKey, progress: Progress = no_progress
+    ) -> AsyncIterator[tuple[Incoming, AgentReply]]:
+        """Answer, in order, the messages that waited behind a parked turn of this thread.
+
+        Stops after one that parks again: the rest wait behind that one.
+        """
+        if self.approvals is None:
+            return
+        while (item := await self.approvals.next_deferred(key)) is not None:
+            deferred_id, incoming = item
+            if await self.approvals.waiting_in(key) is not None:
+                return
+            reply = await self.reply(incoming, progress)
+            await self.approvals.drop_deferred(deferred_id)
+            yield incoming, reply
+            if reply.approval is not None:
+                return
 
     def _stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
         """A plain answer when going on would only guess in circles (S10)."""
@@ -269,6 +557,31 @@ def _with_unique_call_ids(message: ChatMessage, history: Sequence[ChatMessage]) 
         seen.add(call.id)
         calls.append(call)
     return replace(message, tool_calls=tuple(calls)) if message.tool_calls else message
+
+
+# Failures after which a tool is not called again in the same turn (see `RoundRunner.execute`).
+_NOT_CALLED_AGAIN = frozenset({"execution", "timeout", "unavailable", "rate_limited"})
+
+
+def _kept(call: ToolCall, message: ChatMessage, limit: int) -> CallOutcome:
+    """A result stored earlier in the turn, as an outcome of the round it belongs to."""
+    failure = stored_failure(message)
+    attachment = make_attachment(
+        call,
+        _stored_arguments(call.arguments),
+        shown_to_people(message),
+        is_error=message.is_error,
+        latency_ms=message.latency_ms or 0.0,
+        limit=limit,
+    )
+    outcome: Outcome = "ok"
+    if message.is_error:
+        outcome = "failed" if failure is not None and failure.kind in _NOT_CALLED_AGAIN else "fix_arguments"
+    return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
+
+
+def _place_of(parked: ParkedTurn) -> str:
+    return place_id(parked.incoming.where())
 
 
 def _stored_arguments(raw: str) -> dict[str, Any]:

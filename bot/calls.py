@@ -21,7 +21,7 @@ MAX_CALLS_PER_ROUND = 16
 # Longest tool name shown to people: real names are at most 64 characters, a model may send anything.
 NAME_CHARS = 80
 
-Outcome = Literal["ok", "fix_arguments", "failed", "refused_unavailable"]
+Outcome = Literal["ok", "fix_arguments", "failed", "refused_unavailable", "not_run"]
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -45,6 +45,19 @@ class CallOutcome:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Waiting:
+    """A checked call held back for a person's decision; it has not run."""
+
+    call: ToolCall
+    spec: ToolSpec
+    arguments: dict[str, Any]
+
+
+# Sees a checked call before it runs; True holds it back for a person (approvals).
+Screen = Callable[[ToolCall, ToolSpec, dict[str, Any]], Awaitable[bool]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CallSettings:
     max_rate_limit_wait: float = 30.0
     attachment_chars: int = 20_000
@@ -59,19 +72,28 @@ class RoundRunner:
         self._sleep = sleep
 
     async def run(
-        self, calls: Sequence[ToolCall], tools: Sequence[ToolSpec], state: TurnState, progress: Progress
-    ) -> list[CallOutcome]:
-        """All calls at once; results come back in the order of `calls`, whatever order they finish in."""
+        self,
+        calls: Sequence[ToolCall],
+        tools: Sequence[ToolSpec],
+        state: TurnState,
+        progress: Progress,
+        screen: Screen | None = None,
+    ) -> list[CallOutcome | Waiting]:
+        """All calls at once; results come back in the order of `calls`, whatever order they finish in.
+
+        `screen` sees each call that passed the guards; a call it holds back comes back as `Waiting`
+        (checked, not run) for a person to decide on.
+        """
         specs = {tool.name: tool for tool in tools}
         allowed, refused = calls[:MAX_CALLS_PER_ROUND], calls[MAX_CALLS_PER_ROUND:]
         # A TaskGroup, not gather: if one call fails unexpectedly, the others are cancelled, not orphaned.
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(self._one(call, specs, state, progress)) for call in allowed]
+            tasks = [group.create_task(self._one(call, specs, state, progress, screen)) for call in allowed]
         return [task.result() for task in tasks] + [
             self._refusal(
                 call,
                 {"_raw": call.arguments},
-                _failure(
+                failure_of(
                     call,
                     "too_many_calls",
                     f"At most {MAX_CALLS_PER_ROUND} tool calls run per message",
@@ -83,11 +105,28 @@ class RoundRunner:
         ]
 
     async def _one(
-        self, call: ToolCall, specs: dict[str, ToolSpec], state: TurnState, progress: Progress
-    ) -> CallOutcome:
+        self,
+        call: ToolCall,
+        specs: dict[str, ToolSpec],
+        state: TurnState,
+        progress: Progress,
+        screen: Screen | None,
+    ) -> CallOutcome | Waiting:
+        checked = self.check(call, specs, state)
+        if isinstance(checked, CallOutcome):
+            return checked
+        spec, arguments = checked
+        if screen is not None and await screen(call, spec, arguments):
+            return Waiting(call=call, spec=spec, arguments=arguments)
+        return await self.execute(call, spec, arguments, state, progress, specs)
+
+    def check(
+        self, call: ToolCall, specs: dict[str, ToolSpec], state: TurnState
+    ) -> CallOutcome | tuple[ToolSpec, dict[str, Any]]:
+        """The guards: a refusal for the model, or the tool and the checked arguments."""
         spec = specs.get(call.name)
         if spec is None:
-            failure = _failure(
+            failure = failure_of(
                 call,
                 "unknown_tool",
                 f"there is no tool named {quote(call.name)}",
@@ -96,18 +135,29 @@ class RoundRunner:
             return self._refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
         parsed = parse_arguments(call.arguments, spec)
         if parsed.value is None:
-            failure = _failure(call, "arguments", parsed.detail or "invalid", parsed.hint)
+            failure = failure_of(call, "arguments", parsed.detail or "invalid", parsed.hint)
             return self._refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
         arguments = parsed.value
         earlier = state.failed.get(call.name)
         if earlier is not None:
-            failure = _failure(call, "not_retried", earlier.detail, _do_not_retry(call.name))
+            failure = failure_of(call, "not_retried", earlier.detail, _do_not_retry(call.name))
             return self._refusal(call, arguments, failure, "refused_unavailable")
         if not state.guard.allow(call.name, arguments):
             detail = "it was already called 3 times with these arguments in this turn"
-            failure = _failure(call, "loop_guard", detail, "Answer with the results you have.")
+            failure = failure_of(call, "loop_guard", detail, "Answer with the results you have.")
             return self._refusal(call, arguments, failure, "fix_arguments")
+        return spec, arguments
 
+    async def execute(
+        self,
+        call: ToolCall,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        state: TurnState,
+        progress: Progress,
+        specs: dict[str, ToolSpec],
+    ) -> CallOutcome:
+        """Run one checked call and read its outcome (S10)."""
         await progress(
             TurnEvent(
                 kind="tool_started", message=f"calling {call.name}…", tool=call.name, tool_call_id=call.id
@@ -128,14 +178,14 @@ class RoundRunner:
         detail = result.detail or result.content
         if result.error_kind == "arguments":
             hint = f"Call {call.name} again with arguments that fix this problem."
-            failure = _failure(call, "arguments", detail, hint)
+            failure = failure_of(call, "arguments", detail, hint)
             return self._outcome(call, arguments, failure.for_model(), result, "fix_arguments", failure)
         if result.error_kind == "unknown_tool":
             hint = f"Use one of these exact names: {', '.join(sorted(specs))}."
-            failure = _failure(call, "unknown_tool", detail, hint)
+            failure = failure_of(call, "unknown_tool", detail, hint)
             return self._outcome(call, arguments, failure.for_model(), result, "fix_arguments", failure)
         kind = result.error_kind or "execution"
-        failure = _failure(call, kind, _failure_detail(result, spec), _do_not_retry(call.name))
+        failure = failure_of(call, kind, _failure_detail(result, spec), _do_not_retry(call.name))
         state.failed[call.name] = failure
         return self._outcome(call, arguments, failure.for_model(), result, "failed", failure)
 
@@ -156,6 +206,10 @@ class RoundRunner:
         )
         await self._sleep(delay)
         return await self._host.call_tool(name, arguments)
+
+    def not_run(self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure) -> CallOutcome:
+        """A call a person denied or did not approve in time: the model reads why, under its id."""
+        return self._refusal(call, arguments, failure, "not_run")
 
     def _refusal(
         self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure, outcome: Outcome
@@ -212,7 +266,7 @@ def make_attachment(
     )
 
 
-def _failure(call: ToolCall, kind: FailureKind, detail: str, hint: str) -> ToolFailure:
+def failure_of(call: ToolCall, kind: FailureKind, detail: str, hint: str) -> ToolFailure:
     return ToolFailure(tool=truncate(call.name, NAME_CHARS)[0], kind=kind, detail=detail, hint=hint)
 
 

@@ -28,6 +28,9 @@ FailureKind = Literal[
     "rate_limited",
     # A second call of a tool that already failed in this turn.
     "not_retried",
+    # A person's: the call waited for approval and was denied, or nobody decided in time.
+    "denied",
+    "not_approved",
 ]
 _KINDS: frozenset[str] = frozenset(get_args(FailureKind))
 _UNAVAILABLE = frozenset({"timeout", "unavailable", "rate_limited"})
@@ -61,6 +64,10 @@ class ToolFailure:
             return f"{tool} was not called. {detail}."
         if self.kind == "loop_guard":
             return f"{tool} was not called again: {detail}."
+        if self.kind == "denied":
+            return f"{tool} was not run: {detail}."
+        if self.kind == "not_approved":
+            return f"{tool} was not run: it was not approved in time."
         if self.kind == "not_retried":
             return f"{tool} was not called again after it failed earlier in this answer ({detail})."
         if self.kind in _UNAVAILABLE:

@@ -11,6 +11,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bot.policy.approval import ApprovalMode, ToolHints, needs_approval
+from bot.policy.scopes import Place
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -41,6 +44,14 @@ class Incoming:
     user_name: str = ""
     # The platform's id for this delivery; the store uses it to make a re-delivered message a no-op.
     event_id: str | None = None
+    # Where it was written, for scopes and remembered approvals; None: derived from the key.
+    place: Place | None = None
+
+    def where(self) -> Place:
+        """The place the policy sees: the adapter's, or the key's channel with this user."""
+        if self.place is not None:
+            return self.place
+        return Place(platform=self.key.platform, channel=self.key.channel, user=self.user_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +112,18 @@ class ToolSpec:
     original_name: str
     timeout: float = 30.0
     triggers: tuple[str, ...] = ()
+    # Trust: the configured approval mode, what the server's annotations say, and the hash a
+    # remembered "always allow here" is bound to (name, description, schema, annotations). The
+    # catalog always sets the mode from the servers file (default "writes"); a spec built by hand
+    # has no policy behind it and runs at once.
+    approval: ApprovalMode = "never"
+    hints: ToolHints = field(default_factory=ToolHints)
+    definition_hash: str = ""
+
+    @property
+    def needs_approval(self) -> bool:
+        """True when a call must wait for a person before it runs."""
+        return needs_approval(self.approval, self.hints)
 
     def to_openai(self) -> dict[str, Any]:
         """Exactly name, description and parameters (S2): anything more costs tokens and confuses."""
@@ -181,6 +204,91 @@ class AgentReply:
     cut_short: bool = False
     # The model service failed: `text` is an apology, not an answer (scripts may exit non-zero).
     failed: bool = False
+    # The turn is parked until a person decides on these calls; `text` says so.
+    approval: ApprovalPrompt | None = None
+    # The thread has a turn waiting for a person; this message waits behind it (stored, not lost).
+    deferred: bool = False
+
+
+CallDecision = Literal["pending", "approved", "denied", "expired"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingCall:
+    """One call waiting for a person, exactly as it will run if approved."""
+
+    call_id: str
+    server: str
+    # The tool's name on its server (what the servers file and remembered approvals name).
+    tool: str
+    arguments: dict[str, Any]
+    call_hash: str
+    status: CallDecision = "pending"
+    decided_by: str | None = None
+
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, ensure_ascii=False, indent=2)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalPrompt:
+    """What an approval message shows: the calls, why the model wants them, who may decide, until when."""
+
+    request_id: str
+    key: ConversationKey
+    requester: str
+    # The place "always allow here" applies to (`bot.policy.places.place_id`).
+    place: str
+    calls: tuple[PendingCall, ...]
+    # What the model wrote next to its calls, if anything (often why it wants them).
+    reason: str
+    expires_at: float
+    # Where the approval message was posted (platform-specific), so any process can update it.
+    message_ref: str | None = None
+
+    @property
+    def open(self) -> bool:
+        """True while a call still waits for a decision."""
+        return any(call.status == "pending" for call in self.calls)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    """One decision on a tool call: by a person (their id) or automatic ("auto: read-only", …)."""
+
+    who: str
+    place: str
+    server: str
+    tool: str
+    call_id: str
+    arguments_hash: str
+    outcome: str
+    at: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RememberedApproval:
+    """An "always allow here": this tool in this place, while its definition keeps this hash."""
+
+    place: str
+    server: str
+    tool: str
+    definition_hash: str
+    granted_by: str
+    granted_at: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """What a click did: `note` (for the clicker only) says why nothing changed; `ready` means every
+    call is decided and the turn can go on (`Agent.resume`)."""
+
+    changed: bool
+    prompt: ApprovalPrompt | None
+    note: str | None = None
+    ready: bool = False
+    # The calls this click decided.
+    decided: tuple[str, ...] = ()
 
 
 TurnEventKind = Literal["thinking", "tool_started", "tool_finished", "retrying", "notice"]

@@ -20,6 +20,7 @@ from typing import Any, Self, cast
 import aiosqlite
 
 from bot.errors import StoreError
+from bot.store.approvals import ApprovalLedger
 from bot.store.connect import connect, rollback, store_error
 from bot.store.migrate import migrate
 from bot.store.thread_lock import LEASE_SECONDS, SQLiteTurnLock
@@ -33,8 +34,9 @@ _MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, lat
 _C_KEY = "c.platform = ? AND c.workspace = ? AND c.channel = ? AND c.thread = ?"
 
 
-class SQLiteStore:
-    """The `Store` seam on one SQLite file, plus the inbox adapters use for exactly-once replies."""
+class SQLiteStore(ApprovalLedger):
+    """The `Store` seam on one SQLite file, plus the inbox adapters use for exactly-once replies, and
+    the approval tables (`bot.store.approvals`)."""
 
     def __init__(
         self, db: aiosqlite.Connection, path: Path, inbox_db: aiosqlite.Connection, turn_lock: SQLiteTurnLock
@@ -120,20 +122,35 @@ class SQLiteStore:
             if event_id is not None and await self._event_seen(db, key, event_id):
                 await db.execute("ROLLBACK")
                 return False
-            # Looked up in this transaction, never cached: another process may have reset the thread
-            # since this one last wrote to it, and the message belongs to the conversation now active.
-            conversation = await self._active_conversation(db, key)
-            # seq is computed by SQLite row by row, so a round costs one trip to the database thread.
-            await db.executemany(
-                "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
-                " is_error, latency_ms, event_id) VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
-                " WHERE conversation_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                [
-                    _message_row(conversation, message, event_id if index == 0 else None)
-                    for index, message in enumerate(messages)
-                ],
-            )
+            await self._insert_messages(db, key, messages, event_id=event_id)
         return True
+
+    async def _insert_messages(
+        self,
+        db: aiosqlite.Connection,
+        key: ConversationKey,
+        messages: Sequence[ChatMessage],
+        *,
+        event_id: str | None = None,
+    ) -> int:
+        """Append to the thread's active conversation inside the caller's transaction; returns its id."""
+        # Looked up in this transaction, never cached: another process may have reset the thread
+        # since this one last wrote to it, and the message belongs to the conversation now active.
+        conversation = await self._active_conversation(db, key)
+        # seq is computed by SQLite row by row, so a round costs one trip to the database thread.
+        await db.executemany(
+            "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
+            " is_error, latency_ms, event_id) VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
+            " WHERE conversation_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            [
+                _message_row(conversation, message, event_id if index == 0 else None)
+                for index, message in enumerate(messages)
+            ],
+        )
+        return conversation
+
+    async def _conversation_of(self, db: aiosqlite.Connection, key: ConversationKey) -> int:
+        return await self._active_conversation(db, key)
 
     async def history(self, key: ConversationKey) -> list[ChatMessage]:
         """The current conversation of this thread, oldest first."""

@@ -1,0 +1,468 @@
+"""Parked turns, the calls they wait on, remembered approvals, the audit, and deferred messages.
+
+A turn that waits for a person is written here whole (the question, the round whose calls wait, the
+results of the calls that already ran) and its task ends: nothing is held while the person thinks.
+Every state change is one conditional UPDATE, so a replayed or concurrent click changes nothing, and
+exactly one process claims a turn to resume it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, cast
+
+import aiosqlite
+
+from bot.policy.places import place_id
+from bot.policy.scopes import Place
+from bot.types import (
+    ApprovalPrompt,
+    AuditEntry,
+    CallDecision,
+    ChatMessage,
+    ConversationKey,
+    Incoming,
+    PendingCall,
+    RememberedApproval,
+    Role,
+    ToolCall,
+)
+
+_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+_KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParkedTurn:
+    """Everything a parked turn needs to go on, as claimed for resuming."""
+
+    request_id: str
+    incoming: Incoming
+    answer: ChatMessage
+    done: tuple[ChatMessage, ...]
+    calls: tuple[PendingCall, ...]
+    rounds_used: int
+
+
+class ApprovalLedger:
+    """The approval tables of the conversation store (mixed into `SQLiteStore`)."""
+
+    def _read(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
+        raise NotImplementedError
+
+    def _write(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
+        raise NotImplementedError
+
+    async def _insert_messages(
+        self, db: aiosqlite.Connection, key: ConversationKey, messages: Sequence[ChatMessage]
+    ) -> int:
+        raise NotImplementedError
+
+    async def _conversation_of(self, db: aiosqlite.Connection, key: ConversationKey) -> int:
+        raise NotImplementedError
+
+    # --- parking and deciding ----------------------------------------------------------------------
+
+    async def park(
+        self,
+        *,
+        request_id: str,
+        incoming: Incoming,
+        answer: ChatMessage,
+        done: Sequence[ChatMessage],
+        calls: Sequence[tuple[PendingCall, str]],
+        rounds_used: int,
+        expires_at: float,
+    ) -> None:
+        """Write a waiting turn: the calls (each with its tool's definition hash) wait for a person."""
+        key = incoming.key
+        async with self._write() as db:
+            await db.execute(
+                "INSERT INTO parked_turns (id, platform, workspace, channel, thread, requester, place,"
+                " incoming, answer, done_results, rounds_used, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    request_id,
+                    *_key_params(key),
+                    incoming.user_id,
+                    place_id(incoming.where()),
+                    json.dumps(incoming_to_json(incoming), ensure_ascii=False),
+                    json.dumps(message_to_json(answer), ensure_ascii=False),
+                    json.dumps([message_to_json(m) for m in done], ensure_ascii=False),
+                    rounds_used,
+                    expires_at,
+                ),
+            )
+            await db.executemany(
+                "INSERT INTO pending_calls (request_id, call_id, position, server, tool, arguments,"
+                " call_hash, definition_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        request_id,
+                        call.call_id,
+                        position,
+                        call.server,
+                        call.tool,
+                        json.dumps(call.arguments, ensure_ascii=False),
+                        call.call_hash,
+                        definition,
+                    )
+                    for position, (call, definition) in enumerate(calls)
+                ],
+            )
+
+    async def prompt(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
+        """The request as an approval message shows it, with its status (waiting/resuming/done)."""
+        async with self._read() as db:
+            return await _load_prompt(db, request_id)
+
+    async def waiting_in(self, key: ConversationKey) -> str | None:
+        """The request a turn of this thread is parked on (waiting or being resumed), if any."""
+        async with self._read() as db:
+            rows = list(
+                await db.execute_fetchall(
+                    f"SELECT id FROM parked_turns WHERE {_KEY} AND status <> 'done' ORDER BY rowid LIMIT 1",
+                    _key_params(key),
+                )
+            )
+        return str(rows[0][0]) if rows else None
+
+    async def set_message_ref(self, request_id: str, ref: str) -> None:
+        """Remember where the approval message is, so the process that resumes can update it."""
+        async with self._write() as db:
+            await db.execute("UPDATE parked_turns SET message_ref = ? WHERE id = ?", (ref, request_id))
+
+    async def decide(
+        self, request_id: str, call_ids: Sequence[str], status: CallDecision, by: str, now: float
+    ) -> list[str]:
+        """Decide pending calls of a waiting, unexpired request; returns the calls this changed."""
+        changed: list[str] = []
+        async with self._write() as db:
+            for call_id in call_ids:
+                async with db.execute(
+                    f"UPDATE pending_calls SET status = ?, decided_by = ?, decided_at = {_NOW}"
+                    " WHERE request_id = ? AND call_id = ? AND status = 'pending' AND EXISTS ("
+                    "  SELECT 1 FROM parked_turns p WHERE p.id = request_id AND p.status = 'waiting'"
+                    "  AND p.expires_at > ?)",
+                    (status, by, request_id, call_id, now),
+                ) as cursor:
+                    if cursor.rowcount == 1:
+                        changed.append(call_id)
+        return changed
+
+    async def expire_due(self, now: float) -> list[str]:
+        """Mark the pending calls of requests past their expiry; returns those requests."""
+        async with self._write() as db:
+            rows = await db.execute_fetchall(
+                "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
+                " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'",
+                (now,),
+            )
+            expired = [str(row[0]) for row in rows]
+            for request_id in expired:
+                await db.execute(
+                    f"UPDATE pending_calls SET status = 'expired', decided_by = 'expiry', decided_at = {_NOW}"
+                    " WHERE request_id = ? AND status = 'pending'",
+                    (request_id,),
+                )
+        return expired
+
+    async def claim(self, request_id: str) -> ParkedTurn | None:
+        """Take a fully decided request for resuming; None if it is still open or already taken."""
+        async with self._write() as db:
+            async with db.execute(
+                "UPDATE parked_turns SET status = 'resuming' WHERE id = ? AND status = 'waiting'"
+                " AND NOT EXISTS (SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending')",
+                (request_id, request_id),
+            ) as cursor:
+                if cursor.rowcount != 1:
+                    return None
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT incoming, answer, done_results, rounds_used FROM parked_turns WHERE id = ?",
+                    (request_id,),
+                )
+            )
+            loaded = await _load_prompt(db, request_id)
+        assert loaded is not None
+        incoming, answer, done, rounds_used = rows[0]
+        return ParkedTurn(
+            request_id=request_id,
+            incoming=incoming_from_json(json.loads(incoming)),
+            answer=message_from_json(json.loads(answer)),
+            done=tuple(message_from_json(m) for m in json.loads(done)),
+            calls=loaded[0].calls,
+            rounds_used=int(rounds_used),
+        )
+
+    async def finish_parked(
+        self, request_id: str, key: ConversationKey, round_messages: Sequence[ChatMessage]
+    ) -> None:
+        """Store the completed round and close the request, in one transaction."""
+        async with self._write() as db:
+            await self._insert_messages(db, key, round_messages)
+            await db.execute("UPDATE parked_turns SET status = 'done' WHERE id = ?", (request_id,))
+
+    async def release_claims(self) -> list[str]:
+        """At start-up: requests a stopped process was resuming go back to waiting, to be resumed again.
+
+        Their round was not stored (that and closing the request are one transaction), so nothing
+        of it reached the conversation; calls that an approved run had started may run again.
+        """
+        async with self._write() as db:
+            rows = await db.execute_fetchall("SELECT id FROM parked_turns WHERE status = 'resuming'")
+            ids = [str(row[0]) for row in rows]
+            await db.execute("UPDATE parked_turns SET status = 'waiting' WHERE status = 'resuming'")
+        return ids
+
+    async def ready_requests(self) -> list[str]:
+        """Waiting requests with every call decided (a process stopped before resuming them)."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT id FROM parked_turns p WHERE status = 'waiting' AND NOT EXISTS"
+                " (SELECT 1 FROM pending_calls c WHERE c.request_id = p.id AND c.status = 'pending')"
+                " ORDER BY rowid"
+            )
+        return [str(row[0]) for row in rows]
+
+    # --- remembered approvals ----------------------------------------------------------------------
+
+    async def remember(self, place: str, server: str, tool: str, definition_hash: str, by: str) -> None:
+        """Always allow this tool here, while its definition stays `definition_hash`."""
+        async with self._write() as db:
+            await db.execute(
+                "INSERT INTO remembered_approvals (place, server, tool, definition_hash, granted_by)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (place, server, tool) DO UPDATE SET"
+                f" definition_hash = excluded.definition_hash, granted_by = excluded.granted_by,"
+                f" granted_at = {_NOW}",
+                (place, server, tool, definition_hash, by),
+            )
+
+    async def remembered(self, place: str, server: str, tool: str) -> str | None:
+        """The definition hash this tool was always-allowed with here, if it was."""
+        async with self._read() as db:
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT definition_hash FROM remembered_approvals WHERE place = ? AND server = ?"
+                    " AND tool = ?",
+                    (place, server, tool),
+                )
+            )
+        return str(rows[0][0]) if rows else None
+
+    async def remembered_approvals(self, place: str | None = None) -> list[RememberedApproval]:
+        """Every remembered approval (of one place, if given), newest first."""
+        where, params = ("WHERE place = ?", (place,)) if place is not None else ("", ())
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT place, server, tool, definition_hash, granted_by, granted_at"
+                f" FROM remembered_approvals {where} ORDER BY granted_at DESC",
+                params,
+            )
+        return [
+            RememberedApproval(
+                place=r[0], server=r[1], tool=r[2], definition_hash=r[3], granted_by=r[4], granted_at=r[5]
+            )
+            for r in rows
+        ]
+
+    async def revoke(self, place: str, server: str, tool: str) -> bool:
+        """Forget a remembered approval; False if there was none."""
+        async with (
+            self._write() as db,
+            db.execute(
+                "DELETE FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
+                (place, server, tool),
+            ) as cursor,
+        ):
+            return cursor.rowcount == 1
+
+    # --- audit -------------------------------------------------------------------------------------
+
+    async def record_audit(self, key: ConversationKey, entries: Sequence[AuditEntry]) -> None:
+        """Keep these decisions with the thread's active conversation."""
+        if not entries:
+            return
+        async with self._write() as db:
+            conversation = await self._conversation_of(db, key)
+            await db.executemany(
+                "INSERT INTO audit (conversation_id, who, place, server, tool, call_id, arguments_hash,"
+                " outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (conversation, e.who, e.place, e.server, e.tool, e.call_id, e.arguments_hash, e.outcome)
+                    for e in entries
+                ],
+            )
+
+    async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
+        """The decisions of the thread's active conversation, oldest first."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT a.at, a.who, a.place, a.server, a.tool, a.call_id, a.arguments_hash, a.outcome"
+                " FROM audit a JOIN conversations c ON c.id = a.conversation_id"
+                f" WHERE c.archived_at IS NULL AND c.{_KEY.replace(' AND ', ' AND c.')} ORDER BY a.id",
+                _key_params(key),
+            )
+        return [
+            AuditEntry(
+                at=r[0],
+                who=r[1],
+                place=r[2],
+                server=r[3],
+                tool=r[4],
+                call_id=r[5],
+                arguments_hash=r[6],
+                outcome=r[7],
+            )
+            for r in rows
+        ]
+
+    # --- messages that wait behind a parked turn ---------------------------------------------------
+
+    async def defer(self, incoming: Incoming) -> None:
+        """Keep a message written while the thread's turn waits; it is answered after that turn."""
+        async with self._write() as db:
+            await db.execute(
+                "INSERT INTO deferred_messages (platform, workspace, channel, thread, incoming)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (*_key_params(incoming.key), json.dumps(incoming_to_json(incoming), ensure_ascii=False)),
+            )
+
+    async def next_deferred(self, key: ConversationKey) -> tuple[int, Incoming] | None:
+        """The oldest message waiting in this thread, with its id for `drop_deferred`."""
+        async with self._read() as db:
+            rows = list(
+                await db.execute_fetchall(
+                    f"SELECT id, incoming FROM deferred_messages WHERE {_KEY} ORDER BY id LIMIT 1",
+                    _key_params(key),
+                )
+            )
+        if not rows:
+            return None
+        return int(rows[0][0]), incoming_from_json(json.loads(rows[0][1]))
+
+    async def drop_deferred(self, deferred_id: int) -> None:
+        async with self._write() as db:
+            await db.execute("DELETE FROM deferred_messages WHERE id = ?", (deferred_id,))
+
+    async def threads_with_deferred(self) -> list[ConversationKey]:
+        """Threads where messages wait and no turn is parked any more (after a restart)."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT DISTINCT d.platform, d.workspace, d.channel, d.thread FROM deferred_messages d"
+                " WHERE NOT EXISTS (SELECT 1 FROM parked_turns p WHERE p.platform = d.platform AND"
+                " p.workspace = d.workspace AND p.channel = d.channel AND p.thread = d.thread"
+                " AND p.status <> 'done')"
+            )
+        return [ConversationKey(platform=r[0], workspace=r[1], channel=r[2], thread=r[3]) for r in rows]
+
+
+async def _load_prompt(db: aiosqlite.Connection, request_id: str) -> tuple[ApprovalPrompt, str] | None:
+    rows = list(
+        await db.execute_fetchall(
+            "SELECT platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status,"
+            " place FROM parked_turns WHERE id = ?",
+            (request_id,),
+        )
+    )
+    if not rows:
+        return None
+    platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status, place = rows[0]
+    calls = await db.execute_fetchall(
+        "SELECT call_id, server, tool, arguments, call_hash, status, decided_by FROM pending_calls"
+        " WHERE request_id = ? ORDER BY position",
+        (request_id,),
+    )
+    prompt = ApprovalPrompt(
+        request_id=request_id,
+        key=ConversationKey(platform=platform, workspace=workspace, channel=channel, thread=thread),
+        requester=requester,
+        place=place,
+        calls=tuple(
+            PendingCall(
+                call_id=c[0],
+                server=c[1],
+                tool=c[2],
+                arguments=json.loads(c[3]),
+                call_hash=c[4],
+                status=cast(CallDecision, c[5]),
+                decided_by=c[6],
+            )
+            for c in calls
+        ),
+        reason=(message_from_json(json.loads(answer)).content or "").strip(),
+        expires_at=float(expires_at),
+        message_ref=message_ref,
+    )
+    return prompt, str(status)
+
+
+def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:
+    return (key.platform, key.workspace, key.channel, key.thread)
+
+
+def message_to_json(message: ChatMessage) -> dict[str, Any]:
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
+        "tool_call_id": message.tool_call_id,
+        "name": message.name,
+        "is_error": message.is_error,
+        "latency_ms": message.latency_ms,
+    }
+
+
+def message_from_json(data: dict[str, Any]) -> ChatMessage:
+    return ChatMessage(
+        role=cast(Role, data["role"]),
+        content=data.get("content"),
+        tool_calls=tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+            for c in data.get("tool_calls") or ()
+        ),
+        tool_call_id=data.get("tool_call_id"),
+        name=data.get("name"),
+        is_error=bool(data.get("is_error")),
+        latency_ms=data.get("latency_ms"),
+    )
+
+
+def incoming_to_json(incoming: Incoming) -> dict[str, Any]:
+    place = incoming.place
+    return {
+        "key": {
+            "platform": incoming.key.platform,
+            "workspace": incoming.key.workspace,
+            "channel": incoming.key.channel,
+            "thread": incoming.key.thread,
+        },
+        "text": incoming.text,
+        "user_id": incoming.user_id,
+        "user_name": incoming.user_name,
+        "event_id": incoming.event_id,
+        "place": None
+        if place is None
+        else {
+            "platform": place.platform,
+            "channel": place.channel,
+            "guild": place.guild,
+            "dm": place.dm,
+            "user": place.user,
+        },
+    }
+
+
+def incoming_from_json(data: dict[str, Any]) -> Incoming:
+    place = data.get("place")
+    return Incoming(
+        key=ConversationKey(**data["key"]),
+        text=data["text"],
+        user_id=data["user_id"],
+        user_name=data.get("user_name", ""),
+        event_id=data.get("event_id"),
+        place=None if place is None else Place(**place),
+    )
