@@ -355,7 +355,7 @@ class Agent:
         others under their call ids, and continues the loop where it stopped."""
         if self.approvals is None:
             return None
-        parked = await self.approvals.claim(request_id)
+        parked = await self.approvals.claim(request_id, self._clock())
         if parked is None:
             return None
         incoming = parked.incoming
@@ -447,6 +447,15 @@ class Agent:
             ):
                 state.failed.setdefault(call.name, failure)
         return state
+
+    async def recover_parked(self, stale_after: float = 900.0) -> list[str]:
+        """At start-up: requests ready to resume (every call decided or expired before a stop), and
+        claims of a process that stopped while resuming. The caller resumes each and posts the answer."""
+        if self.approvals is None:
+            return []
+        await self.approvals.release_stale_claims(self._clock() - stale_after)
+        await self.approvals.expire_due(self._clock())
+        return await self.approvals.ready_requests()
 
     async def deferred_replies(
         self, key: ConversationKey, progress: Progress = no_progress

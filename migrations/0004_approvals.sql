@@ -19,6 +19,8 @@ CREATE TABLE parked_turns (
     done_results TEXT NOT NULL CHECK (json_valid(done_results)),
     rounds_used  INTEGER NOT NULL,
     status       TEXT NOT NULL DEFAULT 'waiting' CHECK (status IN ('waiting', 'resuming', 'done')),
+    -- When a process took it for resuming (Unix seconds): a claim this old belongs to a stopped process.
+    claimed_at   REAL,
     message_ref  TEXT,
     created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     expires_at   REAL NOT NULL

@@ -25,6 +25,7 @@ from tests.conftest import ROOT
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="100.1")
+KEY_2 = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="200.1")
 REQUESTER, STRANGER, ADMIN = "U1", "U2", "UADMIN"
 
 
@@ -352,3 +353,29 @@ async def test_every_automatic_and_personal_decision_is_audited_with_the_convers
         ("c_add", REQUESTER, "approved"),
     ]
     assert all(e.place == "slack:C1" and len(e.arguments_hash) == 64 for e in log)
+
+
+async def test_after_a_restart_decided_requests_and_stale_claims_are_found_for_resuming(host, store, notes):
+    clock = Clock()
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("append_note", {"text": "a"}, id="c1")]),
+            Step(calls=[Call("append_note", {"text": "b"}, id="c2")]),
+        ]
+    )
+    agent = make_agent(llm, host, store, clock)
+    decided = await agent.reply(ask("add a"))
+    claimed = await agent.reply(Incoming(key=KEY_2, text="add b", user_id=REQUESTER))
+    assert decided.approval is not None and claimed.approval is not None
+    await agent.decide(decided.approval.request_id, REQUESTER, approve=True)
+    await agent.decide(claimed.approval.request_id, REQUESTER, approve=False)
+    # A process took the second one for resuming, then stopped before storing its round.
+    assert await store.claim(claimed.approval.request_id, clock.now) is not None
+
+    restarted = make_agent(ScriptedLLM([]), host, store, clock)
+    assert await restarted.recover_parked(stale_after=900) == [decided.approval.request_id]
+    clock.now += 901
+    assert await restarted.recover_parked(stale_after=900) == [
+        decided.approval.request_id,
+        claimed.approval.request_id,
+    ]

@@ -170,13 +170,14 @@ class ApprovalLedger:
                 )
         return expired
 
-    async def claim(self, request_id: str) -> ParkedTurn | None:
+    async def claim(self, request_id: str, now: float) -> ParkedTurn | None:
         """Take a fully decided request for resuming; None if it is still open or already taken."""
         async with self._write() as db:
             async with db.execute(
-                "UPDATE parked_turns SET status = 'resuming' WHERE id = ? AND status = 'waiting'"
-                " AND NOT EXISTS (SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending')",
-                (request_id, request_id),
+                "UPDATE parked_turns SET status = 'resuming', claimed_at = ? WHERE id = ?"
+                " AND status = 'waiting' AND NOT EXISTS"
+                " (SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending')",
+                (now, request_id, request_id),
             ) as cursor:
                 if cursor.rowcount != 1:
                     return None
@@ -206,16 +207,23 @@ class ApprovalLedger:
             await self._insert_messages(db, key, round_messages)
             await db.execute("UPDATE parked_turns SET status = 'done' WHERE id = ?", (request_id,))
 
-    async def release_claims(self) -> list[str]:
-        """At start-up: requests a stopped process was resuming go back to waiting, to be resumed again.
+    async def release_stale_claims(self, claimed_before: float) -> list[str]:
+        """Requests a stopped process was resuming go back to waiting, to be resumed again.
 
-        Their round was not stored (that and closing the request are one transaction), so nothing
-        of it reached the conversation; calls that an approved run had started may run again.
+        Only claims older than `claimed_before`: a live process may be resuming the newer ones. Their
+        round was not stored (storing it and closing the request are one transaction), so nothing of
+        it reached the conversation; an approved call that had started may run a second time.
         """
         async with self._write() as db:
-            rows = await db.execute_fetchall("SELECT id FROM parked_turns WHERE status = 'resuming'")
+            rows = await db.execute_fetchall(
+                "SELECT id FROM parked_turns WHERE status = 'resuming' AND claimed_at < ?",
+                (claimed_before,),
+            )
             ids = [str(row[0]) for row in rows]
-            await db.execute("UPDATE parked_turns SET status = 'waiting' WHERE status = 'resuming'")
+            await db.executemany(
+                "UPDATE parked_turns SET status = 'waiting', claimed_at = NULL WHERE id = ?",
+                [(i,) for i in ids],
+            )
         return ids
 
     async def ready_requests(self) -> list[str]:
