@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from mcp.server import MCPServer
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 _WORDS = (
     "north", "harbour", "cedar", "station", "garden", "river", "market", "bridge", "summit", "lotus",
@@ -72,16 +72,24 @@ def as_result(data: dict[str, Any]) -> CallToolResult:
 
 def build_server() -> MCPServer:
     server = MCPServer("payload", version="1.0.0", log_level="WARNING")
+    # Every tool only answers: a benchmark measures calls, not approvals.
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    @server.tool(description="A report of about 30 records matching a query (about 5 KB of JSON).")
+    @server.tool(
+        description="A report of about 30 records matching a query (about 5 KB of JSON).",
+        annotations=read_only,
+    )
     async def fetch_report(query: str) -> CallToolResult:
         return as_result(payload("report", query))
 
-    @server.tool(description="A listing of about 30 places matching a query (about 5 KB of JSON).")
+    @server.tool(
+        description="A listing of about 30 places matching a query (about 5 KB of JSON).",
+        annotations=read_only,
+    )
     async def fetch_listing(query: str) -> CallToolResult:
         return as_result(payload("listing", query))
 
-    @server.tool(description="Returns the text it was given; costs nothing.")
+    @server.tool(description="Returns the text it was given; costs nothing.", annotations=read_only)
     async def echo(text: str) -> str:
         return text
 

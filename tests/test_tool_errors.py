@@ -66,9 +66,16 @@ def assert_no_model_instructions(texts: Iterable[str]) -> None:
 
 @pytest.fixture
 async def kit_host() -> AsyncIterator[MCPHost]:
-    """A fresh testkit server per test: its `crash` tool takes the server down."""
+    """A fresh testkit server per test: its `crash` tool takes the server down.
+
+    `crash` is no read-only tool; these tests are about failures, not approvals, so it runs unasked.
+    """
     kit = ServerConfig(
-        command=sys.executable, args=["-m", "tests.mcp_servers.testkit"], cwd=str(ROOT), env={}
+        command=sys.executable,
+        args=["-m", "tests.mcp_servers.testkit"],
+        cwd=str(ROOT),
+        env={},
+        approval="never",
     )
     async with MCPHost({"kit": kit}, default_timeout=10.0) as host:
         yield host

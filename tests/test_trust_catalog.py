@@ -196,3 +196,34 @@ async def test_the_seed_servers_declare_their_tools_read_only_so_the_seed_questi
     for spec in specs.values():
         assert spec.hints == ToolHints(read_only=True, open_world=False), spec.name
         assert not spec.needs_approval, spec.name
+
+
+async def test_the_test_servers_mark_exactly_their_answering_tools_read_only():
+    """Tests that drive these servers through the agent mean calls that run at once; only tools
+    that change something wait for a person under the default mode."""
+
+    def module(name: str, *args: str) -> ServerConfig:
+        return ServerConfig(command=sys.executable, args=["-m", name, *args], cwd=str(ROOT))
+
+    servers = {
+        "kit": module("tests.mcp_servers.testkit"),
+        "loop": module("tests.loop_server"),
+        "hostile": module("tests.mcp_servers.hostile"),
+        "files": module("tests.mcp_servers.files", str(ROOT / "nonexistent-root")),
+        "paged": module("tests.mcp_servers.paged"),
+    }
+    async with MCPHost(servers, default_timeout=10.0) as host:
+        async with asyncio.timeout(60):
+            await host.wait_until_ready()
+        waiting = {(s.server, s.original_name) for s in host.list_tools() if s.needs_approval}
+        assert {s.server for s in host.list_tools()} == set(servers)
+
+    assert waiting == {
+        ("kit", "release"),
+        ("kit", "crash"),
+        ("kit", "add_tool"),
+        ("files", "write_file"),
+        ("files", "edit_file"),
+        ("files", "create_directory"),
+        ("files", "move_file"),
+    }

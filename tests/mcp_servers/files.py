@@ -20,10 +20,17 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 
 ROOT = Path(".").resolve()
 LOG: Path | None = None
 server = MCPServer("files", log_level="WARNING")
+# Annotated as the reference server annotates its tools: readers read-only, writers not.
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+OVERWRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False)
+CREATES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
+MOVES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
 
 
 def _record(tool: str, **arguments: Any) -> None:
@@ -39,7 +46,7 @@ def _inside(path: str) -> Path:
     return resolved
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=READ_ONLY)
 def read_file(path: str) -> str:
     """Read a whole text file and return what it contains. Use it to look at one file's contents.
     Works only inside the allowed directory."""
@@ -47,7 +54,7 @@ def read_file(path: str) -> str:
     return _inside(path).read_text(encoding="utf-8")
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=READ_ONLY)
 def read_multiple_files(paths: list[str]) -> str:
     """Read several files in one go; each file's contents come back under its path, and a file
     that cannot be read does not stop the others. Works only inside the allowed directory."""
@@ -55,7 +62,7 @@ def read_multiple_files(paths: list[str]) -> str:
     return "\n---\n".join(f"{p}:\n{_inside(p).read_text(encoding='utf-8')}" for p in paths)
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=OVERWRITES)
 def write_file(path: str, content: str) -> str:
     """Create a file, or overwrite an existing file completely, with new content. Careful: an
     existing file is replaced without asking. Works only inside the allowed directory."""
@@ -64,7 +71,7 @@ def write_file(path: str, content: str) -> str:
     return f"Wrote {path}"
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=EDITS)
 def edit_file(path: str, old_text: str, new_text: str) -> str:
     """Make a line-based edit in a text file: replace exact text with new text, and return a
     diff of the change. Works only inside the allowed directory."""
@@ -74,7 +81,7 @@ def edit_file(path: str, old_text: str, new_text: str) -> str:
     return f"Edited {path}"
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=CREATES)
 def create_directory(path: str) -> str:
     """Create a directory, with any missing parent folders; succeeds quietly when it already
     exists. Works only inside the allowed directory."""
@@ -83,7 +90,7 @@ def create_directory(path: str) -> str:
     return f"Created {path}"
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=READ_ONLY)
 def list_directory(path: str) -> str:
     """List the files and folders in a directory, each marked [FILE] or [DIR]. Useful to see what
     a folder holds and to find a file in it. Works only inside the allowed directory."""
@@ -92,7 +99,7 @@ def list_directory(path: str) -> str:
     return "\n".join(f"{'[DIR]' if e.is_dir() else '[FILE]'} {e.name}" for e in entries)
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=MOVES)
 def move_file(source: str, destination: str) -> str:
     """Move or rename a file or directory, also across folders; fails when the destination
     exists. Both paths must be inside the allowed directory."""
@@ -101,7 +108,7 @@ def move_file(source: str, destination: str) -> str:
     return f"Moved {source} to {destination}"
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=READ_ONLY)
 def search_files(path: str, pattern: str) -> str:
     """Search a folder and all its subfolders for files and directories whose names contain a
     pattern (case-insensitive), and return their paths. Works only inside the allowed directory."""
@@ -110,7 +117,7 @@ def search_files(path: str, pattern: str) -> str:
     return "\n".join(str(p.relative_to(ROOT)) for p in sorted(found)) or "No matches found"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def get_file_info(path: str) -> dict[str, Any]:
     """Details about a file or directory without reading it: size, creation and modification
     times, permissions and type. Works only inside the allowed directory."""
@@ -126,7 +133,7 @@ def get_file_info(path: str) -> dict[str, Any]:
     }
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=READ_ONLY)
 def list_allowed_directories() -> str:
     """The directories this server may access. Call it to learn where files can be read."""
     _record("list_allowed_directories")

@@ -30,10 +30,13 @@ def _fail_start_if_asked() -> None:
 def main() -> None:
     _fail_start_if_asked()
     from mcp.server import MCPServer
+    from mcp_types import ToolAnnotations
 
     server = MCPServer("flaky", log_level="WARNING")
+    # echo only answers; the crash tools change the server for good and say nothing.
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    @server.tool()
+    @server.tool(annotations=read_only)
     def echo(text: str) -> str:
         """Return the text unchanged."""
         return text

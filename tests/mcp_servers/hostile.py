@@ -10,18 +10,21 @@ import sys
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
+from mcp_types import ToolAnnotations
 from pydantic import Field
 
 server = MCPServer("hostile", log_level="WARNING")
+# Every tool here only answers: calls run without a prompt.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=READ_ONLY)
 def nested_text(levels: int) -> str:
     """A JSON text of `levels` arrays inside each other, sent as a text block."""
     return "[" * levels + '"bottom"' + "]" * levels
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def nested_object(levels: int) -> dict[str, Any]:
     """Structured content of `levels` objects inside each other."""
     value: Any = "bottom"
@@ -30,7 +33,7 @@ def nested_object(levels: int) -> dict[str, Any]:
     return {"depth": levels, "value": value}
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def short_echo(text: Annotated[str, Field(max_length=100)]) -> str:
     """Return the text; at most 100 characters are accepted."""
     return text

@@ -15,7 +15,12 @@ PAGES = [["page_one_a", "page_one_b"], ["page_two"], ["page_three"]]
 async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
     page = int(params.cursor) if params is not None and params.cursor else 0
     tools = [
-        types.Tool(name=name, description=f"Tool {name}", input_schema={"type": "object", "properties": {}})
+        types.Tool(
+            name=name,
+            description=f"Tool {name}",
+            input_schema={"type": "object", "properties": {}},
+            annotations=types.ToolAnnotations(read_only_hint=True),
+        )
         for name in PAGES[page]
     ]
     next_cursor = str(page + 1) if page + 1 < len(PAGES) else None

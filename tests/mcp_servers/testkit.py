@@ -14,9 +14,13 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 
 NAME = os.environ.get("TESTKIT_NAME", "testkit")
 server = MCPServer(NAME, log_level="WARNING")
+# Tools that only answer (or wait) are marked read-only, so calls to them run without a prompt;
+# `release`, `crash` and `add_tool` change the server and carry no annotations.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 _gates: dict[str, anyio.Event] = {}
 _arrivals: dict[str, anyio.Event] = {}
@@ -31,19 +35,19 @@ def _arrival(key: str) -> anyio.Event:
     return _arrivals.setdefault(key, anyio.Event())
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def whoami() -> str:
     """The instance name (TESTKIT_NAME)."""
     return NAME
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def block(key: str) -> str:
     """Wait until `release(key)` is called; proves two calls run at the same time."""
     _arrival(key).set()
@@ -51,7 +55,7 @@ async def block(key: str) -> str:
     return f"released {key}"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def wait_for_blocked(key: str) -> bool:
     """True once a `block(key)` call is waiting on the server (waits up to 5 s for it)."""
     with anyio.move_on_after(5):
@@ -66,7 +70,7 @@ def release(key: str) -> str:
     return f"opened {key}"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def hang() -> str:
     """Never answer; records that the client cancelled it."""
     try:
@@ -76,7 +80,7 @@ async def hang() -> str:
     return "unreachable"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def hang_was_cancelled() -> bool:
     """True once a `hang` call has been cancelled by the client (waits up to 5 s for it)."""
     with anyio.move_on_after(5):
@@ -90,26 +94,26 @@ def crash() -> str:
     os._exit(1)
 
 
-@server.tool(structured_output=False)
+@server.tool(structured_output=False, annotations=READ_ONLY)
 def huge(size: int) -> str:
     """A text result of `size` characters (a repeating, checkable pattern)."""
     pattern = "0123456789abcdef"
     return (pattern * (size // len(pattern) + 1))[:size]
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def fail() -> str:
     """A deliberate execution failure."""
     raise ToolError("the database is down")
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def rate_limited() -> str:
     """A failure that says it is rate limited."""
     raise ToolError("Rate limit exceeded (HTTP 429). Retry after 7 seconds.")
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def add(a: int, b: int) -> int:
     """Add two integers (server-side validation rejects non-integers)."""
     return a + b
