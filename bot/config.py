@@ -86,6 +86,8 @@ class Settings(BaseSettings):
     # Platform user ids (Slack U…, Discord numbers) who may decide any approval and manage
     # remembered ones, comma-separated.
     nerve_admins: str = ""
+    # Seconds an approval request waits for a decision; then the turn goes on without those calls.
+    nerve_approval_timeout: float = Field(default=600.0, gt=0)
 
     @property
     def admins(self) -> frozenset[str]:

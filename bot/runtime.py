@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.calls import CallSettings
-from bot.config import Settings, load_servers
+from bot.config import McpConfig, Settings, load_mcp_config
 from bot.mcp.host import MCPHost
 from bot.model.offline import OfflineModel
+from bot.policy.scopes import Scopes
 from bot.seams import LLM
 from bot.store.prune import pruning_inbox
 from bot.store.sqlite import SQLiteStore
@@ -31,7 +32,7 @@ class Runtime:
         return self.settings.uses_offline_model
 
 
-def agent_config(settings: Settings) -> AgentConfig:
+def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfig:
     return AgentConfig(
         max_rounds=settings.nerve_max_rounds,
         context_tokens=settings.nerve_context_tokens,
@@ -40,6 +41,9 @@ def agent_config(settings: Settings) -> AgentConfig:
         max_question_chars=settings.nerve_max_question_chars,
         max_concurrent_turns=settings.nerve_max_concurrent_turns,
         turn_queue=settings.nerve_turn_queue,
+        scopes=mcp.scopes if mcp is not None else Scopes(),
+        admins=settings.admins,
+        approval_timeout=settings.nerve_approval_timeout,
     )
 
 
@@ -56,13 +60,13 @@ async def open_store(settings: Settings) -> AsyncIterator[SQLiteStore]:
 @asynccontextmanager
 async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
     """Open the store, start every MCP server, pick the model; close all of it on the way out."""
-    servers = load_servers(settings.nerve_mcp_config)
+    mcp = load_mcp_config(settings.nerve_mcp_config)
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(settings))
         await stack.enter_async_context(
             pruning_inbox(store, retention_hours=settings.nerve_inbox_retention_hours)
         )
-        host = MCPHost(servers, default_timeout=settings.nerve_tool_timeout)
+        host = MCPHost(mcp.servers, default_timeout=settings.nerve_tool_timeout)
         stack.push_async_callback(host.aclose)
         await host.start()
         llm: LLM
@@ -80,7 +84,8 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             host=host,
             store=store,
             inbox=store,
-            config=agent_config(settings),
+            config=agent_config(settings, mcp),
             turn_lock=store.turn_lock,
+            approvals=store,
         )
         yield Runtime(agent=agent, host=host, store=store, settings=settings, model_name=model_name)
