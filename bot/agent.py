@@ -150,49 +150,54 @@ class Agent:
         async def tell_place(position: int) -> None:
             await progress(TurnEvent(kind="notice", message=queued_notice(position)))
 
-        try:
-            async with self.gate.admit(on_queued=tell_place):
-                return await self._reply(incoming, progress)
-        except GateFull:
-            logger.warning("too many turns at once; told %s to try again", incoming.key)
-            return await self._refuse(incoming, BUSY_REPLY, store_notice=False)
+        # The conversation first, then a slot: turns queued behind another turn of their own thread
+        # take no slot, so one busy thread cannot crowd out every other conversation.
+        async with self._locks.hold(incoming.key):
+            try:
+                async with self.gate.admit(on_queued=tell_place):
+                    return await self._reply(incoming, progress)
+            except GateFull:
+                logger.warning("too many turns at once; told %s to try again", incoming.key)
+                return await self._store_instead(incoming, BUSY_REPLY, store_notice=False)
 
     async def _refuse(self, incoming: Incoming, notice: str, *, store_notice: bool) -> AgentReply:
-        """Store the message (nothing a person writes is lost) and answer `notice` instead of a turn.
+        """Store the message and answer `notice` instead of a turn, in the thread's order."""
+        async with self._locks.hold(incoming.key):
+            return await self._store_instead(incoming, notice, store_notice=store_notice)
 
-        A busy notice is not stored: a re-delivery of the message then gets a real answer.
-        """
+    async def _store_instead(self, incoming: Incoming, notice: str, *, store_notice: bool) -> AgentReply:
+        """Store the message (nothing a person writes is lost) and answer `notice`; the caller holds
+        the conversation. A busy notice is not stored: a re-delivery then gets a real answer."""
         messages = [ChatMessage(role="user", content=incoming.text)]
         if store_notice:
             messages.append(ChatMessage(role="assistant", content=notice))
-        async with self._locks.hold(incoming.key):
-            if not await self._store.append(incoming.key, messages, event_id=incoming.event_id):
-                stored = await self._stored_answer(incoming)
-                if stored is not None:
-                    return stored
+        if not await self._store.append(incoming.key, messages, event_id=incoming.event_id):
+            stored = await self._stored_answer(incoming)
+            if stored is not None:
+                return stored
         return AgentReply(text=notice, failed=True)
 
     async def _reply(self, incoming: Incoming, progress: Progress) -> AgentReply:
-        async with self._locks.hold(incoming.key):
-            if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
-                # The thread's turn is parked: this message waits behind it, stored, never dropped.
-                await self.approvals.defer(incoming)
-                return AgentReply(text=DEFERRED_REPLY, deferred=True)
-            user = ChatMessage(role="user", content=incoming.text)
-            if not await self._store.append(incoming.key, [user], event_id=incoming.event_id):
-                stored = await self._stored_answer(incoming)
-                if stored is not None:
-                    return stored
-            history = await self._store.history(incoming.key)
-            state = TurnState()
-            try:
-                return await self._loop(incoming, history, state, progress)
-            except LLMError as exc:
-                # Not stored: the apology is no answer, so a re-delivery of this message tries again,
-                # and the model never reads it back as something it said.
-                logger.warning("model call failed for %s: %s", incoming.key, exc.message)
-                text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
-                return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
+        """One turn; the caller holds the conversation and a slot."""
+        if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
+            # The thread's turn is parked: this message waits behind it, stored, never dropped.
+            await self.approvals.defer(incoming)
+            return AgentReply(text=DEFERRED_REPLY, deferred=True)
+        user = ChatMessage(role="user", content=incoming.text)
+        if not await self._store.append(incoming.key, [user], event_id=incoming.event_id):
+            stored = await self._stored_answer(incoming)
+            if stored is not None:
+                return stored
+        history = await self._store.history(incoming.key)
+        state = TurnState()
+        try:
+            return await self._loop(incoming, history, state, progress)
+        except LLMError as exc:
+            # Not stored: the apology is no answer, so a re-delivery of this message tries again,
+            # and the model never reads it back as something it said.
+            logger.warning("model call failed for %s: %s", incoming.key, exc.message)
+            text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
+            return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
 
     async def _loop(
         self,
@@ -359,7 +364,7 @@ class Agent:
         if parked is None:
             return None
         incoming = parked.incoming
-        async with self.gate.admit(), self._locks.hold(incoming.key):
+        async with self._locks.hold(incoming.key), self.gate.admit():
             history = await self._store.history(incoming.key)
             state = self._state_so_far(history)
             try:

@@ -137,3 +137,22 @@ async def test_a_waiting_turn_is_told_its_place_in_line_and_answered_after_the_o
         answers = await asyncio.wait_for(asyncio.gather(first, second), 10)
         assert [a.text for a in answers] == ["answer to first", "answer to second"]
         assert model.questions == ["first", "second"]
+
+
+async def test_turns_waiting_behind_their_own_thread_take_no_slot_from_other_conversations(
+    tmp_path: Path,
+) -> None:
+    model = HeldModel()
+    async with core(tmp_path, model, config=AgentConfig(max_concurrent_turns=2, turn_queue=0)) as c:
+        first = asyncio.create_task(c.agent.reply(incoming("first", thread="a")))
+        await model.wait_for(1)
+        # Queued behind "first" in its own thread: it must not take the second slot meanwhile.
+        second = asyncio.create_task(c.agent.reply(incoming("second", thread="a")))
+        await asyncio.sleep(0)
+        other = asyncio.create_task(c.agent.reply(incoming("elsewhere", thread="b")))
+        await model.wait_for(2)
+        assert model.questions == ["first", "elsewhere"]
+        for question in ("first", "second", "elsewhere"):
+            model.let_go(question)
+        answers = await asyncio.wait_for(asyncio.gather(first, second, other), 10)
+        assert [a.text for a in answers] == ["answer to first", "answer to second", "answer to elsewhere"]
