@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The reference MCP servers the tests run against are Node packages, pinned by a committed lock.
+NODE_DIR := .node
+NODE_STAMP := $(NODE_DIR)/.installed
 
 .PHONY: run test lint bench fmt clean
 
@@ -12,12 +15,20 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
 	@touch $(STAMP)
 
+# Installed at setup, never at run time: tests start the server from $(NODE_DIR)/node_modules.
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
+	@command -v npm >/dev/null || { echo "the tests need Node.js 20 or newer with npm (the reference MCP servers run on it)"; exit 1; }
+	mkdir -p $(NODE_DIR)
+	cp tests/node/package.json tests/node/package-lock.json $(NODE_DIR)/
+	npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error
+	@touch $(NODE_STAMP)
+
 # No shell around nerve: Ctrl-C reaches the whole foreground group, and a shell killed by it makes
 # make report "Interrupt". nerve leaves the chat on Ctrl-C with exit code 0, so make ends quietly.
 run: $(STAMP)
 	$(BIN)/nerve chat
 
-test: $(STAMP)
+test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
@@ -33,4 +44,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) $(NODE_DIR) *.egg-info
