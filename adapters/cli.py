@@ -13,11 +13,25 @@ from pydantic import ValidationError
 from adapters.terminal.safe import printable
 from bot.config import Settings
 from bot.errors import NerveError
+from bot.policy.scopes import Place
 from bot.runtime import Runtime, open_runtime, open_store
 
 # What a command runs once Settings are loaded; its result is the exit code.
 Job = Callable[[Settings], Coroutine[Any, Any, int]]
 VERBOSE_HELP = "log to stderr instead of NERVE_LOG_FILE (the chat's log file)"
+PLACE_HELP = (
+    "only the tools the servers file's policy offers in this place: the platform, then any of "
+    "dm, CHANNEL_ID (or channel:ID), guild:ID (Discord), user:ID, joined by ':' in any order; "
+    "e.g. slack:C123, slack:dm, slack:C123:user:U1, discord:guild:G1:C5, terminal"
+)
+
+
+def _place(text: str) -> Place:
+    """`--place` as a Place; a mistake is a usage error that says what to write."""
+    try:
+        return Place.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(printable(str(exc))) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print the answer and tool calls as JSON")
     tools = commands.add_parser("tools", help="list the tools the model is offered")
     tools.add_argument("--json", action="store_true", help="in the OpenAI tools format")
+    tools.add_argument("--place", type=_place, metavar="PLACE", help=PLACE_HELP)
     history = commands.add_parser("history", help="print a stored conversation")
     history.add_argument("--thread", default="default")
     commands.add_parser("slack", help="run on Slack")
@@ -77,7 +92,7 @@ def _job(args: argparse.Namespace, settings: Settings, chat_notices: Callable[[]
         from adapters.terminal.views import print_tools
 
         async def tools(runtime: Runtime) -> int:
-            return print_tools(runtime, as_json=args.json)
+            return print_tools(runtime, as_json=args.json, place=args.place)
 
         return _with_runtime(tools)
     if command == "history":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.calls import CallSettings
@@ -26,6 +26,8 @@ class Runtime:
     store: SQLiteStore
     settings: Settings
     model_name: str
+    # The servers file's policy, for front ends that show what a place is offered.
+    scopes: Scopes = field(default_factory=Scopes)
 
     @property
     def offline(self) -> bool:
@@ -88,4 +90,6 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             turn_lock=store.turn_lock,
             approvals=store,
         )
-        yield Runtime(agent=agent, host=host, store=store, settings=settings, model_name=model_name)
+        yield Runtime(
+            agent=agent, host=host, store=store, settings=settings, model_name=model_name, scopes=mcp.scopes
+        )

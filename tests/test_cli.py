@@ -291,3 +291,85 @@ def test_an_unexpected_error_still_shows_its_traceback(monkeypatch, tmp_path):
     monkeypatch.setattr(cli, "_job", lambda args, settings, notices: broken)
     with pytest.raises(RuntimeError, match="a bug"):
         cli.main(["tools"])
+
+
+# --- what a place is offered --------------------------------------------------------------------
+
+
+def seed_file_with_policy(tmp_path: Path, policy: dict[str, Any]) -> Path:
+    """The repository's servers file, run from its own folder, with a policy section added."""
+    content = json.loads((ROOT / "mcp.json").read_text())
+    for server in content["mcpServers"].values():
+        server["cwd"] = str(ROOT)
+    content["policy"] = policy
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(content))
+    return path
+
+
+async def test_tools_for_a_place_lists_only_what_the_policy_offers_there(tmp_path):
+    policy = {"*": {"allow": ["env-query"]}, "slack:C123": {"deny": ["env-query"]}}
+    env = nerve_env(tmp_path, NERVE_MCP_CONFIG=str(seed_file_with_policy(tmp_path, policy)))
+
+    offered = {}
+    for place in ("slack:C123", "slack:C123:user:U1", "discord:dm", "terminal"):
+        code, out, err = await run_nerve("tools", "--json", "--place", place, env=env)
+        assert code == 0, err
+        offered[place] = [t["function"]["name"] for t in json.loads(out)]
+    code, out, err = await run_nerve("tools", "--json", env=env)
+    assert code == 0, err
+    everywhere = {t["function"]["name"] for t in json.loads(out)}
+
+    assert offered == {
+        "slack:C123": ["simulate_geolocation"],
+        "slack:C123:user:U1": ["simulate_geolocation"],
+        "discord:dm": ["get_environment_status"],
+        "terminal": ["get_environment_status"],
+    }
+    assert everywhere == {"get_environment_status", "simulate_geolocation"}
+
+
+async def test_tools_for_a_place_say_which_rule_decides_and_what_is_held_back(tmp_path):
+    policy = {"slack:C123": {"deny": ["env-query/*"]}}
+    env = nerve_env(tmp_path, NERVE_MCP_CONFIG=str(seed_file_with_policy(tmp_path, policy)))
+
+    code, out, err = await run_nerve("tools", "--place", "slack:C123", env=env)
+    assert code == 0, err
+    assert "Policy rule 'slack:C123' decides here." in out
+    assert "simulate_geolocation" in out
+    assert "Not offered here: env-query/get_environment_status" in out
+
+    code, out, err = await run_nerve("tools", "--place", "discord:C5", env=env)
+    assert code == 0, err
+    assert "No policy rule applies here: every tool is offered." in out
+    assert "get_environment_status" in out and "Not offered here" not in out
+
+
+async def test_a_place_nerve_cannot_read_is_a_usage_error_that_says_what_to_write(tmp_path):
+    code, out, err = await run_nerve("tools", "--place", "slak:C123", env=nerve_env(tmp_path))
+    assert code == 2 and out == ""
+    assert "--place" in err and "must start with one of slack, discord, terminal" in err
+    assert "Traceback" not in err
+
+
+async def test_tools_help_documents_how_to_write_a_place(tmp_path):
+    code, out, _ = await run_nerve("tools", "--help", env=nerve_env(tmp_path))
+    assert code == 0
+    assert "--place PLACE" in out and "slack:C123:user:U1" in out and "guild:ID" in out
+
+
+async def test_tools_says_which_tools_ask_before_running(tmp_path):
+    trust = {
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp_servers.trust", str(tmp_path / "notes.txt")],
+        "cwd": str(ROOT),
+    }
+    config = servers_file(tmp_path, {"notes": {**trust, "tools": {"peek": {"approval": "always"}}}})
+
+    code, out, err = await run_nerve("tools", env=nerve_env(tmp_path, NERVE_MCP_CONFIG=str(config)))
+
+    assert code == 0, err
+    lines = {line.split(" ")[0]: line for line in out.splitlines() if line and not line.startswith(" ")}
+    assert "asks before running" not in lines["read_note"]
+    for name in ("append_note", "delete_note", "peek"):
+        assert "asks before running" in lines[name], lines[name]

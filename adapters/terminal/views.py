@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from adapters.terminal.safe import printable, terminal_json
 from bot.failures import shown_to_people
+from bot.policy.scopes import Place
 from bot.render import pretty_json
 from bot.runtime import Runtime
 from bot.seams import Store
@@ -91,24 +92,43 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool) -> int
     return 1 if reply.failed else 0
 
 
-def print_tools(runtime: Runtime, *, as_json: bool) -> int:
-    tools = runtime.agent.tools()
+def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) -> int:
+    """The tools the model is offered: everywhere, or only those the policy allows in `place`."""
+    every = runtime.agent.tools()
+    tools = every if place is None else runtime.scopes.offered(place, every)
     if as_json:
         sys.stdout.write(terminal_json([t.to_openai() for t in tools]) + "\n")
         return 0
     console = Console(highlight=False)
-    if not tools and not runtime.host.problems():
+    if place is not None:
+        console.print(place_line(runtime, place))
+    if not every and not runtime.host.problems():
         console.print(
             f"No tools: {runtime.settings.nerve_mcp_config} configures no MCP servers.", markup=False
         )
     for tool in tools:
+        asks = ", asks before running" if tool.needs_approval else ""
         console.print(
-            f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)}, timeout {tool.timeout:g} s)[/dim]"
+            f"[bold]{shown(tool.name)}[/bold] "
+            f"[dim]({shown(tool.server)}, timeout {tool.timeout:g} s{asks})[/dim]"
         )
         console.print(f"  {printable(tool.description)}", markup=False)
+    offered = {t.name for t in tools}
+    held_back = [t for t in every if t.name not in offered]
+    if held_back:
+        names = ", ".join(f"{t.server}/{t.original_name}" for t in held_back)
+        console.print(f"[dim]Not offered here:[/dim] {shown(names)}")
     for name, reason in runtime.host.problems():
         console.print(f"[red]{shown(name)} is not available:[/red] {shown(reason)}")
     return 0
+
+
+def place_line(runtime: Runtime, place: Place) -> str:
+    """Which policy rule decides for `place`, so an admin sees why a tool is or is not offered."""
+    found = runtime.scopes.rule_for(place)
+    if found is None:
+        return "[dim]No policy rule applies here: every tool is offered.[/dim]"
+    return f"[dim]Policy rule {shown(repr(found[0]))} decides here.[/dim]"
 
 
 def format_history(messages: Sequence[ChatMessage]) -> list[str]:
