@@ -649,3 +649,33 @@ async def test_a_park_within_the_radius_of_the_same_area_counts_in_the_verdict()
 
     assert "Lotus Park is 90 m away" in text.split("\n\n")[0]
     assert_states_only_the_results(text, [ENV_RESULT, same_area], "A1001")
+
+
+async def test_a_question_holding_json_nested_5000_deep_is_read_as_text_not_a_crash():
+    tool = ToolSpec(
+        name="get_weather",
+        description="Weather of a city",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        server="s",
+        original_name="get_weather",
+    )
+    question = "weather " + '{"city": ' * 5000 + '"Paris"' + "}" * 5000
+    completion = await OfflineModel().complete(
+        [ChatMessage(role="user", content=question)], [tool], no_progress
+    )
+    assert not completion.message.tool_calls
+    assert "city" in (completion.message.content or "")
+
+
+async def test_stored_arguments_nested_5000_deep_do_not_crash_the_offline_answer():
+    tool = ToolSpec(
+        name="echo", description="Echo", parameters={"type": "object"}, server="s", original_name="echo"
+    )
+    deep = '{"a": ' * 5000 + "1" + "}" * 5000
+    messages = [
+        ChatMessage(role="user", content="echo it"),
+        ChatMessage(role="assistant", tool_calls=(ToolCall(id="c1", name="echo", arguments=deep),)),
+        ChatMessage(role="tool", tool_call_id="c1", name="echo", content=deep),
+    ]
+    completion = await OfflineModel().complete(messages, [tool], no_progress)
+    assert completion.message.content

@@ -11,13 +11,13 @@ another area than the asked one is said to be so and kept out of the verdict.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bot.model.offline.words import WORD
+from bot.nesting import loads
 from bot.render import truncate
 from bot.types import ChatMessage, ToolSpec
 
@@ -89,7 +89,7 @@ def _parse(content: str) -> tuple[Any, str]:
     for i, line in enumerate(lines):
         if line.lstrip().startswith(("{", "[")):
             try:
-                return json.loads("\n".join(lines[i:])), text
+                return loads("\n".join(lines[i:])), text
             except ValueError:
                 break
     return None, text
@@ -106,7 +106,7 @@ def read_outcomes(since: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> li
         call = calls.get(m.tool_call_id or "")
         name = call.name if call else (m.name or "tool")
         try:
-            args = json.loads(call.arguments) if call else {}
+            args = loads(call.arguments) if call else {}
         except ValueError:
             args = {}
         args = args if isinstance(args, dict) else {}

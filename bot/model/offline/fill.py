@@ -97,6 +97,9 @@ def _json_object(text: str) -> tuple[dict[str, Any], tuple[int, int]] | None:
             value, end = decoder.raw_decode(text, match.start())
         except ValueError:
             continue
+        except RecursionError:
+            # Nested deeper than any question's arguments are: read the question as plain text.
+            return None
         if isinstance(value, dict):
             return value, (match.start(), end)
     return None
