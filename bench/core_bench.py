@@ -287,6 +287,8 @@ async def rig(servers: dict[str, ServerConfig]) -> AsyncIterator[Rig]:
         for outcome in started:
             if isinstance(outcome, BaseException):
                 raise outcome
+        async with asyncio.timeout(30):
+            await host.wait_for(lambda: not host.starting())
         if host.problems():
             raise RuntimeError(f"MCP servers did not start: {host.problems()}")
         agent = Agent(llm=llm, host=host, store=store, inbox=store, config=AgentConfig())
@@ -614,6 +616,8 @@ async def _core_startup(servers: dict[str, ServerConfig], db: Path) -> tuple[flo
 
     try:
         await host.start()
+        async with asyncio.timeout(30):
+            await host.wait_for(lambda: not host.starting())
         elapsed = time.perf_counter() - started
         if host.problems() or len(host.list_tools()) != len(servers):
             raise AssertionError(f"start-up: servers not ready: {host.problems()}")
