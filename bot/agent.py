@@ -130,10 +130,7 @@ class Agent:
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
         tools = self._host.list_tools()
-        if incoming is None:
-            return tools
-        place = incoming.where()
-        return [t for t in tools if self._config.scopes.allows(place, t.server, t.original_name)]
+        return tools if incoming is None else self._config.scopes.offered(incoming.where(), tools)
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored."""
