@@ -40,6 +40,7 @@ from bot.render import truncate
 from bot.seams import LLM, Inbox, Store, ToolHost, TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.locks import KeyedLocks
+from bot.text import scrub
 from bot.types import (
     AgentReply,
     AuditEntry,
@@ -139,6 +140,8 @@ class Agent:
 
     async def reply(self, incoming: Incoming, progress: Progress = no_progress) -> AgentReply:
         """Answer one message. Model and tool failures become a plain answer, never an exception."""
+        # Every front end scrubs at its own edge; this one holds for all of them, present and future.
+        incoming = replace(incoming, text=scrub(incoming.text), user_id=scrub(incoming.user_id))
         size, limit = len(incoming.text), self._config.max_question_chars
         if size > limit:
             notice = f"Your message is {size:,} characters; the limit is {limit:,}. Please shorten it."
