@@ -175,15 +175,24 @@ async def core(
     strict: bool = True,
     host: ToolHost | None = None,
     config: AgentConfig | None = None,
+    approvals: bool = False,
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[Core]:
-    """Fake Slack, fake model service, and the real agent on a real SQLite store."""
+    """Fake Slack, fake model service, and the real agent on a real SQLite store (which parks turns
+    that wait for approval when `approvals` is set)."""
     async with FakeSlack() as slack, FakeLLMServer(script, strict=strict) as llm:
         store = await SQLiteStore.open(tmp_path / "nerve.db")
         model = OpenAILLM(model="test-model", base_url=llm.base_url, api_key=None, timeout=30, max_retries=0)
         static = StaticHost(tools)
         inbox = WatchedInbox(store)
         agent = Agent(
-            llm=model, host=host or static, store=store, inbox=inbox, config=config or AgentConfig()
+            llm=model,
+            host=host or static,
+            store=store,
+            inbox=inbox,
+            config=config or AgentConfig(),
+            approvals=store if approvals else None,
+            clock=clock,
         )
         try:
             yield Core(slack=slack, llm=llm, store=store, agent=agent, host=static, inbox=inbox)
@@ -203,10 +212,21 @@ async def rig(
     strict: bool = True,
     host: ToolHost | None = None,
     config: AgentConfig | None = None,
+    approvals: bool = False,
+    clock: Callable[[], float] = time.time,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
     """Everything running on 127.0.0.1: fake Slack, fake model, real agent + store + bolt app over HTTP."""
-    async with core(tmp_path, script, tools=tools, strict=strict, host=host, config=config) as c:
+    async with core(
+        tmp_path,
+        script,
+        tools=tools,
+        strict=strict,
+        host=host,
+        config=config,
+        approvals=approvals,
+        clock=clock,
+    ) as c:
         cfg = settings_for(c.slack, **settings)
         bot = build_bot(c.agent, cfg, client=make_client(cfg), pace=pace, status_interval=status_interval)
         runner: web.AppRunner | None = None

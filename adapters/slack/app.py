@@ -34,7 +34,17 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.events import DM_THREAD, PLATFORM, Identity, Turn, classify, is_dm_channel
+from adapters.slack.approval_view import ACTION_PATTERN
+from adapters.slack.decisions import ApprovalDesk
+from adapters.slack.events import (
+    DM_THREAD,
+    PLATFORM,
+    Identity,
+    Turn,
+    classify,
+    is_dm_channel,
+    place_of_command,
+)
 from adapters.slack.inbox import inbox_payload
 from adapters.slack.post import Poster
 from adapters.slack.render import escape
@@ -44,18 +54,23 @@ from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
 from bot.text import scrub_bytes
-from bot.types import ConversationKey
+from bot.types import ConversationKey, Incoming
 
 logger = logging.getLogger(__name__)
 
 _FOLLOWED_MAX = 10_000
+# How often requests past their expiry are looked for; a request expires at most this late.
+SWEEP_SECONDS = 15.0
+ADMINS_ONLY = "Only admins (NERVE_ADMINS) can list or revoke remembered approvals."
+APPROVALS_USAGE = "Usage: `/nerve approvals` to list, `/nerve approvals revoke PLACE SERVER TOOL` to revoke."
 SUGGESTED_PROMPTS = (
     {"title": "What can you do?", "message": "What can you do, and which tools do you have?"},
     {"title": "Check the environment", "message": "What is the environment status in my area?"},
 )
 HELP = (
     "*nerve* answers in threads when you @mention it, and every message in a DM.\n"
-    "• `/nerve tools` — the tools I can use\n"
+    "• `/nerve tools` — the tools I can use here\n"
+    "• `/nerve approvals` — admins: the tools always allowed per place, and how to revoke one\n"
     "• `/nerve reset` — in a DM: start a new conversation\n"
     "• In a channel thread, mention me with `reset` to start that thread over.\n"
     "• `/nerve help` — this message"
@@ -147,6 +162,8 @@ class SlackBot:
         self._poster = Poster(client, pace=pace)
         self._turns = TurnRunner(agent, self._poster, status_interval=status_interval)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._desk = ApprovalDesk(agent, self._poster, self._turns, self.spawn)
+        self._sweeper: asyncio.Task[None] | None = None
         self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
         self._me: Identity | None = None
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
@@ -168,6 +185,7 @@ class SlackBot:
         self.app.event("assistant_thread_started")(self._on_thread_started)
         self.app.event("assistant_thread_context_changed")(self._ignore)
         self.app.command("/nerve")(self._on_command)
+        self.app.action(ACTION_PATTERN)(self._on_approval_click)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -201,7 +219,7 @@ class SlackBot:
             self._follow(turn)
             self.spawn(self._turns.run(turn))
             count += 1
-        return count
+        return count + await self._desk.recover()
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -213,8 +231,30 @@ class SlackBot:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    def start_sweeper(self, interval: float = SWEEP_SECONDS) -> None:
+        """Look for expired approval requests every `interval` seconds until `aclose`."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep_forever(interval))
+
+    async def _sweep_forever(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await self.sweep()
+
+    async def sweep(self) -> list[str]:
+        """Expire the requests whose time ran out; their turns go on in the background."""
+        try:
+            return await self._desk.expire()
+        except Exception:
+            logger.exception("looking for expired approval requests failed")
+            return []
+
     async def aclose(self) -> None:
         """Cancel unfinished turns: their events stay unfinished and are answered after a restart."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -261,6 +301,11 @@ class SlackBot:
     async def _ignore(self) -> None:
         return None
 
+    async def _on_approval_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        # Acked before any work: Slack shows an error to the clicker after 3 s without an ack.
+        await ack()
+        self.spawn(self._desk.on_click(body))
+
     async def _on_thread_started(self, event: dict[str, Any]) -> None:
         thread = event.get("assistant_thread") or {}
         channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
@@ -278,11 +323,27 @@ class SlackBot:
     # --- /nerve --------------------------------------------------------------------------------
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
-        words = str(command.get("text") or "").strip().lower().split()
-        sub = words[0] if words else "help"
+        text = str(command.get("text") or "").strip()
+        words = text.split()
+        sub = words[0].lower() if words else "help"
         channel = str(command.get("channel_id") or "")
+        user = str(command.get("user_id") or "")
         if sub == "tools":
-            await ack(text=self._tools_text(), response_type="ephemeral")
+            place = place_of_command(channel, command.get("channel_name"), user)
+            here = Incoming(
+                key=ConversationKey(
+                    platform=PLATFORM,
+                    workspace=str(command.get("team_id") or ""),
+                    channel=channel,
+                    thread="-",
+                ),
+                text="",
+                user_id=user,
+                place=place,
+            )
+            await ack(text=self._tools_text(here), response_type="ephemeral")
+        elif sub == "approvals":
+            await ack(text=await self._approvals_text(user, words[1:]), response_type="ephemeral")
         elif sub == "reset" and is_dm_channel(channel, command.get("channel_name")):
             await ack()
             key = ConversationKey(
@@ -291,21 +352,52 @@ class SlackBot:
                 channel=channel,
                 thread=DM_THREAD,
             )
-            self.spawn(self._reset_dm(key, str(command.get("user_id") or "")))
+            self.spawn(self._reset_dm(key, user))
         elif sub == "reset":
             await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
         else:
             await ack(text=HELP, response_type="ephemeral")
 
-    def _tools_text(self) -> str:
-        tools = self.agent.tools()
+    def _tools_text(self, here: Incoming) -> str:
+        tools = self.agent.tools(here)
         if not tools:
+            if self.agent.tools():
+                return "No tools are allowed in this place (the policy in the servers file decides)."
             return "I have no tools right now: my tool servers may be starting or unavailable."
         lines = []
         for tool in tools:
             summary = tool.description.strip().splitlines()[0][:200] if tool.description.strip() else ""
             lines.append(f"• `{escape(tool.name)}`" + (f" — {escape(summary)}" if summary else ""))
-        return "*Tools I can use:*\n" + "\n".join(lines)
+        return "*Tools I can use here:*\n" + "\n".join(lines)
+
+    async def _approvals_text(self, user: str, args: list[str]) -> str:
+        """`/nerve approvals [revoke PLACE SERVER TOOL]`, for admins only."""
+        approvals = self.agent.approvals
+        if user not in self.settings.admins:
+            return ADMINS_ONLY
+        if approvals is None:
+            return "Approvals are not enabled."
+        if args and args[0].lower() == "revoke":
+            if len(args) != 4:
+                return APPROVALS_USAGE
+            place, server, tool = args[1:]
+            named = f"`{escape(tool)}` of `{escape(server)}`"
+            if await approvals.revoke(place, server, tool):
+                return f"Revoked: {named} asks for approval again in `{escape(place)}`."
+            return f"Nothing to revoke: {named} is not always allowed in `{escape(place)}`."
+        if args:
+            return APPROVALS_USAGE
+        remembered = await approvals.remembered_approvals()
+        if not remembered:
+            return "No tool is always allowed anywhere: every call that needs approval asks."
+        lines = [
+            f"• `{escape(r.place)}` · `{escape(r.server)}` / `{escape(r.tool)}` — by {escape(r.granted_by)}"
+            f" at {escape(r.granted_at)}\n   revoke: `/nerve approvals revoke {escape(r.place)} "
+            f"{escape(r.server)} {escape(r.tool)}`"
+            for r in remembered[:40]
+        ]
+        more = f"\n…and {len(remembered) - 40} more." if len(remembered) > 40 else ""
+        return "*Always allowed (remembered approvals):*\n" + "\n".join(lines) + more
 
     async def _reset_dm(self, key: ConversationKey, user: str) -> None:
         try:
@@ -403,6 +495,7 @@ async def run_slack(
     *,
     host: str | None = None,
     ready: asyncio.Future[str] | None = None,
+    sweep_interval: float = SWEEP_SECONDS,
 ) -> None:
     """Run until cancelled: Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events.
 
@@ -417,7 +510,10 @@ async def run_slack(
             await bot.identity()
             recovered = await bot.recover()
             if recovered:
-                logger.warning("answering %d Slack event(s) left unfinished before the restart", recovered)
+                logger.warning(
+                    "answering %d Slack event(s) or approval(s) left unfinished before the restart", recovered
+                )
+            bot.start_sweeper(sweep_interval)
             if settings.slack_app_token is not None:
                 app_token = settings.slack_app_token.get_secret_value()
                 # Asked here so a refused app token stops the start; the SDK would retry it forever.
@@ -435,6 +531,7 @@ async def run_slack(
             else:
                 bind = host or settings.nerve_http_host
                 runner, url = await serve_http(bot, bind, settings.nerve_http_port)
+                logger.info("serving Slack events and interactions at %s", url)
                 try:
                     if ready is not None and not ready.done():
                         ready.set_result(url)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bot.policy.scopes import Place
 from bot.text import scrub
 from bot.types import ConversationKey, Incoming
 
@@ -113,7 +114,8 @@ def classify(
     mentions_me = f"<@{me.user_id}" in raw
 
     assistant = False
-    if kind == "message" and event.get("channel_type") == "im":
+    dm = kind == "message" and event.get("channel_type") == "im"
+    if dm:
         key_thread, reply_to, assistant = (thread or DM_THREAD), thread, thread is not None
     elif kind == "message":
         if not follow_threads or thread is None or mentions_me:
@@ -130,7 +132,8 @@ def classify(
     key = ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=key_thread)
     text = unescape(strip_mention(raw, me.user_id)).strip()
     event_id = scrub(str(body.get("event_id") or f"{channel}:{ts}"))
-    incoming = Incoming(key=key, text=text, user_id=author, event_id=event_id)
+    place = Place(platform=PLATFORM, channel=channel, dm=dm, user=author)
+    incoming = Incoming(key=key, text=text, user_id=author, event_id=event_id, place=place)
     turn_kind: TurnKind = "reset" if text.lower() in RESET_WORDS else "answer"
     return Turn(
         incoming=incoming,
@@ -139,6 +142,24 @@ def classify(
         reply_thread_ts=reply_to,
         assistant_thread=assistant,
     )
+
+
+def turn_in(incoming: Incoming) -> Turn:
+    """Where to answer a message taken back from the store (a resumed turn, one that waited)."""
+    key = incoming.key
+    reply_to = None if key.thread == DM_THREAD else key.thread
+    return Turn(
+        incoming=incoming,
+        kind="answer",
+        channel=key.channel,
+        reply_thread_ts=reply_to,
+        assistant_thread=is_dm_channel(key.channel) and reply_to is not None,
+    )
+
+
+def place_of_command(channel: str, channel_name: str | None, user: str) -> Place:
+    """The place a slash command was typed in (commands carry no channel_type)."""
+    return Place(platform=PLATFORM, channel=channel, dm=is_dm_channel(channel, channel_name), user=user)
 
 
 def is_dm_channel(channel_id: str, channel_name: str | None = None) -> bool:

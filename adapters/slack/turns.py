@@ -2,6 +2,10 @@
 
 Runs in the background after the event was acked. Whatever goes wrong, the user gets one short,
 true sentence in the thread and the operator gets the traceback in the log, never the reverse.
+
+A turn that waits for a person ends with one approval message in the thread; when the decision
+arrives (in this process or another, before or after a restart) `resume` answers in the same thread
+the same way, then answers the messages that waited behind it.
 """
 
 from __future__ import annotations
@@ -10,12 +14,13 @@ import logging
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.events import PLATFORM, Turn
+from adapters.slack.approval_view import approval_message, argument_uploads
+from adapters.slack.events import PLATFORM, Turn, turn_in
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
 from adapters.slack.progress import AssistantStatus, ProgressSink, StatusMessage
-from adapters.slack.render import Level, OutMessage, RenderedReply, plain_message, render_reply
+from adapters.slack.render import Level, OutMessage, RenderedReply, Upload, plain_message, render_reply
 from bot.agent import Agent
-from bot.types import AgentReply
+from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, TurnEvent
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +47,7 @@ class TurnRunner:
             elif not turn.incoming.text:
                 await self._poster.post(turn.channel, turn.reply_thread_ts, plain_message(EMPTY_PROMPT))
             else:
-                sink = await self._open_progress(turn)
+                sink = await self.open_progress(turn)
                 try:
                     reply = await self._agent.reply(turn.incoming, sink.on_event)
                 finally:
@@ -55,8 +60,58 @@ class TurnRunner:
             await self._agent.inbox.finish_event(PLATFORM, turn.event_id)
         except Exception:
             logger.exception("could not mark Slack event %s finished", turn.event_id)
+            return
+        logger.info("finished Slack event %s", turn.event_id)
 
-    async def _open_progress(self, turn: Turn) -> ProgressSink:
+    async def resume(self, request_id: str) -> None:
+        """Go on with a decided (or expired) request and answer in its thread, then the messages that
+        waited there. Nothing happens when another process already took the request."""
+        approvals = self._agent.approvals
+        found = await approvals.prompt(request_id) if approvals is not None else None
+        if found is None:
+            return
+        prompt = found[0]
+        turn = turn_in(Incoming(key=prompt.key, text="", user_id=prompt.requester))
+        sink = LazyProgress(self, turn)
+        try:
+            try:
+                final = await self._agent.resume(request_id, sink.on_event)
+            finally:
+                await sink.close()
+            if final is None:
+                return
+            await self._deliver(turn, final, sink.message_ts)
+        except Exception:
+            logger.exception("resuming approval request %s in %s failed", request_id, prompt.key)
+            await self._apologize(turn, sink.message_ts)
+            return
+        await self.answer_deferred(prompt.key)
+
+    async def answer_deferred(self, key: ConversationKey) -> None:
+        """Answer, in order, the messages written in this thread while its turn waited."""
+        current: list[LazyProgress] = []
+
+        async def progress(event: TurnEvent) -> None:
+            if current:
+                await current[-1].on_event(event)
+
+        def fresh(turn: Turn) -> None:
+            current.append(LazyProgress(self, turn))
+
+        fresh(turn_in(Incoming(key=key, text="", user_id="")))
+        try:
+            async for incoming, reply in self._agent.deferred_replies(key, progress):
+                sink = current[-1]
+                await sink.close()
+                await self._deliver(turn_in(incoming), reply, sink.message_ts)
+                fresh(turn_in(incoming))
+        except Exception:
+            logger.exception("answering the messages that waited in %s failed", key)
+            await self._apologize(current[-1].turn, current[-1].message_ts)
+        finally:
+            await current[-1].close()
+
+    async def open_progress(self, turn: Turn) -> ProgressSink:
         if turn.assistant_thread and turn.reply_thread_ts is not None:
             status = AssistantStatus(self._poster, turn.channel, turn.reply_thread_ts, self._status_interval)
             try:
@@ -87,7 +142,20 @@ class TurnRunner:
                 level, rendered = lower, self._rerender(reply, lower, sent)
                 continue
             sent += 1
-        for upload in rendered.uploads:
+        await self._upload_all(turn, rendered.uploads)
+        if reply.approval is not None:
+            await self._ask_approval(turn, reply.approval)
+
+    async def _ask_approval(self, turn: Turn, prompt: ApprovalPrompt) -> None:
+        """Post the one approval message of a parked turn, unless it was posted already."""
+        if prompt.message_ref is not None or self._agent.approvals is None:
+            return
+        ts = await self._poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
+        await self._agent.approvals.set_message_ref(prompt.request_id, message_ref(turn.channel, ts))
+        await self._upload_all(turn, argument_uploads(prompt))
+
+    async def _upload_all(self, turn: Turn, uploads: list[Upload]) -> None:
+        for upload in uploads:
             try:
                 await self._poster.upload(turn.channel, turn.reply_thread_ts, upload)
             except SlackApiError as exc:
@@ -111,3 +179,42 @@ class TurnRunner:
             await self._send(turn, plain_message(APOLOGY), status_ts)
         except Exception:
             logger.exception("could not post the apology for Slack event %s", turn.event_id)
+
+
+def message_ref(channel: str, ts: str) -> str:
+    """Where an approval message is, as the store keeps it: any process can update it from this."""
+    return f"{channel}:{ts}"
+
+
+def parse_message_ref(ref: str | None) -> tuple[str, str] | None:
+    if not ref:
+        return None
+    channel, _, ts = ref.partition(":")
+    return (channel, ts) if channel and ts else None
+
+
+class LazyProgress:
+    """Progress for a resumed turn, shown only once it starts: a request another process already
+    took ends before any progress, and then nothing is posted."""
+
+    def __init__(self, runner: TurnRunner, turn: Turn) -> None:
+        self.turn = turn
+        self._runner = runner
+        self._sink: ProgressSink | None = None
+
+    @property
+    def message_ts(self) -> str | None:
+        return self._sink.message_ts if self._sink is not None else None
+
+    async def on_event(self, event: TurnEvent) -> None:
+        if self._sink is None:
+            try:
+                self._sink = await self._runner.open_progress(self.turn)
+            except SlackApiError as exc:
+                logger.warning("could not show progress in %s: %s", self.turn.key, api_error(exc))
+                return
+        await self._sink.on_event(event)
+
+    async def close(self) -> None:
+        if self._sink is not None:
+            await self._sink.close()

@@ -1,0 +1,209 @@
+"""The approval message: what a person is asked to allow, and the buttons that carry their answer.
+
+The message is rendered from the stored request every time (posted, then updated after each click
+or at expiry), so any process draws the same message from the database. Each button's value binds
+the click to one request and, for a single call, to the hash of exactly the call that was shown.
+Arguments are shown in full; ones too long for a section go to the thread as a file as well.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, Upload, escape, escape_capped
+from bot.render import truncate
+from bot.types import ApprovalPrompt, PendingCall
+
+# Every approval button's action_id starts with this; the rest names the choice (and the call's place).
+ACTION_PREFIX = "nerve_approval"
+ACTION_PATTERN = re.compile(rf"^{ACTION_PREFIX}\.")
+Choice = str  # "approve" | "deny" | "approve_all" | "deny_all" | "always"
+CHOICES = ("approve", "deny", "approve_all", "deny_all", "always")
+
+ARGUMENTS_INLINE = 2_400  # characters of a call's arguments shown in the message
+CALLS_SHOWN = 20  # calls drawn one by one (each takes two blocks; a message holds 50)
+BUTTON_VALUE_LIMIT = 2_000
+_SLACK_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
+_OUTCOME = {
+    "approved": "✅ Approved by {who}",
+    "denied": "❌ Denied by {who}",
+    "expired": "⌛ Expired — not approved in time",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Click:
+    """A press of an approval button, as its action carried it."""
+
+    choice: Choice
+    request_id: str
+    call_id: str | None = None
+    shown_hash: str | None = None
+    index: int | None = None
+
+
+def person(user_id: str | None) -> str:
+    """A Slack user as a mention when it is one, else their id as plain, escaped text."""
+    if user_id and _SLACK_ID.match(user_id):
+        return f"<@{user_id}>"
+    return escape(user_id or "someone")
+
+
+def arguments_text(call: PendingCall) -> str:
+    return call.arguments_json() if call.arguments else "{}"
+
+
+def long_arguments(prompt: ApprovalPrompt) -> list[PendingCall]:
+    """The calls whose arguments do not fit the message whole (or are not drawn one by one)."""
+    return [
+        call
+        for index, call in enumerate(prompt.calls)
+        if index >= CALLS_SHOWN or len(escape(arguments_text(call))) > ARGUMENTS_INLINE
+    ]
+
+
+def argument_uploads(prompt: ApprovalPrompt) -> list[Upload]:
+    """The full arguments of each call the message cannot show whole, as files for the thread."""
+    uploads = []
+    for call in long_arguments(prompt):
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", call.tool)[:60] or "tool"
+        uploads.append(
+            Upload(
+                filename=f"{safe}-{call.call_hash[:8]}-arguments.json",
+                title=f"{call.tool} arguments (call {call.call_hash[:8]})",
+                content=arguments_text(call),
+            )
+        )
+    return uploads
+
+
+def _value(data: dict[str, Any]) -> str:
+    return json.dumps(data, separators=(",", ":"))
+
+
+def _call_value(prompt: ApprovalPrompt, index: int, call: PendingCall) -> str:
+    value = _value({"r": prompt.request_id, "c": call.call_id, "h": call.call_hash})
+    if len(value) > BUTTON_VALUE_LIMIT:
+        # A call id too long for a button: the call's position names it instead.
+        value = _value({"r": prompt.request_id, "i": index, "h": call.call_hash})
+    return value
+
+
+def _button(
+    text: str, choice: Choice, value: str, index: int | None = None, style: str | None = None
+) -> dict[str, Any]:
+    action_id = f"{ACTION_PREFIX}.{choice}" + (f".{index}" if index is not None else "")
+    button: dict[str, Any] = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": text},
+        "action_id": action_id,
+        "value": value,
+    }
+    if style is not None:
+        button["style"] = style
+    return button
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def _when(expires_at: float) -> str:
+    """A time Slack shows in each reader's own time zone."""
+    stamp = int(expires_at)
+    return f"<!date^{stamp}^{{date_short_pretty}} at {{time}}|{stamp} (Unix time)>"
+
+
+def _call_text(index: int, call: PendingCall, total: int) -> str:
+    head = f"*{index + 1}. `{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
+    if total == 1:
+        head = f"*`{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
+    shown = escape(arguments_text(call))
+    if len(shown) <= ARGUMENTS_INLINE:
+        return f"{head}\n```{shown}```"
+    cut = escape_capped(arguments_text(call), ARGUMENTS_INLINE - 1) + "…"
+    note = "_Cut here: the full arguments are in the file attached to this thread._"
+    return f"{head}\n```{cut}```\n{note}"
+
+
+def approval_message(prompt: ApprovalPrompt) -> OutMessage:
+    """The message for the request as it stands: open calls with buttons, decided ones with who decided."""
+    calls = prompt.calls
+    pending = [c for c in calls if c.status == "pending"]
+    names = ", ".join(dict.fromkeys(c.tool for c in calls))
+    if pending:
+        headline = f"🔐 *Approval needed* to run {escape_capped(names, 500)}"
+    else:
+        headline = f"🔐 *Approval request for* {escape_capped(names, 500)} — decided"
+    blocks: list[dict[str, Any]] = [_section(headline)]
+    if prompt.reason:
+        quoted = "\n".join("> " + line for line in escape_capped(prompt.reason, 2_000).splitlines())
+        blocks.append(
+            _section(truncate("*What the model said it is for:*\n" + quoted, SECTION_TEXT_LIMIT)[0])
+        )
+    for index, call in enumerate(calls[:CALLS_SHOWN]):
+        blocks.append(_section(truncate(_call_text(index, call, len(calls)), SECTION_TEXT_LIMIT)[0]))
+        if call.status == "pending":
+            value = _call_value(prompt, index, call)
+            blocks.append(
+                {
+                    "type": "actions",
+                    "block_id": f"call.{index}",
+                    "elements": [
+                        _button("Approve", "approve", value, index, "primary"),
+                        _button("Deny", "deny", value, index, "danger"),
+                    ],
+                }
+            )
+        else:
+            outcome = _OUTCOME.get(call.status, call.status).format(who=person(call.decided_by))
+            blocks.append(_context(outcome))
+    rest = calls[CALLS_SHOWN:]
+    if rest:
+        listed = ", ".join(f"`{escape_capped(c.tool, 80)}`" for c in rest)
+        text = (
+            f"*{len(rest)} more calls:* {listed}\n_Their arguments are in the file attached to this thread._"
+        )
+        blocks.append(_section(truncate(text, SECTION_TEXT_LIMIT)[0]))
+    if pending:
+        batch_value = _value({"r": prompt.request_id})
+        batch: list[dict[str, Any]] = []
+        if len(calls) > 1:
+            batch += [
+                _button("Approve all", "approve_all", batch_value, style="primary"),
+                _button("Deny all", "deny_all", batch_value, style="danger"),
+            ]
+        batch.append(_button("Always allow here", "always", batch_value))
+        blocks.append({"type": "actions", "block_id": "batch", "elements": batch})
+        who = f"{person(prompt.requester)} (who asked) or an admin can decide"
+        blocks.append(_context(f"{who} · expires {_when(prompt.expires_at)}"))
+    text = f"Approval needed to run {names}" if pending else f"Approval request for {names}: decided"
+    return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
+
+
+def parse_click(action: dict[str, Any]) -> Click | None:
+    """The click an approval button's action carries, or None when it is not one of ours."""
+    parts = str(action.get("action_id") or "").split(".")
+    if len(parts) < 2 or parts[0] != ACTION_PREFIX or parts[1] not in CHOICES:
+        return None
+    try:
+        value = json.loads(str(action.get("value") or ""))
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("r"), str):
+        return None
+    call_id, shown, index = value.get("c"), value.get("h"), value.get("i")
+    return Click(
+        choice=parts[1],
+        request_id=value["r"],
+        call_id=call_id if isinstance(call_id, str) else None,
+        shown_hash=shown if isinstance(shown, str) else None,
+        index=index if isinstance(index, int) else None,
+    )

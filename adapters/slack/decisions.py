@@ -1,0 +1,139 @@
+"""Clicks on approval buttons, requests that ran out of time, and parked turns found at start-up.
+
+A click is acked at once and worked here in the background: the core decides whether it changes
+anything; if not, only the clicker sees why (an ephemeral note); if so, the approval message is
+updated in place, and once every call is decided the turn goes on and answers in its thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from adapters.slack.approval_view import approval_message, parse_click
+from adapters.slack.post import Poster, api_error
+from adapters.slack.turns import TurnRunner, parse_message_ref
+from bot.agent import Agent
+from bot.text import scrub
+from bot.types import ApprovalPrompt
+
+logger = logging.getLogger(__name__)
+
+Spawn = Callable[[Coroutine[Any, Any, None]], None]
+CLICK_FAILED = "Sorry — something went wrong on my side with that click; please try again."
+_APPROVING = frozenset({"approve", "approve_all", "always"})
+_ONE_CALL = frozenset({"approve", "deny"})
+
+
+def _field(body: Mapping[str, Any], *path: str) -> str | None:
+    value: Any = body
+    for name in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(name)
+    return scrub(str(value)) if isinstance(value, str | int) and str(value) else None
+
+
+class ApprovalDesk:
+    """Turns clicks and expiries into decisions, message updates and resumed turns."""
+
+    def __init__(self, agent: Agent, poster: Poster, runner: TurnRunner, spawn: Spawn) -> None:
+        self._agent = agent
+        self._poster = poster
+        self._runner = runner
+        self._spawn = spawn
+
+    async def on_click(self, body: Mapping[str, Any]) -> None:
+        """One `block_actions` delivery on an approval message (already acked)."""
+        actions = body.get("actions")
+        action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
+        click = parse_click(action)
+        user = _field(body, "user", "id")
+        channel = _field(body, "channel", "id") or _field(body, "container", "channel_id")
+        thread = _field(body, "message", "thread_ts") or _field(body, "container", "thread_ts")
+        if click is None or user is None:
+            logger.warning("ignored a button click that is not an approval: %s", action.get("action_id"))
+            return
+        try:
+            call_id = click.call_id
+            if call_id is None and click.index is not None:
+                found = await self._prompt(click.request_id)
+                if found is not None and 0 <= click.index < len(found.calls):
+                    call_id = found.calls[click.index].call_id
+            one = click.choice in _ONE_CALL
+            decision = await self._agent.decide(
+                click.request_id,
+                user,
+                approve=click.choice in _APPROVING,
+                call_id=call_id if one else None,
+                shown_hash=click.shown_hash if one else None,
+                remember=click.choice == "always",
+            )
+        except Exception:
+            logger.exception("deciding approval request %s failed", click.request_id)
+            await self._tell(channel, user, thread, CLICK_FAILED)
+            return
+        if not decision.changed:
+            await self._tell(channel, user, thread, decision.note or "Nothing changed.")
+            return
+        if decision.prompt is not None:
+            await self.refresh(decision.prompt)
+        if decision.ready:
+            await self._runner.resume(click.request_id)
+
+    async def refresh(self, prompt: ApprovalPrompt) -> None:
+        """Redraw the approval message from the request as it stands (outcomes, who decided)."""
+        where = parse_message_ref(prompt.message_ref)
+        if where is None:
+            return
+        try:
+            await self._poster.update(where[0], where[1], approval_message(prompt))
+        except SlackApiError as exc:
+            logger.warning("could not update approval message %s: %s", prompt.message_ref, api_error(exc))
+
+    async def expire(self) -> list[str]:
+        """Requests whose time ran out: show them expired and let their turns go on (in the background)."""
+        expired = await self._agent.expire_due()
+        for request_id in expired:
+            self._spawn(self._settle(request_id))
+        return expired
+
+    async def recover(self) -> int:
+        """At start-up: resume requests decided (or expired) before a stop, and answer messages that
+        waited in threads whose turn is no longer parked. Returns how many were taken up."""
+        approvals = self._agent.approvals
+        if approvals is None:
+            return 0
+        ready = await self._agent.recover_parked()
+        for request_id in ready:
+            self._spawn(self._settle(request_id))
+        waiting = await approvals.threads_with_deferred()
+        for key in waiting:
+            self._spawn(self._runner.answer_deferred(key))
+        return len(ready) + len(waiting)
+
+    async def _settle(self, request_id: str) -> None:
+        found = await self._prompt(request_id)
+        if found is not None:
+            await self.refresh(found)
+        await self._runner.resume(request_id)
+
+    async def _prompt(self, request_id: str) -> ApprovalPrompt | None:
+        approvals = self._agent.approvals
+        found = await approvals.prompt(request_id) if approvals is not None else None
+        return found[0] if found is not None else None
+
+    async def _tell(self, channel: str | None, user: str, thread: str | None, text: str) -> None:
+        """A note only the clicker sees."""
+        if channel is None:
+            return
+        kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": text}
+        if thread is not None:
+            kwargs["thread_ts"] = thread
+        try:
+            await self._poster.client.chat_postEphemeral(**kwargs)
+        except SlackApiError as exc:
+            logger.warning("could not tell %s why their click changed nothing: %s", user, api_error(exc))
