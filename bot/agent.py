@@ -180,6 +180,9 @@ class Agent:
     async def _reply(self, incoming: Incoming, progress: Progress) -> AgentReply:
         """One turn; the caller holds the conversation and a slot."""
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
+            replayed = await self._parked_by(incoming)
+            if replayed is not None:
+                return replayed
             # The thread's turn is parked: this message waits behind it, stored, never dropped.
             await self.approvals.defer(incoming)
             return AgentReply(text=DEFERRED_REPLY, deferred=True)
@@ -290,6 +293,18 @@ class Agent:
         text = f"Waiting for approval to run {names}."
         attachments = (*state.attachments, *(o.attachment for o in done))
         return AgentReply(text=text, attachments=attachments, usage=usage, approval=found[0])
+
+    async def _parked_by(self, incoming: Incoming) -> AgentReply | None:
+        """The message a parked turn waits on, delivered again (a replay after a restart): its own
+        request once more, never a message waiting behind itself."""
+        if self.approvals is None or not incoming.event_id:
+            return None
+        request_id = await self.approvals.parked_by(incoming.key, incoming.event_id)
+        found = await self.approvals.prompt(request_id) if request_id is not None else None
+        if found is None:
+            return None
+        names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
+        return AgentReply(text=f"Waiting for approval to run {names}.", approval=found[0])
 
     async def decide(
         self,

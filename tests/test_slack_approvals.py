@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 import pytest
 
 from adapters.slack.events import Identity, classify
+from adapters.slack.inbox import inbox_payload
 from bot.agent import DEFERRED_REPLY, AgentConfig
 from bot.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
 from bot.config import ServerConfig
@@ -469,3 +470,70 @@ async def test_a_dm_policy_keeps_a_server_from_the_model_in_dms(tmp_path):
         await r.settle()
         assert "tools" not in r.llm.requests[0]
         assert [t["function"]["name"] for t in r.llm.requests[1]["tools"]] == ["get_environment_status"]
+
+
+def request_of(approval: Posted) -> str:
+    return str(json.loads(button(approval, "always")["value"])["r"])
+
+
+async def test_at_start_a_request_decided_before_a_stop_is_resumed_and_answered_in_its_thread(
+    tmp_path, host, notes
+):
+    async with rig(tmp_path, [read_and_add(), reply("Added it.")], host=host, approvals=True) as r:
+        root = "1600000000.101500"
+        approval = await ask(r, "add hi", root)
+        # Decided in the database by a process that stopped before the turn went on.
+        assert (await r.agent.decide(request_of(approval), ALICE, approve=True)).ready
+
+        assert await r.bot.recover() == 1
+        await r.settle()
+
+        assert r.slack.thread(CHANNEL, root)[-1].text == "Added it."
+        assert f"Approved by <@{ALICE}>" in json.dumps(approval.current["blocks"])
+        assert notes.read_text(encoding="utf-8") == "first line\nhi\n"
+
+
+async def test_at_start_messages_that_waited_behind_a_turn_finished_before_a_stop_are_answered(
+    tmp_path, host, notes
+):
+    steps = [read_and_add(), reply("Added it."), reply("The note has two lines now.")]
+    async with rig(tmp_path, steps, host=host, approvals=True) as r:
+        root = "1600000000.101600"
+        approval = await ask(r, "add hi", root)
+        await r.deliver(mention(f"<@{BOT_USER_ID}> how long is the note?", thread_ts=root))
+        await r.settle()
+        # The turn went on in a process that stopped before answering the message that waited.
+        await r.agent.decide(request_of(approval), ALICE, approve=True)
+        assert await r.agent.resume(request_of(approval)) is not None
+
+        assert await r.bot.recover() == 1
+        await r.settle()
+
+        assert r.slack.thread(CHANNEL, root)[-1].text == "The note has two lines now."
+        assert user_texts(r.llm.requests[-1])[-1] == "how long is the note?"
+
+
+async def test_an_event_whose_turn_parked_before_a_restart_gets_its_one_approval_message_at_start(
+    tmp_path, host, notes
+):
+    async with rig(tmp_path, [read_and_add(), reply("Added it.")], host=host, approvals=True) as r:
+        root = "1600000000.101700"
+        body = mention(f"<@{BOT_USER_ID}> add hi", ts=root)
+        # A process claimed the event and parked its turn, then stopped before posting anything.
+        assert await r.store.claim_event("slack", body["event_id"], inbox_payload(body))
+        turn = classify(
+            body, Identity(user_id=BOT_USER_ID), allow_bots=False, follow_threads=False, followed=bool
+        )
+        assert turn is not None and (await r.agent.reply(turn.incoming)).approval is not None
+
+        await r.bot.recover()
+        await r.settle()
+
+        texts = [p.text for p in r.slack.thread(CHANNEL, root)]
+        assert DEFERRED_REPLY not in texts
+        [approval] = approval_messages(r, root)
+        assert await r.store.unfinished_events("slack") == []
+        await click(r, approval, button(approval, "approve", 0), ALICE)
+        texts = [p.text for p in r.slack.thread(CHANNEL, root)]
+        assert texts.count("Added it.") == 1 and DEFERRED_REPLY not in texts
+        assert ran(notes) == ["read_note", "append_note"]

@@ -130,6 +130,18 @@ class ApprovalLedger:
             )
         return str(rows[0][0]) if rows else None
 
+    async def parked_by(self, key: ConversationKey, event_id: str) -> str | None:
+        """The request a turn of this thread is parked on, if the delivery `event_id` started it."""
+        async with self._read() as db:
+            rows = list(
+                await db.execute_fetchall(
+                    f"SELECT id FROM parked_turns WHERE {_KEY} AND status <> 'done'"
+                    " AND json_extract(incoming, '$.event_id') = ? ORDER BY rowid LIMIT 1",
+                    (*_key_params(key), event_id),
+                )
+            )
+        return str(rows[0][0]) if rows else None
+
     async def set_message_ref(self, request_id: str, ref: str) -> None:
         """Remember where the approval message is, so the process that resumes can update it."""
         async with self._write() as db:
