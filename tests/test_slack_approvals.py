@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import Identity, classify
 from adapters.slack.inbox import inbox_payload
 from bot.agent import DEFERRED_REPLY, AgentConfig
@@ -23,7 +24,7 @@ from bot.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
 from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
 from bot.policy.scopes import Place, Rule, Scopes
-from bot.types import ToolResult
+from bot.types import ApprovalPrompt, ConversationKey, PendingCall, ToolResult
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, Posted
@@ -537,3 +538,63 @@ async def test_an_event_whose_turn_parked_before_a_restart_gets_its_one_approval
         texts = [p.text for p in r.slack.thread(CHANNEL, root)]
         assert texts.count("Added it.") == 1 and DEFERRED_REPLY not in texts
         assert ran(notes) == ["read_note", "append_note"]
+
+
+def prompt_with(calls: list[PendingCall], reason: str = "") -> ApprovalPrompt:
+    return ApprovalPrompt(
+        request_id="r" * 16,
+        key=ConversationKey(platform="slack", workspace=TEAM_ID, channel=CHANNEL, thread="1.2"),
+        requester=ALICE,
+        place=f"slack:{CHANNEL}",
+        calls=tuple(calls),
+        reason=reason,
+        expires_at=1_900_000_600.0,
+    )
+
+
+def write_call(index: int, text: str) -> PendingCall:
+    return PendingCall(
+        call_id=f"c{index}",
+        server="notes",
+        tool="append_note",
+        arguments={"text": text},
+        call_hash=f"{index:064d}",
+    )
+
+
+def test_long_arguments_are_cut_in_the_message_and_sent_whole_as_a_file_within_slacks_limits():
+    long_text = "<!here> " + "x" * 9_000
+    prompt = prompt_with([write_call(0, long_text)], reason="why " * 2_000)
+
+    message = approval_message(prompt)
+    [upload] = argument_uploads(prompt)
+
+    assert json.loads(upload.content) == {"text": long_text}
+    sections = [b["text"]["text"] for b in message.blocks or [] if b["type"] == "section"]
+    assert all(len(text) <= 3_000 for text in sections)
+    assert any("full arguments are in the file" in text for text in sections)
+    assert "<!here>" not in json.dumps(message.blocks), "model-written text never pings"
+    assert all(len(b["value"]) <= 2_000 for b in buttons_of(message))
+
+
+def test_a_batch_of_many_calls_stays_within_fifty_blocks_and_every_call_is_shown_or_filed():
+    prompt = prompt_with([write_call(i, f"line {i}") for i in range(30)])
+
+    message = approval_message(prompt)
+
+    assert len(message.blocks or []) <= 50
+    assert len(argument_uploads(prompt)) == 10, "the calls not drawn one by one go up as files"
+    assert {"nerve_approval.approve_all", "nerve_approval.deny_all", "nerve_approval.always"} <= {
+        b["action_id"] for b in buttons_of(message)
+    }
+
+
+def buttons_of(message: Any) -> list[dict[str, Any]]:
+    return [e for b in message.blocks or [] if b["type"] == "actions" for e in b["elements"]]
+
+
+def test_the_app_manifest_turns_on_interactivity_so_slack_delivers_button_clicks():
+    manifest = (ROOT / "slack-manifest.yaml").read_text(encoding="utf-8")
+    interactivity = manifest.split("interactivity:", 1)[1].split("\n")[1].strip()
+    assert interactivity == "is_enabled: true"
+    assert "approvals" in manifest.split("usage_hint:", 1)[1].split("\n", 1)[0]

@@ -35,6 +35,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.approval_view import ACTION_PATTERN
+from adapters.slack.commands import HELP, RESET_IN_CHANNEL, approvals_text, tools_text
 from adapters.slack.decisions import ApprovalDesk
 from adapters.slack.events import (
     DM_THREAD,
@@ -47,37 +48,22 @@ from adapters.slack.events import (
 )
 from adapters.slack.inbox import inbox_payload
 from adapters.slack.post import Poster
-from adapters.slack.render import escape
 from adapters.slack.signature import signature_problem
 from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
 from bot.text import scrub_bytes
-from bot.types import ConversationKey, Incoming
+from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)
 
 _FOLLOWED_MAX = 10_000
 # How often requests past their expiry are looked for; a request expires at most this late.
 SWEEP_SECONDS = 15.0
-ADMINS_ONLY = "Only admins (NERVE_ADMINS) can list or revoke remembered approvals."
-APPROVALS_USAGE = "Usage: `/nerve approvals` to list, `/nerve approvals revoke PLACE SERVER TOOL` to revoke."
 SUGGESTED_PROMPTS = (
     {"title": "What can you do?", "message": "What can you do, and which tools do you have?"},
     {"title": "Check the environment", "message": "What is the environment status in my area?"},
-)
-HELP = (
-    "*nerve* answers in threads when you @mention it, and every message in a DM.\n"
-    "• `/nerve tools` — the tools I can use here\n"
-    "• `/nerve approvals` — admins: the tools always allowed per place, and how to revoke one\n"
-    "• `/nerve reset` — in a DM: start a new conversation\n"
-    "• In a channel thread, mention me with `reset` to start that thread over.\n"
-    "• `/nerve help` — this message"
-)
-RESET_IN_CHANNEL = (
-    "In channels every thread is its own conversation, and a new top-level @mention always starts "
-    "fresh. To restart inside a thread, mention me there with the word `reset`."
 )
 
 
@@ -330,20 +316,10 @@ class SlackBot:
         user = str(command.get("user_id") or "")
         if sub == "tools":
             place = place_of_command(channel, command.get("channel_name"), user)
-            here = Incoming(
-                key=ConversationKey(
-                    platform=PLATFORM,
-                    workspace=str(command.get("team_id") or ""),
-                    channel=channel,
-                    thread="-",
-                ),
-                text="",
-                user_id=user,
-                place=place,
-            )
-            await ack(text=self._tools_text(here), response_type="ephemeral")
+            await ack(text=tools_text(self.agent, place), response_type="ephemeral")
         elif sub == "approvals":
-            await ack(text=await self._approvals_text(user, words[1:]), response_type="ephemeral")
+            text = await approvals_text(self.agent, self.settings.admins, user, words[1:])
+            await ack(text=text, response_type="ephemeral")
         elif sub == "reset" and is_dm_channel(channel, command.get("channel_name")):
             await ack()
             key = ConversationKey(
@@ -357,47 +333,6 @@ class SlackBot:
             await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
         else:
             await ack(text=HELP, response_type="ephemeral")
-
-    def _tools_text(self, here: Incoming) -> str:
-        tools = self.agent.tools(here)
-        if not tools:
-            if self.agent.tools():
-                return "No tools are allowed in this place (the policy in the servers file decides)."
-            return "I have no tools right now: my tool servers may be starting or unavailable."
-        lines = []
-        for tool in tools:
-            summary = tool.description.strip().splitlines()[0][:200] if tool.description.strip() else ""
-            lines.append(f"• `{escape(tool.name)}`" + (f" — {escape(summary)}" if summary else ""))
-        return "*Tools I can use here:*\n" + "\n".join(lines)
-
-    async def _approvals_text(self, user: str, args: list[str]) -> str:
-        """`/nerve approvals [revoke PLACE SERVER TOOL]`, for admins only."""
-        approvals = self.agent.approvals
-        if user not in self.settings.admins:
-            return ADMINS_ONLY
-        if approvals is None:
-            return "Approvals are not enabled."
-        if args and args[0].lower() == "revoke":
-            if len(args) != 4:
-                return APPROVALS_USAGE
-            place, server, tool = args[1:]
-            named = f"`{escape(tool)}` of `{escape(server)}`"
-            if await approvals.revoke(place, server, tool):
-                return f"Revoked: {named} asks for approval again in `{escape(place)}`."
-            return f"Nothing to revoke: {named} is not always allowed in `{escape(place)}`."
-        if args:
-            return APPROVALS_USAGE
-        remembered = await approvals.remembered_approvals()
-        if not remembered:
-            return "No tool is always allowed anywhere: every call that needs approval asks."
-        lines = [
-            f"• `{escape(r.place)}` · `{escape(r.server)}` / `{escape(r.tool)}` — by {escape(r.granted_by)}"
-            f" at {escape(r.granted_at)}\n   revoke: `/nerve approvals revoke {escape(r.place)} "
-            f"{escape(r.server)} {escape(r.tool)}`"
-            for r in remembered[:40]
-        ]
-        more = f"\n…and {len(remembered) - 40} more." if len(remembered) > 40 else ""
-        return "*Always allowed (remembered approvals):*\n" + "\n".join(lines) + more
 
     async def _reset_dm(self, key: ConversationKey, user: str) -> None:
         try:

@@ -1,0 +1,79 @@
+"""What `/nerve` answers with: help, the tools offered in this place, and remembered approvals.
+
+Pure text builders over the agent, so every answer is ephemeral (only the person who typed the
+command sees it) and the command handler stays a dispatcher.
+"""
+
+from __future__ import annotations
+
+from adapters.slack.events import PLATFORM
+from adapters.slack.render import escape
+from bot.agent import Agent
+from bot.policy.scopes import Place
+from bot.types import ConversationKey, Incoming
+
+HELP = (
+    "*nerve* answers in threads when you @mention it, and every message in a DM.\n"
+    "• `/nerve tools` — the tools I can use here\n"
+    "• `/nerve approvals` — admins: the tools always allowed per place, and how to revoke one\n"
+    "• `/nerve reset` — in a DM: start a new conversation\n"
+    "• In a channel thread, mention me with `reset` to start that thread over.\n"
+    "• `/nerve help` — this message"
+)
+RESET_IN_CHANNEL = (
+    "In channels every thread is its own conversation, and a new top-level @mention always starts "
+    "fresh. To restart inside a thread, mention me there with the word `reset`."
+)
+ADMINS_ONLY = "Only admins (NERVE_ADMINS) can list or revoke remembered approvals."
+APPROVALS_USAGE = "Usage: `/nerve approvals` to list, `/nerve approvals revoke PLACE SERVER TOOL` to revoke."
+LISTED = 40
+
+
+def tools_text(agent: Agent, place: Place) -> str:
+    """The tools the model is offered where the command was typed (the policy applied)."""
+    here = Incoming(
+        key=ConversationKey(platform=PLATFORM, workspace="", channel=place.channel or "", thread="-"),
+        text="",
+        user_id=place.user or "",
+        place=place,
+    )
+    tools = agent.tools(here)
+    if not tools:
+        if agent.tools():
+            return "No tools are allowed in this place (the policy in the servers file decides)."
+        return "I have no tools right now: my tool servers may be starting or unavailable."
+    lines = []
+    for tool in tools:
+        summary = tool.description.strip().splitlines()[0][:200] if tool.description.strip() else ""
+        lines.append(f"• `{escape(tool.name)}`" + (f" — {escape(summary)}" if summary else ""))
+    return "*Tools I can use here:*\n" + "\n".join(lines)
+
+
+async def approvals_text(agent: Agent, admins: frozenset[str], user: str, args: list[str]) -> str:
+    """`/nerve approvals [revoke PLACE SERVER TOOL]`: admins list and revoke; others are told so."""
+    approvals = agent.approvals
+    if user not in admins:
+        return ADMINS_ONLY
+    if approvals is None:
+        return "Approvals are not enabled."
+    if args and args[0].lower() == "revoke":
+        if len(args) != 4:
+            return APPROVALS_USAGE
+        place, server, tool = args[1:]
+        named = f"`{escape(tool)}` of `{escape(server)}`"
+        if await approvals.revoke(place, server, tool):
+            return f"Revoked: {named} asks for approval again in `{escape(place)}`."
+        return f"Nothing to revoke: {named} is not always allowed in `{escape(place)}`."
+    if args:
+        return APPROVALS_USAGE
+    remembered = await approvals.remembered_approvals()
+    if not remembered:
+        return "No tool is always allowed anywhere: every call that needs approval asks."
+    lines = [
+        f"• `{escape(r.place)}` · `{escape(r.server)}` / `{escape(r.tool)}` — by {escape(r.granted_by)}"
+        f" at {escape(r.granted_at)}\n   revoke: `/nerve approvals revoke {escape(r.place)} "
+        f"{escape(r.server)} {escape(r.tool)}`"
+        for r in remembered[:LISTED]
+    ]
+    more = f"\n…and {len(remembered) - LISTED} more." if len(remembered) > LISTED else ""
+    return "*Always allowed (remembered approvals):*\n" + "\n".join(lines) + more
