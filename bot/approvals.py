@@ -125,9 +125,12 @@ async def decide(
     prompt, status = found
     if user_id != prompt.requester and user_id not in admins:
         return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
-    if status != "waiting":
-        return Decision(changed=False, prompt=prompt, note=ALREADY_DECIDED.format(by=""))
     chosen = [c for c in prompt.calls if call_id is None or c.call_id == call_id]
+    if status != "waiting":
+        expired = any(c.status == "expired" for c in chosen)
+        return Decision(
+            changed=False, prompt=prompt, note=EXPIRED if expired else ALREADY_DECIDED.format(by="")
+        )
     if call_id is not None and not chosen:
         return Decision(changed=False, prompt=prompt, note=GONE)
     if shown_hash is not None and any(c.call_hash != shown_hash for c in chosen):

@@ -218,6 +218,8 @@ async def test_an_expired_request_goes_on_with_not_approved_in_time(host, store,
     reply = await agent.resume(parked.approval.request_id)
 
     assert reply is not None and reply.text == "Nobody approved it."
+    after = await agent.decide(parked.approval.request_id, REQUESTER, approve=True)
+    assert not after.changed and after.note == EXPIRED, "a click after the sweep still says expired"
     body = json.loads(tool_contents(llm.last_request())["c1"].partition("\n")[2])
     assert body["kind"] == "not_approved"
     assert ran(notes) == []
