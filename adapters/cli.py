@@ -19,6 +19,10 @@ from bot.runtime import Runtime, open_runtime, open_store
 # What a command runs once Settings are loaded; its result is the exit code.
 Job = Callable[[Settings], Coroutine[Any, Any, int]]
 VERBOSE_HELP = "log to stderr instead of NERVE_LOG_FILE (the chat's log file)"
+YES_HELP = (
+    "approve every tool call of this one question that needs approval; without it, such calls are "
+    "asked about on a terminal and denied otherwise"
+)
 PLACE_HELP = (
     "only the tools the servers file's policy offers in this place: the platform, then any of "
     "dm, CHANNEL_ID (or channel:ID), guild:ID (Discord), user:ID, joined by ':' in any order; "
@@ -46,11 +50,19 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("text", help="the question")
     ask.add_argument("--thread", default="default")
     ask.add_argument("--json", action="store_true", help="print the answer and tool calls as JSON")
+    ask.add_argument("-y", "--yes", action="store_true", help=YES_HELP)
     tools = commands.add_parser("tools", help="list the tools the model is offered")
     tools.add_argument("--json", action="store_true", help="in the OpenAI tools format")
     tools.add_argument("--place", type=_place, metavar="PLACE", help=PLACE_HELP)
     history = commands.add_parser("history", help="print a stored conversation")
     history.add_argument("--thread", default="default")
+    approvals = commands.add_parser("approvals", help='list remembered approvals ("always allow here")')
+    revoke = approvals.add_subparsers(dest="approvals_command").add_parser(
+        "revoke", help="forget one remembered approval: that tool asks again there"
+    )
+    revoke.add_argument("place", help="as listed, e.g. slack:C123, discord:42, terminal:cli")
+    revoke.add_argument("server", help="the server's name in the servers file")
+    revoke.add_argument("tool", help="the tool's name on its server")
     commands.add_parser("slack", help="run on Slack")
     commands.add_parser("discord", help="run on Discord")
     return parser
@@ -87,7 +99,9 @@ def _job(args: argparse.Namespace, settings: Settings, chat_notices: Callable[[]
     if command == "ask":
         from adapters.terminal.views import ask
 
-        return _with_runtime(lambda runtime: ask(runtime, args.thread, args.text, as_json=args.json))
+        return _with_runtime(
+            lambda runtime: ask(runtime, args.thread, args.text, as_json=args.json, approve_all=args.yes)
+        )
     if command == "tools":
         from adapters.terminal.views import print_tools
 
@@ -103,6 +117,16 @@ def _job(args: argparse.Namespace, settings: Settings, chat_notices: Callable[[]
                 return await print_history(store, args.thread)
 
         return history
+    if command == "approvals":
+        from adapters.terminal.views import print_approvals, revoke_approval
+
+        async def approvals(settings: Settings) -> int:
+            async with open_store(settings) as store:
+                if args.approvals_command == "revoke":
+                    return await revoke_approval(store, args.place, args.server, args.tool)
+                return await print_approvals(store)
+
+        return approvals
     if command == "slack":
         from adapters.slack.app import check_settings, run_slack
 

@@ -12,12 +12,13 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from rich.console import Console
 from rich.status import Status
 
+from adapters.terminal.approve import ask_each, go_on, print_waiting, terminal_place
 from adapters.terminal.views import (
     attachment_line,
     conversation_key,
@@ -29,7 +30,7 @@ from adapters.terminal.views import (
 )
 from bot.runtime import Runtime
 from bot.text import scrub
-from bot.types import AgentReply, Incoming, TurnEvent
+from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress, TurnEvent
 
 # The printing helpers moved to `views`; importing them from here keeps working.
 __all__ = ["TerminalChat", "attachment_line", "format_history", "read_line", "reply_as_json"]
@@ -69,16 +70,20 @@ class TerminalChat:
         self._console = console or Console(highlight=False)
         self._notices = notices
         self._last: AgentReply | None = None
+        # The OS user: the one who asks in this terminal, and so the one who approves.
+        self._user = self._key.workspace
+        self._read = LineReader()
 
     async def run(self) -> None:
         """Chat until /quit, end of input, or Ctrl-C at the prompt."""
         tolerate_undecodable_input()
         self._banner()
         await self._show_recent()
+        await self._waiting_at_start()
         while True:
             if (notice := self._notices()) is not None:
                 self._console.print(f"[dim]{shown(notice)}[/dim]")
-            line = await read_line("you › ")
+            line = await self._read("you › ")
             if line is None:  # Ctrl-D, or Ctrl-C at the prompt: keep the shell's prompt on a new line
                 self._console.print()
                 return
@@ -165,24 +170,90 @@ class TerminalChat:
             print_attachment(self._console, index, attachment)
 
     async def _turn(self, text: str) -> None:
-        incoming = Incoming(key=self._key, text=text, user_id=self._key.workspace)
+        incoming = Incoming(key=self._key, text=text, user_id=self._user, place=terminal_place(self._user))
         self._last = None
-        with self._console.status("thinking…  [dim](Ctrl-C cancels)[/dim]") as status:
-            turn = asyncio.create_task(self._runtime.agent.reply(incoming, _progress_to(status)))
+        reply = await self._work(lambda progress: self._runtime.agent.reply(incoming, progress))
+        await self._answer(reply)
+
+    async def _work(
+        self, work: Callable[[Progress], Coroutine[Any, Any, AgentReply | None]], *, cancellable: bool = True
+    ) -> AgentReply | None:
+        """Run one piece of a turn under the spinner; None when it was cancelled or failed (said so)."""
+        hint = "  [dim](Ctrl-C cancels)[/dim]" if cancellable else ""
+        with self._console.status(f"thinking…{hint}") as status:
+            task = asyncio.create_task(work(_progress_to(status)))
             try:
-                with _on_ctrl_c(turn.cancel):
-                    reply = await turn
+                with _on_ctrl_c(task.cancel if cancellable else self._finishing):
+                    return await task
             except asyncio.CancelledError:
-                if not turn.cancelled():
+                if not task.cancelled():
                     raise
                 self._console.print("[dim]Cancelled. Your message is kept; ask again to retry.[/dim]")
-                return
+                return None
             except Exception as exc:  # the one net per message: say something short and true
                 logger.exception("terminal turn failed")
                 self._console.print(f"[red]Sorry — that failed: {shown(str(exc))}[/red]")
-                return
-        self._last = reply
-        print_reply(self._console, reply)
+                return None
+
+    def _finishing(self) -> None:
+        # Going on after a decision is not cancelled: the turn would stay claimed, and the thread
+        # would wait behind it.
+        self._console.print("[dim]Finishing what was approved; the answer follows.[/dim]")
+
+    async def _answer(self, reply: AgentReply | None) -> None:
+        """Print a reply; while it waits for approval, ask, go on, and print what follows."""
+        went_on = False
+        while reply is not None:
+            self._last = reply
+            if reply.text or reply.attachments:
+                print_reply(self._console, reply)
+            if reply.approval is None:
+                break
+            reply = await self._decide(reply.approval)
+            went_on = True
+        if went_on:
+            await self._answer_waiting_messages()
+
+    async def _decide(self, prompt: ApprovalPrompt) -> AgentReply | None:
+        agent = self._runtime.agent
+        if prompt.open:
+            print_waiting(self._console, prompt)
+            await ask_each(agent, prompt, self._user, self._read, self._console)
+
+        async def rest_of_turn(progress: Progress) -> AgentReply | None:
+            final = await go_on(agent, prompt, progress)
+            if final is None:
+                self._console.print("[dim]This turn still waits for a decision, or goes on elsewhere.[/dim]")
+            return final
+
+        return await self._work(rest_of_turn, cancellable=False)
+
+    async def _answer_waiting_messages(self) -> None:
+        """Messages that waited behind a parked turn of this thread (written elsewhere, or before a
+        restart), answered in order now that it is done."""
+        async for incoming, reply in self._runtime.agent.deferred_replies(self._key):
+            self._console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
+            await self._answer(reply)
+
+    async def _waiting_at_start(self) -> None:
+        """A turn of this thread that was waiting for a decision when nerve stopped: ask again."""
+        approvals = self._runtime.agent.approvals
+        if approvals is None or (request_id := await approvals.waiting_in(self._key)) is None:
+            return
+        found = await approvals.prompt(request_id)
+        if found is None:
+            return
+        prompt, status = found
+        if status != "waiting":
+            self._console.print(
+                "[yellow]Another nerve is finishing the last answer of this thread;[/yellow] "
+                "new messages wait behind it."
+            )
+            return
+        self._console.print(
+            "[yellow]Your last question in this thread is waiting for your decision.[/yellow]"
+        )
+        await self._answer(AgentReply(text="", approval=prompt))
 
 
 @contextlib.contextmanager
@@ -216,18 +287,48 @@ def tolerate_undecodable_input() -> None:
         sys.stdin.reconfigure(errors="surrogateescape")
 
 
-async def read_line(prompt: str) -> str | None:
-    """One line from stdin without blocking the loop; None at end of input or on Ctrl-C.
+class LineReader:
+    """Lines from stdin without blocking the loop; None at end of input or on Ctrl-C.
 
-    A daemon thread, not the loop's executor: `asyncio.run` waits for executor threads at exit, so
-    a thread stuck in `input()` would keep nerve from leaving after Ctrl-C.
+    Each line is read by a daemon thread, not the loop's executor: `asyncio.run` waits for executor
+    threads at exit, so a thread stuck in `input()` would keep nerve from leaving after Ctrl-C.
+    Ctrl-C answers None at once, but that thread stays blocked in `input()`, and a second `input()`
+    would wait behind it; so the next read shows its own prompt and takes that thread's line.
     """
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[str | None] = loop.create_future()
+
+    def __init__(self) -> None:
+        self._unclaimed: asyncio.Future[str | None] | None = None
+
+    async def __call__(self, prompt: str) -> str | None:
+        loop = asyncio.get_running_loop()
+        interrupted: asyncio.Future[None] = loop.create_future()
+
+        def interrupt() -> None:
+            if not interrupted.done():
+                interrupted.set_result(None)
+
+        # Ctrl-C is caught before the prompt can appear: a person may press it as soon as they see it.
+        with _on_ctrl_c(interrupt):
+            line = self._unclaimed
+            self._unclaimed = None
+            if line is None:
+                line = _read_in_thread(loop, prompt)
+            elif not line.done():
+                sys.stdout.write(prompt)
+                sys.stdout.flush()
+            await asyncio.wait((line, interrupted), return_when=asyncio.FIRST_COMPLETED)
+        if line.done():
+            return line.result()
+        self._unclaimed = line
+        return None
+
+
+def _read_in_thread(loop: asyncio.AbstractEventLoop, prompt: str) -> asyncio.Future[str | None]:
+    line: asyncio.Future[str | None] = loop.create_future()
 
     def deliver(value: str | None) -> None:
-        if not answer.done():
-            answer.set_result(value)
+        if not line.done():
+            line.set_result(value)
 
     def read() -> None:
         try:
@@ -238,8 +339,12 @@ async def read_line(prompt: str) -> str | None:
             loop.call_soon_threadsafe(deliver, value)
 
     threading.Thread(target=read, name="nerve-stdin", daemon=True).start()
-    with _on_ctrl_c(lambda: deliver(None)):
-        return await answer
+    return line
+
+
+async def read_line(prompt: str) -> str | None:
+    """One line from stdin (see `LineReader`), for a program that reads only until a Ctrl-C."""
+    return await LineReader()(prompt)
 
 
 def _progress_to(status: Status) -> Any:

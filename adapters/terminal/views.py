@@ -9,20 +9,28 @@ from __future__ import annotations
 import getpass
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.markup import escape
 
+from adapters.terminal.approve import settle_one_shot, terminal_place
 from adapters.terminal.safe import printable, terminal_json
 from bot.failures import shown_to_people
 from bot.policy.scopes import Place
 from bot.render import pretty_json
 from bot.runtime import Runtime
-from bot.seams import Store
 from bot.text import scrub
-from bot.types import AgentReply, Attachment, ChatMessage, ConversationKey, Incoming
+from bot.types import (
+    AgentReply,
+    Attachment,
+    AuditEntry,
+    ChatMessage,
+    ConversationKey,
+    Incoming,
+    RememberedApproval,
+)
 
 
 def conversation_key(thread: str) -> ConversationKey:
@@ -54,13 +62,25 @@ def print_attachment(console: Console, index: int, attachment: Attachment) -> No
         console.print("[dim](cut here; the full result is stored in the conversation)[/dim]")
 
 
-def reply_as_json(reply: AgentReply) -> dict[str, Any]:
-    """The shape `nerve ask --json` prints, stable for scripts."""
+def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[str, Any]:
+    """The shape `nerve ask --json` prints, stable for scripts.
+
+    Each call also says how it came to run or not: `approval` is the decision ("approved",
+    "denied", "auto: read-only", …) and `decided_by` who made it; both null when none was recorded.
+    """
+    decided = {entry.call_id: entry for entry in audit}
     return {
         "text": reply.text,
         "error": reply.failed,
         "tool_calls": [
-            {"name": a.name, "arguments": a.arguments, "is_error": a.is_error, "content": a.content}
+            {
+                "name": a.name,
+                "arguments": a.arguments,
+                "is_error": a.is_error,
+                "content": a.content,
+                "approval": decided[a.tool_call_id].outcome if a.tool_call_id in decided else None,
+                "decided_by": decided[a.tool_call_id].who if a.tool_call_id in decided else None,
+            }
             for a in reply.attachments
         ],
     }
@@ -74,18 +94,40 @@ def print_reply(console: Console, reply: AgentReply) -> None:
         console.print("[dim]/show N expands a tool result.[/dim]")
 
 
-async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool) -> int:
-    """One turn, then exit: for scripts and quick questions."""
+async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
+    """One turn, then exit: for scripts and quick questions.
+
+    Calls that need approval are asked about on a terminal, approved with `approve_all` (`--yes`),
+    and otherwise denied (stderr says which), so a script never waits for a person.
+    """
     question = scrub(text)  # argv carries undecodable bytes as lone surrogates
     if not question.strip():
         sys.stderr.write("nerve: nothing to ask: give the question as an argument\n")
         return 2
-    incoming = Incoming(key=conversation_key(thread), text=question, user_id=scrub(getpass.getuser()))
-    reply = await runtime.agent.reply(incoming)
-    if as_json:
-        sys.stdout.write(terminal_json(reply_as_json(reply)) + "\n")
-        return 1 if reply.failed else 0
+    user = scrub(getpass.getuser())
+    key = conversation_key(thread)
+    incoming = Incoming(key=key, text=question, user_id=user, place=terminal_place(user))
     console = Console(highlight=False)
+    agent = runtime.agent
+    reply = await agent.reply(incoming)
+    if reply.approval is not None:
+        from adapters.terminal.chat import read_line
+
+        interactive = sys.stdin.isatty() and sys.stdout.isatty()
+        if interactive and not as_json:
+            print_reply(console, reply)
+        reply = await settle_one_shot(
+            agent,
+            reply,
+            user,
+            approve_all=approve_all,
+            ask=read_line if interactive else None,
+            console=console,
+        )
+    if as_json:
+        audit = await agent.approvals.audit_log(key) if agent.approvals is not None else []
+        sys.stdout.write(terminal_json(reply_as_json(reply, audit)) + "\n")
+        return 1 if reply.failed else 0
     if runtime.offline:
         console.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
     print_reply(console, reply)
@@ -131,11 +173,17 @@ def place_line(runtime: Runtime, place: Place) -> str:
     return f"[dim]Policy rule {shown(repr(found[0]))} decides here.[/dim]"
 
 
-def format_history(messages: Sequence[ChatMessage]) -> list[str]:
+def format_history(messages: Sequence[ChatMessage], audit: Sequence[AuditEntry] = ()) -> list[str]:
+    """A conversation as plain lines; under each tool call, who decided it might run, and when."""
+    decided: dict[str, list[AuditEntry]] = {}
+    for entry in audit:
+        decided.setdefault(entry.call_id, []).append(entry)
     lines = []
     for message in messages:
         if message.role == "assistant" and message.tool_calls:
-            lines += [f"nerve → {call.name}({call.arguments})" for call in message.tool_calls]
+            for call in message.tool_calls:
+                lines.append(f"nerve → {call.name}({call.arguments})")
+                lines += [f"  {decision_line(entry)}" for entry in decided.pop(call.id, [])]
         elif message.role == "tool":
             status = "error" if message.is_error else "ok"
             took = f"{message.latency_ms or 0:.0f} ms"
@@ -143,14 +191,80 @@ def format_history(messages: Sequence[ChatMessage]) -> list[str]:
         else:
             who = {"user": "you", "assistant": "nerve", "system": "system"}[message.role]
             lines.append(f"{who}: {message.content}")
+    # Decisions on calls whose round is not stored yet: the turn still waits for a person.
+    rest = [entry for entries in decided.values() for entry in entries]
+    if rest:
+        lines.append("waiting for approval (decided so far):")
+        lines += [f"  {entry.tool} on {entry.server}: {decision_line(entry)}" for entry in rest]
     return lines
 
 
-async def print_history(store: Store, thread: str) -> int:
+def decision_line(entry: AuditEntry) -> str:
+    """`approved by alice at 2026-12-02 10:15:03 UTC`, or `auto: read-only` for what ran unasked."""
+    when = f" at {_utc(entry.at)}" if entry.at else ""
+    if entry.who == "nerve" or entry.outcome.startswith(("auto:", "expired")):
+        return f"{entry.outcome}{when}"
+    return f"{entry.outcome} by {entry.who}{when}"
+
+
+def _utc(stamp: str) -> str:
+    """The store's `2026-12-02T10:15:03.123Z` as `2026-12-02 10:15:03 UTC`."""
+    day, _, clock = stamp.partition("T")
+    return f"{day} {clock[:8]} UTC" if clock else stamp
+
+
+class _Records(Protocol):
+    """What `nerve history` reads: the messages and the decisions of one conversation."""
+
+    async def history(self, key: ConversationKey) -> list[ChatMessage]: ...
+
+    async def audit_log(self, key: ConversationKey) -> list[AuditEntry]: ...
+
+
+async def print_history(store: _Records, thread: str) -> int:
     """A stored conversation as plain lines; needs only the store, no servers and no model."""
-    history = await store.history(conversation_key(thread))
+    key = conversation_key(thread)
+    history = await store.history(key)
     if not history:
         sys.stdout.write(printable(f"Thread {scrub(thread)!r} has no messages yet.") + "\n")
         return 0
-    sys.stdout.write(printable("\n".join(format_history(history))) + "\n")
+    lines = format_history(history, await store.audit_log(key))
+    sys.stdout.write(printable("\n".join(lines)) + "\n")
+    return 0
+
+
+class _Remembered(Protocol):
+    """What `nerve approvals` reads and changes: the remembered "always allow here" approvals."""
+
+    async def remembered_approvals(self, place: str | None = None) -> list[RememberedApproval]: ...
+
+    async def revoke(self, place: str, server: str, tool: str) -> bool: ...
+
+
+async def print_approvals(store: _Remembered) -> int:
+    """Every remembered approval: where, which tool of which server, who granted it, when."""
+    remembered = await store.remembered_approvals()
+    if not remembered:
+        sys.stdout.write("No remembered approvals: every call that needs approval asks.\n")
+        return 0
+    rows = [
+        (r.place, r.server, r.tool, f"granted by {r.granted_by} at {_utc(r.granted_at)}") for r in remembered
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        sys.stdout.write(printable("  ".join([*cells, row[3]])) + "\n")
+    sys.stdout.write("Revoke one with: nerve approvals revoke PLACE SERVER TOOL\n")
+    return 0
+
+
+async def revoke_approval(store: _Remembered, place: str, server: str, tool: str) -> int:
+    """Forget one remembered approval; the next call of that tool there asks again."""
+    named = f"{tool} of server {server} in {place}"
+    if not await store.revoke(place, server, tool):
+        sys.stderr.write(
+            printable(f"nerve: no remembered approval for {named} (see: nerve approvals)") + "\n"
+        )
+        return 1
+    sys.stdout.write(printable(f"Revoked: {named} asks again from now on.") + "\n")
     return 0

@@ -1,0 +1,169 @@
+"""Approvals in the terminal: show the calls that wait, ask about each, then let the turn go on.
+
+The chat and `nerve ask` on a terminal ask per call (`Run write_file(path="notes.txt", …)? [y]es /
+[n]o / [a]lways here`); `nerve ask` in a script decides every call at once: denied, or approved
+with `--yes`. The person at the terminal is the OS user, who is also the one who asked.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+from rich.console import Console
+from rich.markup import escape
+
+from adapters.terminal.safe import printable
+from bot.agent import Agent
+from bot.policy.scopes import Place
+from bot.types import AgentReply, ApprovalPrompt, PendingCall, Progress, no_progress
+
+# Reads one answer after showing the question; None on Ctrl-C or end of input.
+Ask = Callable[[str], Awaitable[str | None]]
+
+QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
+HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
+# (approve, remember) for each answer a person may type.
+ANSWERS = {
+    "y": (True, False),
+    "yes": (True, False),
+    "n": (False, False),
+    "no": (False, False),
+    "a": (True, True),
+    "always": (True, True),
+}
+PREVIEW_VALUE_CHARS = 40
+
+
+def terminal_place(user: str) -> Place:
+    """Where a terminal turn happens: one place for the whole terminal, with its OS user."""
+    return Place(platform="terminal", channel="cli", user=user)
+
+
+def _shown(text: str) -> str:
+    return escape(printable(text))
+
+
+def call_preview(call: PendingCall) -> str:
+    """The call on one line: the tool, its first argument (cut short), `…` for the rest."""
+    if not call.arguments:
+        return f"{call.tool}()"
+    name, value = next(iter(call.arguments.items()))
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > PREVIEW_VALUE_CHARS:
+        text = text[: PREVIEW_VALUE_CHARS - 1] + "…"
+    more = ", …" if len(call.arguments) > 1 else ""
+    return printable(f"{call.tool}({name}={text}{more})")
+
+
+def print_waiting(console: Console, prompt: ApprovalPrompt) -> None:
+    """What the model wants to run and why, before the questions."""
+    pending = [c for c in prompt.calls if c.status == "pending"]
+    until = time.strftime("%H:%M", time.localtime(prompt.expires_at))
+    count = "1 call waits" if len(pending) == 1 else f"{len(pending)} calls wait"
+    console.print(f"[bold yellow]Approval needed:[/bold yellow] {count} for you (until {until}).")
+    if prompt.reason:
+        console.print(f"[dim]The model says:[/dim] {_shown(prompt.reason)}")
+
+
+def print_call(console: Console, call: PendingCall) -> None:
+    """One call exactly as it will run: its server, its tool and every argument in full."""
+    console.print(f"[bold]{_shown(call.tool)}[/bold] [dim]on server[/dim] {_shown(call.server)}")
+    console.print(printable(call.arguments_json()), markup=False, highlight=False)
+
+
+async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: Ask, console: Console) -> None:
+    """Ask about every open call in turn; Ctrl-C or end of input denies those not yet decided."""
+    pending = [c for c in prompt.calls if c.status == "pending"]
+    for position, call in enumerate(pending):
+        if prompt.expires_at <= time.time():
+            console.print("[yellow]This request has expired: the calls were not approved in time.[/yellow]")
+            return
+        print_call(console, call)
+        choice = await _answer(ask, call, console)
+        if choice is None:
+            rest = pending[position:]
+            for waiting in rest:
+                await agent.decide(
+                    prompt.request_id,
+                    user,
+                    approve=False,
+                    call_id=waiting.call_id,
+                    shown_hash=waiting.call_hash,
+                )
+            names = ", ".join(dict.fromkeys(c.tool for c in rest))
+            console.print(
+                f"[yellow]Not run: {_shown(names)}[/yellow] (denied: the question was interrupted)."
+            )
+            return
+        approve, remember = choice
+        decision = await agent.decide(
+            prompt.request_id,
+            user,
+            approve=approve,
+            call_id=call.call_id,
+            shown_hash=call.call_hash,
+            remember=remember,
+        )
+        if not decision.changed and decision.note:
+            console.print(f"[yellow]{_shown(decision.note)}[/yellow]")
+
+
+async def _answer(ask: Ask, call: PendingCall, console: Console) -> tuple[bool, bool] | None:
+    question = QUESTION.format(call=call_preview(call))
+    while True:
+        answer = await ask(question)
+        if answer is None:
+            return None
+        choice = ANSWERS.get(answer.strip().lower())
+        if choice is not None:
+            return choice
+        console.print(HOW_TO_ANSWER, markup=False)
+
+
+async def decide_all(agent: Agent, prompt: ApprovalPrompt, user: str, *, approve: bool) -> list[PendingCall]:
+    """Approve or deny every open call at once; the calls this decided."""
+    decision = await agent.decide(prompt.request_id, user, approve=approve)
+    return [c for c in prompt.calls if c.call_id in decision.decided]
+
+
+async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_progress) -> AgentReply | None:
+    """The rest of the turn once every call is decided, or once the request ran out of time.
+
+    None while a call still waits, or when another process already went on with it.
+    """
+    final = await agent.resume(prompt.request_id, progress)
+    if final is None and prompt.expires_at <= time.time():
+        await agent.expire_due()
+        final = await agent.resume(prompt.request_id, progress)
+    return final
+
+
+async def settle_one_shot(
+    agent: Agent, reply: AgentReply, user: str, *, approve_all: bool, ask: Ask | None, console: Console
+) -> AgentReply:
+    """`nerve ask`: decide until the answer no longer waits, then return it.
+
+    `--yes` approves every call of this one question; on a terminal (`ask` given) the person is
+    asked per call; otherwise every call that needs approval is denied, and stderr says which.
+    """
+    while reply.approval is not None:
+        prompt = reply.approval
+        if approve_all:
+            await decide_all(agent, prompt, user, approve=True)
+        elif ask is not None:
+            print_waiting(console, prompt)
+            await ask_each(agent, prompt, user, ask, console)
+        else:
+            for call in await decide_all(agent, prompt, user, approve=False):
+                sys.stderr.write(
+                    printable(f"nerve: not run: {call.tool} needs approval; run with --yes to approve") + "\n"
+                )
+        final = await go_on(agent, prompt)
+        if final is None:
+            text = "This answer still waits for a decision on its tool calls; nothing more was run."
+            return AgentReply(text=text, attachments=reply.attachments, failed=True)
+        reply = final
+    return reply
