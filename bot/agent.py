@@ -27,7 +27,7 @@ from bot.calls import (
     make_attachment,
 )
 from bot.context import Budget, build_request
-from bot.errors import ContextTooLong, LLMError
+from bot.errors import ContextTooLong, LLMError, StreamCut
 from bot.failures import shown_to_people, stored_failure
 from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
@@ -95,6 +95,9 @@ DENIED_HINT = (
     "answer without it or propose something else."
 )
 NOT_APPROVED_HINT = "Nobody approved this call in time. Do not call it again unless the user asks."
+CUT_OFF_NOTE = (
+    "⚠️ The answer was cut off: the model service stopped sending it. Ask again for the whole answer."
+)
 
 
 class Agent:
@@ -216,8 +219,15 @@ class Agent:
         tools = self.tools(incoming)
         nudge: list[ChatMessage] = []
         for round_index in range(first_round, self._config.max_rounds):
+            # Also tells a front end that text shown for an earlier round is superseded.
             await progress(TurnEvent(kind="thinking", message="thinking…"))
-            completion = await self._complete([*history, *nudge], tools, progress)
+            try:
+                completion = await self._complete([*history, *nudge], tools, progress)
+            except StreamCut as cut:
+                # Stored as the answer: people saw it, and the transcript stays user → assistant.
+                logger.warning("answer cut off for %s: %s", incoming.key, cut.message)
+                text = f"{cut.partial.rstrip()}\n\n{CUT_OFF_NOTE}"
+                return await self._finish(incoming.key, text, state, usage, cut_short=True)
             usage += completion.usage or Usage()
             answer = _with_unique_call_ids(completion.message, history)
             if not answer.tool_calls:

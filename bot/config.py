@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     nerve_context_tokens: int = Field(default=16000, ge=1000)
     nerve_llm_timeout: float = Field(default=60.0, gt=0)
     nerve_llm_max_retries: int = Field(default=4, ge=0, le=10)
+    # Streamed answers: "auto" streams and serves providers that refuse it without; "on" always
+    # streams (a refusal is an error); "off" never streams.
+    nerve_llm_stream: Literal["auto", "on", "off"] = "auto"
+    # Seconds a streamed answer may send nothing before it counts as broken off (at most
+    # NERVE_LLM_TIMEOUT, which also bounds the wait for its first chunk).
+    nerve_llm_stream_stall: float = Field(default=30.0, gt=0)
     nerve_tool_timeout: float = Field(default=30.0, gt=0)
     nerve_system_prompt: str | None = None
     nerve_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"] = (
@@ -88,6 +94,11 @@ class Settings(BaseSettings):
     nerve_admins: str = ""
     # Seconds an approval request waits for a decision; then the turn goes on without those calls.
     nerve_approval_timeout: float = Field(default=600.0, gt=0)
+
+    @field_validator("nerve_llm_stream", mode="before")
+    @classmethod
+    def _stream_mode(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @property
     def admins(self) -> frozenset[str]:

@@ -35,5 +35,17 @@ class ContextTooLong(LLMError):
     """The request exceeded the model's context window."""
 
 
+class StreamCut(LLMError):
+    """A streamed answer broke off after some of its text was already shown.
+
+    Retrying would show the answer again from the start, so the turn ends with `partial` (what was
+    shown) and a note that the answer was cut off.
+    """
+
+    def __init__(self, message: str, *, partial: str) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
 class StoreError(NerveError):
     """The conversation store could not read or write."""

@@ -291,12 +291,22 @@ class Decision:
     decided: tuple[str, ...] = ()
 
 
-TurnEventKind = Literal["thinking", "tool_started", "tool_finished", "retrying", "notice"]
+TurnEventKind = Literal["thinking", "text", "tool_started", "tool_finished", "retrying", "notice"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnEvent:
-    """Progress during a turn, for adapters to show ("calling get_environment_status…")."""
+    """Progress during a turn, for adapters to show ("calling get_environment_status…").
+
+    - "thinking": a model round starts; text shown for an earlier round is superseded (it was a
+      draft next to tool calls, or one the model was asked to reconsider).
+    - "text": `message` is the next piece of the answer as the model writes it; the pieces of one
+      round joined are its text so far. The final `AgentReply.text` is what to keep.
+    - "tool_started" / "tool_finished": one call (`tool`, `tool_call_id`; `ok` when finished).
+    - "retrying" (`retry_in` seconds) and "notice": a status line for people.
+
+    Sinks are awaited in the turn's path: they should only record and return (throttle elsewhere).
+    """
 
     kind: TurnEventKind
     message: str

@@ -12,7 +12,7 @@ from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
-from tests.fakes.llm_server import FakeLLMServer, reply
+from tests.fakes.llm_server import FakeLLMServer, reply, tool_reply
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 
 KEY = ConversationKey(platform="test", workspace="w", channel="c", thread="t")
@@ -408,3 +408,65 @@ async def test_a_question_left_unanswered_by_a_killed_turn_reaches_the_model_wit
     assert answer.text == "both answered"
     assert [m["role"] for m in sent] == ["system", "user"]
     assert sent[1]["content"] == "first question\n\nsecond question"
+
+
+async def test_an_answer_cut_off_mid_stream_ends_with_the_shown_text_and_a_note(loop_host, store):
+    answer = "The air in 94107 is good today, with an AQI of 42 and no alerts in effect."
+    # The role chunk and five pieces of text arrive, then the connection drops: nothing is retried.
+    async with FakeLLMServer([reply(answer, chunk_chars=10, cut_after=6), reply("next turn")]) as server:
+        llm = OpenAILLM(model="m", base_url=server.base_url, api_key=None, timeout=5.0, max_retries=2)
+        events: list[TurnEvent] = []
+
+        async def progress(event: TurnEvent) -> None:
+            events.append(event)
+
+        agent = Agent(llm=llm, host=loop_host, store=store, inbox=store)
+        try:
+            cut = await agent.reply(incoming("How is the air in 94107?"), progress)
+            assert len(server.requests) == 1
+            await agent.reply(incoming("And tomorrow?"))
+        finally:
+            await llm.aclose()
+        server.assert_complete()
+        sent = server.last_messages()
+
+    shown = "".join(e.message for e in events if e.kind == "text")
+    assert shown == answer[:50]
+    assert cut.text.startswith(shown.rstrip() + "\n\n⚠️ The answer was cut off")
+    assert "Ask again" in cut.text
+    assert cut.cut_short and not cut.failed
+    # What was shown is stored as the answer, so the transcript stays user → assistant → user.
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [
+        ("user", "How is the air in 94107?"),
+        ("assistant", cut.text),
+        ("user", "And tomorrow?"),
+    ]
+
+
+async def test_every_model_round_starts_with_a_thinking_event_before_its_text(loop_host, store):
+    script = [
+        tool_reply(("wait_and_echo", '{"label": "a"}'), content="Let me check."),
+        reply("Echoed a."),
+    ]
+    async with FakeLLMServer(script) as server:
+        llm = OpenAILLM(model="m", base_url=server.base_url, api_key=None, timeout=5.0, max_retries=0)
+        events: list[TurnEvent] = []
+
+        async def progress(event: TurnEvent) -> None:
+            events.append(event)
+
+        try:
+            answer = await Agent(llm=llm, host=loop_host, store=store, inbox=store).reply(
+                incoming("echo a"), progress
+            )
+        finally:
+            await llm.aclose()
+
+    assert answer.text == "Echoed a."
+    rounds: list[str] = []
+    for event in events:
+        if event.kind == "thinking":
+            rounds.append("")
+        elif event.kind == "text":
+            rounds[-1] += event.message
+    assert rounds == ["Let me check.", "Echoed a."]

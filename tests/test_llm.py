@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 
 from bot.config import Settings
-from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable
-from bot.model.client import BACKOFF_CAP, OpenAILLM, backoff_delay, retry_after_seconds
+from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable, StreamCut
+from bot.model.client import BACKOFF_CAP, OpenAILLM, StreamMode, backoff_delay, retry_after_seconds
 from bot.types import ChatMessage, ToolCall, ToolSpec, TurnEvent, Usage
 from tests.fakes.llm_server import (
     FakeCall,
@@ -83,6 +83,8 @@ async def make_llm() -> AsyncIterator[LLMFactory]:
         timeout: float = 5.0,
         api_key: str | None = None,
         temperature: float | None = None,
+        stream: StreamMode = "auto",
+        stream_stall: float = 30.0,
     ) -> OpenAILLM:
         llm = OpenAILLM(
             model="test-model",
@@ -91,6 +93,8 @@ async def make_llm() -> AsyncIterator[LLMFactory]:
             timeout=timeout,
             max_retries=max_retries,
             temperature=temperature,
+            stream=stream,
+            stream_stall=stream_stall,
             sleep=sleep if sleep is not None else RecordedSleep(),
         )
         made.append(llm)
@@ -218,7 +222,9 @@ async def test_the_model_sees_the_full_history_in_order_and_the_tools_in_openai_
         }
     ]
     assert "tool_choice" not in body
-    assert "stream" not in body or body["stream"] is False
+    # Answers stream, with the usage figures asked for in the final chunk.
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
     assert "temperature" not in body
 
 
@@ -266,7 +272,8 @@ async def test_a_429_with_retry_after_waits_that_long_reports_it_and_then_succee
     assert completion.message.content == "ok"
     assert sleep.waits == [4.0]
     assert progress.events == [
-        TurnEvent(kind="retrying", message="rate limited, retrying in 4 s", retry_in=4.0)
+        TurnEvent(kind="retrying", message="rate limited, retrying in 4 s", retry_in=4.0),
+        TurnEvent(kind="text", message="ok"),
     ]
     assert len(server.requests) == 2
 
@@ -309,7 +316,8 @@ async def test_a_500_is_retried_after_a_bounded_backoff_and_reported(make_llm: L
     assert completion.message.content == "ok"
     (wait,) = sleep.waits
     assert 0.0 <= wait <= 1.0
-    (event,) = progress.events
+    event, text = progress.events
+    assert text == TurnEvent(kind="text", message="ok")
     assert event.kind == "retrying"
     assert event.retry_in == wait
     assert event.message.startswith("model service error (502), retrying in ")
@@ -364,6 +372,232 @@ async def test_an_exhausted_quota_is_not_retried(make_llm: LLMFactory) -> None:
             await make_llm(server.base_url).complete(USER, [], RecordedProgress())
     assert not isinstance(caught.value, LLMRateLimited)
     assert len(server.requests) == 1
+
+
+# ---------------------------------------------------------------------------------------- streaming
+
+
+def texts(progress: RecordedProgress) -> list[str]:
+    return [e.message for e in progress.events if e.kind == "text"]
+
+
+async def test_text_reaches_progress_piece_by_piece_while_the_model_is_still_writing(
+    make_llm: LLMFactory,
+) -> None:
+    answer = "The air in 94107 is good: AQI 42, no alerts."
+    progress = RecordedProgress()
+    # The server holds the stream after its third chunk until the first text has been shown.
+    async with FakeLLMServer([reply(answer, chunk_chars=6, stall_after=3, stall=30)]) as server:
+
+        async def show(event: TurnEvent) -> None:
+            await progress(event)
+            server.unstall()
+
+        async with asyncio.timeout(10):
+            completion = await make_llm(server.base_url).complete(USER, [], show)
+
+    assert texts(progress) == [answer[i : i + 6] for i in range(0, len(answer), 6)]
+    assert completion.message == ChatMessage(role="assistant", content=answer)
+
+
+async def test_tool_call_fragments_split_mid_string_and_interleaved_assemble_into_the_calls(
+    make_llm: LLMFactory,
+) -> None:
+    calls = (
+        FakeCall(id="call_env_1", name="get_environment_status", arguments='{"area_code": "94107"}'),
+        FakeCall(id="call_geo_2", name="simulate_geolocation", arguments='{"lat": 31.23, "lng": 121.47}'),
+        FakeCall(id="call_env_3", name="get_environment_status", arguments='{"area_code": "say \\"hi\\" ☃"}'),
+    )
+    script = [
+        Reply(tool_calls=calls, fragment_chars=2, usage=Usage(prompt_tokens=50, completion_tokens=30)),
+        Reply(tool_calls=calls, fragment_chars=5, interleave=False),
+    ]
+    progress = RecordedProgress()
+    async with FakeLLMServer(script) as server:
+        llm = make_llm(server.base_url)
+        interleaved = await llm.complete(USER, [ENV_TOOL], progress)
+        one_after_another = await llm.complete(USER, [ENV_TOOL], progress)
+
+    assert all(body["stream"] is True for body in server.requests)
+    expected = tuple(ToolCall(id=c.id or "", name=c.name, arguments=c.arguments) for c in calls)
+    assert interleaved.message.tool_calls == expected
+    assert one_after_another.message.tool_calls == expected
+    assert interleaved.message.content is None
+    assert interleaved.usage == Usage(prompt_tokens=50, completion_tokens=30)
+    assert texts(progress) == []
+
+
+async def test_a_provider_rejecting_stream_options_is_detected_once_and_served_without(
+    make_llm: LLMFactory,
+) -> None:
+    async with FakeLLMServer(
+        [reply("one"), reply("two"), reply("three")], reject_stream_options=True
+    ) as server:
+        llm = make_llm(server.base_url)
+        answers = [await llm.complete(USER, [], RecordedProgress()) for _ in range(3)]
+        server.assert_complete()
+
+    assert [a.message.content for a in answers] == ["one", "two", "three"]
+    assert len(server.rejected) == 1
+    assert len(server.requests) == 4
+    assert all(body["stream"] is True and "stream_options" not in body for body in server.requests[1:])
+    # Without stream_options this provider sends no usage chunk.
+    assert answers[0].usage is None
+
+
+async def test_a_provider_rejecting_streaming_is_served_whole_answers_from_then_on(
+    make_llm: LLMFactory,
+) -> None:
+    progress = RecordedProgress()
+    script = [reply("one", usage=Usage(prompt_tokens=5, completion_tokens=1)), reply("two")]
+    async with FakeLLMServer(script, reject_stream=True) as server:
+        llm = make_llm(server.base_url)
+        first = await llm.complete(USER, [], progress)
+        second = await llm.complete(USER, [], progress)
+        server.assert_complete()
+
+    assert (first.message.content, second.message.content) == ("one", "two")
+    assert first.usage == Usage(prompt_tokens=5, completion_tokens=1)
+    assert len(server.rejected) == 1
+    assert all("stream" not in body and "stream_options" not in body for body in server.requests[1:])
+    # A whole answer is still shown, in one piece.
+    assert texts(progress) == ["one", "two"]
+
+
+async def test_streaming_can_be_switched_off_or_forced(make_llm: LLMFactory) -> None:
+    async with FakeLLMServer([reply("whole")]) as server:
+        completion = await make_llm(server.base_url, stream="off").complete(USER, [], RecordedProgress())
+    assert completion.message.content == "whole"
+    assert "stream" not in server.requests[0]
+
+    async with FakeLLMServer([reply("never")], reject_stream=True, strict=False) as server:
+        with pytest.raises(LLMError, match=r"refused the request \(400\): Streaming is not supported"):
+            await make_llm(server.base_url, stream="on").complete(USER, [], RecordedProgress())
+    assert len(server.requests) == 1
+
+
+async def test_from_settings_takes_the_stream_settings() -> None:
+    async with FakeLLMServer([reply("hi"), reply("hi")]) as server:
+        for mode in ("OFF", None):
+            settings = Settings(
+                _env_file=None,  # type: ignore[call-arg]
+                openai_base_url=server.base_url,
+                **({"nerve_llm_stream": mode} if mode else {}),  # type: ignore[arg-type]
+            )
+            llm = OpenAILLM.from_settings(settings)
+            await llm.complete(USER, [], RecordedProgress())
+            await llm.aclose()
+    assert "stream" not in server.requests[0]
+    assert server.requests[1]["stream"] is True
+    assert Settings(_env_file=None).nerve_llm_stream == "auto"  # type: ignore[call-arg]
+    assert Settings(_env_file=None).nerve_llm_stream_stall == 30.0  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        Reply(
+            tool_calls=(FakeCall(name="get_environment_status", arguments='{"area_code": "94107"}'),),
+            cut_after=4,
+        ),
+        reply("The air is good.", cut_after=1),
+        reply("The air is good.", error_after=1),
+    ],
+    ids=["cut-inside-a-tool-call", "cut-before-text", "error-event-before-text"],
+)
+async def test_a_stream_broken_before_any_text_is_retried_like_a_failed_request(
+    make_llm: LLMFactory, broken: Reply
+) -> None:
+    sleep, progress = RecordedSleep(), RecordedProgress()
+    async with FakeLLMServer([broken, reply("The air is good.")]) as server:
+        completion = await make_llm(server.base_url, sleep=sleep).complete(USER, [ENV_TOOL], progress)
+        server.assert_complete()
+
+    assert completion.message == ChatMessage(role="assistant", content="The air is good.")
+    assert len(sleep.waits) == 1 and 0.0 <= sleep.waits[0] <= 1.0
+    (retrying,) = [e for e in progress.events if e.kind == "retrying"]
+    assert retrying.message.startswith("model answer broke off, retrying in ")
+    assert "".join(texts(progress)) == "The air is good."
+
+
+async def test_a_stream_that_keeps_breaking_fails_after_the_retry_budget(make_llm: LLMFactory) -> None:
+    sleep = RecordedSleep()
+    async with FakeLLMServer([reply("x", cut_after=1)] * 3) as server:
+        with pytest.raises(LLMUnavailable, match=r"answer broke off.*after 2 retries"):
+            await make_llm(server.base_url, sleep=sleep, max_retries=2).complete(USER, [], RecordedProgress())
+        server.assert_complete()
+    assert len(sleep.waits) == 2
+
+
+@pytest.mark.parametrize(
+    ("broken", "why"),
+    [
+        (reply("The air is good today.", chunk_chars=4, cut_after=3), "the connection dropped"),
+        (
+            reply("The air is good today.", chunk_chars=4, error_after=3, error_message="overloaded"),
+            "the service reported: overloaded",
+        ),
+    ],
+    ids=["connection-cut", "error-event"],
+)
+async def test_a_stream_broken_after_text_was_shown_raises_stream_cut_with_that_text(
+    make_llm: LLMFactory, broken: Reply, why: str
+) -> None:
+    sleep, progress = RecordedSleep(), RecordedProgress()
+    async with FakeLLMServer([broken, reply("never sent")], strict=False) as server:
+        with pytest.raises(StreamCut, match=why) as caught:
+            await make_llm(server.base_url, sleep=sleep).complete(USER, [], progress)
+    assert caught.value.partial == "The air "
+    assert texts(progress) == ["The ", "air "]
+    assert len(server.requests) == 1 and sleep.waits == []
+
+
+async def test_a_stalled_stream_is_given_up_after_the_stall_timeout(make_llm: LLMFactory) -> None:
+    sleep, progress = RecordedSleep(), RecordedProgress()
+    stalled_before_text = reply("The air is good.", stall_after=1, stall=30)
+    stalled_after_text = reply("The air is good.", chunk_chars=4, stall_after=2, stall=30)
+    async with FakeLLMServer([stalled_before_text, reply("ok"), stalled_after_text]) as server:
+        llm = make_llm(server.base_url, sleep=sleep, timeout=5.0, stream_stall=0.2)
+        started = time.monotonic()
+        async with asyncio.timeout(10):
+            retried = await llm.complete(USER, [], progress)
+            with pytest.raises(StreamCut, match=r"nothing came for 0\.2 s") as caught:
+                await llm.complete(USER, [], progress)
+        elapsed = time.monotonic() - started
+        server.assert_complete()
+
+    assert retried.message.content == "ok"
+    assert caught.value.partial == "The "
+    assert len(sleep.waits) == 1
+    assert 0.4 <= elapsed < 4
+
+
+async def test_a_stream_that_ends_without_a_finish_reason_counts_as_broken_off(
+    make_llm: LLMFactory,
+) -> None:
+    # Cut exactly before the chunk that carries finish_reason: every piece of text has arrived.
+    async with FakeLLMServer([reply("Done.", chunk_chars=10, cut_after=2)]) as server:
+        with pytest.raises(StreamCut) as caught:
+            await make_llm(server.base_url).complete(USER, [], RecordedProgress())
+    assert caught.value.partial == "Done."
+
+
+async def test_a_server_that_ignores_stream_and_answers_whole_is_read_as_it_is(make_llm: LLMFactory) -> None:
+    whole = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "whole"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
+    step = HttpError(status=200, raw_body=json.dumps(whole), headers={"Content-Type": "application/json"})
+    async with FakeLLMServer([step]) as server:
+        completion = await make_llm(server.base_url).complete(USER, [], RecordedProgress())
+    assert completion.message == ChatMessage(role="assistant", content="whole")
+    assert completion.usage == Usage(prompt_tokens=3, completion_tokens=1)
 
 
 # ------------------------------------------------------------------------------------ final errors
@@ -526,8 +760,34 @@ async def test_assert_complete_fails_when_scripted_steps_were_never_requested(ma
             server.assert_complete()
 
 
-async def test_the_fake_server_refuses_streaming_requests_clearly() -> None:
-    async with FakeLLMServer([reply("never")], strict=False) as server:
+async def test_the_fake_server_streams_server_sent_events_with_usage_only_when_asked() -> None:
+    async def stream(server: FakeLLMServer, **extra: Any) -> list[str]:
+        payload = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True, **extra}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{server.base_url}/chat/completions", json=payload) as resp,
+        ):
+            assert resp.status == 200
+            assert resp.headers["Content-Type"].startswith("text/event-stream")
+            body = (await resp.read()).decode()
+        return [line.removeprefix("data: ") for line in body.split("\n\n") if line]
+
+    async with FakeLLMServer([reply("Hello there"), reply("Hello there")]) as server:
+        with_usage = await stream(server, stream_options={"include_usage": True})
+        without = await stream(server)
+
+    assert with_usage[-1] == "[DONE]" and without[-1] == "[DONE]"
+    chunks = [json.loads(line) for line in with_usage[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "Hello there"
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
+    assert all("usage" not in json.loads(line) for line in without[:-1])
+
+
+async def test_the_fake_server_can_refuse_streaming_like_some_providers() -> None:
+    async with FakeLLMServer([reply("never")], reject_stream=True) as server:
         payload = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
         async with (
             aiohttp.ClientSession() as http,
@@ -535,8 +795,8 @@ async def test_the_fake_server_refuses_streaming_requests_clearly() -> None:
         ):
             status, body = resp.status, await resp.json()
     assert status == 400
-    assert "stream" in body["error"]["message"]
-    assert server.violations and server.remaining == 1
+    assert "Streaming is not supported" in body["error"]["message"]
+    assert len(server.rejected) == 1 and server.remaining == 1
 
 
 async def test_a_responder_serves_many_conversations_at_once(make_llm: LLMFactory) -> None:

@@ -13,7 +13,7 @@ from bot.context import anchor
 from bot.guards import confirm_prompt
 from bot.mcp.host import MCPHost
 from bot.model.offline import OfflineModel
-from bot.types import ChatMessage, ConversationKey, Incoming, ToolCall, ToolSpec, no_progress
+from bot.types import ChatMessage, ConversationKey, Incoming, ToolCall, ToolSpec, TurnEvent, no_progress
 from tests.conftest import ROOT, seed_servers
 
 SEED_QUESTION = "Is the environment in A1001 good for a run near 31.23, 121.47?"
@@ -678,3 +678,27 @@ async def test_stored_arguments_nested_5000_deep_do_not_crash_the_offline_answer
     ]
     completion = await OfflineModel().complete(messages, [tool], no_progress)
     assert completion.message.content
+
+
+async def test_the_answer_streams_word_by_word_and_tool_calls_stream_no_text():
+    events: list[TurnEvent] = []
+
+    async def progress(event: TurnEvent) -> None:
+        events.append(event)
+
+    model = OfflineModel()
+    calls = (await model.complete([user(SEED_QUESTION)], SEED_TOOLS, progress)).message
+    assert calls.tool_calls and events == []
+
+    history = [
+        user(SEED_QUESTION),
+        calls,
+        result("call_offline_1", ENV.name, ENV_RESULT),
+        result("call_offline_2", GEO.name, GEO_RESULT),
+    ]
+    answer = (await model.complete(history, SEED_TOOLS, progress)).message
+    pieces = [e.message for e in events]
+    assert {e.kind for e in events} == {"text"}
+    assert "".join(pieces) == answer.content
+    assert len(pieces) > 10
+    assert all(len(piece.split()) == 1 for piece in pieces), "one word per piece"

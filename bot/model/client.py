@@ -8,31 +8,43 @@ the agent answers by compressing the history (not this module's job).
 Works against OpenAI and the servers that imitate it (vLLM, Ollama, LM Studio, llama.cpp): tool
 lists are sent only when non-empty, `tool_choice` is left to the server's default, tool-call
 arguments come back exactly as the model wrote them, and missing tool-call ids are filled in.
+
+Answers are streamed: each piece of text goes to `progress` as a `TurnEvent(kind="text")` the moment
+it arrives, and the answer is assembled by `bot.model.stream`. A provider that refuses
+`stream_options` or streaming is noticed on its first refusal and asked without from then on. A
+stream that breaks off (dropped connection, error event, no chunk for the stall timeout) is retried
+like a failed request while nothing was shown; after text was shown, retrying would show the answer
+twice, so `StreamCut` carries the shown text to the agent instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import itertools
+import json
 import logging
 import random
 import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import openai
-from openai.types.chat import ChatCompletion
+from openai import AsyncStream
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from bot.config import Settings
-from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable
+from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable, StreamCut
+from bot.model.stream import StreamAssembler
 from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
 
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+StreamMode = Literal["auto", "on", "off"]
 
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 30.0
@@ -45,6 +57,11 @@ CONNECT_TIMEOUT = 10.0
 # except 501: "not implemented" stays so however often it is asked, so it fails at once.
 _RETRYABLE_STATUS = frozenset({408, 409})
 _PERMANENT_SERVER_STATUS = frozenset({501})
+
+# Statuses a provider answers an unsupported request field with (then its message names the field).
+_REFUSED_FIELD_STATUS = frozenset({400, 422, 501})
+_NAMES_STREAM_OPTIONS = re.compile(r"stream_options", re.IGNORECASE)
+_NAMES_STREAM = re.compile(r"\bstream(?:ing)?\b", re.IGNORECASE)
 
 # How OpenAI and the servers that imitate it word "the prompt is longer than the context window".
 _CONTEXT_PATTERNS = re.compile(
@@ -81,10 +98,18 @@ class OpenAILLM:
         timeout: float,
         max_retries: int,
         temperature: float | None = None,
+        stream: StreamMode = "auto",
+        stream_stall: float = 30.0,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._model = model
         self._timeout = timeout
+        self._stream_mode = stream
+        # What this provider accepts, learnt from its first refusal and kept for the process.
+        self._streaming = stream != "off"
+        self._stream_options = True
+        # The read timeout would notice a silent stream too, but only after NERVE_LLM_TIMEOUT.
+        self._stall = min(stream_stall, timeout)
         self._max_retries = max_retries
         self._temperature = temperature
         self._sleep = sleep
@@ -102,8 +127,6 @@ class OpenAILLM:
             if url.userinfo
             else str(url).rstrip("/")
         )
-        # Ids for tool calls a server sent without one; the random part keeps them unique across
-        # restarts, so a stored history never holds the same id for two different calls.
         self._id_prefix = secrets.token_hex(4)
         self._ids = itertools.count(1)
 
@@ -116,6 +139,8 @@ class OpenAILLM:
             api_key=key,
             timeout=settings.nerve_llm_timeout,
             max_retries=settings.nerve_llm_max_retries,
+            stream=settings.nerve_llm_stream,
+            stream_stall=settings.nerve_llm_stream_stall,
         )
 
     def __repr__(self) -> str:
@@ -137,32 +162,12 @@ class OpenAILLM:
 
         attempt = 0
         while True:
-            try:
-                # The request is already in wire form: `post` skips the SDK's per-message transform
-                # of `create`, which re-walks the whole history on every round (tens of ms at 40 messages).
-                response = await self._client.post("/chat/completions", body=request, cast_to=ChatCompletion)
-            except openai.APIStatusError as exc:
-                failure = self._classify_status(exc)
-            except openai.APITimeoutError:
-                failure = _Retryable(
-                    LLMUnavailable(
-                        f"the model service at {self._where} did not answer within {self._timeout:g} s"
-                    ),
-                    progress_text="model service timed out",
-                    retry_after=None,
-                )
-            except openai.APIConnectionError as exc:
-                failure = _Retryable(
-                    LLMUnavailable(f"could not reach the model service at {self._where} ({_cause(exc)})"),
-                    progress_text="model service unreachable",
-                    retry_after=None,
-                    # A refused connection is usually a wrong URL or a stopped server: one retry
-                    # covers a restart, more only keep the user waiting.
-                    max_retries=1,
-                )
-            else:
-                return self._to_completion(response)
-
+            outcome = await self._attempt(request, progress)
+            if isinstance(outcome, Completion):
+                return outcome
+            if outcome is None:
+                continue  # the provider refused a streaming field: asked again at once, without it
+            failure = outcome
             if attempt >= min(self._max_retries, failure.max_retries):
                 raise _exhausted(failure.error, attempt)
             wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt)
@@ -186,6 +191,145 @@ class OpenAILLM:
                 )
             )
             await self._sleep(wait)
+
+    async def _attempt(self, request: dict[str, Any], progress: Progress) -> Completion | _Retryable | None:
+        """One request: the answer, a failure worth retrying, or None when the provider refused a
+        streaming field (now learnt). Failures that retrying cannot fix raise their typed error."""
+        streaming = self._streaming
+        body = dict(request)
+        if streaming:
+            body["stream"] = True
+            if self._stream_options:
+                body["stream_options"] = {"include_usage": True}
+        try:
+            # The request is already in wire form: `post` skips the SDK's per-message transform
+            # of `create`, which re-walks the whole history on every round (tens of ms at 40 messages).
+            if not streaming:
+                response = await self._client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+                return await self._shown_whole(self._to_completion(response), progress)
+            stream = await self._client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=ChatCompletion,
+                stream=True,
+                stream_cls=AsyncStream[ChatCompletionChunk],
+            )
+        except openai.APIStatusError as exc:
+            if streaming and self._learn_refusal(exc, body):
+                return None
+            return self._classify_status(exc)
+        except openai.APITimeoutError:
+            return self._timed_out()
+        except openai.APIConnectionError as exc:
+            return _Retryable(
+                LLMUnavailable(f"could not reach the model service at {self._where} ({_cause(exc)})"),
+                progress_text="model service unreachable",
+                retry_after=None,
+                # A refused connection is usually a wrong URL or a stopped server: one retry
+                # covers a restart, more only keep the user waiting.
+                max_retries=1,
+            )
+        async with stream:  # the connection is released on every way out, a cancelled turn too
+            content_type = stream.response.headers.get("content-type", "")
+            if "event-stream" not in content_type:
+                return await self._shown_whole(await self._unstreamed(stream, content_type), progress)
+            return await self._read(stream, progress)
+
+    @staticmethod
+    async def _shown_whole(completion: Completion, progress: Progress) -> Completion:
+        """An answer that arrived in one piece is shown in one piece, so front ends need one path."""
+        if completion.message.content:
+            await progress(TurnEvent(kind="text", message=completion.message.content))
+        return completion
+
+    def _timed_out(self) -> _Retryable:
+        return _Retryable(
+            LLMUnavailable(f"the model service at {self._where} did not answer within {self._timeout:g} s"),
+            progress_text="model service timed out",
+            retry_after=None,
+        )
+
+    def _learn_refusal(self, exc: openai.APIStatusError, body: Mapping[str, Any]) -> bool:
+        """True when the provider refused `stream_options` or streaming itself (remembered from now
+        on, so it is refused once per process, not once per answer)."""
+        if exc.status_code not in _REFUSED_FIELD_STATUS:
+            return False
+        said = f"{exc.param or ''} {exc.code or ''} {_server_message(exc)}"
+        if _CONTEXT_PATTERNS.search(said):
+            return False
+        if "stream_options" in body and _NAMES_STREAM_OPTIONS.search(said):
+            logger.warning("the model service refuses stream_options; usage figures may be missing")
+            self._stream_options = False
+            return True
+        if self._stream_mode == "auto" and _NAMES_STREAM.search(said):
+            logger.warning("the model service refuses streaming; answers will arrive whole")
+            self._streaming = False
+            return True
+        return False
+
+    async def _read(
+        self, stream: AsyncStream[ChatCompletionChunk], progress: Progress
+    ) -> Completion | _Retryable:
+        """Assemble a streamed answer, showing its text as it comes."""
+        assembler = StreamAssembler()
+        while True:
+            # The first chunk may take as long as a whole answer used to; later ones come quickly.
+            wait = self._timeout if assembler.chunks == 0 else self._stall
+            try:
+                async with asyncio.timeout(wait):
+                    chunk = await anext(stream)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                return self._broken(assembler, f"nothing came for {wait:g} s")
+            except openai.APITimeoutError:
+                return self._broken(assembler, f"nothing came for {self._timeout:g} s")
+            except openai.APIConnectionError as exc:
+                if assembler.finished:
+                    break  # only the usage figures after the end were lost
+                return self._broken(assembler, f"the connection dropped: {_cause(exc)}")
+            except openai.APIError as exc:
+                # An error event inside the stream: the provider gave up on this answer.
+                if not assembler.text and _CONTEXT_PATTERNS.search(f"{exc.code or ''} {exc.message}"):
+                    raise ContextTooLong(
+                        f"the conversation is longer than the model's context window: {exc.message}"
+                    ) from None
+                return self._broken(assembler, f"the service reported: {_one_line(exc.message)}")
+            except ValueError:
+                return self._broken(assembler, "it sent a chunk that is not JSON")
+            text = assembler.feed(chunk)
+            if text:
+                await progress(TurnEvent(kind="text", message=text))
+        if not assembler.finished:
+            return self._broken(assembler, "the stream ended before the answer did")
+        return assembler.completion(self._new_id)
+
+    def _broken(self, assembler: StreamAssembler, why: str) -> _Retryable:
+        """A stream that broke off: retried while nothing was shown, else the shown text ends the turn."""
+        if assembler.text:
+            raise StreamCut(f"the model service stopped sending the answer ({why})", partial=assembler.text)
+        return _Retryable(
+            LLMUnavailable(f"the model service's answer broke off ({why})"),
+            progress_text="model answer broke off",
+            retry_after=None,
+        )
+
+    async def _unstreamed(self, stream: AsyncStream[ChatCompletionChunk], content_type: str) -> Completion:
+        """A 200 that is not an event stream: a server that ignores `stream` (its JSON answer is read
+        as it is), or a web page instead of the API."""
+        raw = await stream.response.aread()
+        data: object = None
+        if "json" in content_type:
+            with contextlib.suppress(ValueError):
+                data = json.loads(raw)
+        if not isinstance(data, dict) or "choices" not in data:
+            return self._to_completion(data)
+        return self._to_completion(ChatCompletion.construct(**data))
+
+    def _new_id(self) -> str:
+        # Ids for tool calls a server sent without one; the random part keeps them unique across
+        # restarts, so a stored history never holds the same id for two different calls.
+        return f"call_{self._id_prefix}_{next(self._ids)}"
 
     def _classify_status(self, exc: openai.APIStatusError) -> _Retryable:
         """Retryable failures come back; the rest raise their typed error right here."""
@@ -242,7 +386,7 @@ class OpenAILLM:
             else:
                 raise LLMError("the model service sent a tool call with neither a function nor a name")
             # Some servers omit the id or send ""; the agent keys results by it, so it must be unique.
-            call_id = getattr(call, "id", None) or f"call_{self._id_prefix}_{next(self._ids)}"
+            call_id = getattr(call, "id", None) or self._new_id()
             calls.append(
                 ToolCall(id=call_id, name=name, arguments=arguments if arguments is not None else "")
             )
@@ -334,6 +478,11 @@ def _cause(exc: BaseException) -> str:
     if cause is None:
         return exc.message if isinstance(exc, openai.APIError) else str(exc)
     return str(cause) or type(cause).__name__
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _seconds(wait: float) -> str:

@@ -11,6 +11,14 @@ Two ways to drive it:
 * a script — a list of steps consumed in order (`reply`, `tool_reply`, `rate_limited`, …);
 * a responder — a callable `(request_json) -> step` for benchmarks that serve many conversations
   at once and cannot know the arrival order in advance.
+
+A request with `"stream": true` gets the same scripted reply as server-sent events, the way OpenAI
+streams it: `chat.completion.chunk` objects on `data:` lines and a closing `data: [DONE]`. Text comes
+in small deltas; each tool call's id, name and arguments come in fragments split mid-string, the
+fragments of parallel calls interleaved by `index`; `finish_reason` rides on the last choice chunk,
+and a usage chunk (`choices: []`) follows only when `stream_options.include_usage` was asked. A
+`Reply` can pace the chunks and break the stream (cut, provider error event, stall); the server can
+imitate providers that reject `stream_options` or streaming altogether.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import itertools
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -53,7 +62,26 @@ class Reply:
     finish_reason: str | None = None
     # Some OpenAI-compatible servers send tool calls without ids; this imitates them.
     omit_ids: bool = False
+    # Before the answer starts (before the response headers, streamed or not).
     delay: float = 0.0
+    # --- streamed answers only --------------------------------------------------------------------
+    # Characters of text per delta, and of a tool call's id, name or arguments per fragment.
+    chunk_chars: int = 4
+    fragment_chars: int = 3
+    # Fragments of parallel calls take turns by `index` (as some providers send them); False: one
+    # call after the other (as OpenAI does).
+    interleave: bool = True
+    # Seconds between the headers and the first chunk, and between two chunks.
+    first_token_delay: float = 0.0
+    chunk_delay: float = 0.0
+    # Faults, counted in chunks sent (the opening role chunk counts): after that many chunks the
+    # connection is closed without [DONE] (`cut_after`), a provider error event ends the stream
+    # (`error_after`), or nothing comes for `stall` seconds (`stall_after`).
+    cut_after: int | None = None
+    error_after: int | None = None
+    error_message: str = "The server had an error while processing your request."
+    stall_after: int | None = None
+    stall: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,10 +102,14 @@ Responder = Callable[[dict[str, Any]], Step | Awaitable[Step]]
 
 
 def reply(
-    content: str, *, usage: Usage | Literal["estimate"] | None = "estimate", delay: float = 0.0
+    content: str,
+    *,
+    usage: Usage | Literal["estimate"] | None = "estimate",
+    delay: float = 0.0,
+    **streaming: Any,
 ) -> Reply:
-    """A plain text answer."""
-    return Reply(content=content, usage=usage, delay=delay)
+    """A plain text answer; `streaming` takes the `Reply` fields that shape a streamed answer."""
+    return Reply(content=content, usage=usage, delay=delay, **streaming)
 
 
 def tool_reply(*calls: FakeCall | tuple[str, str], content: str | None = None, delay: float = 0.0) -> Reply:
@@ -147,6 +179,8 @@ class FakeLLMServer:
         *,
         strict: bool = True,
         model: str | None = None,
+        reject_stream_options: bool = False,
+        reject_stream: bool = False,
     ) -> None:
         if callable(script):
             self._responder: Responder | None = script
@@ -156,15 +190,21 @@ class FakeLLMServer:
             self._steps = list(script)
         self._strict = strict
         self._model = model
+        # Imitate providers that answer 400 to `stream_options`, or to `stream: true` at all.
+        self._reject_stream_options = reject_stream_options
+        self._reject_stream = reject_stream
         self._next_step = 0
         self._call_ids = 0
         self._closing = asyncio.Event()
+        self._unstalled = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         # Parsed JSON bodies of every chat-completions request, in arrival order.
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self.violations: list[str] = []
+        # Requests answered 400 by `reject_stream_options` / `reject_stream` (no script step used).
+        self.rejected: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -193,6 +233,7 @@ class FakeLLMServer:
     async def close(self) -> None:
         # Ends every scripted delay at once, so a slow step never holds up the test's teardown.
         self._closing.set()
+        self._unstalled.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -241,7 +282,7 @@ class FakeLLMServer:
         self.violations.append(problem)
         return _error_response(404, f"FakeLLMServer: {problem}", "invalid_request_error", "not_found")
 
-    async def _handle(self, request: web.Request) -> web.Response:
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.text()
         try:
             body = json.loads(raw)
@@ -251,9 +292,22 @@ class FakeLLMServer:
             return self._refuse("request body needs 'model' and a 'messages' list")
         self.requests.append(body)
         self.request_headers.append(dict(request.headers))
-        if body.get("stream"):
-            return self._refuse(
-                "streaming was requested, but this server (like nerve) only does stream=false"
+        streaming = bool(body.get("stream"))
+        if "stream_options" in body and not streaming:
+            # OpenAI refuses this too: stream_options means nothing without stream=true.
+            return self._refuse("stream_options was sent without stream=true")
+        if streaming and self._reject_stream:
+            self.rejected.append(body)
+            return _error_response(
+                400,
+                "Streaming is not supported by this server: 'stream' must be false.",
+                "invalid_request_error",
+                None,
+            )
+        if "stream_options" in body and self._reject_stream_options:
+            self.rejected.append(body)
+            return _error_response(
+                400, "Unrecognized request argument supplied: stream_options", "invalid_request_error", None
             )
 
         step = await self._next(body)
@@ -265,14 +319,59 @@ class FakeLLMServer:
             self.violations.append(problem)
             return _error_response(500, f"FakeLLMServer: {problem}", "script_exhausted", "script_exhausted")
 
-        if step.delay > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), timeout=step.delay)
+        await self._pause(step.delay)
         if isinstance(step, HttpError):
             if step.raw_body is not None:
                 return web.Response(status=step.status, text=step.raw_body, headers=step.headers)
             return _error_response(step.status, step.message, step.type, step.code, step.headers)
-        return web.json_response(self._completion(body, step))
+        completion = self._completion(body, step)
+        if not streaming:
+            return web.json_response(completion)
+        return await self._stream(request, body, step, completion)
+
+    def unstall(self) -> None:
+        """End the current stall, and any later one, at once (a test saw what it needed meanwhile)."""
+        self._unstalled.set()
+
+    async def _pause(self, seconds: float, *, until: asyncio.Event | None = None) -> None:
+        """Wait, but end at once when the server closes, so a slow step never holds up teardown."""
+        if seconds > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for((until or self._closing).wait(), timeout=seconds)
+
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], step: Reply, completion: dict[str, Any]
+    ) -> web.StreamResponse:
+        """The reply as server-sent events, paced and broken as the step says."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        chunks = stream_chunks(completion, step, include_usage=include_usage)
+        try:
+            await self._pause(step.first_token_delay)
+            for sent, chunk in enumerate(chunks):
+                if sent == step.cut_after:
+                    # Leave without the closing chunk of the body: the client sees the connection drop.
+                    if request.transport is not None:
+                        request.transport.close()
+                    return response
+                if sent == step.error_after:
+                    error = {"message": step.error_message, "type": "server_error", "code": None}
+                    await response.write(_event({"error": error}))
+                    await response.write_eof()
+                    return response
+                if sent == step.stall_after:
+                    await self._pause(step.stall, until=self._unstalled)
+                elif sent and step.chunk_delay:
+                    await self._pause(step.chunk_delay)
+                await response.write(_event(chunk))
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass  # the client stopped listening (a stall it gave up on, a cancelled turn)
+        return response
 
     def _refuse(self, problem: str) -> web.Response:
         self.violations.append(problem)
@@ -325,6 +424,54 @@ class FakeLLMServer:
                 "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             }
         return out
+
+
+def stream_chunks(completion: dict[str, Any], step: Reply, *, include_usage: bool) -> list[dict[str, Any]]:
+    """The chunks of a streamed `completion`, as OpenAI's wire format has them (without [DONE])."""
+    base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+
+    text = message.get("content") or ""
+    out = [chunk({"role": "assistant", "content": "" if text or not message.get("tool_calls") else None})]
+    size = max(1, step.chunk_chars)
+    out += [chunk({"content": text[i : i + size]}) for i in range(0, len(text), size)]
+
+    per_call = [
+        _fragments(index, call, step.fragment_chars)
+        for index, call in enumerate(message.get("tool_calls") or ())
+    ]
+    if step.interleave:
+        ordered = [f for group in itertools.zip_longest(*per_call) for f in group if f is not None]
+    else:
+        ordered = [f for fragments in per_call for f in fragments]
+    out += [chunk({"tool_calls": [fragment]}) for fragment in ordered]
+
+    out.append(chunk({}, choice["finish_reason"]))
+    if include_usage and "usage" in completion:
+        out.append(base | {"choices": [], "usage": completion["usage"]})
+    return out
+
+
+def _fragments(index: int, call: dict[str, Any], size: int) -> list[dict[str, Any]]:
+    """One call's id, then name, then arguments, each cut every `size` characters (mid-string)."""
+    size = max(1, size)
+
+    def pieces(text: str) -> list[str]:
+        return [text[i : i + size] for i in range(0, len(text), size)]
+
+    out: list[dict[str, Any]] = [{"index": index, "type": "function", "function": {}}]
+    out += [{"index": index, "id": piece, "function": {}} for piece in pieces(call.get("id") or "")]
+    out += [{"index": index, "function": {"name": piece}} for piece in pieces(call["function"]["name"])]
+    out += [{"index": index, "function": {"arguments": p}} for p in pieces(call["function"]["arguments"])]
+    return out
+
+
+def _event(data: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 def _error_response(

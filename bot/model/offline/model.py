@@ -18,7 +18,10 @@ from bot.model.offline.fill import LAT_NAMES, LNG_NAMES, Question, fill, norm, r
 from bot.model.offline.words import WORD
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.render import truncate
-from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, Usage
+from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
+
+# A word with the blanks after it (or blanks that open the text): the pieces join back exactly.
+_WORDS = re.compile(r"\S+\s*|\s+")
 
 _GREETINGS = {"hi", "hello", "hey", "hiya", "yo", "morning", "evening", "afternoon", "thanks", "thank"}
 _GREETINGS |= {"你好", "您好", "嗨", "谢谢"}
@@ -56,6 +59,10 @@ class OfflineModel:
             )
         else:
             message = _decide(question, tools, first_id)
+        if message.content and not message.tool_calls:
+            # Word by word, as a model service streams, so front ends show the answer as it comes.
+            for word in _WORDS.findall(message.content):
+                await progress(TurnEvent(kind="text", message=word))
         prompt = estimate_message_tokens(messages) + estimate_tools_tokens(tools)
         completion = estimate_message_tokens([message])
         return Completion(message=message, usage=Usage(prompt_tokens=prompt, completion_tokens=completion))
