@@ -143,6 +143,26 @@ async def test_ask_on_a_terminal_asks_like_the_chat(tmp_path, notes):
     assert notes.read_text() == "one\n"
 
 
+async def test_a_request_that_ran_out_of_time_asks_nothing_and_the_model_reads_not_approved_in_time(
+    tmp_path, notes
+):
+    script = [tool_reply(append("one", "call_1")), reply("Nobody approved it in time.")]
+    async with FakeLLMServer(script) as model:
+        env = env_for(tmp_path, notes, model, NERVE_APPROVAL_TIMEOUT="0.001")
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(PROMPT)
+            term.type(b"append one\r")
+            at = await term.expect(b"expired", after=at)
+            at = await term.expect(b"Nobody approved it in time.", after=at)
+            await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        model.assert_complete()
+    assert ALWAYS not in term.output
+    assert "not approved in time" in tool_content(model.requests[1], "call_1")
+    assert not notes.exists()
+
+
 # --- scripts --------------------------------------------------------------------------------------
 
 
