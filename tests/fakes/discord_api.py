@@ -555,6 +555,23 @@ class FakeDiscord:
         data = self._interaction_base(user, channel_id if channel_id in self.channels else None, 3)
         data["message"] = message
         data["data"] = {"custom_id": custom_id, "component_type": 2}
+        # A component interaction's "original response" is the message the component is on.
+        self._interactions[data["token"]]["original"] = int(message["id"])
+        await self.dispatch("INTERACTION_CREATE", data)
+        return data
+
+    async def autocomplete(
+        self, user: FakeUser, name: str, option: str, typed: str, *, channel_id: int | None = None
+    ) -> dict[str, Any]:
+        """A user types into a slash command's option that offers choices; type 4 interaction."""
+        command = next((c for c in self.commands if c["name"] == name), None)
+        data = self._interaction_base(user, channel_id, 4)
+        data["data"] = {
+            "id": command["id"] if command else str(self.snowflake()),
+            "name": name,
+            "type": 1,
+            "options": [{"name": option, "type": 3, "value": typed, "focused": True}],
+        }
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
@@ -657,7 +674,7 @@ class FakeDiscord:
             if msg is None:
                 return _json({"message": "Unknown Message", "code": 10008}, 404)
             if method == "PATCH":
-                msg.update(self._message_fields(payload))
+                msg.update(self._edited_fields(payload))
                 msg["edited_timestamp"] = _now_iso()
             return _json(msg)
         if (m := re.fullmatch(r"/channels/(\d+)/messages/(\d+)/threads", path)) and method == "POST":
@@ -688,13 +705,19 @@ class FakeDiscord:
             "bot": self.bot.payload(),
         }
 
-    @staticmethod
-    def _message_fields(payload: dict[str, Any]) -> dict[str, Any]:
-        keep = ("content", "embeds", "components", "allowed_mentions", "flags", "message_reference")
-        out = {k: payload[k] for k in keep if k in payload}
+    _MESSAGE_FIELDS = ("content", "embeds", "components", "allowed_mentions", "flags", "message_reference")
+
+    @classmethod
+    def _message_fields(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        out = {k: payload[k] for k in cls._MESSAGE_FIELDS if k in payload}
         out.setdefault("embeds", [])
         out.setdefault("components", [])
         return out
+
+    @classmethod
+    def _edited_fields(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        """An edit changes only what it sends, as Discord's PATCH does."""
+        return {k: payload[k] for k in cls._MESSAGE_FIELDS if k in payload}
 
     def _post_message(self, channel_id: int, payload: dict[str, Any], files: list[Part]) -> web.Response:
         if channel_id not in self.channels:
@@ -771,7 +794,7 @@ class FakeDiscord:
             return _json({"message": "Unknown Message", "code": 10008}, 404)
         msg = found
         if method == "PATCH":
-            msg.update(self._message_fields(payload))
+            msg.update(self._edited_fields(payload))
             msg["flags"] = int(msg.get("flags", 0)) & ~128
             msg["edited_timestamp"] = _now_iso()
             if files:
