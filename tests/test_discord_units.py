@@ -4,14 +4,27 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import re
 from typing import Any
 
 import discord
 import pytest
 
 from adapters.discord.app import RestartPolicy, run_discord
-from adapters.discord.incoming import Job, dm_key, job_for, thread_key, to_incoming
+from adapters.discord.approval_buttons import (
+    CUSTOM_ID_LIMIT,
+    TEMPLATE,
+    approval_view,
+    batch_hash,
+    call_ref,
+    find_call,
+    parse,
+    shown_hash,
+)
+from adapters.discord.approval_message import approval_message
+from adapters.discord.incoming import Job, answer_channel, dm_key, job_for, thread_key, to_incoming
 from adapters.discord.render import (
     EMBED_TOTAL_LIMIT,
     MESSAGE_LIMIT,
@@ -20,7 +33,8 @@ from adapters.discord.render import (
     results_view,
 )
 from bot.errors import ConfigError
-from bot.types import AgentReply, Attachment
+from bot.policy.scopes import Place
+from bot.types import AgentReply, ApprovalPrompt, Attachment, ConversationKey, PendingCall
 from tests.fakes.discord_api import FakeDiscord, FakeUser, settings_for
 
 
@@ -53,6 +67,21 @@ def test_a_mention_in_a_channel_keys_a_new_conversation_on_the_mention_itself() 
     assert incoming.key == thread_key(fake.guild_id, fake.channel_id, msg.id)
     assert incoming.event_id == f"m:{msg.id}"
     assert job_for(incoming, kind="message", channel_id=channel.id, message_id=msg.id).open_thread
+
+
+def test_a_mention_in_a_channel_is_placed_in_its_guild_and_channel() -> None:
+    fake = FakeDiscord()
+    state, guild = make_state(fake)
+    channel = guild.get_channel(fake.channel_id)
+    user = fake.user("ada")
+    msg = message(fake, state, channel, user, f"<@{fake.bot.id}> hi", mentions=[fake.bot])
+    incoming = to_incoming(msg, fake.bot.id)
+    assert incoming is not None
+    assert incoming.place == Place(
+        platform="discord", guild=str(fake.guild_id), channel=str(fake.channel_id), user=str(user.id)
+    )
+    job = job_for(incoming, kind="message", channel_id=channel.id, message_id=msg.id)
+    assert Job.from_json(job.to_json()).incoming.place == incoming.place, "recovered deliveries keep it"
 
 
 def test_channel_chatter_bots_and_the_bot_itself_are_ignored() -> None:
@@ -106,6 +135,9 @@ def test_messages_in_the_bots_thread_continue_it_without_a_mention() -> None:
     incoming = to_incoming(message(fake, state, thread, fake.user("ada"), "and tomorrow?"), fake.bot.id)
     assert incoming is not None
     assert incoming.key == thread_key(fake.guild_id, fake.channel_id, thread_id)
+    assert incoming.place is not None and incoming.place.channel == str(fake.channel_id), "the parent channel"
+    assert incoming.place.guild == str(fake.guild_id) and not incoming.place.dm
+    assert answer_channel(incoming.key) == (thread_id, fake.guild_id), "later answers go to the thread"
     assert not job_for(
         incoming, kind="message", channel_id=thread_id, message_id=fake.snowflake()
     ).open_thread
@@ -126,6 +158,10 @@ def test_a_dm_is_keyed_on_the_user_so_two_users_never_share_one() -> None:
         incoming = to_incoming(message(fake, state, channel, user, "hello"), fake.bot.id)
         assert incoming is not None
         assert incoming.key == dm_key(channel_id, user.id)
+        assert incoming.place == Place(
+            platform="discord", channel=str(channel_id), dm=True, user=str(user.id)
+        )
+        assert answer_channel(incoming.key) == (channel_id, None)
         keys.append(incoming.key)
     assert keys[0] != keys[1]
 
@@ -208,6 +244,7 @@ async def test_a_missing_token_is_a_config_error() -> None:
 async def test_run_discord_restarts_a_dead_client_with_backoff(store: Any) -> None:
     class Agent:
         inbox = store
+        approvals = None
 
     async with FakeDiscord() as fake:
         fake.login_failures = 2
@@ -223,3 +260,101 @@ async def test_run_discord_restarts_a_dead_client_with_backoff(store: Any) -> No
             runner.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await runner
+
+
+def prompt_with(*calls: PendingCall, reason: str = "Because you asked.") -> ApprovalPrompt:
+    return ApprovalPrompt(
+        request_id="Rq-123_abcDEF4567",
+        key=ConversationKey(platform="discord", workspace="1", channel="2", thread="3"),
+        requester="42",
+        place="discord:2",
+        calls=calls,
+        reason=reason,
+        expires_at=1_900_000_000.0,
+    )
+
+
+def pending(call_id: str, arguments: dict[str, Any] | None = None, **kw: Any) -> PendingCall:
+    return PendingCall(
+        call_id=call_id,
+        server="notes",
+        tool="append_note",
+        arguments=arguments if arguments is not None else {"text": call_id},
+        call_hash=hashlib.sha256(call_id.encode()).hexdigest(),
+        **kw,
+    )
+
+
+def view_buttons(view: discord.ui.View) -> list[dict[str, Any]]:
+    """The buttons as Discord receives them, row by row."""
+    return [c for row in view.to_components() for c in row["components"]]
+
+
+def test_button_ids_fit_discord_and_name_an_odd_or_long_call_id_by_its_position() -> None:
+    long_id = "toolu_" + "x" * 90
+    odd_id = "call:with spaces/and:colons"
+    prompt = prompt_with(pending("call_abc123"), pending(long_id), pending(odd_id))
+    assert [call_ref(prompt, c) for c in prompt.calls] == ["call_abc123", "~1", "~2"]
+    assert find_call(prompt, "~1") == prompt.calls[1] and find_call(prompt, "~9") is None
+    view = approval_view(prompt)
+    assert view is not None
+    ids = [c["custom_id"] for c in view_buttons(view)]
+    assert ids and all(len(i) <= CUSTOM_ID_LIMIT for i in ids)
+    clicks = [parse(m) for i in ids if (m := re.fullmatch(TEMPLATE, i))]
+    assert len(clicks) == len(ids), "every id is routed by the template"
+    assert {c.request_id for c in clicks} == {prompt.request_id}
+    approve_two = next(c for c in clicks if c.action == "approve" and c.call == "~1")
+    assert approve_two.shown_hash == shown_hash(prompt, "~1") == prompt.calls[1].call_hash[:12]
+    assert {c.shown_hash for c in clicks if c.call == "*"} == {batch_hash(prompt)}
+
+
+def test_many_calls_stay_within_five_rows_of_five_buttons_and_decided_calls_lose_theirs() -> None:
+    prompt = prompt_with(*(pending(f"c{i}") for i in range(12)))
+    view = approval_view(prompt)
+    assert view is not None
+    rows = [c for c in view.to_components()]
+    assert len(rows) <= 5 and all(len(r["components"]) <= 5 for r in rows)
+    labels = [c["label"] for r in rows for c in r["components"]]
+    assert labels[-3:] == ["Approve all", "Deny all", "Always allow here"]
+
+    one = prompt_with(pending("c1"))
+    single = approval_view(one)
+    assert single is not None
+    assert [c["label"] for c in view_buttons(single)] == [
+        "Approve",
+        "Deny",
+        "Always allow here",
+    ]
+    decided = prompt_with(pending("c1", status="approved", decided_by="42"))
+    assert approval_view(decided) is None, "no buttons once nothing waits"
+
+
+def test_long_arguments_are_shown_in_full_in_an_attached_file_and_embeds_stay_within_limits() -> None:
+    big = {"text": "z" * 9000}
+    prompt = prompt_with(pending("c1", big), pending("c2"), reason="r" * 2000)
+    shown = approval_message(prompt)
+    assert len(shown.content) <= MESSAGE_LIMIT
+    assert sum(len(e) for e in shown.embeds) <= EMBED_TOTAL_LIMIT
+    assert all((e.description or "").endswith("```") for e in shown.embeds), "fences stay closed"
+    assert shown.file_text is not None
+    assert "z" * 9000 in shown.file_text and "r" * 2000 in shown.file_text
+    assert "<@42> or an admin" in shown.content and "<t:1900000000:R>" in shown.content
+
+    small = approval_message(prompt_with(pending("c1")))
+    assert small.file_text is None and '"text": "c1"' in (small.embeds[0].description or "")
+
+
+def test_the_message_shows_each_outcome_and_who_decided_then_how_it_ended() -> None:
+    partly = prompt_with(pending("c1", status="approved", decided_by="42"), pending("c2"))
+    shown = approval_message(partly)
+    outcomes = [f.value for e in shown.embeds for f in e.fields if f.name == "Outcome"]
+    assert outcomes == ["✅ approved by <@42>", "⏳ waiting for a decision"]
+    assert "Waiting for approval" in shown.content
+
+    done = prompt_with(
+        pending("c1", status="approved", decided_by="42"), pending("c2", status="denied", decided_by="7")
+    )
+    assert "1 approved, 1 denied" in approval_message(done).content
+    expired = prompt_with(pending("c1", status="expired", decided_by="expiry"))
+    text = approval_message(expired)
+    assert "Not approved in time" in text.content and "Expires" not in text.content

@@ -32,6 +32,8 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from adapters.discord import commands as discord_commands
+from adapters.discord.approval_buttons import ApprovalButton, Click
+from adapters.discord.approval_flow import ApprovalAgent, ApprovalFlow
 from adapters.discord.delivery import (
     NO_MENTIONS,
     ChannelGuard,
@@ -41,7 +43,7 @@ from adapters.discord.delivery import (
     reply_reference,
     send_chunks,
 )
-from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, job_for, to_incoming
+from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel, job_for, to_incoming
 from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
 from bot.config import Settings
@@ -66,7 +68,7 @@ FATAL_CLOSE_CODES = {
 }
 
 
-class DiscordAgent(Protocol):
+class DiscordAgent(ApprovalAgent, Protocol):
     """What the bot needs from the core `Agent`."""
 
     inbox: Inbox
@@ -75,7 +77,7 @@ class DiscordAgent(Protocol):
 
     async def reset(self, key: ConversationKey) -> None: ...
 
-    def tools(self) -> list[ToolSpec]: ...
+    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]: ...
 
 
 def point_discord_at(settings: Settings) -> None:
@@ -91,6 +93,9 @@ def thread_name(question: str) -> str:
 
 class NerveDiscordBot(discord.Client):
     """The Discord client: parses deliveries into `Incoming`, runs turns, renders replies."""
+
+    # How often requests past their expiry are looked for (they go on "not approved in time").
+    approval_sweep_every = 15.0
 
     def __init__(self, agent: DiscordAgent, settings: Settings) -> None:
         point_discord_at(settings)
@@ -110,6 +115,14 @@ class NerveDiscordBot(discord.Client):
         self._order = ConversationOrder()
         self._thread_refused: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.approval_flow = ApprovalFlow(
+            agent=agent,
+            client=self,
+            guard=self.guard,
+            order=self._order,
+            post=self.post_to_conversation,
+            spawn=self._spawn,
+        )
         discord_commands.register(self)
         self.add_dynamic_items(ToolResultsButton)
 
@@ -117,8 +130,12 @@ class NerveDiscordBot(discord.Client):
 
     async def setup_hook(self) -> None:
         """Runs once per client, after login and before the gateway: sync commands, recover."""
+        # Approval buttons route by their custom_id, so clicks on messages posted before a restart
+        # reach this client too.
+        self.add_dynamic_items(ApprovalButton)
         await self._sync_commands()
         self._spawn(self._recover(), "discord-recover")
+        self._spawn(self.approval_flow.run_sweeper(self.approval_sweep_every), "discord-approval-expiry")
 
     async def _sync_commands(self) -> None:
         guild_id = self.settings.discord_guild_id
@@ -163,6 +180,7 @@ class NerveDiscordBot(discord.Client):
                 continue
             logger.info("answering %s left unfinished before the restart as a channel message", event_id)
             self._spawn(self._answer_message(job), f"discord-recover-{event_id}")
+        await self.approval_flow.recover()
 
     # --- messages ----------------------------------------------------------------------------------
 
@@ -190,15 +208,11 @@ class NerveDiscordBot(discord.Client):
             channel = self._channel(job)
             async with Typing(channel):
                 reply = await self._run_turn(job.incoming, no_progress)
-            chunks, view = self._render(reply)
+            guild_id = channel.guild.id if channel.guild else None
             reference = None
             if job.message_id:
-                reference = reply_reference(
-                    job.channel_id, job.message_id, channel.guild.id if channel.guild else None
-                )
-            await send_chunks(
-                channel, chunks, guard=self.guard, channel_id=job.channel_id, view=view, reference=reference
-            )
+                reference = reply_reference(job.channel_id, job.message_id, guild_id)
+            await self.post_reply(job.channel_id, guild_id, reply, reference=reference)
             if job.open_thread:
                 await self._open_thread(job)
 
@@ -240,6 +254,11 @@ class NerveDiscordBot(discord.Client):
                 reply = await self._run_turn(job.incoming, status.progress)
             finally:
                 await status.stop()
+            if reply.approval is not None:
+                await self._show_approval(interaction, job, reply)
+                if job.open_thread:
+                    await self._open_thread(job)
+                return
             chunks, view = self._render(reply)
             delivered = await self._followup(interaction, chunks, view)
             if delivered < len(chunks):
@@ -259,6 +278,28 @@ class NerveDiscordBot(discord.Client):
                 )
             if job.open_thread:
                 await self._open_thread(job)
+
+    async def _show_approval(
+        self, interaction: discord.Interaction[Any], job: Job, reply: AgentReply
+    ) -> None:
+        """The deferred answer becomes the approval message; in the channel if its token failed."""
+        assert reply.approval is not None
+        message_id = job.message_id
+        if not message_id and not interaction.is_expired():
+            try:
+                message_id = (await interaction.original_response()).id
+            except discord.HTTPException:
+                message_id = 0
+        if (
+            message_id
+            and not interaction.is_expired()
+            and await self.approval_flow.show_in_interaction(
+                interaction, reply.approval, job.channel_id, message_id
+            )
+        ):
+            return
+        reference = reply_reference(job.channel_id, message_id, interaction.guild_id) if message_id else None
+        await self.post_reply(job.channel_id, interaction.guild_id, reply, reference=reference)
 
     async def _followup(
         self, interaction: discord.Interaction[Any], chunks: list[str], view: discord.ui.View | None
@@ -297,6 +338,43 @@ class NerveDiscordBot(discord.Client):
         return delivered
 
     # --- shared ------------------------------------------------------------------------------------
+
+    async def post_reply(
+        self,
+        channel_id: int,
+        guild_id: int | None,
+        reply: AgentReply,
+        *,
+        reference: discord.MessageReference | None = None,
+    ) -> bool:
+        """Post a reply as channel messages: the answer's chunks, or the approval message of a parked
+        turn. False when nothing could be posted."""
+        channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
+        if reply.approval is not None:
+            posted = await self.approval_flow.post_prompt(channel, channel_id, reply.approval, reference)
+            return posted is not None
+        chunks, view = self._render(reply)
+        sent = await send_chunks(
+            channel, chunks, guard=self.guard, channel_id=channel_id, view=view, reference=reference
+        )
+        return bool(sent)
+
+    async def post_to_conversation(
+        self, key: ConversationKey, reply: AgentReply, reply_to: int | None
+    ) -> None:
+        """Post a reply that comes after its turn (an approval, a message that waited) in the
+        conversation's thread or DM; in the thread's channel if the thread is not there."""
+        channel_id, guild_id = answer_channel(key)
+        reference = reply_reference(channel_id, reply_to, guild_id) if reply_to else None
+        if await self.post_reply(channel_id, guild_id, reply, reference=reference):
+            return
+        parent = int(key.channel)
+        if guild_id is not None and parent != channel_id and not self.guard.blocked(parent):
+            await self.post_reply(parent, guild_id, reply)
+
+    async def approval_clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
+        """A click on an approval button (routed here by `ApprovalButton`)."""
+        await self.approval_flow.clicked(interaction, click)
 
     async def _run_turn(self, incoming: Incoming, progress: Progress) -> AgentReply:
         try:

@@ -1,8 +1,8 @@
-"""The slash commands: /ask, /tools, /reset, /help.
+"""The slash commands: /ask, /tools, /reset, /help, /approvals.
 
-Each command acknowledges within Discord's 3-second deadline before doing anything slow: /ask and
-/reset defer at once (a reset waits for a running turn in that conversation), /tools and /help
-answer directly from memory.
+Each command acknowledges within Discord's 3-second deadline before doing anything slow: /ask,
+/reset and /approvals defer at once (a reset waits for a running turn in that conversation), /tools
+and /help answer directly from memory.
 """
 
 from __future__ import annotations
@@ -13,16 +13,22 @@ from typing import Any, Protocol
 import discord
 from discord import app_commands
 
+from adapters.discord.approval_message import person
 from adapters.discord.delivery import NO_MENTIONS
-from adapters.discord.incoming import dm_key, thread_key
+from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
+from bot.config import Settings
 from bot.render import split_markdown, truncate
-from bot.types import ConversationKey, ToolSpec
+from bot.store.approvals import ApprovalLedger
+from bot.types import ConversationKey, Incoming, RememberedApproval, ToolSpec
 
 
 class CommandAgent(Protocol):
+    @property
+    def approvals(self) -> ApprovalLedger | None: ...
+
     async def reset(self, key: ConversationKey) -> None: ...
 
-    def tools(self) -> list[ToolSpec]: ...
+    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]: ...
 
 
 class CommandHost(Protocol):
@@ -34,6 +40,9 @@ class CommandHost(Protocol):
     @property
     def tree(self) -> app_commands.CommandTree[Any]: ...
 
+    @property
+    def settings(self) -> Settings: ...
+
     async def handle_ask(self, interaction: discord.Interaction[Any]) -> None: ...
 
 
@@ -44,11 +53,20 @@ HELP = """\
 • `/ask question:` — ask in a channel: I answer there and open a thread for follow-ups. In a DM I just answer.
 • Mention me in a channel to do the same; mention me (or just write) in my threads to continue.
 • DM me for a private conversation that no one else sees.
-• `/tools` — what I can use right now. `/reset` — start over in this thread or DM.
-Under each answer, **Tool results** shows what the tools returned (only to you)."""
+• `/tools` — what I can use here. `/reset` — start over in this thread or DM.
+Under each answer, **Tool results** shows what the tools returned (only to you).
+Tool calls that change something wait for **Approve** from the person who asked (or an admin).
+Admins: `/approvals` lists what is always allowed where, and revokes it."""
 RESET_NOWHERE = "There is no conversation to reset here: use /reset inside one of my threads or in a DM."
 RESET_DONE = "Started a new conversation here: I no longer use what was said before."
-NO_TOOLS = "No tools are available right now."
+NO_TOOLS = "No tools are available here right now."
+ADMINS_ONLY = "Only nerve's admins (NERVE_ADMINS) can see and revoke remembered approvals."
+NO_APPROVALS = "Approvals are not enabled."
+NOTHING_REMEMBERED = "Nothing is always allowed anywhere: every call that needs approval asks."
+REVOKE_FORMAT = (
+    "Write what to revoke as `PLACE SERVER/TOOL`, as /approvals lists it, "
+    "e.g. `discord:123 notes/append_note`."
+)
 
 
 def reset_key(interaction: discord.Interaction[Any]) -> ConversationKey | None:
@@ -61,12 +79,86 @@ def reset_key(interaction: discord.Interaction[Any]) -> ConversationKey | None:
     return None
 
 
-def tools_text(bot: CommandHost) -> list[str]:
+def asked_here(interaction: discord.Interaction[Any]) -> Incoming:
+    """An `Incoming` that stands for "this place, this user", for what depends on the place."""
+    channel = interaction.channel
+    channel_id = interaction.channel_id or 0
+    if isinstance(channel, discord.Thread) and channel.parent_id:
+        channel_id = channel.parent_id
+    user_id = interaction.user.id
+    guild_id = interaction.guild_id
+    key = (
+        dm_key(channel_id, user_id)
+        if guild_id is None
+        else thread_key(guild_id, channel_id, interaction.channel_id or channel_id)
+    )
+    return Incoming(key=key, text="", user_id=str(user_id), place=place_in(guild_id, channel_id, user_id))
+
+
+def tools_text(bot: CommandHost, here: Incoming | None = None) -> list[str]:
+    """The tools offered in the place `here` (all of them without one), one line each."""
     lines = []
-    for tool in bot.agent.tools():
+    for tool in bot.agent.tools(here):
         description = truncate((tool.description.strip().splitlines() or [""])[0], 150)[0]
         lines.append(f"• **{tool.name}** — {description}" if description else f"• **{tool.name}**")
     return split_markdown("\n".join(lines), 2000) if lines else [NO_TOOLS]
+
+
+def place_name(place: str) -> str:
+    """A remembered approval's place as people read it: the channel (or "a DM channel") and its id."""
+    platform, _, channel = place.partition(":")
+    if platform == PLATFORM and channel.isdigit():
+        return f"<#{channel}> (`{place}`)"
+    return f"`{place}`"
+
+
+def approvals_text(remembered: list[RememberedApproval]) -> list[str]:
+    if not remembered:
+        return [NOTHING_REMEMBERED]
+    lines = ["**Always allowed** (revoke one with `/approvals revoke:PLACE SERVER/TOOL`):"]
+    for item in remembered:
+        when = item.granted_at[:16].replace("T", " ")
+        lines.append(
+            f"• `{item.place} {item.server}/{item.tool}` — in {place_name(item.place)}, "
+            f"allowed by {person(item.granted_by)} on {when} UTC"
+        )
+    return split_markdown("\n".join(lines), 2000)
+
+
+def parse_revoke(text: str) -> tuple[str, str, str] | None:
+    """`PLACE SERVER/TOOL` into its parts; None when it is not written that way."""
+    place, _, target = text.strip().partition(" ")
+    server, slash, tool = target.strip().partition("/")
+    if not place or not slash or not server or not tool:
+        return None
+    return place, server, tool
+
+
+async def approvals_command(
+    bot: CommandHost, interaction: discord.Interaction[Any], revoke: str | None
+) -> None:
+    """List remembered approvals, or revoke one; admins only, answered only to them."""
+    if str(interaction.user.id) not in bot.settings.admins:
+        await interaction.response.send_message(ADMINS_ONLY, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        return
+    ledger = bot.agent.approvals
+    if ledger is None:
+        await interaction.response.send_message(NO_APPROVALS, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        return
+    await interaction.response.defer(ephemeral=True, thinking=True)
+    if revoke is None or not revoke.strip():
+        texts = approvals_text(await ledger.remembered_approvals())
+    else:
+        parts = parse_revoke(revoke)
+        if parts is None:
+            texts = [REVOKE_FORMAT]
+        elif await ledger.revoke(*parts):
+            place, server, tool = parts
+            texts = [f"Revoked: `{server}/{tool}` in {place_name(place)} asks for approval again."]
+        else:
+            texts = [f"Nothing matches `{truncate(revoke.strip(), 200)[0]}`. " + REVOKE_FORMAT]
+    for text in texts:
+        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
 
 def register(bot: CommandHost) -> None:
@@ -80,10 +172,10 @@ def register(bot: CommandHost) -> None:
     async def ask(interaction: discord.Interaction[Any], question: str) -> None:
         await bot.handle_ask(interaction)
 
-    @tree.command(name="tools", description="List the tools nerve can use right now")
+    @tree.command(name="tools", description="List the tools nerve can use here")
     @contexts
     async def tools(interaction: discord.Interaction[Any]) -> None:
-        first, *rest = tools_text(bot)
+        first, *rest = tools_text(bot, asked_here(interaction))
         await interaction.response.send_message(first, ephemeral=True, allowed_mentions=NO_MENTIONS)
         for chunk in rest:
             await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
@@ -100,6 +192,23 @@ def register(bot: CommandHost) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
         await bot.agent.reset(key)
         await interaction.followup.send(RESET_DONE, ephemeral=True, allowed_mentions=NO_MENTIONS)
+
+    @tree.command(name="approvals", description="Admins: list what is always allowed where, or revoke one")
+    @app_commands.describe(revoke="PLACE SERVER/TOOL, as the list shows it, to ask for approval there again")
+    @contexts
+    async def approvals(interaction: discord.Interaction[Any], revoke: str | None = None) -> None:
+        await approvals_command(bot, interaction, revoke)
+
+    @approvals.autocomplete("revoke")
+    async def revoke_choices(
+        interaction: discord.Interaction[Any], current: str
+    ) -> list[app_commands.Choice[str]]:
+        ledger = bot.agent.approvals
+        if ledger is None or str(interaction.user.id) not in bot.settings.admins:
+            return []
+        found = [f"{r.place} {r.server}/{r.tool}" for r in await ledger.remembered_approvals()]
+        matching = [text for text in found if current.lower() in text.lower() and len(text) <= 100]
+        return [app_commands.Choice(name=text, value=text) for text in matching[:25]]
 
     @tree.command(name="help", description="How to use nerve")
     @contexts

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import discord
 
@@ -85,16 +86,36 @@ async def send_one(
     reference: discord.MessageReference | None = None,
 ) -> discord.Message | None:
     """One channel message; failures are logged (once per channel for 403) and give None."""
+    return await send_message(
+        channel, content, guard=guard, channel_id=channel_id, view=view, reference=reference
+    )
+
+
+async def send_message(
+    channel: discord.abc.Messageable,
+    content: str,
+    *,
+    guard: ChannelGuard,
+    channel_id: int,
+    embeds: Sequence[discord.Embed] = (),
+    file: discord.File | None = None,
+    view: discord.ui.View | None = None,
+    reference: discord.MessageReference | None = None,
+) -> discord.Message | None:
+    """A channel message with optional embeds, file, view and reply reference; None on failure."""
     if guard.blocked(channel_id):
         return None
+    extra: dict[str, Any] = {}
+    if embeds:
+        extra["embeds"] = list(embeds)
+    if file is not None:
+        extra["file"] = file
+    if view is not None:
+        extra["view"] = view
+    if reference is not None:
+        extra["reference"] = reference
     try:
-        if view is not None and reference is not None:
-            return await channel.send(content, allowed_mentions=NO_MENTIONS, view=view, reference=reference)
-        if view is not None:
-            return await channel.send(content, allowed_mentions=NO_MENTIONS, view=view)
-        if reference is not None:
-            return await channel.send(content, allowed_mentions=NO_MENTIONS, reference=reference)
-        return await channel.send(content, allowed_mentions=NO_MENTIONS)
+        return await channel.send(content, allowed_mentions=NO_MENTIONS, **extra)
     except discord.Forbidden as exc:
         guard.block(channel_id, exc)
     except discord.RateLimited as exc:

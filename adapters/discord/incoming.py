@@ -20,6 +20,7 @@ from typing import Any
 
 import discord
 
+from bot.policy.scopes import Place
 from bot.types import ConversationKey, Incoming
 
 PLATFORM = "discord"
@@ -38,6 +39,39 @@ def thread_key(guild_id: int, parent_id: int, thread_id: int) -> ConversationKey
     return ConversationKey(
         platform=PLATFORM, workspace=str(guild_id), channel=str(parent_id), thread=str(thread_id)
     )
+
+
+def place_in(guild_id: int | None, channel_id: int, user_id: int | str) -> Place:
+    """Where scopes and "always allow here" see a message: the guild and channel (for a thread, its
+    parent channel, so a channel's rules cover its threads), or the DM; and who wrote it."""
+    if guild_id is None:
+        return Place(platform=PLATFORM, channel=str(channel_id), dm=True, user=str(user_id))
+    return Place(platform=PLATFORM, guild=str(guild_id), channel=str(channel_id), user=str(user_id))
+
+
+def place_of(key: ConversationKey, user_id: str) -> Place:
+    """The place of a conversation: its key already names the guild and the (parent) channel or DM."""
+    guild = None if key.workspace == DM_WORKSPACE else int(key.workspace)
+    return place_in(guild, int(key.channel), user_id)
+
+
+def answer_channel(key: ConversationKey) -> tuple[int, int | None]:
+    """Where a later answer in this conversation goes (channel id, guild id): its thread, or the DM.
+
+    A guild conversation's `thread` part is the thread's id (threads opened on a message take the
+    message's id), so an answer that comes after the turn, e.g. once a person approved its tool
+    calls, lands in the thread.
+    """
+    if key.workspace == DM_WORKSPACE:
+        return int(key.channel), None
+    return int(key.thread), int(key.workspace)
+
+
+def message_of(event_id: str | None) -> int | None:
+    """The id of the user's message a delivery came from (None for a slash command)."""
+    if event_id and event_id.startswith("m:") and event_id[2:].isdigit():
+        return int(event_id[2:])
+    return None
 
 
 def strip_mention(text: str, bot_user_id: int) -> str:
@@ -81,13 +115,7 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
     # A guild missing from the cache still has its id on the channel: never mistake it for a DM.
     guild_id = message.guild.id if message.guild else getattr(channel, "guild_id", None)
     if guild_id is None:
-        return Incoming(
-            key=dm_key(channel.id, author.id),
-            text=text,
-            user_id=str(author.id),
-            user_name=_name(author),
-            event_id=event_id,
-        )
+        return _incoming(dm_key(channel.id, author.id), text, author, event_id)
     addressed = mentions_bot(message, bot_user_id)
     if isinstance(channel, discord.Thread):
         if not (addressed or channel.owner_id == bot_user_id):
@@ -97,7 +125,18 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
         key = thread_key(guild_id, channel.id, message.id)
     else:
         return None
-    return Incoming(key=key, text=text, user_id=str(author.id), user_name=_name(author), event_id=event_id)
+    return _incoming(key, text, author, event_id)
+
+
+def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id: str) -> Incoming:
+    return Incoming(
+        key=key,
+        text=text,
+        user_id=str(user.id),
+        user_name=_name(user),
+        event_id=event_id,
+        place=place_of(key, str(user.id)),
+    )
 
 
 def command_option(interaction: discord.Interaction[Any], name: str) -> str:
@@ -123,7 +162,7 @@ def _from_interaction(interaction: discord.Interaction[Any], answer_id: int | No
         key = thread_key(interaction.guild_id, channel.parent_id, channel.id)
     else:
         key = thread_key(interaction.guild_id, channel_id, answer_id or interaction.id)
-    return Incoming(key=key, text=text, user_id=str(user.id), user_name=_name(user), event_id=event_id)
+    return _incoming(key, text, user, event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +187,7 @@ class Job:
             user_id=self.user_id,
             user_name=self.user_name,
             event_id=self.event_id,
+            place=place_of(self.key, self.user_id),
         )
 
     def to_json(self) -> str:
