@@ -87,7 +87,7 @@ class AgentConfig:
 
 
 DEFERRED_REPLY = (
-    "I'm waiting for a decision on the tool calls above in this thread; "
+    "I'm still waiting for a decision on the tool calls I asked to run for your earlier message; "
     "I'll answer this message right after that."
 )
 DENIED_HINT = (
