@@ -6,24 +6,21 @@ import itertools
 import json
 from typing import Any
 
-from openai.types.chat import ChatCompletionChunk
-
 from bot.model.stream import StreamAssembler
 from bot.types import ChatMessage, Completion, ToolCall, Usage
 
 
 def chunk(
     delta: dict[str, Any] | None = None, *, finish: str | None = None, usage: dict[str, int] | None = None
-) -> ChatCompletionChunk:
-    """One `chat.completion.chunk` as the client reads it off the wire (leniently, like the SDK does:
-    servers that leave out required fields are read too); no delta means a usage-only chunk."""
+) -> dict[str, Any]:
+    """One `chat.completion.chunk` as it comes off the wire; no delta means a usage-only chunk."""
     data: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
     data["choices"] = (
         [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
     )
     if usage is not None:
         data["usage"] = usage | {"total_tokens": sum(usage.values())}
-    return ChatCompletionChunk.construct(**data)
+    return data
 
 
 def fragment(
@@ -42,7 +39,7 @@ def fragment(
     return {"tool_calls": [out]}
 
 
-def assemble(chunks: list[ChatCompletionChunk]) -> tuple[Completion, list[str], StreamAssembler]:
+def assemble(chunks: list[dict[str, Any]]) -> tuple[Completion, list[str], StreamAssembler]:
     assembler = StreamAssembler()
     shown = [text for c in chunks if (text := assembler.feed(c))]
     ids = (f"call_made_{n}" for n in itertools.count(1))
@@ -192,6 +189,22 @@ def test_other_choices_are_ignored() -> None:
             {"index": 0, "delta": {"content": "first"}, "finish_reason": None},
         ],
     }
-    completion, shown, _ = assemble([ChatCompletionChunk.construct(**data), chunk({}, finish="stop")])
+    completion, shown, _ = assemble([data, chunk({}, finish="stop")])
     assert shown == ["first"]
     assert completion.message.content == "first"
+
+
+def test_chunks_of_an_odd_shape_are_skipped_not_fatal() -> None:
+    odd: list[Any] = [
+        None,
+        "text",
+        {"choices": "none"},
+        {"choices": [{"index": 0, "delta": {"content": 5, "tool_calls": "no"}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [7, {"index": 0, "function": "f"}]}}]},
+        {"usage": {"prompt_tokens": "many"}, "choices": []},
+    ]
+    completion, shown, assembler = assemble([*odd, chunk({"content": "ok"}), chunk({}, finish="stop")])
+    assert shown == ["ok"]
+    assert completion.message == ChatMessage(role="assistant", content="ok")
+    assert completion.usage == Usage(prompt_tokens=0, completion_tokens=0)
+    assert assembler.chunks == 8

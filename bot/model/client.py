@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import openai
 from openai import AsyncStream
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from bot.config import Settings
 from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable, StreamCut
@@ -212,7 +212,7 @@ class OpenAILLM:
                 body=body,
                 cast_to=ChatCompletion,
                 stream=True,
-                stream_cls=AsyncStream[ChatCompletionChunk],
+                stream_cls=AsyncStream[object],
             )
         except openai.APIStatusError as exc:
             if streaming and self._learn_refusal(exc, body):
@@ -267,9 +267,7 @@ class OpenAILLM:
             return True
         return False
 
-    async def _read(
-        self, stream: AsyncStream[ChatCompletionChunk], progress: Progress
-    ) -> Completion | _Retryable:
+    async def _read(self, stream: AsyncStream[object], progress: Progress) -> Completion | _Retryable:
         """Assemble a streamed answer, showing its text as it comes."""
         assembler = StreamAssembler()
         while True:
@@ -314,7 +312,7 @@ class OpenAILLM:
             retry_after=None,
         )
 
-    async def _unstreamed(self, stream: AsyncStream[ChatCompletionChunk], content_type: str) -> Completion:
+    async def _unstreamed(self, stream: AsyncStream[object], content_type: str) -> Completion:
         """A 200 that is not an event stream: a server that ignores `stream` (its JSON answer is read
         as it is), or a web page instead of the API."""
         raw = await stream.response.aread()

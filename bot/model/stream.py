@@ -4,14 +4,17 @@ Pure: it reads chunks and does no I/O, so every odd shape a provider sends can b
 A tool call's `id`, `name` and `arguments` may arrive in fragments split anywhere (mid-string,
 mid-escape), and the fragments of parallel calls interleave, told apart only by `index`. Calls are
 handed out only by `completion()`, once the stream has ended, so nothing ever acts on a partial call.
+
+Chunks are read as the JSON objects they are on the wire, leniently (a field of the wrong type is
+skipped, not fatal): building the SDK's models for every chunk cost half a millisecond each, and a
+long answer has hundreds of chunks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-
-from openai.types.chat import ChatCompletionChunk
+from typing import Any
 
 from bot.types import ChatMessage, Completion, ToolCall, Usage
 
@@ -46,53 +49,60 @@ class StreamAssembler:
         """The model said it was done (`finish_reason`): the answer is whole even if usage is missing."""
         return self.finish_reason is not None
 
-    def feed(self, chunk: ChatCompletionChunk) -> str:
-        """Take one chunk; returns its new text ("" when it carried none)."""
+    def feed(self, chunk: object) -> str:
+        """Take one `chat.completion.chunk` (parsed JSON); returns its new text ("" when none)."""
         self.chunks += 1
+        if not isinstance(chunk, Mapping):
+            return ""
+        usage = chunk.get("usage")
         # Some servers put usage on every chunk (running totals): the last one wins.
-        if chunk.usage is not None:
+        if isinstance(usage, Mapping):
             self.usage = Usage(
-                prompt_tokens=chunk.usage.prompt_tokens or 0,
-                completion_tokens=chunk.usage.completion_tokens or 0,
+                prompt_tokens=_int(usage.get("prompt_tokens")),
+                completion_tokens=_int(usage.get("completion_tokens")),
             )
-        delta_text = ""
-        for choice in chunk.choices or ():
-            if choice.index not in (0, None):
-                continue  # only the first choice is asked for; others are ignored
-            delta = choice.delta
-            if delta is not None:
-                if delta.content:
-                    delta_text += delta.content
-                for fragment in delta.tool_calls or ():
-                    self._take_fragment(
-                        fragment.index,
-                        fragment.id,
-                        fragment.function.name if fragment.function else None,
-                        fragment.function.arguments if fragment.function else None,
-                    )
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-        if delta_text:
-            self._text.append(delta_text)
-        return delta_text
+        choices = chunk.get("choices")
+        text = ""
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, Mapping) or choice.get("index", 0) not in (0, None):
+                continue  # only the first choice is asked for
+            delta = choice.get("delta")
+            if isinstance(delta, Mapping):
+                content = delta.get("content")
+                if isinstance(content, str):
+                    text += content
+                calls = delta.get("tool_calls")
+                for fragment in calls if isinstance(calls, list) else ():
+                    if isinstance(fragment, Mapping):
+                        self._take_fragment(fragment)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.finish_reason = reason
+        if text:
+            self._text.append(text)
+        return text
 
-    def _take_fragment(
-        self, index: int | None, call_id: str | None, name: str | None, arguments: str | None
-    ) -> None:
-        if index is None:
+    def _take_fragment(self, fragment: Mapping[str, Any]) -> None:
+        given = fragment.get("index")
+        call_id = _str(fragment.get("id"))
+        if isinstance(given, int):
+            index = given
+        elif self._last_index is None or (call_id and call_id != "".join(self._calls[self._last_index].id)):
             # The wire format requires an index; servers that leave it out send each call whole or
             # in order, so a fragment with a new id starts a call and any other continues the last.
-            if self._last_index is None or (call_id and call_id != "".join(self._calls[self._last_index].id)):
-                index = len(self._calls)
-            else:
-                index = self._last_index
+            index = len(self._calls)
+        else:
+            index = self._last_index
         parts = self._calls.setdefault(index, _CallParts())
         self._last_index = index
+        function = fragment.get("function")
+        if not isinstance(function, Mapping):
+            function = {}
         if call_id:
             parts.id.append(call_id)
-        if name:
+        if name := _str(function.get("name")):
             parts.name.append(name)
-        if arguments:
+        if arguments := _str(function.get("arguments")):
             parts.arguments.append(arguments)
 
     def completion(self, new_id: Callable[[], str]) -> Completion:
@@ -104,6 +114,8 @@ class StreamAssembler:
                 arguments="".join(parts.arguments),
             )
             for _, parts in sorted(self._calls.items())
+            # A fragment with nothing readable in it is noise, not a call.
+            if parts.name or parts.arguments
         )
         content: str | None = self.text if self._text else None
         if content is None and not calls:
@@ -111,3 +123,11 @@ class StreamAssembler:
         return Completion(
             message=ChatMessage(role="assistant", content=content, tool_calls=calls), usage=self.usage
         )
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

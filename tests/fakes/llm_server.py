@@ -349,25 +349,38 @@ class FakeLLMServer:
         await response.prepare(request)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         chunks = stream_chunks(completion, step, include_usage=include_usage)
+        # Chunks with no pause between them go out in one write, as a fast server's would.
+        pending: list[bytes] = []
+
+        async def flush() -> None:
+            if pending:
+                await response.write(b"".join(pending))
+                pending.clear()
+
         try:
             await self._pause(step.first_token_delay)
             for sent, chunk in enumerate(chunks):
                 if sent == step.cut_after:
+                    await flush()
                     # Leave without the closing chunk of the body: the client sees the connection drop.
                     if request.transport is not None:
                         request.transport.close()
                     return response
                 if sent == step.error_after:
                     error = {"message": step.error_message, "type": "server_error", "code": None}
-                    await response.write(_event({"error": error}))
+                    pending.append(_event({"error": error}))
+                    await flush()
                     await response.write_eof()
                     return response
                 if sent == step.stall_after:
+                    await flush()
                     await self._pause(step.stall, until=self._unstalled)
                 elif sent and step.chunk_delay:
+                    await flush()
                     await self._pause(step.chunk_delay)
-                await response.write(_event(chunk))
-            await response.write(b"data: [DONE]\n\n")
+                pending.append(_event(chunk))
+            pending.append(b"data: [DONE]\n\n")
+            await flush()
             await response.write_eof()
         except (ConnectionError, RuntimeError):
             pass  # the client stopped listening (a stall it gave up on, a cancelled turn)
