@@ -582,6 +582,25 @@ async def test_a_stream_that_ends_without_a_finish_reason_counts_as_broken_off(
     assert caught.value.partial == "Done."
 
 
+async def test_a_stream_cut_after_its_finish_reason_keeps_the_whole_answer(make_llm: LLMFactory) -> None:
+    # Chunks: role, text, finish_reason, usage; the connection drops before the usage chunk.
+    async with FakeLLMServer([reply("Done.", chunk_chars=10, cut_after=3)]) as server:
+        completion = await make_llm(server.base_url).complete(USER, [], RecordedProgress())
+    assert completion.message == ChatMessage(role="assistant", content="Done.")
+    assert completion.usage is None
+    assert len(server.requests) == 1
+
+
+async def test_a_context_overflow_reported_inside_the_stream_raises_context_too_long(
+    make_llm: LLMFactory,
+) -> None:
+    message = "This model's maximum context length is 4096 tokens. Please reduce the length of the messages."
+    async with FakeLLMServer([reply("never", error_after=1, error_message=message)]) as server:
+        with pytest.raises(ContextTooLong):
+            await make_llm(server.base_url).complete(USER, [], RecordedProgress())
+    assert len(server.requests) == 1
+
+
 async def test_a_server_that_ignores_stream_and_answers_whole_is_read_as_it_is(make_llm: LLMFactory) -> None:
     whole = {
         "id": "c1",
