@@ -10,53 +10,45 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from bot.approvals import Clock, TurnScreen, decide, new_request_id
+from bot.approvals import Clock, TurnScreen
 from bot.calls import (
     CallOutcome,
     CallSettings,
-    Outcome,
     RoundRunner,
     Sleep,
     TurnState,
     Waiting,
-    failure_of,
     make_attachment,
+    stored_arguments,
 )
 from bot.context import Budget, build_request
 from bot.errors import ContextTooLong, LLMError, StreamCut
-from bot.failures import shown_to_people, stored_failure
+from bot.failures import shown_to_people
 from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
-from bot.nesting import loads
-from bot.policy.approval import call_hash
-from bot.policy.places import place_id
 from bot.policy.scopes import Scopes
 from bot.render import truncate
 from bot.seams import LLM, Inbox, Store, ToolHost, TurnLock
-from bot.store.approvals import ApprovalLedger, ParkedTurn
+from bot.store.approvals import ApprovalLedger
 from bot.store.locks import KeyedLocks
 from bot.text import scrub
 from bot.types import (
     AgentReply,
-    AuditEntry,
     ChatMessage,
     Completion,
     ConversationKey,
-    Decision,
     Incoming,
-    PendingCall,
     Progress,
-    ToolCall,
     ToolSpec,
     TurnEvent,
     Usage,
     no_progress,
 )
+from bot.waiting import WaitingTurns
 
 logger = logging.getLogger(__name__)
 
@@ -90,17 +82,12 @@ DEFERRED_REPLY = (
     "I'm still waiting for a decision on the tool calls I asked to run for your earlier message; "
     "I'll answer this message right after that."
 )
-DENIED_HINT = (
-    "The user denied this call. Do not call it again unless they ask for it; "
-    "answer without it or propose something else."
-)
-NOT_APPROVED_HINT = "Nobody approved this call in time. Do not call it again unless the user asks."
 CUT_OFF_NOTE = (
     "⚠️ The answer was cut off: the model service stopped sending it. Ask again for the whole answer."
 )
 
 
-class Agent:
+class Agent(WaitingTurns):
     """Runs turns against a model, a tool host and a store; safe to share across many conversations."""
 
     def __init__(
@@ -259,253 +246,6 @@ class Agent:
         )
         return await self._finish(incoming.key, text, state, usage, cut_short=True)
 
-    # --- waiting for people ------------------------------------------------------------------------
-
-    async def _park(
-        self,
-        incoming: Incoming,
-        answer: ChatMessage,
-        results: Sequence[CallOutcome | Waiting],
-        waiting: Sequence[Waiting],
-        state: TurnState,
-        usage: Usage,
-        rounds_used: int,
-    ) -> AgentReply:
-        """Write the round whose calls wait for a person, and end the turn: nothing is held meanwhile."""
-        assert self.approvals is not None
-        done = [r for r in results if isinstance(r, CallOutcome)]
-        request_id = new_request_id()
-        calls = [
-            (
-                PendingCall(
-                    call_id=w.call.id,
-                    server=w.spec.server,
-                    tool=w.spec.original_name,
-                    arguments=w.arguments,
-                    call_hash=call_hash(w.spec.server, w.spec.original_name, w.arguments),
-                ),
-                w.spec.definition_hash,
-            )
-            for w in waiting
-        ]
-        await self.approvals.park(
-            request_id=request_id,
-            incoming=incoming,
-            answer=answer,
-            done=[o.message for o in done],
-            calls=calls,
-            rounds_used=rounds_used,
-            expires_at=self._clock() + self._config.approval_timeout,
-        )
-        found = await self.approvals.prompt(request_id)
-        assert found is not None
-        names = ", ".join(dict.fromkeys(w.spec.original_name for w in waiting))
-        text = f"Waiting for approval to run {names}."
-        attachments = (*state.attachments, *(o.attachment for o in done))
-        return AgentReply(text=text, attachments=attachments, usage=usage, approval=found[0])
-
-    async def _parked_by(self, incoming: Incoming) -> AgentReply | None:
-        """The message a parked turn waits on, delivered again (a replay after a restart): its own
-        request once more, never a message waiting behind itself."""
-        if self.approvals is None or not incoming.event_id:
-            return None
-        request_id = await self.approvals.parked_by(incoming.key, incoming.event_id)
-        found = await self.approvals.prompt(request_id) if request_id is not None else None
-        if found is None:
-            return None
-        names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
-        return AgentReply(text=f"Waiting for approval to run {names}.", approval=found[0])
-
-    async def decide(
-        self,
-        request_id: str,
-        user_id: str,
-        *,
-        approve: bool,
-        call_id: str | None = None,
-        shown_hash: str | None = None,
-        remember: bool = False,
-    ) -> Decision:
-        """A person's click on an approval: one call (`call_id`) or all open ones, approved or denied."""
-        if self.approvals is None:
-            return Decision(changed=False, prompt=None, note="Approvals are not enabled.")
-        decision = await decide(
-            self.approvals,
-            request_id=request_id,
-            user_id=user_id,
-            approve=approve,
-            admins=self._config.admins,
-            now=self._clock(),
-            call_id=call_id,
-            shown_hash=shown_hash,
-            remember=remember,
-            definition_hash=self._definition_hash,
-        )
-        if decision.changed and decision.prompt is not None:
-            prompt = decision.prompt
-            outcome = "approved" if approve else "denied"
-            if remember and approve:
-                outcome = "approved, always allowed here"
-            await self.approvals.record_audit(
-                prompt.key,
-                [
-                    AuditEntry(
-                        who=user_id,
-                        place=prompt.place,
-                        server=c.server,
-                        tool=c.tool,
-                        call_id=c.call_id,
-                        arguments_hash=c.call_hash,
-                        outcome=outcome,
-                    )
-                    for c in prompt.calls
-                    if c.call_id in decision.decided
-                ],
-            )
-        return decision
-
-    async def _definition_hash(self, server: str, tool: str) -> str | None:
-        spec = self._spec_of(server, tool)
-        return spec.definition_hash if spec is not None else None
-
-    def _spec_of(self, server: str, tool: str) -> ToolSpec | None:
-        return next(
-            (t for t in self._host.list_tools() if t.server == server and t.original_name == tool), None
-        )
-
-    async def expire_due(self) -> list[str]:
-        """Requests whose time ran out: their open calls become "not approved in time". Resume each."""
-        if self.approvals is None:
-            return []
-        return await self.approvals.expire_due(self._clock())
-
-    async def resume(self, request_id: str, progress: Progress = no_progress) -> AgentReply | None:
-        """Go on with a parked turn once every call is decided; None if it is still open or another
-        process already took it. Runs the approved calls exactly as shown, tells the model about the
-        others under their call ids, and continues the loop where it stopped."""
-        if self.approvals is None:
-            return None
-        parked = await self.approvals.claim(request_id, self._clock())
-        if parked is None:
-            return None
-        incoming = parked.incoming
-        async with self._locks.hold(incoming.key), self.gate.admit():
-            history = await self._store.history(incoming.key)
-            state = self._state_so_far(history)
-            try:
-                outcomes = await self._run_decided(parked, state, progress)
-                round_messages = [parked.answer, *(o.message for o in outcomes)]
-                await self.approvals.finish_parked(request_id, incoming.key, round_messages)
-                await self.approvals.record_audit(
-                    incoming.key,
-                    [
-                        AuditEntry(
-                            who="nerve",
-                            place=_place_of(parked),
-                            server=c.server,
-                            tool=c.tool,
-                            call_id=c.call_id,
-                            arguments_hash=c.call_hash,
-                            outcome="expired: not approved in time",
-                        )
-                        for c in parked.calls
-                        if c.status == "expired"
-                    ],
-                )
-                history.extend(round_messages)
-                state.attachments.extend(o.attachment for o in outcomes)
-                stop = self._stop_reason(outcomes, state)
-                if stop:
-                    return await self._finish(incoming.key, stop, state, Usage())
-                return await self._loop(incoming, history, state, progress, first_round=parked.rounds_used)
-            except LLMError as exc:
-                logger.warning("model call failed for %s: %s", incoming.key, exc.message)
-                text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
-                return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
-
-    async def _run_decided(
-        self, parked: ParkedTurn, state: TurnState, progress: Progress
-    ) -> list[CallOutcome]:
-        """The round's outcomes in call order: results kept from before, approved calls run now (in
-        parallel), denied and expired ones refused to the model under their ids."""
-        done = {m.tool_call_id: m for m in parked.done}
-        decided = {c.call_id: c for c in parked.calls}
-        specs = {t.name: t for t in self.tools(parked.incoming)}
-
-        async def one(call: ToolCall) -> CallOutcome:
-            if call.id in done:
-                return _kept(call, done[call.id], self._config.calls.attachment_chars)
-            pending = decided[call.id]
-            if pending.status == "approved":
-                spec = self._spec_of(pending.server, pending.tool)
-                if spec is None or spec.name not in specs:
-                    detail = "its tool is no longer available"
-                    failure = failure_of(call, "unavailable", detail, "Answer without it.")
-                    return self._runner.not_run(call, pending.arguments, failure)
-                return await self._runner.execute(call, spec, pending.arguments, state, progress, specs)
-            if pending.status == "denied":
-                who = pending.decided_by or "a person"
-                failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
-            else:
-                failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return self._runner.not_run(call, pending.arguments, failure)
-
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(call)) for call in parked.answer.tool_calls]
-        return [task.result() for task in tasks]
-
-    def _state_so_far(self, history: Sequence[ChatMessage]) -> TurnState:
-        """The guards' memory of this turn, read back from what it stored before it was parked."""
-        state = TurnState()
-        start = max((i for i, m in enumerate(history) if m.role == "user"), default=-1) + 1
-        turn = history[start:]
-        calls = {call.id: call for m in turn for call in m.tool_calls}
-        for call in calls.values():
-            state.guard.allow(call.name, _stored_arguments(call.arguments))
-        for message in turn:
-            if message.role != "tool" or message.tool_call_id not in calls:
-                continue
-            call = calls[message.tool_call_id]
-            kept = _kept(call, message, self._config.calls.attachment_chars)
-            state.attachments.append(kept.attachment)
-            failure = stored_failure(message)
-            if failure is not None and failure.kind in (
-                "execution",
-                "timeout",
-                "unavailable",
-                "rate_limited",
-            ):
-                state.failed.setdefault(call.name, failure)
-        return state
-
-    async def recover_parked(self, stale_after: float = 900.0) -> list[str]:
-        """At start-up: requests ready to resume (every call decided or expired before a stop), and
-        claims of a process that stopped while resuming. The caller resumes each and posts the answer."""
-        if self.approvals is None:
-            return []
-        await self.approvals.release_stale_claims(self._clock() - stale_after)
-        await self.approvals.expire_due(self._clock())
-        return await self.approvals.ready_requests()
-
-    async def deferred_replies(
-        self, key: ConversationKey, progress: Progress = no_progress
-    ) -> AsyncIterator[tuple[Incoming, AgentReply]]:
-        """Answer, in order, the messages that waited behind a parked turn of this thread.
-
-        Stops after one that parks again: the rest wait behind that one.
-        """
-        if self.approvals is None:
-            return
-        while (item := await self.approvals.next_deferred(key)) is not None:
-            deferred_id, incoming = item
-            if await self.approvals.waiting_in(key) is not None:
-                return
-            reply = await self.reply(incoming, progress)
-            await self.approvals.drop_deferred(deferred_id)
-            yield incoming, reply
-            if reply.approval is not None:
-                return
-
     def _stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
         """A plain answer when going on would only guess in circles (S10)."""
         refused = [o for o in outcomes if o.outcome == "refused_unavailable"]
@@ -572,7 +312,7 @@ class Agent:
         attachments = tuple(
             make_attachment(
                 calls[m.tool_call_id],
-                _stored_arguments(calls[m.tool_call_id].arguments),
+                stored_arguments(calls[m.tool_call_id].arguments),
                 # The store keeps what the model read; people get a failure's own text.
                 shown_to_people(m),
                 is_error=m.is_error,
@@ -596,39 +336,6 @@ def _with_unique_call_ids(message: ChatMessage, history: Sequence[ChatMessage]) 
         seen.add(call.id)
         calls.append(call)
     return replace(message, tool_calls=tuple(calls)) if message.tool_calls else message
-
-
-# Failures after which a tool is not called again in the same turn (see `RoundRunner.execute`).
-_NOT_CALLED_AGAIN = frozenset({"execution", "timeout", "unavailable", "rate_limited"})
-
-
-def _kept(call: ToolCall, message: ChatMessage, limit: int) -> CallOutcome:
-    """A result stored earlier in the turn, as an outcome of the round it belongs to."""
-    failure = stored_failure(message)
-    attachment = make_attachment(
-        call,
-        _stored_arguments(call.arguments),
-        shown_to_people(message),
-        is_error=message.is_error,
-        latency_ms=message.latency_ms or 0.0,
-        limit=limit,
-    )
-    outcome: Outcome = "ok"
-    if message.is_error:
-        outcome = "failed" if failure is not None and failure.kind in _NOT_CALLED_AGAIN else "fix_arguments"
-    return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
-
-
-def _place_of(parked: ParkedTurn) -> str:
-    return place_id(parked.incoming.where())
-
-
-def _stored_arguments(raw: str) -> dict[str, Any]:
-    try:
-        value = loads(raw)
-    except ValueError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_raw": raw}
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from bot.failures import FailureKind, ToolFailure
 from bot.guards import LoopGuard, parse_arguments
+from bot.nesting import loads
 from bot.render import quote, shown_result, summarize_result, truncate
 from bot.seams import ToolHost
 from bot.types import Attachment, ChatMessage, Progress, ToolCall, ToolResult, ToolSpec, TurnEvent
@@ -264,6 +265,15 @@ def make_attachment(
         content=capped,
         truncated=cut,
     )
+
+
+def stored_arguments(raw: str) -> dict[str, Any]:
+    """A stored call's arguments as a dict (`{"_raw": …}` when they were not a JSON object)."""
+    try:
+        value = loads(raw)
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
 
 
 def failure_of(call: ToolCall, kind: FailureKind, detail: str, hint: str) -> ToolFailure:

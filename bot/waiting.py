@@ -1,0 +1,367 @@
+"""Turns that wait for people: parking a round whose calls need approval, deciding, and resuming.
+
+A waiting turn holds nothing: its round is written to the store and its task ends. A decision may
+arrive in any process, after a restart too; `resume` claims the turn there, runs exactly the calls
+that were approved, tells the model about the others under their call ids, and goes on with the
+loop where it stopped. Mixed into `Agent`, whose loop it continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+from bot.approvals import Clock, decide, new_request_id
+from bot.calls import (
+    CallOutcome,
+    Outcome,
+    RoundRunner,
+    TurnState,
+    Waiting,
+    failure_of,
+    make_attachment,
+    stored_arguments,
+)
+from bot.errors import LLMError
+from bot.failures import shown_to_people, stored_failure
+from bot.gate import TurnGate
+from bot.policy.approval import call_hash
+from bot.policy.places import place_id
+from bot.seams import Store, ToolHost, TurnLock
+from bot.store.approvals import ApprovalLedger, ParkedTurn
+from bot.types import (
+    AgentReply,
+    AuditEntry,
+    ChatMessage,
+    ConversationKey,
+    Decision,
+    Incoming,
+    PendingCall,
+    Progress,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    no_progress,
+)
+
+if TYPE_CHECKING:
+    from bot.agent import AgentConfig
+
+logger = logging.getLogger(__name__)
+
+DENIED_HINT = (
+    "The user denied this call. Do not call it again unless they ask for it; "
+    "answer without it or propose something else."
+)
+NOT_APPROVED_HINT = "Nobody approved this call in time. Do not call it again unless the user asks."
+
+
+class WaitingTurns:
+    """The approval half of `Agent`: what it needs of the agent is declared here."""
+
+    approvals: ApprovalLedger | None
+    gate: TurnGate
+    _config: AgentConfig
+    _host: ToolHost
+    _store: Store
+    _locks: TurnLock
+    _runner: RoundRunner
+    _clock: Clock
+
+    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
+        raise NotImplementedError
+
+    async def reply(self, incoming: Incoming, progress: Progress = no_progress) -> AgentReply:
+        raise NotImplementedError
+
+    async def _loop(
+        self,
+        incoming: Incoming,
+        history: list[ChatMessage],
+        state: TurnState,
+        progress: Progress,
+        *,
+        first_round: int = 0,
+        usage: Usage | None = None,
+    ) -> AgentReply:
+        raise NotImplementedError
+
+    async def _finish(
+        self, key: ConversationKey, text: str, state: TurnState, usage: Usage, *, cut_short: bool = False
+    ) -> AgentReply:
+        raise NotImplementedError
+
+    def _stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
+        raise NotImplementedError
+
+    async def _park(
+        self,
+        incoming: Incoming,
+        answer: ChatMessage,
+        results: Sequence[CallOutcome | Waiting],
+        waiting: Sequence[Waiting],
+        state: TurnState,
+        usage: Usage,
+        rounds_used: int,
+    ) -> AgentReply:
+        """Write the round whose calls wait for a person, and end the turn: nothing is held meanwhile."""
+        assert self.approvals is not None
+        done = [r for r in results if isinstance(r, CallOutcome)]
+        request_id = new_request_id()
+        calls = [
+            (
+                PendingCall(
+                    call_id=w.call.id,
+                    server=w.spec.server,
+                    tool=w.spec.original_name,
+                    arguments=w.arguments,
+                    call_hash=call_hash(w.spec.server, w.spec.original_name, w.arguments),
+                ),
+                w.spec.definition_hash,
+            )
+            for w in waiting
+        ]
+        await self.approvals.park(
+            request_id=request_id,
+            incoming=incoming,
+            answer=answer,
+            done=[o.message for o in done],
+            calls=calls,
+            rounds_used=rounds_used,
+            expires_at=self._clock() + self._config.approval_timeout,
+        )
+        found = await self.approvals.prompt(request_id)
+        assert found is not None
+        names = ", ".join(dict.fromkeys(w.spec.original_name for w in waiting))
+        text = f"Waiting for approval to run {names}."
+        attachments = (*state.attachments, *(o.attachment for o in done))
+        return AgentReply(text=text, attachments=attachments, usage=usage, approval=found[0])
+
+    async def _parked_by(self, incoming: Incoming) -> AgentReply | None:
+        """The message a parked turn waits on, delivered again (a replay after a restart): its own
+        request once more, never a message waiting behind itself."""
+        if self.approvals is None or not incoming.event_id:
+            return None
+        request_id = await self.approvals.parked_by(incoming.key, incoming.event_id)
+        found = await self.approvals.prompt(request_id) if request_id is not None else None
+        if found is None:
+            return None
+        names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
+        return AgentReply(text=f"Waiting for approval to run {names}.", approval=found[0])
+
+    async def decide(
+        self,
+        request_id: str,
+        user_id: str,
+        *,
+        approve: bool,
+        call_id: str | None = None,
+        shown_hash: str | None = None,
+        remember: bool = False,
+    ) -> Decision:
+        """A person's click on an approval: one call (`call_id`) or all open ones, approved or denied."""
+        if self.approvals is None:
+            return Decision(changed=False, prompt=None, note="Approvals are not enabled.")
+        decision = await decide(
+            self.approvals,
+            request_id=request_id,
+            user_id=user_id,
+            approve=approve,
+            admins=self._config.admins,
+            now=self._clock(),
+            call_id=call_id,
+            shown_hash=shown_hash,
+            remember=remember,
+            definition_hash=self._definition_hash,
+        )
+        if decision.changed and decision.prompt is not None:
+            prompt = decision.prompt
+            outcome = "approved" if approve else "denied"
+            if remember and approve:
+                outcome = "approved, always allowed here"
+            await self.approvals.record_audit(
+                prompt.key,
+                [
+                    AuditEntry(
+                        who=user_id,
+                        place=prompt.place,
+                        server=c.server,
+                        tool=c.tool,
+                        call_id=c.call_id,
+                        arguments_hash=c.call_hash,
+                        outcome=outcome,
+                    )
+                    for c in prompt.calls
+                    if c.call_id in decision.decided
+                ],
+            )
+        return decision
+
+    async def _definition_hash(self, server: str, tool: str) -> str | None:
+        spec = self._spec_of(server, tool)
+        return spec.definition_hash if spec is not None else None
+
+    def _spec_of(self, server: str, tool: str) -> ToolSpec | None:
+        return next(
+            (t for t in self._host.list_tools() if t.server == server and t.original_name == tool), None
+        )
+
+    async def expire_due(self) -> list[str]:
+        """Requests whose time ran out: their open calls become "not approved in time". Resume each."""
+        if self.approvals is None:
+            return []
+        return await self.approvals.expire_due(self._clock())
+
+    async def resume(self, request_id: str, progress: Progress = no_progress) -> AgentReply | None:
+        """Go on with a parked turn once every call is decided; None if it is still open or another
+        process already took it. Runs the approved calls exactly as shown, tells the model about the
+        others under their call ids, and continues the loop where it stopped."""
+        if self.approvals is None:
+            return None
+        parked = await self.approvals.claim(request_id, self._clock())
+        if parked is None:
+            return None
+        incoming = parked.incoming
+        async with self._locks.hold(incoming.key), self.gate.admit():
+            history = await self._store.history(incoming.key)
+            state = self._state_so_far(history)
+            try:
+                outcomes = await self._run_decided(parked, state, progress)
+                round_messages = [parked.answer, *(o.message for o in outcomes)]
+                await self.approvals.finish_parked(request_id, incoming.key, round_messages)
+                await self.approvals.record_audit(
+                    incoming.key,
+                    [
+                        AuditEntry(
+                            who="nerve",
+                            place=_place_of(parked),
+                            server=c.server,
+                            tool=c.tool,
+                            call_id=c.call_id,
+                            arguments_hash=c.call_hash,
+                            outcome="expired: not approved in time",
+                        )
+                        for c in parked.calls
+                        if c.status == "expired"
+                    ],
+                )
+                history.extend(round_messages)
+                state.attachments.extend(o.attachment for o in outcomes)
+                stop = self._stop_reason(outcomes, state)
+                if stop:
+                    return await self._finish(incoming.key, stop, state, Usage())
+                return await self._loop(incoming, history, state, progress, first_round=parked.rounds_used)
+            except LLMError as exc:
+                logger.warning("model call failed for %s: %s", incoming.key, exc.message)
+                text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
+                return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
+
+    async def _run_decided(
+        self, parked: ParkedTurn, state: TurnState, progress: Progress
+    ) -> list[CallOutcome]:
+        """The round's outcomes in call order: results kept from before, approved calls run now (in
+        parallel), denied and expired ones refused to the model under their ids."""
+        done = {m.tool_call_id: m for m in parked.done}
+        decided = {c.call_id: c for c in parked.calls}
+        specs = {t.name: t for t in self.tools(parked.incoming)}
+
+        async def one(call: ToolCall) -> CallOutcome:
+            if call.id in done:
+                return _kept(call, done[call.id], self._config.calls.attachment_chars)
+            pending = decided[call.id]
+            if pending.status == "approved":
+                spec = self._spec_of(pending.server, pending.tool)
+                if spec is None or spec.name not in specs:
+                    detail = "its tool is no longer available"
+                    failure = failure_of(call, "unavailable", detail, "Answer without it.")
+                    return self._runner.not_run(call, pending.arguments, failure)
+                return await self._runner.execute(call, spec, pending.arguments, state, progress, specs)
+            if pending.status == "denied":
+                who = pending.decided_by or "a person"
+                failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
+            else:
+                failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
+            return self._runner.not_run(call, pending.arguments, failure)
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(call)) for call in parked.answer.tool_calls]
+        return [task.result() for task in tasks]
+
+    def _state_so_far(self, history: Sequence[ChatMessage]) -> TurnState:
+        """The guards' memory of this turn, read back from what it stored before it was parked."""
+        state = TurnState()
+        start = max((i for i, m in enumerate(history) if m.role == "user"), default=-1) + 1
+        turn = history[start:]
+        calls = {call.id: call for m in turn for call in m.tool_calls}
+        for call in calls.values():
+            state.guard.allow(call.name, stored_arguments(call.arguments))
+        for message in turn:
+            if message.role != "tool" or message.tool_call_id not in calls:
+                continue
+            call = calls[message.tool_call_id]
+            kept = _kept(call, message, self._config.calls.attachment_chars)
+            state.attachments.append(kept.attachment)
+            failure = stored_failure(message)
+            if failure is not None and failure.kind in (
+                "execution",
+                "timeout",
+                "unavailable",
+                "rate_limited",
+            ):
+                state.failed.setdefault(call.name, failure)
+        return state
+
+    async def recover_parked(self, stale_after: float = 900.0) -> list[str]:
+        """At start-up: requests ready to resume (every call decided or expired before a stop), and
+        claims of a process that stopped while resuming. The caller resumes each and posts the answer."""
+        if self.approvals is None:
+            return []
+        await self.approvals.release_stale_claims(self._clock() - stale_after)
+        await self.approvals.expire_due(self._clock())
+        return await self.approvals.ready_requests()
+
+    async def deferred_replies(
+        self, key: ConversationKey, progress: Progress = no_progress
+    ) -> AsyncIterator[tuple[Incoming, AgentReply]]:
+        """Answer, in order, the messages that waited behind a parked turn of this thread.
+
+        Stops after one that parks again: the rest wait behind that one.
+        """
+        if self.approvals is None:
+            return
+        while (item := await self.approvals.next_deferred(key)) is not None:
+            deferred_id, incoming = item
+            if await self.approvals.waiting_in(key) is not None:
+                return
+            reply = await self.reply(incoming, progress)
+            await self.approvals.drop_deferred(deferred_id)
+            yield incoming, reply
+            if reply.approval is not None:
+                return
+
+
+# Failures after which a tool is not called again in the same turn (see `RoundRunner.execute`).
+_NOT_CALLED_AGAIN = frozenset({"execution", "timeout", "unavailable", "rate_limited"})
+
+
+def _kept(call: ToolCall, message: ChatMessage, limit: int) -> CallOutcome:
+    """A result stored earlier in the turn, as an outcome of the round it belongs to."""
+    failure = stored_failure(message)
+    attachment = make_attachment(
+        call,
+        stored_arguments(call.arguments),
+        shown_to_people(message),
+        is_error=message.is_error,
+        latency_ms=message.latency_ms or 0.0,
+        limit=limit,
+    )
+    outcome: Outcome = "ok"
+    if message.is_error:
+        outcome = "failed" if failure is not None and failure.kind in _NOT_CALLED_AGAIN else "fix_arguments"
+    return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
+
+
+def _place_of(parked: ParkedTurn) -> str:
+    return place_id(parked.incoming.where())
