@@ -109,6 +109,18 @@ def button_ids(body: dict[str, Any]) -> list[str]:
     return [c["custom_id"] for row in body.get("components") or [] for c in row["components"]]
 
 
+async def final_answer(
+    fake: FakeDiscord, channel_id: int | None = None, within: float = 10.0
+) -> dict[str, Any]:
+    """The bot's newest message once it carries the Tool results button (the live answer's last edit)."""
+
+    def answered() -> list[dict[str, Any]]:
+        return [m for m in fake.bot_messages(channel_id) if button_ids(m)]
+
+    await fake.wait_until(lambda: bool(answered()), within=within)
+    return answered()[-1]
+
+
 def message_bodies(fake: FakeDiscord) -> list[Recorded]:
     """Every request that carried message content from the bot."""
     return [
@@ -296,9 +308,9 @@ async def test_clicking_tool_results_shows_ephemeral_embeds_within_limits(
     ):
         user = fake.user("fay")
         await fake.user_says(user, "check twelve areas", mention_bot=True)
-        (posted,) = await fake.wait_for("POST", f"/channels/{fake.channel_id}/messages")
-        (custom_id,) = button_ids(posted.body())
-        message = fake.bot_messages(fake.channel_id)[-1]
+        message = await final_answer(fake, fake.channel_id)
+        (custom_id,) = button_ids(message)
+        assert len(fake.find("POST", f"/channels/{fake.channel_id}/messages")) == 1
         await fake.click(fake.user("gus"), message, custom_id)
         callbacks = await fake.wait_for("POST", CALLBACK)
         body = callbacks[-1].body()
@@ -327,9 +339,8 @@ async def test_tool_results_after_a_restart_say_they_are_gone(fake: FakeDiscord,
     async with FakeLLMServer(script) as llm, agent_for(llm, store) as agent:
         async with running_bot(fake, agent):
             await fake.user_says(fake.user("hal"), "air?", mention_bot=True)
-            (posted,) = await fake.wait_for("POST", f"/channels/{fake.channel_id}/messages")
-        (custom_id,) = button_ids(posted.body())
-        message = fake.bot_messages(fake.channel_id)[-1]
+            message = await final_answer(fake, fake.channel_id)
+        (custom_id,) = button_ids(message)
         async with running_bot(fake, agent):
             await fake.click(fake.user("ian"), message, custom_id)
             (callback,) = await fake.wait_for("POST", CALLBACK)
@@ -489,10 +500,10 @@ async def test_the_whole_real_path_reaches_the_mcp_servers_and_shows_their_resul
         ):
             user = fake.user("olga")
             await fake.user_dms(user, "How is the air in A1001?")
-            (posted,) = await fake.wait_for("POST", CHANNEL_POST, within=30)
-            assert "🔧 get_environment_status ✓" in posted.body()["content"]
-            (custom_id,) = button_ids(posted.body())
-            await fake.click(user, fake.bot_messages()[-1], custom_id)
+            message = await final_answer(fake, within=30)
+            assert "🔧 get_environment_status ✓" in message["content"]
+            (custom_id,) = button_ids(message)
+            await fake.click(user, message, custom_id)
             (callback,) = await fake.wait_for("POST", CALLBACK)
             (embed,) = callback.body()["data"]["embeds"]
             assert embed["fields"][0] == {"name": "Status", "value": "ok", "inline": True}

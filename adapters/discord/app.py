@@ -2,9 +2,9 @@
 
 `run_discord(agent, settings)` is what `nerve discord` runs. The bot answers:
 
-* `/ask` — defers at once (Discord's 3-second deadline), shows progress in the deferred message,
-  replaces it with the answer and opens a thread on it for follow-ups (in a DM it just answers);
-* a mention in a channel — a reply, plus a thread on the mention for follow-ups;
+* `/ask` — defers at once (Discord's 3-second deadline), shows the answer in the deferred message
+  as it is written (`live.py`) and opens a thread on it for follow-ups (in a DM it just answers);
+* a mention in a channel — a reply shown as it is written, plus a thread on the mention;
 * messages in its threads (or mentions in any thread) — the thread's conversation continues;
 * DMs — the user's private conversation.
 
@@ -38,19 +38,20 @@ from adapters.discord.delivery import (
     NO_MENTIONS,
     ChannelGuard,
     ConversationOrder,
-    StatusLine,
     Typing,
     reply_reference,
     send_chunks,
 )
 from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel, job_for, to_incoming
+from adapters.discord.live import EDIT_EVERY, LiveAnswer
+from adapters.discord.pages import ChannelPage, ChannelPoster, InteractionPage, InteractionPoster
 from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
 from bot.render import truncate
 from bot.seams import Inbox
-from bot.types import AgentReply, ConversationKey, Incoming, Progress, ToolSpec, no_progress
+from bot.types import AgentReply, ConversationKey, Incoming, Progress, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ class NerveDiscordBot(discord.Client):
 
     # How often requests past their expiry are looked for (they go on "not approved in time").
     approval_sweep_every = 15.0
+    # At most one live edit of an answer this often (seconds).
+    live_edit_every = EDIT_EVERY
 
     def __init__(self, agent: DiscordAgent, settings: Settings) -> None:
         point_discord_at(settings)
@@ -206,15 +209,44 @@ class NerveDiscordBot(discord.Client):
             if self.guard.blocked(job.channel_id):
                 return
             channel = self._channel(job)
-            async with Typing(channel):
-                reply = await self._run_turn(job.incoming, no_progress)
             guild_id = channel.guild.id if channel.guild else None
             reference = None
             if job.message_id:
                 reference = reply_reference(job.channel_id, job.message_id, guild_id)
-            await self.post_reply(job.channel_id, guild_id, reply, reference=reference)
+            poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
+            live = LiveAnswer(poster, every=self.live_edit_every)
+            async with Typing(channel):
+                try:
+                    reply = await self._run_turn(job.incoming, live.progress)
+                finally:
+                    await live.stop()
+            if reply.approval is not None:
+                await self._show_approval_live(live, job.channel_id, guild_id, reply, reference)
+            else:
+                chunks, view = self._render(reply)
+                await live.deliver(chunks, view)
             if job.open_thread:
                 await self._open_thread(job)
+
+    async def _show_approval_live(
+        self,
+        live: LiveAnswer,
+        channel_id: int,
+        guild_id: int | None,
+        reply: AgentReply,
+        reference: discord.MessageReference | None,
+    ) -> None:
+        """A parked turn: its live message becomes the approval message (one message, as for /ask);
+        with no live message yet, the approval message is posted as a reply."""
+        assert reply.approval is not None
+        first = live.pages[0] if live.pages else None
+        if isinstance(first, ChannelPage) and await self.approval_flow.show_in_message(
+            first.message, reply.approval, channel_id
+        ):
+            await live.discard(keep=1)
+            return
+        await live.discard()
+        await self.post_reply(channel_id, guild_id, reply, reference=reference)
 
     # --- /ask --------------------------------------------------------------------------------------
 
@@ -247,35 +279,29 @@ class NerveDiscordBot(discord.Client):
 
     async def _answer_interaction(self, interaction: discord.Interaction[Any], job: Job) -> None:
         async with self._delivery(job), self._order.hold(job.key):
-            status = StatusLine(
-                lambda text: interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
+            # After the token's 15 minutes (or when Discord forgot the webhook) the answer goes on
+            # as channel messages replying to the deferred response.
+            reference = None
+            if job.message_id:
+                reference = reply_reference(job.channel_id, job.message_id, interaction.guild_id)
+            fallback = ChannelPoster(
+                self._channel(job), guard=self.guard, channel_id=job.channel_id, reference=reference
+            )
+            live = LiveAnswer(
+                InteractionPoster(interaction, fallback),
+                pages=[InteractionPage(interaction, message_id=job.message_id or None)],
+                every=self.live_edit_every,
             )
             try:
-                reply = await self._run_turn(job.incoming, status.progress)
+                reply = await self._run_turn(job.incoming, live.progress)
             finally:
-                await status.stop()
+                await live.stop()
             if reply.approval is not None:
+                await live.discard()
                 await self._show_approval(interaction, job, reply)
-                if job.open_thread:
-                    await self._open_thread(job)
-                return
-            chunks, view = self._render(reply)
-            delivered = await self._followup(interaction, chunks, view)
-            if delivered < len(chunks):
-                # The token expired (15 minutes) or Discord forgot the webhook: post the rest normally.
-                reference = (
-                    reply_reference(job.channel_id, job.message_id, interaction.guild_id)
-                    if job.message_id
-                    else None
-                )
-                await send_chunks(
-                    self._channel(job),
-                    chunks[delivered:],
-                    guard=self.guard,
-                    channel_id=job.channel_id,
-                    view=view,
-                    reference=reference,
-                )
+            else:
+                chunks, view = self._render(reply)
+                await live.deliver(chunks, view)
             if job.open_thread:
                 await self._open_thread(job)
 
@@ -300,42 +326,6 @@ class NerveDiscordBot(discord.Client):
             return
         reference = reply_reference(job.channel_id, message_id, interaction.guild_id) if message_id else None
         await self.post_reply(job.channel_id, interaction.guild_id, reply, reference=reference)
-
-    async def _followup(
-        self, interaction: discord.Interaction[Any], chunks: list[str], view: discord.ui.View | None
-    ) -> int:
-        """Replace the deferred message with the answer; how many chunks made it through the token."""
-        delivered = 0
-        for i, chunk in enumerate(chunks):
-            last_view = view if i == len(chunks) - 1 else None
-            if interaction.is_expired():
-                logger.info(
-                    "interaction %s outlived its 15-minute token; answering in the channel", interaction.id
-                )
-                return delivered
-            try:
-                if i == 0 and last_view is not None:
-                    await interaction.edit_original_response(
-                        content=chunk, view=last_view, allowed_mentions=NO_MENTIONS
-                    )
-                elif i == 0:
-                    await interaction.edit_original_response(content=chunk, allowed_mentions=NO_MENTIONS)
-                elif last_view is not None:
-                    await interaction.followup.send(
-                        chunk, view=last_view, allowed_mentions=NO_MENTIONS, wait=True
-                    )
-                else:
-                    await interaction.followup.send(chunk, allowed_mentions=NO_MENTIONS, wait=True)
-            except discord.HTTPException as exc:
-                logger.warning(
-                    "answering interaction %s through its token failed (%s %s); answering in the channel",
-                    interaction.id,
-                    exc.status,
-                    exc.text,
-                )
-                return delivered
-            delivered += 1
-        return delivered
 
     # --- shared ------------------------------------------------------------------------------------
 

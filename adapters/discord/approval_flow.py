@@ -155,6 +155,32 @@ class ApprovalFlow:
         await self._store_ref(prompt, channel_id, message_id or message.id)
         return True
 
+    async def show_in_message(
+        self, message: discord.Message, prompt: ApprovalPrompt, channel_id: int
+    ) -> bool:
+        """Make a message of ours (the turn's live answer) the approval message; False if it failed."""
+        shown = approval_message(prompt)
+        file = shown.file()
+        try:
+            await message.edit(
+                content=shown.content,
+                embeds=shown.embeds,
+                attachments=[file] if file is not None else [],
+                view=approval_view(prompt),
+                allowed_mentions=NO_MENTIONS,
+            )
+        except discord.HTTPException as exc:
+            logger.warning(
+                "turning message %s into approval request %s failed (%s %s)",
+                message.id,
+                prompt.request_id,
+                exc.status,
+                exc.text,
+            )
+            return False
+        await self._store_ref(prompt, channel_id, message.id)
+        return True
+
     async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:
         if self._agent.approvals is not None:
             await self._agent.approvals.set_message_ref(

@@ -1,4 +1,4 @@
-"""Posting to Discord safely: no pings, no posting where we are not allowed, progress shown cheaply.
+"""Posting to Discord safely: no pings, no posting where we are not allowed, "typing…" while a turn runs.
 
 Every send passes `AllowedMentions.none()` itself (besides the client default), so text from the
 model or a tool can never ping @everyone, @here, a role or a user, whichever code path sends it.
@@ -9,19 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import discord
 
 from bot.store.locks import KeyedLocks
-from bot.types import ConversationKey, TurnEvent
+from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)
 
 NO_MENTIONS = discord.AllowedMentions.none()
 TYPING_EVERY = 8.0  # Discord shows "typing…" for 10 s per trigger
-STATUS_STOP_TIMEOUT = 5.0
 
 
 class ChannelGuard:
@@ -162,64 +161,6 @@ class Typing:
                 logger.debug("typing indicator failed: %s", exc)
                 return
             await asyncio.sleep(TYPING_EVERY)
-
-
-class StatusLine:
-    """Shows the turn's latest progress ("calling get_environment_status…") in a message being edited.
-
-    Edits run in one background task that always shows the newest text and skips stale ones, so a
-    slow edit (or a rate-limited one) never holds up the turn. `stop()` waits for an edit in flight,
-    so a late status edit can never overwrite the final answer.
-    """
-
-    def __init__(self, edit: Callable[[str], Awaitable[object]]) -> None:
-        self._edit = edit
-        self._latest: str | None = None
-        self._shown: str | None = None
-        self._wake = asyncio.Event()
-        self._closed = False
-        self._task: asyncio.Task[None] | None = None
-
-    async def progress(self, event: TurnEvent) -> None:
-        """A `Progress` sink for `Agent.reply`."""
-        if event.kind == "thinking":
-            return
-        self.show(f"⏳ {event.message}")
-
-    def show(self, text: str) -> None:
-        if self._closed:
-            return
-        self._latest = text
-        self._wake.set()
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="discord-status-line")
-
-    async def _run(self) -> None:
-        while not self._closed:
-            await self._wake.wait()
-            self._wake.clear()
-            text = self._latest
-            if self._closed or text is None or text == self._shown:
-                continue
-            try:
-                await self._edit(text)
-                self._shown = text
-            except discord.HTTPException as exc:
-                logger.debug("status line edit failed, not showing progress any more: %s", exc)
-                return
-
-    async def stop(self) -> None:
-        self._closed = True
-        self._wake.set()
-        if self._task is None:
-            return
-        try:
-            async with asyncio.timeout(STATUS_STOP_TIMEOUT):
-                await self._task
-        except TimeoutError:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
 
 class ConversationOrder(KeyedLocks[ConversationKey]):

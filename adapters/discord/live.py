@@ -1,0 +1,177 @@
+"""The answer shown as it is written: messages edited in place, throttled, then the final answer.
+
+The progress sink only records (`LiveView`) and wakes a writer task this class owns, so a slow or
+rate-limited edit never holds up the model's stream. The writer shows the first text at once, then
+edits at most once every `every` seconds (Discord allows about five edits per 5 s per channel; one a
+second leaves room for everyone else), always with the newest text: a 429 that discord.py waits out
+only delays the next edit, it loses nothing. An answer longer than a message goes on in follow-up
+messages, split where `split_markdown` splits the final answer.
+
+`stop()` ends the writer without cutting an edit in flight (a late live edit would overwrite the
+final answer); `deliver()` then turns the messages shown into the final answer, reusing them, so
+an answer is always the same messages, never a second copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import discord
+
+from adapters.discord.live_view import LiveView
+from adapters.discord.pages import Page, PageGone, Poster
+from bot.types import TurnEvent
+
+logger = logging.getLogger(__name__)
+
+EDIT_EVERY = 1.2
+# How long `stop()` lets an edit in flight finish (discord.py may be waiting out a 429).
+STOP_WAIT = 90.0
+
+
+class LiveAnswer:
+    """One answer's messages: `progress` is the turn's sink, `stop` then `deliver` the final answer."""
+
+    def __init__(self, poster: Poster, *, pages: list[Page] | None = None, every: float = EDIT_EVERY) -> None:
+        self._poster = poster
+        self.pages: list[Page] = list(pages or [])
+        # What each page shows now (None: nothing of ours yet, e.g. the deferred "thinking…").
+        self._shown: list[str | None] = [None] * len(self.pages)
+        self._every = every
+        self.view = LiveView()
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._writing = False
+        self._broken = False
+        self._next_write = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    # --- the sink -----------------------------------------------------------------------------------
+
+    async def progress(self, event: TurnEvent) -> None:
+        """A `Progress` sink: record and wake the writer; never waits for Discord."""
+        if self._closed:
+            return
+        if self.view.record(event, asyncio.get_running_loop().time()):
+            self._wake.set()
+            if self._task is None:
+                self._task = asyncio.create_task(self._run(), name="discord-live-answer")
+
+    # --- the writer ---------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._closed and not self._broken:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._closed:
+                return
+            delay = self._next_write - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+                if self._closed:
+                    return
+            self._writing = True
+            try:
+                await self._write(self.view.chunks(), None, final=False)
+            except discord.RateLimited as exc:
+                # Longer than discord.py will wait by itself: show the newest text after the wait.
+                self._next_write = loop.time() + exc.retry_after
+                self._wake.set()
+            except Exception:
+                # Showing progress must never fail the turn; the final answer is delivered anyway.
+                logger.exception("updating a live answer failed; showing the final answer only")
+                self._broken = True
+            finally:
+                self._writing = False
+            self._next_write = max(self._next_write, loop.time() + self._every)
+
+    async def stop(self) -> None:
+        """No more live edits; returns once an edit in flight has landed."""
+        self._closed = True
+        self._wake.set()
+        task = self._task
+        if task is None:
+            return
+        if not self._writing:
+            task.cancel()  # waiting or sleeping: nothing is on its way to Discord
+        try:
+            async with asyncio.timeout(STOP_WAIT):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        except TimeoutError:
+            logger.warning("a live answer edit took over %.0f s; going on with the final answer", STOP_WAIT)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    async def deliver(self, chunks: list[str], view: discord.ui.View | None) -> bool:
+        """The final answer into the messages shown (more posted, surplus deleted); the view goes on
+        the last. False when some of it could not be posted."""
+        await self.stop()
+        self._broken = False
+        return await self._write(chunks, view, final=True)
+
+    async def _write(self, chunks: list[str], view: discord.ui.View | None, *, final: bool) -> bool:
+        if not chunks:
+            return True
+        i = 0
+        while i < len(chunks):
+            chunk = chunks[i]
+            page_view = view if i == len(chunks) - 1 else None
+            if i < len(self.pages):
+                if self._shown[i] == chunk and page_view is None:
+                    i += 1
+                    continue
+                try:
+                    await self.pages[i].edit(chunk, view=page_view)
+                except PageGone as exc:
+                    # Post this part again (and everything after it) as new messages.
+                    logger.info("a live answer message can no longer be edited (%s); posting anew", exc)
+                    self._abandon(i)
+                    continue
+                except discord.RateLimited:
+                    if not final:
+                        raise
+                    logger.warning("Discord asked to wait too long before an edit; posting the rest anew")
+                    self._abandon(i)
+                    continue
+                except discord.HTTPException as exc:
+                    logger.warning("editing a live answer message failed: %s %s", exc.status, exc.text)
+                    if not final:
+                        self._broken = True
+                        return False
+                    self._abandon(i)
+                    continue
+                self._shown[i] = chunk
+            else:
+                page = await self._poster.post(chunk, view=page_view)
+                if page is None:
+                    self._broken = True
+                    return False
+                self.pages.append(page)
+                self._shown.append(chunk)
+            i += 1
+        await self._drop_from(len(chunks))
+        return True
+
+    async def discard(self, *, keep: int = 0) -> None:
+        """Delete the messages posted for this answer after the first `keep` (a deferred response
+        stays anyway), e.g. when the turn waits for approval and the approval message says so."""
+        await self.stop()
+        await self._drop_from(keep)
+
+    def _abandon(self, index: int) -> None:
+        """Forget pages from `index` on: they stay as they are, the answer goes on in new messages."""
+        del self.pages[index:]
+        del self._shown[index:]
+
+    async def _drop_from(self, index: int) -> None:
+        """Delete pages the answer no longer needs (a long draft the model replaced)."""
+        for page in self.pages[index:]:
+            await page.delete()
+        self._abandon(index)
