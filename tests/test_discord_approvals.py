@@ -764,3 +764,37 @@ async def test_a_turn_that_waits_in_a_thread_shows_its_approval_there_and_always
         (remembered,) = await store.remembered_approvals()
         assert remembered.place == f"discord:{fake.channel_id}"
         assert note(notes) == "first line\nx\n"
+
+
+async def test_a_mention_shown_live_that_waits_turns_its_live_message_into_the_one_approval_message(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost, notes: Path
+) -> None:
+    reason = "I'll read the note and add your line, one step at a time."
+    calls = (
+        FakeCall(name="read_note", arguments="{}", id="c_read"),
+        FakeCall(name="append_note", arguments=json.dumps({"text": "hi"}), id="c_add"),
+    )
+    # Held after a few words of the reason, so the live message is surely there before the turn waits.
+    script = [Reply(content=reason, tool_calls=calls, chunk_chars=8, stall_after=3, stall=15)]
+    async with (
+        FakeLLMServer(script) as llm,
+        approving_agent(llm, store, host) as agent,
+        running_bot(fake, agent),
+    ):
+        ada = fake.user("ada")
+        mention = await fake.user_says(ada, "add hi to the note", mention_bot=True)
+        (live,) = await posted_in(fake, fake.channel_id)
+        assert reason.startswith(live.body()["content"])
+        llm.unstall()
+        approval = await approval_in(fake, fake.channel_id)
+        await fake.wait_for("POST", THREADS)
+
+        assert len(fake.find("POST", rf"/channels/{fake.channel_id}/messages")) == 1, "one message"
+        assert int(approval["id"]) == min(int(m["id"]) for m in fake.bot_messages(fake.channel_id))
+        assert int(approval["message_reference"]["message_id"]) == int(mention["id"])
+        assert "Waiting for approval" in approval["content"] and reason in approval["content"]
+        assert set(buttons(approval)) == {"Approve", "Deny", "Always allow here"}
+        request_id = buttons(approval)["Approve"].split(":")[3]
+        found = await store.prompt(request_id)
+        assert found is not None and found[0].message_ref == f"{fake.channel_id}:{approval['id']}"
+        assert ran(notes) == ["read_note"]
