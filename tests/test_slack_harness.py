@@ -209,6 +209,7 @@ async def rig(
     tools: dict[str, ToolFn] | None = None,
     pace: float = 0.0,
     status_interval: float = 0.0,
+    stream_interval: float = 0.0,
     strict: bool = True,
     host: ToolHost | None = None,
     config: AgentConfig | None = None,
@@ -228,7 +229,15 @@ async def rig(
         clock=clock,
     ) as c:
         cfg = settings_for(c.slack, **settings)
-        bot = build_bot(c.agent, cfg, client=make_client(cfg), pace=pace, status_interval=status_interval)
+        bot = build_bot(
+            c.agent,
+            cfg,
+            client=make_client(cfg),
+            pace=pace,
+            status_interval=status_interval,
+            stream_interval=stream_interval,
+            feedback=c.store,
+        )
         runner: web.AppRunner | None = None
         try:
             runner, url = await serve_http(bot, "127.0.0.1", 0)

@@ -169,7 +169,8 @@ async def test_another_bot_is_answered_when_bots_are_allowed(tmp_path: Path) -> 
 
 
 async def test_a_failure_while_answering_becomes_a_short_apology_in_the_thread(tmp_path: Path) -> None:
-    async with rig(tmp_path, [reply("never shown")]) as r:
+    # Live edits held off (one interval is the whole turn), so the chat.update that fails is the answer's.
+    async with rig(tmp_path, [reply("never shown")], status_interval=60.0) as r:
         r.slack.fail_next["chat.update"] = "msg_too_long"
         await r.deliver(mention(f"<@{BOT_USER_ID}> hi", ts="1600000000.000800"))
         await r.settle()

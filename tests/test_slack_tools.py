@@ -142,7 +142,8 @@ async def test_pings_and_disguised_links_from_the_model_and_tools_arrive_escaped
 async def test_a_long_answer_is_split_into_thread_posts_without_breaking_code_fences(tmp_path: Path) -> None:
     code = "\n".join(f"line_{i} = {i}" for i in range(1500))
     answer = "Intro paragraph.\n\n```python\n" + code + "\n```\n\n" + ("Closing words. " * 400)
-    async with rig(tmp_path, [reply(answer)]) as r:
+    # No live edits in between (one interval is the whole turn): only the split is looked at here.
+    async with rig(tmp_path, [reply(answer)], status_interval=60.0) as r:
         await r.deliver(mention(f"<@{BOT_USER_ID}> long one", ts="1600000000.001800"))
         await r.settle()
         posts = r.slack.thread(CHANNEL, "1600000000.001800")

@@ -46,8 +46,10 @@ from adapters.slack.events import (
     is_dm_channel,
     place_of_command,
 )
+from adapters.slack.feedback import FeedbackStore, record_click
 from adapters.slack.inbox import inbox_payload
 from adapters.slack.post import Poster
+from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.signature import signature_problem
 from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
@@ -141,12 +143,23 @@ class SlackBot:
         *,
         pace: float = 1.0,
         status_interval: float = 1.0,
+        stream_interval: float = 0.4,
+        feedback: FeedbackStore | None = None,
     ) -> None:
         self.agent = agent
         self.settings = settings
         self.client = client
         self._poster = Poster(client, pace=pace)
-        self._turns = TurnRunner(agent, self._poster, status_interval=status_interval)
+        # Feedback buttons only where clicks can be kept: the store, when it keeps feedback.
+        inbox = agent.inbox
+        self._feedback = feedback or (inbox if isinstance(inbox, FeedbackStore) else None)
+        self._turns = TurnRunner(
+            agent,
+            self._poster,
+            status_interval=status_interval,
+            stream_interval=stream_interval,
+            feedback=self._feedback is not None,
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._desk = ApprovalDesk(agent, self._poster, self._turns, self.spawn)
         self._sweeper: asyncio.Task[None] | None = None
@@ -172,6 +185,7 @@ class SlackBot:
         self.app.event("assistant_thread_context_changed")(self._ignore)
         self.app.command("/nerve")(self._on_command)
         self.app.action(ACTION_PATTERN)(self._on_approval_click)
+        self.app.action(FEEDBACK_ACTION)(self._on_feedback_click)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -292,6 +306,11 @@ class SlackBot:
         await ack()
         self.spawn(self._desk.on_click(body))
 
+    async def _on_feedback_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        if self._feedback is not None:
+            self.spawn(record_click(self._feedback, body))
+
     async def _on_thread_started(self, event: dict[str, Any]) -> None:
         thread = event.get("assistant_thread") or {}
         channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
@@ -354,10 +373,19 @@ def build_bot(
     client: AsyncWebClient | None = None,
     pace: float = 1.0,
     status_interval: float = 1.0,
+    stream_interval: float = 0.4,
+    feedback: FeedbackStore | None = None,
 ) -> SlackBot:
-    """The bot with its AsyncApp; `pace` and `status_interval` are seconds (Slack's limits by default)."""
+    """The bot with its AsyncApp; `pace`, `status_interval` (edits) and `stream_interval` (appends to a
+    streaming message) are seconds, within Slack's limits by default."""
     return SlackBot(
-        agent, settings, client or make_client(settings), pace=pace, status_interval=status_interval
+        agent,
+        settings,
+        client or make_client(settings),
+        pace=pace,
+        status_interval=status_interval,
+        stream_interval=stream_interval,
+        feedback=feedback,
     )
 
 

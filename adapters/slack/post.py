@@ -69,6 +69,8 @@ class Poster:
         # message may use task cards. Downgraded once on `invalid_blocks`, never retried per message.
         self._levels: dict[str, Level] = {}
         self._rich_status: dict[str, bool] = {}
+        # Per workspace: whether chat.startStream works there (until Slack says it does not).
+        self._streams: dict[str, bool] = {}
 
     def level(self, team: str) -> Level:
         return self._levels.get(team, Level.RICH)
@@ -88,6 +90,16 @@ class Poster:
 
     def refuse_rich_status(self, team: str) -> None:
         self._rich_status[team] = False
+
+    def streams(self, team: str) -> bool:
+        return self._streams.get(team, True)
+
+    def refuse_streams(self, team: str) -> None:
+        if self._streams.get(team, True):
+            logger.warning(
+                "workspace %s has no streaming messages; answers are edited in place instead", team
+            )
+        self._streams[team] = False
 
     async def post(self, channel: str, thread_ts: str | None, message: OutMessage) -> str:
         """Post a message (in the thread if given); returns its ts."""

@@ -1,7 +1,9 @@
-"""Showing a turn's progress: assistant.threads.setStatus, or one status message updated in place.
+"""Showing a turn's progress: assistant.threads.setStatus, or one live message updated in place.
 
 Progress is best-effort: a failed status update is logged and never fails the turn. Updates are
-throttled (latest state wins) so a burst of tool calls costs one chat.update per interval.
+throttled (latest state wins) so a burst of tool calls or of words costs one chat.update per
+interval. The live message shows the answer's text as the model writes it, where the workspace has
+no streaming messages (`adapters.slack.live` streams where it has).
 """
 
 from __future__ import annotations
@@ -11,77 +13,113 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
-from adapters.slack.render import OutMessage, ToolState, status_message
+from adapters.slack.render import Level, OutMessage, ToolState, render_reply, status_message
 from bot.render import truncate
-from bot.types import TurnEvent
+from bot.types import AgentReply, TurnEvent
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Concluded:
+    """What a live message did with the final answer: how many of its messages it delivered itself,
+    which message the next one replaces, and whether that one carries the feedback buttons."""
+
+    delivered: int = 0
+    replace_ts: str | None = None
+    feedback: bool = False
 
 
 class ProgressSink(Protocol):
-    """Where a turn's progress shows; `message_ts` is the status message the answer replaces, if any."""
+    """Where a turn's progress shows; `message_ts` is the live message the answer replaces, if any."""
 
-    message_ts: str | None
+    @property
+    def message_ts(self) -> str | None: ...
 
     async def on_event(self, event: TurnEvent) -> None: ...
 
     async def close(self) -> None: ...
 
+    async def conclude(self, reply: AgentReply, level: Level) -> Concluded: ...
 
-class Throttle:
-    """Runs `send` at most once per `interval`; requests in between coalesce into one later send."""
 
-    def __init__(self, send: Callable[[], Awaitable[None]], interval: float) -> None:
+class Throttle(Generic[T]):
+    """Sends at most once per `interval`, always from its own task, so recording an event never waits
+    on Slack. What a send carries is rendered when the send is due: at once for the first one (so a
+    quick change in between is not lost), at the end of the wait for later ones (the latest state)."""
+
+    def __init__(
+        self, render: Callable[[], T], send: Callable[[T], Awaitable[None]], interval: float
+    ) -> None:
+        self._render = render
         self._send = send
         self._interval = interval
         self._last = -1e9
-        self._pending: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+        self._sending = False
         self._closed = False
 
     def mark_sent(self) -> None:
         """Count a send made outside the throttle (the initial post) towards the interval."""
         self._last = time.monotonic()
 
-    async def request(self) -> None:
-        if self._closed or self._pending is not None:
-            return  # the scheduled send will carry the latest state
-        wait = self._last + self._interval - time.monotonic()
-        if wait <= 0:
-            await self._flush()
-        else:
-            self._pending = asyncio.create_task(self._later(wait))
+    def request(self) -> None:
+        if self._closed:
+            return
+        if self._task is not None:
+            self._again = True  # the running task sends the latest state when its turn comes
+            return
+        due = self._last + self._interval - time.monotonic()
+        first = self._render() if due <= 0 else None
+        self._task = asyncio.create_task(self._run(due, first))
 
-    async def _later(self, wait: float) -> None:
-        await asyncio.sleep(wait)
-        self._pending = None
-        await self._flush()
+    async def _run(self, due: float, first: T | None) -> None:
+        try:
+            payload = first
+            while not self._closed:
+                if payload is None:
+                    if due > 0:
+                        await asyncio.sleep(due)
+                    payload = self._render()
+                self._again = False
+                self._last = time.monotonic()
+                self._sending = True
+                try:
+                    await self._send(payload)
+                except SlackApiError as exc:
+                    logger.warning("progress update failed: %s", api_error(exc) or exc)
+                finally:
+                    self._sending = False
+                if not self._again:
+                    break
+                payload, due = None, self._last + self._interval - time.monotonic()
+        finally:
+            self._task = None
 
-    async def _flush(self) -> None:
-        async with self._lock:
-            if self._closed:
-                return
-            self._last = time.monotonic()
-            try:
-                await self._send()
-            except SlackApiError as exc:
-                logger.warning("progress update failed: %s", api_error(exc) or exc)
+    def stop(self) -> None:
+        """Send nothing more; a send already on its way still lands."""
+        self._closed = True
+        if self._task is not None and not self._sending:
+            self._task.cancel()
 
     async def close(self) -> None:
         """Drop any pending send and wait for one in flight, so nothing overwrites what comes next."""
         self._closed = True
-        if self._pending is not None:
-            self._pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pending
-            self._pending = None
-        async with self._lock:
-            pass
+        task = self._task
+        if task is None:
+            return
+        if not self._sending:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _headline(event: TurnEvent) -> str | None:
@@ -105,15 +143,14 @@ class AssistantStatus:
         self._thread_ts = thread_ts
         self._status = "is thinking…"
         self._sent: str | None = None
-        self._throttle = Throttle(self._send, interval)
+        self._throttle = Throttle(lambda: self._status, self._send, interval)
 
     async def start(self) -> None:
         """Show "is thinking…"; raises SlackApiError when this is not an assistant thread."""
-        await self._send()
+        await self._send(self._status)
         self._throttle.mark_sent()
 
-    async def _send(self) -> None:
-        status = self._status
+    async def _send(self, status: str) -> None:
         await self._poster.client.assistant_threads_setStatus(
             channel_id=self._channel, thread_ts=self._thread_ts, status=status
         )
@@ -129,15 +166,23 @@ class AssistantStatus:
         else:
             return
         if self._status != self._sent:
-            await self._throttle.request()
+            self._throttle.request()
+
+    def stop(self) -> None:
+        """The answer is showing: no later status may cover it."""
+        self._throttle.stop()
 
     async def close(self) -> None:
         # Slack clears the status when our reply lands; only stop pending updates here.
         await self._throttle.close()
 
+    async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
+        return Concluded()
+
 
 class StatusMessage:
-    """ONE message in the thread, posted at the start, edited per tool call, replaced by the answer."""
+    """ONE message in the thread, posted at the start, edited as tools run and words arrive, replaced
+    by the answer."""
 
     def __init__(
         self, poster: Poster, team: str, channel: str, thread_ts: str | None, interval: float
@@ -148,12 +193,14 @@ class StatusMessage:
         self._thread_ts = thread_ts
         self._headline = "Thinking…"
         self._tools: list[ToolState] = []
+        self._text = ""  # this round's text so far, as the model wrote it
         self._shown: OutMessage | None = None
-        self._throttle = Throttle(self._send_update, interval)
+        self._throttle = Throttle(self._render, self._send_update, interval)
         self.message_ts: str | None = None
 
     def _render(self) -> OutMessage:
-        return status_message(self._headline, self._tools, rich=self._poster.rich_status(self._team))
+        rich = self._poster.rich_status(self._team)
+        return status_message(self._headline, self._tools, rich=rich, text=self._text)
 
     async def start(self) -> None:
         """Post the status message (task-card style where the workspace accepts it)."""
@@ -168,8 +215,17 @@ class StatusMessage:
             self.message_ts = await self._poster.post(self._channel, self._thread_ts, self._shown)
         self._throttle.mark_sent()
 
-    async def _send_update(self) -> None:
-        message = self._render()
+    def replay(self, events: list[TurnEvent]) -> None:
+        """Catch up with a turn's events so far (before `start` or `adopt`)."""
+        for event in events:
+            self._record(event)
+
+    def adopt(self, ts: str) -> None:
+        """Go on in a message that already exists (a stream Slack stopped taking)."""
+        self.message_ts = ts
+        self._throttle.request()
+
+    async def _send_update(self, message: OutMessage) -> None:
         if self.message_ts is None or message == self._shown:
             return
         try:
@@ -182,19 +238,36 @@ class StatusMessage:
             await self._poster.update(self._channel, self.message_ts, message)
         self._shown = message
 
-    async def on_event(self, event: TurnEvent) -> None:
+    def _record(self, event: TurnEvent) -> None:
         headline = _headline(event)
         if headline is not None:
             self._headline = headline
-        if event.kind == "tool_started" and event.tool:
+        if event.kind == "thinking":
+            self._text = ""  # an earlier round's text was a draft: the next round replaces it
+        elif event.kind == "text":
+            self._text += event.message
+        elif event.kind == "tool_started" and event.tool:
             self._tools.append(ToolState(call_id=event.tool_call_id or "", name=event.tool))
         elif event.kind == "tool_finished":
             for tool in self._tools:
                 if tool.call_id == (event.tool_call_id or "") and tool.state == "running":
                     tool.state = "ok" if event.ok else "error"
                     break
-        if self._render() != self._shown:
-            await self._throttle.request()
+
+    async def on_event(self, event: TurnEvent) -> None:
+        self._record(event)
+        if event.kind == "text" or self._render() != self._shown:
+            self._throttle.request()
 
     async def close(self) -> None:
         await self._throttle.close()
+
+    async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
+        """The answer replaces this message, unless the message already shows exactly the answer."""
+        rendered = render_reply(reply, level)
+        if self._shown is not None and self.message_ts is not None and not rendered.uploads:
+            head = rendered.messages[0]
+            same = OutMessage(text=head.text, blocks=head.blocks or [], attachments=head.attachments or None)
+            if same == self._shown:
+                return Concluded(delivered=1)
+        return Concluded(replace_ts=self.message_ts)

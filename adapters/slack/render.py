@@ -15,7 +15,10 @@ from typing import Any
 
 from slack_sdk.models.blocks import (
     ContainerBlock,
+    ContextActionsBlock,
     ContextBlock,
+    FeedbackButtonObject,
+    FeedbackButtonsElement,
     MarkdownBlock,
     MarkdownTextObject,
     PlanBlock,
@@ -257,12 +260,16 @@ class ToolState:
     state: str = "running"  # running, ok, error
 
 
-def status_message(headline: str, tools: list[ToolState], *, rich: bool) -> OutMessage:
-    """The one status message of a turn: a headline and a line (or task card) per tool call."""
+def status_message(headline: str, tools: list[ToolState], *, rich: bool, text: str = "") -> OutMessage:
+    """The one live message of a turn: a headline (until words arrive), a line (or task card) per
+    tool call, and the answer's text so far."""
     icon = {"running": "⏳", "ok": "✅", "error": "❌"}
-    blocks: list[dict[str, Any]] = [
-        ContextBlock(elements=[MarkdownTextObject(text=escape_capped(headline, 2000))]).to_dict()
-    ]
+    shown = answer_chunks(text)[0] if text.strip() else ""
+    blocks: list[dict[str, Any]] = []
+    if not shown:
+        blocks.append(
+            ContextBlock(elements=[MarkdownTextObject(text=escape_capped(headline, 2000))]).to_dict()
+        )
     if tools and rich:
         cards = [
             TaskCardBlock(
@@ -278,4 +285,24 @@ def status_message(headline: str, tools: list[ToolState], *, rich: bool) -> OutM
         blocks.append(
             SectionBlock(text=MarkdownTextObject(text=truncate(lines, SECTION_TEXT_LIMIT)[0])).to_dict()
         )
+    if shown:
+        blocks.append(MarkdownBlock(text=shown).to_dict())
+        return OutMessage(text=truncate(shown, MESSAGE_TEXT_LIMIT)[0], blocks=blocks)
     return OutMessage(text=escape(headline), blocks=blocks)
+
+
+FEEDBACK_ACTION = "nerve_feedback"
+
+
+def feedback_block(ref: str) -> dict[str, Any]:
+    """Thumbs up / down under an answer; `ref` says which turn a click is about."""
+    buttons = FeedbackButtonsElement(
+        action_id=FEEDBACK_ACTION,
+        positive_button=FeedbackButtonObject(
+            text="Good answer", accessibility_label="This answer was helpful", value=f"up|{ref}"
+        ),
+        negative_button=FeedbackButtonObject(
+            text="Bad answer", accessibility_label="This answer was not helpful", value=f"down|{ref}"
+        ),
+    )
+    return ContextActionsBlock(elements=[buttons]).to_dict()

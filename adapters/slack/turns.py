@@ -16,9 +16,18 @@ from slack_sdk.errors import SlackApiError
 
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, turn_in
+from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
-from adapters.slack.progress import AssistantStatus, ProgressSink, StatusMessage
-from adapters.slack.render import Level, OutMessage, RenderedReply, Upload, plain_message, render_reply
+from adapters.slack.progress import AssistantStatus, Concluded, ProgressSink, StatusMessage
+from adapters.slack.render import (
+    Level,
+    OutMessage,
+    RenderedReply,
+    Upload,
+    feedback_block,
+    plain_message,
+    render_reply,
+)
 from bot.agent import Agent
 from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, TurnEvent
 
@@ -32,10 +41,20 @@ EMPTY_PROMPT = "Hi! Ask me something — for example, which tools I have."
 class TurnRunner:
     """Answers turns for one bot: shares the poster (pacing, fallbacks) across all of them."""
 
-    def __init__(self, agent: Agent, poster: Poster, *, status_interval: float) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        poster: Poster,
+        *,
+        status_interval: float,
+        stream_interval: float = 0.4,
+        feedback: bool = False,
+    ) -> None:
         self._agent = agent
         self._poster = poster
         self._status_interval = status_interval
+        self._stream_interval = stream_interval
+        self._feedback = feedback
 
     async def run(self, turn: Turn) -> None:
         """Answer `turn`, then mark its event finished; an apology is an answer too."""
@@ -52,10 +71,10 @@ class TurnRunner:
                     reply = await self._agent.reply(turn.incoming, sink.on_event)
                 finally:
                     await sink.close()
-                await self._deliver(turn, reply, sink.message_ts)
+                await self._deliver(turn, reply, sink)
         except Exception:
             logger.exception("answering Slack event %s in %s failed", turn.event_id, turn.key)
-            await self._apologize(turn, sink.message_ts if sink else None)
+            await self._apologize(turn, sink)
         try:
             await self._agent.inbox.finish_event(PLATFORM, turn.event_id)
         except Exception:
@@ -80,10 +99,10 @@ class TurnRunner:
                 await sink.close()
             if final is None:
                 return
-            await self._deliver(turn, final, sink.message_ts)
+            await self._deliver(turn, final, sink)
         except Exception:
             logger.exception("resuming approval request %s in %s failed", request_id, prompt.key)
-            await self._apologize(turn, sink.message_ts)
+            await self._apologize(turn, sink)
             return
         await self.answer_deferred(prompt.key)
 
@@ -103,38 +122,67 @@ class TurnRunner:
             async for incoming, reply in self._agent.deferred_replies(key, progress):
                 sink = current[-1]
                 await sink.close()
-                await self._deliver(turn_in(incoming), reply, sink.message_ts)
+                await self._deliver(turn_in(incoming), reply, sink)
                 fresh(turn_in(incoming))
         except Exception:
             logger.exception("answering the messages that waited in %s failed", key)
-            await self._apologize(current[-1].turn, current[-1].message_ts)
+            await self._apologize(current[-1].turn, current[-1])
         finally:
             await current[-1].close()
 
     async def open_progress(self, turn: Turn) -> ProgressSink:
-        if turn.assistant_thread and turn.reply_thread_ts is not None:
-            status = AssistantStatus(self._poster, turn.channel, turn.reply_thread_ts, self._status_interval)
+        """The live message of a turn: streamed where Slack can, else one message edited in place;
+        in an assistant thread the container's status line shows until the first words."""
+        team = turn.key.workspace
+        thread = turn.reply_thread_ts
+        streaming = thread is not None and self._poster.streams(team)
+        status: AssistantStatus | None = None
+        if turn.assistant_thread and thread is not None:
+            status = AssistantStatus(self._poster, turn.channel, thread, self._status_interval)
             try:
                 await status.start()
-                return status
             except SlackApiError as exc:
                 # Not an assistant container after all (or the feature is off): use a message.
                 logger.info("assistant status unavailable (%s); using a status message", api_error(exc))
-        message = StatusMessage(
-            self._poster, turn.key.workspace, turn.channel, turn.reply_thread_ts, self._status_interval
-        )
+                status = None
+            if status is not None and not streaming:
+                return status
+        if streaming:
+            live = self._streamed(turn, status)
+            if status is not None:
+                return live  # the stream starts with the first words; the status line shows until then
+            try:
+                await live.start()
+                return live
+            except SlackApiError as exc:
+                error = api_error(exc)
+                if error in UNSUPPORTED:
+                    self._poster.refuse_streams(team)
+                logger.info("no streaming message in %s (%s); editing a message instead", turn.key, error)
+        message = StatusMessage(self._poster, team, turn.channel, thread, self._status_interval)
         await message.start()
         return message
 
-    async def _deliver(self, turn: Turn, reply: AgentReply, replace_ts: str | None) -> None:
+    def _streamed(self, turn: Turn, status: AssistantStatus | None) -> StreamedAnswer:
+        return StreamedAnswer(
+            self._poster,
+            turn,
+            interval=self._stream_interval,
+            edit_interval=self._status_interval,
+            status=status,
+            feedback=self._feedback,
+        )
+
+    async def _deliver(self, turn: Turn, reply: AgentReply, sink: ProgressSink | LazyProgress | None) -> None:
         team = turn.key.workspace
+        concluded = await sink.conclude(reply, self._poster.level(team)) if sink is not None else Concluded()
         level = self._poster.level(team)
-        rendered = render_reply(reply, level)
-        sent = 0
+        rendered = self._with_feedback(render_reply(reply, level), turn, level, concluded)
+        first = sent = concluded.delivered
         while sent < len(rendered.messages):
             message = rendered.messages[sent]
             try:
-                await self._send(turn, message, replace_ts if sent == 0 else None)
+                await self._send(turn, message, concluded.replace_ts if sent == first else None)
             except SlackApiError as exc:
                 lower = self._poster.downgrade(team, level) if api_error(exc) in REFUSED_BLOCKS else None
                 if lower is None:
@@ -145,6 +193,18 @@ class TurnRunner:
         await self._upload_all(turn, rendered.uploads)
         if reply.approval is not None:
             await self._ask_approval(turn, reply.approval)
+
+    @staticmethod
+    def _with_feedback(
+        rendered: RenderedReply, turn: Turn, level: Level, concluded: Concluded
+    ) -> RenderedReply:
+        """The feedback buttons on a streamed answer that is rewritten in place (rich workspaces only)."""
+        if not concluded.feedback or level is not Level.RICH or concluded.delivered:
+            return rendered
+        head = rendered.messages[0]
+        blocks = [*(head.blocks or []), feedback_block(turn.event_id)]
+        head = OutMessage(text=head.text, blocks=blocks, attachments=head.attachments)
+        return RenderedReply(messages=[head, *rendered.messages[1:]], uploads=rendered.uploads)
 
     async def _ask_approval(self, turn: Turn, prompt: ApprovalPrompt) -> None:
         """Post the one approval message of a parked turn, unless it was posted already."""
@@ -174,9 +234,13 @@ class TurnRunner:
         else:
             await self._poster.post(turn.channel, turn.reply_thread_ts, message)
 
-    async def _apologize(self, turn: Turn, status_ts: str | None) -> None:
+    async def _apologize(self, turn: Turn, sink: ProgressSink | LazyProgress | None) -> None:
         try:
-            await self._send(turn, plain_message(APOLOGY), status_ts)
+            if isinstance(sink, LazyProgress | StreamedAnswer) and isinstance(sink.live, StreamedAnswer):
+                # A stream is stopped with the apology (or rewritten to it), never left hanging.
+                await self._deliver(turn, AgentReply(text=APOLOGY, failed=True), sink)
+                return
+            await self._send(turn, plain_message(APOLOGY), sink.message_ts if sink is not None else None)
         except Exception:
             logger.exception("could not post the apology for Slack event %s", turn.event_id)
 
@@ -206,6 +270,10 @@ class LazyProgress:
     def message_ts(self) -> str | None:
         return self._sink.message_ts if self._sink is not None else None
 
+    @property
+    def live(self) -> ProgressSink | None:
+        return self._sink
+
     async def on_event(self, event: TurnEvent) -> None:
         if self._sink is None:
             try:
@@ -218,3 +286,6 @@ class LazyProgress:
     async def close(self) -> None:
         if self._sink is not None:
             await self._sink.close()
+
+    async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
+        return await self._sink.conclude(reply, level) if self._sink is not None else Concluded()

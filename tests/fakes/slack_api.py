@@ -3,8 +3,13 @@
 The real `slack_sdk` client (and so the real bolt app) talks to it over loopback, so tests see the
 same request encoding (JSON or form), status codes and headers Slack would produce. Every call is
 recorded with its parsed body; a test asserts on what the platform *received*. It can refuse
-container blocks with `invalid_blocks`, answer a method with 429 + Retry-After once, and play
-Slack's side of Socket Mode: `hello`, then `events_api` envelopes, recording the acks.
+container blocks with `invalid_blocks`, answer a method with 429 + Retry-After (once, or every n-th
+call), and play Slack's side of Socket Mode: `hello`, then `events_api` envelopes, recording the acks.
+
+Streaming messages (chat.startStream / appendStream / stopStream) are off by default, as in a
+workspace without them (`unknown_method`); `streaming = True` turns them on, validated the way Slack
+documents them: a thread is required, channels need the recipient user and team, markdown text is
+at most 12,000 characters, chunks are well-formed, and only a message still streaming takes appends.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -35,6 +42,8 @@ class ApiCall:
     ok: bool
     error: str | None = None
     status: int = 200
+    # When the fake received it (time.perf_counter), for latency figures.
+    at: float = field(default_factory=time.perf_counter)
 
 
 @dataclass(slots=True)
@@ -45,6 +54,9 @@ class Posted:
     ts: str
     thread_ts: str | None
     versions: list[dict[str, Any]] = field(default_factory=list)
+    # A streaming message: True while it takes appends, False once stopped (or expired); None: a
+    # message from chat.postMessage. Its versions hold the text so far, its tasks and final blocks.
+    streaming: bool | None = None
 
     @property
     def current(self) -> dict[str, Any]:
@@ -69,6 +81,34 @@ def _block_types(blocks: Iterable[Any]) -> set[str]:
     return found
 
 
+STREAM_TEXT_LIMIT = 12_000
+TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
+CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
+
+
+def _chunk_problem(chunks: Any) -> str | None:
+    """Slack's error for a malformed `chunks` array, or None when it is well-formed."""
+    if not isinstance(chunks, list):
+        return "invalid_chunks"
+    for chunk in chunks:
+        if not isinstance(chunk, dict) or chunk.get("type") not in CHUNK_TYPES:
+            return "invalid_chunks"
+        kind = chunk["type"]
+        if kind == "markdown_text":
+            if not isinstance(chunk.get("text"), str) or not chunk["text"]:
+                return "invalid_chunks"
+            if len(chunk["text"]) > STREAM_TEXT_LIMIT:
+                return "msg_too_long"
+        elif kind == "task_update":
+            if not chunk.get("id") or not isinstance(chunk.get("title"), str):
+                return "invalid_chunks"
+            if chunk.get("status") not in TASK_STATUSES:
+                return "invalid_chunks"
+        elif not isinstance(chunk.get("title" if kind == "plan_update" else "blocks"), str | list):
+            return "invalid_chunks"
+    return None
+
+
 def _maybe_json(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in "[{":
         try:
@@ -90,7 +130,12 @@ class FakeSlack:
         self.refuse_block_types: set[str] = set()
         # Methods that answer the next call with an error code ({"assistant.threads.setStatus": "…"}).
         self.fail_next: dict[str, str] = {}
+        # chat.startStream / appendStream / stopStream: off answers them with `streaming_error`.
+        self.streaming = False
+        self.streaming_error = "unknown_method"
         self._rate_limit_next: dict[str, int] = {}
+        self._rate_limit_every: dict[str, tuple[int, int]] = {}
+        self._seen: Counter[str] = Counter()
         self._ts = itertools.count(1)
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -134,10 +179,24 @@ class FakeSlack:
         """The next call of `method` gets HTTP 429 with Retry-After, like Slack's rate limiter."""
         self._rate_limit_next[method] = retry_after
 
+    def rate_limit_every(self, method: str, every: int, retry_after: int = 0) -> None:
+        """Every `every`-th call of `method` (the n-th, 2n-th, …) gets HTTP 429 with Retry-After."""
+        self._rate_limit_every[method] = (every, retry_after)
+
+    def expire_stream(self, ts: str) -> None:
+        """Slack ended this message's streaming state (it waited too long for an append)."""
+        for posted in self.posted:
+            if posted.ts == ts and posted.streaming:
+                posted.streaming = False
+
     # --- queries -----------------------------------------------------------------------------
 
     def calls_of(self, method: str) -> list[ApiCall]:
         return [c for c in self.calls if c.method == method]
+
+    def streams(self) -> list[Posted]:
+        """Messages started with chat.startStream, in order."""
+        return [p for p in self.posted if p.streaming is not None]
 
     def thread(self, channel: str, thread_ts: str | None) -> list[Posted]:
         """Messages we posted in a thread (None: top level of the channel), in posting order."""
@@ -163,6 +222,10 @@ class FakeSlack:
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         body = await self._body(request)
+        self._seen[method] += 1
+        every = self._rate_limit_every.get(method)
+        if every is not None and self._seen[method] % every[0] == 0:
+            self._rate_limit_next.setdefault(method, every[1])
         if method in self._rate_limit_next:
             retry_after = self._rate_limit_next.pop(method)
             await self._record(ApiCall(method=method, body=body, ok=False, error="ratelimited", status=429))
@@ -178,7 +241,10 @@ class FakeSlack:
         ):
             await self._record(ApiCall(method=method, body=body, ok=False, error="invalid_blocks"))
             return web.json_response({"ok": False, "error": "invalid_blocks", "errors": ["unsupported type"]})
-        answer = self._answer(method, body)
+        if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
+            answer = self._stream(method, body)
+        else:
+            answer = self._answer(method, body)
         await self._record(
             ApiCall(method=method, body=body, ok=bool(answer.get("ok")), error=answer.get("error"))
         )
@@ -219,6 +285,8 @@ class FakeSlack:
         if method == "chat.update":
             for posted in self.posted:
                 if posted.channel == body.get("channel") and posted.ts == body.get("ts"):
+                    if posted.streaming:
+                        return {"ok": False, "error": "cant_update_message"}
                     posted.versions.append(body)
                     return {
                         "ok": True,
@@ -240,6 +308,58 @@ class FakeSlack:
         if method == "apps.connections.open":
             return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/socket"}
         return {"ok": False, "error": "unknown_method"}
+
+    def _stream(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        """chat.startStream / appendStream / stopStream, checked as Slack checks them."""
+        if not self.streaming:
+            return {"ok": False, "error": self.streaming_error}
+        channel = str(body.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        text = body.get("markdown_text")
+        if text is not None and (not isinstance(text, str) or len(text) > STREAM_TEXT_LIMIT):
+            return {"ok": False, "error": "msg_too_long"}
+        chunks = body.get("chunks")
+        if chunks is not None and (problem := _chunk_problem(chunks)) is not None:
+            return {"ok": False, "error": problem}
+        if method == "chat.startStream":
+            if not body.get("thread_ts"):
+                return {"ok": False, "error": "invalid_arguments"}
+            if not channel.startswith("D"):
+                if not body.get("recipient_team_id"):
+                    return {"ok": False, "error": "missing_recipient_team_id"}
+                if not body.get("recipient_user_id"):
+                    return {"ok": False, "error": "missing_recipient_user_id"}
+            posted = Posted(
+                channel=channel, ts=self._next_ts(), thread_ts=str(body["thread_ts"]), streaming=True
+            )
+            posted.versions.append({"text": "", "tasks": {}, "blocks": []})
+            self.posted.append(posted)
+        else:
+            found = [p for p in self.posted if p.channel == channel and p.ts == body.get("ts")]
+            if not found or found[0].streaming is None:
+                return {"ok": False, "error": "message_not_found"}
+            posted = found[0]
+            if not posted.streaming:
+                return {"ok": False, "error": "message_not_in_streaming_state"}
+            if method == "chat.appendStream" and not text and not chunks:
+                return {"ok": False, "error": "invalid_arguments"}
+            blocks = body.get("blocks") or []
+            if method == "chat.stopStream" and _block_types(blocks) & self.refuse_block_types:
+                return {"ok": False, "error": "invalid_blocks"}
+        version = json.loads(json.dumps(posted.current))
+        version["text"] += text or ""
+        for chunk in chunks or []:
+            if chunk["type"] == "markdown_text":
+                version["text"] += chunk["text"]
+            elif chunk["type"] == "task_update":
+                version["tasks"][chunk["id"]] = {k: v for k, v in chunk.items() if k != "type"}
+        if method == "chat.stopStream":
+            version["blocks"] = body.get("blocks") or []
+            posted.streaming = False
+        version["call"] = method
+        posted.versions.append(version)
+        return {"ok": True, "channel": channel, "ts": posted.ts}
 
     async def _upload(self, request: web.Request) -> web.Response:
         self.uploads[request.match_info["file_id"]] = await request.read()

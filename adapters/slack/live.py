@@ -1,0 +1,358 @@
+"""The answer as ONE Slack streaming message: chat.startStream, batched appends, chat.stopStream.
+
+The model's words go out as markdown chunks and each tool call as a task (in progress, then complete
+or error, with its outcome), at most one append per interval from a writer task of our own, so the
+turn never waits on Slack. The final stop carries the rest of the text, the final task states, the
+collapsible tool results and the feedback buttons.
+
+Anything Slack refuses turns into the edited message of `progress.StatusMessage`, never a second
+answer: a workspace without streaming (remembered), a place that cannot stream, a stream Slack stopped
+taking. A 429 is waited out by the client (Retry-After); what it could not send stays queued and
+goes with the next append or the stop, so no word is lost or sent twice. Text an earlier round
+showed (a draft next to tool calls, or one the model reconsidered) cannot be taken back from a
+stream: the finished message is then rewritten with chat.update to the final answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_chat_stream import AsyncChatStream
+
+from adapters.slack.events import Turn
+from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
+from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage
+from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply
+from adapters.slack.stream_text import SafePieces
+from bot.render import truncate
+from bot.types import AgentReply, Attachment, TurnEvent
+
+logger = logging.getLogger(__name__)
+
+# chat.startStream errors that mean the workspace (not this place) has no streaming messages.
+UNSUPPORTED = frozenset(
+    {
+        "unknown_method",
+        "method_not_supported",
+        "method_deprecated",
+        "not_allowed_token_type",
+        "feature_not_enabled",
+        "not_supported",
+    }
+)
+CHUNK_TEXT_LIMIT = 12_000  # markdown per chunk (chat.appendStream's documented limit)
+# Text streamed into one message; past it the words wait for the end, where long answers are split.
+STREAM_TEXT_CAP = 8_000
+STATUS_TASK = "nerve-status"
+_TITLE_LIMIT = 150
+
+
+def _task(task_id: str, title: str, status: str, **more: str) -> dict[str, Any]:
+    chunk: dict[str, Any] = {
+        "type": "task_update",
+        "id": task_id[:200],
+        "title": truncate(title, _TITLE_LIMIT)[0],
+    }
+    chunk["status"] = status
+    chunk.update({k: truncate(v, 500)[0] for k, v in more.items() if v})
+    return chunk
+
+
+def _outcome(att: Attachment) -> str:
+    ms = att.latency_ms
+    took = f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+    return f"{'error' if att.is_error else 'ok'} · {took}"
+
+
+class StreamedAnswer:
+    """One answer streamed into the thread; `conclude` stops it with the final answer."""
+
+    def __init__(
+        self,
+        poster: Poster,
+        turn: Turn,
+        *,
+        interval: float,
+        edit_interval: float,
+        status: AssistantStatus | None = None,
+        feedback: bool = False,
+    ) -> None:
+        assert turn.reply_thread_ts is not None, "a stream is always a reply in a thread"
+        self._poster = poster
+        self._turn = turn
+        self._team = turn.key.workspace
+        self._interval = interval
+        self._edit_interval = edit_interval
+        self._status = status  # the assistant container's status line, until the first words
+        self._feedback = feedback
+        self._stream: AsyncChatStream | None = None
+        self._ops: list[dict[str, Any]] = []  # chunks not sent yet, in the order they happened
+        self._round = SafePieces()
+        self._stale = False  # text of an earlier round went out
+        self._streamed_chars = 0
+        self._overflow = False
+        self._tasks: dict[str, str] = {}  # call id → tool name, for the calls shown as tasks
+        self._status_open = False
+        self._content = False
+        self._events: list[TurnEvent] = []
+        self._fallback: StatusMessage | None = None
+        self._concluded = False
+        self._writer: asyncio.Task[None] | None = None
+        self._again = False
+        self._sending = False
+        self._closed = False
+        self._last = -1e9
+
+    @property
+    def live(self) -> StreamedAnswer:
+        return self
+
+    @property
+    def message_ts(self) -> str | None:
+        if self._fallback is not None:
+            return self._fallback.message_ts
+        return self._stream.ts if self._stream is not None else None
+
+    async def _open(self) -> AsyncChatStream:
+        if self._stream is None:
+            turn = self._turn
+            self._stream = await self._poster.client.chat_stream(
+                channel=turn.channel,
+                thread_ts=turn.reply_thread_ts or "",
+                recipient_team_id=self._team or None,
+                recipient_user_id=turn.incoming.user_id or None,
+                task_display_mode="timeline",
+            )
+        return self._stream
+
+    async def start(self) -> None:
+        """Start the message at once, with a "Thinking…" task; raises SlackApiError if Slack refuses."""
+        self._status_open = True
+        stream = await self._open()
+        await stream.append(chunks=[_task(STATUS_TASK, "Thinking…", "in_progress")])
+        self._last = time.monotonic()
+
+    # --- recording (never waits on Slack) ---------------------------------------------------------
+
+    async def on_event(self, event: TurnEvent) -> None:
+        self._events.append(event)
+        if self._fallback is not None:
+            await self._fallback.on_event(event)
+            return
+        if self._status is not None and not self._content:
+            await self._status.on_event(event)
+        kind = event.kind
+        if kind == "text" and event.message:
+            self._shown()
+            self._round.add(event.message)
+        elif kind == "thinking":
+            self._push_text(final=True)
+            self._stale = self._stale or bool(self._round.sent)
+            self._round = SafePieces()
+            return
+        elif kind == "tool_started" and event.tool_call_id:
+            self._shown()
+            self._push_text(final=True)
+            self._tasks[event.tool_call_id] = event.tool or "tool"
+            self._ops.append(_task(event.tool_call_id, event.tool or "tool", "in_progress"))
+        elif kind == "tool_finished" and event.tool_call_id in self._tasks:
+            outcome = "complete" if event.ok else "error"
+            self._ops.append(
+                _task(event.tool_call_id or "", event.tool or "tool", outcome, output=event.message)
+            )
+        elif kind == "retrying" and event.tool_call_id in self._tasks:
+            self._ops.append(
+                _task(event.tool_call_id or "", event.tool or "tool", "in_progress", details=event.message)
+            )
+        elif kind in ("notice", "retrying") and self._status_open:
+            self._ops.append(_task(STATUS_TASK, "Thinking…", "in_progress", details=event.message))
+        else:
+            return
+        self._wake()
+
+    def _shown(self) -> None:
+        """The answer starts showing: the status line and the "Thinking…" task are done."""
+        if self._content:
+            return
+        self._content = True
+        if self._status is not None:
+            self._status.stop()
+        if self._status_open:
+            self._status_open = False
+            self._ops.append(_task(STATUS_TASK, "Thinking…", "complete"))
+
+    def _push_text(self, *, final: bool) -> None:
+        if self._overflow:
+            return
+        piece = self._round.take(final=final)
+        if not piece:
+            return
+        if self._streamed_chars + len(piece) > STREAM_TEXT_CAP:
+            self._overflow = True  # the rest goes out at the end, split where Slack needs it
+            return
+        self._streamed_chars += len(piece)
+        last = self._ops[-1] if self._ops else None
+        if (
+            last is not None
+            and last["type"] == "markdown_text"
+            and len(last["text"]) + len(piece) <= CHUNK_TEXT_LIMIT
+        ):
+            last["text"] += piece
+        else:
+            self._ops.append({"type": "markdown_text", "text": piece})
+
+    # --- the writer: at most one call per interval ---------------------------------------------------
+
+    def _wake(self) -> None:
+        if self._closed:
+            return
+        self._again = True
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write())
+
+    async def _write(self) -> None:
+        try:
+            while self._again and not self._closed and self._fallback is None:
+                due = self._last + self._interval - time.monotonic()
+                if due > 0:
+                    await asyncio.sleep(due)
+                self._again = False
+                self._sending = True
+                try:
+                    await self._flush()
+                finally:
+                    self._sending = False
+        except Exception:
+            logger.exception("streaming the answer in %s failed", self._turn.key)
+        finally:
+            self._writer = None
+
+    async def _flush(self) -> None:
+        self._push_text(final=False)
+        if not self._ops:
+            return
+        sending, self._ops = self._ops, []
+        self._last = time.monotonic()
+        try:
+            stream = await self._open()
+            await stream.append(chunks=sending)
+        except SlackApiError as exc:
+            self._ops[0:0] = sending  # nothing of it landed: it goes with the next call
+            await self._refused(exc)
+
+    async def _refused(self, exc: SlackApiError) -> None:
+        error = api_error(exc)
+        if error == "ratelimited":
+            logger.info("Slack rate-limited an append in %s; it goes with the next one", self._turn.key)
+            return
+        ts = self._stream.ts if self._stream is not None else None
+        if ts is None and error in UNSUPPORTED:
+            self._poster.refuse_streams(self._team)
+        logger.warning(
+            "Slack refused the streamed answer in %s (%s); editing a message instead", self._turn.key, error
+        )
+        turn = self._turn
+        message = StatusMessage(
+            self._poster, self._team, turn.channel, turn.reply_thread_ts, self._edit_interval
+        )
+        message.replay(self._events)
+        self._fallback = message
+        if ts is not None:
+            message.adopt(ts)
+        else:
+            await message.start()
+
+    async def close(self) -> None:
+        """Stop the writer (a call in flight still lands); what is left goes with the stop."""
+        self._closed = True
+        if self._status is not None:
+            await self._status.close()
+        writer = self._writer
+        if writer is not None:
+            if not self._sending:
+                writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
+        if self._fallback is not None:
+            await self._fallback.close()
+
+    # --- the end -------------------------------------------------------------------------------------
+
+    async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
+        """Stop the stream with the final answer, or say which message the answer replaces."""
+        if self._fallback is not None:
+            return await self._fallback.conclude(reply, level)
+        ts = self.message_ts
+        if self._concluded:
+            return Concluded(replace_ts=ts)
+        self._concluded = True
+        feedback = self._feedback and not (reply.failed or reply.approval or reply.deferred)
+        head = render_reply(reply, Level.RICH).messages[0]
+        first = answer_chunks(reply.text)[0]
+        answer_block = {"type": "markdown", "text": first}
+        fits = (
+            level is Level.RICH
+            and not (self._stale or self._overflow)
+            and bool(head.blocks)
+            and head.blocks is not None
+            and head.blocks[-1] == answer_block
+            and first.startswith(self._round.sent)
+        )
+        finals = self._final_tasks(reply)
+        try:
+            stream = await self._open()
+            if not fits:
+                if stream.ts is None:
+                    return Concluded()  # nothing showed: the answer is posted as usual
+                await stream.stop(chunks=[c for c in self._ops if c["type"] != "markdown_text"] + finals)
+                return Concluded(replace_ts=stream.ts, feedback=feedback)
+            rest = first[len(self._round.sent) :]
+            chunks = [*self._ops, *([{"type": "markdown_text", "text": rest}] if rest else []), *finals]
+            blocks = [*(head.blocks or [])[:-1], *([feedback_block(self._turn.event_id)] if feedback else [])]
+            await self._stop(stream, chunks, blocks)
+        except SlackApiError as exc:
+            error = api_error(exc)
+            started = self._stream is not None and self._stream.ts is not None
+            if not started and error in UNSUPPORTED:
+                self._poster.refuse_streams(self._team)
+            logger.warning(
+                "could not finish the streamed answer in %s (%s); replacing it", self._turn.key, error
+            )
+            return Concluded(replace_ts=self.message_ts, feedback=feedback and started)
+        return Concluded(delivered=1)
+
+    async def _stop(
+        self, stream: AsyncChatStream, chunks: list[dict[str, Any]], blocks: list[dict[str, Any]]
+    ) -> None:
+        try:
+            await stream.stop(chunks=chunks, blocks=blocks or None)
+        except SlackApiError as exc:
+            if api_error(exc) not in REFUSED_BLOCKS or stream.ts is None:
+                raise
+            # The tool results' containers or the feedback buttons are too new for this workspace:
+            # stop with the text alone, then the answer replaces it at a level Slack takes.
+            self._poster.downgrade(self._team, Level.RICH)
+            await stream.stop(chunks=chunks)
+            raise
+
+    def _final_tasks(self, reply: AgentReply) -> list[dict[str, Any]]:
+        """Each shown call's outcome, the calls that wait for a person, the status task done."""
+        chunks = [
+            _task(att.tool_call_id, att.name, "error" if att.is_error else "complete", output=_outcome(att))
+            for att in reply.attachments
+            if att.tool_call_id in self._tasks
+        ]
+        if reply.approval is not None:
+            chunks += [
+                _task(call.call_id, call.tool, "pending", details="waiting for approval")
+                for call in reply.approval.calls
+                if call.status == "pending"
+            ]
+        if self._status_open:
+            chunks.append(_task(STATUS_TASK, "Thinking…", "complete"))
+        return chunks
