@@ -131,7 +131,8 @@ async def test_appends_are_batched_to_a_few_a_second(tmp_path: Path) -> None:
         await r.deliver(mention(f"<@{BOT_USER_ID}> air?", ts="1600000000.100200"))
         await r.settle()
         [message] = answers_in(r.slack, "1600000000.100200")
-        assert message.text == ANSWER
+        assert message.text == ANSWER and message.streaming is False
+        assert len(text_calls(r.slack)) >= 2  # in several pieces, while the model wrote
         stream_calls = [c for c in r.slack.calls if c.method.startswith("chat.") and "Stream" in c.method]
         assert len(stream_calls) <= 8
         gaps = [b.at - a.at for a, b in itertools.pairwise(stream_calls[:-1])]
@@ -337,7 +338,8 @@ async def test_pings_and_disguised_links_arrive_escaped_in_every_streamed_piece(
         for raw in ("<!channel>", "@everyone", "[bank](http", "<http://"):
             assert raw not in sent, raw
         [message] = answers_in(r.slack, "1600000000.101100")
-        assert message.text == safe_markdown(nasty)
+        assert message.text == safe_markdown(nasty) and message.streaming is False
+        assert len(text_calls(r.slack)) >= 2
 
 
 async def test_an_assistant_thread_shows_its_status_until_the_first_words_then_streams(
@@ -425,7 +427,9 @@ async def test_without_streaming_edits_are_throttled_to_about_one_a_second(tmp_p
         [message] = answers_in(r.slack, "1600000000.101700")
         assert message.text == ANSWER
         updates = r.slack.calls_of("chat.update")
-        assert 1 <= len(updates) <= 3
+        assert 2 <= len(updates) <= 3  # the words as they came, then the answer
+        live = updates[0].body["blocks"][-1]["text"]
+        assert ANSWER.startswith(live) and len(live) < len(ANSWER)
         assert all(b.at - a.at >= 0.9 for a, b in itertools.pairwise(updates[:-1]))
 
 
@@ -443,3 +447,18 @@ async def test_a_place_that_cannot_stream_gets_an_edited_message_and_the_workspa
         await r.settle()
         [second] = answers_in(r.slack, "1600000000.101900")
         assert second.streaming is False and second.text == "In a thread that can."
+
+
+async def test_without_streaming_the_first_words_show_without_waiting_out_the_edit_interval(
+    tmp_path: Path,
+) -> None:
+    # Edits are an hour apart here, yet the first words (well after the placeholder) show at once.
+    script = [streamed(first_token_delay=0.6, stall_after=4, stall=10.0)]
+    async with rig(tmp_path, script, status_interval=3600.0) as r:
+        await r.deliver(mention(f"<@{BOT_USER_ID}> air?", ts="1600000000.102000"))
+        await r.slack.wait_for(lambda s: any(c.method == "chat.update" for c in s.calls))
+        [live] = answers_in(r.slack, "1600000000.102000")
+        assert live.text and ANSWER.startswith(live.text)
+        r.llm.unstall()
+        await r.settle()
+        assert live.text == ANSWER and len(live.versions) == 3

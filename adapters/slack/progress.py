@@ -25,6 +25,8 @@ from bot.types import AgentReply, TurnEvent
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+# Seconds between the last edit and the one that shows an answer's first words.
+SOON = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,13 +73,15 @@ class Throttle(Generic[T]):
         """Count a send made outside the throttle (the initial post) towards the interval."""
         self._last = time.monotonic()
 
-    def request(self) -> None:
+    def request(self, *, soon: bool = False) -> None:
+        """Ask for a send; `soon` (the first words of an answer) waits only `SOON` since the last one."""
         if self._closed:
             return
         if self._task is not None:
             self._again = True  # the running task sends the latest state when its turn comes
             return
-        due = self._last + self._interval - time.monotonic()
+        gap = min(self._interval, SOON) if soon else self._interval
+        due = self._last + gap - time.monotonic()
         first = self._render() if due <= 0 else None
         self._task = asyncio.create_task(self._run(due, first))
 
@@ -255,8 +259,13 @@ class StatusMessage:
                     break
 
     async def on_event(self, event: TurnEvent) -> None:
+        first_words = event.kind == "text" and not self._text.strip()
         self._record(event)
-        if event.kind == "text" or self._render() != self._shown:
+        if event.kind == "text":
+            # The first words of a round show as soon as the last edit is SOON old: Slack's
+            # per-minute limit takes one early edit, and people see the answer start at once.
+            self._throttle.request(soon=first_words and bool(self._text.strip()))
+        elif self._render() != self._shown:
             self._throttle.request()
 
     async def close(self) -> None:
