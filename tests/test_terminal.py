@@ -12,7 +12,7 @@ import signal
 import struct
 import sys
 import termios
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -44,10 +44,10 @@ class Terminal:
         asyncio.get_running_loop().add_reader(master, self._read)
 
     @classmethod
-    async def start(cls, *argv: str, env: dict[str, str], cwd: Path = ROOT) -> Terminal:
+    async def start(cls, *argv: str, env: dict[str, str], cwd: Path = ROOT, columns: int = 220) -> Terminal:
         master, slave = os.openpty()
-        # Wide enough that rich never wraps the lines the tests look for.
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 220, 0, 0))
+        # By default wide enough that rich never wraps the lines the tests look for.
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -97,6 +97,20 @@ class Terminal:
             raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
         return found + len(text)
 
+    async def until(self, check: Callable[[bytes], bool], what: str, *, within: float = 30) -> None:
+        """Wait until `check(everything drawn so far)` holds; `what` names it when it never does."""
+        try:
+            async with asyncio.timeout(within):
+                while not check(self.output):
+                    if self._closed:
+                        break
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            pass
+        if not check(self.output):
+            raise AssertionError(f"never: {what}; the screen:\n{self.screen()}")
+
     async def exit_code(self, *, within: float = 60) -> int:
         """Wait for the process to end and for everything it drew."""
         async with asyncio.timeout(within):
@@ -118,8 +132,10 @@ class Terminal:
 
 
 @contextlib.asynccontextmanager
-async def terminal(*argv: str, env: dict[str, str], cwd: Path = ROOT) -> AsyncIterator[Terminal]:
-    term = await Terminal.start(*argv, env=env, cwd=cwd)
+async def terminal(
+    *argv: str, env: dict[str, str], cwd: Path = ROOT, columns: int = 220
+) -> AsyncIterator[Terminal]:
+    term = await Terminal.start(*argv, env=env, cwd=cwd, columns=columns)
     try:
         yield term
     finally:

@@ -142,12 +142,20 @@ async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_pr
 
 
 async def settle_one_shot(
-    agent: Agent, reply: AgentReply, user: str, *, approve_all: bool, ask: Ask | None, console: Console
+    agent: Agent,
+    reply: AgentReply,
+    user: str,
+    *,
+    approve_all: bool,
+    ask: Ask | None,
+    console: Console,
+    progress: Progress = no_progress,
 ) -> AgentReply:
     """`nerve ask`: decide until the answer no longer waits, then return it.
 
     `--yes` approves every call of this one question; on a terminal (`ask` given) the person is
     asked per call; otherwise every call that needs approval is denied, and stderr says which.
+    The rest of the turn reports to `progress` as the first part did.
     """
     while reply.approval is not None:
         prompt = reply.approval
@@ -161,7 +169,7 @@ async def settle_one_shot(
                 sys.stderr.write(
                     printable(f"nerve: not run: {call.tool} needs approval; run with --yes to approve") + "\n"
                 )
-        final = await go_on(agent, prompt)
+        final = await go_on(agent, prompt, progress)
         if final is None:
             text = "This answer still waits for a decision on its tool calls; nothing more was run."
             return AgentReply(text=text, attachments=reply.attachments, failed=True)

@@ -12,25 +12,26 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any
 
 from rich.console import Console
-from rich.status import Status
 
 from adapters.terminal.approve import ask_each, go_on, print_waiting, terminal_place
+from adapters.terminal.live import LiveAnswer, PlainAnswer
 from adapters.terminal.views import (
     attachment_line,
     conversation_key,
     format_history,
     print_attachment,
     print_reply,
+    print_results,
     reply_as_json,
     shown,
 )
 from bot.runtime import Runtime
 from bot.text import scrub
-from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress, TurnEvent
+from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress
 
 # The printing helpers moved to `views`; importing them from here keeps working.
 __all__ = ["TerminalChat", "attachment_line", "format_history", "read_line", "reply_as_json"]
@@ -73,6 +74,8 @@ class TerminalChat:
         # The OS user: the one who asks in this terminal, and so the one who approves.
         self._user = self._key.workspace
         self._read = LineReader()
+        # Off a terminal (a pipe, a file) the answer is written as plain text as it comes.
+        self._plain = PlainAnswer(self._console.file)
 
     async def run(self) -> None:
         """Chat until /quit, end of input, or Ctrl-C at the prompt."""
@@ -178,22 +181,41 @@ class TerminalChat:
     async def _work(
         self, work: Callable[[Progress], Coroutine[Any, Any, AgentReply | None]], *, cancellable: bool = True
     ) -> AgentReply | None:
-        """Run one piece of a turn under the spinner; None when it was cancelled or failed (said so)."""
-        hint = "  [dim](Ctrl-C cancels)[/dim]" if cancellable else ""
-        with self._console.status(f"thinking…{hint}") as status:
-            task = asyncio.create_task(work(_progress_to(status)))
+        """Run one piece of a turn, shown live as it goes; None when it was cancelled or failed (said so)."""
+        async with self._showing("  (Ctrl-C cancels)" if cancellable else "") as progress:
+            task = asyncio.create_task(work(progress))
             try:
                 with _on_ctrl_c(task.cancel if cancellable else self._finishing):
                     return await task
             except asyncio.CancelledError:
                 if not task.cancelled():
                     raise
-                self._console.print("[dim]Cancelled. Your message is kept; ask again to retry.[/dim]")
-                return None
+                message = "[dim]Cancelled. Your message is kept; ask again to retry.[/dim]"
             except Exception as exc:  # the one net per message: say something short and true
                 logger.exception("terminal turn failed")
-                self._console.print(f"[red]Sorry — that failed: {shown(str(exc))}[/red]")
-                return None
+                message = f"[red]Sorry — that failed: {shown(str(exc))}[/red]"
+        self._plain.interrupted()
+        self._console.print(message)
+        return None
+
+    @contextlib.asynccontextmanager
+    async def _showing(self, hint: str) -> AsyncIterator[Progress]:
+        """Where a turn's events go: the live view on a terminal, plain text elsewhere."""
+        if not self._console.is_terminal:
+            self._plain.after_prompt()
+            yield self._plain.progress
+            return
+        async with LiveAnswer(self._console, hint=hint) as live:
+            yield live.progress
+
+    def _print(self, reply: AgentReply) -> None:
+        """The final reply: drawn anew on a terminal (the live view is gone); elsewhere only the
+        part of its text not written yet, then its tool results."""
+        if self._console.is_terminal:
+            print_reply(self._console, reply)
+            return
+        self._plain.finish(reply.text)
+        print_results(self._console, reply)
 
     def _finishing(self) -> None:
         # Going on after a decision is not cancelled: the turn would stay claimed, and the thread
@@ -206,7 +228,7 @@ class TerminalChat:
         while reply is not None:
             self._last = reply
             if reply.text or reply.attachments:
-                print_reply(self._console, reply)
+                self._print(reply)
             if reply.approval is None:
                 break
             reply = await self._decide(reply.approval)
@@ -345,10 +367,3 @@ def _read_in_thread(loop: asyncio.AbstractEventLoop, prompt: str) -> asyncio.Fut
 async def read_line(prompt: str) -> str | None:
     """One line from stdin (see `LineReader`), for a program that reads only until a Ctrl-C."""
     return await LineReader()(prompt)
-
-
-def _progress_to(status: Status) -> Any:
-    async def show(event: TurnEvent) -> None:
-        status.update(shown(event.message))
-
-    return show

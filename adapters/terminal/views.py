@@ -16,6 +16,7 @@ from rich.markdown import Markdown
 from rich.markup import escape
 
 from adapters.terminal.approve import settle_one_shot, terminal_place
+from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import printable, terminal_json
 from bot.failures import shown_to_people
 from bot.policy.scopes import Place
@@ -29,7 +30,9 @@ from bot.types import (
     ChatMessage,
     ConversationKey,
     Incoming,
+    Progress,
     RememberedApproval,
+    no_progress,
 )
 
 
@@ -53,9 +56,17 @@ def attachment_line(index: int, attachment: Attachment) -> str:
     )
 
 
+def print_line(console: Console, markup: str) -> None:
+    """One line that never wraps: on a terminal cut to its width with `…`, elsewhere whole."""
+    if console.is_terminal:
+        console.print(markup, no_wrap=True, overflow="ellipsis", crop=True)
+    else:
+        console.print(markup, soft_wrap=True)
+
+
 def print_attachment(console: Console, index: int, attachment: Attachment) -> None:
     """One tool result in full: the summary line, the arguments, the content."""
-    console.print(attachment_line(index, attachment))
+    print_line(console, attachment_line(index, attachment))
     console.print(f"[dim]arguments:[/dim] {shown(attachment.arguments_json())}")
     console.print(printable(pretty_json(attachment.content)), markup=False, highlight=False)
     if attachment.truncated:
@@ -87,9 +98,18 @@ def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[s
 
 
 def print_reply(console: Console, reply: AgentReply) -> None:
+    """A reply in the chat on a terminal: a summary line per tool result, the text as Markdown."""
     for index, attachment in enumerate(reply.attachments, 1):
-        console.print(attachment_line(index, attachment))
+        print_line(console, attachment_line(index, attachment))
     console.print(Markdown(printable(reply.text)))
+    if reply.attachments:
+        console.print("[dim]/show N expands a tool result.[/dim]")
+
+
+def print_results(console: Console, reply: AgentReply) -> None:
+    """The summary lines of a reply whose text was already written (the chat off a terminal)."""
+    for index, attachment in enumerate(reply.attachments, 1):
+        print_line(console, attachment_line(index, attachment))
     if reply.attachments:
         console.print("[dim]/show N expands a tool result.[/dim]")
 
@@ -97,6 +117,8 @@ def print_reply(console: Console, reply: AgentReply) -> None:
 async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
     """One turn, then exit: for scripts and quick questions.
 
+    stdout gets the answer alone, written as the model writes it; hints and progress (each tool
+    call, started and done) go to stderr. `as_json` prints one object at the end instead.
     Calls that need approval are asked about on a terminal, approved with `approve_all` (`--yes`),
     and otherwise denied (stderr says which), so a script never waits for a person.
     """
@@ -107,30 +129,33 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     user = scrub(getpass.getuser())
     key = conversation_key(thread)
     incoming = Incoming(key=key, text=question, user_id=user, place=terminal_place(user))
-    console = Console(highlight=False)
+    notes = Console(file=sys.stderr, highlight=False)
+    answer = PlainAnswer(sys.stdout, sys.stderr)
+    progress: Progress = no_progress if as_json else answer.progress
+    if runtime.offline and not as_json:
+        notes.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
     agent = runtime.agent
-    reply = await agent.reply(incoming)
+    reply = await agent.reply(incoming, progress)
     if reply.approval is not None:
         from adapters.terminal.chat import read_line
 
         interactive = sys.stdin.isatty() and sys.stdout.isatty()
         if interactive and not as_json:
-            print_reply(console, reply)
+            answer.finish(reply.text)
         reply = await settle_one_shot(
             agent,
             reply,
             user,
             approve_all=approve_all,
             ask=read_line if interactive else None,
-            console=console,
+            console=notes,
+            progress=progress,
         )
     if as_json:
         audit = await agent.approvals.audit_log(key) if agent.approvals is not None else []
         sys.stdout.write(terminal_json(reply_as_json(reply, audit)) + "\n")
         return 1 if reply.failed else 0
-    if runtime.offline:
-        console.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
-    print_reply(console, reply)
+    answer.finish(reply.text)
     return 1 if reply.failed else 0
 
 

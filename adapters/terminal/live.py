@@ -1,0 +1,258 @@
+"""The answer while it is being written: the words as they arrive, and a line per tool call.
+
+The core reports a turn as `TurnEvent`s; both views here only record them (a sink must return at
+once) and draw elsewhere:
+
+- `LiveAnswer`, on a terminal: a rich live region with one line per tool call (running, then done
+  with its time; parallel calls side by side), the answer so far as Markdown (its last screenful),
+  and a status line until text comes. A painter task redraws at most `FRAMES_PER_SECOND` times a
+  second, at once when the first text arrives. The region is transient: once the turn ends the
+  chat prints the final reply, which is what counts (the stored text, its tool results).
+- `PlainAnswer`, for pipes and `nerve ask`: the text written as it comes, flushed piece by piece,
+  progress lines to their own stream; at the end only the part of the final reply not yet written.
+
+A "thinking" event starts a model round: text of an earlier round was a draft (next to tool calls,
+or one the model was asked to reconsider). The live view drops it; plain output cannot take back
+what it wrote, so it ends that line and goes on below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.segment import Segment
+from rich.text import Text
+
+from adapters.terminal.safe import printable
+from bot.types import TurnEvent
+
+FRAMES_PER_SECOND = 20
+# While something moves on its own (a spinner, a running call's time), redraw this often.
+TICK_SECONDS = 0.1
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def took(seconds: float) -> str:
+    """`22 ms` below a second, `1.5 s` above."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+@dataclass(slots=True)
+class _Call:
+    name: str
+    started: float
+    finished: float | None = None
+    ok: bool | None = None
+
+
+class TurnSoFar:
+    """What a turn has shown so far: its calls in the order they started, the round's text, a status."""
+
+    def __init__(self, status: str = "thinking…", clock: Callable[[], float] = time.monotonic) -> None:
+        self.calls: dict[str, _Call] = {}
+        self.text = ""
+        self.status = status
+        self._clock = clock
+
+    def apply(self, event: TurnEvent) -> None:
+        kind = event.kind
+        if kind == "text":
+            self.text += event.message
+        elif kind == "thinking":
+            self.text = ""
+            self.status = event.message
+        elif kind == "tool_started":
+            self.calls[self._id(event)] = _Call(name=event.tool or "tool", started=self._clock())
+        elif kind == "tool_finished":
+            call = self.calls.setdefault(
+                self._id(event), _Call(name=event.tool or "tool", started=self._clock())
+            )
+            call.finished = self._clock()
+            call.ok = event.ok
+        else:  # "retrying", "notice"
+            self.status = event.message
+
+    @property
+    def moving(self) -> bool:
+        """True while something on screen changes by itself (a spinner, a running call's time)."""
+        return not self.text or any(call.finished is None for call in self.calls.values())
+
+    def call_line(self, call: _Call, frame: str) -> Text:
+        name = printable(call.name)
+        if call.finished is None:
+            elapsed = took(self._clock() - call.started)
+            return Text.assemble("  ", (frame, "cyan"), " ", (name, "bold"), (f"  running {elapsed}", "dim"))
+        mark = ("✓", "green") if call.ok else ("✗", "red")
+        return Text.assemble(
+            "  ", mark, " ", (name, "bold"), (f"  {took(call.finished - call.started)}", "dim")
+        )
+
+    def _id(self, event: TurnEvent) -> str:
+        return event.tool_call_id or f"#{len(self.calls)}"
+
+
+class _Frame:
+    """One drawing of the live region, never taller than the terminal (rich cannot scroll a live
+    region: what does not fit would be left behind on the screen), so the answer shows its end."""
+
+    def __init__(self, turn: TurnSoFar, hint: str, clock: Callable[[], float]) -> None:
+        self._turn = turn
+        self._hint = hint
+        self._clock = clock
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        turn = self._turn
+        frame = SPINNER[int(self._clock() / 0.08) % len(SPINNER)]
+        one_line = options.update(no_wrap=True, overflow="ellipsis")
+        lines: list[list[Segment]] = []
+        for call in turn.calls.values():
+            lines += console.render_lines(turn.call_line(call, frame), one_line, pad=False)
+        if turn.text:
+            lines += console.render_lines(Markdown(printable(turn.text)), options, pad=False)
+        else:
+            status = Text.assemble((frame, "cyan"), " ", printable(turn.status), (self._hint, "dim"))
+            lines += console.render_lines(status, one_line, pad=False)
+        # The cursor sits below the last line: one row fewer than the screen holds.
+        room = max(1, options.size.height - 1)
+        for index, line in enumerate(lines[-room:]):
+            if index:
+                yield Segment.line()
+            yield from line
+
+
+class LiveAnswer:
+    """The turn drawn live on a terminal while it runs; `async with`, then pass `progress` on."""
+
+    def __init__(
+        self, console: Console, *, hint: str = "", clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.turn = TurnSoFar(clock=clock)
+        self._live = Live(
+            _Frame(self.turn, hint, clock),
+            console=console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._changed = asyncio.Event()
+        self._painter: asyncio.Task[None] | None = None
+
+    async def progress(self, event: TurnEvent) -> None:
+        self.turn.apply(event)
+        self._changed.set()
+
+    async def __aenter__(self) -> LiveAnswer:
+        self._live.start(refresh=True)
+        self._painter = asyncio.create_task(self._paint(), name="nerve-live-answer")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._painter is not None:
+            self._painter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._painter
+        self._live.stop()
+
+    async def _paint(self) -> None:
+        pause = 1 / FRAMES_PER_SECOND
+        while True:
+            wait = TICK_SECONDS if self.turn.moving else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), wait)
+            self._changed.clear()
+            self._live.refresh()
+            await asyncio.sleep(pause)
+
+
+class PlainAnswer:
+    """The answer written as plain text as it arrives (`out`), progress lines to `notes` if given.
+
+    Nothing is padded or wrapped: a pipe gets the model's text as it wrote it.
+    """
+
+    def __init__(
+        self, out: IO[str], notes: IO[str] | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._out = out
+        self._notes = notes
+        self._clock = clock
+        # The text of the current round written so far, and whether `out` is in the middle of a line.
+        self._shown = ""
+        self._mid_line = False
+        self._started: dict[str, float] = {}
+
+    async def progress(self, event: TurnEvent) -> None:
+        kind = event.kind
+        if kind == "text":
+            self._write(event.message)
+            self._shown += event.message
+        elif kind == "thinking":
+            self._end_line()
+            self._shown = ""
+        elif kind == "tool_started":
+            # Text next to tool calls is a draft: its line ends before the calls are listed.
+            self._end_line()
+            self._started[event.tool_call_id or ""] = self._clock()
+            self._note(f"  ▸ {event.tool}…")
+        elif kind == "tool_finished":
+            started = self._started.pop(event.tool_call_id or "", None)
+            time_taken = f" {took(self._clock() - started)}" if started is not None else ""
+            self._note(f"  {'✓' if event.ok else '✗'} {event.tool}{time_taken}")
+        elif self._shown == "":  # "retrying", "notice": only before text, never inside it
+            self._note(f"  {event.message}")
+
+    def finish(self, text: str) -> None:
+        """End the answer as `text` (the reply's own): write only what is not on screen yet."""
+        shown = self._shown
+        if shown and text.startswith(shown):
+            rest = text[len(shown) :]
+        elif shown.strip() and text.startswith(kept := shown.rstrip()):
+            # The final text lost the trailing space of what was shown (a cut-off answer goes on with
+            # a note): go on from there, without repeating the line breaks already written.
+            rest = text[len(kept) :]
+            written = shown[len(kept) :].count("\n")
+            rest = rest[min(written, len(rest) - len(rest.lstrip("\n"))) :]
+        else:
+            self._end_line()
+            rest = text
+        self._write(rest)
+        self._end_line()
+        self._shown = ""
+
+    def after_prompt(self) -> None:
+        """A prompt ends the current line (off a terminal the typed line is not echoed): the answer
+        starts on the next one, so it never reads as if the person had written it."""
+        self._mid_line = True
+
+    def interrupted(self) -> None:
+        """The turn stopped (cancelled, failed): end the line so what follows starts on its own."""
+        self._end_line()
+        self._shown = ""
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        self._out.write(printable(text))
+        self._out.flush()
+        self._mid_line = not text.endswith("\n")
+
+    def _end_line(self) -> None:
+        if self._mid_line:
+            self._write("\n")
+
+    def _note(self, line: str) -> None:
+        if self._notes is not None:
+            self._notes.write(printable(line) + "\n")
+            self._notes.flush()
