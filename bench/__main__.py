@@ -1,4 +1,5 @@
-"""`python -m bench` (what `make bench` runs): the core scenarios, then the Slack and Discord ones.
+"""`python -m bench` (what `make bench` runs): the core scenarios, the Slack and Discord ones, then
+how soon a live answer's first words are visible on each surface.
 
 Each suite prints its own figures; at the end comes one summary, and `bench/RESULTS.md` gets the
 figures of the suites that ran, each in its own marked section, so running one suite (`--only
@@ -23,19 +24,20 @@ from typing import Any
 from bench import core_bench
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SUITES = ("core", "slack", "discord")
+SUITES = ("core", "slack", "discord", "stream")
 TITLES = {
     "core": "Core (`bench/core_bench.py`)",
     "slack": "Slack (`bench/slack_bench.py`)",
     "discord": "Discord (`bench/discord_bench.py`)",
+    "stream": "Live answers (`bench/stream_bench.py`)",
 }
 # Figures of the adapter suites that must be zero; anything else is reported as measured.
 _MUST_BE_ZERO = re.compile(r"(^|\.)(lost|duplicated|misplaced|out_of_order\w*)$")
 
 SKELETON = """# nerve benchmarks
 
-Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only core|slack|discord` runs
-one suite, `--scenario W2` one core scenario, `--strict` exits 1 on a missed goal). Each suite
+Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only core|slack|discord|stream`
+runs one suite, `--scenario W2` one core scenario, `--strict` exits 1 on a missed goal). Each suite
 rewrites only its own marked section below.
 
 {sections}
