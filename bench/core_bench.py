@@ -291,7 +291,10 @@ async def rig(servers: dict[str, ServerConfig]) -> AsyncIterator[Rig]:
             await host.wait_for(lambda: not host.starting())
         if host.problems():
             raise RuntimeError(f"MCP servers did not start: {host.problems()}")
-        agent = Agent(llm=llm, host=host, store=store, inbox=store, config=AgentConfig())
+        # Every conversation of W4 runs at once, as in the bare loop: the turn limit (default 16) is a
+        # policy for bursts, and here it would measure queueing, not the loop.
+        config = AgentConfig(max_concurrent_turns=W4_CONVERSATIONS)
+        agent = Agent(llm=llm, host=host, store=store, inbox=store, config=config)
         yield Rig(model=server, switch=switch, agent=agent, host=host, bare=bare)
 
 
