@@ -124,8 +124,11 @@ class Agent(WaitingTurns):
         return tools if incoming is None else self._config.scopes.offered(incoming.where(), tools)
 
     async def reset(self, key: ConversationKey) -> None:
-        """Start a new conversation in this thread; the old one stays stored."""
+        """Start a new conversation in this thread; the old one stays stored, and a turn of it that
+        waits for approval ends there (its open calls count as not approved)."""
         async with self._locks.hold(key):
+            if self.approvals is not None:
+                await self.approvals.close_parked(key)
             await self._store.reset(key)
 
     async def reply(self, incoming: Incoming, progress: Progress = no_progress) -> AgentReply:
@@ -158,6 +161,10 @@ class Agent(WaitingTurns):
     async def _store_instead(self, incoming: Incoming, notice: str, *, store_notice: bool) -> AgentReply:
         """Store the message (nothing a person writes is lost) and answer `notice`; the caller holds
         the conversation. A busy notice is not stored: a re-delivery then gets a real answer."""
+        if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
+            # Inside a parked turn's round nothing may be written: the message waits behind it.
+            await self.approvals.defer(incoming)
+            return AgentReply(text=DEFERRED_REPLY, deferred=True)
         messages = [ChatMessage(role="user", content=incoming.text)]
         if store_notice:
             messages.append(ChatMessage(role="assistant", content=notice))

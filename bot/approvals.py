@@ -140,16 +140,21 @@ async def decide(
     open_ids = [c.call_id for c in chosen if c.status == "pending"]
     if not open_ids:
         by = chosen[0].decided_by if len(chosen) == 1 else None
+        # Every call decided but the turn never went on (a resume that failed): this click may resume it.
         return Decision(
-            changed=False, prompt=prompt, note=ALREADY_DECIDED.format(by=f" by {by}" if by else "")
+            changed=False,
+            prompt=prompt,
+            note=ALREADY_DECIDED.format(by=f" by {by}" if by else ""),
+            ready=not prompt.open,
         )
     status_now: CallDecision = "approved" if approve else "denied"
     changed = await store.decide(request_id, open_ids, status_now, user_id, now)
     if remember and approve and definition_hash is not None:
         for call in chosen:
             if call.call_id in changed:
+                # Bound to the definition that was shown, and only while the tool still has it.
                 current = await definition_hash(call.server, call.tool)
-                if current is not None:
+                if current is not None and current == call.definition_hash:
                     await store.remember(prompt.place, call.server, call.tool, current, user_id)
     refreshed = await store.prompt(request_id)
     after = refreshed[0] if refreshed else prompt

@@ -225,6 +225,8 @@ class PendingCall:
     call_hash: str
     status: CallDecision = "pending"
     decided_by: str | None = None
+    # The tool's definition when the call was shown: it runs only while the tool is still that.
+    definition_hash: str = ""
 
     def arguments_json(self) -> str:
         return json.dumps(self.arguments, ensure_ascii=False, indent=2)

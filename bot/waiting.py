@@ -208,11 +208,15 @@ class WaitingTurns:
             (t for t in self._host.list_tools() if t.server == server and t.original_name == tool), None
         )
 
-    async def expire_due(self) -> list[str]:
-        """Requests whose time ran out: their open calls become "not approved in time". Resume each."""
+    async def expire_due(self, platform: str | None = None) -> list[str]:
+        """Requests to resume now (of one platform, if given): those whose time ran out (their open
+        calls become "not approved in time"), and decided ones nobody resumed (a resume that failed,
+        or a process that stopped between the last click and the resume)."""
         if self.approvals is None:
             return []
-        return await self.approvals.expire_due(self._clock())
+        expired = await self.approvals.expire_due(self._clock(), platform)
+        ready = await self.approvals.ready_requests(platform)
+        return list(dict.fromkeys([*expired, *ready]))
 
     async def resume(self, request_id: str, progress: Progress = no_progress) -> AgentReply | None:
         """Go on with a parked turn once every call is decided; None if it is still open or another
@@ -220,43 +224,58 @@ class WaitingTurns:
         others under their call ids, and continues the loop where it stopped."""
         if self.approvals is None:
             return None
-        parked = await self.approvals.claim(request_id, self._clock())
-        if parked is None:
+        found = await self.approvals.prompt(request_id)
+        if found is None:
             return None
-        incoming = parked.incoming
-        async with self._locks.hold(incoming.key), self.gate.admit():
-            history = await self._store.history(incoming.key)
-            state = self._state_so_far(history)
+        # The thread first, then the claim: only one process at a time holds a thread, so a request
+        # is resumed once, and one still marked resuming belongs to a process that stopped. No turn
+        # slot is taken: a resume follows a person's decision and must not be refused as busy.
+        async with self._locks.hold(found[0].key):
+            parked = await self.approvals.claim(request_id, self._clock())
+            if parked is None:
+                return None
             try:
-                outcomes = await self._run_decided(parked, state, progress)
-                round_messages = [parked.answer, *(o.message for o in outcomes)]
-                await self.approvals.finish_parked(request_id, incoming.key, round_messages)
-                await self.approvals.record_audit(
-                    incoming.key,
-                    [
-                        AuditEntry(
-                            who="nerve",
-                            place=_place_of(parked),
-                            server=c.server,
-                            tool=c.tool,
-                            call_id=c.call_id,
-                            arguments_hash=c.call_hash,
-                            outcome="expired: not approved in time",
-                        )
-                        for c in parked.calls
-                        if c.status == "expired"
-                    ],
-                )
-                history.extend(round_messages)
-                state.attachments.extend(o.attachment for o in outcomes)
-                stop = self._stop_reason(outcomes, state)
-                if stop:
-                    return await self._finish(incoming.key, stop, state, Usage())
-                return await self._loop(incoming, history, state, progress, first_round=parked.rounds_used)
-            except LLMError as exc:
-                logger.warning("model call failed for %s: %s", incoming.key, exc.message)
-                text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
-                return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
+                return await self._resume_claimed(request_id, parked, progress)
+            except BaseException:
+                # Given back, so the next sweep or start resumes it; nothing of the round was stored.
+                await asyncio.shield(self.approvals.release_claim(request_id))
+                raise
+
+    async def _resume_claimed(self, request_id: str, parked: ParkedTurn, progress: Progress) -> AgentReply:
+        assert self.approvals is not None
+        incoming = parked.incoming
+        history = await self._store.history(incoming.key)
+        state = self._state_so_far(history)
+        try:
+            outcomes = await self._run_decided(parked, state, progress)
+            round_messages = [parked.answer, *(o.message for o in outcomes)]
+            await self.approvals.finish_parked(request_id, incoming.key, round_messages)
+            await self.approvals.record_audit(
+                incoming.key,
+                [
+                    AuditEntry(
+                        who="nerve",
+                        place=_place_of(parked),
+                        server=c.server,
+                        tool=c.tool,
+                        call_id=c.call_id,
+                        arguments_hash=c.call_hash,
+                        outcome="expired: not approved in time",
+                    )
+                    for c in parked.calls
+                    if c.status == "expired"
+                ],
+            )
+            history.extend(round_messages)
+            state.attachments.extend(o.attachment for o in outcomes)
+            stop = self._stop_reason(outcomes, state)
+            if stop:
+                return await self._finish(incoming.key, stop, state, Usage())
+            return await self._loop(incoming, history, state, progress, first_round=parked.rounds_used)
+        except LLMError as exc:
+            logger.warning("model call failed for %s: %s", incoming.key, exc.message)
+            text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
+            return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
 
     async def _run_decided(
         self, parked: ParkedTurn, state: TurnState, progress: Progress
@@ -273,8 +292,13 @@ class WaitingTurns:
             pending = decided[call.id]
             if pending.status == "approved":
                 spec = self._spec_of(pending.server, pending.tool)
-                if spec is None or spec.name not in specs:
-                    detail = "its tool is no longer available"
+                # Exactly what was shown: the same tool under the same name, with the same definition.
+                if (
+                    spec is None
+                    or specs.get(call.name) is not spec
+                    or (pending.definition_hash and spec.definition_hash != pending.definition_hash)
+                ):
+                    detail = "its tool is no longer available as it was when it was approved"
                     failure = failure_of(call, "unavailable", detail, "Answer without it.")
                     return self._runner.not_run(call, pending.arguments, failure)
                 return await self._runner.execute(call, spec, pending.arguments, state, progress, specs)
@@ -313,14 +337,15 @@ class WaitingTurns:
                 state.failed.setdefault(call.name, failure)
         return state
 
-    async def recover_parked(self, stale_after: float = 900.0) -> list[str]:
-        """At start-up: requests ready to resume (every call decided or expired before a stop), and
-        claims of a process that stopped while resuming. The caller resumes each and posts the answer."""
+    async def recover_parked(self, platform: str | None = None) -> list[str]:
+        """At start-up: requests (of one platform, if given) ready to resume — every call decided or
+        expired before a stop — and those a stopped process was resuming. The caller resumes each
+        (under the thread's lock, so one still being resumed elsewhere is not taken) and posts the
+        answer."""
         if self.approvals is None:
             return []
-        await self.approvals.release_stale_claims(self._clock() - stale_after)
-        await self.approvals.expire_due(self._clock())
-        return await self.approvals.ready_requests()
+        await self.approvals.expire_due(self._clock(), platform)
+        return await self.approvals.ready_requests(platform, resuming=True)
 
     async def deferred_replies(
         self, key: ConversationKey, progress: Progress = no_progress

@@ -357,7 +357,9 @@ async def test_every_automatic_and_personal_decision_is_audited_with_the_convers
     assert all(e.place == "slack:C1" and len(e.arguments_hash) == 64 for e in log)
 
 
-async def test_after_a_restart_decided_requests_and_stale_claims_are_found_for_resuming(host, store, notes):
+async def test_after_a_restart_decided_requests_and_ones_a_stopped_process_was_resuming_go_on(
+    host, store, notes
+):
     clock = Clock()
     llm = ScriptedLLM(
         [
@@ -374,10 +376,76 @@ async def test_after_a_restart_decided_requests_and_stale_claims_are_found_for_r
     # A process took the second one for resuming, then stopped before storing its round.
     assert await store.claim(claimed.approval.request_id, clock.now) is not None
 
-    restarted = make_agent(ScriptedLLM([]), host, store, clock)
-    assert await restarted.recover_parked(stale_after=900) == [decided.approval.request_id]
-    clock.now += 901
-    assert await restarted.recover_parked(stale_after=900) == [
+    restarted = make_agent(ScriptedLLM([Step(text="b was denied")]), host, store, clock)
+    assert await restarted.recover_parked("slack") == [
         decided.approval.request_id,
         claimed.approval.request_id,
     ]
+    assert await restarted.recover_parked("discord") == [], "each front end takes up its own"
+    reply = await restarted.resume(claimed.approval.request_id)
+    assert reply is not None and reply.text == "b was denied"
+
+
+async def test_the_sweep_of_one_front_end_leaves_another_platforms_requests_alone(host, store, notes):
+    clock = Clock()
+    llm = ScriptedLLM([Step(calls=[Call("append_note", {"text": "x"}, id="c1")])])
+    agent = make_agent(llm, host, store, clock)
+    other = ConversationKey(platform="discord", workspace="G1", channel="C9", thread="T9")
+    parked = await agent.reply(Incoming(key=other, text="add x", user_id=REQUESTER))
+    assert parked.approval is not None
+    clock.now += 10_000
+    assert await agent.expire_due("slack") == []
+    assert await agent.expire_due("discord") == [parked.approval.request_id]
+
+
+async def test_a_call_whose_tool_changed_after_it_was_shown_does_not_run(host, store, notes):
+    llm = ScriptedLLM(
+        [Step(calls=[Call("append_note", {"text": "x"}, id="c1")]), Step(text="it changed, so not run")]
+    )
+    agent = make_agent(llm, host, store)
+    parked = await agent.reply(ask("add x"))
+    assert parked.approval is not None
+    before = next(t for t in host.list_tools() if t.original_name == "append_note").definition_hash
+    await host.call_tool("change_definitions", {})
+    async with asyncio.timeout(10):
+        await host.wait_for(
+            lambda: (
+                next(t for t in host.list_tools() if t.original_name == "append_note").definition_hash
+                != before
+            )
+        )
+    await agent.decide(parked.approval.request_id, REQUESTER, approve=True, remember=True)
+    reply = await agent.resume(parked.approval.request_id)
+
+    assert reply is not None and reply.text == "it changed, so not run"
+    assert "append_note" not in ran(notes)
+    assert await store.remembered_approvals() == [], "a definition nobody saw is not always-allowed"
+
+
+async def test_a_reset_ends_the_parked_turn_and_the_next_message_is_answered_at_once(host, store, notes):
+    llm = ScriptedLLM([Step(calls=[Call("append_note", {"text": "x"}, id="c1")]), Step(text="fresh answer")])
+    agent = make_agent(llm, host, store)
+    parked = await agent.reply(ask("add x"))
+    assert parked.approval is not None
+
+    await agent.reset(KEY)
+    reply = await agent.reply(ask("a new question"))
+
+    assert reply.text == "fresh answer" and not reply.deferred
+    late = await agent.decide(parked.approval.request_id, REQUESTER, approve=True)
+    assert not late.changed
+    assert ran(notes) == []
+
+
+async def test_a_message_too_long_while_the_turn_waits_waits_behind_it_instead_of_entering_its_round(
+    host, store, notes
+):
+    llm = ScriptedLLM([Step(calls=[Call("append_note", {"text": "x"}, id="c1")])])
+    agent = make_agent(llm, host, store, max_question_chars=100)
+    parked = await agent.reply(ask("add x"))
+    assert parked.approval is not None
+
+    reply = await agent.reply(ask("y" * 500))
+
+    assert reply.deferred
+    assert [m.role for m in await store.history(KEY)] == ["user"]

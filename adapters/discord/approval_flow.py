@@ -47,9 +47,9 @@ class ApprovalAgent(Protocol):
 
     async def resume(self, request_id: str, progress: Progress = ...) -> AgentReply | None: ...
 
-    async def expire_due(self) -> list[str]: ...
+    async def expire_due(self, platform: str | None = ...) -> list[str]: ...
 
-    async def recover_parked(self, stale_after: float = ...) -> list[str]: ...
+    async def recover_parked(self, platform: str | None = ...) -> list[str]: ...
 
     def deferred_replies(
         self, key: ConversationKey, progress: Progress = ...
@@ -308,7 +308,7 @@ class ApprovalFlow:
 
     async def sweep(self) -> None:
         """Requests past their expiry go on without the calls nobody approved."""
-        for request_id in await self._agent.expire_due():
+        for request_id in await self._agent.expire_due(PLATFORM):
             self._spawn(self.resume(request_id, redraw=True), f"discord-expired-{request_id}")
 
     async def run_sweeper(self, every: float) -> None:
@@ -325,8 +325,7 @@ class ApprovalFlow:
         approvals = self._agent.approvals
         if approvals is None:
             return
-        for request_id in await self._agent.recover_parked():
+        for request_id in await self._agent.recover_parked(PLATFORM):
             self._spawn(self.resume(request_id, redraw=True), f"discord-recover-{request_id}")
-        for key in await approvals.threads_with_deferred():
-            if key.platform == PLATFORM:
-                self._spawn(self.answer_deferred(key), f"discord-deferred-{key}")
+        for key in await approvals.threads_with_deferred(PLATFORM):
+            self._spawn(self.answer_deferred(key), f"discord-deferred-{key}")

@@ -14,6 +14,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack.approval_view import approval_message, parse_click
+from adapters.slack.events import PLATFORM
 from adapters.slack.post import Poster, api_error
 from adapters.slack.turns import TurnRunner, parse_message_ref
 from bot.agent import Agent
@@ -96,7 +97,7 @@ class ApprovalDesk:
 
     async def expire(self) -> list[str]:
         """Requests whose time ran out: show them expired and let their turns go on (in the background)."""
-        expired = await self._agent.expire_due()
+        expired = await self._agent.expire_due(PLATFORM)
         for request_id in expired:
             self._spawn(self._settle(request_id))
         return expired
@@ -107,10 +108,10 @@ class ApprovalDesk:
         approvals = self._agent.approvals
         if approvals is None:
             return 0
-        ready = await self._agent.recover_parked()
+        ready = await self._agent.recover_parked(PLATFORM)
         for request_id in ready:
             self._spawn(self._settle(request_id))
-        waiting = await approvals.threads_with_deferred()
+        waiting = await approvals.threads_with_deferred(PLATFORM)
         for key in waiting:
             self._spawn(self._runner.answer_deferred(key))
         return len(ready) + len(waiting)

@@ -136,7 +136,7 @@ async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_pr
     """
     final = await agent.resume(prompt.request_id, progress)
     if final is None and prompt.expires_at <= time.time():
-        await agent.expire_due()
+        await agent.expire_due("terminal")
         final = await agent.resume(prompt.request_id, progress)
     return final
 

@@ -165,13 +165,15 @@ class ApprovalLedger:
                         changed.append(call_id)
         return changed
 
-    async def expire_due(self, now: float) -> list[str]:
-        """Mark the pending calls of requests past their expiry; returns those requests."""
+    async def expire_due(self, now: float, platform: str | None = None) -> list[str]:
+        """Mark the pending calls of requests past their expiry (of one platform, if given); returns
+        those requests. Each front end sweeps its own: only it can update the approval message."""
         async with self._write() as db:
             rows = await db.execute_fetchall(
                 "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
-                " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'",
-                (now,),
+                " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'"
+                " AND (? IS NULL OR p.platform = ?)",
+                (now, platform, platform),
             )
             expired = [str(row[0]) for row in rows]
             for request_id in expired:
@@ -183,11 +185,15 @@ class ApprovalLedger:
         return expired
 
     async def claim(self, request_id: str, now: float) -> ParkedTurn | None:
-        """Take a fully decided request for resuming; None if it is still open or already taken."""
+        """Take a fully decided request for resuming; None if it is still open or already done.
+
+        The caller holds the thread's turn lock, which only one process at a time can: a request
+        still marked `resuming` then belongs to a process that stopped mid-way, and is taken over.
+        """
         async with self._write() as db:
             async with db.execute(
                 "UPDATE parked_turns SET status = 'resuming', claimed_at = ? WHERE id = ?"
-                " AND status = 'waiting' AND NOT EXISTS"
+                " AND status IN ('waiting', 'resuming') AND NOT EXISTS"
                 " (SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending')",
                 (now, request_id, request_id),
             ) as cursor:
@@ -219,6 +225,31 @@ class ApprovalLedger:
             await self._insert_messages(db, key, round_messages)
             await db.execute("UPDATE parked_turns SET status = 'done' WHERE id = ?", (request_id,))
 
+    async def release_claim(self, request_id: str) -> None:
+        """A resume that failed gives its request back, to be resumed again."""
+        async with self._write() as db:
+            await db.execute(
+                "UPDATE parked_turns SET status = 'waiting', claimed_at = NULL"
+                " WHERE id = ? AND status = 'resuming'",
+                (request_id,),
+            )
+
+    async def close_parked(self, key: ConversationKey) -> list[str]:
+        """A thread was reset: its parked turns end, their open calls counted as not approved."""
+        async with self._write() as db:
+            rows = await db.execute_fetchall(
+                f"SELECT id FROM parked_turns WHERE {_KEY} AND status <> 'done'", _key_params(key)
+            )
+            ids = [str(row[0]) for row in rows]
+            for request_id in ids:
+                await db.execute(
+                    f"UPDATE pending_calls SET status = 'expired', decided_by = 'reset', decided_at = {_NOW}"
+                    " WHERE request_id = ? AND status = 'pending'",
+                    (request_id,),
+                )
+                await db.execute("UPDATE parked_turns SET status = 'done' WHERE id = ?", (request_id,))
+        return ids
+
     async def release_stale_claims(self, claimed_before: float) -> list[str]:
         """Requests a stopped process was resuming go back to waiting, to be resumed again.
 
@@ -238,13 +269,16 @@ class ApprovalLedger:
             )
         return ids
 
-    async def ready_requests(self) -> list[str]:
-        """Waiting requests with every call decided (a process stopped before resuming them)."""
+    async def ready_requests(self, platform: str | None = None, *, resuming: bool = False) -> list[str]:
+        """Requests with every call decided that no turn finished: a process stopped (or failed)
+        before resuming them; with `resuming`, also those a stopped process was resuming."""
+        statuses = "('waiting', 'resuming')" if resuming else "('waiting')"
         async with self._read() as db:
             rows = await db.execute_fetchall(
-                "SELECT id FROM parked_turns p WHERE status = 'waiting' AND NOT EXISTS"
+                f"SELECT id FROM parked_turns p WHERE status IN {statuses} AND NOT EXISTS"
                 " (SELECT 1 FROM pending_calls c WHERE c.request_id = p.id AND c.status = 'pending')"
-                " ORDER BY rowid"
+                " AND (? IS NULL OR p.platform = ?) ORDER BY rowid",
+                (platform, platform),
             )
         return [str(row[0]) for row in rows]
 
@@ -368,14 +402,15 @@ class ApprovalLedger:
         async with self._write() as db:
             await db.execute("DELETE FROM deferred_messages WHERE id = ?", (deferred_id,))
 
-    async def threads_with_deferred(self) -> list[ConversationKey]:
-        """Threads where messages wait and no turn is parked any more (after a restart)."""
+    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]:
+        """Threads (of one platform, if given) where messages wait and no turn is parked any more."""
         async with self._read() as db:
             rows = await db.execute_fetchall(
                 "SELECT DISTINCT d.platform, d.workspace, d.channel, d.thread FROM deferred_messages d"
                 " WHERE NOT EXISTS (SELECT 1 FROM parked_turns p WHERE p.platform = d.platform AND"
                 " p.workspace = d.workspace AND p.channel = d.channel AND p.thread = d.thread"
-                " AND p.status <> 'done')"
+                " AND p.status <> 'done') AND (? IS NULL OR d.platform = ?)",
+                (platform, platform),
             )
         return [ConversationKey(platform=r[0], workspace=r[1], channel=r[2], thread=r[3]) for r in rows]
 
@@ -392,7 +427,8 @@ async def _load_prompt(db: aiosqlite.Connection, request_id: str) -> tuple[Appro
         return None
     platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status, place = rows[0]
     calls = await db.execute_fetchall(
-        "SELECT call_id, server, tool, arguments, call_hash, status, decided_by FROM pending_calls"
+        "SELECT call_id, server, tool, arguments, call_hash, status, decided_by, definition_hash"
+        " FROM pending_calls"
         " WHERE request_id = ? ORDER BY position",
         (request_id,),
     )
@@ -410,6 +446,7 @@ async def _load_prompt(db: aiosqlite.Connection, request_id: str) -> tuple[Appro
                 call_hash=c[4],
                 status=cast(CallDecision, c[5]),
                 decided_by=c[6],
+                definition_hash=c[7],
             )
             for c in calls
         ),
