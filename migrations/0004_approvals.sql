@@ -19,7 +19,7 @@ CREATE TABLE parked_turns (
     done_results TEXT NOT NULL CHECK (json_valid(done_results)),
     rounds_used  INTEGER NOT NULL,
     status       TEXT NOT NULL DEFAULT 'waiting' CHECK (status IN ('waiting', 'resuming', 'done')),
-    -- When a process took it for resuming (Unix seconds): a claim this old belongs to a stopped process.
+    -- When a process took it for resuming (Unix seconds), for operators reading the table.
     claimed_at   REAL,
     message_ref  TEXT,
     created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),

@@ -250,25 +250,6 @@ class ApprovalLedger:
                 await db.execute("UPDATE parked_turns SET status = 'done' WHERE id = ?", (request_id,))
         return ids
 
-    async def release_stale_claims(self, claimed_before: float) -> list[str]:
-        """Requests a stopped process was resuming go back to waiting, to be resumed again.
-
-        Only claims older than `claimed_before`: a live process may be resuming the newer ones. Their
-        round was not stored (storing it and closing the request are one transaction), so nothing of
-        it reached the conversation; an approved call that had started may run a second time.
-        """
-        async with self._write() as db:
-            rows = await db.execute_fetchall(
-                "SELECT id FROM parked_turns WHERE status = 'resuming' AND claimed_at < ?",
-                (claimed_before,),
-            )
-            ids = [str(row[0]) for row in rows]
-            await db.executemany(
-                "UPDATE parked_turns SET status = 'waiting', claimed_at = NULL WHERE id = ?",
-                [(i,) for i in ids],
-            )
-        return ids
-
     async def ready_requests(self, platform: str | None = None, *, resuming: bool = False) -> list[str]:
         """Requests with every call decided that no turn finished: a process stopped (or failed)
         before resuming them; with `resuming`, also those a stopped process was resuming."""
