@@ -22,19 +22,12 @@ from bot.policy.scopes import Place, Rule, Scopes
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming
 from tests.conftest import ROOT
+from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="100.1")
 KEY_2 = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="200.1")
 REQUESTER, STRANGER, ADMIN = "U1", "U2", "UADMIN"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -78,7 +71,7 @@ def make_agent(
         store=store,
         inbox=store,
         approvals=store,
-        clock=clock or Clock(),
+        clock=clock or Clock(1_000_000.0),
         config=AgentConfig(admins=frozenset({ADMIN}), **config),  # type: ignore[arg-type]
     )
 
@@ -203,7 +196,7 @@ async def test_a_click_bound_to_other_arguments_than_shown_changes_nothing(host,
 
 
 async def test_an_expired_request_goes_on_with_not_approved_in_time(host, store, notes):
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     llm = ScriptedLLM(
         [Step(calls=[Call("append_note", {"text": "late"}, id="c1")]), Step(text="Nobody approved it.")]
     )
@@ -360,7 +353,7 @@ async def test_every_automatic_and_personal_decision_is_audited_with_the_convers
 async def test_after_a_restart_decided_requests_and_ones_a_stopped_process_was_resuming_go_on(
     host, store, notes
 ):
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     llm = ScriptedLLM(
         [
             Step(calls=[Call("append_note", {"text": "a"}, id="c1")]),
@@ -387,7 +380,7 @@ async def test_after_a_restart_decided_requests_and_ones_a_stopped_process_was_r
 
 
 async def test_the_sweep_of_one_front_end_leaves_another_platforms_requests_alone(host, store, notes):
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     llm = ScriptedLLM([Step(calls=[Call("append_note", {"text": "x"}, id="c1")])])
     agent = make_agent(llm, host, store, clock)
     other = ConversationKey(platform="discord", workspace="G1", channel="C9", thread="T9")

@@ -28,6 +28,7 @@ from bot.model.client import OpenAILLM
 from bot.policy.scopes import Rule, Scopes
 from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT, stdio_server
+from tests.fakes.clock import Clock
 from tests.fakes.discord_api import FakeDiscord, FakeUser, Recorded, running_bot
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply
 from tests.test_discord_bot import WatchedInbox
@@ -36,16 +37,6 @@ CALLBACK = r"/interactions/\d+/[^/]+/callback"
 THREADS = r"/channels/\d+/messages/\d+/threads"
 ORIGINAL = r"/webhooks/\d+/[^/]+/messages/@original"
 ACK_WITHIN = 3.0
-
-
-class Clock:
-    """The agent's clock, moved forward by the test to let requests expire."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -532,7 +523,7 @@ async def test_a_request_decided_before_a_stop_is_resumed_at_start_up_and_its_me
 async def test_a_stale_click_after_expiry_changes_nothing_and_the_turn_goes_on_without_the_call(
     fake: FakeDiscord, store: SQLiteStore, host: MCPHost, notes: Path
 ) -> None:
-    clock = Clock()
+    clock = Clock(time.time())
     script = [read_and_append(), reply("Nobody approved the write, so the note is unchanged.")]
     async with (
         FakeLLMServer(script) as llm,
@@ -560,7 +551,7 @@ async def test_the_expiry_sweeper_goes_on_without_a_click_and_is_cancelled_at_cl
     fake: FakeDiscord, store: SQLiteStore, host: MCPHost, notes: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(NerveDiscordBot, "approval_sweep_every", 0.05)
-    clock = Clock()
+    clock = Clock(time.time())
     script = [read_and_append(), reply("It expired; nothing was added.")]
     async with (
         FakeLLMServer(script) as llm,

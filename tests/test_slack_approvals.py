@@ -26,6 +26,7 @@ from bot.mcp.host import MCPHost
 from bot.policy.scopes import Place, Rule, Scopes
 from bot.types import ApprovalPrompt, ConversationKey, PendingCall, ToolResult
 from tests.conftest import ROOT
+from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeCall, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, Posted
 from tests.test_slack_harness import Rig, dm, mention, rig, sign, user_texts
@@ -33,14 +34,6 @@ from tests.test_slack_harness import Rig, dm, mention, rig, sign, user_texts
 CHANNEL = "C0CHANNEL"
 ALICE, BOB, ADMIN = "U0ALICE", "U0BOB", "U0ADMIN"
 ADMINS = frozenset({ADMIN})
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_900_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -261,7 +254,7 @@ async def test_a_replayed_click_changes_nothing_and_tells_the_clicker(tmp_path, 
 async def test_a_click_after_expiry_changes_nothing_and_the_sweep_shows_it_expired_and_answers(
     tmp_path, host, notes
 ):
-    clock = Clock()
+    clock = Clock(1_900_000_000.0)
     steps = [read_and_add(), reply("Nobody approved it, so I left the note alone.")]
     async with rig(tmp_path, steps, host=host, approvals=True, clock=clock) as r:
         root = "1600000000.100500"
