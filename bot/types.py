@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bot.forms import Form
 from bot.policy.approval import ApprovalMode, ToolHints, needs_approval
 from bot.policy.scopes import Place
 
@@ -293,7 +294,94 @@ class Decision:
     decided: tuple[str, ...] = ()
 
 
-TurnEventKind = Literal["thinking", "text", "tool_started", "tool_finished", "retrying", "notice"]
+InputMode = Literal["form", "url"]
+InputAction = Literal["accept", "decline", "cancel"]
+InputStatus = Literal["open", "accepted", "declined", "cancelled", "expired", "ended"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputDraft:
+    """What a server asked for during a call, before nerve shows it (MCP elicitation, either mode)."""
+
+    message: str
+    mode: InputMode
+    schema: dict[str, Any] | None = None
+    url: str | None = None
+    # URL mode: the server's id, echoed in its completion notification.
+    elicitation_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputAnswer:
+    """The reply a server gets: `content` only with "accept" in form mode."""
+
+    action: InputAction
+    content: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputRequest:
+    """A server's question as shown to people: only `user_id` (who started the turn) may answer.
+
+    `tools` names the call(s) it came from: one when known exactly, several when an older server
+    asked while more than one of this person's calls to it were running. `refused` says why nerve
+    did not show a form (it asked for a secret); such a request is already answered "decline".
+    """
+
+    request_id: str
+    key: ConversationKey
+    user_id: str
+    server: str
+    tools: tuple[str, ...]
+    message: str
+    mode: InputMode
+    form: Form | None = None
+    url: str | None = None
+    refused: str | None = None
+    expires_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputOutcome:
+    """What an answer did. `note` is for the person who answered only (ephemeral); `errors` holds a
+    message per field when the form was refused as filled in (the form stays open)."""
+
+    changed: bool
+    request: InputRequest | None
+    status: InputStatus | None = None
+    note: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+# A call's way back to the person: the server asks (`ask`), or reports progress (`report`:
+# progress, total or None, message or None).
+Ask = Callable[[InputDraft], Awaitable[InputAnswer]]
+Report = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """Who a tool call runs for, so what its server asks or reports mid-call reaches them."""
+
+    tool: str
+    # Calls of one owner (conversation and person) may share a question an older server cannot
+    # attribute to one call; calls of different owners never do.
+    owner: str
+    ask: Ask | None = None
+    report: Report | None = None
+
+
+TurnEventKind = Literal[
+    "thinking",
+    "text",
+    "tool_started",
+    "tool_finished",
+    "tool_progress",
+    "retrying",
+    "notice",
+    "input_needed",
+    "input_done",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -305,7 +393,12 @@ class TurnEvent:
     - "text": `message` is the next piece of the answer as the model writes it; the pieces of one
       round joined are its text so far. The final `AgentReply.text` is what to keep.
     - "tool_started" / "tool_finished": one call (`tool`, `tool_call_id`; `ok` when finished).
+    - "tool_progress": a running call's server reported progress (`message`, `fraction` 0..1 when
+      it knows the total).
     - "retrying" (`retry_in` seconds) and "notice": a status line for people.
+    - "input_needed": a server asks `input.user_id` for input (`input`); show the form or link.
+      "input_done": it was answered, declined, cancelled or expired (`input`, `message` says which);
+      take the buttons off.
 
     Sinks are awaited in the turn's path: they should only record and return (throttle elsewhere).
     """
@@ -316,6 +409,8 @@ class TurnEvent:
     tool_call_id: str | None = None
     ok: bool | None = None
     retry_in: float | None = None
+    fraction: float | None = None
+    input: InputRequest | None = None
 
 
 Progress = Callable[[TurnEvent], Awaitable[None]]
