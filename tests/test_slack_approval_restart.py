@@ -21,13 +21,13 @@ import aiohttp
 from adapters.slack.app import run_slack
 from bot.agent import AgentConfig
 from tests.conftest import ROOT
+from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
 from tests.test_cli import nerve_env
 from tests.test_slack_approvals import (
     ALICE,
     CHANNEL,
-    Clock,
     button,
     buttons,
     click_payload,
@@ -196,7 +196,7 @@ async def test_a_click_over_socket_mode_is_acked_and_decides(tmp_path, host, not
 
 
 async def test_run_slack_sweeps_expired_requests_and_a_late_click_is_told_so(tmp_path, host, notes):  # noqa: F811
-    clock = Clock()
+    clock = Clock(1_900_000_000.0)
     steps = [read_and_add(), reply("Nobody approved it in time.")]
     config = AgentConfig(approval_timeout=60)
     async with core(tmp_path, steps, host=host, approvals=True, clock=clock, config=config) as c:
