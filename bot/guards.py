@@ -118,6 +118,24 @@ def _validator(schema: dict[str, Any]) -> Any:
     return validator
 
 
+def _drop_optional_nulls(value: dict[str, Any], schema: dict[str, Any], validator: Any) -> dict[str, Any]:
+    """An optional argument given as null was not given: models write `"unit": null` for "no unit".
+
+    Only a null the argument's own schema refuses is dropped (the validator decides, so `$ref` and
+    `anyOf` count); `"type": ["boolean", "null"]` keeps it. A required argument keeps its null, and
+    with it the error.
+    """
+    if not any(item is None for item in value.values()):
+        return value
+    required = set(schema.get("required") or ())
+    refused = {
+        error.absolute_path[0]
+        for error in validator.iter_errors(value)
+        if len(error.absolute_path) == 1 and error.instance is None and error.absolute_path[0] not in required
+    }
+    return {key: item for key, item in value.items() if key not in refused}
+
+
 def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
     """Parse the model's JSON string and check it against the tool's input schema."""
     schema = spec.parameters or {"type": "object"}
@@ -146,6 +164,7 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
     if validator is None:
         # A server with a broken schema should not make its tool unusable; it validates its own input.
         return ParsedArguments(value=value)
+    value = _drop_optional_nulls(value, schema, validator)
     problems = sorted(_describe(error) for error in validator.iter_errors(value))
     if problems:
         return refuse("; ".join(problems))

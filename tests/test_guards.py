@@ -87,6 +87,49 @@ def test_a_broken_schema_does_not_block_the_tool():
     assert parse_arguments('{"x": 1}', broken).value == {"x": 1}
 
 
+def test_an_optional_argument_given_as_null_counts_as_not_given():
+    parsed = parse_arguments('{"lat": 1, "lng": 2, "unit": null, "exact": null, "radius": null}', GEO)
+    assert parsed.problem is None
+    assert parsed.value == {"lat": 1, "lng": 2}, "the server never sees the nulls"
+
+
+def test_a_required_argument_given_as_null_is_still_refused():
+    parsed = parse_arguments('{"lat": null, "lng": 2}', GEO)
+    assert parsed.value is None
+    assert "lat: None is not of type 'number'" in (parsed.problem or "")
+
+
+def test_null_is_kept_where_the_schema_allows_it():
+    nullable = ToolSpec(
+        name="search",
+        description="",
+        server="s",
+        original_name="search",
+        parameters={
+            "type": "object",
+            "$defs": {"maybe": {"type": ["string", "null"]}},
+            "properties": {
+                "query": {"type": "string"},
+                "verbose": {"type": ["boolean", "null"]},
+                "since": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "tag": {"$ref": "#/$defs/maybe"},
+                "limit": {"type": "integer"},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    )
+    parsed = parse_arguments(
+        '{"query": "q", "verbose": null, "since": null, "tag": null, "limit": null}', nullable
+    )
+    assert parsed.value == {"query": "q", "verbose": None, "since": None, "tag": None}
+
+
+def test_a_null_for_an_unknown_argument_is_still_reported():
+    parsed = parse_arguments('{"lat": 1, "lng": 2, "color": null}', GEO)
+    assert parsed.value is None and "'color' was unexpected" in (parsed.problem or "")
+
+
 def test_the_loop_guard_allows_three_identical_calls_then_refuses():
     guard = LoopGuard()
     assert [guard.allow("t", {"a": 1, "b": 2}) for _ in range(3)] == [True, True, True]
