@@ -27,7 +27,7 @@ from typing import Any
 from bot.agent import Agent
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
-from bot.types import ToolResult, ToolSpec
+from bot.types import CallContext, ToolResult, ToolSpec
 from tests.fakes.discord_api import FakeDiscord, running_bot
 from tests.fakes.llm_server import FakeLLMServer, Step, reply
 
@@ -42,7 +42,9 @@ class NoTools:
     def list_tools(self) -> list[ToolSpec]:
         return []
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+    ) -> ToolResult:
         raise AssertionError("no tools in this benchmark")
 
     def starting(self) -> list[str]:

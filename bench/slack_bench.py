@@ -33,7 +33,7 @@ from bot.agent import Agent, AgentConfig
 from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
-from bot.types import ToolResult, ToolSpec
+from bot.types import CallContext, ToolResult, ToolSpec
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack
 
@@ -51,7 +51,9 @@ class _NoTools:
     def list_tools(self) -> list[ToolSpec]:
         return []
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+    ) -> ToolResult:
         return ToolResult(content="no tools", is_error=True, error_kind="unknown_tool")
 
     def starting(self) -> list[str]:

@@ -27,7 +27,7 @@ from bot.agent import Agent, AgentConfig
 from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
-from bot.types import ChatMessage, Completion, Progress, ToolResult, ToolSpec, TurnEvent
+from bot.types import CallContext, ChatMessage, Completion, Progress, ToolResult, ToolSpec, TurnEvent
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
 from tests.test_slack_harness import SIGNING_SECRET, mention, sign
@@ -50,7 +50,9 @@ class _NoTools:
     def list_tools(self) -> list[ToolSpec]:
         return []
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+    ) -> ToolResult:
         return ToolResult(content="no tools", is_error=True, error_kind="unknown_tool")
 
     def starting(self) -> list[str]:

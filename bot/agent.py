@@ -17,11 +17,13 @@ from bot.approvals import Clock, TurnScreen
 from bot.calls import (
     CallOutcome,
     CallSettings,
+    Contexts,
     RoundRunner,
     Sleep,
     TurnState,
     Waiting,
     make_attachment,
+    progress_reporter,
     stored_arguments,
 )
 from bot.context import Budget, build_request
@@ -29,6 +31,7 @@ from bot.errors import ContextTooLong, LLMError, StreamCut
 from bot.failures import shown_to_people
 from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
+from bot.inputs import InputDesk, InputStore
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.policy.scopes import Scopes
 from bot.render import truncate
@@ -38,11 +41,16 @@ from bot.store.locks import KeyedLocks
 from bot.text import scrub
 from bot.types import (
     AgentReply,
+    CallContext,
     ChatMessage,
     Completion,
     ConversationKey,
     Incoming,
+    InputAnswer,
+    InputDraft,
+    InputOutcome,
     Progress,
+    ToolCall,
     ToolSpec,
     TurnEvent,
     Usage,
@@ -76,6 +84,8 @@ class AgentConfig:
     scopes: Scopes = field(default_factory=Scopes)
     admins: frozenset[str] = frozenset()
     approval_timeout: float = 600.0
+    # How long a server's question mid-call waits for its person before the server gets "cancel".
+    input_timeout: float = 600.0
 
 
 DEFERRED_REPLY = (
@@ -101,6 +111,7 @@ class Agent(WaitingTurns):
         sleep: Sleep = asyncio.sleep,
         turn_lock: TurnLock | None = None,
         approvals: ApprovalLedger | None = None,
+        inputs: InputStore | None = None,
         clock: Clock = time.time,
     ) -> None:
         self.inbox = inbox
@@ -117,6 +128,10 @@ class Agent(WaitingTurns):
         # Where waiting turns are parked; without it every call runs at once (no approvals).
         self.approvals = approvals
         self._clock = clock
+        # Where servers' questions mid-call are shown and answered; without it they get "cancel".
+        self.inputs = (
+            InputDesk(inputs, clock=clock, timeout=self._config.input_timeout) if inputs is not None else None
+        )
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
@@ -233,7 +248,8 @@ class Agent(WaitingTurns):
                 return await self._finish(incoming.key, answer.content or "", state, usage)
             nudge = []
             screen = TurnScreen(store=self.approvals, incoming=incoming) if self.approvals else None
-            results = await self._runner.run(answer.tool_calls, tools, state, progress, screen)
+            contexts = self._call_contexts(incoming, progress)
+            results = await self._runner.run(answer.tool_calls, tools, state, progress, screen, contexts)
             if screen is not None:
                 await screen.store.record_audit(incoming.key, screen.audit)
             waiting = [r for r in results if isinstance(r, Waiting)]
@@ -252,6 +268,39 @@ class Agent(WaitingTurns):
             "so the work was cut short. The tool results so far are attached."
         )
         return await self._finish(incoming.key, text, state, usage, cut_short=True)
+
+    def _call_contexts(self, incoming: Incoming, progress: Progress) -> Contexts:
+        """Each call's way back to the person whose message started the turn."""
+        owner = f"{incoming.key}|{incoming.user_id}"
+        desk = self.inputs
+
+        def context(call: ToolCall, spec: ToolSpec) -> CallContext:
+            async def ask(draft: InputDraft) -> InputAnswer:
+                if desk is None:
+                    return InputAnswer(action="cancel")
+                return await desk.ask(
+                    key=incoming.key,
+                    user_id=incoming.user_id,
+                    server=spec.server,
+                    draft=draft,
+                    progress=progress,
+                )
+
+            return CallContext(tool=call.name, owner=owner, ask=ask, report=progress_reporter(call, progress))
+
+        return context
+
+    async def open_input(self, request_id: str, user_id: str) -> InputOutcome:
+        """A click on a server's question: the request when this person may answer it, or why not."""
+        if self.inputs is None:
+            return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
+        return await self.inputs.open(request_id, user_id)
+
+    async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
+        """A submitted form, a decline or a dismissal of a server's question (see `InputDesk.answer`)."""
+        if self.inputs is None:
+            return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
+        return await self.inputs.answer(request_id, user_id, answer)
 
     def _stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
         """A plain answer when going on would only guess in circles (S10)."""

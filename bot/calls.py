@@ -7,6 +7,8 @@ turn); only then does it reach the host. The outcome tells the loop how to go on
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,7 +18,17 @@ from bot.guards import LoopGuard, parse_arguments
 from bot.nesting import loads
 from bot.render import quote, shown_result, summarize_result, truncate
 from bot.seams import ToolHost
-from bot.types import Attachment, ChatMessage, Progress, ToolCall, ToolResult, ToolSpec, TurnEvent
+from bot.types import (
+    Attachment,
+    CallContext,
+    ChatMessage,
+    Progress,
+    Report,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    TurnEvent,
+)
 
 MAX_CALLS_PER_ROUND = 16
 # Longest tool name shown to people: real names are at most 64 characters, a model may send anything.
@@ -56,6 +68,8 @@ class Waiting:
 
 # Sees a checked call before it runs; True holds it back for a person (approvals).
 Screen = Callable[[ToolCall, ToolSpec, dict[str, Any]], Awaitable[bool]]
+# Whom a call runs for, so what its server asks or reports mid-call reaches them.
+Contexts = Callable[[ToolCall, ToolSpec], CallContext]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +93,7 @@ class RoundRunner:
         state: TurnState,
         progress: Progress,
         screen: Screen | None = None,
+        contexts: Contexts | None = None,
     ) -> list[CallOutcome | Waiting]:
         """All calls at once; results come back in the order of `calls`, whatever order they finish in.
 
@@ -89,7 +104,10 @@ class RoundRunner:
         allowed, refused = calls[:MAX_CALLS_PER_ROUND], calls[MAX_CALLS_PER_ROUND:]
         # A TaskGroup, not gather: if one call fails unexpectedly, the others are cancelled, not orphaned.
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(self._one(call, specs, state, progress, screen)) for call in allowed]
+            tasks = [
+                group.create_task(self._one(call, specs, state, progress, screen, contexts))
+                for call in allowed
+            ]
         return [task.result() for task in tasks] + [
             self._refusal(
                 call,
@@ -112,6 +130,7 @@ class RoundRunner:
         state: TurnState,
         progress: Progress,
         screen: Screen | None,
+        contexts: Contexts | None,
     ) -> CallOutcome | Waiting:
         checked = self.check(call, specs, state)
         if isinstance(checked, CallOutcome):
@@ -119,7 +138,8 @@ class RoundRunner:
         spec, arguments = checked
         if screen is not None and await screen(call, spec, arguments):
             return Waiting(call=call, spec=spec, arguments=arguments)
-        return await self.execute(call, spec, arguments, state, progress, specs)
+        context = contexts(call, spec) if contexts is not None else None
+        return await self.execute(call, spec, arguments, state, progress, specs, context)
 
     def check(
         self, call: ToolCall, specs: dict[str, ToolSpec], state: TurnState
@@ -157,6 +177,7 @@ class RoundRunner:
         state: TurnState,
         progress: Progress,
         specs: dict[str, ToolSpec],
+        context: CallContext | None = None,
     ) -> CallOutcome:
         """Run one checked call and read its outcome (S10)."""
         await progress(
@@ -164,7 +185,7 @@ class RoundRunner:
                 kind="tool_started", message=f"calling {call.name}…", tool=call.name, tool_call_id=call.id
             )
         )
-        result = await self._call_with_rate_limit_retry(call.name, arguments, progress)
+        result = await self._call_with_rate_limit_retry(call.name, arguments, progress, context)
         await progress(
             TurnEvent(
                 kind="tool_finished",
@@ -191,9 +212,9 @@ class RoundRunner:
         return self._outcome(call, arguments, failure.for_model(), result, "failed", failure)
 
     async def _call_with_rate_limit_retry(
-        self, name: str, arguments: dict[str, Any], progress: Progress
+        self, name: str, arguments: dict[str, Any], progress: Progress, context: CallContext | None
     ) -> ToolResult:
-        result = await self._host.call_tool(name, arguments)
+        result = await self._host.call_tool(name, arguments, context)
         if result.error_kind != "rate_limited":
             return result
         delay = min(result.retry_after or 1.0, self._settings.max_rate_limit_wait)
@@ -206,7 +227,7 @@ class RoundRunner:
             )
         )
         await self._sleep(delay)
-        return await self._host.call_tool(name, arguments)
+        return await self._host.call_tool(name, arguments, context)
 
     def not_run(self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure) -> CallOutcome:
         """A call a person denied or did not approve in time: the model reads why, under its id."""
@@ -296,3 +317,31 @@ def _failure_detail(result: ToolResult, spec: ToolSpec) -> str:
     if result.error_kind == "unavailable":
         return result.detail or "its server is not running"
     return (result.detail or result.content).strip() or "it failed without saying why"
+
+
+# At most one progress event per call this often (seconds): platforms limit message edits, and a
+# server may report far more often than people can read.
+PROGRESS_EVERY = 1.0
+
+
+def progress_reporter(call: ToolCall, progress: Progress, every: float = PROGRESS_EVERY) -> Report:
+    """A call's progress as "tool_progress" events: the server's message and a fraction when it
+    knows the total; throttled, except that the last step is always shown."""
+    last = -math.inf
+
+    async def report(done: float, total: float | None, message: str | None) -> None:
+        nonlocal last
+        now = time.monotonic()
+        final = total is not None and done >= total
+        if now - last < every and not final:
+            return
+        last = now
+        fraction = min(1.0, max(0.0, done / total)) if total else None
+        text = truncate(message or f"{call.name} is working…", 200)[0]
+        await progress(
+            TurnEvent(
+                kind="tool_progress", message=text, tool=call.name, tool_call_id=call.id, fraction=fraction
+            )
+        )
+
+    return report

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     # NERVE_LLM_TIMEOUT, which also bounds the wait for its first chunk).
     nerve_llm_stream_stall: float = Field(default=30.0, gt=0)
     nerve_tool_timeout: float = Field(default=30.0, gt=0)
+    # A call's timeout is an idle timeout (progress restarts it); this bounds a call's time in all,
+    # not counting time its server spends waiting for a person's answer.
+    nerve_tool_max_seconds: float = Field(default=600.0, gt=0)
     nerve_system_prompt: str | None = None
     nerve_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"] = (
         "WARNING"
@@ -94,6 +97,8 @@ class Settings(BaseSettings):
     nerve_admins: str = ""
     # Seconds an approval request waits for a decision; then the turn goes on without those calls.
     nerve_approval_timeout: float = Field(default=600.0, gt=0)
+    # Seconds a tool's question (a form or a link) waits for its person; then the tool gets "cancel".
+    nerve_input_timeout: float = Field(default=600.0, gt=0)
 
     @field_validator("nerve_llm_stream", mode="before")
     @classmethod

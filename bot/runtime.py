@@ -46,6 +46,7 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         scopes=mcp.scopes if mcp is not None else Scopes(),
         admins=settings.admins,
         approval_timeout=settings.nerve_approval_timeout,
+        input_timeout=settings.nerve_input_timeout,
     )
 
 
@@ -68,7 +69,11 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
         await stack.enter_async_context(
             pruning_inbox(store, retention_hours=settings.nerve_inbox_retention_hours)
         )
-        host = MCPHost(mcp.servers, default_timeout=settings.nerve_tool_timeout)
+        host = MCPHost(
+            mcp.servers,
+            default_timeout=settings.nerve_tool_timeout,
+            max_call_seconds=settings.nerve_tool_max_seconds,
+        )
         stack.push_async_callback(host.aclose)
         await host.start()
         llm: LLM
@@ -89,6 +94,7 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             config=agent_config(settings, mcp),
             turn_lock=store.turn_lock,
             approvals=store,
+            inputs=store,
         )
         yield Runtime(
             agent=agent, host=host, store=store, settings=settings, model_name=model_name, scopes=mcp.scopes

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from bot.types import ChatMessage, Completion, ConversationKey, Progress, ToolResult, ToolSpec
+from bot.types import CallContext, ChatMessage, Completion, ConversationKey, Progress, ToolResult, ToolSpec
 
 
 class LLM(Protocol):
@@ -22,8 +22,12 @@ class ToolHost(Protocol):
         """The tools offered to the model right now (enabled, with overrides applied)."""
         ...
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        """Run a tool by its exposed name. Never raises for tool failures: they are data."""
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+    ) -> ToolResult:
+        """Run a tool by its exposed name. Never raises for tool failures: they are data.
+
+        `context` says whom the call runs for, so what its server asks or reports reaches them."""
         ...
 
     def starting(self) -> list[str]:

@@ -309,6 +309,8 @@ class InputDraft:
     url: str | None = None
     # URL mode: the server's id, echoed in its completion notification.
     elicitation_id: str | None = None
+    # The call(s) it may come from (see `bot.mcp.callers`).
+    tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from bot.approvals import Clock, decide, new_request_id
 from bot.calls import (
     CallOutcome,
+    Contexts,
     Outcome,
     RoundRunner,
     TurnState,
@@ -94,6 +95,9 @@ class WaitingTurns:
         raise NotImplementedError
 
     def _stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
+        raise NotImplementedError
+
+    def _call_contexts(self, incoming: Incoming, progress: Progress) -> Contexts:
         raise NotImplementedError
 
     async def _park(
@@ -301,7 +305,10 @@ class WaitingTurns:
                     detail = "its tool is no longer available as it was when it was approved"
                     failure = failure_of(call, "unavailable", detail, "Answer without it.")
                     return self._runner.not_run(call, pending.arguments, failure)
-                return await self._runner.execute(call, spec, pending.arguments, state, progress, specs)
+                context = self._call_contexts(parked.incoming, progress)(call, spec)
+                return await self._runner.execute(
+                    call, spec, pending.arguments, state, progress, specs, context
+                )
             if pending.status == "denied":
                 who = pending.decided_by or "a person"
                 failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)

@@ -23,7 +23,7 @@ from bot.agent import Agent
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
-from bot.types import ConversationKey, ToolResult, ToolSpec
+from bot.types import CallContext, ConversationKey, ToolResult, ToolSpec
 from tests.conftest import ROOT, seed_servers
 from tests.fakes.discord_api import FakeDiscord, Recorded, running_bot
 from tests.fakes.llm_server import FakeLLMServer, Reply, reply, tool_reply
@@ -73,7 +73,9 @@ class FakeTools:
             )
         ]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+    ) -> ToolResult:
         self.calls.append(arguments)
         if self.gate is not None:
             await self.gate.wait()

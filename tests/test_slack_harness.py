@@ -27,7 +27,7 @@ from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.seams import ToolHost
 from bot.store.sqlite import SQLiteStore
-from bot.types import ToolResult, ToolSpec
+from bot.types import CallContext, ToolResult, ToolSpec
 from tests.fakes.llm_server import FakeLLMServer, Responder, Step
 from tests.fakes.slack_api import TEAM_ID, FakeSlack
 
@@ -57,7 +57,9 @@ class StaticHost:
             for name in self._tools
         ]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+    ) -> ToolResult:
         self.calls.append((name, arguments))
         return self._tools[name](arguments)
 

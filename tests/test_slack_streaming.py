@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from adapters.slack.render import safe_markdown
 from adapters.slack.stream_text import SafePieces, stable_cut
 from bot.agent import CUT_OFF_NOTE
-from bot.types import ConversationKey, ToolResult, ToolSpec
+from bot.types import CallContext, ConversationKey, ToolResult, ToolSpec
 from tests.fakes.llm_server import Reply, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack, Posted
 from tests.test_slack_harness import Rig, StaticHost, dm, mention, rig
@@ -146,7 +146,9 @@ class GatedHost(StaticHost):
         super().__init__(tools)
         self.gate = asyncio.Event()
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+    ) -> ToolResult:
         async with asyncio.timeout(10):
             await self.gate.wait()
         return await super().call_tool(name, arguments)

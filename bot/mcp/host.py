@@ -29,7 +29,8 @@ from bot.config import ServerConfig
 from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
 from bot.mcp.link import Mode, ServerLink
-from bot.types import ToolResult, ToolSpec
+from bot.mcp.timer import CallTimer
+from bot.types import CallContext, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +56,11 @@ class MCPHost:
         default_timeout: float = 30.0,
         connect_timeout: float = 15.0,
         mode: Mode = "auto",
+        max_call_seconds: float = 600.0,
     ) -> None:
         self._servers = dict(servers)
         self._default_timeout = default_timeout
+        self._max_call_seconds = max_call_seconds
         self._links = {
             name: ServerLink(
                 name, config, mode=mode, connect_timeout=connect_timeout, on_change=self._changed
@@ -178,8 +181,15 @@ class MCPHost:
         """Return once every server is connected (bound it with a timeout)."""
         await self.wait_for(lambda: all(link.ready for link in self._links.values()))
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        """Run a tool by its exposed name. Failures come back as `ToolResult(is_error=True)`."""
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+    ) -> ToolResult:
+        """Run a tool by its exposed name. Failures come back as `ToolResult(is_error=True)`.
+
+        With a `context`, what the server asks (elicitation) or reports (progress) mid-call reaches
+        the person the call runs for. The timeout is an idle timeout: progress restarts it, and it
+        stands still while a person fills in a form; `max_call_seconds` bounds the server's own time.
+        """
         spec = self._catalog.get(name)
         if spec is None:
             return results.unknown_tool(name, self._catalog)
@@ -196,11 +206,19 @@ class MCPHost:
             if client is None:
                 reason = f"{link.problem or 'it stopped'}; it is being restarted"
                 return results.unavailable(spec.server, reason, latency_ms=elapsed())
+        timer = CallTimer(idle=spec.timeout, most=self._max_call_seconds, spent=elapsed() / 1000)
+        context = timer.watch(context or CallContext(tool=name, owner=""))
         try:
             # Leaving the scope on timeout cancels the request, which sends notifications/cancelled.
-            with anyio.move_on_after(max(0.0, spec.timeout - elapsed() / 1000)) as scope:
-                answer = await client.call_tool(spec.original_name, arguments)
+            with anyio.CancelScope() as scope, link.callers.running(context):
+                timer.scope = scope
+                timer.restart()
+                answer = await client.call_tool(
+                    spec.original_name, arguments, progress_callback=timer.progress_callback(context)
+                )
             if scope.cancelled_caught:
+                if timer.out_of_time():
+                    return results.timed_out(name, self._max_call_seconds, latency_ms=elapsed())
                 return results.timed_out(name, spec.timeout, latency_ms=elapsed())
         except MCPError as exc:
             return _protocol_error(spec, exc, elapsed())

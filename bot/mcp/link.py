@@ -23,6 +23,7 @@ import jsonschema  # noqa: F401 - loaded up front: the client's first output-sch
 import mcp_types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client import Transport
+from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, ToolsListChanged
@@ -30,12 +31,24 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import ServerConfig
+from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
 from bot.mcp.stderr import StderrTap
+from bot.types import InputDraft
 
 logger = logging.getLogger(__name__)
 
 Mode = Literal["auto", "legacy"]
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
 TransportStreams = tuple[Any, Any]
 
 BACKOFF_FIRST = 0.5
@@ -87,6 +100,9 @@ class ServerLink:
         self._wake = asyncio.Event()
         self._refresh_wanted = False
         self._lost = False
+        # The calls in flight, so what the server asks mid-call reaches the person it is for.
+        self.callers = Callers()
+        self._server_log = logging.getLogger(f"bot.mcp.server.{name}")
 
     @property
     def ready(self) -> bool:
@@ -195,6 +211,9 @@ class ServerLink:
                         message_handler=self._on_message,
                         cache=None,
                         client_info=CLIENT_INFO,
+                        elicitation_callback=self._on_elicit,
+                        logging_callback=self._on_log,
+                        log_level="info",
                     )
                     await stack.enter_async_context(client)
                     if tap is not None:
@@ -250,6 +269,39 @@ class ServerLink:
         finally:
             if not started:
                 task_status.started()
+
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        """The server asks for input mid-call: ask the person the call runs for, or cancel."""
+        routed = self.callers.route()
+        if routed is None or routed[0].ask is None:
+            why = "no call of one person is running" if routed is None else "nobody can answer it here"
+            logger.info("MCP server %r asked for input, answered cancel: %s", self.name, why)
+            return mcp_types.ElicitResult(action="cancel")
+        call, tools = routed
+        assert call.ask is not None
+        if isinstance(params, mcp_types.ElicitRequestURLParams):
+            draft = InputDraft(
+                message=params.message,
+                mode="url",
+                url=params.url,
+                elicitation_id=params.elicitation_id,
+                tools=tools,
+            )
+        else:
+            schema = dict(params.requested_schema)
+            draft = InputDraft(message=params.message, mode="form", schema=schema, tools=tools)
+        answer = await call.ask(draft)
+        content = answer.content if answer.action == "accept" and draft.mode == "form" else None
+        return mcp_types.ElicitResult(action=answer.action, content=content)
+
+    async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
+        """Server logging goes to nerve's log under the server's name, never into a conversation."""
+        level = _LOG_LEVELS.get(params.level, logging.INFO)
+        data = params.data if isinstance(params.data, str) else repr(params.data)
+        source = f" [{params.logger}]" if params.logger else ""
+        self._server_log.log(level, "%s%s", data[:2000], source)
 
     async def _on_message(self, message: object) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):

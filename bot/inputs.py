@@ -1,0 +1,272 @@
+"""Asking people what a server needs mid-call (MCP elicitation), and taking their answers.
+
+The call that asks waits, because the server holds its request open; the question itself lives in
+the store, so the answer may come through any process (a Slack click lands on whichever replica
+Slack chose): the waiter takes it from memory when it was answered here, or from the store's row.
+Only the person whose message started the turn may answer. A form that asks for a secret, or a
+link that is not https, is never shown: the server gets "decline" and the person a note. An
+unanswered question expires into "cancel", as does one whose waiting process stopped ("ended").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from bot.approvals import Clock, new_request_id
+from bot.forms import FormError, check_answer, form_from_schema, secret_fields
+from bot.store.inputs import StoredInput
+from bot.types import (
+    ConversationKey,
+    InputAnswer,
+    InputDraft,
+    InputOutcome,
+    InputRequest,
+    InputStatus,
+    Progress,
+    TurnEvent,
+)
+
+logger = logging.getLogger(__name__)
+
+# The waiter marks its requests alive this often; one not marked for STALE_AFTER has no waiter.
+ALIVE_EVERY = 2.0
+STALE_AFTER = 15.0
+
+NOT_YOURS = "Only the person whose message started this can answer it."
+GONE = "This request no longer exists."
+ENDED = "This request ended when nerve restarted before it was answered. Ask again to run it."
+EXPIRED = "This request expired before it was answered; the tool was told it was cancelled."
+SETTLED = {
+    "accepted": "This was already answered.",
+    "declined": "This was already declined.",
+    "cancelled": "This was cancelled.",
+    "expired": EXPIRED,
+    "ended": ENDED,
+}
+# What each way of ending tells the server.
+_ACTIONS: dict[InputStatus, InputAnswer] = {
+    "accepted": InputAnswer(action="accept"),
+    "declined": InputAnswer(action="decline"),
+    "cancelled": InputAnswer(action="cancel"),
+    "expired": InputAnswer(action="cancel"),
+    "ended": InputAnswer(action="cancel"),
+}
+_STATUS_OF = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}
+
+
+class InputStore(Protocol):
+    """What the desk needs of the store (`bot.store.inputs.InputLedger` fills it)."""
+
+    async def open_input(
+        self, request: InputRequest, schema: dict[str, Any] | None, now: float, status: InputStatus = "open"
+    ) -> None: ...
+
+    async def stored_input(self, request_id: str) -> StoredInput | None: ...
+
+    async def settle_input(
+        self,
+        request_id: str,
+        status: InputStatus,
+        *,
+        by: str,
+        content: dict[str, Any] | None = None,
+        stale_before: float | None = None,
+    ) -> bool: ...
+
+    async def keep_inputs_alive(self, request_ids: list[str], now: float) -> None: ...
+
+
+class InputDesk:
+    """Shows servers' questions to the right person and hands their answers back to the calls."""
+
+    def __init__(
+        self,
+        store: InputStore,
+        *,
+        clock: Clock,
+        timeout: float,
+        poll: float = 0.5,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._timeout = timeout
+        self._poll = poll
+        # Aliveness is about processes, so it runs on the wall clock even when tests move `clock`.
+        self._wall = wall
+        self._answered: dict[str, asyncio.Event] = {}
+
+    async def ask(
+        self, *, key: ConversationKey, user_id: str, server: str, draft: InputDraft, progress: Progress
+    ) -> InputAnswer:
+        """Show the question to `user_id` and wait for their answer, its expiry, or cancellation."""
+        request, schema = self._request(key, user_id, server, draft)
+        if request.refused is not None:
+            await self._store.open_input(request, schema, self._wall(), status="declined")
+            logger.info("MCP server %r asked for input nerve refused to show: %s", server, request.refused)
+            await progress(TurnEvent(kind="input_needed", message=request.refused, input=request))
+            return InputAnswer(action="decline")
+        await self._store.open_input(request, schema, self._wall())
+        await progress(TurnEvent(kind="input_needed", message=request.message, input=request))
+        status: InputStatus = "cancelled"
+        try:
+            status, answer = await self._wait(request)
+            return answer
+        finally:
+            if status == "cancelled":
+                # The call ended first (its timeout, the turn stopped): nobody should answer any more.
+                await asyncio.shield(self._store.settle_input(request.request_id, "cancelled", by="nerve"))
+            with contextlib.suppress(Exception):
+                await asyncio.shield(progress(TurnEvent(kind="input_done", message=status, input=request)))
+
+    async def _wait(self, request: InputRequest) -> tuple[InputStatus, InputAnswer]:
+        request_id = request.request_id
+        answered = self._answered.setdefault(request_id, asyncio.Event())
+        alive_at = self._wall()
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._poll):
+                        await answered.wait()
+                stored = await self._store.stored_input(request_id)
+                if stored is None:
+                    return "cancelled", InputAnswer(action="cancel")
+                if stored.status != "open":
+                    return stored.status, _answer_of(stored)
+                if self._clock() >= request.expires_at:
+                    if await self._store.settle_input(request_id, "expired", by="expiry"):
+                        return "expired", InputAnswer(action="cancel")
+                    continue  # answered at the same moment: read it
+                if self._wall() - alive_at >= ALIVE_EVERY:
+                    alive_at = self._wall()
+                    await self._store.keep_inputs_alive([request_id], alive_at)
+        finally:
+            self._answered.pop(request_id, None)
+
+    def _request(
+        self, key: ConversationKey, user_id: str, server: str, draft: InputDraft
+    ) -> tuple[InputRequest, dict[str, Any] | None]:
+        refused: str | None = None
+        form = None
+        if draft.mode == "url":
+            refused = unsafe_link(draft.url or "")
+        else:
+            schema = draft.schema or {}
+            secrets = secret_fields(schema)
+            if secrets:
+                names = ", ".join(secrets)
+                refused = (
+                    f"{server} asked for a secret ({names}) in a chat form. nerve never collects "
+                    "passwords, tokens or keys that way, so it declined; "
+                    "the tool may offer a sign-in link instead."
+                )
+            else:
+                try:
+                    form = form_from_schema(schema)
+                except FormError as exc:
+                    refused = f"{server} asked for input nerve cannot show as a form ({exc}), so it declined."
+        request = InputRequest(
+            request_id=new_request_id(),
+            key=key,
+            user_id=user_id,
+            server=server,
+            tools=draft.tools,
+            message=draft.message,
+            mode=draft.mode,
+            form=form,
+            url=draft.url if draft.mode == "url" and refused is None else None,
+            refused=refused,
+            expires_at=self._clock() + self._timeout,
+        )
+        return request, draft.schema
+
+    async def open(self, request_id: str, user_id: str) -> InputOutcome:
+        """A click on "Fill in": the request when this person may answer it now, else a note why not."""
+        stored, note = await self._answerable(request_id, user_id)
+        if note is not None:
+            return InputOutcome(changed=False, request=stored.request if stored else None, note=note)
+        assert stored is not None
+        return InputOutcome(changed=False, request=stored.request, status="open")
+
+    async def answer(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
+        """A submitted form, a decline or a dismissal. An invalid form changes nothing and says, per
+        field, what to fix; anything but the asker's first answer changes nothing and says why."""
+        stored, note = await self._answerable(request_id, user_id)
+        if note is not None:
+            return InputOutcome(changed=False, request=stored.request if stored else None, note=note)
+        assert stored is not None
+        request = stored.request
+        content: dict[str, Any] | None = None
+        if answer.action == "accept" and request.mode == "form" and request.form is not None:
+            checked, errors = check_answer(request.form, answer.content or {})
+            if checked is None:
+                return InputOutcome(changed=False, request=request, status="open", errors=errors)
+            content = {k: list(v) if isinstance(v, tuple) else v for k, v in checked.items()}
+        status: InputStatus = _STATUS_OF[answer.action]  # type: ignore[assignment]
+        if not await self._store.settle_input(request_id, status, by=user_id, content=content):
+            again = await self._store.stored_input(request_id)
+            settled = again.status if again is not None else "cancelled"
+            return InputOutcome(
+                changed=False, request=request, status=settled, note=SETTLED.get(settled, GONE)
+            )
+        waiting = self._answered.get(request_id)
+        if waiting is not None:
+            waiting.set()
+        return InputOutcome(changed=True, request=request, status=status)
+
+    async def _answerable(self, request_id: str, user_id: str) -> tuple[StoredInput | None, str | None]:
+        stored = await self._store.stored_input(request_id)
+        if stored is None:
+            return None, GONE
+        if user_id != stored.request.user_id:
+            return stored, NOT_YOURS
+        if stored.status != "open":
+            return stored, SETTLED.get(stored.status, GONE)
+        if self._clock() >= stored.request.expires_at:
+            await self._store.settle_input(request_id, "expired", by="expiry")
+            self._wake(request_id)
+            return stored, EXPIRED
+        if request_id not in self._answered and await self._store.settle_input(
+            request_id, "ended", by="nerve", stale_before=self._wall() - STALE_AFTER
+        ):
+            return stored, ENDED
+        return stored, None
+
+    def _wake(self, request_id: str) -> None:
+        waiting = self._answered.get(request_id)
+        if waiting is not None:
+            waiting.set()
+
+
+def _answer_of(stored: StoredInput) -> InputAnswer:
+    if stored.status == "accepted":
+        return InputAnswer(action="accept", content=stored.content if stored.request.mode == "form" else None)
+    return _ACTIONS[stored.status]
+
+
+def unsafe_link(url: str) -> str | None:
+    """Why a link a server wants people to open is not shown, or None: https only (http on loopback)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme == "https" and host:
+        return None
+    if parts.scheme == "http" and _is_loopback(host):
+        return None
+    shown = url[:200]
+    return f"The server asked to open a link nerve does not show (only https links are allowed): {shown}"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

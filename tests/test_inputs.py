@@ -1,0 +1,265 @@
+"""Servers asking people for input mid-call, in the core: the question reaches the person whose
+message started the turn, only they can answer it, and the server gets exactly their answer.
+
+A scripted model drives a real Agent against the real `asks` test server (a stdio subprocess, on
+both protocol eras) and a real SQLite store; a front end is played by the Progress sink, which
+answers through the same `Agent` methods Slack, Discord and the terminal use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from bot.agent import Agent, AgentConfig
+from bot.config import ServerConfig
+from bot.inputs import ENDED, EXPIRED, NOT_YOURS, STALE_AFTER
+from bot.mcp.host import MCPHost
+from bot.store.sqlite import SQLiteStore
+from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
+from tests.conftest import ROOT
+from tests.fakes.clock import Clock
+from tests.fakes.scripted import Call, ScriptedLLM, Step
+
+KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="100.1")
+ASKER, STRANGER = "U1", "U2"
+
+PROTOCOLS = ["2025-11-25", "2026-07-28"]
+
+
+@pytest.fixture(scope="module", params=PROTOCOLS)
+async def host(request: pytest.FixtureRequest) -> AsyncIterator[MCPHost]:
+    server = ServerConfig(
+        command=sys.executable,
+        args=["-m", "tests.mcp_servers.asks", "--protocol", request.param],
+        cwd=str(ROOT),
+    )
+    async with MCPHost({"asks": server}, default_timeout=10.0) as started:
+        async with asyncio.timeout(20):
+            await started.wait_until_ready()
+        yield started
+
+
+Answer = Callable[[Agent, InputRequest], Awaitable[None]]
+
+
+class Front:
+    """Plays a front end: records every event and answers each question with `answer`."""
+
+    def __init__(self, answer: Answer | None = None) -> None:
+        self.events: list[TurnEvent] = []
+        self.agent: Agent | None = None
+        self._answer = answer
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def __call__(self, event: TurnEvent) -> None:
+        self.events.append(event)
+        if event.kind == "input_needed" and event.input is not None and event.input.refused is None:
+            assert self.agent is not None and self._answer is not None
+            # Answered from outside the turn's task, as a click arrives.
+            self._tasks.append(asyncio.create_task(self._answer(self.agent, event.input)))
+
+    def of(self, kind: str) -> list[TurnEvent]:
+        return [e for e in self.events if e.kind == kind]
+
+
+def make_agent(llm: ScriptedLLM, host: MCPHost, store: SQLiteStore, clock: Clock | None = None) -> Agent:
+    return Agent(
+        llm=llm,
+        host=host,
+        store=store,
+        inbox=store,
+        inputs=store,
+        clock=clock or Clock(1_000_000.0),
+        config=AgentConfig(input_timeout=60),
+    )
+
+
+async def run_turn(agent: Agent, front: Front, text: str = "order a pizza") -> str:
+    front.agent = agent
+    async with asyncio.timeout(30):
+        reply = await agent.reply(Incoming(key=KEY, text=text, user_id=ASKER), front)
+    return reply.text
+
+
+def tool_results(llm: ScriptedLLM) -> dict[str, str]:
+    """What each call's server returned, as the model was sent it (the text after the preamble)."""
+    return {m.tool_call_id or "": _raw(m.content or "") for m in llm.requests[-1] if m.role == "tool"}
+
+
+def _raw(content: str) -> str:
+    raw = content.split("Its raw result follows:\n", 1)[-1]
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, str) else raw
+
+
+PIZZA = {
+    "name": "Ada",
+    "email": "ada@example.com",
+    "website": "https://ada.example.com",
+    "delivery_date": "2026-12-24",
+    "deliver_at": "2026-12-24T18:30:00Z",
+    "quantity": "2",
+    "tip": "3.5",
+    "extra_cheese": "yes",
+    "size": "Large",
+    "crust": "thin",
+    "toppings": ["mushroom", "olive"],
+}
+
+
+async def test_a_form_reaches_the_asker_and_the_server_gets_their_typed_answer(host, store):
+    llm = ScriptedLLM([Step(calls=[Call("order_pizza", {}, id="c1")]), Step(text="Ordered.")])
+
+    async def fill_in(agent: Agent, request: InputRequest) -> None:
+        outcome = await agent.answer_input(
+            request.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
+        )
+        assert outcome.changed, outcome
+
+    front = Front(fill_in)
+    assert await run_turn(make_agent(llm, host, store), front) == "Ordered."
+
+    [asked] = front.of("input_needed")
+    request = asked.input
+    assert request is not None and request.user_id == ASKER and request.tools == ("order_pizza",)
+    assert request.form is not None and [f.name for f in request.form.fields][:2] == ["name", "email"]
+    result = tool_results(llm)["c1"]
+    assert result.startswith("accepted: ")
+    sent = json.loads(result.removeprefix("accepted: "))
+    assert sent["quantity"] == 2 and sent["tip"] == 3.5 and sent["extra_cheese"] is True
+    assert sent["size"] == "large" and sent["toppings"] == ["mushroom", "olive"]
+    assert [e.message for e in front.of("input_done")] == ["accepted"]
+
+
+async def test_only_the_asker_can_answer_and_a_bad_form_says_what_to_fix_per_field(host, store):
+    llm = ScriptedLLM([Step(calls=[Call("order_pizza", {}, id="c1")]), Step(text="Done.")])
+    seen: dict[str, Any] = {}
+
+    async def try_everything(agent: Agent, request: InputRequest) -> None:
+        rid = request.request_id
+        seen["stranger_open"] = await agent.open_input(rid, STRANGER)
+        seen["stranger"] = await agent.answer_input(
+            rid, STRANGER, InputAnswer(action="accept", content=PIZZA)
+        )
+        seen["bad"] = await agent.answer_input(
+            rid, ASKER, InputAnswer(action="accept", content={**PIZZA, "email": "nope", "quantity": "99"})
+        )
+        seen["open"] = await agent.open_input(rid, ASKER)
+        seen["decline"] = await agent.answer_input(rid, ASKER, InputAnswer(action="decline"))
+        seen["again"] = await agent.answer_input(rid, ASKER, InputAnswer(action="accept", content=PIZZA))
+
+    front = Front(try_everything)
+    await run_turn(make_agent(llm, host, store), front)
+
+    assert seen["stranger_open"].note == NOT_YOURS and not seen["stranger"].changed
+    assert seen["stranger"].note == NOT_YOURS
+    assert not seen["bad"].changed and set(seen["bad"].errors) == {"email", "quantity"}
+    assert seen["open"].request is not None and seen["open"].note is None
+    assert seen["decline"].changed and seen["decline"].status == "declined"
+    assert not seen["again"].changed and "already declined" in seen["again"].note
+    assert tool_results(llm)["c1"] == "declined"
+
+
+async def test_two_calls_asking_at_once_each_get_their_own_answer(host, store):
+    llm = ScriptedLLM(
+        [
+            Step(
+                calls=[
+                    Call("ask_colour", {"label": "left"}, id="c_left"),
+                    Call("ask_colour", {"label": "right"}, id="c_right"),
+                ]
+            ),
+            Step(text="Both chosen."),
+        ]
+    )
+
+    async def by_label(agent: Agent, request: InputRequest) -> None:
+        assert request.form is not None
+        [field] = request.form.fields
+        values = [value for value, _ in field.options]
+        pick = values[0] if "left" in request.message else values[-1]
+        await agent.answer_input(
+            request.request_id, ASKER, InputAnswer(action="accept", content={field.name: pick})
+        )
+
+    front = Front(by_label)
+    await run_turn(make_agent(llm, host, store), front, "pick two colours")
+
+    assert len(front.of("input_needed")) == 2
+    results = tool_results(llm)
+    first, last = results["c_left"].split(": ")[1], results["c_right"].split(": ")[1]
+    assert results["c_left"].startswith("left: ") and results["c_right"].startswith("right: ")
+    assert first != last
+
+
+async def test_a_form_asking_for_a_secret_is_never_shown_and_the_server_gets_decline(host, store):
+    llm = ScriptedLLM([Step(calls=[Call("ask_secret", {}, id="c1")]), Step(text="I could not do it.")])
+    front = Front()
+    await run_turn(make_agent(llm, host, store), front, "set up the integration")
+
+    [asked] = front.of("input_needed")
+    assert asked.input is not None and asked.input.refused is not None and asked.input.form is None
+    assert "API token" in asked.input.refused or "api_token" in asked.input.refused
+    assert tool_results(llm)["c1"] == "declined"
+
+
+async def test_an_unanswered_question_expires_and_the_server_gets_cancel(host, store):
+    clock = Clock(1_000_000.0)
+    llm = ScriptedLLM([Step(calls=[Call("order_pizza", {}, id="c1")]), Step(text="Nobody answered.")])
+
+    async def let_it_expire(agent: Agent, request: InputRequest) -> None:
+        clock.now += 61
+        late = await agent.answer_input(
+            request.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
+        )
+        assert not late.changed and late.note == EXPIRED
+
+    front = Front(let_it_expire)
+    await run_turn(make_agent(llm, host, store, clock), front)
+    assert tool_results(llm)["c1"] == "cancelled"
+    assert [e.message for e in front.of("input_done")] == ["expired"]
+
+
+async def test_a_question_whose_waiting_process_stopped_is_told_ended(store):
+    """A request still open in the store but no longer kept alive belongs to a stopped process."""
+    request = InputRequest(
+        request_id="r-old",
+        key=KEY,
+        user_id=ASKER,
+        server="asks",
+        tools=("order_pizza",),
+        message="Your order?",
+        mode="form",
+        expires_at=2_000_000.0,
+    )
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    await store.open_input(request, schema, time.time() - STALE_AFTER - 1)
+    agent = make_agent(ScriptedLLM([]), MCPHost({}), store)
+
+    outcome = await agent.open_input("r-old", ASKER)
+    assert outcome.note == ENDED
+    again = await agent.answer_input("r-old", ASKER, InputAnswer(action="accept", content={"name": "x"}))
+    assert not again.changed and again.note == ENDED
+
+
+async def test_progress_reaches_the_turn_as_live_status_with_a_fraction(host, store):
+    llm = ScriptedLLM(
+        [Step(calls=[Call("slow_count", {"n": 3, "pause": 0.05}, id="c1")]), Step(text="Counted.")]
+    )
+    front = Front()
+    await run_turn(make_agent(llm, host, store), front, "count")
+    progress = front.of("tool_progress")
+    assert progress, "at least the last step is shown"
+    assert progress[-1].fraction == 1.0 and progress[-1].message == "step 3 of 3"
+    assert progress[-1].tool == "slow_count" and progress[-1].tool_call_id == "c1"
+    assert tool_results(llm)["c1"] == "counted 3"
