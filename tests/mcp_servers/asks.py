@@ -35,6 +35,9 @@ Tools:
 * `grow_tools` adds `new_tool`, `shrink_tools` removes it; both announce the change
   (`notifications/tools/list_changed` on 2025-11-25, `subscriptions/listen` on 2026-07-28).
 
+Tools that only ask or answer are annotated read-only and closed-world, so an approval policy lets
+them run at once; `grow_tools` and `shrink_tools` change the server and carry no annotations.
+
 Prompts: `summarize(topic, tone?)`, whose `topic` is completed (`completion/complete`) from
 "weather", "wealth", "welding"; and `hello`, without arguments.
 
@@ -58,17 +61,20 @@ import socket
 import sys
 import uuid
 import warnings
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import mcp_types as types
+import uvicorn
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.server.runner import serve_loop
+from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
 
 server = MCPServer("asks", log_level="WARNING")
 READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -167,12 +173,13 @@ async def _ask(
         return types.InputRequiredResult(
             input_requests={key: types.ElicitRequest(params=params)}, request_state=key
         )
+    session: ServerSession = ctx.session
     if isinstance(params, types.ElicitRequestURLParams):
         assert params.elicitation_id is not None
-        return await ctx.session.elicit_url(
+        return await session.elicit_url(
             params.message, params.url, params.elicitation_id, related_request_id=ctx.request_id
         )
-    return await ctx.session.elicit_form(
+    return await session.elicit_form(
         params.message, params.requested_schema, related_request_id=ctx.request_id
     )
 
@@ -332,7 +339,10 @@ async def shrink_tools(ctx: Context) -> str:
 
 
 @server.prompt()
-def summarize(topic: str, tone: str | None = None) -> str:
+def summarize(
+    topic: Annotated[str, Field(description="What to summarize; completion offers a few.")],
+    tone: Annotated[str | None, Field(description="How it should sound, e.g. dry or cheerful.")] = None,
+) -> str:
     """Summarize what is known about a topic."""
     return f"Summarize what you know about {topic}" + (f" in a {tone} tone." if tone else ".")
 
@@ -343,7 +353,7 @@ def hello() -> str:
     return "Say hello to the person."
 
 
-@server.completion()
+@server.completion()  # type: ignore[untyped-decorator]
 async def complete(
     ref: types.PromptReference | types.ResourceTemplateReference,
     argument: types.CompletionArgument,
@@ -391,8 +401,7 @@ async def _serve_stdio_handshake_only() -> None:
 
 
 async def _serve_http(port: int) -> None:
-    import uvicorn
-
+    """Serve Streamable HTTP on a socket bound first, so the URL printed is the one listening."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
