@@ -6,8 +6,11 @@ STAMP := $(VENV)/.installed
 # The reference MCP servers the tests run against are Node packages, pinned by a committed lock.
 NODE_DIR := .node
 NODE_STAMP := $(NODE_DIR)/.installed
+# The official MCP conformance suite and the Node 22 it runs on, pinned by a committed lock.
+CONFORMANCE_DIR := .conformance
+CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed
 
-.PHONY: run test lint bench fmt clean
+.PHONY: run test lint bench fmt clean conformance
 
 $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "nerve needs Python 3.11 or newer"; exit 1; }
@@ -22,6 +25,14 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	cp tests/node/package.json tests/node/package-lock.json $(NODE_DIR)/
 	npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error
 	@touch $(NODE_STAMP)
+
+# Installed at setup, never at run time: the runner starts Node and the suite from $(CONFORMANCE_DIR).
+$(CONFORMANCE_STAMP): conformance/package.json conformance/package-lock.json
+	@command -v npm >/dev/null || { echo "make conformance needs npm (it installs the suite and Node 22 into $(CONFORMANCE_DIR))"; exit 1; }
+	mkdir -p $(CONFORMANCE_DIR)
+	cp conformance/package.json conformance/package-lock.json $(CONFORMANCE_DIR)/
+	npm ci --prefix $(CONFORMANCE_DIR) --no-audit --no-fund --loglevel=error
+	@touch $(CONFORMANCE_STAMP)
 
 # No shell around nerve: Ctrl-C reaches the whole foreground group, and a shell killed by it makes
 # make report "Interrupt". nerve leaves the chat on Ctrl-C with exit code 0, so make ends quietly.
@@ -40,8 +51,12 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Every client scenario of the suite nerve supports, through nerve's own MCP client; fails on any failed check.
+conformance: $(STAMP) $(CONFORMANCE_STAMP)
+	$(BIN)/python -m conformance.run
+
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) $(NODE_DIR) *.egg-info
+	rm -rf $(VENV) $(NODE_DIR) $(CONFORMANCE_DIR) *.egg-info
