@@ -27,7 +27,7 @@ from bot.calls import (
     stored_arguments,
 )
 from bot.context import Budget, build_request
-from bot.errors import ContextTooLong, LLMError, StreamCut
+from bot.errors import ContextTooLong, LLMError, PromptError, StreamCut
 from bot.failures import shown_to_people
 from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
@@ -35,7 +35,7 @@ from bot.inputs import InputDesk, InputStore
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.policy.scopes import Scopes
 from bot.render import truncate
-from bot.seams import LLM, Inbox, Store, ToolHost, TurnLock
+from bot.seams import LLM, Inbox, PromptHost, Store, ToolHost, TurnLock
 from bot.store.approvals import ApprovalLedger
 from bot.store.locks import KeyedLocks
 from bot.text import scrub
@@ -50,6 +50,7 @@ from bot.types import (
     InputDraft,
     InputOutcome,
     Progress,
+    PromptSpec,
     ToolCall,
     ToolSpec,
     TurnEvent,
@@ -225,9 +226,10 @@ class Agent(WaitingTurns):
         usage: Usage | None = None,
     ) -> AgentReply:
         usage = usage or Usage()
-        tools = self.tools(incoming)
         nudge: list[ChatMessage] = []
         for round_index in range(first_round, self._config.max_rounds):
+            # Each round sees the tools as they are now: a server may change its list mid-turn.
+            tools = self.tools(incoming)
             # Also tells a front end that text shown for an earlier round is superseded.
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             try:
@@ -289,6 +291,32 @@ class Agent(WaitingTurns):
             return CallContext(tool=call.name, owner=owner, ask=ask, report=progress_reporter(call, progress))
 
         return context
+
+    def prompts(self, incoming: Incoming | None = None) -> list[PromptSpec]:
+        """The prompts people may start here (a place may use a server's prompts when it may use the
+        server: scopes name tools, and a prompt is judged as a tool of the same name)."""
+        host = self._host
+        if not isinstance(host, PromptHost):
+            return []
+        prompts = host.list_prompts()
+        return prompts if incoming is None else self._config.scopes.offered(incoming.where(), prompts)
+
+    async def prompt_question(self, incoming: Incoming, name: str, arguments: dict[str, str]) -> str:
+        """The text a prompt starts the turn with (the front end then calls `reply` with it).
+
+        Raises `PromptError` with a message for the person when it cannot be started here."""
+        offered = {p.name: p for p in self.prompts(incoming)}
+        if name not in offered or not isinstance(self._host, PromptHost):
+            known = ", ".join(sorted(offered)) or "none here"
+            raise PromptError(f"There is no prompt named {name!r} here. Prompts: {known}.")
+        return await self._host.get_prompt(name, arguments)
+
+    async def complete_prompt_argument(
+        self, name: str, argument: str, value: str, known: dict[str, str] | None = None
+    ) -> list[str]:
+        if not isinstance(self._host, PromptHost):
+            return []
+        return await self._host.complete_prompt_argument(name, argument, value, known)
 
     async def open_input(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on a server's question: the request when this person may answer it, or why not."""

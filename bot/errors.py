@@ -49,3 +49,7 @@ class StreamCut(LLMError):
 
 class StoreError(NerveError):
     """The conversation store could not read or write."""
+
+
+class PromptError(NerveError):
+    """A server's prompt could not be started (unknown name, a missing argument, the server failed)."""

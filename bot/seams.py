@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from bot.types import CallContext, ChatMessage, Completion, ConversationKey, Progress, ToolResult, ToolSpec
+from bot.types import (
+    CallContext,
+    ChatMessage,
+    Completion,
+    ConversationKey,
+    Progress,
+    PromptSpec,
+    ToolResult,
+    ToolSpec,
+)
 
 
 class LLM(Protocol):
@@ -33,6 +42,21 @@ class ToolHost(Protocol):
     def starting(self) -> list[str]:
         """Servers still starting: their tools are not offered yet, and an answer should say so."""
         ...
+
+
+@runtime_checkable
+class PromptHost(Protocol):
+    """The prompts servers offer (the real `MCPHost` is one; test hosts need not be)."""
+
+    def list_prompts(self) -> list[PromptSpec]: ...
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
+        """The text the prompt starts a turn with; raises `PromptError`."""
+        ...
+
+    async def complete_prompt_argument(
+        self, name: str, argument: str, value: str, known: dict[str, str] | None = None
+    ) -> list[str]: ...
 
 
 class Store(Protocol):

@@ -294,6 +294,25 @@ class Decision:
     decided: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptArgument:
+    name: str
+    description: str = ""
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptSpec:
+    """A prompt a server offers, as people start it: `/prompt <name> [arguments]`."""
+
+    name: str
+    server: str
+    original_name: str
+    title: str
+    description: str = ""
+    arguments: tuple[PromptArgument, ...] = ()
+
+
 InputMode = Literal["form", "url"]
 InputAction = Literal["accept", "decline", "cancel"]
 InputStatus = Literal["open", "accepted", "declined", "cancelled", "expired", "ended"]

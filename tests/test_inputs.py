@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -30,17 +31,35 @@ from tests.fakes.scripted import Call, ScriptedLLM, Step
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="100.1")
 ASKER, STRANGER = "U1", "U2"
 
-PROTOCOLS = ["2025-11-25", "2026-07-28"]
+SERVED = [("stdio", "2025-11-25"), ("stdio", "2026-07-28"), ("http", "2025-11-25"), ("http", "2026-07-28")]
 
 
-@pytest.fixture(scope="module", params=PROTOCOLS)
-async def host(request: pytest.FixtureRequest) -> AsyncIterator[MCPHost]:
-    server = ServerConfig(
-        command=sys.executable,
-        args=["-m", "tests.mcp_servers.asks", "--protocol", request.param],
-        cwd=str(ROOT),
+@asynccontextmanager
+async def asks_server(transport: str, protocol: str) -> AsyncIterator[ServerConfig]:
+    """The `asks` server's entry: spawned by the host (stdio), or serving HTTP on a free port."""
+    args = ["-m", "tests.mcp_servers.asks", "--protocol", protocol]
+    if transport == "stdio":
+        yield ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
+        return
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *args, "--http", "0", cwd=str(ROOT), stdout=asyncio.subprocess.PIPE
     )
-    async with MCPHost({"asks": server}, default_timeout=10.0) as started:
+    try:
+        assert process.stdout is not None
+        async with asyncio.timeout(20):
+            url = (await process.stdout.readline()).decode().strip()
+        yield ServerConfig(url=url)
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+@pytest.fixture(scope="module", params=SERVED, ids=["-".join(s) for s in SERVED])
+async def host(request: pytest.FixtureRequest) -> AsyncIterator[MCPHost]:
+    async with (
+        asks_server(*request.param) as server,
+        MCPHost({"asks": server}, default_timeout=10.0) as started,
+    ):
         async with asyncio.timeout(20):
             await started.wait_until_ready()
         yield started

@@ -21,16 +21,19 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
+import mcp_types
 import pydantic
 from mcp import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from bot.config import ServerConfig
+from bot.errors import PromptError
 from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
 from bot.mcp.link import Mode, ServerLink
+from bot.mcp.prompts import prompt_specs, prompt_text
 from bot.mcp.timer import CallTimer
-from bot.types import CallContext, ToolResult, ToolSpec
+from bot.types import CallContext, PromptSpec, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +72,7 @@ class MCPHost:
         }
         self._tasks: list[asyncio.Task[None]] = []
         self._catalog: dict[str, ToolSpec] = {}
+        self._prompts: dict[str, PromptSpec] = {}
         self._change = asyncio.Event()
         self._warned: set[str] = set()
 
@@ -169,6 +173,51 @@ class MCPHost:
         """The tools offered to the model right now (enabled, overrides applied, names unique)."""
         return list(self._catalog.values())
 
+    def list_prompts(self) -> list[PromptSpec]:
+        """The prompts servers offer right now, under names unique across servers."""
+        return list(self._prompts.values())
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
+        """The text a prompt starts a turn with; raises `PromptError` with a message people can act on."""
+        spec = self._prompts.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self._prompts)) or "none right now"
+            raise PromptError(f"There is no prompt named {name!r}. Prompts: {known}.")
+        missing = [a.name for a in spec.arguments if a.required and not arguments.get(a.name)]
+        if missing:
+            raise PromptError(f"The prompt {name} needs: {', '.join(missing)}.")
+        client = self._links[spec.server].client
+        if client is None:
+            raise PromptError(f"The server {spec.server} is not running right now; try again shortly.")
+        try:
+            with anyio.fail_after(self._default_timeout):
+                result = await client.get_prompt(spec.original_name, arguments)
+        except MCPError as exc:
+            raise PromptError(f"{spec.server} could not give the prompt {name}: {exc.error.message}") from exc
+        except TimeoutError as exc:
+            raise PromptError(f"{spec.server} did not give the prompt {name} in time.") from exc
+        text = prompt_text(result)
+        if not text.strip():
+            raise PromptError(f"The prompt {name} came back empty.")
+        return text
+
+    async def complete_prompt_argument(
+        self, name: str, argument: str, value: str, known: dict[str, str] | None = None
+    ) -> list[str]:
+        """Suggestions for one argument of a prompt, where its server completes; [] otherwise."""
+        spec = self._prompts.get(name)
+        client = self._links[spec.server].client if spec is not None else None
+        if spec is None or client is None or client.server_capabilities.completions is None:
+            return []
+        reference = mcp_types.PromptReference(type="ref/prompt", name=spec.original_name)
+        try:
+            with anyio.fail_after(min(self._default_timeout, 3.0)):
+                result = await client.complete(reference, {"name": argument, "value": value}, known or None)
+        except (MCPError, TimeoutError) as exc:
+            logger.info("MCP server %r could not complete %s.%s: %s", spec.server, name, argument, exc)
+            return []
+        return list(result.completion.values)
+
     async def wait_for(self, predicate: Callable[[], bool]) -> None:
         """Return once `predicate()` holds, re-checking whenever a server or its tools change.
 
@@ -244,6 +293,9 @@ class MCPHost:
         """A link's state or tools changed: rebuild the catalog and wake anyone waiting."""
         listings = {name: link.tools for name, link in self._links.items() if link.listed}
         self._catalog = build_catalog(listings, self._servers, default_timeout=self._default_timeout)
+        self._prompts = prompt_specs(
+            {name: link.prompts for name, link in self._links.items() if link.listed and link.ready}
+        )
         for problem in unmatched_overrides(listings, self._servers):
             if problem not in self._warned:
                 self._warned.add(problem)

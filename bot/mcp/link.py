@@ -26,7 +26,12 @@ from mcp.client import Transport
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, ToolsListChanged
+from mcp.client.subscriptions import (
+    ListenNotSupportedError,
+    PromptsListChanged,
+    SubscriptionLost,
+    ToolsListChanged,
+)
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -82,6 +87,7 @@ class ServerLink:
         self.client: Client | None = None
         # The last listing survives a restart, so tool names stay stable while the server is away.
         self.tools: tuple[ListedTool, ...] = ()
+        self.prompts: tuple[mcp_types.Prompt, ...] = ()
         self.listed = False
         self.problem: str | None = None
         # The server wrote to stderr during the last attempt (the lines are in the log, not here).
@@ -221,6 +227,7 @@ class ServerLink:
                     listeners = await stack.enter_async_context(anyio.create_task_group())
                     await self._listen_for_changes(client, listeners)
                     self.tools = await list_all_tools(client)
+                    self.prompts = await list_all_prompts(client)
                     self.listed = True
                     handshake.deadline = math.inf
                     self._set_ready(client, anyio.current_time() - started)
@@ -240,29 +247,37 @@ class ServerLink:
                 try:
                     with anyio.fail_after(self._connect_timeout):
                         self.tools = await list_all_tools(client)
+                        self.prompts = await list_all_prompts(client)
                 except (MCPError, TimeoutError) as exc:
                     logger.warning("MCP server %r: could not re-list tools: %s", self.name, exc)
                     continue
-                logger.info("MCP server %r: tools changed, now %d", self.name, len(self.tools))
+                logger.info(
+                    "MCP server %r: lists changed, now %d tools and %d prompts",
+                    self.name,
+                    len(self.tools),
+                    len(self.prompts),
+                )
                 self._on_change()
 
     async def _listen_for_changes(self, client: Client, group: anyio.abc.TaskGroup) -> None:
         """On a 2026-07-28 connection change events come only through `subscriptions/listen`."""
-        capabilities = client.server_capabilities.tools
-        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not (
-            capabilities and capabilities.list_changed
-        ):
-            return  # older connections deliver notifications/tools/list_changed to _on_message
-        await group.start(self._listen, client)
+        offered = client.server_capabilities
+        tools = bool(offered.tools and offered.tools.list_changed)
+        prompts = bool(offered.prompts and offered.prompts.list_changed)
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not (tools or prompts):
+            return  # older connections deliver notifications/*/list_changed to _on_message
+        await group.start(self._listen, client, tools, prompts)
 
-    async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _listen(
+        self, client: Client, tools: bool, prompts: bool, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
         started = False
         try:
-            async with client.listen(tools_list_changed=True) as subscription:
+            async with client.listen(tools_list_changed=tools, prompts_list_changed=prompts) as subscription:
                 task_status.started()
                 started = True
                 async for event in subscription:
-                    if isinstance(event, ToolsListChanged):
+                    if isinstance(event, ToolsListChanged | PromptsListChanged):
                         self.request_refresh()
         except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
             logger.info("MCP server %r: no tool-change events (%s)", self.name, exc)
@@ -304,7 +319,9 @@ class ServerLink:
         self._server_log.log(level, "%s%s", data[:2000], source)
 
     async def _on_message(self, message: object) -> None:
-        if isinstance(message, mcp_types.ToolListChangedNotification):
+        if isinstance(
+            message, mcp_types.ToolListChangedNotification | mcp_types.PromptListChangedNotification
+        ):
             self.request_refresh()
         elif isinstance(message, Exception):
             logger.debug("MCP server %r: transport error: %s", self.name, message)
@@ -425,6 +442,21 @@ async def _watched(
             finally:
                 group.cancel_scope.cancel()
                 receive.close()
+
+
+async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
+    """Every prompt, following cursors (bounded); none when the server offers no prompts."""
+    if client.server_capabilities.prompts is None:
+        return ()
+    prompts: list[mcp_types.Prompt] = []
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        page = await client.list_prompts(cursor=cursor)
+        prompts.extend(page.prompts)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tuple(prompts)
 
 
 def describe_failure(exc: BaseException) -> str:
