@@ -1,11 +1,11 @@
 """The client command the conformance suite runs: `python -m conformance.client <server-url>`.
 
 It is nerve's real client, not a stand-in: an `MCPHost` with one Streamable HTTP server (the
-scenario's), its tools listed as the model would be offered them, each call's arguments checked by
-the same guard the model's calls pass (`parse_arguments`), and the call made with `host.call_tool`
-and a `CallContext` whose person answers any form the server asks for. That person accepts the form
-as nerve shows it (the server's defaults filled in), through the same conversion and checks as a
-submitted form in Slack or Discord.
+scenario's), its tools listed as the model is offered them, and each round of calls run the way a
+model message's calls are, by the `RoundRunner` (argument checks, then `host.call_tool`, all calls
+of a round at once), with a `CallContext` whose person answers any form the server asks for. That
+person accepts the form as nerve shows it (the server's defaults filled in), through the same
+conversion and checks as a form submitted in Slack or Discord.
 
 The suite names the scenario in `MCP_CONFORMANCE_SCENARIO` and may pass data in
 `MCP_CONFORMANCE_CONTEXT`. Each call's outcome is printed on stdout; the exit code is non-zero when
@@ -23,11 +23,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from bot.calls import CallOutcome, CallSettings, RoundRunner, TurnState
 from bot.config import ServerConfig
 from bot.forms import FormError, check_answer, form_from_schema
-from bot.guards import parse_arguments
 from bot.mcp.host import MCPHost
-from bot.types import CallContext, InputAnswer, InputDraft, ToolSpec
+from bot.types import CallContext, InputAnswer, InputDraft, ToolCall, ToolSpec, no_progress
 from conformance.plans import Call, plan
 
 SERVER = "conformance"
@@ -56,30 +56,35 @@ async def accept_as_shown(draft: InputDraft) -> InputAnswer:
     return InputAnswer(action="accept", content=content)
 
 
-async def run_call(host: MCPHost, tools: dict[str, ToolSpec], call: Call) -> bool:
-    """One call the way the model's calls go: offered tool, checked arguments, then the host."""
-    spec = tools.get(call.tool)
-    if spec is None:
-        print(f"{call.tool}: not offered (offered: {', '.join(sorted(tools)) or 'none'})")
-        return False
-    parsed = parse_arguments(json.dumps(call.arguments, ensure_ascii=False), spec)
-    if parsed.value is None:
-        print(f"{call.tool}: arguments refused: {parsed.problem}")
-        return False
-    context = CallContext(tool=spec.name, owner=OWNER, ask=accept_as_shown)
-    result = await host.call_tool(spec.name, parsed.value, context=context)
-    outcome = "error" if result.is_error else "ok"
-    print(f"{call.tool}: {outcome}: {result.content[:300]}")
-    return not result.is_error or call.may_fail
+def as_model_calls(calls: Sequence[Call], round_no: int) -> list[ToolCall]:
+    """The planned calls as a model message's tool calls: name and arguments as a JSON string."""
+    return [
+        ToolCall(
+            id=f"call_{round_no}_{i}",
+            name=call.tool,
+            arguments=json.dumps(call.arguments, ensure_ascii=False),
+        )
+        for i, call in enumerate(calls)
+    ]
+
+
+def context_for(call: ToolCall, spec: ToolSpec) -> CallContext:
+    return CallContext(tool=spec.name, owner=OWNER, ask=accept_as_shown)
 
 
 async def run_rounds(host: MCPHost, rounds: Sequence[tuple[Call, ...]]) -> bool:
-    tools = {tool.name: tool for tool in host.list_tools()}
+    """Each round as one model message: the round runner checks every call and runs them at once."""
+    runner = RoundRunner(host, CallSettings())
+    state = TurnState()
     ok = True
-    for calls in rounds:
-        # The calls of one round run at once, as the calls of one model message do.
-        outcomes = await asyncio.gather(*(run_call(host, tools, call) for call in calls))
-        ok = ok and all(outcomes)
+    for round_no, calls in enumerate(rounds):
+        outcomes = await runner.run(
+            as_model_calls(calls, round_no), host.list_tools(), state, no_progress, contexts=context_for
+        )
+        for call, outcome in zip(calls, outcomes, strict=True):
+            assert isinstance(outcome, CallOutcome)  # no screen: nothing waits for approval
+            print(f"{call.tool}: {outcome.outcome}: {outcome.attachment.content[:300]}")
+            ok = ok and (outcome.outcome == "ok" or (call.may_fail and outcome.outcome == "failed"))
     return ok
 
 
