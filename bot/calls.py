@@ -24,6 +24,7 @@ from bot.types import (
     ChatMessage,
     Progress,
     Report,
+    Resource,
     ToolCall,
     ToolResult,
     ToolSpec,
@@ -263,12 +264,20 @@ class RoundRunner:
             is_error=result.is_error,
             latency_ms=result.latency_ms,
             limit=self._settings.attachment_chars,
+            resources=result.resources,
         )
         return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
 
 def make_attachment(
-    call: ToolCall, arguments: dict[str, Any], content: str, *, is_error: bool, latency_ms: float, limit: int
+    call: ToolCall,
+    arguments: dict[str, Any],
+    content: str,
+    *,
+    is_error: bool,
+    latency_ms: float,
+    limit: int,
+    resources: tuple[Resource, ...] = (),
 ) -> Attachment:
     """The collapsible detail an adapter shows for one call: capped content, one-line summary.
 
@@ -285,6 +294,7 @@ def make_attachment(
         summary=summarize_result(shown),
         content=capped,
         truncated=cut,
+        resources=resources,
     )
 
 

@@ -138,6 +138,22 @@ ToolErrorKind = Literal["arguments", "unknown_tool", "execution", "timeout", "un
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Resource:
+    """A resource a tool returned, for people: a link to open, a text to read, or a file to keep.
+
+    Exactly one of `link` (a resource link: `uri` is where it lives), `text` or `data` holds it.
+    `data` is bounded by the host; a file too large to carry is a link-less note in `text`.
+    """
+
+    uri: str
+    name: str
+    mime_type: str | None = None
+    link: bool = False
+    text: str | None = None
+    data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """What a tool call produced. Failures are data, not exceptions: the loop decides what to do.
 
@@ -152,6 +168,8 @@ class ToolResult:
     structured: Any = None
     retry_after: float | None = None
     latency_ms: float = 0.0
+    # Links, texts and files the result carried, shown to people beside the answer.
+    resources: tuple[Resource, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,6 +208,8 @@ class Attachment:
     summary: str
     content: str
     truncated: bool = False
+    # Links to show as links, texts as their own collapsible details, files to upload.
+    resources: tuple[Resource, ...] = ()
 
     def arguments_json(self) -> str:
         return json.dumps(self.arguments, ensure_ascii=False)

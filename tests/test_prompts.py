@@ -142,3 +142,17 @@ async def test_server_log_messages_go_to_the_log_under_the_servers_name_never_in
     assert reply.text == "Logged." and tool_results(llm)["c1"] == "logged"
     said = [r.getMessage() for r in records]
     assert not any(line in (m.content or "") for line in said for m in llm.requests[-1])
+
+
+async def test_links_texts_and_files_in_a_result_reach_people_beside_the_answer(host, store):
+    from tests.mcp_servers.asks import LOGO_PNG, LOGO_URI, MENU_URI, RECEIPT_MARKDOWN
+
+    llm = ScriptedLLM([Step(calls=[Call("give_resources", {}, id="c1")]), Step(text="Here you are.")])
+    reply = await make_agent(llm, host, store).reply(incoming("menu please"))
+
+    [attachment] = reply.attachments
+    link, text, file = attachment.resources
+    assert link.link and link.uri == MENU_URI and link.name == "Today's menu"
+    assert text.text == RECEIPT_MARKDOWN and text.mime_type == "text/markdown"
+    assert file.data == LOGO_PNG and file.uri == LOGO_URI and file.name.endswith(".png")
+    assert "omitted" in tool_results(llm)["c1"], "the model reads about the file, it does not get its bytes"

@@ -7,6 +7,8 @@ with the hint, an execution failure is not retried blindly, a rate limit is wait
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Iterable
@@ -23,7 +25,11 @@ from mcp_types import (
 )
 
 from bot.render import quote, shorten_runs
-from bot.types import ToolErrorKind, ToolResult
+from bot.types import Resource, ToolErrorKind, ToolResult
+
+# Largest file from a tool result carried to people (Slack and Discord take far more; this bounds
+# memory per result).
+MAX_FILE_BYTES = 8 * 1024 * 1024
 
 # What servers say when the arguments, not the tool, are at fault: the MCP SDK's own validation
 # ("1 validation error for get_environment_statusArguments", "Input validation error: ..."),
@@ -80,6 +86,45 @@ def _retry_after(text: str) -> float | None:
     return value / 1000.0 if unit.startswith("m") else value
 
 
+def resources_of(
+    blocks: Iterable[ContentBlock], *, max_file_bytes: int = MAX_FILE_BYTES
+) -> tuple[Resource, ...]:
+    """The links, texts and files in a result, for people. Images count as files; a file over
+    `max_file_bytes` is named, not carried, so one result cannot fill the memory or a message."""
+    found: list[Resource] = []
+    for block in blocks:
+        if isinstance(block, ResourceLink):
+            found.append(
+                Resource(
+                    uri=str(block.uri), name=block.title or block.name, mime_type=block.mime_type, link=True
+                )
+            )
+        elif isinstance(block, EmbeddedResource):
+            resource = block.resource
+            uri = str(resource.uri)
+            name = uri.rstrip("/").rsplit("/", 1)[-1] or uri
+            if isinstance(resource, TextResourceContents):
+                found.append(Resource(uri=uri, name=name, mime_type=resource.mime_type, text=resource.text))
+            else:
+                found.append(_file(uri, name, resource.mime_type, resource.blob, max_file_bytes))
+        elif isinstance(block, ImageContent):
+            extension = (block.mime_type.split("/", 1)[-1] or "bin").split("+", 1)[0]
+            found.append(_file("", f"image.{extension}", block.mime_type, block.data, max_file_bytes))
+    return tuple(found)
+
+
+def _file(uri: str, name: str, mime_type: str | None, blob: str, limit: int) -> Resource:
+    size = len(blob) * 3 // 4
+    if size > limit:
+        note = f"{name} ({mime_type or 'unknown type'}, about {size:,} bytes) is too large to attach."
+        return Resource(uri=uri, name=name, mime_type=mime_type, text=note)
+    try:
+        data = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return Resource(uri=uri, name=name, mime_type=mime_type, text=f"{name} could not be read.")
+    return Resource(uri=uri, name=name, mime_type=mime_type, data=data)
+
+
 def from_call_result(result: CallToolResult, *, latency_ms: float) -> ToolResult:
     """A server's answer. Structured content wins as the text: it is exact JSON, never re-spliced."""
     if result.is_error:
@@ -101,8 +146,15 @@ def from_call_result(result: CallToolResult, *, latency_ms: float) -> ToolResult
         except (RecursionError, ValueError):
             # Nested too deep to encode: the text blocks carry the same result.
             content = join_content(result.content)
-        return ToolResult(content=content, structured=result.structured_content, latency_ms=latency_ms)
-    return ToolResult(content=join_content(result.content), latency_ms=latency_ms)
+        return ToolResult(
+            content=content,
+            structured=result.structured_content,
+            latency_ms=latency_ms,
+            resources=resources_of(result.content),
+        )
+    return ToolResult(
+        content=join_content(result.content), latency_ms=latency_ms, resources=resources_of(result.content)
+    )
 
 
 def unknown_tool(name: str, available: Iterable[str]) -> ToolResult:
