@@ -64,6 +64,9 @@ class FieldError(ValueError):
     """What a person typed does not fit the field; the message says what would."""
 
 
+# What a required field left empty is told, on every surface.
+REQUIRED = "This is required: please fill it in."
+
 _FORMATS: dict[str, FieldKind] = {"email": "email", "uri": "uri", "date": "date", "date-time": "date-time"}
 
 
@@ -280,7 +283,7 @@ def check_answer(form: Form, raw: Mapping[str, object]) -> tuple[dict[str, Any] 
             continue
         if value is None:
             if field.required:
-                errors[field.name] = "This is required: please fill it in."
+                errors[field.name] = REQUIRED
             continue
         content[field.name] = list(value) if isinstance(value, tuple) else value
     return (None, errors) if errors else (content, {})

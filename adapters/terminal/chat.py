@@ -13,11 +13,13 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from rich.console import Console
 
 from adapters.terminal.approve import ask_each, go_on, print_waiting, terminal_place
+from adapters.terminal.fill_in import FillIn
 from adapters.terminal.live import LiveAnswer, PlainAnswer
 from adapters.terminal.views import (
     attachment_line,
@@ -181,9 +183,15 @@ class TerminalChat:
     async def _work(
         self, work: Callable[[Progress], Coroutine[Any, Any, AgentReply | None]], *, cancellable: bool = True
     ) -> AgentReply | None:
-        """Run one piece of a turn, shown live as it goes; None when it was cancelled or failed (said so)."""
-        async with self._showing("  (Ctrl-C cancels)" if cancellable else "") as progress:
-            task = asyncio.create_task(work(progress))
+        """Run one piece of a turn, shown live as it goes; None when it was cancelled or failed (said so).
+
+        What a server asks meanwhile is asked here and now: its call waits for the answer.
+        """
+        async with (
+            self._showing("  (Ctrl-C cancels)" if cancellable else "") as (sink, pause),
+            FillIn(self._runtime.agent, self._user, self._read, self._console, pause) as fill_in,
+        ):
+            task = asyncio.create_task(work(fill_in.watching(sink)))
             try:
                 with _on_ctrl_c(task.cancel if cancellable else self._finishing):
                     return await task
@@ -199,14 +207,17 @@ class TerminalChat:
         return None
 
     @contextlib.asynccontextmanager
-    async def _showing(self, hint: str) -> AsyncIterator[Progress]:
-        """Where a turn's events go: the live view on a terminal, plain text elsewhere."""
+    async def _showing(
+        self, hint: str
+    ) -> AsyncIterator[tuple[Progress, Callable[[], AbstractContextManager[None]]]]:
+        """Where a turn's events go (the live view on a terminal, plain text elsewhere), and how to
+        keep the view off the screen while a question is asked."""
         if not self._console.is_terminal:
             self._plain.after_prompt()
-            yield self._plain.progress
+            yield self._plain.progress, contextlib.nullcontext
             return
         async with LiveAnswer(self._console, hint=hint) as live:
-            yield live.progress
+            yield live.progress, live.paused
 
     def _print(self, reply: AgentReply) -> None:
         """The final reply: drawn anew on a terminal (the live view is gone); elsewhere only the
@@ -278,9 +289,17 @@ class TerminalChat:
         await self._answer(AgentReply(text="", approval=prompt))
 
 
+# The actions of the `_on_ctrl_c` blocks now open, innermost last: Ctrl-C runs the innermost.
+_ctrl_c_actions: list[Callable[[], object]] = []
+
+
 @contextlib.contextmanager
 def _on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
-    """Ctrl-C runs `action` while inside: cancel the running turn, or leave at the prompt."""
+    """Ctrl-C runs `action` while inside: cancel the running turn, or leave at the prompt.
+
+    Blocks nest (a server's question is asked while its turn runs): the inner one takes Ctrl-C,
+    and on leaving gives it back to the one around it.
+    """
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
     try:
@@ -288,12 +307,17 @@ def _on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
     except (NotImplementedError, RuntimeError, ValueError):  # no signals here (not the main thread)
         yield
         return
+    _ctrl_c_actions.append(action)
     try:
         yield
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        # remove_signal_handler installs Python's default handler; put back asyncio.run's own.
-        signal.signal(signal.SIGINT, previous)
+        del _ctrl_c_actions[max(i for i, a in enumerate(_ctrl_c_actions) if a is action)]
+        if _ctrl_c_actions:
+            loop.add_signal_handler(signal.SIGINT, _ctrl_c_actions[-1])
+        else:
+            loop.remove_signal_handler(signal.SIGINT)
+            # remove_signal_handler installs Python's default handler; put back asyncio.run's own.
+            signal.signal(signal.SIGINT, previous)
 
 
 def _count(n: int, noun: str) -> str:
@@ -338,7 +362,11 @@ class LineReader:
             elif not line.done():
                 sys.stdout.write(prompt)
                 sys.stdout.flush()
-            await asyncio.wait((line, interrupted), return_when=asyncio.FIRST_COMPLETED)
+            try:
+                await asyncio.wait((line, interrupted), return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:  # the question went away: the next read takes the line
+                self._unclaimed = line
+                raise
         if line.done():
             return line.result()
         self._unclaimed = line

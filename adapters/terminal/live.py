@@ -7,7 +7,8 @@ once) and draw elsewhere:
   with its time; parallel calls side by side), the answer so far as Markdown (its last screenful),
   and a status line until text comes. A painter task redraws at most `FRAMES_PER_SECOND` times a
   second, at once when the first text arrives. The region is transient: once the turn ends the
-  chat prints the final reply, which is what counts (the stored text, its tool results).
+  chat prints the final reply, which is what counts (the stored text, its tool results). While a
+  server's question is asked below it, the region steps aside (`paused`).
 - `PlainAnswer`, for pipes and `nerve ask`: the text written as it comes, flushed piece by piece,
   progress lines to their own stream; at the end only the part of the final reply not yet written.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import IO
@@ -136,16 +137,36 @@ class LiveAnswer:
         self, console: Console, *, hint: str = "", clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.turn = TurnSoFar(clock=clock)
-        self._live = Live(
-            _Frame(self.turn, hint, clock),
-            console=console,
+        self._console = console
+        self._frame = _Frame(self.turn, hint, clock)
+        self._live = self._region()
+        self._changed = asyncio.Event()
+        self._painter: asyncio.Task[None] | None = None
+        self._paused = False
+
+    def _region(self) -> Live:
+        return Live(
+            self._frame,
+            console=self._console,
             auto_refresh=False,
             transient=True,
             redirect_stdout=False,
             redirect_stderr=False,
         )
-        self._changed = asyncio.Event()
-        self._painter: asyncio.Task[None] | None = None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Take the region off the screen while the person answers a question below it, then draw
+        it anew under what was printed (a fresh region: the old one would erase those lines)."""
+        self._paused = True
+        self._live.stop()
+        try:
+            yield
+        finally:
+            self._live = self._region()
+            self._live.start(refresh=True)
+            self._paused = False
+            self._changed.set()
 
     async def progress(self, event: TurnEvent) -> None:
         self.turn.apply(event)
@@ -172,7 +193,8 @@ class LiveAnswer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait)
             self._changed.clear()
-            self._live.refresh()
+            if not self._paused:
+                self._live.refresh()
             await asyncio.sleep(pause)
 
 

@@ -1,0 +1,313 @@
+"""A server's question in the terminal: a form asked field by field, or a link to open yourself.
+
+A tool that needs input waits inside its call while the person answers, so the question is asked
+while the turn runs: `FillIn` watches the turn's progress, and on "input_needed" asks in a task of
+its own (one question at a time, with the live view paused so nothing draws over the prompts),
+then hands the answer to the agent, which gives it to the waiting call. Each field is checked as it
+is typed (`bot.forms.parse_field`), so a wrong value is asked again at once, with why. Ctrl-C or
+end of input at any prompt answers "cancel"; a link is never opened for the person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from rich.console import Console
+from rich.markup import escape
+
+from adapters.terminal.approve import Ask
+from adapters.terminal.safe import printable
+from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field
+from bot.types import InputAction, InputAnswer, InputOutcome, InputRequest, Progress, TurnEvent
+
+SEND = "Send? [y/N/d=decline] "
+HOW_TO_SEND = "Answer y (send it), n (send nothing) or d (decline)."
+OPEN = "Open it yourself, then press Enter when done, or type d to decline: "
+HOW_TO_OPEN = "Press Enter once you are done there, or type d to decline."
+SENDS: dict[str, InputAction] = {
+    "y": "accept",
+    "yes": "accept",
+    "": "cancel",
+    "n": "cancel",
+    "no": "cancel",
+    "d": "decline",
+    "decline": "decline",
+}
+DONE = {"accept": "Sent.", "decline": "Declined.", "cancel": "Cancelled: nothing was sent."}
+
+
+class Answers(Protocol):
+    """What the terminal needs of the agent to answer a server's question."""
+
+    async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome: ...
+
+
+def _shown(text: str) -> str:
+    return escape(printable(text))
+
+
+def _ended_as(status: str) -> str:
+    return {"cancelled": "was withdrawn", "accepted": "was answered", "declined": "was declined"}.get(
+        status, status
+    )
+
+
+class _Stop(Exception):
+    """The person pressed Ctrl-C or ended the input: the question is dismissed."""
+
+
+class FillIn:
+    """The questions servers ask during one piece of a turn; `async with`, then `watching(sink)`.
+
+    `read` asks one line (None on Ctrl-C or end of input); without it (a script) every question is
+    declined at once, with a note, so a script never waits for a person. `pause` stops the live
+    view while a question is asked. Leaving stops a question still being asked: its turn is over.
+    """
+
+    def __init__(
+        self,
+        agent: Answers,
+        user: str,
+        read: Ask | None,
+        console: Console,
+        pause: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    ) -> None:
+        self._agent = agent
+        self._user = user
+        self._read = read
+        self._console = console
+        self._pause = pause
+        self._one_at_a_time = asyncio.Lock()
+        self._asking: set[asyncio.Task[None]] = set()
+        # Requests that ended without this terminal's answer (expired, the call stopped): status.
+        self._ended: dict[str, str] = {}
+
+    async def __aenter__(self) -> FillIn:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for task in list(self._asking):
+            task.cancel()
+        for task in list(self._asking):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def watching(self, sink: Progress) -> Progress:
+        """`sink`, with this person's questions taken out and asked."""
+
+        async def progress(event: TurnEvent) -> None:
+            request = event.input
+            if event.kind == "input_needed" and request is not None:
+                if request.user_id == self._user:
+                    task = asyncio.create_task(self._ask(request), name="nerve-fill-in")
+                    self._asking.add(task)
+                    task.add_done_callback(self._asking.discard)
+            elif event.kind == "input_done" and request is not None:
+                self._ended[request.request_id] = event.message
+            else:
+                await sink(event)
+
+        return progress
+
+    async def _ask(self, request: InputRequest) -> None:
+        async with self._one_at_a_time:
+            if request.request_id in self._ended:
+                status = _ended_as(self._ended[request.request_id])
+                self._console.print(
+                    f"[dim]{_shown(request.server)} asked for input, which {status} "
+                    "before you got to it.[/dim]"
+                )
+                return
+            with self._pause():
+                try:
+                    await self._show(request)
+                except asyncio.CancelledError:
+                    self._console.print(
+                        f"[yellow]The question from {_shown(request.server)} is no longer open.[/yellow]"
+                    )
+                    raise
+
+    async def _show(self, request: InputRequest) -> None:
+        console = self._console
+        if request.refused is not None:
+            console.print(f"[yellow]Not shown:[/yellow] {_shown(request.refused)}")
+            return
+        print_request(console, request)
+        if self._read is None:
+            await self._answer(request, InputAnswer(action="decline"))
+            sys.stderr.write(
+                printable(f"nerve: declined: {request.server} asked for input; run on a terminal to answer")
+                + "\n"
+            )
+            return
+        answer: InputAnswer | None
+        try:
+            if request.mode == "url":
+                answer = await self._open_link(request)
+            else:
+                answer = await self._fill(request)
+        except _Stop:
+            answer = InputAnswer(action="cancel")
+        if answer is None:
+            return
+        outcome = await self._answer(request, answer)
+        if outcome is not None and outcome.changed:
+            console.print(f"[dim]{DONE[answer.action]}[/dim]")
+
+    async def _answer(self, request: InputRequest, answer: InputAnswer) -> InputOutcome | None:
+        """Hand the answer over; None (said so) when the request ended while the person answered."""
+        if (status := self._ended.get(request.request_id)) is not None:
+            self._console.print(
+                f"[yellow]The question {_ended_as(status)} meanwhile; nothing was sent.[/yellow]"
+            )
+            return None
+        outcome = await self._agent.answer_input(request.request_id, self._user, answer)
+        if outcome.note:
+            self._console.print(f"[yellow]{_shown(outcome.note)}[/yellow]")
+        return outcome
+
+    async def _line(self, prompt: str) -> str:
+        assert self._read is not None
+        line = await self._read(printable(prompt))
+        if line is None:
+            self._console.print()
+            raise _Stop
+        return line
+
+    async def _open_link(self, request: InputRequest) -> InputAnswer:
+        while True:
+            typed = (await self._line(OPEN)).strip().lower()
+            if typed in ("", "done", "y", "yes"):
+                return InputAnswer(action="accept")
+            if typed in ("d", "decline"):
+                return InputAnswer(action="decline")
+            self._console.print(HOW_TO_OPEN, markup=False)
+
+    async def _fill(self, request: InputRequest) -> InputAnswer | None:
+        form = request.form or Form(fields=())
+        values: dict[str, FieldValue] = {}
+        fields = list(form.fields)
+        while True:
+            for field in fields:
+                value = await self._field(field)
+                if value is None:
+                    values.pop(field.name, None)
+                else:
+                    values[field.name] = value
+            print_summary(self._console, form, values)
+            action = await self._send()
+            if action != "accept":
+                return InputAnswer(action=action)
+            content: dict[str, Any] = {
+                name: list(value) if isinstance(value, tuple) else value for name, value in values.items()
+            }
+            outcome = await self._answer(request, InputAnswer(action="accept", content=content))
+            if outcome is None or not outcome.errors:
+                if outcome is not None and outcome.changed:
+                    self._console.print(f"[dim]{DONE['accept']}[/dim]")
+                return None
+            # Refused as filled in: say why, and ask those fields again.
+            for name, message in outcome.errors.items():
+                self._console.print(f"  [red]{_shown(name)}: {_shown(message)}[/red]")
+            fields = [field for field in form.fields if field.name in outcome.errors]
+
+    async def _field(self, field: FormField) -> FieldValue | None:
+        if field.description:
+            self._console.print(f"  [dim]{_shown(field.description)}[/dim]")
+        prompt = field_prompt(field)
+        while True:
+            typed = await self._line(prompt)
+            try:
+                value = parse_field(field, typed)
+            except FieldError as error:
+                self._console.print(f"  [red]{_shown(str(error))}[/red]")
+                continue
+            if value is None and field.required:
+                self._console.print(f"  [red]{REQUIRED}[/red]")
+                continue
+            return value
+
+    async def _send(self) -> InputAction:
+        while True:
+            action = SENDS.get((await self._line(SEND)).strip().lower())
+            if action is not None:
+                return action
+            self._console.print(HOW_TO_SEND, markup=False)
+
+
+def print_request(console: Console, request: InputRequest) -> None:
+    """Who asks, for which call, until when, and the server's own words; for a link, its host first."""
+    until = time.strftime("%H:%M", time.localtime(request.expires_at)) if request.expires_at else ""
+    tools = ", ".join(request.tools)
+    asking = f" for {_shown(tools)}" if tools else ""
+    when = f" (until {until})" if until else ""
+    what = "wants you to open a link" if request.mode == "url" else "asks you to fill in a form"
+    console.print(f"[bold yellow]{_shown(request.server)}[/bold yellow] {what}{asking}{when}.")
+    if request.mode == "url":
+        console.print(f"  Site: [bold reverse] {_shown(link_host(request.url or ''))} [/bold reverse]")
+        if request.message:
+            console.print(f"  Why:  {_shown(request.message)}")
+        console.print(f"  Link: {_shown(request.url or '')}", soft_wrap=True)
+        return
+    if request.message:
+        console.print(f"  {_shown(request.message)}")
+    count = len(request.form.fields) if request.form else 0
+    console.print(
+        f"[dim]{count} field{'s' if count != 1 else ''}; * marks the required ones. Enter keeps the "
+        "\\[default] or leaves a field empty; Ctrl-C cancels.[/dim]"
+    )
+
+
+def link_host(url: str) -> str:
+    """The host a link leads to, in full (with its port), and in ASCII when it is spelled otherwise,
+    so a look-alike name cannot pass for the real one."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return url
+    if not host.isascii():
+        with contextlib.suppress(UnicodeError):
+            host = f"{host.encode('idna').decode('ascii')} (shown as {host})"
+    return f"{host}:{port}" if port else host
+
+
+def field_prompt(field: FormField) -> str:
+    """`Title* (hint) [default]: `: what to type, on the line where it is typed."""
+    hint = describe_field(field)
+    if field.kind == "choices":
+        hint += "; commas between"
+    mark = "*" if field.required else ""
+    default = f" [{shown_value(field, field.default)}]" if field.default is not None else ""
+    return f"  {field.title}{mark} ({hint}){default}: "
+
+
+def shown_value(field: FormField, value: FieldValue) -> str:
+    """A value as people read it: labels for choices, yes/no for booleans."""
+    labels = dict(field.options)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, tuple):
+        return ", ".join(labels.get(item, item) for item in value)
+    if isinstance(value, str):
+        return labels.get(value, value)
+    return str(value)
+
+
+def print_summary(console: Console, form: Form, values: dict[str, FieldValue]) -> None:
+    """What will be sent, field by field, before the person says send."""
+    for field in form.fields:
+        value = values.get(field.name)
+        shown = shown_value(field, value) if value is not None else "—"
+        console.print(f"  [dim]{_shown(field.title)}:[/dim] {_shown(shown)}")

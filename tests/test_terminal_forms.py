@@ -1,0 +1,184 @@
+"""A server's questions in the terminal: a form asked field by field, a link to open, a secret refused.
+
+`nerve chat` runs on a pseudo-terminal against the asking test server (tests/mcp_servers/asks.py)
+and the local fake model service; the server echoes exactly what it was sent, and the model's next
+request shows what the tool returned.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from adapters.terminal.live import SPINNER
+from tests.conftest import ROOT
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
+from tests.test_terminal import PROMPT, chat_env, nerve, terminal
+from tests.test_terminal_approvals import tool_content
+
+SEND = b"Send? [y/N/d=decline] "
+
+
+def env_for(tmp_path: Path, model: FakeLLMServer, *server_args: str) -> dict[str, str]:
+    config = tmp_path / "mcp.json"
+    asks = {
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp_servers.asks", *server_args],
+        "cwd": str(ROOT),
+    }
+    config.write_text(json.dumps({"mcpServers": {"asks": asks}}))
+    return chat_env(
+        tmp_path, NERVE_MCP_CONFIG=str(config), OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="t"
+    )
+
+
+def returned(request: dict, call_id: str) -> str:
+    """What the tool returned, as the model read it in its next request."""
+    content = tool_content(request, call_id)
+    return json.loads(content[content.index("\n") + 1 :])
+
+
+def call(name: str, call_id: str, **arguments: object) -> FakeCall:
+    return FakeCall(name=name, arguments=json.dumps(arguments), id=call_id)
+
+
+async def test_a_form_is_asked_field_by_field_checked_as_typed_and_sent_while_the_call_waits(tmp_path):
+    script = [tool_reply(call("order_pizza", "c1")), reply("Your pizza is ordered.")]
+    async with FakeLLMServer(script) as model:
+        # The older protocol: the server's request arrives while its call is open and waits.
+        env = env_for(tmp_path, model, "--protocol", "2025-11-25")
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(PROMPT)
+            term.type(b"order me a pizza\r")
+            at = await term.expect(b"asks you to fill in a form for order_pizza", after=at)
+            asked_at = at
+            at = await term.expect(b"What pizza would you like?", after=at)
+            answers = [
+                (b"  Your name* (text, at least 2 characters): ", b"A"),
+                (b"Use at least 2 characters (this has 1).", None),
+                (b"  Your name* (text, at least 2 characters): ", b"Ada"),
+                (b"  Email* (an email address): ", b"ada@example"),
+                (b"Enter an email address", None),
+                (b"  Email* (an email address): ", b"ada@example.com"),
+                (b"  Website (a link like https://example.com): ", b""),
+                (b"  Delivery date (a date like 2026-12-31): ", b"2026-13-01"),
+                (b"Enter a date as YYYY-MM-DD", None),
+                (b"  Delivery date (a date like 2026-12-31): ", b"2026-12-31"),
+                (b"  Deliver at (a date and time like 2026-12-31T18:30:00Z): ", b""),
+                (b"Between 1 and 10 pizzas.", None),
+                (b"  How many (a whole number from 1 to 10) [1]: ", b"11"),
+                (b"Enter a whole number from 1 to 10.", None),
+                (b"  How many (a whole number from 1 to 10) [1]: ", b""),
+                (b"  Tip (%) (a number from 0 to 100): ", b"15"),
+                (b"  Extra cheese (yes or no) [no]: ", b"Y"),
+                (b"  Size (one of: Small, Medium, Large) [Medium]: ", b""),
+                (b"  Crust (one of: Thin crust, Thick crust): ", b"thick CRUST"),
+                (b"Up to three.", None),
+                (
+                    b"  Toppings (up to 3 of: Mushrooms, Olives, Pepperoni, Pineapple; commas between): ",
+                    b"olives, mushroom",
+                ),
+            ]
+            for shown, typed in answers:
+                at = await term.expect(shown, after=at)
+                if typed is not None:
+                    term.type(typed + b"\r")
+            at = await term.expect(SEND, after=at)
+            # Nothing drew over the questions: the live view stepped aside while they were asked.
+            assert not any(frame.encode() in term.output[asked_at:at] for frame in SPINNER)
+            term.type(b"y\r")
+            at = await term.expect(b"Sent.", after=at)
+            at = await term.expect(b"Your pizza is ordered.", after=at)
+            await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        model.assert_complete()
+    sent = {
+        "crust": "thick",
+        "delivery_date": "2026-12-31",
+        "email": "ada@example.com",
+        "extra_cheese": True,
+        "name": "Ada",
+        "quantity": 1,
+        "size": "medium",
+        "tip": 15,
+        "toppings": ["olive", "mushroom"],
+    }
+    assert returned(model.requests[1], "c1") == f"accepted: {json.dumps(sent, sort_keys=True)}"
+    assert "Traceback" not in term.screen()
+
+
+async def test_decline_a_form_open_a_link_yourself_and_a_secret_is_never_asked(tmp_path):
+    script = [
+        tool_reply(call("ask_colour", "c1", label="wall")),
+        reply("You declined."),
+        tool_reply(call("sign_in_elsewhere", "c2")),
+        reply("Signed in."),
+        tool_reply(call("ask_secret", "c3")),
+        reply("No token, then."),
+    ]
+    async with FakeLLMServer(script) as model:
+        async with terminal(*nerve("chat"), env=env_for(tmp_path, model)) as term:
+            at = await term.expect(PROMPT)
+            term.type(b"paint the wall\r")
+            at = await term.expect(b"Pick a colour for wall", after=at)
+            at = await term.expect(b"  Colour* (one of: red, green, blue): ", after=at)
+            term.type(b"Red\r")
+            at = await term.expect(SEND, after=at)
+            term.type(b"maybe\r")
+            at = await term.expect(b"Answer y (send it), n (send nothing) or d (decline).", after=at)
+            at = await term.expect(SEND, after=at)
+            term.type(b"d\r")
+            at = await term.expect(b"Declined.", after=at)
+            at = await term.expect(b"You declined.", after=at)
+
+            at = await term.expect(PROMPT, after=at)
+            term.type(b"sign me in\r")
+            at = await term.expect(b"wants you to open a link for sign_in_elsewhere", after=at)
+            at = await term.expect(b" login.example.com ", after=at)
+            at = await term.expect(b"Sign in to Example to let me read your calendar", after=at)
+            at = await term.expect(b"https://login.example.com/authorize?x=1", after=at)
+            at = await term.expect(
+                b"Open it yourself, then press Enter when done, or type d to decline: ", after=at
+            )
+            term.type(b"\r")
+            at = await term.expect(b"Signed in.", after=at)
+
+            at = await term.expect(PROMPT, after=at)
+            term.type(b"use my token\r")
+            at = await term.expect(b"Not shown:", after=at)
+            at = await term.expect(b"No token, then.", after=at)
+            await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        model.assert_complete()
+    assert returned(model.requests[1], "c1") == "wall: declined"
+    assert returned(model.requests[3], "c2") == "url accepted"
+    assert returned(model.requests[5], "c3") == "declined"
+    assert b"API token (" not in term.output  # the secret's field was never asked
+
+
+async def test_ctrl_c_at_a_field_cancels_the_question_and_then_cancels_the_turn_again(tmp_path):
+    script = [
+        tool_reply(call("ask_colour", "c1", label="door")),
+        tool_reply(call("slow_count", "c2", n=600, pause=0.05)),
+    ]
+    async with (
+        FakeLLMServer(script) as model,
+        terminal(*nerve("chat"), env=env_for(tmp_path, model)) as term,
+    ):
+        at = await term.expect(PROMPT)
+        term.type(b"paint the door, then count\r")
+        at = await term.expect(b"  Colour* (one of: red, green, blue): ", after=at)
+        term.type(b"\x03")
+        at = await term.expect(b"Cancelled: nothing was sent.", after=at)
+        # The question gave Ctrl-C back to the turn: it stops the slow call that follows.
+        at = await term.expect(b"slow_count", after=at)
+        term.type(b"\x03")
+        at = await term.expect(b"Cancelled. Your message is kept", after=at)
+        await term.expect(PROMPT, after=at)
+        term.type(b"/quit\r")
+        assert await term.exit_code() == 0
+    assert returned(model.requests[1], "c1") == "door: cancelled"
+    assert "Traceback" not in term.screen()
