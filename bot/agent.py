@@ -288,7 +288,17 @@ class Agent(WaitingTurns):
                     progress=progress,
                 )
 
-            return CallContext(tool=call.name, owner=owner, ask=ask, report=progress_reporter(call, progress))
+            async def completed(elicitation_id: str) -> None:
+                if desk is not None:
+                    await desk.completed(spec.server, elicitation_id)
+
+            return CallContext(
+                tool=call.name,
+                owner=owner,
+                ask=ask,
+                report=progress_reporter(call, progress),
+                completed=completed,
+            )
 
         return context
 

@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 # The waiter marks its requests alive this often; one not marked for STALE_AFTER has no waiter.
 ALIVE_EVERY = 2.0
 STALE_AFTER = 15.0
+MAX_OPEN_LINKS = 1000
 
 NOT_YOURS = "Only the person whose message started this can answer it."
 GONE = "This request no longer exists."
@@ -49,6 +50,7 @@ SETTLED = {
     "cancelled": "This was cancelled.",
     "expired": EXPIRED,
     "ended": ENDED,
+    "completed": "This was already done.",
 }
 # What each way of ending tells the server.
 _ACTIONS: dict[InputStatus, InputAnswer] = {
@@ -57,6 +59,7 @@ _ACTIONS: dict[InputStatus, InputAnswer] = {
     "cancelled": InputAnswer(action="cancel"),
     "expired": InputAnswer(action="cancel"),
     "ended": InputAnswer(action="cancel"),
+    "completed": InputAnswer(action="accept"),
 }
 _STATUS_OF = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}
 
@@ -102,6 +105,8 @@ class InputDesk:
         # Aliveness is about processes, so it runs on the wall clock even when tests move `clock`.
         self._wall = wall
         self._answered: dict[str, asyncio.Event] = {}
+        # Links people agreed to open, until their server says it is done with them (bounded).
+        self._links: dict[tuple[str, str], tuple[InputRequest, Progress]] = {}
 
     async def ask(
         self, *, key: ConversationKey, user_id: str, server: str, draft: InputDraft, progress: Progress
@@ -118,6 +123,10 @@ class InputDesk:
         status: InputStatus = "cancelled"
         try:
             status, answer = await self._wait(request)
+            if status == "accepted" and draft.mode == "url" and draft.elicitation_id:
+                self._links[(server, draft.elicitation_id)] = (request, progress)
+                while len(self._links) > MAX_OPEN_LINKS:
+                    self._links.pop(next(iter(self._links)))
             return answer
         finally:
             if status == "cancelled":
@@ -186,6 +195,15 @@ class InputDesk:
             expires_at=self._clock() + self._timeout,
         )
         return request, draft.schema
+
+    async def completed(self, server: str, elicitation_id: str) -> None:
+        """The server finished what a link was for: the request's message says so."""
+        found = self._links.pop((server, elicitation_id), None)
+        if found is None:
+            return
+        request, progress = found
+        with contextlib.suppress(Exception):
+            await progress(TurnEvent(kind="input_done", message="completed", input=request))
 
     async def open(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on "Fill in": the request when this person may answer it now, else a note why not."""

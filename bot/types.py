@@ -335,7 +335,7 @@ class PromptSpec:
 
 InputMode = Literal["form", "url"]
 InputAction = Literal["accept", "decline", "cancel"]
-InputStatus = Literal["open", "accepted", "declined", "cancelled", "expired", "ended"]
+InputStatus = Literal["open", "accepted", "declined", "cancelled", "expired", "ended", "completed"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -410,6 +410,8 @@ class CallContext:
     owner: str
     ask: Ask | None = None
     report: Report | None = None
+    # The server finished what a link it asked people to open was for (URL mode): its id.
+    completed: Callable[[str], Awaitable[None]] | None = None
 
 
 TurnEventKind = Literal[
@@ -439,7 +441,8 @@ class TurnEvent:
     - "retrying" (`retry_in` seconds) and "notice": a status line for people.
     - "input_needed": a server asks `input.user_id` for input (`input`); show the form or link.
       "input_done": it was answered, declined, cancelled or expired (`input`, `message` says which);
-      take the buttons off.
+      take the buttons off. For a link, a later "input_done" with `message` "completed" says the
+      server finished what the link was for.
 
     Sinks are awaited in the turn's path: they should only record and return (throttle elsewhere).
     """

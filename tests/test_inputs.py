@@ -76,9 +76,16 @@ class Front:
         self.agent: Agent | None = None
         self._answer = answer
         self._tasks: list[asyncio.Task[None]] = []
+        self._changed = asyncio.Event()
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            self._changed.clear()
+            await self._changed.wait()
 
     async def __call__(self, event: TurnEvent) -> None:
         self.events.append(event)
+        self._changed.set()
         if event.kind == "input_needed" and event.input is not None and event.input.refused is None:
             assert self.agent is not None and self._answer is not None
             # Answered from outside the turn's task, as a click arrives.
@@ -282,3 +289,29 @@ async def test_progress_reaches_the_turn_as_live_status_with_a_fraction(host, st
     assert progress[-1].fraction == 1.0 and progress[-1].message == "step 3 of 3"
     assert progress[-1].tool == "slow_count" and progress[-1].tool_call_id == "c1"
     assert tool_results(llm)["c1"] == "counted 3"
+
+
+async def test_a_link_shows_its_host_and_once_opened_the_servers_completion_is_shown(host, store, request):
+    llm = ScriptedLLM([Step(calls=[Call("sign_in_elsewhere", {}, id="c1")]), Step(text="Signed in.")])
+
+    async def open_it(agent: Agent, request: InputRequest) -> None:
+        await agent.answer_input(request.request_id, ASKER, InputAnswer(action="accept"))
+
+    front = Front(open_it)
+    await run_turn(make_agent(llm, host, store), front, "sign me in")
+
+    [asked] = front.of("input_needed")
+    assert asked.input is not None and asked.input.mode == "url" and asked.input.form is None
+    assert asked.input.url == "https://login.example.com/authorize?x=1"
+    assert tool_results(llm)["c1"] == "url accepted"
+
+    def done() -> list[str]:
+        return [e.message for e in front.of("input_done")]
+
+    if "2025-11-25" in request.node.callspec.id:
+        # Only the older revision has completion notices (one may trail the call's result).
+        async with asyncio.timeout(5):
+            await front.wait_for(lambda: "completed" in done())
+        assert done() == ["accepted", "completed"]
+    else:
+        assert done() == ["accepted"]

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Literal, cast
 
@@ -62,6 +62,7 @@ BACKOFF_MAX = 30.0
 # backoff afresh.
 HEALTHY_AFTER = 60.0
 MAX_TOOL_PAGES = 100
+MAX_URL_WAITERS = 100
 # Long-lived HTTP streams (SSE) legitimately stay silent for minutes.
 STREAM_READ_TIMEOUT = 300.0
 CLIENT_INFO = mcp_types.Implementation(name="nerve", version="0.1.0")
@@ -108,6 +109,8 @@ class ServerLink:
         self._lost = False
         # The calls in flight, so what the server asks mid-call reaches the person it is for.
         self.callers = Callers()
+        # Links people agreed to open, by elicitation id: the server says when it is done with each.
+        self._url_waiters: dict[str, Callable[[str], Awaitable[None]]] = {}
         self._server_log = logging.getLogger(f"bot.mcp.server.{name}")
 
     @property
@@ -308,6 +311,10 @@ class ServerLink:
             schema = dict(params.requested_schema)
             draft = InputDraft(message=params.message, mode="form", schema=schema, tools=tools)
         answer = await call.ask(draft)
+        if answer.action == "accept" and params.mode == "url" and params.elicitation_id and call.completed:
+            self._url_waiters[params.elicitation_id] = call.completed
+            while len(self._url_waiters) > MAX_URL_WAITERS:  # completions are not guaranteed to come
+                self._url_waiters.pop(next(iter(self._url_waiters)))
         content = answer.content if answer.action == "accept" and draft.mode == "form" else None
         return mcp_types.ElicitResult(action=answer.action, content=content)
 
@@ -323,6 +330,10 @@ class ServerLink:
             message, mcp_types.ToolListChangedNotification | mcp_types.PromptListChangedNotification
         ):
             self.request_refresh()
+        elif isinstance(message, mcp_types.ElicitCompleteNotification):
+            done = self._url_waiters.pop(message.params.elicitation_id, None)
+            if done is not None:
+                await done(message.params.elicitation_id)
         elif isinstance(message, Exception):
             logger.debug("MCP server %r: transport error: %s", self.name, message)
 
