@@ -48,6 +48,9 @@ from adapters.slack.events import (
 )
 from adapters.slack.feedback import FeedbackStore, record_click
 from adapters.slack.inbox import inbox_payload
+from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
+from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
+from adapters.slack.inputs import InputClicks
 from adapters.slack.post import Poster
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.signature import signature_problem
@@ -162,6 +165,7 @@ class SlackBot:
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._desk = ApprovalDesk(agent, self._poster, self._turns, self.spawn)
+        self._inputs = InputClicks(agent, self._poster)
         self._sweeper: asyncio.Task[None] | None = None
         self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
         self._me: Identity | None = None
@@ -186,6 +190,9 @@ class SlackBot:
         self.app.command("/nerve")(self._on_command)
         self.app.action(ACTION_PATTERN)(self._on_approval_click)
         self.app.action(FEEDBACK_ACTION)(self._on_feedback_click)
+        self.app.action(INPUT_ACTIONS)(self._on_input_click)
+        self.app.view_submission(INPUT_FORM)(self._on_input_submit)
+        self.app.view_closed(INPUT_FORM)(self._on_input_closed)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -310,6 +317,24 @@ class SlackBot:
         await ack()
         if self._feedback is not None:
             self.spawn(record_click(self._feedback, body))
+
+    async def _on_input_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        # Acked at once; "Fill in" opens its modal from the background task right away (the click's
+        # trigger_id is good for 3 s).
+        await ack()
+        self.spawn(self._inputs.on_click(body))
+
+    async def _on_input_submit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        # The answer is checked before the ack: what is wrong goes back in the ack, into the open form.
+        response = await self._inputs.on_submit(body)
+        if response is None:
+            await ack()
+        else:
+            await ack(response_action=response["response_action"], errors=response["errors"])
+
+    async def _on_input_closed(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        self.spawn(self._inputs.on_close(body))
 
     async def _on_thread_started(self, event: dict[str, Any]) -> None:
         thread = event.get("assistant_thread") or {}

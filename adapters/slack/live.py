@@ -25,8 +25,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from adapters.slack.events import Turn
+from adapters.slack.input_posts import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
-from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage
+from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, tool_progress_text
 from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply
 from adapters.slack.stream_text import SafePieces
 from bot.render import truncate
@@ -61,6 +62,10 @@ def _task(task_id: str, title: str, status: str, **more: str) -> dict[str, Any]:
     chunk["status"] = status
     chunk.update({k: truncate(v, 500)[0] for k, v in more.items() if v})
     return chunk
+
+
+def _is_running(op: dict[str, Any], task_id: str) -> bool:
+    return bool(op["type"] == "task_update" and op["id"] == task_id and op["status"] == "in_progress")
 
 
 def _outcome(att: Attachment) -> str:
@@ -107,6 +112,8 @@ class StreamedAnswer:
         self._sending = False
         self._closed = False
         self._last = -1e9
+        # Requests for input are messages of their own in the thread, never part of the stream.
+        self._inputs = InputPosts(poster, turn.channel, turn.reply_thread_ts)
 
     @property
     def live(self) -> StreamedAnswer:
@@ -140,6 +147,8 @@ class StreamedAnswer:
     # --- recording (never waits on Slack) ---------------------------------------------------------
 
     async def on_event(self, event: TurnEvent) -> None:
+        if self._inputs.take(event):
+            return
         self._events.append(event)
         if self._fallback is not None:
             await self._fallback.on_event(event)
@@ -165,6 +174,15 @@ class StreamedAnswer:
             self._ops.append(
                 _task(event.tool_call_id or "", event.tool or "tool", outcome, output=event.message)
             )
+        elif kind == "tool_progress" and event.tool_call_id in self._tasks:
+            detail = tool_progress_text(event)
+            chunk = _task(event.tool_call_id or "", event.tool or "tool", "in_progress", details=detail)
+            # Only the newest state of a running call waits for the next append (latest wins).
+            same = [i for i, op in enumerate(self._ops) if _is_running(op, chunk["id"])]
+            if same:
+                self._ops[same[-1]] = chunk
+            else:
+                self._ops.append(chunk)
         elif kind == "retrying" and event.tool_call_id in self._tasks:
             self._ops.append(
                 _task(event.tool_call_id or "", event.tool or "tool", "in_progress", details=event.message)
@@ -280,6 +298,7 @@ class StreamedAnswer:
                 await writer
         if self._fallback is not None:
             await self._fallback.close()
+        await self._inputs.close()
 
     # --- the end -------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Generic, Protocol, TypeVar
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.slack.input_posts import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
 from adapters.slack.render import Level, OutMessage, ToolState, render_reply, status_message
 from bot.render import truncate
@@ -126,11 +127,19 @@ class Throttle(Generic[T]):
             await task
 
 
+def tool_progress_text(event: TurnEvent) -> str:
+    """A running call's reported progress: the server's message and how far along it is."""
+    done = f" ({round(event.fraction * 100)}%)" if event.fraction is not None else ""
+    return truncate(f"{event.message}{done}", 200)[0]
+
+
 def _headline(event: TurnEvent) -> str | None:
     if event.kind == "thinking":
         return "Thinking…"
     if event.kind == "tool_started" and event.tool:
         return f"Calling {event.tool}…"
+    if event.kind == "tool_progress" and event.tool:
+        return f"Calling {event.tool}… {tool_progress_text(event)}"
     if event.kind in ("retrying", "notice"):
         return truncate(event.message, 200)[0]
     return None
@@ -148,6 +157,7 @@ class AssistantStatus:
         self._status = "is thinking…"
         self._sent: str | None = None
         self._throttle = Throttle(lambda: self._status, self._send, interval)
+        self._inputs = InputPosts(poster, channel, thread_ts)
 
     async def start(self) -> None:
         """Show "is thinking…"; raises SlackApiError when this is not an assistant thread."""
@@ -161,8 +171,12 @@ class AssistantStatus:
         self._sent = status
 
     async def on_event(self, event: TurnEvent) -> None:
+        if self._inputs.take(event):
+            return
         if event.kind == "tool_started" and event.tool:
             self._status = f"calling {event.tool}…"
+        elif event.kind == "tool_progress" and event.tool:
+            self._status = truncate(f"calling {event.tool}… {tool_progress_text(event)}", 100)[0]
         elif event.kind == "thinking":
             self._status = "is thinking…"
         elif event.kind == "retrying":
@@ -179,6 +193,7 @@ class AssistantStatus:
     async def close(self) -> None:
         # Slack clears the status when our reply lands; only stop pending updates here.
         await self._throttle.close()
+        await self._inputs.close()
 
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
         return Concluded()
@@ -200,6 +215,7 @@ class StatusMessage:
         self._text = ""  # this round's text so far, as the model wrote it
         self._shown: OutMessage | None = None
         self._throttle = Throttle(self._render, self._send_update, interval)
+        self._inputs = InputPosts(poster, channel, thread_ts)
         self.message_ts: str | None = None
 
     def _render(self) -> OutMessage:
@@ -259,6 +275,8 @@ class StatusMessage:
                     break
 
     async def on_event(self, event: TurnEvent) -> None:
+        if self._inputs.take(event):
+            return
         first_words = event.kind == "text" and not self._text.strip()
         self._record(event)
         if event.kind == "text":
@@ -270,6 +288,7 @@ class StatusMessage:
 
     async def close(self) -> None:
         await self._throttle.close()
+        await self._inputs.close()
 
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
         """The answer replaces this message, unless the message already shows exactly the answer."""

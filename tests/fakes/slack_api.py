@@ -6,6 +6,11 @@ recorded with its parsed body; a test asserts on what the platform *received*. I
 container blocks with `invalid_blocks`, answer a method with 429 + Retry-After (once, or every n-th
 call), and play Slack's side of Socket Mode: `hello`, then `events_api` envelopes, recording the acks.
 
+Modals (views.open / views.update) take a `trigger_id` the fake issued (`trigger()`), good for one
+use within 3 seconds as Slack's are, and are checked against Slack's documented limits (title and
+buttons, blocks, labels, hints, options, ids, metadata); `view_payload` builds the
+`view_submission` / `view_closed` body Slack sends when a person submits or closes one.
+
 Streaming messages (chat.startStream / appendStream / stopStream) are off by default, as in a
 workspace without them (`unknown_method`); `streaming = True` turns them on, validated the way Slack
 documents them: a thread is required, channels need the recipient user and team, markdown text is
@@ -109,6 +114,127 @@ def _chunk_problem(chunks: Any) -> str | None:
     return None
 
 
+TRIGGER_SECONDS = 3.0
+
+
+@dataclass(slots=True)
+class OpenView:
+    """A modal as it stands now (after any views.update), with every version it went through."""
+
+    id: str
+    trigger_id: str
+    versions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def current(self) -> dict[str, Any]:
+        return self.versions[-1]
+
+
+def _plain_text_problem(where: str, value: Any, limit: int, *, required: bool = True) -> str | None:
+    if value is None:
+        return f"{where} is required" if required else None
+    if (
+        not isinstance(value, dict)
+        or value.get("type") != "plain_text"
+        or not isinstance(value.get("text"), str)
+    ):
+        return f"{where} must be a plain_text object"
+    if not 1 <= len(value["text"]) <= limit:
+        return f"{where} must be 1 to {limit} characters"
+    return None
+
+
+def _options_problem(where: str, element: dict[str, Any]) -> list[str]:
+    options = element.get("options")
+    if not isinstance(options, list) or not options:
+        return [f"{where}: options are required"]
+    problems = []
+    if len(options) > 100:
+        problems.append(f"{where}: at most 100 options")
+    for option in options:
+        text_problem = _plain_text_problem(f"{where}: option text", option.get("text"), 75)
+        if text_problem:
+            problems.append(text_problem)
+        value = option.get("value")
+        if not isinstance(value, str) or not 1 <= len(value) <= 150:
+            problems.append(f"{where}: option value must be 1 to 150 characters")
+    chosen = (
+        [element["initial_option"]] if "initial_option" in element else element.get("initial_options", [])
+    )
+    for option in chosen:
+        if option not in options:
+            problems.append(f"{where}: an initial option is not one of the options")
+    return problems
+
+
+_LENGTH_LIMITED = frozenset({"plain_text_input"})
+_WITH_OPTIONS = frozenset({"static_select", "multi_static_select", "radio_buttons", "checkboxes"})
+
+
+def _element_problems(where: str, element: Any) -> list[str]:
+    if not isinstance(element, dict) or not isinstance(element.get("type"), str):
+        return [f"{where}: element is required"]
+    problems = []
+    action_id = element.get("action_id")
+    if action_id is not None and not 1 <= len(str(action_id)) <= 255:
+        problems.append(f"{where}: action_id must be 1 to 255 characters")
+    placeholder = _plain_text_problem(
+        f"{where}: placeholder", element.get("placeholder"), 150, required=False
+    )
+    if placeholder:
+        problems.append(placeholder)
+    kind = element["type"]
+    if kind in _LENGTH_LIMITED:
+        for name in ("min_length", "max_length"):
+            value = element.get(name)
+            if value is not None and not (0 <= int(value) <= 3000):
+                problems.append(f"{where}: {name} must be at most 3000")
+    if kind in _WITH_OPTIONS:
+        problems += _options_problem(where, element)
+    most = element.get("max_selected_items")
+    if kind == "multi_static_select" and most is not None and int(most) < 1:
+        problems.append(f"{where}: max_selected_items must be at least 1")
+    return problems
+
+
+def view_problems(view: Any) -> list[str]:
+    """What Slack would refuse in a modal (`invalid_arguments`), per its documented limits."""
+    if not isinstance(view, dict) or view.get("type") != "modal":
+        return ["view must be a modal"]
+    problems = [
+        problem
+        for problem in (
+            _plain_text_problem("title", view.get("title"), 24),
+            _plain_text_problem("submit", view.get("submit"), 24, required=False),
+            _plain_text_problem("close", view.get("close"), 24, required=False),
+        )
+        if problem
+    ]
+    blocks = view.get("blocks")
+    if not isinstance(blocks, list) or not 1 <= len(blocks) <= 100:
+        return [*problems, "a modal holds 1 to 100 blocks"]
+    if len(str(view.get("callback_id") or "")) > 255:
+        problems.append("callback_id must be at most 255 characters")
+    if len(str(view.get("private_metadata") or "")) > 3000:
+        problems.append("private_metadata must be at most 3000 characters")
+    ids = [b.get("block_id") for b in blocks if isinstance(b, dict) and b.get("block_id") is not None]
+    if len(ids) != len(set(ids)) or any(len(str(i)) > 255 for i in ids):
+        problems.append("block_id values must be unique and at most 255 characters")
+    inputs = [b for b in blocks if isinstance(b, dict) and b.get("type") == "input"]
+    if inputs and view.get("submit") is None:
+        problems.append("a modal with inputs needs a submit button")
+    for index, block in enumerate(inputs):
+        where = f"input {index} ({block.get('block_id')})"
+        for problem in (
+            _plain_text_problem(f"{where}: label", block.get("label"), 2000),
+            _plain_text_problem(f"{where}: hint", block.get("hint"), 2000, required=False),
+        ):
+            if problem:
+                problems.append(problem)
+        problems += _element_problems(where, block.get("element"))
+    return problems
+
+
 def _maybe_json(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in "[{":
         try:
@@ -138,6 +264,10 @@ class FakeSlack:
         self._seen: Counter[str] = Counter()
         self._ts = itertools.count(1)
         self._changed = asyncio.Condition()
+        # Modals opened with views.open, and the trigger ids issued with `trigger()` (id → expiry).
+        self.views: list[OpenView] = []
+        self._triggers: dict[str, float] = {}
+        self._view_ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._sockets: list[web.WebSocketResponse] = []
@@ -183,6 +313,12 @@ class FakeSlack:
         """Every `every`-th call of `method` (the n-th, 2n-th, …) gets HTTP 429 with Retry-After."""
         self._rate_limit_every[method] = (every, retry_after)
 
+    def trigger(self, within: float = TRIGGER_SECONDS) -> str:
+        """A new `trigger_id`, as Slack puts in a click's payload: views.open takes it once, in time."""
+        trigger_id = f"{next(self._ts)}.{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:32]}"
+        self._triggers[trigger_id] = time.monotonic() + within
+        return trigger_id
+
     def expire_stream(self, ts: str) -> None:
         """Slack ended this message's streaming state (it waited too long for an append)."""
         for posted in self.posted:
@@ -197,6 +333,46 @@ class FakeSlack:
     def streams(self) -> list[Posted]:
         """Messages started with chat.startStream, in order."""
         return [p for p in self.posted if p.streaming is not None]
+
+    def view(self, view_id: str) -> OpenView:
+        [found] = [v for v in self.views if v.id == view_id]
+        return found
+
+    def view_payload(
+        self,
+        kind: str,
+        view: OpenView,
+        user: str,
+        values: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The body Slack sends when `user` submits (`view_submission`) or closes (`view_closed`) a
+        modal: the view as it stands, with the inputs' state (block id → action id → value)."""
+        current = view.current
+        shown = {
+            **current,
+            "id": view.id,
+            "team_id": TEAM_ID,
+            "app_id": APP_ID,
+            "bot_id": BOT_ID,
+            "root_view_id": view.id,
+            "previous_view_id": None,
+            "hash": f"{len(view.versions)}.{view.id}",
+            "state": {"values": values or {}},
+        }
+        body: dict[str, Any] = {
+            "type": kind,
+            "team": {"id": TEAM_ID, "domain": "nerve-test"},
+            "user": {"id": user, "username": user.lower(), "team_id": TEAM_ID},
+            "api_app_id": APP_ID,
+            "token": "legacy",
+            "view": shown,
+        }
+        if kind == "view_submission":
+            body["trigger_id"] = self.trigger()
+            body["response_urls"] = []
+        else:
+            body["is_cleared"] = False
+        return body
 
     def thread(self, channel: str, thread_ts: str | None) -> list[Posted]:
         """Messages we posted in a thread (None: top level of the channel), in posting order."""
@@ -305,9 +481,38 @@ class FakeSlack:
         if method == "files.completeUploadExternal":
             files = body.get("files") or []
             return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title")} for f in files]}
+        if method in ("views.open", "views.update"):
+            return self._view(method, body)
         if method == "apps.connections.open":
             return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/socket"}
         return {"ok": False, "error": "unknown_method"}
+
+    def _view(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        """views.open (with a fresh trigger id) and views.update (by view id), checked as Slack does."""
+        view = body.get("view")
+        if method == "views.open":
+            trigger_id = str(body.get("trigger_id") or "")
+            expiry = self._triggers.pop(trigger_id, None)
+            if not trigger_id or expiry is None:
+                return {"ok": False, "error": "invalid_trigger_id"}
+            if time.monotonic() > expiry:
+                return {"ok": False, "error": "expired_trigger_id"}
+        else:
+            found = [v for v in self.views if v.id == body.get("view_id")]
+            if not found:
+                return {"ok": False, "error": "not_found"}
+        problems = view_problems(view)
+        if problems:
+            return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": problems}}
+        assert isinstance(view, dict)
+        if method == "views.open":
+            opened = OpenView(id=f"V{next(self._view_ids):08d}", trigger_id=trigger_id, versions=[view])
+            self.views.append(opened)
+        else:
+            opened = found[0]
+            opened.versions.append(view)
+        shown = {**view, "id": opened.id, "team_id": TEAM_ID, "state": {"values": {}}, "hash": opened.id}
+        return {"ok": True, "view": shown}
 
     def _stream(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         """chat.startStream / appendStream / stopStream, checked as Slack checks them."""

@@ -1,0 +1,461 @@
+"""A server's request for input on Slack: the thread message with its buttons, and the form's modal.
+
+The thread message says which server asks, for which tool call, and what it wants; the person who
+started the turn opens the form with "Fill in" (a modal built from the form's fields) or declines.
+In URL mode the message shows the full host the link goes to, on its own line, so nobody opens it
+without seeing where it leads; the "Open" button carries the link for Slack to open, nerve never
+fetches it. Everything a server wrote is escaped before it reaches mrkdwn.
+
+Each field of the form becomes one input block whose block id is its position in the form, so the
+submitted state maps back to the form's own field names and option values (which may be longer or
+stranger than Slack lets a block id or option value be).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from adapters.slack.approval_view import person
+from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, escape_capped
+from bot.forms import Form, FormField, describe_field
+from bot.render import truncate
+from bot.types import InputRequest
+
+ACTION_PREFIX = "nerve_input"
+# A button's action id is `nerve_input.<choice>.<request id>`; its value is the request id too.
+ACTION_PATTERN = re.compile(rf"^{ACTION_PREFIX}\.")
+CALLBACK_ID = "nerve_input"
+InputChoice = Literal["fill", "decline", "open"]
+_CHOICES: tuple[InputChoice, ...] = ("fill", "decline", "open")
+
+# Slack's limits for modals and their elements.
+TITLE_LIMIT = 24
+BUTTON_TEXT_LIMIT = 24
+MODAL_BLOCKS = 100
+LABEL_LIMIT = 2_000
+HINT_LIMIT = 2_000
+OPTION_TEXT_LIMIT = 75
+SELECT_OPTIONS = 100
+TEXT_INPUT_LIMIT = 3_000
+URL_BUTTON_LIMIT = 3_000
+METADATA_LIMIT = 3_000
+# A text field allowing more than this gets a multi-line box.
+MULTILINE_FROM = 300
+_HEAD_BLOCKS = 2  # the server's message and who asks, above the fields
+
+_TEXT_INPUTS = {"text": "plain_text_input", "email": "email_text_input", "uri": "url_text_input"}
+_YES, _NO = "true", "false"
+_STATUS_LINE = {
+    "accepted": "✅ Answered",
+    "declined": "🚫 Declined",
+    "cancelled": "↩️ Cancelled — the form was closed without an answer",
+    "expired": "⌛ Expired — not answered in time",
+    "ended": "⏹ Ended — the request is no longer open",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputClick:
+    """A press of a request's button, as its action carried it."""
+
+    choice: InputChoice
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModalPlace:
+    """What a modal carries in `private_metadata`: its request, and the thread for notes."""
+
+    request_id: str
+    channel: str | None = None
+    thread_ts: str | None = None
+
+
+# --- small pieces ----------------------------------------------------------------------------------
+
+
+def _plain(text: str, limit: int) -> dict[str, Any]:
+    return {"type": "plain_text", "text": truncate(text, limit)[0] or "…", "emoji": True}
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, SECTION_TEXT_LIMIT)[0]}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, 3_000)[0]}]}
+
+
+def _quoted(text: str, limit: int = 2_000) -> str:
+    lines = escape_capped(text, limit).splitlines() or [""]
+    return "\n".join("> " + line for line in lines)
+
+
+def _when(expires_at: float) -> str:
+    stamp = int(expires_at)
+    return f"<!date^{stamp}^{{date_short_pretty}} at {{time}}|{stamp} (Unix time)>"
+
+
+def _tools(request: InputRequest) -> str:
+    return ", ".join(f"`{escape_capped(tool, 150)}`" for tool in request.tools) or "a tool call"
+
+
+def _button(text: str, choice: InputChoice, request_id: str, style: str | None = None) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "type": "button",
+        "text": _plain(text, BUTTON_TEXT_LIMIT),
+        "action_id": f"{ACTION_PREFIX}.{choice}.{request_id}",
+        "value": request_id,
+    }
+    if style is not None:
+        button["style"] = style
+    return button
+
+
+def shown_host(url: str) -> str:
+    """The host a link leads to, as people should read it: with its port, and in its ASCII form too
+    when it is written in other letters (a look-alike host cannot hide behind them)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return url
+    ascii_host = host
+    if not host.isascii():
+        try:
+            ascii_host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            ascii_host = host
+    shown = host if ascii_host == host else f"{host} ({ascii_host})"
+    return f"{shown}:{port}" if port is not None else shown
+
+
+# --- the thread message ----------------------------------------------------------------------------
+
+
+def _headline(request: InputRequest) -> str:
+    server = escape_capped(request.server, 150)
+    if request.refused is not None:
+        return f"🔒 *`{server}` asked for input nerve does not show*"
+    if request.mode == "url":
+        return f"🔗 *`{server}` asks you to open a link*"
+    return f"📝 *`{server}` asks for input*"
+
+
+def _body(request: InputRequest) -> list[dict[str, Any]]:
+    """What the server asked, the same before and after it was answered."""
+    blocks = [_section(_headline(request))]
+    if request.refused is None and request.mode == "url" and request.url:
+        host = escape_capped(shown_host(request.url), 500)
+        blocks.append(_section(f"The link goes to\n*{host}*"))
+        if request.message:
+            blocks.append(_section("*Why, as the server says:*\n" + _quoted(request.message)))
+        if len(request.url) > URL_BUTTON_LIMIT:
+            blocks.append(_section(f"```{escape_capped(request.url, SECTION_TEXT_LIMIT - 10)}```"))
+    elif request.message:
+        blocks.append(_section(_quoted(request.message)))
+    if request.refused is not None:
+        blocks.append(_context(escape_capped(request.refused, 2_000)))
+    return blocks
+
+
+def request_message(request: InputRequest) -> OutMessage:
+    """The message posted in the thread when a server asks: the request and its buttons."""
+    blocks = _body(request)
+    server = request.server
+    if request.refused is not None:
+        text = f"{server} asked for input nerve does not show; declined"
+        return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
+    rid = request.request_id
+    if request.mode == "url" and request.url:
+        elements = []
+        if len(request.url) <= URL_BUTTON_LIMIT:
+            open_button = _button("Open", "open", rid, "primary")
+            open_button["url"] = request.url
+            elements.append(open_button)
+        elements.append(_button("Decline", "decline", rid, "danger"))
+        text = f"{server} asks you to open a link to {shown_host(request.url)}"
+    else:
+        elements = [_button("Fill in", "fill", rid, "primary"), _button("Decline", "decline", rid, "danger")]
+        text = f"{server} asks for input"
+    blocks.append({"type": "actions", "block_id": "nerve_input", "elements": elements})
+    who = f"For {_tools(request)} · only {person(request.user_id)} (who asked) can answer"
+    if request.expires_at:
+        who += f" · expires {_when(request.expires_at)}"
+    blocks.append(_context(who))
+    return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
+
+
+def settled_message(request: InputRequest, status: str) -> OutMessage:
+    """The message once the request is over: no buttons, and how it ended."""
+    line = _STATUS_LINE.get(status, escape_capped(status, 200))
+    if status == "accepted" and request.mode == "url":
+        line = "✅ Opened"
+    blocks = [*_body(request), _context(f"{line} · {_tools(request)}")]
+    text = f"{request.server} asked for input: {line}"
+    return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
+
+
+def parse_click(action: dict[str, Any]) -> InputClick | None:
+    """The click a request's button carries, or None when it is not one of ours."""
+    parts = str(action.get("action_id") or "").split(".", 2)
+    if len(parts) != 3 or parts[0] != ACTION_PREFIX or parts[1] not in _CHOICES:
+        return None
+    value = action.get("value")
+    request_id = value if isinstance(value, str) and value else parts[2]
+    if not request_id:
+        return None
+    choice: InputChoice = "fill" if parts[1] == "fill" else "decline" if parts[1] == "decline" else "open"
+    return InputClick(choice=choice, request_id=request_id)
+
+
+# --- the modal -------------------------------------------------------------------------------------
+
+
+def block_id(index: int) -> str:
+    return f"field.{index}"
+
+
+def _index(block: str) -> int | None:
+    name, _, number = block.partition(".")
+    return int(number) if name == "field" and number.isdigit() else None
+
+
+def _option(index: int, label: str) -> dict[str, Any]:
+    return {"text": _plain(label or "(empty)", OPTION_TEXT_LIMIT), "value": str(index)}
+
+
+def _number(value: float, integer: bool, *, up: bool) -> str:
+    if integer:
+        return str(math.ceil(value) if up else math.floor(value))
+    return repr(float(value)) if not float(value).is_integer() else str(int(value))
+
+
+def _date_time(value: str) -> int | None:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp())
+
+
+def _element(field: FormField) -> tuple[dict[str, Any], str]:
+    """The Block Kit element for one field, and what the hint adds about how it is shown."""
+    default = field.default
+    kind = field.kind
+    element: dict[str, Any]
+    note = ""
+    if kind in ("text", "email", "uri"):
+        element = {"type": _TEXT_INPUTS[kind]}
+        if kind == "text":
+            longest = min(field.max_length or TEXT_INPUT_LIMIT, TEXT_INPUT_LIMIT)
+            if field.max_length is not None:
+                element["max_length"] = max(1, longest)
+            if field.min_length:
+                element["min_length"] = min(field.min_length, longest)
+            if field.max_length is not None and field.max_length > MULTILINE_FROM:
+                element["multiline"] = True
+            if isinstance(default, str) and default:
+                element["initial_value"] = default[:longest]
+        elif isinstance(default, str) and default:
+            element["initial_value"] = default[:TEXT_INPUT_LIMIT]
+    elif kind in ("number", "integer"):
+        integer = kind == "integer"
+        element = {"type": "number_input", "is_decimal_allowed": not integer}
+        if field.minimum is not None:
+            element["min_value"] = _number(field.minimum, integer, up=True)
+        if field.maximum is not None:
+            element["max_value"] = _number(field.maximum, integer, up=False)
+        if isinstance(default, int | float) and not isinstance(default, bool):
+            element["initial_value"] = _number(default, integer and float(default).is_integer(), up=True)
+    elif kind == "date":
+        element = {"type": "datepicker"}
+        if isinstance(default, str):
+            with contextlib.suppress(ValueError):
+                element["initial_date"] = date.fromisoformat(default).isoformat()
+    elif kind == "date-time":
+        element = {"type": "datetimepicker"}
+        stamp = _date_time(default) if isinstance(default, str) else None
+        if stamp is not None:
+            element["initial_date_time"] = stamp
+    elif kind == "boolean":
+        # Yes/No radio buttons rather than one checkbox: a required yes-or-no question must be
+        # answerable with "no" (Slack refuses a required checkbox left unticked), and an optional one
+        # left alone stays unanswered instead of quietly becoming "no".
+        yes, no = {"text": _plain("Yes", 75), "value": _YES}, {"text": _plain("No", 75), "value": _NO}
+        element = {"type": "radio_buttons", "options": [yes, no]}
+        if isinstance(default, bool):
+            element["initial_option"] = yes if default else no
+    else:  # choice, choices
+        options = [_option(i, label or value) for i, (value, label) in enumerate(field.options)]
+        shown = options[:SELECT_OPTIONS]
+        if len(options) > SELECT_OPTIONS:
+            note = f"Only the first {SELECT_OPTIONS} of {len(options)} options can be shown here."
+        values = [value for value, _ in field.options][:SELECT_OPTIONS]
+        if kind == "choice":
+            element = {"type": "static_select", "options": shown}
+            if isinstance(default, str) and default in values:
+                element["initial_option"] = shown[values.index(default)]
+        else:
+            element = {"type": "multi_static_select", "options": shown}
+            if field.max_items is not None and field.max_items >= 1:
+                element["max_selected_items"] = field.max_items
+            picked = default if isinstance(default, tuple | list) else ()
+            initial = [shown[values.index(v)] for v in dict.fromkeys(picked) if v in values]
+            if initial:
+                element["initial_options"] = initial
+    element["action_id"] = "value"
+    return element, note
+
+
+def _input_block(index: int, field: FormField) -> dict[str, Any]:
+    element, note = _element(field)
+    block: dict[str, Any] = {
+        "type": "input",
+        "block_id": block_id(index),
+        "label": _plain(field.title or field.name, LABEL_LIMIT),
+        "element": element,
+        "optional": not field.required,
+    }
+    hint = " · ".join(part for part in (field.description.strip(), describe_field(field), note) if part)
+    if hint:
+        block["hint"] = _plain(hint, HINT_LIMIT)
+    return block
+
+
+def _metadata(place: ModalPlace) -> str:
+    data = {"r": place.request_id, "c": place.channel, "t": place.thread_ts}
+    raw = json.dumps({k: v for k, v in data.items() if v}, separators=(",", ":"))
+    return raw if len(raw) <= METADATA_LIMIT else json.dumps({"r": place.request_id})
+
+
+def read_place(metadata: Any) -> ModalPlace | None:
+    """The request (and thread) a modal belongs to, from its `private_metadata`."""
+    try:
+        data = json.loads(str(metadata or ""))
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("r"), str) or not data["r"]:
+        return None
+    channel, thread = data.get("c"), data.get("t")
+    return ModalPlace(
+        request_id=data["r"],
+        channel=channel if isinstance(channel, str) else None,
+        thread_ts=thread if isinstance(thread, str) else None,
+    )
+
+
+def input_modal(request: InputRequest, place: ModalPlace) -> dict[str, Any]:
+    """The modal for a form-mode request: the server's message, then one input per field."""
+    fields = request.form.fields if request.form is not None else ()
+    head = [
+        _section(_headline(request) + ("\n" + _quoted(request.message) if request.message else "")),
+        _context(f"For {_tools(request)}"),
+    ]
+    room = MODAL_BLOCKS - len(head)
+    shown = fields if len(fields) <= room else fields[: room - 1]
+    blocks = head + [_input_block(i, f) for i, f in enumerate(shown)]
+    if len(shown) < len(fields):
+        rest = len(fields) - len(shown)
+        blocks.append(_context(f"_{rest} more fields cannot be shown in Slack._"))
+    return {
+        "type": "modal",
+        "callback_id": CALLBACK_ID,
+        "private_metadata": _metadata(place),
+        "notify_on_close": True,
+        "title": _plain(request.server, TITLE_LIMIT),
+        "submit": _plain("Send", BUTTON_TEXT_LIMIT),
+        "close": _plain("Cancel", BUTTON_TEXT_LIMIT),
+        "blocks": blocks,
+    }
+
+
+# --- reading a submission --------------------------------------------------------------------------
+
+
+def _picked(form_field: FormField, option: Any) -> str | None:
+    value = option.get("value") if isinstance(option, dict) else None
+    if not isinstance(value, str) or not value.isdigit():
+        return None
+    index = int(value)
+    return form_field.options[index][0] if index < len(form_field.options) else None
+
+
+def _read(form_field: FormField, state: dict[str, Any]) -> Any:
+    """One field's submitted value as the shared validator takes it; None when left empty."""
+    kind = form_field.kind
+    if kind == "date":
+        return state.get("selected_date") or None
+    if kind == "date-time":
+        stamp = state.get("selected_date_time")
+        if not isinstance(stamp, int | float) or isinstance(stamp, bool):
+            return None
+        return datetime.fromtimestamp(stamp, UTC).isoformat().replace("+00:00", "Z")
+    if kind == "boolean":
+        option = state.get("selected_option")
+        value = option.get("value") if isinstance(option, dict) else None
+        return True if value == _YES else False if value == _NO else None
+    if kind == "choice":
+        return _picked(form_field, state.get("selected_option"))
+    if kind == "choices":
+        picked = [_picked(form_field, o) for o in state.get("selected_options") or []]
+        return [v for v in picked if v is not None] or None
+    value = state.get("value")
+    return value if isinstance(value, str) and value != "" else None
+
+
+def read_answer(form: Form, values: Any) -> dict[str, Any]:
+    """The content of a submitted modal (`view.state.values`), keyed by the form's field names.
+    Fields left empty are left out, as an unanswered optional field should be."""
+    content: dict[str, Any] = {}
+    if not isinstance(values, dict):
+        return content
+    for block, actions in values.items():
+        index = _index(str(block))
+        if index is None or index >= len(form.fields) or not isinstance(actions, dict):
+            continue
+        state = actions.get("value")
+        if not isinstance(state, dict):
+            continue
+        value = _read(form.fields[index], state)
+        if value is not None:
+            content[form.fields[index].name] = value
+    return content
+
+
+def error_blocks(form: Form, errors: dict[str, str], shown_blocks: list[dict[str, Any]]) -> dict[str, str]:
+    """Errors per field name → errors per input block of the modal; an error on a field the modal
+    does not show goes on its first input, naming the field."""
+    names = {f.name: i for i, f in enumerate(form.fields)}
+    shown = [str(b.get("block_id")) for b in shown_blocks if b.get("type") == "input"]
+    out: dict[str, str] = {}
+    for name, message in errors.items():
+        index = names.get(name)
+        block = block_id(index) if index is not None else None
+        text = message
+        if block not in shown:
+            if not shown:
+                continue
+            block = shown[0]
+            title = form.fields[index].title if index is not None else name
+            text = f"{title}: {message}"
+        out[block] = truncate(f"{out[block]} {text}" if block in out else text, 1_000)[0]
+    return out
+
+
+def first_input(blocks: list[dict[str, Any]]) -> str | None:
+    """The block id of a modal's first input, where a note about the whole request is shown."""
+    for block in blocks:
+        if block.get("type") == "input":
+            return str(block.get("block_id"))
+    return None
