@@ -424,6 +424,22 @@ async def test_decline_tells_the_tool_it_was_declined_and_says_so_in_the_thread(
         assert r.slack.calls_of("views.open") == []
 
 
+async def test_a_rate_limited_request_message_is_posted_once_after_the_wait(tmp_path, asks):
+    script = [tool_reply(FakeCall(name="ask_colour", arguments='{"label": "fence"}')), reply("Fine.")]
+    async with rig(tmp_path, script, asks) as r:
+        # The live message is the first post; the request message is the second, and Slack says 429.
+        r.slack.rate_limit_every("chat.postMessage", 2, retry_after=0)
+        root = "1600000000.500350"
+        message = await ask_in_thread(r, "pick a colour for the fence", root)
+        limited = [c for c in r.slack.calls_of("chat.postMessage") if c.status == 429]
+        assert len(limited) == 1 and "nerve_input" in json.dumps(limited[0].body)
+
+        await click(r, message, "decline", ALICE)
+        await r.settle()
+        assert len(request_messages(r, root)) == 1
+        assert tool_results(r) == ["fence: declined"]
+
+
 async def test_closing_the_modal_tells_the_tool_it_was_cancelled(tmp_path, asks):
     script = [tool_reply(FakeCall(name="ask_colour", arguments='{"label": "wall"}')), reply("Left it.")]
     async with rig(tmp_path, script, asks) as r:
