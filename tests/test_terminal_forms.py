@@ -14,6 +14,7 @@ from pathlib import Path
 from adapters.terminal.live import SPINNER
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
+from tests.test_cli import run_nerve
 from tests.test_terminal import PROMPT, chat_env, nerve, terminal
 from tests.test_terminal_approvals import tool_content
 
@@ -182,3 +183,31 @@ async def test_ctrl_c_at_a_field_cancels_the_question_and_then_cancels_the_turn_
         assert await term.exit_code() == 0
     assert returned(model.requests[1], "c1") == "door: cancelled"
     assert "Traceback" not in term.screen()
+
+
+# --- nerve ask --------------------------------------------------------------------------------------
+
+
+async def test_ask_on_a_terminal_asks_the_question_like_the_chat(tmp_path):
+    script = [tool_reply(call("ask_colour", "c1", label="gate")), reply("The gate will be green.")]
+    async with FakeLLMServer(script) as model:
+        async with terminal(*nerve("ask", "paint the gate"), env=env_for(tmp_path, model)) as term:
+            at = await term.expect(b"  Colour* (one of: red, green, blue): ")
+            term.type(b"GREEN\r")
+            at = await term.expect(SEND, after=at)
+            term.type(b"y\r")
+            await term.expect(b"The gate will be green.", after=at)
+            assert await term.exit_code() == 0
+        model.assert_complete()
+    assert returned(model.requests[1], "c1") == "gate: green"
+
+
+async def test_ask_in_a_script_declines_a_question_at_once_and_says_so(tmp_path):
+    script = [tool_reply(call("ask_colour", "c1", label="gate")), reply("Nothing was chosen.")]
+    async with FakeLLMServer(script) as model:
+        code, out, err = await run_nerve("ask", "paint the gate", env=env_for(tmp_path, model))
+        model.assert_complete()
+    assert code == 0, err
+    assert out.strip() == "Nothing was chosen."
+    assert "nerve: declined: asks asked for input; run on a terminal to answer" in err
+    assert returned(model.requests[1], "c1") == "gate: declined"

@@ -16,6 +16,7 @@ from rich.markdown import Markdown
 from rich.markup import escape
 
 from adapters.terminal.approve import settle_one_shot, terminal_place
+from adapters.terminal.fill_in import FillIn
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import printable, terminal_json
 from bot.failures import shown_to_people
@@ -120,7 +121,8 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     stdout gets the answer alone, written as the model writes it; hints and progress (each tool
     call, started and done) go to stderr. `as_json` prints one object at the end instead.
     Calls that need approval are asked about on a terminal, approved with `approve_all` (`--yes`),
-    and otherwise denied (stderr says which), so a script never waits for a person.
+    and otherwise denied (stderr says which), so a script never waits for a person; a server's
+    question likewise is asked on a terminal and otherwise declined.
     """
     question = scrub(text)  # argv carries undecodable bytes as lone surrogates
     if not question.strip():
@@ -135,22 +137,24 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     if runtime.offline and not as_json:
         notes.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
     agent = runtime.agent
-    reply = await agent.reply(incoming, progress)
-    if reply.approval is not None:
-        from adapters.terminal.chat import read_line
+    from adapters.terminal.chat import read_line
 
-        interactive = sys.stdin.isatty() and sys.stdout.isatty()
-        if interactive and not as_json:
-            answer.finish(reply.text)
-        reply = await settle_one_shot(
-            agent,
-            reply,
-            user,
-            approve_all=approve_all,
-            ask=read_line if interactive else None,
-            console=notes,
-            progress=progress,
-        )
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    async with FillIn(agent, user, read_line if interactive else None, notes) as questions:
+        progress = questions.watching(progress)
+        reply = await agent.reply(incoming, progress)
+        if reply.approval is not None:
+            if interactive and not as_json:
+                answer.finish(reply.text)
+            reply = await settle_one_shot(
+                agent,
+                reply,
+                user,
+                approve_all=approve_all,
+                ask=read_line if interactive else None,
+                console=notes,
+                progress=progress,
+            )
     if as_json:
         audit = await agent.approvals.audit_log(key) if agent.approvals is not None else []
         sys.stdout.write(terminal_json(reply_as_json(reply, audit)) + "\n")
