@@ -15,6 +15,8 @@ from typing import Any
 
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
 
 from bot.nesting import MAX_DEPTH, TooDeep, loads
 from bot.render import QUOTE_CHARS, quote, shorten_runs, truncate
@@ -94,6 +96,13 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"the arguments contain {name}, which is not a valid JSON number")
 
 
+def _no_retrieval(uri: str) -> Any:
+    """A tool's schema never makes nerve fetch anything: `$ref`s resolve within the schema only
+    (a fetch would block the event loop and let any server make nerve request any address)."""
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+_LOCAL_ONLY: Registry[Any] = Registry(retrieve=_no_retrieval)  # type: ignore[call-arg]
 _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
@@ -109,7 +118,7 @@ def _validator(schema: dict[str, Any]) -> Any:
     validator_class = validators.validator_for(schema)
     try:
         validator_class.check_schema(schema)
-        validator = validator_class(schema)
+        validator = validator_class(schema, registry=_LOCAL_ONLY)
     except schema_errors.SchemaError:
         validator = None
     if len(_VALIDATORS) > 1024:
@@ -164,8 +173,12 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
     if validator is None:
         # A server with a broken schema should not make its tool unusable; it validates its own input.
         return ParsedArguments(value=value)
-    value = _drop_optional_nulls(value, schema, validator)
-    problems = sorted(_describe(error) for error in validator.iter_errors(value))
+    try:
+        value = _drop_optional_nulls(value, schema, validator)
+        problems = sorted(_describe(error) for error in validator.iter_errors(value))
+    except Unresolvable:
+        # A `$ref` outside the schema (a URL) cannot be checked here; the server checks its own input.
+        return ParsedArguments(value=value)
     if problems:
         return refuse("; ".join(problems))
     return ParsedArguments(value=value)

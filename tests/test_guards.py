@@ -167,3 +167,30 @@ def test_chinese_triggers_match_inside_a_sentence():
         triggers=("天气",),
     )
     assert triggered_tools("今天天气怎么样", [weather]) == ["get_environment_status"]
+
+
+def test_a_ref_to_a_url_in_a_tool_schema_is_never_fetched_and_local_refs_still_check(monkeypatch):
+    import urllib.request
+
+    def no_fetch(*args: object, **kwargs: object) -> object:
+        raise AssertionError("a tool's schema made nerve fetch a URL")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_fetch)
+    remote = {
+        "type": "object",
+        "properties": {"profile": {"$ref": "https://schemas.example.com/profile.json"}},
+    }
+    parsed = parse_arguments('{"profile": {"name": "x"}}', _spec_of(remote))
+    assert parsed.value == {"profile": {"name": "x"}}, "left for the server to check"
+
+    local = {
+        "type": "object",
+        "$defs": {"age": {"type": "integer"}},
+        "properties": {"age": {"$ref": "#/$defs/age"}},
+    }
+    assert parse_arguments('{"age": "old"}', _spec_of(local)).value is None
+    assert parse_arguments('{"age": 3}', _spec_of(local)).value == {"age": 3}
+
+
+def _spec_of(parameters: dict) -> ToolSpec:
+    return ToolSpec(name="lookup", description="", server="s", original_name="lookup", parameters=parameters)

@@ -32,7 +32,8 @@ from mcp.client.subscriptions import (
     SubscriptionLost,
     ToolsListChanged,
 )
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp.shared.message import SessionMessage
+from mcp_types.jsonrpc import CONNECTION_CLOSED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import ServerConfig
@@ -440,7 +441,7 @@ async def _watched(
             try:
                 async with send:
                     async for item in read_stream:
-                        await send.send(item)
+                        await send.send(_complete_by_default(item))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
                 pass
             finally:
@@ -453,6 +454,16 @@ async def _watched(
             finally:
                 group.cancel_scope.cancel()
                 receive.close()
+
+
+def _complete_by_default(item: Any) -> Any:
+    """A result without `resultType` is a complete one: the specification says so, and the SDK's
+    2026-07-28 validation would otherwise refuse a tool's answer as unreadable."""
+    if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCResponse):
+        result = item.message.result
+        if isinstance(result, dict):
+            result.setdefault("resultType", "complete")
+    return item
 
 
 async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
