@@ -60,6 +60,17 @@ async def asks() -> AsyncIterator[MCPHost]:
         yield started
 
 
+@pytest.fixture(scope="module")
+async def asks_2025() -> AsyncIterator[MCPHost]:
+    """The same server on the older revision: questions come mid-call, links are confirmed done."""
+    args = ["-m", "tests.mcp_servers.asks", "--protocol", "2025-11-25"]
+    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
+    async with MCPHost({"asks": server}, default_timeout=30.0) as started:
+        async with asyncio.timeout(20):
+            await started.wait_until_ready()
+        yield started
+
+
 @dataclass
 class Rig:
     slack: FakeSlack
@@ -531,6 +542,21 @@ async def test_opening_the_link_is_the_askers_consent(tmp_path, asks):
         assert tool_results(r) == ["url accepted"]
         [message] = request_messages(r, root)
         assert "✅ Opened" in shown(message) and buttons(message) == {}
+
+
+async def test_a_link_the_server_confirms_done_says_so_on_the_older_revision(tmp_path, asks_2025):
+    script = [tool_reply(FakeCall(name="sign_in_elsewhere")), reply("Signed in.")]
+    async with rig(tmp_path, script, asks_2025) as r:
+        root = "1600000000.500850"
+        message = await ask_in_thread(r, "read my calendar", root)
+        assert buttons(message)["open"]["url"] == LOGIN_URL
+
+        await click(r, message, "open", ALICE)
+        await r.settle()
+        assert tool_results(r) == ["url accepted"]
+        [message] = request_messages(r, root)
+        assert "✅ Done" in shown(message) and buttons(message) == {}
+        assert "✅ Opened" in json.dumps(message.versions, ensure_ascii=False)
 
 
 async def test_the_request_is_its_own_message_next_to_a_streamed_answer(tmp_path, asks):

@@ -32,6 +32,9 @@ class InputPosts:
         self._channel = channel
         self._thread_ts = thread_ts
         self._posts: dict[str, asyncio.Task[str | None]] = {}
+        # Per request, the last post or update under way: each update waits for the one before it,
+        # so Slack shows the outcomes in the order they happened.
+        self._latest: dict[str, asyncio.Task[str | None]] = {}
         self._pending: set[asyncio.Task[str | None]] = set()
 
     def take(self, event: TurnEvent) -> bool:
@@ -41,11 +44,12 @@ class InputPosts:
         request = event.input
         if request is None:
             return True
+        rid = request.request_id
         if event.kind == "input_needed":
-            if request.request_id not in self._posts:
-                self._posts[request.request_id] = self._start(self._post(request))
+            if rid not in self._posts:
+                self._posts[rid] = self._latest[rid] = self._start(self._post(request))
         else:
-            self._start(self._settle(request, event.message))
+            self._latest[rid] = self._start(self._settle(request, event.message, self._latest.get(rid)))
         return True
 
     def _start(self, work: Coroutine[Any, Any, str | None]) -> asyncio.Task[str | None]:
@@ -63,9 +67,10 @@ class InputPosts:
             logger.exception("posting the request for input %s failed", request.request_id)
         return None
 
-    async def _settle(self, request: InputRequest, status: str) -> str | None:
-        posted = self._posts.get(request.request_id)
-        ts = await posted if posted is not None else None
+    async def _settle(
+        self, request: InputRequest, status: str, before: asyncio.Task[str | None] | None
+    ) -> str | None:
+        ts = await before if before is not None else None
         if ts is None:
             return None
         try:
@@ -77,11 +82,6 @@ class InputPosts:
         except Exception:
             logger.exception("updating the request for input %s failed", request.request_id)
         return ts
-
-    def ts(self, request_id: str) -> str | None:
-        """Where a request's message is, once posted."""
-        task = self._posts.get(request_id)
-        return task.result() if task is not None and task.done() else None
 
     async def close(self) -> None:
         """Wait for posts and updates under way, so the answer comes after its requests' outcomes."""

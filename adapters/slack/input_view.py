@@ -58,6 +58,7 @@ _STATUS_LINE = {
     "cancelled": "↩️ Cancelled — the form was closed without an answer",
     "expired": "⌛ Expired — not answered in time",
     "ended": "⏹ Ended — the request is no longer open",
+    "completed": "✅ Done — the server says it has finished with the link",
 }
 
 
