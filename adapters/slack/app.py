@@ -52,6 +52,7 @@ from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
 from adapters.slack.post import Poster
+from adapters.slack.prompt_command import PROMPT_WORDS, PromptCommand
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.signature import signature_problem
 from adapters.slack.turns import TurnRunner
@@ -165,6 +166,7 @@ class SlackBot:
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._desk = ApprovalDesk(agent, self._poster, self._turns, self.spawn)
+        self._prompts = PromptCommand(agent, self._poster, self.identity, self._start_turn, self.spawn)
         self._inputs = InputClicks(agent, self._poster)
         self._sweeper: asyncio.Task[None] | None = None
         self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
@@ -302,8 +304,11 @@ class SlackBot:
     async def _on_turn(self, context: AsyncBoltContext) -> None:
         turn = context.get("nerve_turn")
         if isinstance(turn, Turn):
-            self._follow(turn)
-            self.spawn(self._turns.run(turn))
+            self._start_turn(turn)
+
+    def _start_turn(self, turn: Turn) -> None:
+        self._follow(turn)
+        self.spawn(self._turns.run(turn))
 
     async def _ignore(self) -> None:
         return None
@@ -361,6 +366,8 @@ class SlackBot:
         if sub == "tools":
             place = place_of_command(channel, command.get("channel_name"), user)
             await ack(text=tools_text(self.agent, place), response_type="ephemeral")
+        elif sub in PROMPT_WORDS:
+            await self._prompts.on_command(ack, command)
         elif sub == "approvals":
             text = await approvals_text(self.agent, self.settings.admins, user, words[1:])
             await ack(text=text, response_type="ephemeral")

@@ -1,4 +1,4 @@
-"""What `/nerve` answers with: help, the tools offered in this place, and remembered approvals.
+"""What `/nerve` answers with: help, the tools and prompts offered in this place, and remembered approvals.
 
 Pure text builders over the agent, so every answer is ephemeral (only the person who typed the
 command sees it) and the command handler stays a dispatcher.
@@ -6,15 +6,17 @@ command sees it) and the command handler stays a dispatcher.
 
 from __future__ import annotations
 
+from adapters.prompt_arguments import usage
 from adapters.slack.events import PLATFORM
 from adapters.slack.render import escape
 from bot.agent import Agent
 from bot.policy.scopes import Place
-from bot.types import ConversationKey, Incoming
+from bot.types import ConversationKey, Incoming, PromptSpec
 
 HELP = (
     "*nerve* answers in threads when you @mention it, and every message in a DM.\n"
     "• `/nerve tools` — the tools I can use here\n"
+    "• `/nerve prompts` — the prompts you can start here; `/nerve prompt NAME arg=value …` starts one\n"
     "• `/nerve approvals` — admins: the tools always allowed per place, and how to revoke one\n"
     "• `/nerve reset` — in a DM: start a new conversation\n"
     "• In a channel thread, mention me with `reset` to start that thread over.\n"
@@ -29,15 +31,19 @@ APPROVALS_USAGE = "Usage: `/nerve approvals` to list, `/nerve approvals revoke P
 LISTED = 40
 
 
-def tools_text(agent: Agent, place: Place) -> str:
-    """The tools the model is offered where the command was typed (the policy applied)."""
-    here = Incoming(
-        key=ConversationKey(platform=PLATFORM, workspace="", channel=place.channel or "", thread="-"),
+def typed_in(place: Place, workspace: str = "") -> Incoming:
+    """An `Incoming` that stands for "where the command was typed, by whom", for what the policy decides."""
+    return Incoming(
+        key=ConversationKey(platform=PLATFORM, workspace=workspace, channel=place.channel or "", thread="-"),
         text="",
         user_id=place.user or "",
         place=place,
     )
-    tools = agent.tools(here)
+
+
+def tools_text(agent: Agent, place: Place) -> str:
+    """The tools the model is offered where the command was typed (the policy applied)."""
+    tools = agent.tools(typed_in(place))
     if not tools:
         if agent.tools():
             return "No tools are allowed in this place (the policy in the servers file decides)."
@@ -47,6 +53,35 @@ def tools_text(agent: Agent, place: Place) -> str:
         summary = tool.description.strip().splitlines()[0][:200] if tool.description.strip() else ""
         lines.append(f"• `{escape(tool.name)}`" + (f" — {escape(summary)}" if summary else ""))
     return "*Tools I can use here:*\n" + "\n".join(lines)
+
+
+def prompt_line(spec: PromptSpec) -> str:
+    """One prompt as the list shows it: how to write it, what it does, what each argument means."""
+    summary = spec.description.strip().splitlines()[0][:200] if spec.description.strip() else ""
+    line = f"• `{escape(usage(spec))}`" + (f" — {escape(summary)}" if summary else "")
+    explained = [
+        f"{escape(a.name)}{'' if a.required else ' (optional)'}: {escape(a.description.strip()[:150])}"
+        for a in spec.arguments
+        if a.description.strip()
+    ]
+    return line + ("\n    " + " · ".join(explained) if explained else "")
+
+
+def prompts_text(agent: Agent, here: Incoming) -> str:
+    """`/nerve prompts`: the prompts people may start where the command was typed, with their arguments."""
+    prompts = agent.prompts(here)
+    if not prompts:
+        if agent.prompts():
+            return "No prompts are offered in this place (the policy in the servers file decides)."
+        return "No prompts are offered right now: none of my tool servers has any, or they are starting."
+    lines = [prompt_line(spec) for spec in prompts[:LISTED]]
+    more = f"\n…and {len(prompts) - LISTED} more." if len(prompts) > LISTED else ""
+    return (
+        "*Prompts you can start here* — `/nerve prompt NAME arg=value …`, quoting values with spaces "
+        '(`topic="the weather"`); a value without a name fills the first required argument:\n'
+        + "\n".join(lines)
+        + more
+    )
 
 
 async def approvals_text(agent: Agent, admins: frozenset[str], user: str, args: list[str]) -> str:
