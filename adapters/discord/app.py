@@ -43,6 +43,8 @@ from adapters.discord.delivery import (
     send_chunks,
 )
 from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel, job_for, to_incoming
+from adapters.discord.input_message import InputBoard, InputButton, InputClick, Where
+from adapters.discord.input_modal import InputAgent, InputFlow
 from adapters.discord.live import EDIT_EVERY, LiveAnswer
 from adapters.discord.pages import ChannelPage, ChannelPoster, InteractionPage, InteractionPoster
 from adapters.discord.render import ResultsCache, reply_chunks
@@ -69,7 +71,7 @@ FATAL_CLOSE_CODES = {
 }
 
 
-class DiscordAgent(ApprovalAgent, Protocol):
+class DiscordAgent(ApprovalAgent, InputAgent, Protocol):
     """What the bot needs from the core `Agent`."""
 
     inbox: Inbox
@@ -126,6 +128,7 @@ class NerveDiscordBot(discord.Client):
             post=self.post_to_conversation,
             spawn=self._spawn,
         )
+        self.input_flow = InputFlow(agent=agent, board=InputBoard(self, guard=self.guard, spawn=self._spawn))
         discord_commands.register(self)
         self.add_dynamic_items(ToolResultsButton)
 
@@ -135,7 +138,7 @@ class NerveDiscordBot(discord.Client):
         """Runs once per client, after login and before the gateway: sync commands, recover."""
         # Approval buttons route by their custom_id, so clicks on messages posted before a restart
         # reach this client too.
-        self.add_dynamic_items(ApprovalButton)
+        self.add_dynamic_items(ApprovalButton, InputButton)
         await self._sync_commands()
         self._spawn(self._recover(), "discord-recover")
         self._spawn(self.approval_flow.run_sweeper(self.approval_sweep_every), "discord-approval-expiry")
@@ -215,9 +218,12 @@ class NerveDiscordBot(discord.Client):
                 reference = reply_reference(job.channel_id, job.message_id, guild_id)
             poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
             live = LiveAnswer(poster, every=self.live_edit_every)
+            progress = self.input_flow.sink(
+                live.progress, Where(channel=channel, channel_id=job.channel_id, reference=reference)
+            )
             async with Typing(channel):
                 try:
-                    reply = await self._run_turn(job.incoming, live.progress)
+                    reply = await self._run_turn(job.incoming, progress)
                 finally:
                     await live.stop()
             if reply.approval is not None:
@@ -292,8 +298,9 @@ class NerveDiscordBot(discord.Client):
                 pages=[InteractionPage(interaction, message_id=job.message_id or None)],
                 every=self.live_edit_every,
             )
+            where = Where(channel=self._channel(job), channel_id=job.channel_id, reference=reference)
             try:
-                reply = await self._run_turn(job.incoming, live.progress)
+                reply = await self._run_turn(job.incoming, self.input_flow.sink(live.progress, where))
             finally:
                 await live.stop()
             if reply.approval is not None:
@@ -365,6 +372,14 @@ class NerveDiscordBot(discord.Client):
     async def approval_clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
         """A click on an approval button (routed here by `ApprovalButton`)."""
         await self.approval_flow.clicked(interaction, click)
+
+    async def input_clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None:
+        """A click on a server's request for input or a step of its form (routed by `InputButton`)."""
+        await self.input_flow.clicked(interaction, click)
+
+    async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
+        """Every interaction: a form opened before a restart has no modal here to take its submit."""
+        await self.input_flow.stale_submit(interaction)
 
     async def _run_turn(self, incoming: Incoming, progress: Progress) -> AgentReply:
         try:

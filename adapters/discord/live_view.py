@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import discord
+
 from adapters.discord.render import MAX_TOOL_LINES, MESSAGE_LIMIT, format_latency
 from bot.render import split_markdown, truncate
 from bot.types import TurnEvent
 
 WAITING_FOR_APPROVAL = "⏸️ waiting for approval"
+WAITING_FOR_INPUT = "📝 waiting for an answer to a tool's question"
 
 
 @dataclass(slots=True)
@@ -24,11 +27,17 @@ class _Call:
     started: float
     finished: float | None = None
     ok: bool | None = None
+    # What its server last reported while it runs ("step 2 of 3", 0.67).
+    progress: str = ""
+    fraction: float | None = None
 
 
 def call_line(call: _Call) -> str:
     """`🔧 calling name…` while it runs, then the final answer's `🔧 name ✓ 312 ms`."""
     if call.finished is None:
+        if call.progress or call.fraction is not None:
+            percent = f" ({call.fraction:.0%})" if call.fraction is not None else ""
+            return f"-# 🔧 calling {call.name}… {call.progress}{percent}".rstrip()
         return f"-# 🔧 calling {call.name}…"
     mark = "✓" if call.ok else "✗"
     return f"-# 🔧 {call.name} {mark} {format_latency((call.finished - call.started) * 1000)}"
@@ -65,6 +74,21 @@ class LiveView:
                 return False
             call.finished, call.ok = now, bool(event.ok)
             return True
+        if event.kind == "tool_progress":
+            call = self._calls.get(event.tool_call_id or "")
+            if call is None or call.finished is not None:
+                return False
+            # The server's words, shown as they are: no Markdown of theirs takes effect.
+            said = discord.utils.escape_markdown(" ".join(event.message.split()))
+            call.progress, call.fraction = truncate(said, 120)[0], event.fraction
+            return True
+        if event.kind == "input_needed":
+            self._status = WAITING_FOR_INPUT
+            return True
+        if event.kind == "input_done":
+            changed = self._status == WAITING_FOR_INPUT
+            self._status = "" if changed else self._status
+            return changed
         # "retrying" and "notice": one status line, the newest.
         self._status = f"⏳ {event.message}"
         return True

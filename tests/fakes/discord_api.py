@@ -138,6 +138,7 @@ class FakeDiscord:
         self.channels: dict[int, dict[str, Any]] = {}
         self.dm_channels: dict[int, int] = {}  # user id -> DM channel id
         self.commands: list[dict[str, Any]] = []
+        self.modals: list[dict[str, Any]] = []  # every modal the bot answered a click with (type 9)
         self.identify_payloads: list[dict[str, Any]] = []
         self.login_failures = 0  # answer GET /users/@me with 400 this many times (a non-fatal failure)
         self.reject_token = False
@@ -578,6 +579,36 @@ class FakeDiscord:
     def interaction_token(self, interaction: dict[str, Any]) -> str:
         return str(interaction["token"])
 
+    def modal_for(self, interaction: dict[str, Any]) -> dict[str, Any] | None:
+        """The modal the bot answered this interaction with (callback type 9), if it did."""
+        modal: dict[str, Any] | None = self._interactions[interaction["token"]].get("modal")
+        return modal
+
+    async def submit_modal(
+        self, user: FakeUser, opened_by: dict[str, Any], values: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A user submits the modal the bot answered `opened_by` with; MODAL_SUBMIT (type 5).
+
+        As in Discord, every field sends what it shows: a text input its pre-filled value and a
+        select its default options, unless `values` (by the input's custom_id) says what was typed
+        (a string) or picked (a list of option values).
+        """
+        modal = self.modal_for(opened_by)
+        if modal is None:
+            raise AssertionError("the bot did not answer that interaction with a modal")
+        channel_id = int(opened_by["channel_id"])
+        data = self._interaction_base(user, channel_id if channel_id in self.channels else None, 5)
+        data["data"] = {
+            "custom_id": modal["custom_id"],
+            "components": [_submitted(c, values or {}) for c in modal["components"]],
+        }
+        if "message" in opened_by:
+            # A modal opened from a message's button comes back with that message.
+            data["message"] = opened_by["message"]
+            self._interactions[data["token"]]["original"] = int(opened_by["message"]["id"])
+        await self.dispatch("INTERACTION_CREATE", data)
+        return data
+
     # --- REST -----------------------------------------------------------------------------------------
 
     async def _rest(self, request: web.Request) -> web.StreamResponse:
@@ -755,6 +786,13 @@ class FakeDiscord:
             },
             "resource": {"type": kind},
         }
+        if kind == 9:
+            problem = _modal_problem(data)
+            if problem is not None:
+                state["acknowledged"] = False
+                return _json({"message": f"Invalid Form Body: {problem}", "code": 50035}, 400)
+            state["modal"] = data
+            self.modals.append(data)
         if kind in (4, 5):
             loading = kind == 5
             msg = self._message(
@@ -842,6 +880,68 @@ class FakeDiscord:
         self.channels[message_id] = thread
         await self.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
         return _json(thread)
+
+
+# --- modals ------------------------------------------------------------------------------------------
+
+
+def _modal_problem(modal: dict[str, Any]) -> str | None:
+    """What Discord would refuse in a modal (its documented limits), or None."""
+    if not 1 <= len(modal.get("title") or "") <= 45:
+        return "title must be 1 to 45 characters"
+    if not 1 <= len(modal.get("custom_id") or "") <= 100:
+        return "custom_id must be 1 to 100 characters"
+    components = modal.get("components") or []
+    if not 1 <= len(components) <= 5:
+        return "a modal holds 1 to 5 components"
+    for top in components:
+        if top.get("type") != 18:
+            continue
+        if not 1 <= len(top.get("label") or "") <= 45:
+            return "a label's text must be 1 to 45 characters"
+        if len(top.get("description") or "") > 100:
+            return "a label's description must be at most 100 characters"
+        inner = top.get("component") or {}
+        if not 1 <= len(inner.get("custom_id") or "") <= 100:
+            return "an input's custom_id must be 1 to 100 characters"
+        if len(inner.get("placeholder") or "") > (100 if inner.get("type") == 4 else 150):
+            return "a placeholder is too long"
+        if inner.get("type") == 4:
+            longest = int(inner.get("max_length") or 4000)
+            if longest > 4000 or int(inner.get("min_length") or 0) > longest:
+                return "a text input's lengths are out of range"
+            if len(inner.get("value") or "") > longest:
+                return "a text input's value is longer than its max_length"
+        elif inner.get("type") == 3:
+            options = inner.get("options") or []
+            most, least = int(inner.get("max_values", 1)), int(inner.get("min_values", 1))
+            if not 1 <= len(options) <= 25 or not 0 <= least <= most <= len(options):
+                return "a select's options or value counts are out of range"
+            if any(len(o["label"]) > 100 or len(o["value"]) > 100 for o in options):
+                return "a select option is too long"
+            if sum(1 for o in options if o.get("default")) > most:
+                return "a select has more default options than it takes"
+    return None
+
+
+def _submitted(component: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """One component of a modal as its submit carries it."""
+    kind = component.get("type")
+    if kind == 18:
+        return {"type": 18, "component": _submitted(component["component"], values)}
+    if kind == 1:
+        return {"type": 1, "components": [_submitted(c, values) for c in component.get("components", [])]}
+    custom_id = component.get("custom_id")
+    if kind == 4:
+        return {
+            "type": 4,
+            "custom_id": custom_id,
+            "value": values.get(custom_id, component.get("value") or ""),
+        }
+    if kind == 3:
+        shown = [o["value"] for o in component.get("options", []) if o.get("default")]
+        return {"type": 3, "custom_id": custom_id, "values": list(values.get(custom_id, shown))}
+    return {"type": kind}
 
 
 # --- running the real bot against the fake ------------------------------------------------------------

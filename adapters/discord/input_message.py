@@ -1,0 +1,342 @@
+"""A server's request for input on Discord: the message in the conversation and its buttons.
+
+When a tool's server asks the person mid-call (MCP elicitation), a message goes where the turn
+runs: which server asks, for which tool call, what it asks, who may answer and until when, with
+"Fill in" and "Decline" (form mode) or "Open" and "Decline" (URL mode). A link's full host is shown
+on a line of its own, large, so nobody opens it without seeing where it leads. A request nerve
+refused to show (it asked for a secret, or an unsafe link) is a note without buttons.
+
+"Open" is a button, not a link button: Discord tells nobody when a link button is clicked, and the
+server must learn that its person agreed to open the link; the click (by the asker only) answers
+"accept" and gives them the link, as a link button only they can see.
+
+The buttons carry their request id in their custom_id (`InputButton`, a `DynamicItem`), so a click
+on a message posted before a restart still reaches the client. Once the request ends the message
+is edited: the buttons go and a line says how it ended. Everything a server wrote is escaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+import discord
+
+from adapters.discord.approval_message import person
+from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
+from adapters.discord.render import MESSAGE_LIMIT
+from bot.render import truncate
+from bot.types import InputRequest
+
+logger = logging.getLogger(__name__)
+
+InputAction = Literal["fill", "decline", "open", "step"]
+_CODES: dict[InputAction, str] = {"fill": "f", "decline": "d", "open": "o", "step": "s"}
+_ACTIONS: dict[str, InputAction] = {code: action for action, code in _CODES.items()}
+TEMPLATE = r"nerve:in:(?P<action>[fdos]):(?P<request>[A-Za-z0-9_-]{1,24})(?::(?P<step>[0-9]{1,2}))?"
+CUSTOM_ID_LIMIT = 100
+LABEL_LIMIT = 80
+# Discord's limit for a link button's url; a longer link is shown as text to copy.
+LINK_URL_LIMIT = 512
+MESSAGE_TEXT_LIMIT = 1200
+# How long `settle` waits for the request's message to be posted before editing it.
+POST_WAIT = 60.0
+
+_SETTLED = {
+    "accepted": "✅ **Answered**",
+    "declined": "🚫 **Declined**",
+    "cancelled": "↩️ **Cancelled** — the tool call ended before it was answered",
+    "expired": "⌛ **Expired** — not answered in time; the tool was told it was cancelled",
+    "ended": "⏹ **Ended** — nerve restarted before it was answered",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputClick:
+    """What a clicked button asks for, read back from its custom_id; `step` counts from 1."""
+
+    action: InputAction
+    request_id: str
+    step: int = 1
+
+
+def custom_id(click: InputClick) -> str:
+    made = f"nerve:in:{_CODES[click.action]}:{click.request_id}"
+    if click.action == "step":
+        made += f":{click.step}"
+    if len(made) > CUSTOM_ID_LIMIT or not re.fullmatch(TEMPLATE, made):
+        raise ValueError(f"input request id {click.request_id!r} does not fit in a Discord custom_id")
+    return made
+
+
+def parse(match: re.Match[str]) -> InputClick:
+    step = match["step"]
+    return InputClick(
+        action=_ACTIONS[match["action"]], request_id=match["request"], step=int(step) if step else 1
+    )
+
+
+@runtime_checkable
+class InputClicks(Protocol):
+    """The client that handles input clicks (the bot), found through `interaction.client`."""
+
+    async def input_clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None: ...
+
+
+class InputButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=TEMPLATE):
+    """One button of a request (or of the steps of its form); its click goes to `input_clicked`."""
+
+    def __init__(self, click: InputClick, *, label: str, style: discord.ButtonStyle) -> None:
+        super().__init__(
+            discord.ui.Button(label=truncate(label, LABEL_LIMIT)[0], style=style, custom_id=custom_id(click))
+        )
+        self.click = click
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction[Any], item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> InputButton:
+        button = item if isinstance(item, discord.ui.Button) else None
+        return cls(
+            parse(match),
+            label=(button.label if button is not None else None) or "Answer",
+            style=button.style if button is not None else discord.ButtonStyle.secondary,
+        )
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        client = interaction.client
+        if isinstance(client, InputClicks):
+            await client.input_clicked(interaction, self.click)
+        else:
+            await interaction.response.defer()
+
+
+def button_view(*buttons: discord.ui.Item[Any]) -> discord.ui.View:
+    view = discord.ui.View(timeout=None)
+    for button in buttons:
+        view.add_item(button)
+    return view
+
+
+# --- what it says ----------------------------------------------------------------------------------
+
+
+def link_host(url: str) -> str:
+    """The host a link leads to, as people should read it: with its port, and in its ASCII form too
+    when it is written in other letters (a look-alike host cannot hide behind them)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return url
+    ascii_host = host
+    if not host.isascii():
+        try:
+            ascii_host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            ascii_host = host
+    shown = host if ascii_host == host else f"{host} ({ascii_host})"
+    return f"{shown}:{port}" if port is not None else shown
+
+
+def plain(text: str, limit: int) -> str:
+    """Server text as inert Markdown: no formatting, no mentions, at most `limit` characters."""
+    escaped = discord.utils.escape_mentions(discord.utils.escape_markdown(text))
+    return truncate(escaped, limit)[0]
+
+
+def code(text: str, limit: int = 100) -> str:
+    """Inline code that no backtick in `text` can close early."""
+    return "`" + truncate(text.replace("`", "ˋ"), limit)[0] + "`"
+
+
+def _quoted(text: str) -> str:
+    return "\n".join(f"> {line}" for line in plain(text.strip(), MESSAGE_TEXT_LIMIT).splitlines())
+
+
+def _tools(request: InputRequest) -> str:
+    return ", ".join(code(tool, 80) for tool in request.tools[:5]) or "a tool call"
+
+
+def _headline(request: InputRequest) -> str:
+    server = code(request.server, 80)
+    if request.refused is not None:
+        return f"🔒 **{server} asked for input nerve does not show** (for {_tools(request)})"
+    if request.mode == "url":
+        return f"🔗 **{server} asks you to open a link** (for {_tools(request)})"
+    return f"📝 **{server} asks for input** (for {_tools(request)})"
+
+
+def _body(request: InputRequest) -> list[str]:
+    """What the server asked, the same before and after it was answered."""
+    lines = [_headline(request)]
+    if request.refused is not None:
+        lines.append(f"-# {plain(request.refused, 600)}")
+        return lines
+    if request.mode == "url" and request.url:
+        lines += ["The link goes to", f"## {code(link_host(request.url), 300)}"]
+        if request.message.strip():
+            lines += ["Why, as the server says:", _quoted(request.message)]
+    elif request.message.strip():
+        lines.append(_quoted(request.message))
+    return lines
+
+
+def _fields_note(request: InputRequest, per_step: int) -> str | None:
+    count = len(request.form.fields) if request.form is not None else 0
+    if count <= per_step:
+        return None
+    steps = -(-count // per_step)
+    return f"-# {count} fields: the form opens in {steps} steps."
+
+
+def request_text(request: InputRequest, *, per_step: int = 5) -> str:
+    """The message's content while the request waits for its person."""
+    lines = _body(request)
+    if request.refused is None:
+        verb = "open the link or decline" if request.mode == "url" else "answer"
+        who = f"Only {person(request.user_id)} (who asked) can {verb}."
+        if request.expires_at:
+            who += f" Expires <t:{int(request.expires_at)}:R>."
+        lines.append(who)
+        note = _fields_note(request, per_step)
+        if note is not None:
+            lines.append(note)
+    return truncate("\n".join(lines), MESSAGE_LIMIT)[0]
+
+
+def request_view(request: InputRequest) -> discord.ui.View | None:
+    """The request's buttons; None for a request nerve refused to show."""
+    if request.refused is not None:
+        return None
+    rid = request.request_id
+    decline = InputButton(
+        InputClick(action="decline", request_id=rid), label="Decline", style=discord.ButtonStyle.danger
+    )
+    if request.mode == "url":
+        host = truncate(link_host(request.url or ""), 60)[0]
+        opener = InputButton(
+            InputClick(action="open", request_id=rid), label=f"Open {host}", style=discord.ButtonStyle.primary
+        )
+        return button_view(opener, decline)
+    fill = InputButton(
+        InputClick(action="fill", request_id=rid), label="Fill in", style=discord.ButtonStyle.primary
+    )
+    return button_view(fill, decline)
+
+
+def settled_text(request: InputRequest, status: str) -> str:
+    """The message's content once the request is over (its buttons are taken off)."""
+    line = _SETTLED.get(status, plain(status, 200))
+    if status == "accepted" and request.mode == "url":
+        line = "✅ **Opened**"
+    return truncate("\n".join([*_body(request), line]), MESSAGE_LIMIT)[0]
+
+
+def link_text(url: str) -> tuple[str, discord.ui.View | None]:
+    """What the asker alone sees after "Open": the host again and a link button (or the link as
+    text to copy when Discord's buttons cannot hold it)."""
+    host = link_host(url)
+    if len(url) <= LINK_URL_LIMIT:
+        view = discord.ui.View(timeout=None)
+        view.add_item(
+            discord.ui.Button(
+                style=discord.ButtonStyle.link, url=url, label=truncate(f"Open {host}", LABEL_LIMIT)[0]
+            )
+        )
+        return f"The link goes to **{code(host, 300)}**. Open it to go on:", view
+    shown = truncate(url.replace("`", "%60"), MESSAGE_LIMIT - 200)[0]
+    return f"The link goes to **{code(host, 300)}**. Copy it into your browser:\n```\n{shown}\n```", None
+
+
+# --- posting it and keeping it up to date -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Where:
+    """Where a turn runs: the channel (or thread, or DM) its messages go to, replying to `reference`."""
+
+    channel: discord.abc.Messageable
+    channel_id: int
+    reference: discord.MessageReference | None = None
+
+
+Spawn = Callable[[Coroutine[Any, Any, None], str], None]
+
+
+class InputBoard:
+    """Posts each request's message where its turn runs and edits it when the request ends.
+
+    Both happen in tasks of their own, so the turn's progress sink never waits for Discord; the
+    edit waits for the post, so it can never land before the message exists.
+    """
+
+    def __init__(
+        self, client: discord.Client, *, guard: ChannelGuard, spawn: Spawn, per_step: int = 5
+    ) -> None:
+        self._client = client
+        self._guard = guard
+        self._spawn = spawn
+        self._per_step = per_step
+        self._posted: dict[str, asyncio.Future[tuple[int, int] | None]] = {}
+
+    def show(self, request: InputRequest, where: Where) -> None:
+        """Post the request's message (a refused request's note is final: nothing is kept for it)."""
+        posted: asyncio.Future[tuple[int, int] | None] = asyncio.get_running_loop().create_future()
+        if request.refused is None:
+            self._posted[request.request_id] = posted
+        self._spawn(self._post(request, where, posted), f"discord-input-{request.request_id}")
+
+    async def _post(
+        self, request: InputRequest, where: Where, posted: asyncio.Future[tuple[int, int] | None]
+    ) -> None:
+        message: discord.Message | None = None
+        try:
+            message = await send_message(
+                where.channel,
+                request_text(request, per_step=self._per_step),
+                guard=self._guard,
+                channel_id=where.channel_id,
+                view=request_view(request),
+                reference=where.reference,
+            )
+        finally:
+            if not posted.done():
+                posted.set_result((where.channel_id, message.id) if message is not None else None)
+        if message is None:
+            logger.warning("could not post the message of input request %s", request.request_id)
+
+    def settle(self, request: InputRequest, status: str) -> None:
+        """Take the buttons off the request's message and say how it ended."""
+        posted = self._posted.pop(request.request_id, None)
+        if posted is not None:
+            self._spawn(self._settle(request, status, posted), f"discord-input-done-{request.request_id}")
+
+    async def _settle(
+        self, request: InputRequest, status: str, posted: asyncio.Future[tuple[int, int] | None]
+    ) -> None:
+        try:
+            async with asyncio.timeout(POST_WAIT):
+                where = await asyncio.shield(posted)
+        except TimeoutError:
+            logger.warning("the message of input request %s was not posted in time", request.request_id)
+            return
+        if where is None:
+            return
+        channel_id, message_id = where
+        partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
+        try:
+            await partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
+        except discord.HTTPException as exc:
+            logger.warning(
+                "could not update the message of input request %s (%s %s)",
+                request.request_id,
+                exc.status,
+                exc.text,
+            )

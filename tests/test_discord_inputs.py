@@ -1,0 +1,556 @@
+"""Servers asking people for input on Discord: real discord.py against the fake Discord (gateway and
+REST, modals included), the real Agent and SQLite store, the real `asks` MCP server over stdio, and
+the real `openai` client against a scripted model service. The server echoes exactly what it was
+given, so each test sees what really reached it; the fake records what Discord received."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from adapters.discord.app import NerveDiscordBot
+from adapters.discord.input_message import CUSTOM_ID_LIMIT, TEMPLATE, InputClick, custom_id, request_text
+from adapters.discord.input_modal import InputModal, steps_of
+from adapters.discord.live_view import LiveView
+from bot.agent import Agent, AgentConfig
+from bot.config import ServerConfig
+from bot.forms import form_from_schema
+from bot.inputs import NOT_YOURS
+from bot.mcp.host import MCPHost
+from bot.model.client import OpenAILLM
+from bot.store.sqlite import SQLiteStore
+from bot.types import ConversationKey, InputRequest, TurnEvent
+from tests.conftest import ROOT
+from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
+from tests.mcp_servers.asks import LOGIN_URL, PIZZA_FORM
+
+CALLBACK = r"/interactions/\d+/[^/]+/callback"
+THREADS = r"/channels/\d+/messages/\d+/threads"
+ACK_WITHIN = 3.0
+
+PIZZA_TITLES = [
+    ["Your name", "Email", "Website", "Delivery date", "Deliver at"],
+    ["How many", "Tip (%)", "Extra cheese", "Size", "Crust"],
+    ["Toppings"],
+]
+
+
+@pytest.fixture(scope="module")
+async def host() -> AsyncIterator[MCPHost]:
+    server = ServerConfig(command=sys.executable, args=["-m", "tests.mcp_servers.asks"], cwd=str(ROOT))
+    async with MCPHost({"asks": server}, default_timeout=10.0) as started:
+        async with asyncio.timeout(20):
+            await started.wait_until_ready()
+        yield started
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDiscord]:
+    async with FakeDiscord() as server:
+        yield server
+
+
+async def asking_agent(
+    llm_server: FakeLLMServer, store: SQLiteStore, host: MCPHost
+) -> tuple[Agent, OpenAILLM]:
+    llm = OpenAILLM(model="fake", base_url=llm_server.base_url, api_key=None, timeout=20, max_retries=0)
+    agent = Agent(
+        llm=llm,
+        host=host,
+        store=store,
+        inbox=store,
+        approvals=store,
+        inputs=store,
+        config=AgentConfig(input_timeout=120),
+        clock=time.time,
+    )
+    return agent, llm
+
+
+def calls(name: str, arguments: dict[str, Any] | None = None) -> Any:
+    return tool_reply(FakeCall(name=name, arguments=json.dumps(arguments or {}), id="c1"))
+
+
+# --- reading what Discord received ---------------------------------------------------------------------
+
+
+def buttons(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The message's buttons by label."""
+    return {c["label"]: c for row in message.get("components") or [] for c in row.get("components", [])}
+
+
+def is_request(message: dict[str, Any]) -> bool:
+    return "asks" in (message.get("content") or "") and (
+        any(str(b.get("custom_id", "")).startswith("nerve:in:") for b in buttons(message).values())
+        or "🔒" in (message.get("content") or "")
+    )
+
+
+async def request_in(fake: FakeDiscord, channel_id: int) -> dict[str, Any]:
+    """The request message the bot posted in the channel (waited for, bounded)."""
+
+    def found() -> list[dict[str, Any]]:
+        return [m for m in fake.bot_messages(channel_id) if is_request(m)]
+
+    await fake.wait_until(lambda: bool(found()))
+    return found()[-1]
+
+
+async def answered(fake: FakeDiscord, interaction: dict[str, Any]) -> dict[str, Any]:
+    """The bot's first response to an interaction (its callback body), checked to come in time."""
+    sent_at = asyncio.get_running_loop().time()
+    path = re.escape(f"/interactions/{interaction['id']}/{interaction['token']}/callback")
+    (callback,) = await fake.wait_for("POST", path)
+    assert callback.at - sent_at < ACK_WITHIN
+    body: dict[str, Any] = callback.body()
+    return body
+
+
+async def click(fake: FakeDiscord, user: FakeUser, message: dict[str, Any], label: str) -> dict[str, Any]:
+    return await fake.click(user, message, buttons(message)[label]["custom_id"])
+
+
+async def ephemeral_reply(fake: FakeDiscord, interaction: dict[str, Any]) -> dict[str, Any]:
+    """The message only the user sees: the interaction's response or, after a deferral, its follow-up."""
+    body = await answered(fake, interaction)
+    if body["type"] == 4:
+        assert body["data"]["flags"] & 64, "only the user sees it"
+        message = fake.messages[fake._interactions[interaction["token"]]["original"]]
+        return message
+    assert body["type"] == 6, body
+    (note,) = await fake.wait_for("POST", rf"/webhooks/\d+/{re.escape(interaction['token'])}")
+    assert note.body()["flags"] & 64, "only the user sees it"
+    found = [m for m in fake.messages.values() if m.get("interaction_token") == interaction["token"]]
+    return found[-1]
+
+
+async def open_modal(
+    fake: FakeDiscord, user: FakeUser, message: dict[str, Any], label: str
+) -> dict[str, Any]:
+    """Click a button that opens a modal; the click itself is answered with the modal (type 9)."""
+    interaction = await click(fake, user, message, label)
+    body = await answered(fake, interaction)
+    assert body["type"] == 9, f"a modal, not {body}"
+    return interaction
+
+
+def fields(modal: dict[str, Any]) -> list[dict[str, Any]]:
+    """The modal's fields: each label's text with its input."""
+    return [{"title": c["label"], **c["component"]} for c in modal["components"]]
+
+
+def ids(modal: dict[str, Any]) -> dict[str, str]:
+    """Field title → the input's custom_id."""
+    return {f["title"]: f["custom_id"] for f in fields(modal)}
+
+
+def option(modal: dict[str, Any], title: str, label: str) -> str:
+    (found,) = [f for f in fields(modal) if f["title"] == title]
+    return next(o["value"] for o in found["options"] if o["label"] == label)
+
+
+def tool_result(llm: FakeLLMServer) -> str:
+    """What the tool's server returned, as the model was sent it."""
+    content = next(m for m in llm.last_messages() if m["role"] == "tool")["content"]
+    raw = content.split("Its raw result follows:\n", 1)[-1]
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return str(raw)
+    return value if isinstance(value, str) else str(raw)
+
+
+async def final_edit(fake: FakeDiscord, message: dict[str, Any], words: str) -> dict[str, Any]:
+    """The edit of a request message that says how it ended (waited for, bounded)."""
+    path = rf"/channels/{message['channel_id']}/messages/{message['id']}"
+
+    def found() -> list[Any]:
+        return [e for e in fake.find("PATCH", path) if words in (e.body().get("content") or "")]
+
+    await fake.wait_until(lambda: bool(found()))
+    body: dict[str, Any] = found()[-1].body()
+    return body
+
+
+async def answer_saying(fake: FakeDiscord, channel_id: int, words: str) -> dict[str, Any]:
+    def found() -> list[dict[str, Any]]:
+        return [m for m in fake.bot_messages(channel_id) if (m.get("content") or "").startswith(words)]
+
+    await fake.wait_until(lambda: bool(found()), within=20)
+    return found()[-1]
+
+
+# --- a whole form, in three steps ----------------------------------------------------------------------
+
+
+async def test_a_mention_whose_tool_asks_for_a_form_is_filled_in_three_modals_and_the_server_gets_it(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+) -> None:
+    async with FakeLLMServer([calls("order_pizza"), reply("Your pizza is on its way.")]) as server:
+        agent, llm = await asking_agent(server, store, host)
+        async with running_bot(fake, agent):
+            ada = fake.user("ada")
+            mention = await fake.user_says(ada, "order me a pizza", mention_bot=True)
+            request = await request_in(fake, fake.channel_id)
+            content = request["content"]
+            assert "`asks` asks for input" in content and "`order_pizza`" in content
+            assert "> What pizza would you like?" in content
+            assert f"Only <@{ada.id}> (who asked) can answer" in content
+            assert re.search(r"<t:\d+:R>", content) and "opens in 3 steps" in content
+            assert set(buttons(request)) == {"Fill in", "Decline"}
+            assert all(
+                len(b["custom_id"]) <= CUSTOM_ID_LIMIT and re.fullmatch(TEMPLATE, b["custom_id"])
+                for b in buttons(request).values()
+            )
+            posted = fake.find("POST", rf"/channels/{fake.channel_id}/messages")
+            sent = next(p.body() for p in posted if "asks for input" in (p.body().get("content") or ""))
+            assert int(sent["message_reference"]["message_id"]) == int(mention["id"]), "in the turn's place"
+            assert sent["allowed_mentions"]["parse"] == []
+
+            first = await open_modal(fake, ada, request, "Fill in")
+            modal = fake.modal_for(first)
+            assert modal is not None and len(modal["title"]) <= 45
+            assert modal["title"] == "What pizza would you like? (1/3)"
+            assert [f["title"] for f in fields(modal)] == PIZZA_TITLES[0]
+            name = fields(modal)[0]
+            assert name["type"] == 4 and name["required"] and name["min_length"] == 2
+            assert name["placeholder"] == "text, at least 2 characters"
+            assert fields(modal)[2]["placeholder"] == "a link like https://example.com"
+            assert not fields(modal)[2]["required"], "only name and email are required"
+            typed = {
+                "Your name": "Ada",
+                "Email": "ada@example.com",
+                "Website": "https://ada.example.com",
+                "Delivery date": "2026-12-24",
+                "Deliver at": "2026-12-24T18:30:00Z",
+            }
+            submit = await fake.submit_modal(ada, first, {ids(modal)[k]: v for k, v in typed.items()})
+            step1 = await ephemeral_reply(fake, submit)
+            assert "Step 1 of 3 done" in step1["content"] and set(buttons(step1)) == {"Continue"}
+
+            second = await open_modal(fake, ada, step1, "Continue")
+            modal = fake.modal_for(second)
+            assert modal is not None and modal["title"].endswith("(2/3)")
+            assert [f["title"] for f in fields(modal)] == PIZZA_TITLES[1]
+            by_title = {f["title"]: f for f in fields(modal)}
+            assert by_title["How many"]["value"] == "1", "the server's default, pre-filled"
+            assert by_title["How many"]["placeholder"] == "a whole number from 1 to 10"
+            assert by_title["Extra cheese"]["type"] == 3
+            assert [o["label"] for o in by_title["Extra cheese"]["options"] if o.get("default")] == ["No"]
+            assert [o["label"] for o in by_title["Size"]["options"]] == ["Small", "Medium", "Large"]
+            assert [o["label"] for o in by_title["Size"]["options"] if o.get("default")] == ["Medium"]
+            assert [o["label"] for o in by_title["Crust"]["options"]] == ["Thin crust", "Thick crust"]
+            assert len(modal["components"]) == 5
+            changes = {
+                ids(modal)["How many"]: "2",
+                ids(modal)["Tip (%)"]: "3.5",
+                ids(modal)["Extra cheese"]: [option(modal, "Extra cheese", "Yes")],
+                ids(modal)["Crust"]: [option(modal, "Crust", "Thin crust")],
+            }
+            submit = await fake.submit_modal(ada, second, changes)
+            step2 = await ephemeral_reply(fake, submit)
+            assert "Step 2 of 3 done" in step2["content"]
+
+            third = await open_modal(fake, ada, step2, "Continue")
+            modal = fake.modal_for(third)
+            assert modal is not None and [f["title"] for f in fields(modal)] == PIZZA_TITLES[2]
+            (toppings,) = fields(modal)
+            assert toppings["max_values"] == 3 and toppings["min_values"] == 0
+            picked = [option(modal, "Toppings", "Mushrooms"), option(modal, "Toppings", "Olives")]
+            last = await fake.submit_modal(ada, third, {toppings["custom_id"]: picked})
+            assert (await answered(fake, last))["type"] == 6, "acknowledged at once"
+
+            await answer_saying(fake, fake.channel_id, "Your pizza is on its way.")
+            expected = {
+                "crust": "thin",
+                "deliver_at": "2026-12-24T18:30:00Z",
+                "delivery_date": "2026-12-24",
+                "email": "ada@example.com",
+                "extra_cheese": True,
+                "name": "Ada",
+                "quantity": 2,
+                "size": "medium",
+                "tip": 3.5,
+                "toppings": ["mushroom", "olive"],
+                "website": "https://ada.example.com",
+            }
+            assert tool_result(server) == f"accepted: {json.dumps(expected, sort_keys=True)}"
+            done = await final_edit(fake, request, "Answered")
+            assert done["components"] == [], "the buttons go once it is answered"
+            assert "What pizza would you like?" in done["content"]
+            server.assert_complete()
+        await llm.aclose()
+
+
+# --- who may answer, what is wrong, declining ---------------------------------------------------------
+
+
+async def test_someone_else_clicking_fill_in_gets_a_note_and_no_modal_while_the_asker_picks_a_colour(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+) -> None:
+    script = [calls("ask_colour", {"label": "door"}), reply("Painted.")]
+    async with FakeLLMServer(script) as server:
+        agent, llm = await asking_agent(server, store, host)
+        async with running_bot(fake, agent):
+            ada, eve = fake.user("ada"), fake.user("eve")
+            await fake.user_says(ada, "paint the door", mention_bot=True)
+            request = await request_in(fake, fake.channel_id)
+            assert "opens in" not in request["content"], "one field: one modal"
+
+            stranger = await click(fake, eve, request, "Fill in")
+            note = await ephemeral_reply(fake, stranger)
+            assert note["content"] == NOT_YOURS
+            assert fake.modal_for(stranger) is None and len(fake.modals) == 0
+
+            opened = await open_modal(fake, ada, request, "Fill in")
+            modal = fake.modal_for(opened)
+            assert modal is not None and modal["title"] == "Pick a colour for door"
+            (colour,) = fields(modal)
+            assert colour["type"] == 3 and colour["min_values"] == 1 and colour["max_values"] == 1
+            await fake.submit_modal(ada, opened, {colour["custom_id"]: [option(modal, "Colour", "blue")]})
+            await answer_saying(fake, fake.channel_id, "Painted.")
+            assert tool_result(server) == "door: blue"
+        await llm.aclose()
+
+
+async def test_an_invalid_value_comes_back_with_each_problem_and_fix_reopens_the_form_with_what_was_typed(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+) -> None:
+    script = [calls("order_pizza"), reply("No pizza then.")]
+    async with FakeLLMServer(script) as server:
+        agent, llm = await asking_agent(server, store, host)
+        async with running_bot(fake, agent):
+            ada = fake.user("ada")
+            await fake.user_says(ada, "order me a pizza", mention_bot=True)
+            request = await request_in(fake, fake.channel_id)
+            first = await open_modal(fake, ada, request, "Fill in")
+            modal = fake.modal_for(first)
+            assert modal is not None
+            typed = {"Your name": "Ada", "Email": "ada at example", "Delivery date": "24.12.2026"}
+            submit = await fake.submit_modal(ada, first, {ids(modal)[k]: v for k, v in typed.items()})
+            errors = await ephemeral_reply(fake, submit)
+            assert "**Email**: Enter an email address, like name@example.com." in errors["content"]
+            assert "**Delivery date**: Enter a date as YYYY-MM-DD" in errors["content"]
+            assert "Your name" not in errors["content"]
+            assert set(buttons(errors)) == {"Fix"}
+
+            fix = await open_modal(fake, ada, errors, "Fix")
+            again = fake.modal_for(fix)
+            assert again is not None and again["title"].endswith("(1/3)")
+            shown = {f["title"]: f.get("value") for f in fields(again)}
+            assert shown["Your name"] == "Ada" and shown["Email"] == "ada at example"
+            assert shown["Delivery date"] == "24.12.2026", "pre-filled with what was typed"
+
+            declined = await click(fake, ada, request, "Decline")
+            assert (await answered(fake, declined))["type"] == 6
+            await answer_saying(fake, fake.channel_id, "No pizza then.")
+            assert tool_result(server) == "declined"
+            done = await final_edit(fake, request, "Declined")
+            assert done["components"] == []
+        await llm.aclose()
+
+
+async def test_a_secret_is_never_asked_for_the_message_is_a_note_and_the_server_is_told_declined(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+) -> None:
+    async with FakeLLMServer([calls("ask_secret"), reply("I could not get a token.")]) as server:
+        agent, llm = await asking_agent(server, store, host)
+        async with running_bot(fake, agent):
+            ada = fake.user("ada")
+            await fake.user_dms(ada, "use my token")
+            dm = fake.dm_channels[ada.id]
+            request = await request_in(fake, dm)
+            assert "🔒" in request["content"] and "api\\_token" in request["content"]
+            assert request["components"] == [], "a note only: nothing to fill in"
+            await answer_saying(fake, dm, "I could not get a token.")
+            assert tool_result(server) == "declined"
+        await llm.aclose()
+
+
+async def test_a_link_shows_its_host_and_open_gives_the_asker_a_link_button_and_tells_the_server_accept(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+) -> None:
+    async with FakeLLMServer([calls("sign_in_elsewhere"), reply("Signed in.")]) as server:
+        agent, llm = await asking_agent(server, store, host)
+        async with running_bot(fake, agent):
+            ada, eve = fake.user("ada"), fake.user("eve")
+            await fake.user_says(ada, "read my calendar", mention_bot=True)
+            request = await request_in(fake, fake.channel_id)
+            assert "\n## `login.example.com`\n" in request["content"], "the host, large, on its own line"
+            assert "> Sign in to Example to let me read your calendar" in request["content"]
+            assert set(buttons(request)) == {"Open login.example.com", "Decline"}
+            assert LOGIN_URL not in json.dumps(request), "the link itself goes only to the asker"
+
+            stranger = await click(fake, eve, request, "Open login.example.com")
+            assert (await ephemeral_reply(fake, stranger))["content"] == NOT_YOURS
+
+            opened = await click(fake, ada, request, "Open login.example.com")
+            link = await ephemeral_reply(fake, opened)
+            (button,) = buttons(link).values()
+            assert button["style"] == 5 and button["url"] == LOGIN_URL
+            assert "login.example.com" in link["content"]
+            await answer_saying(fake, fake.channel_id, "Signed in.")
+            assert tool_result(server) == "url accepted"
+            done = await final_edit(fake, request, "Opened")
+            assert done["components"] == []
+        await llm.aclose()
+
+
+async def test_an_ask_shows_the_request_in_its_channel_replying_to_the_deferred_answer(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+) -> None:
+    script = [calls("ask_colour", {"label": "fence"}), reply("Fence done.")]
+    async with FakeLLMServer(script) as server:
+        agent, llm = await asking_agent(server, store, host)
+        async with running_bot(fake, agent):
+            ada = fake.user("ada")
+            asked = await fake.slash(ada, "ask", {"question": "paint the fence"}, channel_id=fake.channel_id)
+            (defer,) = await fake.wait_for("POST", CALLBACK)
+            assert defer.json["type"] == 5
+            request = await request_in(fake, fake.channel_id)
+            answer_id = fake._interactions[asked["token"]]["original"]
+            assert int(request["message_reference"]["message_id"]) == answer_id
+
+            declined = await click(fake, ada, request, "Decline")
+            await answered(fake, declined)
+            await fake.wait_until(lambda: "Fence done." in (fake.messages[answer_id].get("content") or ""))
+            assert tool_result(server) == "fence: declined"
+            await final_edit(fake, request, "Declined")
+        await llm.aclose()
+
+
+async def test_a_form_opened_before_a_restart_says_so_when_submitted(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+) -> None:
+    script = [calls("ask_colour", {"label": "gate"}), reply("unused")]
+    async with FakeLLMServer(script) as server:
+        agent, llm = await asking_agent(server, store, host)
+        ada = fake.user("ada")
+        async with running_bot(fake, agent):
+            await fake.user_says(ada, "paint the gate", mention_bot=True)
+            request = await request_in(fake, fake.channel_id)
+            opened = await open_modal(fake, ada, request, "Fill in")
+        async with running_bot(fake, agent):
+            modal = fake.modal_for(opened)
+            assert modal is not None
+            (colour,) = fields(modal)
+            submit = await fake.submit_modal(ada, opened, {colour["custom_id"]: ["0"]})
+            note = await ephemeral_reply(fake, submit)
+            assert note["content"] == "This was cancelled.", "the stopped turn cancelled its question"
+        await llm.aclose()
+
+
+# --- progress ------------------------------------------------------------------------------------------
+
+
+async def test_a_tools_progress_shows_in_the_live_message_with_its_percentage(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(NerveDiscordBot, "live_edit_every", 0.02)
+    script = [calls("slow_count", {"n": 3, "pause": 0.4}), reply("Counted to three.")]
+    async with FakeLLMServer(script) as server:
+        agent, llm = await asking_agent(server, store, host)
+        async with running_bot(fake, agent):
+            ada = fake.user("ada")
+            await fake.user_says(ada, "count to three", mention_bot=True)
+
+            def shown() -> list[str]:
+                sent = fake.find("POST", rf"/channels/{fake.channel_id}/messages") + fake.find(
+                    "PATCH", rf"/channels/{fake.channel_id}/messages/\d+"
+                )
+                return [str(r.body().get("content") or "") for r in sent]
+
+            await fake.wait_until(lambda: any("step 1 of 3 (33%)" in c for c in shown()))
+            assert any("🔧 calling slow_count… step 1 of 3 (33%)" in c for c in shown())
+            await answer_saying(fake, fake.channel_id, "Counted to three.")
+            assert tool_result(server) == "counted 3"
+        await llm.aclose()
+
+
+def test_progress_updates_the_running_calls_line_and_a_question_is_the_status_until_answered() -> None:
+    view = LiveView()
+    view.record(TurnEvent(kind="tool_started", message="", tool="slow", tool_call_id="c1"), 0.0)
+    view.record(
+        TurnEvent(
+            kind="tool_progress", message="step *2* of 4", tool="slow", tool_call_id="c1", fraction=0.5
+        ),
+        0.1,
+    )
+    assert view.status_lines() == "-# 🔧 calling slow… step \\*2\\* of 4 (50%)"
+    request = _request()
+    assert view.record(TurnEvent(kind="input_needed", message="", input=request), 0.2)
+    assert "waiting for an answer" in view.status_lines()
+    assert view.record(TurnEvent(kind="input_done", message="accepted", input=request), 0.3)
+    assert "waiting" not in view.status_lines()
+    view.record(TurnEvent(kind="tool_finished", message="", tool="slow", tool_call_id="c1", ok=True), 1.1)
+    assert view.status_lines().startswith("-# 🔧 slow ✓")
+
+
+# --- the builders ----------------------------------------------------------------------------------------
+
+
+def _request(**changes: Any) -> InputRequest:
+    values: dict[str, Any] = {
+        "request_id": "r" * 16,
+        "key": ConversationKey(platform="discord", workspace="1", channel="2", thread="3"),
+        "user_id": "42",
+        "server": "asks",
+        "tools": ("order_pizza",),
+        "message": "What pizza would you like?",
+        "mode": "form",
+        "form": form_from_schema(PIZZA_FORM),
+        "expires_at": 2_000_000_000.0,
+        **changes,
+    }
+    return InputRequest(**values)
+
+
+def test_a_modal_never_holds_more_than_five_fields_and_its_title_and_labels_fit() -> None:
+    long_title = "x" * 80
+    schema = {
+        "type": "object",
+        "properties": {
+            "notes": {"type": "string", "title": long_title, "maxLength": 2000},
+            "short": {"type": "string", "maxLength": 40},
+            "many": {"type": "string", "enum": [f"v{i}" for i in range(30)]},
+        },
+    }
+    request = _request(
+        message="Please tell me everything about the order " * 3, form=form_from_schema(schema)
+    )
+    assert request.form is not None
+    modal = InputModal(
+        request=request, step=1, steps=steps_of(request.form), values={}, boot="0" * 8, submitted=_never
+    )
+    body = modal.to_dict()
+    assert len(body["title"]) <= 45 and body["title"].endswith("…")
+    notes, short, many = body["components"]
+    assert len(notes["label"]) == 45 and notes["component"]["style"] == 2, "long text: a paragraph"
+    assert short["component"]["style"] == 1 and short["component"]["max_length"] == 40
+    assert many["component"]["type"] == 4, "more options than a select holds: typed"
+    assert len(many["component"]["placeholder"]) <= 100
+    pizza = _request()
+    assert pizza.form is not None
+    assert [len(step) for step in steps_of(pizza.form)] == [5, 5, 1]
+
+
+def test_the_request_message_escapes_what_the_server_wrote_and_its_buttons_carry_the_request() -> None:
+    text = request_text(_request(message="**now** @everyone <@1>", server="a`b"))
+    assert "\\*\\*now\\*\\*" in text and "@everyone" not in text.replace("@\u200beveryone", "")
+    assert "`aˋb`" in text
+    made = custom_id(InputClick(action="step", request_id="r" * 16, step=3))
+    assert made == f"nerve:in:s:{'r' * 16}:3" and re.fullmatch(TEMPLATE, made)
+    with pytest.raises(ValueError):
+        custom_id(InputClick(action="fill", request_id="no spaces allowed"))
+
+
+async def _never(*_: Any) -> None:
+    raise AssertionError("not submitted in this test")
