@@ -256,10 +256,15 @@ class NerveDiscordBot(discord.Client):
 
     # --- /ask --------------------------------------------------------------------------------------
 
-    async def handle_ask(self, interaction: discord.Interaction[Any]) -> None:
-        """Defer first (the 3-second deadline), then claim the delivery and run the turn in the background."""
+    async def handle_ask(self, interaction: discord.Interaction[Any], question: str | None = None) -> None:
+        """Defer first (the 3-second deadline), then claim the delivery and run the turn in the background.
+
+        `question` is the turn's text when it is not the `question` option (a started prompt's text);
+        the interaction may then be deferred already.
+        """
         try:
-            callback = await interaction.response.defer(thinking=True)
+            done = interaction.response.is_done()
+            callback = None if done else await interaction.response.defer(thinking=True)
         except discord.HTTPException as exc:
             # Already acknowledged (a re-delivery) or too late: nothing can be answered on this token.
             logger.warning("could not acknowledge /ask %s: %s %s", interaction.id, exc.status, exc.text)
@@ -272,7 +277,7 @@ class NerveDiscordBot(discord.Client):
                 answer_id = (await interaction.original_response()).id
             except discord.HTTPException:
                 answer_id = None
-        incoming = to_incoming(interaction, self.user.id, answer_id=answer_id)
+        incoming = to_incoming(interaction, self.user.id, answer_id=answer_id, text=question)
         if incoming is None or incoming.event_id is None:
             await interaction.followup.send(NEED_QUESTION, allowed_mentions=NO_MENTIONS)
             return

@@ -43,7 +43,9 @@ class CommandHost(Protocol):
     @property
     def settings(self) -> Settings: ...
 
-    async def handle_ask(self, interaction: discord.Interaction[Any]) -> None: ...
+    async def handle_ask(
+        self, interaction: discord.Interaction[Any], question: str | None = None
+    ) -> None: ...
 
 
 logger = logging.getLogger(__name__)

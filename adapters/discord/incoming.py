@@ -90,16 +90,21 @@ def _name(user: discord.abc.User) -> str:
 
 
 def to_incoming(
-    source: discord.Message | discord.Interaction[Any], bot_user_id: int, *, answer_id: int | None = None
+    source: discord.Message | discord.Interaction[Any],
+    bot_user_id: int,
+    *,
+    answer_id: int | None = None,
+    text: str | None = None,
 ) -> Incoming | None:
     """The `Incoming` for a message or a slash command, or None when it is not for the bot.
 
     For an `/ask` in a plain guild channel, `answer_id` is the id of the (deferred) answer message,
-    on which the thread for follow-ups will be opened.
+    on which the thread for follow-ups will be opened. `text`, for a command, is the question when
+    it is not the `question` option (a started prompt's text).
     """
     if isinstance(source, discord.Message):
         return _from_message(source, bot_user_id)
-    return _from_interaction(source, answer_id)
+    return _from_interaction(source, answer_id, text)
 
 
 def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None:
@@ -148,8 +153,10 @@ def command_option(interaction: discord.Interaction[Any], name: str) -> str:
     return ""
 
 
-def _from_interaction(interaction: discord.Interaction[Any], answer_id: int | None) -> Incoming | None:
-    text = command_option(interaction, "question").strip()
+def _from_interaction(
+    interaction: discord.Interaction[Any], answer_id: int | None, text: str | None = None
+) -> Incoming | None:
+    text = (command_option(interaction, "question") if text is None else text).strip()
     if not text:
         return None
     user = interaction.user
