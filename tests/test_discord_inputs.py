@@ -28,6 +28,7 @@ from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, InputRequest, TurnEvent
 from tests.conftest import ROOT
+from tests.fakes.clock import Clock
 from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.mcp_servers.asks import LOGIN_URL, PIZZA_FORM
@@ -52,6 +53,17 @@ async def host() -> AsyncIterator[MCPHost]:
         yield started
 
 
+@pytest.fixture(scope="module")
+async def legacy_host() -> AsyncIterator[MCPHost]:
+    """The same server on the handshake era, where a link's server reports when it is done with it."""
+    args = ["-m", "tests.mcp_servers.asks", "--protocol", "2025-11-25"]
+    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
+    async with MCPHost({"asks": server}, default_timeout=10.0) as started:
+        async with asyncio.timeout(20):
+            await started.wait_until_ready()
+        yield started
+
+
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeDiscord]:
     async with FakeDiscord() as server:
@@ -59,7 +71,7 @@ async def fake() -> AsyncIterator[FakeDiscord]:
 
 
 async def asking_agent(
-    llm_server: FakeLLMServer, store: SQLiteStore, host: MCPHost
+    llm_server: FakeLLMServer, store: SQLiteStore, host: MCPHost, clock: Clock | None = None
 ) -> tuple[Agent, OpenAILLM]:
     llm = OpenAILLM(model="fake", base_url=llm_server.base_url, api_key=None, timeout=20, max_retries=0)
     agent = Agent(
@@ -70,7 +82,7 @@ async def asking_agent(
         approvals=store,
         inputs=store,
         config=AgentConfig(input_timeout=120),
-        clock=time.time,
+        clock=clock or time.time,
     )
     return agent, llm
 
@@ -404,6 +416,25 @@ async def test_a_link_shows_its_host_and_open_gives_the_asker_a_link_button_and_
         await llm.aclose()
 
 
+async def test_a_link_its_server_says_it_finished_with_shows_as_done_after_opened(
+    fake: FakeDiscord, store: SQLiteStore, legacy_host: MCPHost
+) -> None:
+    async with FakeLLMServer([calls("sign_in_elsewhere"), reply("Signed in.")]) as server:
+        agent, llm = await asking_agent(server, store, legacy_host)
+        async with running_bot(fake, agent):
+            ada = fake.user("ada")
+            await fake.user_says(ada, "read my calendar", mention_bot=True)
+            request = await request_in(fake, fake.channel_id)
+            opened = await click(fake, ada, request, "Open login.example.com")
+            await ephemeral_reply(fake, opened)
+            await answer_saying(fake, fake.channel_id, "Signed in.")
+            done = await final_edit(fake, request, "Done")
+            assert done["components"] == [] and "finished with the link" in done["content"]
+            edits = fake.find("PATCH", rf"/channels/{fake.channel_id}/messages/{request['id']}")
+            assert "Done" in edits[-1].body()["content"], "the newest outcome is shown last"
+        await llm.aclose()
+
+
 async def test_an_ask_shows_the_request_in_its_channel_replying_to_the_deferred_answer(
     fake: FakeDiscord, store: SQLiteStore, host: MCPHost
 ) -> None:
@@ -445,6 +476,37 @@ async def test_a_form_opened_before_a_restart_says_so_when_submitted(
             submit = await fake.submit_modal(ada, opened, {colour["custom_id"]: ["0"]})
             note = await ephemeral_reply(fake, submit)
             assert note["content"] == "This was cancelled.", "the stopped turn cancelled its question"
+
+            edits = len(fake.find("PATCH", rf"/channels/{fake.channel_id}/messages/{request['id']}"))
+            again = await click(fake, ada, request, "Fill in")
+            assert (await ephemeral_reply(fake, again))["content"] == "This was cancelled."
+            assert fake.modal_for(again) is None
+            tidied = await fake.wait_for(
+                "PATCH", rf"/channels/{fake.channel_id}/messages/{request['id']}", count=edits + 1
+            )
+            assert tidied[-1].body()["components"] == [], (
+                "a click on a finished request takes its buttons off"
+            )
+            assert "Cancelled" in tidied[-1].body()["content"]
+        await llm.aclose()
+
+
+async def test_a_request_nobody_answers_expires_its_message_says_so_and_the_server_is_told_cancel(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+) -> None:
+    clock = Clock(time.time())
+    script = [calls("ask_colour", {"label": "roof"}), reply("Nobody picked a colour.")]
+    async with FakeLLMServer(script) as server:
+        agent, llm = await asking_agent(server, store, host, clock)
+        async with running_bot(fake, agent):
+            ada = fake.user("ada")
+            await fake.user_says(ada, "paint the roof", mention_bot=True)
+            request = await request_in(fake, fake.channel_id)
+            clock.now += 121
+            done = await final_edit(fake, request, "Expired")
+            assert done["components"] == []
+            await answer_saying(fake, fake.channel_id, "Nobody picked a colour.")
+            assert tool_result(server) == "roof: cancelled"
         await llm.aclose()
 
 

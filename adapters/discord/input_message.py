@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -46,6 +47,8 @@ LINK_URL_LIMIT = 512
 MESSAGE_TEXT_LIMIT = 1200
 # How long `settle` waits for the request's message to be posted before editing it.
 POST_WAIT = 60.0
+# Requests whose message may still change, remembered at most (the oldest are forgotten first).
+KEPT_REQUESTS = 1000
 
 _SETTLED = {
     "accepted": "✅ **Answered**",
@@ -53,6 +56,7 @@ _SETTLED = {
     "cancelled": "↩️ **Cancelled** — the tool call ended before it was answered",
     "expired": "⌛ **Expired** — not answered in time; the tool was told it was cancelled",
     "ended": "⏹ **Ended** — nerve restarted before it was answered",
+    "completed": "✅ **Done** — the server says it has finished with the link",
 }
 
 
@@ -271,10 +275,11 @@ Spawn = Callable[[Coroutine[Any, Any, None], str], None]
 
 
 class InputBoard:
-    """Posts each request's message where its turn runs and edits it when the request ends.
+    """Posts each request's message where its turn runs and edits it as the request ends.
 
-    Both happen in tasks of their own, so the turn's progress sink never waits for Discord; the
-    edit waits for the post, so it can never land before the message exists.
+    All of it happens in tasks of their own, so the turn's progress sink never waits for Discord.
+    A request's updates are chained: each waits for the post and for the update before it, so the
+    message always ends showing the newest outcome (a link's "done" after its "opened").
     """
 
     def __init__(
@@ -284,13 +289,15 @@ class InputBoard:
         self._guard = guard
         self._spawn = spawn
         self._per_step = per_step
-        self._posted: dict[str, asyncio.Future[tuple[int, int] | None]] = {}
+        # Per request still shown with a state that may change: the last post or edit under way,
+        # giving where the message is (None when it could not be posted).
+        self._latest: OrderedDict[str, asyncio.Future[tuple[int, int] | None]] = OrderedDict()
 
     def show(self, request: InputRequest, where: Where) -> None:
         """Post the request's message (a refused request's note is final: nothing is kept for it)."""
-        posted: asyncio.Future[tuple[int, int] | None] = asyncio.get_running_loop().create_future()
+        posted = self._future()
         if request.refused is None:
-            self._posted[request.request_id] = posted
+            self._keep(request.request_id, posted)
         self._spawn(self._post(request, where, posted), f"discord-input-{request.request_id}")
 
     async def _post(
@@ -307,29 +314,42 @@ class InputBoard:
                 reference=where.reference,
             )
         finally:
-            if not posted.done():
-                posted.set_result((where.channel_id, message.id) if message is not None else None)
+            _resolve(posted, (where.channel_id, message.id) if message is not None else None)
         if message is None:
             logger.warning("could not post the message of input request %s", request.request_id)
 
     def settle(self, request: InputRequest, status: str) -> None:
         """Take the buttons off the request's message and say how it ended."""
-        posted = self._posted.pop(request.request_id, None)
-        if posted is not None:
-            self._spawn(self._settle(request, status, posted), f"discord-input-done-{request.request_id}")
+        rid = request.request_id
+        before = self._latest.pop(rid, None)
+        if before is None:
+            return
+        after = self._future()
+        # An opened link may still be reported done by its server; anything else is final.
+        if request.mode == "url" and status == "accepted":
+            self._keep(rid, after)
+        self._spawn(self._settle(request, status, before, after), f"discord-input-done-{rid}")
 
     async def _settle(
-        self, request: InputRequest, status: str, posted: asyncio.Future[tuple[int, int] | None]
+        self,
+        request: InputRequest,
+        status: str,
+        before: asyncio.Future[tuple[int, int] | None],
+        after: asyncio.Future[tuple[int, int] | None],
     ) -> None:
+        where: tuple[int, int] | None = None
         try:
             async with asyncio.timeout(POST_WAIT):
-                where = await asyncio.shield(posted)
+                where = await asyncio.shield(before)
         except TimeoutError:
             logger.warning("the message of input request %s was not posted in time", request.request_id)
-            return
-        if where is None:
-            return
-        channel_id, message_id = where
+        try:
+            if where is not None:
+                await self._edit(request, status, *where)
+        finally:
+            _resolve(after, where)
+
+    async def _edit(self, request: InputRequest, status: str, channel_id: int, message_id: int) -> None:
         partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
         try:
             await partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
@@ -340,3 +360,16 @@ class InputBoard:
                 exc.status,
                 exc.text,
             )
+
+    def _future(self) -> asyncio.Future[tuple[int, int] | None]:
+        return asyncio.get_running_loop().create_future()
+
+    def _keep(self, request_id: str, latest: asyncio.Future[tuple[int, int] | None]) -> None:
+        self._latest[request_id] = latest
+        while len(self._latest) > KEPT_REQUESTS:
+            self._latest.popitem(last=False)
+
+
+def _resolve(future: asyncio.Future[tuple[int, int] | None], where: tuple[int, int] | None) -> None:
+    if not future.done():
+        future.set_result(where)

@@ -44,10 +44,11 @@ from adapters.discord.input_message import (
     button_view,
     link_text,
     plain,
+    settled_text,
 )
 from adapters.discord.render import MESSAGE_LIMIT
 from bot.forms import Form, FormField, check_answer, describe_field
-from bot.inputs import GONE
+from bot.inputs import GONE, SETTLED
 from bot.render import truncate
 from bot.types import InputAnswer, InputOutcome, InputRequest, Progress, TurnEvent
 
@@ -70,6 +71,8 @@ MODAL_TEMPLATE = re.compile(
     r"nerve:in:m:(?P<request>[A-Za-z0-9_-]{1,24}):(?P<step>[0-9]{1,2}):(?P<boot>[0-9a-f]{8})"
 )
 _YES, _NO = "yes", "no"
+# The core's note for a request that is over, read back as how it ended.
+_ENDED_BY = {note: status for status, note in SETTLED.items()}
 
 NO_FORM = "There is nothing to fill in for this request."
 NOT_A_LINK = "This request has no link to open."
@@ -344,21 +347,38 @@ class InputFlow:
     async def clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None:
         user = str(interaction.user.id)
         if click.action == "decline":
-            await self._decline(interaction, click.request_id, user)
+            refused = await self._decline(interaction, click.request_id, user)
         elif click.action == "open":
-            await self._open_link(interaction, click.request_id, user)
+            refused = await self._open_link(interaction, click.request_id, user)
         else:
-            await self._open_form(interaction, click.request_id, user, click.step)
+            refused = await self._open_form(interaction, click.request_id, user, click.step)
+        if refused is not None and click.action != "step":
+            await self._tidy(interaction, refused)
+
+    async def _tidy(self, interaction: discord.Interaction[Any], refused: InputOutcome) -> None:
+        """A click on a request that is over (one from before a restart, say): its message loses its
+        buttons and says how it ended, as it would have here."""
+        status = _ENDED_BY.get(refused.note or "")
+        message = interaction.message
+        if status is None or refused.request is None or message is None:
+            return
+        try:
+            await message.edit(
+                content=settled_text(refused.request, status), view=None, allowed_mentions=NO_MENTIONS
+            )
+        except discord.HTTPException as exc:
+            logger.info("could not update the message of a finished request: %s %s", exc.status, exc.text)
 
     async def _open_form(
         self, interaction: discord.Interaction[Any], request_id: str, user: str, step: int
-    ) -> None:
-        """Answer the click with the step's modal (it must be the click's first response)."""
+    ) -> InputOutcome | None:
+        """Answer the click with the step's modal (it must be the click's first response); the
+        outcome when the core said why not."""
         outcome = await self._agent.open_input(request_id, user)
         request = outcome.request
         if outcome.note is not None or request is None or request.form is None:
             await say(interaction, outcome.note or NO_FORM)
-            return
+            return outcome
         steps = steps_of(request.form, self._per_step)
         draft = self._drafts.get((request_id, user))
         done = draft.done if draft is not None else set()
@@ -378,31 +398,38 @@ class InputFlow:
             logger.warning(
                 "could not open the form of input request %s: %s %s", request_id, exc.status, exc.text
             )
+        return None
 
-    async def _decline(self, interaction: discord.Interaction[Any], request_id: str, user: str) -> None:
+    async def _decline(
+        self, interaction: discord.Interaction[Any], request_id: str, user: str
+    ) -> InputOutcome | None:
         if not await _acknowledge(interaction):
-            return
+            return None
         outcome = await self._agent.answer_input(request_id, user, InputAnswer(action="decline"))
         if outcome.changed:
             self._forget(request_id)
-        else:
-            await say(interaction, outcome.note or GONE)
+            return None
+        await say(interaction, outcome.note or GONE)
+        return outcome
 
-    async def _open_link(self, interaction: discord.Interaction[Any], request_id: str, user: str) -> None:
+    async def _open_link(
+        self, interaction: discord.Interaction[Any], request_id: str, user: str
+    ) -> InputOutcome | None:
         """URL mode: the asker agrees to open the link; only then do they get it."""
         if not await _acknowledge(interaction):
-            return
+            return None
         opened = await self._agent.open_input(request_id, user)
         request = opened.request
         if opened.note is not None or request is None or request.mode != "url" or not request.url:
             await say(interaction, opened.note or NOT_A_LINK)
-            return
+            return opened
         outcome = await self._agent.answer_input(request_id, user, InputAnswer(action="accept"))
         if not outcome.changed:
             await say(interaction, outcome.note or GONE)
-            return
+            return outcome
         text, view = link_text(request.url)
         await say(interaction, text, view)
+        return None
 
     # --- submits -------------------------------------------------------------------------------------
 
