@@ -122,6 +122,7 @@ async def answered(fake: FakeDiscord, interaction: dict[str, Any]) -> dict[str, 
     path = re.escape(f"/interactions/{interaction['id']}/{interaction['token']}/callback")
     (callback,) = await fake.wait_for("POST", path)
     assert callback.at - sent_at < ACK_WITHIN
+    assert callback.status == 200, "Discord took the response (a modal within its limits)"
     body: dict[str, Any] = callback.body()
     return body
 
