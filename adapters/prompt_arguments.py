@@ -71,10 +71,12 @@ def parse_arguments(spec: PromptSpec, text: str) -> dict[str, str]:
 
 def usage(spec: PromptSpec) -> str:
     """`summarize topic=… [tone=…]`: how the prompt is written, optional arguments in brackets."""
-    parts = [spec.name]
-    for argument in spec.arguments:
-        parts.append(f"{argument.name}=…" if argument.required else f"[{argument.name}=…]")
-    return " ".join(parts)
+    return " ".join([spec.name, arguments_usage(spec)]).strip()
+
+
+def arguments_usage(spec: PromptSpec) -> str:
+    """`topic=… [tone=…]`: how the prompt's arguments are written."""
+    return " ".join(f"{a.name}=…" if a.required else f"[{a.name}=…]" for a in spec.arguments)
 
 
 def quote(value: str) -> str:

@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from adapters.slack import prompt_command
 from adapters.slack.app import build_bot, make_client
 from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
@@ -177,3 +178,17 @@ async def test_mistakes_are_told_only_to_the_person_and_start_nothing(tmp_path: 
         await r.settle()
         assert r.llm.requests == [] and r.slack.posted == []
         assert await r.store.unfinished_events("slack") == []
+
+
+async def test_a_server_slower_than_slacks_deadline_is_waited_for_after_the_ack(
+    tmp_path: Path, asks: MCPHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not waiting at all for the server stands for a server slower than Slack's 3 seconds.
+    monkeypatch.setattr(prompt_command, "ACK_WAIT", 0.0)
+    async with rig(tmp_path, echo, host=asks) as r:
+        assert await nerve(r, "prompt summarize weather") == ""
+        await r.settle()
+        [post] = r.slack.thread(CHANNEL, None)
+        assert [p.text for p in r.slack.thread(CHANNEL, post.ts)] == [
+            "echo: Summarize what you know about weather."
+        ]

@@ -47,6 +47,7 @@ from adapters.discord.input_message import InputBoard, InputButton, InputClick, 
 from adapters.discord.input_modal import InputAgent, InputFlow
 from adapters.discord.live import EDIT_EVERY, LiveAnswer
 from adapters.discord.pages import ChannelPage, ChannelPoster, InteractionPage, InteractionPoster
+from adapters.discord.prompt_command import PromptAgent
 from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
 from bot.config import Settings
@@ -71,7 +72,7 @@ FATAL_CLOSE_CODES = {
 }
 
 
-class DiscordAgent(ApprovalAgent, InputAgent, Protocol):
+class DiscordAgent(ApprovalAgent, InputAgent, PromptAgent, Protocol):
     """What the bot needs from the core `Agent`."""
 
     inbox: Inbox

@@ -1,8 +1,8 @@
-"""The slash commands: /ask, /tools, /reset, /help, /approvals.
+"""The slash commands: /ask, /prompt, /tools, /reset, /help, /approvals.
 
 Each command acknowledges within Discord's 3-second deadline before doing anything slow: /ask,
-/reset and /approvals defer at once (a reset waits for a running turn in that conversation), /tools
-and /help answer directly from memory.
+/reset and /approvals defer at once (a reset waits for a running turn in that conversation), /prompt
+waits at most 2 seconds for its server before it defers, /tools and /help answer directly from memory.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from discord import app_commands
 from adapters.discord.approval_message import person
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
+from adapters.discord.prompt_command import PromptAgent, argument_choices, name_choices, question_of
 from bot.config import Settings
 from bot.render import split_markdown, truncate
 from bot.store.approvals import ApprovalLedger
 from bot.types import ConversationKey, Incoming, RememberedApproval, ToolSpec
 
 
-class CommandAgent(Protocol):
+class CommandAgent(PromptAgent, Protocol):
     @property
     def approvals(self) -> ApprovalLedger | None: ...
 
@@ -55,6 +56,8 @@ HELP = """\
 • `/ask question:` — ask in a channel: I answer there and open a thread for follow-ups. In a DM I just answer.
 • Mention me in a channel to do the same; mention me (or just write) in my threads to continue.
 • DM me for a private conversation that no one else sees.
+• `/prompt name: arguments:` — start a prompt one of my tool servers offers (names and values complete \
+as you type); I answer it as I answer /ask.
 • `/tools` — what I can use here. `/reset` — start over in this thread or DM.
 Under each answer, **Tool results** shows what the tools returned (only to you).
 Tool calls that change something wait for **Approve** from the person who asked (or an admin).
@@ -173,6 +176,32 @@ def register(bot: CommandHost) -> None:
     @contexts
     async def ask(interaction: discord.Interaction[Any], question: str) -> None:
         await bot.handle_ask(interaction)
+
+    @tree.command(
+        name="prompt", description="Start a prompt one of nerve's tool servers offers; answered as /ask is"
+    )
+    @app_commands.describe(
+        name="The prompt to start",
+        arguments='Its arguments: topic=weather tone="very dry"; a value alone fills the first',
+    )
+    @contexts
+    async def prompt(interaction: discord.Interaction[Any], name: str, arguments: str | None = None) -> None:
+        question = await question_of(bot.agent, interaction, asked_here(interaction), name, arguments or "")
+        if question is not None:
+            await bot.handle_ask(interaction, question)
+
+    @prompt.autocomplete("name")
+    async def prompt_names(
+        interaction: discord.Interaction[Any], current: str
+    ) -> list[app_commands.Choice[str]]:
+        return name_choices(bot.agent, asked_here(interaction), current)
+
+    @prompt.autocomplete("arguments")
+    async def prompt_arguments(
+        interaction: discord.Interaction[Any], current: str
+    ) -> list[app_commands.Choice[str]]:
+        name = str(getattr(interaction.namespace, "name", None) or "")
+        return await argument_choices(bot.agent, asked_here(interaction), name, current)
 
     @tree.command(name="tools", description="List the tools nerve can use here")
     @contexts
