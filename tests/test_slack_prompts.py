@@ -18,10 +18,13 @@ from urllib.parse import urlencode
 
 import pytest
 
+from adapters.prompt_arguments import completion_at_end, parse_arguments
 from adapters.slack import prompt_command
 from adapters.slack.app import build_bot, make_client
 from bot.config import ServerConfig
+from bot.errors import PromptError
 from bot.mcp.host import MCPHost
+from bot.types import PromptArgument, PromptSpec
 from tests.conftest import ROOT
 from tests.fakes.llm_server import Reply, reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
@@ -45,7 +48,9 @@ def echo(body: dict[str, Any]) -> Reply:
     return reply("echo: " + user_texts(body)[-1])
 
 
-async def nerve(r: Rig, text: str, channel: str = CHANNEL) -> str:
+async def nerve(
+    r: Rig, text: str, channel: str = CHANNEL, response_url: str = "http://127.0.0.1:9/unused"
+) -> str:
     """Type `/nerve TEXT`; returns what the acknowledgement says (only the typist sees it)."""
     raw = urlencode(
         {
@@ -57,7 +62,7 @@ async def nerve(r: Rig, text: str, channel: str = CHANNEL) -> str:
             "user_id": ALICE,
             "user_name": "alice",
             "trigger_id": "1.2.3",
-            "response_url": "http://127.0.0.1:9/unused",
+            "response_url": response_url,
             "token": "legacy",
         }
     )
@@ -192,3 +197,39 @@ async def test_a_server_slower_than_slacks_deadline_is_waited_for_after_the_ack(
         assert [p.text for p in r.slack.thread(CHANNEL, post.ts)] == [
             "echo: Summarize what you know about weather."
         ]
+
+
+async def test_where_the_bot_may_not_post_the_person_is_told_through_the_commands_response_url(
+    tmp_path: Path, asks: MCPHost
+) -> None:
+    async with rig(tmp_path, [], host=asks) as r:
+        r.slack.fail_next["chat.postMessage"] = "not_in_channel"
+        r.slack.fail_next["chat.postEphemeral"] = "channel_not_found"
+        hook = f"{r.slack.base}/api/response-url"
+        assert await nerve(r, "prompt hello", response_url=hook) == ""
+        await r.settle()
+        [told] = r.slack.calls_of("response-url")
+        assert told.body == {
+            "text": "I cannot post in this channel (not_in_channel): invite me first.",
+            "response_type": "ephemeral",
+        }
+        assert r.llm.requests == [] and await r.store.unfinished_events("slack") == []
+
+
+def test_arguments_are_read_as_people_type_them() -> None:
+    topic, tone = PromptArgument(name="topic", required=True), PromptArgument(name="tone")
+    spec = PromptSpec(
+        name="summarize", server="asks", original_name="summarize", title="", arguments=(tone, topic)
+    )
+    assert parse_arguments(spec, "tone=dry “the weather”") == {"topic": "the weather", "tone": "dry"}
+    assert parse_arguments(spec, "the weather") == {"topic": "the weather"}, "words without a name join"
+    assert parse_arguments(spec, 'tone="" topic="a \\"b\\""') == {"topic": 'a "b"'}, "an empty value is none"
+    with pytest.raises(PromptError, match="topic is given twice"):
+        parse_arguments(spec, "topic=a b")
+    typing = completion_at_end(spec, 'tone="very dry" topic="the we')
+    assert typing is not None and (typing.argument, typing.value, typing.known) == (
+        "topic",
+        "the we",
+        {"tone": "very dry"},
+    )
+    assert typing.written("the weather") == 'tone="very dry" topic="the weather"'

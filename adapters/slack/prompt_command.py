@@ -20,8 +20,10 @@ import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
+import aiohttp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.prompt_arguments import parse_arguments, usage
 from adapters.slack.commands import prompts_text, typed_in
@@ -92,8 +94,8 @@ class PromptCommand:
 
     async def on_command(self, ack: AsyncAck, command: Mapping[str, Any]) -> None:
         """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds."""
-        sub, _, rest = unescape(str(command.get("text") or "")).strip().partition(" ")
-        name, _, written = rest.strip().partition(" ")
+        sub, rest = _first_word(unescape(str(command.get("text") or "")))
+        name, written = _first_word(rest)
         channel = str(command.get("channel_id") or "")
         user = str(command.get("user_id") or "")
         place = place_of_command(channel, command.get("channel_name"), user)
@@ -123,27 +125,29 @@ class PromptCommand:
             await ack(text=text, response_type="ephemeral")
             return
         await ack()
-        self._spawn(self._begin(question, here, name, hint))
+        tell = PrivateNote(self._poster, here, str(command.get("response_url") or ""))
+        self._spawn(self._begin(question, here, name, hint, tell))
 
-    async def _begin(self, question: asyncio.Future[str], here: Incoming, name: str, hint: str) -> None:
+    async def _begin(
+        self, question: asyncio.Future[str], here: Incoming, name: str, hint: str, tell: PrivateNote
+    ) -> None:
         """Post the prompt's text, claim the post as a mention, and start its turn."""
         place = here.where()
         channel, user = place.channel or "", here.user_id
         try:
             text = await question
         except PromptError as exc:
-            await self._tell(channel, user, escape(str(exc)) + hint)
+            await tell(escape(str(exc)) + hint)
             return
         except Exception:
             logger.exception("starting the prompt %s failed", name)
-            await self._tell(channel, user, FAILED)
+            await tell(FAILED)
             return
         try:
             ts = await self._poster.post(channel, None, announcement(user, name, text))
         except SlackApiError as exc:
             logger.warning("could not post the prompt %s in %s: %s", name, channel, api_error(exc))
-            refused = f"I could not post in this channel ({api_error(exc)}); invite me first."
-            await self._tell(channel, user, refused)
+            await tell(f"I cannot post in this channel ({api_error(exc)}): invite me first.")
             return
         body = as_mention(here.key.workspace, channel, user, ts, text, dm=place.dm)
         me = await self._identity()
@@ -154,9 +158,40 @@ class PromptCommand:
         if await self._agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
             self._start(turn)
 
-    async def _tell(self, channel: str, user: str, text: str) -> None:
-        """Tell only the person who typed the command."""
+
+def _first_word(text: str) -> tuple[str, str]:
+    """The first word of `text` and the rest, whatever whitespace separates them."""
+    parts = text.split(None, 1)
+    return (parts[0] if parts else ""), (parts[1] if len(parts) > 1 else "")
+
+
+class PrivateNote:
+    """Telling only the person who typed the command, after its acknowledgement: an ephemeral
+    message, or, where the bot may not post (a channel it was not invited to), the command's
+    response URL, which Slack accepts for 30 minutes wherever the command was typed."""
+
+    def __init__(self, poster: Poster, here: Incoming, response_url: str) -> None:
+        self._poster = poster
+        self._channel = here.where().channel or ""
+        self._user = here.user_id
+        self._response_url = response_url
+
+    async def __call__(self, text: str) -> None:
         try:
-            await self._poster.client.chat_postEphemeral(channel=channel, user=user, text=text)
+            await self._poster.client.chat_postEphemeral(channel=self._channel, user=self._user, text=text)
+            return
         except SlackApiError as exc:
-            logger.warning("could not tell %s about the prompt: %s", user, api_error(exc))
+            logger.info(
+                "no ephemeral message in %s (%s); using the response URL", self._channel, api_error(exc)
+            )
+        if not self._response_url:
+            return
+        try:
+            sent = await AsyncWebhookClient(self._response_url, timeout=10).send(
+                text=text, response_type="ephemeral"
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            logger.warning("could not tell %s about the prompt: %s", self._user, exc)
+            return
+        if sent.status_code != 200:
+            logger.warning("could not tell %s about the prompt: HTTP %s", self._user, sent.status_code)
