@@ -6,6 +6,10 @@ recorded with its parsed body; a test asserts on what the platform *received*. I
 container blocks with `invalid_blocks`, answer a method with 429 + Retry-After (once, or every n-th
 call), and play Slack's side of Socket Mode: `hello`, then `events_api` envelopes, recording the acks.
 
+Files go up the way `files_upload_v2` sends them: files.getUploadURLExternal, the bytes to the
+returned upload URL (on this fake; `fail_uploads` refuses some), then files.completeUploadExternal;
+`shared` lists each completed file with its name, bytes, channel and thread.
+
 Modals (views.open / views.update) take a `trigger_id` the fake issued (`trigger()`), good for one
 use within 3 seconds as Slack's are, and are checked against Slack's documented limits (title and
 buttons, blocks, labels, hints, options, ids, metadata); `view_payload` builds the
@@ -130,6 +134,19 @@ class OpenView:
         return self.versions[-1]
 
 
+@dataclass(frozen=True, slots=True)
+class SharedFile:
+    """A file shared with files.completeUploadExternal: what was uploaded for it, and where it went."""
+
+    id: str
+    filename: str
+    title: str | None
+    alt_txt: str | None
+    channel: str | None
+    thread_ts: str | None
+    data: bytes
+
+
 def _plain_text_problem(where: str, value: Any, limit: int, *, required: bool = True) -> str | None:
     if value is None:
         return f"{where} is required" if required else None
@@ -251,6 +268,11 @@ class FakeSlack:
         self.calls: list[ApiCall] = []
         self.posted: list[Posted] = []
         self.uploads: dict[str, bytes] = {}
+        # Files completed with files.completeUploadExternal, in order; `fail_uploads` makes that many
+        # of the next uploads to the upload URL answer 400 (not retried), as a refusing upload server.
+        self.shared: list[SharedFile] = []
+        self.fail_uploads = 0
+        self._upload_names: dict[str, dict[str, Any]] = {}
         self.acks: list[dict[str, Any]] = []
         # Block types chat.postMessage / chat.update refuse with `invalid_blocks` (e.g. {"container"}).
         self.refuse_block_types: set[str] = set()
@@ -477,9 +499,23 @@ class FakeSlack:
             return {"ok": True}
         if method == "files.getUploadURLExternal":
             file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+            self._upload_names[file_id] = {"filename": body.get("filename"), "alt_txt": body.get("alt_txt")}
             return {"ok": True, "upload_url": f"{self.base}/upload/{file_id}", "file_id": file_id}
         if method == "files.completeUploadExternal":
             files = body.get("files") or []
+            for f in files:
+                named = self._upload_names.get(str(f.get("id")), {})
+                self.shared.append(
+                    SharedFile(
+                        id=str(f.get("id")),
+                        filename=str(named.get("filename") or ""),
+                        title=f.get("title"),
+                        alt_txt=named.get("alt_txt"),
+                        channel=body.get("channel_id"),
+                        thread_ts=body.get("thread_ts"),
+                        data=self.uploads.get(str(f.get("id")), b""),
+                    )
+                )
             return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title")} for f in files]}
         if method in ("views.open", "views.update"):
             return self._view(method, body)
@@ -567,6 +603,10 @@ class FakeSlack:
         return {"ok": True, "channel": channel, "ts": posted.ts}
 
     async def _upload(self, request: web.Request) -> web.Response:
+        if self.fail_uploads > 0:
+            self.fail_uploads -= 1
+            await request.read()
+            return web.Response(status=400, text="upload refused")
         self.uploads[request.match_info["file_id"]] = await request.read()
         async with self._changed:
             self._changed.notify_all()
