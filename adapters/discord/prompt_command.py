@@ -48,6 +48,7 @@ class PromptAgent(Protocol):
 
 
 def offered(agent: PromptAgent, here: Incoming, name: str) -> PromptSpec | None:
+    """The prompt of that name, if this place may start it."""
     return next((p for p in agent.prompts(here) if p.name == name), None)
 
 
