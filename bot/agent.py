@@ -256,7 +256,9 @@ class Agent(WaitingTurns):
                 await screen.store.record_audit(incoming.key, screen.audit)
             waiting = [r for r in results if isinstance(r, Waiting)]
             if waiting:
-                return await self._park(incoming, answer, results, waiting, state, usage, round_index + 1)
+                return await self._park(
+                    incoming, answer, results, waiting, state, usage, round_index + 1, progress
+                )
             outcomes = [r for r in results if isinstance(r, CallOutcome)]
             round_messages = [answer, *(outcome.message for outcome in outcomes)]
             await self._store.append(incoming.key, round_messages)
@@ -298,6 +300,8 @@ class Agent(WaitingTurns):
                 ask=ask,
                 report=progress_reporter(call, progress),
                 completed=completed,
+                # A question in a call's result parks the turn where the store can hold it.
+                park=self.approvals is not None and desk is not None,
             )
 
         return context

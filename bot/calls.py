@@ -22,6 +22,7 @@ from bot.types import (
     Attachment,
     CallContext,
     ChatMessage,
+    InputNeeded,
     Progress,
     Report,
     Resource,
@@ -60,11 +61,13 @@ class CallOutcome:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Waiting:
-    """A checked call held back for a person's decision; it has not run."""
+    """A checked call held back for a person: for a decision (it has not run), or (`questions`) for
+    answers to what its server asked (it is made again with them)."""
 
     call: ToolCall
     spec: ToolSpec
     arguments: dict[str, Any]
+    questions: InputNeeded | None = None
 
 
 # Sees a checked call before it runs; True holds it back for a person (approvals).
@@ -179,14 +182,26 @@ class RoundRunner:
         progress: Progress,
         specs: dict[str, ToolSpec],
         context: CallContext | None = None,
-    ) -> CallOutcome:
-        """Run one checked call and read its outcome (S10)."""
+    ) -> CallOutcome | Waiting:
+        """Run one checked call and read its outcome (S10); `Waiting` when its server needs
+        people's answers first and the call may park (`CallContext.park`)."""
         await progress(
             TurnEvent(
                 kind="tool_started", message=f"calling {call.name}…", tool=call.name, tool_call_id=call.id
             )
         )
         result = await self._call_with_rate_limit_retry(call.name, arguments, progress, context)
+        if result.needs_input is not None:
+            await progress(
+                TurnEvent(
+                    kind="tool_finished",
+                    message=f"{call.name} waits for an answer",
+                    tool=call.name,
+                    tool_call_id=call.id,
+                    ok=True,
+                )
+            )
+            return Waiting(call=call, spec=spec, arguments=arguments, questions=result.needs_input)
         await progress(
             TurnEvent(
                 kind="tool_finished",

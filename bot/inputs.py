@@ -16,18 +16,22 @@ import ipaddress
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from bot.approvals import Clock, new_request_id
 from bot.forms import FormError, check_answer, form_from_schema, secret_fields
-from bot.store.inputs import StoredInput
+from bot.store.inputs import ParkedCallQuestions, ParkedQuestion, StoredInput
 from bot.types import (
     ConversationKey,
     InputAnswer,
     InputDraft,
+    InputMode,
+    InputNeeded,
     InputOutcome,
     InputRequest,
+    InputResume,
     InputStatus,
     Progress,
     TurnEvent,
@@ -84,6 +88,14 @@ class InputStore(Protocol):
     ) -> bool: ...
 
     async def keep_inputs_alive(self, request_ids: list[str], now: float) -> None: ...
+
+    async def settle_parked_call(self, parked_id: str, call_id: str, by: str) -> bool: ...
+
+    async def parked_answers(
+        self, parked_id: str, call_id: str
+    ) -> tuple[str | None, list[tuple[str, InputStatus, InputMode, dict[str, Any] | None]]] | None: ...
+
+    async def close_parked_questions(self, parked_id: str, call_id: str) -> list[InputRequest]: ...
 
 
 class InputDesk:
@@ -196,6 +208,54 @@ class InputDesk:
         )
         return request, draft.schema
 
+    def park_questions(
+        self,
+        *,
+        key: ConversationKey,
+        user_id: str,
+        server: str,
+        call_id: str,
+        needed: InputNeeded,
+        expires_at: float,
+    ) -> ParkedCallQuestions:
+        """A parked call's questions as they will be shown (each checked as a live one is)."""
+        questions = []
+        for input_key, draft in needed.questions:
+            request, schema = self._request(key, user_id, server, draft)
+            request = replace(request, expires_at=expires_at)
+            status: InputStatus = "declined" if request.refused is not None else "open"
+            questions.append(ParkedQuestion(request=request, schema=schema, key=input_key, status=status))
+        return ParkedCallQuestions(
+            call_id=call_id, request_state=needed.request_state, questions=tuple(questions)
+        )
+
+    async def call_answered(self, parked_id: str, call_id: str, by: str) -> bool:
+        """Mark a parked call ready once all its questions are answered; True when its turn can go on."""
+        return await self._store.settle_parked_call(parked_id, call_id, by=by)
+
+    async def answers_for(self, parked_id: str, call_id: str, progress: Progress) -> InputResume | None:
+        """What to make a parked call again with: each question's answer ("cancel" for one nobody
+        answered in time); None for a call that did not wait for questions. Tells `progress` how
+        each question ended, so a front end can take its buttons off."""
+        found = await self._store.parked_answers(parked_id, call_id)
+        if found is None:
+            return None
+        for request in await self._store.close_parked_questions(parked_id, call_id):
+            with contextlib.suppress(Exception):
+                await progress(TurnEvent(kind="input_done", message="expired", input=request))
+        found = await self._store.parked_answers(parked_id, call_id)
+        assert found is not None
+        request_state, rows = found
+        answers = []
+        for input_key, status, mode, content in rows:
+            if status == "accepted":
+                answers.append(
+                    (input_key, InputAnswer(action="accept", content=content if mode == "form" else None))
+                )
+            else:
+                answers.append((input_key, _ACTIONS.get(status, InputAnswer(action="cancel"))))
+        return InputResume(request_state=request_state, answers=tuple(answers))
+
     async def completed(self, server: str, elicitation_id: str) -> None:
         """The server finished what a link was for: the request's message says so."""
         found = self._links.pop((server, elicitation_id), None)
@@ -237,7 +297,11 @@ class InputDesk:
         waiting = self._answered.get(request_id)
         if waiting is not None:
             waiting.set()
-        return InputOutcome(changed=True, request=request, status=status)
+        resume = None
+        parked_call = stored.parked_id is not None and stored.call_id is not None
+        if parked_call and await self._store.settle_parked_call(stored.parked_id, stored.call_id, by=user_id):  # type: ignore[arg-type]
+            resume = stored.parked_id
+        return InputOutcome(changed=True, request=request, status=status, resume=resume)
 
     async def _answerable(self, request_id: str, user_id: str) -> tuple[StoredInput | None, str | None]:
         stored = await self._store.stored_input(request_id)
@@ -251,8 +315,12 @@ class InputDesk:
             await self._store.settle_input(request_id, "expired", by="expiry")
             self._wake(request_id)
             return stored, EXPIRED
-        if request_id not in self._answered and await self._store.settle_input(
-            request_id, "ended", by="nerve", stale_before=self._wall() - STALE_AFTER
+        if (
+            stored.parked_id is None
+            and request_id not in self._answered
+            and await self._store.settle_input(
+                request_id, "ended", by="nerve", stale_before=self._wall() - STALE_AFTER
+            )
         ):
             return stored, ENDED
         return stored, None

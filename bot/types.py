@@ -170,6 +170,8 @@ class ToolResult:
     latency_ms: float = 0.0
     # Links, texts and files the result carried, shown to people beside the answer.
     resources: tuple[Resource, ...] = ()
+    # Not a result yet: the server needs people's input first (only for a call that may park).
+    needs_input: InputNeeded | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,11 +270,13 @@ class ApprovalPrompt:
     expires_at: float
     # Where the approval message was posted (platform-specific), so any process can update it.
     message_ref: str | None = None
+    # Calls of the same round that wait for answers to their server's questions (not shown here).
+    questions_open: bool = False
 
     @property
     def open(self) -> bool:
-        """True while a call still waits for a decision."""
-        return any(call.status == "pending" for call in self.calls)
+        """True while a call still waits for a decision, or for an answer to a question."""
+        return self.questions_open or any(call.status == "pending" for call in self.calls)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -353,6 +357,15 @@ class InputDraft:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InputNeeded:
+    """A call's server needs input before it can answer (2026-07-28): its questions by the server's
+    keys, and the opaque state to send back with the answers when the call is made again."""
+
+    request_state: str | None
+    questions: tuple[tuple[str, InputDraft], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InputAnswer:
     """The reply a server gets: `content` only with "accept" in form mode."""
 
@@ -392,6 +405,17 @@ class InputOutcome:
     status: InputStatus | None = None
     note: str | None = None
     errors: dict[str, str] = field(default_factory=dict)
+    # The parked turn this answer let go on: the front end resumes it (`Agent.resume`) and posts
+    # the answer, as after the last approval click.
+    resume: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputResume:
+    """The answers to a parked call's questions, by the server's keys, and the state it gave."""
+
+    request_state: str | None
+    answers: tuple[tuple[str, InputAnswer], ...]
 
 
 # A call's way back to the person: the server asks (`ask`), or reports progress (`report`:
@@ -412,6 +436,10 @@ class CallContext:
     report: Report | None = None
     # The server finished what a link it asked people to open was for (URL mode): its id.
     completed: Callable[[str], Awaitable[None]] | None = None
+    # A server that asks in its result (2026-07-28) may have the call parked (`ToolResult.needs_input`)
+    # instead of asked while it waits; `resume` makes the call again with the answers.
+    park: bool = False
+    resume: InputResume | None = None
 
 
 TurnEventKind = Literal[

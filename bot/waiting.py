@@ -9,8 +9,11 @@ loop where it stopped. Mixed into `Agent`, whose loop it continues.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot.approvals import Clock, decide, new_request_id
@@ -28,6 +31,7 @@ from bot.calls import (
 from bot.errors import LLMError
 from bot.failures import shown_to_people, stored_failure
 from bot.gate import TurnGate
+from bot.inputs import InputDesk
 from bot.policy.approval import call_hash
 from bot.policy.places import place_id
 from bot.seams import Store, ToolHost, TurnLock
@@ -43,6 +47,7 @@ from bot.types import (
     Progress,
     ToolCall,
     ToolSpec,
+    TurnEvent,
     Usage,
     no_progress,
 )
@@ -63,6 +68,7 @@ class WaitingTurns:
     """The approval half of `Agent`: what it needs of the agent is declared here."""
 
     approvals: ApprovalLedger | None
+    inputs: InputDesk | None
     gate: TurnGate
     _config: AgentConfig
     _host: ToolHost
@@ -109,11 +115,32 @@ class WaitingTurns:
         state: TurnState,
         usage: Usage,
         rounds_used: int,
+        progress: Progress = no_progress,
     ) -> AgentReply:
-        """Write the round whose calls wait for a person, and end the turn: nothing is held meanwhile."""
+        """Write the round whose calls wait for a person, and end the turn: nothing is held meanwhile.
+
+        A call waits for a decision on it, or for answers to what its server asked (then the
+        questions are shown through `progress` and answered like live ones)."""
         assert self.approvals is not None
         done = [r for r in results if isinstance(r, CallOutcome)]
         request_id = new_request_id()
+        asked = [w for w in waiting if w.questions is not None]
+        timeout = self._config.approval_timeout
+        if asked:
+            timeout = max(timeout, self._config.input_timeout)
+        expires_at = self._clock() + timeout
+        questions = [
+            self._question_desk().park_questions(
+                key=incoming.key,
+                user_id=incoming.user_id,
+                server=w.spec.server,
+                call_id=w.call.id,
+                needed=w.questions,
+                expires_at=expires_at,
+            )
+            for w in asked
+            if w.questions is not None
+        ]
         calls = [
             (
                 PendingCall(
@@ -134,14 +161,40 @@ class WaitingTurns:
             done=[o.message for o in done],
             calls=calls,
             rounds_used=rounds_used,
-            expires_at=self._clock() + self._config.approval_timeout,
+            expires_at=expires_at,
+            questions=questions,
+            now=time.time(),
         )
+        for parked_call in questions:
+            for question in parked_call.questions:
+                shown = question.request
+                await progress(
+                    TurnEvent(kind="input_needed", message=shown.refused or shown.message, input=shown)
+                )
+        ready = False
+        for parked_call in questions:
+            if all(q.status != "open" for q in parked_call.questions):
+                # Nothing to ask (every question refused): the call goes on at once with "decline".
+                ready = await self._question_desk().call_answered(request_id, parked_call.call_id, "nerve")
+        if ready:
+            return await self.resume(request_id, progress, held=True) or AgentReply(text="")
         found = await self.approvals.prompt(request_id)
         assert found is not None
-        names = ", ".join(dict.fromkeys(w.spec.original_name for w in waiting))
-        text = f"Waiting for approval to run {names}."
+        parts = []
+        if found[0].calls:
+            names = ", ".join(dict.fromkeys(c.tool for c in found[0].calls))
+            parts.append(f"Waiting for approval to run {names}.")
+        if asked:
+            names = ", ".join(dict.fromkeys(w.spec.original_name for w in asked))
+            parts.append(f"Waiting for your answer to what {names} asked.")
         attachments = (*state.attachments, *(o.attachment for o in done))
-        return AgentReply(text=text, attachments=attachments, usage=usage, approval=found[0])
+        approval = found[0] if found[0].calls else None
+        return AgentReply(text=" ".join(parts), attachments=attachments, usage=usage, approval=approval)
+
+    def _question_desk(self) -> InputDesk:
+        if self.inputs is None:
+            raise RuntimeError("a call parked for questions needs the input desk")
+        return self.inputs
 
     async def _parked_by(self, incoming: Incoming) -> AgentReply | None:
         """The message a parked turn waits on, delivered again (a replay after a restart): its own
@@ -152,6 +205,8 @@ class WaitingTurns:
         found = await self.approvals.prompt(request_id) if request_id is not None else None
         if found is None:
             return None
+        if not found[0].calls:
+            return AgentReply(text="Waiting for your answer to a tool's question.")
         names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
         return AgentReply(text=f"Waiting for approval to run {names}.", approval=found[0])
 
@@ -222,7 +277,9 @@ class WaitingTurns:
         ready = await self.approvals.ready_requests(platform)
         return list(dict.fromkeys([*expired, *ready]))
 
-    async def resume(self, request_id: str, progress: Progress = no_progress) -> AgentReply | None:
+    async def resume(
+        self, request_id: str, progress: Progress = no_progress, *, held: bool = False
+    ) -> AgentReply | None:
         """Go on with a parked turn once every call is decided; None if it is still open or another
         process already took it. Runs the approved calls exactly as shown, tells the model about the
         others under their call ids, and continues the loop where it stopped."""
@@ -234,7 +291,7 @@ class WaitingTurns:
         # The thread first, then the claim: only one process at a time holds a thread, so a request
         # is resumed once, and one still marked resuming belongs to a process that stopped. No turn
         # slot is taken: a resume follows a person's decision and must not be refused as busy.
-        async with self._locks.hold(found[0].key):
+        async with contextlib.nullcontext() if held else self._locks.hold(found[0].key):
             parked = await self.approvals.claim(request_id, self._clock())
             if parked is None:
                 return None
@@ -294,7 +351,10 @@ class WaitingTurns:
             if call.id in done:
                 return _kept(call, done[call.id], self._config.calls.attachment_chars)
             pending = decided[call.id]
-            if pending.status == "approved":
+            answered = None
+            if self.inputs is not None:
+                answered = await self.inputs.answers_for(parked.request_id, call.id, progress)
+            if pending.status == "approved" or (answered is not None and pending.status == "expired"):
                 spec = self._spec_of(pending.server, pending.tool)
                 # Exactly what was shown: the same tool under the same name, with the same definition.
                 if (
@@ -306,9 +366,15 @@ class WaitingTurns:
                     failure = failure_of(call, "unavailable", detail, "Answer without it.")
                     return self._runner.not_run(call, pending.arguments, failure)
                 context = self._call_contexts(parked.incoming, progress)(call, spec)
-                return await self._runner.execute(
+                # Made again with the answers; what it asks after them is asked while it waits.
+                context = replace(context, park=False, resume=answered)
+                ran = await self._runner.execute(
                     call, spec, pending.arguments, state, progress, specs, context
                 )
+                if isinstance(ran, Waiting):  # not parked again (park=False): only for the type
+                    failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
+                    return self._runner.not_run(call, pending.arguments, failure)
+                return ran
             if pending.status == "denied":
                 who = pending.decided_by or "a person"
                 failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)

@@ -25,15 +25,17 @@ import mcp_types
 import pydantic
 from mcp import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import ServerConfig
 from bot.errors import PromptError
 from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
 from bot.mcp.link import Mode, ServerLink
+from bot.mcp.parking import call_parkable
 from bot.mcp.prompts import prompt_specs, prompt_text
 from bot.mcp.timer import CallTimer
-from bot.types import CallContext, PromptSpec, ToolResult, ToolSpec
+from bot.types import CallContext, InputNeeded, PromptSpec, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -262,9 +264,16 @@ class MCPHost:
             with anyio.CancelScope() as scope, link.callers.running(context):
                 timer.scope = scope
                 timer.restart()
-                answer = await client.call_tool(
-                    spec.original_name, arguments, progress_callback=timer.progress_callback(context)
-                )
+                on_progress = timer.progress_callback(context)
+                if (context.park or context.resume) and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    outcome = await call_parkable(client, spec.original_name, arguments, context, on_progress)
+                    if isinstance(outcome, InputNeeded):
+                        return ToolResult(content="", needs_input=outcome, latency_ms=elapsed())
+                    answer = outcome
+                else:
+                    answer = await client.call_tool(
+                        spec.original_name, arguments, progress_callback=on_progress
+                    )
             if scope.cancelled_caught:
                 if timer.out_of_time():
                     return results.timed_out(name, self._max_call_seconds, latency_ms=elapsed())

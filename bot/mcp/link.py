@@ -300,17 +300,7 @@ class ServerLink:
             return mcp_types.ElicitResult(action="cancel")
         call, tools = routed
         assert call.ask is not None
-        if isinstance(params, mcp_types.ElicitRequestURLParams):
-            draft = InputDraft(
-                message=params.message,
-                mode="url",
-                url=params.url,
-                elicitation_id=params.elicitation_id,
-                tools=tools,
-            )
-        else:
-            schema = dict(params.requested_schema)
-            draft = InputDraft(message=params.message, mode="form", schema=schema, tools=tools)
+        draft = draft_of(params, tools)
         answer = await call.ask(draft)
         if answer.action == "accept" and params.mode == "url" and params.elicitation_id and call.completed:
             self._url_waiters[params.elicitation_id] = call.completed
@@ -454,6 +444,19 @@ async def _watched(
             finally:
                 group.cancel_scope.cancel()
                 receive.close()
+
+
+def draft_of(params: mcp_types.ElicitRequestParams, tools: tuple[str, ...]) -> InputDraft:
+    """A server's question (either mode), as nerve shows it."""
+    if isinstance(params, mcp_types.ElicitRequestURLParams):
+        return InputDraft(
+            message=params.message,
+            mode="url",
+            url=params.url,
+            elicitation_id=params.elicitation_id,
+            tools=tools,
+        )
+    return InputDraft(message=params.message, mode="form", schema=dict(params.requested_schema), tools=tools)
 
 
 def _complete_by_default(item: Any) -> Any:

@@ -18,6 +18,7 @@ import aiosqlite
 
 from bot.policy.places import place_id
 from bot.policy.scopes import Place
+from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
 from bot.types import (
     ApprovalPrompt,
     AuditEntry,
@@ -76,8 +77,11 @@ class ApprovalLedger:
         calls: Sequence[tuple[PendingCall, str]],
         rounds_used: int,
         expires_at: float,
+        questions: Sequence[ParkedCallQuestions] = (),
+        now: float = 0.0,
     ) -> None:
-        """Write a waiting turn: the calls (each with its tool's definition hash) wait for a person."""
+        """Write a waiting turn: the calls (each with its tool's definition hash) wait for a person,
+        to decide on them or (`questions`) to answer what their server asked."""
         key = incoming.key
         async with self._write() as db:
             await db.execute(
@@ -113,11 +117,12 @@ class ApprovalLedger:
                     for position, (call, definition) in enumerate(calls)
                 ],
             )
+            await insert_parked_questions(db, request_id, questions, now)
 
     async def prompt(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
         """The request as an approval message shows it, with its status (waiting/resuming/done)."""
         async with self._read() as db:
-            return await _load_prompt(db, request_id)
+            return await _load_prompt(db, request_id, questions=False)
 
     async def waiting_in(self, key: ConversationKey) -> str | None:
         """The request a turn of this thread is parked on (waiting or being resumed), if any."""
@@ -396,7 +401,11 @@ class ApprovalLedger:
         return [ConversationKey(platform=r[0], workspace=r[1], channel=r[2], thread=r[3]) for r in rows]
 
 
-async def _load_prompt(db: aiosqlite.Connection, request_id: str) -> tuple[ApprovalPrompt, str] | None:
+async def _load_prompt(
+    db: aiosqlite.Connection, request_id: str, *, questions: bool = True
+) -> tuple[ApprovalPrompt, str] | None:
+    """The request and its status. Without `questions`, only the calls waiting for approval: those
+    waiting for answers to their server's questions are shown and answered as questions."""
     rows = list(
         await db.execute_fetchall(
             "SELECT platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status,"
@@ -409,9 +418,10 @@ async def _load_prompt(db: aiosqlite.Connection, request_id: str) -> tuple[Appro
     platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status, place = rows[0]
     calls = await db.execute_fetchall(
         "SELECT call_id, server, tool, arguments, call_hash, status, decided_by, definition_hash"
-        " FROM pending_calls"
-        " WHERE request_id = ? ORDER BY position",
-        (request_id,),
+        " FROM pending_calls c"
+        " WHERE request_id = ? AND (? OR NOT EXISTS (SELECT 1 FROM input_waits w"
+        "  WHERE w.request_id = c.request_id AND w.call_id = c.call_id)) ORDER BY position",
+        (request_id, questions),
     )
     prompt = ApprovalPrompt(
         request_id=request_id,
@@ -434,8 +444,16 @@ async def _load_prompt(db: aiosqlite.Connection, request_id: str) -> tuple[Appro
         reason=(message_from_json(json.loads(answer)).content or "").strip(),
         expires_at=float(expires_at),
         message_ref=message_ref,
+        questions_open=not questions and bool(await db.execute_fetchall(_QUESTIONS_OPEN, (request_id,))),
     )
     return prompt, str(status)
+
+
+# A parked turn's calls still waiting for answers to their server's questions.
+_QUESTIONS_OPEN = (
+    "SELECT 1 FROM pending_calls c JOIN input_waits w ON w.request_id = c.request_id"
+    " AND w.call_id = c.call_id WHERE c.request_id = ? AND c.status = 'pending' LIMIT 1"
+)
 
 
 def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:

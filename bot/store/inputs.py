@@ -8,6 +8,7 @@ submit, a replayed click or an answer racing the expiry changes nothing the seco
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,92 @@ class StoredInput:
     status: InputStatus
     content: dict[str, Any] | None
     alive_at: float
+    # Set for a question of a parked call: its turn waits in the store, not in a process.
+    parked_id: str | None = None
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParkedQuestion:
+    """One question of a parked call: the request as shown, its schema, the server's key for it,
+    and its status ("declined" for one nerve refused to show)."""
+
+    request: InputRequest
+    schema: dict[str, Any] | None
+    key: str
+    status: InputStatus = "open"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParkedCallQuestions:
+    """A parked call's questions and the server's opaque state to send back with their answers."""
+
+    call_id: str
+    request_state: str | None
+    questions: tuple[ParkedQuestion, ...]
+
+
+async def insert_input(
+    db: aiosqlite.Connection,
+    request: InputRequest,
+    schema: dict[str, Any] | None,
+    now: float,
+    status: InputStatus = "open",
+    *,
+    parked_id: str | None = None,
+    call_id: str | None = None,
+    input_key: str | None = None,
+) -> None:
+    key = request.key
+    await db.execute(
+        "INSERT INTO input_requests (id, platform, workspace, channel, thread, user_id, server,"
+        " tools, message, mode, schema, url, refused, status, expires_at, alive_at, parked_id, call_id,"
+        " input_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            request.request_id,
+            key.platform,
+            key.workspace,
+            key.channel,
+            key.thread,
+            request.user_id,
+            request.server,
+            json.dumps(list(request.tools), ensure_ascii=False),
+            request.message,
+            request.mode,
+            json.dumps(schema, ensure_ascii=False) if schema is not None else None,
+            request.url,
+            request.refused,
+            status,
+            request.expires_at,
+            now,
+            parked_id,
+            call_id,
+            input_key,
+        ),
+    )
+
+
+async def insert_parked_questions(
+    db: aiosqlite.Connection, parked_id: str, calls: Sequence[ParkedCallQuestions], now: float
+) -> None:
+    """Write a parked turn's questions (in the parking transaction: a call is never left looking
+    like one that waits for approval)."""
+    for call in calls:
+        await db.execute(
+            "INSERT INTO input_waits (request_id, call_id, request_state) VALUES (?, ?, ?)",
+            (parked_id, call.call_id, call.request_state),
+        )
+        for question in call.questions:
+            await insert_input(
+                db,
+                question.request,
+                question.schema,
+                now,
+                question.status,
+                parked_id=parked_id,
+                call_id=call.call_id,
+                input_key=question.key,
+            )
 
 
 class InputLedger:
@@ -43,38 +130,15 @@ class InputLedger:
         self, request: InputRequest, schema: dict[str, Any] | None, now: float, status: InputStatus = "open"
     ) -> None:
         """Record a request as shown (`status` "declined" for one nerve refused to show)."""
-        key = request.key
         async with self._write() as db:
-            await db.execute(
-                "INSERT INTO input_requests (id, platform, workspace, channel, thread, user_id, server,"
-                " tools, message, mode, schema, url, refused, status, expires_at, alive_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    request.request_id,
-                    key.platform,
-                    key.workspace,
-                    key.channel,
-                    key.thread,
-                    request.user_id,
-                    request.server,
-                    json.dumps(list(request.tools), ensure_ascii=False),
-                    request.message,
-                    request.mode,
-                    json.dumps(schema, ensure_ascii=False) if schema is not None else None,
-                    request.url,
-                    request.refused,
-                    status,
-                    request.expires_at,
-                    now,
-                ),
-            )
+            await insert_input(db, request, schema, now, status)
 
     async def stored_input(self, request_id: str) -> StoredInput | None:
         async with self._read() as db:
             rows = list(
                 await db.execute_fetchall(
                     "SELECT platform, workspace, channel, thread, user_id, server, tools, message, mode,"
-                    " schema, url, refused, status, content, expires_at, alive_at"
+                    " schema, url, refused, status, content, expires_at, alive_at, parked_id, call_id"
                     " FROM input_requests WHERE id = ?",
                     (request_id,),
                 )
@@ -104,7 +168,14 @@ class InputLedger:
             expires_at=float(row[14]),
         )
         content = json.loads(row[13]) if row[13] is not None else None
-        return StoredInput(request=request, status=row[12], content=content, alive_at=float(row[15]))
+        return StoredInput(
+            request=request,
+            status=row[12],
+            content=content,
+            alive_at=float(row[15]),
+            parked_id=row[16],
+            call_id=row[17],
+        )
 
     async def settle_input(
         self,
@@ -141,3 +212,65 @@ class InputLedger:
                 f"UPDATE input_requests SET alive_at = ? WHERE status = 'open' AND id IN ({marks})",
                 (now, *request_ids),
             )
+
+    async def settle_parked_call(self, parked_id: str, call_id: str, by: str) -> bool:
+        """A parked call whose questions are all answered may run: True when that leaves its turn
+        with nothing more to wait for (it can be resumed)."""
+        async with self._write() as db:
+            open_rows = await db.execute_fetchall(
+                "SELECT 1 FROM input_requests"
+                " WHERE parked_id = ? AND call_id = ? AND status = 'open' LIMIT 1",
+                (parked_id, call_id),
+            )
+            if list(open_rows):
+                return False
+            await db.execute(
+                f"UPDATE pending_calls SET status = 'approved', decided_by = ?, decided_at = {_NOW}"
+                " WHERE request_id = ? AND call_id = ? AND status = 'pending'",
+                (by, parked_id, call_id),
+            )
+            waiting = await db.execute_fetchall(
+                "SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending' LIMIT 1",
+                (parked_id,),
+            )
+            return not list(waiting)
+
+    async def parked_answers(
+        self, parked_id: str, call_id: str
+    ) -> tuple[str | None, list[tuple[str, InputStatus, InputMode, dict[str, Any] | None]]] | None:
+        """A parked call's state and its questions' answers (key, status, mode, content); None when
+        the call did not wait for questions."""
+        async with self._read() as db:
+            waits = list(
+                await db.execute_fetchall(
+                    "SELECT request_state FROM input_waits WHERE request_id = ? AND call_id = ?",
+                    (parked_id, call_id),
+                )
+            )
+            if not waits:
+                return None
+            rows = await db.execute_fetchall(
+                "SELECT input_key, status, mode, content FROM input_requests"
+                " WHERE parked_id = ? AND call_id = ? ORDER BY rowid",
+                (parked_id, call_id),
+            )
+        answers: list[tuple[str, InputStatus, InputMode, dict[str, Any] | None]] = []
+        for r in rows:
+            mode: InputMode = "url" if r[2] == "url" else "form"
+            answers.append((str(r[0]), r[1], mode, json.loads(r[3]) if r[3] else None))
+        return waits[0][0], answers
+
+    async def close_parked_questions(self, parked_id: str, call_id: str) -> list[InputRequest]:
+        """A parked call goes on: its questions nobody answered are closed as expired."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT id FROM input_requests WHERE parked_id = ? AND call_id = ? AND status = 'open'",
+                (parked_id, call_id),
+            )
+        closed = []
+        for (request_id,) in rows:
+            if await self.settle_input(str(request_id), "expired", by="expiry"):
+                stored = await self.stored_input(str(request_id))
+                if stored is not None:
+                    closed.append(stored.request)
+        return closed

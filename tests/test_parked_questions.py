@@ -1,0 +1,216 @@
+"""A 2026-07-28 server asks in the result of its call: the turn parks in the store, holding no task
+and no lock, and goes on when the person answers — in another process, after a restart too.
+
+Real Agent, real SQLite store, the real `asks` server (stdio, and Streamable HTTP for the restart:
+a remote server outlives the bot, and its state token with it), a scripted model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.agent import Agent, AgentConfig
+from bot.config import ServerConfig, ToolOverride
+from bot.mcp.host import MCPHost
+from bot.store.sqlite import SQLiteStore
+from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
+from tests.fakes.clock import Clock
+from tests.fakes.scripted import Call, ScriptedLLM, Step
+from tests.test_inputs import PIZZA, asks_server, tool_results
+
+KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="500.1")
+ASKER = "U1"
+
+
+def asks_entry(server: ServerConfig) -> dict[str, ServerConfig]:
+    # grow_tools has no annotations and would wait for approval; the questions are what is tested.
+    return {"asks": server.model_copy(update={"tools": {"grow_tools": ToolOverride(approval="never")}})}
+
+
+@pytest.fixture(scope="module")
+async def modern_host() -> AsyncIterator[MCPHost]:
+    async with asks_server("stdio", "2026-07-28") as server, MCPHost(asks_entry(server)) as host:
+        async with asyncio.timeout(20):
+            await host.wait_until_ready()
+        yield host
+
+
+class Shown:
+    """The front end's view: every event, and the questions asked."""
+
+    def __init__(self) -> None:
+        self.events: list[TurnEvent] = []
+
+    async def __call__(self, event: TurnEvent) -> None:
+        self.events.append(event)
+
+    def questions(self) -> list[InputRequest]:
+        return [e.input for e in self.events if e.kind == "input_needed" and e.input is not None]
+
+    def ended(self) -> list[str]:
+        return [e.message for e in self.events if e.kind == "input_done"]
+
+
+def make_agent(llm: ScriptedLLM, host: MCPHost, store: SQLiteStore, clock: Clock | None = None) -> Agent:
+    return Agent(
+        llm=llm,
+        host=host,
+        store=store,
+        inbox=store,
+        approvals=store,
+        inputs=store,
+        clock=clock or Clock(1_000_000.0),
+        config=AgentConfig(input_timeout=60, approval_timeout=60),
+    )
+
+
+def ask(text: str = "order a pizza", event_id: str | None = None) -> Incoming:
+    return Incoming(key=KEY, text=text, user_id=ASKER, event_id=event_id)
+
+
+async def test_a_question_in_a_result_parks_the_turn_and_the_answer_resumes_it(modern_host, store):
+    llm = ScriptedLLM([Step(calls=[Call("order_pizza", {}, id="c1")]), Step(text="Ordered.")])
+    agent = make_agent(llm, modern_host, store)
+    shown = Shown()
+
+    parked = await agent.reply(ask(), shown)
+    assert parked.approval is None and "Waiting for your answer" in parked.text
+    [question] = shown.questions()
+    assert question.tools == ("order_pizza",) and question.form is not None
+    assert await store.waiting_in(KEY) is not None, "parked in the store"
+
+    answered = await agent.answer_input(
+        question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
+    )
+    assert answered.changed and answered.resume is not None
+
+    resumed = Shown()
+    final = await agent.resume(answered.resume, resumed)
+    assert final is not None and final.text == "Ordered."
+    assert tool_results(llm)["c1"].startswith('accepted: {"crust": "thin"')
+    assert await store.waiting_in(KEY) is None
+    history = await store.history(KEY)
+    assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"], "one whole round"
+
+
+async def test_a_message_while_a_question_waits_is_answered_after_it_not_blocked(modern_host, store):
+    llm = ScriptedLLM(
+        [Step(calls=[Call("order_pizza", {}, id="c1")]), Step(text="Ordered."), Step(text="Hello again.")]
+    )
+    agent = make_agent(llm, modern_host, store)
+    shown = Shown()
+    await agent.reply(ask(), shown)
+
+    async with asyncio.timeout(5):  # nothing is held: the thread takes a new message at once
+        meanwhile = await agent.reply(ask("hello?", event_id="E2"))
+    assert "still waiting" in meanwhile.text.lower()
+
+    [question] = shown.questions()
+    answered = await agent.answer_input(question.request_id, ASKER, InputAnswer(action="decline"))
+    final = await agent.resume(answered.resume or "")
+    assert final is not None and final.text == "Ordered."
+    assert tool_results(llm)["c1"] == "declined"
+    later = [reply async for _, reply in agent.deferred_replies(KEY)]
+    assert [r.text for r in later] == ["Hello again."]
+
+
+async def test_an_unanswered_parked_question_expires_and_the_server_gets_cancel(modern_host, store):
+    clock = Clock(1_000_000.0)
+    llm = ScriptedLLM([Step(calls=[Call("order_pizza", {}, id="c1")]), Step(text="Nobody answered.")])
+    agent = make_agent(llm, modern_host, store, clock)
+    shown = Shown()
+    await agent.reply(ask(), shown)
+
+    clock.now += 61
+    [due] = await agent.expire_due("slack")
+    resumed = Shown()
+    final = await agent.resume(due, resumed)
+    assert final is not None and final.text == "Nobody answered."
+    assert tool_results(llm)["c1"] == "cancelled"
+    assert resumed.ended() == ["expired"]
+    [question] = shown.questions()
+    late = await agent.answer_input(question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA))
+    assert not late.changed and late.note is not None
+
+
+async def test_a_parked_question_is_answered_after_the_bot_restarts(tmp_path: Path):
+    """The store and a remote server outlive the bot: a new process takes the answer and goes on."""
+    db = tmp_path / "nerve.db"
+    llm = ScriptedLLM([Step(calls=[Call("order_pizza", {}, id="c1")])])
+    async with asks_server("http", "2026-07-28") as server:
+        shown = Shown()
+        first_store = await SQLiteStore.open(db)
+        try:
+            async with MCPHost(asks_entry(server)) as first_host:
+                async with asyncio.timeout(20):
+                    await first_host.wait_until_ready()
+                await make_agent(llm, first_host, first_store).reply(ask(), shown)
+        finally:
+            await first_store.close()
+        [question] = shown.questions()
+
+        after = ScriptedLLM([Step(text="Ordered after the restart.")])
+        second_store = await SQLiteStore.open(db)
+        try:
+            async with MCPHost(asks_entry(server)) as second_host:
+                async with asyncio.timeout(20):
+                    await second_host.wait_until_ready()
+                agent = make_agent(after, second_host, second_store)
+                opened = await agent.open_input(question.request_id, ASKER)
+                assert opened.note is None and opened.request is not None, "still answerable"
+                answered = await agent.answer_input(
+                    question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
+                )
+                assert answered.resume is not None
+                final = await agent.resume(answered.resume)
+        finally:
+            await second_store.close()
+    assert final is not None and final.text == "Ordered after the restart."
+    assert tool_results(after)["c1"].startswith("accepted: ")
+
+
+async def test_a_secret_question_in_a_result_is_declined_without_waiting(modern_host, store):
+    llm = ScriptedLLM([Step(calls=[Call("ask_secret", {}, id="c1")]), Step(text="Could not.")])
+    shown = Shown()
+    reply = await make_agent(llm, modern_host, store).reply(ask("set it up"), shown)
+    assert reply.text == "Could not."
+    [question] = shown.questions()
+    assert question.refused is not None
+    assert tool_results(llm)["c1"] == "declined"
+
+
+async def test_an_older_server_still_asks_while_its_call_waits(store):
+    async with asks_server("stdio", "2025-11-25") as server, MCPHost(asks_entry(server)) as host:
+        async with asyncio.timeout(20):
+            await host.wait_until_ready()
+        llm = ScriptedLLM([Step(calls=[Call("ask_colour", {"label": "x"}, id="c1")]), Step(text="Chosen.")])
+        agent = make_agent(llm, host, store)
+        asked: asyncio.Queue[InputRequest] = asyncio.Queue()
+
+        class Asking(Shown):
+            async def __call__(self, event: TurnEvent) -> None:
+                await super().__call__(event)
+                if event.kind == "input_needed" and event.input is not None:
+                    asked.put_nowait(event.input)
+
+        shown = Asking()
+
+        async def answer_when_asked() -> None:
+            question = await asked.get()
+            assert question.form is not None
+            [field] = question.form.fields
+            await agent.answer_input(
+                question.request_id,
+                ASKER,
+                InputAnswer(action="accept", content={field.name: field.options[0][0]}),
+            )
+
+        async with asyncio.timeout(20):
+            answering = asyncio.create_task(answer_when_asked())
+            reply = await agent.reply(ask("pick"), shown)
+            await answering
+        assert reply.text == "Chosen." and tool_results(llm)["c1"].startswith("x: ")
