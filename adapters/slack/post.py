@@ -13,10 +13,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.render import Level, OutMessage, Upload
+from adapters.slack.render import Level, OutMessage, Upload, plain_message
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,7 @@ class Poster:
 
     async def upload(self, channel: str, thread_ts: str | None, upload: Upload) -> None:
         """A file in the thread (files.getUploadURLExternal → upload → files.completeUploadExternal)."""
+        extra: dict[str, Any] = {"alt_txt": upload.alt_text} if upload.alt_text else {}
         await self._pacer.run(
             channel,
             lambda: self.client.files_upload_v2(
@@ -138,5 +140,26 @@ class Poster:
                 content=upload.content,
                 filename=upload.filename,
                 title=upload.title,
+                **extra,
             ),
         )
+
+    async def upload_all(self, channel: str, thread_ts: str | None, uploads: list[Upload]) -> None:
+        """Each file once, in order; the files Slack did not take are named in one line in the
+        thread, so the answer above stays and people know what is missing."""
+        failed: list[str] = []
+        for upload in uploads:
+            try:
+                await self.upload(channel, thread_ts, upload)
+            except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+                reason = api_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
+                logger.warning("could not upload %s to %s: %s", upload.filename, channel, reason)
+                failed.append(upload.filename)
+        if not failed:
+            return
+        named = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        note = f"⚠️ Could not attach {named} to this thread."
+        try:
+            await self.post(channel, thread_ts, plain_message(note))
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            logger.warning("could not say in %s which files are missing: %s", channel, exc)

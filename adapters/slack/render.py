@@ -26,8 +26,19 @@ from slack_sdk.models.blocks import (
     TaskCardBlock,
 )
 
+from adapters.resources import (
+    all_files,
+    display_name,
+    file_label,
+    file_name,
+    kind_of,
+    link_label,
+    shown_uri,
+    text_extension,
+    web_link,
+)
 from bot.render import neutralize_mentions, pretty_json, split_markdown, truncate
-from bot.types import AgentReply, Attachment
+from bot.types import AgentReply, Attachment, Resource
 
 MESSAGE_TEXT_LIMIT = 40_000
 SECTION_TEXT_LIMIT = 3_000
@@ -39,6 +50,9 @@ ANSWER_CHUNK = 10_000
 RESULT_SHOWN = 2_400  # characters of a tool result shown inline (section text is capped at 3,000)
 ARGUMENTS_SHOWN = 400
 MAX_UPLOADS = 3  # files per turn, so a chatty tool cannot flood the thread
+# Files and images tools returned, per answer: each goes up once; past this they are only named.
+MAX_RESOURCE_FILES = 10
+RESOURCE_LINES = 10  # links and files listed in one call's details
 
 
 class Level(enum.IntEnum):
@@ -60,11 +74,13 @@ class OutMessage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Upload:
-    """A tool result too big to show inline, sent to the thread as a file."""
+    """A file sent to the thread: a result or text too big to show inline, or a file a tool returned."""
 
     filename: str
     title: str
-    content: str
+    content: str | bytes
+    # Read to people who cannot see an image.
+    alt_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,8 +168,44 @@ def _result_note(uploaded: bool, att: Attachment) -> str:
     return "_The result was shortened._" if att.truncated else ""
 
 
-def tool_container(att: Attachment, *, uploaded: bool) -> dict[str, Any]:
-    """A collapsible container: tool name as title, ok/error and latency as subtitle, details inside."""
+def resource_link(resource: Resource) -> str:
+    """A resource link in Slack markup: clickable only for http(s), labelled `name (host)`; any
+    other scheme is its name and its URI in code, never a link."""
+    link = web_link(resource.uri)
+    if link is None:
+        return f"{escape(display_name(resource))} `{escape(shown_uri(resource.uri))}`"
+    # The URL is percent-encoded already (no `<`, `>` or `|`); Slack wants `&` as an entity.
+    return f"<{link.url.replace('&', '&amp;')}|{escape(link_label(resource, link))}>"
+
+
+def _resource_lines(att: Attachment, attached: frozenset[int]) -> str:
+    """The links and files of one call, one bullet each, within a section's 3,000 characters."""
+    items = [(i, r) for i, r in enumerate(att.resources) if kind_of(r) in ("link", "file")]
+    lines: list[str] = []
+    for i, resource in items:
+        if resource.link:
+            line = f"• 🔗 {resource_link(resource)}"
+        else:
+            where = "attached to this thread" if i in attached else "not attached: too many files"
+            line = f"• 📎 {escape(file_label(resource))} — _{where}_"
+        if (
+            len(lines) == RESOURCE_LINES
+            or sum(len(x) + 1 for x in lines) + len(line) > SECTION_TEXT_LIMIT - 120
+        ):
+            rest = items[len(lines) :]
+            left = sum(1 for j, r in rest if kind_of(r) == "file" and j not in attached)
+            why = f"; {left} file{'s' if left != 1 else ''} not attached: too many files" if left else ""
+            lines.append(f"_… and {len(rest)} more{why}_")
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def tool_container(
+    att: Attachment, *, uploaded: bool, attached: frozenset[int] = frozenset()
+) -> dict[str, Any]:
+    """A collapsible container: tool name as title, ok/error and latency as subtitle, details inside
+    (arguments, result, and the links and files the result carried)."""
     shown, _ = _result(att)
     note = _result_note(uploaded, att)
     children: list[Any] = [
@@ -162,6 +214,9 @@ def tool_container(att: Attachment, *, uploaded: bool) -> dict[str, Any]:
     ]
     if note:
         children.append(ContextBlock(elements=[MarkdownTextObject(text=note)]))
+    resources = _resource_lines(att, attached)
+    if resources:
+        children.append(SectionBlock(text=MarkdownTextObject(text=resources)))
     icon = "❌" if att.is_error else "✅"
     block = ContainerBlock(
         title=escape_capped(att.name, 150),
@@ -173,16 +228,66 @@ def tool_container(att: Attachment, *, uploaded: bool) -> dict[str, Any]:
     return block.to_dict()
 
 
-def tool_attachment(att: Attachment, *, uploaded: bool) -> dict[str, Any]:
+def tool_attachment(
+    att: Attachment, *, uploaded: bool, attached: frozenset[int] = frozenset()
+) -> dict[str, Any]:
     """The legacy fallback: Slack collapses long attachment text behind "Show more"."""
     shown, _ = _result(att)
     note = _result_note(uploaded, att)
     text = f"*Arguments* `{escape_capped(_arguments(att), 600)}`\n" + _fenced(shown, SECTION_TEXT_LIMIT)
+    resources = _resource_lines(att, attached)
     return {
         "color": "danger" if att.is_error else "good",
         "title": f"{escape_capped(att.name, 150)} — {_status_line(att)}",
-        "text": text + (f"\n{note}" if note else ""),
+        "text": text + (f"\n{note}" if note else "") + (f"\n{resources}" if resources else ""),
         "fallback": f"{escape_capped(att.name, 150)}: {_status_line(att)}",
+        "mrkdwn_in": ["text"],
+    }
+
+
+def _text_shown(resource: Resource) -> tuple[str, bool]:
+    return truncate(resource.text or "", RESULT_SHOWN)
+
+
+def _text_subtitle(resource: Resource, att: Attachment) -> str:
+    return truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0]
+
+
+def _text_note(uploaded: bool, cut: bool) -> str:
+    if uploaded:
+        return "_The full text is attached to this thread as a file._"
+    return "_The text was shortened._" if cut else ""
+
+
+def text_container(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
+    """A text a tool returned, as its own collapsible detail beside its call's."""
+    shown, cut = _text_shown(resource)
+    children: list[Any] = [SectionBlock(text=MarkdownTextObject(text=_fenced(shown, SECTION_TEXT_LIMIT)))]
+    note = _text_note(uploaded, cut)
+    if note:
+        children.append(ContextBlock(elements=[MarkdownTextObject(text=note)]))
+    block = ContainerBlock(
+        title=escape_capped(display_name(resource), 150),
+        subtitle=escape_capped(_text_subtitle(resource, att), 150),
+        child_blocks=children,
+        is_collapsible=True,
+        default_collapsed=True,
+    )
+    return block.to_dict()
+
+
+def text_attachment(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
+    """A text a tool returned as a legacy attachment (collapsed behind "Show more" when long)."""
+    shown, cut = _text_shown(resource)
+    note = _text_note(uploaded, cut)
+    title = (
+        f"{escape_capped(display_name(resource), 150)} — {escape_capped(_text_subtitle(resource, att), 150)}"
+    )
+    return {
+        "color": "#439FE0",
+        "title": title,
+        "text": _fenced(shown, SECTION_TEXT_LIMIT) + (f"\n{note}" if note else ""),
+        "fallback": escape_capped(display_name(resource), 150),
         "mrkdwn_in": ["text"],
     }
 
@@ -195,12 +300,23 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def _uploads(reply: AgentReply) -> tuple[list[Upload], set[str]]:
-    """Files for results too long to show inline, and the ids of the calls they belong to."""
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What of a reply goes up as files: results and texts too long to show, then the files the
+    tools returned; `results` by call id, `resources` by call id and place among its resources."""
+
+    uploads: list[Upload]
+    results: set[str]
+    resources: set[tuple[str, int]]
+
+
+def _plan_uploads(reply: AgentReply) -> _Plan:
     uploads: list[Upload] = []
-    ids: set[str] = set()
+    results: set[str] = set()
+    resources: set[tuple[str, int]] = set()
+    long_texts = 0
     for att in reply.attachments:
-        if _result(att)[1] and len(uploads) < MAX_UPLOADS:
+        if _result(att)[1] and long_texts < MAX_UPLOADS:
             ext = "json" if _is_json(att.content) else "txt"
             safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", att.name)[:60] or "tool"
             uploads.append(
@@ -210,19 +326,51 @@ def _uploads(reply: AgentReply) -> tuple[list[Upload], set[str]]:
                     content=pretty_json(att.content),
                 )
             )
-            ids.add(att.tool_call_id)
-    return uploads, ids
+            results.add(att.tool_call_id)
+            long_texts += 1
+    taken = {u.filename for u in uploads}
+    for att in reply.attachments:
+        for i, resource in enumerate(att.resources):
+            if kind_of(resource) == "text" and _text_shown(resource)[1] and long_texts < MAX_UPLOADS:
+                name = file_name(resource, taken, extension=text_extension(resource))
+                uploads.append(
+                    Upload(filename=name, title=display_name(resource), content=resource.text or "")
+                )
+                resources.add((att.tool_call_id, i))
+                long_texts += 1
+    for att, i, resource in all_files(reply.attachments)[:MAX_RESOURCE_FILES]:
+        image = (resource.mime_type or "").startswith("image/")
+        uploads.append(
+            Upload(
+                filename=file_name(resource, taken),
+                title=display_name(resource),
+                content=resource.data or b"",
+                alt_text=display_name(resource) if image else None,
+            )
+        )
+        resources.add((att.tool_call_id, i))
+    return _Plan(uploads=uploads, results=results, resources=resources)
+
+
+def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, Any]]:
+    """A call's detail, then each text it returned as a detail of its own."""
+    attached = frozenset(i for i in range(len(att.resources)) if (att.tool_call_id, i) in plan.resources)
+    uploaded = att.tool_call_id in plan.results
+    rich = level is Level.RICH
+    items = [(tool_container if rich else tool_attachment)(att, uploaded=uploaded, attached=attached)]
+    for i, resource in enumerate(att.resources):
+        if kind_of(resource) == "text":
+            render = text_container if rich else text_attachment
+            items.append(render(resource, att, uploaded=i in attached))
+    return items
 
 
 def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
-    """The messages of one answer: tool details first (as they happened), then the answer text."""
-    uploads, uploaded_ids = _uploads(reply)
+    """The messages of one answer: tool details first (as they happened), then the answer text.
+    The uploads are files for the thread once the answer is posted."""
+    plan = _plan_uploads(reply)
     chunks = answer_chunks(reply.text)
-    tool_items: list[dict[str, Any]] = []
-    for att in reply.attachments:
-        uploaded = att.tool_call_id in uploaded_ids
-        render = tool_container if level is Level.RICH else tool_attachment
-        tool_items.append(render(att, uploaded=uploaded))
+    tool_items = [item for att in reply.attachments for item in _detail_items(att, plan, level)]
 
     messages: list[OutMessage] = []
     per_message = MAX_BLOCKS - 1 if level is Level.RICH else MAX_ATTACHMENTS
@@ -232,7 +380,7 @@ def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
         messages.append(_message("Tool results", group, None, level))
     for i, chunk in enumerate(chunks):
         messages.append(_message(chunk, groups[-1] if i == 0 else [], chunk, level))
-    return RenderedReply(messages=messages, uploads=uploads)
+    return RenderedReply(messages=messages, uploads=plan.uploads)
 
 
 def _message(text: str, tools: list[dict[str, Any]], markdown: str | None, level: Level) -> OutMessage:

@@ -215,11 +215,9 @@ class TurnRunner:
         await self._upload_all(turn, argument_uploads(prompt))
 
     async def _upload_all(self, turn: Turn, uploads: list[Upload]) -> None:
-        for upload in uploads:
-            try:
-                await self._poster.upload(turn.channel, turn.reply_thread_ts, upload)
-            except SlackApiError as exc:
-                logger.warning("could not upload %s to %s: %s", upload.filename, turn.channel, api_error(exc))
+        """Files go up after the messages they belong to, once: a failed one is a note, never a lost
+        answer or an apology."""
+        await self._poster.upload_all(turn.channel, turn.reply_thread_ts, uploads)
 
     @staticmethod
     def _rerender(reply: AgentReply, level: Level, sent: int) -> RenderedReply:
