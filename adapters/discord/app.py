@@ -46,7 +46,7 @@ from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channe
 from adapters.discord.input_message import InputBoard, InputButton, InputClick, Where
 from adapters.discord.input_modal import InputAgent, InputFlow
 from adapters.discord.live import EDIT_EVERY, LiveAnswer
-from adapters.discord.pages import ChannelPage, ChannelPoster, InteractionPage, InteractionPoster
+from adapters.discord.pages import ChannelPage, ChannelPoster, InteractionPage, InteractionPoster, post_files
 from adapters.discord.prompt_command import PromptAgent
 from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
@@ -232,6 +232,7 @@ class NerveDiscordBot(discord.Client):
             else:
                 chunks, view = self._render(reply)
                 await live.deliver(chunks, view)
+                await post_files(poster, reply.attachments)
             if job.open_thread:
                 await self._open_thread(job)
 
@@ -315,6 +316,7 @@ class NerveDiscordBot(discord.Client):
             else:
                 chunks, view = self._render(reply)
                 await live.deliver(chunks, view)
+                await post_files(InteractionPoster(interaction, fallback), reply.attachments)
             if job.open_thread:
                 await self._open_thread(job)
 
@@ -360,6 +362,10 @@ class NerveDiscordBot(discord.Client):
         sent = await send_chunks(
             channel, chunks, guard=self.guard, channel_id=channel_id, view=view, reference=reference
         )
+        if sent:
+            await post_files(
+                ChannelPoster(channel, guard=self.guard, channel_id=channel_id), reply.attachments
+            )
         return bool(sent)
 
     async def post_to_conversation(

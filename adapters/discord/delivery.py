@@ -98,10 +98,11 @@ async def send_message(
     channel_id: int,
     embeds: Sequence[discord.Embed] = (),
     file: discord.File | None = None,
+    files: Sequence[discord.File] = (),
     view: discord.ui.View | None = None,
     reference: discord.MessageReference | None = None,
 ) -> discord.Message | None:
-    """A channel message with optional embeds, file, view and reply reference; None on failure."""
+    """A channel message with optional embeds, files, view and reply reference; None on failure."""
     if guard.blocked(channel_id):
         return None
     extra: dict[str, Any] = {}
@@ -109,6 +110,8 @@ async def send_message(
         extra["embeds"] = list(embeds)
     if file is not None:
         extra["file"] = file
+    if files:
+        extra["files"] = list(files)
     if view is not None:
         extra["view"] = view
     if reference is not None:

@@ -10,12 +10,16 @@ Unknown Webhook), and from then on the answer goes on as channel messages replyi
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import discord
 from discord.utils import MISSING
 
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
+from adapters.discord.render import escape_text, reply_files
+from bot.render import truncate
+from bot.types import Attachment
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +42,9 @@ class Page(Protocol):
 
 
 class Poster(Protocol):
-    async def post(self, content: str, *, view: discord.ui.View | None = None) -> Page | None:
+    async def post(
+        self, content: str, *, view: discord.ui.View | None = None, files: Sequence[discord.File] = ()
+    ) -> Page | None:
         """The next message of the answer; None when it could not be posted (already logged)."""
         ...
 
@@ -94,12 +100,15 @@ class ChannelPoster:
         self._channel_id = channel_id
         self._reference = reference
 
-    async def post(self, content: str, *, view: discord.ui.View | None = None) -> Page | None:
+    async def post(
+        self, content: str, *, view: discord.ui.View | None = None, files: Sequence[discord.File] = ()
+    ) -> Page | None:
         message = await send_message(
             self._channel,
             content,
             guard=self._guard,
             channel_id=self._channel_id,
+            files=files,
             view=view,
             reference=self._reference,
         )
@@ -164,13 +173,19 @@ class InteractionPoster:
             )
         self._expired = True
 
-    async def post(self, content: str, *, view: discord.ui.View | None = None) -> Page | None:
+    async def post(
+        self, content: str, *, view: discord.ui.View | None = None, files: Sequence[discord.File] = ()
+    ) -> Page | None:
         if self._interaction.is_expired():
             self.gone()
         if not self._expired:
             try:
                 message = await self._interaction.followup.send(
-                    content, view=_view(view), allowed_mentions=NO_MENTIONS, wait=True
+                    content,
+                    view=_view(view),
+                    files=list(files) if files else MISSING,
+                    allowed_mentions=NO_MENTIONS,
+                    wait=True,
                 )
                 return InteractionPage(self._interaction, message)
             except discord.HTTPException as exc:
@@ -181,4 +196,19 @@ class InteractionPoster:
                     exc.text,
                 )
                 self.gone()
-        return await self._fallback.post(content, view=view)
+                for file in files:
+                    file.reset()  # read once by the failed request: from the start again
+        return await self._fallback.post(content, view=view, files=files)
+
+
+async def post_files(poster: Poster, attachments: tuple[Attachment, ...]) -> None:
+    """The files and images the tools of an answer returned, in one message right after it, through
+    the poster the answer went through; those Discord cannot take are named there instead, and a
+    message Discord refuses becomes a one-line note, never a lost answer."""
+    shown = reply_files(attachments)
+    if shown is None:
+        return
+    if await poster.post(shown.content, files=shown.discord_files()) is not None or not shown.files:
+        return
+    names = ", ".join(escape_text(name) for name, _ in shown.files)
+    await poster.post(truncate(f"-# ⚠️ Could not attach {names}.", 2000)[0])

@@ -8,13 +8,25 @@ does not fit goes into a file instead of being lost. Nothing here does I/O.
 from __future__ import annotations
 
 import io
+import re
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import discord
 
+from adapters.resources import (
+    all_files,
+    display_name,
+    file_label,
+    file_name,
+    kind_of,
+    link_label,
+    shown_uri,
+    size_text,
+    web_link,
+)
 from bot.render import pretty_json, split_markdown, truncate
-from bot.types import AgentReply, Attachment
+from bot.types import AgentReply, Attachment, Resource
 
 MESSAGE_LIMIT = 2000
 EMBED_DESCRIPTION_LIMIT = 4096
@@ -25,9 +37,14 @@ FIELD_VALUE_LIMIT = 1024
 # How many tool lines the answer shows before summing up the rest: the button shows them all.
 MAX_TOOL_LINES = 8
 FILE_LIMIT_BYTES = 8 * 1024 * 1024
+# Files a tool returned go with the answer: Discord takes ten a message, each within the smallest
+# upload limit a server has, and the message as a whole within its request limit.
+FILES_PER_MESSAGE = 10
+MESSAGE_FILES_BYTES = 25 * 1024 * 1024
 
 OK_COLOUR = discord.Colour(0x2ECC71)
 ERROR_COLOUR = discord.Colour(0xE74C3C)
+TEXT_COLOUR = discord.Colour(0x3498DB)
 RESULTS_FILENAME = "tool-results.md"
 
 
@@ -36,10 +53,18 @@ def format_latency(ms: float) -> str:
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
 def tool_line(attachment: Attachment) -> str:
-    """One compact line per tool call, in Discord's small subtext style."""
+    """One compact line per tool call, in Discord's small subtext style, with what it returned
+    besides its result (the links and texts are behind the button, the files below the answer)."""
     mark = "✗" if attachment.is_error else "✓"
-    return f"-# 🔧 {attachment.name} {mark} {format_latency(attachment.latency_ms)}"
+    line = f"-# 🔧 {attachment.name} {mark} {format_latency(attachment.latency_ms)}"
+    kinds = [kind_of(r) for r in attachment.resources]
+    extra = ", ".join(_count(n, k) for k in ("link", "text", "file") if (n := kinds.count(k)))
+    return f"{line} · {extra}" if extra else line
 
 
 def tool_lines(attachments: tuple[Attachment, ...]) -> str:
@@ -75,8 +100,40 @@ def _code_block(text: str, limit: int, lang: str = "") -> tuple[str, bool]:
     return f"{fence_open}{body}{fence_close}", cut
 
 
+_MARKUP = re.compile(r"([\\`*_~|>#\[\]()<:-])")
+
+
+def escape_text(text: str) -> str:
+    """Outside text as plain text in Discord markdown, also inside a link's label: every character
+    markdown, links or emoji could read is escaped (`https\\://` is not turned into a link)."""
+    return _MARKUP.sub(r"\\\1", text)
+
+
+def resource_link(resource: Resource) -> str:
+    """A resource link in Discord markdown: clickable only for http(s), labelled `name (host)`;
+    any other scheme is its name and its URI in code, never a link."""
+    link = web_link(resource.uri)
+    if link is None:
+        return f"{escape_text(display_name(resource))}: `{shown_uri(resource.uri)}`"
+    # The URL is percent-encoded: no `)`, `<`, `>` or space can end it early.
+    return f"[{escape_text(link_label(resource, link))}]({link.url})"
+
+
+def _resource_lines(attachment: Attachment, limit: int) -> tuple[str, bool]:
+    """The links and files of one call, a line each, within `limit` characters; says if it cut."""
+    items = [r for r in attachment.resources if kind_of(r) in ("link", "file")]
+    lines: list[str] = []
+    for resource in items:
+        line = f"🔗 {resource_link(resource)}" if resource.link else f"📎 {escape_text(file_label(resource))}"
+        if sum(len(x) + 1 for x in lines) + len(line) > limit - 20:
+            lines.append(f"… and {len(items) - len(lines)} more")
+            return "\n".join(lines), True
+        lines.append(line)
+    return "\n".join(lines), False
+
+
 def _result_embed(
-    attachment: Attachment, *, args_limit: int, description_limit: int
+    attachment: Attachment, *, args_limit: int, description_limit: int, links_limit: int = FIELD_VALUE_LIMIT
 ) -> tuple[discord.Embed, bool]:
     title = truncate(f"🔧 {attachment.name}", EMBED_TITLE_LIMIT)[0]
     colour = ERROR_COLOUR if attachment.is_error else OK_COLOUR
@@ -86,9 +143,23 @@ def _result_embed(
     embed.add_field(name="Latency", value=format_latency(attachment.latency_ms), inline=True)
     arguments, cut_args = _code_block(pretty_json(attachment.arguments_json()), args_limit, "json")
     embed.add_field(name="Arguments", value=arguments, inline=False)
+    resources, cut_links = _resource_lines(attachment, links_limit)
+    if resources:
+        embed.add_field(name="Links and files", value=resources, inline=False)
     if attachment.truncated:
         embed.set_footer(text="The result was shortened before the model saw it.")
-    return embed, cut_result or cut_args
+    return embed, cut_result or cut_args or cut_links
+
+
+def _text_embed(
+    resource: Resource, attachment: Attachment, *, description_limit: int
+) -> tuple[discord.Embed, bool]:
+    """A text a tool returned, as an embed of its own beside its call's."""
+    title = truncate(f"📄 {display_name(resource)}", EMBED_TITLE_LIMIT)[0]
+    description, cut = _code_block(resource.text or "", description_limit)
+    embed = discord.Embed(title=title, colour=TEXT_COLOUR, description=description)
+    embed.set_footer(text=truncate(f"{resource.mime_type or 'text'} · from {attachment.name}", 200)[0])
+    return embed, cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,26 +177,60 @@ class ResultsView:
         return discord.File(io.BytesIO(data), filename=RESULTS_FILENAME)
 
 
+def _detail_items(attachments: tuple[Attachment, ...]) -> list[tuple[Attachment, Resource | None]]:
+    """Each call, then each text it returned: one embed apiece, in the order they happened."""
+    items: list[tuple[Attachment, Resource | None]] = []
+    for a in attachments:
+        items.append((a, None))
+        items += [(a, r) for r in a.resources if kind_of(r) == "text"]
+    return items
+
+
 def results_view(attachments: tuple[Attachment, ...]) -> ResultsView:
-    """Embeds for up to ten tool calls, sized to fit 6,000 characters together; the rest as a file."""
-    shown = attachments[:EMBEDS_PER_MESSAGE]
+    """Embeds for up to ten tool calls and their texts, sized to fit 6,000 characters together; the
+    rest, and whatever had to be shortened, as a file."""
+    items = _detail_items(attachments)
+    shown = items[:EMBEDS_PER_MESSAGE]
     if not shown:
         return ResultsView(embeds=[], file_text=None, note="This answer used no tools.")
     per_embed = (EMBED_TOTAL_LIMIT - 100) // len(shown)
     args_limit = min(FIELD_VALUE_LIMIT, max(40, per_embed // 4))
+    links_limit = min(FIELD_VALUE_LIMIT, max(100, per_embed // 3))
     description_limit = min(EMBED_DESCRIPTION_LIMIT, max(40, per_embed - args_limit - 80))
     while True:
-        built = [_result_embed(a, args_limit=args_limit, description_limit=description_limit) for a in shown]
+        built = [
+            _result_embed(
+                a, args_limit=args_limit, description_limit=description_limit, links_limit=links_limit
+            )
+            if r is None
+            else _text_embed(r, a, description_limit=description_limit)
+            for a, r in shown
+        ]
         embeds = [embed for embed, _ in built]
         if sum(len(e) for e in embeds) <= EMBED_TOTAL_LIMIT or description_limit <= 40:
             break
         description_limit = max(40, description_limit * 3 // 4)
         args_limit = max(40, args_limit * 3 // 4)
-    cut = any(was_cut for _, was_cut in built) or len(attachments) > len(shown)
+        links_limit = max(100, links_limit * 3 // 4)
+    cut = any(was_cut for _, was_cut in built) or len(items) > len(shown)
     note = f"Results of {len(attachments)} tool call{'s' if len(attachments) != 1 else ''}."
     if cut:
         note += " Some are shortened here; the attached file has them in full."
     return ResultsView(embeds=embeds, file_text=results_file(attachments) if cut else None, note=note)
+
+
+def _resources_md(a: Attachment) -> str:
+    """A call's links, texts and files for the results file (Markdown; links kept as written)."""
+    parts = []
+    for r in a.resources:
+        kind = kind_of(r)
+        if kind == "link":
+            parts.append(f"Link: {r.name} <{r.uri}>\n")
+        elif kind == "file":
+            parts.append(f"File: {file_label(r)} (attached to the answer)\n")
+        elif kind == "text":
+            parts.append(f"Text {r.name} ({r.mime_type or 'text'}):\n```\n{r.text}\n```\n")
+    return "\n".join(parts)
 
 
 def results_file(attachments: tuple[Attachment, ...]) -> str:
@@ -133,12 +238,54 @@ def results_file(attachments: tuple[Attachment, ...]) -> str:
     parts = []
     for a in attachments:
         status = "error" if a.is_error else "ok"
+        resources = _resources_md(a)
         parts.append(
             f"## {a.name} ({status}, {format_latency(a.latency_ms)})\n\n"
             f"Arguments:\n```json\n{pretty_json(a.arguments_json())}\n```\n\n"
-            f"Result:\n```\n{pretty_json(a.content)}\n```\n"
+            f"Result:\n```\n{pretty_json(a.content)}\n```\n" + (f"\n{resources}" if resources else "")
         )
     return "\n".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyFiles:
+    """The files the tools of one answer returned, for one message after it: those Discord takes,
+    and a line naming each it cannot."""
+
+    content: str
+    files: list[tuple[str, bytes]] = field(default_factory=list)
+
+    def discord_files(self) -> list[discord.File]:
+        return [discord.File(io.BytesIO(data), filename=name) for name, data in self.files]
+
+
+def reply_files(attachments: tuple[Attachment, ...]) -> ReplyFiles | None:
+    """What goes in the message of files after an answer, or None when its tools returned none."""
+    found = all_files(attachments)
+    if not found:
+        return None
+    taken: set[str] = set()
+    files: list[tuple[str, bytes]] = []
+    skipped: list[tuple[str, str]] = []
+    total = 0
+    for _, _, resource in found:
+        data = resource.data or b""
+        if len(data) > FILE_LIMIT_BYTES:
+            skipped.append((display_name(resource), f"{size_text(len(data))}: larger than Discord takes"))
+        elif len(files) == FILES_PER_MESSAGE:
+            skipped.append((display_name(resource), f"more than {FILES_PER_MESSAGE} files"))
+        elif total + len(data) > MESSAGE_FILES_BYTES:
+            skipped.append((display_name(resource), "the files together are larger than Discord takes"))
+        else:
+            files.append((file_name(resource, taken), data))
+            total += len(data)
+    names = ", ".join(escape_text(name) for name, _ in files)
+    tools = ", ".join(dict.fromkeys(a.name for a, _, _ in found))
+    lines = [f"-# 📎 From {escape_text(tools)}: {names}"] if files else []
+    lines += [f"-# Not attached: {escape_text(name)} ({why})" for name, why in skipped[:5]]
+    if len(skipped) > 5:
+        lines.append(f"-# … and {len(skipped) - 5} more not attached")
+    return ReplyFiles(content=truncate("\n".join(lines), MESSAGE_LIMIT)[0], files=files)
 
 
 class ResultsCache:
