@@ -142,6 +142,9 @@ class FakeDiscord:
         self.identify_payloads: list[dict[str, Any]] = []
         self.login_failures = 0  # answer GET /users/@me with 400 this many times (a non-fatal failure)
         self.reject_token = False
+        # The application's flags (GET /applications/@me), e.g. 1 << 19 for the Message Content
+        # intent of an unverified bot.
+        self.app_flags = 0
         self.response_delay = 0.0
         self._interactions: dict[str, dict[str, Any]] = {}  # token -> state
         self._expired_tokens: set[str] = set()
@@ -729,7 +732,7 @@ class FakeDiscord:
             "bot_require_code_grant": False,
             "owner": self.owner.payload(),
             "verify_key": "0" * 64,
-            "flags": 0,
+            "flags": self.app_flags,
             "team": None,
             "rpc_origins": [],
             "interactions_endpoint_url": None,

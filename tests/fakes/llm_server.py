@@ -205,6 +205,11 @@ class FakeLLMServer:
         self.violations: list[str] = []
         # Requests answered 400 by `reject_stream_options` / `reject_stream` (no script step used).
         self.rejected: list[dict[str, Any]] = []
+        # GET /models lists these ids; with `api_key` set, a request carrying another key gets a 401
+        # worded as OpenAI words it (with part of the key in the message, as OpenAI's does).
+        self.models: list[str] = ["test-model"]
+        self.api_key: str | None = None
+        self.models_requests = 0
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -223,6 +228,8 @@ class FakeLLMServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
+        app.router.add_get("/v1/models", self._list_models)
+        app.router.add_get("/models", self._list_models)
         app.router.add_route("*", "/{tail:.*}", self._unknown_route)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
@@ -281,6 +288,21 @@ class FakeLLMServer:
         problem = f"unexpected request {request.method} {request.path}"
         self.violations.append(problem)
         return _error_response(404, f"FakeLLMServer: {problem}", "invalid_request_error", "not_found")
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        """OpenAI's `GET /models`: the ids in `models`, or a 401 for a key other than `api_key`."""
+        self.models_requests += 1
+        if self.api_key is not None:
+            given = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            if given != self.api_key:
+                shown = f"{given[:3]}{'*' * 8}{given[-4:]}"
+                message = (
+                    f"Incorrect API key provided: {shown}. You can find your API key at "
+                    "https://platform.openai.com/account/api-keys."
+                )
+                return _error_response(401, message, "invalid_request_error", "invalid_api_key")
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"} for name in self.models]
+        return web.json_response({"object": "list", "data": data})
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.text()

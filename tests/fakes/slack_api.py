@@ -281,6 +281,9 @@ class FakeSlack:
         # chat.startStream / appendStream / stopStream: off answers them with `streaming_error`.
         self.streaming = False
         self.streaming_error = "unknown_method"
+        # auth.test answers with the `x-oauth-scopes` header Slack sends: the scopes the token was
+        # granted, comma-separated (None: no header).
+        self.scopes: list[str] | None = None
         self._rate_limit_next: dict[str, int] = {}
         self._rate_limit_every: dict[str, tuple[int, int]] = {}
         self._seen: Counter[str] = Counter()
@@ -446,6 +449,8 @@ class FakeSlack:
         await self._record(
             ApiCall(method=method, body=body, ok=bool(answer.get("ok")), error=answer.get("error"))
         )
+        if method == "auth.test" and self.scopes is not None:
+            return web.json_response(answer, headers={"x-oauth-scopes": ",".join(self.scopes)})
         return web.json_response(answer)
 
     def _next_ts(self) -> str:
