@@ -23,6 +23,7 @@ YES_HELP = (
     "approve every tool call of this one question that needs approval; without it, such calls are "
     "asked about on a terminal and denied otherwise"
 )
+DOCTOR_LOG_HELP = "also show the log on stderr (a failing server's own output, for one)"
 PLACE_HELP = (
     "only the tools the servers file's policy offers in this place: the platform, then any of "
     "dm, CHANNEL_ID (or channel:ID), guild:ID (Discord), user:ID, joined by ':' in any order; "
@@ -63,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("place", help="as listed, e.g. slack:C123, discord:42, terminal:cli")
     revoke.add_argument("server", help="the server's name in the servers file")
     revoke.add_argument("tool", help="the tool's name on its server")
+    doctor = commands.add_parser("doctor", help="check this deployment and say what to fix")
+    doctor.add_argument("--json", action="store_true", help="one JSON object per check, as a list")
+    doctor.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=DOCTOR_LOG_HELP
+    )
     commands.add_parser("slack", help="run on Slack")
     commands.add_parser("discord", help="run on Discord")
     return parser
@@ -176,6 +182,14 @@ def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "doctor":
+        # Before Settings: a bad setting is one of the things it reports, not a reason to stop.
+        from adapters.doctor import run_doctor
+
+        try:
+            return run_doctor(as_json_output=args.json, verbose=args.verbose)
+        except KeyboardInterrupt:
+            return 130
     try:
         settings = Settings()
     except ValidationError as exc:

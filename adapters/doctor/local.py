@@ -1,0 +1,143 @@
+"""Checks of what nerve reads and runs on this machine: settings, the servers file, the MCP
+servers themselves and the database. Each goes through the same code nerve starts with, so what
+passes here is what nerve will see."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import aiosqlite
+from pydantic import ValidationError
+
+from adapters.doctor.report import Check, error, ok, warning
+from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
+from bot.errors import ConfigError, StoreError
+from bot.mcp.host import STILL_STARTING, MCPHost
+from bot.store.connect import connect, rollback, store_error
+from bot.store.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
+
+# How long each MCP server may take to start and list its tools; nerve itself allows 15 s.
+SERVER_LIMIT = 10.0
+
+
+def load_settings() -> tuple[Check, Settings | None]:
+    """Settings as nerve reads them. A bad value is an error naming the setting; the checks after
+    it go on with that setting's default, so one run shows every problem."""
+    source = "the environment and .env" if Path(".env").is_file() else "the environment (no .env here)"
+    try:
+        return ok("settings", f"read from {source}"), Settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
+        bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+    names = ", ".join(sorted(name.upper() for name in bad))
+    fields = Settings.model_fields
+    try:
+        settings = Settings(**{name: fields[name].default for name in bad if name in fields})
+    except ValidationError:
+        return error("settings", f"bad setting: {problems}", f"fix {names} in the environment or .env"), None
+    todo = f"fix {names} in the environment or .env (the checks below use the default)"
+    return error("settings", f"bad setting: {problems}", todo), settings
+
+
+def load_servers(settings: Settings) -> tuple[Check, McpConfig | None]:
+    """The servers file, read and checked exactly as at start."""
+    path = settings.nerve_mcp_config
+    try:
+        mcp = load_mcp_config(path)
+    except ConfigError as exc:
+        return error("servers file", exc.message, "fix the servers file (or set NERVE_MCP_CONFIG)"), None
+    if not mcp.servers:
+        found = f"{path}: no servers switched on, so the model gets no tools"
+        return warning("servers file", found, "add a server (see 'Add an MCP server' in the README)"), mcp
+    count = len(mcp.servers)
+    names = ", ".join(mcp.servers)
+    return ok("servers file", f"{path}: {count} server{'s' if count != 1 else ''} ({names})"), mcp
+
+
+async def check_servers(servers: dict[str, ServerConfig], settings: Settings) -> list[Check]:
+    """Start every server as nerve does, wait (bounded) for each one's first attempt, stop them."""
+    if not servers:
+        return []
+    host = MCPHost(
+        servers,
+        default_timeout=settings.nerve_tool_timeout,
+        connect_timeout=SERVER_LIMIT,
+        max_call_seconds=settings.nerve_tool_max_seconds,
+    )
+    try:
+        # A second past the servers' own limit, so each one reports its own timeout.
+        await host.start(grace=SERVER_LIMIT + 1, limit=SERVER_LIMIT + 1)
+        problems = dict(host.problems())
+        tools = Counter(spec.server for spec in host.list_tools())
+    finally:
+        await host.aclose()
+    return [_server_check(name, config, problems.get(name), tools[name]) for name, config in servers.items()]
+
+
+def _server_check(name: str, config: ServerConfig, problem: str | None, tools: int) -> Check:
+    label = f"server {name}"
+    if problem is None:
+        return ok(label, f"ready, {tools} tool{'s' if tools != 1 else ''}")
+    if problem == STILL_STARTING:
+        problem = f"did not finish starting within {SERVER_LIMIT:g} s"
+    if config.kind != "stdio":
+        todo = "check its url and headers in the servers file, and that the server is running"
+    elif "could not be started" in problem:
+        todo = "check its command in the servers file: is the program installed, and on PATH?"
+    else:
+        todo = "check its command, args, cwd and env in the servers file"
+        if "stderr" in problem:
+            todo += "; `nerve -v doctor` shows what it wrote to stderr"
+    return error(label, problem, todo)
+
+
+async def check_database(settings: Settings) -> Check:
+    """Open the store as nerve does (creating it and applying migrations), then try a write that
+    is rolled back: a store that opens but cannot be written fails the first conversation."""
+    path = settings.nerve_db
+    todo = "set NERVE_DB to a file in a folder nerve can create and write"
+    try:
+        before = await _schema_version(path) if await asyncio.to_thread(path.exists) else None
+        store = await SQLiteStore.open(path)
+        await store.close()
+        version = await _write_probe(path)
+    except StoreError as exc:
+        return error("database", exc.message, todo)
+    if before is None:
+        how = "created now, "
+    elif before < version:
+        how = f"migrated now from {before}, "
+    else:
+        how = ""
+    return ok("database", f"{path}: {how}schema version {version} (current), writable")
+
+
+async def _schema_version(path: Path) -> int:
+    """The newest migration an existing file has, read without writing anything (0: none)."""
+    try:
+        uri = (await asyncio.to_thread(path.resolve)).as_uri()
+        async with aiosqlite.connect(f"{uri}?mode=ro", uri=True) as db:
+            rows = list(await db.execute_fetchall("SELECT max(version) FROM schema_migrations"))
+    except sqlite3.Error:
+        return 0  # a blank file, or one SQLiteStore.open will explain
+    return int(rows[0][0] or 0) if rows else 0
+
+
+async def _write_probe(path: Path) -> int:
+    """The schema version, after a write inside a transaction that is rolled back."""
+    db = await connect(path, BUSY_TIMEOUT_MS)
+    try:
+        rows = list(await db.execute_fetchall("SELECT max(version) FROM schema_migrations"))
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            await db.execute("CREATE TABLE nerve_doctor_probe (written INTEGER)")
+        finally:
+            await rollback(db)
+    except sqlite3.Error as exc:
+        raise store_error(exc, path) from exc
+    finally:
+        await db.close()
+    return int(rows[0][0] or 0) if rows else 0

@@ -1,0 +1,95 @@
+"""The model check: the smallest request a model service answers (`GET /models`), which shows
+at once whether it can be reached, whether it takes the key, and whether it knows NERVE_MODEL.
+
+Nothing the service says about a refused key is repeated: OpenAI's 401 quotes part of the key.
+"""
+
+from __future__ import annotations
+
+import openai
+
+from adapters.doctor.report import Check, error, ok, warning
+from bot.config import OFFLINE_MODEL, Settings
+
+NAME = "model"
+# Long enough for a service that is waking up; a model that is merely slow answers this at once.
+MODEL_LIMIT = 15.0
+# How many of the listed models a warning names.
+SHOWN_MODELS = 8
+API_HINT = "check that OPENAI_BASE_URL points at the API (it usually ends in /v1)"
+
+
+def offline_check(settings: Settings) -> Check:
+    why = (
+        f"NERVE_MODEL is '{OFFLINE_MODEL}'"
+        if settings.nerve_model == OFFLINE_MODEL
+        else "neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
+    )
+    return ok(
+        NAME,
+        f"the built-in offline model ({why}): rule-based, not a language model; for a real one set "
+        "OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL (any OpenAI-compatible server), and NERVE_MODEL",
+    )
+
+
+async def check_model(settings: Settings) -> Check:
+    """Offline: say so and how to use a real model. Otherwise list the service's models."""
+    if settings.uses_offline_model:
+        return offline_check(settings)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    limit = min(settings.nerve_llm_timeout, MODEL_LIMIT)
+    client = openai.AsyncOpenAI(
+        base_url=settings.openai_base_url,
+        api_key=key or "not-needed",
+        max_retries=0,
+        timeout=openai.Timeout(limit),
+    )
+    try:
+        return await _list(client, settings, limit)
+    finally:
+        await client.close()
+
+
+async def _list(client: openai.AsyncOpenAI, settings: Settings, limit: float) -> Check:
+    url = client.base_url
+    # A URL may carry credentials (https://user:pass@host): never shown.
+    where = str(url.copy_with(username=None, password=None) if url.userinfo else url).rstrip("/")
+    reach = "check OPENAI_BASE_URL and that the model service is running"
+    if not settings.openai_base_url:
+        reach = "check the network (or set OPENAI_BASE_URL)"
+    try:
+        page = await client.models.list()
+    except openai.APITimeoutError:
+        return error(NAME, f"the model service at {where} did not answer within {limit:g} s", reach)
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc.__context__
+        why = (str(cause) or type(cause).__name__) if cause is not None else exc.message
+        return error(NAME, f"could not reach the model service at {where} ({why})", reach)
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        found = f"the model service at {where} rejected the API key ({exc.status_code})"
+        return error(NAME, found, "check OPENAI_API_KEY")
+    except openai.NotFoundError:
+        found = f"{where} has no model list (404 for GET /models), so NERVE_MODEL could not be checked"
+        return warning(NAME, found, f"if answers fail too, {API_HINT}")
+    except openai.APIStatusError as exc:
+        found = f"the model service at {where} answered {exc.status_code} to GET /models{_said(exc)}"
+        return error(NAME, found, "check OPENAI_BASE_URL and OPENAI_API_KEY, or the service's status")
+    except openai.APIError:
+        return error(NAME, f"{where} did not answer like an OpenAI-compatible API", API_HINT)
+    names = [model.id for model in page.data]
+    model = settings.nerve_model
+    if model in names:
+        return ok(NAME, f"{where}: model '{model}' is available")
+    shown = ", ".join(names[:SHOWN_MODELS]) + (", …" if len(names) > SHOWN_MODELS else "")
+    found = f"{where} does not list model '{model}' (NERVE_MODEL); it lists {len(names)}: {shown or 'none'}"
+    return warning(NAME, found, "set NERVE_MODEL to one of the listed models")
+
+
+def _said(exc: openai.APIStatusError) -> str:
+    """The service's own short message, if it gave one."""
+    body = exc.body
+    message = body.get("message") if isinstance(body, dict) else None
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    text = " ".join(message.split())
+    return f": {text[:200]}{'…' if len(text) > 200 else ''}"

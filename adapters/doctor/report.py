@@ -1,0 +1,82 @@
+"""What one check found, and how the report is written: a line each for people, JSON for scripts.
+
+Every text passes through a `Redactor` before it is written: a reason from a server or a platform
+may quote a URL or a header, and nothing nerve prints may hold a token or a secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from adapters.terminal.safe import printable, terminal_json
+
+Status = Literal["ok", "warning", "error"]
+# Values shorter than this are left alone: `1` or `true` in a server's env are not secrets, and
+# hiding them would blank out unrelated words.
+MIN_SECRET = 6
+HIDDEN = "[hidden]"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check's outcome: what it found and, for a warning or an error, what to do about it."""
+
+    status: Status
+    name: str
+    found: str
+    todo: str | None = None
+
+
+def ok(name: str, found: str) -> Check:
+    return Check("ok", name, found)
+
+
+def warning(name: str, found: str, todo: str) -> Check:
+    return Check("warning", name, found, todo)
+
+
+def error(name: str, found: str, todo: str) -> Check:
+    return Check("error", name, found, todo)
+
+
+class Redactor:
+    """Replaces every secret nerve was given wherever it appears in a text, longest first."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, HIDDEN)
+        return text
+
+    def check(self, check: Check) -> Check:
+        """The check with its texts on one line, made printable, and without secrets."""
+        return Check(
+            check.status,
+            _one_line(self(check.name)),
+            _one_line(self(check.found)),
+            None if check.todo is None else _one_line(self(check.todo)),
+        )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(printable(text).split())
+
+
+def line(check: Check, width: int) -> str:
+    """`error    model         what was found → what to do`: one check, one line."""
+    text = f"{check.status:<8} {check.name:<{width}}  {check.found}"
+    return f"{text} → {check.todo}" if check.todo else text
+
+
+def as_json(checks: Sequence[Check]) -> str:
+    """The report for scripts: a list of {status, name, found, todo} objects, in check order."""
+    return terminal_json([asdict(check) for check in checks])
+
+
+def exit_code(checks: Sequence[Check]) -> int:
+    """1 when anything is an error (a deployment that will not work), else 0; warnings pass."""
+    return 1 if any(check.status == "error" for check in checks) else 0

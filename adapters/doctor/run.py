@@ -1,0 +1,111 @@
+"""`nerve doctor`: every check in order, a line each as it completes (or JSON at the end).
+
+The checks that wait on something (servers starting, the model service, Slack, Discord, the
+database) run at once; their lines are still written in the fixed order, so a report reads the
+same every time. The exit code is 1 when any check is an error, else 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TextIO
+
+from adapters.doctor.discord_check import check_discord
+from adapters.doctor.local import check_database, check_servers, load_servers, load_settings
+from adapters.doctor.model import check_model
+from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
+from adapters.doctor.slack_check import check_slack
+from adapters.terminal.logs import log_to_stderr
+from bot.config import McpConfig, Settings
+
+# Names every report may have; a server's line is `server NAME`.
+FIXED_NAMES = (
+    "settings",
+    "servers file",
+    "model",
+    "database",
+    "slack",
+    "slack scopes",
+    "slack events",
+    "discord",
+    "discord intents",
+)
+MAX_WIDTH = 28
+
+
+def secrets_of(settings: Settings, mcp: McpConfig | None) -> list[str]:
+    """Every value the report must never show: tokens, keys, and what servers get in env and headers."""
+    found = [
+        secret.get_secret_value()
+        for secret in (
+            settings.openai_api_key,
+            settings.slack_bot_token,
+            settings.slack_app_token,
+            settings.slack_signing_secret,
+            settings.discord_bot_token,
+        )
+        if secret is not None
+    ]
+    for server in mcp.servers.values() if mcp is not None else ():
+        found.extend(server.env.values())
+        found.extend(server.headers.values())
+    return found
+
+
+async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False) -> list[Check]:
+    """Run every check, handing each to `emit` in order with the width of the name column."""
+    checks: list[Check] = []
+    redact = Redactor()
+    width = max(map(len, FIXED_NAMES))
+
+    def report(check: Check) -> None:
+        check = redact.check(check)
+        checks.append(check)
+        emit(check, width)
+
+    settings_check, settings = load_settings()
+    # Without -v only errors reach stderr: what a warning would say is in the report already.
+    log_to_stderr(settings.nerve_log_level if verbose and settings is not None else "ERROR")
+    if settings is None:
+        report(settings_check)
+        return checks
+    servers_check, mcp = load_servers(settings)
+    servers = mcp.servers if mcp is not None else {}
+    redact = Redactor(secrets_of(settings, mcp))
+    width = min(MAX_WIDTH, max([width, *(len(f"server {name}") for name in servers)]))
+    report(settings_check)
+    report(servers_check)
+    later: list[Coroutine[Any, Any, list[Check]]] = [
+        check_servers(servers, settings),
+        _one(check_model(settings)),
+        _one(check_database(settings)),
+        check_slack(settings),
+        check_discord(settings),
+    ]
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(work) for work in later]
+        for task in tasks:
+            for check in await task:
+                report(check)
+    return checks
+
+
+async def _one(work: Awaitable[Check]) -> list[Check]:
+    return [await work]
+
+
+def run_doctor(*, as_json_output: bool, verbose: bool = False, out: TextIO | None = None) -> int:
+    """The `nerve doctor` command: the report on stdout, exit code 1 when anything is an error."""
+    stream = out or sys.stdout
+
+    def emit(check: Check, width: int) -> None:
+        if not as_json_output:
+            stream.write(line(check, width) + "\n")
+            stream.flush()
+
+    checks = asyncio.run(diagnose(emit, verbose=verbose))
+    if as_json_output:
+        stream.write(as_json(checks) + "\n")
+    return exit_code(checks)

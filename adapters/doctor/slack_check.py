@@ -1,0 +1,105 @@
+"""The Slack checks, run only when a Slack token or secret is set: the bot token (auth.test), the
+scopes it was granted against those nerve's features use, and how events will arrive.
+
+The calls and the words for a refused token or an unreachable Slack are the ones `nerve slack`
+starts with (`adapters.slack.app`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.doctor.report import Check, error, ok, warning
+from adapters.slack.app import EVENTS_PATH, _reaching_slack, check_settings, make_client, require_bot_token
+from bot.config import Settings
+from bot.errors import ConfigError, NerveError, StartupError
+
+# Each bot scope slack-manifest.yaml asks for, and what goes missing without it.
+NEEDED_SCOPES = {
+    "app_mentions:read": "hearing mentions",
+    "assistant:write": "the assistant pane's status and suggested prompts",
+    "channels:history": "following threads in public channels",
+    "chat:write": "posting answers",
+    "commands": "the /nerve command",
+    "files:write": "uploading files tools return",
+    "groups:history": "following threads in private channels",
+    "im:history": "reading direct messages",
+    "im:read": "seeing direct-message channels",
+    "im:write": "starting direct messages",
+    "mpim:history": "reading group direct messages",
+}
+SLACK_LIMIT = 15.0
+REACH = "check the network, or SLACK_API_BASE_URL if you set it"
+
+
+def wanted(settings: Settings) -> bool:
+    return any((settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret))
+
+
+async def check_slack(settings: Settings) -> list[Check]:
+    if not wanted(settings):
+        return []
+    try:
+        require_bot_token(settings)
+    except ConfigError as exc:
+        return [error("slack", "SLACK_BOT_TOKEN is not set, but other Slack settings are", exc.message)]
+    client = make_client(settings)
+    checks: list[Check] = []
+    try:
+        async with _reaching_slack(settings, "SLACK_BOT_TOKEN"), asyncio.timeout(SLACK_LIMIT):
+            auth = await client.auth_test()
+    except ConfigError as exc:
+        todo = "copy the Bot User OAuth Token (xoxb-…) again from the Slack app (OAuth & Permissions)"
+        checks.append(error("slack", exc.message, todo))
+    except StartupError as exc:
+        checks.append(error("slack", exc.message, REACH))
+    else:
+        found = f"SLACK_BOT_TOKEN works: {auth.get('user')} in the workspace {auth.get('team')}"
+        checks.append(ok("slack", found))
+        checks.append(_scopes(auth.headers))
+    checks.append(await _events(settings, client))
+    return checks
+
+
+def _scopes(headers: Mapping[str, object]) -> Check:
+    """The `x-oauth-scopes` header of auth.test against NEEDED_SCOPES."""
+    granted_header = next((str(v) for k, v in headers.items() if k.lower() == "x-oauth-scopes"), None)
+    todo = (
+        "add them under OAuth & Permissions → Bot Token Scopes (slack-manifest.yaml lists them all), "
+        "then reinstall the app to the workspace"
+    )
+    if granted_header is None:
+        return warning("slack scopes", "Slack did not say which scopes SLACK_BOT_TOKEN has", todo)
+    granted = {scope.strip() for scope in granted_header.split(",")}
+    missing = [scope for scope in NEEDED_SCOPES if scope not in granted]
+    if not missing:
+        return ok("slack scopes", f"all {len(NEEDED_SCOPES)} scopes nerve uses are granted")
+    named = ", ".join(f"{scope} ({NEEDED_SCOPES[scope]})" for scope in missing)
+    return warning("slack scopes", f"missing {named}", todo)
+
+
+async def _events(settings: Settings, client: AsyncWebClient) -> Check:
+    """Socket Mode (the app token, tried as `nerve slack` tries it) or the Events API over HTTP."""
+    try:
+        check_settings(settings)
+    except ConfigError as exc:
+        return error("slack events", "nerve has no way to receive Slack events", exc.message)
+    if settings.slack_app_token is None:
+        url = f"http://{settings.nerve_http_host}:{settings.nerve_http_port}{EVENTS_PATH}"
+        found = f"Events API over HTTP at {url} (SLACK_SIGNING_SECRET set); Slack must reach it at your URL"
+        return ok("slack events", found)
+    try:
+        async with _reaching_slack(settings, "SLACK_APP_TOKEN"), asyncio.timeout(SLACK_LIMIT):
+            await client.apps_connections_open(app_token=settings.slack_app_token.get_secret_value())
+    except NerveError as exc:
+        todo = (
+            "create an app-level token with connections:write (Basic Information → App-Level Tokens)"
+            if isinstance(exc, ConfigError)
+            else REACH
+        )
+        return error("slack events", exc.message, todo)
+    unused = "; SLACK_SIGNING_SECRET is not used" if settings.slack_signing_secret else ""
+    return ok("slack events", f"Socket Mode: SLACK_APP_TOKEN works{unused}")
