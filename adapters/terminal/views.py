@@ -15,13 +15,14 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.markup import escape
 
+from adapters.resources import display_name, file_label, kind_of
 from adapters.terminal.approve import settle_one_shot, terminal_place
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import printable, terminal_json
 from bot.failures import shown_to_people
 from bot.policy.scopes import Place
-from bot.render import pretty_json
+from bot.render import pretty_json, truncate
 from bot.runtime import Runtime
 from bot.text import scrub
 from bot.types import (
@@ -33,8 +34,13 @@ from bot.types import (
     Incoming,
     Progress,
     RememberedApproval,
+    Resource,
     no_progress,
 )
+
+# Characters of one text a tool returned that `/show` prints (a call's own result is capped by the
+# core); the whole text stays with the tool's server.
+TEXT_SHOWN = 20_000
 
 
 def conversation_key(thread: str) -> ConversationKey:
@@ -57,21 +63,55 @@ def attachment_line(index: int, attachment: Attachment) -> str:
     )
 
 
-def print_line(console: Console, markup: str) -> None:
+def print_line(console: Console, markup: str, *, highlight: bool | None = None) -> None:
     """One line that never wraps: on a terminal cut to its width with `…`, elsewhere whole."""
     if console.is_terminal:
-        console.print(markup, no_wrap=True, overflow="ellipsis", crop=True)
+        console.print(markup, no_wrap=True, overflow="ellipsis", crop=True, highlight=highlight)
     else:
-        console.print(markup, soft_wrap=True)
+        console.print(markup, soft_wrap=True, highlight=highlight)
+
+
+def resource_line(resource: Resource) -> str | None:
+    """One line under a call for what its result carried besides text: a link as `name: uri` (never
+    opened, whatever its scheme), a file as `[file name, type, size]` (listed, not written
+    anywhere), a text by name (printed by `/show`)."""
+    kind = kind_of(resource)
+    name = shown(display_name(resource))
+    if kind == "link":
+        return f"    [dim]↗[/dim] {name}: {shown(resource.uri)}"
+    if kind == "file":
+        return f"    [dim]{shown(f'[file {file_label(resource)}]')}[/dim]"
+    if kind == "text":
+        size = f"{len(resource.text or ''):,} characters"
+        return f"    [dim]📄[/dim] {name} [dim]({shown(resource.mime_type or 'text')}, {size})[/dim]"
+    return None
+
+
+def print_resource_lines(console: Console, attachment: Attachment) -> None:
+    for resource in attachment.resources:
+        line = resource_line(resource)
+        if line is not None:
+            print_line(console, line, highlight=False)
 
 
 def print_attachment(console: Console, index: int, attachment: Attachment) -> None:
-    """One tool result in full: the summary line, the arguments, the content."""
+    """One tool result in full: the summary line, the arguments, the content, then the links and
+    files it carried and each text it carried under its name (capped)."""
     print_line(console, attachment_line(index, attachment))
     console.print(f"[dim]arguments:[/dim] {shown(attachment.arguments_json())}")
     console.print(printable(pretty_json(attachment.content)), markup=False, highlight=False)
     if attachment.truncated:
         console.print("[dim](cut here; the full result is stored in the conversation)[/dim]")
+    print_resource_lines(console, attachment)
+    for resource in attachment.resources:
+        if kind_of(resource) != "text":
+            continue
+        kind = shown(resource.mime_type or "text")
+        console.print(f"[dim]── {shown(display_name(resource))} ({kind}) ──[/dim]")
+        text, cut = truncate(resource.text or "", TEXT_SHOWN)
+        console.print(printable(text), markup=False, highlight=False)
+        if cut:
+            console.print(f"[dim](cut here: {len(resource.text or ''):,} characters in all)[/dim]")
 
 
 def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[str, Any]:
@@ -102,17 +142,24 @@ def print_reply(console: Console, reply: AgentReply) -> None:
     """A reply in the chat on a terminal: a summary line per tool result, the text as Markdown."""
     for index, attachment in enumerate(reply.attachments, 1):
         print_line(console, attachment_line(index, attachment))
+        print_resource_lines(console, attachment)
     console.print(Markdown(printable(reply.text)))
     if reply.attachments:
-        console.print("[dim]/show N expands a tool result.[/dim]")
+        console.print(_show_hint(reply))
 
 
 def print_results(console: Console, reply: AgentReply) -> None:
     """The summary lines of a reply whose text was already written (the chat off a terminal)."""
     for index, attachment in enumerate(reply.attachments, 1):
         print_line(console, attachment_line(index, attachment))
+        print_resource_lines(console, attachment)
     if reply.attachments:
-        console.print("[dim]/show N expands a tool result.[/dim]")
+        console.print(_show_hint(reply))
+
+
+def _show_hint(reply: AgentReply) -> str:
+    texts = any(kind_of(r) == "text" for a in reply.attachments for r in a.resources)
+    return f"[dim]/show N expands a tool result{' and the texts it returned' if texts else ''}.[/dim]"
 
 
 async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
