@@ -59,7 +59,8 @@ async def test_the_chat_lists_the_link_the_text_and_the_file_and_show_prints_the
             assert await term.exit_code() == 0
         model.assert_complete()
     assert f"Today's menu: {MENU_URI}" in answer
-    assert LOGO_LINE in answer and f"latest \x1b[2m(text/markdown, {len(RECEIPT_MARKDOWN)} characters)" in answer
+    assert LOGO_LINE in answer
+    assert f"latest \x1b[2m(text/markdown, {len(RECEIPT_MARKDOWN)} characters)" in answer
     assert "/show N expands a tool result and the texts it returned." in answer
     shown = term.screen()[len(answer) :]
     assert "── latest (text/markdown) ──" in shown and "| Margherita | 9.50 |" in shown
