@@ -33,9 +33,9 @@ from adapters.slack.input_view import (
     settled_message,
 )
 from bot.agent import Agent, AgentConfig
-from bot.config import ServerConfig
+from bot.config import ServerConfig, ToolOverride
 from bot.forms import Form, FormField, form_from_schema
-from bot.inputs import NOT_YOURS
+from bot.inputs import EXPIRED, NOT_YOURS
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
@@ -44,6 +44,8 @@ from tests.conftest import ROOT
 from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Step, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack, OpenView, Posted, view_problems
+from tests.test_slack_approvals import button
+from tests.test_slack_approvals import click_payload as approval_click
 from tests.test_slack_harness import mention, settings_for, sign
 
 CHANNEL = "C0CHANNEL"
@@ -51,9 +53,20 @@ ALICE, BOB = "U0ALICE", "U0BOB"
 LOGIN_URL = "https://login.example.com/authorize?x=1"
 
 
+# A server on 2025-11-25 asks while its call waits (live); one on 2026-07-28 asks in the call's
+# result, and the turn parks until the answer (as in the real runtime, whose store can park).
+PROTOCOLS = {"live": "2025-11-25", "parked": "2026-07-28"}
+
+
+@pytest.fixture(scope="module", params=list(PROTOCOLS.values()), ids=list(PROTOCOLS))
+def protocol(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-async def asks() -> AsyncIterator[MCPHost]:
-    server = ServerConfig(command=sys.executable, args=["-m", "tests.mcp_servers.asks"], cwd=str(ROOT))
+async def asks(protocol: str) -> AsyncIterator[MCPHost]:
+    args = ["-m", "tests.mcp_servers.asks", "--protocol", protocol]
+    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
     async with MCPHost({"asks": server}, default_timeout=30.0) as started:
         async with asyncio.timeout(20):
             await started.wait_until_ready()
@@ -61,10 +74,11 @@ async def asks() -> AsyncIterator[MCPHost]:
 
 
 @pytest.fixture(scope="module")
-async def asks_2025() -> AsyncIterator[MCPHost]:
-    """The same server on the older revision: questions come mid-call, links are confirmed done."""
-    args = ["-m", "tests.mcp_servers.asks", "--protocol", "2025-11-25"]
-    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
+async def gated(protocol: str) -> AsyncIterator[MCPHost]:
+    """The same server, with `ask_colour` waiting for approval before it runs."""
+    args = ["-m", "tests.mcp_servers.asks", "--protocol", protocol]
+    gate = {"ask_colour": ToolOverride(approval="always")}
+    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT), tools=gate)
     async with MCPHost({"asks": server}, default_timeout=30.0) as started:
         async with asyncio.timeout(20):
             await started.wait_until_ready()
@@ -119,8 +133,9 @@ async def rig(
             host=host,
             store=store,
             inbox=store,
+            approvals=store,
             inputs=store,
-            config=AgentConfig(input_timeout=60),
+            config=AgentConfig(input_timeout=60, approval_timeout=60),
             clock=clock,
         )
         settings = settings_for(slack)
@@ -234,6 +249,15 @@ async def fill_in(r: Rig, message: Posted, user: str = ALICE) -> OpenView:
     return view
 
 
+async def pick(r: Rig, message: Posted, colour: str) -> None:
+    """Fill in a colour request's form with `colour` and send it; the plain ack closes the modal."""
+    view = await fill_in(r, message)
+    [block] = inputs(view).values()
+    picked = {"value": {"type": "static_select", "selected_option": option(block, colour)}}
+    sent = r.slack.view_payload("view_submission", view, ALICE, {block["block_id"]: picked})
+    assert await r.interact(sent) == (200, "")
+
+
 def inputs(view: OpenView) -> dict[str, dict[str, Any]]:
     """The modal's input blocks by label."""
     return {b["label"]["text"]: b for b in view.current["blocks"] if b["type"] == "input"}
@@ -269,7 +293,12 @@ def echoed(result: str) -> Any:
 
 
 def answered(r: Rig, root: str, text: str) -> bool:
-    return any(text in p.everything() for p in r.slack.thread(CHANNEL, root) if not is_request(p))
+    return answers(r, root, text) > 0
+
+
+def answers(r: Rig, root: str, text: str) -> int:
+    """How many messages of the thread (other than requests) say `text`."""
+    return sum(text in p.text for p in r.slack.thread(CHANNEL, root) if not is_request(p))
 
 
 # --- the whole way: mention, request, modal, answer ----------------------------------------------------
@@ -381,7 +410,7 @@ async def test_a_form_is_filled_in_a_modal_and_the_tool_gets_exactly_what_was_se
             "size": "large",
             "toppings": ["mushroom", "olive"],
         }
-        assert answered(r, root, "Your pizza is on its way.")
+        assert answers(r, root, "Your pizza is on its way.") == 1
         [message] = request_messages(r, root)
         assert buttons(message) == {} and "✅ Answered" in shown(message)
         assert "What pizza would you like?" in shown(message)
@@ -485,10 +514,14 @@ async def test_a_submission_after_the_request_ended_shows_why_in_the_modal(tmp_p
         assert refused["response_action"] == "errors"
         assert "expired" in refused["errors"][colour["block_id"]]
         await r.settle()
-
-        assert tool_results(r) == ["roof: cancelled"]
         [message] = request_messages(r, root)
         assert buttons(message) == {} and "⌛ Expired" in shown(message)
+
+        # A live turn went on when its question expired; a parked one goes on when the sweep finds it.
+        await r.bot.sweep()
+        await r.settle()
+        assert tool_results(r) == ["roof: cancelled"]
+        assert answers(r, root, "Too late.") == 1
 
 
 async def test_a_form_asking_for_a_secret_is_only_a_note_and_the_tool_gets_declined(tmp_path, asks):
@@ -527,11 +560,12 @@ async def test_url_mode_shows_the_host_and_the_open_button_carries_the_link(tmp_
         assert "login.example.com" in shown(message)
 
 
-async def test_opening_the_link_is_the_askers_consent(tmp_path, asks):
+async def test_opening_the_link_is_the_askers_consent(tmp_path, asks, protocol):
     script = [tool_reply(FakeCall(name="sign_in_elsewhere")), reply("Signed in.")]
     async with rig(tmp_path, script, asks) as r:
         root = "1600000000.500800"
         message = await ask_in_thread(r, "read my calendar", root)
+        assert buttons(message)["open"]["url"] == LOGIN_URL
 
         await click(r, message, "open", BOB)
         await r.slack.wait_for(lambda _: bool(ephemerals(r, BOB)))
@@ -541,25 +575,16 @@ async def test_opening_the_link_is_the_askers_consent(tmp_path, asks):
         await r.settle()
         assert tool_results(r) == ["url accepted"]
         [message] = request_messages(r, root)
-        assert "✅ Opened" in shown(message) and buttons(message) == {}
-
-
-async def test_a_link_the_server_confirms_done_says_so_on_the_older_revision(tmp_path, asks_2025):
-    script = [tool_reply(FakeCall(name="sign_in_elsewhere")), reply("Signed in.")]
-    async with rig(tmp_path, script, asks_2025) as r:
-        root = "1600000000.500850"
-        message = await ask_in_thread(r, "read my calendar", root)
-        assert buttons(message)["open"]["url"] == LOGIN_URL
-
-        await click(r, message, "open", ALICE)
-        await r.settle()
-        assert tool_results(r) == ["url accepted"]
-        [message] = request_messages(r, root)
-        assert "✅ Done" in shown(message) and buttons(message) == {}
+        assert buttons(message) == {}
         assert "✅ Opened" in json.dumps(message.versions, ensure_ascii=False)
+        if protocol == PROTOCOLS["live"]:
+            # The older revision says when it has finished with the link; the message says so last.
+            assert "✅ Done" in shown(message)
+        else:
+            assert "✅ Opened" in shown(message)
 
 
-async def test_the_request_is_its_own_message_next_to_a_streamed_answer(tmp_path, asks):
+async def test_the_request_is_its_own_message_next_to_a_streamed_answer(tmp_path, asks, protocol):
     script = [tool_reply(FakeCall(name="ask_colour", arguments='{"label": "gate"}')), reply("Gate is blue.")]
     async with rig(tmp_path, script, asks, streaming=True) as r:
         root = "1600000000.500900"
@@ -575,11 +600,95 @@ async def test_the_request_is_its_own_message_next_to_a_streamed_answer(tmp_path
         await r.settle()
 
         assert tool_results(r) == ["gate: blue"]
-        [stream] = r.slack.streams()
-        assert stream.thread_ts == root and "Gate is blue." in stream.text
-        assert "nerve_input" not in stream.everything() and "asks for input" not in stream.everything()
+        streams = r.slack.streams()
+        # A parked turn's first part ends saying what it waits for; the resumed turn streams the answer.
+        assert len(streams) == (1 if protocol == PROTOCOLS["live"] else 2)
+        assert all(stream.thread_ts == root for stream in streams)
+        assert "Gate is blue." in streams[-1].text and answers(r, root, "Gate is blue.") == 1
+        for stream in streams:
+            assert "nerve_input" not in stream.everything() and "asks for input" not in stream.everything()
         [message] = request_messages(r, root)
         assert "✅ Answered" in shown(message)
+
+
+async def test_a_question_the_resumed_turn_asks_next_is_shown_and_answered_too(tmp_path, asks):
+    script = [
+        tool_reply(FakeCall(name="ask_colour", arguments='{"label": "door"}', id="c_door")),
+        tool_reply(FakeCall(name="ask_colour", arguments='{"label": "gate"}', id="c_gate")),
+        reply("The door is red and the gate is blue."),
+    ]
+    async with rig(tmp_path, script, asks) as r:
+        root = "1600000000.500950"
+        door = await ask_in_thread(r, "paint the door and the gate", root)
+        await pick(r, door, "red")
+        # Parked: the answer resumes the turn, whose next round asks (and parks) again.
+        await r.slack.wait_for(lambda _: len(request_messages(r, root)) == 2, within=20)
+        gate = request_messages(r, root)[1]
+        assert "Pick a colour for gate" in shown(gate) and set(buttons(gate)) == {"fill", "decline"}
+        await pick(r, gate, "blue")
+        await r.settle()
+
+        assert tool_results(r) == ["door: red", "gate: blue"]
+        assert answers(r, root, "The door is red and the gate is blue.") == 1
+        for message in request_messages(r, root):
+            assert buttons(message) == {} and "✅ Answered" in shown(message)
+
+
+async def test_an_approved_call_that_asks_shows_its_question_in_the_resumed_turn(tmp_path, gated):
+    script = [
+        tool_reply(FakeCall(name="ask_colour", arguments='{"label": "fence"}', id="c_fence")),
+        reply("The fence is green."),
+    ]
+    async with rig(tmp_path, script, gated) as r:
+        root = "1600000000.500960"
+        await r.deliver(mention(f"<@{BOT_USER_ID}> paint the fence", ts=root, user=ALICE))
+        await r.slack.wait_for(
+            lambda s: any("nerve_approval" in p.everything() for p in s.thread(CHANNEL, root))
+        )
+        [approval] = [p for p in r.slack.thread(CHANNEL, root) if "nerve_approval" in p.everything()]
+        assert await r.interact(approval_click(approval, button(approval, "approve", 0), ALICE)) == (200, "")
+
+        # The call runs in the resumed turn and asks (while it waits, whichever revision).
+        await r.slack.wait_for(lambda _: bool(request_messages(r, root)), within=20)
+        [question] = request_messages(r, root)
+        await pick(r, question, "green")
+        await r.settle()
+
+        assert tool_results(r) == ["fence: green"]
+        assert answers(r, root, "The fence is green.") == 1
+        [question] = request_messages(r, root)
+        assert buttons(question) == {} and "✅ Answered" in shown(question)
+
+
+async def test_a_question_nobody_answers_expires_and_the_answer_goes_on_without_it(tmp_path, asks):
+    clock = Clock(time.time())
+    script = [
+        tool_reply(FakeCall(name="ask_colour", arguments='{"label": "shed"}')),
+        reply("Nobody picked a colour for the shed, so I left it."),
+    ]
+    async with rig(tmp_path, script, asks, clock=clock) as r:
+        r.bot.start_sweeper(0.05)
+        root = "1600000000.500970"
+        message = await ask_in_thread(r, "pick a colour for the shed", root)
+        clock.now += 61
+        # Live: the waiting call sees the time is up. Parked: the sweep finds the turn and resumes it.
+        await r.slack.wait_for(lambda _: answered(r, root, "Nobody picked"), within=20)
+        await r.settle()
+
+        assert tool_results(r) == ["shed: cancelled"]
+        assert answers(r, root, "Nobody picked a colour for the shed") == 1
+        [message] = request_messages(r, root)
+        assert buttons(message) == {} and "⌛ Expired" in shown(message)
+
+        # A click on the buttons as they were changes nothing and says why, to the clicker only.
+        stale = Posted(
+            channel=message.channel, ts=message.ts, thread_ts=message.thread_ts, versions=message.versions[:1]
+        )
+        await click(r, stale, "decline", ALICE)
+        await r.slack.wait_for(lambda _: bool(ephemerals(r, ALICE)))
+        await r.settle()
+        assert ephemerals(r, ALICE) == [EXPIRED]
+        assert len(r.llm.requests) == 2
 
 
 async def test_a_calls_progress_shows_in_the_live_message(tmp_path, asks):

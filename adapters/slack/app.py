@@ -167,7 +167,7 @@ class SlackBot:
         self._tasks: set[asyncio.Task[None]] = set()
         self._desk = ApprovalDesk(agent, self._poster, self._turns, self.spawn)
         self._prompts = PromptCommand(agent, self._poster, self.identity, self._start_turn, self.spawn)
-        self._inputs = InputClicks(agent, self._poster)
+        self._inputs = InputClicks(agent, self._poster, self._desk.go_on, self.spawn)
         self._sweeper: asyncio.Task[None] | None = None
         self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
         self._me: Identity | None = None
@@ -331,6 +331,7 @@ class SlackBot:
 
     async def _on_input_submit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # The answer is checked before the ack: what is wrong goes back in the ack, into the open form.
+        # What follows a good answer (its message, a parked turn going on) runs after the ack.
         response = await self._inputs.on_submit(body)
         if response is None:
             await ack()

@@ -3,6 +3,10 @@
 A click is acked at once and worked here in the background: the core decides whether it changes
 anything; if not, only the clicker sees why (an ephemeral note); if so, the approval message is
 updated in place, and once every call is decided the turn goes on and answers in its thread.
+
+A turn also parks on a server's questions; the last answer to them lets it go on through `go_on`
+as well, so every way a parked turn is released (a click, an answer, an expiry, a start-up) resumes
+it the same way.
 """
 
 from __future__ import annotations
@@ -80,10 +84,10 @@ class ApprovalDesk:
         if not decision.changed:
             await self._tell(channel, user, thread, decision.note or "Nothing changed.")
             return
-        if decision.prompt is not None:
-            await self.refresh(decision.prompt)
         if decision.ready:
-            await self._runner.resume(click.request_id)
+            await self.go_on(click.request_id)
+        elif decision.prompt is not None:
+            await self.refresh(decision.prompt)
 
     async def refresh(self, prompt: ApprovalPrompt) -> None:
         """Redraw the approval message from the request as it stands (outcomes, who decided)."""
@@ -99,7 +103,7 @@ class ApprovalDesk:
         """Requests whose time ran out: show them expired and let their turns go on (in the background)."""
         expired = await self._agent.expire_due(PLATFORM)
         for request_id in expired:
-            self._spawn(self._settle(request_id))
+            self._spawn(self.go_on(request_id))
         return expired
 
     async def recover(self) -> int:
@@ -110,13 +114,17 @@ class ApprovalDesk:
             return 0
         ready = await self._agent.recover_parked(PLATFORM)
         for request_id in ready:
-            self._spawn(self._settle(request_id))
+            self._spawn(self.go_on(request_id))
         waiting = await approvals.threads_with_deferred(PLATFORM)
         for key in waiting:
             self._spawn(self._runner.answer_deferred(key))
         return len(ready) + len(waiting)
 
-    async def _settle(self, request_id: str) -> None:
+    async def go_on(self, request_id: str) -> None:
+        """A parked turn with nothing left to wait for goes on: its approval message (if it has one)
+        shows every call's outcome, the turn answers once in its thread — its progress sink updates
+        the messages of the questions it waited on and shows any its servers ask next — and then
+        the messages that waited there are answered. Nothing happens when another process took it."""
         found = await self._prompt(request_id)
         if found is not None:
             await self.refresh(found)

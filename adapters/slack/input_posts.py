@@ -1,17 +1,25 @@
-"""The thread messages of a turn's requests for input: posted when a server asks, updated when it is over.
+"""The thread messages of requests for input: posted when a server asks, updated when it is over.
 
 A request is its own message in the thread, never part of the live answer: the answer streams or is
 edited in place above it, and the final answer lands there while the request message keeps its
 outcome. Posting goes through the adapter's poster (paced per channel; the client waits out 429s)
 from tasks of its own, so recording the event never waits on Slack; an update waits for its post.
+
+A question that parks its turn outlives the turn that posted it: it is answered by a click after
+that turn ended (its message is updated by whoever took the answer), and how it ended may be told
+to the turn resumed later (an expiry). `RequestMessages` remembers, for one bot, where each request
+message is and what it shows, so any of them can update it, once per outcome and in order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
+from collections import OrderedDict
 from collections.abc import Coroutine
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from slack_sdk.errors import SlackApiError
 
@@ -22,6 +30,81 @@ from bot.types import InputRequest, TurnEvent
 logger = logging.getLogger(__name__)
 
 INPUT_KINDS = frozenset({"input_needed", "input_done"})
+# Request messages remembered per bot; the oldest are forgotten past this.
+REMEMBERED = 10_000
+
+
+@dataclass(slots=True)
+class _Shown:
+    channel: str
+    ts: str
+    status: str | None = None  # how it ended, as the message shows it; None while it is open
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class RequestMessages:
+    """Where one bot's request messages are and how each shows its request ended.
+
+    Kept per poster (one per bot), so every turn's progress sink and the click handlers of a bot
+    share it without being handed it. After a restart it is empty: a click carries the message it
+    was made on, which is enough to update that one.
+    """
+
+    _of: ClassVar[weakref.WeakKeyDictionary[Poster, RequestMessages]] = weakref.WeakKeyDictionary()
+
+    def __init__(self, poster: Poster, limit: int = REMEMBERED) -> None:
+        self._poster = poster
+        self._limit = limit
+        self._shown: OrderedDict[str, _Shown] = OrderedDict()
+
+    @classmethod
+    def of(cls, poster: Poster) -> RequestMessages:
+        found = cls._of.get(poster)
+        if found is None:
+            found = cls._of[poster] = cls(poster)
+        return found
+
+    def posted(self, request_id: str, channel: str, ts: str) -> None:
+        self._remember(request_id, channel, ts)
+
+    def place(self, request_id: str) -> tuple[str, str] | None:
+        shown = self._shown.get(request_id)
+        return (shown.channel, shown.ts) if shown is not None else None
+
+    async def settle(self, request: InputRequest, status: str, place: tuple[str, str] | None = None) -> bool:
+        """Show that `request` ended with `status` on its message (known here, or at `place`): no
+        buttons, and how it ended. Once per outcome, in the order outcomes arrive; False when the
+        message is not known here or already shows this."""
+        rid = request.request_id
+        shown = self._shown.get(rid)
+        if shown is None and place is not None:
+            shown = self._remember(rid, *place)
+        if shown is None:
+            logger.info("request for input %s ended (%s) but its message is not known here", rid, status)
+            return False
+        if shown.status == status:
+            return False
+        before, shown.status = shown.status, status
+        async with shown.turn:
+            try:
+                await self._poster.update(shown.channel, shown.ts, settled_message(request, status))
+                return True
+            except SlackApiError as exc:
+                logger.warning("could not update the request for input %s: %s", rid, api_error(exc))
+            except Exception:
+                logger.exception("updating the request for input %s failed", rid)
+        if shown.status == status:
+            shown.status = before  # not shown: a later attempt may show it
+        return False
+
+    def _remember(self, request_id: str, channel: str, ts: str) -> _Shown:
+        shown = self._shown.get(request_id)
+        if shown is None or (shown.channel, shown.ts) != (channel, ts):
+            shown = self._shown[request_id] = _Shown(channel=channel, ts=ts)
+        self._shown.move_to_end(request_id)
+        while len(self._shown) > self._limit:
+            self._shown.popitem(last=False)
+        return shown
 
 
 class InputPosts:
@@ -29,6 +112,7 @@ class InputPosts:
 
     def __init__(self, poster: Poster, channel: str, thread_ts: str | None) -> None:
         self._poster = poster
+        self._messages = RequestMessages.of(poster)
         self._channel = channel
         self._thread_ts = thread_ts
         self._posts: dict[str, asyncio.Task[str | None]] = {}
@@ -60,7 +144,9 @@ class InputPosts:
 
     async def _post(self, request: InputRequest) -> str | None:
         try:
-            return await self._poster.post(self._channel, self._thread_ts, request_message(request))
+            ts = await self._poster.post(self._channel, self._thread_ts, request_message(request))
+            self._messages.posted(request.request_id, self._channel, ts)
+            return ts
         except SlackApiError as exc:
             logger.warning("could not post the request for input %s: %s", request.request_id, api_error(exc))
         except Exception:
@@ -70,17 +156,10 @@ class InputPosts:
     async def _settle(
         self, request: InputRequest, status: str, before: asyncio.Task[str | None] | None
     ) -> str | None:
+        """After this turn's post (or earlier update) of the request, if it made one; a request an
+        earlier turn posted (a parked question, told of in the resumed turn) is found by its id."""
         ts = await before if before is not None else None
-        if ts is None:
-            return None
-        try:
-            await self._poster.update(self._channel, ts, settled_message(request, status))
-        except SlackApiError as exc:
-            logger.warning(
-                "could not update the request for input %s: %s", request.request_id, api_error(exc)
-            )
-        except Exception:
-            logger.exception("updating the request for input %s failed", request.request_id)
+        await self._messages.settle(request, status, (self._channel, ts) if ts is not None else None)
         return ts
 
     async def close(self) -> None:

@@ -72,11 +72,13 @@ class InputClick:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModalPlace:
-    """What a modal carries in `private_metadata`: its request, and the thread for notes."""
+    """What a modal carries in `private_metadata`: its request, the thread for notes, and the
+    request's message (so whoever takes the answer can update it, after a restart too)."""
 
     request_id: str
     channel: str | None = None
     thread_ts: str | None = None
+    message_ts: str | None = None
 
 
 # --- small pieces ----------------------------------------------------------------------------------
@@ -335,7 +337,7 @@ def _input_block(index: int, field: FormField) -> dict[str, Any]:
 
 
 def _metadata(place: ModalPlace) -> str:
-    data = {"r": place.request_id, "c": place.channel, "t": place.thread_ts}
+    data = {"r": place.request_id, "c": place.channel, "t": place.thread_ts, "m": place.message_ts}
     raw = json.dumps({k: v for k, v in data.items() if v}, separators=(",", ":"))
     return raw if len(raw) <= METADATA_LIMIT else json.dumps({"r": place.request_id})
 
@@ -348,11 +350,12 @@ def read_place(metadata: Any) -> ModalPlace | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("r"), str) or not data["r"]:
         return None
-    channel, thread = data.get("c"), data.get("t")
+    channel, thread, message = data.get("c"), data.get("t"), data.get("m")
     return ModalPlace(
         request_id=data["r"],
         channel=channel if isinstance(channel, str) else None,
         thread_ts=thread if isinstance(thread, str) else None,
+        message_ts=message if isinstance(message, str) else None,
     )
 
 

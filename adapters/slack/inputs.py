@@ -6,19 +6,26 @@ at once, before anything else. A submission is checked by the core (the same rul
 surface); what is wrong comes back into the open modal next to its field, in Slack's response to
 the submission itself. "Decline", closing the modal ("cancel") and "Open" (URL mode: opening the
 link is the consent the server asked for) answer the request directly. Anything that changes
-nothing is told only to the clicker, ephemerally. The request's message in the thread is updated
-by the waiting turn, whichever way the request ended.
+nothing is told only to the clicker, ephemerally.
+
+An answer updates the request's message at once: a question that parked its turn has no turn
+waiting to do it (a live one's turn shows the same outcome, and the message changes once). When
+the answer was the last thing a parked turn waited for, the turn goes on exactly as after the
+last approval click, in the background: the answer in its thread, then the messages that waited.
+A click on a request that is over takes its message's buttons off too.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.decisions import _field
+from adapters.slack.decisions import Spawn, _field
+from adapters.slack.input_posts import RequestMessages
 from adapters.slack.input_view import (
     ModalPlace,
     error_blocks,
@@ -30,20 +37,36 @@ from adapters.slack.input_view import (
 )
 from adapters.slack.post import Poster, api_error
 from bot.agent import Agent
-from bot.types import InputAnswer
+from bot.inputs import SETTLED
+from bot.types import InputAnswer, InputOutcome
 
 logger = logging.getLogger(__name__)
 
 FAILED = "Sorry — something went wrong on my side with that; please try again."
 NO_FORM = "Sorry — Slack did not let me open the form in time; please click “Fill in” again."
+# The core's note about a request that is over, read back as how it ended.
+_ENDED_BY_NOTE = {note: status for status, note in SETTLED.items()}
+
+Resume = Callable[[str], Awaitable[None]]
+
+
+def ended(outcome: InputOutcome) -> str | None:
+    """How the request of an answer that changed nothing had already ended, when it had."""
+    if outcome.status is not None and outcome.status != "open":
+        return outcome.status
+    return _ENDED_BY_NOTE.get(outcome.note) if outcome.note is not None else None
 
 
 class InputClicks:
     """Turns clicks, submissions and dismissals into answers for the core."""
 
-    def __init__(self, agent: Agent, poster: Poster) -> None:
+    def __init__(self, agent: Agent, poster: Poster, resume: Resume, spawn: Spawn) -> None:
         self._agent = agent
         self._poster = poster
+        self._messages = RequestMessages.of(poster)
+        # What goes on with a parked turn once nothing is left to wait for (as after approvals).
+        self._resume = resume
+        self._spawn = spawn
 
     # --- buttons on the thread message ----------------------------------------------------------
 
@@ -55,47 +78,64 @@ class InputClicks:
         user = _field(body, "user", "id")
         channel = _field(body, "channel", "id") or _field(body, "container", "channel_id")
         thread = _field(body, "message", "thread_ts") or _field(body, "container", "thread_ts")
+        message = _field(body, "message", "ts") or _field(body, "container", "message_ts")
         if click is None or user is None:
             logger.warning("ignored a click that is not on a request for input: %s", action.get("action_id"))
             return
-        place = ModalPlace(request_id=click.request_id, channel=channel, thread_ts=thread)
+        place = ModalPlace(request_id=click.request_id, channel=channel, thread_ts=thread, message_ts=message)
         try:
             if click.choice == "fill":
-                note = await self._fill(click.request_id, user, _field(body, "trigger_id"), place)
+                outcome = await self._fill(click.request_id, user, _field(body, "trigger_id"), place)
             elif click.choice == "open":
-                note = await self._open_link(click.request_id, user)
+                outcome = await self._open_link(click.request_id, user)
             else:
                 declined = InputAnswer(action="decline")
                 outcome = await self._agent.answer_input(click.request_id, user, declined)
-                note = outcome.note if not outcome.changed else None
         except Exception:
             logger.exception("answering request for input %s failed", click.request_id)
-            note = FAILED
-        if note is not None:
-            await self._tell(channel, user, thread, note)
+            outcome = InputOutcome(changed=False, request=None, note=FAILED)
+        if outcome.changed:
+            await self._answered(outcome, place)
+            return
+        if outcome.note is not None:
+            await self._tell(channel, user, thread, outcome.note)
+        await self._show_ended(outcome, place)
 
-    async def _fill(self, request_id: str, user: str, trigger: str | None, place: ModalPlace) -> str | None:
+    async def _fill(self, request_id: str, user: str, trigger: str | None, place: ModalPlace) -> InputOutcome:
         """Open the form for its person; a note for anyone else (or when it is over)."""
         outcome = await self._agent.open_input(request_id, user)
         request = outcome.request
         if outcome.note is not None or request is None:
-            return outcome.note or FAILED
+            return outcome if outcome.note is not None else replace(outcome, note=FAILED)
         if request.mode != "form" or request.form is None or trigger is None:
-            return FAILED
+            return replace(outcome, note=FAILED)
         try:
             await self._poster.client.views_open(trigger_id=trigger, view=input_modal(request, place))
         except SlackApiError as exc:
             logger.warning("could not open the form of request %s: %s", request_id, api_error(exc))
-            return NO_FORM
-        return None
+            return replace(outcome, note=NO_FORM)
+        return outcome
 
-    async def _open_link(self, request_id: str, user: str) -> str | None:
+    async def _open_link(self, request_id: str, user: str) -> InputOutcome:
         """URL mode: the person opened the link (Slack opens it in their browser), so they agreed."""
         outcome = await self._agent.open_input(request_id, user)
         if outcome.note is not None or outcome.request is None:
-            return outcome.note or FAILED
-        answered = await self._agent.answer_input(request_id, user, InputAnswer(action="accept"))
-        return answered.note if not answered.changed else None
+            return outcome if outcome.note is not None else replace(outcome, note=FAILED)
+        return await self._agent.answer_input(request_id, user, InputAnswer(action="accept"))
+
+    async def _answered(self, outcome: InputOutcome, place: ModalPlace) -> None:
+        """After an answer that counted: its message shows it, then a parked turn with nothing left
+        to wait for goes on (its answer comes after its question's outcome in the thread)."""
+        if outcome.request is not None and outcome.status is not None:
+            await self._messages.settle(outcome.request, outcome.status, _message_of(place))
+        if outcome.resume is not None:
+            await self._resume(outcome.resume)
+
+    async def _show_ended(self, outcome: InputOutcome, place: ModalPlace) -> None:
+        """A click on a request that is over: its message says how it ended, without buttons."""
+        status = ended(outcome)
+        if outcome.request is not None and status is not None:
+            await self._messages.settle(outcome.request, status, _message_of(place))
 
     # --- the modal ------------------------------------------------------------------------------
 
@@ -112,7 +152,7 @@ class InputClicks:
             opened = await self._agent.open_input(place.request_id, user)
             request = opened.request
             if opened.note is not None or request is None or request.form is None:
-                return await self._note(place, user, blocks, opened.note or FAILED)
+                return await self._note(place, user, blocks, opened.note or FAILED, opened)
             state = view.get("state")
             values = state.get("values") if isinstance(state, Mapping) else None
             content = read_answer(request.form, values)
@@ -128,7 +168,9 @@ class InputClicks:
             if errors:
                 return {"response_action": "errors", "errors": errors}
         if not outcome.changed:
-            return await self._note(place, user, blocks, outcome.note or FAILED)
+            return await self._note(place, user, blocks, outcome.note or FAILED, outcome)
+        # Slack wants the response within 3 seconds: the message and the parked turn go on after it.
+        self._spawn(self._answered(outcome, place))
         return None
 
     async def on_close(self, body: Mapping[str, Any]) -> None:
@@ -146,12 +188,22 @@ class InputClicks:
         if not outcome.changed:
             # Closing a form that was already answered, or is over, needs no note.
             logger.info("closing the form of %s changed nothing: %s", place.request_id, outcome.note)
+            await self._show_ended(outcome, place)
+            return
+        await self._answered(outcome, place)
 
     async def _note(
-        self, place: ModalPlace, user: str, blocks: list[dict[str, Any]], note: str
+        self,
+        place: ModalPlace,
+        user: str,
+        blocks: list[dict[str, Any]],
+        note: str,
+        outcome: InputOutcome | None = None,
     ) -> dict[str, Any] | None:
         """Why a submission changed nothing: in the modal, or (without an input to show it on) as a
-        note in the thread, closing the modal."""
+        note in the thread, closing the modal. A request that is over shows so on its message too."""
+        if outcome is not None:
+            self._spawn(self._show_ended(outcome, place))
         block = first_input(blocks)
         if block is not None:
             return {"response_action": "errors", "errors": {block: note}}
@@ -169,3 +221,10 @@ class InputClicks:
             await self._poster.client.chat_postEphemeral(**kwargs)
         except SlackApiError as exc:
             logger.warning("could not tell %s about their request for input: %s", user, api_error(exc))
+
+
+def _message_of(place: ModalPlace) -> tuple[str, str] | None:
+    """Where the request's message is, as the click (or the modal opened from it) said."""
+    if place.channel is None or place.message_ts is None:
+        return None
+    return place.channel, place.message_ts
