@@ -15,7 +15,6 @@ from pydantic import ValidationError
 from adapters.doctor.report import Check, error, ok, warning
 from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
 from bot.errors import ConfigError, StoreError
-from bot.mcp.host import STILL_STARTING, MCPHost
 from bot.store.connect import connect, rollback, store_error
 from bot.store.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
 
@@ -48,7 +47,10 @@ def load_servers(settings: Settings) -> tuple[Check, McpConfig | None]:
     try:
         mcp = load_mcp_config(path)
     except ConfigError as exc:
-        return error("servers file", exc.message, "fix the servers file (or set NERVE_MCP_CONFIG)"), None
+        todo = "fix the servers file (or set NERVE_MCP_CONFIG)"
+        if not path.is_file():
+            todo = "create it (see 'Add an MCP server' in the README), or set NERVE_MCP_CONFIG to yours"
+        return error("servers file", exc.message, todo), None
     if not mcp.servers:
         found = f"{path}: no servers switched on, so the model gets no tools"
         return warning("servers file", found, "add a server (see 'Add an MCP server' in the README)"), mcp
@@ -61,6 +63,9 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
     """Start every server as nerve does, wait (bounded) for each one's first attempt, stop them."""
     if not servers:
         return []
+    # Imported here: the MCP client adds most of a second to a run that has no server to start.
+    from bot.mcp.host import STILL_STARTING, MCPHost
+
     host = MCPHost(
         servers,
         default_timeout=settings.nerve_tool_timeout,
@@ -74,15 +79,22 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
         tools = Counter(spec.server for spec in host.list_tools())
     finally:
         await host.aclose()
-    return [_server_check(name, config, problems.get(name), tools[name]) for name, config in servers.items()]
+    return [
+        _server_check(name, config, _plain(problems.get(name), STILL_STARTING), tools[name])
+        for name, config in servers.items()
+    ]
+
+
+def _plain(problem: str | None, still_starting: str) -> str | None:
+    if problem == still_starting:
+        return f"did not finish starting within {SERVER_LIMIT:g} s"
+    return problem
 
 
 def _server_check(name: str, config: ServerConfig, problem: str | None, tools: int) -> Check:
     label = f"server {name}"
     if problem is None:
         return ok(label, f"ready, {tools} tool{'s' if tools != 1 else ''}")
-    if problem == STILL_STARTING:
-        problem = f"did not finish starting within {SERVER_LIMIT:g} s"
     if config.kind != "stdio":
         todo = "check its url and headers in the servers file, and that the server is running"
     elif "could not be started" in problem:

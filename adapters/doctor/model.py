@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import openai
 
+from adapters.doctor.offline import NAME
 from adapters.doctor.report import Check, error, ok, warning
-from bot.config import OFFLINE_MODEL, Settings
+from bot.config import Settings
 
-NAME = "model"
 # Long enough for a service that is waking up; a model that is merely slow answers this at once.
 MODEL_LIMIT = 15.0
 # How many of the listed models a warning names.
@@ -19,23 +19,8 @@ SHOWN_MODELS = 8
 API_HINT = "check that OPENAI_BASE_URL points at the API (it usually ends in /v1)"
 
 
-def offline_check(settings: Settings) -> Check:
-    why = (
-        f"NERVE_MODEL is '{OFFLINE_MODEL}'"
-        if settings.nerve_model == OFFLINE_MODEL
-        else "neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
-    )
-    return ok(
-        NAME,
-        f"the built-in offline model ({why}): rule-based, not a language model; for a real one set "
-        "OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL (any OpenAI-compatible server), and NERVE_MODEL",
-    )
-
-
 async def check_model(settings: Settings) -> Check:
-    """Offline: say so and how to use a real model. Otherwise list the service's models."""
-    if settings.uses_offline_model:
-        return offline_check(settings)
+    """List the service's models (the offline model is `adapters.doctor.offline`'s)."""
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     limit = min(settings.nerve_llm_timeout, MODEL_LIMIT)
     client = openai.AsyncOpenAI(

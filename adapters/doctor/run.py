@@ -12,11 +12,9 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TextIO
 
-from adapters.doctor.discord_check import check_discord
 from adapters.doctor.local import check_database, check_servers, load_servers, load_settings
-from adapters.doctor.model import check_model
+from adapters.doctor.offline import offline_check
 from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
-from adapters.doctor.slack_check import check_slack
 from adapters.terminal.logs import log_to_stderr
 from bot.config import McpConfig, Settings
 
@@ -79,10 +77,10 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     report(servers_check)
     later: list[Coroutine[Any, Any, list[Check]]] = [
         check_servers(servers, settings),
-        _one(check_model(settings)),
+        _model(settings),
         _one(check_database(settings)),
-        check_slack(settings),
-        check_discord(settings),
+        _slack(settings),
+        _discord(settings),
     ]
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(work) for work in later]
@@ -94,6 +92,34 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
 
 async def _one(work: Awaitable[Check]) -> list[Check]:
     return [await work]
+
+
+# The model client and the platforms' libraries are imported only when they are configured: each
+# adds about half a second to a run that does not need it.
+
+
+async def _model(settings: Settings) -> list[Check]:
+    if settings.uses_offline_model:
+        return [offline_check(settings)]
+    from adapters.doctor.model import check_model
+
+    return [await check_model(settings)]
+
+
+async def _slack(settings: Settings) -> list[Check]:
+    if not any((settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)):
+        return []
+    from adapters.doctor.slack_check import check_slack
+
+    return await check_slack(settings)
+
+
+async def _discord(settings: Settings) -> list[Check]:
+    if settings.discord_bot_token is None:
+        return []
+    from adapters.doctor.discord_check import check_discord
+
+    return await check_discord(settings)
 
 
 def run_doctor(*, as_json_output: bool, verbose: bool = False, out: TextIO | None = None) -> int:
