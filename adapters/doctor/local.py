@@ -110,13 +110,16 @@ async def check_database(settings: Settings) -> Check:
     """Open the store as nerve does (creating it and applying migrations), then try a write that
     is rolled back: a store that opens but cannot be written fails the first conversation."""
     path = settings.nerve_db
-    todo = "set NERVE_DB to a file in a folder nerve can create and write"
     try:
         before = await _schema_version(path) if await asyncio.to_thread(path.exists) else None
         store = await SQLiteStore.open(path)
         await store.close()
         version = await _write_probe(path)
     except StoreError as exc:
+        folder_ok = await asyncio.to_thread(path.parent.is_dir)
+        todo = "fix that, or point NERVE_DB at another file"
+        if not folder_ok:
+            todo = "set NERVE_DB to a file in a folder nerve can create and write"
         return error("database", exc.message, todo)
     if before is None:
         how = "created now, "
