@@ -634,6 +634,30 @@ async def test_a_question_the_resumed_turn_asks_next_is_shown_and_answered_too(t
             assert buttons(message) == {} and "✅ Answered" in shown(message)
 
 
+async def test_a_message_written_while_a_question_waits_is_answered_after_the_answer(tmp_path, asks):
+    script = [
+        tool_reply(FakeCall(name="ask_colour", arguments='{"label": "porch"}')),
+        reply("The porch is green."),
+        reply("You are welcome."),
+    ]
+    async with rig(tmp_path, script, asks) as r:
+        root = "1600000000.500955"
+        message = await ask_in_thread(r, "pick a colour for the porch", root)
+        later = mention(f"<@{BOT_USER_ID}> thanks in advance", thread_ts=root, user=ALICE)
+        assert await r.deliver(later) == 200
+        await pick(r, message, "green")
+        await r.slack.wait_for(lambda _: answered(r, root, "You are welcome."), within=20)
+        await r.settle()
+
+        assert answers(r, root, "The porch is green.") == 1 and answers(r, root, "You are welcome.") == 1
+        texts = [p.text for p in r.slack.thread(CHANNEL, root) if not is_request(p)]
+        first = next(i for i, text in enumerate(texts) if "The porch is green." in text)
+        assert "You are welcome." in " ".join(texts[first + 1 :]), texts
+        assert [m["content"] for m in r.llm.requests[-1]["messages"] if m["role"] == "user"][-1].endswith(
+            "thanks in advance"
+        )
+
+
 async def test_an_approved_call_that_asks_shows_its_question_in_the_resumed_turn(tmp_path, gated):
     script = [
         tool_reply(FakeCall(name="ask_colour", arguments='{"label": "fence"}', id="c_fence")),
