@@ -673,7 +673,8 @@ async def test_a_rejected_key_is_reported_without_ever_showing_the_key(
     secret = "sk-very-secret-123"
     step = HttpError(
         status=401,
-        message="Incorrect API key provided.",
+        # OpenAI quotes the start and end of the key it was given.
+        message="Incorrect API key provided: sk-very-****-123.",
         type="invalid_request_error",
         code="invalid_api_key",
     )
@@ -684,6 +685,7 @@ async def test_a_rejected_key_is_reported_without_ever_showing_the_key(
             await llm.complete(USER, [], RecordedProgress())
     assert server.request_headers[0]["Authorization"] == f"Bearer {secret}"
     assert secret not in str(caught.value)
+    assert "sk-very" not in str(caught.value) and "-123" not in str(caught.value), "not even a piece"
     assert secret not in repr(llm)
     assert all(secret not in record.getMessage() for record in caplog.records)
 

@@ -353,9 +353,8 @@ class OpenAILLM:
                 retry_after=retry_after_seconds(exc.response.headers),
             )
         if status == 401:
-            raise LLMError(
-                f"the model service rejected the API key (401); check OPENAI_API_KEY: {detail}"
-            ) from None
+            # The provider's message may quote part of the key: it must not reach people or a log.
+            raise LLMError("the model service rejected the API key (401); check OPENAI_API_KEY") from None
         if status == 404:
             raise LLMError(
                 f"the model service does not know model '{self._model}' or this endpoint (404); "
