@@ -451,6 +451,7 @@ async def test_decline_tells_the_tool_it_was_declined_and_says_so_in_the_thread(
         assert answered(r, root, "No pizza then.")
         [message] = request_messages(r, root)
         assert buttons(message) == {} and "🚫 Declined" in shown(message)
+        assert len(message.versions) == 2, "updated once, whoever took the answer"
         assert r.slack.calls_of("views.open") == []
 
         # A late click on the old buttons changes nothing and says why, to the clicker only.
@@ -462,6 +463,7 @@ async def test_decline_tells_the_tool_it_was_declined_and_says_so_in_the_thread(
         await r.settle()
         assert ephemerals(r, ALICE) == ["This was already declined."]
         assert r.slack.calls_of("views.open") == []
+        assert len(request_messages(r, root)[0].versions) == 2
 
 
 async def test_a_rate_limited_request_message_is_posted_once_after_the_wait(tmp_path, asks):
