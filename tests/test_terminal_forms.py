@@ -2,16 +2,25 @@
 
 `nerve chat` runs on a pseudo-terminal against the asking test server (tests/mcp_servers/asks.py)
 and the local fake model service; the server echoes exactly what it was sent, and the model's next
-request shows what the tool returned.
+request shows what the tool returned. Both ways a server asks are covered: on 2025-11-25 while its
+call waits (live), on 2026-07-28 in its call's result, which parks the turn until the answer.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
+import time
 from pathlib import Path
 
+import aiosqlite
+import pytest
+
 from adapters.terminal.live import SPINNER
+from bot.inputs import InputDesk
+from bot.store.sqlite import SQLiteStore
+from bot.types import InputAnswer
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.test_cli import run_nerve
@@ -19,6 +28,13 @@ from tests.test_terminal import PROMPT, chat_env, nerve, terminal
 from tests.test_terminal_approvals import tool_content
 
 SEND = b"Send? [y/N/d=decline] "
+COLOUR = b"  Colour* (one of: red, green, blue): "
+# What a parked turn answers before it goes on: never shown as if it were the answer.
+PARKED_TEXT = b"Waiting for your answer"
+
+LIVE = ("--protocol", "2025-11-25")  # the server asks while its call waits
+PARKED = ("--protocol", "2026-07-28")  # the server asks in its call's result: the turn parks
+both_ways = pytest.mark.parametrize("protocol", [LIVE, PARKED], ids=["live", "parked"])
 
 
 def env_for(tmp_path: Path, model: FakeLLMServer, *server_args: str) -> dict[str, str]:
@@ -44,12 +60,11 @@ def call(name: str, call_id: str, **arguments: object) -> FakeCall:
     return FakeCall(name=name, arguments=json.dumps(arguments), id=call_id)
 
 
-async def test_a_form_is_asked_field_by_field_checked_as_typed_and_sent_while_the_call_waits(tmp_path):
+@both_ways
+async def test_a_form_is_asked_field_by_field_checked_as_typed_and_sent(tmp_path, protocol):
     script = [tool_reply(call("order_pizza", "c1")), reply("Your pizza is ordered.")]
     async with FakeLLMServer(script) as model:
-        # The older protocol: the server's request arrives while its call is open and waits.
-        env = env_for(tmp_path, model, "--protocol", "2025-11-25")
-        async with terminal(*nerve("chat"), env=env) as term:
+        async with terminal(*nerve("chat"), env=env_for(tmp_path, model, *protocol)) as term:
             at = await term.expect(PROMPT)
             term.type(b"order me a pizza\r")
             at = await term.expect(b"asks you to fill in a form for order_pizza", after=at)
@@ -107,10 +122,12 @@ async def test_a_form_is_asked_field_by_field_checked_as_typed_and_sent_while_th
         "toppings": ["olive", "mushroom"],
     }
     assert returned(model.requests[1], "c1") == f"accepted: {json.dumps(sent, sort_keys=True)}"
+    assert PARKED_TEXT not in term.output
     assert "Traceback" not in term.screen()
 
 
-async def test_decline_a_form_open_a_link_yourself_and_a_secret_is_never_asked(tmp_path):
+@both_ways
+async def test_decline_a_form_open_a_link_yourself_and_a_secret_is_never_asked(tmp_path, protocol):
     script = [
         tool_reply(call("ask_colour", "c1", label="wall")),
         reply("You declined."),
@@ -120,7 +137,7 @@ async def test_decline_a_form_open_a_link_yourself_and_a_secret_is_never_asked(t
         reply("No token, then."),
     ]
     async with FakeLLMServer(script) as model:
-        async with terminal(*nerve("chat"), env=env_for(tmp_path, model)) as term:
+        async with terminal(*nerve("chat"), env=env_for(tmp_path, model, *protocol)) as term:
             at = await term.expect(PROMPT)
             term.type(b"paint the wall\r")
             at = await term.expect(b"Pick a colour for wall", after=at)
@@ -158,6 +175,7 @@ async def test_decline_a_form_open_a_link_yourself_and_a_secret_is_never_asked(t
     assert returned(model.requests[3], "c2") == "url accepted"
     assert returned(model.requests[5], "c3") == "declined"
     assert b"API token (" not in term.output  # the secret's field was never asked
+    assert PARKED_TEXT not in term.output
 
 
 async def test_ctrl_c_at_a_field_cancels_the_question_and_then_cancels_the_turn_again(tmp_path):
@@ -167,11 +185,11 @@ async def test_ctrl_c_at_a_field_cancels_the_question_and_then_cancels_the_turn_
     ]
     async with (
         FakeLLMServer(script) as model,
-        terminal(*nerve("chat"), env=env_for(tmp_path, model)) as term,
+        terminal(*nerve("chat"), env=env_for(tmp_path, model, *LIVE)) as term,
     ):
         at = await term.expect(PROMPT)
         term.type(b"paint the door, then count\r")
-        at = await term.expect(b"  Colour* (one of: red, green, blue): ", after=at)
+        at = await term.expect(COLOUR, after=at)
         term.type(b"\x03")
         at = await term.expect(b"Cancelled: nothing was sent.", after=at)
         # The question gave Ctrl-C back to the turn: it stops the slow call that follows.
@@ -188,11 +206,13 @@ async def test_ctrl_c_at_a_field_cancels_the_question_and_then_cancels_the_turn_
 # --- nerve ask --------------------------------------------------------------------------------------
 
 
-async def test_ask_on_a_terminal_asks_the_question_like_the_chat(tmp_path):
+@both_ways
+async def test_ask_on_a_terminal_asks_the_question_like_the_chat(tmp_path, protocol):
     script = [tool_reply(call("ask_colour", "c1", label="gate")), reply("The gate will be green.")]
     async with FakeLLMServer(script) as model:
-        async with terminal(*nerve("ask", "paint the gate"), env=env_for(tmp_path, model)) as term:
-            at = await term.expect(b"  Colour* (one of: red, green, blue): ")
+        env = env_for(tmp_path, model, *protocol)
+        async with terminal(*nerve("ask", "paint the gate"), env=env) as term:
+            at = await term.expect(COLOUR)
             term.type(b"GREEN\r")
             at = await term.expect(SEND, after=at)
             term.type(b"y\r")
@@ -200,14 +220,109 @@ async def test_ask_on_a_terminal_asks_the_question_like_the_chat(tmp_path):
             assert await term.exit_code() == 0
         model.assert_complete()
     assert returned(model.requests[1], "c1") == "gate: green"
+    assert PARKED_TEXT not in term.output
 
 
-async def test_ask_in_a_script_declines_a_question_at_once_and_says_so(tmp_path):
+@both_ways
+async def test_ask_in_a_script_declines_a_question_at_once_and_says_so(tmp_path, protocol):
     script = [tool_reply(call("ask_colour", "c1", label="gate")), reply("Nothing was chosen.")]
     async with FakeLLMServer(script) as model:
-        code, out, err = await run_nerve("ask", "paint the gate", env=env_for(tmp_path, model))
+        env = env_for(tmp_path, model, *protocol)
+        code, out, err = await run_nerve("ask", "paint the gate", env=env)
         model.assert_complete()
     assert code == 0, err
     assert out.strip() == "Nothing was chosen."
     assert "nerve: declined: asks asked for input; run on a terminal to answer" in err
     assert returned(model.requests[1], "c1") == "gate: declined"
+
+
+# --- a turn parked on a question --------------------------------------------------------------------
+
+
+async def test_ctrl_c_at_a_parked_question_cancels_it_and_the_turn_goes_on_to_its_answer(tmp_path):
+    script = [tool_reply(call("ask_colour", "c1", label="door")), reply("No colour for the door, then.")]
+    async with (
+        FakeLLMServer(script) as model,
+        terminal(*nerve("chat"), env=env_for(tmp_path, model, *PARKED)) as term,
+    ):
+        at = await term.expect(PROMPT)
+        term.type(b"paint the door\r")
+        at = await term.expect(COLOUR, after=at)
+        term.type(b"\x03")
+        at = await term.expect(b"Cancelled: nothing was sent.", after=at)
+        at = await term.expect(b"No colour for the door, then.", after=at)
+        await term.expect(PROMPT, after=at)
+        term.type(b"/quit\r")
+        assert await term.exit_code() == 0
+        model.assert_complete()
+    assert returned(model.requests[1], "c1") == "door: cancelled"
+    assert PARKED_TEXT not in term.output
+    assert "Traceback" not in term.screen()
+
+
+async def answer_elsewhere(db: Path, colour: str) -> None:
+    """Another nerve process answers the open question of the parked turn (and does not resume it)."""
+    async with aiosqlite.connect(db) as raw:
+        [(request_id,)] = list(
+            await raw.execute_fetchall("SELECT id FROM input_requests WHERE status = 'open'")
+        )
+    store = await SQLiteStore.open(db)
+    try:
+        desk = InputDesk(store, clock=time.time, timeout=600)
+        answer = InputAnswer(action="accept", content={"colour": colour})
+        outcome = await desk.answer(str(request_id), getpass.getuser(), answer)
+    finally:
+        await store.close()
+    assert outcome.changed and outcome.resume is not None
+
+
+async def test_a_parked_question_answered_elsewhere_meanwhile_goes_on_with_that_answer(tmp_path):
+    script = [tool_reply(call("ask_colour", "c1", label="gate")), reply("The gate will be blue.")]
+    async with (
+        FakeLLMServer(script) as model,
+        terminal(*nerve("chat"), env=env_for(tmp_path, model, *PARKED)) as term,
+    ):
+        at = await term.expect(PROMPT)
+        term.type(b"paint the gate\r")
+        at = await term.expect(COLOUR, after=at)
+        await answer_elsewhere(tmp_path / "nerve.db", "blue")
+        term.type(b"red\r")
+        at = await term.expect(SEND, after=at)
+        term.type(b"y\r")
+        at = await term.expect(b"This was already answered.", after=at)
+        # Nobody went on with the turn there: it goes on here, with the answer given there.
+        at = await term.expect(b"The gate will be blue.", after=at)
+        await term.expect(PROMPT, after=at)
+        term.type(b"/quit\r")
+        assert await term.exit_code() == 0
+        model.assert_complete()
+    assert returned(model.requests[1], "c1") == "gate: blue"
+    assert PARKED_TEXT not in term.output
+    assert "Traceback" not in term.screen()
+
+
+async def test_a_question_and_an_approval_in_one_round_are_both_asked_then_the_turn_goes_on(tmp_path):
+    # grow_tools changes the server (no read-only annotation): it waits for approval.
+    both = tool_reply(call("ask_colour", "c1", label="fence"), call("grow_tools", "c2"))
+    script = [both, reply("The fence is green, and there is a new tool.")]
+    async with (
+        FakeLLMServer(script) as model,
+        terminal(*nerve("chat"), env=env_for(tmp_path, model, *PARKED)) as term,
+    ):
+        at = await term.expect(PROMPT)
+        term.type(b"paint the fence and grow\r")
+        at = await term.expect(COLOUR, after=at)
+        term.type(b"green\r")
+        at = await term.expect(SEND, after=at)
+        term.type(b"y\r")
+        at = await term.expect(b"Sent.", after=at)
+        at = await term.expect(b"Run grow_tools()? [y]es / [n]o / [a]lways here ", after=at)
+        term.type(b"y\r")
+        at = await term.expect(b"The fence is green, and there is a new tool.", after=at)
+        await term.expect(PROMPT, after=at)
+        term.type(b"/quit\r")
+        assert await term.exit_code() == 0
+        model.assert_complete()
+    assert returned(model.requests[1], "c1") == "fence: green"
+    assert returned(model.requests[1], "c2") == "added new_tool"
+    assert PARKED_TEXT not in term.output

@@ -3,6 +3,8 @@
 The chat and `nerve ask` on a terminal ask per call (`Run write_file(path="notes.txt", …)? [y]es /
 [n]o / [a]lways here`); `nerve ask` in a script decides every call at once: denied, or approved
 with `--yes`. The person at the terminal is the OS user, who is also the one who asked.
+
+A turn parked on a tool's questions goes on the same way once they are answered (`go_on_answered`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,10 +22,31 @@ from rich.markup import escape
 from adapters.terminal.safe import printable
 from bot.agent import Agent
 from bot.policy.scopes import Place
-from bot.types import AgentReply, ApprovalPrompt, PendingCall, Progress, no_progress
+from bot.types import AgentReply, ApprovalPrompt, ConversationKey, PendingCall, Progress, no_progress
 
 # Reads one answer after showing the question; None on Ctrl-C or end of input.
 Ask = Callable[[str], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parked:
+    """A turn that parked on its tools' questions, once they were asked here: the conversation it
+    waits in, the tools that asked, and the parked turn an answer here let go on (None when the
+    answers were given elsewhere, came too late, or are still missing)."""
+
+    key: ConversationKey
+    tools: tuple[str, ...]
+    resume: str | None
+
+
+class Questions(Protocol):
+    """A tool's questions asked at the terminal (`FillIn`): those a parked turn left open."""
+
+    @property
+    def parked(self) -> bool: ...
+
+    async def settle(self) -> Parked | None: ...
+
 
 QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
@@ -141,6 +166,24 @@ async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_pr
     return final
 
 
+async def go_on_answered(agent: Agent, parked: Parked, progress: Progress = no_progress) -> AgentReply | None:
+    """The rest of a turn that parked on its tools' questions, once they were answered here.
+
+    Without a parked turn to resume from the answers (given elsewhere, or too late), the one the
+    conversation waits on is tried: it goes on here when nobody else took it. None while it still
+    waits, or when another process already went on with it.
+    """
+    request_id = parked.resume
+    if request_id is None and agent.approvals is not None:
+        request_id = await agent.approvals.waiting_in(parked.key)
+    if request_id is None:
+        return None
+    final = await agent.resume(request_id, progress)
+    if final is None and request_id in await agent.expire_due("terminal"):
+        final = await agent.resume(request_id, progress)
+    return final
+
+
 async def settle_one_shot(
     agent: Agent,
     reply: AgentReply,
@@ -150,28 +193,39 @@ async def settle_one_shot(
     ask: Ask | None,
     console: Console,
     progress: Progress = no_progress,
+    questions: Questions | None = None,
 ) -> AgentReply:
-    """`nerve ask`: decide until the answer no longer waits, then return it.
+    """`nerve ask`: decide and answer until the answer no longer waits, then return it.
 
     `--yes` approves every call of this one question; on a terminal (`ask` given) the person is
     asked per call; otherwise every call that needs approval is denied, and stderr says which.
-    The rest of the turn reports to `progress` as the first part did.
+    A turn parked on its tools' questions goes on once `questions` has them answered (on a
+    terminal by the person, in a script declined at once). The rest of the turn reports to
+    `progress` as the first part did.
     """
-    while reply.approval is not None:
+    while True:
+        parked = await questions.settle() if questions is not None else None
         prompt = reply.approval
-        if approve_all:
-            await decide_all(agent, prompt, user, approve=True)
-        elif ask is not None:
-            print_waiting(console, prompt)
-            await ask_each(agent, prompt, user, ask, console)
+        if prompt is not None:
+            if approve_all:
+                await decide_all(agent, prompt, user, approve=True)
+            elif ask is not None:
+                print_waiting(console, prompt)
+                await ask_each(agent, prompt, user, ask, console)
+            else:
+                for call in await decide_all(agent, prompt, user, approve=False):
+                    sys.stderr.write(
+                        printable(f"nerve: not run: {call.tool} needs approval; run with --yes to approve")
+                        + "\n"
+                    )
+            final = await go_on(agent, prompt, progress)
+            waits_for = "a decision on its tool calls"
+        elif parked is not None:
+            final = await go_on_answered(agent, parked, progress)
+            waits_for = "answers to what its tools asked"
         else:
-            for call in await decide_all(agent, prompt, user, approve=False):
-                sys.stderr.write(
-                    printable(f"nerve: not run: {call.tool} needs approval; run with --yes to approve") + "\n"
-                )
-        final = await go_on(agent, prompt, progress)
+            return reply
         if final is None:
-            text = "This answer still waits for a decision on its tool calls; nothing more was run."
+            text = f"This answer still waits for {waits_for}; nothing more was run."
             return AgentReply(text=text, attachments=reply.attachments, failed=True)
         reply = final
-    return reply

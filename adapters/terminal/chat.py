@@ -12,13 +12,16 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
-from adapters.terminal.approve import ask_each, go_on, print_waiting, terminal_place
+from adapters.prompt_arguments import parse_arguments, usage
+from adapters.terminal.approve import Parked, ask_each, go_on, go_on_answered, print_waiting, terminal_place
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.live import LiveAnswer, PlainAnswer
 from adapters.terminal.views import (
@@ -31,9 +34,10 @@ from adapters.terminal.views import (
     reply_as_json,
     shown,
 )
+from bot.errors import PromptError
 from bot.runtime import Runtime
 from bot.text import scrub
-from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress
+from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress, PromptSpec
 
 # The printing helpers moved to `views`; importing them from here keeps working.
 __all__ = ["TerminalChat", "attachment_line", "format_history", "read_line", "reply_as_json"]
@@ -44,6 +48,7 @@ HELP = """\
 Type a question and press Enter. Commands:
   /show N    show tool result N of the last answer in full (/show all for every one)
   /tools     list the tools the model can use
+  /prompt    list the prompts the servers offer; /prompt NAME [arg=value ...] starts one
   /reset     start a new conversation in this thread
   /help      this text
   /quit      leave (Ctrl-D or Ctrl-C at the prompt work too)"""
@@ -51,6 +56,19 @@ Type a question and press Enter. Commands:
 
 def _no_notice() -> str | None:
     return None
+
+
+def _ignore() -> None:
+    """Ctrl-C between a tool's questions: each question takes it for itself while it is asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """What one piece of a turn came to: its reply, and, when it parked on its tools' questions,
+    how they went (asked here already)."""
+
+    reply: AgentReply
+    parked: Parked | None = None
 
 
 class TerminalChat:
@@ -155,6 +173,8 @@ class TerminalChat:
             self._console.print("[dim]Started a new conversation in this thread.[/dim]")
         elif command == "/show":
             self._show(argument.strip())
+        elif command == "/prompt":
+            await self._prompt(argument.strip())
         else:
             self._console.print(f"Unknown command {shown(command)}. /help lists the commands.")
         return True
@@ -174,18 +194,81 @@ class TerminalChat:
         for index, attachment in chosen:
             print_attachment(self._console, index, attachment)
 
+    def _incoming(self, text: str) -> Incoming:
+        return Incoming(key=self._key, text=text, user_id=self._user, place=terminal_place(self._user))
+
     async def _turn(self, text: str) -> None:
-        incoming = Incoming(key=self._key, text=text, user_id=self._user, place=terminal_place(self._user))
+        incoming = self._incoming(text)
         self._last = None
-        reply = await self._work(lambda progress: self._runtime.agent.reply(incoming, progress))
-        await self._answer(reply)
+        piece = await self._work(lambda progress: self._runtime.agent.reply(incoming, progress))
+        await self._answer(piece)
+
+    async def _prompt(self, written: str) -> None:
+        """`/prompt`: the prompts offered here; `/prompt NAME [arg=value ...]` starts one as a turn."""
+        agent = self._runtime.agent
+        here = self._incoming("")
+        name, _, rest = written.partition(" ")
+        if not name:
+            self._list_prompts(agent.prompts(here), offered_elsewhere=bool(agent.prompts()))
+            return
+        spec = next((p for p in agent.prompts(here) if p.name == name), None)
+        try:
+            # An unknown name is left to the core, which names the prompts there are.
+            arguments = parse_arguments(spec, rest) if spec is not None else {}
+            asking = asyncio.ensure_future(agent.prompt_question(here, name, arguments))
+            with _on_ctrl_c(asking.cancel):
+                question = await asking
+        except PromptError as exc:
+            hint = f" Write it as /prompt {usage(spec)}" if spec is not None else ""
+            self._console.print(f"[yellow]{shown(str(exc))}[/yellow]{shown(hint)}")
+            return
+        except asyncio.CancelledError:
+            if not asking.cancelled():
+                raise
+            self._console.print("[dim]Cancelled: the prompt was not started.[/dim]")
+            return
+        except Exception as exc:  # a server that broke down mid-way: say so, keep the chat
+            logger.exception("starting the prompt %s failed", name)
+            self._console.print(f"[red]Sorry — the prompt could not be started: {shown(str(exc))}[/red]")
+            return
+        first = question.strip().splitlines()[0] if question.strip() else ""
+        more = " …" if len(first) > 200 or question.strip() != first else ""
+        self._console.print(f"[dim]prompt {shown(name)}: {shown(first[:200])}{more}[/dim]")
+        await self._turn(question)
+
+    def _list_prompts(self, prompts: list[PromptSpec], *, offered_elsewhere: bool) -> None:
+        if not prompts:
+            why = (
+                "the policy in the servers file offers none in the terminal"
+                if offered_elsewhere
+                else "none of the servers offers any, or they are starting"
+            )
+            self._console.print(f"No prompts to start: {why}.")
+            return
+        self._console.print(
+            "[dim]Start one with /prompt NAME arg=value …, quoting values with spaces "
+            '(topic="the weather"); a value without a name fills the first required argument.[/dim]'
+        )
+        for spec in prompts:
+            summary = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
+            self._console.print(
+                f"[bold]{shown(usage(spec))}[/bold]"
+                + (f" — {shown(summary)}" if summary else "")
+                + f" [dim]({shown(spec.server)})[/dim]"
+            )
+            for argument in spec.arguments:
+                optional = "" if argument.required else " (optional)"
+                about = f": {argument.description.strip()}" if argument.description.strip() else ""
+                self._console.print(f"  [dim]{shown(argument.name + optional + about)}[/dim]")
 
     async def _work(
         self, work: Callable[[Progress], Coroutine[Any, Any, AgentReply | None]], *, cancellable: bool = True
-    ) -> AgentReply | None:
+    ) -> _Piece | None:
         """Run one piece of a turn, shown live as it goes; None when it was cancelled or failed (said so).
 
-        What a server asks meanwhile is asked here and now: its call waits for the answer.
+        What a server asks meanwhile is asked here and now: its call waits for the answer. A turn
+        that parked on its tools' questions instead returns with them open: they are asked before
+        this returns, and the piece says whether the answers let it go on.
         """
         async with (
             self._showing("  (Ctrl-C cancels)" if cancellable else "") as (sink, pause),
@@ -194,7 +277,11 @@ class TerminalChat:
             task = asyncio.create_task(work(fill_in.watching(sink)))
             try:
                 with _on_ctrl_c(task.cancel if cancellable else self._finishing):
-                    return await task
+                    reply = await task
+                if reply is None:
+                    return None
+                with _on_ctrl_c(_ignore):
+                    return _Piece(reply, await fill_in.settle())
             except asyncio.CancelledError:
                 if not task.cancelled():
                     raise
@@ -229,25 +316,48 @@ class TerminalChat:
         print_results(self._console, reply)
 
     def _finishing(self) -> None:
-        # Going on after a decision is not cancelled: the turn would stay claimed, and the thread
-        # would wait behind it.
-        self._console.print("[dim]Finishing what was approved; the answer follows.[/dim]")
+        # Going on after a decision or an answer is not cancelled: the turn would stay claimed, and
+        # the thread would wait behind it.
+        self._console.print("[dim]Finishing what was decided; the answer follows.[/dim]")
 
-    async def _answer(self, reply: AgentReply | None) -> None:
-        """Print a reply; while it waits for approval, ask, go on, and print what follows."""
+    async def _answer(self, piece: _Piece | None) -> None:
+        """Print a reply; while it waits for approval, ask, go on, and print what follows. A reply
+        that waits for answers to its tools' questions is not the answer: they were asked already,
+        so it goes on at once."""
         went_on = False
-        while reply is not None:
+        while piece is not None:
+            reply, parked = piece.reply, piece.parked
             self._last = reply
-            if reply.text or reply.attachments:
+            if parked is not None:
+                self._plain.interrupted()
+            elif reply.text or reply.attachments:
                 self._print(reply)
-            if reply.approval is None:
+            if reply.approval is not None:
+                piece = await self._decide(reply.approval)
+            elif parked is not None:
+                piece = await self._go_on_answered(parked)
+            else:
                 break
-            reply = await self._decide(reply.approval)
             went_on = True
         if went_on:
             await self._answer_waiting_messages()
 
-    async def _decide(self, prompt: ApprovalPrompt) -> AgentReply | None:
+    async def _go_on_answered(self, parked: Parked) -> _Piece | None:
+        agent = self._runtime.agent
+
+        async def rest_of_turn(progress: Progress) -> AgentReply | None:
+            final = await go_on_answered(agent, parked, progress)
+            if final is None:
+                tools = ", ".join(parked.tools) or "a tool"
+                self._console.print(
+                    f"[dim]This turn still waits for an answer to what {shown(tools)} asked, "
+                    "or goes on elsewhere.[/dim]"
+                )
+            return final
+
+        return await self._work(rest_of_turn, cancellable=False)
+
+    async def _decide(self, prompt: ApprovalPrompt) -> _Piece | None:
         agent = self._runtime.agent
         if prompt.open:
             print_waiting(self._console, prompt)
@@ -266,7 +376,7 @@ class TerminalChat:
         restart), answered in order now that it is done."""
         async for incoming, reply in self._runtime.agent.deferred_replies(self._key):
             self._console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
-            await self._answer(reply)
+            await self._answer(_Piece(reply))
 
     async def _waiting_at_start(self) -> None:
         """A turn of this thread that was waiting for a decision when nerve stopped: ask again."""
@@ -283,10 +393,21 @@ class TerminalChat:
                 "new messages wait behind it."
             )
             return
+        if not any(call.status == "pending" for call in prompt.calls) and prompt.questions_open:
+            # What a tool asked before nerve stopped is not asked again here: the turn goes on once
+            # the question has expired (the tool is told "cancel"), or /reset ends it.
+            until = time.strftime("%H:%M", time.localtime(prompt.expires_at))
+            self._console.print(
+                "[yellow]Your last question in this thread waits for an answer to what a tool asked "
+                f"before nerve stopped,[/yellow] until {until}: start the chat again after that for "
+                "the answer without it, or /reset to start a new conversation."
+            )
+            await self._answer(await self._go_on_answered(Parked(key=self._key, tools=(), resume=None)))
+            return
         self._console.print(
             "[yellow]Your last question in this thread is waiting for your decision.[/yellow]"
         )
-        await self._answer(AgentReply(text="", approval=prompt))
+        await self._answer(_Piece(AgentReply(text="", approval=prompt)))
 
 
 # The actions of the `_on_ctrl_c` blocks now open, innermost last: Ctrl-C runs the innermost.

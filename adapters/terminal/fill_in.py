@@ -6,6 +6,10 @@ its own (one question at a time, with the live view paused so nothing draws over
 then hands the answer to the agent, which gives it to the waiting call. Each field is checked as it
 is typed (`bot.forms.parse_field`), so a wrong value is asked again at once, with why. Ctrl-C or
 end of input at any prompt answers "cancel"; a link is never opened for the person.
+
+A server that asks in its call's result parks the turn instead: the turn returns while its questions
+are still open. They are asked the same way; `settle` then waits for them and says which parked turn
+the answers let go on, for the caller to resume.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from urllib.parse import urlsplit
 from rich.console import Console
 from rich.markup import escape
 
-from adapters.terminal.approve import Ask
+from adapters.terminal.approve import Ask, Parked
 from adapters.terminal.safe import printable
 from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field
 from bot.types import InputAction, InputAnswer, InputOutcome, InputRequest, Progress, TurnEvent
@@ -70,6 +74,7 @@ class FillIn:
     `read` asks one line (None on Ctrl-C or end of input); without it (a script) every question is
     declined at once, with a note, so a script never waits for a person. `pause` stops the live
     view while a question is asked. Leaving stops a question still being asked: its turn is over.
+    Once a piece of a turn has returned, `settle` asks what it left open (a parked turn's questions).
     """
 
     def __init__(
@@ -86,9 +91,17 @@ class FillIn:
         self._console = console
         self._pause = pause
         self._one_at_a_time = asyncio.Lock()
-        self._asking: set[asyncio.Task[None]] = set()
+        # Each question being asked, by request id.
+        self._asking: dict[str, asyncio.Task[None]] = {}
         # Requests that ended without this terminal's answer (expired, the call stopped): status.
         self._ended: dict[str, str] = {}
+        # Questions shown since the last `settle` (not those nerve refused to show), and the parked
+        # turn an answer here let go on.
+        self._seen: dict[str, InputRequest] = {}
+        self._resume: str | None = None
+        # The question on screen, and whether it is waiting for the person to type.
+        self._current: str | None = None
+        self._at_prompt = False
 
     async def __aenter__(self) -> FillIn:
         return self
@@ -96,11 +109,38 @@ class FillIn:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        for task in list(self._asking):
+        tasks = list(self._asking.values())
+        for task in tasks:
             task.cancel()
-        for task in list(self._asking):
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    @property
+    def parked(self) -> bool:
+        """True when a question shown is still open although the piece of turn that asked it may have
+        returned: a live question ends before its call does, so only a parked turn leaves one open."""
+        return any(request_id not in self._ended for request_id in self._seen)
+
+    async def settle(self) -> Parked | None:
+        """After a piece of a turn returned: the questions it left open, asked here until each has
+        its answer (or is dismissed); None when it left none, so it did not park on questions.
+
+        A live question that ended without an answer while the person was still typing is taken
+        off the screen; the others are waited for.
+        """
+        left_open = [request for request_id, request in self._seen.items() if request_id not in self._ended]
+        for request_id, task in list(self._asking.items()):
+            if request_id in self._ended and (request_id != self._current or self._at_prompt):
+                task.cancel()
+        if self._asking:
+            await asyncio.wait(list(self._asking.values()))
+        resume, self._resume = self._resume, None
+        self._seen.clear()
+        if not left_open:
+            return None
+        tools = tuple(dict.fromkeys(tool for request in left_open for tool in request.tools))
+        return Parked(key=left_open[0].key, tools=tools, resume=resume)
 
     def watching(self, sink: Progress) -> Progress:
         """`sink`, with this person's questions taken out and asked."""
@@ -109,9 +149,11 @@ class FillIn:
             request = event.input
             if event.kind == "input_needed" and request is not None:
                 if request.user_id == self._user:
+                    if request.refused is None:
+                        self._seen[request.request_id] = request
                     task = asyncio.create_task(self._ask(request), name="nerve-fill-in")
-                    self._asking.add(task)
-                    task.add_done_callback(self._asking.discard)
+                    self._asking[request.request_id] = task
+                    task.add_done_callback(lambda _: self._asking.pop(request.request_id, None))
             elif event.kind == "input_done" and request is not None:
                 self._ended[request.request_id] = event.message
             else:
@@ -128,6 +170,7 @@ class FillIn:
                     "before you got to it.[/dim]"
                 )
                 return
+            self._current = request.request_id
             with self._pause():
                 try:
                     await self._show(request)
@@ -136,6 +179,8 @@ class FillIn:
                         f"[yellow]The question from {_shown(request.server)} is no longer open.[/yellow]"
                     )
                     raise
+                finally:
+                    self._current = None
 
     async def _show(self, request: InputRequest) -> None:
         console = self._console
@@ -174,11 +219,17 @@ class FillIn:
         outcome = await self._agent.answer_input(request.request_id, self._user, answer)
         if outcome.note:
             self._console.print(f"[yellow]{_shown(outcome.note)}[/yellow]")
+        if outcome.resume is not None:
+            self._resume = outcome.resume
         return outcome
 
     async def _line(self, prompt: str) -> str:
         assert self._read is not None
-        line = await self._read(printable(prompt))
+        self._at_prompt = True
+        try:
+            line = await self._read(printable(prompt))
+        finally:
+            self._at_prompt = False
         if line is None:
             self._console.print()
             raise _Stop

@@ -190,8 +190,8 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     async with FillIn(agent, user, read_line if interactive else None, notes) as questions:
         progress = questions.watching(progress)
         reply = await agent.reply(incoming, progress)
-        if reply.approval is not None:
-            if interactive and not as_json:
+        if reply.approval is not None or questions.parked:
+            if interactive and not as_json and not questions.parked:
                 answer.finish(reply.text)
             reply = await settle_one_shot(
                 agent,
@@ -201,6 +201,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
                 ask=read_line if interactive else None,
                 console=notes,
                 progress=progress,
+                questions=questions,
             )
     if as_json:
         audit = await agent.approvals.audit_log(key) if agent.approvals is not None else []
