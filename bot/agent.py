@@ -93,6 +93,10 @@ DEFERRED_REPLY = (
     "I'm still waiting for a decision on the tool calls I asked to run for your earlier message; "
     "I'll answer this message right after that."
 )
+DEFERRED_FOR_ANSWER = (
+    "A tool is still waiting for an answer to its question about your earlier message; "
+    "I'll answer this message right after that."
+)
 CUT_OFF_NOTE = (
     "⚠️ The answer was cut off: the model service stopped sending it. Ask again for the whole answer."
 )
@@ -180,7 +184,7 @@ class Agent(WaitingTurns):
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
             # Inside a parked turn's round nothing may be written: the message waits behind it.
             await self.approvals.defer(incoming)
-            return AgentReply(text=DEFERRED_REPLY, deferred=True)
+            return AgentReply(text=await self._deferred_text(incoming.key), deferred=True)
         messages = [ChatMessage(role="user", content=incoming.text)]
         if store_notice:
             messages.append(ChatMessage(role="assistant", content=notice))
@@ -190,6 +194,15 @@ class Agent(WaitingTurns):
                 return stored
         return AgentReply(text=notice, failed=True)
 
+    async def _deferred_text(self, key: ConversationKey) -> str:
+        """What a message waiting behind a parked turn is told: what that turn waits for."""
+        assert self.approvals is not None
+        request_id = await self.approvals.waiting_in(key)
+        found = await self.approvals.prompt(request_id) if request_id is not None else None
+        if found is not None and not found[0].calls:
+            return DEFERRED_FOR_ANSWER
+        return DEFERRED_REPLY
+
     async def _reply(self, incoming: Incoming, progress: Progress) -> AgentReply:
         """One turn; the caller holds the conversation and a slot."""
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
@@ -198,7 +211,7 @@ class Agent(WaitingTurns):
                 return replayed
             # The thread's turn is parked: this message waits behind it, stored, never dropped.
             await self.approvals.defer(incoming)
-            return AgentReply(text=DEFERRED_REPLY, deferred=True)
+            return AgentReply(text=await self._deferred_text(incoming.key), deferred=True)
         user = ChatMessage(role="user", content=incoming.text)
         if not await self._store.append(incoming.key, [user], event_id=incoming.event_id):
             stored = await self._stored_answer(incoming)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent import Agent, AgentConfig
+from bot.agent import DEFERRED_FOR_ANSWER, Agent, AgentConfig
 from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
 from bot.store.sqlite import SQLiteStore
@@ -107,7 +107,7 @@ async def test_a_message_while_a_question_waits_is_answered_after_it_not_blocked
 
     async with asyncio.timeout(5):  # nothing is held: the thread takes a new message at once
         meanwhile = await agent.reply(ask("hello?", event_id="E2"))
-    assert "still waiting" in meanwhile.text.lower()
+    assert meanwhile.text == DEFERRED_FOR_ANSWER and meanwhile.deferred
 
     [question] = shown.questions()
     answered = await agent.answer_input(question.request_id, ASKER, InputAnswer(action="decline"))
