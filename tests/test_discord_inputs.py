@@ -1,7 +1,12 @@
 """Servers asking people for input on Discord: real discord.py against the fake Discord (gateway and
 REST, modals included), the real Agent and SQLite store, the real `asks` MCP server over stdio, and
 the real `openai` client against a scripted model service. The server echoes exactly what it was
-given, so each test sees what really reached it; the fake records what Discord received."""
+given, so each test sees what really reached it; the fake records what Discord received.
+
+The end-to-end tests run on both protocol eras of the server: on 2025-11-25 it asks while its call
+waits (the turn waits with it: "live"), on 2026-07-28 it asks in its call's result and the turn
+parks until the answer resumes it ("parked"; its answer then comes in the conversation's thread).
+People see the same request message and answer it the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +16,9 @@ import re
 import sys
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +28,7 @@ from adapters.discord.input_message import CUSTOM_ID_LIMIT, TEMPLATE, InputClick
 from adapters.discord.input_modal import InputModal, steps_of
 from adapters.discord.live_view import LiveView
 from bot.agent import Agent, AgentConfig
-from bot.config import ServerConfig
+from bot.config import ServerConfig, ToolOverride
 from bot.forms import form_from_schema
 from bot.inputs import NOT_YOURS
 from bot.mcp.host import MCPHost
@@ -32,6 +40,8 @@ from tests.fakes.clock import Clock
 from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.mcp_servers.asks import LOGIN_URL, PIZZA_FORM
+from tests.test_discord_bot import WatchedInbox
+from tests.test_inputs import asks_server
 
 CALLBACK = r"/interactions/\d+/[^/]+/callback"
 THREADS = r"/channels/\d+/messages/\d+/threads"
@@ -44,24 +54,54 @@ PIZZA_TITLES = [
 ]
 
 
-@pytest.fixture(scope="module")
-async def host() -> AsyncIterator[MCPHost]:
-    server = ServerConfig(command=sys.executable, args=["-m", "tests.mcp_servers.asks"], cwd=str(ROOT))
+LIVE, PARKED = "2025-11-25", "2026-07-28"
+
+
+@asynccontextmanager
+async def asks_host(protocol: str) -> AsyncIterator[MCPHost]:
+    """The `asks` server on one protocol era. `chatty` waits for approval, so a test can have a
+    turn resumed after an approval ask a question."""
+    args = ["-m", "tests.mcp_servers.asks", "--protocol", protocol]
+    tools = {"chatty": ToolOverride(approval="always")}
+    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT), tools=tools)
     async with MCPHost({"asks": server}, default_timeout=10.0) as started:
         async with asyncio.timeout(20):
             await started.wait_until_ready()
+        yield started
+
+
+@pytest.fixture(scope="module")
+async def host() -> AsyncIterator[MCPHost]:
+    """The server on 2026-07-28: a question in its call's result parks the turn."""
+    async with asks_host(PARKED) as started:
         yield started
 
 
 @pytest.fixture(scope="module")
 async def legacy_host() -> AsyncIterator[MCPHost]:
-    """The same server on the handshake era, where a link's server reports when it is done with it."""
-    args = ["-m", "tests.mcp_servers.asks", "--protocol", "2025-11-25"]
-    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
-    async with MCPHost({"asks": server}, default_timeout=10.0) as started:
-        async with asyncio.timeout(20):
-            await started.wait_until_ready()
+    """The server on the handshake era: it asks while its call waits, and a link's server reports
+    when it is done with it."""
+    async with asks_host(LIVE) as started:
         yield started
+
+
+@dataclass(frozen=True, slots=True)
+class Asks:
+    host: MCPHost
+    # The server asks in its call's result and the turn parks (else it asks while its call waits).
+    parked: bool
+
+    def answers_in(self, channel_id: int, thread_id: int) -> int:
+        """Where the turn's answer goes: a waiting turn answers where it runs, a parked one is
+        resumed later and answers in the conversation's thread."""
+        return thread_id if self.parked else channel_id
+
+
+@pytest.fixture(params=[LIVE, PARKED], ids=["live-2025-11-25", "parked-2026-07-28"])
+def asks(request: pytest.FixtureRequest) -> Asks:
+    """Each era's server in turn (both started once per module)."""
+    parked = request.param == PARKED
+    return Asks(host=request.getfixturevalue("host" if parked else "legacy_host"), parked=parked)
 
 
 @pytest.fixture
@@ -70,25 +110,36 @@ async def fake() -> AsyncIterator[FakeDiscord]:
         yield server
 
 
+@pytest.fixture(autouse=True)
+def no_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The expiry sweep also resumes parked turns nobody resumed: kept away here, so each answer
+    must resume its turn itself (a test of expiry sweeps often)."""
+    monkeypatch.setattr(NerveDiscordBot, "approval_sweep_every", 3600.0)
+
+
 async def asking_agent(
-    llm_server: FakeLLMServer, store: SQLiteStore, host: MCPHost, clock: Clock | None = None
+    llm_server: FakeLLMServer,
+    store: SQLiteStore,
+    host: MCPHost,
+    clock: Clock | None = None,
+    inbox: Any = None,
 ) -> tuple[Agent, OpenAILLM]:
     llm = OpenAILLM(model="fake", base_url=llm_server.base_url, api_key=None, timeout=20, max_retries=0)
     agent = Agent(
         llm=llm,
         host=host,
         store=store,
-        inbox=store,
+        inbox=inbox or store,
         approvals=store,
         inputs=store,
-        config=AgentConfig(input_timeout=120),
+        config=AgentConfig(input_timeout=120, approval_timeout=120),
         clock=clock or time.time,
     )
     return agent, llm
 
 
-def calls(name: str, arguments: dict[str, Any] | None = None) -> Any:
-    return tool_reply(FakeCall(name=name, arguments=json.dumps(arguments or {}), id="c1"))
+def calls(name: str, arguments: dict[str, Any] | None = None, call_id: str = "c1") -> Any:
+    return tool_reply(FakeCall(name=name, arguments=json.dumps(arguments or {}), id=call_id))
 
 
 # --- reading what Discord received ---------------------------------------------------------------------
@@ -170,9 +221,11 @@ def option(modal: dict[str, Any], title: str, label: str) -> str:
     return next(o["value"] for o in found["options"] if o["label"] == label)
 
 
-def tool_result(llm: FakeLLMServer) -> str:
-    """What the tool's server returned, as the model was sent it."""
-    content = next(m for m in llm.last_messages() if m["role"] == "tool")["content"]
+def tool_result(llm: FakeLLMServer, call_id: str | None = None) -> str:
+    """What the tool's server returned (for the call `call_id`, else the first), as the model was
+    sent it."""
+    results = [m for m in llm.last_messages() if m["role"] == "tool"]
+    content = next(m for m in results if call_id in (None, m.get("tool_call_id")))["content"]
     raw = content.split("Its raw result follows:\n", 1)[-1]
     try:
         value = json.loads(raw)
@@ -193,23 +246,35 @@ async def final_edit(fake: FakeDiscord, message: dict[str, Any], words: str) -> 
     return body
 
 
-async def answer_saying(fake: FakeDiscord, channel_id: int, words: str) -> dict[str, Any]:
-    def found() -> list[dict[str, Any]]:
-        return [m for m in fake.bot_messages(channel_id) if (m.get("content") or "").startswith(words)]
+def answers_saying(fake: FakeDiscord, words: str) -> list[dict[str, Any]]:
+    """The bot's messages, anywhere, that begin with `words`."""
+    return [m for m in fake.bot_messages() if (m.get("content") or "").startswith(words)]
 
-    await fake.wait_until(lambda: bool(found()), within=20)
-    return found()[-1]
+
+# Tasks of the client that run as long as it does.
+LONG_LIVED = {"discord-approval-expiry"}
+
+
+async def answered_once(bot: NerveDiscordBot, fake: FakeDiscord, words: str) -> dict[str, Any]:
+    """The turn's answer, where the turn runs (a parked turn's in the conversation's thread or DM),
+    waited for (bounded); once everything the bot started has finished, it was posted once."""
+    await fake.wait_until(lambda: bool(answers_saying(fake, words)), within=20)
+    async with asyncio.timeout(20):
+        while busy := [t for t in bot._tasks if t.get_name() not in LONG_LIVED]:
+            await asyncio.wait(busy)
+    (answer,) = answers_saying(fake, words)
+    return answer
 
 
 # --- a whole form, in three steps ----------------------------------------------------------------------
 
 
 async def test_a_mention_whose_tool_asks_for_a_form_is_filled_in_three_modals_and_the_server_gets_it(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+    fake: FakeDiscord, store: SQLiteStore, asks: Asks
 ) -> None:
     async with FakeLLMServer([calls("order_pizza"), reply("Your pizza is on its way.")]) as server:
-        agent, llm = await asking_agent(server, store, host)
-        async with running_bot(fake, agent):
+        agent, llm = await asking_agent(server, store, asks.host)
+        async with running_bot(fake, agent) as bot:
             ada = fake.user("ada")
             mention = await fake.user_says(ada, "order me a pizza", mention_bot=True)
             request = await request_in(fake, fake.channel_id)
@@ -281,7 +346,11 @@ async def test_a_mention_whose_tool_asks_for_a_form_is_filled_in_three_modals_an
             last = await fake.submit_modal(ada, third, {toppings["custom_id"]: picked})
             assert (await answered(fake, last))["type"] == 6, "acknowledged at once"
 
-            await answer_saying(fake, fake.channel_id, "Your pizza is on its way.")
+            answer = await answered_once(bot, fake, "Your pizza is on its way.")
+            assert int(answer["channel_id"]) == asks.answers_in(fake.channel_id, int(mention["id"]))
+            if asks.parked:
+                (waited,) = answers_saying(fake, "Waiting for your answer to what order_pizza asked.")
+                assert int(waited["channel_id"]) == fake.channel_id, "the turn said why it stopped"
             expected = {
                 "crust": "thin",
                 "deliver_at": "2026-12-24T18:30:00Z",
@@ -307,14 +376,14 @@ async def test_a_mention_whose_tool_asks_for_a_form_is_filled_in_three_modals_an
 
 
 async def test_someone_else_clicking_fill_in_gets_a_note_and_no_modal_while_the_asker_picks_a_colour(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+    fake: FakeDiscord, store: SQLiteStore, asks: Asks
 ) -> None:
     script = [calls("ask_colour", {"label": "door"}), reply("Painted.")]
     async with FakeLLMServer(script) as server:
-        agent, llm = await asking_agent(server, store, host)
-        async with running_bot(fake, agent):
+        agent, llm = await asking_agent(server, store, asks.host)
+        async with running_bot(fake, agent) as bot:
             ada, eve = fake.user("ada"), fake.user("eve")
-            await fake.user_says(ada, "paint the door", mention_bot=True)
+            mention = await fake.user_says(ada, "paint the door", mention_bot=True)
             request = await request_in(fake, fake.channel_id)
             assert "opens in" not in request["content"], "one field: one modal"
 
@@ -329,18 +398,19 @@ async def test_someone_else_clicking_fill_in_gets_a_note_and_no_modal_while_the_
             (colour,) = fields(modal)
             assert colour["type"] == 3 and colour["min_values"] == 1 and colour["max_values"] == 1
             await fake.submit_modal(ada, opened, {colour["custom_id"]: [option(modal, "Colour", "blue")]})
-            await answer_saying(fake, fake.channel_id, "Painted.")
+            answer = await answered_once(bot, fake, "Painted.")
+            assert int(answer["channel_id"]) == asks.answers_in(fake.channel_id, int(mention["id"]))
             assert tool_result(server) == "door: blue"
         await llm.aclose()
 
 
 async def test_an_invalid_value_comes_back_with_each_problem_and_fix_reopens_the_form_with_what_was_typed(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+    fake: FakeDiscord, store: SQLiteStore, asks: Asks
 ) -> None:
     script = [calls("order_pizza"), reply("No pizza then.")]
     async with FakeLLMServer(script) as server:
-        agent, llm = await asking_agent(server, store, host)
-        async with running_bot(fake, agent):
+        agent, llm = await asking_agent(server, store, asks.host)
+        async with running_bot(fake, agent) as bot:
             ada = fake.user("ada")
             await fake.user_says(ada, "order me a pizza", mention_bot=True)
             request = await request_in(fake, fake.channel_id)
@@ -364,7 +434,7 @@ async def test_an_invalid_value_comes_back_with_each_problem_and_fix_reopens_the
 
             declined = await click(fake, ada, request, "Decline")
             assert (await answered(fake, declined))["type"] == 6
-            await answer_saying(fake, fake.channel_id, "No pizza then.")
+            await answered_once(bot, fake, "No pizza then.")
             assert tool_result(server) == "declined"
             done = await final_edit(fake, request, "Declined")
             assert done["components"] == []
@@ -372,28 +442,29 @@ async def test_an_invalid_value_comes_back_with_each_problem_and_fix_reopens_the
 
 
 async def test_a_secret_is_never_asked_for_the_message_is_a_note_and_the_server_is_told_declined(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+    fake: FakeDiscord, store: SQLiteStore, asks: Asks
 ) -> None:
     async with FakeLLMServer([calls("ask_secret"), reply("I could not get a token.")]) as server:
-        agent, llm = await asking_agent(server, store, host)
-        async with running_bot(fake, agent):
+        agent, llm = await asking_agent(server, store, asks.host)
+        async with running_bot(fake, agent) as bot:
             ada = fake.user("ada")
             await fake.user_dms(ada, "use my token")
             dm = fake.dm_channels[ada.id]
             request = await request_in(fake, dm)
             assert "🔒" in request["content"] and "api\\_token" in request["content"]
             assert request["components"] == [], "a note only: nothing to fill in"
-            await answer_saying(fake, dm, "I could not get a token.")
+            answer = await answered_once(bot, fake, "I could not get a token.")
+            assert int(answer["channel_id"]) == dm
             assert tool_result(server) == "declined"
         await llm.aclose()
 
 
 async def test_a_link_shows_its_host_and_open_gives_the_asker_a_link_button_and_tells_the_server_accept(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+    fake: FakeDiscord, store: SQLiteStore, asks: Asks
 ) -> None:
     async with FakeLLMServer([calls("sign_in_elsewhere"), reply("Signed in.")]) as server:
-        agent, llm = await asking_agent(server, store, host)
-        async with running_bot(fake, agent):
+        agent, llm = await asking_agent(server, store, asks.host)
+        async with running_bot(fake, agent) as bot:
             ada, eve = fake.user("ada"), fake.user("eve")
             await fake.user_says(ada, "read my calendar", mention_bot=True)
             request = await request_in(fake, fake.channel_id)
@@ -410,7 +481,7 @@ async def test_a_link_shows_its_host_and_open_gives_the_asker_a_link_button_and_
             (button,) = buttons(link).values()
             assert button["style"] == 5 and button["url"] == LOGIN_URL
             assert "login.example.com" in link["content"]
-            await answer_saying(fake, fake.channel_id, "Signed in.")
+            await answered_once(bot, fake, "Signed in.")
             assert tool_result(server) == "url accepted"
             done = await final_edit(fake, request, "Opened")
             assert done["components"] == []
@@ -422,13 +493,13 @@ async def test_a_link_its_server_says_it_finished_with_shows_as_done_after_opene
 ) -> None:
     async with FakeLLMServer([calls("sign_in_elsewhere"), reply("Signed in.")]) as server:
         agent, llm = await asking_agent(server, store, legacy_host)
-        async with running_bot(fake, agent):
+        async with running_bot(fake, agent) as bot:
             ada = fake.user("ada")
             await fake.user_says(ada, "read my calendar", mention_bot=True)
             request = await request_in(fake, fake.channel_id)
             opened = await click(fake, ada, request, "Open login.example.com")
             await ephemeral_reply(fake, opened)
-            await answer_saying(fake, fake.channel_id, "Signed in.")
+            await answered_once(bot, fake, "Signed in.")
             done = await final_edit(fake, request, "Done")
             assert done["components"] == [] and "finished with the link" in done["content"]
             edits = fake.find("PATCH", rf"/channels/{fake.channel_id}/messages/{request['id']}")
@@ -437,12 +508,12 @@ async def test_a_link_its_server_says_it_finished_with_shows_as_done_after_opene
 
 
 async def test_an_ask_shows_the_request_in_its_channel_replying_to_the_deferred_answer(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+    fake: FakeDiscord, store: SQLiteStore, asks: Asks
 ) -> None:
     script = [calls("ask_colour", {"label": "fence"}), reply("Fence done.")]
     async with FakeLLMServer(script) as server:
-        agent, llm = await asking_agent(server, store, host)
-        async with running_bot(fake, agent):
+        agent, llm = await asking_agent(server, store, asks.host)
+        async with running_bot(fake, agent) as bot:
             ada = fake.user("ada")
             asked = await fake.slash(ada, "ask", {"question": "paint the fence"}, channel_id=fake.channel_id)
             (defer,) = await fake.wait_for("POST", CALLBACK)
@@ -453,18 +524,23 @@ async def test_an_ask_shows_the_request_in_its_channel_replying_to_the_deferred_
 
             declined = await click(fake, ada, request, "Decline")
             await answered(fake, declined)
-            await fake.wait_until(lambda: "Fence done." in (fake.messages[answer_id].get("content") or ""))
+            answer = await answered_once(bot, fake, "Fence done.")
+            if asks.parked:
+                assert int(answer["channel_id"]) == answer_id, "in the thread on the deferred answer"
+            else:
+                assert int(answer["id"]) == answer_id, "the deferred answer itself"
             assert tool_result(server) == "fence: declined"
             await final_edit(fake, request, "Declined")
         await llm.aclose()
 
 
 async def test_a_form_opened_before_a_restart_says_so_when_submitted(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+    fake: FakeDiscord, store: SQLiteStore, legacy_host: MCPHost
 ) -> None:
+    """A live question ends with its turn; a parked one outlives the restart (its own test)."""
     script = [calls("ask_colour", {"label": "gate"}), reply("unused")]
     async with FakeLLMServer(script) as server:
-        agent, llm = await asking_agent(server, store, host)
+        agent, llm = await asking_agent(server, store, legacy_host)
         ada = fake.user("ada")
         async with running_bot(fake, agent):
             await fake.user_says(ada, "paint the gate", mention_bot=True)
@@ -493,22 +569,173 @@ async def test_a_form_opened_before_a_restart_says_so_when_submitted(
 
 
 async def test_a_request_nobody_answers_expires_its_message_says_so_and_the_server_is_told_cancel(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+    fake: FakeDiscord, store: SQLiteStore, asks: Asks, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A live question expires in its waiting call; a parked one in the expiry sweep, which
+    resumes its turn."""
+    monkeypatch.setattr(NerveDiscordBot, "approval_sweep_every", 0.05)
     clock = Clock(time.time())
     script = [calls("ask_colour", {"label": "roof"}), reply("Nobody picked a colour.")]
     async with FakeLLMServer(script) as server:
-        agent, llm = await asking_agent(server, store, host, clock)
-        async with running_bot(fake, agent):
+        agent, llm = await asking_agent(server, store, asks.host, clock)
+        async with running_bot(fake, agent) as bot:
             ada = fake.user("ada")
-            await fake.user_says(ada, "paint the roof", mention_bot=True)
+            mention = await fake.user_says(ada, "paint the roof", mention_bot=True)
             request = await request_in(fake, fake.channel_id)
             clock.now += 121
             done = await final_edit(fake, request, "Expired")
             assert done["components"] == []
-            await answer_saying(fake, fake.channel_id, "Nobody picked a colour.")
+            answer = await answered_once(bot, fake, "Nobody picked a colour.")
+            assert int(answer["channel_id"]) == asks.answers_in(fake.channel_id, int(mention["id"]))
             assert tool_result(server) == "roof: cancelled"
         await llm.aclose()
+
+
+# --- parked turns: a question that outlives its process, expires, or comes after an approval ----------
+
+
+async def test_a_parked_question_is_answered_after_the_bot_restarts_and_its_answer_lands_once(
+    fake: FakeDiscord, tmp_path: Path
+) -> None:
+    """The store and a remote server outlive the bot: the new client's Fill in (routed by its
+    custom_id) opens the form, and its submit resumes the turn."""
+    database = tmp_path / "restart.db"
+    ada = fake.user("ada")
+    script = [calls("ask_colour", {"label": "gate"}), reply("Painted after the restart.")]
+    async with FakeLLMServer(script) as server, asks_server("http", PARKED) as entry:
+        first_store = await SQLiteStore.open(database)
+        inbox = WatchedInbox(first_store)
+        try:
+            async with MCPHost({"asks": entry}, default_timeout=10.0) as first_host:
+                async with asyncio.timeout(20):
+                    await first_host.wait_until_ready()
+                agent, llm = await asking_agent(server, first_store, first_host, inbox=inbox)
+                async with running_bot(fake, agent):
+                    mention = await fake.user_says(ada, "paint the gate", mention_bot=True)
+                    request = await request_in(fake, fake.channel_id)
+                    before = await open_modal(fake, ada, request, "Fill in")
+                    async with asyncio.timeout(10):
+                        await inbox.finished.wait()
+                await llm.aclose()
+        finally:
+            await first_store.close()
+        assert not fake.connected and len(server.requests) == 1, "parked: nothing waits for the answer"
+
+        second_store = await SQLiteStore.open(database)
+        try:
+            async with MCPHost({"asks": entry}, default_timeout=10.0) as second_host:
+                async with asyncio.timeout(20):
+                    await second_host.wait_until_ready()
+                agent, llm = await asking_agent(server, second_store, second_host)
+                async with running_bot(fake, agent) as bot:
+                    old = fake.modal_for(before)
+                    assert old is not None
+                    (old_colour,) = fields(old)
+                    stale = await fake.submit_modal(ada, before, {old_colour["custom_id"]: ["2"]})
+                    note = await ephemeral_reply(fake, stale)
+                    assert "restarted" in note["content"] and set(buttons(note)) == {"Fill in"}
+
+                    opened = await open_modal(fake, ada, request, "Fill in")
+                    modal = fake.modal_for(opened)
+                    assert modal is not None
+                    (colour,) = fields(modal)
+                    submit = await fake.submit_modal(
+                        ada, opened, {colour["custom_id"]: [option(modal, "Colour", "blue")]}
+                    )
+                    assert (await answered(fake, submit))["type"] == 6, "acknowledged before the turn goes on"
+                    answer = await answered_once(bot, fake, "Painted after the restart.")
+                    assert int(answer["channel_id"]) == int(mention["id"]), "in the conversation's thread"
+                    assert tool_result(server) == "gate: blue"
+                    done = await final_edit(fake, request, "Answered")
+                    assert done["components"] == [], "the message posted before the restart is updated"
+                await llm.aclose()
+        finally:
+            await second_store.close()
+        server.assert_complete()
+
+
+async def test_a_question_asked_by_a_turn_resumed_after_an_approval_is_shown_and_answered(
+    fake: FakeDiscord, store: SQLiteStore, asks: Asks
+) -> None:
+    script = [
+        calls("chatty", call_id="c1"),
+        calls("ask_colour", {"label": "shed"}, call_id="c2"),
+        reply("Painted the shed."),
+    ]
+    async with FakeLLMServer(script) as server:
+        agent, llm = await asking_agent(server, store, asks.host)
+        async with running_bot(fake, agent) as bot:
+            ada = fake.user("ada")
+            mention = await fake.user_says(ada, "tidy up, then paint the shed", mention_bot=True)
+            thread = int(mention["id"])
+
+            def approvals() -> list[dict[str, Any]]:
+                return [
+                    m
+                    for m in fake.bot_messages(fake.channel_id)
+                    if any(str(b.get("custom_id")).startswith("nerve:ap:") for b in buttons(m).values())
+                ]
+
+            await fake.wait_until(lambda: bool(approvals()))
+            await fake.wait_for("POST", THREADS)
+            await click(fake, ada, approvals()[0], "Approve")
+
+            request = await request_in(fake, thread)
+            assert "Pick a colour for shed" in request["content"], "shown in the conversation's thread"
+            opened = await open_modal(fake, ada, request, "Fill in")
+            modal = fake.modal_for(opened)
+            assert modal is not None
+            (colour,) = fields(modal)
+            await fake.submit_modal(ada, opened, {colour["custom_id"]: [option(modal, "Colour", "green")]})
+            answer = await answered_once(bot, fake, "Painted the shed.")
+            assert int(answer["channel_id"]) == thread
+            assert tool_result(server, "c1") == "logged" and tool_result(server, "c2") == "shed: green"
+            await final_edit(fake, request, "Answered")
+            if asks.parked:
+                (waited,) = answers_saying(fake, "Waiting for your answer to what ask_colour asked.")
+                assert int(waited["channel_id"]) == thread
+            server.assert_complete()
+        await llm.aclose()
+
+
+async def test_a_turn_approved_while_the_bot_was_down_is_resumed_at_start_up_and_its_question_shown(
+    fake: FakeDiscord, store: SQLiteStore, host: MCPHost
+) -> None:
+    script = [
+        calls("chatty", call_id="c1"),
+        calls("ask_colour", {"label": "barn"}, call_id="c2"),
+        reply("Painted the barn."),
+    ]
+    async with FakeLLMServer(script) as server:
+        inbox = WatchedInbox(store)
+        agent, llm = await asking_agent(server, store, host, inbox=inbox)
+        ada = fake.user("ada")
+        async with running_bot(fake, agent):
+            mention = await fake.user_says(ada, "tidy up, then paint the barn", mention_bot=True)
+            async with asyncio.timeout(10):
+                await inbox.finished.wait()
+        # Approved, then the process stopped before it went on with the turn.
+        request_id = await store.waiting_in(agent_key(mention))
+        assert request_id is not None
+        assert (await agent.decide(request_id, str(ada.id), approve=True)).ready
+
+        async with running_bot(fake, agent) as bot:
+            thread = int(mention["id"])
+            request = await request_in(fake, thread)
+            assert "Pick a colour for barn" in request["content"]
+            await click(fake, ada, request, "Decline")
+            answer = await answered_once(bot, fake, "Painted the barn.")
+            assert int(answer["channel_id"]) == thread
+            assert tool_result(server, "c2") == "barn: declined"
+            await final_edit(fake, request, "Declined")
+        await llm.aclose()
+
+
+def agent_key(mention: dict[str, Any]) -> ConversationKey:
+    """The conversation a mention in a guild channel starts (its thread takes the mention's id)."""
+    return ConversationKey(
+        platform="discord", workspace=mention["guild_id"], channel=mention["channel_id"], thread=mention["id"]
+    )
 
 
 # --- progress ------------------------------------------------------------------------------------------
@@ -521,7 +748,7 @@ async def test_a_tools_progress_shows_in_the_live_message_with_its_percentage(
     script = [calls("slow_count", {"n": 3, "pause": 0.4}), reply("Counted to three.")]
     async with FakeLLMServer(script) as server:
         agent, llm = await asking_agent(server, store, host)
-        async with running_bot(fake, agent):
+        async with running_bot(fake, agent) as bot:
             ada = fake.user("ada")
             await fake.user_says(ada, "count to three", mention_bot=True)
 
@@ -533,7 +760,7 @@ async def test_a_tools_progress_shows_in_the_live_message_with_its_percentage(
 
             await fake.wait_until(lambda: any("step 1 of 3 (33%)" in c for c in shown()))
             assert any("🔧 calling slow_count… step 1 of 3 (33%)" in c for c in shown())
-            await answer_saying(fake, fake.channel_id, "Counted to three.")
+            await answered_once(bot, fake, "Counted to three.")
             assert tool_result(server) == "counted 3"
         await llm.aclose()
 

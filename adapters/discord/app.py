@@ -54,7 +54,7 @@ from bot.config import Settings
 from bot.errors import ConfigError, StartupError
 from bot.render import truncate
 from bot.seams import Inbox
-from bot.types import AgentReply, ConversationKey, Incoming, Progress, ToolSpec
+from bot.types import AgentReply, ConversationKey, Incoming, Progress, ToolSpec, no_progress
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +128,14 @@ class NerveDiscordBot(discord.Client):
             order=self._order,
             post=self.post_to_conversation,
             spawn=self._spawn,
+            progress_for=lambda key: self.input_flow.sink(no_progress, self._where_of(key)),
         )
-        self.input_flow = InputFlow(agent=agent, board=InputBoard(self, guard=self.guard, spawn=self._spawn))
+        self.input_flow = InputFlow(
+            agent=agent,
+            board=InputBoard(self, guard=self.guard, spawn=self._spawn),
+            resume=self.approval_flow.resume_later,
+            sweep=lambda: self._spawn(self.approval_flow.sweep(), "discord-approval-sweep"),
+        )
         discord_commands.register(self)
         self.add_dynamic_items(ToolResultsButton)
 
@@ -380,6 +386,13 @@ class NerveDiscordBot(discord.Client):
         parent = int(key.channel)
         if guild_id is not None and parent != channel_id and not self.guard.blocked(parent):
             await self.post_reply(parent, guild_id, reply)
+
+    def _where_of(self, key: ConversationKey) -> Where:
+        """Where a conversation's later messages go (its thread or DM): a resumed turn's questions."""
+        channel_id, guild_id = answer_channel(key)
+        return Where(
+            channel=self.get_partial_messageable(channel_id, guild_id=guild_id), channel_id=channel_id
+        )
 
     async def approval_clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
         """A click on an approval button (routed here by `ApprovalButton`)."""

@@ -3,8 +3,13 @@
 A turn whose tool calls wait for a person is parked by the core, and nothing here waits for the
 person either: the approval message is posted and its reference stored, and the click (in this
 process or one started after a restart) decides, redraws the message in place, and resumes the
-turn in the background. Expired requests are swept periodically; at start-up, requests decided
-before a stop are resumed and messages that waited behind them are answered.
+turn in the background. A turn parked on a server's question goes on the same way once its last
+question is answered (`resume_later`, called by the form's flow). Expired requests are swept
+periodically; at start-up, requests decided before a stop are resumed and messages that waited
+behind them are answered.
+
+A resumed turn runs with the conversation's progress sink (`progress_for`): what its servers ask
+while it goes on is shown in the conversation, and its questions' messages say how they ended.
 """
 
 from __future__ import annotations
@@ -22,7 +27,15 @@ from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ConversationOrd
 from adapters.discord.incoming import PLATFORM, message_of
 from bot.approvals import EXPIRED, GONE
 from bot.store.approvals import ApprovalLedger
-from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Decision, Incoming, Progress
+from bot.types import (
+    AgentReply,
+    ApprovalPrompt,
+    ConversationKey,
+    Decision,
+    Incoming,
+    Progress,
+    no_progress,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +97,7 @@ class ApprovalFlow:
         order: ConversationOrder,
         post: PostToConversation,
         spawn: Spawn,
+        progress_for: Callable[[ConversationKey], Progress] = lambda key: no_progress,
     ) -> None:
         self._agent = agent
         self._client = client
@@ -91,6 +105,8 @@ class ApprovalFlow:
         self._order = order
         self._post = post
         self._spawn = spawn
+        # The sink a resumed turn (and the messages that waited behind it) report to.
+        self._progress_for = progress_for
 
     # --- showing a request -------------------------------------------------------------------------
 
@@ -240,7 +256,7 @@ class ApprovalFlow:
             )
             await self.redraw(prompt)
         if decision.ready:
-            self._spawn(self.resume(prompt.request_id), f"discord-resume-{prompt.request_id}")
+            self.resume_later(prompt.request_id)
 
     async def _decide(self, user_id: str, click: Click) -> Decision:
         approvals = self._agent.approvals
@@ -274,8 +290,14 @@ class ApprovalFlow:
 
     # --- going on ------------------------------------------------------------------------------------
 
+    def resume_later(self, request_id: str) -> None:
+        """Go on with a parked turn in the background: the click or submit that let it go on is
+        answered already and must not wait for the turn."""
+        self._spawn(self.resume(request_id), f"discord-resume-{request_id}")
+
     async def resume(self, request_id: str, *, redraw: bool = False) -> None:
-        """Resume a fully decided turn and post its answer, then answer the messages that waited."""
+        """Resume a turn with nothing left to wait for (every call decided, every question answered
+        or expired) and post its answer once, then answer the messages that waited."""
         approvals = self._agent.approvals
         found = await approvals.prompt(request_id) if approvals is not None else None
         if found is None:
@@ -285,9 +307,9 @@ class ApprovalFlow:
             if redraw:
                 await self.redraw(prompt)
             try:
-                final = await self._agent.resume(request_id)
+                final = await self._agent.resume(request_id, self._progress_for(prompt.key))
             except Exception:
-                logger.exception("resuming approval request %s failed", request_id)
+                logger.exception("resuming parked request %s failed", request_id)
                 final = AgentReply(text=RESUME_FAILED, failed=True)
             if final is None:
                 return  # still open, or another process took it
@@ -301,13 +323,14 @@ class ApprovalFlow:
 
     async def _answer_deferred(self, key: ConversationKey) -> None:
         try:
-            async for incoming, reply in self._agent.deferred_replies(key):
+            async for incoming, reply in self._agent.deferred_replies(key, self._progress_for(key)):
                 await self._post(key, reply, message_of(incoming.event_id))
         except Exception:
             logger.exception("answering the messages that waited in %s failed", key)
 
     async def sweep(self) -> None:
-        """Requests past their expiry go on without the calls nobody approved."""
+        """Requests past their expiry go on without the calls nobody approved (or with "cancel" for
+        the questions nobody answered)."""
         for request_id in await self._agent.expire_due(PLATFORM):
             self._spawn(self.resume(request_id, redraw=True), f"discord-expired-{request_id}")
 

@@ -120,6 +120,19 @@ class InputButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=TEMPL
             await interaction.response.defer()
 
 
+def request_message_at(message: discord.Message | None, request_id: str) -> tuple[int, int] | None:
+    """Where the request's own message is (channel id, message id) when `message` is it: the one
+    carrying the request's Decline, not a step's or a note's message seen only by its person."""
+    if message is None:
+        return None
+    decline = custom_id(InputClick(action="decline", request_id=request_id))
+    for row in message.components:
+        for item in getattr(row, "children", ()):
+            if getattr(item, "custom_id", None) == decline:
+                return message.channel.id, message.id
+    return None
+
+
 def button_view(*buttons: discord.ui.Item[Any]) -> discord.ui.View:
     view = discord.ui.View(timeout=None)
     for button in buttons:
@@ -279,7 +292,8 @@ class InputBoard:
 
     All of it happens in tasks of their own, so the turn's progress sink never waits for Discord.
     A request's updates are chained: each waits for the post and for the update before it, so the
-    message always ends showing the newest outcome (a link's "done" after its "opened").
+    message always ends showing the newest outcome (a link's "done" after its "opened"). The same
+    outcome told twice (by the answer and by the turn that waited for it) is shown once.
     """
 
     def __init__(
@@ -290,14 +304,16 @@ class InputBoard:
         self._spawn = spawn
         self._per_step = per_step
         # Per request still shown with a state that may change: the last post or edit under way,
-        # giving where the message is (None when it could not be posted).
-        self._latest: OrderedDict[str, asyncio.Future[tuple[int, int] | None]] = OrderedDict()
+        # giving where the message is (None when it could not be posted), and the outcome it shows.
+        self._latest: OrderedDict[str, tuple[asyncio.Future[tuple[int, int] | None], str | None]] = (
+            OrderedDict()
+        )
 
     def show(self, request: InputRequest, where: Where) -> None:
         """Post the request's message (a refused request's note is final: nothing is kept for it)."""
         posted = self._future()
         if request.refused is None:
-            self._keep(request.request_id, posted)
+            self._keep(request.request_id, posted, None)
         self._spawn(self._post(request, where, posted), f"discord-input-{request.request_id}")
 
     async def _post(
@@ -318,16 +334,27 @@ class InputBoard:
         if message is None:
             logger.warning("could not post the message of input request %s", request.request_id)
 
-    def settle(self, request: InputRequest, status: str) -> None:
-        """Take the buttons off the request's message and say how it ended."""
+    def settle(self, request: InputRequest, status: str, at: tuple[int, int] | None = None) -> None:
+        """Take the buttons off the request's message and say how it ended.
+
+        `at` is where the message is (channel id, message id) when the click or submit came from
+        it: a message this process did not post (before a restart, say) is edited there."""
         rid = request.request_id
-        before = self._latest.pop(rid, None)
-        if before is None:
+        kept = self._latest.pop(rid, None)
+        if kept is not None and kept[1] == status:
+            self._keep(rid, *kept)  # already shown, or on its way
+            return
+        if kept is not None:
+            before = kept[0]
+        elif at is not None:
+            before = self._future()
+            before.set_result(at)
+        else:
             return
         after = self._future()
         # An opened link may still be reported done by its server; anything else is final.
         if request.mode == "url" and status == "accepted":
-            self._keep(rid, after)
+            self._keep(rid, after, status)
         self._spawn(self._settle(request, status, before, after), f"discord-input-done-{rid}")
 
     async def _settle(
@@ -364,8 +391,10 @@ class InputBoard:
     def _future(self) -> asyncio.Future[tuple[int, int] | None]:
         return asyncio.get_running_loop().create_future()
 
-    def _keep(self, request_id: str, latest: asyncio.Future[tuple[int, int] | None]) -> None:
-        self._latest[request_id] = latest
+    def _keep(
+        self, request_id: str, latest: asyncio.Future[tuple[int, int] | None], status: str | None
+    ) -> None:
+        self._latest[request_id] = (latest, status)
         while len(self._latest) > KEPT_REQUESTS:
             self._latest.popitem(last=False)
 

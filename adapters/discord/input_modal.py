@@ -21,6 +21,12 @@ Option values are positions in the field's options, so any value a server uses f
 
 Discord has no event for a modal closed without submitting: a request left alone expires in the
 core, which tells the server "cancel".
+
+A question a server asked in its call's result parks the turn (as an approval does): the answer
+that leaves nothing more to wait for (`InputOutcome.resume`) lets the turn go on, in the background
+once the click or submit is answered, through `resume` — the same path as the last approval click.
+Such a question outlives a restart, so its message is also updated from the click or submit that
+answered it, when this process did not post it.
 """
 
 from __future__ import annotations
@@ -44,11 +50,12 @@ from adapters.discord.input_message import (
     button_view,
     link_text,
     plain,
+    request_message_at,
     settled_text,
 )
 from adapters.discord.render import MESSAGE_LIMIT
 from bot.forms import Form, FormField, check_answer, describe_field
-from bot.inputs import GONE, SETTLED
+from bot.inputs import EXPIRED, GONE, SETTLED
 from bot.render import truncate
 from bot.types import InputAnswer, InputOutcome, InputRequest, Progress, TurnEvent
 
@@ -309,18 +316,34 @@ class InputAgent(Protocol):
 
 @dataclass(slots=True)
 class Draft:
-    """What one person gave so far in a request's form, and the steps that passed the check."""
+    """What one person gave so far in a request's form, the steps that passed the check, and where
+    the request's message is (channel id, message id) once its "Fill in" was clicked."""
 
     values: dict[str, Raw] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
+    message: tuple[int, int] | None = None
 
 
 class InputFlow:
-    """The requests of one Discord client: their messages, clicks, forms and answers."""
+    """The requests of one Discord client: their messages, clicks, forms and answers.
 
-    def __init__(self, *, agent: InputAgent, board: InputBoard, per_step: int = FIELDS_PER_STEP) -> None:
+    `resume` goes on with a parked turn an answer let go on (without waiting for it); `sweep` looks
+    for expired requests now, so a click on an expired question shows its turn going on at once.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: InputAgent,
+        board: InputBoard,
+        resume: Callable[[str], None] = lambda request_id: None,
+        sweep: Callable[[], None] = lambda: None,
+        per_step: int = FIELDS_PER_STEP,
+    ) -> None:
         self._agent = agent
         self._board = board
+        self._resume = resume
+        self._sweep = sweep
         self._per_step = per_step
         # Marks the modals this client opened: a submit of another one comes from before a restart.
         self.boot = secrets.token_hex(4)
@@ -354,6 +377,18 @@ class InputFlow:
             refused = await self._open_form(interaction, click.request_id, user, click.step)
         if refused is not None and click.action != "step":
             await self._tidy(interaction, refused)
+        if refused is not None and refused.note == EXPIRED:
+            self._sweep()
+
+    def _answered(self, request_id: str, outcome: InputOutcome, at: tuple[int, int] | None) -> None:
+        """An answer the core took: the request's message says so (`at`, when this process did not
+        post it), and a parked turn it let go on goes on. Nothing here awaits, so the message shows
+        the answer before anything the server does next (a link it reports done)."""
+        self._forget(request_id)
+        if outcome.request is not None and outcome.status is not None:
+            self._board.settle(outcome.request, outcome.status, at)
+        if outcome.resume is not None:
+            self._resume(outcome.resume)
 
     async def _tidy(self, interaction: discord.Interaction[Any], refused: InputOutcome) -> None:
         """A click on a request that is over (one from before a restart, say): its message loses its
@@ -380,6 +415,9 @@ class InputFlow:
             await say(interaction, outcome.note or NO_FORM)
             return outcome
         steps = steps_of(request.form, self._per_step)
+        at = request_message_at(interaction.message, request_id)
+        if at is not None:
+            self._draft(request_id, user).message = at
         draft = self._drafts.get((request_id, user))
         done = draft.done if draft is not None else set()
         # A later step needs the earlier ones' answers: start from the first one missing.
@@ -407,7 +445,7 @@ class InputFlow:
             return None
         outcome = await self._agent.answer_input(request_id, user, InputAnswer(action="decline"))
         if outcome.changed:
-            self._forget(request_id)
+            self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
             return None
         await say(interaction, outcome.note or GONE)
         return outcome
@@ -427,6 +465,7 @@ class InputFlow:
         if not outcome.changed:
             await say(interaction, outcome.note or GONE)
             return outcome
+        self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
         text, view = link_text(request.url)
         await say(interaction, text, view)
         return None
@@ -470,9 +509,12 @@ class InputFlow:
             first = min(wrong, default=1)
             await say(interaction, errors_text(form, outcome.errors), self._step_view(request, first, "Fix"))
             return
-        self._forget(request.request_id)
         if not outcome.changed:
+            self._forget(request.request_id)
             await say(interaction, outcome.note or GONE)
+            return
+        at = request_message_at(interaction.message, request.request_id) or draft.message
+        self._answered(request.request_id, outcome, at)
 
     async def stale_submit(self, interaction: discord.Interaction[Any]) -> None:
         """A form opened before a restart was submitted: nothing here knows it, so say what to do."""
