@@ -351,6 +351,12 @@ class Agent(WaitingTurns):
             return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
         return await self.inputs.open(request_id, user_id)
 
+    async def input_posted(self, request_id: str, ref: str) -> None:
+        """Remember where a question was shown (platform-specific, e.g. channel and message id):
+        `InputRequest.message_ref` then carries it to whichever process updates that message."""
+        if self.inputs is not None:
+            await self.inputs.posted(request_id, ref)
+
     async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
         """A submitted form, a decline or a dismissal of a server's question (see `InputDesk.answer`)."""
         if self.inputs is None:

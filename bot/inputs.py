@@ -91,6 +91,8 @@ class InputStore(Protocol):
 
     async def settle_parked_call(self, parked_id: str, call_id: str, by: str) -> bool: ...
 
+    async def set_input_message_ref(self, request_id: str, ref: str) -> None: ...
+
     async def parked_answers(
         self, parked_id: str, call_id: str
     ) -> tuple[str | None, list[tuple[str, InputStatus, InputMode, dict[str, Any] | None]]] | None: ...
@@ -228,6 +230,10 @@ class InputDesk:
         return ParkedCallQuestions(
             call_id=call_id, request_state=needed.request_state, questions=tuple(questions)
         )
+
+    async def posted(self, request_id: str, ref: str) -> None:
+        """Where a front end showed a question, so a later update (in any process) finds it."""
+        await self._store.set_input_message_ref(request_id, ref)
 
     async def call_answered(self, parked_id: str, call_id: str, by: str) -> bool:
         """Mark a parked call ready once all its questions are answered; True when its turn can go on."""

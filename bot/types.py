@@ -393,6 +393,8 @@ class InputRequest:
     url: str | None = None
     refused: str | None = None
     expires_at: float = 0.0
+    # Where the front end posted it (`Agent.input_posted`), so any process can update that message.
+    message_ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

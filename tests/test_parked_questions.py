@@ -124,6 +124,8 @@ async def test_an_unanswered_parked_question_expires_and_the_server_gets_cancel(
     agent = make_agent(llm, modern_host, store, clock)
     shown = Shown()
     await agent.reply(ask(), shown)
+    # The front end says where it showed the question; the process that resumes may be another.
+    await agent.input_posted(shown.questions()[0].request_id, "C1/1700000000.000100")
 
     clock.now += 61
     [due] = await agent.expire_due("slack")
@@ -132,6 +134,8 @@ async def test_an_unanswered_parked_question_expires_and_the_server_gets_cancel(
     assert final is not None and final.text == "Nobody answered."
     assert tool_results(llm)["c1"] == "cancelled"
     assert resumed.ended() == ["expired"]
+    [ended] = [e.input for e in resumed.events if e.kind == "input_done"]
+    assert ended is not None and ended.message_ref == "C1/1700000000.000100"
     [question] = shown.questions()
     late = await agent.answer_input(question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA))
     assert not late.changed and late.note is not None

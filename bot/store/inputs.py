@@ -138,8 +138,8 @@ class InputLedger:
             rows = list(
                 await db.execute_fetchall(
                     "SELECT platform, workspace, channel, thread, user_id, server, tools, message, mode,"
-                    " schema, url, refused, status, content, expires_at, alive_at, parked_id, call_id"
-                    " FROM input_requests WHERE id = ?",
+                    " schema, url, refused, status, content, expires_at, alive_at, parked_id, call_id,"
+                    " message_ref FROM input_requests WHERE id = ?",
                     (request_id,),
                 )
             )
@@ -166,6 +166,7 @@ class InputLedger:
             url=row[10],
             refused=row[11],
             expires_at=float(row[14]),
+            message_ref=row[18],
         )
         content = json.loads(row[13]) if row[13] is not None else None
         return StoredInput(
@@ -202,6 +203,10 @@ class InputLedger:
                 ),
             )
             return cursor.rowcount == 1
+
+    async def set_input_message_ref(self, request_id: str, ref: str) -> None:
+        async with self._write() as db:
+            await db.execute("UPDATE input_requests SET message_ref = ? WHERE id = ?", (ref, request_id))
 
     async def keep_inputs_alive(self, request_ids: list[str], now: float) -> None:
         if not request_ids:
