@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.test_cli import run_nerve
 from tests.test_terminal import PROMPT, chat_env, nerve, terminal
 from tests.test_terminal_approvals import tool_content
+from tests.test_thread_lock import until
 
 SEND = b"Send? [y/N/d=decline] "
 COLOUR = b"  Colour* (one of: red, green, blue): "
@@ -326,3 +329,50 @@ async def test_a_question_and_an_approval_in_one_round_are_both_asked_then_the_t
     assert returned(model.requests[1], "c1") == "fence: green"
     assert returned(model.requests[1], "c2") == "added new_tool"
     assert PARKED_TEXT not in term.output
+
+
+async def thread_let_go(db: Path) -> None:
+    """Wait until no turn holds a conversation (a process killed while holding one keeps it a lease)."""
+
+    async def free() -> bool:
+        async with aiosqlite.connect(db) as raw:
+            return not list(await raw.execute_fetchall("SELECT 1 FROM turn_locks"))
+
+    await until(free)
+
+
+async def test_a_question_left_open_by_a_stopped_chat_is_noted_at_start_and_goes_on_once_expired(tmp_path):
+    script = [tool_reply(call("ask_colour", "c1", label="shed")), reply("No colour for the shed, then.")]
+    db = tmp_path / "nerve.db"
+    async with FakeLLMServer(script) as model:
+        env = env_for(tmp_path, model, *PARKED)
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(PROMPT)
+            term.type(b"paint the shed\r")
+            await term.expect(COLOUR, after=at)
+            await thread_let_go(db)  # the turn has parked: nothing of it holds the thread
+            os.killpg(term.process.pid, signal.SIGKILL)  # stopped while the question was asked
+            await term.exit_code()
+
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(b"waits for an answer to what a tool asked before nerve stopped", after=0)
+            at = await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        assert b"Approval needed" not in term.output
+
+        # Its time runs out while no chat is open.
+        async with aiosqlite.connect(db) as raw:
+            await raw.execute("UPDATE parked_turns SET expires_at = 1")
+            await raw.execute("UPDATE input_requests SET expires_at = 1")
+            await raw.commit()
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(b"No colour for the shed, then.")
+            await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        model.assert_complete()
+    # The call was made again (a stdio server started anew may no longer know its state): the model
+    # read its result under its own call id.
+    assert tool_content(model.requests[1], "c1")
+    assert "Traceback" not in term.screen()
