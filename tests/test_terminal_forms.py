@@ -263,6 +263,34 @@ async def test_ctrl_c_at_a_parked_question_cancels_it_and_the_turn_goes_on_to_it
     assert "Traceback" not in term.screen()
 
 
+async def test_two_calls_that_park_on_questions_are_asked_in_turn_and_each_gets_its_answer(tmp_path):
+    both = tool_reply(call("ask_colour", "c1", label="roof"), call("ask_colour", "c2", label="porch"))
+    script = [both, reply("A red roof and a blue porch.")]
+    colours = {"roof": b"red", "porch": b"blue"}
+    async with (
+        FakeLLMServer(script) as model,
+        terminal(*nerve("chat"), env=env_for(tmp_path, model, *PARKED)) as term,
+    ):
+        at = await term.expect(PROMPT)
+        term.type(b"paint the roof and the porch\r")
+        for _ in colours:
+            at = await term.expect(b"Pick a colour for ", after=at)
+            label = next(name for name in colours if term.output.startswith(name.encode(), at))
+            at = await term.expect(COLOUR, after=at)
+            term.type(colours[label] + b"\r")
+            at = await term.expect(SEND, after=at)
+            term.type(b"y\r")
+            at = await term.expect(b"Sent.", after=at)
+        at = await term.expect(b"A red roof and a blue porch.", after=at)
+        await term.expect(PROMPT, after=at)
+        term.type(b"/quit\r")
+        assert await term.exit_code() == 0
+        model.assert_complete()
+    assert returned(model.requests[1], "c1") == "roof: red"
+    assert returned(model.requests[1], "c2") == "porch: blue"
+    assert PARKED_TEXT not in term.output
+
+
 async def answer_elsewhere(db: Path, colour: str) -> None:
     """Another nerve process answers the open question of the parked turn (and does not resume it)."""
     async with aiosqlite.connect(db) as raw:
