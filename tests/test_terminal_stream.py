@@ -15,7 +15,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from adapters.terminal.live import PlainAnswer
+from adapters.terminal.live import PlainAnswer, TurnSoFar
 from bot.types import TurnEvent
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
@@ -285,3 +285,29 @@ async def test_plain_output_writes_a_final_text_that_differs_from_the_streamed_o
     await answer.progress(TurnEvent(kind="text", message="A draft"))
     answer.finish("I stopped after 8 rounds of tool calls.")
     assert out.getvalue() == "A draft\nI stopped after 8 rounds of tool calls.\n"
+
+
+def _progress(message: str, fraction: float | None) -> TurnEvent:
+    return TurnEvent(
+        kind="tool_progress", message=message, tool="slow_count", tool_call_id="c1", fraction=fraction
+    )
+
+
+def test_a_running_calls_line_shows_what_its_server_last_reported():
+    turn = TurnSoFar(clock=lambda: 10.0)
+    turn.apply(TurnEvent(kind="tool_started", message="", tool="slow_count", tool_call_id="c1"))
+    turn.apply(_progress("step 1 of 3", 1 / 3))
+    assert turn.call_line(turn.calls["c1"], "⠋").plain == "  ⠋ slow_count  running 0 ms — step 1 of 3 (33%)"
+    turn.apply(_progress("copying \x1b[2Jfiles", None))
+    assert turn.call_line(turn.calls["c1"], "⠋").plain.endswith("— copying \\x1b[2Jfiles")
+    turn.apply(TurnEvent(kind="tool_finished", message="", tool="slow_count", tool_call_id="c1", ok=True))
+    assert "step" not in turn.call_line(turn.calls["c1"], "⠋").plain and "copying" not in turn.status
+
+
+async def test_plain_output_notes_a_calls_progress_on_its_own_line():
+    out, notes = io.StringIO(), io.StringIO()
+    answer = PlainAnswer(out, notes)
+    await answer.progress(TurnEvent(kind="tool_started", message="", tool="slow_count", tool_call_id="c1"))
+    await answer.progress(_progress("step 3 of 3", 1.0))
+    assert notes.getvalue().splitlines()[1] == "  … slow_count: step 3 of 3 (100%)"
+    assert out.getvalue() == ""

@@ -42,6 +42,12 @@ TICK_SECONDS = 0.1
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
+def progress_text(event: TurnEvent) -> str:
+    """A call's reported progress: its server's words, and a percentage when it knows the total."""
+    percent = f" ({event.fraction * 100:.0f}%)" if event.fraction is not None else ""
+    return f"{event.message}{percent}"
+
+
 def took(seconds: float) -> str:
     """`22 ms` below a second, `1.5 s` above."""
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
@@ -53,6 +59,8 @@ class _Call:
     started: float
     finished: float | None = None
     ok: bool | None = None
+    # What its server last reported while it runs ("step 2 of 5 (40%)").
+    progress: str = ""
 
 
 class TurnSoFar:
@@ -79,6 +87,12 @@ class TurnSoFar:
             )
             call.finished = self._clock()
             call.ok = event.ok
+        elif kind == "tool_progress":
+            running = self.calls.get(self._id(event))
+            if running is not None:
+                running.progress = progress_text(event)
+        elif kind in ("input_needed", "input_done"):
+            pass  # asked and answered by the chat itself (`fill_in`), not shown as a status
         else:  # "retrying", "notice"
             self.status = event.message
 
@@ -91,7 +105,10 @@ class TurnSoFar:
         name = printable(call.name)
         if call.finished is None:
             elapsed = took(self._clock() - call.started)
-            return Text.assemble("  ", (frame, "cyan"), " ", (name, "bold"), (f"  running {elapsed}", "dim"))
+            said = f" — {printable(call.progress)}" if call.progress else ""
+            return Text.assemble(
+                "  ", (frame, "cyan"), " ", (name, "bold"), (f"  running {elapsed}{said}", "dim")
+            )
         mark = ("✓", "green") if call.ok else ("✗", "red")
         return Text.assemble(
             "  ", mark, " ", (name, "bold"), (f"  {took(call.finished - call.started)}", "dim")
@@ -232,6 +249,10 @@ class PlainAnswer:
             started = self._started.pop(event.tool_call_id or "", None)
             time_taken = f" {took(self._clock() - started)}" if started is not None else ""
             self._note(f"  {'✓' if event.ok else '✗'} {event.tool}{time_taken}")
+        elif kind == "tool_progress":
+            self._note(f"  … {event.tool}: {printable(progress_text(event))}")
+        elif kind in ("input_needed", "input_done"):
+            pass  # the chat asks these itself
         elif self._shown == "":  # "retrying", "notice": only before text, never inside it
             self._note(f"  {event.message}")
 
