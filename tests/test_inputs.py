@@ -23,7 +23,7 @@ from bot.config import ServerConfig
 from bot.inputs import ENDED, EXPIRED, NOT_YOURS, STALE_AFTER
 from bot.mcp.host import MCPHost
 from bot.store.sqlite import SQLiteStore
-from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
+from bot.types import CallContext, ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
 from tests.conftest import ROOT
 from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
@@ -315,3 +315,31 @@ async def test_a_link_shows_its_host_and_once_opened_the_servers_completion_is_s
         assert done() == ["accepted", "completed"]
     else:
         assert done() == ["accepted"]
+
+
+@pytest.mark.parametrize(
+    ("most", "timed_out"), [(30.0, False), (0.6, True)], ids=["progress-keeps-it-alive", "absolute-maximum"]
+)
+async def test_progress_restarts_the_idle_timeout_and_the_absolute_maximum_still_holds(most, timed_out):
+    """Idle timeout 0.5 s, a call of about 1 s that reports every 0.2 s."""
+    async with (
+        asks_server("stdio", "2026-07-28") as server,
+        MCPHost({"asks": server}, default_timeout=0.5, max_call_seconds=most) as host,
+    ):
+        async with asyncio.timeout(20):
+            await host.wait_until_ready()
+        reports: list[float] = []
+
+        async def report(done: float, total: float | None, message: str | None) -> None:
+            reports.append(done)
+
+        context = CallContext(tool="slow_count", owner="o", report=report)
+        started = time.monotonic()
+        result = await host.call_tool("slow_count", {"n": 5, "pause": 0.2}, context)
+        took = time.monotonic() - started
+    if timed_out:
+        assert result.is_error and result.error_kind == "timeout" and "0.6 s" in result.content
+        assert took < 0.9 and len(reports) < 5
+    else:
+        assert not result.is_error and result.content == "counted 5", result.content
+        assert took > 0.5 and reports == [1, 2, 3, 4, 5]
