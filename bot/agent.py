@@ -49,6 +49,7 @@ from bot.types import (
     InputAnswer,
     InputDraft,
     InputOutcome,
+    InputRequest,
     Progress,
     PromptSpec,
     ToolCall,
@@ -362,6 +363,13 @@ class Agent(WaitingTurns):
         if self.inputs is None:
             return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
         return await self.inputs.answer(request_id, user_id, answer)
+
+    async def parked_questions(self, request_id: str) -> list[InputRequest]:
+        """The open questions a parked turn waits on (empty when questions from tools are off), for
+        a front end to ask again after it stopped before they were answered."""
+        if self.inputs is None:
+            return []
+        return await self.inputs.parked_questions(request_id)
 
     def _stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
         """A plain answer when going on would only guess in circles (S10)."""

@@ -99,6 +99,8 @@ class InputStore(Protocol):
 
     async def close_parked_questions(self, parked_id: str, call_id: str) -> list[InputRequest]: ...
 
+    async def open_parked_questions(self, parked_id: str) -> list[InputRequest]: ...
+
 
 class InputDesk:
     """Shows servers' questions to the right person and hands their answers back to the calls."""
@@ -261,6 +263,11 @@ class InputDesk:
             else:
                 answers.append((input_key, _ACTIONS.get(status, InputAnswer(action="cancel"))))
         return InputResume(request_state=request_state, answers=tuple(answers))
+
+    async def parked_questions(self, parked_id: str) -> list[InputRequest]:
+        """A parked turn's questions nobody has answered yet, to ask again where they were lost
+        (a chat that stopped while asking them)."""
+        return await self._store.open_parked_questions(parked_id)
 
     async def completed(self, server: str, elicitation_id: str) -> None:
         """The server finished what a link was for: the request's message says so."""

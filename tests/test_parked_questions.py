@@ -141,6 +141,26 @@ async def test_an_unanswered_parked_question_expires_and_the_server_gets_cancel(
     assert not late.changed and late.note is not None
 
 
+async def test_a_parked_turn_lists_its_open_questions_to_a_new_agent_with_their_forms(modern_host, store):
+    """A front end that stopped before the question was answered asks it again from the store."""
+    llm = ScriptedLLM([Step(calls=[Call("order_pizza", {}, id="c1")])])
+    shown = Shown()
+    await make_agent(llm, modern_host, store).reply(ask(), shown)
+    [question] = shown.questions()
+    parked_id = await store.waiting_in(KEY)
+    assert parked_id is not None
+
+    listed = await make_agent(ScriptedLLM([]), modern_host, store).parked_questions(parked_id)
+    assert listed == [question]
+    assert listed[0].form is not None and listed[0].form == question.form
+
+    answered = await make_agent(ScriptedLLM([]), modern_host, store).answer_input(
+        question.request_id, ASKER, InputAnswer(action="decline")
+    )
+    assert answered.resume == parked_id
+    assert await make_agent(ScriptedLLM([]), modern_host, store).parked_questions(parked_id) == []
+
+
 async def test_a_parked_question_is_answered_after_the_bot_restarts(tmp_path: Path):
     """The store and a remote server outlive the bot: a new process takes the answer and goes on."""
     db = tmp_path / "nerve.db"

@@ -178,6 +178,17 @@ class InputLedger:
             call_id=row[17],
         )
 
+    async def open_parked_questions(self, parked_id: str) -> list[InputRequest]:
+        """A parked turn's questions still waiting for their answer, in the order they were asked
+        (so a front end that stopped before they were answered can ask them again)."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT id FROM input_requests WHERE parked_id = ? AND status = 'open' ORDER BY rowid",
+                (parked_id,),
+            )
+        found = [await self.stored_input(str(request_id)) for (request_id,) in rows]
+        return [stored.request for stored in found if stored is not None and stored.status == "open"]
+
     async def settle_input(
         self,
         request_id: str,
