@@ -3,7 +3,8 @@
 A server names its resources itself, so a name is untrusted: it may be long, contain markup, or
 look like another address ("https://bank.example"). Only `http` and `https` links become clickable,
 always labelled with the host they really lead to; any other scheme (`javascript:`, `file:`, a
-server's own `asks://`) is shown as text and never as a link. Pure functions, no I/O.
+server's own `asks://`) is shown as text and never as a link. A link a server asks someone to open
+shows its host the same way on every surface (`link_host`). Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -44,6 +45,26 @@ def _readable_host(hostname: str) -> str | None:
         return host.encode("idna").decode("ascii")
     except UnicodeError:
         return None
+
+
+def link_host(url: str) -> str:
+    """The host a link leads to, as people should read it before they open it: with its port, and
+    in its ASCII form too when it is written in other letters (a look-alike host cannot hide behind
+    them)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return url
+    ascii_host = host
+    if not host.isascii():
+        try:
+            ascii_host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            ascii_host = host
+    shown = host if ascii_host == host else f"{host} ({ascii_host})"
+    return f"{shown}:{port}" if port is not None else shown
 
 
 def web_link(uri: str) -> WebLink | None:

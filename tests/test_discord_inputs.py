@@ -255,13 +255,18 @@ def answers_saying(fake: FakeDiscord, words: str) -> list[dict[str, Any]]:
 LONG_LIVED = {"discord-approval-expiry"}
 
 
+async def idle(bot: NerveDiscordBot) -> None:
+    """Wait (bounded) until everything the bot started has finished."""
+    async with asyncio.timeout(20):
+        while busy := [t for t in bot._tasks if t.get_name() not in LONG_LIVED]:
+            await asyncio.wait(busy)
+
+
 async def answered_once(bot: NerveDiscordBot, fake: FakeDiscord, words: str) -> dict[str, Any]:
     """The turn's answer, where the turn runs (a parked turn's in the conversation's thread or DM),
     waited for (bounded); once everything the bot started has finished, it was posted once."""
     await fake.wait_until(lambda: bool(answers_saying(fake, words)), within=20)
-    async with asyncio.timeout(20):
-        while busy := [t for t in bot._tasks if t.get_name() not in LONG_LIVED]:
-            await asyncio.wait(busy)
+    await idle(bot)
     (answer,) = answers_saying(fake, words)
     return answer
 
@@ -594,63 +599,107 @@ async def test_a_request_nobody_answers_expires_its_message_says_so_and_the_serv
 # --- parked turns: a question that outlives its process, expires, or comes after an approval ----------
 
 
+@pytest.fixture(scope="module")
+async def remote() -> AsyncIterator[ServerConfig]:
+    """The `asks` server on 2026-07-28 over HTTP: it outlives each run of the bot, as a remote
+    server does."""
+    async with asks_server("http", PARKED) as entry:
+        yield entry
+
+
+@asynccontextmanager
+async def one_run(
+    fake: FakeDiscord,
+    database: Path,
+    entry: ServerConfig,
+    llm_server: FakeLLMServer,
+    clock: Clock | None = None,
+) -> AsyncIterator[tuple[NerveDiscordBot, WatchedInbox]]:
+    """One run of the bot on the database file (as after a start): its own store, host and client;
+    the inbox tells when a delivery was answered."""
+    store = await SQLiteStore.open(database)
+    inbox = WatchedInbox(store)
+    try:
+        async with MCPHost({"asks": entry}, default_timeout=10.0) as started:
+            async with asyncio.timeout(20):
+                await started.wait_until_ready()
+            agent, llm = await asking_agent(llm_server, store, started, clock, inbox=inbox)
+            try:
+                async with running_bot(fake, agent) as bot:
+                    yield bot, inbox
+            finally:
+                await llm.aclose()
+    finally:
+        await store.close()
+
+
 async def test_a_parked_question_is_answered_after_the_bot_restarts_and_its_answer_lands_once(
-    fake: FakeDiscord, tmp_path: Path
+    fake: FakeDiscord, tmp_path: Path, remote: ServerConfig
 ) -> None:
     """The store and a remote server outlive the bot: the new client's Fill in (routed by its
     custom_id) opens the form, and its submit resumes the turn."""
     database = tmp_path / "restart.db"
     ada = fake.user("ada")
     script = [calls("ask_colour", {"label": "gate"}), reply("Painted after the restart.")]
-    async with FakeLLMServer(script) as server, asks_server("http", PARKED) as entry:
-        first_store = await SQLiteStore.open(database)
-        inbox = WatchedInbox(first_store)
-        try:
-            async with MCPHost({"asks": entry}, default_timeout=10.0) as first_host:
-                async with asyncio.timeout(20):
-                    await first_host.wait_until_ready()
-                agent, llm = await asking_agent(server, first_store, first_host, inbox=inbox)
-                async with running_bot(fake, agent):
-                    mention = await fake.user_says(ada, "paint the gate", mention_bot=True)
-                    request = await request_in(fake, fake.channel_id)
-                    before = await open_modal(fake, ada, request, "Fill in")
-                    async with asyncio.timeout(10):
-                        await inbox.finished.wait()
-                await llm.aclose()
-        finally:
-            await first_store.close()
+    async with FakeLLMServer(script) as server:
+        async with one_run(fake, database, remote, server) as (_, inbox):
+            mention = await fake.user_says(ada, "paint the gate", mention_bot=True)
+            request = await request_in(fake, fake.channel_id)
+            before = await open_modal(fake, ada, request, "Fill in")
+            async with asyncio.timeout(10):
+                await inbox.finished.wait()
         assert not fake.connected and len(server.requests) == 1, "parked: nothing waits for the answer"
 
-        second_store = await SQLiteStore.open(database)
-        try:
-            async with MCPHost({"asks": entry}, default_timeout=10.0) as second_host:
-                async with asyncio.timeout(20):
-                    await second_host.wait_until_ready()
-                agent, llm = await asking_agent(server, second_store, second_host)
-                async with running_bot(fake, agent) as bot:
-                    old = fake.modal_for(before)
-                    assert old is not None
-                    (old_colour,) = fields(old)
-                    stale = await fake.submit_modal(ada, before, {old_colour["custom_id"]: ["2"]})
-                    note = await ephemeral_reply(fake, stale)
-                    assert "restarted" in note["content"] and set(buttons(note)) == {"Fill in"}
+        async with one_run(fake, database, remote, server) as (bot, _):
+            old = fake.modal_for(before)
+            assert old is not None
+            (old_colour,) = fields(old)
+            stale = await fake.submit_modal(ada, before, {old_colour["custom_id"]: ["2"]})
+            note = await ephemeral_reply(fake, stale)
+            assert "restarted" in note["content"] and set(buttons(note)) == {"Fill in"}
 
-                    opened = await open_modal(fake, ada, request, "Fill in")
-                    modal = fake.modal_for(opened)
-                    assert modal is not None
-                    (colour,) = fields(modal)
-                    submit = await fake.submit_modal(
-                        ada, opened, {colour["custom_id"]: [option(modal, "Colour", "blue")]}
-                    )
-                    assert (await answered(fake, submit))["type"] == 6, "acknowledged before the turn goes on"
-                    answer = await answered_once(bot, fake, "Painted after the restart.")
-                    assert int(answer["channel_id"]) == int(mention["id"]), "in the conversation's thread"
-                    assert tool_result(server) == "gate: blue"
-                    done = await final_edit(fake, request, "Answered")
-                    assert done["components"] == [], "the message posted before the restart is updated"
-                await llm.aclose()
-        finally:
-            await second_store.close()
+            opened = await open_modal(fake, ada, request, "Fill in")
+            modal = fake.modal_for(opened)
+            assert modal is not None
+            (colour,) = fields(modal)
+            submit = await fake.submit_modal(
+                ada, opened, {colour["custom_id"]: [option(modal, "Colour", "blue")]}
+            )
+            assert (await answered(fake, submit))["type"] == 6, "acknowledged before the turn goes on"
+            answer = await answered_once(bot, fake, "Painted after the restart.")
+            assert int(answer["channel_id"]) == int(mention["id"]), "in the conversation's thread"
+            assert tool_result(server) == "gate: blue"
+            done = await final_edit(fake, request, "Answered")
+            assert done["components"] == [], "the message posted before the restart is updated"
+        server.assert_complete()
+
+
+async def test_a_parked_question_nobody_answers_expires_after_the_bot_restarts_on_its_first_message(
+    fake: FakeDiscord, tmp_path: Path, remote: ServerConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client that posted the question is gone; the new client's sweep ends it: the message
+    posted before the restart loses its buttons and says it expired, and the answer lands once."""
+    monkeypatch.setattr(NerveDiscordBot, "approval_sweep_every", 0.05)
+    clock = Clock(time.time())
+    database = tmp_path / "expiry.db"
+    ada = fake.user("ada")
+    script = [calls("ask_colour", {"label": "shed"}), reply("Nobody picked a colour for the shed.")]
+    async with FakeLLMServer(script) as server:
+        async with one_run(fake, database, remote, server, clock) as (bot, inbox):
+            mention = await fake.user_says(ada, "paint the shed", mention_bot=True)
+            request = await request_in(fake, fake.channel_id)
+            async with asyncio.timeout(10):
+                await inbox.finished.wait()
+            await idle(bot)
+        assert set(buttons(request)) == {"Fill in", "Decline"}
+
+        async with one_run(fake, database, remote, server, clock) as (bot, _):
+            clock.now += 121
+            done = await final_edit(fake, request, "Expired")
+            assert done["components"] == [], "the message posted before the restart is updated"
+            answer = await answered_once(bot, fake, "Nobody picked a colour for the shed.")
+            assert int(answer["channel_id"]) == int(mention["id"]), "in the conversation's thread"
+            assert tool_result(server) == "shed: cancelled"
         server.assert_complete()
 
 

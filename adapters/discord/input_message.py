@@ -12,7 +12,9 @@ server must learn that its person agreed to open the link; the click (by the ask
 
 The buttons carry their request id in their custom_id (`InputButton`, a `DynamicItem`), so a click
 on a message posted before a restart still reaches the client. Once the request ends the message
-is edited: the buttons go and a line says how it ended. Everything a server wrote is escaped.
+is edited: the buttons go and a line says how it ended. Where the message is, is stored with its
+request (as for approvals), so a process that did not post it (after a restart, the sweep ending
+a parked question nobody answered) edits it too. Everything a server wrote is escaped.
 """
 
 from __future__ import annotations
@@ -21,16 +23,17 @@ import asyncio
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
-from urllib.parse import urlsplit
 
 import discord
 
+from adapters.discord.approval_flow import message_ref, parse_message_ref
 from adapters.discord.approval_message import person
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
 from adapters.discord.render import MESSAGE_LIMIT
+from adapters.resources import link_host
 from bot.render import truncate
 from bot.types import InputRequest
 
@@ -141,25 +144,6 @@ def button_view(*buttons: discord.ui.Item[Any]) -> discord.ui.View:
 
 
 # --- what it says ----------------------------------------------------------------------------------
-
-
-def link_host(url: str) -> str:
-    """The host a link leads to, as people should read it: with its port, and in its ASCII form too
-    when it is written in other letters (a look-alike host cannot hide behind them)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return url
-    ascii_host = host
-    if not host.isascii():
-        try:
-            ascii_host = host.encode("idna").decode("ascii")
-        except UnicodeError:
-            ascii_host = host
-    shown = host if ascii_host == host else f"{host} ({ascii_host})"
-    return f"{shown}:{port}" if port is not None else shown
 
 
 def plain(text: str, limit: int) -> str:
@@ -285,6 +269,8 @@ class Where:
 
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], None]
+# Stores where a request's message was posted (`Agent.input_posted`): request id, message ref.
+KeepRef = Callable[[str, str], Awaitable[None]]
 
 
 class InputBoard:
@@ -309,15 +295,22 @@ class InputBoard:
             OrderedDict()
         )
 
-    def show(self, request: InputRequest, where: Where) -> None:
-        """Post the request's message (a refused request's note is final: nothing is kept for it)."""
+    def show(self, request: InputRequest, where: Where, keep_ref: KeepRef | None = None) -> None:
+        """Post the request's message (a refused request's note is final: nothing is kept for it)
+        and store where it is with `keep_ref`, so any process can update it later."""
         posted = self._future()
         if request.refused is None:
             self._keep(request.request_id, posted, None)
-        self._spawn(self._post(request, where, posted), f"discord-input-{request.request_id}")
+        else:
+            keep_ref = None
+        self._spawn(self._post(request, where, posted, keep_ref), f"discord-input-{request.request_id}")
 
     async def _post(
-        self, request: InputRequest, where: Where, posted: asyncio.Future[tuple[int, int] | None]
+        self,
+        request: InputRequest,
+        where: Where,
+        posted: asyncio.Future[tuple[int, int] | None],
+        keep_ref: KeepRef | None,
     ) -> None:
         message: discord.Message | None = None
         try:
@@ -333,12 +326,17 @@ class InputBoard:
             _resolve(posted, (where.channel_id, message.id) if message is not None else None)
         if message is None:
             logger.warning("could not post the message of input request %s", request.request_id)
+        elif keep_ref is not None:
+            try:
+                await keep_ref(request.request_id, message_ref(where.channel_id, message.id))
+            except Exception:
+                logger.exception("could not store where input request %s is shown", request.request_id)
 
     def settle(self, request: InputRequest, status: str, at: tuple[int, int] | None = None) -> None:
         """Take the buttons off the request's message and say how it ended.
 
-        `at` is where the message is (channel id, message id) when the click or submit came from
-        it: a message this process did not post (before a restart, say) is edited there."""
+        A message this process did not post (before a restart, say) is edited where the click or
+        submit came from (`at`: channel id, message id), else where its request says it was posted."""
         rid = request.request_id
         kept = self._latest.pop(rid, None)
         if kept is not None and kept[1] == status:
@@ -346,11 +344,12 @@ class InputBoard:
             return
         if kept is not None:
             before = kept[0]
-        elif at is not None:
+        else:
+            at = at or parse_message_ref(request.message_ref)
+            if at is None:
+                return
             before = self._future()
             before.set_result(at)
-        else:
-            return
         after = self._future()
         # An opened link may still be reported done by its server; anything else is final.
         if request.mode == "url" and status == "accepted":

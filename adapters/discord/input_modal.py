@@ -26,7 +26,8 @@ A question a server asked in its call's result parks the turn (as an approval do
 that leaves nothing more to wait for (`InputOutcome.resume`) lets the turn go on, in the background
 once the click or submit is answered, through `resume` — the same path as the last approval click.
 Such a question outlives a restart, so its message is also updated from the click or submit that
-answered it, when this process did not post it.
+answered it, when this process did not post it, or from where its request says it was posted (an
+expiry the sweep found).
 """
 
 from __future__ import annotations
@@ -313,6 +314,8 @@ class InputAgent(Protocol):
 
     async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome: ...
 
+    async def input_posted(self, request_id: str, ref: str) -> None: ...
+
 
 @dataclass(slots=True)
 class Draft:
@@ -357,7 +360,7 @@ class InputFlow:
         async def progress(event: TurnEvent) -> None:
             request = event.input
             if request is not None and event.kind == "input_needed":
-                self._board.show(request, where)
+                self._board.show(request, where, self._agent.input_posted)
             elif request is not None and event.kind == "input_done":
                 self._board.settle(request, event.message)
                 self._forget(request.request_id)

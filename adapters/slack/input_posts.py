@@ -8,7 +8,9 @@ from tasks of its own, so recording the event never waits on Slack; an update wa
 A question that parks its turn outlives the turn that posted it: it is answered by a click after
 that turn ended (its message is updated by whoever took the answer), and how it ended may be told
 to the turn resumed later (an expiry). `RequestMessages` remembers, for one bot, where each request
-message is and what it shows, so any of them can update it, once per outcome and in order.
+message is and what it shows, so any of them can update it, once per outcome and in order. Where
+it is, is also stored with its request (as for approvals), so a process that did not post it (after
+a restart, the sweep ending a parked question nobody answered) updates it too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import asyncio
 import logging
 import weakref
 from collections import OrderedDict
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,6 +34,8 @@ logger = logging.getLogger(__name__)
 INPUT_KINDS = frozenset({"input_needed", "input_done"})
 # Request messages remembered per bot; the oldest are forgotten past this.
 REMEMBERED = 10_000
+# Stores where a request's message was posted (`Agent.input_posted`): request id, message ref.
+KeepRef = Callable[[str, str], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -47,7 +51,8 @@ class RequestMessages:
 
     Kept per poster (one per bot), so every turn's progress sink and the click handlers of a bot
     share it without being handed it. After a restart it is empty: a click carries the message it
-    was made on, which is enough to update that one.
+    was made on, and a request where it was posted (`message_ref`, once `keep_refs` stores it),
+    which is enough to update that one.
     """
 
     _of: ClassVar[weakref.WeakKeyDictionary[Poster, RequestMessages]] = weakref.WeakKeyDictionary()
@@ -56,6 +61,7 @@ class RequestMessages:
         self._poster = poster
         self._limit = limit
         self._shown: OrderedDict[str, _Shown] = OrderedDict()
+        self._keep_ref: KeepRef | None = None
 
     @classmethod
     def of(cls, poster: Poster) -> RequestMessages:
@@ -64,21 +70,38 @@ class RequestMessages:
             found = cls._of[poster] = cls(poster)
         return found
 
-    def posted(self, request_id: str, channel: str, ts: str) -> None:
+    def keep_refs(self, keep: KeepRef) -> None:
+        """Store where each request message is posted through `keep` (the bot's agent)."""
+        self._keep_ref = keep
+
+    async def posted(self, request_id: str, channel: str, ts: str) -> None:
         self._remember(request_id, channel, ts)
+        if self._keep_ref is None:
+            return
+        # The approvals' format; imported here because the turn runner imports this module.
+        from adapters.slack.turns import message_ref
+
+        try:
+            await self._keep_ref(request_id, message_ref(channel, ts))
+        except Exception:
+            logger.exception("could not store where the request for input %s is shown", request_id)
 
     def place(self, request_id: str) -> tuple[str, str] | None:
         shown = self._shown.get(request_id)
         return (shown.channel, shown.ts) if shown is not None else None
 
     async def settle(self, request: InputRequest, status: str, place: tuple[str, str] | None = None) -> bool:
-        """Show that `request` ended with `status` on its message (known here, or at `place`): no
-        buttons, and how it ended. Once per outcome, in the order outcomes arrive; False when the
-        message is not known here or already shows this."""
+        """Show that `request` ended with `status` on its message (known here, else at `place`, else
+        where the request says it was posted): no buttons, and how it ended. Once per outcome, in
+        the order outcomes arrive; False when the message is not known or already shows this."""
+        from adapters.slack.turns import parse_message_ref  # see `posted`
+
         rid = request.request_id
         shown = self._shown.get(rid)
-        if shown is None and place is not None:
-            shown = self._remember(rid, *place)
+        if shown is None:
+            place = place or parse_message_ref(request.message_ref)
+            if place is not None:
+                shown = self._remember(rid, *place)
         if shown is None:
             logger.info("request for input %s ended (%s) but its message is not known here", rid, status)
             return False
@@ -145,7 +168,7 @@ class InputPosts:
     async def _post(self, request: InputRequest) -> str | None:
         try:
             ts = await self._poster.post(self._channel, self._thread_ts, request_message(request))
-            self._messages.posted(request.request_id, self._channel, ts)
+            await self._messages.posted(request.request_id, self._channel, ts)
             return ts
         except SlackApiError as exc:
             logger.warning("could not post the request for input %s: %s", request.request_id, api_error(exc))

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
+from adapters.resources import link_host
 from adapters.slack.approval_view import person
 from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, escape_capped
 from bot.forms import Form, FormField, describe_field
@@ -122,25 +122,6 @@ def _button(text: str, choice: InputChoice, request_id: str, style: str | None =
     return button
 
 
-def shown_host(url: str) -> str:
-    """The host a link leads to, as people should read it: with its port, and in its ASCII form too
-    when it is written in other letters (a look-alike host cannot hide behind them)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return url
-    ascii_host = host
-    if not host.isascii():
-        try:
-            ascii_host = host.encode("idna").decode("ascii")
-        except UnicodeError:
-            ascii_host = host
-    shown = host if ascii_host == host else f"{host} ({ascii_host})"
-    return f"{shown}:{port}" if port is not None else shown
-
-
 # --- the thread message ----------------------------------------------------------------------------
 
 
@@ -157,7 +138,7 @@ def _body(request: InputRequest) -> list[dict[str, Any]]:
     """What the server asked, the same before and after it was answered."""
     blocks = [_section(_headline(request))]
     if request.refused is None and request.mode == "url" and request.url:
-        host = escape_capped(shown_host(request.url), 500)
+        host = escape_capped(link_host(request.url), 500)
         blocks.append(_section(f"The link goes to\n*{host}*"))
         if request.message:
             blocks.append(_section("*Why, as the server says:*\n" + _quoted(request.message)))
@@ -185,7 +166,7 @@ def request_message(request: InputRequest) -> OutMessage:
             open_button["url"] = request.url
             elements.append(open_button)
         elements.append(_button("Decline", "decline", rid, "danger"))
-        text = f"{server} asks you to open a link to {shown_host(request.url)}"
+        text = f"{server} asks you to open a link to {link_host(request.url)}"
     else:
         elements = [_button("Fill in", "fill", rid, "primary"), _button("Decline", "decline", rid, "danger")]
         text = f"{server} asks for input"

@@ -64,6 +64,8 @@ class InputClicks:
         self._agent = agent
         self._poster = poster
         self._messages = RequestMessages.of(poster)
+        # The bot's request messages, wherever posted, are stored with their requests.
+        self._messages.keep_refs(agent.input_posted)
         # What goes on with a parked turn once nothing is left to wait for (as after approvals).
         self._resume = resume
         self._spawn = spawn
