@@ -51,7 +51,12 @@ class Terminal:
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
-                env={**env, "TERM": "xterm-256color"},
+                # The terminal's size is the one set above: a COLUMNS or LINES inherited from the test
+                # run (parallel workers set 80 x 24) would override it.
+                env={
+                    **{k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")},
+                    "TERM": "xterm-256color",
+                },
                 cwd=str(cwd),
                 stdin=slave,
                 stdout=slave,
