@@ -39,8 +39,11 @@ $(CONFORMANCE_STAMP): conformance/package.json conformance/package-lock.json
 run: $(STAMP)
 	$(BIN)/nerve chat
 
+# Test files run in parallel (most of the time is spent waiting on subprocesses); a file's tests
+# stay together, sharing the servers its fixtures start. TEST_WORKERS=0 runs them one by one.
+TEST_WORKERS ?= 3
 test: $(STAMP) $(NODE_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
