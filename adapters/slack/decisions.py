@@ -19,8 +19,8 @@ from slack_sdk.errors import SlackApiError
 
 from adapters.slack.approval_view import approval_message, parse_click
 from adapters.slack.events import PLATFORM
-from adapters.slack.post import Poster, api_error
-from adapters.slack.turns import TurnRunner, parse_message_ref
+from adapters.slack.post import Poster, api_error, parse_message_ref
+from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
 from bot.text import scrub
 from bot.types import ApprovalPrompt

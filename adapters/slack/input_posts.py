@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack.input_view import request_message, settled_message
-from adapters.slack.post import Poster, api_error
+from adapters.slack.post import Poster, api_error, message_ref, parse_message_ref
 from bot.types import InputRequest, TurnEvent
 
 logger = logging.getLogger(__name__)
@@ -78,9 +78,6 @@ class RequestMessages:
         self._remember(request_id, channel, ts)
         if self._keep_ref is None:
             return
-        # The approvals' format; imported here because the turn runner imports this module.
-        from adapters.slack.turns import message_ref
-
         try:
             await self._keep_ref(request_id, message_ref(channel, ts))
         except Exception:
@@ -94,8 +91,6 @@ class RequestMessages:
         """Show that `request` ended with `status` on its message (known here, else at `place`, else
         where the request says it was posted): no buttons, and how it ended. Once per outcome, in
         the order outcomes arrive; False when the message is not known or already shows this."""
-        from adapters.slack.turns import parse_message_ref  # see `posted`
-
         rid = request.request_id
         shown = self._shown.get(rid)
         if shown is None:

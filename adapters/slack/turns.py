@@ -17,7 +17,7 @@ from slack_sdk.errors import SlackApiError
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
-from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
+from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error, message_ref
 from adapters.slack.progress import AssistantStatus, Concluded, ProgressSink, StatusMessage
 from adapters.slack.render import (
     Level,
@@ -241,18 +241,6 @@ class TurnRunner:
             await self._send(turn, plain_message(APOLOGY), sink.message_ts if sink is not None else None)
         except Exception:
             logger.exception("could not post the apology for Slack event %s", turn.event_id)
-
-
-def message_ref(channel: str, ts: str) -> str:
-    """Where an approval message is, as the store keeps it: any process can update it from this."""
-    return f"{channel}:{ts}"
-
-
-def parse_message_ref(ref: str | None) -> tuple[str, str] | None:
-    if not ref:
-        return None
-    channel, _, ts = ref.partition(":")
-    return (channel, ts) if channel and ts else None
 
 
 class LazyProgress:
