@@ -207,8 +207,11 @@ class LiveAnswer:
         pause = 1 / FRAMES_PER_SECOND
         while True:
             wait = TICK_SECONDS if self.turn.moving else None
+            # Not `wait_for`: on Python 3.11 it swallows a cancel that lands just as the event is
+            # set (a question's pause ending as the turn ends), and the painter would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._changed.wait()
             self._changed.clear()
             if not self._paused:
                 self._live.refresh()
