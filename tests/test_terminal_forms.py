@@ -8,12 +8,14 @@ call waits (live), on 2026-07-28 in its call's result, which parks the turn unti
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiosqlite
@@ -26,6 +28,7 @@ from bot.types import InputAnswer
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.test_cli import run_nerve
+from tests.test_inputs import asks_server
 from tests.test_terminal import PROMPT, chat_env, nerve, terminal
 from tests.test_terminal_approvals import tool_content
 from tests.test_thread_lock import until
@@ -369,38 +372,115 @@ async def thread_let_go(db: Path) -> None:
     await until(free)
 
 
-async def test_a_question_left_open_by_a_stopped_chat_is_noted_at_start_and_goes_on_once_expired(tmp_path):
-    script = [tool_reply(call("ask_colour", "c1", label="shed")), reply("No colour for the shed, then.")]
+async def leave_asking(term, db: Path, text: bytes, *, after: int = 0) -> None:
+    """Ask for something a tool asks about, then stop the chat while its question is on the screen."""
+    term.type(text + b"\r")
+    await term.expect(COLOUR, after=after)
+    await thread_let_go(db)  # the turn has parked: nothing of it holds the thread
+    os.killpg(term.process.pid, signal.SIGKILL)
+    await term.exit_code()
+
+
+@contextlib.asynccontextmanager
+async def remote_asks(tmp_path: Path, model: FakeLLMServer) -> AsyncIterator[dict[str, str]]:
+    """The chat's settings with the asking server over HTTP: it outlives each chat, and with it the
+    state it gave the call that asked, so the call made again after a restart gets its answer."""
+    async with asks_server("http", "2026-07-28") as server:
+        config = tmp_path / "mcp.json"
+        config.write_text(json.dumps({"mcpServers": {"asks": {"url": server.url}}}))
+        yield chat_env(
+            tmp_path, NERVE_MCP_CONFIG=str(config), OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="t"
+        )
+
+
+async def test_a_question_left_open_by_a_stopped_chat_is_asked_at_start_and_goes_on_once_expired(tmp_path):
+    script = [
+        tool_reply(call("ask_colour", "c1", label="shed")),
+        reply("The shed will be red."),
+        tool_reply(call("ask_colour", "c2", label="barn")),
+        reply("No colour for the barn, then."),
+    ]
     db = tmp_path / "nerve.db"
-    async with FakeLLMServer(script) as model:
-        env = env_for(tmp_path, model, *PARKED)
+    async with FakeLLMServer(script) as model, remote_asks(tmp_path, model) as env:
         async with terminal(*nerve("chat"), env=env) as term:
-            at = await term.expect(PROMPT)
-            term.type(b"paint the shed\r")
-            await term.expect(COLOUR, after=at)
-            await thread_let_go(db)  # the turn has parked: nothing of it holds the thread
-            os.killpg(term.process.pid, signal.SIGKILL)  # stopped while the question was asked
-            await term.exit_code()
+            await leave_asking(term, db, b"paint the shed", after=await term.expect(PROMPT))
 
+        # The next start asks it again, field by field, and prints the turn's answer before the prompt.
         async with terminal(*nerve("chat"), env=env) as term:
-            at = await term.expect(b"waits for an answer to what a tool asked before nerve stopped", after=0)
+            at = await term.expect(b"waits for an answer to what a tool asked before nerve stopped")
+            at = await term.expect(b"Pick a colour for shed", after=at)
+            at = await term.expect(COLOUR, after=at)
+            term.type(b"red\r")
+            at = await term.expect(SEND, after=at)
+            term.type(b"y\r")
+            at = await term.expect(b"Sent.", after=at)
+            at = await term.expect(b"The shed will be red.", after=at)
+            assert PROMPT not in term.output[:at], "answered before the first prompt"
             at = await term.expect(PROMPT, after=at)
-            term.type(b"/quit\r")
-            assert await term.exit_code() == 0
-        assert b"Approval needed" not in term.output
+            await leave_asking(term, db, b"paint the barn", after=at)
 
-        # Its time runs out while no chat is open.
+        # This one's time runs out while no chat is open: the turn goes on without it, nothing asked.
         async with aiosqlite.connect(db) as raw:
             await raw.execute("UPDATE parked_turns SET expires_at = 1")
-            await raw.execute("UPDATE input_requests SET expires_at = 1")
+            await raw.execute("UPDATE input_requests SET expires_at = 1 WHERE status = 'open'")
             await raw.commit()
         async with terminal(*nerve("chat"), env=env) as term:
-            at = await term.expect(b"No colour for the shed, then.")
+            at = await term.expect(b"No colour for the barn, then.")
+            await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        assert COLOUR not in term.output
+        model.assert_complete()
+    # The call was made again with the answer (or with "cancel" once expired), and the server took it.
+    assert returned(model.requests[1], "c1") == "shed: red"
+    assert returned(model.requests[3], "c2") == "barn: cancelled"
+    assert b"Approval needed" not in term.output
+    assert PARKED_TEXT not in term.output
+    assert "Traceback" not in term.screen()
+
+
+async def test_ctrl_c_at_a_question_asked_again_at_start_cancels_it_and_the_turn_goes_on(tmp_path):
+    script = [tool_reply(call("ask_colour", "c1", label="attic")), reply("No colour for the attic, then.")]
+    db = tmp_path / "nerve.db"
+    async with FakeLLMServer(script) as model, remote_asks(tmp_path, model) as env:
+        async with terminal(*nerve("chat"), env=env) as term:
+            await leave_asking(term, db, b"paint the attic", after=await term.expect(PROMPT))
+
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(COLOUR)
+            term.type(b"\x03")
+            at = await term.expect(b"Cancelled: nothing was sent.", after=at)
+            at = await term.expect(b"No colour for the attic, then.", after=at)
+            assert PROMPT not in term.output[:at], "answered before the first prompt"
             await term.expect(PROMPT, after=at)
             term.type(b"/quit\r")
             assert await term.exit_code() == 0
         model.assert_complete()
-    # The call was made again (a stdio server started anew may no longer know its state): the model
-    # read its result under its own call id.
-    assert tool_content(model.requests[1], "c1")
+    assert returned(model.requests[1], "c1") == "attic: cancelled"
     assert "Traceback" not in term.screen()
+
+
+async def test_a_question_and_an_approval_left_open_are_both_asked_at_start_then_the_turn_goes_on(tmp_path):
+    # grow_tools changes the server (no read-only annotation): it waits for approval.
+    both = tool_reply(call("ask_colour", "c1", label="fence"), call("grow_tools", "c2"))
+    script = [both, reply("The fence is green, and there is a new tool.")]
+    db = tmp_path / "nerve.db"
+    async with FakeLLMServer(script) as model, remote_asks(tmp_path, model) as env:
+        async with terminal(*nerve("chat"), env=env) as term:
+            await leave_asking(term, db, b"paint the fence and grow", after=await term.expect(PROMPT))
+
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(COLOUR)
+            term.type(b"green\r")
+            at = await term.expect(SEND, after=at)
+            term.type(b"y\r")
+            at = await term.expect(b"Run grow_tools()? [y]es / [n]o / [a]lways here ", after=at)
+            term.type(b"y\r")
+            at = await term.expect(b"The fence is green, and there is a new tool.", after=at)
+            assert PROMPT not in term.output[:at], "answered before the first prompt"
+            await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        model.assert_complete()
+    assert returned(model.requests[1], "c1") == "fence: green"
+    assert returned(model.requests[1], "c2") == "added new_tool"

@@ -37,7 +37,7 @@ from adapters.terminal.views import (
 from bot.errors import PromptError
 from bot.runtime import Runtime
 from bot.text import scrub
-from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress, PromptSpec
+from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress, PromptSpec, TurnEvent
 
 # The printing helpers moved to `views`; importing them from here keeps working.
 __all__ = ["TerminalChat", "attachment_line", "format_history", "read_line", "reply_as_json"]
@@ -276,11 +276,13 @@ class TerminalChat:
         ):
             task = asyncio.create_task(work(fill_in.watching(sink)))
             try:
-                with _on_ctrl_c(task.cancel if cancellable else self._finishing):
-                    reply = await task
-                if reply is None:
-                    return None
+                # Under the piece's own Ctrl-C, so a question asked while the piece ran (which takes
+                # Ctrl-C for itself, in a task of its own) keeps it once the piece has returned.
                 with _on_ctrl_c(_ignore):
+                    with _on_ctrl_c(task.cancel if cancellable else self._finishing):
+                        reply = await task
+                    if reply is None:
+                        return None
                     return _Piece(reply, await fill_in.settle())
             except asyncio.CancelledError:
                 if not task.cancelled():
@@ -379,7 +381,8 @@ class TerminalChat:
             await self._answer(_Piece(reply))
 
     async def _waiting_at_start(self) -> None:
-        """A turn of this thread that was waiting for a decision when nerve stopped: ask again."""
+        """A turn of this thread that was waiting for a decision, or for an answer to what a tool
+        asked, when nerve stopped: ask again."""
         approvals = self._runtime.agent.approvals
         if approvals is None or (request_id := await approvals.waiting_in(self._key)) is None:
             return
@@ -393,9 +396,11 @@ class TerminalChat:
                 "new messages wait behind it."
             )
             return
+        if prompt.questions_open and await self._ask_again(prompt):
+            return
         if not any(call.status == "pending" for call in prompt.calls) and prompt.questions_open:
-            # What a tool asked before nerve stopped is not asked again here: the turn goes on once
-            # the question has expired (the tool is told "cancel"), or /reset ends it.
+            # Questions this terminal cannot answer (none of them is its user's): the turn goes on
+            # once they have expired (the tool is told "cancel"), or /reset ends it.
             until = time.strftime("%H:%M", time.localtime(prompt.expires_at))
             self._console.print(
                 "[yellow]Your last question in this thread waits for an answer to what a tool asked "
@@ -408,6 +413,37 @@ class TerminalChat:
             "[yellow]Your last question in this thread is waiting for your decision.[/yellow]"
         )
         await self._answer(_Piece(AgentReply(text="", approval=prompt)))
+
+    async def _ask_again(self, prompt: ApprovalPrompt) -> bool:
+        """What a tool asked before nerve stopped, asked again as if just asked (the answer lets the
+        turn go on and print its answer); calls of its round that wait for a decision are asked
+        about next. False when none of its questions is this person's to answer now; expired ones
+        are not asked: the turn goes on without them."""
+        agent = self._runtime.agent
+        questions = await agent.parked_questions(prompt.request_id)
+        if any(q.expires_at <= time.time() for q in questions):
+            self._console.print(
+                "[dim]What a tool asked before nerve stopped was not answered in time; "
+                "the turn goes on without it.[/dim]"
+            )
+            await self._answer(await self._go_on_answered(Parked(key=self._key, tools=(), resume=None)))
+            return True
+        mine = [q for q in questions if q.user_id == self._user]
+        if not mine:
+            return False
+        self._console.print(
+            "[yellow]Your last question in this thread waits for an answer to what a tool asked "
+            "before nerve stopped:[/yellow]"
+        )
+        waits = prompt if any(call.status == "pending" for call in prompt.calls) else None
+
+        async def asked_again(progress: Progress) -> AgentReply:
+            for question in mine:
+                await progress(TurnEvent(kind="input_needed", message=question.message, input=question))
+            return AgentReply(text="", approval=waits)
+
+        await self._answer(await self._work(asked_again, cancellable=False))
+        return True
 
 
 # The actions of the `_on_ctrl_c` blocks now open, innermost last: Ctrl-C runs the innermost.
