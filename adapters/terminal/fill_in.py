@@ -22,11 +22,11 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.markup import escape
 
+from adapters.resources import link_host
 from adapters.terminal.approve import Ask, Parked
 from adapters.terminal.safe import printable
 from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field
@@ -317,21 +317,6 @@ def print_request(console: Console, request: InputRequest) -> None:
         f"[dim]{count} field{'s' if count != 1 else ''}; * marks the required ones. Enter keeps the "
         "\\[default] or leaves a field empty; Ctrl-C cancels.[/dim]"
     )
-
-
-def link_host(url: str) -> str:
-    """The host a link leads to, in full (with its port), and in ASCII when it is spelled otherwise,
-    so a look-alike name cannot pass for the real one."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return url
-    if not host.isascii():
-        with contextlib.suppress(UnicodeError):
-            host = f"{host.encode('idna').decode('ascii')} (shown as {host})"
-    return f"{host}:{port}" if port else host
 
 
 def field_prompt(field: FormField) -> str:
