@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from bot import metrics
 from bot.approvals import Clock, TurnScreen
 from bot.calls import (
     CallOutcome,
@@ -152,6 +153,7 @@ class Agent(WaitingTurns):
                 await self.approvals.close_parked(key)
             await self._store.reset(key)
 
+    @metrics.turn
     async def reply(self, incoming: Incoming, progress: Progress = no_progress) -> AgentReply:
         """Answer one message. Model and tool failures become a plain answer, never an exception."""
         # Every front end scrubs at its own edge; this one holds for all of them, present and future.
@@ -159,6 +161,7 @@ class Agent(WaitingTurns):
         size, limit = len(incoming.text), self._config.max_question_chars
         if size > limit:
             notice = f"Your message is {size:,} characters; the limit is {limit:,}. Please shorten it."
+            metrics.turn_outcome("refused_too_long")
             return await self._refuse(incoming, notice, store_notice=True)
 
         async def tell_place(position: int) -> None:
@@ -172,6 +175,7 @@ class Agent(WaitingTurns):
                     return await self._reply(incoming, progress)
             except GateFull:
                 logger.warning("too many turns at once; told %s to try again", incoming.key)
+                metrics.turn_outcome("refused_busy")
                 return await self._store_instead(incoming, BUSY_REPLY, store_notice=False)
 
     async def _refuse(self, incoming: Incoming, notice: str, *, store_notice: bool) -> AgentReply:

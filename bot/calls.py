@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bot import metrics
 from bot.failures import FailureKind, ToolFailure
 from bot.guards import LoopGuard, parse_arguments
 from bot.nesting import loads
@@ -191,6 +192,7 @@ class RoundRunner:
             )
         )
         result = await self._call_with_rate_limit_retry(call.name, arguments, progress, context)
+        metrics.tool_call(spec.server, spec.original_name, result)
         if result.needs_input is not None:
             await progress(
                 TurnEvent(
@@ -242,6 +244,7 @@ class RoundRunner:
                 retry_in=delay,
             )
         )
+        metrics.rate_limit_wait("mcp", delay)
         await self._sleep(delay)
         return await self._host.call_tool(name, arguments, context)
 

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+from bot import metrics
 from bot.errors import NerveError
 
 OnQueued = Callable[[int], Awaitable[None]]
@@ -41,6 +42,7 @@ class TurnGate:
         self._queue = queue
         self._running = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+        metrics.watch_gate(self)
 
     @property
     def running(self) -> int:

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from bot import metrics
 from bot.approvals import Clock, new_request_id
 from bot.forms import FormError, check_answer, form_from_schema, secret_fields
 from bot.store.inputs import ParkedCallQuestions, ParkedQuestion, StoredInput
@@ -132,9 +133,11 @@ class InputDesk:
         if request.refused is not None:
             await self._store.open_input(request, schema, self._wall(), status="declined")
             logger.info("MCP server %r asked for input nerve refused to show: %s", server, request.refused)
+            metrics.question_ended("refused")
             await progress(TurnEvent(kind="input_needed", message=request.refused, input=request))
             return InputAnswer(action="decline")
         await self._store.open_input(request, schema, self._wall())
+        metrics.question_waiting(request)
         await progress(TurnEvent(kind="input_needed", message=request.message, input=request))
         status: InputStatus = "cancelled"
         try:
@@ -145,6 +148,7 @@ class InputDesk:
                     self._links.pop(next(iter(self._links)))
             return answer
         finally:
+            metrics.question_ended(status, request.request_id)
             if status == "cancelled":
                 # The call ended first (its timeout, the turn stopped): nobody should answer any more.
                 await asyncio.shield(self._store.settle_input(request.request_id, "cancelled", by="nerve"))
@@ -249,6 +253,7 @@ class InputDesk:
         if found is None:
             return None
         for request in await self._store.close_parked_questions(parked_id, call_id):
+            metrics.question_settled(request.request_id)
             with contextlib.suppress(Exception):
                 await progress(TurnEvent(kind="input_done", message="expired", input=request))
         found = await self._store.parked_answers(parked_id, call_id)
@@ -256,6 +261,7 @@ class InputDesk:
         request_state, rows = found
         answers = []
         for input_key, status, mode, content in rows:
+            metrics.question_ended(status)
             if status == "accepted":
                 answers.append(
                     (input_key, InputAnswer(action="accept", content=content if mode == "form" else None))
@@ -310,6 +316,7 @@ class InputDesk:
         waiting = self._answered.get(request_id)
         if waiting is not None:
             waiting.set()
+        metrics.question_settled(request_id)
         resume = None
         parked_call = stored.parked_id is not None and stored.call_id is not None
         if parked_call and await self._store.settle_parked_call(stored.parked_id, stored.call_id, by=user_id):  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from bot import metrics
 from bot.approvals import Clock, decide, new_request_id
 from bot.calls import (
     CallOutcome,
@@ -168,6 +169,7 @@ class WaitingTurns:
         for parked_call in questions:
             for question in parked_call.questions:
                 shown = question.request
+                metrics.question_waiting(shown)
                 await progress(
                     TurnEvent(kind="input_needed", message=shown.refused or shown.message, input=shown)
                 )
@@ -180,6 +182,8 @@ class WaitingTurns:
             return await self.resume(request_id, progress, held=True) or AgentReply(text="")
         found = await self.approvals.prompt(request_id)
         assert found is not None
+        metrics.approval_parked(found[0])
+        metrics.turn_outcome("parked")
         parts = []
         if found[0].calls:
             names = ", ".join(dict.fromkeys(c.tool for c in found[0].calls))
@@ -237,6 +241,7 @@ class WaitingTurns:
         )
         if decision.changed and decision.prompt is not None:
             prompt = decision.prompt
+            metrics.approvals_decided(len(decision.decided), approve)
             outcome = "approved" if approve else "denied"
             if remember and approve:
                 outcome = "approved, always allowed here"
@@ -302,11 +307,13 @@ class WaitingTurns:
                 await asyncio.shield(self.approvals.release_claim(request_id))
                 raise
 
+    @metrics.turn
     async def _resume_claimed(self, request_id: str, parked: ParkedTurn, progress: Progress) -> AgentReply:
         assert self.approvals is not None
         incoming = parked.incoming
         history = await self._store.history(incoming.key)
         state = self._state_so_far(history)
+        metrics.approval_resumed(request_id, parked.calls)
         try:
             outcomes = await self._run_decided(parked, state, progress)
             round_messages = [parked.answer, *(o.message for o in outcomes)]

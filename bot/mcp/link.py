@@ -36,6 +36,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import CONNECTION_CLOSED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from bot import metrics
 from bot.config import ServerConfig
 from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
@@ -121,6 +122,7 @@ class ServerLink:
     def stop(self) -> None:
         """Ask `run()` to close the client and return; safe to call before it started."""
         self._stopping = True
+        metrics.server_up(self.name, False)
         if self._stop is not None:
             self._stop.cancel()
         self._notify()
@@ -182,6 +184,7 @@ class ServerLink:
                 last_reason = reason
                 await anyio.sleep(wait)
                 self.retry_at = None
+                metrics.server_restart(self.name)
                 self._delay = min(self._delay * 2, BACKOFF_MAX)
 
     async def _run_once(self) -> str:
@@ -336,6 +339,7 @@ class ServerLink:
         self._wake.set()
         if was_ready:
             self.problem = "lost the connection"
+            metrics.server_up(self.name, False)
             self._notify()
 
     async def _transport(
@@ -366,6 +370,7 @@ class ServerLink:
         self.client = client
         self.problem = None
         self._connected = True
+        metrics.server_up(self.name, True)
         self.stderr_seen = False
         self.attempted.set()
         logger.info(
@@ -378,6 +383,7 @@ class ServerLink:
         self._notify()
 
     def _set_down(self, reason: str) -> None:
+        metrics.server_up(self.name, False)
         self.client = None
         self.problem = reason
         self.attempted.set()

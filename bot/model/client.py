@@ -36,6 +36,7 @@ import openai
 from openai import AsyncStream
 from openai.types.chat import ChatCompletion
 
+from bot import metrics
 from bot.config import Settings
 from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable, StreamCut
 from bot.model.stream import StreamAssembler
@@ -190,8 +191,10 @@ class OpenAILLM:
                     retry_in=wait,
                 )
             )
+            metrics.model_wait(failure.error, wait)
             await self._sleep(wait)
 
+    @metrics.model_request
     async def _attempt(self, request: dict[str, Any], progress: Progress) -> Completion | _Retryable | None:
         """One request: the answer, a failure worth retrying, or None when the provider refused a
         streaming field (now learnt). Failures that retrying cannot fix raise their typed error."""
