@@ -168,16 +168,22 @@ def typed_error(exc: BaseException) -> NerveError | None:
 
 
 def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable[[], str | None]:
-    """Logs go to stderr; the interactive chat writes them to its log file unless -v.
+    """Logs go to stderr; the interactive chat writes them to its log file unless -v. Either way in
+    NERVE_LOG_FORMAT, without secrets; traces start too when a collector is configured.
 
     Returns what the chat asks between turns for a line about the log.
     """
+    from adapters.log_format import install, settings_secrets
     from adapters.terminal.logs import log_to_file, log_to_stderr
+    from bot import tracing
 
-    if args.command == "chat" and not args.verbose:
-        return log_to_file(settings.nerve_log_level, settings.nerve_log_file).notice
-    log_to_stderr(settings.nerve_log_level)
-    return lambda: None
+    in_file = args.command == "chat" and not args.verbose
+    chat_log = log_to_file(settings.nerve_log_level, settings.nerve_log_file) if in_file else None
+    if chat_log is None:
+        log_to_stderr(settings.nerve_log_level)
+    install(settings.nerve_log_format, settings_secrets(settings))
+    tracing.start(settings.otel_exporter_otlp_endpoint)
+    return chat_log.notice if chat_log is not None else lambda: None
 
 
 def main(argv: list[str] | None = None) -> int:

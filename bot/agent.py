@@ -33,6 +33,7 @@ from bot.failures import shown_to_people
 from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
 from bot.inputs import InputDesk, InputStore
+from bot.log_context import turn_context
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.policy.scopes import Scopes
 from bot.render import truncate
@@ -40,6 +41,7 @@ from bot.seams import LLM, Inbox, PromptHost, Store, ToolHost, TurnLock
 from bot.store.approvals import ApprovalLedger
 from bot.store.locks import KeyedLocks
 from bot.text import scrub
+from bot.tracing import turn_span
 from bot.types import (
     AgentReply,
     CallContext,
@@ -169,14 +171,15 @@ class Agent(WaitingTurns):
 
         # The conversation first, then a slot: turns queued behind another turn of their own thread
         # take no slot, so one busy thread cannot crowd out every other conversation.
-        async with self._locks.hold(incoming.key):
-            try:
-                async with self.gate.admit(on_queued=tell_place):
-                    return await self._reply(incoming, progress)
-            except GateFull:
-                logger.warning("too many turns at once; told %s to try again", incoming.key)
-                metrics.turn_outcome("refused_busy")
-                return await self._store_instead(incoming, BUSY_REPLY, store_notice=False)
+        with turn_context(incoming.key), turn_span():
+            async with self._locks.hold(incoming.key):
+                try:
+                    async with self.gate.admit(on_queued=tell_place):
+                        return await self._reply(incoming, progress)
+                except GateFull:
+                    logger.warning("too many turns at once; told %s to try again", incoming.key)
+                    metrics.turn_outcome("refused_busy")
+                    return await self._store_instead(incoming, BUSY_REPLY, store_notice=False)
 
     async def _refuse(self, incoming: Incoming, notice: str, *, store_notice: bool) -> AgentReply:
         """Store the message and answer `notice` instead of a turn, in the thread's order."""

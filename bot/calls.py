@@ -19,6 +19,7 @@ from bot.guards import LoopGuard, parse_arguments
 from bot.nesting import loads
 from bot.render import quote, shown_result, summarize_result, truncate
 from bot.seams import ToolHost
+from bot.tracing import tool_span
 from bot.types import (
     Attachment,
     CallContext,
@@ -191,8 +192,9 @@ class RoundRunner:
                 kind="tool_started", message=f"calling {call.name}…", tool=call.name, tool_call_id=call.id
             )
         )
-        result = await self._call_with_rate_limit_retry(call.name, arguments, progress, context)
-        metrics.tool_call(spec.server, spec.original_name, result)
+        with tool_span(call.name, call.id):
+            result = await self._call_with_rate_limit_retry(call.name, arguments, progress, context)
+            metrics.tool_call(spec.server, spec.original_name, result)
         if result.needs_input is not None:
             await progress(
                 TurnEvent(

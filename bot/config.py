@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     )
     # The interactive chat writes its log here instead of between the turns (unless -v).
     nerve_log_file: Path = Path("./nerve.log")
+    # "text": one readable line per record; "json": one JSON object per line, for log collectors.
+    nerve_log_format: Literal["text", "json"] = "text"
+    # Where traces go (OTLP over HTTP), when the `otel` extra is installed; read here so `.env` works.
+    otel_exporter_otlp_endpoint: str | None = None
     # Turns running at once across all conversations, and how many more may wait for a slot.
     nerve_max_concurrent_turns: int = Field(default=16, ge=1, le=1000)
     nerve_turn_queue: int = Field(default=100, ge=0, le=100_000)
@@ -100,9 +104,9 @@ class Settings(BaseSettings):
     # Seconds a tool's question (a form or a link) waits for its person; then the tool gets "cancel".
     nerve_input_timeout: float = Field(default=600.0, gt=0)
 
-    @field_validator("nerve_llm_stream", mode="before")
+    @field_validator("nerve_llm_stream", "nerve_log_format", mode="before")
     @classmethod
-    def _stream_mode(cls, value: object) -> object:
+    def _lowercase_choice(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
     @property

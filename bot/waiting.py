@@ -33,10 +33,12 @@ from bot.errors import LLMError
 from bot.failures import shown_to_people, stored_failure
 from bot.gate import TurnGate
 from bot.inputs import InputDesk
+from bot.log_context import turn_context
 from bot.policy.approval import call_hash
 from bot.policy.places import place_id
 from bot.seams import Store, ToolHost, TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
+from bot.tracing import turn_span
 from bot.types import (
     AgentReply,
     AuditEntry,
@@ -296,16 +298,17 @@ class WaitingTurns:
         # The thread first, then the claim: only one process at a time holds a thread, so a request
         # is resumed once, and one still marked resuming belongs to a process that stopped. No turn
         # slot is taken: a resume follows a person's decision and must not be refused as busy.
-        async with contextlib.nullcontext() if held else self._locks.hold(found[0].key):
-            parked = await self.approvals.claim(request_id, self._clock())
-            if parked is None:
-                return None
-            try:
-                return await self._resume_claimed(request_id, parked, progress)
-            except BaseException:
-                # Given back, so the next sweep or start resumes it; nothing of the round was stored.
-                await asyncio.shield(self.approvals.release_claim(request_id))
-                raise
+        with turn_context(found[0].key), turn_span():
+            async with contextlib.nullcontext() if held else self._locks.hold(found[0].key):
+                parked = await self.approvals.claim(request_id, self._clock())
+                if parked is None:
+                    return None
+                try:
+                    return await self._resume_claimed(request_id, parked, progress)
+                except BaseException:
+                    # Given back, so the next sweep or start resumes it; nothing of the round was stored.
+                    await asyncio.shield(self.approvals.release_claim(request_id))
+                    raise
 
     @metrics.turn
     async def _resume_claimed(self, request_id: str, parked: ParkedTurn, progress: Progress) -> AgentReply:

@@ -40,6 +40,7 @@ from bot import metrics
 from bot.config import Settings
 from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable, StreamCut
 from bot.model.stream import StreamAssembler
+from bot.tracing import model_span
 from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,8 @@ class OpenAILLM:
 
         attempt = 0
         while True:
-            outcome = await self._attempt(request, progress)
+            with model_span(self._model):
+                outcome = await self._attempt(request, progress)
             if isinstance(outcome, Completion):
                 return outcome
             if outcome is None:

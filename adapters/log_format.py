@@ -1,0 +1,144 @@
+"""How log lines look, and what they may never show.
+
+`NERVE_LOG_FORMAT=text` keeps the familiar `time LEVEL logger: message` line; `json` writes one JSON
+object per line for log collectors. Both name the turn a line was written in (`bot.log_context`), so
+the lines of one answer among many concurrent ones can be picked out. Before any line is written,
+whatever looks like a token or a key, and every secret nerve was given in its settings, is replaced
+by `[hidden]`, in the message and in an exception's traceback alike: libraries and servers put
+URLs, headers and provider errors into their messages, and a log is read by more people than a key
+should be.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings
+
+from adapters.doctor.report import HIDDEN, Redactor
+from adapters.terminal.logs import FORMAT
+from bot.log_context import current_turn
+
+LogFormat = Literal["text", "json"]
+
+# What tokens and keys look like, whoever's they are: a secret nerve was not given can still pass
+# through a log line (a server's own key in its error, a header in a library's debug line).
+_SECRET_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Slack bot, user, app-level, configuration and refresh tokens (rotated ones are `xoxe.xoxp-…`).
+    (re.compile(r"\b(?:xoxe\.)?(?:xox[a-z]|xapp)-[A-Za-z0-9-]{8,}"), HIDDEN),
+    # OpenAI keys: `sk-…`, `sk-proj-…`, `sk-svcacct-…`.
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), HIDDEN),
+    # Discord bot tokens: the bot's id, a timestamp and an HMAC, each base64, joined by dots.
+    (
+        re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{23,28}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,}"),
+        HIDDEN,
+    ),
+    # `Authorization: Bearer …`, whatever the token looks like.
+    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{HIDDEN}"),
+)
+
+
+def hide_secret_shapes(text: str) -> str:
+    """`text` with every token- or key-shaped part replaced by `[hidden]`."""
+    for pattern, replacement in _SECRET_SHAPES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def settings_secrets(settings: BaseSettings) -> list[str]:
+    """Every secret setting's value (tokens, keys, the signing secret), present ones and future ones."""
+    return [
+        value.get_secret_value()
+        for name in type(settings).model_fields
+        if isinstance(value := getattr(settings, name), SecretStr)
+    ]
+
+
+class Redacting(logging.Filter):
+    """Hides secrets in a record before any handler formats it: the message with its arguments
+    filled in, the traceback of an exception and a stack."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        known = Redactor(secrets)
+        self._hide: Callable[[str], str] = lambda text: hide_secret_shapes(known(text))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = self._hide(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self._hide(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self._hide(record.stack_info)
+        return True
+
+
+class TurnFields(logging.Filter):
+    """Notes on a record the conversation and turn it was written in (None outside any turn).
+
+    A handler's filter runs where the line was logged, so it sees that code's turn."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        turn = current_turn()
+        record.conversation = turn.conversation if turn is not None else None
+        record.turn = turn.id if turn is not None else None
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """The usual line, with ` [turn=…]` at the end of a line written inside a turn."""
+
+    def __init__(self) -> None:
+        super().__init__(FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        turn = getattr(record, "turn", None)
+        return f"{line} [turn={turn}]" if turn else line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (ISO 8601, UTC), level, logger, message; conversation and turn
+    inside a turn; exc with the whole traceback of an exception. ASCII only, so a line never breaks."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, str] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for field in ("conversation", "turn"):
+            value = getattr(record, field, None)
+            if value:
+                entry[field] = value
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exc"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry)
+
+
+def dress(handler: logging.Handler, log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
+    """Give one handler the chosen format, the turn's fields and the redaction (in that order)."""
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(TurnFields())
+    handler.addFilter(Redacting(secrets))
+
+
+def install(log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
+    """Dress every handler of the root logger (where `adapters.terminal.logs` sends the log).
+
+    On the handlers, not the root logger: a logger's filters do not see its children's records."""
+    secrets = list(secrets)
+    for handler in logging.getLogger().handlers:
+        dress(handler, log_format, secrets)

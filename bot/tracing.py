@@ -1,0 +1,93 @@
+"""Traces over OpenTelemetry: a span per turn, per model request and per tool call.
+
+Optional on purpose: the SDK and its OTLP exporter come with `pip install nerve[otel]`, and traces
+are sent only when `OTEL_EXPORTER_OTLP_ENDPOINT` is set too. Until `start` has set a tracer up, the
+span functions below do nothing at all, so the core calls them unconditionally. Every span carries
+the conversation and the turn id of the log lines written inside it (`bot.log_context`), so a trace
+and its log can be found from each other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from bot.log_context import current_turn
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT is set, but OpenTelemetry is not installed, so no traces are sent: "
+    "pip install 'nerve[otel]'"
+)
+SERVICE_NAME = "nerve"
+TRACES_PATH = "v1/traces"
+
+# The SDK's tracer once `start` has set one up; None: every span function is a no-op.
+_tracer: Any = None
+
+
+def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> bool:
+    """Send spans to the OTLP/HTTP collector at `endpoint` (OTEL_EXPORTER_OTLP_ENDPOINT, as the
+    environment or `.env` gave it). Without an endpoint nothing happens; without the SDK, one
+    warning says how to install it. True when spans will be sent."""
+    global _tracer
+    if not endpoint:
+        return False
+    env = os.environ if environ is None else environ
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        logger.warning(INSTALL_HINT)
+        return False
+    # The base URL gets the traces path, as the SDK does for the environment variable; a
+    # traces-only endpoint in the environment is the SDK's to read.
+    traces_url = None if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") else _traces_url(endpoint)
+    resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or SERVICE_NAME})
+    # The SDK flushes what is left when the process exits; batches are sent from its own thread,
+    # never from the event loop.
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url)))
+    _tracer = provider.get_tracer("nerve")
+    return True
+
+
+def _traces_url(endpoint: str) -> str:
+    return f"{endpoint.rstrip('/')}/{TRACES_PATH}"
+
+
+@contextmanager
+def _span(name: str, attributes: dict[str, str]) -> Iterator[None]:
+    if _tracer is None:
+        yield
+        return
+    turn = current_turn()
+    if turn is not None:
+        attributes = {"nerve.conversation": turn.conversation, "nerve.turn": turn.id, **attributes}
+    # An exception leaving the block is recorded on the span, which is then marked as failed.
+    with _tracer.start_as_current_span(name, attributes=attributes):
+        yield
+
+
+def turn_span() -> AbstractContextManager[None]:
+    """The whole turn (or resumed turn) that `turn_context` marks."""
+    return _span("nerve.turn", {})
+
+
+def model_span(model: str) -> AbstractContextManager[None]:
+    """One request to the model service (each retry is a span of its own)."""
+    return _span(f"chat {model}", {"gen_ai.operation.name": "chat", "gen_ai.request.model": model})
+
+
+def tool_span(tool: str, call_id: str) -> AbstractContextManager[None]:
+    """One tool call on its MCP server, from the request to its result."""
+    return _span(
+        f"execute_tool {tool}",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id},
+    )
