@@ -95,10 +95,13 @@ def _job(args: argparse.Namespace, settings: Settings, chat_notices: Callable[[]
     # Adapters are imported here, not at the top: `nerve chat` should not load Slack or Discord code.
     command = args.command
     if command == "chat":
+        from adapters.ops_http import chat_ops
         from adapters.terminal.chat import TerminalChat
 
         async def chat(runtime: Runtime) -> int:
-            await TerminalChat(runtime, args.thread, notices=chat_notices).run()
+            # /healthz, /readyz and /metrics only when NERVE_HTTP_PORT is set (adapters.ops_http says why).
+            async with chat_ops(runtime.agent, runtime.settings):
+                await TerminalChat(runtime, args.thread, notices=chat_notices).run()
             return 0
 
         return _with_runtime(chat)

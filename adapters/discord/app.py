@@ -20,6 +20,7 @@ one Discord.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -46,10 +47,12 @@ from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channe
 from adapters.discord.input_message import InputBoard, InputButton, InputClick, Where
 from adapters.discord.input_modal import InputAgent, InputFlow
 from adapters.discord.live import EDIT_EVERY, LiveAnswer
+from adapters.discord.ops import count_rate_limit_waits, gateway_up
 from adapters.discord.pages import ChannelPage, ChannelPoster, InteractionPage, InteractionPoster, post_files
 from adapters.discord.prompt_command import PromptAgent
 from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
+from adapters.ops_http import OpsEndpoints, PlatformLink
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
 from bot.render import truncate
@@ -491,16 +494,30 @@ def check_settings(settings: Settings) -> str:
 
 
 async def run_discord(
-    agent: DiscordAgent, settings: Settings, *, policy: RestartPolicy | None = None
+    agent: DiscordAgent,
+    settings: Settings,
+    *,
+    policy: RestartPolicy | None = None,
+    ops_ready: asyncio.Future[str] | None = None,
 ) -> None:
     """Run the bot until cancelled; restart it with bounded exponential backoff when it dies.
 
     Raises `ConfigError` for what no restart can fix: a missing or rejected token, or intents the
     application is not allowed to use; `StartupError` when Discord cannot be reached before the
-    first login.
+    first login. /healthz, /readyz and /metrics answer at NERVE_HTTP_HOST:NERVE_HTTP_PORT from the
+    start (`adapters.ops_http`; `ops_ready` receives their base URL).
     """
-    policy = policy or RestartPolicy()
     token = check_settings(settings)
+    ops = OpsEndpoints(agent, PlatformLink("Discord"), ready=ops_ready)
+    async with ops.serving(settings.nerve_http_host, settings.nerve_http_port):
+        await _run_restarting(agent, settings, token, policy or RestartPolicy(), ops.platform)
+
+
+async def _run_restarting(
+    agent: DiscordAgent, settings: Settings, token: str, policy: RestartPolicy, platform: PlatformLink
+) -> None:
+    """`run_discord`'s loop: a new client after each death, `platform` told how to see the newest."""
+    count_rate_limit_waits()
     # nerve never joins voice channels: the warnings about missing voice libraries are only noise.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
     loop = asyncio.get_running_loop()
@@ -508,6 +525,7 @@ async def run_discord(
     logged_in = False  # once Discord answered a login, a later outage is one to wait out
     while True:
         bot = NerveDiscordBot(agent, settings)
+        platform.connected(functools.partial(gateway_up, bot))
         started = loop.time()
         failure: BaseException
         try:

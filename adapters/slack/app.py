@@ -29,11 +29,11 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.slack.approval_view import ACTION_PATTERN
 from adapters.slack.commands import HELP, RESET_IN_CHANNEL, approvals_text, tools_text
 from adapters.slack.decisions import ApprovalDesk
@@ -53,6 +53,7 @@ from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
 from adapters.slack.post import Poster
 from adapters.slack.prompt_command import PROMPT_WORDS, PromptCommand
+from adapters.slack.rate_limits import CountedRateLimitHandler
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.signature import signature_problem
 from adapters.slack.turns import TurnRunner
@@ -88,7 +89,7 @@ def make_client(settings: Settings, **kwargs: Any) -> AsyncWebClient:
         base_url=settings.slack_api_base_url,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
-            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+            CountedRateLimitHandler(max_retry_count=3),
             AsyncServerErrorRetryHandler(max_retry_count=2),
         ],
         **kwargs,
@@ -444,8 +445,11 @@ def check_settings(settings: Settings) -> None:
         )
 
 
-async def serve_http(bot: SlackBot, host: str, port: int) -> tuple[web.AppRunner, str]:
-    """Serve the Events API at `host:port`; returns the runner and the events URL actually bound."""
+async def serve_http(
+    bot: SlackBot, host: str, port: int, ops: OpsEndpoints | None = None
+) -> tuple[web.AppRunner, str]:
+    """Serve the Events API (and `ops`, if given) at `host:port`; returns the runner and the events
+    URL actually bound."""
     secret = bot.signing_secret
     if secret is None:
         raise ConfigError("SLACK_SIGNING_SECRET is not set: it is needed to receive events over HTTP")
@@ -472,6 +476,8 @@ async def serve_http(bot: SlackBot, host: str, port: int) -> tuple[web.AppRunner
 
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, events)
+    if ops is not None:
+        ops.install(web_app)
     runner = web.AppRunner(web_app, access_log=None)
     await runner.setup()
     try:
@@ -492,15 +498,23 @@ async def run_slack(
     host: str | None = None,
     ready: asyncio.Future[str] | None = None,
     sweep_interval: float = SWEEP_SECONDS,
+    ops_ready: asyncio.Future[str] | None = None,
 ) -> None:
     """Run until cancelled: Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events.
 
     `host` defaults to NERVE_HTTP_HOST. `ready` (if given) receives "socket-mode" or the events URL
     once deliveries can arrive. A Slack that refuses the tokens or cannot be reached raises
-    ConfigError or StartupError before anything is served.
+    ConfigError or StartupError before any event is served. /healthz, /readyz and /metrics answer
+    at the same host and port (`adapters.ops_http`; `ops_ready` receives their base URL).
     """
     check_settings(settings)
-    async with aiohttp.ClientSession() as session:
+    bind = host or settings.nerve_http_host
+    ops = OpsEndpoints(agent, PlatformLink("Slack"), ready=ops_ready)
+    socket_mode = settings.slack_app_token is not None
+    async with (
+        aiohttp.ClientSession() as session,
+        ops.serving(bind, settings.nerve_http_port, alone=socket_mode),
+    ):
         bot = build_bot(agent, settings, client=make_client(settings, session=session))
         try:
             await bot.identity()
@@ -518,6 +532,7 @@ async def run_slack(
                 handler = AsyncSocketModeHandler(bot.app, app_token=app_token, web_client=bot.client)
                 handler.client.wss_uri = str(opened["url"])
                 await handler.connect_async()  # type: ignore[no-untyped-call]
+                ops.platform.connected(handler.client.is_connected)
                 try:
                     if ready is not None and not ready.done():
                         ready.set_result("socket-mode")
@@ -525,8 +540,9 @@ async def run_slack(
                 finally:
                     await handler.close_async()  # type: ignore[no-untyped-call]
             else:
-                bind = host or settings.nerve_http_host
-                runner, url = await serve_http(bot, bind, settings.nerve_http_port)
+                ops.platform.connected(always)
+                runner, url = await serve_http(bot, bind, settings.nerve_http_port, ops)
+                ops.announce(url.removesuffix(EVENTS_PATH))
                 logger.info("serving Slack events and interactions at %s", url)
                 try:
                     if ready is not None and not ready.done():

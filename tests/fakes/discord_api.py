@@ -957,6 +957,9 @@ def settings_for(fake: FakeDiscord, **overrides: Any) -> Settings:
         "discord_api_base_url": fake.api_base_url,
         "discord_gateway_url": fake.gateway_url,
         "discord_guild_id": fake.guild_id,
+        # /healthz, /readyz and /metrics on a free port of this machine only.
+        "nerve_http_host": "127.0.0.1",
+        "nerve_http_port": 0,
         **overrides,
     }
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]

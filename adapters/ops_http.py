@@ -1,0 +1,207 @@
+"""The operations endpoints: `/healthz`, `/readyz` and `/metrics`, for orchestrators and Prometheus.
+
+* `/healthz` — 200 while the process runs (its event loop answers).
+* `/readyz` — 200 when the database answers, the front end is connected to its platform (Slack's
+  socket or HTTP app, Discord's gateway; the terminal always is) and at least one MCP server is
+  ready; otherwise 503. Both carry `{"ready": …, "reasons": [...]}`, the reasons in plain words.
+* `/metrics` — the figures of `bot.metrics` in the Prometheus text format (OpenMetrics when the
+  scraper asks for it).
+
+Where they are served, always at NERVE_HTTP_HOST:NERVE_HTTP_PORT:
+
+* `nerve slack` over HTTP: on the same aiohttp app as `/slack/events` (one port to open).
+* `nerve slack` in Socket Mode and `nerve discord`: on a server of their own, started before the
+  platform is reached, so `/readyz` can say "not connected yet" while it connects. A port that
+  cannot be bound stops the start, as it does in HTTP mode: an orchestrator that probes a process
+  whose endpoints are missing would only restart it without saying why.
+* `nerve chat`: only when NERVE_HTTP_PORT is set explicitly. A chat is one person at a terminal,
+  often on a machine where a bot already holds the default port; taking it by default would fail
+  the chat or answer the bot's probes. Whoever sets the port for a chat (a demo, a long session)
+  gets the endpoints, and a port that is taken then costs a warning in the log, not the chat.
+* `nerve ask` never: it answers one question and exits before anything could scrape it.
+
+Nothing here shows a token or a secret: reasons name settings and servers, never their values,
+and `/metrics` carries figures and bounded names only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol
+
+from aiohttp import web
+
+from bot import metrics
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.seams import Inbox
+
+logger = logging.getLogger(__name__)
+
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+METRICS_PATH = "/metrics"
+# The database probe reads the inbox for a platform nobody uses: one indexed read, no rows.
+PROBE_PLATFORM = "readyz-probe"
+DATABASE_TIMEOUT = 2.0
+
+Probe = Callable[[], bool | Awaitable[bool]]
+
+
+class HasInbox(Protocol):
+    @property
+    def inbox(self) -> Inbox: ...
+
+
+class PlatformLink:
+    """Whether the front end is connected to its platform; it says how to tell once it connects."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._probe: Probe | None = None
+        self._was_up = False
+
+    def connected(self, probe: Probe) -> None:
+        """From now on `probe()` tells whether the connection is up (it may be async)."""
+        self._probe = probe
+
+    async def problem(self) -> str | None:
+        """None while connected; else what is wrong, in words for an operator."""
+        up = False
+        if self._probe is not None:
+            try:
+                answer = self._probe()
+                up = await answer if inspect.isawaitable(answer) else answer
+            except Exception:
+                logger.debug("the %s connection probe failed", self.name, exc_info=True)
+        self._was_up = self._was_up or up
+        if up:
+            return None
+        if self._was_up:
+            return f"the connection to {self.name} is down"
+        return f"not connected to {self.name} yet"
+
+
+def always() -> bool:
+    """The probe of a front end that has no connection to lose (the terminal, an HTTP app that is
+    answering this very request)."""
+    return True
+
+
+class OpsEndpoints:
+    """The three endpoints for one front end: its agent's database, its platform, the MCP servers."""
+
+    def __init__(
+        self,
+        agent: HasInbox,
+        platform: PlatformLink,
+        *,
+        ready: asyncio.Future[str] | None = None,
+        database_timeout: float = DATABASE_TIMEOUT,
+    ) -> None:
+        # The agent, not its inbox: a front end may be handed one before it is complete.
+        self._agent = agent
+        self.platform = platform
+        self._ready = ready
+        self._database_timeout = database_timeout
+
+    def install(self, app: web.Application) -> None:
+        """Add the endpoints to an aiohttp app (GET, and HEAD for probes that only look at the status)."""
+        app.router.add_get(HEALTH_PATH, self._health)
+        app.router.add_get(READY_PATH, self._readiness)
+        app.router.add_get(METRICS_PATH, self._metrics)
+
+    def announce(self, base_url: str) -> None:
+        """Say where the endpoints answer (the log, and `ready` when a caller waits for it)."""
+        logger.info("serving %s, %s and %s at %s", HEALTH_PATH, READY_PATH, METRICS_PATH, base_url)
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_result(base_url)
+
+    @contextlib.asynccontextmanager
+    async def serving(self, host: str, port: int, *, alone: bool = True) -> AsyncIterator[str | None]:
+        """Serve the endpoints on a server of their own at `host:port` for the block; yields their
+        base URL. With `alone` false this does nothing: the front end's own app carries them."""
+        if not alone:
+            yield None
+            return
+        app = web.Application()
+        self.install(app)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        try:
+            try:
+                await web.TCPSite(runner, host, port).start()
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot listen on {host}:{port} (NERVE_HTTP_HOST, NERVE_HTTP_PORT) for "
+                    f"{HEALTH_PATH}, {READY_PATH} and {METRICS_PATH}: {exc.strerror}"
+                ) from None
+            bound = runner.addresses[0]
+            url = f"http://{bound[0]}:{bound[1]}"
+            self.announce(url)
+            yield url
+        finally:
+            await runner.cleanup()
+
+    async def reasons(self) -> list[str]:
+        """Why this process is not ready; empty when it is."""
+        found = []
+        database = await self._database_problem()
+        if database is not None:
+            found.append(database)
+        platform = await self.platform.problem()
+        if platform is not None:
+            found.append(platform)
+        servers = metrics.servers_up()
+        if not any(servers.values()):
+            down = ", ".join(sorted(servers))
+            found.append(f"no MCP server is ready ({down} down)" if down else "no MCP server is ready yet")
+        return found
+
+    async def _database_problem(self) -> str | None:
+        try:
+            async with asyncio.timeout(self._database_timeout):
+                await self._agent.inbox.unfinished_events(PROBE_PLATFORM)
+        except TimeoutError:
+            return f"the database did not answer within {self._database_timeout:g} s"
+        except Exception as exc:
+            return f"the database does not answer: {type(exc).__name__}"
+        return None
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def _readiness(self, request: web.Request) -> web.Response:
+        found = await self.reasons()
+        return web.json_response({"ready": not found, "reasons": found}, status=503 if found else 200)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body, content_type = metrics.exposition(request.headers.get("Accept", ""))
+        response = web.Response(body=body)
+        # Set whole: aiohttp's `content_type` argument refuses parameters (version, charset, escaping).
+        response.headers["Content-Type"] = content_type
+        return response
+
+
+@contextlib.asynccontextmanager
+async def chat_ops(agent: HasInbox, settings: Settings) -> AsyncIterator[str | None]:
+    """The endpoints beside `nerve chat` when NERVE_HTTP_PORT is set explicitly (see above); a port
+    that is taken is a warning. Yields their base URL, or None when they are not served."""
+    if "nerve_http_port" not in settings.model_fields_set:
+        yield None
+        return
+    ops = OpsEndpoints(agent, PlatformLink("the terminal"))
+    ops.platform.connected(always)
+    async with contextlib.AsyncExitStack() as stack:
+        url: str | None = None
+        try:
+            url = await stack.enter_async_context(
+                ops.serving(settings.nerve_http_host, settings.nerve_http_port)
+            )
+        except ConfigError as exc:
+            logger.warning("%s; the chat goes on without them", exc.message)
+        yield url
