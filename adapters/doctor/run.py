@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from adapters.doctor.local import check_database, check_servers, load_servers, load_settings
 from adapters.doctor.offline import offline_check
 from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
+from adapters.log_format import install, settings_secrets
 from adapters.terminal.logs import log_to_stderr
 from bot.config import McpConfig, Settings
 
@@ -66,6 +67,8 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     settings_check, settings = load_settings()
     # Without -v only errors reach stderr: what a warning would say is in the report already.
     log_to_stderr(settings.nerve_log_level if verbose and settings is not None else "ERROR")
+    # The chosen log format, and secrets hidden, as in every other command.
+    install(settings.nerve_log_format if settings else "text", settings_secrets(settings) if settings else ())
     if settings is None:
         report(settings_check)
         return checks
