@@ -8,7 +8,7 @@ function below, at the point that already knows it; nothing here knows a platfor
 Two kinds of figures live here. Counters and histograms add up what happened since the process (or
 the run, after `reset()`) started. Gauges of the present (which MCP servers are up, turns running and
 queued, approvals and questions waiting) are read from live state when `/metrics` is scraped; that
-state belongs to the process, so `reset()` keeps it.
+state belongs to the process, so `reset()` keeps it (all but what waits for people).
 
 Label values stay bounded: outcomes are fixed words, and names that come from outside (servers, the
 tools they list, platforms) are cleaned to `[A-Za-z0-9_.:-]`, cut to 64 characters and capped in
@@ -230,9 +230,12 @@ def current() -> Metrics:
 
 
 def reset() -> Metrics:
-    """Start counting afresh on a new registry (a test's run); live state is kept."""
+    """Start counting afresh on a new registry (a test's run). What waits for people is forgotten
+    with the figures; which servers are up and the turn gate are the process's, and stay."""
     global _current
     _current = Metrics()
+    _live.approvals = _Waiting()
+    _live.questions = _Waiting()
     return _current
 
 

@@ -30,6 +30,7 @@ from bot.config import ServerConfig, Settings
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
+from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
 from tests.conftest import stdio_server
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_api import settings_for as discord_settings
@@ -306,3 +307,71 @@ async def test_the_chat_serves_the_endpoints_only_when_the_port_is_set(
             clash = Settings(_env_file=None, nerve_http_host="127.0.0.1", nerve_http_port=taken)  # type: ignore[call-arg]
             async with chat_ops(agent, clash) as second:
                 assert second is None
+
+
+# --- people: approvals and questions ----------------------------------------------------------------
+
+
+class Questions:
+    """A progress sink that keeps the questions a turn shows."""
+
+    def __init__(self) -> None:
+        self.shown: list[InputRequest] = []
+
+    async def __call__(self, event: TurnEvent) -> None:
+        if event.kind == "input_needed" and event.input is not None:
+            self.shown.append(event.input)
+
+
+def figures_now() -> str:
+    return metrics.exposition()[0].decode()
+
+
+async def test_approvals_and_questions_are_counted_while_they_wait_and_when_they_end(
+    tmp_path: Path, figures: metrics.Metrics
+) -> None:
+    servers = {
+        "guarded": stdio_server("servers.env_query").model_copy(update={"approval": "always"}),
+        "asks": stdio_server("tests.mcp_servers.asks"),
+    }
+    script = [
+        tool_reply(("get_environment_status", '{"area_code": "A1001"}')),
+        reply("Approved and fine."),
+        tool_reply(("ask_colour", '{"label": "door"}')),
+        reply("A red door."),
+    ]
+    async with MCPHost(servers) as host, core(tmp_path, host, script) as c:
+        async with asyncio.timeout(15):
+            await host.wait_until_ready()
+        key = ConversationKey(platform="terminal", workspace="local", channel="ops", thread="t1")
+
+        parked = await c.agent.reply(Incoming(key=key, text="air in A1001?", user_id="u1"))
+        assert parked.approval is not None
+        text = figures_now()
+        assert sample(text, "nerve_turns_total", surface="terminal", outcome="parked") == 1
+        assert sample(text, "nerve_approvals_waiting") == 1
+        decision = await c.agent.decide(parked.approval.request_id, "u1", approve=True)
+        assert decision.ready
+        assert await c.agent.resume(parked.approval.request_id) is not None
+        text = figures_now()
+        assert sample(text, "nerve_approvals_waiting") == 0
+        assert sample(text, "nerve_approval_decisions_total", outcome="approved") == 1
+        assert sample(text, "nerve_turns_total", surface="terminal", outcome="answered") == 1
+
+        questions = Questions()
+        waiting = await c.agent.reply(Incoming(key=key, text="paint the door", user_id="u1"), questions)
+        assert "Waiting for your answer" in waiting.text
+        text = figures_now()
+        assert sample(text, "nerve_turns_total", surface="terminal", outcome="parked") == 2
+        assert sample(text, "nerve_questions_waiting") == 1
+        [question] = questions.shown
+        answer = InputAnswer(action="accept", content={"colour": question.form.fields[0].options[0][0]})  # type: ignore[union-attr]
+        answered = await c.agent.answer_input(question.request_id, "u1", answer)
+        assert answered.resume is not None
+        assert await c.agent.resume(answered.resume) is not None
+        text = figures_now()
+        assert sample(text, "nerve_questions_waiting") == 0
+        assert sample(text, "nerve_questions_total", outcome="accepted") == 1
+        assert sample(text, "nerve_turns_total", surface="terminal", outcome="answered") == 2
+        assert sample(text, "nerve_tool_calls_total", server="asks", tool="ask_colour", outcome="asked") == 1
+        assert sample(text, "nerve_tool_calls_total", server="asks", tool="ask_colour", outcome="ok") == 1
