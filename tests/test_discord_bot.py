@@ -531,6 +531,9 @@ async def run_nerve_discord(fake: FakeDiscord, tmp_path: Path, **env: str) -> tu
             "DISCORD_BOT_TOKEN": fake.token,
             "DISCORD_API_BASE_URL": fake.api_base_url,
             "DISCORD_GATEWAY_URL": fake.gateway_url,
+            # /healthz, /readyz and /metrics on a free port of this machine only.
+            "NERVE_HTTP_HOST": "127.0.0.1",
+            "NERVE_HTTP_PORT": "0",
             **env,
         }
     )
