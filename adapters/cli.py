@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "doctor":
         # Before Settings: a bad setting is one of the things it reports, not a reason to stop.
-        from adapters.doctor import run_doctor
+        from adapters.doctor.run import run_doctor
 
         try:
             return run_doctor(as_json_output=args.json, verbose=args.verbose)

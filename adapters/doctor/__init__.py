@@ -1,7 +1,6 @@
 """`nerve doctor`: check a deployment and explain each misconfiguration in plain words, with
 what to do about it: settings, the servers file, each MCP server, the model, the database, and
-Slack and Discord when they are configured. See `run.py` for the order and the exit code."""
+Slack and Discord when they are configured. See `run.py` for the order and the exit code.
 
-from adapters.doctor.run import run_doctor
-
-__all__ = ["run_doctor"]
+Nothing is imported here: the log format borrows the report's redactor, and the report must be
+importable without the whole command."""
