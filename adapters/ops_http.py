@@ -56,6 +56,8 @@ class HasInbox(Protocol):
     @property
     def inbox(self) -> Inbox: ...
 
+    def server_states(self) -> dict[str, bool]: ...
+
 
 class PlatformLink:
     """Whether the front end is connected to its platform; it says how to tell once it connects."""
@@ -156,7 +158,7 @@ class OpsEndpoints:
         platform = await self.platform.problem()
         if platform is not None:
             found.append(platform)
-        servers = metrics.servers_up()
+        servers = self._agent.server_states()
         if not any(servers.values()):
             down = ", ".join(sorted(servers))
             found.append(f"no MCP server is ready ({down} down)" if down else "no MCP server is ready yet")

@@ -37,7 +37,7 @@ from bot.log_context import turn_context
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.policy.scopes import Scopes
 from bot.render import truncate
-from bot.seams import LLM, Inbox, PromptHost, Store, ToolHost, TurnLock
+from bot.seams import LLM, Inbox, PromptHost, ServerStates, Store, ToolHost, TurnLock
 from bot.store.approvals import ApprovalLedger
 from bot.store.locks import KeyedLocks
 from bot.text import scrub
@@ -326,6 +326,10 @@ class Agent(WaitingTurns):
             )
 
         return context
+
+    def server_states(self) -> dict[str, bool]:
+        """Each MCP server this agent's host runs, and whether it is connected now."""
+        return self._host.server_states() if isinstance(self._host, ServerStates) else {}
 
     def prompts(self, incoming: Incoming | None = None) -> list[PromptSpec]:
         """The prompts people may start here (a place may use a server's prompts when it may use the

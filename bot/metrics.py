@@ -246,11 +246,6 @@ def exposition(accept: str = "") -> tuple[bytes, str]:
     return encode(_current.registry), content_type
 
 
-def servers_up() -> dict[str, bool]:
-    """Each MCP server this process runs, and whether it is connected (for readiness)."""
-    return dict(_live.servers)
-
-
 # --- turns -------------------------------------------------------------------------------------
 
 Turn = TypeVar("Turn", bound=Callable[..., Awaitable[AgentReply]])

@@ -45,6 +45,13 @@ class ToolHost(Protocol):
 
 
 @runtime_checkable
+class ServerStates(Protocol):
+    """A host that can say which of its servers are connected (the real `MCPHost` is one)."""
+
+    def server_states(self) -> dict[str, bool]: ...
+
+
+@runtime_checkable
 class PromptHost(Protocol):
     """The prompts servers offer (the real `MCPHost` is one; test hosts need not be)."""
 

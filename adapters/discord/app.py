@@ -86,6 +86,8 @@ class DiscordAgent(ApprovalAgent, InputAgent, PromptAgent, Protocol):
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]: ...
 
+    def server_states(self) -> dict[str, bool]: ...
+
 
 def point_discord_at(settings: Settings) -> None:
     """Aim discord.py's REST and gateway at the configured endpoints (process-wide class attributes)."""

@@ -167,6 +167,10 @@ class MCPHost:
                 found.append((name, link.problem + see_log))
         return found
 
+    def server_states(self) -> dict[str, bool]:
+        """Each configured server, and whether it is connected now (for readiness checks)."""
+        return {name: link.ready for name, link in self._links.items()}
+
     def starting(self) -> list[str]:
         """Servers still making their first attempt: their tools are not offered yet."""
         return [name for name, link in self._links.items() if not link.attempted.is_set()]
