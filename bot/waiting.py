@@ -365,11 +365,12 @@ class WaitingTurns:
             if self.inputs is not None:
                 answered = await self.inputs.answers_for(parked.request_id, call.id, progress)
             if pending.status == "approved" or (answered is not None and pending.status == "expired"):
-                spec = self._spec_of(pending.server, pending.tool)
-                # Exactly what was shown: the same tool under the same name, with the same definition.
+                spec = specs.get(call.name)
+                # Exactly what was shown: the same tool under the same name, with the same definition
+                # (compared by value: the catalog is rebuilt whenever any server changes state).
                 if (
                     spec is None
-                    or specs.get(call.name) is not spec
+                    or (spec.server, spec.original_name) != (pending.server, pending.tool)
                     or (pending.definition_hash and spec.definition_hash != pending.definition_hash)
                 ):
                     detail = "its tool is no longer available as it was when it was approved"
