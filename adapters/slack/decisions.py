@@ -18,11 +18,11 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack.approval_view import approval_message, parse_click
+from adapters.slack.clicks import click_of
 from adapters.slack.events import PLATFORM
 from adapters.slack.post import Poster, api_error, parse_message_ref
 from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
-from bot.text import scrub
 from bot.types import ApprovalPrompt
 
 logger = logging.getLogger(__name__)
@@ -31,15 +31,6 @@ Spawn = Callable[[Coroutine[Any, Any, None]], None]
 CLICK_FAILED = "Sorry — something went wrong on my side with that click; please try again."
 _APPROVING = frozenset({"approve", "approve_all", "always"})
 _ONE_CALL = frozenset({"approve", "deny"})
-
-
-def _field(body: Mapping[str, Any], *path: str) -> str | None:
-    value: Any = body
-    for name in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(name)
-    return scrub(str(value)) if isinstance(value, str | int) and str(value) else None
 
 
 class ApprovalDesk:
@@ -53,14 +44,13 @@ class ApprovalDesk:
 
     async def on_click(self, body: Mapping[str, Any]) -> None:
         """One `block_actions` delivery on an approval message (already acked)."""
-        actions = body.get("actions")
-        action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
-        click = parse_click(action)
-        user = _field(body, "user", "id")
-        channel = _field(body, "channel", "id") or _field(body, "container", "channel_id")
-        thread = _field(body, "message", "thread_ts") or _field(body, "container", "thread_ts")
+        pressed = click_of(body)
+        click = parse_click(pressed.action)
+        user, channel, thread = pressed.user, pressed.channel, pressed.thread
         if click is None or user is None:
-            logger.warning("ignored a button click that is not an approval: %s", action.get("action_id"))
+            logger.warning(
+                "ignored a button click that is not an approval: %s", pressed.action.get("action_id")
+            )
             return
         try:
             call_id = click.call_id

@@ -24,7 +24,8 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.decisions import Spawn, _field
+from adapters.slack.clicks import click_of, payload_field
+from adapters.slack.decisions import Spawn
 from adapters.slack.input_posts import RequestMessages
 from adapters.slack.input_view import (
     ModalPlace,
@@ -74,20 +75,18 @@ class InputClicks:
 
     async def on_click(self, body: Mapping[str, Any]) -> None:
         """One `block_actions` delivery on a request's message (already acked)."""
-        actions = body.get("actions")
-        action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
-        click = parse_click(action)
-        user = _field(body, "user", "id")
-        channel = _field(body, "channel", "id") or _field(body, "container", "channel_id")
-        thread = _field(body, "message", "thread_ts") or _field(body, "container", "thread_ts")
-        message = _field(body, "message", "ts") or _field(body, "container", "message_ts")
+        pressed = click_of(body)
+        click = parse_click(pressed.action)
+        user, channel, thread, message = pressed.user, pressed.channel, pressed.thread, pressed.message
         if click is None or user is None:
-            logger.warning("ignored a click that is not on a request for input: %s", action.get("action_id"))
+            logger.warning(
+                "ignored a click that is not on a request for input: %s", pressed.action.get("action_id")
+            )
             return
         place = ModalPlace(request_id=click.request_id, channel=channel, thread_ts=thread, message_ts=message)
         try:
             if click.choice == "fill":
-                outcome = await self._fill(click.request_id, user, _field(body, "trigger_id"), place)
+                outcome = await self._fill(click.request_id, user, payload_field(body, "trigger_id"), place)
             elif click.choice == "open":
                 outcome = await self._open_link(click.request_id, user)
             else:
@@ -146,7 +145,7 @@ class InputClicks:
         view = body.get("view")
         view = view if isinstance(view, Mapping) else {}
         place = read_place(view.get("private_metadata"))
-        user = _field(body, "user", "id")
+        user = payload_field(body, "user", "id")
         blocks = [b for b in view.get("blocks") or [] if isinstance(b, dict)]
         if place is None or user is None:
             return None
@@ -179,7 +178,7 @@ class InputClicks:
         """The modal was closed without sending: the server is told the person cancelled."""
         view = body.get("view")
         place = read_place(view.get("private_metadata") if isinstance(view, Mapping) else None)
-        user = _field(body, "user", "id")
+        user = payload_field(body, "user", "id")
         if place is None or user is None:
             return
         try:
