@@ -236,7 +236,15 @@ async def runs(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[
         no_intent = await stack.enter_async_context(FakeDiscord(token=DISCORD_TOKEN))
         fakes = Fakes(model, slack, refusing, narrow, discord, no_intent)
         todo = setups(fakes)
-        results = await asyncio.gather(*(run(tmp_path_factory.mktemp(name)) for name, run in todo.items()))
+        # A few at a time: each run starts its own MCP servers, and a 2-core machine runs other
+        # test files meanwhile.
+        at_once = asyncio.Semaphore(4)
+
+        async def bounded(name: str, run: Setup) -> Run:
+            async with at_once:
+                return await run(tmp_path_factory.mktemp(name))
+
+        results = await asyncio.gather(*(bounded(name, run) for name, run in todo.items()))
         yield dict(zip(todo, results, strict=True)), fakes
 
 

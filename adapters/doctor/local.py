@@ -18,8 +18,8 @@ from bot.errors import ConfigError, StoreError
 from bot.store.connect import connect, rollback, store_error
 from bot.store.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
 
-# How long each MCP server may take to start and list its tools; nerve itself allows 15 s.
-SERVER_LIMIT = 10.0
+# How long each MCP server may take to start and list its tools: as long as nerve itself allows.
+SERVER_LIMIT = 15.0
 
 
 def load_settings() -> tuple[Check, Settings | None]:
