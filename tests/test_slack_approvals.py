@@ -587,7 +587,7 @@ def buttons_of(message: Any) -> list[dict[str, Any]]:
 
 
 def test_the_app_manifest_turns_on_interactivity_so_slack_delivers_button_clicks():
-    manifest = (ROOT / "slack-manifest.yaml").read_text(encoding="utf-8")
+    manifest = (ROOT / "slack" / "manifest.socket.yaml").read_text(encoding="utf-8")
     interactivity = manifest.split("interactivity:", 1)[1].split("\n")[1].strip()
     assert interactivity == "is_enabled: true"
     assert "approvals" in manifest.split("usage_hint:", 1)[1].split("\n", 1)[0]

@@ -17,7 +17,8 @@ from adapters.slack.app import EVENTS_PATH, _reaching_slack, check_settings, mak
 from bot.config import Settings
 from bot.errors import ConfigError, NerveError, StartupError
 
-# Each bot scope slack-manifest.yaml asks for, and what goes missing without it.
+# Each bot scope the Slack app manifests (slack/manifest.*.yaml) ask for, and what goes missing
+# without it. tests/test_deploy.py holds the manifests to exactly this list.
 NEEDED_SCOPES = {
     "app_mentions:read": "hearing mentions",
     "assistant:write": "the assistant pane's status and suggested prompts",
@@ -68,7 +69,7 @@ def _scopes(headers: Mapping[str, object]) -> Check:
     """The `x-oauth-scopes` header of auth.test against NEEDED_SCOPES."""
     granted_header = next((str(v) for k, v in headers.items() if k.lower() == "x-oauth-scopes"), None)
     todo = (
-        "add them under OAuth & Permissions → Bot Token Scopes (slack-manifest.yaml lists them all), "
+        "add them under OAuth & Permissions → Bot Token Scopes (slack/manifest.socket.yaml lists them all), "
         "then reinstall the app to the workspace"
     )
     if granted_header is None:

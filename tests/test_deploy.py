@@ -1,0 +1,314 @@
+"""The deployment files as an operator uses them: the Dockerfile's own CMD and HEALTHCHECK commands,
+read from the file and run on this machine (`nerve slack` in Socket Mode against the local Slack
+fake, then the health check against it and against a closed port), compose.yaml's services, and
+the two Slack app manifests against the scopes `nerve doctor` checks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapters.doctor.slack_check import NEEDED_SCOPES
+from adapters.slack.app import EVENTS_PATH
+from tests.conftest import ROOT
+from tests.fakes.slack_api import FakeSlack
+from tests.test_cli import nerve_env
+from tests.test_slack_startup import closed_port
+
+DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = ROOT / "compose.yaml"
+SOCKET_MANIFEST = ROOT / "slack" / "manifest.socket.yaml"
+HTTP_MANIFEST = ROOT / "slack" / "manifest.http.yaml"
+REQUEST_URL = f"https://YOUR-HOST{EVENTS_PATH}"
+HEALTH_MODULE = ["python", "-m", "adapters.healthcheck"]
+SERVING = re.compile(r"serving /healthz, /readyz and /metrics at (\S+)")
+
+
+def instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
+    """The Dockerfile's instructions in order, continuation lines joined, comments dropped."""
+    found: list[tuple[str, str]] = []
+    pending = ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        whole = (pending + line).strip()
+        pending = ""
+        keyword, _, rest = whole.partition(" ")
+        found.append((keyword.upper(), rest.strip()))
+    return found
+
+
+def instruction(keyword: str) -> list[str]:
+    return [rest for key, rest in instructions() if key == keyword]
+
+
+def exec_form(text: str) -> list[str]:
+    command = json.loads(text)
+    assert isinstance(command, list) and all(isinstance(part, str) for part in command), text
+    return command
+
+
+def cmd() -> list[str]:
+    *_, last = instruction("CMD")  # the last CMD is the one that counts
+    return exec_form(last)
+
+
+def healthcheck() -> tuple[dict[str, str], list[str]]:
+    """The HEALTHCHECK's options (--interval=30s → {"interval": "30s"}) and its command."""
+    [text] = instruction("HEALTHCHECK")
+    options, _, command = text.partition(" CMD ")
+    parsed = dict(option.removeprefix("--").split("=", 1) for option in shlex.split(options))
+    return parsed, exec_form(command)
+
+
+def image_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for text in instruction("ENV"):
+        env.update(pair.split("=", 1) for pair in shlex.split(text))
+    return env
+
+
+def on_this_machine(command: list[str]) -> list[str]:
+    """The command as the image's PATH would resolve it, with this checkout's installed `nerve` and Python."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    program = shutil.which(command[0], path=path)
+    assert program is not None, f"{command[0]} is not installed"
+    if command[0] == "python":
+        program = sys.executable
+    return [program, *command[1:]]
+
+
+async def run_health_check(port: int) -> tuple[int, str, float]:
+    """The HEALTHCHECK command with NERVE_HTTP_PORT set; its exit code, stderr and how long it took."""
+    env = {**os.environ, "NERVE_HTTP_PORT": str(port)}
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        *on_this_machine(healthcheck()[1]),
+        env=env,
+        cwd=str(ROOT),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 20)
+    return process.returncode or 0, err.decode(), time.monotonic() - started
+
+
+class Container:
+    """The image's CMD as a process: its log read as it comes, so the pipe never fills."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._changed = asyncio.Condition()
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.process.stderr is not None
+        async for raw in self.process.stderr:
+            async with self._changed:
+                self.lines.append(raw.decode(errors="replace"))
+                self._changed.notify_all()
+        async with self._changed:
+            self.lines.append("<exited>")
+            self._changed.notify_all()
+
+    async def wait_line(self, pattern: re.Pattern[str], within: float = 30.0) -> re.Match[str]:
+        def seen() -> bool:
+            return "<exited>" in self.lines or any(pattern.search(line) for line in self.lines)
+
+        try:
+            async with asyncio.timeout(within), self._changed:
+                await self._changed.wait_for(seen)
+        except TimeoutError:
+            raise AssertionError(f"no log line like {pattern.pattern!r}:\n{''.join(self.lines)}") from None
+        for line in self.lines:
+            if found := pattern.search(line):
+                return found
+        raise AssertionError(f"exited before {pattern.pattern!r}:\n{''.join(self.lines)}")
+
+    async def stop(self) -> None:
+        """SIGTERM, as `docker stop` sends (the image's init passes it on), until the process is gone."""
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.process.wait(), 20)
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._reader, 10)
+
+
+@contextlib.asynccontextmanager
+async def container(env: dict[str, str]) -> AsyncIterator[Container]:
+    process = await asyncio.create_subprocess_exec(
+        *on_this_machine(cmd()),
+        env=env,
+        cwd=str(ROOT),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    running = Container(process)
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+def slack_socket_env(tmp_path: Path, slack: FakeSlack, port: int) -> dict[str, str]:
+    """The image's ENV, with the database and port moved to this machine, and Socket Mode settings."""
+    servers = tmp_path / "mcp.json"
+    servers.write_text(json.dumps({"mcpServers": {}}))
+    env = nerve_env(tmp_path, **image_env())
+    env.update(
+        NERVE_DB=str(tmp_path / "nerve.db"),
+        NERVE_HTTP_PORT=str(port),
+        NERVE_MCP_CONFIG=str(servers),
+        NERVE_LOG_LEVEL="INFO",
+        SLACK_BOT_TOKEN="xoxb-test-token",
+        SLACK_APP_TOKEN="xapp-test-token",
+        SLACK_API_BASE_URL=slack.api_url,
+    )
+    env.pop("SLACK_SIGNING_SECRET", None)
+    return env
+
+
+async def test_the_image_command_runs_slack_and_its_health_check_passes_then_fails_once_it_stops(tmp_path):
+    port = closed_port()
+    async with FakeSlack() as slack, container(slack_socket_env(tmp_path, slack, port)) as nerve:
+        served = await nerve.wait_line(SERVING)
+        assert served.group(1).endswith(f":{port}")
+        await slack.wait_for(lambda s: bool(s.calls_of("apps.connections.open")), 30)
+
+        code, err, _ = await run_health_check(port)
+        assert code == 0, err
+
+        await nerve.stop()
+        code, err, took = await run_health_check(port)
+    assert code == 1
+    assert f"http://127.0.0.1:{port}/healthz" in err
+    assert took < 5
+
+
+async def test_the_health_check_fails_within_seconds_when_nothing_listens():
+    port = closed_port()
+    code, err, took = await run_health_check(port)
+    assert code == 1
+    assert err.startswith("unhealthy:") and str(port) in err
+    assert took < 5
+
+
+async def test_the_health_check_refuses_a_port_it_cannot_probe():
+    code, err, _ = await run_health_check(0)
+    assert code == 1
+    assert "NERVE_HTTP_PORT=0" in err
+
+
+def test_the_image_installs_the_locked_runtime_and_runs_slack_as_a_user_with_a_data_volume():
+    assert cmd() == ["nerve", "slack"]
+    [install] = [run for run in instruction("RUN") if "pip install" in run]
+    assert "pip install -c requirements.lock . " in install + " "
+    assert "[dev]" not in install
+    [base] = instruction("FROM")
+    assert base == "python:3.11-slim"
+    # An init as PID 1 passes `docker stop`'s SIGTERM on (PID 1 itself would ignore it) and reaps
+    # the MCP servers' processes.
+    assert exec_form(instruction("ENTRYPOINT")[-1]) == ["tini", "--"]
+    [user] = instruction("USER")
+    assert user not in {"root", "0"}
+    assert instruction("VOLUME") == ["/data"]
+    assert image_env()["NERVE_DB"] == "/data/nerve.db"
+    assert instruction("EXPOSE") == ["3000"]
+    keywords = [key for key, _ in instructions()]
+    assert keywords.index("USER") < keywords.index("CMD")
+    options, command = healthcheck()
+    assert command == HEALTH_MODULE
+    assert float(options["timeout"].removesuffix("s")) > 3  # the module's own timeout fits inside
+
+
+def test_the_build_context_leaves_out_secrets_databases_and_local_tools_but_not_what_the_image_copies():
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".env", "*.db", ".venv", ".node", ".conformance", ".git", "tests"} <= ignored
+    copied = {part.rstrip("/") for text in instruction("COPY") for part in shlex.split(text)[:-1]}
+    assert copied >= {"bot", "adapters", "servers", "migrations", "requirements.lock", "mcp.json"}
+    assert not copied & ignored
+
+
+def compose() -> dict[str, Any]:
+    loaded = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def test_compose_runs_slack_or_discord_one_at_a_time_on_the_volume_with_the_health_check():
+    file = compose()
+    services = file["services"]
+    assert set(services) == {"slack", "discord"}
+    assert "nerve-data" in file["volumes"]
+    for name, service in services.items():
+        assert service["profiles"] == [name]
+        assert service["command"] == ["nerve", name]
+        assert service["env_file"] == ".env"
+        assert "nerve-data:/data" in service["volumes"]
+        assert service["environment"]["NERVE_DB"] == "/data/nerve.db"
+        assert service["healthcheck"]["test"] == ["CMD", *HEALTH_MODULE]
+        assert service["restart"] == "unless-stopped"
+        assert service["build"] == "."
+
+
+def manifest(path: Path) -> dict[str, Any]:
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def test_the_socket_mode_manifest_needs_no_url_and_the_http_one_sends_everything_to_the_events_path():
+    socket, http = manifest(SOCKET_MANIFEST), manifest(HTTP_MANIFEST)
+    assert socket["settings"]["socket_mode_enabled"] is True
+    assert "request_url" not in json.dumps(socket) and "YOUR-HOST" not in json.dumps(socket)
+
+    assert http["settings"]["socket_mode_enabled"] is False
+    assert http["settings"]["event_subscriptions"]["request_url"] == REQUEST_URL
+    assert http["settings"]["interactivity"]["request_url"] == REQUEST_URL
+    assert [c["url"] for c in http["features"]["slash_commands"]] == [REQUEST_URL]
+    for app in (socket, http):
+        assert app["settings"]["interactivity"]["is_enabled"] is True
+
+
+def test_both_manifests_ask_for_exactly_the_scopes_the_doctor_checks_and_the_same_events():
+    socket, http = manifest(SOCKET_MANIFEST), manifest(HTTP_MANIFEST)
+    for app in (socket, http):
+        scopes = app["oauth_config"]["scopes"]["bot"]
+        assert sorted(scopes) == sorted(NEEDED_SCOPES) and len(scopes) == len(set(scopes))
+    assert (
+        socket["settings"]["event_subscriptions"]["bot_events"]
+        == (http["settings"]["event_subscriptions"]["bot_events"])
+    )
+    # Apart from where Slack delivers, the two are one app.
+    http["settings"]["socket_mode_enabled"] = True
+    del http["settings"]["event_subscriptions"]["request_url"]
+    del http["settings"]["interactivity"]["request_url"]
+    for command in http["features"]["slash_commands"]:
+        del command["url"]
+    assert http == socket
