@@ -21,8 +21,10 @@ from typing import Any
 
 import yaml
 
+import bot
 from adapters.doctor.slack_check import NEEDED_SCOPES
 from adapters.slack.app import EVENTS_PATH
+from bot.store.migrate import DEFAULT_MIGRATIONS_DIR
 from tests.conftest import ROOT
 from tests.fakes.slack_api import FakeSlack
 from tests.test_cli import nerve_env
@@ -312,3 +314,12 @@ def test_both_manifests_ask_for_exactly_the_scopes_the_doctor_checks_and_the_sam
     for command in http["features"]["slash_commands"]:
         del command["url"]
     assert http == socket
+
+
+def test_the_image_puts_the_migrations_where_the_installed_store_looks_for_them():
+    # Installed (not editable), `bot` sits in site-packages, and the store looks beside it.
+    assert Path(bot.__file__).resolve().parent.parent / "migrations" == DEFAULT_MIGRATIONS_DIR
+    [install] = [run for run in instruction("RUN") if "pip install" in run]
+    copy = install.split("&&")[1].strip()
+    assert copy.startswith("cp -r migrations ") and copy.endswith('/migrations"')
+    assert 'sysconfig.get_paths()["purelib"]' in copy
