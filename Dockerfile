@@ -9,6 +9,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# tini as PID 1: it passes `docker stop`'s SIGTERM on to nerve (PID 1 would ignore it and be killed
+# 10 s later) and reaps the processes of MCP servers that end.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends tini \
+ && rm -rf /var/lib/apt/lists/*
+
 # The sources are built and installed from here, then removed: the image runs the installed package.
 WORKDIR /src
 COPY pyproject.toml requirements.lock README.md ./
@@ -21,12 +27,6 @@ COPY migrations ./migrations
 RUN pip install -c requirements.lock . \
  && cp -r migrations "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/migrations" \
  && rm -rf /src
-
-# tini as PID 1: it passes `docker stop`'s SIGTERM on to nerve (PID 1 would ignore it and be killed
-# 10 s later) and reaps the processes of MCP servers that end.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends tini \
- && rm -rf /var/lib/apt/lists/*
 
 # Not root: the process can write only its database volume.
 RUN useradd --system --uid 10001 --user-group --home-dir /app --no-create-home nerve \
