@@ -60,24 +60,10 @@ def settings_secrets(settings: BaseSettings) -> list[str]:
     ]
 
 
-class Redacting(logging.Filter):
-    """Hides secrets in a record before any handler formats it: the message with its arguments
-    filled in, the traceback of an exception and a stack."""
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        super().__init__()
-        known = Redactor(secrets)
-        self._hide: Callable[[str], str] = lambda text: hide_secret_shapes(known(text))
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = self._hide(record.getMessage()), None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self._hide(record.exc_text)
-        if record.stack_info:
-            record.stack_info = self._hide(record.stack_info)
-        return True
+def hider(secrets: Iterable[str] = ()) -> Callable[[str], str]:
+    """What hides secrets in a finished line: the given secrets, then token- and key-shaped text."""
+    known = Redactor(secrets)
+    return lambda text: hide_secret_shapes(known(text))
 
 
 class TurnFields(logging.Filter):
@@ -93,27 +79,37 @@ class TurnFields(logging.Filter):
 
 
 class TextFormatter(logging.Formatter):
-    """The usual line, with ` [turn=…]` at the end of a line written inside a turn."""
+    """The usual line, with ` [turn=…]` at the end of a line written inside a turn; secrets hidden
+    in the finished line (the record itself is left alone: other handlers may read it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
         super().__init__(FORMAT)
+        self._hide = hide
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
         turn = getattr(record, "turn", None)
         return f"{line} [turn={turn}]" if turn else line
 
+    def format(self, record: logging.LogRecord) -> str:
+        return self._hide(super().format(record))
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time (ISO 8601, UTC), level, logger, message; conversation and turn
-    inside a turn; exc with the whole traceback of an exception. ASCII only, so a line never breaks."""
+    inside a turn; exc with the whole traceback of an exception. ASCII only, so a line never breaks.
+    Secrets are hidden in each field before it is written."""
+
+    def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
+        super().__init__()
+        self._hide = hide
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, str] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": self._hide(record.getMessage()),
         }
         for field in ("conversation", "turn"):
             value = getattr(record, field, None)
@@ -122,17 +118,17 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
-            entry["exc"] = record.exc_text
+            entry["exc"] = self._hide(record.exc_text)
         if record.stack_info:
-            entry["stack"] = self.formatStack(record.stack_info)
+            entry["stack"] = self._hide(self.formatStack(record.stack_info))
         return json.dumps(entry)
 
 
 def dress(handler: logging.Handler, log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
-    """Give one handler the chosen format, the turn's fields and the redaction (in that order)."""
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    """Give one handler the chosen format with the redaction, and the turn's fields."""
+    hide = hider(secrets)
+    handler.setFormatter(JsonFormatter(hide) if log_format == "json" else TextFormatter(hide))
     handler.addFilter(TurnFields())
-    handler.addFilter(Redacting(secrets))
 
 
 def install(log_format: LogFormat, secrets: Iterable[str] = ()) -> None:

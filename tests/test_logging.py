@@ -400,3 +400,21 @@ async def test_nerve_says_once_at_start_how_to_install_the_extra(tmp_path: Path)
     assert code == 0, err
     assert "AQI" in out
     assert err.count("pip install 'nerve[otel]'") == 1
+
+
+def test_hiding_secrets_leaves_the_record_alone_for_the_other_handlers() -> None:
+    """Dressing the root's handlers must not change what other handlers (a test's log capture, a
+    library's own handler) read from the same record."""
+    buffer = io.StringIO()
+    logger = logger_to(buffer, "text")
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    logger.addHandler(Keep())
+    logger.warning("server %r says %s", "flaky", SLACK_TOKEN)
+    assert SLACK_TOKEN not in buffer.getvalue() and "[hidden]" in buffer.getvalue()
+    [record] = seen
+    assert record.args == ("flaky", SLACK_TOKEN) and record.msg == "server %r says %s"
