@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -189,6 +191,34 @@ def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable
     return chat_log.notice if chat_log is not None else lambda: None
 
 
+async def until_terminated(work: Coroutine[Any, Any, int]) -> int:
+    """Run a long-lived front end until it ends or SIGTERM (a service manager's stop, `docker stop`)
+    arrives. SIGTERM cancels it, so every `async with` closes what it opened — the MCP servers'
+    processes among them, none left behind — and nerve exits 0, as a stop asked for."""
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        logging.getLogger(__name__).warning("nerve: stopping (SIGTERM)")
+        task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, terminate)
+    except (NotImplementedError, RuntimeError, ValueError):  # no signals here (not the main thread)
+        return await task
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if terminated:
+            return 0
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "doctor":
@@ -208,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         notices = _configure_logging(args, settings)
         job = _job(args, settings, notices)
+        if args.command in ("slack", "discord"):
+            return asyncio.run(until_terminated(job(settings)))
         return asyncio.run(job(settings))
     except KeyboardInterrupt:
         # Ctrl-C is how people leave the chat (the prompt handles it; this covers start-up and

@@ -323,3 +323,53 @@ def test_the_image_puts_the_migrations_where_the_installed_store_looks_for_them(
     copy = install.split("&&")[1].strip()
     assert copy.startswith("cp -r migrations ") and copy.endswith('/migrations"')
     assert 'sysconfig.get_paths()["purelib"]' in copy
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for its parent's init to reap it counts as ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "zombie" in status
+
+
+def children_of(pid: int) -> set[int]:
+    """The processes `pid` started that are still alive (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found |= {int(child) for child in (task / "children").read_text().split()}
+    return found
+
+
+async def test_sigterm_stops_slack_with_exit_0_and_leaves_no_mcp_server_behind(tmp_path):
+    port = closed_port()
+    async with FakeSlack() as slack:
+        env = slack_socket_env(tmp_path, slack, port)
+        servers = tmp_path / "mcp.json"
+        servers.write_text(
+            json.dumps(
+                {
+                    "mcpServers": {
+                        "env-query": {"command": sys.executable, "args": ["-m", "servers.env_query"]}
+                    }
+                }
+            )
+        )
+        async with container(env) as nerve:
+            await nerve.wait_line(SERVING)
+            await slack.wait_for(lambda s: bool(s.calls_of("apps.connections.open")), 30)
+            # The server starts in the background: its process shows up under nerve's soon after.
+            servers_running: set[int] = set()
+            for _ in range(600):
+                servers_running = children_of(nerve.process.pid)
+                if servers_running:
+                    break
+                await asyncio.sleep(0.05)
+            assert servers_running, "the MCP server never started"
+            nerve.process.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(20):
+                code = await nerve.process.wait()
+        assert code == 0, "".join(nerve.lines)
+        assert all(gone(child) for child in servers_running), "an MCP server outlived nerve"
