@@ -127,12 +127,4 @@ class ApprovalDesk:
 
     async def _tell(self, channel: str | None, user: str, thread: str | None, text: str) -> None:
         """A note only the clicker sees."""
-        if channel is None:
-            return
-        kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": text}
-        if thread is not None:
-            kwargs["thread_ts"] = thread
-        try:
-            await self._poster.client.chat_postEphemeral(**kwargs)
-        except SlackApiError as exc:
-            logger.warning("could not tell %s why their click changed nothing: %s", user, api_error(exc))
+        await self._poster.tell(channel, user, text, thread)

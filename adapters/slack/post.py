@@ -73,6 +73,21 @@ class Poster:
         # Per workspace: whether chat.startStream works there (until Slack says it does not).
         self._streams: dict[str, bool] = {}
 
+    async def tell(self, channel: str | None, user: str, text: str, thread: str | None = None) -> bool:
+        """A note only `user` sees (`chat.postEphemeral`, in `thread` when given); False when it
+        could not be posted (logged): such notes explain a click, and the click changed nothing."""
+        if channel is None:
+            return False
+        kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": text}
+        if thread is not None:
+            kwargs["thread_ts"] = thread
+        try:
+            await self.client.chat_postEphemeral(**kwargs)
+        except SlackApiError as exc:
+            logger.warning("could not post a note for %s: %s", user, api_error(exc))
+            return False
+        return True
+
     def level(self, team: str) -> Level:
         return self._levels.get(team, Level.RICH)
 
