@@ -103,6 +103,13 @@ class Settings(BaseSettings):
     nerve_approval_timeout: float = Field(default=600.0, gt=0)
     # Seconds a tool's question (a form or a link) waits for its person; then the tool gets "cancel".
     nerve_input_timeout: float = Field(default=600.0, gt=0)
+    # Where people's browsers reach this nerve (https://nerve.example.com): OAuth sign-in lands on
+    # NERVE_PUBLIC_URL/oauth/callback and the client metadata document is served beside it.
+    nerve_public_url: str | None = None
+    # Encrypts stored sign-in tokens; required once any server uses OAuth. `nerve secret-key` makes one.
+    nerve_secret_key: SecretStr | None = None
+    # Seconds a turn waits for a person to finish signing in; then the call is reported as not made.
+    nerve_sign_in_timeout: float = Field(default=900.0, gt=0)
 
     @field_validator("nerve_llm_stream", "nerve_log_format", mode="before")
     @classmethod
@@ -144,6 +151,41 @@ _TYPES: dict[str, Literal["stdio", "streamable-http", "sse"]] = {
 }
 
 
+class AuthConfig(BaseModel):
+    """Whose identity a remote server's calls carry, and how nerve signs in to it.
+
+    `oauth` follows the MCP authorization specification: with `identity: "user"` each person signs
+    in once and their calls use their own token; with `identity: "bot"` an admin connects one
+    account for everyone (`nerve connect`). `client_credentials` is machine-to-machine. The client
+    fields are for an authorization server that registered nerve beforehand; without them nerve
+    uses its Client ID Metadata Document where the server supports one, else registers itself.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    type: Literal["oauth", "client_credentials"]
+    identity: Literal["user", "bot"] = "user"
+    client_id: str | None = None
+    client_secret: str | None = None
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    # Asked for when neither the server's challenge nor its metadata says which scopes to request.
+    scope: str | None = None
+
+    @model_validator(mode="after")
+    def _coherent(self) -> AuthConfig:
+        if self.client_secret and not self.client_id:
+            raise ValueError("'auth.client_secret' needs an 'auth.client_id'")
+        if self.type == "client_credentials":
+            if not self.client_id or not self.client_secret:
+                raise ValueError("'auth' of type 'client_credentials' needs 'client_id' and 'client_secret'")
+            self.identity = "bot"
+        return self
+
+    @property
+    def per_person(self) -> bool:
+        return self.type == "oauth" and self.identity == "user"
+
+
 class ServerConfig(BaseModel):
     """One server entry: a stdio command, or a URL for a remote server.
 
@@ -160,6 +202,11 @@ class ServerConfig(BaseModel):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    # How nerve signs in to a remote server that asks for OAuth (none: static headers or nothing).
+    auth: AuthConfig | None = None
+    # A remote URL on loopback, a private range or a link-local address (cloud metadata) is refused
+    # unless this says the operator means it: a config typo or a redirect must not reach inside.
+    allow_private_network: bool = Field(default=False, alias="allowPrivateNetwork")
     transport: Literal["stdio", "streamable-http", "sse"] | None = None
     type: Literal["stdio", "http", "streamable-http", "sse"] | None = None
     enabled: bool = True
@@ -193,6 +240,8 @@ class ServerConfig(BaseModel):
             raise ValueError("transport 'stdio' needs a 'command', not a 'url'")
         if self.env_file is not None and not self.command:
             raise ValueError("'envFile' is for a stdio server (one with a 'command')")
+        if self.auth is not None and not self.url:
+            raise ValueError("'auth' is for a remote server (one with a 'url')")
         return self
 
     @property
@@ -359,6 +408,23 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
             "headers": {
                 k: _expand(v, environ, f"{where} field 'headers.{k}'") for k, v in server.headers.items()
             },
+            "auth": _expand_auth(server.auth, environ, where),
+        }
+    )
+
+
+def _expand_auth(auth: AuthConfig | None, environ: Mapping[str, str], where: str) -> AuthConfig | None:
+    """`${VAR}` in the client credentials, so a secret stays in the environment, not the file."""
+    if auth is None:
+        return None
+    return auth.model_copy(
+        update={
+            "client_id": _expand(auth.client_id, environ, f"{where} field 'auth.client_id'")
+            if auth.client_id
+            else None,
+            "client_secret": _expand(auth.client_secret, environ, f"{where} field 'auth.client_secret'")
+            if auth.client_secret
+            else None,
         }
     )
 

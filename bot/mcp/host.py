@@ -31,7 +31,7 @@ from bot.config import ServerConfig
 from bot.errors import PromptError
 from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
-from bot.mcp.link import Mode, ServerLink
+from bot.mcp.link import AuthFactory, Mode, ServerLink
 from bot.mcp.parking import call_parkable
 from bot.mcp.prompts import prompt_specs, prompt_text
 from bot.mcp.timer import CallTimer
@@ -62,13 +62,19 @@ class MCPHost:
         connect_timeout: float = 15.0,
         mode: Mode = "auto",
         max_call_seconds: float = 600.0,
+        auth: AuthFactory | None = None,
     ) -> None:
         self._servers = dict(servers)
         self._default_timeout = default_timeout
         self._max_call_seconds = max_call_seconds
         self._links = {
             name: ServerLink(
-                name, config, mode=mode, connect_timeout=connect_timeout, on_change=self._changed
+                name,
+                config,
+                mode=mode,
+                connect_timeout=connect_timeout,
+                on_change=self._changed,
+                auth=auth(name, config) if auth is not None else None,
             )
             for name, config in self._servers.items()
         }

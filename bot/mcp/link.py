@@ -46,6 +46,8 @@ from bot.types import InputDraft
 logger = logging.getLogger(__name__)
 
 Mode = Literal["auto", "legacy"]
+# What signs a remote server's HTTP requests in (an OAuth provider), made per link; None: nothing.
+AuthFactory = Callable[[str, ServerConfig], httpx2.Auth | None]
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -81,9 +83,11 @@ class ServerLink:
         mode: Mode,
         connect_timeout: float,
         on_change: Callable[[], None],
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self.name = name
         self.config = config
+        self._auth = auth
         self._mode = mode
         self._connect_timeout = connect_timeout
         self._on_change = on_change
@@ -359,9 +363,12 @@ class ServerLink:
                 headers=config.headers or None,
                 timeout=self._connect_timeout,
                 sse_read_timeout=STREAM_READ_TIMEOUT,
+                auth=self._auth,
             )
         http = httpx2.AsyncClient(
-            headers=config.headers, timeout=httpx2.Timeout(self._connect_timeout, read=STREAM_READ_TIMEOUT)
+            headers=config.headers,
+            timeout=httpx2.Timeout(self._connect_timeout, read=STREAM_READ_TIMEOUT),
+            auth=self._auth,
         )
         await stack.enter_async_context(http)
         return streamable_http_client(config.url, http_client=http)
