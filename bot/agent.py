@@ -27,6 +27,7 @@ from bot.calls import (
     progress_reporter,
     stored_arguments,
 )
+from bot.connections import Connections
 from bot.context import Budget, build_request
 from bot.errors import ContextTooLong, LLMError, PromptError, StreamCut
 from bot.failures import shown_to_people
@@ -35,6 +36,7 @@ from bot.guards import confirm_prompt, triggered_tools
 from bot.inputs import InputDesk, InputStore
 from bot.log_context import turn_context
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.oauth.people import person_of
 from bot.policy.scopes import Scopes
 from bot.render import truncate
 from bot.seams import LLM, Inbox, PromptHost, ServerStates, Store, ToolHost, TurnLock
@@ -91,6 +93,8 @@ class AgentConfig:
     approval_timeout: float = 600.0
     # How long a server's question mid-call waits for its person before the server gets "cancel".
     input_timeout: float = 600.0
+    # Seconds a call waits for its person to sign in to a per-person server.
+    sign_in_timeout: float = 900.0
 
 
 DEFERRED_REPLY = (
@@ -122,8 +126,11 @@ class Agent(WaitingTurns):
         approvals: ApprovalLedger | None = None,
         inputs: InputStore | None = None,
         clock: Clock = time.time,
+        connections: Connections | None = None,
     ) -> None:
         self.inbox = inbox
+        # People's own accounts at per-person servers (sign-in); None when no server needs one.
+        self.connections = connections
         self._llm = llm
         self._host = host
         self._store = store
@@ -297,6 +304,7 @@ class Agent(WaitingTurns):
     def _call_contexts(self, incoming: Incoming, progress: Progress) -> Contexts:
         """Each call's way back to the person whose message started the turn."""
         owner = f"{incoming.key}|{incoming.user_id}"
+        person = person_of(incoming.key, incoming.user_id)
         desk = self.inputs
 
         def context(call: ToolCall, spec: ToolSpec) -> CallContext:
@@ -318,6 +326,7 @@ class Agent(WaitingTurns):
             return CallContext(
                 tool=call.name,
                 owner=owner,
+                person=person,
                 ask=ask,
                 report=progress_reporter(call, progress),
                 completed=completed,

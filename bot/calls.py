@@ -28,6 +28,7 @@ from bot.types import (
     Progress,
     Report,
     Resource,
+    SignInNeeded,
     ToolCall,
     ToolResult,
     ToolSpec,
@@ -70,6 +71,8 @@ class Waiting:
     spec: ToolSpec
     arguments: dict[str, Any]
     questions: InputNeeded | None = None
+    # For a sign-in: the person must sign in to the call's server, then the call is made.
+    sign_in: SignInNeeded | None = None
 
 
 # Sees a checked call before it runs; True holds it back for a person (approvals).
@@ -206,6 +209,17 @@ class RoundRunner:
                 )
             )
             return Waiting(call=call, spec=spec, arguments=arguments, questions=result.needs_input)
+        if result.needs_sign_in is not None:
+            await progress(
+                TurnEvent(
+                    kind="tool_finished",
+                    message=f"{call.name} waits for a sign-in to {spec.server}",
+                    tool=call.name,
+                    tool_call_id=call.id,
+                    ok=True,
+                )
+            )
+            return Waiting(call=call, spec=spec, arguments=arguments, sign_in=result.needs_sign_in)
         await progress(
             TurnEvent(
                 kind="tool_finished",

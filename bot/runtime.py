@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.calls import CallSettings
-from bot.config import McpConfig, Settings, load_mcp_config
+from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
+from bot.connections import Connections
+from bot.errors import ConfigError
 from bot.mcp.host import MCPHost
 from bot.model.offline import OfflineModel
+from bot.oauth.sign_ins import SignIns
+from bot.oauth.vault import Vault
 from bot.policy.scopes import Scopes
 from bot.seams import LLM
 from bot.store.prune import pruning_inbox
 from bot.store.sqlite import SQLiteStore
+
+# Where a browser lands after signing in, and nerve's client metadata document (CIMD), under
+# NERVE_PUBLIC_URL; the front ends serve both on the HTTP port.
+CALLBACK_PATH = "/oauth/callback"
+CLIENT_METADATA_PATH = "/oauth/client.json"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +56,7 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         admins=settings.admins,
         approval_timeout=settings.nerve_approval_timeout,
         input_timeout=settings.nerve_input_timeout,
+        sign_in_timeout=settings.nerve_sign_in_timeout,
     )
 
 
@@ -60,19 +70,56 @@ async def open_store(settings: Settings) -> AsyncIterator[SQLiteStore]:
         await store.close()
 
 
+def sign_ins_for(
+    settings: Settings, servers: Mapping[str, ServerConfig], store: SQLiteStore, redirect_uri: str | None
+) -> SignIns | None:
+    """Per-person sign-in, when a server needs it; refused plainly when its settings are missing."""
+    signed = sorted(name for name, config in servers.items() if config.auth and config.auth.type == "oauth")
+    if not signed:
+        return None
+    names = ", ".join(signed)
+    if settings.nerve_secret_key is None:
+        raise ConfigError(
+            f"{names} use OAuth sign-in, whose tokens are stored encrypted: set NERVE_SECRET_KEY"
+            " (`nerve secret-key` prints a new one)"
+        )
+    public = (settings.nerve_public_url or "").rstrip("/")
+    if redirect_uri is None:
+        if not public:
+            raise ConfigError(
+                f"{names} use OAuth sign-in: set NERVE_PUBLIC_URL to the address people's browsers reach"
+                " this nerve at (sign-in lands on NERVE_PUBLIC_URL/oauth/callback)"
+            )
+        redirect_uri = f"{public}{CALLBACK_PATH}"
+    metadata_url = f"{public}{CLIENT_METADATA_PATH}" if public.startswith("https://") else None
+    return SignIns(
+        servers,
+        store,
+        Vault(settings.nerve_secret_key.get_secret_value()),
+        redirect_uri=redirect_uri,
+        client_metadata_url=metadata_url,
+        timeout=settings.nerve_sign_in_timeout,
+    )
+
+
 @asynccontextmanager
-async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
-    """Open the store, start every MCP server, pick the model; close all of it on the way out."""
+async def open_runtime(settings: Settings, *, sign_in_redirect: str | None = None) -> AsyncIterator[Runtime]:
+    """Open the store, start every MCP server, pick the model; close all of it on the way out.
+
+    `sign_in_redirect` is where browsers come back after signing in to a per-person server when
+    this front end serves its own callback (the terminal's loopback); else NERVE_PUBLIC_URL's."""
     mcp = load_mcp_config(settings.nerve_mcp_config)
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(settings))
         await stack.enter_async_context(
             pruning_inbox(store, retention_hours=settings.nerve_inbox_retention_hours)
         )
+        sign_ins = sign_ins_for(settings, mcp.servers, store, sign_in_redirect)
         host = MCPHost(
             mcp.servers,
             default_timeout=settings.nerve_tool_timeout,
             max_call_seconds=settings.nerve_tool_max_seconds,
+            sign_ins=sign_ins,
         )
         stack.push_async_callback(host.aclose)
         await host.start()
@@ -95,6 +142,7 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
             turn_lock=store.turn_lock,
             approvals=store,
             inputs=store,
+            connections=Connections(sign_ins, host) if sign_ins is not None else None,
         )
         yield Runtime(
             agent=agent, host=host, store=store, settings=settings, model_name=model_name, scopes=mcp.scopes

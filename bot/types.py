@@ -172,6 +172,20 @@ class ToolResult:
     resources: tuple[Resource, ...] = ()
     # Not a result yet: the server needs people's input first (only for a call that may park).
     needs_input: InputNeeded | None = None
+    # Not a result yet: the person must sign in to the call's server first (per-person OAuth).
+    needs_sign_in: SignInNeeded | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignInNeeded:
+    """A call's server acts for each person with their own account, and this person has not signed
+    in (or their sign-in ended): where to send their browser. `url` carries a single-use state bound
+    to the person and the server, so it is shown to that person only."""
+
+    server: str
+    person: str
+    url: str
+    state: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -434,6 +448,9 @@ class CallContext:
     # Calls of one owner (conversation and person) may share a question an older server cannot
     # attribute to one call; calls of different owners never do.
     owner: str
+    # The person the call acts for, across conversations (`bot.oauth.people.person_of`): whose
+    # sign-in a per-person server's call uses. Empty: nobody's (the server's shared identity only).
+    person: str = ""
     ask: Ask | None = None
     report: Report | None = None
     # The server finished what a link it asked people to open was for (URL mode): its id.
@@ -454,6 +471,7 @@ TurnEventKind = Literal[
     "notice",
     "input_needed",
     "input_done",
+    "sign_in_needed",
 ]
 
 
@@ -473,6 +491,8 @@ class TurnEvent:
       "input_done": it was answered, declined, cancelled or expired (`input`, `message` says which);
       take the buttons off. For a link, a later "input_done" with `message` "completed" says the
       server finished what the link was for.
+    - "sign_in_needed": the turn waits for `sign_in.person` to sign in to `sign_in.server`; show
+      them (only them: the link is theirs) a button to `sign_in.url`.
 
     Sinks are awaited in the turn's path: they should only record and return (throttle elsewhere).
     """
@@ -485,6 +505,7 @@ class TurnEvent:
     retry_in: float | None = None
     fraction: float | None = None
     input: InputRequest | None = None
+    sign_in: SignInNeeded | None = None
 
 
 Progress = Callable[[TurnEvent], Awaitable[None]]

@@ -38,6 +38,7 @@ from bot.policy.approval import call_hash
 from bot.policy.places import place_id
 from bot.seams import Store, ToolHost, TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
+from bot.store.sign_ins import SignInWait
 from bot.tracing import turn_span
 from bot.types import (
     AgentReply,
@@ -65,6 +66,7 @@ DENIED_HINT = (
     "answer without it or propose something else."
 )
 NOT_APPROVED_HINT = "Nobody approved this call in time. Do not call it again unless the user asks."
+NOT_SIGNED_IN_HINT = "Tell the user the call needs them to connect their account; do not call it again now."
 
 
 class WaitingTurns:
@@ -128,9 +130,12 @@ class WaitingTurns:
         done = [r for r in results if isinstance(r, CallOutcome)]
         request_id = new_request_id()
         asked = [w for w in waiting if w.questions is not None]
+        signing = [w for w in waiting if w.sign_in is not None]
         timeout = self._config.approval_timeout
         if asked:
             timeout = max(timeout, self._config.input_timeout)
+        if signing:
+            timeout = max(timeout, self._config.sign_in_timeout)
         expires_at = self._clock() + timeout
         questions = [
             self._question_desk().park_questions(
@@ -166,8 +171,23 @@ class WaitingTurns:
             rounds_used=rounds_used,
             expires_at=expires_at,
             questions=questions,
+            sign_ins=[
+                SignInWait(call_id=w.call.id, server=w.sign_in.server, person=w.sign_in.person)
+                for w in signing
+                if w.sign_in is not None
+            ],
             now=time.time(),
         )
+        for w in signing:
+            await progress(
+                TurnEvent(
+                    kind="sign_in_needed",
+                    message=f"Connect {w.spec.server} to go on",
+                    tool=w.call.name,
+                    tool_call_id=w.call.id,
+                    sign_in=w.sign_in,
+                )
+            )
         for parked_call in questions:
             for question in parked_call.questions:
                 shown = question.request
@@ -193,6 +213,12 @@ class WaitingTurns:
         if asked:
             names = ", ".join(dict.fromkeys(w.spec.original_name for w in asked))
             parts.append(f"Waiting for your answer to what {names} asked.")
+        if signing:
+            names = ", ".join(dict.fromkeys(w.spec.server for w in signing))
+            parts.append(
+                f"{names} works with your own account: use the private Connect button I sent you to sign"
+                " in, and I will go on."
+            )
         attachments = (*state.attachments, *(o.attachment for o in done))
         approval = found[0] if found[0].calls else None
         return AgentReply(text=" ".join(parts), attachments=attachments, usage=usage, approval=approval)
@@ -356,6 +382,7 @@ class WaitingTurns:
         done = {m.tool_call_id: m for m in parked.done}
         decided = {c.call_id: c for c in parked.calls}
         specs = {t.name: t for t in self.tools(parked.incoming)}
+        signing_in = await self.approvals.sign_in_calls(parked.request_id) if self.approvals else set()
 
         async def one(call: ToolCall) -> CallOutcome:
             if call.id in done:
@@ -389,6 +416,9 @@ class WaitingTurns:
             if pending.status == "denied":
                 who = pending.decided_by or "a person"
                 failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
+            elif call.id in signing_in:
+                detail = f"the person did not sign in to {pending.server} in time"
+                failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
             else:
                 failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
             return self._runner.not_run(call, pending.arguments, failure)

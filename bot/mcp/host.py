@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
+import httpx2
 import mcp_types
 import pydantic
 from mcp import MCPError
@@ -33,8 +34,10 @@ from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
 from bot.mcp.link import AuthFactory, Mode, ServerLink
 from bot.mcp.parking import call_parkable
+from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
 from bot.mcp.prompts import prompt_specs, prompt_text
 from bot.mcp.timer import CallTimer
+from bot.oauth.sign_ins import SignIns
 from bot.types import CallContext, InputNeeded, PromptSpec, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -63,20 +66,33 @@ class MCPHost:
         mode: Mode = "auto",
         max_call_seconds: float = 600.0,
         auth: AuthFactory | None = None,
+        sign_ins: SignIns | None = None,
     ) -> None:
         self._servers = dict(servers)
         self._default_timeout = default_timeout
         self._max_call_seconds = max_call_seconds
-        self._links = {
-            name: ServerLink(
+
+        def make_link(name: str, config: ServerConfig, link_auth: httpx2.Auth | None) -> ServerLink:
+            return ServerLink(
                 name,
                 config,
                 mode=mode,
                 connect_timeout=connect_timeout,
                 on_change=self._changed,
-                auth=auth(name, config) if auth is not None else None,
+                auth=link_auth,
             )
+
+        personal = {
+            name: config
             for name, config in self._servers.items()
+            if sign_ins is not None and sign_ins.per_person(name)
+        }
+        # Servers whose calls carry each person's own sign-in: no shared link (`bot.mcp.personal`).
+        self._personal = PersonalServers(personal, sign_ins, make_link) if sign_ins and personal else None
+        self._links = {
+            name: make_link(name, config, auth(name, config) if auth is not None else None)
+            for name, config in self._servers.items()
+            if name not in personal
         }
         self._tasks: list[asyncio.Task[None]] = []
         self._catalog: dict[str, ToolSpec] = {}
@@ -108,6 +124,9 @@ class MCPHost:
             asyncio.create_task(link.run(), name=f"mcp-server:{name}") for name, link in self._links.items()
         ]
         try:
+            if self._personal is not None:
+                await self._personal.start()
+                self._changed()
             await self._first_attempts(grace, limit)
         except BaseException:
             await self.aclose()  # cancelled while starting (Ctrl-C): leave no children behind
@@ -141,6 +160,8 @@ class MCPHost:
 
     async def aclose(self) -> None:
         """Stop every server and wait (bounded) until its process is gone."""
+        if self._personal is not None:
+            await self._personal.aclose()
         for link in self._links.values():
             link.stop()
         tasks, self._tasks = self._tasks, []
@@ -171,11 +192,19 @@ class MCPHost:
             elif link.problem is not None:
                 see_log = "; see the log for its stderr" if link.stderr_seen else ""
                 found.append((name, link.problem + see_log))
+        if self._personal is not None:
+            found.extend(
+                (name, NEEDS_SIGN_IN) for name in self._personal.names if name not in self._personal.catalog
+            )
         return found
 
     def server_states(self) -> dict[str, bool]:
-        """Each configured server, and whether it is connected now (for readiness checks)."""
-        return {name: link.ready for name, link in self._links.items()}
+        """Each configured server, and whether it is connected now (for readiness checks). A
+        per-person server counts as ready: it connects per person, when they call it."""
+        states = {name: link.ready for name, link in self._links.items()}
+        if self._personal is not None:
+            states.update(dict.fromkeys(self._personal.names, True))
+        return states
 
     def starting(self) -> list[str]:
         """Servers still making their first attempt: their tools are not offered yet."""
@@ -254,8 +283,20 @@ class MCPHost:
         spec = self._catalog.get(name)
         if spec is None:
             return results.unknown_tool(name, self._catalog)
-        link = self._links[spec.server]
         started = time.perf_counter()
+        if self._personal is not None and spec.server in self._personal.names:
+            found = await self._personal.link_for(spec, context)
+            if isinstance(found, ToolResult):
+                return replace(found, latency_ms=(time.perf_counter() - started) * 1000)
+            link = found
+            if spec.original_name == CONNECT_TOOL:
+                self._changed()
+                listed = ", ".join(tool.name for tool in link.tools) or "(none listed yet)"
+                return ToolResult(
+                    content=f"Connected to {spec.server}. Its tools are now available: {listed}."
+                )
+        else:
+            link = self._links[spec.server]
 
         def elapsed() -> float:
             return (time.perf_counter() - started) * 1000
@@ -308,10 +349,24 @@ class MCPHost:
         link.note_success()
         return results.from_call_result(answer, latency_ms=elapsed())
 
+    async def forget_sign_in(self, server: str, person: str) -> None:
+        """Close a person's link to a per-person server (after they disconnected it)."""
+        if self._personal is not None:
+            await self._personal.forget(server, person)
+
     def _changed(self) -> None:
         """A link's state or tools changed: rebuild the catalog and wake anyone waiting."""
         listings = {name: link.tools for name, link in self._links.items() if link.listed}
+        if self._personal is not None:
+            listings.update(
+                {name: link.tools for name, link in self._personal.catalog.items() if link.listed}
+            )
         self._catalog = build_catalog(listings, self._servers, default_timeout=self._default_timeout)
+        if self._personal is not None:
+            for name in self._personal.names:
+                if name not in listings:
+                    spec = self._personal.connect_spec(name)
+                    self._catalog[spec.name] = spec
         self._prompts = prompt_specs(
             {name: link.prompts for name, link in self._links.items() if link.listed and link.ready}
         )

@@ -41,7 +41,7 @@ from bot.config import ServerConfig
 from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
 from bot.mcp.stderr import StderrTap
-from bot.types import InputDraft
+from bot.types import InputDraft, SignInNeeded
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +97,8 @@ class ServerLink:
         self.prompts: tuple[mcp_types.Prompt, ...] = ()
         self.listed = False
         self.problem: str | None = None
+        # The server wants its person to sign in (per-person OAuth): the link stops until they have.
+        self.sign_in: SignInNeeded | None = None
         # The server wrote to stderr during the last attempt (the lines are in the log, not here).
         self.stderr_seen = False
         # asyncio (not anyio) events: a host may be built before the event loop runs.
@@ -181,6 +183,9 @@ class ServerLink:
                 if not self._connected:
                     self.failed_attempts += 1
                 self._set_down(reason)
+                if self.sign_in is not None:
+                    logger.info("MCP server %r waits for %s to sign in", self.name, self.sign_in.person)
+                    return
                 # Said once per reason: a server that stays down must not flood the terminal.
                 level = logging.DEBUG if reason == last_reason else logging.WARNING
                 see_log = f" (its stderr is logged as bot.mcp.stderr.{self.name})" if self.stderr_seen else ""
@@ -246,6 +251,10 @@ class ServerLink:
                     return "closed the connection"
             return f"did not finish starting within {self._connect_timeout:g} s"
         except Exception as exc:
+            needed = sign_in_needed(exc)
+            if needed is not None:
+                self.sign_in = needed
+                return "needs its person to sign in"
             return describe_failure(exc)
 
     async def _serve(self, client: Client) -> None:
@@ -495,6 +504,26 @@ async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
         if not cursor:
             break
     return tuple(prompts)
+
+
+def sign_in_needed(exc: BaseException) -> SignInNeeded | None:
+    """The sign-in a failed attempt stopped at (per-person OAuth), wherever in the groups it is."""
+    seen: list[BaseException] = [exc]
+    visited: set[int] = set()
+    while seen:
+        found = seen.pop()
+        if id(found) in visited:
+            continue
+        visited.add(id(found))
+        needed = getattr(found, "sign_in", None)
+        if isinstance(needed, SignInNeeded):
+            return needed
+        if isinstance(found, BaseExceptionGroup):
+            seen.extend(found.exceptions)
+        for linked in (found.__cause__, found.__context__):
+            if linked is not None:
+                seen.append(linked)
+    return None
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ import aiosqlite
 from bot.policy.places import place_id
 from bot.policy.scopes import Place
 from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
+from bot.store.sign_ins import SignInWait, insert_sign_in_waits
 from bot.types import (
     ApprovalPrompt,
     AuditEntry,
@@ -78,6 +79,7 @@ class ApprovalLedger:
         rounds_used: int,
         expires_at: float,
         questions: Sequence[ParkedCallQuestions] = (),
+        sign_ins: Sequence[SignInWait] = (),
         now: float = 0.0,
     ) -> None:
         """Write a waiting turn: the calls (each with its tool's definition hash) wait for a person,
@@ -118,6 +120,15 @@ class ApprovalLedger:
                 ],
             )
             await insert_parked_questions(db, request_id, questions, now)
+            await insert_sign_in_waits(db, request_id, sign_ins)
+
+    async def sign_in_calls(self, request_id: str) -> set[str]:
+        """The calls of a parked turn that waited for their person to sign in."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                "SELECT call_id FROM sign_in_waits WHERE request_id = ?", (request_id,)
+            )
+        return {row[0] for row in rows}
 
     async def prompt(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
         """The request as an approval message shows it, with its status (waiting/resuming/done)."""
@@ -419,8 +430,10 @@ async def _load_prompt(
     calls = await db.execute_fetchall(
         "SELECT call_id, server, tool, arguments, call_hash, status, decided_by, definition_hash"
         " FROM pending_calls c"
-        " WHERE request_id = ? AND (? OR NOT EXISTS (SELECT 1 FROM input_waits w"
-        "  WHERE w.request_id = c.request_id AND w.call_id = c.call_id)) ORDER BY position",
+        " WHERE request_id = ? AND (? OR (NOT EXISTS (SELECT 1 FROM input_waits w"
+        "  WHERE w.request_id = c.request_id AND w.call_id = c.call_id) AND NOT EXISTS (SELECT 1"
+        "  FROM sign_in_waits s WHERE s.request_id = c.request_id AND s.call_id = c.call_id)))"
+        " ORDER BY position",
         (request_id, questions),
     )
     prompt = ApprovalPrompt(
@@ -449,10 +462,12 @@ async def _load_prompt(
     return prompt, str(status)
 
 
-# A parked turn's calls still waiting for answers to their server's questions.
+# A parked turn's calls still waiting for answers to their server's questions, or for a sign-in.
 _QUESTIONS_OPEN = (
-    "SELECT 1 FROM pending_calls c JOIN input_waits w ON w.request_id = c.request_id"
-    " AND w.call_id = c.call_id WHERE c.request_id = ? AND c.status = 'pending' LIMIT 1"
+    "SELECT 1 FROM pending_calls c WHERE c.request_id = ? AND c.status = 'pending' AND ("
+    " EXISTS (SELECT 1 FROM input_waits w WHERE w.request_id = c.request_id AND w.call_id = c.call_id)"
+    " OR EXISTS (SELECT 1 FROM sign_in_waits s WHERE s.request_id = c.request_id AND s.call_id = c.call_id))"
+    " LIMIT 1"
 )
 
 

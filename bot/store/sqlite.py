@@ -25,6 +25,7 @@ from bot.store.connect import connect, rollback, store_error
 from bot.store.feedback import FeedbackLedger
 from bot.store.inputs import InputLedger
 from bot.store.migrate import migrate
+from bot.store.sign_ins import SignInLedger
 from bot.store.thread_lock import LEASE_SECONDS, SQLiteTurnLock
 from bot.types import ChatMessage, ConversationKey, Role, ToolCall
 
@@ -36,7 +37,7 @@ _MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, lat
 _C_KEY = "c.platform = ? AND c.workspace = ? AND c.channel = ? AND c.thread = ?"
 
 
-class SQLiteStore(ApprovalLedger, FeedbackLedger, InputLedger):
+class SQLiteStore(ApprovalLedger, FeedbackLedger, InputLedger, SignInLedger):
     """The `Store` seam on one SQLite file, plus the inbox adapters use for exactly-once replies, and
     the approval tables (`bot.store.approvals`)."""
 

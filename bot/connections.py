@@ -1,0 +1,63 @@
+"""People's own accounts at per-person MCP servers, as front ends offer them.
+
+Front ends never see tokens: they show a person a sign-in link that is theirs alone, land the
+browser's callback here, list what a person has connected and disconnect it. Finishing a sign-in
+names the parked turns it lets go on; the front end resumes them (or its sweep does, in any process).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.oauth.people import person_of
+from bot.oauth.sign_ins import Connection, SignedIn, SignIns
+from bot.types import ConversationKey, SignInNeeded
+
+
+class ForgetsSignIns(Protocol):
+    async def forget_sign_in(self, server: str, person: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectStart:
+    """`connect` asked: a link to open (only this person may see it), or why there is none."""
+
+    sign_in: SignInNeeded | None = None
+    note: str = ""
+
+
+class Connections:
+    """Sign-in, listing and disconnecting for the people of one nerve."""
+
+    def __init__(self, sign_ins: SignIns, host: ForgetsSignIns) -> None:
+        self._sign_ins = sign_ins
+        self._host = host
+
+    @property
+    def servers(self) -> list[str]:
+        """The servers each person connects with their own account."""
+        return self._sign_ins.per_person_servers()
+
+    async def connect(self, key: ConversationKey, user_id: str, server: str) -> ConnectStart:
+        if server not in self.servers:
+            known = ", ".join(self.servers) or "none"
+            return ConnectStart(note=f"{server!r} is not a server you sign in to (those here: {known}).")
+        person = person_of(key, user_id)
+        if await self._sign_ins.has_tokens(server, person):
+            return ConnectStart(note=f"You are already connected to {server}.")
+        return ConnectStart(sign_in=await self._sign_ins.begin(server, person, key))
+
+    async def finish(self, state: str, code: str | None, iss: str | None, error: str | None) -> SignedIn:
+        """The browser came back: raises `SignInFailed` with a message for the person."""
+        return await self._sign_ins.complete(state, code, iss, error)
+
+    async def of(self, key: ConversationKey, user_id: str) -> list[Connection]:
+        return await self._sign_ins.connections(person_of(key, user_id))
+
+    async def disconnect(self, key: ConversationKey, user_id: str, server: str) -> bool:
+        """Revoke and forget this person's connection; their next call asks them to sign in again."""
+        person = person_of(key, user_id)
+        gone = await self._sign_ins.disconnect(server, person)
+        await self._host.forget_sign_in(server, person)
+        return gone

@@ -1,0 +1,134 @@
+"""Servers whose calls carry each person's own sign-in: one link per person, opened on demand.
+
+A per-person server has no shared connection: each person's calls go through a link signed in as
+them (`SignIns.provider`). The tools offered come from the first connected person's link (the
+catalog link), refreshed when that server says they changed. Before anyone connected there is no
+list; the model is offered one tool, `connect_<server>`, whose call parks the turn until the person
+has signed in — after that the server's own tools appear in the next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+
+import httpx2
+
+from bot.config import ServerConfig
+from bot.mcp import results
+from bot.mcp.link import ServerLink
+from bot.oauth.sign_ins import SignIns
+from bot.types import CallContext, ToolResult, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+CONNECT_PREFIX = "connect_"
+CONNECT_TOOL = "__connect__"
+# People's links kept open at once; the least recently used is closed beyond this.
+MAX_OPEN_LINKS = 200
+NEEDS_SIGN_IN = "needs sign-in: nobody has connected an account yet"
+
+MakeLink = Callable[[str, ServerConfig, httpx2.Auth | None], ServerLink]
+
+
+class PersonalServers:
+    """The per-person servers of one host: their links by (server, person), and the catalog links."""
+
+    def __init__(self, servers: dict[str, ServerConfig], sign_ins: SignIns, make_link: MakeLink) -> None:
+        self._servers = servers
+        self.sign_ins = sign_ins
+        self._make_link = make_link
+        self._links: OrderedDict[tuple[str, str], tuple[ServerLink, asyncio.Task[None]]] = OrderedDict()
+        self.catalog: dict[str, ServerLink] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._servers)
+
+    async def start(self) -> None:
+        """Open each server's catalog link as the person who signed in most recently, if anyone."""
+        for server in self._servers:
+            people = await self.sign_ins.people_connected(server)
+            if people:
+                self.catalog[server] = self._open(server, people[0])
+
+    def connect_spec(self, server: str) -> ToolSpec:
+        return ToolSpec(
+            name=f"{CONNECT_PREFIX}{server}",
+            description=(
+                f"The {server} service acts with each person's own account, and nobody has connected"
+                f" one yet, so its tools are not available. Call this when the person asks for"
+                f" something {server} does: they get a private sign-in button, and once they have"
+                f" signed in, {server}'s tools become available."
+            ),
+            parameters={"type": "object", "properties": {}, "additionalProperties": False},
+            server=server,
+            original_name=CONNECT_TOOL,
+            approval="never",
+        )
+
+    async def link_for(self, spec: ToolSpec, context: CallContext | None) -> ServerLink | ToolResult:
+        """The person's own link to the call's server, or why the call cannot be made yet."""
+        person = context.person if context is not None else ""
+        if not person:
+            return results.unavailable(spec.server, "it needs a signed-in person, and this call has none")
+        if not await self.sign_ins.has_tokens(spec.server, person):
+            return await self._sign_in(spec.server, person)
+        link = self._open(spec.server, person)
+        if link.client is None:
+            await link.wait_ready(within=spec.timeout)
+        if link.sign_in is not None:
+            needed = link.sign_in
+            await self._close(spec.server, person)
+            return ToolResult(content="", needs_sign_in=needed)
+        if spec.server not in self.catalog:
+            self.catalog[spec.server] = link
+        return link
+
+    async def _sign_in(self, server: str, person: str) -> ToolResult:
+        try:
+            needed = await self.sign_ins.begin(server, person)
+        except Exception as exc:  # discovery or registration failed: the server is not usable now
+            logger.warning("could not start a sign-in to %r: %s", server, exc)
+            return results.unavailable(server, f"its sign-in could not be started ({type(exc).__name__})")
+        return ToolResult(content="", needs_sign_in=needed)
+
+    def _open(self, server: str, person: str) -> ServerLink:
+        found = self._links.get((server, person))
+        if found is not None:
+            self._links.move_to_end((server, person))
+            return found[0]
+        link = self._make_link(server, self._servers[server], self.sign_ins.provider(server, person))
+        task = asyncio.create_task(link.run(), name=f"mcp-server:{server}:{person}")
+        self._links[(server, person)] = (link, task)
+        while len(self._links) > MAX_OPEN_LINKS:
+            (old_server, old_person), _ = next(iter(self._links.items()))
+            if self.catalog.get(old_server) is self._links[(old_server, old_person)][0]:
+                self._links.move_to_end((old_server, old_person))
+                continue
+            closing = asyncio.create_task(self._close(old_server, old_person))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+            break
+        return link
+
+    async def _close(self, server: str, person: str) -> None:
+        found = self._links.pop((server, person), None)
+        if found is None:
+            return
+        link, task = found
+        if self.catalog.get(server) is link:
+            del self.catalog[server]
+        link.stop()
+        await asyncio.wait([task], timeout=10)
+
+    async def forget(self, server: str, person: str) -> None:
+        """Close the person's link (after Disconnect): their next call asks them to sign in again."""
+        await self._close(server, person)
+
+    async def aclose(self) -> None:
+        for server, person in list(self._links):
+            await self._close(server, person)

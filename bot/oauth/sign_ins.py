@@ -1,0 +1,383 @@
+"""Per-person sign-in from the chat: start an authorization, park, finish it from the callback.
+
+In a chat nobody can wait inside a request for a person to finish in their browser, so the SDK's
+provider is taken only as far as the authorization request (discovery, registration, scope choice,
+PKCE, `resource`, all the SDK's). There `ParkingOAuth` writes the flow to the store — the PKCE
+verifier and what was discovered, sealed — and stops with `SignInRequired`. The browser then lands on
+the callback in whichever process serves it; `SignIns.complete` takes the flow by its single-use
+`state`, checks `iss` (RFC 9207), exchanges the code through the same SDK code, stores the tokens
+and names the parked turns that may go on.
+
+SDK internals used (pinned `mcp` version): `OAuthContext` fields, `_exchange_token_authorization_code`
+and `_handle_token_response` to finish the exchange in another process than the one that started it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlencode, urljoin
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError, PKCEParameters
+from mcp.client.auth.utils import validate_authorization_response_iss
+from mcp.shared.auth import (
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    ProtectedResourceMetadata,
+)
+from pydantic import AnyUrl
+
+from bot.config import AuthConfig, ServerConfig
+from bot.errors import NerveError
+from bot.oauth.tokens import StoredTokens
+from bot.oauth.vault import Vault, new_state
+from bot.store.sign_ins import SignInLedger
+from bot.types import ConversationKey, SignInNeeded
+
+logger = logging.getLogger(__name__)
+
+# The conversation a sign-in starts from, when a call in a turn starts it.
+_conversation: contextvars.ContextVar[ConversationKey | None] = contextvars.ContextVar(
+    "sign_in_conversation", default=None
+)
+# A token-endpoint answer or a probe that takes longer than this is a broken server.
+HTTP_TIMEOUT = 15.0
+
+
+class SignInRequired(NerveError):
+    """The person must sign in in their browser; the flow is stored under `sign_in.state`."""
+
+    def __init__(self, sign_in: SignInNeeded) -> None:
+        super().__init__(f"sign in to {sign_in.server} first")
+        self.sign_in = sign_in
+
+
+class SignInFailed(NerveError):
+    """The browser came back, but the sign-in cannot be finished; the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignedIn:
+    server: str
+    person: str
+    # Parked turns whose calls waited for this sign-in: resume them.
+    request_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Connection:
+    server: str
+    since: float
+    scope: str | None
+
+
+class ParkingOAuth(OAuthClientProvider):
+    """The SDK provider, except that the authorization step is stored and ends the request."""
+
+    def __init__(
+        self,
+        server_url: str,
+        auth: AuthConfig,
+        storage: StoredTokens,
+        *,
+        redirect_uri: str,
+        client_metadata_url: str | None,
+        sign_ins: SignIns,
+        server: str,
+        person: str,
+    ) -> None:
+        super().__init__(
+            server_url,
+            OAuthClientMetadata(
+                client_name="nerve",
+                redirect_uris=[AnyUrl(redirect_uri)],
+                grant_types=["authorization_code", "refresh_token"],
+                response_types=["code"],
+                token_endpoint_auth_method=auth.token_endpoint_auth_method or "none",
+                scope=auth.scope,
+            ),
+            storage,
+            client_metadata_url=client_metadata_url,
+        )
+        self._sign_ins = sign_ins
+        self._server = server
+        self._person = person
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        storage = self.context.storage
+        if isinstance(storage, StoredTokens) and storage.expires_at is not None:
+            # Refresh a little early: a call must not be the one that finds the token expired.
+            self.context.token_expiry_time = storage.expires_at - 60
+
+    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        context = self.context
+        if context.client_info is None:
+            raise OAuthFlowError("no client registration to sign in with")
+        if context.oauth_metadata and context.oauth_metadata.authorization_endpoint:
+            endpoint = str(context.oauth_metadata.authorization_endpoint)
+        else:
+            endpoint = urljoin(context.get_authorization_base_url(context.server_url), "/authorize")
+        pkce = PKCEParameters.generate()
+        state = new_state()
+        redirect_uri = self._sign_ins.redirect_uri
+        params = {
+            "response_type": "code",
+            "client_id": context.client_info.client_id,
+            "redirect_uri": redirect_uri,
+            "state": state,
+            "code_challenge": pkce.code_challenge,
+            "code_challenge_method": "S256",
+        }
+        if context.should_include_resource_param(context.protocol_version):
+            params["resource"] = context.get_resource_url()
+        if context.client_metadata.scope:
+            params["scope"] = context.client_metadata.scope
+            if "offline_access" in context.client_metadata.scope.split():
+                params["prompt"] = "consent"
+        url = f"{endpoint}?{urlencode(params)}"
+        flow = {
+            "verifier": pkce.code_verifier,
+            "redirect_uri": redirect_uri,
+            "server_url": context.server_url,
+            "protocol_version": context.protocol_version,
+            "scope": context.client_metadata.scope,
+            "client_info": context.client_info.model_dump(mode="json", exclude_none=True),
+            "oauth_metadata": context.oauth_metadata.model_dump(mode="json", exclude_none=True)
+            if context.oauth_metadata
+            else None,
+            "resource_metadata": context.protected_resource_metadata.model_dump(
+                mode="json", exclude_none=True
+            )
+            if context.protected_resource_metadata
+            else None,
+        }
+        await self._sign_ins.record(state=state, server=self._server, person=self._person, flow=flow)
+        raise SignInRequired(SignInNeeded(server=self._server, person=self._person, url=url, state=state))
+
+
+class SignIns:
+    """Every per-person sign-in of this nerve: start, finish, list, disconnect."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, ServerConfig],
+        ledger: SignInLedger,
+        vault: Vault,
+        *,
+        redirect_uri: str,
+        client_metadata_url: str | None = None,
+        timeout: float = 900.0,
+    ) -> None:
+        self._servers = {
+            name: c for name, c in servers.items() if c.auth is not None and c.auth.type == "oauth"
+        }
+        self._ledger = ledger
+        self._vault = vault
+        self.redirect_uri = redirect_uri
+        self._client_metadata_url = client_metadata_url
+        self._timeout = timeout
+
+    def per_person_servers(self) -> list[str]:
+        return [name for name in self._servers if self.per_person(name)]
+
+    def per_person(self, server: str) -> bool:
+        config = self._servers.get(server)
+        return config is not None and config.auth is not None and config.auth.per_person
+
+    def storage(self, server: str, person: str) -> StoredTokens:
+        return StoredTokens(self._ledger, self._vault, server=server, person=person)
+
+    def provider(self, server: str, person: str) -> ParkingOAuth:
+        """What signs `person`'s requests to `server` in; an authorization it needs is parked."""
+        config = self._servers[server]
+        assert config.url is not None and config.auth is not None
+        return ParkingOAuth(
+            config.url,
+            config.auth,
+            self.storage(server, person),
+            redirect_uri=self.redirect_uri,
+            client_metadata_url=self._client_metadata_url,
+            sign_ins=self,
+            server=server,
+            person=person,
+        )
+
+    async def people_connected(self, server: str) -> list[str]:
+        return await self._ledger.people_connected(server)
+
+    async def has_tokens(self, server: str, person: str) -> bool:
+        return await self.storage(server, person).get_tokens() is not None
+
+    async def record(self, *, state: str, server: str, person: str, flow: Mapping[str, object]) -> None:
+        now = time.time()
+        await self._ledger.start_sign_in(
+            state=state,
+            server=server,
+            person=person,
+            key=_conversation.get(),
+            secret=self._vault.seal(flow),
+            expires_at=now + self._timeout,
+            now=now,
+        )
+
+    async def begin(self, server: str, person: str, key: ConversationKey | None = None) -> SignInNeeded:
+        """Start a sign-in: ask the server as this person, which leads the SDK through discovery and
+        registration to the authorization request, stored here. The URL is for this person only."""
+        config = self._servers[server]
+        assert config.url is not None
+        token = _conversation.set(key)
+        try:
+            async with httpx2.AsyncClient(auth=self.provider(server, person), timeout=HTTP_TIMEOUT) as http:
+                await http.post(config.url, json=_PROBE, headers=_PROBE_HEADERS)
+        except SignInRequired as needed:
+            return needed.sign_in
+        finally:
+            _conversation.reset(token)
+        raise SignInFailed(f"{server} let nerve in without signing in: no sign-in is needed")
+
+    async def complete(self, state: str, code: str | None, iss: str | None, error: str | None) -> SignedIn:
+        """Finish the sign-in the browser came back with; raises `SignInFailed` with what to do."""
+        started = await self._ledger.take_sign_in(state, time.time())
+        if started is None:
+            raise SignInFailed(
+                "This sign-in link was already used or has expired. Ask nerve again for a new one."
+            )
+        if started.server not in self._servers:
+            raise SignInFailed(f"{started.server} is no longer configured.")
+        if error:
+            raise SignInFailed(f"{started.server} did not sign you in ({error}). Ask nerve again to retry.")
+        if not code:
+            raise SignInFailed("The sign-in came back without a code. Ask nerve again for a new link.")
+        flow = self._vault.open(started.secret)
+        if not isinstance(flow, dict):
+            raise SignInFailed("This sign-in can no longer be read (the key changed). Ask nerve again.")
+        provider = self.provider(started.server, started.person)
+        context = provider.context
+        context.client_info = OAuthClientInformationFull.model_validate(flow["client_info"])
+        if flow.get("oauth_metadata"):
+            context.oauth_metadata = OAuthMetadata.model_validate(flow["oauth_metadata"])
+        if flow.get("resource_metadata"):
+            context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(
+                flow["resource_metadata"]
+            )
+        context.protocol_version = flow.get("protocol_version")
+        context.client_metadata.scope = flow.get("scope")
+        try:
+            validate_authorization_response_iss(iss, context.oauth_metadata)
+        except Exception as exc:
+            logger.warning("sign-in to %s refused: %s", started.server, exc)
+            raise SignInFailed(
+                f"The answer did not come from {started.server}'s sign-in service (issuer check failed)."
+            ) from exc
+        provider._initialized = True
+        request = await provider._exchange_token_authorization_code(code, str(flow["verifier"]))
+        try:
+            async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+                response = await http.send(request)
+                await provider._handle_token_response(response)
+        except Exception as exc:
+            logger.warning("sign-in to %s: token exchange failed: %s", started.server, type(exc).__name__)
+            raise SignInFailed(
+                f"{started.server} did not accept the sign-in. Ask nerve again to retry."
+            ) from exc
+        request_ids = await self._ledger.signed_in(started.server, started.person)
+        logger.info("%s signed in to %s", started.person, started.server)
+        return SignedIn(server=started.server, person=started.person, request_ids=tuple(request_ids))
+
+    async def connections(self, person: str) -> list[Connection]:
+        rows = await self._ledger.connections_of(person)
+        return [
+            Connection(server=r.server, since=r.updated_at, scope=r.scope)
+            for r in rows
+            if r.server in self._servers
+        ]
+
+    async def disconnect(self, server: str, person: str) -> bool:
+        """Revoke at the server where it supports RFC 7009, then forget; True if there was a connection."""
+        storage = self.storage(server, person)
+        tokens = await storage.get_tokens()
+        if tokens is None:
+            return False
+        client = await storage.get_client_info()
+        revocation = await self._revocation_endpoint(server)
+        if revocation and client is not None:
+            for token, hint in (
+                (tokens.refresh_token, "refresh_token"),
+                (tokens.access_token, "access_token"),
+            ):
+                if not token:
+                    continue
+                data = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
+                auth: httpx2.BasicAuth | None = None
+                if client.client_secret and client.token_endpoint_auth_method == "client_secret_basic":
+                    auth = httpx2.BasicAuth(client.client_id, client.client_secret)
+                    data.pop("client_id")
+                elif client.client_secret:
+                    data["client_secret"] = client.client_secret
+                try:
+                    async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+                        await http.post(revocation, data=data, auth=auth or httpx2.USE_CLIENT_DEFAULT)
+                except httpx2.HTTPError as exc:
+                    logger.warning("could not revoke a token at %s: %s", server, type(exc).__name__)
+        return await storage.forget()
+
+    async def _revocation_endpoint(self, server: str) -> str | None:
+        """The authorization server's revocation endpoint, read from its metadata."""
+        config = self._servers[server]
+        assert config.url is not None
+        try:
+            async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+                metadata = await _authorization_metadata(http, config.url)
+        except httpx2.HTTPError:
+            return None
+        endpoint = metadata.get("revocation_endpoint") if metadata else None
+        return str(endpoint) if endpoint else None
+
+
+async def _authorization_metadata(http: httpx2.AsyncClient, server_url: str) -> dict[str, object] | None:
+    from mcp.client.auth.utils import (
+        build_oauth_authorization_server_metadata_discovery_urls,
+        build_protected_resource_metadata_discovery_urls,
+    )
+
+    auth_server: str | None = None
+    for url in build_protected_resource_metadata_discovery_urls(None, server_url):
+        response = await http.get(url)
+        if response.status_code == 200:
+            servers = response.json().get("authorization_servers") or []
+            auth_server = str(servers[0]) if servers else None
+            break
+    for url in build_oauth_authorization_server_metadata_discovery_urls(auth_server, server_url):
+        response = await http.get(url)
+        if response.status_code == 200:
+            found = response.json()
+            return found if isinstance(found, dict) else None
+    return None
+
+
+# A request that needs a signed-in caller: an MCP initialize, as any client's first request.
+_PROBE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "nerve", "version": "0.1.0"},
+    },
+}
+_PROBE_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-11-25",
+}
+
+
+def conversation_of_sign_in(key: ConversationKey | None) -> contextvars.Token[ConversationKey | None]:
+    """Mark the conversation a sign-in started by this task belongs to (reset with the token)."""
+    return _conversation.set(key)

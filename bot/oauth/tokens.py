@@ -1,0 +1,79 @@
+"""The SDK's `TokenStorage` over the conversation store: one person's tokens for one server, sealed.
+
+The SDK keeps a token's lifetime as seconds from when it was issued; stored, that means nothing
+after a restart. So the absolute expiry is stored beside the token and handed back on load
+(`expires_at`), which lets the provider refresh before expiry instead of failing a call first.
+"""
+
+from __future__ import annotations
+
+import time
+
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from bot.oauth.vault import Vault
+from bot.store.sign_ins import SignInLedger
+
+# Registrations are nerve's, not a person's: everyone signing in to a server shares one.
+SHARED = "shared"
+
+
+class StoredTokens:
+    """`mcp.client.auth.TokenStorage` for (server, person); client registration shared per server."""
+
+    def __init__(self, ledger: SignInLedger, vault: Vault, *, server: str, person: str) -> None:
+        self._ledger = ledger
+        self._vault = vault
+        self.server = server
+        self.person = person
+        self.expires_at: float | None = None
+        self._issuer = ""
+
+    async def get_tokens(self) -> OAuthToken | None:
+        stored = await self._ledger.stored_tokens(self.server, self.person)
+        if stored is None:
+            return None
+        opened = self._vault.open(stored.secret)
+        if not isinstance(opened, dict) or "token" not in opened:
+            return None  # sealed under another key: as good as signed out
+        self.expires_at = opened.get("expires_at")
+        self._issuer = stored.issuer
+        return OAuthToken.model_validate(opened["token"])
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        expires_at = time.time() + tokens.expires_in if tokens.expires_in else None
+        self.expires_at = expires_at
+        sealed = self._vault.seal({"token": tokens.model_dump(mode="json"), "expires_at": expires_at})
+        await self._ledger.save_tokens(
+            server=self.server,
+            person=self.person,
+            issuer=self._issuer,
+            secret=sealed,
+            scope=tokens.scope,
+            now=time.time(),
+        )
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        sealed = await self._ledger.stored_client(self.server, SHARED)
+        opened = self._vault.open(sealed) if sealed is not None else None
+        if not isinstance(opened, dict):
+            return None
+        info = OAuthClientInformationFull.model_validate(opened)
+        self._issuer = info.issuer or self._issuer
+        return info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        issuer = client_info.issuer or ""
+        if issuer != self._issuer and self._issuer:
+            # Another authorization server now guards this server: tokens from the old one are void.
+            await self._ledger.forget_tokens(self.server, self.person)
+        self._issuer = issuer
+        await self._ledger.save_client(
+            server=self.server,
+            identity=SHARED,
+            secret=self._vault.seal(client_info.model_dump(mode="json", exclude_none=True)),
+            now=time.time(),
+        )
+
+    async def forget(self) -> bool:
+        return await self._ledger.forget_tokens(self.server, self.person)

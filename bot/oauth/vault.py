@@ -1,0 +1,63 @@
+"""Encryption at rest for sign-in tokens and client registrations.
+
+Tokens act as people at other services, so the database never holds them in the clear: each value is
+sealed with Fernet (AES-128-CBC with an HMAC-SHA256 tag, from `cryptography`) under a key made from
+NERVE_SECRET_KEY. A database copied without the key reveals nothing; a changed key makes stored
+tokens unreadable, which means "sign in again", never a crash.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken
+
+from bot.errors import ConfigError
+
+MIN_KEY_CHARS = 16
+
+
+def new_secret_key() -> str:
+    """A fresh value for NERVE_SECRET_KEY (`nerve secret-key` prints one)."""
+    return Fernet.generate_key().decode()
+
+
+class Vault:
+    """Seals and opens JSON values with the operator's secret key."""
+
+    def __init__(self, secret_key: str) -> None:
+        if len(secret_key) < MIN_KEY_CHARS:
+            raise ConfigError(
+                f"NERVE_SECRET_KEY is too short ({len(secret_key)} characters): use at least"
+                f" {MIN_KEY_CHARS}, e.g. the output of `nerve secret-key`"
+            )
+        self._fernet = Fernet(_fernet_key(secret_key))
+
+    def seal(self, value: Any) -> bytes:
+        return self._fernet.encrypt(json.dumps(value, separators=(",", ":")).encode())
+
+    def open(self, sealed: bytes) -> Any | None:
+        """The value, or None when it was sealed under another key (or tampered with)."""
+        try:
+            return json.loads(self._fernet.decrypt(sealed))
+        except (InvalidToken, ValueError):
+            return None
+
+
+def _fernet_key(secret_key: str) -> bytes:
+    """A Fernet key as given (`nerve secret-key`), or one derived from any other long passphrase."""
+    try:
+        if len(base64.urlsafe_b64decode(secret_key.encode())) == 32:
+            return secret_key.encode()
+    except ValueError:
+        pass
+    return base64.urlsafe_b64encode(hashlib.sha256(secret_key.encode()).digest())
+
+
+def new_state() -> str:
+    """An unguessable, single-use `state` for one authorization request."""
+    return secrets.token_urlsafe(32)
