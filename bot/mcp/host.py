@@ -208,7 +208,10 @@ class MCPHost:
 
     def starting(self) -> list[str]:
         """Servers still making their first attempt: their tools are not offered yet."""
-        return [name for name, link in self._links.items() if not link.attempted.is_set()]
+        found = [name for name, link in self._links.items() if not link.attempted.is_set()]
+        if self._personal is not None:
+            found.extend(name for name, link in self._personal.catalog.items() if not link.attempted.is_set())
+        return found
 
     def list_tools(self) -> list[ToolSpec]:
         """The tools offered to the model right now (enabled, overrides applied, names unique)."""
@@ -358,9 +361,9 @@ class MCPHost:
         """A link's state or tools changed: rebuild the catalog and wake anyone waiting."""
         listings = {name: link.tools for name, link in self._links.items() if link.listed}
         if self._personal is not None:
-            listings.update(
-                {name: link.tools for name, link in self._personal.catalog.items() if link.listed}
-            )
+            known = self._personal.known_tools
+            known.update({name: link.tools for name, link in self._personal.catalog.items() if link.listed})
+            listings.update(known)
         self._catalog = build_catalog(listings, self._servers, default_timeout=self._default_timeout)
         if self._personal is not None:
             for name in self._personal.names:

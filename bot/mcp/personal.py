@@ -18,6 +18,7 @@ import httpx2
 
 from bot.config import ServerConfig
 from bot.mcp import results
+from bot.mcp.catalog import ListedTool
 from bot.mcp.link import ServerLink
 from bot.oauth.sign_ins import SignIns
 from bot.types import CallContext, ToolResult, ToolSpec
@@ -42,6 +43,8 @@ class PersonalServers:
         self._make_link = make_link
         self._links: OrderedDict[tuple[str, str], tuple[ServerLink, asyncio.Task[None]]] = OrderedDict()
         self.catalog: dict[str, ServerLink] = {}
+        # The last list each server gave; kept when its catalog link closes (that person disconnected).
+        self.known_tools: dict[str, tuple[ListedTool, ...]] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
     @property

@@ -57,6 +57,14 @@ class SignInRequired(NerveError):
         self.sign_in = sign_in
 
 
+def _not_a_parked_sign_in(record: logging.LogRecord) -> bool:
+    """The SDK logs every exception of its flow as an error; a parked sign-in is the plan, not one."""
+    return not (record.exc_info and isinstance(record.exc_info[1], SignInRequired))
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_not_a_parked_sign_in)
+
+
 class SignInFailed(NerveError):
     """The browser came back, but the sign-in cannot be finished; the message says what to do."""
 

@@ -1,0 +1,266 @@
+"""Per-person sign-in, end to end in the core: a turn that needs a person's own account parks, the
+person signs in in their browser, the callback finishes it (in any process), the turn goes on with
+their identity — and nobody else's token is ever used for them.
+
+Real Agent, real SQLite store, the real OAuth-protected notes server (its own authorization server)
+as a subprocess on loopback, the SDK's OAuth client underneath, a scripted model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import httpx2
+import pytest
+
+from bot.agent import Agent, AgentConfig
+from bot.config import AuthConfig, ServerConfig
+from bot.connections import Connections
+from bot.mcp.host import MCPHost
+from bot.oauth.sign_ins import SignIns
+from bot.oauth.vault import Vault
+from bot.store.sqlite import SQLiteStore
+from bot.types import ConversationKey, Incoming, SignInNeeded, TurnEvent
+from servers.notes_oauth.sign_in import sign_in_as
+from tests.fakes.scripted import Call, ScriptedLLM, Step
+from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
+
+KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="700.1")
+CALLBACK = "https://nerve.example/oauth/callback"
+SECRET = "a-test-secret-key-long-enough"
+
+
+@pytest.fixture
+async def notes(tmp_path: Path) -> AsyncIterator[RunningServer]:
+    server = await start_server(tmp_path, "--port", "0", "--allow-redirect-uri", CALLBACK)
+    try:
+        yield server
+    finally:
+        await stop_server(server)
+
+
+def notes_entry(server: RunningServer) -> dict[str, ServerConfig]:
+    return {
+        "notes": ServerConfig(
+            url=server.mcp_url,
+            allow_private_network=True,
+            auth=AuthConfig(type="oauth", identity="user"),
+            approval="never",
+        )
+    }
+
+
+class Shown:
+    def __init__(self) -> None:
+        self.events: list[TurnEvent] = []
+
+    async def __call__(self, event: TurnEvent) -> None:
+        self.events.append(event)
+
+    def sign_ins(self) -> list[SignInNeeded]:
+        return [e.sign_in for e in self.events if e.kind == "sign_in_needed" and e.sign_in is not None]
+
+
+async def open_agent(
+    server: RunningServer, store: SQLiteStore, llm: ScriptedLLM, secret: str = SECRET
+) -> tuple[Agent, MCPHost]:
+    servers = notes_entry(server)
+    sign_ins = SignIns(servers, store, Vault(secret), redirect_uri=CALLBACK)
+    host = MCPHost(servers, sign_ins=sign_ins)
+    await host.start()
+    agent = Agent(
+        llm=llm,
+        host=host,
+        store=store,
+        inbox=store,
+        approvals=store,
+        inputs=store,
+        config=AgentConfig(approval_timeout=60, sign_in_timeout=60),
+        connections=Connections(sign_ins, host),
+    )
+    return agent, host
+
+
+def ask(user: str, text: str = "who am I at notes?", event_id: str | None = None) -> Incoming:
+    return Incoming(key=KEY, text=text, user_id=user, event_id=event_id)
+
+
+async def browser_signs_in(sign_in: SignInNeeded, user: str) -> dict[str, str]:
+    """The person follows their link and signs in; what their browser brings back to nerve."""
+    location = await sign_in_as(sign_in.url, user)
+    assert location.startswith(CALLBACK), location
+    return {k: v[0] for k, v in parse_qs(urlparse(location).query).items()}
+
+
+def tool_results(llm: ScriptedLLM) -> dict[str, str]:
+    return {
+        m.tool_call_id or "": m.content or "" for request in llm.requests for m in request if m.role == "tool"
+    }
+
+
+async def sign_in_and_resume(agent: Agent, shown: Shown, user: str) -> str:
+    [needed] = shown.sign_ins()
+    came_back = await browser_signs_in(needed, user)
+    assert agent.connections is not None
+    signed = await agent.connections.finish(
+        came_back["state"], came_back.get("code"), came_back.get("iss"), came_back.get("error")
+    )
+    [request_id] = signed.request_ids
+    reply = await agent.resume(request_id)
+    assert reply is not None
+    return reply.text
+
+
+async def test_a_turn_waits_for_the_sign_in_and_goes_on_with_the_persons_own_identity(notes, store, caplog):
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("connect_notes", {}, id="c1")]),
+            Step(calls=[Call("whoami", {}, id="c2")]),
+            Step(text="You are alice."),
+        ]
+    )
+    agent, host = await open_agent(notes, store, llm)
+    try:
+        assert [t.name for t in agent.tools()] == ["connect_notes"], "no tools before anyone connected"
+        shown = Shown()
+        parked = await agent.reply(ask("U1"), shown)
+        assert "Connect button" in parked.text
+        [needed] = shown.sign_ins()
+        assert needed.server == "notes" and needed.person == "slack:T1:U1"
+        assert await store.waiting_in(KEY) is not None, "the turn is parked in the store"
+
+        assert await sign_in_and_resume(agent, shown, "alice") == "You are alice."
+        results = tool_results(llm)
+        assert "Connected to notes" in results["c1"] and "whoami" in results["c1"]
+        assert "alice" in results["c2"]
+        assert "call whoami by alice" in notes.log_lines()
+        assert "whoami" in [t.name for t in agent.tools()], "the server's tools are offered now"
+        assert not [r for r in caplog.records if r.levelname == "ERROR"], "a sign-in is not an error"
+    finally:
+        await host.aclose()
+
+
+async def test_a_second_person_is_asked_separately_and_never_gets_the_first_ones_account(notes, store):
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("connect_notes", {}, id="a1")]),
+            Step(text="connected"),
+            Step(calls=[Call("whoami", {}, id="b1")]),
+            Step(calls=[Call("whoami", {}, id="b2")]),
+            Step(text="You are bob."),
+        ]
+    )
+    agent, host = await open_agent(notes, store, llm)
+    try:
+        first = Shown()
+        await agent.reply(ask("U1", event_id="E1"), first)
+        await sign_in_and_resume(agent, first, "alice")
+
+        second = Shown()
+        parked = await agent.reply(ask("U2", event_id="E2"), second)
+        [needed] = second.sign_ins()
+        assert needed.person == "slack:T1:U2", "bob is asked for his own account"
+        assert "Connect button" in parked.text
+        assert await sign_in_and_resume(agent, second, "bob") == "You are bob."
+        results = tool_results(llm)
+        assert "bob" in results["b2"] and "alice" not in results["b2"]
+        assert [line for line in notes.log_lines() if "whoami" in line] == ["call whoami by bob"] * 2
+    finally:
+        await host.aclose()
+
+
+async def test_a_sign_in_link_works_once_and_a_wrong_issuer_is_refused(notes, store):
+    llm = ScriptedLLM([Step(calls=[Call("connect_notes", {}, id="c1")]), Step(text="ok")])
+    agent, host = await open_agent(notes, store, llm)
+    assert agent.connections is not None
+    try:
+        shown = Shown()
+        await agent.reply(ask("U1"), shown)
+        [needed] = shown.sign_ins()
+        came_back = await browser_signs_in(needed, "alice")
+        from bot.oauth.sign_ins import SignInFailed
+
+        with pytest.raises(SignInFailed, match="issuer"):
+            await agent.connections.finish(
+                came_back["state"], came_back["code"], "https://evil.example", None
+            )
+        with pytest.raises(SignInFailed, match="already used or has expired"):
+            await agent.connections.finish(came_back["state"], came_back["code"], came_back["iss"], None)
+        assert not await agent.connections.of(KEY, "U1"), "nothing stored from a refused sign-in"
+    finally:
+        await host.aclose()
+
+
+async def test_tokens_are_sealed_at_rest_survive_a_restart_and_disconnect_revokes_them(
+    notes, store, tmp_path
+):
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("connect_notes", {}, id="c1")]),
+            Step(text="connected"),
+        ]
+    )
+    agent, host = await open_agent(notes, store, llm)
+    shown = Shown()
+    await agent.reply(ask("U1"), shown)
+    await sign_in_and_resume(agent, shown, "alice")
+    await host.aclose()
+
+    stored = await store.stored_tokens("notes", "slack:T1:U1")
+    assert stored is not None
+    access = Vault(SECRET).open(stored.secret)["token"]["access_token"]
+    files = await asyncio.to_thread(lambda: [p.read_bytes() for p in tmp_path.glob("nerve.db*")])
+    assert not any(access.encode() in raw for raw in files), "tokens are never stored in the clear"
+
+    # A new process (new host and agent, same store): the connection is still there.
+    later = ScriptedLLM(
+        [
+            Step(calls=[Call("whoami", {}, id="w1")]),
+            Step(text="alice again"),
+            Step(calls=[Call("whoami", {}, id="w2")]),
+            Step(text="connect first"),
+        ]
+    )
+    agent, host = await open_agent(notes, store, later)
+    try:
+        assert "whoami" in [t.name for t in agent.tools()], "the catalog comes from a stored connection"
+        reply = await agent.reply(ask("U1", "again?", event_id="E9"))
+        assert reply.text == "alice again" and "alice" in tool_results(later)["w1"]
+        assert agent.connections is not None
+        [connection] = await agent.connections.of(KEY, "U1")
+        assert connection.server == "notes"
+
+        assert await agent.connections.disconnect(KEY, "U1", "notes")
+        assert await agent.connections.of(KEY, "U1") == []
+        async with httpx2.AsyncClient() as http:
+            probe = await http.post(notes.mcp_url, json={}, headers={"Authorization": f"Bearer {access}"})
+        assert probe.status_code == 401, "Disconnect revoked the token at the server"
+        assert "whoami" in [t.name for t in agent.tools()], "the tools stay known"
+        shown = Shown()
+        await agent.reply(ask("U1", "and now?", event_id="E10"), shown)
+        assert [s.server for s in shown.sign_ins()] == ["notes"], "after Disconnect the person is asked again"
+        assert "w2" not in tool_results(later), "no call ran without the person's own sign-in"
+    finally:
+        await host.aclose()
+
+
+async def test_a_changed_secret_key_means_signing_in_again_not_a_crash(notes, store):
+    llm = ScriptedLLM([Step(calls=[Call("connect_notes", {}, id="c1")]), Step(text="connected")])
+    agent, host = await open_agent(notes, store, llm)
+    shown = Shown()
+    await agent.reply(ask("U1"), shown)
+    await sign_in_and_resume(agent, shown, "alice")
+    await host.aclose()
+
+    later = ScriptedLLM([Step(calls=[Call("connect_notes", {}, id="w1")]), Step(text="sign in again")])
+    agent, host = await open_agent(notes, store, later, secret="another-secret-key-entirely")
+    try:
+        shown = Shown()
+        async with asyncio.timeout(30):
+            await agent.reply(ask("U1", "who?", event_id="E5"), shown)
+        assert [s.server for s in shown.sign_ins()] == ["notes"]
+    finally:
+        await host.aclose()
