@@ -53,3 +53,7 @@ class StoreError(NerveError):
 
 class PromptError(NerveError):
     """A server's prompt could not be started (unknown name, a missing argument, the server failed)."""
+
+
+class SignInError(NerveError):
+    """Signing in to a server did not work out (refused, abandoned, or the server kept saying no)."""
