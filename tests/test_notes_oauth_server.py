@@ -25,7 +25,15 @@ import httpx2
 import pytest
 import pytest_asyncio
 from mcp import Client
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+from pydantic import AnyUrl
 
 from servers.notes_oauth.sign_in import sign_in_as
 
@@ -34,6 +42,8 @@ SHARED = pytest.mark.asyncio(loop_scope="module")
 pytestmark = SHARED
 READY = re.compile(r"notes-oauth ready mcp=(\S+) issuer=(\S+)")
 LOOPBACK_CALLBACK = "http://127.0.0.1:33418/callback"
+TRUSTED_CLIENT_ID = "https://bot.example/oauth/client.json"
+TRUSTED_CALLBACK = "https://bot.example/oauth/callback"
 
 
 @dataclass
@@ -86,7 +96,20 @@ async def stop_server(server: RunningServer) -> int:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningServer]:
     """The authorization server on a port of its own, as a real deployment would have it."""
-    running = await start_server(tmp_path_factory.mktemp("notes"), "--port", "0", "--issuer-port", "0")
+    tmp = tmp_path_factory.mktemp("notes")
+    document = tmp / "client.json"
+    document.write_text(
+        json.dumps(
+            {
+                "client_id": TRUSTED_CLIENT_ID,
+                "client_name": "nerve on Slack",
+                "redirect_uris": [TRUSTED_CALLBACK],
+                "token_endpoint_auth_method": "none",
+            }
+        )
+    )
+    trust = f"{TRUSTED_CLIENT_ID}={document}"
+    running = await start_server(tmp, "--port", "0", "--issuer-port", "0", "--trust-client-metadata", trust)
     try:
         yield running
     finally:
@@ -525,48 +548,32 @@ async def test_a_client_id_metadata_url_is_accepted_with_a_loopback_redirect_onl
     assert page.status_code == 400
 
 
-async def test_a_trusted_client_metadata_document_gives_its_own_redirect_uris(tmp_path, http):
-    client_id = "https://bot.example/oauth/client.json"
-    document = tmp_path / "client.json"
-    document.write_text(
-        json.dumps(
-            {
-                "client_id": client_id,
-                "client_name": "nerve on Slack",
-                "redirect_uris": ["https://bot.example/oauth/callback"],
-                "token_endpoint_auth_method": "none",
-            }
-        )
+async def test_a_trusted_client_metadata_document_gives_its_own_redirect_uris(http, server):
+    verifier, challenge = pkce_pair()
+    url = authorize_url(server, TRUSTED_CLIENT_ID, challenge, redirect_uri=TRUSTED_CALLBACK)
+    page = await http.get(url)
+    assert "nerve on Slack" in page.text
+    location = await sign_in_as(url, "kim")
+    assert location.startswith(TRUSTED_CALLBACK + "?")
+    answer = await http.post(
+        f"{server.issuer}/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": redirect_fields(location)["code"],
+            "redirect_uri": TRUSTED_CALLBACK,
+            "client_id": TRUSTED_CLIENT_ID,
+            "code_verifier": verifier,
+        },
     )
-    running = await start_server(
-        tmp_path, "--port", "0", "--trust-client-metadata", f"{client_id}={document}"
-    )
-    try:
-        verifier, challenge = pkce_pair()
-        url = authorize_url(running, client_id, challenge, redirect_uri="https://bot.example/oauth/callback")
-        page = await http.get(url)
-        assert "nerve on Slack" in page.text
-        location = await sign_in_as(url, "kim")
-        assert location.startswith("https://bot.example/oauth/callback?")
-        answer = await http.post(
-            f"{running.issuer}/token",
-            data={
-                "grant_type": "authorization_code",
-                "code": redirect_fields(location)["code"],
-                "redirect_uri": "https://bot.example/oauth/callback",
-                "client_id": client_id,
-                "code_verifier": verifier,
-            },
-        )
-        assert answer.status_code == 200, answer.text
-        assert running.issuer == f"http://127.0.0.1:{running.port}"  # one port serves both roles by default
-    finally:
-        await stop_server(running)
+    assert answer.status_code == 200, answer.text
+    loopback = await http.get(authorize_url(server, TRUSTED_CLIENT_ID, challenge))
+    assert loopback.status_code == 400  # a trusted document's redirect_uris are the only ones
 
 
 async def test_a_restart_with_a_state_file_keeps_tokens_and_notes(tmp_path, http):
     state = tmp_path / "state.json"
     first = await start_server(tmp_path, "--port", "0", "--state", str(state))
+    assert first.issuer == f"http://127.0.0.1:{first.port}"  # one port serves both roles by default
     try:
         grant = await sign_in(http, first, "lena")
         async with mcp_client(first.mcp_url, grant.access_token) as client:
@@ -590,3 +597,65 @@ async def test_a_restart_with_a_state_file_keeps_tokens_and_notes(tmp_path, http
         assert www_authenticate_fields(expired.headers["www-authenticate"])["error"] == "invalid_token"
     finally:
         await stop_server(second)
+
+
+class MemoryTokens:
+    """What the SDK's OAuth client keeps between requests, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+def sdk_oauth(
+    server: RunningServer, user: str, *, client_metadata_url: str | None = None
+) -> tuple[OAuthClientProvider, list[str]]:
+    """The `mcp` SDK's own OAuth client, whose browser signs in as `user`, and the redirects it got."""
+    redirects: list[str] = []
+
+    async def open_browser(url: str) -> None:
+        redirects.append(await sign_in_as(url, user))
+
+    async def callback() -> AuthorizationCodeResult:
+        fields = redirect_fields(redirects[-1])
+        return AuthorizationCodeResult(code=fields["code"], state=fields.get("state"), iss=fields.get("iss"))
+
+    oauth = OAuthClientProvider(
+        server.mcp_url,
+        OAuthClientMetadata(redirect_uris=[AnyUrl(LOOPBACK_CALLBACK)], client_name="nerve test"),
+        MemoryTokens(),
+        redirect_handler=open_browser,
+        callback_handler=callback,
+        client_metadata_url=client_metadata_url,
+    )
+    return oauth, redirects
+
+
+@pytest.mark.parametrize("client_metadata_url", [None, "https://nerve.example/oauth/client.json"])
+async def test_the_sdk_oauth_client_discovers_signs_in_and_steps_up(server, client_metadata_url):
+    oauth, sign_ins = sdk_oauth(server, "mona", client_metadata_url=client_metadata_url)
+    async with (
+        httpx2.AsyncClient(auth=oauth, timeout=15) as http,
+        Client(streamable_http_client(server.mcp_url, http_client=http), mode="legacy") as client,  # type: ignore[arg-type]
+    ):
+        assert text_of(await client.call_tool("whoami", {})) == "mona"
+        assert len(sign_ins) == 1
+        result = await client.call_tool("delete_all_notes", {})
+        assert not result.is_error, text_of(result)
+        assert len(sign_ins) == 2  # the 403 made it sign in again, asking for more
+    granted = oauth.context.current_tokens
+    assert granted is not None and granted.scope is not None
+    assert {"notes:read", "notes:write", "notes:admin"} <= set(granted.scope.split())
+    assert "call delete_all_notes by mona" in server.log_lines()
