@@ -110,12 +110,16 @@ class OpsEndpoints:
         self.platform = platform
         self._ready = ready
         self._database_timeout = database_timeout
+        # More routes served beside these on the same port (the sign-in callback): each adds its own.
+        self.routes: list[Callable[[web.Application], None]] = []
 
     def install(self, app: web.Application) -> None:
         """Add the endpoints to an aiohttp app (GET, and HEAD for probes that only look at the status)."""
         app.router.add_get(HEALTH_PATH, self._health)
         app.router.add_get(READY_PATH, self._readiness)
         app.router.add_get(METRICS_PATH, self._metrics)
+        for add_routes in self.routes:
+            add_routes(app)
 
     def announce(self, base_url: str) -> None:
         """Say where the endpoints answer (the log, and `ready` when a caller waits for it)."""

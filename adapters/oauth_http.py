@@ -1,0 +1,133 @@
+"""Where people's browsers come back after signing in to a server, and nerve's client metadata.
+
+* `GET /oauth/callback` — the authorization server sends the browser here with `code`, `state` and
+  `iss` (or `error`). The sign-in is finished (`Connections.finish`: the single-use `state` says
+  whose it is, `iss` is checked, the code is exchanged and the tokens stored sealed) and the browser
+  gets a small plain page: "Connected to notes — you can go back to Slack", or what went wrong and
+  what to do (status 400). Nothing of the request is shown back but the server's name: the code
+  and the tokens never reach the page, and the page asks the browser to keep no copy of itself and
+  to send no referrer onwards.
+* `GET /oauth/client.json` — nerve's Client ID Metadata Document: authorization servers that
+  support it fetch it to learn who nerve is, in place of a registration (its URL is the client_id).
+
+The parked turns the sign-in lets go on are handed to the front end (`resume`), which goes on with
+them at once; if this process has none to hand them to yet, any process's approval sweep takes them
+up, so a sign-in is never lost.
+
+Served with the operations endpoints on the HTTP port (`OpsEndpoints.routes`), so in every mode of
+`nerve slack` and in `nerve discord`; the terminal chat serves the callback on a loopback port of its
+own (`adapters.terminal.sign_in`).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+
+from bot.connections import Connections
+from bot.oauth.provider import client_metadata_document
+from bot.oauth.sign_ins import SignedIn, SignInFailed
+from bot.runtime import CALLBACK_PATH, CLIENT_METADATA_PATH
+from bot.text import scrub
+
+logger = logging.getLogger(__name__)
+
+# Goes on with the parked turns a sign-in let go on; it must not wait for them (the browser waits).
+Resume = Callable[[SignedIn], None]
+
+NOT_A_SIGN_IN = (
+    "This page is where sign-ins started from nerve come back to. Open it from a Connect button"
+    " nerve sent you."
+)
+FAILED = "Something went wrong on nerve's side while finishing the sign-in. Ask nerve again for a new link."
+# The browser keeps no copy of a page reached with a code in its address, and tells nobody the address.
+_PRIVATE_PAGE = {
+    "Cache-Control": "no-store",
+    "Pragma": "no-cache",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+}
+
+
+class SignInEndpoints:
+    """The sign-in callback and the client metadata document of one nerve."""
+
+    def __init__(
+        self,
+        connections: Connections,
+        *,
+        public_url: str | None,
+        back_to: str,
+        resume: Resume | None = None,
+    ) -> None:
+        self._connections = connections
+        self._public_url = (public_url or "").rstrip("/")
+        self._back_to = back_to
+        # Set once the front end can go on with parked turns; until then the sweep does.
+        self.resume = resume
+
+    def install(self, app: web.Application) -> None:
+        app.router.add_get(CALLBACK_PATH, self.callback)
+        if self._public_url:
+            app.router.add_get(CLIENT_METADATA_PATH, self.client_metadata)
+
+    async def callback(self, request: web.Request) -> web.Response:
+        query = request.query
+        state = query.get("state")
+        if not state:
+            return page("Not a sign-in", NOT_A_SIGN_IN, status=400)
+        try:
+            signed = await self._connections.finish(
+                state, query.get("code"), query.get("iss"), query.get("error")
+            )
+        except SignInFailed as exc:
+            logger.info("a sign-in came back and could not be finished: %s", exc.message)
+            return page("Not connected", exc.message, status=400)
+        except Exception:
+            logger.exception("finishing a sign-in failed")
+            return page("Not connected", FAILED, status=500)
+        if signed.request_ids and self.resume is not None:
+            try:
+                self.resume(signed)
+            except Exception:  # the sweep takes them up: the person is connected either way
+                logger.exception("could not go on at once with the turns waiting for %s", signed.server)
+        return page(
+            f"Connected to {signed.server}",
+            f"Connected to {signed.server} — you can go back to {self._back_to}.",
+        )
+
+    async def client_metadata(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            client_metadata_document(self._public_url), headers={"Cache-Control": "max-age=300"}
+        )
+
+
+_STYLE = "body{font:16px/1.5 system-ui,sans-serif;max-width:34em;margin:15vh auto;padding:0 1em}"
+
+
+def page(title: str, text: str, *, status: int = 200) -> web.Response:
+    """A small plain page for a person's browser; every word from outside is escaped."""
+    title, text = html.escape(scrub(title)), html.escape(scrub(text))
+    body = (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f"<title>{title}</title>"
+        f"<style>{_STYLE}</style>"
+        f"</head><body><h1>{title}</h1><p>{text}</p></body></html>"
+    )
+    return web.Response(
+        text=body, status=status, content_type="text/html", charset="utf-8", headers=_PRIVATE_PAGE
+    )
+
+
+def sign_in_endpoints(
+    connections: Connections | None, public_url: str | None, back_to: str
+) -> SignInEndpoints | None:
+    """The endpoints for a front end whose agent has per-person servers; None when it has none."""
+    if connections is None:
+        return None
+    return SignInEndpoints(connections, public_url=public_url, back_to=back_to)
