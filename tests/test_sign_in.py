@@ -264,3 +264,67 @@ async def test_a_changed_secret_key_means_signing_in_again_not_a_crash(notes, st
         assert [s.server for s in shown.sign_ins()] == ["notes"]
     finally:
         await host.aclose()
+
+
+async def test_a_token_that_expires_is_refreshed_without_asking_the_person_again(tmp_path, store):
+    notes = await start_server(
+        tmp_path, "--port", "0", "--allow-redirect-uri", CALLBACK, "--token-lifetime", "61"
+    )
+    try:
+        llm = ScriptedLLM(
+            [
+                Step(calls=[Call("connect_notes", {}, id="c1")]),
+                Step(text="connected"),
+                Step(calls=[Call("whoami", {}, id="w1")]),
+                Step(text="still alice"),
+            ]
+        )
+        agent, host = await open_agent(notes, store, llm)
+        try:
+            shown = Shown()
+            await agent.reply(ask("U1"), shown)
+            await sign_in_and_resume(agent, shown, "alice")
+            # nerve refreshes a minute before expiry: a 61 s token is due for refresh after 1 s.
+            await asyncio.sleep(1.5)
+            again = Shown()
+            reply = await agent.reply(ask("U1", "who now?", event_id="E2"), again)
+            assert reply.text == "still alice" and not again.sign_ins()
+            assert "alice" in tool_results(llm)["w1"]
+        finally:
+            await host.aclose()
+    finally:
+        await stop_server(notes)
+
+
+async def test_a_call_that_needs_more_scope_asks_the_person_to_sign_in_again(notes, store):
+    llm = ScriptedLLM(
+        [
+            Step(calls=[Call("connect_notes", {}, id="c1")]),
+            Step(text="connected"),
+            Step(calls=[Call("delete_all_notes", {}, id="d1")]),
+            Step(text="deleted"),
+        ]
+    )
+    agent, host = await open_agent(notes, store, llm)
+    try:
+        shown = Shown()
+        await agent.reply(ask("U1"), shown)
+        await sign_in_and_resume(agent, shown, "alice")
+        step_up = Shown()
+        async with asyncio.timeout(30):
+            parked = await agent.reply(ask("U1", "delete all my notes", event_id="E2"), step_up)
+        assert step_up.sign_ins(), (parked.text, tool_results(llm).get("d1"))
+        [needed] = step_up.sign_ins()
+        assert "notes%3Aadmin" in needed.url or "notes:admin" in needed.url, needed.url
+        assert "Connect button" in parked.text
+        assert await sign_in_and_resume(agent, step_up, "alice") == "deleted"
+        assert "call delete_all_notes by alice" in notes.log_lines()
+    finally:
+        await host.aclose()
+
+
+async def test_a_server_that_wants_a_sign_in_without_an_auth_entry_is_reported_plainly(notes):
+    plain = {"notes": ServerConfig(url=notes.mcp_url, allow_private_network=True)}
+    async with MCPHost(plain) as host:
+        [(name, reason)] = host.problems()
+        assert name == "notes" and "needs sign-in" in reason and "auth" in reason, reason

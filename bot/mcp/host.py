@@ -291,15 +291,27 @@ class MCPHost:
             found = await self._personal.link_for(spec, context)
             if isinstance(found, ToolResult):
                 return replace(found, latency_ms=(time.perf_counter() - started) * 1000)
-            link = found
             if spec.original_name == CONNECT_TOOL:
                 self._changed()
-                listed = ", ".join(tool.name for tool in link.tools) or "(none listed yet)"
+                listed = ", ".join(tool.name for tool in found.tools) or "(none listed yet)"
                 return ToolResult(
                     content=f"Connected to {spec.server}. Its tools are now available: {listed}."
                 )
-        else:
-            link = self._links[spec.server]
+            result = await self._call_on(found, spec, name, arguments, context, started)
+            # The server asked for more than the person granted (step-up): their sign-in again.
+            needed = self._personal.sign_in_asked(found) if result.is_error else None
+            return ToolResult(content="", needs_sign_in=needed) if needed is not None else result
+        return await self._call_on(self._links[spec.server], spec, name, arguments, context, started)
+
+    async def _call_on(
+        self,
+        link: ServerLink,
+        spec: ToolSpec,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None,
+        started: float,
+    ) -> ToolResult:
 
         def elapsed() -> float:
             return (time.perf_counter() - started) * 1000

@@ -70,6 +70,10 @@ MAX_URL_WAITERS = 100
 # Long-lived HTTP streams (SSE) legitimately stay silent for minutes.
 STREAM_READ_TIMEOUT = 300.0
 CLIENT_INFO = mcp_types.Implementation(name="nerve", version="0.1.0")
+NEEDS_AUTH_ENTRY = (
+    'needs sign-in: add an auth entry for it in the servers file, e.g. "auth": {"type": "oauth",'
+    ' "identity": "user"}'
+)
 
 
 class ServerLink:
@@ -87,7 +91,7 @@ class ServerLink:
     ) -> None:
         self.name = name
         self.config = config
-        self._auth = auth
+        self.auth = auth
         self._mode = mode
         self._connect_timeout = connect_timeout
         self._on_change = on_change
@@ -99,6 +103,7 @@ class ServerLink:
         self.problem: str | None = None
         # The server wants its person to sign in (per-person OAuth): the link stops until they have.
         self.sign_in: SignInNeeded | None = None
+        self._challenged = False
         # The server wrote to stderr during the last attempt (the lines are in the log, not here).
         self.stderr_seen = False
         # asyncio (not anyio) events: a host may be built before the event loop runs.
@@ -219,6 +224,7 @@ class ServerLink:
         return reason
 
     async def _connect_and_serve(self, tap: StderrTap | None) -> str:
+        self._challenged = False
         self._lost = False
         self._refresh_wanted = False
         self._wake.clear()
@@ -255,6 +261,8 @@ class ServerLink:
             if needed is not None:
                 self.sign_in = needed
                 return "needs its person to sign in"
+            if self._challenged:
+                return NEEDS_AUTH_ENTRY
             return describe_failure(exc)
 
     async def _serve(self, client: Client) -> None:
@@ -372,15 +380,22 @@ class ServerLink:
                 headers=config.headers or None,
                 timeout=self._connect_timeout,
                 sse_read_timeout=STREAM_READ_TIMEOUT,
-                auth=self._auth,
+                auth=self.auth,
             )
         http = httpx2.AsyncClient(
             headers=config.headers,
             timeout=httpx2.Timeout(self._connect_timeout, read=STREAM_READ_TIMEOUT),
-            auth=self._auth,
+            auth=self.auth,
+            event_hooks={"response": [self._watch_for_challenge]},
         )
         await stack.enter_async_context(http)
         return streamable_http_client(config.url, http_client=http)
+
+    async def _watch_for_challenge(self, response: httpx2.Response) -> None:
+        """Note a 401 that asks for a sign-in the servers file does not configure: the SDK turns it
+        into a bare "error response", and the operator needs to know what to add."""
+        if response.status_code == 401 and self.auth is None and "www-authenticate" in response.headers:
+            self._challenged = True
 
     def _set_ready(self, client: Client, elapsed: float) -> None:
         self.client = client

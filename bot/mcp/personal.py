@@ -20,8 +20,9 @@ from bot.config import ServerConfig
 from bot.mcp import results
 from bot.mcp.catalog import ListedTool
 from bot.mcp.link import ServerLink
-from bot.oauth.sign_ins import SignIns
-from bot.types import CallContext, ToolResult, ToolSpec
+from bot.oauth.sign_ins import ParkingOAuth, SignIns
+from bot.oauth.tokens import StoredTokens
+from bot.types import CallContext, SignInNeeded, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class PersonalServers:
             return results.unavailable(spec.server, "it needs a signed-in person, and this call has none")
         if not await self.sign_ins.has_tokens(spec.server, person):
             return await self._sign_in(spec.server, person)
+        await self._drop_if_stale(spec.server, person)
         link = self._open(spec.server, person)
         if link.client is None:
             await link.wait_ready(within=spec.timeout)
@@ -90,6 +92,24 @@ class PersonalServers:
         if spec.server not in self.catalog:
             self.catalog[spec.server] = link
         return link
+
+    async def _drop_if_stale(self, server: str, person: str) -> None:
+        """Close a link whose tokens were replaced by a newer sign-in (a step-up, another process)."""
+        found = self._links.get((server, person))
+        if found is None or not isinstance(found[0].auth, ParkingOAuth):
+            return
+        storage = found[0].auth.context.storage
+        stored_at = await self.sign_ins.stored_at(server, person)
+        if isinstance(storage, StoredTokens) and stored_at is not None and stored_at > storage.stored_at:
+            await self._close(server, person)
+
+    def sign_in_asked(self, link: ServerLink) -> SignInNeeded | None:
+        """The sign-in a failed call's server asked for mid-call (more scope), if it did."""
+        provider = link.auth
+        if isinstance(provider, ParkingOAuth):
+            needed, provider.asked = provider.asked, None
+            return needed
+        return None
 
     async def _sign_in(self, server: str, person: str) -> ToolResult:
         try:

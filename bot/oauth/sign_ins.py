@@ -113,6 +113,8 @@ class ParkingOAuth(OAuthClientProvider):
             client_metadata_url=client_metadata_url,
         )
         self._sign_ins = sign_ins
+        # The last sign-in this provider stopped at, until the host takes it (a call that failed).
+        self.asked: SignInNeeded | None = None
         self._server = server
         self._person = person
 
@@ -166,7 +168,8 @@ class ParkingOAuth(OAuthClientProvider):
             else None,
         }
         await self._sign_ins.record(state=state, server=self._server, person=self._person, flow=flow)
-        raise SignInRequired(SignInNeeded(server=self._server, person=self._person, url=url, state=state))
+        self.asked = SignInNeeded(server=self._server, person=self._person, url=url, state=state)
+        raise SignInRequired(self.asked)
 
 
 class SignIns:
@@ -218,6 +221,11 @@ class SignIns:
 
     async def people_connected(self, server: str) -> list[str]:
         return await self._ledger.people_connected(server)
+
+    async def stored_at(self, server: str, person: str) -> float | None:
+        """When this person's tokens for `server` were last stored; None when there are none."""
+        stored = await self._ledger.stored_tokens(server, person)
+        return stored.updated_at if stored is not None else None
 
     async def has_tokens(self, server: str, person: str) -> bool:
         return await self.storage(server, person).get_tokens() is not None

@@ -27,6 +27,9 @@ class StoredTokens:
         self.server = server
         self.person = person
         self.expires_at: float | None = None
+        # When the tokens this storage last read or wrote were stored: a later row was written by
+        # another sign-in (a step-up, another process), and the provider holding these is stale.
+        self.stored_at = 0.0
         self._issuer = ""
 
     async def get_tokens(self) -> OAuthToken | None:
@@ -37,12 +40,15 @@ class StoredTokens:
         if not isinstance(opened, dict) or "token" not in opened:
             return None  # sealed under another key: as good as signed out
         self.expires_at = opened.get("expires_at")
+        self.stored_at = stored.updated_at
         self._issuer = stored.issuer
         return OAuthToken.model_validate(opened["token"])
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        expires_at = time.time() + tokens.expires_in if tokens.expires_in else None
+        now = time.time()
+        expires_at = now + tokens.expires_in if tokens.expires_in else None
         self.expires_at = expires_at
+        self.stored_at = now
         sealed = self._vault.seal({"token": tokens.model_dump(mode="json"), "expires_at": expires_at})
         await self._ledger.save_tokens(
             server=self.server,
@@ -50,7 +56,7 @@ class StoredTokens:
             issuer=self._issuer,
             secret=sealed,
             scope=tokens.scope,
-            now=time.time(),
+            now=now,
         )
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
