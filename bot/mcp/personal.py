@@ -21,7 +21,6 @@ from bot.mcp import results
 from bot.mcp.catalog import ListedTool
 from bot.mcp.link import ServerLink
 from bot.oauth.sign_ins import ParkingOAuth, SignIns
-from bot.oauth.tokens import StoredTokens
 from bot.types import CallContext, SignInNeeded, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -98,9 +97,9 @@ class PersonalServers:
         found = self._links.get((server, person))
         if found is None or not isinstance(found[0].auth, ParkingOAuth):
             return
-        storage = found[0].auth.context.storage
+        held = found[0].auth.tokens
         stored_at = await self.sign_ins.stored_at(server, person)
-        if isinstance(storage, StoredTokens) and stored_at is not None and stored_at > storage.stored_at:
+        if stored_at is not None and stored_at > held.stored_at:
             await self._close(server, person)
 
     def sign_in_asked(self, link: ServerLink) -> SignInNeeded | None:

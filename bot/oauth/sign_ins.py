@@ -19,23 +19,21 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlencode, urljoin
 
 import httpx2
-from mcp.client.auth import OAuthClientProvider, OAuthFlowError, PKCEParameters
 from mcp.client.auth.utils import validate_authorization_response_iss
 from mcp.shared.auth import (
     OAuthClientInformationFull,
-    OAuthClientMetadata,
     OAuthMetadata,
     ProtectedResourceMetadata,
 )
-from pydantic import AnyUrl
+from pydantic import BaseModel
 
 from bot.config import AuthConfig, ServerConfig
 from bot.errors import NerveError
+from bot.oauth.provider import NerveOAuth
 from bot.oauth.tokens import StoredTokens
-from bot.oauth.vault import Vault, new_state
+from bot.oauth.vault import Vault
 from bot.store.sign_ins import SignInLedger
 from bot.types import ConversationKey, SignInNeeded
 
@@ -84,8 +82,8 @@ class Connection:
     scope: str | None
 
 
-class ParkingOAuth(OAuthClientProvider):
-    """The SDK provider, except that the authorization step is stored and ends the request."""
+class ParkingOAuth(NerveOAuth):
+    """nerve's provider, except that the authorization step is stored and ends the request."""
 
     def __init__(
         self,
@@ -100,18 +98,10 @@ class ParkingOAuth(OAuthClientProvider):
         person: str,
     ) -> None:
         super().__init__(
-            server_url,
-            OAuthClientMetadata(
-                client_name="nerve",
-                redirect_uris=[AnyUrl(redirect_uri)],
-                grant_types=["authorization_code", "refresh_token"],
-                response_types=["code"],
-                token_endpoint_auth_method=auth.token_endpoint_auth_method or "none",
-                scope=auth.scope,
-            ),
-            storage,
-            client_metadata_url=client_metadata_url,
+            server_url, auth, storage, redirect_uri=redirect_uri, client_metadata_url=client_metadata_url
         )
+        # The person's stored tokens (the context's storage may wrap them with a pre-registered client).
+        self.tokens = storage
         self._sign_ins = sign_ins
         # The last sign-in this provider stopped at, until the host takes it (a call that failed).
         self.asked: SignInNeeded | None = None
@@ -120,56 +110,30 @@ class ParkingOAuth(OAuthClientProvider):
 
     async def _initialize(self) -> None:
         await super()._initialize()
-        storage = self.context.storage
-        if isinstance(storage, StoredTokens) and storage.expires_at is not None:
+        if self.tokens.expires_at is not None:
             # Refresh a little early: a call must not be the one that finds the token expired.
-            self.context.token_expiry_time = storage.expires_at - 60
+            self.context.token_expiry_time = self.tokens.expires_at - 60
 
     async def _perform_authorization_code_grant(self) -> tuple[str, str]:
         context = self.context
-        if context.client_info is None:
-            raise OAuthFlowError("no client registration to sign in with")
-        if context.oauth_metadata and context.oauth_metadata.authorization_endpoint:
-            endpoint = str(context.oauth_metadata.authorization_endpoint)
-        else:
-            endpoint = urljoin(context.get_authorization_base_url(context.server_url), "/authorize")
-        pkce = PKCEParameters.generate()
-        state = new_state()
-        redirect_uri = self._sign_ins.redirect_uri
-        params = {
-            "response_type": "code",
-            "client_id": context.client_info.client_id,
-            "redirect_uri": redirect_uri,
-            "state": state,
-            "code_challenge": pkce.code_challenge,
-            "code_challenge_method": "S256",
-        }
-        if context.should_include_resource_param(context.protocol_version):
-            params["resource"] = context.get_resource_url()
-        if context.client_metadata.scope:
-            params["scope"] = context.client_metadata.scope
-            if "offline_access" in context.client_metadata.scope.split():
-                params["prompt"] = "consent"
-        url = f"{endpoint}?{urlencode(params)}"
+        sent = self.authorization_request()
         flow = {
-            "verifier": pkce.code_verifier,
-            "redirect_uri": redirect_uri,
+            "verifier": sent.code_verifier,
+            "redirect_uri": sent.redirect_uri,
             "server_url": context.server_url,
             "protocol_version": context.protocol_version,
             "scope": context.client_metadata.scope,
-            "client_info": context.client_info.model_dump(mode="json", exclude_none=True),
-            "oauth_metadata": context.oauth_metadata.model_dump(mode="json", exclude_none=True)
-            if context.oauth_metadata
-            else None,
-            "resource_metadata": context.protected_resource_metadata.model_dump(
-                mode="json", exclude_none=True
-            )
-            if context.protected_resource_metadata
-            else None,
+            "client_info": _dumped(context.client_info),
+            "oauth_metadata": _dumped(context.oauth_metadata),
+            "resource_metadata": _dumped(context.protected_resource_metadata),
         }
-        await self._sign_ins.record(state=state, server=self._server, person=self._person, flow=flow)
-        self.asked = SignInNeeded(server=self._server, person=self._person, url=url, state=state)
+        await self._sign_ins.record(state=sent.state, server=self._server, person=self._person, flow=flow)
+        self.asked = SignInNeeded(server=self._server, person=self._person, url=sent.url, state=sent.state)
         raise SignInRequired(self.asked)
+
+
+def _dumped(model: BaseModel | None) -> dict[str, object] | None:
+    return model.model_dump(mode="json", exclude_none=True) if model is not None else None
 
 
 class SignIns:
@@ -202,7 +166,9 @@ class SignIns:
         return config is not None and config.auth is not None and config.auth.per_person
 
     def storage(self, server: str, person: str) -> StoredTokens:
-        return StoredTokens(self._ledger, self._vault, server=server, person=person)
+        return StoredTokens(
+            self._ledger, self._vault, server=server, person=person, registration=self.redirect_uri
+        )
 
     def provider(self, server: str, person: str) -> ParkingOAuth:
         """What signs `person`'s requests to `server` in; an authorization it needs is parked."""
@@ -276,6 +242,7 @@ class SignIns:
         provider = self.provider(started.server, started.person)
         context = provider.context
         context.client_info = OAuthClientInformationFull.model_validate(flow["client_info"])
+        provider.tokens.client = context.client_info  # sealed with the tokens it gets
         if flow.get("oauth_metadata"):
             context.oauth_metadata = OAuthMetadata.model_validate(flow["oauth_metadata"])
         if flow.get("resource_metadata"):

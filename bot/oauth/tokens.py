@@ -14,18 +14,25 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from bot.oauth.vault import Vault
 from bot.store.sign_ins import SignInLedger
 
-# Registrations are nerve's, not a person's: everyone signing in to a server shares one.
-SHARED = "shared"
-
 
 class StoredTokens:
-    """`mcp.client.auth.TokenStorage` for (server, person); client registration shared per server."""
+    """`mcp.client.auth.TokenStorage` for (server, person).
 
-    def __init__(self, ledger: SignInLedger, vault: Vault, *, server: str, person: str) -> None:
+    A registration is nerve's, not a person's: everyone signing in through one redirect URI shares
+    it (`registration` names it). Tokens are bound to the client that got them, so that client is
+    sealed with them and preferred on load: a refresh must present the same client id, even in a
+    process whose own registration differs (`nerve connect` on a loopback port, the bot behind
+    NERVE_PUBLIC_URL)."""
+
+    def __init__(
+        self, ledger: SignInLedger, vault: Vault, *, server: str, person: str, registration: str
+    ) -> None:
         self._ledger = ledger
         self._vault = vault
         self.server = server
         self.person = person
+        self._registration = registration
+        self.client: OAuthClientInformationFull | None = None
         self.expires_at: float | None = None
         # When the tokens this storage last read or wrote were stored: a later row was written by
         # another sign-in (a step-up, another process), and the provider holding these is stale.
@@ -42,6 +49,8 @@ class StoredTokens:
         self.expires_at = opened.get("expires_at")
         self.stored_at = stored.updated_at
         self._issuer = stored.issuer
+        if isinstance(opened.get("client"), dict):
+            self.client = OAuthClientInformationFull.model_validate(opened["client"])
         return OAuthToken.model_validate(opened["token"])
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
@@ -49,7 +58,10 @@ class StoredTokens:
         expires_at = now + tokens.expires_in if tokens.expires_in else None
         self.expires_at = expires_at
         self.stored_at = now
-        sealed = self._vault.seal({"token": tokens.model_dump(mode="json"), "expires_at": expires_at})
+        client = self.client.model_dump(mode="json", exclude_none=True) if self.client else None
+        sealed = self._vault.seal(
+            {"token": tokens.model_dump(mode="json"), "expires_at": expires_at, "client": client}
+        )
         await self._ledger.save_tokens(
             server=self.server,
             person=self.person,
@@ -60,12 +72,17 @@ class StoredTokens:
         )
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        sealed = await self._ledger.stored_client(self.server, SHARED)
+        if self.client is None:
+            await self.get_tokens()
+        if self.client is not None:
+            return self.client
+        sealed = await self._ledger.stored_client(self.server, self._registration)
         opened = self._vault.open(sealed) if sealed is not None else None
         if not isinstance(opened, dict):
             return None
         info = OAuthClientInformationFull.model_validate(opened)
         self._issuer = info.issuer or self._issuer
+        self.client = info
         return info
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
@@ -74,9 +91,10 @@ class StoredTokens:
             # Another authorization server now guards this server: tokens from the old one are void.
             await self._ledger.forget_tokens(self.server, self.person)
         self._issuer = issuer
+        self.client = client_info
         await self._ledger.save_client(
             server=self.server,
-            identity=SHARED,
+            identity=self._registration,
             secret=self._vault.seal(client_info.model_dump(mode="json", exclude_none=True)),
             now=time.time(),
         )

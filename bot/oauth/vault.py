@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import secrets
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -56,8 +55,3 @@ def _fernet_key(secret_key: str) -> bytes:
     except ValueError:
         pass
     return base64.urlsafe_b64encode(hashlib.sha256(secret_key.encode()).digest())
-
-
-def new_state() -> str:
-    """An unguessable, single-use `state` for one authorization request."""
-    return secrets.token_urlsafe(32)
