@@ -11,6 +11,12 @@ The suite names the scenario in `MCP_CONFORMANCE_SCENARIO` and may pass data in
 `MCP_CONFORMANCE_CONTEXT`. Each call's outcome is printed on stdout; the exit code is non-zero when
 the server never became ready or a call did not go as a model's call should (refused by the
 checks, or failed where the scenario's server can run it).
+
+In the `auth/` scenarios the server entry says how nerve signs in, as an operator's would: OAuth
+(with the pre-registered client the suite hands over, if any) or client credentials. nerve's
+`NerveOAuth` then signs in through the loopback flow of the terminal: the link goes to `webbrowser`,
+whose BROWSER (set by `conformance.run`) follows the suite's redirects back to nerve's callback.
+A sign-in nerve refuses or gives up on ends the run at once, with a non-zero exit code.
 """
 
 from __future__ import annotations
@@ -23,10 +29,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import httpx2
+
 from bot.calls import CallOutcome, CallSettings, RoundRunner, TurnState
-from bot.config import ServerConfig
+from bot.config import AuthConfig, ServerConfig
 from bot.forms import FormError, check_answer, form_from_schema
 from bot.mcp.host import MCPHost
+from bot.oauth.loopback import LoopbackSignIn
+from bot.oauth.memory import MemoryTokens
+from bot.oauth.provider import NerveOAuth, auth_for
 from bot.types import CallContext, InputAnswer, InputDraft, ToolCall, ToolSpec, no_progress
 from conformance.plans import Call, plan
 
@@ -35,6 +46,11 @@ SERVER = "conformance"
 READY_WITHIN = 15.0
 CALL_TIMEOUT = 20.0
 OWNER = "conformance:person"
+# The suite's authorization page answers at once; a sign-in slower than this is broken.
+SIGN_IN_WAIT = 10.0
+# The Client ID Metadata Document URL the suite expects as client_id (auth/basic-cimd). nerve's own
+# is NERVE_PUBLIC_URL/oauth/client.json; the suite never fetches it for its verdicts.
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 
 async def accept_as_shown(draft: InputDraft) -> InputAnswer:
@@ -88,15 +104,64 @@ async def run_rounds(host: MCPHost, rounds: Sequence[tuple[Call, ...]]) -> bool:
     return ok
 
 
+def auth_of(scenario: str, context: dict[str, Any]) -> AuthConfig | None:
+    """How nerve signs in to the scenario's server: as an operator would write it in the servers file."""
+    if not scenario.startswith("auth/"):
+        return None
+    if scenario.startswith("auth/client-credentials-"):
+        return AuthConfig(
+            type="client_credentials",
+            client_id=context.get("client_id"),
+            client_secret=context.get("client_secret"),
+        )
+    return AuthConfig(
+        type="oauth",
+        identity="bot",
+        client_id=context.get("client_id"),
+        client_secret=context.get("client_secret"),
+    )
+
+
+async def until_ready(host: MCPHost, auth: httpx2.Auth | None) -> str | None:
+    """None once the server is connected; else why not (a failed sign-in ends the wait at once)."""
+    try:
+        async with asyncio.timeout(READY_WITHIN):
+            while not all(host.server_states().values()):
+                failure = auth.last_failure if isinstance(auth, NerveOAuth) else None
+                if failure is not None:
+                    return f"sign-in failed: {type(failure).__name__}: {failure}"
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        return "; ".join(f"{name}: {reason}" for name, reason in host.problems()) or "not ready in time"
+    return None
+
+
 async def main(url: str, scenario: str, context: dict[str, Any]) -> int:
-    server = ServerConfig.model_validate({"type": "http", "url": url, "timeout": CALL_TIMEOUT})
-    async with MCPHost({SERVER: server}, default_timeout=CALL_TIMEOUT) as host:
-        try:
-            async with asyncio.timeout(READY_WITHIN):
-                await host.wait_until_ready()
-        except TimeoutError:
-            for name, reason in host.problems():
-                print(f"server {name} not ready: {reason}")
+    config = auth_of(scenario, context)
+    server = ServerConfig(url=url, type="http", timeout=CALL_TIMEOUT, auth=config)
+    if config is None:
+        return await connect_and_run(server, None, scenario, context)
+    async with LoopbackSignIn(say=print, wait=SIGN_IN_WAIT) as sign_in:
+        auth = auth_for(
+            url,
+            config,
+            MemoryTokens(),
+            redirect_uri=sign_in.redirect_uri,
+            client_metadata_url=CLIENT_METADATA_URL,
+            redirect_handler=sign_in.redirect_handler,
+            callback_handler=sign_in.callback_handler,
+        )
+        return await connect_and_run(server, auth, scenario, context)
+
+
+async def connect_and_run(
+    server: ServerConfig, auth: httpx2.Auth | None, scenario: str, context: dict[str, Any]
+) -> int:
+    signs_in = (lambda _name, _config: auth) if auth is not None else None
+    async with MCPHost({SERVER: server}, default_timeout=CALL_TIMEOUT, auth=signs_in) as host:
+        problem = await until_ready(host, auth)
+        if problem is not None:
+            print(f"server {SERVER} not ready: {problem}")
             return 1
         tools = host.list_tools()
         print(f"{scenario}: {len(tools)} tools offered: {', '.join(tool.name for tool in tools)}")

@@ -5,8 +5,12 @@ lock in this folder); nothing is downloaded here. Every client scenario the suit
 run, once per protocol revision it covers that nerve speaks, or listed with the reason it is not.
 Each run is the suite's own verdict: the scenario's server judges nerve's requests, and the suite
 fails a run with a failed check, a warning, a client that timed out or one that exited non-zero
-(`conformance.client` exits non-zero when a call does not go as a model's call should). The exit
-code is non-zero when any run fails, or when the suite lists no scenario to run.
+(`conformance.client` exits non-zero when a call does not go as a model's call should; in the
+scenarios where nerve must refuse to sign in, the suite expects that). The exit code is non-zero
+when any run fails, or when the suite lists no scenario to run.
+
+Sign-in scenarios need a browser: the client's BROWSER is `conformance.browser`, which follows the
+suite's authorization redirects back to nerve's loopback callback.
 """
 
 from __future__ import annotations
@@ -32,9 +36,20 @@ RESULTS = INSTALL / "results"
 
 # The protocol revisions nerve's client speaks; a scenario runs once for each of these it covers.
 REVISIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
+# Scenarios of an older revision that still run: a 2025-03-26 server has no resource metadata, and
+# nerve's sign-in must then find the authorization server (or its default endpoints) the old way.
+BACK_COMPAT = frozenset(
+    {"auth/2025-03-26-oauth-metadata-backcompat", "auth/2025-03-26-oauth-endpoint-fallback"}
+)
+# Extension scenarios (off the revision timeline) nerve supports; they run at the suite's default.
+EXTENSION = "extension"
+EXTENSIONS_RUN = frozenset({"auth/client-credentials-basic"})
 # Scenarios left out on purpose, by name prefix, with the reason shown in the table.
 NOT_RUN = {
-    "auth/": "not run: needs per-person sign-in",
+    "auth/client-credentials-jwt": "not run: private_key_jwt client credentials (not a servers-file option)",
+    "auth/enterprise-managed-authorization": "not run: enterprise-managed authorization extension (ID-JAG)",
+    "auth/dpop": "not run: DPoP extension (sender-constrained tokens)",
+    "auth/wif-": "not run: workload identity federation extension",
     "sep-2640-": "not run: skills extension, which nerve does not load",
 }
 # Timing checks run with nothing else of ours in flight. sse-retry answers a pending call on any GET
@@ -76,15 +91,30 @@ def why_not_run(name: str, revisions: tuple[str, ...]) -> str | None:
     for prefix, reason in NOT_RUN.items():
         if name.startswith(prefix):
             return reason
-    if not set(revisions) & set(REVISIONS):
+    if not revisions_to_run(name, revisions):
         return f"not run: covers only {', '.join(revisions)}, which nerve does not speak"
     return None
+
+
+def revisions_to_run(name: str, revisions: tuple[str, ...]) -> list[str]:
+    """The revisions to run a scenario at: those nerve speaks, or all it covers for the exceptions."""
+    if name in BACK_COMPAT or (name in EXTENSIONS_RUN and revisions == (EXTENSION,)):
+        return list(revisions)
+    return [revision for revision in REVISIONS if revision in revisions]
+
+
+def client_environment() -> dict[str, str]:
+    """The suite passes its environment on to the client: the browser for sign-ins goes in there."""
+    browser = f"{shlex.quote(sys.executable)} -m conformance.browser %s"
+    return {**os.environ, "BROWSER": browser}
 
 
 async def run_one(node: Path, suite: Path, scenario: str, revision: str, gate: asyncio.Semaphore) -> Outcome:
     """One scenario at one revision through the suite; the verdict is the suite's exit code."""
     out_dir = RESULTS / f"{scenario.replace('/', '_')}@{revision}"
     client = f"{shlex.quote(sys.executable)} -m conformance.client"
+    # An extension scenario has no revision of its own: the suite picks its default.
+    spec_version = [] if revision == EXTENSION else ["--spec-version", revision]
     async with gate:
         process = await asyncio.create_subprocess_exec(
             str(node),
@@ -94,16 +124,17 @@ async def run_one(node: Path, suite: Path, scenario: str, revision: str, gate: a
             client,
             "--scenario",
             scenario,
-            "--spec-version",
-            revision,
+            *spec_version,
             "--output-dir",
             str(out_dir),
             cwd=ROOT,
+            env=client_environment(),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
         output, _ = await process.communicate()
-    checks_files = sorted(out_dir.glob("*/checks.json"))
+    # The suite writes under <out>/<scenario>-<time>/, the scenario name's "/" making a folder.
+    checks_files = sorted(out_dir.rglob("checks.json"))
     if not checks_files:
         tail = output.decode(errors="replace").strip().splitlines()[-5:]
         return Outcome(scenario=scenario, revision=revision, passed=0, total=0, ok=False, notes=tuple(tail))
@@ -169,7 +200,7 @@ async def main(node: Path, suite: Path, jobs: int, only: list[str]) -> int:
         if reason is not None:
             skipped.append((name, reason))
             continue
-        runs.extend((name, revision) for revision in REVISIONS if revision in revisions)
+        runs.extend((name, revision) for revision in revisions_to_run(name, revisions))
     together = [run for run in runs if run[0] not in ALONE]
     alone = [run for run in runs if run[0] in ALONE]
     outcomes = list(await asyncio.gather(*(run_one(node, suite, *run, gate) for run in together)))

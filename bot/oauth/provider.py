@@ -54,6 +54,8 @@ from pydantic import ValidationError
 
 from bot.config import AuthConfig
 from bot.errors import SignInError
+from bot.oauth.loopback import CALLBACK as LOOPBACK_CALLBACK
+from bot.oauth.loopback import HOST as LOOPBACK_HOST
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,8 @@ GRANT_TYPES = ["authorization_code", "refresh_token"]
 # Where nerve serves its Client ID Metadata Document and receives the browser, below NERVE_PUBLIC_URL.
 CLIENT_METADATA_PATH = "/oauth/client.json"
 CALLBACK_PATH = "/oauth/callback"
+# The loopback sign-in's redirect URI as a metadata document lists it: without its port.
+LOOPBACK_REDIRECT_URI = f"http://{LOOPBACK_HOST}{LOOPBACK_CALLBACK}"
 # Sign-ins in a row after which the server still refused: past this, refusals are passed on instead
 # of opening yet another browser tab (the suite's scope-retry-limit allows at most 3 attempts).
 MAX_UNHELPFUL_SIGN_INS = 2
@@ -376,7 +380,9 @@ def client_metadata_document(public_url: str) -> dict[str, Any]:
     """The JSON nerve serves at NERVE_PUBLIC_URL/oauth/client.json (Client ID Metadata Document).
 
     Its `client_id` is its own URL, as the draft requires; nerve is a public client there (it holds
-    no secret any authorization server issued), signing in through the public callback.
+    no secret any authorization server issued). People sign in through the public callback; the
+    loopback one is for a person at nerve's machine (the terminal, `nerve connect`), whose port
+    changes every time, which RFC 8252 §7.3 has authorization servers ignore for loopback addresses.
     """
     base = public_url.rstrip("/")
     redirect_uri = public_redirect_uri(base)
@@ -384,7 +390,7 @@ def client_metadata_document(public_url: str) -> dict[str, Any]:
         "client_id": base + CLIENT_METADATA_PATH,
         "client_name": CLIENT_NAME,
         "client_uri": base,
-        "redirect_uris": [redirect_uri],
+        "redirect_uris": [redirect_uri, LOOPBACK_REDIRECT_URI],
         "grant_types": list(GRANT_TYPES),
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
