@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=DOCTOR_LOG_HELP
     )
+    connect = commands.add_parser("connect", help="sign in to a server that needs OAuth, in the browser")
+    connect.add_argument("server", help="the server's name in the servers file")
     commands.add_parser("slack", help="run on Slack")
     commands.add_parser("discord", help="run on Discord")
     return parser
@@ -93,7 +95,13 @@ def _with_runtime(front_end: Callable[[Runtime], Awaitable[int]]) -> Job:
     return job
 
 
-def _job(args: argparse.Namespace, settings: Settings, chat_notices: Callable[[], str | None]) -> Job:
+def _job(
+    args: argparse.Namespace,
+    settings: Settings,
+    chat_notices: Callable[[], str | None],
+    stop: asyncio.Event | None = None,
+) -> Job:
+    """What the command runs; `stop` is set on SIGTERM for the front ends that wind down gracefully."""
     # Adapters are imported here, not at the top: `nerve chat` should not load Slack or Discord code.
     command = args.command
     if command == "chat":
@@ -138,13 +146,17 @@ def _job(args: argparse.Namespace, settings: Settings, chat_notices: Callable[[]
                 return await print_approvals(store)
 
         return approvals
+    if command == "connect":
+        from adapters.connect_cli import connect
+
+        return lambda settings: connect(settings, args.server)
     if command == "slack":
         from adapters.slack.app import check_settings, run_slack
 
         check_settings(settings)
 
         async def slack(runtime: Runtime) -> int:
-            await run_slack(runtime.agent, runtime.settings)
+            await run_slack(runtime.agent, runtime.settings, stop=stop)
             return 0
 
         return _with_runtime(slack)
@@ -154,7 +166,7 @@ def _job(args: argparse.Namespace, settings: Settings, chat_notices: Callable[[]
     check_discord_settings(settings)
 
     async def discord(runtime: Runtime) -> int:
-        await run_discord(runtime.agent, runtime.settings)
+        await run_discord(runtime.agent, runtime.settings, stop=stop)
         return 0
 
     return _with_runtime(discord)
@@ -191,19 +203,37 @@ def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable
     return chat_log.notice if chat_log is not None else lambda: None
 
 
-async def until_terminated(work: Coroutine[Any, Any, int]) -> int:
+# Seconds past NERVE_SHUTDOWN_GRACE a front end may take to close what it opened (cut-off turns
+# saying so, the MCP servers' processes) before it is cancelled outright.
+CLOSE_ALLOWANCE = 10.0
+
+
+async def until_terminated(
+    work: Coroutine[Any, Any, int], stop: asyncio.Event | None = None, grace: float = 0.0
+) -> int:
     """Run a long-lived front end until it ends or SIGTERM (a service manager's stop, `docker stop`)
-    arrives. SIGTERM cancels it, so every `async with` closes what it opened — the MCP servers'
-    processes among them, none left behind — and nerve exits 0, as a stop asked for."""
+    arrives, then exit 0, as a stop asked for.
+
+    SIGTERM sets `stop`: the front end stops taking turns at once and gives the running ones `grace`
+    seconds. Whatever still runs CLOSE_ALLOWANCE seconds later (or at a second SIGTERM, or at once
+    without `stop`) is cancelled. Either way every `async with` closes what it opened — the MCP
+    servers' processes among them, none left behind."""
     task = asyncio.ensure_future(work)
     loop = asyncio.get_running_loop()
     terminated = False
+    log = logging.getLogger(__name__)
 
     def terminate() -> None:
         nonlocal terminated
+        if terminated or stop is None:
+            terminated = True
+            log.warning("nerve: stopping now (SIGTERM)")
+            task.cancel()
+            return
         terminated = True
-        logging.getLogger(__name__).warning("nerve: stopping (SIGTERM)")
-        task.cancel()
+        log.warning("nerve: stopping (SIGTERM): no new turns; running ones get up to %g s", grace)
+        stop.set()
+        loop.call_later(grace + CLOSE_ALLOWANCE, task.cancel)
 
     try:
         loop.add_signal_handler(signal.SIGTERM, terminate)
@@ -237,9 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         notices = _configure_logging(args, settings)
-        job = _job(args, settings, notices)
+        stop = asyncio.Event()
+        job = _job(args, settings, notices, stop)
         if args.command in ("slack", "discord"):
-            return asyncio.run(until_terminated(job(settings)))
+            return asyncio.run(until_terminated(job(settings), stop, settings.nerve_shutdown_grace))
         return asyncio.run(job(settings))
     except KeyboardInterrupt:
         # Ctrl-C is how people leave the chat (the prompt handles it; this covers start-up and

@@ -6,13 +6,18 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
+import httpx2
+
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.calls import CallSettings
 from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
 from bot.connections import Connections
 from bot.errors import ConfigError
 from bot.mcp.host import MCPHost
+from bot.mcp.link import AuthFactory
 from bot.model.offline import OfflineModel
+from bot.oauth.memory import MemoryTokens
+from bot.oauth.provider import auth_for
 from bot.oauth.sign_ins import SignIns
 from bot.oauth.vault import Vault
 from bot.policy.scopes import Scopes
@@ -23,6 +28,8 @@ from bot.store.sqlite import SQLiteStore
 # Where a browser lands after signing in, and nerve's client metadata document (CIMD), under
 # NERVE_PUBLIC_URL; the front ends serve both on the HTTP port.
 CALLBACK_PATH = "/oauth/callback"
+# Whose sign-in a server with `"identity": "bot"` (or client credentials) uses: nerve's own.
+BOT_PERSON = "nerve"
 CLIENT_METADATA_PATH = "/oauth/client.json"
 
 
@@ -102,6 +109,23 @@ def sign_ins_for(
     )
 
 
+def shared_auth(sign_ins: SignIns | None) -> AuthFactory:
+    """How a server's one shared connection signs in: nerve's own client credentials, or the account
+    an admin connected (`nerve connect`) for a server whose identity is the bot's."""
+
+    def auth(name: str, config: ServerConfig) -> httpx2.Auth | None:
+        if config.auth is None or config.url is None:
+            return None
+        if config.auth.type == "client_credentials":
+            storage = sign_ins.storage(name, BOT_PERSON) if sign_ins is not None else MemoryTokens()
+            return auth_for(config.url, config.auth, storage, redirect_uri="")
+        if sign_ins is None:
+            return None
+        return sign_ins.provider(name, BOT_PERSON)
+
+    return auth
+
+
 @asynccontextmanager
 async def open_runtime(settings: Settings, *, sign_in_redirect: str | None = None) -> AsyncIterator[Runtime]:
     """Open the store, start every MCP server, pick the model; close all of it on the way out.
@@ -120,6 +144,7 @@ async def open_runtime(settings: Settings, *, sign_in_redirect: str | None = Non
             default_timeout=settings.nerve_tool_timeout,
             max_call_seconds=settings.nerve_tool_max_seconds,
             sign_ins=sign_ins,
+            auth=shared_auth(sign_ins),
         )
         stack.push_async_callback(host.aclose)
         await host.start()

@@ -72,7 +72,9 @@ class MCPHost:
         self._default_timeout = default_timeout
         self._max_call_seconds = max_call_seconds
 
-        def make_link(name: str, config: ServerConfig, link_auth: httpx2.Auth | None) -> ServerLink:
+        def make_link(
+            name: str, config: ServerConfig, link_auth: httpx2.Auth | None, personal: bool = False
+        ) -> ServerLink:
             return ServerLink(
                 name,
                 config,
@@ -80,6 +82,7 @@ class MCPHost:
                 connect_timeout=connect_timeout,
                 on_change=self._changed,
                 auth=link_auth,
+                personal=personal,
             )
 
         personal = {

@@ -88,8 +88,12 @@ class ServerLink:
         connect_timeout: float,
         on_change: Callable[[], None],
         auth: httpx2.Auth | None = None,
+        personal: bool = False,
     ) -> None:
         self.name = name
+        # One person's link: when it needs them to sign in, it stops until they have (the host
+        # opens a new one). A shared link keeps trying, so an admin's `nerve connect` is picked up.
+        self.personal = personal
         self.config = config
         self.auth = auth
         self._mode = mode
@@ -188,7 +192,7 @@ class ServerLink:
                 if not self._connected:
                     self.failed_attempts += 1
                 self._set_down(reason)
-                if self.sign_in is not None:
+                if self.sign_in is not None and self.personal:
                     logger.info("MCP server %r waits for %s to sign in", self.name, self.sign_in.person)
                     return
                 # Said once per reason: a server that stays down must not flood the terminal.
@@ -225,6 +229,7 @@ class ServerLink:
 
     async def _connect_and_serve(self, tap: StderrTap | None) -> str:
         self._challenged = False
+        self.sign_in = None
         self._lost = False
         self._refresh_wanted = False
         self._wake.clear()
@@ -260,7 +265,9 @@ class ServerLink:
             needed = sign_in_needed(exc)
             if needed is not None:
                 self.sign_in = needed
-                return "needs its person to sign in"
+                if self.personal:
+                    return "needs its person to sign in"
+                return f"needs sign-in: an admin runs `nerve connect {self.name}`"
             if self._challenged:
                 return NEEDS_AUTH_ENTRY
             return describe_failure(exc)

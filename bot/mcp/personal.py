@@ -31,7 +31,7 @@ CONNECT_TOOL = "__connect__"
 MAX_OPEN_LINKS = 200
 NEEDS_SIGN_IN = "needs sign-in: nobody has connected an account yet"
 
-MakeLink = Callable[[str, ServerConfig, httpx2.Auth | None], ServerLink]
+MakeLink = Callable[[str, ServerConfig, httpx2.Auth | None, bool], ServerLink]
 
 
 class PersonalServers:
@@ -123,7 +123,7 @@ class PersonalServers:
         if found is not None:
             self._links.move_to_end((server, person))
             return found[0]
-        link = self._make_link(server, self._servers[server], self.sign_ins.provider(server, person))
+        link = self._make_link(server, self._servers[server], self.sign_ins.provider(server, person), True)
         task = asyncio.create_task(link.run(), name=f"mcp-server:{server}:{person}")
         self._links[(server, person)] = (link, task)
         while len(self._links) > MAX_OPEN_LINKS:

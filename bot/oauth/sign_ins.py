@@ -216,7 +216,7 @@ class SignIns:
         token = _conversation.set(key)
         try:
             async with httpx2.AsyncClient(auth=self.provider(server, person), timeout=HTTP_TIMEOUT) as http:
-                await http.post(config.url, json=_PROBE, headers=_PROBE_HEADERS)
+                await http.post(config.url, json=PROBE, headers=PROBE_HEADERS)
         except SignInRequired as needed:
             return needed.sign_in
         finally:
@@ -345,7 +345,7 @@ async def _authorization_metadata(http: httpx2.AsyncClient, server_url: str) -> 
 
 
 # A request that needs a signed-in caller: an MCP initialize, as any client's first request.
-_PROBE = {
+PROBE = {
     "jsonrpc": "2.0",
     "id": 0,
     "method": "initialize",
@@ -355,7 +355,7 @@ _PROBE = {
         "clientInfo": {"name": "nerve", "version": "0.1.0"},
     },
 }
-_PROBE_HEADERS = {
+PROBE_HEADERS = {
     "Accept": "application/json, text/event-stream",
     "MCP-Protocol-Version": "2025-11-25",
 }
