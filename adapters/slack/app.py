@@ -33,6 +33,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.slack.approval_view import ACTION_PATTERN
 from adapters.slack.commands import HELP, RESET_IN_CHANNEL, approvals_text, tools_text
@@ -55,11 +56,14 @@ from adapters.slack.post import Poster
 from adapters.slack.prompt_command import PROMPT_WORDS, PromptCommand
 from adapters.slack.rate_limits import CountedRateLimitHandler
 from adapters.slack.render import FEEDBACK_ACTION
+from adapters.slack.sign_in import COMMAND_WORDS as CONNECTION_WORDS
+from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.signature import signature_problem
 from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
+from bot.oauth.sign_ins import SignedIn
 from bot.text import scrub_bytes
 from bot.types import ConversationKey
 
@@ -158,12 +162,16 @@ class SlackBot:
         # Feedback buttons only where clicks can be kept: the store, when it keeps feedback.
         inbox = agent.inbox
         self._feedback = feedback or (inbox if isinstance(inbox, FeedbackStore) else None)
+        self._sign_ins = SlackSignIns(
+            agent.connections, self._poster, self.spawn, expires_in=settings.nerve_sign_in_timeout
+        )
         self._turns = TurnRunner(
             agent,
             self._poster,
             status_interval=status_interval,
             stream_interval=stream_interval,
             feedback=self._feedback is not None,
+            watch=self._sign_ins.watch,
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._desk = ApprovalDesk(agent, self._poster, self._turns, self.spawn)
@@ -196,6 +204,8 @@ class SlackBot:
         self.app.action(INPUT_ACTIONS)(self._on_input_click)
         self.app.view_submission(INPUT_FORM)(self._on_input_submit)
         self.app.view_closed(INPUT_FORM)(self._on_input_closed)
+        self.app.action(CONNECT_ACTIONS)(self._on_link_click)
+        self.app.action(DISCONNECT_ACTION)(self._on_disconnect_click)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -343,6 +353,19 @@ class SlackBot:
         await ack()
         self.spawn(self._inputs.on_close(body))
 
+    async def _on_link_click(self, ack: AsyncAck) -> None:
+        # The Connect button opens its link in the browser; Slack tells us of the click too.
+        await ack()
+
+    async def _on_disconnect_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        self.spawn(self._sign_ins.on_disconnect_click(body))
+
+    def resume_signed_in(self, signed: SignedIn) -> None:
+        """A person finished signing in (the callback): the turns that waited for it go on now."""
+        for request_id in signed.request_ids:
+            self.spawn(self._desk.go_on(request_id))
+
     async def _on_thread_started(self, event: dict[str, Any]) -> None:
         thread = event.get("assistant_thread") or {}
         channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
@@ -373,6 +396,8 @@ class SlackBot:
         elif sub == "approvals":
             text = await approvals_text(self.agent, self.settings.admins, user, words[1:])
             await ack(text=text, response_type="ephemeral")
+        elif sub in CONNECTION_WORDS:
+            await self._sign_ins.on_command(ack, command, words)
         elif sub == "reset" and is_dm_channel(channel, command.get("channel_name")):
             await ack()
             key = ConversationKey(
@@ -510,12 +535,18 @@ async def run_slack(
     check_settings(settings)
     bind = host or settings.nerve_http_host
     ops = OpsEndpoints(agent, PlatformLink("Slack"), ready=ops_ready)
+    # The browser's way back after signing in, on the same port in every mode.
+    sign_ins = sign_in_endpoints(agent.connections, settings.nerve_public_url, "Slack")
+    if sign_ins is not None:
+        ops.routes.append(sign_ins.install)
     socket_mode = settings.slack_app_token is not None
     async with (
         aiohttp.ClientSession() as session,
         ops.serving(bind, settings.nerve_http_port, alone=socket_mode),
     ):
         bot = build_bot(agent, settings, client=make_client(settings, session=session))
+        if sign_ins is not None:
+            sign_ins.resume = bot.resume_signed_in
         try:
             await bot.identity()
             recovered = await bot.recover()

@@ -18,6 +18,8 @@ HELP = (
     "• `/nerve tools` — the tools I can use here\n"
     "• `/nerve prompts` — the prompts you can start here; `/nerve prompt NAME arg=value …` starts one\n"
     "• `/nerve approvals` — admins: the tools always allowed per place, and how to revoke one\n"
+    "• `/nerve connections` — the services you connected with your own account (Disconnect there);"
+    " `/nerve connect NAME` connects one\n"
     "• `/nerve reset` — in a DM: start a new conversation\n"
     "• In a channel thread, mention me with `reset` to start that thread over.\n"
     "• `/nerve help` — this message"

@@ -11,6 +11,7 @@ the same way, then answers the messages that waited behind it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from slack_sdk.errors import SlackApiError
 
@@ -29,9 +30,11 @@ from adapters.slack.render import (
     render_reply,
 )
 from bot.agent import Agent
-from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, TurnEvent
+from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)
+# Wraps a turn's progress sink (`adapters.slack.sign_in`): what it shows besides the live message.
+Watch = Callable[[Turn, Progress], Progress]
 
 APOLOGY = "Sorry — something went wrong on my side while answering; please try again."
 RESET_DONE = "Started a new conversation here: I have forgotten what we said before."
@@ -49,8 +52,11 @@ class TurnRunner:
         status_interval: float,
         stream_interval: float = 0.4,
         feedback: bool = False,
+        watch: Watch | None = None,
     ) -> None:
         self._agent = agent
+        # Sees each turn's events before its sink: sign-in links go to their person alone.
+        self._watch: Watch = watch or (lambda turn, progress: progress)
         self._poster = poster
         self._status_interval = status_interval
         self._stream_interval = stream_interval
@@ -68,7 +74,7 @@ class TurnRunner:
             else:
                 sink = await self.open_progress(turn)
                 try:
-                    reply = await self._agent.reply(turn.incoming, sink.on_event)
+                    reply = await self._agent.reply(turn.incoming, self._watch(turn, sink.on_event))
                 finally:
                     await sink.close()
                 await self._deliver(turn, reply, sink)
@@ -94,7 +100,7 @@ class TurnRunner:
         sink = LazyProgress(self, turn)
         try:
             try:
-                final = await self._agent.resume(request_id, sink.on_event)
+                final = await self._agent.resume(request_id, self._watch(turn, sink.on_event))
             finally:
                 await sink.close()
             if final is None:
@@ -112,7 +118,7 @@ class TurnRunner:
 
         async def progress(event: TurnEvent) -> None:
             if current:
-                await current[-1].on_event(event)
+                await self._watch(current[-1].turn, current[-1].on_event)(event)
 
         def fresh(turn: Turn) -> None:
             current.append(LazyProgress(self, turn))

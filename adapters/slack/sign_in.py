@@ -1,0 +1,254 @@
+"""Signing in to per-person servers from Slack: the private Connect button, and `/nerve connections`.
+
+A sign-in link is bound to one person (its `state` is theirs alone), so it is only ever shown to
+them: `chat.postEphemeral` to that user, in the thread the turn runs in — never a message the channel
+sees. Slack cannot update an ephemeral message later, so the button stays; a second use of the link
+is refused by the callback page, which says to ask again.
+
+The person's browser comes back to nerve's callback (`adapters.oauth_http`), which finishes the
+sign-in; the front end then goes on with the parked turn in its thread (`SlackBot.resume_signed_in`).
+
+`/nerve connections` lists the person's own connections with a Disconnect button each (revoked at
+the server where it supports RFC 7009, then forgotten); `/nerve connect NAME` starts one. Both
+answer only to the person who typed them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_sdk.errors import SlackApiError
+
+from adapters.slack.clicks import click_of, payload_field
+from adapters.slack.events import PLATFORM, Turn
+from adapters.slack.post import Poster, api_error
+from adapters.slack.render import escape
+from bot.connections import Connections
+from bot.oauth.sign_ins import Connection
+from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
+
+logger = logging.getLogger(__name__)
+
+Spawn = Callable[[Coroutine[Any, Any, None]], None]
+
+# The Connect button opens the link in the browser; Slack still sends its click, which is acked only.
+CONNECT_ACTION = "nerve_connect"
+CONNECT_ACTIONS = re.compile(r"^nerve_connect(\..*)?$")
+DISCONNECT_ACTION = "nerve_disconnect"
+# `/nerve WORD …` handled here.
+COMMAND_WORDS = frozenset({"connections", "connect", "disconnect"})
+LISTED = 40
+NO_SIGN_INS = "No service here asks you to sign in with your own account."
+CONNECT_USAGE = "Usage: `/nerve connect NAME` — one of: {names}."
+FAILED = "Sorry — something went wrong on my side; please try again."
+
+
+def user_of(person: str) -> str:
+    """The Slack user id in a person id (`slack:T123:U456` → `U456`)."""
+    return person.rsplit(":", 1)[-1]
+
+
+def _minutes(seconds: float) -> str:
+    minutes = max(1, round(seconds / 60))
+    return "1 minute" if minutes == 1 else f"{minutes} minutes"
+
+
+def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, list[dict[str, Any]]]:
+    """The private note with the Connect button: (fallback text, blocks)."""
+    server = escape(needed.server)
+    text = (
+        f"*{server}* works with your own account. Sign in to connect it, and I will go on.\n"
+        f"This link is yours only — don't share it — and it expires in {_minutes(expires_in)}."
+    )
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        {
+            "type": "actions",
+            "block_id": "nerve_connect",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": f"{CONNECT_ACTION}.{needed.server}"[:255],
+                    "text": {"type": "plain_text", "text": f"Connect {needed.server}"[:75]},
+                    "url": needed.url,
+                    "style": "primary",
+                }
+            ],
+        },
+    ]
+    return f"Connect {needed.server} to go on: {needed.url}", blocks
+
+
+def connections_message(connected: list[Connection], servers: list[str]) -> tuple[str, list[dict[str, Any]]]:
+    """`/nerve connections`: the person's connections with a Disconnect button each."""
+    if not servers:
+        return NO_SIGN_INS, []
+    blocks: list[dict[str, Any]] = []
+    mine = [c for c in connected if c.server in servers][:LISTED]
+    if mine:
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": "*Connected with your own account:*"}}
+        )
+    for connection in mine:
+        since = time.strftime("%Y-%m-%d", time.gmtime(connection.since))
+        server = escape(connection.server)
+        blocks.append(
+            {
+                "type": "section",
+                "text": {"type": "mrkdwn", "text": f"• *{server}* — since {since}"},
+                "accessory": {
+                    "type": "button",
+                    "action_id": DISCONNECT_ACTION,
+                    "text": {"type": "plain_text", "text": "Disconnect"},
+                    "value": connection.server[:2000],
+                    "style": "danger",
+                    "confirm": {
+                        "title": {"type": "plain_text", "text": "Disconnect?"},
+                        "text": {
+                            "type": "mrkdwn",
+                            "text": f"I will stop using your *{server}* account; you can connect it again.",
+                        },
+                        "confirm": {"type": "plain_text", "text": "Disconnect"},
+                        "deny": {"type": "plain_text", "text": "Keep"},
+                    },
+                },
+            }
+        )
+    others = [name for name in servers if name not in {c.server for c in mine}]
+    if others:
+        names = ", ".join(f"`{escape(name)}`" for name in others[:LISTED])
+        blocks.append(
+            {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": f"Not connected: {names} — `/nerve connect NAME`"}],
+            }
+        )
+    listed = ", ".join(c.server for c in mine) or "none"
+    return f"Your connections: {listed}", blocks
+
+
+def _key(workspace: str, channel: str) -> ConversationKey:
+    """A key that stands for "this person in this workspace": whose connections these are."""
+    return ConversationKey(platform=PLATFORM, workspace=workspace, channel=channel, thread="-")
+
+
+class SlackSignIns:
+    """Sign-in links, `/nerve connections` and Disconnect clicks for one Slack bot."""
+
+    def __init__(
+        self, connections: Connections | None, poster: Poster, spawn: Spawn, *, expires_in: float
+    ) -> None:
+        self._connections = connections
+        self._poster = poster
+        self._spawn = spawn
+        self._expires_in = expires_in
+
+    # --- during a turn ------------------------------------------------------------------------
+
+    def watch(self, turn: Turn, forward: Progress) -> Progress:
+        """The turn's progress, with each sign-in link shown to its person alone (in the background:
+        the turn never waits on Slack for it)."""
+
+        async def progress(event: TurnEvent) -> None:
+            if event.kind == "sign_in_needed" and event.sign_in is not None:
+                self._spawn(self.show_link(turn.channel, turn.reply_thread_ts, event.sign_in))
+            await forward(event)
+
+        return progress
+
+    async def show_link(self, channel: str, thread: str | None, needed: SignInNeeded) -> None:
+        text, blocks = link_message(needed, self._expires_in)
+        kwargs: dict[str, Any] = {"channel": channel, "user": user_of(needed.person), "text": text}
+        kwargs["blocks"] = blocks
+        if thread is not None:
+            kwargs["thread_ts"] = thread
+        try:
+            await self._poster.client.chat_postEphemeral(**kwargs)
+        except SlackApiError as exc:
+            # Never anywhere public instead: the link would let anyone sign in as this person.
+            logger.warning(
+                "could not show %s their sign-in link for %s: %s",
+                user_of(needed.person),
+                needed.server,
+                api_error(exc),
+            )
+
+    # --- /nerve connections, connect -------------------------------------------------------------
+
+    async def on_command(self, ack: AsyncAck, command: Mapping[str, Any], words: list[str]) -> None:
+        sub = words[0].lower() if words else "connections"
+        user = str(command.get("user_id") or "")
+        channel = str(command.get("channel_id") or "")
+        key = _key(str(command.get("team_id") or ""), channel)
+        connections = self._connections
+        if connections is None or not connections.servers:
+            await ack(text=NO_SIGN_INS, response_type="ephemeral")
+            return
+        if sub == "connect":
+            if len(words) != 2:
+                names = ", ".join(f"`{escape(n)}`" for n in connections.servers)
+                await ack(text=CONNECT_USAGE.format(names=names), response_type="ephemeral")
+                return
+            # Discovery and registration may take longer than Slack waits for the ack.
+            await ack()
+            self._spawn(self._connect(key, user, channel, words[1]))
+            return
+        if sub == "disconnect" and len(words) == 2:
+            await ack()
+            self._spawn(self._disconnect(key, user, channel, None, words[1]))
+            return
+        try:
+            text, blocks = connections_message(await connections.of(key, user), connections.servers)
+        except Exception:
+            logger.exception("listing the connections of %s failed", user)
+            await ack(text=FAILED, response_type="ephemeral")
+            return
+        await ack(text=text, blocks=blocks, response_type="ephemeral")
+
+    async def _connect(self, key: ConversationKey, user: str, channel: str, server: str) -> None:
+        assert self._connections is not None
+        try:
+            started = await self._connections.connect(key, user, server)
+        except Exception as exc:
+            logger.warning("could not start a sign-in to %r for %s: %s", server, user, exc)
+            text = f"I could not start the sign-in to {server} ({type(exc).__name__}); try again later."
+            await self._poster.tell(channel, user, text)
+            return
+        if started.sign_in is None:
+            await self._poster.tell(channel, user, started.note)
+            return
+        await self.show_link(channel, None, started.sign_in)
+
+    # --- Disconnect ------------------------------------------------------------------------------
+
+    async def on_disconnect_click(self, body: Mapping[str, Any]) -> None:
+        """A Disconnect button in the person's own connections list (already acked)."""
+        pressed = click_of(body)
+        server = str(pressed.action.get("value") or "")
+        workspace = payload_field(body, "team", "id") or payload_field(body, "user", "team_id") or ""
+        if pressed.user is None or not server:
+            return
+        key = _key(workspace, pressed.channel or "")
+        await self._disconnect(key, pressed.user, pressed.channel, pressed.thread, server)
+
+    async def _disconnect(
+        self, key: ConversationKey, user: str, channel: str | None, thread: str | None, server: str
+    ) -> None:
+        if self._connections is None:
+            return
+        try:
+            gone = await self._connections.disconnect(key, user, server)
+        except Exception:
+            logger.exception("disconnecting %s from %s failed", user, server)
+            await self._poster.tell(channel, user, FAILED, thread)
+            return
+        if gone:
+            text = f"Disconnected from {server}: I no longer use your account there. Ask again to reconnect."
+        else:
+            text = f"You were not connected to {server}."
+        await self._poster.tell(channel, user, text, thread)
