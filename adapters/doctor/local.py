@@ -65,24 +65,46 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
         return []
     # Imported here: the MCP client adds most of a second to a run that has no server to start.
     from bot.mcp.host import STILL_STARTING, MCPHost
+    from bot.mcp.personal import NEEDS_SIGN_IN
+    from bot.runtime import open_store, shared_auth, sign_ins_for
 
-    host = MCPHost(
-        servers,
-        default_timeout=settings.nerve_tool_timeout,
-        connect_timeout=SERVER_LIMIT,
-        max_call_seconds=settings.nerve_tool_max_seconds,
-    )
-    try:
-        # A second past the servers' own limit, so each one reports its own timeout.
-        await host.start(grace=SERVER_LIMIT + 1, limit=SERVER_LIMIT + 1)
-        problems = dict(host.problems())
-        tools = Counter(spec.server for spec in host.list_tools())
-    finally:
-        await host.aclose()
-    return [
-        _server_check(name, config, _plain(problems.get(name), STILL_STARTING), tools[name])
-        for name, config in servers.items()
-    ]
+    async with open_store(settings) as store:
+        try:
+            sign_ins = sign_ins_for(settings, servers, store, None)
+        except ConfigError as exc:
+            return [error("sign-in", exc.message, "set it in the environment or .env, then run doctor again")]
+        host = MCPHost(
+            servers,
+            default_timeout=settings.nerve_tool_timeout,
+            connect_timeout=SERVER_LIMIT,
+            max_call_seconds=settings.nerve_tool_max_seconds,
+            sign_ins=sign_ins,
+            auth=shared_auth(sign_ins),
+        )
+        try:
+            # A second past the servers' own limit, so each one reports its own timeout.
+            await host.start(grace=SERVER_LIMIT + 1, limit=SERVER_LIMIT + 1)
+            problems = dict(host.problems())
+            tools = Counter(spec.server for spec in host.list_tools())
+            connected = {
+                name: len(await sign_ins.people_connected(name))
+                for name in servers
+                if sign_ins is not None and sign_ins.per_person(name)
+            }
+        finally:
+            await host.aclose()
+    checks = []
+    for name, config in servers.items():
+        if name in connected:
+            problem = problems.get(name)
+            people = connected[name]
+            if problem is None or problem == NEEDS_SIGN_IN:
+                who = "1 person has" if people == 1 else f"{people} people have"
+                found = f"each person signs in; {who} connected"
+                checks.append(ok(f"server {name}", found))
+                continue
+        checks.append(_server_check(name, config, _plain(problems.get(name), STILL_STARTING), tools[name]))
+    return checks
 
 
 def _plain(problem: str | None, still_starting: str) -> str | None:
@@ -95,7 +117,11 @@ def _server_check(name: str, config: ServerConfig, problem: str | None, tools: i
     label = f"server {name}"
     if problem is None:
         return ok(label, f"ready, {tools} tool{'s' if tools != 1 else ''}")
-    if config.kind != "stdio":
+    if "nerve connect" in problem:
+        todo = f"run `nerve connect {name}` and sign in with the account nerve should use"
+    elif "auth entry" in problem:
+        todo = 'add "auth": {"type": "oauth", "identity": "user"} (or "bot") to its entry'
+    elif config.kind != "stdio":
         todo = "check its url and headers in the servers file, and that the server is running"
     elif "could not be started" in problem:
         todo = "check its command in the servers file: is the program installed, and on PATH?"
