@@ -328,3 +328,27 @@ async def test_a_server_that_wants_a_sign_in_without_an_auth_entry_is_reported_p
     async with MCPHost(plain) as host:
         [(name, reason)] = host.problems()
         assert name == "notes" and "needs sign-in" in reason and "auth" in reason, reason
+
+
+async def test_a_new_authorization_server_voids_the_tokens_of_the_old_one(store):
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+    from pydantic import AnyUrl
+
+    from bot.oauth.tokens import StoredTokens
+
+    def registered(issuer: str) -> OAuthClientInformationFull:
+        return OAuthClientInformationFull(
+            client_id=f"client-of-{issuer}", redirect_uris=[AnyUrl(CALLBACK)], issuer=issuer
+        )
+
+    tokens = StoredTokens(store, Vault(SECRET), server="notes", person="slack:T1:U1", registration=CALLBACK)
+    await tokens.set_client_info(registered("https://old-issuer.example"))
+    await tokens.set_tokens(OAuthToken(access_token="old-access", refresh_token="old-refresh"))
+    assert (await tokens.get_tokens()) is not None
+
+    # The server now names another authorization server: the SDK registers there anew.
+    later = StoredTokens(store, Vault(SECRET), server="notes", person="slack:T1:U1", registration=CALLBACK)
+    await later.get_tokens()
+    await later.set_client_info(registered("https://new-issuer.example"))
+    assert await later.get_tokens() is None, "tokens of the old issuer are gone"
+    assert await store.stored_tokens("notes", "slack:T1:U1") is None
