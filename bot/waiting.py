@@ -238,6 +238,8 @@ class WaitingTurns:
         if found is None:
             return None
         if not found[0].calls:
+            if await self.approvals.sign_in_calls(found[0].request_id):
+                return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
             return AgentReply(text="Waiting for your answer to a tool's question.")
         names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
         return AgentReply(text=f"Waiting for approval to run {names}.", approval=found[0])

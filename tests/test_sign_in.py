@@ -126,11 +126,13 @@ async def test_a_turn_waits_for_the_sign_in_and_goes_on_with_the_persons_own_ide
     try:
         assert [t.name for t in agent.tools()] == ["connect_notes"], "no tools before anyone connected"
         shown = Shown()
-        parked = await agent.reply(ask("U1"), shown)
+        parked = await agent.reply(ask("U1", event_id="E1"), shown)
         assert "Connect button" in parked.text
         [needed] = shown.sign_ins()
         assert needed.server == "notes" and needed.person == "slack:T1:U1"
         assert await store.waiting_in(KEY) is not None, "the turn is parked in the store"
+        replayed = await agent.reply(ask("U1", event_id="E1"), Shown())
+        assert replayed.text.startswith("Waiting for you to sign in"), "told what it waits on"
 
         assert await sign_in_and_resume(agent, shown, "alice") == "You are alice."
         results = tool_results(llm)
