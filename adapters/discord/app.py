@@ -51,7 +51,10 @@ from adapters.discord.ops import count_rate_limit_waits, gateway_up
 from adapters.discord.pages import ChannelPage, ChannelPoster, InteractionPage, InteractionPoster, post_files
 from adapters.discord.prompt_command import PromptAgent
 from adapters.discord.render import ResultsCache, reply_chunks
+from adapters.discord.sign_in import DisconnectButton, SignInLinks, resume_signed_in
+from adapters.discord.sign_in import register as register_sign_in
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
+from adapters.oauth_http import SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
@@ -133,7 +136,9 @@ class NerveDiscordBot(discord.Client):
             order=self._order,
             post=self.post_to_conversation,
             spawn=self._spawn,
-            progress_for=lambda key: self.input_flow.sink(no_progress, self._where_of(key)),
+            progress_for=lambda key: self.sign_in_links.watch(
+                self.input_flow.sink(no_progress, self._where_of(key))
+            ),
         )
         self.input_flow = InputFlow(
             agent=agent,
@@ -143,6 +148,12 @@ class NerveDiscordBot(discord.Client):
         )
         discord_commands.register(self)
         self.add_dynamic_items(ToolResultsButton)
+        # Per-person sign-in: the Connect links, /connections, /connect and their Disconnect buttons.
+        self.sign_in_links = SignInLinks(
+            self, getattr(agent, "connections", None), self._spawn, expires_in=settings.nerve_sign_in_timeout
+        )
+        register_sign_in(self)
+        self.add_dynamic_items(DisconnectButton)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -230,8 +241,10 @@ class NerveDiscordBot(discord.Client):
                 reference = reply_reference(job.channel_id, job.message_id, guild_id)
             poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
             live = LiveAnswer(poster, every=self.live_edit_every)
-            progress = self.input_flow.sink(
-                live.progress, Where(channel=channel, channel_id=job.channel_id, reference=reference)
+            progress = self.sign_in_links.watch(
+                self.input_flow.sink(
+                    live.progress, Where(channel=channel, channel_id=job.channel_id, reference=reference)
+                )
             )
             async with Typing(channel):
                 try:
@@ -317,8 +330,11 @@ class NerveDiscordBot(discord.Client):
                 every=self.live_edit_every,
             )
             where = Where(channel=self._channel(job), channel_id=job.channel_id, reference=reference)
+            links = self.sign_in_links.for_turn(interaction)
             try:
-                reply = await self._run_turn(job.incoming, self.input_flow.sink(live.progress, where))
+                reply = await self._run_turn(
+                    job.incoming, links.watch(self.input_flow.sink(live.progress, where))
+                )
             finally:
                 await live.stop()
             if reply.approval is not None:
@@ -328,6 +344,7 @@ class NerveDiscordBot(discord.Client):
                 chunks, view = self._render(reply)
                 await live.deliver(chunks, view)
                 await post_files(InteractionPoster(interaction, fallback), reply.attachments)
+            await links.flush()
             if job.open_thread:
                 await self._open_thread(job)
 
@@ -402,6 +419,10 @@ class NerveDiscordBot(discord.Client):
     async def approval_clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
         """A click on an approval button (routed here by `ApprovalButton`)."""
         await self.approval_flow.clicked(interaction, click)
+
+    async def disconnect_clicked(self, interaction: discord.Interaction[Any], server: str) -> None:
+        """A click on a Disconnect button of /connections (routed by `DisconnectButton`)."""
+        await self.sign_in_links.disconnect(interaction, server)
 
     async def input_clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None:
         """A click on a server's request for input or a step of its form (routed by `InputButton`)."""
@@ -511,14 +532,27 @@ async def run_discord(
     """
     token = check_settings(settings)
     ops = OpsEndpoints(agent, PlatformLink("Discord"), ready=ops_ready)
+    # The browser's way back after signing in, on the same port.
+    sign_ins = sign_in_endpoints(getattr(agent, "connections", None), settings.nerve_public_url, "Discord")
+    if sign_ins is not None:
+        ops.routes.append(sign_ins.install)
     async with ops.serving(settings.nerve_http_host, settings.nerve_http_port):
-        await _run_restarting(agent, settings, token, policy or RestartPolicy(), ops.platform)
+        await _run_restarting(
+            agent, settings, token, policy or RestartPolicy(), ops.platform, sign_ins=sign_ins
+        )
 
 
 async def _run_restarting(
-    agent: DiscordAgent, settings: Settings, token: str, policy: RestartPolicy, platform: PlatformLink
+    agent: DiscordAgent,
+    settings: Settings,
+    token: str,
+    policy: RestartPolicy,
+    platform: PlatformLink,
+    *,
+    sign_ins: SignInEndpoints | None = None,
 ) -> None:
-    """`run_discord`'s loop: a new client after each death, `platform` told how to see the newest."""
+    """`run_discord`'s loop: a new client after each death, `platform` told how to see the newest
+    (and `sign_ins` which client goes on with the turns a sign-in lets go on)."""
     count_rate_limit_waits()
     # nerve never joins voice channels: the warnings about missing voice libraries are only noise.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
@@ -528,6 +562,8 @@ async def _run_restarting(
     while True:
         bot = NerveDiscordBot(agent, settings)
         platform.connected(functools.partial(gateway_up, bot))
+        if sign_ins is not None:
+            sign_ins.resume = resume_signed_in(bot.approval_flow.resume_later)
         started = loop.time()
         failure: BaseException
         try:
