@@ -4,6 +4,8 @@
 * `/readyz` — 200 when the database answers, the front end is connected to its platform (Slack's
   socket or HTTP app, Discord's gateway; the terminal always is) and at least one MCP server is
   ready; otherwise 503. Both carry `{"ready": …, "reasons": [...]}`, the reasons in plain words.
+  From SIGTERM on it answers 503 "shutting down" at once, while running turns finish: a load
+  balancer or an orchestrator sends nothing new to a process on its way out.
 * `/metrics` — the figures of `bot.metrics` in the Prometheus text format (OpenMetrics when the
   scraper asks for it).
 
@@ -42,6 +44,7 @@ from bot.seams import Inbox
 
 logger = logging.getLogger(__name__)
 
+SHUTTING_DOWN = "shutting down"
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
@@ -104,11 +107,14 @@ class OpsEndpoints:
         *,
         ready: asyncio.Future[str] | None = None,
         database_timeout: float = DATABASE_TIMEOUT,
+        stopping: asyncio.Event | None = None,
     ) -> None:
         # The agent, not its inbox: a front end may be handed one before it is complete.
         self._agent = agent
         self.platform = platform
         self._ready = ready
+        # Set on SIGTERM: from then on the process is not ready, whatever else holds.
+        self._stopping = stopping
         self._database_timeout = database_timeout
         # More routes served beside these on the same port (the sign-in callback): each adds its own.
         self.routes: list[Callable[[web.Application], None]] = []
@@ -155,6 +161,8 @@ class OpsEndpoints:
 
     async def reasons(self) -> list[str]:
         """Why this process is not ready; empty when it is."""
+        if self._stopping is not None and self._stopping.is_set():
+            return [SHUTTING_DOWN]
         found = []
         database = await self._database_problem()
         if database is not None:

@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     nerve_http_host: str = "0.0.0.0"
     # Slack deliveries are remembered this long for dedupe and replay, then pruned.
     nerve_inbox_retention_hours: float = Field(default=24.0, gt=0)
+    # Seconds `nerve slack` / `nerve discord` let running turns finish after SIGTERM; turns still
+    # running then are cut off and answered at the next start.
+    nerve_shutdown_grace: float = Field(default=20.0, ge=0)
     nerve_slack_follow_threads: bool = False
     nerve_slack_allow_bots: bool = False
 

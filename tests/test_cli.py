@@ -275,7 +275,7 @@ def test_a_start_up_error_inside_a_task_group_is_reported_in_one_plain_line(monk
 
     for name, value in nerve_env(tmp_path).items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(cli, "_job", lambda args, settings, notices: failing_start)
+    monkeypatch.setattr(cli, "_job", lambda args, settings, notices, stop: failing_start)
     code = cli.main(["slack"])
     err = capsys.readouterr().err
     assert code == 2
@@ -288,7 +288,7 @@ def test_an_unexpected_error_still_shows_its_traceback(monkeypatch, tmp_path):
 
     for name, value in nerve_env(tmp_path).items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(cli, "_job", lambda args, settings, notices: broken)
+    monkeypatch.setattr(cli, "_job", lambda args, settings, notices, stop: broken)
     with pytest.raises(RuntimeError, match="a bug"):
         cli.main(["tools"])
 

@@ -56,6 +56,7 @@ from adapters.discord.sign_in import register as register_sign_in
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
 from adapters.oauth_http import SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
+from adapters.shutdown import finished_within
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
 from bot.render import truncate
@@ -103,6 +104,9 @@ def thread_name(question: str) -> str:
     return truncate(" ".join(question.split()), 90)[0] or "nerve"
 
 
+SWEEPER_TASK = "discord-approval-expiry"
+
+
 class NerveDiscordBot(discord.Client):
     """The Discord client: parses deliveries into `Incoming`, runs turns, renders replies."""
 
@@ -129,6 +133,8 @@ class NerveDiscordBot(discord.Client):
         self._order = ConversationOrder()
         self._thread_refused: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
+        self.stopping = False
         self.approval_flow = ApprovalFlow(
             agent=agent,
             client=self,
@@ -164,7 +170,7 @@ class NerveDiscordBot(discord.Client):
         self.add_dynamic_items(ApprovalButton, InputButton)
         await self._sync_commands()
         self._spawn(self._recover(), "discord-recover")
-        self._spawn(self.approval_flow.run_sweeper(self.approval_sweep_every), "discord-approval-expiry")
+        self._spawn(self.approval_flow.run_sweeper(self.approval_sweep_every), SWEEPER_TASK)
 
     async def _sync_commands(self) -> None:
         guild_id = self.settings.discord_guild_id
@@ -185,6 +191,21 @@ class NerveDiscordBot(discord.Client):
             return
         where = f"guild {guild_id}" if guild_id else "all guilds (may take a while to appear)"
         logger.info("registered %d slash commands for %s", len(synced), where)
+
+    async def drain(self, grace: float) -> None:
+        """SIGTERM: take no new turn (deliveries are kept in the inbox for the next start) and give the
+        running ones up to `grace` seconds to finish; `close` cuts off the rest."""
+        self.stopping = True
+        for task in list(self._tasks):
+            if task.get_name() == SWEEPER_TASK:
+                task.cancel()
+        if not await finished_within(self._tasks, grace):
+            logger.warning(
+                "nerve: %d Discord turn(s) still running after %g s (NERVE_SHUTDOWN_GRACE): cut off, "
+                "answered at the next start",
+                len(self._tasks),
+                grace,
+            )
 
     async def close(self) -> None:
         """Cancel running turns (their deliveries stay unfinished and are answered after restart)."""
@@ -222,6 +243,9 @@ class NerveDiscordBot(discord.Client):
         job = job_for(incoming, kind="message", channel_id=message.channel.id, message_id=message.id)
         if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
             logger.debug("ignoring re-delivered message %s", message.id)
+            return
+        if self.stopping:
+            logger.info("kept %s for the next start: nerve is shutting down", incoming.event_id)
             return
         self._spawn(self._answer_message(job), f"discord-{incoming.event_id}")
 
@@ -311,6 +335,9 @@ class NerveDiscordBot(discord.Client):
             incoming, kind="interaction", channel_id=interaction.channel_id or 0, message_id=answer_id or 0
         )
         if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
+            return
+        if self.stopping:
+            logger.info("kept %s for the next start: nerve is shutting down", incoming.event_id)
             return
         self._spawn(self._answer_interaction(interaction, job), f"discord-{incoming.event_id}")
 
@@ -522,8 +549,12 @@ async def run_discord(
     *,
     policy: RestartPolicy | None = None,
     ops_ready: asyncio.Future[str] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Run the bot until cancelled; restart it with bounded exponential backoff when it dies.
+    """Run the bot until cancelled, or until `stop` is set (SIGTERM): `/readyz` answers 503 at once,
+    new deliveries are kept for the next start, running turns get NERVE_SHUTDOWN_GRACE seconds and
+    the rest are cut off (answered at the next start). Restart the client with bounded exponential
+    backoff when it dies.
 
     Raises `ConfigError` for what no restart can fix: a missing or rejected token, or intents the
     application is not allowed to use; `StartupError` when Discord cannot be reached before the
@@ -531,15 +562,23 @@ async def run_discord(
     start (`adapters.ops_http`; `ops_ready` receives their base URL).
     """
     token = check_settings(settings)
-    ops = OpsEndpoints(agent, PlatformLink("Discord"), ready=ops_ready)
+    stop = stop or asyncio.Event()
+    ops = OpsEndpoints(agent, PlatformLink("Discord"), ready=ops_ready, stopping=stop)
     # The browser's way back after signing in, on the same port.
     sign_ins = sign_in_endpoints(getattr(agent, "connections", None), settings.nerve_public_url, "Discord")
     if sign_ins is not None:
         ops.routes.append(sign_ins.install)
     async with ops.serving(settings.nerve_http_host, settings.nerve_http_port):
         await _run_restarting(
-            agent, settings, token, policy or RestartPolicy(), ops.platform, sign_ins=sign_ins
+            agent, settings, token, policy or RestartPolicy(), ops.platform, stop, sign_ins=sign_ins
         )
+
+
+async def _stop_when_asked(stop: asyncio.Event, bot: NerveDiscordBot, grace: float) -> None:
+    """Wind `bot` down once `stop` is set: its running turns get `grace`, then it closes."""
+    await stop.wait()
+    await bot.drain(grace)
+    await bot.close()
 
 
 async def _run_restarting(
@@ -548,6 +587,7 @@ async def _run_restarting(
     token: str,
     policy: RestartPolicy,
     platform: PlatformLink,
+    stop: asyncio.Event,
     *,
     sign_ins: SignInEndpoints | None = None,
 ) -> None:
@@ -566,6 +606,7 @@ async def _run_restarting(
             sign_ins.resume = resume_signed_in(bot.approval_flow.resume_later)
         started = loop.time()
         failure: BaseException
+        stopper = asyncio.create_task(_stop_when_asked(stop, bot, settings.nerve_shutdown_grace))
         try:
             async with bot:
                 await bot.start(token)
@@ -597,6 +638,13 @@ async def _run_restarting(
             failure = exc
         except (discord.DiscordException, aiohttp.ClientError, TimeoutError) as exc:
             failure = exc
+        finally:
+            if stop.is_set():
+                await stopper  # the drain and close under way end first
+            else:
+                stopper.cancel()
+        if stop.is_set():
+            return
         logged_in = logged_in or bot.application is not None
         if loop.time() - started >= policy.healthy_after:
             delay = policy.initial

@@ -4,6 +4,11 @@ The platform contract: every delivery is acked at once and answered in the backg
 once. A middleware claims each turn's `event_id` in the inbox *before* the ack, so a re-delivery
 (Slack retries, a second Socket Mode connection) is acked and ignored, a delivery that never reached
 us is processed when Slack retries it, and a turn cut short by a restart is answered at start-up.
+
+On SIGTERM (`stop`), intake stops at once: `/readyz` answers 503, and a delivery that arrives now is
+claimed and acked but left for the next start, which answers it. Running turns get
+NERVE_SHUTDOWN_GRACE seconds to finish; the rest are cut off and answered at the next start too
+(`adapters.slack.turns`). Nothing a person wrote is lost, and nothing is answered twice.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
+from adapters.shutdown import finished_within
 from adapters.slack.approval_view import ACTION_PATTERN
 from adapters.slack.commands import HELP, RESET_IN_CHANNEL, approvals_text, tools_text
 from adapters.slack.decisions import ApprovalDesk
@@ -70,6 +76,8 @@ from bot.types import ConversationKey
 logger = logging.getLogger(__name__)
 
 _FOLLOWED_MAX = 10_000
+# Seconds a shutdown waits, after the grace, for answers that were already going out.
+DELIVERY_ALLOWANCE = 5.0
 # How often requests past their expiry are looked for; a request expires at most this late.
 SWEEP_SECONDS = 15.0
 SUGGESTED_PROMPTS = (
@@ -180,6 +188,7 @@ class SlackBot:
         self._sweeper: asyncio.Task[None] | None = None
         self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
         self._me: Identity | None = None
+        self._stopping = False
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
         self.signing_secret = secret
         _quiet_bolt_token_notice()
@@ -269,15 +278,45 @@ class SlackBot:
             logger.exception("looking for expired approval requests failed")
             return []
 
-    async def aclose(self) -> None:
-        """Cancel unfinished turns: their events stay unfinished and are answered after a restart."""
+    async def _stop_sweeper(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
+
+    async def drain(self, grace: float) -> None:
+        """SIGTERM: start no new turn (a delivery is kept in the inbox for the next start) and give
+        the running ones up to `grace` seconds to finish."""
+        self._stopping = True
+        await self._stop_sweeper()
+        if not self._tasks:
+            return
+        logger.warning("nerve: waiting up to %g s for %d running turn(s)", grace, len(self._tasks))
+        if not await finished_within(self._tasks, grace):
+            logger.warning(
+                "nerve: %d turn(s) still running after %g s (NERVE_SHUTDOWN_GRACE): cut off, answered "
+                "at the next start",
+                len(self._tasks),
+                grace,
+            )
+
+    async def aclose(self) -> None:
+        """Cut off unfinished turns: their events stay unfinished and are answered after a restart.
+
+        No post starts any more; an answer already going out finishes the call on its way (within
+        DELIVERY_ALLOWANCE), so the next start knows whether it landed and never posts it twice."""
+        self._stopping = True
+        await self._stop_sweeper()
+        self._poster.stop_posting()
         tasks = list(self._tasks)
+        delivering = self._turns.delivering
         for task in tasks:
-            task.cancel()
+            if task not in delivering:
+                task.cancel()
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=DELIVERY_ALLOWANCE)
+            for task in late:
+                task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     # --- events ------------------------------------------------------------------------------
@@ -307,6 +346,9 @@ class SlackBot:
                 # A storage failure raises here: Slack gets a 500 and retries, and the retry is new to us.
                 if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
                     logger.info("Slack re-delivered event %s; already handled", turn.event_id)
+                    return BoltResponse(status=200, body="")
+                if self._stopping:
+                    logger.info("kept Slack event %s for the next start (shutting down)", turn.event_id)
                     return BoltResponse(status=200, body="")
                 context["nerve_turn"] = turn
         await next()
@@ -524,8 +566,10 @@ async def run_slack(
     ready: asyncio.Future[str] | None = None,
     sweep_interval: float = SWEEP_SECONDS,
     ops_ready: asyncio.Future[str] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Run until cancelled: Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events.
+    """Run until cancelled, or until `stop` is set and the running turns had their grace (above):
+    Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events.
 
     `host` defaults to NERVE_HTTP_HOST. `ready` (if given) receives "socket-mode" or the events URL
     once deliveries can arrive. A Slack that refuses the tokens or cannot be reached raises
@@ -534,7 +578,8 @@ async def run_slack(
     """
     check_settings(settings)
     bind = host or settings.nerve_http_host
-    ops = OpsEndpoints(agent, PlatformLink("Slack"), ready=ops_ready)
+    stop = stop or asyncio.Event()
+    ops = OpsEndpoints(agent, PlatformLink("Slack"), ready=ops_ready, stopping=stop)
     # The browser's way back after signing in, on the same port in every mode.
     sign_ins = sign_in_endpoints(agent.connections, settings.nerve_public_url, "Slack")
     if sign_ins is not None:
@@ -567,7 +612,8 @@ async def run_slack(
                 try:
                     if ready is not None and not ready.done():
                         ready.set_result("socket-mode")
-                    await asyncio.Event().wait()
+                    await stop.wait()
+                    await bot.drain(settings.nerve_shutdown_grace)
                 finally:
                     await handler.close_async()  # type: ignore[no-untyped-call]
             else:
@@ -578,7 +624,8 @@ async def run_slack(
                 try:
                     if ready is not None and not ready.done():
                         ready.set_result(url)
-                    await asyncio.Event().wait()
+                    await stop.wait()
+                    await bot.drain(settings.nerve_shutdown_grace)
                 finally:
                     await runner.cleanup()
         finally:

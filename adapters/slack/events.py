@@ -37,6 +37,8 @@ class Turn:
     reply_thread_ts: str | None
     # A DM thread: Slack's assistant container, where status shows via assistant.threads.setStatus.
     assistant_thread: bool
+    # The person's post itself (None for a turn taken back from the store): where 👀 goes.
+    message_ts: str | None = None
 
     @property
     def key(self) -> ConversationKey:
@@ -141,6 +143,7 @@ def classify(
         channel=channel,
         reply_thread_ts=reply_to,
         assistant_thread=assistant,
+        message_ts=ts,
     )
 
 

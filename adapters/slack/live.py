@@ -141,7 +141,9 @@ class StreamedAnswer:
         """Start the message at once, with a "Thinking…" task; raises SlackApiError if Slack refuses."""
         self._status_open = True
         stream = await self._open()
-        await stream.append(chunks=[_task(STATUS_TASK, "Thinking…", "in_progress")])
+        # The first append starts the message (chat.startStream): a post in the channel's pace.
+        chunks = [_task(STATUS_TASK, "Thinking…", "in_progress")]
+        await self._poster.paced(self._turn.channel, lambda: stream.append(chunks=chunks))
         self._last = time.monotonic()
 
     # --- recording (never waits on Slack) ---------------------------------------------------------

@@ -31,6 +31,10 @@ def api_error(exc: SlackApiError) -> str:
     return str(data.get("error", "")) if isinstance(data, dict) else ""
 
 
+class PostsStopped(Exception):
+    """nerve is shutting down: a post that had not started yet was not sent (one on its way was)."""
+
+
 class ChannelPacer:
     """One post at a time per channel, at least `interval` seconds apart."""
 
@@ -38,17 +42,37 @@ class ChannelPacer:
         self._interval = interval
         self._locks: dict[str, asyncio.Lock] = {}
         self._last: dict[str, float] = {}
+        self._stopped = False
+
+    def stop(self) -> None:
+        """Start no more posts: waiting ones raise PostsStopped, so a shutdown knows what was sent."""
+        self._stopped = True
+
+    def busy(self, channel: str) -> bool:
+        """Whether a post to `channel` would have to wait for its turn."""
+        lock = self._locks.get(channel)
+        recent = self._last.get(channel, -1e9) + self._interval > time.monotonic()
+        return recent or (lock is not None and lock.locked())
 
     async def run(self, channel: str, call: Callable[[], Awaitable[Any]]) -> Any:
         lock = self._locks.setdefault(channel, asyncio.Lock())
         async with lock:
             wait = self._last.get(channel, -1e9) + self._interval - time.monotonic()
-            if wait > 0:
+            if wait > 0 and not self._stopped:
                 await asyncio.sleep(wait)
+            if self._stopped:
+                raise PostsStopped(f"not posted to {channel}: nerve is shutting down")
+            posted = True
             try:
                 return await call()
+            except SlackApiError as exc:
+                # Refused (unknown method, blocks it does not take, …): nothing was posted, so the
+                # channel's slot is still free for the fallback. A 429 still counts: it asks to wait.
+                posted = api_error(exc) == "ratelimited"
+                raise
             finally:
-                self._last[channel] = time.monotonic()
+                if posted:
+                    self._last[channel] = time.monotonic()
                 self._forget_idle()
 
     def _forget_idle(self) -> None:
@@ -72,6 +96,18 @@ class Poster:
         self._rich_status: dict[str, bool] = {}
         # Per workspace: whether chat.startStream works there (until Slack says it does not).
         self._streams: dict[str, bool] = {}
+
+    def busy(self, channel: str) -> bool:
+        """Whether a post to `channel` would wait behind others (Slack's pace per channel)."""
+        return self._pacer.busy(channel)
+
+    async def paced(self, channel: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Any call that puts a new message in `channel` (a stream's start), in the channel's pace."""
+        return await self._pacer.run(channel, call)
+
+    def stop_posting(self) -> None:
+        """Shutting down: no post starts any more (PostsStopped); a call on its way still lands."""
+        self._pacer.stop()
 
     async def tell(self, channel: str | None, user: str, text: str, thread: str | None = None) -> bool:
         """A note only `user` sees (`chat.postEphemeral`, in `thread` when given); False when it

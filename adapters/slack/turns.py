@@ -6,19 +6,31 @@ true sentence in the thread and the operator gets the traceback in the log, neve
 A turn that waits for a person ends with one approval message in the thread; when the decision
 arrives (in this process or another, before or after a restart) `resume` answers in the same thread
 the same way, then answers the messages that waited behind it.
+
+The model starts at once: the 👀 on the person's post and the live message are shown beside its
+work, never in front of it (`adapters.slack.seen`, `adapters.slack.opening`).
+
+A shutdown may cut a turn off: while it works (the task is cancelled), or before the first message
+of its answer went out (posting stopped). Its event then stays unfinished, so the next start
+answers it exactly once (the agent finds the stored question, and the stored answer if there is
+one); meanwhile its live message, if it has one, says so. Once part of the answer is out, the turn
+counts as answered: posting it again at the next start would be the double reply people hate most.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
-from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error, message_ref
+from adapters.slack.opening import OpeningProgress
+from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, api_error, message_ref
 from adapters.slack.progress import AssistantStatus, Concluded, ProgressSink, StatusMessage
 from adapters.slack.render import (
     Level,
@@ -29,6 +41,7 @@ from adapters.slack.render import (
     plain_message,
     render_reply,
 )
+from adapters.slack.seen import SeenMarks
 from bot.agent import Agent
 from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress, TurnEvent
 
@@ -39,6 +52,15 @@ Watch = Callable[[Turn, Progress], Progress]
 APOLOGY = "Sorry — something went wrong on my side while answering; please try again."
 RESET_DONE = "Started a new conversation here: I have forgotten what we said before."
 EMPTY_PROMPT = "Hi! Ask me something — for example, which tools I have."
+CUT_OFF_BY_RESTART = "⏳ nerve restarted while answering; the answer follows here once it is back."
+# Seconds a cut-off turn may take to say so in its live message, during a shutdown.
+NOTE_SECONDS = 3.0
+
+
+class Delivered:
+    """How many messages of an answer are out: a turn cut off after the first is answered."""
+
+    count = 0
 
 
 class TurnRunner:
@@ -61,10 +83,22 @@ class TurnRunner:
         self._status_interval = status_interval
         self._stream_interval = stream_interval
         self._feedback = feedback
+        self._seen = SeenMarks(poster.client)
+        self._delivering: set[asyncio.Task[Any]] = set()
+
+    @property
+    def delivering(self) -> frozenset[asyncio.Task[Any]]:
+        """The turns whose answer is going out: a shutdown lets them finish the call on its way."""
+        return frozenset(self._delivering)
 
     async def run(self, turn: Turn) -> None:
-        """Answer `turn`, then mark its event finished; an apology is an answer too."""
-        sink: ProgressSink | None = None
+        """Answer `turn`, then mark its event finished; an apology is an answer too. A turn cut off
+        by a shutdown stays unfinished (see the module's docstring)."""
+        sink: OpeningProgress | None = None
+        mark = None
+        delivered = Delivered()
+        task = asyncio.current_task()
+        assert task is not None, "a turn runs in a task of its own"
         try:
             if turn.kind == "reset":
                 await self._agent.reset(turn.key)
@@ -72,12 +106,24 @@ class TurnRunner:
             elif not turn.incoming.text:
                 await self._poster.post(turn.channel, turn.reply_thread_ts, plain_message(EMPTY_PROMPT))
             else:
-                sink = await self.open_progress(turn)
+                mark = self._seen.mark(turn)
+                sink = OpeningProgress(turn, lambda: self.open_progress_if_free(turn))
                 try:
                     reply = await self._agent.reply(turn.incoming, self._watch(turn, sink.on_event))
                 finally:
                     await sink.close()
-                await self._deliver(turn, reply, sink)
+                self._delivering.add(task)
+                await self._deliver(turn, reply, sink, delivered)
+        except asyncio.CancelledError:
+            self._delivering.discard(task)
+            await self._cut_off(turn, sink)
+            raise
+        except PostsStopped:
+            if not delivered.count:
+                self._delivering.discard(task)
+                await self._cut_off(turn, sink)
+                return
+            logger.warning("Slack event %s: the rest of its answer was not posted (shutdown)", turn.event_id)
         except Exception:
             logger.exception("answering Slack event %s in %s failed", turn.event_id, turn.key)
             await self._apologize(turn, sink)
@@ -86,7 +132,29 @@ class TurnRunner:
         except Exception:
             logger.exception("could not mark Slack event %s finished", turn.event_id)
             return
+        finally:
+            self._delivering.discard(task)
         logger.info("finished Slack event %s", turn.event_id)
+        if mark is not None:
+            await mark.clear()
+
+    async def _cut_off(self, turn: Turn, sink: OpeningProgress | None) -> None:
+        """A shutdown cut the turn off: its event stays unfinished for the next start, and its live
+        message (if it has one) says so instead of "Thinking…" (best effort, within NOTE_SECONDS)."""
+        logger.warning(
+            "Slack event %s in %s was cut off by the shutdown; the next start answers it",
+            turn.event_id,
+            turn.key,
+        )
+        if sink is None:
+            return
+        try:
+            async with asyncio.timeout(NOTE_SECONDS):
+                await sink.close()
+                if sink.message_ts is not None:
+                    await self._apologize(turn, sink, CUT_OFF_BY_RESTART)
+        except (Exception, TimeoutError) as exc:
+            logger.info("could not say in %s that the answer comes after the restart: %s", turn.key, exc)
 
     async def resume(self, request_id: str) -> None:
         """Go on with a decided (or expired) request and answer in its thread, then the messages that
@@ -136,6 +204,14 @@ class TurnRunner:
         finally:
             await current[-1].close()
 
+    async def open_progress_if_free(self, turn: Turn) -> ProgressSink | None:
+        """The live message of a live turn, or None while the channel's posts queue: a status post
+        would then take the slot of an answer and show up late anyway (👀 is the sign meanwhile).
+        An assistant thread's status line is no post: it always shows."""
+        if not turn.assistant_thread and self._poster.busy(turn.channel):
+            return None
+        return await self.open_progress(turn)
+
     async def open_progress(self, turn: Turn) -> ProgressSink:
         """The live message of a turn: streamed where Slack can, else one message edited in place;
         in an assistant thread the container's status line shows until the first words."""
@@ -179,12 +255,20 @@ class TurnRunner:
             feedback=self._feedback,
         )
 
-    async def _deliver(self, turn: Turn, reply: AgentReply, sink: ProgressSink | LazyProgress | None) -> None:
+    async def _deliver(
+        self,
+        turn: Turn,
+        reply: AgentReply,
+        sink: ProgressSink | LazyProgress | OpeningProgress | None,
+        delivered: Delivered | None = None,
+    ) -> None:
         team = turn.key.workspace
         concluded = await sink.conclude(reply, self._poster.level(team)) if sink is not None else Concluded()
         level = self._poster.level(team)
         rendered = self._with_feedback(render_reply(reply, level), turn, level, concluded)
         first = sent = concluded.delivered
+        delivered = delivered or Delivered()
+        delivered.count = sent
         while sent < len(rendered.messages):
             message = rendered.messages[sent]
             try:
@@ -196,6 +280,7 @@ class TurnRunner:
                 level, rendered = lower, self._rerender(reply, lower, sent)
                 continue
             sent += 1
+            delivered.count = sent
         await self._upload_all(turn, rendered.uploads)
         if reply.approval is not None:
             await self._ask_approval(turn, reply.approval)
@@ -238,13 +323,21 @@ class TurnRunner:
         else:
             await self._poster.post(turn.channel, turn.reply_thread_ts, message)
 
-    async def _apologize(self, turn: Turn, sink: ProgressSink | LazyProgress | None) -> None:
+    async def _apologize(
+        self,
+        turn: Turn,
+        sink: ProgressSink | LazyProgress | OpeningProgress | None,
+        text: str = APOLOGY,
+    ) -> None:
         try:
-            if isinstance(sink, LazyProgress | StreamedAnswer) and isinstance(sink.live, StreamedAnswer):
+            live = sink.live if isinstance(sink, LazyProgress | StreamedAnswer | OpeningProgress) else None
+            if isinstance(live, StreamedAnswer):
                 # A stream is stopped with the apology (or rewritten to it), never left hanging.
-                await self._deliver(turn, AgentReply(text=APOLOGY, failed=True), sink)
+                await self._deliver(turn, AgentReply(text=text, failed=True), sink)
                 return
-            await self._send(turn, plain_message(APOLOGY), sink.message_ts if sink is not None else None)
+            await self._send(turn, plain_message(text), sink.message_ts if sink is not None else None)
+        except PostsStopped:
+            logger.info("no note for Slack event %s: nerve is shutting down", turn.event_id)
         except Exception:
             logger.exception("could not post the apology for Slack event %s", turn.event_id)
 

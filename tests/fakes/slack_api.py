@@ -15,6 +15,11 @@ use within 3 seconds as Slack's are, and are checked against Slack's documented 
 buttons, blocks, labels, hints, options, ids, metadata); `view_payload` builds the
 `view_submission` / `view_closed` body Slack sends when a person submits or closes one.
 
+Reactions (reactions.add / reactions.remove) are kept per message, with Slack's `already_reacted`
+and `no_reaction` answers. Slack's pace for new messages in a channel (about one a second, short
+bursts allowed) is off by default; `pace_posts(interval, burst)` turns it on: a chat.postMessage or
+chat.startStream beyond it gets 429 with Retry-After, as Slack answers. Tests scale `interval` down.
+
 Streaming messages (chat.startStream / appendStream / stopStream) are off by default, as in a
 workspace without them (`unknown_method`); `streaming = True` turns them on, validated the way Slack
 documents them: a thread is required, channels need the recipient user and team, markdown text is
@@ -286,6 +291,12 @@ class FakeSlack:
         self.scopes: list[str] | None = None
         self._rate_limit_next: dict[str, int] = {}
         self._rate_limit_every: dict[str, tuple[int, int]] = {}
+        # Reactions on each message: (channel, ts) → names.
+        self.reactions: dict[tuple[str, str], set[str]] = {}
+        # The per-channel pace of new messages (`pace_posts`): None is off.
+        self._post_pace: tuple[float, float] | None = None
+        self._post_tokens: dict[str, tuple[float, float]] = {}
+        self.paced_refusals = 0
         self._seen: Counter[str] = Counter()
         self._ts = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -337,6 +348,30 @@ class FakeSlack:
     def rate_limit_every(self, method: str, every: int, retry_after: int = 0) -> None:
         """Every `every`-th call of `method` (the n-th, 2n-th, …) gets HTTP 429 with Retry-After."""
         self._rate_limit_every[method] = (every, retry_after)
+
+    def pace_posts(self, interval: float, burst: int = 2) -> None:
+        """New messages per channel at most one per `interval` seconds, `burst` at once after a quiet
+        spell (a token bucket); beyond that, HTTP 429 with Retry-After in whole seconds (rounded down:
+        the client adds up to a second of its own), as Slack paces posting in one channel."""
+        self._post_pace = (interval, float(burst))
+
+    def _post_refused(self, channel: str) -> float:
+        """Seconds until `channel` takes a new message; 0 when it takes this one (a token spent)."""
+        if self._post_pace is None:
+            return 0.0
+        interval, burst = self._post_pace
+        now = time.monotonic()
+        tokens, since = self._post_tokens.get(channel, (burst, now))
+        tokens = min(burst, tokens + (now - since) / interval)
+        if tokens >= 1:
+            self._post_tokens[channel] = (tokens - 1, now)
+            return 0.0
+        self._post_tokens[channel] = (tokens, now)
+        return (1 - tokens) * interval
+
+    def reacted(self, channel: str, ts: str) -> set[str]:
+        """The reactions on a message now."""
+        return set(self.reactions.get((channel, ts), set()))
 
     def trigger(self, within: float = TRIGGER_SECONDS) -> str:
         """A new `trigger_id`, as Slack puts in a click's payload: views.open takes it once, in time."""
@@ -433,6 +468,15 @@ class FakeSlack:
             return web.json_response(
                 {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(retry_after)}
             )
+        if method in ("chat.postMessage", "chat.startStream"):
+            wait = self._post_refused(str(body.get("channel") or ""))
+            if wait > 0:
+                self.paced_refusals += 1
+                refused = ApiCall(method=method, body=body, ok=False, error="ratelimited", status=429)
+                await self._record(refused)
+                return web.json_response(
+                    {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(int(wait))}
+                )
         if method in self.fail_next:
             error = self.fail_next.pop(method)
             await self._record(ApiCall(method=method, body=body, ok=False, error=error))
@@ -502,6 +546,8 @@ class FakeSlack:
             return {"ok": True, "message_ts": self._next_ts()}
         if method in ("assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts"):
             return {"ok": True}
+        if method in ("reactions.add", "reactions.remove"):
+            return self._react(method, body)
         if method == "files.getUploadURLExternal":
             file_id = f"F{uuid.uuid4().hex[:10].upper()}"
             self._upload_names[file_id] = {"filename": body.get("filename"), "alt_txt": body.get("alt_txt")}
@@ -527,6 +573,21 @@ class FakeSlack:
         if method == "apps.connections.open":
             return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/socket"}
         return {"ok": False, "error": "unknown_method"}
+
+    def _react(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        channel, ts, name = body.get("channel"), body.get("timestamp"), body.get("name")
+        if not channel or not ts or not name:
+            return {"ok": False, "error": "invalid_arguments"}
+        names = self.reactions.setdefault((str(channel), str(ts)), set())
+        if method == "reactions.add":
+            if name in names:
+                return {"ok": False, "error": "already_reacted"}
+            names.add(str(name))
+        else:
+            if name not in names:
+                return {"ok": False, "error": "no_reaction"}
+            names.discard(str(name))
+        return {"ok": True}
 
     def _view(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         """views.open (with a fresh trigger id) and views.update (by view id), checked as Slack does."""
