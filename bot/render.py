@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -280,3 +281,89 @@ def pretty_json(content: str) -> str:
 def neutralize_mentions(text: str) -> str:
     """Break `@everyone`, `@here` and `@channel` so a model's answer can never ping a whole room."""
     return _MASS_MENTION.sub(lambda m: "@" + _ZWSP + m.group(1), text)
+
+
+# --- links written by the model or a tool ----------------------------------------------------------
+
+# `[text](url)`, `[text](<url>)`, `[text](url "title")`: the forms shown as `text (url)` instead.
+_INLINE_LINK = re.compile(
+    r"\[([^\[\]\n]*)\]\(\s*<?([^()\s<>]+)>?(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"
+)
+# Every other link and image needs `]` right before `(`, `[` or `:` (a reference, its definition).
+_LINK_SYNTAX = re.compile(r"\](?=[(\[:])")
+_BACKTICKS = re.compile(r"`+")
+
+
+def _fenced_blocks(text: str) -> list[tuple[int, int]]:
+    """Where fenced code blocks are, counting only fences every CommonMark reader agrees on.
+
+    An opening fence must start its line: an indented one may belong to a list item, which closes
+    the block early when the item ends, and the text after it is Markdown again (links included).
+    An unclosed block runs to the end, as in CommonMark.
+    """
+    lines = _Lines(text)
+    blocks: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, toggled in enumerate(lines.is_fence):
+        if not toggled:
+            continue
+        if start is None:
+            if text[lines.starts[i]] in "`~":
+                start = lines.starts[i]
+            else:
+                return blocks  # an indented opener: nothing after it can be trusted to be code
+        else:
+            blocks.append((start, lines.ends[i]))
+            start = None
+    if start is not None:
+        blocks.append((start, len(text)))
+    return blocks
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """Inline code spans: a backtick run closed by the next run of the same length."""
+    runs = [m for m in _BACKTICKS.finditer(text) if not (m.start() and text[m.start() - 1] == "\\")]
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(runs):
+        opener = runs[i]
+        width = len(opener.group(0))
+        closer = next((j for j in range(i + 1, len(runs)) if len(runs[j].group(0)) == width), None)
+        if closer is None:
+            i += 1
+            continue
+        spans.append((opener.start(), runs[closer].end()))
+        i = closer + 1
+    return spans
+
+
+def _outside(text: str, regions: list[tuple[int, int]], change: Callable[[str], str]) -> str:
+    parts, pos = [], 0
+    for start, end in regions:
+        parts += [change(text[pos:start]), text[start:end]]
+        pos = end
+    parts.append(change(text[pos:]))
+    return "".join(parts)
+
+
+def show_link_targets(text: str) -> str:
+    """Markdown from the model or a tool with no link whose text hides where it goes.
+
+    `[google.com](https://evil.example)` becomes `google.com (https://evil.example)`: the address is
+    there to read, and the platform links it as itself. Every other link form — references, their
+    definitions, nested brackets, images (fetched without a click) — loses the `]` adjacency it needs
+    to a zero-width space, even inside inline code, since where a code span ends is exactly what
+    hostile text plays with. Fenced code blocks every reader agrees on are left as they are.
+    """
+
+    def shown(match: re.Match[str]) -> str:
+        label, url = match.group(1).strip(), match.group(2)
+        if not label or label.rstrip("/") == url.rstrip("/"):
+            return url
+        return f"{label} ({url})"
+
+    def plain(prose: str) -> str:
+        rewritten = _outside(prose, _code_spans(prose), lambda part: _INLINE_LINK.sub(shown, part))
+        return _LINK_SYNTAX.sub("]" + _ZWSP, rewritten)
+
+    return _outside(text, _fenced_blocks(text), plain)

@@ -25,6 +25,7 @@ from adapters.discord.approval_buttons import (
 )
 from adapters.discord.approval_message import approval_message
 from adapters.discord.incoming import Job, answer_channel, dm_key, job_for, thread_key, to_incoming
+from adapters.discord.live_view import layout
 from adapters.discord.render import (
     EMBED_TOTAL_LIMIT,
     MESSAGE_LIMIT,
@@ -36,6 +37,7 @@ from bot.errors import ConfigError
 from bot.policy.scopes import Place
 from bot.types import AgentReply, ApprovalPrompt, Attachment, ConversationKey, PendingCall
 from tests.fakes.discord_api import FakeDiscord, FakeUser, settings_for
+from tests.markdown_links import DISGUISES, EVIL, disguised_links, previewed_urls
 
 
 def make_state(fake: FakeDiscord) -> Any:
@@ -202,6 +204,21 @@ def test_long_answers_split_within_2000_characters_and_keep_code_fences_whole() 
     assert all(len(c) <= MESSAGE_LIMIT for c in chunks)
     assert all(c.count("```") % 2 == 0 for c in chunks)
     assert chunks[-1].endswith("-# 🔧 get_environment_status ✓ 312 ms\n-# 🔧 get_environment_status ✗ 1.2 s")
+
+
+@pytest.mark.parametrize("text", list(DISGUISES.values()), ids=list(DISGUISES))
+def test_no_link_in_an_answer_hides_where_it_goes_or_is_previewed(text: str) -> None:
+    for chunks in (reply_chunks(AgentReply(text=text)), layout(text, "-# 🔧 lookup ✓ 5 ms")):
+        shown = "\n".join(chunks)
+        assert disguised_links(shown) == [] and previewed_urls(shown) == [], shown
+        assert EVIL in shown
+
+
+def test_a_url_in_an_answer_stays_clickable_without_a_preview_and_code_is_left_alone() -> None:
+    [chunk] = reply_chunks(AgentReply(text="see https://example.com/a_(b). and <https://example.org>"))
+    assert chunk == "see <https://example.com/a_(b)>. and <https://example.org>"
+    code = "```sh\ncurl https://example.com/v1\n```"
+    assert reply_chunks(AgentReply(text=code)) == [code]
 
 
 def test_results_fit_the_embed_limits_and_spill_into_a_file() -> None:

@@ -8,10 +8,12 @@ from bot.render import (
     MIN_SPLIT_LIMIT,
     neutralize_mentions,
     pretty_json,
+    show_link_targets,
     split_markdown,
     summarize_result,
     truncate,
 )
+from tests.markdown_links import DISGUISES, EVIL, disguised_links
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 WORDS = ["air", "park", "run", "quality", "near", "temperature", "the", "a", "of", "code", "value", "result"]
@@ -201,3 +203,36 @@ def test_mass_mentions_are_broken_by_a_zero_width_space(word):
 def test_ordinary_mentions_and_emails_are_left_alone():
     text = "ask @alice or mail team@hereford.example about @hereafter"
     assert neutralize_mentions(text) == text
+
+
+# --- links written by the model or a tool -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", list(DISGUISES.values()), ids=list(DISGUISES))
+def test_no_link_form_hides_where_it_goes(text):
+    shown = show_link_targets(text)
+    assert disguised_links(shown) == [], shown
+    assert EVIL in shown
+
+
+def test_an_inline_link_shows_its_text_then_its_target_and_a_plain_url_stays_as_it_is():
+    assert (
+        show_link_targets("see [docs](https://evil.example/a?b=1) now")
+        == "see docs (https://evil.example/a?b=1) now"
+    )
+    assert show_link_targets("[https://a.b](https://a.b)") == "https://a.b"
+    assert show_link_targets("go to https://a.b/c") == "go to https://a.b/c"
+
+
+def test_code_keeps_its_brackets():
+    fenced = "```python\nhandlers[0](event)\nx: dict[str, int] = {}\n```"
+    assert show_link_targets(fenced) == fenced
+    # Inline code only gets invisible zero-width spaces: where a span ends is what hostile text fakes.
+    inline = "call `handlers[0](event)` first"
+    assert show_link_targets(inline).replace("\u200b", "") == inline
+
+
+def test_a_fence_only_protects_what_every_reader_agrees_is_code():
+    # Indented under a list item, the fence ends with the item: the link after it is a link.
+    text = "- item\n   ```\n[google.com](https://evil.example)\n```"
+    assert disguised_links(show_link_targets(text)) == []

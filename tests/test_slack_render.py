@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 from typing import Any
+
+import pytest
 
 from adapters.slack.events import Identity, classify, strip_mention
 from adapters.slack.render import Level, answer_chunks, escape, render_reply, safe_markdown
 from bot.types import AgentReply, Attachment
+from tests.markdown_links import DISGUISES, EVIL, disguised_links, disguised_slack_links
 from tests.test_slack_harness import dm, mention, message
 
 ME = Identity(user_id="UBOT0001", bot_id="BBOT0001")
@@ -54,7 +60,42 @@ def test_escape_breaks_every_ping_and_control_sequence() -> None:
 
 def test_markdown_links_show_their_target_but_code_is_left_alone() -> None:
     out = safe_markdown("see [docs](https://evil.example) and `[x](y)` and [https://a.b](https://a.b)")
-    assert "docs (https://evil.example)" in out and "`[x](y)`" in out and "[https" not in out
+    assert "docs (https://evil.example)" in out and "[https" not in out
+    # Inline code gets only an invisible zero-width space, which no reader turns into a link.
+    assert "`[x]\u200b(y)`" in out
+
+
+@pytest.mark.parametrize("text", list(DISGUISES.values()), ids=list(DISGUISES))
+def test_no_link_in_an_answer_hides_where_it_goes(text: str) -> None:
+    for chunk in answer_chunks(text):
+        assert disguised_links(chunk) == [] and disguised_slack_links(chunk) == [], chunk
+        assert EVIL in chunk
+
+
+PINGS = "<!channel> <!here> <!everyone> <!subteam^S0TEAM|@team> <@U0VICTIM> <@&123> @everyone @here @channel"
+_PING = re.compile(r"<[!@#]|(?<![\w\u200b])@(everyone|here|channel)\b")
+
+
+def test_pings_and_disguised_links_from_a_tool_reach_slack_as_plain_text_at_every_level() -> None:
+    hostile = f"{PINGS} [google.com](https://evil.example/?d=1) <https://evil.example|google.com>"
+    att = Attachment(
+        tool_call_id="c1",
+        name=f"lookup {PINGS}",
+        arguments={"q": hostile},
+        is_error=False,
+        latency_ms=5.0,
+        summary=hostile,
+        content=hostile,
+    )
+    for level in Level:
+        rendered = render_reply(AgentReply(text=hostile, attachments=(att,)), level)
+        sent = json.dumps([dataclasses.asdict(m) for m in rendered.messages], ensure_ascii=False)
+        assert _PING.search(sent) is None, level
+        assert disguised_slack_links(sent) == []
+        for out in rendered.messages:
+            for block in out.blocks or []:
+                if block["type"] == "markdown":
+                    assert disguised_links(block["text"]) == []
 
 
 def test_answer_chunks_fit_a_markdown_block_even_when_escaping_grows_the_text() -> None:

@@ -25,7 +25,7 @@ from adapters.resources import (
     size_text,
     web_link,
 )
-from bot.render import pretty_json, split_markdown, truncate
+from bot.render import pretty_json, show_link_targets, split_markdown, truncate
 from bot.types import AgentReply, Attachment, Resource
 
 MESSAGE_LIMIT = 2000
@@ -75,13 +75,72 @@ def tool_lines(attachments: tuple[Attachment, ...]) -> str:
     return "\n".join(lines)
 
 
+# A URL as Discord links it: `<url>` (shown, never previewed) or bare (previewed).
+_URL = re.compile(r"<https?://[^\s<>]+>|https?://[^\s<>]+", re.IGNORECASE)
+_URL_TAIL = ".,:;!?'\"*_~"
+# Fences Discord and CommonMark pair the same way: ``` alone or with a language, at a line's start.
+_PLAIN_FENCE = re.compile(r"^```(?:[^`\s]*)[ \t]*$")
+
+
+def _url_end(url: str) -> int:
+    """Where a bare URL ends: not on the punctuation after it, nor on a `)` it did not open."""
+    end = len(url)
+    while end > 0:
+        last = url[end - 1]
+        if last in _URL_TAIL or (last == ")" and url.count("(", 0, end) < url.count(")", 0, end)):
+            end -= 1
+        else:
+            break
+    return end
+
+
+def _quiet(part: str) -> str:
+    def wrap(match: re.Match[str]) -> str:
+        url = match.group(0)
+        if url.startswith("<"):
+            return url
+        end = _url_end(url)
+        return f"<{url[:end]}>{url[end:]}" if end else url
+
+    return _URL.sub(wrap, part)
+
+
+def _code_blocks(text: str) -> list[tuple[int, int]]:
+    """Code blocks whose bounds no reader can see differently: every ``` in the text is a whole
+    fence line, and they pair up. Otherwise none (hostile text plays with where code ends)."""
+    lines = text.split("\n")
+    fences, pos = [], 0
+    for line in lines:
+        if _PLAIN_FENCE.match(line):
+            fences.append((pos, pos + len(line)))
+        pos += len(line) + 1
+    if len(fences) % 2 or text.count("```") != len(fences):
+        return []
+    return [(fences[i][0], fences[i + 1][1]) for i in range(0, len(fences), 2)]
+
+
+def safe_text(text: str) -> str:
+    """Model-written Markdown as Discord should show it: every link shows where it goes, and no URL
+    is previewed. A preview is Discord fetching the address at once, without anyone clicking: a link
+    whose query string carries what was said in the conversation would hand it over. `<url>` keeps
+    the link clickable without one. URLs in code blocks are left alone (Discord neither links nor
+    previews them)."""
+    shown = show_link_targets(text)
+    parts, pos = [], 0
+    for start, end in _code_blocks(shown):
+        parts += [_quiet(shown[pos:start]), shown[start:end]]
+        pos = end
+    parts.append(_quiet(shown[pos:]))
+    return "".join(parts)
+
+
 def reply_chunks(reply: AgentReply, limit: int = MESSAGE_LIMIT) -> list[str]:
     """The answer as messages of at most `limit` characters, the tool lines at the end.
 
     The tool lines join the last chunk when they fit, else they get a message of their own, so the
     answer's own text is never squeezed or cut to make room for them.
     """
-    chunks = split_markdown(reply.text, limit) or ["(no answer text)"]
+    chunks = split_markdown(safe_text(reply.text), limit) or ["(no answer text)"]
     if reply.attachments:
         lines = truncate(tool_lines(reply.attachments), limit)[0]
         if len(chunks[-1]) + 2 + len(lines) <= limit:

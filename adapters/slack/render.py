@@ -37,7 +37,7 @@ from adapters.resources import (
     text_extension,
     web_link,
 )
-from bot.render import neutralize_mentions, pretty_json, split_markdown, truncate
+from bot.render import neutralize_mentions, pretty_json, show_link_targets, split_markdown, truncate
 from bot.types import AgentReply, Attachment, Resource
 
 MESSAGE_TEXT_LIMIT = 40_000
@@ -89,31 +89,14 @@ class RenderedReply:
     uploads: list[Upload] = field(default_factory=list)
 
 
-_CODE = re.compile(r"(```.*?(?:```|\Z)|`[^`\n]*`)", re.DOTALL)
-_MD_LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-
-
 def escape(text: str) -> str:
     """Slack's escaping (`&`, `<`, `>`) plus broken `@here`-style words: no pings, no control sequences."""
     return neutralize_mentions(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
 
 
-def _defuse_links(text: str) -> str:
-    """`[trusted](http://evil)` → `trusted (http://evil)`: a link never hides where it goes."""
-
-    def plain(match: re.Match[str]) -> str:
-        label, url = match.group(1).strip(), match.group(2)
-        if not label or label.rstrip("/") == url.rstrip("/"):
-            return url
-        return f"{label} ({url})"
-
-    parts = _CODE.split(text)
-    return "".join(part if i % 2 else _MD_LINK.sub(plain, part) for i, part in enumerate(parts))
-
-
 def safe_markdown(text: str) -> str:
     """Model-written Markdown, made safe to send: links shown with their target, then escaped."""
-    return escape(_defuse_links(text))
+    return escape(show_link_targets(text))
 
 
 def escape_capped(text: str, limit: int) -> str:
