@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     connect = commands.add_parser("connect", help="sign in to a server that needs OAuth, in the browser")
     connect.add_argument("server", help="the server's name in the servers file")
+    commands.add_parser("connections", help="list the servers you connected with your own account")
+    commands.add_parser("secret-key", help="print a new NERVE_SECRET_KEY (it encrypts stored sign-ins)")
     commands.add_parser("slack", help="run on Slack")
     commands.add_parser("discord", help="run on Discord")
     return parser
@@ -107,14 +109,23 @@ def _job(
     if command == "chat":
         from adapters.ops_http import chat_ops
         from adapters.terminal.chat import TerminalChat
+        from adapters.terminal.sign_in import chat_runtime
 
-        async def chat(runtime: Runtime) -> int:
-            # /healthz, /readyz and /metrics only when NERVE_HTTP_PORT is set (adapters.ops_http says why).
-            async with chat_ops(runtime.agent, runtime.settings):
-                await TerminalChat(runtime, args.thread, notices=chat_notices).run()
+        async def chat(settings: Settings) -> int:
+            # A sign-in's browser comes back to a loopback port. /healthz, /readyz and /metrics only
+            # when NERVE_HTTP_PORT is set (adapters.ops_http says why).
+            async with (
+                chat_runtime(settings) as (runtime, sign_in),
+                chat_ops(runtime.agent, runtime.settings),
+            ):
+                await TerminalChat(runtime, args.thread, notices=chat_notices, sign_in=sign_in).run()
             return 0
 
-        return _with_runtime(chat)
+        return chat
+    if command == "connections":
+        from adapters.terminal.sign_in import print_connections
+
+        return print_connections
     if command == "ask":
         from adapters.terminal.views import ask
 
@@ -251,6 +262,11 @@ async def until_terminated(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "secret-key":
+        from bot.oauth.vault import new_secret_key
+
+        print(new_secret_key())
+        return 0
     if args.command == "doctor":
         # Before Settings: a bad setting is one of the things it reports, not a reason to stop.
         from adapters.doctor.run import run_doctor

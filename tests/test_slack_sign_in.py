@@ -259,20 +259,20 @@ async def test_in_socket_mode_the_callback_is_served_on_the_operations_port_and_
     servers.write_text(json.dumps({"mcpServers": {"notes": entry}}))
     model = Model([tool_reply(FakeCall(name="connect_notes")), whoami(), who_the_tool_said])
     async with FakeSlack() as slack, FakeLLMServer(model) as llm, aiohttp.ClientSession() as http:
-        settings = Settings(
-            _env_file=None,  # type: ignore[call-arg]
-            slack_bot_token="xoxb-test-token",
-            slack_app_token="xapp-test",
-            slack_api_base_url=slack.api_url,
-            nerve_http_port=port,
-            nerve_db=str(tmp_path / "nerve.db"),
-            nerve_mcp_config=str(servers),
-            nerve_public_url=public,
-            nerve_secret_key=SECRET,
-            openai_base_url=llm.base_url,
-            openai_api_key="test-key",
-            nerve_model="test-model",
-        )
+        values: dict[str, Any] = {
+            "slack_bot_token": "xoxb-test-token",
+            "slack_app_token": "xapp-test",
+            "slack_api_base_url": slack.api_url,
+            "nerve_http_port": port,
+            "nerve_db": str(tmp_path / "nerve.db"),
+            "nerve_mcp_config": str(servers),
+            "nerve_public_url": public,
+            "nerve_secret_key": SECRET,
+            "openai_base_url": llm.base_url,
+            "openai_api_key": "test-key",
+            "nerve_model": "test-model",
+        }
+        settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
         async with open_runtime(settings) as runtime, running(runtime.agent, settings) as mode:
             assert mode == "socket-mode"
             # /nerve connect before anything asked for it: the button, to the typist alone.

@@ -24,6 +24,8 @@ from adapters.prompt_arguments import parse_arguments, usage
 from adapters.terminal.approve import Parked, ask_each, go_on, go_on_answered, print_waiting, terminal_place
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.live import LiveAnswer, PlainAnswer
+from adapters.terminal.sign_in import COMMANDS as SIGN_IN_COMMANDS
+from adapters.terminal.sign_in import COMMANDS_HELP, LoopbackCallback, TerminalSignIn
 from adapters.terminal.views import (
     attachment_line,
     conversation_key,
@@ -50,6 +52,7 @@ Type a question and press Enter. Commands:
   /tools     list the tools the model can use
   /prompt    list the prompts the servers offer; /prompt NAME [arg=value ...] starts one
   /reset     start a new conversation in this thread
+{sign_ins}
   /help      this text
   /quit      leave (Ctrl-D or Ctrl-C at the prompt work too)"""
 
@@ -84,6 +87,7 @@ class TerminalChat:
         thread: str,
         console: Console | None = None,
         notices: Callable[[], str | None] = _no_notice,
+        sign_in: LoopbackCallback | None = None,
     ) -> None:
         self._runtime = runtime
         self._key = conversation_key(thread)
@@ -96,6 +100,16 @@ class TerminalChat:
         self._read = LineReader()
         # Off a terminal (a pipe, a file) the answer is written as plain text as it comes.
         self._plain = PlainAnswer(self._console.file)
+        # Per-person servers: the links a turn asks for, opened here; the browser comes back to `sign_in`.
+        self._sign_in = TerminalSignIn(
+            runtime.agent.connections,
+            sign_in,
+            self._console,
+            self._key,
+            self._user,
+            wait=runtime.settings.nerve_sign_in_timeout,
+            on_ctrl_c=_on_ctrl_c,
+        )
 
     async def run(self) -> None:
         """Chat until /quit, end of input, or Ctrl-C at the prompt."""
@@ -161,7 +175,7 @@ class TerminalChat:
         if command in ("/quit", "/exit"):
             return False
         if command == "/help":
-            self._console.print(HELP, markup=False)
+            self._console.print(HELP.format(sign_ins=COMMANDS_HELP), markup=False)
         elif command == "/tools":
             for tool in self._runtime.agent.tools():
                 self._console.print(
@@ -175,6 +189,8 @@ class TerminalChat:
             self._show(argument.strip())
         elif command == "/prompt":
             await self._prompt(argument.strip())
+        elif command in SIGN_IN_COMMANDS:
+            await self._sign_in.command(command, argument)
         else:
             self._console.print(f"Unknown command {shown(command)}. /help lists the commands.")
         return True
@@ -198,6 +214,8 @@ class TerminalChat:
         return Incoming(key=self._key, text=text, user_id=self._user, place=terminal_place(self._user))
 
     async def _turn(self, text: str) -> None:
+        for request_id in self._sign_in.meanwhile():  # signed in while the chat did not wait: go on first
+            await self._answer(await self._go_on_signed_in([request_id]))
         incoming = self._incoming(text)
         self._last = None
         piece = await self._work(lambda progress: self._runtime.agent.reply(incoming, progress))
@@ -274,7 +292,7 @@ class TerminalChat:
             self._showing("  (Ctrl-C cancels)" if cancellable else "") as (sink, pause),
             FillIn(self._runtime.agent, self._user, self._read, self._console, pause) as fill_in,
         ):
-            task = asyncio.create_task(work(fill_in.watching(sink)))
+            task = asyncio.create_task(work(fill_in.watching(self._sign_in.watch(sink))))
             try:
                 # Under the piece's own Ctrl-C, so a question asked while the piece ran (which takes
                 # Ctrl-C for itself, in a task of its own) keeps it once the piece has returned.
@@ -332,12 +350,16 @@ class TerminalChat:
             self._last = reply
             if parked is not None:
                 self._plain.interrupted()
+            elif self._sign_in.needed and reply.approval is None:
+                pass  # its note speaks of a Connect button; here the link itself follows
             elif reply.text or reply.attachments:
                 self._print(reply)
             if reply.approval is not None:
                 piece = await self._decide(reply.approval)
             elif parked is not None:
                 piece = await self._go_on_answered(parked)
+            elif self._sign_in.needed:
+                piece = await self._go_on_signed_in(await self._sign_in.signed_in())
             else:
                 break
             went_on = True
@@ -358,6 +380,17 @@ class TerminalChat:
             return final
 
         return await self._work(rest_of_turn, cancellable=False)
+
+    async def _go_on_signed_in(self, request_ids: list[str]) -> _Piece | None:
+        """The rest of the turns that waited for a sign-in here, once the browser came back."""
+        piece = None
+        for request_id in request_ids:
+
+            async def rest_of_turn(progress: Progress, request_id: str = request_id) -> AgentReply | None:
+                return await self._runtime.agent.resume(request_id, progress)
+
+            piece = await self._work(rest_of_turn, cancellable=False)
+        return piece
 
     async def _decide(self, prompt: ApprovalPrompt) -> _Piece | None:
         agent = self._runtime.agent

@@ -1,0 +1,294 @@
+"""Signing in to per-person servers from the terminal chat, and `nerve connections`.
+
+The person is at this machine, so the browser comes back to it: while the chat runs, a loopback
+server on 127.0.0.1 (a free port) takes the callback (RFC 8252) — the same callback the chat bots
+serve on NERVE_PUBLIC_URL (`adapters.oauth_http`), so no public address is needed here. It is only
+started when a server in the servers file signs in with OAuth.
+
+When a turn parks for a sign-in, the chat prints the link and opens it with Python's `webbrowser`
+(which honours BROWSER; in a thread of its own, as a console browser may hold it), then waits for the
+browser to land — Ctrl-C stops waiting — and goes on with the turn. A sign-in finished while the chat
+was not waiting lets the turn go on before the next question. `/connections`, `/connect NAME` and
+`/disconnect NAME` are the chat's commands for the same, `nerve connections` lists them outside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import webbrowser
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Self
+
+from aiohttp import web
+from rich.console import Console
+
+from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
+from adapters.terminal.views import conversation_key, shown
+from bot.config import Settings, load_mcp_config
+from bot.connections import Connections
+from bot.oauth.people import person_of
+from bot.oauth.sign_ins import SignedIn
+from bot.runtime import CALLBACK_PATH, Runtime, open_runtime, open_store, sign_ins_for
+from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
+
+HOST = "127.0.0.1"
+COMMANDS = frozenset({"/connections", "/connect", "/disconnect"})
+COMMANDS_HELP = """\
+  /connections   the services you connected with your own account
+  /connect NAME  connect one; /disconnect NAME  stop using your account there"""
+NO_SIGN_INS = "No server here asks you to sign in with your own account."
+# Ctrl-C runs the action while inside (the chat's own handling, which nests).
+OnCtrlC = Callable[[Callable[[], object]], AbstractContextManager[None]]
+
+
+def signs_in(settings: Settings) -> bool:
+    """Whether a server in the servers file signs in with OAuth (then the chat takes callbacks)."""
+    servers = load_mcp_config(settings.nerve_mcp_config).servers
+    return any(config.auth is not None and config.auth.type == "oauth" for config in servers.values())
+
+
+class LoopbackCallback:
+    """The browser's way back to this terminal: `http://127.0.0.1:<free port>/oauth/callback`."""
+
+    def __init__(self) -> None:
+        self._endpoints: SignInEndpoints | None = None
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+        self._signed: asyncio.Queue[SignedIn] = asyncio.Queue()
+
+    @property
+    def redirect_uri(self) -> str:
+        return f"http://{HOST}:{self._port}{CALLBACK_PATH}"
+
+    def attach(self, connections: Connections) -> None:
+        """Finish sign-ins with `connections` from now on (known once the runtime is open)."""
+        self._endpoints = SignInEndpoints(
+            connections, public_url=None, back_to="the terminal", resume=self._signed.put_nowait
+        )
+
+    async def __aenter__(self) -> Self:
+        app = web.Application()
+        app.router.add_get(CALLBACK_PATH, self._callback)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, HOST, 0).start()
+        self._port = int(self._runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _callback(self, request: web.Request) -> web.Response:
+        if self._endpoints is None:
+            return page("Not a sign-in", NOT_A_SIGN_IN, status=400)
+        return await self._endpoints.callback(request)
+
+    async def wait(self, within: float) -> SignedIn | None:
+        """The next finished sign-in (one with turns waiting for it), or None after `within` seconds."""
+        try:
+            async with asyncio.timeout(within):
+                return await self._signed.get()
+        except TimeoutError:
+            return None
+
+    def finished(self) -> list[SignedIn]:
+        """Sign-ins finished while nobody waited for them."""
+        found = []
+        while not self._signed.empty():
+            found.append(self._signed.get_nowait())
+        return found
+
+
+@contextlib.asynccontextmanager
+async def chat_runtime(settings: Settings) -> AsyncIterator[tuple[Runtime, LoopbackCallback | None]]:
+    """The runtime of `nerve chat`, with the loopback callback when a server signs in with OAuth."""
+    if not signs_in(settings):
+        async with open_runtime(settings) as runtime:
+            yield runtime, None
+        return
+    async with (
+        LoopbackCallback() as callback,
+        open_runtime(settings, sign_in_redirect=callback.redirect_uri) as runtime,
+    ):
+        if runtime.agent.connections is not None:
+            callback.attach(runtime.agent.connections)
+        yield runtime, callback
+
+
+def open_in_browser(url: str) -> None:
+    """Open `url` with `webbrowser` (BROWSER, else the desktop's) in a thread of its own: a console
+    browser holds its caller until it is closed, and the chat must go on meanwhile."""
+    threading.Thread(target=webbrowser.open, args=(url,), name="nerve-browser", daemon=True).start()
+
+
+class TerminalSignIn:
+    """Sign-ins of one chat: the links its turns ask for, waiting for the browser, the commands."""
+
+    def __init__(
+        self,
+        connections: Connections | None,
+        callback: LoopbackCallback | None,
+        console: Console,
+        key: ConversationKey,
+        user: str,
+        *,
+        wait: float,
+        on_ctrl_c: OnCtrlC,
+    ) -> None:
+        self._connections = connections
+        self._callback = callback
+        self._console = console
+        self._key = key
+        self._user = user
+        self._wait = wait
+        self._on_ctrl_c = on_ctrl_c
+        self._needed: list[SignInNeeded] = []
+
+    def watch(self, forward: Progress) -> Progress:
+        """A turn's progress, keeping the sign-ins it asks for (shown once the turn has parked)."""
+
+        async def progress(event: TurnEvent) -> None:
+            if event.kind == "sign_in_needed" and event.sign_in is not None:
+                self._needed.append(event.sign_in)
+            await forward(event)
+
+        return progress
+
+    @property
+    def needed(self) -> bool:
+        return bool(self._needed)
+
+    async def signed_in(self) -> list[str]:
+        """Show the links the last turn asked for, open them, and wait for the browser: the parked
+        turns that may go on now (none when the person stopped waiting, or it took too long)."""
+        needed, self._needed = self._needed, []
+        if self._callback is None:
+            for sign_in in needed:
+                self._console.print(
+                    f"[yellow]{shown(sign_in.server)} needs a sign-in this chat cannot take.[/yellow]"
+                )
+            return []
+        servers = {sign_in.server for sign_in in needed}
+        for sign_in in needed:
+            self._show(sign_in)
+        request_ids: list[str] = []
+        waiting = asyncio.ensure_future(self._until_signed_in(servers, request_ids))
+        try:
+            with self._on_ctrl_c(waiting.cancel):
+                await waiting
+        except asyncio.CancelledError:
+            if not waiting.cancelled():
+                raise
+            self._console.print(
+                "[dim]Stopped waiting. Sign in with the link above whenever you like: the question goes on"
+                " then, before your next one.[/dim]"
+            )
+            return []
+        if servers:
+            self._console.print(
+                f"[yellow]Not signed in to {shown(', '.join(sorted(servers)))} in time;[/yellow] the question"
+                " goes on without it."
+            )
+        return list(dict.fromkeys(request_ids))
+
+    async def _until_signed_in(self, servers: set[str], request_ids: list[str]) -> None:
+        assert self._callback is not None
+        deadline = time.monotonic() + self._wait
+        while servers:
+            signed = await self._callback.wait(deadline - time.monotonic())
+            if signed is None:
+                return
+            self._console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
+            servers.discard(signed.server)
+            request_ids.extend(signed.request_ids)
+
+    def meanwhile(self) -> list[str]:
+        """Parked turns whose sign-in finished while the chat was not waiting for it."""
+        if self._callback is None:
+            return []
+        found = self._callback.finished()
+        for signed in found:
+            self._console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
+        return list(dict.fromkeys(rid for signed in found for rid in signed.request_ids))
+
+    def _show(self, sign_in: SignInNeeded) -> None:
+        minutes = max(1, round(self._wait / 60))
+        self._console.print(
+            f"[bold]{shown(sign_in.server)}[/bold] works with your own account. Sign in in your browser"
+            f" (the link is yours only and expires in {minutes} min):"
+        )
+        # The link whole on a line of its own, so a terminal can open it and a person can copy it.
+        self._console.print(shown(sign_in.url), soft_wrap=True, highlight=False)
+        open_in_browser(sign_in.url)
+
+    # --- the chat's commands -----------------------------------------------------------------------
+
+    async def command(self, command: str, argument: str) -> None:
+        connections = self._connections
+        if connections is None or not connections.servers:
+            self._console.print(NO_SIGN_INS)
+            return
+        server = argument.strip()
+        if command == "/connections":
+            await self._list(connections)
+        elif not server:
+            names = ", ".join(connections.servers)
+            self._console.print(f"Name the server: {shown(command)} NAME, one of {shown(names)}.")
+        elif command == "/disconnect":
+            gone = await connections.disconnect(self._key, self._user, server)
+            self._console.print(
+                f"Disconnected from {shown(server)}: nerve no longer uses your account there."
+                if gone
+                else f"You were not connected to {shown(server)}."
+            )
+        else:
+            started = await connections.connect(self._key, self._user, server)
+            if started.sign_in is None:
+                self._console.print(shown(started.note))
+                return
+            self._needed.append(started.sign_in)
+            await self.signed_in()
+
+    async def _list(self, connections: Connections) -> None:
+        mine = await connections.of(self._key, self._user)
+        for line in connection_lines([(c.server, c.since) for c in mine], connections.servers):
+            self._console.print(shown(line))
+
+
+def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> list[str]:
+    lines = [
+        f"{server} — connected since {time.strftime('%Y-%m-%d %H:%M', time.localtime(since))}"
+        for server, since in connected
+        if server in servers
+    ]
+    if not lines:
+        lines.append("No connections: you have not signed in to any server with your own account.")
+    others = [name for name in servers if name not in {server for server, _ in connected}]
+    if others:
+        lines.append(f"Not connected: {', '.join(others)} (/connect NAME in the chat)")
+    return lines
+
+
+async def print_connections(settings: Settings, console: Console | None = None) -> int:
+    """`nerve connections`: the local person's connections, without starting any server."""
+    console = console or Console(highlight=False)
+    servers = load_mcp_config(settings.nerve_mcp_config).servers
+    async with open_store(settings) as store:
+        # The redirect is never used here: listing reads the store only.
+        sign_ins = sign_ins_for(settings, servers, store, f"http://{HOST}{CALLBACK_PATH}")
+        if sign_ins is None or not sign_ins.per_person_servers():
+            console.print(NO_SIGN_INS)
+            return 0
+        key = conversation_key("default")
+        mine = await sign_ins.connections(person_of(key, key.workspace))
+        for line in connection_lines([(c.server, c.since) for c in mine], sign_ins.per_person_servers()):
+            console.print(shown(line))
+    return 0
