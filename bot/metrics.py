@@ -174,6 +174,17 @@ class _Waiting:
         return len(self.until)
 
 
+class _Breaker(Protocol):
+    """A server link's circuit (`bot.mcp.circuit.Circuit`), read when /metrics is scraped."""
+
+    @property
+    def state(self) -> str: ...
+
+
+# How a circuit's state reads as a number: the worst of a server's links is shown.
+CIRCUIT_LEVELS = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
+
+
 class _Gate(Protocol):
     @property
     def running(self) -> int: ...
@@ -187,6 +198,8 @@ class _Live:
     """The present state of this process, read when /metrics is scraped."""
 
     servers: dict[str, bool] = field(default_factory=dict)
+    # Each server's circuits: the shared link's, and one per person for a per-person server.
+    circuits: dict[str, weakref.WeakSet[_Breaker]] = field(default_factory=dict)
     gate: weakref.ref[_Gate] | None = None
     approvals: _Waiting = field(default_factory=_Waiting)
     questions: _Waiting = field(default_factory=_Waiting)
@@ -203,6 +216,15 @@ class _LiveGauges(Collector):
         for name, ready in sorted(_live.servers.items()):
             up.add_metric([name], 1.0 if ready else 0.0)
         yield up
+        circuit = GaugeMetricFamily(
+            "nerve_mcp_circuit_state",
+            "Calls to an MCP server: 0 allowed, 1 one probe call allowed, 2 paused after repeated failures.",
+            labels=["server"],
+        )
+        for name, breakers in sorted(_live.circuits.items()):
+            levels = [CIRCUIT_LEVELS.get(breaker.state, 0.0) for breaker in list(breakers)]
+            circuit.add_metric([name], max(levels, default=0.0))
+        yield circuit
         gate = _live.gate() if _live.gate is not None else None
         yield GaugeMetricFamily(
             "nerve_turns_running", "Turns holding a slot right now.", value=gate.running if gate else 0
@@ -401,6 +423,20 @@ def server_up(server: str, up: bool) -> None:
 def server_restart(server: str) -> None:
     """An MCP server is being started again after it stopped or failed to start."""
     _current.restarts.labels(_current.servers.label(server)).inc()
+
+
+def watch_circuit(server: str, breaker: _Breaker) -> None:
+    """A server link's circuit, shown per server while the link exists."""
+    name = clean_label(server)
+    if name in _live.circuits or len(_live.circuits) < MAX_SERVERS:
+        _live.circuits.setdefault(name, weakref.WeakSet()).add(breaker)
+
+
+def forget_circuit(server: str, breaker: _Breaker) -> None:
+    """A server link closed: its circuit no longer counts."""
+    breakers = _live.circuits.get(clean_label(server))
+    if breakers is not None:
+        breakers.discard(breaker)
 
 
 def rate_limit_wait(platform: str, seconds: float) -> None:

@@ -138,7 +138,8 @@ async def until_ready(host: MCPHost, auth: httpx2.Auth | None) -> str | None:
 
 async def main(url: str, scenario: str, context: dict[str, Any]) -> int:
     config = auth_of(scenario, context)
-    server = ServerConfig(url=url, type="http", timeout=CALL_TIMEOUT, auth=config)
+    # The suite's servers listen on this machine.
+    server = ServerConfig(url=url, type="http", timeout=CALL_TIMEOUT, auth=config, allow_private_network=True)
     if config is None:
         return await connect_and_run(server, None, scenario, context)
     async with LoopbackSignIn(say=print, wait=SIGN_IN_WAIT) as sign_in:

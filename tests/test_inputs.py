@@ -48,7 +48,7 @@ async def asks_server(transport: str, protocol: str) -> AsyncIterator[ServerConf
         assert process.stdout is not None
         async with asyncio.timeout(20):
             url = (await process.stdout.readline()).decode().strip()
-        yield ServerConfig(url=url)
+        yield ServerConfig(url=url, allow_private_network=True)
     finally:
         process.terminate()
         await process.wait()

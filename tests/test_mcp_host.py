@@ -352,7 +352,9 @@ async def test_a_streamable_http_server_is_reached_by_url():
     )
     try:
         # The first attempts may find nothing listening yet; the host retries in the background.
-        async with MCPHost({"remote": ServerConfig(url=f"http://127.0.0.1:{port}/mcp")}) as host:
+        async with MCPHost(
+            {"remote": ServerConfig(url=f"http://127.0.0.1:{port}/mcp", allow_private_network=True)}
+        ) as host:
             async with asyncio.timeout(20):
                 await host.wait_until_ready()
             assert (await host.call_tool("whoami", {})).structured == {"result": "remote"}

@@ -387,7 +387,9 @@ async def remote_asks(tmp_path: Path, model: FakeLLMServer) -> AsyncIterator[dic
     state it gave the call that asked, so the call made again after a restart gets its answer."""
     async with asks_server("http", "2026-07-28") as server:
         config = tmp_path / "mcp.json"
-        config.write_text(json.dumps({"mcpServers": {"asks": {"url": server.url}}}))
+        config.write_text(
+            json.dumps({"mcpServers": {"asks": {"url": server.url, "allowPrivateNetwork": True}}})
+        )
         yield chat_env(
             tmp_path, NERVE_MCP_CONFIG=str(config), OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="t"
         )

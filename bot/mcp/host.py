@@ -24,7 +24,7 @@ import anyio
 import httpx2
 import mcp_types
 import pydantic
-from mcp import MCPError
+from mcp import Client, MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -32,6 +32,7 @@ from bot.config import ServerConfig
 from bot.errors import PromptError
 from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
+from bot.mcp.circuit import CircuitPolicy
 from bot.mcp.link import AuthFactory, Mode, ServerLink
 from bot.mcp.parking import call_parkable
 from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
@@ -67,6 +68,7 @@ class MCPHost:
         max_call_seconds: float = 600.0,
         auth: AuthFactory | None = None,
         sign_ins: SignIns | None = None,
+        circuit: CircuitPolicy | None = None,
     ) -> None:
         self._servers = dict(servers)
         self._default_timeout = default_timeout
@@ -83,6 +85,7 @@ class MCPHost:
                 on_change=self._changed,
                 auth=link_auth,
                 personal=personal,
+                circuit=circuit,
             )
 
         personal = {
@@ -315,11 +318,61 @@ class MCPHost:
         context: CallContext | None,
         started: float,
     ) -> ToolResult:
+        """One call through the server's circuit: refused at once while it is open; a session the
+        server forgot (HTTP 404) is opened again and the call made once more, once."""
+        ticket = link.circuit.admit()
+        if isinstance(ticket, str):
+            return results.unavailable(spec.server, ticket, latency_ms=(time.perf_counter() - started) * 1000)
+        result: ToolResult | None = None
+        try:
+            stale = link.client
+            result = await self._call_once(link, spec, name, arguments, context, started)
+            if link.session_expired and stale is not None and result.error_kind == "unavailable":
+                result = await self._call_renewed(link, stale, spec, name, arguments, context, started)
+        finally:
+            # A probe call settles the circuit: answered (even with a tool error) means the server is back.
+            link.circuit.settle(
+                ticket, answered=None if result is None else result.error_kind != "unavailable"
+            )
+        return result
+
+    async def _call_renewed(
+        self,
+        link: ServerLink,
+        stale: Client,
+        spec: ToolSpec,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None,
+        started: float,
+    ) -> ToolResult:
+        """The call again on a new session; the server never ran it on the one it had forgotten."""
+        logger.info("MCP server %r forgot the session; opening a new one for %s", spec.server, name)
+        if await link.renew_session(stale, within=spec.timeout) is None:
+            reason = "it forgot the session and a new one could not be opened in time"
+            return results.unavailable(spec.server, reason, latency_ms=(time.perf_counter() - started) * 1000)
+        result = await self._call_once(link, spec, name, arguments, context, started)
+        if link.session_expired and result.error_kind == "unavailable":
+            reason = "it forgot the session again right after a new one was opened"
+            return replace(result, content=results.unavailable(spec.server, reason).content, detail=reason)
+        return result
+
+    async def _call_once(
+        self,
+        link: ServerLink,
+        spec: ToolSpec,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None,
+        started: float,
+    ) -> ToolResult:
 
         def elapsed() -> float:
             return (time.perf_counter() - started) * 1000
 
         client = link.client
+        if client is None and link.refused is not None:
+            return results.unavailable(spec.server, link.refused, latency_ms=elapsed())
         if client is None:
             # Restarting after a crash: wait for it within the call's own timeout.
             client = await link.wait_ready(within=spec.timeout)
@@ -348,6 +401,8 @@ class MCPHost:
                     return results.timed_out(name, self._max_call_seconds, latency_ms=elapsed())
                 return results.timed_out(name, spec.timeout, latency_ms=elapsed())
         except MCPError as exc:
+            if link.session_expired:
+                return results.unavailable(spec.server, "it forgot the session", latency_ms=elapsed())
             return _protocol_error(spec, exc, elapsed())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())

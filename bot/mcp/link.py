@@ -12,7 +12,7 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Literal, cast
 
@@ -38,8 +38,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot import metrics
 from bot.config import ServerConfig
+from bot.mcp.address_guard import AddressRefused, http_client
 from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
+from bot.mcp.circuit import Circuit, CircuitPolicy
 from bot.mcp.stderr import StderrTap
 from bot.types import InputDraft, SignInNeeded
 
@@ -89,6 +91,7 @@ class ServerLink:
         on_change: Callable[[], None],
         auth: httpx2.Auth | None = None,
         personal: bool = False,
+        circuit: CircuitPolicy | None = None,
     ) -> None:
         self.name = name
         # One person's link: when it needs them to sign in, it stops until they have (the host
@@ -129,6 +132,17 @@ class ServerLink:
         # Links people agreed to open, by elicitation id: the server says when it is done with each.
         self._url_waiters: dict[str, Callable[[str], Awaitable[None]]] = {}
         self._server_log = logging.getLogger(f"bot.mcp.server.{name}")
+        # Calls pause after repeated crashes (`bot.mcp.circuit`); each link has its own.
+        self.circuit = Circuit(name, circuit)
+        metrics.watch_circuit(name, self.circuit)
+        # The attempt ended on the configuration, not the server (an address refused, a sign-in):
+        # not a crash, so the circuit does not count it.
+        self._not_a_crash = False
+        # Why the server's address was refused (`bot.mcp.address_guard`): calls fail at once with it.
+        self.refused: str | None = None
+        # The server answered 404 to the session's id: it forgot the session (restarted, expired).
+        self.session_expired = False
+        self._renewing = False
 
     @property
     def ready(self) -> bool:
@@ -138,6 +152,7 @@ class ServerLink:
         """Ask `run()` to close the client and return; safe to call before it started."""
         self._stopping = True
         metrics.server_up(self.name, False)
+        metrics.forget_circuit(self.name, self.circuit)
         if self._stop is not None:
             self._stop.cancel()
         self._notify()
@@ -167,6 +182,14 @@ class ServerLink:
                 return None
         return self.client
 
+    async def renew_session(self, stale: Client, within: float) -> Client | None:
+        """Open a new session after the server forgot `stale` (HTTP 404); the new client, or None
+        if it is not ready within `within` s. Calls that met the same 404 share one renewal."""
+        if self.client is stale:
+            self._renewing = True
+            self._connection_lost()
+        return await self.wait_ready(within)
+
     def request_refresh(self) -> None:
         self._refresh_wanted = True
         self._wake.set()
@@ -187,7 +210,11 @@ class ServerLink:
                     reason = describe_failure(exc)
                 if anyio.current_time() - started > HEALTHY_AFTER:
                     self._delay = BACKOFF_FIRST
-                wait = self._delay * random.uniform(0.8, 1.2)
+                renewing, self._renewing = self._renewing, False
+                if not self._connected and not self._not_a_crash:
+                    self.circuit.record_failure()  # a failed start (a crash of a running one counted already)
+                # A session the server forgot is opened again at once: nothing is wrong with it.
+                wait = 0.0 if renewing else self._delay * random.uniform(0.8, 1.2)
                 self.retry_at = anyio.current_time() + wait
                 if not self._connected:
                     self.failed_attempts += 1
@@ -203,7 +230,8 @@ class ServerLink:
                 await anyio.sleep(wait)
                 self.retry_at = None
                 metrics.server_restart(self.name)
-                self._delay = min(self._delay * 2, BACKOFF_MAX)
+                if not renewing:
+                    self._delay = min(self._delay * 2, BACKOFF_MAX)
 
     async def _run_once(self) -> str:
         tap = StderrTap(self.name) if self.config.kind == "stdio" else None
@@ -229,6 +257,8 @@ class ServerLink:
 
     async def _connect_and_serve(self, tap: StderrTap | None) -> str:
         self._challenged = False
+        self._not_a_crash = False
+        self.session_expired = False
         self.sign_in = None
         self._lost = False
         self._refresh_wanted = False
@@ -259,9 +289,16 @@ class ServerLink:
                     handshake.deadline = math.inf
                     self._set_ready(client, anyio.current_time() - started)
                     await self._serve(client)
-                    return "closed the connection"
+                    return (
+                        "forgot the session; opening a new one" if self._renewing else "closed the connection"
+                    )
             return f"did not finish starting within {self._connect_timeout:g} s"
         except Exception as exc:
+            self._not_a_crash = True
+            refused = address_refused(exc)
+            if refused is not None:
+                self.refused = str(refused)
+                return f"was not contacted: {refused}"
             needed = sign_in_needed(exc)
             if needed is not None:
                 self.sign_in = needed
@@ -270,6 +307,7 @@ class ServerLink:
                 return f"needs sign-in: an admin runs `nerve connect {self.name}`"
             if self._challenged:
                 return NEEDS_AUTH_ENTRY
+            self._not_a_crash = False
             return describe_failure(exc)
 
     async def _serve(self, client: Client) -> None:
@@ -365,6 +403,9 @@ class ServerLink:
         self.client = None
         self._lost = True
         self._wake.set()
+        if was_ready and not self._renewing and not self._stopping:
+            # Counted the moment it is seen: a call right after a crash must already meet the circuit.
+            self.circuit.record_failure()
         if was_ready:
             self.problem = "lost the connection"
             metrics.server_up(self.name, False)
@@ -382,14 +423,26 @@ class ServerLink:
             return stdio_client(params, errlog=tap.writer)
         assert config.url is not None
         if config.kind == "sse":
+
+            def guarded(
+                headers: dict[str, str] | None = None,
+                timeout: httpx2.Timeout | None = None,
+                auth: httpx2.Auth | None = None,
+            ) -> httpx2.AsyncClient:
+                return http_client(config.allow_private_network, headers=headers, timeout=timeout, auth=auth)
+
             return sse_client(
                 config.url,
                 headers=config.headers or None,
                 timeout=self._connect_timeout,
                 sse_read_timeout=STREAM_READ_TIMEOUT,
                 auth=self.auth,
+                httpx_client_factory=guarded,
             )
-        http = httpx2.AsyncClient(
+        # Every request of this client (redirects and OAuth discovery too) goes to public addresses
+        # only, unless the entry allows private ones (`bot.mcp.address_guard`).
+        http = http_client(
+            config.allow_private_network,
             headers=config.headers,
             timeout=httpx2.Timeout(self._connect_timeout, read=STREAM_READ_TIMEOUT),
             auth=self.auth,
@@ -403,10 +456,13 @@ class ServerLink:
         into a bare "error response", and the operator needs to know what to add."""
         if response.status_code == 401 and self.auth is None and "www-authenticate" in response.headers:
             self._challenged = True
+        if response.status_code == 404 and "mcp-session-id" in response.request.headers:
+            self.session_expired = True
 
     def _set_ready(self, client: Client, elapsed: float) -> None:
         self.client = client
         self.problem = None
+        self.refused = None
         self._connected = True
         metrics.server_up(self.name, True)
         self.stderr_seen = False
@@ -528,8 +584,22 @@ async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
     return tuple(prompts)
 
 
+def address_refused(exc: BaseException) -> AddressRefused | None:
+    """The refused address a failed attempt stopped at, wherever in the groups and causes it is."""
+    return next((found for found in _linked(exc) if isinstance(found, AddressRefused)), None)
+
+
 def sign_in_needed(exc: BaseException) -> SignInNeeded | None:
     """The sign-in a failed attempt stopped at (per-person OAuth), wherever in the groups it is."""
+    for found in _linked(exc):
+        needed = getattr(found, "sign_in", None)
+        if isinstance(needed, SignInNeeded):
+            return needed
+    return None
+
+
+def _linked(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, the exceptions of its groups and their causes and contexts, each once."""
     seen: list[BaseException] = [exc]
     visited: set[int] = set()
     while seen:
@@ -537,15 +607,10 @@ def sign_in_needed(exc: BaseException) -> SignInNeeded | None:
         if id(found) in visited:
             continue
         visited.add(id(found))
-        needed = getattr(found, "sign_in", None)
-        if isinstance(needed, SignInNeeded):
-            return needed
+        yield found
         if isinstance(found, BaseExceptionGroup):
             seen.extend(found.exceptions)
-        for linked in (found.__cause__, found.__context__):
-            if linked is not None:
-                seen.append(linked)
-    return None
+        seen.extend(linked for linked in (found.__cause__, found.__context__) if linked is not None)
 
 
 def describe_failure(exc: BaseException) -> str:

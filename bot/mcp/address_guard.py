@@ -1,0 +1,224 @@
+"""Remote MCP servers are reached on public addresses only, unless the servers file says otherwise.
+
+A server URL comes from a config file, and the requests nerve makes to it follow redirects and OAuth
+discovery documents the server controls. Without a check, a typo, a hostile redirect or a DNS answer
+could make nerve talk to something inside its own network: a database's HTTP port, an admin page,
+or the cloud metadata service at 169.254.169.254 that hands out credentials.
+
+So every HTTP request a remote server's client makes is checked, and the check is on the address
+the connection is actually opened to, after resolution: the connection pool's network backend
+resolves the host itself, refuses if any answer is loopback, private (RFC 1918, fc00::/7), link-local
+(169.254.0.0/16, fe80::/10), unspecified (0.0.0.0) or otherwise not globally routable, and then
+connects to the very address it checked, so a DNS answer that changes between a check and the connect
+cannot slip through. Redirects and OAuth discovery requests go through the same client, so through
+the same check. A server entry with `"allowPrivateNetwork": true` gets a plain client.
+
+Through an HTTP(S) proxy from the environment the proxy resolves and connects, so there the host is
+resolved and checked before the request is handed to the proxy.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import urllib.request
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from typing import Any
+
+import anyio
+import httpcore2
+import httpx2
+from httpcore2 import AnyIOBackend, AsyncNetworkBackend, AsyncNetworkStream
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
+# Addresses that carry an IPv4 address inside an IPv6 one (NAT64's well-known prefix).
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+HINT = "set allowPrivateNetwork if you mean it"
+
+
+class AddressRefused(httpx2.ConnectError):
+    """A remote server's host resolved to an address nerve does not reach without being told to."""
+
+    def __init__(self, host: str, address: IPAddress, why: str) -> None:
+        self.host = host
+        self.address = address
+        self.why = why
+        super().__init__(f"its address {address} is {why}; {HINT}")
+
+
+def why_refused(address: IPAddress) -> str | None:
+    """Why nerve does not connect to `address` unasked (a phrase), or None for a public address."""
+    embedded = _embedded_ipv4(address)
+    if embedded is not None:
+        return why_refused(embedded)
+    if address.is_unspecified:
+        return "unspecified (it reaches this machine)"
+    if address.is_loopback:
+        return "on this machine (loopback)"
+    if address.is_link_local:
+        return "link-local (where cloud metadata services answer)"
+    if address.is_multicast:
+        return "a multicast address"
+    if address.is_private or not address.is_global:
+        return "on a private network"
+    return None
+
+
+def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+async def resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address `host` resolves to, in the resolver's order (an address literal: itself)."""
+    try:
+        return [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        pass
+    answers = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    found: list[IPAddress] = []
+    for _family, _type, _proto, _name, sockaddr in answers:
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        if address not in found:
+            found.append(address)
+    return found
+
+
+class AddressGuard:
+    """Resolves a host and refuses it if any of its addresses is not public (or trusted)."""
+
+    def __init__(self, *, resolver: Resolver = resolve, trusted: Collection[IPAddress] = ()) -> None:
+        self._resolve = resolver
+        # Addresses treated as public all the same: a narrow allowance (and what tests stand in with).
+        self._trusted = frozenset(trusted)
+
+    async def checked(self, host: str, port: int) -> list[IPAddress]:
+        """The host's addresses, all allowed; raises `AddressRefused` naming the first that is not."""
+        addresses = await self._resolve(host, port)
+        if not addresses:
+            raise httpx2.ConnectError(f"{host} did not resolve to any address")
+        for address in addresses:
+            if address in self._trusted:
+                continue
+            why = why_refused(address)
+            if why is not None:
+                raise AddressRefused(host, address, why)
+        return addresses
+
+
+class GuardedBackend(AsyncNetworkBackend):
+    """The connection pool's network: resolve, check, then connect to exactly the checked address."""
+
+    def __init__(self, guard: AddressGuard) -> None:
+        self._guard = guard
+        self._inner = AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's interface
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> AsyncNetworkStream:
+        try:
+            with anyio.fail_after(timeout):
+                addresses = await self._guard.checked(host, port)
+        except TimeoutError as exc:
+            raise httpcore2.ConnectTimeout(f"resolving {host} took over {timeout} s") from exc
+        except OSError as exc:  # socket.gaierror: no such host
+            raise httpcore2.ConnectError(f"{host} could not be resolved: {exc}") from exc
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    str(address),
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's interface
+        socket_options: Iterable[Any] | None = None,
+    ) -> AsyncNetworkStream:
+        raise httpcore2.ConnectError("a remote MCP server is reached over TCP, not a local socket")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _DirectTransport(httpx2.AsyncHTTPTransport):
+    """httpx2's own transport over a pool whose network is the guarded backend."""
+
+    def __init__(self, guard: AddressGuard) -> None:
+        super().__init__()
+        limits = httpx2.Limits()
+        self._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=httpx2.create_ssl_context(),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=GuardedBackend(guard),
+        )
+
+
+class GuardedTransport(httpx2.AsyncBaseTransport):
+    """Every request of one client: direct connections checked at connect time; a request that an
+    environment proxy carries checked by resolving its host first."""
+
+    def __init__(self, guard: AddressGuard) -> None:
+        self._guard = guard
+        self._direct = _DirectTransport(guard)
+        self._proxied: dict[str, httpx2.AsyncHTTPTransport] = {}
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        proxy = _environment_proxy(request.url)
+        if proxy is None:
+            return await self._direct.handle_async_request(request)
+        port = request.url.port or (443 if request.url.scheme == "https" else 80)
+        await self._guard.checked(request.url.host, port)
+        transport = self._proxied.get(proxy)
+        if transport is None:
+            transport = self._proxied[proxy] = httpx2.AsyncHTTPTransport(proxy=proxy)
+        return await transport.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._direct.aclose()
+        for transport in self._proxied.values():
+            await transport.aclose()
+
+
+def _environment_proxy(url: httpx2.URL) -> str | None:
+    """The proxy HTTP(S)_PROXY / ALL_PROXY names for `url`, unless NO_PROXY exempts its host."""
+    proxies = urllib.request.getproxies_environment()
+    bypass: Callable[[str, dict[str, str]], bool] = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if not proxies or bypass(url.host, proxies):
+        return None
+    return proxies.get(url.scheme) or proxies.get("all")
+
+
+def http_client(
+    allow_private_network: bool, guard: AddressGuard | None = None, **options: Any
+) -> httpx2.AsyncClient:
+    """An HTTP client for one remote server: guarded unless its entry allows private addresses."""
+    if allow_private_network:
+        return httpx2.AsyncClient(**options)
+    return httpx2.AsyncClient(transport=GuardedTransport(guard or AddressGuard()), **options)

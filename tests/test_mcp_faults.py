@@ -1,0 +1,277 @@
+"""MCP servers that fail: killed mid-call, crashing again and again, never answering, answering late.
+
+Real servers as real subprocesses (`tests/mcp_servers/victim.py`, `stubborn.py`); every wait is
+bounded. The figures printed with `figure:` are the ones `bench/RESULTS.md` records
+(`pytest -s tests/test_mcp_faults.py` shows them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bot import metrics
+from bot.agent import Agent
+from bot.config import ServerConfig
+from bot.mcp.circuit import Circuit, CircuitPolicy, Ticket
+from bot.mcp.host import MCPHost
+from bot.types import CallContext, ConversationKey, Incoming, ToolResult
+from tests.fakes.scripted import Call, ScriptedLLM, Step
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def figure(name: str, seconds: float) -> None:
+    print(f"figure: {name}: {seconds * 1000:.0f} ms")
+
+
+def victim(state: Path, **kwargs: Any) -> ServerConfig:
+    return ServerConfig(
+        command=sys.executable,
+        args=["-m", "tests.mcp_servers.victim"],
+        cwd=str(ROOT),
+        env={"VICTIM_STATE": str(state)},
+        **kwargs,
+    )
+
+
+def stubborn(log: Path, **kwargs: Any) -> ServerConfig:
+    return ServerConfig(
+        command=sys.executable,
+        args=["-m", "tests.mcp_servers.stubborn"],
+        cwd=str(ROOT),
+        env={"STUBBORN_LOG": str(log)},
+        **kwargs,
+    )
+
+
+async def kill_mid_call(host: MCPHost, state: Path, tool: str = "wait") -> tuple[ToolResult, float]:
+    """Start a call that holds, SIGKILL the server once it runs; the call's result and how long
+    after the kill it came back."""
+    waiting = state / "waiting"
+    waiting.unlink(missing_ok=True)
+    call = asyncio.create_task(host.call_tool(tool, {}))
+    while not waiting.exists():
+        assert not call.done(), call.result()
+        await asyncio.sleep(0.01)
+    os.kill(int(waiting.read_text()), signal.SIGKILL)
+    killed = time.monotonic()
+    result = await call
+    return result, time.monotonic() - killed
+
+
+async def first_success(host: MCPHost, limit: float = 10.0) -> float:
+    """Seconds until an `echo` call succeeds (each call waits for the restart under way)."""
+    began = time.monotonic()
+    while True:
+        result = await host.call_tool("echo", {"text": "back"})
+        if not result.is_error:
+            assert result.structured == {"result": "back"}
+            return time.monotonic() - began
+        assert time.monotonic() - began < limit, result.content
+
+
+def circuit_gauge(server: str) -> float:
+    text = metrics.exposition()[0].decode()
+    for family in text_string_to_metric_families(text):
+        if family.name == "nerve_mcp_circuit_state":
+            for sample in family.samples:
+                if sample.labels.get("server") == server:
+                    return sample.value
+    raise AssertionError(f"no circuit gauge for {server}")
+
+
+def received(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line)["message"] for line in log.read_text().splitlines() if line.strip()]
+
+
+async def until_received(log: Path, method: str, limit: float = 5.0) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        found = [m for m in received(log) if m.get("method") == method]
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+    return []
+
+
+# --- a stdio server SIGKILLed mid-call --------------------------------------------------------------
+
+
+async def test_a_server_killed_mid_call_is_told_at_once_restarted_and_answers_again(tmp_path):
+    async with asyncio.timeout(60), MCPHost({"victim": victim(tmp_path)}) as host:
+        result, told = await kill_mid_call(host, tmp_path)
+        assert result.is_error and result.error_kind == "unavailable"
+        assert "victim" in result.content and "stopped while handling the call" in result.content
+        assert told < 5.0
+        back = await first_success(host)
+        assert back < 10.0
+        assert host.problems() == []
+    figure("SIGKILL mid-call -> tool result", told)
+    figure("SIGKILL -> next successful call", told + back)
+
+
+async def test_the_person_hears_of_the_crash_in_the_turn_within_five_seconds(tmp_path, store):
+    async with asyncio.timeout(60), MCPHost({"victim": victim(tmp_path)}) as host:
+        llm = ScriptedLLM([Step(calls=[Call("wait")]), Step(text="Here is what happened.")])
+        agent = Agent(llm=llm, host=host, store=store, inbox=store)
+        key = ConversationKey(platform="test", workspace="w", channel="c", thread="t")
+        turn = asyncio.create_task(agent.reply(Incoming(key=key, text="wait for it", user_id="u1")))
+        waiting = tmp_path / "waiting"
+        while not waiting.exists():
+            assert not turn.done(), turn.result()
+            await asyncio.sleep(0.01)
+        os.kill(int(waiting.read_text()), signal.SIGKILL)
+        killed = time.monotonic()
+        reply = await turn
+        told = time.monotonic() - killed
+    assert told < 5.0
+    assert "wait is temporarily unavailable" in reply.text and "stopped while handling the call" in reply.text
+    figure("SIGKILL mid-call -> the person's reply", told)
+
+
+# --- the circuit ------------------------------------------------------------------------------------
+
+
+async def test_three_crashes_in_a_minute_pause_calls_with_a_clear_message(tmp_path):
+    metrics.reset()
+    async with asyncio.timeout(90), MCPHost({"victim": victim(tmp_path)}) as host:
+        assert circuit_gauge("victim") == 0.0
+        for _ in range(3):
+            await first_success(host)
+            crashed, _ = await kill_mid_call(host, tmp_path)
+            assert crashed.error_kind == "unavailable"
+        await host.wait_until_ready()  # restarted all the same: the pause is for calls, not the process
+        began = time.monotonic()
+        paused = await host.call_tool("echo", {"text": "anyone?"})
+        fast = time.monotonic() - began
+        assert paused.is_error and paused.error_kind == "unavailable"
+        assert paused.detail == "victim is failing repeatedly; nerve paused calls to it for 60 s"
+        assert fast < 0.1
+        assert circuit_gauge("victim") == 2.0
+    figure("circuit open: a call refused in", fast)
+
+
+async def test_after_the_pause_one_probe_goes_through_and_its_outcome_decides(tmp_path):
+    policy = CircuitPolicy(threshold=1, window=60, open_for=2.0)
+    async with asyncio.timeout(90), MCPHost({"victim": victim(tmp_path)}, circuit=policy) as host:
+        await kill_mid_call(host, tmp_path)
+        assert (await host.call_tool("echo", {"text": "x"})).detail.startswith("victim is failing repeatedly")
+        await _wait_for(lambda: circuit_gauge("victim") == 1.0)  # half-open after 2 s
+        # The probe holds the server; a second call meanwhile is still refused at once.
+        waiting = tmp_path / "waiting"
+        waiting.unlink()
+        probe = asyncio.create_task(host.call_tool("wait", {}))
+        await _wait_for(waiting.exists)
+        meanwhile = await host.call_tool("echo", {"text": "meanwhile"})
+        assert meanwhile.detail.startswith("victim is failing repeatedly"), meanwhile.content
+        os.kill(int(waiting.read_text()), signal.SIGKILL)
+        assert (await probe).error_kind == "unavailable"
+        # The probe failed: paused again.
+        assert (await host.call_tool("echo", {"text": "x"})).detail.startswith("victim is failing repeatedly")
+        assert circuit_gauge("victim") == 2.0
+        await _wait_for(lambda: circuit_gauge("victim") == 1.0)
+        ok = await host.call_tool("echo", {"text": "probe"})  # the probe answers: calls go through again
+        assert ok.structured == {"result": "probe"}
+        assert circuit_gauge("victim") == 0.0
+        assert (await host.call_tool("echo", {"text": "again"})).structured == {"result": "again"}
+
+
+def test_the_circuit_counts_failures_in_its_window_and_lets_one_probe_through():
+    now = [0.0]
+    circuit = Circuit("notes", CircuitPolicy(threshold=3, window=60, open_for=60), clock=lambda: now[0])
+    circuit.record_failure()
+    now[0] = 61.0  # the first failure left the window
+    circuit.record_failure()
+    circuit.record_failure()
+    assert circuit.state == "closed"
+    circuit.record_failure()
+    assert circuit.state == "open"
+    assert circuit.admit() == "notes is failing repeatedly; nerve paused calls to it for 60 s"
+    now[0] += 60
+    assert circuit.state == "half_open"
+    probe = circuit.admit()
+    assert probe == Ticket(probe=True)
+    assert isinstance(circuit.admit(), str)  # one probe at a time
+    circuit.settle(probe, answered=None)  # the probe was cancelled: the next call probes
+    probe = circuit.admit()
+    assert probe == Ticket(probe=True)
+    circuit.settle(probe, answered=False)
+    assert circuit.state == "open" and circuit.times_opened == 2
+    now[0] += 60
+    probe = circuit.admit()
+    assert isinstance(probe, Ticket)
+    circuit.settle(probe, answered=True)
+    assert circuit.state == "closed" and circuit.admit() == Ticket(probe=False)
+
+
+# --- calls that never answer ------------------------------------------------------------------------
+
+
+async def test_a_call_that_never_answers_ends_at_its_timeout_and_the_server_hears_the_cancel(tmp_path):
+    log = tmp_path / "received.jsonl"
+    async with asyncio.timeout(60), MCPHost({"stubborn": stubborn(log, timeout=1)}) as host:
+        began = time.monotonic()
+        result = await host.call_tool("late", {"seconds": 2.5})
+        took = time.monotonic() - began
+        assert result.error_kind == "timeout" and "within 1 s" in result.content
+        assert 1.0 <= took < 2.0
+        call_id = next(m["id"] for m in received(log) if m.get("params", {}).get("name") == "late")
+        cancels = await until_received(log, "notifications/cancelled")
+        assert [m["params"]["requestId"] for m in cancels] == [call_id]
+        # The server answers anyway 2.5 s after the call began; calls before and after that get
+        # their own answers and the connection stays as it was.
+        answers = []
+        while time.monotonic() - began < 3.5:
+            answers.append(await host.call_tool("echo", {"text": f"n{len(answers)}"}))
+            await asyncio.sleep(0.1)
+        assert [a.content for a in answers] == [f"n{i}" for i in range(len(answers))]
+        assert host.problems() == []
+        assert [m["method"] for m in received(log)].count("initialize") == 1  # never reconnected
+    figure("timeout 1 s: error after", took)
+
+
+async def test_endless_progress_still_ends_at_the_absolute_maximum(tmp_path):
+    log = tmp_path / "received.jsonl"
+    reports: list[float] = []
+
+    async def report(done: float, total: float | None, message: str | None) -> None:
+        reports.append(done)
+
+    servers = {"stubborn": stubborn(log, timeout=0.5)}
+    async with asyncio.timeout(60), MCPHost(servers, max_call_seconds=2.0) as host:
+        began = time.monotonic()
+        result = await host.call_tool("endless", {}, CallContext(tool="endless", owner="o", report=report))
+        took = time.monotonic() - began
+        assert result.error_kind == "timeout" and "within 2 s" in result.content
+        assert 2.0 <= took < 3.0
+        assert len(reports) >= 5  # progress kept the 0.5 s idle timeout from ending it sooner
+        assert await until_received(log, "notifications/cancelled")
+        count = len(reports)
+        await asyncio.sleep(0.5)
+        assert len(reports) == count  # nothing reaches the finished call any more
+        assert (await host.call_tool("echo", {"text": "after"})).content == "after"
+    figure("absolute maximum 2 s with endless progress: error after", took)
+
+
+async def _wait_for(predicate: Any, limit: float = 10.0) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_metrics() -> None:
+    metrics.reset()
