@@ -87,3 +87,23 @@ async def test_nerve_secret_key_prints_a_new_key_each_time_that_nerve_accepts():
     key = first[1].strip()
     assert key != second[1].strip()
     assert Vault(key).open(Vault(key).seal({"ok": True})) == {"ok": True}
+
+
+async def test_a_question_left_waiting_for_a_sign_in_asks_again_when_the_chat_starts_again(tmp_path, notes):
+    model = Model([tool_reply(FakeCall(name="connect_notes")), whoami(), who_the_tool_said])
+    async with FakeLLMServer(model) as llm:
+        # First the person does not sign in: the browser opens nothing, and the link runs out.
+        env = {**env_for(tmp_path, notes, llm, "alice"), "BROWSER": "true %s", "NERVE_SIGN_IN_TIMEOUT": "2"}
+        code, out, err = await run_nerve("chat", env=env, stdin="who am I at notes?\n/quit\n")
+        assert code == 0, err
+        assert "Not signed in to notes in time" in out
+        assert notes.log_lines() == []
+
+        # The next chat asks again, with a new link (the old one came back to a port now closed).
+        code, out, err = await run_nerve("chat", env=env_for(tmp_path, notes, llm, "alice"), stdin="/quit\n")
+        assert code == 0, err
+        assert "Your last question in this thread waits for a sign-in to notes." in out
+        assert "Connected to notes." in out
+        assert "You are signed in to notes as alice." in out
+        assert notes.log_lines().count("call whoami by alice") == 1
+        assert model.moves == []

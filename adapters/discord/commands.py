@@ -59,6 +59,8 @@ HELP = """\
 • `/prompt name: arguments:` — start a prompt one of my tool servers offers (names and values complete \
 as you type); I answer it as I answer /ask.
 • `/tools` — what I can use here. `/reset` — start over in this thread or DM.
+• `/connections` — the services you connected with your own account (Disconnect there); \
+`/connect server:` connects one.
 Under each answer, **Tool results** shows what the tools returned (only to you).
 Tool calls that change something wait for **Approve** from the person who asked (or an admin).
 Admins: `/approvals` lists what is always allowed where, and revokes it."""

@@ -190,7 +190,9 @@ class TerminalChat:
         elif command == "/prompt":
             await self._prompt(argument.strip())
         elif command in SIGN_IN_COMMANDS:
-            await self._sign_in.command(command, argument)
+            signed_in = await self._sign_in.command(command, argument)
+            if signed_in:
+                await self._answer(await self._go_on_signed_in(signed_in))
         else:
             self._console.print(f"Unknown command {shown(command)}. /help lists the commands.")
         return True
@@ -428,6 +430,14 @@ class TerminalChat:
                 "[yellow]Another nerve is finishing the last answer of this thread;[/yellow] "
                 "new messages wait behind it."
             )
+            return
+        waits = await self._runtime.store.sign_in_waits(request_id) if prompt.questions_open else []
+        if waits:
+            servers = list(dict.fromkeys(w.server for w in waits))
+            names = shown(", ".join(servers))
+            waiting = f"Your last question in this thread waits for a sign-in to {names}."
+            self._console.print(f"[yellow]{waiting}[/yellow]")
+            await self._answer(await self._go_on_signed_in(await self._sign_in.connect(servers)))
             return
         if prompt.questions_open and await self._ask_again(prompt):
             return

@@ -193,9 +193,10 @@ class TerminalSignIn:
             )
             return []
         if servers:
+            names = ", ".join(sorted(servers))
             self._console.print(
-                f"[yellow]Not signed in to {shown(', '.join(sorted(servers)))} in time;[/yellow] the question"
-                " goes on without it."
+                f"[yellow]Not signed in to {shown(names)} in time:[/yellow] /connect NAME for a new link;"
+                " a question that waits for it goes on once you have signed in."
             )
         return list(dict.fromkeys(request_ids))
 
@@ -231,11 +232,13 @@ class TerminalSignIn:
 
     # --- the chat's commands -----------------------------------------------------------------------
 
-    async def command(self, command: str, argument: str) -> None:
+    async def command(self, command: str, argument: str) -> list[str]:
+        """`/connections`, `/connect NAME`, `/disconnect NAME`; returns the parked turns a sign-in
+        made here lets go on (a question that waited for it)."""
         connections = self._connections
         if connections is None or not connections.servers:
             self._console.print(NO_SIGN_INS)
-            return
+            return []
         server = argument.strip()
         if command == "/connections":
             await self._list(connections)
@@ -250,12 +253,19 @@ class TerminalSignIn:
                 else f"You were not connected to {shown(server)}."
             )
         else:
-            started = await connections.connect(self._key, self._user, server)
+            return await self.connect([server])
+        return []
+
+    async def connect(self, servers: list[str]) -> list[str]:
+        """Start a sign-in to each of `servers` and wait for the browser, as a turn's would."""
+        assert self._connections is not None
+        for server in servers:
+            started = await self._connections.connect(self._key, self._user, server)
             if started.sign_in is None:
                 self._console.print(shown(started.note))
-                return
-            self._needed.append(started.sign_in)
-            await self.signed_in()
+            else:
+                self._needed.append(started.sign_in)
+        return await self.signed_in() if self._needed else []
 
     async def _list(self, connections: Connections) -> None:
         mine = await connections.of(self._key, self._user)
