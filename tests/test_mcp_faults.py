@@ -1,8 +1,9 @@
-"""MCP servers that fail: killed mid-call, crashing again and again, never answering, answering late.
+"""MCP servers that fail: killed mid-call, crashing again and again, never answering, answering late;
+remote ones behind a connection that resets, a gateway's 502, an answer cut off, a forgotten session.
 
-Real servers as real subprocesses (`tests/mcp_servers/victim.py`, `stubborn.py`); every wait is
-bounded. The figures printed with `figure:` are the ones `bench/RESULTS.md` records
-(`pytest -s tests/test_mcp_faults.py` shows them).
+Real servers as real subprocesses (`tests/mcp_servers/victim.py`, `stubborn.py`, the test kit over
+HTTP behind `tests/mcp_servers/fault_proxy.py`); every wait is bounded. The figures printed with
+`figure:` are the ones `bench/RESULTS.md` records (`pytest -s tests/test_mcp_faults.py` shows them).
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ import asyncio
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +29,10 @@ from bot.agent import Agent
 from bot.config import ServerConfig
 from bot.mcp.circuit import Circuit, CircuitPolicy, Ticket
 from bot.mcp.host import MCPHost
+from bot.mcp.link import Mode
 from bot.types import CallContext, ConversationKey, Incoming, ToolResult
 from tests.fakes.scripted import Call, ScriptedLLM, Step
+from tests.mcp_servers.fault_proxy import FaultProxy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -275,3 +282,101 @@ async def _wait_for(predicate: Any, limit: float = 10.0) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_metrics() -> None:
     metrics.reset()
+
+
+# --- remote servers: faults between nerve and the server -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def remote_kit() -> Iterator[int]:
+    """A real Streamable HTTP MCP server (the test kit) for the module; its port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.mcp_servers.testkit", "streamable-http", str(port)],
+        cwd=ROOT,
+        env={**os.environ, "TESTKIT_NAME": "remote"},
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "the test kit did not start"
+                time.sleep(0.05)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+@asynccontextmanager
+async def behind_proxy(port: int, mode: Mode) -> AsyncIterator[tuple[MCPHost, FaultProxy]]:
+    async with FaultProxy(port) as proxy:
+        entry = ServerConfig(url=proxy.url, allow_private_network=True, timeout=5)
+        async with MCPHost({"remote": entry}, mode=mode) as host:
+            async with asyncio.timeout(20):
+                await host.wait_until_ready()
+            yield host, proxy
+
+
+FAULT_DETAILS = {
+    "reset": "the connection to it broke during the call",
+    "502": "it answered HTTP 502 Bad Gateway",
+    "cut": "the connection to it broke during the call",
+}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize("fault", ["reset", "502", "cut"])
+async def test_a_remote_fault_mid_call_is_told_plainly_and_the_next_call_works(remote_kit, fault, mode):
+    async with asyncio.timeout(60), behind_proxy(remote_kit, mode) as (host, proxy):
+        proxy.arm(fault)
+        began = time.monotonic()
+        result = await host.call_tool("whoami", {})
+        told = time.monotonic() - began
+        assert proxy.met(fault) == 1
+        assert result.error_kind == "unavailable" and result.detail == FAULT_DETAILS[fault]
+        assert result.content.startswith('The "remote" service is temporarily unavailable')
+        assert told < 5.0
+        back = await first_success_of(host, "whoami", {"result": "remote"})
+        assert back < 10.0
+    figure(f"remote {fault} ({mode}): told after", told)
+    figure(f"remote {fault} ({mode}): next successful call after", back)
+
+
+async def test_a_session_the_server_forgot_is_opened_again_once_and_the_call_made_again(remote_kit):
+    async with asyncio.timeout(60), behind_proxy(remote_kit, "legacy") as (host, proxy):
+        proxy.arm("404")
+        began = time.monotonic()
+        result = await host.call_tool("whoami", {})
+        took = time.monotonic() - began
+        assert result.structured == {"result": "remote"}
+        after = [seen.method for seen in proxy.seen[[s.fault for s in proxy.seen].index("404") :]]
+        assert after.count("initialize") == 1 and after.count("tools/call") == 2
+    figure("remote 404 on the session: answered through a new session after", took)
+
+
+async def test_a_server_that_forgets_the_new_session_too_is_not_asked_a_third_time(remote_kit):
+    async with asyncio.timeout(60), behind_proxy(remote_kit, "legacy") as (host, proxy):
+        proxy.arm("404", times=2)
+        result = await host.call_tool("whoami", {})
+        assert result.error_kind == "unavailable"
+        assert result.detail == "it forgot the session again right after a new one was opened"
+        after = [seen.method for seen in proxy.seen[[s.fault for s in proxy.seen].index("404") :]]
+        assert after.count("initialize") == 1 and after.count("tools/call") == 2
+        assert (await first_success_of(host, "whoami", {"result": "remote"})) < 10.0
+
+
+async def first_success_of(host: MCPHost, tool: str, expected: Any, limit: float = 10.0) -> float:
+    began = time.monotonic()
+    while True:
+        result = await host.call_tool(tool, {})
+        if not result.is_error:
+            assert result.structured == expected
+            return time.monotonic() - began
+        assert time.monotonic() - began < limit, result.content

@@ -53,6 +53,8 @@ CLOSE_TIMEOUT = 10.0
 STARTUP_GRACE = 2.0
 STARTUP_LIMIT = 10.0
 STILL_STARTING = "still starting"
+# What the SDK's Streamable HTTP client says for a non-2xx answer without a JSON-RPC error in it.
+HTTP_ERROR_STAND_IN = "Server returned an error response"
 
 
 class MCPHost:
@@ -403,7 +405,12 @@ class MCPHost:
         except MCPError as exc:
             if link.session_expired:
                 return results.unavailable(spec.server, "it forgot the session", latency_ms=elapsed())
-            return _protocol_error(spec, exc, elapsed())
+            if link.http_failure is not None and exc.error.message == HTTP_ERROR_STAND_IN:
+                # The SDK's words for any non-2xx answer: the status says more (a gateway's 502).
+                return results.unavailable(
+                    spec.server, f"it answered {link.http_failure}", latency_ms=elapsed()
+                )
+            return _protocol_error(spec, exc, elapsed(), remote=link.config.kind != "stdio")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
         except RuntimeError as exc:
@@ -451,11 +458,15 @@ class MCPHost:
         self._change = asyncio.Event()
 
 
-def _protocol_error(spec: ToolSpec, exc: MCPError, latency_ms: float) -> ToolResult:
+def _protocol_error(spec: ToolSpec, exc: MCPError, latency_ms: float, *, remote: bool) -> ToolResult:
     """A JSON-RPC error instead of a result: the server could not run the call at all."""
     code = exc.error.code
     if code == CONNECTION_CLOSED:
-        return results.unavailable(spec.server, "it stopped while handling the call", latency_ms=latency_ms)
+        # A remote server may well be running: what failed is the connection (reset, answer cut off).
+        reason = (
+            "the connection to it broke during the call" if remote else "it stopped while handling the call"
+        )
+        return results.unavailable(spec.server, reason, latency_ms=latency_ms)
     if code == REQUEST_TIMEOUT:
         return results.timed_out(spec.name, spec.timeout, latency_ms=latency_ms)
     if code == INVALID_PARAMS:

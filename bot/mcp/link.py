@@ -132,17 +132,18 @@ class ServerLink:
         # Links people agreed to open, by elicitation id: the server says when it is done with each.
         self._url_waiters: dict[str, Callable[[str], Awaitable[None]]] = {}
         self._server_log = logging.getLogger(f"bot.mcp.server.{name}")
-        # Calls pause after repeated crashes (`bot.mcp.circuit`); each link has its own.
+        # Calls pause after repeated crashes of the running server (`bot.mcp.circuit`); each link
+        # has its own. Failed starts are not counted: the restart backoff deals with those.
         self.circuit = Circuit(name, circuit)
         metrics.watch_circuit(name, self.circuit)
-        # The attempt ended on the configuration, not the server (an address refused, a sign-in):
-        # not a crash, so the circuit does not count it.
-        self._not_a_crash = False
         # Why the server's address was refused (`bot.mcp.address_guard`): calls fail at once with it.
         self.refused: str | None = None
         # The server answered 404 to the session's id: it forgot the session (restarted, expired).
         self.session_expired = False
         self._renewing = False
+        # The last HTTP error status a remote server (or a gateway before it) answered, e.g.
+        # "HTTP 502 Bad Gateway": the SDK reports such answers without their status.
+        self.http_failure: str | None = None
 
     @property
     def ready(self) -> bool:
@@ -211,8 +212,6 @@ class ServerLink:
                 if anyio.current_time() - started > HEALTHY_AFTER:
                     self._delay = BACKOFF_FIRST
                 renewing, self._renewing = self._renewing, False
-                if not self._connected and not self._not_a_crash:
-                    self.circuit.record_failure()  # a failed start (a crash of a running one counted already)
                 # A session the server forgot is opened again at once: nothing is wrong with it.
                 wait = 0.0 if renewing else self._delay * random.uniform(0.8, 1.2)
                 self.retry_at = anyio.current_time() + wait
@@ -257,7 +256,6 @@ class ServerLink:
 
     async def _connect_and_serve(self, tap: StderrTap | None) -> str:
         self._challenged = False
-        self._not_a_crash = False
         self.session_expired = False
         self.sign_in = None
         self._lost = False
@@ -294,7 +292,6 @@ class ServerLink:
                     )
             return f"did not finish starting within {self._connect_timeout:g} s"
         except Exception as exc:
-            self._not_a_crash = True
             refused = address_refused(exc)
             if refused is not None:
                 self.refused = str(refused)
@@ -307,7 +304,6 @@ class ServerLink:
                 return f"needs sign-in: an admin runs `nerve connect {self.name}`"
             if self._challenged:
                 return NEEDS_AUTH_ENTRY
-            self._not_a_crash = False
             return describe_failure(exc)
 
     async def _serve(self, client: Client) -> None:
@@ -458,6 +454,10 @@ class ServerLink:
             self._challenged = True
         if response.status_code == 404 and "mcp-session-id" in response.request.headers:
             self.session_expired = True
+        if response.status_code >= 500:
+            self.http_failure = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+        elif response.status_code < 400:
+            self.http_failure = None
 
     def _set_ready(self, client: Client, elapsed: float) -> None:
         self.client = client
