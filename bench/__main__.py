@@ -24,19 +24,20 @@ from typing import Any
 from bench import core_bench
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SUITES = ("core", "slack", "discord", "stream")
+SUITES = ("core", "slack", "discord", "stream", "faults")
 TITLES = {
     "core": "Core (`bench/core_bench.py`)",
     "slack": "Slack (`bench/slack_bench.py`)",
     "discord": "Discord (`bench/discord_bench.py`)",
     "stream": "Live answers (`bench/stream_bench.py`)",
+    "faults": "Faults, load and abuse (`bench/faults_bench.py`)",
 }
 # Figures of the adapter suites that must be zero; anything else is reported as measured.
 _MUST_BE_ZERO = re.compile(r"(^|\.)(lost|duplicated|misplaced|out_of_order\w*)$")
 
 SKELETON = """# nerve benchmarks
 
-Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only core|slack|discord|stream`
+Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only core|slack|discord|stream|faults`
 runs one suite, `--scenario W2` one core scenario, `--strict` exits 1 on a missed goal). Each suite
 rewrites only its own marked section below.
 

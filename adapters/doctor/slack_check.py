@@ -31,6 +31,7 @@ NEEDED_SCOPES = {
     "im:read": "seeing direct-message channels",
     "im:write": "starting direct messages",
     "mpim:history": "reading group direct messages",
+    "reactions:write": "the 👀 a mention shows at once while nerve works on it",
 }
 SLACK_LIMIT = 15.0
 REACH = "check the network, or SLACK_API_BASE_URL if you set it"
