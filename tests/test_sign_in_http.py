@@ -166,7 +166,7 @@ async def test_nerve_serves_its_client_metadata_document_under_its_public_addres
             document = await response.json()
     assert document["client_id"] == f"{public}/oauth/client.json"
     assert document["client_name"] == "nerve"
-    assert document["redirect_uris"] == [f"{public}/oauth/callback"]
+    assert document["redirect_uris"][0] == f"{public}/oauth/callback"
     assert document["token_endpoint_auth_method"] == "none"
     assert "authorization_code" in document["grant_types"] and document["response_types"] == ["code"]
 

@@ -31,9 +31,10 @@ from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
 from adapters.terminal.views import conversation_key, shown
 from bot.config import Settings, load_mcp_config
 from bot.connections import Connections
+from bot.oauth.loopback import CALLBACK as LOOPBACK_CALLBACK
 from bot.oauth.people import person_of
 from bot.oauth.sign_ins import SignedIn
-from bot.runtime import CALLBACK_PATH, Runtime, open_runtime, open_store, sign_ins_for
+from bot.runtime import Runtime, open_runtime, open_store, sign_ins_for
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 HOST = "127.0.0.1"
@@ -53,7 +54,8 @@ def signs_in(settings: Settings) -> bool:
 
 
 class LoopbackCallback:
-    """The browser's way back to this terminal: `http://127.0.0.1:<free port>/oauth/callback`."""
+    """The browser's way back to this terminal: `http://127.0.0.1:<free port>/callback`, the loopback
+    redirect nerve's client metadata document names (an authorization server ignores its port)."""
 
     def __init__(self) -> None:
         self._endpoints: SignInEndpoints | None = None
@@ -63,7 +65,7 @@ class LoopbackCallback:
 
     @property
     def redirect_uri(self) -> str:
-        return f"http://{HOST}:{self._port}{CALLBACK_PATH}"
+        return f"http://{HOST}:{self._port}{LOOPBACK_CALLBACK}"
 
     def attach(self, connections: Connections) -> None:
         """Finish sign-ins with `connections` from now on (known once the runtime is open)."""
@@ -73,7 +75,7 @@ class LoopbackCallback:
 
     async def __aenter__(self) -> Self:
         app = web.Application()
-        app.router.add_get(CALLBACK_PATH, self._callback)
+        app.router.add_get(LOOPBACK_CALLBACK, self._callback)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, HOST, 0).start()
@@ -293,7 +295,7 @@ async def print_connections(settings: Settings, console: Console | None = None) 
     servers = load_mcp_config(settings.nerve_mcp_config).servers
     async with open_store(settings) as store:
         # The redirect is never used here: listing reads the store only.
-        sign_ins = sign_ins_for(settings, servers, store, f"http://{HOST}{CALLBACK_PATH}")
+        sign_ins = sign_ins_for(settings, servers, store, f"http://{HOST}{LOOPBACK_CALLBACK}")
         if sign_ins is None or not sign_ins.per_person_servers():
             console.print(NO_SIGN_INS)
             return 0
