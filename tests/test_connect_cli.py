@@ -36,7 +36,7 @@ async def test_nerve_connect_signs_the_bot_in_and_its_calls_carry_that_account(t
             "NERVE_DB": str(tmp_path / "nerve.db"),
             "NERVE_MCP_CONFIG": str(servers),
             "NERVE_PUBLIC_URL": "https://nerve.example",
-            "BROWSER": f"{sys.executable} -m tests.fakes.browser_as carol %s",
+            "BROWSER": f"{sys.executable} -m tests.sign_in_browser carol %s",
         }
         process = await asyncio.create_subprocess_exec(
             sys.executable,
