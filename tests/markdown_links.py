@@ -56,7 +56,12 @@ def disguised_links(markdown: str) -> list[str]:
                 found.append(f"image {token.attrs.get('src')}")
             elif token.type == "link_open":
                 href = str(token.attrs.get("href") or "")
-                host = unquote(urlsplit(href).hostname or href)
+                # An e-mail autolink shows its address; any other link must show its host.
+                host = unquote(
+                    href.removeprefix("mailto:")
+                    if href.startswith("mailto:")
+                    else urlsplit(href).hostname or href
+                )
                 text = _text_of(block.children or [], i)
                 if host.lower() not in text.lower():
                     found.append(f"[{text}]({href})")

@@ -221,6 +221,12 @@ def test_a_url_in_an_answer_stays_clickable_without_a_preview_and_code_is_left_a
     assert reply_chunks(AgentReply(text=code)) == [code]
 
 
+def test_a_url_longer_than_a_message_is_cut_and_no_part_of_it_is_previewed() -> None:
+    chunks = reply_chunks(AgentReply(text=f"look: https://evil.example/?d={'x' * 5000} done"))
+    assert len(chunks) >= 3 and all(len(c) <= MESSAGE_LIMIT for c in chunks)
+    assert all(previewed_urls(c) == [] for c in chunks)
+
+
 def test_results_fit_the_embed_limits_and_spill_into_a_file() -> None:
     huge = json.dumps({"data": "y" * 20000})
     shown = results_view(tuple(attachment(i, huge, error=i == 3) for i in range(14)))

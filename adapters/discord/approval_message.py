@@ -22,6 +22,7 @@ from adapters.discord.render import (
     EMBEDS_PER_MESSAGE,
     FILE_LIMIT_BYTES,
     MESSAGE_LIMIT,
+    safe_text,
 )
 from bot.render import truncate
 from bot.types import ApprovalPrompt, PendingCall
@@ -125,7 +126,8 @@ def approval_message(prompt: ApprovalPrompt) -> ApprovalMessage:
     lines = [headline(prompt)]
     reason, reason_cut = truncate(" ".join(prompt.reason.split()), REASON_LIMIT)
     if reason:
-        lines.append(f"> {reason}")
+        # The model's words, written under a tool's influence: no disguised link, no preview.
+        lines.append(f"> {safe_text(reason)}")
     if prompt.open:
         lines.append(
             f"Only {person(prompt.requester)} or an admin can decide. Expires <t:{int(prompt.expires_at)}:R>."

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import discord
 
-from adapters.discord.render import MAX_TOOL_LINES, MESSAGE_LIMIT, format_latency, safe_text
-from bot.render import split_markdown, truncate
+from adapters.discord.render import MAX_TOOL_LINES, MESSAGE_LIMIT, format_latency, safe_chunks
+from bot.render import truncate
 from bot.types import TurnEvent
 
 WAITING_FOR_APPROVAL = "⏸️ waiting for approval"
@@ -119,7 +119,7 @@ class LiveView:
 def layout(text: str, status: str, limit: int = MESSAGE_LIMIT) -> list[str]:
     """Text chunks, then `status` joined to the last one when it fits, else in its own message (as
     `render.reply_chunks` places the final tool lines)."""
-    chunks = split_markdown(safe_text(text), limit)
+    chunks = safe_chunks(text, limit)
     if status:
         status = truncate(status, limit)[0]
         if chunks and len(chunks[-1]) + 2 + len(status) <= limit:

@@ -119,19 +119,28 @@ def _code_blocks(text: str) -> list[tuple[int, int]]:
     return [(fences[i][0], fences[i + 1][1]) for i in range(0, len(fences), 2)]
 
 
+def _quiet_outside_code(text: str) -> str:
+    parts, pos = [], 0
+    for start, end in _code_blocks(text):
+        parts += [_quiet(text[pos:start]), text[start:end]]
+        pos = end
+    parts.append(_quiet(text[pos:]))
+    return "".join(parts)
+
+
 def safe_text(text: str) -> str:
     """Model-written Markdown as Discord should show it: every link shows where it goes, and no URL
     is previewed. A preview is Discord fetching the address at once, without anyone clicking: a link
     whose query string carries what was said in the conversation would hand it over. `<url>` keeps
     the link clickable without one. URLs in code blocks are left alone (Discord neither links nor
     previews them)."""
-    shown = show_link_targets(text)
-    parts, pos = [], 0
-    for start, end in _code_blocks(shown):
-        parts += [_quiet(shown[pos:start]), shown[start:end]]
-        pos = end
-    parts.append(_quiet(shown[pos:]))
-    return "".join(parts)
+    return _quiet_outside_code(show_link_targets(text))
+
+
+def safe_chunks(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
+    """`safe_text` in messages of at most `limit` characters. A URL longer than a message is cut,
+    which leaves its parts without their `<…>`: each part is wrapped again (room is kept for that)."""
+    return [_quiet_outside_code(chunk) for chunk in split_markdown(safe_text(text), limit - 4)]
 
 
 def reply_chunks(reply: AgentReply, limit: int = MESSAGE_LIMIT) -> list[str]:
@@ -140,7 +149,7 @@ def reply_chunks(reply: AgentReply, limit: int = MESSAGE_LIMIT) -> list[str]:
     The tool lines join the last chunk when they fit, else they get a message of their own, so the
     answer's own text is never squeezed or cut to make room for them.
     """
-    chunks = split_markdown(safe_text(reply.text), limit) or ["(no answer text)"]
+    chunks = safe_chunks(reply.text, limit) or ["(no answer text)"]
     if reply.attachments:
         lines = truncate(tool_lines(reply.attachments), limit)[0]
         if len(chunks[-1]) + 2 + len(lines) <= limit:
