@@ -198,37 +198,18 @@ class RoundRunner:
         with tool_span(call.name, call.id):
             result = await self._call_with_rate_limit_retry(call.name, arguments, progress, context)
             metrics.tool_call(spec.server, spec.original_name, result)
-        if result.needs_input is not None:
-            await progress(
-                TurnEvent(
-                    kind="tool_finished",
-                    message=f"{call.name} waits for an answer",
-                    tool=call.name,
-                    tool_call_id=call.id,
-                    ok=True,
-                )
+        if result.needs_input is not None or result.needs_sign_in is not None:
+            waits_for = "an answer" if result.needs_input is not None else f"a sign-in to {spec.server}"
+            await progress(_finished(call, f"{call.name} waits for {waits_for}", ok=True))
+            return Waiting(
+                call=call,
+                spec=spec,
+                arguments=arguments,
+                questions=result.needs_input,
+                sign_in=result.needs_sign_in,
             )
-            return Waiting(call=call, spec=spec, arguments=arguments, questions=result.needs_input)
-        if result.needs_sign_in is not None:
-            await progress(
-                TurnEvent(
-                    kind="tool_finished",
-                    message=f"{call.name} waits for a sign-in to {spec.server}",
-                    tool=call.name,
-                    tool_call_id=call.id,
-                    ok=True,
-                )
-            )
-            return Waiting(call=call, spec=spec, arguments=arguments, sign_in=result.needs_sign_in)
-        await progress(
-            TurnEvent(
-                kind="tool_finished",
-                message=f"{call.name} {'failed' if result.is_error else 'done'}",
-                tool=call.name,
-                tool_call_id=call.id,
-                ok=not result.is_error,
-            )
-        )
+        outcome = "failed" if result.is_error else "done"
+        await progress(_finished(call, f"{call.name} {outcome}", ok=not result.is_error))
         if not result.is_error:
             return self._outcome(call, arguments, result.content, result, "ok")
         detail = result.detail or result.content
@@ -339,6 +320,10 @@ def stored_arguments(raw: str) -> dict[str, Any]:
     except ValueError:
         return {"_raw": raw}
     return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def _finished(call: ToolCall, message: str, *, ok: bool) -> TurnEvent:
+    return TurnEvent(kind="tool_finished", message=message, tool=call.name, tool_call_id=call.id, ok=ok)
 
 
 def failure_of(call: ToolCall, kind: FailureKind, detail: str, hint: str) -> ToolFailure:

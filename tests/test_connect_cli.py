@@ -20,6 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SECRET = "a-test-secret-key-long-enough"
 
 
+def bot_servers_file(folder: Path, url: str) -> Path:
+    """The notes server, with calls carrying nerve's own account (an admin connects it)."""
+    path = folder / "mcp.json"
+    entry = {"url": url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "bot"}}
+    path.write_text(json.dumps({"mcpServers": {"notes": entry}}))
+    return path
+
+
 async def test_nerve_connect_signs_the_bot_in_and_its_calls_carry_that_account(tmp_path, monkeypatch):
     notes = await start_server(tmp_path, "--port", "0")
     try:

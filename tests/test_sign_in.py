@@ -23,10 +23,11 @@ from bot.mcp.host import MCPHost
 from bot.oauth.sign_ins import SignIns
 from bot.oauth.vault import Vault
 from bot.store.sqlite import SQLiteStore
-from bot.types import ConversationKey, Incoming, SignInNeeded, TurnEvent
+from bot.types import ConversationKey, Incoming, SignInNeeded
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
+from tests.test_parked_questions import Shown as QuestionsShown
 
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="700.1")
 CALLBACK = "https://nerve.example/oauth/callback"
@@ -53,12 +54,8 @@ def notes_entry(server: RunningServer) -> dict[str, ServerConfig]:
     }
 
 
-class Shown:
-    def __init__(self) -> None:
-        self.events: list[TurnEvent] = []
-
-    async def __call__(self, event: TurnEvent) -> None:
-        self.events.append(event)
+class Shown(QuestionsShown):
+    """The front end's view, with the sign-ins it was asked to show."""
 
     def sign_ins(self) -> list[SignInNeeded]:
         return [e.sign_in for e in self.events if e.kind == "sign_in_needed" and e.sign_in is not None]
