@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import sys
 
-import httpx2
-
 from adapters.terminal.views import conversation_key
 from bot.config import Settings, load_mcp_config
 from bot.errors import ConfigError
+from bot.mcp.address_guard import http_client
 from bot.oauth.loopback import LoopbackSignIn
 from bot.oauth.people import person_of
 from bot.oauth.provider import NerveOAuth
@@ -47,7 +46,7 @@ async def connect(settings: Settings, server: str, thread: str = "default") -> i
             redirect_handler=browser.redirect_handler,
             callback_handler=browser.callback_handler,
         )
-        async with httpx2.AsyncClient(auth=provider, timeout=HTTP_TIMEOUT) as http:
+        async with http_client(config.allow_private_network, auth=provider, timeout=HTTP_TIMEOUT) as http:
             answer = await http.post(config.url, json=PROBE, headers=PROBE_HEADERS)
         if await storage.get_tokens() is None or answer.status_code in (401, 403):
             why = provider.last_failure or f"the server answered {answer.status_code}"

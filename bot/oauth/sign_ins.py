@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from bot.config import AuthConfig, ServerConfig
 from bot.errors import NerveError
+from bot.mcp.address_guard import http_client
 from bot.oauth.provider import NerveOAuth
 from bot.oauth.tokens import StoredTokens
 from bot.oauth.vault import Vault
@@ -215,7 +216,9 @@ class SignIns:
         assert config.url is not None
         token = _conversation.set(key)
         try:
-            async with httpx2.AsyncClient(auth=self.provider(server, person), timeout=HTTP_TIMEOUT) as http:
+            async with http_client(
+                config.allow_private_network, auth=self.provider(server, person), timeout=HTTP_TIMEOUT
+            ) as http:
                 await http.post(config.url, json=PROBE, headers=PROBE_HEADERS)
         except SignInRequired as needed:
             return needed.sign_in
@@ -261,7 +264,8 @@ class SignIns:
         provider._initialized = True
         request = await provider._exchange_token_authorization_code(code, str(flow["verifier"]))
         try:
-            async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+            allow_private = self._servers[started.server].allow_private_network
+            async with http_client(allow_private, timeout=HTTP_TIMEOUT) as http:
                 response = await http.send(request)
                 await provider._handle_token_response(response)
         except Exception as exc:
@@ -304,7 +308,9 @@ class SignIns:
                 elif client.client_secret:
                     data["client_secret"] = client.client_secret
                 try:
-                    async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+                    async with http_client(
+                        self._servers[server].allow_private_network, timeout=HTTP_TIMEOUT
+                    ) as http:
                         await http.post(revocation, data=data, auth=auth or httpx2.USE_CLIENT_DEFAULT)
                 except httpx2.HTTPError as exc:
                     logger.warning("could not revoke a token at %s: %s", server, type(exc).__name__)
@@ -315,7 +321,7 @@ class SignIns:
         config = self._servers[server]
         assert config.url is not None
         try:
-            async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+            async with http_client(config.allow_private_network, timeout=HTTP_TIMEOUT) as http:
                 metadata = await _authorization_metadata(http, config.url)
         except httpx2.HTTPError:
             return None
