@@ -7,6 +7,7 @@ a message the model can act on, or into a plain answer for the user.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -20,6 +21,7 @@ from referencing.exceptions import NoSuchResource, Unresolvable
 
 from bot.nesting import MAX_DEPTH, TooDeep, loads
 from bot.render import QUOTE_CHARS, quote, shorten_runs, truncate
+from bot.text import scrub
 from bot.types import ToolSpec
 
 MAX_SAME_CALLS = 3
@@ -96,6 +98,26 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"the arguments contain {name}, which is not a valid JSON number")
 
 
+def _finite_float(text: str) -> float:
+    """`1e400` is valid JSON that Python reads as infinity, which no server can be sent as JSON."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the arguments contain the number {text[:40]}, which is too large to send")
+    return value
+
+
+def _scrubbed(value: Any) -> Any:
+    """`value` with lone surrogates (`"\\ud800"` is valid JSON) replaced in every key and string:
+    no server can be sent them (they are not Unicode), and a stdio server may die reading them."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {scrub(key): _scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    return value
+
+
 def _no_retrieval(uri: str) -> Any:
     """A tool's schema never makes nerve fetch anything: `$ref`s resolve within the schema only
     (a fetch would block the event loop and let any server make nerve request any address)."""
@@ -159,7 +181,7 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
             return refuse(f"no arguments were given; required: {', '.join(schema['required'])}")
         return ParsedArguments(value={})
     try:
-        loaded = loads(text, parse_constant=_refuse_constant)
+        loaded = loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         return refuse(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})")
     except TooDeep:
@@ -168,6 +190,8 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
         return refuse(str(exc))
     if not isinstance(loaded, dict):
         return refuse(f"the arguments must be a JSON object, not {type(loaded).__name__}")
+    if "\\u" in text or not text.isascii():
+        loaded = _scrubbed(loaded)
     value = _coerce_object(loaded, schema)
     validator = _validator(schema)
     if validator is None:

@@ -28,11 +28,15 @@ class TooDeep(ValueError):
 
 
 def loads(
-    text: str, *, max_depth: int = MAX_DEPTH, parse_constant: Callable[[str], Any] | None = None
+    text: str,
+    *,
+    max_depth: int = MAX_DEPTH,
+    parse_constant: Callable[[str], Any] | None = None,
+    parse_float: Callable[[str], Any] | None = None,
 ) -> Any:
     """`json.loads`, but JSON nested deeper than `max_depth` raises `TooDeep` instead of recursing."""
     try:
-        value = json.loads(text, parse_constant=parse_constant)
+        value = json.loads(text, parse_constant=parse_constant, parse_float=parse_float)
     except RecursionError:
         raise TooDeep(max_depth) from None
     if isinstance(value, dict | list) and _text_deeper_than(text, max_depth):
