@@ -53,7 +53,7 @@ async def test_sigterm_on_discord_finishes_the_running_turn_keeps_new_messages_a
 ) -> None:
     async with (
         FakeDiscord() as fake,
-        FakeLLMServer([reply("the slow answer", delay=3.0)]) as llm,
+        FakeLLMServer([reply("the slow answer", delay=5.0)]) as llm,
         aiohttp.ClientSession() as http,
     ):
         async with nerve_running("discord", discord_env(tmp_path, fake, llm, grace=20)) as nerve:

@@ -188,7 +188,7 @@ async def test_sigterm_stops_intake_at_once_lets_the_running_turn_finish_and_lea
     root, later = "1600000000.500100", "1600000000.500200"
     async with (
         FakeSlack() as slack,
-        FakeLLMServer([reply("the slow answer", delay=3.0)]) as llm,
+        FakeLLMServer([reply("the slow answer", delay=5.0)]) as llm,
         aiohttp.ClientSession() as http,
     ):
         async with nerve_slack(shutdown_env(tmp_path, slack, llm, grace=20)) as nerve:
