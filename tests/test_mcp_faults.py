@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def figure(name: str, seconds: float) -> None:
-    print(f"figure: {name}: {seconds * 1000:.0f} ms")
+    print(f"figure: {name}: {seconds * 1000:.1f} ms")
 
 
 def victim(state: Path, **kwargs: Any) -> ServerConfig:
