@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, cast
 
-import aiosqlite
-
 from bot.policy.places import place_id
 from bot.policy.scopes import Place
+from bot.store.dialect import Connection
 from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
+from bot.store.ledger import Ledger
 from bot.store.sign_ins import SignInWait, insert_sign_in_waits
 from bot.types import (
     ApprovalPrompt,
@@ -33,7 +32,6 @@ from bot.types import (
     ToolCall,
 )
 
-_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 _KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
 
 
@@ -49,21 +47,20 @@ class ParkedTurn:
     rounds_used: int
 
 
-class ApprovalLedger:
-    """The approval tables of the conversation store (mixed into `SQLiteStore`)."""
-
-    def _read(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
-        raise NotImplementedError
-
-    def _write(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
-        raise NotImplementedError
+class ApprovalLedger(Ledger):
+    """The approval tables of the conversation store (mixed into the store, `bot.store.base`)."""
 
     async def _insert_messages(
-        self, db: aiosqlite.Connection, key: ConversationKey, messages: Sequence[ChatMessage]
+        self,
+        db: Connection,
+        key: ConversationKey,
+        messages: Sequence[ChatMessage],
+        *,
+        event_id: str | None = None,
     ) -> int:
         raise NotImplementedError
 
-    async def _conversation_of(self, db: aiosqlite.Connection, key: ConversationKey) -> int:
+    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
         raise NotImplementedError
 
     # --- parking and deciding ----------------------------------------------------------------------
@@ -152,7 +149,7 @@ class ApprovalLedger:
             rows = list(
                 await db.execute_fetchall(
                     f"SELECT id FROM parked_turns WHERE {_KEY} AND status <> 'done'"
-                    " AND json_extract(incoming, '$.event_id') = ? ORDER BY rowid LIMIT 1",
+                    f" AND {self._sql.json_text('incoming', 'event_id')} = ? ORDER BY rowid LIMIT 1",
                     (*_key_params(key), event_id),
                 )
             )
@@ -170,15 +167,15 @@ class ApprovalLedger:
         changed: list[str] = []
         async with self._write() as db:
             for call_id in call_ids:
-                async with db.execute(
-                    f"UPDATE pending_calls SET status = ?, decided_by = ?, decided_at = {_NOW}"
+                cursor = await db.execute(
+                    f"UPDATE pending_calls SET status = ?, decided_by = ?, decided_at = {self._sql.now}"
                     " WHERE request_id = ? AND call_id = ? AND status = 'pending' AND EXISTS ("
                     "  SELECT 1 FROM parked_turns p WHERE p.id = request_id AND p.status = 'waiting'"
                     "  AND p.expires_at > ?)",
                     (status, by, request_id, call_id, now),
-                ) as cursor:
-                    if cursor.rowcount == 1:
-                        changed.append(call_id)
+                )
+                if cursor.rowcount == 1:
+                    changed.append(call_id)
         return changed
 
     async def expire_due(self, now: float, platform: str | None = None) -> list[str]:
@@ -188,13 +185,14 @@ class ApprovalLedger:
             rows = await db.execute_fetchall(
                 "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
                 " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'"
-                " AND (? IS NULL OR p.platform = ?)",
+                " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?)",
                 (now, platform, platform),
             )
             expired = [str(row[0]) for row in rows]
             for request_id in expired:
                 await db.execute(
-                    f"UPDATE pending_calls SET status = 'expired', decided_by = 'expiry', decided_at = {_NOW}"
+                    "UPDATE pending_calls SET status = 'expired', decided_by = 'expiry',"
+                    f" decided_at = {self._sql.now}"
                     " WHERE request_id = ? AND status = 'pending'",
                     (request_id,),
                 )
@@ -207,14 +205,14 @@ class ApprovalLedger:
         still marked `resuming` then belongs to a process that stopped mid-way, and is taken over.
         """
         async with self._write() as db:
-            async with db.execute(
+            cursor = await db.execute(
                 "UPDATE parked_turns SET status = 'resuming', claimed_at = ? WHERE id = ?"
                 " AND status IN ('waiting', 'resuming') AND NOT EXISTS"
                 " (SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending')",
                 (now, request_id, request_id),
-            ) as cursor:
-                if cursor.rowcount != 1:
-                    return None
+            )
+            if cursor.rowcount != 1:
+                return None
             rows = list(
                 await db.execute_fetchall(
                     "SELECT incoming, answer, done_results, rounds_used FROM parked_turns WHERE id = ?",
@@ -259,7 +257,8 @@ class ApprovalLedger:
             ids = [str(row[0]) for row in rows]
             for request_id in ids:
                 await db.execute(
-                    f"UPDATE pending_calls SET status = 'expired', decided_by = 'reset', decided_at = {_NOW}"
+                    "UPDATE pending_calls SET status = 'expired', decided_by = 'reset',"
+                    f" decided_at = {self._sql.now}"
                     " WHERE request_id = ? AND status = 'pending'",
                     (request_id,),
                 )
@@ -274,7 +273,7 @@ class ApprovalLedger:
             rows = await db.execute_fetchall(
                 f"SELECT id FROM parked_turns p WHERE status IN {statuses} AND NOT EXISTS"
                 " (SELECT 1 FROM pending_calls c WHERE c.request_id = p.id AND c.status = 'pending')"
-                " AND (? IS NULL OR p.platform = ?) ORDER BY rowid",
+                " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?) ORDER BY rowid",
                 (platform, platform),
             )
         return [str(row[0]) for row in rows]
@@ -288,7 +287,7 @@ class ApprovalLedger:
                 "INSERT INTO remembered_approvals (place, server, tool, definition_hash, granted_by)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (place, server, tool) DO UPDATE SET"
                 f" definition_hash = excluded.definition_hash, granted_by = excluded.granted_by,"
-                f" granted_at = {_NOW}",
+                f" granted_at = {self._sql.now}",
                 (place, server, tool, definition_hash, by),
             )
 
@@ -322,13 +321,11 @@ class ApprovalLedger:
 
     async def revoke(self, place: str, server: str, tool: str) -> bool:
         """Forget a remembered approval; False if there was none."""
-        async with (
-            self._write() as db,
-            db.execute(
+        async with self._write() as db:
+            cursor = await db.execute(
                 "DELETE FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
                 (place, server, tool),
-            ) as cursor,
-        ):
+            )
             return cursor.rowcount == 1
 
     # --- audit -------------------------------------------------------------------------------------
@@ -406,14 +403,14 @@ class ApprovalLedger:
                 "SELECT DISTINCT d.platform, d.workspace, d.channel, d.thread FROM deferred_messages d"
                 " WHERE NOT EXISTS (SELECT 1 FROM parked_turns p WHERE p.platform = d.platform AND"
                 " p.workspace = d.workspace AND p.channel = d.channel AND p.thread = d.thread"
-                " AND p.status <> 'done') AND (? IS NULL OR d.platform = ?)",
+                " AND p.status <> 'done') AND (CAST(? AS TEXT) IS NULL OR d.platform = ?)",
                 (platform, platform),
             )
         return [ConversationKey(platform=r[0], workspace=r[1], channel=r[2], thread=r[3]) for r in rows]
 
 
 async def _load_prompt(
-    db: aiosqlite.Connection, request_id: str, *, questions: bool = True
+    db: Connection, request_id: str, *, questions: bool = True
 ) -> tuple[ApprovalPrompt, str] | None:
     """The request and its status. Without `questions`, only the calls waiting for approval: those
     waiting for answers to their server's questions are shown and answered as questions."""

@@ -6,12 +6,10 @@ changes nothing.
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal
 
-import aiosqlite
-
+from bot.store.ledger import Ledger
 from bot.types import ConversationKey
 
 Rating = Literal["up", "down"]
@@ -28,14 +26,8 @@ class Feedback:
     event_id: str | None = None
 
 
-class FeedbackLedger:
-    """The feedback table of the conversation store (mixed into `SQLiteStore`)."""
-
-    def _read(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
-        raise NotImplementedError
-
-    def _write(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
-        raise NotImplementedError
+class FeedbackLedger(Ledger):
+    """The feedback table of the conversation store (mixed into the store, `bot.store.base`)."""
 
     async def record_feedback(self, feedback: Feedback) -> None:
         """Keep a vote; the same person's earlier vote on that answer is replaced."""
@@ -46,7 +38,8 @@ class FeedbackLedger:
                 " (platform, workspace, channel, thread, message_ts, user_id, rating, event_id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (platform, workspace, channel, message_ts, user_id)"
-                " DO UPDATE SET rating = excluded.rating, event_id = COALESCE(excluded.event_id, event_id)",
+                " DO UPDATE SET rating = excluded.rating,"
+                " event_id = COALESCE(excluded.event_id, feedback.event_id)",
                 (
                     key.platform,
                     key.workspace,

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
 from bot.forms import FormError, form_from_schema
+from bot.store.dialect import Connection
+from bot.store.ledger import Ledger
 from bot.types import ConversationKey, InputMode, InputRequest, InputStatus
-
-_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,7 +52,7 @@ class ParkedCallQuestions:
 
 
 async def insert_input(
-    db: aiosqlite.Connection,
+    db: Connection,
     request: InputRequest,
     schema: dict[str, Any] | None,
     now: float,
@@ -95,7 +92,7 @@ async def insert_input(
 
 
 async def insert_parked_questions(
-    db: aiosqlite.Connection, parked_id: str, calls: Sequence[ParkedCallQuestions], now: float
+    db: Connection, parked_id: str, calls: Sequence[ParkedCallQuestions], now: float
 ) -> None:
     """Write a parked turn's questions (in the parking transaction: a call is never left looking
     like one that waits for approval)."""
@@ -117,14 +114,8 @@ async def insert_parked_questions(
             )
 
 
-class InputLedger:
-    """The input-request table of the conversation store (mixed into `SQLiteStore`)."""
-
-    def _read(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
-        raise NotImplementedError
-
-    def _write(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
-        raise NotImplementedError
+class InputLedger(Ledger):
+    """The input-request table of the conversation store (mixed into the store, `bot.store.base`)."""
 
     async def open_input(
         self, request: InputRequest, schema: dict[str, Any] | None, now: float, status: InputStatus = "open"
@@ -202,8 +193,9 @@ class InputLedger:
         `stale_before`, when its waiter is still alive (only a stopped waiter's request is ended)."""
         async with self._write() as db:
             cursor = await db.execute(
-                f"UPDATE input_requests SET status = ?, content = ?, answered_by = ?, answered_at = {_NOW}"
-                " WHERE id = ? AND status = 'open' AND (? IS NULL OR alive_at < ?)",
+                "UPDATE input_requests SET status = ?, content = ?, answered_by = ?,"
+                f" answered_at = {self._sql.now} WHERE id = ? AND status = 'open'"
+                " AND (CAST(? AS DOUBLE PRECISION) IS NULL OR alive_at < ?)",
                 (
                     status,
                     json.dumps(content, ensure_ascii=False) if content is not None else None,
@@ -241,7 +233,7 @@ class InputLedger:
             if list(open_rows):
                 return False
             await db.execute(
-                f"UPDATE pending_calls SET status = 'approved', decided_by = ?, decided_at = {_NOW}"
+                f"UPDATE pending_calls SET status = 'approved', decided_by = ?, decided_at = {self._sql.now}"
                 " WHERE request_id = ? AND call_id = ? AND status = 'pending'",
                 (by, parked_id, call_id),
             )

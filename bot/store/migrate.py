@@ -79,7 +79,7 @@ async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> li
     try:
         known = await asyncio.to_thread(discover, directory)
         applied = await applied_versions(db)
-        _refuse_unknown(applied, known)
+        refuse_unknown(applied, known, setting="NERVE_DB at another file")
         done: list[int] = []
         for migration in known:
             if migration.version not in applied and await apply_one(db, migration):
@@ -96,15 +96,15 @@ async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> li
         raise StoreError(f"could not migrate the conversation store: {exc}") from exc
 
 
-def _refuse_unknown(applied: set[int], known: list[Migration]) -> None:
+def refuse_unknown(applied: set[int], known: list[Migration], *, setting: str) -> None:
+    """A database written by a newer nerve is not written with an older idea of its schema."""
     unknown = sorted(applied - {migration.version for migration in known})
     if not unknown:
         return
     newest = max((migration.version for migration in known), default=0)
     raise StoreError(
         f"the database has schema migration {unknown[-1]:04d}, but this version of nerve knows migrations "
-        f"only up to {newest:04d}: it was written by a newer nerve. Upgrade nerve, or point NERVE_DB at "
-        "another file."
+        f"only up to {newest:04d}: it was written by a newer nerve. Upgrade nerve, or point {setting}."
     )
 
 

@@ -8,14 +8,11 @@ started sign-in deletes it in the same statement, so a `state` is good once, in 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-import aiosqlite
-
+from bot.store.dialect import Connection
+from bot.store.ledger import Ledger
 from bot.types import ConversationKey
-
-_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,14 +46,8 @@ class SignInWait:
     person: str
 
 
-class SignInLedger:
-    """The sign-in tables of the conversation store (mixed into `SQLiteStore`)."""
-
-    def _read(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
-        raise NotImplementedError
-
-    def _write(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
-        raise NotImplementedError
+class SignInLedger(Ledger):
+    """The sign-in tables of the conversation store (mixed into the store, `bot.store.base`)."""
 
     async def save_tokens(
         self, *, server: str, person: str, issuer: str, secret: bytes, scope: str | None, now: float
@@ -197,7 +188,7 @@ class SignInLedger:
             for request_id, call_id in rows:
                 await db.execute(
                     "UPDATE pending_calls SET status = 'approved', decided_by = 'sign-in',"
-                    f" decided_at = {_NOW}"
+                    f" decided_at = {self._sql.now}"
                     " WHERE request_id = ? AND call_id = ? AND status = 'pending'",
                     (request_id, call_id),
                 )
@@ -211,9 +202,7 @@ class SignInLedger:
         return [SignInWait(call_id=r[0], server=r[1], person=r[2]) for r in rows]
 
 
-async def insert_sign_in_waits(
-    db: aiosqlite.Connection, request_id: str, waits: Sequence[SignInWait]
-) -> None:
+async def insert_sign_in_waits(db: Connection, request_id: str, waits: Sequence[SignInWait]) -> None:
     await db.executemany(
         "INSERT INTO sign_in_waits (request_id, call_id, server, person) VALUES (?, ?, ?, ?)",
         [(request_id, w.call_id, w.server, w.person) for w in waits],

@@ -1,0 +1,39 @@
+"""The conversation store every front end and the agent use, whichever database holds it.
+
+`ConversationStore` is every ledger in one object; `SQLiteStore` and `PostgresStore` give it its
+connections, its dialect and its turn lock. The two must behave the same: the store tests run
+against both.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from bot.seams import TurnLock
+from bot.store.approvals import ApprovalLedger
+from bot.store.conversations import ConversationLedger, InboxLedger
+from bot.store.feedback import FeedbackLedger
+from bot.store.inputs import InputLedger
+from bot.store.sign_ins import SignInLedger
+
+
+class ConversationStore(
+    ConversationLedger, InboxLedger, ApprovalLedger, FeedbackLedger, InputLedger, SignInLedger
+):
+    """Conversations, the inbox, parked turns and approvals, questions, sign-ins and feedback."""
+
+    # Turns of one conversation, one at a time across every process on this database.
+    turn_lock: TurnLock
+
+    async def close(self) -> None:
+        """Close the connections; waits for a running write to finish. Closing twice is harmless."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

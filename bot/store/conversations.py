@@ -1,0 +1,246 @@
+"""Conversations per thread and the inbox of platform deliveries: the core tables of the store.
+
+Written once for both databases (`bot.store.dialect`); the store the ledgers are mixed into decides
+how statements reach the database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+from bot.store.dialect import Connection, days_ago
+from bot.store.ledger import Ledger
+from bot.types import ChatMessage, ConversationKey, Role, ToolCall
+
+_KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
+_MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
+_C_KEY = "c.platform = ? AND c.workspace = ? AND c.channel = ? AND c.thread = ?"
+
+
+class ConversationLedger(Ledger):
+    """The `Store` seam: each thread's active conversation and its messages."""
+
+    async def append(
+        self, key: ConversationKey, messages: Sequence[ChatMessage], *, event_id: str | None = None
+    ) -> bool:
+        """Persist messages in one transaction; False when `event_id` was already recorded.
+
+        `event_id` belongs to the first message (the user's); a re-delivered event writes nothing.
+        """
+        if not messages:
+            return True
+        async with self._write() as db:
+            if event_id is not None and await self._event_seen(db, key, event_id):
+                await db.execute("ROLLBACK")
+                return False
+            await self._insert_messages(db, key, messages, event_id=event_id)
+        return True
+
+    async def _insert_messages(
+        self,
+        db: Connection,
+        key: ConversationKey,
+        messages: Sequence[ChatMessage],
+        *,
+        event_id: str | None = None,
+    ) -> int:
+        """Append to the thread's active conversation inside the caller's transaction; returns its id."""
+        # Looked up in this transaction, never cached: another process may have reset the thread
+        # since this one last wrote to it, and the message belongs to the conversation now active.
+        conversation = await self._active_conversation(db, key)
+        # seq is computed by the database row by row, so a round costs one batch.
+        await db.executemany(
+            "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
+            " is_error, latency_ms, event_id) VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
+            " WHERE conversation_id = ?), ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                _message_row(conversation, message, event_id if index == 0 else None)
+                for index, message in enumerate(messages)
+            ],
+        )
+        return conversation
+
+    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
+        return await self._active_conversation(db, key)
+
+    async def history(self, key: ConversationKey) -> list[ChatMessage]:
+        """The current conversation of this thread, oldest first."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages JOIN conversations c ON c.id = conversation_id"
+                f" WHERE c.archived_at IS NULL AND {_C_KEY}"
+                " ORDER BY seq",
+                _key_params(key),
+            )
+        return [_message_from_row(row) for row in rows]
+
+    async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
+        """The turn that answered the user message with this event id: what follows it, up to the next
+        user message. Empty when the event is unknown. Lets a re-delivery resume or re-send its turn.
+        """
+        async with self._read() as db:
+            found = list(
+                await db.execute_fetchall(
+                    "SELECT m.conversation_id, m.seq FROM messages m"
+                    " JOIN conversations c ON c.id = m.conversation_id"
+                    f" WHERE m.event_id = ? AND {_C_KEY} ORDER BY m.id DESC LIMIT 1",
+                    (event_id, *_key_params(key)),
+                )
+            )
+            if not found:
+                return []
+            conversation, seq = found[0]
+            rows = await db.execute_fetchall(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+                " WHERE conversation_id = ? AND seq > ? AND seq < COALESCE("
+                "  (SELECT MIN(seq) FROM messages WHERE conversation_id = ? AND seq > ? AND role = 'user'),"
+                "  9223372036854775807)"
+                " ORDER BY seq",
+                (conversation, seq, conversation, seq),
+            )
+        return [_message_from_row(row) for row in rows]
+
+    async def reset(self, key: ConversationKey) -> None:
+        """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
+        async with self._write() as db:
+            await db.execute(
+                f"UPDATE conversations SET archived_at = {self._sql.now}"
+                f" WHERE archived_at IS NULL AND {_KEY}",
+                _key_params(key),
+            )
+
+    async def has_event(self, key: ConversationKey, event_id: str) -> bool:
+        """Whether a message with this platform event id was stored in this thread (reset or not)."""
+        async with self._read() as db:
+            return await self._event_seen(db, key, event_id)
+
+    async def conversations(self, platform: str | None = None) -> list[ConversationKey]:
+        """Threads with an active conversation, most recently started first (for `nerve history`)."""
+        where = "archived_at IS NULL" + (" AND platform = ?" if platform is not None else "")
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                f"SELECT platform, workspace, channel, thread FROM conversations WHERE {where}"
+                " ORDER BY id DESC",
+                (platform,) if platform is not None else (),
+            )
+        return [ConversationKey(platform=r[0], workspace=r[1], channel=r[2], thread=r[3]) for r in rows]
+
+    @staticmethod
+    async def _event_seen(db: Connection, key: ConversationKey, event_id: str) -> bool:
+        rows = await db.execute_fetchall(
+            "SELECT 1 FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+            f" WHERE m.event_id = ? AND {_C_KEY} LIMIT 1",
+            (event_id, *_key_params(key)),
+        )
+        return bool(list(rows))
+
+    @staticmethod
+    async def _active_conversation(db: Connection, key: ConversationKey) -> int:
+        """The thread's active conversation, started now if it has none."""
+        rows = list(
+            await db.execute_fetchall(
+                f"SELECT id FROM conversations WHERE archived_at IS NULL AND {_KEY}", _key_params(key)
+            )
+        )
+        if not rows:
+            rows = list(
+                await db.execute_fetchall(
+                    "INSERT INTO conversations (platform, workspace, channel, thread) VALUES (?, ?, ?, ?)"
+                    " RETURNING id",
+                    _key_params(key),
+                )
+            )
+        return int(rows[0][0])
+
+
+class InboxLedger(Ledger):
+    """The `Inbox` seam: deliveries recorded before any work, for exactly-once replies."""
+
+    async def claim_event(self, platform: str, event_id: str, payload: str) -> bool:
+        """Record a platform event before working on it; False if it was seen before (a re-delivery)."""
+        async with self._inbox() as db:
+            cursor = await db.execute(
+                "INSERT INTO inbox (platform, event_id, payload) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (platform, event_id, payload),
+            )
+            return cursor.rowcount == 1
+
+    async def finish_event(self, platform: str, event_id: str) -> None:
+        """Mark an event answered, so start-up recovery does not answer it again.
+
+        Its payload is emptied: recognising a re-delivery needs only the event id.
+        """
+        async with self._inbox() as db:
+            await db.execute(
+                f"UPDATE inbox SET status = 'done', done_at = {self._sql.now}, payload = '{{}}'"
+                " WHERE platform = ? AND event_id = ? AND status = 'received'",
+                (platform, event_id),
+            )
+
+    async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
+        """(event_id, payload) of events claimed but never finished, in the order they arrived."""
+        async with self._inbox() as db:
+            rows = await db.execute_fetchall(
+                "SELECT event_id, payload FROM inbox WHERE platform = ? AND status = 'received'"
+                " ORDER BY received_at, rowid",
+                (platform,),
+            )
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    async def prune_events(self, older_than_days: float) -> int:
+        """Forget inbox events received more than `older_than_days` ago; returns how many.
+
+        This bounds both windows: a re-delivery older than this is no longer recognised, and an
+        unfinished event older than this is no longer recovered (answering it now would be stale).
+        `bot.store.prune` runs this on a schedule with NERVE_INBOX_RETENTION_HOURS.
+        """
+        async with self._inbox() as db:
+            cursor = await db.execute(
+                "DELETE FROM inbox WHERE received_at < ?", (days_ago(float(older_than_days)),)
+            )
+            return cursor.rowcount
+
+
+def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:
+    return (key.platform, key.workspace, key.channel, key.thread)
+
+
+def _message_row(conversation: int, message: ChatMessage, event_id: str | None) -> tuple[Any, ...]:
+    tool_calls = (
+        json.dumps(
+            [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
+            ensure_ascii=False,
+        )
+        if message.tool_calls
+        else None
+    )
+    return (
+        conversation,
+        conversation,
+        message.role,
+        message.content,
+        tool_calls,
+        message.tool_call_id,
+        message.name,
+        int(message.is_error),
+        message.latency_ms,
+        event_id,
+    )
+
+
+def _message_from_row(row: Iterable[Any]) -> ChatMessage:
+    role, content, tool_calls, tool_call_id, name, is_error, latency_ms = row
+    calls = tuple(
+        ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in json.loads(tool_calls or "[]")
+    )
+    return ChatMessage(
+        role=cast(Role, role),
+        content=content,
+        tool_calls=calls,
+        tool_call_id=tool_call_id,
+        name=name,
+        is_error=bool(is_error),
+        latency_ms=latency_ms,
+    )

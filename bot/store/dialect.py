@@ -1,0 +1,77 @@
+"""What the store's ledgers need of a database, and the few spellings SQLite and PostgreSQL differ on.
+
+The ledgers (conversations, inbox, approvals, inputs, sign-ins, feedback) are written once, in SQL
+both databases run, with `?` placeholders: SQLite takes them as they are, and the PostgreSQL
+connection (`bot.store.postgres_connection`) turns them into psycopg's `%s`. What cannot be written
+once lives here: the current time as text, and reading one field of a JSON column. Insertion order
+is `rowid` in both (SQLite's own; an identity column of that name in the PostgreSQL schema).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+
+class Cursor(Protocol):
+    """What a statement leaves behind that the ledgers read: how many rows it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+
+class Connection(Protocol):
+    """One connection as the ledgers use it (aiosqlite's, or psycopg's behind the adapter).
+
+    Inside `_write()` the statements run in one transaction; elsewhere each is its own.
+    """
+
+    def execute(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[Cursor]: ...
+
+    def execute_fetchall(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[Iterable[Any]]: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Iterable[Any]], /) -> Awaitable[Cursor]: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dialect:
+    """SQL fragments whose spelling depends on the database."""
+
+    name: str
+    # The current UTC time as ISO-8601 text with milliseconds, the format of every *_at TEXT column.
+    now: str
+    # `{column}` and `{field}` are filled in: the text of one top-level field of a JSON text column.
+    json_field: str
+
+    def json_text(self, column: str, field: str) -> str:
+        """SQL for `column`'s JSON field `field` as text (NULL when absent); names are ours, never input."""
+        return self.json_field.format(column=column, field=field)
+
+
+SQLITE = Dialect(
+    name="sqlite",
+    now="strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    json_field="json_extract({column}, '$.{field}')",
+)
+
+POSTGRES = Dialect(
+    name="postgres",
+    now="to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
+    json_field="({column}::jsonb ->> '{field}')",
+)
+
+
+def iso_utc(moment: datetime) -> str:
+    """A time in the store's text format (`2026-01-31T12:00:00.000Z`), comparable as text."""
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def days_ago(days: float) -> str:
+    """The store's text for the time `days` ago, for comparisons with *_at columns."""
+    return iso_utc(datetime.now(UTC) - timedelta(days=days))
