@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     openai_base_url: str | None = None
     nerve_model: str = "gpt-4o-mini"
     nerve_db: Path = Path("./nerve.db")
+    # postgresql://… keeps the conversation store on PostgreSQL (several processes may share it);
+    # unset, it is the SQLite file NERVE_DB.
+    nerve_database_url: SecretStr | None = None
     nerve_mcp_config: Path = Path("./mcp.json")
     nerve_max_rounds: int = Field(default=8, ge=1, le=50)
     nerve_context_tokens: int = Field(default=16000, ge=1000)

@@ -22,8 +22,9 @@ from bot.oauth.sign_ins import SignIns
 from bot.oauth.vault import Vault
 from bot.policy.scopes import Scopes
 from bot.seams import LLM
+from bot.store.base import ConversationStore
+from bot.store.choose import open_configured_store
 from bot.store.prune import pruning_inbox
-from bot.store.sqlite import SQLiteStore
 
 # Where a browser lands after signing in, and nerve's client metadata document (CIMD), under
 # NERVE_PUBLIC_URL; the front ends serve both on the HTTP port.
@@ -39,7 +40,7 @@ class Runtime:
 
     agent: Agent
     host: MCPHost
-    store: SQLiteStore
+    store: ConversationStore
     settings: Settings
     model_name: str
     # The servers file's policy, for front ends that show what a place is offered.
@@ -68,9 +69,9 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
 
 
 @asynccontextmanager
-async def open_store(settings: Settings) -> AsyncIterator[SQLiteStore]:
+async def open_store(settings: Settings) -> AsyncIterator[ConversationStore]:
     """Only the conversation store: for reading history, which needs no servers and no model."""
-    store = await SQLiteStore.open(settings.nerve_db)
+    store = await open_configured_store(settings)
     try:
         yield store
     finally:
@@ -78,7 +79,10 @@ async def open_store(settings: Settings) -> AsyncIterator[SQLiteStore]:
 
 
 def sign_ins_for(
-    settings: Settings, servers: Mapping[str, ServerConfig], store: SQLiteStore, redirect_uri: str | None
+    settings: Settings,
+    servers: Mapping[str, ServerConfig],
+    store: ConversationStore,
+    redirect_uri: str | None,
 ) -> SignIns | None:
     """Per-person sign-in, when a server needs it; refused plainly when its settings are missing."""
     signed = sorted(name for name, config in servers.items() if config.auth and config.auth.type == "oauth")

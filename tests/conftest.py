@@ -1,4 +1,5 @@
-"""Shared fixtures: real MCP servers as stdio subprocesses, a real SQLite store on a temp file."""
+"""Shared fixtures: real MCP servers as stdio subprocesses, a real store on a temp SQLite file (or, for
+tests marked both_stores, on PostgreSQL too)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import ConversationStore
+from tests.stores import Backend, PostgresBackend, SQLiteBackend, drop_schema, new_schema, server_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,9 +35,35 @@ def seed_servers() -> dict[str, ServerConfig]:
     }
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "both_stores: run the test on SQLite and on PostgreSQL (the store_backend fixture)"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked both_stores that use the store run once per database; others stay on SQLite."""
+    if "store_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_stores"):
+        metafunc.parametrize("store_backend", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    opened = await SQLiteStore.open(tmp_path / "nerve.db")
+async def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    """A fresh database: SQLite unless the test is parametrised onto PostgreSQL (both_stores)."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield SQLiteBackend(tmp_path / "nerve.db")
+        return
+    url = server_url()
+    schema = await new_schema(url)
+    try:
+        yield PostgresBackend(url, schema)
+    finally:
+        await drop_schema(url, schema)
+
+
+@pytest.fixture
+async def store(store_backend: Backend) -> AsyncIterator[ConversationStore]:
+    opened = await store_backend.open()
     try:
         yield opened
     finally:

@@ -1,6 +1,6 @@
 """Writes complete rounds to a store as fast as it can, printing after each commit.
 
-Run as `python tests/store_worker.py DB_PATH [FIRST_ROUND]`; the crash test SIGKILLs it at an
+Run as `python tests/store_worker.py DB_PATH_OR_URL [FIRST_ROUND]`; the crash test SIGKILLs it at an
 arbitrary moment and then checks that every round the worker reported is stored whole.
 """
 
@@ -10,9 +10,8 @@ import asyncio
 import itertools
 import json
 import sys
-from pathlib import Path
 
-from bot.store.sqlite import SQLiteStore
+from bot.store.choose import open_store_at
 from bot.types import ChatMessage, ConversationKey, ToolCall
 
 KEY = ConversationKey(platform="crash", workspace="w", channel="c", thread="t")
@@ -34,8 +33,8 @@ def round_messages(i: int) -> list[ChatMessage]:
     return [ChatMessage(role="assistant", tool_calls=calls), *results]
 
 
-async def main(path: Path, first: int) -> None:
-    async with await SQLiteStore.open(path) as store:
+async def main(location: str, first: int) -> None:
+    async with await open_store_at(location) as store:
         for i in itertools.count(first):
             await store.append(KEY, [ChatMessage(role="user", content=f"question {i}")], event_id=f"ev{i}")
             await store.append(KEY, round_messages(i))
@@ -44,4 +43,4 @@ async def main(path: Path, first: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 0))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0))

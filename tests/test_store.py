@@ -1,4 +1,5 @@
-"""The SQLite store against real database files: round trips, atomic rounds, dedupe, inbox, crashes."""
+"""The store against real databases (SQLite files, and PostgreSQL for the tests that take
+`store_backend`): round trips, atomic rounds, dedupe, inbox, crashes."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ from bot.config import Settings
 from bot.errors import StoreError
 from bot.runtime import open_runtime
 from bot.seams import Inbox, Store
+from bot.store.base import ConversationStore
+from bot.store.dialect import days_ago
 from bot.store.prune import pruning_inbox
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, ToolCall
+from tests.stores import Backend
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,8 +45,12 @@ def a_round(prefix: str, n: int = 2) -> list[ChatMessage]:
     ]
 
 
+pytestmark = pytest.mark.both_stores
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    """For what only SQLite has (a file, pragmas, its lock)."""
     async with await SQLiteStore.open(tmp_path / "nerve.db") as opened:
         yield opened
 
@@ -53,7 +61,7 @@ async def raw_rows(path: Path, sql: str, params: tuple[object, ...] = ()) -> lis
         return [tuple(row) for row in await db.execute_fetchall(sql, params)]
 
 
-async def test_every_message_kind_round_trips_exactly(store: SQLiteStore) -> None:
+async def test_every_message_kind_round_trips_exactly(store: ConversationStore) -> None:
     messages = [
         ChatMessage(role="system", content="You are nerve."),
         ChatMessage(role="user", content="Wie ist die Luft in 1010? 🌫️"),
@@ -90,14 +98,16 @@ async def test_every_message_kind_round_trips_exactly(store: SQLiteStore) -> Non
     assert restored[4].is_error is True and restored[3].is_error is False
 
 
-async def test_messages_keep_their_order_across_many_appends(store: SQLiteStore) -> None:
+async def test_messages_keep_their_order_across_many_appends(store: ConversationStore) -> None:
     for i in range(30):
         await store.append(key(), [ChatMessage(role="user", content=str(i))])
 
     assert [m.content for m in await store.history(key())] == [str(i) for i in range(30)]
 
 
-async def test_a_round_that_fails_midway_leaves_nothing_behind(store: SQLiteStore, tmp_path: Path) -> None:
+async def test_a_round_that_fails_midway_leaves_nothing_behind(
+    store: ConversationStore, store_backend: Backend
+) -> None:
     await store.append(key(), [ChatMessage(role="user", content="hi")])
     broken = [*a_round("r1"), ChatMessage(role="tool", tool_call_id=None, content="no id")]
 
@@ -105,13 +115,13 @@ async def test_a_round_that_fails_midway_leaves_nothing_behind(store: SQLiteStor
         await store.append(key(), broken)
 
     assert [m.role for m in await store.history(key())] == ["user"]
-    assert await raw_rows(tmp_path / "nerve.db", "SELECT count(*) FROM messages") == [(1,)]
+    assert await store_backend.rows("SELECT count(*) FROM messages") == [(1,)]
     # No transaction was left open: the next write goes through.
     assert await store.append(key(), a_round("r2"))
     assert [m.role for m in await store.history(key())] == ["user", "assistant", "tool", "tool"]
 
 
-async def test_a_cancelled_append_stores_the_whole_round_or_nothing(store: SQLiteStore) -> None:
+async def test_a_cancelled_append_stores_the_whole_round_or_nothing(store: ConversationStore) -> None:
     outcomes = set()
     for yields in range(12):
         thread = f"t{yields}"
@@ -128,7 +138,7 @@ async def test_a_cancelled_append_stores_the_whole_round_or_nothing(store: SQLit
     assert 0 in outcomes
 
 
-async def test_a_redelivered_user_message_is_a_no_op(store: SQLiteStore) -> None:
+async def test_a_redelivered_user_message_is_a_no_op(store: ConversationStore) -> None:
     user = ChatMessage(role="user", content="status of 1010?")
 
     assert await store.append(key(), [user], event_id="Ev1") is True
@@ -141,7 +151,7 @@ async def test_a_redelivered_user_message_is_a_no_op(store: SQLiteStore) -> None
     assert not await store.has_event(key("other"), "Ev1")
 
 
-async def test_messages_after_an_event_are_that_turn_only(store: SQLiteStore) -> None:
+async def test_messages_after_an_event_are_that_turn_only(store: ConversationStore) -> None:
     first_turn = [*a_round("r1"), ChatMessage(role="assistant", content="first answer")]
     await store.append(key(), [ChatMessage(role="user", content="one")], event_id="Ev1")
     await store.append(key(), first_turn[:3])
@@ -163,7 +173,7 @@ async def test_messages_after_an_event_are_that_turn_only(store: SQLiteStore) ->
     ]
 
 
-async def test_a_redelivery_after_reset_is_still_a_no_op(store: SQLiteStore) -> None:
+async def test_a_redelivery_after_reset_is_still_a_no_op(store: ConversationStore) -> None:
     await store.append(key(), [ChatMessage(role="user", content="old")], event_id="Ev1")
     await store.reset(key())
 
@@ -171,7 +181,9 @@ async def test_a_redelivery_after_reset_is_still_a_no_op(store: SQLiteStore) -> 
     assert await store.history(key()) == []
 
 
-async def test_reset_starts_fresh_and_keeps_the_old_rows(store: SQLiteStore, tmp_path: Path) -> None:
+async def test_reset_starts_fresh_and_keeps_the_old_rows(
+    store: ConversationStore, store_backend: Backend
+) -> None:
     await store.append(key(), [ChatMessage(role="user", content="before")])
     await store.reset(key())
     assert await store.history(key()) == []
@@ -179,21 +191,20 @@ async def test_reset_starts_fresh_and_keeps_the_old_rows(store: SQLiteStore, tmp
     await store.append(key(), [ChatMessage(role="user", content="after")])
 
     assert [m.content for m in await store.history(key())] == ["after"]
-    rows = await raw_rows(
-        tmp_path / "nerve.db",
+    rows = await store_backend.rows(
         "SELECT c.archived_at IS NULL, m.content, m.seq FROM messages m"
         " JOIN conversations c ON c.id = m.conversation_id ORDER BY m.id",
     )
     assert rows == [(0, "before", 1), (1, "after", 1)]
 
 
-async def test_resetting_a_thread_without_history_is_harmless(store: SQLiteStore) -> None:
+async def test_resetting_a_thread_without_history_is_harmless(store: ConversationStore) -> None:
     await store.reset(key())
     await store.reset(key())
     assert await store.history(key()) == []
 
 
-async def test_two_users_dms_never_mix(store: SQLiteStore) -> None:
+async def test_two_users_dms_never_mix(store: ConversationStore) -> None:
     alice = ConversationKey(platform="slack", workspace="W1", channel="D_ALICE", thread="D_ALICE")
     bob = ConversationKey(platform="slack", workspace="W1", channel="D_BOB", thread="D_BOB")
     same_ids_on_discord = ConversationKey(
@@ -211,7 +222,7 @@ async def test_two_users_dms_never_mix(store: SQLiteStore) -> None:
     assert await store.conversations() == [alice]
 
 
-async def test_concurrent_appends_to_many_keys_all_land(store: SQLiteStore) -> None:
+async def test_concurrent_appends_to_many_keys_all_land(store: ConversationStore) -> None:
     keys = [key(f"t{i}") for i in range(20)]
 
     async def writer(k: ConversationKey, n: int) -> None:
@@ -236,9 +247,8 @@ async def test_concurrent_appends_to_many_keys_all_land(store: SQLiteStore) -> N
                 assert [m.tool_call_id for m in stored[i + 1 : i + 1 + len(ids)]] == ids
 
 
-async def test_the_inbox_claims_each_event_once_and_lists_the_unfinished(tmp_path: Path) -> None:
-    path = tmp_path / "nerve.db"
-    async with await SQLiteStore.open(path) as store:
+async def test_the_inbox_claims_each_event_once_and_lists_the_unfinished(store_backend: Backend) -> None:
+    async with await store_backend.open() as store:
         assert await store.claim_event("slack", "Ev1", '{"text": "one"}') is True
         assert await store.claim_event("slack", "Ev2", '{"text": "two"}') is True
         assert await store.claim_event("slack", "Ev3", '{"text": "three"}') is True
@@ -249,7 +259,7 @@ async def test_the_inbox_claims_each_event_once_and_lists_the_unfinished(tmp_pat
         assert await store.claim_event("slack", "Ev2", "{}") is False
 
     # After a restart the interrupted events are still there, in the order they arrived.
-    async with await SQLiteStore.open(path) as store:
+    async with await store_backend.open() as store:
         assert await store.unfinished_events("slack") == [
             ("Ev1", '{"text": "one"}'),
             ("Ev3", '{"text": "three"}'),
@@ -258,15 +268,10 @@ async def test_the_inbox_claims_each_event_once_and_lists_the_unfinished(tmp_pat
         assert await store.unfinished_events("terminal") == []
 
 
-async def test_pruning_forgets_only_old_events(store: SQLiteStore, tmp_path: Path) -> None:
+async def test_pruning_forgets_only_old_events(store: ConversationStore, store_backend: Backend) -> None:
     await store.claim_event("slack", "old", "{}")
     await store.claim_event("slack", "new", "{}")
-    async with aiosqlite.connect(tmp_path / "nerve.db") as db:
-        await db.execute(
-            "UPDATE inbox SET received_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 days')"
-            " WHERE event_id = 'old'"
-        )
-        await db.commit()
+    await age_event(store_backend, "old", hours=10 * 24)
 
     assert await store.prune_events(older_than_days=7) == 1
     assert await store.prune_events(older_than_days=0.5) == 0
@@ -276,10 +281,10 @@ async def test_pruning_forgets_only_old_events(store: SQLiteStore, tmp_path: Pat
 
 
 async def test_the_database_runs_in_wal_with_foreign_keys_and_a_busy_timeout(
-    store: SQLiteStore, tmp_path: Path
+    sqlite_store: SQLiteStore, tmp_path: Path
 ) -> None:
     assert await raw_rows(tmp_path / "nerve.db", "PRAGMA journal_mode") == [("wal",)]
-    db = store._db
+    db = sqlite_store._db
     assert list(await db.execute_fetchall("PRAGMA foreign_keys")) == [(1,)]
     assert list(await db.execute_fetchall("PRAGMA busy_timeout")) == [(5000,)]
     assert list(await db.execute_fetchall("PRAGMA synchronous")) == [(1,)]  # NORMAL
@@ -314,8 +319,8 @@ async def test_open_creates_missing_folders(tmp_path: Path) -> None:
     assert (tmp_path / "a" / "b" / "nerve.db").exists()
 
 
-async def test_a_closed_store_says_so(tmp_path: Path) -> None:
-    store = await SQLiteStore.open(tmp_path / "nerve.db")
+async def test_a_closed_store_says_so(store_backend: Backend) -> None:
+    store = await store_backend.open()
     await store.close()
     await store.close()
 
@@ -323,7 +328,7 @@ async def test_a_closed_store_says_so(tmp_path: Path) -> None:
         await store.history(key())
 
 
-async def test_the_sqlite_store_fills_the_store_and_inbox_seams(store: SQLiteStore) -> None:
+async def test_the_store_fills_the_store_and_inbox_seams(store: ConversationStore) -> None:
     seam: Store = store
     inbox: Inbox = store
     assert await seam.append(key(), [ChatMessage(role="user", content="hi")])
@@ -331,12 +336,12 @@ async def test_the_sqlite_store_fills_the_store_and_inbox_seams(store: SQLiteSto
     assert await inbox.claim_event("slack", "Ev1", "{}")
 
 
-async def run_and_kill_worker(path: Path, first: int) -> int:
+async def run_and_kill_worker(location: str, first: int) -> int:
     """Run the worker until it reported some rounds, SIGKILL it at a random moment; rounds reported."""
     worker = await asyncio.create_subprocess_exec(
         sys.executable,
         str(REPO / "tests" / "store_worker.py"),
-        str(path),
+        location,
         str(first),
         cwd=REPO,
         stdout=asyncio.subprocess.PIPE,
@@ -366,15 +371,15 @@ async def run_and_kill_worker(path: Path, first: int) -> int:
     return reported
 
 
-async def test_a_killed_writer_leaves_every_reported_round_whole(tmp_path: Path) -> None:
-    path = tmp_path / "crash.db"
+async def test_a_killed_writer_leaves_every_reported_round_whole(store_backend: Backend) -> None:
     worker_key = ConversationKey(platform="crash", workspace="w", channel="c", thread="t")
     reported = 0
     for cycle in range(5):
-        reported += await run_and_kill_worker(path, first=cycle * 1000)
+        reported += await run_and_kill_worker(store_backend.location, first=cycle * 1000)
 
-        assert await raw_rows(path, "PRAGMA integrity_check") == [("ok",)]
-        async with await SQLiteStore.open(path) as store:
+        if store_backend.name == "sqlite":
+            assert await store_backend.rows("PRAGMA integrity_check") == [("ok",)]
+        async with await store_backend.open() as store:
             stored = await store.history(worker_key)
         rounds = 0
         for i, message in enumerate(stored):
@@ -390,16 +395,15 @@ async def test_a_killed_writer_leaves_every_reported_round_whole(tmp_path: Path)
         # Every round the worker reported as committed survived the kill.
         assert rounds >= reported
 
-    async with await SQLiteStore.open(path) as store:
+    async with await store_backend.open() as store:
         assert await store.append(worker_key, [ChatMessage(role="user", content="after the crash")])
         assert (await store.history(worker_key))[-1].content == "after the crash"
 
 
 async def test_a_reset_by_another_process_sends_the_next_message_into_the_new_conversation(
-    tmp_path: Path,
+    store_backend: Backend,
 ) -> None:
-    path = tmp_path / "nerve.db"
-    async with await SQLiteStore.open(path) as chat, await SQLiteStore.open(path) as other:
+    async with await store_backend.open() as chat, await store_backend.open() as other:
         await chat.append(key(), [ChatMessage(role="user", content="before the reset")])
         await other.reset(key())
 
@@ -407,27 +411,22 @@ async def test_a_reset_by_another_process_sends_the_next_message_into_the_new_co
 
         assert [m.content for m in await chat.history(key())] == ["after the reset"]
         assert [m.content for m in await other.history(key())] == ["after the reset"]
-    rows = await raw_rows(
-        path,
+    rows = await store_backend.rows(
         "SELECT c.archived_at IS NULL, m.content FROM messages m"
         " JOIN conversations c ON c.id = m.conversation_id ORDER BY m.id",
     )
     assert rows == [(0, "before the reset"), (1, "after the reset")]
 
 
-async def age_event(path: Path, event_id: str, hours: float) -> None:
-    async with aiosqlite.connect(path) as db:
-        await db.execute(
-            "UPDATE inbox SET received_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?) WHERE event_id = ?",
-            (f"-{hours} hours", event_id),
-        )
-        await db.commit()
+async def age_event(backend: Backend, event_id: str, hours: float) -> None:
+    await backend.rows(
+        "UPDATE inbox SET received_at = ? WHERE event_id = ?", (days_ago(hours / 24), event_id)
+    )
 
 
 async def test_the_inbox_is_pruned_at_start_and_then_on_its_schedule(
-    store: SQLiteStore, tmp_path: Path
+    store: ConversationStore, store_backend: Backend
 ) -> None:
-    path = tmp_path / "nerve.db"
     waits: asyncio.Queue[float] = asyncio.Queue()
     ticks: asyncio.Queue[None] = asyncio.Queue()
 
@@ -436,33 +435,35 @@ async def test_the_inbox_is_pruned_at_start_and_then_on_its_schedule(
         await ticks.get()
 
     async def event_ids() -> list[object]:
-        return [row[0] for row in await raw_rows(path, "SELECT event_id FROM inbox ORDER BY rowid")]
+        return [row[0] for row in await store_backend.rows("SELECT event_id FROM inbox ORDER BY rowid")]
 
     for event_id in ("old", "old-unfinished", "recent"):
         await store.claim_event("slack", event_id, "{}")
     await store.finish_event("slack", "old")
-    await age_event(path, "old", hours=30)
-    await age_event(path, "old-unfinished", hours=25)
+    await age_event(store_backend, "old", hours=30)
+    await age_event(store_backend, "old-unfinished", hours=25)
 
+    # The store's own tasks (a connection pool's workers) are not the pruning's.
+    before = asyncio.all_tasks()
     async with asyncio.timeout(10):
         async with pruning_inbox(store, retention_hours=24, every=3600, wait=wait):
             # Pruned before the block runs: a replay at start-up never sees entries past retention.
             assert await event_ids() == ["recent"]
             assert await waits.get() == 3600
             await store.claim_event("slack", "later", "{}")
-            await age_event(path, "recent", hours=24.5)
+            await age_event(store_backend, "recent", hours=24.5)
             ticks.put_nowait(None)
             # The next wait begins only after the scheduled pruning finished.
             assert await waits.get() == 3600
             assert await event_ids() == ["later"]
-        pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        pending = [task for task in asyncio.all_tasks() - before if task is not asyncio.current_task()]
         assert pending == []
 
 
 async def test_a_failed_pruning_is_logged_and_tried_again_on_schedule(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    store_backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = await SQLiteStore.open(tmp_path / "nerve.db")
+    store = await store_backend.open()
     await store.close()
     waits: asyncio.Queue[float] = asyncio.Queue()
 
@@ -475,16 +476,17 @@ async def test_a_failed_pruning_is_logged_and_tried_again_on_schedule(
     assert "could not prune the inbox" in caplog.text and "closed" in caplog.text
 
 
-async def test_a_running_nerve_prunes_the_inbox_with_the_retention_setting(tmp_path: Path) -> None:
-    path = tmp_path / "nerve.db"
+async def test_a_running_nerve_prunes_the_inbox_with_the_retention_setting(
+    tmp_path: Path, store_backend: Backend
+) -> None:
     (tmp_path / "mcp.json").write_text('{"mcpServers": {}}')
-    async with await SQLiteStore.open(path) as store:
+    async with await store_backend.open() as store:
         await store.claim_event("slack", "stale", "{}")
         await store.claim_event("slack", "fresh", "{}")
-    await age_event(path, "stale", hours=3)
+    await age_event(store_backend, "stale", hours=3)
     settings = Settings(  # type: ignore[call-arg]
         _env_file=None,
-        nerve_db=path,
+        **store_backend.settings(),
         nerve_mcp_config=tmp_path / "mcp.json",
         nerve_model="offline",
         nerve_inbox_retention_hours=2,
@@ -494,7 +496,9 @@ async def test_a_running_nerve_prunes_the_inbox_with_the_retention_setting(tmp_p
         assert await runtime.store.unfinished_events("slack") == [("fresh", "{}")]
 
 
-async def test_pruning_runs_hourly_or_twice_per_retention_when_that_is_shorter(store: SQLiteStore) -> None:
+async def test_pruning_runs_hourly_or_twice_per_retention_when_that_is_shorter(
+    store: ConversationStore,
+) -> None:
     waits: asyncio.Queue[float] = asyncio.Queue()
 
     async def wait(seconds: float) -> None:

@@ -1,0 +1,44 @@
+"""Which database the conversation store is on: PostgreSQL when NERVE_DATABASE_URL is set, else the
+SQLite file NERVE_DB (the embedded default, needing nothing else)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.store.base import ConversationStore
+from bot.store.sqlite import SQLiteStore
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+async def open_configured_store(settings: Settings) -> ConversationStore:
+    """Open the store the settings name, its schema brought up to date."""
+    if settings.nerve_database_url is None:
+        return await SQLiteStore.open(settings.nerve_db)
+    return await open_postgres_store(settings.nerve_database_url.get_secret_value())
+
+
+async def open_postgres_store(url: str) -> ConversationStore:
+    """The PostgreSQL store at `url`; psycopg is imported only here, so SQLite needs no extra."""
+    if not url.startswith(POSTGRES_SCHEMES):
+        raise ConfigError(
+            "NERVE_DATABASE_URL must be a PostgreSQL URL (postgresql://user:password@host:5432/database);"
+            " leave it unset to keep the conversations in the SQLite file NERVE_DB"
+        )
+    try:
+        from bot.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise ConfigError(
+            f"NERVE_DATABASE_URL is set but PostgreSQL support is not installed ({exc.name} is missing):"
+            " pip install 'nerve[postgres]'"
+        ) from exc
+    return await PostgresStore.open(url)
+
+
+async def open_store_at(location: str) -> ConversationStore:
+    """The store at a PostgreSQL URL, or else at a SQLite file path (for tools and test workers)."""
+    if location.startswith(POSTGRES_SCHEMES):
+        return await open_postgres_store(location)
+    return await SQLiteStore.open(Path(location))

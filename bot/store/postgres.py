@@ -1,0 +1,187 @@
+"""The conversation store on PostgreSQL (NERVE_DATABASE_URL), through psycopg 3 with a pool.
+
+The ledgers are the SQLite store's, run through `PostgresConnection`; what differs is the plumbing:
+
+- Writes: one transaction each on a pooled connection, and, like SQLite's `BEGIN IMMEDIATE`, one
+  writer at a time per store (a transaction-scoped advisory lock named after the schema). The ledgers
+  read and then write inside a transaction (the next seq of a conversation, "is every call of this
+  turn decided?"), and that serialization is what makes those reads safe in every process at once.
+- Reads and the inbox: single statements in autocommit, in parallel, never waiting for a writer.
+- Turns: session advisory locks (`bot.store.postgres_lock`).
+
+The schema is the first of the connection's search_path (`options=-csearch_path=…` in the URL), so
+several stores can share one database without seeing each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from bot.errors import StoreError
+from bot.store.base import ConversationStore
+from bot.store.dialect import POSTGRES, Connection
+from bot.store.postgres_connection import PostgresConnection, lock_key
+from bot.store.postgres_lock import PostgresTurnLock, unlock_all
+from bot.store.postgres_migrate import current_schema, migrate_postgres
+
+# nerve's namespace of advisory locks for write transactions (the first key); the second, the schema's.
+WRITE_LOCKS = 0x6E657202
+CONNECT_TIMEOUT_SECONDS = 10
+POOL_SIZE = 10
+# Each turn in flight holds one connection of its own (bot.store.postgres_lock).
+TURN_LOCK_CONNECTIONS = 100
+# A pooled connection is waited for this long before the statement fails.
+POOL_WAIT_SECONDS = 30.0
+# A turn waits for a lock connection as long as it would wait for the conversation.
+TURN_LOCK_POOL_WAIT_SECONDS = 3600.0
+
+
+class PostgresStore(ConversationStore):
+    """The conversation store on a PostgreSQL database, shared by every nerve process pointed at it."""
+
+    _sql = POSTGRES
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], turn_lock: PostgresTurnLock, *, schema: str, where: str
+    ) -> None:
+        """Use `PostgresStore.open`; this only wraps a pool that is already open."""
+        self._pool = pool
+        self.turn_lock: PostgresTurnLock = turn_lock
+        self.schema = schema
+        self._where = where
+        self._write_lock = lock_key(WRITE_LOCKS, schema)
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, *, migrations_dir: Path | None = None) -> PostgresStore:
+        """Connect to `url` (a libpq URL or key=value string), bring the schema up to date, open pools."""
+        where = describe(url)
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+            ) as conn:
+                await migrate_postgres(conn, migrations_dir)
+                schema = await current_schema(conn)
+        except psycopg.Error as exc:
+            raise postgres_error(exc, where) from exc
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=POOL_SIZE,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            timeout=POOL_WAIT_SECONDS,
+            # A connection the server dropped (a restart) is noticed before use, not by a statement.
+            check=AsyncConnectionPool.check_connection,
+            name="nerve-store",
+            open=False,
+        )
+        lock_pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            url,
+            min_size=0,
+            max_size=TURN_LOCK_CONNECTIONS,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            timeout=TURN_LOCK_POOL_WAIT_SECONDS,
+            check=AsyncConnectionPool.check_connection,
+            reset=unlock_all,
+            name="nerve-turns",
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
+            await lock_pool.open()
+        except (psycopg.Error, PoolTimeout) as exc:
+            await pool.close()
+            await lock_pool.close()
+            raise postgres_error(exc, where) from exc
+        return cls(pool, PostgresTurnLock(lock_pool, schema, where), schema=schema, where=where)
+
+    async def close(self) -> None:
+        """Close the pools; a statement running now finishes first (within a few seconds)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.close()
+        await self.turn_lock.close()
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        self._check_open()
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise postgres_error(exc, self._where) from exc
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[Connection]:
+        async with self._connection() as conn:
+            yield PostgresConnection(conn)
+
+    _inbox = _read
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[Connection]:
+        """One write transaction, the store's only one at this moment; committed on success and
+        rolled back on any error or cancellation. The body may end it itself (ROLLBACK for a no-op)."""
+        async with self._connection() as conn:
+            db = PostgresConnection(conn)
+            try:
+                await conn.execute("BEGIN")
+                await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", self._write_lock)
+                yield db
+                if db.in_transaction:
+                    await conn.execute("COMMIT")
+            except BaseException:
+                # After a cancellation psycopg has cancelled the statement on the server; the pool
+                # throws away a connection it cannot bring back to idle, which ends the transaction.
+                with suppress(psycopg.Error):
+                    await conn.execute("ROLLBACK")
+                raise
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the conversation store {self._where} is closed")
+
+
+def describe(url: str) -> str:
+    """Where the store is, for messages: user, host, port, database; never the password."""
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "PostgreSQL (NERVE_DATABASE_URL is not a valid connection URL)"
+    host = str(info.get("host") or "localhost")
+    port = str(info.get("port") or "5432")
+    user = f"{info['user']}@" if info.get("user") else ""
+    return f"postgresql://{user}{host}:{port}/{info.get('dbname') or ''}"
+
+
+def postgres_error(exc: BaseException, where: str) -> StoreError:
+    """A message an operator can act on, instead of a raw psycopg traceback."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, PoolTimeout):
+        return StoreError(
+            f"the conversation store {where} did not give a connection in time ({text}): is the server"
+            " up, and are its max_connections enough for every nerve process?"
+        )
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return StoreError(
+            f"the conversation store {where} refused: {text}. Grant the NERVE_DATABASE_URL user the"
+            " rights to create and write tables in its schema"
+        )
+    if isinstance(exc, psycopg.IntegrityError):
+        return StoreError(f"the conversation store {where} refused the write ({text}); nothing was saved")
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreError(
+            f"cannot reach the conversation store {where}: {text}. Check that PostgreSQL runs there and"
+            " that NERVE_DATABASE_URL is right"
+        )
+    return StoreError(f"the conversation store {where} failed: {text}")

@@ -1,0 +1,86 @@
+"""Turns of one conversation run one at a time, in arrival order, across every process on the database.
+
+On PostgreSQL the queue is the server's own: a turn takes a session advisory lock named after its
+conversation (`pg_advisory_lock`), and the server grants waiting sessions in the order they asked.
+A process that dies loses its connections, and with them its locks: the next turn goes on at once,
+with no lease to wait out. Each turn in flight (waiting or running) holds one connection of a pool
+kept for this, never a transaction: the lock belongs to the session, and between statements the
+session is idle. While a turn waits, its one statement (the lock request) is running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from bot.errors import StoreError
+from bot.store.postgres_connection import lock_key
+from bot.types import ConversationKey
+
+logger = logging.getLogger(__name__)
+
+# nerve's namespace of advisory locks for turns (the first key of each lock).
+TURN_LOCKS = 0x6E657203
+
+
+class PostgresTurnLock:
+    """The `TurnLock` seam on PostgreSQL: `async with lock.hold(key):` around one turn."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], namespace: str, where: str) -> None:
+        """`pool` gives autocommit connections used for nothing else; `namespace` (the schema) keeps
+        two stores on one database from sharing locks."""
+        self._pool = pool
+        self._namespace = namespace
+        self._where = where
+
+    def key_of(self, key: ConversationKey) -> tuple[int, int]:
+        """The advisory lock of a conversation (for operators reading pg_locks, and the tests)."""
+        name = json.dumps([self._namespace, key.platform, key.workspace, key.channel, key.thread])
+        return lock_key(TURN_LOCKS, name)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
+        """Wait for the conversation's earlier turns, in every process, then hold it until the block ends."""
+        lock = self.key_of(key)
+        try:
+            async with self._pool.connection() as conn:
+                try:
+                    await conn.execute("SELECT pg_advisory_lock(%s, %s)", lock)
+                except BaseException:
+                    # Cancelled while waiting (psycopg cancels the request on the server), or failed:
+                    # the lock may have been granted just before. Closing the session drops it for sure.
+                    await conn.close()
+                    raise
+                try:
+                    yield
+                finally:
+                    await _release(conn, lock)
+        except psycopg.Error as exc:
+            raise StoreError(f"could not take a conversation's turn on {self._where}: {exc}") from exc
+
+
+async def _release(conn: psycopg.AsyncConnection[Any], lock: tuple[int, int]) -> None:
+    try:
+        await conn.execute("SELECT pg_advisory_unlock(%s, %s)", lock)
+    except (psycopg.Error, asyncio.CancelledError) as exc:
+        # The session is in doubt: end it, which releases every lock it holds.
+        logger.warning("could not release a turn's lock (closing its connection instead): %s", exc)
+        with suppress(psycopg.Error):
+            await conn.close()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+
+
+async def unlock_all(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's reset: a connection goes back holding no lock, whatever happened to its turn."""
+    await conn.execute("SELECT pg_advisory_unlock_all()")

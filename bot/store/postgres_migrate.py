@@ -1,0 +1,88 @@
+"""Forward-only migrations for a PostgreSQL store, applied under an advisory lock.
+
+The same rules as SQLite's (`bot.store.migrate`): `migrations/postgres/NNNN_name.sql`, each run once
+in numeric order in its own transaction together with its `schema_migrations` row, and a database
+with a migration this nerve does not know is refused. The versions match SQLite's one for one, so a
+change to the schema is one new number in both folders.
+
+Several processes may start at once against one database (replicas of a deployment): each takes a
+session advisory lock named after the schema before it reads the ledger, so one migrates and the
+others find the work done. PostgreSQL's DDL is transactional, so a failed migration leaves nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bot.errors import StoreError
+from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, Migration, discover, refuse_unknown
+from bot.store.postgres_connection import lock_key
+
+POSTGRES_MIGRATIONS_DIR = DEFAULT_MIGRATIONS_DIR / "postgres"
+
+# nerve's namespace of advisory locks for migrations (the first key); the second is the schema's hash.
+MIGRATION_LOCKS = 0x6E657201
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+               DEFAULT (to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+)
+"""
+
+
+async def current_schema(conn: psycopg.AsyncConnection[Any]) -> str:
+    """The schema new tables go to: the first of the search_path that exists."""
+    row = await (await conn.execute("SELECT current_schema()")).fetchone()
+    if row is None or row[0] is None:
+        raise StoreError(
+            "the PostgreSQL search_path names no schema that exists, so nerve has nowhere to create its"
+            " tables: create the schema, or fix options=-csearch_path=… in NERVE_DATABASE_URL"
+        )
+    return str(row[0])
+
+
+async def migrate_postgres(conn: psycopg.AsyncConnection[Any], directory: Path | None = None) -> list[int]:
+    """Apply every migration not yet in the ledger; return the versions applied now.
+
+    `conn` is in autocommit. Raises psycopg errors as they are; the store turns them into messages.
+    """
+    directory = directory or POSTGRES_MIGRATIONS_DIR
+    try:
+        known = await asyncio.to_thread(discover, directory)
+    except OSError as exc:
+        raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc
+    key = lock_key(MIGRATION_LOCKS, await current_schema(conn))
+    await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)
+    try:
+        await conn.execute(_LEDGER)
+        rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
+        applied = {int(row[0]) for row in rows}
+        refuse_unknown(applied, known, setting="NERVE_DATABASE_URL at another database or schema")
+        done: list[int] = []
+        for migration in known:
+            if migration.version not in applied:
+                await _apply(conn, migration)
+                done.append(migration.version)
+        return done
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
+
+async def _apply(conn: psycopg.AsyncConnection[Any], migration: Migration) -> None:
+    label = f"{migration.version:04d}_{migration.name}.sql"
+    try:
+        async with conn.transaction():
+            await conn.execute(migration.sql)
+            await conn.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                (migration.version, migration.name),
+            )
+    except psycopg.Error as exc:
+        raise StoreError(f"migration {label} failed and was rolled back: {exc}") from exc

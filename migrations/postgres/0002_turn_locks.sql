@@ -1,0 +1,3 @@
+-- On SQLite, 0002 adds the queue of turns per conversation (turn_locks). PostgreSQL holds a
+-- conversation's turn with an advisory lock instead (bot/store/postgres_lock.py): the server queues
+-- waiting turns in arrival order and releases a dead process's lock with its connection. No table.

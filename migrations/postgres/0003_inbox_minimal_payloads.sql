@@ -1,0 +1,2 @@
+-- On SQLite, 0003 trims inbox payloads kept whole by older nerves. A PostgreSQL store was only ever
+-- written by nerves that keep the minimal payload: nothing to change.

@@ -1,0 +1,119 @@
+"""The conversation store on each database the tests run it on: SQLite and PostgreSQL.
+
+`Backend` is one fresh, empty database: a file for SQLite, a schema of its own for PostgreSQL
+(created for the test and dropped after it, so parallel workers and runs never see each other). It
+opens stores on that database (as many as a test wants, like several processes would), reads rows
+through a connection of its own, and gives the settings or the location a subprocess needs.
+
+PostgreSQL is at NERVE_TEST_DATABASE_URL (the Makefile and .ci/run set it). When it is set and the
+server cannot be reached, the PostgreSQL tests fail saying so; they never skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import aiosqlite
+import psycopg
+import pytest
+
+from bot.store.base import ConversationStore
+from bot.store.postgres import PostgresStore
+from bot.store.postgres_connection import to_psycopg
+from bot.store.sqlite import SQLiteStore
+
+TEST_DATABASE_URL = "NERVE_TEST_DATABASE_URL"
+
+
+class Backend(Protocol):
+    name: str
+    # A file path (SQLite) or a postgresql:// URL naming the test's schema: what a subprocess opens.
+    location: str
+
+    async def open(self) -> ConversationStore: ...
+
+    async def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement (`?` placeholders) on a connection of its own, as another process would."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """The Settings fields that point nerve at this database."""
+        ...
+
+
+class SQLiteBackend:
+    name = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.location = str(path)
+
+    async def open(self) -> ConversationStore:
+        return await SQLiteStore.open(self.path)
+
+    async def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        async with aiosqlite.connect(self.path) as db:
+            rows = [tuple(row) for row in await db.execute_fetchall(sql, params)]
+            await db.commit()
+            return rows
+
+    def settings(self) -> dict[str, Any]:
+        return {"nerve_db": self.path}
+
+
+class PostgresBackend:
+    name = "postgres"
+
+    def __init__(self, server_url: str, schema: str) -> None:
+        self.server_url = server_url
+        self.schema = schema
+        separator = "&" if "?" in server_url else "?"
+        self.location = f"{server_url}{separator}options={quote(f'-csearch_path={schema}')}"
+
+    async def open(self) -> ConversationStore:
+        return await PostgresStore.open(self.location)
+
+    async def rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        async with await psycopg.AsyncConnection.connect(self.location, autocommit=True) as conn:
+            cursor = await conn.execute(to_psycopg(sql) if params else sql, params or None)
+            return [tuple(row) for row in await cursor.fetchall()] if cursor.description else []
+
+    def settings(self) -> dict[str, Any]:
+        return {"nerve_database_url": self.location}
+
+
+def server_url() -> str:
+    """The PostgreSQL server the tests use; skips (visibly) only when none is configured at all."""
+    url = os.environ.get(TEST_DATABASE_URL, "").strip()
+    if not url:
+        pytest.skip(f"{TEST_DATABASE_URL} is not set (make test sets it): no PostgreSQL to test against")
+    return url
+
+
+async def admin(url: str) -> psycopg.AsyncConnection[Any]:
+    try:
+        return await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.fail(
+            f"{TEST_DATABASE_URL}={url} is set but that PostgreSQL cannot be reached: {exc}."
+            " Start the server, or point the variable at one",
+            pytrace=False,
+        )
+
+
+async def new_schema(url: str) -> str:
+    """A schema no other test, worker or run uses."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    schema = f"nerve_test_{worker}_{uuid.uuid4().hex[:12]}"
+    async with await admin(url) as conn:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+    return schema
+
+
+async def drop_schema(url: str, schema: str) -> None:
+    async with await admin(url) as conn:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
