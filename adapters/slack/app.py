@@ -66,6 +66,7 @@ from adapters.slack.sign_in import COMMAND_WORDS as CONNECTION_WORDS
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.signature import signature_problem
 from adapters.slack.turns import TurnRunner
+from adapters.slack.well_formed import delivery_problem
 from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
@@ -534,8 +535,13 @@ async def serve_http(
             logger.warning("refused a delivery from %s, bad Slack signature: %s", request.remote, problem)
             return web.json_response({"error": "invalid request"}, status=401)
         # Slack sends UTF-8; anything else is decoded with replacement rather than dropped with a 500.
+        text = scrub_bytes(raw)
+        malformed = delivery_problem(text, request.content_type)
+        if malformed is not None:
+            logger.warning("refused a signed Slack delivery that is not well-formed: %s", malformed)
+            return web.json_response({"error": "malformed request"}, status=400)
         bolt_request = AsyncBoltRequest(
-            body=scrub_bytes(raw),
+            body=text,
             query=request.query_string,
             headers=request.headers,  # type: ignore[arg-type]
         )

@@ -1,0 +1,130 @@
+"""Whether a signed Slack delivery has the shape slack-bolt and nerve read, before either reads it.
+
+A valid signature says who sent a body, not what is in it. slack-bolt reads deliveries assuming
+Slack's shapes (`event` is an object, `authorizations` a list of objects, …): a body that breaks
+one of those assumptions raises inside bolt, which answers 500 with a traceback, and Slack retries
+a 500 as if it might succeed next time. Checked here first, such a body is refused with a 400 and
+one log line saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qsl
+
+# Fields slack-bolt and nerve look into, by the type Slack gives them wherever they appear.
+_OBJECT = frozenset(
+    {"event", "view", "message", "previous_message", "item", "assistant_thread", "function_data"}
+    | {"container", "state", "values", "bot_profile", "enterprise_user"}
+)
+_LIST_OF_OBJECTS = frozenset({"authorizations", "actions", "response_urls", "blocks", "files"})
+_TEXT_OR_OBJECT = frozenset({"team", "user", "enterprise", "channel"})
+_TEXT = frozenset(
+    {"type", "subtype", "event_id", "team_id", "enterprise_id", "user_id", "channel_id", "channel_type"}
+    | {"ts", "thread_ts", "event_ts", "callback_id", "action_id", "block_id", "trigger_id"}
+    | {"response_url", "private_metadata", "command", "api_app_id", "bot_id", "app_id", "id"}
+)
+
+
+def _body(raw: str, content_type: str | None) -> Any:
+    """The body as slack-bolt will read it (the same rules, in the same order)."""
+    if not raw:
+        return {}
+    if content_type == "application/json" or raw.startswith("{"):
+        return json.loads(raw)
+    if "payload" in raw:
+        payload = dict(parse_qsl(raw, keep_blank_values=True)).get("payload")
+        return {} if payload is None else json.loads(payload)
+    return dict(parse_qsl(raw, keep_blank_values=True))
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _problems(value: Any, where: str) -> Iterator[str]:
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _problems(item, f"{where}[{i}]")
+        return
+    if not isinstance(value, dict):
+        return
+    for key, item in value.items():
+        at = f"{where}.{key}" if where else str(key)
+        if key in _OBJECT and not isinstance(item, dict):
+            yield f"{at} is {_kind(item)}, not an object"
+        elif key in _LIST_OF_OBJECTS and not (
+            isinstance(item, list) and all(isinstance(entry, dict) for entry in item)
+        ):
+            yield f"{at} is not a list of objects"
+        elif key in _TEXT_OR_OBJECT and not isinstance(item, str | dict | None):
+            yield f"{at} is {_kind(item)}, not text or an object"
+        elif key in _TEXT and not isinstance(item, str | None):
+            yield f"{at} is {_kind(item)}, not text"
+        else:
+            yield from _problems(item, at)
+
+
+# What slack-bolt looks up without asking whether it is there, by the delivery's type.
+_CALLBACK = ("callback_id",)
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "event_callback": ("event.type",),
+    "block_actions": ("actions.0.action_id",),
+    "interactive_message": ("actions.0", *_CALLBACK),
+    "view_submission": ("view.callback_id", "view.type"),
+    "view_closed": ("view.callback_id", "view.type"),
+    "shortcut": _CALLBACK,
+    "message_action": _CALLBACK,
+    "dialog_submission": _CALLBACK,
+    "dialog_cancellation": _CALLBACK,
+    "workflow_step_edit": _CALLBACK,
+}
+
+
+_ASSISTANT_THREAD = ("event.assistant_thread.channel_id", "event.assistant_thread.thread_ts")
+# Events of an assistant thread: slack-bolt finds the thread in them before any listener runs.
+_EVENT_NEEDS: dict[str, tuple[str, ...]] = {
+    "assistant_thread_started": _ASSISTANT_THREAD,
+    "assistant_thread_context_changed": _ASSISTANT_THREAD,
+}
+
+
+def _needs(body: dict[str, Any]) -> tuple[str, ...]:
+    needs = _NEEDS.get(str(body.get("type")), ())
+    event = body.get("event")
+    if body.get("type") == "event_callback" and isinstance(event, dict):
+        needs += _EVENT_NEEDS.get(str(event.get("type")), ())
+        if event.get("type") == "message" and event.get("thread_ts") is not None:
+            needs += ("event.channel",)
+    return needs
+
+
+def _missing(body: dict[str, Any]) -> str | None:
+    for path in _needs(body):
+        value: Any = body
+        for step in path.split("."):
+            if isinstance(value, list) and step.isdigit() and int(step) < len(value):
+                value = value[int(step)]
+            elif isinstance(value, dict) and step in value:
+                value = value[step]
+            else:
+                return f"a {body['type']} delivery without {path}"
+    return None
+
+
+def delivery_problem(raw: str, content_type: str | None) -> str | None:
+    """What makes a delivery unreadable, or None when slack-bolt can read it safely."""
+    try:
+        body = _body(raw, content_type)
+    except ValueError:
+        return "the body is not JSON"
+    except RecursionError:
+        return "the body is nested too deep"
+    if not isinstance(body, dict):
+        return f"the body is {_kind(body)}, not an object"
+    try:
+        return next(_problems(body, ""), None) or _missing(body)
+    except RecursionError:
+        return "the body is nested too deep"
