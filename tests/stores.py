@@ -11,6 +11,7 @@ server cannot be reached, the PostgreSQL tests fail saying so; they never skip.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from pathlib import Path
@@ -44,6 +45,10 @@ class Backend(Protocol):
         """The Settings fields that point nerve at this database."""
         ...
 
+    async def everything_stored(self) -> list[bytes]:
+        """Every byte the database keeps for nerve, to show what is never stored in the clear."""
+        ...
+
 
 class SQLiteBackend:
     name = "sqlite"
@@ -63,6 +68,10 @@ class SQLiteBackend:
 
     def settings(self) -> dict[str, Any]:
         return {"nerve_db": self.path}
+
+    async def everything_stored(self) -> list[bytes]:
+        folder = self.path.parent
+        return await asyncio.to_thread(lambda: [p.read_bytes() for p in folder.glob(f"{self.path.name}*")])
 
 
 class PostgresBackend:
@@ -84,6 +93,19 @@ class PostgresBackend:
 
     def settings(self) -> dict[str, Any]:
         return {"nerve_database_url": self.location}
+
+    async def everything_stored(self) -> list[bytes]:
+        """Each value of every table of the schema: bytea as its bytes, the rest as text."""
+        found: list[bytes] = []
+        async with await psycopg.AsyncConnection.connect(self.location, autocommit=True) as conn:
+            cursor = await conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (self.schema,)
+            )
+            for (table,) in await cursor.fetchall():
+                rows = await (await conn.execute(f'SELECT * FROM "{self.schema}"."{table}"')).fetchall()
+                for row in rows:
+                    found.extend(v if isinstance(v, bytes) else str(v).encode() for v in row)
+        return found
 
 
 def server_url() -> str:

@@ -25,6 +25,9 @@ from tests.conftest import ROOT
 from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 
+# The store-level behaviour of these turns holds on SQLite and on PostgreSQL alike.
+pytestmark = pytest.mark.both_stores
+
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="100.1")
 KEY_2 = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="200.1")
 REQUESTER, STRANGER, ADMIN = "U1", "U2", "UADMIN"
@@ -218,16 +221,15 @@ async def test_an_expired_request_goes_on_with_not_approved_in_time(host, store,
     assert ran(notes) == []
 
 
-async def test_a_parked_turn_resumes_in_a_new_process_after_a_restart(host, notes, tmp_path):
-    database = tmp_path / "nerve.db"
-    first = await SQLiteStore.open(database)
+async def test_a_parked_turn_resumes_in_a_new_process_after_a_restart(host, notes, store_backend):
+    first = await store_backend.open()
     parked = await make_agent(
         ScriptedLLM([Step(calls=[Call("append_note", {"text": "after restart"}, id="c1")])]), host, first
     ).reply(ask("add a line"))
     await first.close()
     assert parked.approval is not None
 
-    second = await SQLiteStore.open(database)
+    second = await store_backend.open()
     try:
         llm = ScriptedLLM([Step(text="Done after the restart.")])
         agent = make_agent(llm, host, second)

@@ -28,6 +28,9 @@ from tests.conftest import ROOT
 from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 
+# The store-level behaviour of these turns holds on SQLite and on PostgreSQL alike.
+pytestmark = pytest.mark.both_stores
+
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="100.1")
 ASKER, STRANGER = "U1", "U2"
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,11 @@ from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
 from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
+from tests.stores import Backend
 from tests.test_inputs import PIZZA, asks_server, tool_results
+
+# The store-level behaviour of these turns holds on SQLite and on PostgreSQL alike.
+pytestmark = pytest.mark.both_stores
 
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="500.1")
 ASKER = "U1"
@@ -161,13 +164,12 @@ async def test_a_parked_turn_lists_its_open_questions_to_a_new_agent_with_their_
     assert await make_agent(ScriptedLLM([]), modern_host, store).parked_questions(parked_id) == []
 
 
-async def test_a_parked_question_is_answered_after_the_bot_restarts(tmp_path: Path):
+async def test_a_parked_question_is_answered_after_the_bot_restarts(store_backend: Backend):
     """The store and a remote server outlive the bot: a new process takes the answer and goes on."""
-    db = tmp_path / "nerve.db"
     llm = ScriptedLLM([Step(calls=[Call("order_pizza", {}, id="c1")])])
     async with asks_server("http", "2026-07-28") as server:
         shown = Shown()
-        first_store = await SQLiteStore.open(db)
+        first_store = await store_backend.open()
         try:
             async with MCPHost(asks_entry(server)) as first_host:
                 async with asyncio.timeout(20):
@@ -178,7 +180,7 @@ async def test_a_parked_question_is_answered_after_the_bot_restarts(tmp_path: Pa
         [question] = shown.questions()
 
         after = ScriptedLLM([Step(text="Ordered after the restart.")])
-        second_store = await SQLiteStore.open(db)
+        second_store = await store_backend.open()
         try:
             async with MCPHost(asks_entry(server)) as second_host:
                 async with asyncio.timeout(20):

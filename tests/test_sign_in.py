@@ -29,6 +29,9 @@ from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
 from tests.test_parked_questions import Shown as QuestionsShown
 
+# The store-level behaviour of these turns holds on SQLite and on PostgreSQL alike.
+pytestmark = pytest.mark.both_stores
+
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="700.1")
 CALLBACK = "https://nerve.example/oauth/callback"
 SECRET = "a-test-secret-key-long-enough"
@@ -194,7 +197,7 @@ async def test_a_sign_in_link_works_once_and_a_wrong_issuer_is_refused(notes, st
 
 
 async def test_tokens_are_sealed_at_rest_survive_a_restart_and_disconnect_revokes_them(
-    notes, store, tmp_path
+    notes, store, store_backend
 ):
     llm = ScriptedLLM(
         [
@@ -211,8 +214,9 @@ async def test_tokens_are_sealed_at_rest_survive_a_restart_and_disconnect_revoke
     stored = await store.stored_tokens("notes", "slack:T1:U1")
     assert stored is not None
     access = Vault(SECRET).open(stored.secret)["token"]["access_token"]
-    files = await asyncio.to_thread(lambda: [p.read_bytes() for p in tmp_path.glob("nerve.db*")])
-    assert not any(access.encode() in raw for raw in files), "tokens are never stored in the clear"
+    stored_bytes = await store_backend.everything_stored()
+    assert stored_bytes, "the check reads what the database keeps"
+    assert not any(access.encode() in raw for raw in stored_bytes), "tokens are never stored in the clear"
 
     # A new process (new host and agent, same store): the connection is still there.
     later = ScriptedLLM(
