@@ -6,6 +6,10 @@ opens in the background: what happens before it shows is kept and shown as soon 
 the channel is busy, no live message is opened at all (the 👀 on the person's post is the sign,
 and the slot goes to an answer); a turn that is still working once the channel is free again gets
 its live message then.
+
+A turn that waits for the one before it in its thread opens its live message with its first event,
+when it starts, not when it arrives: a live message posted while it waits would sit above the
+earlier turn's answer, and the thread would read out of order.
 """
 
 from __future__ import annotations
@@ -35,14 +39,15 @@ OpenSink = Callable[[], Awaitable[ProgressSink | None]]
 class OpeningProgress:
     """Progress for a live turn: the events go to the live message once it exists, and wait until then."""
 
-    def __init__(self, turn: Turn, open_sink: OpenSink) -> None:
+    def __init__(self, turn: Turn, open_sink: OpenSink, *, at_once: bool = True) -> None:
         self.turn = turn
         self._open_sink = open_sink
         self._sink: ProgressSink | None = None
         self._waiting: list[TurnEvent] = []  # what happened before the live message showed
         self._closed = False
         self._tried = time.monotonic()
-        self._opening: asyncio.Task[None] = asyncio.create_task(self._open())
+        # Now, or with the first event when the turn waits behind another turn of its thread.
+        self._opening: asyncio.Task[None] | None = asyncio.create_task(self._open()) if at_once else None
 
     @property
     def message_ts(self) -> str | None:
@@ -81,14 +86,16 @@ class OpeningProgress:
             return
         self._waiting.append(event)
         now = time.monotonic()
-        if not self._closed and self._opening.done() and now - self._tried >= REOPEN_SECONDS:
+        if self._closed:
+            return
+        if self._opening is None or (self._opening.done() and now - self._tried >= REOPEN_SECONDS):
             self._tried = now
             self._opening = asyncio.create_task(self._open())
 
     async def close(self) -> None:
         """No more opening; a live message on its way is waited for, so the answer can replace it."""
         self._closed = True
-        if not self._opening.done():
+        if self._opening is not None and not self._opening.done():
             # Shielded: a status post already on its way lands, and is then known (and replaced).
             await asyncio.shield(self._opening)
         if self._sink is not None:

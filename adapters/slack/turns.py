@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +86,8 @@ class TurnRunner:
         self._feedback = feedback
         self._seen = SeenMarks(poster.client)
         self._delivering: set[asyncio.Task[Any]] = set()
+        # Turns of each thread in this process, running or waiting for the one before them.
+        self._active: Counter[ConversationKey] = Counter()
 
     @property
     def delivering(self) -> frozenset[asyncio.Task[Any]]:
@@ -94,6 +97,15 @@ class TurnRunner:
     async def run(self, turn: Turn) -> None:
         """Answer `turn`, then mark its event finished; an apology is an answer too. A turn cut off
         by a shutdown stays unfinished (see the module's docstring)."""
+        self._active[turn.key] += 1
+        try:
+            await self._run(turn, behind=self._active[turn.key] > 1)
+        finally:
+            self._active[turn.key] -= 1
+            if not self._active[turn.key]:
+                del self._active[turn.key]
+
+    async def _run(self, turn: Turn, *, behind: bool) -> None:
         sink: OpeningProgress | None = None
         mark = None
         delivered = Delivered()
@@ -107,7 +119,8 @@ class TurnRunner:
                 await self._poster.post(turn.channel, turn.reply_thread_ts, plain_message(EMPTY_PROMPT))
             else:
                 mark = self._seen.mark(turn)
-                sink = OpeningProgress(turn, lambda: self.open_progress_if_free(turn))
+                # Behind another turn of its thread, the live message waits until this turn starts.
+                sink = OpeningProgress(turn, lambda: self.open_progress_if_free(turn), at_once=not behind)
                 try:
                     reply = await self._agent.reply(turn.incoming, self._watch(turn, sink.on_event))
                 finally:
