@@ -270,4 +270,4 @@ async def test_after_the_fuzz_nothing_raised_few_lines_were_logged_and_the_bot_s
     asked = len(d.llm.requests)
     await d.fake.user_dms(d.person, "are you still there?")
     await d.fake.wait_until(lambda: len(d.llm.requests) > asked, within=20)
-    print(f"\nDiscord fuzz: {cases} deliveries {d.tried}, {len(warnings)} warning lines, {asked} turns")
+    print(f"\nfigure: Discord deliveries: {cases} {d.tried}, {len(warnings)} warning lines, {asked} turns")

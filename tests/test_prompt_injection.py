@@ -189,6 +189,10 @@ async def test_on_slack_an_obeyed_injection_leaks_nothing_runs_no_write_and_show
             assert BOB_CANARY not in seen
             assert SIGNING_SECRET not in seen and "xoxb-" not in seen
         assert all(BOB_CANARY not in json.dumps(call) for call in ran(calls_log))
+        print(
+            f"\nfigure: Slack: {len(WRITES)} writes asked, 0 run; {len(r.slack.calls)} Slack calls checked: "
+            "0 pings, 0 disguised links, 0 unfurled, 0 words of another conversation"
+        )
 
 
 # --- Discord -------------------------------------------------------------------------------------
@@ -238,6 +242,11 @@ async def test_on_discord_an_obeyed_injection_pings_nobody_runs_no_write_and_pre
             for p in discord_problems(record, fake.dm_channels[bob.id])
         ]
         assert problems == [], "\n".join(problems)
+        checked = len([r for r in sent if "content" in r.body()])
+        print(
+            f"\nfigure: Discord: {len(WRITES)} writes asked, 0 run; {checked} messages and edits checked: "
+            "0 mentions allowed, 0 disguised links, 0 previewed URLs, 0 words of another conversation"
+        )
         assert len([r for r in sent if "content" in r.body()]) >= 4
     for request in llm.requests:
         if ALICE_CANARY in json.dumps(request):

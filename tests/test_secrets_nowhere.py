@@ -297,6 +297,9 @@ async def test_a_session_with_a_sign_in_leaves_no_secret_in_logs_database_replie
             if count:
                 found.append(f"{name} x{count} in {place}")
     assert found == [], found
+    sizes = ", ".join(f"{place} {len(haystack):,}" for place, haystack in places.items())
+    secrets = len(SECRETS) + len(tokens)
+    print(f"\nfigure: {secrets} secrets x {len(places)} places, 0 matches; characters searched: {sizes}")
     # The searches looked where the secrets would have been: the notes server got its bearer token.
     access = next(token for name, token in tokens.items() if name.startswith("notes access_token"))
     assert f"Bearer {access}" in notes_got
