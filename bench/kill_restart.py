@@ -91,6 +91,7 @@ class Nerve:
         self.ready = asyncio.Event()
         self.ready_at: float | None = None
         self.lines: list[str] = []
+        self._changed = asyncio.Condition()
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -113,11 +114,13 @@ class Nerve:
             log.write(f"--- start, pid {self.process.pid}\n")
             async for raw in self.process.stderr:
                 line = raw.decode(errors="replace")
-                self.lines.append(line)
                 log.write(line)
                 if READY.search(line) and not self.ready.is_set():
                     self.ready_at = time.monotonic()
                     self.ready.set()
+                async with self._changed:
+                    self.lines.append(line)
+                    self._changed.notify_all()
 
     async def wait_ready(self, within: float = 90.0) -> None:
         assert self._reader is not None
@@ -132,6 +135,11 @@ class Nerve:
             raise AssertionError(
                 f"nerve did not start serving within {within:g} s:\n{''.join(self.lines[-40:])}"
             )
+
+    async def wait_logged(self, check: Callable[[list[str]], bool], within: float) -> None:
+        """Wait until the log so far satisfies `check`; TimeoutError after `within` seconds."""
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(lambda: check(self.lines))
 
     async def kill(self) -> None:
         """SIGKILL: no shutdown code runs, as when the machine or the container dies."""
@@ -489,10 +497,8 @@ async def kill_restart(
                 lambda s: any(approval_buttons(p) for p in s.thread("C0APPROVE", ask.ts)), within=60
             )
             # Parked and recorded: the kills start once its event is finished.
-            for _ in range(600):
-                if any(f"finished Slack event {ask.event_id}" in line for line in first.lines):
-                    break
-                await asyncio.sleep(0.05)
+            finished = f"finished Slack event {ask.event_id}"
+            await first.wait_logged(lambda lines: any(finished in line for line in lines), within=30)
 
             load = [asyncio.create_task(fresh_mentions())]
             load += [asyncio.create_task(conversation(k)) for k in range(THREADS)]
