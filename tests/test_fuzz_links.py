@@ -21,7 +21,11 @@ from bot.render import show_link_targets
 from tests.markdown_links import disguised_links
 
 FUZZ = settings(
-    max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=1000,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 PIECES = [
     "[", "]", "(", ")", "<", ">", "`", "``", "```", "~~~", "\n", "\n\n", " ", "   ", "!", "\\", ":",

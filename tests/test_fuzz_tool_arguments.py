@@ -43,6 +43,8 @@ FUZZ = settings(
     max_examples=CASES,
     deadline=None,
     derandomize=True,
+    # Nothing is written to disk: the same cases run every time anyway.
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
