@@ -24,22 +24,33 @@ from typing import Any
 from bench import core_bench
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SUITES = ("core", "slack", "discord", "stream", "faults")
+SUITES = ("core", "slack", "discord", "stream", "faults", "kills", "threads", "burst", "model_faults")
 TITLES = {
     "core": "Core (`bench/core_bench.py`)",
     "slack": "Slack (`bench/slack_bench.py`)",
     "discord": "Discord (`bench/discord_bench.py`)",
     "stream": "Live answers (`bench/stream_bench.py`)",
     "faults": "Faults, load and abuse (`bench/faults_bench.py`)",
+    "kills": "SIGKILL of the bot at random moments (`bench/kill_restart.py`)",
+    "threads": "50 concurrent threads × 5 turns (`bench/concurrent_threads.py`)",
+    "burst": "A burst of 300 Slack events in 15 s (`bench/many_channel_burst.py`)",
+    "model_faults": "Model faults (`bench/model_faults.py`)",
+}
+# Suites whose module is not `bench/<suite>_bench.py`.
+MODULES = {
+    "kills": "bench.kill_restart",
+    "threads": "bench.concurrent_threads",
+    "burst": "bench.many_channel_burst",
+    "model_faults": "bench.model_faults",
 }
 # Figures of the adapter suites that must be zero; anything else is reported as measured.
 _MUST_BE_ZERO = re.compile(r"(^|\.)(lost|duplicated|misplaced|out_of_order\w*)$")
 
 SKELETON = """# nerve benchmarks
 
-Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only core|slack|discord|stream|faults`
-runs one suite, `--scenario W2` one core scenario, `--strict` exits 1 on a missed goal). Each suite
-rewrites only its own marked section below.
+Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only SUITE` runs one of
+core, slack, discord, stream, faults, kills, threads, burst, model_faults, `--scenario W2` one core
+scenario, `--strict` exits 1 on a missed goal). Each suite rewrites only its own marked section below.
 
 {sections}
 """
@@ -102,10 +113,11 @@ def adapter_rows(figures: dict[str, Any]) -> tuple[list[list[str]], bool | None]
 
 
 def _import_suite(suite: str) -> ModuleType | None:
+    name = MODULES.get(suite, f"bench.{suite}_bench")
     try:
-        return importlib.import_module(f"bench.{suite}_bench")
+        return importlib.import_module(name)
     except ImportError as exc:
-        print(f"{suite}: skipped, bench/{suite}_bench.py cannot be imported ({exc})", flush=True)
+        print(f"{suite}: skipped, {name.replace('.', '/')}.py cannot be imported ({exc})", flush=True)
         return None
 
 
@@ -122,7 +134,7 @@ def run_suite(suite: str, scenarios: Sequence[str]) -> Section:
         else:
             module = _import_suite(suite)
             if module is None:
-                section.status = f"not run: bench/{suite}_bench.py could not be imported"
+                section.status = f"not run: the module of {suite} could not be imported"
                 return section
             run: Callable[[], Any] = module.run
             figures = asyncio.run(run())

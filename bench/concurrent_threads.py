@@ -21,6 +21,7 @@ import asyncio
 import random
 import re
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -162,3 +163,14 @@ async def concurrent_threads(
         f"requests at once at most; {out['wall_s']} s"
     )
     return out
+
+
+async def run(report: Callable[[str], None] = print) -> dict[str, Any]:
+    """`python -m bench --only threads`: the model's real 2–8 s, with a turn slot per thread, then
+    with the default 16 slots (where turns wait for a slot in arrival order, by design)."""
+    with tempfile.TemporaryDirectory(prefix="nerve-threads-bench-") as tmp:
+        async with asyncio.timeout(600):
+            return {
+                "slot_per_thread": await concurrent_threads(Path(tmp) / "a", report=report),
+                "default_16_slots": await concurrent_threads(Path(tmp) / "b", slots=16, report=report),
+            }

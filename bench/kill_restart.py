@@ -40,6 +40,7 @@ import signal
 import socket
 import sqlite3
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -620,3 +621,13 @@ async def kill_restart(
     for problem in rounds[:10]:
         report(f"  {problem}")
     return out
+
+
+KILLS = 100
+
+
+async def run(report: Callable[[str], None] = print) -> dict[str, Any]:
+    """`python -m bench --only kills`: the scenario with 100 kills (about ten minutes)."""
+    with tempfile.TemporaryDirectory(prefix="nerve-kills-bench-") as tmp:
+        async with asyncio.timeout(KILLS * 30 + 300):
+            return await kill_restart(Path(tmp), kills=KILLS, report=report)

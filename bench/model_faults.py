@@ -33,6 +33,7 @@ import contextlib
 import itertools
 import json
 import sqlite3
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -252,3 +253,36 @@ def default_budget() -> float:
 
 def finished(lines: list[str], fault: str) -> bool:
     return any(f"finished Slack event EvFault-{fault}" in line for line in lines)
+
+
+async def run(report: Callable[[str], None] = print) -> dict[str, Any]:
+    """`python -m bench --only model_faults`: every fault at once; one row per fault and figure."""
+    with tempfile.TemporaryDirectory(prefix="nerve-model-faults-bench-") as tmp:
+        async with asyncio.timeout(300):
+            out = await model_faults(Path(tmp), report=report)
+    table: dict[str, Any] = {
+        fault: {
+            "model_requests": f["model_requests"],
+            "seconds_to_last_message": f["seconds_to_last_message"],
+            "budget_s": f["budget_s"],
+            "retry_gaps_s": " ".join(f"{gap:g}" for gap in f["retry_gaps_s"]) or "—",
+            "last_message": f["last_message"][:90],
+        }
+        for fault, f in out["faults"].items()
+    }
+    table["tool_calls_run"] = ", ".join(out["tool_calls_run"])
+    for key in (
+        "half_written_rounds",
+        "apologies_stored_as_the_models",
+        "integrity_check",
+        "default_settings_budget_s",
+    ):
+        table[key] = out[key]
+    table["goal_met"] = (
+        not out["unscripted_requests"]
+        and out["half_written_rounds"] == 0
+        and out["apologies_stored_as_the_models"] == 0
+        and out["tool_calls_run"] == ["read_note"]
+        and all(f["seconds_to_last_message"] <= f["budget_s"] + 3 for f in out["faults"].values())
+    )
+    return table
