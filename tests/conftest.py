@@ -12,7 +12,7 @@ import pytest
 from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
 from bot.store.base import ConversationStore
-from tests.stores import Backend, PostgresBackend, SQLiteBackend, drop_schema, new_schema, server_url
+from tests.stores import Backend, SQLiteBackend, postgres_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,12 +53,8 @@ async def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Async
     if getattr(request, "param", "sqlite") == "sqlite":
         yield SQLiteBackend(tmp_path / "nerve.db")
         return
-    url = server_url()
-    schema = await new_schema(url)
-    try:
-        yield PostgresBackend(url, schema)
-    finally:
-        await drop_schema(url, schema)
+    async with postgres_backend() as backend:
+        yield backend
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -139,3 +141,14 @@ async def new_schema(url: str) -> str:
 async def drop_schema(url: str, schema: str) -> None:
     async with await admin(url) as conn:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@asynccontextmanager
+async def postgres_backend() -> AsyncIterator[PostgresBackend]:
+    """A schema of its own on the test server, dropped afterwards."""
+    url = server_url()
+    schema = await new_schema(url)
+    try:
+        yield PostgresBackend(url, schema)
+    finally:
+        await drop_schema(url, schema)

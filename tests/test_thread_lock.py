@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import pytest
 
 from bot.seams import TurnLock
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage
 from tests.fakes.llm_server import FakeLLMServer, Step, reply
+from tests.stores import Backend
 from tests.turn_worker import KEY
 
 REPO = Path(__file__).resolve().parent.parent
@@ -162,10 +164,10 @@ async def test_a_conversation_held_by_a_killed_process_is_taken_over_after_its_l
         assert await tickets_in_queue(path) == 0
 
 
+@pytest.mark.both_stores
 async def test_two_processes_answering_one_thread_take_turns_and_each_sees_its_own_question(
-    tmp_path: Path,
+    tmp_path: Path, store_backend: Backend
 ) -> None:
-    path = tmp_path / "nerve.db"
     config = tmp_path / "mcp.json"
     config.write_text('{"mcpServers": {}}')
     questions = [f"question {i}" for i in range(12)]
@@ -177,8 +179,8 @@ async def test_two_processes_answering_one_thread_take_turns_and_each_sees_its_o
 
     async with (
         FakeLLMServer(model) as llm,
-        worker("agent", str(path), str(config), llm.base_url) as first,
-        worker("agent", str(path), str(config), llm.base_url) as second,
+        worker("agent", store_backend.location, str(config), llm.base_url) as first,
+        worker("agent", store_backend.location, str(config), llm.base_url) as second,
     ):
         async with asyncio.timeout(30):
             assert await read_line(first) == "ready"
@@ -201,7 +203,7 @@ async def test_two_processes_answering_one_thread_take_turns_and_each_sees_its_o
                     answers[answered["event_id"]] = answered["text"]
 
     assert answers == {f"Ev{i}": f"answer to {q}" for i, q in enumerate(questions)}
-    async with await SQLiteStore.open(path) as store:
+    async with await store_backend.open() as store:
         history = [(m.role, m.content) for m in await store.history(KEY)]
     ran = [content for role, content in history if role == "user"]
     assert sorted(ran) == sorted(questions)

@@ -7,6 +7,8 @@ and every turn is answered.
 
 `python tests/turn_worker.py hold DB LEASE_SECONDS` holds `KEY`'s turn lock, prints `holding`, and
 waits to be killed.
+
+DB is a SQLite file, or a postgresql:// URL.
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ from pathlib import Path
 
 from bot.config import Settings
 from bot.runtime import open_runtime
+from bot.store.choose import open_postgres_store
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming
 
 KEY = ConversationKey(platform="slack", workspace="W1", channel="C1", thread="1600000000.000100")
 
 
-async def answer_lines(db: Path, mcp_config: Path, model_url: str) -> None:
+async def answer_lines(db: str, mcp_config: Path, model_url: str) -> None:
+    where = {"nerve_database_url": db} if db.startswith("postgresql://") else {"nerve_db": Path(db)}
     settings = Settings(  # type: ignore[call-arg]
         _env_file=None,
-        nerve_db=db,
+        **where,
         nerve_mcp_config=mcp_config,
         openai_base_url=model_url,
         openai_api_key="test-key",
@@ -51,14 +55,20 @@ async def answer_lines(db: Path, mcp_config: Path, model_url: str) -> None:
                 turns.create_task(answer(line))
 
 
-async def hold(db: Path, lease: float) -> None:
-    async with await SQLiteStore.open(db, turn_lease_seconds=lease) as store, store.turn_lock.hold(KEY):
+async def hold(db: str, lease: float) -> None:
+    """On PostgreSQL there is no lease: a killed holder's lock goes with its connection."""
+    store = (
+        await open_postgres_store(db)
+        if db.startswith("postgresql://")
+        else await SQLiteStore.open(Path(db), turn_lease_seconds=lease)
+    )
+    async with store, store.turn_lock.hold(KEY):
         print("holding", flush=True)
         await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "agent":
-        asyncio.run(answer_lines(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]))
+        asyncio.run(answer_lines(sys.argv[2], Path(sys.argv[3]), sys.argv[4]))
     else:
-        asyncio.run(hold(Path(sys.argv[2]), float(sys.argv[3])))
+        asyncio.run(hold(sys.argv[2], float(sys.argv[3])))

@@ -1,11 +1,15 @@
 """Turns of one conversation run one at a time, in arrival order, across every process on the database.
 
-On PostgreSQL the queue is the server's own: a turn takes a session advisory lock named after its
-conversation (`pg_advisory_lock`), and the server grants waiting sessions in the order they asked.
+A turn first queues behind the earlier turns of its own process, in memory (`KeyedLocks`, first come
+first served), so a process's turns keep their order exactly. The first of them then takes a session
+advisory lock named after the conversation (`pg_advisory_lock`), and the server grants waiting
+sessions in the order they asked: the processes' turns alternate fairly, and none can starve another.
 A process that dies loses its connections, and with them its locks: the next turn goes on at once,
-with no lease to wait out. Each turn in flight (waiting or running) holds one connection of a pool
-kept for this, never a transaction: the lock belongs to the session, and between statements the
-session is idle. While a turn waits, its one statement (the lock request) is running.
+with no lease to wait out.
+
+Each conversation with a turn in this process holds one connection of a pool kept for this, never
+a transaction: the lock belongs to the session, idle between statements. While a turn waits on the
+server, its one statement (the lock request) is running.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from bot.errors import StoreError
+from bot.store.locks import KeyedLocks
 from bot.store.postgres_connection import lock_key
 from bot.types import ConversationKey
 
@@ -39,11 +44,19 @@ class PostgresTurnLock:
         self._pool = pool
         self._namespace = namespace
         self._where = where
+        self._local: KeyedLocks[str] = KeyedLocks()
+        self._inside: dict[str, int] = {}
 
     def key_of(self, key: ConversationKey) -> tuple[int, int]:
         """The advisory lock of a conversation (for operators reading pg_locks, and the tests)."""
-        name = json.dumps([self._namespace, key.platform, key.workspace, key.channel, key.thread])
-        return lock_key(TURN_LOCKS, name)
+        return lock_key(TURN_LOCKS, self._name(key))
+
+    def turns_in(self, key: ConversationKey) -> int:
+        """This process's turns of the conversation that arrived and did not end (waiting or running)."""
+        return self._inside.get(self._name(key), 0)
+
+    def _name(self, key: ConversationKey) -> str:
+        return json.dumps([self._namespace, key.platform, key.workspace, key.channel, key.thread])
 
     async def close(self) -> None:
         await self._pool.close()
@@ -51,7 +64,19 @@ class PostgresTurnLock:
     @asynccontextmanager
     async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
         """Wait for the conversation's earlier turns, in every process, then hold it until the block ends."""
-        lock = self.key_of(key)
+        name = self._name(key)
+        self._inside[name] = self._inside.get(name, 0) + 1
+        try:
+            async with self._local.hold(name), self._held(lock_key(TURN_LOCKS, name)):
+                yield
+        finally:
+            self._inside[name] -= 1
+            if not self._inside[name]:
+                del self._inside[name]
+
+    @asynccontextmanager
+    async def _held(self, lock: tuple[int, int]) -> AsyncIterator[None]:
+        """The conversation's advisory lock, on a session of its own until the block ends."""
         try:
             async with self._pool.connection() as conn:
                 try:
