@@ -256,20 +256,18 @@ def finished(lines: list[str], fault: str) -> bool:
 
 
 async def run(report: Callable[[str], None] = print) -> dict[str, Any]:
-    """`python -m bench --only model_faults`: every fault at once; one row per fault and figure."""
+    """`python -m bench --only model_faults`: every fault at once, one row each."""
     with tempfile.TemporaryDirectory(prefix="nerve-model-faults-bench-") as tmp:
         async with asyncio.timeout(300):
             out = await model_faults(Path(tmp), report=report)
-    table: dict[str, Any] = {
-        fault: {
-            "model_requests": f["model_requests"],
-            "seconds_to_last_message": f["seconds_to_last_message"],
-            "budget_s": f["budget_s"],
-            "retry_gaps_s": " ".join(f"{gap:g}" for gap in f["retry_gaps_s"]) or "—",
-            "last_message": f["last_message"][:90],
-        }
-        for fault, f in out["faults"].items()
-    }
+    table: dict[str, Any] = {}
+    for fault, f in out["faults"].items():
+        gaps = ", ".join(f"{gap:g}" for gap in f["retry_gaps_s"]) or "none"
+        said = " ".join(f["last_message"].split())
+        table[fault] = (
+            f"{f['model_requests']} request(s), {gaps} s apart; last message after "
+            f"{f['seconds_to_last_message']:g} s (budget {f['budget_s']:g} s): {said[:110]}"
+        )
     table["tool_calls_run"] = ", ".join(out["tool_calls_run"])
     for key in (
         "half_written_rounds",
