@@ -262,10 +262,10 @@ async def run(report: Callable[[str], None] = print) -> dict[str, Any]:
             out = await model_faults(Path(tmp), report=report)
     table: dict[str, Any] = {}
     for fault, f in out["faults"].items():
-        gaps = ", ".join(f"{gap:g}" for gap in f["retry_gaps_s"]) or "none"
+        gaps = ", ".join(f"{gap:g}" for gap in f["retry_gaps_s"])
         said = " ".join(f["last_message"].split())
         table[fault] = (
-            f"{f['model_requests']} request(s), {gaps} s apart; last message after "
+            f"{f['model_requests']} request(s){f' {gaps} s apart' if gaps else ''}; last message after "
             f"{f['seconds_to_last_message']:g} s (budget {f['budget_s']:g} s): {said[:110]}"
         )
     table["tool_calls_run"] = ", ".join(out["tool_calls_run"])
