@@ -3,8 +3,12 @@ tests marked both_stores, on PostgreSQL too)."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -79,3 +83,30 @@ async def loop_host() -> AsyncIterator[MCPHost]:
         yield host
     finally:
         await host.aclose()
+
+
+@pytest.fixture(scope="module")
+def remote_kit() -> Iterator[int]:
+    """A real Streamable HTTP MCP server (the test kit) on 127.0.0.1 for the module; its port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.mcp_servers.testkit", "streamable-http", str(port)],
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "TESTKIT_NAME": "remote"},
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "the test kit did not start"
+                time.sleep(0.05)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(10)

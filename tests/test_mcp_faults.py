@@ -12,11 +12,9 @@ import asyncio
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -285,33 +283,6 @@ def _fresh_metrics() -> None:
 
 
 # --- remote servers: faults between nerve and the server -------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def remote_kit() -> Iterator[int]:
-    """A real Streamable HTTP MCP server (the test kit) for the module; its port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tests.mcp_servers.testkit", "streamable-http", str(port)],
-        cwd=ROOT,
-        env={**os.environ, "TESTKIT_NAME": "remote"},
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and server.poll() is None, "the test kit did not start"
-                time.sleep(0.05)
-        yield port
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 @asynccontextmanager

@@ -12,12 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import os
 import socket
-import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -78,33 +76,6 @@ def test_which_addresses_are_refused(address, why):
 
 
 # --- a remote server entry ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def remote_kit() -> Iterator[int]:
-    """A real Streamable HTTP MCP server on 127.0.0.1 for the module; its port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tests.mcp_servers.testkit", "streamable-http", str(port)],
-        cwd=ROOT,
-        env={**os.environ, "TESTKIT_NAME": "remote"},
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and server.poll() is None, "the test kit did not start"
-                time.sleep(0.05)
-        yield port
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 def kit_entry(**kwargs: object) -> ServerConfig:
