@@ -365,8 +365,3 @@ PROBE_HEADERS = {
     "Accept": "application/json, text/event-stream",
     "MCP-Protocol-Version": "2025-11-25",
 }
-
-
-def conversation_of_sign_in(key: ConversationKey | None) -> contextvars.Token[ConversationKey | None]:
-    """Mark the conversation a sign-in started by this task belongs to (reset with the token)."""
-    return _conversation.set(key)
