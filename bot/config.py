@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     # Seconds `nerve slack` / `nerve discord` let running turns finish after SIGTERM; turns still
     # running then are cut off and answered at the next start.
     nerve_shutdown_grace: float = Field(default=20.0, ge=0)
+    # With NERVE_DATABASE_URL, received messages are jobs every nerve process on the database shares:
+    # how many one process runs at once, and the seconds without a heartbeat after which a process
+    # counts as dead and the jobs it was running are run again by another.
+    nerve_worker_concurrency: int = Field(default=8, ge=1, le=1000)
+    nerve_worker_stall_timeout: float = Field(default=30.0, ge=1)
     nerve_slack_follow_threads: bool = False
     nerve_slack_allow_bots: bool = False
 
