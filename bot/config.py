@@ -30,6 +30,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from bot.errors import ConfigError
 from bot.policy.approval import DEFAULT_MODE, ApprovalMode
 from bot.policy.scopes import Rule, Scopes, pattern_problem, rule_name_problem
+from bot.shard_ids import parse_shard_ids
 
 OFFLINE_MODEL = "offline"
 
@@ -106,6 +107,10 @@ class Settings(BaseSettings):
     discord_gateway_url: str | None = None
     nerve_discord_message_content: bool = False
     nerve_discord_max_ratelimit_timeout: float = Field(default=60.0, gt=0)
+    # Sharding, for bots in more guilds than one gateway connection may serve: the total number of
+    # shards, and which of them this process runs (`0-3`, `0,2,5`; all of them when unset).
+    nerve_discord_shard_count: int | None = Field(default=None, ge=1)
+    nerve_discord_shards: str | None = None
 
     # Platform user ids (Slack U…, Discord numbers) who may decide any approval and manage
     # remembered ones, comma-separated.
@@ -126,6 +131,29 @@ class Settings(BaseSettings):
     @classmethod
     def _lowercase_choice(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("nerve_discord_shards")
+    @classmethod
+    def _shards_within_count(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or "nerve_discord_shard_count" not in info.data:
+            return value  # unset, or the count is wrong and already reported
+        count = info.data["nerve_discord_shard_count"]
+        if count is None:
+            raise ValueError("set NERVE_DISCORD_SHARD_COUNT too: shard ids mean nothing without the count")
+        parse_shard_ids(value, count)
+        return value
+
+    @property
+    def discord_shard_ids(self) -> list[int] | None:
+        """The Discord shards this process runs; None when it does not shard."""
+        count = self.nerve_discord_shard_count
+        if count is None:
+            return None
+        return (
+            parse_shard_ids(self.nerve_discord_shards, count)
+            if self.nerve_discord_shards
+            else list(range(count))
+        )
 
     @property
     def admins(self) -> frozenset[str]:

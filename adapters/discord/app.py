@@ -115,7 +115,8 @@ class NerveDiscordBot(discord.Client):
     # At most one live edit of an answer this often (seconds).
     live_edit_every = EDIT_EVERY
 
-    def __init__(self, agent: DiscordAgent, settings: Settings) -> None:
+    def __init__(self, agent: DiscordAgent, settings: Settings, **options: Any) -> None:
+        """`options` go to discord.py's client as they are (the shards of `ShardedNerveDiscordBot`)."""
         point_discord_at(settings)
         intents = discord.Intents.default()
         # Content of DMs, mentions and slash commands arrives without the privileged intent.
@@ -124,6 +125,7 @@ class NerveDiscordBot(discord.Client):
             intents=intents,
             allowed_mentions=NO_MENTIONS,
             max_ratelimit_timeout=settings.nerve_discord_max_ratelimit_timeout,
+            **options,
         )
         self.agent = agent
         self.settings = settings
@@ -497,6 +499,30 @@ class NerveDiscordBot(discord.Client):
         return _Delivery(self.agent.inbox, job)
 
 
+class ShardedNerveDiscordBot(NerveDiscordBot, discord.AutoShardedClient):
+    """The same bot over several gateway connections, one per shard this process runs.
+
+    Only when NERVE_DISCORD_SHARD_COUNT is set: discord.py's auto-sharded client without a count
+    asks Discord for one and connects to the gateway URL Discord names, which would bypass
+    DISCORD_GATEWAY_URL, so an unsharded bot stays the plain client it always was.
+    """
+
+    def __init__(self, agent: DiscordAgent, settings: Settings) -> None:
+        super().__init__(
+            agent,
+            settings,
+            shard_count=settings.nerve_discord_shard_count,
+            shard_ids=settings.discord_shard_ids,
+        )
+
+
+def new_bot(agent: DiscordAgent, settings: Settings) -> NerveDiscordBot:
+    """The client the settings ask for: sharded when NERVE_DISCORD_SHARD_COUNT is set."""
+    if settings.nerve_discord_shard_count is not None:
+        return ShardedNerveDiscordBot(agent, settings)
+    return NerveDiscordBot(agent, settings)
+
+
 class _Delivery:
     """One top-level net per delivery: log, apologise if nothing was said, and mark it answered.
 
@@ -600,7 +626,7 @@ async def _run_restarting(
     delay = policy.initial
     logged_in = False  # once Discord answered a login, a later outage is one to wait out
     while True:
-        bot = NerveDiscordBot(agent, settings)
+        bot = new_bot(agent, settings)
         platform.connected(functools.partial(gateway_up, bot))
         if sign_ins is not None:
             sign_ins.resume = resume_signed_in(bot.approval_flow.resume_later)

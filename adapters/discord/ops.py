@@ -14,9 +14,15 @@ WAIT_RECORD = "We are being rate limited. %s %s responded with 429. Retrying in 
 
 
 def gateway_up(client: discord.Client) -> bool:
-    """Connected: past READY, and the gateway socket open (a reconnect leaves `is_ready()` set)."""
+    """Connected: past READY, and the gateway socket open (a reconnect leaves `is_ready()` set);
+    sharded, every shard's socket (`client.ws` means nothing there)."""
+    if not client.is_ready() or client.is_closed():
+        return False
+    if isinstance(client, discord.AutoShardedClient):
+        shards = client.shards.values()
+        return bool(shards) and not any(shard.is_closed() for shard in shards)
     ws = client.ws
-    return client.is_ready() and not client.is_closed() and ws is not None and ws.open
+    return ws is not None and ws.open
 
 
 class _RateLimitWaits(logging.Filter):

@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import BodyPartReader, WSMsgType, web
 
-from adapters.discord.app import NerveDiscordBot
+from adapters.discord.app import NerveDiscordBot, new_bot
 from bot.config import Settings
 
 DISCORD_EPOCH_MS = 1420070400000
@@ -104,7 +104,15 @@ class _Gateway:
     ws: web.WebSocketResponse
     seq: int = 0
     ready: bool = False
+    # [shard id, shard count] from the IDENTIFY; [0, 1] for an unsharded client.
+    shard: tuple[int, int] = (0, 1)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def _serves(gw: _Gateway, guild_id: int | None) -> bool:
+    """Whether Discord sends this guild's events on the shard (a DM's go to shard 0)."""
+    shard_id, count = gw.shard
+    return shard_id == ((guild_id >> 22) % count if guild_id is not None else 0)
 
 
 def _now_iso() -> str:
@@ -408,6 +416,8 @@ class FakeDiscord:
                     await ws.send_str(json.dumps({"op": 11, "d": None, "s": None, "t": None}))
                 elif op == 2:
                     self.identify_payloads.append(data["d"])
+                    shard_id, count = data["d"].get("shard") or (0, 1)
+                    gw.shard = (int(shard_id), int(count))
                     await self._send_ready(gw)
                 elif op == 6:
                     await self._send(gw, "RESUMED", {})
@@ -428,16 +438,17 @@ class FakeDiscord:
         ready = {
             "v": 10,
             "user": {**self.bot.payload(), "verified": True, "mfa_enabled": False, "flags": 0},
-            "guilds": [{"id": str(self.guild_id), "unavailable": True}],
+            "guilds": [{"id": str(self.guild_id), "unavailable": True}] if _serves(gw, self.guild_id) else [],
             "session_id": f"session-{self.snowflake()}",
             "resume_gateway_url": self.gateway_url,
             "private_channels": [],
             "relationships": [],
             "application": {"id": str(self.app_id), "flags": 0},
-            "shard": [0, 1],
+            "shard": list(gw.shard),
         }
         await self._send(gw, "READY", ready)
-        await self._send(gw, "GUILD_CREATE", self._guild())
+        if _serves(gw, self.guild_id):
+            await self._send(gw, "GUILD_CREATE", self._guild())
         gw.ready = True
         await self._notify()
 
@@ -445,8 +456,9 @@ class FakeDiscord:
         return int(self.identify_payloads[-1].get("intents", 0)) if self.identify_payloads else 0
 
     async def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send a gateway event to every connected client."""
-        for gw in [g for g in self._gateways if g.ready]:
+        """Send a gateway event to every connected client, on the shard that serves its guild."""
+        guild_id = data.get("guild_id")
+        for gw in [g for g in self._gateways if g.ready and _serves(g, int(guild_id) if guild_id else None)]:
             await self._send(gw, event, data)
 
     async def disconnect(self, code: int = 4000) -> None:
@@ -968,7 +980,7 @@ def settings_for(fake: FakeDiscord, **overrides: Any) -> Settings:
 @contextlib.asynccontextmanager
 async def running_bot(fake: FakeDiscord, agent: Any, **overrides: Any) -> AsyncIterator[NerveDiscordBot]:
     """The real `NerveDiscordBot`, logged in and connected to the fake; closed on exit."""
-    bot = NerveDiscordBot(agent, settings_for(fake, **overrides))
+    bot = new_bot(agent, settings_for(fake, **overrides))
     started = asyncio.create_task(bot.start(fake.token), name="discord-bot")
     try:
         # Waiting for the gateway's READY + GUILD_CREATE, not for `on_ready`: discord.py holds that
