@@ -22,9 +22,10 @@ COPY bot ./bot
 COPY adapters ./adapters
 COPY servers ./servers
 COPY migrations ./migrations
-# The pinned versions of the lock, without the dev extra. The store looks for migrations/ beside the
-# bot package, so they go next to it in site-packages.
-RUN pip install -c requirements.lock . \
+# The pinned versions of the lock, with the postgres extra (NERVE_DATABASE_URL; psycopg's binary
+# wheel brings its own libpq) and without the dev one. The store looks for migrations/ (SQLite's and
+# PostgreSQL's) beside the bot package, so they go next to it in site-packages.
+RUN pip install -c requirements.lock '.[postgres]' \
  && cp -r migrations "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/migrations" \
  && rm -rf /src
 
