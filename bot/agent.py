@@ -181,7 +181,7 @@ class Agent(WaitingTurns):
         with turn_context(incoming.key), turn_span():
             async with self._locks.hold(incoming.key):
                 try:
-                    async with self.gate.admit(on_queued=tell_place):
+                    async with self.gate.admit(on_queued=tell_place, patient=incoming.replayed):
                         return await self._reply(incoming, progress)
                 except GateFull:
                     logger.warning("too many turns at once; told %s to try again", incoming.key)

@@ -2,6 +2,8 @@
 
 Turns past the limit wait in arrival order; past the queue's length, a turn is refused at once so
 the person hears "busy" instead of waiting in silence behind a queue that will not move in time.
+A patient turn (a message left unanswered by a restart) waits past that bound: it was received long
+ago, and "try again" would only tell its person that nerve lost it.
 """
 
 from __future__ import annotations
@@ -53,22 +55,23 @@ class TurnGate:
         return len(self._waiters)
 
     @asynccontextmanager
-    async def admit(self, on_queued: OnQueued = _not_told) -> AsyncIterator[None]:
+    async def admit(self, on_queued: OnQueued = _not_told, *, patient: bool = False) -> AsyncIterator[None]:
         """Hold a slot for the block; `on_queued(position)` runs if the turn has to wait (1 = next).
 
-        Raises GateFull when the queue is full.
+        Raises GateFull when the queue is full, unless `patient`: then the turn joins the queue
+        whatever its length (it still counts in it, so live turns behind a backlog hear "busy").
         """
-        await self._enter(on_queued)
+        await self._enter(on_queued, patient=patient)
         try:
             yield
         finally:
             self._leave()
 
-    async def _enter(self, on_queued: OnQueued) -> None:
+    async def _enter(self, on_queued: OnQueued, *, patient: bool) -> None:
         if self._running < self._limit and not self._waiters:
             self._running += 1
             return
-        if len(self._waiters) >= self._queue:
+        if len(self._waiters) >= self._queue and not patient:
             raise GateFull(f"{self._running} turns are running and {len(self._waiters)} are waiting")
         slot: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(slot)

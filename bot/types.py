@@ -47,6 +47,9 @@ class Incoming:
     event_id: str | None = None
     # Where it was written, for scopes and remembered approvals; None: derived from the key.
     place: Place | None = None
+    # Received before a restart and answered only now: it waits for a turn slot however long the
+    # queue is, never told "busy" (its person already waited through the restart).
+    replayed: bool = False
 
     def where(self) -> Place:
         """The place the policy sees: the adapter's, or the key's channel with this user."""

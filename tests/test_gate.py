@@ -185,3 +185,39 @@ async def test_a_failing_turn_frees_its_slot() -> None:
     async with gate.admit():
         assert gate.running == 1
     assert gate.running == 0
+
+
+async def test_a_patient_turn_waits_past_a_full_queue_in_arrival_order() -> None:
+    gate = TurnGate(limit=1, queue=1)
+    started: list[str] = []
+    refused: list[str] = []
+    positions: list[tuple[str, int]] = []
+    release = asyncio.Event()
+
+    async def turn(name: str, *, patient: bool) -> None:
+        async def on_queued(position: int) -> None:
+            positions.append((name, position))
+
+        try:
+            async with gate.admit(on_queued=on_queued, patient=patient):
+                started.append(name)
+                await release.wait()
+        except GateFull:
+            refused.append(name)
+
+    tasks = [asyncio.create_task(turn("first", patient=True))]
+    for name in ("r1", "r2", "r3"):
+        tasks.append(asyncio.create_task(turn(name, patient=True)))
+        await asyncio.sleep(0)
+    # A turn that is not patient still finds the queue full: the replays are a real backlog.
+    tasks.append(asyncio.create_task(turn("live", patient=False)))
+    async with asyncio.timeout(5):
+        await tasks[-1]
+    assert started == ["first"] and refused == ["live"]
+    assert positions == [("r1", 1), ("r2", 2), ("r3", 3)]
+    assert (gate.running, gate.waiting) == (1, 3)
+    release.set()
+    async with asyncio.timeout(5):
+        await asyncio.gather(*tasks)
+    assert started == ["first", "r1", "r2", "r3"]
+    assert (gate.running, gate.waiting) == (0, 0)

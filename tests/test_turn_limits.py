@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,34 @@ async def test_turns_waiting_behind_their_own_thread_take_no_slot_from_other_con
             model.let_go(question)
         answers = await asyncio.wait_for(asyncio.gather(first, second, other), 10)
         assert [a.text for a in answers] == ["answer to first", "answer to second", "answer to elsewhere"]
+
+
+async def test_turns_replayed_after_a_restart_wait_for_a_slot_however_many_and_keep_thread_order(
+    tmp_path: Path,
+) -> None:
+    model = HeldModel()
+    # Three threads of two messages each, plus one more: seven replays for one slot and one queue place.
+    asked = [(f"q{n} in {thread}", thread) for n in (1, 2) for thread in ("a", "b", "c")] + [("q1 in d", "d")]
+    async with core(tmp_path, model, config=AgentConfig(max_concurrent_turns=1, turn_queue=1)) as c:
+        replays = [
+            asyncio.create_task(
+                c.agent.reply(replace(incoming(text, thread=thread, event_id=f"Ev{i}"), replayed=True))
+            )
+            for i, (text, thread) in enumerate(asked)
+        ]
+        await model.wait_for(1)
+        async with asyncio.timeout(10):
+            # One turn per thread waits for the slot, the others behind it for their thread.
+            # The gate tells nobody when it queues a turn (a refused one ends its task).
+            while c.agent.gate.waiting < 3 and not any(task.done() for task in replays):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        for text, _ in asked:
+            model.let_go(text)
+        answers = await asyncio.wait_for(asyncio.gather(*replays), 20)
+        assert [a.text for a in answers] == [f"answer to {text}" for text, _ in asked]
+        assert not any(a.failed for a in answers)
+        for thread in ("a", "b", "c"):
+            assert [q for q in model.questions if q.endswith(f" in {thread}")] == [
+                f"q1 in {thread}",
+                f"q2 in {thread}",
+            ]

@@ -23,7 +23,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import aiohttp
@@ -225,7 +225,7 @@ class NerveDiscordBot(discord.Client):
     async def _recover(self) -> None:
         for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
             try:
-                job = Job.from_json(payload)
+                job = replace(Job.from_json(payload), replayed=True)
             except (ValueError, TypeError, KeyError):
                 logger.warning("dropping unreadable unfinished Discord delivery %s", event_id)
                 await self.agent.inbox.finish_event(PLATFORM, event_id)

@@ -185,6 +185,8 @@ class Job:
     channel_id: int
     message_id: int  # the user's message, or the interaction's answer message
     open_thread: bool
+    # Read back at a start, left unanswered by the process before: waits for a turn slot, never "busy".
+    replayed: bool = False
 
     @property
     def incoming(self) -> Incoming:
@@ -195,11 +197,13 @@ class Job:
             user_name=self.user_name,
             event_id=self.event_id,
             place=place_of(self.key, self.user_id),
+            replayed=self.replayed,
         )
 
     def to_json(self) -> str:
         data = asdict(self)
         data["key"] = asdict(self.key)
+        del data["replayed"]  # a fact of the process that reads the payload back, not of the delivery
         return json.dumps(data)
 
     @classmethod

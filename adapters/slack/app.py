@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -247,7 +248,8 @@ class SlackBot:
                 await self.agent.inbox.finish_event(PLATFORM, event_id)
                 continue
             self._follow(turn)
-            self.spawn(self._turns.run(turn))
+            # Waits for a turn slot however many were left over: its person was never answered.
+            self.spawn(self._turns.run(replace(turn, incoming=replace(turn.incoming, replayed=True))))
             count += 1
         return count + await self._desk.recover()
 
