@@ -33,7 +33,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from aiohttp import web
 
@@ -48,11 +48,20 @@ SHUTTING_DOWN = "shutting down"
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
-# The database probe reads the inbox for a platform nobody uses: one indexed read, no rows.
+# The database probe reads the inbox for a platform nobody uses: one indexed read, no rows; a store
+# with a pool of connections (PostgreSQL) answers `SELECT 1` on one instead.
 PROBE_PLATFORM = "readyz-probe"
 DATABASE_TIMEOUT = 2.0
+DATABASE_UNREACHABLE = "database unreachable"
 
 Probe = Callable[[], bool | Awaitable[bool]]
+
+
+@runtime_checkable
+class Pings(Protocol):
+    """A store that can be asked whether its database answers (the caller bounds the wait)."""
+
+    async def ping(self) -> None: ...
 
 
 class HasInbox(Protocol):
@@ -177,13 +186,18 @@ class OpsEndpoints:
         return found
 
     async def _database_problem(self) -> str | None:
+        inbox = self._agent.inbox
         try:
             async with asyncio.timeout(self._database_timeout):
-                await self._agent.inbox.unfinished_events(PROBE_PLATFORM)
+                if isinstance(inbox, Pings):
+                    await inbox.ping()
+                else:
+                    await inbox.unfinished_events(PROBE_PLATFORM)
         except TimeoutError:
-            return f"the database did not answer within {self._database_timeout:g} s"
+            return f"{DATABASE_UNREACHABLE}: no answer within {self._database_timeout:g} s"
         except Exception as exc:
-            return f"the database does not answer: {type(exc).__name__}"
+            logger.debug("the database probe failed", exc_info=True)
+            return f"{DATABASE_UNREACHABLE}: {type(exc).__name__}"
         return None
 
     async def _health(self, request: web.Request) -> web.Response:

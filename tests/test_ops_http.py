@@ -155,7 +155,7 @@ async def test_readyz_is_503_while_no_mcp_server_is_ready_and_names_the_database
             await c.store.close()
             assert await readiness(base) == (
                 503,
-                ["the database does not answer: StoreError", "no MCP server is ready (missing down)"],
+                ["database unreachable: StoreError", "no MCP server is ready (missing down)"],
             )
             status, text = await get(f"{base}/metrics")
             assert status == 200

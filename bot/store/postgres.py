@@ -110,6 +110,17 @@ class PostgresStore(ConversationStore):
         await self._pool.close()
         await self.turn_lock.close()
 
+    async def ping(self) -> None:
+        """`SELECT 1` on a pooled connection: what /readyz asks. A pool that cannot connect keeps
+        retrying in the background, so a server that is away shows as a wait for a connection: the
+        caller bounds it (`asyncio.timeout`). Any other failure is a StoreError."""
+        self._check_open()
+        try:
+            async with self._pool.connection() as conn:
+                await conn.execute("SELECT 1")
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise postgres_error(exc, self._where) from exc
+
     # --- plumbing ------------------------------------------------------------------------------
 
     @asynccontextmanager
