@@ -33,6 +33,8 @@ from bot.policy.scopes import Rule, Scopes, pattern_problem, rule_name_problem
 from bot.shard_ids import parse_shard_ids
 
 OFFLINE_MODEL = "offline"
+# The shortest NERVE_TURN_LEASE accepted, in seconds.
+MIN_TURN_LEASE = 2.0
 
 
 class Settings(BaseSettings):
@@ -80,6 +82,9 @@ class Settings(BaseSettings):
     nerve_turn_queue: int = Field(default=100, ge=0, le=100_000)
     # Longest question accepted, in characters; longer ones get a plain reply, not a model call.
     nerve_max_question_chars: int = Field(default=20_000, ge=100)
+    # Seconds a turn of a process that stopped keeps its conversation (SQLite only: PostgreSQL's
+    # lock goes with the dead process's connection at once).
+    nerve_turn_lease: float = 20.0
 
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
@@ -154,6 +159,19 @@ class Settings(BaseSettings):
             if self.nerve_discord_shards
             else list(range(count))
         )
+
+    @field_validator("nerve_turn_lease")
+    @classmethod
+    def _renewable_lease(cls, value: float) -> float:
+        # A live turn renews its lease every quarter lease; shorter than this, a busy event loop or
+        # a slow disk would make a running turn lose its conversation to the next one.
+        if value < MIN_TURN_LEASE:
+            raise ValueError(
+                f"NERVE_TURN_LEASE must be at least {MIN_TURN_LEASE:g} seconds (got {value:g}): a running"
+                " turn renews it every quarter lease, and a shorter one would let another turn take"
+                " over a conversation that is still being answered"
+            )
+        return value
 
     @property
     def admins(self) -> frozenset[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sqlite3
 import sys
@@ -15,7 +16,9 @@ from typing import Any
 
 import aiosqlite
 import pytest
+from pydantic import ValidationError
 
+from bot.config import Settings
 from bot.seams import TurnLock
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage
@@ -43,12 +46,13 @@ async def tickets_taken(path: Path) -> int:
 
 
 @contextlib.asynccontextmanager
-async def worker(*args: str) -> AsyncIterator[asyncio.subprocess.Process]:
+async def worker(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[asyncio.subprocess.Process]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         WORKER,
         *args,
         cwd=REPO,
+        env={**os.environ, **(env or {})},
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -162,6 +166,30 @@ async def test_a_conversation_held_by_a_killed_process_is_taken_over_after_its_l
         # Not before the lease it last renewed ran out (renewed every quarter lease).
         assert waited >= 0.6 * lease
         assert await tickets_in_queue(path) == 0
+
+
+async def test_nerve_turn_lease_sets_how_soon_a_killed_process_is_taken_over(tmp_path: Path) -> None:
+    path = tmp_path / "nerve.db"
+    lease = 2.0
+    # The holder opens its store from the settings, as `nerve slack` does; the default lease is 20 s.
+    env = {"NERVE_TURN_LEASE": str(lease)}
+    async with await SQLiteStore.open(path) as store, worker("hold-configured", str(path), env=env) as holder:
+        async with asyncio.timeout(20):
+            assert await read_line(holder) == "holding"
+        holder.send_signal(signal.SIGKILL)
+        await holder.wait()
+        killed = time.monotonic()
+        async with asyncio.timeout(3 * lease), store.turn_lock.hold(KEY):
+            waited = time.monotonic() - killed
+        assert waited >= 0.6 * lease
+
+
+def test_a_turn_lease_too_short_to_renew_is_refused_with_its_reason() -> None:
+    with pytest.raises(ValidationError) as refused:
+        Settings(_env_file=None, nerve_turn_lease=0.5)  # type: ignore[call-arg]
+    assert "NERVE_TURN_LEASE must be at least 2 seconds" in str(refused.value)
+    assert Settings(_env_file=None).nerve_turn_lease == 20.0  # type: ignore[call-arg]
+    assert Settings(_env_file=None, nerve_turn_lease=2).nerve_turn_lease == 2.0  # type: ignore[call-arg]
 
 
 @pytest.mark.both_stores

@@ -6,7 +6,7 @@ concurrently, printing `{"event_id": …, "text": <answer>}` per answer; it exit
 and every turn is answered.
 
 `python tests/turn_worker.py hold DB LEASE_SECONDS` holds `KEY`'s turn lock, prints `holding`, and
-waits to be killed.
+waits to be killed; `hold-configured DB` does the same on the store the settings (environment) open.
 
 DB is a SQLite file, or a postgresql:// URL.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bot.config import Settings
 from bot.runtime import open_runtime
-from bot.store.choose import open_postgres_store
+from bot.store.choose import open_configured_store, open_postgres_store
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming
 
@@ -67,8 +67,17 @@ async def hold(db: str, lease: float) -> None:
         await asyncio.Event().wait()
 
 
+async def hold_configured(db: str) -> None:
+    store = await open_configured_store(Settings(_env_file=None, nerve_db=Path(db)))  # type: ignore[call-arg]
+    async with store, store.turn_lock.hold(KEY):
+        print("holding", flush=True)
+        await asyncio.Event().wait()
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "agent":
         asyncio.run(answer_lines(sys.argv[2], Path(sys.argv[3]), sys.argv[4]))
+    elif sys.argv[1] == "hold-configured":
+        asyncio.run(hold_configured(sys.argv[2]))
     else:
         asyncio.run(hold(sys.argv[2], float(sys.argv[3])))
