@@ -1,0 +1,76 @@
+"""Received messages as jobs that every nerve process on one PostgreSQL database shares.
+
+With NERVE_DATABASE_URL set, several nerve processes (replicas) can share the work: the process that
+receives a message enqueues a job, and the worker of whichever process is free runs it. The jobs are
+procrastinate's (https://procrastinate.readthedocs.io), in nerve's own schema:
+
+    jobs = await open_configured_jobs(settings)       # None without NERVE_DATABASE_URL
+    jobs.register("slack.event", answer)             # async def answer(*, event_id: str) -> None
+    await jobs.enqueue("slack.event", {"event_id": "Ev1"}, event="slack:Ev1", conversation=str(key))
+    jobs.run_worker(settings.nerve_worker_concurrency)
+    ...
+    await jobs.drain(settings.nerve_shutdown_grace)   # on SIGTERM
+    await jobs.aclose()
+
+`TurnJobs` (bot.jobs.turns) documents each call. procrastinate is imported only when jobs are opened,
+so the SQLite default path, which has no jobs, never needs it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.jobs.handlers import JobHandler
+from bot.store.choose import POSTGRES_SCHEMES
+
+if TYPE_CHECKING:
+    from bot.jobs.turns import TurnJobs
+
+__all__ = ["JobHandler", "TurnJobs", "open_configured_jobs", "open_turn_jobs"]
+
+
+async def open_turn_jobs(
+    database_url: str,
+    *,
+    schema: str | None = None,
+    stall_timeout: float = 30.0,
+    poll_interval: float = 5.0,
+) -> TurnJobs:
+    """The jobs on the PostgreSQL database at `database_url`, procrastinate's tables installed
+    (see `TurnJobs.open`)."""
+    if not database_url.startswith(POSTGRES_SCHEMES):
+        raise ConfigError(
+            "NERVE_DATABASE_URL must be a PostgreSQL URL (postgresql://user:password@host:5432/database):"
+            " jobs shared by several nerve processes live on PostgreSQL only"
+        )
+    try:
+        from bot.jobs.turns import TurnJobs
+    except ImportError as exc:
+        raise ConfigError(
+            f"NERVE_DATABASE_URL is set but PostgreSQL support is not installed ({exc.name} is missing):"
+            " pip install 'nerve[postgres]'"
+        ) from exc
+    return await TurnJobs.open(
+        database_url, schema=schema, stall_timeout=stall_timeout, poll_interval=poll_interval
+    )
+
+
+async def open_configured_jobs(settings: Settings) -> TurnJobs | None:
+    """The jobs of NERVE_DATABASE_URL, with NERVE_WORKER_STALL_TIMEOUT; None when the store is SQLite
+    (one process, no jobs: the front end answers in process as it always did)."""
+    if settings.nerve_database_url is None:
+        return None
+    return await open_turn_jobs(
+        settings.nerve_database_url.get_secret_value(), stall_timeout=settings.nerve_worker_stall_timeout
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """`from bot.jobs import TurnJobs` imports procrastinate only when asked for."""
+    if name == "TurnJobs":
+        from bot.jobs.turns import TurnJobs
+
+        return TurnJobs
+    raise AttributeError(f"module 'bot.jobs' has no attribute {name!r}")

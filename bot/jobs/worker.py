@@ -1,0 +1,126 @@
+"""One procrastinate worker inside a nerve process, kept running until drained.
+
+procrastinate's `Worker` fetches jobs, runs up to `concurrency` of them at once, beats, and on
+`stop()` fetches no more, waits `shutdown_graceful_timeout` for the running ones, then cancels them.
+Around it, this module adds what a chat bot's process needs:
+
+- the worker runs as a task of the current event loop, next to the front end, with no signal
+  handlers of its own (the front end owns SIGTERM and calls `drain`);
+- a worker that fails (the database restarted, its heartbeat could not be written) is started
+  again after a pause, as a new worker: its old registration is pruned like a dead one's;
+- the jobs of dead workers are recovered in every worker (`bot.jobs.recovery`);
+- `alive()` says whether a worker is registered and running, for `/readyz`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from procrastinate import App
+from procrastinate.worker import Worker
+
+from bot.jobs.recovery import keep_recovering
+
+logger = logging.getLogger(__name__)
+
+# A failed worker is started again after this pause, doubling up to the longest.
+RESTART_PAUSE = 1.0
+RESTART_PAUSE_LONGEST = 30.0
+# A worker that stops on its own (a failure) waits this long for its running jobs.
+FAILURE_GRACE = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerOptions:
+    """How a worker runs; `TurnJobs` fills it from its own options."""
+
+    queue: str
+    concurrency: int
+    stall_timeout: float
+    # Seconds between two looks for jobs when no notification came (a fallback: inserts notify).
+    poll_interval: float
+    name: str = "nerve"
+
+
+class WorkerRunner:
+    """A worker task that keeps going until `drain`."""
+
+    def __init__(self, app: App, options: WorkerOptions) -> None:
+        self._app = app
+        self._options = options
+        self._worker: Worker | None = None
+        self._draining = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the worker task on the running loop."""
+        if self._task is not None:
+            raise RuntimeError("this worker was started already; open another TurnJobs for another worker")
+        self._task = asyncio.create_task(self._supervise(), name="nerve jobs worker")
+
+    def alive(self) -> bool:
+        """A worker is registered in the database and fetching jobs (not draining, not restarting)."""
+        worker = self._worker
+        return (
+            self._task is not None
+            and not self._task.done()
+            and not self._draining.is_set()
+            and worker is not None
+            and worker.worker_id is not None
+        )
+
+    async def drain(self, grace: float) -> None:
+        """Fetch no more jobs; give the running ones `grace` seconds, then cancel them, which puts
+        them back in the queue for another process. Returns once the worker has stopped."""
+        self._draining.set()
+        if self._task is None:
+            return
+        if self._worker is not None:
+            self._worker.shutdown_graceful_timeout = grace
+            self._worker.stop()  # type: ignore[no-untyped-call]
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _supervise(self) -> None:
+        pause = RESTART_PAUSE
+        while not self._draining.is_set():
+            try:
+                await self._run_once()
+            except Exception:
+                logger.exception("the job worker failed; starting it again in %.0f s", pause)
+            else:
+                if not self._draining.is_set():
+                    logger.warning("the job worker stopped on its own; starting it again in %.0f s", pause)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._draining.wait(), pause)
+            pause = min(pause * 2, RESTART_PAUSE_LONGEST)
+
+    async def _run_once(self) -> None:
+        options = self._options
+        worker = Worker(
+            app=self._app,
+            queues=[options.queue],
+            name=options.name,
+            concurrency=options.concurrency,
+            fetch_job_polling_interval=options.poll_interval,
+            shutdown_graceful_timeout=FAILURE_GRACE,
+            delete_jobs="successful",
+            install_signal_handlers=False,
+            update_heartbeat_interval=options.stall_timeout / 3,
+            stalled_worker_timeout=options.stall_timeout,
+        )
+        self._worker = worker
+        recovery = asyncio.create_task(
+            keep_recovering(self._app, queue=options.queue, stall_timeout=options.stall_timeout),
+            name="nerve jobs recovery",
+        )
+        try:
+            await worker.run()  # type: ignore[no-untyped-call]
+        finally:
+            recovery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recovery
+            self._worker = None

@@ -1,0 +1,72 @@
+"""A second nerve process with a job worker, for the cross-process tests of `bot.jobs`.
+
+`python -m tests.jobs_worker URL NAME STALL_TIMEOUT` opens the jobs on URL (a postgresql:// URL naming
+the test's schema), registers `recording_handler` under `TASK` as NAME, runs a worker, prints `ready`
+once it is registered in the database, and on SIGTERM drains (grace 5 s) and exits.
+
+Every run of a job is a row of `runs` in the test's schema: started when the handler begins, ended
+when it returns, so a test can count executions and compare their times across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+import psycopg
+
+from bot.jobs import open_turn_jobs
+
+TASK = "test.work"
+
+RUNS_TABLE = """
+CREATE TABLE IF NOT EXISTS runs (
+    id           bigserial PRIMARY KEY,
+    job          text NOT NULL,
+    conversation text NOT NULL,
+    worker       text NOT NULL,
+    started_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    ended_at     timestamptz
+)
+"""
+
+
+def recording_handler(url: str, worker: str, *, fast: bool = False) -> Callable[..., Awaitable[None]]:
+    """A job that records its run, takes `seconds` (no time at all when `fast`), then records its end."""
+
+    async def handle(*, job: str, conversation: str, seconds: str) -> None:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            cursor = await conn.execute(
+                "INSERT INTO runs (job, conversation, worker) VALUES (%s, %s, %s) RETURNING id",
+                (job, conversation, worker),
+            )
+            row = await cursor.fetchone()
+            assert row is not None
+            if not fast:
+                await asyncio.sleep(float(seconds))
+            await conn.execute("UPDATE runs SET ended_at = clock_timestamp() WHERE id = %s", (row[0],))
+
+    return handle
+
+
+async def main(url: str, name: str, stall_timeout: float) -> None:
+    jobs = await open_turn_jobs(url, stall_timeout=stall_timeout)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    try:
+        jobs.register(TASK, recording_handler(url, name))
+        jobs.run_worker(4)
+        async with asyncio.timeout(20):
+            while not jobs.worker_alive():  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        print("ready", flush=True)
+        await stop.wait()
+        await jobs.drain(5.0)
+    finally:
+        await jobs.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3])))

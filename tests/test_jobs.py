@@ -1,0 +1,278 @@
+"""The jobs every nerve process on one PostgreSQL database shares (`bot.jobs`, on procrastinate).
+
+Each test gets a schema of its own on NERVE_TEST_DATABASE_URL (tests/stores.py), so procrastinate's
+tables are installed there, not in public; when that server cannot be reached the tests fail. A
+second worker is a real process (`tests/jobs_worker.py`), SIGKILLed where a test needs a crash.
+Each job's runs are rows of `runs` (see `tests.jobs_worker.recording_handler`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.errors import ConfigError
+from bot.jobs import TurnJobs, open_turn_jobs
+from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler
+from tests.stores import PostgresBackend, postgres_backend
+
+REPO = Path(__file__).resolve().parent.parent
+# Short enough that a killed worker's job is run again within a few seconds.
+STALL = 1.5
+
+
+@dataclass(frozen=True)
+class Run:
+    job: str
+    conversation: str
+    worker: str
+    started_at: datetime
+    ended_at: datetime | None
+
+
+@pytest.fixture
+async def pg() -> AsyncIterator[PostgresBackend]:
+    async with postgres_backend() as backend:
+        await backend.rows(RUNS_TABLE)
+        yield backend
+
+
+@contextlib.asynccontextmanager
+async def opened(pg: PostgresBackend, **options: Any) -> AsyncIterator[TurnJobs]:
+    jobs = await open_turn_jobs(pg.location, stall_timeout=STALL, **options)
+    try:
+        yield jobs
+    finally:
+        await jobs.aclose()
+
+
+@contextlib.asynccontextmanager
+async def worker_process(pg: PostgresBackend, name: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A second nerve process running a worker, ready when this yields; killed if still running after."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.jobs_worker",
+        pg.location,
+        name,
+        str(STALL),
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        async with asyncio.timeout(20):
+            line = await process.stdout.readline()
+        if line.decode().strip() != "ready":
+            await process.wait()
+            pytest.fail(f"the worker process did not start: {(await process.stderr.read()).decode()}")
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+async def start_worker(jobs: TurnJobs, concurrency: int = 4) -> None:
+    jobs.run_worker(concurrency)
+    async with asyncio.timeout(10):
+        while not jobs.worker_alive():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+
+async def enqueue(jobs: TurnJobs, job: str, conversation: str, seconds: float, *, event: str = "") -> bool:
+    payload = {"job": job, "conversation": conversation, "seconds": str(seconds)}
+    return await jobs.enqueue(TASK, payload, event=event or f"ev-{job}", conversation=conversation)
+
+
+async def runs(pg: PostgresBackend) -> list[Run]:
+    rows = await pg.rows("SELECT job, conversation, worker, started_at, ended_at FROM runs ORDER BY id")
+    return [Run(*row) for row in rows]
+
+
+async def until(pg: PostgresBackend, done: Any, within: float = 20.0) -> list[Run]:
+    """The runs once `done(runs)` holds (polled: they are rows other processes write)."""
+    seen: list[Run] = []
+    try:
+        async with asyncio.timeout(within):
+            while not done(seen := await runs(pg)):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        pytest.fail(f"gave up waiting after {within} s; runs so far: {seen}")
+    return seen
+
+
+def ended(*names: str) -> Any:
+    return lambda seen: {r.job for r in seen if r.ended_at is not None} >= set(names)
+
+
+def started(*names: str) -> Any:
+    return lambda seen: {r.job for r in seen} >= set(names)
+
+
+def only_run(seen: list[Run], job: str) -> Run:
+    matching = [r for r in seen if r.job == job]
+    assert len(matching) == 1, matching
+    return matching[0]
+
+
+# --- installing the schema ----------------------------------------------------------------------
+
+
+async def test_two_processes_starting_at_once_install_procrastinate_once_in_their_own_schema(
+    pg: PostgresBackend,
+) -> None:
+    first, second = await asyncio.gather(open_turn_jobs(pg.location), open_turn_jobs(pg.location))
+    await first.aclose()
+    await second.aclose()
+
+    tables = await pg.rows(
+        "SELECT table_schema FROM information_schema.tables WHERE table_name = 'procrastinate_jobs'"
+        " AND table_schema = ?",
+        (pg.schema,),
+    )
+    assert tables == [(pg.schema,)]
+
+
+async def test_an_installed_schema_is_left_alone_with_its_jobs(pg: PostgresBackend) -> None:
+    async with opened(pg) as jobs:
+        assert await enqueue(jobs, "A1", "conv-a", 0)
+    async with opened(pg):
+        pass
+
+    assert await pg.rows("SELECT status FROM procrastinate_jobs") == [("todo",)]
+
+
+async def test_a_url_that_is_not_postgresql_is_refused_with_what_to_set() -> None:
+    with pytest.raises(ConfigError, match="NERVE_DATABASE_URL must be a PostgreSQL URL"):
+        await open_turn_jobs("sqlite:///nerve.db")
+
+
+def test_importing_the_jobs_package_does_not_import_procrastinate() -> None:
+    probe = "import sys, bot.jobs; print('procrastinate' in sys.modules)"
+    found = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True, timeout=60
+    )
+    assert found.stdout.strip() == "False"
+
+
+# --- enqueueing ---------------------------------------------------------------------------------
+
+
+async def test_a_redelivered_event_enqueues_nothing(pg: PostgresBackend) -> None:
+    async with opened(pg) as jobs:
+        assert await enqueue(jobs, "A1", "conv-a", 0, event="Ev1") is True
+        assert await enqueue(jobs, "A1-again", "conv-a", 0, event="Ev1") is False
+        assert await enqueue(jobs, "A2", "conv-a", 0, event="Ev2") is True
+
+    assert await pg.rows("SELECT queueing_lock FROM procrastinate_jobs ORDER BY id") == [("Ev1",), ("Ev2",)]
+
+
+# --- running ------------------------------------------------------------------------------------
+
+
+async def test_one_conversation_runs_in_order_across_processes_while_others_run_alongside(
+    pg: PostgresBackend,
+) -> None:
+    async with opened(pg) as jobs:
+        jobs.register(TASK, recording_handler(pg.location, "main"))
+        async with worker_process(pg, "other"):
+            assert await enqueue(jobs, "A1", "conv-a", 1.5)
+            await until(pg, started("A1"))
+            # A1 runs in the other process; this one is idle with room for four jobs.
+            await start_worker(jobs)
+            assert await enqueue(jobs, "A2", "conv-a", 0.3)
+            assert await enqueue(jobs, "A3", "conv-a", 0.3)
+            assert await enqueue(jobs, "B1", "conv-b", 0.5)
+            assert await enqueue(jobs, "C1", "conv-c", 0.5)
+            seen = await until(pg, ended("A1", "A2", "A3", "B1", "C1"))
+        await jobs.drain(5.0)
+
+    a1, a2, a3 = (only_run(seen, job) for job in ("A1", "A2", "A3"))
+    b1, c1 = only_run(seen, "B1"), only_run(seen, "C1")
+    assert a1.worker == "other"
+    assert a1.ended_at is not None and a2.ended_at is not None
+    # The conversation waited for A1 in the other process although this one had room...
+    assert a2.started_at >= a1.ended_at and a3.started_at >= a2.ended_at
+    # ...and its next job started as soon as A1 ended, not at the next poll (5 s).
+    assert (a2.started_at - a1.ended_at).total_seconds() < 1.0
+    # Other conversations did not wait for it.
+    assert b1.started_at < a1.ended_at and c1.started_at < a1.ended_at
+    assert b1.ended_at is not None and c1.started_at < b1.ended_at
+
+
+async def test_the_job_of_a_killed_worker_runs_again_elsewhere_once_and_its_conversation_goes_on(
+    pg: PostgresBackend,
+) -> None:
+    async with opened(pg) as jobs:
+        jobs.register(TASK, recording_handler(pg.location, "main", fast=True))
+        async with worker_process(pg, "doomed") as doomed:
+            assert await enqueue(jobs, "K1", "conv-k", 60)
+            assert await enqueue(jobs, "K2", "conv-k", 0)
+            await until(pg, started("K1"))
+            await start_worker(jobs)
+            doomed.send_signal(signal.SIGKILL)
+            await doomed.wait()
+            killed_at = time.monotonic()
+            seen = await until(pg, ended("K1", "K2"))
+            recovered_in = time.monotonic() - killed_at
+        await asyncio.sleep(0.5)
+        await jobs.drain(5.0)
+        seen = await runs(pg)
+
+    k1 = [r for r in seen if r.job == "K1"]
+    assert [(r.worker, r.ended_at is not None) for r in k1] == [("doomed", False), ("main", True)]
+    k2 = only_run(seen, "K2")
+    assert k1[1].ended_at is not None and k2.started_at >= k1[1].ended_at
+    assert recovered_in < 3 * STALL + 2
+
+
+async def test_drain_lets_a_running_job_finish_within_grace(pg: PostgresBackend) -> None:
+    async with opened(pg) as jobs:
+        jobs.register(TASK, recording_handler(pg.location, "main"))
+        await start_worker(jobs)
+        assert await enqueue(jobs, "D1", "conv-d", 0.5)
+        await until(pg, started("D1"))
+        began = time.monotonic()
+        await jobs.drain(10.0)
+        took = time.monotonic() - began
+        assert not jobs.worker_alive()
+
+    assert only_run(await runs(pg), "D1").ended_at is not None
+    assert took < 5.0
+    assert await pg.rows("SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'") == [(0,)]
+
+
+async def test_a_job_still_running_after_grace_goes_back_to_the_queue_for_another_process(
+    pg: PostgresBackend,
+) -> None:
+    async with opened(pg) as jobs:
+        jobs.register(TASK, recording_handler(pg.location, "leaving"))
+        await start_worker(jobs)
+        assert await enqueue(jobs, "E1", "conv-e", 60)
+        await until(pg, started("E1"))
+        began = time.monotonic()
+        await jobs.drain(0.3)
+        took = time.monotonic() - began
+
+    assert took < 3.0
+    assert await pg.rows("SELECT status, attempts FROM procrastinate_jobs") == [("todo", 1)]
+    async with opened(pg) as replica:
+        replica.register(TASK, recording_handler(pg.location, "replica", fast=True))
+        await start_worker(replica)
+        seen = await until(pg, lambda seen: any(r.worker == "replica" and r.ended_at for r in seen))
+        await replica.drain(5.0)
+
+    assert [(r.worker, r.ended_at is not None) for r in seen] == [("leaving", False), ("replica", True)]
