@@ -276,3 +276,65 @@ async def test_a_job_still_running_after_grace_goes_back_to_the_queue_for_anothe
         await replica.drain(5.0)
 
     assert [(r.worker, r.ended_at is not None) for r in seen] == [("leaving", False), ("replica", True)]
+
+
+async def status_of(pg: PostgresBackend, job: str) -> str | None:
+    rows = await pg.rows("SELECT status FROM procrastinate_jobs WHERE args->>'job' = ?", (job,))
+    return str(rows[0][0]) if rows else None
+
+
+async def test_a_job_whose_worker_died_five_times_is_given_up_while_others_run_again(
+    pg: PostgresBackend,
+) -> None:
+    async with opened(pg) as jobs:
+        jobs.register(TASK, recording_handler(pg.location, "main", fast=True))
+        assert await enqueue(jobs, "P1", "conv-p", 0)
+        assert await enqueue(jobs, "Q1", "conv-q", 0)
+        # Both taken by a worker that has been silent for an hour; P1 had been started four times.
+        [(dead,)] = await pg.rows(
+            "INSERT INTO procrastinate_workers (last_heartbeat)"
+            " VALUES (now() - interval '1 hour') RETURNING id"
+        )
+        await pg.rows(
+            "UPDATE procrastinate_jobs SET status = 'doing', worker_id = ?,"
+            " attempts = CASE WHEN lock = 'conv-p' THEN 4 ELSE 0 END",
+            (dead,),
+        )
+        await start_worker(jobs)
+        seen = await until(pg, ended("Q1"))
+        await asyncio.sleep(0.5)
+        await jobs.drain(5.0)
+        assert await status_of(pg, "P1") == "failed"
+
+    assert [r.job for r in seen] == ["Q1"]
+
+
+async def test_a_worker_taken_for_dead_by_another_process_starts_again_and_takes_jobs(
+    pg: PostgresBackend,
+) -> None:
+    async with opened(pg) as jobs:
+        jobs.register(TASK, recording_handler(pg.location, "main", fast=True))
+        await start_worker(jobs)
+        # Another process pruned this worker (it missed its heartbeats); its next fetch fails.
+        await pg.rows("DELETE FROM procrastinate_workers")
+        assert await enqueue(jobs, "R1", "conv-r", 0)
+        seen = await until(pg, ended("R1"))
+        assert jobs.worker_alive()
+        await jobs.drain(5.0)
+
+    assert [r.job for r in seen] == ["R1"]
+    assert len(await pg.rows("SELECT id FROM procrastinate_workers")) == 0
+
+
+async def test_a_draining_worker_keeps_its_jobs_however_long_the_grace(pg: PostgresBackend) -> None:
+    async with opened(pg) as jobs:
+        jobs.register(TASK, recording_handler(pg.location, "main"))
+        await start_worker(jobs)
+        assert await enqueue(jobs, "F1", "conv-f", 3 * STALL)
+        await until(pg, started("F1"))
+        async with worker_process(pg, "other"):
+            # Longer than the stall timeout: the other process must still see this one beating.
+            await jobs.drain(10.0)
+            seen = await runs(pg)
+
+    assert [(r.job, r.worker, r.ended_at is not None) for r in seen] == [("F1", "main", True)]

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 
-from procrastinate import connector, manager
+from procrastinate import connector, exceptions, manager
 from procrastinate import jobs as jobs_module
+
+logger = logging.getLogger(__name__)
 
 
 class WakingJobManager(manager.JobManager):
@@ -41,12 +44,19 @@ class WakingJobManager(manager.JobManager):
         await self.wake(job.id)
 
     async def wake(self, job_id: int | None) -> None:
-        """Tell every worker of the queue that a job may be ready (they each try to fetch one)."""
-        await self.connector.execute_query_async(
-            "SELECT pg_notify(%(channel)s, %(payload)s)",
-            channel=wake_channel(self.queue),
-            payload=json.dumps({"type": "job_inserted", "job_id": job_id}),
-        )
+        """Tell every worker of the queue that a job may be ready (they each try to fetch one).
+
+        Best effort: the job itself is already finished or queued, and workers poll anyway."""
+        try:
+            await self.connector.execute_query_async(
+                "SELECT pg_notify(%(channel)s, %(payload)s)",
+                channel=wake_channel(self.queue),
+                payload=json.dumps({"type": "job_inserted", "job_id": job_id}),
+            )
+        except exceptions.ConnectorException as exc:
+            logger.warning(
+                "could not wake the workers for job %s (they will find it by polling): %s", job_id, exc
+            )
 
 
 def wake_channel(queue: str) -> str:

@@ -9,6 +9,7 @@ Around it, this module adds what a chat bot's process needs:
 - a worker that fails (the database restarted, its heartbeat could not be written) is started
   again after a pause, as a new worker: its old registration is pruned like a dead one's;
 - the jobs of dead workers are recovered in every worker (`bot.jobs.recovery`);
+- a draining worker keeps beating until its last job ends (procrastinate's beats stop at once);
 - `alive()` says whether a worker is registered and running, for `/readyz`.
 """
 
@@ -78,11 +79,36 @@ class WorkerRunner:
         self._draining.set()
         if self._task is None:
             return
-        if self._worker is not None:
-            self._worker.shutdown_graceful_timeout = grace
-            self._worker.stop()  # type: ignore[no-untyped-call]
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        worker = self._worker
+        beating: asyncio.Task[None] | None = None
+        if worker is not None:
+            beating = asyncio.create_task(
+                self._beat_while_draining(worker), name="nerve jobs drain heartbeat"
+            )
+            worker.shutdown_graceful_timeout = grace
+            worker.stop()  # type: ignore[no-untyped-call]
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        finally:
+            if beating is not None:
+                beating.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beating
+
+    async def _beat_while_draining(self, worker: Worker) -> None:
+        """procrastinate stops its heartbeat as soon as a worker stops, before the grace; without
+        beats, a grace longer than the stall timeout would have other processes take this one for
+        dead and run its still-running jobs a second time."""
+        interval = self._options.stall_timeout / 3
+        while True:
+            worker_id = worker.worker_id
+            if worker_id is not None:
+                try:
+                    await self._app.job_manager.update_heartbeat(worker_id)
+                except Exception as exc:
+                    logger.warning("could not send the draining worker's heartbeat: %s", exc)
+            await asyncio.sleep(interval)
 
     async def _supervise(self) -> None:
         pause = RESTART_PAUSE
