@@ -24,10 +24,12 @@ import pytest
 from adapters.doctor.report import Check, Redactor
 from adapters.doctor.slack_check import NEEDED_SCOPES
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, discover
+from bot.store.postgres import describe
 from tests.conftest import ROOT
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.slack_api import FakeSlack
+from tests.stores import PostgresBackend, postgres_backend
 
 # Mixed-case letters, so no piece of one can turn up in a report by chance.
 MODEL_KEY = "sk-QvXrMzLpKtWbHnJd"
@@ -119,6 +121,8 @@ class Fakes:
     slack_narrow: FakeSlack
     discord: FakeDiscord
     discord_no_intent: FakeDiscord
+    # A schema of its own on the test PostgreSQL, migrated by nerve beforehand.
+    postgres: PostgresBackend
 
 
 def slack_env(slack: FakeSlack) -> dict[str, str]:
@@ -198,6 +202,16 @@ def setups(fakes: Fakes) -> dict[str, Setup]:
     async def discord_no_intent(folder: Path) -> Run:
         return await doctor(folder, **discord_env(fakes.discord_no_intent))
 
+    async def postgres_current(folder: Path) -> Run:
+        return await doctor(folder, NERVE_DATABASE_URL=with_password(fakes.postgres.location))
+
+    async def postgres_unreachable(folder: Path) -> Run:
+        return await doctor(folder, NERVE_DATABASE_URL=f"postgresql://nerve:{URL_PASSWORD}@127.0.0.1:1/nerve")
+
+    async def postgres_no_database(folder: Path) -> Run:
+        server = with_password(fakes.postgres.server_url).rsplit("/", 1)[0]
+        return await doctor(folder, NERVE_DATABASE_URL=f"{server}/nerve_doctor_no_such_database")
+
     async def all_good_json(folder: Path) -> Run:
         return await all_good(folder, "--json")
 
@@ -216,7 +230,17 @@ def setups(fakes: Fakes) -> dict[str, Setup]:
         "slack_no_way_in": slack_no_way_in,
         "discord_refused": discord_refused,
         "discord_no_intent": discord_no_intent,
+        "postgres_current": postgres_current,
+        "postgres_unreachable": postgres_unreachable,
+        "postgres_no_database": postgres_no_database,
     }
+
+
+def with_password(url: str) -> str:
+    """The URL with URL_PASSWORD in it (the test server trusts its user, so it is not checked)."""
+    scheme, _, rest = url.partition("://")
+    user, _, host = rest.partition("@")
+    return f"{scheme}://{user}:{URL_PASSWORD}@{host}"
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +258,9 @@ async def runs(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[
         discord = await stack.enter_async_context(FakeDiscord(token=DISCORD_TOKEN))
         discord.app_flags = INTENT
         no_intent = await stack.enter_async_context(FakeDiscord(token=DISCORD_TOKEN))
-        fakes = Fakes(model, slack, refusing, narrow, discord, no_intent)
+        postgres = await stack.enter_async_context(postgres_backend())
+        await (await postgres.open()).close()  # migrated as a running nerve leaves it
+        fakes = Fakes(model, slack, refusing, narrow, discord, no_intent, postgres)
         todo = setups(fakes)
         # A few at a time: each run starts its own MCP servers, and a 2-core machine runs other
         # test files meanwhile.
@@ -373,6 +399,47 @@ def test_a_database_in_a_folder_that_cannot_be_created_is_an_error(report):
     todo = "set NERVE_DB to a file in a folder nerve can create and write"
     assert row("error", "database", found, todo) in run.lines
     assert run.code == 1
+
+
+def test_a_postgresql_database_that_answers_is_ok_current_and_writable_and_keeps_nothing(runs):
+    report, fakes = runs
+    run = report["postgres_current"]
+    where = describe(fakes.postgres.location)
+    found = f"{where} (schema {fakes.postgres.schema}): schema version {SCHEMA} (current), writable"
+    assert row("ok", "database", found) in run.lines, run.out + run.err
+    assert run.code == 0
+    # The write was rolled back: nothing of the probe is left in the schema.
+    tables = {
+        table
+        for (table,) in asyncio.run(
+            fakes.postgres.rows(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
+                (fakes.postgres.schema,),
+            )
+        )
+    }
+    assert "nerve_doctor_probe" not in tables and "schema_migrations" in tables
+
+
+def test_a_postgresql_nobody_answers_at_is_an_error_naming_the_host_never_the_password(report):
+    run = report["postgres_unreachable"]
+    assert run.code == 1
+    [line] = [line for line in run.lines if line.startswith("error    database")]
+    assert line.startswith(
+        row("error", "database", "cannot reach PostgreSQL at postgresql://nerve@127.0.0.1:1/nerve: ")
+    ), line
+    assert line.endswith(
+        "→ start PostgreSQL at 127.0.0.1:1, or fix the host and port in NERVE_DATABASE_URL"
+    ), line
+    assert URL_PASSWORD not in run.out + run.err
+
+
+def test_a_postgresql_database_that_does_not_exist_is_an_error_saying_to_create_it(report):
+    run = report["postgres_no_database"]
+    assert run.code == 1
+    [line] = [line for line in run.lines if line.startswith("error    database")]
+    assert "/nerve_doctor_no_such_database did not let nerve in: " in line, line
+    assert line.endswith("→ create the database, or fix its name in NERVE_DATABASE_URL"), line
 
 
 def test_a_bad_setting_in_dot_env_is_an_error_naming_it_and_the_other_checks_still_run(report):

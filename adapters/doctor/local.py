@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from adapters.doctor.report import Check, error, ok, warning
 from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
 from bot.errors import ConfigError, StoreError
+from bot.store.choose import POSTGRES_SCHEMES
 from bot.store.connect import connect, rollback, store_error
 from bot.store.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
 
@@ -135,6 +136,8 @@ def _server_check(name: str, config: ServerConfig, problem: str | None, tools: i
 async def check_database(settings: Settings) -> Check:
     """Open the store as nerve does (creating it and applying migrations), then try a write that
     is rolled back: a store that opens but cannot be written fails the first conversation."""
+    if settings.nerve_database_url is not None:
+        return await _check_postgres(settings.nerve_database_url.get_secret_value())
     path = settings.nerve_db
     try:
         before = await _schema_version(path) if await asyncio.to_thread(path.exists) else None
@@ -154,6 +157,25 @@ async def check_database(settings: Settings) -> Check:
     else:
         how = ""
     return ok("database", f"{path}: {how}schema version {version} (current), writable")
+
+
+async def _check_postgres(url: str) -> Check:
+    """NERVE_DATABASE_URL's store, when the URL is one and the `postgres` extra is installed."""
+    if not url.startswith(POSTGRES_SCHEMES):
+        return error(
+            "database",
+            "NERVE_DATABASE_URL is not a PostgreSQL URL",
+            "write it as postgresql://user:password@host:5432/database, or unset it to use NERVE_DB",
+        )
+    try:
+        from adapters.doctor.postgres_check import check_postgres
+    except ImportError as exc:
+        return error(
+            "database",
+            f"NERVE_DATABASE_URL is set but PostgreSQL support is not installed ({exc.name} is missing)",
+            "pip install 'nerve[postgres]'",
+        )
+    return await check_postgres(url)
 
 
 async def _schema_version(path: Path) -> int:

@@ -11,6 +11,7 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TextIO
+from urllib.parse import unquote, urlsplit
 
 from adapters.doctor.local import check_database, check_servers, load_servers, load_settings
 from adapters.doctor.offline import offline_check
@@ -47,10 +48,21 @@ def secrets_of(settings: Settings, mcp: McpConfig | None) -> list[str]:
         )
         if secret is not None
     ]
+    if settings.nerve_database_url is not None:
+        found.extend(url_passwords(settings.nerve_database_url.get_secret_value()))
     for server in mcp.servers.values() if mcp is not None else ():
         found.extend(server.env.values())
         found.extend(server.headers.values())
     return found
+
+
+def url_passwords(url: str) -> list[str]:
+    """The URL whole and its password as written and decoded: a driver's message may quote either."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    return [url, *((password, unquote(password)) if password else ())]
 
 
 async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False) -> list[Check]:
