@@ -22,14 +22,15 @@ from typing import Any
 
 import pytest
 
+from bot.config import Settings
 from bot.errors import ConfigError
-from bot.jobs import TurnJobs, open_turn_jobs
+from bot.jobs import TurnJobs, open_configured_jobs, open_turn_jobs
 from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler
 from tests.stores import PostgresBackend, postgres_backend
 
 REPO = Path(__file__).resolve().parent.parent
 # Short enough that a killed worker's job is run again within a few seconds.
-STALL = 1.5
+STALL = 2.0
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,21 @@ async def test_a_url_that_is_not_postgresql_is_refused_with_what_to_set() -> Non
         await open_turn_jobs("sqlite:///nerve.db")
 
 
+async def test_the_settings_open_jobs_on_postgresql_only(pg: PostgresBackend, tmp_path: Path) -> None:
+    on_sqlite = Settings(_env_file=None, nerve_db=tmp_path / "nerve.db")  # type: ignore[call-arg]
+    on_postgres = Settings(  # type: ignore[call-arg]
+        _env_file=None, nerve_database_url=pg.location, nerve_worker_stall_timeout=STALL
+    )
+
+    assert await open_configured_jobs(on_sqlite) is None
+    jobs = await open_configured_jobs(on_postgres)
+    assert jobs is not None
+    try:
+        assert jobs.schema == pg.schema
+    finally:
+        await jobs.aclose()
+
+
 def test_importing_the_jobs_package_does_not_import_procrastinate() -> None:
     probe = "import sys, bot.jobs; print('procrastinate' in sys.modules)"
     found = subprocess.run(
@@ -189,14 +205,14 @@ async def test_one_conversation_runs_in_order_across_processes_while_others_run_
     async with opened(pg) as jobs:
         jobs.register(TASK, recording_handler(pg.location, "main"))
         async with worker_process(pg, "other"):
-            assert await enqueue(jobs, "A1", "conv-a", 1.5)
+            assert await enqueue(jobs, "A1", "conv-a", 2.5)
             await until(pg, started("A1"))
             # A1 runs in the other process; this one is idle with room for four jobs.
             await start_worker(jobs)
             assert await enqueue(jobs, "A2", "conv-a", 0.3)
             assert await enqueue(jobs, "A3", "conv-a", 0.3)
-            assert await enqueue(jobs, "B1", "conv-b", 0.5)
-            assert await enqueue(jobs, "C1", "conv-c", 0.5)
+            assert await enqueue(jobs, "B1", "conv-b", 1.0)
+            assert await enqueue(jobs, "C1", "conv-c", 1.0)
             seen = await until(pg, ended("A1", "A2", "A3", "B1", "C1"))
         await jobs.drain(5.0)
 
@@ -207,7 +223,7 @@ async def test_one_conversation_runs_in_order_across_processes_while_others_run_
     # The conversation waited for A1 in the other process although this one had room...
     assert a2.started_at >= a1.ended_at and a3.started_at >= a2.ended_at
     # ...and its next job started as soon as A1 ended, not at the next poll (5 s).
-    assert (a2.started_at - a1.ended_at).total_seconds() < 1.0
+    assert (a2.started_at - a1.ended_at).total_seconds() < 2.5
     # Other conversations did not wait for it.
     assert b1.started_at < a1.ended_at and c1.started_at < a1.ended_at
     assert b1.ended_at is not None and c1.started_at < b1.ended_at
