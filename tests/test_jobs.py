@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from bot.config import Settings
 from bot.errors import ConfigError
@@ -164,7 +165,7 @@ async def test_a_url_that_is_not_postgresql_is_refused_with_what_to_set() -> Non
 async def test_the_settings_open_jobs_on_postgresql_only(pg: PostgresBackend, tmp_path: Path) -> None:
     on_sqlite = Settings(_env_file=None, nerve_db=tmp_path / "nerve.db")  # type: ignore[call-arg]
     on_postgres = Settings(  # type: ignore[call-arg]
-        _env_file=None, nerve_database_url=pg.location, nerve_worker_stall_timeout=STALL
+        _env_file=None, nerve_database_url=SecretStr(pg.location), nerve_worker_stall_timeout=STALL
     )
 
     assert await open_configured_jobs(on_sqlite) is None
