@@ -6,14 +6,14 @@ each question's requests from that fault's script:
 
 * `rate_limited_once` — 429 with Retry-After: 1, then an answer: the retry waits the second out;
 * `rate_limited_always` — 429 every time: the attempts stop at 1 + NERVE_LLM_MAX_RETRIES;
-* `rate_limited_for_an_hour` — 429 with Retry-After: 3600: no retry, the wait is named at once;
+* `rate_limited_for_an_hour` — 429 with Retry-After: 3600: no retry, told at once when to try again;
 * `server_error_twice` / `server_error_always` — 503/502 then an answer, or 500 every time;
 * `silent` — nothing at all, not even headers: each attempt ends at NERVE_LLM_TIMEOUT;
 * `stalled_before_words` — headers, then nothing: each attempt ends at NERVE_LLM_STREAM_STALL;
 * `stalled_after_words` — some words, then nothing: no retry (it would show the words twice), the
   words shown stay with a note that the answer was cut off;
 * `context_overflow_once` / `context_overflow_always` — the prompt is over the context window: the
-  history is compressed and asked once more;
+  history is compressed and asked once more; still too long, the person is told how to start afresh;
 * `malformed_arguments` — a tool call whose arguments are cut-off JSON, then a valid one, then an
   answer: the malformed call never reaches the MCP server (its log of calls is read), the model is
   told, the valid call runs.
@@ -51,6 +51,7 @@ from bench.kill_restart import (
     nerve_environment,
     signed,
 )
+from bot.apologies import MODEL_FAILED, TOO_LONG
 from bot.config import Settings
 from bot.model.client import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRY_AFTER
 from tests.fakes.llm_server import (
@@ -66,7 +67,9 @@ from tests.fakes.llm_server import (
 )
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack
 
-APOLOGY_START = "Sorry — the language model failed:"
+APOLOGY_START = MODEL_FAILED
+# Every apology a failed turn ends with: none may be stored as something the model said.
+APOLOGIES = (MODEL_FAILED, TOO_LONG)
 LONG = 3600.0  # seconds a scripted stall or delay lasts: far past every timeout
 
 
@@ -226,7 +229,7 @@ async def model_faults(
         "unscripted_requests": unscripted,
         "half_written_rounds": len(half_written_rounds(db)),
         "apologies_stored_as_the_models": sum(
-            1 for role, content in rows if role == "assistant" and (content or "").startswith(APOLOGY_START)
+            1 for role, content in rows if role == "assistant" and (content or "").startswith(APOLOGIES)
         ),
         "integrity_check": integrity(db),
         "exit_code": code,

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from bot import metrics
+from bot.apologies import model_failure
 from bot.approvals import Clock, TurnScreen
 from bot.calls import (
     CallOutcome,
@@ -240,7 +241,7 @@ class Agent(WaitingTurns):
             # Not stored: the apology is no answer, so a re-delivery of this message tries again,
             # and the model never reads it back as something it said.
             logger.warning("model call failed for %s: %s", incoming.key, exc.message)
-            text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
+            text = model_failure(exc, incoming)
             return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
 
     async def _loop(

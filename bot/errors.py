@@ -20,7 +20,19 @@ class StartupError(NerveError):
 
 
 class LLMError(NerveError):
-    """The model service failed in a way retries did not fix."""
+    """The model service failed in a way retries did not fix.
+
+    `retry_after`: the service asked for a pause longer than a turn waits (seconds), so the person is
+    told when to try again; `headline` then says what happened without the service's own words,
+    which often repeat "try again later" (`message` keeps them, for the log).
+    """
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, headline: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.headline = headline or message
 
 
 class LLMRateLimited(LLMError):

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot import metrics
+from bot.apologies import model_failure
 from bot.approvals import Clock, decide, new_request_id
 from bot.calls import (
     CallOutcome,
@@ -373,7 +374,7 @@ class WaitingTurns:
             return await self._loop(incoming, history, state, progress, first_round=parked.rounds_used)
         except LLMError as exc:
             logger.warning("model call failed for %s: %s", incoming.key, exc.message)
-            text = f"Sorry — the language model failed: {exc.message}. Please try again shortly."
+            text = model_failure(exc, incoming)
             return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
 
     async def _run_decided(

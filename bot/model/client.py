@@ -171,13 +171,17 @@ class OpenAILLM:
             if outcome is None:
                 continue  # the provider refused a streaming field: asked again at once, without it
             failure = outcome
+            if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
+                # Asked for a longer pause than anyone waits for an answer: said at once, with when.
+                wait = failure.retry_after
+                raise type(failure.error)(
+                    f"{failure.error.message.rstrip('.')}; the service asks to wait {wait:.0f} s",
+                    retry_after=wait,
+                    headline=failure.headline,
+                )
             if attempt >= min(self._max_retries, failure.max_retries):
                 raise _exhausted(failure.error, attempt)
             wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt)
-            if wait > MAX_RETRY_AFTER:
-                raise type(failure.error)(
-                    f"{failure.error.message}; the service asks to wait {wait:.0f} s, try again later"
-                )
             attempt += 1
             logger.warning(
                 "model call failed (%s); retry %d of %d in %.1f s",
@@ -346,16 +350,20 @@ class OpenAILLM:
         if status == 429:
             if code == "insufficient_quota":
                 raise LLMError(f"the model service account is out of quota (429): {detail}") from None
+            headline = "the model service is rate limiting requests (429)"
             return _Retryable(
-                LLMRateLimited(f"the model service is rate limiting requests (429): {detail}"),
+                LLMRateLimited(f"{headline}: {detail}"),
                 progress_text="rate limited",
                 retry_after=retry_after_seconds(exc.response.headers),
+                headline=headline,
             )
         if (status >= 500 and status not in _PERMANENT_SERVER_STATUS) or status in _RETRYABLE_STATUS:
+            headline = f"the model service failed ({status})"
             return _Retryable(
-                LLMUnavailable(f"the model service failed ({status}): {detail}"),
+                LLMUnavailable(f"{headline}: {detail}"),
                 progress_text=f"model service error ({status})",
                 retry_after=retry_after_seconds(exc.response.headers),
+                headline=headline,
             )
         if status == 401:
             # The provider's message may quote part of the key: it must not reach people or a log.
@@ -410,15 +418,23 @@ class OpenAILLM:
 class _Retryable:
     """A failure worth another try: the error to raise if the budget runs out, and how to say so."""
 
-    __slots__ = ("error", "max_retries", "progress_text", "retry_after")
+    __slots__ = ("error", "headline", "max_retries", "progress_text", "retry_after")
 
     def __init__(
-        self, error: LLMError, *, progress_text: str, retry_after: float | None, max_retries: int = 1_000
+        self,
+        error: LLMError,
+        *,
+        progress_text: str,
+        retry_after: float | None,
+        max_retries: int = 1_000,
+        headline: str | None = None,
     ) -> None:
         self.error = error
         self.progress_text = progress_text
         self.retry_after = retry_after
         self.max_retries = max_retries
+        # What happened, without the service's own words (for a person told when to try again).
+        self.headline = headline or error.message
 
 
 def _exhausted(error: LLMError, retries: int) -> LLMError:

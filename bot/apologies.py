@@ -1,0 +1,53 @@
+"""What a person reads when a turn ends without the model's answer.
+
+Each says what happened and what would help: "try again shortly" only where a moment's wait can
+help, when to try again where the service said so, and how to start afresh where retrying cannot
+help (a conversation the model cannot read even shortened). None of these is stored as the
+assistant's words: a re-delivered message tries again, and the model never reads them back.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bot.errors import ContextTooLong, LLMError
+from bot.types import Incoming
+
+MODEL_FAILED = "Sorry — the language model failed:"
+TOO_LONG = "Sorry — this conversation is now longer than the model can read"
+
+
+def model_failure(error: LLMError, incoming: Incoming) -> str:
+    """The apology for a model call that failed for good."""
+    if isinstance(error, ContextTooLong):
+        return (
+            f"{TOO_LONG}, even with its older messages shortened: {fresh_start(incoming)}, "
+            "or ask something shorter."
+        )
+    if error.retry_after is not None:
+        return f"{MODEL_FAILED} {error.headline}; please try again {in_about(error.retry_after)}."
+    return f"{MODEL_FAILED} {error.message}. Please try again shortly."
+
+
+def fresh_start(incoming: Incoming) -> str:
+    """How to start a new conversation where this message was written (the command there)."""
+    platform = incoming.key.platform
+    if platform == "slack":
+        if incoming.where().dm:
+            return "start a new conversation with `/nerve reset`"
+        # Slash commands do not know their thread: a channel thread is reset by a mention.
+        return "start a new conversation by mentioning me in this thread with the word `reset`"
+    if platform in ("discord", "terminal"):
+        return "start a new conversation with `/reset`"
+    return "start a new conversation"
+
+
+def in_about(seconds: float) -> str:
+    """A wait in words a person plans with: "in about 5 minutes", "in about 2 hours"."""
+    if seconds < 90:
+        count, unit = math.ceil(seconds), "second"
+    elif seconds < 3600:
+        count, unit = math.ceil(seconds / 60), "minute"
+    else:
+        count, unit = round(seconds / 3600), "hour"
+    return f"in about {count} {unit}{'' if count == 1 else 's'}"
