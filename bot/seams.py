@@ -106,6 +106,28 @@ class Inbox(Protocol):
         ...
 
 
+@runtime_checkable
+class PostRecords(Protocol):
+    """Which parts of a turn's answer are out (`bot.store.posts`): a turn answered again edits or
+    skips them instead of posting twice."""
+
+    async def posts_of(self, turn: str) -> dict[str, str | None]:
+        """Every part the turn announced: part → where it landed, or None while in doubt."""
+        ...
+
+    async def intend_post(self, turn: str, part: str) -> None:
+        """Announce a post before sending it."""
+        ...
+
+    async def record_post(self, turn: str, part: str, ref: str) -> None:
+        """Where a part landed."""
+        ...
+
+    async def prune_posts(self, older_than_days: float) -> int:
+        """Forget the posts of turns older than that; returns how many rows."""
+        ...
+
+
 class TurnLock(Protocol):
     """Turns of one conversation run one at a time, in arrival order, also across processes.
 

@@ -153,6 +153,19 @@ class WatchedInbox:
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
         return await self._store.unfinished_events(platform)
 
+    # What each turn posted (`bot.store.posts`), from the store as in production.
+    async def posts_of(self, turn: str) -> dict[str, str | None]:
+        return await self._store.posts_of(turn)
+
+    async def intend_post(self, turn: str, part: str) -> None:
+        await self._store.intend_post(turn, part)
+
+    async def record_post(self, turn: str, part: str, ref: str) -> None:
+        await self._store.record_post(turn, part, ref)
+
+    async def prune_posts(self, older_than_days: float) -> int:
+        return await self._store.prune_posts(older_than_days)
+
     async def wait_finished(self, event_id: str, within: float = 10.0) -> None:
         async with asyncio.timeout(within), self._changed:
             await self._changed.wait_for(lambda: event_id in self.finished)

@@ -510,3 +510,18 @@ async def test_pruning_runs_hourly_or_twice_per_retention_when_that_is_shorter(
             assert await waits.get() == 3600
         async with pruning_inbox(store, retention_hours=0.5, wait=wait):
             assert await waits.get() == 900
+
+
+async def test_the_posts_of_a_turn_are_announced_then_recorded_and_pruned(store: ConversationStore) -> None:
+    """What a turn posted survives for its second run: in doubt until recorded, then where it landed."""
+    assert await store.posts_of("slack:Ev1") == {}
+    await store.intend_post("slack:Ev1", "answer:0")
+    await store.intend_post("slack:Ev1", "answer:0")  # announced twice: still one part, still in doubt
+    assert await store.posts_of("slack:Ev1") == {"answer:0": None}
+    await store.record_post("slack:Ev1", "answer:0", "C1:1.0")
+    await store.record_post("slack:Ev1", "live", "C1:0.9")  # recorded without an announcement
+    assert await store.posts_of("slack:Ev1") == {"answer:0": "C1:1.0", "live": "C1:0.9"}
+    assert await store.posts_of("slack:Ev2") == {}
+    assert await store.prune_posts(older_than_days=1) == 0
+    assert await store.prune_posts(older_than_days=-1) == 2
+    assert await store.posts_of("slack:Ev1") == {}

@@ -153,8 +153,16 @@ class Poster:
             )
         self._streams[team] = False
 
-    async def post(self, channel: str, thread_ts: str | None, message: OutMessage) -> str:
-        """Post a message (in the thread if given); returns its ts."""
+    async def post(
+        self,
+        channel: str,
+        thread_ts: str | None,
+        message: OutMessage,
+        *,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Post a message (in the thread if given); returns its ts. `metadata` is Slack message
+        metadata (`adapters.slack.posts` names the turn and part with it)."""
         kwargs: dict[str, Any] = {
             "channel": channel,
             "text": message.text,
@@ -167,6 +175,8 @@ class Poster:
             kwargs["blocks"] = message.blocks
         if message.attachments:
             kwargs["attachments"] = message.attachments
+        if metadata is not None:
+            kwargs["metadata"] = metadata
         response = await self._pacer.run(channel, lambda: self.client.chat_postMessage(**kwargs))
         return str(response["ts"])
 

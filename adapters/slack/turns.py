@@ -32,6 +32,7 @@ from adapters.slack.events import PLATFORM, Turn, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.opening import OpeningProgress
 from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, api_error, message_ref
+from adapters.slack.posts import TurnPosts, answer_part
 from adapters.slack.progress import AssistantStatus, Concluded, ProgressSink, StatusMessage
 from adapters.slack.render import (
     Level,
@@ -44,6 +45,7 @@ from adapters.slack.render import (
 )
 from adapters.slack.seen import SeenMarks
 from bot.agent import Agent
+from bot.seams import PostRecords
 from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)
@@ -85,6 +87,9 @@ class TurnRunner:
         self._stream_interval = stream_interval
         self._feedback = feedback
         self._seen = SeenMarks(poster.client)
+        # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.posts`).
+        inbox = agent.inbox
+        self._records = inbox if isinstance(inbox, PostRecords) else None
         self._delivering: set[asyncio.Task[Any]] = set()
         # Turns of each thread in this process, running or waiting for the one before them.
         self._active: Counter[ConversationKey] = Counter()
@@ -112,24 +117,25 @@ class TurnRunner:
         task = asyncio.current_task()
         assert task is not None, "a turn runs in a task of its own"
         try:
+            posts = await TurnPosts(self._records, self._poster, turn).load()
             if turn.kind == "reset":
                 await self._agent.reset(turn.key)
-                await self._poster.post(turn.channel, turn.reply_thread_ts, plain_message(RESET_DONE))
+                await posts.post(answer_part(0), plain_message(RESET_DONE))
             elif not turn.incoming.text:
-                await self._poster.post(turn.channel, turn.reply_thread_ts, plain_message(EMPTY_PROMPT))
+                await posts.post(answer_part(0), plain_message(EMPTY_PROMPT))
             else:
                 mark = self._seen.mark(turn)
                 # Behind another turn of its thread, the live message waits until this turn starts.
-                sink = OpeningProgress(turn, lambda: self.open_progress_if_free(turn), at_once=not behind)
+                sink = OpeningProgress(turn, lambda: self._open_live(turn, posts), at_once=not behind)
                 try:
                     reply = await self._agent.reply(turn.incoming, self._watch(turn, sink.on_event))
                 finally:
                     await sink.close()
                 self._delivering.add(task)
-                await self._deliver(turn, reply, sink, delivered)
+                await self._deliver(turn, reply, sink, delivered, posts)
         except asyncio.CancelledError:
             self._delivering.discard(task)
-            await self._cut_off(turn, sink)
+            await self._cut_off(turn, None if delivered.count else sink)
             raise
         except PostsStopped:
             if not delivered.count:
@@ -217,6 +223,33 @@ class TurnRunner:
         finally:
             await current[-1].close()
 
+    async def _open_live(self, turn: Turn, posts: TurnPosts) -> ProgressSink | None:
+        """The turn's live message: the one an earlier run of this turn left (after a crash, or on
+        another replica), else a new one where the channel has room. None once part of the answer
+        is out: a live message under it would read as a second answer."""
+        if posts.answered:
+            return None
+        ts = await posts.live_ts()
+        if ts is not None:
+            return await self._reopen(turn, ts)
+        sink = await self.open_progress_if_free(turn)
+        if sink is not None:
+            await posts.note_live(sink.message_ts)
+        return sink
+
+    async def _reopen(self, turn: Turn, ts: str) -> ProgressSink:
+        """Go on in an earlier run's live message; a stream it left open is stopped first (Slack
+        edits no message while it streams)."""
+        try:
+            await self._poster.client.chat_stopStream(channel=turn.channel, ts=ts)
+        except SlackApiError as exc:
+            logger.debug("the earlier live message in %s takes no stop (%s)", turn.key, api_error(exc))
+        message = StatusMessage(
+            self._poster, turn.key.workspace, turn.channel, turn.reply_thread_ts, self._status_interval
+        )
+        message.adopt(ts)
+        return message
+
     async def open_progress_if_free(self, turn: Turn) -> ProgressSink | None:
         """The live message of a live turn, or None while the channel's posts queue: a status post
         would then take the slot of an answer and show up late anyway (👀 is the sign meanwhile).
@@ -274,9 +307,13 @@ class TurnRunner:
         reply: AgentReply,
         sink: ProgressSink | LazyProgress | OpeningProgress | None,
         delivered: Delivered | None = None,
+        posts: TurnPosts | None = None,
     ) -> None:
+        """Post the answer; with `posts`, each message once per turn (see `adapters.slack.posts`)."""
         team = turn.key.workspace
         concluded = await sink.conclude(reply, self._poster.level(team)) if sink is not None else Concluded()
+        if posts is not None and sink is not None:
+            await posts.note_live(sink.message_ts)
         level = self._poster.level(team)
         rendered = self._with_feedback(render_reply(reply, level), turn, level, concluded)
         first = sent = concluded.delivered
@@ -285,7 +322,9 @@ class TurnRunner:
         while sent < len(rendered.messages):
             message = rendered.messages[sent]
             try:
-                await self._send(turn, message, concluded.replace_ts if sent == first else None)
+                await self._send(
+                    turn, message, concluded.replace_ts if sent == first else None, posts, answer_part(sent)
+                )
             except SlackApiError as exc:
                 lower = self._poster.downgrade(team, level) if api_error(exc) in REFUSED_BLOCKS else None
                 if lower is None:
@@ -294,7 +333,10 @@ class TurnRunner:
                 continue
             sent += 1
             delivered.count = sent
-        await self._upload_all(turn, rendered.uploads)
+        if rendered.uploads and (posts is None or await posts.take_files()):
+            await self._upload_all(turn, rendered.uploads)
+            if posts is not None:
+                await posts.files_done()
         if reply.approval is not None:
             await self._ask_approval(turn, reply.approval)
 
@@ -330,9 +372,20 @@ class TurnRunner:
         keep = again.messages[sent:] or again.messages[-1:]
         return RenderedReply(messages=[OutMessage(text="")] * sent + keep, uploads=again.uploads)
 
-    async def _send(self, turn: Turn, message: OutMessage, replace_ts: str | None) -> None:
+    async def _send(
+        self,
+        turn: Turn,
+        message: OutMessage,
+        replace_ts: str | None,
+        posts: TurnPosts | None = None,
+        part: str = "",
+    ) -> None:
         if replace_ts is not None:
             await self._poster.update(turn.channel, replace_ts, message)
+            if posts is not None:
+                await posts.replaced(part, replace_ts)
+        elif posts is not None:
+            await posts.post(part, message)
         else:
             await self._poster.post(turn.channel, turn.reply_thread_ts, message)
 

@@ -15,13 +15,21 @@ from bot.store.approvals import ApprovalLedger
 from bot.store.conversations import ConversationLedger, InboxLedger
 from bot.store.feedback import FeedbackLedger
 from bot.store.inputs import InputLedger
+from bot.store.posts import PostLedger
 from bot.store.sign_ins import SignInLedger
 
 
 class ConversationStore(
-    ConversationLedger, InboxLedger, ApprovalLedger, FeedbackLedger, InputLedger, SignInLedger
+    ConversationLedger,
+    InboxLedger,
+    PostLedger,
+    ApprovalLedger,
+    FeedbackLedger,
+    InputLedger,
+    SignInLedger,
 ):
-    """Conversations, the inbox, parked turns and approvals, questions, sign-ins and feedback."""
+    """Conversations, the inbox, what each turn posted, parked turns and approvals, questions,
+    sign-ins and feedback."""
 
     # Turns of one conversation, one at a time across every process on this database.
     turn_lock: TurnLock

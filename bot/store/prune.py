@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from bot.errors import StoreError
-from bot.seams import Inbox
+from bot.seams import Inbox, PostRecords
 
 logger = logging.getLogger(__name__)
 
@@ -61,3 +61,8 @@ async def _prune(inbox: Inbox, retention_hours: float) -> None:
         return
     if removed:
         logger.info("pruned %d inbox record(s) older than %g hours", removed, retention_hours)
+    if isinstance(inbox, PostRecords):
+        try:
+            await inbox.prune_posts(older_than_days=retention_hours / 24)
+        except StoreError as exc:
+            logger.warning("could not prune the record of posted answers (will try again): %s", exc.message)

@@ -314,6 +314,7 @@ class FakeSlack:
     async def __aenter__(self) -> FakeSlack:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)  # the SDK reads some methods with GET
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/socket", self._socket)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
@@ -570,9 +571,53 @@ class FakeSlack:
             return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title")} for f in files]}
         if method in ("views.open", "views.update"):
             return self._view(method, body)
+        if method in ("conversations.replies", "conversations.history"):
+            return self._read(method, body)
         if method == "apps.connections.open":
             return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/socket"}
         return {"ok": False, "error": "unknown_method"}
+
+    def _read(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The bot's messages in a thread (conversations.replies) or at the top level of a channel
+        (conversations.history), oldest first as Slack pages replies, with their metadata only when
+        `include_all_metadata` is set; `limit` and `cursor` page through them."""
+        channel = str(body.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if method == "conversations.replies":
+            root = str(body.get("ts") or "")
+            if not root:
+                return {"ok": False, "error": "thread_not_found"}
+            mine = [p for p in self.posted if p.channel == channel and p.thread_ts == root]
+        else:
+            oldest = float(body.get("oldest") or 0)
+            mine = [
+                p for p in self.posted if p.channel == channel and not p.thread_ts and float(p.ts) > oldest
+            ]
+        mine.sort(key=lambda p: float(p.ts))
+        with_metadata = str(body.get("include_all_metadata", "")).lower() in ("1", "true")
+        messages = []
+        for posted in mine:
+            message: dict[str, Any] = {
+                "type": "message",
+                "ts": posted.ts,
+                "text": posted.text,
+                "bot_id": BOT_ID,
+            }
+            metadata = posted.versions[0].get("metadata")
+            if with_metadata and isinstance(metadata, dict):
+                message["metadata"] = metadata
+            messages.append(message)
+        start = int(body.get("cursor") or 0)
+        limit = int(body.get("limit") or 100)
+        page = messages[start : start + limit]
+        more = start + limit < len(messages)
+        return {
+            "ok": True,
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
     def _react(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         channel, ts, name = body.get("channel"), body.get("timestamp"), body.get("name")

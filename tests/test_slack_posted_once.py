@@ -1,0 +1,110 @@
+"""A turn answered twice posts its answer once: the second run (after the process died, or as a
+job retried elsewhere) goes on in the first run's live message and skips or finds what is out.
+
+Each case runs the real `run_slack` over HTTP against the fake Slack and model; "the process died"
+is a store write that never returns, so nothing after it runs, and the next start replays the
+event from the inbox (`SlackBot.recover`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import aiohttp
+
+from tests.fakes.llm_server import reply
+from tests.fakes.slack_api import BOT_USER_ID
+from tests.test_slack_harness import core, dm, mention, settings_for, sign
+from tests.test_slack_runner import running
+from tests.test_slack_shutdown import until
+
+LONG = "\n\n".join(f"Paragraph {n}: " + "word " * 400 for n in range(14))  # three messages' worth
+
+
+async def _never(*_args: object) -> None:
+    await asyncio.Event().wait()  # the process is gone: nothing after this runs
+
+
+async def _deliver(url: str, body: dict[str, object]) -> None:
+    raw = json.dumps(body)
+    async with aiohttp.ClientSession() as http, http.post(url, data=raw, headers=sign(raw)) as response:
+        assert response.status == 200
+
+
+async def test_a_part_whose_post_landed_but_was_never_recorded_is_found_in_the_thread(tmp_path: Path) -> None:
+    """Died between Slack taking the second message of a long answer and recording it: the next
+    start reads the thread back, finds that message by its metadata and posts only what is missing."""
+    root = "1600000000.770001"
+    async with core(tmp_path, [reply(LONG)], strict=False) as c:
+        settings = settings_for(c.slack)
+        record = c.inbox.record_post
+
+        async def dies_recording_the_second(turn: str, part: str, ref: str) -> None:
+            if part == "answer:1":
+                await _never()
+            await record(turn, part, ref)
+
+        c.inbox.record_post = dies_recording_the_second  # type: ignore[method-assign]
+        body = mention(f"<@{BOT_USER_ID}> tell me everything", channel="C0LONG", ts=root)
+        async with running(c.agent, settings) as url:
+            await _deliver(url, body)
+            await c.slack.wait_for(lambda s: len(s.thread("C0LONG", root)) == 2, within=20)
+        c.inbox.record_post = record  # type: ignore[method-assign]
+
+        async with running(c.agent, settings):
+            await c.inbox.wait_finished(str(body["event_id"]), within=30)
+        thread = c.slack.thread("C0LONG", root)
+        texts = [p.text for p in thread]
+        assert len(thread) >= 3, texts
+        assert len(set(texts)) == len(texts), "a message of the answer was posted twice"
+        assert "".join(texts).count("Paragraph 13:") == 1
+        read_back = c.slack.calls_of("conversations.replies")
+        assert read_back and read_back[0].body.get("include_all_metadata") in (True, "true", "1")
+
+
+async def test_a_top_level_dm_answer_in_doubt_is_found_in_the_channel_history(tmp_path: Path) -> None:
+    """The same in a top-level DM, where the answer is no thread reply: found via conversations.history."""
+    async with core(tmp_path, [reply(LONG)], strict=False) as c:
+        settings = settings_for(c.slack)
+        record = c.inbox.record_post
+
+        async def dies_recording_the_second(turn: str, part: str, ref: str) -> None:
+            if part == "answer:1":
+                await _never()
+            await record(turn, part, ref)
+
+        c.inbox.record_post = dies_recording_the_second  # type: ignore[method-assign]
+        body = dm("tell me everything", channel="D0LONG")
+        async with running(c.agent, settings) as url:
+            await _deliver(url, body)
+            await c.slack.wait_for(lambda s: len(s.thread("D0LONG", None)) == 2, within=20)
+        c.inbox.record_post = record  # type: ignore[method-assign]
+
+        async with running(c.agent, settings):
+            await c.inbox.wait_finished(str(body["event_id"]), within=30)
+        texts = [p.text for p in c.slack.thread("D0LONG", None)]
+        assert len(set(texts)) == len(texts), "a message of the answer was posted twice"
+        assert "".join(texts).count("Paragraph 13:") == 1
+        assert c.slack.calls_of("conversations.history")
+
+
+async def test_a_turn_cut_off_while_thinking_is_answered_in_its_own_live_message(tmp_path: Path) -> None:
+    """Cut off while the model works: the live message says the answer follows, and after the
+    restart the answer replaces it; no second "Thinking…" and no new message."""
+    root = "1600000000.770101"
+    async with core(tmp_path, [reply("too late", delay=60), reply("the answer")], strict=False) as c:
+        settings = settings_for(c.slack)
+        body = mention(f"<@{BOT_USER_ID}> think hard", channel="C0SLOW", ts=root)
+        async with running(c.agent, settings) as url:
+            await _deliver(url, body)
+            await c.slack.wait_for(lambda s: len(s.thread("C0SLOW", root)) == 1, within=10)
+            await until(lambda: bool(c.llm.requests), 10, "the model was never asked")
+        live = c.slack.thread("C0SLOW", root)[0]
+        assert "restarted" in live.text
+        async with running(c.agent, settings):
+            await c.inbox.wait_finished(str(body["event_id"]), within=30)
+        thread = c.slack.thread("C0SLOW", root)
+        assert [p.ts for p in thread] == [live.ts]
+        assert thread[0].text == "the answer"
