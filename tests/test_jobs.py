@@ -24,7 +24,7 @@ import pytest
 from pydantic import SecretStr
 
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.errors import ConfigError, StoreError
 from bot.jobs import TurnJobs, open_configured_jobs, open_turn_jobs
 from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler
 from tests.stores import PostgresBackend, postgres_backend
@@ -355,3 +355,11 @@ async def test_a_draining_worker_keeps_its_jobs_however_long_the_grace(pg: Postg
             seen = await runs(pg)
 
     assert [(r.job, r.worker, r.ended_at is not None) for r in seen] == [("F1", "main", True)]
+
+
+async def test_a_database_that_cannot_be_reached_is_a_store_error_saying_where() -> None:
+    with pytest.raises(
+        StoreError, match=r"cannot reach .*postgresql://nobody@127\.0\.0\.1:1/nerve"
+    ) as refused:
+        await open_turn_jobs("postgresql://nobody:secret@127.0.0.1:1/nerve")
+    assert "secret" not in refused.value.message

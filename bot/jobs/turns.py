@@ -60,17 +60,30 @@ class RunAgainIfCutOff(BaseRetryStrategy):
 
 
 class TurnJobs:
-    """The jobs of one nerve deployment on PostgreSQL: enqueue them, and run a worker for them."""
+    """The jobs of one nerve deployment on PostgreSQL: enqueue them, and run a worker for them.
+
+    `schema` is where procrastinate's tables are; `queue` the procrastinate queue of this
+    deployment's jobs (for operators' `procrastinate` commands).
+    """
 
     def __init__(
-        self, app: App, pool: AsyncConnectionPool[Any], *, schema: str, where: str, options: WorkerOptions
+        self,
+        app: App,
+        pool: AsyncConnectionPool[Any],
+        *,
+        schema: str,
+        where: str,
+        stall_timeout: float,
+        poll_interval: float,
     ) -> None:
         """Use `TurnJobs.open`; this only wraps an app whose pool is open."""
         self._app = app
         self._pool = pool
         self.schema = schema
+        self.queue = queue_for(schema)
         self._where = where
-        self._options = options
+        self._stall_timeout = stall_timeout
+        self._poll_interval = poll_interval
         self._runner: WorkerRunner | None = None
         self._closed = False
 
@@ -106,7 +119,6 @@ class TurnJobs:
                 found_schema = await current_schema(conn)
         except psycopg.Error as exc:
             raise postgres_error(exc, where) from exc
-        queue = queue_for(found_schema)
         # procrastinate's LISTEN session is opened with the pool's conninfo and kwargs.
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             database_url,
@@ -125,17 +137,16 @@ class TurnJobs:
             raise postgres_error(exc, where) from exc
         connector = PsycopgConnector()
         app = App(connector=connector)
-        app.job_manager = WakingJobManager(connector, queue)
+        app.job_manager = WakingJobManager(connector, queue_for(found_schema))
         await app.open_async(pool)
-        options = WorkerOptions(
-            queue=queue, concurrency=1, stall_timeout=stall_timeout, poll_interval=poll_interval
+        return cls(
+            app,
+            pool,
+            schema=found_schema,
+            where=where,
+            stall_timeout=stall_timeout,
+            poll_interval=poll_interval,
         )
-        return cls(app, pool, schema=found_schema, where=where, options=options)
-
-    @property
-    def queue(self) -> str:
-        """The procrastinate queue of this deployment's jobs (for operators' `procrastinate` commands)."""
-        return self._options.queue
 
     def register(self, name: str, handler: JobHandler) -> None:
         """Run `handler(**payload)` for the jobs named `name` that this process's worker takes.
@@ -187,8 +198,8 @@ class TurnJobs:
         options = WorkerOptions(
             queue=self.queue,
             concurrency=concurrency,
-            stall_timeout=self._options.stall_timeout,
-            poll_interval=self._options.poll_interval,
+            stall_timeout=self._stall_timeout,
+            poll_interval=self._poll_interval,
         )
         self._runner = WorkerRunner(self._app, options)
         self._runner.start()

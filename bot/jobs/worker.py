@@ -88,8 +88,8 @@ class WorkerRunner:
             worker.shutdown_graceful_timeout = grace
             worker.stop()  # type: ignore[no-untyped-call]
         try:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # Not `await self._task`: a drain cancelled by its caller must not read as the worker's end.
+            await asyncio.wait({self._task})
         finally:
             if beating is not None:
                 beating.cancel()
@@ -112,7 +112,9 @@ class WorkerRunner:
 
     async def _supervise(self) -> None:
         pause = RESTART_PAUSE
+        loop = asyncio.get_running_loop()
         while not self._draining.is_set():
+            began = loop.time()
             try:
                 await self._run_once()
             except Exception:
@@ -122,7 +124,9 @@ class WorkerRunner:
                     logger.warning("the job worker stopped on its own; starting it again in %.0f s", pause)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._draining.wait(), pause)
-            pause = min(pause * 2, RESTART_PAUSE_LONGEST)
+            # A worker that failed again at once waits longer each time; one that ran a while, not.
+            ran_a_while = loop.time() - began > RESTART_PAUSE_LONGEST + pause
+            pause = RESTART_PAUSE if ran_a_while else min(pause * 2, RESTART_PAUSE_LONGEST)
 
     async def _run_once(self) -> None:
         options = self._options
