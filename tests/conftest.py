@@ -11,12 +11,14 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
 from bot.store.base import ConversationStore
-from tests.stores import Backend, SQLiteBackend, postgres_backend
+from tests.pg_schemas import drop_stale_schemas
+from tests.stores import TEST_DATABASE_URL, Backend, SQLiteBackend, postgres_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,6 +39,21 @@ def seed_servers() -> dict[str, ServerConfig]:
             simulate_geolocation=ToolOverride(triggers=["near", "nearby", "location"]),
         ),
     }
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Drop the PostgreSQL schemas killed runs left behind (`tests/pg_schemas.py`): once per run,
+    by the controller when the tests run in xdist workers."""
+    url = os.environ.get(TEST_DATABASE_URL, "").strip()
+    if not url or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    try:
+        dropped = drop_stale_schemas(url)
+    except psycopg.Error:
+        return  # the PostgreSQL tests fail on their own, saying the server cannot be reached
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if dropped and reporter is not None:
+        reporter.write_line(f"dropped {len(dropped)} test schema(s) left behind by killed runs")
 
 
 def pytest_configure(config: pytest.Config) -> None:

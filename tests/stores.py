@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,6 +27,7 @@ from bot.store.base import ConversationStore
 from bot.store.postgres import PostgresStore
 from bot.store.postgres_connection import to_psycopg
 from bot.store.sqlite import SQLiteStore
+from tests.pg_schemas import hold_owner_lock, schema_name
 
 TEST_DATABASE_URL = "NERVE_TEST_DATABASE_URL"
 
@@ -130,10 +130,11 @@ async def admin(url: str) -> psycopg.AsyncConnection[Any]:
 
 
 async def new_schema(url: str) -> str:
-    """A schema no other test, worker or run uses."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    schema = f"nerve_test_{worker}_{uuid.uuid4().hex[:12]}"
+    """A schema no other test, worker or run uses, named so that a later run may drop it once it is
+    old and this process is gone (`tests/pg_schemas.py`)."""
     async with await admin(url) as conn:
+        await asyncio.to_thread(hold_owner_lock, url)
+        schema = schema_name()
         await conn.execute(f'CREATE SCHEMA "{schema}"')
     return schema
 
