@@ -123,7 +123,8 @@ async def test_a_failing_migration_is_rolled_back_whole_and_named(
     assert await pg.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'half_done'") == [
         (0,)
     ]
-    assert await pg.rows("SELECT max(version) FROM schema_migrations") == [(9,)]
+    shipped = max(int(f.name[:4]) for f in POSTGRES_MIGRATIONS_DIR.glob("*.sql"))
+    assert await pg.rows("SELECT max(version) FROM schema_migrations") == [(shipped,)]
     # The shipped migrations stayed: the store opens and works.
     async with await pg.open() as store:
         assert await store.append(KEY, [ChatMessage(role="user", content="still fine")])
