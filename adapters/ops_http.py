@@ -57,6 +57,9 @@ DATABASE_UNREACHABLE = "database unreachable"
 Probe = Callable[[], bool | Awaitable[bool]]
 
 
+WORKER_DOWN = "the job worker is not taking jobs (starting, restarting after a failure, or draining)"
+
+
 @runtime_checkable
 class Pings(Protocol):
     """A store that can be asked whether its database answers (the caller bounds the wait)."""
@@ -127,6 +130,8 @@ class OpsEndpoints:
         self._database_timeout = database_timeout
         # More routes served beside these on the same port (the sign-in callback): each adds its own.
         self.routes: list[Callable[[web.Application], None]] = []
+        # With jobs shared on PostgreSQL: whether this process's worker is taking jobs.
+        self.worker: Callable[[], bool] | None = None
 
     def install(self, app: web.Application) -> None:
         """Add the endpoints to an aiohttp app (GET, and HEAD for probes that only look at the status)."""
@@ -179,6 +184,8 @@ class OpsEndpoints:
         platform = await self.platform.problem()
         if platform is not None:
             found.append(platform)
+        if self.worker is not None and not self.worker():
+            found.append(WORKER_DOWN)
         servers = self._agent.server_states()
         if not any(servers.values()):
             down = ", ".join(sorted(servers))

@@ -101,6 +101,10 @@ class Inbox(Protocol):
         """Deliveries recorded but not answered (event_id, payload), oldest first."""
         ...
 
+    async def unfinished_payload(self, platform: str, event_id: str) -> str | None:
+        """One delivery's payload while it is not answered; None once it is (or if never recorded)."""
+        ...
+
     async def prune_events(self, older_than_days: float) -> int:
         """Forget deliveries received longer ago than that, answered or not; returns how many."""
         ...

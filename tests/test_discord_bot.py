@@ -51,6 +51,9 @@ class WatchedInbox:
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
         return await self.store.unfinished_events(platform)
 
+    async def unfinished_payload(self, platform: str, event_id: str) -> str | None:
+        return await self.store.unfinished_payload(platform, event_id)
+
 
 class FakeTools:
     """A tool host with one deterministic tool (the real MCP path has its own test below)."""

@@ -153,6 +153,9 @@ class WatchedInbox:
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
         return await self._store.unfinished_events(platform)
 
+    async def unfinished_payload(self, platform: str, event_id: str) -> str | None:
+        return await self._store.unfinished_payload(platform, event_id)
+
     # What each turn posted (`bot.store.posts`), from the store as in production.
     async def posts_of(self, turn: str) -> dict[str, str | None]:
         return await self._store.posts_of(turn)

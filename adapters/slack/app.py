@@ -14,6 +14,7 @@ NERVE_SHUTDOWN_GRACE seconds to finish; the rest are cut off and answered at the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -21,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -59,6 +60,7 @@ from adapters.slack.inbox import inbox_payload
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
+from adapters.slack.jobs import Launcher, job_handlers
 from adapters.slack.post import Poster
 from adapters.slack.prompt_command import PROMPT_WORDS, PromptCommand
 from adapters.slack.rate_limits import CountedRateLimitHandler
@@ -71,9 +73,13 @@ from adapters.slack.well_formed import delivery_problem
 from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
+from bot.jobs import JobHandler, open_configured_jobs
 from bot.oauth.sign_ins import SignedIn
 from bot.text import scrub_bytes
 from bot.types import ConversationKey
+
+if TYPE_CHECKING:
+    from bot.jobs import TurnJobs
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +170,7 @@ class SlackBot:
         status_interval: float = 1.0,
         stream_interval: float = 0.4,
         feedback: FeedbackStore | None = None,
+        jobs: TurnJobs | None = None,
     ) -> None:
         self.agent = agent
         self.settings = settings
@@ -184,7 +191,9 @@ class SlackBot:
             watch=self._sign_ins.watch,
         )
         self._tasks: set[asyncio.Task[None]] = set()
-        self._desk = ApprovalDesk(agent, self._poster, self._turns, self.spawn)
+        # Where turns run: jobs any process takes (PostgreSQL, `adapters.slack.jobs`), else tasks here.
+        self._launch = Launcher(jobs, self.spawn)
+        self._desk = ApprovalDesk(agent, self._poster, self._turns, self.spawn, self._launch)
         self._prompts = PromptCommand(agent, self._poster, self.identity, self._start_turn, self.spawn)
         self._inputs = InputClicks(agent, self._poster, self._desk.go_on, self.spawn)
         self._sweeper: asyncio.Task[None] | None = None
@@ -232,26 +241,53 @@ class SlackBot:
         return self._me
 
     async def recover(self) -> int:
-        """Answer the events claimed before a restart but never finished; returns how many."""
-        me = await self.identity()
+        """Answer the events claimed before a restart but never finished; returns how many.
+
+        With jobs, only the events that have no job waiting or running are queued: another process
+        may be answering the rest right now."""
         count = 0
         for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
-            try:
-                body = json.loads(payload)
-                turn = classify(body, me, allow_bots=True, follow_threads=True, followed=lambda _key: True)
-            except (ValueError, TypeError, AttributeError):
-                turn = None
+            turn = await self._left_over(event_id, payload)
             if turn is None:
-                logger.warning(
-                    "Slack event %s from before the restart cannot be answered; dropping it", event_id
-                )
-                await self.agent.inbox.finish_event(PLATFORM, event_id)
+                continue
+            if self._launch.jobs is not None:
+                count += await self._launch.requeue(event_id, turn.key)
                 continue
             self._follow(turn)
-            # Waits for a turn slot however many were left over: its person was never answered.
-            self.spawn(self._turns.run(replace(turn, incoming=replace(turn.incoming, replayed=True))))
+            self.spawn(self._turns.run(turn))
             count += 1
         return count + await self._desk.recover()
+
+    async def answer_event(self, event_id: str) -> None:
+        """The job of one recorded event (any process may run it): answer it unless it was answered."""
+        payload = await self.agent.inbox.unfinished_payload(PLATFORM, event_id)
+        if payload is None:
+            logger.info("Slack event %s was answered already", event_id)
+            return
+        turn = await self._left_over(event_id, payload)
+        if turn is not None:
+            self._follow(turn)
+            await self._turns.run(turn)
+
+    def job_handlers(self) -> dict[str, JobHandler]:
+        """What this bot's worker runs: Slack's jobs, by name."""
+        return job_handlers(self.answer_event, self._desk.go_on_here, self._turns.answer_deferred)
+
+    async def _left_over(self, event_id: str, payload: str) -> Turn | None:
+        """The turn of a recorded event, answered outside its delivery (a restart, a job). It waits
+        for a turn slot however many there are: its person was never answered. An entry that is no
+        turn (stored by an older version) is dropped with a log line."""
+        me = await self.identity()
+        try:
+            body = json.loads(payload)
+            turn = classify(body, me, allow_bots=True, follow_threads=True, followed=lambda _key: True)
+        except (ValueError, TypeError, AttributeError):
+            turn = None
+        if turn is None:
+            logger.warning("Slack event %s cannot be answered; dropping it", event_id)
+            await self.agent.inbox.finish_event(PLATFORM, event_id)
+            return None
+        return replace(turn, incoming=replace(turn.incoming, replayed=True))
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -274,7 +310,16 @@ class SlackBot:
             await self.sweep()
 
     async def sweep(self) -> list[str]:
-        """Expire the requests whose time ran out; their turns go on in the background."""
+        """Expire the requests whose time ran out; their turns go on in the background. With jobs,
+        also queue the events a process recorded but died before queueing."""
+        if self._launch.jobs is not None:
+            try:
+                for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
+                    turn = await self._left_over(event_id, payload)
+                    if turn is not None and await self._launch.requeue(event_id, turn.key):
+                        logger.warning("queued Slack event %s, recorded but never queued", event_id)
+            except Exception:
+                logger.exception("looking for Slack events recorded but never queued failed")
         try:
             return await self._desk.expire()
         except Exception:
@@ -364,7 +409,10 @@ class SlackBot:
 
     def _start_turn(self, turn: Turn) -> None:
         self._follow(turn)
-        self.spawn(self._turns.run(turn))
+        if self._launch.jobs is None:
+            self.spawn(self._turns.run(turn))
+        else:
+            self.spawn(self._launch.event(turn.event_id, turn.key, lambda: self._turns.run(turn)))
 
     async def _ignore(self) -> None:
         return None
@@ -409,7 +457,7 @@ class SlackBot:
     def resume_signed_in(self, signed: SignedIn) -> None:
         """A person finished signing in (the callback): the turns that waited for it go on now."""
         for request_id in signed.request_ids:
-            self.spawn(self._desk.go_on(request_id))
+            self.spawn(self._desk.go_on(request_id))  # a job of its thread when jobs are shared
 
     async def _on_thread_started(self, event: dict[str, Any]) -> None:
         thread = event.get("assistant_thread") or {}
@@ -479,9 +527,11 @@ def build_bot(
     status_interval: float = 1.0,
     stream_interval: float = 0.4,
     feedback: FeedbackStore | None = None,
+    jobs: TurnJobs | None = None,
 ) -> SlackBot:
     """The bot with its AsyncApp; `pace`, `status_interval` (edits) and `stream_interval` (appends to a
-    streaming message) are seconds, within Slack's limits by default."""
+    streaming message) are seconds, within Slack's limits by default. With `jobs`, turns are queued
+    for whichever process's worker is free (`adapters.slack.jobs`)."""
     return SlackBot(
         agent,
         settings,
@@ -490,6 +540,7 @@ def build_bot(
         status_interval=status_interval,
         stream_interval=stream_interval,
         feedback=feedback,
+        jobs=jobs,
     )
 
 
@@ -566,6 +617,33 @@ async def serve_http(
     return runner, f"http://{bound[0]}:{bound[1]}{EVENTS_PATH}"
 
 
+@contextlib.asynccontextmanager
+async def shared_jobs(settings: Settings) -> AsyncIterator[TurnJobs | None]:
+    """The jobs every process on NERVE_DATABASE_URL shares, for the block; None on SQLite."""
+    jobs = await open_configured_jobs(settings)
+    try:
+        yield jobs
+    finally:
+        if jobs is not None:
+            await jobs.aclose()
+
+
+def work(jobs: TurnJobs, bot: SlackBot, settings: Settings) -> None:
+    """Run Slack's jobs in this process too, NERVE_WORKER_CONCURRENCY at a time."""
+    for name, handler in bot.job_handlers().items():
+        jobs.register(name, handler)
+    jobs.run_worker(settings.nerve_worker_concurrency)
+
+
+async def drained(bot: SlackBot, jobs: TurnJobs | None, grace: float) -> None:
+    """SIGTERM: no new work here; what runs gets `grace` seconds, then the worker's cut-off jobs go
+    back to the queue for another process (`TurnJobs.drain`)."""
+    if jobs is None:
+        await bot.drain(grace)
+        return
+    await asyncio.gather(bot.drain(grace), jobs.drain(grace))
+
+
 async def run_slack(
     agent: Agent,
     settings: Settings,
@@ -596,12 +674,16 @@ async def run_slack(
     async with (
         aiohttp.ClientSession() as session,
         ops.serving(bind, settings.nerve_http_port, alone=socket_mode),
+        shared_jobs(settings) as jobs,
     ):
-        bot = build_bot(agent, settings, client=make_client(settings, session=session))
+        bot = build_bot(agent, settings, client=make_client(settings, session=session), jobs=jobs)
         if sign_ins is not None:
             sign_ins.resume = bot.resume_signed_in
         try:
             await bot.identity()
+            if jobs is not None:
+                work(jobs, bot, settings)
+                ops.worker = jobs.worker_alive
             recovered = await bot.recover()
             if recovered:
                 logger.warning(
@@ -621,7 +703,7 @@ async def run_slack(
                     if ready is not None and not ready.done():
                         ready.set_result("socket-mode")
                     await stop.wait()
-                    await bot.drain(settings.nerve_shutdown_grace)
+                    await drained(bot, jobs, settings.nerve_shutdown_grace)
                 finally:
                     await handler.close_async()  # type: ignore[no-untyped-call]
             else:
@@ -633,7 +715,7 @@ async def run_slack(
                     if ready is not None and not ready.done():
                         ready.set_result(url)
                     await stop.wait()
-                    await bot.drain(settings.nerve_shutdown_grace)
+                    await drained(bot, jobs, settings.nerve_shutdown_grace)
                 finally:
                     await runner.cleanup()
         finally:

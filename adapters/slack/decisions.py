@@ -12,7 +12,8 @@ it the same way.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -20,6 +21,7 @@ from slack_sdk.errors import SlackApiError
 from adapters.slack.approval_view import approval_message, parse_click
 from adapters.slack.clicks import click_of
 from adapters.slack.events import PLATFORM
+from adapters.slack.jobs import Launcher, Spawn
 from adapters.slack.post import Poster, api_error, parse_message_ref
 from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
@@ -27,7 +29,6 @@ from bot.types import ApprovalPrompt
 
 logger = logging.getLogger(__name__)
 
-Spawn = Callable[[Coroutine[Any, Any, None]], None]
 CLICK_FAILED = "Sorry — something went wrong on my side with that click; please try again."
 _APPROVING = frozenset({"approve", "approve_all", "always"})
 _ONE_CALL = frozenset({"approve", "deny"})
@@ -36,11 +37,15 @@ _ONE_CALL = frozenset({"approve", "deny"})
 class ApprovalDesk:
     """Turns clicks and expiries into decisions, message updates and resumed turns."""
 
-    def __init__(self, agent: Agent, poster: Poster, runner: TurnRunner, spawn: Spawn) -> None:
+    def __init__(
+        self, agent: Agent, poster: Poster, runner: TurnRunner, spawn: Spawn, launch: Launcher | None = None
+    ) -> None:
         self._agent = agent
         self._poster = poster
         self._runner = runner
         self._spawn = spawn
+        # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
+        self._launch = launch or Launcher(None, spawn)
 
     async def on_click(self, body: Mapping[str, Any]) -> None:
         """One `block_actions` delivery on an approval message (already acked)."""
@@ -93,7 +98,7 @@ class ApprovalDesk:
         """Requests whose time ran out: show them expired and let their turns go on (in the background)."""
         expired = await self._agent.expire_due(PLATFORM)
         for request_id in expired:
-            self._spawn(self.go_on(request_id))
+            await self.go_on(request_id)
         return expired
 
     async def recover(self) -> int:
@@ -104,13 +109,20 @@ class ApprovalDesk:
             return 0
         ready = await self._agent.recover_parked(PLATFORM)
         for request_id in ready:
-            self._spawn(self.go_on(request_id))
+            await self.go_on(request_id)
         waiting = await approvals.threads_with_deferred(PLATFORM)
         for key in waiting:
-            self._spawn(self._runner.answer_deferred(key))
+            await self._launch.deferred(key, partial(self._runner.answer_deferred, key))
         return len(ready) + len(waiting)
 
     async def go_on(self, request_id: str) -> None:
+        """Let a parked turn with nothing left to wait for go on (`go_on_here`), in the background:
+        as a job of its thread when jobs are shared, else as a task of this process."""
+        found = await self._prompt(request_id)
+        key = found.key if found is not None else None
+        await self._launch.resume(request_id, key, lambda: self.go_on_here(request_id))
+
+    async def go_on_here(self, request_id: str) -> None:
         """A parked turn with nothing left to wait for goes on: its approval message (if it has one)
         shows every call's outcome, the turn answers once in its thread — its progress sink updates
         the messages of the questions it waited on and shows any its servers ask next — and then

@@ -25,7 +25,6 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 
 from adapters.slack.clicks import click_of, payload_field
-from adapters.slack.decisions import Spawn
 from adapters.slack.input_posts import RequestMessages
 from adapters.slack.input_view import (
     ModalPlace,
@@ -36,6 +35,7 @@ from adapters.slack.input_view import (
     read_answer,
     read_place,
 )
+from adapters.slack.jobs import Spawn
 from adapters.slack.post import Poster, api_error
 from bot.agent import Agent
 from bot.inputs import SETTLED

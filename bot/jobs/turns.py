@@ -186,6 +186,22 @@ class TurnJobs:
             raise StoreError(f"could not queue a job on {self._where}: {exc}") from exc
         return True
 
+    async def pending(self, event: str) -> bool:
+        """A job for `event` is waiting or running (in any process): start-up recovery and the
+        sweep for deliveries recorded but never queued (the process died in between) queue only
+        events without one."""
+        self._check_open()
+        try:
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute(
+                    "SELECT 1 FROM procrastinate_jobs WHERE queueing_lock = %s AND queue_name = %s"
+                    " AND status IN ('todo', 'doing') LIMIT 1",
+                    (event, self.queue),
+                )
+                return await cursor.fetchone() is not None
+        except psycopg.Error as exc:
+            raise StoreError(f"could not look for the job of {event} on {self._where}: {exc}") from exc
+
     def run_worker(self, concurrency: int) -> None:
         """Start this process's worker as a task of the running loop: it runs up to `concurrency` jobs
         at once (`NERVE_WORKER_CONCURRENCY`) until `drain`, starts itself again after a failure, and

@@ -189,6 +189,17 @@ class InboxLedger(Ledger):
             )
         return [(str(row[0]), str(row[1])) for row in rows]
 
+    async def unfinished_payload(self, platform: str, event_id: str) -> str | None:
+        """The payload of one event claimed but not finished yet; None once it is finished (or
+        was never claimed): a job that finds None has nothing left to answer."""
+        async with self._inbox() as db:
+            rows = await db.execute_fetchall(
+                "SELECT payload FROM inbox WHERE platform = ? AND event_id = ? AND status = 'received'",
+                (platform, event_id),
+            )
+        found = list(rows)
+        return str(found[0][0]) if found else None
+
     async def prune_events(self, older_than_days: float) -> int:
         """Forget inbox events received more than `older_than_days` ago; returns how many.
 
