@@ -393,6 +393,12 @@ class SlackBot:
             if turn is not None:
                 # A storage failure raises here: Slack gets a 500 and retries, and the retry is new to us.
                 if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
+                    if self._launch.jobs is not None and await self._left_behind(turn):
+                        logger.warning(
+                            "Slack re-delivered event %s, recorded but never queued: queued now",
+                            turn.event_id,
+                        )
+                        return BoltResponse(status=200, body="")
                     logger.info("Slack re-delivered event %s; already handled", turn.event_id)
                     return BoltResponse(status=200, body="")
                 if self._stopping:
@@ -402,10 +408,25 @@ class SlackBot:
         await next()
         return None
 
+    async def _left_behind(self, turn: Turn) -> bool:
+        """A re-delivered event that a process recorded but died before queueing: queue it now, so
+        the thread's next message (which Slack sends only after this one is acked) stays behind it."""
+        if await self.agent.inbox.unfinished_payload(PLATFORM, turn.event_id) is None:
+            return False
+        self._follow(turn)
+        return await self._launch.requeue(turn.event_id, turn.key)
+
     async def _on_turn(self, context: AsyncBoltContext) -> None:
         turn = context.get("nerve_turn")
-        if isinstance(turn, Turn):
+        if not isinstance(turn, Turn):
+            return
+        if self._launch.jobs is None:
             self._start_turn(turn)
+            return
+        # Queued before the ack: Slack sends a thread's next message only after this one is queued,
+        # so the thread's jobs (one at a time, in queue order) answer in the order people wrote.
+        self._follow(turn)
+        await self._launch.event(turn.event_id, turn.key, lambda: self._turns.run(turn))
 
     def _start_turn(self, turn: Turn) -> None:
         self._follow(turn)

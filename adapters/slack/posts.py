@@ -68,6 +68,16 @@ class TurnPosts:
         """The live message an earlier run posted, if it landed."""
         return await self._landed(LIVE)
 
+    async def intend_live(self) -> None:
+        """Announce the live message before posting it: a run that dies before recording its ts
+        leaves it in doubt, and the next run finds it by its metadata (`live_metadata`)."""
+        if self._records is not None and LIVE not in self._known:
+            await self._records.intend_post(self.turn_id, LIVE)
+            self._known[LIVE] = None
+
+    def live_metadata(self) -> dict[str, Any] | None:
+        return self._metadata(LIVE) if self._records is not None else None
+
     async def note_live(self, ts: str | None) -> None:
         """Keep the live message's ts, so a second run goes on in it."""
         if ts is None or self._records is None or self._known.get(LIVE) is not None:

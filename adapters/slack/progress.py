@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from slack_sdk.errors import SlackApiError
 
@@ -222,17 +222,22 @@ class StatusMessage:
         rich = self._poster.rich_status(self._team)
         return status_message(self._headline, self._tools, rich=rich, text=self._text)
 
-    async def start(self) -> None:
-        """Post the status message (task-card style where the workspace accepts it)."""
+    async def start(self, *, metadata: dict[str, Any] | None = None) -> None:
+        """Post the status message (task-card style where the workspace accepts it), with Slack
+        message `metadata` if given."""
         self._shown = self._render()
         try:
-            self.message_ts = await self._poster.post(self._channel, self._thread_ts, self._shown)
+            self.message_ts = await self._poster.post(
+                self._channel, self._thread_ts, self._shown, metadata=metadata
+            )
         except SlackApiError as exc:
             if api_error(exc) not in REFUSED_BLOCKS or not self._poster.rich_status(self._team):
                 raise
             self._poster.refuse_rich_status(self._team)
             self._shown = self._render()
-            self.message_ts = await self._poster.post(self._channel, self._thread_ts, self._shown)
+            self.message_ts = await self._poster.post(
+                self._channel, self._thread_ts, self._shown, metadata=metadata
+            )
         self._throttle.mark_sent()
 
     def replay(self, events: list[TurnEvent]) -> None:

@@ -232,9 +232,11 @@ class TurnRunner:
         ts = await posts.live_ts()
         if ts is not None:
             return await self._reopen(turn, ts)
-        sink = await self.open_progress_if_free(turn)
-        if sink is not None:
-            await posts.note_live(sink.message_ts)
+        if not turn.assistant_thread and self._poster.busy(turn.channel):
+            return None
+        await posts.intend_live()
+        sink = await self.open_progress(turn, metadata=posts.live_metadata())
+        await posts.note_live(sink.message_ts)
         return sink
 
     async def _reopen(self, turn: Turn, ts: str) -> ProgressSink:
@@ -258,9 +260,10 @@ class TurnRunner:
             return None
         return await self.open_progress(turn)
 
-    async def open_progress(self, turn: Turn) -> ProgressSink:
+    async def open_progress(self, turn: Turn, *, metadata: dict[str, Any] | None = None) -> ProgressSink:
         """The live message of a turn: streamed where Slack can, else one message edited in place;
-        in an assistant thread the container's status line shows until the first words."""
+        in an assistant thread the container's status line shows until the first words. `metadata`
+        goes on a posted live message (a stream takes none when it starts)."""
         team = turn.key.workspace
         thread = turn.reply_thread_ts
         streaming = thread is not None and self._poster.streams(team)
@@ -288,7 +291,7 @@ class TurnRunner:
                     self._poster.refuse_streams(team)
                 logger.info("no streaming message in %s (%s); editing a message instead", turn.key, error)
         message = StatusMessage(self._poster, team, turn.channel, thread, self._status_interval)
-        await message.start()
+        await message.start(metadata=metadata)
         return message
 
     def _streamed(self, turn: Turn, status: AssistantStatus | None) -> StreamedAnswer:
