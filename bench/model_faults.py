@@ -247,11 +247,13 @@ async def model_faults(
 
 def default_budget() -> float:
     """How long a person may wait for the message that the model service never answered, with the
-    default settings: every attempt waits the whole timeout, with the backoff's waits between."""
+    default settings: every attempt waits the whole timeout, with the backoff's waits between, but
+    never past the turn's deadline."""
     fields = Settings.model_fields
     timeout = float(fields["nerve_llm_timeout"].default)
     retries = int(fields["nerve_llm_max_retries"].default)
-    return (1 + retries) * timeout + waits("silent", retries)
+    deadline = float(fields["nerve_turn_deadline"].default)
+    return min(deadline, (1 + retries) * timeout + waits("silent", retries))
 
 
 def finished(lines: list[str], fault: str) -> bool:

@@ -30,7 +30,8 @@ from bot.calls import (
 )
 from bot.connections import Connections
 from bot.context import Budget, build_request
-from bot.errors import ContextTooLong, LLMError, PromptError, StreamCut
+from bot.deadline import TurnDeadline
+from bot.errors import ContextTooLong, LLMError, PromptError, StreamCut, TurnOverdue
 from bot.failures import shown_to_people
 from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.guards import confirm_prompt, triggered_tools
@@ -96,6 +97,9 @@ class AgentConfig:
     input_timeout: float = 600.0
     # Seconds a call waits for its person to sign in to a per-person server.
     sign_in_timeout: float = 900.0
+    # Seconds of model work one turn may take in all (rounds, retries, tool calls), not counting
+    # time spent waiting for a person; then it ends with a plain sentence (`bot.deadline`).
+    turn_deadline: float = 180.0
 
 
 DEFERRED_REPLY = (
@@ -235,14 +239,18 @@ class Agent(WaitingTurns):
                 return stored
         history = await self._store.history(incoming.key)
         state = TurnState()
+        deadline = TurnDeadline(self._config.turn_deadline)
         try:
-            return await self._loop(incoming, history, state, progress)
+            return await self._loop(incoming, history, state, progress, deadline=deadline)
         except LLMError as exc:
             # Not stored: the apology is no answer, so a re-delivery of this message tries again,
             # and the model never reads it back as something it said.
             logger.warning("model call failed for %s: %s", incoming.key, exc.message)
             text = model_failure(exc, incoming)
             return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
+        except TurnOverdue as exc:
+            # Not stored either; the round that was cut off was not stored (as for a cancelled turn).
+            return self._overdue(incoming, exc, state)
 
     async def _loop(
         self,
@@ -251,6 +259,7 @@ class Agent(WaitingTurns):
         state: TurnState,
         progress: Progress,
         *,
+        deadline: TurnDeadline,
         first_round: int = 0,
         usage: Usage | None = None,
     ) -> AgentReply:
@@ -262,7 +271,8 @@ class Agent(WaitingTurns):
             # Also tells a front end that text shown for an earlier round is superseded.
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             try:
-                completion = await self._complete([*history, *nudge], tools, progress)
+                async with deadline.running("model"):
+                    completion = await self._complete([*history, *nudge], tools, progress)
             except StreamCut as cut:
                 # Stored as the answer: people saw it, and the transcript stays user → assistant.
                 logger.warning("answer cut off for %s: %s", incoming.key, cut.message)
@@ -279,8 +289,9 @@ class Agent(WaitingTurns):
                 return await self._finish(incoming.key, answer.content or "", state, usage)
             nudge = []
             screen = TurnScreen(store=self.approvals, incoming=incoming) if self.approvals else None
-            contexts = self._call_contexts(incoming, progress)
-            results = await self._runner.run(answer.tool_calls, tools, state, progress, screen, contexts)
+            contexts = self._call_contexts(incoming, progress, deadline)
+            async with deadline.running("tools"):
+                results = await self._runner.run(answer.tool_calls, tools, state, progress, screen, contexts)
             if screen is not None:
                 await screen.store.record_audit(incoming.key, screen.audit)
             waiting = [r for r in results if isinstance(r, Waiting)]
@@ -302,8 +313,9 @@ class Agent(WaitingTurns):
         )
         return await self._finish(incoming.key, text, state, usage, cut_short=True)
 
-    def _call_contexts(self, incoming: Incoming, progress: Progress) -> Contexts:
-        """Each call's way back to the person whose message started the turn."""
+    def _call_contexts(self, incoming: Incoming, progress: Progress, deadline: TurnDeadline) -> Contexts:
+        """Each call's way back to the person whose message started the turn; the turn's clock
+        stands still while that person answers a question."""
         owner = f"{incoming.key}|{incoming.user_id}"
         person = person_of(incoming.key, incoming.user_id)
         desk = self.inputs
@@ -312,13 +324,14 @@ class Agent(WaitingTurns):
             async def ask(draft: InputDraft) -> InputAnswer:
                 if desk is None:
                     return InputAnswer(action="cancel")
-                return await desk.ask(
-                    key=incoming.key,
-                    user_id=incoming.user_id,
-                    server=spec.server,
-                    draft=draft,
-                    progress=progress,
-                )
+                with deadline.paused():
+                    return await desk.ask(
+                        key=incoming.key,
+                        user_id=incoming.user_id,
+                        server=spec.server,
+                        draft=draft,
+                        progress=progress,
+                    )
 
             async def completed(elicitation_id: str) -> None:
                 if desk is not None:

@@ -1,6 +1,7 @@
 """What a person reads when a turn ends without the model's answer.
 
-Each says what happened and what would help: "try again shortly" only where a moment's wait can
+Each says what happened and what would help (the turn's time running out says what was still
+running): "try again shortly" only where a moment's wait can
 help, when to try again where the service said so, and how to start afresh where retrying cannot
 help (a conversation the model cannot read even shortened). None of these is stored as the
 assistant's words: a re-delivered message tries again, and the model never reads them back.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from bot.errors import ContextTooLong, LLMError
+from bot.errors import ContextTooLong, LLMError, TurnOverdue
 from bot.types import Incoming
 
 MODEL_FAILED = "Sorry — the language model failed:"
@@ -27,6 +28,17 @@ def model_failure(error: LLMError, incoming: Incoming) -> str:
     if error.retry_after is not None:
         return f"{MODEL_FAILED} {error.headline}; please try again {in_about(error.retry_after)}."
     return f"{MODEL_FAILED} {error.message}. Please try again shortly."
+
+
+def overdue(error: TurnOverdue) -> str:
+    """The turn's model work took longer than NERVE_TURN_DEADLINE: what was still running."""
+    took = f"{error.seconds:g} second{'' if error.seconds == 1 else 's'}"
+    if error.step == "tools":
+        return f"I could not finish within {took}; a tool was still running, so I stopped it."
+    return (
+        f"I could not finish within {took}; the model service did not answer in time. "
+        "Please try again in a few minutes."
+    )
 
 
 def fresh_start(incoming: Incoming) -> str:

@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     nerve_turn_queue: int = Field(default=100, ge=0, le=100_000)
     # Longest question accepted, in characters; longer ones get a plain reply, not a model call.
     nerve_max_question_chars: int = Field(default=20_000, ge=100)
+    # Seconds of model work one turn may take in all (every round, retry and tool call), not counting
+    # time spent waiting for a person; then the turn ends with a plain sentence.
+    nerve_turn_deadline: float = Field(default=180.0, gt=0)
     # Seconds a turn of a process that stopped keeps its conversation (SQLite only: PostgreSQL's
     # lock goes with the dead process's connection at once).
     nerve_turn_lease: float = 20.0

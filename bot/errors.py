@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class NerveError(Exception):
     """Base of every error nerve raises on purpose."""
@@ -57,6 +59,19 @@ class StreamCut(LLMError):
     def __init__(self, message: str, *, partial: str) -> None:
         super().__init__(message)
         self.partial = partial
+
+
+# What a turn was doing when its time ran out: waiting for the model, or running a round's tool calls.
+TurnStep = Literal["model", "tools"]
+
+
+class TurnOverdue(NerveError):
+    """A turn's model work took longer than NERVE_TURN_DEADLINE; `step` says what was still running."""
+
+    def __init__(self, seconds: float, step: TurnStep) -> None:
+        super().__init__(f"the turn did not finish within {seconds:g} s (still waiting for the {step})")
+        self.seconds = seconds
+        self.step = step
 
 
 class StoreError(NerveError):

@@ -50,7 +50,17 @@ OTHER = "other"
 MAX_WAITING = 10_000
 
 TURN_OUTCOMES = frozenset(
-    {"answered", "failed", "refused_busy", "refused_too_long", "parked", "deferred", "cut_off", "cancelled"}
+    {
+        "answered",
+        "failed",
+        "timed_out",
+        "refused_busy",
+        "refused_too_long",
+        "parked",
+        "deferred",
+        "cut_off",
+        "cancelled",
+    }
 )
 QUESTION_OUTCOMES = frozenset(
     {"accepted", "declined", "cancelled", "expired", "ended", "completed", "refused"}

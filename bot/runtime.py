@@ -65,6 +65,7 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         approval_timeout=settings.nerve_approval_timeout,
         input_timeout=settings.nerve_input_timeout,
         sign_in_timeout=settings.nerve_sign_in_timeout,
+        turn_deadline=settings.nerve_turn_deadline,
     )
 
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot import metrics
-from bot.apologies import model_failure
+from bot.apologies import model_failure, overdue
 from bot.approvals import Clock, decide, new_request_id
 from bot.calls import (
     CallOutcome,
@@ -30,7 +30,8 @@ from bot.calls import (
     make_attachment,
     stored_arguments,
 )
-from bot.errors import LLMError
+from bot.deadline import TurnDeadline
+from bot.errors import LLMError, TurnOverdue
 from bot.failures import shown_to_people, stored_failure
 from bot.gate import TurnGate
 from bot.inputs import InputDesk
@@ -96,6 +97,7 @@ class WaitingTurns:
         state: TurnState,
         progress: Progress,
         *,
+        deadline: TurnDeadline,
         first_round: int = 0,
         usage: Usage | None = None,
     ) -> AgentReply:
@@ -109,8 +111,15 @@ class WaitingTurns:
     def _stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
         raise NotImplementedError
 
-    def _call_contexts(self, incoming: Incoming, progress: Progress) -> Contexts:
+    def _call_contexts(self, incoming: Incoming, progress: Progress, deadline: TurnDeadline) -> Contexts:
         raise NotImplementedError
+
+    def _overdue(self, incoming: Incoming, error: TurnOverdue, state: TurnState) -> AgentReply:
+        """A turn whose time ran out: a plain sentence, not stored as the model's words, and the tool
+        results it has so far."""
+        logger.warning("turn in %s ran out of time: %s", incoming.key, error.message)
+        metrics.turn_outcome("timed_out")
+        return AgentReply(text=overdue(error), attachments=tuple(state.attachments), failed=True)
 
     async def _park(
         self,
@@ -346,8 +355,22 @@ class WaitingTurns:
         history = await self._store.history(incoming.key)
         state = self._state_so_far(history)
         metrics.approval_resumed(request_id, parked.calls)
+        # Its own deadline: the time the turn was parked was nobody's model work.
+        deadline = TurnDeadline(self._config.turn_deadline)
+        finished: dict[str, CallOutcome] = {}
         try:
-            outcomes = await self._run_decided(parked, state, progress)
+            ran_out: TurnOverdue | None = None
+            try:
+                async with deadline.running("tools"):
+                    outcomes = await self._run_decided(parked, state, progress, deadline, finished)
+            except TurnOverdue as exc:
+                # The round is closed all the same, or every sweep would resume it again: a call
+                # still running when time ran out is told to the model as stopped, under its id.
+                ran_out = exc
+                outcomes = [
+                    finished.get(call.id) or self._stopped(call, parked, exc)
+                    for call in parked.answer.tool_calls
+                ]
             round_messages = [parked.answer, *(o.message for o in outcomes)]
             await self.approvals.finish_parked(request_id, incoming.key, round_messages)
             await self.approvals.record_audit(
@@ -368,20 +391,39 @@ class WaitingTurns:
             )
             history.extend(round_messages)
             state.attachments.extend(o.attachment for o in outcomes)
+            if ran_out is not None:
+                raise ran_out
             stop = self._stop_reason(outcomes, state)
             if stop:
                 return await self._finish(incoming.key, stop, state, Usage())
-            return await self._loop(incoming, history, state, progress, first_round=parked.rounds_used)
+            return await self._loop(
+                incoming, history, state, progress, deadline=deadline, first_round=parked.rounds_used
+            )
         except LLMError as exc:
             logger.warning("model call failed for %s: %s", incoming.key, exc.message)
             text = model_failure(exc, incoming)
             return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
+        except TurnOverdue as exc:
+            return self._overdue(incoming, exc, state)
+
+    def _stopped(self, call: ToolCall, parked: ParkedTurn, error: TurnOverdue) -> CallOutcome:
+        """An approved call cut off by the turn's deadline (it may have done part of its work)."""
+        pending = next(c for c in parked.calls if c.call_id == call.id)
+        detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
+        hint = "It may or may not have taken effect. Do not call it again unless the user asks."
+        return self._runner.not_run(call, pending.arguments, failure_of(call, "execution", detail, hint))
 
     async def _run_decided(
-        self, parked: ParkedTurn, state: TurnState, progress: Progress
+        self,
+        parked: ParkedTurn,
+        state: TurnState,
+        progress: Progress,
+        deadline: TurnDeadline,
+        finished: dict[str, CallOutcome],
     ) -> list[CallOutcome]:
         """The round's outcomes in call order: results kept from before, approved calls run now (in
-        parallel), denied and expired ones refused to the model under their ids."""
+        parallel), denied and expired ones refused to the model under their ids. Each outcome goes
+        into `finished` as it comes, so a round cut off by the deadline keeps the ones it has."""
         done = {m.tool_call_id: m for m in parked.done}
         decided = {c.call_id: c for c in parked.calls}
         specs = {t.name: t for t in self.tools(parked.incoming)}
@@ -406,7 +448,7 @@ class WaitingTurns:
                     detail = "its tool is no longer available as it was when it was approved"
                     failure = failure_of(call, "unavailable", detail, "Answer without it.")
                     return self._runner.not_run(call, pending.arguments, failure)
-                context = self._call_contexts(parked.incoming, progress)(call, spec)
+                context = self._call_contexts(parked.incoming, progress, deadline)(call, spec)
                 # Made again with the answers; what it asks after them is asked while it waits.
                 context = replace(context, park=False, resume=answered)
                 ran = await self._runner.execute(
@@ -426,8 +468,12 @@ class WaitingTurns:
                 failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
             return self._runner.not_run(call, pending.arguments, failure)
 
+        async def recorded(call: ToolCall) -> CallOutcome:
+            finished[call.id] = outcome = await one(call)
+            return outcome
+
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(call)) for call in parked.answer.tool_calls]
+            tasks = [group.create_task(recorded(call)) for call in parked.answer.tool_calls]
         return [task.result() for task in tasks]
 
     def _state_so_far(self, history: Sequence[ChatMessage]) -> TurnState:

@@ -1,0 +1,84 @@
+"""One turn's time limit over all of its model work: every round's model requests with their retries
+and waits, and its tool calls.
+
+Each model request has its own timeout and is retried, so without this a model service that never
+answers keeps its person waiting for all the attempts together (minutes). A turn runs each step of
+model work inside `running()`; when the turn's time is used up the step is cancelled (a round's tool
+calls with it, as when a turn is cancelled) and `TurnOverdue` ends the turn.
+
+Time spent waiting for a person does not count: while a tool's question is answered live the clock
+stands still (`paused`, as a tool call's own timer does), and a turn parked for an approval, an
+answer or a sign-in holds nothing and is not timed at all: going on afterwards starts a new deadline.
+Writing to the store and posting progress between the steps are not model work and are never cut off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+
+from bot.errors import TurnOverdue, TurnStep
+
+
+class TurnDeadline:
+    """The time one turn has left for model work; `seconds` in all, used up only while running."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        # Seconds of model work so far, and the loop time the current stretch of it started (None:
+        # not running, or paused for a person).
+        self._spent = 0.0
+        self._since: float | None = None
+        self._timeout: asyncio.Timeout | None = None
+        self._pauses = 0
+
+    @asynccontextmanager
+    async def running(self, step: TurnStep) -> AsyncIterator[None]:
+        """Run the block on the turn's remaining time; raises TurnOverdue (naming `step`) when it
+        runs out, the block cancelled. Nested, the outer block's clock is the one that runs."""
+        if self._timeout is not None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        left = self.seconds - self._spent
+        if left <= 0:
+            raise TurnOverdue(self.seconds, step)
+        self._since = loop.time()
+        timeout = asyncio.timeout(left)
+        try:
+            async with timeout:
+                self._timeout = timeout
+                yield
+        except TimeoutError:
+            if timeout.expired():
+                raise TurnOverdue(self.seconds, step) from None
+            raise
+        finally:
+            if self._since is not None:
+                self._spent += loop.time() - self._since
+            self._since, self._timeout, self._pauses = None, None, 0
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop the clock for the block: a person is answering. Calls running at once may each pause;
+        the clock goes on when the last of them is answered."""
+        timeout = self._timeout
+        if timeout is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        if self._pauses == 0 and self._since is not None:
+            self._spent += loop.time() - self._since
+            self._since = None
+            if not timeout.expired():
+                timeout.reschedule(None)
+        self._pauses += 1
+        try:
+            yield
+        finally:
+            self._pauses -= 1
+            if self._pauses == 0 and self._timeout is timeout:
+                self._since = loop.time()
+                if not timeout.expired():
+                    timeout.reschedule(self._since + max(0.0, self.seconds - self._spent))
