@@ -32,6 +32,16 @@ PLACE_HELP = (
     "e.g. slack:C123, slack:dm, slack:C123:user:U1, discord:guild:G1:C5, terminal"
 )
 
+WORKER_HELP = "run only the job worker: answer the Slack turns nerve slack processes queued on PostgreSQL"
+WORKER_DESCRIPTION = (
+    "Run only the job worker, with no front end: it answers the Slack turns that `nerve slack` "
+    "processes on the same NERVE_DATABASE_URL queued, and posts the answers with SLACK_BOT_TOKEN, "
+    "for deployments that want more workers than receivers. Slack never delivers to it. Discord "
+    "turns are not jobs: they run in the `nerve discord` process that owns their shard, so a worker "
+    "takes none of them. /healthz, /readyz and /metrics answer on NERVE_HTTP_PORT; SIGTERM lets the "
+    "running jobs finish within NERVE_SHUTDOWN_GRACE and puts the rest back for another process."
+)
+
 
 def _place(text: str) -> Place:
     """`--place` as a Place; a mistake is a usage error that says what to write."""
@@ -77,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("secret-key", help="print a new NERVE_SECRET_KEY (it encrypts stored sign-ins)")
     commands.add_parser("slack", help="run on Slack")
     commands.add_parser("discord", help="run on Discord")
+    commands.add_parser("worker", help=WORKER_HELP, description=WORKER_DESCRIPTION)
     return parser
 
 
@@ -171,6 +182,17 @@ def _job(
             return 0
 
         return _with_runtime(slack)
+    if command == "worker":
+        from adapters.slack.worker import check_settings as check_worker_settings
+        from adapters.slack.worker import run_worker
+
+        check_worker_settings(settings)
+
+        async def worker(runtime: Runtime) -> int:
+            await run_worker(runtime.agent, runtime.settings, stop=stop)
+            return 0
+
+        return _with_runtime(worker)
     from adapters.discord.app import check_settings as check_discord_settings
     from adapters.discord.app import run_discord
 
@@ -285,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         notices = _configure_logging(args, settings)
         stop = asyncio.Event()
         job = _job(args, settings, notices, stop)
-        if args.command in ("slack", "discord"):
+        if args.command in ("slack", "discord", "worker"):
             return asyncio.run(until_terminated(job(settings), stop, settings.nerve_shutdown_grace))
         return asyncio.run(job(settings))
     except KeyboardInterrupt:

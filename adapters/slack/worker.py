@@ -1,0 +1,97 @@
+"""`nerve worker`: a process that only runs Slack's jobs, for deployments that want more workers
+than receivers.
+
+Every `nerve slack` on PostgreSQL receives events and runs a worker too (`adapters.slack.app`).
+A worker process runs the second half alone: no socket to Slack and no /slack/events, so Slack
+never delivers to it; it takes the jobs the receivers queued (answer an event, go on with a
+decided approval, answer the messages that waited) and posts the answers with the bot token.
+It serves /healthz, /readyz and /metrics like any front end, and sweeps for expired approvals and
+events recorded but never queued, as every process on the database does.
+
+It does no start-up recovery: the jobs of a worker that died are run again by the others once its
+heartbeat stops (`bot.jobs`), and what a receiver left unqueued is queued by a sweep or by the
+receiver's own next start.
+
+Discord turns are no jobs: they run in the process whose gateway shard received them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+
+from adapters.ops_http import OpsEndpoints, PlatformLink, always
+from adapters.slack.app import (
+    SWEEP_SECONDS,
+    build_bot,
+    drained,
+    make_client,
+    shared_jobs,
+    work,
+)
+from bot.agent import Agent
+from bot.config import Settings
+from bot.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+NO_DATABASE = "nerve worker shares jobs on PostgreSQL: set NERVE_DATABASE_URL"
+NO_BOT_TOKEN = (
+    "nerve worker posts the answers on Slack: set SLACK_BOT_TOKEN to the Bot User OAuth Token (xoxb-…)"
+)
+
+
+def check_settings(settings: Settings) -> None:
+    """Fail before anything starts when the worker would have no jobs to share or no way to answer."""
+    if settings.nerve_database_url is None:
+        raise ConfigError(NO_DATABASE)
+    if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
+        raise ConfigError(NO_BOT_TOKEN)
+
+
+async def run_worker(
+    agent: Agent,
+    settings: Settings,
+    *,
+    host: str | None = None,
+    sweep_interval: float = SWEEP_SECONDS,
+    ops_ready: asyncio.Future[str] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run Slack's jobs, NERVE_WORKER_CONCURRENCY at a time, until cancelled or until `stop` is set
+    and the running jobs had NERVE_SHUTDOWN_GRACE seconds (those still running then go back to the
+    queue for another process).
+
+    A Slack that refuses the bot token or cannot be reached raises ConfigError or StartupError
+    before any job is taken. /healthz, /readyz and /metrics answer at `host` (default
+    NERVE_HTTP_HOST) and NERVE_HTTP_PORT; `ops_ready` receives their base URL.
+    """
+    check_settings(settings)
+    bind = host or settings.nerve_http_host
+    stop = stop or asyncio.Event()
+    # "Connected to Slack" here means Slack took the bot token: the worker has no socket to lose.
+    ops = OpsEndpoints(agent, PlatformLink("Slack"), ready=ops_ready, stopping=stop)
+    async with (
+        aiohttp.ClientSession() as session,
+        ops.serving(bind, settings.nerve_http_port),
+        shared_jobs(settings) as jobs,
+    ):
+        if jobs is None:  # check_settings made sure of the URL; this keeps the types honest
+            raise ConfigError(NO_DATABASE)
+        bot = build_bot(agent, settings, client=make_client(settings, session=session), jobs=jobs)
+        try:
+            await bot.identity()
+            ops.platform.connected(always)
+            work(jobs, bot, settings)
+            ops.worker = jobs.worker_alive
+            bot.start_sweeper(sweep_interval)
+            logger.info(
+                "running Slack's jobs, up to %d at a time (NERVE_WORKER_CONCURRENCY)",
+                settings.nerve_worker_concurrency,
+            )
+            await stop.wait()
+            await drained(bot, jobs, settings.nerve_shutdown_grace)
+        finally:
+            await bot.aclose()
