@@ -26,10 +26,12 @@ from bot.agent import Agent, AgentConfig
 from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.seams import ToolHost
+from bot.store.base import ConversationStore
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ToolResult, ToolSpec
 from tests.fakes.llm_server import FakeLLMServer, Responder, Step
 from tests.fakes.slack_api import TEAM_ID, FakeSlack
+from tests.stores import Backend
 
 SIGNING_SECRET = "test-signing-secret"
 _event_ids = itertools.count(1)
@@ -85,7 +87,7 @@ def settings_for(slack: FakeSlack, **overrides: Any) -> Settings:
 class Rig:
     slack: FakeSlack
     llm: FakeLLMServer
-    store: SQLiteStore
+    store: ConversationStore
     agent: Agent
     bot: SlackBot
     host: StaticHost
@@ -136,7 +138,7 @@ def sign(raw: str, secret: str = SIGNING_SECRET, timestamp: int | None = None) -
 class WatchedInbox:
     """The store's inbox, with a way to wait until an event is marked finished."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: ConversationStore) -> None:
         self._store = store
         self.finished: list[str] = []
         self._changed = asyncio.Condition()
@@ -178,7 +180,7 @@ class WatchedInbox:
 class Core:
     slack: FakeSlack
     llm: FakeLLMServer
-    store: SQLiteStore
+    store: ConversationStore
     agent: Agent
     host: StaticHost
     inbox: WatchedInbox
@@ -195,11 +197,12 @@ async def core(
     config: AgentConfig | None = None,
     approvals: bool = False,
     clock: Callable[[], float] = time.time,
+    backend: Backend | None = None,
 ) -> AsyncIterator[Core]:
-    """Fake Slack, fake model service, and the real agent on a real SQLite store (which parks turns
-    that wait for approval when `approvals` is set)."""
+    """Fake Slack, fake model service, and the real agent on a real store (which parks turns that
+    wait for approval when `approvals` is set): SQLite, or the test's `backend` (both_stores)."""
     async with FakeSlack() as slack, FakeLLMServer(script, strict=strict) as llm:
-        store = await SQLiteStore.open(tmp_path / "nerve.db")
+        store = await backend.open() if backend is not None else await SQLiteStore.open(tmp_path / "nerve.db")
         model = OpenAILLM(model="test-model", base_url=llm.base_url, api_key=None, timeout=30, max_retries=0)
         static = StaticHost(tools)
         inbox = WatchedInbox(store)

@@ -13,12 +13,17 @@ import json
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID
+from tests.stores import Backend
 from tests.test_slack_harness import core, dm, mention, settings_for, sign
 from tests.test_slack_runner import running
 from tests.test_slack_shutdown import until
+
+# The posts of a turn are kept in the store: these run on SQLite and on PostgreSQL.
+pytestmark = pytest.mark.both_stores
 
 LONG = "\n\n".join(f"Paragraph {n}: " + "word " * 400 for n in range(14))  # three messages' worth
 
@@ -33,11 +38,13 @@ async def _deliver(url: str, body: dict[str, object]) -> None:
         assert response.status == 200
 
 
-async def test_a_part_whose_post_landed_but_was_never_recorded_is_found_in_the_thread(tmp_path: Path) -> None:
+async def test_a_part_whose_post_landed_but_was_never_recorded_is_found_in_the_thread(
+    tmp_path: Path, store_backend: Backend
+) -> None:
     """Died between Slack taking the second message of a long answer and recording it: the next
     start reads the thread back, finds that message by its metadata and posts only what is missing."""
     root = "1600000000.770001"
-    async with core(tmp_path, [reply(LONG)], strict=False) as c:
+    async with core(tmp_path, [reply(LONG)], strict=False, backend=store_backend) as c:
         settings = settings_for(c.slack)
         record = c.inbox.record_post
 
@@ -64,9 +71,11 @@ async def test_a_part_whose_post_landed_but_was_never_recorded_is_found_in_the_t
         assert read_back and read_back[0].body.get("include_all_metadata") in (True, "true", "1")
 
 
-async def test_a_top_level_dm_answer_in_doubt_is_found_in_the_channel_history(tmp_path: Path) -> None:
+async def test_a_top_level_dm_answer_in_doubt_is_found_in_the_channel_history(
+    tmp_path: Path, store_backend: Backend
+) -> None:
     """The same in a top-level DM, where the answer is no thread reply: found via conversations.history."""
-    async with core(tmp_path, [reply(LONG)], strict=False) as c:
+    async with core(tmp_path, [reply(LONG)], strict=False, backend=store_backend) as c:
         settings = settings_for(c.slack)
         record = c.inbox.record_post
 
@@ -85,16 +94,21 @@ async def test_a_top_level_dm_answer_in_doubt_is_found_in_the_channel_history(tm
         async with running(c.agent, settings):
             await c.inbox.wait_finished(str(body["event_id"]), within=30)
         texts = [p.text for p in c.slack.thread("D0LONG", None)]
-        assert len(set(texts)) == len(texts), "a message of the answer was posted twice"
-        assert "".join(texts).count("Paragraph 13:") == 1
-        assert c.slack.calls_of("conversations.history")
+        calls = [(call.method, call.error) for call in c.slack.calls if not call.method.startswith("auth")]
+        assert len(set(texts)) == len(texts), f"a message of the answer was posted twice: {calls}"
+        assert "".join(texts).count("Paragraph 13:") == 1, calls
+        assert c.slack.calls_of("conversations.history"), calls
 
 
-async def test_a_turn_cut_off_while_thinking_is_answered_in_its_own_live_message(tmp_path: Path) -> None:
+async def test_a_turn_cut_off_while_thinking_is_answered_in_its_own_live_message(
+    tmp_path: Path, store_backend: Backend
+) -> None:
     """Cut off while the model works: the live message says the answer follows, and after the
     restart the answer replaces it; no second "Thinking…" and no new message."""
     root = "1600000000.770101"
-    async with core(tmp_path, [reply("too late", delay=60), reply("the answer")], strict=False) as c:
+    async with core(
+        tmp_path, [reply("too late", delay=60), reply("the answer")], strict=False, backend=store_backend
+    ) as c:
         settings = settings_for(c.slack)
         body = mention(f"<@{BOT_USER_ID}> think hard", channel="C0SLOW", ts=root)
         async with running(c.agent, settings) as url:
