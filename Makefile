@@ -61,8 +61,9 @@ fmt: $(STAMP)
 conformance: $(STAMP) $(CONFORMANCE_STAMP)
 	$(BIN)/python -m conformance.run
 
+# The replicas suite runs its processes on this PostgreSQL (a schema of its own, dropped afterwards).
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) $(NODE_DIR) $(CONFORMANCE_DIR) *.egg-info

@@ -24,7 +24,7 @@ from typing import Any
 from bench import core_bench
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SUITES = ("core", "slack", "discord", "stream", "faults", "kills", "threads", "burst", "model_faults")
+SUITES = ("core", "slack", "discord", "stream", "faults", "kills", "threads", "burst", "model_faults", "replicas")
 TITLES = {
     "core": "Core (`bench/core_bench.py`)",
     "slack": "Slack (`bench/slack_bench.py`)",
@@ -35,6 +35,7 @@ TITLES = {
     "threads": "50 concurrent threads × 5 turns (`bench/concurrent_threads.py`)",
     "burst": "A burst of 300 Slack events in 15 s (`bench/many_channel_burst.py`)",
     "model_faults": "Model faults (`bench/model_faults.py`)",
+    "replicas": "Several processes on one PostgreSQL (`bench/replicas.py`)",
 }
 # Suites whose module is not `bench/<suite>_bench.py`.
 MODULES = {
@@ -42,6 +43,7 @@ MODULES = {
     "threads": "bench.concurrent_threads",
     "burst": "bench.many_channel_burst",
     "model_faults": "bench.model_faults",
+    "replicas": "bench.replicas",
 }
 # Figures of the adapter suites that must be zero; anything else is reported as measured.
 _MUST_BE_ZERO = re.compile(r"(^|\.)(lost|duplicated|misplaced|out_of_order\w*)$")
@@ -49,7 +51,7 @@ _MUST_BE_ZERO = re.compile(r"(^|\.)(lost|duplicated|misplaced|out_of_order\w*)$"
 SKELETON = """# nerve benchmarks
 
 Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only SUITE` runs one of
-core, slack, discord, stream, faults, kills, threads, burst, model_faults, `--scenario W2` one core
+core, slack, discord, stream, faults, kills, threads, burst, model_faults, replicas, `--scenario W2` one core
 scenario, `--strict` exits 1 on a missed goal). Each suite rewrites only its own marked section below.
 
 {sections}
