@@ -1,7 +1,9 @@
 """The deployment files as an operator uses them: the Dockerfile's own CMD and HEALTHCHECK commands,
 read from the file and run on this machine (`nerve slack` in Socket Mode against the local Slack
-fake, then the health check against it and against a closed port), compose.yaml's services, and
-the two Slack app manifests against the scopes `nerve doctor` checks."""
+fake, then the health check against it and against a closed port), compose.yaml's services, the
+scale-out files (compose.scale.yaml, its HTTP variant and the proxy's Caddyfile) as far as they can
+be read without a container engine, and the two Slack app manifests against the scopes `nerve
+doctor` checks."""
 
 from __future__ import annotations
 
@@ -19,12 +21,18 @@ import tomllib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
 import bot
 from adapters.doctor.slack_check import NEEDED_SCOPES
+from adapters.healthcheck import health_url
+from adapters.ops_http import HEALTH_PATH, READY_PATH
 from adapters.slack.app import EVENTS_PATH
+from bot.config import Settings
+from bot.runtime import CALLBACK_PATH, CLIENT_METADATA_PATH
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR
 from tests.conftest import ROOT
 from tests.fakes.slack_api import FakeSlack
@@ -307,6 +315,144 @@ def test_compose_runs_slack_or_discord_one_at_a_time_on_the_volume_with_the_heal
         assert service["healthcheck"]["test"] == ["CMD", *HEALTH_MODULE]
         assert service["restart"] == "unless-stopped"
         assert service["build"] == "."
+
+
+# --- scale out: compose.scale.yaml (PostgreSQL, three replicas) and its HTTP variant -----------------
+
+SCALE = ROOT / "compose.scale.yaml"
+SCALE_HTTP = ROOT / "compose.scale-http.yaml"
+CADDYFILE = ROOT / "deploy" / "Caddyfile"
+REPLICAS = ("slack-1", "slack-2", "slack-3")
+PASSWORD = "s3cretpassw0rd"
+_VARIABLE = re.compile(r"\$\{(\w+)(?::([?-])([^}]*))?\}")
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """`${VAR}`, `${VAR:-default}` and `${VAR:?message}` filled as compose fills them from `.env`
+    (a variable set to nothing counts as unset); a `:?` variable left unset refuses, as compose does."""
+
+    def fill(found: re.Match[str]) -> str:
+        name, kind, rest = found.groups()
+        if env.get(name):
+            return env[name]
+        if kind == "?":
+            raise ValueError(f"{name}: {rest}")
+        return rest if kind == "-" else ""
+
+    return _VARIABLE.sub(fill, text)
+
+
+def compose_file(path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    filled = interpolate(
+        path.read_text(encoding="utf-8"), {"POSTGRES_PASSWORD": PASSWORD} if env is None else env
+    )
+    loaded = yaml.safe_load(filled)
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def seconds(duration: str) -> float:
+    assert duration.endswith("s"), duration
+    return float(duration.removesuffix("s"))
+
+
+def test_scale_out_runs_three_slack_replicas_and_optional_workers_on_one_postgresql():
+    file = compose_file(SCALE)
+    services = file["services"]
+    assert set(services) == {"postgres", *REPLICAS, "worker"}
+
+    database = services["postgres"]
+    assert database["image"] == "postgres:16"
+    [data] = database["volumes"]
+    volume, _, target = data.partition(":")
+    assert volume in file["volumes"] and target == "/var/lib/postgresql/data"
+    probe = database["healthcheck"]["test"]
+    assert probe[:2] == ["CMD", "pg_isready"]
+    assert "ports" not in database, "only the replicas reach PostgreSQL"
+    postgres_env = database["environment"]
+    assert postgres_env["POSTGRES_PASSWORD"] == PASSWORD
+
+    settings = {name.upper() for name in Settings.model_fields}
+    for name in (*REPLICAS, "worker"):
+        service = services[name]
+        env = service["environment"]
+        url = urlsplit(env["NERVE_DATABASE_URL"])
+        assert (url.scheme, url.hostname, url.port) == ("postgresql", "postgres", 5432)
+        assert (url.username, url.password, url.path) == (
+            postgres_env["POSTGRES_USER"],
+            PASSWORD,
+            f"/{postgres_env['POSTGRES_DB']}",
+        )
+        assert f"-U {url.username}" in shlex.join(
+            probe
+        ) and f"-d {postgres_env['POSTGRES_DB']}" in shlex.join(probe)
+        assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
+        # The image's probe of /healthz, at the port the replica is told to serve it on.
+        assert service["healthcheck"]["test"] == ["CMD", *HEALTH_MODULE]
+        assert health_url(env) == f"http://127.0.0.1:3000{HEALTH_PATH}"
+        assert env["NERVE_HTTP_PORT"] == "3000"
+        # Socket Mode by default: every replica opens its own connection, nothing needs to reach in.
+        assert "ports" not in service
+        assert "SLACK_APP_TOKEN" not in env
+        assert service["env_file"] == ".env"
+        assert set(env) <= settings, "a setting nerve does not know"
+        assert "./mcp.json:/app/mcp.json:ro" in service["volumes"]
+        assert service["restart"] == "unless-stopped"
+        assert seconds(service["stop_grace_period"]) > Settings.model_fields["nerve_shutdown_grace"].default
+    for name in REPLICAS:
+        assert services[name]["command"] == ["nerve", "slack"]
+        assert "profiles" not in services[name], "the replicas start with a plain `up`"
+    assert services["worker"]["command"] == ["nerve", "worker"]
+    assert services["worker"]["profiles"] == ["worker"]
+
+
+def test_scale_out_refuses_to_start_without_a_database_password():
+    with pytest.raises(ValueError, match="POSTGRES_PASSWORD"):
+        compose_file(SCALE, env={})
+
+
+def caddy_lines() -> list[list[str]]:
+    """The Caddyfile's lines as words, comments and blank lines dropped."""
+    lines = []
+    for line in CADDYFILE.read_text(encoding="utf-8").splitlines():
+        words = line.split("#", 1)[0].split()
+        if words:
+            lines.append(words)
+    return lines
+
+
+def caddy_directive(name: str) -> list[list[str]]:
+    return [words[1:] for words in caddy_lines() if words[0] == name]
+
+
+def test_the_http_variant_spreads_slack_and_the_sign_in_callback_over_every_replica_and_nothing_else():
+    base = compose_file(SCALE)["services"]
+    http = compose_file(SCALE_HTTP)["services"]
+    assert set(http) == {*REPLICAS, "proxy"}
+    for name in REPLICAS:
+        # Empty counts as unset: the replicas serve /slack/events even when .env has an app token.
+        assert http[name]["environment"]["SLACK_APP_TOKEN"] == ""
+
+    proxy = http["proxy"]
+    assert proxy["image"] == "caddy:2"
+    [mount] = proxy["volumes"]
+    source, target, mode = mount.split(":")
+    assert (ROOT / source).resolve() == CADDYFILE and target == "/etc/caddy/Caddyfile" and mode == "ro"
+    assert set(proxy["depends_on"]) == set(REPLICAS)
+    [published] = proxy["ports"]
+    assert published.endswith(":8080")
+    assert [":8080", "{"] in caddy_lines()
+
+    [upstreams] = [words for words in caddy_directive("reverse_proxy")]
+    assert upstreams[-1] == "{"
+    assert upstreams[:-1] == [f"{name}:{base[name]['environment']['NERVE_HTTP_PORT']}" for name in REPLICAS]
+    matchers = [words for words in caddy_lines() if words[0].startswith("@")]
+    assert [words[1] for words in matchers] == ["path"]
+    assert set(matchers[0][2:]) == {EVENTS_PATH, CALLBACK_PATH, CLIENT_METADATA_PATH}
+    # A replica that is starting or stopping (/readyz 503) gets nothing new.
+    assert caddy_directive("health_uri") == [[READY_PATH]]
+    # Everything else, /healthz, /readyz and /metrics among it, stays inside.
+    assert caddy_directive("respond") == [["404"]]
 
 
 def manifest(path: Path) -> dict[str, Any]:
