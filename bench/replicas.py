@@ -34,59 +34,26 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
-from bench.kill_restart import Nerve, free_port, nerve_environment, signed
+from bench.core_bench import percentile
+from bench.kill_restart import Nerve, Question, free_port, nerve_environment, signed
 from bot.gate import BUSY_REPLY
 from tests.fakes.llm_server import FakeLLMServer, Reply
-from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack
+from tests.fakes.slack_api import FakeSlack
 from tests.stores import drop_schema, new_schema, server_url
 
 QUESTION = re.compile(r"question (q\d{4})")
 ANSWER = re.compile(r"^answer to (q\d{4})$")
-ALICE = "U0ALICE"
 # Seconds Slack waits for an ack before it counts a delivery as failed and sends it again.
 ACK_WAIT = 3.0
 RETRY_AFTER = 0.5
 # Seconds without a heartbeat after which a killed process's jobs run elsewhere (kept short here).
 STALL_TIMEOUT = 5.0
-
-
-@dataclass
-class Question:
-    token: str
-    channel: str
-    ts: str
-    thread_ts: str | None
-    event_id: str
-    sent_at: float = 0.0
-
-    def body(self) -> str:
-        event: dict[str, Any] = {
-            "type": "app_mention",
-            "user": ALICE,
-            "text": f"<@{BOT_USER_ID}> question {self.token}",
-            "ts": self.ts,
-            "channel": self.channel,
-            "team": TEAM_ID,
-        }
-        if self.thread_ts:
-            event["thread_ts"] = self.thread_ts
-        body = {
-            "token": "legacy",
-            "team_id": TEAM_ID,
-            "api_app_id": "A0000APP",
-            "type": "event_callback",
-            "event_id": self.event_id,
-            "event_time": int(time.time()),
-            "event": event,
-        }
-        return json.dumps(body)
 
 
 def echo_model(delay: float) -> Callable[[dict[str, Any]], Reply]:
@@ -125,7 +92,7 @@ class Cluster:
 
     async def deliver(self, http: aiohttp.ClientSession, question: Question, first: int) -> None:
         """Send until some process acks it with a 200, starting at process `first`."""
-        raw = question.body()
+        raw = json.dumps(question.body())
         attempt = 0
         while True:
             index = (first + attempt) % len(self.urls)
@@ -218,13 +185,6 @@ async def wait_answered(slack: FakeSlack, tokens: list[str], within: float) -> f
     return time.monotonic() - started
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def exactly_once(
     folder: Path,
     *,
@@ -265,7 +225,6 @@ async def exactly_once(
                     ts=root if n == 0 else f"1700000{t:03d}.{n + 1:04d}00",
                     thread_ts=None if n == 0 else root,
                     event_id=f"Ev{nonce}{t:03d}{n:02d}",
-                    sent_at=time.perf_counter(),
                 )
                 first = (t + n) % replicas
                 await asyncio.gather(
@@ -310,8 +269,8 @@ async def exactly_once(
             "told_busy": sum(1 for text in stray if text.startswith(BUSY_REPLY[:20])),
             "stray_messages": len(stray),
             "stray_examples": stray[:5],
-            "ack_ms_p50": round(percentile(cluster.ack_ms, 0.5), 1),
-            "ack_ms_p99": round(percentile(cluster.ack_ms, 0.99), 1),
+            "ack_ms_p50": round(percentile(cluster.ack_ms, 50) if cluster.ack_ms else 0.0, 1),
+            "ack_ms_p99": round(percentile(cluster.ack_ms, 99) if cluster.ack_ms else 0.0, 1),
             "seconds": round(elapsed, 1),
             "seconds_after_last_delivery": round(waited, 1),
             "exit_codes": codes,
@@ -347,13 +306,11 @@ async def throughput(
             for c in range(conversations)
         ]
         started = time.perf_counter()
-        for question in questions:
-            question.sent_at = time.perf_counter()
+        sent = {q.token: time.perf_counter() for q in questions}
         await asyncio.gather(*(cluster.deliver(http, q, i % replicas) for i, q in enumerate(questions)))
         await wait_answered(slack, [q.token for q in questions], within=300.0)
         wall = time.perf_counter() - started
         await cluster.stop_all()
-        sent = {q.token: q.sent_at for q in questions}
         latency: dict[str, float] = {}
         for call in slack.calls:
             if call.method not in ("chat.postMessage", "chat.update") or not call.ok:
@@ -367,7 +324,7 @@ async def throughput(
             "seconds": round(wall, 2),
             "answers_per_second": round(len(latency) / wall, 1) if wall else 0.0,
             "latency_s_p50": round(statistics.median(values), 2) if values else None,
-            "latency_s_p95": round(percentile(values, 0.95), 2),
+            "latency_s_p95": round(percentile(values, 95), 2) if values else None,
         }
 
 

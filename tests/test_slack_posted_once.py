@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID
 from tests.stores import Backend
-from tests.test_slack_harness import core, dm, mention, settings_for, sign
+from tests.test_slack_harness import Core, core, dm, mention, settings_for, sign
 from tests.test_slack_runner import running
 from tests.test_slack_shutdown import until
 
@@ -38,6 +39,30 @@ async def _deliver(url: str, body: dict[str, object]) -> None:
         assert response.status == 200
 
 
+async def _dies_recording_the_second_message(
+    c: Core, body: dict[str, Any], channel: str, thread: str | None
+) -> list[str]:
+    """Deliver `body`, let the process "die" recording the second message of the answer, start
+    again until the event is finished; returns the texts of the bot's messages there."""
+    settings = settings_for(c.slack)
+    record = c.inbox.record_post
+
+    async def dies_recording_the_second(turn: str, part: str, ref: str) -> None:
+        if part == "answer:1":
+            await _never()
+        await record(turn, part, ref)
+
+    c.inbox.record_post = dies_recording_the_second  # type: ignore[method-assign]
+    async with running(c.agent, settings) as url:
+        await _deliver(url, body)
+        await c.slack.wait_for(lambda s: len(s.thread(channel, thread)) == 2, within=20)
+    c.inbox.record_post = record  # type: ignore[method-assign]
+
+    async with running(c.agent, settings):
+        await c.inbox.wait_finished(str(body["event_id"]), within=30)
+    return [p.text for p in c.slack.thread(channel, thread)]
+
+
 async def test_a_part_whose_post_landed_but_was_never_recorded_is_found_in_the_thread(
     tmp_path: Path, store_backend: Backend
 ) -> None:
@@ -45,26 +70,9 @@ async def test_a_part_whose_post_landed_but_was_never_recorded_is_found_in_the_t
     start reads the thread back, finds that message by its metadata and posts only what is missing."""
     root = "1600000000.770001"
     async with core(tmp_path, [reply(LONG)], strict=False, backend=store_backend) as c:
-        settings = settings_for(c.slack)
-        record = c.inbox.record_post
-
-        async def dies_recording_the_second(turn: str, part: str, ref: str) -> None:
-            if part == "answer:1":
-                await _never()
-            await record(turn, part, ref)
-
-        c.inbox.record_post = dies_recording_the_second  # type: ignore[method-assign]
         body = mention(f"<@{BOT_USER_ID}> tell me everything", channel="C0LONG", ts=root)
-        async with running(c.agent, settings) as url:
-            await _deliver(url, body)
-            await c.slack.wait_for(lambda s: len(s.thread("C0LONG", root)) == 2, within=20)
-        c.inbox.record_post = record  # type: ignore[method-assign]
-
-        async with running(c.agent, settings):
-            await c.inbox.wait_finished(str(body["event_id"]), within=30)
-        thread = c.slack.thread("C0LONG", root)
-        texts = [p.text for p in thread]
-        assert len(thread) >= 3, texts
+        texts = await _dies_recording_the_second_message(c, body, "C0LONG", root)
+        assert len(texts) >= 3, texts
         assert len(set(texts)) == len(texts), "a message of the answer was posted twice"
         assert "".join(texts).count("Paragraph 13:") == 1
         read_back = c.slack.calls_of("conversations.replies")
@@ -76,24 +84,9 @@ async def test_a_top_level_dm_answer_in_doubt_is_found_in_the_channel_history(
 ) -> None:
     """The same in a top-level DM, where the answer is no thread reply: found via conversations.history."""
     async with core(tmp_path, [reply(LONG)], strict=False, backend=store_backend) as c:
-        settings = settings_for(c.slack)
-        record = c.inbox.record_post
-
-        async def dies_recording_the_second(turn: str, part: str, ref: str) -> None:
-            if part == "answer:1":
-                await _never()
-            await record(turn, part, ref)
-
-        c.inbox.record_post = dies_recording_the_second  # type: ignore[method-assign]
-        body = dm("tell me everything", channel="D0LONG")
-        async with running(c.agent, settings) as url:
-            await _deliver(url, body)
-            await c.slack.wait_for(lambda s: len(s.thread("D0LONG", None)) == 2, within=20)
-        c.inbox.record_post = record  # type: ignore[method-assign]
-
-        async with running(c.agent, settings):
-            await c.inbox.wait_finished(str(body["event_id"]), within=30)
-        texts = [p.text for p in c.slack.thread("D0LONG", None)]
+        texts = await _dies_recording_the_second_message(
+            c, dm("tell me everything", channel="D0LONG"), "D0LONG", None
+        )
         calls = [(call.method, call.error) for call in c.slack.calls if not call.method.startswith("auth")]
         assert len(set(texts)) == len(texts), f"a message of the answer was posted twice: {calls}"
         assert "".join(texts).count("Paragraph 13:") == 1, calls
