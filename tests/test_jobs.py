@@ -363,3 +363,49 @@ async def test_a_database_that_cannot_be_reached_is_a_store_error_saying_where()
     ) as refused:
         await open_turn_jobs("postgresql://nobody:secret@127.0.0.1:1/nerve")
     assert "secret" not in refused.value.message
+
+
+# --- one queue per platform -----------------------------------------------------------------------
+
+
+async def test_a_worker_takes_only_the_jobs_of_the_platforms_it_has_handlers_for(pg: PostgresBackend) -> None:
+    async with opened(pg) as slack_side, opened(pg) as discord_side:
+        slack_side.register("slack.event", recording_handler(pg.location, "slack-process", fast=True))
+        discord_side.register("discord.event", recording_handler(pg.location, "discord-process", fast=True))
+        await start_worker(slack_side)
+        await start_worker(discord_side)
+        for n in range(3):
+            for side, name in ((slack_side, "slack.event"), (discord_side, "discord.event")):
+                # Each process queues the other platform's jobs too: who queues does not matter.
+                other = discord_side if side is slack_side else slack_side
+                payload = {"job": f"{name}-{n}", "conversation": f"{name}-conv-{n}", "seconds": "0"}
+                assert await other.enqueue(
+                    name, payload, event=f"{name}:{n}", conversation=f"{name}-conv-{n}"
+                )
+        seen = await until(pg, lambda seen: len([r for r in seen if r.ended_at]) == 6)
+        await asyncio.sleep(0.5)
+        await asyncio.gather(slack_side.drain(5.0), discord_side.drain(5.0))
+
+    assert (
+        sorted((r.job.split("-")[0], r.worker) for r in seen)
+        == [("discord.event", "discord-process")] * 3 + [("slack.event", "slack-process")] * 3
+    )
+    assert await pg.rows("SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'") == [(0,)]
+    assert slack_side.queue_of("slack.event") == f"{slack_side.queue}-slack"
+
+
+async def test_a_job_waiting_in_another_platforms_queue_counts_as_pending(pg: PostgresBackend) -> None:
+    async with opened(pg) as slack_side, opened(pg) as discord_side:
+        slack_side.register("slack.event", recording_handler(pg.location, "slack-process", fast=True))
+        payload = {"job": "d1", "conversation": "c", "seconds": "0"}
+        assert await slack_side.enqueue("discord.event", payload, event="discord:d1", conversation="c")
+
+        assert await discord_side.pending("discord:d1")
+        assert await slack_side.pending("discord:d1")
+        assert not await slack_side.pending("discord:d2")
+
+
+async def test_a_worker_needs_a_handler_to_know_its_queues(pg: PostgresBackend) -> None:
+    async with opened(pg) as jobs:
+        with pytest.raises(RuntimeError, match="register"):
+            jobs.run_worker(1)

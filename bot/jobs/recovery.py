@@ -7,9 +7,9 @@ conversation would run either. So every worker, every third of the stall timeout
 
 1. deletes the workers whose heartbeat is older than the stall timeout (procrastinate's own
    `prune_stalled_workers`; their jobs' `worker_id` becomes NULL), then
-2. puts each `doing` job of nerve's queue that has no worker back in the queue, in one transaction
-   with the jobs' rows locked (`FOR UPDATE SKIP LOCKED`): two workers recovering at once never put
-   back the same job twice, and a job another worker has just taken is not touched.
+2. puts each `doing` job of the worker's queues that has no worker back in its queue, in one
+   transaction with the jobs' rows locked (`FOR UPDATE SKIP LOCKED`): two workers recovering at
+   once never put back the same job twice, and a job another worker has just taken is not touched.
 
 A job put back keeps its id, so it is again the first of its conversation and runs before the
 conversation's later jobs. A job whose worker died `MAX_RUNS` times is marked failed instead: a
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any, LiteralString
 
 from procrastinate import App, sql, utils
@@ -36,23 +37,24 @@ logger = logging.getLogger(__name__)
 MAX_RUNS = 5
 
 _ORPHANS: LiteralString = """
-SELECT id, lock, attempts FROM procrastinate_jobs
- WHERE status = 'doing' AND worker_id IS NULL AND queue_name = %(queue)s
+SELECT id, queue_name, lock, attempts FROM procrastinate_jobs
+ WHERE status = 'doing' AND worker_id IS NULL AND queue_name = ANY(%(queues)s)
  ORDER BY id
  FOR UPDATE SKIP LOCKED
 """
 
 
-async def recover_stalled_jobs(app: App, *, queue: str, stall_timeout: float) -> list[int]:
-    """Put the jobs of dead workers back in the queue; return their ids (those given up on excluded)."""
+async def recover_stalled_jobs(app: App, *, queues: Sequence[str], stall_timeout: float) -> list[int]:
+    """Put the jobs of dead workers back in `queues`; return their ids (those given up on excluded)."""
     pruned = await app.job_manager.prune_stalled_workers(stall_timeout)
     if pruned:
         logger.warning("workers %s sent no heartbeat for %.0f s: taken for dead", pruned, stall_timeout)
     retried: list[int] = []
+    first_in: dict[str, int] = {}  # queue → its first job put back
     pool = app.connector.pool  # type: ignore[attr-defined]
     async with pool.connection() as conn, conn.transaction():
-        orphans = await (await conn.execute(_ORPHANS, {"queue": queue})).fetchall()
-        for job_id, lock, attempts in orphans:
+        orphans = await (await conn.execute(_ORPHANS, {"queues": list(queues)})).fetchall()
+        for job_id, queue, lock, attempts in orphans:
             if attempts + 1 >= MAX_RUNS:
                 logger.error(
                     "job %s (conversation %s) was started %d times and its worker died each time:"
@@ -66,18 +68,20 @@ async def recover_stalled_jobs(app: App, *, queue: str, stall_timeout: float) ->
                 logger.warning("job %s (conversation %s) lost its worker: running it again", job_id, lock)
                 await conn.execute(sql.queries["retry_job"], _retry(job_id))
                 retried.append(job_id)
-    if retried and isinstance(app.job_manager, WakingJobManager):
-        await app.job_manager.wake(retried[0])
+                first_in.setdefault(queue, job_id)
+    if isinstance(app.job_manager, WakingJobManager):
+        for queue, job_id in first_in.items():
+            await app.job_manager.wake(job_id, queue)
     return retried
 
 
-async def keep_recovering(app: App, *, queue: str, stall_timeout: float) -> None:
+async def keep_recovering(app: App, *, queues: Sequence[str], stall_timeout: float) -> None:
     """Recover stalled jobs every third of the stall timeout, until cancelled. A failed round (the
     database away) is logged and the next one tried."""
     while True:
         await asyncio.sleep(stall_timeout / 3)
         try:
-            await recover_stalled_jobs(app, queue=queue, stall_timeout=stall_timeout)
+            await recover_stalled_jobs(app, queues=queues, stall_timeout=stall_timeout)
         except Exception as exc:
             logger.warning("could not look for jobs of dead workers (trying again): %s", exc)
 

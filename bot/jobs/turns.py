@@ -11,9 +11,10 @@ job's name. What procrastinate guarantees and nerve relies on:
 - the rest (waking workers when a lock is let go, recovering dead workers' jobs, draining) is in
   `bot.jobs.wake`, `bot.jobs.recovery` and `bot.jobs.worker`.
 
-The jobs live in nerve's schema (the first of the connection's search_path) under a queue named
-after that schema, so two deployments sharing one database in two schemas never wake, abort or
-run each other's jobs.
+The jobs live in nerve's schema (the first of the connection's search_path), one queue per platform
+named after that schema and the platform (`queue_of`): a worker takes only the jobs of the names its
+process registered, so a `nerve slack` process never takes a Discord job it has no handler for, and
+two deployments sharing one database in two schemas never wake, abort or run each other's jobs.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ class RunAgainIfCutOff(BaseRetryStrategy):
 class TurnJobs:
     """The jobs of one nerve deployment on PostgreSQL: enqueue them, and run a worker for them.
 
-    `schema` is where procrastinate's tables are; `queue` the procrastinate queue of this
-    deployment's jobs (for operators' `procrastinate` commands).
+    `schema` is where procrastinate's tables are; `queue` the prefix of this deployment's
+    procrastinate queues, one per platform (`queue_of`, for operators' `procrastinate` commands).
     """
 
     def __init__(
@@ -85,6 +86,7 @@ class TurnJobs:
         self._stall_timeout = stall_timeout
         self._poll_interval = poll_interval
         self._runner: WorkerRunner | None = None
+        self._queues: set[str] = set()  # those of the names registered here
         self._closed = False
 
     @classmethod
@@ -137,7 +139,7 @@ class TurnJobs:
             raise postgres_error(exc, where) from exc
         connector = PsycopgConnector()
         app = App(connector=connector)
-        app.job_manager = WakingJobManager(connector, queue_for(found_schema))
+        app.job_manager = WakingJobManager(connector)
         await app.open_async(pool)
         return cls(
             app,
@@ -151,17 +153,25 @@ class TurnJobs:
     def register(self, name: str, handler: JobHandler) -> None:
         """Run `handler(**payload)` for the jobs named `name` that this process's worker takes.
 
-        Every process that runs a worker registers the same names; a job whose name a worker does
-        not know fails (procrastinate's TaskNotFound) rather than wait.
+        A name is `<platform>.<what>` (`slack.event`); the jobs of one platform share a queue
+        (`queue_of`), and `run_worker` takes the queues of the names registered here, so every
+        process that runs a platform's jobs registers all of that platform's names.
         """
         if name in self._app.tasks:
             raise ValueError(f"a handler for jobs named {name!r} is registered already")
+        self._queues.add(self.queue_of(name))
 
         async def run(**payload: Any) -> None:
             # Always a coroutine function, so procrastinate cancels it (not a thread) on a drain.
             await handler(**payload)
 
-        self._app.task(name=name, queue=self.queue, retry=RunAgainIfCutOff(), pass_context=False)(run)
+        self._app.task(name=name, queue=self.queue_of(name), retry=RunAgainIfCutOff(), pass_context=False)(
+            run
+        )
+
+    def queue_of(self, name: str) -> str:
+        """The queue of the jobs named `name`: this deployment's, for the platform before the dot."""
+        return f"{self.queue}-{name.partition('.')[0]}"
 
     async def enqueue(self, name: str, payload: Mapping[str, str], *, event: str, conversation: str) -> bool:
         """Queue a job `name` with `payload`; False if a job for `event` is still waiting to start.
@@ -177,7 +187,9 @@ class TurnJobs:
         other conversations' jobs run alongside.
         """
         self._check_open()
-        deferrer = self._app.configure_task(name, queue=self.queue, lock=conversation, queueing_lock=event)
+        deferrer = self._app.configure_task(
+            name, queue=self.queue_of(name), lock=conversation, queueing_lock=event
+        )
         try:
             await deferrer.defer_async(**payload)
         except procrastinate_errors.AlreadyEnqueued:
@@ -187,16 +199,16 @@ class TurnJobs:
         return True
 
     async def pending(self, event: str) -> bool:
-        """A job for `event` is waiting or running (in any process): start-up recovery and the
-        sweep for deliveries recorded but never queued (the process died in between) queue only
-        events without one."""
+        """A job for `event` is waiting or running (in any process, in any of this deployment's
+        queues): start-up recovery and the sweep for deliveries recorded but never queued (the
+        process died in between) queue only events without one."""
         self._check_open()
         try:
             async with self._pool.connection() as conn:
                 cursor = await conn.execute(
-                    "SELECT 1 FROM procrastinate_jobs WHERE queueing_lock = %s AND queue_name = %s"
+                    "SELECT 1 FROM procrastinate_jobs WHERE queueing_lock = %s AND queue_name LIKE %s"
                     " AND status IN ('todo', 'doing') LIMIT 1",
-                    (event, self.queue),
+                    (event, f"{self.queue}-%"),
                 )
                 return await cursor.fetchone() is not None
         except psycopg.Error as exc:
@@ -204,15 +216,19 @@ class TurnJobs:
 
     def run_worker(self, concurrency: int) -> None:
         """Start this process's worker as a task of the running loop: it runs up to `concurrency` jobs
-        at once (`NERVE_WORKER_CONCURRENCY`) until `drain`, starts itself again after a failure, and
-        puts the jobs of dead workers back in the queue."""
+        at once (`NERVE_WORKER_CONCURRENCY`) of the queues of the names registered so far, until
+        `drain`, starts itself again after a failure, and puts the jobs of dead workers of those
+        queues back in them."""
         self._check_open()
         if concurrency < 1:
             raise ValueError("a worker runs at least one job at a time")
         if self._runner is not None:
             raise RuntimeError("this process's worker was started already")
+        queues = tuple(sorted(self._queues))
+        if not queues:
+            raise RuntimeError("register the handlers of this process's jobs before running its worker")
         options = WorkerOptions(
-            queue=self.queue,
+            queues=queues,
             concurrency=concurrency,
             stall_timeout=self._stall_timeout,
             poll_interval=self._poll_interval,
@@ -247,6 +263,6 @@ class TurnJobs:
 
 
 def queue_for(schema: str) -> str:
-    """The queue of the deployment in `schema`; short, since it is part of a NOTIFY channel name
-    (63 bytes at most)."""
+    """The prefix of the queues of the deployment in `schema`; short, since a queue's name is part
+    of a NOTIFY channel name (63 bytes at most)."""
     return "nerve-" + hashlib.blake2b(schema.encode(), digest_size=4).hexdigest()

@@ -4,8 +4,8 @@ procrastinate notifies workers (LISTEN/NOTIFY) when a job is inserted, and other
 seconds. A job that waits behind another of its conversation (the same `lock`) was inserted long
 ago: when the job before it ends, nothing tells anyone, and the next message of a thread would wait
 for the next poll. So the job manager here sends the same notification procrastinate sends for an
-insert whenever a job with a lock ends or goes back to the queue, on the channel of nerve's queue;
-every worker of the queue wakes and one of them takes the job.
+insert whenever a job with a lock ends or goes back to the queue, on the channel of the job's queue;
+every worker of that queue wakes and one of them takes the job.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import datetime
 import json
 import logging
 
-from procrastinate import connector, exceptions, manager
+from procrastinate import exceptions, manager
 from procrastinate import jobs as jobs_module
 
 logger = logging.getLogger(__name__)
@@ -23,14 +23,10 @@ logger = logging.getLogger(__name__)
 class WakingJobManager(manager.JobManager):
     """procrastinate's job manager, plus a wake-up of the queue's workers when a lock is let go."""
 
-    def __init__(self, connector: connector.BaseConnector, queue: str) -> None:
-        super().__init__(connector)
-        self.queue = queue
-
     async def finish_job(self, job: jobs_module.Job, status: jobs_module.Status, delete_job: bool) -> None:
         await super().finish_job(job, status, delete_job)
         if job.lock is not None:
-            await self.wake(job.id)
+            await self.wake(job.id, job.queue)
 
     async def retry_job(
         self,
@@ -41,16 +37,16 @@ class WakingJobManager(manager.JobManager):
         lock: str | None = None,
     ) -> None:
         await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue, lock=lock)
-        await self.wake(job.id)
+        await self.wake(job.id, queue or job.queue)
 
-    async def wake(self, job_id: int | None) -> None:
-        """Tell every worker of the queue that a job may be ready (they each try to fetch one).
+    async def wake(self, job_id: int | None, queue: str) -> None:
+        """Tell every worker of `queue` that a job may be ready (they each try to fetch one).
 
         Best effort: the job itself is already finished or queued, and workers poll anyway."""
         try:
             await self.connector.execute_query_async(
                 "SELECT pg_notify(%(channel)s, %(payload)s)",
-                channel=wake_channel(self.queue),
+                channel=wake_channel(queue),
                 payload=json.dumps({"type": "job_inserted", "job_id": job_id}),
             )
         except exceptions.ConnectorException as exc:

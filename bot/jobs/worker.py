@@ -38,7 +38,7 @@ FAILURE_GRACE = 10.0
 class WorkerOptions:
     """How a worker runs; `TurnJobs` fills it from its own options."""
 
-    queue: str
+    queues: tuple[str, ...]
     concurrency: int
     stall_timeout: float
     # Seconds between two looks for jobs when no notification came (a fallback: inserts notify).
@@ -132,7 +132,7 @@ class WorkerRunner:
         options = self._options
         worker = Worker(
             app=self._app,
-            queues=[options.queue],
+            queues=list(options.queues),
             name=options.name,
             concurrency=options.concurrency,
             fetch_job_polling_interval=options.poll_interval,
@@ -144,7 +144,7 @@ class WorkerRunner:
         )
         self._worker = worker
         recovery = asyncio.create_task(
-            keep_recovering(self._app, queue=options.queue, stall_timeout=options.stall_timeout),
+            keep_recovering(self._app, queues=options.queues, stall_timeout=options.stall_timeout),
             name="nerve jobs recovery",
         )
         try:
