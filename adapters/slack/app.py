@@ -14,7 +14,6 @@ NERVE_SHUTDOWN_GRACE seconds to finish; the rest are cut off and answered at the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -40,6 +39,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.shutdown import finished_within
@@ -73,7 +73,7 @@ from adapters.slack.well_formed import delivery_problem
 from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
-from bot.jobs import JobHandler, open_configured_jobs
+from bot.jobs import JobHandler
 from bot.oauth.sign_ins import SignedIn
 from bot.text import scrub_bytes
 from bot.types import ConversationKey
@@ -636,33 +636,6 @@ async def serve_http(
         ) from None
     bound = runner.addresses[0]
     return runner, f"http://{bound[0]}:{bound[1]}{EVENTS_PATH}"
-
-
-@contextlib.asynccontextmanager
-async def shared_jobs(settings: Settings) -> AsyncIterator[TurnJobs | None]:
-    """The jobs every process on NERVE_DATABASE_URL shares, for the block; None on SQLite."""
-    jobs = await open_configured_jobs(settings)
-    try:
-        yield jobs
-    finally:
-        if jobs is not None:
-            await jobs.aclose()
-
-
-def work(jobs: TurnJobs, bot: SlackBot, settings: Settings) -> None:
-    """Run Slack's jobs in this process too, NERVE_WORKER_CONCURRENCY at a time."""
-    for name, handler in bot.job_handlers().items():
-        jobs.register(name, handler)
-    jobs.run_worker(settings.nerve_worker_concurrency)
-
-
-async def drained(bot: SlackBot, jobs: TurnJobs | None, grace: float) -> None:
-    """SIGTERM: no new work here; what runs gets `grace` seconds, then the worker's cut-off jobs go
-    back to the queue for another process (`TurnJobs.drain`)."""
-    if jobs is None:
-        await bot.drain(grace)
-        return
-    await asyncio.gather(bot.drain(grace), jobs.drain(grace))
 
 
 async def run_slack(

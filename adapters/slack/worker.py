@@ -22,15 +22,9 @@ import logging
 
 import aiohttp
 
+from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
-from adapters.slack.app import (
-    SWEEP_SECONDS,
-    build_bot,
-    drained,
-    make_client,
-    shared_jobs,
-    work,
-)
+from adapters.slack.app import SWEEP_SECONDS, build_bot, make_client
 from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError
