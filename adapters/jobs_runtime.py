@@ -1,22 +1,139 @@
-"""A front end's share of the jobs on PostgreSQL (`bot.jobs`): open them, run them, drain them.
+"""A front end's share of the jobs on PostgreSQL (`bot.jobs`): open them, queue them, run them,
+drain them.
 
 `nerve slack`, `nerve worker` and `nerve discord` each open the jobs of NERVE_DATABASE_URL for the
 life of the process (`shared_jobs`; none on SQLite), register their platform's handlers and run a
 worker (`work`), and on SIGTERM drain the front end's own turns and the worker together (`drained`).
+
+Every platform has the same three kinds of job, named `<platform>.<kind>` (so each platform's jobs
+are a queue of their own, `bot.jobs`):
+
+- `event`: answer one delivery recorded in the inbox;
+- `resume`: go on with a parked turn once its request is decided, expired or signed in;
+- `deferred`: answer the messages that waited behind a parked turn.
+
+`Launcher` queues them, or runs the same work as a task of this process when there are no jobs
+(SQLite, one process).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.config import Settings
+from bot.errors import StoreError
 from bot.jobs import JobHandler, open_configured_jobs
+from bot.types import ConversationKey
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs
+
+logger = logging.getLogger(__name__)
+
+EVENT = "event"
+RESUME = "resume"
+DEFERRED = "deferred"
+
+# Runs a coroutine as a task the front end owns.
+Spawn = Callable[[Coroutine[Any, Any, None]], None]
+
+
+def job_name(platform: str, kind: str) -> str:
+    """The name of a platform's jobs of one kind: `slack.event`."""
+    return f"{platform}.{kind}"
+
+
+def event_lock(platform: str, event_id: str) -> str:
+    """The queueing lock of a delivery's job: one waiting job per event, across platforms."""
+    return f"{platform}:{event_id}"
+
+
+class Launcher:
+    """Where a platform's work runs: as a job any process takes (PostgreSQL), or a task here (SQLite)."""
+
+    def __init__(self, jobs: TurnJobs | None, spawn: Spawn, platform: str) -> None:
+        self.jobs = jobs
+        self._spawn = spawn
+        self._platform = platform
+
+    async def event(
+        self, event_id: str, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]
+    ) -> None:
+        """Answer a recorded event: queue its job, or run `here()` in this process."""
+        if self.jobs is None:
+            self._spawn(here())
+            return
+        await self._queue(EVENT, {"event_id": event_id}, event_lock(self._platform, event_id), key)
+
+    async def resume(
+        self, request_id: str, key: ConversationKey | None, here: Callable[[], Coroutine[Any, Any, None]]
+    ) -> None:
+        """Go on with a decided request: its job, or `here()` in this process."""
+        if self.jobs is None or key is None:
+            self._spawn(here())
+            return
+        lock = f"{self._platform}:resume:{request_id}"
+        await self._queue(RESUME, {"request_id": request_id}, lock, key)
+
+    async def deferred(self, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Answer the messages that waited in a conversation: its job, or `here()` in this process."""
+        if self.jobs is None:
+            self._spawn(here())
+            return
+        payload = {"workspace": key.workspace, "channel": key.channel, "thread": key.thread}
+        await self._queue(DEFERRED, payload, f"{self._platform}:deferred:{key}", key)
+
+    async def requeue(self, event_id: str, key: ConversationKey) -> bool:
+        """Queue an event that has no job waiting or running (left over by a process that died
+        between recording and queueing it); True if it was queued now."""
+        assert self.jobs is not None
+        lock = event_lock(self._platform, event_id)
+        if await self.jobs.pending(lock):
+            return False
+        return await self._queue(EVENT, {"event_id": event_id}, lock, key)
+
+    async def _queue(self, kind: str, payload: dict[str, str], lock: str, key: ConversationKey) -> bool:
+        assert self.jobs is not None
+        name = job_name(self._platform, kind)
+        try:
+            queued = await self.jobs.enqueue(name, payload, event=lock, conversation=str(key))
+        except StoreError as exc:
+            # The event stays recorded and unfinished: the sweep of some process queues it later.
+            logger.warning("could not queue %s for %s (queued by a later sweep): %s", name, key, exc.message)
+            return False
+        if not queued:
+            logger.info("%s for %s is queued already", name, lock)
+        return queued
+
+
+def job_handlers(
+    platform: str,
+    answer_event: Callable[[str], Awaitable[None]],
+    go_on: Callable[[str], Awaitable[None]],
+    answer_deferred: Callable[[ConversationKey], Awaitable[None]],
+) -> dict[str, JobHandler]:
+    """The handlers of a platform's jobs, for `TurnJobs.register` in every process that runs them."""
+
+    async def event(*, event_id: str) -> None:
+        await answer_event(event_id)
+
+    async def resume(*, request_id: str) -> None:
+        await go_on(request_id)
+
+    async def deferred(*, workspace: str, channel: str, thread: str) -> None:
+        await answer_deferred(
+            ConversationKey(platform=platform, workspace=workspace, channel=channel, thread=thread)
+        )
+
+    return {
+        job_name(platform, EVENT): event,
+        job_name(platform, RESUME): resume,
+        job_name(platform, DEFERRED): deferred,
+    }
 
 
 class RunsJobs(Protocol):
