@@ -24,7 +24,18 @@ from typing import Any
 from bench import core_bench
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-SUITES = ("core", "slack", "discord", "stream", "faults", "kills", "threads", "burst", "model_faults", "replicas")
+SUITES = (
+    "core",
+    "slack",
+    "discord",
+    "stream",
+    "faults",
+    "kills",
+    "threads",
+    "burst",
+    "model_faults",
+    "replicas",
+)
 TITLES = {
     "core": "Core (`bench/core_bench.py`)",
     "slack": "Slack (`bench/slack_bench.py`)",
