@@ -18,7 +18,7 @@ from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
 from bot.store.base import ConversationStore
 from tests.pg_schemas import drop_stale_schemas
-from tests.stores import TEST_DATABASE_URL, Backend, SQLiteBackend, postgres_backend
+from tests.stores import TEST_DATABASE_URL, Backend, SQLiteBackend, default_backend, postgres_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,10 +71,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 async def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """A fresh database: SQLite unless the test is parametrised onto PostgreSQL (both_stores)."""
-    if getattr(request, "param", "sqlite") == "sqlite":
+    param = getattr(request, "param", None)
+    if param == "sqlite":
         yield SQLiteBackend(tmp_path / "nerve.db")
         return
-    async with postgres_backend() as backend:
+    if param == "postgres":
+        async with postgres_backend() as backend:
+            yield backend
+        return
+    async with default_backend(tmp_path) as backend:  # NERVE_TEST_STORE decides
         yield backend
 
 

@@ -153,3 +153,19 @@ async def postgres_backend() -> AsyncIterator[PostgresBackend]:
         yield PostgresBackend(url, schema)
     finally:
         await drop_schema(url, schema)
+
+
+# `make test-postgres` sets this: the tests' default database becomes PostgreSQL (a schema per test),
+# so the whole suite runs a second time on it; tests that name SQLite keep SQLite.
+DEFAULT_STORE = "NERVE_TEST_STORE"
+
+
+@asynccontextmanager
+async def default_backend(tmp_path: Path) -> AsyncIterator[Backend]:
+    """The database a test gets when it does not ask for one: SQLite in `tmp_path`, or PostgreSQL
+    when NERVE_TEST_STORE=postgres."""
+    if os.environ.get(DEFAULT_STORE, "sqlite").strip().lower() == "postgres":
+        async with postgres_backend() as backend:
+            yield backend
+        return
+    yield SQLiteBackend(tmp_path / "nerve.db")

@@ -27,11 +27,10 @@ from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.seams import ToolHost
 from bot.store.base import ConversationStore
-from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ToolResult, ToolSpec
 from tests.fakes.llm_server import FakeLLMServer, Responder, Step
 from tests.fakes.slack_api import TEAM_ID, FakeSlack
-from tests.stores import Backend
+from tests.stores import Backend, default_backend
 
 SIGNING_SECRET = "test-signing-secret"
 _event_ids = itertools.count(1)
@@ -87,6 +86,7 @@ def settings_for(slack: FakeSlack, **overrides: Any) -> Settings:
 class Rig:
     slack: FakeSlack
     llm: FakeLLMServer
+    backend: Backend
     store: ConversationStore
     agent: Agent
     bot: SlackBot
@@ -180,6 +180,7 @@ class WatchedInbox:
 class Core:
     slack: FakeSlack
     llm: FakeLLMServer
+    backend: Backend
     store: ConversationStore
     agent: Agent
     host: StaticHost
@@ -201,8 +202,14 @@ async def core(
 ) -> AsyncIterator[Core]:
     """Fake Slack, fake model service, and the real agent on a real store (which parks turns that
     wait for approval when `approvals` is set): SQLite, or the test's `backend` (both_stores)."""
-    async with FakeSlack() as slack, FakeLLMServer(script, strict=strict) as llm:
-        store = await backend.open() if backend is not None else await SQLiteStore.open(tmp_path / "nerve.db")
+    async with (
+        FakeSlack() as slack,
+        FakeLLMServer(script, strict=strict) as llm,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        if backend is None:  # SQLite, or PostgreSQL when the suite runs on it (NERVE_TEST_STORE)
+            backend = await stack.enter_async_context(default_backend(tmp_path))
+        store = await backend.open()
         model = OpenAILLM(model="test-model", base_url=llm.base_url, api_key=None, timeout=30, max_retries=0)
         static = StaticHost(tools)
         inbox = WatchedInbox(store)
@@ -216,7 +223,9 @@ async def core(
             clock=clock,
         )
         try:
-            yield Core(slack=slack, llm=llm, store=store, agent=agent, host=static, inbox=inbox)
+            yield Core(
+                slack=slack, llm=llm, backend=backend, store=store, agent=agent, host=static, inbox=inbox
+            )
         finally:
             await model.aclose()
             await store.close()
@@ -266,6 +275,7 @@ async def rig(
                 yield Rig(
                     slack=c.slack,
                     llm=c.llm,
+                    backend=c.backend,
                     store=c.store,
                     agent=c.agent,
                     bot=bot,

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import aiosqlite
 
 from tests.fakes.llm_server import Step, reply
 from tests.fakes.slack_api import BOT_USER_ID
@@ -45,11 +44,6 @@ def database_bytes(folder: Path) -> bytes:
     return b"".join(path.read_bytes() for path in sorted(folder.glob("nerve.db*")))
 
 
-async def inbox_rows(path: Path) -> list[tuple[object, ...]]:
-    async with aiosqlite.connect(path) as db:
-        return [tuple(row) for row in await db.execute_fetchall("SELECT * FROM inbox")]
-
-
 async def test_a_delivery_carrying_a_token_leaves_no_trace_of_it_in_the_database(tmp_path: Path) -> None:
     async with rig(tmp_path, [reply("The air is fine.")]) as r:
         body = with_secrets(mention(f"<@{BOT_USER_ID}> how is the air?"))
@@ -57,9 +51,9 @@ async def test_a_delivery_carrying_a_token_leaves_no_trace_of_it_in_the_database
         await r.settle()
         assert [p.text for p in r.slack.posted] == ["The air is fine."]
 
-        rows = await inbox_rows(tmp_path / "nerve.db")
+        rows = await r.backend.rows("SELECT * FROM inbox")
         assert len(rows) == 1 and SECRET not in repr(rows)
-        assert SECRET.encode() not in database_bytes(tmp_path)
+        assert SECRET.encode() not in b"".join(await r.backend.everything_stored())
     assert SECRET.encode() not in database_bytes(tmp_path)
 
 
@@ -100,4 +94,5 @@ async def test_an_unfinished_event_is_kept_without_its_body_and_answered_after_a
         assert await c.store.unfinished_events("slack") == []
         assert user_texts(c.llm.requests[-1]) == ["still there?"]
         assert [p.text for p in c.slack.thread("C0CHANNEL", root)][-1] == "sorry for the wait"
+        assert SECRET.encode() not in b"".join(await c.backend.everything_stored())
     assert SECRET.encode() not in database_bytes(tmp_path)
