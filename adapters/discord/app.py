@@ -10,7 +10,9 @@
 
 Exactly-once: every delivery is claimed in the agent's inbox (gateway re-deliveries are dropped)
 and marked finished once answered; at start-up, deliveries left unfinished by a crash are answered
-as channel messages (an interaction's token does not survive that long).
+as channel messages (an interaction's token does not survive that long). With NERVE_DATABASE_URL,
+each claimed delivery is queued as a job that any `nerve discord` process's worker answers
+(`adapters.discord.jobs`).
 
 `DISCORD_API_BASE_URL` and `DISCORD_GATEWAY_URL` are applied to discord.py's class attributes
 (`Route.BASE`, `DiscordWebSocket.DEFAULT_GATEWAY`): they are process-wide, so one process talks to
@@ -24,7 +26,7 @@ import functools
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 import discord
@@ -46,22 +48,36 @@ from adapters.discord.delivery import (
 from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel, job_for, to_incoming
 from adapters.discord.input_message import InputBoard, InputButton, InputClick, Where
 from adapters.discord.input_modal import InputAgent, InputFlow
+from adapters.discord.jobs import CurrentClient, HeldInteractions, Launcher
+from adapters.discord.kept_pages import TurnPages
 from adapters.discord.live import EDIT_EVERY, LiveAnswer
 from adapters.discord.ops import count_rate_limit_waits, gateway_up
-from adapters.discord.pages import ChannelPage, ChannelPoster, InteractionPage, InteractionPoster, post_files
+from adapters.discord.pages import (
+    ChannelPage,
+    ChannelPoster,
+    InteractionPage,
+    InteractionPoster,
+    Page,
+    Poster,
+    post_files,
+)
 from adapters.discord.prompt_command import PromptAgent
 from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.sign_in import DisconnectButton, SignInLinks, resume_signed_in
 from adapters.discord.sign_in import register as register_sign_in
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
+from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
 from adapters.shutdown import finished_within
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
 from bot.render import truncate
-from bot.seams import Inbox
+from bot.seams import Inbox, PostRecords
 from bot.types import AgentReply, ConversationKey, Incoming, Progress, ToolSpec, no_progress
+
+if TYPE_CHECKING:
+    from bot.jobs import TurnJobs
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +131,19 @@ class NerveDiscordBot(discord.Client):
     # At most one live edit of an answer this often (seconds).
     live_edit_every = EDIT_EVERY
 
-    def __init__(self, agent: DiscordAgent, settings: Settings, **options: Any) -> None:
-        """`options` go to discord.py's client as they are (the shards of `ShardedNerveDiscordBot`)."""
+    def __init__(
+        self,
+        agent: DiscordAgent,
+        settings: Settings,
+        *,
+        jobs: TurnJobs | None = None,
+        clients: CurrentClient | None = None,
+        **options: Any,
+    ) -> None:
+        """`options` go to discord.py's client as they are (the shards of `ShardedNerveDiscordBot`).
+
+        With `jobs`, every turn is queued for whichever process's worker is free; `clients` is where
+        this process's worker finds the client to run its jobs on (`adapters.discord.jobs`)."""
         point_discord_at(settings)
         intents = discord.Intents.default()
         # Content of DMs, mentions and slash commands arrives without the privileged intent.
@@ -137,6 +164,15 @@ class NerveDiscordBot(discord.Client):
         self._tasks: set[asyncio.Task[None]] = set()
         # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
         self.stopping = False
+        # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
+        self._launch = Launcher(jobs, lambda turn: self._spawn(turn, "discord-turn"))
+        self._clients = clients
+        # Claimed and queued one at a time per conversation, so its jobs are in the order people wrote.
+        self._intake = ConversationOrder()
+        self._held = HeldInteractions()
+        # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
+        inbox = agent.inbox
+        self._records = inbox if jobs is not None and isinstance(inbox, PostRecords) else None
         self.approval_flow = ApprovalFlow(
             agent=agent,
             client=self,
@@ -144,6 +180,7 @@ class NerveDiscordBot(discord.Client):
             order=self._order,
             post=self.post_to_conversation,
             spawn=self._spawn,
+            launch=self._launch,
             progress_for=lambda key: self.sign_in_links.watch(
                 self.input_flow.sink(no_progress, self._where_of(key))
             ),
@@ -171,8 +208,10 @@ class NerveDiscordBot(discord.Client):
         # reach this client too.
         self.add_dynamic_items(ApprovalButton, InputButton)
         await self._sync_commands()
+        if self._clients is not None:
+            self._clients.use(self)
         self._spawn(self._recover(), "discord-recover")
-        self._spawn(self.approval_flow.run_sweeper(self.approval_sweep_every), SWEEPER_TASK)
+        self._spawn(self._sweep_forever(self.approval_sweep_every), SWEEPER_TASK)
 
     async def _sync_commands(self) -> None:
         guild_id = self.settings.discord_guild_id
@@ -210,7 +249,10 @@ class NerveDiscordBot(discord.Client):
             )
 
     async def close(self) -> None:
-        """Cancel running turns (their deliveries stay unfinished and are answered after restart)."""
+        """Cancel running turns (their deliveries stay unfinished and are answered after restart, or
+        their jobs go back to the queue)."""
+        if self._clients is not None:
+            self._clients.drop(self)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -218,21 +260,93 @@ class NerveDiscordBot(discord.Client):
         await super().close()
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self._start(coro, name)
+
+    def _start(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """A task this client owns: `drain` waits for it, `close` cancels it."""
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _recover(self) -> None:
+        """At start-up: answer the deliveries left unfinished; with jobs, queue those that have no job
+        waiting or running (another process may be answering the rest right now)."""
         for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
-            try:
-                job = replace(Job.from_json(payload), replayed=True)
-            except (ValueError, TypeError, KeyError):
-                logger.warning("dropping unreadable unfinished Discord delivery %s", event_id)
-                await self.agent.inbox.finish_event(PLATFORM, event_id)
+            job = await self._left_over(event_id, payload)
+            if job is None:
+                continue
+            if self._launch.jobs is not None:
+                await self._launch.requeue(event_id, job.key)
                 continue
             logger.info("answering %s left unfinished before the restart as a channel message", event_id)
             self._spawn(self._answer_message(job), f"discord-recover-{event_id}")
         await self.approval_flow.recover()
+
+    async def _left_over(self, event_id: str, payload: str) -> Job | None:
+        """The job of a recorded delivery, answered outside its delivery (a restart, a job): it waits
+        for a turn slot however many there are. An unreadable one is dropped with a log line."""
+        try:
+            return replace(Job.from_json(payload), replayed=True)
+        except (ValueError, TypeError, KeyError):
+            logger.warning("dropping unreadable unfinished Discord delivery %s", event_id)
+            await self.agent.inbox.finish_event(PLATFORM, event_id)
+            return None
+
+    async def _sweep_forever(self, every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            await self.sweep()
+
+    async def sweep(self) -> None:
+        """Expire the requests whose time ran out (their turns go on). With jobs, also queue the
+        deliveries a process recorded but died before queueing."""
+        if self._launch.jobs is not None:
+            try:
+                for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
+                    job = await self._left_over(event_id, payload)
+                    if job is not None and await self._launch.requeue(event_id, job.key):
+                        logger.warning("queued Discord delivery %s, recorded but never queued", event_id)
+            except Exception:
+                logger.exception("looking for Discord deliveries recorded but never queued failed")
+        try:
+            await self.approval_flow.sweep()
+        except Exception:
+            logger.exception("sweeping expired approval requests failed")
+
+    # --- jobs (`adapters.discord.jobs`) --------------------------------------------------------------
+
+    async def run_job(self, job: Coroutine[Any, Any, None], name: str) -> None:
+        """A job's work, as a task of this client: `drain` waits for it and `close` cuts it off. Cut
+        off, the job's handler ends cancelled too, and the job goes back to the queue for this
+        process's next client or another process; a handler cancelled (a drain) cancels it."""
+        await self._start(job, name)
+
+    async def answer_event(self, event_id: str) -> None:
+        """The job of one recorded delivery (any process may run it): answer it unless it was. An
+        interaction this client still holds is answered through its token, any other delivery as
+        channel messages (as after a restart)."""
+        payload = await self.agent.inbox.unfinished_payload(PLATFORM, event_id)
+        if payload is None:
+            logger.info("Discord delivery %s was answered already", event_id)
+            return
+        job = await self._left_over(event_id, payload)
+        if job is None:
+            return
+        interaction = self._held.take(event_id) if job.kind == "interaction" else None
+        if interaction is not None:
+            await self._answer_interaction(interaction, job)
+        else:
+            await self._answer_message(job)
+
+    async def go_on(self, request_id: str) -> None:
+        """The job of a parked turn with nothing left to wait for: its approval message shows the
+        outcome, the turn answers once, then the messages that waited behind it are answered."""
+        await self.approval_flow.resume(request_id, redraw=True)
+
+    async def answer_deferred(self, key: ConversationKey) -> None:
+        """The job of the messages that waited in a conversation whose turn is no longer parked."""
+        await self.approval_flow.answer_deferred(key)
 
     # --- messages ----------------------------------------------------------------------------------
 
@@ -243,13 +357,15 @@ class NerveDiscordBot(discord.Client):
         if incoming is None or incoming.event_id is None:
             return
         job = job_for(incoming, kind="message", channel_id=message.channel.id, message_id=message.id)
-        if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
-            logger.debug("ignoring re-delivered message %s", message.id)
-            return
-        if self.stopping:
-            logger.info("kept %s for the next start: nerve is shutting down", incoming.event_id)
-            return
-        self._spawn(self._answer_message(job), f"discord-{incoming.event_id}")
+        # Held from before the first await: discord.py runs each event as a task of its own.
+        async with self._intake.hold(job.key):
+            if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
+                logger.debug("ignoring re-delivered message %s", message.id)
+                return
+            if self.stopping:
+                logger.info("kept %s for the next start: nerve is shutting down", incoming.event_id)
+                return
+            await self._launch.event(job.event_id, job.key, lambda: self._answer_message(job))
 
     def _channel(self, job: Job) -> discord.PartialMessageable:
         guild_id = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
@@ -266,7 +382,16 @@ class NerveDiscordBot(discord.Client):
             if job.message_id:
                 reference = reply_reference(job.channel_id, job.message_id, guild_id)
             poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
-            live = LiveAnswer(poster, every=self.live_edit_every)
+            kept: TurnPages | None = None
+            shown: list[Page] = []
+            answer: Poster = poster
+            if self._records is not None:
+                kept = TurnPages(
+                    self._records, job.event_id, channel, poster, guard=self.guard, channel_id=job.channel_id
+                )
+                shown = list(await kept.load())
+                answer = kept
+            live = LiveAnswer(answer, pages=shown, every=self.live_edit_every)
             progress = self.sign_in_links.watch(
                 self.input_flow.sink(
                     live.progress, Where(channel=channel, channel_id=job.channel_id, reference=reference)
@@ -282,7 +407,11 @@ class NerveDiscordBot(discord.Client):
             else:
                 chunks, view = self._render(reply)
                 await live.deliver(chunks, view)
-                await post_files(poster, reply.attachments)
+                if kept is None:
+                    await post_files(poster, reply.attachments)
+                elif reply.attachments and await kept.take_files():
+                    await post_files(poster, reply.attachments)
+                    await kept.files_done()
             if job.open_thread:
                 await self._open_thread(job)
 
@@ -336,12 +465,18 @@ class NerveDiscordBot(discord.Client):
         job = job_for(
             incoming, kind="interaction", channel_id=interaction.channel_id or 0, message_id=answer_id or 0
         )
-        if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
-            return
-        if self.stopping:
-            logger.info("kept %s for the next start: nerve is shutting down", incoming.event_id)
-            return
-        self._spawn(self._answer_interaction(interaction, job), f"discord-{incoming.event_id}")
+        async with self._intake.hold(job.key):
+            if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
+                return
+            if self.stopping:
+                logger.info("kept %s for the next start: nerve is shutting down", incoming.event_id)
+                return
+            if self._launch.jobs is not None:
+                # Answered through its token if this process's worker takes the job in time.
+                self._held.hold(job.event_id, interaction)
+            await self._launch.event(
+                job.event_id, job.key, lambda: self._answer_interaction(interaction, job)
+            )
 
     async def _answer_interaction(self, interaction: discord.Interaction[Any], job: Job) -> None:
         async with self._delivery(job), self._order.hold(job.key):
@@ -507,20 +642,36 @@ class ShardedNerveDiscordBot(NerveDiscordBot, discord.AutoShardedClient):
     DISCORD_GATEWAY_URL, so an unsharded bot stays the plain client it always was.
     """
 
-    def __init__(self, agent: DiscordAgent, settings: Settings) -> None:
+    def __init__(
+        self,
+        agent: DiscordAgent,
+        settings: Settings,
+        *,
+        jobs: TurnJobs | None = None,
+        clients: CurrentClient | None = None,
+    ) -> None:
         super().__init__(
             agent,
             settings,
+            jobs=jobs,
+            clients=clients,
             shard_count=settings.nerve_discord_shard_count,
             shard_ids=settings.discord_shard_ids,
         )
 
 
-def new_bot(agent: DiscordAgent, settings: Settings) -> NerveDiscordBot:
-    """The client the settings ask for: sharded when NERVE_DISCORD_SHARD_COUNT is set."""
+def new_bot(
+    agent: DiscordAgent,
+    settings: Settings,
+    *,
+    jobs: TurnJobs | None = None,
+    clients: CurrentClient | None = None,
+) -> NerveDiscordBot:
+    """The client the settings ask for: sharded when NERVE_DISCORD_SHARD_COUNT is set. With `jobs`,
+    its turns are jobs, run by the client `clients` names (`adapters.discord.jobs`)."""
     if settings.nerve_discord_shard_count is not None:
-        return ShardedNerveDiscordBot(agent, settings)
-    return NerveDiscordBot(agent, settings)
+        return ShardedNerveDiscordBot(agent, settings, jobs=jobs, clients=clients)
+    return NerveDiscordBot(agent, settings, jobs=jobs, clients=clients)
 
 
 class _Delivery:
@@ -586,6 +737,10 @@ async def run_discord(
     application is not allowed to use; `StartupError` when Discord cannot be reached before the
     first login. /healthz, /readyz and /metrics answer at NERVE_HTTP_HOST:NERVE_HTTP_PORT from the
     start (`adapters.ops_http`; `ops_ready` receives their base URL).
+
+    With NERVE_DATABASE_URL, turns are jobs: this process runs a worker for Discord's jobs
+    (NERVE_WORKER_CONCURRENCY at a time, on whichever client is logged in), `/readyz` says when it
+    is not taking jobs, and SIGTERM drains it with the client's own turns.
     """
     token = check_settings(settings)
     stop = stop or asyncio.Event()
@@ -594,16 +749,31 @@ async def run_discord(
     sign_ins = sign_in_endpoints(getattr(agent, "connections", None), settings.nerve_public_url, "Discord")
     if sign_ins is not None:
         ops.routes.append(sign_ins.install)
-    async with ops.serving(settings.nerve_http_host, settings.nerve_http_port):
+    async with ops.serving(settings.nerve_http_host, settings.nerve_http_port), shared_jobs(settings) as jobs:
+        clients = CurrentClient()
+        if jobs is not None:
+            work(jobs, clients, settings)
+            ops.worker = jobs.worker_alive
         await _run_restarting(
-            agent, settings, token, policy or RestartPolicy(), ops.platform, stop, sign_ins=sign_ins
+            agent,
+            settings,
+            token,
+            policy or RestartPolicy(),
+            ops.platform,
+            stop,
+            sign_ins=sign_ins,
+            jobs=jobs,
+            clients=clients,
         )
 
 
-async def _stop_when_asked(stop: asyncio.Event, bot: NerveDiscordBot, grace: float) -> None:
-    """Wind `bot` down once `stop` is set: its running turns get `grace`, then it closes."""
+async def _stop_when_asked(
+    stop: asyncio.Event, bot: NerveDiscordBot, jobs: TurnJobs | None, grace: float
+) -> None:
+    """Wind `bot` down once `stop` is set: its running turns and the worker's jobs get `grace`
+    (the jobs still running then go back to the queue), then it closes."""
     await stop.wait()
-    await bot.drain(grace)
+    await drained(bot, jobs, grace)
     await bot.close()
 
 
@@ -616,9 +786,12 @@ async def _run_restarting(
     stop: asyncio.Event,
     *,
     sign_ins: SignInEndpoints | None = None,
+    jobs: TurnJobs | None = None,
+    clients: CurrentClient | None = None,
 ) -> None:
     """`run_discord`'s loop: a new client after each death, `platform` told how to see the newest
-    (and `sign_ins` which client goes on with the turns a sign-in lets go on)."""
+    (`sign_ins` which client goes on with the turns a sign-in lets go on, and `clients` which one
+    runs the worker's jobs)."""
     count_rate_limit_waits()
     # nerve never joins voice channels: the warnings about missing voice libraries are only noise.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
@@ -626,13 +799,13 @@ async def _run_restarting(
     delay = policy.initial
     logged_in = False  # once Discord answered a login, a later outage is one to wait out
     while True:
-        bot = new_bot(agent, settings)
+        bot = new_bot(agent, settings, jobs=jobs, clients=clients)
         platform.connected(functools.partial(gateway_up, bot))
         if sign_ins is not None:
             sign_ins.resume = resume_signed_in(bot.approval_flow.resume_later)
         started = loop.time()
         failure: BaseException
-        stopper = asyncio.create_task(_stop_when_asked(stop, bot, settings.nerve_shutdown_grace))
+        stopper = asyncio.create_task(_stop_when_asked(stop, bot, jobs, settings.nerve_shutdown_grace))
         try:
             async with bot:
                 await bot.start(token)

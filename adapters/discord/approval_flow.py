@@ -10,13 +10,15 @@ behind them are answered.
 
 A resumed turn runs with the conversation's progress sink (`progress_for`): what its servers ask
 while it goes on is shown in the conversation, and its questions' messages say how they ended.
+With jobs (PostgreSQL), resumed turns and the messages that waited are jobs of their conversation
+that any process's worker runs (`launch`, `adapters.discord.jobs`); without, tasks of this process.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, Protocol
 
 import discord
@@ -25,6 +27,7 @@ from adapters.discord.approval_buttons import ALL_CALLS, Click, approval_view, f
 from adapters.discord.approval_message import approval_message
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ConversationOrder, send_message
 from adapters.discord.incoming import PLATFORM, message_of
+from adapters.jobs_runtime import Launcher
 from bot.approvals import EXPIRED, GONE
 from bot.store.approvals import ApprovalLedger
 from bot.types import (
@@ -98,6 +101,7 @@ class ApprovalFlow:
         post: PostToConversation,
         spawn: Spawn,
         progress_for: Callable[[ConversationKey], Progress] = lambda key: no_progress,
+        launch: Launcher | None = None,
     ) -> None:
         self._agent = agent
         self._client = client
@@ -105,6 +109,8 @@ class ApprovalFlow:
         self._order = order
         self._post = post
         self._spawn = spawn
+        # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
+        self._launch = launch or Launcher(None, lambda work: spawn(work, "discord-resume"), PLATFORM)
         # The sink a resumed turn (and the messages that waited behind it) report to.
         self._progress_for = progress_for
 
@@ -172,7 +178,7 @@ class ApprovalFlow:
         return True
 
     async def show_in_message(
-        self, message: discord.Message, prompt: ApprovalPrompt, channel_id: int
+        self, message: discord.Message | discord.PartialMessage, prompt: ApprovalPrompt, channel_id: int
     ) -> bool:
         """Make a message of ours (the turn's live answer) the approval message; False if it failed."""
         shown = approval_message(prompt)
@@ -293,7 +299,17 @@ class ApprovalFlow:
     def resume_later(self, request_id: str) -> None:
         """Go on with a parked turn in the background: the click or submit that let it go on is
         answered already and must not wait for the turn."""
-        self._spawn(self.resume(request_id), f"discord-resume-{request_id}")
+        self._spawn(self._go_on(request_id), f"discord-resume-{request_id}")
+
+    async def _go_on(self, request_id: str, *, redraw: bool = False) -> None:
+        """A parked turn with nothing left to wait for goes on (`resume`): as a job of its
+        conversation when jobs are shared, else as a task of this process."""
+        key: ConversationKey | None = None
+        approvals = self._agent.approvals
+        if self._launch.jobs is not None and approvals is not None:
+            found = await approvals.prompt(request_id)
+            key = found[0].key if found is not None else None
+        await self._launch.resume(request_id, key, lambda: self.resume(request_id, redraw=redraw))
 
     async def resume(self, request_id: str, *, redraw: bool = False) -> None:
         """Resume a turn with nothing left to wait for (every call decided, every question answered
@@ -332,16 +348,7 @@ class ApprovalFlow:
         """Requests past their expiry go on without the calls nobody approved (or with "cancel" for
         the questions nobody answered)."""
         for request_id in await self._agent.expire_due(PLATFORM):
-            self._spawn(self.resume(request_id, redraw=True), f"discord-expired-{request_id}")
-
-    async def run_sweeper(self, every: float) -> None:
-        """Sweep expired requests every `every` seconds until cancelled."""
-        while True:
-            await asyncio.sleep(every)
-            try:
-                await self.sweep()
-            except Exception:
-                logger.exception("sweeping expired approval requests failed")
+            await self._go_on(request_id, redraw=True)
 
     async def recover(self) -> None:
         """At start-up: resume requests decided (or expired) before a stop; answer messages that waited."""
@@ -349,6 +356,6 @@ class ApprovalFlow:
         if approvals is None:
             return
         for request_id in await self._agent.recover_parked(PLATFORM):
-            self._spawn(self.resume(request_id, redraw=True), f"discord-recover-{request_id}")
+            await self._go_on(request_id, redraw=True)
         for key in await approvals.threads_with_deferred(PLATFORM):
-            self._spawn(self.answer_deferred(key), f"discord-deferred-{key}")
+            await self._launch.deferred(key, partial(self.answer_deferred, key))

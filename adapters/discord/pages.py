@@ -55,7 +55,12 @@ def _view(view: discord.ui.View | None) -> Any:
 
 
 class ChannelPage:
-    def __init__(self, message: discord.Message, guard: ChannelGuard, channel_id: int) -> None:
+    """A channel message of ours; a partial one (only its id known) when a job run again goes on in
+    the messages of the run before (`adapters.discord.kept_pages`)."""
+
+    def __init__(
+        self, message: discord.Message | discord.PartialMessage, guard: ChannelGuard, channel_id: int
+    ) -> None:
         self.message = message
         self._guard = guard
         self._channel_id = channel_id
@@ -85,7 +90,7 @@ class ChannelPage:
 
 
 class ChannelPoster:
-    """Channel messages; the first one replies to `reference`."""
+    """Channel messages; the first one replies to `reference` (None once one was posted)."""
 
     def __init__(
         self,
@@ -98,11 +103,11 @@ class ChannelPoster:
         self._channel = channel
         self._guard = guard
         self._channel_id = channel_id
-        self._reference = reference
+        self.reference = reference
 
     async def post(
         self, content: str, *, view: discord.ui.View | None = None, files: Sequence[discord.File] = ()
-    ) -> Page | None:
+    ) -> ChannelPage | None:
         message = await send_message(
             self._channel,
             content,
@@ -110,11 +115,11 @@ class ChannelPoster:
             channel_id=self._channel_id,
             files=files,
             view=view,
-            reference=self._reference,
+            reference=self.reference,
         )
         if message is None:
             return None
-        self._reference = None
+        self.reference = None
         return ChannelPage(message, self._guard, self._channel_id)
 
 
