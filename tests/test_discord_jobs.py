@@ -24,6 +24,7 @@ from adapters.discord.app import NerveDiscordBot, new_bot, run_discord
 from adapters.discord.jobs import CurrentClient
 from adapters.jobs_runtime import drained, work
 from bot.agent import Agent
+from bot.config import Settings
 from bot.jobs import TurnJobs, open_turn_jobs
 from bot.mcp.host import MCPHost
 from bot.store.base import ConversationStore
@@ -77,6 +78,37 @@ def ready_gateways(fake: FakeDiscord) -> int:
 
 
 @contextlib.asynccontextmanager
+async def connected(fake: FakeDiscord, bot: NerveDiscordBot) -> AsyncIterator[NerveDiscordBot]:
+    """`bot` logged in and past READY on the fake's gateway; closed on exit."""
+    connected_before = ready_gateways(fake)
+    started = asyncio.create_task(bot.start(fake.token), name="discord-bot")
+    try:
+        await fake.wait_until(lambda: ready_gateways(fake) > connected_before or started.done())
+        if started.done():
+            started.result()
+            raise AssertionError("the bot stopped before it connected")
+        yield bot
+    finally:
+        await bot.close()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            async with asyncio.timeout(10):
+                await started
+
+
+async def worker_taking_jobs(jobs: TurnJobs) -> None:
+    async with asyncio.timeout(10):
+        while not jobs.worker_alive():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+
+def process_settings(fake: FakeDiscord, pg: PostgresBackend, shard: int | None = None) -> Settings:
+    overrides: dict[str, Any] = {"nerve_database_url": pg.location, "nerve_worker_stall_timeout": STALL}
+    if shard is not None:
+        overrides.update(nerve_discord_shard_count=2, nerve_discord_shards=str(shard))
+    return settings_for(fake, **overrides)
+
+
+@contextlib.asynccontextmanager
 async def discord_process(
     fake: FakeDiscord,
     pg: PostgresBackend,
@@ -90,37 +122,23 @@ async def discord_process(
     """A Discord client on the shared schema, connected to the fake's gateway (on `shard` of two if
     given), running a worker for Discord's jobs if `worker`; drained within `grace` on exit. With
     `host`, its agent asks for approvals of the host's writes."""
-    overrides: dict[str, Any] = {"nerve_database_url": pg.location, "nerve_worker_stall_timeout": STALL}
-    if shard is not None:
-        overrides.update(nerve_discord_shard_count=2, nerve_discord_shards=str(shard))
-    settings = settings_for(fake, **overrides)
+    settings = process_settings(fake, pg, shard)
     store = await pg.open()
     jobs = await open_turn_jobs(pg.location, stall_timeout=STALL)
     clients = CurrentClient()
-    connected_before = ready_gateways(fake)
     try:
         made = agent_for(llm, store) if host is None else approving_agent(llm, store, host)  # type: ignore[arg-type]
         async with made as agent:
             bot = new_bot(agent, settings, jobs=jobs, clients=clients)
             if worker:
                 work(jobs, clients, settings)
-            started = asyncio.create_task(bot.start(fake.token), name="discord-bot")
-            try:
-                await fake.wait_until(lambda: ready_gateways(fake) > connected_before or started.done())
-                if started.done():
-                    started.result()
-                    raise AssertionError("the bot stopped before it connected")
-                if worker:
-                    async with asyncio.timeout(10):
-                        while not jobs.worker_alive():  # noqa: ASYNC110
-                            await asyncio.sleep(0.02)
-                yield Process(bot=bot, jobs=jobs, store=store, agent=agent)
-            finally:
-                await drained(bot, jobs, grace)
-                await bot.close()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    async with asyncio.timeout(10):
-                        await started
+            async with connected(fake, bot):
+                try:
+                    if worker:
+                        await worker_taking_jobs(jobs)
+                    yield Process(bot=bot, jobs=jobs, store=store, agent=agent)
+                finally:
+                    await drained(bot, jobs, grace)
     finally:
         await jobs.aclose()
         await store.close()
@@ -335,3 +353,33 @@ async def test_a_turn_parked_on_an_approval_goes_on_as_a_job_of_another_process_
         assert ran(notes) == ["read_note", "append_note"]
         assert owner_llm.requests == []
         worker_llm.assert_complete()
+
+
+async def test_a_client_that_closes_mid_job_hands_it_back_and_the_processs_next_client_answers_it(
+    fake: FakeDiscord, pg: PostgresBackend
+) -> None:
+    words = "The first words of a long answer, and then more words"
+    script = [reply(words, chunk_chars=8, stall_after=4, stall=60), reply("The whole answer.")]
+    settings = process_settings(fake, pg)
+    store = await pg.open()
+    jobs = await open_turn_jobs(pg.location, stall_timeout=STALL)
+    clients = CurrentClient()
+    try:
+        async with FakeLLMServer(script) as llm, agent_for(llm, store) as agent:  # type: ignore[arg-type]
+            work(jobs, clients, settings)
+            async with connected(fake, new_bot(agent, settings, jobs=jobs, clients=clients)):
+                await worker_taking_jobs(jobs)
+                mention = await fake.user_says(fake.user("ada"), "tell me at length", mention_bot=True)
+                await fake.wait_for("POST", rf"/channels/{fake.channel_id}/messages")
+            # The gateway's client died mid-answer (run_discord makes a new one): the job is back
+            # in the queue, and this process's worker takes it again on the next client.
+            async with connected(fake, new_bot(agent, settings, jobs=jobs, clients=clients)) as second:
+                await until_answered(pg, f"m:{mention['id']}")
+                await drained(second, jobs, 5.0)
+            (message,) = fake.bot_messages(fake.channel_id)
+            assert message["content"] == "The whole answer."
+            assert len(channel_posts(fake, fake.channel_id)) == 1
+            llm.assert_complete()
+    finally:
+        await jobs.aclose()
+        await store.close()
