@@ -12,7 +12,7 @@ It does no start-up recovery: the jobs of a worker that died are run again by th
 heartbeat stops (`bot.jobs`), and what a receiver left unqueued is queued by a sweep or by the
 receiver's own next start.
 
-Discord turns are no jobs: they run in the process whose gateway shard received them.
+Discord's jobs are another queue, run by `nerve discord` processes (`adapters.discord.jobs`).
 """
 
 from __future__ import annotations
