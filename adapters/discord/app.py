@@ -171,8 +171,8 @@ class NerveDiscordBot(discord.Client):
         self._intake = ConversationOrder()
         self._held = HeldInteractions()
         # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
-        inbox = agent.inbox
-        self._records = inbox if jobs is not None and isinstance(inbox, PostRecords) else None
+        inbox = agent.inbox if jobs is not None else None
+        self._records = inbox if isinstance(inbox, PostRecords) else None
         self.approval_flow = ApprovalFlow(
             agent=agent,
             client=self,
