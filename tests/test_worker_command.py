@@ -28,6 +28,7 @@ from tests.stores import PostgresBackend, postgres_backend
 from tests.test_cli import nerve_env, run_nerve
 from tests.test_slack_harness import mention
 from tests.test_slack_startup import closed_port
+from tests.test_thread_lock import until
 
 CHANNEL = "C0CHANNEL"
 SERVING = re.compile(r"serving /healthz, /readyz and /metrics at (\S+)")
@@ -152,7 +153,13 @@ async def test_nerve_worker_answers_a_queued_slack_event_with_no_front_end_and_s
                 await slack.wait_for(lambda s: texts(s, root) == ["I am nerve."], 60)
             except TimeoutError:
                 raise AssertionError(f"posted {texts(slack, root)}:\n{worker.log}") from None
-            assert await pg.rows("SELECT event_id, status FROM inbox") == [(body["event_id"], "done")]
+            # The event is recorded as finished just after its answer went out.
+            finished = [(body["event_id"], "done")]
+
+            async def recorded_finished() -> bool:
+                return await pg.rows("SELECT event_id, status FROM inbox") == finished
+
+            await until(recorded_finished, 10)
 
             # Ready once the MCP servers are up: the worker takes jobs, Slack took the token.
             status, answer = await ready(http, base)
