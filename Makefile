@@ -10,7 +10,7 @@ NODE_STAMP := $(NODE_DIR)/.installed
 CONFORMANCE_DIR := .conformance
 CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed
 
-.PHONY: run test lint bench fmt clean conformance
+.PHONY: run test test-postgres lint bench fmt clean conformance
 
 $(STAMP): pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "nerve needs Python 3.11 or newer"; exit 1; }
@@ -47,6 +47,11 @@ TEST_WORKERS ?= 3
 NERVE_TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 test: $(STAMP) $(NODE_STAMP)
 	NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The same suite again with PostgreSQL as the database of every test that does not name one
+# (NERVE_TEST_STORE): each test in a schema of its own. .ci/run runs both.
+test-postgres: $(STAMP) $(NODE_STAMP)
+	NERVE_TEST_STORE=postgres NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
