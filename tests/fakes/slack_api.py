@@ -751,10 +751,17 @@ class FakeSlack:
         self._sockets.remove(ws)
         return ws
 
+    @property
+    def connections(self) -> int:
+        """Socket Mode connections open now (each nerve process opens its own)."""
+        return len(self._sockets)
+
     async def send_envelope(
-        self, payload: dict[str, Any], *, kind: str = "events_api", retry: int = 0
+        self, payload: dict[str, Any], *, kind: str = "events_api", retry: int = 0, to: int = -1
     ) -> str:
-        """Deliver `payload` over the open Socket Mode connection; returns the envelope id to expect back."""
+        """Deliver `payload` over an open Socket Mode connection (the latest, or the `to`-th as they
+        opened: Slack spreads events and their retries over an app's connections); returns the
+        envelope id to expect back."""
         async with asyncio.timeout(10):
             await self._socket_open.wait()
         envelope_id = str(uuid.uuid4())
@@ -766,5 +773,5 @@ class FakeSlack:
             "retry_attempt": retry,
             "retry_reason": "timeout" if retry else "",
         }
-        await self._sockets[-1].send_json(envelope)
+        await self._sockets[to].send_json(envelope)
         return envelope_id
