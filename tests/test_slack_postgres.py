@@ -5,85 +5,22 @@ history is still there (it was in PostgreSQL, not in a SQLite file).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import re
-import signal
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
 from tests.stores import Backend
 from tests.test_cli import nerve_env
-from tests.test_slack_harness import mention, sign, user_texts
+from tests.test_slack_harness import mention, user_texts
+from tests.test_slack_shutdown import deliver, nerve_slack
 from tests.test_slack_startup import closed_port
 
 CHANNEL = "C0CHANNEL"
 EVENTS = re.compile(r"serving Slack events and interactions at (\S+)")
-
-
-class Running:
-    """`python -m bot slack` as a child process, its log kept as it comes."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.log = ""
-
-    async def events_url(self, within: float = 60.0) -> str:
-        assert self.process.stderr is not None
-        async with asyncio.timeout(within):
-            while line := await self.process.stderr.readline():
-                self.log += line.decode(errors="replace")
-                if found := EVENTS.search(self.log):
-                    # Keep draining the log, so the process never blocks on a full pipe.
-                    asyncio.get_running_loop().create_task(self._drain())
-                    return found.group(1)
-        raise AssertionError(f"nerve slack never served events:\n{self.log}")
-
-    async def _drain(self) -> None:
-        assert self.process.stderr is not None
-        async for line in self.process.stderr:
-            self.log += line.decode(errors="replace")
-
-    async def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(30):
-            return await self.process.wait()
-
-
-@contextlib.asynccontextmanager
-async def nerve_slack(env: dict[str, str]) -> AsyncIterator[Running]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "slack",
-        env=env,
-        cwd=str(ROOT),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        yield Running(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-
-
-async def deliver(http: aiohttp.ClientSession, url: str, body: dict[str, object]) -> int:
-    raw = json.dumps(body)
-    async with http.post(url, data=raw, headers=sign(raw)) as response:
-        await response.read()
-        return response.status
 
 
 def texts(slack: FakeSlack, root: str) -> list[str]:
@@ -116,11 +53,11 @@ async def test_nerve_slack_on_postgresql_answers_and_remembers_the_thread_after_
         env.pop("SLACK_APP_TOKEN", None)
 
         async with nerve_slack(env) as nerve:
-            url = await nerve.events_url()
+            url = nerve.events_url
             first = mention(f"<@{BOT_USER_ID}> weather in 1010?", ts=root)
             assert await deliver(http, url, first) == 200
             await slack.wait_for(lambda s: texts(s, root)[-1:] == ["Sunny in 1010."], 30)
-            assert await nerve.stop() == 0, nerve.log
+            assert await nerve.stop() == 0, nerve.log()
 
         stored = await store_backend.rows("SELECT role, content FROM messages ORDER BY id")
         assert stored == [("user", "weather in 1010?"), ("assistant", "Sunny in 1010.")]
@@ -128,11 +65,11 @@ async def test_nerve_slack_on_postgresql_answers_and_remembers_the_thread_after_
         assert not (tmp_path / "nerve.db").exists(), "nothing was written to the SQLite file"
 
         async with nerve_slack(env) as again:
-            url = await again.events_url()
+            url = again.events_url
             follow_up = mention(f"<@{BOT_USER_ID}> and tomorrow?", ts="1600000000.700200", thread_ts=root)
             assert await deliver(http, url, follow_up) == 200
             await slack.wait_for(lambda s: len(texts(s, root)) >= 2 and "Rain" in texts(s, root)[-1], 30)
-            assert await again.stop() == 0, again.log
+            assert await again.stop() == 0, again.log()
 
     # The model saw the thread as PostgreSQL kept it across the restart: question, answer, question.
     assert user_texts(llm.requests[1]) == ["weather in 1010?", "and tomorrow?"]

@@ -106,6 +106,11 @@ class Nerve:
             await asyncio.sleep(0.05)
         raise AssertionError(f"the MCP server never started:\n{self.log()}")
 
+    async def stop(self, within: float = 40.0) -> int:
+        """SIGTERM, then its exit code."""
+        self.process.send_signal(signal.SIGTERM)
+        return await self.exit_code(within)
+
     async def exit_code(self, within: float) -> int:
         try:
             async with asyncio.timeout(within):

@@ -8,11 +8,7 @@ NERVE_DATABASE_URL or SLACK_BOT_TOKEN it refuses to start, in plain words.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-import signal
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -21,68 +17,18 @@ from adapters.slack.events import Identity, classify
 from adapters.slack.inbox import inbox_payload
 from adapters.slack.jobs import EVENT_JOB, event_lock
 from bot.jobs import open_turn_jobs
-from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlack
 from tests.stores import PostgresBackend, postgres_backend
 from tests.test_cli import nerve_env, run_nerve
 from tests.test_slack_harness import mention
+from tests.test_slack_shutdown import nerve_running
 from tests.test_slack_startup import closed_port
 from tests.test_thread_lock import until
 
 CHANNEL = "C0CHANNEL"
 SERVING = re.compile(r"serving /healthz, /readyz and /metrics at (\S+)")
 NO_DATABASE = "nerve worker shares jobs on PostgreSQL: set NERVE_DATABASE_URL"
-
-
-class Worker:
-    """`python -m bot worker` as a child process, its log kept as it comes."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.log = ""
-
-    async def ops_url(self, within: float = 60.0) -> str:
-        assert self.process.stderr is not None
-        async with asyncio.timeout(within):
-            while line := await self.process.stderr.readline():
-                self.log += line.decode(errors="replace")
-                if found := SERVING.search(self.log):
-                    # Keep draining the log, so the process never blocks on a full pipe.
-                    asyncio.get_running_loop().create_task(self._drain())
-                    return found.group(1)
-        raise AssertionError(f"nerve worker never served its endpoints:\n{self.log}")
-
-    async def _drain(self) -> None:
-        assert self.process.stderr is not None
-        async for line in self.process.stderr:
-            self.log += line.decode(errors="replace")
-
-    async def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(40):
-            return await self.process.wait()
-
-
-@contextlib.asynccontextmanager
-async def nerve_worker(env: dict[str, str]) -> AsyncIterator[Worker]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "worker",
-        env=env,
-        cwd=str(ROOT),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        yield Worker(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def record_and_queue(pg: PostgresBackend, body: dict[str, object]) -> None:
@@ -147,12 +93,12 @@ async def test_nerve_worker_answers_a_queued_slack_event_with_no_front_end_and_s
         env.pop("SLACK_APP_TOKEN", None)
         env.pop("SLACK_SIGNING_SECRET", None)
 
-        async with nerve_worker(env) as worker:
-            base = await worker.ops_url()
+        async with nerve_running("worker", env) as worker:
+            base = worker.ops_url
             try:
                 await slack.wait_for(lambda s: texts(s, root) == ["I am nerve."], 60)
             except TimeoutError:
-                raise AssertionError(f"posted {texts(slack, root)}:\n{worker.log}") from None
+                raise AssertionError(f"posted {texts(slack, root)}:\n{worker.log()}") from None
             # The event is recorded as finished just after its answer went out.
             finished = [(body["event_id"], "done")]
 
@@ -168,16 +114,16 @@ async def test_nerve_worker_answers_a_queued_slack_event_with_no_front_end_and_s
                     break
                 await asyncio.sleep(0.1)
                 status, answer = await ready(http, base)
-            assert (status, answer) == (200, {"ready": True, "reasons": []}), worker.log
+            assert (status, answer) == (200, {"ready": True, "reasons": []}), worker.log()
             async with http.get(f"{base}/healthz") as health:
                 assert health.status == 200
 
-            assert await worker.stop() == 0, worker.log
+            assert await worker.stop() == 0, worker.log()
 
     # It checked the token, and it neither opened a socket nor served /slack/events.
     assert slack.calls_of("auth.test")
     assert not slack.calls_of("apps.connections.open")
-    assert "serving Slack events" not in worker.log
+    assert "serving Slack events" not in worker.log()
     assert len(llm.requests) == 1
 
 
