@@ -371,6 +371,28 @@ async def test_prompts_take_arguments_and_complete_the_topic(asks: Asks) -> None
     assert everything.completion.values == ["weather", "wealth", "welding"]
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_with_asks_log_set_each_question_asked_and_each_answer_received_is_one_line(
+    protocol: str, tmp_path: Path
+) -> None:
+    """The log tells a test what reached the tool, and how often, even across clients that stopped."""
+    log = tmp_path / "asks.log"
+    params = server_params("--protocol", protocol)
+    params.env = {"ASKS_LOG": str(log)}
+    person = Person(lambda params: types.ElicitResult(action="accept", content={"colour": "green"}))
+    async with Client(params, elicitation_callback=person) as client:
+        result = await asyncio.wait_for(client.call_tool("ask_colour", {"label": "door"}), WAIT)
+    assert text(result) == "door: green"
+    assert [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] == [
+        {"tool": "ask_colour", "question": "colour", "answer": None},
+        {
+            "tool": "ask_colour",
+            "question": "colour",
+            "answer": {"action": "accept", "content": {"colour": "green"}},
+        },
+    ]
+
+
 def leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         return [leaf for inner in error.exceptions for leaf in leaves(inner)]

@@ -35,6 +35,10 @@ Tools:
 * `grow_tools` adds `new_tool`, `shrink_tools` removes it; both announce the change
   (`notifications/tools/list_changed` on 2025-11-25, `subscriptions/listen` on 2026-07-28).
 
+With `ASKS_LOG` set to a file, each question a tool asks and each answer it receives is appended to
+it as one JSON line, `{"tool", "question", "answer"}` (`answer` null for the asking), so a test sees
+exactly what reached the tool and how often, whichever server process served the call.
+
 Tools that only ask or answer are annotated read-only and closed-world, so an approval policy lets
 them run at once; `grow_tools` and `shrink_tools` change the server and carry no annotations.
 
@@ -57,10 +61,12 @@ import argparse
 import base64
 import json
 import logging
+import os
 import socket
 import sys
 import uuid
 import warnings
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -157,10 +163,23 @@ def _modern(ctx: Context) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
+def _record(tool: str, key: str, answer: types.ElicitResult | None) -> None:
+    """One line in `ASKS_LOG` (when set): a question asked (`answer` null) or an answer received."""
+    log = os.environ.get("ASKS_LOG")
+    if not log:
+        return
+    received = None if answer is None else {"action": answer.action, "content": answer.content}
+    with Path(log).open("a", encoding="utf-8") as out:
+        out.write(json.dumps({"tool": tool, "question": key, "answer": received}) + "\n")
+
+
 async def _ask(
-    ctx: Context, key: str, params: types.ElicitRequestFormParams | types.ElicitRequestURLParams
+    ctx: Context,
+    tool: str,
+    key: str,
+    params: types.ElicitRequestFormParams | types.ElicitRequestURLParams,
 ) -> types.ElicitResult | types.InputRequiredResult:
-    """Ask the client the way the connection's protocol era asks.
+    """Ask the client the way the connection's protocol era asks (recorded in `ASKS_LOG`).
 
     2026-07-28: the answer is in the retried call's `input_responses` under `key`, or the call is
     answered with an `InputRequiredResult` asking for it. Earlier: `elicitation/create` on the open
@@ -169,19 +188,25 @@ async def _ask(
     if _modern(ctx):
         answer = (ctx.input_responses or {}).get(key)
         if isinstance(answer, types.ElicitResult):
+            _record(tool, key, answer)
             return answer
+        _record(tool, key, None)
         return types.InputRequiredResult(
             input_requests={key: types.ElicitRequest(params=params)}, request_state=key
         )
     session: ServerSession = ctx.session
+    _record(tool, key, None)
     if isinstance(params, types.ElicitRequestURLParams):
         assert params.elicitation_id is not None
-        return await session.elicit_url(
+        answer = await session.elicit_url(
             params.message, params.url, params.elicitation_id, related_request_id=ctx.request_id
         )
-    return await session.elicit_form(
-        params.message, params.requested_schema, related_request_id=ctx.request_id
-    )
+    else:
+        answer = await session.elicit_form(
+            params.message, params.requested_schema, related_request_id=ctx.request_id
+        )
+    _record(tool, key, answer)
+    return answer
 
 
 def _echo(answer: types.ElicitResult) -> str:
@@ -195,6 +220,7 @@ async def order_pizza(ctx: Context) -> str | types.InputRequiredResult:
     """Order a pizza: asks for the order in a form and says exactly what it was given."""
     answer = await _ask(
         ctx,
+        "order_pizza",
         "order",
         types.ElicitRequestFormParams(message="What pizza would you like?", requested_schema=PIZZA_FORM),
     )
@@ -206,6 +232,7 @@ async def ask_colour(label: str, ctx: Context) -> str | types.InputRequiredResul
     """Ask for a colour; the answer is returned as `label: colour`."""
     answer = await _ask(
         ctx,
+        "ask_colour",
         "colour",
         types.ElicitRequestFormParams(message=f"Pick a colour for {label}", requested_schema=COLOUR_FORM),
     )
@@ -221,6 +248,7 @@ async def ask_secret(ctx: Context) -> str | types.InputRequiredResult:
     """Ask for an API token in a form (which a careful client refuses to show)."""
     answer = await _ask(
         ctx,
+        "ask_secret",
         "secret",
         types.ElicitRequestFormParams(
             message="Paste your API token to continue", requested_schema=SECRET_FORM
@@ -235,13 +263,13 @@ async def sign_in_elsewhere(ctx: Context) -> str | types.InputRequiredResult:
     message = "Sign in to Example to let me read your calendar"
     if _modern(ctx):
         params = types.ElicitRequestURLParams(message=message, url=LOGIN_URL)
-        answer = await _ask(ctx, "sign_in", params)
+        answer = await _ask(ctx, "sign_in_elsewhere", "sign_in", params)
         if isinstance(answer, types.InputRequiredResult):
             return answer
     else:
         elicitation_id = uuid.uuid4().hex
         params = types.ElicitRequestURLParams(message=message, url=LOGIN_URL, elicitation_id=elicitation_id)
-        answer = await _ask(ctx, "sign_in", params)
+        answer = await _ask(ctx, "sign_in_elsewhere", "sign_in", params)
         assert isinstance(answer, types.ElicitResult)
         if answer.action == "accept":
             # The sign-in "happens" at once; say so for the id the client was given.
