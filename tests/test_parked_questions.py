@@ -8,7 +8,9 @@ a remote server outlives the bot, and its state token with it), a scripted model
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -197,6 +199,49 @@ async def test_a_parked_question_is_answered_after_the_bot_restarts(store_backen
             await second_store.close()
     assert final is not None and final.text == "Ordered after the restart."
     assert tool_results(after)["c1"].startswith("accepted: ")
+
+
+async def test_a_stdio_server_restarted_with_the_bot_takes_the_answer_though_its_state_token_no_longer_opens(
+    store_backend: Backend, tmp_path: Path
+):
+    """A stdio server is the bot's child: a restart restarts it, and the SDK's default sealing key of
+    the state it returned with its question is gone with the old process. The answer still reaches
+    the tool, once: the call is made again with it and without the state the server refuses."""
+    log = tmp_path / "asks.log"
+    async with asks_server("stdio", "2026-07-28") as stdio:
+        server = stdio.model_copy(update={"env": {"ASKS_LOG": str(log)}})
+        llm = ScriptedLLM([Step(calls=[Call("ask_colour", {"label": "door"}, id="c1")])])
+        shown = Shown()
+        first_store = await store_backend.open()
+        try:
+            async with MCPHost(asks_entry(server)) as first_host:
+                async with asyncio.timeout(20):
+                    await first_host.wait_until_ready()
+                await make_agent(llm, first_host, first_store).reply(ask("pick a colour"), shown)
+        finally:
+            await first_store.close()
+        [question] = shown.questions()
+
+        after = ScriptedLLM([Step(text="The door will be green.")])
+        second_store = await store_backend.open()
+        try:
+            async with MCPHost(asks_entry(server)) as second_host:  # a new server process
+                async with asyncio.timeout(20):
+                    await second_host.wait_until_ready()
+                agent = make_agent(after, second_host, second_store)
+                answered = await agent.answer_input(
+                    question.request_id, ASKER, InputAnswer(action="accept", content={"colour": "green"})
+                )
+                assert answered.resume is not None
+                final = await agent.resume(answered.resume)
+        finally:
+            await second_store.close()
+    assert final is not None and final.text == "The door will be green."
+    assert tool_results(after)["c1"] == "door: green"
+    received = [json.loads(line)["answer"] for line in log.read_text(encoding="utf-8").splitlines()]
+    assert received == [None, {"action": "accept", "content": {"colour": "green"}}], (
+        "asked once, answered once"
+    )
 
 
 async def test_a_secret_question_in_a_result_is_declined_without_waiting(modern_host, store):

@@ -6,10 +6,18 @@ as `InputNeeded` instead, so the turn is parked in the store holding nothing; th
 made again with the answers and the server's state (`CallContext.resume`). Questions a resumed call
 asks again, and anything other than a form or a link (sampling, roots), are answered at once
 through the client's callbacks, as the SDK does.
+
+The server may no longer open the state it returned: it seals it under a key its process made (the
+SDK's default), so a stdio server, restarted with the bot, refuses it; and the seal has a lifetime
+(600 s by default) a person may well take to answer. The answers are then sent again without the
+state, as for a first call: a server that needs no memory of the first round (the usual tool) runs
+with them, and one that does asks again, as a resumed call's new questions are asked.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -21,7 +29,11 @@ from mcp.shared.dispatcher import ProgressFnT
 from bot.mcp.link import draft_of
 from bot.types import CallContext, InputNeeded
 
+logger = logging.getLogger(__name__)
+
 MAX_INPUT_ROUNDS = 10
+# The SDK's frozen answer to a state it cannot open, expired or not its own (`mcp.server.request_state`).
+STATE_REFUSED = "invalid_request_state"
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 0.25
 
 
@@ -49,14 +61,21 @@ async def call_parkable(
         }
     delay = _BACKOFF_FIRST
     for _ in range(MAX_INPUT_ROUNDS):
-        result = await session.call_tool(
-            name,
-            arguments,
-            progress_callback=on_progress,
-            input_responses=responses,
-            request_state=state,
-            allow_input_required=True,
-        )
+        try:
+            result = await session.call_tool(
+                name,
+                arguments,
+                progress_callback=on_progress,
+                input_responses=responses,
+                request_state=state,
+                allow_input_required=True,
+            )
+        except MCPError as exc:
+            if state is None or not state_refused(exc):
+                raise
+            logger.info("the server of %s no longer takes its state; sending the answers without it", name)
+            state = None
+            continue
         if not isinstance(result, mcp_types.InputRequiredResult):
             if not isinstance(result, mcp_types.CallToolResult):
                 raise MCPError(code=mcp_types.INTERNAL_ERROR, message="the server sent an unexpected result")
@@ -85,3 +104,14 @@ async def call_parkable(
                 raise MCPError.from_error_data(answer)
             responses[key] = answer
     raise TooManyInputRounds()
+
+
+def state_refused(exc: MCPError) -> bool:
+    """Whether the server refused the `requestState` it was sent (expired, or sealed by another
+    process), rather than the call itself."""
+    if exc.error.code != mcp_types.INVALID_PARAMS:
+        return False
+    data = exc.error.data
+    if isinstance(data, Mapping) and data.get("reason") == STATE_REFUSED:
+        return True
+    return "requeststate" in exc.error.message.lower()
