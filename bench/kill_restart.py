@@ -1,16 +1,19 @@
 """SIGKILL of `nerve slack` at random moments while deliveries flow; what must survive the kills.
 
 A real `python -m bot slack` process in HTTP mode (the Events API), against the local fake of
-Slack's Web API, the local fake model service and a real stdio MCP server (`tests.mcp_servers.trust`),
-is killed with SIGKILL at seeded random moments, `kills` times, and started again each time on the
-same database. Meanwhile questions keep arriving as signed Events API deliveries: new mentions in
+Slack's Web API, the local fake model service and two real stdio MCP servers
+(`tests.mcp_servers.trust`, and `tests.mcp_servers.asks` on the 2026-07-28 revision, whose tools ask
+the person), is killed with SIGKILL at seeded random moments, `kills` times, and started again each
+time on the same database. Meanwhile questions keep arriving as signed Events API deliveries: new mentions in
 four channels on a steady beat, and four threads where each follow-up comes once the previous one
 was answered. A delivery that is not acked (refused connection, the process died mid-request) is
 sent again, as Slack retries it, until it gets its 200. Every answer needs one round of tool calls
 (`read_note`, a real call to the MCP server), so kills land between a round's call and its storing.
 
-Before the first kill a question parks a write tool call (`append_note`) for approval; after the
-last restart it is approved with a click, which must still work.
+Before the first kill a question parks a write tool call (`append_note`) for approval, and another
+makes a tool ask the person (`ask_colour`, an elicitation), which parks its turn too; after the last
+restart the approval is clicked, and the question's "Fill in" is clicked and its form submitted, all
+of which must still work.
 
 At the end (one more start, every question answered or the wait timed out, then SIGTERM):
 
@@ -23,6 +26,8 @@ At the end (one more start, every question answered or the wait timed out, then 
 * half-written rounds: stored transcripts where an assistant message with tool calls is not
   followed by exactly its tool results (or a tool result has no call before it);
 * the approval parked before the kills is approved after them, the tool runs once;
+* the question parked before the kills is answered after them: the tool receives that answer once,
+  and the turn's answer is posted once in its thread;
 * unfinished inbox entries left, MCP server processes left running.
 
 Figures are returned as a dict; `tests/test_kill_restart.py` runs a short version and asserts them.
@@ -66,6 +71,9 @@ QUESTION = re.compile(r"q\d{4}")
 ANSWER = re.compile(r"^answer to ((?:q\d{4} ?)+)")
 APPROVE_TEXT = "approved across kills"
 APPROVED_ANSWER = "Added the line after the restarts."
+ASK_CHANNEL = "C0ASKS"
+COLOUR = "green"
+ASKED_ANSWER = f"The door will be {COLOUR}."
 ALICE = "U0ALICE"
 THINKING = "Thinking…"
 RECOVERED = re.compile(r"answering (\d+) Slack event\(s\) or approval\(s\) left unfinished")
@@ -258,12 +266,19 @@ def answered_tokens(slack: FakeSlack) -> Counter[str]:
 
 def model(rng: random.Random) -> Callable[[dict[str, Any]], Reply]:
     """Each question takes one round of `read_note`, then an answer naming it; the approval question
-    calls `append_note` (a write: it parks until approved)."""
+    calls `append_note` (a write: it parks until approved); the colour question calls `ask_colour`
+    (it asks the person: the turn parks until answered) and answers with the colour it was given."""
 
     def respond(body: dict[str, Any]) -> Reply:
         messages = body["messages"]
         last = messages[-1]
         asked = str([m for m in messages if m.get("role") == "user"][-1].get("content") or "")
+        if "pick a colour" in asked:
+            if last.get("role") == "tool":
+                given = re.search(r"door: (\w+)", str(last.get("content")))
+                return Reply(content=f"The door will be {given.group(1) if given else 'unknown'}.")
+            call = FakeCall(name="ask_colour", arguments=json.dumps({"label": "door"}))
+            return Reply(tool_calls=(call,))
         if "please add" in asked:
             if last.get("role") == "tool":
                 return Reply(content=APPROVED_ANSWER)
@@ -343,7 +358,23 @@ def approval_buttons(posted: Posted) -> list[dict[str, Any]]:
     ]
 
 
-def click_body(message: Posted, pressed: dict[str, Any]) -> str:
+def input_buttons(posted: Posted) -> dict[str, dict[str, Any]]:
+    """A request for input's buttons as its message stands, by what they do (fill, decline)."""
+    return {
+        str(element["action_id"]).split(".")[1]: element
+        for block in posted.current.get("blocks") or []
+        if block.get("type") == "actions"
+        for element in block.get("elements", [])
+        if str(element.get("action_id", "")).startswith("nerve_input.")
+    }
+
+
+def interaction(payload: dict[str, Any]) -> str:
+    """An interaction's body, form-encoded as Slack sends it."""
+    return urlencode({"payload": json.dumps(payload)})
+
+
+def click_body(message: Posted, pressed: dict[str, Any], trigger: str = "1.2.3") -> str:
     payload = {
         "type": "block_actions",
         "user": {"id": ALICE, "username": "alice", "team_id": TEAM_ID},
@@ -356,7 +387,7 @@ def click_body(message: Posted, pressed: dict[str, Any]) -> str:
             "is_ephemeral": False,
             "thread_ts": message.thread_ts,
         },
-        "trigger_id": "1.2.3",
+        "trigger_id": trigger,
         "team": {"id": TEAM_ID, "domain": "nerve-test"},
         "channel": {"id": message.channel, "name": "general"},
         "message": {
@@ -377,7 +408,16 @@ def click_body(message: Posted, pressed: dict[str, Any]) -> str:
             }
         ],
     }
-    return urlencode({"payload": json.dumps(payload)})
+    return interaction(payload)
+
+
+def colour_answer(slack: FakeSlack, colour: str) -> dict[str, Any]:
+    """The `view_submission` of the last modal opened, with `colour` picked in its one input."""
+    view = slack.views[-1]
+    [block] = [b for b in view.current["blocks"] if b.get("type") == "input"]
+    [picked] = [o for o in block["element"]["options"] if o["text"]["text"] == colour]
+    value = {"value": {"type": "static_select", "selected_option": picked}}
+    return slack.view_payload("view_submission", view, ALICE, {block["block_id"]: value})
 
 
 # ------------------------------------------------------------------------------------ the scenario
@@ -392,8 +432,15 @@ def nerve_environment(
         "cwd": str(ROOT),
         "env": {"TRUST_NOTES": str(notes), "TRUST_LOG": str(notes.with_suffix(".log"))},
     }
+    # On 2026-07-28 a question parks its turn in the database (an older server's waits in the process).
+    asks = {
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp_servers.asks", "--protocol", "2026-07-28"],
+        "cwd": str(ROOT),
+        "env": {"ASKS_LOG": str(folder / "asks.log")},
+    }
     servers = folder / "mcp.json"
-    servers.write_text(json.dumps({"mcpServers": {"notes": trust}}), encoding="utf-8")
+    servers.write_text(json.dumps({"mcpServers": {"notes": trust, "asks": asks}}), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NERVE_", "SLACK_"))}
     env.update(
         NERVE_DB=str(folder / "nerve.db"),
@@ -412,6 +459,7 @@ def nerve_environment(
         # The approval parked before the first kill is decided after the last one: 100 kills take
         # longer than the default 10 minutes a request waits.
         NERVE_APPROVAL_TIMEOUT="7200",
+        NERVE_INPUT_TIMEOUT="7200",
     )
     return env
 
@@ -483,7 +531,15 @@ async def kill_restart(
                             await slack.wait_for(lambda s, t=question.token: bool(answered_tokens(s)[t]), 1.0)
                             break
 
-            # The parked approval, before the first kill.
+            async def mention_once(question: Question, text: str) -> None:
+                body = question.body()
+                body["event"]["text"] = f"<@{BOT_USER_ID}> {text}"
+                raw = json.dumps(body)
+                headers = {"Content-Type": "application/json", **signed(raw)}
+                async with http.post(url, data=raw, headers=headers) as r:
+                    assert r.status == 200, f"{question.event_id} was refused with {r.status}"
+
+            # The parked approval and the parked question, before the first kill.
             first = Nerve(env, folder / "nerve-stderr.log")
             first_started = time.monotonic()
             await first.start()
@@ -497,19 +553,27 @@ async def kill_restart(
                 thread_ts=None,
                 event_id="EvKillApproval",
             )
-            ask_body = ask.body()
-            ask_body["event"]["text"] = f"<@{BOT_USER_ID}> please add a line to the note"
-            raw = json.dumps(ask_body)
-            async with http.post(
-                url, data=raw, headers={"Content-Type": "application/json", **signed(raw)}
-            ) as r:
-                assert r.status == 200, f"the approval question was refused with {r.status}"
-            await slack.wait_for(
-                lambda s: any(approval_buttons(p) for p in s.thread("C0APPROVE", ask.ts)), within=60
+            colour = Question(
+                token="colour",
+                channel=ASK_CHANNEL,
+                ts="1600000001.000002",
+                thread_ts=None,
+                event_id="EvKillQuestion",
             )
-            # Parked and recorded: the kills start once its event is finished.
-            finished = f"finished Slack event {ask.event_id}"
-            await first.wait_logged(lambda lines: any(finished in line for line in lines), within=30)
+            await mention_once(ask, "please add a line to the note")
+            await mention_once(colour, "pick a colour for the door")
+            await slack.wait_for(
+                lambda s: (
+                    any(approval_buttons(p) for p in s.thread("C0APPROVE", ask.ts))
+                    and any(input_buttons(p) for p in s.thread(ASK_CHANNEL, colour.ts))
+                ),
+                within=60,
+            )
+            # Parked and recorded: the kills start once both events are finished.
+            finished = [f"finished Slack event {q.event_id}" for q in (ask, colour)]
+            await first.wait_logged(
+                lambda lines: all(any(f in line for line in lines) for f in finished), within=30
+            )
 
             load = [asyncio.create_task(fresh_mentions())]
             load += [asyncio.create_task(conversation(k)) for k in range(THREADS)]
@@ -559,6 +623,29 @@ async def kill_restart(
                     lambda s: any(p.text == APPROVED_ANSWER for p in s.thread("C0APPROVE", ask.ts)), within=60
                 )
                 approved = True
+
+            # The question parked before the first kill: "Fill in" opens the form, which is sent.
+            [request] = [p for p in slack.thread(ASK_CHANNEL, colour.ts) if input_buttons(p)]
+            views_before = len(slack.views)
+            raw = click_body(request, input_buttons(request)["fill"], slack.trigger())
+            headers = {"Content-Type": "application/x-www-form-urlencoded", **signed(raw)}
+            async with http.post(url, data=raw, headers=headers) as r:
+                question_click_status = r.status
+            question_submit_status = 0
+            with contextlib.suppress(TimeoutError):
+                await slack.wait_for(lambda s: len(s.views) > views_before, within=30)
+                raw = interaction(colour_answer(slack, COLOUR))
+                headers = {"Content-Type": "application/x-www-form-urlencoded", **signed(raw)}
+                async with http.post(url, data=raw, headers=headers) as r:
+                    await r.read()
+                    question_submit_status = r.status
+            question_answered = False
+            with contextlib.suppress(TimeoutError):
+                await slack.wait_for(
+                    lambda s: any(p.text == ASKED_ANSWER for p in s.thread(ASK_CHANNEL, colour.ts)),
+                    within=60,
+                )
+                question_answered = True
             await asyncio.sleep(2.0)  # a late second answer would show up now
             exit_code = await nerve.stop()
 
@@ -577,10 +664,15 @@ async def kill_restart(
         and not approval_buttons(p)
         and "nerve_approval" not in json.dumps(p.versions[0])
         and p.text != APPROVED_ANSWER
+        and p.channel != ASK_CHANNEL
     )
     log = (folder / "nerve-stderr.log").read_text(encoding="utf-8", errors="replace")
     tool_log = notes.with_suffix(".log").read_text(encoding="utf-8").splitlines()
     appended = [line for line in tool_log if json.loads(line)["tool"] == "append_note"]
+    asks_log = folder / "asks.log"
+    asked_lines = asks_log.read_text(encoding="utf-8").splitlines() if asks_log.exists() else []
+    received = [entry["answer"] for entry in map(json.loads, asked_lines) if entry["answer"] is not None]
+    question_answers = [p for p in slack.thread(ASK_CHANNEL, colour.ts) if p.text == ASKED_ANSWER]
     rounds = half_written_rounds(db)
     out: dict[str, Any] = {
         "kills": kills,
@@ -605,13 +697,21 @@ async def kill_restart(
         "approval_answered_after_kills": approved,
         "approved_tool_runs": len(appended),
         "note_lines_added": notes.read_text(encoding="utf-8").count(APPROVE_TEXT),
+        "question_click_status": question_click_status,
+        "question_submit_status": question_submit_status,
+        "question_answered_after_kills": question_answered,
+        "question_answers_posted": len(question_answers),
+        # Calls of the asking tool that received an answer, and whether each was the one given.
+        "asked_tool_runs": len(received),
+        "asked_tool_got_the_answer": bool(received)
+        and all(r == {"action": "accept", "content": {"colour": COLOUR}} for r in received),
         # Told "busy" instead of an answer (see the module's docstring).
         "told_busy": sum(1 for q in acked if replied(q, counted) and not counted[q.token]),
         "live_messages_left_thinking": sum(1 for p in slack.posted if p.text == THINKING),
         "events_recovered_at_starts": sum(int(n) for n in RECOVERED.findall(log)),
         "other_posts": dict(others),
         "tracebacks_in_log": log.count("Traceback"),
-        "mcp_servers_left_running": len(processes_with(str(notes))),
+        "mcp_servers_left_running": len(processes_with(str(notes)) + processes_with(str(asks_log))),
         "last_exit_code": exit_code,
         "wall_s": round(time.perf_counter() - started, 1),
     }
@@ -624,13 +724,18 @@ async def kill_restart(
         and approved
         and out["approved_tool_runs"] == 1
         and out["note_lines_added"] == 1
+        and question_answered
+        and out["question_answers_posted"] == 1
+        and out["asked_tool_runs"] == 1
+        and out["asked_tool_got_the_answer"]
     )
     report(
         f"{kills} SIGKILLs ({phases['starting']} while starting), {len(asked)} questions, "
         f"{out['deliveries_sent']} deliveries ({out['deliveries_not_acked']} not acked, sent again): lost "
         f"{out['lost']}, duplicated {out['duplicated']}, misplaced {misplaced}, half-written rounds "
         f"{len(rounds)}, integrity {out['integrity_check']}, approval after the kills: "
-        f"{'answered' if approved else 'NOT answered'}; {out['wall_s']} s"
+        f"{'answered' if approved else 'NOT answered'}, question after the kills: "
+        f"{'answered' if question_answered else 'NOT answered'} (the tool got {received}); {out['wall_s']} s"
     )
     for problem in rounds[:10]:
         report(f"  {problem}")

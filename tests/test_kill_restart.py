@@ -1,9 +1,10 @@
 """SIGKILL of `nerve slack` at random moments, 10 times, with deliveries flowing: nothing Slack got a
 200 for is lost or answered twice, no round is half-written, the database stays whole, and an
-approval parked before the kills is answered after them.
+approval and a tool's question to the person (an elicitation) parked before the kills are answered
+after them.
 
 The scenario is `bench/kill_restart.py` (a real `python -m bot slack` process in HTTP mode, the fake
-Slack and model, a real stdio MCP server); `make bench` runs it with 100 kills.
+Slack and model, real stdio MCP servers); `make bench` runs it with 100 kills.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ async def test_sigkill_at_random_moments_loses_and_doubles_nothing(tmp_path: Pat
     assert figures["approval_click_status"] == 200, shown
     assert figures["approval_answered_after_kills"], shown
     assert (figures["approved_tool_runs"], figures["note_lines_added"]) == (1, 1), shown
+    assert (figures["question_click_status"], figures["question_submit_status"]) == (200, 200), shown
+    assert figures["question_answered_after_kills"], shown
+    assert figures["question_answers_posted"] == 1, shown
+    assert figures["asked_tool_runs"] == 1, shown
+    assert figures["asked_tool_got_the_answer"], shown
     assert figures["mcp_servers_left_running"] == 0, shown
     assert figures["last_exit_code"] == 0, shown
 
