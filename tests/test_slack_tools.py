@@ -21,8 +21,9 @@ def env_status(arguments: dict[str, Any]) -> ToolResult:
     )
 
 
-def tool_turn(answer: str = "The AQI is 42.") -> list[Any]:
-    return [tool_reply((STATUS_TOOL, '{"area_code": "94103"}')), reply(answer)]
+def tool_turn(answer: str = "The AQI is 42.", *, think: float = 0.0) -> list[Any]:
+    """A round with the status tool, then the answer `think` seconds after the tool's result."""
+    return [tool_reply((STATUS_TOOL, '{"area_code": "94103"}')), reply(answer, delay=think)]
 
 
 def blocks_of(version: dict[str, Any]) -> list[dict[str, Any]]:
@@ -45,7 +46,9 @@ async def test_each_tool_call_becomes_a_collapsible_container_above_the_answer(t
 
 
 async def test_the_status_message_shows_each_tool_as_it_runs_then_becomes_the_answer(tmp_path: Path) -> None:
-    async with rig(tmp_path, tool_turn(), tools={STATUS_TOOL: env_status}) as r:
+    # The model takes a moment after the tool, as models do: the finished tool shows before the
+    # answer replaces the message (an answer that comes first rightly drops that edit).
+    async with rig(tmp_path, tool_turn(think=0.5), tools={STATUS_TOOL: env_status}) as r:
         await r.deliver(mention(f"<@{BOT_USER_ID}> air quality?", ts="1600000000.001100"))
         await r.settle()
         [post] = r.slack.thread(CHANNEL, "1600000000.001100")
