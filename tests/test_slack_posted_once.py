@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,15 @@ async def _deliver(url: str, body: dict[str, object]) -> None:
 
 
 async def _dies_recording_the_second_message(
-    c: Core, body: dict[str, Any], channel: str, thread: str | None
+    c: Core,
+    body: dict[str, Any],
+    channel: str,
+    thread: str | None,
+    meanwhile: Callable[[], Awaitable[None]] | None = None,
 ) -> list[str]:
     """Deliver `body`, let the process "die" recording the second message of the answer, start
-    again until the event is finished; returns the texts of the bot's messages there."""
+    again until the event is finished; returns the texts of the bot's messages there. `meanwhile`
+    runs right after the delivery (while the first run answers)."""
     settings = settings_for(c.slack)
     record = c.inbox.record_post
 
@@ -55,6 +61,8 @@ async def _dies_recording_the_second_message(
     c.inbox.record_post = dies_recording_the_second  # type: ignore[method-assign]
     async with running(c.agent, settings) as url:
         await _deliver(url, body)
+        if meanwhile is not None:
+            await meanwhile()
         await c.slack.wait_for(lambda s: len(s.thread(channel, thread)) == 2, within=20)
     c.inbox.record_post = record  # type: ignore[method-assign]
 
@@ -91,6 +99,33 @@ async def test_a_top_level_dm_answer_in_doubt_is_found_in_the_channel_history(
         assert len(set(texts)) == len(texts), f"a message of the answer was posted twice: {calls}"
         assert "".join(texts).count("Paragraph 13:") == 1, calls
         assert c.slack.calls_of("conversations.history"), calls
+
+
+async def test_a_first_message_the_live_message_already_showed_is_not_posted_again(
+    tmp_path: Path, store_backend: Backend
+) -> None:
+    """The live message showed the answer's first message word for word before the model finished,
+    so the answer went on from the second one: the live message is that first message, and the next
+    start (after dying on the second) posts neither of them again."""
+    first = LONG[: LONG.index("Paragraph 4:")].rstrip("\n")
+    # All the text at once, then the model holds the stream open until the live message shows it.
+    slow = reply(LONG, chunk_chars=len(LONG), stall_after=2, stall=30)
+    async with core(tmp_path, [slow], strict=False, backend=store_backend) as c:
+
+        async def shown_then_finished() -> None:
+            await c.slack.wait_for(
+                lambda s: any(p.text == first for p in s.thread("D0SHOWN", None)), within=20
+            )
+            c.llm.unstall()
+
+        texts = await _dies_recording_the_second_message(
+            c, dm("tell me everything", channel="D0SHOWN"), "D0SHOWN", None, shown_then_finished
+        )
+        calls = [(call.method, call.error) for call in c.slack.calls if not call.method.startswith("auth")]
+        assert texts[0] == first, calls
+        assert len(set(texts)) == len(texts), f"a message of the answer was posted twice: {calls}"
+        assert "".join(texts).count("Paragraph 0:") == 1, calls
+        assert "".join(texts).count("Paragraph 13:") == 1, calls
 
 
 async def test_a_turn_cut_off_while_thinking_is_answered_in_its_own_live_message(

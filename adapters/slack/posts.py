@@ -106,7 +106,7 @@ class TurnPosts:
         return ts
 
     async def replaced(self, part: str, ts: str) -> None:
-        """`part` of the answer went out by replacing the live message `ts`."""
+        """`part` of the answer went out by replacing the live message `ts` (or `ts` showed it already)."""
         if self._records is not None:
             await self._record(part, ts)
 

@@ -317,6 +317,10 @@ class TurnRunner:
         concluded = await sink.conclude(reply, self._poster.level(team)) if sink is not None else Concluded()
         if posts is not None and sink is not None:
             await posts.note_live(sink.message_ts)
+            if concluded.delivered and sink.message_ts is not None:
+                # The live message is the answer's first message already (it showed it word for word,
+                # or its stream ended with it): kept as that part, or a second run would post it again.
+                await posts.replaced(answer_part(0), sink.message_ts)
         level = self._poster.level(team)
         rendered = self._with_feedback(render_reply(reply, level), turn, level, concluded)
         first = sent = concluded.delivered
