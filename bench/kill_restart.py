@@ -52,7 +52,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,6 +172,20 @@ class Nerve:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._reader, 10)
         return code
+
+
+@contextlib.asynccontextmanager
+async def reaped() -> AsyncIterator[list[Nerve]]:
+    """The scenario's processes: one still running when the scenario ends early (a check failed) is
+    killed, so a failed run leaves no bot and no MCP servers behind."""
+    started: list[Nerve] = []
+    try:
+        yield started
+    finally:
+        for nerve in started:
+            if nerve.process is not None and nerve.process.returncode is None:
+                with contextlib.suppress(Exception):
+                    await nerve.kill()
 
 
 # ------------------------------------------------------------------------------------ Slack's side
@@ -488,7 +502,7 @@ async def kill_restart(
     numbers = itertools.count(1)
     started = time.perf_counter()
     phases: Counter[str] = Counter()
-    async with FakeSlack() as slack, FakeLLMServer(model(model_rng), strict=False) as llm:
+    async with FakeSlack() as slack, FakeLLMServer(model(model_rng), strict=False) as llm, reaped() as nerves:
         env = nerve_environment(folder, slack, llm, port, notes)
         url = f"http://127.0.0.1:{port}/slack/events"
         async with aiohttp.ClientSession() as http:
@@ -541,6 +555,7 @@ async def kill_restart(
 
             # The parked approval and the parked question, before the first kill.
             first = Nerve(env, folder / "nerve-stderr.log")
+            nerves.append(first)
             first_started = time.monotonic()
             await first.start()
             await first.wait_ready()
@@ -587,6 +602,7 @@ async def kill_restart(
                 if nerve.ready_at is not None:
                     start_time = nerve.ready_at - starting
                 nerve = Nerve(env, folder / "nerve-stderr.log")
+                nerves.append(nerve)
                 starting = time.monotonic()
                 await nerve.start()
             flowing.clear()
