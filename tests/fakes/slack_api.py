@@ -5,6 +5,8 @@ same request encoding (JSON or form), status codes and headers Slack would produ
 recorded with its parsed body; a test asserts on what the platform *received*. It can refuse
 container blocks with `invalid_blocks`, answer a method with 429 + Retry-After (once, or every n-th
 call), and play Slack's side of Socket Mode: `hello`, then `events_api` envelopes, recording the acks.
+`drop_response_once` loses the answer to a call Slack carried out (the connection drops, or a 5xx
+comes after the message was stored), as when a response is lost on its way back.
 
 Files go up the way `files_upload_v2` sends them: files.getUploadURLExternal, the bytes to the
 returned upload URL (on this fake; `fail_uploads` refuses some), then files.completeUploadExternal;
@@ -55,6 +57,7 @@ class ApiCall:
     body: dict[str, Any]
     ok: bool
     error: str | None = None
+    # The HTTP status it was answered with; 0 when the connection dropped without an answer.
     status: int = 200
     # When the fake received it (time.perf_counter), for latency figures.
     at: float = field(default_factory=time.perf_counter)
@@ -137,6 +140,15 @@ class OpenView:
     @property
     def current(self) -> dict[str, Any]:
         return self.versions[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class LostAnswer:
+    """How the next matching call loses its answer (`FakeSlack.drop_response_once`)."""
+
+    status: int | None
+    stored: bool
+    when: Callable[[dict[str, Any]], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +303,7 @@ class FakeSlack:
         self.scopes: list[str] | None = None
         self._rate_limit_next: dict[str, int] = {}
         self._rate_limit_every: dict[str, tuple[int, int]] = {}
+        self._lose_next: dict[str, LostAnswer] = {}
         # Reactions on each message: (channel, ts) → names.
         self.reactions: dict[tuple[str, str], set[str]] = {}
         # The per-channel pace of new messages (`pace_posts`): None is off.
@@ -349,6 +362,21 @@ class FakeSlack:
     def rate_limit_every(self, method: str, every: int, retry_after: int = 0) -> None:
         """Every `every`-th call of `method` (the n-th, 2n-th, …) gets HTTP 429 with Retry-After."""
         self._rate_limit_every[method] = (every, retry_after)
+
+    def drop_response_once(
+        self,
+        method: str,
+        *,
+        status: int | None = None,
+        stored: bool = True,
+        when: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
+        """The next call of `method` whose body `when` accepts loses its answer: Slack carries it out
+        (a chat.postMessage is in the channel) and then drops the connection without answering, or
+        answers `status` (a 5xx after storing). `stored=False` with a `status`: Slack failed before
+        carrying it out, so nothing was posted."""
+        assert stored or status is not None, "a call Slack did not carry out still gets an answer"
+        self._lose_next[method] = LostAnswer(status, stored, when or (lambda _body: True))
 
     def pace_posts(self, interval: float, burst: int = 2) -> None:
         """New messages per channel at most one per `interval` seconds, `burst` at once after a quiet
@@ -487,16 +515,40 @@ class FakeSlack:
         ):
             await self._record(ApiCall(method=method, body=body, ok=False, error="invalid_blocks"))
             return web.json_response({"ok": False, "error": "invalid_blocks", "errors": ["unsupported type"]})
+        lost = self._lost(method, body)
+        if lost is not None and not lost.stored:
+            assert lost.status is not None
+            await self._record(
+                ApiCall(method=method, body=body, ok=False, error="fatal_error", status=lost.status)
+            )
+            return web.json_response({"ok": False, "error": "fatal_error"}, status=lost.status)
         if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
             answer = self._stream(method, body)
         else:
             answer = self._answer(method, body)
+        status = 200 if lost is None else lost.status or 0
         await self._record(
-            ApiCall(method=method, body=body, ok=bool(answer.get("ok")), error=answer.get("error"))
+            ApiCall(
+                method=method, body=body, ok=bool(answer.get("ok")), error=answer.get("error"), status=status
+            )
         )
+        if lost is not None:
+            if lost.status is None:
+                assert request.transport is not None
+                request.transport.abort()  # carried out, but the answer never comes back
+                return web.Response()
+            return web.json_response({"ok": False, "error": "fatal_error"}, status=lost.status)
         if method == "auth.test" and self.scopes is not None:
             return web.json_response(answer, headers={"x-oauth-scopes": ",".join(self.scopes)})
         return web.json_response(answer)
+
+    def _lost(self, method: str, body: dict[str, Any]) -> LostAnswer | None:
+        """The lost answer set for this call (`drop_response_once`), taken once."""
+        lost = self._lose_next.get(method)
+        if lost is None or not lost.when(body):
+            return None
+        del self._lose_next[method]
+        return lost
 
     def _next_ts(self) -> str:
         return f"1700000000.{next(self._ts):06d}"
