@@ -17,8 +17,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from adapters.slack.app import make_client
 from tests.fakes.llm_server import reply
-from tests.fakes.slack_api import BOT_USER_ID
+from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
 from tests.stores import Backend
 from tests.test_slack_harness import Core, core, dm, mention, settings_for, sign
 from tests.test_slack_runner import running
@@ -150,3 +151,62 @@ async def test_a_turn_cut_off_while_thinking_is_answered_in_its_own_live_message
         thread = c.slack.thread("C0SLOW", root)
         assert [p.ts for p in thread] == [live.ts]
         assert thread[0].text == "the answer"
+
+
+def _second_message(body: dict[str, Any]) -> bool:
+    return "Paragraph 4:" in str(body.get("text") or "")
+
+
+@pytest.mark.parametrize(
+    ("status", "stored"),
+    [(None, True), (500, True), (503, False)],
+    ids=["connection-dropped", "500-after-storing", "503-before-storing"],
+)
+async def test_a_message_whose_answer_from_slack_was_lost_is_in_the_thread_once(
+    tmp_path: Path, store_backend: Backend, status: int | None, stored: bool
+) -> None:
+    """Slack took the second message of a long answer, but its answer never came back (the
+    connection dropped, or a 5xx after storing it): the thread is read back and the message adopted,
+    not sent again. One Slack failed before storing is looked for, not found, and sent again."""
+    root = "1600000000.770201"
+    async with core(tmp_path, [reply(LONG)], strict=False, backend=store_backend) as c:
+        c.slack.drop_response_once("chat.postMessage", status=status, stored=stored, when=_second_message)
+        body = mention(f"<@{BOT_USER_ID}> tell me everything", channel="C0LOST", ts=root)
+        async with running(c.agent, settings_for(c.slack)) as url:
+            await _deliver(url, body)
+            await c.inbox.wait_finished(str(body["event_id"]), within=30)
+        texts = [p.text for p in c.slack.thread("C0LOST", root)]
+        sends = [call.status for call in c.slack.calls_of("chat.postMessage") if _second_message(call.body)]
+        assert len(set(texts)) == len(texts), f"a message of the answer was posted twice: {sends}"
+        assert "".join(texts).count("Paragraph 4:") == 1
+        assert "".join(texts).count("Paragraph 13:") == 1
+        assert not any("went wrong" in text for text in texts)
+        assert sends == ([status or 0] if stored else [status, 200])
+        read_back = c.slack.calls_of("conversations.replies")
+        assert read_back and read_back[0].body.get("include_all_metadata") in (True, "true", "1")
+
+
+async def test_a_turns_post_refused_with_429_is_still_waited_out_and_posted_once(
+    tmp_path: Path, store_backend: Backend
+) -> None:
+    """Slack stores nothing it answers 429 to: the client waits out Retry-After and sends it again."""
+    root = "1600000000.770301"
+    async with core(tmp_path, [], strict=False, backend=store_backend) as c:
+        c.slack.rate_limit_once("chat.postMessage", retry_after=0)
+        body = mention(f"<@{BOT_USER_ID}>", channel="C0WAIT", ts=root)
+        async with running(c.agent, settings_for(c.slack)) as url:
+            await _deliver(url, body)
+            await c.inbox.wait_finished(str(body["event_id"]), within=30)
+        assert [call.status for call in c.slack.calls_of("chat.postMessage")] == [429, 200]
+        assert len(c.slack.thread("C0WAIT", root)) == 1
+        assert not c.slack.calls_of("conversations.replies")
+
+
+async def test_a_post_outside_a_turns_posts_is_still_sent_again_after_a_dropped_connection() -> None:
+    """A message without a turn's metadata cannot be found again: the client's own retry stays."""
+    async with FakeSlack() as slack:
+        slack.drop_response_once("chat.postMessage")
+        client = make_client(settings_for(slack))
+        response = await client.chat_postMessage(channel="C0PLAIN", text="a note")
+        assert response["ok"]
+        assert [call.status for call in slack.calls_of("chat.postMessage")] == [0, 200]

@@ -33,10 +33,6 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncServerErrorRetryHandler,
-)
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.jobs_runtime import drained, shared_jobs, work
@@ -65,6 +61,7 @@ from adapters.slack.post import Poster
 from adapters.slack.prompt_command import PROMPT_WORDS, PromptCommand
 from adapters.slack.rate_limits import CountedRateLimitHandler
 from adapters.slack.render import FEEDBACK_ACTION
+from adapters.slack.retries import ConnectionErrorRetries, ServerErrorRetries
 from adapters.slack.sign_in import COMMAND_WORDS as CONNECTION_WORDS
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.signature import signature_problem
@@ -103,14 +100,15 @@ def require_bot_token(settings: Settings) -> str:
 
 
 def make_client(settings: Settings, **kwargs: Any) -> AsyncWebClient:
-    """A Web API client that waits out 429s (Retry-After) and retries server errors."""
+    """A Web API client that waits out 429s (Retry-After) and retries broken connections and server
+    errors, except for a turn's posts, which are found again instead (`adapters.slack.retries`)."""
     return AsyncWebClient(
         token=require_bot_token(settings),
         base_url=settings.slack_api_base_url,
         retry_handlers=[
-            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            ConnectionErrorRetries(max_retry_count=2),
             CountedRateLimitHandler(max_retry_count=3),
-            AsyncServerErrorRetryHandler(max_retry_count=2),
+            ServerErrorRetries(max_retry_count=2),
         ],
         **kwargs,
     )

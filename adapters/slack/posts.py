@@ -10,20 +10,28 @@ metadata naming the turn and the part. A second run then:
 - asks Slack about a part announced but never completed (the process died while it was on its way):
   the thread is read back with its metadata, and a message found there is adopted, not posted again.
 
+A send that fails when Slack may have stored the message all the same (the connection broke before
+the answer came back, or a 5xx) is in doubt the same way: the client does not send it again blindly
+(`adapters.slack.retries`); the thread is read back, and the part is sent again only if it is not
+there.
+
 Files go up at most once: a second run never uploads them again, and one in doubt is left out
 (the answer's text above is what matters; the log says so).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
 
 from adapters.slack.events import Turn
 from adapters.slack.post import Poster, api_error, message_ref, parse_message_ref
 from adapters.slack.render import OutMessage
+from adapters.slack.retries import findable, in_doubt
 from bot.seams import PostRecords
 
 logger = logging.getLogger(__name__)
@@ -34,6 +42,10 @@ LIVE = "live"
 FILES = "files"
 # Pages of the thread read back when a part is in doubt (Slack gives up to 200 messages a page).
 READ_BACK_PAGES = 5
+# Sends of one part in one run when each fails in doubt and the thread does not show it, and the
+# seconds before the thread is read back (Slack shows a message it just took a moment later).
+SENDS = 3
+IN_DOUBT_PAUSE = 1.0
 
 
 def answer_part(index: int) -> str:
@@ -99,11 +111,38 @@ class TurnPosts:
         else:
             await self._records.intend_post(self.turn_id, part)
             self._known[part] = None
-        ts = await self._poster.post(
-            turn.channel, turn.reply_thread_ts, message, metadata=self._metadata(part)
-        )
+        ts = await self._send(part, message)
         await self._record(part, ts)
         return ts
+
+    async def _send(self, part: str, message: OutMessage) -> str:
+        """Post `part` once: a send that fails in doubt is looked for in the thread, and sent again
+        (up to SENDS in all) only when it is not there."""
+        turn = self._turn
+        sends = 1
+        while True:
+            try:
+                with findable():
+                    return await self._poster.post(
+                        turn.channel, turn.reply_thread_ts, message, metadata=self._metadata(part)
+                    )
+            except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+                if not in_doubt(exc):
+                    raise
+                logger.warning(
+                    "Slack event %s: no answer from Slack to %s (%s); looking for it in the thread",
+                    turn.event_id,
+                    part,
+                    _reason(exc),
+                )
+                await asyncio.sleep(IN_DOUBT_PAUSE)
+                found = await self._read_back(part)
+                if found is not None:
+                    logger.info("Slack event %s: %s had landed; not posting it again", turn.event_id, part)
+                    return found
+                if sends >= SENDS:
+                    raise
+                sends += 1
 
     async def replaced(self, part: str, ts: str) -> None:
         """`part` of the answer went out by replacing the live message `ts` (or `ts` showed it already)."""
@@ -175,12 +214,12 @@ class TurnPosts:
                 cursor = (page.get("response_metadata") or {}).get("next_cursor")
                 if not cursor:
                     return None
-        except SlackApiError as exc:
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
             logger.warning(
                 "Slack event %s: could not read the thread back to see whether %s landed (%s); posting it",
                 turn.event_id,
                 part,
-                api_error(exc),
+                _reason(exc),
             )
         return None
 
@@ -192,3 +231,10 @@ class TurnPosts:
         return (
             isinstance(payload, dict) and payload.get("turn") == self.turn_id and payload.get("part") == part
         )
+
+
+def _reason(exc: BaseException) -> str:
+    """A failed call in a log line: Slack's error code, its HTTP status, or the exception's kind."""
+    if isinstance(exc, SlackApiError):
+        return api_error(exc) or f"HTTP {exc.response.status_code}"
+    return str(exc) or type(exc).__name__
