@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 # Seconds between the last edit and the one that shows an answer's first words.
 SOON = 0.5
+# Events that show after SOON rather than the whole interval: a wait is stale once it is over.
+URGENT = frozenset({"retrying", "notice"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,7 +291,8 @@ class StatusMessage:
             # per-minute limit takes one early edit, and people see the answer start at once.
             self._throttle.request(soon=first_words and bool(self._text.strip()))
         elif self._render() != self._shown:
-            self._throttle.request()
+            # A wait ("retrying in 2 s") is news only while it lasts: shown as soon as an edit may go.
+            self._throttle.request(soon=event.kind in URGENT)
 
     async def close(self) -> None:
         await self._throttle.close()
