@@ -35,6 +35,7 @@ from bot.errors import LLMError, TurnOverdue
 from bot.failures import shown_to_people, stored_failure
 from bot.gate import TurnGate
 from bot.inputs import InputDesk
+from bot.lasting import finish_anyway
 from bot.log_context import turn_context
 from bot.policy.approval import call_hash
 from bot.policy.places import place_id
@@ -345,7 +346,7 @@ class WaitingTurns:
                     return await self._resume_claimed(request_id, parked, progress)
                 except BaseException:
                     # Given back, so the next sweep or start resumes it; nothing of the round was stored.
-                    await asyncio.shield(self.approvals.release_claim(request_id))
+                    await finish_anyway(self.approvals.release_claim(request_id))
                     raise
 
     @metrics.turn
