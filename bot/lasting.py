@@ -12,29 +12,39 @@ cancellation go on.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+
+# Seconds a cancelled caller waits for its write at most: a store that hangs must not hold a
+# shutdown for ever (an anyio scope re-cancels at every turn of the loop while it waits).
+PATIENCE = 10.0
 
 
 async def finish_anyway(write: Coroutine[Any, Any, T]) -> T:
     """Run `write` to its end however often the caller is cancelled meanwhile; then its result,
-    or CancelledError when the caller was cancelled (its error, if it failed, either way)."""
+    or CancelledError when the caller was cancelled (its error, if it failed, either way). A
+    cancelled caller waits at most PATIENCE seconds; the write then goes on without it."""
     task = asyncio.ensure_future(write)
-    cancelled = False
-    while True:
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if task.done():
+            raise  # the write itself was cancelled, or it ended just as the caller was
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PATIENCE
+    while not task.done():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            logger.warning("a write made while stopping took over %g s; not waiting for it", PATIENCE)
+            raise asyncio.CancelledError
         try:
-            result = await asyncio.shield(task)
+            await asyncio.wait({task}, timeout=remaining)
         except asyncio.CancelledError:
-            if not task.done():
-                cancelled = True
-                continue
-            if task.cancelled():
-                raise
-            cancelled = True
-            result = task.result()
-        break
-    if cancelled:
-        raise asyncio.CancelledError
-    return result
+            continue  # cancelled again (an anyio scope does so at every await): keep waiting
+    task.result()  # its error, if it failed
+    raise asyncio.CancelledError

@@ -11,6 +11,7 @@ import asyncio
 import anyio
 import pytest
 
+from bot import lasting
 from bot.lasting import finish_anyway
 
 
@@ -77,3 +78,23 @@ async def test_without_cancellation_the_result_and_errors_come_back() -> None:
 
     with pytest.raises(ValueError, match="closed"):
         await finish_anyway(broken())
+
+
+async def test_a_write_that_hangs_holds_a_cancelled_caller_only_for_the_patience(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lasting, "PATIENCE", 0.2)
+    hang = asyncio.Event()
+
+    async def stuck_write() -> None:
+        await hang.wait()
+
+    caller = asyncio.create_task(lasting.finish_anyway(stuck_write()))
+    await asyncio.sleep(0.01)
+    caller.cancel()
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(5):
+            await caller
+    assert asyncio.get_running_loop().time() - started < 2.0
+    hang.set()
