@@ -17,6 +17,7 @@ from contextvars import ContextVar
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncServerErrorRetryHandler,
@@ -47,33 +48,25 @@ def in_doubt(exc: BaseException) -> bool:
     return isinstance(exc, aiohttp.ClientConnectionError | TimeoutError)
 
 
-class ConnectionErrorRetries(AsyncConnectionErrorRetryHandler):
+class _NotForFindablePosts(AsyncRetryHandler):
+    """A retry handler of the SDK that leaves a findable post alone (mixed in before the handler)."""
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if _FINDABLE.get():
+            return False
+        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
+
+
+class ConnectionErrorRetries(_NotForFindablePosts, AsyncConnectionErrorRetryHandler):
     """The SDK's resend after a broken connection, for every call but a findable post."""
 
-    async def _can_retry_async(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        if _FINDABLE.get():
-            return False
-        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
 
-
-class ServerErrorRetries(AsyncServerErrorRetryHandler):
+class ServerErrorRetries(_NotForFindablePosts, AsyncServerErrorRetryHandler):
     """The SDK's resend after a 500/503, for every call but a findable post."""
-
-    async def _can_retry_async(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        if _FINDABLE.get():
-            return False
-        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
