@@ -48,6 +48,8 @@ class OpeningProgress:
         self._tried = time.monotonic()
         # Now, or with the first event when the turn waits behind another turn of its thread.
         self._opening: asyncio.Task[None] | None = asyncio.create_task(self._open()) if at_once else None
+        # Another try once the channel may have room again, while something waits to be shown.
+        self._retry: asyncio.Task[None] | None = None
 
     @property
     def message_ts(self) -> str | None:
@@ -68,6 +70,9 @@ class OpeningProgress:
             logger.warning("no live message in %s: %s", self.turn.key, type(exc).__name__)
             return
         if sink is None:
+            if self._waiting and not self._closed and (self._retry is None or self._retry.done()):
+                # A turn waiting in line has no next event to try again with: try by itself.
+                self._retry = asyncio.create_task(self._open_later())
             return
         try:
             # In order, including what arrives while these are being shown.
@@ -79,6 +84,12 @@ class OpeningProgress:
             logger.exception("showing the progress so far in %s failed", self.turn.key)
         self._waiting.clear()
         self._sink = sink
+
+    async def _open_later(self) -> None:
+        await asyncio.sleep(REOPEN_SECONDS)
+        if self._sink is None and not self._closed and (self._opening is None or self._opening.done()):
+            self._tried = time.monotonic()
+            self._opening = asyncio.create_task(self._open())
 
     async def on_event(self, event: TurnEvent) -> None:
         if self._sink is not None:
@@ -95,6 +106,8 @@ class OpeningProgress:
     async def close(self) -> None:
         """No more opening; a live message on its way is waited for, so the answer can replace it."""
         self._closed = True
+        if self._retry is not None:
+            self._retry.cancel()
         if self._opening is not None and not self._opening.done():
             # Shielded: a status post already on its way lands, and is then known (and replaced).
             await asyncio.shield(self._opening)
