@@ -321,8 +321,6 @@ class Agent(WaitingTurns):
         desk = self.inputs
 
         def context(call: ToolCall, spec: ToolSpec) -> CallContext:
-            asked: set[str] = set()
-
             async def ask(draft: InputDraft) -> InputAnswer:
                 if desk is None:
                     return InputAnswer(action="cancel")
@@ -333,12 +331,7 @@ class Agent(WaitingTurns):
                         server=spec.server,
                         draft=draft,
                         progress=progress,
-                        asked=asked,
                     )
-
-            async def ended() -> None:
-                if desk is not None and asked:
-                    await desk.call_ended(asked)
 
             async def completed(elicitation_id: str) -> None:
                 if desk is not None:
@@ -351,7 +344,6 @@ class Agent(WaitingTurns):
                 ask=ask,
                 report=progress_reporter(call, progress),
                 completed=completed,
-                ended=ended,
                 # A question in a call's result parks the turn where the store can hold it.
                 park=self.approvals is not None and desk is not None,
             )

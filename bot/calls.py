@@ -196,11 +196,7 @@ class RoundRunner:
             )
         )
         with tool_span(call.name, call.id):
-            try:
-                result = await self._call_with_rate_limit_retry(call.name, arguments, progress, context)
-            finally:
-                if context is not None and context.ended is not None:
-                    await context.ended()
+            result = await self._call_with_rate_limit_retry(call.name, arguments, progress, context)
             metrics.tool_call(spec.server, spec.original_name, result)
         if result.needs_input is not None or result.needs_sign_in is not None:
             waits_for = "an answer" if result.needs_input is not None else f"a sign-in to {spec.server}"

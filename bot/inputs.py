@@ -127,17 +127,9 @@ class InputDesk:
         self._links: dict[tuple[str, str], tuple[InputRequest, Progress]] = {}
 
     async def ask(
-        self,
-        *,
-        key: ConversationKey,
-        user_id: str,
-        server: str,
-        draft: InputDraft,
-        progress: Progress,
-        asked: set[str] | None = None,
+        self, *, key: ConversationKey, user_id: str, server: str, draft: InputDraft, progress: Progress
     ) -> InputAnswer:
-        """Show the question to `user_id` and wait for their answer, its expiry, or cancellation;
-        `asked` holds its id while it waits, so the call can end it (`call_ended`)."""
+        """Show the question to `user_id` and wait for their answer, its expiry, or cancellation."""
         request, schema = self._request(key, user_id, server, draft)
         if request.refused is not None:
             await self._store.open_input(request, schema, self._wall(), status="declined")
@@ -146,8 +138,6 @@ class InputDesk:
             await progress(TurnEvent(kind="input_needed", message=request.refused, input=request))
             return InputAnswer(action="decline")
         await self._store.open_input(request, schema, self._wall())
-        if asked is not None:
-            asked.add(request.request_id)
         metrics.question_waiting(request)
         await progress(TurnEvent(kind="input_needed", message=request.message, input=request))
         status: InputStatus = "cancelled"
@@ -159,25 +149,12 @@ class InputDesk:
                     self._links.pop(next(iter(self._links)))
             return answer
         finally:
-            if asked is not None:
-                asked.discard(request.request_id)
             metrics.question_ended(status, request.request_id)
             if status == "cancelled":
                 # The call ended first (its timeout, the turn stopped): nobody should answer any more.
                 await finish_anyway(self._store.settle_input(request.request_id, "cancelled", by="nerve"))
             with contextlib.suppress(Exception):
                 await asyncio.shield(progress(TurnEvent(kind="input_done", message=status, input=request)))
-
-    async def call_ended(self, asked: set[str]) -> None:
-        """The call these questions came from is over (answered, timed out, its turn stopped): they
-        are cancelled now, in the call's own task, so a shutdown that waits for its turns finds them
-        settled. The server's own cancel of a question runs elsewhere and may come late, or never."""
-        await finish_anyway(self._cancel_all(list(asked)))
-
-    async def _cancel_all(self, request_ids: list[str]) -> None:
-        for request_id in request_ids:
-            await self._store.settle_input(request_id, "cancelled", by="nerve")
-            self._wake(request_id)
 
     async def _wait(self, request: InputRequest) -> tuple[InputStatus, InputAnswer]:
         request_id = request.request_id

@@ -462,9 +462,6 @@ class CallContext:
     # instead of asked while it waits; `resume` makes the call again with the answers.
     park: bool = False
     resume: InputResume | None = None
-    # The call is over, however it ended: what it asked that nobody answered ends now, in the call's
-    # task (the server's own cancel of its question comes later, or never).
-    ended: Callable[[], Awaitable[None]] | None = None
 
 
 TurnEventKind = Literal[
