@@ -24,7 +24,6 @@ from tests.conftest import ROOT
 from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
-from tests.test_cli import nerve_env
 from tests.test_slack_approvals import (
     ALICE,
     CHANNEL,
@@ -38,7 +37,7 @@ from tests.test_slack_approvals import (
 )
 from tests.test_slack_harness import core, mention, settings_for, sign
 from tests.test_slack_runner import running
-from tests.test_slack_startup import closed_port
+from tests.test_slack_shutdown import slack_env
 
 READY = re.compile(r"serving Slack events and interactions at (\S+)")
 
@@ -138,20 +137,7 @@ async def test_a_click_after_the_bot_was_killed_and_started_again_gets_the_answe
         FakeLLMServer([read_and_add(), reply("Added it after the restart.")]) as llm,
         aiohttp.ClientSession() as http,
     ):
-        env = nerve_env(
-            tmp_path,
-            NERVE_MCP_CONFIG=str(servers),
-            SLACK_BOT_TOKEN="xoxb-test-token",
-            SLACK_SIGNING_SECRET="test-signing-secret",
-            SLACK_API_BASE_URL=slack.api_url,
-            NERVE_HTTP_HOST="127.0.0.1",
-            NERVE_HTTP_PORT=str(closed_port()),
-            OPENAI_BASE_URL=llm.base_url,
-            OPENAI_API_KEY="test-key",
-            NERVE_MODEL="test-model",
-            NERVE_LOG_LEVEL="INFO",
-        )
-        env.pop("SLACK_APP_TOKEN", None)
+        env = slack_env(tmp_path, slack, llm, NERVE_MCP_CONFIG=str(servers))
         body = mention(f"<@{BOT_USER_ID}> add hi to the note", ts=root)
         async with nerve_slack(env) as (first, url):
             assert await post_signed(http, url, json.dumps(body), "application/json") == 200

@@ -14,10 +14,8 @@ import pytest
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
 from tests.stores import Backend
-from tests.test_cli import nerve_env
 from tests.test_slack_harness import mention, user_texts
-from tests.test_slack_shutdown import deliver, nerve_slack
-from tests.test_slack_startup import closed_port
+from tests.test_slack_shutdown import deliver, nerve_slack, slack_env
 
 CHANNEL = "C0CHANNEL"
 EVENTS = re.compile(r"serving Slack events and interactions at (\S+)")
@@ -36,21 +34,9 @@ async def test_nerve_slack_on_postgresql_answers_and_remembers_the_thread_after_
     servers.write_text('{"mcpServers": {}}')
     script = [reply("Sunny in 1010."), reply("Rain tomorrow, as I said it would be sunny today.")]
     async with FakeSlack() as slack, FakeLLMServer(script) as llm, aiohttp.ClientSession() as http:
-        env = nerve_env(
-            tmp_path,
-            NERVE_DATABASE_URL=store_backend.location,
-            NERVE_MCP_CONFIG=str(servers),
-            SLACK_BOT_TOKEN="xoxb-test-token",
-            SLACK_SIGNING_SECRET="test-signing-secret",
-            SLACK_API_BASE_URL=slack.api_url,
-            NERVE_HTTP_HOST="127.0.0.1",
-            NERVE_HTTP_PORT=str(closed_port()),
-            OPENAI_BASE_URL=llm.base_url,
-            OPENAI_API_KEY="test-key",
-            NERVE_MODEL="test-model",
-            NERVE_LOG_LEVEL="INFO",
+        env = slack_env(
+            tmp_path, slack, llm, NERVE_DATABASE_URL=store_backend.location, NERVE_MCP_CONFIG=str(servers)
         )
-        env.pop("SLACK_APP_TOKEN", None)
 
         async with nerve_slack(env) as nerve:
             url = nerve.events_url

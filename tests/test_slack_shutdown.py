@@ -41,9 +41,13 @@ def shutdown_env(tmp_path: Path, slack: FakeSlack, llm: FakeLLMServer, grace: fl
     servers = tmp_path / "mcp.json"
     env_query = {"command": sys.executable, "args": ["-m", "servers.env_query"], "cwd": str(ROOT)}
     servers.write_text(json.dumps({"mcpServers": {"env-query": env_query}}))
+    return slack_env(tmp_path, slack, llm, NERVE_MCP_CONFIG=str(servers), NERVE_SHUTDOWN_GRACE=f"{grace:g}")
+
+
+def slack_env(tmp_path: Path, slack: FakeSlack, llm: FakeLLMServer, **overrides: str) -> dict[str, str]:
+    """The environment of a `nerve slack` child process over HTTP against the fake Slack and model."""
     env = nerve_env(
         tmp_path,
-        NERVE_MCP_CONFIG=str(servers),
         SLACK_BOT_TOKEN="xoxb-test-token",
         SLACK_SIGNING_SECRET="test-signing-secret",
         SLACK_API_BASE_URL=slack.api_url,
@@ -53,7 +57,7 @@ def shutdown_env(tmp_path: Path, slack: FakeSlack, llm: FakeLLMServer, grace: fl
         OPENAI_API_KEY="test-key",
         NERVE_MODEL="test-model",
         NERVE_LOG_LEVEL="INFO",
-        NERVE_SHUTDOWN_GRACE=f"{grace:g}",
+        **overrides,
     )
     env.pop("SLACK_APP_TOKEN", None)
     return env

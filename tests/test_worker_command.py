@@ -22,8 +22,7 @@ from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlack
 from tests.stores import PostgresBackend, postgres_backend
 from tests.test_cli import nerve_env, run_nerve
 from tests.test_slack_harness import mention
-from tests.test_slack_shutdown import nerve_running
-from tests.test_slack_startup import closed_port
+from tests.test_slack_shutdown import nerve_running, slack_env
 from tests.test_thread_lock import until
 
 CHANNEL = "C0CHANNEL"
@@ -77,20 +76,8 @@ async def test_nerve_worker_answers_a_queued_slack_event_with_no_front_end_and_s
         aiohttp.ClientSession() as http,
     ):
         await record_and_queue(pg, body)
-        env = nerve_env(
-            tmp_path,
-            NERVE_DATABASE_URL=pg.location,
-            SLACK_BOT_TOKEN="xoxb-test-token",
-            SLACK_API_BASE_URL=slack.api_url,
-            NERVE_HTTP_HOST="127.0.0.1",
-            NERVE_HTTP_PORT=str(closed_port()),
-            OPENAI_BASE_URL=llm.base_url,
-            OPENAI_API_KEY="test-key",
-            NERVE_MODEL="test-model",
-            NERVE_LOG_LEVEL="INFO",
-        )
+        env = slack_env(tmp_path, slack, llm, NERVE_DATABASE_URL=pg.location)
         # Neither way of receiving events: the worker must need none.
-        env.pop("SLACK_APP_TOKEN", None)
         env.pop("SLACK_SIGNING_SECRET", None)
 
         async with nerve_running("worker", env) as worker:
