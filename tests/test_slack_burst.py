@@ -2,10 +2,11 @@
 queue stays bounded, the model never works on more requests at once than there are turn slots, and
 every delivery is acked well within Slack's 3 s.
 
-Scaled from the issue's 300 events in 15 s so the test takes seconds: the mentions come within 5 s,
-the model takes 0.2 s, nerve has 4 turn slots and 20 places in the queue (the defaults are 16 and
-100) and posts at one per 50 ms per channel (Slack: about one a second). That is three times the
-load the slots can carry, so the busy path is taken. The ack is asserted against Slack's own limit;
+The issue's 300 events in 15 s, scaled so the test takes seconds: the model takes 0.6 s, nerve has
+4 turn slots and 20 places in the queue (the defaults are 16 and 100) and posts at one per 50 ms
+per channel (Slack: about one a second). That is three times the load the slots can carry, so the
+busy path is taken. (The arrival rate is the issue's own: a faster burst measures how busy the test
+machine is rather than nerve.) The ack is asserted against Slack's own limit;
 the issue's goal of p99 ≤ 300 ms is measured by `make bench` on the full-size burst
 (`bench/many_channel_burst.py`), whose harness this test shares.
 """
@@ -26,9 +27,9 @@ async def test_300_mentions_in_many_channels_are_each_answered_or_told_busy_with
     figures = await many_channel_burst(
         tmp_path,
         mentions=300,
-        window=5.0,
+        window=15.0,
         channels=30,
-        model_s=0.2,
+        model_s=0.6,
         slots=SLOTS,
         queue=QUEUE,
         pace=0.05,
