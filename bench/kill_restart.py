@@ -46,7 +46,6 @@ import os
 import random
 import re
 import signal
-import socket
 import sqlite3
 import sys
 import tempfile
@@ -63,6 +62,7 @@ import aiohttp
 from bot.gate import BUSY_REPLY
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack, Posted
+from tests.ports import unused_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "kill-test-signing-secret"
@@ -478,12 +478,6 @@ def nerve_environment(
     return env
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def kill_restart(
     folder: Path,
     *,
@@ -498,7 +492,7 @@ async def kill_restart(
     model_rng = random.Random(seed + 1)
     notes = folder / "notes.txt"
     notes.write_text("first line\n", encoding="utf-8")
-    port = free_port()
+    port = unused_port()
     numbers = itertools.count(1)
     started = time.perf_counter()
     phases: Counter[str] = Counter()

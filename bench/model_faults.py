@@ -45,7 +45,6 @@ import aiohttp
 from bench.kill_restart import (
     ALICE,
     Nerve,
-    free_port,
     half_written_rounds,
     integrity,
     nerve_environment,
@@ -66,6 +65,7 @@ from tests.fakes.llm_server import (
     tool_reply,
 )
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack
+from tests.ports import unused_port
 
 APOLOGY_START = MODEL_FAILED
 # Every apology a failed turn ends with: none may be stored as something the model said.
@@ -158,7 +158,7 @@ async def model_faults(
     roots = {fault: f"1600000002.{i:06d}" for i, fault in enumerate(plans)}
     sent: dict[str, float] = {}
     async with FakeSlack() as slack, FakeLLMServer(respond, strict=False) as llm:
-        port = free_port()
+        port = unused_port()
         url = f"http://127.0.0.1:{port}/slack/events"
         env = nerve_environment(folder, slack, llm, port, notes)
         env.update(

@@ -41,10 +41,11 @@ from urllib.parse import quote
 import aiohttp
 
 from bench.core_bench import percentile
-from bench.kill_restart import Nerve, Question, free_port, nerve_environment, signed
+from bench.kill_restart import Nerve, Question, nerve_environment, signed
 from bot.gate import BUSY_REPLY
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.slack_api import FakeSlack
+from tests.ports import unused_port
 from tests.stores import drop_schema, new_schema, server_url
 
 QUESTION = re.compile(r"question (q\d{4})")
@@ -154,7 +155,7 @@ def environments(
     for index in range(count):
         home = folder / f"replica-{index}"
         home.mkdir()
-        env = nerve_environment(home, slack, llm, free_port(), home / "notes.txt")
+        env = nerve_environment(home, slack, llm, unused_port(), home / "notes.txt")
         env.update(NERVE_WORKER_STALL_TIMEOUT=str(STALL_TIMEOUT), NERVE_SHUTDOWN_GRACE="5")
         if database_url is not None:
             env["NERVE_DATABASE_URL"] = database_url

@@ -18,6 +18,7 @@ from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
 from bot.store.base import ConversationStore
 from tests.pg_schemas import drop_stale_schemas
+from tests.ports import unused_port
 from tests.stores import TEST_DATABASE_URL, Backend, SQLiteBackend, default_backend, postgres_backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,9 +111,7 @@ async def loop_host() -> AsyncIterator[MCPHost]:
 @pytest.fixture(scope="module")
 def remote_kit() -> Iterator[int]:
     """A real Streamable HTTP MCP server (the test kit) on 127.0.0.1 for the module; its port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = unused_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "tests.mcp_servers.testkit", "streamable-http", str(port)],
         cwd=Path(__file__).resolve().parents[1],

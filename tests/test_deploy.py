@@ -36,8 +36,8 @@ from bot.runtime import CALLBACK_PATH, CLIENT_METADATA_PATH
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR
 from tests.conftest import ROOT
 from tests.fakes.slack_api import FakeSlack
+from tests.ports import unused_port
 from tests.test_cli import nerve_env
-from tests.test_slack_startup import closed_port
 
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "compose.yaml"
@@ -202,7 +202,7 @@ def slack_socket_env(tmp_path: Path, slack: FakeSlack, port: int) -> dict[str, s
 
 
 async def test_the_image_command_runs_slack_and_its_health_check_passes_then_fails_once_it_stops(tmp_path):
-    port = closed_port()
+    port = unused_port()
     async with FakeSlack() as slack, container(slack_socket_env(tmp_path, slack, port)) as nerve:
         served = await nerve.wait_line(SERVING)
         assert served.group(1).endswith(f":{port}")
@@ -219,7 +219,7 @@ async def test_the_image_command_runs_slack_and_its_health_check_passes_then_fai
 
 
 async def test_the_health_check_fails_within_seconds_when_nothing_listens():
-    port = closed_port()
+    port = unused_port()
     code, err, took = await run_health_check(port)
     assert code == 1
     assert err.startswith("unhealthy:") and str(port) in err
@@ -520,7 +520,7 @@ def children_of(pid: int) -> set[int]:
 
 
 async def test_sigterm_stops_slack_with_exit_0_and_leaves_no_mcp_server_behind(tmp_path):
-    port = closed_port()
+    port = unused_port()
     async with FakeSlack() as slack:
         env = slack_socket_env(tmp_path, slack, port)
         servers = tmp_path / "mcp.json"

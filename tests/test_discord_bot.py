@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from bot.types import CallContext, ConversationKey, ToolResult, ToolSpec
 from tests.conftest import ROOT, seed_servers
 from tests.fakes.discord_api import FakeDiscord, Recorded, running_bot
 from tests.fakes.llm_server import FakeLLMServer, Reply, reply, tool_reply
+from tests.ports import unused_port
 
 CALLBACK = r"/interactions/\d+/[^/]+/callback"
 ORIGINAL = r"/webhooks/\d+/[^/]+/messages/@original"
@@ -581,9 +581,7 @@ async def test_nerve_discord_with_a_rejected_token_says_so_in_one_line(
 async def test_nerve_discord_with_discord_unreachable_says_so_in_one_line(
     fake: FakeDiscord, tmp_path: Path
 ) -> None:
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = unused_port()
     code, err = await run_nerve_discord(
         fake, tmp_path, DISCORD_API_BASE_URL=f"http://127.0.0.1:{port}/api/v10"
     )

@@ -29,9 +29,9 @@ from bot.types import ConversationKey
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.fakes.discord_api import FakeDiscord, Recorded, settings_for
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, tool_reply
+from tests.ports import unused_port
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
 from tests.test_slack_sign_in import Model, who_the_tool_said, whoami
-from tests.test_slack_startup import closed_port
 
 SECRET = "a-test-secret-key-long-enough"
 ORIGINAL = r"/webhooks/\d+/[^/]+/messages/@original"
@@ -91,7 +91,7 @@ async def running(fake: FakeDiscord, settings: Any, agent: Any) -> AsyncIterator
 async def test_discord_people_get_their_link_privately_and_the_turn_goes_on_after_the_callback(
     tmp_path, notes, fake
 ):
-    port = closed_port()
+    port = unused_port()
     public = f"http://127.0.0.1:{port}"
     servers = tmp_path / "mcp.json"
     entry = {"url": notes.mcp_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}

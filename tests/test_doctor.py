@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack
@@ -29,6 +28,7 @@ from tests.conftest import ROOT
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.slack_api import FakeSlack
+from tests.ports import unused_port
 from tests.stores import PostgresBackend, postgres_backend
 
 # Mixed-case letters, so no piece of one can turn up in a report by chance.
@@ -82,12 +82,6 @@ def no_servers(folder: Path) -> Path:
     path = folder / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {}}))
     return path
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def doctor(folder: Path, *args: str, **env: str) -> Run:
@@ -170,7 +164,7 @@ def setups(fakes: Fakes) -> dict[str, Setup]:
     async def unreachable_model(folder: Path) -> Run:
         # Credentials in the URL are never shown either.
         return await doctor(
-            folder, OPENAI_BASE_URL=f"http://nerve:{URL_PASSWORD}@127.0.0.1:{closed_port()}/v1"
+            folder, OPENAI_BASE_URL=f"http://nerve:{URL_PASSWORD}@127.0.0.1:{unused_port()}/v1"
         )
 
     async def rejected_key(folder: Path) -> Run:

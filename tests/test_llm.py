@@ -6,7 +6,6 @@ import asyncio
 import email.utils
 import json
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -31,6 +30,7 @@ from tests.fakes.llm_server import (
     server_error,
     tool_reply,
 )
+from tests.ports import unused_port
 
 USER = [ChatMessage(role="user", content="What is the air like in 94107?")]
 
@@ -103,14 +103,6 @@ async def make_llm() -> AsyncIterator[LLMFactory]:
     yield factory
     for llm in made:
         await llm.aclose()
-
-
-def closed_port() -> int:
-    """A loopback port with nothing listening on it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 # ------------------------------------------------------------------------------------------ answers
@@ -730,7 +722,7 @@ async def test_only_timeouts_conflicts_rate_limits_and_server_failures_are_retri
 
 async def test_connection_refused_is_retried_once_then_raises_unavailable(make_llm: LLMFactory) -> None:
     sleep, progress = RecordedSleep(), RecordedProgress()
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+    url = f"http://127.0.0.1:{unused_port()}/v1"
     with pytest.raises(LLMUnavailable, match=r"could not reach the model service at http://127\.0\.0\.1"):
         await make_llm(url, sleep=sleep, max_retries=4).complete(USER, [], progress)
     assert len(sleep.waits) == 1
@@ -876,7 +868,7 @@ def test_retry_after_reads_milliseconds_seconds_and_dates() -> None:
 
 
 async def test_credentials_in_the_base_url_never_appear_in_errors(make_llm: LLMFactory) -> None:
-    url = f"http://admin:hunter2@127.0.0.1:{closed_port()}/v1"
+    url = f"http://admin:hunter2@127.0.0.1:{unused_port()}/v1"
     llm = make_llm(url, max_retries=0)
     with pytest.raises(LLMUnavailable) as caught:
         await llm.complete(USER, [], RecordedProgress())

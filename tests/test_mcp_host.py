@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from bot.mcp.catalog import ListedTool, build_catalog, clean_schema, sanitize_na
 from bot.mcp.host import MCPHost
 from bot.mcp.results import classify_error, from_call_result
 from bot.seams import ToolHost
+from tests.ports import unused_port
 
 ROOT = Path(__file__).resolve().parents[1]
 OPENAI_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -337,9 +337,7 @@ async def test_cancelling_the_owner_of_the_host_still_stops_its_children():
 
 
 async def test_a_streamable_http_server_is_reached_by_url():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = unused_port()
     server = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

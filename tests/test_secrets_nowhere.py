@@ -41,11 +41,11 @@ from servers.notes_oauth.sign_in import sign_in_as
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
+from tests.ports import unused_port
 from tests.test_cli import nerve_env
 from tests.test_notes_oauth_server import READY as NOTES_READY
 from tests.test_slack_harness import mention, sign
 from tests.test_slack_sign_in import Model, button_url, links_to, said_in, who_the_tool_said, whoami
-from tests.test_slack_startup import closed_port
 
 CHANNEL = "C0CHANNEL"
 ALICE = "U0ALICE"
@@ -193,7 +193,7 @@ async def scrape(http: aiohttp.ClientSession, base: str) -> str:
 async def test_a_session_with_a_sign_in_leaves_no_secret_in_logs_database_replies_metrics_or_mcp_traffic(
     tmp_path: Path,
 ) -> None:
-    port = closed_port()
+    port = unused_port()
     base = f"http://127.0.0.1:{port}"
     recorder_log = tmp_path / "recorder.jsonl"
     model = Model(

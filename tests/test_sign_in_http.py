@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,11 @@ from bot.runtime import Runtime, open_runtime
 from bot.types import ConversationKey, Incoming, TurnEvent
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
+from tests.ports import unused_port
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
 
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="1700.1")
 SECRET = "a-test-secret-key-long-enough"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -86,7 +80,7 @@ async def follow(http: aiohttp.ClientSession, location: str) -> tuple[int, str, 
 async def test_the_browser_lands_on_the_callback_which_connects_the_person_and_hands_on_the_waiting_turn(
     tmp_path, notes
 ):
-    port = free_port()
+    port = unused_port()
     public = f"http://127.0.0.1:{port}"
     script = [tool_reply(FakeCall(name="connect_notes", id="c1")), reply("Connected, go on.")]
     async with FakeLLMServer(script) as llm, aiohttp.ClientSession() as http:
@@ -134,7 +128,7 @@ async def test_the_browser_lands_on_the_callback_which_connects_the_person_and_h
 
 
 async def test_a_sign_in_the_person_refused_is_a_400_page_and_connects_nothing(tmp_path, notes):
-    port = free_port()
+    port = unused_port()
     public = f"http://127.0.0.1:{port}"
     async with FakeLLMServer([]) as llm, aiohttp.ClientSession() as http:
         async with open_runtime(settings_for(tmp_path, notes, llm, public)) as runtime:
@@ -153,7 +147,7 @@ async def test_a_sign_in_the_person_refused_is_a_400_page_and_connects_nothing(t
 
 
 async def test_nerve_serves_its_client_metadata_document_under_its_public_address(tmp_path, notes):
-    port = free_port()
+    port = unused_port()
     public = f"http://127.0.0.1:{port}"
     async with (
         FakeLLMServer([]) as llm,

@@ -27,10 +27,10 @@ from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
+from tests.ports import unused_port
 from tests.test_cli import nerve_env
 from tests.test_deploy import children_of, gone
 from tests.test_slack_harness import mention, sign, user_texts
-from tests.test_slack_startup import closed_port
 
 CHANNEL = "C0CHANNEL"
 EVENTS = re.compile(r"serving Slack events and interactions at (\S+)")
@@ -52,7 +52,7 @@ def slack_env(tmp_path: Path, slack: FakeSlack, llm: FakeLLMServer, **overrides:
         SLACK_SIGNING_SECRET="test-signing-secret",
         SLACK_API_BASE_URL=slack.api_url,
         NERVE_HTTP_HOST="127.0.0.1",
-        NERVE_HTTP_PORT=str(closed_port()),
+        NERVE_HTTP_PORT=str(unused_port()),
         OPENAI_BASE_URL=llm.base_url,
         OPENAI_API_KEY="test-key",
         NERVE_MODEL="test-model",

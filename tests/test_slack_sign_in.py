@@ -25,12 +25,12 @@ from bot.runtime import open_runtime
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, Step, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, ApiCall, FakeSlack
+from tests.ports import unused_port
 from tests.test_cli import nerve_env
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
 from tests.test_slack_approval_restart import nerve_slack, post_signed
 from tests.test_slack_harness import mention, sign
 from tests.test_slack_runner import running
-from tests.test_slack_startup import closed_port
 
 CHANNEL = "C0CHANNEL"
 ALICE, BOB = "U0ALICE", "U0BOB"
@@ -147,7 +147,7 @@ def disconnect_click(user: str, button: dict[str, Any]) -> str:
 
 
 async def test_a_person_signs_in_from_slack_and_the_thread_gets_the_answer_as_them(tmp_path, notes):
-    port = closed_port()
+    port = unused_port()
     public = f"http://127.0.0.1:{port}"
     servers = tmp_path / "mcp.json"
     entry = {"url": notes.mcp_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}
@@ -252,7 +252,7 @@ async def test_a_person_signs_in_from_slack_and_the_thread_gets_the_answer_as_th
 async def test_in_socket_mode_the_callback_is_served_on_the_operations_port_and_the_turn_goes_on(
     tmp_path, notes
 ):
-    port = closed_port()
+    port = unused_port()
     public = f"http://127.0.0.1:{port}"
     servers = tmp_path / "mcp.json"
     entry = {"url": notes.mcp_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
 from tests.fakes.slack_api import FakeSlack
+from tests.ports import unused_port
 from tests.test_cli import nerve_env
 
 
@@ -33,13 +33,6 @@ async def run_nerve(*args: str, env: dict[str, str], within: float = 60) -> tupl
         await process.wait()
         raise AssertionError(f"nerve {' '.join(args)} was still running after {within} s") from None
     return process.returncode or 0, out.decode(), err.decode()
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def slack_env(tmp_path: Path, api_url: str, **extra: str) -> dict[str, str]:
@@ -71,7 +64,7 @@ def assert_one_plain_line(code: int, err: str) -> str:
 async def test_nerve_slack_with_slack_unreachable_says_so_in_one_line_and_exits_non_zero(
     tmp_path: Path,
 ) -> None:
-    url = f"http://127.0.0.1:{closed_port()}/api/"
+    url = f"http://127.0.0.1:{unused_port()}/api/"
     code, _, err = await run_nerve("slack", env=slack_env(tmp_path, url))
     line = assert_one_plain_line(code, err)
     assert "cannot reach Slack" in line and url in line and "SLACK_API_BASE_URL" in line
