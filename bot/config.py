@@ -6,10 +6,12 @@ Loaded once by the command line (`adapters.cli`) and passed down; nothing here r
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +33,8 @@ from bot.errors import ConfigError
 from bot.policy.approval import DEFAULT_MODE, ApprovalMode
 from bot.policy.scopes import Rule, Scopes, pattern_problem, rule_name_problem
 from bot.shard_ids import parse_shard_ids
+
+logger = logging.getLogger(__name__)
 
 OFFLINE_MODEL = "offline"
 # The shortest NERVE_TURN_LEASE accepted, in seconds.
@@ -405,6 +409,9 @@ class McpConfig:
 
     servers: dict[str, ServerConfig]
     scopes: Scopes = field(default_factory=Scopes)
+    # What the file says that works but reads wrong (server names only case or punctuation apart),
+    # one line each, naming the file: logged at load time, shown by `nerve doctor`.
+    warnings: tuple[str, ...] = ()
 
 
 # `${VAR}` and VS Code's `${env:VAR}`; any other `${…}` is one nerve cannot fill.
@@ -523,13 +530,16 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
     """
     env = os.environ if environ is None else environ
     try:
-        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+        raw: Any = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_Object.of)
     except FileNotFoundError:
         raise ConfigError(f"{path}: servers file not found (set NERVE_MCP_CONFIG to another file)") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    repeated = _repeated_key(raw)
+    if repeated is not None:
+        raise ConfigError(f"{path}: {repeated}")
     try:
         parsed = ServersFile.model_validate(raw)
     except ValidationError as exc:
@@ -539,4 +549,62 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
         for name, server in parsed.entries.items()
         if server.active and name not in parsed.disabled
     }
-    return McpConfig(servers=servers, scopes=parsed.scopes)
+    warnings = tuple(f"{path}: {problem}" for problem in lookalike_names(parsed.entries))
+    for warning in warnings:
+        logger.warning("%s", warning)
+    return McpConfig(servers=servers, scopes=parsed.scopes, warnings=warnings)
+
+
+class _Object(dict[str, Any]):
+    """A JSON object as read, with the keys it gave more than once (`json` keeps the last value)."""
+
+    repeated: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, Any]]) -> _Object:
+        found = cls()
+        repeated: list[str] = []
+        for key, value in pairs:
+            if key in found and key not in repeated:
+                repeated.append(key)
+            found[key] = value
+        found.repeated = tuple(repeated)
+        return found
+
+
+def _repeated_key(raw: Any) -> str | None:
+    """A key given twice in one object of the file, and where; outermost first, else in file order.
+
+    A repeated key is a mistake JSON readers disagree on (most keep the last value, silently): a
+    second `"check"` server would quietly replace the first.
+    """
+    waiting: deque[tuple[str, Any]] = deque([("", raw)])
+    while waiting:
+        where, value = waiting.popleft()
+        if isinstance(value, _Object):
+            if value.repeated:
+                key = value.repeated[0]
+                if where in SERVER_KEYS:
+                    return f"server '{key}' appears twice"
+                return f"key '{key}' appears twice " + (f"in {where}" if where else "at the top level")
+            waiting.extend((f"{where}.{key}" if where else key, child) for key, child in value.items())
+        elif isinstance(value, list):
+            waiting.extend((f"{where}[{i}]", child) for i, child in enumerate(value))
+    return None
+
+
+def _folded(name: str) -> str:
+    return "".join(ch for ch in name.casefold() if ch.isalnum())
+
+
+def lookalike_names(names: Iterable[str]) -> list[str]:
+    """A line for each group of server names only case or punctuation apart (`Check` and `check`,
+    `my-server` and `my_server`): allowed, but a person or a model can take one for the other."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(_folded(name), []).append(name)
+    return [
+        f"servers {' and '.join(repr(name) for name in group)} differ only in case or punctuation"
+        for group in groups.values()
+        if len(group) > 1
+    ]

@@ -175,6 +175,58 @@ def test_a_file_with_both_mcp_servers_and_servers_is_an_error(tmp_path):
     assert str(path) in message and "mcpServers" in message and "servers" in message
 
 
+def test_a_server_named_twice_is_refused_naming_it(tmp_path):
+    # MCPSecBench's example file: the second "check" used to replace the first without a word.
+    path = write(tmp_path, '{"mcpServers": {"check": {"command": "a"}, "check": {"command": "b"}}}')
+    assert config_error(path) == f"{path}: server 'check' appears twice"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '{"mcpServers": {"a": {"command": "x"}}, "mcpServers": {}}',
+            "key 'mcpServers' appears twice at the top level",
+        ),
+        (
+            '{"servers": {"a": {"command": "x", "timeout": 5, "timeout": 9}}}',
+            "key 'timeout' appears twice in servers.a",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x", "env": {"K": "1", "K": "2"}}}}',
+            "key 'K' appears twice in mcpServers.a.env",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x"}}, "policy": {"*": {"allow": ["a"]}, "*": {}}}',
+            "key '*' appears twice in policy",
+        ),
+        (
+            '{"mcpServers": {"a": {"command": "x"}}, "inputs": [{"id": "k", "id": "j"}]}',
+            "key 'id' appears twice in inputs[0]",
+        ),
+    ],
+)
+def test_a_key_repeated_at_any_level_is_refused_naming_it_and_where(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    assert config_error(path) == f"{path}: {expected}"
+
+
+def test_server_names_only_case_or_punctuation_apart_load_with_a_warning(tmp_path, caplog):
+    entry = {"command": "python"}
+    path = write(
+        tmp_path, {"mcpServers": {"Check": entry, "check": entry, "my-server": entry, "my_server": entry}}
+    )
+    with caplog.at_level("WARNING", logger="bot.config"):
+        config = load_mcp_config(path, {})
+    assert list(config.servers) == ["Check", "check", "my-server", "my_server"]
+    expected = [
+        f"{path}: servers 'Check' and 'check' differ only in case or punctuation",
+        f"{path}: servers 'my-server' and 'my_server' differ only in case or punctuation",
+    ]
+    assert list(config.warnings) == expected
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == expected
+
+
 def test_a_file_with_neither_key_says_which_keys_it_expects(tmp_path):
     message = config_error(write(tmp_path, {"mcpServer": {}}))
     assert "'mcpServers'" in message and "'servers'" in message

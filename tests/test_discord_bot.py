@@ -19,6 +19,7 @@ from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.incoming import Job
 from adapters.discord.render import EMBED_DESCRIPTION_LIMIT, EMBED_TOTAL_LIMIT, EMBEDS_PER_MESSAGE
 from bot.agent import Agent
+from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
@@ -470,6 +471,27 @@ async def test_tools_help_and_reset_answer_ephemerally(fake: FakeDiscord, store:
         await fake.user_dms(user, "what did I say?")
         await fake.wait_for("POST", rf"/channels/{fake.dm_channels[user.id]}/messages", count=2)
         assert "apples" not in json.dumps(llm.last_messages())
+
+
+async def test_tools_shows_where_a_link_in_a_servers_description_goes(
+    fake: FakeDiscord, store: SQLiteStore
+) -> None:
+    """A description's `[google.com](https://evil.example/d)` would show only "google.com"."""
+    server = ServerConfig(command=sys.executable, args=["-m", "tests.mcp_servers.hostile"], cwd=str(ROOT))
+    async with MCPHost({"hostile": server}, default_timeout=15.0) as host:
+        async with asyncio.timeout(30):
+            await host.wait_until_ready()
+        async with (
+            FakeLLMServer([]) as llm,
+            agent_for(llm, store, host) as agent,
+            running_bot(fake, agent),
+        ):
+            await fake.slash(fake.user("pia"), "tools")
+            (callback,) = await fake.wait_for("POST", CALLBACK)
+    content = callback.body()["data"]["content"]
+    assert "find_page" in content
+    assert "google.com (<https://evil.example/d>)" in content
+    assert "[google.com](" not in content
 
 
 async def test_without_the_content_intent_plain_channel_chatter_is_ignored(

@@ -161,6 +161,18 @@ def setups(fakes: Fakes) -> dict[str, Setup]:
         (folder / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
         return await doctor(folder, NERVE_MCP_CONFIG=str(folder / "mcp.json"))
 
+    async def repeated_server(folder: Path) -> Run:
+        # MCPSecBench's example file: a second "check" would quietly replace the first.
+        entry = '{"command": "python", "args": ["-m", "servers.env_query"], "enabled": false}'
+        (folder / "mcp.json").write_text(f'{{"mcpServers": {{"check": {entry}, "check": {entry}}}}}')
+        return await doctor(folder, NERVE_MCP_CONFIG=str(folder / "mcp.json"))
+
+    async def lookalike_servers(folder: Path) -> Run:
+        entry = {"command": "python", "args": ["-m", "servers.env_query"], "enabled": False}
+        servers = {"Check": entry, "check": entry, "my-server": entry, "my_server": entry}
+        (folder / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+        return await doctor(folder, NERVE_MCP_CONFIG=str(folder / "mcp.json"))
+
     async def unreachable_model(folder: Path) -> Run:
         # Credentials in the URL are never shown either.
         return await doctor(
@@ -214,6 +226,8 @@ def setups(fakes: Fakes) -> dict[str, Setup]:
         "all_good_json": all_good_json,
         "bad_json": bad_json,
         "missing_command": missing_command,
+        "repeated_server": repeated_server,
+        "lookalike_servers": lookalike_servers,
         "unreachable_model": unreachable_model,
         "rejected_key": rejected_key,
         "unknown_model": unknown_model,
@@ -342,6 +356,22 @@ def test_a_servers_file_that_is_not_json_is_an_error_with_its_line_and_column(re
     found = f"{path}: not valid JSON at line 1 column 51: Expecting property name enclosed in double quotes"
     assert row("error", "servers file", found, "fix the servers file (or set NERVE_MCP_CONFIG)") in run.lines
     assert run.code == 1
+
+
+def test_a_servers_file_naming_a_server_twice_is_an_error_naming_it(report):
+    run = report["repeated_server"]
+    found = f"{run.folder / 'mcp.json'}: server 'check' appears twice"
+    assert row("error", "servers file", found, "fix the servers file (or set NERVE_MCP_CONFIG)") in run.lines
+    assert run.code == 1
+
+
+def test_server_names_only_case_or_punctuation_apart_are_a_warning_line_each(report):
+    run = report["lookalike_servers"]
+    path = run.folder / "mcp.json"
+    for names in ("'Check' and 'check'", "'my-server' and 'my_server'"):
+        found = f"{path}: servers {names} differ only in case or punctuation"
+        assert row("warning", "servers file", found, "rename one of them") in run.lines, run.out
+    assert run.code == 0, run.out + run.err
 
 
 def test_a_server_whose_command_does_not_exist_is_an_error_while_the_others_start(report):

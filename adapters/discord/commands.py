@@ -17,6 +17,7 @@ from adapters.discord.approval_message import person
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
 from adapters.discord.prompt_command import PromptAgent, argument_choices, name_choices, question_of
+from adapters.discord.render import safe_chunks
 from bot.config import Settings
 from bot.render import split_markdown, truncate
 from bot.store.approvals import ApprovalLedger
@@ -103,12 +104,15 @@ def asked_here(interaction: discord.Interaction[Any]) -> Incoming:
 
 
 def tools_text(bot: CommandHost, here: Incoming | None = None) -> list[str]:
-    """The tools offered in the place `here` (all of them without one), one line each."""
+    """The tools offered in the place `here` (all of them without one), one line each.
+
+    The names and descriptions are the servers' words: they are shown as an answer is, every link
+    with its target in view (`[google.com](https://evil.example)` would show only "google.com")."""
     lines = []
     for tool in bot.agent.tools(here):
         description = truncate((tool.description.strip().splitlines() or [""])[0], 150)[0]
         lines.append(f"• **{tool.name}** — {description}" if description else f"• **{tool.name}**")
-    return split_markdown("\n".join(lines), 2000) if lines else [NO_TOOLS]
+    return safe_chunks("\n".join(lines), 2000) if lines else [NO_TOOLS]
 
 
 def place_name(place: str) -> str:

@@ -22,9 +22,10 @@ import discord
 from discord import app_commands
 
 from adapters.discord.delivery import NO_MENTIONS
+from adapters.discord.render import safe_text
 from adapters.prompt_arguments import arguments_usage, completion_at_end, parse_arguments
 from bot.errors import PromptError
-from bot.render import truncate
+from bot.render import show_link_targets, truncate
 from bot.types import Incoming, PromptSpec
 
 logger = logging.getLogger(__name__)
@@ -81,8 +82,9 @@ async def question_of(
 
 
 async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
-    """Say why the prompt did not start: to the person only, or in the "thinking…" message."""
-    text = truncate(text, 1900)[0]
+    """Say why the prompt did not start: to the person only, or in the "thinking…" message. A
+    server's refusal is its own words, shown as an answer is (every link with its target)."""
+    text = safe_text(truncate(text, 1900)[0])
     if interaction.response.is_done():
         await interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
     else:
@@ -98,7 +100,8 @@ def name_choices(agent: PromptAgent, here: Incoming, current: str) -> list[app_c
             typed not in spec.name.lower() and typed not in spec.title.lower()
         ):
             continue
-        summary = (spec.description.strip().splitlines() or [""])[0]
+        # Plain text on Discord, but the server's words all the same: a link shows its target.
+        summary = show_link_targets((spec.description.strip().splitlines() or [""])[0])
         label = f"{spec.name} — {summary}" if summary else spec.name
         choices.append(app_commands.Choice(name=truncate(label, CHOICE_CHARS)[0], value=spec.name))
     return choices[:CHOICES]

@@ -60,6 +60,14 @@ def load_servers(settings: Settings) -> tuple[Check, McpConfig | None]:
     return ok("servers file", f"{path}: {count} server{'s' if count != 1 else ''} ({names})"), mcp
 
 
+def servers_file_warnings(mcp: McpConfig | None) -> list[Check]:
+    """What the servers file says that works but reads wrong: server names only case or
+    punctuation apart, which a person or a model can take for one another."""
+    if mcp is None:
+        return []
+    return [warning("servers file", found, "rename one of them") for found in mcp.warnings]
+
+
 async def check_servers(servers: dict[str, ServerConfig], settings: Settings) -> list[Check]:
     """Start every server as nerve does, wait (bounded) for each one's first attempt, stop them."""
     if not servers:

@@ -13,7 +13,13 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TextIO
 from urllib.parse import unquote, urlsplit
 
-from adapters.doctor.local import check_database, check_servers, load_servers, load_settings
+from adapters.doctor.local import (
+    check_database,
+    check_servers,
+    load_servers,
+    load_settings,
+    servers_file_warnings,
+)
 from adapters.doctor.offline import offline_check
 from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
 from adapters.log_format import install, settings_secrets
@@ -90,6 +96,8 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     width = min(MAX_WIDTH, max([width, *(len(f"server {name}") for name in servers)]))
     report(settings_check)
     report(servers_check)
+    for check in servers_file_warnings(mcp):
+        report(check)
     later: list[Coroutine[Any, Any, list[Check]]] = [
         check_servers(servers, settings),
         _model(settings),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from adapters.prompt_arguments import usage
 from adapters.slack.events import PLATFORM
-from adapters.slack.render import escape
+from adapters.slack.render import escape, safe_markdown
 from bot.agent import Agent
 from bot.policy.scopes import Place
 from bot.types import ConversationKey, Incoming, PromptSpec
@@ -44,7 +44,8 @@ def typed_in(place: Place, workspace: str = "") -> Incoming:
 
 
 def tools_text(agent: Agent, place: Place) -> str:
-    """The tools the model is offered where the command was typed (the policy applied)."""
+    """The tools the model is offered where the command was typed (the policy applied); their
+    descriptions are the servers' words, shown as an answer is (every link with its target)."""
     tools = agent.tools(typed_in(place))
     if not tools:
         if agent.tools():
@@ -53,16 +54,17 @@ def tools_text(agent: Agent, place: Place) -> str:
     lines = []
     for tool in tools:
         summary = tool.description.strip().splitlines()[0][:200] if tool.description.strip() else ""
-        lines.append(f"• `{escape(tool.name)}`" + (f" — {escape(summary)}" if summary else ""))
+        lines.append(f"• `{escape(tool.name)}`" + (f" — {safe_markdown(summary)}" if summary else ""))
     return "*Tools I can use here:*\n" + "\n".join(lines)
 
 
 def prompt_line(spec: PromptSpec) -> str:
-    """One prompt as the list shows it: how to write it, what it does, what each argument means."""
+    """One prompt as the list shows it: how to write it, what it does, what each argument means.
+    The descriptions are the server's words, shown as an answer is (every link with its target)."""
     summary = spec.description.strip().splitlines()[0][:200] if spec.description.strip() else ""
-    line = f"• `{escape(usage(spec))}`" + (f" — {escape(summary)}" if summary else "")
+    line = f"• `{escape(usage(spec))}`" + (f" — {safe_markdown(summary)}" if summary else "")
     explained = [
-        f"{escape(a.name)}{'' if a.required else ' (optional)'}: {escape(a.description.strip()[:150])}"
+        f"{escape(a.name)}{'' if a.required else ' (optional)'}: {safe_markdown(a.description.strip()[:150])}"
         for a in spec.arguments
         if a.description.strip()
     ]

@@ -37,6 +37,7 @@ from adapters.terminal.views import (
     shown,
 )
 from bot.errors import PromptError
+from bot.render import show_link_targets
 from bot.runtime import Runtime
 from bot.text import scrub
 from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress, PromptSpec, TurnEvent
@@ -180,7 +181,7 @@ class TerminalChat:
             for tool in self._runtime.agent.tools():
                 self._console.print(
                     f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)})[/dim] "
-                    + shown(tool.description)
+                    + shown(show_link_targets(tool.description))
                 )
         elif command == "/reset":
             await self._runtime.agent.reset(self._key)
@@ -273,13 +274,15 @@ class TerminalChat:
             summary = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
             self._console.print(
                 f"[bold]{shown(usage(spec))}[/bold]"
-                + (f" — {shown(summary)}" if summary else "")
+                + (f" — {shown(show_link_targets(summary))}" if summary else "")
                 + f" [dim]({shown(spec.server)})[/dim]"
             )
             for argument in spec.arguments:
                 optional = "" if argument.required else " (optional)"
                 about = f": {argument.description.strip()}" if argument.description.strip() else ""
-                self._console.print(f"  [dim]{shown(argument.name + optional + about)}[/dim]")
+                self._console.print(
+                    f"  [dim]{shown(argument.name + optional + show_link_targets(about))}[/dim]"
+                )
 
     async def _work(
         self, work: Callable[[Progress], Coroutine[Any, Any, AgentReply | None]], *, cancellable: bool = True

@@ -29,11 +29,10 @@ from typing import IO
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.segment import Segment
 from rich.text import Text
 
-from adapters.terminal.safe import printable
+from adapters.terminal.safe import answer_markdown, printable
 from bot.types import TurnEvent
 
 FRAMES_PER_SECOND = 20
@@ -135,7 +134,7 @@ class _Frame:
         for call in turn.calls.values():
             lines += console.render_lines(turn.call_line(call, frame), one_line, pad=False)
         if turn.text:
-            lines += console.render_lines(Markdown(printable(turn.text)), options, pad=False)
+            lines += console.render_lines(answer_markdown(turn.text), options, pad=False)
         else:
             status = Text.assemble((frame, "cyan"), " ", printable(turn.status), (self._hint, "dim"))
             lines += console.render_lines(status, one_line, pad=False)

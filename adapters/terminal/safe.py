@@ -5,6 +5,10 @@ control. A terminal obeys control sequences in what it prints: ESC starts CSI se
 the screen or move the cursor, and OSC 52 writes the clipboard. Everything the terminal front end
 prints that it did not write itself goes through `printable` (or `terminal_json` for `--json`), so
 such bytes are shown as visible `\\x1b`-style escapes and never reach the terminal raw.
+
+Links are shown as on Slack and Discord: `[google.com](https://evil.example)` reads
+`google.com (https://evil.example)`. rich would make it an OSC 8 hyperlink whose only visible text is
+"google.com"; `answer_markdown` makes none.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import json
 import re
 from typing import Any
 
+from rich.markdown import Markdown
+
+from bot.render import show_link_targets
 from bot.text import scrub
 
 # C0 controls except tab and newline, DEL, and the C1 controls (U+009B is a one-character CSI).
@@ -37,3 +44,9 @@ def terminal_json(value: Any) -> str:
     """
     text = scrub(json.dumps(value, ensure_ascii=False, indent=2))
     return _JSON_RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def answer_markdown(text: str) -> Markdown:
+    """Model-written Markdown for a terminal: harmless bytes, every link as `text (target)`, and no
+    hyperlink escape sequence whose target the visible text does not show."""
+    return Markdown(show_link_targets(printable(text)), hyperlinks=False)

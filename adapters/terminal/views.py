@@ -12,17 +12,16 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.markup import escape
 
 from adapters.resources import display_name, file_label, kind_of
 from adapters.terminal.approve import settle_one_shot, terminal_place
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.live import PlainAnswer
-from adapters.terminal.safe import printable, terminal_json
+from adapters.terminal.safe import answer_markdown, printable, terminal_json
 from bot.failures import shown_to_people
 from bot.policy.scopes import Place
-from bot.render import pretty_json, truncate
+from bot.render import pretty_json, show_link_targets, truncate
 from bot.runtime import Runtime
 from bot.text import scrub
 from bot.types import (
@@ -59,7 +58,7 @@ def attachment_line(index: int, attachment: Attachment) -> str:
     mark = "[red]✗[/red]" if attachment.is_error else "[green]✓[/green]"
     return (
         f"  [dim]▸ \\[{index}][/dim] {mark} [bold]{shown(attachment.name)}[/bold] "
-        f"[dim]{attachment.latency_ms:.0f} ms — {shown(attachment.summary)}[/dim]"
+        f"[dim]{attachment.latency_ms:.0f} ms — {shown(show_link_targets(attachment.summary))}[/dim]"
     )
 
 
@@ -143,7 +142,7 @@ def print_reply(console: Console, reply: AgentReply) -> None:
     for index, attachment in enumerate(reply.attachments, 1):
         print_line(console, attachment_line(index, attachment))
         print_resource_lines(console, attachment)
-    console.print(Markdown(printable(reply.text)))
+    console.print(answer_markdown(reply.text))
     if reply.attachments:
         console.print(_show_hint(reply))
 
@@ -231,7 +230,7 @@ def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) 
             f"[bold]{shown(tool.name)}[/bold] "
             f"[dim]({shown(tool.server)}, timeout {tool.timeout:g} s{asks})[/dim]"
         )
-        console.print(f"  {printable(tool.description)}", markup=False)
+        console.print(f"  {printable(show_link_targets(tool.description))}", markup=False)
     offered = {t.name for t in tools}
     held_back = [t for t in every if t.name not in offered]
     if held_back:
