@@ -46,7 +46,12 @@ async def connect(settings: Settings, server: str, thread: str = "default") -> i
             redirect_handler=browser.redirect_handler,
             callback_handler=browser.callback_handler,
         )
-        async with http_client(config.allow_private_network, auth=provider, timeout=HTTP_TIMEOUT) as http:
+        async with http_client(
+            config.allow_private_network,
+            allow_insecure_http=config.allow_insecure_http,
+            auth=provider,
+            timeout=HTTP_TIMEOUT,
+        ) as http:
             answer = await http.post(config.url, json=PROBE, headers=PROBE_HEADERS)
         if await storage.get_tokens() is None or answer.status_code in (401, 403):
             why = provider.last_failure or f"the server answered {answer.status_code}"

@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
+from bot.plain_http import plain_http_host
 from bot.policy.approval import DEFAULT_MODE, ApprovalMode
 from bot.policy.scopes import Rule, Scopes, pattern_problem, rule_name_problem
 from bot.shard_ids import parse_shard_ids
@@ -271,6 +272,10 @@ class ServerConfig(BaseModel):
     # A remote URL on loopback, a private range or a link-local address (cloud metadata) is refused
     # unless this says the operator means it: a config typo or a redirect must not reach inside.
     allow_private_network: bool = Field(default=False, alias="allowPrivateNetwork")
+    # A remote URL over plain http to a host that is not loopback is refused unless this says the
+    # operator means it: anything on the path can read and change such traffic. Even then nerve never
+    # sends a credential over it (the configured headers, OAuth secrets and tokens): see bot.plain_http.
+    allow_insecure_http: bool = Field(default=False, alias="allowInsecureHttp")
     transport: Literal["stdio", "streamable-http", "sse"] | None = None
     type: Literal["stdio", "http", "streamable-http", "sse"] | None = None
     enabled: bool = True
@@ -465,13 +470,21 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
         cwd = str(path.parent.resolve())
     env = _read_env_file(server, environ, path, where)
     env.update({k: _expand(v, environ, f"{where} field 'env.{k}'") for k, v in server.env.items()})
+    url = _expand(server.url, environ, f"{where} field 'url'") if server.url else None
+    insecure = plain_http_host(url) if url is not None and not server.allow_insecure_http else None
+    if insecure is not None:
+        raise ConfigError(
+            f"{where} field 'url': plain http to {insecure} can be read and changed by anything on the "
+            'path: use https (plain http is for loopback only), or set "allowInsecureHttp": true if '
+            "you mean it (nerve still never sends credentials over it)"
+        )
     return server.model_copy(
         update={
             "command": _expand(command, environ, f"{where} field 'command'") if command else None,
             "args": [_expand(a, environ, f"{where} field 'args'") for a in server.args],
             "env": env,
             "cwd": cwd,
-            "url": _expand(server.url, environ, f"{where} field 'url'") if server.url else None,
+            "url": url,
             "headers": {
                 k: _expand(v, environ, f"{where} field 'headers.{k}'") for k, v in server.headers.items()
             },

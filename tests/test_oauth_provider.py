@@ -234,13 +234,13 @@ def discovered(provider: OAuthClientProvider) -> None:
     context = provider.context
     context.oauth_metadata = OAuthMetadata.model_validate(
         {
-            "issuer": "http://as.example",
-            "authorization_endpoint": "http://as.example/authorize",
-            "token_endpoint": "http://as.example/token",
+            "issuer": "https://as.example",
+            "authorization_endpoint": "https://as.example/authorize",
+            "token_endpoint": "https://as.example/token",
         }
     )
     context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(
-        {"resource": "http://mcp.example/mcp", "authorization_servers": ["http://as.example"]}
+        {"resource": "https://mcp.example/mcp", "authorization_servers": ["https://as.example"]}
     )
     context.client_info = OAuthClientInformationFull(client_id="nerve-client", redirect_uris=None)
     context.client_metadata.scope = "notes:read offline_access"
@@ -248,7 +248,7 @@ def discovered(provider: OAuthClientProvider) -> None:
 
 async def test_the_authorization_url_is_the_one_the_sdk_sends() -> None:
     redirect_uri = "http://127.0.0.1:9/callback"
-    ours = NerveOAuth("http://mcp.example/mcp", OAUTH, MemoryTokens(), redirect_uri=redirect_uri)
+    ours = NerveOAuth("https://mcp.example/mcp", OAUTH, MemoryTokens(), redirect_uri=redirect_uri)
     discovered(ours)
     shown: list[str] = []
 
@@ -259,7 +259,7 @@ async def test_the_authorization_url_is_the_one_the_sdk_sends() -> None:
         raise SignInError("stop here")
 
     sdk = OAuthClientProvider(
-        "http://mcp.example/mcp",
+        "https://mcp.example/mcp",
         ours.context.client_metadata.model_copy(deep=True),
         MemoryTokens(),
         redirect_handler=show,
@@ -274,11 +274,11 @@ async def test_the_authorization_url_is_the_one_the_sdk_sends() -> None:
     for fresh in ("state", "code_challenge"):
         assert theirs.pop(fresh) != mine.pop(fresh)
     assert mine == theirs
-    assert mine["prompt"] == "consent" and mine["resource"] == "http://mcp.example/mcp"
+    assert mine["prompt"] == "consent" and mine["resource"] == "https://mcp.example/mcp"
     # The browser's answer: only with this sign-in's state and the server's issuer.
-    back = AuthorizationCodeResult(code="c", state=request.state, iss="http://as.example")
+    back = AuthorizationCodeResult(code="c", state=request.state, iss="https://as.example")
     assert ours.authorization_code(request, back) == "c"
-    for wrong in ({"state": "other"}, {"iss": "http://as.example/"}):
+    for wrong in ({"state": "other"}, {"iss": "https://as.example/"}):
         with pytest.raises(Exception, match="mismatch"):
             ours.authorization_code(request, back.model_copy(update=wrong))
 
@@ -336,7 +336,7 @@ async def walk_to_sign_in(config: AuthConfig, methods: list[str]) -> Walk:
         raise SignInError("stop at the sign-in")
 
     provider = NerveOAuth(
-        "http://mcp.example/mcp",
+        "https://mcp.example/mcp",
         config,
         MemoryTokens(),
         redirect_uri="http://127.0.0.1:9/callback",
@@ -345,18 +345,18 @@ async def walk_to_sign_in(config: AuthConfig, methods: list[str]) -> Walk:
     )
     answers = {
         "/.well-known/oauth-protected-resource/mcp": {
-            "resource": "http://mcp.example/mcp",
-            "authorization_servers": ["http://as.example"],
+            "resource": "https://mcp.example/mcp",
+            "authorization_servers": ["https://as.example"],
         },
         "/.well-known/oauth-authorization-server": {
-            "issuer": "http://as.example",
-            "authorization_endpoint": "http://as.example/authorize",
-            "token_endpoint": "http://as.example/token",
-            "registration_endpoint": "http://as.example/register",
+            "issuer": "https://as.example",
+            "authorization_endpoint": "https://as.example/authorize",
+            "token_endpoint": "https://as.example/token",
+            "registration_endpoint": "https://as.example/register",
             "token_endpoint_auth_methods_supported": methods,
         },
     }
-    flow = provider.async_auth_flow(httpx2.Request("POST", "http://mcp.example/mcp", json={}))
+    flow = provider.async_auth_flow(httpx2.Request("POST", "https://mcp.example/mcp", json={}))
     sent = await flow.__anext__()
     response = httpx2.Response(401, headers={"WWW-Authenticate": "Bearer"}, request=sent)
     registration: dict[str, object] = {}
@@ -364,7 +364,7 @@ async def walk_to_sign_in(config: AuthConfig, methods: list[str]) -> Walk:
         for _ in range(5):
             sent = await flow.asend(response)
             if sent.method == "POST":
-                assert sent.url == httpx2.URL("http://as.example/register")
+                assert sent.url == httpx2.URL("https://as.example/register")
                 registration = dict(json.loads(sent.content))
                 method = registration["token_endpoint_auth_method"]
                 client = {"client_id": "c1", "token_endpoint_auth_method": method}

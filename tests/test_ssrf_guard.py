@@ -23,7 +23,14 @@ import httpx2
 import pytest
 
 from bot.config import AuthConfig, ServerConfig
-from bot.mcp.address_guard import AddressGuard, AddressRefused, IPAddress, http_client, why_refused
+from bot.mcp.address_guard import (
+    AddressGuard,
+    AddressRefused,
+    IPAddress,
+    Refused,
+    http_client,
+    why_refused,
+)
 from bot.mcp.host import MCPHost
 from bot.oauth.memory import MemoryTokens
 from bot.oauth.provider import auth_for
@@ -102,7 +109,9 @@ def kit_entry(**kwargs: object) -> ServerConfig:
     ids=["loopback", "localhost", "ipv6-loopback", "rfc1918", "metadata", "unspecified"],
 )
 async def test_a_remote_server_inside_the_network_is_refused_with_what_to_set(remote_kit, url, address, why):
-    servers = {"notes": ServerConfig(url=url.format(port=remote_kit)), "kit": kit_entry()}
+    # Plain http off this machine is allowed here, so what stops it is the address (test_plain_http).
+    notes = ServerConfig(url=url.format(port=remote_kit), allow_insecure_http=True)
+    servers = {"notes": notes, "kit": kit_entry()}
     async with asyncio.timeout(60), MCPHost(servers) as host:
         await host.wait_for(lambda: not host.starting() and bool(host.list_tools()))
         expected = f"its address {address} is {why}; set allowPrivateNetwork if you mean it"
@@ -242,7 +251,8 @@ async def test_the_answer_is_checked_at_each_connect_not_once_per_name():
     async def hello(path: str) -> tuple[int, dict[str, str], bytes]:
         return 200, {}, b"hello"
 
-    async with http_server("127.0.0.1", hello) as (port, paths), http_client(False, guard=guard) as client:
+    client = http_client(False, guard=guard, allow_insecure_http=True)
+    async with http_server("127.0.0.1", hello) as (port, paths), client:
         first = await client.get(f"http://mcp.example.test:{port}/one")
         assert first.text == "hello"
         with pytest.raises(AddressRefused, match=r"its address 10\.0\.0\.5 is on a private network"):
@@ -251,10 +261,10 @@ async def test_the_answer_is_checked_at_each_connect_not_once_per_name():
 
 
 async def test_an_unresolvable_name_is_a_plain_connect_error():
-    async with http_client(False, timeout=5) as client:
+    async with http_client(False, allow_insecure_http=True, timeout=5) as client:
         with pytest.raises(httpx2.ConnectError) as failed:
             await client.get("http://nerve-no-such-host.invalid/mcp")
-    assert not isinstance(failed.value, AddressRefused)
+    assert not isinstance(failed.value, Refused)
 
 
 async def test_a_per_person_server_inside_the_network_is_refused_before_any_sign_in(tmp_path):

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from adapters.doctor.report import Check, error, ok, warning
 from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
 from bot.errors import ConfigError, StoreError
+from bot.plain_http import plain_http_host
 from bot.store.choose import POSTGRES_SCHEMES
 from bot.store.connect import connect, rollback, store_error
 from bot.store.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
@@ -104,6 +105,7 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
             await host.aclose()
     checks = []
     for name, config in servers.items():
+        checks.extend(_plain_http(name, config))
         if name in connected:
             problem = problems.get(name)
             people = connected[name]
@@ -114,6 +116,19 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
                 continue
         checks.append(_server_check(name, config, _plain(problems.get(name), STILL_STARTING), tools[name]))
     return checks
+
+
+def _plain_http(name: str, config: ServerConfig) -> list[Check]:
+    """A warning for a server the entry lets nerve reach over plain http off this machine (without
+    `allowInsecureHttp` such an entry is a servers file error, reported above)."""
+    host = plain_http_host(config.url) if config.url and config.allow_insecure_http else None
+    if host is None:
+        return []
+    found = (
+        f"plain http to {host} (allowInsecureHttp): anything on the path can read and change its traffic;"
+        " nerve sends it no headers or sign-in credentials"
+    )
+    return [warning(f"server {name}", found, "serve it over https and drop allowInsecureHttp")]
 
 
 def _plain(problem: str | None, still_starting: str) -> str | None:

@@ -15,29 +15,57 @@ the same check. A server entry with `"allowPrivateNetwork": true` gets a plain c
 
 Through an HTTP(S) proxy from the environment the proxy resolves and connects, so there the host is
 resolved and checked before the request is handed to the proxy.
+
+Every request of such a client, guarded or not, also passes `PlainHttpCheck` (`bot.plain_http`) just
+before it is sent, after its auth and on every redirect: plain http to a host that is not loopback
+is refused unless the entry says `"allowInsecureHttp": true`, and even then a request that carries
+a credential (an `Authorization` header, a header the entry configures, an OAuth client secret or
+token in its body) is refused before any byte of it leaves, so it never goes in the clear.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import urllib.request
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
+from urllib.parse import parse_qs
 
 import anyio
 import httpcore2
 import httpx2
 from httpcore2 import AnyIOBackend, AsyncNetworkBackend, AsyncNetworkStream
 
+from bot.plain_http import is_loopback
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 # Addresses that carry an IPv4 address inside an IPv6 one (NAT64's well-known prefix).
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 HINT = "set allowPrivateNetwork if you mean it"
+# Fields of a form (or JSON) body that are credentials: OAuth client secrets and assertions, tokens,
+# the authorization code and its PKCE verifier, a password grant's password.
+SECRET_FIELDS = frozenset(
+    {
+        "client_secret",
+        "client_assertion",
+        "refresh_token",
+        "access_token",
+        "token",
+        "code",
+        "code_verifier",
+        "password",
+    }
+)
 
 
-class AddressRefused(httpx2.ConnectError):
+class Refused(httpx2.ConnectError):
+    """nerve did not open this connection, on purpose: the message says why and what to do."""
+
+
+class AddressRefused(Refused):
     """A remote server's host resolved to an address nerve does not reach without being told to."""
 
     def __init__(self, host: str, address: IPAddress, why: str) -> None:
@@ -45,6 +73,71 @@ class AddressRefused(httpx2.ConnectError):
         self.address = address
         self.why = why
         super().__init__(f"its address {address} is {why}; {HINT}")
+
+
+class PlainHttpRefused(Refused):
+    """A request to a host that is not loopback over plain http, which nerve did not send."""
+
+    def __init__(self, host: str, message: str) -> None:
+        self.host = host
+        super().__init__(message)
+
+
+class PlainHttpCheck:
+    """A request event hook: refuses plain http off this machine, unless allowed, and refuses a
+    credential over it always. It runs after the request's auth, on every redirect, before the
+    transport opens a connection."""
+
+    def __init__(self, *, allow_insecure_http: bool = False, secret_headers: Iterable[str] = ()) -> None:
+        self._allowed = allow_insecure_http
+        self._secret_headers = {"authorization", *(name.lower() for name in secret_headers)}
+
+    async def __call__(self, request: httpx2.Request) -> None:
+        if request.url.scheme != "http" or is_loopback(request.url.host):
+            return
+        host = request.url.host
+        if not self._allowed:
+            raise PlainHttpRefused(
+                host,
+                f"plain http to {host} can be read and changed by anything on the path: use https, "
+                "or set allowInsecureHttp if you mean it",
+            )
+        carried = self.credential(request)
+        if carried is not None:
+            raise PlainHttpRefused(
+                host,
+                f"plain http to {host} would carry {carried} in the clear, which nerve never sends: "
+                "serve it over https",
+            )
+
+    def credential(self, request: httpx2.Request) -> str | None:
+        """What secret `request` carries (a phrase), or None."""
+        for name in request.headers:
+            if name.lower() in self._secret_headers:
+                return "the Authorization header" if name.lower() == "authorization" else f"header {name!r}"
+        try:
+            body = request.content
+        except httpx2.RequestNotRead:
+            return "a streamed body nerve cannot check"
+        fields = _body_fields(body, request.headers.get("content-type", ""))
+        found = sorted(SECRET_FIELDS & fields)
+        return f"{found[0]!r} in its body" if found else None
+
+
+def _body_fields(body: bytes, content_type: str) -> set[str]:
+    """The field names of a form body, or the keys of a JSON object body (nothing for other bodies)."""
+    if not body:
+        return set()
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        return set(parse_qs(body.decode("latin-1"), keep_blank_values=True))
+    if kind == "application/json" or kind.endswith("+json"):
+        try:
+            found = json.loads(body)
+        except ValueError:
+            return set()
+        return set(found) if isinstance(found, dict) else set()
+    return set()
 
 
 def why_refused(address: IPAddress) -> str | None:
@@ -216,9 +309,21 @@ def _environment_proxy(url: httpx2.URL) -> str | None:
 
 
 def http_client(
-    allow_private_network: bool, guard: AddressGuard | None = None, **options: Any
+    allow_private_network: bool,
+    guard: AddressGuard | None = None,
+    *,
+    allow_insecure_http: bool = False,
+    **options: Any,
 ) -> httpx2.AsyncClient:
-    """An HTTP client for one remote server: guarded unless its entry allows private addresses."""
+    """An HTTP client for one remote server: guarded unless its entry allows private addresses, and
+    never sending plain http off this machine unless allowed, nor a credential over it at all (the
+    client's own `headers` count as credentials)."""
+    check = PlainHttpCheck(
+        allow_insecure_http=allow_insecure_http, secret_headers=httpx2.Headers(options.get("headers")).keys()
+    )
+    hooks = {kind: list(found) for kind, found in (options.pop("event_hooks", None) or {}).items()}
+    hooks["request"] = [*hooks.get("request", []), check]  # last: it sees the request as sent
+    options["event_hooks"] = hooks
     if allow_private_network:
         return httpx2.AsyncClient(**options)
     return httpx2.AsyncClient(transport=GuardedTransport(guard or AddressGuard()), **options)

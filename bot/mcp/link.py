@@ -38,7 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot import metrics
 from bot.config import ServerConfig
-from bot.mcp.address_guard import AddressRefused, http_client
+from bot.mcp.address_guard import Refused, http_client
 from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
 from bot.mcp.circuit import Circuit, CircuitPolicy
@@ -425,7 +425,13 @@ class ServerLink:
                 timeout: httpx2.Timeout | None = None,
                 auth: httpx2.Auth | None = None,
             ) -> httpx2.AsyncClient:
-                return http_client(config.allow_private_network, headers=headers, timeout=timeout, auth=auth)
+                return http_client(
+                    config.allow_private_network,
+                    allow_insecure_http=config.allow_insecure_http,
+                    headers=headers,
+                    timeout=timeout,
+                    auth=auth,
+                )
 
             return sse_client(
                 config.url,
@@ -436,9 +442,11 @@ class ServerLink:
                 httpx_client_factory=guarded,
             )
         # Every request of this client (redirects and OAuth discovery too) goes to public addresses
-        # only, unless the entry allows private ones (`bot.mcp.address_guard`).
+        # only, unless the entry allows private ones, and over plain http off this machine only when
+        # the entry allows it and the request carries no credential (`bot.mcp.address_guard`).
         http = http_client(
             config.allow_private_network,
+            allow_insecure_http=config.allow_insecure_http,
             headers=config.headers,
             timeout=httpx2.Timeout(self._connect_timeout, read=STREAM_READ_TIMEOUT),
             auth=self.auth,
@@ -584,9 +592,10 @@ async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
     return tuple(prompts)
 
 
-def address_refused(exc: BaseException) -> AddressRefused | None:
-    """The refused address a failed attempt stopped at, wherever in the groups and causes it is."""
-    return next((found for found in _linked(exc) if isinstance(found, AddressRefused)), None)
+def address_refused(exc: BaseException) -> Refused | None:
+    """The refusal a failed attempt stopped at (an address inside the network, plain http), wherever
+    in the groups and causes it is."""
+    return next((found for found in _linked(exc) if isinstance(found, Refused)), None)
 
 
 def sign_in_needed(exc: BaseException) -> SignInNeeded | None:

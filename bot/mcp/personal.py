@@ -18,7 +18,7 @@ import httpx2
 
 from bot.config import ServerConfig
 from bot.mcp import results
-from bot.mcp.address_guard import AddressRefused
+from bot.mcp.address_guard import Refused
 from bot.mcp.catalog import ListedTool
 from bot.mcp.link import ServerLink
 from bot.oauth.sign_ins import ParkingOAuth, SignIns
@@ -114,7 +114,7 @@ class PersonalServers:
     async def _sign_in(self, server: str, person: str) -> ToolResult:
         try:
             needed = await self.sign_ins.begin(server, person)
-        except AddressRefused as exc:  # its address is inside the network: say which and what to set
+        except Refused as exc:  # inside the network, or plain http: say which and what to set
             return results.unavailable(server, str(exc))
         except Exception as exc:  # discovery or registration failed: the server is not usable now
             logger.warning("could not start a sign-in to %r: %s", server, exc)

@@ -54,8 +54,10 @@ from pydantic import ValidationError
 
 from bot.config import AuthConfig
 from bot.errors import SignInError
+from bot.mcp.address_guard import PlainHttpRefused
 from bot.oauth.loopback import CALLBACK as LOOPBACK_CALLBACK
 from bot.oauth.loopback import HOST as LOOPBACK_HOST
+from bot.plain_http import plain_http_host
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +144,15 @@ class NerveOAuth(OAuthClientProvider):
             endpoint = str(context.oauth_metadata.authorization_endpoint)
         else:  # 2025-03-26 servers without metadata: the default endpoint at the server's root
             endpoint = urljoin(context.get_authorization_base_url(context.server_url), "/authorize")
+        insecure = plain_http_host(endpoint)
+        if insecure is not None:
+            # The page where a person types their password: never in the clear, whatever the entry
+            # allows (the requests nerve sends itself are checked by the client's PlainHttpCheck).
+            raise PlainHttpRefused(
+                insecure,
+                f"its sign-in page is plain http to {insecure}, which would carry a person's password "
+                "in the clear: it needs https",
+            )
         pkce = PKCEParameters.generate()
         state = secrets.token_urlsafe(32)
         redirect_uri = str(context.client_metadata.redirect_uris[0])

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from bot.config import AuthConfig, ServerConfig
 from bot.errors import NerveError
-from bot.mcp.address_guard import http_client
+from bot.mcp.address_guard import PlainHttpRefused, http_client
 from bot.oauth.provider import NerveOAuth
 from bot.oauth.tokens import StoredTokens
 from bot.oauth.vault import Vault
@@ -217,7 +217,10 @@ class SignIns:
         token = _conversation.set(key)
         try:
             async with http_client(
-                config.allow_private_network, auth=self.provider(server, person), timeout=HTTP_TIMEOUT
+                config.allow_private_network,
+                allow_insecure_http=config.allow_insecure_http,
+                auth=self.provider(server, person),
+                timeout=HTTP_TIMEOUT,
             ) as http:
                 await http.post(config.url, json=PROBE, headers=PROBE_HEADERS)
         except SignInRequired as needed:
@@ -264,10 +267,17 @@ class SignIns:
         provider._initialized = True
         request = await provider._exchange_token_authorization_code(code, str(flow["verifier"]))
         try:
-            allow_private = self._servers[started.server].allow_private_network
-            async with http_client(allow_private, timeout=HTTP_TIMEOUT) as http:
+            config = self._servers[started.server]
+            async with http_client(
+                config.allow_private_network,
+                allow_insecure_http=config.allow_insecure_http,
+                timeout=HTTP_TIMEOUT,
+            ) as http:
                 response = await http.send(request)
                 await provider._handle_token_response(response)
+        except PlainHttpRefused as exc:
+            logger.warning("sign-in to %s: token exchange not sent: %s", started.server, exc)
+            raise SignInFailed(f"{started.server}'s sign-in was not finished: {exc}.") from exc
         except Exception as exc:
             logger.warning("sign-in to %s: token exchange failed: %s", started.server, type(exc).__name__)
             raise SignInFailed(
@@ -307,9 +317,12 @@ class SignIns:
                     data.pop("client_id")
                 elif client.client_secret:
                     data["client_secret"] = client.client_secret
+                config = self._servers[server]
                 try:
                     async with http_client(
-                        self._servers[server].allow_private_network, timeout=HTTP_TIMEOUT
+                        config.allow_private_network,
+                        allow_insecure_http=config.allow_insecure_http,
+                        timeout=HTTP_TIMEOUT,
                     ) as http:
                         await http.post(revocation, data=data, auth=auth or httpx2.USE_CLIENT_DEFAULT)
                 except httpx2.HTTPError as exc:
@@ -321,7 +334,11 @@ class SignIns:
         config = self._servers[server]
         assert config.url is not None
         try:
-            async with http_client(config.allow_private_network, timeout=HTTP_TIMEOUT) as http:
+            async with http_client(
+                config.allow_private_network,
+                allow_insecure_http=config.allow_insecure_http,
+                timeout=HTTP_TIMEOUT,
+            ) as http:
                 metadata = await _authorization_metadata(http, config.url)
         except httpx2.HTTPError:
             return None
