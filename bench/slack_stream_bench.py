@@ -51,7 +51,12 @@ class _NoTools:
         return []
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None = None,
+        *,
+        screened: ToolSpec | None = None,
     ) -> ToolResult:
         return ToolResult(content="no tools", is_error=True, error_kind="unknown_tool")
 

@@ -192,15 +192,19 @@ class RoundRunner:
         people's answers first and the call may park (`CallContext.park`)."""
         await progress(
             TurnEvent(
-                kind="tool_started", message=f"calling {call.name}…", tool=call.name, tool_call_id=call.id
+                kind="tool_started",
+                message=f"calling {call.name}…",
+                tool=call.name,
+                tool_call_id=call.id,
+                server=spec.server,
             )
         )
         with tool_span(call.name, call.id):
-            result = await self._call_with_rate_limit_retry(call.name, arguments, progress, context)
+            result = await self._call_with_rate_limit_retry(spec, arguments, progress, context)
             metrics.tool_call(spec.server, spec.original_name, result)
         if result.needs_input is not None or result.needs_sign_in is not None:
             waits_for = "an answer" if result.needs_input is not None else f"a sign-in to {spec.server}"
-            await progress(_finished(call, f"{call.name} waits for {waits_for}", ok=True))
+            await progress(_finished(call, spec, f"{call.name} waits for {waits_for}", ok=True))
             return Waiting(
                 call=call,
                 spec=spec,
@@ -209,27 +213,41 @@ class RoundRunner:
                 sign_in=result.needs_sign_in,
             )
         outcome = "failed" if result.is_error else "done"
-        await progress(_finished(call, f"{call.name} {outcome}", ok=not result.is_error))
+        await progress(_finished(call, spec, f"{call.name} {outcome}", ok=not result.is_error))
         if not result.is_error:
-            return self._outcome(call, arguments, result.content, result, "ok")
+            return self._outcome(call, arguments, result.content, result, "ok", server=spec.server)
         detail = result.detail or result.content
         if result.error_kind == "arguments":
             hint = f"Call {call.name} again with arguments that fix this problem."
             failure = failure_of(call, "arguments", detail, hint)
-            return self._outcome(call, arguments, failure.for_model(), result, "fix_arguments", failure)
+            return self._outcome(
+                call, arguments, failure.for_model(), result, "fix_arguments", failure, server=spec.server
+            )
         if result.error_kind == "unknown_tool":
             hint = f"Use one of these exact names: {', '.join(sorted(specs))}."
             failure = failure_of(call, "unknown_tool", detail, hint)
-            return self._outcome(call, arguments, failure.for_model(), result, "fix_arguments", failure)
+            return self._outcome(
+                call, arguments, failure.for_model(), result, "fix_arguments", failure, server=spec.server
+            )
+        if result.error_kind == "changed":
+            hint = "Nothing was run. If it is still needed, call it again as it is offered now."
+            failure = failure_of(call, "changed", detail, hint)
+            return self._outcome(
+                call, arguments, failure.for_model(), result, "fix_arguments", failure, server=spec.server
+            )
         kind = result.error_kind or "execution"
         failure = failure_of(call, kind, _failure_detail(result, spec), _do_not_retry(call.name))
         state.failed[call.name] = failure
-        return self._outcome(call, arguments, failure.for_model(), result, "failed", failure)
+        return self._outcome(
+            call, arguments, failure.for_model(), result, "failed", failure, server=spec.server
+        )
 
     async def _call_with_rate_limit_retry(
-        self, name: str, arguments: dict[str, Any], progress: Progress, context: CallContext | None
+        self, spec: ToolSpec, arguments: dict[str, Any], progress: Progress, context: CallContext | None
     ) -> ToolResult:
-        result = await self._host.call_tool(name, arguments, context)
+        """The call, bound to the spec it was checked against (`screened`), once more after a rate limit."""
+        name = spec.name
+        result = await self._host.call_tool(name, arguments, context, screened=spec)
         if result.error_kind != "rate_limited":
             return result
         delay = min(result.retry_after or 1.0, self._settings.max_rate_limit_wait)
@@ -243,17 +261,25 @@ class RoundRunner:
         )
         metrics.rate_limit_wait("mcp", delay)
         await self._sleep(delay)
-        return await self._host.call_tool(name, arguments, context)
+        return await self._host.call_tool(name, arguments, context, screened=spec)
 
-    def not_run(self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure) -> CallOutcome:
+    def not_run(
+        self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure, *, server: str | None = None
+    ) -> CallOutcome:
         """A call a person denied or did not approve in time: the model reads why, under its id."""
-        return self._refusal(call, arguments, failure, "not_run")
+        return self._refusal(call, arguments, failure, "not_run", server=server)
 
     def _refusal(
-        self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure, outcome: Outcome
+        self,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        failure: ToolFailure,
+        outcome: Outcome,
+        *,
+        server: str | None = None,
     ) -> CallOutcome:
         result = ToolResult(content=failure.detail, is_error=True)
-        return self._outcome(call, arguments, failure.for_model(), result, outcome, failure)
+        return self._outcome(call, arguments, failure.for_model(), result, outcome, failure, server=server)
 
     def _outcome(
         self,
@@ -263,7 +289,10 @@ class RoundRunner:
         result: ToolResult,
         outcome: Outcome,
         failure: ToolFailure | None = None,
+        *,
+        server: str | None = None,
     ) -> CallOutcome:
+        """`server` is the server the call went to (or was meant for), shown beside it to people."""
         message = ChatMessage(
             role="tool",
             tool_call_id=call.id,
@@ -280,6 +309,7 @@ class RoundRunner:
             latency_ms=result.latency_ms,
             limit=self._settings.attachment_chars,
             resources=result.resources,
+            server=server,
         )
         return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
@@ -293,6 +323,7 @@ def make_attachment(
     latency_ms: float,
     limit: int,
     resources: tuple[Resource, ...] = (),
+    server: str | None = None,
 ) -> Attachment:
     """The collapsible detail an adapter shows for one call: capped content, one-line summary.
 
@@ -310,6 +341,7 @@ def make_attachment(
         content=capped,
         truncated=cut,
         resources=resources,
+        server=server,
     )
 
 
@@ -322,8 +354,10 @@ def stored_arguments(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw": raw}
 
 
-def _finished(call: ToolCall, message: str, *, ok: bool) -> TurnEvent:
-    return TurnEvent(kind="tool_finished", message=message, tool=call.name, tool_call_id=call.id, ok=ok)
+def _finished(call: ToolCall, spec: ToolSpec, message: str, *, ok: bool) -> TurnEvent:
+    return TurnEvent(
+        kind="tool_finished", message=message, tool=call.name, tool_call_id=call.id, ok=ok, server=spec.server
+    )
 
 
 def failure_of(call: ToolCall, kind: FailureKind, detail: str, hint: str) -> ToolFailure:

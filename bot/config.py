@@ -281,9 +281,13 @@ class ServerConfig(BaseModel):
     enabled: bool = True
     disabled: bool = False
     timeout: float | None = Field(default=None, gt=0)
-    # When a call waits for a person: "never", "writes" (unless the server marks the tool
+    # When a call waits for a person: "never", "writes" (unless a trusted server marks the tool
     # read-only) or "always"; a tool's own setting wins.
     approval: ApprovalMode = DEFAULT_MODE
+    # The operator trusts this server's tool annotations: its `readOnlyHint` lets a call run unasked
+    # under "writes". Off, a server's claims about itself never lower the bar (a lying server would
+    # get its tools run unasked), and every call of it under "writes" asks.
+    trust_annotations: bool = Field(default=False, alias="trustAnnotations")
     tools: dict[str, ToolOverride] = Field(default_factory=dict)
     # VS Code's development mode (watch and debug); it means nothing to nerve.
     dev: dict[str, Any] | None = None

@@ -21,6 +21,9 @@ FailureKind = Literal[
     "unknown_tool",
     "too_many_calls",
     "loop_guard",
+    # The tool changed between the check and the call (`bot.mcp.host`): not run; it may be called
+    # again as it is offered now, and is checked (and approved) anew.
+    "changed",
     # The tool's: it is not called again in this turn.
     "execution",
     "timeout",
@@ -64,6 +67,8 @@ class ToolFailure:
             return f"{tool} was not called. {detail}."
         if self.kind == "loop_guard":
             return f"{tool} was not called again: {detail}."
+        if self.kind == "changed":
+            return f"{tool} was not run: {detail}."
         if self.kind == "denied":
             return f"{tool} was not run: {detail}."
         if self.kind == "not_approved":

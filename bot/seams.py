@@ -32,11 +32,18 @@ class ToolHost(Protocol):
         ...
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None = None,
+        *,
+        screened: ToolSpec | None = None,
     ) -> ToolResult:
         """Run a tool by its exposed name. Never raises for tool failures: they are data.
 
-        `context` says whom the call runs for, so what its server asks or reports reaches them."""
+        `context` says whom the call runs for, so what its server asks or reports reaches them.
+        `screened` is the spec the call was checked against: the call runs on exactly that server,
+        tool and definition, or is refused with `error_kind="changed"`."""
         ...
 
     def starting(self) -> list[str]:

@@ -122,12 +122,15 @@ class ToolSpec:
     # has no policy behind it and runs at once.
     approval: ApprovalMode = "never"
     hints: ToolHints = field(default_factory=ToolHints)
+    # Whether the operator trusts the server's annotations (`trustAnnotations`): only then may a
+    # read-only hint let a call run unasked.
+    trusted_hints: bool = False
     definition_hash: str = ""
 
     @property
     def needs_approval(self) -> bool:
         """True when a call must wait for a person before it runs."""
-        return needs_approval(self.approval, self.hints)
+        return needs_approval(self.approval, self.hints, trusted=self.trusted_hints)
 
     def to_openai(self) -> dict[str, Any]:
         """Exactly name, description and parameters (S2): anything more costs tokens and confuses."""
@@ -137,7 +140,11 @@ class ToolSpec:
         }
 
 
-ToolErrorKind = Literal["arguments", "unknown_tool", "execution", "timeout", "unavailable", "rate_limited"]
+# "changed": the tool is not the one the call was checked against (its definition changed, it vanished
+# or moved to another name); the model may call it again as it is offered now.
+ToolErrorKind = Literal[
+    "arguments", "unknown_tool", "changed", "execution", "timeout", "unavailable", "rate_limited"
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,9 +236,16 @@ class Attachment:
     truncated: bool = False
     # Links to show as links, texts as their own collapsible details, files to upload.
     resources: tuple[Resource, ...] = ()
+    # The server the call went to (or was meant for); None when no server was reached or known.
+    server: str | None = None
 
     def arguments_json(self) -> str:
         return json.dumps(self.arguments, ensure_ascii=False)
+
+    @property
+    def label(self) -> str:
+        """The call's name with its server beside it, so people see where each call went."""
+        return f"{self.name} · {self.server}" if self.server else self.name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -486,7 +500,8 @@ class TurnEvent:
       draft next to tool calls, or one the model was asked to reconsider).
     - "text": `message` is the next piece of the answer as the model writes it; the pieces of one
       round joined are its text so far. The final `AgentReply.text` is what to keep.
-    - "tool_started" / "tool_finished": one call (`tool`, `tool_call_id`; `ok` when finished).
+    - "tool_started" / "tool_finished": one call (`tool`, `tool_call_id`, the `server` it goes to;
+      `ok` when finished).
     - "tool_progress": a running call's server reported progress (`message`, `fraction` 0..1 when
       it knows the total).
     - "retrying" (`retry_in` seconds) and "notice": a status line for people.
@@ -509,6 +524,7 @@ class TurnEvent:
     fraction: float | None = None
     input: InputRequest | None = None
     sign_in: SignInNeeded | None = None
+    server: str | None = None
 
 
 Progress = Callable[[TurnEvent], Awaitable[None]]

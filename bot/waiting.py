@@ -438,17 +438,23 @@ class WaitingTurns:
             if self.inputs is not None:
                 answered = await self.inputs.answers_for(parked.request_id, call.id, progress)
             if pending.status == "approved" or (answered is not None and pending.status == "expired"):
-                spec = specs.get(call.name)
-                # Exactly what was shown: the same tool under the same name, with the same definition
-                # (compared by value: the catalog is rebuilt whenever any server changes state).
-                if (
-                    spec is None
-                    or (spec.server, spec.original_name) != (pending.server, pending.tool)
-                    or (pending.definition_hash and spec.definition_hash != pending.definition_hash)
+                # Exactly what was shown: the same server's tool (found by server and tool: another
+                # server may have taken its name since), with the same definition (compared by
+                # value: the catalog is rebuilt whenever any server changes state).
+                spec = next(
+                    (
+                        t
+                        for t in specs.values()
+                        if (t.server, t.original_name) == (pending.server, pending.tool)
+                    ),
+                    None,
+                )
+                if spec is None or (
+                    pending.definition_hash and spec.definition_hash != pending.definition_hash
                 ):
                     detail = "its tool is no longer available as it was when it was approved"
                     failure = failure_of(call, "unavailable", detail, "Answer without it.")
-                    return self._runner.not_run(call, pending.arguments, failure)
+                    return self._runner.not_run(call, pending.arguments, failure, server=pending.server)
                 context = self._call_contexts(parked.incoming, progress, deadline)(call, spec)
                 # Made again with the answers; what it asks after them is asked while it waits.
                 context = replace(context, park=False, resume=answered)
@@ -457,7 +463,7 @@ class WaitingTurns:
                 )
                 if isinstance(ran, Waiting):  # not parked again (park=False): only for the type
                     failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
-                    return self._runner.not_run(call, pending.arguments, failure)
+                    return self._runner.not_run(call, pending.arguments, failure, server=pending.server)
                 return ran
             if pending.status == "denied":
                 who = pending.decided_by or "a person"
@@ -467,7 +473,7 @@ class WaitingTurns:
                 failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
             else:
                 failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return self._runner.not_run(call, pending.arguments, failure)
+            return self._runner.not_run(call, pending.arguments, failure, server=pending.server)
 
         async def recorded(call: ToolCall) -> CallOutcome:
             finished[call.id] = outcome = await one(call)

@@ -25,8 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def stdio_server(module: str, **tools: ToolOverride) -> ServerConfig:
-    """A server started as `python -m module` from the repository root."""
-    return ServerConfig(command=sys.executable, args=["-m", module], cwd=str(ROOT), tools=dict(tools))
+    """A server started as `python -m module` from the repository root; one of ours, whose read-only
+    claims the operator trusts (`trustAnnotations`), as the shipped servers file marks its own."""
+    return ServerConfig(
+        command=sys.executable, args=["-m", module], cwd=str(ROOT), tools=dict(tools), trustAnnotations=True
+    )
 
 
 def seed_servers() -> dict[str, ServerConfig]:

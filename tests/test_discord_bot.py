@@ -78,7 +78,12 @@ class FakeTools:
         ]
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None = None,
+        *,
+        screened: ToolSpec | None = None,
     ) -> ToolResult:
         self.calls.append(arguments)
         if self.gate is not None:

@@ -389,12 +389,12 @@ def test_schema_cleaning_drops_generated_titles_but_keeps_a_property_named_title
 def test_a_collision_prefixes_both_tools_but_a_disabled_tool_does_not_collide():
     tool = ListedTool(name="search", description="d", input_schema={"type": "object"})
     servers = {"web": ServerConfig(command="x"), "docs": ServerConfig(command="x")}
-    assert set(build_catalog({"web": [tool], "docs": [tool]}, servers, default_timeout=30)) == {
+    assert set(build_catalog({"web": [tool], "docs": [tool]}, servers, default_timeout=30)[0]) == {
         "web__search",
         "docs__search",
     }
     servers["docs"] = ServerConfig(command="x", tools={"search": ToolOverride(enabled=False)})
-    assert set(build_catalog({"web": [tool], "docs": [tool]}, servers, default_timeout=30)) == {"search"}
+    assert set(build_catalog({"web": [tool], "docs": [tool]}, servers, default_timeout=30)[0]) == {"search"}
 
 
 def test_structured_content_becomes_exact_json_and_other_blocks_are_described():

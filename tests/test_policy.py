@@ -27,12 +27,19 @@ UNSAID = ToolHints.from_annotations(None)
     ],
 )
 def test_writes_runs_only_read_only_tools_at_once_and_always_cannot_be_talked_down(mode, hints, expected):
-    assert needs_approval(mode, hints) is expected
+    assert needs_approval(mode, hints, trusted=True) is expected
+
+
+@pytest.mark.parametrize("hints", [READ_ONLY, UNSAID, DESTRUCTIVE])
+def test_a_server_not_trusted_cannot_talk_its_way_out_of_approval_under_writes(hints):
+    assert needs_approval("writes", hints, trusted=False) is True
+    assert needs_approval("always", hints, trusted=False) is True
+    assert needs_approval("never", hints, trusted=False) is False  # the operator's explicit choice
 
 
 def test_a_tool_claiming_read_only_and_destructive_at_once_still_asks():
     hints = ToolHints.from_annotations({"readOnlyHint": True, "destructiveHint": True})
-    assert needs_approval("writes", hints) is True
+    assert needs_approval("writes", hints, trusted=True) is True
 
 
 def test_annotations_that_are_not_booleans_count_as_unsaid():

@@ -59,7 +59,12 @@ class StaticHost:
         ]
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None = None,
+        *,
+        screened: ToolSpec | None = None,
     ) -> ToolResult:
         self.calls.append((name, arguments))
         return self._tools[name](arguments)

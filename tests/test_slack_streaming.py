@@ -147,7 +147,12 @@ class GatedHost(StaticHost):
         self.gate = asyncio.Event()
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None = None,
+        *,
+        screened: ToolSpec | None = None,
     ) -> ToolResult:
         async with asyncio.timeout(10):
             await self.gate.wait()

@@ -166,9 +166,12 @@ def test_the_definition_hash_ignores_our_own_description_override_and_the_mode_i
             approval="never",
             tools={"delete_file": ToolOverride(description="Use only when asked.", approval="always")},
         ),
-        "plain": ServerConfig(command="x"),
+        "plain": ServerConfig(command="x", trustAnnotations=True),
+        "stranger": ServerConfig(command="x"),
     }
-    catalog = build_catalog({"fs": [listed], "plain": [listed]}, servers, default_timeout=5)
+    catalog, _ = build_catalog(
+        {"fs": [listed], "plain": [listed], "stranger": [listed]}, servers, default_timeout=5
+    )
 
     for spec in catalog.values():
         assert spec.definition_hash == definition_hash(
@@ -177,7 +180,9 @@ def test_the_definition_hash_ignores_our_own_description_override_and_the_mode_i
     assert catalog["fs__delete_file"].description == "Use only when asked."
     assert catalog["fs__delete_file"].approval == "always" and catalog["fs__delete_file"].needs_approval
     assert catalog["plain__delete_file"].approval == "writes"
-    assert not catalog["plain__delete_file"].needs_approval
+    assert not catalog["plain__delete_file"].needs_approval  # a trusted server's read-only claim
+    assert catalog["stranger__delete_file"].approval == "writes"
+    assert catalog["stranger__delete_file"].needs_approval  # the same claim from a server not trusted
 
 
 def test_our_seed_servers_are_configured_with_the_default_mode():

@@ -61,7 +61,7 @@ def tool_line(attachment: Attachment) -> str:
     """One compact line per tool call, in Discord's small subtext style, with what it returned
     besides its result (the links and texts are behind the button, the files below the answer)."""
     mark = "✗" if attachment.is_error else "✓"
-    line = f"-# 🔧 {attachment.name} {mark} {format_latency(attachment.latency_ms)}"
+    line = f"-# 🔧 {attachment.label} {mark} {format_latency(attachment.latency_ms)}"
     kinds = [kind_of(r) for r in attachment.resources]
     extra = ", ".join(_count(n, k) for k in ("link", "text", "file") if (n := kinds.count(k)))
     return f"{line} · {extra}" if extra else line
@@ -203,7 +203,7 @@ def _resource_lines(attachment: Attachment, limit: int) -> tuple[str, bool]:
 def _result_embed(
     attachment: Attachment, *, args_limit: int, description_limit: int, links_limit: int = FIELD_VALUE_LIMIT
 ) -> tuple[discord.Embed, bool]:
-    title = truncate(f"🔧 {attachment.name}", EMBED_TITLE_LIMIT)[0]
+    title = truncate(f"🔧 {attachment.label}", EMBED_TITLE_LIMIT)[0]
     colour = ERROR_COLOUR if attachment.is_error else OK_COLOUR
     description, cut_result = _code_block(pretty_json(attachment.content), description_limit, "json")
     embed = discord.Embed(title=title, colour=colour, description=description)
@@ -308,7 +308,7 @@ def results_file(attachments: tuple[Attachment, ...]) -> str:
         status = "error" if a.is_error else "ok"
         resources = _resources_md(a)
         parts.append(
-            f"## {a.name} ({status}, {format_latency(a.latency_ms)})\n\n"
+            f"## {a.label} ({status}, {format_latency(a.latency_ms)})\n\n"
             f"Arguments:\n```json\n{pretty_json(a.arguments_json())}\n```\n\n"
             f"Result:\n```\n{pretty_json(a.content)}\n```\n" + (f"\n{resources}" if resources else "")
         )

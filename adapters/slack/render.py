@@ -202,7 +202,7 @@ def tool_container(
         children.append(SectionBlock(text=MarkdownTextObject(text=resources)))
     icon = "❌" if att.is_error else "✅"
     block = ContainerBlock(
-        title=escape_capped(att.name, 150),
+        title=escape_capped(att.label, 150),
         subtitle=f"{icon} {_status_line(att)}",
         child_blocks=children,
         is_collapsible=True,
@@ -221,9 +221,9 @@ def tool_attachment(
     resources = _resource_lines(att, attached)
     return {
         "color": "danger" if att.is_error else "good",
-        "title": f"{escape_capped(att.name, 150)} — {_status_line(att)}",
+        "title": f"{escape_capped(att.label, 150)} — {_status_line(att)}",
         "text": text + (f"\n{note}" if note else "") + (f"\n{resources}" if resources else ""),
-        "fallback": f"{escape_capped(att.name, 150)}: {_status_line(att)}",
+        "fallback": f"{escape_capped(att.label, 150)}: {_status_line(att)}",
         "mrkdwn_in": ["text"],
     }
 

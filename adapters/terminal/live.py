@@ -79,11 +79,9 @@ class TurnSoFar:
             self.text = ""
             self.status = event.message
         elif kind == "tool_started":
-            self.calls[self._id(event)] = _Call(name=event.tool or "tool", started=self._clock())
+            self.calls[self._id(event)] = _Call(name=_label(event), started=self._clock())
         elif kind == "tool_finished":
-            call = self.calls.setdefault(
-                self._id(event), _Call(name=event.tool or "tool", started=self._clock())
-            )
+            call = self.calls.setdefault(self._id(event), _Call(name=_label(event), started=self._clock()))
             call.finished = self._clock()
             call.ok = event.ok
         elif kind == "tool_progress":
@@ -246,11 +244,11 @@ class PlainAnswer:
             # Text next to tool calls is a draft: its line ends before the calls are listed.
             self._end_line()
             self._started[event.tool_call_id or ""] = self._clock()
-            self._note(f"  ▸ {event.tool}…")
+            self._note(f"  ▸ {event.tool}{_on(event)}…")
         elif kind == "tool_finished":
             started = self._started.pop(event.tool_call_id or "", None)
             time_taken = f" {took(self._clock() - started)}" if started is not None else ""
-            self._note(f"  {'✓' if event.ok else '✗'} {event.tool}{time_taken}")
+            self._note(f"  {'✓' if event.ok else '✗'} {event.tool}{_on(event)}{time_taken}")
         elif kind == "tool_progress":
             self._note(f"  … {event.tool}: {printable(progress_text(event))}")
         elif kind in ("input_needed", "input_done"):
@@ -301,3 +299,12 @@ class PlainAnswer:
         if self._notes is not None:
             self._notes.write(printable(line) + "\n")
             self._notes.flush()
+
+
+def _on(event: TurnEvent) -> str:
+    """Which server a call went to, beside its name (a tool name alone can be a look-alike's)."""
+    return f" · {printable(event.server)}" if event.server else ""
+
+
+def _label(event: TurnEvent) -> str:
+    return f"{event.tool or 'tool'}{_on(event)}"

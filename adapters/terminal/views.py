@@ -57,7 +57,8 @@ def shown(text: str) -> str:
 def attachment_line(index: int, attachment: Attachment) -> str:
     mark = "[red]✗[/red]" if attachment.is_error else "[green]✓[/green]"
     return (
-        f"  [dim]▸ \\[{index}][/dim] {mark} [bold]{shown(attachment.name)}[/bold] "
+        f"  [dim]▸ \\[{index}][/dim] {mark} [bold]{shown(attachment.name)}[/bold]"
+        f"{f' [dim]· {shown(attachment.server)}[/dim]' if attachment.server else ''} "
         f"[dim]{attachment.latency_ms:.0f} ms — {shown(show_link_targets(attachment.summary))}[/dim]"
     )
 
@@ -116,8 +117,9 @@ def print_attachment(console: Console, index: int, attachment: Attachment) -> No
 def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[str, Any]:
     """The shape `nerve ask --json` prints, stable for scripts.
 
-    Each call also says how it came to run or not: `approval` is the decision ("approved",
-    "denied", "auto: read-only", …) and `decided_by` who made it; both null when none was recorded.
+    Each call says which `server` it went to (null when none was reached) and how it came to run or
+    not: `approval` is the decision ("approved", "denied", "auto: read-only", …) and `decided_by` who
+    made it; both null when none was recorded.
     """
     decided = {entry.call_id: entry for entry in audit}
     return {
@@ -126,6 +128,7 @@ def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[s
         "tool_calls": [
             {
                 "name": a.name,
+                "server": a.server,
                 "arguments": a.arguments,
                 "is_error": a.is_error,
                 "content": a.content,

@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bot.config import ServerConfig, ToolOverride
+from bot.mcp.naming import Collision, unique_names
 from bot.policy.approval import ToolHints, definition_hash
 from bot.types import ToolSpec
 
@@ -88,13 +88,14 @@ def build_catalog(
     servers: Mapping[str, ServerConfig],
     *,
     default_timeout: float,
-) -> dict[str, ToolSpec]:
-    """Every enabled tool under the name the model will use, in config order.
+) -> tuple[dict[str, ToolSpec], list[Collision]]:
+    """Every enabled tool under the name the model will use, in config order, and the collisions.
 
-    A name listed by two servers is exposed as `<server>__<tool>` for each of them; a unique name
-    is kept as the server wrote it (sanitised only if a provider would reject it). Each spec
-    carries its approval mode (the tool's setting, else the server's), the server's annotations,
-    and the hash of the definition as the server gave it, before any override of ours.
+    A name is kept as the server wrote it (sanitised only if a provider would reject it) unless it
+    collides with another tool's: then every party is offered as `<server>__<tool>`
+    (`bot.mcp.naming`). Each spec carries its approval mode (the tool's setting, else the
+    server's), the server's annotations and whether the operator trusts them, and the hash of the
+    definition as the server gave it, before any override of ours.
     """
     enabled: list[tuple[str, ListedTool, ToolOverride]] = []
     for server, config in servers.items():
@@ -102,12 +103,13 @@ def build_catalog(
             override = config.tools.get(tool.name, ToolOverride())
             if override.enabled:
                 enabled.append((server, tool, override))
-    counts = Counter(tool.name for _, tool, _ in enabled)
+    names, collisions = unique_names(
+        [(server, tool.name) for server, tool, _ in enabled], clean=sanitize_name, separator=PREFIX_SEPARATOR
+    )
 
     catalog: dict[str, ToolSpec] = {}
     for server, tool, override in enabled:
-        wanted = f"{server}{PREFIX_SEPARATOR}{tool.name}" if counts[tool.name] > 1 else tool.name
-        name = _unique(sanitize_name(wanted), catalog)
+        name = names[(server, tool.name)]
         if name != tool.name:
             logger.info("tool %r of server %r is offered as %r", tool.name, server, name)
         config = servers[server]
@@ -123,11 +125,12 @@ def build_catalog(
             triggers=tuple(override.triggers),
             approval=override.approval or config.approval,
             hints=ToolHints.from_annotations(tool.annotations),
+            trusted_hints=config.trust_annotations,
             definition_hash=definition_hash(
                 tool.name, tool.description or "", tool.input_schema, tool.annotations
             ),
         )
-    return catalog
+    return catalog, collisions
 
 
 def unmatched_overrides(
@@ -143,14 +146,3 @@ def unmatched_overrides(
             if name not in listed:
                 problems.append(f"server '{server}' has settings for tool '{name}', which it does not list")
     return problems
-
-
-def _unique(name: str, taken: Mapping[str, object]) -> str:
-    if name not in taken:
-        return name
-    for n in range(2, 1000):
-        suffix = f"_{n}"
-        candidate = f"{name[: MAX_NAME - len(suffix)]}{suffix}"
-        if candidate not in taken:
-            return candidate
-    raise ValueError(f"cannot find a free tool name for {name!r}")

@@ -283,17 +283,29 @@ class MCPHost:
         await self.wait_for(lambda: all(link.ready for link in self._links.values()))
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: CallContext | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None = None,
+        *,
+        screened: ToolSpec | None = None,
     ) -> ToolResult:
         """Run a tool by its exposed name. Failures come back as `ToolResult(is_error=True)`.
+
+        With `screened` (the spec the call was checked and approved against), the call goes to
+        exactly that server and tool, and only while the tool still has that definition: a server
+        that changes its list while the model writes (a rug pull, a name taken over by another
+        server) gets a "changed" refusal, never a call it was not screened for.
 
         With a `context`, what the server asks (elicitation) or reports (progress) mid-call reaches
         the person the call runs for. The timeout is an idle timeout: progress restarts it, and it
         stands still while a person fills in a form; `max_call_seconds` bounds the server's own time.
         """
-        spec = self._catalog.get(name)
+        spec = self._catalog.get(name) if screened is None else self._still_offered(screened)
         if spec is None:
             return results.unknown_tool(name, self._catalog)
+        if isinstance(spec, ToolResult):
+            return spec
         started = time.perf_counter()
         if self._personal is not None and spec.server in self._personal.names:
             found = await self._personal.link_for(spec, context)
@@ -310,6 +322,28 @@ class MCPHost:
             needed = self._personal.sign_in_asked(found) if result.is_error else None
             return ToolResult(content="", needs_sign_in=needed) if needed is not None else result
         return await self._call_on(self._links[spec.server], spec, name, arguments, context, started)
+
+    def _still_offered(self, screened: ToolSpec) -> ToolSpec | ToolResult:
+        """The live spec of the very (server, tool, definition) a call was screened against, found by
+        server and tool, never by the exposed name (which another server may have taken since)."""
+        live = next(
+            (
+                spec
+                for spec in self._catalog.values()
+                if (spec.server, spec.original_name) == (screened.server, screened.original_name)
+            ),
+            None,
+        )
+        if live is None:
+            return results.changed(screened.name, f"{screened.server} no longer offers it")
+        if screened.definition_hash and live.definition_hash != screened.definition_hash:
+            logger.warning(
+                "MCP server %r changed tool %r after a call to it was checked; the call was not made",
+                screened.server,
+                screened.original_name,
+            )
+            return results.changed(screened.name, "its server changed its definition after it was checked")
+        return live
 
     async def _call_on(
         self,
@@ -381,6 +415,10 @@ class MCPHost:
             if client is None:
                 reason = f"{link.problem or 'it stopped'}; it is being restarted"
                 return results.unavailable(spec.server, reason, latency_ms=elapsed())
+            # A restarted server lists its tools anew: still the definition the call was checked against?
+            still = self._still_offered(spec) if spec.definition_hash else spec
+            if isinstance(still, ToolResult):
+                return replace(still, latency_ms=elapsed())
         timer = CallTimer(idle=spec.timeout, most=self._max_call_seconds, spent=elapsed() / 1000)
         context = timer.watch(context or CallContext(tool=name, owner=""))
         try:
@@ -441,21 +479,30 @@ class MCPHost:
             known = self._personal.known_tools
             known.update({name: link.tools for name, link in self._personal.catalog.items() if link.listed})
             listings.update(known)
-        self._catalog = build_catalog(listings, self._servers, default_timeout=self._default_timeout)
+        self._catalog, collisions = build_catalog(
+            listings, self._servers, default_timeout=self._default_timeout
+        )
+        for collision in collisions:
+            self._warn_once(collision.describe("tool"))
         if self._personal is not None:
             for name in self._personal.names:
                 if name not in listings:
                     spec = self._personal.connect_spec(name)
                     self._catalog[spec.name] = spec
-        self._prompts = prompt_specs(
+        self._prompts, prompt_collisions = prompt_specs(
             {name: link.prompts for name, link in self._links.items() if link.listed and link.ready}
         )
+        for collision in prompt_collisions:
+            self._warn_once(collision.describe("prompt"))
         for problem in unmatched_overrides(listings, self._servers):
-            if problem not in self._warned:
-                self._warned.add(problem)
-                logger.warning("servers file: %s", problem)
+            self._warn_once(f"servers file: {problem}")
         self._change.set()
         self._change = asyncio.Event()
+
+    def _warn_once(self, problem: str) -> None:
+        if problem not in self._warned:
+            self._warned.add(problem)
+            logger.warning("%s", problem)
 
 
 def _protocol_error(spec: ToolSpec, exc: MCPError, latency_ms: float, *, remote: bool) -> ToolResult:

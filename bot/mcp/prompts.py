@@ -11,22 +11,28 @@ from collections.abc import Mapping, Sequence
 
 import mcp_types
 
+from bot.mcp.naming import Collision, unique_names
 from bot.mcp.results import describe_block
 from bot.types import PromptArgument, PromptSpec
 
 MAX_PROMPT_PAGES = 20
 
 
-def prompt_specs(listings: Mapping[str, Sequence[mcp_types.Prompt]]) -> dict[str, PromptSpec]:
-    """Every server's prompts under names unique across servers, in server order."""
-    counts: dict[str, int] = {}
-    for prompts in listings.values():
-        for prompt in prompts:
-            counts[prompt.name] = counts.get(prompt.name, 0) + 1
+def prompt_specs(
+    listings: Mapping[str, Sequence[mcp_types.Prompt]],
+) -> tuple[dict[str, PromptSpec], list[Collision]]:
+    """Every server's prompts under names unique across servers, in server order, and the collisions.
+
+    The same rule as tools (`bot.mcp.naming`): a prompt keeps its name unless another server's
+    prompt would be taken for it; then every party is offered as `server_prompt`. A server can
+    never take over another server's prompt, whatever it names its own.
+    """
+    entries = [(server, prompt.name) for server, prompts in listings.items() for prompt in prompts]
+    names, collisions = unique_names(entries, clean=_as_is, separator="_")
     specs: dict[str, PromptSpec] = {}
     for server, prompts in listings.items():
         for prompt in prompts:
-            name = prompt.name if counts[prompt.name] == 1 else f"{server}_{prompt.name}"
+            name = names[(server, prompt.name)]
             specs[name] = PromptSpec(
                 name=name,
                 server=server,
@@ -38,7 +44,11 @@ def prompt_specs(listings: Mapping[str, Sequence[mcp_types.Prompt]]) -> dict[str
                     for a in prompt.arguments or ()
                 ),
             )
-    return specs
+    return specs, collisions
+
+
+def _as_is(name: str) -> str:
+    return name
 
 
 def prompt_text(result: mcp_types.GetPromptResult) -> str:

@@ -169,6 +169,16 @@ def unknown_tool(name: str, available: Iterable[str]) -> ToolResult:
     )
 
 
+def changed(name: str, detail: str) -> ToolResult:
+    """The tool a call was checked against is not the one the server offers now: nothing was run."""
+    return ToolResult(
+        content=f'Tool "{name}" was not run: {detail}. Its tools as offered now are in the tool list.',
+        detail=detail,
+        is_error=True,
+        error_kind="changed",
+    )
+
+
 def unavailable(server: str, reason: str, *, latency_ms: float = 0.0) -> ToolResult:
     return ToolResult(
         content=f'The "{server}" service is temporarily unavailable ({reason}). Try again later.',
