@@ -98,7 +98,8 @@ class Settings(BaseSettings):
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
     slack_api_base_url: str = "https://slack.com/api/"
-    nerve_http_port: int = 3000
+    # 0 picks a free port (tests); anything else must be a real TCP port.
+    nerve_http_port: int = Field(default=3000, ge=0, le=65535)
     # 0.0.0.0 serves every interface (containers); 127.0.0.1 only this machine (behind a local proxy).
     nerve_http_host: str = "0.0.0.0"
     # Slack deliveries are remembered this long for dedupe and replay, then pruned.
@@ -550,6 +551,10 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
         raw: Any = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_Object.of)
     except FileNotFoundError:
         raise ConfigError(f"{path}: servers file not found (set NERVE_MCP_CONFIG to another file)") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"{path}: is a directory, not a file (set NERVE_MCP_CONFIG to the servers file)"
+        ) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"

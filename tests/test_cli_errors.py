@@ -1,0 +1,21 @@
+"""`nerve`'s own mistakes and interruptions as a user meets them: one line, the right exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_cli import nerve_env, run_nerve
+
+DIRECTORY_ERROR = "is a directory, not a file (set NERVE_MCP_CONFIG to the servers file)"
+
+
+async def test_a_port_out_of_range_is_a_bad_setting_in_one_line(tmp_path: Path) -> None:
+    code, out, err = await run_nerve("tools", env=nerve_env(tmp_path, NERVE_HTTP_PORT="99999"))
+    assert code == 2 and out == ""
+    assert err.startswith("nerve: bad setting: NERVE_HTTP_PORT:") and err.count("\n") == 1
+
+
+async def test_a_servers_file_that_is_a_directory_is_named_as_one(tmp_path: Path) -> None:
+    code, out, err = await run_nerve("tools", env=nerve_env(tmp_path, NERVE_MCP_CONFIG=str(tmp_path)))
+    assert code == 2 and out == ""
+    assert err == f"nerve: {tmp_path}: {DIRECTORY_ERROR}\n"
