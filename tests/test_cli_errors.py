@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from tests.test_cli import nerve_env, run_nerve
+from tests.test_cli import nerve_env, run_nerve, servers_file
 
 DIRECTORY_ERROR = "is a directory, not a file (set NERVE_MCP_CONFIG to the servers file)"
 
@@ -19,3 +20,22 @@ async def test_a_servers_file_that_is_a_directory_is_named_as_one(tmp_path: Path
     code, out, err = await run_nerve("tools", env=nerve_env(tmp_path, NERVE_MCP_CONFIG=str(tmp_path)))
     assert code == 2 and out == ""
     assert err == f"nerve: {tmp_path}: {DIRECTORY_ERROR}\n"
+
+
+async def test_tools_with_no_server_available_exits_1(tmp_path: Path) -> None:
+    config = servers_file(tmp_path, {"gone": {"command": str(tmp_path / "no-such-server")}})
+    env = nerve_env(tmp_path, NERVE_MCP_CONFIG=str(config))
+
+    code, out, err = await run_nerve("tools", env=env)
+    assert code == 1, (out, err)
+    assert "gone is not available" in out
+
+    code, out, err = await run_nerve("tools", "--json", env=env)
+    assert code == 1 and json.loads(out) == []
+
+
+async def test_tools_with_no_server_configured_is_not_a_failure(tmp_path: Path) -> None:
+    config = servers_file(tmp_path, {})
+    code, out, err = await run_nerve("tools", env=nerve_env(tmp_path, NERVE_MCP_CONFIG=str(config)))
+    assert code == 0, err
+    assert "configures no MCP servers" in out

@@ -214,12 +214,17 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
 
 
 def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) -> int:
-    """The tools the model is offered: everywhere, or only those the policy allows in `place`."""
+    """The tools the model is offered: everywhere, or only those the policy allows in `place`.
+
+    Exit code 1 when servers are configured and none of them is available (a script sees the
+    failure, not an empty list); 0 otherwise, also with no servers configured."""
     every = runtime.agent.tools()
     tools = every if place is None else runtime.scopes.offered(place, every)
+    states = runtime.host.server_states()
+    code = 1 if states and not any(states.values()) else 0
     if as_json:
         sys.stdout.write(terminal_json([t.to_openai() for t in tools]) + "\n")
-        return 0
+        return code
     console = Console(highlight=False)
     if place is not None:
         console.print(place_line(runtime, place))
@@ -241,7 +246,7 @@ def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) 
         console.print(f"[dim]Not offered here:[/dim] {shown(names)}")
     for name, reason in runtime.host.problems():
         console.print(f"[red]{shown(name)} is not available:[/red] {shown(reason)}")
-    return 0
+    return code
 
 
 def place_line(runtime: Runtime, place: Place) -> str:
