@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,6 +26,7 @@ YES_HELP = (
     "approve every tool call of this one question that needs approval; without it, such calls are "
     "asked about on a terminal and denied otherwise"
 )
+THREAD_HELP = "conversation to continue (default: default)"
 DOCTOR_LOG_HELP = "also show the log on stderr (a failing server's own output, for one)"
 PLACE_HELP = (
     "only the tools the servers file's policy offers in this place: the platform, then any of "
@@ -51,24 +53,33 @@ def _place(text: str) -> Place:
         raise argparse.ArgumentTypeError(printable(str(exc))) from None
 
 
+def _version() -> str:
+    """This installation's version, from the package metadata."""
+    try:
+        return version("nerve")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nerve", description="A chat bot whose hands are MCP servers.")
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument("--version", action="version", version=f"nerve {_version()}")
     commands = parser.add_subparsers(dest="command")
     chat = commands.add_parser("chat", help="chat in the terminal (the default)")
-    chat.add_argument("--thread", default="default", help="conversation to continue (default: default)")
+    chat.add_argument("--thread", default="default", help=THREAD_HELP)
     # SUPPRESS: `nerve -v chat` and `nerve chat -v` both work; the subcommand must not reset the flag.
     chat.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     ask = commands.add_parser("ask", help="ask one question and exit")
     ask.add_argument("text", help="the question")
-    ask.add_argument("--thread", default="default")
+    ask.add_argument("--thread", default="default", help=THREAD_HELP)
     ask.add_argument("--json", action="store_true", help="print the answer and tool calls as JSON")
     ask.add_argument("-y", "--yes", action="store_true", help=YES_HELP)
     tools = commands.add_parser("tools", help="list the tools the model is offered")
     tools.add_argument("--json", action="store_true", help="in the OpenAI tools format")
     tools.add_argument("--place", type=_place, metavar="PLACE", help=PLACE_HELP)
     history = commands.add_parser("history", help="print a stored conversation")
-    history.add_argument("--thread", default="default")
+    history.add_argument("--thread", default="default", help="conversation to print (default: default)")
     approvals = commands.add_parser("approvals", help='list remembered approvals ("always allow here")')
     revoke = approvals.add_subparsers(dest="approvals_command").add_parser(
         "revoke", help="forget one remembered approval: that tool asks again there"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from pathlib import Path
 
 from tests.test_cli import nerve_env, run_nerve, servers_file
@@ -39,3 +40,17 @@ async def test_tools_with_no_server_configured_is_not_a_failure(tmp_path: Path) 
     code, out, err = await run_nerve("tools", env=nerve_env(tmp_path, NERVE_MCP_CONFIG=str(config)))
     assert code == 0, err
     assert "configures no MCP servers" in out
+
+
+async def test_version_prints_the_installed_version(tmp_path: Path) -> None:
+    code, out, err = await run_nerve("--version", env=nerve_env(tmp_path))
+    assert code == 0, err
+    assert out == f"nerve {version('nerve')}\n"
+
+
+async def test_every_command_with_thread_documents_it_in_its_help(tmp_path: Path) -> None:
+    for command in ("chat", "ask", "history"):
+        code, out, err = await run_nerve(command, "--help", env=nerve_env(tmp_path))
+        assert code == 0, err
+        line = next(line for line in out.splitlines() if line.strip().startswith("--thread"))
+        assert "conversation" in line, (command, out)
