@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -324,7 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C is how people leave the chat (the prompt handles it; this covers start-up and
         # shutdown); for every other command it is an interruption.
-        return 0 if args.command == "chat" else 130
+        if args.command == "chat":
+            return 0
+        if args.command == "ask":
+            # The answer may have stopped mid-line: end it, and say it was cut short on purpose.
+            with contextlib.suppress(OSError):  # stdout may be a pipe already closed
+                sys.stdout.flush()
+            sys.stderr.write("\nnerve: cancelled\n")
+        return 130
     except Exception as exc:
         # The one net for start-up: a typed error is a sentence for the user, never a traceback.
         error = typed_error(exc)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
+import sys
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
+from tests.conftest import ROOT
+from tests.fakes.llm_server import FakeLLMServer, Reply, reply
 from tests.test_cli import nerve_env, run_nerve, servers_file
 
 DIRECTORY_ERROR = "is a directory, not a file (set NERVE_MCP_CONFIG to the servers file)"
@@ -54,3 +60,35 @@ async def test_every_command_with_thread_documents_it_in_its_help(tmp_path: Path
         assert code == 0, err
         line = next(line for line in out.splitlines() if line.strip().startswith("--thread"))
         assert "conversation" in line, (command, out)
+
+
+async def test_ctrl_c_mid_answer_ends_the_line_and_says_cancelled(tmp_path: Path) -> None:
+    asked = asyncio.Event()
+
+    def responder(body: dict[str, Any]) -> Reply:
+        asked.set()
+        return reply("The air in A1001 is", stall_after=3, stall=60)
+
+    async with FakeLLMServer(responder) as model:
+        env = nerve_env(tmp_path, OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="test")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            "ask",
+            "How is the air in A1001?",
+            env=env,
+            cwd=str(ROOT),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        await asyncio.wait_for(asked.wait(), 60)
+        await asyncio.sleep(1)  # the first words are out, the rest stalls
+        process.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(process.communicate(), 30)
+
+    assert process.returncode == 130
+    assert out.decode().startswith("The air")
+    assert err.decode().endswith("\nnerve: cancelled\n")
+    assert "Traceback" not in err.decode()
