@@ -186,15 +186,25 @@ def _hard_split(chunk: str, limit: int) -> list[str]:
     return [chunk[i : i + limit] for i in range(0, len(chunk), limit)]
 
 
-def truncate(text: str, limit: int, marker: str = "…") -> tuple[str, bool]:
-    """Cut `text` to at most `limit` characters, ending with `marker`; also say whether it cut."""
+def truncate(text: str, limit: int, marker: str = "…", *, at_word: bool = False) -> tuple[str, bool]:
+    """Cut `text` to at most `limit` characters, ending with `marker`; also say whether it cut.
+
+    `at_word`: cut between words, never inside one (unless the first word alone is too long)."""
     if limit < 0:
         raise ValueError(f"limit must not be negative, got {limit}")
     if len(text) <= limit:
         return text, False
     if limit <= len(marker):
         return marker[:limit], True
-    return text[: limit - len(marker)].rstrip() + marker, True
+    kept = text[: limit - len(marker)]
+    if at_word and not text[len(kept)].isspace():
+        inside = _LAST_WORD.search(kept)
+        if inside is not None and kept[: inside.start()].strip():
+            kept = kept[: inside.start()]
+    return kept.rstrip() + marker, True
+
+
+_LAST_WORD = re.compile(r"\s\S*$")
 
 
 QUOTE_CHARS = 200

@@ -110,7 +110,7 @@ def tools_text(bot: CommandHost, here: Incoming | None = None) -> list[str]:
     with its target in view (`[google.com](https://evil.example)` would show only "google.com")."""
     lines = []
     for tool in bot.agent.tools(here):
-        description = truncate((tool.description.strip().splitlines() or [""])[0], 150)[0]
+        description = truncate((tool.description.strip().splitlines() or [""])[0], 150, at_word=True)[0]
         lines.append(f"• **{tool.name}** — {description}" if description else f"• **{tool.name}**")
     return safe_chunks("\n".join(lines), 2000) if lines else [NO_TOOLS]
 

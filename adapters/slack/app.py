@@ -40,7 +40,13 @@ from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.shutdown import finished_within
 from adapters.slack.approval_view import ACTION_PATTERN
-from adapters.slack.commands import HELP, RESET_IN_CHANNEL, approvals_text, tools_text
+from adapters.slack.commands import (
+    HELP,
+    RESET_IN_CHANNEL,
+    approvals_text,
+    tools_text,
+    unknown_command_text,
+)
 from adapters.slack.decisions import ApprovalDesk
 from adapters.slack.events import (
     DM_THREAD,
@@ -521,8 +527,10 @@ class SlackBot:
             self.spawn(self._reset_dm(key, user))
         elif sub == "reset":
             await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
-        else:
+        elif sub == "help":
             await ack(text=HELP, response_type="ephemeral")
+        else:
+            await ack(text=unknown_command_text(words[0]), response_type="ephemeral")
 
     async def _reset_dm(self, key: ConversationKey, user: str) -> None:
         try:

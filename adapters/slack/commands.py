@@ -11,6 +11,7 @@ from adapters.slack.events import PLATFORM
 from adapters.slack.render import escape, safe_markdown
 from bot.agent import Agent
 from bot.policy.scopes import Place
+from bot.render import truncate
 from bot.types import ConversationKey, Incoming, PromptSpec
 
 HELP = (
@@ -31,6 +32,12 @@ RESET_IN_CHANNEL = (
 ADMINS_ONLY = "Only admins (NERVE_ADMINS) can list or revoke remembered approvals."
 APPROVALS_USAGE = "Usage: `/nerve approvals` to list, `/nerve approvals revoke PLACE SERVER TOOL` to revoke."
 LISTED = 40
+DESCRIBED = 200  # characters of a tool's description in `/nerve tools`
+
+
+def unknown_command_text(word: str) -> str:
+    """`/nerve WORD` for a WORD it does not know: say so, then the help."""
+    return f"`{escape(word[:50])}` is not a `/nerve` command. Here is what is:\n{HELP}"
 
 
 def typed_in(place: Place, workspace: str = "") -> Incoming:
@@ -53,7 +60,7 @@ def tools_text(agent: Agent, place: Place) -> str:
         return "I have no tools right now: my tool servers may be starting or unavailable."
     lines = []
     for tool in tools:
-        summary = tool.description.strip().splitlines()[0][:200] if tool.description.strip() else ""
+        summary = truncate((tool.description.strip().splitlines() or [""])[0], DESCRIBED, at_word=True)[0]
         lines.append(f"• `{escape(tool.name)}`" + (f" — {safe_markdown(summary)}" if summary else ""))
     return "*Tools I can use here:*\n" + "\n".join(lines)
 
