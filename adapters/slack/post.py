@@ -148,9 +148,8 @@ class Poster:
 
     def refuse_streams(self, team: str) -> None:
         if self._streams.get(team, True):
-            logger.warning(
-                "workspace %s has no streaming messages; answers are edited in place instead", team
-            )
+            # Expected for many workspaces, once per start: not a problem to act on.
+            logger.info("workspace %s has no streaming messages; answers are edited in place instead", team)
         self._streams[team] = False
 
     async def post(

@@ -83,7 +83,10 @@ async def keep_recovering(app: App, *, queues: Sequence[str], stall_timeout: flo
         try:
             await recover_stalled_jobs(app, queues=queues, stall_timeout=stall_timeout)
         except Exception as exc:
-            logger.warning("could not look for jobs of dead workers (trying again): %s", exc)
+            # Some errors (a timeout, a closed pool) carry no message: then their type says what.
+            logger.warning(
+                "could not look for jobs of dead workers (trying again): %s", str(exc) or repr(exc)
+            )
 
 
 def _retry(job_id: int) -> dict[str, Any]:
