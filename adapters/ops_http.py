@@ -3,7 +3,8 @@
 * `/healthz` — 200 while the process runs (its event loop answers).
 * `/readyz` — 200 when the database answers, the front end is connected to its platform (Slack's
   socket or HTTP app, Discord's gateway; the terminal always is) and at least one MCP server is
-  ready; otherwise 503. Both carry `{"ready": …, "reasons": [...]}`, the reasons in plain words.
+  ready (when any is configured: with none, the first two are enough); otherwise 503. Both carry
+  `{"ready": …, "reasons": [...]}`, the reasons in plain words.
   From SIGTERM on it answers 503 "shutting down" at once, while running turns finish: a load
   balancer or an orchestrator sends nothing new to a process on its way out.
 * `/metrics` — the figures of `bot.metrics` in the Prometheus text format (OpenMetrics when the
@@ -186,10 +187,12 @@ class OpsEndpoints:
             found.append(platform)
         if self.worker is not None and not self.worker():
             found.append(WORKER_DOWN)
+        # No servers configured is a deployment without tools, ready as it is; servers configured
+        # and none of them connected is not.
         servers = self._agent.server_states()
-        if not any(servers.values()):
+        if servers and not any(servers.values()):
             down = ", ".join(sorted(servers))
-            found.append(f"no MCP server is ready ({down} down)" if down else "no MCP server is ready yet")
+            found.append(f"no MCP server is ready ({down} down)")
         return found
 
     async def _database_problem(self) -> str | None:
