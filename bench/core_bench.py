@@ -216,7 +216,9 @@ def seed_servers(env_delay_ms: int = 0, geo_delay_ms: int = 0) -> dict[str, Serv
 
 def payload_servers() -> dict[str, ServerConfig]:
     return {
-        "payload": ServerConfig(command=sys.executable, args=["-m", "bench.payload_server"], cwd=str(ROOT))
+        "payload": ServerConfig(
+            trustAnnotations=True, command=sys.executable, args=["-m", "bench.payload_server"], cwd=str(ROOT)
+        )
     }
 
 

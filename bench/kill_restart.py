@@ -442,6 +442,7 @@ def nerve_environment(
 ) -> dict[str, str]:
     trust = {
         "command": sys.executable,
+        "trustAnnotations": True,
         "args": ["-m", "tests.mcp_servers.trust"],
         "cwd": str(ROOT),
         "env": {"TRUST_NOTES": str(notes), "TRUST_LOG": str(notes.with_suffix(".log"))},
@@ -449,6 +450,7 @@ def nerve_environment(
     # On 2026-07-28 a question parks its turn in the database (an older server's waits in the process).
     asks = {
         "command": sys.executable,
+        "trustAnnotations": True,
         "args": ["-m", "tests.mcp_servers.asks", "--protocol", "2026-07-28"],
         "cwd": str(ROOT),
         "env": {"ASKS_LOG": str(folder / "asks.log")},

@@ -432,7 +432,8 @@ class WaitingTurns:
 
         async def one(call: ToolCall) -> CallOutcome:
             if call.id in done:
-                return _kept(call, done[call.id], self._config.calls.attachment_chars)
+                ran_on = specs[call.name].server if call.name in specs else None
+                return _kept(call, done[call.id], self._config.calls.attachment_chars, ran_on)
             pending = decided[call.id]
             answered = None
             if self.inputs is not None:
@@ -541,8 +542,9 @@ class WaitingTurns:
 _NOT_CALLED_AGAIN = frozenset({"execution", "timeout", "unavailable", "rate_limited"})
 
 
-def _kept(call: ToolCall, message: ChatMessage, limit: int) -> CallOutcome:
-    """A result stored earlier in the turn, as an outcome of the round it belongs to."""
+def _kept(call: ToolCall, message: ChatMessage, limit: int, server: str | None = None) -> CallOutcome:
+    """A result stored earlier in the turn, as an outcome of the round it belongs to (`server`: where
+    it ran, when known; the store keeps the call's name, and the name's server is the best guess)."""
     failure = stored_failure(message)
     attachment = make_attachment(
         call,
@@ -551,6 +553,7 @@ def _kept(call: ToolCall, message: ChatMessage, limit: int) -> CallOutcome:
         is_error=message.is_error,
         latency_ms=message.latency_ms or 0.0,
         limit=limit,
+        server=server,
     )
     outcome: Outcome = "ok"
     if message.is_error:

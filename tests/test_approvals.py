@@ -44,6 +44,7 @@ def notes(tmp_path: Path) -> Path:
 async def host(notes: Path) -> AsyncIterator[MCPHost]:
     env = {"TRUST_NOTES": str(notes), "TRUST_LOG": str(notes.with_suffix(".log"))}
     server = ServerConfig(
+        trustAnnotations=True,
         command=sys.executable,
         args=["-m", "tests.mcp_servers.trust"],
         cwd=str(ROOT),

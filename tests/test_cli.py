@@ -51,7 +51,12 @@ def servers_file(tmp_path: Path, servers: dict[str, Any]) -> Path:
     return config
 
 
-TESTKIT = {"command": sys.executable, "args": ["-m", "tests.mcp_servers.testkit"], "cwd": str(ROOT)}
+TESTKIT = {
+    "command": sys.executable,
+    "args": ["-m", "tests.mcp_servers.testkit"],
+    "cwd": str(ROOT),
+    "trustAnnotations": True,
+}
 
 
 async def test_tools_json_lists_both_seed_tools_in_openai_form(tmp_path):
@@ -126,7 +131,12 @@ async def test_a_bad_servers_file_fails_at_start_naming_file_server_and_field(tm
 
 async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp_path):
     config = tmp_path / "mcp.json"
-    loop_server = {"command": sys.executable, "args": ["-m", "tests.loop_server"], "cwd": str(ROOT)}
+    loop_server = {
+        "command": sys.executable,
+        "args": ["-m", "tests.loop_server"],
+        "cwd": str(ROOT),
+        "trustAnnotations": True,
+    }
     config.write_text(json.dumps({"mcpServers": {"loop": loop_server}}))
     second_request = asyncio.Event()
 
@@ -361,6 +371,7 @@ async def test_tools_help_documents_how_to_write_a_place(tmp_path):
 async def test_tools_says_which_tools_ask_before_running(tmp_path):
     trust = {
         "command": sys.executable,
+        "trustAnnotations": True,
         "args": ["-m", "tests.mcp_servers.trust", str(tmp_path / "notes.txt")],
         "cwd": str(ROOT),
     }

@@ -49,6 +49,7 @@ def notes(tmp_path: Path) -> Path:
 def trust_server(notes: Path) -> ServerConfig:
     env = {"TRUST_NOTES": str(notes), "TRUST_LOG": str(notes.with_suffix(".log"))}
     return ServerConfig(
+        trustAnnotations=True,
         command=sys.executable,
         args=["-m", "tests.mcp_servers.trust"],
         cwd=str(ROOT),
@@ -232,8 +233,8 @@ async def test_a_mention_whose_reply_writes_posts_one_approval_message_and_appro
         interaction = await click(fake, ada, approval, "Approve")
         answers = await posted_in(fake, int(mention["id"]))
         assert answers[0].body()["content"].startswith("Added your line.")
-        assert "🔧 read_note ✓" in answers[0].body()["content"]
-        assert "🔧 append_note ✓" in answers[0].body()["content"]
+        assert "🔧 read_note · notes ✓" in answers[0].body()["content"]
+        assert "🔧 append_note · notes ✓" in answers[0].body()["content"]
         assert buttons(answers[0].body())["Tool results"].startswith("nerve:tools:")
         assert note(notes) == "first line\nhi\n"
         assert ran(notes) == ["read_note", "append_note"]

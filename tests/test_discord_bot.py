@@ -180,7 +180,7 @@ async def test_ask_is_deferred_at_once_then_answered_with_a_tool_results_button_
         final = [r for r in fake.find("PATCH", ORIGINAL) if button_ids(r.body())][-1]
         body = final.body()
         assert "The air in A1001 is good" in body["content"]
-        assert "🔧 get_environment_status ✓ 312 ms" in body["content"]
+        assert "🔧 get_environment_status · env ✓ 312 ms" in body["content"]
         assert button_ids(body)[0].startswith("nerve:tools:")
         assert body["allowed_mentions"]["parse"] == []
         assert final.path.split("/")[3] == interaction["token"]
@@ -482,7 +482,9 @@ async def test_tools_shows_where_a_link_in_a_servers_description_goes(
     fake: FakeDiscord, store: SQLiteStore
 ) -> None:
     """A description's `[google.com](https://evil.example/d)` would show only "google.com"."""
-    server = ServerConfig(command=sys.executable, args=["-m", "tests.mcp_servers.hostile"], cwd=str(ROOT))
+    server = ServerConfig(
+        trustAnnotations=True, command=sys.executable, args=["-m", "tests.mcp_servers.hostile"], cwd=str(ROOT)
+    )
     async with MCPHost({"hostile": server}, default_timeout=15.0) as host:
         async with asyncio.timeout(30):
             await host.wait_until_ready()
@@ -533,7 +535,7 @@ async def test_the_whole_real_path_reaches_the_mcp_servers_and_shows_their_resul
             user = fake.user("olga")
             await fake.user_dms(user, "How is the air in A1001?")
             message = await final_answer(fake, within=30)
-            assert "🔧 get_environment_status ✓" in message["content"]
+            assert "🔧 get_environment_status · env-query ✓" in message["content"]
             (custom_id,) = button_ids(message)
             await fake.click(user, message, custom_id)
             (callback,) = await fake.wait_for("POST", CALLBACK)

@@ -63,7 +63,9 @@ async def asks_host(protocol: str) -> AsyncIterator[MCPHost]:
     turn resumed after an approval ask a question."""
     args = ["-m", "tests.mcp_servers.asks", "--protocol", protocol]
     tools = {"chatty": ToolOverride(approval="always")}
-    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT), tools=tools)
+    server = ServerConfig(
+        trustAnnotations=True, command=sys.executable, args=args, cwd=str(ROOT), tools=tools
+    )
     async with MCPHost({"asks": server}, default_timeout=10.0) as started:
         async with asyncio.timeout(20):
             await started.wait_until_ready()

@@ -30,7 +30,9 @@ WEATHER = "Summarize what you know about the weather in a dry tone."
 
 @pytest.fixture(scope="module")
 async def asks() -> AsyncIterator[MCPHost]:
-    server = ServerConfig(command=sys.executable, args=["-m", "tests.mcp_servers.asks"], cwd=str(ROOT))
+    server = ServerConfig(
+        trustAnnotations=True, command=sys.executable, args=["-m", "tests.mcp_servers.asks"], cwd=str(ROOT)
+    )
     async with MCPHost({"asks": server}, default_timeout=10.0) as host:
         async with asyncio.timeout(20):
             await host.wait_until_ready()

@@ -28,7 +28,12 @@ from tests.test_slack_shutdown import nerve_running, readiness, until
 
 def discord_env(tmp_path: Path, fake: FakeDiscord, llm: FakeLLMServer, grace: float) -> dict[str, str]:
     servers = tmp_path / "mcp.json"
-    env_query = {"command": sys.executable, "args": ["-m", "servers.env_query"], "cwd": str(ROOT)}
+    env_query = {
+        "command": sys.executable,
+        "args": ["-m", "servers.env_query"],
+        "cwd": str(ROOT),
+        "trustAnnotations": True,
+    }
     servers.write_text(json.dumps({"mcpServers": {"env-query": env_query}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NERVE_", "DISCORD_"))}
     env.update(

@@ -54,7 +54,7 @@ def files(tmp_path: Path) -> Path:
 
 def env_for(tmp_path: Path, files: Path, model: FakeLLMServer, **extra: str) -> dict[str, str]:
     config = tmp_path / "mcp.json"
-    server = {"command": "node", "args": [str(reference_server()), str(files)]}
+    server = {"command": "node", "args": [str(reference_server()), str(files)], "trustAnnotations": True}
     config.write_text(json.dumps({"mcpServers": {"filesystem": server}}))
     # The terminal's person is the OS user: fix it, so the test can say who decided.
     return chat_env(
@@ -80,7 +80,9 @@ def tool_message(request: dict[str, Any], call_id: str) -> dict[str, Any]:
 
 
 async def test_the_reference_server_says_which_of_its_tools_only_read():
-    server = ServerConfig(command="node", args=[str(reference_server()), str(ROOT / "tests")])
+    server = ServerConfig(
+        command="node", args=[str(reference_server()), str(ROOT / "tests")], trustAnnotations=True
+    )
     async with MCPHost({"filesystem": server}) as host:
         await host.wait_until_ready()
         assert host.problems() == []

@@ -171,6 +171,7 @@ def logs() -> Iterator[Collected]:
 async def discord_bot(tmp_path_factory: pytest.TempPathFactory, logs: Collected) -> AsyncIterator[Discord]:
     tmp = tmp_path_factory.mktemp("discord-fuzz")
     server = ServerConfig(
+        trustAnnotations=True,
         command=sys.executable,
         args=["-m", "tests.mcp_servers.recorder", str(tmp / "calls.log")],
         cwd=str(ROOT),

@@ -213,7 +213,10 @@ async def path_to_server(
 ) -> AsyncIterator[tuple[Agent, NextCall]]:
     model = NextCall()
     server = ServerConfig(
-        command=sys.executable, args=["-m", "tests.mcp_servers.recorder", str(calls_log)], cwd=str(ROOT)
+        trustAnnotations=True,
+        command=sys.executable,
+        args=["-m", "tests.mcp_servers.recorder", str(calls_log)],
+        cwd=str(ROOT),
     )
     store = await SQLiteStore.open(tmp_path_factory.mktemp("store") / "nerve.db")
     async with FakeLLMServer(model, strict=False) as llm, MCPHost({"recorder": server}) as host:

@@ -83,7 +83,9 @@ def show_everywhere(reply: AgentReply) -> None:
 
 @pytest.fixture(scope="module")
 async def hostile_host() -> AsyncIterator[MCPHost]:
-    server = ServerConfig(command=sys.executable, args=["-m", "tests.mcp_servers.hostile"], cwd=str(ROOT))
+    server = ServerConfig(
+        trustAnnotations=True, command=sys.executable, args=["-m", "tests.mcp_servers.hostile"], cwd=str(ROOT)
+    )
     async with MCPHost({"hostile": server}, default_timeout=10.0) as host:
         yield host
 

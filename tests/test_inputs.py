@@ -42,7 +42,7 @@ async def asks_server(transport: str, protocol: str) -> AsyncIterator[ServerConf
     """The `asks` server's entry: spawned by the host (stdio), or serving HTTP on a free port."""
     args = ["-m", "tests.mcp_servers.asks", "--protocol", protocol]
     if transport == "stdio":
-        yield ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
+        yield ServerConfig(trustAnnotations=True, command=sys.executable, args=args, cwd=str(ROOT))
         return
     process = await asyncio.create_subprocess_exec(
         sys.executable, *args, "--http", "0", cwd=str(ROOT), stdout=asyncio.subprocess.PIPE
@@ -51,7 +51,7 @@ async def asks_server(transport: str, protocol: str) -> AsyncIterator[ServerConf
         assert process.stdout is not None
         async with asyncio.timeout(20):
             url = (await process.stdout.readline()).decode().strip()
-        yield ServerConfig(url=url, allow_private_network=True)
+        yield ServerConfig(trustAnnotations=True, url=url, allow_private_network=True)
     finally:
         process.terminate()
         await process.wait()

@@ -44,7 +44,12 @@ BEARER = "Bearer FakeBearerForLogTests42"
 API_KEY = "local-gateway-key-7f3a9c1e"
 SECRETS = (SLACK_TOKEN, OTHER_KEY, DISCORD_TOKEN, "FakeBearerForLogTests42", API_KEY)
 
-TESTKIT = {"command": sys.executable, "args": ["-m", "tests.mcp_servers.testkit"], "cwd": str(ROOT)}
+TESTKIT = {
+    "command": sys.executable,
+    "args": ["-m", "tests.mcp_servers.testkit"],
+    "cwd": str(ROOT),
+    "trustAnnotations": True,
+}
 THREAD = "logs"
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="1700000000.000100")
 
@@ -256,7 +261,10 @@ async def test_a_turn_resumed_after_approval_logs_under_an_id_of_its_own(tmp_pat
     notes = tmp_path / "notes.txt"
     notes.write_text("first line\n", encoding="utf-8")
     server = ServerConfig(
-        command=sys.executable, args=["-m", "tests.mcp_servers.trust", str(notes)], cwd=str(ROOT)
+        trustAnnotations=True,
+        command=sys.executable,
+        args=["-m", "tests.mcp_servers.trust", str(notes)],
+        cwd=str(ROOT),
     )
     script = [
         provider_error(),

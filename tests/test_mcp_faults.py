@@ -41,6 +41,7 @@ def figure(name: str, seconds: float) -> None:
 
 def victim(state: Path, **kwargs: Any) -> ServerConfig:
     return ServerConfig(
+        trustAnnotations=True,
         command=sys.executable,
         args=["-m", "tests.mcp_servers.victim"],
         cwd=str(ROOT),
@@ -51,6 +52,7 @@ def victim(state: Path, **kwargs: Any) -> ServerConfig:
 
 def stubborn(log: Path, **kwargs: Any) -> ServerConfig:
     return ServerConfig(
+        trustAnnotations=True,
         command=sys.executable,
         args=["-m", "tests.mcp_servers.stubborn"],
         cwd=str(ROOT),
@@ -288,7 +290,7 @@ def _fresh_metrics() -> None:
 @asynccontextmanager
 async def behind_proxy(port: int, mode: Mode) -> AsyncIterator[tuple[MCPHost, FaultProxy]]:
     async with FaultProxy(port) as proxy:
-        entry = ServerConfig(url=proxy.url, allow_private_network=True, timeout=5)
+        entry = ServerConfig(trustAnnotations=True, url=proxy.url, allow_private_network=True, timeout=5)
         async with MCPHost({"remote": entry}, mode=mode) as host:
             async with asyncio.timeout(20):
                 await host.wait_until_ready()

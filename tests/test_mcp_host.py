@@ -33,7 +33,9 @@ OPENAI_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
 
 def stdio(module: str, **kwargs: Any) -> ServerConfig:
     env = kwargs.pop("env", {})
-    return ServerConfig(command=sys.executable, args=["-m", module], cwd=str(ROOT), env=env, **kwargs)
+    return ServerConfig(
+        trustAnnotations=True, command=sys.executable, args=["-m", module], cwd=str(ROOT), env=env, **kwargs
+    )
 
 
 def kit_server(name: str, **kwargs: Any) -> ServerConfig:
@@ -192,6 +194,7 @@ async def test_servers_that_fail_to_start_are_reported_and_do_not_block_the_othe
     servers = {
         "env-query": stdio("servers.env_query"),
         "broken": ServerConfig(
+            trustAnnotations=True,
             command=sys.executable,
             args=["-c", "import sys; sys.stderr.write('missing API key\\n'); sys.exit(3)"],
         ),
@@ -213,7 +216,9 @@ async def test_servers_that_fail_to_start_are_reported_and_do_not_block_the_othe
 
 async def test_a_server_that_never_answers_the_handshake_is_given_up_on_in_time():
     # Reads its stdin (so it exits when we close it) but never says a word.
-    silent = ServerConfig(command=sys.executable, args=["-c", "import sys; sys.stdin.read()"])
+    silent = ServerConfig(
+        trustAnnotations=True, command=sys.executable, args=["-c", "import sys; sys.stdin.read()"]
+    )
     async with asyncio.timeout(10), MCPHost({"silent": silent}, connect_timeout=0.5) as host:
         assert host.problems() == [("silent", "did not finish starting within 0.5 s")]
         assert host.list_tools() == []
@@ -351,7 +356,11 @@ async def test_a_streamable_http_server_is_reached_by_url():
     try:
         # The first attempts may find nothing listening yet; the host retries in the background.
         async with MCPHost(
-            {"remote": ServerConfig(url=f"http://127.0.0.1:{port}/mcp", allow_private_network=True)}
+            {
+                "remote": ServerConfig(
+                    trustAnnotations=True, url=f"http://127.0.0.1:{port}/mcp", allow_private_network=True
+                )
+            }
         ) as host:
             async with asyncio.timeout(20):
                 await host.wait_until_ready()

@@ -23,7 +23,9 @@ SECRET = "FATAL: login failed for api_key=sk-live-7Hq2Zr9Xw"
 
 def stdio(module: str, **kwargs: Any) -> ServerConfig:
     env = kwargs.pop("env", {})
-    return ServerConfig(command=sys.executable, args=["-m", module], cwd=str(ROOT), env=env, **kwargs)
+    return ServerConfig(
+        trustAnnotations=True, command=sys.executable, args=["-m", module], cwd=str(ROOT), env=env, **kwargs
+    )
 
 
 def flaky(state: Path, *, fail_starts: int = 0, **kwargs: Any) -> ServerConfig:
@@ -33,7 +35,9 @@ def flaky(state: Path, *, fail_starts: int = 0, **kwargs: Any) -> ServerConfig:
 
 def hanging() -> ServerConfig:
     """Starts and never says a word (it exits when its stdin closes)."""
-    return ServerConfig(command=sys.executable, args=["-c", "import sys; sys.stdin.read()"])
+    return ServerConfig(
+        trustAnnotations=True, command=sys.executable, args=["-c", "import sys; sys.stdin.read()"]
+    )
 
 
 def retry_waits(caplog: pytest.LogCaptureFixture, server: str) -> list[float]:

@@ -96,7 +96,9 @@ async def call_notes(
 ) -> str:
     """Connect nerve's host to the notes server signed in by `provider`, and call one tool."""
     servers = {
-        "notes": ServerConfig(url=notes.mcp_url, allowPrivateNetwork=True, auth=OAUTH, approval="never")
+        "notes": ServerConfig(
+            trustAnnotations=True, url=notes.mcp_url, allowPrivateNetwork=True, auth=OAUTH, approval="never"
+        )
     }
     async with MCPHost(servers, auth=lambda _name, _config: provider) as host:
         async with asyncio.timeout(30):

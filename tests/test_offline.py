@@ -350,7 +350,7 @@ async def test_a_chinese_question_works_through_configured_triggers():
 def files_server(root: Path, log: Path) -> ServerConfig:
     """The filesystem-like test server over stdio, confined to `root`, logging every call to `log`."""
     args = ["-m", "tests.mcp_servers.files", str(root), str(log)]
-    return ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
+    return ServerConfig(trustAnnotations=True, command=sys.executable, args=args, cwd=str(ROOT))
 
 
 @dataclasses.dataclass

@@ -62,7 +62,10 @@ def calls_log(tmp_path: Path) -> Path:
 @pytest.fixture
 async def host(calls_log: Path) -> AsyncIterator[MCPHost]:
     server = ServerConfig(
-        command=sys.executable, args=["-m", "tests.mcp_servers.injection", str(calls_log)], cwd=str(ROOT)
+        trustAnnotations=True,
+        command=sys.executable,
+        args=["-m", "tests.mcp_servers.injection", str(calls_log)],
+        cwd=str(ROOT),
     )
     async with MCPHost({"docs": server}, default_timeout=10.0) as started:
         yield started

@@ -29,6 +29,7 @@ KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="30
 @pytest.fixture(scope="module", params=["2025-11-25", "2026-07-28"])
 async def host(request: pytest.FixtureRequest) -> AsyncIterator[MCPHost]:
     server = ServerConfig(
+        trustAnnotations=True,
         command=sys.executable,
         args=["-m", "tests.mcp_servers.asks", "--protocol", request.param],
         cwd=str(ROOT),

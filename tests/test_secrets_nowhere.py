@@ -220,6 +220,7 @@ async def test_a_session_with_a_sign_in_leaves_no_secret_in_logs_database_replie
         notes = {"url": notes_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}
         recorder = {
             "command": sys.executable,
+            "trustAnnotations": True,
             "args": ["-m", "tests.mcp_servers.recorder", str(recorder_log)],
             "cwd": str(ROOT),
         }

@@ -327,7 +327,7 @@ async def test_a_call_that_needs_more_scope_asks_the_person_to_sign_in_again(not
 
 
 async def test_a_server_that_wants_a_sign_in_without_an_auth_entry_is_reported_plainly(notes):
-    plain = {"notes": ServerConfig(url=notes.mcp_url, allow_private_network=True)}
+    plain = {"notes": ServerConfig(trustAnnotations=True, url=notes.mcp_url, allow_private_network=True)}
     async with MCPHost(plain) as host:
         [(name, reason)] = host.problems()
         assert name == "notes" and "needs sign-in" in reason and "auth" in reason, reason

@@ -126,6 +126,7 @@ async def test_a_click_after_the_bot_was_killed_and_started_again_gets_the_answe
     servers = tmp_path / "mcp.json"
     trust = {
         "command": "python",
+        "trustAnnotations": True,
         "args": ["-m", "tests.mcp_servers.trust"],
         "cwd": str(ROOT),
         "env": {"TRUST_NOTES": str(notes), "TRUST_LOG": str(notes.with_suffix(".log"))},

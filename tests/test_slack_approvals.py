@@ -47,7 +47,11 @@ def notes(tmp_path: Path) -> Path:
 async def host(notes: Path) -> AsyncIterator[MCPHost]:
     env = {"TRUST_NOTES": str(notes), "TRUST_LOG": str(notes.with_suffix(".log"))}
     server = ServerConfig(
-        command=sys.executable, args=["-m", "tests.mcp_servers.trust"], cwd=str(ROOT), env=env
+        trustAnnotations=True,
+        command=sys.executable,
+        args=["-m", "tests.mcp_servers.trust"],
+        cwd=str(ROOT),
+        env=env,
     )
     async with MCPHost({"notes": server}, default_timeout=10.0) as started:
         yield started
@@ -209,7 +213,9 @@ async def test_approval_by_the_requester_runs_the_call_updates_the_message_and_a
         answer = r.slack.thread(CHANNEL, root)[-1]
         assert answer.text == "Added it."
         titles = [b["title"]["text"] for b in answer.current["blocks"] if b["type"] == "container"]
-        assert titles == ["read_note", "append_note"], "tool results attached as for any answer"
+        assert titles == ["read_note · notes", "append_note · notes"], (
+            "tool results attached as for any answer"
+        )
         assert r.slack.calls_of("chat.postEphemeral") == []
         assert len(approval_messages(r, root)) == 1
 

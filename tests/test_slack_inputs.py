@@ -66,7 +66,7 @@ def protocol(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="module")
 async def asks(protocol: str) -> AsyncIterator[MCPHost]:
     args = ["-m", "tests.mcp_servers.asks", "--protocol", protocol]
-    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT))
+    server = ServerConfig(trustAnnotations=True, command=sys.executable, args=args, cwd=str(ROOT))
     async with MCPHost({"asks": server}, default_timeout=30.0) as started:
         async with asyncio.timeout(20):
             await started.wait_until_ready()
@@ -78,7 +78,7 @@ async def gated(protocol: str) -> AsyncIterator[MCPHost]:
     """The same server, with `ask_colour` waiting for approval before it runs."""
     args = ["-m", "tests.mcp_servers.asks", "--protocol", protocol]
     gate = {"ask_colour": ToolOverride(approval="always")}
-    server = ServerConfig(command=sys.executable, args=args, cwd=str(ROOT), tools=gate)
+    server = ServerConfig(trustAnnotations=True, command=sys.executable, args=args, cwd=str(ROOT), tools=gate)
     async with MCPHost({"asks": server}, default_timeout=30.0) as started:
         async with asyncio.timeout(20):
             await started.wait_until_ready()

@@ -32,7 +32,9 @@ CHANNEL = "C0CHANNEL"
 
 @pytest.fixture(scope="module")
 async def asks() -> AsyncIterator[MCPHost]:
-    server = ServerConfig(command=sys.executable, args=["-m", "tests.mcp_servers.asks"], cwd=str(ROOT))
+    server = ServerConfig(
+        trustAnnotations=True, command=sys.executable, args=["-m", "tests.mcp_servers.asks"], cwd=str(ROOT)
+    )
     async with MCPHost({"asks": server}, default_timeout=30.0) as started:
         async with asyncio.timeout(20):
             await started.wait_until_ready()

@@ -39,7 +39,12 @@ OPS = re.compile(r"serving /healthz, /readyz and /metrics at (\S+)")
 
 def shutdown_env(tmp_path: Path, slack: FakeSlack, llm: FakeLLMServer, grace: float) -> dict[str, str]:
     servers = tmp_path / "mcp.json"
-    env_query = {"command": sys.executable, "args": ["-m", "servers.env_query"], "cwd": str(ROOT)}
+    env_query = {
+        "command": sys.executable,
+        "args": ["-m", "servers.env_query"],
+        "cwd": str(ROOT),
+        "trustAnnotations": True,
+    }
     servers.write_text(json.dumps({"mcpServers": {"env-query": env_query}}))
     return slack_env(tmp_path, slack, llm, NERVE_MCP_CONFIG=str(servers), NERVE_SHUTDOWN_GRACE=f"{grace:g}")
 

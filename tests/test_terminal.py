@@ -261,7 +261,12 @@ HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J"
 
 async def test_escape_sequences_from_tools_and_the_model_never_reach_the_terminal(tmp_path):
     config = tmp_path / "mcp.json"
-    testkit = {"command": sys.executable, "args": ["-m", "tests.mcp_servers.testkit"], "cwd": str(ROOT)}
+    testkit = {
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp_servers.testkit"],
+        "cwd": str(ROOT),
+        "trustAnnotations": True,
+    }
     config.write_text(json.dumps({"mcpServers": {"kit": testkit}}))
     script = [
         tool_reply(FakeCall(name="echo", arguments=json.dumps({"text": f"tool {HOSTILE} said"}), id="c1")),
@@ -291,6 +296,7 @@ async def test_links_from_tools_and_the_model_show_their_target_and_are_never_hi
     config = tmp_path / "mcp.json"
     hostile = {
         "command": sys.executable,
+        "trustAnnotations": True,
         "args": ["-m", "tests.mcp_servers.hostile"],
         "cwd": str(ROOT),
         "approval": "never",

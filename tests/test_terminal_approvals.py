@@ -37,6 +37,7 @@ def env_for(tmp_path: Path, notes: Path, model: FakeLLMServer | None = None, **e
     config = tmp_path / "mcp.json"
     trust = {
         "command": sys.executable,
+        "trustAnnotations": True,
         "args": ["-m", "tests.mcp_servers.trust", str(notes)],
         "cwd": str(ROOT),
     }

@@ -47,6 +47,7 @@ def env_for(tmp_path: Path, model: FakeLLMServer, *server_args: str) -> dict[str
     config = tmp_path / "mcp.json"
     asks = {
         "command": sys.executable,
+        "trustAnnotations": True,
         "args": ["-m", "tests.mcp_servers.asks", *server_args],
         "cwd": str(ROOT),
     }
@@ -388,7 +389,13 @@ async def remote_asks(tmp_path: Path, model: FakeLLMServer) -> AsyncIterator[dic
     async with asks_server("http", "2026-07-28") as server:
         config = tmp_path / "mcp.json"
         config.write_text(
-            json.dumps({"mcpServers": {"asks": {"url": server.url, "allowPrivateNetwork": True}}})
+            json.dumps(
+                {
+                    "mcpServers": {
+                        "asks": {"url": server.url, "allowPrivateNetwork": True, "trustAnnotations": True}
+                    }
+                }
+            )
         )
         yield chat_env(
             tmp_path, NERVE_MCP_CONFIG=str(config), OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="t"

@@ -28,7 +28,12 @@ LOGO_LINE = f"[file logo.png, image/png, {len(LOGO_PNG):,} bytes]"
 
 def env_for(tmp_path: Path, model: FakeLLMServer) -> dict[str, str]:
     config = tmp_path / "mcp.json"
-    asks = {"command": sys.executable, "args": ["-m", "tests.mcp_servers.asks"], "cwd": str(ROOT)}
+    asks = {
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp_servers.asks"],
+        "cwd": str(ROOT),
+        "trustAnnotations": True,
+    }
     config.write_text(json.dumps({"mcpServers": {"asks": asks}}))
     return chat_env(
         tmp_path, NERVE_MCP_CONFIG=str(config), OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="t"

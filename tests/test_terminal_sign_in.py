@@ -35,7 +35,12 @@ async def notes(tmp_path: Path) -> AsyncIterator[RunningServer]:
 
 def env_for(tmp_path: Path, notes: RunningServer, model: FakeLLMServer, person: str) -> dict[str, str]:
     config = tmp_path / "mcp.json"
-    entry = {"url": notes.mcp_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}
+    entry = {
+        "url": notes.mcp_url,
+        "allowPrivateNetwork": True,
+        "trustAnnotations": True,
+        "auth": {"type": "oauth", "identity": "user"},
+    }
     config.write_text(json.dumps({"mcpServers": {"notes": entry}}))
     return chat_env(
         tmp_path,

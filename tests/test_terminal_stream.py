@@ -29,7 +29,12 @@ SHOWN_FIRST = "Hello there,"
 HELD = {"chunk_chars": 4, "stall_after": 4, "stall": 60.0}
 # How long the first words may take to appear; the model holds the rest far longer.
 FIRST_WORDS_WITHIN = 20.0
-LOOP = {"command": sys.executable, "args": ["-m", "tests.loop_server"], "cwd": str(ROOT)}
+LOOP = {
+    "command": sys.executable,
+    "args": ["-m", "tests.loop_server"],
+    "cwd": str(ROOT),
+    "trustAnnotations": True,
+}
 
 
 def no_tools(tmp_path: Path) -> str:

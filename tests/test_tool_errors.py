@@ -71,6 +71,7 @@ async def kit_host() -> AsyncIterator[MCPHost]:
     `crash` is no read-only tool; these tests are about failures, not approvals, so it runs unasked.
     """
     kit = ServerConfig(
+        trustAnnotations=True,
         command=sys.executable,
         args=["-m", "tests.mcp_servers.testkit"],
         cwd=str(ROOT),

@@ -42,8 +42,13 @@ async def trust(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[MCPHo
     folder = tmp_path_factory.mktemp("trust")
     servers = {
         "notes": trust_server(
-            folder / "notes.txt", folder / "calls.log", tools={"peek": ToolOverride(approval="always")}
+            folder / "notes.txt",
+            folder / "calls.log",
+            tools={"peek": ToolOverride(approval="always")},
+            trustAnnotations=True,
         ),
+        # The same server, its annotations not trusted: under `writes` every call asks.
+        "stranger": trust_server(folder / "stranger.txt", folder / "stranger.log"),
         "relaxed": trust_server(
             folder / "relaxed.txt",
             folder / "relaxed.log",
@@ -74,6 +79,8 @@ async def test_under_writes_only_the_read_only_tool_runs_at_once(trust):
         "peek": True,
         "change_definitions": True,
     }
+    stranger = {s.original_name: s.needs_approval for s in trust.list_tools() if s.server == "stranger"}
+    assert stranger == dict.fromkeys(needs, True), "a read-only claim lowers nothing for a server not trusted"
 
 
 @SHARED
@@ -208,7 +215,9 @@ async def test_the_test_servers_mark_exactly_their_answering_tools_read_only():
     that change something wait for a person under the default mode."""
 
     def module(name: str, *args: str) -> ServerConfig:
-        return ServerConfig(command=sys.executable, args=["-m", name, *args], cwd=str(ROOT))
+        return ServerConfig(
+            command=sys.executable, args=["-m", name, *args], cwd=str(ROOT), trustAnnotations=True
+        )
 
     servers = {
         "kit": module("tests.mcp_servers.testkit"),

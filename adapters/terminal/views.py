@@ -57,9 +57,9 @@ def shown(text: str) -> str:
 def attachment_line(index: int, attachment: Attachment) -> str:
     mark = "[red]✗[/red]" if attachment.is_error else "[green]✓[/green]"
     return (
-        f"  [dim]▸ \\[{index}][/dim] {mark} [bold]{shown(attachment.name)}[/bold]"
-        f"{f' [dim]· {shown(attachment.server)}[/dim]' if attachment.server else ''} "
-        f"[dim]{attachment.latency_ms:.0f} ms — {shown(show_link_targets(attachment.summary))}[/dim]"
+        f"  [dim]▸ \\[{index}][/dim] {mark} [bold]{shown(attachment.name)}[/bold] "
+        f"[dim]{attachment.latency_ms:.0f} ms{f' · {shown(attachment.server)}' if attachment.server else ''}"
+        f" — {shown(show_link_targets(attachment.summary))}[/dim]"
     )
 
 
