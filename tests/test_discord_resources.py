@@ -94,7 +94,10 @@ async def test_the_logo_follows_the_answer_once_and_the_button_shows_the_link_an
         await fake.user_dms(user, "sync point")
         await fake.wait_for("POST", rf"/channels/{fake.dm_channels[user.id]}/messages")
 
-        assert "🔧 give_resources ✓" in answer["content"] and "1 link, 1 text, 1 file" in answer["content"]
+        assert (
+            "🔧 give_resources · asks ✓" in answer["content"]
+            and "1 link, 1 text, 1 file" in answer["content"]
+        )
         posts = fake.find("POST", rf"/channels/{fake.channel_id}/messages")
         [logo] = files_in(posts)
         assert logo.filename == "logo.png" and logo.data == LOGO_PNG

@@ -94,7 +94,12 @@ async def test_discord_people_get_their_link_privately_and_the_turn_goes_on_afte
     port = unused_port()
     public = f"http://127.0.0.1:{port}"
     servers = tmp_path / "mcp.json"
-    entry = {"url": notes.mcp_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}
+    entry = {
+        "url": notes.mcp_url,
+        "allowPrivateNetwork": True,
+        "trustAnnotations": True,
+        "auth": {"type": "oauth", "identity": "user"},
+    }
     servers.write_text(json.dumps({"mcpServers": {"notes": entry}}))
     model = Model([tool_reply(FakeCall(name="connect_notes")), whoami(), who_the_tool_said, whoami()])
     async with FakeLLMServer(model) as llm, aiohttp.ClientSession() as http:

@@ -201,7 +201,7 @@ async def test_tool_calls_show_live_and_the_answer_ends_as_one_message_with_its_
         await fake.wait_for("POST", THREADS)
 
         (final,) = answers_in(fake, fake.channel_id)
-        tool_line = "-# 🔧 get_environment_status ✓ 312 ms"
+        tool_line = "-# 🔧 get_environment_status · env ✓ 312 ms"
         assert final["content"] == f"The air in A1001 is good (AQI 42).\n\n{tool_line}"
         (custom_id,) = button_ids(final)
         assert custom_id.startswith("nerve:tools:")
@@ -211,7 +211,7 @@ async def test_tool_calls_show_live_and_the_answer_ends_as_one_message_with_its_
 
         await fake.click(fake.user("fay"), final, custom_id)
         (callback,) = await fake.wait_for("POST", CALLBACK)
-        assert callback.body()["data"]["embeds"][0]["title"] == "🔧 get_environment_status"
+        assert callback.body()["data"]["embeds"][0]["title"] == "🔧 get_environment_status · env"
         llm.assert_complete()
 
 

@@ -217,7 +217,12 @@ async def test_a_session_with_a_sign_in_leaves_no_secret_in_logs_database_replie
         aiohttp.ClientSession() as http,
     ):
         servers = tmp_path / "mcp.json"
-        notes = {"url": notes_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}
+        notes = {
+            "url": notes_url,
+            "allowPrivateNetwork": True,
+            "trustAnnotations": True,
+            "auth": {"type": "oauth", "identity": "user"},
+        }
         recorder = {
             "command": sys.executable,
             "trustAnnotations": True,

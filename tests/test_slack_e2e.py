@@ -25,7 +25,7 @@ async def test_a_mention_runs_a_real_mcp_tool_and_shows_its_result_in_the_thread
             await r.settle(within=30)
             [post] = r.slack.thread("C0CHANNEL", root)
             container, answer = post.current["blocks"]
-            assert container["title"]["text"] == "get_environment_status"
+            assert container["title"]["text"] == "get_environment_status · env-query"
             assert container["subtitle"]["text"].startswith("✅ ok")
             assert "A1001" in json.dumps(container["child_blocks"])
             assert answer["text"] == "Air is fine in A1001."

@@ -80,7 +80,7 @@ async def test_a_link_and_a_text_show_in_the_details_and_the_logo_goes_up_once_a
         [answer] = r.slack.thread(CHANNEL, thread)
         blocks = answer.current["blocks"]
         call, receipt, text = blocks
-        assert call["type"] == "container" and call["title"]["text"] == "give_resources"
+        assert call["type"] == "container" and call["title"]["text"] == "give_resources · asks"
         details = json.dumps(call["child_blocks"], ensure_ascii=False)
         assert f"Today's menu `{MENU_URI}`" in details, "a server's own scheme is text in code"
         assert "<asks:" not in everything(answer.current), "and never a link"

@@ -150,7 +150,12 @@ async def test_a_person_signs_in_from_slack_and_the_thread_gets_the_answer_as_th
     port = unused_port()
     public = f"http://127.0.0.1:{port}"
     servers = tmp_path / "mcp.json"
-    entry = {"url": notes.mcp_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}
+    entry = {
+        "url": notes.mcp_url,
+        "allowPrivateNetwork": True,
+        "trustAnnotations": True,
+        "auth": {"type": "oauth", "identity": "user"},
+    }
     servers.write_text(json.dumps({"mcpServers": {"notes": entry}}))
     model = Model(
         [
@@ -255,7 +260,12 @@ async def test_in_socket_mode_the_callback_is_served_on_the_operations_port_and_
     port = unused_port()
     public = f"http://127.0.0.1:{port}"
     servers = tmp_path / "mcp.json"
-    entry = {"url": notes.mcp_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}
+    entry = {
+        "url": notes.mcp_url,
+        "allowPrivateNetwork": True,
+        "trustAnnotations": True,
+        "auth": {"type": "oauth", "identity": "user"},
+    }
     servers.write_text(json.dumps({"mcpServers": {"notes": entry}}))
     model = Model([tool_reply(FakeCall(name="connect_notes")), whoami(), who_the_tool_said])
     async with FakeSlack() as slack, FakeLLMServer(model) as llm, aiohttp.ClientSession() as http:

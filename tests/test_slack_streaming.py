@@ -180,7 +180,7 @@ async def test_each_tool_call_is_a_task_that_runs_then_completes_with_its_outcom
         assert message.text == ANSWER
 
         container, feedback = message.current["blocks"]
-        assert container["type"] == "container" and container["title"]["text"] == TOOL
+        assert container["type"] == "container" and container["title"]["text"] == f"{TOOL} · static"
         assert "94103" in json.dumps(container["child_blocks"])
         assert feedback["type"] == "context_actions"
         [buttons] = feedback["elements"]

@@ -38,7 +38,7 @@ async def test_each_tool_call_becomes_a_collapsible_container_above_the_answer(t
         container, answer = blocks_of(post.current)
         assert container["type"] == "container"
         assert container["is_collapsible"] is True and container["default_collapsed"] is True
-        assert container["title"]["text"] == STATUS_TOOL
+        assert container["title"]["text"] == f"{STATUS_TOOL} · static"
         assert container["subtitle"]["text"].startswith("✅ ok · ")
         inside = json.dumps(container["child_blocks"])
         assert "94103" in inside and '\\"aqi\\": 42' in inside
@@ -85,7 +85,7 @@ async def test_refused_blocks_fall_back_to_attachments_and_the_fallback_is_remem
             [post] = r.slack.thread(CHANNEL, ts)
             [attachment] = post.current["attachments"]
             assert attachment["color"] == "good"
-            assert attachment["title"].startswith(f"{STATUS_TOOL} — ok")
+            assert attachment["title"].startswith(f"{STATUS_TOOL} · static — ok")
             assert "94103" in attachment["text"] and "42" in attachment["text"]
             assert post.current["blocks"] == [{"type": "markdown", "text": answer}]
 
