@@ -79,6 +79,9 @@ class Cluster:
         self.deliveries = 0
         self.refused = 0
         self.ack_ms: list[float] = []
+        # The questions each process acked: those of a killed one still unanswered show the kill
+        # met work in flight (a delivery refused by the kill depends on timing; this does not).
+        self.acked: list[set[str]] = [set() for _ in envs]
 
     async def start(self, index: int) -> None:
         nerve = self.nerves[index]
@@ -119,6 +122,7 @@ class Cluster:
                 status = 0
             if status == 200:
                 self.ack_ms.append((time.perf_counter() - started) * 1000)
+                self.acked[index].add(question.token)
                 return
             self.refused += 1
             await asyncio.sleep(RETRY_AFTER)
@@ -212,6 +216,7 @@ async def exactly_once(
         killed = asyncio.Event()
         restarted_at: float | None = None
         tokens: list[str] = []
+        unanswered_at_kill = 0
 
         async def one_thread(t: int) -> None:
             nonlocal sent
@@ -236,10 +241,14 @@ async def exactly_once(
                     killed.set()
 
         async def kill_one() -> None:
-            nonlocal restarted_at
+            nonlocal restarted_at, unanswered_at_kill
             await killed.wait()
+            unanswered_at_kill = len(cluster.acked[0] - set(answers(slack)[0]))
             await cluster.kill(0)
-            report(f"SIGKILLed process 0 after {sent} of {total} questions")
+            report(
+                f"SIGKILLed process 0 after {sent} of {total} questions,"
+                f" {unanswered_at_kill} it had acked still unanswered"
+            )
             await asyncio.sleep(3.0)
             await cluster.start(0)
             restarted_at = time.monotonic()
@@ -263,6 +272,7 @@ async def exactly_once(
             "questions": total,
             "deliveries": cluster.deliveries,
             "deliveries_refused": cluster.refused,
+            "acked_unanswered_at_kill": unanswered_at_kill,
             "answered": sum(1 for token in tokens if counted[token] >= 1),
             "lost": sum(1 for token in tokens if counted[token] == 0),
             "duplicated": sum(counted[token] - 1 for token in tokens if counted[token] > 1),
