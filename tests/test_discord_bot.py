@@ -165,7 +165,7 @@ async def test_ask_is_deferred_at_once_then_answered_with_a_tool_results_button_
         )
         (defer,) = await fake.wait_for("POST", CALLBACK)
         assert defer.json["type"] == 5
-        assert defer.at - sent_at < 1.0, "the defer must not wait for the model"
+        assert defer.at - sent_at < 3.0, "Discord's limit for a first response"
         assert llm.remaining == 2, "the model had not answered yet when the defer went out"
 
         # While the tool runs, the deferred message shows what is happening.

@@ -35,8 +35,10 @@ T = TypeVar("T")
 KEY = ConversationKey(platform="slack", workspace="W1", channel="C1", thread="1600000000.000100")
 LONG = 3600.0  # a stall far past every timeout: only the deadline ends it
 DEADLINE = 1.0
-# A loaded machine and the store's writes: on top of the deadline, never instead of it.
-SLACK = 1.5
+# A loaded machine and the store's writes: on top of the deadline, never instead of it. Generous,
+# so a busy machine passes: what ends the turn otherwise is an hour away (LONG); the strict
+# figure is the benchmark's.
+SLACK = 8.0
 SCHEMA = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
 
 
