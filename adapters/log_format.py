@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings
 
 from adapters.doctor.report import HIDDEN, Redactor
 from adapters.terminal.logs import FORMAT
-from bot.log_context import current_turn
+from bot.log_context import current_server, current_turn
 
 LogFormat = Literal["text", "json"]
 
@@ -66,15 +66,23 @@ def hider(secrets: Iterable[str] = ()) -> Callable[[str], str]:
     return lambda text: hide_secret_shapes(known(text))
 
 
-class TurnFields(logging.Filter):
-    """Notes on a record the conversation and turn it was written in (None outside any turn).
+# The fields a log search can filter on, in the order a JSON line gives them.
+SEARCH_FIELDS = ("event", "server", "conversation", "turn")
 
-    A handler's filter runs where the line was logged, so it sees that code's turn."""
+
+class TurnFields(logging.Filter):
+    """Notes on a record the conversation and turn it was written in (None outside any turn), the
+    MCP server it was written for (given with `extra=`, or the server whose connection ran it) and
+    its event name (given with `extra=fields(...)`, None otherwise).
+
+    A handler's filter runs where the line was logged, so it sees that code's turn and server."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         turn = current_turn()
         record.conversation = turn.conversation if turn is not None else None
         record.turn = turn.id if turn is not None else None
+        record.server = getattr(record, "server", None) or current_server()
+        record.event = getattr(record, "event", None)
         return True
 
 
@@ -96,9 +104,9 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time (ISO 8601, UTC), level, logger, message; conversation and turn
-    inside a turn; exc with the whole traceback of an exception. ASCII only, so a line never breaks.
-    Secrets are hidden in each field before it is written."""
+    """One JSON object per line: time (ISO 8601, UTC), level, logger, message; then event, server,
+    conversation and turn where the line has them; exc with the whole traceback of an exception.
+    ASCII only, so a line never breaks. Secrets are hidden in each field before it is written."""
 
     def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
         super().__init__()
@@ -111,10 +119,10 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": self._hide(record.getMessage()),
         }
-        for field in ("conversation", "turn"):
+        for field in SEARCH_FIELDS:
             value = getattr(record, field, None)
             if value:
-                entry[field] = value
+                entry[field] = self._hide(str(value))
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:

@@ -4,6 +4,11 @@ Many conversations are answered at once in one process, so a log line alone does
 it is about. The core marks the start of a turn (and of a resumed one) with `turn_context`; every
 line logged and every span started inside it, in tasks it starts too, can then name the
 conversation and the turn. A context variable carries it, so concurrent turns never see each other's.
+
+The same goes for an MCP server: what runs for one server's connection (its reader, the SDK's own
+lines about its messages) names that server, so an operator can filter a log by server even for
+lines nerve did not write. And a line an operator may act on carries a short `event` name (given
+with `fields(...)`), stable across wording changes, for a log search to match on.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import Context, ContextVar, copy_context
 from dataclasses import dataclass
 
 from bot.types import ConversationKey
@@ -26,6 +31,7 @@ class Turn:
 
 
 _current: ContextVar[Turn | None] = ContextVar("nerve_turn", default=None)
+_server: ContextVar[str | None] = ContextVar("nerve_mcp_server", default=None)
 
 
 def new_turn_id() -> str:
@@ -47,3 +53,25 @@ def turn_context(key: ConversationKey) -> Iterator[Turn]:
 def current_turn() -> Turn | None:
     """The turn the calling code runs in, or None outside any turn."""
     return _current.get()
+
+
+def server_context(name: str) -> Context:
+    """A copy of the current context in which code runs for MCP server `name`: give it to the
+    server's connection task (`asyncio.create_task(..., context=...)`) and every task it starts."""
+    context = copy_context()
+    context.run(_server.set, name)
+    return context
+
+
+def current_server() -> str | None:
+    """The MCP server the calling code runs for, or None."""
+    return _server.get()
+
+
+def fields(event: str, *, server: str | None = None) -> dict[str, str]:
+    """`extra=` for a log line an operator may act on: its event name, and the server it is about
+    when the code does not run for that server already."""
+    extra = {"event": event}
+    if server is not None:
+        extra["server"] = server
+    return extra

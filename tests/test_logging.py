@@ -26,7 +26,7 @@ from adapters.terminal.views import conversation_key
 from bot import tracing
 from bot.agent import Agent
 from bot.config import ServerConfig
-from bot.log_context import current_turn, turn_context
+from bot.log_context import current_turn, fields, server_context, turn_context
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
@@ -168,7 +168,20 @@ def test_every_line_of_the_log_is_one_json_object_with_the_fields(chat_run: Chat
     for entry in records(chat_run):
         assert {"time", "level", "logger", "message"} <= set(entry), entry
         assert entry["time"].endswith("+00:00") and "T" in entry["time"]
-        assert set(entry) <= {"time", "level", "logger", "message", "conversation", "turn", "exc"}
+        assert set(entry) <= {
+            "time", "level", "logger", "message", "event", "server", "conversation", "turn", "exc"
+        }  # fmt: skip
+
+
+def test_what_runs_for_a_server_names_it_also_in_the_sdks_own_lines(chat_run: ChatRun) -> None:
+    entries = records(chat_run)
+    ready = [e for e in entries if e["message"].startswith("MCP server 'testkit' ready in")]
+    assert ready and all(e.get("server") == "testkit" for e in ready), ready
+    # The SDK's client logs each message it receives from the server, inside that connection.
+    sdk = [e for e in entries if e["logger"].startswith("mcp.") and "server" in e]
+    assert sdk and {e["server"] for e in sdk} == {"testkit"}, [e["message"] for e in sdk][:5]
+    # A line written in a turn names the turn, never a server it merely called.
+    assert all("server" not in e for e in entries if "HTTP Request" in e["message"])
 
 
 def test_the_lines_of_a_turn_carry_its_id_and_the_conversation_and_the_next_turn_has_another(
@@ -326,6 +339,33 @@ def test_secrets_are_hidden_in_messages_arguments_and_tracebacks(log_format: str
     assert "Authorization: Bearer [hidden], slack [hidden]" in written
     assert "discord [hidden] openai [hidden] ours [hidden]" in written
     assert "RuntimeError: connect failed with [hidden] / [hidden] / [hidden]" in written
+
+
+def test_a_line_an_operator_acts_on_carries_its_event_and_server() -> None:
+    buffer = io.StringIO()
+    logger = logger_to(buffer, "json")
+    logger.warning("MCP server %r restarted", "raw", extra=fields("mcp.server_restarted", server="raw"))
+    with turn_context(KEY) as turn:
+        logger.info("plain")
+    first, second = (json.loads(line) for line in buffer.getvalue().splitlines())
+    assert (first["event"], first["server"]) == ("mcp.server_restarted", "raw")
+    assert "turn" not in first
+    assert "event" not in second and "server" not in second and second["turn"] == turn.id
+
+
+async def test_a_task_started_in_a_servers_context_names_it_and_others_do_not() -> None:
+    buffer = io.StringIO()
+    logger = logger_to(buffer, "json")
+
+    async def connection() -> None:
+        logger.info("inside")
+        await asyncio.create_task(asyncio.sleep(0))  # a task it starts inherits the server
+        logger.info("still inside")
+
+    await asyncio.create_task(connection(), context=server_context("notes"))
+    logger.info("outside")
+    lines = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    assert [e.get("server") for e in lines] == ["notes", "notes", None]
 
 
 def test_a_json_line_holds_the_traceback_as_one_string_and_the_turn() -> None:

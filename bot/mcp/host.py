@@ -30,6 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import ServerConfig
 from bot.errors import PromptError
+from bot.log_context import server_context
 from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
 from bot.mcp.circuit import CircuitPolicy
@@ -128,8 +129,11 @@ class MCPHost:
         if self._tasks:
             raise RuntimeError("MCPHost.start() was already called")
         started = time.perf_counter()
+        # Each connection runs in its server's log context: every line written for it, the SDK's
+        # own included, can name the server.
         self._tasks = [
-            asyncio.create_task(link.run(), name=f"mcp-server:{name}") for name, link in self._links.items()
+            asyncio.create_task(link.run(), name=f"mcp-server:{name}", context=server_context(name))
+            for name, link in self._links.items()
         ]
         try:
             if self._personal is not None:
