@@ -2,7 +2,14 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What `nerve` itself needs (make run); the test, lint and bench tools come on top (make test …).
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+# uv installs the locked versions several times faster than pip; it is a PyPI package itself,
+# installed into the venv by pip, so a fresh clone still needs only Python and make.
+UV_VERSION := 0.13.8
+UV := $(BIN)/uv
+UV_INSTALL := $(UV) pip install --python $(BIN)/python -c requirements.lock
 # The reference MCP servers the tests run against are Node packages, pinned by a committed lock.
 NODE_DIR := .node
 NODE_STAMP := $(NODE_DIR)/.installed
@@ -12,11 +19,21 @@ CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed
 
 .PHONY: run test test-postgres lint bench fmt clean conformance
 
-$(STAMP): pyproject.toml requirements.lock
+$(UV):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "nerve needs Python 3.11 or newer"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	@echo "Installing uv $(UV_VERSION), the installer the next steps use, into $(VENV)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'uv==$(UV_VERSION)'
+
+$(STAMP): pyproject.toml requirements.lock | $(UV)
+	@echo "Installing what nerve needs to run into $(VENV) (about 10 s the first time)"
+	$(UV_INSTALL) -e .
 	@touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	@echo "Adding the test, lint and bench tools to $(VENV) (about 10 s the first time)"
+	$(UV_INSTALL) -e '.[dev]'
+	@touch $(DEV_STAMP)
 
 # Installed at setup, never at run time: tests start the server from $(NODE_DIR)/node_modules.
 $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
@@ -45,29 +62,29 @@ TEST_WORKERS ?= 3
 # The store tests run on SQLite and on this PostgreSQL too, each test in a schema of its own; when it
 # cannot be reached they fail. Point it at another server with `make test NERVE_TEST_DATABASE_URL=…`.
 NERVE_TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
-test: $(STAMP) $(NODE_STAMP)
+test: $(DEV_STAMP) $(NODE_STAMP)
 	NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The same suite again with PostgreSQL as the database of every test that does not name one
 # (NERVE_TEST_STORE): each test in a schema of its own. .ci/run runs both.
-test-postgres: $(STAMP) $(NODE_STAMP)
+test-postgres: $(DEV_STAMP) $(NODE_STAMP)
 	NERVE_TEST_STORE=postgres NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy bot adapters servers
 
-fmt: $(STAMP)
+fmt: $(DEV_STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 # Every client scenario of the suite nerve supports, through nerve's own MCP client; fails on any failed check.
-conformance: $(STAMP) $(CONFORMANCE_STAMP)
+conformance: $(DEV_STAMP) $(CONFORMANCE_STAMP)
 	$(BIN)/python -m conformance.run
 
 # The replicas suite runs its processes on this PostgreSQL (a schema of its own, dropped afterwards).
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m bench
 
 clean:
