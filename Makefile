@@ -17,7 +17,7 @@ NODE_STAMP := $(NODE_DIR)/.installed
 CONFORMANCE_DIR := .conformance
 CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/.installed
 
-.PHONY: run test test-postgres lint bench fmt clean conformance
+.PHONY: run test test-postgres lint bench fmt clean conformance docs
 
 $(UV):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "nerve needs Python 3.11 or newer"; exit 1; }
@@ -89,3 +89,12 @@ bench: $(DEV_STAMP)
 
 clean:
 	rm -rf $(VENV) $(NODE_DIR) $(CONFORMANCE_DIR) *.egg-info
+
+# The docs/ pages as a site in site/ (mkdocs.yml); a broken link or anchor fails the build.
+DOCS_STAMP := $(VENV)/.installed-docs
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[docs]'
+	@touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict

@@ -1,4 +1,4 @@
-"""The MCP servers file: the README's examples as shown, and the Claude Desktop and VS Code forms."""
+"""The MCP servers file: the documentation's examples as shown, and the Claude Desktop and VS Code forms."""
 
 from __future__ import annotations
 
@@ -16,17 +16,21 @@ from bot.errors import ConfigError
 from bot.policy.scopes import Place, Rule, Scopes
 
 ROOT = Path(__file__).resolve().parents[1]
-# How the README says which variable an example needs: "… needs `NAME` set in the environment".
+# How the documentation says which variable an example needs: "… needs `NAME` set in the environment".
 DOCUMENTED_VARIABLE = re.compile(r"`([A-Z][A-Z0-9_]*)` set in the environment")
 USED_VARIABLE = re.compile(r"\$\{(?:env:)?([A-Z][A-Z0-9_]*)\}")
 
 
-def readme_examples() -> list[tuple[str, str]]:
-    """Each ```json block of the README with the prose that follows it up to the next block."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    parts = re.split(r"```json\n(.*?)```", text, flags=re.DOTALL)
-    # re.split alternates prose, block, prose, block, …, prose.
-    return [(parts[i], parts[i + 1]) for i in range(1, len(parts), 2)]
+def documented_examples() -> list[tuple[str, str, str]]:
+    """Each ```json block of the README and the docs pages, with the prose that follows it up to the
+    next block and the whole page it is on."""
+    examples = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        parts = re.split(r"```json\n(.*?)```", text, flags=re.DOTALL)
+        # re.split alternates prose, block, prose, block, …, prose.
+        examples += [(parts[i], parts[i + 1], text) for i in range(1, len(parts), 2)]
+    return examples
 
 
 def write(tmp_path: Path, content: dict[str, Any] | str, name: str = "mcp.json") -> Path:
@@ -41,18 +45,18 @@ def config_error(path: Path, environ: dict[str, str] | None = None) -> str:
     return str(caught.value)
 
 
-# --- the README -----------------------------------------------------------------------------------
+# --- the documentation ----------------------------------------------------------------------------
 
 
-def test_the_readme_shows_a_claude_desktop_and_a_vs_code_example():
-    blocks = [json.loads(block) for block, _ in readme_examples()]
+def test_the_docs_show_a_claude_desktop_and_a_vs_code_example():
+    blocks = [json.loads(block) for block, _, _ in documented_examples()]
     assert any("mcpServers" in block for block in blocks)
     assert any("servers" in block for block in blocks)
 
 
-@pytest.mark.parametrize("index", range(len(readme_examples())))
-def test_every_readme_example_loads_with_exactly_the_environment_it_documents(tmp_path, index):
-    block, prose = readme_examples()[index]
+@pytest.mark.parametrize("index", range(len(documented_examples())))
+def test_every_documented_example_loads_with_exactly_the_environment_it_documents(tmp_path, index):
+    block, prose, _ = documented_examples()[index]
     documented = DOCUMENTED_VARIABLE.findall(prose)
     assert set(USED_VARIABLE.findall(block)) == set(documented), "document every variable used"
     path = write(tmp_path, block)
@@ -62,17 +66,16 @@ def test_every_readme_example_loads_with_exactly_the_environment_it_documents(tm
         assert name in config_error(path)  # without the documented variable, the error says which
 
 
-@pytest.mark.parametrize("index", range(len(readme_examples())))
-def test_every_readme_command_runs_on_a_fresh_clone(tmp_path, index):
-    block, _ = readme_examples()[index]
-    section = (ROOT / "README.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("index", range(len(documented_examples())))
+def test_every_documented_command_runs_on_a_fresh_clone(tmp_path, index):
+    block, _, page = documented_examples()[index]
     servers = load_servers(write(tmp_path, block), {n: "x" for n in USED_VARIABLE.findall(block)})
     for name, server in servers.items():
         if server.command is None:
             continue
         if server.command != sys.executable:
-            # `make run` installs only Python: anything else must be one the README says to install.
-            assert server.command in ("npx", "node") and "Node" in section, f"{name}: {server.command}"
+            # `make run` installs only Python: anything else must be one its page says to install.
+            assert server.command in ("npx", "node") and "Node" in page, f"{name}: {server.command}"
         if server.args[:1] == ["-m"]:
             assert importlib.util.find_spec(server.args[1]) is not None, f"{name}: no module {server.args[1]}"
 
