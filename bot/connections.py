@@ -8,11 +8,13 @@ names the parked turns it lets go on; the front end resumes them (or its sweep d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bot.oauth.people import person_of
-from bot.oauth.sign_ins import Connection, SignedIn, SignIns
 from bot.types import ConversationKey, SignInNeeded
+
+if TYPE_CHECKING:  # the agent holds one; only a nerve with per-person servers loads the OAuth client
+    from bot.oauth.sign_ins import Connection, SignedIn, SignIns
 
 
 class ForgetsSignIns(Protocol):

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-
-import httpx2
+from typing import TYPE_CHECKING
 
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.calls import CallSettings
@@ -16,15 +15,16 @@ from bot.errors import ConfigError
 from bot.mcp.host import MCPHost
 from bot.mcp.link import AuthFactory
 from bot.model.offline import OfflineModel
-from bot.oauth.memory import MemoryTokens
-from bot.oauth.provider import auth_for
-from bot.oauth.sign_ins import SignIns
-from bot.oauth.vault import Vault
 from bot.policy.scopes import Scopes
 from bot.seams import LLM
 from bot.store.base import ConversationStore
 from bot.store.choose import open_configured_store
 from bot.store.prune import pruning_inbox
+
+if TYPE_CHECKING:  # the OAuth client is loaded only when a server signs in (below)
+    import httpx2
+
+    from bot.oauth.sign_ins import SignIns
 
 # Where a browser lands after signing in, and nerve's client metadata document (CIMD), under
 # NERVE_PUBLIC_URL; the front ends serve both on the HTTP port.
@@ -104,6 +104,9 @@ def sign_ins_for(
             )
         redirect_uri = f"{public}{CALLBACK_PATH}"
     metadata_url = f"{public}{CLIENT_METADATA_PATH}" if public.startswith("https://") else None
+    from bot.oauth.sign_ins import SignIns
+    from bot.oauth.vault import Vault
+
     return SignIns(
         servers,
         store,
@@ -122,6 +125,9 @@ def shared_auth(sign_ins: SignIns | None) -> AuthFactory:
         if config.auth is None or config.url is None:
             return None
         if config.auth.type == "client_credentials":
+            from bot.oauth.memory import MemoryTokens
+            from bot.oauth.provider import auth_for
+
             storage = sign_ins.storage(name, BOT_PERSON) if sign_ins is not None else MemoryTokens()
             return auth_for(config.url, config.auth, storage, redirect_uri="")
         if sign_ins is None:
@@ -141,7 +147,11 @@ async def open_runtime(settings: Settings, *, sign_in_redirect: str | None = Non
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(settings))
         await stack.enter_async_context(
-            pruning_inbox(store, retention_hours=settings.nerve_inbox_retention_hours)
+            pruning_inbox(
+                store,
+                retention_hours=settings.nerve_inbox_retention_hours,
+                conversation_retention_days=settings.nerve_retention_days,
+            )
         )
         sign_ins = sign_ins_for(settings, mcp.servers, store, sign_in_redirect)
         host = MCPHost(

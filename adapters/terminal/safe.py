@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
-
-from rich.markdown import Markdown
+from typing import TYPE_CHECKING, Any
 
 from bot.render import show_link_targets
 from bot.text import scrub
+
+if TYPE_CHECKING:  # `printable` is used by every command; only the answers need rich's Markdown
+    from rich.markdown import Markdown
 
 # C0 controls except tab and newline, DEL, and the C1 controls (U+009B is a one-character CSI).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -49,4 +50,6 @@ def terminal_json(value: Any) -> str:
 def answer_markdown(text: str) -> Markdown:
     """Model-written Markdown for a terminal: harmless bytes, every link as `text (target)`, and no
     hyperlink escape sequence whose target the visible text does not show."""
+    from rich.markdown import Markdown
+
     return Markdown(show_link_targets(printable(text)), hyperlinks=False)

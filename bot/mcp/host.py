@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import httpx2
@@ -39,8 +39,10 @@ from bot.mcp.parking import call_parkable
 from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
 from bot.mcp.prompts import prompt_specs, prompt_text
 from bot.mcp.timer import CallTimer
-from bot.oauth.sign_ins import SignIns
 from bot.types import CallContext, InputNeeded, PromptSpec, ToolResult, ToolSpec
+
+if TYPE_CHECKING:  # the OAuth client loads only when a server signs in
+    from bot.oauth.sign_ins import SignIns
 
 logger = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import httpx2
 
@@ -21,8 +22,10 @@ from bot.mcp import results
 from bot.mcp.address_guard import Refused
 from bot.mcp.catalog import ListedTool
 from bot.mcp.link import ServerLink
-from bot.oauth.sign_ins import ParkingOAuth, SignIns
 from bot.types import CallContext, SignInNeeded, ToolResult, ToolSpec
+
+if TYPE_CHECKING:  # the host names this module's constants; the OAuth client loads with a sign-in
+    from bot.oauth.sign_ins import SignIns
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +98,8 @@ class PersonalServers:
 
     async def _drop_if_stale(self, server: str, person: str) -> None:
         """Close a link whose tokens were replaced by a newer sign-in (a step-up, another process)."""
+        from bot.oauth.sign_ins import ParkingOAuth
+
         found = self._links.get((server, person))
         if found is None or not isinstance(found[0].auth, ParkingOAuth):
             return
@@ -105,6 +110,8 @@ class PersonalServers:
 
     def sign_in_asked(self, link: ServerLink) -> SignInNeeded | None:
         """The sign-in a failed call's server asked for mid-call (more scope), if it did."""
+        from bot.oauth.sign_ins import ParkingOAuth
+
         provider = link.auth
         if isinstance(provider, ParkingOAuth):
             needed, provider.asked = provider.asked, None
