@@ -104,6 +104,10 @@ class Settings(BaseSettings):
     nerve_http_host: str = "0.0.0.0"
     # Slack deliveries are remembered this long for dedupe and replay, then pruned.
     nerve_inbox_retention_hours: float = Field(default=24.0, gt=0)
+    # Days a conversation is kept after its last message; then the hourly prune deletes it (its
+    # messages and everything holding their text). 0 keeps conversations forever. The approvals
+    # audit (who decided which tool call, where and when; no message text) is kept either way.
+    nerve_retention_days: float = Field(default=0.0, ge=0)
     # Seconds `nerve slack` / `nerve discord` let running turns finish after SIGTERM; turns still
     # running then are cut off and answered at the next start.
     nerve_shutdown_grace: float = Field(default=20.0, ge=0)

@@ -354,19 +354,7 @@ class ApprovalLedger(Ledger):
                 f" WHERE c.archived_at IS NULL AND c.{_KEY.replace(' AND ', ' AND c.')} ORDER BY a.id",
                 _key_params(key),
             )
-        return [
-            AuditEntry(
-                at=r[0],
-                who=r[1],
-                place=r[2],
-                server=r[3],
-                tool=r[4],
-                call_id=r[5],
-                arguments_hash=r[6],
-                outcome=r[7],
-            )
-            for r in rows
-        ]
+        return [audit_from_row(row) for row in rows]
 
     # --- messages that wait behind a parked turn ---------------------------------------------------
 
@@ -470,6 +458,25 @@ _QUESTIONS_OPEN = (
 
 def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:
     return (key.platform, key.workspace, key.channel, key.thread)
+
+
+# The audit's columns `audit_from_row` reads, in its order.
+AUDIT_COLUMNS = "at, who, place, server, tool, call_id, arguments_hash, outcome"
+
+
+def audit_from_row(row: Sequence[Any]) -> AuditEntry:
+    """A row of AUDIT_COLUMNS as the decision it records."""
+    at, who, place, server, tool, call_id, arguments_hash, outcome = row
+    return AuditEntry(
+        at=at,
+        who=who,
+        place=place,
+        server=server,
+        tool=tool,
+        call_id=call_id,
+        arguments_hash=arguments_hash,
+        outcome=outcome,
+    )
 
 
 def message_to_json(message: ChatMessage) -> dict[str, Any]:

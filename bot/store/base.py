@@ -17,6 +17,7 @@ from bot.store.feedback import FeedbackLedger
 from bot.store.inputs import InputLedger
 from bot.store.posts import PostLedger
 from bot.store.sign_ins import SignInLedger
+from bot.store.threads import ThreadLedger
 
 
 class ConversationStore(
@@ -27,9 +28,10 @@ class ConversationStore(
     FeedbackLedger,
     InputLedger,
     SignInLedger,
+    ThreadLedger,
 ):
-    """Conversations, the inbox, what each turn posted, parked turns and approvals, questions,
-    sign-ins and feedback."""
+    """Conversations (listed, read back and deleted too), the inbox, what each turn posted, parked
+    turns and approvals, questions, sign-ins and feedback."""
 
     # Turns of one conversation, one at a time across every process on this database.
     turn_lock: TurnLock

@@ -15,7 +15,8 @@ from bot.store.ledger import Ledger
 from bot.types import ChatMessage, ConversationKey, Role, ToolCall
 
 _KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
-_MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
+# The columns `message_from_row` reads, in its order.
+MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
 _C_KEY = "c.platform = ? AND c.workspace = ? AND c.channel = ? AND c.thread = ?"
 
 
@@ -69,12 +70,12 @@ class ConversationLedger(Ledger):
         """The current conversation of this thread, oldest first."""
         async with self._read() as db:
             rows = await db.execute_fetchall(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages JOIN conversations c ON c.id = conversation_id"
+                f"SELECT {MESSAGE_COLUMNS} FROM messages JOIN conversations c ON c.id = conversation_id"
                 f" WHERE c.archived_at IS NULL AND {_C_KEY}"
                 " ORDER BY seq",
                 _key_params(key),
             )
-        return [_message_from_row(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
     async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
         """The turn that answered the user message with this event id: what follows it, up to the next
@@ -93,14 +94,14 @@ class ConversationLedger(Ledger):
                 return []
             conversation, seq = found[0]
             rows = await db.execute_fetchall(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages"
+                f"SELECT {MESSAGE_COLUMNS} FROM messages"
                 " WHERE conversation_id = ? AND seq > ? AND seq < COALESCE("
                 "  (SELECT MIN(seq) FROM messages WHERE conversation_id = ? AND seq > ? AND role = 'user'),"
                 "  9223372036854775807)"
                 " ORDER BY seq",
                 (conversation, seq, conversation, seq),
             )
-        return [_message_from_row(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
@@ -241,7 +242,8 @@ def _message_row(conversation: int, message: ChatMessage, event_id: str | None) 
     )
 
 
-def _message_from_row(row: Iterable[Any]) -> ChatMessage:
+def message_from_row(row: Iterable[Any]) -> ChatMessage:
+    """A row of MESSAGE_COLUMNS as the message it stores."""
     role, content, tool_calls, tool_call_id, name, is_error, latency_ms = row
     calls = tuple(
         ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in json.loads(tool_calls or "[]")

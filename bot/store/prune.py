@@ -1,9 +1,11 @@
-"""Keeping the inbox small: delivery records are pruned at start and then on a schedule.
+"""Keeping the store small: delivery records, and conversations when a retention is set, are
+pruned at start and then on a schedule.
 
 The inbox exists for dedupe (platforms re-deliver within minutes) and for replay after a restart;
 a record older than the retention (NERVE_INBOX_RETENTION_HOURS) serves neither, answered or not —
-an event that old is not answered any more. Pruning is housekeeping: a failure is logged and tried
-again at the next tick, never the end of the process.
+an event that old is not answered any more. Conversations idle longer than NERVE_RETENTION_DAYS (when
+set) are deleted with everything holding their text; the approvals audit stays. Pruning is
+housekeeping: a failure is logged and tried again at the next tick, never the end of the process.
 """
 
 from __future__ import annotations
@@ -12,13 +14,47 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Protocol, runtime_checkable
 
 from bot.errors import StoreError
-from bot.seams import Inbox, PostRecords
+from bot.seams import Inbox, PostRecords, TurnLock
+from bot.store.threads import Deletion, StoredConversation, idle_cutoff
 
 logger = logging.getLogger(__name__)
 
 PRUNE_EVERY_SECONDS = 3600.0
+
+
+@runtime_checkable
+class Conversations(Protocol):
+    """What retention needs of a store: the idle conversations, and deleting one under its lock."""
+
+    turn_lock: TurnLock
+
+    async def idle_conversations(
+        self, older_than_days: float, now: datetime | None = None
+    ) -> list[StoredConversation]: ...
+
+    async def delete_conversation(
+        self, conversation_id: int, *, idle_before: str | None = None
+    ) -> Deletion: ...
+
+
+async def prune_conversations(
+    store: Conversations, older_than_days: float, now: datetime | None = None
+) -> int:
+    """Delete the conversations idle for longer than `older_than_days`; returns how many.
+
+    Each under its thread's turn lock, and re-checked in the deleting transaction: a conversation a
+    message reached meanwhile is kept, and one whose turn waits for a person is left for later."""
+    cutoff = idle_cutoff(older_than_days, now)
+    removed = 0
+    for conversation in await store.idle_conversations(older_than_days, now):
+        async with store.turn_lock.hold(conversation.key):
+            outcome = await store.delete_conversation(conversation.id, idle_before=cutoff)
+        removed += outcome == "deleted"
+    return removed
 
 
 @asynccontextmanager
@@ -26,6 +62,7 @@ async def pruning_inbox(
     inbox: Inbox,
     *,
     retention_hours: float,
+    conversation_retention_days: float = 0.0,
     every: float | None = None,
     wait: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[None]:
@@ -33,11 +70,14 @@ async def pruning_inbox(
     `every` seconds until the block ends; the task doing it is cancelled and awaited on the way out.
 
     By default hourly, or twice per retention when that is shorter, so no record outlives it by much.
+    Conversations are pruned too when `conversation_retention_days` is above 0 (0 keeps them).
     """
     if every is None:
         every = min(PRUNE_EVERY_SECONDS, retention_hours * 3600 / 2)
-    await _prune(inbox, retention_hours)
-    task = asyncio.create_task(_every(inbox, retention_hours, every, wait), name="inbox-pruning")
+    await _prune(inbox, retention_hours, conversation_retention_days)
+    task = asyncio.create_task(
+        _every(inbox, retention_hours, conversation_retention_days, every, wait), name="inbox-pruning"
+    )
     try:
         yield
     finally:
@@ -46,14 +86,26 @@ async def pruning_inbox(
 
 
 async def _every(
-    inbox: Inbox, retention_hours: float, every: float, wait: Callable[[float], Awaitable[None]]
+    inbox: Inbox,
+    retention_hours: float,
+    conversation_days: float,
+    every: float,
+    wait: Callable[[float], Awaitable[None]],
 ) -> None:
     while True:
         await wait(every)
-        await _prune(inbox, retention_hours)
+        await _prune(inbox, retention_hours, conversation_days)
 
 
-async def _prune(inbox: Inbox, retention_hours: float) -> None:
+async def _prune(inbox: Inbox, retention_hours: float, conversation_days: float = 0.0) -> None:
+    if conversation_days > 0 and isinstance(inbox, Conversations):
+        try:
+            removed = await prune_conversations(inbox, conversation_days)
+        except StoreError as exc:
+            logger.warning("could not prune old conversations (will try again): %s", exc.message)
+        else:
+            if removed:
+                logger.info("deleted %d conversation(s) idle for over %g days", removed, conversation_days)
     try:
         removed = await inbox.prune_events(older_than_days=retention_hours / 24)
     except StoreError as exc:

@@ -1,0 +1,194 @@
+"""Stored conversations as people manage them: listed, read back (archived ones too), deleted.
+
+A thread (a Slack thread, a Discord channel, a terminal `--thread` name) holds one active
+conversation and any number archived by a reset. Deleting a conversation removes its messages and
+everything else that holds its text (parked turns, their calls, the questions tools asked,
+messages deferred behind a parked turn) in one transaction; its row stays, emptied and marked
+deleted, because the approvals audit points at it and keeps who decided what, without text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from bot.store.approvals import AUDIT_COLUMNS, audit_from_row
+from bot.store.conversations import MESSAGE_COLUMNS, message_from_row
+from bot.store.dialect import Connection, iso_utc
+from bot.store.ledger import Ledger
+from bot.types import AuditEntry, ChatMessage, ConversationKey
+
+_KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
+_LAST_ACTIVITY = (
+    "COALESCE((SELECT MAX(m.created_at) FROM messages m WHERE m.conversation_id = c.id), c.created_at)"
+)
+_SUMMARY = (
+    "SELECT c.id, c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at,"
+    f" {_LAST_ACTIVITY} AS last_activity,"
+    " (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id)"
+    " FROM conversations c"
+)
+
+# What deleting one conversation did: `waiting` when a turn of it waits for a person (answer it or
+# reset the thread first), `recent` when it was active again since the caller decided (retention).
+Deletion = Literal["deleted", "missing", "waiting", "recent"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredConversation:
+    """One conversation of a thread, as `nerve threads` lists it. Times are the store's UTC text."""
+
+    id: int
+    key: ConversationKey
+    started_at: str
+    last_activity: str
+    messages: int
+    # When a reset archived it; None for the thread's active conversation.
+    archived_at: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredMessage:
+    """A message with the time it was stored."""
+
+    message: ChatMessage
+    at: str
+
+
+class ThreadLedger(Ledger):
+    """Listing, reading and deleting whole conversations, and pruning the ones idle too long."""
+
+    async def stored_conversations(
+        self, platform: str, workspace: str | None = None, *, archived: bool = False
+    ) -> list[StoredConversation]:
+        """The conversations of a platform (one workspace of it, if given), most recently active
+        first; only the active one of each thread unless `archived`. Deleted ones never."""
+        where = "c.deleted_at IS NULL AND c.platform = ? AND (CAST(? AS TEXT) IS NULL OR c.workspace = ?)"
+        if not archived:
+            where += " AND c.archived_at IS NULL"
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                f"{_SUMMARY} WHERE {where} ORDER BY last_activity DESC, c.id DESC",
+                (platform, workspace, workspace),
+            )
+        return [_summary(row) for row in rows]
+
+    async def stored_conversation(self, conversation_id: int) -> StoredConversation | None:
+        """One conversation by its id; None when there is none (or it was deleted)."""
+        async with self._read() as db:
+            rows = list(
+                await db.execute_fetchall(
+                    f"{_SUMMARY} WHERE c.id = ? AND c.deleted_at IS NULL", (conversation_id,)
+                )
+            )
+        return _summary(rows[0]) if rows else None
+
+    async def stored_messages(self, conversation_id: int) -> list[StoredMessage]:
+        """A conversation's messages with the time each was stored, oldest first."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                f"SELECT {MESSAGE_COLUMNS}, created_at FROM messages WHERE conversation_id = ? ORDER BY seq",
+                (conversation_id,),
+            )
+        return [StoredMessage(message=message_from_row(row[:-1]), at=str(row[-1])) for row in rows]
+
+    async def conversation_audit(self, conversation_id: int) -> list[AuditEntry]:
+        """The decisions on a conversation's tool calls, oldest first; kept after it is deleted."""
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                f"SELECT {AUDIT_COLUMNS} FROM audit WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+            )
+        return [audit_from_row(row) for row in rows]
+
+    async def delete_conversation(self, conversation_id: int, *, idle_before: str | None = None) -> Deletion:
+        """Delete one conversation's text in one transaction; its audit rows stay.
+
+        The caller holds the thread's turn lock, so no turn writes to it meanwhile. A turn of it that
+        waits for a person is not cut off: the deletion is refused (`waiting`). With `idle_before`
+        (retention), a conversation active at or after that time is kept (`recent`): checked in the
+        same transaction as the deletion, so a message that just arrived is never lost.
+        """
+        async with self._write() as db:
+            found = list(
+                await db.execute_fetchall(
+                    "SELECT c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at,"
+                    f" {_LAST_ACTIVITY} FROM conversations c WHERE c.id = ? AND c.deleted_at IS NULL",
+                    (conversation_id,),
+                )
+            )
+            if not found:
+                return "missing"
+            platform, workspace, channel, thread, started, archived, last = found[0]
+            if idle_before is not None and str(last) >= idle_before:
+                return "recent"
+            key = (platform, workspace, channel, thread)
+            # Parked turns, deferred messages and tools' questions are kept per thread, not per
+            # conversation: this conversation's are those of the thread during its lifetime.
+            window = f"{_KEY} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at <= ?)"
+            span = (*key, started, archived, archived)
+            if archived is None and await _waiting_turn(db, key):
+                return "waiting"
+            parked = [
+                str(row[0])
+                for row in await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span)
+            ]
+            for request_id in parked:
+                for table in ("pending_calls", "input_waits", "sign_in_waits"):
+                    await db.execute(f"DELETE FROM {table} WHERE request_id = ?", (request_id,))
+                await db.execute("DELETE FROM input_requests WHERE parked_id = ?", (request_id,))
+                await db.execute("DELETE FROM parked_turns WHERE id = ?", (request_id,))
+            await db.execute(f"DELETE FROM input_requests WHERE {window}", span)
+            deferred_window = window.replace("created_at", "received_at")
+            await db.execute(f"DELETE FROM deferred_messages WHERE {deferred_window}", span)
+            await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+            await db.execute(
+                f"UPDATE conversations SET deleted_at = {self._sql.now},"
+                f" archived_at = COALESCE(archived_at, {self._sql.now}) WHERE id = ?",
+                (conversation_id,),
+            )
+        if self._sql.name == "sqlite":
+            # The deleted text is overwritten in the file (secure_delete) once the log is written
+            # back; until then the write-ahead log still holds it. Best effort: a reader in another
+            # process may keep part of the log, which the next checkpoint then clears.
+            async with self._read() as db:
+                await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return "deleted"
+
+    async def idle_conversations(
+        self, older_than_days: float, now: datetime | None = None
+    ) -> list[StoredConversation]:
+        """Conversations (active or archived, any platform) whose last activity is older than this."""
+        cutoff = idle_cutoff(older_than_days, now)
+        async with self._read() as db:
+            rows = await db.execute_fetchall(
+                f"{_SUMMARY} WHERE c.deleted_at IS NULL AND {_LAST_ACTIVITY} < ? ORDER BY c.id", (cutoff,)
+            )
+        return [_summary(row) for row in rows]
+
+
+def idle_cutoff(older_than_days: float, now: datetime | None = None) -> str:
+    """The store's text for `older_than_days` before `now` (the current time when None)."""
+    return iso_utc((now or datetime.now(UTC)) - timedelta(days=older_than_days))
+
+
+async def _waiting_turn(db: Connection, key: tuple[str, str, str, str]) -> bool:
+    rows = await db.execute_fetchall(
+        f"SELECT 1 FROM parked_turns WHERE {_KEY} AND status <> 'done' LIMIT 1", key
+    )
+    return bool(list(rows))
+
+
+def _summary(row: Sequence[Any]) -> StoredConversation:
+    conversation_id, platform, workspace, channel, thread, started, archived, last, count = row
+    return StoredConversation(
+        id=int(conversation_id),
+        key=ConversationKey(
+            platform=str(platform), workspace=str(workspace), channel=str(channel), thread=str(thread)
+        ),
+        started_at=str(started),
+        last_activity=str(last),
+        messages=int(count),
+        archived_at=None if archived is None else str(archived),
+    )
