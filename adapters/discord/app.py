@@ -70,6 +70,7 @@ from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
 from adapters.shutdown import finished_within
+from adapters.up_line import log_up
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
 from bot.render import truncate
@@ -212,6 +213,13 @@ class NerveDiscordBot(discord.Client):
             self._clients.use(self)
         self._spawn(self._recover(), "discord-recover")
         self._spawn(self._sweep_forever(self.approval_sweep_every), SWEEPER_TASK)
+
+    async def on_ready(self) -> None:
+        """The gateway's READY and the guilds that came with it: say as whom nerve is connected (again
+        after a new session, which Discord may send after an outage)."""
+        me, count = self.user, len(self.guilds)
+        guilds = "1 guild" if count == 1 else f"{count} guilds"
+        log_up("Discord: logged in as %s (%s) with %s", me, me.id if me else "?", guilds)
 
     async def _sync_commands(self) -> None:
         guild_id = self.settings.discord_guild_id

@@ -73,6 +73,7 @@ from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSign
 from adapters.slack.signature import signature_problem
 from adapters.slack.turns import TurnRunner
 from adapters.slack.well_formed import delivery_problem
+from adapters.up_line import log_up
 from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
@@ -241,7 +242,9 @@ class SlackBot:
         if self._me is None:
             async with _reaching_slack(self.settings, "SLACK_BOT_TOKEN"):
                 auth = await self.client.auth_test()
-            self._me = Identity(user_id=str(auth["user_id"]), bot_id=auth.get("bot_id"))
+            self._me = Identity(
+                user_id=str(auth["user_id"]), bot_id=auth.get("bot_id"), name=str(auth.get("user") or "")
+            )
         return self._me
 
     async def recover(self) -> int:
@@ -699,6 +702,8 @@ async def run_slack(
                 handler.client.wss_uri = str(opened["url"])
                 await handler.connect_async()  # type: ignore[no-untyped-call]
                 ops.platform.connected(handler.client.is_connected)
+                me = await bot.identity()
+                log_up("Slack: Socket Mode connected as @%s (%s)", me.name, me.user_id)
                 try:
                     if ready is not None and not ready.done():
                         ready.set_result("socket-mode")
@@ -710,7 +715,7 @@ async def run_slack(
                 ops.platform.connected(always)
                 runner, url = await serve_http(bot, bind, settings.nerve_http_port, ops)
                 ops.announce(url.removesuffix(EVENTS_PATH))
-                logger.info("serving Slack events and interactions at %s", url)
+                log_up("serving Slack events and interactions at %s", url)
                 try:
                     if ready is not None and not ready.done():
                         ready.set_result(url)

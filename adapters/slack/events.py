@@ -55,6 +55,8 @@ class Identity:
 
     user_id: str
     bot_id: str | None = None
+    # The bot user's name, for the log line saying as whom nerve is connected.
+    name: str = ""
 
 
 def strip_mention(text: str, bot_user_id: str) -> str:
