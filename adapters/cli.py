@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from adapters.shutdown import leave_quickly
 from adapters.terminal.safe import printable
 from bot.config import Settings
 from bot.errors import NerveError
@@ -298,6 +299,8 @@ async def until_terminated(
         raise
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
+        if terminated:
+            leave_quickly()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,8 @@ zero counts (`lost`, `duplicated`, `misplaced`) and `*_goal_met` flags are judge
 
 * one_channel — 300 mentions in ONE Slack channel within 15 s at Slack's real posting pace
   (`bench/one_channel_burst.py`; about 5 minutes, the pace allows no less).
+* stubborn_shutdown — SIGTERM with a 1 s grace and an MCP server that ignores its stdin closing and
+  SIGTERM: nerve exits within the grace plus one second, the server killed (`bench/stubborn_shutdown.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.one_channel_burst import MENTIONS, PACE, one_channel_burst
+from bench.stubborn_shutdown import stubborn_shutdown
 
 # The whole suite, so a regression cannot hang `make bench`.
 TIME_LIMIT = MENTIONS * PACE * 2 + 300
@@ -26,7 +29,10 @@ async def run(report: Callable[[str], None] = print) -> dict[str, Any]:
     """Run every scenario; `report` receives one line per scenario. Returns the figures."""
     with tempfile.TemporaryDirectory(prefix="nerve-faults-bench-") as tmp:
         async with asyncio.timeout(TIME_LIMIT):
-            return {"one_channel": await one_channel_burst(report, Path(tmp))}
+            return {
+                "stubborn_shutdown": await stubborn_shutdown(report, Path(tmp)),
+                "one_channel": await one_channel_burst(report, Path(tmp)),
+            }
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import anyio.abc
 import httpx2
 import jsonschema  # noqa: F401 - loaded up front: the client's first output-schema check would pay ~100 ms
 import mcp_types
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import Transport
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
@@ -43,6 +43,7 @@ from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
 from bot.mcp.circuit import Circuit, CircuitPolicy
 from bot.mcp.stderr import StderrTap
+from bot.mcp.stdio import stdio_transport
 from bot.types import InputDraft, SignInNeeded
 
 logger = logging.getLogger(__name__)
@@ -416,7 +417,7 @@ class ServerLink:
             params = StdioServerParameters(
                 command=config.command, args=config.args, env=config.env, cwd=config.cwd
             )
-            return stdio_client(params, errlog=tap.writer)
+            return stdio_transport(params, server=self.name, errlog=tap.writer)
         assert config.url is not None
         if config.kind == "sse":
 
