@@ -35,6 +35,7 @@ SUITES = (
     "burst",
     "model_faults",
     "replicas",
+    "startup",
 )
 TITLES = {
     "core": "Core (`bench/core_bench.py`)",
@@ -47,6 +48,7 @@ TITLES = {
     "burst": "A burst of 300 Slack events in 15 s (`bench/many_channel_burst.py`)",
     "model_faults": "Model faults (`bench/model_faults.py`)",
     "replicas": "Several processes on one PostgreSQL (`bench/replicas.py`)",
+    "startup": "Start-up of a one-shot `nerve ask` (`bench/startup_bench.py`)",
 }
 # Suites whose module is not `bench/<suite>_bench.py`.
 MODULES = {
@@ -62,8 +64,9 @@ _MUST_BE_ZERO = re.compile(r"(^|\.)(lost|duplicated|misplaced|out_of_order\w*)$"
 SKELETON = """# nerve benchmarks
 
 Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only SUITE` runs one of
-core, slack, discord, stream, faults, kills, threads, burst, model_faults, replicas, `--scenario W2` one core
-scenario, `--strict` exits 1 on a missed goal). Each suite rewrites only its own marked section below.
+core, slack, discord, stream, faults, kills, threads, burst, model_faults, replicas, startup,
+`--scenario W2` one core scenario, `--strict` exits 1 on a missed goal). Each suite rewrites only its
+own marked section below.
 
 {sections}
 """
