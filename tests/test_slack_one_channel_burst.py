@@ -9,9 +9,11 @@ channel), the model starts at once, and the channel's slots go to answers.
 The mentions arrive as in the real case, 300 within 15 s. The fake Slack enforces the channel's
 pace (`pace_posts`: a post beyond it gets 429 with Retry-After, as Slack answers) scaled down
 ten-fold, one post per 100 ms, so the 300 answers take about 30 s instead of 300 s: still twice as
-long as the mentions take to arrive, so posts queue as they do on Slack. The sign's deadline (5 s)
-is a person's patience and is not scaled. `python -m bench --only faults` runs the same at Slack's
-real pace (`bench/one_channel_burst.py`).
+long as the mentions take to arrive, so posts queue as they do on Slack. A sign that waited for the
+channel's pace would come up to half of those 30 s late: the test allows 15 s, a margin that holds
+on a busy machine (300 mentions in 15 s is real work for two cores). The goal itself, a sign within
+5 s (a person's patience, not scaled), is the benchmark's: `python -m bench --only faults` runs the
+same at Slack's real pace (`bench/one_channel_burst.py`) and reports it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ CHANNEL = "C0BURST"
 MENTIONS = 300
 WITHIN = 15.0  # seconds over which the mentions arrive
 PACE = 0.1  # seconds between two posts in one channel (Slack: about 1)
-SIGN_WITHIN = 5.0
+# Half the time the channel's pace needs for the answers: a sign that queued behind posts is later.
+SIGN_WITHIN = MENTIONS * PACE / 2
 
 
 def question(i: int) -> str:
