@@ -38,6 +38,7 @@ from typing import Protocol, runtime_checkable
 
 from aiohttp import web
 
+from adapters.http_log import quiet_runner
 from bot import metrics
 from bot.config import Settings
 from bot.errors import ConfigError
@@ -157,7 +158,7 @@ class OpsEndpoints:
             return
         app = web.Application()
         self.install(app)
-        runner = web.AppRunner(app, access_log=None)
+        runner = quiet_runner(app)
         await runner.setup()
         try:
             try:

@@ -35,6 +35,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.http_log import quiet_runner
 from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
@@ -634,7 +635,7 @@ async def serve_http(
     web_app.router.add_post(EVENTS_PATH, events)
     if ops is not None:
         ops.install(web_app)
-    runner = web.AppRunner(web_app, access_log=None)
+    runner = quiet_runner(web_app)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

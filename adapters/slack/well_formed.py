@@ -124,7 +124,17 @@ def delivery_problem(raw: str, content_type: str | None) -> str | None:
         return "the body is nested too deep"
     if not isinstance(body, dict):
         return f"the body is {_kind(body)}, not an object"
+    if not body:
+        return "the body is empty"
     try:
-        return next(_problems(body, ""), None) or _missing(body)
+        return next(_problems(body, ""), None) or _missing(body) or _untyped(body)
     except RecursionError:
         return "the body is nested too deep"
+
+
+def _untyped(body: dict[str, Any]) -> str | None:
+    """A body slack-bolt would route nowhere ("Unhandled request", a 404): Slack's events and
+    interactions carry a type, its slash commands a command, its certificate checks ssl_check."""
+    if body.get("type") is None and not {"command", "ssl_check"} & body.keys():
+        return "the body has no type (nor a command): it is no Slack event, interaction or command"
+    return None

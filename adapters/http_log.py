@@ -1,0 +1,103 @@
+"""The log of nerve's HTTP server (/slack/events, /healthz, /readyz, /metrics): one short WARNING per
+malformed request, never a traceback, never the client's bytes.
+
+aiohttp logs a request it cannot parse (a garbage request line, a NUL in a header, a line over
+8 KB) as ERROR "Error handling request" with a traceback whose exception quotes what the client
+sent: hundreds of KB per request, from anyone who can reach the port, no signature needed. It reads
+as if nerve were broken, and it is a cheap way to fill a disk. Here:
+
+- the server logs through `SERVER_LOG`, whose filter turns such a record into one WARNING line:
+  the peer and the parser's reason, without the bytes it quotes, truncated;
+- a body that breaks off (the connection closes before the Content-Length arrived) or is garbled
+  is caught by `malformed_bodies`, where the method and path are known, and answered 400;
+- at most one such line per peer every WARN_EVERY s, the next one saying how many were held back.
+
+Any other failure of a request (a fault of nerve's own) keeps its ERROR and traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Handler
+
+from adapters.terminal.safe import printable
+from bot.log_context import fields
+from bot.log_throttle import LogThrottle, held_back
+
+# Seconds between two lines about one peer's malformed requests.
+WARN_EVERY = 10.0
+MAX_REASON = 200
+MAX_PATH = 100
+
+logger = logging.getLogger(__name__)
+# What aiohttp's request handlers log through (the `logger=` of an AppRunner): see `quiet_runner`.
+SERVER_LOG = logging.getLogger(f"{__name__}.server")
+# aiohttp's own logger still decides which of its other lines are shown.
+_AIOHTTP = logging.getLogger("aiohttp.server")
+_THROTTLE = LogThrottle(WARN_EVERY)
+# Where the parser starts quoting the client's bytes in its message.
+_QUOTE = re.compile(r":?\s*(?:bytearray\()?b['\"]")
+
+
+def reason(exc: HttpProcessingError) -> str:
+    """What the parser found wrong, in one short line without the bytes it quotes."""
+    lines = exc.message.strip().splitlines()
+    said = _QUOTE.split(lines[0], maxsplit=1)[0].rstrip(": ") if lines else ""
+    text = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+    return printable(text)[:MAX_REASON]
+
+
+def warn_malformed(peer: str, why: str, method: str = "", path: str = "") -> None:
+    """One line for a malformed request, unless this peer had one within WARN_EVERY s."""
+    held = _THROTTLE.allow(peer)
+    if held is None:
+        return
+    request = f" {printable(method)[:16]} {printable(path)[:MAX_PATH]}" if method else ""
+    logger.warning(
+        "refused a malformed HTTP request%s from %s: %s%s",
+        request,
+        peer,
+        why,
+        held_back(held),
+        extra=fields("http_malformed_request"),
+    )
+
+
+class MalformedRequests(logging.Filter):
+    """Turns aiohttp's record of a request it could not parse into `warn_malformed`'s line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return _AIOHTTP.isEnabledFor(record.levelno)
+        args = record.args if isinstance(record.args, tuple) else ()
+        warn_malformed(str(args[0]) if args else "an unknown peer", reason(exc))
+        return False
+
+
+SERVER_LOG.setLevel(logging.DEBUG)  # aiohttp logs the first bad request of a connection at DEBUG
+SERVER_LOG.addFilter(MalformedRequests())
+
+
+@web.middleware
+async def malformed_bodies(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A body the client garbles or breaks off: one line naming the request, and a 400 (which a
+    client that hung up never reads)."""
+    try:
+        return await handler(request)
+    except HttpProcessingError as exc:
+        why = reason(exc)
+    except ConnectionResetError:
+        why = f"the connection closed before the body's {request.content_length} bytes (Content-Length) came"
+    warn_malformed(request.remote or "an unknown peer", why, request.method, request.path)
+    return web.json_response({"error": "malformed request"}, status=400)
+
+
+def quiet_runner(app: web.Application) -> web.AppRunner:
+    """The runner for one of nerve's HTTP apps: no access log, malformed requests logged as above."""
+    app.middlewares.append(malformed_bodies)
+    return web.AppRunner(app, access_log=None, logger=SERVER_LOG)
