@@ -144,7 +144,9 @@ async def _hold_once(lock: TurnLock) -> None:
         pass
 
 
-async def test_a_conversation_held_by_a_killed_process_is_taken_over_after_its_lease(tmp_path: Path) -> None:
+async def test_a_conversation_held_by_a_killed_process_is_taken_over_after_its_lease(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "nerve.db"
     lease = 0.5
     async with await SQLiteStore.open(path) as store, worker("hold", str(path), str(lease)) as holder:
@@ -166,6 +168,11 @@ async def test_a_conversation_held_by_a_killed_process_is_taken_over_after_its_l
         # Not before the lease it last renewed ran out (renewed every quarter lease).
         assert waited >= 0.6 * lease
         assert await tickets_in_queue(path) == 0
+    # The line says what was taken over, and that nothing a person asked is dropped with the tickets.
+    [line] = [r.getMessage() for r in caplog.records if "took over" in r.getMessage()]
+    assert line.startswith("took over conversation ")
+    assert "cleared 1 expired lock ticket(s)" in line and "no message is lost" in line
+    assert "dropped" not in line
 
 
 async def test_nerve_turn_lease_sets_how_soon_a_killed_process_is_taken_over(tmp_path: Path) -> None:

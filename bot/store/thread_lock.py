@@ -160,8 +160,11 @@ class SQLiteTurnLock:
         # Every expired ticket, not only this conversation's: nobody else would ever remove them.
         removed = await self._execute("DELETE FROM turn_locks WHERE expires_at < ?", (now,))
         if removed:
+            # Tickets are places in a conversation's queue, not messages: a message whose turn was
+            # cut off stays unfinished in the inbox and is answered (at the next start, or by a job).
             logger.warning(
-                "took over %s: %d turn(s) of a process that stopped renewing its lease were dropped",
+                "took over conversation %s: cleared %d expired lock ticket(s) of a process that stopped"
+                " renewing them; its conversations go on, and no message is lost",
                 name,
                 removed,
             )
