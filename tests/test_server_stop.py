@@ -15,13 +15,16 @@ import sys
 import time
 from pathlib import Path
 
+import aiohttp
+
 from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
 from tests.conftest import ROOT
-from tests.fakes.llm_server import FakeLLMServer
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.llm_server import FakeLLMServer, reply
+from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
 from tests.test_deploy import gone
-from tests.test_slack_shutdown import nerve_slack, slack_env, until
+from tests.test_slack_harness import mention
+from tests.test_slack_shutdown import deliver, nerve_slack, slack_env, until
 
 # The SDK's own sequence waits 2 s after closing stdin and 2 s after SIGTERM: 4 s at least.
 SDK_STOP = 4.0
@@ -54,25 +57,37 @@ async def test_a_server_that_ignores_stdin_closing_and_sigterm_is_killed_within_
     assert took < SDK_STOP - 1.0, f"stopping took {took:.1f} s"
 
 
-async def stopped_with_a_stubborn_server(folder: Path, grace: float) -> tuple[float, int, int, str]:
-    """`nerve slack` with a server that will not stop, SIGTERM'd once that server runs: seconds
-    from the signal to nerve's exit, its exit code, the server's process id, nerve's log."""
+async def stopped_with_a_stubborn_server(
+    folder: Path, grace: float, *, busy: bool = False
+) -> tuple[float, int, int, str]:
+    """`nerve slack` with a server that will not stop, SIGTERM'd once that server runs (with `busy`,
+    while a turn runs that outlasts the grace): seconds from the signal to nerve's exit, its exit
+    code, the server's process id, nerve's log."""
     pid_file = folder / "pid"
     servers = folder / "mcp.json"
     servers.write_text(json.dumps({"mcpServers": {"stubborn": stubborn_entry(pid_file)}}))
-    async with FakeSlack() as slack, FakeLLMServer([]) as llm:
+    async with (
+        FakeSlack() as slack,
+        FakeLLMServer([reply("too late", delay=60.0)]) as llm,
+        aiohttp.ClientSession() as http,
+    ):
         env = slack_env(folder, slack, llm, NERVE_MCP_CONFIG=str(servers), NERVE_SHUTDOWN_GRACE=f"{grace:g}")
         async with nerve_slack(env) as nerve:
             await until(pid_file.exists, 60, "the MCP server never started")
+            if busy:
+                assert await deliver(http, nerve.events_url, mention(f"<@{BOT_USER_ID}> hi")) == 200
+                await until(lambda: len(llm.requests) == 1, 30, "the model was never asked")
             started = time.monotonic()
             nerve.process.send_signal(signal.SIGTERM)
             code = await nerve.exit_code(within=60)
             return time.monotonic() - started, code, int(pid_file.read_text()), nerve.log()
 
 
-async def test_sigterm_with_a_server_that_will_not_stop_exits_and_leaves_no_server(tmp_path: Path) -> None:
+async def test_sigterm_with_a_stubborn_server_and_a_turn_past_the_grace_exits_and_leaves_no_server(
+    tmp_path: Path,
+) -> None:
     grace = 1.0
-    took, code, pid, log = await stopped_with_a_stubborn_server(tmp_path, grace)
+    took, code, pid, log = await stopped_with_a_stubborn_server(tmp_path, grace, busy=True)
     assert code == 0, log
     assert gone(pid), "the MCP server outlived nerve"
     assert took < grace + 8, f"exited {took:.1f} s after SIGTERM with a {grace:g} s grace"
