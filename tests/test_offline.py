@@ -702,3 +702,46 @@ async def test_the_answer_streams_word_by_word_and_tool_calls_stream_no_text():
     assert "".join(pieces) == answer.content
     assert len(pieces) > 10
     assert all(len(piece.split()) == 1 for piece in pieces), "one word per piece"
+
+
+# --- the notes server of the sign-in example (servers/notes_oauth): tools named by words run together
+
+
+def notes_tool(name: str, description: str) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        description=description,
+        parameters={"type": "object", "properties": {}},
+        server="notes",
+        original_name=name,
+    )
+
+
+NOTES_TOOLS = [
+    notes_tool("whoami", "The name of the person signed in to Notes."),
+    notes_tool("list_notes", "Your notes, oldest first."),
+]
+CONNECT_NOTES = notes_tool("connect_notes", "The notes service acts with each person's own account.")
+
+
+async def test_who_am_i_calls_the_tool_whose_name_runs_those_words_together():
+    reply = await ask([user("who am I at notes?")], NOTES_TOOLS)
+    assert [c.name for c in reply.tool_calls] == ["whoami"]
+
+    reply = await ask([user("what are my notes?")], NOTES_TOOLS)
+    assert [c.name for c in reply.tool_calls] == ["list_notes"]
+
+
+async def test_tools_that_replaced_the_called_one_are_weighed_again_for_the_question():
+    """A sign-in replaces connect_notes with the server's own tools: the question is then answered."""
+    question = user("who am I at notes?")
+    first = await ask([question], [CONNECT_NOTES])
+    assert [c.name for c in first.tool_calls] == ["connect_notes"]
+    connected = result("call_offline_1", CONNECT_NOTES.name, "Connected to notes.")
+
+    second = await ask([question, first, connected], NOTES_TOOLS)
+    assert [(c.id, c.name) for c in second.tool_calls] == [("call_offline_2", "whoami")]
+
+    answered = result("call_offline_2", "whoami", {"result": "alice"})
+    third = await ask([question, first, connected, second, answered], NOTES_TOOLS)
+    assert third.tool_calls == () and "alice" in (third.content or "")

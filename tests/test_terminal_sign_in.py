@@ -33,7 +33,9 @@ async def notes(tmp_path: Path) -> AsyncIterator[RunningServer]:
         await stop_server(server)
 
 
-def env_for(tmp_path: Path, notes: RunningServer, model: FakeLLMServer, person: str) -> dict[str, str]:
+def env_for(tmp_path: Path, notes: RunningServer, model: FakeLLMServer | None, person: str) -> dict[str, str]:
+    """The notes server signed in to per person, a BROWSER that signs in as `person`, and the fake
+    model service (None: no model service, so the offline model answers)."""
     config = tmp_path / "mcp.json"
     entry = {
         "url": notes.mcp_url,
@@ -46,8 +48,7 @@ def env_for(tmp_path: Path, notes: RunningServer, model: FakeLLMServer, person: 
         tmp_path,
         NERVE_MCP_CONFIG=str(config),
         NERVE_SECRET_KEY="a-test-secret-key-long-enough",
-        OPENAI_BASE_URL=model.base_url,
-        OPENAI_API_KEY="test",
+        **({"OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "test"} if model is not None else {}),
         USER=USER,
         LOGNAME=USER,
         BROWSER=f"{sys.executable} -m tests.sign_in_browser {person} %s",

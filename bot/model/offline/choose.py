@@ -84,11 +84,30 @@ def takes_these_coordinates(tool: ToolSpec, question: str) -> bool:
     return coordinates(question) is not None or named_number(lat, question) is not None
 
 
+def words_run_together(tool: ToolSpec, question: str) -> int:
+    """How many words of the question a part of the tool's name runs together: `whoami` is "who am
+    I", `lookup` is "look up". Such words are stop words one by one, so only the run says them."""
+    said = [w.lower() for w in WORD.findall(question)]
+    count = 0
+    for part in name_words(tool):
+        count += max(
+            (
+                end - start
+                for start in range(len(said))
+                for end in range(start + 2, len(said) + 1)
+                if "".join(said[start:end]) == part
+            ),
+            default=0,
+        )
+    return count
+
+
 def relevance(tool: ToolSpec, question: str) -> int:
     """How much of the question points at this tool; 0 means nothing does.
 
     A trigger counts most (the person who configured the tool chose it), then coordinates for a
-    tool that takes them, then each word of the tool's name, then each word its description shares.
+    tool that takes them, then each word of the tool's name (also when its name runs them together),
+    then each word its description shares.
     """
     lowered = question.lower()
     asked = set(content_words(question))
@@ -96,6 +115,7 @@ def relevance(tool: ToolSpec, question: str) -> int:
     score += 2 if takes_these_coordinates(tool, question) else 0
     own = set(content_words(" ".join(name_words(tool))))
     score += 2 * sum(1 for n in own if any(related(n, w) for w in asked))
+    score += 2 * words_run_together(tool, question)
     described = _description_words(tool)
     return score + sum(1 for w in asked if any(related(w, d) for d in described))
 

@@ -54,8 +54,10 @@ class OfflineModel:
         first_id = 1 + sum(len(m.tool_calls) for m in messages)
         if any(m.role == "tool" for m in since):
             outcomes = read_outcomes(since, tools)
-            message = _follow_up(question, since, outcomes, tools, first_id) or ChatMessage(
-                role="assistant", content=write_answer(question, outcomes)
+            message = (
+                _decide_anew(question, since, tools, first_id)
+                or _follow_up(question, since, outcomes, tools, first_id)
+                or ChatMessage(role="assistant", content=write_answer(question, outcomes))
             )
         else:
             message = _decide(question, tools, first_id)
@@ -127,6 +129,25 @@ def _decide(question: str, tools: Sequence[ToolSpec], first_id: int) -> ChatMess
         return _calls(chosen, first_id)
     missing = [c for c in ranked(candidates) if c.filled.missing and not changes_things(c.tool)]
     return ChatMessage(role="assistant", content=_help(tools, missing[0] if missing else None))
+
+
+def _decide_anew(
+    question: str, since: Sequence[ChatMessage], tools: Sequence[ToolSpec], first_id: int
+) -> ChatMessage | None:
+    """Calls for the question among tools that came after the last round, when they replaced it.
+
+    When none of the tools the last round called is offered any more, what is offered changed
+    under the question: a sign-in (`connect_notes`) made the server's own tools appear in place
+    of the one that asked for it. The question is then weighed again as in a first round, among
+    the tools not called yet, and answered with what it points at ("who am I at notes?" → whoami).
+    """
+    last = next((m for m in reversed(since) if m.tool_calls), None)
+    offered = {t.name for t in tools}
+    if last is None or any(c.name in offered for c in last.tool_calls):
+        return None
+    called = {c.name for m in since for c in m.tool_calls}
+    chosen = choose(_candidates(question, [t for t in tools if t.name not in called]))
+    return _calls(chosen, first_id) if chosen else None
 
 
 def _follow_up(
