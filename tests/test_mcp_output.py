@@ -9,6 +9,7 @@ A real server as a subprocess (`tests/mcp_servers/garbled.py`); the call timeout
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 import time
@@ -19,6 +20,8 @@ import pytest
 from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.stdio import LineReader
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
+from tests.test_cli import nerve_env, run_nerve, servers_file
 
 ROOT = Path(__file__).resolve().parents[1]
 # Far longer than an answer takes, far shorter than the time a wedged call would wait.
@@ -74,7 +77,7 @@ async def test_an_answer_that_is_not_json_fails_its_call_at_once_and_the_next_ca
         again = await host.call_tool("echo", {"text": "still here"})
         assert not again.is_error and "still here" in again.content
     warned = warnings_about(caplog, "garbled")
-    assert len(warned) == 1 and "failed request" in warned[0].getMessage()
+    assert len(warned) == 1 and "failed at once" in warned[0].getMessage()
     assert warned[0].exc_info is None
     assert not [r for r in caplog.records if r.name.startswith("mcp.client")]
 
@@ -95,3 +98,23 @@ def test_a_lone_surrogate_in_a_key_or_list_is_replaced_too() -> None:
     message = reader.read(line)
     assert message is not None
     assert message.message.model_dump()["result"] == {"k\ufffd": ["\ufffd", "\U0001f600"]}
+
+
+async def test_nerve_ask_shows_one_line_naming_the_server_and_no_traceback(tmp_path: Path) -> None:
+    entry = {"command": sys.executable, "args": ["-m", "tests.mcp_servers.garbled"], "cwd": str(ROOT)}
+    config = servers_file(tmp_path, {"garbled": {**entry, "trustAnnotations": True}})
+    script = [
+        tool_reply(FakeCall(name="garble", arguments=json.dumps({"kind": "broken"}), id="c1")),
+        tool_reply(FakeCall(name="echo", arguments=json.dumps({"text": "still here"}), id="c2")),
+        reply("done"),
+    ]
+    async with FakeLLMServer(script) as model:
+        env = nerve_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config))
+        code, out, err = await run_nerve("ask", "--json", "garble it", env=env)
+        model.assert_complete()
+    assert code == 0, err
+    calls = json.loads(out)["tool_calls"]
+    assert [c["is_error"] for c in calls] == [True, False], calls
+    assert "Traceback" not in err and "mcp.client" not in err, err
+    named = [line for line in err.splitlines() if "'garbled'" in line]
+    assert len(named) == 1 and "is not JSON" in named[0], err

@@ -106,7 +106,8 @@ class LineReader:
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as exc:
-            problem = f"is not JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else "is not JSON"
+            at = f" ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+            problem = f"is not JSON{at}"
             return self._unreadable(text, [*mended, problem], _id_in_text(text), size)
         cleaned = _without_surrogates(data)
         if cleaned is not data:
@@ -124,10 +125,10 @@ class LineReader:
         if request_id is None:
             self._warn("noise", problems, "ignored it", text, size)
             return None
-        self._warn("answer", problems, f"failed request {request_id} with that error", text, size)
+        self._warn("answer", problems, f"its call (request {request_id}) failed at once", text, size)
         error = mcp_types.ErrorData(
             code=INTERNAL_ERROR,
-            message=f"its answer could not be read (the line {' and '.join(problems)})",
+            message=f"its answer could not be read: the line {' and '.join(problems)}",
         )
         return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
