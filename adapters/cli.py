@@ -75,15 +75,26 @@ def _parser() -> argparse.ArgumentParser:
     # SUPPRESS: `nerve -v chat` and `nerve chat -v` both work; the subcommand must not reset the flag.
     chat.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     ask = commands.add_parser("ask", help="ask one question and exit")
-    ask.add_argument("text", help="the question")
-    ask.add_argument("--thread", default="default", help=THREAD_HELP)
+    ask.add_argument("text", help="the question; - reads it from stdin")
+    ask.add_argument("--thread", help="conversation to continue (default: a new one, named on stderr)")
     ask.add_argument("--json", action="store_true", help="print the answer and tool calls as JSON")
     ask.add_argument("-y", "--yes", action="store_true", help=YES_HELP)
     tools = commands.add_parser("tools", help="list the tools the model is offered")
     tools.add_argument("--json", action="store_true", help="in the OpenAI tools format")
     tools.add_argument("--place", type=_place, metavar="PLACE", help=PLACE_HELP)
-    history = commands.add_parser("history", help="print a stored conversation")
+    threads = commands.add_parser("threads", help="list your terminal conversations, last active first")
+    threads.add_argument("--all", action="store_true", help="also those archived by /reset")
+    threads.add_argument("--json", action="store_true", help="as a JSON list")
+    history = commands.add_parser("history", help="print a stored conversation, with times")
     history.add_argument("--thread", default="default", help="conversation to print (default: default)")
+    history.add_argument("--id", type=int, help="print this conversation (an id from nerve threads --all)")
+    history.add_argument("--archived", action="store_true", help="also those /reset archived, oldest first")
+    history.add_argument("--json", action="store_true", help="messages with their times, as JSON")
+    delete = commands.add_parser("delete", help="delete a conversation and everything holding its text")
+    which = delete.add_mutually_exclusive_group(required=True)
+    which.add_argument("--thread", help="every conversation of this thread, current and archived")
+    which.add_argument("--id", type=int, help="one conversation (an id from nerve threads --all)")
+    delete.add_argument("-y", "--yes", action="store_true", help="do not ask (needed off a terminal)")
     approvals = commands.add_parser("approvals", help='list remembered approvals ("always allow here")')
     revoke = approvals.add_subparsers(dest="approvals_command").add_parser(
         "revoke", help="forget one remembered approval: that tool asks again there"
@@ -155,11 +166,17 @@ def _job(
 
         return print_connections
     if command == "ask":
-        from adapters.terminal.views import ask
+        from adapters.conversations_cli import ask_job
 
-        return _with_runtime(
-            lambda runtime: ask(runtime, args.thread, args.text, as_json=args.json, approve_all=args.yes)
-        )
+        return ask_job(args.text, args.thread, as_json=args.json, approve_all=args.yes)
+    if command in ("threads", "history", "delete"):
+        from adapters import conversations_cli as conversations
+
+        if command == "threads":
+            return conversations.threads_job(archived=args.all, as_json=args.json)
+        if command == "delete":
+            return conversations.delete_job(args.thread, args.id, yes=args.yes)
+        return conversations.history_job(args.thread, args.id, archived=args.archived, as_json=args.json)
     if command == "tools":
         from adapters.terminal.views import print_tools
 
@@ -167,15 +184,6 @@ def _job(
             return print_tools(runtime, as_json=args.json, place=args.place)
 
         return _with_runtime(tools)
-    if command == "history":
-        from adapters.terminal.views import print_history
-        from bot.runtime import open_store
-
-        async def history(settings: Settings) -> int:
-            async with open_store(settings) as store:
-                return await print_history(store, args.thread)
-
-        return history
     if command == "approvals":
         from adapters.terminal.views import print_approvals, revoke_approval
         from bot.runtime import open_store

@@ -156,6 +156,8 @@ async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp
             "bot",
             "ask",
             "first",
+            "--thread",
+            "killed",
             env=env,
             cwd=str(ROOT),
             stdout=asyncio.subprocess.DEVNULL,
@@ -170,7 +172,7 @@ async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp
             roles = [row[0] for row in db.execute("SELECT role FROM messages ORDER BY id")]
         assert roles == ["user", "assistant", "tool"], "the round landed whole before the kill"
 
-        code, out, err = await run_nerve("ask", "--json", "second", env=env)
+        code, out, err = await run_nerve("ask", "--json", "second", "--thread", "killed", env=env)
         sent = model.requests[-1]["messages"]
 
     assert code == 0, err
@@ -221,10 +223,11 @@ async def test_history_reads_the_database_without_a_servers_file(tmp_path):
 
 async def test_ask_answers_a_question_with_invalid_utf8_bytes_and_stores_it_readably(tmp_path):
     env = nerve_env(tmp_path)
-    code, out, err = await run_nerve("ask", "--json", b"How is the air in A1001? caf\xe9 \xff", env=env)
+    question = b"How is the air in A1001? caf\xe9 \xff"
+    code, out, err = await run_nerve("ask", "--json", question, "--thread", "bytes", env=env)
     assert code == 0, err
     assert "AQI" in json.loads(out)["text"]
-    code, out, err = await run_nerve("history", env=env)
+    code, out, err = await run_nerve("history", "--thread", "bytes", env=env)
     assert code == 0, err
     assert "you: How is the air in A1001? caf\ufffd \ufffd" in out
 
@@ -259,7 +262,13 @@ async def test_ask_tools_and_history_print_no_escape_sequence_from_tools_or_the_
     async with FakeLLMServer(script) as model:
         env = nerve_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config))
         outputs = []
-        for args in (("ask", "echo it"), ("ask", "--json", "echo it"), ("history",), ("tools",)):
+        asked = ("--thread", "hostile")
+        for args in (
+            ("ask", "echo it", *asked),
+            ("ask", "--json", "echo it", *asked),
+            ("history", *asked),
+            ("tools",),
+        ):
             code, out, err = await run_nerve(*args, env=env)
             assert code == 0, err
             outputs.append(out)

@@ -201,8 +201,9 @@ async def test_history_shows_who_decided_each_call_and_what_ran_without_asking(t
     code, out, err = await run_nerve("history", "--thread", "audit", env=env)
     assert code == 0, err
     lines = out.splitlines()
-    read = next(i for i, line in enumerate(lines) if line.startswith("nerve → read_note"))
-    write = next(i for i, line in enumerate(lines) if line.startswith("nerve → append_note"))
+    # Each message after the time it was stored: `[2026-12-04 18:50:12 UTC] nerve → …`.
+    read = next(i for i, line in enumerate(lines) if "UTC] nerve → read_note" in line)
+    write = next(i for i, line in enumerate(lines) if "UTC] nerve → append_note" in line)
     assert lines[read + 1].strip().startswith("auto: read-only")
     assert lines[write + 1].strip().startswith(f"approved by {USER} at ")
 

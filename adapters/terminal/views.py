@@ -207,7 +207,8 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
             )
     if as_json:
         audit = await agent.approvals.audit_log(key) if agent.approvals is not None else []
-        sys.stdout.write(terminal_json(reply_as_json(reply, audit)) + "\n")
+        # The conversation's name, so a script can continue it with --thread.
+        sys.stdout.write(terminal_json({**reply_as_json(reply, audit), "thread": key.thread}) + "\n")
         return 1 if reply.failed else 0
     answer.finish(reply.text)
     return 1 if reply.failed else 0
@@ -295,26 +296,6 @@ def _utc(stamp: str) -> str:
     """The store's `2026-12-02T10:15:03.123Z` as `2026-12-02 10:15:03 UTC`."""
     day, _, clock = stamp.partition("T")
     return f"{day} {clock[:8]} UTC" if clock else stamp
-
-
-class _Records(Protocol):
-    """What `nerve history` reads: the messages and the decisions of one conversation."""
-
-    async def history(self, key: ConversationKey) -> list[ChatMessage]: ...
-
-    async def audit_log(self, key: ConversationKey) -> list[AuditEntry]: ...
-
-
-async def print_history(store: _Records, thread: str) -> int:
-    """A stored conversation as plain lines; needs only the store, no servers and no model."""
-    key = conversation_key(thread)
-    history = await store.history(key)
-    if not history:
-        sys.stdout.write(printable(f"Thread {scrub(thread)!r} has no messages yet.") + "\n")
-        return 0
-    lines = format_history(history, await store.audit_log(key))
-    sys.stdout.write(printable("\n".join(lines)) + "\n")
-    return 0
 
 
 class _Remembered(Protocol):

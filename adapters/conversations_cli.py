@@ -1,0 +1,290 @@
+"""`nerve ask`, `nerve threads`, `nerve history` and `nerve delete`: the terminal's conversations,
+asked into, listed, read back (archived ones too) and deleted.
+
+They show the conversations of the person at this terminal (platform `terminal`, this user's name),
+never Slack's or Discord's: those hold other people's messages, and NERVE_RETENTION_DAYS is how a
+deployment bounds them. Each needs only the store, except `ask`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import secrets
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from adapters.terminal.safe import printable, terminal_json
+from adapters.terminal.views import _utc, conversation_key, format_history
+from bot.config import Settings
+from bot.store.approvals import message_to_json
+from bot.store.base import ConversationStore
+from bot.store.choose import open_configured_store
+from bot.store.threads import StoredConversation, StoredMessage
+from bot.text import scrub
+from bot.types import AuditEntry, ConversationKey
+
+Job = Callable[[Settings], Coroutine[Any, Any, int]]
+
+# A deletion waits for the turn running in its conversation; after this many seconds it says so.
+WAITING_NOTICE_SECONDS = 1.0
+NOTHING_TO_ASK = "nerve: nothing to ask: give the question as an argument, or - to read it from stdin\n"
+
+
+def fresh_thread_name(now: datetime | None = None) -> str:
+    """A new conversation's name for `nerve ask`: when it was asked, and a random tail so two
+    scripts asking in the same second never share one."""
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"ask-{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) -> Job:
+    """One question, then exit. Without `thread` it goes to a fresh conversation, named on stderr
+    (or in --json's `thread`), so unrelated script runs never share history; `-` reads the
+    question from stdin."""
+
+    async def job(settings: Settings) -> int:
+        question = text
+        if text == "-":
+            question = await asyncio.to_thread(lambda: sys.stdin.buffer.read().decode("utf-8", "replace"))
+        if not question.strip():
+            sys.stderr.write(NOTHING_TO_ASK)
+            return 2
+        from adapters.terminal.views import ask
+        from bot.runtime import open_runtime
+
+        name = thread if thread is not None else fresh_thread_name()
+        async with open_runtime(settings) as runtime:
+            try:
+                return await ask(runtime, name, question, as_json=as_json, approve_all=approve_all)
+            finally:
+                if thread is None and not as_json:  # --json names it in its "thread" field
+                    sys.stderr.write(
+                        printable(f"nerve: conversation {name} (continue it with --thread {name})") + "\n"
+                    )
+
+    return job
+
+
+def _workspace() -> str:
+    """The terminal's conversations belong to the local user (see `conversation_key`)."""
+    return scrub(getpass.getuser())
+
+
+async def _own(store: ConversationStore, *, archived: bool) -> list[StoredConversation]:
+    return await store.stored_conversations("terminal", _workspace(), archived=archived)
+
+
+def _is_ours(conversation: StoredConversation) -> bool:
+    key = conversation.key
+    return key.platform == "terminal" and key.workspace == _workspace() and key.channel == "cli"
+
+
+def _of_thread(conversations: Sequence[StoredConversation], key: ConversationKey) -> list[StoredConversation]:
+    """A thread's conversations, oldest first (the active one last)."""
+    return sorted((c for c in conversations if c.key == key), key=lambda c: (c.archived_at is None, c.id))
+
+
+def _state(conversation: StoredConversation) -> str:
+    return "current" if conversation.archived_at is None else f"archived {_utc(conversation.archived_at)}"
+
+
+def threads_job(*, archived: bool, as_json: bool) -> Job:
+    """`nerve threads`: this terminal user's conversations, most recently active first."""
+
+    async def job(settings: Settings) -> int:
+        async with await open_configured_store(settings) as store:
+            found = await _own(store, archived=archived)
+        if as_json:
+            sys.stdout.write(terminal_json([_conversation_json(c) for c in found]) + "\n")
+            return 0
+        if not found:
+            hint = "" if archived else " (archived ones: nerve threads --all)"
+            sys.stdout.write(f"No conversations yet{hint}.\n")
+            return 0
+        rows = [
+            (c.key.thread, f"{_utc(c.last_activity)}", f"{c.messages} messages", f"id {c.id}", _state(c))
+            for c in found
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+            sys.stdout.write(printable("  ".join([*cells, row[4]])) + "\n")
+        return 0
+
+    return job
+
+
+def history_job(thread: str, conversation_id: int | None, *, archived: bool, as_json: bool) -> Job:
+    """`nerve history`: a thread's current conversation (with `archived`, its earlier ones first),
+    or one conversation by id, each message with the time it was stored."""
+
+    async def job(settings: Settings) -> int:
+        async with await open_configured_store(settings) as store:
+            chosen = await _chosen(store, thread, conversation_id, archived=archived)
+            if chosen is None:
+                return 1
+            shown = [
+                (c, await store.stored_messages(c.id), await store.conversation_audit(c.id)) for c in chosen
+            ]
+        if as_json:
+            name = chosen[0].key.thread if chosen else scrub(thread)
+            body = [
+                {
+                    **_conversation_json(c),
+                    "messages": [_message_json(m) for m in ms],
+                    "decisions": [asdict(a) for a in a_],
+                }
+                for c, ms, a_ in shown
+            ]
+            sys.stdout.write(terminal_json({"thread": name, "conversations": body}) + "\n")
+            return 0
+        if not shown:
+            sys.stdout.write(
+                printable(
+                    f"Thread {scrub(thread)!r} has no messages since it was reset; its earlier conversations:"
+                    f" nerve history --thread {scrub(thread)} --archived"
+                )
+                + "\n"
+            )
+            return 0
+        lines: list[str] = []
+        for conversation, messages, audit in shown:
+            if len(shown) > 1 or conversation.archived_at is not None:
+                lines.append(f"── conversation {conversation.id}, {_state(conversation)} ──")
+            lines += format_timed(messages, audit)
+        sys.stdout.write(printable("\n".join(lines)) + "\n")
+        return 0
+
+    return job
+
+
+async def _chosen(
+    store: ConversationStore, thread: str, conversation_id: int | None, *, archived: bool
+) -> list[StoredConversation] | None:
+    """What `nerve history` prints; None (having said why on stderr) when there is nothing by that name."""
+    if conversation_id is not None:
+        found = await store.stored_conversation(conversation_id)
+        if found is None or not _is_ours(found):
+            sys.stderr.write(f"nerve: no conversation with id {conversation_id} (see: nerve threads --all)\n")
+            return None
+        return [found]
+    mine = _of_thread(await _own(store, archived=True), conversation_key(thread))
+    if not mine:
+        sys.stderr.write(
+            printable(f"nerve: no conversation named {scrub(thread)!r} (see: nerve threads)") + "\n"
+        )
+        return None
+    return mine if archived else [c for c in mine if c.archived_at is None]
+
+
+def format_timed(messages: Sequence[StoredMessage], audit: Sequence[AuditEntry]) -> list[str]:
+    """A conversation as `nerve history` prints it (`format_history`'s lines), each message after
+    the time it was stored."""
+    lines: list[str] = []
+    shown_calls: set[str] = set()
+    for stored in messages:
+        calls = {call.id for call in stored.message.tool_calls}
+        shown_calls |= calls
+        own = format_history([stored.message], [entry for entry in audit if entry.call_id in calls])
+        stamp = f"[{_utc(stored.at)}] "
+        # Each of a round's calls gets the time; a decision under a call is indented under it.
+        lines += [
+            f"{stamp}{line}" if index == 0 or not line[:1].isspace() else f"{' ' * len(stamp)}{line}"
+            for index, line in enumerate(own)
+        ]
+    # Decisions on calls whose round is not stored yet: the turn still waits for a person.
+    return lines + format_history([], [entry for entry in audit if entry.call_id not in shown_calls])
+
+
+def delete_job(thread: str | None, conversation_id: int | None, *, yes: bool) -> Job:
+    """`nerve delete`: a thread's conversations (current and archived), or one by id, with
+    everything holding their text; asks first on a terminal, needs `--yes` otherwise."""
+
+    async def job(settings: Settings) -> int:
+        async with await open_configured_store(settings) as store:
+            chosen = await _chosen(store, thread or "", conversation_id, archived=True)
+            if chosen is None:
+                return 1
+            what = _described(chosen)
+            refused = None if yes else await _refused(what)
+            if refused is not None:
+                return refused
+            key = chosen[0].key
+            async with _holding(store, key):
+                outcomes = [await store.delete_conversation(c.id) for c in chosen]
+        if "waiting" in outcomes:
+            sys.stderr.write(
+                printable(
+                    f"nerve: a turn in thread {key.thread!r} waits for an approval or an answer: answer it"
+                    " (or /reset the thread), then delete"
+                )
+                + "\n"
+            )
+            return 1
+        sys.stdout.write(
+            printable(
+                f"Deleted {what}. The approvals audit keeps who decided which tool call, without the text."
+            )
+            + "\n"
+        )
+        return 0
+
+    return job
+
+
+def _described(chosen: Sequence[StoredConversation]) -> str:
+    messages = sum(c.messages for c in chosen)
+    name = chosen[0].key.thread
+    if len(chosen) == 1:
+        return f"conversation {name!r} (id {chosen[0].id}, {messages} messages)"
+    return f"the {len(chosen)} conversations of thread {name!r} ({messages} messages)"
+
+
+async def _refused(what: str) -> int | None:
+    """The exit code when the deletion is not confirmed, None when it is: asked on a terminal; off
+    one, deleting needs `--yes` (a script never deletes by surprise)."""
+    if not sys.stdin.isatty():
+        sys.stderr.write(printable(f"nerve: not deleting {what}: add --yes to delete without asking") + "\n")
+        return 2
+    answer = await asyncio.to_thread(input, printable(f"Delete {what}? This cannot be undone. [y/N] "))
+    if answer.strip().lower() in ("y", "yes"):
+        return None
+    sys.stderr.write("nerve: nothing deleted\n")
+    return 1
+
+
+@contextlib.asynccontextmanager
+async def _holding(store: ConversationStore, key: ConversationKey) -> AsyncIterator[None]:
+    """The thread's turn lock: a turn running in it finishes first (saying so if that takes a
+    moment), and none starts until the deletion is done."""
+    loop = asyncio.get_running_loop()
+    notice = loop.call_later(
+        WAITING_NOTICE_SECONDS,
+        lambda: sys.stderr.write("nerve: waiting for the turn running in this conversation to finish…\n"),
+    )
+    try:
+        async with store.turn_lock.hold(key):
+            notice.cancel()
+            yield
+    finally:
+        notice.cancel()
+
+
+def _conversation_json(conversation: StoredConversation) -> dict[str, Any]:
+    return {
+        "id": conversation.id,
+        "thread": conversation.key.thread,
+        "started_at": conversation.started_at,
+        "last_activity": conversation.last_activity,
+        "message_count": conversation.messages,
+        "archived_at": conversation.archived_at,
+    }
+
+
+def _message_json(stored: StoredMessage) -> dict[str, Any]:
+    return {"at": stored.at, **message_to_json(stored.message)}
