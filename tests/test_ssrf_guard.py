@@ -30,6 +30,7 @@ from bot.mcp.address_guard import (
     Refused,
     http_client,
     why_refused,
+    written_origin,
 )
 from bot.mcp.host import MCPHost
 from bot.oauth.memory import MemoryTokens
@@ -94,11 +95,6 @@ def kit_entry(**kwargs: object) -> ServerConfig:
 @pytest.mark.parametrize(
     ("url", "address", "why"),
     [
-        ("http://127.0.0.1:{port}/mcp", "127.0.0.1", "on this machine (loopback)"),
-        # A name is resolved and its answer checked: localhost is this machine.
-        ("http://localhost:{port}/mcp", "127.0.0.1", "on this machine (loopback)"),
-        ("http://[::1]:{port}/mcp", "::1", "on this machine (loopback)"),
-        ("http://10.0.0.5:{port}/mcp", "10.0.0.5", "on a private network"),
         (
             "http://169.254.169.254/latest/meta-data/",
             "169.254.169.254",
@@ -106,7 +102,7 @@ def kit_entry(**kwargs: object) -> ServerConfig:
         ),
         ("http://0.0.0.0:{port}/mcp", "0.0.0.0", "unspecified (it reaches this machine)"),
     ],
-    ids=["loopback", "localhost", "ipv6-loopback", "rfc1918", "metadata", "unspecified"],
+    ids=["metadata", "unspecified"],
 )
 async def test_a_remote_server_inside_the_network_is_refused_with_what_to_set(remote_kit, url, address, why):
     # Plain http off this machine is allowed here, so what stops it is the address (test_plain_http).
@@ -121,8 +117,70 @@ async def test_a_remote_server_inside_the_network_is_refused_with_what_to_set(re
         assert (await host.call_tool("echo", {"text": "stdio"})).structured == {"result": "stdio"}
 
 
-async def test_a_call_to_a_server_refused_since_its_tools_were_listed_fails_at_once(remote_kit):
+@pytest.mark.parametrize("host_name", ["127.0.0.1", "localhost", "[::1]"])
+async def test_a_loopback_address_the_admin_wrote_is_reached_without_allow_private_network(
+    remote_kit, host_name
+):
+    """What the servers file names by its very address is what the admin meant to reach."""
+    if host_name == "[::1]" and not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    entry = ServerConfig(url=f"http://{host_name}:{remote_kit}/mcp")
+    async with asyncio.timeout(60), MCPHost({"notes": entry}) as host:
+        if host_name == "[::1]":
+            await host.wait_for(lambda: not host.starting())
+            if host.problems():  # the test server listens on IPv4 only: refused is what must not be
+                assert "allowPrivateNetwork" not in dict(host.problems())["notes"]
+                return
+        await host.wait_until_ready()
+        assert (await host.call_tool("whoami", {})).structured == {"result": "remote"}
+
+
+@pytest.mark.parametrize(
+    ("url", "written"),
+    [
+        ("http://127.0.0.1:8000/mcp", ("127.0.0.1", 8000)),
+        ("http://LOCALHOST:8000/mcp", ("localhost", 8000)),
+        ("https://[::1]/mcp", ("::1", 443)),
+        ("http://10.0.0.5/mcp", ("10.0.0.5", 80)),
+        ("https://192.168.1.1:8443/mcp", ("192.168.1.1", 8443)),
+        ("http://169.254.169.254/latest/meta-data/", None),
+        ("http://0.0.0.0:8000/mcp", None),
+        ("https://mcp.internal.example/mcp", None),
+        ("https://8.8.8.8/mcp", None),
+    ],
+)
+def test_which_written_origins_are_reached_as_written(url, written):
+    assert written_origin(url) == written
+
+
+async def test_only_the_written_origin_is_allowed_not_its_neighbours():
+    """A written 10.0.0.5:8000 lets nerve reach exactly that; the port beside it, another private
+    address and a name that resolves to it are still refused."""
+    private = ipaddress.ip_address("10.0.0.5")
+
+    async def inside(host: str, port: int) -> list[IPAddress]:
+        return [private]
+
+    guard = AddressGuard(resolver=inside, written=written_origin("http://10.0.0.5:8000/mcp"))
+    assert await guard.checked("10.0.0.5", 8000) == [private]
+    for host, port in (("10.0.0.5", 8001), ("10.0.0.6", 8000), ("mcp.internal.example", 8000)):
+        with pytest.raises(AddressRefused, match="on a private network; set allowPrivateNetwork"):
+            await guard.checked(host, port)
+    # localhost is this machine by name: allowed only while it resolves to loopback.
+    guard = AddressGuard(resolver=inside, written=written_origin("http://localhost:8000/mcp"))
+    with pytest.raises(AddressRefused):
+        await guard.checked("localhost", 8000)
+
+
+def as_if_named_by_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Servers written as 127.0.0.1 or localhost stand for a hostname that DNS places on loopback:
+    nerve reaches what the admin wrote by address, so here it is as if they had not."""
+    monkeypatch.setattr("bot.mcp.address_guard.written_origin", lambda url: None)
+
+
+async def test_a_call_to_a_server_refused_since_its_tools_were_listed_fails_at_once(remote_kit, monkeypatch):
     """Its tools stay listed while it is away; a call says why it cannot be made, without waiting."""
+    as_if_named_by_dns(monkeypatch)
     async with FaultProxy(remote_kit) as proxy:
         entry = ServerConfig(url=f"http://localhost:{proxy.port}/mcp", allow_private_network=True)
         async with asyncio.timeout(60), MCPHost({"notes": entry}) as host:
@@ -199,7 +257,9 @@ async def test_a_redirect_into_the_network_is_refused(allow):
             return 302, {"Location": f"http://127.0.0.2:{inner_port}/latest/meta-data/"}, b""
 
         async with http_server("127.0.0.1", redirect) as (outer_port, _):
-            client = http_client(allow, guard=PUBLIC_STAND_IN, follow_redirects=True, timeout=5)
+            # The admin wrote the outer server's loopback address: that origin is reached, not others.
+            written = f"http://127.0.0.1:{outer_port}/mcp"
+            client = http_client(allow, server_url=written, follow_redirects=True, timeout=5)
             async with client:
                 if allow:
                     answer = await client.get(f"http://127.0.0.1:{outer_port}/mcp")
@@ -227,7 +287,8 @@ async def test_oauth_discovery_that_points_into_the_network_is_refused(allow):
             url = f"http://127.0.0.1:{outer_port}/mcp"
             auth = AuthConfig(type="client_credentials", client_id="nerve", client_secret="s3cret")
             provider = auth_for(url, auth, MemoryTokens(), redirect_uri="")
-            async with http_client(allow, guard=PUBLIC_STAND_IN, auth=provider, timeout=5) as client:
+            # The server's own address was written by the admin; its metadata's address was not.
+            async with http_client(allow, server_url=url, auth=provider, timeout=5) as client:
                 # The sign-in cannot finish either way: what matters is who was asked.
                 with contextlib.suppress(Exception):
                     await client.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
@@ -267,8 +328,9 @@ async def test_an_unresolvable_name_is_a_plain_connect_error():
     assert not isinstance(failed.value, Refused)
 
 
-async def test_a_per_person_server_inside_the_network_is_refused_before_any_sign_in(tmp_path):
+async def test_a_per_person_server_inside_the_network_is_refused_before_any_sign_in(tmp_path, monkeypatch):
     """A per-person server's first contact is the sign-in's discovery: refused there, plainly."""
+    as_if_named_by_dns(monkeypatch)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()

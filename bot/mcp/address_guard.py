@@ -13,6 +13,12 @@ connects to the very address it checked, so a DNS answer that changes between a 
 cannot slip through. Redirects and OAuth discovery requests go through the same client, so through
 the same check. A server entry with `"allowPrivateNetwork": true` gets a plain client.
 
+What the admin wrote is not second-guessed: a server URL whose host is a literal loopback or private
+address (`http://127.0.0.1:8000/mcp`, `http://10.0.0.5/mcp`) or `localhost` is reached at exactly
+that host and port, as other MCP clients do. Only that origin: a redirect, an OAuth document or a
+token URL that leads to another inside address is still refused, and so is a hostname that merely
+resolves inside, a link-local (cloud metadata) or unspecified address, written or not.
+
 Through an HTTP(S) proxy from the environment the proxy resolves and connects, so there the host is
 resolved and checked before the request is handed to the proxy.
 
@@ -45,6 +51,8 @@ Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 # Addresses that carry an IPv4 address inside an IPv6 one (NAT64's well-known prefix).
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 HINT = "set allowPrivateNetwork if you mean it"
+# What an address the admin wrote in a server URL may be: loopback or private, never link-local.
+_WRITTEN_OK = frozenset({"on this machine (loopback)", "on a private network"})
 # Fields of a form (or JSON) body that are credentials: OAuth client secrets and assertions, tokens,
 # the authorization code and its PKCE verifier, a password grant's password.
 SECRET_FIELDS = frozenset(
@@ -187,23 +195,70 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     return found
 
 
-class AddressGuard:
-    """Resolves a host and refuses it if any of its addresses is not public (or trusted)."""
+def written_origin(url: str | None) -> tuple[str, int] | None:
+    """The (host, port) a server URL names when its host says by itself where it is: a loopback or
+    private address literal, or `localhost`. None for a hostname that only DNS places, and for
+    link-local, unspecified or multicast literals (the cloud metadata service is never a server)."""
+    if not url:
+        return None
+    parsed = httpx2.URL(url)
+    host = _normal(parsed.host)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    if is_loopback(host):
+        return host, port
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return (host, port) if why_refused(address) == "on a private network" else None
 
-    def __init__(self, *, resolver: Resolver = resolve, trusted: Collection[IPAddress] = ()) -> None:
+
+def _normal(host: str) -> str:
+    return host.strip("[]").rstrip(".").lower()
+
+
+def _is_literal(host: str, address: IPAddress) -> bool:
+    """Whether `host` is `address` itself, written as an address literal (not a name resolving to it)."""
+    try:
+        return ipaddress.ip_address(_normal(host)) == address
+    except ValueError:
+        return False
+
+
+class AddressGuard:
+    """Resolves a host and refuses it if any of its addresses is not public (or trusted).
+
+    `written` is the origin of the server URL as the admin wrote it (see `written_origin`): its
+    addresses are allowed, a name (`localhost`) only while it resolves to loopback."""
+
+    def __init__(
+        self,
+        *,
+        resolver: Resolver = resolve,
+        trusted: Collection[IPAddress] = (),
+        written: tuple[str, int] | None = None,
+    ) -> None:
         self._resolve = resolver
         # Addresses treated as public all the same: a narrow allowance (and what tests stand in with).
         self._trusted = frozenset(trusted)
+        self._written = written
+
+    def with_written(self, written: tuple[str, int] | None) -> AddressGuard:
+        """This guard, also allowing the origin the admin wrote."""
+        return AddressGuard(resolver=self._resolve, trusted=self._trusted, written=written)
 
     async def checked(self, host: str, port: int) -> list[IPAddress]:
         """The host's addresses, all allowed; raises `AddressRefused` naming the first that is not."""
         addresses = await self._resolve(host, port)
         if not addresses:
             raise httpx2.ConnectError(f"{host} did not resolve to any address")
+        as_written = self._written is not None and (_normal(host), port) == self._written
         for address in addresses:
             if address in self._trusted:
                 continue
             why = why_refused(address)
+            if as_written and why in _WRITTEN_OK and (address.is_loopback or _is_literal(host, address)):
+                continue
             if why is not None:
                 raise AddressRefused(host, address, why)
         return addresses
@@ -313,11 +368,13 @@ def http_client(
     guard: AddressGuard | None = None,
     *,
     allow_insecure_http: bool = False,
+    server_url: str | None = None,
     **options: Any,
 ) -> httpx2.AsyncClient:
     """An HTTP client for one remote server: guarded unless its entry allows private addresses, and
     never sending plain http off this machine unless allowed, nor a credential over it at all (the
-    client's own `headers` count as credentials)."""
+    client's own `headers` count as credentials). `server_url` is the entry's URL as written: its
+    origin is reached even on a loopback or private address literal (`written_origin`)."""
     check = PlainHttpCheck(
         allow_insecure_http=allow_insecure_http, secret_headers=httpx2.Headers(options.get("headers")).keys()
     )
@@ -326,4 +383,5 @@ def http_client(
     options["event_hooks"] = hooks
     if allow_private_network:
         return httpx2.AsyncClient(**options)
-    return httpx2.AsyncClient(transport=GuardedTransport(guard or AddressGuard()), **options)
+    guard = (guard or AddressGuard()).with_written(written_origin(server_url))
+    return httpx2.AsyncClient(transport=GuardedTransport(guard), **options)

@@ -429,6 +429,7 @@ class ServerLink:
                 return http_client(
                     config.allow_private_network,
                     allow_insecure_http=config.allow_insecure_http,
+                    server_url=config.url,
                     headers=headers,
                     timeout=timeout,
                     auth=auth,
@@ -448,6 +449,7 @@ class ServerLink:
         http = http_client(
             config.allow_private_network,
             allow_insecure_http=config.allow_insecure_http,
+            server_url=config.url,
             headers=config.headers,
             timeout=httpx2.Timeout(self._connect_timeout, read=STREAM_READ_TIMEOUT),
             auth=self.auth,

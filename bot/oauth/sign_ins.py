@@ -219,6 +219,7 @@ class SignIns:
             async with http_client(
                 config.allow_private_network,
                 allow_insecure_http=config.allow_insecure_http,
+                server_url=config.url,
                 auth=self.provider(server, person),
                 timeout=HTTP_TIMEOUT,
             ) as http:
@@ -271,6 +272,7 @@ class SignIns:
             async with http_client(
                 config.allow_private_network,
                 allow_insecure_http=config.allow_insecure_http,
+                server_url=config.url,
                 timeout=HTTP_TIMEOUT,
             ) as http:
                 response = await http.send(request)
@@ -322,6 +324,7 @@ class SignIns:
                     async with http_client(
                         config.allow_private_network,
                         allow_insecure_http=config.allow_insecure_http,
+                        server_url=config.url,
                         timeout=HTTP_TIMEOUT,
                     ) as http:
                         await http.post(revocation, data=data, auth=auth or httpx2.USE_CLIENT_DEFAULT)
@@ -337,6 +340,7 @@ class SignIns:
             async with http_client(
                 config.allow_private_network,
                 allow_insecure_http=config.allow_insecure_http,
+                server_url=config.url,
                 timeout=HTTP_TIMEOUT,
             ) as http:
                 metadata = await _authorization_metadata(http, config.url)
