@@ -33,8 +33,8 @@ from tests.test_terminal import PROMPT, chat_env, nerve, terminal
 from tests.test_terminal_approvals import tool_content
 from tests.test_thread_lock import until
 
-SEND = b"Send? [y/N/d=decline] "
-COLOUR = b"  Colour* (one of: red, green, blue): "
+SEND = b"Send? [Y/n/d=decline]"
+COLOUR = b"  Colour* (one of: red, green, blue):"
 # What a parked turn answers before it goes on: never shown as if it were the answer.
 PARKED_TEXT = b"Waiting for your answer"
 
@@ -78,28 +78,28 @@ async def test_a_form_is_asked_field_by_field_checked_as_typed_and_sent(tmp_path
             asked_at = at
             at = await term.expect(b"What pizza would you like?", after=at)
             answers = [
-                (b"  Your name* (text, at least 2 characters): ", b"A"),
+                (b"  Your name* (text, at least 2 characters):", b"A"),
                 (b"Use at least 2 characters (this has 1).", None),
-                (b"  Your name* (text, at least 2 characters): ", b"Ada"),
-                (b"  Email* (an email address): ", b"ada@example"),
+                (b"  Your name* (text, at least 2 characters):", b"Ada"),
+                (b"  Email* (an email address):", b"ada@example"),
                 (b"Enter an email address", None),
-                (b"  Email* (an email address): ", b"ada@example.com"),
-                (b"  Website (a link like https://example.com): ", b""),
-                (b"  Delivery date (a date like 2026-12-31): ", b"2026-13-01"),
+                (b"  Email* (an email address):", b"ada@example.com"),
+                (b"  Website (a link like https://example.com):", b""),
+                (b"  Delivery date (a date like 2026-12-31):", b"2026-13-01"),
                 (b"Enter a date as YYYY-MM-DD", None),
-                (b"  Delivery date (a date like 2026-12-31): ", b"2026-12-31"),
-                (b"  Deliver at (a date and time like 2026-12-31T18:30:00Z): ", b""),
+                (b"  Delivery date (a date like 2026-12-31):", b"2026-12-31"),
+                (b"  Deliver at (a date and time like 2026-12-31T18:30:00Z):", b""),
                 (b"Between 1 and 10 pizzas.", None),
-                (b"  How many (a whole number from 1 to 10) [1]: ", b"11"),
+                (b"  How many (a whole number from 1 to 10) [1]:", b"11"),
                 (b"Enter a whole number from 1 to 10.", None),
-                (b"  How many (a whole number from 1 to 10) [1]: ", b""),
-                (b"  Tip (%) (a number from 0 to 100): ", b"15"),
-                (b"  Extra cheese (yes or no) [no]: ", b"Y"),
-                (b"  Size (one of: Small, Medium, Large) [Medium]: ", b""),
-                (b"  Crust (one of: Thin crust, Thick crust): ", b"thick CRUST"),
+                (b"  How many (a whole number from 1 to 10) [1]:", b""),
+                (b"  Tip (%) (a number from 0 to 100):", b"15"),
+                (b"  Extra cheese (yes or no) [no]:", b"Y"),
+                (b"  Size (one of: Small, Medium, Large) [Medium]:", b""),
+                (b"  Crust (one of: Thin crust, Thick crust):", b"thick CRUST"),
                 (b"Up to three.", None),
                 (
-                    b"  Toppings (up to 3 of: Mushrooms, Olives, Pepperoni, Pineapple; commas between): ",
+                    b"  Toppings (up to 3 of: Mushrooms, Olives, Pepperoni, Pineapple; commas between):",
                     b"olives, mushroom",
                 ),
             ]
@@ -110,7 +110,7 @@ async def test_a_form_is_asked_field_by_field_checked_as_typed_and_sent(tmp_path
             at = await term.expect(SEND, after=at)
             # Nothing drew over the questions: the live view stepped aside while they were asked.
             assert not any(frame.encode() in term.output[asked_at:at] for frame in SPINNER)
-            term.type(b"y\r")
+            term.type(b"\r")  # Enter after filling in sends: cancelling is typed on purpose
             at = await term.expect(b"Sent.", after=at)
             at = await term.expect(b"Your pizza is ordered.", after=at)
             await term.expect(PROMPT, after=at)
@@ -148,11 +148,11 @@ async def test_decline_a_form_open_a_link_yourself_and_a_secret_is_never_asked(t
             at = await term.expect(PROMPT)
             term.type(b"paint the wall\r")
             at = await term.expect(b"Pick a colour for wall", after=at)
-            at = await term.expect(b"  Colour* (one of: red, green, blue): ", after=at)
+            at = await term.expect(b"  Colour* (one of: red, green, blue):", after=at)
             term.type(b"Red\r")
             at = await term.expect(SEND, after=at)
             term.type(b"maybe\r")
-            at = await term.expect(b"Answer y (send it), n (send nothing) or d (decline).", after=at)
+            at = await term.expect(b"Press Enter or y to send it, n to send nothing, d to decline.", after=at)
             at = await term.expect(SEND, after=at)
             term.type(b"d\r")
             at = await term.expect(b"Declined.", after=at)
@@ -165,7 +165,7 @@ async def test_decline_a_form_open_a_link_yourself_and_a_secret_is_never_asked(t
             at = await term.expect(b"Sign in to Example to let me read your calendar", after=at)
             at = await term.expect(b"https://login.example.com/authorize?x=1", after=at)
             at = await term.expect(
-                b"Open it yourself, then press Enter when done, or type d to decline: ", after=at
+                b"Open it yourself, then press Enter when done, or type d to decline:", after=at
             )
             term.type(b"\r")
             at = await term.expect(b"Signed in.", after=at)
@@ -351,7 +351,7 @@ async def test_a_question_and_an_approval_in_one_round_are_both_asked_then_the_t
         at = await term.expect(SEND, after=at)
         term.type(b"y\r")
         at = await term.expect(b"Sent.", after=at)
-        at = await term.expect(b"Run grow_tools()? [y]es / [n]o / [a]lways here ", after=at)
+        at = await term.expect(b"Run grow_tools()? [y]es / [n]o / [a]lways here", after=at)
         term.type(b"y\r")
         at = await term.expect(b"The fence is green, and there is a new tool.", after=at)
         await term.expect(PROMPT, after=at)
@@ -483,7 +483,7 @@ async def test_a_question_and_an_approval_left_open_are_both_asked_at_start_then
             term.type(b"green\r")
             at = await term.expect(SEND, after=at)
             term.type(b"y\r")
-            at = await term.expect(b"Run grow_tools()? [y]es / [n]o / [a]lways here ", after=at)
+            at = await term.expect(b"Run grow_tools()? [y]es / [n]o / [a]lways here", after=at)
             term.type(b"y\r")
             at = await term.expect(b"The fence is green, and there is a new tool.", after=at)
             assert PROMPT not in term.output[:at], "answered before the first prompt"

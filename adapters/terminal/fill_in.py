@@ -32,14 +32,16 @@ from adapters.terminal.safe import printable
 from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field
 from bot.types import InputAction, InputAnswer, InputOutcome, InputRequest, Progress, TurnEvent
 
-SEND = "Send? [y/N/d=decline] "
-HOW_TO_SEND = "Answer y (send it), n (send nothing) or d (decline)."
+# Enter sends: the person has just filled the form in, so sending is what they came to do;
+# sending nothing (n) or declining (d) is typed on purpose.
+SEND = "Send? [Y/n/d=decline] "
+HOW_TO_SEND = "Press Enter or y to send it, n to send nothing, d to decline."
 OPEN = "Open it yourself, then press Enter when done, or type d to decline: "
 HOW_TO_OPEN = "Press Enter once you are done there, or type d to decline."
 SENDS: dict[str, InputAction] = {
     "y": "accept",
     "yes": "accept",
-    "": "cancel",
+    "": "accept",
     "n": "cancel",
     "no": "cancel",
     "d": "decline",
