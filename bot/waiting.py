@@ -45,6 +45,7 @@ from bot.store.sign_ins import SignInWait
 from bot.tracing import turn_span
 from bot.types import (
     AgentReply,
+    ApprovalPrompt,
     AuditEntry,
     ChatMessage,
     ConversationKey,
@@ -67,6 +68,14 @@ logger = logging.getLogger(__name__)
 DENIED_HINT = (
     "The user denied this call. Do not call it again unless they ask for it; "
     "answer without it or propose something else."
+)
+# Who denies a call when no person can be asked (`nerve ask` in a script without --yes), and why:
+# recorded as nerve's decision, so neither the history nor the model reads it as a person's refusal.
+NERVE = "nerve"
+NO_ONE_TO_ASK = "no one to ask (not on a terminal; use --yes)"
+NO_ONE_TO_ASK_HINT = (
+    "Nobody was there to approve this call, so it did not run; no person refused it. "
+    "Do not call it again now: answer without it, and say that it needs approval."
 )
 NOT_APPROVED_HINT = "Nobody approved this call in time. Do not call it again unless the user asks."
 NOT_SIGNED_IN_HINT = "Tell the user the call needs them to connect their account; do not call it again now."
@@ -286,23 +295,47 @@ class WaitingTurns:
             outcome = "approved" if approve else "denied"
             if remember and approve:
                 outcome = "approved, always allowed here"
-            await self.approvals.record_audit(
-                prompt.key,
-                [
-                    AuditEntry(
-                        who=user_id,
-                        place=prompt.place,
-                        server=c.server,
-                        tool=c.tool,
-                        call_id=c.call_id,
-                        arguments_hash=c.call_hash,
-                        outcome=outcome,
-                    )
-                    for c in prompt.calls
-                    if c.call_id in decision.decided
-                ],
-            )
+            await self._audit(prompt, decision.decided, user_id, outcome)
         return decision
+
+    async def _audit(self, prompt: ApprovalPrompt, decided: Sequence[str], who: str, outcome: str) -> None:
+        """Record who decided the calls `decided` of `prompt`, and how."""
+        assert self.approvals is not None
+        await self.approvals.record_audit(
+            prompt.key,
+            [
+                AuditEntry(
+                    who=who,
+                    place=prompt.place,
+                    server=c.server,
+                    tool=c.tool,
+                    call_id=c.call_id,
+                    arguments_hash=c.call_hash,
+                    outcome=outcome,
+                )
+                for c in prompt.calls
+                if c.call_id in decided
+            ],
+        )
+
+    async def deny_unasked(self, request_id: str) -> list[str]:
+        """Deny every open call of a request when no person can be asked about it; the calls denied.
+
+        Recorded as nerve's decision with its reason (`NO_ONE_TO_ASK`), never as the requester's:
+        nobody saw the calls, so nobody refused them.
+        """
+        if self.approvals is None:
+            return []
+        found = await self.approvals.prompt(request_id)
+        if found is None:
+            return []
+        prompt = found[0]
+        open_ids = [c.call_id for c in prompt.calls if c.status == "pending"]
+        denied = await self.approvals.decide(request_id, open_ids, "denied", NERVE, self._clock())
+        if denied:
+            metrics.approvals_decided(len(denied), False)
+            await self._audit(prompt, denied, NERVE, f"denied: {NO_ONE_TO_ASK}")
+        return denied
 
     async def _definition_hash(self, server: str, tool: str) -> str | None:
         spec = self._spec_of(server, tool)
@@ -466,7 +499,10 @@ class WaitingTurns:
                     failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
                     return self._runner.not_run(call, pending.arguments, failure, server=pending.server)
                 return ran
-            if pending.status == "denied":
+            if pending.status == "denied" and pending.decided_by == NERVE:
+                detail = f"{NERVE} denied it: {NO_ONE_TO_ASK}"
+                failure = failure_of(call, "denied", detail, NO_ONE_TO_ASK_HINT)
+            elif pending.status == "denied":
                 who = pending.decided_by or "a person"
                 failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
             elif call.id in signing_in:

@@ -198,7 +198,8 @@ async def settle_one_shot(
     """`nerve ask`: decide and answer until the answer no longer waits, then return it.
 
     `--yes` approves every call of this one question; on a terminal (`ask` given) the person is
-    asked per call; otherwise every call that needs approval is denied, and stderr says which.
+    asked per call; otherwise nerve denies every call that needs approval (no one to ask), and
+    stderr says which.
     A turn parked on its tools' questions goes on once `questions` has them answered (on a
     terminal by the person, in a script declined at once). The rest of the turn reports to
     `progress` as the first part did.
@@ -212,8 +213,9 @@ async def settle_one_shot(
             elif ask is not None:
                 print_waiting(console, prompt)
                 await ask_each(agent, prompt, user, ask, console)
-            else:
-                for call in await decide_all(agent, prompt, user, approve=False):
+            else:  # nobody to ask: nerve denies, and says so, rather than deciding as the person
+                denied = await agent.deny_unasked(prompt.request_id)
+                for call in (c for c in prompt.calls if c.call_id in denied):
                     sys.stderr.write(
                         printable(f"nerve: not run: {call.tool} needs approval; run with --yes to approve")
                         + "\n"
