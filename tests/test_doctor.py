@@ -161,6 +161,15 @@ def setups(fakes: Fakes) -> dict[str, Setup]:
         (folder / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
         return await doctor(folder, NERVE_MCP_CONFIG=str(folder / "mcp.json"))
 
+    async def failing_server(folder: Path) -> Run:
+        says = "import sys; print('starting', file=sys.stderr); sys.exit('cannot open /srv/notes: no folder')"
+        servers = {"notes": {"command": sys.executable, "args": ["-c", says]}}
+        (folder / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+        return await doctor(folder, NERVE_MCP_CONFIG=str(folder / "mcp.json"))
+
+    async def offline_model_for_slack(folder: Path) -> Run:
+        return await doctor(folder, **slack_env(fakes.slack))
+
     async def repeated_server(folder: Path) -> Run:
         # MCPSecBench's example file: a second "check" would quietly replace the first.
         entry = '{"command": "python", "args": ["-m", "servers.env_query"], "enabled": false}'
@@ -226,6 +235,8 @@ def setups(fakes: Fakes) -> dict[str, Setup]:
         "all_good_json": all_good_json,
         "bad_json": bad_json,
         "missing_command": missing_command,
+        "failing_server": failing_server,
+        "offline_model_for_slack": offline_model_for_slack,
         "repeated_server": repeated_server,
         "lookalike_servers": lookalike_servers,
         "unreachable_model": unreachable_model,
@@ -382,6 +393,31 @@ def test_a_server_whose_command_does_not_exist_is_an_error_while_the_others_star
     width = len("server env-query")
     assert row("error", "server gone", found, todo, width=width) in run.lines
     assert row("ok", "server env-query", "ready, 1 tool", width=width) in run.lines
+
+
+def test_a_server_that_fails_at_start_shows_its_last_stderr_line(report):
+    run = report["failing_server"]
+    assert run.code == 1
+    [line] = [line for line in run.lines if "server notes" in line]
+    assert line.startswith("error"), line
+    assert "its last stderr line: cannot open /srv/notes: no folder →" in line, line
+    assert "see the log" not in line, line
+    assert run.err == ""  # without -v the server's stderr stays out of the terminal, as before
+
+
+def test_slack_with_the_offline_model_is_a_warning_that_its_people_get_rule_based_answers(report):
+    run = report["offline_model_for_slack"]
+    [line] = [line for line in run.lines if line.split()[1:2] == ["model"]]
+    assert line.startswith("warning"), line
+    assert "Slack users would get its rule-based answers" in line, line
+    assert "→ for a real model set OPENAI_API_KEY" in line, line
+    assert run.code == 0, run.out
+
+
+def test_the_offline_model_in_the_terminal_alone_is_ok(report):
+    run = report["bad_setting"]
+    [line] = [line for line in run.lines if line.split()[1:2] == ["model"]]
+    assert line.startswith("ok") and "the built-in offline model" in line, line
 
 
 def test_a_model_service_nobody_answers_at_is_an_error(report):

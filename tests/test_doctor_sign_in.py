@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.ports import unused_port
 from tests.test_doctor import doctor
 from tests.test_notes_oauth_server import start_server, stop_server
 
@@ -26,8 +27,21 @@ async def test_doctor_explains_what_a_sign_in_server_needs(tmp_path):
         assert no_key.code != 0
         assert any("error" in line and "NERVE_SECRET_KEY" in line for line in no_key.lines), no_key.out
 
+        # The terminal-only sign-in of the README: the terminal signs in through its own address.
         no_url = await doctor(tmp_path, NERVE_MCP_CONFIG=per_person, NERVE_SECRET_KEY=SECRET)
-        assert any("error" in line and "NERVE_PUBLIC_URL" in line for line in no_url.lines), no_url.out
+        [line] = [line for line in no_url.lines if line.split()[1:2] == ["sign-in"]]
+        assert line.startswith("warning") and "nerve slack and nerve discord would need it" in line, line
+        assert "set NERVE_PUBLIC_URL" in line, line
+        [line] = [line for line in no_url.lines if "server notes" in line]
+        assert line.startswith("ok") and "each person signs in" in line, line
+        assert no_url.code == 0, no_url.out
+
+        # With Discord set up the same settings cannot start it: an error, and still the server's line.
+        discord = {"DISCORD_BOT_TOKEN": "a.b.c", "DISCORD_API_BASE_URL": f"http://127.0.0.1:{unused_port()}"}
+        for_discord = await doctor(tmp_path, NERVE_MCP_CONFIG=per_person, NERVE_SECRET_KEY=SECRET, **discord)
+        [line] = [line for line in for_discord.lines if line.split()[1:2] == ["sign-in"]]
+        assert line.startswith("error") and "Discord cannot start without it" in line, line
+        assert any("server notes" in line for line in for_discord.lines), for_discord.out
 
         settings = {"NERVE_SECRET_KEY": SECRET, "NERVE_PUBLIC_URL": "https://nerve.example"}
         fine = await doctor(tmp_path, NERVE_MCP_CONFIG=per_person, **settings)

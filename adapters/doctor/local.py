@@ -12,7 +12,9 @@ from pathlib import Path
 import aiosqlite
 from pydantic import ValidationError
 
+from adapters.doctor.platforms import platforms_set_up
 from adapters.doctor.report import Check, error, ok, warning
+from adapters.doctor.stderr_tail import last_stderr_lines
 from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
 from bot.errors import ConfigError, StoreError
 from bot.plain_http import plain_http_host
@@ -22,6 +24,8 @@ from bot.store.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
 
 # How long each MCP server may take to start and list its tools: as long as nerve itself allows.
 SERVER_LIMIT = 15.0
+# How the host points at a server's stderr in the log (`MCPHost.problems`); the report quotes it.
+SEE_LOG = "; see the log for its stderr"
 
 
 def load_settings() -> tuple[Check, Settings | None]:
@@ -76,13 +80,22 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
     # Imported here: the MCP client adds most of a second to a run that has no server to start.
     from bot.mcp.host import STILL_STARTING, MCPHost
     from bot.mcp.personal import NEEDS_SIGN_IN
+    from bot.oauth.loopback import CALLBACK
     from bot.runtime import open_store, shared_auth, sign_ins_for
 
+    checks: list[Check] = []
+    redirect: str | None = None
+    if not settings.nerve_public_url and _signed_in(servers):
+        checks.append(_no_public_url(settings, _signed_in(servers)))
+        # The terminal's kind of address: nothing here completes a sign-in, it only lets the
+        # servers be checked.
+        redirect = f"http://127.0.0.1{CALLBACK}"
     async with open_store(settings) as store:
         try:
-            sign_ins = sign_ins_for(settings, servers, store, None)
+            sign_ins = sign_ins_for(settings, servers, store, redirect)
         except ConfigError as exc:
-            return [error("sign-in", exc.message, "set it in the environment or .env, then run doctor again")]
+            todo = "set it in the environment or .env, then run doctor again"
+            return [*checks, error("sign-in", exc.message, todo)]
         host = MCPHost(
             servers,
             default_timeout=settings.nerve_tool_timeout,
@@ -92,9 +105,12 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
             auth=shared_auth(sign_ins),
         )
         try:
-            # A second past the servers' own limit, so each one reports its own timeout.
-            await host.start(grace=SERVER_LIMIT + 1, limit=SERVER_LIMIT + 1)
-            problems = dict(host.problems())
+            with last_stderr_lines() as stderr:
+                # A second past the servers' own limit, so each one reports its own timeout.
+                await host.start(grace=SERVER_LIMIT + 1, limit=SERVER_LIMIT + 1)
+                problems = {
+                    name: _with_stderr(problem, stderr.get(name)) for name, problem in host.problems()
+                }
             tools = Counter(spec.server for spec in host.list_tools())
             connected = {
                 name: len(await sign_ins.people_connected(name))
@@ -103,7 +119,6 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
             }
         finally:
             await host.aclose()
-    checks = []
     for name, config in servers.items():
         checks.extend(_plain_http(name, config))
         if name in connected:
@@ -116,6 +131,39 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
                 continue
         checks.append(_server_check(name, config, _plain(problems.get(name), STILL_STARTING), tools[name]))
     return checks
+
+
+def _signed_in(servers: dict[str, ServerConfig]) -> list[str]:
+    """Servers people (or an admin) sign in to with OAuth: the ones that need NERVE_PUBLIC_URL."""
+    return sorted(name for name, config in servers.items() if config.auth and config.auth.type == "oauth")
+
+
+def _no_public_url(settings: Settings, signed: list[str]) -> Check:
+    """The terminal signs in through its own loopback address, so only Slack and Discord need
+    NERVE_PUBLIC_URL: an error when one of them is set up here, else a warning for later."""
+    names = ", ".join(signed)
+    todo = (
+        "set NERVE_PUBLIC_URL to the address people's browsers reach this nerve at"
+        " (sign-in lands on NERVE_PUBLIC_URL/oauth/callback)"
+    )
+    platforms = platforms_set_up(settings)
+    if platforms:
+        found = (
+            f"{names} use OAuth sign-in and NERVE_PUBLIC_URL is not set: {platforms} cannot start without it"
+        )
+        return error("sign-in", found, todo)
+    found = (
+        f"{names} use OAuth sign-in and NERVE_PUBLIC_URL is not set: fine for the terminal, which signs in"
+        " through its own loopback address; nerve slack and nerve discord would need it"
+    )
+    return warning("sign-in", found, f"before running nerve slack or nerve discord, {todo}")
+
+
+def _with_stderr(problem: str, last_line: str | None) -> str:
+    """The problem with the server's last stderr line in place of the log's pointer to it."""
+    if last_line is None:
+        return problem
+    return f"{problem.removesuffix(SEE_LOG)}; its last stderr line: {last_line}"
 
 
 def _plain_http(name: str, config: ServerConfig) -> list[Check]:
@@ -152,7 +200,7 @@ def _server_check(name: str, config: ServerConfig, problem: str | None, tools: i
     else:
         todo = "check its command, args, cwd and env in the servers file"
         if "stderr" in problem:
-            todo += "; `nerve -v doctor` shows what it wrote to stderr"
+            todo += "; `nerve -v doctor` shows all it wrote to stderr"
     return error(label, problem, todo)
 
 

@@ -21,6 +21,7 @@ from adapters.doctor.local import (
     servers_file_warnings,
 )
 from adapters.doctor.offline import offline_check
+from adapters.doctor.platforms import slack_set_up
 from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
 from adapters.log_format import install, settings_secrets
 from adapters.terminal.logs import log_to_stderr
@@ -130,7 +131,7 @@ async def _model(settings: Settings) -> list[Check]:
 
 
 async def _slack(settings: Settings) -> list[Check]:
-    if not any((settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)):
+    if not slack_set_up(settings):
         return []
     from adapters.doctor.slack_check import check_slack
 

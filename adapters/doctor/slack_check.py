@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.doctor.platforms import slack_set_up
 from adapters.doctor.report import Check, error, ok, warning
 from adapters.slack.app import EVENTS_PATH, _reaching_slack, check_settings, make_client, require_bot_token
 from bot.config import Settings
@@ -37,12 +38,8 @@ SLACK_LIMIT = 15.0
 REACH = "check the network, or SLACK_API_BASE_URL if you set it"
 
 
-def wanted(settings: Settings) -> bool:
-    return any((settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret))
-
-
 async def check_slack(settings: Settings) -> list[Check]:
-    if not wanted(settings):
+    if not slack_set_up(settings):
         return []
     try:
         require_bot_token(settings)
