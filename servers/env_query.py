@@ -18,7 +18,8 @@ from typing import Annotated, Literal
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from servers.stdio import serve_stdio
@@ -119,13 +120,21 @@ def environment_status(area_code: str) -> EnvironmentStatus:
     )
 
 
+def area_code_problem(area_code: str) -> str | None:
+    """What is wrong with a malformed code, said so that it tells how to fix it; None when it is fine."""
+    if _AREA_CODE.fullmatch(area_code):
+        return None
+    return (
+        f"Invalid arguments: area_code {area_code!r} is not an area code. "
+        "Use one capital letter followed by four digits, for example 'A1001'."
+    )
+
+
 def check_area_code(area_code: str) -> str:
-    """Reject a malformed code with a message that says how to fix it."""
-    if not _AREA_CODE.fullmatch(area_code):
-        raise ToolError(
-            f"Invalid arguments: area_code {area_code!r} is not an area code. "
-            "Use one capital letter followed by four digits, for example 'A1001'."
-        )
+    """Reject a malformed code in a tool call, with a message that says how to fix it."""
+    problem = area_code_problem(area_code)
+    if problem is not None:
+        raise ToolError(problem)
     return area_code
 
 
@@ -150,8 +159,17 @@ DESCRIPTION = (
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
+def outdoor_advice_text(area_code: str, activity: str | None = None) -> str:
+    """The question the `outdoor_advice` prompt starts a turn with: what `get_environment_status`
+    answers, worded as people ask it (the seed example's question, for any area and activity)."""
+    return (
+        f"Is the environment in {area_code} good for {activity or 'a run'} right now? "
+        "Check its current conditions and advise."
+    )
+
+
 def build_server(delay_s: float = 0.0) -> MCPServer:
-    """The server with its one tool; `delay_s` is waited before each answer."""
+    """The server with its one tool and its one prompt; `delay_s` is waited before each answer."""
     server = MCPServer("env-query", version="1.0.0", log_level="WARNING")
 
     @server.tool(description=DESCRIPTION, annotations=READ_ONLY)
@@ -162,6 +180,21 @@ def build_server(delay_s: float = 0.0) -> MCPServer:
         status = environment_status(area_code)
         logger.info("area %s: aqi %d", area_code, status.air_quality.aqi)
         return status
+
+    # A prompt, so `/prompt` can be tried with the servers nerve ships: `/prompt outdoor_advice A1001`.
+    @server.prompt()
+    def outdoor_advice(
+        area_code: AreaCode,
+        activity: Annotated[
+            str | None, Field(description="What you want to do outside, e.g. 'a run' (the default).")
+        ] = None,
+    ) -> str:
+        """Whether now is a good time to be outside in an area, from its current conditions."""
+        problem = area_code_problem(area_code)
+        if problem is not None:
+            # An MCP error reaches the client with its message; any other exception is hidden.
+            raise MCPError(code=INVALID_PARAMS, message=problem)
+        return outdoor_advice_text(area_code, activity)
 
     return server
 
