@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from bot.store.base import ConversationStore
-from bot.store.prune import prune_conversations
+from bot.store.dialect import days_ago
+from bot.store.prune import prune_conversations, pruning_inbox
 from bot.types import AuditEntry, ChatMessage, ConversationKey, Incoming, PendingCall, ToolCall
 from tests.stores import Backend
 
@@ -190,3 +192,58 @@ async def test_retention_keeps_a_conversation_a_message_reached_since_it_was_fou
     cutoff = (NOW - timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
     assert await store.delete_conversation(idle.id, idle_before=cutoff) == "recent"
     assert await store.history(WALKS) == [said("long ago"), said("just now")]
+
+
+async def idle_since(backend: Backend, key: ConversationKey, days: float) -> None:
+    """Make this thread's conversation last active `days` ago by the real clock (the prune job's)."""
+    stamp = days_ago(days)
+    await backend.rows(
+        "UPDATE messages SET created_at = ? WHERE conversation_id IN"
+        " (SELECT id FROM conversations WHERE thread = ? AND platform = ?)",
+        (stamp, key.thread, key.platform),
+    )
+    await backend.rows(
+        "UPDATE conversations SET created_at = ? WHERE thread = ? AND platform = ?",
+        (stamp, key.thread, key.platform),
+    )
+
+
+async def test_the_prune_job_deletes_idle_conversations_at_start_and_on_its_schedule(
+    store: ConversationStore, store_backend: Backend
+) -> None:
+    waits: asyncio.Queue[float] = asyncio.Queue()
+    ticks: asyncio.Queue[None] = asyncio.Queue()
+
+    async def wait(seconds: float) -> None:
+        waits.put_nowait(seconds)
+        await ticks.get()
+
+    for key in (WALKS, NOTES, SLACK):
+        await store.append(key, [said(f"in {key.thread}")])
+    await idle_since(store_backend, WALKS, days=31)
+    await idle_since(store_backend, SLACK, days=45)
+
+    async with asyncio.timeout(10):
+        async with pruning_inbox(
+            store, retention_hours=24, conversation_retention_days=30, every=3600, wait=wait
+        ):
+            assert await store.history(WALKS) == [] and await store.history(SLACK) == []
+            assert await store.history(NOTES) == [said("in notes")]
+            assert await waits.get() == 3600
+            await idle_since(store_backend, NOTES, days=30.5)
+            ticks.put_nowait(None)
+            assert await waits.get() == 3600  # the next wait begins once the scheduled pruning is done
+            assert await store.history(NOTES) == []
+
+
+async def test_without_a_retention_conversations_are_kept_however_old(
+    store: ConversationStore, store_backend: Backend
+) -> None:
+    await store.append(WALKS, [said("years ago")])
+    await idle_since(store_backend, WALKS, days=3000)
+
+    async def wait(seconds: float) -> None:
+        await asyncio.Event().wait()
+
+    async with asyncio.timeout(10), pruning_inbox(store, retention_hours=24, wait=wait):
+        assert await store.history(WALKS) == [said("years ago")]
