@@ -72,3 +72,10 @@ def test_the_doctor_sample_shows_the_schema_version_nerve_migrates_to():
     sample = read(DOCS / "commands.md").split("$ nerve doctor\n", 1)[1].split("```", 1)[0]
     [shown] = re.findall(r"schema version (\d+) \(current\)", sample)
     assert int(shown) == newest
+
+
+def test_every_setting_in_env_example_has_a_row_in_the_settings_page_and_no_other():
+    listed = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", read(ROOT / ".env.example"), re.MULTILINE))
+    documented = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", read(DOCS / "settings.md"), re.MULTILINE))
+    assert sorted(listed - documented) == [], "settings .env.example lists that docs/settings.md does not"
+    assert sorted(documented - listed) == [], "settings docs/settings.md documents that .env.example lacks"
