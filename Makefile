@@ -1,4 +1,5 @@
-# Every target sets up .venv itself, so a fresh clone needs only Python 3.11+ and make.
+# Every target sets up .venv itself: `make run` needs only Python 3.11+ and make; `make test` also needs
+# Node.js 20+ with npm and a reachable PostgreSQL (NERVE_TEST_DATABASE_URL).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
