@@ -44,7 +44,7 @@ from bot.render import truncate
 from bot.seams import LLM, Inbox, PromptHost, ServerStates, Store, ToolHost, TurnLock
 from bot.store.approvals import ApprovalLedger
 from bot.store.locks import KeyedLocks
-from bot.text import scrub
+from bot.text import question_too_long, scrub
 from bot.tracing import turn_span
 from bot.types import (
     AgentReply,
@@ -174,7 +174,7 @@ class Agent(WaitingTurns):
         incoming = replace(incoming, text=scrub(incoming.text), user_id=scrub(incoming.user_id))
         size, limit = len(incoming.text), self._config.max_question_chars
         if size > limit:
-            notice = f"Your message is {size:,} characters; the limit is {limit:,}. Please shorten it."
+            notice = question_too_long(size, limit)
             metrics.turn_outcome("refused_too_long")
             return await self._refuse(incoming, notice, store_notice=True)
 

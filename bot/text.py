@@ -33,3 +33,9 @@ def scrub_bytes(data: bytes) -> str:
 def _only_escaped_bytes(text: str) -> bool:
     """True when every surrogate in `text` is one `surrogateescape` made (U+DC80–U+DCFF)."""
     return all(0xDC80 <= ord(c) <= 0xDCFF for c in _SURROGATE.findall(text))
+
+
+def question_too_long(size: int, limit: int) -> str:
+    """What a person is told of a question over NERVE_MAX_QUESTION_CHARS, wherever it is refused
+    (by the agent, or by the terminal's prompt before it is sent)."""
+    return f"Your message is {size:,} characters; the limit is {limit:,}. Please shorten it."

@@ -25,7 +25,12 @@ from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.mcp_servers.hostile import MASKED_LINK
 from tests.test_cli import nerve_env
 
-PROMPT = b"you \xe2\x80\xba "  # "you › "
+# "you ›": on a terminal the prompt's trailing space is drawn as a cursor move, not a character.
+PROMPT = b"you \xe2\x80\xba"
+ROWS = 50
+# A cursor position request, and the answer a terminal gives with the cursor on its last row.
+CURSOR_POSITION_REQUEST = b"\x1b[6n"
+CURSOR_POSITION = b"\x1b[%d;1R" % ROWS
 BANNER = b"\xe2\x80\x94 thread"  # "nerve — thread", after rich styled "nerve"
 
 
@@ -43,13 +48,14 @@ class Terminal:
         self._master = master
         self._changed = asyncio.Event()
         self._closed = False
+        self._positions_told = 0
         asyncio.get_running_loop().add_reader(master, self._read)
 
     @classmethod
     async def start(cls, *argv: str, env: dict[str, str], cwd: Path = ROOT, columns: int = 220) -> Terminal:
         master, slave = os.openpty()
         # By default wide enough that rich never wraps the lines the tests look for.
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, columns, 0, 0))
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -77,9 +83,19 @@ class Terminal:
             data = b""
         if data:
             self.output += data
+            self._tell_cursor_position()
         else:
             self._close_reader()
         self._changed.set()
+
+    def _tell_cursor_position(self) -> None:
+        """Answer each cursor position request as a terminal does (the line editor asks, to know the
+        room below its prompt)."""
+        asked = self.output.count(CURSOR_POSITION_REQUEST)
+        while self._positions_told < asked:
+            self._positions_told += 1
+            with contextlib.suppress(OSError):
+                os.write(self._master, CURSOR_POSITION)
 
     def _close_reader(self) -> None:
         if not self._closed:

@@ -69,7 +69,9 @@ async def test_the_chat_lists_the_link_the_text_and_the_file_and_show_prints_the
     assert "/show N expands a tool result and the texts it returned." in answer
     shown = term.screen()[len(answer) :]
     assert "── latest (text/markdown) ──" in shown and "| Margherita | 9.50 |" in shown
-    assert files_in(tmp_path) - before <= {"nerve.db", "nerve.db-wal", "nerve.db-shm", "nerve.log"}
+    # The prompt's history file is beside the database; nothing a tool returned is written.
+    written = {"nerve.db", "nerve.db-wal", "nerve.db-shm", "nerve.log", "nerve.history"}
+    assert files_in(tmp_path) - before <= written
 
 
 async def test_off_a_terminal_the_same_lines_follow_the_answer(tmp_path):

@@ -21,8 +21,17 @@ from typing import Any
 from rich.console import Console
 
 from adapters.prompt_arguments import parse_arguments, usage
-from adapters.terminal.approve import Parked, ask_each, go_on, go_on_answered, print_waiting, terminal_place
+from adapters.terminal.approve import (
+    Ask,
+    Parked,
+    ask_each,
+    go_on,
+    go_on_answered,
+    print_waiting,
+    terminal_place,
+)
 from adapters.terminal.fill_in import FillIn
+from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, history_file
 from adapters.terminal.live import LiveAnswer, PlainAnswer
 from adapters.terminal.sign_in import COMMANDS as SIGN_IN_COMMANDS
 from adapters.terminal.sign_in import COMMANDS_HELP, LoopbackCallback, TerminalSignIn
@@ -55,7 +64,13 @@ Type a question and press Enter. Commands:
   /reset     start a new conversation in this thread
 {sign_ins}
   /help      this text
-  /quit      leave (Ctrl-D or Ctrl-C at the prompt work too)"""
+  /quit      leave (Ctrl-D or Ctrl-C at the prompt work too)
+Enter sends; Esc then Enter (or Alt-Enter) starts a new line; a paste is one question.
+Up and Down recall earlier questions, Ctrl-R searches them, Tab completes commands, Ctrl-L clears."""
+
+
+# What Tab completes at the chat's prompt.
+COMMANDS = ("/show", "/tools", "/prompt", "/reset", *sorted(SIGN_IN_COMMANDS), "/help", "/quit", "/exit")
 
 
 def _no_notice() -> str | None:
@@ -98,7 +113,18 @@ class TerminalChat:
         self._last: AgentReply | None = None
         # The OS user: the one who asks in this terminal, and so the one who approves.
         self._user = self._key.workspace
-        self._read = LineReader()
+        # On a terminal, prompt_toolkit edits the line: the chat's own prompt keeps a history file
+        # and completes commands; a tool's questions and approvals get line editing alone. Off one
+        # (a pipe, a file), plain lines, as scripts expect.
+        self._read: Ask = LineReader()
+        self._ask_question: Ask = self._read
+        if self._console.is_terminal and sys.stdin.isatty():
+            self._read = TerminalPrompt()
+            self._ask_question = TerminalPrompt(
+                history=history_file(runtime.settings.nerve_db),
+                completer=SlashCompleter(COMMANDS, self._prompt_names),
+                max_chars=runtime.settings.nerve_max_question_chars,
+            )
         # Off a terminal (a pipe, a file) the answer is written as plain text as it comes.
         self._plain = PlainAnswer(self._console.file)
         # Per-person servers: the links a turn asks for, opened here; the browser comes back to `sign_in`.
@@ -121,7 +147,7 @@ class TerminalChat:
         while True:
             if (notice := self._notices()) is not None:
                 self._console.print(f"[dim]{shown(notice)}[/dim]")
-            line = await self._read("you › ")
+            line = await self._ask_question("you › ")
             if line is None:  # Ctrl-D, or Ctrl-C at the prompt: keep the shell's prompt on a new line
                 self._console.print()
                 return
@@ -212,6 +238,9 @@ class TerminalChat:
             return
         for index, attachment in chosen:
             print_attachment(self._console, index, attachment)
+
+    def _prompt_names(self) -> list[str]:
+        return [spec.name for spec in self._runtime.agent.prompts(self._incoming(""))]
 
     def _incoming(self, text: str) -> Incoming:
         return Incoming(key=self._key, text=text, user_id=self._user, place=terminal_place(self._user))
