@@ -117,11 +117,9 @@ async def test_always_here_is_remembered_until_it_is_revoked(tmp_path, notes):
         code, out, err = await run_nerve("approvals", env=env)
         assert code == 0, err
         [line] = [line for line in out.splitlines() if "append_note" in line]
-        assert "terminal:cli" in line and "notes" in line and f"granted by {USER}" in line
+        assert line.split()[0] == "terminal" and "notes" in line and f"granted by {USER}" in line
 
-        code, out, err = await run_nerve(
-            "approvals", "revoke", "terminal:cli", "notes", "append_note", env=env
-        )
+        code, out, err = await run_nerve("approvals", "revoke", "terminal", "notes", "append_note", env=env)
         assert code == 0, err
         assert "Revoked" in out
 
