@@ -29,13 +29,13 @@ async def test_a_failed_look_for_dead_workers_says_why_even_without_a_message(
 ) -> None:
     failed = asyncio.Event()
 
-    async def prune_stalled_workers(seconds: float) -> Any:
+    def connection() -> Any:
         failed.set()
         raise TimeoutError()  # str() is empty
 
-    app: Any = SimpleNamespace(job_manager=SimpleNamespace(prune_stalled_workers=prune_stalled_workers))
+    app: Any = SimpleNamespace(connector=SimpleNamespace(pool=SimpleNamespace(connection=connection)))
     with caplog.at_level(logging.WARNING, logger="bot.jobs.recovery"):
-        task = asyncio.create_task(keep_recovering(app, queues=["q"], stall_timeout=0.03))
+        task = asyncio.create_task(keep_recovering(app, queues=["q"], stall_timeout=0.03, own=list))
         await asyncio.wait_for(failed.wait(), 10)
         await asyncio.sleep(0.05)
         task.cancel()

@@ -63,6 +63,7 @@ from adapters.slack.inbox import inbox_payload
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
+from adapters.slack.intake import INTAKE_WAIT_SECONDS, left_to_sweep, unrecorded
 from adapters.slack.jobs import Launcher, job_handlers
 from adapters.slack.post import Poster
 from adapters.slack.prompt_command import PROMPT_WORDS, PromptCommand
@@ -77,7 +78,7 @@ from adapters.slack.well_formed import delivery_problem
 from adapters.up_line import log_up
 from bot.agent import Agent
 from bot.config import Settings
-from bot.errors import ConfigError, StartupError
+from bot.errors import ConfigError, StartupError, StoreError
 from bot.jobs import JobHandler
 from bot.oauth.sign_ins import SignedIn
 from bot.text import scrub_bytes
@@ -399,21 +400,33 @@ class SlackBot:
                 followed=self._followed.__contains__,
             )
             if turn is not None:
-                # A storage failure raises here: Slack gets a 500 and retries, and the retry is new to us.
-                if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
-                    if self._launch.jobs is not None and await self._left_behind(turn):
-                        logger.warning(
-                            "Slack re-delivered event %s, recorded but never queued: queued now",
-                            turn.event_id,
-                        )
-                        return BoltResponse(status=200, body="")
-                    logger.info("Slack re-delivered event %s; already handled", turn.event_id)
-                    return BoltResponse(status=200, body="")
-                if self._stopping:
-                    logger.info("kept Slack event %s for the next start (shutting down)", turn.event_id)
-                    return BoltResponse(status=200, body="")
+                # Recorded within Slack's 3 s, or refused with a 503 so Slack retries (`.intake`).
+                deadline = asyncio.get_running_loop().time() + INTAKE_WAIT_SECONDS
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        answered = await self._record(turn, body)
+                except (StoreError, TimeoutError) as exc:
+                    return unrecorded(turn.event_id, exc)
+                if answered is not None:
+                    return answered
                 context["nerve_turn"] = turn
+                context["nerve_deadline"] = deadline
         await next()
+        return None
+
+    async def _record(self, turn: Turn, body: dict[str, Any]) -> BoltResponse | None:
+        """Claim a turn's delivery in the inbox; the answer to a re-delivery, None for a new one."""
+        if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
+            if self._launch.jobs is not None and await self._left_behind(turn):
+                logger.warning(
+                    "Slack re-delivered event %s, recorded but never queued: queued now", turn.event_id
+                )
+                return BoltResponse(status=200, body="")
+            logger.info("Slack re-delivered event %s; already handled", turn.event_id)
+            return BoltResponse(status=200, body="")
+        if self._stopping:
+            logger.info("kept Slack event %s for the next start (shutting down)", turn.event_id)
+            return BoltResponse(status=200, body="")
         return None
 
     async def _left_behind(self, turn: Turn) -> bool:
@@ -434,7 +447,12 @@ class SlackBot:
         # Queued before the ack: Slack sends a thread's next message only after this one is queued,
         # so the thread's jobs (one at a time, in queue order) answer in the order people wrote.
         self._follow(turn)
-        await self._launch.event(turn.event_id, turn.key, lambda: self._turns.run(turn))
+        deadline = context.get("nerve_deadline")
+        try:
+            async with asyncio.timeout_at(deadline if isinstance(deadline, float) else None):
+                await self._launch.event(turn.event_id, turn.key, lambda: self._turns.run(turn))
+        except TimeoutError:
+            left_to_sweep(turn.event_id)  # recorded: acked, and queued by a later sweep
 
     def _start_turn(self, turn: Turn) -> None:
         self._follow(turn)

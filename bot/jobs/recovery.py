@@ -5,8 +5,8 @@ SIGKILLed, or loses its machine, stops beating, and the jobs it had taken stay `
 job is never finished and, since a running job holds its conversation's lock, nothing else of that
 conversation would run either. So every worker, every third of the stall timeout:
 
-1. deletes the workers whose heartbeat is older than the stall timeout (procrastinate's own
-   `prune_stalled_workers`; their jobs' `worker_id` becomes NULL), then
+1. deletes the workers whose heartbeat is older than the stall timeout, its own excepted (their
+   jobs' `worker_id` becomes NULL), then
 2. puts each `doing` job of the worker's queues that has no worker back in its queue, in one
    transaction with the jobs' rows locked (`FOR UPDATE SKIP LOCKED`): two workers recovering at
    once never put back the same job twice, and a job another worker has just taken is not touched.
@@ -17,24 +17,32 @@ message that kills the process answering it must not take down every replica in 
 
 The stall timeout must be well above any pause of a live process (its event loop blocked, the
 database unreachable): a worker taken for dead while it still runs its job would see that job run a
-second time elsewhere.
+second time elsewhere. A process never takes its own worker for dead: after the database was away
+longer than the stall timeout, its worker's last heartbeat is old, but the worker is right here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, LiteralString
 
 from procrastinate import App, sql, utils
 
 from bot.jobs.wake import WakingJobManager
+from bot.store.postgres_outage import OUTAGE, unreachable_reason
 
 logger = logging.getLogger(__name__)
 
 # A job is started at most this many times in all before it is given up on.
 MAX_RUNS = 5
+
+_PRUNE: LiteralString = """
+DELETE FROM procrastinate_workers
+ WHERE last_heartbeat < NOW() - make_interval(secs => %(seconds)s) AND NOT (id = ANY(%(own)s))
+RETURNING id
+"""
 
 _ORPHANS: LiteralString = """
 SELECT id, queue_name, lock, attempts FROM procrastinate_jobs
@@ -44,14 +52,24 @@ SELECT id, queue_name, lock, attempts FROM procrastinate_jobs
 """
 
 
-async def recover_stalled_jobs(app: App, *, queues: Sequence[str], stall_timeout: float) -> list[int]:
-    """Put the jobs of dead workers back in `queues`; return their ids (those given up on excluded)."""
-    pruned = await app.job_manager.prune_stalled_workers(stall_timeout)
-    if pruned:
-        logger.warning("workers %s sent no heartbeat for %.0f s: taken for dead", pruned, stall_timeout)
+async def recover_stalled_jobs(
+    app: App, *, queues: Sequence[str], stall_timeout: float, own: Collection[int] = ()
+) -> list[int]:
+    """Put the jobs of dead workers back in `queues`; return their ids (those given up on excluded).
+    `own`: this process's workers, never taken for dead by it."""
     retried: list[int] = []
     first_in: dict[str, int] = {}  # queue → its first job put back
     pool = app.connector.pool  # type: ignore[attr-defined]
+    async with pool.connection() as conn:
+        rows = await conn.execute(_PRUNE, {"seconds": float(stall_timeout), "own": list(own)})
+        pruned = [worker_id for (worker_id,) in await rows.fetchall()]
+    if pruned:
+        logger.warning(
+            "workers %s of another process sent no heartbeat for %.0f s: taken for dead, their jobs"
+            " run again",
+            pruned,
+            stall_timeout,
+        )
     async with pool.connection() as conn, conn.transaction():
         orphans = await (await conn.execute(_ORPHANS, {"queues": list(queues)})).fetchall()
         for job_id, queue, lock, attempts in orphans:
@@ -75,14 +93,21 @@ async def recover_stalled_jobs(app: App, *, queues: Sequence[str], stall_timeout
     return retried
 
 
-async def keep_recovering(app: App, *, queues: Sequence[str], stall_timeout: float) -> None:
-    """Recover stalled jobs every third of the stall timeout, until cancelled. A failed round (the
-    database away) is logged and the next one tried."""
+async def keep_recovering(
+    app: App, *, queues: Sequence[str], stall_timeout: float, own: Callable[[], Collection[int]]
+) -> None:
+    """Recover stalled jobs every third of the stall timeout, until cancelled, never taking the
+    workers `own()` names (this process's) for dead. A failed round (the database away) is logged
+    and the next one tried."""
     while True:
         await asyncio.sleep(stall_timeout / 3)
         try:
-            await recover_stalled_jobs(app, queues=queues, stall_timeout=stall_timeout)
+            await recover_stalled_jobs(app, queues=queues, stall_timeout=stall_timeout, own=own())
         except Exception as exc:
+            reason = unreachable_reason(exc)
+            if reason is not None:
+                OUTAGE.unreachable_now(reason)  # one line for the whole outage, not one per round
+                continue
             # Some errors (a timeout, a closed pool) carry no message: then their type says what.
             logger.warning(
                 "could not look for jobs of dead workers (trying again): %s", str(exc) or repr(exc)

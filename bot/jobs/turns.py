@@ -39,6 +39,7 @@ from bot.jobs.wake import WakingJobManager
 from bot.jobs.worker import WorkerOptions, WorkerRunner
 from bot.store.postgres import CONNECT_TIMEOUT_SECONDS, describe, postgres_error
 from bot.store.postgres_migrate import current_schema
+from bot.store.postgres_pool import SteadyPool
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class TurnJobs:
         except psycopg.Error as exc:
             raise postgres_error(exc, where) from exc
         # procrastinate's LISTEN session is opened with the pool's conninfo and kwargs.
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        pool: AsyncConnectionPool[Any] = SteadyPool(
             database_url,
             min_size=1,
             max_size=POOL_SIZE,

@@ -17,6 +17,8 @@ import logging
 from procrastinate import exceptions, manager
 from procrastinate import jobs as jobs_module
 
+from bot.store.postgres_outage import OUTAGE, unreachable_reason
+
 logger = logging.getLogger(__name__)
 
 
@@ -50,8 +52,14 @@ class WakingJobManager(manager.JobManager):
                 payload=json.dumps({"type": "job_inserted", "job_id": job_id}),
             )
         except exceptions.ConnectorException as exc:
+            reason = unreachable_reason(exc)
+            if reason is not None:
+                OUTAGE.unreachable_now(reason)  # one line for the outage; the workers poll anyway
+                return
             logger.warning(
-                "could not wake the workers for job %s (they will find it by polling): %s", job_id, exc
+                "could not wake the workers for job %s (they will find it by polling): %s",
+                job_id,
+                exc.__cause__ or repr(exc),
             )
 
 

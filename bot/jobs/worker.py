@@ -7,7 +7,10 @@ Around it, this module adds what a chat bot's process needs:
 - the worker runs as a task of the current event loop, next to the front end, with no signal
   handlers of its own (the front end owns SIGTERM and calls `drain`);
 - a worker that fails (the database restarted, its heartbeat could not be written) is started
-  again after a pause, as a new worker: its old registration is pruned like a dead one's;
+  again after a pause, as a new worker: its old registration is pruned like a dead one's. A failure
+  to reach the database is not the worker's fault: it is one line of the outage's
+  (`bot.store.postgres_outage`), and the worker starts again a second later, however often, since
+  a start waits for the pool, which reconnects within seconds of the database's return;
 - the jobs of dead workers are recovered in every worker (`bot.jobs.recovery`);
 - a draining worker keeps beating until its last job ends (procrastinate's beats stop at once);
 - `alive()` says whether a worker is registered and running, for `/readyz`.
@@ -24,6 +27,7 @@ from procrastinate import App
 from procrastinate.worker import Worker
 
 from bot.jobs.recovery import keep_recovering
+from bot.store.postgres_outage import OUTAGE, unreachable_reason
 
 logger = logging.getLogger(__name__)
 
@@ -115,18 +119,29 @@ class WorkerRunner:
         loop = asyncio.get_running_loop()
         while not self._draining.is_set():
             began = loop.time()
+            unreachable: str | None = None
             try:
                 await self._run_once()
-            except Exception:
-                logger.exception("the job worker failed; starting it again in %.0f s", pause)
+            except Exception as exc:
+                unreachable = unreachable_reason(exc)
+                if unreachable is None:
+                    logger.exception("the job worker failed; starting it again in %.0f s", pause)
             else:
-                if not self._draining.is_set():
+                if not self._draining.is_set() and not OUTAGE.unreachable:
                     logger.warning("the job worker stopped on its own; starting it again in %.0f s", pause)
+            if unreachable is not None or OUTAGE.unreachable:
+                OUTAGE.unreachable_now(unreachable or "the job worker could not reach it")
+                pause = RESTART_PAUSE
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._draining.wait(), pause)
             # A worker that failed again at once waits longer each time; one that ran a while, not.
             ran_a_while = loop.time() - began > RESTART_PAUSE_LONGEST + pause
             pause = RESTART_PAUSE if ran_a_while else min(pause * 2, RESTART_PAUSE_LONGEST)
+
+    def _own_workers(self) -> list[int]:
+        """This process's registered worker, which its own recovery never takes for dead."""
+        worker = self._worker
+        return [worker.worker_id] if worker is not None and worker.worker_id is not None else []
 
     async def _run_once(self) -> None:
         options = self._options
@@ -144,7 +159,9 @@ class WorkerRunner:
         )
         self._worker = worker
         recovery = asyncio.create_task(
-            keep_recovering(self._app, queues=options.queues, stall_timeout=options.stall_timeout),
+            keep_recovering(
+                self._app, queues=options.queues, stall_timeout=options.stall_timeout, own=self._own_workers
+            ),
             name="nerve jobs recovery",
         )
         try:

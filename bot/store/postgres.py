@@ -30,6 +30,7 @@ from bot.store.dialect import POSTGRES, Connection
 from bot.store.postgres_connection import PostgresConnection, lock_key
 from bot.store.postgres_lock import PostgresTurnLock, unlock_all
 from bot.store.postgres_migrate import current_schema, migrate_postgres
+from bot.store.postgres_pool import SteadyPool
 
 # nerve's namespace of advisory locks for write transactions (the first key); the second, the schema's.
 WRITE_LOCKS = 0x6E657202
@@ -71,7 +72,7 @@ class PostgresStore(ConversationStore):
                 schema = await current_schema(conn)
         except psycopg.Error as exc:
             raise postgres_error(exc, where) from exc
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        pool: AsyncConnectionPool[Any] = SteadyPool(
             url,
             min_size=1,
             max_size=POOL_SIZE,
@@ -82,7 +83,7 @@ class PostgresStore(ConversationStore):
             name="nerve-store",
             open=False,
         )
-        lock_pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        lock_pool: AsyncConnectionPool[Any] = SteadyPool(
             url,
             min_size=0,
             max_size=TURN_LOCK_CONNECTIONS,
@@ -129,7 +130,7 @@ class PostgresStore(ConversationStore):
         try:
             async with self._pool.connection() as conn:
                 yield conn
-        except psycopg.Error as exc:
+        except (psycopg.Error, PoolTimeout) as exc:
             raise postgres_error(exc, self._where) from exc
 
     @asynccontextmanager

@@ -1,0 +1,180 @@
+"""nerve on PostgreSQL through a database outage: the real pools, worker and Slack intake against the
+real server, reached through a TCP relay the test cuts (every connection dropped, new ones refused)
+and restores, as a replica sees its database host fail and come back.
+
+What must hold: a process never takes its own worker for dead, and its worker takes jobs again once
+the database is back; `/readyz` is ready within seconds of the return however long the outage; a
+Slack delivery during the outage is answered 503 within Slack's 3 s, and its retry once the database
+is back is answered exactly once; the log says "unreachable" once, not once per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import aiohttp
+import pytest
+
+from bot.jobs import TurnJobs, open_turn_jobs
+from bot.store.postgres import PostgresStore
+from tests.fakes.llm_server import reply
+from tests.fakes.slack_api import BOT_USER_ID
+from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler
+from tests.stores import PostgresBackend, postgres_backend
+from tests.test_jobs import ended, enqueue, start_worker, until
+from tests.test_readyz_postgres import Relay, endpoints, readiness, through
+from tests.test_slack_harness import core, mention, settings_for, sign
+from tests.test_slack_runner import running
+
+# Far below the default 30 s, so an outage longer than it is short.
+STALL = 1.5
+
+
+@contextlib.asynccontextmanager
+async def relayed(backend: PostgresBackend) -> AsyncIterator[tuple[Relay, str]]:
+    """A relay to the test server, and the backend's URL through it."""
+    target = urlsplit(backend.location)
+    relay = Relay(target.hostname or "127.0.0.1", target.port or 5432)
+    await relay.start()
+    try:
+        yield relay, through(backend, relay)
+    finally:
+        with contextlib.suppress(Exception):
+            await relay.cut()
+
+
+async def until_true(check: object, within: float) -> float:
+    """Seconds until `check()` holds, polled (the state is another task's); fails after `within`."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    async with asyncio.timeout(within):
+        while not check():  # type: ignore[operator]  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+    return loop.time() - began
+
+
+def lines(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if text in r.getMessage()]
+
+
+async def test_after_an_outage_longer_than_the_stall_timeout_the_own_worker_goes_on_taking_jobs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    async with postgres_backend() as pg, relayed(pg) as (relay, url):
+        await pg.rows(RUNS_TABLE)
+        jobs: TurnJobs = await open_turn_jobs(url, stall_timeout=STALL)
+        try:
+            jobs.register(TASK, recording_handler(pg.location, "main", fast=True))
+            await start_worker(jobs)
+            assert await enqueue(jobs, "before", "conv-o", 0)
+            await until(pg, ended("before"))
+
+            await relay.cut()
+            # Longer than the stall timeout: the worker's last heartbeat is old when the database is back.
+            await asyncio.sleep(3 * STALL)
+            await relay.start()
+
+            # Taking jobs again within a few seconds of the return, not after a growing backoff.
+            await until_true(jobs.worker_alive, within=6.0)
+            assert await enqueue(jobs, "after", "conv-o", 0)
+            await until(pg, ended("after"))
+            # A few recovery rounds with the old heartbeat around: still never its own worker.
+            await asyncio.sleep(STALL)
+            assert jobs.worker_alive()
+        finally:
+            await jobs.aclose()
+
+    assert not lines(caplog, "taken for dead"), [r.getMessage() for r in lines(caplog, "taken for dead")]
+    # The outage is one line when it goes and one when it is back, at WARNING, without traceback.
+    assert len(lines(caplog, "the database is unreachable")) == 1
+    assert len(lines(caplog, "the database is reachable again")) == 1
+    assert not lines(caplog, "error connecting")
+    assert all(r.levelno <= logging.WARNING for r in caplog.records), [
+        r.getMessage() for r in caplog.records if r.levelno > logging.WARNING
+    ]
+    assert not [r for r in caplog.records if r.exc_info], "no traceback for what nerve handles itself"
+
+
+async def test_readyz_is_ready_within_seconds_of_the_database_return_after_a_long_outage() -> None:
+    async with postgres_backend() as pg, relayed(pg) as (relay, url):
+        store = await PostgresStore.open(url)
+        try:
+            async with endpoints(store) as base:
+                assert await readiness(base) == (200, [])
+                await relay.cut()
+                assert (await readiness(base))[0] == 503
+                # Long enough that psycopg_pool's doubling backoff would wait 8 s more after the return.
+                await asyncio.sleep(9.0)
+                await relay.start()
+                loop = asyncio.get_running_loop()
+                back = loop.time()
+                while await readiness(base) != (200, []):
+                    assert loop.time() - back < 4.0, "/readyz stayed 503 after the database returned"
+                    await asyncio.sleep(0.1)
+        finally:
+            await store.close()
+
+
+async def deliver(url: str, body: dict[str, object], retry: int = 0) -> tuple[int, dict[str, str], float]:
+    """POST a signed delivery as Slack does (a retry says which); its status, headers and duration."""
+    raw = json.dumps(body)
+    headers = sign(raw) | (
+        {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_error"} if retry else {}
+    )
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    async with aiohttp.ClientSession() as http, http.post(url, data=raw, headers=headers) as response:
+        await response.read()
+        return response.status, dict(response.headers), loop.time() - began
+
+
+async def test_a_mention_during_an_outage_is_refused_at_once_and_its_retry_answered_once_the_database_is_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    root = "1600000000.990001"
+    async with postgres_backend() as pg, relayed(pg) as (relay, url):
+        backend = PostgresBackend(pg.server_url, pg.schema)
+        backend.location = url  # the store, and the jobs, reach PostgreSQL through the relay
+        async with core(tmp_path, [reply("answered after the outage")], backend=backend) as c:
+            settings = settings_for(c.slack, nerve_database_url=url)
+            async with running(c.agent, settings) as events:
+                body = mention(f"<@{BOT_USER_ID}> are you there?", channel="C0OUTAGE", ts=root)
+                await relay.cut()
+                status, headers, took = await deliver(events, body)
+                # Within Slack's 3 s, and a status Slack retries.
+                assert status == 503, status
+                assert took < 3.0, took
+                assert headers.get("Retry-After")
+                await relay.start()
+
+                # Slack's retry, once the database is back (retried again while it still reconnects).
+                retries = 0
+                while status != 200:
+                    retries += 1
+                    assert retries <= 20, "the retry was never accepted once the database was back"
+                    status, _, took = await deliver(events, body, retry=min(retries, 3))
+                    assert took < 3.0, took
+                    if status != 200:
+                        await asyncio.sleep(0.5)
+                await c.inbox.wait_finished(str(body["event_id"]), within=30)
+                # A later re-delivery of the same event adds nothing.
+                assert (await deliver(events, body, retry=3))[0] == 200
+                await asyncio.sleep(0.5)
+        assert [p.text for p in c.slack.thread("C0OUTAGE", root)] == ["answered after the outage"]
+        assert len(c.llm.requests) == 1
+
+    refused = lines(caplog, "could not record Slack event")
+    assert refused and all(r.levelno == logging.WARNING and not r.exc_info for r in refused)
+    assert "answered 503 so Slack delivers it again" in refused[0].getMessage()
+    assert not lines(caplog, "Failed to run a middleware function")
+    assert all(r.levelno <= logging.WARNING for r in caplog.records), [
+        r.getMessage() for r in caplog.records if r.levelno > logging.WARNING
+    ]
