@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     revoke = approvals.add_subparsers(dest="approvals_command").add_parser(
         "revoke", help="forget one remembered approval: that tool asks again there"
     )
-    revoke.add_argument("place", help="as listed, e.g. slack:C123, discord:42, terminal:cli")
+    revoke.add_argument("place", help="as listed, e.g. slack:C123, discord:42, terminal")
     revoke.add_argument("server", help="the server's name in the servers file")
     revoke.add_argument("tool", help="the tool's name on its server")
     doctor = commands.add_parser("doctor", help="check this deployment and say what to fix")
