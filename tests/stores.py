@@ -169,3 +169,19 @@ async def default_backend(tmp_path: Path) -> AsyncIterator[Backend]:
             yield backend
         return
     yield SQLiteBackend(tmp_path / "nerve.db")
+
+
+class ManualSchedule:
+    """The `wait` of a scheduled job, driven by the test: each wait records its seconds in `waits`
+    and returns at the next `tick()`."""
+
+    def __init__(self) -> None:
+        self.waits: asyncio.Queue[float] = asyncio.Queue()
+        self._ticks: asyncio.Queue[None] = asyncio.Queue()
+
+    async def wait(self, seconds: float) -> None:
+        self.waits.put_nowait(seconds)
+        await self._ticks.get()
+
+    def tick(self) -> None:
+        self._ticks.put_nowait(None)

@@ -25,7 +25,7 @@ from bot.store.dialect import days_ago
 from bot.store.prune import pruning_inbox
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, ToolCall
-from tests.stores import Backend
+from tests.stores import Backend, ManualSchedule
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -427,12 +427,7 @@ async def age_event(backend: Backend, event_id: str, hours: float) -> None:
 async def test_the_inbox_is_pruned_at_start_and_then_on_its_schedule(
     store: ConversationStore, store_backend: Backend
 ) -> None:
-    waits: asyncio.Queue[float] = asyncio.Queue()
-    ticks: asyncio.Queue[None] = asyncio.Queue()
-
-    async def wait(seconds: float) -> None:
-        waits.put_nowait(seconds)
-        await ticks.get()
+    schedule = ManualSchedule()
 
     async def event_ids() -> list[object]:
         return [row[0] for row in await store_backend.rows("SELECT event_id FROM inbox ORDER BY rowid")]
@@ -446,15 +441,15 @@ async def test_the_inbox_is_pruned_at_start_and_then_on_its_schedule(
     # The store's own tasks (a connection pool's workers) are not the pruning's.
     before = asyncio.all_tasks()
     async with asyncio.timeout(10):
-        async with pruning_inbox(store, retention_hours=24, every=3600, wait=wait):
+        async with pruning_inbox(store, retention_hours=24, every=3600, wait=schedule.wait):
             # Pruned before the block runs: a replay at start-up never sees entries past retention.
             assert await event_ids() == ["recent"]
-            assert await waits.get() == 3600
+            assert await schedule.waits.get() == 3600
             await store.claim_event("slack", "later", "{}")
             await age_event(store_backend, "recent", hours=24.5)
-            ticks.put_nowait(None)
+            schedule.tick()
             # The next wait begins only after the scheduled pruning finished.
-            assert await waits.get() == 3600
+            assert await schedule.waits.get() == 3600
             assert await event_ids() == ["later"]
         pending = [task for task in asyncio.all_tasks() - before if task is not asyncio.current_task()]
         assert pending == []

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.store.base import ConversationStore
-from bot.store.dialect import days_ago
+from bot.store.dialect import days_ago, iso_utc
 from bot.store.prune import prune_conversations, pruning_inbox
 from bot.types import AuditEntry, ChatMessage, ConversationKey, Incoming, PendingCall, ToolCall
-from tests.stores import Backend
+from tests.stores import Backend, ManualSchedule
 
 pytestmark = pytest.mark.both_stores
 
@@ -26,9 +26,10 @@ def said(text: str) -> ChatMessage:
     return ChatMessage(role="user", content=text)
 
 
-async def backdate(backend: Backend, key: ConversationKey, days: float) -> None:
-    """Make every message and conversation of this thread `days` older than NOW."""
-    stamp = (NOW - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+async def backdate(backend: Backend, key: ConversationKey, days: float, now: datetime | None = NOW) -> None:
+    """Make every message and conversation of this thread `days` older than `now` (None: the real
+    clock, which the prune job reads)."""
+    stamp = days_ago(days) if now is None else iso_utc(now - timedelta(days=days))
     where = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
     params = (key.platform, key.workspace, key.channel, key.thread)
     await backend.rows(f"UPDATE conversations SET created_at = ? WHERE {where}", (stamp, *params))
@@ -148,6 +149,8 @@ async def test_deleting_an_archived_conversation_leaves_the_current_one_and_its_
     archived, current = sorted(
         await store.stored_conversations("terminal", "ada", archived=True), key=lambda c: c.id
     )
+    # The turn was parked in the very millisecond of the reset: it is still the current conversation's.
+    await store_backend.rows("UPDATE parked_turns SET created_at = ?", (archived.archived_at,))
 
     assert await store.delete_conversation(current.id) == "waiting", (
         "a turn waiting for a person is not cut off"
@@ -189,50 +192,32 @@ async def test_retention_keeps_a_conversation_a_message_reached_since_it_was_fou
     (idle,) = await store.idle_conversations(30, now=NOW)
     await store.append(WALKS, [said("just now")])
 
-    cutoff = (NOW - timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    cutoff = iso_utc(NOW - timedelta(days=30))
     assert await store.delete_conversation(idle.id, idle_before=cutoff) == "recent"
     assert await store.history(WALKS) == [said("long ago"), said("just now")]
-
-
-async def idle_since(backend: Backend, key: ConversationKey, days: float) -> None:
-    """Make this thread's conversation last active `days` ago by the real clock (the prune job's)."""
-    stamp = days_ago(days)
-    await backend.rows(
-        "UPDATE messages SET created_at = ? WHERE conversation_id IN"
-        " (SELECT id FROM conversations WHERE thread = ? AND platform = ?)",
-        (stamp, key.thread, key.platform),
-    )
-    await backend.rows(
-        "UPDATE conversations SET created_at = ? WHERE thread = ? AND platform = ?",
-        (stamp, key.thread, key.platform),
-    )
 
 
 async def test_the_prune_job_deletes_idle_conversations_at_start_and_on_its_schedule(
     store: ConversationStore, store_backend: Backend
 ) -> None:
-    waits: asyncio.Queue[float] = asyncio.Queue()
-    ticks: asyncio.Queue[None] = asyncio.Queue()
-
-    async def wait(seconds: float) -> None:
-        waits.put_nowait(seconds)
-        await ticks.get()
-
+    schedule = ManualSchedule()
     for key in (WALKS, NOTES, SLACK):
         await store.append(key, [said(f"in {key.thread}")])
-    await idle_since(store_backend, WALKS, days=31)
-    await idle_since(store_backend, SLACK, days=45)
+    await backdate(store_backend, WALKS, days=31, now=None)
+    await backdate(store_backend, SLACK, days=45, now=None)
 
     async with asyncio.timeout(10):
         async with pruning_inbox(
-            store, retention_hours=24, conversation_retention_days=30, every=3600, wait=wait
+            store, retention_hours=24, conversation_retention_days=30, every=3600, wait=schedule.wait
         ):
             assert await store.history(WALKS) == [] and await store.history(SLACK) == []
             assert await store.history(NOTES) == [said("in notes")]
-            assert await waits.get() == 3600
-            await idle_since(store_backend, NOTES, days=30.5)
-            ticks.put_nowait(None)
-            assert await waits.get() == 3600  # the next wait begins once the scheduled pruning is done
+            assert await schedule.waits.get() == 3600
+            await backdate(store_backend, NOTES, days=30.5, now=None)
+            schedule.tick()
+            assert (
+                await schedule.waits.get() == 3600
+            )  # the next wait begins once the scheduled pruning is done
             assert await store.history(NOTES) == []
 
 
@@ -240,7 +225,7 @@ async def test_without_a_retention_conversations_are_kept_however_old(
     store: ConversationStore, store_backend: Backend
 ) -> None:
     await store.append(WALKS, [said("years ago")])
-    await idle_since(store_backend, WALKS, days=3000)
+    await backdate(store_backend, WALKS, days=3000, now=None)
 
     async def wait(seconds: float) -> None:
         await asyncio.Event().wait()

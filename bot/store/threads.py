@@ -126,7 +126,9 @@ class ThreadLedger(Ledger):
             key = (platform, workspace, channel, thread)
             # Parked turns, deferred messages and tools' questions are kept per thread, not per
             # conversation: this conversation's are those of the thread during its lifetime.
-            window = f"{_KEY} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at <= ?)"
+            # Strictly before the reset: what the next conversation wrote in that same millisecond is
+            # not this one's.
+            window = f"{_KEY} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at < ?)"
             span = (*key, started, archived, archived)
             if archived is None and await _waiting_turn(db, key):
                 return "waiting"
