@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 HELP = """\
 **nerve** answers questions with the help of tools.
 • `/ask question:` — ask in a channel: I answer there and open a thread for follow-ups. In a DM I just answer.
-• Mention me in a channel to do the same; mention me (or just write) in my threads to continue.
+• Mention me in a channel to do the same; {in_threads}
 • DM me for a private conversation that no one else sees.
 • `/prompt name: arguments:` — start a prompt one of my tool servers offers (names and values complete \
 as you type); I answer it as I answer /ask.
@@ -65,6 +65,10 @@ as you type); I answer it as I answer /ask.
 Under each answer, **Tool results** shows what the tools returned (only to you).
 Tool calls that change something wait for **Approve** from the person who asked (or an admin).
 Admins: `/approvals` lists what is always allowed where, and revokes it."""
+# How a thread of mine goes on, by NERVE_DISCORD_MESSAGE_CONTENT: without the Message Content intent
+# Discord blanks every guild message that does not mention the bot, so only mentions reach it.
+IN_MY_THREADS_READING = "in my threads just write (no mention needed) to continue."
+IN_MY_THREADS_MENTIONS = "in my threads mention me to continue (I only see messages that mention me)."
 RESET_NOWHERE = "There is no conversation to reset here: use /reset inside one of my threads or in a DM."
 RESET_DONE = "Started a new conversation here: I no longer use what was said before."
 NO_TOOLS = "No tools are available here right now."
@@ -75,6 +79,12 @@ REVOKE_FORMAT = (
     "Write what to revoke as `PLACE SERVER/TOOL`, as /approvals lists it, "
     "e.g. `discord:123 notes/append_note`."
 )
+
+
+def help_text(settings: Settings) -> str:
+    """`/help` for the settings in force: whether people must mention nerve in its threads."""
+    reading = settings.nerve_discord_message_content
+    return HELP.format(in_threads=IN_MY_THREADS_READING if reading else IN_MY_THREADS_MENTIONS)
 
 
 def reset_key(interaction: discord.Interaction[Any]) -> ConversationKey | None:
@@ -250,7 +260,8 @@ def register(bot: CommandHost) -> None:
     @tree.command(name="help", description="How to use nerve")
     @contexts
     async def help_command(interaction: discord.Interaction[Any]) -> None:
-        await interaction.response.send_message(HELP, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        text = help_text(bot.settings)
+        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
     @tree.error
     async def on_error(interaction: discord.Interaction[Any], error: app_commands.AppCommandError) -> None:
