@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -73,6 +72,7 @@ from adapters.slack.retries import ConnectionErrorRetries, ServerErrorRetries
 from adapters.slack.sign_in import COMMAND_WORDS as CONNECTION_WORDS
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.signature import signature_problem
+from adapters.slack.socket_mode import socket_mode_handler
 from adapters.slack.turns import TurnRunner
 from adapters.slack.well_formed import delivery_problem
 from adapters.up_line import log_up
@@ -717,7 +717,7 @@ async def run_slack(
                 # Asked here so a refused app token stops the start; the SDK would retry it forever.
                 async with _reaching_slack(settings, "SLACK_APP_TOKEN"):
                     opened = await bot.client.apps_connections_open(app_token=app_token)
-                handler = AsyncSocketModeHandler(bot.app, app_token=app_token, web_client=bot.client)
+                handler = socket_mode_handler(bot.app, app_token, bot.client)
                 handler.client.wss_uri = str(opened["url"])
                 await handler.connect_async()  # type: ignore[no-untyped-call]
                 ops.platform.connected(handler.client.is_connected)

@@ -321,6 +321,9 @@ class FakeSlack:
         self._port: int | None = None
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_open = asyncio.Event()
+        # An outage (`start_outage`): Socket Mode connections dropped, new ones and
+        # apps.connections.open answered 503, until `end_outage`.
+        self.out = False
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -354,6 +357,16 @@ class FakeSlack:
         return f"{self.base}/api/"
 
     # --- knobs -------------------------------------------------------------------------------
+
+    async def start_outage(self) -> None:
+        """Slack goes away for Socket Mode: open connections close, reconnecting fails (503)."""
+        self.out = True
+        self._socket_open.clear()
+        for ws in list(self._sockets):
+            await ws.close()
+
+    def end_outage(self) -> None:
+        self.out = False
 
     def rate_limit_once(self, method: str, retry_after: int = 1) -> None:
         """The next call of `method` gets HTTP 429 with Retry-After, like Slack's rate limiter."""
@@ -488,6 +501,9 @@ class FakeSlack:
         method = request.match_info["method"]
         body = await self._body(request)
         self._seen[method] += 1
+        if self.out and method == "apps.connections.open":
+            await self._record(ApiCall(method=method, body=body, ok=False, error="unavailable", status=503))
+            return web.json_response({"ok": False, "error": "unavailable"}, status=503)
         every = self._rate_limit_every.get(method)
         if every is not None and self._seen[method] % every[0] == 0:
             self._rate_limit_next.setdefault(method, every[1])
@@ -782,7 +798,9 @@ class FakeSlack:
 
     # --- Socket Mode -------------------------------------------------------------------------
 
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        if self.out:
+            return web.Response(status=503, text="Service Unavailable")
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self._sockets.append(ws)
@@ -795,6 +813,8 @@ class FakeSlack:
             }
         )
         self._socket_open.set()
+        async with self._changed:
+            self._changed.notify_all()
         async for message in ws:
             if message.type == WSMsgType.TEXT:
                 self.acks.append(json.loads(message.data))
