@@ -43,8 +43,9 @@ WORKER_DESCRIPTION = (
     "Run only the job worker, with no front end: it answers the Slack turns that `nerve slack` "
     "processes on the same NERVE_DATABASE_URL queued, and posts the answers with SLACK_BOT_TOKEN, "
     "for deployments that want more workers than receivers. Slack never delivers to it. Discord "
-    "turns are not jobs: they run in the `nerve discord` process that owns their shard, so a worker "
-    "takes none of them. /healthz, /readyz and /metrics answer on NERVE_HTTP_PORT; SIGTERM lets the "
+    "turns are jobs too, on a queue of their own that the `nerve discord` processes on the same "
+    "database share (any of them answers, whichever shard received it); a worker takes none of "
+    "them. /healthz, /readyz and /metrics answer on NERVE_HTTP_PORT; SIGTERM lets the "
     "running jobs finish within NERVE_SHUTDOWN_GRACE and puts the rest back for another process."
 )
 
