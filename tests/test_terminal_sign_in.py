@@ -75,6 +75,13 @@ async def test_the_chat_opens_the_link_takes_the_browser_back_and_goes_on_as_the
         assert code == 0, err
         assert "notes — connected since" in out
 
+        # Only the database: no servers file and no NERVE_SECRET_KEY, the same connection listed.
+        only_db = {k: v for k, v in env.items() if k != "NERVE_SECRET_KEY"}
+        only_db["NERVE_MCP_CONFIG"] = str(tmp_path / "no-such-servers.json")
+        code, out, err = await run_nerve("connections", env=only_db)
+        assert code == 0, err
+        assert "notes — connected since" in out
+
         code, out, err = await run_nerve("chat", env=env, stdin="/disconnect notes\n/connections\n/quit\n")
         assert code == 0, err
         assert "Disconnected from notes" in out
