@@ -4,6 +4,11 @@ For a server whose identity is the bot's (`"identity": "bot"`), this is how an a
 account everyone's calls use; for a per-person server it connects the person at this terminal. The
 browser comes back to a loopback port (RFC 8252), the tokens are sealed into the store the bot uses,
 and a running bot picks them up at its next attempt (a shared connection keeps trying until then).
+
+It connects the way a question does: nerve's own connection to the server (initialize, discovery,
+the tool list), so a server that lets `initialize` through and asks for a sign-in only later is
+signed in to wherever it asks. A server that asked a question for more access than the stored
+sign-in has (a scope step-up at run time) is signed in to with that access as well.
 """
 
 from __future__ import annotations
@@ -11,13 +16,13 @@ from __future__ import annotations
 import sys
 
 from adapters.terminal.views import conversation_key
-from bot.config import Settings, load_mcp_config
+from bot.config import ServerConfig, Settings, load_mcp_config
 from bot.errors import ConfigError
-from bot.mcp.address_guard import http_client
+from bot.mcp.host import MCPHost
 from bot.oauth.loopback import LoopbackSignIn
 from bot.oauth.people import person_of
 from bot.oauth.provider import NerveOAuth
-from bot.oauth.sign_ins import HTTP_TIMEOUT, PROBE, PROBE_HEADERS
+from bot.oauth.sign_ins import HTTP_TIMEOUT
 from bot.oauth.tokens import StoredTokens
 from bot.oauth.vault import Vault
 from bot.runtime import BOT_PERSON, open_store
@@ -36,6 +41,8 @@ async def connect(settings: Settings, server: str, thread: str = "default") -> i
     vault = Vault(settings.nerve_secret_key.get_secret_value())
     async with open_store(settings) as store, LoopbackSignIn() as browser:
         storage = StoredTokens(store, vault, server=server, person=person, registration=browser.redirect_uri)
+        # Access a question asked for and the stored sign-in lacked: this sign-in asks for it too.
+        wanted = await storage.wanted_scope()
         # A fresh sign-in: whatever was stored before for this identity is replaced.
         await storage.forget()
         provider = NerveOAuth(
@@ -45,18 +52,32 @@ async def connect(settings: Settings, server: str, thread: str = "default") -> i
             redirect_uri=browser.redirect_uri,
             redirect_handler=browser.redirect_handler,
             callback_handler=browser.callback_handler,
+            also_scope=wanted,
         )
-        async with http_client(
-            config.allow_private_network,
-            allow_insecure_http=config.allow_insecure_http,
-            auth=provider,
-            timeout=HTTP_TIMEOUT,
-        ) as http:
-            answer = await http.post(config.url, json=PROBE, headers=PROBE_HEADERS)
-        if await storage.get_tokens() is None or answer.status_code in (401, 403):
-            why = provider.last_failure or f"the server answered {answer.status_code}"
-            print(f"Could not connect {server}: {why}", file=sys.stderr)
-            return 1
+        problem = await first_exchange(server, config, provider)
+        if problem is None and await storage.get_tokens() is None:
+            problem = "it let nerve in without signing in: no sign-in is needed"
+    if problem is not None:
+        print(f"nerve: could not connect {server}: {problem}", file=sys.stderr)
+        return 1
     whose = "nerve's own account" if person == BOT_PERSON else "your account"
     print(f"Connected {server} ({whose}).")
     return 0
+
+
+async def first_exchange(name: str, config: ServerConfig, provider: NerveOAuth) -> str | None:
+    """Connect to the server the way a question does (initialize, discovery, the tool list), signing
+    in wherever it asks; None once connected, else why not, in a phrase."""
+    async with MCPHost({name: config}, connect_timeout=HTTP_TIMEOUT, auth=lambda _n, _c: provider) as host:
+        # The first attempt ends connected or with its reason; a sign-in in the browser is part of it.
+        await host.wait_for(lambda: not host.starting())
+        if host.server_states().get(name):
+            return None
+        reasons = dict(host.problems())
+    if provider.last_failure is not None and not _refused_address(reasons.get(name, "")):
+        return str(provider.last_failure)
+    return reasons.get(name, "the server could not be reached")
+
+
+def _refused_address(reason: str) -> bool:
+    return reason.startswith("was not contacted")

@@ -10,7 +10,10 @@ scenarios where nerve must refuse to sign in, the suite expects that). The exit 
 when any run fails, or when the suite lists no scenario to run.
 
 Sign-in scenarios need a browser: the client's BROWSER is `conformance.browser`, which follows the
-suite's authorization redirects back to nerve's loopback callback.
+suite's authorization redirects back to nerve's loopback callback. The OAuth scenarios run the way a
+person meets them (`conformance.user`): an admin's `nerve connect`, then a question with `nerve ask`;
+the others, and those where nerve is known by a document only a deployed nerve serves, run through
+`conformance.client`.
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ NOT_RUN = {
     "auth/wif-": "not run: workload identity federation extension",
     "sep-2640-": "not run: skills extension, which nerve does not load",
 }
+# OAuth scenarios not driven through `nerve connect` and `nerve ask`: client credentials need no
+# person, and the Client ID Metadata Document URL the suite expects is not one a nerve serves.
+DRIVEN_DIRECTLY = ("auth/client-credentials-", "auth/basic-cimd")
+USER_TIMEOUT_MS = 180_000
 # Timing checks run with nothing else of ours in flight. sse-retry answers a pending call on any GET
 # stream: when a loaded machine delays the client's standing GET stream until after the call, the
 # answer arrives there and the scenario takes it for a reconnection that came too early.
@@ -103,6 +110,14 @@ def revisions_to_run(name: str, revisions: tuple[str, ...]) -> list[str]:
     return [revision for revision in REVISIONS if revision in revisions]
 
 
+def client_module(scenario: str) -> str:
+    """How a scenario is driven: as a person does (`nerve connect`, then `nerve ask`) for OAuth
+    sign-ins, else nerve's client called directly."""
+    if scenario.startswith("auth/") and not scenario.startswith(DRIVEN_DIRECTLY):
+        return "conformance.user"
+    return "conformance.client"
+
+
 def client_environment() -> dict[str, str]:
     """The suite passes its environment on to the client: the browser for sign-ins goes in there."""
     browser = f"{shlex.quote(sys.executable)} -m conformance.browser %s"
@@ -112,9 +127,12 @@ def client_environment() -> dict[str, str]:
 async def run_one(node: Path, suite: Path, scenario: str, revision: str, gate: asyncio.Semaphore) -> Outcome:
     """One scenario at one revision through the suite; the verdict is the suite's exit code."""
     out_dir = RESULTS / f"{scenario.replace('/', '_')}@{revision}"
-    client = f"{shlex.quote(sys.executable)} -m conformance.client"
+    client = f"{shlex.quote(sys.executable)} -m {client_module(scenario)}"
     # An extension scenario has no revision of its own: the suite picks its default.
     spec_version = [] if revision == EXTENSION else ["--spec-version", revision]
+    # A person's way takes two or four nerve commands, each starting nerve anew: more than the
+    # suite's default 30 s on a loaded machine.
+    timeout = ["--timeout", str(USER_TIMEOUT_MS)] if client_module(scenario) == "conformance.user" else []
     async with gate:
         process = await asyncio.create_subprocess_exec(
             str(node),
@@ -125,6 +143,7 @@ async def run_one(node: Path, suite: Path, scenario: str, revision: str, gate: a
             "--scenario",
             scenario,
             *spec_version,
+            *timeout,
             "--output-dir",
             str(out_dir),
             cwd=ROOT,

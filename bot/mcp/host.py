@@ -34,7 +34,7 @@ from bot.log_context import server_context
 from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
 from bot.mcp.circuit import CircuitPolicy
-from bot.mcp.link import AuthFactory, Mode, ServerLink
+from bot.mcp.link import AuthFactory, Mode, ServerLink, sign_in_asked
 from bot.mcp.parking import call_parkable
 from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
 from bot.mcp.prompts import prompt_specs, prompt_text
@@ -327,7 +327,20 @@ class MCPHost:
             # The server asked for more than the person granted (step-up): their sign-in again.
             needed = self._personal.sign_in_asked(found) if result.is_error else None
             return ToolResult(content="", needs_sign_in=needed) if needed is not None else result
-        return await self._call_on(self._links[spec.server], spec, name, arguments, context, started)
+        link = self._links[spec.server]
+        result = await self._call_on(link, spec, name, arguments, context, started)
+        asked = sign_in_asked(link) if result.is_error else None
+        if asked is not None:
+            # The server asked nerve's own account for more access on this call (a step-up): only
+            # an admin can grant it, and `nerve connect` asks for what was wanted here as well.
+            _, scope = asked
+            wanted = f" (scope {scope})" if scope else ""
+            reason = (
+                f"it asks for more access{wanted} than nerve's account has: "
+                f"an admin runs `nerve connect {spec.server}` to grant it"
+            )
+            return results.unavailable(spec.server, reason, latency_ms=result.latency_ms)
+        return result
 
     def _still_offered(self, screened: ToolSpec) -> ToolSpec | ToolResult:
         """The live spec of the very (server, tool, definition) a call was screened against, found by

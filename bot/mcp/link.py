@@ -601,6 +601,18 @@ def address_refused(exc: BaseException) -> Refused | None:
     return next((found for found in _linked(exc) if isinstance(found, Refused)), None)
 
 
+def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
+    """The sign-in a failed call's server asked for mid-call (more scope: a step-up), with the scope
+    it is for, if it did; taken, so that it is reported once."""
+    from bot.oauth.sign_ins import ParkingOAuth
+
+    provider = link.auth
+    if not isinstance(provider, ParkingOAuth) or provider.asked is None:
+        return None
+    needed, provider.asked = provider.asked, None
+    return needed, provider.context.client_metadata.scope
+
+
 def sign_in_needed(exc: BaseException) -> SignInNeeded | None:
     """The sign-in a failed attempt stopped at (per-person OAuth), wherever in the groups it is."""
     for found in _linked(exc):

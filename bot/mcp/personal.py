@@ -21,7 +21,7 @@ from bot.config import ServerConfig
 from bot.mcp import results
 from bot.mcp.address_guard import Refused
 from bot.mcp.catalog import ListedTool
-from bot.mcp.link import ServerLink
+from bot.mcp.link import ServerLink, sign_in_asked
 from bot.types import CallContext, SignInNeeded, ToolResult, ToolSpec
 
 if TYPE_CHECKING:  # the host names this module's constants; the OAuth client loads with a sign-in
@@ -110,13 +110,8 @@ class PersonalServers:
 
     def sign_in_asked(self, link: ServerLink) -> SignInNeeded | None:
         """The sign-in a failed call's server asked for mid-call (more scope), if it did."""
-        from bot.oauth.sign_ins import ParkingOAuth
-
-        provider = link.auth
-        if isinstance(provider, ParkingOAuth):
-            needed, provider.asked = provider.asked, None
-            return needed
-        return None
+        asked = sign_in_asked(link)
+        return asked[0] if asked is not None else None
 
     async def _sign_in(self, server: str, person: str) -> ToolResult:
         try:

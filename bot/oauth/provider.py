@@ -113,6 +113,7 @@ class NerveOAuth(OAuthClientProvider):
         client_metadata_url: str | None = None,
         redirect_handler: RedirectHandler | None = None,
         callback_handler: CallbackHandler | None = None,
+        also_scope: str | None = None,
     ) -> None:
         if config.type != "oauth":
             raise ValueError(f"NerveOAuth signs in with 'oauth', not {config.type!r} (see auth_for)")
@@ -127,6 +128,9 @@ class NerveOAuth(OAuthClientProvider):
             client_metadata_url=client_metadata_url,
         )
         self._unhelpful_sign_ins = 0
+        # Scopes every authorization asks for on top of the SDK's choice: what a step-up at run time
+        # asked for, remembered until an admin signs in again (`nerve connect`).
+        self._also_scope = also_scope
         # Why the latest sign-in failed or was refused (kept after later successes, for reports).
         self.last_failure: Exception | None = None
 
@@ -201,6 +205,10 @@ class NerveOAuth(OAuthClientProvider):
         # operator's scope fills in only where all of those are silent.
         if not self.context.client_metadata.scope and self._config.scope:
             self.context.client_metadata.scope = self._config.scope
+        if self._also_scope:
+            self.context.client_metadata.scope = scope_union(
+                self.context.client_metadata.scope, self._also_scope
+            )
         return await super()._perform_authorization()
 
     # --- around the SDK's flow ----------------------------------------------------------------
@@ -413,6 +421,14 @@ def _application_type(redirect_uri: str) -> Literal["native", "web"]:
     """SEP-837: a loopback redirect is a native app's; anything else a web application's."""
     host = urlparse(redirect_uri).hostname or ""
     return "native" if host in ("127.0.0.1", "localhost", "::1") else "web"
+
+
+def scope_union(*scopes: str | None) -> str:
+    """Space-separated scopes, each once, in the order first named."""
+    found: dict[str, None] = {}
+    for scope in scopes:
+        found.update(dict.fromkeys((scope or "").split()))
+    return " ".join(found)
 
 
 def _insufficient_scope(response: httpx2.Response) -> bool:

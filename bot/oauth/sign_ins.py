@@ -128,6 +128,10 @@ class ParkingOAuth(NerveOAuth):
             "oauth_metadata": _dumped(context.oauth_metadata),
             "resource_metadata": _dumped(context.protected_resource_metadata),
         }
+        if self.context.current_tokens is not None and context.client_metadata.scope:
+            # A step-up: the stored sign-in lacks access this request needs. Kept with the tokens, so
+            # that signing in again from the terminal (`nerve connect`) asks for it as well.
+            await self.tokens.want_scope(context.client_metadata.scope)
         await self._sign_ins.record(state=sent.state, server=self._server, person=self._person, flow=flow)
         self.asked = SignInNeeded(server=self._server, person=self._person, url=sent.url, state=sent.state)
         raise SignInRequired(self.asked)

@@ -59,9 +59,15 @@ class StoredTokens:
         self.expires_at = expires_at
         self.stored_at = now
         client = self.client.model_dump(mode="json", exclude_none=True) if self.client else None
-        sealed = self._vault.seal(
-            {"token": tokens.model_dump(mode="json"), "expires_at": expires_at, "client": client}
-        )
+        record: dict[str, object] = {
+            "token": tokens.model_dump(mode="json"),
+            "expires_at": expires_at,
+            "client": client,
+        }
+        wanted = await self.wanted_scope()
+        if wanted and not set(wanted.split()) <= set((tokens.scope or "").split()):
+            record["wanted"] = wanted  # a refresh grants no more than before: still wanted
+        sealed = self._vault.seal(record)
         await self._ledger.save_tokens(
             server=self.server,
             person=self.person,
@@ -98,6 +104,29 @@ class StoredTokens:
             secret=self._vault.seal(client_info.model_dump(mode="json", exclude_none=True)),
             now=time.time(),
         )
+
+    async def want_scope(self, scope: str) -> None:
+        """Remember beside the stored tokens that a request needed `scope`, which they lack: the
+        next interactive sign-in (`nerve connect`) asks for it. Nothing is stored without tokens."""
+        stored = await self._ledger.stored_tokens(self.server, self.person)
+        opened = self._vault.open(stored.secret) if stored is not None else None
+        if stored is None or not isinstance(opened, dict) or opened.get("wanted") == scope:
+            return
+        await self._ledger.save_tokens(
+            server=self.server,
+            person=self.person,
+            issuer=stored.issuer,
+            secret=self._vault.seal({**opened, "wanted": scope}),
+            scope=stored.scope,
+            now=stored.updated_at,
+        )
+
+    async def wanted_scope(self) -> str | None:
+        """The scope a request asked for that the stored tokens lack (see `want_scope`), if any."""
+        stored = await self._ledger.stored_tokens(self.server, self.person)
+        opened = self._vault.open(stored.secret) if stored is not None else None
+        wanted = opened.get("wanted") if isinstance(opened, dict) else None
+        return wanted if isinstance(wanted, str) and wanted else None
 
     async def forget(self) -> bool:
         return await self._ledger.forget_tokens(self.server, self.person)
