@@ -13,6 +13,7 @@ sign-in has (a scope step-up at run time) is signed in to with that access as we
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from adapters.terminal.views import conversation_key
@@ -68,6 +69,8 @@ async def connect(settings: Settings, server: str, thread: str = "default") -> i
 async def first_exchange(name: str, config: ServerConfig, provider: NerveOAuth) -> str | None:
     """Connect to the server the way a question does (initialize, discovery, the tool list), signing
     in wherever it asks; None once connected, else why not, in a phrase."""
+    # The reason is printed once, as one line: the connection's own warnings would repeat it.
+    logging.getLogger("bot.mcp").setLevel(logging.ERROR)
     async with MCPHost({name: config}, connect_timeout=HTTP_TIMEOUT, auth=lambda _n, _c: provider) as host:
         # The first attempt ends connected or with its reason; a sign-in in the browser is part of it.
         await host.wait_for(lambda: not host.starting())

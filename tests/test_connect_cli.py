@@ -94,3 +94,45 @@ async def test_a_bot_identity_server_nobody_connected_says_how_to_connect_it(tmp
         assert name == "notes" and "nerve connect notes" in reason, reason
     finally:
         await stop_server(notes)
+
+
+async def test_nerve_connect_refused_by_the_address_guard_says_why_in_one_line(tmp_path):
+    """The server's own (written) address is reached; its sign-in document on another inside address
+    is not: one `nerve:` line naming the address and the setting, no traceback."""
+    from tests.test_ssrf_guard import http_server, inside
+
+    async with http_server("127.0.0.2", inside) as (inner_port, reached):
+        metadata = f"http://127.0.0.2:{inner_port}/.well-known/oauth-protected-resource"
+
+        async def challenge(path: str) -> tuple[int, dict[str, str], bytes]:
+            return 401, {"WWW-Authenticate": f'Bearer resource_metadata="{metadata}"'}, b""
+
+        async with http_server("127.0.0.1", challenge) as (port, _):
+            servers = tmp_path / "mcp.json"
+            entry = {"url": f"http://127.0.0.1:{port}/mcp", "auth": {"type": "oauth", "identity": "bot"}}
+            servers.write_text(json.dumps({"mcpServers": {"notes": entry}}))
+            env = {
+                "PATH": "/usr/bin:/bin",
+                "NERVE_SECRET_KEY": SECRET,
+                "NERVE_DB": str(tmp_path / "nerve.db"),
+                "NERVE_MCP_CONFIG": str(servers),
+                "BROWSER": "true",
+            }
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "adapters",
+                "connect",
+                "notes",
+                cwd=ROOT,
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            async with asyncio.timeout(60):
+                _out, err = await process.communicate()
+    text = err.decode()
+    assert process.returncode == 1, text
+    assert text.startswith("nerve: could not connect notes: ") and text.count("\n") == 1, text
+    assert "127.0.0.2" in text and "allowPrivateNetwork" in text and "Traceback" not in text
+    assert reached == []
