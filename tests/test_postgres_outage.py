@@ -19,16 +19,20 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
+import psycopg
 import pytest
+from procrastinate.exceptions import ConnectorException
 
+from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from bot.jobs import TurnJobs, open_turn_jobs
 from bot.store.postgres import PostgresStore
+from bot.store.postgres_outage import OutageLog
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID
 from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler
 from tests.stores import PostgresBackend, postgres_backend
 from tests.test_jobs import ended, enqueue, start_worker, until
-from tests.test_readyz_postgres import Relay, endpoints, readiness, through
+from tests.test_readyz_postgres import Agent, Relay, readiness, through
 from tests.test_slack_harness import core, mention, settings_for, sign
 from tests.test_slack_runner import running
 
@@ -104,21 +108,33 @@ async def test_after_an_outage_longer_than_the_stall_timeout_the_own_worker_goes
 
 async def test_readyz_is_ready_within_seconds_of_the_database_return_after_a_long_outage() -> None:
     async with postgres_backend() as pg, relayed(pg) as (relay, url):
+        await pg.rows(RUNS_TABLE)
         store = await PostgresStore.open(url)
+        jobs = await open_turn_jobs(url, stall_timeout=STALL)
         try:
-            async with endpoints(store) as base:
+            jobs.register(TASK, recording_handler(pg.location, "main", fast=True))
+            await start_worker(jobs)
+            platform = PlatformLink("the terminal")
+            platform.connected(always)
+            ops = OpsEndpoints(Agent(store), platform)
+            ops.worker = jobs.worker_alive  # ready means the worker takes jobs too, as in `nerve slack`
+            async with ops.serving("127.0.0.1", 0) as base:
+                assert base is not None
                 assert await readiness(base) == (200, [])
                 await relay.cut()
                 assert (await readiness(base))[0] == 503
-                # Long enough that psycopg_pool's doubling backoff would wait 8 s more after the return.
-                await asyncio.sleep(9.0)
+                # Long enough that doubling pauses (the pools', the worker's) would reach 8 s and more.
+                await asyncio.sleep(12.0)
                 await relay.start()
                 loop = asyncio.get_running_loop()
                 back = loop.time()
-                while await readiness(base) != (200, []):
-                    assert loop.time() - back < 4.0, "/readyz stayed 503 after the database returned"
+                while (answer := await readiness(base)) != (200, []):
+                    assert loop.time() - back < 5.0, (
+                        f"/readyz still says {answer} after the database returned"
+                    )
                     await asyncio.sleep(0.1)
         finally:
+            await jobs.aclose()
             await store.close()
 
 
@@ -178,3 +194,50 @@ async def test_a_mention_during_an_outage_is_refused_at_once_and_its_retry_answe
     assert all(r.levelno <= logging.WARNING for r in caplog.records), [
         r.getMessage() for r in caplog.records if r.levelno > logging.WARNING
     ]
+
+
+def pool_line(text: str) -> logging.LogRecord:
+    return logging.LogRecord(
+        "psycopg.pool",
+        logging.WARNING,
+        __file__,
+        1,
+        "error connecting in %r: %s",
+        ("nerve-store", text),
+        None,
+    )
+
+
+def test_an_outage_is_one_line_when_it_goes_one_a_minute_while_it_stays_and_one_when_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [1000.0]
+    outage = OutageLog(clock=lambda: now[0], wall=lambda: 1_700_000_000.0)
+    refused = "connection failed: Connection refused"
+    with caplog.at_level(logging.INFO, logger="bot.store.postgres_outage"):
+        # Four attempts a second for 150 s: every one of psycopg_pool's lines is dropped.
+        for _ in range(600):
+            assert outage.filter(pool_line(refused)) is False
+            now[0] += 0.25
+        # procrastinate's report of its listener's end, with its traceback: dropped too.
+        try:
+            raise ConnectorException() from psycopg.OperationalError(refused)
+        except ConnectorException as exc:
+            late = logging.LogRecord(
+                "procrastinate.utils", logging.ERROR, __file__, 1, "listener error: %r", (exc,), None
+            )
+            late.exc_info = (type(exc), exc, exc.__traceback__)
+        assert outage.filter(late) is False
+        outage.reachable()
+        outage.reachable()  # a second pool connecting says nothing more
+        # Other lines of those loggers pass.
+        assert outage.filter(
+            logging.LogRecord("psycopg.pool", logging.INFO, __file__, 1, "adding new connection", (), None)
+        )
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 4, said
+    assert said[0] == f"the database is unreachable ({refused}); nerve keeps retrying"
+    assert said[1].startswith("the database is still unreachable, since 22:13:20 UTC (60 s;")
+    assert said[2].startswith("the database is still unreachable, since 22:13:20 UTC (120 s;")
+    assert said[3] == "the database is reachable again after 150 s (unreachable since 22:13:20 UTC)"
+    assert all(r.levelno == logging.WARNING and not r.exc_info for r in caplog.records)
