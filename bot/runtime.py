@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -45,6 +47,18 @@ class Runtime:
     model_name: str
     # The servers file's policy, for front ends that show what a place is offered.
     scopes: Scopes = field(default_factory=Scopes)
+    # The MCP servers' first attempts, when they run in the background (`open_runtime`).
+    servers_starting: asyncio.Task[None] | None = None
+
+    @property
+    def servers_started(self) -> bool:
+        return self.servers_starting is None or self.servers_starting.done()
+
+    async def wait_for_servers(self) -> None:
+        """Wait until each MCP server has made its first attempt, as `MCPHost.start` does (a hanging
+        one is given up on after its limit); at once when that was done before opening."""
+        if self.servers_starting is not None:
+            await asyncio.shield(self.servers_starting)
 
     @property
     def offline(self) -> bool:
@@ -138,11 +152,15 @@ def shared_auth(sign_ins: SignIns | None) -> AuthFactory:
 
 
 @asynccontextmanager
-async def open_runtime(settings: Settings, *, sign_in_redirect: str | None = None) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    settings: Settings, *, sign_in_redirect: str | None = None, servers_in_background: bool = False
+) -> AsyncIterator[Runtime]:
     """Open the store, start every MCP server, pick the model; close all of it on the way out.
 
     `sign_in_redirect` is where browsers come back after signing in to a per-person server when
-    this front end serves its own callback (the terminal's loopback); else NERVE_PUBLIC_URL's."""
+    this front end serves its own callback (the terminal's loopback); else NERVE_PUBLIC_URL's.
+    `servers_in_background` opens without waiting for the servers' first attempts (the chat greets
+    the person meanwhile); its turns wait for them with `Runtime.wait_for_servers`."""
     mcp = load_mcp_config(settings.nerve_mcp_config)
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(settings))
@@ -162,7 +180,12 @@ async def open_runtime(settings: Settings, *, sign_in_redirect: str | None = Non
             auth=shared_auth(sign_ins),
         )
         stack.push_async_callback(host.aclose)
-        await host.start()
+        starting: asyncio.Task[None] | None = None
+        if servers_in_background:
+            starting = asyncio.create_task(host.start(), name="mcp-servers-starting")
+            stack.push_async_callback(_stop_starting, starting)
+        else:
+            await host.start()
         llm: LLM
         if settings.uses_offline_model:
             llm, model_name = OfflineModel(), "offline"
@@ -185,5 +208,19 @@ async def open_runtime(settings: Settings, *, sign_in_redirect: str | None = Non
             connections=Connections(sign_ins, host) if sign_ins is not None else None,
         )
         yield Runtime(
-            agent=agent, host=host, store=store, settings=settings, model_name=model_name, scopes=mcp.scopes
+            agent=agent,
+            host=host,
+            store=store,
+            settings=settings,
+            model_name=model_name,
+            scopes=mcp.scopes,
+            servers_starting=starting,
         )
+
+
+async def _stop_starting(starting: asyncio.Task[None]) -> None:
+    """Leaving while the servers still make their first attempts: stop waiting for them (the host
+    then closes what did start)."""
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting

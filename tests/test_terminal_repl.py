@@ -7,12 +7,17 @@ come from the test, as a terminal sends them.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import sys
 from pathlib import Path
 
 from adapters.terminal.views import conversation_key
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage
-from tests.test_terminal import PROMPT, chat_env, nerve, terminal
+from tests.conftest import ROOT
+from tests.test_terminal import BANNER, PROMPT, chat_env, nerve, terminal
 
 LEFT = b"\x1b[D"
 UP = b"\x1b[A"
@@ -87,3 +92,28 @@ async def test_a_paste_over_the_limit_is_refused_with_the_limit_not_cut_and_sent
     drawn = await ask_and_quit(tmp_path, "long", paste(b"x" * 5_000) + b"\r", NERVE_MAX_QUESTION_CHARS="1000")
     assert b"Your message is 5,000 characters; the limit is 1,000." in drawn
     assert questions(await stored(tmp_path, "long")) == []  # nothing was sent, nor a cut piece
+
+
+async def test_the_banner_and_prompt_come_while_the_servers_start_and_an_early_question_waits(tmp_path):
+    # The server starts only once the test opens its gate (a FIFO it reads): until then it is starting.
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    behind_the_gate = f'read go < "{gate}"; exec "{sys.executable}" -m servers.env_query'
+    server = {"command": "sh", "args": ["-c", behind_the_gate], "cwd": str(ROOT), "trustAnnotations": True}
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"env-query": server}}))
+    env = chat_env(tmp_path, NERVE_MCP_CONFIG=str(config))
+    async with terminal(*nerve("chat", "--thread", "early"), env=env) as term:
+        at = await term.expect(BANNER)
+        at = await term.expect(b"the MCP servers are starting", after=at)
+        at = await term.expect(PROMPT, after=at)
+        term.type(b"How is the air in A1001?\r")
+        at = await term.expect(b"Waiting for the MCP servers to start", after=at)
+        await asyncio.to_thread(gate.write_text, "go\n")  # blocks until the server's shell reads it
+        at = await term.expect(b"The MCP servers have started", after=at)
+        at = await term.expect(PROMPT, after=at)
+        term.type(b"/quit\r")
+        assert await term.exit_code() == 0
+    assert "Traceback" not in term.screen()
+    history = await stored(tmp_path, "early")
+    assert questions(history) == ["How is the air in A1001?"] and len(answers(history)) == 1

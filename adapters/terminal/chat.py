@@ -90,6 +90,10 @@ class _Piece:
     parked: Parked | None = None
 
 
+# Commands that read what the MCP servers offer: typed while they start, they wait for them.
+SERVERS_NEEDED = frozenset({"/tools", "/prompt"})
+
+
 class TerminalChat:
     """A REPL over one conversation; the agent and everything below it stay platform-neutral.
 
@@ -118,7 +122,10 @@ class TerminalChat:
         # (a pipe, a file), plain lines, as scripts expect.
         self._read: Ask = LineReader()
         self._ask_question: Ask = self._read
-        if self._console.is_terminal and sys.stdin.isatty():
+        self._interactive = self._console.is_terminal and sys.stdin.isatty()
+        # Whether the banner (or a line since) said what the MCP servers came to.
+        self._servers_told = False
+        if self._interactive:
             self._read = TerminalPrompt()
             self._ask_question = TerminalPrompt(
                 history=history_file(runtime.settings.nerve_db),
@@ -139,12 +146,19 @@ class TerminalChat:
         )
 
     async def run(self) -> None:
-        """Chat until /quit, end of input, or Ctrl-C at the prompt."""
+        """Chat until /quit, end of input, or Ctrl-C at the prompt.
+
+        On a terminal the banner and the prompt come at once, while the MCP servers start; what
+        they came to is said before a later prompt, and a question waits for them. Off a terminal
+        (a script) the chat starts once they have, as ever."""
         tolerate_undecodable_input()
+        if not self._interactive:
+            await self._runtime.wait_for_servers()
         self._banner()
         await self._show_recent()
         await self._waiting_at_start()
         while True:
+            self._servers_news()
             if (notice := self._notices()) is not None:
                 self._console.print(f"[dim]{shown(notice)}[/dim]")
             line = await self._ask_question("you › ")
@@ -155,6 +169,8 @@ class TerminalChat:
             if not text:
                 continue
             if text.startswith("/"):
+                if text.split()[0] in SERVERS_NEEDED:
+                    await self._servers_up()
                 if not await self._command(text):
                     return
                 continue
@@ -162,10 +178,13 @@ class TerminalChat:
 
     def _banner(self) -> None:
         runtime = self._runtime
-        tools = runtime.agent.tools()
+        tools = (
+            _count(len(runtime.agent.tools()), "tool")
+            if runtime.servers_started
+            else "the MCP servers are starting"
+        )
         self._console.print(
-            f"[bold]nerve[/bold] — thread [cyan]{shown(self._thread)}[/cyan], {_count(len(tools), 'tool')}. "
-            "/help for commands."
+            f"[bold]nerve[/bold] — thread [cyan]{shown(self._thread)}[/cyan], {tools}. /help for commands."
         )
         if runtime.offline:
             self._console.print(
@@ -175,7 +194,27 @@ class TerminalChat:
             )
         else:
             self._console.print(f"[dim]Model: {shown(runtime.model_name)}[/dim]")
-        for name, reason in runtime.host.problems():
+        if runtime.servers_started:
+            self._print_problems()
+
+    async def _servers_up(self) -> None:
+        """Before what reads the servers' tools or prompts: wait for their first attempts."""
+        if not self._runtime.servers_started:
+            self._console.print("[dim]Waiting for the MCP servers to start…[/dim]")
+            await self._runtime.wait_for_servers()
+        self._servers_news()
+
+    def _servers_news(self) -> None:
+        """Once the MCP servers started in the background: their tools, and which are not available."""
+        if self._servers_told or not self._runtime.servers_started:
+            return
+        tools = _count(len(self._runtime.agent.tools()), "tool")
+        self._console.print(f"[dim]The MCP servers have started: {tools}.[/dim]")
+        self._print_problems()
+
+    def _print_problems(self) -> None:
+        self._servers_told = True
+        for name, reason in self._runtime.host.problems():
             self._console.print(
                 f"[red]MCP server {shown(name)} is not available:[/red] {shown(reason)} [dim](retrying)[/dim]"
             )
@@ -322,11 +361,20 @@ class TerminalChat:
         that parked on its tools' questions instead returns with them open: they are asked before
         this returns, and the piece says whether the answers let it go on.
         """
+        if not self._runtime.servers_started:
+            self._console.print("[dim]Waiting for the MCP servers to start…[/dim]")
+
+        async def after_the_servers(progress: Progress) -> AgentReply | None:
+            # A question typed while they start is answered as if asked once they had.
+            await self._runtime.wait_for_servers()
+            self._servers_news()
+            return await work(progress)
+
         async with (
             self._showing("  (Ctrl-C cancels)" if cancellable else "") as (sink, pause),
             FillIn(self._runtime.agent, self._user, self._read, self._console, pause) as fill_in,
         ):
-            task = asyncio.create_task(work(fill_in.watching(self._sign_in.watch(sink))))
+            task = asyncio.create_task(after_the_servers(fill_in.watching(self._sign_in.watch(sink))))
             try:
                 # Under the piece's own Ctrl-C, so a question asked while the piece ran (which takes
                 # Ctrl-C for itself, in a task of its own) keeps it once the piece has returned.

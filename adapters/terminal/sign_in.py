@@ -111,14 +111,17 @@ class LoopbackCallback:
 
 @contextlib.asynccontextmanager
 async def chat_runtime(settings: Settings) -> AsyncIterator[tuple[Runtime, LoopbackCallback | None]]:
-    """The runtime of `nerve chat`, with the loopback callback when a server signs in with OAuth."""
+    """The runtime of `nerve chat`, with the loopback callback when a server signs in with OAuth.
+
+    The MCP servers start in the background: the chat greets the person and shows its prompt while
+    they start, and its turns wait for them (`Runtime.wait_for_servers`)."""
     if not signs_in(settings):
-        async with open_runtime(settings) as runtime:
+        async with open_runtime(settings, servers_in_background=True) as runtime:
             yield runtime, None
         return
     async with (
         LoopbackCallback() as callback,
-        open_runtime(settings, sign_in_redirect=callback.redirect_uri) as runtime,
+        open_runtime(settings, sign_in_redirect=callback.redirect_uri, servers_in_background=True) as runtime,
     ):
         if runtime.agent.connections is not None:
             callback.attach(runtime.agent.connections)
