@@ -400,8 +400,15 @@ class SlackBot:
                 followed=self._followed.__contains__,
             )
             if turn is not None:
-                # Recorded within Slack's 3 s, or refused with a 503 so Slack retries (`.intake`).
-                deadline = asyncio.get_running_loop().time() + INTAKE_WAIT_SECONDS
+                # On PostgreSQL (jobs): recorded within Slack's 3 s, or refused with a 503 so Slack
+                # retries (`.intake`); a claim that landed after the refusal is queued by the retry
+                # (`_left_behind`). The embedded SQLite store is never unreachable, and a turn it
+                # claimed late would have no such second chance in this process: no bound there.
+                deadline = (
+                    asyncio.get_running_loop().time() + INTAKE_WAIT_SECONDS
+                    if self._launch.jobs is not None
+                    else None
+                )
                 try:
                     async with asyncio.timeout_at(deadline):
                         answered = await self._record(turn, body)
