@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from adapters.common.tasks import Spawn
 from bot.config import Settings
 from bot.errors import StoreError
 from bot.jobs import JobHandler, open_configured_jobs
@@ -37,9 +38,6 @@ logger = logging.getLogger(__name__)
 EVENT = "event"
 RESUME = "resume"
 DEFERRED = "deferred"
-
-# Runs a coroutine as a task the front end owns.
-Spawn = Callable[[Coroutine[Any, Any, None]], None]
 
 
 def job_name(platform: str, kind: str) -> str:
@@ -59,13 +57,14 @@ class Launcher:
         self.jobs = jobs
         self._spawn = spawn
         self._platform = platform
+        self._task = f"{platform}-turn"
 
     async def event(
         self, event_id: str, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]
     ) -> None:
         """Answer a recorded event: queue its job, or run `here()` in this process."""
         if self.jobs is None:
-            self._spawn(here())
+            self._spawn(here(), self._task)
             return
         await self._queue(EVENT, {"event_id": event_id}, event_lock(self._platform, event_id), key)
 
@@ -74,7 +73,7 @@ class Launcher:
     ) -> None:
         """Go on with a decided request: its job, or `here()` in this process."""
         if self.jobs is None or key is None:
-            self._spawn(here())
+            self._spawn(here(), self._task)
             return
         lock = f"{self._platform}:resume:{request_id}"
         await self._queue(RESUME, {"request_id": request_id}, lock, key)
@@ -82,7 +81,7 @@ class Launcher:
     async def deferred(self, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Answer the messages that waited in a conversation: its job, or `here()` in this process."""
         if self.jobs is None:
-            self._spawn(here())
+            self._spawn(here(), self._task)
             return
         payload = {"workspace": key.workspace, "channel": key.channel, "thread": key.thread}
         await self._queue(DEFERRED, payload, f"{self._platform}:deferred:{key}", key)

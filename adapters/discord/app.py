@@ -166,7 +166,7 @@ class NerveDiscordBot(discord.Client):
         # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
         self.stopping = False
         # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
-        self._launch = Launcher(jobs, lambda turn: self._spawn(turn, "discord-turn"))
+        self._launch = Launcher(jobs, self._spawn)
         self._clients = clients
         # Claimed and queued one at a time per conversation, so its jobs are in the order people wrote.
         self._intake = ConversationOrder()
@@ -267,10 +267,10 @@ class NerveDiscordBot(discord.Client):
         await asyncio.gather(*tasks, return_exceptions=True)
         await super().close()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
         self._start(coro, name)
 
-    def _start(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+    def _start(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> asyncio.Task[None]:
         """A task this client owns: `drain` waits for it, `close` cancels it."""
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)

@@ -17,12 +17,14 @@ that any process's worker runs (`launch`, `adapters.discord.jobs`); without, tas
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Any, Protocol
 
 import discord
 
+from adapters.common import refs
+from adapters.common.tasks import Spawn
 from adapters.discord.approval_buttons import ALL_CALLS, Click, approval_view, find_call, shown_hash
 from adapters.discord.approval_message import approval_message
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ConversationOrder, send_message
@@ -74,17 +76,13 @@ class ApprovalAgent(Protocol):
 
 # Posts a reply in a conversation (its thread or DM), replying to a message if given.
 PostToConversation = Callable[[ConversationKey, AgentReply, "int | None"], Awaitable[None]]
-Spawn = Callable[[Coroutine[Any, Any, None], str], None]
-
-
-def message_ref(channel_id: int, message_id: int) -> str:
-    return f"{channel_id}:{message_id}"
 
 
 def parse_message_ref(ref: str | None) -> tuple[int, int] | None:
-    channel, _, message = (ref or "").partition(":")
-    if channel.isdigit() and message.isdigit():
-        return int(channel), int(message)
+    """The channel and message ids a stored reference names; None when it names none."""
+    found = refs.parse_message_ref(ref)
+    if found is not None and found[0].isdigit() and found[1].isdigit():
+        return int(found[0]), int(found[1])
     return None
 
 
@@ -110,7 +108,7 @@ class ApprovalFlow:
         self._post = post
         self._spawn = spawn
         # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
-        self._launch = launch or Launcher(None, lambda work: spawn(work, "discord-resume"), PLATFORM)
+        self._launch = launch or Launcher(None, spawn, PLATFORM)
         # The sink a resumed turn (and the messages that waited behind it) report to.
         self._progress_for = progress_for
 
@@ -206,7 +204,7 @@ class ApprovalFlow:
     async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:
         if self._agent.approvals is not None:
             await self._agent.approvals.set_message_ref(
-                prompt.request_id, message_ref(channel_id, message_id)
+                prompt.request_id, refs.message_ref(channel_id, message_id)
             )
 
     async def redraw(self, prompt: ApprovalPrompt) -> None:

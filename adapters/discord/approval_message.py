@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import discord
 
+from adapters.common import cards
 from adapters.discord.render import (
     EMBED_DESCRIPTION_LIMIT,
     EMBED_TITLE_LIMIT,
@@ -65,13 +66,7 @@ def person(user_id: str | None) -> str:
 
 def call_status(call: PendingCall) -> str:
     """One call's outcome, with who decided it."""
-    if call.status == "approved":
-        return f"✅ approved by {person(call.decided_by)}"
-    if call.status == "denied":
-        return f"❌ denied by {person(call.decided_by)}"
-    if call.status == "expired":
-        return "⌛ not approved in time"
-    return "⏳ waiting for a decision"
+    return cards.decided(call).say(person=person)
 
 
 def headline(prompt: ApprovalPrompt) -> str:

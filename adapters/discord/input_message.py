@@ -19,17 +19,19 @@ a parked question nobody answered) edits it too. Everything a server wrote is es
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import discord
 
-from adapters.discord.approval_flow import message_ref, parse_message_ref
+from adapters.common import cards
+from adapters.common.refs import message_ref
+from adapters.common.settle import Settled
+from adapters.common.tasks import Spawn
+from adapters.discord.approval_flow import parse_message_ref
 from adapters.discord.approval_message import person
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
 from adapters.discord.render import MESSAGE_LIMIT
@@ -48,19 +50,8 @@ LABEL_LIMIT = 80
 # Discord's limit for a link button's url; a longer link is shown as text to copy.
 LINK_URL_LIMIT = 512
 MESSAGE_TEXT_LIMIT = 1200
-# How long `settle` waits for the request's message to be posted before editing it.
-POST_WAIT = 60.0
 # Requests whose message may still change, remembered at most (the oldest are forgotten first).
 KEPT_REQUESTS = 1000
-
-_SETTLED = {
-    "accepted": "✅ **Answered**",
-    "declined": "🚫 **Declined**",
-    "cancelled": "↩️ **Cancelled** — the tool call ended before it was answered",
-    "expired": "⌛ **Expired** — not answered in time; the tool was told it was cancelled",
-    "ended": "⏹ **Ended** — nerve restarted before it was answered",
-    "completed": "✅ **Done** — the server says it has finished with the link",
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,12 +157,8 @@ def _tools(request: InputRequest) -> str:
 
 
 def _headline(request: InputRequest) -> str:
-    server = code(request.server, 80)
-    if request.refused is not None:
-        return f"🔒 **{server} asked for input nerve does not show** (for {_tools(request)})"
-    if request.mode == "url":
-        return f"🔗 **{server} asks you to open a link** (for {_tools(request)})"
-    return f"📝 **{server} asks for input** (for {_tools(request)})"
+    line = cards.asks(request)
+    return f"{line.icon} **{code(request.server, 80)} {line.words}** (for {_tools(request)})"
 
 
 def _body(request: InputRequest) -> list[str]:
@@ -234,9 +221,8 @@ def request_view(request: InputRequest) -> discord.ui.View | None:
 
 def settled_text(request: InputRequest, status: str) -> str:
     """The message's content once the request is over (its buttons are taken off)."""
-    line = _SETTLED.get(status, plain(status, 200))
-    if status == "accepted" and request.mode == "url":
-        line = "✅ **Opened**"
+    said = cards.ended(request, status)
+    line = said.say(stress=lambda words: f"**{words}**") if said is not None else plain(status, 200)
     return truncate("\n".join([*_body(request), line]), MESSAGE_LIMIT)[0]
 
 
@@ -268,7 +254,6 @@ class Where:
     reference: discord.MessageReference | None = None
 
 
-Spawn = Callable[[Coroutine[Any, Any, None], str], None]
 # Stores where a request's message was posted (`Agent.input_posted`): request id, message ref.
 KeepRef = Callable[[str, str], Awaitable[None]]
 
@@ -277,9 +262,9 @@ class InputBoard:
     """Posts each request's message where its turn runs and edits it as the request ends.
 
     All of it happens in tasks of their own, so the turn's progress sink never waits for Discord.
-    A request's updates are chained: each waits for the post and for the update before it, so the
-    message always ends showing the newest outcome (a link's "done" after its "opened"). The same
-    outcome told twice (by the answer and by the turn that waited for it) is shown once.
+    A request's edits wait for its post and for the edit before it (`Settled`), so the message
+    always ends showing the newest outcome (a link's "done" after its "opened"). The same outcome
+    told twice (by the answer and by the turn that waited for it) is shown once.
     """
 
     def __init__(
@@ -289,29 +274,18 @@ class InputBoard:
         self._guard = guard
         self._spawn = spawn
         self._per_step = per_step
-        # Per request still shown with a state that may change: the last post or edit under way,
-        # giving where the message is (None when it could not be posted), and the outcome it shows.
-        self._latest: OrderedDict[str, tuple[asyncio.Future[tuple[int, int] | None], str | None]] = (
-            OrderedDict()
-        )
+        self._settled = Settled(self._edit, parse_message_ref, limit=KEPT_REQUESTS)
 
     def show(self, request: InputRequest, where: Where, keep_ref: KeepRef | None = None) -> None:
         """Post the request's message (a refused request's note is final: nothing is kept for it)
         and store where it is with `keep_ref`, so any process can update it later."""
-        posted = self._future()
         if request.refused is None:
-            self._keep(request.request_id, posted, None)
+            self._settled.posting(request.request_id)
         else:
             keep_ref = None
-        self._spawn(self._post(request, where, posted, keep_ref), f"discord-input-{request.request_id}")
+        self._spawn(self._post(request, where, keep_ref), f"discord-input-{request.request_id}")
 
-    async def _post(
-        self,
-        request: InputRequest,
-        where: Where,
-        posted: asyncio.Future[tuple[int, int] | None],
-        keep_ref: KeepRef | None,
-    ) -> None:
+    async def _post(self, request: InputRequest, where: Where, keep_ref: KeepRef | None) -> None:
         message: discord.Message | None = None
         try:
             message = await send_message(
@@ -323,7 +297,8 @@ class InputBoard:
                 reference=where.reference,
             )
         finally:
-            _resolve(posted, (where.channel_id, message.id) if message is not None else None)
+            if request.refused is None:
+                self._settled.posted(request.request_id, (where.channel_id, message.id) if message else None)
         if message is None:
             logger.warning("could not post the message of input request %s", request.request_id)
         elif keep_ref is not None:
@@ -337,45 +312,13 @@ class InputBoard:
 
         A message this process did not post (before a restart, say) is edited where the click or
         submit came from (`at`: channel id, message id), else where its request says it was posted."""
-        rid = request.request_id
-        kept = self._latest.pop(rid, None)
-        if kept is not None and kept[1] == status:
-            self._keep(rid, *kept)  # already shown, or on its way
-            return
-        if kept is not None:
-            before = kept[0]
-        else:
-            at = at or parse_message_ref(request.message_ref)
-            if at is None:
-                return
-            before = self._future()
-            before.set_result(at)
-        after = self._future()
-        # An opened link may still be reported done by its server; anything else is final.
-        if request.mode == "url" and status == "accepted":
-            self._keep(rid, after, status)
-        self._spawn(self._settle(request, status, before, after), f"discord-input-done-{rid}")
+        self._spawn(self._settle(request, status, at), f"discord-input-done-{request.request_id}")
 
-    async def _settle(
-        self,
-        request: InputRequest,
-        status: str,
-        before: asyncio.Future[tuple[int, int] | None],
-        after: asyncio.Future[tuple[int, int] | None],
-    ) -> None:
-        where: tuple[int, int] | None = None
-        try:
-            async with asyncio.timeout(POST_WAIT):
-                where = await asyncio.shield(before)
-        except TimeoutError:
-            logger.warning("the message of input request %s was not posted in time", request.request_id)
-        try:
-            if where is not None:
-                await self._edit(request, status, *where)
-        finally:
-            _resolve(after, where)
+    async def _settle(self, request: InputRequest, status: str, at: tuple[int, int] | None) -> None:
+        await self._settled.settle(request, status, at)
 
-    async def _edit(self, request: InputRequest, status: str, channel_id: int, message_id: int) -> None:
+    async def _edit(self, where: tuple[int, int], request: InputRequest, status: str) -> bool:
+        channel_id, message_id = where
         partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
         try:
             await partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
@@ -386,18 +329,5 @@ class InputBoard:
                 exc.status,
                 exc.text,
             )
-
-    def _future(self) -> asyncio.Future[tuple[int, int] | None]:
-        return asyncio.get_running_loop().create_future()
-
-    def _keep(
-        self, request_id: str, latest: asyncio.Future[tuple[int, int] | None], status: str | None
-    ) -> None:
-        self._latest[request_id] = (latest, status)
-        while len(self._latest) > KEPT_REQUESTS:
-            self._latest.popitem(last=False)
-
-
-def _resolve(future: asyncio.Future[tuple[int, int] | None], where: tuple[int, int] | None) -> None:
-    if not future.done():
-        future.set_result(where)
+            return False
+        return True

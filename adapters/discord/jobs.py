@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import discord
 
 from adapters import jobs_runtime
-from adapters.jobs_runtime import Spawn
+from adapters.common.tasks import Spawn
 from bot.jobs import JobHandler
 from bot.types import ConversationKey
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import discord
 from discord import app_commands
 
+from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here
 from adapters.discord.delivery import NO_MENTIONS
 from bot.connections import Connections
@@ -37,7 +38,6 @@ from bot.types import Progress, SignInNeeded, TurnEvent
 
 logger = logging.getLogger(__name__)
 
-Spawn = Callable[[Coroutine[Any, Any, None], str], None]
 DISCONNECT_TEMPLATE = r"nerve:dc:(?P<server>[^\s]{1,90})"
 LISTED = 20  # a message holds at most 5 rows of 5 buttons; one button per row keeps names readable
 NO_SIGN_INS = "No service here asks you to sign in with your own account."

@@ -298,8 +298,8 @@ class SlackBot:
             return None
         return replace(turn, incoming=replace(turn.incoming, replayed=True))
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
+    def spawn(self, work: Coroutine[Any, Any, None], name: str | None = None) -> None:
+        task = asyncio.create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

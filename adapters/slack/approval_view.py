@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from adapters.common import cards
 from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, Upload, escape, escape_capped
 from bot.render import truncate
 from bot.types import ApprovalPrompt, PendingCall
@@ -27,11 +28,6 @@ ARGUMENTS_INLINE = 2_400  # characters of a call's arguments shown in the messag
 CALLS_SHOWN = 20  # calls drawn one by one (each takes two blocks; a message holds 50)
 BUTTON_VALUE_LIMIT = 2_000
 _SLACK_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
-_OUTCOME = {
-    "approved": "✅ Approved by {who}",
-    "denied": "❌ Denied by {who}",
-    "expired": "⌛ Expired — not approved in time",
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,8 +159,7 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
                 }
             )
         else:
-            outcome = _OUTCOME.get(call.status, call.status).format(who=person(call.decided_by))
-            blocks.append(_context(outcome))
+            blocks.append(_context(cards.decided(call).say(person=person, capital=True)))
     rest = calls[CALLS_SHOWN:]
     if rest:
         listed = ", ".join(f"`{escape_capped(c.tool, 80)}`" for c in rest)

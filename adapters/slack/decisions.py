@@ -18,11 +18,13 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.refs import parse_message_ref
+from adapters.common.tasks import Spawn
 from adapters.slack.approval_view import approval_message, parse_click
 from adapters.slack.clicks import click_of
 from adapters.slack.events import PLATFORM
-from adapters.slack.jobs import Launcher, Spawn
-from adapters.slack.post import Poster, api_error, parse_message_ref
+from adapters.slack.jobs import Launcher
+from adapters.slack.post import Poster, api_error
 from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
 from bot.types import ApprovalPrompt

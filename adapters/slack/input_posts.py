@@ -18,15 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.refs import message_ref, parse_message_ref
+from adapters.common.settle import Settled
 from adapters.slack.input_view import request_message, settled_message
-from adapters.slack.post import Poster, api_error, message_ref, parse_message_ref
+from adapters.slack.post import Poster, api_error
 from bot.types import InputRequest, TurnEvent
 
 logger = logging.getLogger(__name__)
@@ -38,15 +38,7 @@ REMEMBERED = 10_000
 KeepRef = Callable[[str, str], Awaitable[None]]
 
 
-@dataclass(slots=True)
-class _Shown:
-    channel: str
-    ts: str
-    status: str | None = None  # how it ended, as the message shows it; None while it is open
-    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-class RequestMessages:
+class RequestMessages(Settled[tuple[str, str]]):
     """Where one bot's request messages are and how each shows its request ended.
 
     Kept per poster (one per bot), so every turn's progress sink and the click handlers of a bot
@@ -58,9 +50,8 @@ class RequestMessages:
     _of: ClassVar[weakref.WeakKeyDictionary[Poster, RequestMessages]] = weakref.WeakKeyDictionary()
 
     def __init__(self, poster: Poster, limit: int = REMEMBERED) -> None:
+        super().__init__(self._update, parse_message_ref, limit=limit)
         self._poster = poster
-        self._limit = limit
-        self._shown: OrderedDict[str, _Shown] = OrderedDict()
         self._keep_ref: KeepRef | None = None
 
     @classmethod
@@ -74,8 +65,9 @@ class RequestMessages:
         """Store where each request message is posted through `keep` (the bot's agent)."""
         self._keep_ref = keep
 
-    async def posted(self, request_id: str, channel: str, ts: str) -> None:
-        self._remember(request_id, channel, ts)
+    async def keep(self, request_id: str, channel: str, ts: str) -> None:
+        """The request's message is posted at `ts`: remember it, and store it with its request."""
+        self.posted(request_id, (channel, ts))
         if self._keep_ref is None:
             return
         try:
@@ -83,46 +75,17 @@ class RequestMessages:
         except Exception:
             logger.exception("could not store where the request for input %s is shown", request_id)
 
-    def place(self, request_id: str) -> tuple[str, str] | None:
-        shown = self._shown.get(request_id)
-        return (shown.channel, shown.ts) if shown is not None else None
-
-    async def settle(self, request: InputRequest, status: str, place: tuple[str, str] | None = None) -> bool:
-        """Show that `request` ended with `status` on its message (known here, else at `place`, else
-        where the request says it was posted): no buttons, and how it ended. Once per outcome, in
-        the order outcomes arrive; False when the message is not known or already shows this."""
-        rid = request.request_id
-        shown = self._shown.get(rid)
-        if shown is None:
-            place = place or parse_message_ref(request.message_ref)
-            if place is not None:
-                shown = self._remember(rid, *place)
-        if shown is None:
-            logger.info("request for input %s ended (%s) but its message is not known here", rid, status)
-            return False
-        if shown.status == status:
-            return False
-        before, shown.status = shown.status, status
-        async with shown.turn:
-            try:
-                await self._poster.update(shown.channel, shown.ts, settled_message(request, status))
-                return True
-            except SlackApiError as exc:
-                logger.warning("could not update the request for input %s: %s", rid, api_error(exc))
-            except Exception:
-                logger.exception("updating the request for input %s failed", rid)
-        if shown.status == status:
-            shown.status = before  # not shown: a later attempt may show it
+    async def _update(self, place: tuple[str, str], request: InputRequest, status: str) -> bool:
+        try:
+            await self._poster.update(place[0], place[1], settled_message(request, status))
+            return True
+        except SlackApiError as exc:
+            logger.warning(
+                "could not update the request for input %s: %s", request.request_id, api_error(exc)
+            )
+        except Exception:
+            logger.exception("updating the request for input %s failed", request.request_id)
         return False
-
-    def _remember(self, request_id: str, channel: str, ts: str) -> _Shown:
-        shown = self._shown.get(request_id)
-        if shown is None or (shown.channel, shown.ts) != (channel, ts):
-            shown = self._shown[request_id] = _Shown(channel=channel, ts=ts)
-        self._shown.move_to_end(request_id)
-        while len(self._shown) > self._limit:
-            self._shown.popitem(last=False)
-        return shown
 
 
 class InputPosts:
@@ -133,11 +96,8 @@ class InputPosts:
         self._messages = RequestMessages.of(poster)
         self._channel = channel
         self._thread_ts = thread_ts
-        self._posts: dict[str, asyncio.Task[str | None]] = {}
-        # Per request, the last post or update under way: each update waits for the one before it,
-        # so Slack shows the outcomes in the order they happened.
-        self._latest: dict[str, asyncio.Task[str | None]] = {}
-        self._pending: set[asyncio.Task[str | None]] = set()
+        self._posted: set[str] = set()
+        self._pending: set[asyncio.Task[Any]] = set()
 
     def take(self, event: TurnEvent) -> bool:
         """Handle `event` if it is about a request for input; says whether it was."""
@@ -148,37 +108,33 @@ class InputPosts:
             return True
         rid = request.request_id
         if event.kind == "input_needed":
-            if rid not in self._posts:
-                self._posts[rid] = self._latest[rid] = self._start(self._post(request))
+            if rid not in self._posted:
+                self._posted.add(rid)
+                self._messages.posting(rid)
+                self._start(self._post(request))
         else:
-            self._latest[rid] = self._start(self._settle(request, event.message, self._latest.get(rid)))
+            # Settled after this turn's post of it, in order; a request an earlier turn posted (a
+            # parked question, told of in the resumed turn) is found by its id.
+            self._start(self._messages.settle(request, event.message))
         return True
 
-    def _start(self, work: Coroutine[Any, Any, str | None]) -> asyncio.Task[str | None]:
+    def _start(self, work: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(work)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
-        return task
 
-    async def _post(self, request: InputRequest) -> str | None:
+    async def _post(self, request: InputRequest) -> None:
+        ts: str | None = None
         try:
             ts = await self._poster.post(self._channel, self._thread_ts, request_message(request))
-            await self._messages.posted(request.request_id, self._channel, ts)
-            return ts
         except SlackApiError as exc:
             logger.warning("could not post the request for input %s: %s", request.request_id, api_error(exc))
         except Exception:
             logger.exception("posting the request for input %s failed", request.request_id)
-        return None
-
-    async def _settle(
-        self, request: InputRequest, status: str, before: asyncio.Task[str | None] | None
-    ) -> str | None:
-        """After this turn's post (or earlier update) of the request, if it made one; a request an
-        earlier turn posted (a parked question, told of in the resumed turn) is found by its id."""
-        ts = await before if before is not None else None
-        await self._messages.settle(request, status, (self._channel, ts) if ts is not None else None)
-        return ts
+        if ts is None:
+            self._messages.posted(request.request_id, None)
+        else:
+            await self._messages.keep(request.request_id, self._channel, ts)
 
     async def close(self) -> None:
         """Wait for posts and updates under way, so the answer comes after its requests' outcomes."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
+from adapters.common import cards
 from adapters.resources import link_host
 from adapters.slack.approval_view import person
 from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, escape_capped
@@ -52,14 +53,6 @@ _HEAD_BLOCKS = 2  # the server's message and who asks, above the fields
 
 _TEXT_INPUTS = {"text": "plain_text_input", "email": "email_text_input", "uri": "url_text_input"}
 _YES, _NO = "true", "false"
-_STATUS_LINE = {
-    "accepted": "✅ Answered",
-    "declined": "🚫 Declined",
-    "cancelled": "↩️ Cancelled — the form was closed without an answer",
-    "expired": "⌛ Expired — not answered in time",
-    "ended": "⏹ Ended — the request is no longer open",
-    "completed": "✅ Done — the server says it has finished with the link",
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,12 +119,8 @@ def _button(text: str, choice: InputChoice, request_id: str, style: str | None =
 
 
 def _headline(request: InputRequest) -> str:
-    server = escape_capped(request.server, 150)
-    if request.refused is not None:
-        return f"🔒 *`{server}` asked for input nerve does not show*"
-    if request.mode == "url":
-        return f"🔗 *`{server}` asks you to open a link*"
-    return f"📝 *`{server}` asks for input*"
+    line = cards.asks(request)
+    return f"{line.icon} *`{escape_capped(request.server, 150)}` {line.words}*"
 
 
 def _body(request: InputRequest) -> list[dict[str, Any]]:
@@ -180,9 +169,8 @@ def request_message(request: InputRequest) -> OutMessage:
 
 def settled_message(request: InputRequest, status: str) -> OutMessage:
     """The message once the request is over: no buttons, and how it ended."""
-    line = _STATUS_LINE.get(status, escape_capped(status, 200))
-    if status == "accepted" and request.mode == "url":
-        line = "✅ Opened"
+    said = cards.ended(request, status)
+    line = said.say() if said is not None else escape_capped(status, 200)
     blocks = [*_body(request), _context(f"{line} · {_tools(request)}")]
     text = f"{request.server} asked for input: {line}"
     return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)

@@ -24,6 +24,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.input_posts import RequestMessages
 from adapters.slack.input_view import (
@@ -35,7 +36,6 @@ from adapters.slack.input_view import (
     read_answer,
     read_place,
 )
-from adapters.slack.jobs import Spawn
 from adapters.slack.post import Poster, api_error
 from bot.agent import Agent
 from bot.inputs import SETTLED

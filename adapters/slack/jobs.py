@@ -20,14 +20,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from adapters import jobs_runtime
-from adapters.jobs_runtime import DEFERRED, EVENT, RESUME, Spawn, job_name
+from adapters.common.tasks import Spawn
+from adapters.jobs_runtime import DEFERRED, EVENT, RESUME, job_name
 from bot.jobs import JobHandler
 from bot.types import ConversationKey
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs
 
-__all__ = ["DEFERRED_JOB", "EVENT_JOB", "RESUME_JOB", "Launcher", "Spawn", "event_lock", "job_handlers"]
+__all__ = ["DEFERRED_JOB", "EVENT_JOB", "RESUME_JOB", "Launcher", "event_lock", "job_handlers"]
 
 PLATFORM = "slack"
 EVENT_JOB = job_name(PLATFORM, EVENT)

@@ -223,16 +223,3 @@ class Poster:
             await self.post(channel, thread_ts, plain_message(note))
         except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
             logger.warning("could not say in %s which files are missing: %s", channel, exc)
-
-
-def message_ref(channel: str, ts: str) -> str:
-    """Where a message (an approval, a tool's question) is, as the store keeps it: any process can
-    update it from this."""
-    return f"{channel}:{ts}"
-
-
-def parse_message_ref(ref: str | None) -> tuple[str, str] | None:
-    if not ref:
-        return None
-    channel, _, ts = ref.partition(":")
-    return (channel, ts) if channel and ts else None

@@ -28,8 +28,9 @@ from typing import Any
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from adapters.common.refs import message_ref, parse_message_ref
 from adapters.slack.events import Turn
-from adapters.slack.post import Poster, api_error, message_ref, parse_message_ref
+from adapters.slack.post import Poster, api_error
 from adapters.slack.render import OutMessage
 from adapters.slack.retries import findable, in_doubt
 from bot.seams import PostRecords

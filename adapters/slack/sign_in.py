@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.events import PLATFORM, Turn
 from adapters.slack.post import Poster, api_error
@@ -34,7 +35,6 @@ from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 logger = logging.getLogger(__name__)
 
-Spawn = Callable[[Coroutine[Any, Any, None]], None]
 
 # The Connect button opens the link in the browser; Slack still sends its click, which is acked only.
 CONNECT_ACTION = "nerve_connect"

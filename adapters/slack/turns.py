@@ -27,11 +27,12 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.opening import OpeningProgress
-from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, api_error, message_ref
+from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, api_error
 from adapters.slack.posts import TurnPosts, answer_part
 from adapters.slack.progress import AssistantStatus, Concluded, ProgressSink, StatusMessage
 from adapters.slack.render import (

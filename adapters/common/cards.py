@@ -1,0 +1,81 @@
+"""What an ask says, written once: each platform renders these words in its own markup.
+
+A card is plain words and icons, never markup: Slack puts them into Block Kit, Discord into its
+Markdown, the terminal into its lines. Anything a server or a model wrote stays as given here, for
+the renderer to escape as its platform needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.types import InputRequest, PendingCall
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Line:
+    """An icon, the words to stress, the person they name (`by`: an id, "" for nobody known) and
+    the rest of the line."""
+
+    icon: str
+    words: str
+    by: str | None = None
+    rest: str = ""
+
+    def say(
+        self,
+        *,
+        stress: Callable[[str], str] = str,
+        person: Callable[[str], str] = str,
+        capital: bool = False,
+    ) -> str:
+        """The line in a platform's markup: `stress` the words, name the person with `person`."""
+        words = self.words[:1].upper() + self.words[1:] if capital else self.words
+        text = f"{self.icon} {stress(words)}"
+        if self.by is not None:
+            text += f" {person(self.by)}"
+        return f"{text} — {self.rest}" if self.rest else text
+
+
+# How a request for input ended, by its status.
+_ENDED = {
+    "accepted": Line(icon="✅", words="Answered"),
+    "declined": Line(icon="🚫", words="Declined"),
+    "cancelled": Line(
+        icon="↩️", words="Cancelled", rest="closed, or its tool call ended, before it was answered"
+    ),
+    "expired": Line(
+        icon="⌛", words="Expired", rest="not answered in time; the tool was told it was cancelled"
+    ),
+    "ended": Line(icon="⏹", words="Ended", rest="nerve restarted before it was answered"),
+    "completed": Line(icon="✅", words="Done", rest="the server says it has finished with the link"),
+}
+_OPENED = Line(icon="✅", words="Opened")
+
+
+def asks(request: InputRequest) -> Line:
+    """What a server's request for input is, after the server's name: the headline's words."""
+    if request.refused is not None:
+        return Line(icon="🔒", words="asked for input nerve does not show")
+    if request.mode == "url":
+        return Line(icon="🔗", words="asks you to open a link")
+    return Line(icon="📝", words="asks for input")
+
+
+def ended(request: InputRequest, status: str) -> Line | None:
+    """How a request for input ended, for its message; None for a status with no words of its own."""
+    if status == "accepted" and request.mode == "url":
+        return _OPENED
+    return _ENDED.get(status)
+
+
+def decided(call: PendingCall) -> Line:
+    """One approval call's outcome, naming who decided it."""
+    if call.status == "approved":
+        return Line(icon="✅", words="approved by", by=call.decided_by or "")
+    if call.status == "denied":
+        return Line(icon="❌", words="denied by", by=call.decided_by or "")
+    if call.status == "expired":
+        return Line(icon="⌛", words="Expired", rest="not approved in time")
+    return Line(icon="⏳", words="waiting for a decision")

@@ -1,0 +1,111 @@
+"""A request's message settled once per outcome, in order, from wherever it is known.
+
+A question's message is posted by the turn that asked and settled (buttons off, how it ended) by
+whoever learns the outcome: that turn, the click or submit that answered it, the sweep that expired
+it, a turn resumed after a restart. `Settled` remembers, for one bot, where each message is (or
+that its post is under way) and which outcome it shows: an outcome already shown is not shown
+again, and the edits of one message run one at a time, in the order the outcomes arrived, after
+its post. A message this process did not post is found where the click came from, else where its
+request says it was posted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from bot.types import InputRequest
+
+logger = logging.getLogger(__name__)
+
+Place = TypeVar("Place")
+# How long a settle waits for the message's post before giving up on showing it.
+POST_WAIT = 60.0
+
+
+@dataclass(slots=True)
+class _Shown(Generic[Place]):
+    place: asyncio.Future[Place | None]
+    status: str | None = None  # how it ended, as the message shows it; None while it is open
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Settled(Generic[Place]):
+    """Where one bot's request messages are and how each shows its request ended.
+
+    `edit(place, request, status)` shows the outcome on the platform and says whether it did;
+    `parse` reads a stored message reference back into a place."""
+
+    def __init__(
+        self,
+        edit: Callable[[Place, InputRequest, str], Awaitable[bool]],
+        parse: Callable[[str | None], Place | None],
+        *,
+        limit: int,
+    ) -> None:
+        self._edit = edit
+        self._parse = parse
+        self._limit = limit
+        self._shown: OrderedDict[str, _Shown[Place]] = OrderedDict()
+
+    def posting(self, request_id: str) -> None:
+        """The request's message is being posted: settles wait for `posted`."""
+        if request_id not in self._shown:
+            self._remember(request_id, asyncio.get_running_loop().create_future())
+
+    def posted(self, request_id: str, place: Place | None) -> None:
+        """The request's message is at `place` (None: it could not be posted)."""
+        shown = self._shown.get(request_id)
+        if shown is None or shown.place.done():
+            self._remember(request_id, _done(place))
+        else:
+            shown.place.set_result(place)
+
+    async def settle(self, request: InputRequest, status: str, place: Place | None = None) -> bool:
+        """Show that `request` ended with `status` on its message (known here, else at `place`, else
+        where the request says it was posted). Once per outcome, in the order outcomes arrive;
+        False when the message is not known or already shows this."""
+        rid = request.request_id
+        shown = self._shown.get(rid)
+        if shown is None:
+            place = place if place is not None else self._parse(request.message_ref)
+            if place is not None:
+                shown = self._remember(rid, _done(place))
+        if shown is None:
+            logger.info("request for input %s ended (%s) but its message is not known here", rid, status)
+            return False
+        if shown.status == status:
+            return False
+        before, shown.status = shown.status, status
+        async with shown.turn:
+            where = await self._where(rid, shown.place)
+            if where is not None and await self._edit(where, request, status):
+                return True
+        if shown.status == status:
+            shown.status = before  # not shown: a later attempt may show it
+        return False
+
+    async def _where(self, request_id: str, place: asyncio.Future[Place | None]) -> Place | None:
+        try:
+            async with asyncio.timeout(POST_WAIT):
+                return await asyncio.shield(place)
+        except TimeoutError:
+            logger.warning("the message of request for input %s was not posted in time", request_id)
+            return None
+
+    def _remember(self, request_id: str, place: asyncio.Future[Place | None]) -> _Shown[Place]:
+        shown = self._shown[request_id] = _Shown(place=place)
+        self._shown.move_to_end(request_id)
+        while len(self._shown) > self._limit:
+            self._shown.popitem(last=False)
+        return shown
+
+
+def _done(place: Place | None) -> asyncio.Future[Place | None]:
+    future: asyncio.Future[Place | None] = asyncio.get_running_loop().create_future()
+    future.set_result(place)
+    return future
