@@ -7,6 +7,7 @@ the renderer to escape as its platform needs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,3 +80,28 @@ def decided(call: PendingCall) -> Line:
     if call.status == "expired":
         return Line(icon="⌛", words="Expired", rest="not approved in time")
     return Line(icon="⏳", words="waiting for a decision")
+
+
+# --- signing in ------------------------------------------------------------------------------------
+
+NO_SIGN_INS = "No service here asks you to sign in with your own account."
+SIGN_IN_FAILED = "Sorry — something went wrong on my side; please try again."
+CONNECTED = "Connected with your own account:"
+
+
+def _minutes(seconds: float) -> str:
+    minutes = max(1, round(seconds / 60))
+    return "1 minute" if minutes == 1 else f"{minutes} minutes"
+
+
+def sign_in_note(server: str, expires_in: float) -> str:
+    """The private note beside a sign-in link, after the server's (stressed) name."""
+    return (
+        f"{server} works with your own account. Sign in to connect it, and I will go on.\n"
+        f"This link is yours only — don't share it — and it expires in {_minutes(expires_in)}."
+    )
+
+
+def since(stamp: float) -> str:
+    """When a connection was made, as the connections list says it."""
+    return "since " + time.strftime("%Y-%m-%d", time.gmtime(stamp))

@@ -18,13 +18,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from bot.types import InputRequest
+from bot.inputs import SETTLED
+from bot.types import InputOutcome, InputRequest
 
 logger = logging.getLogger(__name__)
 
 Place = TypeVar("Place")
 # How long a settle waits for the message's post before giving up on showing it.
 POST_WAIT = 60.0
+# The core's note about a request that is over, read back as how it ended.
+_ENDED_BY_NOTE = {note: status for status, note in SETTLED.items()}
+
+
+def ended(outcome: InputOutcome) -> str | None:
+    """How the request of an answer that changed nothing had already ended, when it had."""
+    if outcome.status is not None and outcome.status != "open":
+        return outcome.status
+    return _ENDED_BY_NOTE.get(outcome.note) if outcome.note is not None else None
 
 
 @dataclass(slots=True)

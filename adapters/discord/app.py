@@ -34,6 +34,7 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
+from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.discord import commands as discord_commands
 from adapters.discord.approval_buttons import ApprovalButton, Click
 from adapters.discord.approval_flow import ApprovalAgent, ApprovalFlow
@@ -171,6 +172,7 @@ class NerveDiscordBot(discord.Client):
         # Claimed and queued one at a time per conversation, so its jobs are in the order people wrote.
         self._intake = ConversationOrder()
         self._held = HeldInteractions()
+        self._recorded = Recorded(agent, PLATFORM, self._launch, self._left_over, noun="Discord delivery")
         # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
         inbox = agent.inbox if jobs is not None else None
         self._records = inbox if isinstance(inbox, PostRecords) else None
@@ -212,7 +214,7 @@ class NerveDiscordBot(discord.Client):
         if self._clients is not None:
             self._clients.use(self)
         self._spawn(self._recover(), "discord-recover")
-        self._spawn(self._sweep_forever(self.approval_sweep_every), SWEEPER_TASK)
+        self._spawn(sweep_forever(self.sweep, self.approval_sweep_every), SWEEPER_TASK)
 
     async def on_ready(self) -> None:
         """The gateway's READY and the guilds that came with it: say as whom nerve is connected (again
@@ -280,16 +282,12 @@ class NerveDiscordBot(discord.Client):
     async def _recover(self) -> None:
         """At start-up: answer the deliveries left unfinished; with jobs, queue those that have no job
         waiting or running (another process may be answering the rest right now)."""
-        for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
-            job = await self._left_over(event_id, payload)
-            if job is None:
-                continue
-            if self._launch.jobs is not None:
-                await self._launch.requeue(event_id, job.key)
-                continue
-            logger.info("answering %s left unfinished before the restart as a channel message", event_id)
-            self._spawn(self._answer_message(job), f"discord-recover-{event_id}")
-        await self.approval_flow.recover()
+        await self._recorded.recover(self._answer_left_over)
+        await self.approval_flow.desk.recover()
+
+    def _answer_left_over(self, event_id: str, job: Job) -> None:
+        logger.info("answering %s left unfinished before the restart as a channel message", event_id)
+        self._spawn(self._answer_message(job), f"discord-recover-{event_id}")
 
     async def _left_over(self, event_id: str, payload: str) -> Job | None:
         """The job of a recorded delivery, answered outside its delivery (a restart, a job): it waits
@@ -301,26 +299,10 @@ class NerveDiscordBot(discord.Client):
             await self.agent.inbox.finish_event(PLATFORM, event_id)
             return None
 
-    async def _sweep_forever(self, every: float) -> None:
-        while True:
-            await asyncio.sleep(every)
-            await self.sweep()
-
     async def sweep(self) -> None:
         """Expire the requests whose time ran out (their turns go on). With jobs, also queue the
         deliveries a process recorded but died before queueing."""
-        if self._launch.jobs is not None:
-            try:
-                for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
-                    job = await self._left_over(event_id, payload)
-                    if job is not None and await self._launch.requeue(event_id, job.key):
-                        logger.warning("queued Discord delivery %s, recorded but never queued", event_id)
-            except Exception:
-                logger.exception("looking for Discord deliveries recorded but never queued failed")
-        try:
-            await self.approval_flow.sweep()
-        except Exception:
-            logger.exception("sweeping expired approval requests failed")
+        await sweep(self._recorded, self.approval_flow.desk)
 
     # --- jobs (`adapters.discord.jobs`) --------------------------------------------------------------
 
@@ -334,11 +316,7 @@ class NerveDiscordBot(discord.Client):
         """The job of one recorded delivery (any process may run it): answer it unless it was. An
         interaction this client still holds is answered through its token, any other delivery as
         channel messages (as after a restart)."""
-        payload = await self.agent.inbox.unfinished_payload(PLATFORM, event_id)
-        if payload is None:
-            logger.info("Discord delivery %s was answered already", event_id)
-            return
-        job = await self._left_over(event_id, payload)
+        job = await self._recorded.take(event_id)
         if job is None:
             return
         interaction = self._held.take(event_id) if job.kind == "interaction" else None
@@ -350,7 +328,7 @@ class NerveDiscordBot(discord.Client):
     async def go_on(self, request_id: str) -> None:
         """The job of a parked turn with nothing left to wait for: its approval message shows the
         outcome, the turn answers once, then the messages that waited behind it are answered."""
-        await self.approval_flow.resume(request_id, redraw=True)
+        await self.approval_flow.desk.go_on_here(request_id)
 
     async def answer_deferred(self, key: ConversationKey) -> None:
         """The job of the messages that waited in a conversation whose turn is no longer parked."""

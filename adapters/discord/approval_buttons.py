@@ -9,17 +9,17 @@ hash against the stored request, so a button can only ever decide the call it wa
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import discord
 
+from adapters.common.desk import AT, HASH_CHARS, Choice, batch_hash, find_call
 from bot.render import truncate
 from bot.types import ApprovalPrompt, PendingCall
 
-Action = Literal["approve", "deny", "approve_all", "deny_all", "always"]
+Action = Choice
 _CODES: dict[Action, str] = {
     "approve": "a",
     "deny": "d",
@@ -29,7 +29,6 @@ _CODES: dict[Action, str] = {
 }
 _ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
 ALL_CALLS = "*"
-HASH_CHARS = 12
 CUSTOM_ID_LIMIT = 100
 _SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,48}")
 TEMPLATE = (
@@ -65,20 +64,7 @@ def call_ref(prompt: ApprovalPrompt, call: PendingCall) -> str:
     """How a button names a call: its id when that is short and plain, else its position."""
     if _SAFE_CALL_ID.fullmatch(call.call_id):
         return call.call_id
-    return f"~{prompt.calls.index(call)}"
-
-
-def find_call(prompt: ApprovalPrompt, ref: str) -> PendingCall | None:
-    if ref.startswith("~") and ref[1:].isdigit():
-        index = int(ref[1:])
-        return prompt.calls[index] if index < len(prompt.calls) else None
-    return next((c for c in prompt.calls if c.call_id == ref), None)
-
-
-def batch_hash(prompt: ApprovalPrompt) -> str:
-    """One short hash for the whole batch, for the buttons that decide every call at once."""
-    joined = "\n".join(c.call_hash for c in prompt.calls)
-    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:HASH_CHARS]
+    return f"{AT}{prompt.calls.index(call)}"
 
 
 def shown_hash(prompt: ApprovalPrompt, ref: str) -> str | None:

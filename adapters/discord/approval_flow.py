@@ -1,12 +1,12 @@
-"""Approvals on Discord: posting the approval message, handling clicks, resuming parked turns.
+"""Approvals on Discord: posting the approval message, and Discord's side of the approval desk.
 
 A turn whose tool calls wait for a person is parked by the core, and nothing here waits for the
-person either: the approval message is posted and its reference stored, and the click (in this
-process or one started after a restart) decides, redraws the message in place, and resumes the
-turn in the background. A turn parked on a server's question goes on the same way once its last
-question is answered (`resume_later`, called by the form's flow). Expired requests are swept
-periodically; at start-up, requests decided before a stop are resumed and messages that waited
-behind them are answered.
+person either: the approval message is posted and its reference stored, and a click (in this
+process or one started after a restart) is decided by the shared desk (`adapters.common.desk`),
+which redraws the message and lets the turn go on. Discord's rules are here: the click is
+acknowledged within its 3 seconds, the decision shown through the click's own interaction (or by
+editing the message where it is stored), the clicker told why nothing changed in a follow-up only
+they see.
 
 A resumed turn runs with the conversation's progress sink (`progress_for`): what its servers ask
 while it goes on is shown in the conversation, and its questions' messages say how they ended.
@@ -18,25 +18,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from functools import partial
 from typing import Any, Protocol
 
 import discord
 
 from adapters.common import refs
+from adapters.common.desk import ApprovalClick, AskDesk, DeskAgent
 from adapters.common.tasks import Spawn
-from adapters.discord.approval_buttons import ALL_CALLS, Click, approval_view, find_call, shown_hash
+from adapters.discord.approval_buttons import ALL_CALLS, Click, approval_view
 from adapters.discord.approval_message import approval_message
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ConversationOrder, send_message
 from adapters.discord.incoming import PLATFORM, message_of
 from adapters.jobs_runtime import Launcher
-from bot.approvals import EXPIRED, GONE
 from bot.store.approvals import ApprovalLedger
 from bot.types import (
     AgentReply,
     ApprovalPrompt,
     ConversationKey,
-    Decision,
     Incoming,
     Progress,
     no_progress,
@@ -47,21 +45,11 @@ logger = logging.getLogger(__name__)
 RESUME_FAILED = "Sorry — something went wrong on my side while going on with this answer. Please ask again."
 
 
-class ApprovalAgent(Protocol):
+class ApprovalAgent(DeskAgent, Protocol):
     """What approvals need from the core `Agent`."""
 
-    approvals: ApprovalLedger | None
-
-    async def decide(
-        self,
-        request_id: str,
-        user_id: str,
-        *,
-        approve: bool,
-        call_id: str | None = None,
-        shown_hash: str | None = None,
-        remember: bool = False,
-    ) -> Decision: ...
+    @property
+    def approvals(self) -> ApprovalLedger | None: ...
 
     async def resume(self, request_id: str, progress: Progress = ...) -> AgentReply | None: ...
 
@@ -107,10 +95,18 @@ class ApprovalFlow:
         self._order = order
         self._post = post
         self._spawn = spawn
-        # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
-        self._launch = launch or Launcher(None, spawn, PLATFORM)
         # The sink a resumed turn (and the messages that waited behind it) report to.
         self._progress_for = progress_for
+        # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
+        self.desk = AskDesk(
+            agent,
+            PLATFORM,
+            self,
+            self,
+            launch or Launcher(None, spawn, PLATFORM),
+            spawn,
+            on_expired=lambda: spawn(self.sweep(), "discord-approval-sweep"),
+        )
 
     # --- showing a request -------------------------------------------------------------------------
 
@@ -207,9 +203,9 @@ class ApprovalFlow:
                 prompt.request_id, refs.message_ref(channel_id, message_id)
             )
 
-    async def redraw(self, prompt: ApprovalPrompt) -> None:
+    async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         """Update the approval message in place from the stored request (any process can do this)."""
-        where = parse_message_ref(prompt.message_ref)
+        where = parse_message_ref(ref)
         if where is None:
             return
         channel_id, message_id = where
@@ -223,9 +219,7 @@ class ApprovalFlow:
                 allowed_mentions=NO_MENTIONS,
             )
         except discord.HTTPException as exc:
-            logger.warning(
-                "could not update approval message %s (%s %s)", prompt.message_ref, exc.status, exc.text
-            )
+            logger.warning("could not update approval message %s (%s %s)", ref, exc.status, exc.text)
 
     # --- clicks --------------------------------------------------------------------------------------
 
@@ -238,78 +232,22 @@ class ApprovalFlow:
                 "could not acknowledge approval click %s: %s %s", interaction.id, exc.status, exc.text
             )
             return
-        decision = await self._decide(str(interaction.user.id), click)
-        if not decision.changed or decision.prompt is None:
-            await self._tell_clicker(interaction, decision.note or GONE)
-            if decision.note == EXPIRED:
-                # Show the expiry now rather than at the next sweep.
-                self._spawn(self.sweep(), "discord-approval-sweep")
-            return
-        prompt = decision.prompt
-        shown = approval_message(prompt)
-        try:
-            await interaction.edit_original_response(
-                content=shown.content,
-                embeds=shown.embeds,
-                view=approval_view(prompt),
-                allowed_mentions=NO_MENTIONS,
-            )
-        except discord.HTTPException as exc:
-            logger.info(
-                "updating the approval message through the click failed (%s); editing it directly", exc
-            )
-            await self.redraw(prompt)
-        if decision.ready:
-            self.resume_later(prompt.request_id)
-
-    async def _decide(self, user_id: str, click: Click) -> Decision:
-        approvals = self._agent.approvals
-        found = await approvals.prompt(click.request_id) if approvals is not None else None
-        call_id: str | None = None
-        shown: str | None = click.shown_hash
-        if found is not None:
-            prompt, _ = found
-            expected = shown_hash(prompt, click.call)
-            call = None if click.call == ALL_CALLS else find_call(prompt, click.call)
-            call_id = call.call_id if call is not None else None
-            if click.call != ALL_CALLS and call is None:
-                return Decision(changed=False, prompt=prompt, note=GONE)
-            if expected == click.shown_hash:
-                # The button was drawn for exactly these calls: bind the decision to their full hash.
-                shown = call.call_hash if call is not None else None
-        return await self._agent.decide(
-            click.request_id,
-            user_id,
-            approve=click.approve,
-            call_id=call_id,
-            shown_hash=shown,
-            remember=click.remember,
+        pressed = ApprovalClick(
+            choice=click.action,
+            request_id=click.request_id,
+            call=None if click.call == ALL_CALLS else click.call,
+            shown_hash=click.shown_hash,
         )
-
-    async def _tell_clicker(self, interaction: discord.Interaction[Any], note: str) -> None:
-        try:
-            await interaction.followup.send(note, ephemeral=True, allowed_mentions=NO_MENTIONS)
-        except discord.HTTPException as exc:
-            logger.warning("could not tell the clicker why nothing changed: %s %s", exc.status, exc.text)
+        await self.desk.clicked(pressed, str(interaction.user.id), _Clicker(interaction))
 
     # --- going on ------------------------------------------------------------------------------------
 
     def resume_later(self, request_id: str) -> None:
         """Go on with a parked turn in the background: the click or submit that let it go on is
         answered already and must not wait for the turn."""
-        self._spawn(self._go_on(request_id), f"discord-resume-{request_id}")
+        self._spawn(self.desk.go_on(request_id, redraw=False), f"discord-resume-{request_id}")
 
-    async def _go_on(self, request_id: str, *, redraw: bool = False) -> None:
-        """A parked turn with nothing left to wait for goes on (`resume`): as a job of its
-        conversation when jobs are shared, else as a task of this process."""
-        key: ConversationKey | None = None
-        approvals = self._agent.approvals
-        if self._launch.jobs is not None and approvals is not None:
-            found = await approvals.prompt(request_id)
-            key = found[0].key if found is not None else None
-        await self._launch.resume(request_id, key, lambda: self.resume(request_id, redraw=redraw))
-
-    async def resume(self, request_id: str, *, redraw: bool = False) -> None:
+    async def resume(self, request_id: str) -> None:
         """Resume a turn with nothing left to wait for (every call decided, every question answered
         or expired) and post its answer once, then answer the messages that waited."""
         approvals = self._agent.approvals
@@ -318,8 +256,6 @@ class ApprovalFlow:
             return
         prompt, _ = found
         async with self._order.hold(prompt.key):
-            if redraw:
-                await self.redraw(prompt)
             try:
                 final = await self._agent.resume(request_id, self._progress_for(prompt.key))
             except Exception:
@@ -345,15 +281,33 @@ class ApprovalFlow:
     async def sweep(self) -> None:
         """Requests past their expiry go on without the calls nobody approved (or with "cancel" for
         the questions nobody answered)."""
-        for request_id in await self._agent.expire_due(PLATFORM):
-            await self._go_on(request_id, redraw=True)
+        await self.desk.sweep()
 
-    async def recover(self) -> None:
-        """At start-up: resume requests decided (or expired) before a stop; answer messages that waited."""
-        approvals = self._agent.approvals
-        if approvals is None:
-            return
-        for request_id in await self._agent.recover_parked(PLATFORM):
-            await self._go_on(request_id, redraw=True)
-        for key in await approvals.threads_with_deferred(PLATFORM):
-            await self._launch.deferred(key, partial(self.answer_deferred, key))
+
+class _Clicker:
+    """The person who clicked, answered through the click's interaction."""
+
+    def __init__(self, interaction: discord.Interaction[Any]) -> None:
+        self._interaction = interaction
+
+    async def tell(self, text: str) -> None:
+        try:
+            await self._interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        except discord.HTTPException as exc:
+            logger.warning("could not tell the clicker why nothing changed: %s %s", exc.status, exc.text)
+
+    async def show(self, prompt: ApprovalPrompt) -> bool:
+        shown = approval_message(prompt)
+        try:
+            await self._interaction.edit_original_response(
+                content=shown.content,
+                embeds=shown.embeds,
+                view=approval_view(prompt),
+                allowed_mentions=NO_MENTIONS,
+            )
+        except discord.HTTPException as exc:
+            logger.info(
+                "updating the approval message through the click failed (%s); editing it directly", exc
+            )
+            return False
+        return True

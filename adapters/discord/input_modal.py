@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 import discord
 
+from adapters.common.settle import ended
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.input_message import (
     InputBoard,
@@ -56,7 +57,7 @@ from adapters.discord.input_message import (
 )
 from adapters.discord.render import MESSAGE_LIMIT
 from bot.forms import Form, FormField, check_answer, describe_field
-from bot.inputs import EXPIRED, GONE, SETTLED
+from bot.inputs import EXPIRED, GONE
 from bot.render import truncate
 from bot.types import InputAnswer, InputOutcome, InputRequest, Progress, TurnEvent
 
@@ -79,8 +80,6 @@ MODAL_TEMPLATE = re.compile(
     r"nerve:in:m:(?P<request>[A-Za-z0-9_-]{1,24}):(?P<step>[0-9]{1,2}):(?P<boot>[0-9a-f]{8})"
 )
 _YES, _NO = "yes", "no"
-# The core's note for a request that is over, read back as how it ended.
-_ENDED_BY = {note: status for status, note in SETTLED.items()}
 
 NO_FORM = "There is nothing to fill in for this request."
 NOT_A_LINK = "This request has no link to open."
@@ -396,7 +395,7 @@ class InputFlow:
     async def _tidy(self, interaction: discord.Interaction[Any], refused: InputOutcome) -> None:
         """A click on a request that is over (one from before a restart, say): its message loses its
         buttons and says how it ended, as it would have here."""
-        status = _ENDED_BY.get(refused.note or "")
+        status = ended(refused)
         message = interaction.message
         if status is None or refused.request is None or message is None:
             return

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import discord
 from discord import app_commands
 
+from adapters.common.cards import CONNECTED, NO_SIGN_INS, sign_in_note, since
+from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here
 from adapters.discord.delivery import NO_MENTIONS
@@ -40,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 DISCONNECT_TEMPLATE = r"nerve:dc:(?P<server>[^\s]{1,90})"
 LISTED = 20  # a message holds at most 5 rows of 5 buttons; one button per row keeps names readable
-NO_SIGN_INS = "No service here asks you to sign in with your own account."
-FAILED = "Sorry — something went wrong on my side; please try again."
 
 
 def user_of(person: str) -> int | None:
@@ -50,16 +49,8 @@ def user_of(person: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
-def _minutes(seconds: float) -> str:
-    minutes = max(1, round(seconds / 60))
-    return "1 minute" if minutes == 1 else f"{minutes} minutes"
-
-
 def link_text(needed: SignInNeeded, expires_in: float) -> str:
-    return (
-        f"**{needed.server}** works with your own account. Sign in to connect it, and I will go on.\n"
-        f"This link is yours only — don't share it — and it expires in {_minutes(expires_in)}."
-    )
+    return sign_in_note(f"**{needed.server}**", expires_in)
 
 
 def link_view(needed: SignInNeeded) -> discord.ui.View:
@@ -112,10 +103,8 @@ def connections_message(
     mine = [c for c in connected if c.server in servers][:LISTED]
     lines = []
     if mine:
-        lines.append("**Connected with your own account:**")
-        lines.extend(
-            f"• **{c.server}** — since {time.strftime('%Y-%m-%d', time.gmtime(c.since))}" for c in mine
-        )
+        lines.append(f"**{CONNECTED}**")
+        lines.extend(f"• **{c.server}** — {since(c.since)}" for c in mine)
     else:
         lines.append("You have not connected any service with your own account.")
     others = [name for name in servers if name not in {c.server for c in mine}]

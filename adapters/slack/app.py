@@ -34,6 +34,8 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common.desk import AskDesk
+from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.http_log import quiet_runner
 from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import sign_in_endpoints
@@ -47,7 +49,7 @@ from adapters.slack.commands import (
     tools_text,
     unknown_command_text,
 )
-from adapters.slack.decisions import ApprovalDesk
+from adapters.slack.decisions import SlackApprovals, on_click
 from adapters.slack.events import (
     DM_THREAD,
     PLATFORM,
@@ -200,9 +202,12 @@ class SlackBot:
         self._tasks: set[asyncio.Task[None]] = set()
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.slack.jobs`), else tasks here.
         self._launch = Launcher(jobs, self.spawn)
-        self._desk = ApprovalDesk(agent, self._poster, self._turns, self.spawn, self._launch)
+        self._desk = AskDesk(
+            agent, PLATFORM, SlackApprovals(self._poster), self._turns, self._launch, self.spawn
+        )
         self._prompts = PromptCommand(agent, self._poster, self.identity, self._start_turn, self.spawn)
         self._inputs = InputClicks(agent, self._poster, self._desk.go_on, self.spawn)
+        self._recorded = Recorded(agent, PLATFORM, self._launch, self._left_over, noun="Slack event")
         self._sweeper: asyncio.Task[None] | None = None
         self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
         self._me: Identity | None = None
@@ -254,26 +259,12 @@ class SlackBot:
 
         With jobs, only the events that have no job waiting or running are queued: another process
         may be answering the rest right now."""
-        count = 0
-        for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
-            turn = await self._left_over(event_id, payload)
-            if turn is None:
-                continue
-            if self._launch.jobs is not None:
-                count += await self._launch.requeue(event_id, turn.key)
-                continue
-            self._follow(turn)
-            self.spawn(self._turns.run(turn))
-            count += 1
+        count = await self._recorded.recover(lambda _event_id, turn: self._start_turn(turn))
         return count + await self._desk.recover()
 
     async def answer_event(self, event_id: str) -> None:
         """The job of one recorded event (any process may run it): answer it unless it was answered."""
-        payload = await self.agent.inbox.unfinished_payload(PLATFORM, event_id)
-        if payload is None:
-            logger.info("Slack event %s was answered already", event_id)
-            return
-        turn = await self._left_over(event_id, payload)
+        turn = await self._recorded.take(event_id)
         if turn is not None:
             self._follow(turn)
             await self._turns.run(turn)
@@ -311,29 +302,12 @@ class SlackBot:
     def start_sweeper(self, interval: float = SWEEP_SECONDS) -> None:
         """Look for expired approval requests every `interval` seconds until `aclose`."""
         if self._sweeper is None:
-            self._sweeper = asyncio.create_task(self._sweep_forever(interval))
-
-    async def _sweep_forever(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            await self.sweep()
+            self._sweeper = asyncio.create_task(sweep_forever(self.sweep, interval))
 
     async def sweep(self) -> list[str]:
         """Expire the requests whose time ran out; their turns go on in the background. With jobs,
         also queue the events a process recorded but died before queueing."""
-        if self._launch.jobs is not None:
-            try:
-                for event_id, payload in await self.agent.inbox.unfinished_events(PLATFORM):
-                    turn = await self._left_over(event_id, payload)
-                    if turn is not None and await self._launch.requeue(event_id, turn.key):
-                        logger.warning("queued Slack event %s, recorded but never queued", event_id)
-            except Exception:
-                logger.exception("looking for Slack events recorded but never queued failed")
-        try:
-            return await self._desk.expire()
-        except Exception:
-            logger.exception("looking for expired approval requests failed")
-            return []
+        return await sweep(self._recorded, self._desk)
 
     async def _stop_sweeper(self) -> None:
         if self._sweeper is not None:
@@ -474,7 +448,7 @@ class SlackBot:
     async def _on_approval_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # Acked before any work: Slack shows an error to the clicker after 3 s without an ack.
         await ack()
-        self.spawn(self._desk.on_click(body))
+        self.spawn(on_click(self._desk, self._poster, body))
 
     async def _on_feedback_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from adapters.common import cards
+from adapters.common.desk import AT, CHOICES, ApprovalClick, Choice
 from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, Upload, escape, escape_capped
 from bot.render import truncate
 from bot.types import ApprovalPrompt, PendingCall
@@ -21,24 +21,11 @@ from bot.types import ApprovalPrompt, PendingCall
 # Every approval button's action_id starts with this; the rest names the choice (and the call's place).
 ACTION_PREFIX = "nerve_approval"
 ACTION_PATTERN = re.compile(rf"^{ACTION_PREFIX}\.")
-Choice = str  # "approve" | "deny" | "approve_all" | "deny_all" | "always"
-CHOICES = ("approve", "deny", "approve_all", "deny_all", "always")
 
 ARGUMENTS_INLINE = 2_400  # characters of a call's arguments shown in the message
 CALLS_SHOWN = 20  # calls drawn one by one (each takes two blocks; a message holds 50)
 BUTTON_VALUE_LIMIT = 2_000
 _SLACK_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Click:
-    """A press of an approval button, as its action carried it."""
-
-    choice: Choice
-    request_id: str
-    call_id: str | None = None
-    shown_hash: str | None = None
-    index: int | None = None
 
 
 def person(user_id: str | None) -> str:
@@ -183,10 +170,11 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
     return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
 
 
-def parse_click(action: dict[str, Any]) -> Click | None:
+def parse_click(action: dict[str, Any]) -> ApprovalClick | None:
     """The click an approval button's action carries, or None when it is not one of ours."""
     parts = str(action.get("action_id") or "").split(".")
-    if len(parts) < 2 or parts[0] != ACTION_PREFIX or parts[1] not in CHOICES:
+    choice = next((c for c in CHOICES if len(parts) >= 2 and c == parts[1]), None)
+    if parts[0] != ACTION_PREFIX or choice is None:
         return None
     try:
         value = json.loads(str(action.get("value") or ""))
@@ -195,10 +183,10 @@ def parse_click(action: dict[str, Any]) -> Click | None:
     if not isinstance(value, dict) or not isinstance(value.get("r"), str):
         return None
     call_id, shown, index = value.get("c"), value.get("h"), value.get("i")
-    return Click(
-        choice=parts[1],
+    call = call_id if isinstance(call_id, str) else f"{AT}{index}" if isinstance(index, int) else None
+    return ApprovalClick(
+        choice=choice,
         request_id=value["r"],
-        call_id=call_id if isinstance(call_id, str) else None,
+        call=call,
         shown_hash=shown if isinstance(shown, str) else None,
-        index=index if isinstance(index, int) else None,
     )

@@ -24,6 +24,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.settle import ended
 from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.input_posts import RequestMessages
@@ -38,24 +39,14 @@ from adapters.slack.input_view import (
 )
 from adapters.slack.post import Poster, api_error
 from bot.agent import Agent
-from bot.inputs import SETTLED
 from bot.types import InputAnswer, InputOutcome
 
 logger = logging.getLogger(__name__)
 
 FAILED = "Sorry — something went wrong on my side with that; please try again."
 NO_FORM = "Sorry — Slack did not let me open the form in time; please click “Fill in” again."
-# The core's note about a request that is over, read back as how it ended.
-_ENDED_BY_NOTE = {note: status for status, note in SETTLED.items()}
 
 Resume = Callable[[str], Awaitable[None]]
-
-
-def ended(outcome: InputOutcome) -> str | None:
-    """How the request of an answer that changed nothing had already ended, when it had."""
-    if outcome.status is not None and outcome.status != "open":
-        return outcome.status
-    return _ENDED_BY_NOTE.get(outcome.note) if outcome.note is not None else None
 
 
 class InputClicks:

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.cards import CONNECTED, NO_SIGN_INS, sign_in_note, since
+from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.events import PLATFORM, Turn
@@ -43,9 +44,7 @@ DISCONNECT_ACTION = "nerve_disconnect"
 # `/nerve WORD …` handled here.
 COMMAND_WORDS = frozenset({"connections", "connect", "disconnect"})
 LISTED = 40
-NO_SIGN_INS = "No service here asks you to sign in with your own account."
 CONNECT_USAGE = "Usage: `/nerve connect NAME` — one of: {names}."
-FAILED = "Sorry — something went wrong on my side; please try again."
 
 
 def user_of(person: str) -> str:
@@ -53,18 +52,9 @@ def user_of(person: str) -> str:
     return person.rsplit(":", 1)[-1]
 
 
-def _minutes(seconds: float) -> str:
-    minutes = max(1, round(seconds / 60))
-    return "1 minute" if minutes == 1 else f"{minutes} minutes"
-
-
 def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, list[dict[str, Any]]]:
     """The private note with the Connect button: (fallback text, blocks)."""
-    server = escape(needed.server)
-    text = (
-        f"*{server}* works with your own account. Sign in to connect it, and I will go on.\n"
-        f"This link is yours only — don't share it — and it expires in {_minutes(expires_in)}."
-    )
+    text = sign_in_note(f"*{escape(needed.server)}*", expires_in)
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": text}},
         {
@@ -91,16 +81,13 @@ def connections_message(connected: list[Connection], servers: list[str]) -> tupl
     blocks: list[dict[str, Any]] = []
     mine = [c for c in connected if c.server in servers][:LISTED]
     if mine:
-        blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": "*Connected with your own account:*"}}
-        )
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*{CONNECTED}*"}})
     for connection in mine:
-        since = time.strftime("%Y-%m-%d", time.gmtime(connection.since))
         server = escape(connection.server)
         blocks.append(
             {
                 "type": "section",
-                "text": {"type": "mrkdwn", "text": f"• *{server}* — since {since}"},
+                "text": {"type": "mrkdwn", "text": f"• *{server}* — {since(connection.since)}"},
                 "accessory": {
                     "type": "button",
                     "action_id": DISCONNECT_ACTION,

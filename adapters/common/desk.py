@@ -1,0 +1,240 @@
+"""The approval desk: a click decided through the agent, the message redrawn, the turn going on.
+
+Nothing here waits for a person. A click (in this process or one started after a restart) is
+decided by the core; when it changes nothing, only the clicker is told why; when it does, the
+approval message is redrawn from the stored request (the click's own answer when the platform has
+one, else the message's stored reference), and once every call is decided the parked turn goes on
+through the job launcher: a job of its conversation when jobs are shared, else a task here. Every
+way a parked turn is released (a click, a question's last answer, a sign-in, an expiry, a start-up)
+goes on through `go_on`. Requests past their expiry are swept; at start-up, requests decided before
+a stop go on and the messages that waited behind them are answered.
+
+Each platform gives the desk its `Surface` (redraw a message from its stored reference), a
+`Clicker` per click (tell the clicker; show the decision through the click) and its `ParkedTurns`
+(how a turn that goes on answers in its conversation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal, Protocol
+
+from adapters.common.tasks import Spawn
+from adapters.jobs_runtime import Launcher
+from bot.approvals import EXPIRED, GONE
+from bot.types import ApprovalPrompt, ConversationKey, Decision, PendingCall
+
+logger = logging.getLogger(__name__)
+
+Choice = Literal["approve", "deny", "approve_all", "deny_all", "always"]
+CHOICES: tuple[Choice, ...] = ("approve", "deny", "approve_all", "deny_all", "always")
+_APPROVING = frozenset({"approve", "approve_all", "always"})
+_ONE_CALL = frozenset({"approve", "deny"})
+# A button names a call by its id or, when the id does not fit, by its position after this mark.
+AT = "~"
+# The characters of a hash a button carries when it cannot carry all of it.
+HASH_CHARS = 12
+CLICK_FAILED = "Sorry — something went wrong on my side with that click; please try again."
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalClick:
+    """A press of an approval button, as its platform's token carried it.
+
+    `call` names the call a single-call button decides (its id, or `~<position>`); `shown_hash` is
+    the hash of what the button was drawn for (the call's, or the batch's), whole or its start."""
+
+    choice: Choice
+    request_id: str
+    call: str | None = None
+    shown_hash: str | None = None
+
+
+def find_call(prompt: ApprovalPrompt, ref: str) -> PendingCall | None:
+    """The call a button names: by its id, or by its position (`~<position>`)."""
+    if ref.startswith(AT) and ref[1:].isdigit():
+        index = int(ref[1:])
+        return prompt.calls[index] if index < len(prompt.calls) else None
+    return next((c for c in prompt.calls if c.call_id == ref), None)
+
+
+def batch_hash(prompt: ApprovalPrompt) -> str:
+    """One short hash for the whole batch, for the buttons that decide every call at once."""
+    joined = "\n".join(c.call_hash for c in prompt.calls)
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:HASH_CHARS]
+
+
+class Approvals(Protocol):
+    """The core's ledger of approval requests, as the desk reads it."""
+
+    async def prompt(self, request_id: str) -> tuple[ApprovalPrompt, str] | None: ...
+
+    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]: ...
+
+
+class DeskAgent(Protocol):
+    """What the desk needs of the agent's façade."""
+
+    @property
+    def approvals(self) -> Approvals | None: ...
+
+    async def decide(
+        self,
+        request_id: str,
+        user_id: str,
+        *,
+        approve: bool,
+        call_id: str | None = None,
+        shown_hash: str | None = None,
+        remember: bool = False,
+    ) -> Decision: ...
+
+    async def expire_due(self, platform: str | None = None) -> list[str]: ...
+
+    async def recover_parked(self, platform: str | None = None) -> list[str]: ...
+
+
+class Surface(Protocol):
+    """A platform's side of the desk: redraw an approval message from its stored reference."""
+
+    async def edit(self, ref: str, prompt: ApprovalPrompt) -> None: ...
+
+
+class Clicker(Protocol):
+    """The person who clicked: `tell` them a note only they see; `show` the decision through the
+    click's own answer (False when the platform has none)."""
+
+    async def tell(self, text: str) -> None: ...
+
+    async def show(self, prompt: ApprovalPrompt) -> bool: ...
+
+
+class ParkedTurns(Protocol):
+    """How a parked turn goes on in its conversation: `resume` answers once, then the messages that
+    waited; `answer_deferred` answers those of a conversation whose turn is no longer parked."""
+
+    async def resume(self, request_id: str) -> None: ...
+
+    async def answer_deferred(self, key: ConversationKey) -> None: ...
+
+
+class AskDesk:
+    """Turns clicks and expiries into decisions, redrawn messages and turns that go on."""
+
+    def __init__(
+        self,
+        agent: DeskAgent,
+        platform: str,
+        surface: Surface,
+        turns: ParkedTurns,
+        launch: Launcher,
+        spawn: Spawn,
+        *,
+        on_expired: Callable[[], None] | None = None,
+    ) -> None:
+        self._agent = agent
+        self._platform = platform
+        self._surface = surface
+        self._turns = turns
+        self._launch = launch
+        self._spawn = spawn
+        # What a click on an expired request sets off (the sweep, to show it at once), if anything.
+        self._on_expired = on_expired
+
+    async def clicked(self, click: ApprovalClick, user: str, clicker: Clicker) -> None:
+        """One click (already acked): decide, then show it and go on, or tell the clicker why not."""
+        try:
+            decision = await self._decide(click, user)
+        except Exception:
+            logger.exception("deciding approval request %s failed", click.request_id)
+            await clicker.tell(CLICK_FAILED)
+            return
+        prompt = decision.prompt
+        if not decision.changed or prompt is None:
+            await clicker.tell(decision.note or GONE)
+            if decision.note == EXPIRED and self._on_expired is not None:
+                self._on_expired()
+            return
+        shown = await clicker.show(prompt)
+        if decision.ready:
+            # In the background: the click is answered and must not wait for the turn.
+            self._spawn(self.go_on(prompt.request_id, redraw=not shown), f"resume-{prompt.request_id}")
+        elif not shown:
+            await self.redraw(prompt)
+
+    async def _decide(self, click: ApprovalClick, user: str) -> Decision:
+        """Decide through the core, bound to exactly the calls the button was drawn for."""
+        found = await self._prompt(click.request_id)
+        one = click.choice in _ONE_CALL
+        call = find_call(found, click.call) if one and found is not None and click.call else None
+        if one and found is not None and call is None:
+            return Decision(changed=False, prompt=found, note=GONE)
+        shown = click.shown_hash
+        if shown and found is not None:
+            drawn_for = call.call_hash if call is not None else batch_hash(found)
+            if drawn_for.startswith(shown):
+                # The button was drawn for exactly these calls: bind the decision to their full hash.
+                shown = call.call_hash if call is not None else None
+        return await self._agent.decide(
+            click.request_id,
+            user,
+            approve=click.choice in _APPROVING,
+            call_id=call.call_id if call is not None else None,
+            shown_hash=shown,
+            remember=click.choice == "always",
+        )
+
+    async def redraw(self, prompt: ApprovalPrompt) -> None:
+        """Redraw the approval message from the request as it stands (any process can)."""
+        if prompt.message_ref:
+            await self._surface.edit(prompt.message_ref, prompt)
+
+    async def go_on(self, request_id: str, *, redraw: bool = True) -> None:
+        """Let a parked turn with nothing left to wait for go on (`go_on_here`): as a job of its
+        conversation when jobs are shared, else as a task of this process."""
+        key: ConversationKey | None = None
+        if self._launch.jobs is not None:
+            found = await self._prompt(request_id)
+            key = found.key if found is not None else None
+        await self._launch.resume(request_id, key, lambda: self.go_on_here(request_id, redraw=redraw))
+
+    async def go_on_here(self, request_id: str, *, redraw: bool = True) -> None:
+        """A parked turn with nothing left to wait for goes on here: its approval message (if it has
+        one) shows every call's outcome, then the turn answers once in its conversation and the
+        messages that waited there are answered. Nothing happens when another process took it."""
+        if redraw:
+            found = await self._prompt(request_id)
+            if found is not None:
+                await self.redraw(found)
+        await self._turns.resume(request_id)
+
+    async def sweep(self) -> list[str]:
+        """Requests past their expiry are shown expired and their turns go on without the calls
+        nobody approved (or with "cancel" for the questions nobody answered)."""
+        expired = await self._agent.expire_due(self._platform)
+        for request_id in expired:
+            await self.go_on(request_id)
+        return expired
+
+    async def recover(self) -> int:
+        """At start-up: requests decided (or expired) before a stop go on, and the messages that
+        waited in conversations whose turn is no longer parked are answered; returns how many."""
+        approvals = self._agent.approvals
+        if approvals is None:
+            return 0
+        ready = await self._agent.recover_parked(self._platform)
+        for request_id in ready:
+            await self.go_on(request_id)
+        waiting = await approvals.threads_with_deferred(self._platform)
+        for key in waiting:
+            await self._launch.deferred(key, partial(self._turns.answer_deferred, key))
+        return len(ready) + len(waiting)
+
+    async def _prompt(self, request_id: str) -> ApprovalPrompt | None:
+        approvals = self._agent.approvals
+        found = await approvals.prompt(request_id) if approvals is not None else None
+        return found[0] if found is not None else None

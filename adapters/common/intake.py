@@ -1,0 +1,118 @@
+"""Deliveries recorded in the inbox and answered outside their delivery, the same on every platform.
+
+Every delivery is claimed in the inbox before it is acked, so nothing a person writes is lost. One
+that was not answered is taken up again: at start-up (`recover`: answered here, or queued when jobs
+are shared and no job waits for it), by its job in whichever process runs it (`take`), and by the
+sweep that queues what a process recorded but died before queueing (`requeue_left`). A recorded
+payload that can no longer be read is dropped with a log line by the platform's `left_over`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, Protocol, TypeVar
+
+from adapters.jobs_runtime import Launcher
+from bot.seams import Inbox
+from bot.types import ConversationKey
+
+logger = logging.getLogger(__name__)
+
+
+class Keyed(Protocol):
+    """A recorded delivery's turn: it knows its conversation."""
+
+    @property
+    def key(self) -> ConversationKey: ...
+
+
+Turn = TypeVar("Turn", bound=Keyed)
+
+
+class Inboxed(Protocol):
+    """The agent, as far as its inbox goes."""
+
+    @property
+    def inbox(self) -> Inbox: ...
+
+
+class Recorded(Generic[Turn]):
+    """One platform's recorded deliveries: `left_over` reads a payload back into its turn."""
+
+    def __init__(
+        self,
+        agent: Inboxed,
+        platform: str,
+        launch: Launcher,
+        left_over: Callable[[str, str], Awaitable[Turn | None]],
+        *,
+        noun: str,
+    ) -> None:
+        self._agent = agent
+        self._platform = platform
+        self._launch = launch
+        self._left_over = left_over
+        # What a delivery is called in log lines: "Slack event", "Discord delivery".
+        self._noun = noun
+
+    async def recover(self, here: Callable[[str, Turn], None]) -> int:
+        """At start-up: answer the deliveries left unfinished (`here`); with jobs, queue those that
+        have no job waiting or running (another process may be answering the rest right now).
+        Returns how many were taken up."""
+        count = 0
+        for event_id, payload in await self._agent.inbox.unfinished_events(self._platform):
+            turn = await self._left_over(event_id, payload)
+            if turn is None:
+                continue
+            if self._launch.jobs is not None:
+                count += await self._launch.requeue(event_id, turn.key)
+                continue
+            here(event_id, turn)
+            count += 1
+        return count
+
+    async def take(self, event_id: str) -> Turn | None:
+        """The turn of one recorded delivery for its job; None when it was answered already."""
+        payload = await self._agent.inbox.unfinished_payload(self._platform, event_id)
+        if payload is None:
+            logger.info("%s %s was answered already", self._noun, event_id)
+            return None
+        return await self._left_over(event_id, payload)
+
+    async def requeue_left(self) -> None:
+        """With jobs: queue the deliveries a process recorded but died before queueing."""
+        if self._launch.jobs is None:
+            return
+        try:
+            for event_id, payload in await self._agent.inbox.unfinished_events(self._platform):
+                turn = await self._left_over(event_id, payload)
+                if turn is not None and await self._launch.requeue(event_id, turn.key):
+                    logger.warning("queued %s %s, recorded but never queued", self._noun, event_id)
+        except Exception:
+            logger.exception("looking for %ss recorded but never queued failed", self._noun)
+
+
+class Sweeps(Protocol):
+    """What the periodic sweep asks of the approval desk."""
+
+    async def sweep(self) -> list[str]: ...
+
+
+async def sweep(recorded: Recorded[Any], desk: Sweeps) -> list[str]:
+    """Queue what was recorded but never queued (with jobs), then expire the requests whose time ran
+    out (their turns go on in the background); returns the requests expired now."""
+    await recorded.requeue_left()
+    try:
+        return await desk.sweep()
+    except Exception:
+        logger.exception("looking for expired approval requests failed")
+        return []
+
+
+async def sweep_forever(sweep: Callable[[], Awaitable[object]], interval: float) -> None:
+    """Sweep every `interval` seconds until cancelled."""
+    while True:
+        await asyncio.sleep(interval)
+        await sweep()
