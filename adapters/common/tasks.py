@@ -2,11 +2,46 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
+
+from adapters.shutdown import finished_within
+
+logger = logging.getLogger(__name__)
 
 
 class Spawn(Protocol):
     """Runs a coroutine as a task the front end owns; `name` names the task where it is shown."""
 
     def __call__(self, work: Coroutine[Any, Any, None], name: str | None = None, /) -> None: ...
+
+
+class Owned:
+    """A front end's running tasks (its turns and what they set off)."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, work: Coroutine[Any, Any, None], name: str | None = None) -> asyncio.Task[None]:
+        task = asyncio.create_task(work, name=name)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def idle(self) -> None:
+        """Wait until every task has finished (tests, graceful shutdown)."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    async def drain(self, grace: float, turns: str) -> None:
+        """Give the running tasks up to `grace` seconds; say how many `turns` were cut off."""
+        if not await finished_within(self.tasks, grace):
+            logger.warning(
+                "nerve: %d %s still running after %g s (NERVE_SHUTDOWN_GRACE): cut off, answered at "
+                "the next start",
+                len(self.tasks),
+                turns,
+                grace,
+            )

@@ -35,6 +35,7 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from adapters.common.intake import Recorded, sweep, sweep_forever
+from adapters.common.tasks import Owned
 from adapters.discord import commands as discord_commands
 from adapters.discord.approval_buttons import ApprovalButton, Click
 from adapters.discord.approval_flow import ApprovalAgent, ApprovalFlow
@@ -70,7 +71,6 @@ from adapters.discord.views import ToolResultsButton, new_ref, results_button_vi
 from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
-from adapters.shutdown import finished_within
 from adapters.up_line import log_up
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
@@ -163,7 +163,8 @@ class NerveDiscordBot(discord.Client):
         self.guard = ChannelGuard()
         self._order = ConversationOrder()
         self._thread_refused: set[int] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._owned = Owned()
+        self._tasks = self._owned.tasks
         # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
         self.stopping = False
         # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
@@ -250,13 +251,7 @@ class NerveDiscordBot(discord.Client):
         for task in list(self._tasks):
             if task.get_name() == SWEEPER_TASK:
                 task.cancel()
-        if not await finished_within(self._tasks, grace):
-            logger.warning(
-                "nerve: %d Discord turn(s) still running after %g s (NERVE_SHUTDOWN_GRACE): cut off, "
-                "answered at the next start",
-                len(self._tasks),
-                grace,
-            )
+        await self._owned.drain(grace, "Discord turn(s)")
 
     async def close(self) -> None:
         """Cancel running turns (their deliveries stay unfinished and are answered after restart, or
@@ -274,10 +269,7 @@ class NerveDiscordBot(discord.Client):
 
     def _start(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> asyncio.Task[None]:
         """A task this client owns: `drain` waits for it, `close` cancels it."""
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._owned.spawn(coro, name)
 
     async def _recover(self) -> None:
         """At start-up: answer the deliveries left unfinished; with jobs, queue those that have no job

@@ -36,11 +36,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.desk import AskDesk
 from adapters.common.intake import Recorded, sweep, sweep_forever
+from adapters.common.tasks import Owned
 from adapters.http_log import quiet_runner
 from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
-from adapters.shutdown import finished_within
 from adapters.slack.approval_view import ACTION_PATTERN
 from adapters.slack.commands import (
     HELP,
@@ -199,7 +199,8 @@ class SlackBot:
             feedback=self._feedback is not None,
             watch=self._sign_ins.watch,
         )
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._owned = Owned()
+        self._tasks = self._owned.tasks
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.slack.jobs`), else tasks here.
         self._launch = Launcher(jobs, self.spawn)
         self._desk = AskDesk(
@@ -290,14 +291,11 @@ class SlackBot:
         return replace(turn, incoming=replace(turn.incoming, replayed=True))
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str | None = None) -> None:
-        task = asyncio.create_task(work, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._owned.spawn(work, name)
 
     async def idle(self) -> None:
         """Wait until every background task has finished (tests, graceful shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._owned.idle()
 
     def start_sweeper(self, interval: float = SWEEP_SECONDS) -> None:
         """Look for expired approval requests every `interval` seconds until `aclose`."""
@@ -323,13 +321,7 @@ class SlackBot:
         if not self._tasks:
             return
         logger.warning("nerve: waiting up to %g s for %d running turn(s)", grace, len(self._tasks))
-        if not await finished_within(self._tasks, grace):
-            logger.warning(
-                "nerve: %d turn(s) still running after %g s (NERVE_SHUTDOWN_GRACE): cut off, answered "
-                "at the next start",
-                len(self._tasks),
-                grace,
-            )
+        await self._owned.drain(grace, "turn(s)")
 
     async def aclose(self) -> None:
         """Cut off unfinished turns: their events stay unfinished and are answered after a restart.
