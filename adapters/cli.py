@@ -8,7 +8,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -149,13 +149,13 @@ def _job(
     if command == "chat":
         from adapters.ops_http import chat_ops
         from adapters.terminal.chat import TerminalChat
-        from adapters.terminal.sign_in import chat_runtime
+        from adapters.terminal.runtime import terminal_runtime
 
         async def chat(settings: Settings) -> int:
             # A sign-in's browser comes back to a loopback port. /healthz, /readyz and /metrics only
             # when NERVE_HTTP_PORT is set (adapters.ops_http says why).
             async with (
-                chat_runtime(settings) as (runtime, sign_in),
+                terminal_runtime(settings, servers_in_background=True) as (runtime, sign_in),
                 chat_ops(runtime.agent, runtime.settings),
             ):
                 await TerminalChat(runtime, args.thread, notices=chat_notices, sign_in=sign_in).run()
@@ -312,6 +312,37 @@ async def until_terminated(
             leave_quickly()
 
 
+# The commands that start the MCP servers: their processes start before the command loads the rest.
+STARTS_SERVERS = frozenset({"chat", "ask", "tools", "slack", "discord", "worker"})
+
+
+async def _run(args: argparse.Namespace, settings: Settings, notices: Callable[[], str | None]) -> int:
+    """The command, with the stdio servers starting while it loads its libraries (`_job` imports
+    them): the two start-ups overlap instead of adding up (`bot.mcp.early_start`)."""
+    async with _servers_starting(args.command, settings):
+        stop = asyncio.Event()
+        job = _job(args, settings, notices, stop)
+        if args.command in ("slack", "discord", "worker"):
+            return await until_terminated(job(settings), stop, settings.nerve_shutdown_grace)
+        return await job(settings)
+
+
+@contextlib.asynccontextmanager
+async def _servers_starting(command: str, settings: Settings) -> AsyncIterator[None]:
+    if command not in STARTS_SERVERS:
+        yield
+        return
+    from bot.config import read_mcp_config
+    from bot.mcp.early_start import started_early
+
+    try:
+        servers = read_mcp_config(settings.nerve_mcp_config).servers
+    except (NerveError, OSError):
+        servers = {}  # the runtime reports a file it cannot read, in its own words
+    async with started_early(servers):
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "secret-key":
@@ -335,11 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         notices = _configure_logging(args, settings)
-        stop = asyncio.Event()
-        job = _job(args, settings, notices, stop)
-        if args.command in ("slack", "discord", "worker"):
-            return asyncio.run(until_terminated(job(settings), stop, settings.nerve_shutdown_grace))
-        return asyncio.run(job(settings))
+        return asyncio.run(_run(args, settings, notices))
     except KeyboardInterrupt:
         # Ctrl-C is how people leave the chat (the prompt handles it; this covers start-up and
         # shutdown); for every other command it is an interruption.

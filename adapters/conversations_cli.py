@@ -54,11 +54,11 @@ def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) 
         if not question.strip():
             sys.stderr.write(NOTHING_TO_ASK)
             return 2
+        from adapters.terminal.runtime import terminal_runtime
         from adapters.terminal.views import ask
-        from bot.runtime import open_runtime
 
         name = thread if thread is not None else fresh_thread_name()
-        async with open_runtime(settings) as runtime:
+        async with terminal_runtime(settings, servers_in_background=False) as (runtime, _):
             try:
                 return await ask(runtime, name, question, as_json=as_json, approve_all=approve_all)
             finally:

@@ -546,6 +546,15 @@ def load_servers(path: Path, environ: Mapping[str, str] | None = None) -> dict[s
 
 def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> McpConfig:
     """Read and check the servers file once; a mistake fails here, naming the file, server and field.
+    What reads wrong in it is logged (`read_mcp_config` reads it without a word)."""
+    config = read_mcp_config(path, environ)
+    for warning in config.warnings:
+        logger.warning("%s", warning)
+    return config
+
+
+def read_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> McpConfig:
+    """The servers file read and checked, its warnings returned, not logged.
 
     Disabled servers are left out before their `${VAR}`s are filled, so a server switched off
     does not need its secrets set.
@@ -576,8 +585,6 @@ def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
         if server.active and name not in parsed.disabled
     }
     warnings = tuple(f"{path}: {problem}" for problem in lookalike_names(parsed.entries))
-    for warning in warnings:
-        logger.warning("%s", warning)
     return McpConfig(servers=servers, scopes=parsed.scopes, warnings=warnings)
 
 

@@ -71,6 +71,26 @@ async def test_nerve_connect_signs_the_bot_in_and_its_calls_carry_that_account(t
             result = await runtime.host.call_tool("whoami", {})
         assert "carol" in result.content, result
         assert "call whoami by carol" in notes.log_lines()
+
+        # `nerve ask` uses the stored sign-in on a machine with no public address: NERVE_PUBLIC_URL
+        # is for the chat platforms' browsers, and nobody signs in here.
+        local = {k: v for k, v in env.items() if k != "NERVE_PUBLIC_URL"} | {"NERVE_MODEL": "offline"}
+        asking = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "adapters",
+            "ask",
+            "--yes",
+            "who am I at notes?",
+            cwd=ROOT,
+            env=local,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        async with asyncio.timeout(60):
+            out, err = await asking.communicate()
+        assert asking.returncode == 0, err.decode()[-2000:]
+        assert "carol" in out.decode()
     finally:
         await stop_server(notes)
 

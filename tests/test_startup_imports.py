@@ -63,6 +63,6 @@ def test_importing_the_command_line_loads_none_of_the_heavy_parts():
     assert heavy_among(loaded_by("adapters.cli"), HEAVY_FOR_THE_COMMAND_LINE) == []
 
 
-@pytest.mark.parametrize("module", ["bot.runtime", "adapters.terminal.views"])
+@pytest.mark.parametrize("module", ["bot.runtime", "adapters.terminal.views", "adapters.terminal.runtime"])
 def test_the_ask_and_chat_runtime_loads_no_sign_in_client_front_end_or_extra(module):
     assert heavy_among(loaded_by(module), HEAVY_FOR_A_RUNTIME) == []

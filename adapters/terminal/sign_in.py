@@ -15,11 +15,10 @@ was not waiting lets the turn go on before the next question. `/connections`, `/
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 import webbrowser
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Self
@@ -34,7 +33,7 @@ from bot.connections import Connections
 from bot.oauth.loopback import CALLBACK as LOOPBACK_CALLBACK
 from bot.oauth.people import person_of
 from bot.oauth.sign_ins import SignedIn
-from bot.runtime import Runtime, open_runtime, open_store, sign_ins_for
+from bot.runtime import open_store, sign_ins_for
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 HOST = "127.0.0.1"
@@ -45,12 +44,6 @@ COMMANDS_HELP = """\
 NO_SIGN_INS = "No server here asks you to sign in with your own account."
 # Ctrl-C runs the action while inside (the chat's own handling, which nests).
 OnCtrlC = Callable[[Callable[[], object]], AbstractContextManager[None]]
-
-
-def signs_in(settings: Settings) -> bool:
-    """Whether a server in the servers file signs in with OAuth (then the chat takes callbacks)."""
-    servers = load_mcp_config(settings.nerve_mcp_config).servers
-    return any(config.auth is not None and config.auth.type == "oauth" for config in servers.values())
 
 
 class LoopbackCallback:
@@ -107,25 +100,6 @@ class LoopbackCallback:
         while not self._signed.empty():
             found.append(self._signed.get_nowait())
         return found
-
-
-@contextlib.asynccontextmanager
-async def chat_runtime(settings: Settings) -> AsyncIterator[tuple[Runtime, LoopbackCallback | None]]:
-    """The runtime of `nerve chat`, with the loopback callback when a server signs in with OAuth.
-
-    The MCP servers start in the background: the chat greets the person and shows its prompt while
-    they start, and its turns wait for them (`Runtime.wait_for_servers`)."""
-    if not signs_in(settings):
-        async with open_runtime(settings, servers_in_background=True) as runtime:
-            yield runtime, None
-        return
-    async with (
-        LoopbackCallback() as callback,
-        open_runtime(settings, sign_in_redirect=callback.redirect_uri, servers_in_background=True) as runtime,
-    ):
-        if runtime.agent.connections is not None:
-            callback.attach(runtime.agent.connections)
-        yield runtime, callback
 
 
 def open_in_browser(url: str) -> None:

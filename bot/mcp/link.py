@@ -38,12 +38,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot import metrics
 from bot.config import ServerConfig
+from bot.log_context import fields
 from bot.mcp.address_guard import Refused, http_client
 from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
 from bot.mcp.circuit import Circuit, CircuitPolicy
+from bot.mcp.early_start import EarlyServer, claim
 from bot.mcp.stderr import StderrTap
-from bot.mcp.stdio import stdio_transport
+from bot.mcp.stdio import server_environment, stdio_transport, stop_server
 from bot.types import InputDraft, SignInNeeded
 
 logger = logging.getLogger(__name__)
@@ -234,13 +236,16 @@ class ServerLink:
                     self._delay = min(self._delay * 2, BACKOFF_MAX)
 
     async def _run_once(self) -> str:
-        tap = StderrTap(self.name) if self.config.kind == "stdio" else None
+        early = await self._claim_early()
+        tap = early.tap if early is not None else None
+        if tap is None and self.config.kind == "stdio":
+            tap = StderrTap(self.name)
         try:
             async with anyio.create_task_group() as pumps:
                 if tap is not None:
                     pumps.start_soon(tap.pump)
                 try:
-                    reason = await self._connect_and_serve(tap)
+                    reason = await self._connect_and_serve(tap, early)
                 finally:
                     if tap is not None:
                         tap.close_writer()
@@ -249,13 +254,36 @@ class ServerLink:
         finally:
             if tap is not None:
                 tap.close()
+            if early is not None and early.process.returncode is None:
+                # Cancelled before its transport took it over: never leave the process behind.
+                with anyio.CancelScope(shield=True):
+                    await stop_server(early.process, self.name)
         # Stderr stays in the log: the reason reaches tool results, and through them people.
         self.stderr_seen = tap is not None and bool(tap.tail)
         if tap is not None and not self._connected:
             tap.report_failed_start()
         return reason
 
-    async def _connect_and_serve(self, tap: StderrTap | None) -> str:
+    async def _claim_early(self) -> EarlyServer | None:
+        """This stdio server's process, when the command line started it already (first start only)."""
+        if self.config.kind != "stdio":
+            return None
+        early = await claim(self.name, self.config, server_environment(self._stdio_parameters()))
+        if early is not None:
+            logger.debug(
+                "MCP server %r: connecting to the process started early (%d)",
+                self.name,
+                early.process.pid,
+                extra=fields("mcp_server_started_early", server=self.name),
+            )
+        return early
+
+    def _stdio_parameters(self) -> StdioServerParameters:
+        config = self.config
+        assert config.command is not None
+        return StdioServerParameters(command=config.command, args=config.args, env=config.env, cwd=config.cwd)
+
+    async def _connect_and_serve(self, tap: StderrTap | None, early: EarlyServer | None = None) -> str:
         self._challenged = False
         self.session_expired = False
         self.sign_in = None
@@ -266,7 +294,7 @@ class ServerLink:
         try:
             with anyio.CancelScope(deadline=started + self._connect_timeout) as handshake:
                 async with AsyncExitStack() as stack:
-                    transport = await self._transport(stack, tap)
+                    transport = await self._transport(stack, tap, early)
                     client = Client(
                         cast(Transport, _watched(transport, self._connection_lost)),
                         mode=self._mode,
@@ -409,15 +437,17 @@ class ServerLink:
             self._notify()
 
     async def _transport(
-        self, stack: AsyncExitStack, tap: StderrTap | None
+        self, stack: AsyncExitStack, tap: StderrTap | None, early: EarlyServer | None = None
     ) -> AbstractAsyncContextManager[TransportStreams]:
         config = self.config
         if config.kind == "stdio":
-            assert config.command is not None and tap is not None
-            params = StdioServerParameters(
-                command=config.command, args=config.args, env=config.env, cwd=config.cwd
+            assert tap is not None
+            return stdio_transport(
+                self._stdio_parameters(),
+                server=self.name,
+                errlog=tap.writer,
+                started=early.process if early is not None else None,
             )
-            return stdio_transport(params, server=self.name, errlog=tap.writer)
         assert config.url is not None
         if config.kind == "sse":
 

@@ -184,17 +184,21 @@ def _without_surrogates(data: Any) -> Any:
 
 @asynccontextmanager
 async def stdio_transport(
-    params: StdioServerParameters, *, server: str, errlog: TextIO
+    params: StdioServerParameters, *, server: str, errlog: TextIO, started: Process | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """Start the server and connect to it over its stdin/stdout, as the SDK's `stdio_client` does."""
-    command = await _get_executable_command(params.command)
-    process = await _create_platform_compatible_process(
-        command=command,
-        args=params.args,
-        env=get_default_environment() | (params.env or {}),
-        errlog=errlog,
-        cwd=params.cwd,
-    )
+    """Start the server and connect to it over its stdin/stdout, as the SDK's `stdio_client` does;
+    or connect to the process `started` for it already (`bot.mcp.early_start`)."""
+    process: ServerProcess
+    if started is not None:
+        process = started
+    else:
+        process = await _create_platform_compatible_process(
+            command=await _get_executable_command(params.command),
+            args=params.args,
+            env=server_environment(params),
+            errlog=errlog,
+            cwd=params.cwd,
+        )
     # No awaits until the task group is entered: a cancellation in the gap would leak the process.
     read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -271,6 +275,11 @@ async def stdio_transport(
                 await shutdown()
             group.cancel_scope.cancel()
     await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+def server_environment(params: StdioServerParameters) -> dict[str, str]:
+    """What a stdio server's process gets: the SDK's inherited variables and the entry's own."""
+    return get_default_environment() | (params.env or {})
 
 
 async def stop_server(process: ServerProcess, server: str) -> None:

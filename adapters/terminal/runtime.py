@@ -1,0 +1,51 @@
+"""The runtime of the terminal's commands (`nerve chat`, `nerve ask`).
+
+The person is at this machine, so a sign-in's browser comes back to it: when a server in the servers
+file signs in with OAuth, a loopback callback (`adapters.terminal.sign_in.LoopbackCallback`) is the
+redirect, and stored sign-ins are used without NERVE_PUBLIC_URL, which only the chat platforms need.
+Without such a server the OAuth client is never loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from bot.config import Settings, read_mcp_config
+from bot.runtime import Runtime, open_runtime
+
+if TYPE_CHECKING:
+    from adapters.terminal.sign_in import LoopbackCallback
+
+
+def signs_in(settings: Settings) -> bool:
+    """Whether a server in the servers file signs in with OAuth (then the terminal takes callbacks)."""
+    servers = read_mcp_config(settings.nerve_mcp_config).servers
+    return any(config.auth is not None and config.auth.type == "oauth" for config in servers.values())
+
+
+@contextlib.asynccontextmanager
+async def terminal_runtime(
+    settings: Settings, *, servers_in_background: bool
+) -> AsyncIterator[tuple[Runtime, LoopbackCallback | None]]:
+    """The runtime, with the loopback callback when a server signs in with OAuth.
+
+    With `servers_in_background` (the chat) the MCP servers start in the background: the chat greets
+    the person and shows its prompt while they start, and its turns wait for them
+    (`Runtime.wait_for_servers`)."""
+    if not signs_in(settings):
+        async with open_runtime(settings, servers_in_background=servers_in_background) as runtime:
+            yield runtime, None
+        return
+    from adapters.terminal.sign_in import LoopbackCallback
+
+    async with (
+        LoopbackCallback() as callback,
+        open_runtime(
+            settings, sign_in_redirect=callback.redirect_uri, servers_in_background=servers_in_background
+        ) as runtime,
+    ):
+        if runtime.agent.connections is not None:
+            callback.attach(runtime.agent.connections)
+        yield runtime, callback

@@ -1,0 +1,122 @@
+"""Stdio servers started before nerve loads its own libraries, so the two start-ups overlap.
+
+A one-shot `nerve ask` spends most of its life starting: nerve imports the MCP SDK, the model
+client and the agent (about a second of CPU), then starts each stdio server, which imports the
+SDK again. Done in that order the two add up. The command line therefore starts the servers'
+processes first (`started_early`, which needs nothing heavier than anyio) and loads the rest while
+they boot; each server's link then claims its process (`claim`) instead of spawning another.
+
+A process is claimed only when it was started exactly as the link would start it: the same
+command, arguments, working directory and environment (the SDK's inherited variables and the
+entry's own). The environment is compared with what the SDK computes at claim time, so should the
+SDK ever inherit other variables, the early process is stopped and the link starts its own: never
+a server with a different environment. Whatever no link claims (a command that failed before
+opening its runtime, a server dropped from the file in between) is stopped on the way out.
+
+POSIX only: on Windows the SDK starts servers in a job object, and they start as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import Process
+
+from bot.config import ServerConfig
+from bot.mcp.stderr import StderrTap
+
+logger = logging.getLogger(__name__)
+
+# What the SDK's stdio client passes down from nerve's own environment on POSIX
+# (`mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS`); checked again at claim time.
+INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+@dataclass
+class EarlyServer:
+    """One server process started ahead of its link, with the pipe its stderr is written to."""
+
+    config: ServerConfig
+    env: dict[str, str]
+    process: Process
+    tap: StderrTap
+
+
+_waiting: dict[str, EarlyServer] = {}
+
+
+def inherited_environment() -> dict[str, str]:
+    """The variables a stdio server gets from nerve, as the SDK chooses them (no shell functions)."""
+    return {
+        key: value
+        for key in INHERITED
+        if (value := os.environ.get(key)) is not None and not value.startswith("()")
+    }
+
+
+async def _start(name: str, config: ServerConfig) -> EarlyServer | None:
+    assert config.command is not None
+    env = inherited_environment() | config.env
+    tap = StderrTap(name)
+    try:
+        process = await anyio.open_process(
+            [config.command, *config.args], env=env, stderr=tap.writer, cwd=config.cwd, start_new_session=True
+        )
+    except (OSError, ValueError):
+        # The link will try again and report why in its own words; nothing is lost by waiting.
+        tap.close()
+        return None
+    return EarlyServer(config=config, env=env, process=process, tap=tap)
+
+
+@asynccontextmanager
+async def started_early(servers: Mapping[str, ServerConfig]) -> AsyncIterator[None]:
+    """Start the stdio servers of `servers` (the file's active ones) now; stop those no link
+    claimed when the block ends."""
+    if sys.platform != "win32":
+        for name, config in servers.items():
+            if config.kind == "stdio" and name not in _waiting:
+                early = await _start(name, config)
+                if early is not None:
+                    _waiting[name] = early
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stop_unclaimed()
+
+
+async def claim(name: str, config: ServerConfig, env: Mapping[str, str]) -> EarlyServer | None:
+    """The early process of `name` if it was started with this entry and this environment.
+
+    One started otherwise (the file changed, the SDK inherits other variables) is stopped, not
+    handed out; so is one that already exited: the link then starts the server itself."""
+    early = _waiting.pop(name, None)
+    if early is None:
+        return None
+    if early.config == config and early.env == dict(env) and early.process.returncode is None:
+        return early
+    await _stop(name, early)
+    return None
+
+
+async def stop_unclaimed() -> None:
+    """Stop every early process that no link claimed, each within about a second."""
+    while _waiting:
+        await _stop(*_waiting.popitem())
+
+
+async def _stop(name: str, early: EarlyServer) -> None:
+    from bot.mcp.stdio import stop_server  # the SDK's stop, bounded; loaded only when needed
+
+    logger.debug("MCP server %r: started early but not used; stopping it", name)
+    try:
+        await stop_server(early.process, name)
+    finally:
+        early.tap.close()
