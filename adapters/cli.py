@@ -253,7 +253,7 @@ def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable
     """
     from adapters.log_format import install, settings_secrets
     from adapters.terminal.logs import log_to_file, log_to_stderr
-    from bot import tracing
+    from bot.observe import tracing
 
     in_file = args.command == "chat" and not args.verbose
     chat_log = log_to_file(settings.nerve_log_level, settings.nerve_log_file) if in_file else None
@@ -346,7 +346,7 @@ async def _servers_starting(command: str, settings: Settings) -> AsyncIterator[N
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "secret-key":
-        from bot.oauth.vault import new_secret_key
+        from bot.mcp.auth.vault import new_secret_key
 
         print(new_secret_key())
         return 0

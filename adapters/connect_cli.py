@@ -19,13 +19,13 @@ import sys
 from adapters.terminal.views import conversation_key
 from bot.config import ServerConfig, Settings, load_mcp_config
 from bot.errors import ConfigError
+from bot.mcp.auth.loopback import LoopbackSignIn
+from bot.mcp.auth.people import person_of
+from bot.mcp.auth.provider import NerveOAuth
+from bot.mcp.auth.sign_ins import HTTP_TIMEOUT
+from bot.mcp.auth.tokens import StoredTokens
+from bot.mcp.auth.vault import Vault
 from bot.mcp.host import MCPHost
-from bot.oauth.loopback import LoopbackSignIn
-from bot.oauth.people import person_of
-from bot.oauth.provider import NerveOAuth
-from bot.oauth.sign_ins import HTTP_TIMEOUT
-from bot.oauth.tokens import StoredTokens
-from bot.oauth.vault import Vault
 from bot.runtime import BOT_PERSON, open_store
 
 

@@ -25,8 +25,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
 from adapters.terminal.safe import printable
-from bot.log_context import fields
-from bot.log_throttle import LogThrottle, held_back
+from bot.observe.log_context import fields
+from bot.observe.log_throttle import LogThrottle, held_back
 
 # Seconds between two lines about one peer's malformed requests.
 WARN_EVERY = 10.0

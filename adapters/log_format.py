@@ -1,7 +1,7 @@
 """How log lines look, and what they may never show.
 
 `NERVE_LOG_FORMAT=text` keeps the familiar `time LEVEL logger: message` line; `json` writes one JSON
-object per line for log collectors. Both name the turn a line was written in (`bot.log_context`), so
+object per line for log collectors. Both name the turn a line was written in (`bot.observe.log_context`), so
 the lines of one answer among many concurrent ones can be picked out. Before any line is written,
 whatever looks like a token or a key, and every secret nerve was given in its settings, is replaced
 by `[hidden]`, in the message and in an exception's traceback alike: libraries and servers put
@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings
 
 from adapters.doctor.report import HIDDEN, Redactor
 from adapters.terminal.logs import FORMAT
-from bot.log_context import current_server, current_turn
+from bot.observe.log_context import current_server, current_turn
 
 LogFormat = Literal["text", "json"]
 

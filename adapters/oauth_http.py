@@ -27,11 +27,11 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from bot.connections import Connections
-from bot.oauth.provider import client_metadata_document
-from bot.oauth.sign_ins import SignedIn, SignInFailed
+from bot.asks.connections import Connections
+from bot.mcp.auth.provider import client_metadata_document
+from bot.mcp.auth.sign_ins import SignedIn, SignInFailed
 from bot.runtime import CALLBACK_PATH, CLIENT_METADATA_PATH
-from bot.text import scrub
+from bot.text.scrub import scrub
 
 logger = logging.getLogger(__name__)
 

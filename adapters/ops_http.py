@@ -7,7 +7,7 @@
   `{"ready": …, "reasons": [...]}`, the reasons in plain words.
   From SIGTERM on it answers 503 "shutting down" at once, while running turns finish: a load
   balancer or an orchestrator sends nothing new to a process on its way out.
-* `/metrics` — the figures of `bot.metrics` in the Prometheus text format (OpenMetrics when the
+* `/metrics` — the figures of `bot.observe.metrics` in the Prometheus text format (OpenMetrics when the
   scraper asks for it).
 
 Where they are served, always at NERVE_HTTP_HOST:NERVE_HTTP_PORT:
@@ -39,9 +39,9 @@ from typing import Protocol, runtime_checkable
 from aiohttp import web
 
 from adapters.http_log import quiet_runner
-from bot import metrics
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.observe import metrics
 from bot.seams import Inbox
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from bot.render import truncate
+from bot.text.render import truncate
 from bot.types import Attachment, Resource
 
 NAME_SHOWN = 100  # characters of a resource's name shown in a link or a title

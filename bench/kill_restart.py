@@ -59,7 +59,7 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-from bot.gate import BUSY_REPLY
+from bot.turn.gate import BUSY_REPLY
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack, Posted
 from tests.ports import unused_port

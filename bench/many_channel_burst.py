@@ -29,7 +29,7 @@ import aiohttp
 from bench.slack_bench import _deliver, _mention
 from bench.slack_load import ModelMeter, quantile, slack_load_rig
 from bot.agent import AgentConfig
-from bot.gate import BUSY_REPLY
+from bot.turn.gate import BUSY_REPLY
 
 QUESTION = re.compile(r"^question (\d+)$")
 ANSWER = re.compile(r"^answer to question (\d+)$")

@@ -50,9 +50,9 @@ from bench.kill_restart import (
     nerve_environment,
     signed,
 )
-from bot.apologies import MODEL_FAILED, TOO_LONG
 from bot.config import Settings
 from bot.model.client import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRY_AFTER
+from bot.turn.apologies import MODEL_FAILED, TOO_LONG
 from tests.fakes.llm_server import (
     FakeCall,
     FakeLLMServer,

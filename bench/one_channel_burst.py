@@ -32,9 +32,9 @@ from adapters.slack.app import build_bot, make_client, serve_http
 from bench.slack_bench import SECRET, _deliver, _Elsewhere, _mention, _NoTools
 from bot.agent import Agent, AgentConfig
 from bot.config import Settings
-from bot.gate import BUSY_REPLY
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
+from bot.turn.gate import BUSY_REPLY
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.slack_api import FakeSlack
 

@@ -42,7 +42,7 @@ import aiohttp
 
 from bench.core_bench import percentile
 from bench.kill_restart import Nerve, Question, nerve_environment, signed
-from bot.gate import BUSY_REPLY
+from bot.turn.gate import BUSY_REPLY
 from tests.fakes.llm_server import FakeLLMServer, Reply
 from tests.fakes.slack_api import FakeSlack
 from tests.ports import unused_port

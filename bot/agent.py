@@ -13,10 +13,24 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from bot import metrics
-from bot.apologies import model_failure
-from bot.approvals import Clock, TurnScreen
-from bot.calls import (
+from bot.asks.approvals import Clock, TurnScreen
+from bot.asks.connections import Connections
+from bot.asks.inputs import InputDesk, InputStore
+from bot.asks.parking import WaitingTurns
+from bot.errors import ContextTooLong, LLMError, PromptError, StreamCut, TurnOverdue
+from bot.mcp.auth.people import person_of
+from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.observe import metrics
+from bot.observe.log_context import turn_context
+from bot.observe.tracing import turn_span
+from bot.policy.scopes import Scopes
+from bot.seams import LLM, Inbox, PromptHost, ServerStates, Store, ToolHost, TurnLock
+from bot.store.approvals import ApprovalLedger
+from bot.store.locks import KeyedLocks
+from bot.text.render import truncate
+from bot.text.scrub import question_too_long, scrub
+from bot.turn.apologies import model_failure
+from bot.turn.calls import (
     CallOutcome,
     CallSettings,
     Contexts,
@@ -28,24 +42,11 @@ from bot.calls import (
     progress_reporter,
     stored_arguments,
 )
-from bot.connections import Connections
-from bot.context import Budget, build_request
-from bot.deadline import TurnDeadline
-from bot.errors import ContextTooLong, LLMError, PromptError, StreamCut, TurnOverdue
-from bot.failures import shown_to_people
-from bot.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
-from bot.guards import confirm_prompt, triggered_tools
-from bot.inputs import InputDesk, InputStore
-from bot.log_context import turn_context
-from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
-from bot.oauth.people import person_of
-from bot.policy.scopes import Scopes
-from bot.render import truncate
-from bot.seams import LLM, Inbox, PromptHost, ServerStates, Store, ToolHost, TurnLock
-from bot.store.approvals import ApprovalLedger
-from bot.store.locks import KeyedLocks
-from bot.text import question_too_long, scrub
-from bot.tracing import turn_span
+from bot.turn.context import Budget, build_request
+from bot.turn.deadline import TurnDeadline
+from bot.turn.failures import shown_to_people
+from bot.turn.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
+from bot.turn.guards import confirm_prompt, triggered_tools
 from bot.types import (
     AgentReply,
     CallContext,
@@ -65,7 +66,6 @@ from bot.types import (
     Usage,
     no_progress,
 )
-from bot.waiting import WaitingTurns
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class AgentConfig:
     # Seconds a call waits for its person to sign in to a per-person server.
     sign_in_timeout: float = 900.0
     # Seconds of model work one turn may take in all (rounds, retries, tool calls), not counting
-    # time spent waiting for a person; then it ends with a plain sentence (`bot.deadline`).
+    # time spent waiting for a person; then it ends with a plain sentence (`bot.turn.deadline`).
     turn_deadline: float = 180.0
 
 

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
-from bot.calls import CallSettings
+from bot.asks.connections import Connections
 from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
-from bot.connections import Connections
 from bot.errors import ConfigError
 from bot.mcp.host import MCPHost
 from bot.mcp.link import AuthFactory
@@ -22,11 +21,12 @@ from bot.seams import LLM
 from bot.store.base import ConversationStore
 from bot.store.choose import open_configured_store
 from bot.store.prune import pruning_inbox
+from bot.turn.calls import CallSettings
 
 if TYPE_CHECKING:  # the OAuth client is loaded only when a server signs in (below)
     import httpx2
 
-    from bot.oauth.sign_ins import SignIns
+    from bot.mcp.auth.sign_ins import SignIns
 
 # Where a browser lands after signing in, and nerve's client metadata document (CIMD), under
 # NERVE_PUBLIC_URL; the front ends serve both on the HTTP port.
@@ -118,8 +118,8 @@ def sign_ins_for(
             )
         redirect_uri = f"{public}{CALLBACK_PATH}"
     metadata_url = f"{public}{CLIENT_METADATA_PATH}" if public.startswith("https://") else None
-    from bot.oauth.sign_ins import SignIns
-    from bot.oauth.vault import Vault
+    from bot.mcp.auth.sign_ins import SignIns
+    from bot.mcp.auth.vault import Vault
 
     return SignIns(
         servers,
@@ -139,8 +139,8 @@ def shared_auth(sign_ins: SignIns | None) -> AuthFactory:
         if config.auth is None or config.url is None:
             return None
         if config.auth.type == "client_credentials":
-            from bot.oauth.memory import MemoryTokens
-            from bot.oauth.provider import auth_for
+            from bot.mcp.auth.memory import MemoryTokens
+            from bot.mcp.auth.provider import auth_for
 
             storage = sign_ins.storage(name, BOT_PERSON) if sign_ins is not None else MemoryTokens()
             return auth_for(config.url, config.auth, storage, redirect_uri="")

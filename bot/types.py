@@ -465,7 +465,7 @@ class CallContext:
     # Calls of one owner (conversation and person) may share a question an older server cannot
     # attribute to one call; calls of different owners never do.
     owner: str
-    # The person the call acts for, across conversations (`bot.oauth.people.person_of`): whose
+    # The person the call acts for, across conversations (`bot.mcp.auth.people.person_of`): whose
     # sign-in a per-person server's call uses. Empty: nobody's (the server's shared identity only).
     person: str = ""
     ask: Ask | None = None

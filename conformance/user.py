@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bot.oauth.vault import new_secret_key
+from bot.mcp.auth.vault import new_secret_key
 from bot.types import ToolSpec
 from conformance.client import SERVER, auth_of
 from conformance.plans import plan

@@ -6,11 +6,11 @@ import asyncio
 import json
 
 from bot.agent import Agent, AgentConfig
-from bot.calls import CallSettings
 from bot.errors import ContextTooLong, LLMUnavailable
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
+from bot.turn.calls import CallSettings
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
 from tests.fakes.llm_server import FakeLLMServer, reply, tool_reply
 from tests.fakes.scripted import Call, ScriptedLLM, Step

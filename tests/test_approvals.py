@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.agent import Agent, AgentConfig
-from bot.approvals import ALREADY_DECIDED, CHANGED, EXPIRED, NOT_YOURS
+from bot.asks.approvals import ALREADY_DECIDED, CHANGED, EXPIRED, NOT_YOURS
 from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
 from bot.policy.scopes import Place, Rule, Scopes

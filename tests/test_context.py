@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 
-from bot.context import Budget, build_request, cut_result
 from bot.model.tokens import estimate_message_tokens
+from bot.turn.context import Budget, build_request, cut_result
 from bot.types import ChatMessage, ToolCall
 
 PROMPT = "Use tools for real-time data."

@@ -21,7 +21,7 @@ import pytest
 from adapters.discord.app import NerveDiscordBot
 from adapters.discord.approval_buttons import CUSTOM_ID_LIMIT, TEMPLATE
 from bot.agent import Agent, AgentConfig
-from bot.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
+from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
 from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM

@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 
 from adapters.discord.render import safe_text
 from adapters.slack.render import safe_markdown
-from bot.render import show_link_targets
+from bot.text.render import show_link_targets
 from tests.markdown_links import disguised_links
 
 FUZZ = settings(

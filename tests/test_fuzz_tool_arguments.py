@@ -29,10 +29,10 @@ from jsonschema import Draft202012Validator
 
 from bot.agent import Agent, AgentConfig
 from bot.config import ServerConfig
-from bot.guards import parse_arguments
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
+from bot.turn.guards import parse_arguments
 from bot.types import ConversationKey, Incoming, ToolSpec
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bot.gate import GateFull, TurnGate
+from bot.turn.gate import GateFull, TurnGate
 
 
 class Turns:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.guards import LoopGuard, parse_arguments, triggered_tools
+from bot.turn.guards import LoopGuard, parse_arguments, triggered_tools
 from bot.types import ToolSpec
 
 GEO = ToolSpec(

@@ -18,11 +18,11 @@ from adapters.slack.render import Level, render_reply
 from adapters.terminal.views import attachment_line, format_history, reply_as_json
 from bot.agent import Agent, AgentConfig
 from bot.config import ServerConfig
-from bot.context import Budget, build_request
-from bot.guards import parse_arguments
 from bot.mcp.host import MCPHost
-from bot.render import pretty_json, summarize_result
 from bot.store.sqlite import SQLiteStore
+from bot.text.render import pretty_json, summarize_result
+from bot.turn.context import Budget, build_request
+from bot.turn.guards import parse_arguments
 from bot.types import AgentReply, ChatMessage, ConversationKey, Incoming, ToolCall, ToolSpec
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 

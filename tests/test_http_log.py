@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from adapters import http_log
-from bot.log_throttle import LogThrottle
+from bot.observe.log_throttle import LogThrottle
 from tests.test_slack_harness import rig
 
 GARBAGE = b"\x01\x02" * 100_000  # 200 KB

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from bot.agent import Agent, AgentConfig
+from bot.asks.inputs import ENDED, EXPIRED, NOT_YOURS, STALE_AFTER
 from bot.config import ServerConfig
-from bot.inputs import ENDED, EXPIRED, NOT_YOURS, STALE_AFTER
 from bot.mcp.host import MCPHost
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent

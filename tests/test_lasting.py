@@ -11,8 +11,8 @@ import asyncio
 import anyio
 import pytest
 
-from bot import lasting
-from bot.lasting import finish_anyway
+from bot.turn import lasting
+from bot.turn.lasting import finish_anyway
 
 
 async def settle_soon(gate: asyncio.Event, landed: list[str]) -> str:

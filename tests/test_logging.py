@@ -23,12 +23,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from adapters.log_format import dress
 from adapters.terminal.views import conversation_key
-from bot import tracing
 from bot.agent import Agent
 from bot.config import ServerConfig
-from bot.log_context import current_turn, fields, server_context, turn_context
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
+from bot.observe import tracing
+from bot.observe.log_context import current_turn, fields, server_context, turn_context
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming
 from tests.conftest import ROOT
@@ -428,7 +428,7 @@ def test_a_collector_without_the_extra_is_one_warning_saying_how_to_install_it(
     # The SDK cannot be imported, as in an install without the extra.
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)
     monkeypatch.setattr(tracing, "_tracer", None)
-    with caplog.at_level(logging.WARNING, logger="bot.tracing"):
+    with caplog.at_level(logging.WARNING, logger="bot.observe.tracing"):
         assert tracing.start("http://127.0.0.1:4318") is False
     assert [r.getMessage() for r in caplog.records] == [tracing.INSTALL_HINT]
     assert "pip install 'nerve[otel]'" in tracing.INSTALL_HINT

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot import metrics
 from bot.agent import Agent
 from bot.config import ServerConfig
 from bot.mcp.circuit import Circuit, CircuitPolicy, Ticket
 from bot.mcp.host import MCPHost
 from bot.mcp.link import Mode
+from bot.observe import metrics
 from bot.types import CallContext, ConversationKey, Incoming, ToolResult
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.mcp_servers.fault_proxy import FaultProxy

@@ -17,7 +17,7 @@ import pytest
 
 from bench.model_faults import APOLOGY_START, model_faults
 from bot.agent import CUT_OFF_NOTE
-from bot.apologies import TOO_LONG
+from bot.turn.apologies import TOO_LONG
 
 RETRIES = 2
 ATTEMPTS = 1 + RETRIES

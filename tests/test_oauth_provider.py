@@ -1,4 +1,4 @@
-"""nerve's OAuth client (`bot.oauth.provider`) and its loopback sign-in (`bot.oauth.loopback`).
+"""nerve's OAuth client (`bot.mcp.auth.provider`) and its loopback sign-in (`bot.mcp.auth.loopback`).
 
 Against the real OAuth-protected notes server (its own authorization server, a subprocess on
 loopback): a sign-in through the loopback callback carries the person into nerve's calls, a tool that
@@ -30,16 +30,16 @@ from mcp.shared.auth import (
 
 from bot.config import AuthConfig, ServerConfig
 from bot.errors import SignInError
-from bot.mcp.host import MCPHost
-from bot.oauth.loopback import LoopbackSignIn
-from bot.oauth.memory import MemoryTokens
-from bot.oauth.provider import (
+from bot.mcp.auth.loopback import LoopbackSignIn
+from bot.mcp.auth.memory import MemoryTokens
+from bot.mcp.auth.provider import (
     NerveOAuth,
     auth_for,
     client_metadata_document,
     client_metadata_url,
     registration_method,
 )
+from bot.mcp.host import MCPHost
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
 

@@ -9,10 +9,10 @@ import pytest
 
 from bot.agent import Agent
 from bot.config import ServerConfig
-from bot.context import anchor
-from bot.guards import confirm_prompt
 from bot.mcp.host import MCPHost
 from bot.model.offline import OfflineModel
+from bot.turn.context import anchor
+from bot.turn.guards import confirm_prompt
 from bot.types import ChatMessage, ConversationKey, Incoming, ToolCall, ToolSpec, TurnEvent, no_progress
 from tests.conftest import ROOT, seed_servers
 

@@ -24,11 +24,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from adapters.discord.app import RestartPolicy, run_discord
 from adapters.ops_http import chat_ops
 from adapters.slack.app import EVENTS_PATH, run_slack
-from bot import metrics
 from bot.agent import Agent
 from bot.config import ServerConfig, Settings
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
+from bot.observe import metrics
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
 from tests.conftest import stdio_server

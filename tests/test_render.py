@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from bot.render import (
+from bot.text.render import (
     MIN_SPLIT_LIMIT,
     neutralize_mentions,
     pretty_json,

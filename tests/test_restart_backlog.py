@@ -11,9 +11,9 @@ from typing import Any
 from adapters.discord.incoming import Job
 from adapters.slack.inbox import inbox_payload
 from bot.agent import Agent, AgentConfig
-from bot.gate import BUSY_REPLY
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
+from bot.turn.gate import BUSY_REPLY
 from bot.types import ConversationKey
 from tests.fakes.discord_api import FakeDiscord, running_bot
 from tests.fakes.llm_server import FakeLLMServer, Reply, reply

@@ -17,11 +17,11 @@ import httpx2
 import pytest
 
 from bot.agent import Agent, AgentConfig
+from bot.asks.connections import Connections
 from bot.config import AuthConfig, ServerConfig
-from bot.connections import Connections
+from bot.mcp.auth.sign_ins import SignIns
+from bot.mcp.auth.vault import Vault
 from bot.mcp.host import MCPHost
-from bot.oauth.sign_ins import SignIns
-from bot.oauth.vault import Vault
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming, SignInNeeded
 from servers.notes_oauth.sign_in import sign_in_as
@@ -183,7 +183,7 @@ async def test_a_sign_in_link_works_once_and_a_wrong_issuer_is_refused(notes, st
         await agent.reply(ask("U1"), shown)
         [needed] = shown.sign_ins()
         came_back = await browser_signs_in(needed, "alice")
-        from bot.oauth.sign_ins import SignInFailed
+        from bot.mcp.auth.sign_ins import SignInFailed
 
         with pytest.raises(SignInFailed, match="issuer"):
             await agent.connections.finish(
@@ -337,7 +337,7 @@ async def test_a_new_authorization_server_voids_the_tokens_of_the_old_one(store)
     from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
     from pydantic import AnyUrl
 
-    from bot.oauth.tokens import StoredTokens
+    from bot.mcp.auth.tokens import StoredTokens
 
     def registered(issuer: str) -> OAuthClientInformationFull:
         return OAuthClientInformationFull(

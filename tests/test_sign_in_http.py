@@ -20,7 +20,7 @@ import pytest
 from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from bot.config import Settings
-from bot.oauth.sign_ins import SignedIn
+from bot.mcp.auth.sign_ins import SignedIn
 from bot.runtime import Runtime, open_runtime
 from bot.types import ConversationKey, Incoming, TurnEvent
 from servers.notes_oauth.sign_in import sign_in_as

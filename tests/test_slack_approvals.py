@@ -20,7 +20,7 @@ from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import Identity, classify
 from adapters.slack.inbox import inbox_payload
 from bot.agent import DEFERRED_REPLY, AgentConfig
-from bot.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
+from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
 from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
 from bot.policy.scopes import Place, Rule, Scopes

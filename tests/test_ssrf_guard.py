@@ -32,11 +32,11 @@ from bot.mcp.address_guard import (
     why_refused,
     written_origin,
 )
+from bot.mcp.auth.memory import MemoryTokens
+from bot.mcp.auth.provider import auth_for
+from bot.mcp.auth.sign_ins import SignIns
+from bot.mcp.auth.vault import Vault
 from bot.mcp.host import MCPHost
-from bot.oauth.memory import MemoryTokens
-from bot.oauth.provider import auth_for
-from bot.oauth.sign_ins import SignIns
-from bot.oauth.vault import Vault
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext
 from tests.mcp_servers.fault_proxy import FaultProxy

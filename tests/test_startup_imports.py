@@ -16,8 +16,8 @@ HEAVY_FOR_THE_COMMAND_LINE = (
     "mcp",
     "bot.runtime",
     "bot.agent",
-    "bot.oauth.sign_ins",
-    "bot.oauth.provider",
+    "bot.mcp.auth.sign_ins",
+    "bot.mcp.auth.provider",
     "slack_bolt",
     "slack_sdk",
     "discord",
@@ -32,8 +32,8 @@ HEAVY_FOR_THE_COMMAND_LINE = (
 # Loaded only when a server of the servers file signs in, or with the extras configured.
 HEAVY_FOR_A_RUNTIME = (
     "mcp.client.auth",
-    "bot.oauth.sign_ins",
-    "bot.oauth.provider",
+    "bot.mcp.auth.sign_ins",
+    "bot.mcp.auth.provider",
     "slack_bolt",
     "discord",
     "opentelemetry.sdk",

@@ -22,7 +22,7 @@ import aiosqlite
 import pytest
 
 from adapters.terminal.live import SPINNER
-from bot.inputs import InputDesk
+from bot.asks.inputs import InputDesk
 from bot.store.sqlite import SQLiteStore
 from bot.types import InputAnswer
 from tests.conftest import ROOT

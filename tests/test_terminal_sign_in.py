@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.oauth.vault import Vault
+from bot.mcp.auth.vault import Vault
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, tool_reply
 from tests.test_cli import run_nerve
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server

@@ -25,7 +25,7 @@ from typing import Literal, Protocol
 
 from adapters.common.tasks import Spawn
 from adapters.jobs_runtime import Launcher
-from bot.approvals import EXPIRED, GONE
+from bot.asks.approvals import EXPIRED, GONE
 from bot.types import ApprovalPrompt, ConversationKey, Decision, PendingCall
 
 logger = logging.getLogger(__name__)

@@ -74,8 +74,8 @@ from adapters.ops_http import OpsEndpoints, PlatformLink
 from adapters.up_line import log_up
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError
-from bot.render import truncate
 from bot.seams import Inbox, PostRecords
+from bot.text.render import truncate
 from bot.types import AgentReply, ConversationKey, Incoming, Progress, ToolSpec, no_progress
 
 if TYPE_CHECKING:

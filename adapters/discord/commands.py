@@ -19,8 +19,8 @@ from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
 from adapters.discord.prompt_command import PromptAgent, argument_choices, name_choices, question_of
 from adapters.discord.render import safe_chunks
 from bot.config import Settings
-from bot.render import split_markdown, truncate
 from bot.store.approvals import ApprovalLedger
+from bot.text.render import split_markdown, truncate
 from bot.types import ConversationKey, Incoming, RememberedApproval, ToolSpec
 
 

@@ -56,9 +56,9 @@ from adapters.discord.input_message import (
     settled_text,
 )
 from adapters.discord.render import MESSAGE_LIMIT
+from bot.asks.inputs import EXPIRED, GONE
 from bot.forms import Form, FormField, check_answer, describe_field
-from bot.inputs import EXPIRED, GONE
-from bot.render import truncate
+from bot.text.render import truncate
 from bot.types import InputAnswer, InputOutcome, InputRequest, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import discord
 
 from adapters.discord.render import MAX_TOOL_LINES, MESSAGE_LIMIT, format_latency, safe_chunks
-from bot.render import truncate
+from bot.text.render import truncate
 from bot.types import TurnEvent
 
 WAITING_FOR_APPROVAL = "⏸️ waiting for approval"

@@ -7,7 +7,7 @@ import logging
 
 import discord
 
-from bot import metrics
+from bot.observe import metrics
 
 # discord.py announces each 429 it waits out with this record, and offers no other hook for it.
 WAIT_RECORD = "We are being rate limited. %s %s responded with 429. Retrying in %.2f seconds."

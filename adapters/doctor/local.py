@@ -78,9 +78,9 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
     if not servers:
         return []
     # Imported here: the MCP client adds most of a second to a run that has no server to start.
+    from bot.mcp.auth.loopback import CALLBACK
     from bot.mcp.host import STILL_STARTING, MCPHost
     from bot.mcp.personal import NEEDS_SIGN_IN
-    from bot.oauth.loopback import CALLBACK
     from bot.runtime import open_store, shared_auth, sign_ins_for
 
     checks: list[Check] = []

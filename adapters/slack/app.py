@@ -82,8 +82,8 @@ from bot.agent import Agent
 from bot.config import Settings
 from bot.errors import ConfigError, StartupError, StoreError
 from bot.jobs import JobHandler
-from bot.oauth.sign_ins import SignedIn
-from bot.text import scrub_bytes
+from bot.mcp.auth.sign_ins import SignedIn
+from bot.text.scrub import scrub_bytes
 from bot.types import ConversationKey
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from adapters.slack.events import PLATFORM
 from adapters.slack.render import escape, safe_markdown
 from bot.agent import Agent
 from bot.policy.scopes import Place
-from bot.render import truncate
+from bot.text.render import truncate
 from bot.types import ConversationKey, Incoming, PromptSpec
 
 HELP = (

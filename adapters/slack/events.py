@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bot.policy.scopes import Place
-from bot.text import scrub
+from bot.text.scrub import scrub
 from bot.types import ConversationKey, Incoming
 
 PLATFORM = "slack"

@@ -26,7 +26,7 @@ from adapters.resources import link_host
 from adapters.slack.approval_view import person
 from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, escape_capped
 from bot.forms import Form, FormField, describe_field
-from bot.render import truncate
+from bot.text.render import truncate
 from bot.types import InputRequest
 
 ACTION_PREFIX = "nerve_input"

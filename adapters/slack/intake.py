@@ -16,7 +16,7 @@ import logging
 from slack_bolt.response import BoltResponse
 
 from bot.errors import StoreError
-from bot.log_throttle import LogThrottle
+from bot.observe.log_throttle import LogThrottle
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
-from bot import metrics
+from bot.observe import metrics
 
 
 class CountedRateLimitHandler(AsyncRateLimitErrorRetryHandler):

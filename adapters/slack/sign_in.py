@@ -30,8 +30,8 @@ from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.events import PLATFORM, Turn
 from adapters.slack.post import Poster, api_error
 from adapters.slack.render import escape
-from bot.connections import Connections
-from bot.oauth.sign_ins import Connection
+from bot.asks.connections import Connections
+from bot.mcp.auth.sign_ins import Connection
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 logger = logging.getLogger(__name__)

@@ -46,9 +46,9 @@ from adapters.terminal.views import (
     shown,
 )
 from bot.errors import PromptError
-from bot.render import show_link_targets
 from bot.runtime import Runtime
-from bot.text import scrub
+from bot.text.render import show_link_targets
+from bot.text.scrub import scrub
 from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress, PromptSpec, TurnEvent
 
 # The printing helpers moved to `views`; importing them from here keeps working.

@@ -17,8 +17,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from bot.render import show_link_targets
-from bot.text import scrub
+from bot.text.render import show_link_targets
+from bot.text.scrub import scrub
 
 if TYPE_CHECKING:  # `printable` is used by every command; only the answers need rich's Markdown
     from rich.markdown import Markdown

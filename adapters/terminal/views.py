@@ -19,11 +19,11 @@ from adapters.terminal.approve import settle_one_shot, terminal_place
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import answer_markdown, printable, terminal_json
-from bot.failures import shown_to_people
 from bot.policy.scopes import Place
-from bot.render import pretty_json, show_link_targets, truncate
 from bot.runtime import Runtime
-from bot.text import scrub
+from bot.text.render import pretty_json, show_link_targets, truncate
+from bot.text.scrub import scrub
+from bot.turn.failures import shown_to_people
 from bot.types import (
     AgentReply,
     Attachment,

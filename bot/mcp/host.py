@@ -30,7 +30,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.config import ServerConfig
 from bot.errors import PromptError
-from bot.log_context import server_context
 from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
 from bot.mcp.circuit import CircuitPolicy
@@ -39,10 +38,11 @@ from bot.mcp.parking import call_parkable
 from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
 from bot.mcp.prompts import prompt_specs, prompt_text
 from bot.mcp.timer import CallTimer
+from bot.observe.log_context import server_context
 from bot.types import CallContext, InputNeeded, PromptSpec, ToolResult, ToolSpec
 
 if TYPE_CHECKING:  # the OAuth client loads only when a server signs in
-    from bot.oauth.sign_ins import SignIns
+    from bot.mcp.auth.sign_ins import SignIns
 
 logger = logging.getLogger(__name__)
 

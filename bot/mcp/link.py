@@ -36,9 +36,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import CONNECTION_CLOSED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bot import metrics
 from bot.config import ServerConfig
-from bot.log_context import fields
 from bot.mcp.address_guard import Refused, http_client
 from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
@@ -46,6 +44,8 @@ from bot.mcp.circuit import Circuit, CircuitPolicy
 from bot.mcp.early_start import EarlyServer, claim
 from bot.mcp.stderr import StderrTap
 from bot.mcp.stdio import server_environment, stdio_transport, stop_server
+from bot.observe import metrics
+from bot.observe.log_context import fields
 from bot.types import InputDraft, SignInNeeded
 
 logger = logging.getLogger(__name__)
@@ -634,7 +634,7 @@ def address_refused(exc: BaseException) -> Refused | None:
 def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
     """The sign-in a failed call's server asked for mid-call (more scope: a step-up), with the scope
     it is for, if it did; taken, so that it is reported once."""
-    from bot.oauth.sign_ins import ParkingOAuth
+    from bot.mcp.auth.sign_ins import ParkingOAuth
 
     provider = link.auth
     if not isinstance(provider, ParkingOAuth) or provider.asked is None:

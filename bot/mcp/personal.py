@@ -25,7 +25,7 @@ from bot.mcp.link import ServerLink, sign_in_asked
 from bot.types import CallContext, SignInNeeded, ToolResult, ToolSpec
 
 if TYPE_CHECKING:  # the host names this module's constants; the OAuth client loads with a sign-in
-    from bot.oauth.sign_ins import SignIns
+    from bot.mcp.auth.sign_ins import SignIns
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class PersonalServers:
 
     async def _drop_if_stale(self, server: str, person: str) -> None:
         """Close a link whose tokens were replaced by a newer sign-in (a step-up, another process)."""
-        from bot.oauth.sign_ins import ParkingOAuth
+        from bot.mcp.auth.sign_ins import ParkingOAuth
 
         found = self._links.get((server, person))
         if found is None or not isinstance(found[0].auth, ParkingOAuth):

@@ -24,7 +24,7 @@ from mcp_types import (
     TextResourceContents,
 )
 
-from bot.render import quote, shorten_runs
+from bot.text.render import quote, shorten_runs
 from bot.types import Resource, ToolErrorKind, ToolResult
 
 # Largest file from a tool result carried to people (Slack and Discord take far more; this bounds

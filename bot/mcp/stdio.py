@@ -53,8 +53,8 @@ from mcp.os.win32.utilities import ServerProcess, close_process_job, terminate_w
 from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
-from bot.log_context import fields
-from bot.log_throttle import LogThrottle, held_back
+from bot.observe.log_context import fields
+from bot.observe.log_throttle import LogThrottle, held_back
 
 logger = logging.getLogger(__name__)
 

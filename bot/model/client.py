@@ -36,11 +36,11 @@ import openai
 from openai import AsyncStream
 from openai.types.chat import ChatCompletion
 
-from bot import metrics
 from bot.config import Settings
 from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable, StreamCut
 from bot.model.stream import StreamAssembler
-from bot.tracing import model_span
+from bot.observe import metrics
+from bot.observe.tracing import model_span
 from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Sign-ins to remote MCP servers: people's tokens, nerve's registrations, flows under way, and the
 parked calls that wait for a person to sign in.
 
-Values are sealed by `bot.oauth.vault.Vault` before they get here; this layer stores bytes. Taking a
+Values are sealed by `bot.mcp.auth.vault.Vault` before they get here; this layer stores bytes. Taking a
 started sign-in deletes it in the same statement, so a `state` is good once, in any process.
 """
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.model.offline.words import WORD
-from bot.nesting import loads
-from bot.render import truncate
+from bot.text.nesting import loads
+from bot.text.render import truncate
 from bot.types import ChatMessage, ToolSpec
 
 _OUTDOOR = re.compile(

@@ -17,7 +17,7 @@ from bot.model.offline.choose import Candidate, changes_things, choose, name_wor
 from bot.model.offline.fill import LAT_NAMES, LNG_NAMES, Question, fill, norm, read_question
 from bot.model.offline.words import WORD
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
-from bot.render import truncate
+from bot.text.render import truncate
 from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
 
 # A word with the blanks after it (or blanks that open the text): the pieces join back exactly.

@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.calls import Screen
 from bot.policy.approval import call_hash
 from bot.policy.places import place_id
+from bot.turn.calls import Screen
 from bot.types import (
     ApprovalPrompt,
     AuditEntry,

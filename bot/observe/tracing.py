@@ -3,7 +3,7 @@
 Optional on purpose: the SDK and its OTLP exporter come with `pip install nerve[otel]`, and traces
 are sent only when `OTEL_EXPORTER_OTLP_ENDPOINT` is set too. Until `start` has set a tracer up, the
 span functions below do nothing at all, so the core calls them unconditionally. Every span carries
-the conversation and the turn id of the log lines written inside it (`bot.log_context`), so a trace
+the conversation and the turn id of the log lines written inside it (`bot.observe.log_context`), so a trace
 and its log can be found from each other.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from bot.log_context import current_turn
+from bot.observe.log_context import current_turn
 
 logger = logging.getLogger(__name__)
 

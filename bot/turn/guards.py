@@ -19,9 +19,9 @@ from jsonschema import validators
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
-from bot.nesting import MAX_DEPTH, TooDeep, loads
-from bot.render import QUOTE_CHARS, quote, shorten_runs, truncate
-from bot.text import scrub
+from bot.text.nesting import MAX_DEPTH, TooDeep, loads
+from bot.text.render import QUOTE_CHARS, quote, shorten_runs, truncate
+from bot.text.scrub import scrub
 from bot.types import ToolSpec
 
 MAX_SAME_CALLS = 3

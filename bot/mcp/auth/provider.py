@@ -55,8 +55,8 @@ from pydantic import ValidationError
 from bot.config import AuthConfig
 from bot.errors import SignInError
 from bot.mcp.address_guard import PlainHttpRefused
-from bot.oauth.loopback import CALLBACK as LOOPBACK_CALLBACK
-from bot.oauth.loopback import HOST as LOOPBACK_HOST
+from bot.mcp.auth.loopback import CALLBACK as LOOPBACK_CALLBACK
+from bot.mcp.auth.loopback import HOST as LOOPBACK_HOST
 from bot.plain_http import plain_http_host
 
 logger = logging.getLogger(__name__)

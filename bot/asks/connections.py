@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from bot.oauth.people import person_of
+from bot.mcp.auth.people import person_of
 from bot.types import ConversationKey, SignInNeeded
 
 if TYPE_CHECKING:  # the agent holds one; only a nerve with per-person servers loads the OAuth client
-    from bot.oauth.sign_ins import Connection, SignedIn, SignIns
+    from bot.mcp.auth.sign_ins import Connection, SignedIn, SignIns
 
 
 class ForgetsSignIns(Protocol):

@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bot import metrics
-from bot.failures import FailureKind, ToolFailure
-from bot.guards import LoopGuard, parse_arguments
-from bot.nesting import loads
-from bot.render import quote, shown_result, summarize_result, truncate
+from bot.observe import metrics
+from bot.observe.tracing import tool_span
 from bot.seams import ToolHost
-from bot.tracing import tool_span
+from bot.text.nesting import loads
+from bot.text.render import quote, shown_result, summarize_result, truncate
+from bot.turn.failures import FailureKind, ToolFailure
+from bot.turn.guards import LoopGuard, parse_arguments
 from bot.types import (
     Attachment,
     CallContext,

@@ -20,11 +20,11 @@ from dataclasses import replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from bot import metrics
-from bot.approvals import Clock, new_request_id
+from bot.asks.approvals import Clock, new_request_id
 from bot.forms import FormError, check_answer, form_from_schema, secret_fields
-from bot.lasting import finish_anyway
+from bot.observe import metrics
 from bot.store.inputs import ParkedCallQuestions, ParkedQuestion, StoredInput
+from bot.turn.lasting import finish_anyway
 from bot.types import (
     ConversationKey,
     InputAnswer,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.nesting import MAX_DEPTH, TooDeep, loads
+from bot.text.nesting import MAX_DEPTH, TooDeep, loads
 
 # Below this a chunk could not hold a reopened fence, a line of code and the closing fence.
 MIN_SPLIT_LIMIT = 16

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.model.tokens import estimate_message_tokens, estimate_tokens
-from bot.nesting import MAX_DEPTH, TooDeep, loads
+from bot.text.nesting import MAX_DEPTH, TooDeep, loads
 from bot.types import ChatMessage, ToolCall
 
 COMPRESS_AT = 0.8

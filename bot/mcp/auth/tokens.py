@@ -11,7 +11,7 @@ import time
 
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from bot.oauth.vault import Vault
+from bot.mcp.auth.vault import Vault
 from bot.store.sign_ins import SignInLedger
 
 

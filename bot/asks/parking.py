@@ -16,10 +16,19 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from bot import metrics
-from bot.apologies import model_failure, overdue
-from bot.approvals import Clock, decide, new_request_id
-from bot.calls import (
+from bot.asks.approvals import Clock, decide, new_request_id
+from bot.asks.inputs import InputDesk
+from bot.errors import LLMError, TurnOverdue
+from bot.observe import metrics
+from bot.observe.log_context import turn_context
+from bot.observe.tracing import turn_span
+from bot.policy.approval import call_hash
+from bot.policy.places import place_id
+from bot.seams import Store, ToolHost, TurnLock
+from bot.store.approvals import ApprovalLedger, ParkedTurn
+from bot.store.sign_ins import SignInWait
+from bot.turn.apologies import model_failure, overdue
+from bot.turn.calls import (
     CallOutcome,
     Contexts,
     Outcome,
@@ -30,19 +39,10 @@ from bot.calls import (
     make_attachment,
     stored_arguments,
 )
-from bot.deadline import TurnDeadline
-from bot.errors import LLMError, TurnOverdue
-from bot.failures import shown_to_people, stored_failure
-from bot.gate import TurnGate
-from bot.inputs import InputDesk
-from bot.lasting import finish_anyway
-from bot.log_context import turn_context
-from bot.policy.approval import call_hash
-from bot.policy.places import place_id
-from bot.seams import Store, ToolHost, TurnLock
-from bot.store.approvals import ApprovalLedger, ParkedTurn
-from bot.store.sign_ins import SignInWait
-from bot.tracing import turn_span
+from bot.turn.deadline import TurnDeadline
+from bot.turn.failures import shown_to_people, stored_failure
+from bot.turn.gate import TurnGate
+from bot.turn.lasting import finish_anyway
 from bot.types import (
     AgentReply,
     ApprovalPrompt,

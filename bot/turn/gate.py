@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from bot import metrics
 from bot.errors import NerveError
+from bot.observe import metrics
 
 OnQueued = Callable[[int], Awaitable[None]]
 

@@ -32,9 +32,9 @@ from pydantic import BaseModel
 from bot.config import AuthConfig, ServerConfig
 from bot.errors import NerveError
 from bot.mcp.address_guard import PlainHttpRefused, http_client
-from bot.oauth.provider import NerveOAuth
-from bot.oauth.tokens import StoredTokens
-from bot.oauth.vault import Vault
+from bot.mcp.auth.provider import NerveOAuth
+from bot.mcp.auth.tokens import StoredTokens
+from bot.mcp.auth.vault import Vault
 from bot.store.sign_ins import SignInLedger
 from bot.types import ConversationKey, SignInNeeded
 

@@ -1,0 +1,1 @@
+"""Observability: metrics, tracing, log context and throttled log lines."""

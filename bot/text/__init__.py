@@ -1,0 +1,1 @@
+"""Text for people and models: scrubbing, truncation and nesting limits."""
