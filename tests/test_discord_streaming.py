@@ -17,8 +17,8 @@ import pytest
 
 from adapters.discord.live_view import LiveView, layout
 from adapters.discord.render import MESSAGE_LIMIT
-from bot.agent import CUT_OFF_NOTE
 from bot.store.sqlite import SQLiteStore
+from bot.turn.loop import CUT_OFF_NOTE
 from bot.types import TurnEvent
 from tests.fakes.discord_api import FakeDiscord, Recorded, running_bot
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from bench.model_faults import APOLOGY_START, model_faults
-from bot.agent import CUT_OFF_NOTE
 from bot.turn.apologies import TOO_LONG
+from bot.turn.loop import CUT_OFF_NOTE
 
 RETRIES = 2
 ATTEMPTS = 1 + RETRIES

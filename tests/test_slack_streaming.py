@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from adapters.slack.render import safe_markdown
 from adapters.slack.stream_text import SafePieces, stable_cut
-from bot.agent import CUT_OFF_NOTE
+from bot.turn.loop import CUT_OFF_NOTE
 from bot.types import CallContext, ConversationKey, ToolResult, ToolSpec
 from tests.fakes.llm_server import Reply, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack, Posted

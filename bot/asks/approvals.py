@@ -1,30 +1,22 @@
-"""Approvals in a turn: which calls wait for a person, who may decide, and what a click does.
+"""Approvals: who may decide on a turn's waiting calls, and what a click does.
 
-The rules are pure (`bot.policy`); this module applies them to one turn with the store behind it:
-it screens each checked call (run at once, or hold back), writes the audit of every decision, and
-turns a click into a decision or a short note saying why nothing changed.
+The rules are pure (`bot.policy`); the turn screens its calls (`bot.turn.screen`); this module turns
+a click into a decision or a short note saying why nothing changed.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from bot.policy.approval import call_hash
-from bot.policy.places import place_id
-from bot.turn.calls import Screen
 from bot.types import (
     ApprovalPrompt,
     AuditEntry,
     CallDecision,
     ConversationKey,
     Decision,
-    Incoming,
     RememberedApproval,
-    ToolCall,
-    ToolSpec,
 )
 
 Clock = Callable[[], float]
@@ -57,47 +49,6 @@ class ApprovalStore(Protocol):
 def new_request_id() -> str:
     """Short, unguessable, and safe inside Slack action values and Discord custom ids."""
     return secrets.token_urlsafe(12)
-
-
-@dataclass(slots=True)
-class TurnScreen:
-    """Screens the calls of one turn and collects the audit of what ran without asking."""
-
-    store: ApprovalStore
-    incoming: Incoming
-    audit: list[AuditEntry] = field(default_factory=list)
-
-    async def __call__(self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]) -> bool:
-        """True when the call must wait for a person."""
-        place = place_id(self.incoming.where())
-        if not spec.needs_approval:
-            outcome = "auto: approval not required" if spec.approval == "never" else "auto: read-only"
-        else:
-            remembered = await self.store.remembered(place, spec.server, spec.original_name)
-            if remembered is None or remembered != spec.definition_hash:
-                return True
-            outcome = "auto: always-allowed here"
-        self.audit.append(audit_entry(self.incoming, spec, call, arguments, outcome, who="nerve"))
-        return False
-
-
-def audit_entry(
-    incoming: Incoming, spec: ToolSpec, call: ToolCall, arguments: dict[str, Any], outcome: str, *, who: str
-) -> AuditEntry:
-    return AuditEntry(
-        who=who,
-        place=place_id(incoming.where()),
-        server=spec.server,
-        tool=spec.original_name,
-        call_id=call.id,
-        arguments_hash=call_hash(spec.server, spec.original_name, arguments),
-        outcome=outcome,
-    )
-
-
-def screen_for(store: ApprovalStore, incoming: Incoming) -> tuple[Screen, TurnScreen]:
-    screen = TurnScreen(store=store, incoming=incoming)
-    return screen, screen
 
 
 async def decide(

@@ -3,7 +3,7 @@
 A waiting turn holds nothing: its round is written to the store and its task ends. A decision may
 arrive in any process, after a restart too; `resume` claims the turn there, runs exactly the calls
 that were approved, tells the model about the others under their call ids, and goes on with the
-loop where it stopped. Mixed into `Agent`, whose loop it continues.
+loop where it stopped (`bot.turn.loop`). The agent holds one and hands it each waiting round.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from bot.asks.approvals import Clock, decide, new_request_id
 from bot.asks.inputs import InputDesk
@@ -24,15 +23,12 @@ from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
 from bot.policy.approval import call_hash
 from bot.policy.places import place_id
-from bot.seams import Store, ToolHost, TurnLock
+from bot.seams import Store, TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
-from bot.turn.apologies import model_failure, overdue
 from bot.turn.calls import (
     CallOutcome,
-    Contexts,
     Outcome,
-    RoundRunner,
     TurnState,
     Waiting,
     failure_of,
@@ -41,14 +37,13 @@ from bot.turn.calls import (
 )
 from bot.turn.deadline import TurnDeadline
 from bot.turn.failures import shown_to_people, stored_failure
-from bot.turn.gate import TurnGate
 from bot.turn.lasting import finish_anyway
+from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
     AgentReply,
     ApprovalPrompt,
     AuditEntry,
     ChatMessage,
-    ConversationKey,
     Decision,
     Incoming,
     PendingCall,
@@ -59,9 +54,6 @@ from bot.types import (
     Usage,
     no_progress,
 )
-
-if TYPE_CHECKING:
-    from bot.agent import AgentConfig
 
 logger = logging.getLogger(__name__)
 
@@ -81,73 +73,42 @@ NOT_APPROVED_HINT = "Nobody approved this call in time. Do not call it again unl
 NOT_SIGNED_IN_HINT = "Tell the user the call needs them to connect their account; do not call it again now."
 
 
-class WaitingTurns:
-    """The approval half of `Agent`: what it needs of the agent is declared here."""
+class Parking:
+    """Parks rounds that wait for people, applies their decisions, and resumes the turns."""
 
-    approvals: ApprovalLedger | None
-    inputs: InputDesk | None
-    gate: TurnGate
-    _config: AgentConfig
-    _host: ToolHost
-    _store: Store
-    _locks: TurnLock
-    _runner: RoundRunner
-    _clock: Clock
-
-    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
-        raise NotImplementedError
-
-    async def reply(self, incoming: Incoming, progress: Progress = no_progress) -> AgentReply:
-        raise NotImplementedError
-
-    async def _loop(
+    def __init__(
         self,
-        incoming: Incoming,
-        history: list[ChatMessage],
-        state: TurnState,
-        progress: Progress,
         *,
-        deadline: TurnDeadline,
-        first_round: int = 0,
-        usage: Usage | None = None,
-    ) -> AgentReply:
-        raise NotImplementedError
+        loop: TurnLoop,
+        store: Store,
+        locks: TurnLock,
+        clock: Clock,
+        approvals: ApprovalLedger | None = None,
+        inputs: InputDesk | None = None,
+    ) -> None:
+        self.approvals = approvals
+        self.inputs = inputs
+        self._loop = loop
+        self._config = loop.config
+        self._runner = loop.runner
+        self._store = store
+        self._locks = locks
+        self._clock = clock
 
-    async def _finish(
-        self, key: ConversationKey, text: str, state: TurnState, usage: Usage, *, cut_short: bool = False
-    ) -> AgentReply:
-        raise NotImplementedError
+    async def settle(self, result: AgentReply | WaitingRound, progress: Progress) -> AgentReply:
+        """The turn's reply: its answer, or what it waits for once its round is parked."""
+        if isinstance(result, WaitingRound):
+            return await self._park(result, progress)
+        return result
 
-    def _stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
-        raise NotImplementedError
-
-    def _call_contexts(self, incoming: Incoming, progress: Progress, deadline: TurnDeadline) -> Contexts:
-        raise NotImplementedError
-
-    def _overdue(self, incoming: Incoming, error: TurnOverdue, state: TurnState) -> AgentReply:
-        """A turn whose time ran out: a plain sentence, not stored as the model's words, and the tool
-        results it has so far."""
-        logger.warning("turn in %s ran out of time: %s", incoming.key, error.message)
-        metrics.turn_outcome("timed_out")
-        return AgentReply(text=overdue(error), attachments=tuple(state.attachments), failed=True)
-
-    async def _park(
-        self,
-        incoming: Incoming,
-        answer: ChatMessage,
-        results: Sequence[CallOutcome | Waiting],
-        waiting: Sequence[Waiting],
-        state: TurnState,
-        usage: Usage,
-        rounds_used: int,
-        progress: Progress = no_progress,
-    ) -> AgentReply:
+    async def _park(self, waiting_round: WaitingRound, progress: Progress = no_progress) -> AgentReply:
         """Write the round whose calls wait for a person, and end the turn: nothing is held meanwhile.
 
         A call waits for a decision on it, or for answers to what its server asked (then the
         questions are shown through `progress` and answered like live ones)."""
         assert self.approvals is not None
-        done = [r for r in results if isinstance(r, CallOutcome)]
+        incoming, waiting, state = waiting_round.incoming, waiting_round.waiting, waiting_round.state
+        done = [r for r in waiting_round.results if isinstance(r, CallOutcome)]
         request_id = new_request_id()
         asked = [w for w in waiting if w.questions is not None]
         signing = [w for w in waiting if w.sign_in is not None]
@@ -185,10 +146,10 @@ class WaitingTurns:
         await self.approvals.park(
             request_id=request_id,
             incoming=incoming,
-            answer=answer,
+            answer=waiting_round.answer,
             done=[o.message for o in done],
             calls=calls,
-            rounds_used=rounds_used,
+            rounds_used=waiting_round.rounds_used,
             expires_at=expires_at,
             questions=questions,
             sign_ins=[
@@ -241,14 +202,16 @@ class WaitingTurns:
             )
         attachments = (*state.attachments, *(o.attachment for o in done))
         approval = found[0] if found[0].calls else None
-        return AgentReply(text=" ".join(parts), attachments=attachments, usage=usage, approval=approval)
+        return AgentReply(
+            text=" ".join(parts), attachments=attachments, usage=waiting_round.usage, approval=approval
+        )
 
     def _question_desk(self) -> InputDesk:
         if self.inputs is None:
             raise RuntimeError("a call parked for questions needs the input desk")
         return self.inputs
 
-    async def _parked_by(self, incoming: Incoming) -> AgentReply | None:
+    async def parked_by(self, incoming: Incoming) -> AgentReply | None:
         """The message a parked turn waits on, delivered again (a replay after a restart): its own
         request once more, never a message waiting behind itself."""
         if self.approvals is None or not incoming.event_id:
@@ -343,7 +306,7 @@ class WaitingTurns:
 
     def _spec_of(self, server: str, tool: str) -> ToolSpec | None:
         return next(
-            (t for t in self._host.list_tools() if t.server == server and t.original_name == tool), None
+            (t for t in self._loop.host.list_tools() if t.server == server and t.original_name == tool), None
         )
 
     async def expire_due(self, platform: str | None = None) -> list[str]:
@@ -427,18 +390,15 @@ class WaitingTurns:
             state.attachments.extend(o.attachment for o in outcomes)
             if ran_out is not None:
                 raise ran_out
-            stop = self._stop_reason(outcomes, state)
+            stop = self._loop.stop_reason(outcomes, state)
             if stop:
-                return await self._finish(incoming.key, stop, state, Usage())
-            return await self._loop(
+                return await self._loop.finish(incoming.key, stop, state, Usage())
+            result = await self._loop.run(
                 incoming, history, state, progress, deadline=deadline, first_round=parked.rounds_used
             )
-        except LLMError as exc:
-            logger.warning("model call failed for %s: %s", incoming.key, exc.message)
-            text = model_failure(exc, incoming)
-            return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
-        except TurnOverdue as exc:
-            return self._overdue(incoming, exc, state)
+            return await self.settle(result, progress)
+        except (LLMError, TurnOverdue) as exc:
+            return self._loop.ended(incoming, exc, state)
 
     def _stopped(self, call: ToolCall, parked: ParkedTurn, error: TurnOverdue) -> CallOutcome:
         """An approved call cut off by the turn's deadline (it may have done part of its work)."""
@@ -460,7 +420,7 @@ class WaitingTurns:
         into `finished` as it comes, so a round cut off by the deadline keeps the ones it has."""
         done = {m.tool_call_id: m for m in parked.done}
         decided = {c.call_id: c for c in parked.calls}
-        specs = {t.name: t for t in self.tools(parked.incoming)}
+        specs = {t.name: t for t in self._loop.tools(parked.incoming)}
         signing_in = await self.approvals.sign_in_calls(parked.request_id) if self.approvals else set()
 
         async def one(call: ToolCall) -> CallOutcome:
@@ -489,7 +449,7 @@ class WaitingTurns:
                     detail = "its tool is no longer available as it was when it was approved"
                     failure = failure_of(call, "unavailable", detail, "Answer without it.")
                     return self._runner.not_run(call, pending.arguments, failure, server=pending.server)
-                context = self._call_contexts(parked.incoming, progress, deadline)(call, spec)
+                context = self._loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
                 # Made again with the answers; what it asks after them is asked while it waits.
                 context = replace(context, park=False, resume=answered)
                 ran = await self._runner.execute(
@@ -553,25 +513,6 @@ class WaitingTurns:
             return []
         await self.approvals.expire_due(self._clock(), platform)
         return await self.approvals.ready_requests(platform, resuming=True)
-
-    async def deferred_replies(
-        self, key: ConversationKey, progress: Progress = no_progress
-    ) -> AsyncIterator[tuple[Incoming, AgentReply]]:
-        """Answer, in order, the messages that waited behind a parked turn of this thread.
-
-        Stops after one that parks again: the rest wait behind that one.
-        """
-        if self.approvals is None:
-            return
-        while (item := await self.approvals.next_deferred(key)) is not None:
-            deferred_id, incoming = item
-            if await self.approvals.waiting_in(key) is not None:
-                return
-            reply = await self.reply(incoming, progress)
-            await self.approvals.drop_deferred(deferred_id)
-            yield incoming, reply
-            if reply.approval is not None:
-                return
 
 
 # Failures after which a tool is not called again in the same turn (see `RoundRunner.execute`).

@@ -1,0 +1,328 @@
+"""The loop of one turn: ask the model, run its tool calls in parallel, persist the round, repeat.
+
+`TurnLoop.run` is the whole story of a turn once its message is stored; a round whose calls wait for
+a person comes back as a `WaitingRound`, which `bot.asks.parking` parks and later resumes here.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
+from bot.mcp.auth.people import person_of
+from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.observe import metrics
+from bot.seams import LLM, Store, ToolHost
+from bot.text.render import truncate
+from bot.turn.apologies import model_failure, overdue
+from bot.turn.calls import (
+    CallOutcome,
+    Contexts,
+    RoundRunner,
+    TurnState,
+    Waiting,
+    make_attachment,
+    progress_reporter,
+    stored_arguments,
+)
+from bot.turn.context import Budget, build_request
+from bot.turn.deadline import TurnDeadline
+from bot.turn.failures import shown_to_people
+from bot.turn.guards import confirm_prompt, triggered_tools
+from bot.turn.screen import ScreenStore, TurnScreen
+from bot.turn.settings import AgentConfig
+from bot.types import (
+    AgentReply,
+    CallContext,
+    ChatMessage,
+    Completion,
+    ConversationKey,
+    Incoming,
+    InputAnswer,
+    InputDraft,
+    Progress,
+    ToolCall,
+    ToolSpec,
+    TurnEvent,
+    Usage,
+)
+
+logger = logging.getLogger(__name__)
+
+CUT_OFF_NOTE = (
+    "⚠️ The answer was cut off: the model service stopped sending it. Ask again for the whole answer."
+)
+
+
+class QuestionDesk(Protocol):
+    """Where a server's question mid-call is shown to its person (`bot.asks.inputs.InputDesk`)."""
+
+    async def ask(
+        self, *, key: ConversationKey, user_id: str, server: str, draft: InputDraft, progress: Progress
+    ) -> InputAnswer: ...
+
+    async def completed(self, server: str, elicitation_id: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitingRound:
+    """A round some of whose calls wait for a person: what parking it needs."""
+
+    incoming: Incoming
+    answer: ChatMessage
+    results: Sequence[CallOutcome | Waiting]
+    waiting: Sequence[Waiting]
+    state: TurnState
+    usage: Usage
+    rounds_used: int
+
+
+class TurnLoop:
+    """Rounds of model and tool calls for one turn at a time; shared by every conversation."""
+
+    def __init__(
+        self,
+        *,
+        llm: LLM,
+        host: ToolHost,
+        store: Store,
+        config: AgentConfig,
+        runner: RoundRunner,
+        screens: ScreenStore | None = None,
+        desk: QuestionDesk | None = None,
+    ) -> None:
+        self.host = host
+        self.config = config
+        self.runner = runner
+        self._llm = llm
+        self._store = store
+        self._token_scale = 1.0
+        # Where calls are screened for approval; without it every call runs at once.
+        self._screens = screens
+        # Where servers' questions mid-call are shown and answered; without it they get "cancel".
+        self._desk = desk
+
+    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
+        """What the model is offered right now (in the place `incoming` was written, if given)."""
+        tools = self.host.list_tools()
+        return tools if incoming is None else self.config.scopes.offered(incoming.where(), tools)
+
+    async def run(
+        self,
+        incoming: Incoming,
+        history: list[ChatMessage],
+        state: TurnState,
+        progress: Progress,
+        *,
+        deadline: TurnDeadline,
+        first_round: int = 0,
+        usage: Usage | None = None,
+    ) -> AgentReply | WaitingRound:
+        """Rounds from `first_round` on, until an answer, a stop, or a round that waits for a person."""
+        usage = usage or Usage()
+        nudge: list[ChatMessage] = []
+        for round_index in range(first_round, self.config.max_rounds):
+            # Each round sees the tools as they are now: a server may change its list mid-turn.
+            tools = self.tools(incoming)
+            # Also tells a front end that text shown for an earlier round is superseded.
+            await progress(TurnEvent(kind="thinking", message="thinking…"))
+            try:
+                async with deadline.running("model"):
+                    completion = await self._complete([*history, *nudge], tools, progress)
+            except StreamCut as cut:
+                # Stored as the answer: people saw it, and the transcript stays user → assistant.
+                logger.warning("answer cut off for %s: %s", incoming.key, cut.message)
+                text = f"{cut.partial.rstrip()}\n\n{CUT_OFF_NOTE}"
+                return await self.finish(incoming.key, text, state, usage, cut_short=True)
+            usage += completion.usage or Usage()
+            answer = _with_unique_call_ids(completion.message, history)
+            if not answer.tool_calls:
+                hits = [] if nudge or state.attachments else triggered_tools(incoming.text, tools)
+                if hits:
+                    # The draft and the nudge are not persisted: only what the model settles on is.
+                    nudge = [answer, ChatMessage(role="user", content=confirm_prompt(hits))]
+                    continue
+                return await self.finish(incoming.key, answer.content or "", state, usage)
+            nudge = []
+            screen = TurnScreen(store=self._screens, incoming=incoming) if self._screens else None
+            contexts = self.call_contexts(incoming, progress, deadline)
+            async with deadline.running("tools"):
+                results = await self.runner.run(answer.tool_calls, tools, state, progress, screen, contexts)
+            if screen is not None:
+                await screen.store.record_audit(incoming.key, screen.audit)
+            waiting = [r for r in results if isinstance(r, Waiting)]
+            if waiting:
+                return WaitingRound(
+                    incoming=incoming,
+                    answer=answer,
+                    results=results,
+                    waiting=waiting,
+                    state=state,
+                    usage=usage,
+                    rounds_used=round_index + 1,
+                )
+            outcomes = [r for r in results if isinstance(r, CallOutcome)]
+            round_messages = [answer, *(outcome.message for outcome in outcomes)]
+            await self._store.append(incoming.key, round_messages)
+            history.extend(round_messages)
+            state.attachments.extend(outcome.attachment for outcome in outcomes)
+            stop = self.stop_reason(outcomes, state)
+            if stop:
+                return await self.finish(incoming.key, stop, state, usage)
+        text = (
+            f"I stopped after {self.config.max_rounds} rounds of tool calls without reaching an answer, "
+            "so the work was cut short. The tool results so far are attached."
+        )
+        return await self.finish(incoming.key, text, state, usage, cut_short=True)
+
+    def call_contexts(self, incoming: Incoming, progress: Progress, deadline: TurnDeadline) -> Contexts:
+        """Each call's way back to the person whose message started the turn; the turn's clock
+        stands still while that person answers a question."""
+        owner = f"{incoming.key}|{incoming.user_id}"
+        person = person_of(incoming.key, incoming.user_id)
+        desk = self._desk
+
+        def context(call: ToolCall, spec: ToolSpec) -> CallContext:
+            async def ask(draft: InputDraft) -> InputAnswer:
+                if desk is None:
+                    return InputAnswer(action="cancel")
+                with deadline.paused():
+                    return await desk.ask(
+                        key=incoming.key,
+                        user_id=incoming.user_id,
+                        server=spec.server,
+                        draft=draft,
+                        progress=progress,
+                    )
+
+            async def completed(elicitation_id: str) -> None:
+                if desk is not None:
+                    await desk.completed(spec.server, elicitation_id)
+
+            return CallContext(
+                tool=call.name,
+                owner=owner,
+                person=person,
+                ask=ask,
+                report=progress_reporter(call, progress),
+                completed=completed,
+                # A question in a call's result parks the turn where the store can hold it.
+                park=self._screens is not None and desk is not None,
+            )
+
+        return context
+
+    def stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
+        """A plain answer when going on would only guess in circles (S10)."""
+        refused = [o for o in outcomes if o.outcome == "refused_unavailable"]
+        if refused:
+            names = sorted({o.message.name or "a tool" for o in refused})
+            told = " ".join(
+                _one_line(state.failed[name].for_people()) for name in names if name in state.failed
+            )
+            return f"Sorry — I could not finish this answer. {told}".strip()
+        state.argument_errors += sum(1 for o in outcomes if o.outcome == "fix_arguments")
+        if state.argument_errors > self.config.max_argument_errors:
+            last = next(o.failure for o in reversed(outcomes) if o.outcome == "fix_arguments" and o.failure)
+            return (
+                "Sorry — I could not call the tools with valid arguments after several tries. "
+                + _one_line(last.for_people())
+            )
+        return None
+
+    async def _complete(
+        self, history: list[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
+    ) -> Completion:
+        """One model call within the token budget; on a context-length error, compress and retry once."""
+        budget = Budget(
+            context_tokens=self.config.context_tokens,
+            tools_tokens=estimate_tools_tokens(tools),
+            scale=self._token_scale,
+        )
+        request = build_request(self.config.system_prompt, history, budget)
+        try:
+            completion = await self._llm.complete(request, tools, progress)
+        except ContextTooLong:
+            await progress(
+                TurnEvent(kind="notice", message="conversation too long for the model, compressing…")
+            )
+            request = build_request(self.config.system_prompt, history, budget, squeeze=True)
+            completion = await self._llm.complete(request, tools, progress)
+        if completion.usage and completion.usage.prompt_tokens:
+            estimated = estimate_message_tokens(request) + budget.tools_tokens
+            # Learn how our offline estimate compares with the server's own count.
+            self._token_scale = min(4.0, max(0.5, completion.usage.prompt_tokens / max(1, estimated)))
+        return completion
+
+    async def finish(
+        self, key: ConversationKey, text: str, state: TurnState, usage: Usage, *, cut_short: bool = False
+    ) -> AgentReply:
+        text = text.strip() or "The model returned an empty answer. Please rephrase the question."
+        missing = [failure for name, failure in state.failed.items() if name not in text]
+        if missing:
+            text += "\n\n" + "\n".join(f"⚠️ {_one_line(failure.for_people())}" for failure in missing)
+        starting = self.host.starting()
+        if starting:
+            text += f"\n\n⏳ {', '.join(starting)}: still starting, so not used for this answer."
+        await self._store.append(key, [ChatMessage(role="assistant", content=text)])
+        return AgentReply(text=text, attachments=tuple(state.attachments), usage=usage, cut_short=cut_short)
+
+    async def stored_answer(self, incoming: Incoming) -> AgentReply | None:
+        """A re-delivered message whose answer is already stored gets that answer, not a second turn."""
+        after = await self._store.messages_after_event(incoming.key, incoming.event_id or "")
+        finals = [m for m in after if m.role == "assistant" and not m.tool_calls]
+        if not finals:
+            return None
+        calls = {call.id: call for m in after for call in m.tool_calls}
+        limit = self.config.calls.attachment_chars
+        attachments = tuple(
+            make_attachment(
+                calls[m.tool_call_id],
+                stored_arguments(calls[m.tool_call_id].arguments),
+                # The store keeps what the model read; people get a failure's own text.
+                shown_to_people(m),
+                is_error=m.is_error,
+                latency_ms=m.latency_ms or 0.0,
+                limit=limit,
+            )
+            for m in after
+            if m.role == "tool" and m.tool_call_id in calls
+        )
+        return AgentReply(text=finals[0].content or "", attachments=attachments)
+
+    def ended(self, incoming: Incoming, error: LLMError | TurnOverdue, state: TurnState) -> AgentReply:
+        """A turn the model failed or whose time ran out: a plain sentence with the tool results so
+        far. Not stored: the apology is no answer, so a re-delivery of the message tries again, and the
+        model never reads it back as something it said; the round that was cut off was not stored
+        either (as for a cancelled turn)."""
+        if isinstance(error, LLMError):
+            logger.warning("model call failed for %s: %s", incoming.key, error.message)
+            text = model_failure(error, incoming)
+        else:
+            logger.warning("turn in %s ran out of time: %s", incoming.key, error.message)
+            metrics.turn_outcome("timed_out")
+            text = overdue(error)
+        return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
+
+
+def _with_unique_call_ids(message: ChatMessage, history: Sequence[ChatMessage]) -> ChatMessage:
+    """Give repeated call ids fresh ones: some servers number calls per message (call_0 every round),
+    and a result must pair with exactly one call, in the store and in what the model reads back."""
+    seen = {call.id for m in history for call in m.tool_calls}
+    calls = []
+    for call in message.tool_calls:
+        if not call.id or call.id in seen:
+            call = replace(call, id=f"call_{uuid.uuid4().hex[:12]}")
+        seen.add(call.id)
+        calls.append(call)
+    return replace(message, tool_calls=tuple(calls)) if message.tool_calls else message
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """The first line of a people text, for a sentence inside the answer."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return truncate(line, limit)[0]
