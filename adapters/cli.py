@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from adapters.settings import Settings
 from adapters.shutdown import leave_quickly
 from adapters.terminal.safe import printable
-from bot.config import Settings
 from bot.errors import NerveError
 from bot.policy.scopes import Place
 
@@ -206,7 +206,7 @@ def _job(
         check_settings(settings)
 
         async def slack(runtime: Runtime) -> int:
-            await run_slack(runtime.agent, runtime.settings, stop=stop)
+            await run_slack(runtime.agent, settings, stop=stop)
             return 0
 
         return _with_runtime(slack)
@@ -217,7 +217,7 @@ def _job(
         check_worker_settings(settings)
 
         async def worker(runtime: Runtime) -> int:
-            await run_worker(runtime.agent, runtime.settings, stop=stop)
+            await run_worker(runtime.agent, settings, stop=stop)
             return 0
 
         return _with_runtime(worker)
@@ -227,7 +227,7 @@ def _job(
     check_discord_settings(settings)
 
     async def discord(runtime: Runtime) -> int:
-        await run_discord(runtime.agent, runtime.settings, stop=stop)
+        await run_discord(runtime.agent, settings, stop=stop)
         return 0
 
     return _with_runtime(discord)

@@ -42,6 +42,7 @@ from typing import Any
 
 import aiohttp
 
+from adapters.settings import Settings
 from bench.kill_restart import (
     ALICE,
     Nerve,
@@ -50,7 +51,6 @@ from bench.kill_restart import (
     nerve_environment,
     signed,
 )
-from bot.config import Settings
 from bot.model.client import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRY_AFTER
 from bot.turn.apologies import MODEL_FAILED, TOO_LONG
 from tests.fakes.llm_server import (

@@ -28,10 +28,10 @@ from typing import Any
 import aiohttp
 from pydantic import SecretStr
 
+from adapters.settings import Settings
 from adapters.slack.app import build_bot, make_client, serve_http
 from bench.slack_bench import SECRET, _deliver, _Elsewhere, _mention, _NoTools
 from bot.agent import Agent, AgentConfig
-from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.turn.gate import BUSY_REPLY

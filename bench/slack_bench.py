@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import SecretStr
 
+from adapters.settings import Settings
 from adapters.slack.app import build_bot, make_client, serve_http
 from bot.agent import Agent, AgentConfig
-from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ToolResult, ToolSpec

@@ -23,10 +23,10 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import SecretStr
 
+from adapters.settings import Settings
 from adapters.slack.app import SlackBot, build_bot, make_client, serve_http
 from bench.slack_bench import SECRET, _Elsewhere, _NoTools
 from bot.agent import Agent, AgentConfig
-from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from tests.fakes.llm_server import FakeLLMServer, Reply

@@ -22,9 +22,9 @@ from typing import Any
 
 import aiohttp
 
+from adapters.settings import Settings
 from adapters.slack.app import SlackBot, build_bot, make_client, serve_http
 from bot.agent import Agent, AgentConfig
-from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ChatMessage, Completion, Progress, ToolResult, ToolSpec, TurnEvent

@@ -33,7 +33,6 @@ from bot.errors import ConfigError
 from bot.plain_http import plain_http_host
 from bot.policy.approval import DEFAULT_MODE, ApprovalMode
 from bot.policy.scopes import Rule, Scopes, pattern_problem, rule_name_problem
-from bot.shard_ids import parse_shard_ids
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +41,18 @@ OFFLINE_MODEL = "offline"
 MIN_TURN_LEASE = 2.0
 
 
-class Settings(BaseSettings):
-    """Every setting nerve reads. `.env.example` lists each one with its default."""
+# Where every settings class reads from: the environment and `.env`. Empty values count as unset, so
+# a copy of .env.example works as it is. The front ends' own settings read the same sources.
+SETTINGS_SOURCES = SettingsConfigDict(
+    env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True
+)
 
-    # Empty values count as unset, so a copy of .env.example works as it is.
-    model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True
-    )
+
+class Settings(BaseSettings):
+    """The core's settings; each front end adds its own (`adapters.settings`). `.env.example` lists
+    each one with its default."""
+
+    model_config = SETTINGS_SOURCES
 
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
@@ -94,21 +98,17 @@ class Settings(BaseSettings):
     # lock goes with the dead process's connection at once).
     nerve_turn_lease: float = 20.0
 
-    slack_bot_token: SecretStr | None = None
-    slack_app_token: SecretStr | None = None
-    slack_signing_secret: SecretStr | None = None
-    slack_api_base_url: str = "https://slack.com/api/"
     # 0 picks a free port (tests); anything else must be a real TCP port.
     nerve_http_port: int = Field(default=3000, ge=0, le=65535)
     # 0.0.0.0 serves every interface (containers); 127.0.0.1 only this machine (behind a local proxy).
     nerve_http_host: str = "0.0.0.0"
-    # Slack deliveries are remembered this long for dedupe and replay, then pruned.
+    # A platform's deliveries are remembered this long for dedupe and replay, then pruned.
     nerve_inbox_retention_hours: float = Field(default=24.0, gt=0)
     # Days a conversation is kept after its last message; then the hourly prune deletes it (its
     # messages and everything holding their text). 0 keeps conversations forever. The approvals
     # audit (who decided which tool call, where and when; no message text) is kept either way.
     nerve_retention_days: float = Field(default=0.0, ge=0)
-    # Seconds `nerve slack` / `nerve discord` let running turns finish after SIGTERM; turns still
+    # Seconds a platform's front end lets running turns finish after SIGTERM; turns still
     # running then are cut off and answered at the next start.
     nerve_shutdown_grace: float = Field(default=20.0, ge=0)
     # With NERVE_DATABASE_URL, received messages are jobs every nerve process on the database shares:
@@ -116,22 +116,8 @@ class Settings(BaseSettings):
     # counts as dead and the jobs it was running are run again by another.
     nerve_worker_concurrency: int = Field(default=8, ge=1, le=1000)
     nerve_worker_stall_timeout: float = Field(default=30.0, ge=1)
-    nerve_slack_follow_threads: bool = False
-    nerve_slack_allow_bots: bool = False
 
-    discord_bot_token: SecretStr | None = None
-    discord_guild_id: int | None = None
-    discord_api_base_url: str = "https://discord.com/api/v10"
-    discord_gateway_url: str | None = None
-    nerve_discord_message_content: bool = False
-    nerve_discord_max_ratelimit_timeout: float = Field(default=60.0, gt=0)
-    # Sharding, for bots in more guilds than one gateway connection may serve: the total number of
-    # shards, and which of them this process runs (`0-3`, `0,2,5`; all of them when unset).
-    nerve_discord_shard_count: int | None = Field(default=None, ge=1)
-    nerve_discord_shards: str | None = None
-
-    # Platform user ids (Slack U…, Discord numbers) who may decide any approval and manage
-    # remembered ones, comma-separated.
+    # Platform user ids who may decide any approval and manage remembered ones, comma-separated.
     nerve_admins: str = ""
     # Seconds an approval request waits for a decision; then the turn goes on without those calls.
     nerve_approval_timeout: float = Field(default=600.0, gt=0)
@@ -149,29 +135,6 @@ class Settings(BaseSettings):
     @classmethod
     def _lowercase_choice(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
-
-    @field_validator("nerve_discord_shards")
-    @classmethod
-    def _shards_within_count(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None or "nerve_discord_shard_count" not in info.data:
-            return value  # unset, or the count is wrong and already reported
-        count = info.data["nerve_discord_shard_count"]
-        if count is None:
-            raise ValueError("set NERVE_DISCORD_SHARD_COUNT too: shard ids mean nothing without the count")
-        parse_shard_ids(value, count)
-        return value
-
-    @property
-    def discord_shard_ids(self) -> list[int] | None:
-        """The Discord shards this process runs; None when it does not shard."""
-        count = self.nerve_discord_shard_count
-        if count is None:
-            return None
-        return (
-            parse_shard_ids(self.nerve_discord_shards, count)
-            if self.nerve_discord_shards
-            else list(range(count))
-        )
 
     @field_validator("nerve_turn_lease")
     @classmethod

@@ -23,8 +23,8 @@ import pytest
 from adapters.discord.app import NerveDiscordBot, new_bot, run_discord
 from adapters.discord.jobs import CurrentClient
 from adapters.jobs_runtime import drained, work
+from adapters.settings import Settings
 from bot.agent import Agent
-from bot.config import Settings
 from bot.jobs import TurnJobs, open_turn_jobs
 from bot.mcp.host import MCPHost
 from bot.store.base import ConversationStore

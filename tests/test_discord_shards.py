@@ -12,8 +12,8 @@ import pytest
 
 from adapters.cli import main
 from adapters.discord.ops import gateway_up
+from adapters.settings import Settings
 from bot.agent import Agent
-from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from tests.fakes.discord_api import FakeDiscord, running_bot

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from bot.config import Settings
+from adapters.settings import Settings
 from bot.errors import ConfigError, StoreError
 from bot.jobs import TurnJobs, open_configured_jobs, open_turn_jobs
 from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler

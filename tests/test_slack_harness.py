@@ -21,9 +21,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from adapters.settings import Settings
 from adapters.slack.app import SlackBot, build_bot, make_client, serve_http
 from bot.agent import Agent, AgentConfig
-from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.seams import ToolHost
 from bot.store.base import ConversationStore

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from adapters.settings import Settings
 from adapters.slack.app import run_slack
 from bot.agent import Agent
-from bot.config import Settings
 from bot.errors import ConfigError
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID

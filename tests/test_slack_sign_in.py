@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import aiohttp
 import pytest
 
-from bot.config import Settings
+from adapters.settings import Settings
 from bot.runtime import open_runtime
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, Step, reply, tool_reply

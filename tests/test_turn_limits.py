@@ -7,8 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from adapters.settings import Settings
 from bot.agent import AgentConfig
-from bot.config import Settings
 from bot.runtime import agent_config
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
 from tests.fakes.llm_server import Reply, reply

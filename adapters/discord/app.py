@@ -65,6 +65,7 @@ from adapters.discord.pages import (
 )
 from adapters.discord.prompt_command import PromptAgent
 from adapters.discord.render import ResultsCache, reply_chunks
+from adapters.discord.settings import DiscordSettings
 from adapters.discord.sign_in import DisconnectButton, SignInLinks, resume_signed_in
 from adapters.discord.sign_in import register as register_sign_in
 from adapters.discord.views import ToolResultsButton, new_ref, results_button_view
@@ -72,7 +73,6 @@ from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
 from adapters.up_line import log_up
-from bot.config import Settings
 from bot.errors import ConfigError, StartupError
 from bot.seams import Inbox, PostRecords
 from bot.text.render import truncate
@@ -111,7 +111,7 @@ class DiscordAgent(ApprovalAgent, InputAgent, PromptAgent, Protocol):
     def server_states(self) -> dict[str, bool]: ...
 
 
-def point_discord_at(settings: Settings) -> None:
+def point_discord_at(settings: DiscordSettings) -> None:
     """Aim discord.py's REST and gateway at the configured endpoints (process-wide class attributes)."""
     discord.http.Route.BASE = settings.discord_api_base_url.rstrip("/")
     DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.discord_gateway_url or OFFICIAL_GATEWAY)
@@ -136,7 +136,7 @@ class NerveDiscordBot(discord.Client):
     def __init__(
         self,
         agent: DiscordAgent,
-        settings: Settings,
+        settings: DiscordSettings,
         *,
         jobs: TurnJobs | None = None,
         clients: CurrentClient | None = None,
@@ -623,7 +623,7 @@ class ShardedNerveDiscordBot(NerveDiscordBot, discord.AutoShardedClient):
     def __init__(
         self,
         agent: DiscordAgent,
-        settings: Settings,
+        settings: DiscordSettings,
         *,
         jobs: TurnJobs | None = None,
         clients: CurrentClient | None = None,
@@ -640,7 +640,7 @@ class ShardedNerveDiscordBot(NerveDiscordBot, discord.AutoShardedClient):
 
 def new_bot(
     agent: DiscordAgent,
-    settings: Settings,
+    settings: DiscordSettings,
     *,
     jobs: TurnJobs | None = None,
     clients: CurrentClient | None = None,
@@ -689,7 +689,7 @@ class RestartPolicy:
     healthy_after: float = 600.0
 
 
-def check_settings(settings: Settings) -> str:
+def check_settings(settings: DiscordSettings) -> str:
     """The bot token; fails before anything starts when it is missing."""
     if settings.discord_bot_token is None:
         raise ConfigError(
@@ -700,7 +700,7 @@ def check_settings(settings: Settings) -> str:
 
 async def run_discord(
     agent: DiscordAgent,
-    settings: Settings,
+    settings: DiscordSettings,
     *,
     policy: RestartPolicy | None = None,
     ops_ready: asyncio.Future[str] | None = None,
@@ -757,7 +757,7 @@ async def _stop_when_asked(
 
 async def _run_restarting(
     agent: DiscordAgent,
-    settings: Settings,
+    settings: DiscordSettings,
     token: str,
     policy: RestartPolicy,
     platform: PlatformLink,

@@ -18,7 +18,7 @@ from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
 from adapters.discord.prompt_command import PromptAgent, argument_choices, name_choices, question_of
 from adapters.discord.render import safe_chunks
-from bot.config import Settings
+from adapters.discord.settings import DiscordSettings
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import split_markdown, truncate
 from bot.types import ConversationKey, Incoming, RememberedApproval, ToolSpec
@@ -43,7 +43,7 @@ class CommandHost(Protocol):
     def tree(self) -> app_commands.CommandTree[Any]: ...
 
     @property
-    def settings(self) -> Settings: ...
+    def settings(self) -> DiscordSettings: ...
 
     async def handle_ask(
         self, interaction: discord.Interaction[Any], question: str | None = None
@@ -81,7 +81,7 @@ REVOKE_FORMAT = (
 )
 
 
-def help_text(settings: Settings) -> str:
+def help_text(settings: DiscordSettings) -> str:
     """`/help` for the settings in force: whether people must mention nerve in its threads."""
     reading = settings.nerve_discord_message_content
     return HELP.format(in_threads=IN_MY_THREADS_READING if reading else IN_MY_THREADS_MENTIONS)

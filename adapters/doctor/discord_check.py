@@ -16,7 +16,7 @@ import discord
 
 from adapters.discord.app import check_settings, point_discord_at
 from adapters.doctor.report import Check, error, ok, warning
-from bot.config import Settings
+from adapters.settings import Settings
 
 DISCORD_LIMIT = 15.0
 INTENT_SWITCH = "the Developer Portal (Bot → Privileged Gateway Intents)"

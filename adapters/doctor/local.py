@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from adapters.doctor.platforms import platforms_set_up
 from adapters.doctor.report import Check, error, ok, warning
 from adapters.doctor.stderr_tail import last_stderr_lines
-from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
+from adapters.settings import Settings
+from bot.config import McpConfig, ServerConfig, load_mcp_config
 from bot.errors import ConfigError, StoreError
 from bot.plain_http import plain_http_host
 from bot.store.choose import POSTGRES_SCHEMES

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from adapters.doctor.platforms import platforms_set_up
 from adapters.doctor.report import Check, ok, warning
-from bot.config import OFFLINE_MODEL, Settings
+from adapters.settings import Settings
+from bot.config import OFFLINE_MODEL
 
 NAME = "model"
 REAL_MODEL = "set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL (any OpenAI-compatible server), and NERVE_MODEL"

@@ -3,7 +3,7 @@ change their verdict when Slack or Discord people would meet what the terminal u
 
 from __future__ import annotations
 
-from bot.config import Settings
+from adapters.settings import Settings
 
 
 def slack_set_up(settings: Settings) -> bool:

@@ -24,8 +24,9 @@ from adapters.doctor.offline import offline_check
 from adapters.doctor.platforms import slack_set_up
 from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
 from adapters.log_format import install, settings_secrets
+from adapters.settings import Settings
 from adapters.terminal.logs import log_to_stderr
-from bot.config import McpConfig, Settings
+from bot.config import McpConfig
 
 # Names every report may have; a server's line is `server NAME`.
 FIXED_NAMES = (

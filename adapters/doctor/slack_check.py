@@ -14,8 +14,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.doctor.platforms import slack_set_up
 from adapters.doctor.report import Check, error, ok, warning
+from adapters.settings import Settings
 from adapters.slack.app import EVENTS_PATH, _reaching_slack, check_settings, make_client, require_bot_token
-from bot.config import Settings
 from bot.errors import ConfigError, NerveError, StartupError
 
 # Each bot scope the Slack app manifests (slack/manifest.*.yaml) ask for, and what goes missing

@@ -71,6 +71,7 @@ from adapters.slack.prompt_command import PROMPT_WORDS, PromptCommand
 from adapters.slack.rate_limits import CountedRateLimitHandler
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.retries import ConnectionErrorRetries, ServerErrorRetries
+from adapters.slack.settings import SlackSettings
 from adapters.slack.sign_in import COMMAND_WORDS as CONNECTION_WORDS
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.signature import signature_problem
@@ -79,7 +80,6 @@ from adapters.slack.turns import TurnRunner
 from adapters.slack.well_formed import delivery_problem
 from adapters.up_line import log_up
 from bot.agent import Agent
-from bot.config import Settings
 from bot.errors import ConfigError, StartupError, StoreError
 from bot.jobs import JobHandler
 from bot.mcp.auth.sign_ins import SignedIn
@@ -102,7 +102,7 @@ SUGGESTED_PROMPTS = (
 )
 
 
-def require_bot_token(settings: Settings) -> str:
+def require_bot_token(settings: SlackSettings) -> str:
     if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
         raise ConfigError(
             "SLACK_BOT_TOKEN is not set: copy the Bot User OAuth Token (xoxb-…) from your Slack app"
@@ -110,7 +110,7 @@ def require_bot_token(settings: Settings) -> str:
     return settings.slack_bot_token.get_secret_value()
 
 
-def make_client(settings: Settings, **kwargs: Any) -> AsyncWebClient:
+def make_client(settings: SlackSettings, **kwargs: Any) -> AsyncWebClient:
     """A Web API client that waits out 429s (Retry-After) and retries broken connections and server
     errors, except for a turn's posts, which are found again instead (`adapters.slack.retries`)."""
     return AsyncWebClient(
@@ -138,7 +138,7 @@ _REFUSED_TOKEN = frozenset(
 
 
 @asynccontextmanager
-async def _reaching_slack(settings: Settings, token_name: str) -> AsyncIterator[None]:
+async def _reaching_slack(settings: SlackSettings, token_name: str) -> AsyncIterator[None]:
     """A start-up call to Slack: a refused token or an unreachable Slack becomes one actionable line."""
     where = f"Slack at {settings.slack_api_base_url} (SLACK_API_BASE_URL)"
     try:
@@ -172,7 +172,7 @@ class SlackBot:
     def __init__(
         self,
         agent: Agent,
-        settings: Settings,
+        settings: SlackSettings,
         client: AsyncWebClient,
         *,
         pace: float = 1.0,
@@ -542,7 +542,7 @@ class SlackBot:
 
 def build_bot(
     agent: Agent,
-    settings: Settings,
+    settings: SlackSettings,
     *,
     client: AsyncWebClient | None = None,
     pace: float = 1.0,
@@ -566,7 +566,7 @@ def build_bot(
     )
 
 
-def build_app(agent: Agent, settings: Settings, *, client: AsyncWebClient | None = None) -> AsyncApp:
+def build_app(agent: Agent, settings: SlackSettings, *, client: AsyncWebClient | None = None) -> AsyncApp:
     """The AsyncApp answering Slack events with `agent` (its Web API client may be given, e.g. a mock).
 
     It does not check request signatures itself: serve it with `serve_http` (or Socket Mode), which does.
@@ -579,7 +579,7 @@ def build_app(agent: Agent, settings: Settings, *, client: AsyncWebClient | None
 EVENTS_PATH = "/slack/events"
 
 
-def check_settings(settings: Settings) -> None:
+def check_settings(settings: SlackSettings) -> None:
     """Fail before anything starts when a required Slack setting is missing."""
     require_bot_token(settings)
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
@@ -641,7 +641,7 @@ async def serve_http(
 
 async def run_slack(
     agent: Agent,
-    settings: Settings,
+    settings: SlackSettings,
     *,
     host: str | None = None,
     ready: asyncio.Future[str] | None = None,

@@ -25,8 +25,8 @@ import aiohttp
 from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.slack.app import SWEEP_SECONDS, build_bot, make_client
+from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
-from bot.config import Settings
 from bot.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ NO_BOT_TOKEN = (
 )
 
 
-def check_settings(settings: Settings) -> None:
+def check_settings(settings: SlackSettings) -> None:
     """Fail before anything starts when the worker would have no jobs to share or no way to answer."""
     if settings.nerve_database_url is None:
         raise ConfigError(NO_DATABASE)
@@ -47,7 +47,7 @@ def check_settings(settings: Settings) -> None:
 
 async def run_worker(
     agent: Agent,
-    settings: Settings,
+    settings: SlackSettings,
     *,
     host: str | None = None,
     sweep_interval: float = SWEEP_SECONDS,

@@ -28,7 +28,7 @@ from typing import Any
 from aiohttp import BodyPartReader, WSMsgType, web
 
 from adapters.discord.app import NerveDiscordBot, new_bot
-from bot.config import Settings
+from adapters.settings import Settings
 
 DISCORD_EPOCH_MS = 1420070400000
 MESSAGE_CONTENT_INTENT = 1 << 15

@@ -1,0 +1,51 @@
+"""The Discord front end's settings: its token, guild, API addresses, intents, rate limits and shards.
+
+Read from the same environment and `.env` as the core's (`bot.config.SETTINGS_SOURCES`).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
+
+from adapters.discord.shard_ids import parse_shard_ids
+from bot.config import SETTINGS_SOURCES, Settings
+
+
+class DiscordSettings(Settings):
+    """What `nerve discord` reads: the core's settings and Discord's own."""
+
+    model_config = SETTINGS_SOURCES
+
+    discord_bot_token: SecretStr | None = None
+    discord_guild_id: int | None = None
+    discord_api_base_url: str = "https://discord.com/api/v10"
+    discord_gateway_url: str | None = None
+    nerve_discord_message_content: bool = False
+    nerve_discord_max_ratelimit_timeout: float = Field(default=60.0, gt=0)
+    # Sharding, for bots in more guilds than one gateway connection may serve: the total number of
+    # shards, and which of them this process runs (`0-3`, `0,2,5`; all of them when unset).
+    nerve_discord_shard_count: int | None = Field(default=None, ge=1)
+    nerve_discord_shards: str | None = None
+
+    @field_validator("nerve_discord_shards")
+    @classmethod
+    def _shards_within_count(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or "nerve_discord_shard_count" not in info.data:
+            return value  # unset, or the count is wrong and already reported
+        count = info.data["nerve_discord_shard_count"]
+        if count is None:
+            raise ValueError("set NERVE_DISCORD_SHARD_COUNT too: shard ids mean nothing without the count")
+        parse_shard_ids(value, count)
+        return value
+
+    @property
+    def discord_shard_ids(self) -> list[int] | None:
+        """The Discord shards this process runs; None when it does not shard."""
+        count = self.nerve_discord_shard_count
+        if count is None:
+            return None
+        return (
+            parse_shard_ids(self.nerve_discord_shards, count)
+            if self.nerve_discord_shards
+            else list(range(count))
+        )

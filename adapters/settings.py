@@ -1,0 +1,16 @@
+"""Every setting nerve reads: the core's (`bot.config.Settings`) and each platform's, in one object.
+
+The command line loads it once and passes it down; `nerve doctor` checks all of it at once.
+"""
+
+from __future__ import annotations
+
+from adapters.discord.settings import DiscordSettings
+from adapters.slack.settings import SlackSettings
+from bot.config import SETTINGS_SOURCES
+
+
+class Settings(DiscordSettings, SlackSettings):
+    """The core's settings and the front ends'. `.env.example` lists each one with its default."""
+
+    model_config = SETTINGS_SOURCES
