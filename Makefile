@@ -75,6 +75,7 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy bot adapters servers
+	$(BIN)/lint-imports
 
 fmt: $(DEV_STAMP)
 	$(BIN)/ruff format .
