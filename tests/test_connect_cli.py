@@ -28,6 +28,24 @@ def bot_servers_file(folder: Path, url: str) -> Path:
     return path
 
 
+async def nerve(env: dict[str, str], *args: str) -> str:
+    """`nerve <args>` as a child process that must succeed within a minute; its stdout."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "adapters",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()[-2000:]
+    return out.decode()
+
+
 async def test_nerve_connect_signs_the_bot_in_and_its_calls_carry_that_account(tmp_path, monkeypatch):
     notes = await start_server(tmp_path, "--port", "0")
     try:
@@ -46,21 +64,7 @@ async def test_nerve_connect_signs_the_bot_in_and_its_calls_carry_that_account(t
             "NERVE_PUBLIC_URL": "https://nerve.example",
             "BROWSER": f"{sys.executable} -m tests.sign_in_browser carol %s",
         }
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "adapters",
-            "connect",
-            "notes",
-            cwd=ROOT,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        async with asyncio.timeout(60):
-            out, err = await process.communicate()
-        assert process.returncode == 0, err.decode()[-2000:]
-        assert "Connected notes" in out.decode()
+        assert "Connected notes" in await nerve(env, "connect", "notes")
 
         for name, value in env.items():
             monkeypatch.setenv(name, value)
@@ -75,22 +79,7 @@ async def test_nerve_connect_signs_the_bot_in_and_its_calls_carry_that_account(t
         # `nerve ask` uses the stored sign-in on a machine with no public address: NERVE_PUBLIC_URL
         # is for the chat platforms' browsers, and nobody signs in here.
         local = {k: v for k, v in env.items() if k != "NERVE_PUBLIC_URL"} | {"NERVE_MODEL": "offline"}
-        asking = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "adapters",
-            "ask",
-            "--yes",
-            "who am I at notes?",
-            cwd=ROOT,
-            env=local,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        async with asyncio.timeout(60):
-            out, err = await asking.communicate()
-        assert asking.returncode == 0, err.decode()[-2000:]
-        assert "carol" in out.decode()
+        assert "carol" in await nerve(local, "ask", "--yes", "who am I at notes?")
     finally:
         await stop_server(notes)
 
