@@ -86,19 +86,23 @@ def takes_these_coordinates(tool: ToolSpec, question: str) -> bool:
 
 def words_run_together(tool: ToolSpec, question: str) -> int:
     """How many words of the question a part of the tool's name runs together: `whoami` is "who am
-    I", `lookup` is "look up". Such words are stop words one by one, so only the run says them."""
+    I", `lookup` is "look up". Such words are stop words one by one, so only the run says them.
+
+    A run is grown from each word only while it is still a prefix of the part, so a long question
+    costs its length times the part's, not its length cubed (a 10 KB question took minutes)."""
     said = [w.lower() for w in WORD.findall(question)]
     count = 0
     for part in name_words(tool):
-        count += max(
-            (
-                end - start
-                for start in range(len(said))
-                for end in range(start + 2, len(said) + 1)
-                if "".join(said[start:end]) == part
-            ),
-            default=0,
-        )
+        longest = 0
+        for start in range(len(said)):
+            run = ""
+            for end in range(start, len(said)):
+                run += said[end]
+                if not part.startswith(run):
+                    break
+                if run == part and end > start:
+                    longest = max(longest, end + 1 - start)
+        count += longest
     return count
 
 
