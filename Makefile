@@ -10,7 +10,9 @@ DEV_STAMP := $(VENV)/.installed-dev
 # installed into the venv by pip, so a fresh clone still needs only Python and make.
 UV_VERSION := 0.13.8
 UV := $(BIN)/uv
-UV_INSTALL := $(UV) pip install --python $(BIN)/python -c requirements.lock
+# Bytecode is compiled at install: a machine that sets PYTHONDONTWRITEBYTECODE would otherwise compile
+# every library again in each process nerve and its tests start.
+UV_INSTALL := $(UV) pip install --compile-bytecode --python $(BIN)/python -c requirements.lock
 # The reference MCP servers the tests run against are Node packages, pinned by a committed lock.
 NODE_DIR := .node
 NODE_STAMP := $(NODE_DIR)/.installed
@@ -63,12 +65,16 @@ TEST_WORKERS ?= 3
 # The store tests run on SQLite and on this PostgreSQL too, each test in a schema of its own; when it
 # cannot be reached they fail. Point it at another server with `make test NERVE_TEST_DATABASE_URL=…`.
 NERVE_TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
+# nerve's own modules compiled once, for the same reason as the libraries (an unchanged file is skipped).
+COMPILE_OWN := $(BIN)/python -m compileall -q bot adapters servers
 test: $(DEV_STAMP) $(NODE_STAMP)
+	@$(COMPILE_OWN)
 	NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The same suite again with PostgreSQL as the database of every test that does not name one
 # (NERVE_TEST_STORE): each test in a schema of its own. .ci/run runs both.
 test-postgres: $(DEV_STAMP) $(NODE_STAMP)
+	@$(COMPILE_OWN)
 	NERVE_TEST_STORE=postgres NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(DEV_STAMP)
