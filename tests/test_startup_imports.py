@@ -29,8 +29,10 @@ HEAVY_FOR_THE_COMMAND_LINE = (
     "procrastinate",
     "openai",
 )
-# Loaded only when a server of the servers file signs in, or with the extras configured.
+# Loaded only when a server of the servers file signs in, or with the extras configured; the line
+# editor only by the chat (a one-shot `nerve ask` reads no lines unless it asks someone).
 HEAVY_FOR_A_RUNTIME = (
+    "prompt_toolkit",
     "mcp.client.auth",
     "bot.mcp.auth.sign_ins",
     "bot.mcp.auth.provider",
@@ -66,3 +68,12 @@ def test_importing_the_command_line_loads_none_of_the_heavy_parts():
 @pytest.mark.parametrize("module", ["bot.runtime", "adapters.terminal.views", "adapters.terminal.runtime"])
 def test_the_ask_and_chat_runtime_loads_no_sign_in_client_front_end_or_extra(module):
     assert heavy_among(loaded_by(module), HEAVY_FOR_A_RUNTIME) == []
+
+
+# What reads only the database: the MCP client, the model client and the servers' start stay unloaded.
+HEAVY_FOR_THE_DATABASE_COMMANDS = ("mcp", "bot.runtime", "bot.mcp.host", "openai", "aiohttp")
+
+
+def test_the_conversation_commands_load_no_mcp_or_model_client():
+    """`nerve threads`, `history` and `delete` read the store: they start in a fraction of a second."""
+    assert heavy_among(loaded_by("adapters.conversations_cli"), HEAVY_FOR_THE_DATABASE_COMMANDS) == []

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import getpass
 import sys
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,7 +20,6 @@ from adapters.terminal.fill_in import FillIn
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import answer_markdown, printable, terminal_json
 from bot.policy.scopes import Place
-from bot.runtime import Runtime
 from bot.text.render import pretty_json, show_link_targets, truncate
 from bot.text.scrub import scrub
 from bot.turn.failures import shown_to_people
@@ -36,6 +35,9 @@ from bot.types import (
     Resource,
     no_progress,
 )
+
+if TYPE_CHECKING:  # the MCP client is loaded only by the commands that start servers
+    from bot.runtime import Runtime
 
 # Characters of one text a tool returned that `/show` prints (a call's own result is capped by the
 # core); the whole text stays with the tool's server.
@@ -186,10 +188,13 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     if runtime.offline and not as_json:
         notes.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
     agent = runtime.agent
-    from adapters.terminal.chat import read_line
-
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    async with FillIn(agent, user, read_line if interactive else None, notes) as questions:
+    read_line: Callable[[str], Awaitable[str | None]] | None = None
+    if interactive:  # the chat's line reader (and its line editor) only where a person types
+        from adapters.terminal.chat import read_line as read_typed
+
+        read_line = read_typed
+    async with FillIn(agent, user, read_line, notes) as questions:
         progress = questions.watching(progress)
         reply = await agent.reply(incoming, progress)
         if reply.approval is not None or questions.parked:
@@ -200,7 +205,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
                 reply,
                 user,
                 approve_all=approve_all,
-                ask=read_line if interactive else None,
+                ask=read_line,
                 console=notes,
                 progress=progress,
                 questions=questions,
