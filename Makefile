@@ -65,17 +65,17 @@ TEST_WORKERS ?= 3
 # The store tests run on SQLite and on this PostgreSQL too, each test in a schema of its own; when it
 # cannot be reached they fail. Point it at another server with `make test NERVE_TEST_DATABASE_URL=…`.
 NERVE_TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
-# nerve's own modules compiled once, for the same reason as the libraries (an unchanged file is skipped).
-COMPILE_OWN := $(BIN)/python -m compileall -q bot adapters servers
+# The tests' processes keep their bytecode (nerve's modules, the test files pytest rewrites) even where
+# the machine sets PYTHONDONTWRITEBYTECODE: each of the hundreds of processes a run starts would
+# otherwise compile them again.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 test: $(DEV_STAMP) $(NODE_STAMP)
-	@$(COMPILE_OWN)
-	NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile
 
 # The same suite again with PostgreSQL as the database of every test that does not name one
 # (NERVE_TEST_STORE): each test in a schema of its own. .ci/run runs both.
 test-postgres: $(DEV_STAMP) $(NODE_STAMP)
-	@$(COMPILE_OWN)
-	NERVE_TEST_STORE=postgres NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	NERVE_TEST_STORE=postgres NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
