@@ -22,11 +22,13 @@ import aiohttp
 import psycopg
 import pytest
 from procrastinate.exceptions import ConnectorException
+from psycopg_pool.base import AttemptWithBackoff
 
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from bot.jobs import TurnJobs, open_turn_jobs
 from bot.store.postgres import PostgresStore
 from bot.store.postgres_outage import OutageLog
+from bot.store.postgres_pool import RECONNECT_PAUSE_LONGEST, SteadyPool
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID
 from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler
@@ -136,6 +138,25 @@ async def test_readyz_is_ready_within_seconds_of_the_database_return_after_a_lon
         finally:
             await jobs.aclose()
             await store.close()
+
+
+async def test_a_pool_tries_to_reconnect_every_few_seconds_however_long_the_database_stays_away() -> None:
+    """psycopg_pool doubles its pause after each failed attempt (1, 2, 4, 8 … s), so after a long
+    outage the database can be back for many seconds before the next attempt. Counted, not timed:
+    each failed attempt's next pause, as the pool schedules it, stays within the cap."""
+    pool = SteadyPool("postgresql://postgres@127.0.0.1:1/test", open=False, min_size=1)
+    pauses: list[float] = []
+
+    async def schedule_task(task: object, delay: float) -> None:
+        pauses.append(delay)
+
+    pool.schedule_task = schedule_task  # type: ignore[method-assign]
+    attempt = AttemptWithBackoff(timeout=3600.0)
+    for _ in range(8):
+        await pool._add_connection(attempt)
+    assert len(pauses) == 8
+    assert max(pauses) <= RECONNECT_PAUSE_LONGEST * (1 + AttemptWithBackoff.DELAY_JITTER), pauses
+    assert pauses[-1] >= RECONNECT_PAUSE_LONGEST / 2, "a pause, not a busy loop"
 
 
 async def deliver(url: str, body: dict[str, object], retry: int = 0) -> tuple[int, dict[str, str], float]:
