@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -24,7 +25,9 @@ import pytest
 from procrastinate.exceptions import ConnectorException
 from psycopg_pool.base import AttemptWithBackoff
 
+import bot.jobs.turns
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
+from bot.errors import StoreError
 from bot.jobs import TurnJobs, open_turn_jobs
 from bot.store.postgres import PostgresStore
 from bot.store.postgres_outage import OutageLog
@@ -106,6 +109,59 @@ async def test_after_an_outage_longer_than_the_stall_timeout_the_own_worker_goes
         r.getMessage() for r in caplog.records if r.levelno > logging.WARNING
     ]
     assert not [r for r in caplog.records if r.exc_info], "no traceback for what nerve handles itself"
+
+
+async def test_a_job_that_ends_while_the_database_is_away_leaves_no_traceback_and_no_locked_conversation(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's end cannot be recorded at first; it is once the database is back, so the next job
+    of the same conversation runs, and nothing is logged above a warning."""
+    caplog.set_level(logging.INFO)
+    # A statement waits this long for a connection before it fails (instead of 30 s), so the first
+    # record of the job's end fails while the database is away.
+    monkeypatch.setattr(bot.jobs.turns, "POOL_WAIT_SECONDS", 0.5)
+    release = asyncio.Event()
+    record = recording_handler("", "main", fast=True)
+
+    async def held(*, job: str, conversation: str, seconds: str) -> None:
+        if job == "held":
+            await release.wait()
+        await record(job=job, conversation=conversation, seconds=seconds)
+
+    async with postgres_backend() as pg, relayed(pg) as (relay, url):
+        await pg.rows(RUNS_TABLE)
+        record = recording_handler(pg.location, "main", fast=True)  # its own connection, past the relay
+        jobs: TurnJobs = await open_turn_jobs(url, stall_timeout=30.0)
+        try:
+            jobs.register(TASK, held)
+            await start_worker(jobs)
+            assert await enqueue(jobs, "held", "conv-h", 0)
+            async with asyncio.timeout(20):
+                while not await pg.rows("SELECT 1 FROM procrastinate_jobs WHERE status = 'doing'"):  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+            await relay.cut()
+            release.set()
+            await until(pg, ended("held"))
+            await asyncio.sleep(1.5)  # the first records of its end fail meanwhile
+            await relay.start()
+
+            async with asyncio.timeout(20):
+                while True:  # with the short wait, a statement fails until the pool has reconnected
+                    with contextlib.suppress(StoreError):
+                        assert await enqueue(jobs, "next", "conv-h", 0)
+                        break
+                    await asyncio.sleep(0.1)
+            await until(pg, ended("next"))
+            async with asyncio.timeout(20):
+                while await pg.rows("SELECT id FROM procrastinate_jobs"):  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+        finally:
+            await jobs.aclose()
+    gc.collect()  # a task that failed unobserved is reported when it is collected
+    assert not lines(caplog, "never retrieved")
+    assert all(r.levelno <= logging.WARNING for r in caplog.records), [
+        r.getMessage() for r in caplog.records if r.levelno > logging.WARNING
+    ]
 
 
 async def test_readyz_is_ready_within_seconds_of_the_database_return_after_a_long_outage() -> None:

@@ -13,6 +13,7 @@ Around it, this module adds what a chat bot's process needs:
   a start waits for the pool, which reconnects within seconds of the database's return;
 - the jobs of dead workers are recovered in every worker (`bot.jobs.recovery`);
 - a draining worker keeps beating until its last job ends (procrastinate's beats stop at once);
+- a job's end is recorded again until it lands (`FinishingWorker`);
 - `alive()` says whether a worker is registered and running, for `/readyz`.
 """
 
@@ -22,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from procrastinate import App
 from procrastinate.worker import Worker
@@ -36,6 +38,53 @@ RESTART_PAUSE = 1.0
 RESTART_PAUSE_LONGEST = 30.0
 # A worker that stops on its own (a failure) waits this long for its running jobs.
 FAILURE_GRACE = 10.0
+# A job's end that could not be recorded is tried again after this pause, doubling up to the longest.
+FINISH_PAUSE = 0.25
+FINISH_PAUSE_LONGEST = 4.0
+# What the database says when asked to end a job whose end is already recorded (a lost reply).
+_ALREADY_ENDED = "Job was not found or"
+
+
+class FinishingWorker(Worker):
+    """procrastinate's worker, whose record of a job's end survives a database blip.
+
+    procrastinate records a job's end once. If the database is away at that moment, the failure
+    ends a task nobody awaits (an ERROR "Task exception was never retrieved" in the log), and the
+    job stays `doing` under this process's live worker, which recovery never takes for dead: its
+    conversation would stay locked until a restart. Here the record is tried again, with growing
+    pauses, until it lands; a worker that is stopping gives up with one line, and its registration,
+    pruned once its heartbeat is old, hands the job to recovery.
+    """
+
+    async def _persist_job_status(self, *args: Any, **kwargs: Any) -> None:
+        pause = FINISH_PAUSE
+        tried = False
+        while True:
+            try:
+                await super()._persist_job_status(*args, **kwargs)  # type: ignore[no-untyped-call]
+                return
+            except Exception as exc:
+                if tried and _ALREADY_ENDED in _messages(exc):
+                    return  # the earlier try landed; only its reply was lost
+                reason = unreachable_reason(exc)
+                if reason is None:
+                    raise
+                if self._stop_event.is_set():
+                    logger.warning("a job's end could not be recorded before stopping (%s)", reason)
+                    return
+            tried = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_event.wait(), pause)
+            pause = min(pause * 2, FINISH_PAUSE_LONGEST)
+
+
+def _messages(exc: BaseException | None) -> str:
+    """The messages of an exception and its causes, for matching what the database said."""
+    found: list[str] = []
+    while exc is not None and len(found) < 5:
+        found.append(str(exc))
+        exc = exc.__cause__ or exc.__context__
+    return " | ".join(found)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,7 +194,7 @@ class WorkerRunner:
 
     async def _run_once(self) -> None:
         options = self._options
-        worker = Worker(
+        worker = FinishingWorker(
             app=self._app,
             queues=list(options.queues),
             name=options.name,
