@@ -34,7 +34,9 @@ def echo(text: str) -> str:
 @server.tool(annotations=READ_ONLY)
 async def wait() -> str:
     """Say it is running (the `waiting` file holds the process id), then never answer."""
-    (STATE / "waiting").write_text(str(os.getpid()))
+    # Written whole, then renamed: a test that sees the file never reads it half written.
+    (STATE / "waiting.new").write_text(str(os.getpid()))
+    (STATE / "waiting.new").replace(STATE / "waiting")
     await anyio.sleep_forever()
     return "unreachable"
 
