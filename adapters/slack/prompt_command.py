@@ -37,7 +37,6 @@ from bot.types import Incoming
 
 logger = logging.getLogger(__name__)
 
-PROMPT_WORDS = frozenset({"prompt", "prompts"})
 # How long the acknowledgement waits for the server's text (Slack wants it within 3 s): a refusal
 # that arrives in time goes back in it; a slower server is waited for after it.
 ACK_WAIT = 2.0
