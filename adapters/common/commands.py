@@ -100,9 +100,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("connections", "the services you connected with your own account", EVERYWHERE),
     Command("connect", "connect a service with your own account", EVERYWHERE, (SERVER,)),
-    Command(
-        "disconnect", "stop using your own account with a service", frozenset({SLACK, TERMINAL}), (SERVER,)
-    ),
+    Command("disconnect", "stop using your account with a service", frozenset({SLACK, TERMINAL}), (SERVER,)),
     Command("reset", "in a DM: start a new conversation", frozenset({SLACK})),
     Command("reset", "start a new conversation in this thread or DM", frozenset({DISCORD})),
     Command("reset", "start a new conversation in this thread", frozenset({TERMINAL})),
