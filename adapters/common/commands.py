@@ -119,11 +119,6 @@ def offered_on(surface: Surface) -> tuple[Command, ...]:
     return tuple(command for command in COMMANDS if surface in command.on)
 
 
-def names_on(surface: Surface) -> tuple[str, ...]:
-    """Every word `surface` takes as a command: each name, then its aliases."""
-    return tuple(word for command in offered_on(surface) for word in (command.name, *command.aliases))
-
-
 def command_on(surface: Surface, word: str) -> Command | None:
     """The command `word` names on `surface`, by its name or an alias; None for any other word."""
     return next((c for c in offered_on(surface) if word == c.name or word in c.aliases), None)

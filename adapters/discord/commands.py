@@ -11,7 +11,8 @@ waits at most 2 seconds for its server before it defers, /tools and /help answer
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol, TypedDict
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 import discord
 from discord import app_commands
@@ -78,23 +79,18 @@ def usage(command: Command) -> str:
     return " ".join([command.name, *options])
 
 
-class Slash(TypedDict):
-    name: str
-    description: str
-
-
-def slash(name: str) -> Slash:
-    """`tree.command`'s name and description for the table's command `name`."""
+def slash(
+    tree: app_commands.CommandTree[Any], name: str
+) -> Callable[[Callable[..., Coroutine[Any, Any, None]]], app_commands.Command[Any, ..., None]]:
+    """Register a handler as the table's command `name`, with its description and its options'
+    descriptions, in guilds and DMs (synced to Discord in `setup_hook`)."""
     command = command_on(DISCORD, name)
     if command is None:
         raise LookupError(f"/{name} is not a Discord command in the table of adapters/common/commands.py")
-    return Slash(name=name, description=command.summary[:1].upper() + command.summary[1:])
-
-
-def described(name: str) -> dict[str, str]:
-    """`app_commands.describe`'s text for each option of the table's command `name`."""
-    command = command_on(DISCORD, name)
-    return {option.name: option.about for option in command.options} if command else {}
+    described = app_commands.describe(**{option.name: option.about for option in command.options})
+    contexts = app_commands.allowed_contexts(guilds=True, dms=True, private_channels=False)
+    summary = command.summary[:1].upper() + command.summary[1:]
+    return lambda handler: tree.command(name=name, description=summary)(described(contexts(handler)))
 
 
 def help_text(settings: DiscordSettings) -> str:
@@ -211,17 +207,12 @@ async def approvals_command(
 def register(bot: CommandHost) -> None:
     """Add the commands to the bot's tree (synced to Discord in `setup_hook`)."""
     tree = bot.tree
-    contexts = app_commands.allowed_contexts(guilds=True, dms=True, private_channels=False)
 
-    @tree.command(**slash("ask"))
-    @app_commands.describe(**described("ask"))
-    @contexts
+    @slash(tree, "ask")
     async def ask(interaction: discord.Interaction[Any], question: str) -> None:
         await bot.handle_ask(interaction)
 
-    @tree.command(**slash("prompt"))
-    @app_commands.describe(**described("prompt"))
-    @contexts
+    @slash(tree, "prompt")
     async def prompt(interaction: discord.Interaction[Any], name: str, arguments: str | None = None) -> None:
         question = await question_of(bot.agent, interaction, asked_here(interaction), name, arguments or "")
         if question is not None:
@@ -240,16 +231,14 @@ def register(bot: CommandHost) -> None:
         name = str(getattr(interaction.namespace, "name", None) or "")
         return await argument_choices(bot.agent, asked_here(interaction), name, current)
 
-    @tree.command(**slash("tools"))
-    @contexts
+    @slash(tree, "tools")
     async def tools(interaction: discord.Interaction[Any]) -> None:
         first, *rest = tools_text(bot, asked_here(interaction))
         await interaction.response.send_message(first, ephemeral=True, allowed_mentions=NO_MENTIONS)
         for chunk in rest:
             await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
-    @tree.command(**slash("reset"))
-    @contexts
+    @slash(tree, "reset")
     async def reset(interaction: discord.Interaction[Any]) -> None:
         key = reset_key(interaction)
         if key is None:
@@ -261,9 +250,7 @@ def register(bot: CommandHost) -> None:
         await bot.agent.reset(key)
         await interaction.followup.send(RESET_DONE, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
-    @tree.command(**slash("approvals"))
-    @app_commands.describe(**described("approvals"))
-    @contexts
+    @slash(tree, "approvals")
     async def approvals(interaction: discord.Interaction[Any], revoke: str | None = None) -> None:
         await approvals_command(bot, interaction, revoke)
 
@@ -278,8 +265,7 @@ def register(bot: CommandHost) -> None:
         matching = [text for text in found if current.lower() in text.lower() and len(text) <= 100]
         return [app_commands.Choice(name=text, value=text) for text in matching[:25]]
 
-    @tree.command(**slash("help"))
-    @contexts
+    @slash(tree, "help")
     async def help_command(interaction: discord.Interaction[Any]) -> None:
         text = help_text(bot.settings)
         await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)

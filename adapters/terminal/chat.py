@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from adapters.common.commands import TERMINAL, command_on, names_on, offered_on
+from adapters.common.commands import TERMINAL, command_on, offered_on
 from adapters.prompt_arguments import parse_arguments, usage
 from adapters.terminal.approve import (
     Ask,
@@ -60,7 +60,7 @@ KEYS = """\
 Enter sends; Esc then Enter (or Alt-Enter) starts a new line; a paste is one question.
 Up and Down recall earlier questions, Ctrl-R searches them, Tab completes commands, Ctrl-L clears."""
 # What Tab completes at the chat's prompt: every command of the table, by its name or an alias.
-COMMANDS = tuple(f"/{word}" for word in names_on(TERMINAL))
+COMMANDS = tuple(f"/{word}" for command in offered_on(TERMINAL) for word in (command.name, *command.aliases))
 # A chat command's handler: it gets the word typed and what follows; False means leave the chat.
 SlashCommand = Callable[[str, str], Awaitable[bool | None]]
 
@@ -249,7 +249,7 @@ class TerminalChat:
     def command_handlers(self) -> dict[str, SlashCommand]:
         """What each chat command of the command table runs (a test holds the two together)."""
         return {
-            "show": self._show_command,
+            "show": self._show,
             "tools": self._tools_command,
             "prompt": lambda word, argument: self._prompt(argument.strip()),
             "connections": self._sign_in_command,
@@ -259,9 +259,6 @@ class TerminalChat:
             "help": self._help_command,
             "quit": self._quit_command,
         }
-
-    async def _show_command(self, word: str, argument: str) -> None:
-        self._show(argument.strip())
 
     async def _tools_command(self, word: str, argument: str) -> None:
         for tool in self._runtime.agent.tools():
@@ -285,7 +282,8 @@ class TerminalChat:
     async def _quit_command(self, word: str, argument: str) -> bool:
         return False
 
-    def _show(self, which: str) -> None:
+    async def _show(self, word: str, argument: str) -> None:
+        which = argument.strip()
         attachments = self._last.attachments if self._last else ()
         if not attachments:
             self._console.print("No tool results to show yet.")
