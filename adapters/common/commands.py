@@ -16,7 +16,7 @@ Surface = Literal["slack", "discord", "terminal"]
 SLACK: Surface = "slack"
 DISCORD: Surface = "discord"
 TERMINAL: Surface = "terminal"
-EVERYWHERE: frozenset[Surface] = frozenset({SLACK, DISCORD, TERMINAL})
+EVERYWHERE: tuple[Surface, ...] = (SLACK, DISCORD, TERMINAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ class Option:
 class Command:
     name: str
     summary: str
-    on: frozenset[Surface]
+    on: tuple[Surface, ...]
     options: tuple[Option, ...] = ()
     aliases: tuple[str, ...] = ()
 
@@ -54,21 +54,21 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "ask",
         "ask a question; in a channel I answer there and open a thread for follow-ups",
-        frozenset({DISCORD}),
+        (DISCORD,),
         (Option("question", "What you want to know"),),
     ),
     Command(
         "show",
         "show tool result N of the last answer in full (all of them without N)",
-        frozenset({TERMINAL}),
+        (TERMINAL,),
         (Option("n", "Which tool result", optional=True, written="N"),),
     ),
     Command("tools", "the tools I can use here", EVERYWHERE),
-    Command("prompts", "the prompts you can start here, with their arguments", frozenset({SLACK})),
+    Command("prompts", "the prompts you can start here, with their arguments", (SLACK,)),
     Command(
         "prompt",
         "start a prompt one of my tool servers offers; I answer it as I answer a question",
-        frozenset({SLACK, DISCORD}),
+        (SLACK, DISCORD),
         (
             Option("name", "The prompt to start"),
             Option(
@@ -82,13 +82,13 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "prompt",
         "list the prompts the servers offer; /prompt NAME [arg=value ...] starts one",
-        frozenset({TERMINAL}),
+        (TERMINAL,),
         (Option("name", "The prompt to start", optional=True, written="NAME [arg=value ...]"),),
     ),
     Command(
         "approvals",
         "admins: list what is always allowed where, or revoke one",
-        frozenset({SLACK, DISCORD}),
+        (SLACK, DISCORD),
         (
             Option(
                 "revoke",
@@ -100,15 +100,15 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("connections", "the services you connected with your own account", EVERYWHERE),
     Command("connect", "connect a service with your own account", EVERYWHERE, (SERVER,)),
-    Command("disconnect", "stop using your account with a service", frozenset({SLACK, TERMINAL}), (SERVER,)),
-    Command("reset", "in a DM: start a new conversation", frozenset({SLACK})),
-    Command("reset", "start a new conversation in this thread or DM", frozenset({DISCORD})),
-    Command("reset", "start a new conversation in this thread", frozenset({TERMINAL})),
+    Command("disconnect", "stop using your account with a service", (SLACK, TERMINAL), (SERVER,)),
+    Command("reset", "in a DM: start a new conversation", (SLACK,)),
+    Command("reset", "start a new conversation in this thread or DM", (DISCORD,)),
+    Command("reset", "start a new conversation in this thread", (TERMINAL,)),
     Command("help", "how to use nerve", EVERYWHERE),
     Command(
         "quit",
         "leave (Ctrl-D or Ctrl-C at the prompt work too)",
-        frozenset({TERMINAL}),
+        (TERMINAL,),
         aliases=("exit",),
     ),
 )

@@ -67,12 +67,8 @@ SlashCommand = Callable[[str, str], Awaitable[bool | None]]
 
 def help_text() -> str:
     """`/help`: the table's commands as the chat writes them, each with its summary, then the keys."""
-    lines = ["Type a question and press Enter. Commands:"]
-    for command in offered_on(TERMINAL):
-        usage = f"/{command.written()}"
-        gap = "\n" + " " * 20 if len(usage) > 16 else " " * (18 - len(usage))
-        lines.append(f"  {usage}{gap}{command.summary}")
-    return "\n".join([*lines, KEYS])
+    rows = (f"  {'/' + command.written():<17} {command.summary}" for command in offered_on(TERMINAL))
+    return "\n".join(["Type a question and press Enter. Commands:", *rows, KEYS])
 
 
 def _no_notice() -> str | None:
