@@ -1,4 +1,4 @@
-"""The slash commands: /ask, /prompt, /tools, /reset, /help, /approvals.
+"""The slash commands (/connections and /connect are registered with the sign-ins).
 
 Their names, descriptions and options, and the help's list of them, come from the command table
 (`adapters.common.commands`); the handlers here answer them as Discord shows things.
