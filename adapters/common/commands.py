@@ -37,6 +37,9 @@ class Option:
 
 @dataclass(frozen=True, slots=True)
 class Command:
+    """One row: a command, its summary, the surfaces that offer it (`on`) and what it takes. A
+    name has a row per way the surfaces take it, so each surface finds at most one row per name."""
+
     name: str
     summary: str
     on: tuple[Surface, ...]
@@ -44,11 +47,14 @@ class Command:
     aliases: tuple[str, ...] = ()
 
     def written(self) -> str:
-        """The name and what it takes, as the text surfaces write them: `prompt [NAME] [arg=value …]`."""
+        """The name and what it takes, as the text surfaces write them: `prompt NAME [arg=value …]`."""
         return " ".join([self.name, *(option.shown() for option in self.options)])
 
 
+# What Discord shows under an option's name; declared apart where a row would not fit on a line.
 SERVER = Option("server", "The service to sign in to", written="NAME")
+PROMPT_ARGUMENTS = 'Its arguments: topic=weather tone="very dry"; a value alone fills the first'
+REVOKE = "PLACE SERVER/TOOL, as the list shows it, to ask for approval there again"
 
 COMMANDS: tuple[Command, ...] = (
     Command(
@@ -71,12 +77,7 @@ COMMANDS: tuple[Command, ...] = (
         (SLACK, DISCORD),
         (
             Option("name", "The prompt to start"),
-            Option(
-                "arguments",
-                'Its arguments: topic=weather tone="very dry"; a value alone fills the first',
-                optional=True,
-                written="arg=value …",
-            ),
+            Option("arguments", PROMPT_ARGUMENTS, optional=True, written="arg=value …"),
         ),
     ),
     Command(
@@ -89,14 +90,7 @@ COMMANDS: tuple[Command, ...] = (
         "approvals",
         "admins: list what is always allowed where, or revoke one",
         (SLACK, DISCORD),
-        (
-            Option(
-                "revoke",
-                "PLACE SERVER/TOOL, as the list shows it, to ask for approval there again",
-                optional=True,
-                written="revoke PLACE SERVER TOOL",
-            ),
-        ),
+        (Option("revoke", REVOKE, optional=True, written="revoke PLACE SERVER TOOL"),),
     ),
     Command("connections", "the services you connected with your own account", EVERYWHERE),
     Command("connect", "connect a service with your own account", EVERYWHERE, (SERVER,)),
@@ -105,12 +99,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("reset", "start a new conversation in this thread or DM", (DISCORD,)),
     Command("reset", "start a new conversation in this thread", (TERMINAL,)),
     Command("help", "how to use nerve", EVERYWHERE),
-    Command(
-        "quit",
-        "leave (Ctrl-D or Ctrl-C at the prompt work too)",
-        (TERMINAL,),
-        aliases=("exit",),
-    ),
+    Command("quit", "leave (Ctrl-D or Ctrl-C at the prompt work too)", (TERMINAL,), aliases=("exit",)),
 )
 
 
