@@ -507,8 +507,7 @@ class SlackBot:
 
     def command_handlers(self) -> dict[str, SubCommand]:
         """What each `/nerve` sub-command of the command table runs (a test holds the two together)."""
-        prompts: SubCommand = lambda ack, command, words: self._prompts.on_command(ack, command)  # noqa: E731
-        connections = self._sign_ins.on_command
+        prompts, connections = self._prompts.on_command, self._sign_ins.on_command
         return {
             "tools": self._tools_command,
             "prompts": prompts,
