@@ -1,4 +1,7 @@
-"""The slash commands: /ask, /prompt, /tools, /reset, /help, /approvals.
+"""The slash commands (/connections and /connect are registered with the sign-ins).
+
+Their names, descriptions and options, and the help's list of them, come from the command table
+(`adapters.common.commands`); the handlers here answer them as Discord shows things.
 
 Each command acknowledges within Discord's 3-second deadline before doing anything slow: /ask,
 /reset and /approvals defer at once (a reset waits for a running turn in that conversation), /prompt
@@ -8,11 +11,13 @@ waits at most 2 seconds for its server before it defers, /tools and /help answer
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 import discord
 from discord import app_commands
 
+from adapters.common.commands import DISCORD, Command, command_on, offered_on
 from adapters.discord.approval_message import person
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
@@ -52,19 +57,6 @@ class CommandHost(Protocol):
 
 logger = logging.getLogger(__name__)
 
-HELP = """\
-**nerve** answers questions with the help of tools.
-• `/ask question:` — ask in a channel: I answer there and open a thread for follow-ups. In a DM I just answer.
-• Mention me in a channel to do the same; {in_threads}
-• DM me for a private conversation that no one else sees.
-• `/prompt name: arguments:` — start a prompt one of my tool servers offers (names and values complete \
-as you type); I answer it as I answer /ask.
-• `/tools` — what I can use here. `/reset` — start over in this thread or DM.
-• `/connections` — the services you connected with your own account (Disconnect there); \
-`/connect server:` connects one.
-Under each answer, **Tool results** shows what the tools returned (only to you).
-Tool calls that change something wait for **Approve** from the person who asked (or an admin).
-Admins: `/approvals` lists what is always allowed where, and revokes it."""
 # How a thread of mine goes on, by NERVE_DISCORD_MESSAGE_CONTENT: without the Message Content intent
 # Discord blanks every guild message that does not mention the bot, so only mentions reach it.
 IN_MY_THREADS_READING = "in my threads just write (no mention needed) to continue."
@@ -81,10 +73,40 @@ REVOKE_FORMAT = (
 )
 
 
+def usage(command: Command) -> str:
+    """A command as Discord writes it: `prompt name: [arguments:]`."""
+    options = (f"[{o.name}:]" if o.optional else f"{o.name}:" for o in command.options)
+    return " ".join([command.name, *options])
+
+
+def slash(
+    tree: app_commands.CommandTree[Any], name: str
+) -> Callable[[Callable[..., Coroutine[Any, Any, None]]], app_commands.Command[Any, ..., None]]:
+    """Register a handler as the table's command `name`, with its description and its options'
+    descriptions, in guilds and DMs (synced to Discord in `setup_hook`)."""
+    command = command_on(DISCORD, name)
+    if command is None:
+        raise LookupError(f"/{name} is not a Discord command in the table of adapters/common/commands.py")
+    described = app_commands.describe(**{option.name: option.about for option in command.options})
+    contexts = app_commands.allowed_contexts(guilds=True, dms=True, private_channels=False)
+    summary = command.summary[:1].upper() + command.summary[1:]
+    return lambda handler: tree.command(name=name, description=summary)(described(contexts(handler)))
+
+
 def help_text(settings: DiscordSettings) -> str:
     """`/help` for the settings in force: whether people must mention nerve in its threads."""
     reading = settings.nerve_discord_message_content
-    return HELP.format(in_threads=IN_MY_THREADS_READING if reading else IN_MY_THREADS_MENTIONS)
+    in_threads = IN_MY_THREADS_READING if reading else IN_MY_THREADS_MENTIONS
+    return "\n".join(
+        [
+            "**nerve** answers questions with the help of tools.",
+            *(f"• `/{usage(c)}` — {c.summary}" for c in offered_on(DISCORD)),
+            f"• Mention me in a channel to ask there too; {in_threads}",
+            "• DM me for a private conversation that no one else sees.",
+            "Under each answer, **Tool results** shows what the tools returned (only to you).",
+            "Tool calls that change something wait for **Approve** from the person who asked (or an admin).",
+        ]
+    )
 
 
 def reset_key(interaction: discord.Interaction[Any]) -> ConversationKey | None:
@@ -185,22 +207,12 @@ async def approvals_command(
 def register(bot: CommandHost) -> None:
     """Add the commands to the bot's tree (synced to Discord in `setup_hook`)."""
     tree = bot.tree
-    contexts = app_commands.allowed_contexts(guilds=True, dms=True, private_channels=False)
 
-    @tree.command(name="ask", description="Ask nerve a question; in a channel I open a thread for follow-ups")
-    @app_commands.describe(question="What you want to know")
-    @contexts
+    @slash(tree, "ask")
     async def ask(interaction: discord.Interaction[Any], question: str) -> None:
         await bot.handle_ask(interaction)
 
-    @tree.command(
-        name="prompt", description="Start a prompt one of nerve's tool servers offers; answered as /ask is"
-    )
-    @app_commands.describe(
-        name="The prompt to start",
-        arguments='Its arguments: topic=weather tone="very dry"; a value alone fills the first',
-    )
-    @contexts
+    @slash(tree, "prompt")
     async def prompt(interaction: discord.Interaction[Any], name: str, arguments: str | None = None) -> None:
         question = await question_of(bot.agent, interaction, asked_here(interaction), name, arguments or "")
         if question is not None:
@@ -219,16 +231,14 @@ def register(bot: CommandHost) -> None:
         name = str(getattr(interaction.namespace, "name", None) or "")
         return await argument_choices(bot.agent, asked_here(interaction), name, current)
 
-    @tree.command(name="tools", description="List the tools nerve can use here")
-    @contexts
+    @slash(tree, "tools")
     async def tools(interaction: discord.Interaction[Any]) -> None:
         first, *rest = tools_text(bot, asked_here(interaction))
         await interaction.response.send_message(first, ephemeral=True, allowed_mentions=NO_MENTIONS)
         for chunk in rest:
             await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
-    @tree.command(name="reset", description="Start a new conversation in this thread or DM")
-    @contexts
+    @slash(tree, "reset")
     async def reset(interaction: discord.Interaction[Any]) -> None:
         key = reset_key(interaction)
         if key is None:
@@ -240,9 +250,7 @@ def register(bot: CommandHost) -> None:
         await bot.agent.reset(key)
         await interaction.followup.send(RESET_DONE, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
-    @tree.command(name="approvals", description="Admins: list what is always allowed where, or revoke one")
-    @app_commands.describe(revoke="PLACE SERVER/TOOL, as the list shows it, to ask for approval there again")
-    @contexts
+    @slash(tree, "approvals")
     async def approvals(interaction: discord.Interaction[Any], revoke: str | None = None) -> None:
         await approvals_command(bot, interaction, revoke)
 
@@ -257,8 +265,7 @@ def register(bot: CommandHost) -> None:
         matching = [text for text in found if current.lower() in text.lower() and len(text) <= 100]
         return [app_commands.Choice(name=text, value=text) for text in matching[:25]]
 
-    @tree.command(name="help", description="How to use nerve")
-    @contexts
+    @slash(tree, "help")
     async def help_command(interaction: discord.Interaction[Any]) -> None:
         text = help_text(bot.settings)
         await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)

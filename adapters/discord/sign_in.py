@@ -30,7 +30,7 @@ from discord import app_commands
 from adapters.common.cards import CONNECTED, NO_SIGN_INS, sign_in_note, since
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
-from adapters.discord.commands import asked_here
+from adapters.discord.commands import asked_here, slash
 from adapters.discord.delivery import NO_MENTIONS
 from bot.asks.connections import Connections
 from bot.mcp.auth.sign_ins import Connection, SignedIn
@@ -275,16 +275,12 @@ class SignInHost(Protocol):
 def register(bot: SignInHost) -> None:
     """Add /connections and /connect to the bot's tree (synced with the others in `setup_hook`)."""
     tree = bot.tree
-    contexts = app_commands.allowed_contexts(guilds=True, dms=True, private_channels=False)
 
-    @tree.command(name="connections", description="The services you connected with your own account")
-    @contexts
+    @slash(tree, "connections")
     async def connections(interaction: discord.Interaction[Any]) -> None:
         await bot.sign_in_links.list_command(interaction)
 
-    @tree.command(name="connect", description="Connect a service with your own account")
-    @app_commands.describe(server="The service to sign in to")
-    @contexts
+    @slash(tree, "connect")
     async def connect(interaction: discord.Interaction[Any], server: str) -> None:
         await bot.sign_in_links.connect_command(interaction, server)
 

@@ -34,6 +34,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common.commands import SLACK, command_on
 from adapters.common.desk import AskDesk
 from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.common.tasks import Owned
@@ -67,12 +68,11 @@ from adapters.slack.inputs import InputClicks
 from adapters.slack.intake import INTAKE_WAIT_SECONDS, left_to_sweep, unrecorded
 from adapters.slack.jobs import Launcher, job_handlers
 from adapters.slack.post import Poster
-from adapters.slack.prompt_command import PROMPT_WORDS, PromptCommand
+from adapters.slack.prompt_command import PromptCommand
 from adapters.slack.rate_limits import CountedRateLimitHandler
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.retries import ConnectionErrorRetries, ServerErrorRetries
 from adapters.slack.settings import SlackSettings
-from adapters.slack.sign_in import COMMAND_WORDS as CONNECTION_WORDS
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.signature import signature_problem
 from adapters.slack.socket_mode import socket_mode_handler
@@ -91,6 +91,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# A `/nerve` sub-command's handler: the acknowledgement, the command's payload, its words.
+SubCommand = Callable[[AsyncAck, dict[str, Any], list[str]], Awaitable[None]]
 _FOLLOWED_MAX = 10_000
 # Seconds a shutdown waits, after the grace, for answers that were already going out.
 DELIVERY_ALLOWANCE = 5.0
@@ -496,36 +498,48 @@ class SlackBot:
     # --- /nerve --------------------------------------------------------------------------------
 
     async def _on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
-        text = str(command.get("text") or "").strip()
-        words = text.split()
-        sub = words[0].lower() if words else "help"
-        channel = str(command.get("channel_id") or "")
-        user = str(command.get("user_id") or "")
-        if sub == "tools":
-            place = place_of_command(channel, command.get("channel_name"), user)
-            await ack(text=tools_text(self.agent, place), response_type="ephemeral")
-        elif sub in PROMPT_WORDS:
-            await self._prompts.on_command(ack, command)
-        elif sub == "approvals":
-            text = await approvals_text(self.agent, self.settings.admins, user, words[1:])
-            await ack(text=text, response_type="ephemeral")
-        elif sub in CONNECTION_WORDS:
-            await self._sign_ins.on_command(ack, command, words)
-        elif sub == "reset" and is_dm_channel(channel, command.get("channel_name")):
-            await ack()
-            key = ConversationKey(
-                platform=PLATFORM,
-                workspace=str(command.get("team_id") or ""),
-                channel=channel,
-                thread=DM_THREAD,
-            )
-            self.spawn(self._reset_dm(key, user))
-        elif sub == "reset":
-            await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
-        elif sub == "help":
-            await ack(text=HELP, response_type="ephemeral")
-        else:
+        words = str(command.get("text") or "").split()
+        found = command_on(SLACK, words[0].lower() if words else "help")
+        if found is None:
             await ack(text=unknown_command_text(words[0]), response_type="ephemeral")
+        else:
+            await self.command_handlers()[found.name](ack, command, words)
+
+    def command_handlers(self) -> dict[str, SubCommand]:
+        """What each `/nerve` sub-command of the command table runs (a test holds the two together)."""
+        prompts, connections = self._prompts.on_command, self._sign_ins.on_command
+        return {
+            "tools": self._tools_command,
+            "prompts": prompts,
+            "prompt": prompts,
+            "approvals": self._approvals_command,
+            "connections": connections,
+            "connect": connections,
+            "disconnect": connections,
+            "reset": self._reset_command,
+            "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
+        }
+
+    async def _tools_command(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        user = str(command.get("user_id") or "")
+        place = place_of_command(str(command.get("channel_id") or ""), command.get("channel_name"), user)
+        await ack(text=tools_text(self.agent, place), response_type="ephemeral")
+
+    async def _approvals_command(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        user = str(command.get("user_id") or "")
+        text = await approvals_text(self.agent, self.settings.admins, user, words[1:])
+        await ack(text=text, response_type="ephemeral")
+
+    async def _reset_command(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        channel = str(command.get("channel_id") or "")
+        if not is_dm_channel(channel, command.get("channel_name")):
+            await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
+            return
+        await ack()
+        key = ConversationKey(
+            platform=PLATFORM, workspace=str(command.get("team_id") or ""), channel=channel, thread=DM_THREAD
+        )
+        self.spawn(self._reset_dm(key, str(command.get("user_id") or "")))
 
     async def _reset_dm(self, key: ConversationKey, user: str) -> None:
         try:

@@ -1,11 +1,14 @@
 """What `/nerve` answers with: help, the tools and prompts offered in this place, and remembered approvals.
 
+The help lists the sub-commands of the table in `adapters.common.commands`, as Slack writes them.
+
 Pure text builders over the agent, so every answer is ephemeral (only the person who typed the
 command sees it) and the command handler stays a dispatcher.
 """
 
 from __future__ import annotations
 
+from adapters.common.commands import SLACK, offered_on
 from adapters.prompt_arguments import usage
 from adapters.slack.events import PLATFORM
 from adapters.slack.render import escape, safe_markdown
@@ -14,16 +17,12 @@ from bot.policy.scopes import Place
 from bot.text.render import truncate
 from bot.types import ConversationKey, Incoming, PromptSpec
 
-HELP = (
-    "*nerve* answers in threads when you @mention it, and every message in a DM.\n"
-    "• `/nerve tools` — the tools I can use here\n"
-    "• `/nerve prompts` — the prompts you can start here; `/nerve prompt NAME arg=value …` starts one\n"
-    "• `/nerve approvals` — admins: the tools always allowed per place, and how to revoke one\n"
-    "• `/nerve connections` — the services you connected with your own account (Disconnect there);"
-    " `/nerve connect NAME` connects one\n"
-    "• `/nerve reset` — in a DM: start a new conversation\n"
-    "• In a channel thread, mention me with `reset` to start that thread over.\n"
-    "• `/nerve help` — this message"
+HELP = "\n".join(
+    [
+        "*nerve* answers in threads when you @mention it, and every message in a DM.",
+        *(f"• `/nerve {escape(c.written())}` — {c.summary}" for c in offered_on(SLACK)),
+        "• In a channel thread, mention me with `reset` to start that thread over.",
+    ]
 )
 RESET_IN_CHANNEL = (
     "In channels every thread is its own conversation, and a new top-level @mention always starts "

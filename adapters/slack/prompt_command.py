@@ -37,7 +37,6 @@ from bot.types import Incoming
 
 logger = logging.getLogger(__name__)
 
-PROMPT_WORDS = frozenset({"prompt", "prompts"})
 # How long the acknowledgement waits for the server's text (Slack wants it within 3 s): a refusal
 # that arrives in time goes back in it; a slower server is waited for after it.
 ACK_WAIT = 2.0
@@ -92,8 +91,9 @@ class PromptCommand:
         self._start = start
         self._spawn = spawn
 
-    async def on_command(self, ack: AsyncAck, command: Mapping[str, Any]) -> None:
-        """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds."""
+    async def on_command(self, ack: AsyncAck, command: Mapping[str, Any], words: list[str]) -> None:
+        """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds (the
+        arguments are read from the command's text, where quoted values keep their spaces)."""
         sub, rest = _first_word(unescape(str(command.get("text") or "")))
         name, written = _first_word(rest)
         channel = str(command.get("channel_id") or "")

@@ -41,8 +41,6 @@ logger = logging.getLogger(__name__)
 CONNECT_ACTION = "nerve_connect"
 CONNECT_ACTIONS = re.compile(r"^nerve_connect(\..*)?$")
 DISCONNECT_ACTION = "nerve_disconnect"
-# `/nerve WORD …` handled here.
-COMMAND_WORDS = frozenset({"connections", "connect", "disconnect"})
 LISTED = 40
 CONNECT_USAGE = "Usage: `/nerve connect NAME` — one of: {names}."
 

@@ -13,13 +13,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 
+from adapters.common.commands import TERMINAL, command_on, offered_on
 from adapters.prompt_arguments import parse_arguments, usage
 from adapters.terminal.approve import (
     Ask,
@@ -33,8 +34,7 @@ from adapters.terminal.approve import (
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, history_file
 from adapters.terminal.live import LiveAnswer, PlainAnswer
-from adapters.terminal.sign_in import COMMANDS as SIGN_IN_COMMANDS
-from adapters.terminal.sign_in import COMMANDS_HELP, LoopbackCallback, TerminalSignIn
+from adapters.terminal.sign_in import LoopbackCallback, TerminalSignIn
 from adapters.terminal.views import (
     attachment_line,
     conversation_key,
@@ -56,21 +56,19 @@ __all__ = ["TerminalChat", "attachment_line", "format_history", "read_line", "re
 
 logger = logging.getLogger(__name__)
 
-HELP = """\
-Type a question and press Enter. Commands:
-  /show N    show tool result N of the last answer in full (/show all for every one)
-  /tools     list the tools the model can use
-  /prompt    list the prompts the servers offer; /prompt NAME [arg=value ...] starts one
-  /reset     start a new conversation in this thread
-{sign_ins}
-  /help      this text
-  /quit      leave (Ctrl-D or Ctrl-C at the prompt work too)
+KEYS = """\
 Enter sends; Esc then Enter (or Alt-Enter) starts a new line; a paste is one question.
 Up and Down recall earlier questions, Ctrl-R searches them, Tab completes commands, Ctrl-L clears."""
+# What Tab completes at the chat's prompt: every command of the table, by its name or an alias.
+COMMANDS = tuple(f"/{word}" for command in offered_on(TERMINAL) for word in (command.name, *command.aliases))
+# A chat command's handler: it gets the word typed and what follows; False means leave the chat.
+SlashCommand = Callable[[str, str], Awaitable[bool | None]]
 
 
-# What Tab completes at the chat's prompt.
-COMMANDS = ("/show", "/tools", "/prompt", "/reset", *sorted(SIGN_IN_COMMANDS), "/help", "/quit", "/exit")
+def help_text() -> str:
+    """`/help`: the table's commands as the chat writes them, each with its summary, then the keys."""
+    rows = (f"  {'/' + command.written():<17} {command.summary}" for command in offered_on(TERMINAL))
+    return "\n".join(["Type a question and press Enter. Commands:", *rows, KEYS])
 
 
 def _no_notice() -> str | None:
@@ -237,33 +235,51 @@ class TerminalChat:
 
     async def _command(self, text: str) -> bool:
         """Run a slash command; False means leave."""
-        command, _, argument = text.partition(" ")
-        if command in ("/quit", "/exit"):
-            return False
-        if command == "/help":
-            self._console.print(HELP.format(sign_ins=COMMANDS_HELP), markup=False)
-        elif command == "/tools":
-            for tool in self._runtime.agent.tools():
-                self._console.print(
-                    f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)})[/dim] "
-                    + shown(show_link_targets(tool.description))
-                )
-        elif command == "/reset":
-            await self._runtime.agent.reset(self._key)
-            self._console.print("[dim]Started a new conversation in this thread.[/dim]")
-        elif command == "/show":
-            self._show(argument.strip())
-        elif command == "/prompt":
-            await self._prompt(argument.strip())
-        elif command in SIGN_IN_COMMANDS:
-            signed_in = await self._sign_in.command(command, argument)
-            if signed_in:
-                await self._answer(await self._go_on_signed_in(signed_in))
-        else:
-            self._console.print(f"Unknown command {shown(command)}. /help lists the commands.")
-        return True
+        word, _, argument = text.partition(" ")
+        found = command_on(TERMINAL, word[1:])
+        if found is None:
+            self._console.print(f"Unknown command {shown(word)}. /help lists the commands.")
+            return True
+        return await self.command_handlers()[found.name](word, argument) is not False
 
-    def _show(self, which: str) -> None:
+    def command_handlers(self) -> dict[str, SlashCommand]:
+        """What each chat command of the command table runs (a test holds the two together)."""
+        return {
+            "show": self._show,
+            "tools": self._tools_command,
+            "prompt": lambda word, argument: self._prompt(argument.strip()),
+            "connections": self._sign_in_command,
+            "connect": self._sign_in_command,
+            "disconnect": self._sign_in_command,
+            "reset": self._reset_command,
+            "help": self._help_command,
+            "quit": self._quit_command,
+        }
+
+    async def _tools_command(self, word: str, argument: str) -> None:
+        for tool in self._runtime.agent.tools():
+            self._console.print(
+                f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)})[/dim] "
+                + shown(show_link_targets(tool.description))
+            )
+
+    async def _sign_in_command(self, word: str, argument: str) -> None:
+        signed_in = await self._sign_in.command(word, argument)
+        if signed_in:
+            await self._answer(await self._go_on_signed_in(signed_in))
+
+    async def _reset_command(self, word: str, argument: str) -> None:
+        await self._runtime.agent.reset(self._key)
+        self._console.print("[dim]Started a new conversation in this thread.[/dim]")
+
+    async def _help_command(self, word: str, argument: str) -> None:
+        self._console.print(help_text(), markup=False)
+
+    async def _quit_command(self, word: str, argument: str) -> bool:
+        return False
+
+    async def _show(self, word: str, argument: str) -> None:
+        which = argument.strip()
         attachments = self._last.attachments if self._last else ()
         if not attachments:
             self._console.print("No tool results to show yet.")
