@@ -277,7 +277,7 @@ class Agent:
             reply = await self.reply(incoming, progress)
             await self.approvals.drop_deferred(deferred_id)
             yield incoming, reply
-            if reply.approval is not None:
+            if reply.waiting:
                 return
 
     async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered:

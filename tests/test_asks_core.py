@@ -80,8 +80,8 @@ def agent_for(
     )
 
 
-def ask(text: str, user: str = ASKER) -> Incoming:
-    return Incoming(key=KEY, text=text, user_id=user)
+def ask(text: str, user: str = ASKER, event_id: str | None = None) -> Incoming:
+    return Incoming(key=KEY, text=text, user_id=user, event_id=event_id)
 
 
 async def test_an_approval_is_announced_waited_for_and_answered_through_answer(host, store, notes):  # noqa: F811
@@ -119,11 +119,13 @@ async def test_a_parked_question_is_announced_and_a_form_answered_through_answer
 async def question_answered(agent: Agent) -> None:
     announced = Announced()
 
-    parked = await agent.reply(ask("order a pizza"), announced)
+    parked = await agent.reply(ask("order a pizza", event_id="E1"), announced)
 
     [question] = announced.asks()
     assert question.kind == "question" and question.input is not None and question.input.form is not None
     assert parked.waiting == (question,) and parked.approval is None
+    replayed = await agent.reply(ask("order a pizza", event_id="E1"))
+    assert [(a.kind, a.id) for a in replayed.waiting] == [("question", question.id)], "a replay lists it"
 
     refused = await agent.answer(question.id, STRANGER, Submit(values=PIZZA))
     assert not refused.changed and refused.note == NOT_YOUR_QUESTION

@@ -244,7 +244,11 @@ class Parking:
         if not found[0].calls:
             if await self.approvals.sign_in_calls(found[0].request_id):
                 return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
-            return AgentReply(text="Waiting for your answer to a tool's question.")
+            questions = await self.inputs.parked_questions(found[0].request_id) if self.inputs else []
+            return AgentReply(
+                text="Waiting for your answer to a tool's question.",
+                waiting=tuple(Ask.of_input(q) for q in questions),
+            )
         names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
         return AgentReply(
             text=f"Waiting for approval to run {names}.",
