@@ -27,6 +27,7 @@ from bot.types import (
     ConversationKey,
     Decline,
     Incoming,
+    LinkOpened,
     SignInFinished,
     Submit,
     TurnEvent,
@@ -38,6 +39,9 @@ from tests.test_inputs import PIZZA
 from tests.test_parked_questions import modern_host  # noqa: F401  (fixture: the asks server)
 from tests.test_sign_in import CALLBACK, SECRET, browser_signs_in, notes_entry
 from tests.test_sign_in import notes as notes_oauth  # noqa: F401  (fixture: the OAuth notes server)
+
+# The store-level behaviour of these asks holds on SQLite and on PostgreSQL alike.
+pytestmark = pytest.mark.both_stores
 
 KEY = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="900.1")
 ASKER, STRANGER = "U1", "U2"
@@ -140,6 +144,24 @@ async def question_answered(agent: Agent) -> None:
 
     again = await agent.answer(question.id, ASKER, Decline())
     assert not again.changed and again.note == "This was already answered."
+
+
+async def test_a_link_is_announced_and_opened_through_answer(modern_host, store):  # noqa: F811
+    steps = [tool_reply(FakeCall(name="sign_in_elsewhere", id="c1")), reply("Signed in there.")]
+    async with FakeLLMServer(steps) as model:
+        agent = agent_for(model, modern_host, store)
+        announced = Announced()
+        parked = await agent.reply(ask("read my calendar"), announced)
+
+        [link] = announced.asks()
+        assert link.kind == "link" and link.input is not None and link.input.url is not None
+        assert parked.waiting == (link,)
+
+        answered = await agent.answer(link.id, ASKER, LinkOpened())
+        [request_id] = answered.resume
+        final = await agent.resume(request_id)
+    assert final is not None and final.text == "Signed in there."
+    assert "url accepted" in model.last_messages()[-1]["content"]
 
 
 async def test_an_unknown_ask_is_a_typed_error_with_a_plain_message(modern_host, store):  # noqa: F811
