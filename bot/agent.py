@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
+from bot.asks.answers import Answers
 from bot.asks.approvals import Clock
 from bot.asks.connections import Connections
 from bot.asks.inputs import InputDesk, InputStore
@@ -33,6 +34,8 @@ from bot.turn.settings import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
 from bot.turn.settings import AgentConfig as AgentConfig
 from bot.types import (
     AgentReply,
+    Answer,
+    Answered,
     ChatMessage,
     ConversationKey,
     Decision,
@@ -110,6 +113,7 @@ class Agent:
             inputs=self.inputs,
         )
         self.approvals = approvals
+        self._answers = Answers(parking=self._parking, inputs=self.inputs, connections=connections)
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
@@ -273,8 +277,14 @@ class Agent:
             reply = await self.reply(incoming, progress)
             await self.approvals.drop_deferred(deferred_id)
             yield incoming, reply
-            if reply.approval is not None:
+            if reply.waiting:
                 return
+
+    async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered:
+        """A person's answer to anything the core asked (`TurnEvent` "ask", `AgentReply.waiting`):
+        an approval's decision, a question's form, a link opened, a sign-in finished. Raises
+        `AskError` when the ask is gone or expired; the turn it lets go on is `Answered.resume`."""
+        return await self._answers.answer(ask_id, person, answer)
 
     async def decide(
         self,

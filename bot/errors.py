@@ -84,3 +84,15 @@ class PromptError(NerveError):
 
 class SignInError(NerveError):
     """Signing in to a server did not work out (refused, abandoned, or the server kept saying no)."""
+
+
+class AskError(NerveError):
+    """An answer to an ask nerve cannot take: the ask is unknown, answered already, or expired."""
+
+
+class AskGone(AskError):
+    """No ask has this id (never asked, or its conversation was reset): nothing to answer."""
+
+
+class AskExpired(AskError):
+    """The ask ran out of time before this answer came; the turn went on (or goes on) without it."""

@@ -25,8 +25,9 @@ from typing import Literal, Protocol
 
 from adapters.common.tasks import Spawn
 from adapters.jobs_runtime import Launcher
-from bot.asks.approvals import EXPIRED, GONE
-from bot.types import ApprovalPrompt, ConversationKey, Decision, PendingCall
+from bot.asks.approvals import GONE
+from bot.errors import AskError, AskExpired
+from bot.types import Answer, Answered, ApprovalPrompt, Approve, ConversationKey, Decision, Deny, PendingCall
 
 logger = logging.getLogger(__name__)
 
@@ -82,16 +83,7 @@ class DeskAgent(Protocol):
     @property
     def approvals(self) -> Approvals | None: ...
 
-    async def decide(
-        self,
-        request_id: str,
-        user_id: str,
-        *,
-        approve: bool,
-        call_id: str | None = None,
-        shown_hash: str | None = None,
-        remember: bool = False,
-    ) -> Decision: ...
+    async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered: ...
 
     async def expire_due(self, platform: str | None = None) -> list[str]: ...
 
@@ -149,6 +141,11 @@ class AskDesk:
         """One click (already acked): decide, then show it and go on, or tell the clicker why not."""
         try:
             decision = await self._decide(click, user)
+        except AskError as exc:  # gone or expired: only the clicker is told
+            await clicker.tell(exc.message)
+            if isinstance(exc, AskExpired) and self._on_expired is not None:
+                self._on_expired()
+            return
         except Exception:
             logger.exception("deciding approval request %s failed", click.request_id)
             await clicker.tell(CLICK_FAILED)
@@ -156,8 +153,6 @@ class AskDesk:
         prompt = decision.prompt
         if not decision.changed or prompt is None:
             await clicker.tell(decision.note or GONE)
-            if decision.note == EXPIRED and self._on_expired is not None:
-                self._on_expired()
             return
         shown = await clicker.show(prompt)
         if decision.ready:
@@ -167,7 +162,8 @@ class AskDesk:
             await self.redraw(prompt)
 
     async def _decide(self, click: ApprovalClick, user: str) -> Decision:
-        """Decide through the core, bound to exactly the calls the button was drawn for."""
+        """Decide through the core (`Agent.answer`), bound to exactly the calls the button was drawn
+        for; raises `AskError` when the request is gone or expired."""
         found = await self._prompt(click.request_id)
         one = click.choice in _ONE_CALL
         call = find_call(found, click.call) if one and found is not None and click.call else None
@@ -179,14 +175,15 @@ class AskDesk:
             if drawn_for.startswith(shown):
                 # The button was drawn for exactly these calls: bind the decision to their full hash.
                 shown = call.call_hash if call is not None else None
-        return await self._agent.decide(
-            click.request_id,
-            user,
-            approve=click.choice in _APPROVING,
-            call_id=call.call_id if call is not None else None,
-            shown_hash=shown,
-            remember=click.choice == "always",
+        call_id = call.call_id if call is not None else None
+        answer: Answer = (
+            Approve(call_id=call_id, shown_hash=shown, remember=click.choice == "always")
+            if click.choice in _APPROVING
+            else Deny(call_id=call_id, shown_hash=shown)
         )
+        answered = await self._agent.answer(click.request_id, user, answer)
+        assert answered.decision is not None, "an approval's answer carries its decision"
+        return answered.decision
 
     async def redraw(self, prompt: ApprovalPrompt) -> None:
         """Redraw the approval message from the request as it stands (any process can)."""

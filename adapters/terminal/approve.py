@@ -21,11 +21,22 @@ from rich.markup import escape
 
 from adapters.terminal.safe import printable
 from bot.agent import Agent
+from bot.errors import AskError
 from bot.policy.scopes import Place
-from bot.types import AgentReply, ApprovalPrompt, ConversationKey, PendingCall, Progress, no_progress
+from bot.types import (
+    AgentReply,
+    Answer,
+    ApprovalPrompt,
+    Approve,
+    ConversationKey,
+    Deny,
+    PendingCall,
+    Progress,
+    no_progress,
+)
 
 # Reads one answer after showing the question; None on Ctrl-C or end of input.
-Ask = Callable[[str], Awaitable[str | None]]
+ReadLine = Callable[[str], Awaitable[str | None]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +71,27 @@ ANSWERS = {
     "always": (True, True),
 }
 PREVIEW_VALUE_CHARS = 40
+
+
+def waiting_approval(reply: AgentReply) -> ApprovalPrompt | None:
+    """The calls a parked reply waits for a decision on, if any (its "approval" ask)."""
+    return next((ask.approval for ask in reply.waiting if ask.approval is not None), None)
+
+
+async def _decide(
+    agent: Agent, prompt: ApprovalPrompt, user: str, answer: Answer, console: Console | None = None
+) -> list[str]:
+    """One decision through `Agent.answer`; the calls it decided. Why nothing changed is printed
+    on `console`, when given."""
+    try:
+        answered = await agent.answer(prompt.request_id, user, answer)
+    except AskError as exc:
+        if console is not None:
+            console.print(f"[yellow]{_shown(exc.message)}[/yellow]")
+        return []
+    if console is not None and not answered.changed and answered.note:
+        console.print(f"[yellow]{_shown(answered.note)}[/yellow]")
+    return list(answered.decision.decided) if answered.decision is not None else []
 
 
 def terminal_place(user: str) -> Place:
@@ -99,7 +131,7 @@ def print_call(console: Console, call: PendingCall) -> None:
     console.print(printable(call.arguments_json()), markup=False, highlight=False)
 
 
-async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: Ask, console: Console) -> None:
+async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLine, console: Console) -> None:
     """Ask about every open call in turn; Ctrl-C or end of input denies those not yet decided."""
     pending = [c for c in prompt.calls if c.status == "pending"]
     for position, call in enumerate(pending):
@@ -111,12 +143,8 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: Ask, co
         if choice is None:
             rest = pending[position:]
             for waiting in rest:
-                await agent.decide(
-                    prompt.request_id,
-                    user,
-                    approve=False,
-                    call_id=waiting.call_id,
-                    shown_hash=waiting.call_hash,
+                await _decide(
+                    agent, prompt, user, Deny(call_id=waiting.call_id, shown_hash=waiting.call_hash)
                 )
             names = ", ".join(dict.fromkeys(c.tool for c in rest))
             console.print(
@@ -124,19 +152,15 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: Ask, co
             )
             return
         approve, remember = choice
-        decision = await agent.decide(
-            prompt.request_id,
-            user,
-            approve=approve,
-            call_id=call.call_id,
-            shown_hash=call.call_hash,
-            remember=remember,
+        answer: Answer = (
+            Approve(call_id=call.call_id, shown_hash=call.call_hash, remember=remember)
+            if approve
+            else Deny(call_id=call.call_id, shown_hash=call.call_hash)
         )
-        if not decision.changed and decision.note:
-            console.print(f"[yellow]{_shown(decision.note)}[/yellow]")
+        await _decide(agent, prompt, user, answer, console)
 
 
-async def _answer(ask: Ask, call: PendingCall, console: Console) -> tuple[bool, bool] | None:
+async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[bool, bool] | None:
     question = QUESTION.format(call=call_preview(call))
     while True:
         answer = await ask(question)
@@ -150,8 +174,8 @@ async def _answer(ask: Ask, call: PendingCall, console: Console) -> tuple[bool, 
 
 async def decide_all(agent: Agent, prompt: ApprovalPrompt, user: str, *, approve: bool) -> list[PendingCall]:
     """Approve or deny every open call at once; the calls this decided."""
-    decision = await agent.decide(prompt.request_id, user, approve=approve)
-    return [c for c in prompt.calls if c.call_id in decision.decided]
+    decided = await _decide(agent, prompt, user, Approve() if approve else Deny())
+    return [c for c in prompt.calls if c.call_id in decided]
 
 
 async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_progress) -> AgentReply | None:
@@ -190,7 +214,7 @@ async def settle_one_shot(
     user: str,
     *,
     approve_all: bool,
-    ask: Ask | None,
+    ask: ReadLine | None,
     console: Console,
     progress: Progress = no_progress,
     questions: Questions | None = None,
@@ -206,7 +230,7 @@ async def settle_one_shot(
     """
     while True:
         parked = await questions.settle() if questions is not None else None
-        prompt = reply.approval
+        prompt = waiting_approval(reply)
         if prompt is not None:
             if approve_all:
                 await decide_all(agent, prompt, user, approve=True)

@@ -23,13 +23,14 @@ from rich.console import Console
 from adapters.common.commands import TERMINAL, command_on, offered_on
 from adapters.prompt_arguments import parse_arguments, usage
 from adapters.terminal.approve import (
-    Ask,
     Parked,
+    ReadLine,
     ask_each,
     go_on,
     go_on_answered,
     print_waiting,
     terminal_place,
+    waiting_approval,
 )
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, history_file
@@ -49,7 +50,7 @@ from bot.errors import PromptError
 from bot.runtime import Runtime
 from bot.text.render import show_link_targets
 from bot.text.scrub import scrub
-from bot.types import AgentReply, ApprovalPrompt, Incoming, Progress, PromptSpec, TurnEvent
+from bot.types import AgentReply, ApprovalPrompt, Ask, Incoming, Progress, PromptSpec, TurnEvent
 
 # The printing helpers moved to `views`; importing them from here keeps working.
 __all__ = ["TerminalChat", "attachment_line", "format_history", "read_line", "reply_as_json"]
@@ -118,8 +119,8 @@ class TerminalChat:
         # On a terminal, prompt_toolkit edits the line: the chat's own prompt keeps a history file
         # and completes commands; a tool's questions and approvals get line editing alone. Off one
         # (a pipe, a file), plain lines, as scripts expect.
-        self._read: Ask = LineReader()
-        self._ask_question: Ask = self._read
+        self._read: ReadLine = LineReader()
+        self._ask_question: ReadLine = self._read
         self._interactive = self._console.is_terminal and sys.stdin.isatty()
         # Whether the banner (or a line since) said what the MCP servers came to.
         self._servers_told = False
@@ -445,15 +446,16 @@ class TerminalChat:
         went_on = False
         while piece is not None:
             reply, parked = piece.reply, piece.parked
+            approval = waiting_approval(reply)
             self._last = reply
             if parked is not None:
                 self._plain.interrupted()
-            elif self._sign_in.needed and reply.approval is None:
+            elif self._sign_in.needed and approval is None:
                 pass  # its note speaks of a Connect button; here the link itself follows
             elif reply.text or reply.attachments:
                 self._print(reply)
-            if reply.approval is not None:
-                piece = await self._decide(reply.approval)
+            if approval is not None:
+                piece = await self._decide(approval)
             elif parked is not None:
                 piece = await self._go_on_answered(parked)
             elif self._sign_in.needed:
@@ -551,7 +553,7 @@ class TerminalChat:
         self._console.print(
             "[yellow]Your last question in this thread is waiting for your decision.[/yellow]"
         )
-        await self._answer(_Piece(AgentReply(text="", approval=prompt)))
+        await self._answer(_Piece(AgentReply(text="", waiting=(Ask.of_approval(prompt),))))
 
     async def _ask_again(self, prompt: ApprovalPrompt) -> bool:
         """What a tool asked before nerve stopped, asked again as if just asked (the answer lets the
@@ -574,12 +576,12 @@ class TerminalChat:
             "[yellow]Your last question in this thread waits for an answer to what a tool asked "
             "before nerve stopped:[/yellow]"
         )
-        waits = prompt if any(call.status == "pending" for call in prompt.calls) else None
+        waits = (Ask.of_approval(prompt),) if any(call.status == "pending" for call in prompt.calls) else ()
 
         async def asked_again(progress: Progress) -> AgentReply:
             for question in mine:
-                await progress(TurnEvent(kind="input_needed", message=question.message, input=question))
-            return AgentReply(text="", approval=waits)
+                await progress(TurnEvent(kind="ask", message=question.message, ask=Ask.of_input(question)))
+            return AgentReply(text="", waiting=waits)
 
         await self._answer(await self._work(asked_again, cancellable=False))
         return True

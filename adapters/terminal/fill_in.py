@@ -1,7 +1,8 @@
 """A server's question in the terminal: a form asked field by field, or a link to open yourself.
 
 A tool that needs input waits inside its call while the person answers, so the question is asked
-while the turn runs: `FillIn` watches the turn's progress, and on "input_needed" asks in a task of
+while the turn runs: `FillIn` watches the turn's progress, and on an "ask" for a question or a link
+asks in a task of
 its own (one question at a time, with the live view paused so nothing draws over the prompts),
 then hands the answer to the agent, which gives it to the waiting call. Each field is checked as it
 is typed (`bot.forms.parse_field`), so a wrong value is asked again at once, with why. Ctrl-C or
@@ -27,10 +28,22 @@ from rich.console import Console
 from rich.markup import escape
 
 from adapters.resources import link_host
-from adapters.terminal.approve import Ask, Parked
+from adapters.terminal.approve import Parked, ReadLine
 from adapters.terminal.safe import printable
+from bot.errors import AskError
 from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field
-from bot.types import InputAction, InputAnswer, InputOutcome, InputRequest, Progress, TurnEvent
+from bot.types import (
+    Answer,
+    Answered,
+    Cancel,
+    Decline,
+    InputAction,
+    InputRequest,
+    LinkOpened,
+    Progress,
+    Submit,
+    TurnEvent,
+)
 
 # Enter sends: the person has just filled the form in, so sending is what they came to do;
 # sending nothing (n) or declining (d) is typed on purpose.
@@ -48,12 +61,14 @@ SENDS: dict[str, InputAction] = {
     "decline": "decline",
 }
 DONE = {"accept": "Sent.", "decline": "Declined.", "cancel": "Cancelled: nothing was sent."}
+# What a person's choice tells the server, as an answer to the ask.
+ANSWERS: dict[InputAction, Answer] = {"accept": LinkOpened(), "decline": Decline(), "cancel": Cancel()}
 
 
 class Answers(Protocol):
-    """What the terminal needs of the agent to answer a server's question."""
+    """What the terminal needs of the agent to answer a server's question (`Agent.answer`)."""
 
-    async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome: ...
+    async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered: ...
 
 
 def _shown(text: str) -> str:
@@ -83,7 +98,7 @@ class FillIn:
         self,
         agent: Answers,
         user: str,
-        read: Ask | None,
+        read: ReadLine | None,
         console: Console,
         pause: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
     ) -> None:
@@ -149,7 +164,9 @@ class FillIn:
 
         async def progress(event: TurnEvent) -> None:
             request = event.input
-            if event.kind == "input_needed" and request is not None:
+            asked = event.ask.input if event.ask is not None else None
+            if event.kind == "ask" and asked is not None:
+                request = asked
                 if request.user_id == self._user:
                     if request.refused is None:
                         self._seen[request.request_id] = request
@@ -158,7 +175,7 @@ class FillIn:
                     task.add_done_callback(lambda _: self._asking.pop(request.request_id, None))
             elif event.kind == "input_done" and request is not None:
                 self._ended[request.request_id] = event.message
-            else:
+            elif event.kind != "input_needed":  # the same question, told the older way: asked above
                 await sink(event)
 
         return progress
@@ -191,38 +208,46 @@ class FillIn:
             return
         print_request(console, request)
         if self._read is None:
-            await self._answer(request, InputAnswer(action="decline"))
+            await self._answer(request, "decline")
             sys.stderr.write(
                 printable(f"nerve: declined: {request.server} asked for input; run on a terminal to answer")
                 + "\n"
             )
             return
-        answer: InputAnswer | None
+        action: InputAction | None
         try:
             if request.mode == "url":
-                answer = await self._open_link(request)
+                action = await self._open_link(request)
             else:
-                answer = await self._fill(request)
+                action = await self._fill(request)
         except _Stop:
-            answer = InputAnswer(action="cancel")
-        if answer is None:
+            action = "cancel"
+        if action is None:
             return
-        outcome = await self._answer(request, answer)
+        outcome = await self._answer(request, action)
         if outcome is not None and outcome.changed:
-            console.print(f"[dim]{DONE[answer.action]}[/dim]")
+            console.print(f"[dim]{DONE[action]}[/dim]")
 
-    async def _answer(self, request: InputRequest, answer: InputAnswer) -> InputOutcome | None:
-        """Hand the answer over; None (said so) when the request ended while the person answered."""
+    async def _answer(
+        self, request: InputRequest, action: InputAction, values: dict[str, Any] | None = None
+    ) -> Answered | None:
+        """Hand the answer over (`values`: a form sent); None (said so) when the request ended while
+        the person answered, or is gone."""
         if (status := self._ended.get(request.request_id)) is not None:
             self._console.print(
                 f"[yellow]The question {_ended_as(status)} meanwhile; nothing was sent.[/yellow]"
             )
             return None
-        outcome = await self._agent.answer_input(request.request_id, self._user, answer)
+        answer = Submit(values=values) if values is not None else ANSWERS[action]
+        try:
+            outcome = await self._agent.answer(request.request_id, self._user, answer)
+        except AskError as exc:
+            self._console.print(f"[yellow]{_shown(exc.message)}[/yellow]")
+            return None
         if outcome.note:
             self._console.print(f"[yellow]{_shown(outcome.note)}[/yellow]")
-        if outcome.resume is not None:
-            self._resume = outcome.resume
+        if outcome.resume:
+            self._resume = outcome.resume[0]
         return outcome
 
     async def _line(self, prompt: str) -> str:
@@ -237,16 +262,17 @@ class FillIn:
             raise _Stop
         return line
 
-    async def _open_link(self, request: InputRequest) -> InputAnswer:
+    async def _open_link(self, request: InputRequest) -> InputAction:
         while True:
             typed = (await self._line(OPEN)).strip().lower()
             if typed in ("", "done", "y", "yes"):
-                return InputAnswer(action="accept")
+                return "accept"
             if typed in ("d", "decline"):
-                return InputAnswer(action="decline")
+                return "decline"
             self._console.print(HOW_TO_OPEN, markup=False)
 
-    async def _fill(self, request: InputRequest) -> InputAnswer | None:
+    async def _fill(self, request: InputRequest) -> InputAction | None:
+        """Ask the form field by field and send it (said so); the person's other choice, if any."""
         form = request.form or Form(fields=())
         values: dict[str, FieldValue] = {}
         fields = list(form.fields)
@@ -260,11 +286,11 @@ class FillIn:
             print_summary(self._console, form, values)
             action = await self._send()
             if action != "accept":
-                return InputAnswer(action=action)
+                return action
             content: dict[str, Any] = {
                 name: list(value) if isinstance(value, tuple) else value for name, value in values.items()
             }
-            outcome = await self._answer(request, InputAnswer(action="accept", content=content))
+            outcome = await self._answer(request, "accept", content)
             if outcome is None or not outcome.errors:
                 if outcome is not None and outcome.changed:
                     self._console.print(f"[dim]{DONE['accept']}[/dim]")

@@ -88,7 +88,7 @@ class TurnSoFar:
             running = self.calls.get(self._id(event))
             if running is not None:
                 running.progress = progress_text(event)
-        elif kind in ("input_needed", "input_done"):
+        elif kind in ("input_needed", "input_done", "ask"):
             pass  # asked and answered by the chat itself (`fill_in`), not shown as a status
         else:  # "retrying", "notice"
             self.status = event.message
@@ -251,7 +251,7 @@ class PlainAnswer:
             self._note(f"  {'✓' if event.ok else '✗'} {event.tool}{_on(event)}{time_taken}")
         elif kind == "tool_progress":
             self._note(f"  … {event.tool}: {printable(progress_text(event))}")
-        elif kind in ("input_needed", "input_done"):
+        elif kind in ("input_needed", "input_done", "ask"):
             pass  # the chat asks these itself
         elif self._shown == "":  # "retrying", "notice": only before text, never inside it
             self._note(f"  {event.message}")

@@ -135,9 +135,10 @@ class TerminalSignIn:
         """A turn's progress, keeping the sign-ins it asks for (shown once the turn has parked)."""
 
         async def progress(event: TurnEvent) -> None:
-            if event.kind == "sign_in_needed" and event.sign_in is not None:
-                self._needed.append(event.sign_in)
-            await forward(event)
+            if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
+                self._needed.append(event.ask.sign_in)
+            elif event.kind != "sign_in_needed":  # the same sign-in, told the older way: kept above
+                await forward(event)
 
         return progress
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from adapters.resources import display_name, file_label, kind_of
-from adapters.terminal.approve import settle_one_shot, terminal_place
+from adapters.terminal.approve import settle_one_shot, terminal_place, waiting_approval
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import answer_markdown, printable, terminal_json
@@ -197,7 +197,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     async with FillIn(agent, user, read_line, notes) as questions:
         progress = questions.watching(progress)
         reply = await agent.reply(incoming, progress)
-        if reply.approval is not None or questions.parked:
+        if waiting_approval(reply) is not None or questions.parked:
             if interactive and not as_json and not questions.parked:
                 answer.finish(reply.text)
             reply = await settle_one_shot(

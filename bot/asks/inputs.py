@@ -26,6 +26,7 @@ from bot.observe import metrics
 from bot.store.inputs import ParkedCallQuestions, ParkedQuestion, StoredInput
 from bot.turn.lasting import finish_anyway
 from bot.types import (
+    Ask,
     ConversationKey,
     InputAnswer,
     InputDraft,
@@ -136,10 +137,12 @@ class InputDesk:
             logger.info("MCP server %r asked for input nerve refused to show: %s", server, request.refused)
             metrics.question_ended("refused")
             await progress(TurnEvent(kind="input_needed", message=request.refused, input=request))
+            await progress(TurnEvent(kind="ask", message=request.refused, ask=Ask.of_input(request)))
             return InputAnswer(action="decline")
         await self._store.open_input(request, schema, self._wall())
         metrics.question_waiting(request)
         await progress(TurnEvent(kind="input_needed", message=request.message, input=request))
+        await progress(TurnEvent(kind="ask", message=request.message, ask=Ask.of_input(request)))
         status: InputStatus = "cancelled"
         try:
             status, answer = await self._wait(request)

@@ -42,6 +42,7 @@ from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
     AgentReply,
     ApprovalPrompt,
+    Ask,
     AuditEntry,
     ChatMessage,
     Decision,
@@ -159,23 +160,35 @@ class Parking:
             ],
             now=time.time(),
         )
+        waiting_for: list[Ask] = []
         for w in signing:
+            assert w.sign_in is not None
+            message = f"Connect {w.spec.server} to go on"
+            sign_in_ask = Ask.of_sign_in(w.sign_in, incoming.key, expires_at)
+            waiting_for.append(sign_in_ask)
             await progress(
                 TurnEvent(
                     kind="sign_in_needed",
-                    message=f"Connect {w.spec.server} to go on",
+                    message=message,
                     tool=w.call.name,
                     tool_call_id=w.call.id,
                     sign_in=w.sign_in,
+                )
+            )
+            await progress(
+                TurnEvent(
+                    kind="ask", message=message, tool=w.call.name, tool_call_id=w.call.id, ask=sign_in_ask
                 )
             )
         for parked_call in questions:
             for question in parked_call.questions:
                 shown = question.request
                 metrics.question_waiting(shown)
-                await progress(
-                    TurnEvent(kind="input_needed", message=shown.refused or shown.message, input=shown)
-                )
+                message = shown.refused or shown.message
+                await progress(TurnEvent(kind="input_needed", message=message, input=shown))
+                await progress(TurnEvent(kind="ask", message=message, ask=Ask.of_input(shown)))
+                if shown.refused is None:
+                    waiting_for.append(Ask.of_input(shown))
         ready = False
         for parked_call in questions:
             if all(q.status != "open" for q in parked_call.questions):
@@ -202,8 +215,16 @@ class Parking:
             )
         attachments = (*state.attachments, *(o.attachment for o in done))
         approval = found[0] if found[0].calls else None
+        if approval is not None:
+            approval_ask = Ask.of_approval(approval)
+            waiting_for.insert(0, approval_ask)
+            await progress(TurnEvent(kind="ask", message=parts[0], ask=approval_ask))
         return AgentReply(
-            text=" ".join(parts), attachments=attachments, usage=waiting_round.usage, approval=approval
+            text=" ".join(parts),
+            attachments=attachments,
+            usage=waiting_round.usage,
+            approval=approval,
+            waiting=tuple(waiting_for),
         )
 
     def _question_desk(self) -> InputDesk:
@@ -223,9 +244,17 @@ class Parking:
         if not found[0].calls:
             if await self.approvals.sign_in_calls(found[0].request_id):
                 return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
-            return AgentReply(text="Waiting for your answer to a tool's question.")
+            questions = await self.inputs.parked_questions(found[0].request_id) if self.inputs else []
+            return AgentReply(
+                text="Waiting for your answer to a tool's question.",
+                waiting=tuple(Ask.of_input(q) for q in questions),
+            )
         names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
-        return AgentReply(text=f"Waiting for approval to run {names}.", approval=found[0])
+        return AgentReply(
+            text=f"Waiting for approval to run {names}.",
+            approval=found[0],
+            waiting=(Ask.of_approval(found[0]),),
+        )
 
     async def decide(
         self,

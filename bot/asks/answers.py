@@ -1,0 +1,115 @@
+"""One way to answer anything the core asked a person (`Agent.answer`).
+
+Approvals, questions, links and sign-ins each keep their own ledger and rules (`bot.asks.approvals`,
+`bot.asks.inputs`, `bot.asks.connections`); this module only routes an answer to the right one by
+its kind and speaks for all of them in one outcome (`Answered`), so a front end answers every ask
+the same way and resumes whatever the answer lets go on through one path (`Agent.resume`). An ask
+that no longer exists, or ran out of time, is an `AskError` with a message for the person.
+"""
+
+from __future__ import annotations
+
+from bot.asks import approvals, inputs
+from bot.asks.connections import Connections
+from bot.asks.inputs import InputDesk
+from bot.asks.parking import Parking
+from bot.errors import AskError, AskExpired, AskGone, NerveError
+from bot.types import (
+    Answer,
+    Answered,
+    Approve,
+    Cancel,
+    Decline,
+    Deny,
+    InputAnswer,
+    LinkOpened,
+    SignInFinished,
+    Submit,
+)
+
+NO_QUESTIONS = "Questions from tools are not enabled."
+NO_SIGN_INS = "No server here asks people to sign in with their own account."
+
+
+class Answers:
+    """Takes a person's answer to any ask and hands it to the ledger of its kind."""
+
+    def __init__(
+        self, *, parking: Parking, inputs: InputDesk | None, connections: Connections | None
+    ) -> None:
+        self._parking = parking
+        self._inputs = inputs
+        self._connections = connections
+
+    async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered:
+        """Apply `answer` from `person` to the ask `ask_id`; raises `AskError` when there is no such
+        ask any more or it expired. A person who may not answer it changes nothing (`note` says why)."""
+        match answer:
+            case Approve() | Deny():
+                return await self._decide(ask_id, person, answer)
+            case Submit() | LinkOpened() | Decline() | Cancel():
+                return await self._reply(ask_id, person, answer)
+            case SignInFinished():
+                return await self._signed_in(ask_id, answer)
+
+    async def _decide(self, ask_id: str, person: str, answer: Approve | Deny) -> Answered:
+        remember = isinstance(answer, Approve) and answer.remember
+        decision = await self._parking.decide(
+            ask_id,
+            person,
+            approve=isinstance(answer, Approve),
+            call_id=answer.call_id,
+            shown_hash=answer.shown_hash,
+            remember=remember,
+        )
+        if decision.note == approvals.GONE:
+            raise AskGone(decision.note)
+        if decision.note == approvals.EXPIRED:
+            raise AskExpired(decision.note)
+        return Answered(
+            changed=decision.changed,
+            note=decision.note,
+            resume=(ask_id,) if decision.ready else (),
+            decision=decision,
+        )
+
+    async def _reply(
+        self, ask_id: str, person: str, answer: Submit | LinkOpened | Decline | Cancel
+    ) -> Answered:
+        if self._inputs is None:
+            raise AskGone(NO_QUESTIONS)
+        outcome = await self._inputs.answer(ask_id, person, _input_answer(answer))
+        if outcome.note == inputs.GONE:
+            raise AskGone(outcome.note)
+        if outcome.note == inputs.EXPIRED:
+            raise AskExpired(outcome.note)
+        return Answered(
+            changed=outcome.changed,
+            note=outcome.note,
+            errors=outcome.errors,
+            resume=(outcome.resume,) if outcome.resume is not None else (),
+            input=outcome,
+        )
+
+    async def _signed_in(self, ask_id: str, answer: SignInFinished) -> Answered:
+        # The sign-in's single-use state was bound to its person when it was started, so the
+        # browser that brings it back signs in that person and no one else.
+        if self._connections is None:
+            raise AskGone(NO_SIGN_INS)
+        try:
+            signed = await self._connections.finish(ask_id, answer.code, answer.iss, answer.error)
+        except NerveError as exc:  # refused, already used or expired: the person gets a new link
+            raise AskError(exc.message) from exc
+        return Answered(changed=True, resume=signed.request_ids)
+
+
+def _input_answer(answer: Submit | LinkOpened | Decline | Cancel) -> InputAnswer:
+    match answer:
+        case Submit():
+            return InputAnswer(action="accept", content=answer.values)
+        case LinkOpened():
+            return InputAnswer(action="accept")
+        case Decline():
+            return InputAnswer(action="decline")
+        case Cancel():
+            return InputAnswer(action="cancel")
