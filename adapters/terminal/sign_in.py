@@ -37,10 +37,6 @@ from bot.runtime import open_store, sign_ins_for
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 HOST = "127.0.0.1"
-COMMANDS = frozenset({"/connections", "/connect", "/disconnect"})
-COMMANDS_HELP = """\
-  /connections   the services you connected with your own account
-  /connect NAME  connect one; /disconnect NAME  stop using your account there"""
 NO_SIGN_INS = "No server here asks you to sign in with your own account."
 # Ctrl-C runs the action while inside (the chat's own handling, which nests).
 OnCtrlC = Callable[[Callable[[], object]], AbstractContextManager[None]]
