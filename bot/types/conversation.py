@@ -1,0 +1,121 @@
+"""A conversation's values: where it lives, what arrives, and the messages the model reads and writes.
+
+Its own module because every layer speaks in these (the store persists them, the model client sends
+them, the front ends build them), while none of them needs the tool, ask or turn values beside them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bot.policy.scopes import Place
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationKey:
+    """Where a conversation lives: one thread on one platform.
+
+    A DM uses the user's DM channel; the platform's ids make two users' DMs distinct keys, so one
+    person's history can never be loaded into another person's conversation.
+    """
+
+    platform: str
+    workspace: str
+    channel: str
+    thread: str
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.workspace}:{self.channel}:{self.thread}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Incoming:
+    """A user's message, parsed from the platform payload at the adapter's edge."""
+
+    key: ConversationKey
+    text: str
+    user_id: str
+    user_name: str = ""
+    # The platform's id for this delivery; the store uses it to make a re-delivered message a no-op.
+    event_id: str | None = None
+    # Where it was written, for scopes and remembered approvals; None: derived from the key.
+    place: Place | None = None
+    # Received before a restart and answered only now: it waits for a turn slot however long the
+    # queue is, never told "busy" (its person already waited through the restart).
+    replayed: bool = False
+
+    def where(self) -> Place:
+        """The place the policy sees: the adapter's, or the key's channel with this user."""
+        if self.place is not None:
+            return self.place
+        return Place(platform=self.key.platform, channel=self.key.channel, user=self.user_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """A tool call as the model wrote it. `arguments` stays the raw JSON string the model sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatMessage:
+    """One message of a conversation in the chat-completions shape.
+
+    Tool messages also carry what the store records about the call (error flag, latency); those
+    fields never reach the model.
+    """
+
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    latency_ms: float | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The wire form the chat-completions API accepts."""
+        out: dict[str, Any] = {"role": self.role}
+        if self.role == "assistant":
+            out["content"] = self.content
+            if self.tool_calls:
+                out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        elif self.role == "tool":
+            out["tool_call_id"] = self.tool_call_id
+            out["content"] = self.content or ""
+        else:
+            out["content"] = self.content or ""
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """One answer from the model, with the usage the server reported (if it did)."""
+
+    message: ChatMessage
+    usage: Usage | None = None
