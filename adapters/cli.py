@@ -332,8 +332,8 @@ async def _servers_starting(command: str, settings: Settings) -> AsyncIterator[N
     if command not in STARTS_SERVERS:
         yield
         return
-    from bot.config import read_mcp_config
     from bot.mcp.early_start import started_early
+    from bot.mcp.servers_file import read_mcp_config
 
     try:
         servers = read_mcp_config(settings.nerve_mcp_config).servers

@@ -17,7 +17,7 @@ import logging
 import sys
 
 from adapters.terminal.views import conversation_key
-from bot.config import ServerConfig, Settings, load_mcp_config
+from bot.config import Settings
 from bot.errors import ConfigError
 from bot.mcp.auth.loopback import LoopbackSignIn
 from bot.mcp.auth.people import person_of
@@ -26,6 +26,8 @@ from bot.mcp.auth.sign_ins import HTTP_TIMEOUT
 from bot.mcp.auth.tokens import StoredTokens
 from bot.mcp.auth.vault import Vault
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
+from bot.mcp.servers_file import load_mcp_config
 from bot.runtime import BOT_PERSON, open_store
 
 

@@ -44,8 +44,9 @@ from mcp import StdioServerParameters
 from bench.bare_loop import BareLoop
 from bench.payload_server import payload, report_id
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
-from bot.config import ServerConfig, load_servers
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
+from bot.mcp.servers_file import load_servers
 from bot.model.client import OpenAILLM
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.store.sqlite import SQLiteStore

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING
 
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.asks.connections import Connections
-from bot.config import McpConfig, ServerConfig, Settings, load_mcp_config
+from bot.config import Settings
 from bot.errors import ConfigError
 from bot.mcp.host import MCPHost
 from bot.mcp.link import AuthFactory
+from bot.mcp.server_config import McpConfig, ServerConfig
+from bot.mcp.servers_file import load_mcp_config
 from bot.model.offline import OfflineModel
 from bot.policy.scopes import Scopes
 from bot.seams import LLM

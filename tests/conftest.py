@@ -14,8 +14,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.store.base import ConversationStore
 from tests.pg_schemas import drop_stale_schemas
 from tests.ports import unused_port

@@ -16,8 +16,8 @@ import pytest
 
 from bot.agent import Agent, AgentConfig
 from bot.asks.approvals import ALREADY_DECIDED, CHANGED, EXPIRED, NOT_YOURS
-from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.policy.scopes import Place, Rule, Scopes
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from bot.config import Settings, load_mcp_config, load_servers
+from bot.config import Settings
 from bot.errors import ConfigError
+from bot.mcp.servers_file import load_mcp_config, load_servers
 from bot.policy.scopes import Place, Rule, Scopes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,7 +220,7 @@ def test_server_names_only_case_or_punctuation_apart_load_with_a_warning(tmp_pat
     path = write(
         tmp_path, {"mcpServers": {"Check": entry, "check": entry, "my-server": entry, "my_server": entry}}
     )
-    with caplog.at_level("WARNING", logger="bot.config"):
+    with caplog.at_level("WARNING", logger="bot.mcp.servers_file"):
         config = load_mcp_config(path, {})
     assert list(config.servers) == ["Check", "check", "my-server", "my_server"]
     expected = [

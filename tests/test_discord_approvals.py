@@ -22,8 +22,8 @@ from adapters.discord.app import NerveDiscordBot
 from adapters.discord.approval_buttons import CUSTOM_ID_LIMIT, TEMPLATE
 from bot.agent import Agent, AgentConfig
 from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
-from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.model.client import OpenAILLM
 from bot.policy.scopes import Rule, Scopes
 from bot.store.sqlite import SQLiteStore

@@ -19,8 +19,8 @@ from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.incoming import Job
 from adapters.discord.render import EMBED_DESCRIPTION_LIMIT, EMBED_TOTAL_LIMIT, EMBEDS_PER_MESSAGE
 from bot.agent import Agent
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ConversationKey, ToolResult, ToolSpec

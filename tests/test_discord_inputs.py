@@ -29,9 +29,9 @@ from adapters.discord.input_modal import InputModal, steps_of
 from adapters.discord.live_view import LiveView
 from bot.agent import Agent, AgentConfig
 from bot.asks.inputs import NOT_YOURS
-from bot.config import ServerConfig, ToolOverride
 from bot.forms import form_from_schema
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, InputRequest, TurnEvent

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from adapters.discord import prompt_command
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT
 from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot

@@ -23,8 +23,8 @@ from adapters.discord.render import (
     results_view,
     tool_line,
 )
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from bot.types import Attachment, Resource
 from tests.conftest import ROOT

@@ -10,10 +10,10 @@ import json
 import sys
 from pathlib import Path
 
-from bot.config import ServerConfig
 from bot.mcp import early_start
 from bot.mcp.early_start import started_early
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from tests.conftest import ROOT
 from tests.test_cli import nerve_env, run_nerve
 from tests.test_deploy import gone

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.test_cli import run_nerve

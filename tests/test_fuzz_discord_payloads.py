@@ -28,8 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT
 from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from bot.agent import Agent, AgentConfig
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.turn.guards import parse_arguments

@@ -17,8 +17,8 @@ from adapters.discord.render import results_file, results_view
 from adapters.slack.render import Level, render_reply
 from adapters.terminal.views import attachment_line, format_history, reply_as_json
 from bot.agent import Agent, AgentConfig
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from bot.text.render import pretty_json, summarize_result
 from bot.turn.context import Budget, build_request

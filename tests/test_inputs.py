@@ -20,8 +20,8 @@ import pytest
 
 from bot.agent import Agent, AgentConfig
 from bot.asks.inputs import ENDED, EXPIRED, NOT_YOURS, STALE_AFTER
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
 from tests.conftest import ROOT

@@ -24,8 +24,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from adapters.log_format import dress
 from adapters.terminal.views import conversation_key
 from bot.agent import Agent
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.model.client import OpenAILLM
 from bot.observe import tracing
 from bot.observe.log_context import current_turn, fields, server_context, turn_context

@@ -23,10 +23,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.agent import Agent
-from bot.config import ServerConfig
 from bot.mcp.circuit import Circuit, CircuitPolicy, Ticket
 from bot.mcp.host import MCPHost
 from bot.mcp.link import Mode
+from bot.mcp.server_config import ServerConfig
 from bot.observe import metrics
 from bot.types import CallContext, ConversationKey, Incoming, ToolResult
 from tests.fakes.scripted import Call, ScriptedLLM, Step

@@ -20,10 +20,11 @@ from mcp_types import (
     TextResourceContents,
 )
 
-from bot.config import ServerConfig, ToolOverride, load_servers
 from bot.mcp.catalog import ListedTool, build_catalog, clean_schema, sanitize_name
 from bot.mcp.host import MCPHost
 from bot.mcp.results import classify_error, from_call_result
+from bot.mcp.server_config import ServerConfig, ToolOverride
+from bot.mcp.servers_file import load_servers
 from bot.seams import ToolHost
 from tests.ports import unused_port
 

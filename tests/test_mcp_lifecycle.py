@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from bot.agent import Agent
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.link import BACKOFF_FIRST
+from bot.mcp.server_config import ServerConfig
 from bot.types import ConversationKey, Incoming, ToolResult
 from tests.fakes.scripted import ScriptedLLM, Step
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.mcp.stdio import LineReader
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.test_cli import nerve_env, run_nerve, servers_file

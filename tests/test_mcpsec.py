@@ -22,8 +22,9 @@ import pytest
 
 from adapters.terminal.views import reply_as_json
 from bot.agent import Agent, AgentConfig
-from bot.config import ServerConfig, load_servers
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
+from bot.mcp.servers_file import load_servers
 from bot.model.client import OpenAILLM
 from bot.policy.places import place_id
 from bot.policy.scopes import Place, Rule, Scopes

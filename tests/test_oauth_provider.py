@@ -28,7 +28,6 @@ from mcp.shared.auth import (
     ProtectedResourceMetadata,
 )
 
-from bot.config import AuthConfig, ServerConfig
 from bot.errors import SignInError
 from bot.mcp.auth.loopback import LoopbackSignIn
 from bot.mcp.auth.memory import MemoryTokens
@@ -40,6 +39,7 @@ from bot.mcp.auth.provider import (
     registration_method,
 )
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import AuthConfig, ServerConfig
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.agent import Agent
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.model.offline import OfflineModel
 from bot.turn.context import anchor
 from bot.turn.guards import confirm_prompt

@@ -26,8 +26,8 @@ from adapters.ops_http import chat_ops
 from adapters.settings import Settings
 from adapters.slack.app import EVENTS_PATH, run_slack
 from bot.agent import Agent
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.model.client import OpenAILLM
 from bot.observe import metrics
 from bot.store.sqlite import SQLiteStore

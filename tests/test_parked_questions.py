@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from bot.agent import DEFERRED_FOR_ANSWER, Agent, AgentConfig
-from bot.config import ServerConfig, ToolOverride
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
 from tests.fakes.clock import Clock

@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata
 
-from bot.config import AuthConfig, ServerConfig, load_mcp_config
 from bot.errors import ConfigError
 from bot.mcp.address_guard import AddressGuard, IPAddress, PlainHttpRefused, http_client, resolve
 from bot.mcp.auth.memory import MemoryTokens
 from bot.mcp.auth.provider import NerveOAuth, auth_for
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import AuthConfig, ServerConfig
+from bot.mcp.servers_file import load_mcp_config
 from tests.test_doctor import doctor
 
 LOOPBACK = ipaddress.ip_address("127.0.0.1")

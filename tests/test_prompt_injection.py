@@ -28,8 +28,8 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT
 from tests.fakes.discord_api import FakeDiscord, Recorded, running_bot

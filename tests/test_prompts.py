@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.agent import Agent
-from bot.config import ServerConfig
 from bot.errors import PromptError
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.policy.scopes import Rule, Scopes
 from bot.types import ConversationKey, Incoming
 from tests.conftest import ROOT

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import aiohttp
 
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack

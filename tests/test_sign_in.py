@@ -18,10 +18,10 @@ import pytest
 
 from bot.agent import Agent, AgentConfig
 from bot.asks.connections import Connections
-from bot.config import AuthConfig, ServerConfig
 from bot.mcp.auth.sign_ins import SignIns
 from bot.mcp.auth.vault import Vault
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import AuthConfig, ServerConfig
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming, SignInNeeded
 from servers.notes_oauth.sign_in import sign_in_as

@@ -21,8 +21,8 @@ from adapters.slack.events import Identity, classify
 from adapters.slack.inbox import inbox_payload
 from bot.agent import DEFERRED_REPLY, AgentConfig
 from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.policy.scopes import Place, Rule, Scopes
 from bot.types import ApprovalPrompt, ConversationKey, PendingCall, ToolResult
 from tests.conftest import ROOT

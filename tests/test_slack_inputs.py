@@ -34,9 +34,9 @@ from adapters.slack.input_view import (
 )
 from bot.agent import Agent, AgentConfig
 from bot.asks.inputs import EXPIRED, NOT_YOURS
-from bot.config import ServerConfig, ToolOverride
 from bot.forms import Form, FormField, form_from_schema
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, InputRequest

@@ -25,8 +25,8 @@ import pytest
 
 from adapters.slack.app import run_slack
 from bot.agent import Agent, AgentConfig
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from tests import test_slack_runner

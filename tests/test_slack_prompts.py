@@ -21,9 +21,9 @@ import pytest
 from adapters.prompt_arguments import completion_at_end, parse_arguments
 from adapters.slack import prompt_command
 from adapters.slack.app import build_bot, make_client
-from bot.config import ServerConfig
 from bot.errors import PromptError
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.types import PromptArgument, PromptSpec
 from tests.conftest import ROOT
 from tests.fakes.llm_server import Reply, reply

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from adapters.slack.render import MAX_RESOURCE_FILES, Level, render_reply, resource_link
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.types import AgentReply, Attachment, Resource, ToolResult
 from tests.conftest import ROOT
 from tests.fakes.llm_server import reply, tool_reply

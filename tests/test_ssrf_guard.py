@@ -22,7 +22,6 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from bot.config import AuthConfig, ServerConfig
 from bot.mcp.address_guard import (
     AddressGuard,
     AddressRefused,
@@ -37,6 +36,7 @@ from bot.mcp.auth.provider import auth_for
 from bot.mcp.auth.sign_ins import SignIns
 from bot.mcp.auth.vault import Vault
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import AuthConfig, ServerConfig
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext
 from tests.mcp_servers.fault_proxy import FaultProxy

@@ -16,8 +16,8 @@ import pytest
 
 from adapters.terminal.views import format_history
 from bot.agent import Agent, AgentConfig
-from bot.config import ServerConfig
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from bot.types import AgentReply, ChatMessage, ConversationKey, Incoming
 from tests.fakes.scripted import Call, ScriptedLLM, Step

@@ -13,9 +13,10 @@ import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
-from bot.config import ServerConfig, ToolOverride, load_servers
 from bot.mcp.catalog import ListedTool, build_catalog
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig, ToolOverride
+from bot.mcp.servers_file import load_servers
 from bot.policy.approval import ToolHints, definition_hash
 from bot.types import ToolSpec
 from tests.mcp_servers.trust import APPEND_DESCRIPTIONS

@@ -16,8 +16,9 @@ from adapters.doctor.platforms import platforms_set_up
 from adapters.doctor.report import Check, error, ok, warning
 from adapters.doctor.stderr_tail import last_stderr_lines
 from adapters.settings import Settings
-from bot.config import McpConfig, ServerConfig, load_mcp_config
 from bot.errors import ConfigError, StoreError
+from bot.mcp.server_config import McpConfig, ServerConfig
+from bot.mcp.servers_file import load_mcp_config
 from bot.plain_http import plain_http_host
 from bot.store.choose import POSTGRES_SCHEMES
 from bot.store.connect import connect, rollback, store_error

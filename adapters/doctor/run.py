@@ -26,7 +26,7 @@ from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
 from adapters.log_format import install, settings_secrets
 from adapters.settings import Settings
 from adapters.terminal.logs import log_to_stderr
-from bot.config import McpConfig
+from bot.mcp.server_config import McpConfig
 
 # Names every report may have; a server's line is `server NAME`.
 FIXED_NAMES = (

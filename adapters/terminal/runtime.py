@@ -12,7 +12,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from bot.config import Settings, read_mcp_config
+from bot.config import Settings
+from bot.mcp.servers_file import read_mcp_config
 from bot.runtime import Runtime, open_runtime
 
 if TYPE_CHECKING:

@@ -29,10 +29,11 @@ from rich.console import Console
 from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
 from adapters.terminal.views import conversation_key, shown
 from bot.asks.connections import Connections
-from bot.config import Settings, load_mcp_config
+from bot.config import Settings
 from bot.mcp.auth.loopback import CALLBACK as LOOPBACK_CALLBACK
 from bot.mcp.auth.people import person_of
 from bot.mcp.auth.sign_ins import SignedIn
+from bot.mcp.servers_file import load_mcp_config
 from bot.runtime import open_store, sign_ins_for
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 

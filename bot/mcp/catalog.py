@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.config import ServerConfig, ToolOverride
 from bot.mcp.naming import Collision, unique_names
+from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.policy.approval import ToolHints, definition_hash
 from bot.types import ToolSpec
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import Process
 
-from bot.config import ServerConfig
+from bot.mcp.server_config import ServerConfig
 from bot.mcp.stderr import StderrTap
 
 logger = logging.getLogger(__name__)

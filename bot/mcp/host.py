@@ -28,7 +28,6 @@ from mcp import Client, MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bot.config import ServerConfig
 from bot.errors import PromptError
 from bot.mcp import results
 from bot.mcp.catalog import build_catalog, unmatched_overrides
@@ -37,6 +36,7 @@ from bot.mcp.link import AuthFactory, Mode, ServerLink, sign_in_asked
 from bot.mcp.parking import call_parkable
 from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
 from bot.mcp.prompts import prompt_specs, prompt_text
+from bot.mcp.server_config import ServerConfig
 from bot.mcp.timer import CallTimer
 from bot.observe.log_context import server_context
 from bot.types import CallContext, InputNeeded, PromptSpec, ToolResult, ToolSpec

@@ -36,12 +36,12 @@ from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import CONNECTION_CLOSED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bot.config import ServerConfig
 from bot.mcp.address_guard import Refused, http_client
 from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
 from bot.mcp.circuit import Circuit, CircuitPolicy
 from bot.mcp.early_start import EarlyServer, claim
+from bot.mcp.server_config import ServerConfig
 from bot.mcp.stderr import StderrTap
 from bot.mcp.stdio import server_environment, stdio_transport, stop_server
 from bot.observe import metrics

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import httpx2
 
-from bot.config import ServerConfig
 from bot.mcp import results
 from bot.mcp.address_guard import Refused
 from bot.mcp.catalog import ListedTool
 from bot.mcp.link import ServerLink, sign_in_asked
+from bot.mcp.server_config import ServerConfig
 from bot.types import CallContext, SignInNeeded, ToolResult, ToolSpec
 
 if TYPE_CHECKING:  # the host names this module's constants; the OAuth client loads with a sign-in

@@ -52,11 +52,11 @@ from mcp.shared.auth import (
 )
 from pydantic import ValidationError
 
-from bot.config import AuthConfig
 from bot.errors import SignInError
 from bot.mcp.address_guard import PlainHttpRefused
 from bot.mcp.auth.loopback import CALLBACK as LOOPBACK_CALLBACK
 from bot.mcp.auth.loopback import HOST as LOOPBACK_HOST
+from bot.mcp.server_config import AuthConfig
 from bot.plain_http import plain_http_host
 
 logger = logging.getLogger(__name__)

@@ -29,12 +29,12 @@ from mcp.shared.auth import (
 )
 from pydantic import BaseModel
 
-from bot.config import AuthConfig, ServerConfig
 from bot.errors import NerveError
 from bot.mcp.address_guard import PlainHttpRefused, http_client
 from bot.mcp.auth.provider import NerveOAuth
 from bot.mcp.auth.tokens import StoredTokens
 from bot.mcp.auth.vault import Vault
+from bot.mcp.server_config import AuthConfig, ServerConfig
 from bot.store.sign_ins import SignInLedger
 from bot.types import ConversationKey, SignInNeeded
 

@@ -1,0 +1,244 @@
+"""Reading the MCP servers file: JSON with repeated keys caught, `${VAR}`s filled, mistakes named.
+
+Its own module because a wrong servers file must fail at start with the file, server and field
+named, and what reads wrong must be told: that is reading, apart from the file's shape
+(`bot.mcp.server_config`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from collections import deque
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from dotenv import dotenv_values
+from pydantic import (
+    ValidationError,
+)
+
+from bot.errors import ConfigError
+from bot.mcp.server_config import SERVER_KEYS, AuthConfig, McpConfig, ServerConfig, ServersFile
+from bot.plain_http import plain_http_host
+
+logger = logging.getLogger(__name__)
+
+
+# `${VAR}` and VS Code's `${env:VAR}`; any other `${…}` is one nerve cannot fill.
+_VAR = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+_OTHER_VAR = re.compile(r"\$\{[^}]*\}")
+
+
+def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise ConfigError(f"{where} uses ${{{name}}}, but {name} is not set in the environment")
+        return environ[name]
+
+    expanded = _VAR.sub(sub, value)
+    other = _OTHER_VAR.search(_VAR.sub("", value))
+    if other is not None:
+        raise ConfigError(
+            f"{where} uses {other.group(0)}, which nerve cannot fill: "
+            "use ${NAME} (or ${env:NAME}) with NAME set in the environment"
+        )
+    return expanded
+
+
+def _read_env_file(
+    server: ServerConfig, environ: Mapping[str, str], path: Path, where: str
+) -> dict[str, str]:
+    """The variables of the server's `envFile` (relative to the servers file); `env` entries win."""
+    if server.env_file is None:
+        return {}
+    field = f"{where} field 'envFile'"
+    env_path = Path(_expand(server.env_file, environ, field))
+    if not env_path.is_absolute():
+        env_path = path.parent / env_path
+    if not env_path.is_file():
+        raise ConfigError(f"{field}: {env_path} not found")
+    return {key: value for key, value in dotenv_values(env_path).items() if value is not None}
+
+
+def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], path: Path) -> ServerConfig:
+    where = f"{path}: server '{name}'"
+    command = server.command
+    if command in ("python", "python3"):
+        # "python" means the interpreter nerve runs under, so a server sees nerve's packages.
+        command = sys.executable
+    cwd = server.cwd
+    if cwd is not None:
+        cwd_path = Path(_expand(cwd, environ, f"{where} field 'cwd'"))
+        cwd = str(cwd_path if cwd_path.is_absolute() else (path.parent / cwd_path).resolve())
+    elif server.command:
+        cwd = str(path.parent.resolve())
+    env = _read_env_file(server, environ, path, where)
+    env.update({k: _expand(v, environ, f"{where} field 'env.{k}'") for k, v in server.env.items()})
+    url = _expand(server.url, environ, f"{where} field 'url'") if server.url else None
+    insecure = plain_http_host(url) if url is not None and not server.allow_insecure_http else None
+    if insecure is not None:
+        raise ConfigError(
+            f"{where} field 'url': plain http to {insecure} can be read and changed by anything on the "
+            'path: use https (plain http is for loopback only), or set "allowInsecureHttp": true if '
+            "you mean it (nerve still never sends credentials over it)"
+        )
+    return server.model_copy(
+        update={
+            "command": _expand(command, environ, f"{where} field 'command'") if command else None,
+            "args": [_expand(a, environ, f"{where} field 'args'") for a in server.args],
+            "env": env,
+            "cwd": cwd,
+            "url": url,
+            "headers": {
+                k: _expand(v, environ, f"{where} field 'headers.{k}'") for k, v in server.headers.items()
+            },
+            "auth": _expand_auth(server.auth, environ, where),
+        }
+    )
+
+
+def _expand_auth(auth: AuthConfig | None, environ: Mapping[str, str], where: str) -> AuthConfig | None:
+    """`${VAR}` in the client credentials, so a secret stays in the environment, not the file."""
+    if auth is None:
+        return None
+    return auth.model_copy(
+        update={
+            "client_id": _expand(auth.client_id, environ, f"{where} field 'auth.client_id'")
+            if auth.client_id
+            else None,
+            "client_secret": _expand(auth.client_secret, environ, f"{where} field 'auth.client_secret'")
+            if auth.client_secret
+            else None,
+        }
+    )
+
+
+def _describe_validation_error(path: Path, error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        loc = [str(part) for part in item["loc"]]
+        if len(loc) >= 3 and loc[0] == "policy":
+            problems.append(f"policy '{loc[1]}' field '{'.'.join(loc[2:])}': {_plain(item['msg'])}")
+        elif len(loc) >= 2 and loc[0] in SERVER_KEYS:
+            field = ".".join(loc[2:]) or "(entry)"
+            if field == "(entry)" and item["msg"].startswith("Value error, '"):
+                # A cross-field rule: name the field it is about ('type', 'transport', …).
+                field = item["msg"].split("'")[1]
+            problems.append(f"server '{loc[1]}' field '{field}': {_plain(item['msg'])}")
+        else:
+            problems.append(f"field '{'.'.join(loc) or '(top level)'}': {_plain(item['msg'])}")
+    return f"{path}: " + "; ".join(problems)
+
+
+def _plain(message: str) -> str:
+    return message.removeprefix("Value error, ")
+
+
+def load_servers(path: Path, environ: Mapping[str, str] | None = None) -> dict[str, ServerConfig]:
+    """The active servers of the servers file (see `load_mcp_config`)."""
+    return load_mcp_config(path, environ).servers
+
+
+def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> McpConfig:
+    """Read and check the servers file once; a mistake fails here, naming the file, server and field.
+    What reads wrong in it is logged (`read_mcp_config` reads it without a word)."""
+    config = read_mcp_config(path, environ)
+    for warning in config.warnings:
+        logger.warning("%s", warning)
+    return config
+
+
+def read_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> McpConfig:
+    """The servers file read and checked, its warnings returned, not logged.
+
+    Disabled servers are left out before their `${VAR}`s are filled, so a server switched off
+    does not need its secrets set.
+    """
+    env = os.environ if environ is None else environ
+    try:
+        raw: Any = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_Object.of)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: servers file not found (set NERVE_MCP_CONFIG to another file)") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"{path}: is a directory, not a file (set NERVE_MCP_CONFIG to the servers file)"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    repeated = _repeated_key(raw)
+    if repeated is not None:
+        raise ConfigError(f"{path}: {repeated}")
+    try:
+        parsed = ServersFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe_validation_error(path, exc)) from None
+    servers = {
+        name: _expand_server(name, server, env, path)
+        for name, server in parsed.entries.items()
+        if server.active and name not in parsed.disabled
+    }
+    warnings = tuple(f"{path}: {problem}" for problem in lookalike_names(parsed.entries))
+    return McpConfig(servers=servers, scopes=parsed.scopes, warnings=warnings)
+
+
+class _Object(dict[str, Any]):
+    """A JSON object as read, with the keys it gave more than once (`json` keeps the last value)."""
+
+    repeated: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, Any]]) -> _Object:
+        found = cls()
+        repeated: list[str] = []
+        for key, value in pairs:
+            if key in found and key not in repeated:
+                repeated.append(key)
+            found[key] = value
+        found.repeated = tuple(repeated)
+        return found
+
+
+def _repeated_key(raw: Any) -> str | None:
+    """A key given twice in one object of the file, and where; outermost first, else in file order.
+
+    A repeated key is a mistake JSON readers disagree on (most keep the last value, silently): a
+    second `"check"` server would quietly replace the first.
+    """
+    waiting: deque[tuple[str, Any]] = deque([("", raw)])
+    while waiting:
+        where, value = waiting.popleft()
+        if isinstance(value, _Object):
+            if value.repeated:
+                key = value.repeated[0]
+                if where in SERVER_KEYS:
+                    return f"server '{key}' appears twice"
+                return f"key '{key}' appears twice " + (f"in {where}" if where else "at the top level")
+            waiting.extend((f"{where}.{key}" if where else key, child) for key, child in value.items())
+        elif isinstance(value, list):
+            waiting.extend((f"{where}[{i}]", child) for i, child in enumerate(value))
+    return None
+
+
+def _folded(name: str) -> str:
+    return "".join(ch for ch in name.casefold() if ch.isalnum())
+
+
+def lookalike_names(names: Iterable[str]) -> list[str]:
+    """A line for each group of server names only case or punctuation apart (`Check` and `check`,
+    `my-server` and `my_server`): allowed, but a person or a model can take one for the other."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(_folded(name), []).append(name)
+    return [
+        f"servers {' and '.join(repr(name) for name in group)} differ only in case or punctuation"
+        for group in groups.values()
+        if len(group) > 1
+    ]
