@@ -4,6 +4,10 @@
 connection drops it closes everything and opens it again after a backoff. The client is entered
 and exited in this one task, as anyio's cancel scopes require; calls from other tasks use the
 open session concurrently, which MCP allows (each request has its own id).
+
+The link only keeps the connection alive; the wire is `bot.mcp.transport`, what the server sends
+unasked `bot.mcp.server_messages`, the listings `bot.mcp.listing`, and why an attempt failed
+`bot.mcp.link_failures`.
 """
 
 from __future__ import annotations
@@ -12,73 +16,51 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any, Literal, cast
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Literal, cast
 
 import anyio
 import anyio.abc
 import httpx2
 import jsonschema  # noqa: F401 - loaded up front: the client's first output-schema check would pay ~100 ms
 import mcp_types
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
 from mcp.client import Transport
-from mcp.client.session import ClientRequestContext
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import (
     ListenNotSupportedError,
     PromptsListChanged,
     SubscriptionLost,
     ToolsListChanged,
 )
-from mcp.shared.message import SessionMessage
-from mcp_types.jsonrpc import CONNECTION_CLOSED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bot.mcp.address_guard import Refused, http_client
 from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
 from bot.mcp.circuit import Circuit, CircuitPolicy
 from bot.mcp.early_start import EarlyServer, claim
+from bot.mcp.link_failures import NEEDS_AUTH_ENTRY, address_refused, describe_failure, sign_in_needed
+from bot.mcp.listing import list_all_prompts, list_all_tools
 from bot.mcp.server_config import ServerConfig
+from bot.mcp.server_messages import ServerMessages
 from bot.mcp.stderr import StderrTap
-from bot.mcp.stdio import server_environment, stdio_transport, stop_server
+from bot.mcp.stdio import server_environment, stop_server
+from bot.mcp.transport import open_transport, stdio_parameters, watched
 from bot.observe import metrics
 from bot.observe.log_context import fields
-from bot.types import InputDraft, SignInNeeded
+from bot.types import SignInNeeded
 
 logger = logging.getLogger(__name__)
 
 Mode = Literal["auto", "legacy"]
 # What signs a remote server's HTTP requests in (an OAuth provider), made per link; None: nothing.
 AuthFactory = Callable[[str, ServerConfig], httpx2.Auth | None]
-_LOG_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
-}
-TransportStreams = tuple[Any, Any]
-
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 # A connection that lived this long (or answered a call) was healthy: the next failure starts the
 # backoff afresh.
 HEALTHY_AFTER = 60.0
-MAX_TOOL_PAGES = 100
-MAX_URL_WAITERS = 100
-# Long-lived HTTP streams (SSE) legitimately stay silent for minutes.
-STREAM_READ_TIMEOUT = 300.0
 CLIENT_INFO = mcp_types.Implementation(name="nerve", version="0.1.0")
-NEEDS_AUTH_ENTRY = (
-    'needs sign-in: add an auth entry for it in the servers file, e.g. "auth": {"type": "oauth",'
-    ' "identity": "user"}'
-)
 
 
 class ServerLink:
@@ -132,9 +114,7 @@ class ServerLink:
         self._lost = False
         # The calls in flight, so what the server asks mid-call reaches the person it is for.
         self.callers = Callers()
-        # Links people agreed to open, by elicitation id: the server says when it is done with each.
-        self._url_waiters: dict[str, Callable[[str], Awaitable[None]]] = {}
-        self._server_log = logging.getLogger(f"bot.mcp.server.{name}")
+        self._messages = ServerMessages(name, self.callers, self.request_refresh)
         # Calls pause after repeated crashes of the running server (`bot.mcp.circuit`); each link
         # has its own. Failed starts are not counted: the restart backoff deals with those.
         self.circuit = Circuit(name, circuit)
@@ -268,7 +248,7 @@ class ServerLink:
         """This stdio server's process, when the command line started it already (first start only)."""
         if self.config.kind != "stdio":
             return None
-        early = await claim(self.name, self.config, server_environment(self._stdio_parameters()))
+        early = await claim(self.name, self.config, server_environment(stdio_parameters(self.config)))
         if early is not None:
             logger.debug(
                 "MCP server %r: connecting to the process started early (%d)",
@@ -277,11 +257,6 @@ class ServerLink:
                 extra=fields("mcp_server_started_early", server=self.name),
             )
         return early
-
-    def _stdio_parameters(self) -> StdioServerParameters:
-        config = self.config
-        assert config.command is not None
-        return StdioServerParameters(command=config.command, args=config.args, env=config.env, cwd=config.cwd)
 
     async def _connect_and_serve(self, tap: StderrTap | None, early: EarlyServer | None = None) -> str:
         self._challenged = False
@@ -294,15 +269,24 @@ class ServerLink:
         try:
             with anyio.CancelScope(deadline=started + self._connect_timeout) as handshake:
                 async with AsyncExitStack() as stack:
-                    transport = await self._transport(stack, tap, early)
+                    transport = await open_transport(
+                        self.name,
+                        self.config,
+                        stack,
+                        connect_timeout=self._connect_timeout,
+                        auth=self.auth,
+                        on_response=self._watch_for_challenge,
+                        tap=tap,
+                        early=early,
+                    )
                     client = Client(
-                        cast(Transport, _watched(transport, self._connection_lost)),
+                        cast(Transport, watched(transport, self._connection_lost)),
                         mode=self._mode,
-                        message_handler=self._on_message,
+                        message_handler=self._messages.on_message,
                         cache=None,
                         client_info=CLIENT_INFO,
-                        elicitation_callback=self._on_elicit,
-                        logging_callback=self._on_log,
+                        elicitation_callback=self._messages.on_elicit,
+                        logging_callback=self._messages.on_log,
                         log_level="info",
                     )
                     await stack.enter_async_context(client)
@@ -363,7 +347,7 @@ class ServerLink:
         tools = bool(offered.tools and offered.tools.list_changed)
         prompts = bool(offered.prompts and offered.prompts.list_changed)
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not (tools or prompts):
-            return  # older connections deliver notifications/*/list_changed to _on_message
+            return  # older connections deliver notifications/*/list_changed to `ServerMessages.on_message`
         await group.start(self._listen, client, tools, prompts)
 
     async def _listen(
@@ -383,45 +367,6 @@ class ServerLink:
             if not started:
                 task_status.started()
 
-    async def _on_elicit(
-        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
-    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
-        """The server asks for input mid-call: ask the person the call runs for, or cancel."""
-        routed = self.callers.route()
-        if routed is None or routed[0].ask is None:
-            why = "no call of one person is running" if routed is None else "nobody can answer it here"
-            logger.info("MCP server %r asked for input, answered cancel: %s", self.name, why)
-            return mcp_types.ElicitResult(action="cancel")
-        call, tools = routed
-        assert call.ask is not None
-        draft = draft_of(params, tools)
-        answer = await call.ask(draft)
-        if answer.action == "accept" and params.mode == "url" and params.elicitation_id and call.completed:
-            self._url_waiters[params.elicitation_id] = call.completed
-            while len(self._url_waiters) > MAX_URL_WAITERS:  # completions are not guaranteed to come
-                self._url_waiters.pop(next(iter(self._url_waiters)))
-        content = answer.content if answer.action == "accept" and draft.mode == "form" else None
-        return mcp_types.ElicitResult(action=answer.action, content=content)
-
-    async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
-        """Server logging goes to nerve's log under the server's name, never into a conversation."""
-        level = _LOG_LEVELS.get(params.level, logging.INFO)
-        data = params.data if isinstance(params.data, str) else repr(params.data)
-        source = f" [{params.logger}]" if params.logger else ""
-        self._server_log.log(level, "%s%s", data[:2000], source)
-
-    async def _on_message(self, message: object) -> None:
-        if isinstance(
-            message, mcp_types.ToolListChangedNotification | mcp_types.PromptListChangedNotification
-        ):
-            self.request_refresh()
-        elif isinstance(message, mcp_types.ElicitCompleteNotification):
-            done = self._url_waiters.pop(message.params.elicitation_id, None)
-            if done is not None:
-                await done(message.params.elicitation_id)
-        elif isinstance(message, Exception):
-            logger.debug("MCP server %r: transport error: %s", self.name, message)
-
     def _connection_lost(self) -> None:
         # Calls from now on get "unavailable" at once instead of a closed session's error.
         was_ready = self.client is not None
@@ -435,58 +380,6 @@ class ServerLink:
             self.problem = "lost the connection"
             metrics.server_up(self.name, False)
             self._notify()
-
-    async def _transport(
-        self, stack: AsyncExitStack, tap: StderrTap | None, early: EarlyServer | None = None
-    ) -> AbstractAsyncContextManager[TransportStreams]:
-        config = self.config
-        if config.kind == "stdio":
-            assert tap is not None
-            return stdio_transport(
-                self._stdio_parameters(),
-                server=self.name,
-                errlog=tap.writer,
-                started=early.process if early is not None else None,
-            )
-        assert config.url is not None
-        if config.kind == "sse":
-
-            def guarded(
-                headers: dict[str, str] | None = None,
-                timeout: httpx2.Timeout | None = None,
-                auth: httpx2.Auth | None = None,
-            ) -> httpx2.AsyncClient:
-                return http_client(
-                    config.allow_private_network,
-                    allow_insecure_http=config.allow_insecure_http,
-                    server_url=config.url,
-                    headers=headers,
-                    timeout=timeout,
-                    auth=auth,
-                )
-
-            return sse_client(
-                config.url,
-                headers=config.headers or None,
-                timeout=self._connect_timeout,
-                sse_read_timeout=STREAM_READ_TIMEOUT,
-                auth=self.auth,
-                httpx_client_factory=guarded,
-            )
-        # Every request of this client (redirects and OAuth discovery too) goes to public addresses
-        # only, unless the entry allows private ones, and over plain http off this machine only when
-        # the entry allows it and the request carries no credential (`bot.mcp.address_guard`).
-        http = http_client(
-            config.allow_private_network,
-            allow_insecure_http=config.allow_insecure_http,
-            server_url=config.url,
-            headers=config.headers,
-            timeout=httpx2.Timeout(self._connect_timeout, read=STREAM_READ_TIMEOUT),
-            auth=self.auth,
-            event_hooks={"response": [self._watch_for_challenge]},
-        )
-        await stack.enter_async_context(http)
-        return streamable_http_client(config.url, http_client=http)
 
     async def _watch_for_challenge(self, response: httpx2.Response) -> None:
         """Note a 401 that asks for a sign-in the servers file does not configure: the SDK turns it
@@ -531,106 +424,6 @@ class ServerLink:
         self._on_change()
 
 
-async def list_all_tools(client: Client) -> tuple[ListedTool, ...]:
-    """Every tool, following pagination cursors (bounded, so a server that loops cannot hang us)."""
-    tools: list[ListedTool] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_TOOL_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(
-            ListedTool(
-                name=t.name,
-                description=t.description,
-                input_schema=t.input_schema,
-                annotations=None
-                if t.annotations is None
-                else t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True),
-            )
-            for t in page.tools
-        )
-        cursor = page.next_cursor
-        if cursor is None or cursor in seen:
-            break
-        seen.add(cursor)
-    return tuple(tools)
-
-
-@asynccontextmanager
-async def _watched(
-    transport: AbstractAsyncContextManager[TransportStreams], on_lost: Callable[[], None]
-) -> AsyncIterator[TransportStreams]:
-    """The transport's streams, with `on_lost` called once the server side ends.
-
-    The SDK fails pending requests when a connection ends but tells nobody else; the host needs to
-    know at once so it can restart the server before the next call arrives.
-    """
-    async with transport as (read_stream, write_stream):
-        send, receive = anyio.create_memory_object_stream[Any](0)
-
-        async def relay() -> None:
-            try:
-                async with send:
-                    async for item in read_stream:
-                        await send.send(_complete_by_default(item))
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-                pass
-            finally:
-                on_lost()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(relay)
-            try:
-                yield receive, write_stream
-            finally:
-                group.cancel_scope.cancel()
-                receive.close()
-
-
-def draft_of(params: mcp_types.ElicitRequestParams, tools: tuple[str, ...]) -> InputDraft:
-    """A server's question (either mode), as nerve shows it."""
-    if isinstance(params, mcp_types.ElicitRequestURLParams):
-        return InputDraft(
-            message=params.message,
-            mode="url",
-            url=params.url,
-            elicitation_id=params.elicitation_id,
-            tools=tools,
-        )
-    return InputDraft(message=params.message, mode="form", schema=dict(params.requested_schema), tools=tools)
-
-
-def _complete_by_default(item: Any) -> Any:
-    """A result without `resultType` is a complete one: the specification says so, and the SDK's
-    2026-07-28 validation would otherwise refuse a tool's answer as unreadable."""
-    if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCResponse):
-        result = item.message.result
-        if isinstance(result, dict):
-            result.setdefault("resultType", "complete")
-    return item
-
-
-async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
-    """Every prompt, following cursors (bounded); none when the server offers no prompts."""
-    if client.server_capabilities.prompts is None:
-        return ()
-    prompts: list[mcp_types.Prompt] = []
-    cursor: str | None = None
-    for _ in range(MAX_TOOL_PAGES):
-        page = await client.list_prompts(cursor=cursor)
-        prompts.extend(page.prompts)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tuple(prompts)
-
-
-def address_refused(exc: BaseException) -> Refused | None:
-    """The refusal a failed attempt stopped at (an address inside the network, plain http), wherever
-    in the groups and causes it is."""
-    return next((found for found in _linked(exc) if isinstance(found, Refused)), None)
-
-
 def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
     """The sign-in a failed call's server asked for mid-call (more scope: a step-up), with the scope
     it is for, if it did; taken, so that it is reported once."""
@@ -641,44 +434,3 @@ def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
         return None
     needed, provider.asked = provider.asked, None
     return needed, provider.context.client_metadata.scope
-
-
-def sign_in_needed(exc: BaseException) -> SignInNeeded | None:
-    """The sign-in a failed attempt stopped at (per-person OAuth), wherever in the groups it is."""
-    for found in _linked(exc):
-        needed = getattr(found, "sign_in", None)
-        if isinstance(needed, SignInNeeded):
-            return needed
-    return None
-
-
-def _linked(exc: BaseException) -> Iterator[BaseException]:
-    """`exc`, the exceptions of its groups and their causes and contexts, each once."""
-    seen: list[BaseException] = [exc]
-    visited: set[int] = set()
-    while seen:
-        found = seen.pop()
-        if id(found) in visited:
-            continue
-        visited.add(id(found))
-        yield found
-        if isinstance(found, BaseExceptionGroup):
-            seen.extend(found.exceptions)
-        seen.extend(linked for linked in (found.__cause__, found.__context__) if linked is not None)
-
-
-def describe_failure(exc: BaseException) -> str:
-    """A short reason an operator can act on, from whatever the attempt raised."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, FileNotFoundError):
-        return f"could not be started: {exc.strerror or 'command not found'}: {exc.filename}"
-    if isinstance(exc, PermissionError):
-        return f"could not be started: permission denied: {exc.filename}"
-    if isinstance(exc, OSError):
-        return f"could not be started: {exc}"
-    if isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED:
-        return "closed the connection during start-up"
-    if isinstance(exc, httpx2.HTTPError):
-        return f"could not be reached: {type(exc).__name__}: {exc}"
-    return f"failed: {type(exc).__name__}: {exc}"

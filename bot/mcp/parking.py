@@ -26,7 +26,7 @@ from mcp import Client, MCPError
 from mcp.client.session import ClientRequestContext
 from mcp.shared.dispatcher import ProgressFnT
 
-from bot.mcp.link import draft_of
+from bot.mcp.server_messages import draft_of
 from bot.types import CallContext, InputNeeded
 
 logger = logging.getLogger(__name__)
