@@ -1,8 +1,8 @@
 """The MCP host: every configured server, its tools offered to the model, calls routed back (S1–S3, S14, S15).
 
 One `ServerLink` task per server owns that server's client and restarts it when it dies; this
-class keeps the combined tool catalog and turns each call's outcome into a `ToolResult`, never
-an exception.
+class keeps the combined tool catalog and routes each call to its server's link, where
+`bot.mcp.calls` makes it and turns its outcome into a `ToolResult`, never an exception.
 
 Tool-list changes are handled on both protocol generations: a 2026-07-28 connection subscribes
 with `subscriptions/listen`, an older one gets `notifications/tools/list_changed` through the
@@ -23,23 +23,19 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import httpx2
 import mcp_types
-import pydantic
-from mcp import Client, MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp import MCPError
 
 from bot.errors import PromptError
 from bot.mcp import results
+from bot.mcp.calls import LinkCalls
 from bot.mcp.catalog import build_catalog, unmatched_overrides
 from bot.mcp.circuit import CircuitPolicy
 from bot.mcp.link import AuthFactory, Mode, ServerLink, sign_in_asked
-from bot.mcp.parking import call_parkable
 from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
 from bot.mcp.prompts import prompt_specs, prompt_text
 from bot.mcp.server_config import ServerConfig
-from bot.mcp.timer import CallTimer
 from bot.observe.log_context import server_context
-from bot.types import CallContext, InputNeeded, PromptSpec, ToolResult, ToolSpec
+from bot.types import CallContext, PromptSpec, ToolResult, ToolSpec
 
 if TYPE_CHECKING:  # the OAuth client loads only when a server signs in
     from bot.mcp.auth.sign_ins import SignIns
@@ -56,8 +52,6 @@ CLOSE_TIMEOUT = 10.0
 STARTUP_GRACE = 2.0
 STARTUP_LIMIT = 10.0
 STILL_STARTING = "still starting"
-# What the SDK's Streamable HTTP client says for a non-2xx answer without a JSON-RPC error in it.
-HTTP_ERROR_STAND_IN = "Server returned an error response"
 
 
 class MCPHost:
@@ -77,7 +71,7 @@ class MCPHost:
     ) -> None:
         self._servers = dict(servers)
         self._default_timeout = default_timeout
-        self._max_call_seconds = max_call_seconds
+        self._calls = LinkCalls(max_call_seconds=max_call_seconds, still_offered=self._still_offered)
 
         def make_link(
             name: str, config: ServerConfig, link_auth: httpx2.Auth | None, personal: bool = False
@@ -323,12 +317,12 @@ class MCPHost:
                 return ToolResult(
                     content=f"Connected to {spec.server}. Its tools are now available: {listed}."
                 )
-            result = await self._call_on(found, spec, name, arguments, context, started)
+            result = await self._calls.call(found, spec, name, arguments, context, started)
             # The server asked for more than the person granted (step-up): their sign-in again.
             needed = self._personal.sign_in_asked(found) if result.is_error else None
             return ToolResult(content="", needs_sign_in=needed) if needed is not None else result
         link = self._links[spec.server]
-        result = await self._call_on(link, spec, name, arguments, context, started)
+        result = await self._calls.call(link, spec, name, arguments, context, started)
         asked = sign_in_asked(link) if result.is_error else None
         if asked is not None:
             # The server asked nerve's own account for more access on this call (a step-up): only
@@ -363,128 +357,6 @@ class MCPHost:
             )
             return results.changed(screened.name, "its server changed its definition after it was checked")
         return live
-
-    async def _call_on(
-        self,
-        link: ServerLink,
-        spec: ToolSpec,
-        name: str,
-        arguments: dict[str, Any],
-        context: CallContext | None,
-        started: float,
-    ) -> ToolResult:
-        """One call through the server's circuit: refused at once while it is open; a session the
-        server forgot (HTTP 404) is opened again and the call made once more, once."""
-        ticket = link.circuit.admit()
-        if isinstance(ticket, str):
-            return results.unavailable(spec.server, ticket, latency_ms=(time.perf_counter() - started) * 1000)
-        result: ToolResult | None = None
-        try:
-            stale = link.client
-            result = await self._call_once(link, spec, name, arguments, context, started)
-            if link.session_expired and stale is not None and result.error_kind == "unavailable":
-                result = await self._call_renewed(link, stale, spec, name, arguments, context, started)
-        finally:
-            # A probe call settles the circuit: answered (even with a tool error) means the server is back.
-            link.circuit.settle(
-                ticket, answered=None if result is None else result.error_kind != "unavailable"
-            )
-        return result
-
-    async def _call_renewed(
-        self,
-        link: ServerLink,
-        stale: Client,
-        spec: ToolSpec,
-        name: str,
-        arguments: dict[str, Any],
-        context: CallContext | None,
-        started: float,
-    ) -> ToolResult:
-        """The call again on a new session; the server never ran it on the one it had forgotten."""
-        logger.info("MCP server %r forgot the session; opening a new one for %s", spec.server, name)
-        if await link.renew_session(stale, within=spec.timeout) is None:
-            reason = "it forgot the session and a new one could not be opened in time"
-            return results.unavailable(spec.server, reason, latency_ms=(time.perf_counter() - started) * 1000)
-        result = await self._call_once(link, spec, name, arguments, context, started)
-        if link.session_expired and result.error_kind == "unavailable":
-            reason = "it forgot the session again right after a new one was opened"
-            return replace(result, content=results.unavailable(spec.server, reason).content, detail=reason)
-        return result
-
-    async def _call_once(
-        self,
-        link: ServerLink,
-        spec: ToolSpec,
-        name: str,
-        arguments: dict[str, Any],
-        context: CallContext | None,
-        started: float,
-    ) -> ToolResult:
-
-        def elapsed() -> float:
-            return (time.perf_counter() - started) * 1000
-
-        client = link.client
-        if client is None and link.refused is not None:
-            return results.unavailable(spec.server, link.refused, latency_ms=elapsed())
-        if client is None:
-            # Restarting after a crash: wait for it within the call's own timeout.
-            client = await link.wait_ready(within=spec.timeout)
-            if client is None:
-                reason = f"{link.problem or 'it stopped'}; it is being restarted"
-                return results.unavailable(spec.server, reason, latency_ms=elapsed())
-            # A restarted server lists its tools anew: still the definition the call was checked against?
-            still = self._still_offered(spec) if spec.definition_hash else spec
-            if isinstance(still, ToolResult):
-                return replace(still, latency_ms=elapsed())
-        timer = CallTimer(idle=spec.timeout, most=self._max_call_seconds, spent=elapsed() / 1000)
-        context = timer.watch(context or CallContext(tool=name, owner=""))
-        try:
-            # Leaving the scope on timeout cancels the request, which sends notifications/cancelled.
-            with anyio.CancelScope() as scope, link.callers.running(context):
-                timer.scope = scope
-                timer.restart()
-                on_progress = timer.progress_callback(context)
-                if (context.park or context.resume) and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                    outcome = await call_parkable(client, spec.original_name, arguments, context, on_progress)
-                    if isinstance(outcome, InputNeeded):
-                        return ToolResult(content="", needs_input=outcome, latency_ms=elapsed())
-                    answer = outcome
-                else:
-                    answer = await client.call_tool(
-                        spec.original_name, arguments, progress_callback=on_progress
-                    )
-            if scope.cancelled_caught:
-                if timer.out_of_time():
-                    return results.timed_out(name, self._max_call_seconds, latency_ms=elapsed())
-                return results.timed_out(name, spec.timeout, latency_ms=elapsed())
-        except MCPError as exc:
-            if link.session_expired:
-                return results.unavailable(spec.server, "it forgot the session", latency_ms=elapsed())
-            if link.http_failure is not None and exc.error.message == HTTP_ERROR_STAND_IN:
-                # The SDK's words for any non-2xx answer: the status says more (a gateway's 502).
-                return results.unavailable(
-                    spec.server, f"it answered {link.http_failure}", latency_ms=elapsed()
-                )
-            return _protocol_error(spec, exc, elapsed(), remote=link.config.kind != "stdio")
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
-        except RuntimeError as exc:
-            if link.client is not client:  # the session closed under the call
-                return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
-            # e.g. structured content that breaks the tool's own output schema
-            return results.failed(name, str(exc), latency_ms=elapsed())
-        except pydantic.ValidationError as exc:
-            logger.warning("MCP server %r sent a malformed result for %s: %s", spec.server, name, exc)
-            return results.failed(
-                name, "the service sent an answer that could not be read", latency_ms=elapsed()
-            )
-        except Exception as exc:  # the seam's promise: tool failures are data
-            logger.exception("MCP call %s on %r failed unexpectedly", name, spec.server)
-            return results.failed(name, f"{type(exc).__name__}: {exc}", latency_ms=elapsed())
-        link.note_success()
-        return results.from_call_result(answer, latency_ms=elapsed())
 
     async def forget_sign_in(self, server: str, person: str) -> None:
         """Close a person's link to a per-person server (after they disconnected it)."""
@@ -522,21 +394,3 @@ class MCPHost:
         if problem not in self._warned:
             self._warned.add(problem)
             logger.warning("%s", problem)
-
-
-def _protocol_error(spec: ToolSpec, exc: MCPError, latency_ms: float, *, remote: bool) -> ToolResult:
-    """A JSON-RPC error instead of a result: the server could not run the call at all."""
-    code = exc.error.code
-    if code == CONNECTION_CLOSED:
-        # A remote server may well be running: what failed is the connection (reset, answer cut off).
-        reason = (
-            "the connection to it broke during the call" if remote else "it stopped while handling the call"
-        )
-        return results.unavailable(spec.server, reason, latency_ms=latency_ms)
-    if code == REQUEST_TIMEOUT:
-        return results.timed_out(spec.name, spec.timeout, latency_ms=latency_ms)
-    if code == INVALID_PARAMS:
-        return results.failed(spec.name, exc.error.message, kind="arguments", latency_ms=latency_ms)
-    kind, retry_after = results.classify_error(exc.error.message)
-    failure = results.failed(spec.name, exc.error.message, kind=kind, latency_ms=latency_ms)
-    return replace(failure, retry_after=retry_after)

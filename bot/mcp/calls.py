@@ -1,0 +1,181 @@
+"""One tool call on one server's link, with every way it can fail turned into a `ToolResult`.
+
+Its own module because a call has its own rules apart from keeping the servers and the catalog
+(`bot.mcp.host`): it goes through the server's circuit, waits for a restart within its own timeout,
+is made once more on a new session when the server forgot the old one, runs on an idle timer that
+a person filling in a form stops, and never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+import pydantic
+from mcp import Client, MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from bot.mcp import results
+from bot.mcp.link import ServerLink
+from bot.mcp.parking import call_parkable
+from bot.mcp.timer import CallTimer
+from bot.types import CallContext, InputNeeded, ToolResult, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+# What the SDK's Streamable HTTP client says for a non-2xx answer without a JSON-RPC error in it.
+HTTP_ERROR_STAND_IN = "Server returned an error response"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkCalls:
+    """Calls on links, bounded by `max_call_seconds` of the server's own time; `still_offered`
+    finds a restarted server's live spec of a tool, or why the call must not be made."""
+
+    max_call_seconds: float
+    still_offered: Callable[[ToolSpec], ToolSpec | ToolResult]
+
+    async def call(
+        self,
+        link: ServerLink,
+        spec: ToolSpec,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None,
+        started: float,
+    ) -> ToolResult:
+        """One call through the server's circuit: refused at once while it is open; a session the
+        server forgot (HTTP 404) is opened again and the call made once more, once."""
+        ticket = link.circuit.admit()
+        if isinstance(ticket, str):
+            return results.unavailable(spec.server, ticket, latency_ms=(time.perf_counter() - started) * 1000)
+        result: ToolResult | None = None
+        try:
+            stale = link.client
+            result = await self._once(link, spec, name, arguments, context, started)
+            if link.session_expired and stale is not None and result.error_kind == "unavailable":
+                result = await self._renewed(link, stale, spec, name, arguments, context, started)
+        finally:
+            # A probe call settles the circuit: answered (even with a tool error) means the server is back.
+            link.circuit.settle(
+                ticket, answered=None if result is None else result.error_kind != "unavailable"
+            )
+        return result
+
+    async def _renewed(
+        self,
+        link: ServerLink,
+        stale: Client,
+        spec: ToolSpec,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None,
+        started: float,
+    ) -> ToolResult:
+        """The call again on a new session; the server never ran it on the one it had forgotten."""
+        logger.info("MCP server %r forgot the session; opening a new one for %s", spec.server, name)
+        if await link.renew_session(stale, within=spec.timeout) is None:
+            reason = "it forgot the session and a new one could not be opened in time"
+            return results.unavailable(spec.server, reason, latency_ms=(time.perf_counter() - started) * 1000)
+        result = await self._once(link, spec, name, arguments, context, started)
+        if link.session_expired and result.error_kind == "unavailable":
+            reason = "it forgot the session again right after a new one was opened"
+            return replace(result, content=results.unavailable(spec.server, reason).content, detail=reason)
+        return result
+
+    async def _once(
+        self,
+        link: ServerLink,
+        spec: ToolSpec,
+        name: str,
+        arguments: dict[str, Any],
+        context: CallContext | None,
+        started: float,
+    ) -> ToolResult:
+
+        def elapsed() -> float:
+            return (time.perf_counter() - started) * 1000
+
+        client = link.client
+        if client is None and link.refused is not None:
+            return results.unavailable(spec.server, link.refused, latency_ms=elapsed())
+        if client is None:
+            # Restarting after a crash: wait for it within the call's own timeout.
+            client = await link.wait_ready(within=spec.timeout)
+            if client is None:
+                reason = f"{link.problem or 'it stopped'}; it is being restarted"
+                return results.unavailable(spec.server, reason, latency_ms=elapsed())
+            # A restarted server lists its tools anew: still the definition the call was checked against?
+            still = self.still_offered(spec) if spec.definition_hash else spec
+            if isinstance(still, ToolResult):
+                return replace(still, latency_ms=elapsed())
+        timer = CallTimer(idle=spec.timeout, most=self.max_call_seconds, spent=elapsed() / 1000)
+        context = timer.watch(context or CallContext(tool=name, owner=""))
+        try:
+            # Leaving the scope on timeout cancels the request, which sends notifications/cancelled.
+            with anyio.CancelScope() as scope, link.callers.running(context):
+                timer.scope = scope
+                timer.restart()
+                on_progress = timer.progress_callback(context)
+                if (context.park or context.resume) and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    outcome = await call_parkable(client, spec.original_name, arguments, context, on_progress)
+                    if isinstance(outcome, InputNeeded):
+                        return ToolResult(content="", needs_input=outcome, latency_ms=elapsed())
+                    answer = outcome
+                else:
+                    answer = await client.call_tool(
+                        spec.original_name, arguments, progress_callback=on_progress
+                    )
+            if scope.cancelled_caught:
+                if timer.out_of_time():
+                    return results.timed_out(name, self.max_call_seconds, latency_ms=elapsed())
+                return results.timed_out(name, spec.timeout, latency_ms=elapsed())
+        except MCPError as exc:
+            if link.session_expired:
+                return results.unavailable(spec.server, "it forgot the session", latency_ms=elapsed())
+            if link.http_failure is not None and exc.error.message == HTTP_ERROR_STAND_IN:
+                # The SDK's words for any non-2xx answer: the status says more (a gateway's 502).
+                return results.unavailable(
+                    spec.server, f"it answered {link.http_failure}", latency_ms=elapsed()
+                )
+            return _protocol_error(spec, exc, elapsed(), remote=link.config.kind != "stdio")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
+        except RuntimeError as exc:
+            if link.client is not client:  # the session closed under the call
+                return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
+            # e.g. structured content that breaks the tool's own output schema
+            return results.failed(name, str(exc), latency_ms=elapsed())
+        except pydantic.ValidationError as exc:
+            logger.warning("MCP server %r sent a malformed result for %s: %s", spec.server, name, exc)
+            return results.failed(
+                name, "the service sent an answer that could not be read", latency_ms=elapsed()
+            )
+        except Exception as exc:  # the seam's promise: tool failures are data
+            logger.exception("MCP call %s on %r failed unexpectedly", name, spec.server)
+            return results.failed(name, f"{type(exc).__name__}: {exc}", latency_ms=elapsed())
+        link.note_success()
+        return results.from_call_result(answer, latency_ms=elapsed())
+
+
+def _protocol_error(spec: ToolSpec, exc: MCPError, latency_ms: float, *, remote: bool) -> ToolResult:
+    """A JSON-RPC error instead of a result: the server could not run the call at all."""
+    code = exc.error.code
+    if code == CONNECTION_CLOSED:
+        # A remote server may well be running: what failed is the connection (reset, answer cut off).
+        reason = (
+            "the connection to it broke during the call" if remote else "it stopped while handling the call"
+        )
+        return results.unavailable(spec.server, reason, latency_ms=latency_ms)
+    if code == REQUEST_TIMEOUT:
+        return results.timed_out(spec.name, spec.timeout, latency_ms=latency_ms)
+    if code == INVALID_PARAMS:
+        return results.failed(spec.name, exc.error.message, kind="arguments", latency_ms=latency_ms)
+    kind, retry_after = results.classify_error(exc.error.message)
+    failure = results.failed(spec.name, exc.error.message, kind=kind, latency_ms=latency_ms)
+    return replace(failure, retry_after=retry_after)
