@@ -1,9 +1,10 @@
-"""Parked turns, the calls they wait on, remembered approvals, the audit, and deferred messages.
+"""Parked turns and the calls they wait on.
 
 A turn that waits for a person is written here whole (the question, the round whose calls wait, the
 results of the calls that already ran) and its task ends: nothing is held while the person thinks.
 Every state change is one conditional UPDATE, so a replayed or concurrent click changes nothing, and
-exactly one process claims a turn to resume it.
+exactly one process claims a turn to resume it. What outlives a turn (remembered approvals, the
+audit) is `bot.store.decisions`; messages that wait behind a parked turn are `bot.store.deferred`.
 """
 
 from __future__ import annotations
@@ -11,28 +12,33 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from bot.policy.places import place_id
-from bot.policy.scopes import Place
+from bot.store.decisions import DecisionLedger
+from bot.store.deferred import DeferredLedger
 from bot.store.dialect import Connection
 from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
-from bot.store.ledger import Ledger
+from bot.store.rows import (
+    KEY_WHERE,
+    incoming_from_json,
+    incoming_to_json,
+    key_params,
+    message_from_json,
+)
+from bot.store.rows import (
+    # Also named here for the conversations export, which reads messages as they are stored.
+    message_to_json as message_to_json,
+)
 from bot.store.sign_ins import SignInWait, insert_sign_in_waits
 from bot.types import (
     ApprovalPrompt,
-    AuditEntry,
     CallDecision,
     ChatMessage,
     ConversationKey,
     Incoming,
     PendingCall,
-    RememberedApproval,
-    Role,
-    ToolCall,
 )
-
-_KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,8 +53,9 @@ class ParkedTurn:
     rounds_used: int
 
 
-class ApprovalLedger(Ledger):
-    """The approval tables of the conversation store (mixed into the store, `bot.store.base`)."""
+class ApprovalLedger(DecisionLedger, DeferredLedger):
+    """The approval tables of the conversation store (mixed into the store, `bot.store.base`), with
+    the remembered approvals, the audit and the deferred messages that go with them."""
 
     async def _insert_messages(
         self,
@@ -89,7 +96,7 @@ class ApprovalLedger(Ledger):
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     request_id,
-                    *_key_params(key),
+                    *key_params(key),
                     incoming.user_id,
                     place_id(incoming.where()),
                     json.dumps(incoming_to_json(incoming), ensure_ascii=False),
@@ -137,8 +144,9 @@ class ApprovalLedger(Ledger):
         async with self._read() as db:
             rows = list(
                 await db.execute_fetchall(
-                    f"SELECT id FROM parked_turns WHERE {_KEY} AND status <> 'done' ORDER BY rowid LIMIT 1",
-                    _key_params(key),
+                    f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'"
+                    " ORDER BY rowid LIMIT 1",
+                    key_params(key),
                 )
             )
         return str(rows[0][0]) if rows else None
@@ -148,9 +156,9 @@ class ApprovalLedger(Ledger):
         async with self._read() as db:
             rows = list(
                 await db.execute_fetchall(
-                    f"SELECT id FROM parked_turns WHERE {_KEY} AND status <> 'done'"
+                    f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'"
                     f" AND {self._sql.json_text('incoming', 'event_id')} = ? ORDER BY rowid LIMIT 1",
-                    (*_key_params(key), event_id),
+                    (*key_params(key), event_id),
                 )
             )
         return str(rows[0][0]) if rows else None
@@ -252,7 +260,7 @@ class ApprovalLedger(Ledger):
         """A thread was reset: its parked turns end, their open calls counted as not approved."""
         async with self._write() as db:
             rows = await db.execute_fetchall(
-                f"SELECT id FROM parked_turns WHERE {_KEY} AND status <> 'done'", _key_params(key)
+                f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'", key_params(key)
             )
             ids = [str(row[0]) for row in rows]
             for request_id in ids:
@@ -277,124 +285,6 @@ class ApprovalLedger(Ledger):
                 (platform, platform),
             )
         return [str(row[0]) for row in rows]
-
-    # --- remembered approvals ----------------------------------------------------------------------
-
-    async def remember(self, place: str, server: str, tool: str, definition_hash: str, by: str) -> None:
-        """Always allow this tool here, while its definition stays `definition_hash`."""
-        async with self._write() as db:
-            await db.execute(
-                "INSERT INTO remembered_approvals (place, server, tool, definition_hash, granted_by)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (place, server, tool) DO UPDATE SET"
-                f" definition_hash = excluded.definition_hash, granted_by = excluded.granted_by,"
-                f" granted_at = {self._sql.now}",
-                (place, server, tool, definition_hash, by),
-            )
-
-    async def remembered(self, place: str, server: str, tool: str) -> str | None:
-        """The definition hash this tool was always-allowed with here, if it was."""
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT definition_hash FROM remembered_approvals WHERE place = ? AND server = ?"
-                    " AND tool = ?",
-                    (place, server, tool),
-                )
-            )
-        return str(rows[0][0]) if rows else None
-
-    async def remembered_approvals(self, place: str | None = None) -> list[RememberedApproval]:
-        """Every remembered approval (of one place, if given), newest first."""
-        where, params = ("WHERE place = ?", (place,)) if place is not None else ("", ())
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT place, server, tool, definition_hash, granted_by, granted_at"
-                f" FROM remembered_approvals {where} ORDER BY granted_at DESC",
-                params,
-            )
-        return [
-            RememberedApproval(
-                place=r[0], server=r[1], tool=r[2], definition_hash=r[3], granted_by=r[4], granted_at=r[5]
-            )
-            for r in rows
-        ]
-
-    async def revoke(self, place: str, server: str, tool: str) -> bool:
-        """Forget a remembered approval; False if there was none."""
-        async with self._write() as db:
-            cursor = await db.execute(
-                "DELETE FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
-                (place, server, tool),
-            )
-            return cursor.rowcount == 1
-
-    # --- audit -------------------------------------------------------------------------------------
-
-    async def record_audit(self, key: ConversationKey, entries: Sequence[AuditEntry]) -> None:
-        """Keep these decisions with the thread's active conversation."""
-        if not entries:
-            return
-        async with self._write() as db:
-            conversation = await self._conversation_of(db, key)
-            await db.executemany(
-                "INSERT INTO audit (conversation_id, who, place, server, tool, call_id, arguments_hash,"
-                " outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (conversation, e.who, e.place, e.server, e.tool, e.call_id, e.arguments_hash, e.outcome)
-                    for e in entries
-                ],
-            )
-
-    async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
-        """The decisions of the thread's active conversation, oldest first."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT a.at, a.who, a.place, a.server, a.tool, a.call_id, a.arguments_hash, a.outcome"
-                " FROM audit a JOIN conversations c ON c.id = a.conversation_id"
-                f" WHERE c.archived_at IS NULL AND c.{_KEY.replace(' AND ', ' AND c.')} ORDER BY a.id",
-                _key_params(key),
-            )
-        return [audit_from_row(row) for row in rows]
-
-    # --- messages that wait behind a parked turn ---------------------------------------------------
-
-    async def defer(self, incoming: Incoming) -> None:
-        """Keep a message written while the thread's turn waits; it is answered after that turn."""
-        async with self._write() as db:
-            await db.execute(
-                "INSERT INTO deferred_messages (platform, workspace, channel, thread, incoming)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (*_key_params(incoming.key), json.dumps(incoming_to_json(incoming), ensure_ascii=False)),
-            )
-
-    async def next_deferred(self, key: ConversationKey) -> tuple[int, Incoming] | None:
-        """The oldest message waiting in this thread, with its id for `drop_deferred`."""
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    f"SELECT id, incoming FROM deferred_messages WHERE {_KEY} ORDER BY id LIMIT 1",
-                    _key_params(key),
-                )
-            )
-        if not rows:
-            return None
-        return int(rows[0][0]), incoming_from_json(json.loads(rows[0][1]))
-
-    async def drop_deferred(self, deferred_id: int) -> None:
-        async with self._write() as db:
-            await db.execute("DELETE FROM deferred_messages WHERE id = ?", (deferred_id,))
-
-    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]:
-        """Threads (of one platform, if given) where messages wait and no turn is parked any more."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT DISTINCT d.platform, d.workspace, d.channel, d.thread FROM deferred_messages d"
-                " WHERE NOT EXISTS (SELECT 1 FROM parked_turns p WHERE p.platform = d.platform AND"
-                " p.workspace = d.workspace AND p.channel = d.channel AND p.thread = d.thread"
-                " AND p.status <> 'done') AND (CAST(? AS TEXT) IS NULL OR d.platform = ?)",
-                (platform, platform),
-            )
-        return [ConversationKey(platform=r[0], workspace=r[1], channel=r[2], thread=r[3]) for r in rows]
 
 
 async def _load_prompt(
@@ -454,90 +344,3 @@ _QUESTIONS_OPEN = (
     " OR EXISTS (SELECT 1 FROM sign_in_waits s WHERE s.request_id = c.request_id AND s.call_id = c.call_id))"
     " LIMIT 1"
 )
-
-
-def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:
-    return (key.platform, key.workspace, key.channel, key.thread)
-
-
-# The audit's columns `audit_from_row` reads, in its order.
-AUDIT_COLUMNS = "at, who, place, server, tool, call_id, arguments_hash, outcome"
-
-
-def audit_from_row(row: Sequence[Any]) -> AuditEntry:
-    """A row of AUDIT_COLUMNS as the decision it records."""
-    at, who, place, server, tool, call_id, arguments_hash, outcome = row
-    return AuditEntry(
-        at=at,
-        who=who,
-        place=place,
-        server=server,
-        tool=tool,
-        call_id=call_id,
-        arguments_hash=arguments_hash,
-        outcome=outcome,
-    )
-
-
-def message_to_json(message: ChatMessage) -> dict[str, Any]:
-    return {
-        "role": message.role,
-        "content": message.content,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
-        "tool_call_id": message.tool_call_id,
-        "name": message.name,
-        "is_error": message.is_error,
-        "latency_ms": message.latency_ms,
-    }
-
-
-def message_from_json(data: dict[str, Any]) -> ChatMessage:
-    return ChatMessage(
-        role=cast(Role, data["role"]),
-        content=data.get("content"),
-        tool_calls=tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
-            for c in data.get("tool_calls") or ()
-        ),
-        tool_call_id=data.get("tool_call_id"),
-        name=data.get("name"),
-        is_error=bool(data.get("is_error")),
-        latency_ms=data.get("latency_ms"),
-    )
-
-
-def incoming_to_json(incoming: Incoming) -> dict[str, Any]:
-    place = incoming.place
-    return {
-        "key": {
-            "platform": incoming.key.platform,
-            "workspace": incoming.key.workspace,
-            "channel": incoming.key.channel,
-            "thread": incoming.key.thread,
-        },
-        "text": incoming.text,
-        "user_id": incoming.user_id,
-        "user_name": incoming.user_name,
-        "event_id": incoming.event_id,
-        "place": None
-        if place is None
-        else {
-            "platform": place.platform,
-            "channel": place.channel,
-            "guild": place.guild,
-            "dm": place.dm,
-            "user": place.user,
-        },
-    }
-
-
-def incoming_from_json(data: dict[str, Any]) -> Incoming:
-    place = data.get("place")
-    return Incoming(
-        key=ConversationKey(**data["key"]),
-        text=data["text"],
-        user_id=data["user_id"],
-        user_name=data.get("user_name", ""),
-        event_id=data.get("event_id"),
-        place=None if place is None else Place(**place),
-    )

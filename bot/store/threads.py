@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from bot.store.approvals import AUDIT_COLUMNS, audit_from_row
 from bot.store.conversations import MESSAGE_COLUMNS, message_from_row
 from bot.store.dialect import Connection, iso_utc
 from bot.store.ledger import Ledger
+from bot.store.rows import AUDIT_COLUMNS, audit_from_row
 from bot.types import AuditEntry, ChatMessage, ConversationKey
 
 _KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
