@@ -1,0 +1,228 @@
+"""What people typed or submitted, checked against a form's fields and turned into values.
+
+Its own module because Slack, Discord and the terminal must accept and refuse exactly the same
+answers: one answer typed at a time (`parse_field`) or a whole form submitted (`check_answer`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from bot.forms.fields import REQUIRED, FieldError, FieldValue, Form, FormField
+from bot.forms.hints import characters, describe_field, option_labels, plain
+
+# --- answers ---------------------------------------------------------------------------------------
+
+_TRUE = {"yes", "y", "true", "1"}
+_FALSE = {"no", "n", "false", "0"}
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DATE_TIME = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<hm>\d{2}:\d{2})(?P<s>:\d{2}(?:\.\d+)?)?"
+    r"(?P<tz>[Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+def parse_field(field: FormField, text: str) -> FieldValue | None:
+    """One typed answer as the field's value: empty text is the default (or None); `FieldError`
+    says what would fit."""
+    if not text.strip():
+        return field.default
+    return coerce(field, text)
+
+
+def check_answer(form: Form, raw: Mapping[str, object]) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """A submitted form as content for the server, or None and a message for every field that is wrong.
+
+    Takes strings (text inputs), lists of strings (multi-selects), bools and numbers; keys that are
+    not fields are ignored; an empty optional field is left out.
+    """
+    content: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for field in form.fields:
+        try:
+            value = coerce(field, raw.get(field.name))
+        except FieldError as error:
+            errors[field.name] = str(error)
+            continue
+        if value is None:
+            if field.required:
+                errors[field.name] = REQUIRED
+            continue
+        content[field.name] = list(value) if isinstance(value, tuple) else value
+    return (None, errors) if errors else (content, {})
+
+
+def coerce(field: FormField, value: object) -> FieldValue | None:
+    """Any one submitted value (typed or text) as the field's value; None when nothing was given."""
+    if value is None:
+        return None
+    if field.kind == "choices":
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+            raise FieldError(_choices_hint(field))
+        return _pick_several(field, items)
+    if isinstance(value, list | tuple) and field.kind == "choice" and len(value) <= 1:
+        value = value[0] if value else ""
+    if isinstance(value, bool):
+        if field.kind == "boolean":
+            return value
+        raise FieldError(_expected(field))
+    if isinstance(value, int | float):
+        if field.kind in ("number", "integer"):
+            return _number(field, value)
+        value = plain(value)
+    if not isinstance(value, str):
+        raise FieldError(_expected(field))
+    text = value.strip()
+    if not text:
+        return None
+    return _from_text(field, text)
+
+
+def _from_text(field: FormField, text: str) -> FieldValue:
+    kind = field.kind
+    if kind == "boolean":
+        word = text.lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+        raise FieldError("Answer yes or no.")
+    if kind in ("number", "integer"):
+        try:
+            number = float(text) if kind == "number" or not text.lstrip("+-").isdigit() else int(text)
+        except ValueError:
+            raise FieldError(_expected(field)) from None
+        return _number(field, number)
+    if kind == "choice":
+        return _pick(field, text)
+    if kind == "email" and not _EMAIL.fullmatch(text):
+        raise FieldError("Enter an email address, like name@example.com.")
+    if kind == "uri":
+        return _uri(text)
+    if kind == "date":
+        return _date(text)
+    if kind == "date-time":
+        return _date_time(text)
+    return _text(field, text)
+
+
+def _text(field: FormField, text: str) -> str:
+    if field.min_length is not None and len(text) < field.min_length:
+        raise FieldError(f"Use at least {characters(field.min_length)} (this has {len(text)}).")
+    if field.max_length is not None and len(text) > field.max_length:
+        raise FieldError(f"Use at most {characters(field.max_length)} (this has {len(text)}).")
+    return text
+
+
+def _uri(text: str) -> str:
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if not host or not parts.scheme or any(c.isspace() for c in text):
+        raise FieldError("Enter a full link with its scheme and host, like https://example.com/page.")
+    return text
+
+
+def _date(text: str) -> str:
+    try:
+        if _DATE.fullmatch(text):
+            date.fromisoformat(text)
+            return text
+    except ValueError:
+        pass
+    raise FieldError("Enter a date as YYYY-MM-DD, like 2026-12-31.")
+
+
+def _date_time(text: str) -> str:
+    """An ISO 8601 date and time with a zone, written back the way RFC 3339 wants it."""
+    match = _DATE_TIME.fullmatch(text)
+    if match:
+        zone = match.group("tz").upper()
+        normal = f"{match.group('date')}T{match.group('hm')}{match.group('s') or ':00'}{zone}"
+        try:
+            datetime.fromisoformat(normal.replace("Z", "+00:00"))
+            return normal
+        except ValueError:
+            pass
+    raise FieldError(
+        "Enter a date and time with a time zone, like 2026-12-31T18:30:00Z or 2026-12-31T18:30+01:00."
+    )
+
+
+def _number(field: FormField, number: float) -> int | float:
+    if isinstance(number, float) and not math.isfinite(number):
+        raise FieldError(_expected(field))
+    if field.kind == "integer":
+        if isinstance(number, float):
+            if not number.is_integer():
+                raise FieldError(_expected(field))
+            number = int(number)
+    elif isinstance(number, float) and number.is_integer() and abs(number) < 2**53:
+        number = int(number)
+    if (field.minimum is not None and number < field.minimum) or (
+        field.maximum is not None and number > field.maximum
+    ):
+        raise FieldError(_expected(field))
+    return number
+
+
+def _is_option(field: FormField, text: str) -> bool:
+    folded = text.casefold()
+    return any(folded in (value.casefold(), label.casefold()) for value, label in field.options)
+
+
+def _pick(field: FormField, text: str) -> str:
+    """An option's value from its value or its label (any case)."""
+    for value, _ in field.options:
+        if text == value:
+            return value
+    folded = text.casefold()
+    for value, label in field.options:
+        if folded in (value.casefold(), label.casefold()):
+            return value
+    raise FieldError(f"Choose one of: {option_labels(field)}.")
+
+
+def _pick_several(field: FormField, items: Sequence[str]) -> tuple[str, ...] | None:
+    """Values from selected items, or from one typed line of them separated by commas."""
+    picked: list[str] = []
+    unknown: list[str] = []
+    for item in items:
+        whole = item.strip()
+        parts = [whole] if _is_option(field, whole) else [part.strip() for part in whole.split(",")]
+        for part in parts:
+            if not part:
+                continue
+            try:
+                value = _pick(field, part)
+            except FieldError:
+                unknown.append(part)
+                continue
+            if value not in picked:
+                picked.append(value)
+    if unknown:
+        raise FieldError(f"Not a choice: {', '.join(unknown)}. {_choices_hint(field)}")
+    if not picked:
+        return None
+    if field.min_items is not None and len(picked) < field.min_items:
+        raise FieldError(f"Choose at least {field.min_items} of: {option_labels(field)}.")
+    if field.max_items is not None and len(picked) > field.max_items:
+        raise FieldError(f"Choose at most {field.max_items} of: {option_labels(field)}.")
+    return tuple(picked)
+
+
+def _choices_hint(field: FormField) -> str:
+    return f"Choose {describe_field(field)}."
+
+
+def _expected(field: FormField) -> str:
+    return f"Enter {describe_field(field)}."
