@@ -51,7 +51,7 @@ from bench.kill_restart import (
     nerve_environment,
     signed,
 )
-from bot.model.client import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRY_AFTER
+from bot.model.retries import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRY_AFTER
 from bot.turn.apologies import MODEL_FAILED, TOO_LONG
 from tests.fakes.llm_server import (
     FakeCall,

@@ -15,7 +15,8 @@ import pytest
 
 from bot.config import Settings
 from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable, StreamCut
-from bot.model.client import BACKOFF_CAP, OpenAILLM, StreamMode, backoff_delay, retry_after_seconds
+from bot.model.client import OpenAILLM, StreamMode
+from bot.model.retries import BACKOFF_CAP, backoff_delay, retry_after_seconds
 from bot.types import ChatMessage, ToolCall, ToolSpec, TurnEvent, Usage
 from tests.fakes.llm_server import (
     FakeCall,

@@ -14,21 +14,19 @@ it arrives, and the answer is assembled by `bot.model.stream`. A provider that r
 `stream_options` or streaming is noticed on its first refusal and asked without from then on. A
 stream that breaks off (dropped connection, error event, no chunk for the stall timeout) is retried
 like a failed request while nothing was shown; after text was shown, retrying would show the answer
-twice, so `StreamCut` carries the shown text to the agent instead.
+twice, so `StreamCut` carries the shown text to the agent instead. What a failure means (retried
+after how long, or which typed error) is read by `bot.model.retries`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import itertools
 import json
 import logging
-import random
 import re
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -37,7 +35,17 @@ from openai import AsyncStream
 from openai.types.chat import ChatCompletion
 
 from bot.config import Settings
-from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable, StreamCut
+from bot.errors import ContextTooLong, LLMError, LLMUnavailable, StreamCut
+from bot.model.retries import (
+    CONTEXT_PATTERNS,
+    MAX_RETRY_AFTER,
+    Retryable,
+    backoff_delay,
+    cause,
+    classify_status,
+    exhausted,
+    server_message,
+)
 from bot.model.stream import StreamAssembler
 from bot.observe import metrics
 from bot.observe.tracing import model_span
@@ -48,44 +56,13 @@ logger = logging.getLogger(__name__)
 Sleep = Callable[[float], Awaitable[None]]
 StreamMode = Literal["auto", "on", "off"]
 
-BACKOFF_BASE = 1.0
-BACKOFF_CAP = 30.0
-# A server asking us to wait longer than this gets a clear error instead of a silent multi-minute stall.
-MAX_RETRY_AFTER = 60.0
 # Connecting either works quickly or not at all; the read timeout is what covers a slow model.
 CONNECT_TIMEOUT = 10.0
-
-# 408 and 409 are transient on OpenAI's side too (the SDK retries them); 5xx is the service failing,
-# except 501: "not implemented" stays so however often it is asked, so it fails at once.
-_RETRYABLE_STATUS = frozenset({408, 409})
-_PERMANENT_SERVER_STATUS = frozenset({501})
 
 # Statuses a provider answers an unsupported request field with (then its message names the field).
 _REFUSED_FIELD_STATUS = frozenset({400, 422, 501})
 _NAMES_STREAM_OPTIONS = re.compile(r"stream_options", re.IGNORECASE)
 _NAMES_STREAM = re.compile(r"\bstream(?:ing)?\b", re.IGNORECASE)
-
-# How OpenAI and the servers that imitate it word "the prompt is longer than the context window".
-_CONTEXT_PATTERNS = re.compile(
-    "|".join(
-        [
-            r"context[_ ]length[_ ]exceeded",
-            r"maximum context length",
-            r"context length of only",  # LM Studio
-            r"exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context",  # "exceeds the context window"
-            r"exceed_context_size",  # llama.cpp error type
-            r"exceeds the available context size",  # llama.cpp
-            r"context (?:window|size) (?:is )?(?:exceeded|too small)",
-            r"too many tokens",
-            r"prompt is too long",
-            r"input (?:is )?too long",
-            r"input length exceeds",
-            r"longer than the maximum model length",  # vLLM
-            r"reduce the length of the messages",
-        ]
-    ),
-    re.IGNORECASE,
-)
 
 
 class OpenAILLM:
@@ -180,7 +157,7 @@ class OpenAILLM:
                     headline=failure.headline,
                 )
             if attempt >= min(self._max_retries, failure.max_retries):
-                raise _exhausted(failure.error, attempt)
+                raise exhausted(failure.error, attempt)
             wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt)
             attempt += 1
             logger.warning(
@@ -201,7 +178,7 @@ class OpenAILLM:
             await self._sleep(wait)
 
     @metrics.model_request
-    async def _attempt(self, request: dict[str, Any], progress: Progress) -> Completion | _Retryable | None:
+    async def _attempt(self, request: dict[str, Any], progress: Progress) -> Completion | Retryable | None:
         """One request: the answer, a failure worth retrying, or None when the provider refused a
         streaming field (now learnt). Failures that retrying cannot fix raise their typed error."""
         streaming = self._streaming
@@ -226,12 +203,12 @@ class OpenAILLM:
         except openai.APIStatusError as exc:
             if streaming and self._learn_refusal(exc, body):
                 return None
-            return self._classify_status(exc)
+            return classify_status(exc, self._model)
         except openai.APITimeoutError:
             return self._timed_out()
         except openai.APIConnectionError as exc:
-            return _Retryable(
-                LLMUnavailable(f"could not reach the model service at {self._where} ({_cause(exc)})"),
+            return Retryable(
+                LLMUnavailable(f"could not reach the model service at {self._where} ({cause(exc)})"),
                 progress_text="model service unreachable",
                 retry_after=None,
                 # A refused connection is usually a wrong URL or a stopped server: one retry
@@ -251,8 +228,8 @@ class OpenAILLM:
             await progress(TurnEvent(kind="text", message=completion.message.content))
         return completion
 
-    def _timed_out(self) -> _Retryable:
-        return _Retryable(
+    def _timed_out(self) -> Retryable:
+        return Retryable(
             LLMUnavailable(f"the model service at {self._where} did not answer within {self._timeout:g} s"),
             progress_text="model service timed out",
             retry_after=None,
@@ -263,8 +240,8 @@ class OpenAILLM:
         on, so it is refused once per process, not once per answer)."""
         if exc.status_code not in _REFUSED_FIELD_STATUS:
             return False
-        said = f"{exc.param or ''} {exc.code or ''} {_server_message(exc)}"
-        if _CONTEXT_PATTERNS.search(said):
+        said = f"{exc.param or ''} {exc.code or ''} {server_message(exc)}"
+        if CONTEXT_PATTERNS.search(said):
             return False
         if "stream_options" in body and _NAMES_STREAM_OPTIONS.search(said):
             logger.warning("the model service refuses stream_options; usage figures may be missing")
@@ -276,7 +253,7 @@ class OpenAILLM:
             return True
         return False
 
-    async def _read(self, stream: AsyncStream[object], progress: Progress) -> Completion | _Retryable:
+    async def _read(self, stream: AsyncStream[object], progress: Progress) -> Completion | Retryable:
         """Assemble a streamed answer, showing its text as it comes."""
         assembler = StreamAssembler()
         while True:
@@ -294,10 +271,10 @@ class OpenAILLM:
             except openai.APIConnectionError as exc:
                 if assembler.finished:
                     break  # only the usage figures after the end were lost
-                return self._broken(assembler, f"the connection dropped: {_cause(exc)}")
+                return self._broken(assembler, f"the connection dropped: {cause(exc)}")
             except openai.APIError as exc:
                 # An error event inside the stream: the provider gave up on this answer.
-                if not assembler.text and _CONTEXT_PATTERNS.search(f"{exc.code or ''} {exc.message}"):
+                if not assembler.text and CONTEXT_PATTERNS.search(f"{exc.code or ''} {exc.message}"):
                     raise ContextTooLong(
                         f"the conversation is longer than the model's context window: {exc.message}"
                     ) from None
@@ -311,11 +288,11 @@ class OpenAILLM:
             return self._broken(assembler, "the stream ended before the answer did")
         return assembler.completion(self._new_id)
 
-    def _broken(self, assembler: StreamAssembler, why: str) -> _Retryable:
+    def _broken(self, assembler: StreamAssembler, why: str) -> Retryable:
         """A stream that broke off: retried while nothing was shown, else the shown text ends the turn."""
         if assembler.text:
             raise StreamCut(f"the model service stopped sending the answer ({why})", partial=assembler.text)
-        return _Retryable(
+        return Retryable(
             LLMUnavailable(f"the model service's answer broke off ({why})"),
             progress_text="model answer broke off",
             retry_after=None,
@@ -337,43 +314,6 @@ class OpenAILLM:
         # Ids for tool calls a server sent without one; the random part keeps them unique across
         # restarts, so a stored history never holds the same id for two different calls.
         return f"call_{self._id_prefix}_{next(self._ids)}"
-
-    def _classify_status(self, exc: openai.APIStatusError) -> _Retryable:
-        """Retryable failures come back; the rest raise their typed error right here."""
-        status = exc.status_code
-        detail = _server_message(exc)
-        code = exc.code or ""
-        if status == 413 or _CONTEXT_PATTERNS.search(f"{code} {exc.type or ''} {detail}"):
-            raise ContextTooLong(
-                f"the conversation is longer than the model's context window: {detail}"
-            ) from None
-        if status == 429:
-            if code == "insufficient_quota":
-                raise LLMError(f"the model service account is out of quota (429): {detail}") from None
-            headline = "the model service is rate limiting requests (429)"
-            return _Retryable(
-                LLMRateLimited(f"{headline}: {detail}"),
-                progress_text="rate limited",
-                retry_after=retry_after_seconds(exc.response.headers),
-                headline=headline,
-            )
-        if (status >= 500 and status not in _PERMANENT_SERVER_STATUS) or status in _RETRYABLE_STATUS:
-            headline = f"the model service failed ({status})"
-            return _Retryable(
-                LLMUnavailable(f"{headline}: {detail}"),
-                progress_text=f"model service error ({status})",
-                retry_after=retry_after_seconds(exc.response.headers),
-                headline=headline,
-            )
-        if status == 401:
-            # The provider's message may quote part of the key: it must not reach people or a log.
-            raise LLMError("the model service rejected the API key (401); check OPENAI_API_KEY") from None
-        if status == 404:
-            raise LLMError(
-                f"the model service does not know model '{self._model}' or this endpoint (404); "
-                f"check NERVE_MODEL and OPENAI_BASE_URL: {detail}"
-            ) from None
-        raise LLMError(f"the model service refused the request ({status}): {detail}") from None
 
     def _to_completion(self, response: object) -> Completion:
         if not isinstance(response, ChatCompletion):
@@ -413,89 +353,6 @@ class OpenAILLM:
             message=ChatMessage(role="assistant", content=content, tool_calls=tuple(calls)),
             usage=usage,
         )
-
-
-class _Retryable:
-    """A failure worth another try: the error to raise if the budget runs out, and how to say so."""
-
-    __slots__ = ("error", "headline", "max_retries", "progress_text", "retry_after")
-
-    def __init__(
-        self,
-        error: LLMError,
-        *,
-        progress_text: str,
-        retry_after: float | None,
-        max_retries: int = 1_000,
-        headline: str | None = None,
-    ) -> None:
-        self.error = error
-        self.progress_text = progress_text
-        self.retry_after = retry_after
-        self.max_retries = max_retries
-        # What happened, without the service's own words (for a person told when to try again).
-        self.headline = headline or error.message
-
-
-def _exhausted(error: LLMError, retries: int) -> LLMError:
-    if retries == 0:
-        return error
-    return type(error)(
-        f"{error.message} (still failing after {retries} {'retry' if retries == 1 else 'retries'})"
-    )
-
-
-def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
-    """Exponential backoff with full jitter: uniform in [0, min(cap, base·2^attempt)].
-
-    Full jitter spreads the retries of many conversations that failed together, so they do not hit
-    a recovering service in one burst.
-    """
-    return random.uniform(0.0, min(cap, base * 2.0**attempt))
-
-
-def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """The wait a server asked for, from `retry-after-ms` or `Retry-After` (seconds or HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def _server_message(exc: openai.APIStatusError) -> str:
-    """The server's own words: OpenAI's `error.message`, a bare string error, or the raw body."""
-    body = exc.body
-    text: str
-    if isinstance(body, Mapping):
-        message = body.get("message") or body.get("detail") or body.get("error")
-        text = message if isinstance(message, str) else exc.message
-    elif isinstance(body, str) and body.strip():
-        text = body.strip()
-    else:
-        text = exc.message
-    text = " ".join(text.split())
-    return text if len(text) <= 300 else text[:300] + "…"
-
-
-def _cause(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc.__context__
-    if cause is None:
-        return exc.message if isinstance(exc, openai.APIError) else str(exc)
-    return str(cause) or type(cause).__name__
 
 
 def _one_line(text: str, limit: int = 200) -> str:

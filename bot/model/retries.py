@@ -1,0 +1,173 @@
+"""What a failed request to the model service means: another try after a wait, or a typed error.
+
+Its own module because reading the service's failures (statuses, `Retry-After`, the many wordings
+of "the prompt is too long") is a job of its own, apart from asking and streaming, and the waits
+are chosen once for every caller (`backoff_delay`).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import re
+import time
+from collections.abc import Mapping
+
+import openai
+
+from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable
+
+BACKOFF_BASE = 1.0
+BACKOFF_CAP = 30.0
+# A server asking us to wait longer than this gets a clear error instead of a silent multi-minute stall.
+MAX_RETRY_AFTER = 60.0
+
+# 408 and 409 are transient on OpenAI's side too (the SDK retries them); 5xx is the service failing,
+# except 501: "not implemented" stays so however often it is asked, so it fails at once.
+_RETRYABLE_STATUS = frozenset({408, 409})
+_PERMANENT_SERVER_STATUS = frozenset({501})
+
+
+# How OpenAI and the servers that imitate it word "the prompt is longer than the context window".
+CONTEXT_PATTERNS = re.compile(
+    "|".join(
+        [
+            r"context[_ ]length[_ ]exceeded",
+            r"maximum context length",
+            r"context length of only",  # LM Studio
+            r"exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context",  # "exceeds the context window"
+            r"exceed_context_size",  # llama.cpp error type
+            r"exceeds the available context size",  # llama.cpp
+            r"context (?:window|size) (?:is )?(?:exceeded|too small)",
+            r"too many tokens",
+            r"prompt is too long",
+            r"input (?:is )?too long",
+            r"input length exceeds",
+            r"longer than the maximum model length",  # vLLM
+            r"reduce the length of the messages",
+        ]
+    ),
+    re.IGNORECASE,
+)
+
+
+class Retryable:
+    """A failure worth another try: the error to raise if the budget runs out, and how to say so."""
+
+    __slots__ = ("error", "headline", "max_retries", "progress_text", "retry_after")
+
+    def __init__(
+        self,
+        error: LLMError,
+        *,
+        progress_text: str,
+        retry_after: float | None,
+        max_retries: int = 1_000,
+        headline: str | None = None,
+    ) -> None:
+        self.error = error
+        self.progress_text = progress_text
+        self.retry_after = retry_after
+        self.max_retries = max_retries
+        # What happened, without the service's own words (for a person told when to try again).
+        self.headline = headline or error.message
+
+
+def exhausted(error: LLMError, retries: int) -> LLMError:
+    if retries == 0:
+        return error
+    return type(error)(
+        f"{error.message} (still failing after {retries} {'retry' if retries == 1 else 'retries'})"
+    )
+
+
+def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
+    """A refused request's status read: a retryable failure comes back, the rest raise their typed
+    error right here (`model` names the model a 404 did not know)."""
+    status = exc.status_code
+    detail = server_message(exc)
+    code = exc.code or ""
+    if status == 413 or CONTEXT_PATTERNS.search(f"{code} {exc.type or ''} {detail}"):
+        raise ContextTooLong(
+            f"the conversation is longer than the model's context window: {detail}"
+        ) from None
+    if status == 429:
+        if code == "insufficient_quota":
+            raise LLMError(f"the model service account is out of quota (429): {detail}") from None
+        headline = "the model service is rate limiting requests (429)"
+        return Retryable(
+            LLMRateLimited(f"{headline}: {detail}"),
+            progress_text="rate limited",
+            retry_after=retry_after_seconds(exc.response.headers),
+            headline=headline,
+        )
+    if (status >= 500 and status not in _PERMANENT_SERVER_STATUS) or status in _RETRYABLE_STATUS:
+        headline = f"the model service failed ({status})"
+        return Retryable(
+            LLMUnavailable(f"{headline}: {detail}"),
+            progress_text=f"model service error ({status})",
+            retry_after=retry_after_seconds(exc.response.headers),
+            headline=headline,
+        )
+    if status == 401:
+        # The provider's message may quote part of the key: it must not reach people or a log.
+        raise LLMError("the model service rejected the API key (401); check OPENAI_API_KEY") from None
+    if status == 404:
+        raise LLMError(
+            f"the model service does not know model '{model}' or this endpoint (404); "
+            f"check NERVE_MODEL and OPENAI_BASE_URL: {detail}"
+        ) from None
+    raise LLMError(f"the model service refused the request ({status}): {detail}") from None
+
+
+def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
+    """Exponential backoff with full jitter: uniform in [0, min(cap, base·2^attempt)].
+
+    Full jitter spreads the retries of many conversations that failed together, so they do not hit
+    a recovering service in one burst.
+    """
+    return random.uniform(0.0, min(cap, base * 2.0**attempt))
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The wait a server asked for, from `retry-after-ms` or `Retry-After` (seconds or HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def server_message(exc: openai.APIStatusError) -> str:
+    """The server's own words: OpenAI's `error.message`, a bare string error, or the raw body."""
+    body = exc.body
+    text: str
+    if isinstance(body, Mapping):
+        message = body.get("message") or body.get("detail") or body.get("error")
+        text = message if isinstance(message, str) else exc.message
+    elif isinstance(body, str) and body.strip():
+        text = body.strip()
+    else:
+        text = exc.message
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+def cause(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    if cause is None:
+        return exc.message if isinstance(exc, openai.APIError) else str(exc)
+    return str(cause) or type(cause).__name__
