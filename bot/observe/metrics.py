@@ -1,9 +1,10 @@
 """nerve's figures for Prometheus: turns, model requests, tool calls, waits for people, servers.
 
-Every metric is defined once, in `Metrics`, on a registry nerve owns rather than prometheus-client's
-global default: nothing another library registers leaks into `/metrics`, and a test can start a run
-with `reset()` and read exactly that run's figures. The core records each fact with one call of a
-function below, at the point that already knows it; nothing here knows a platform.
+Every metric is defined once, in `Metrics` (`bot.observe.figures`), on a registry nerve owns rather
+than prometheus-client's global default: nothing another library registers leaks into `/metrics`,
+and a test can start a run with `reset()` and read exactly that run's figures. The core records each
+fact with one call of a function below, at the point that already knows it; nothing here knows a
+platform.
 
 Two kinds of figures live here. Counters and histograms add up what happened since the process (or
 the run, after `reset()`) started. Gauges of the present (which MCP servers are up, turns running and
@@ -21,238 +22,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import re
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.registry import Collector
 
 from bot.errors import ContextTooLong, LLMError, LLMRateLimited, StreamCut
+from bot.observe.figures import MAX_SERVERS, OTHER, QUESTION_OUTCOMES, TURN_OUTCOMES, Metrics, clean_label
+from bot.observe.live_state import Breaker, Gate, Waiting, live
 from bot.types import AgentReply, ApprovalPrompt, Completion, InputRequest, PendingCall, ToolResult
-
-# Seconds. A turn includes every model request and tool call of it (not time waiting for people).
-TURN_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
-MODEL_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
-TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-
-LABEL_CHARS = 64
-MAX_SERVERS = 64
-MAX_TOOLS_PER_SERVER = 100
-MAX_PLATFORMS = 16
-OTHER = "other"
-# Things waiting for people that one process keeps track of (the oldest are forgotten past this).
-MAX_WAITING = 10_000
-
-TURN_OUTCOMES = frozenset(
-    {
-        "answered",
-        "failed",
-        "timed_out",
-        "refused_busy",
-        "refused_too_long",
-        "parked",
-        "deferred",
-        "cut_off",
-        "cancelled",
-    }
-)
-QUESTION_OUTCOMES = frozenset(
-    {"accepted", "declined", "cancelled", "expired", "ended", "completed", "refused"}
-)
-
-# The `_created` series (when each labelled counter first appeared) only double what /metrics shows:
-# nerve is the only user of prometheus-client in its process, so this global switch is its to turn.
-disable_created_metrics()  # type: ignore[no-untyped-call]
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
-
-
-def clean_label(value: str) -> str:
-    """A name from outside as a label value: safe characters only, at most LABEL_CHARS long."""
-    return _UNSAFE.sub("_", value)[:LABEL_CHARS] or "_"
-
-
-class _Names:
-    """Label values seen so far, per scope; past `cap` distinct values a scope answers OTHER."""
-
-    def __init__(self, cap: int) -> None:
-        self._cap = cap
-        self._seen: dict[str, set[str]] = {}
-
-    def label(self, value: str, scope: str = "") -> str:
-        value = clean_label(value)
-        seen = self._seen.setdefault(scope, set())
-        if value in seen:
-            return value
-        if len(seen) >= self._cap:
-            return OTHER
-        seen.add(value)
-        return value
-
-
-class Metrics:
-    """The figures of one run, on their own registry (with the live gauges of the process)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.turns = Counter(
-            "nerve_turns", "Turns by front end and how they ended.", ["surface", "outcome"], registry=r
-        )
-        self.turn_seconds = Histogram(
-            "nerve_turn_seconds",
-            "How long turns took (a parked turn: until it parked, then again once it goes on).",
-            ["surface"],
-            buckets=TURN_BUCKETS,
-            registry=r,
-        )
-        self.model_requests = Counter(
-            "nerve_model_requests", "Requests to the model service by outcome.", ["outcome"], registry=r
-        )
-        self.model_seconds = Histogram(
-            "nerve_model_request_seconds",
-            "How long one request to the model service took.",
-            buckets=MODEL_BUCKETS,
-            registry=r,
-        )
-        self.tokens = Counter(
-            "nerve_model_tokens", "Tokens the model service counted, by kind.", ["kind"], registry=r
-        )
-        self.tool_calls = Counter(
-            "nerve_tool_calls",
-            "Tool calls that reached an MCP server, by outcome.",
-            ["server", "tool", "outcome"],
-            registry=r,
-        )
-        self.tool_seconds = Histogram(
-            "nerve_tool_call_seconds",
-            "How long tool calls took.",
-            ["server", "tool"],
-            buckets=TOOL_BUCKETS,
-            registry=r,
-        )
-        self.approvals = Counter(
-            "nerve_approval_decisions", "Tool calls decided on by people or expiry.", ["outcome"], registry=r
-        )
-        self.questions = Counter(
-            "nerve_questions", "Questions from tools, by how they ended.", ["outcome"], registry=r
-        )
-        self.rate_limit_waits = Counter(
-            "nerve_rate_limit_waits", "Rate-limit waits, by who asked for them.", ["platform"], registry=r
-        )
-        self.rate_limit_seconds = Counter(
-            "nerve_rate_limit_wait_seconds",
-            "Seconds spent waiting out rate limits.",
-            ["platform"],
-            registry=r,
-        )
-        self.restarts = Counter(
-            "nerve_mcp_server_restarts", "Times an MCP server was started again.", ["server"], registry=r
-        )
-        self.servers = _Names(MAX_SERVERS)
-        self.tools = _Names(MAX_TOOLS_PER_SERVER)
-        self.platforms = _Names(MAX_PLATFORMS)
-        r.register(_LiveGauges())
-        # CPU, memory, open files and start time of the process (where /proc exists).
-        ProcessCollector(registry=r)
-
-
-@dataclass
-class _Waiting:
-    """Ids of things waiting for people, until settled in this process or past their expiry."""
-
-    until: dict[str, float] = field(default_factory=dict)
-
-    def add(self, key: str, expires_at: float) -> None:
-        self.until[key] = expires_at
-        while len(self.until) > MAX_WAITING:
-            self.until.pop(next(iter(self.until)))
-
-    def drop(self, key: str) -> bool:
-        return self.until.pop(key, None) is not None
-
-    def count(self) -> int:
-        now = time.time()
-        for key in [k for k, expires_at in self.until.items() if expires_at <= now]:
-            del self.until[key]
-        return len(self.until)
-
-
-class _Breaker(Protocol):
-    """A server link's circuit (`bot.mcp.circuit.Circuit`), read when /metrics is scraped."""
-
-    @property
-    def state(self) -> str: ...
-
-
-# How a circuit's state reads as a number: the worst of a server's links is shown.
-CIRCUIT_LEVELS = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
-
-
-class _Gate(Protocol):
-    @property
-    def running(self) -> int: ...
-
-    @property
-    def waiting(self) -> int: ...
-
-
-@dataclass
-class _Live:
-    """The present state of this process, read when /metrics is scraped."""
-
-    servers: dict[str, bool] = field(default_factory=dict)
-    # Each server's circuits: the shared link's, and one per person for a per-person server.
-    circuits: dict[str, weakref.WeakSet[_Breaker]] = field(default_factory=dict)
-    gate: weakref.ref[_Gate] | None = None
-    approvals: _Waiting = field(default_factory=_Waiting)
-    questions: _Waiting = field(default_factory=_Waiting)
-
-
-_live = _Live()
-
-
-class _LiveGauges(Collector):
-    def collect(self) -> Iterable[Metric]:
-        up = GaugeMetricFamily(
-            "nerve_mcp_server_up", "1 while an MCP server is connected.", labels=["server"]
-        )
-        for name, ready in sorted(_live.servers.items()):
-            up.add_metric([name], 1.0 if ready else 0.0)
-        yield up
-        circuit = GaugeMetricFamily(
-            "nerve_mcp_circuit_state",
-            "Calls to an MCP server: 0 allowed, 1 one probe call allowed, 2 paused after repeated failures.",
-            labels=["server"],
-        )
-        for name, breakers in sorted(_live.circuits.items()):
-            levels = [CIRCUIT_LEVELS.get(breaker.state, 0.0) for breaker in list(breakers)]
-            circuit.add_metric([name], max(levels, default=0.0))
-        yield circuit
-        gate = _live.gate() if _live.gate is not None else None
-        yield GaugeMetricFamily(
-            "nerve_turns_running", "Turns holding a slot right now.", value=gate.running if gate else 0
-        )
-        yield GaugeMetricFamily(
-            "nerve_turn_queue_depth", "Turns waiting for a free slot.", value=gate.waiting if gate else 0
-        )
-        yield GaugeMetricFamily(
-            "nerve_approvals_waiting",
-            "Approval requests this process parked that wait for a decision.",
-            value=_live.approvals.count(),
-        )
-        yield GaugeMetricFamily(
-            "nerve_questions_waiting",
-            "Questions from tools this process showed that wait for an answer.",
-            value=_live.questions.count(),
-        )
-
 
 _current = Metrics()
 
@@ -266,8 +47,8 @@ def reset() -> Metrics:
     with the figures; which servers are up and the turn gate are the process's, and stay."""
     global _current
     _current = Metrics()
-    _live.approvals = _Waiting()
-    _live.questions = _Waiting()
+    live.approvals = Waiting()
+    live.questions = Waiting()
     return _current
 
 
@@ -426,8 +207,8 @@ def tool_call(server: str, tool: str, result: ToolResult) -> None:
 def server_up(server: str, up: bool) -> None:
     """An MCP server connected (True) or went away (False)."""
     name = clean_label(server)
-    if name in _live.servers or len(_live.servers) < MAX_SERVERS:
-        _live.servers[name] = up
+    if name in live.servers or len(live.servers) < MAX_SERVERS:
+        live.servers[name] = up
 
 
 def server_restart(server: str) -> None:
@@ -435,16 +216,16 @@ def server_restart(server: str) -> None:
     _current.restarts.labels(_current.servers.label(server)).inc()
 
 
-def watch_circuit(server: str, breaker: _Breaker) -> None:
+def watch_circuit(server: str, breaker: Breaker) -> None:
     """A server link's circuit, shown per server while the link exists."""
     name = clean_label(server)
-    if name in _live.circuits or len(_live.circuits) < MAX_SERVERS:
-        _live.circuits.setdefault(name, weakref.WeakSet()).add(breaker)
+    if name in live.circuits or len(live.circuits) < MAX_SERVERS:
+        live.circuits.setdefault(name, weakref.WeakSet()).add(breaker)
 
 
-def forget_circuit(server: str, breaker: _Breaker) -> None:
+def forget_circuit(server: str, breaker: Breaker) -> None:
     """A server link closed: its circuit no longer counts."""
-    breakers = _live.circuits.get(clean_label(server))
+    breakers = live.circuits.get(clean_label(server))
     if breakers is not None:
         breakers.discard(breaker)
 
@@ -456,9 +237,9 @@ def rate_limit_wait(platform: str, seconds: float) -> None:
     _current.rate_limit_seconds.labels(label).inc(max(0.0, seconds))
 
 
-def watch_gate(gate: _Gate) -> None:
+def watch_gate(gate: Gate) -> None:
     """The turn gate whose running and queued turns the gauges show (the newest one made)."""
-    _live.gate = weakref.ref(gate)
+    live.gate = weakref.ref(gate)
 
 
 # --- people: approvals and questions --------------------------------------------------------------
@@ -467,7 +248,7 @@ def watch_gate(gate: _Gate) -> None:
 def approval_parked(prompt: ApprovalPrompt) -> None:
     """A turn parked with calls that wait for a decision."""
     if prompt.calls:
-        _live.approvals.add(prompt.request_id, prompt.expires_at)
+        live.approvals.add(prompt.request_id, prompt.expires_at)
 
 
 def approvals_decided(count: int, approve: bool) -> None:
@@ -478,7 +259,7 @@ def approvals_decided(count: int, approve: bool) -> None:
 
 def approval_resumed(request_id: str, calls: Sequence[PendingCall]) -> None:
     """A parked turn goes on: it no longer waits, and its calls nobody decided on expired."""
-    _live.approvals.drop(request_id)
+    live.approvals.drop(request_id)
     expired = sum(1 for call in calls if call.status == "expired")
     if expired:
         _current.approvals.labels("expired").inc(expired)
@@ -487,16 +268,16 @@ def approval_resumed(request_id: str, calls: Sequence[PendingCall]) -> None:
 def question_waiting(request: InputRequest) -> None:
     """A tool's question was shown to its person (one nerve refused to show waits for nobody)."""
     if request.refused is None:
-        _live.questions.add(request.request_id, request.expires_at)
+        live.questions.add(request.request_id, request.expires_at)
 
 
 def question_settled(request_id: str) -> None:
     """A question was answered or closed; its call learns how (and is counted) where it goes on."""
-    _live.questions.drop(request_id)
+    live.questions.drop(request_id)
 
 
 def question_ended(status: str, request_id: str | None = None) -> None:
     """The call that asked learnt how its question ended."""
     if request_id is not None:
-        _live.questions.drop(request_id)
+        live.questions.drop(request_id)
     _current.questions.labels(status if status in QUESTION_OUTCOMES else OTHER).inc()

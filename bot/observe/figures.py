@@ -1,0 +1,138 @@
+"""Every figure nerve keeps, defined once on a registry nerve owns, with label values kept bounded.
+
+Its own module because what is counted (names, help texts, buckets, how outside names become
+bounded labels) is a definition apart from recording (`bot.observe.metrics`) and from the live
+state read when /metrics is scraped (`bot.observe.live_state`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
+
+from bot.observe.live_state import LiveGauges
+
+# Seconds. A turn includes every model request and tool call of it (not time waiting for people).
+TURN_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+MODEL_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
+TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+LABEL_CHARS = 64
+MAX_SERVERS = 64
+MAX_TOOLS_PER_SERVER = 100
+MAX_PLATFORMS = 16
+OTHER = "other"
+
+TURN_OUTCOMES = frozenset(
+    {
+        "answered",
+        "failed",
+        "timed_out",
+        "refused_busy",
+        "refused_too_long",
+        "parked",
+        "deferred",
+        "cut_off",
+        "cancelled",
+    }
+)
+QUESTION_OUTCOMES = frozenset(
+    {"accepted", "declined", "cancelled", "expired", "ended", "completed", "refused"}
+)
+
+# The `_created` series (when each labelled counter first appeared) only double what /metrics shows:
+# nerve is the only user of prometheus-client in its process, so this global switch is its to turn.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
+
+
+def clean_label(value: str) -> str:
+    """A name from outside as a label value: safe characters only, at most LABEL_CHARS long."""
+    return _UNSAFE.sub("_", value)[:LABEL_CHARS] or "_"
+
+
+class _Names:
+    """Label values seen so far, per scope; past `cap` distinct values a scope answers OTHER."""
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._seen: dict[str, set[str]] = {}
+
+    def label(self, value: str, scope: str = "") -> str:
+        value = clean_label(value)
+        seen = self._seen.setdefault(scope, set())
+        if value in seen:
+            return value
+        if len(seen) >= self._cap:
+            return OTHER
+        seen.add(value)
+        return value
+
+
+class Metrics:
+    """The figures of one run, on their own registry (with the live gauges of the process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.turns = Counter(
+            "nerve_turns", "Turns by front end and how they ended.", ["surface", "outcome"], registry=r
+        )
+        self.turn_seconds = Histogram(
+            "nerve_turn_seconds",
+            "How long turns took (a parked turn: until it parked, then again once it goes on).",
+            ["surface"],
+            buckets=TURN_BUCKETS,
+            registry=r,
+        )
+        self.model_requests = Counter(
+            "nerve_model_requests", "Requests to the model service by outcome.", ["outcome"], registry=r
+        )
+        self.model_seconds = Histogram(
+            "nerve_model_request_seconds",
+            "How long one request to the model service took.",
+            buckets=MODEL_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            "nerve_model_tokens", "Tokens the model service counted, by kind.", ["kind"], registry=r
+        )
+        self.tool_calls = Counter(
+            "nerve_tool_calls",
+            "Tool calls that reached an MCP server, by outcome.",
+            ["server", "tool", "outcome"],
+            registry=r,
+        )
+        self.tool_seconds = Histogram(
+            "nerve_tool_call_seconds",
+            "How long tool calls took.",
+            ["server", "tool"],
+            buckets=TOOL_BUCKETS,
+            registry=r,
+        )
+        self.approvals = Counter(
+            "nerve_approval_decisions", "Tool calls decided on by people or expiry.", ["outcome"], registry=r
+        )
+        self.questions = Counter(
+            "nerve_questions", "Questions from tools, by how they ended.", ["outcome"], registry=r
+        )
+        self.rate_limit_waits = Counter(
+            "nerve_rate_limit_waits", "Rate-limit waits, by who asked for them.", ["platform"], registry=r
+        )
+        self.rate_limit_seconds = Counter(
+            "nerve_rate_limit_wait_seconds",
+            "Seconds spent waiting out rate limits.",
+            ["platform"],
+            registry=r,
+        )
+        self.restarts = Counter(
+            "nerve_mcp_server_restarts", "Times an MCP server was started again.", ["server"], registry=r
+        )
+        self.servers = _Names(MAX_SERVERS)
+        self.tools = _Names(MAX_TOOLS_PER_SERVER)
+        self.platforms = _Names(MAX_PLATFORMS)
+        r.register(LiveGauges())
+        # CPU, memory, open files and start time of the process (where /proc exists).
+        ProcessCollector(registry=r)
