@@ -27,6 +27,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.desk import waiting_approval
 from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, turn_in
@@ -47,7 +48,7 @@ from adapters.slack.render import (
 from adapters.slack.seen import SeenMarks
 from bot.agent import Agent
 from bot.seams import PostRecords
-from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress, TurnEvent
+from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)
 # Wraps a turn's progress sink (`adapters.slack.sign_in`): what it shows besides the live message.
@@ -345,8 +346,9 @@ class TurnRunner:
             await self._upload_all(turn, rendered.uploads)
             if posts is not None:
                 await posts.files_done()
-        if reply.approval is not None:
-            await self._ask_approval(turn, reply.approval)
+        approval = waiting_approval(reply)
+        if approval is not None:
+            await self._ask_approval(turn, approval)
 
     @staticmethod
     def _with_feedback(
@@ -362,10 +364,10 @@ class TurnRunner:
 
     async def _ask_approval(self, turn: Turn, prompt: ApprovalPrompt) -> None:
         """Post the one approval message of a parked turn, unless it was posted already."""
-        if prompt.message_ref is not None or self._agent.approvals is None:
+        if prompt.message_ref is not None:
             return
         ts = await self._poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
-        await self._agent.approvals.set_message_ref(prompt.request_id, message_ref(turn.channel, ts))
+        await self._agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
         await self._upload_all(turn, argument_uploads(prompt))
 
     async def _upload_all(self, turn: Turn, uploads: list[Upload]) -> None:
