@@ -235,6 +235,8 @@ class TurnRunner:
         if ts is not None:
             return await self._reopen(turn, ts)
         if not turn.assistant_thread and self._poster.busy(turn.channel):
+            # A status post would take the slot of an answer and show up late anyway (👀 is the sign
+            # meanwhile); an assistant thread's status line is no post: it always shows.
             return None
         await posts.intend_live()
         sink = await self.open_progress(turn, metadata=posts.live_metadata())
@@ -253,14 +255,6 @@ class TurnRunner:
         )
         message.adopt(ts)
         return message
-
-    async def open_progress_if_free(self, turn: Turn) -> ProgressSink | None:
-        """The live message of a live turn, or None while the channel's posts queue: a status post
-        would then take the slot of an answer and show up late anyway (👀 is the sign meanwhile).
-        An assistant thread's status line is no post: it always shows."""
-        if not turn.assistant_thread and self._poster.busy(turn.channel):
-            return None
-        return await self.open_progress(turn)
 
     async def open_progress(self, turn: Turn, *, metadata: dict[str, Any] | None = None) -> ProgressSink:
         """The live message of a turn: streamed where Slack can, else one message edited in place;
