@@ -201,7 +201,7 @@ def _job(
 
         return lambda settings: connect(settings, args.server)
     if command == "slack":
-        from adapters.slack.app import check_settings, run_slack
+        from adapters.slack.serve import check_settings, run_slack
 
         check_settings(settings)
 

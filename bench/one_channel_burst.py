@@ -29,7 +29,9 @@ import aiohttp
 from pydantic import SecretStr
 
 from adapters.settings import Settings
-from adapters.slack.app import build_bot, make_client, serve_http
+from adapters.slack.app import build_bot
+from adapters.slack.client import make_client
+from adapters.slack.serve import serve_http
 from bench.slack_bench import SECRET, _deliver, _Elsewhere, _mention, _NoTools
 from bot.agent import Agent, AgentConfig
 from bot.model.client import OpenAILLM

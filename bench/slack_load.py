@@ -24,7 +24,9 @@ import aiohttp
 from pydantic import SecretStr
 
 from adapters.settings import Settings
-from adapters.slack.app import SlackBot, build_bot, make_client, serve_http
+from adapters.slack.app import SlackBot, build_bot
+from adapters.slack.client import make_client
+from adapters.slack.serve import serve_http
 from bench.slack_bench import SECRET, _Elsewhere, _NoTools
 from bot.agent import Agent, AgentConfig
 from bot.model.client import OpenAILLM

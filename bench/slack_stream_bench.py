@@ -23,7 +23,9 @@ from typing import Any
 import aiohttp
 
 from adapters.settings import Settings
-from adapters.slack.app import SlackBot, build_bot, make_client, serve_http
+from adapters.slack.app import SlackBot, build_bot
+from adapters.slack.client import make_client
+from adapters.slack.serve import serve_http
 from bot.agent import Agent, AgentConfig
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore

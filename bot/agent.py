@@ -36,6 +36,7 @@ from bot.types import (
     AgentReply,
     Answer,
     Answered,
+    Ask,
     ChatMessage,
     ConversationKey,
     Decision,
@@ -237,7 +238,11 @@ class Agent:
         return await self._host.complete_prompt_argument(name, argument, value, known)
 
     async def open_input(self, request_id: str, user_id: str) -> InputOutcome:
-        """A click on a server's question: the request when this person may answer it, or why not."""
+        """A click on a server's question: the request when this person may answer it, or why not.
+
+        Beside `answer`, because a form is shown before it is answered: a front end that opens it
+        (Slack's modal, within 3 s of the click) needs the request checked for this person without
+        answering it, and one whose answer changed nothing needs the request to show how it ended."""
         if self.inputs is None:
             return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
         return await self.inputs.open(request_id, user_id)
@@ -247,6 +252,16 @@ class Agent:
         `InputRequest.message_ref` then carries it to whichever process updates that message."""
         if self.inputs is not None:
             await self.inputs.posted(request_id, ref)
+
+    async def ask_posted(self, ask: Ask, ref: str) -> None:
+        """Remember where an ask was shown (platform-specific, e.g. channel and message id), whatever
+        its kind: the process that later redraws it (a click, the sweep, a resumed turn) finds it in
+        the ask (`ApprovalPrompt.message_ref`, `InputRequest.message_ref`). A sign-in is shown to its
+        person alone and never redrawn, so where it went is not kept."""
+        if ask.approval is not None and self.approvals is not None:
+            await self.approvals.set_message_ref(ask.id, ref)
+        elif ask.input is not None:
+            await self.input_posted(ask.id, ref)
 
     async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
         """A submitted form, a decline or a dismissal of a server's question (see `InputDesk.answer`)."""

@@ -73,7 +73,7 @@ def test_the_slack_usage_hint_names_the_tables_sub_commands(path: Path) -> None:
 
 async def test_slack_runs_a_handler_for_each_sub_command_of_the_table(tmp_path: Path) -> None:
     async with rig(tmp_path, []) as r:
-        same(list(r.bot.command_handlers()), SLACK, "the /nerve handlers")
+        same(list(r.bot.commands.handlers()), SLACK, "the /nerve handlers")
 
 
 async def test_discord_registers_the_tables_commands_with_their_descriptions_and_options() -> None:

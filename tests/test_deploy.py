@@ -31,7 +31,7 @@ from adapters.doctor.slack_check import NEEDED_SCOPES
 from adapters.healthcheck import health_url
 from adapters.ops_http import HEALTH_PATH, READY_PATH
 from adapters.settings import Settings
-from adapters.slack.app import EVENTS_PATH
+from adapters.slack.serve import EVENTS_PATH
 from bot.runtime import CALLBACK_PATH, CLIENT_METADATA_PATH
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR
 from tests.conftest import ROOT

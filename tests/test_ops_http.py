@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from adapters.discord.app import RestartPolicy, run_discord
 from adapters.ops_http import chat_ops
 from adapters.settings import Settings
-from adapters.slack.app import EVENTS_PATH, run_slack
+from adapters.slack.serve import EVENTS_PATH, run_slack
 from bot.agent import Agent
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig

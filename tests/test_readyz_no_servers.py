@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from adapters.slack.app import run_slack
+from adapters.slack.serve import run_slack
 from bot.mcp.host import MCPHost
 from tests.fakes.slack_api import FakeSlack
 from tests.test_ops_http import core, front_end, missing_server, readiness

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-from adapters.slack.app import run_slack
+from adapters.slack.serve import run_slack
 from bot.agent import AgentConfig
 from tests.conftest import ROOT
 from tests.fakes.clock import Clock

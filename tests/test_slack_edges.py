@@ -141,7 +141,7 @@ async def test_a_valid_signature_still_passes_after_a_refused_one(tmp_path: Path
 
 
 async def test_the_events_server_listens_on_the_configured_host(tmp_path: Path) -> None:
-    from adapters.slack.app import run_slack
+    from adapters.slack.serve import run_slack
     from tests.test_slack_harness import core, settings_for
 
     async with core(tmp_path, []) as c:

@@ -22,7 +22,9 @@ import aiohttp
 from aiohttp import web
 
 from adapters.settings import Settings
-from adapters.slack.app import SlackBot, build_bot, make_client, serve_http
+from adapters.slack.app import SlackBot, build_bot
+from adapters.slack.client import make_client
+from adapters.slack.serve import serve_http
 from bot.agent import Agent, AgentConfig
 from bot.model.client import OpenAILLM
 from bot.seams import ToolHost

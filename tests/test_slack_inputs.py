@@ -23,7 +23,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from adapters.slack.app import SlackBot, build_bot, make_client, serve_http
+from adapters.slack.app import SlackBot, build_bot
+from adapters.slack.client import make_client
 from adapters.slack.input_view import (
     ModalPlace,
     error_blocks,
@@ -32,6 +33,7 @@ from adapters.slack.input_view import (
     request_message,
     settled_message,
 )
+from adapters.slack.serve import serve_http
 from bot.agent import Agent, AgentConfig
 from bot.asks.inputs import EXPIRED, NOT_YOURS
 from bot.forms import Form, FormField, form_from_schema

@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 
-from adapters.slack.app import run_slack
+from adapters.slack.serve import run_slack
 from bot.agent import Agent, AgentConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig

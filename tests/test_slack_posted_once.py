@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.slack.app import make_client
+from adapters.slack.client import make_client
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
 from tests.stores import Backend

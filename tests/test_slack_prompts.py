@@ -20,7 +20,8 @@ import pytest
 
 from adapters.prompt_arguments import completion_at_end, parse_arguments
 from adapters.slack import prompt_command
-from adapters.slack.app import build_bot, make_client
+from adapters.slack.app import build_bot
+from adapters.slack.client import make_client
 from bot.errors import PromptError
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig

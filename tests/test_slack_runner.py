@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from adapters.settings import Settings
-from adapters.slack.app import run_slack
+from adapters.slack.serve import run_slack
 from bot.agent import Agent
 from bot.errors import ConfigError
 from tests.fakes.llm_server import reply

@@ -2,7 +2,7 @@
 scopes it was granted against those nerve's features use, and how events will arrive.
 
 The calls and the words for a refused token or an unreachable Slack are the ones `nerve slack`
-starts with (`adapters.slack.app`).
+starts with (`adapters.slack.serve`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.doctor.platforms import slack_set_up
 from adapters.doctor.report import Check, error, ok, warning
 from adapters.settings import Settings
-from adapters.slack.app import EVENTS_PATH, _reaching_slack, check_settings, make_client, require_bot_token
+from adapters.slack.client import make_client, reaching_slack, require_bot_token
+from adapters.slack.serve import EVENTS_PATH, check_settings
 from bot.errors import ConfigError, NerveError, StartupError
 
 # Each bot scope the Slack app manifests (slack/manifest.*.yaml) ask for, and what goes missing
@@ -48,7 +49,7 @@ async def check_slack(settings: Settings) -> list[Check]:
     client = make_client(settings)
     checks: list[Check] = []
     try:
-        async with _reaching_slack(settings, "SLACK_BOT_TOKEN"), asyncio.timeout(SLACK_LIMIT):
+        async with reaching_slack(settings, "SLACK_BOT_TOKEN"), asyncio.timeout(SLACK_LIMIT):
             auth = await client.auth_test()
     except ConfigError as exc:
         todo = "copy the Bot User OAuth Token (xoxb-…) again from the Slack app (OAuth & Permissions)"
@@ -91,7 +92,7 @@ async def _events(settings: Settings, client: AsyncWebClient) -> Check:
         found = f"Events API over HTTP at {url} (SLACK_SIGNING_SECRET set); Slack must reach it at your URL"
         return ok("slack events", found)
     try:
-        async with _reaching_slack(settings, "SLACK_APP_TOKEN"), asyncio.timeout(SLACK_LIMIT):
+        async with reaching_slack(settings, "SLACK_APP_TOKEN"), asyncio.timeout(SLACK_LIMIT):
             await client.apps_connections_open(app_token=settings.slack_app_token.get_secret_value())
     except NerveError as exc:
         todo = (

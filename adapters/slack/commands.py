@@ -1,21 +1,37 @@
-"""What `/nerve` answers with: help, the tools and prompts offered in this place, and remembered approvals.
+"""`/nerve`: help, the tools and prompts offered in this place, remembered approvals, reset.
 
-The help lists the sub-commands of the table in `adapters.common.commands`, as Slack writes them.
+The help lists the sub-commands of the table in `adapters.common.commands`, as Slack writes them;
+`NerveCommands` runs the handler the table names for each (a test holds the two together).
 
-Pure text builders over the agent, so every answer is ephemeral (only the person who typed the
-command sees it) and the command handler stays a dispatcher.
+The answers are text builders over the agent, so every answer is ephemeral (only the person who
+typed the command sees it) and the handlers stay dispatchers.
 """
 
 from __future__ import annotations
 
-from adapters.common.commands import SLACK, offered_on
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.common.commands import SLACK, command_on, offered_on
+from adapters.common.tasks import Spawn
 from adapters.prompt_arguments import usage
-from adapters.slack.events import PLATFORM
+from adapters.slack.events import DM_THREAD, PLATFORM, is_dm_channel, place_of_command
 from adapters.slack.render import escape, safe_markdown
+from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
 from bot.policy.scopes import Place
 from bot.text.render import truncate
 from bot.types import ConversationKey, Incoming, PromptSpec
+
+logger = logging.getLogger(__name__)
+
+# A `/nerve` sub-command's handler: the acknowledgement, the command's payload, its words.
+SubCommand = Callable[[AsyncAck, dict[str, Any], list[str]], Awaitable[None]]
 
 HELP = "\n".join(
     [
@@ -122,3 +138,80 @@ async def approvals_text(agent: Agent, admins: frozenset[str], user: str, args: 
     ]
     more = f"\n…and {len(remembered) - LISTED} more." if len(remembered) > LISTED else ""
     return "*Always allowed (remembered approvals):*\n" + "\n".join(lines) + more
+
+
+class NerveCommands:
+    """`/nerve WORD …`: the handler the command table names for WORD, or the help."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        client: AsyncWebClient,
+        settings: SlackSettings,
+        spawn: Spawn,
+        *,
+        prompts: SubCommand,
+        connections: SubCommand,
+    ) -> None:
+        self._agent = agent
+        self._client = client
+        self._settings = settings
+        self._spawn = spawn
+        self._prompts = prompts
+        self._connections = connections
+
+    async def on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        words = str(command.get("text") or "").split()
+        found = command_on(SLACK, words[0].lower() if words else "help")
+        if found is None:
+            await ack(text=unknown_command_text(words[0]), response_type="ephemeral")
+        else:
+            await self.handlers()[found.name](ack, command, words)
+
+    def handlers(self) -> dict[str, SubCommand]:
+        """What each `/nerve` sub-command of the command table runs (a test holds the two together)."""
+        prompts, connections = self._prompts, self._connections
+        return {
+            "tools": self._tools,
+            "prompts": prompts,
+            "prompt": prompts,
+            "approvals": self._approvals,
+            "connections": connections,
+            "connect": connections,
+            "disconnect": connections,
+            "reset": self._reset,
+            "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
+        }
+
+    async def _tools(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        user = str(command.get("user_id") or "")
+        place = place_of_command(str(command.get("channel_id") or ""), command.get("channel_name"), user)
+        await ack(text=tools_text(self._agent, place), response_type="ephemeral")
+
+    async def _approvals(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        user = str(command.get("user_id") or "")
+        text = await approvals_text(self._agent, self._settings.admins, user, words[1:])
+        await ack(text=text, response_type="ephemeral")
+
+    async def _reset(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        channel = str(command.get("channel_id") or "")
+        if not is_dm_channel(channel, command.get("channel_name")):
+            await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
+            return
+        await ack()
+        key = ConversationKey(
+            platform=PLATFORM, workspace=str(command.get("team_id") or ""), channel=channel, thread=DM_THREAD
+        )
+        self._spawn(self._reset_dm(key, str(command.get("user_id") or "")))
+
+    async def _reset_dm(self, key: ConversationKey, user: str) -> None:
+        try:
+            await self._agent.reset(key)
+            text = "Started a new conversation: I have forgotten what we said before in this DM."
+        except Exception:
+            logger.exception("reset of %s failed", key)
+            text = "Sorry — I could not reset our conversation; please try again."
+        try:
+            await self._client.chat_postEphemeral(channel=key.channel, user=user, text=text)
+        except SlackApiError as exc:
+            logger.warning("could not confirm the reset: %s", exc.response.get("error"))

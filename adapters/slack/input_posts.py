@@ -27,15 +27,14 @@ from adapters.common.refs import message_ref, parse_message_ref
 from adapters.common.settle import Settled
 from adapters.slack.input_view import request_message, settled_message
 from adapters.slack.post import Poster, api_error
-from bot.types import InputRequest, TurnEvent
+from bot.types import Ask, InputRequest, TurnEvent
 
 logger = logging.getLogger(__name__)
 
-INPUT_KINDS = frozenset({"input_needed", "input_done"})
 # Request messages remembered per bot; the oldest are forgotten past this.
 REMEMBERED = 10_000
-# Stores where a request's message was posted (`Agent.input_posted`): request id, message ref.
-KeepRef = Callable[[str, str], Awaitable[None]]
+# Stores where a request's message was posted (`Agent.ask_posted`): the ask, message ref.
+KeepRef = Callable[[Ask, str], Awaitable[None]]
 
 
 class RequestMessages(Settled[tuple[str, str]]):
@@ -65,15 +64,15 @@ class RequestMessages(Settled[tuple[str, str]]):
         """Store where each request message is posted through `keep` (the bot's agent)."""
         self._keep_ref = keep
 
-    async def keep(self, request_id: str, channel: str, ts: str) -> None:
+    async def keep(self, ask: Ask, channel: str, ts: str) -> None:
         """The request's message is posted at `ts`: remember it, and store it with its request."""
-        self.posted(request_id, (channel, ts))
+        self.posted(ask.id, (channel, ts))
         if self._keep_ref is None:
             return
         try:
-            await self._keep_ref(request_id, message_ref(channel, ts))
+            await self._keep_ref(ask, message_ref(channel, ts))
         except Exception:
-            logger.exception("could not store where the request for input %s is shown", request_id)
+            logger.exception("could not store where the request for input %s is shown", ask.id)
 
     async def _update(self, place: tuple[str, str], request: InputRequest, status: str) -> bool:
         try:
@@ -100,22 +99,21 @@ class InputPosts:
         self._pending: set[asyncio.Task[Any]] = set()
 
     def take(self, event: TurnEvent) -> bool:
-        """Handle `event` if it is about a request for input; says whether it was."""
-        if event.kind not in INPUT_KINDS:
-            return False
-        request = event.input
-        if request is None:
+        """Handle `event` if it asks a question or a link ("ask") or says how one ended ("input_done");
+        says whether it was. Other asks are not messages of this kind."""
+        ask = event.ask if event.kind == "ask" else None
+        if ask is not None and ask.input is not None:
+            if ask.id not in self._posted:
+                self._posted.add(ask.id)
+                self._messages.posting(ask.id)
+                self._start(self._post(ask, ask.input))
             return True
-        rid = request.request_id
-        if event.kind == "input_needed":
-            if rid not in self._posted:
-                self._posted.add(rid)
-                self._messages.posting(rid)
-                self._start(self._post(request))
-        else:
+        if event.kind != "input_done":
+            return False
+        if event.input is not None:
             # Settled after this turn's post of it, in order; a request an earlier turn posted (a
             # parked question, told of in the resumed turn) is found by its id.
-            self._start(self._messages.settle(request, event.message))
+            self._start(self._messages.settle(event.input, event.message))
         return True
 
     def _start(self, work: Coroutine[Any, Any, Any]) -> None:
@@ -123,7 +121,7 @@ class InputPosts:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _post(self, request: InputRequest) -> None:
+    async def _post(self, ask: Ask, request: InputRequest) -> None:
         ts: str | None = None
         try:
             ts = await self._poster.post(self._channel, self._thread_ts, request_message(request))
@@ -134,7 +132,7 @@ class InputPosts:
         if ts is None:
             self._messages.posted(request.request_id, None)
         else:
-            await self._messages.keep(request.request_id, self._channel, ts)
+            await self._messages.keep(ask, self._channel, ts)
 
     async def close(self) -> None:
         """Wait for posts and updates under way, so the answer comes after its requests' outcomes."""

@@ -49,7 +49,6 @@ URL_BUTTON_LIMIT = 3_000
 METADATA_LIMIT = 3_000
 # A text field allowing more than this gets a multi-line box.
 MULTILINE_FROM = 300
-_HEAD_BLOCKS = 2  # the server's message and who asks, above the fields
 
 _TEXT_INPUTS = {"text": "plain_text_input", "email": "email_text_input", "uri": "url_text_input"}
 _YES, _NO = "true", "false"

@@ -1,4 +1,11 @@
-"""A delivery the database cannot record in time is refused with a 503, so Slack delivers it again.
+"""Which deliveries are turns, each claimed in the inbox before it is acked, and started.
+
+A middleware claims each turn's `event_id` in the inbox *before* the ack, so a re-delivery (Slack
+retries, a second Socket Mode connection) is acked and ignored, a delivery that never reached us
+is processed when Slack retries it, and a turn cut short by a restart is answered at start-up.
+While nerve stops, a delivery is claimed and acked but left for the next start, which answers it.
+
+A delivery the database cannot record in time is refused with a 503, so Slack delivers it again.
 
 Slack waits 3 s for the answer to a delivery, then counts it failed and retries it (after about a
 second, a minute, five minutes). The intake records each turn in the inbox before acking it; with
@@ -11,12 +18,24 @@ every delivery Slack was told succeeded is answered.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.response import BoltResponse
 
+from adapters.common.tasks import Spawn
+from adapters.slack.events import DM_THREAD, PLATFORM, Identity, Turn, classify
+from adapters.slack.inbox import inbox_payload
+from adapters.slack.jobs import Launcher
+from adapters.slack.settings import SlackSettings
+from bot.agent import Agent
 from bot.errors import StoreError
 from bot.observe.log_throttle import LogThrottle
+from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +43,8 @@ logger = logging.getLogger(__name__)
 INTAKE_WAIT_SECONDS = 2.0
 # What the 503 asks Slack to wait before its retry.
 RETRY_AFTER_SECONDS = 5
+# Threads followed (answered without a mention) in this process; the oldest are forgotten past this.
+FOLLOWED_MAX = 10_000
 # While the database is away, one line this often, with a count of the deliveries refused since.
 _lines = LogThrottle(every=10.0)
 
@@ -60,3 +81,115 @@ def _say(kind: str, message: str, *args: object) -> None:
     if held is not None:
         more = f" ({held} more {kind} since the last line)" if held else ""
         logger.warning(message + "%s", *args, more)
+
+
+class Intake:
+    """One bot's deliveries: claimed before the ack (`claim`, a middleware), then answered here or
+    queued as jobs (`on_turn`, `start`); `run` answers one turn."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        settings: SlackSettings,
+        launch: Launcher,
+        run: Callable[[Turn], Coroutine[Any, Any, None]],
+        spawn: Spawn,
+    ) -> None:
+        self._agent = agent
+        self._settings = settings
+        self._launch = launch
+        self._run = run
+        self._spawn = spawn
+        self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
+        # Set when nerve stops: a delivery is then claimed and acked, and left for the next start.
+        self.stopping = False
+
+    def follow(self, turn: Turn) -> None:
+        if turn.key.thread == DM_THREAD:
+            return
+        self._followed[turn.key] = None
+        self._followed.move_to_end(turn.key)
+        while len(self._followed) > FOLLOWED_MAX:
+            self._followed.popitem(last=False)
+
+    async def claim(
+        self, body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
+    ) -> BoltResponse | None:
+        """Decide whether a delivery is a turn, and claim it in the inbox before it is acked."""
+        if body.get("type") == "event_callback" and context.bot_user_id:
+            me = Identity(user_id=context.bot_user_id, bot_id=context.bot_id)
+            turn = classify(
+                body,
+                me,
+                allow_bots=self._settings.nerve_slack_allow_bots,
+                follow_threads=self._settings.nerve_slack_follow_threads,
+                followed=self._followed.__contains__,
+            )
+            if turn is not None:
+                # On PostgreSQL (jobs): recorded within Slack's 3 s, or refused with a 503 so Slack
+                # retries (`.intake`); a claim that landed after the refusal is queued by the retry
+                # (`_left_behind`). The embedded SQLite store is never unreachable, and a turn it
+                # claimed late would have no such second chance in this process: no bound there.
+                deadline = (
+                    asyncio.get_running_loop().time() + INTAKE_WAIT_SECONDS
+                    if self._launch.jobs is not None
+                    else None
+                )
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        answered = await self._record(turn, body)
+                except (StoreError, TimeoutError) as exc:
+                    return unrecorded(turn.event_id, exc)
+                if answered is not None:
+                    return answered
+                context["nerve_turn"] = turn
+                context["nerve_deadline"] = deadline
+        await next()
+        return None
+
+    async def _record(self, turn: Turn, body: dict[str, Any]) -> BoltResponse | None:
+        """Claim a turn's delivery in the inbox; the answer to a re-delivery, None for a new one."""
+        if not await self._agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
+            if self._launch.jobs is not None and await self._left_behind(turn):
+                logger.warning(
+                    "Slack re-delivered event %s, recorded but never queued: queued now", turn.event_id
+                )
+                return BoltResponse(status=200, body="")
+            logger.info("Slack re-delivered event %s; already handled", turn.event_id)
+            return BoltResponse(status=200, body="")
+        if self.stopping:
+            logger.info("kept Slack event %s for the next start (shutting down)", turn.event_id)
+            return BoltResponse(status=200, body="")
+        return None
+
+    async def _left_behind(self, turn: Turn) -> bool:
+        """A re-delivered event that a process recorded but died before queueing: queue it now, so
+        the thread's next message (which Slack sends only after this one is acked) stays behind it."""
+        if await self._agent.inbox.unfinished_payload(PLATFORM, turn.event_id) is None:
+            return False
+        self.follow(turn)
+        return await self._launch.requeue(turn.event_id, turn.key)
+
+    async def on_turn(self, context: AsyncBoltContext) -> None:
+        turn = context.get("nerve_turn")
+        if not isinstance(turn, Turn):
+            return
+        if self._launch.jobs is None:
+            self.start(turn)
+            return
+        # Queued before the ack: Slack sends a thread's next message only after this one is queued,
+        # so the thread's jobs (one at a time, in queue order) answer in the order people wrote.
+        self.follow(turn)
+        deadline = context.get("nerve_deadline")
+        try:
+            async with asyncio.timeout_at(deadline if isinstance(deadline, float) else None):
+                await self._launch.event(turn.event_id, turn.key, lambda: self._run(turn))
+        except TimeoutError:
+            left_to_sweep(turn.event_id)  # recorded: acked, and queued by a later sweep
+
+    def start(self, turn: Turn) -> None:
+        self.follow(turn)
+        if self._launch.jobs is None:
+            self._spawn(self._run(turn))
+        else:
+            self._spawn(self._launch.event(turn.event_id, turn.key, lambda: self._run(turn)))

@@ -24,6 +24,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
+from adapters.common.desk import waiting_approval
 from adapters.slack.events import Turn
 from adapters.slack.input_posts import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
@@ -312,7 +313,7 @@ class StreamedAnswer:
         if self._concluded:
             return Concluded(replace_ts=ts)
         self._concluded = True
-        feedback = self._feedback and not (reply.failed or reply.approval or reply.deferred)
+        feedback = self._feedback and not (reply.failed or waiting_approval(reply) or reply.deferred)
         head = render_reply(reply, Level.RICH).messages[0]
         first = answer_chunks(reply.text)[0]
         answer_block = {"type": "markdown", "text": first}
@@ -368,10 +369,11 @@ class StreamedAnswer:
             for att in reply.attachments
             if att.tool_call_id in self._tasks
         ]
-        if reply.approval is not None:
+        approval = waiting_approval(reply)
+        if approval is not None:
             chunks += [
                 _task(call.call_id, call.tool, "pending", details="waiting for approval")
-                for call in reply.approval.calls
+                for call in approval.calls
                 if call.status == "pending"
             ]
         if self._status_open:

@@ -140,8 +140,8 @@ class SlackSignIns:
         the turn never waits on Slack for it)."""
 
         async def progress(event: TurnEvent) -> None:
-            if event.kind == "sign_in_needed" and event.sign_in is not None:
-                self._spawn(self.show_link(turn.channel, turn.reply_thread_ts, event.sign_in))
+            if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
+                self._spawn(self.show_link(turn.channel, turn.reply_thread_ts, event.ask.sign_in))
             await forward(event)
 
         return progress

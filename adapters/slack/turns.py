@@ -27,6 +27,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.desk import waiting_approval
 from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, turn_in
@@ -47,7 +48,7 @@ from adapters.slack.render import (
 from adapters.slack.seen import SeenMarks
 from bot.agent import Agent
 from bot.seams import PostRecords
-from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress, TurnEvent
+from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)
 # Wraps a turn's progress sink (`adapters.slack.sign_in`): what it shows besides the live message.
@@ -234,6 +235,8 @@ class TurnRunner:
         if ts is not None:
             return await self._reopen(turn, ts)
         if not turn.assistant_thread and self._poster.busy(turn.channel):
+            # A status post would take the slot of an answer and show up late anyway (👀 is the sign
+            # meanwhile); an assistant thread's status line is no post: it always shows.
             return None
         await posts.intend_live()
         sink = await self.open_progress(turn, metadata=posts.live_metadata())
@@ -252,14 +255,6 @@ class TurnRunner:
         )
         message.adopt(ts)
         return message
-
-    async def open_progress_if_free(self, turn: Turn) -> ProgressSink | None:
-        """The live message of a live turn, or None while the channel's posts queue: a status post
-        would then take the slot of an answer and show up late anyway (👀 is the sign meanwhile).
-        An assistant thread's status line is no post: it always shows."""
-        if not turn.assistant_thread and self._poster.busy(turn.channel):
-            return None
-        return await self.open_progress(turn)
 
     async def open_progress(self, turn: Turn, *, metadata: dict[str, Any] | None = None) -> ProgressSink:
         """The live message of a turn: streamed where Slack can, else one message edited in place;
@@ -345,8 +340,9 @@ class TurnRunner:
             await self._upload_all(turn, rendered.uploads)
             if posts is not None:
                 await posts.files_done()
-        if reply.approval is not None:
-            await self._ask_approval(turn, reply.approval)
+        approval = waiting_approval(reply)
+        if approval is not None:
+            await self._ask_approval(turn, approval)
 
     @staticmethod
     def _with_feedback(
@@ -362,10 +358,10 @@ class TurnRunner:
 
     async def _ask_approval(self, turn: Turn, prompt: ApprovalPrompt) -> None:
         """Post the one approval message of a parked turn, unless it was posted already."""
-        if prompt.message_ref is not None or self._agent.approvals is None:
+        if prompt.message_ref is not None:
             return
         ts = await self._poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
-        await self._agent.approvals.set_message_ref(prompt.request_id, message_ref(turn.channel, ts))
+        await self._agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
         await self._upload_all(turn, argument_uploads(prompt))
 
     async def _upload_all(self, turn: Turn, uploads: list[Upload]) -> None:

@@ -1,7 +1,7 @@
 """`nerve worker`: a process that only runs Slack's jobs, for deployments that want more workers
 than receivers.
 
-Every `nerve slack` on PostgreSQL receives events and runs a worker too (`adapters.slack.app`).
+Every `nerve slack` on PostgreSQL receives events and runs a worker too (`adapters.slack.serve`).
 A worker process runs the second half alone: no socket to Slack and no /slack/events, so Slack
 never delivers to it; it takes the jobs the receivers queued (answer an event, go on with a
 decided approval, answer the messages that waited) and posts the answers with the bot token.
@@ -24,7 +24,8 @@ import aiohttp
 
 from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
-from adapters.slack.app import SWEEP_SECONDS, build_bot, make_client
+from adapters.slack.app import SWEEP_SECONDS, build_bot
+from adapters.slack.client import make_client
 from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
 from bot.errors import ConfigError

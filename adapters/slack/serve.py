@@ -1,0 +1,176 @@
+"""`nerve slack`: run the bot until stopped, over Socket Mode or the Events API over HTTP.
+
+Start-up checks the tokens with Slack before any event is served, answers what was left unfinished
+before a restart (`SlackBot.recover`), starts the sweep, then serves deliveries. On SIGTERM intake
+stops and the running turns get their grace (`adapters.jobs_runtime.drained`, `SlackBot.drain`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import aiohttp
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
+from slack_bolt.request.async_request import AsyncBoltRequest
+
+from adapters.http_log import quiet_runner
+from adapters.jobs_runtime import drained, shared_jobs, work
+from adapters.oauth_http import sign_in_endpoints
+from adapters.ops_http import OpsEndpoints, PlatformLink, always
+from adapters.slack.app import SWEEP_SECONDS, SlackBot, build_bot
+from adapters.slack.client import make_client, reaching_slack, require_bot_token
+from adapters.slack.settings import SlackSettings
+from adapters.slack.signature import signature_problem
+from adapters.slack.socket_mode import socket_mode_handler
+from adapters.slack.well_formed import delivery_problem
+from adapters.up_line import log_up
+from bot.agent import Agent
+from bot.errors import ConfigError
+from bot.text.scrub import scrub_bytes
+
+logger = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+
+
+def check_settings(settings: SlackSettings) -> None:
+    """Fail before anything starts when a required Slack setting is missing."""
+    require_bot_token(settings)
+    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+        raise ConfigError(
+            "set SLACK_APP_TOKEN (xapp-…, for Socket Mode) or SLACK_SIGNING_SECRET (for Events API over HTTP)"
+        )
+
+
+async def serve_http(
+    bot: SlackBot, host: str, port: int, ops: OpsEndpoints | None = None
+) -> tuple[web.AppRunner, str]:
+    """Serve the Events API (and `ops`, if given) at `host:port`; returns the runner and the events
+    URL actually bound."""
+    secret = bot.signing_secret
+    if secret is None:
+        raise ConfigError("SLACK_SIGNING_SECRET is not set: it is needed to receive events over HTTP")
+
+    async def events(request: web.Request) -> web.Response:
+        raw = await request.read()
+        problem = signature_problem(
+            secret,
+            raw,
+            request.headers.get("X-Slack-Request-Timestamp"),
+            request.headers.get("X-Slack-Signature"),
+            now=time.time(),
+        )
+        if problem is not None:
+            logger.warning("refused a delivery from %s, bad Slack signature: %s", request.remote, problem)
+            return web.json_response({"error": "invalid request"}, status=401)
+        # Slack sends UTF-8; anything else is decoded with replacement rather than dropped with a 500.
+        text = scrub_bytes(raw)
+        malformed = delivery_problem(text, request.content_type)
+        if malformed is not None:
+            logger.warning("refused a signed Slack delivery that is not well-formed: %s", malformed)
+            return web.json_response({"error": "malformed request"}, status=400)
+        bolt_request = AsyncBoltRequest(
+            body=text,
+            query=request.query_string,
+            headers=request.headers,  # type: ignore[arg-type]
+        )
+        return await to_aiohttp_response(await bot.app.async_dispatch(bolt_request))
+
+    web_app = web.Application()
+    web_app.router.add_post(EVENTS_PATH, events)
+    if ops is not None:
+        ops.install(web_app)
+    runner = quiet_runner(web_app)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} (NERVE_HTTP_HOST, NERVE_HTTP_PORT): {exc.strerror}"
+        ) from None
+    bound = runner.addresses[0]
+    return runner, f"http://{bound[0]}:{bound[1]}{EVENTS_PATH}"
+
+
+async def run_slack(
+    agent: Agent,
+    settings: SlackSettings,
+    *,
+    host: str | None = None,
+    ready: asyncio.Future[str] | None = None,
+    sweep_interval: float = SWEEP_SECONDS,
+    ops_ready: asyncio.Future[str] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run until cancelled, or until `stop` is set and the running turns had their grace (above):
+    Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events.
+
+    `host` defaults to NERVE_HTTP_HOST. `ready` (if given) receives "socket-mode" or the events URL
+    once deliveries can arrive. A Slack that refuses the tokens or cannot be reached raises
+    ConfigError or StartupError before any event is served. /healthz, /readyz and /metrics answer
+    at the same host and port (`adapters.ops_http`; `ops_ready` receives their base URL).
+    """
+    check_settings(settings)
+    bind = host or settings.nerve_http_host
+    stop = stop or asyncio.Event()
+    ops = OpsEndpoints(agent, PlatformLink("Slack"), ready=ops_ready, stopping=stop)
+    # The browser's way back after signing in, on the same port in every mode.
+    sign_ins = sign_in_endpoints(agent.connections, settings.nerve_public_url, "Slack")
+    if sign_ins is not None:
+        ops.routes.append(sign_ins.install)
+    socket_mode = settings.slack_app_token is not None
+    async with (
+        aiohttp.ClientSession() as session,
+        ops.serving(bind, settings.nerve_http_port, alone=socket_mode),
+        shared_jobs(settings) as jobs,
+    ):
+        bot = build_bot(agent, settings, client=make_client(settings, session=session), jobs=jobs)
+        if sign_ins is not None:
+            sign_ins.resume = bot.resume_signed_in
+        try:
+            await bot.identity()
+            if jobs is not None:
+                work(jobs, bot, settings)
+                ops.worker = jobs.worker_alive
+            recovered = await bot.recover()
+            if recovered:
+                logger.warning(
+                    "answering %d Slack event(s) or approval(s) left unfinished before the restart", recovered
+                )
+            bot.start_sweeper(sweep_interval)
+            if settings.slack_app_token is not None:
+                app_token = settings.slack_app_token.get_secret_value()
+                # Asked here so a refused app token stops the start; the SDK would retry it forever.
+                async with reaching_slack(settings, "SLACK_APP_TOKEN"):
+                    opened = await bot.client.apps_connections_open(app_token=app_token)
+                handler = socket_mode_handler(bot.app, app_token, bot.client)
+                handler.client.wss_uri = str(opened["url"])
+                await handler.connect_async()  # type: ignore[no-untyped-call]
+                ops.platform.connected(handler.client.is_connected)
+                me = await bot.identity()
+                log_up("Slack: Socket Mode connected as @%s (%s)", me.name, me.user_id)
+                try:
+                    if ready is not None and not ready.done():
+                        ready.set_result("socket-mode")
+                    await stop.wait()
+                    await drained(bot, jobs, settings.nerve_shutdown_grace)
+                finally:
+                    await handler.close_async()  # type: ignore[no-untyped-call]
+            else:
+                ops.platform.connected(always)
+                runner, url = await serve_http(bot, bind, settings.nerve_http_port, ops)
+                ops.announce(url.removesuffix(EVENTS_PATH))
+                log_up("serving Slack events and interactions at %s", url)
+                try:
+                    if ready is not None and not ready.done():
+                        ready.set_result(url)
+                    await stop.wait()
+                    await drained(bot, jobs, settings.nerve_shutdown_grace)
+                finally:
+                    await runner.cleanup()
+        finally:
+            await bot.aclose()
