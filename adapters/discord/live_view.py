@@ -82,14 +82,16 @@ class LiveView:
             said = discord.utils.escape_markdown(" ".join(event.message.split()))
             call.progress, call.fraction = truncate(said, 120)[0], event.fraction
             return True
-        if event.kind == "input_needed":
+        if event.kind == "ask" and event.ask is not None and event.ask.input is not None:
             self._status = WAITING_FOR_INPUT
             return True
+        if event.kind in ("input_needed", "sign_in_needed"):
+            return False  # the same ask, told again the older way: shown from its "ask" event
         if event.kind == "input_done":
             changed = self._status == WAITING_FOR_INPUT
             self._status = "" if changed else self._status
             return changed
-        # "retrying" and "notice": one status line, the newest.
+        # "retrying", "notice" and the other asks (an approval, a sign-in): one status line, the newest.
         self._status = f"⏳ {event.message}"
         return True
 
