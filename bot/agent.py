@@ -36,6 +36,7 @@ from bot.types import (
     AgentReply,
     Answer,
     Answered,
+    Ask,
     ChatMessage,
     ConversationKey,
     Decision,
@@ -237,7 +238,10 @@ class Agent:
         return await self._host.complete_prompt_argument(name, argument, value, known)
 
     async def open_input(self, request_id: str, user_id: str) -> InputOutcome:
-        """A click on a server's question: the request when this person may answer it, or why not."""
+        """A click on a server's question: the request when this person may answer it, or why not.
+
+        Not an answer, so not `answer`: a platform that must open the form in reply to the click
+        itself (Slack's trigger id, Discord's modal) needs the form, checked for its asker, first."""
         if self.inputs is None:
             return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
         return await self.inputs.open(request_id, user_id)
@@ -247,6 +251,15 @@ class Agent:
         `InputRequest.message_ref` then carries it to whichever process updates that message."""
         if self.inputs is not None:
             await self.inputs.posted(request_id, ref)
+
+    async def ask_posted(self, ask: Ask, ref: str) -> None:
+        """Remember where an ask was shown (platform-specific, e.g. channel and message id), so
+        whichever process settles it later updates that message (`ApprovalPrompt.message_ref`,
+        `InputRequest.message_ref`). A sign-in is shown to its person alone and never updated."""
+        if ask.approval is not None and self.approvals is not None:
+            await self.approvals.set_message_ref(ask.id, ref)
+        elif ask.input is not None and self.inputs is not None:
+            await self.inputs.posted(ask.id, ref)
 
     async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
         """A submitted form, a decline or a dismissal of a server's question (see `InputDesk.answer`)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import discord
 
@@ -35,6 +35,7 @@ from adapters.discord.pages import (
 from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.sign_in import SignInLinks
 from adapters.discord.views import new_ref, results_button_view
+from bot.agent import Agent
 from bot.seams import Inbox, PostRecords
 from bot.text.render import truncate
 from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress
@@ -54,14 +55,6 @@ def approval_of(reply: AgentReply) -> ApprovalPrompt | None:
     return next((ask.approval for ask in reply.waiting if ask.approval is not None), None)
 
 
-class TurnAgent(Protocol):
-    """What running a turn needs from the core `Agent`."""
-
-    inbox: Inbox
-
-    async def reply(self, incoming: Incoming, progress: Progress = ...) -> AgentReply: ...
-
-
 class TurnAnswers:
     """Runs one client's turns and posts their replies where they belong.
 
@@ -71,7 +64,7 @@ class TurnAnswers:
         self,
         *,
         client: discord.Client,
-        agent: TurnAgent,
+        agent: Agent,
         guard: ChannelGuard,
         order: ConversationOrder,
         records: PostRecords | None,

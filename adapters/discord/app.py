@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 import aiohttp
 import discord
 
-from adapters.discord.client import DiscordAgent as DiscordAgent
 from adapters.discord.client import NerveDiscordBot as NerveDiscordBot
 from adapters.discord.client import point_discord_at as point_discord_at
 from adapters.discord.jobs import CurrentClient
@@ -34,6 +33,7 @@ from adapters.discord.sign_in import resume_signed_in
 from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
+from bot.agent import Agent
 from bot.errors import ConfigError, StartupError
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class ShardedNerveDiscordBot(NerveDiscordBot, discord.AutoShardedClient):
 
     def __init__(
         self,
-        agent: DiscordAgent,
+        agent: Agent,
         settings: DiscordSettings,
         *,
         jobs: TurnJobs | None = None,
@@ -79,7 +79,7 @@ class ShardedNerveDiscordBot(NerveDiscordBot, discord.AutoShardedClient):
 
 
 def new_bot(
-    agent: DiscordAgent,
+    agent: Agent,
     settings: DiscordSettings,
     *,
     jobs: TurnJobs | None = None,
@@ -112,7 +112,7 @@ def check_settings(settings: DiscordSettings) -> str:
 
 
 async def run_discord(
-    agent: DiscordAgent,
+    agent: Agent,
     settings: DiscordSettings,
     *,
     policy: RestartPolicy | None = None,
@@ -169,7 +169,7 @@ async def _stop_when_asked(
 
 
 async def _run_restarting(
-    agent: DiscordAgent,
+    agent: Agent,
     settings: DiscordSettings,
     token: str,
     policy: RestartPolicy,

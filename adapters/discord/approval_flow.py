@@ -17,25 +17,25 @@ that any process's worker runs (`launch`, `adapters.discord.jobs`); without, tas
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import discord
 
 from adapters.common import refs
-from adapters.common.desk import ApprovalClick, AskDesk, DeskAgent
+from adapters.common.desk import ApprovalClick, AskDesk
 from adapters.common.tasks import Spawn
 from adapters.discord.approval_buttons import ALL_CALLS, Click, approval_view
 from adapters.discord.approval_message import approval_message
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ConversationOrder, send_message
 from adapters.discord.incoming import PLATFORM, message_of
 from adapters.jobs_runtime import Launcher
-from bot.store.approvals import ApprovalLedger
+from bot.agent import Agent
 from bot.types import (
     AgentReply,
     ApprovalPrompt,
+    Ask,
     ConversationKey,
-    Incoming,
     Progress,
     no_progress,
 )
@@ -43,23 +43,6 @@ from bot.types import (
 logger = logging.getLogger(__name__)
 
 RESUME_FAILED = "Sorry — something went wrong on my side while going on with this answer. Please ask again."
-
-
-class ApprovalAgent(DeskAgent, Protocol):
-    """What approvals need from the core `Agent`."""
-
-    @property
-    def approvals(self) -> ApprovalLedger | None: ...
-
-    async def resume(self, request_id: str, progress: Progress = ...) -> AgentReply | None: ...
-
-    async def expire_due(self, platform: str | None = ...) -> list[str]: ...
-
-    async def recover_parked(self, platform: str | None = ...) -> list[str]: ...
-
-    def deferred_replies(
-        self, key: ConversationKey, progress: Progress = ...
-    ) -> AsyncIterator[tuple[Incoming, AgentReply]]: ...
 
 
 # Posts a reply in a conversation (its thread or DM), replying to a message if given.
@@ -80,7 +63,7 @@ class ApprovalFlow:
     def __init__(
         self,
         *,
-        agent: ApprovalAgent,
+        agent: Agent,
         client: discord.Client,
         guard: ChannelGuard,
         order: ConversationOrder,
@@ -140,25 +123,15 @@ class ApprovalFlow:
     ) -> bool:
         """Make the deferred `/ask` answer the approval message; False if its token no longer works."""
         shown = approval_message(prompt)
-        file = shown.file()
         view = approval_view(prompt)
+        file = shown.file()
+        extra: dict[str, Any] = {} if view is None else {"view": view}
+        if view is not None and file is not None:
+            extra["attachments"] = [file]
         try:
-            if file is not None and view is not None:
-                message = await interaction.edit_original_response(
-                    content=shown.content,
-                    embeds=shown.embeds,
-                    attachments=[file],
-                    view=view,
-                    allowed_mentions=NO_MENTIONS,
-                )
-            elif view is not None:
-                message = await interaction.edit_original_response(
-                    content=shown.content, embeds=shown.embeds, view=view, allowed_mentions=NO_MENTIONS
-                )
-            else:
-                message = await interaction.edit_original_response(
-                    content=shown.content, embeds=shown.embeds, allowed_mentions=NO_MENTIONS
-                )
+            message = await interaction.edit_original_response(
+                content=shown.content, embeds=shown.embeds, allowed_mentions=NO_MENTIONS, **extra
+            )
         except discord.HTTPException as exc:
             logger.warning(
                 "showing approval request %s through interaction %s failed (%s %s)",
@@ -198,10 +171,7 @@ class ApprovalFlow:
         return True
 
     async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:
-        if self._agent.approvals is not None:
-            await self._agent.approvals.set_message_ref(
-                prompt.request_id, refs.message_ref(channel_id, message_id)
-            )
+        await self._agent.ask_posted(Ask.of_approval(prompt), refs.message_ref(channel_id, message_id))
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         """Update the approval message in place from the stored request (any process can do this)."""

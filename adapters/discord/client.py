@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import discord
 import yarl
@@ -30,26 +30,26 @@ from adapters.common.tasks import Owned
 from adapters.discord import commands as discord_commands
 from adapters.discord.answering import TurnAnswers
 from adapters.discord.approval_buttons import ApprovalButton, Click
-from adapters.discord.approval_flow import ApprovalAgent, ApprovalFlow
+from adapters.discord.approval_flow import ApprovalFlow
 from adapters.discord.delivery import (
     NO_MENTIONS,
     ChannelGuard,
     ConversationOrder,
 )
 from adapters.discord.incoming import PLATFORM, Job, job_for, to_incoming
-from adapters.discord.input_flow import InputAgent, InputFlow
+from adapters.discord.input_flow import InputFlow
 from adapters.discord.input_message import InputBoard, InputButton, InputClick
 from adapters.discord.jobs import CurrentClient, HeldInteractions, Launcher
 from adapters.discord.live import EDIT_EVERY
-from adapters.discord.prompt_command import PromptAgent
 from adapters.discord.render import ResultsCache
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.sign_in import DisconnectButton, SignInLinks
 from adapters.discord.sign_in import register as register_sign_in
 from adapters.discord.views import ToolResultsButton
 from adapters.up_line import log_up
-from bot.seams import Inbox, PostRecords
-from bot.types import AgentReply, ConversationKey, Incoming, Progress, ToolSpec, no_progress
+from bot.agent import Agent
+from bot.seams import PostRecords
+from bot.types import ConversationKey, no_progress
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs
@@ -58,20 +58,6 @@ logger = logging.getLogger(__name__)
 
 OFFICIAL_GATEWAY = "wss://gateway.discord.gg/"
 NEED_QUESTION = "Please give me a question, e.g. `/ask question: what is the air quality in 94107?`"
-
-
-class DiscordAgent(ApprovalAgent, InputAgent, PromptAgent, Protocol):
-    """What the bot needs from the core `Agent`."""
-
-    inbox: Inbox
-
-    async def reply(self, incoming: Incoming, progress: Progress = ...) -> AgentReply: ...
-
-    async def reset(self, key: ConversationKey) -> None: ...
-
-    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]: ...
-
-    def server_states(self) -> dict[str, bool]: ...
 
 
 def point_discord_at(settings: DiscordSettings) -> None:
@@ -94,7 +80,7 @@ class NerveDiscordBot(discord.Client):
 
     def __init__(
         self,
-        agent: DiscordAgent,
+        agent: Agent,
         settings: DiscordSettings,
         *,
         jobs: TurnJobs | None = None,

@@ -32,7 +32,7 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import discord
 
@@ -50,12 +50,12 @@ from adapters.discord.input_message import (
     settled_text,
 )
 from adapters.discord.input_modal import FIELDS_PER_STEP, InputModal, Raw, say, steps_of
+from bot.agent import Agent
 from bot.asks.inputs import EXPIRED, GONE
 from bot.errors import AskError
 from bot.forms import Form, check_answer
 from bot.types import (
     Answer,
-    Answered,
     Decline,
     InputOutcome,
     InputRequest,
@@ -88,19 +88,6 @@ def errors_text(form: Form, errors: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-class InputAgent(Protocol):
-    """What questions need from the core `Agent`: every answer goes through `answer`. Discord also
-    needs `open_input` (a modal must answer the click itself, so the form is fetched, for its asker
-    only, before anything is answered) and `input_posted` (where the question's message is, so any
-    process can settle it)."""
-
-    async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered: ...
-
-    async def open_input(self, request_id: str, user_id: str) -> InputOutcome: ...
-
-    async def input_posted(self, request_id: str, ref: str) -> None: ...
-
-
 @dataclass(slots=True)
 class Draft:
     """What one person gave so far in a request's form, the steps that passed the check, and where
@@ -121,7 +108,7 @@ class InputFlow:
     def __init__(
         self,
         *,
-        agent: InputAgent,
+        agent: Agent,
         board: InputBoard,
         resume: Callable[[str], None] = lambda request_id: None,
         sweep: Callable[[], None] = lambda: None,
@@ -143,9 +130,9 @@ class InputFlow:
 
         async def progress(event: TurnEvent) -> None:
             request = event.input
-            asked = event.ask.input if event.kind == "ask" and event.ask is not None else None
-            if asked is not None:
-                self._board.show(asked, where, self._agent.input_posted)
+            ask = event.ask if event.kind == "ask" else None
+            if ask is not None and ask.input is not None:
+                self._board.show(ask.input, where, lambda _, ref: self._agent.ask_posted(ask, ref))
             elif request is not None and event.kind == "input_done":
                 self._board.settle(request, event.message)
                 self._forget(request.request_id)

@@ -17,7 +17,6 @@ from adapters.discord.render import MAX_TOOL_LINES, MESSAGE_LIMIT, format_latenc
 from bot.text.render import truncate
 from bot.types import TurnEvent
 
-WAITING_FOR_APPROVAL = "⏸️ waiting for approval"
 WAITING_FOR_INPUT = "📝 waiting for an answer to a tool's question"
 
 
@@ -94,9 +93,6 @@ class LiveView:
         # "retrying", "notice" and the other asks (an approval, a sign-in): one status line, the newest.
         self._status = f"⏳ {event.message}"
         return True
-
-    def waiting_for_approval(self) -> None:
-        self._status = WAITING_FOR_APPROVAL
 
     @property
     def text(self) -> str:
