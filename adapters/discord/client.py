@@ -292,13 +292,19 @@ class NerveDiscordBot(discord.Client):
         job = job_for(incoming, kind="message", channel_id=message.channel.id, message_id=message.id)
         # Held from before the first await: discord.py runs each event as a task of its own.
         async with self._intake.hold(job.key):
-            if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
-                logger.debug("ignoring re-delivered message %s", message.id)
-                return
-            if self.stopping:
-                logger.info("kept %s for the next start: nerve is shutting down", incoming.event_id)
-                return
-            await self._launch.event(job.event_id, job.key, lambda: self.answers.message(job))
+            if await self._claimed(job):
+                await self._launch.event(job.event_id, job.key, lambda: self.answers.message(job))
+
+    async def _claimed(self, job: Job) -> bool:
+        """Claim a delivery in the inbox (a re-delivery is dropped; while stopping it is kept for the
+        next start): True when its turn is to be answered now. The caller holds its intake."""
+        if not await self.agent.inbox.claim_event(PLATFORM, job.event_id, job.to_json()):
+            logger.debug("ignoring re-delivered %s %s", job.kind, job.event_id)
+            return False
+        if self.stopping:
+            logger.info("kept %s for the next start: nerve is shutting down", job.event_id)
+            return False
+        return True
 
     # --- /ask --------------------------------------------------------------------------------------
 
@@ -331,10 +337,7 @@ class NerveDiscordBot(discord.Client):
             incoming, kind="interaction", channel_id=interaction.channel_id or 0, message_id=answer_id or 0
         )
         async with self._intake.hold(job.key):
-            if not await self.agent.inbox.claim_event(PLATFORM, incoming.event_id, job.to_json()):
-                return
-            if self.stopping:
-                logger.info("kept %s for the next start: nerve is shutting down", incoming.event_id)
+            if not await self._claimed(job):
                 return
             if self._launch.jobs is not None:
                 # Answered through its token if this process's worker takes the job in time.
