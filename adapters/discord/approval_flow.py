@@ -57,6 +57,17 @@ def parse_message_ref(ref: str | None) -> tuple[int, int] | None:
     return None
 
 
+def redrawn(prompt: ApprovalPrompt) -> dict[str, Any]:
+    """What an edit of the approval message sets: its words, embeds and buttons (none once decided)."""
+    shown = approval_message(prompt)
+    return {
+        "content": shown.content,
+        "embeds": shown.embeds,
+        "view": approval_view(prompt),
+        "allowed_mentions": NO_MENTIONS,
+    }
+
+
 class ApprovalFlow:
     """Approval messages and clicks for one Discord client."""
 
@@ -148,16 +159,9 @@ class ApprovalFlow:
         self, message: discord.Message | discord.PartialMessage, prompt: ApprovalPrompt, channel_id: int
     ) -> bool:
         """Make a message of ours (the turn's live answer) the approval message; False if it failed."""
-        shown = approval_message(prompt)
-        file = shown.file()
+        file = approval_message(prompt).file()
         try:
-            await message.edit(
-                content=shown.content,
-                embeds=shown.embeds,
-                attachments=[file] if file is not None else [],
-                view=approval_view(prompt),
-                allowed_mentions=NO_MENTIONS,
-            )
+            await message.edit(attachments=[file] if file is not None else [], **redrawn(prompt))
         except discord.HTTPException as exc:
             logger.warning(
                 "turning message %s into approval request %s failed (%s %s)",
@@ -179,15 +183,9 @@ class ApprovalFlow:
         if where is None:
             return
         channel_id, message_id = where
-        shown = approval_message(prompt)
         partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
         try:
-            await partial.edit(
-                content=shown.content,
-                embeds=shown.embeds,
-                view=approval_view(prompt),
-                allowed_mentions=NO_MENTIONS,
-            )
+            await partial.edit(**redrawn(prompt))
         except discord.HTTPException as exc:
             logger.warning("could not update approval message %s (%s %s)", ref, exc.status, exc.text)
 
@@ -267,14 +265,8 @@ class _Clicker:
             logger.warning("could not tell the clicker why nothing changed: %s %s", exc.status, exc.text)
 
     async def show(self, prompt: ApprovalPrompt) -> bool:
-        shown = approval_message(prompt)
         try:
-            await self._interaction.edit_original_response(
-                content=shown.content,
-                embeds=shown.embeds,
-                view=approval_view(prompt),
-                allowed_mentions=NO_MENTIONS,
-            )
+            await self._interaction.edit_original_response(**redrawn(prompt))
         except discord.HTTPException as exc:
             logger.info(
                 "updating the approval message through the click failed (%s); editing it directly", exc
