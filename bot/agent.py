@@ -240,9 +240,10 @@ class Agent:
     async def open_input(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on a server's question: the request when this person may answer it, or why not.
 
-        Beside `answer`, because a form is shown before it is answered: a front end that opens it
-        (Slack's modal, within 3 s of the click) needs the request checked for this person without
-        answering it, and one whose answer changed nothing needs the request to show how it ended."""
+        Beside `answer`, because a form is shown before it is answered: a platform that opens it in
+        reply to the click itself (Slack's trigger id within 3 s, Discord's modal) needs the request
+        checked for this person without answering it, and one whose answer changed nothing needs the
+        request to show how it ended."""
         if self.inputs is None:
             return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
         return await self.inputs.open(request_id, user_id)
@@ -260,8 +261,8 @@ class Agent:
         person alone and never redrawn, so where it went is not kept."""
         if ask.approval is not None and self.approvals is not None:
             await self.approvals.set_message_ref(ask.id, ref)
-        elif ask.input is not None:
-            await self.input_posted(ask.id, ref)
+        elif ask.input is not None and self.inputs is not None:
+            await self.inputs.posted(ask.id, ref)
 
     async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
         """A submitted form, a decline or a dismissal of a server's question (see `InputDesk.answer`)."""

@@ -34,7 +34,7 @@ from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
-from bot.types import ConversationKey, InputRequest, TurnEvent
+from bot.types import Ask, ConversationKey, InputRequest, TurnEvent
 from tests.conftest import ROOT
 from tests.fakes.clock import Clock
 from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
@@ -847,7 +847,7 @@ def test_progress_updates_the_running_calls_line_and_a_question_is_the_status_un
     )
     assert view.status_lines() == "-# 🔧 calling slow… step \\*2\\* of 4 (50%)"
     request = _request()
-    assert view.record(TurnEvent(kind="input_needed", message="", input=request), 0.2)
+    assert view.record(TurnEvent(kind="ask", message="", ask=Ask.of_input(request)), 0.2)
     assert "waiting for an answer" in view.status_lines()
     assert view.record(TurnEvent(kind="input_done", message="accepted", input=request), 0.3)
     assert "waiting" not in view.status_lines()

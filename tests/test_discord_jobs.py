@@ -264,7 +264,7 @@ async def test_the_process_owning_the_shard_queues_and_another_process_worker_an
 async def test_a_redelivered_message_queues_nothing(
     fake: FakeDiscord, pg: PostgresBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="adapters.discord.app")
+    caplog.set_level(logging.DEBUG, logger="adapters.discord.client")
     async with (
         FakeLLMServer([reply("Once.")]) as llm,
         discord_process(fake, pg, llm, worker=False),

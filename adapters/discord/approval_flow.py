@@ -17,25 +17,25 @@ that any process's worker runs (`launch`, `adapters.discord.jobs`); without, tas
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import discord
 
 from adapters.common import refs
-from adapters.common.desk import ApprovalClick, AskDesk, DeskAgent
+from adapters.common.desk import ApprovalClick, AskDesk
 from adapters.common.tasks import Spawn
 from adapters.discord.approval_buttons import ALL_CALLS, Click, approval_view
 from adapters.discord.approval_message import approval_message
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ConversationOrder, send_message
 from adapters.discord.incoming import PLATFORM, message_of
 from adapters.jobs_runtime import Launcher
-from bot.store.approvals import ApprovalLedger
+from bot.agent import Agent
 from bot.types import (
     AgentReply,
     ApprovalPrompt,
+    Ask,
     ConversationKey,
-    Incoming,
     Progress,
     no_progress,
 )
@@ -43,23 +43,6 @@ from bot.types import (
 logger = logging.getLogger(__name__)
 
 RESUME_FAILED = "Sorry — something went wrong on my side while going on with this answer. Please ask again."
-
-
-class ApprovalAgent(DeskAgent, Protocol):
-    """What approvals need from the core `Agent`."""
-
-    @property
-    def approvals(self) -> ApprovalLedger | None: ...
-
-    async def resume(self, request_id: str, progress: Progress = ...) -> AgentReply | None: ...
-
-    async def expire_due(self, platform: str | None = ...) -> list[str]: ...
-
-    async def recover_parked(self, platform: str | None = ...) -> list[str]: ...
-
-    def deferred_replies(
-        self, key: ConversationKey, progress: Progress = ...
-    ) -> AsyncIterator[tuple[Incoming, AgentReply]]: ...
 
 
 # Posts a reply in a conversation (its thread or DM), replying to a message if given.
@@ -74,13 +57,24 @@ def parse_message_ref(ref: str | None) -> tuple[int, int] | None:
     return None
 
 
+def redrawn(prompt: ApprovalPrompt) -> dict[str, Any]:
+    """What an edit of the approval message sets: its words, embeds and buttons (none once decided)."""
+    shown = approval_message(prompt)
+    return {
+        "content": shown.content,
+        "embeds": shown.embeds,
+        "view": approval_view(prompt),
+        "allowed_mentions": NO_MENTIONS,
+    }
+
+
 class ApprovalFlow:
     """Approval messages and clicks for one Discord client."""
 
     def __init__(
         self,
         *,
-        agent: ApprovalAgent,
+        agent: Agent,
         client: discord.Client,
         guard: ChannelGuard,
         order: ConversationOrder,
@@ -140,25 +134,15 @@ class ApprovalFlow:
     ) -> bool:
         """Make the deferred `/ask` answer the approval message; False if its token no longer works."""
         shown = approval_message(prompt)
-        file = shown.file()
         view = approval_view(prompt)
+        file = shown.file()
+        extra: dict[str, Any] = {} if view is None else {"view": view}
+        if view is not None and file is not None:
+            extra["attachments"] = [file]
         try:
-            if file is not None and view is not None:
-                message = await interaction.edit_original_response(
-                    content=shown.content,
-                    embeds=shown.embeds,
-                    attachments=[file],
-                    view=view,
-                    allowed_mentions=NO_MENTIONS,
-                )
-            elif view is not None:
-                message = await interaction.edit_original_response(
-                    content=shown.content, embeds=shown.embeds, view=view, allowed_mentions=NO_MENTIONS
-                )
-            else:
-                message = await interaction.edit_original_response(
-                    content=shown.content, embeds=shown.embeds, allowed_mentions=NO_MENTIONS
-                )
+            message = await interaction.edit_original_response(
+                content=shown.content, embeds=shown.embeds, allowed_mentions=NO_MENTIONS, **extra
+            )
         except discord.HTTPException as exc:
             logger.warning(
                 "showing approval request %s through interaction %s failed (%s %s)",
@@ -175,16 +159,9 @@ class ApprovalFlow:
         self, message: discord.Message | discord.PartialMessage, prompt: ApprovalPrompt, channel_id: int
     ) -> bool:
         """Make a message of ours (the turn's live answer) the approval message; False if it failed."""
-        shown = approval_message(prompt)
-        file = shown.file()
+        file = approval_message(prompt).file()
         try:
-            await message.edit(
-                content=shown.content,
-                embeds=shown.embeds,
-                attachments=[file] if file is not None else [],
-                view=approval_view(prompt),
-                allowed_mentions=NO_MENTIONS,
-            )
+            await message.edit(attachments=[file] if file is not None else [], **redrawn(prompt))
         except discord.HTTPException as exc:
             logger.warning(
                 "turning message %s into approval request %s failed (%s %s)",
@@ -198,10 +175,7 @@ class ApprovalFlow:
         return True
 
     async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:
-        if self._agent.approvals is not None:
-            await self._agent.approvals.set_message_ref(
-                prompt.request_id, refs.message_ref(channel_id, message_id)
-            )
+        await self._agent.ask_posted(Ask.of_approval(prompt), refs.message_ref(channel_id, message_id))
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         """Update the approval message in place from the stored request (any process can do this)."""
@@ -209,15 +183,9 @@ class ApprovalFlow:
         if where is None:
             return
         channel_id, message_id = where
-        shown = approval_message(prompt)
         partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
         try:
-            await partial.edit(
-                content=shown.content,
-                embeds=shown.embeds,
-                view=approval_view(prompt),
-                allowed_mentions=NO_MENTIONS,
-            )
+            await partial.edit(**redrawn(prompt))
         except discord.HTTPException as exc:
             logger.warning("could not update approval message %s (%s %s)", ref, exc.status, exc.text)
 
@@ -297,14 +265,8 @@ class _Clicker:
             logger.warning("could not tell the clicker why nothing changed: %s %s", exc.status, exc.text)
 
     async def show(self, prompt: ApprovalPrompt) -> bool:
-        shown = approval_message(prompt)
         try:
-            await self._interaction.edit_original_response(
-                content=shown.content,
-                embeds=shown.embeds,
-                view=approval_view(prompt),
-                allowed_mentions=NO_MENTIONS,
-            )
+            await self._interaction.edit_original_response(**redrawn(prompt))
         except discord.HTTPException as exc:
             logger.info(
                 "updating the approval message through the click failed (%s); editing it directly", exc

@@ -21,28 +21,19 @@ from adapters.common.commands import DISCORD, Command, command_on, offered_on
 from adapters.discord.approval_message import person
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
-from adapters.discord.prompt_command import PromptAgent, argument_choices, name_choices, question_of
+from adapters.discord.prompt_command import argument_choices, name_choices, question_of
 from adapters.discord.render import safe_chunks
 from adapters.discord.settings import DiscordSettings
-from bot.store.approvals import ApprovalLedger
+from bot.agent import Agent
 from bot.text.render import split_markdown, truncate
-from bot.types import ConversationKey, Incoming, RememberedApproval, ToolSpec
-
-
-class CommandAgent(PromptAgent, Protocol):
-    @property
-    def approvals(self) -> ApprovalLedger | None: ...
-
-    async def reset(self, key: ConversationKey) -> None: ...
-
-    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]: ...
+from bot.types import ConversationKey, Incoming, RememberedApproval
 
 
 class CommandHost(Protocol):
     """What the commands need of the bot: a Protocol, so this module never imports the bot's module."""
 
     @property
-    def agent(self) -> CommandAgent: ...
+    def agent(self) -> Agent: ...
 
     @property
     def tree(self) -> app_commands.CommandTree[Any]: ...

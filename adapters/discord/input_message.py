@@ -254,7 +254,7 @@ class Where:
     reference: discord.MessageReference | None = None
 
 
-# Stores where a request's message was posted (`Agent.input_posted`): request id, message ref.
+# Stores where a request's message was posted (`Agent.ask_posted`): request id, message ref.
 KeepRef = Callable[[str, str], Awaitable[None]]
 
 

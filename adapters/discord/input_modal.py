@@ -1,65 +1,28 @@
-"""The form of a server's request on Discord: "Fill in" opens it as modals, five fields at a time.
+"""The form of a server's question on Discord as modals, five fields at a time.
 
 A Discord modal holds at most five top-level components, so a longer form is filled in steps: each
-step is one modal of up to five fields. Its submit checks those fields with the shared validator
-(`bot.forms.check_answer`, the rules every surface uses) and answers, seen only by that person,
-"Step 1 of 3 done" with a "Continue" button that opens the next step (Discord opens a modal only in
-answer to a click, never right after another modal). The last submit sends the whole form to the
-core (`Agent.answer_input`). Whatever is wrong comes back as a message, again only for that
-person, listing each field's problem with a "Fix" button that reopens the step with what they
-typed.
-
-What was typed in earlier steps is kept in this process's memory, per request and person: a
-restart mid-form loses it, and the person fills the form in again (the core ends a request whose
-process stopped; a form opened before the restart says so when it is submitted).
+step is one modal of up to five fields (`input_flow` checks each step and chains them).
 
 Fields: text, email, link, date, date and time and numbers are text inputs with the field's hint
 as placeholder and its default (or what was typed) pre-filled; one choice, several choices and
 yes/no are selects. Every field sits in a `Label` (its title, and its description below it). A
 choice with more options than a select holds is typed instead (the validator also reads labels).
 Option values are positions in the field's options, so any value a server uses fits Discord.
-
-Discord has no event for a modal closed without submitting: a request left alone expires in the
-core, which tells the server "cancel".
-
-A question a server asked in its call's result parks the turn (as an approval does): the answer
-that leaves nothing more to wait for (`InputOutcome.resume`) lets the turn go on, in the background
-once the click or submit is answered, through `resume` — the same path as the last approval click.
-Such a question outlives a restart, so its message is also updated from the click or submit that
-answered it, when this process did not post it, or from where its request says it was posted (an
-expiry the sweep found).
 """
 
 from __future__ import annotations
 
 import logging
-import re
-import secrets
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import discord
 
-from adapters.common.settle import ended
 from adapters.discord.delivery import NO_MENTIONS
-from adapters.discord.input_message import (
-    InputBoard,
-    InputButton,
-    InputClick,
-    Where,
-    button_view,
-    link_text,
-    plain,
-    request_message_at,
-    settled_text,
-)
 from adapters.discord.render import MESSAGE_LIMIT
-from bot.asks.inputs import EXPIRED, GONE
-from bot.forms import Form, FormField, check_answer, describe_field
+from bot.forms import Form, FormField, describe_field
 from bot.text.render import truncate
-from bot.types import InputAnswer, InputOutcome, InputRequest, Progress, TurnEvent
+from bot.types import InputRequest
 
 logger = logging.getLogger(__name__)
 
@@ -75,17 +38,8 @@ OPTION_LABEL_LIMIT = 100
 PARAGRAPH_FROM = 300
 # An unsubmitted modal is forgotten after this long (seconds).
 MODAL_TIMEOUT = 3600.0
-MAX_DRAFTS = 1000
-MODAL_TEMPLATE = re.compile(
-    r"nerve:in:m:(?P<request>[A-Za-z0-9_-]{1,24}):(?P<step>[0-9]{1,2}):(?P<boot>[0-9a-f]{8})"
-)
 _YES, _NO = "yes", "no"
 
-NO_FORM = "There is nothing to fill in for this request."
-NOT_A_LINK = "This request has no link to open."
-RESTARTED = (
-    "nerve restarted while you were filling this in, so what you typed was lost. Please fill it in again."
-)
 FAILED = "Sorry — something went wrong on my side with this form. Please try again."
 
 # What one field gives: text typed, several option values, or yes/no.
@@ -294,276 +248,3 @@ async def say(interaction: discord.Interaction[Any], text: str, view: discord.ui
             )
     except discord.HTTPException as exc:
         logger.warning("could not answer interaction %s: %s %s", interaction.id, exc.status, exc.text)
-
-
-def errors_text(form: Form, errors: Mapping[str, str]) -> str:
-    """Each wrong field's problem, in the form's order."""
-    lines = ["Some answers need fixing:"]
-    for form_field in form.fields:
-        if form_field.name in errors:
-            lines.append(f"• **{plain(form_field.title, 100)}**: {plain(errors[form_field.name], 400)}")
-    lines.append("-# **Fix** reopens the form with what you typed.")
-    return "\n".join(lines)
-
-
-class InputAgent(Protocol):
-    """What the form needs from the core `Agent`."""
-
-    async def open_input(self, request_id: str, user_id: str) -> InputOutcome: ...
-
-    async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome: ...
-
-    async def input_posted(self, request_id: str, ref: str) -> None: ...
-
-
-@dataclass(slots=True)
-class Draft:
-    """What one person gave so far in a request's form, the steps that passed the check, and where
-    the request's message is (channel id, message id) once its "Fill in" was clicked."""
-
-    values: dict[str, Raw] = field(default_factory=dict)
-    done: set[int] = field(default_factory=set)
-    message: tuple[int, int] | None = None
-
-
-class InputFlow:
-    """The requests of one Discord client: their messages, clicks, forms and answers.
-
-    `resume` goes on with a parked turn an answer let go on (without waiting for it); `sweep` looks
-    for expired requests now, so a click on an expired question shows its turn going on at once.
-    """
-
-    def __init__(
-        self,
-        *,
-        agent: InputAgent,
-        board: InputBoard,
-        resume: Callable[[str], None] = lambda request_id: None,
-        sweep: Callable[[], None] = lambda: None,
-        per_step: int = FIELDS_PER_STEP,
-    ) -> None:
-        self._agent = agent
-        self._board = board
-        self._resume = resume
-        self._sweep = sweep
-        self._per_step = per_step
-        # Marks the modals this client opened: a submit of another one comes from before a restart.
-        self.boot = secrets.token_hex(4)
-        self._drafts: OrderedDict[tuple[str, str], Draft] = OrderedDict()
-
-    # --- the turn's events ---------------------------------------------------------------------------
-
-    def sink(self, forward: Progress, where: Where) -> Progress:
-        """The turn's progress sink: requests are shown `where` the turn runs, the rest goes on."""
-
-        async def progress(event: TurnEvent) -> None:
-            request = event.input
-            if request is not None and event.kind == "input_needed":
-                self._board.show(request, where, self._agent.input_posted)
-            elif request is not None and event.kind == "input_done":
-                self._board.settle(request, event.message)
-                self._forget(request.request_id)
-            await forward(event)
-
-        return progress
-
-    # --- clicks --------------------------------------------------------------------------------------
-
-    async def clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None:
-        user = str(interaction.user.id)
-        if click.action == "decline":
-            refused = await self._decline(interaction, click.request_id, user)
-        elif click.action == "open":
-            refused = await self._open_link(interaction, click.request_id, user)
-        else:
-            refused = await self._open_form(interaction, click.request_id, user, click.step)
-        if refused is not None and click.action != "step":
-            await self._tidy(interaction, refused)
-        if refused is not None and refused.note == EXPIRED:
-            self._sweep()
-
-    def _answered(self, request_id: str, outcome: InputOutcome, at: tuple[int, int] | None) -> None:
-        """An answer the core took: the request's message says so (`at`, when this process did not
-        post it), and a parked turn it let go on goes on. Nothing here awaits, so the message shows
-        the answer before anything the server does next (a link it reports done)."""
-        self._forget(request_id)
-        if outcome.request is not None and outcome.status is not None:
-            self._board.settle(outcome.request, outcome.status, at)
-        if outcome.resume is not None:
-            self._resume(outcome.resume)
-
-    async def _tidy(self, interaction: discord.Interaction[Any], refused: InputOutcome) -> None:
-        """A click on a request that is over (one from before a restart, say): its message loses its
-        buttons and says how it ended, as it would have here."""
-        status = ended(refused)
-        message = interaction.message
-        if status is None or refused.request is None or message is None:
-            return
-        try:
-            await message.edit(
-                content=settled_text(refused.request, status), view=None, allowed_mentions=NO_MENTIONS
-            )
-        except discord.HTTPException as exc:
-            logger.info("could not update the message of a finished request: %s %s", exc.status, exc.text)
-
-    async def _open_form(
-        self, interaction: discord.Interaction[Any], request_id: str, user: str, step: int
-    ) -> InputOutcome | None:
-        """Answer the click with the step's modal (it must be the click's first response); the
-        outcome when the core said why not."""
-        outcome = await self._agent.open_input(request_id, user)
-        request = outcome.request
-        if outcome.note is not None or request is None or request.form is None:
-            await say(interaction, outcome.note or NO_FORM)
-            return outcome
-        steps = steps_of(request.form, self._per_step)
-        at = request_message_at(interaction.message, request_id)
-        if at is not None:
-            self._draft(request_id, user).message = at
-        draft = self._drafts.get((request_id, user))
-        done = draft.done if draft is not None else set()
-        # A later step needs the earlier ones' answers: start from the first one missing.
-        step = next((s for s in range(1, step) if s not in done), min(max(1, step), len(steps)))
-        modal = InputModal(
-            request=request,
-            step=step,
-            steps=steps,
-            values=draft.values if draft is not None else {},
-            boot=self.boot,
-            submitted=self._submitted,
-        )
-        try:
-            await interaction.response.send_modal(modal)
-        except discord.HTTPException as exc:
-            logger.warning(
-                "could not open the form of input request %s: %s %s", request_id, exc.status, exc.text
-            )
-        return None
-
-    async def _decline(
-        self, interaction: discord.Interaction[Any], request_id: str, user: str
-    ) -> InputOutcome | None:
-        if not await _acknowledge(interaction):
-            return None
-        outcome = await self._agent.answer_input(request_id, user, InputAnswer(action="decline"))
-        if outcome.changed:
-            self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
-            return None
-        await say(interaction, outcome.note or GONE)
-        return outcome
-
-    async def _open_link(
-        self, interaction: discord.Interaction[Any], request_id: str, user: str
-    ) -> InputOutcome | None:
-        """URL mode: the asker agrees to open the link; only then do they get it."""
-        if not await _acknowledge(interaction):
-            return None
-        opened = await self._agent.open_input(request_id, user)
-        request = opened.request
-        if opened.note is not None or request is None or request.mode != "url" or not request.url:
-            await say(interaction, opened.note or NOT_A_LINK)
-            return opened
-        outcome = await self._agent.answer_input(request_id, user, InputAnswer(action="accept"))
-        if not outcome.changed:
-            await say(interaction, outcome.note or GONE)
-            return outcome
-        self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
-        text, view = link_text(request.url)
-        await say(interaction, text, view)
-        return None
-
-    # --- submits -------------------------------------------------------------------------------------
-
-    async def _submitted(
-        self, interaction: discord.Interaction[Any], request: InputRequest, step: int, raw: dict[str, Raw]
-    ) -> None:
-        """One step's values: check them; then the next step, or the whole form to the core."""
-        assert request.form is not None
-        form = request.form
-        steps = steps_of(form, self._per_step)
-        user = str(interaction.user.id)
-        draft = self._draft(request.request_id, user)
-        draft.values.update(raw)
-        shown = Form(fields=tuple(form.fields[i] for i in steps[step - 1]))
-        _, errors = check_answer(shown, raw)
-        if errors:
-            draft.done.discard(step)
-            await say(interaction, errors_text(form, errors), self._step_view(request, step, "Fix"))
-            return
-        draft.done.add(step)
-        missing = [s for s in range(1, len(steps) + 1) if s not in draft.done]
-        if missing:
-            view = self._step_view(request, missing[0], "Continue")
-            await say(interaction, f"✅ Step {step} of {len(steps)} done.", view)
-            return
-        if not await _acknowledge(interaction):
-            return
-        answer = InputAnswer(action="accept", content=dict(draft.values))
-        outcome = await self._agent.answer_input(request.request_id, user, answer)
-        if outcome.errors:
-            wrong = {
-                s
-                for s, indexes in enumerate(steps, start=1)
-                for i in indexes
-                if form.fields[i].name in outcome.errors
-            }
-            draft.done -= wrong
-            first = min(wrong, default=1)
-            await say(interaction, errors_text(form, outcome.errors), self._step_view(request, first, "Fix"))
-            return
-        if not outcome.changed:
-            self._forget(request.request_id)
-            await say(interaction, outcome.note or GONE)
-            return
-        at = request_message_at(interaction.message, request.request_id) or draft.message
-        self._answered(request.request_id, outcome, at)
-
-    async def stale_submit(self, interaction: discord.Interaction[Any]) -> None:
-        """A form opened before a restart was submitted: nothing here knows it, so say what to do."""
-        if interaction.type is not discord.InteractionType.modal_submit:
-            return
-        data: Mapping[str, Any] = interaction.data or {}
-        match = MODAL_TEMPLATE.fullmatch(str(data.get("custom_id") or ""))
-        if match is None or match["boot"] == self.boot:
-            return
-        request_id = match["request"]
-        outcome = await self._agent.open_input(request_id, str(interaction.user.id))
-        if outcome.note is not None:
-            await say(interaction, outcome.note)
-            return
-        fill = InputButton(
-            InputClick(action="fill", request_id=request_id),
-            label="Fill in",
-            style=discord.ButtonStyle.primary,
-        )
-        await say(interaction, RESTARTED, button_view(fill))
-
-    # --- drafts --------------------------------------------------------------------------------------
-
-    def _step_view(self, request: InputRequest, step: int, label: str) -> discord.ui.View:
-        click = InputClick(action="step", request_id=request.request_id, step=step)
-        return button_view(InputButton(click, label=label, style=discord.ButtonStyle.primary))
-
-    def _draft(self, request_id: str, user: str) -> Draft:
-        key = (request_id, user)
-        draft = self._drafts.get(key)
-        if draft is None:
-            draft = self._drafts[key] = Draft()
-            while len(self._drafts) > MAX_DRAFTS:
-                self._drafts.popitem(last=False)
-        self._drafts.move_to_end(key)
-        return draft
-
-    def _forget(self, request_id: str) -> None:
-        for key in [k for k in self._drafts if k[0] == request_id]:
-            del self._drafts[key]
-
-
-async def _acknowledge(interaction: discord.Interaction[Any]) -> bool:
-    """Acknowledge at once (Discord's 3 seconds) before asking the core; False if that failed."""
-    try:
-        await interaction.response.defer()
-    except discord.HTTPException as exc:
-        logger.warning("could not acknowledge interaction %s: %s %s", interaction.id, exc.status, exc.text)
-        return False
-    return True

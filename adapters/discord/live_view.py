@@ -17,7 +17,6 @@ from adapters.discord.render import MAX_TOOL_LINES, MESSAGE_LIMIT, format_latenc
 from bot.text.render import truncate
 from bot.types import TurnEvent
 
-WAITING_FOR_APPROVAL = "⏸️ waiting for approval"
 WAITING_FOR_INPUT = "📝 waiting for an answer to a tool's question"
 
 
@@ -82,19 +81,18 @@ class LiveView:
             said = discord.utils.escape_markdown(" ".join(event.message.split()))
             call.progress, call.fraction = truncate(said, 120)[0], event.fraction
             return True
-        if event.kind == "input_needed":
+        if event.kind == "ask" and event.ask is not None and event.ask.input is not None:
             self._status = WAITING_FOR_INPUT
             return True
+        if event.kind in ("input_needed", "sign_in_needed"):
+            return False  # the same ask, told again the older way: shown from its "ask" event
         if event.kind == "input_done":
             changed = self._status == WAITING_FOR_INPUT
             self._status = "" if changed else self._status
             return changed
-        # "retrying" and "notice": one status line, the newest.
+        # "retrying", "notice" and the other asks (an approval, a sign-in): one status line, the newest.
         self._status = f"⏳ {event.message}"
         return True
-
-    def waiting_for_approval(self) -> None:
-        self._status = WAITING_FOR_APPROVAL
 
     @property
     def text(self) -> str:

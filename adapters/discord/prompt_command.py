@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol
+from typing import Any
 
 import discord
 from discord import app_commands
@@ -24,6 +24,7 @@ from discord import app_commands
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.render import safe_text
 from adapters.prompt_arguments import arguments_usage, completion_at_end, parse_arguments
+from bot.agent import Agent
 from bot.errors import PromptError
 from bot.text.render import show_link_targets, truncate
 from bot.types import Incoming, PromptSpec
@@ -38,23 +39,13 @@ CHOICES = 25  # Discord's limit per autocomplete answer
 CHOICE_CHARS = 100  # Discord's limit on a choice's name and value
 
 
-class PromptAgent(Protocol):
-    def prompts(self, incoming: Incoming | None = None) -> list[PromptSpec]: ...
-
-    async def prompt_question(self, incoming: Incoming, name: str, arguments: dict[str, str]) -> str: ...
-
-    async def complete_prompt_argument(
-        self, name: str, argument: str, value: str, known: dict[str, str] | None = None
-    ) -> list[str]: ...
-
-
-def offered(agent: PromptAgent, here: Incoming, name: str) -> PromptSpec | None:
+def offered(agent: Agent, here: Incoming, name: str) -> PromptSpec | None:
     """The prompt of that name, if this place may start it."""
     return next((p for p in agent.prompts(here) if p.name == name), None)
 
 
 async def question_of(
-    agent: PromptAgent, interaction: discord.Interaction[Any], here: Incoming, name: str, written: str
+    agent: Agent, interaction: discord.Interaction[Any], here: Incoming, name: str, written: str
 ) -> str | None:
     """The prompt's text, or None once the person was told why not. The interaction is answered by
     then only if the server took longer than `ANSWER_WITHIN` (it is deferred)."""
@@ -91,7 +82,7 @@ async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
         await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
 
-def name_choices(agent: PromptAgent, here: Incoming, current: str) -> list[app_commands.Choice[str]]:
+def name_choices(agent: Agent, here: Incoming, current: str) -> list[app_commands.Choice[str]]:
     """The prompts offered here whose name or title holds what was typed, with what they do."""
     typed = current.strip().lower()
     choices = []
@@ -108,7 +99,7 @@ def name_choices(agent: PromptAgent, here: Incoming, current: str) -> list[app_c
 
 
 async def argument_choices(
-    agent: PromptAgent, here: Incoming, name: str, current: str
+    agent: Agent, here: Incoming, name: str, current: str
 ) -> list[app_commands.Choice[str]]:
     """The arguments text completed where the server completes the value being typed at its end."""
     spec = offered(agent, here, name)

@@ -129,8 +129,8 @@ class TurnLinks:
 
     def watch(self, forward: Progress) -> Progress:
         async def progress(event: TurnEvent) -> None:
-            needed = event.sign_in
-            if event.kind == "sign_in_needed" and needed is not None:
+            needed = event.ask.sign_in if event.kind == "ask" and event.ask is not None else None
+            if needed is not None:
                 if self._interaction is None:
                     self._links.send_dm(needed)
                 else:

@@ -1,0 +1,326 @@
+"""Answering a turn on Discord: the live answer, the reply, the approval message, the thread.
+
+A delivery (a message, or `/ask`'s interaction) runs its turn here with the turn's progress shown
+as it comes (`live.py`); what the turn asks people is read from its "ask" events (questions and
+links by `InputFlow`, sign-ins by `SignInLinks`) and, once it parks, from `AgentReply.waiting`
+(the approval message). Every delivery is marked answered once done (`_Delivery`), so only a stop
+leaves it for the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import discord
+
+from adapters.discord.approval_flow import ApprovalFlow
+from adapters.discord.delivery import ChannelGuard, ConversationOrder, Typing, reply_reference, send_chunks
+from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel
+from adapters.discord.input_flow import InputFlow
+from adapters.discord.input_message import Where
+from adapters.discord.kept_pages import TurnPages
+from adapters.discord.live import LiveAnswer
+from adapters.discord.pages import (
+    ChannelPage,
+    ChannelPoster,
+    InteractionPage,
+    InteractionPoster,
+    Page,
+    Poster,
+    post_files,
+)
+from adapters.discord.render import ResultsCache, reply_chunks
+from adapters.discord.sign_in import SignInLinks
+from adapters.discord.views import new_ref, results_button_view
+from bot.agent import Agent
+from bot.seams import Inbox, PostRecords
+from bot.text.render import truncate
+from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress
+
+logger = logging.getLogger(__name__)
+
+APOLOGY = "Sorry — something went wrong on my side while answering. Please try again in a moment."
+
+
+def thread_name(question: str) -> str:
+    """A thread title from the question: one line, within Discord's 100 characters."""
+    return truncate(" ".join(question.split()), 90)[0] or "nerve"
+
+
+def approval_of(reply: AgentReply) -> ApprovalPrompt | None:
+    """The approval a parked turn waits for, if it waits for one (`AgentReply.waiting`)."""
+    return next((ask.approval for ask in reply.waiting if ask.approval is not None), None)
+
+
+class TurnAnswers:
+    """Runs one client's turns and posts their replies where they belong.
+
+    `edit_every` is read at each turn: how often the live answer may be edited (seconds)."""
+
+    def __init__(
+        self,
+        *,
+        client: discord.Client,
+        agent: Agent,
+        guard: ChannelGuard,
+        order: ConversationOrder,
+        records: PostRecords | None,
+        results: ResultsCache,
+        approvals: ApprovalFlow,
+        inputs: InputFlow,
+        sign_ins: SignInLinks,
+        edit_every: Callable[[], float],
+    ) -> None:
+        self._client = client
+        self._agent = agent
+        self._guard = guard
+        self._order = order
+        # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
+        self._records = records
+        self._results = results
+        self._approvals = approvals
+        self._inputs = inputs
+        self._sign_ins = sign_ins
+        self._edit_every = edit_every
+        # Channels where the bot may not open threads: asked once, then left alone.
+        self._thread_refused: set[int] = set()
+
+    def _channel(self, job: Job) -> discord.PartialMessageable:
+        guild_id = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
+        return self._client.get_partial_messageable(job.channel_id, guild_id=guild_id)
+
+    async def message(self, job: Job) -> None:
+        """A turn answered with channel messages: a reply to the user's message, then the thread."""
+        async with self._delivery(job), self._order.hold(job.key):
+            if self._guard.blocked(job.channel_id):
+                return
+            channel = self._channel(job)
+            guild_id = channel.guild.id if channel.guild else None
+            reference = None
+            if job.message_id:
+                reference = reply_reference(job.channel_id, job.message_id, guild_id)
+            poster = ChannelPoster(channel, guard=self._guard, channel_id=job.channel_id, reference=reference)
+            kept: TurnPages | None = None
+            shown: list[Page] = []
+            answer: Poster = poster
+            if self._records is not None:
+                kept = TurnPages(
+                    self._records,
+                    job.event_id,
+                    channel,
+                    poster,
+                    guard=self._guard,
+                    channel_id=job.channel_id,
+                )
+                shown = list(await kept.load())
+                answer = kept
+            live = LiveAnswer(answer, pages=shown, every=self._edit_every())
+            progress = self._sign_ins.watch(
+                self._inputs.sink(
+                    live.progress, Where(channel=channel, channel_id=job.channel_id, reference=reference)
+                )
+            )
+            async with Typing(channel):
+                try:
+                    reply = await self._run_turn(job.incoming, progress)
+                finally:
+                    await live.stop()
+            approval = approval_of(reply)
+            if approval is not None:
+                await self._show_approval_live(live, job.channel_id, guild_id, reply, approval, reference)
+            else:
+                chunks, view = self._render(reply)
+                await live.deliver(chunks, view)
+                if kept is None:
+                    await post_files(poster, reply.attachments)
+                elif reply.attachments and await kept.take_files():
+                    await post_files(poster, reply.attachments)
+                    await kept.files_done()
+            if job.open_thread:
+                await self._open_thread(job)
+
+    async def _show_approval_live(
+        self,
+        live: LiveAnswer,
+        channel_id: int,
+        guild_id: int | None,
+        reply: AgentReply,
+        approval: ApprovalPrompt,
+        reference: discord.MessageReference | None,
+    ) -> None:
+        """A parked turn: its live message becomes the approval message (one message, as for /ask);
+        with no live message yet, the approval message is posted as a reply."""
+        first = live.pages[0] if live.pages else None
+        if isinstance(first, ChannelPage) and await self._approvals.show_in_message(
+            first.message, approval, channel_id
+        ):
+            await live.discard(keep=1)
+            return
+        await live.discard()
+        await self.post_reply(channel_id, guild_id, reply, reference=reference)
+
+    async def interaction(self, interaction: discord.Interaction[Any], job: Job) -> None:
+        async with self._delivery(job), self._order.hold(job.key):
+            # After the token's 15 minutes (or when Discord forgot the webhook) the answer goes on
+            # as channel messages replying to the deferred response.
+            reference = None
+            if job.message_id:
+                reference = reply_reference(job.channel_id, job.message_id, interaction.guild_id)
+            fallback = ChannelPoster(
+                self._channel(job), guard=self._guard, channel_id=job.channel_id, reference=reference
+            )
+            live = LiveAnswer(
+                InteractionPoster(interaction, fallback),
+                pages=[InteractionPage(interaction, message_id=job.message_id or None)],
+                every=self._edit_every(),
+            )
+            where = Where(channel=self._channel(job), channel_id=job.channel_id, reference=reference)
+            links = self._sign_ins.for_turn(interaction)
+            try:
+                reply = await self._run_turn(
+                    job.incoming, links.watch(self._inputs.sink(live.progress, where))
+                )
+            finally:
+                await live.stop()
+            approval = approval_of(reply)
+            if approval is not None:
+                await live.discard()
+                await self._show_approval(interaction, job, reply, approval)
+            else:
+                chunks, view = self._render(reply)
+                await live.deliver(chunks, view)
+                await post_files(InteractionPoster(interaction, fallback), reply.attachments)
+            await links.flush()
+            if job.open_thread:
+                await self._open_thread(job)
+
+    async def _show_approval(
+        self, interaction: discord.Interaction[Any], job: Job, reply: AgentReply, approval: ApprovalPrompt
+    ) -> None:
+        """The deferred answer becomes the approval message; in the channel if its token failed."""
+        message_id = job.message_id
+        if not message_id and not interaction.is_expired():
+            try:
+                message_id = (await interaction.original_response()).id
+            except discord.HTTPException:
+                message_id = 0
+        if (
+            message_id
+            and not interaction.is_expired()
+            and await self._approvals.show_in_interaction(interaction, approval, job.channel_id, message_id)
+        ):
+            return
+        reference = reply_reference(job.channel_id, message_id, interaction.guild_id) if message_id else None
+        await self.post_reply(job.channel_id, interaction.guild_id, reply, reference=reference)
+
+    async def post_reply(
+        self,
+        channel_id: int,
+        guild_id: int | None,
+        reply: AgentReply,
+        *,
+        reference: discord.MessageReference | None = None,
+    ) -> bool:
+        """Post a reply as channel messages: the answer's chunks, or the approval message of a parked
+        turn. False when nothing could be posted."""
+        channel = self._client.get_partial_messageable(channel_id, guild_id=guild_id)
+        approval = approval_of(reply)
+        if approval is not None:
+            posted = await self._approvals.post_prompt(channel, channel_id, approval, reference)
+            return posted is not None
+        chunks, view = self._render(reply)
+        sent = await send_chunks(
+            channel, chunks, guard=self._guard, channel_id=channel_id, view=view, reference=reference
+        )
+        if sent:
+            await post_files(
+                ChannelPoster(channel, guard=self._guard, channel_id=channel_id), reply.attachments
+            )
+        return bool(sent)
+
+    async def post_to_conversation(
+        self, key: ConversationKey, reply: AgentReply, reply_to: int | None
+    ) -> None:
+        """Post a reply that comes after its turn (an approval, a message that waited) in the
+        conversation's thread or DM; in the thread's channel if the thread is not there."""
+        channel_id, guild_id = answer_channel(key)
+        reference = reply_reference(channel_id, reply_to, guild_id) if reply_to else None
+        if await self.post_reply(channel_id, guild_id, reply, reference=reference):
+            return
+        parent = int(key.channel)
+        if guild_id is not None and parent != channel_id and not self._guard.blocked(parent):
+            await self.post_reply(parent, guild_id, reply)
+
+    def where_of(self, key: ConversationKey) -> Where:
+        """Where a conversation's later messages go (its thread or DM): a resumed turn's questions."""
+        channel_id, guild_id = answer_channel(key)
+        return Where(
+            channel=self._client.get_partial_messageable(channel_id, guild_id=guild_id), channel_id=channel_id
+        )
+
+    async def _run_turn(self, incoming: Incoming, progress: Progress) -> AgentReply:
+        try:
+            return await self._agent.reply(incoming, progress)
+        except Exception:
+            logger.exception("turn failed for %s", incoming.key)
+            return AgentReply(text=APOLOGY)
+
+    def _render(self, reply: AgentReply) -> tuple[list[str], discord.ui.View | None]:
+        chunks = reply_chunks(reply)
+        if not reply.attachments:
+            return chunks, None
+        ref = new_ref()
+        self._results.put(ref, reply.attachments)
+        return chunks, results_button_view(ref)
+
+    async def _open_thread(self, job: Job) -> None:
+        """Open the follow-up thread on the message whose id the conversation key already carries."""
+        if job.channel_id in self._thread_refused or self._guard.blocked(job.channel_id):
+            return
+        try:
+            await self._client.http.start_thread_with_message(
+                job.channel_id, job.message_id, name=thread_name(job.text), auto_archive_duration=1440
+            )
+        except discord.Forbidden as exc:
+            self._thread_refused.add(job.channel_id)
+            logger.warning(
+                "cannot open threads in channel %s (403: %s); give the bot Create Public Threads there",
+                job.channel_id,
+                exc.text,
+            )
+        except discord.HTTPException as exc:
+            # 160004: a thread already exists on that message (e.g. answered again after a restart).
+            logger.info("no thread opened on message %s: %s %s", job.message_id, exc.status, exc.text)
+
+    def _delivery(self, job: Job) -> _Delivery:
+        return _Delivery(self._agent.inbox, job)
+
+
+class _Delivery:
+    """One top-level net per delivery: log, apologise if nothing was said, and mark it answered.
+
+    Only cancellation (shutdown) leaves the delivery unfinished, so a restart answers it then.
+    """
+
+    def __init__(self, inbox: Inbox, job: Job) -> None:
+        self._inbox = inbox
+        self._job = job
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
+        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
+            return False
+        if exc is not None:
+            logger.exception("answering %s failed", self._job.event_id, exc_info=exc)
+        try:
+            await self._inbox.finish_event(PLATFORM, self._job.event_id)
+        except Exception:
+            logger.exception("could not mark %s as answered", self._job.event_id)
+        return exc is not None and isinstance(exc, Exception)

@@ -1,0 +1,363 @@
+"""The Discord client of nerve: what arrives (messages, `/ask`, clicks) and how it is kept.
+
+Exactly-once: every delivery is claimed in the agent's inbox (gateway re-deliveries are dropped)
+and marked finished once answered; at start-up, deliveries left unfinished by a crash are answered
+as channel messages (an interaction's token does not survive that long). With NERVE_DATABASE_URL,
+each claimed delivery is queued as a job that any `nerve discord` process's worker answers
+(`adapters.discord.jobs`). The turns themselves run in `answering`; approvals, questions and
+sign-ins have their own flows, and clicks are routed to them from here.
+
+`DISCORD_API_BASE_URL` and `DISCORD_GATEWAY_URL` are applied to discord.py's class attributes
+(`Route.BASE`, `DiscordWebSocket.DEFAULT_GATEWAY`): they are process-wide, so one process talks to
+one Discord.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import discord
+import yarl
+from discord import app_commands
+from discord.gateway import DiscordWebSocket
+
+from adapters.common.intake import Recorded, sweep, sweep_forever
+from adapters.common.tasks import Owned
+from adapters.discord import commands as discord_commands
+from adapters.discord.answering import TurnAnswers
+from adapters.discord.approval_buttons import ApprovalButton, Click
+from adapters.discord.approval_flow import ApprovalFlow
+from adapters.discord.delivery import (
+    NO_MENTIONS,
+    ChannelGuard,
+    ConversationOrder,
+)
+from adapters.discord.incoming import PLATFORM, Job, job_for, to_incoming
+from adapters.discord.input_flow import InputFlow
+from adapters.discord.input_message import InputBoard, InputButton, InputClick
+from adapters.discord.jobs import CurrentClient, HeldInteractions, Launcher
+from adapters.discord.live import EDIT_EVERY
+from adapters.discord.render import ResultsCache
+from adapters.discord.settings import DiscordSettings
+from adapters.discord.sign_in import DisconnectButton, SignInLinks
+from adapters.discord.sign_in import register as register_sign_in
+from adapters.discord.views import ToolResultsButton
+from adapters.up_line import log_up
+from bot.agent import Agent
+from bot.seams import PostRecords
+from bot.types import ConversationKey, no_progress
+
+if TYPE_CHECKING:
+    from bot.jobs import TurnJobs
+
+logger = logging.getLogger(__name__)
+
+OFFICIAL_GATEWAY = "wss://gateway.discord.gg/"
+NEED_QUESTION = "Please give me a question, e.g. `/ask question: what is the air quality in 94107?`"
+
+
+def point_discord_at(settings: DiscordSettings) -> None:
+    """Aim discord.py's REST and gateway at the configured endpoints (process-wide class attributes)."""
+    discord.http.Route.BASE = settings.discord_api_base_url.rstrip("/")
+    DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.discord_gateway_url or OFFICIAL_GATEWAY)
+
+
+SWEEPER_TASK = "discord-approval-expiry"
+
+
+class NerveDiscordBot(discord.Client):
+    """The Discord client: claims deliveries, queues their turns (`TurnAnswers` runs them), routes
+    clicks, and recovers and sweeps what a stop left."""
+
+    # How often requests past their expiry are looked for (they go on "not approved in time").
+    approval_sweep_every = 15.0
+    # At most one live edit of an answer this often (seconds).
+    live_edit_every = EDIT_EVERY
+
+    def __init__(
+        self,
+        agent: Agent,
+        settings: DiscordSettings,
+        *,
+        jobs: TurnJobs | None = None,
+        clients: CurrentClient | None = None,
+        **options: Any,
+    ) -> None:
+        """`options` go to discord.py's client as they are (the shards of `ShardedNerveDiscordBot`).
+
+        With `jobs`, every turn is queued for whichever process's worker is free; `clients` is where
+        this process's worker finds the client to run its jobs on (`adapters.discord.jobs`)."""
+        point_discord_at(settings)
+        intents = discord.Intents.default()
+        # Content of DMs, mentions and slash commands arrives without the privileged intent.
+        intents.message_content = settings.nerve_discord_message_content
+        super().__init__(
+            intents=intents,
+            allowed_mentions=NO_MENTIONS,
+            max_ratelimit_timeout=settings.nerve_discord_max_ratelimit_timeout,
+            **options,
+        )
+        self.agent = agent
+        self.settings = settings
+        self.tree = app_commands.CommandTree(self)
+        self.results = ResultsCache()
+        self.guard = ChannelGuard()
+        order = ConversationOrder()
+        self._owned = Owned()
+        self._tasks = self._owned.tasks
+        # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
+        self.stopping = False
+        # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
+        self._launch = Launcher(jobs, self._spawn)
+        self._clients = clients
+        # Claimed and queued one at a time per conversation, so its jobs are in the order people wrote.
+        self._intake = ConversationOrder()
+        self._held = HeldInteractions()
+        self._recorded = Recorded(agent, PLATFORM, self._launch, self._left_over, noun="Discord delivery")
+        # Per-person sign-in: the Connect links, /connections, /connect and their Disconnect buttons.
+        self.sign_in_links = SignInLinks(
+            self, getattr(agent, "connections", None), self._spawn, expires_in=settings.nerve_sign_in_timeout
+        )
+        self.approval_flow = ApprovalFlow(
+            agent=agent,
+            client=self,
+            guard=self.guard,
+            order=order,
+            post=lambda key, reply, reply_to: self.answers.post_to_conversation(key, reply, reply_to),
+            spawn=self._spawn,
+            launch=self._launch,
+            progress_for=lambda key: self.sign_in_links.watch(
+                self.input_flow.sink(no_progress, self.answers.where_of(key))
+            ),
+        )
+        self.input_flow = InputFlow(
+            agent=agent,
+            board=InputBoard(self, guard=self.guard, spawn=self._spawn),
+            resume=self.approval_flow.resume_later,
+            sweep=lambda: self._spawn(self.approval_flow.sweep(), "discord-approval-sweep"),
+        )
+        # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
+        inbox = agent.inbox if jobs is not None else None
+        self.answers = TurnAnswers(
+            client=self,
+            agent=agent,
+            guard=self.guard,
+            order=order,
+            records=inbox if isinstance(inbox, PostRecords) else None,
+            results=self.results,
+            approvals=self.approval_flow,
+            inputs=self.input_flow,
+            sign_ins=self.sign_in_links,
+            edit_every=lambda: self.live_edit_every,
+        )
+        discord_commands.register(self)
+        self.add_dynamic_items(ToolResultsButton)
+        register_sign_in(self)
+        self.add_dynamic_items(DisconnectButton)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def setup_hook(self) -> None:
+        """Runs once per client, after login and before the gateway: sync commands, recover."""
+        # Approval buttons route by their custom_id, so clicks on messages posted before a restart
+        # reach this client too.
+        self.add_dynamic_items(ApprovalButton, InputButton)
+        await self._sync_commands()
+        if self._clients is not None:
+            self._clients.use(self)
+        self._spawn(self._recover(), "discord-recover")
+        self._spawn(sweep_forever(self.sweep, self.approval_sweep_every), SWEEPER_TASK)
+
+    async def on_ready(self) -> None:
+        """The gateway's READY and the guilds that came with it: say as whom nerve is connected (again
+        after a new session, which Discord may send after an outage)."""
+        me, count = self.user, len(self.guilds)
+        guilds = "1 guild" if count == 1 else f"{count} guilds"
+        log_up("Discord: logged in as %s (%s) with %s", me, me.id if me else "?", guilds)
+
+    async def _sync_commands(self) -> None:
+        guild_id = self.settings.discord_guild_id
+        try:
+            if guild_id:
+                guild = discord.Object(id=guild_id)
+                self.tree.copy_global_to(guild=guild)
+                synced = await self.tree.sync(guild=guild)
+            else:
+                synced = await self.tree.sync()
+        except discord.HTTPException as exc:
+            logger.error(
+                "could not register the slash commands (%s %s); invite the bot with the "
+                "applications.commands scope. Mentions and DMs still work.",
+                exc.status,
+                exc.text,
+            )
+            return
+        where = f"guild {guild_id}" if guild_id else "all guilds (may take a while to appear)"
+        logger.info("registered %d slash commands for %s", len(synced), where)
+
+    async def drain(self, grace: float) -> None:
+        """SIGTERM: take no new turn (deliveries are kept in the inbox for the next start) and give the
+        running ones up to `grace` seconds to finish; `close` cuts off the rest."""
+        self.stopping = True
+        for task in list(self._tasks):
+            if task.get_name() == SWEEPER_TASK:
+                task.cancel()
+        await self._owned.drain(grace, "Discord turn(s)")
+
+    async def close(self) -> None:
+        """Cancel running turns (their deliveries stay unfinished and are answered after restart, or
+        their jobs go back to the queue)."""
+        if self._clients is not None:
+            self._clients.drop(self)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await super().close()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
+        self._start(coro, name)
+
+    def _start(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> asyncio.Task[None]:
+        """A task this client owns: `drain` waits for it, `close` cancels it."""
+        return self._owned.spawn(coro, name)
+
+    async def _recover(self) -> None:
+        """At start-up: answer the deliveries left unfinished; with jobs, queue those that have no job
+        waiting or running (another process may be answering the rest right now)."""
+        await self._recorded.recover(self._answer_left_over)
+        await self.approval_flow.desk.recover()
+
+    def _answer_left_over(self, event_id: str, job: Job) -> None:
+        logger.info("answering %s left unfinished before the restart as a channel message", event_id)
+        self._spawn(self.answers.message(job), f"discord-recover-{event_id}")
+
+    async def _left_over(self, event_id: str, payload: str) -> Job | None:
+        """The job of a recorded delivery, answered outside its delivery (a restart, a job): it waits
+        for a turn slot however many there are. An unreadable one is dropped with a log line."""
+        try:
+            return replace(Job.from_json(payload), replayed=True)
+        except (ValueError, TypeError, KeyError):
+            logger.warning("dropping unreadable unfinished Discord delivery %s", event_id)
+            await self.agent.inbox.finish_event(PLATFORM, event_id)
+            return None
+
+    async def sweep(self) -> None:
+        """Expire the requests whose time ran out (their turns go on). With jobs, also queue the
+        deliveries a process recorded but died before queueing."""
+        await sweep(self._recorded, self.approval_flow.desk)
+
+    # --- jobs (`adapters.discord.jobs`) --------------------------------------------------------------
+
+    async def run_job(self, job: Coroutine[Any, Any, None], name: str) -> None:
+        """A job's work, as a task of this client: `drain` waits for it and `close` cuts it off. Cut
+        off, the job's handler ends cancelled too, and the job goes back to the queue for this
+        process's next client or another process; a handler cancelled (a drain) cancels it."""
+        await self._start(job, name)
+
+    async def answer_event(self, event_id: str) -> None:
+        """The job of one recorded delivery (any process may run it): answer it unless it was. An
+        interaction this client still holds is answered through its token, any other delivery as
+        channel messages (as after a restart)."""
+        job = await self._recorded.take(event_id)
+        if job is None:
+            return
+        interaction = self._held.take(event_id) if job.kind == "interaction" else None
+        if interaction is not None:
+            await self.answers.interaction(interaction, job)
+        else:
+            await self.answers.message(job)
+
+    async def go_on(self, request_id: str) -> None:
+        """The job of a parked turn with nothing left to wait for: its approval message shows the
+        outcome, the turn answers once, then the messages that waited behind it are answered."""
+        await self.approval_flow.desk.go_on_here(request_id)
+
+    async def answer_deferred(self, key: ConversationKey) -> None:
+        """The job of the messages that waited in a conversation whose turn is no longer parked."""
+        await self.approval_flow.answer_deferred(key)
+
+    # --- messages ----------------------------------------------------------------------------------
+
+    async def on_message(self, message: discord.Message) -> None:
+        if self.user is None:
+            return
+        incoming = to_incoming(message, self.user.id)
+        if incoming is None or incoming.event_id is None:
+            return
+        job = job_for(incoming, kind="message", channel_id=message.channel.id, message_id=message.id)
+        # Held from before the first await: discord.py runs each event as a task of its own.
+        async with self._intake.hold(job.key):
+            if await self._claimed(job):
+                await self._launch.event(job.event_id, job.key, lambda: self.answers.message(job))
+
+    async def _claimed(self, job: Job) -> bool:
+        """Claim a delivery in the inbox (a re-delivery is dropped; while stopping it is kept for the
+        next start): True when its turn is to be answered now. The caller holds its intake."""
+        if not await self.agent.inbox.claim_event(PLATFORM, job.event_id, job.to_json()):
+            logger.debug("ignoring re-delivered %s %s", job.kind, job.event_id)
+            return False
+        if self.stopping:
+            logger.info("kept %s for the next start: nerve is shutting down", job.event_id)
+            return False
+        return True
+
+    # --- /ask --------------------------------------------------------------------------------------
+
+    async def handle_ask(self, interaction: discord.Interaction[Any], question: str | None = None) -> None:
+        """Defer first (the 3-second deadline), then claim the delivery and run the turn in the background.
+
+        `question` is the turn's text when it is not the `question` option (a started prompt's text);
+        the interaction may then be deferred already.
+        """
+        try:
+            done = interaction.response.is_done()
+            callback = None if done else await interaction.response.defer(thinking=True)
+        except discord.HTTPException as exc:
+            # Already acknowledged (a re-delivery) or too late: nothing can be answered on this token.
+            logger.warning("could not acknowledge /ask %s: %s %s", interaction.id, exc.status, exc.text)
+            return
+        if self.user is None:
+            return
+        answer_id = callback.message_id if callback is not None else None
+        if answer_id is None and interaction.guild_id is not None:
+            try:
+                answer_id = (await interaction.original_response()).id
+            except discord.HTTPException:
+                answer_id = None
+        incoming = to_incoming(interaction, self.user.id, answer_id=answer_id, text=question)
+        if incoming is None or incoming.event_id is None:
+            await interaction.followup.send(NEED_QUESTION, allowed_mentions=NO_MENTIONS)
+            return
+        job = job_for(
+            incoming, kind="interaction", channel_id=interaction.channel_id or 0, message_id=answer_id or 0
+        )
+        async with self._intake.hold(job.key):
+            if not await self._claimed(job):
+                return
+            if self._launch.jobs is not None:
+                # Answered through its token if this process's worker takes the job in time.
+                self._held.hold(job.event_id, interaction)
+            await self._launch.event(
+                job.event_id, job.key, lambda: self.answers.interaction(interaction, job)
+            )
+
+    async def approval_clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
+        """A click on an approval button (routed here by `ApprovalButton`)."""
+        await self.approval_flow.clicked(interaction, click)
+
+    async def disconnect_clicked(self, interaction: discord.Interaction[Any], server: str) -> None:
+        """A click on a Disconnect button of /connections (routed by `DisconnectButton`)."""
+        await self.sign_in_links.disconnect(interaction, server)
+
+    async def input_clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None:
+        """A click on a server's request for input or a step of its form (routed by `InputButton`)."""
+        await self.input_flow.clicked(interaction, click)
+
+    async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
+        """Every interaction: a form opened before a restart has no modal here to take its submit."""
+        await self.input_flow.stale_submit(interaction)
