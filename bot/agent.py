@@ -248,12 +248,6 @@ class Agent:
             return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
         return await self.inputs.open(request_id, user_id)
 
-    async def input_posted(self, request_id: str, ref: str) -> None:
-        """Remember where a question was shown (platform-specific, e.g. channel and message id):
-        `InputRequest.message_ref` then carries it to whichever process updates that message."""
-        if self.inputs is not None:
-            await self.inputs.posted(request_id, ref)
-
     async def ask_posted(self, ask: Ask, ref: str) -> None:
         """Remember where an ask was shown (platform-specific, e.g. channel and message id), whatever
         its kind: the process that later redraws it (a click, the sweep, a resumed turn) finds it in

@@ -69,7 +69,7 @@ class InputRequest:
     url: str | None = None
     refused: str | None = None
     expires_at: float = 0.0
-    # Where the front end posted it (`Agent.input_posted`), so any process can update that message.
+    # Where the front end posted it (`Agent.ask_posted`), so any process can update that message.
     message_ref: str | None = None
 
 
