@@ -18,7 +18,7 @@ from bot.agent import DEFERRED_FOR_ANSWER, Agent, AgentConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.store.sqlite import SQLiteStore
-from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
+from bot.types import Ask, ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
 from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.stores import Backend
@@ -130,7 +130,7 @@ async def test_an_unanswered_parked_question_expires_and_the_server_gets_cancel(
     shown = Shown()
     await agent.reply(ask(), shown)
     # The front end says where it showed the question; the process that resumes may be another.
-    await agent.input_posted(shown.questions()[0].request_id, "C1/1700000000.000100")
+    await agent.ask_posted(Ask.of_input(shown.questions()[0]), "C1/1700000000.000100")
 
     clock.now += 61
     [due] = await agent.expire_due("slack")

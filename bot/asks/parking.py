@@ -8,14 +8,13 @@ loop where it stopped (`bot.turn.loop`). The agent holds one and hands it each w
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 from bot.asks.approvals import Clock, decide, new_request_id
+from bot.asks.decided import NERVE, NO_ONE_TO_ASK, DecidedRound
 from bot.asks.inputs import InputDesk
 from bot.errors import LLMError, TurnOverdue
 from bot.observe import metrics
@@ -28,15 +27,8 @@ from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
 from bot.turn.calls import (
     CallOutcome,
-    Outcome,
-    TurnState,
-    Waiting,
-    failure_of,
-    make_attachment,
-    stored_arguments,
 )
 from bot.turn.deadline import TurnDeadline
-from bot.turn.failures import shown_to_people, stored_failure
 from bot.turn.lasting import finish_anyway
 from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
@@ -44,12 +36,10 @@ from bot.types import (
     ApprovalPrompt,
     Ask,
     AuditEntry,
-    ChatMessage,
     Decision,
     Incoming,
     PendingCall,
     Progress,
-    ToolCall,
     ToolSpec,
     TurnEvent,
     Usage,
@@ -57,21 +47,6 @@ from bot.types import (
 )
 
 logger = logging.getLogger(__name__)
-
-DENIED_HINT = (
-    "The user denied this call. Do not call it again unless they ask for it; "
-    "answer without it or propose something else."
-)
-# Who denies a call when no person can be asked (`nerve ask` in a script without --yes), and why:
-# recorded as nerve's decision, so neither the history nor the model reads it as a person's refusal.
-NERVE = "nerve"
-NO_ONE_TO_ASK = "no one to ask (not on a terminal; use --yes)"
-NO_ONE_TO_ASK_HINT = (
-    "Nobody was there to approve this call, so it did not run; no person refused it. "
-    "Do not call it again now: answer without it, and say that it needs approval."
-)
-NOT_APPROVED_HINT = "Nobody approved this call in time. Do not call it again unless the user asks."
-NOT_SIGNED_IN_HINT = "Tell the user the call needs them to connect their account; do not call it again now."
 
 
 class Parking:
@@ -95,6 +70,7 @@ class Parking:
         self._store = store
         self._locks = locks
         self._clock = clock
+        self._decided = DecidedRound(loop=loop, approvals=approvals, inputs=inputs)
 
     async def settle(self, result: AgentReply | WaitingRound, progress: Progress) -> AgentReply:
         """The turn's reply: its answer, or what it waits for once its round is parked."""
@@ -379,7 +355,7 @@ class Parking:
         assert self.approvals is not None
         incoming = parked.incoming
         history = await self._store.history(incoming.key)
-        state = self._state_so_far(history)
+        state = self._decided.state_so_far(history)
         metrics.approval_resumed(request_id, parked.calls)
         # Its own deadline: the time the turn was parked was nobody's model work.
         deadline = TurnDeadline(self._config.turn_deadline)
@@ -388,13 +364,13 @@ class Parking:
             ran_out: TurnOverdue | None = None
             try:
                 async with deadline.running("tools"):
-                    outcomes = await self._run_decided(parked, state, progress, deadline, finished)
+                    outcomes = await self._decided.run(parked, state, progress, deadline, finished)
             except TurnOverdue as exc:
                 # The round is closed all the same, or every sweep would resume it again: a call
                 # still running when time ran out is told to the model as stopped, under its id.
                 ran_out = exc
                 outcomes = [
-                    finished.get(call.id) or self._stopped(call, parked, exc)
+                    finished.get(call.id) or self._decided.stopped(call, parked, exc)
                     for call in parked.answer.tool_calls
                 ]
             round_messages = [parked.answer, *(o.message for o in outcomes)]
@@ -429,110 +405,6 @@ class Parking:
         except (LLMError, TurnOverdue) as exc:
             return self._loop.ended(incoming, exc, state)
 
-    def _stopped(self, call: ToolCall, parked: ParkedTurn, error: TurnOverdue) -> CallOutcome:
-        """An approved call cut off by the turn's deadline (it may have done part of its work)."""
-        pending = next(c for c in parked.calls if c.call_id == call.id)
-        detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
-        hint = "It may or may not have taken effect. Do not call it again unless the user asks."
-        return self._runner.not_run(call, pending.arguments, failure_of(call, "execution", detail, hint))
-
-    async def _run_decided(
-        self,
-        parked: ParkedTurn,
-        state: TurnState,
-        progress: Progress,
-        deadline: TurnDeadline,
-        finished: dict[str, CallOutcome],
-    ) -> list[CallOutcome]:
-        """The round's outcomes in call order: results kept from before, approved calls run now (in
-        parallel), denied and expired ones refused to the model under their ids. Each outcome goes
-        into `finished` as it comes, so a round cut off by the deadline keeps the ones it has."""
-        done = {m.tool_call_id: m for m in parked.done}
-        decided = {c.call_id: c for c in parked.calls}
-        specs = {t.name: t for t in self._loop.tools(parked.incoming)}
-        signing_in = await self.approvals.sign_in_calls(parked.request_id) if self.approvals else set()
-
-        async def one(call: ToolCall) -> CallOutcome:
-            if call.id in done:
-                ran_on = specs[call.name].server if call.name in specs else None
-                return _kept(call, done[call.id], self._config.calls.attachment_chars, ran_on)
-            pending = decided[call.id]
-            answered = None
-            if self.inputs is not None:
-                answered = await self.inputs.answers_for(parked.request_id, call.id, progress)
-            if pending.status == "approved" or (answered is not None and pending.status == "expired"):
-                # Exactly what was shown: the same server's tool (found by server and tool: another
-                # server may have taken its name since), with the same definition (compared by
-                # value: the catalog is rebuilt whenever any server changes state).
-                spec = next(
-                    (
-                        t
-                        for t in specs.values()
-                        if (t.server, t.original_name) == (pending.server, pending.tool)
-                    ),
-                    None,
-                )
-                if spec is None or (
-                    pending.definition_hash and spec.definition_hash != pending.definition_hash
-                ):
-                    detail = "its tool is no longer available as it was when it was approved"
-                    failure = failure_of(call, "unavailable", detail, "Answer without it.")
-                    return self._runner.not_run(call, pending.arguments, failure, server=pending.server)
-                context = self._loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
-                # Made again with the answers; what it asks after them is asked while it waits.
-                context = replace(context, park=False, resume=answered)
-                ran = await self._runner.execute(
-                    call, spec, pending.arguments, state, progress, specs, context
-                )
-                if isinstance(ran, Waiting):  # not parked again (park=False): only for the type
-                    failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
-                    return self._runner.not_run(call, pending.arguments, failure, server=pending.server)
-                return ran
-            if pending.status == "denied" and pending.decided_by == NERVE:
-                detail = f"{NERVE} denied it: {NO_ONE_TO_ASK}"
-                failure = failure_of(call, "denied", detail, NO_ONE_TO_ASK_HINT)
-            elif pending.status == "denied":
-                who = pending.decided_by or "a person"
-                failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
-            elif call.id in signing_in:
-                detail = f"the person did not sign in to {pending.server} in time"
-                failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
-            else:
-                failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return self._runner.not_run(call, pending.arguments, failure, server=pending.server)
-
-        async def recorded(call: ToolCall) -> CallOutcome:
-            finished[call.id] = outcome = await one(call)
-            return outcome
-
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(recorded(call)) for call in parked.answer.tool_calls]
-        return [task.result() for task in tasks]
-
-    def _state_so_far(self, history: Sequence[ChatMessage]) -> TurnState:
-        """The guards' memory of this turn, read back from what it stored before it was parked."""
-        state = TurnState()
-        start = max((i for i, m in enumerate(history) if m.role == "user"), default=-1) + 1
-        turn = history[start:]
-        calls = {call.id: call for m in turn for call in m.tool_calls}
-        for call in calls.values():
-            state.guard.allow(call.name, stored_arguments(call.arguments))
-        for message in turn:
-            if message.role != "tool" or message.tool_call_id not in calls:
-                continue
-            call = calls[message.tool_call_id]
-            kept = _kept(call, message, self._config.calls.attachment_chars)
-            state.attachments.append(kept.attachment)
-            failure = stored_failure(message)
-            if failure is not None and failure.kind in (
-                "execution",
-                "timeout",
-                "unavailable",
-                "rate_limited",
-            ):
-                state.failed.setdefault(call.name, failure)
-        return state
-
     async def recover_parked(self, platform: str | None = None) -> list[str]:
         """At start-up: requests (of one platform, if given) ready to resume — every call decided or
         expired before a stop — and those a stopped process was resuming. The caller resumes each
@@ -542,29 +414,6 @@ class Parking:
             return []
         await self.approvals.expire_due(self._clock(), platform)
         return await self.approvals.ready_requests(platform, resuming=True)
-
-
-# Failures after which a tool is not called again in the same turn (see `RoundRunner.execute`).
-_NOT_CALLED_AGAIN = frozenset({"execution", "timeout", "unavailable", "rate_limited"})
-
-
-def _kept(call: ToolCall, message: ChatMessage, limit: int, server: str | None = None) -> CallOutcome:
-    """A result stored earlier in the turn, as an outcome of the round it belongs to (`server`: where
-    it ran, when known; the store keeps the call's name, and the name's server is the best guess)."""
-    failure = stored_failure(message)
-    attachment = make_attachment(
-        call,
-        stored_arguments(call.arguments),
-        shown_to_people(message),
-        is_error=message.is_error,
-        latency_ms=message.latency_ms or 0.0,
-        limit=limit,
-        server=server,
-    )
-    outcome: Outcome = "ok"
-    if message.is_error:
-        outcome = "failed" if failure is not None and failure.kind in _NOT_CALLED_AGAIN else "fix_arguments"
-    return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
 
 def _place_of(parked: ParkedTurn) -> str:

@@ -1,0 +1,176 @@
+"""The round a parked turn goes on with, once its calls are decided: exactly the approved calls run
+(as they were shown), the others are told to the model under their call ids, and the results kept
+from before the turn was parked are read back.
+
+Its own module because it is the one part of parking that runs tools: `bot.asks.parking` keeps
+parking, deciding and claiming; this runs what the decisions let through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+
+from bot.asks.inputs import InputDesk
+from bot.errors import TurnOverdue
+from bot.store.approvals import ApprovalLedger, ParkedTurn
+from bot.turn.calls import (
+    CallOutcome,
+    Outcome,
+    TurnState,
+    Waiting,
+    failure_of,
+    make_attachment,
+    stored_arguments,
+)
+from bot.turn.deadline import TurnDeadline
+from bot.turn.failures import shown_to_people, stored_failure
+from bot.turn.loop import TurnLoop
+from bot.types import ChatMessage, Progress, ToolCall
+
+DENIED_HINT = (
+    "The user denied this call. Do not call it again unless they ask for it; "
+    "answer without it or propose something else."
+)
+# Who denies a call when no person can be asked (`nerve ask` in a script without --yes), and why:
+# recorded as nerve's decision, so neither the history nor the model reads it as a person's refusal.
+NERVE = "nerve"
+NO_ONE_TO_ASK = "no one to ask (not on a terminal; use --yes)"
+NO_ONE_TO_ASK_HINT = (
+    "Nobody was there to approve this call, so it did not run; no person refused it. "
+    "Do not call it again now: answer without it, and say that it needs approval."
+)
+NOT_APPROVED_HINT = "Nobody approved this call in time. Do not call it again unless the user asks."
+NOT_SIGNED_IN_HINT = "Tell the user the call needs them to connect their account; do not call it again now."
+
+
+# Failures after which a tool is not called again in the same turn (see `RoundRunner.execute`).
+_NOT_CALLED_AGAIN = frozenset({"execution", "timeout", "unavailable", "rate_limited"})
+
+
+def _kept(call: ToolCall, message: ChatMessage, limit: int, server: str | None = None) -> CallOutcome:
+    """A result stored earlier in the turn, as an outcome of the round it belongs to (`server`: where
+    it ran, when known; the store keeps the call's name, and the name's server is the best guess)."""
+    failure = stored_failure(message)
+    attachment = make_attachment(
+        call,
+        stored_arguments(call.arguments),
+        shown_to_people(message),
+        is_error=message.is_error,
+        latency_ms=message.latency_ms or 0.0,
+        limit=limit,
+        server=server,
+    )
+    outcome: Outcome = "ok"
+    if message.is_error:
+        outcome = "failed" if failure is not None and failure.kind in _NOT_CALLED_AGAIN else "fix_arguments"
+    return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
+
+
+class DecidedRound:
+    """Runs a parked round's decided calls and reads back the turn's state before it was parked."""
+
+    def __init__(self, *, loop: TurnLoop, approvals: ApprovalLedger | None, inputs: InputDesk | None) -> None:
+        self._loop = loop
+        self.approvals = approvals
+        self.inputs = inputs
+
+    def stopped(self, call: ToolCall, parked: ParkedTurn, error: TurnOverdue) -> CallOutcome:
+        """An approved call cut off by the turn's deadline (it may have done part of its work)."""
+        pending = next(c for c in parked.calls if c.call_id == call.id)
+        detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
+        hint = "It may or may not have taken effect. Do not call it again unless the user asks."
+        return self._loop.runner.not_run(call, pending.arguments, failure_of(call, "execution", detail, hint))
+
+    async def run(
+        self,
+        parked: ParkedTurn,
+        state: TurnState,
+        progress: Progress,
+        deadline: TurnDeadline,
+        finished: dict[str, CallOutcome],
+    ) -> list[CallOutcome]:
+        """The round's outcomes in call order: results kept from before, approved calls run now (in
+        parallel), denied and expired ones refused to the model under their ids. Each outcome goes
+        into `finished` as it comes, so a round cut off by the deadline keeps the ones it has."""
+        done = {m.tool_call_id: m for m in parked.done}
+        decided = {c.call_id: c for c in parked.calls}
+        specs = {t.name: t for t in self._loop.tools(parked.incoming)}
+        signing_in = await self.approvals.sign_in_calls(parked.request_id) if self.approvals else set()
+
+        async def one(call: ToolCall) -> CallOutcome:
+            if call.id in done:
+                ran_on = specs[call.name].server if call.name in specs else None
+                return _kept(call, done[call.id], self._loop.config.calls.attachment_chars, ran_on)
+            pending = decided[call.id]
+            answered = None
+            if self.inputs is not None:
+                answered = await self.inputs.answers_for(parked.request_id, call.id, progress)
+            if pending.status == "approved" or (answered is not None and pending.status == "expired"):
+                # Exactly what was shown: the same server's tool (found by server and tool: another
+                # server may have taken its name since), with the same definition (compared by
+                # value: the catalog is rebuilt whenever any server changes state).
+                spec = next(
+                    (
+                        t
+                        for t in specs.values()
+                        if (t.server, t.original_name) == (pending.server, pending.tool)
+                    ),
+                    None,
+                )
+                if spec is None or (
+                    pending.definition_hash and spec.definition_hash != pending.definition_hash
+                ):
+                    detail = "its tool is no longer available as it was when it was approved"
+                    failure = failure_of(call, "unavailable", detail, "Answer without it.")
+                    return self._loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
+                context = self._loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
+                # Made again with the answers; what it asks after them is asked while it waits.
+                context = replace(context, park=False, resume=answered)
+                ran = await self._loop.runner.execute(
+                    call, spec, pending.arguments, state, progress, specs, context
+                )
+                if isinstance(ran, Waiting):  # not parked again (park=False): only for the type
+                    failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
+                    return self._loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
+                return ran
+            if pending.status == "denied" and pending.decided_by == NERVE:
+                detail = f"{NERVE} denied it: {NO_ONE_TO_ASK}"
+                failure = failure_of(call, "denied", detail, NO_ONE_TO_ASK_HINT)
+            elif pending.status == "denied":
+                who = pending.decided_by or "a person"
+                failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
+            elif call.id in signing_in:
+                detail = f"the person did not sign in to {pending.server} in time"
+                failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
+            else:
+                failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
+            return self._loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
+
+        async def recorded(call: ToolCall) -> CallOutcome:
+            finished[call.id] = outcome = await one(call)
+            return outcome
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(recorded(call)) for call in parked.answer.tool_calls]
+        return [task.result() for task in tasks]
+
+    def state_so_far(self, history: Sequence[ChatMessage]) -> TurnState:
+        """The guards' memory of this turn, read back from what it stored before it was parked."""
+        state = TurnState()
+        start = max((i for i, m in enumerate(history) if m.role == "user"), default=-1) + 1
+        turn = history[start:]
+        calls = {call.id: call for m in turn for call in m.tool_calls}
+        for call in calls.values():
+            state.guard.allow(call.name, stored_arguments(call.arguments))
+        for message in turn:
+            if message.role != "tool" or message.tool_call_id not in calls:
+                continue
+            call = calls[message.tool_call_id]
+            kept = _kept(call, message, self._loop.config.calls.attachment_chars)
+            state.attachments.append(kept.attachment)
+            failure = stored_failure(message)
+            if failure is not None and failure.kind in _NOT_CALLED_AGAIN:
+                state.failed.setdefault(call.name, failure)
+        return state
