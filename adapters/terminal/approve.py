@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from rich.console import Console
 from rich.markup import escape
 
+from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable
 from bot.agent import Agent
 from bot.errors import AskError
@@ -34,9 +34,6 @@ from bot.types import (
     Progress,
     no_progress,
 )
-
-# Reads one answer after showing the question; None on Ctrl-C or end of input.
-ReadLine = Callable[[str], Awaitable[str | None]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,7 +28,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from adapters.resources import link_host
-from adapters.terminal.approve import Parked, ReadLine
+from adapters.terminal.approve import Parked
+from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable
 from bot.errors import AskError
 from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field

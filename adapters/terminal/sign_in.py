@@ -18,8 +18,6 @@ import asyncio
 import threading
 import time
 import webbrowser
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Self
 
@@ -27,6 +25,7 @@ from aiohttp import web
 from rich.console import Console
 
 from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
+from adapters.terminal.keyboard import on_ctrl_c
 from adapters.terminal.views import conversation_key, shown
 from bot.asks.connections import Connections
 from bot.config import Settings, load_mcp_config
@@ -38,8 +37,6 @@ from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 HOST = "127.0.0.1"
 NO_SIGN_INS = "No server here asks you to sign in with your own account."
-# Ctrl-C runs the action while inside (the chat's own handling, which nests).
-OnCtrlC = Callable[[Callable[[], object]], AbstractContextManager[None]]
 
 
 class LoopbackCallback:
@@ -116,7 +113,6 @@ class TerminalSignIn:
         user: str,
         *,
         wait: float,
-        on_ctrl_c: OnCtrlC,
     ) -> None:
         self._connections = connections
         self._callback = callback
@@ -124,7 +120,6 @@ class TerminalSignIn:
         self._key = key
         self._user = user
         self._wait = wait
-        self._on_ctrl_c = on_ctrl_c
         self._needed: list[SignInNeeded] = []
 
     def watch(self, forward: Progress) -> Progress:
@@ -158,7 +153,7 @@ class TerminalSignIn:
         request_ids: list[str] = []
         waiting = asyncio.ensure_future(self._until_signed_in(servers, request_ids))
         try:
-            with self._on_ctrl_c(waiting.cancel):
+            with on_ctrl_c(waiting.cancel):
                 await waiting
         except asyncio.CancelledError:
             if not waiting.cancelled():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import getpass
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
@@ -17,6 +17,7 @@ from rich.markup import escape
 from adapters.resources import display_name, file_label, kind_of
 from adapters.terminal.approve import settle_one_shot, terminal_place, waiting_approval
 from adapters.terminal.fill_in import FillIn
+from adapters.terminal.keyboard import ReadLine, read_line
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import answer_markdown, printable, terminal_json
 from bot.policy.scopes import Place
@@ -189,12 +190,9 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
         notes.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
     agent = runtime.agent
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    read_line: Callable[[str], Awaitable[str | None]] | None = None
-    if interactive:  # the chat's line reader (and its line editor) only where a person types
-        from adapters.terminal.chat import read_line as read_typed
-
-        read_line = read_typed
-    async with FillIn(agent, user, read_line, notes) as questions:
+    # The chat's line reader only where a person types.
+    typed: ReadLine | None = read_line if interactive else None
+    async with FillIn(agent, user, typed, notes) as questions:
         progress = questions.watching(progress)
         reply = await agent.reply(incoming, progress)
         if waiting_approval(reply) is not None or questions.parked:
@@ -205,7 +203,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
                 reply,
                 user,
                 approve_all=approve_all,
-                ask=read_line,
+                ask=typed,
                 console=notes,
                 progress=progress,
                 questions=questions,
