@@ -36,6 +36,8 @@ from bot.types import (
     AgentReply,
     Answer,
     Answered,
+    ApprovalPrompt,
+    AuditEntry,
     ChatMessage,
     ConversationKey,
     Decision,
@@ -319,3 +321,19 @@ class Agent:
     async def recover_parked(self, platform: str | None = None) -> list[str]:
         """At start-up: requests ready to resume, of one platform if given (`Parking.recover_parked`)."""
         return await self._parking.recover_parked(platform)
+
+    async def parked_in(self, key: ConversationKey) -> tuple[ApprovalPrompt, str] | None:
+        """The turn this thread is parked on, as its approval message shows it, with its status
+        ("waiting", "resuming"); None when none is (or without approvals).
+
+        For a front end that must find that turn without an ask in hand: the terminal when it
+        starts again, or once a tool's questions were answered elsewhere (`AgentReply.waiting` lists
+        only what a reply has just parked on)."""
+        if self.approvals is None or (request_id := await self.approvals.waiting_in(key)) is None:
+            return None
+        return await self.approvals.prompt(request_id)
+
+    async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
+        """Who decided each tool call of the thread's active conversation, oldest first (empty
+        without approvals): what `nerve ask --json` reports beside each call."""
+        return await self.approvals.audit_log(key) if self.approvals is not None else []

@@ -195,10 +195,11 @@ async def go_on_answered(agent: Agent, parked: Parked, progress: Progress = no_p
     waits, or when another process already went on with it.
     """
     request_id = parked.resume
-    if request_id is None and agent.approvals is not None:
-        request_id = await agent.approvals.waiting_in(parked.key)
     if request_id is None:
-        return None
+        found = await agent.parked_in(parked.key)
+        if found is None:
+            return None
+        request_id = found[0].request_id
     final = await agent.resume(request_id, progress)
     if final is None and request_id in await agent.expire_due("terminal"):
         final = await agent.resume(request_id, progress)

@@ -164,19 +164,18 @@ class FillIn:
         """`sink`, with this person's questions taken out and asked."""
 
         async def progress(event: TurnEvent) -> None:
-            request = event.input
-            asked = event.ask.input if event.ask is not None else None
-            if event.kind == "ask" and asked is not None:
-                request = asked
+            if event.kind == "ask" and event.ask is not None and event.ask.input is not None:
+                request = event.ask.input
                 if request.user_id == self._user:
                     if request.refused is None:
                         self._seen[request.request_id] = request
                     task = asyncio.create_task(self._ask(request), name="nerve-fill-in")
                     self._asking[request.request_id] = task
                     task.add_done_callback(lambda _: self._asking.pop(request.request_id, None))
-            elif event.kind == "input_done" and request is not None:
-                self._ended[request.request_id] = event.message
-            elif event.kind != "input_needed":  # the same question, told the older way: asked above
+            elif event.kind == "input_done" and event.input is not None:
+                # How a question ended: the core says so with this event alone (an ask has no end).
+                self._ended[event.input.request_id] = event.message
+            else:
                 await sink(event)
 
         return progress

@@ -128,7 +128,7 @@ class TerminalSignIn:
         async def progress(event: TurnEvent) -> None:
             if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
                 self._needed.append(event.ask.sign_in)
-            elif event.kind != "sign_in_needed":  # the same sign-in, told the older way: kept above
+            else:
                 await forward(event)
 
         return progress

@@ -233,10 +233,7 @@ class ChatTurns:
     async def waiting_at_start(self) -> None:
         """A turn of this thread that was waiting for a decision, or for an answer to what a tool
         asked, when nerve stopped: ask again."""
-        approvals = self._runtime.agent.approvals
-        if approvals is None or (request_id := await approvals.waiting_in(self._key)) is None:
-            return
-        found = await approvals.prompt(request_id)
+        found = await self._runtime.agent.parked_in(self._key)
         if found is None:
             return
         prompt, status = found
@@ -246,7 +243,7 @@ class ChatTurns:
                 "new messages wait behind it."
             )
             return
-        waits = await self._runtime.store.sign_in_waits(request_id) if prompt.questions_open else []
+        waits = await self._runtime.store.sign_in_waits(prompt.request_id) if prompt.questions_open else []
         if waits:
             servers = list(dict.fromkeys(w.server for w in waits))
             names = shown(", ".join(servers))

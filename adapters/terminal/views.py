@@ -209,7 +209,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
                 questions=questions,
             )
     if as_json:
-        audit = await agent.approvals.audit_log(key) if agent.approvals is not None else []
+        audit = await agent.audit_log(key)
         # The conversation's name, so a script can continue it with --thread.
         sys.stdout.write(terminal_json({**reply_as_json(reply, audit), "thread": key.thread}) + "\n")
         return 1 if reply.failed else 0
