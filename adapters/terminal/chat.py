@@ -91,7 +91,7 @@ class TerminalChat:
             )
         # Per-person servers: the links a turn asks for, opened here; the browser comes back to `sign_in`.
         self._sign_in = TerminalSignIn(
-            runtime.agent.connections,
+            runtime.agent,
             sign_in,
             self._console,
             self._key,

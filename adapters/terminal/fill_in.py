@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from rich.console import Console
 from rich.markup import escape
 
+from adapters.common import cards
 from adapters.resources import link_host
 from adapters.terminal.approve import Parked
 from adapters.terminal.keyboard import ReadLine
@@ -76,10 +77,10 @@ def _shown(text: str) -> str:
     return escape(printable(text))
 
 
-def _ended_as(status: str) -> str:
-    return {"cancelled": "was withdrawn", "accepted": "was answered", "declined": "was declined"}.get(
-        status, status
-    )
+def _ended(request: InputRequest, status: str) -> str:
+    """How a question ended, in the words of its shared card (the status itself when it has none)."""
+    said = cards.ended(request, status)
+    return _shown(said.say() if said is not None else status)
 
 
 class _Stop(Exception):
@@ -183,10 +184,10 @@ class FillIn:
     async def _ask(self, request: InputRequest) -> None:
         async with self._one_at_a_time:
             if request.request_id in self._ended:
-                status = _ended_as(self._ended[request.request_id])
+                ended = _ended(request, self._ended[request.request_id])
+                server = _shown(request.server)
                 self._console.print(
-                    f"[dim]{_shown(request.server)} asked for input, which {status} "
-                    "before you got to it.[/dim]"
+                    f"[dim]The question from {server} ended before you got to it: {ended}[/dim]"
                 )
                 return
             self._current = request.request_id
@@ -234,8 +235,9 @@ class FillIn:
         """Hand the answer over (`values`: a form sent); None (said so) when the request ended while
         the person answered, or is gone."""
         if (status := self._ended.get(request.request_id)) is not None:
+            ended = _ended(request, status)
             self._console.print(
-                f"[yellow]The question {_ended_as(status)} meanwhile; nothing was sent.[/yellow]"
+                f"[yellow]The question ended meanwhile, so nothing was sent:[/yellow] {ended}"
             )
             return None
         answer = Submit(values=values) if values is not None else ANSWERS[action]

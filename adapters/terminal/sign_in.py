@@ -24,9 +24,11 @@ from typing import Self
 from aiohttp import web
 from rich.console import Console
 
+from adapters.common.cards import NO_SIGN_INS, since
 from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
 from adapters.terminal.keyboard import on_ctrl_c
 from adapters.terminal.views import conversation_key, shown
+from bot.agent import Agent
 from bot.asks.connections import Connections
 from bot.config import Settings, load_mcp_config
 from bot.mcp.auth.loopback import CALLBACK as LOOPBACK_CALLBACK
@@ -36,7 +38,6 @@ from bot.runtime import open_store, sign_ins_for
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 HOST = "127.0.0.1"
-NO_SIGN_INS = "No server here asks you to sign in with your own account."
 
 
 class LoopbackCallback:
@@ -106,7 +107,7 @@ class TerminalSignIn:
 
     def __init__(
         self,
-        connections: Connections | None,
+        agent: Agent,
         callback: LoopbackCallback | None,
         console: Console,
         key: ConversationKey,
@@ -114,7 +115,7 @@ class TerminalSignIn:
         *,
         wait: float,
     ) -> None:
-        self._connections = connections
+        self._agent = agent
         self._callback = callback
         self._console = console
         self._key = key
@@ -206,18 +207,18 @@ class TerminalSignIn:
     async def command(self, command: str, argument: str) -> list[str]:
         """`/connections`, `/connect NAME`, `/disconnect NAME`; returns the parked turns a sign-in
         made here lets go on (a question that waited for it)."""
-        connections = self._connections
-        if connections is None or not connections.servers:
+        servers = self._agent.sign_in_servers()
+        if not servers:
             self._console.print(NO_SIGN_INS)
             return []
         server = argument.strip()
         if command == "/connections":
-            await self._list(connections)
+            await self._list(servers)
         elif not server:
-            names = ", ".join(connections.servers)
+            names = ", ".join(servers)
             self._console.print(f"Name the server: {shown(command)} NAME, one of {shown(names)}.")
         elif command == "/disconnect":
-            gone = await connections.disconnect(self._key, self._user, server)
+            gone = await self._agent.disconnect(self._key, self._user, server)
             self._console.print(
                 f"Disconnected from {shown(server)}: nerve no longer uses your account there."
                 if gone
@@ -229,27 +230,22 @@ class TerminalSignIn:
 
     async def connect(self, servers: list[str]) -> list[str]:
         """Start a sign-in to each of `servers` and wait for the browser, as a turn's would."""
-        assert self._connections is not None
         for server in servers:
-            started = await self._connections.connect(self._key, self._user, server)
+            started = await self._agent.connect(self._key, self._user, server)
             if started.sign_in is None:
                 self._console.print(shown(started.note))
             else:
                 self._needed.append(started.sign_in)
         return await self.signed_in() if self._needed else []
 
-    async def _list(self, connections: Connections) -> None:
-        mine = await connections.of(self._key, self._user)
-        for line in connection_lines([(c.server, c.since) for c in mine], connections.servers):
+    async def _list(self, servers: list[str]) -> None:
+        mine = await self._agent.connected(self._key, self._user)
+        for line in connection_lines([(c.server, c.since) for c in mine], servers):
             self._console.print(shown(line))
 
 
 def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> list[str]:
-    lines = [
-        f"{server} — connected since {time.strftime('%Y-%m-%d %H:%M', time.localtime(since))}"
-        for server, since in connected
-        if server in servers
-    ]
+    lines = [f"{server} — connected {since(stamp)}" for server, stamp in connected if server in servers]
     if not lines:
         lines.append("No connections: you have not signed in to any server with your own account.")
     others = [name for name in servers if name not in {server for server, _ in connected}]
