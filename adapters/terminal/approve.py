@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rich.console import Console
-from rich.markup import escape
 
 from adapters.terminal.keyboard import ReadLine
-from adapters.terminal.safe import printable
+from adapters.terminal.safe import printable, shown
 from bot.agent import Agent
 from bot.errors import AskError
 from bot.policy.scopes import Place
@@ -84,20 +83,16 @@ async def _decide(
         answered = await agent.answer(prompt.request_id, user, answer)
     except AskError as exc:
         if console is not None:
-            console.print(f"[yellow]{_shown(exc.message)}[/yellow]")
+            console.print(f"[yellow]{shown(exc.message)}[/yellow]")
         return []
     if console is not None and not answered.changed and answered.note:
-        console.print(f"[yellow]{_shown(answered.note)}[/yellow]")
+        console.print(f"[yellow]{shown(answered.note)}[/yellow]")
     return list(answered.decision.decided) if answered.decision is not None else []
 
 
 def terminal_place(user: str) -> Place:
     """Where a terminal turn happens: one place for the whole terminal, with its OS user."""
     return Place(platform="terminal", channel="cli", user=user)
-
-
-def _shown(text: str) -> str:
-    return escape(printable(text))
 
 
 def call_preview(call: PendingCall) -> str:
@@ -119,12 +114,12 @@ def print_waiting(console: Console, prompt: ApprovalPrompt) -> None:
     count = "1 call waits" if len(pending) == 1 else f"{len(pending)} calls wait"
     console.print(f"[bold yellow]Approval needed:[/bold yellow] {count} for you (until {until}).")
     if prompt.reason:
-        console.print(f"[dim]The model says:[/dim] {_shown(prompt.reason)}")
+        console.print(f"[dim]The model says:[/dim] {shown(prompt.reason)}")
 
 
 def print_call(console: Console, call: PendingCall) -> None:
     """One call exactly as it will run: its server, its tool and every argument in full."""
-    console.print(f"[bold]{_shown(call.tool)}[/bold] [dim]on server[/dim] {_shown(call.server)}")
+    console.print(f"[bold]{shown(call.tool)}[/bold] [dim]on server[/dim] {shown(call.server)}")
     console.print(printable(call.arguments_json()), markup=False, highlight=False)
 
 
@@ -144,9 +139,7 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
                     agent, prompt, user, Deny(call_id=waiting.call_id, shown_hash=waiting.call_hash)
                 )
             names = ", ".join(dict.fromkeys(c.tool for c in rest))
-            console.print(
-                f"[yellow]Not run: {_shown(names)}[/yellow] (denied: the question was interrupted)."
-            )
+            console.print(f"[yellow]Not run: {shown(names)}[/yellow] (denied: the question was interrupted).")
             return
         approve, remember = choice
         answer: Answer = (

@@ -19,9 +19,10 @@ from adapters.prompt_arguments import parse_arguments, usage
 from adapters.terminal.approve import terminal_place
 from adapters.terminal.keyboard import LineReader, ReadLine, on_ctrl_c, tolerate_undecodable_input
 from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, history_file
+from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import LoopbackCallback, TerminalSignIn
 from adapters.terminal.turns import ChatTurns
-from adapters.terminal.views import conversation_key, print_attachment, shown
+from adapters.terminal.views import conversation_key, print_attachment
 from bot.errors import PromptError
 from bot.runtime import Runtime
 from bot.text.render import show_link_targets

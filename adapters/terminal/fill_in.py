@@ -25,13 +25,12 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from rich.console import Console
-from rich.markup import escape
 
 from adapters.common import cards
 from adapters.resources import link_host
 from adapters.terminal.approve import Parked
 from adapters.terminal.keyboard import ReadLine
-from adapters.terminal.safe import printable
+from adapters.terminal.safe import printable, shown
 from bot.errors import AskError
 from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field
 from bot.types import (
@@ -73,14 +72,10 @@ class Answers(Protocol):
     async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered: ...
 
 
-def _shown(text: str) -> str:
-    return escape(printable(text))
-
-
 def _ended(request: InputRequest, status: str) -> str:
     """How a question ended, in the words of its shared card (the status itself when it has none)."""
     said = cards.ended(request, status)
-    return _shown(said.say() if said is not None else status)
+    return shown(said.say() if said is not None else status)
 
 
 class _Stop(Exception):
@@ -185,7 +180,7 @@ class FillIn:
         async with self._one_at_a_time:
             if request.request_id in self._ended:
                 ended = _ended(request, self._ended[request.request_id])
-                server = _shown(request.server)
+                server = shown(request.server)
                 self._console.print(
                     f"[dim]The question from {server} ended before you got to it: {ended}[/dim]"
                 )
@@ -196,7 +191,7 @@ class FillIn:
                     await self._show(request)
                 except asyncio.CancelledError:
                     self._console.print(
-                        f"[yellow]The question from {_shown(request.server)} is no longer open.[/yellow]"
+                        f"[yellow]The question from {shown(request.server)} is no longer open.[/yellow]"
                     )
                     raise
                 finally:
@@ -205,7 +200,7 @@ class FillIn:
     async def _show(self, request: InputRequest) -> None:
         console = self._console
         if request.refused is not None:
-            console.print(f"[yellow]Not shown:[/yellow] {_shown(request.refused)}")
+            console.print(f"[yellow]Not shown:[/yellow] {shown(request.refused)}")
             return
         print_request(console, request)
         if self._read is None:
@@ -244,10 +239,10 @@ class FillIn:
         try:
             outcome = await self._agent.answer(request.request_id, self._user, answer)
         except AskError as exc:
-            self._console.print(f"[yellow]{_shown(exc.message)}[/yellow]")
+            self._console.print(f"[yellow]{shown(exc.message)}[/yellow]")
             return None
         if outcome.note:
-            self._console.print(f"[yellow]{_shown(outcome.note)}[/yellow]")
+            self._console.print(f"[yellow]{shown(outcome.note)}[/yellow]")
         if outcome.resume:
             self._resume = outcome.resume[0]
         return outcome
@@ -299,19 +294,19 @@ class FillIn:
                 return None
             # Refused as filled in: say why, and ask those fields again.
             for name, message in outcome.errors.items():
-                self._console.print(f"  [red]{_shown(name)}: {_shown(message)}[/red]")
+                self._console.print(f"  [red]{shown(name)}: {shown(message)}[/red]")
             fields = [field for field in form.fields if field.name in outcome.errors]
 
     async def _field(self, field: FormField) -> FieldValue | None:
         if field.description:
-            self._console.print(f"  [dim]{_shown(field.description)}[/dim]")
+            self._console.print(f"  [dim]{shown(field.description)}[/dim]")
         prompt = field_prompt(field)
         while True:
             typed = await self._line(prompt)
             try:
                 value = parse_field(field, typed)
             except FieldError as error:
-                self._console.print(f"  [red]{_shown(str(error))}[/red]")
+                self._console.print(f"  [red]{shown(str(error))}[/red]")
                 continue
             if value is None and field.required:
                 self._console.print(f"  [red]{REQUIRED}[/red]")
@@ -330,18 +325,18 @@ def print_request(console: Console, request: InputRequest) -> None:
     """Who asks, for which call, until when, and the server's own words; for a link, its host first."""
     until = time.strftime("%H:%M", time.localtime(request.expires_at)) if request.expires_at else ""
     tools = ", ".join(request.tools)
-    asking = f" for {_shown(tools)}" if tools else ""
+    asking = f" for {shown(tools)}" if tools else ""
     when = f" (until {until})" if until else ""
     what = "wants you to open a link" if request.mode == "url" else "asks you to fill in a form"
-    console.print(f"[bold yellow]{_shown(request.server)}[/bold yellow] {what}{asking}{when}.")
+    console.print(f"[bold yellow]{shown(request.server)}[/bold yellow] {what}{asking}{when}.")
     if request.mode == "url":
-        console.print(f"  Site: [bold reverse] {_shown(link_host(request.url or ''))} [/bold reverse]")
+        console.print(f"  Site: [bold reverse] {shown(link_host(request.url or ''))} [/bold reverse]")
         if request.message:
-            console.print(f"  Why:  {_shown(request.message)}")
-        console.print(f"  Link: {_shown(request.url or '')}", soft_wrap=True)
+            console.print(f"  Why:  {shown(request.message)}")
+        console.print(f"  Link: {shown(request.url or '')}", soft_wrap=True)
         return
     if request.message:
-        console.print(f"  {_shown(request.message)}")
+        console.print(f"  {shown(request.message)}")
     count = len(request.form.fields) if request.form else 0
     console.print(
         f"[dim]{count} field{'s' if count != 1 else ''}; * marks the required ones. Enter keeps the "
@@ -375,5 +370,5 @@ def print_summary(console: Console, form: Form, values: dict[str, FieldValue]) -
     """What will be sent, field by field, before the person says send."""
     for field in form.fields:
         value = values.get(field.name)
-        shown = shown_value(field, value) if value is not None else "—"
-        console.print(f"  [dim]{_shown(field.title)}:[/dim] {_shown(shown)}")
+        value_shown = shown_value(field, value) if value is not None else "—"
+        console.print(f"  [dim]{shown(field.title)}:[/dim] {shown(value_shown)}")

@@ -27,7 +27,8 @@ from rich.console import Console
 from adapters.common.cards import NO_SIGN_INS, since
 from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
 from adapters.terminal.keyboard import on_ctrl_c
-from adapters.terminal.views import conversation_key, shown
+from adapters.terminal.safe import shown
+from adapters.terminal.views import conversation_key
 from bot.agent import Agent
 from bot.asks.connections import Connections
 from bot.config import Settings, load_mcp_config

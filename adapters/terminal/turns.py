@@ -24,8 +24,9 @@ from adapters.terminal.approve import Parked, ask_each, go_on, go_on_answered, p
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.keyboard import ReadLine, on_ctrl_c
 from adapters.terminal.live import LiveAnswer, PlainAnswer
+from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import TerminalSignIn
-from adapters.terminal.views import print_reply, print_results, shown
+from adapters.terminal.views import print_reply, print_results
 from bot.runtime import Runtime
 from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming, Progress, TurnEvent
 

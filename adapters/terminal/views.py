@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
-from rich.markup import escape
 
 from adapters.resources import display_name, file_label, kind_of
 from adapters.terminal.approve import settle_one_shot, terminal_place, waiting_approval
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.keyboard import ReadLine, read_line
 from adapters.terminal.live import PlainAnswer
-from adapters.terminal.safe import answer_markdown, printable, terminal_json
+from adapters.terminal.safe import answer_markdown, printable, shown, terminal_json
 from bot.policy.scopes import Place
 from bot.text.render import pretty_json, show_link_targets, truncate
 from bot.text.scrub import scrub
@@ -50,11 +49,6 @@ def conversation_key(thread: str) -> ConversationKey:
     return ConversationKey(
         platform="terminal", workspace=scrub(getpass.getuser()), channel="cli", thread=scrub(thread)
     )
-
-
-def shown(text: str) -> str:
-    """Outside text ready for a rich markup string: harmless bytes, brackets escaped."""
-    return escape(printable(text))
 
 
 def attachment_line(index: int, attachment: Attachment) -> str:
