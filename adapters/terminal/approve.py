@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
-from typing import Protocol
 
 from rich.console import Console
 
+from adapters.terminal.fill_in import FillIn, Parked
 from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable, shown
 from bot.agent import Agent
@@ -27,33 +26,11 @@ from bot.types import (
     Answer,
     ApprovalPrompt,
     Approve,
-    ConversationKey,
     Deny,
     PendingCall,
     Progress,
     no_progress,
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Parked:
-    """A turn that parked on its tools' questions, once they were asked here: the conversation it
-    waits in, the tools that asked, and the parked turn an answer here let go on (None when the
-    answers were given elsewhere, came too late, or are still missing)."""
-
-    key: ConversationKey
-    tools: tuple[str, ...]
-    resume: str | None
-
-
-class Questions(Protocol):
-    """A tool's questions asked at the terminal (`FillIn`): those a parked turn left open."""
-
-    @property
-    def parked(self) -> bool: ...
-
-    async def settle(self) -> Parked | None: ...
-
 
 QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
@@ -208,7 +185,7 @@ async def settle_one_shot(
     ask: ReadLine | None,
     console: Console,
     progress: Progress = no_progress,
-    questions: Questions | None = None,
+    questions: FillIn | None = None,
 ) -> AgentReply:
     """`nerve ask`: decide and answer until the answer no longer waits, then return it.
 

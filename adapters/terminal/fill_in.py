@@ -21,22 +21,24 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from rich.console import Console
 
 from adapters.common import cards
 from adapters.resources import link_host
-from adapters.terminal.approve import Parked
 from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable, shown
+from bot.agent import Agent
 from bot.errors import AskError
 from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field
 from bot.types import (
     Answer,
     Answered,
     Cancel,
+    ConversationKey,
     Decline,
     InputAction,
     InputRequest,
@@ -66,16 +68,21 @@ DONE = {"accept": "Sent.", "decline": "Declined.", "cancel": "Cancelled: nothing
 ANSWERS: dict[InputAction, Answer] = {"accept": LinkOpened(), "decline": Decline(), "cancel": Cancel()}
 
 
-class Answers(Protocol):
-    """What the terminal needs of the agent to answer a server's question (`Agent.answer`)."""
-
-    async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered: ...
-
-
 def _ended(request: InputRequest, status: str) -> str:
     """How a question ended, in the words of its shared card (the status itself when it has none)."""
     said = cards.ended(request, status)
     return shown(said.say() if said is not None else status)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parked:
+    """A turn that parked on its tools' questions, once they were asked here: the conversation it
+    waits in, the tools that asked, and the parked turn an answer here let go on (None when the
+    answers were given elsewhere, came too late, or are still missing)."""
+
+    key: ConversationKey
+    tools: tuple[str, ...]
+    resume: str | None
 
 
 class _Stop(Exception):
@@ -93,7 +100,7 @@ class FillIn:
 
     def __init__(
         self,
-        agent: Answers,
+        agent: Agent,
         user: str,
         read: ReadLine | None,
         console: Console,

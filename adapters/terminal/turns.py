@@ -20,8 +20,8 @@ from typing import Any
 
 from rich.console import Console
 
-from adapters.terminal.approve import Parked, ask_each, go_on, go_on_answered, print_waiting, waiting_approval
-from adapters.terminal.fill_in import FillIn
+from adapters.terminal.approve import ask_each, go_on, go_on_answered, print_waiting, waiting_approval
+from adapters.terminal.fill_in import FillIn, Parked
 from adapters.terminal.keyboard import ReadLine, on_ctrl_c
 from adapters.terminal.live import LiveAnswer, PlainAnswer
 from adapters.terminal.safe import shown
