@@ -139,12 +139,6 @@ async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[b
         console.print(HOW_TO_ANSWER, markup=False)
 
 
-async def decide_all(agent: Agent, prompt: ApprovalPrompt, user: str, *, approve: bool) -> list[PendingCall]:
-    """Approve or deny every open call at once; the calls this decided."""
-    decided = await _decide(agent, prompt, user, Approve() if approve else Deny())
-    return [c for c in prompt.calls if c.call_id in decided]
-
-
 async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_progress) -> AgentReply | None:
     """The rest of the turn once every call is decided, or once the request ran out of time.
 
@@ -201,7 +195,7 @@ async def settle_one_shot(
         prompt = waiting_approval(reply)
         if prompt is not None:
             if approve_all:
-                await decide_all(agent, prompt, user, approve=True)
+                await _decide(agent, prompt, user, Approve())  # every open call at once
             elif ask is not None:
                 print_waiting(console, prompt)
                 await ask_each(agent, prompt, user, ask, console)

@@ -26,7 +26,7 @@ from adapters.terminal.keyboard import ReadLine, on_ctrl_c
 from adapters.terminal.live import LiveAnswer, PlainAnswer
 from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import TerminalSignIn
-from adapters.terminal.views import print_reply, print_results
+from adapters.terminal.views import print_reply
 from bot.runtime import Runtime
 from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
@@ -146,11 +146,9 @@ class ChatTurns:
     def _print(self, reply: AgentReply) -> None:
         """The final reply: drawn anew on a terminal (the live view is gone); elsewhere only the
         part of its text not written yet, then its tool results."""
-        if self._console.is_terminal:
-            print_reply(self._console, reply)
-            return
-        self._plain.finish(reply.text)
-        print_results(self._console, reply)
+        if not self._console.is_terminal:
+            self._plain.finish(reply.text)
+        print_reply(self._console, reply, text=self._console.is_terminal)
 
     def _finishing(self) -> None:
         # Going on after a decision or an answer is not cancelled: the turn would stay claimed, and

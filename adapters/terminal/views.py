@@ -137,21 +137,14 @@ def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[s
     }
 
 
-def print_reply(console: Console, reply: AgentReply) -> None:
-    """A reply in the chat on a terminal: a summary line per tool result, the text as Markdown."""
+def print_reply(console: Console, reply: AgentReply, *, text: bool = True) -> None:
+    """A reply in the chat: a summary line per tool result, the text as Markdown (unless `text` is
+    False: off a terminal it was written already, as it came)."""
     for index, attachment in enumerate(reply.attachments, 1):
         print_line(console, attachment_line(index, attachment))
         print_resource_lines(console, attachment)
-    console.print(answer_markdown(reply.text))
-    if reply.attachments:
-        console.print(_show_hint(reply))
-
-
-def print_results(console: Console, reply: AgentReply) -> None:
-    """The summary lines of a reply whose text was already written (the chat off a terminal)."""
-    for index, attachment in enumerate(reply.attachments, 1):
-        print_line(console, attachment_line(index, attachment))
-        print_resource_lines(console, attachment)
+    if text:
+        console.print(answer_markdown(reply.text))
     if reply.attachments:
         console.print(_show_hint(reply))
 
