@@ -256,32 +256,29 @@ def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> 
 
 
 async def print_connections(settings: Settings, console: Console | None = None) -> int:
-    """`nerve connections`: the local person's connections, without starting any server."""
-    console = console or Console(highlight=False)
-    if not settings.nerve_mcp_config.is_file():
-        return await _print_stored_connections(settings, console)
-    servers = load_mcp_config(settings.nerve_mcp_config).servers
-    async with open_store(settings) as store:
-        # The redirect is never used here: listing reads the store only.
-        sign_ins = sign_ins_for(settings, servers, store, f"http://{HOST}{LOOPBACK_CALLBACK}")
-        if sign_ins is None or not sign_ins.per_person_servers():
-            console.print(NO_SIGN_INS)
-            return 0
-        key = conversation_key("default")
-        mine = await sign_ins.connections(person_of(key, key.workspace))
-        for line in connection_lines([(c.server, c.since) for c in mine], sign_ins.per_person_servers()):
-            console.print(shown(line))
-    return 0
+    """`nerve connections`: the local person's connections, without starting any server.
 
-
-async def _print_stored_connections(settings: Settings, console: Console) -> int:
-    """Without a servers file (a machine that only keeps the database), the connections the store
+    Without a servers file (a machine that only keeps the database), the connections the store
     holds: server names and times are stored in the clear, so neither the servers nor
     NERVE_SECRET_KEY are needed to list them."""
+    console = console or Console(highlight=False)
+    configured = (
+        load_mcp_config(settings.nerve_mcp_config).servers if settings.nerve_mcp_config.is_file() else None
+    )
     key = conversation_key("default")
+    person = person_of(key, key.workspace)
     async with open_store(settings) as store:
-        stored = await store.connections_of(person_of(key, key.workspace))
-    connected = [(row.server, row.updated_at) for row in stored]
-    for line in connection_lines(connected, [server for server, _ in connected]):
+        if configured is None:
+            connected = [(row.server, row.updated_at) for row in await store.connections_of(person)]
+            servers = [server for server, _ in connected]
+        else:
+            # The redirect is never used here: listing reads the store only.
+            sign_ins = sign_ins_for(settings, configured, store, f"http://{HOST}{LOOPBACK_CALLBACK}")
+            servers = sign_ins.per_person_servers() if sign_ins is not None else []
+            if sign_ins is None or not servers:
+                console.print(NO_SIGN_INS)
+                return 0
+            connected = [(c.server, c.since) for c in await sign_ins.connections(person)]
+    for line in connection_lines(connected, servers):
         console.print(shown(line))
     return 0
