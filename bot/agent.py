@@ -12,10 +12,11 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from bot.asks.answers import Answers
+from bot.asks.answers import NO_SIGN_INS, Answers
 from bot.asks.approvals import Clock
-from bot.asks.connections import Connections
+from bot.asks.connections import Connections, ConnectStart
 from bot.asks.inputs import InputDesk, InputStore
 from bot.asks.parking import Parking
 from bot.errors import LLMError, PromptError, TurnOverdue
@@ -36,7 +37,9 @@ from bot.types import (
     AgentReply,
     Answer,
     Answered,
+    ApprovalPrompt,
     Ask,
+    AuditEntry,
     ChatMessage,
     ConversationKey,
     Decision,
@@ -50,6 +53,9 @@ from bot.types import (
     TurnEvent,
     no_progress,
 )
+
+if TYPE_CHECKING:  # only a nerve with per-person servers loads the OAuth client
+    from bot.mcp.auth.sign_ins import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -329,3 +335,40 @@ class Agent:
     async def recover_parked(self, platform: str | None = None) -> list[str]:
         """At start-up: requests ready to resume, of one platform if given (`Parking.recover_parked`)."""
         return await self._parking.recover_parked(platform)
+
+    async def parked_in(self, key: ConversationKey) -> tuple[ApprovalPrompt, str] | None:
+        """The turn this thread is parked on, as its approval message shows it, with its status
+        ("waiting", "resuming"); None when none is (or without approvals).
+
+        For a front end that must find that turn without an ask in hand: the terminal when it
+        starts again, or once a tool's questions were answered elsewhere (`AgentReply.waiting` lists
+        only what a reply has just parked on)."""
+        if self.approvals is None or (request_id := await self.approvals.waiting_in(key)) is None:
+            return None
+        return await self.approvals.prompt(request_id)
+
+    async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
+        """Who decided each tool call of the thread's active conversation, oldest first (empty
+        without approvals): what `nerve ask --json` reports beside each call."""
+        return await self.approvals.audit_log(key) if self.approvals is not None else []
+
+    # People's own accounts at per-person servers: what a front end's connection commands need, so
+    # it asks the façade rather than holding the connections itself.
+
+    def sign_in_servers(self) -> list[str]:
+        """The servers each person connects with their own account (none without such servers)."""
+        return self.connections.servers if self.connections is not None else []
+
+    async def connect(self, key: ConversationKey, user_id: str, server: str) -> ConnectStart:
+        """Start `user_id`'s sign-in to `server`: a link only they may see, or why there is none."""
+        if self.connections is None:
+            return ConnectStart(note=NO_SIGN_INS)
+        return await self.connections.connect(key, user_id, server)
+
+    async def disconnect(self, key: ConversationKey, user_id: str, server: str) -> bool:
+        """Revoke and forget `user_id`'s connection to `server`; False when there was none."""
+        return await self.connections.disconnect(key, user_id, server) if self.connections else False
+
+    async def connected(self, key: ConversationKey, user_id: str) -> list[Connection]:
+        """The servers `user_id` has connected with their own account, and since when."""
+        return await self.connections.of(key, user_id) if self.connections is not None else []

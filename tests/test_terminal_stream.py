@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from adapters.terminal.live import PlainAnswer, TurnSoFar
-from bot.types import TurnEvent
+from bot.types import Ask, ConversationKey, SignInNeeded, TurnEvent
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.fakes.screen import Screen
@@ -315,4 +315,29 @@ async def test_plain_output_notes_a_calls_progress_on_its_own_line():
     await answer.progress(TurnEvent(kind="tool_started", message="", tool="slow_count", tool_call_id="c1"))
     await answer.progress(_progress("step 3 of 3", 1.0))
     assert notes.getvalue().splitlines()[1] == "  … slow_count: step 3 of 3 (100%)"
+    assert out.getvalue() == ""
+
+
+def _sign_in_ask() -> Ask:
+    key = ConversationKey(platform="terminal", workspace="alice", channel="cli", thread="t")
+    needed = SignInNeeded(server="notes", person="alice", url="http://127.0.0.1/authorize", state="s1")
+    return Ask.of_sign_in(needed, key, expires_at=0.0)
+
+
+async def test_what_a_turn_asks_is_no_status_in_the_live_view_and_a_sign_in_is_one_line_of_plain_output():
+    """The terminal asks for itself what a turn asks (`fill_in`, `sign_in`): its views keep only the
+    statuses; `nerve ask`, which cannot take a sign-in, says what the turn waits for, once."""
+    turn = TurnSoFar()
+    out, notes = io.StringIO(), io.StringIO()
+    answer = PlainAnswer(out, notes)
+    needed = _sign_in_ask().sign_in
+    for event in (
+        TurnEvent(kind="sign_in_needed", message="Connect notes to go on", sign_in=needed),
+        TurnEvent(kind="ask", message="Connect notes to go on", ask=_sign_in_ask()),
+        TurnEvent(kind="input_done", message="expired"),
+    ):
+        turn.apply(event)
+        await answer.progress(event)
+    assert turn.status == "thinking…"
+    assert notes.getvalue() == "  Connect notes to go on\n"
     assert out.getvalue() == ""

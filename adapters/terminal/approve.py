@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 from rich.console import Console
-from rich.markup import escape
 
-from adapters.terminal.safe import printable
+from adapters.terminal.fill_in import FillIn, Parked
+from adapters.terminal.keyboard import ReadLine
+from adapters.terminal.safe import printable, shown
 from bot.agent import Agent
 from bot.errors import AskError
 from bot.policy.scopes import Place
@@ -28,36 +26,11 @@ from bot.types import (
     Answer,
     ApprovalPrompt,
     Approve,
-    ConversationKey,
     Deny,
     PendingCall,
     Progress,
     no_progress,
 )
-
-# Reads one answer after showing the question; None on Ctrl-C or end of input.
-ReadLine = Callable[[str], Awaitable[str | None]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Parked:
-    """A turn that parked on its tools' questions, once they were asked here: the conversation it
-    waits in, the tools that asked, and the parked turn an answer here let go on (None when the
-    answers were given elsewhere, came too late, or are still missing)."""
-
-    key: ConversationKey
-    tools: tuple[str, ...]
-    resume: str | None
-
-
-class Questions(Protocol):
-    """A tool's questions asked at the terminal (`FillIn`): those a parked turn left open."""
-
-    @property
-    def parked(self) -> bool: ...
-
-    async def settle(self) -> Parked | None: ...
-
 
 QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
@@ -87,20 +60,16 @@ async def _decide(
         answered = await agent.answer(prompt.request_id, user, answer)
     except AskError as exc:
         if console is not None:
-            console.print(f"[yellow]{_shown(exc.message)}[/yellow]")
+            console.print(f"[yellow]{shown(exc.message)}[/yellow]")
         return []
     if console is not None and not answered.changed and answered.note:
-        console.print(f"[yellow]{_shown(answered.note)}[/yellow]")
+        console.print(f"[yellow]{shown(answered.note)}[/yellow]")
     return list(answered.decision.decided) if answered.decision is not None else []
 
 
 def terminal_place(user: str) -> Place:
     """Where a terminal turn happens: one place for the whole terminal, with its OS user."""
     return Place(platform="terminal", channel="cli", user=user)
-
-
-def _shown(text: str) -> str:
-    return escape(printable(text))
 
 
 def call_preview(call: PendingCall) -> str:
@@ -122,12 +91,12 @@ def print_waiting(console: Console, prompt: ApprovalPrompt) -> None:
     count = "1 call waits" if len(pending) == 1 else f"{len(pending)} calls wait"
     console.print(f"[bold yellow]Approval needed:[/bold yellow] {count} for you (until {until}).")
     if prompt.reason:
-        console.print(f"[dim]The model says:[/dim] {_shown(prompt.reason)}")
+        console.print(f"[dim]The model says:[/dim] {shown(prompt.reason)}")
 
 
 def print_call(console: Console, call: PendingCall) -> None:
     """One call exactly as it will run: its server, its tool and every argument in full."""
-    console.print(f"[bold]{_shown(call.tool)}[/bold] [dim]on server[/dim] {_shown(call.server)}")
+    console.print(f"[bold]{shown(call.tool)}[/bold] [dim]on server[/dim] {shown(call.server)}")
     console.print(printable(call.arguments_json()), markup=False, highlight=False)
 
 
@@ -147,9 +116,7 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
                     agent, prompt, user, Deny(call_id=waiting.call_id, shown_hash=waiting.call_hash)
                 )
             names = ", ".join(dict.fromkeys(c.tool for c in rest))
-            console.print(
-                f"[yellow]Not run: {_shown(names)}[/yellow] (denied: the question was interrupted)."
-            )
+            console.print(f"[yellow]Not run: {shown(names)}[/yellow] (denied: the question was interrupted).")
             return
         approve, remember = choice
         answer: Answer = (
@@ -172,12 +139,6 @@ async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[b
         console.print(HOW_TO_ANSWER, markup=False)
 
 
-async def decide_all(agent: Agent, prompt: ApprovalPrompt, user: str, *, approve: bool) -> list[PendingCall]:
-    """Approve or deny every open call at once; the calls this decided."""
-    decided = await _decide(agent, prompt, user, Approve() if approve else Deny())
-    return [c for c in prompt.calls if c.call_id in decided]
-
-
 async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_progress) -> AgentReply | None:
     """The rest of the turn once every call is decided, or once the request ran out of time.
 
@@ -198,10 +159,11 @@ async def go_on_answered(agent: Agent, parked: Parked, progress: Progress = no_p
     waits, or when another process already went on with it.
     """
     request_id = parked.resume
-    if request_id is None and agent.approvals is not None:
-        request_id = await agent.approvals.waiting_in(parked.key)
     if request_id is None:
-        return None
+        found = await agent.parked_in(parked.key)
+        if found is None:
+            return None
+        request_id = found[0].request_id
     final = await agent.resume(request_id, progress)
     if final is None and request_id in await agent.expire_due("terminal"):
         final = await agent.resume(request_id, progress)
@@ -217,7 +179,7 @@ async def settle_one_shot(
     ask: ReadLine | None,
     console: Console,
     progress: Progress = no_progress,
-    questions: Questions | None = None,
+    questions: FillIn | None = None,
 ) -> AgentReply:
     """`nerve ask`: decide and answer until the answer no longer waits, then return it.
 
@@ -233,7 +195,7 @@ async def settle_one_shot(
         prompt = waiting_approval(reply)
         if prompt is not None:
             if approve_all:
-                await decide_all(agent, prompt, user, approve=True)
+                await _decide(agent, prompt, user, Approve())  # every open call at once
             elif ask is not None:
                 print_waiting(console, prompt)
                 await ask_each(agent, prompt, user, ask, console)

@@ -21,21 +21,24 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
+from adapters.common import cards
 from adapters.resources import link_host
-from adapters.terminal.approve import Parked, ReadLine
-from adapters.terminal.safe import printable
+from adapters.terminal.keyboard import ReadLine
+from adapters.terminal.safe import printable, shown
+from bot.agent import Agent
 from bot.errors import AskError
 from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field
 from bot.types import (
     Answer,
     Answered,
     Cancel,
+    ConversationKey,
     Decline,
     InputAction,
     InputRequest,
@@ -65,20 +68,21 @@ DONE = {"accept": "Sent.", "decline": "Declined.", "cancel": "Cancelled: nothing
 ANSWERS: dict[InputAction, Answer] = {"accept": LinkOpened(), "decline": Decline(), "cancel": Cancel()}
 
 
-class Answers(Protocol):
-    """What the terminal needs of the agent to answer a server's question (`Agent.answer`)."""
-
-    async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered: ...
-
-
-def _shown(text: str) -> str:
-    return escape(printable(text))
+def _ended(request: InputRequest, status: str) -> str:
+    """How a question ended, in the words of its shared card (the status itself when it has none)."""
+    said = cards.ended(request, status)
+    return shown(said.say() if said is not None else status)
 
 
-def _ended_as(status: str) -> str:
-    return {"cancelled": "was withdrawn", "accepted": "was answered", "declined": "was declined"}.get(
-        status, status
-    )
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parked:
+    """A turn that parked on its tools' questions, once they were asked here: the conversation it
+    waits in, the tools that asked, and the parked turn an answer here let go on (None when the
+    answers were given elsewhere, came too late, or are still missing)."""
+
+    key: ConversationKey
+    tools: tuple[str, ...]
+    resume: str | None
 
 
 class _Stop(Exception):
@@ -96,7 +100,7 @@ class FillIn:
 
     def __init__(
         self,
-        agent: Answers,
+        agent: Agent,
         user: str,
         read: ReadLine | None,
         console: Console,
@@ -163,19 +167,18 @@ class FillIn:
         """`sink`, with this person's questions taken out and asked."""
 
         async def progress(event: TurnEvent) -> None:
-            request = event.input
-            asked = event.ask.input if event.ask is not None else None
-            if event.kind == "ask" and asked is not None:
-                request = asked
+            if event.kind == "ask" and event.ask is not None and event.ask.input is not None:
+                request = event.ask.input
                 if request.user_id == self._user:
                     if request.refused is None:
                         self._seen[request.request_id] = request
                     task = asyncio.create_task(self._ask(request), name="nerve-fill-in")
                     self._asking[request.request_id] = task
                     task.add_done_callback(lambda _: self._asking.pop(request.request_id, None))
-            elif event.kind == "input_done" and request is not None:
-                self._ended[request.request_id] = event.message
-            elif event.kind != "input_needed":  # the same question, told the older way: asked above
+            elif event.kind == "input_done" and event.input is not None:
+                # How a question ended: the core says so with this event alone (an ask has no end).
+                self._ended[event.input.request_id] = event.message
+            else:
                 await sink(event)
 
         return progress
@@ -183,10 +186,10 @@ class FillIn:
     async def _ask(self, request: InputRequest) -> None:
         async with self._one_at_a_time:
             if request.request_id in self._ended:
-                status = _ended_as(self._ended[request.request_id])
+                ended = _ended(request, self._ended[request.request_id])
+                server = shown(request.server)
                 self._console.print(
-                    f"[dim]{_shown(request.server)} asked for input, which {status} "
-                    "before you got to it.[/dim]"
+                    f"[dim]The question from {server} ended before you got to it: {ended}[/dim]"
                 )
                 return
             self._current = request.request_id
@@ -195,7 +198,7 @@ class FillIn:
                     await self._show(request)
                 except asyncio.CancelledError:
                     self._console.print(
-                        f"[yellow]The question from {_shown(request.server)} is no longer open.[/yellow]"
+                        f"[yellow]The question from {shown(request.server)} is no longer open.[/yellow]"
                     )
                     raise
                 finally:
@@ -204,7 +207,7 @@ class FillIn:
     async def _show(self, request: InputRequest) -> None:
         console = self._console
         if request.refused is not None:
-            console.print(f"[yellow]Not shown:[/yellow] {_shown(request.refused)}")
+            console.print(f"[yellow]Not shown:[/yellow] {shown(request.refused)}")
             return
         print_request(console, request)
         if self._read is None:
@@ -234,18 +237,19 @@ class FillIn:
         """Hand the answer over (`values`: a form sent); None (said so) when the request ended while
         the person answered, or is gone."""
         if (status := self._ended.get(request.request_id)) is not None:
+            ended = _ended(request, status)
             self._console.print(
-                f"[yellow]The question {_ended_as(status)} meanwhile; nothing was sent.[/yellow]"
+                f"[yellow]The question ended meanwhile, so nothing was sent:[/yellow] {ended}"
             )
             return None
         answer = Submit(values=values) if values is not None else ANSWERS[action]
         try:
             outcome = await self._agent.answer(request.request_id, self._user, answer)
         except AskError as exc:
-            self._console.print(f"[yellow]{_shown(exc.message)}[/yellow]")
+            self._console.print(f"[yellow]{shown(exc.message)}[/yellow]")
             return None
         if outcome.note:
-            self._console.print(f"[yellow]{_shown(outcome.note)}[/yellow]")
+            self._console.print(f"[yellow]{shown(outcome.note)}[/yellow]")
         if outcome.resume:
             self._resume = outcome.resume[0]
         return outcome
@@ -297,19 +301,19 @@ class FillIn:
                 return None
             # Refused as filled in: say why, and ask those fields again.
             for name, message in outcome.errors.items():
-                self._console.print(f"  [red]{_shown(name)}: {_shown(message)}[/red]")
+                self._console.print(f"  [red]{shown(name)}: {shown(message)}[/red]")
             fields = [field for field in form.fields if field.name in outcome.errors]
 
     async def _field(self, field: FormField) -> FieldValue | None:
         if field.description:
-            self._console.print(f"  [dim]{_shown(field.description)}[/dim]")
+            self._console.print(f"  [dim]{shown(field.description)}[/dim]")
         prompt = field_prompt(field)
         while True:
             typed = await self._line(prompt)
             try:
                 value = parse_field(field, typed)
             except FieldError as error:
-                self._console.print(f"  [red]{_shown(str(error))}[/red]")
+                self._console.print(f"  [red]{shown(str(error))}[/red]")
                 continue
             if value is None and field.required:
                 self._console.print(f"  [red]{REQUIRED}[/red]")
@@ -328,18 +332,18 @@ def print_request(console: Console, request: InputRequest) -> None:
     """Who asks, for which call, until when, and the server's own words; for a link, its host first."""
     until = time.strftime("%H:%M", time.localtime(request.expires_at)) if request.expires_at else ""
     tools = ", ".join(request.tools)
-    asking = f" for {_shown(tools)}" if tools else ""
+    asking = f" for {shown(tools)}" if tools else ""
     when = f" (until {until})" if until else ""
     what = "wants you to open a link" if request.mode == "url" else "asks you to fill in a form"
-    console.print(f"[bold yellow]{_shown(request.server)}[/bold yellow] {what}{asking}{when}.")
+    console.print(f"[bold yellow]{shown(request.server)}[/bold yellow] {what}{asking}{when}.")
     if request.mode == "url":
-        console.print(f"  Site: [bold reverse] {_shown(link_host(request.url or ''))} [/bold reverse]")
+        console.print(f"  Site: [bold reverse] {shown(link_host(request.url or ''))} [/bold reverse]")
         if request.message:
-            console.print(f"  Why:  {_shown(request.message)}")
-        console.print(f"  Link: {_shown(request.url or '')}", soft_wrap=True)
+            console.print(f"  Why:  {shown(request.message)}")
+        console.print(f"  Link: {shown(request.url or '')}", soft_wrap=True)
         return
     if request.message:
-        console.print(f"  {_shown(request.message)}")
+        console.print(f"  {shown(request.message)}")
     count = len(request.form.fields) if request.form else 0
     console.print(
         f"[dim]{count} field{'s' if count != 1 else ''}; * marks the required ones. Enter keeps the "
@@ -373,5 +377,5 @@ def print_summary(console: Console, form: Form, values: dict[str, FieldValue]) -
     """What will be sent, field by field, before the person says send."""
     for field in form.fields:
         value = values.get(field.name)
-        shown = shown_value(field, value) if value is not None else "—"
-        console.print(f"  [dim]{_shown(field.title)}:[/dim] {_shown(shown)}")
+        value_shown = shown_value(field, value) if value is not None else "—"
+        console.print(f"  [dim]{shown(field.title)}:[/dim] {shown(value_shown)}")

@@ -88,10 +88,10 @@ class TurnSoFar:
             running = self.calls.get(self._id(event))
             if running is not None:
                 running.progress = progress_text(event)
-        elif kind in ("input_needed", "input_done", "ask"):
-            pass  # asked and answered by the chat itself (`fill_in`), not shown as a status
-        else:  # "retrying", "notice"
+        elif kind in ("retrying", "notice"):
             self.status = event.message
+        # What a turn asks a person is asked by the chat itself (`fill_in`, `sign_in`, `turns`),
+        # not shown as a status.
 
     @property
     def moving(self) -> bool:
@@ -251,9 +251,9 @@ class PlainAnswer:
             self._note(f"  {'✓' if event.ok else '✗'} {event.tool}{_on(event)}{time_taken}")
         elif kind == "tool_progress":
             self._note(f"  … {event.tool}: {printable(progress_text(event))}")
-        elif kind in ("input_needed", "input_done", "ask"):
-            pass  # the chat asks these itself
-        elif self._shown == "":  # "retrying", "notice": only before text, never inside it
+        elif self._shown == "" and (kind in ("retrying", "notice") or _signs_in(event)):
+            # A status line, only before text, never inside it. The chat asks what a turn asks a
+            # person itself; a sign-in that `nerve ask` cannot take is said like a status.
             self._note(f"  {event.message}")
 
     def finish(self, text: str) -> None:
@@ -308,3 +308,7 @@ def _on(event: TurnEvent) -> str:
 
 def _label(event: TurnEvent) -> str:
     return f"{event.tool or 'tool'}{_on(event)}"
+
+
+def _signs_in(event: TurnEvent) -> bool:
+    return event.kind == "ask" and event.ask is not None and event.ask.kind == "sign_in"

@@ -37,6 +37,13 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cleaned)
 
 
+def shown(text: str) -> str:
+    """Outside text ready for a rich markup string: harmless bytes, brackets escaped."""
+    from rich.markup import escape  # rich only where something is drawn: not every command draws
+
+    return escape(printable(text))
+
+
 def terminal_json(value: Any) -> str:
     """`value` as indented JSON whose strings carry no raw control character or lone surrogate.
 

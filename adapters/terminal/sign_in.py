@@ -18,16 +18,18 @@ import asyncio
 import threading
 import time
 import webbrowser
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Self
 
 from aiohttp import web
 from rich.console import Console
 
+from adapters.common.cards import NO_SIGN_INS, since
 from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
-from adapters.terminal.views import conversation_key, shown
+from adapters.terminal.keyboard import on_ctrl_c
+from adapters.terminal.safe import shown
+from adapters.terminal.views import conversation_key
+from bot.agent import Agent
 from bot.asks.connections import Connections
 from bot.config import Settings
 from bot.mcp.auth.loopback import CALLBACK as LOOPBACK_CALLBACK
@@ -38,9 +40,6 @@ from bot.runtime import open_store, sign_ins_for
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 HOST = "127.0.0.1"
-NO_SIGN_INS = "No server here asks you to sign in with your own account."
-# Ctrl-C runs the action while inside (the chat's own handling, which nests).
-OnCtrlC = Callable[[Callable[[], object]], AbstractContextManager[None]]
 
 
 class LoopbackCallback:
@@ -110,22 +109,20 @@ class TerminalSignIn:
 
     def __init__(
         self,
-        connections: Connections | None,
+        agent: Agent,
         callback: LoopbackCallback | None,
         console: Console,
         key: ConversationKey,
         user: str,
         *,
         wait: float,
-        on_ctrl_c: OnCtrlC,
     ) -> None:
-        self._connections = connections
+        self._agent = agent
         self._callback = callback
         self._console = console
         self._key = key
         self._user = user
         self._wait = wait
-        self._on_ctrl_c = on_ctrl_c
         self._needed: list[SignInNeeded] = []
 
     def watch(self, forward: Progress) -> Progress:
@@ -134,7 +131,7 @@ class TerminalSignIn:
         async def progress(event: TurnEvent) -> None:
             if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
                 self._needed.append(event.ask.sign_in)
-            elif event.kind != "sign_in_needed":  # the same sign-in, told the older way: kept above
+            else:
                 await forward(event)
 
         return progress
@@ -159,7 +156,7 @@ class TerminalSignIn:
         request_ids: list[str] = []
         waiting = asyncio.ensure_future(self._until_signed_in(servers, request_ids))
         try:
-            with self._on_ctrl_c(waiting.cancel):
+            with on_ctrl_c(waiting.cancel):
                 await waiting
         except asyncio.CancelledError:
             if not waiting.cancelled():
@@ -212,18 +209,18 @@ class TerminalSignIn:
     async def command(self, command: str, argument: str) -> list[str]:
         """`/connections`, `/connect NAME`, `/disconnect NAME`; returns the parked turns a sign-in
         made here lets go on (a question that waited for it)."""
-        connections = self._connections
-        if connections is None or not connections.servers:
+        servers = self._agent.sign_in_servers()
+        if not servers:
             self._console.print(NO_SIGN_INS)
             return []
         server = argument.strip()
         if command == "/connections":
-            await self._list(connections)
+            await self._list(servers)
         elif not server:
-            names = ", ".join(connections.servers)
+            names = ", ".join(servers)
             self._console.print(f"Name the server: {shown(command)} NAME, one of {shown(names)}.")
         elif command == "/disconnect":
-            gone = await connections.disconnect(self._key, self._user, server)
+            gone = await self._agent.disconnect(self._key, self._user, server)
             self._console.print(
                 f"Disconnected from {shown(server)}: nerve no longer uses your account there."
                 if gone
@@ -235,27 +232,22 @@ class TerminalSignIn:
 
     async def connect(self, servers: list[str]) -> list[str]:
         """Start a sign-in to each of `servers` and wait for the browser, as a turn's would."""
-        assert self._connections is not None
         for server in servers:
-            started = await self._connections.connect(self._key, self._user, server)
+            started = await self._agent.connect(self._key, self._user, server)
             if started.sign_in is None:
                 self._console.print(shown(started.note))
             else:
                 self._needed.append(started.sign_in)
         return await self.signed_in() if self._needed else []
 
-    async def _list(self, connections: Connections) -> None:
-        mine = await connections.of(self._key, self._user)
-        for line in connection_lines([(c.server, c.since) for c in mine], connections.servers):
+    async def _list(self, servers: list[str]) -> None:
+        mine = await self._agent.connected(self._key, self._user)
+        for line in connection_lines([(c.server, c.since) for c in mine], servers):
             self._console.print(shown(line))
 
 
 def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> list[str]:
-    lines = [
-        f"{server} — connected since {time.strftime('%Y-%m-%d %H:%M', time.localtime(since))}"
-        for server, since in connected
-        if server in servers
-    ]
+    lines = [f"{server} — connected {since(stamp)}" for server, stamp in connected if server in servers]
     if not lines:
         lines.append("No connections: you have not signed in to any server with your own account.")
     others = [name for name in servers if name not in {server for server, _ in connected}]
@@ -265,32 +257,29 @@ def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> 
 
 
 async def print_connections(settings: Settings, console: Console | None = None) -> int:
-    """`nerve connections`: the local person's connections, without starting any server."""
-    console = console or Console(highlight=False)
-    if not settings.nerve_mcp_config.is_file():
-        return await _print_stored_connections(settings, console)
-    servers = load_mcp_config(settings.nerve_mcp_config).servers
-    async with open_store(settings) as store:
-        # The redirect is never used here: listing reads the store only.
-        sign_ins = sign_ins_for(settings, servers, store, f"http://{HOST}{LOOPBACK_CALLBACK}")
-        if sign_ins is None or not sign_ins.per_person_servers():
-            console.print(NO_SIGN_INS)
-            return 0
-        key = conversation_key("default")
-        mine = await sign_ins.connections(person_of(key, key.workspace))
-        for line in connection_lines([(c.server, c.since) for c in mine], sign_ins.per_person_servers()):
-            console.print(shown(line))
-    return 0
+    """`nerve connections`: the local person's connections, without starting any server.
 
-
-async def _print_stored_connections(settings: Settings, console: Console) -> int:
-    """Without a servers file (a machine that only keeps the database), the connections the store
+    Without a servers file (a machine that only keeps the database), the connections the store
     holds: server names and times are stored in the clear, so neither the servers nor
     NERVE_SECRET_KEY are needed to list them."""
+    console = console or Console(highlight=False)
+    configured = (
+        load_mcp_config(settings.nerve_mcp_config).servers if settings.nerve_mcp_config.is_file() else None
+    )
     key = conversation_key("default")
+    person = person_of(key, key.workspace)
     async with open_store(settings) as store:
-        stored = await store.connections_of(person_of(key, key.workspace))
-    connected = [(row.server, row.updated_at) for row in stored]
-    for line in connection_lines(connected, [server for server, _ in connected]):
+        if configured is None:
+            connected = [(row.server, row.updated_at) for row in await store.connections_of(person)]
+            servers = [server for server, _ in connected]
+        else:
+            # The redirect is never used here: listing reads the store only.
+            sign_ins = sign_ins_for(settings, configured, store, f"http://{HOST}{LOOPBACK_CALLBACK}")
+            servers = sign_ins.per_person_servers() if sign_ins is not None else []
+            if sign_ins is None or not servers:
+                console.print(NO_SIGN_INS)
+                return 0
+            connected = [(c.server, c.since) for c in await sign_ins.connections(person)]
+    for line in connection_lines(connected, servers):
         console.print(shown(line))
     return 0

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import getpass
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
-from rich.markup import escape
 
 from adapters.resources import display_name, file_label, kind_of
 from adapters.terminal.approve import settle_one_shot, terminal_place, waiting_approval
 from adapters.terminal.fill_in import FillIn
+from adapters.terminal.keyboard import ReadLine, read_line
 from adapters.terminal.live import PlainAnswer
-from adapters.terminal.safe import answer_markdown, printable, terminal_json
+from adapters.terminal.safe import answer_markdown, printable, shown, terminal_json
 from bot.policy.scopes import Place
 from bot.text.render import pretty_json, show_link_targets, truncate
 from bot.text.scrub import scrub
@@ -49,11 +49,6 @@ def conversation_key(thread: str) -> ConversationKey:
     return ConversationKey(
         platform="terminal", workspace=scrub(getpass.getuser()), channel="cli", thread=scrub(thread)
     )
-
-
-def shown(text: str) -> str:
-    """Outside text ready for a rich markup string: harmless bytes, brackets escaped."""
-    return escape(printable(text))
 
 
 def attachment_line(index: int, attachment: Attachment) -> str:
@@ -142,21 +137,14 @@ def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[s
     }
 
 
-def print_reply(console: Console, reply: AgentReply) -> None:
-    """A reply in the chat on a terminal: a summary line per tool result, the text as Markdown."""
+def print_reply(console: Console, reply: AgentReply, *, text: bool = True) -> None:
+    """A reply in the chat: a summary line per tool result, the text as Markdown (unless `text` is
+    False: off a terminal it was written already, as it came)."""
     for index, attachment in enumerate(reply.attachments, 1):
         print_line(console, attachment_line(index, attachment))
         print_resource_lines(console, attachment)
-    console.print(answer_markdown(reply.text))
-    if reply.attachments:
-        console.print(_show_hint(reply))
-
-
-def print_results(console: Console, reply: AgentReply) -> None:
-    """The summary lines of a reply whose text was already written (the chat off a terminal)."""
-    for index, attachment in enumerate(reply.attachments, 1):
-        print_line(console, attachment_line(index, attachment))
-        print_resource_lines(console, attachment)
+    if text:
+        console.print(answer_markdown(reply.text))
     if reply.attachments:
         console.print(_show_hint(reply))
 
@@ -189,12 +177,9 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
         notes.print("[dim](offline model: set OPENAI_API_KEY or OPENAI_BASE_URL for a real one)[/dim]")
     agent = runtime.agent
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    read_line: Callable[[str], Awaitable[str | None]] | None = None
-    if interactive:  # the chat's line reader (and its line editor) only where a person types
-        from adapters.terminal.chat import read_line as read_typed
-
-        read_line = read_typed
-    async with FillIn(agent, user, read_line, notes) as questions:
+    # The chat's line reader only where a person types.
+    typed: ReadLine | None = read_line if interactive else None
+    async with FillIn(agent, user, typed, notes) as questions:
         progress = questions.watching(progress)
         reply = await agent.reply(incoming, progress)
         if waiting_approval(reply) is not None or questions.parked:
@@ -205,13 +190,13 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
                 reply,
                 user,
                 approve_all=approve_all,
-                ask=read_line,
+                ask=typed,
                 console=notes,
                 progress=progress,
                 questions=questions,
             )
     if as_json:
-        audit = await agent.approvals.audit_log(key) if agent.approvals is not None else []
+        audit = await agent.audit_log(key)
         # The conversation's name, so a script can continue it with --thread.
         sys.stdout.write(terminal_json({**reply_as_json(reply, audit), "thread": key.thread}) + "\n")
         return 1 if reply.failed else 0

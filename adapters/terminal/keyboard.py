@@ -1,0 +1,124 @@
+"""What the person at the keyboard types, and what Ctrl-C does meanwhile.
+
+Lines are read without blocking the loop (`LineReader`); Ctrl-C runs whatever the innermost open
+`on_ctrl_c` block says (cancel the running turn, stop waiting for a browser, leave at the prompt).
+The chat, its turns, a tool's questions, approvals and sign-ins all read and interrupt through here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import signal
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+
+from bot.text.scrub import scrub
+
+# Reads one answer after showing the question; None on Ctrl-C or end of input.
+ReadLine = Callable[[str], Awaitable[str | None]]
+
+# The actions of the `on_ctrl_c` blocks now open, innermost last: Ctrl-C runs the innermost.
+_ctrl_c_actions: list[Callable[[], object]] = []
+
+
+@contextlib.contextmanager
+def on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
+    """Ctrl-C runs `action` while inside: cancel the running turn, or leave at the prompt.
+
+    Blocks nest (a server's question is asked while its turn runs): the inner one takes Ctrl-C,
+    and on leaving gives it back to the one around it.
+    """
+    loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, action)
+    except (NotImplementedError, RuntimeError, ValueError):  # no signals here (not the main thread)
+        yield
+        return
+    _ctrl_c_actions.append(action)
+    try:
+        yield
+    finally:
+        del _ctrl_c_actions[max(i for i, a in enumerate(_ctrl_c_actions) if a is action)]
+        if _ctrl_c_actions:
+            loop.add_signal_handler(signal.SIGINT, _ctrl_c_actions[-1])
+        else:
+            loop.remove_signal_handler(signal.SIGINT)
+            # remove_signal_handler installs Python's default handler; put back asyncio.run's own.
+            signal.signal(signal.SIGINT, previous)
+
+
+def tolerate_undecodable_input() -> None:
+    """Let stdin hand over bytes that are not UTF-8 (as lone surrogates) instead of failing the read.
+
+    `read_line` scrubs them to U+FFFD, so a stray Latin-1 byte costs a character, not the chat.
+    """
+    if isinstance(sys.stdin, io.TextIOWrapper) and sys.stdin.errors == "strict":
+        sys.stdin.reconfigure(errors="surrogateescape")
+
+
+class LineReader:
+    """Lines from stdin without blocking the loop; None at end of input or on Ctrl-C.
+
+    Each line is read by a daemon thread, not the loop's executor: `asyncio.run` waits for executor
+    threads at exit, so a thread stuck in `input()` would keep nerve from leaving after Ctrl-C.
+    Ctrl-C answers None at once, but that thread stays blocked in `input()`, and a second `input()`
+    would wait behind it; so the next read shows its own prompt and takes that thread's line.
+    """
+
+    def __init__(self) -> None:
+        self._unclaimed: asyncio.Future[str | None] | None = None
+
+    async def __call__(self, prompt: str) -> str | None:
+        loop = asyncio.get_running_loop()
+        interrupted: asyncio.Future[None] = loop.create_future()
+
+        def interrupt() -> None:
+            if not interrupted.done():
+                interrupted.set_result(None)
+
+        # Ctrl-C is caught before the prompt can appear: a person may press it as soon as they see it.
+        with on_ctrl_c(interrupt):
+            line = self._unclaimed
+            self._unclaimed = None
+            if line is None:
+                line = _read_in_thread(loop, prompt)
+            elif not line.done():
+                sys.stdout.write(prompt)
+                sys.stdout.flush()
+            try:
+                await asyncio.wait((line, interrupted), return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:  # the question went away: the next read takes the line
+                self._unclaimed = line
+                raise
+        if line.done():
+            return line.result()
+        self._unclaimed = line
+        return None
+
+
+def _read_in_thread(loop: asyncio.AbstractEventLoop, prompt: str) -> asyncio.Future[str | None]:
+    line: asyncio.Future[str | None] = loop.create_future()
+
+    def deliver(value: str | None) -> None:
+        if not line.done():
+            line.set_result(value)
+
+    def read() -> None:
+        try:
+            value: str | None = scrub(input(prompt))
+        except (EOFError, KeyboardInterrupt, OSError, UnicodeDecodeError):
+            value = None
+        with contextlib.suppress(RuntimeError):  # the loop closed while we waited: nobody is listening
+            loop.call_soon_threadsafe(deliver, value)
+
+    threading.Thread(target=read, name="nerve-stdin", daemon=True).start()
+    return line
+
+
+async def read_line(prompt: str) -> str | None:
+    """One line from stdin (see `LineReader`), for a program that reads only until a Ctrl-C."""
+    return await LineReader()(prompt)

@@ -1,0 +1,303 @@
+"""The turns of the terminal chat: each shown as it runs, and what it waits for asked here.
+
+A turn's piece runs under Ctrl-C (cancel) with its live view; what a server asks meanwhile is asked
+at once (`fill_in`). A reply that waits for people is not the answer: the chat asks about its calls,
+the links it needs signed in, the questions it left open, then goes on and prints what follows,
+and afterwards answers the messages that waited behind it. A turn of this thread still parked when
+nerve stopped is taken up again when the chat starts (`waiting_at_start`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from adapters.terminal.approve import ask_each, go_on, go_on_answered, print_waiting, waiting_approval
+from adapters.terminal.fill_in import FillIn, Parked
+from adapters.terminal.keyboard import ReadLine, on_ctrl_c
+from adapters.terminal.live import LiveAnswer, PlainAnswer
+from adapters.terminal.safe import shown
+from adapters.terminal.sign_in import TerminalSignIn
+from adapters.terminal.views import print_reply
+from bot.runtime import Runtime
+from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming, Progress, TurnEvent
+
+logger = logging.getLogger(__name__)
+
+
+def _ignore() -> None:
+    """Ctrl-C between a tool's questions: each question takes it for itself while it is asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """What one piece of a turn came to: its reply, and, when it parked on its tools' questions,
+    how they went (asked here already)."""
+
+    reply: AgentReply
+    parked: Parked | None = None
+
+
+class ChatTurns:
+    """The turns of one chat's conversation, asked by its person; `last` is the latest reply shown.
+
+    `servers_news` is told once the MCP servers a turn waited for have started, so the chat can say
+    what they came to before the answer.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        console: Console,
+        key: ConversationKey,
+        read: ReadLine,
+        sign_in: TerminalSignIn,
+        servers_news: Callable[[], None],
+    ) -> None:
+        self._runtime = runtime
+        self._console = console
+        self._key = key
+        # The OS user: the one who asks in this terminal, and so the one who approves.
+        self._user = key.workspace
+        self._read = read
+        self._sign_in = sign_in
+        self._servers_news = servers_news
+        self.last: AgentReply | None = None
+        # Off a terminal (a pipe, a file) the answer is written as plain text as it comes.
+        self._plain = PlainAnswer(console.file)
+
+    async def take(self, incoming: Incoming) -> None:
+        """Answer one message, going on with what it waits for until it has its answer."""
+        for request_id in self._sign_in.meanwhile():  # signed in while the chat did not wait: go on first
+            await self._answer(await self._go_on_signed_in([request_id]))
+        self.last = None
+        piece = await self._work(lambda progress: self._runtime.agent.reply(incoming, progress))
+        await self._answer(piece)
+
+    async def signed_in(self, request_ids: list[str]) -> None:
+        """The turns a sign-in made by a chat command lets go on, answered."""
+        if request_ids:
+            await self._answer(await self._go_on_signed_in(request_ids))
+
+    async def _work(
+        self, work: Callable[[Progress], Coroutine[Any, Any, AgentReply | None]], *, cancellable: bool = True
+    ) -> _Piece | None:
+        """Run one piece of a turn, shown live as it goes; None when it was cancelled or failed (said so).
+
+        What a server asks meanwhile is asked here and now: its call waits for the answer. A turn
+        that parked on its tools' questions instead returns with them open: they are asked before
+        this returns, and the piece says whether the answers let it go on.
+        """
+        if not self._runtime.servers_started:
+            self._console.print("[dim]Waiting for the MCP servers to start…[/dim]")
+
+        async def after_the_servers(progress: Progress) -> AgentReply | None:
+            # A question typed while they start is answered as if asked once they had.
+            await self._runtime.wait_for_servers()
+            self._servers_news()
+            return await work(progress)
+
+        async with (
+            self._showing("  (Ctrl-C cancels)" if cancellable else "") as (sink, pause),
+            FillIn(self._runtime.agent, self._user, self._read, self._console, pause) as fill_in,
+        ):
+            task = asyncio.create_task(after_the_servers(fill_in.watching(self._sign_in.watch(sink))))
+            try:
+                # Under the piece's own Ctrl-C, so a question asked while the piece ran (which takes
+                # Ctrl-C for itself, in a task of its own) keeps it once the piece has returned.
+                with on_ctrl_c(_ignore):
+                    with on_ctrl_c(task.cancel if cancellable else self._finishing):
+                        reply = await task
+                    if reply is None:
+                        return None
+                    return _Piece(reply, await fill_in.settle())
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+                message = "[dim]Cancelled. Your message is kept; ask again to retry.[/dim]"
+            except Exception as exc:  # the one net per message: say something short and true
+                logger.exception("terminal turn failed")
+                message = f"[red]Sorry — that failed: {shown(str(exc))}[/red]"
+        self._plain.interrupted()
+        self._console.print(message)
+        return None
+
+    @contextlib.asynccontextmanager
+    async def _showing(
+        self, hint: str
+    ) -> AsyncIterator[tuple[Progress, Callable[[], AbstractContextManager[None]]]]:
+        """Where a turn's events go (the live view on a terminal, plain text elsewhere), and how to
+        keep the view off the screen while a question is asked."""
+        if not self._console.is_terminal:
+            self._plain.after_prompt()
+            yield self._plain.progress, contextlib.nullcontext
+            return
+        async with LiveAnswer(self._console, hint=hint) as live:
+            yield live.progress, live.paused
+
+    def _print(self, reply: AgentReply) -> None:
+        """The final reply: drawn anew on a terminal (the live view is gone); elsewhere only the
+        part of its text not written yet, then its tool results."""
+        if not self._console.is_terminal:
+            self._plain.finish(reply.text)
+        print_reply(self._console, reply, text=self._console.is_terminal)
+
+    def _finishing(self) -> None:
+        # Going on after a decision or an answer is not cancelled: the turn would stay claimed, and
+        # the thread would wait behind it.
+        self._console.print("[dim]Finishing what was decided; the answer follows.[/dim]")
+
+    async def _answer(self, piece: _Piece | None) -> None:
+        """Print a reply; while it waits for approval, ask, go on, and print what follows. A reply
+        that waits for answers to its tools' questions is not the answer: they were asked already,
+        so it goes on at once."""
+        went_on = False
+        while piece is not None:
+            reply, parked = piece.reply, piece.parked
+            approval = waiting_approval(reply)
+            self.last = reply
+            if parked is not None:
+                self._plain.interrupted()
+            elif self._sign_in.needed and approval is None:
+                pass  # its note speaks of a Connect button; here the link itself follows
+            elif reply.text or reply.attachments:
+                self._print(reply)
+            if approval is not None:
+                piece = await self._decide(approval)
+            elif parked is not None:
+                piece = await self._go_on_answered(parked)
+            elif self._sign_in.needed:
+                piece = await self._go_on_signed_in(await self._sign_in.signed_in())
+            else:
+                break
+            went_on = True
+        if went_on:
+            await self._answer_waiting_messages()
+
+    async def _go_on_answered(self, parked: Parked) -> _Piece | None:
+        agent = self._runtime.agent
+
+        async def rest_of_turn(progress: Progress) -> AgentReply | None:
+            final = await go_on_answered(agent, parked, progress)
+            if final is None:
+                tools = ", ".join(parked.tools) or "a tool"
+                self._console.print(
+                    f"[dim]This turn still waits for an answer to what {shown(tools)} asked, "
+                    "or goes on elsewhere.[/dim]"
+                )
+            return final
+
+        return await self._work(rest_of_turn, cancellable=False)
+
+    async def _go_on_signed_in(self, request_ids: list[str]) -> _Piece | None:
+        """The rest of the turns that waited for a sign-in here, once the browser came back."""
+        piece = None
+        for request_id in request_ids:
+
+            async def rest_of_turn(progress: Progress, request_id: str = request_id) -> AgentReply | None:
+                return await self._runtime.agent.resume(request_id, progress)
+
+            piece = await self._work(rest_of_turn, cancellable=False)
+        return piece
+
+    async def _decide(self, prompt: ApprovalPrompt) -> _Piece | None:
+        agent = self._runtime.agent
+        if prompt.open:
+            print_waiting(self._console, prompt)
+            await ask_each(agent, prompt, self._user, self._read, self._console)
+
+        async def rest_of_turn(progress: Progress) -> AgentReply | None:
+            final = await go_on(agent, prompt, progress)
+            if final is None:
+                self._console.print("[dim]This turn still waits for a decision, or goes on elsewhere.[/dim]")
+            return final
+
+        return await self._work(rest_of_turn, cancellable=False)
+
+    async def _answer_waiting_messages(self) -> None:
+        """Messages that waited behind a parked turn of this thread (written elsewhere, or before a
+        restart), answered in order now that it is done."""
+        async for incoming, reply in self._runtime.agent.deferred_replies(self._key):
+            self._console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
+            await self._answer(_Piece(reply))
+
+    async def waiting_at_start(self) -> None:
+        """A turn of this thread that was waiting for a decision, or for an answer to what a tool
+        asked, when nerve stopped: ask again."""
+        found = await self._runtime.agent.parked_in(self._key)
+        if found is None:
+            return
+        prompt, status = found
+        if status != "waiting":
+            self._console.print(
+                "[yellow]Another nerve is finishing the last answer of this thread;[/yellow] "
+                "new messages wait behind it."
+            )
+            return
+        waits = await self._runtime.store.sign_in_waits(prompt.request_id) if prompt.questions_open else []
+        if waits:
+            servers = list(dict.fromkeys(w.server for w in waits))
+            names = shown(", ".join(servers))
+            waiting = f"Your last question in this thread waits for a sign-in to {names}."
+            self._console.print(f"[yellow]{waiting}[/yellow]")
+            await self._answer(await self._go_on_signed_in(await self._sign_in.connect(servers)))
+            return
+        if prompt.questions_open and await self._ask_again(prompt):
+            return
+        if not any(call.status == "pending" for call in prompt.calls) and prompt.questions_open:
+            # Questions this terminal cannot answer (none of them is its user's): the turn goes on
+            # once they have expired (the tool is told "cancel"), or /reset ends it.
+            until = time.strftime("%H:%M", time.localtime(prompt.expires_at))
+            self._console.print(
+                "[yellow]Your last question in this thread waits for an answer to what a tool asked "
+                f"before nerve stopped,[/yellow] until {until}: start the chat again after that for "
+                "the answer without it, or /reset to start a new conversation."
+            )
+            await self._answer(await self._go_on_answered(Parked(key=self._key, tools=(), resume=None)))
+            return
+        self._console.print(
+            "[yellow]Your last question in this thread is waiting for your decision.[/yellow]"
+        )
+        await self._answer(_Piece(AgentReply(text="", waiting=(Ask.of_approval(prompt),))))
+
+    async def _ask_again(self, prompt: ApprovalPrompt) -> bool:
+        """What a tool asked before nerve stopped, asked again as if just asked (the answer lets the
+        turn go on and print its answer); calls of its round that wait for a decision are asked
+        about next. False when none of its questions is this person's to answer now; expired ones
+        are not asked: the turn goes on without them."""
+        agent = self._runtime.agent
+        questions = await agent.parked_questions(prompt.request_id)
+        if any(q.expires_at <= time.time() for q in questions):
+            self._console.print(
+                "[dim]What a tool asked before nerve stopped was not answered in time; "
+                "the turn goes on without it.[/dim]"
+            )
+            await self._answer(await self._go_on_answered(Parked(key=self._key, tools=(), resume=None)))
+            return True
+        mine = [q for q in questions if q.user_id == self._user]
+        if not mine:
+            return False
+        self._console.print(
+            "[yellow]Your last question in this thread waits for an answer to what a tool asked "
+            "before nerve stopped:[/yellow]"
+        )
+        waits = (Ask.of_approval(prompt),) if any(call.status == "pending" for call in prompt.calls) else ()
+
+        async def asked_again(progress: Progress) -> AgentReply:
+            for question in mine:
+                await progress(TurnEvent(kind="ask", message=question.message, ask=Ask.of_input(question)))
+            return AgentReply(text="", waiting=waits)
+
+        await self._answer(await self._work(asked_again, cancellable=False))
+        return True
+
+
+# The actions of the `_on_ctrl_c` blocks now open, innermost last: Ctrl-C runs the innermost.
