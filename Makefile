@@ -61,7 +61,7 @@ run: $(STAMP)
 
 # Test files run in parallel (most of the time is spent waiting on subprocesses); a file's tests
 # stay together, sharing the servers its fixtures start. TEST_WORKERS=0 runs them one by one.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 # The store tests run on SQLite and on this PostgreSQL too, each test in a schema of its own; when it
 # cannot be reached they fail. Point it at another server with `make test NERVE_TEST_DATABASE_URL=…`.
 NERVE_TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
