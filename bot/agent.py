@@ -276,7 +276,7 @@ class Agent:
         """A click on a server's question: the request when this person may answer it, or why not.
 
         Beside `answer`, because a form is shown before it is answered: a platform that opens it in
-        reply to the click itself (Slack's trigger id within 3 s, Discord's modal) needs the request
+        reply to the click itself (a form that must open within seconds of the click) needs the request
         checked for this person without answering it, and one whose answer changed nothing needs the
         request to show how it ended."""
         if self.inputs is None:
