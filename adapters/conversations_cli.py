@@ -25,7 +25,7 @@ from bot.store.approvals import message_to_json
 from bot.store.base import ConversationStore
 from bot.store.choose import open_configured_store
 from bot.store.threads import StoredConversation, StoredMessage
-from bot.text.scrub import scrub
+from bot.text.scrubbing import scrub
 from bot.types import AuditEntry, ConversationKey
 
 Job = Callable[[Settings], Coroutine[Any, Any, int]]

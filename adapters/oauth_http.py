@@ -31,7 +31,7 @@ from bot.asks.connections import Connections
 from bot.mcp.auth.provider import client_metadata_document
 from bot.mcp.auth.sign_ins import SignedIn, SignInFailed
 from bot.runtime import CALLBACK_PATH, CLIENT_METADATA_PATH
-from bot.text.scrub import scrub
+from bot.text.scrubbing import scrub
 
 logger = logging.getLogger(__name__)
 

@@ -14,21 +14,28 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from bot.asks import approvals as _approvals
+from bot.asks import inputs as _inputs
 from bot.asks.answers import NO_SIGN_INS, Answers
 from bot.asks.approvals import Clock
-from bot.asks.connections import Connections, ConnectStart
+from bot.asks.connections import Connections as Connections
+from bot.asks.connections import ConnectStart
 from bot.asks.inputs import InputDesk, InputStore
 from bot.asks.parking import Parking
 from bot.errors import LLMError, PromptError, TurnOverdue
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
-from bot.seams import LLM, Inbox, PromptHost, ServerStates, Store, ToolHost, TurnLock
+from bot.seams import LLM, PromptHost, ServerStates, Store, ToolHost, TurnLock
+from bot.seams import Inbox as Inbox
+from bot.seams import PostRecords as PostRecords
 from bot.store.approvals import ApprovalLedger
-from bot.store.locks import KeyedLocks
-from bot.text.scrub import question_too_long, scrub
+from bot.store.feedback import Feedback as Feedback
+from bot.store.locks import KeyedLocks as KeyedLocks
+from bot.text.scrubbing import question_too_long, scrub
 from bot.turn.calls import RoundRunner, Sleep, TurnState
 from bot.turn.deadline import TurnDeadline
+from bot.turn.failures import shown_to_people as shown_to_people
 from bot.turn.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
 from bot.turn.loop import TurnLoop
 from bot.turn.settings import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
@@ -54,10 +61,32 @@ from bot.types import (
     no_progress,
 )
 
-if TYPE_CHECKING:  # only a nerve with per-person servers loads the OAuth client
-    from bot.mcp.auth.sign_ins import Connection
+if TYPE_CHECKING:  # only a nerve with per-person servers loads the OAuth client (`__getattr__` below)
+    from bot.mcp.auth.sign_ins import Connection as Connection
+    from bot.mcp.auth.sign_ins import SignedIn as SignedIn
 
 logger = logging.getLogger(__name__)
+
+# The front ends reach the core through this module (and `bot.runtime`, `bot.types`, `bot.text`): the
+# names imported above "as" themselves, and the ones below, are here for them, so the modules behind
+# the façade can move without a front end noticing. The notes a person is shown when an answer came
+# too late or twice:
+APPROVAL_GONE = _approvals.GONE
+INPUT_GONE = _inputs.GONE
+INPUT_EXPIRED = _inputs.EXPIRED
+INPUT_SETTLED = _inputs.SETTLED
+_SIGN_IN_VALUES = frozenset({"Connection", "SignedIn"})
+
+
+def __getattr__(name: str) -> object:
+    """`Connection` and `SignedIn` for the front ends, loaded on first use: importing them here
+    eagerly would load the MCP OAuth client into every nerve, and most have no per-person servers."""
+    if name in _SIGN_IN_VALUES:
+        from bot.mcp.auth import sign_ins
+
+        return getattr(sign_ins, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DEFERRED_REPLY = (
     "I'm still waiting for a decision on the tool calls I asked to run for your earlier message; "
@@ -247,7 +276,7 @@ class Agent:
         """A click on a server's question: the request when this person may answer it, or why not.
 
         Beside `answer`, because a form is shown before it is answered: a platform that opens it in
-        reply to the click itself (Slack's trigger id within 3 s, Discord's modal) needs the request
+        reply to the click itself (a form that must open within seconds of the click) needs the request
         checked for this person without answering it, and one whose answer changed nothing needs the
         request to show how it ended."""
         if self.inputs is None:

@@ -13,10 +13,13 @@ from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.asks.connections import Connections
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.mcp.auth import loopback as _loopback
+from bot.mcp.auth.people import person_of as person_of
 from bot.mcp.host import MCPHost
 from bot.mcp.link import AuthFactory
 from bot.mcp.server_config import McpConfig, ServerConfig
-from bot.mcp.servers_file import load_mcp_config
+from bot.mcp.servers_file import load_mcp_config as load_mcp_config
+from bot.mcp.servers_file import read_mcp_config as read_mcp_config
 from bot.model.offline import OfflineModel
 from bot.policy.scopes import Scopes
 from bot.seams import LLM
@@ -33,6 +36,10 @@ if TYPE_CHECKING:  # the OAuth client is loaded only when a server signs in (bel
 # Where a browser lands after signing in, and nerve's client metadata document (CIMD), under
 # NERVE_PUBLIC_URL; the front ends serve both on the HTTP port.
 CALLBACK_PATH = "/oauth/callback"
+# The terminal's sign-in page listens on this path of its loopback server. Named here, with
+# `person_of`, `load_mcp_config` and `read_mcp_config` imported above "as" themselves, so a front end
+# that assembles a core reaches it through this module and not through `bot.mcp`.
+LOOPBACK_CALLBACK = _loopback.CALLBACK
 # Whose sign-in a server with `"identity": "bot"` (or client credentials) uses: nerve's own.
 BOT_PERSON = "nerve"
 CLIENT_METADATA_PATH = "/oauth/client.json"

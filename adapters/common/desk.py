@@ -25,7 +25,7 @@ from typing import Literal, Protocol
 
 from adapters.common.tasks import Spawn
 from adapters.jobs_runtime import Launcher
-from bot.asks.approvals import GONE
+from bot.agent import APPROVAL_GONE as GONE
 from bot.errors import AskError, AskExpired
 from bot.types import (
     AgentReply,

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from adapters.jobs_runtime import Launcher
-from bot.seams import Inbox
+from bot.agent import Inbox
 from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)

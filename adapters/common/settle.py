@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from bot.asks.inputs import SETTLED
+from bot.agent import INPUT_SETTLED as SETTLED
 from bot.types import InputOutcome, InputRequest
 
 logger = logging.getLogger(__name__)

@@ -35,9 +35,8 @@ from adapters.discord.pages import (
 from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.sign_in import SignInLinks
 from adapters.discord.views import new_ref, results_button_view
-from bot.agent import Agent
-from bot.seams import Inbox, PostRecords
-from bot.text.render import truncate
+from bot.agent import Agent, Inbox, PostRecords
+from bot.text import truncate
 from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import discord
 
 from adapters.common.desk import AT, HASH_CHARS, Choice, batch_hash, find_call
-from bot.text.render import truncate
+from bot.text import truncate
 from bot.types import ApprovalPrompt, PendingCall
 
 Action = Choice

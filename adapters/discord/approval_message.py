@@ -25,7 +25,7 @@ from adapters.discord.render import (
     MESSAGE_LIMIT,
     safe_text,
 )
-from bot.text.render import truncate
+from bot.text import truncate
 from bot.types import ApprovalPrompt, PendingCall
 
 ARGUMENTS_FILENAME = "approval-request.md"

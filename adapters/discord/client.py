@@ -47,8 +47,7 @@ from adapters.discord.sign_in import DisconnectButton, SignInLinks
 from adapters.discord.sign_in import register as register_sign_in
 from adapters.discord.views import ToolResultsButton
 from adapters.up_line import log_up
-from bot.agent import Agent
-from bot.seams import PostRecords
+from bot.agent import Agent, PostRecords
 from bot.types import ConversationKey, no_progress
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from adapters.discord.prompt_command import argument_choices, name_choices, ques
 from adapters.discord.render import safe_chunks
 from adapters.discord.settings import DiscordSettings
 from bot.agent import Agent
-from bot.text.render import split_markdown, truncate
+from bot.text import split_markdown, truncate
 from bot.types import ConversationKey, Incoming, RememberedApproval
 
 

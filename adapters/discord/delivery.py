@@ -14,7 +14,7 @@ from typing import Any
 
 import discord
 
-from bot.store.locks import KeyedLocks
+from bot.agent import KeyedLocks
 from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)

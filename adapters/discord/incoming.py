@@ -20,8 +20,7 @@ from typing import Any
 
 import discord
 
-from bot.policy.scopes import Place
-from bot.types import ConversationKey, Incoming
+from bot.types import ConversationKey, Incoming, Place
 
 PLATFORM = "discord"
 DM_WORKSPACE = "dm"

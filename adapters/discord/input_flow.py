@@ -50,19 +50,21 @@ from adapters.discord.input_message import (
     settled_text,
 )
 from adapters.discord.input_modal import FIELDS_PER_STEP, InputModal, Raw, say, steps_of
+from bot.agent import INPUT_EXPIRED as EXPIRED
+from bot.agent import INPUT_GONE as GONE
 from bot.agent import Agent
-from bot.asks.inputs import EXPIRED, GONE
 from bot.errors import AskError
-from bot.forms import Form, check_answer
 from bot.types import (
     Answer,
     Decline,
+    Form,
     InputOutcome,
     InputRequest,
     LinkOpened,
     Progress,
     Submit,
     TurnEvent,
+    check_answer,
 )
 
 logger = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from adapters.discord.approval_message import person
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
 from adapters.discord.render import MESSAGE_LIMIT
 from adapters.resources import link_host
-from bot.text.render import truncate
+from bot.text import truncate
 from bot.types import InputRequest
 
 logger = logging.getLogger(__name__)

@@ -20,9 +20,8 @@ import discord
 
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.render import MESSAGE_LIMIT
-from bot.forms import Form, FormField, describe_field
-from bot.text.render import truncate
-from bot.types import InputRequest
+from bot.text import truncate
+from bot.types import Form, FormField, InputRequest, describe_field
 
 logger = logging.getLogger(__name__)
 

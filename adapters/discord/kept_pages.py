@@ -23,7 +23,7 @@ import discord
 
 from adapters.discord.delivery import ChannelGuard
 from adapters.discord.pages import ChannelPage, ChannelPoster, PageGone
-from bot.seams import PostRecords
+from bot.agent import PostRecords
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import discord
 
 from adapters.discord.render import MAX_TOOL_LINES, MESSAGE_LIMIT, format_latency, safe_chunks
-from bot.text.render import truncate
+from bot.text import truncate
 from bot.types import TurnEvent
 
 WAITING_FOR_INPUT = "📝 waiting for an answer to a tool's question"

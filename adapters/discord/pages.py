@@ -18,7 +18,7 @@ from discord.utils import MISSING
 
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
 from adapters.discord.render import escape_text, reply_files
-from bot.text.render import truncate
+from bot.text import truncate
 from bot.types import Attachment
 
 logger = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from adapters.discord.render import safe_text
 from adapters.prompt_arguments import arguments_usage, completion_at_end, parse_arguments
 from bot.agent import Agent
 from bot.errors import PromptError
-from bot.text.render import show_link_targets, truncate
+from bot.text import show_link_targets, truncate
 from bot.types import Incoming, PromptSpec
 
 logger = logging.getLogger(__name__)

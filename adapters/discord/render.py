@@ -25,7 +25,7 @@ from adapters.resources import (
     size_text,
     web_link,
 )
-from bot.text.render import pretty_json, show_link_targets, split_markdown, truncate
+from bot.text import pretty_json, show_link_targets, split_markdown, truncate
 from bot.types import AgentReply, Attachment, Resource
 
 MESSAGE_LIMIT = 2000

@@ -32,9 +32,8 @@ from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here, slash
 from adapters.discord.delivery import NO_MENTIONS
-from bot.asks.connections import Connections
-from bot.mcp.auth.sign_ins import Connection, SignedIn
-from bot.text.render import truncate
+from bot.agent import Connection, Connections, SignedIn
+from bot.text import truncate
 from bot.types import Progress, SignInNeeded, TurnEvent
 
 logger = logging.getLogger(__name__)

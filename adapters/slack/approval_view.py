@@ -15,7 +15,7 @@ from typing import Any
 from adapters.common import cards
 from adapters.common.desk import AT, CHOICES, ApprovalClick, Choice
 from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, Upload, escape, escape_capped
-from bot.text.render import truncate
+from bot.text import truncate
 from bot.types import ApprovalPrompt, PendingCall
 
 # Every approval button's action_id starts with this; the rest names the choice (and the call's place).

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.text.scrub import scrub
+from bot.text import scrub
 
 
 def payload_field(body: Mapping[str, Any], *path: str) -> str | None:

@@ -24,9 +24,8 @@ from adapters.slack.events import DM_THREAD, PLATFORM, is_dm_channel, place_of_c
 from adapters.slack.render import escape, safe_markdown
 from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
-from bot.policy.scopes import Place
-from bot.text.render import truncate
-from bot.types import ConversationKey, Incoming, PromptSpec
+from bot.text import truncate
+from bot.types import ConversationKey, Incoming, Place, PromptSpec
 
 logger = logging.getLogger(__name__)
 

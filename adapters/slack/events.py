@@ -11,9 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bot.policy.scopes import Place
-from bot.text.scrub import scrub
-from bot.types import ConversationKey, Incoming
+from bot.text import scrub
+from bot.types import ConversationKey, Incoming, Place
 
 PLATFORM = "slack"
 # The conversation key's thread for a user's top-level DMs: one running conversation per DM channel.

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from adapters.slack.events import PLATFORM
-from bot.store.feedback import Feedback
-from bot.text.scrub import scrub
+from bot.agent import Feedback
+from bot.text import scrub
 from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)

@@ -25,9 +25,8 @@ from adapters.common import cards
 from adapters.resources import link_host
 from adapters.slack.approval_view import person
 from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, escape_capped
-from bot.forms import Form, FormField, describe_field
-from bot.text.render import truncate
-from bot.types import InputRequest
+from bot.text import truncate
+from bot.types import Form, FormField, InputRequest, describe_field
 
 ACTION_PREFIX = "nerve_input"
 # A button's action id is `nerve_input.<choice>.<request id>`; its value is the request id too.

@@ -34,7 +34,7 @@ from adapters.slack.jobs import Launcher
 from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
 from bot.errors import StoreError
-from bot.observe.log_throttle import LogThrottle
+from bot.observe import LogThrottle
 from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)

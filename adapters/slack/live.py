@@ -31,7 +31,7 @@ from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
 from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, tool_progress_text
 from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply
 from adapters.slack.stream_text import SafePieces
-from bot.text.render import truncate
+from bot.text import truncate
 from bot.types import AgentReply, Attachment, TurnEvent
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from adapters.slack.events import Turn
 from adapters.slack.post import Poster, api_error
 from adapters.slack.render import OutMessage
 from adapters.slack.retries import findable, in_doubt
-from bot.seams import PostRecords
+from bot.agent import PostRecords
 
 logger = logging.getLogger(__name__)
 

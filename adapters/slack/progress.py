@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError
 from adapters.slack.input_posts import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
 from adapters.slack.render import Level, OutMessage, ToolState, render_reply, status_message
-from bot.text.render import truncate
+from bot.text import truncate
 from bot.types import AgentReply, TurnEvent
 
 logger = logging.getLogger(__name__)

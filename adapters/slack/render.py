@@ -37,7 +37,7 @@ from adapters.resources import (
     text_extension,
     web_link,
 )
-from bot.text.render import neutralize_mentions, pretty_json, show_link_targets, split_markdown, truncate
+from bot.text import neutralize_mentions, pretty_json, show_link_targets, split_markdown, truncate
 from bot.types import AgentReply, Attachment, Resource
 
 MESSAGE_TEXT_LIMIT = 40_000

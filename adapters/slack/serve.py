@@ -29,7 +29,7 @@ from adapters.slack.well_formed import delivery_problem
 from adapters.up_line import log_up
 from bot.agent import Agent
 from bot.errors import ConfigError
-from bot.text.scrub import scrub_bytes
+from bot.text import scrub_bytes
 
 logger = logging.getLogger(__name__)
 

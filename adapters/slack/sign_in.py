@@ -30,8 +30,7 @@ from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.events import PLATFORM, Turn
 from adapters.slack.post import Poster, api_error
 from adapters.slack.render import escape
-from bot.asks.connections import Connections
-from bot.mcp.auth.sign_ins import Connection
+from bot.agent import Connection, Connections
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 logger = logging.getLogger(__name__)

@@ -46,8 +46,7 @@ from adapters.slack.render import (
     render_reply,
 )
 from adapters.slack.seen import SeenMarks
-from bot.agent import Agent
-from bot.seams import PostRecords
+from bot.agent import Agent, PostRecords
 from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)

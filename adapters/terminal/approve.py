@@ -20,7 +20,6 @@ from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable, shown
 from bot.agent import Agent
 from bot.errors import AskError
-from bot.policy.scopes import Place
 from bot.types import (
     AgentReply,
     Answer,
@@ -28,6 +27,7 @@ from bot.types import (
     Approve,
     Deny,
     PendingCall,
+    Place,
     Progress,
     no_progress,
 )

@@ -25,7 +25,7 @@ from adapters.terminal.turns import ChatTurns
 from adapters.terminal.views import conversation_key, print_attachment
 from bot.errors import PromptError
 from bot.runtime import Runtime
-from bot.text.render import show_link_targets
+from bot.text import show_link_targets
 from bot.types import Incoming, PromptSpec
 
 logger = logging.getLogger(__name__)

@@ -33,19 +33,25 @@ from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable, shown
 from bot.agent import Agent
 from bot.errors import AskError
-from bot.forms import REQUIRED, FieldError, FieldValue, Form, FormField, describe_field, parse_field
 from bot.types import (
+    REQUIRED,
     Answer,
     Answered,
     Cancel,
     ConversationKey,
     Decline,
+    FieldError,
+    FieldValue,
+    Form,
+    FormField,
     InputAction,
     InputRequest,
     LinkOpened,
     Progress,
     Submit,
     TurnEvent,
+    describe_field,
+    parse_field,
 )
 
 # Enter sends: the person has just filled the form in, so sending is what they came to do;

@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 
-from bot.text.scrub import scrub
+from bot.text import scrub
 
 # Reads one answer after showing the question; None on Ctrl-C or end of input.
 ReadLine = Callable[[str], Awaitable[str | None]]

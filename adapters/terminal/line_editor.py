@@ -24,7 +24,7 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 
-from bot.text.scrub import question_too_long, scrub
+from bot.text import question_too_long, scrub
 
 # Shown at the start of each line after the first of a question of several lines.
 CONTINUATION = "   … "

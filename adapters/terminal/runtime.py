@@ -13,8 +13,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
-from bot.mcp.servers_file import read_mcp_config
-from bot.runtime import Runtime, open_runtime
+from bot.runtime import Runtime, open_runtime, read_mcp_config
 
 if TYPE_CHECKING:
     from adapters.terminal.sign_in import LoopbackCallback

@@ -17,8 +17,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from bot.text.render import show_link_targets
-from bot.text.scrub import scrub
+from bot.text import scrub, show_link_targets
 
 if TYPE_CHECKING:  # `printable` is used by every command; only the answers need rich's Markdown
     from rich.markdown import Markdown

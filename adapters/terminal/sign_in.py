@@ -29,14 +29,9 @@ from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
 from adapters.terminal.keyboard import on_ctrl_c
 from adapters.terminal.safe import shown
 from adapters.terminal.views import conversation_key
-from bot.agent import Agent
-from bot.asks.connections import Connections
+from bot.agent import Agent, Connections, SignedIn
 from bot.config import Settings
-from bot.mcp.auth.loopback import CALLBACK as LOOPBACK_CALLBACK
-from bot.mcp.auth.people import person_of
-from bot.mcp.auth.sign_ins import SignedIn
-from bot.mcp.servers_file import load_mcp_config
-from bot.runtime import open_store, sign_ins_for
+from bot.runtime import LOOPBACK_CALLBACK, load_mcp_config, open_store, person_of, sign_ins_for
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
 HOST = "127.0.0.1"

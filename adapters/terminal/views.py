@@ -19,10 +19,8 @@ from adapters.terminal.fill_in import FillIn
 from adapters.terminal.keyboard import ReadLine, read_line
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import answer_markdown, printable, shown, terminal_json
-from bot.policy.scopes import Place
-from bot.text.render import pretty_json, show_link_targets, truncate
-from bot.text.scrub import scrub
-from bot.turn.failures import shown_to_people
+from bot.agent import shown_to_people
+from bot.text import pretty_json, scrub, show_link_targets, truncate
 from bot.types import (
     AgentReply,
     Attachment,
@@ -30,6 +28,7 @@ from bot.types import (
     ChatMessage,
     ConversationKey,
     Incoming,
+    Place,
     Progress,
     RememberedApproval,
     Resource,

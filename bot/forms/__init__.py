@@ -2,8 +2,8 @@
 
 A server sends a restricted JSON Schema (a flat object of primitive properties). Front ends show
 fields, never schemas: this module reads the schema once into `FormField`s that every surface
-renders its own way, and checks what people typed against the same fields, so Slack, Discord and
-the terminal accept and refuse exactly the same answers.
+renders its own way, and checks what people typed against the same fields, so every front
+end accepts and refuses exactly the same answers.
 
 Defaults: `parse_field` (one typed answer, the terminal) takes a field's default for empty text;
 `check_answer` (a whole submitted form) takes only what was sent, because surfaces that show a

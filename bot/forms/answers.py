@@ -1,6 +1,6 @@
 """What people typed or submitted, checked against a form's fields and turned into values.
 
-Its own module because Slack, Discord and the terminal must accept and refuse exactly the same
+Its own module because every front end must accept and refuse exactly the same
 answers: one answer typed at a time (`parse_field`) or a whole form submitted (`check_answer`).
 """
 

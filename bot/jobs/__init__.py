@@ -5,8 +5,8 @@ receives a message enqueues a job, and the worker of whichever process is free r
 procrastinate's (https://procrastinate.readthedocs.io), in nerve's own schema:
 
     jobs = await open_configured_jobs(settings)       # None without NERVE_DATABASE_URL
-    jobs.register("slack.event", answer)             # async def answer(*, event_id: str) -> None
-    await jobs.enqueue("slack.event", {"event_id": "Ev1"}, event="slack:Ev1", conversation=str(key))
+    jobs.register("chat.event", answer)              # async def answer(*, event_id: str) -> None
+    await jobs.enqueue("chat.event", {"event_id": "Ev1"}, event="chat:Ev1", conversation=str(key))
     jobs.run_worker(settings.nerve_worker_concurrency)
     ...
     await jobs.drain(settings.nerve_shutdown_grace)   # on SIGTERM

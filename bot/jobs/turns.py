@@ -13,7 +13,7 @@ job's name. What procrastinate guarantees and nerve relies on:
 
 The jobs live in nerve's schema (the first of the connection's search_path), one queue per platform
 named after that schema and the platform (`queue_of`): a worker takes only the jobs of the names its
-process registered, so a `nerve slack` process never takes a Discord job it has no handler for, and
+process registered, so one platform's process never takes another's job it has no handler for, and
 two deployments sharing one database in two schemas never wake, abort or run each other's jobs.
 """
 
@@ -154,7 +154,7 @@ class TurnJobs:
     def register(self, name: str, handler: JobHandler) -> None:
         """Run `handler(**payload)` for the jobs named `name` that this process's worker takes.
 
-        A name is `<platform>.<what>` (`slack.event`); the jobs of one platform share a queue
+        A name is `<platform>.<what>` (`chat.event`); the jobs of one platform share a queue
         (`queue_of`), and `run_worker` takes the queues of the names registered here, so every
         process that runs a platform's jobs registers all of that platform's names.
         """
@@ -178,7 +178,7 @@ class TurnJobs:
         """Queue a job `name` with `payload`; False if a job for `event` is still waiting to start.
 
         `event` is the platform's id of the delivery, unique across platforms (prefix it, e.g.
-        `slack:Ev123`). procrastinate refuses a second job with the same `event` only while the
+        `chat:Ev123`). procrastinate refuses a second job with the same `event` only while the
         first is waiting ("todo"): once it has started or ended, the same id would queue again.
         So the first guard against re-deliveries is nerve's inbox (the event id is unique there);
         this one covers a re-delivery racing the first in another process.

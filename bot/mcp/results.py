@@ -27,7 +27,7 @@ from mcp_types import (
 from bot.text.render import quote, shorten_runs
 from bot.types import Resource, ToolErrorKind, ToolResult
 
-# Largest file from a tool result carried to people (Slack and Discord take far more; this bounds
+# Largest file from a tool result carried to people (chat platforms take far more; this bounds
 # memory per result).
 MAX_FILE_BYTES = 8 * 1024 * 1024
 

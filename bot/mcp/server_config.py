@@ -182,7 +182,8 @@ class ServersFile(BaseModel):
     """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code).
 
     Other top-level keys (VS Code's `inputs`) are ignored; `disabled` lists servers to leave out;
-    `policy` maps places (`slack:C123`, `discord:dm`, `*`, …) to the servers and tools they may use.
+    `policy` maps places (`<platform>:<channel>`, `<platform>:dm`, `*`, …) to the servers and tools
+    they may use.
     """
 
     model_config = ConfigDict(extra="allow")

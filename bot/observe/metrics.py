@@ -231,7 +231,7 @@ def forget_circuit(server: str, breaker: Breaker) -> None:
 
 
 def rate_limit_wait(platform: str, seconds: float) -> None:
-    """Someone (slack, discord, model, mcp) asked nerve to slow down, and it waited `seconds`."""
+    """Someone (a chat platform, the model, an MCP server) asked nerve to slow down; it waited `seconds`."""
     label = _current.platforms.label(platform)
     _current.rate_limit_waits.labels(label).inc()
     _current.rate_limit_seconds.labels(label).inc(max(0.0, seconds))

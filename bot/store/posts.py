@@ -4,7 +4,7 @@ A turn can be answered twice: the process died after posting but before the turn
 finished, or a job was retried on another replica. The second attempt reads this ledger and edits
 or skips what the first one posted. Each post is announced before it is sent (`intend_post`) and
 completed with where it landed (`record_post`); a part announced but never completed is in doubt,
-and the front end asks the platform whether it landed (`adapters.slack.posts`).
+and the front end asks the platform whether it landed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Stored conversations as people manage them: listed, read back (archived ones too), deleted.
 
-A thread (a Slack thread, a Discord channel, a terminal `--thread` name) holds one active
+A thread (a chat platform's thread or channel, a terminal `--thread` name) holds one active
 conversation and any number archived by a reset. Deleting a conversation removes its messages and
 everything else that holds its text (parked turns, their calls, the questions tools asked,
 messages deferred behind a parked turn) in one transaction; its row stays, emptied and marked

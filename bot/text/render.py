@@ -1,7 +1,7 @@
 """Platform-neutral text helpers the chat adapters share.
 
-Slack and Discord both cap message length, both render fenced code, and both treat some `@` words
-as mass pings. Doing the splitting, truncating and summarising once here keeps the two adapters
+Chat platforms cap message length, render fenced code, and treat some `@` words as mass pings.
+Doing the splitting, truncating and summarising once here keeps the adapters
 from drifting apart; each adapter only adds its own escaping on top.
 """
 

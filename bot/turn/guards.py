@@ -21,7 +21,7 @@ from referencing.exceptions import NoSuchResource, Unresolvable
 
 from bot.text.nesting import MAX_DEPTH, TooDeep, loads
 from bot.text.render import QUOTE_CHARS, quote, shorten_runs, truncate
-from bot.text.scrub import scrub
+from bot.text.scrubbing import scrub
 from bot.types import ToolSpec
 
 MAX_SAME_CALLS = 3

@@ -3,8 +3,22 @@
 Frozen dataclasses, so a message cannot change after it was persisted or sent, and so adapters,
 the agent and the store agree on one shape without importing each other. One module per kind of
 value; this package names them all, so `from bot.types import …` is the one way to reach them.
+It also names the values of the ground floor the front ends hold: the place a conversation happens
+in (`Place`) and the form a person fills in, with the pure functions that describe and check its
+fields, so a front end needs no door into `bot.policy` or `bot.forms`.
 """
 
+from bot.forms import (
+    REQUIRED,
+    FieldError,
+    FieldValue,
+    Form,
+    FormField,
+    check_answer,
+    describe_field,
+    parse_field,
+)
+from bot.policy.scopes import Place
 from bot.types.approvals import (
     ApprovalPrompt,
     AuditEntry,
@@ -53,6 +67,7 @@ from bot.types.tools import (
 from bot.types.turns import AgentReply, Attachment, Progress, TurnEvent, TurnEventKind, no_progress
 
 __all__ = [
+    "REQUIRED",
     "AgentReply",
     "Answer",
     "Answered",
@@ -72,6 +87,10 @@ __all__ = [
     "Decision",
     "Decline",
     "Deny",
+    "FieldError",
+    "FieldValue",
+    "Form",
+    "FormField",
     "Incoming",
     "InputAction",
     "InputAnswer",
@@ -84,6 +103,7 @@ __all__ = [
     "InputStatus",
     "LinkOpened",
     "PendingCall",
+    "Place",
     "Progress",
     "PromptArgument",
     "PromptSpec",
@@ -101,5 +121,8 @@ __all__ = [
     "TurnEvent",
     "TurnEventKind",
     "Usage",
+    "check_answer",
+    "describe_field",
     "no_progress",
+    "parse_field",
 ]
