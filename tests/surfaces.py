@@ -17,10 +17,12 @@ import json
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+import aiohttp
 
 from bot.agent import AgentConfig
 from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
@@ -88,6 +90,10 @@ class Surface(Protocol):
         """Let the surface notice asks that ran out of time, as it does on its own."""
         ...
 
+    async def restart(self) -> None:
+        """Stop the surface with the ask waiting and start it again on the same database."""
+        ...
+
 
 def trust_server(notes: Path) -> ServerConfig:
     env = {"TRUST_NOTES": str(notes), "TRUST_LOG": str(notes.with_suffix(".log"))}
@@ -112,6 +118,7 @@ class SlackSurface:
     rig: Any
     clock: Clock
     people: dict[Person, str]
+    restarted: Callable[[], Awaitable[Any]]
     root: str = "1600000000.300100"
 
     async def ask(self, text: str) -> Posted:
@@ -163,24 +170,84 @@ class SlackSurface:
         self.clock.now += EXPIRES_AFTER + 1
 
     async def sweep(self) -> None:
-        await self.rig.bot.sweep()
+        assert len(await self.rig.bot.sweep()) == 1, "the sweep ends the ask that ran out of time"
         await self.rig.settle()
+        assert await self.rig.bot.sweep() == [], "and only once"
+
+    async def restart(self) -> None:
+        self.rig = await self.restarted()
 
 
 CHANNEL_SLACK = "C0CHANNEL"
 
 
 @contextlib.asynccontextmanager
+async def slack_app(c: Any, host: MCPHost, config: AgentConfig, clock: Clock) -> AsyncIterator[Any]:
+    """One run of the bolt app over HTTP on `c`'s fake Slack and database, with its own agent and
+    store, as a process that starts on the database the last one left."""
+    from adapters.slack.app import build_bot
+    from adapters.slack.client import make_client
+    from adapters.slack.serve import serve_http
+    from bot.agent import Agent
+    from bot.model.client import OpenAILLM
+    from tests.test_slack_harness import Rig, WatchedInbox, settings_for
+
+    store = await c.backend.open()
+    model = OpenAILLM(model="test-model", base_url=c.llm.base_url, api_key=None, timeout=30, max_retries=0)
+    agent = Agent(
+        llm=model,
+        host=host,
+        store=store,
+        inbox=WatchedInbox(store),
+        config=config,
+        approvals=store,
+        clock=clock,
+    )
+    settings = settings_for(c.slack)
+    bot = build_bot(agent, settings, client=make_client(settings), feedback=store)
+    runner = None
+    try:
+        runner, url = await serve_http(bot, "127.0.0.1", 0)
+        async with aiohttp.ClientSession() as http:
+            yield Rig(
+                slack=c.slack,
+                llm=c.llm,
+                backend=c.backend,
+                store=store,
+                agent=agent,
+                bot=bot,
+                host=c.host,
+                url=url,
+                http=http,
+            )
+    finally:
+        await bot.aclose()
+        if runner is not None:
+            await runner.cleanup()
+        await model.aclose()
+        await store.close()
+
+
+@contextlib.asynccontextmanager
 async def slack_surface(
     tmp_path: Path, notes: Path, host: MCPHost, script: Sequence[Step]
 ) -> AsyncIterator[SlackSurface]:
-    from tests.test_slack_harness import rig
+    from tests.test_slack_harness import core
 
     people: dict[Person, str] = {"requester": "U0ALICE", "stranger": "U0BOB", "admin": "U0ADMIN"}
     clock = Clock(1_900_000_000.0)
     config = AgentConfig(admins=frozenset({people["admin"]}))
-    async with rig(tmp_path, list(script), host=host, approvals=True, clock=clock, config=config) as r:
-        yield SlackSurface(notes=notes, llm=r.llm, rig=r, clock=clock, people=people)
+    async with (
+        core(tmp_path, list(script), host=host, approvals=True, clock=clock, config=config) as c,
+        contextlib.AsyncExitStack() as running,
+    ):
+        r = await running.enter_async_context(slack_app(c, host, config, clock))
+
+        async def restart() -> Any:
+            await running.aclose()
+            return await running.enter_async_context(slack_app(c, host, config, clock))
+
+        yield SlackSurface(notes=notes, llm=c.llm, rig=r, clock=clock, people=people, restarted=restart)
 
 
 # --- Discord: discord.py's own code against the fake gateway and REST ---------------------------
@@ -195,6 +262,7 @@ class DiscordSurface:
     fake: FakeDiscord
     clock: Clock
     people: dict[Person, FakeUser]
+    restarted: Callable[[], Awaitable[None]]
     mention: dict[str, Any] = field(default_factory=dict)
     interactions: list[dict[str, Any]] = field(default_factory=list)
 
@@ -252,30 +320,58 @@ class DiscordSurface:
     async def sweep(self) -> None:
         """Discord's sweeper runs on its own timer; a late click already ended the ask."""
 
+    async def restart(self) -> None:
+        await self.restarted()
+
+
+@contextlib.asynccontextmanager
+async def discord_client(
+    fake: FakeDiscord, llm: FakeLLMServer, database: Path, host: MCPHost, admin: FakeUser, clock: Clock
+) -> AsyncIterator[Any]:
+    """One run of the Discord client with its own agent and store on `database`, as a process that
+    starts where the last one stopped; yields the inbox that says when a delivery was answered."""
+    from tests.test_discord_approvals import approving_agent, bot_settings
+    from tests.test_discord_bot import WatchedInbox
+
+    store = await SQLiteStore.open(database)
+    inbox = WatchedInbox(store)
+    try:
+        async with (
+            approving_agent(llm, store, host, admins=(admin,), clock=clock, inbox=inbox) as agent,
+            running_bot(fake, agent, **bot_settings(admin)),
+        ):
+            yield inbox
+    finally:
+        await store.close()
+
 
 @contextlib.asynccontextmanager
 async def discord_surface(
     tmp_path: Path, notes: Path, host: MCPHost, script: Sequence[Step]
 ) -> AsyncIterator[DiscordSurface]:
-    from tests.test_discord_approvals import approving_agent, bot_settings
-
     clock = Clock(time.time())
-    async with FakeDiscord() as fake:
+    async with FakeDiscord() as fake, FakeLLMServer(list(script)) as llm:
         people: dict[Person, FakeUser] = {
             "requester": fake.user("ada"),
             "stranger": fake.user("eve"),
             "admin": fake.user("admin"),
         }
-        store = await SQLiteStore.open(tmp_path / "discord.db")
-        try:
-            async with (
-                FakeLLMServer(list(script)) as llm,
-                approving_agent(llm, store, host, admins=(people["admin"],), clock=clock) as agent,
-                running_bot(fake, agent, **bot_settings(people["admin"])),
-            ):
-                yield DiscordSurface(notes=notes, llm=llm, fake=fake, clock=clock, people=people)
-        finally:
-            await store.close()
+        database = tmp_path / "discord.db"
+        async with contextlib.AsyncExitStack() as running:
+            client = discord_client(fake, llm, database, host, people["admin"], clock)
+            inbox = await running.enter_async_context(client)
+
+            async def restart() -> None:
+                async with asyncio.timeout(10):
+                    await inbox.finished.wait()  # the message that asked was answered
+                await running.aclose()
+                assert not fake.connected
+                again = discord_client(fake, llm, database, host, people["admin"], clock)
+                await running.enter_async_context(again)
+
+            yield DiscordSurface(
+                notes=notes, llm=llm, fake=fake, clock=clock, people=people, restarted=restart
+            )
 
 
 @contextlib.asynccontextmanager
@@ -347,6 +443,9 @@ class TerminalSurface:
 
     async def sweep(self) -> None:
         """The terminal notices an ask ran out of time when it comes to ask it."""
+
+    async def restart(self) -> None:
+        raise AssertionError("nerve chat does not take up asks left by a chat that stopped")
 
 
 @contextlib.asynccontextmanager

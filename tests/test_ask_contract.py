@@ -145,3 +145,28 @@ async def test_an_ask_answered_after_it_expired_runs_nothing_and_the_turn_goes_o
             assert "not approved in time" in s.shown(ask).lower()
             assert "buttons still shown" not in s.shown(ask)
         s.llm.assert_complete()
+
+
+NO_PARKED_PROMPT = (
+    "a terminal's ask is the prompt of the chat that asked: Ctrl-C there denies it, and a new "
+    "`nerve chat` does not take up asks a stopped one left, so there is nothing to click after a restart"
+)
+
+
+@pytest.mark.parametrize("kind", others(NO_PARKED_PROMPT))
+async def test_an_ask_parked_across_a_restart_is_decided_by_a_click_on_the_new_process(
+    kind: str, tmp_path: Path
+) -> None:
+    async with open_surface(kind, tmp_path, [read_and_add(), reply("Added it after the restart.")]) as s:
+        ask = await s.ask("add hi to the note")
+        await s.restart()
+        assert ran(s.notes) == ["read_note"]
+
+        assert await s.decide(ask, "approve") is None
+
+        await s.answer("Added it after the restart.")
+        assert ran(s.notes) == ["read_note", "append_note"]
+        assert s.notes.read_text(encoding="utf-8") == "first line\nhi\n"
+        assert says(s.shown(ask), "approved by", s.who("requester"))
+        assert "buttons still shown" not in s.shown(ask)
+        s.llm.assert_complete()
