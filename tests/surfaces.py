@@ -146,25 +146,32 @@ class SlackSurface:
         await click(self.rig, ask, pressed, user)
         notes = ephemerals(self.rig, user)[len(before) :]
         assert len(notes) <= 1, notes
+        where = {c.body["channel"] for c in self.rig.slack.calls_of("chat.postEphemeral")}
+        assert where <= {ask.channel}, "a note to the clicker goes to the ask's channel"
         return notes[0] if notes else None
 
     async def answer(self, words: str) -> str:
         await self.rig.settle()
         text = str(self.rig.slack.thread(CHANNEL_SLACK, self.root)[-1].text)
-        assert words in text, text
+        assert text == words, "the answer is the model's reply, as its last message in the thread"
         return text
 
     def shown(self, ask: Posted) -> str:
         from tests.test_slack_approvals import buttons
 
-        shown = json.dumps(ask.current.get("blocks"), ensure_ascii=False)
+        shown = (
+            json.dumps(ask.current.get("blocks"), ensure_ascii=False) + f" (drawn {len(ask.versions)} times)"
+        )
         return shown if buttons(ask) == [] else f"{shown} (buttons still shown)"
 
     def who(self, person: Person) -> str:
         return f"<@{self.people[person]}>"
 
     def answers(self) -> int:
-        return len(self.rig.slack.thread(CHANNEL_SLACK, self.root))
+        """The messages in the thread after the ask."""
+        thread = self.rig.slack.thread(CHANNEL_SLACK, self.root)
+        asked = next(i for i, p in enumerate(thread) if "nerve_approval" in json.dumps(p.versions[0]))
+        return len(thread) - asked - 1
 
     async def outlive(self, ask: Posted) -> None:
         self.clock.now += EXPIRES_AFTER + 1
@@ -293,20 +300,18 @@ class DiscordSurface:
         return [str(p.body().get("content") or "") for p in posts]
 
     async def answer(self, words: str) -> str:
-        await self.fake.wait_until(lambda: any(words in a for a in self._answers()), within=20)
-        return next(a for a in self._answers() if words in a)
+        """The model's reply opens the answer; the tools it used are listed after it."""
+        await self.fake.wait_until(lambda: any(a.startswith(words) for a in self._answers()), within=20)
+        return next(a for a in self._answers() if a.startswith(words))
 
     def shown(self, ask: dict[str, Any]) -> str:
-        """The ask's last drawing: edits through a click's interaction or of the channel message."""
-        from tests.test_discord_approvals import edits_of
+        """The ask as Discord holds it now, whichever way it was edited (a click's interaction, or
+        the channel message from another process)."""
+        from tests.test_discord_approvals import buttons
 
-        edits = [e for i in self.interactions for e in edits_of(self.fake, i)]
-        edits += self.fake.find("PATCH", rf"/channels/{self.fake.channel_id}/messages/{ask['id']}")
-        if not edits:
-            return json.dumps(ask, ensure_ascii=False) + " (buttons still shown)"
-        last = max(edits, key=lambda e: e.at).body()
-        drawn = json.dumps({"content": last.get("content"), "embeds": last.get("embeds")}, ensure_ascii=False)
-        return drawn if last.get("components") == [] else f"{drawn} (buttons still shown)"
+        now = self.fake.messages[int(ask["id"])]
+        drawn = json.dumps(now, ensure_ascii=False, sort_keys=True)
+        return f"{drawn} (buttons still shown)" if buttons(now) else drawn
 
     def who(self, person: Person) -> str:
         return f"<@{self.people[person].id}>"

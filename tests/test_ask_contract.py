@@ -116,7 +116,8 @@ async def test_a_replayed_click_changes_nothing_and_says_it_was_already_decided(
             assert await s.decide(ask, choice) == ALREADY_DECIDED.format(by="")  # type: ignore[arg-type]
 
         assert ran(s.notes) == ["read_note", "append_note"], "the approved call ran once"
-        assert s.answers() == answers and s.shown(ask) == shown
+        assert s.answers() == answers == 1, "one answer, given once"
+        assert s.shown(ask) == shown
         s.llm.assert_complete()
 
 
