@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import json
 import re
 import sys
@@ -21,7 +20,6 @@ import pytest
 from adapters.discord.app import NerveDiscordBot
 from adapters.discord.approval_buttons import CUSTOM_ID_LIMIT, TEMPLATE
 from bot.agent import Agent, AgentConfig
-from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.model.client import OpenAILLM
@@ -178,17 +176,6 @@ async def posted_in(fake: FakeDiscord, channel_id: int, count: int = 1) -> list[
     return await fake.wait_for("POST", rf"/channels/{channel_id}/messages", count=count, within=20)
 
 
-async def edit_saying(fake: FakeDiscord, channel_id: int, message_id: str, words: str) -> Recorded:
-    """The first edit of a channel message whose content has `words` (waited for, bounded)."""
-
-    def found() -> list[Recorded]:
-        edits = fake.find("PATCH", rf"/channels/{channel_id}/messages/{message_id}")
-        return [e for e in edits if words in (e.body().get("content") or "")]
-
-    await fake.wait_until(lambda: bool(found()))
-    return found()[0]
-
-
 def edits_of(fake: FakeDiscord, interaction: dict[str, Any]) -> list[Recorded]:
     return fake.find("PATCH", rf"/webhooks/\d+/{re.escape(interaction['token'])}/messages/@original")
 
@@ -269,55 +256,6 @@ async def test_a_message_ref_is_stored_so_any_process_can_update_the_approval_me
 
 
 # --- who may decide ------------------------------------------------------------------------------------
-
-
-async def test_a_click_by_someone_else_changes_nothing_and_tells_only_them_while_an_admin_may_approve(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost, notes: Path, admin: FakeUser
-) -> None:
-    script = [read_and_append(), reply("Added it, as the admin approved.")]
-    async with (
-        FakeLLMServer(script) as llm,
-        approving_agent(llm, store, host, admins=(admin,)) as agent,
-        running_bot(fake, agent, **bot_settings(admin)),
-    ):
-        ada, eve = fake.user("ada"), fake.user("eve")
-        mention = await fake.user_says(ada, "add hi", mention_bot=True)
-        approval = await approval_in(fake, fake.channel_id)
-
-        stranger = await click(fake, eve, approval, "Approve")
-        assert await ephemeral_note(fake, stranger) == NOT_YOURS
-        assert not edits_of(fake, stranger), "the approval message is not touched"
-        assert ran(notes) == ["read_note"]
-        assert buttons(fake.messages[int(approval["id"])]), "the buttons are still there"
-
-        by_admin = await click(fake, admin, approval, "Approve")
-        answers = await posted_in(fake, int(mention["id"]))
-        assert "admin approved" in answers[0].body()["content"]
-        assert ran(notes) == ["read_note", "append_note"]
-        (edit,) = edits_of(fake, by_admin)
-        assert f"approved by <@{admin.id}>" in json.dumps(edit.body()["embeds"])
-
-
-async def test_a_replayed_click_changes_nothing_and_says_it_was_already_decided(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost, notes: Path
-) -> None:
-    async with (
-        FakeLLMServer([read_and_append(), reply("Added.")]) as llm,
-        approving_agent(llm, store, host) as agent,
-        running_bot(fake, agent),
-    ):
-        ada = fake.user("ada")
-        mention = await fake.user_says(ada, "add hi", mention_bot=True)
-        approval = copy.deepcopy(await approval_in(fake, fake.channel_id))
-        await click(fake, ada, approval, "Approve")
-        await posted_in(fake, int(mention["id"]))
-
-        replay = await click(fake, ada, approval, "Deny")
-        assert await ephemeral_note(fake, replay) == ALREADY_DECIDED.format(by="")
-        assert not edits_of(fake, replay)
-        assert ran(notes) == ["read_note", "append_note"], "the approved call ran once"
-        assert len(fake.find("POST", rf"/channels/{mention['id']}/messages")) == 1
-        llm.assert_complete()
 
 
 # --- deny, approve all, deny all -----------------------------------------------------------------------
@@ -462,38 +400,6 @@ async def test_always_allow_here_approves_and_the_next_call_in_that_channel_runs
 # --- restarts, expiry, waiting messages ----------------------------------------------------------------
 
 
-async def test_a_click_after_a_restart_reaches_the_new_client_and_gets_the_answer(
-    fake: FakeDiscord, host: MCPHost, notes: Path, tmp_path: Path
-) -> None:
-    database = tmp_path / "restart.db"
-    ada = fake.user("ada")
-    async with FakeLLMServer([read_and_append(), reply("Added after the restart.")]) as llm:
-        first_store = await SQLiteStore.open(database)
-        inbox = WatchedInbox(first_store)
-        try:
-            async with (
-                approving_agent(llm, first_store, host, inbox=inbox) as agent,
-                running_bot(fake, agent),
-            ):
-                mention = await fake.user_says(ada, "add hi", mention_bot=True)
-                approval = await approval_in(fake, fake.channel_id)
-                async with asyncio.timeout(10):
-                    await inbox.finished.wait()
-        finally:
-            await first_store.close()
-        assert not fake.connected
-
-        second_store = await SQLiteStore.open(database)
-        try:
-            async with approving_agent(llm, second_store, host) as agent, running_bot(fake, agent):
-                await click(fake, ada, approval, "Approve")
-                answers = await posted_in(fake, int(mention["id"]))
-                assert answers[0].body()["content"].startswith("Added after the restart.")
-                assert note(notes) == "first line\nhi\n"
-        finally:
-            await second_store.close()
-
-
 async def test_a_request_decided_before_a_stop_is_resumed_at_start_up_and_its_message_updated(
     fake: FakeDiscord, host: MCPHost, notes: Path, tmp_path: Path
 ) -> None:
@@ -523,33 +429,6 @@ async def test_a_request_decided_before_a_stop_is_resumed_at_start_up_and_its_me
             assert note(notes) == "first line\nhi\n"
         finally:
             await store.close()
-
-
-async def test_a_stale_click_after_expiry_changes_nothing_and_the_turn_goes_on_without_the_call(
-    fake: FakeDiscord, store: SQLiteStore, host: MCPHost, notes: Path
-) -> None:
-    clock = Clock(time.time())
-    script = [read_and_append(), reply("Nobody approved the write, so the note is unchanged.")]
-    async with (
-        FakeLLMServer(script) as llm,
-        approving_agent(llm, store, host, clock=clock) as agent,
-        running_bot(fake, agent),
-    ):
-        ada = fake.user("ada")
-        mention = await fake.user_says(ada, "add hi", mention_bot=True)
-        approval = await approval_in(fake, fake.channel_id)
-        clock.now += 601
-
-        stale = await click(fake, ada, approval, "Approve")
-        assert await ephemeral_note(fake, stale) == EXPIRED
-        assert not edits_of(fake, stale)
-        answers = await posted_in(fake, int(mention["id"]))
-        assert "Nobody approved" in answers[0].body()["content"]
-        redraw = await edit_saying(fake, fake.channel_id, approval["id"], "Not approved in time")
-        assert redraw.body()["components"] == []
-        assert ran(notes) == ["read_note"]
-        tool_result = [m for m in llm.last_messages() if m["role"] == "tool"][-1]
-        assert json.loads(tool_result["content"].partition("\n")[2])["kind"] == "not_approved"
 
 
 async def test_the_expiry_sweeper_goes_on_without_a_click_and_is_cancelled_at_close(

@@ -1,0 +1,483 @@
+"""One driver per surface, so the contract of an ask is written once and checked on all three.
+
+A driver does what a person does through the surface's fake and reads what the person sees:
+it starts the surface with an agent that asks before a write, sends a message as a person, finds
+the ask that was shown, answers it as a given person, and reads the answer. Nothing here names the
+core's events: only what Slack, Discord or the terminal showed.
+
+People are named by role: "requester" (who asked), "stranger" (anyone else), "admin".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import aiohttp
+
+from bot.agent import AgentConfig
+from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
+from bot.mcp.host import MCPHost
+from bot.mcp.server_config import ServerConfig
+from bot.store.sqlite import SQLiteStore
+from tests.conftest import ROOT
+from tests.fakes.clock import Clock
+from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
+from tests.fakes.llm_server import FakeLLMServer, Step
+from tests.fakes.slack_api import BOT_USER_ID, Posted
+from tests.test_terminal import PROMPT, Terminal, chat_env, nerve, terminal
+
+Person = Literal["requester", "stranger", "admin"]
+Choice = Literal["approve", "deny"]
+SURFACES = ("slack", "discord", "terminal")
+EXPIRES_AFTER = 600.0
+
+
+def ran(notes: Path) -> list[str]:
+    """The tools the trust server really ran, in order (it logs each one)."""
+    log = notes.with_suffix(".log")
+    if not log.exists():
+        return []
+    return [json.loads(line)["tool"] for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+class Surface(Protocol):
+    """What a test can do and see on a surface, whichever it is."""
+
+    name: str
+    notes: Path
+    llm: FakeLLMServer
+    draws_decisions: bool  # whether the ask stays on screen and shows how it ended
+
+    async def ask(self, text: str) -> Any:
+        """Send `text` as the requester and wait for the ask it causes; returns a handle to it."""
+        ...
+
+    async def decide(self, ask: Any, choice: Choice, person: Person = "requester") -> str | None:
+        """Answer the ask as `person`; returns the note only that person was shown, if any."""
+        ...
+
+    async def answer(self, words: str) -> str:
+        """Wait for the answer that has `words` in the conversation; returns its text."""
+        ...
+
+    def shown(self, ask: Any) -> str:
+        """What the ask shows now (after a decision: who decided, or that it expired)."""
+        ...
+
+    def who(self, person: Person) -> str:
+        """How the surface names `person` where it says who decided."""
+        ...
+
+    def answers(self) -> int:
+        """How many answers the conversation has so far."""
+        ...
+
+    async def outlive(self, ask: Any) -> None:
+        """Let the ask's time run out, as the surface measures it."""
+        ...
+
+    async def sweep(self) -> None:
+        """Let the surface notice asks that ran out of time, as it does on its own."""
+        ...
+
+    async def restart(self) -> None:
+        """Stop the surface with the ask waiting and start it again on the same database."""
+        ...
+
+
+def trust_server(notes: Path) -> ServerConfig:
+    env = {"TRUST_NOTES": str(notes), "TRUST_LOG": str(notes.with_suffix(".log"))}
+    return ServerConfig(
+        trustAnnotations=True,
+        command=sys.executable,
+        args=["-m", "tests.mcp_servers.trust"],
+        cwd=str(ROOT),
+        env=env,
+    )
+
+
+# --- Slack: the real bolt app over signed HTTP against the mock Web API -------------------------
+
+
+@dataclass
+class SlackSurface:
+    name = "slack"
+    draws_decisions = True
+    notes: Path
+    llm: FakeLLMServer
+    rig: Any
+    clock: Clock
+    people: dict[Person, str]
+    restarted: Callable[[], Awaitable[Any]]
+    root: str = "1600000000.300100"
+
+    async def ask(self, text: str) -> Posted:
+        from tests.test_slack_approvals import approval_messages
+        from tests.test_slack_harness import mention
+
+        await self.rig.deliver(
+            mention(f"<@{BOT_USER_ID}> {text}", ts=self.root, user=self.people["requester"])
+        )
+        await self.rig.settle()
+        [message] = approval_messages(self.rig, self.root)
+        return message
+
+    async def decide(self, ask: Posted, choice: Choice, person: Person = "requester") -> str | None:
+        from tests.test_slack_approvals import click, ephemerals
+
+        # The button as first drawn: a replayed click sends it again after the ask was redrawn.
+        wanted = f"nerve_approval.{choice}.0"
+        blocks = ask.versions[0].get("blocks") or []
+        [pressed] = [
+            e for b in blocks if b.get("type") == "actions" for e in b["elements"] if e["action_id"] == wanted
+        ]
+        user = self.people[person]
+        before = ephemerals(self.rig, user)
+        await click(self.rig, ask, pressed, user)
+        notes = ephemerals(self.rig, user)[len(before) :]
+        assert len(notes) <= 1, notes
+        where = {c.body["channel"] for c in self.rig.slack.calls_of("chat.postEphemeral")}
+        assert where <= {ask.channel}, "a note to the clicker goes to the ask's channel"
+        return notes[0] if notes else None
+
+    async def answer(self, words: str) -> str:
+        await self.rig.settle()
+        text = str(self.rig.slack.thread(CHANNEL_SLACK, self.root)[-1].text)
+        assert text == words, "the answer is the model's reply, as its last message in the thread"
+        return text
+
+    def shown(self, ask: Posted) -> str:
+        from tests.test_slack_approvals import buttons
+
+        shown = (
+            json.dumps(ask.current.get("blocks"), ensure_ascii=False) + f" (drawn {len(ask.versions)} times)"
+        )
+        return shown if buttons(ask) == [] else f"{shown} (buttons still shown)"
+
+    def who(self, person: Person) -> str:
+        return f"<@{self.people[person]}>"
+
+    def answers(self) -> int:
+        """The messages in the thread after the ask."""
+        thread = self.rig.slack.thread(CHANNEL_SLACK, self.root)
+        asked = next(i for i, p in enumerate(thread) if "nerve_approval" in json.dumps(p.versions[0]))
+        return len(thread) - asked - 1
+
+    async def outlive(self, ask: Posted) -> None:
+        self.clock.now += EXPIRES_AFTER + 1
+
+    async def sweep(self) -> None:
+        assert len(await self.rig.bot.sweep()) == 1, "the sweep ends the ask that ran out of time"
+        await self.rig.settle()
+        assert await self.rig.bot.sweep() == [], "and only once"
+
+    async def restart(self) -> None:
+        self.rig = await self.restarted()
+
+
+CHANNEL_SLACK = "C0CHANNEL"
+
+
+@contextlib.asynccontextmanager
+async def slack_app(c: Any, host: MCPHost, config: AgentConfig, clock: Clock) -> AsyncIterator[Any]:
+    """One run of the bolt app over HTTP on `c`'s fake Slack and database, with its own agent and
+    store, as a process that starts on the database the last one left."""
+    from adapters.slack.app import build_bot
+    from adapters.slack.client import make_client
+    from adapters.slack.serve import serve_http
+    from bot.agent import Agent
+    from bot.model.client import OpenAILLM
+    from tests.test_slack_harness import Rig, WatchedInbox, settings_for
+
+    store = await c.backend.open()
+    model = OpenAILLM(model="test-model", base_url=c.llm.base_url, api_key=None, timeout=30, max_retries=0)
+    agent = Agent(
+        llm=model,
+        host=host,
+        store=store,
+        inbox=WatchedInbox(store),
+        config=config,
+        approvals=store,
+        clock=clock,
+    )
+    settings = settings_for(c.slack)
+    bot = build_bot(agent, settings, client=make_client(settings), feedback=store)
+    runner = None
+    try:
+        runner, url = await serve_http(bot, "127.0.0.1", 0)
+        async with aiohttp.ClientSession() as http:
+            yield Rig(
+                slack=c.slack,
+                llm=c.llm,
+                backend=c.backend,
+                store=store,
+                agent=agent,
+                bot=bot,
+                host=c.host,
+                url=url,
+                http=http,
+            )
+    finally:
+        await bot.aclose()
+        if runner is not None:
+            await runner.cleanup()
+        await model.aclose()
+        await store.close()
+
+
+@contextlib.asynccontextmanager
+async def slack_surface(
+    tmp_path: Path, notes: Path, host: MCPHost, script: Sequence[Step]
+) -> AsyncIterator[SlackSurface]:
+    from tests.test_slack_harness import core
+
+    people: dict[Person, str] = {"requester": "U0ALICE", "stranger": "U0BOB", "admin": "U0ADMIN"}
+    clock = Clock(1_900_000_000.0)
+    config = AgentConfig(admins=frozenset({people["admin"]}))
+    async with (
+        core(tmp_path, list(script), host=host, approvals=True, clock=clock, config=config) as c,
+        contextlib.AsyncExitStack() as running,
+    ):
+        r = await running.enter_async_context(slack_app(c, host, config, clock))
+
+        async def restart() -> Any:
+            await running.aclose()
+            return await running.enter_async_context(slack_app(c, host, config, clock))
+
+        yield SlackSurface(notes=notes, llm=c.llm, rig=r, clock=clock, people=people, restarted=restart)
+
+
+# --- Discord: discord.py's own code against the fake gateway and REST ---------------------------
+
+
+@dataclass
+class DiscordSurface:
+    name = "discord"
+    draws_decisions = True
+    notes: Path
+    llm: FakeLLMServer
+    fake: FakeDiscord
+    clock: Clock
+    people: dict[Person, FakeUser]
+    restarted: Callable[[], Awaitable[None]]
+    mention: dict[str, Any] = field(default_factory=dict)
+    interactions: list[dict[str, Any]] = field(default_factory=list)
+
+    async def ask(self, text: str) -> dict[str, Any]:
+        from tests.test_discord_approvals import approval_in
+
+        self.mention = await self.fake.user_says(self.people["requester"], text, mention_bot=True)
+        return copy.deepcopy(await approval_in(self.fake, self.fake.channel_id))
+
+    async def decide(self, ask: dict[str, Any], choice: Choice, person: Person = "requester") -> str | None:
+        from tests.test_discord_approvals import click, edits_of, ephemeral_note
+
+        interaction = await click(self.fake, self.people[person], ask, choice.capitalize())
+        self.interactions.append(interaction)
+        token = re.escape(interaction["token"])
+        # The click either edits the ask (it decided) or tells only the clicker why it did not.
+        await self.fake.wait_until(
+            lambda: bool(
+                edits_of(self.fake, interaction) or self.fake.find("POST", rf"/webhooks/\d+/{token}")
+            )
+        )
+        if edits_of(self.fake, interaction):
+            return None
+        return await ephemeral_note(self.fake, interaction)
+
+    def _answers(self) -> list[str]:
+        posts = self.fake.find("POST", rf"/channels/{self.mention['id']}/messages")
+        return [str(p.body().get("content") or "") for p in posts]
+
+    async def answer(self, words: str) -> str:
+        """The model's reply opens the answer; the tools it used are listed after it."""
+        await self.fake.wait_until(lambda: any(a.startswith(words) for a in self._answers()), within=20)
+        return next(a for a in self._answers() if a.startswith(words))
+
+    def shown(self, ask: dict[str, Any]) -> str:
+        """The ask as Discord holds it now, whichever way it was edited (a click's interaction, or
+        the channel message from another process)."""
+        from tests.test_discord_approvals import buttons
+
+        now = self.fake.messages[int(ask["id"])]
+        drawn = json.dumps(now, ensure_ascii=False, sort_keys=True)
+        return f"{drawn} (buttons still shown)" if buttons(now) else drawn
+
+    def who(self, person: Person) -> str:
+        return f"<@{self.people[person].id}>"
+
+    def answers(self) -> int:
+        return len(self._answers())
+
+    async def outlive(self, ask: dict[str, Any]) -> None:
+        self.clock.now += EXPIRES_AFTER + 1
+
+    async def sweep(self) -> None:
+        """Discord's sweeper runs on its own timer; a late click already ended the ask."""
+
+    async def restart(self) -> None:
+        await self.restarted()
+
+
+@contextlib.asynccontextmanager
+async def discord_client(
+    fake: FakeDiscord, llm: FakeLLMServer, database: Path, host: MCPHost, admin: FakeUser, clock: Clock
+) -> AsyncIterator[Any]:
+    """One run of the Discord client with its own agent and store on `database`, as a process that
+    starts where the last one stopped; yields the inbox that says when a delivery was answered."""
+    from tests.test_discord_approvals import approving_agent, bot_settings
+    from tests.test_discord_bot import WatchedInbox
+
+    store = await SQLiteStore.open(database)
+    inbox = WatchedInbox(store)
+    try:
+        async with (
+            approving_agent(llm, store, host, admins=(admin,), clock=clock, inbox=inbox) as agent,
+            running_bot(fake, agent, **bot_settings(admin)),
+        ):
+            yield inbox
+    finally:
+        await store.close()
+
+
+@contextlib.asynccontextmanager
+async def discord_surface(
+    tmp_path: Path, notes: Path, host: MCPHost, script: Sequence[Step]
+) -> AsyncIterator[DiscordSurface]:
+    clock = Clock(time.time())
+    async with FakeDiscord() as fake, FakeLLMServer(list(script)) as llm:
+        people: dict[Person, FakeUser] = {
+            "requester": fake.user("ada"),
+            "stranger": fake.user("eve"),
+            "admin": fake.user("admin"),
+        }
+        database = tmp_path / "discord.db"
+        async with contextlib.AsyncExitStack() as running:
+            client = discord_client(fake, llm, database, host, people["admin"], clock)
+            inbox = await running.enter_async_context(client)
+
+            async def restart() -> None:
+                async with asyncio.timeout(10):
+                    await inbox.finished.wait()  # the message that asked was answered
+                await running.aclose()
+                assert not fake.connected
+                again = discord_client(fake, llm, database, host, people["admin"], clock)
+                await running.enter_async_context(again)
+
+            yield DiscordSurface(
+                notes=notes, llm=llm, fake=fake, clock=clock, people=people, restarted=restart
+            )
+
+
+@contextlib.asynccontextmanager
+async def open_surface(
+    kind: str, tmp_path: Path, script: Sequence[Step], *, expires_after: float = EXPIRES_AFTER
+) -> AsyncIterator[Surface]:
+    """The surface `kind` with an agent that asks before the trust server's writes; the note
+    starts as one line."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("first line\n", encoding="utf-8")
+    if kind == "terminal":
+        timeout = {"NERVE_APPROVAL_TIMEOUT": str(expires_after)}
+        async with terminal_surface(tmp_path, notes, script, **timeout) as surface:
+            yield surface
+        return
+    async with MCPHost({"notes": trust_server(notes)}, default_timeout=10.0) as host:
+        opened = slack_surface if kind == "slack" else discord_surface
+        async with opened(tmp_path, notes, host, script) as chosen:
+            yield chosen
+
+
+# --- the terminal: `nerve chat` as a person runs it, in a pseudo-terminal -----------------------
+
+
+@dataclass
+class TerminalSurface:
+    name = "terminal"
+    draws_decisions = False  # the question is a prompt line; the typed answer is the record
+    notes: Path
+    llm: FakeLLMServer
+    term: Terminal
+    expires_after: float
+    at: int = 0
+    asked_at: float = 0.0
+
+    async def ask(self, text: str) -> int:
+        self.at = await self.term.expect(PROMPT, after=self.at)
+        self.term.type(text.encode() + b"\r")
+        self.at = await self.term.expect(b"[y]es / [n]o / [a]lways here", after=self.at)
+        self.asked_at = time.monotonic()
+        return self.at
+
+    async def decide(self, ask: int, choice: Choice, person: Person = "requester") -> str | None:
+        assert person == "requester", "a terminal has one person at it"
+        typed_at = len(self.term.output)
+        self.term.type(b"y\r" if choice == "approve" else b"n\r")
+        await self.term.expect(PROMPT, after=typed_at)  # the turn ended
+        after = self.term.output[typed_at:].decode(errors="replace")
+        notes = [note for note in (EXPIRED, NOT_YOURS, ALREADY_DECIDED.format(by="")) if note in after]
+        assert len(notes) <= 1, notes
+        return notes[0] if notes else None
+
+    async def answer(self, words: str) -> str:
+        self.at = await self.term.expect(words.encode(), after=self.at)
+        return words
+
+    def shown(self, ask: int) -> str:
+        return self.term.output[ask:].decode(errors="replace")
+
+    def who(self, person: Person) -> str:
+        return "you"
+
+    def answers(self) -> int:
+        return self.term.output.count(PROMPT)
+
+    async def outlive(self, ask: int) -> None:
+        """The terminal's clock is the machine's: wait out the short time it was started with."""
+        await asyncio.sleep(max(0.0, self.asked_at + self.expires_after - time.monotonic()) + 0.1)
+
+    async def sweep(self) -> None:
+        """The terminal notices an ask ran out of time when it comes to ask it."""
+
+    async def restart(self) -> None:
+        raise AssertionError("nerve chat does not take up asks left by a chat that stopped")
+
+
+@contextlib.asynccontextmanager
+async def terminal_surface(
+    tmp_path: Path, notes: Path, script: Sequence[Step], **env: str
+) -> AsyncIterator[TerminalSurface]:
+    config = tmp_path / "mcp.json"
+    server = {
+        "command": sys.executable,
+        "trustAnnotations": True,
+        "args": ["-m", "tests.mcp_servers.trust", str(notes), str(notes.with_suffix(".log"))],
+        "cwd": str(ROOT),
+    }
+    config.write_text(json.dumps({"mcpServers": {"notes": server}}))
+    async with FakeLLMServer(list(script)) as llm:
+        settings = chat_env(
+            tmp_path,
+            NERVE_MCP_CONFIG=str(config),
+            USER="alice",
+            LOGNAME="alice",
+            OPENAI_BASE_URL=llm.base_url,
+            OPENAI_API_KEY="test",
+            **env,
+        )
+        async with terminal(*nerve("chat"), env=settings) as term:
+            expires_after = float(env.get("NERVE_APPROVAL_TIMEOUT", EXPIRES_AFTER))
+            yield TerminalSurface(notes=notes, llm=llm, term=term, expires_after=expires_after)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        assert "Traceback" not in term.screen()

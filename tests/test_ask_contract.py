@@ -1,0 +1,173 @@
+"""The contract of an ask, written once and checked on Slack, Discord and the terminal.
+
+Each scenario drives a surface through its fake (tests/surfaces.py) as people use it: the model
+wants to read the note and append a line; the read runs at once, the append waits for a person.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
+from tests.fakes.llm_server import FakeCall, Reply, reply, tool_reply
+from tests.surfaces import SURFACES, open_surface, ran
+
+ONE_PERSON = "a terminal has one person at it: nobody else can answer its ask"
+
+
+def read_and_add(text: str = "hi") -> Reply:
+    return tool_reply(
+        FakeCall(name="read_note", arguments="{}", id="c_read"),
+        FakeCall(name="append_note", arguments=json.dumps({"text": text}), id="c_add"),
+        content="I'll read the note and add your line.",
+    )
+
+
+def others(reason: str) -> list[object]:
+    """Slack and Discord; the terminal marked with why the scenario cannot happen there."""
+    return ["slack", "discord", pytest.param("terminal", marks=pytest.mark.skip(reason=reason))]
+
+
+def says(shown: str, words: str, who: str) -> bool:
+    """Whether the ask shows `words` (in any case: "Approved by" on Slack) and then `who`, exactly."""
+    return re.search(f"(?i:{re.escape(words)}) {re.escape(who)}", shown) is not None
+
+
+def told_the_model(llm: object) -> str:
+    """What the model read for the call that waited: the last tool message of its last request."""
+    messages = llm.last_messages()  # type: ignore[attr-defined]
+    return str([m for m in messages if m["role"] == "tool"][-1]["content"])
+
+
+@pytest.mark.parametrize("kind", SURFACES)
+async def test_approve_runs_the_call_and_the_answer_follows(kind: str, tmp_path: Path) -> None:
+    async with open_surface(kind, tmp_path, [read_and_add(), reply("Added it.")]) as s:
+        ask = await s.ask("add hi to the note")
+        assert ran(s.notes) == ["read_note"], "the read runs at once, the write waits"
+        assert s.notes.read_text(encoding="utf-8") == "first line\n"
+
+        assert await s.decide(ask, "approve") is None
+
+        await s.answer("Added it.")
+        assert ran(s.notes) == ["read_note", "append_note"]
+        assert s.notes.read_text(encoding="utf-8") == "first line\nhi\n"
+        if s.draws_decisions:
+            assert says(s.shown(ask), "approved by", s.who("requester"))
+            assert "buttons still shown" not in s.shown(ask)
+        s.llm.assert_complete()
+
+
+@pytest.mark.parametrize("kind", SURFACES)
+async def test_deny_runs_nothing_and_the_model_is_told_it_was_denied(kind: str, tmp_path: Path) -> None:
+    script = [read_and_add(), reply("You denied it, so the note is unchanged.")]
+    async with open_surface(kind, tmp_path, script) as s:
+        ask = await s.ask("add hi")
+
+        assert await s.decide(ask, "deny") is None
+
+        await s.answer("You denied it, so the note is unchanged.")
+        assert ran(s.notes) == ["read_note"]
+        assert s.notes.read_text(encoding="utf-8") == "first line\n"
+        told = told_the_model(s.llm)
+        assert "denied" in told and json.loads(told.partition("\n")[2])["kind"] == "denied"
+        if s.draws_decisions:
+            assert says(s.shown(ask), "denied by", s.who("requester"))
+            assert "buttons still shown" not in s.shown(ask)
+        s.llm.assert_complete()
+
+
+@pytest.mark.parametrize("kind", others(ONE_PERSON))
+async def test_a_click_by_someone_else_changes_nothing_and_tells_only_them_but_an_admin_may_decide(
+    kind: str, tmp_path: Path
+) -> None:
+    async with open_surface(kind, tmp_path, [read_and_add(), reply("Added it, as the admin approved.")]) as s:
+        ask = await s.ask("add hi")
+        before = s.shown(ask)
+
+        assert await s.decide(ask, "approve", "stranger") == NOT_YOURS
+        assert ran(s.notes) == ["read_note"]
+        assert s.shown(ask) == before, "the ask is not touched"
+        assert "buttons still shown" in s.shown(ask)
+
+        assert await s.decide(ask, "approve", "admin") is None, "the admin is told nothing aside"
+        await s.answer("Added it, as the admin approved.")
+        assert ran(s.notes) == ["read_note", "append_note"]
+        assert says(s.shown(ask), "approved by", s.who("admin"))
+        s.llm.assert_complete()
+
+
+@pytest.mark.parametrize(
+    "kind", others("a terminal's ask is a prompt: once answered it is gone, nothing to click again")
+)
+async def test_a_replayed_click_changes_nothing_and_says_it_was_already_decided(
+    kind: str, tmp_path: Path
+) -> None:
+    async with open_surface(kind, tmp_path, [read_and_add(), reply("Added it.")]) as s:
+        ask = await s.ask("add hi")
+        await s.decide(ask, "approve")
+        await s.answer("Added it.")
+        answers, shown = s.answers(), s.shown(ask)
+
+        for choice in ("approve", "deny"):
+            assert await s.decide(ask, choice) == ALREADY_DECIDED.format(by="")  # type: ignore[arg-type]
+
+        assert ran(s.notes) == ["read_note", "append_note"], "the approved call ran once"
+        assert s.answers() == answers == 1, "one answer, given once"
+        assert s.shown(ask) == shown
+        s.llm.assert_complete()
+
+
+@pytest.mark.parametrize("kind", SURFACES)
+async def test_an_ask_answered_after_it_expired_runs_nothing_and_the_turn_goes_on_without_the_call(
+    kind: str, tmp_path: Path
+) -> None:
+    script = [read_and_add(), reply("Nobody approved it, so I left the note alone.")]
+    expires_after = 2.0 if kind == "terminal" else 600.0
+    async with open_surface(kind, tmp_path, script, expires_after=expires_after) as s:
+        ask = await s.ask("add hi")
+        await s.outlive(ask)
+
+        assert await s.decide(ask, "approve") == EXPIRED
+        assert ran(s.notes) == ["read_note"]
+        await s.sweep()
+
+        await s.answer("Nobody approved it, so I left the note alone.")
+        assert ran(s.notes) == ["read_note"]
+        assert s.notes.read_text(encoding="utf-8") == "first line\n"
+        told = told_the_model(s.llm)
+        assert (
+            "not approved in time" in told and json.loads(told.partition("\n")[2])["kind"] == "not_approved"
+        )
+        if s.draws_decisions:
+            assert "not approved in time" in s.shown(ask).lower()
+            assert "buttons still shown" not in s.shown(ask)
+        s.llm.assert_complete()
+
+
+NO_PARKED_PROMPT = (
+    "a terminal's ask is the prompt of the chat that asked: Ctrl-C there denies it, and a new "
+    "`nerve chat` does not take up asks a stopped one left, so there is nothing to click after a restart"
+)
+
+
+@pytest.mark.parametrize("kind", others(NO_PARKED_PROMPT))
+async def test_an_ask_parked_across_a_restart_is_decided_by_a_click_on_the_new_process(
+    kind: str, tmp_path: Path
+) -> None:
+    async with open_surface(kind, tmp_path, [read_and_add(), reply("Added it after the restart.")]) as s:
+        ask = await s.ask("add hi to the note")
+        await s.restart()
+        assert ran(s.notes) == ["read_note"]
+
+        assert await s.decide(ask, "approve") is None
+
+        await s.answer("Added it after the restart.")
+        assert ran(s.notes) == ["read_note", "append_note"]
+        assert s.notes.read_text(encoding="utf-8") == "first line\nhi\n"
+        assert says(s.shown(ask), "approved by", s.who("requester"))
+        assert "buttons still shown" not in s.shown(ask)
+        s.llm.assert_complete()
