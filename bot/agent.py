@@ -44,7 +44,6 @@ from bot.types import (
     ConversationKey,
     Decision,
     Incoming,
-    InputAnswer,
     InputOutcome,
     InputRequest,
     Progress,
@@ -246,10 +245,10 @@ class Agent:
     async def open_input(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on a server's question: the request when this person may answer it, or why not.
 
-        Beside `answer`, because a form is shown before it is answered: a platform that opens it in
-        reply to the click itself (Slack's trigger id within 3 s, Discord's modal) needs the request
-        checked for this person without answering it, and one whose answer changed nothing needs the
-        request to show how it ended."""
+        Beside `answer` only because a form is opened before it is answered: a platform that opens
+        it in reply to the click itself (Slack's trigger id within 3 s, Discord's modal) needs the
+        request checked for this person without answering it. An answer that finds the ask gone or
+        expired gets the request from the `AskError` instead."""
         if self.inputs is None:
             return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
         return await self.inputs.open(request_id, user_id)
@@ -263,12 +262,6 @@ class Agent:
             await self.approvals.set_message_ref(ask.id, ref)
         elif ask.input is not None and self.inputs is not None:
             await self.inputs.posted(ask.id, ref)
-
-    async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
-        """A submitted form, a decline or a dismissal of a server's question (see `InputDesk.answer`)."""
-        if self.inputs is None:
-            return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
-        return await self.inputs.answer(request_id, user_id, answer)
 
     async def parked_questions(self, request_id: str) -> list[InputRequest]:
         """The open questions a parked turn waits on (empty when questions from tools are off), for

@@ -61,7 +61,11 @@ class Shown(QuestionsShown):
     """The front end's view, with the sign-ins it was asked to show."""
 
     def sign_ins(self) -> list[SignInNeeded]:
-        return [e.sign_in for e in self.events if e.kind == "sign_in_needed" and e.sign_in is not None]
+        return [
+            e.ask.sign_in
+            for e in self.events
+            if e.kind == "ask" and e.ask is not None and e.ask.sign_in is not None
+        ]
 
 
 async def open_agent(

@@ -91,15 +91,15 @@ async def test_the_browser_lands_on_the_callback_which_connects_the_person_and_h
                 needed: list[TurnEvent] = []
 
                 async def progress(event: TurnEvent) -> None:
-                    if event.kind == "sign_in_needed":
+                    if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
                         needed.append(event)
 
                 asked = Incoming(key=KEY, text="my notes?", user_id="U1")
                 parked = await runtime.agent.reply(asked, progress)
                 assert "Connect button" in parked.text
                 [event] = needed
-                assert event.sign_in is not None
-                location = await sign_in_as(event.sign_in.url, "alice")
+                assert event.ask is not None and event.ask.sign_in is not None
+                location = await sign_in_as(event.ask.sign_in.url, "alice")
                 assert location.startswith(f"{public}/oauth/callback?")
 
                 status, page, headers = await follow(http, location)

@@ -80,9 +80,9 @@ class Answers:
             raise AskGone(NO_QUESTIONS)
         outcome = await self._inputs.answer(ask_id, person, _input_answer(answer))
         if outcome.note == inputs.GONE:
-            raise AskGone(outcome.note)
+            raise AskGone(outcome.note, request=outcome.request)
         if outcome.note == inputs.EXPIRED:
-            raise AskExpired(outcome.note)
+            raise AskExpired(outcome.note, request=outcome.request)
         return Answered(
             changed=outcome.changed,
             note=outcome.note,
