@@ -33,9 +33,9 @@ from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here, slash
 from adapters.discord.delivery import NO_MENTIONS
 from bot.asks.connections import Connections
-from bot.mcp.auth.sign_ins import Connection, SignedIn
+from bot.mcp.auth.sign_ins import Connection
 from bot.text.render import truncate
-from bot.types import Progress, SignInNeeded, TurnEvent
+from bot.types import Progress, SignedIn, SignInNeeded, TurnEvent
 
 logger = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSign
 from adapters.slack.turns import TurnRunner
 from bot.agent import Agent
 from bot.jobs import JobHandler
-from bot.mcp.auth.sign_ins import SignedIn
+from bot.types import SignedIn
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs

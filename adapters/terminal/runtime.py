@@ -48,5 +48,5 @@ async def terminal_runtime(
         ) as runtime,
     ):
         if runtime.agent.connections is not None:
-            callback.attach(runtime.agent.connections)
+            callback.attach(runtime.agent)
         yield runtime, callback

@@ -30,14 +30,12 @@ from adapters.terminal.keyboard import on_ctrl_c
 from adapters.terminal.safe import shown
 from adapters.terminal.views import conversation_key
 from bot.agent import Agent
-from bot.asks.connections import Connections
 from bot.config import Settings
 from bot.mcp.auth.loopback import CALLBACK as LOOPBACK_CALLBACK
 from bot.mcp.auth.people import person_of
-from bot.mcp.auth.sign_ins import SignedIn
 from bot.mcp.servers_file import load_mcp_config
 from bot.runtime import open_store, sign_ins_for
-from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
+from bot.types import ConversationKey, Progress, SignedIn, SignInNeeded, TurnEvent
 
 HOST = "127.0.0.1"
 
@@ -56,10 +54,10 @@ class LoopbackCallback:
     def redirect_uri(self) -> str:
         return f"http://{HOST}:{self._port}{LOOPBACK_CALLBACK}"
 
-    def attach(self, connections: Connections) -> None:
-        """Finish sign-ins with `connections` from now on (known once the runtime is open)."""
+    def attach(self, agent: Agent) -> None:
+        """Finish sign-ins with `agent` from now on (known once the runtime is open)."""
         self._endpoints = SignInEndpoints(
-            connections, public_url=None, back_to="the terminal", resume=self._signed.put_nowait
+            agent, public_url=None, back_to="the terminal", resume=self._signed.put_nowait
         )
 
     async def __aenter__(self) -> Self:

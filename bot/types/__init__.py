@@ -23,6 +23,7 @@ from bot.types.asks import (
     Decline,
     Deny,
     LinkOpened,
+    SignedIn,
     SignInFinished,
     Submit,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "Role",
     "SignInFinished",
     "SignInNeeded",
+    "SignedIn",
     "Submit",
     "ToolCall",
     "ToolErrorKind",
