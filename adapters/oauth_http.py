@@ -1,8 +1,8 @@
 """Where people's browsers come back after signing in to a server, and nerve's client metadata.
 
 * `GET /oauth/callback` — the authorization server sends the browser here with `code`, `state` and
-  `iss` (or `error`). The sign-in is finished (`Connections.finish`: the single-use `state` says
-  whose it is, `iss` is checked, the code is exchanged and the tokens stored sealed) and the browser
+  `iss` (or `error`). The sign-in is answered like any ask (`Agent.answer`: the single-use `state`
+  says whose it is, `iss` is checked, the code is exchanged and the tokens stored sealed) and the browser
   gets a small plain page: "Connected to notes — you can go back to Slack", or what went wrong and
   what to do (status 400). Nothing of the request is shown back but the server's name: the code
   and the tokens never reach the page, and the page asks the browser to keep no copy of itself and
@@ -27,11 +27,12 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from bot.asks.connections import Connections
+from bot.agent import Agent
+from bot.errors import AskError
 from bot.mcp.auth.provider import client_metadata_document
-from bot.mcp.auth.sign_ins import SignedIn, SignInFailed
 from bot.runtime import CALLBACK_PATH, CLIENT_METADATA_PATH
 from bot.text.scrubbing import scrub
+from bot.types import SignedIn, SignInFinished
 
 logger = logging.getLogger(__name__)
 
@@ -58,13 +59,13 @@ class SignInEndpoints:
 
     def __init__(
         self,
-        connections: Connections,
+        agent: Agent,
         *,
         public_url: str | None,
         back_to: str,
         resume: Resume | None = None,
     ) -> None:
-        self._connections = connections
+        self._agent = agent
         self._public_url = (public_url or "").rstrip("/")
         self._back_to = back_to
         # Set once the front end can go on with parked turns; until then the sweep does.
@@ -80,16 +81,18 @@ class SignInEndpoints:
         state = query.get("state")
         if not state:
             return page("Not a sign-in", NOT_A_SIGN_IN, status=400)
+        finished = SignInFinished(code=query.get("code"), iss=query.get("iss"), error=query.get("error"))
         try:
-            signed = await self._connections.finish(
-                state, query.get("code"), query.get("iss"), query.get("error")
-            )
-        except SignInFailed as exc:
+            # The state alone says whose sign-in this is: the browser names no person.
+            answered = await self._agent.answer(state, "", finished)
+        except AskError as exc:
             logger.info("a sign-in came back and could not be finished: %s", exc.message)
             return page("Not connected", exc.message, status=400)
         except Exception:
             logger.exception("finishing a sign-in failed")
             return page("Not connected", FAILED, status=500)
+        signed = answered.signed_in
+        assert signed is not None, "a finished sign-in says who signed in where"
         if signed.request_ids and self.resume is not None:
             try:
                 self.resume(signed)
@@ -124,10 +127,8 @@ def page(title: str, text: str, *, status: int = 200) -> web.Response:
     )
 
 
-def sign_in_endpoints(
-    connections: Connections | None, public_url: str | None, back_to: str
-) -> SignInEndpoints | None:
+def sign_in_endpoints(agent: Agent, public_url: str | None, back_to: str) -> SignInEndpoints | None:
     """The endpoints for a front end whose agent has per-person servers; None when it has none."""
-    if connections is None:
+    if getattr(agent, "connections", None) is None:
         return None
-    return SignInEndpoints(connections, public_url=public_url, back_to=back_to)
+    return SignInEndpoints(agent, public_url=public_url, back_to=back_to)

@@ -51,7 +51,6 @@ from bot.types import (
     ConversationKey,
     Decision,
     Incoming,
-    InputAnswer,
     InputOutcome,
     InputRequest,
     Progress,
@@ -63,7 +62,6 @@ from bot.types import (
 
 if TYPE_CHECKING:  # only a nerve with per-person servers loads the OAuth client (`__getattr__` below)
     from bot.mcp.auth.sign_ins import Connection as Connection
-    from bot.mcp.auth.sign_ins import SignedIn as SignedIn
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +73,11 @@ APPROVAL_GONE = _approvals.GONE
 INPUT_GONE = _inputs.GONE
 INPUT_EXPIRED = _inputs.EXPIRED
 INPUT_SETTLED = _inputs.SETTLED
-_SIGN_IN_VALUES = frozenset({"Connection", "SignedIn"})
+_SIGN_IN_VALUES = frozenset({"Connection"})
 
 
 def __getattr__(name: str) -> object:
-    """`Connection` and `SignedIn` for the front ends, loaded on first use: importing them here
+    """`Connection` for the front ends, loaded on first use: importing it here
     eagerly would load the MCP OAuth client into every nerve, and most have no per-person servers."""
     if name in _SIGN_IN_VALUES:
         from bot.mcp.auth import sign_ins
@@ -275,10 +273,10 @@ class Agent:
     async def open_input(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on a server's question: the request when this person may answer it, or why not.
 
-        Beside `answer`, because a form is shown before it is answered: a platform that opens it in
-        reply to the click itself (a form that must open within seconds of the click) needs the request
-        checked for this person without answering it, and one whose answer changed nothing needs the
-        request to show how it ended."""
+        Beside `answer` only because a form is opened before it is answered: a platform that opens
+        it in reply to the click itself (a form that must open within seconds of the click) needs the
+        request checked for this person without answering it. An answer that finds the ask gone or
+        expired gets the request from the `AskError` instead."""
         if self.inputs is None:
             return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
         return await self.inputs.open(request_id, user_id)
@@ -292,12 +290,6 @@ class Agent:
             await self.approvals.set_message_ref(ask.id, ref)
         elif ask.input is not None and self.inputs is not None:
             await self.inputs.posted(ask.id, ref)
-
-    async def answer_input(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
-        """A submitted form, a decline or a dismissal of a server's question (see `InputDesk.answer`)."""
-        if self.inputs is None:
-            return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
-        return await self.inputs.answer(request_id, user_id, answer)
 
     async def parked_questions(self, request_id: str) -> list[InputRequest]:
         """The open questions a parked turn waits on (empty when questions from tools are off), for

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from bot.types.inputs import InputRequest
+
 
 class NerveError(Exception):
     """Base of every error nerve raises on purpose."""
@@ -87,7 +89,14 @@ class SignInError(NerveError):
 
 
 class AskError(NerveError):
-    """An answer to an ask nerve cannot take: the ask is unknown, answered already, or expired."""
+    """An answer to an ask nerve cannot take: the ask is unknown, answered already, or expired.
+
+    `request` is the question or link it answered, when it is still known, so a front end can take
+    its buttons off and say how it ended without asking for it again."""
+
+    def __init__(self, message: str, *, request: InputRequest | None = None) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 class AskGone(AskError):

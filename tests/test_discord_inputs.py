@@ -849,7 +849,7 @@ def test_progress_updates_the_running_calls_line_and_a_question_is_the_status_un
     request = _request()
     assert view.record(TurnEvent(kind="ask", message="", ask=Ask.of_input(request)), 0.2)
     assert "waiting for an answer" in view.status_lines()
-    assert view.record(TurnEvent(kind="input_done", message="accepted", input=request), 0.3)
+    assert view.record(TurnEvent(kind="ask_done", message="accepted", ask=Ask.of_input(request)), 0.3)
     assert "waiting" not in view.status_lines()
     view.record(TurnEvent(kind="tool_finished", message="", tool="slow", tool_call_id="c1", ok=True), 1.1)
     assert view.status_lines().startswith("-# 🔧 slow ✓")

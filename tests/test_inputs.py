@@ -25,6 +25,7 @@ from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
 from tests.conftest import ROOT
+from tests.fakes.answering import answer_question
 from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 
@@ -89,13 +90,18 @@ class Front:
     async def __call__(self, event: TurnEvent) -> None:
         self.events.append(event)
         self._changed.set()
-        if event.kind == "input_needed" and event.input is not None and event.input.refused is None:
+        question = event.ask.input if event.kind == "ask" and event.ask is not None else None
+        if question is not None and question.refused is None:
             assert self.agent is not None and self._answer is not None
             # Answered from outside the turn's task, as a click arrives.
-            self._tasks.append(asyncio.create_task(self._answer(self.agent, event.input)))
+            self._tasks.append(asyncio.create_task(self._answer(self.agent, question)))
 
     def of(self, kind: str) -> list[TurnEvent]:
         return [e for e in self.events if e.kind == kind]
+
+    def questions(self) -> list[InputRequest]:
+        """The questions and links the turn asked ("ask" events of those kinds)."""
+        return [e.ask.input for e in self.of("ask") if e.ask is not None and e.ask.input is not None]
 
 
 def make_agent(llm: ScriptedLLM, host: MCPHost, store: SQLiteStore, clock: Clock | None = None) -> Agent:
@@ -150,16 +156,15 @@ async def test_a_form_reaches_the_asker_and_the_server_gets_their_typed_answer(h
     llm = ScriptedLLM([Step(calls=[Call("order_pizza", {}, id="c1")]), Step(text="Ordered.")])
 
     async def fill_in(agent: Agent, request: InputRequest) -> None:
-        outcome = await agent.answer_input(
-            request.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
+        outcome = await answer_question(
+            agent, request.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
         )
         assert outcome.changed, outcome
 
     front = Front(fill_in)
     assert await run_turn(make_agent(llm, host, store), front) == "Ordered."
 
-    [asked] = front.of("input_needed")
-    request = asked.input
+    [request] = front.questions()
     assert request is not None and request.user_id == ASKER and request.tools == ("order_pizza",)
     assert request.form is not None and [f.name for f in request.form.fields][:2] == ["name", "email"]
     result = tool_results(llm)["c1"]
@@ -167,7 +172,7 @@ async def test_a_form_reaches_the_asker_and_the_server_gets_their_typed_answer(h
     sent = json.loads(result.removeprefix("accepted: "))
     assert sent["quantity"] == 2 and sent["tip"] == 3.5 and sent["extra_cheese"] is True
     assert sent["size"] == "large" and sent["toppings"] == ["mushroom", "olive"]
-    assert [e.message for e in front.of("input_done")] == ["accepted"]
+    assert [e.message for e in front.of("ask_done")] == ["accepted"]
 
 
 async def test_only_the_asker_can_answer_and_a_bad_form_says_what_to_fix_per_field(host, store):
@@ -177,15 +182,18 @@ async def test_only_the_asker_can_answer_and_a_bad_form_says_what_to_fix_per_fie
     async def try_everything(agent: Agent, request: InputRequest) -> None:
         rid = request.request_id
         seen["stranger_open"] = await agent.open_input(rid, STRANGER)
-        seen["stranger"] = await agent.answer_input(
-            rid, STRANGER, InputAnswer(action="accept", content=PIZZA)
+        seen["stranger"] = await answer_question(
+            agent, rid, STRANGER, InputAnswer(action="accept", content=PIZZA)
         )
-        seen["bad"] = await agent.answer_input(
-            rid, ASKER, InputAnswer(action="accept", content={**PIZZA, "email": "nope", "quantity": "99"})
+        seen["bad"] = await answer_question(
+            agent,
+            rid,
+            ASKER,
+            InputAnswer(action="accept", content={**PIZZA, "email": "nope", "quantity": "99"}),
         )
         seen["open"] = await agent.open_input(rid, ASKER)
-        seen["decline"] = await agent.answer_input(rid, ASKER, InputAnswer(action="decline"))
-        seen["again"] = await agent.answer_input(rid, ASKER, InputAnswer(action="accept", content=PIZZA))
+        seen["decline"] = await answer_question(agent, rid, ASKER, InputAnswer(action="decline"))
+        seen["again"] = await answer_question(agent, rid, ASKER, InputAnswer(action="accept", content=PIZZA))
 
     front = Front(try_everything)
     await run_turn(make_agent(llm, host, store), front)
@@ -217,14 +225,14 @@ async def test_two_calls_asking_at_once_each_get_their_own_answer(host, store):
         [field] = request.form.fields
         values = [value for value, _ in field.options]
         pick = values[0] if "left" in request.message else values[-1]
-        await agent.answer_input(
-            request.request_id, ASKER, InputAnswer(action="accept", content={field.name: pick})
+        await answer_question(
+            agent, request.request_id, ASKER, InputAnswer(action="accept", content={field.name: pick})
         )
 
     front = Front(by_label)
     await run_turn(make_agent(llm, host, store), front, "pick two colours")
 
-    assert len(front.of("input_needed")) == 2
+    assert len(front.questions()) == 2
     results = tool_results(llm)
     first, last = results["c_left"].split(": ")[1], results["c_right"].split(": ")[1]
     assert results["c_left"].startswith("left: ") and results["c_right"].startswith("right: ")
@@ -236,9 +244,9 @@ async def test_a_form_asking_for_a_secret_is_never_shown_and_the_server_gets_dec
     front = Front()
     await run_turn(make_agent(llm, host, store), front, "set up the integration")
 
-    [asked] = front.of("input_needed")
-    assert asked.input is not None and asked.input.refused is not None and asked.input.form is None
-    assert "API token" in asked.input.refused or "api_token" in asked.input.refused
+    [asked] = front.questions()
+    assert asked.refused is not None and asked.form is None
+    assert "API token" in asked.refused or "api_token" in asked.refused
     assert tool_results(llm)["c1"] == "declined"
 
 
@@ -248,15 +256,15 @@ async def test_an_unanswered_question_expires_and_the_server_gets_cancel(host, s
 
     async def let_it_expire(agent: Agent, request: InputRequest) -> None:
         clock.now += 61
-        late = await agent.answer_input(
-            request.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
+        late = await answer_question(
+            agent, request.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
         )
         assert not late.changed and late.note == EXPIRED
 
     front = Front(let_it_expire)
     await run_turn(make_agent(llm, host, store, clock), front)
     assert tool_results(llm)["c1"] == "cancelled"
-    assert [e.message for e in front.of("input_done")] == ["expired"]
+    assert [e.message for e in front.of("ask_done")] == ["expired"]
 
 
 async def test_a_question_whose_waiting_process_stopped_is_told_ended(store):
@@ -277,7 +285,7 @@ async def test_a_question_whose_waiting_process_stopped_is_told_ended(store):
 
     outcome = await agent.open_input("r-old", ASKER)
     assert outcome.note == ENDED
-    again = await agent.answer_input("r-old", ASKER, InputAnswer(action="accept", content={"name": "x"}))
+    again = await answer_question(agent, "r-old", ASKER, InputAnswer(action="accept", content={"name": "x"}))
     assert not again.changed and again.note == ENDED
 
 
@@ -298,18 +306,18 @@ async def test_a_link_shows_its_host_and_once_opened_the_servers_completion_is_s
     llm = ScriptedLLM([Step(calls=[Call("sign_in_elsewhere", {}, id="c1")]), Step(text="Signed in.")])
 
     async def open_it(agent: Agent, request: InputRequest) -> None:
-        await agent.answer_input(request.request_id, ASKER, InputAnswer(action="accept"))
+        await answer_question(agent, request.request_id, ASKER, InputAnswer(action="accept"))
 
     front = Front(open_it)
     await run_turn(make_agent(llm, host, store), front, "sign me in")
 
-    [asked] = front.of("input_needed")
-    assert asked.input is not None and asked.input.mode == "url" and asked.input.form is None
-    assert asked.input.url == "https://login.example.com/authorize?x=1"
+    [asked] = front.questions()
+    assert asked.mode == "url" and asked.form is None
+    assert asked.url == "https://login.example.com/authorize?x=1"
     assert tool_results(llm)["c1"] == "url accepted"
 
     def done() -> list[str]:
-        return [e.message for e in front.of("input_done")]
+        return [e.message for e in front.of("ask_done")]
 
     if "2025-11-25" in request.node.callspec.id:
         # Only the older revision has completion notices (one may trail the call's result).

@@ -33,6 +33,7 @@ from bot.observe import metrics
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
 from tests.conftest import stdio_server
+from tests.fakes.answering import answer_question
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_api import settings_for as discord_settings
 from tests.fakes.llm_server import FakeLLMServer, Step, reply, tool_reply
@@ -320,8 +321,8 @@ class Questions:
         self.shown: list[InputRequest] = []
 
     async def __call__(self, event: TurnEvent) -> None:
-        if event.kind == "input_needed" and event.input is not None:
-            self.shown.append(event.input)
+        if event.kind == "ask" and event.ask is not None and event.ask.input is not None:
+            self.shown.append(event.ask.input)
 
 
 def figures_now() -> str:
@@ -367,7 +368,7 @@ async def test_approvals_and_questions_are_counted_while_they_wait_and_when_they
         assert sample(text, "nerve_questions_waiting") == 1
         [question] = questions.shown
         answer = InputAnswer(action="accept", content={"colour": question.form.fields[0].options[0][0]})  # type: ignore[union-attr]
-        answered = await c.agent.answer_input(question.request_id, "u1", answer)
+        answered = await answer_question(c.agent, question.request_id, "u1", answer)
         assert answered.resume is not None
         assert await c.agent.resume(answered.resume) is not None
         text = figures_now()

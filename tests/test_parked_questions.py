@@ -19,6 +19,7 @@ from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.store.sqlite import SQLiteStore
 from bot.types import Ask, ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
+from tests.fakes.answering import answer_question
 from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.stores import Backend
@@ -54,10 +55,14 @@ class Shown:
         self.events.append(event)
 
     def questions(self) -> list[InputRequest]:
-        return [e.input for e in self.events if e.kind == "input_needed" and e.input is not None]
+        return [
+            e.ask.input
+            for e in self.events
+            if e.kind == "ask" and e.ask is not None and e.ask.input is not None
+        ]
 
     def ended(self) -> list[str]:
-        return [e.message for e in self.events if e.kind == "input_done"]
+        return [e.message for e in self.events if e.kind == "ask_done"]
 
 
 def make_agent(llm: ScriptedLLM, host: MCPHost, store: SQLiteStore, clock: Clock | None = None) -> Agent:
@@ -88,8 +93,8 @@ async def test_a_question_in_a_result_parks_the_turn_and_the_answer_resumes_it(m
     assert question.tools == ("order_pizza",) and question.form is not None
     assert await store.waiting_in(KEY) is not None, "parked in the store"
 
-    answered = await agent.answer_input(
-        question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
+    answered = await answer_question(
+        agent, question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
     )
     assert answered.changed and answered.resume is not None
 
@@ -115,7 +120,7 @@ async def test_a_message_while_a_question_waits_is_answered_after_it_not_blocked
     assert meanwhile.text == DEFERRED_FOR_ANSWER and meanwhile.deferred
 
     [question] = shown.questions()
-    answered = await agent.answer_input(question.request_id, ASKER, InputAnswer(action="decline"))
+    answered = await answer_question(agent, question.request_id, ASKER, InputAnswer(action="decline"))
     final = await agent.resume(answered.resume or "")
     assert final is not None and final.text == "Ordered."
     assert tool_results(llm)["c1"] == "declined"
@@ -139,10 +144,12 @@ async def test_an_unanswered_parked_question_expires_and_the_server_gets_cancel(
     assert final is not None and final.text == "Nobody answered."
     assert tool_results(llm)["c1"] == "cancelled"
     assert resumed.ended() == ["expired"]
-    [ended] = [e.input for e in resumed.events if e.kind == "input_done"]
+    [ended] = [e.ask.input for e in resumed.events if e.kind == "ask_done" and e.ask is not None]
     assert ended is not None and ended.message_ref == "C1/1700000000.000100"
     [question] = shown.questions()
-    late = await agent.answer_input(question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA))
+    late = await answer_question(
+        agent, question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
+    )
     assert not late.changed and late.note is not None
 
 
@@ -159,8 +166,11 @@ async def test_a_parked_turn_lists_its_open_questions_to_a_new_agent_with_their_
     assert listed == [question]
     assert listed[0].form is not None and listed[0].form == question.form
 
-    answered = await make_agent(ScriptedLLM([]), modern_host, store).answer_input(
-        question.request_id, ASKER, InputAnswer(action="decline")
+    answered = await answer_question(
+        make_agent(ScriptedLLM([]), modern_host, store),
+        question.request_id,
+        ASKER,
+        InputAnswer(action="decline"),
     )
     assert answered.resume == parked_id
     assert await make_agent(ScriptedLLM([]), modern_host, store).parked_questions(parked_id) == []
@@ -190,8 +200,8 @@ async def test_a_parked_question_is_answered_after_the_bot_restarts(store_backen
                 agent = make_agent(after, second_host, second_store)
                 opened = await agent.open_input(question.request_id, ASKER)
                 assert opened.note is None and opened.request is not None, "still answerable"
-                answered = await agent.answer_input(
-                    question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
+                answered = await answer_question(
+                    agent, question.request_id, ASKER, InputAnswer(action="accept", content=PIZZA)
                 )
                 assert answered.resume is not None
                 final = await agent.resume(answered.resume)
@@ -229,8 +239,11 @@ async def test_a_stdio_server_restarted_with_the_bot_takes_the_answer_though_its
                 async with asyncio.timeout(20):
                     await second_host.wait_until_ready()
                 agent = make_agent(after, second_host, second_store)
-                answered = await agent.answer_input(
-                    question.request_id, ASKER, InputAnswer(action="accept", content={"colour": "green"})
+                answered = await answer_question(
+                    agent,
+                    question.request_id,
+                    ASKER,
+                    InputAnswer(action="accept", content={"colour": "green"}),
                 )
                 assert answered.resume is not None
                 final = await agent.resume(answered.resume)
@@ -265,8 +278,8 @@ async def test_an_older_server_still_asks_while_its_call_waits(store):
         class Asking(Shown):
             async def __call__(self, event: TurnEvent) -> None:
                 await super().__call__(event)
-                if event.kind == "input_needed" and event.input is not None:
-                    asked.put_nowait(event.input)
+                if event.kind == "ask" and event.ask is not None and event.ask.input is not None:
+                    asked.put_nowait(event.ask.input)
 
         shown = Asking()
 
@@ -274,7 +287,8 @@ async def test_an_older_server_still_asks_while_its_call_waits(store):
             question = await asked.get()
             assert question.form is not None
             [field] = question.form.fields
-            await agent.answer_input(
+            await answer_question(
+                agent,
                 question.request_id,
                 ASKER,
                 InputAnswer(action="accept", content={field.name: field.options[0][0]}),

@@ -23,7 +23,7 @@ from bot.mcp.auth.vault import Vault
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import AuthConfig, ServerConfig
 from bot.store.sqlite import SQLiteStore
-from bot.types import ConversationKey, Incoming, SignInNeeded
+from bot.types import ConversationKey, Incoming, SignInFinished, SignInNeeded
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
@@ -61,7 +61,11 @@ class Shown(QuestionsShown):
     """The front end's view, with the sign-ins it was asked to show."""
 
     def sign_ins(self) -> list[SignInNeeded]:
-        return [e.sign_in for e in self.events if e.kind == "sign_in_needed" and e.sign_in is not None]
+        return [
+            e.ask.sign_in
+            for e in self.events
+            if e.kind == "ask" and e.ask is not None and e.ask.sign_in is not None
+        ]
 
 
 async def open_agent(
@@ -104,11 +108,11 @@ def tool_results(llm: ScriptedLLM) -> dict[str, str]:
 async def sign_in_and_resume(agent: Agent, shown: Shown, user: str) -> str:
     [needed] = shown.sign_ins()
     came_back = await browser_signs_in(needed, user)
-    assert agent.connections is not None
-    signed = await agent.connections.finish(
-        came_back["state"], came_back.get("code"), came_back.get("iss"), came_back.get("error")
+    finished = SignInFinished(
+        code=came_back.get("code"), iss=came_back.get("iss"), error=came_back.get("error")
     )
-    [request_id] = signed.request_ids
+    answered = await agent.answer(came_back["state"], user, finished)
+    [request_id] = answered.resume
     reply = await agent.resume(request_id)
     assert reply is not None
     return reply.text

@@ -12,6 +12,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -20,9 +21,8 @@ import pytest
 from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from bot.config import Settings
-from bot.mcp.auth.sign_ins import SignedIn
 from bot.runtime import Runtime, open_runtime
-from bot.types import ConversationKey, Incoming, TurnEvent
+from bot.types import ConversationKey, Incoming, SignedIn, TurnEvent
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.ports import unused_port
@@ -63,7 +63,7 @@ class Served:
 
     def __init__(self, runtime: Runtime, port: int) -> None:
         self.resumed: list[SignedIn] = []
-        endpoints = sign_in_endpoints(runtime.agent.connections, runtime.settings.nerve_public_url, "Slack")
+        endpoints = sign_in_endpoints(runtime.agent, runtime.settings.nerve_public_url, "Slack")
         assert isinstance(endpoints, SignInEndpoints)
         endpoints.resume = self.resumed.append
         self.ops = OpsEndpoints(runtime.agent, PlatformLink("Slack"))
@@ -91,15 +91,15 @@ async def test_the_browser_lands_on_the_callback_which_connects_the_person_and_h
                 needed: list[TurnEvent] = []
 
                 async def progress(event: TurnEvent) -> None:
-                    if event.kind == "sign_in_needed":
+                    if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
                         needed.append(event)
 
                 asked = Incoming(key=KEY, text="my notes?", user_id="U1")
                 parked = await runtime.agent.reply(asked, progress)
                 assert "Connect button" in parked.text
                 [event] = needed
-                assert event.sign_in is not None
-                location = await sign_in_as(event.sign_in.url, "alice")
+                assert event.ask is not None and event.ask.sign_in is not None
+                location = await sign_in_as(event.ask.sign_in.url, "alice")
                 assert location.startswith(f"{public}/oauth/callback?")
 
                 status, page, headers = await follow(http, location)
@@ -166,5 +166,6 @@ async def test_nerve_serves_its_client_metadata_document_under_its_public_addres
 
 
 async def test_a_nerve_without_per_person_servers_serves_no_sign_in_endpoints():
-    assert sign_in_endpoints(None, "https://nerve.example", "Slack") is None
+    without = SimpleNamespace(connections=None)
+    assert sign_in_endpoints(without, "https://nerve.example", "Slack") is None  # type: ignore[arg-type]
     await asyncio.sleep(0)

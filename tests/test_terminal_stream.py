@@ -331,11 +331,9 @@ async def test_what_a_turn_asks_is_no_status_in_the_live_view_and_a_sign_in_is_o
     turn = TurnSoFar()
     out, notes = io.StringIO(), io.StringIO()
     answer = PlainAnswer(out, notes)
-    needed = _sign_in_ask().sign_in
     for event in (
-        TurnEvent(kind="sign_in_needed", message="Connect notes to go on", sign_in=needed),
         TurnEvent(kind="ask", message="Connect notes to go on", ask=_sign_in_ask()),
-        TurnEvent(kind="input_done", message="expired"),
+        TurnEvent(kind="ask_done", message="expired", ask=_sign_in_ask()),
     ):
         turn.apply(event)
         await answer.progress(event)

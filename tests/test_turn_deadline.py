@@ -29,6 +29,7 @@ from bot.types import (
     ToolSpec,
     TurnEvent,
 )
+from tests.fakes.answering import answer_question
 from tests.fakes.llm_server import FakeLLMServer, Reply, Step, reply, tool_reply
 
 T = TypeVar("T")
@@ -197,15 +198,15 @@ async def test_time_a_person_takes_to_answer_a_tools_question_does_not_count(tmp
     asked: asyncio.Queue[str] = asyncio.Queue()
 
     async def progress(event: TurnEvent) -> None:
-        if event.kind == "input_needed" and event.input is not None:
-            asked.put_nowait(event.input.request_id)
+        if event.kind == "ask" and event.ask is not None and event.ask.input is not None:
+            asked.put_nowait(event.ask.id)
 
     async with turns(tmp_path, script, tool, inputs=True) as (agent, _store, _server):
         turn = asyncio.create_task(agent.reply(incoming("which colour?"), progress))
         request_id = await asyncio.wait_for(asked.get(), 10)
         await asyncio.sleep(DEADLINE + 0.5)  # the person takes longer than the whole deadline
-        answered = await agent.answer_input(
-            request_id, "U1", InputAnswer(action="accept", content={"colour": "blue"})
+        answered = await answer_question(
+            agent, request_id, "U1", InputAnswer(action="accept", content={"colour": "blue"})
         )
         assert answered.changed
         answer = await asyncio.wait_for(turn, 10)

@@ -137,7 +137,7 @@ async def run_discord(
     stop = stop or asyncio.Event()
     ops = OpsEndpoints(agent, PlatformLink("Discord"), ready=ops_ready, stopping=stop)
     # The browser's way back after signing in, on the same port.
-    sign_ins = sign_in_endpoints(getattr(agent, "connections", None), settings.nerve_public_url, "Discord")
+    sign_ins = sign_in_endpoints(agent, settings.nerve_public_url, "Discord")
     if sign_ins is not None:
         ops.routes.append(sign_ins.install)
     async with ops.serving(settings.nerve_http_host, settings.nerve_http_port), shared_jobs(settings) as jobs:

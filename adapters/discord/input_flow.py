@@ -131,13 +131,12 @@ class InputFlow:
         """The turn's progress sink: requests are shown `where` the turn runs, the rest goes on."""
 
         async def progress(event: TurnEvent) -> None:
-            request = event.input
-            ask = event.ask if event.kind == "ask" else None
-            if ask is not None and ask.input is not None:
+            ask = event.ask
+            if ask is not None and ask.input is not None and event.kind == "ask":
                 self._board.show(ask.input, where, lambda _, ref: self._agent.ask_posted(ask, ref))
-            elif request is not None and event.kind == "input_done":
-                self._board.settle(request, event.message)
-                self._forget(request.request_id)
+            elif ask is not None and ask.input is not None and event.kind == "ask_done":
+                self._board.settle(ask.input, event.message)
+                self._forget(ask.id)
             await forward(event)
 
         return progress
@@ -248,12 +247,12 @@ class InputFlow:
         return None
 
     async def _answer(self, request_id: str, user: str, answer: Answer) -> InputOutcome:
-        """Answer the ask through the core (`Agent.answer`). An ask that is gone or expired is read
-        back (`open_input`) for how it ended, so its message can say so."""
+        """Answer the ask through the core (`Agent.answer`). An ask that is gone or expired comes
+        back with its request, when known, so its message can say how it ended."""
         try:
             answered = await self._agent.answer(request_id, user, answer)
-        except AskError:
-            return await self._agent.open_input(request_id, user)
+        except AskError as exc:
+            return InputOutcome(changed=False, request=exc.request, note=exc.message)
         assert answered.input is not None, "a question's answer carries its outcome"
         return answered.input
 

@@ -84,9 +84,7 @@ class LiveView:
         if event.kind == "ask" and event.ask is not None and event.ask.input is not None:
             self._status = WAITING_FOR_INPUT
             return True
-        if event.kind in ("input_needed", "sign_in_needed"):
-            return False  # the same ask, told again the older way: shown from its "ask" event
-        if event.kind == "input_done":
+        if event.kind == "ask_done":
             changed = self._status == WAITING_FOR_INPUT
             self._status = "" if changed else self._status
             return changed

@@ -32,9 +32,9 @@ from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here, slash
 from adapters.discord.delivery import NO_MENTIONS
-from bot.agent import Connection, Connections, SignedIn
+from bot.agent import Connection, Connections
 from bot.text import truncate
-from bot.types import Progress, SignInNeeded, TurnEvent
+from bot.types import Progress, SignedIn, SignInNeeded, TurnEvent
 
 logger = logging.getLogger(__name__)
 

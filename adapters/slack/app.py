@@ -45,8 +45,9 @@ from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.settings import SlackSettings
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.turns import TurnRunner
-from bot.agent import Agent, SignedIn
+from bot.agent import Agent
 from bot.jobs import JobHandler
+from bot.types import SignedIn
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs

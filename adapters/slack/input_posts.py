@@ -99,21 +99,19 @@ class InputPosts:
         self._pending: set[asyncio.Task[Any]] = set()
 
     def take(self, event: TurnEvent) -> bool:
-        """Handle `event` if it asks a question or a link ("ask") or says how one ended ("input_done");
+        """Handle `event` if it asks a question or a link ("ask") or says how one ended ("ask_done");
         says whether it was. Other asks are not messages of this kind."""
-        ask = event.ask if event.kind == "ask" else None
-        if ask is not None and ask.input is not None:
-            if ask.id not in self._posted:
-                self._posted.add(ask.id)
-                self._messages.posting(ask.id)
-                self._start(self._post(ask, ask.input))
-            return True
-        if event.kind != "input_done":
+        ask = event.ask
+        if ask is None or ask.input is None:
             return False
-        if event.input is not None:
+        if event.kind == "ask" and ask.id not in self._posted:
+            self._posted.add(ask.id)
+            self._messages.posting(ask.id)
+            self._start(self._post(ask, ask.input))
+        elif event.kind == "ask_done":
             # Settled after this turn's post of it, in order; a request an earlier turn posted (a
             # parked question, told of in the resumed turn) is found by its id.
-            self._start(self._messages.settle(event.input, event.message))
+            self._start(self._messages.settle(ask.input, event.message))
         return True
 
     def _start(self, work: Coroutine[Any, Any, Any]) -> None:

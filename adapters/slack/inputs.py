@@ -6,8 +6,8 @@ at once, before anything else. A submission is checked by the core (the same rul
 surface); what is wrong comes back into the open modal next to its field, in Slack's response to
 the submission itself. "Decline", closing the modal ("cancel") and "Open" (URL mode: opening the
 link is the consent the server asked for) answer the request directly. Every answer goes through
-`Agent.answer`, after `Agent.open_input` looked at the request for this person. Anything that
-changes nothing is told only to the clicker, ephemerally.
+`Agent.answer`; a form is first looked at for this person (`Agent.open_input`), to open or read
+it. Anything that changes nothing is told only to the clicker, ephemerally.
 
 An answer updates the request's message at once: a question that parked its turn has no turn
 waiting to do it (a live one's turn shows the same outcome, and the message changes once). When
@@ -41,7 +41,7 @@ from adapters.slack.input_view import (
 from adapters.slack.post import Poster, api_error
 from bot.agent import Agent
 from bot.errors import AskError
-from bot.types import Answer, Cancel, Decline, InputOutcome, InputRequest, LinkOpened, Submit
+from bot.types import Answer, Cancel, Decline, InputOutcome, LinkOpened, Submit
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +82,9 @@ class InputClicks:
                 outcome = await self._fill(click.request_id, user, payload_field(body, "trigger_id"), place)
             elif click.choice == "open":
                 # URL mode: the person opened the link (Slack opens it in their browser), so they agreed.
-                outcome = await self._look_then_answer(click.request_id, user, LinkOpened())
+                outcome = await self._answer(click.request_id, user, LinkOpened())
             else:
-                outcome = await self._look_then_answer(click.request_id, user, Decline())
+                outcome = await self._answer(click.request_id, user, Decline())
         except Exception:
             logger.exception("answering request for input %s failed", click.request_id)
             outcome = InputOutcome(changed=False, request=None, note=FAILED)
@@ -110,21 +110,14 @@ class InputClicks:
             return replace(outcome, note=NO_FORM)
         return outcome
 
-    async def _look_then_answer(self, request_id: str, user: str, answer: Answer) -> InputOutcome:
-        """Answer through the core once the request was looked at for this person: an answer that
-        changes nothing still names its request, so its message can show how the request ended."""
-        opened = await self._agent.open_input(request_id, user)
-        if opened.note is not None or opened.request is None:
-            return opened if opened.note is not None else replace(opened, note=FAILED)
-        return await self._answer(opened.request, user, answer)
-
-    async def _answer(self, request: InputRequest, user: str, answer: Answer) -> InputOutcome:
-        """One answer through `Agent.answer`; a request gone or expired since it was looked at is a
-        note, as any other answer that changed nothing."""
+    async def _answer(self, request_id: str, user: str, answer: Answer) -> InputOutcome:
+        """One answer through `Agent.answer`. One that changes nothing still names its request
+        when it is known (a request gone or expired comes back in the `AskError`), so its message
+        can show how the request ended."""
         try:
-            answered = await self._agent.answer(request.request_id, user, answer)
+            answered = await self._agent.answer(request_id, user, answer)
         except AskError as exc:
-            return InputOutcome(changed=False, request=request, note=exc.message)
+            return InputOutcome(changed=False, request=exc.request, note=exc.message)
         assert answered.input is not None, "a question's answer carries its outcome"
         return answered.input
 
@@ -160,7 +153,9 @@ class InputClicks:
                 return await self._note(place, user, blocks, opened.note or FAILED, opened)
             state = view.get("state")
             values = state.get("values") if isinstance(state, Mapping) else None
-            outcome = await self._answer(request, user, Submit(values=read_answer(request.form, values)))
+            outcome = await self._answer(
+                request.request_id, user, Submit(values=read_answer(request.form, values))
+            )
         except Exception:
             logger.exception("taking the form of request %s failed", place.request_id)
             return await self._note(place, user, blocks, FAILED)
@@ -183,7 +178,7 @@ class InputClicks:
         if place is None or user is None:
             return
         try:
-            outcome = await self._look_then_answer(place.request_id, user, Cancel())
+            outcome = await self._answer(place.request_id, user, Cancel())
         except Exception:
             logger.exception("cancelling request for input %s failed", place.request_id)
             return

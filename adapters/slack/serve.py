@@ -119,7 +119,7 @@ async def run_slack(
     stop = stop or asyncio.Event()
     ops = OpsEndpoints(agent, PlatformLink("Slack"), ready=ops_ready, stopping=stop)
     # The browser's way back after signing in, on the same port in every mode.
-    sign_ins = sign_in_endpoints(agent.connections, settings.nerve_public_url, "Slack")
+    sign_ins = sign_in_endpoints(agent, settings.nerve_public_url, "Slack")
     if sign_ins is not None:
         ops.routes.append(sign_ins.install)
     socket_mode = settings.slack_app_token is not None

@@ -181,9 +181,9 @@ class FillIn:
                     task = asyncio.create_task(self._ask(request), name="nerve-fill-in")
                     self._asking[request.request_id] = task
                     task.add_done_callback(lambda _: self._asking.pop(request.request_id, None))
-            elif event.kind == "input_done" and event.input is not None:
-                # How a question ended: the core says so with this event alone (an ask has no end).
-                self._ended[event.input.request_id] = event.message
+            elif event.kind == "ask_done" and event.ask is not None and event.ask.input is not None:
+                # How a question ended, for one not asked yet when it did.
+                self._ended[event.ask.id] = event.message
             else:
                 await sink(event)
 

@@ -47,5 +47,5 @@ async def terminal_runtime(
         ) as runtime,
     ):
         if runtime.agent.connections is not None:
-            callback.attach(runtime.agent.connections)
+            callback.attach(runtime.agent)
         yield runtime, callback

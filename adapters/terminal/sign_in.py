@@ -29,10 +29,10 @@ from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
 from adapters.terminal.keyboard import on_ctrl_c
 from adapters.terminal.safe import shown
 from adapters.terminal.views import conversation_key
-from bot.agent import Agent, Connections, SignedIn
+from bot.agent import Agent
 from bot.config import Settings
 from bot.runtime import LOOPBACK_CALLBACK, load_mcp_config, open_store, person_of, sign_ins_for
-from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
+from bot.types import ConversationKey, Progress, SignedIn, SignInNeeded, TurnEvent
 
 HOST = "127.0.0.1"
 
@@ -51,10 +51,10 @@ class LoopbackCallback:
     def redirect_uri(self) -> str:
         return f"http://{HOST}:{self._port}{LOOPBACK_CALLBACK}"
 
-    def attach(self, connections: Connections) -> None:
-        """Finish sign-ins with `connections` from now on (known once the runtime is open)."""
+    def attach(self, agent: Agent) -> None:
+        """Finish sign-ins with `agent` from now on (known once the runtime is open)."""
         self._endpoints = SignInEndpoints(
-            connections, public_url=None, back_to="the terminal", resume=self._signed.put_nowait
+            agent, public_url=None, back_to="the terminal", resume=self._signed.put_nowait
         )
 
     async def __aenter__(self) -> Self:

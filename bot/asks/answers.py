@@ -13,7 +13,8 @@ from bot.asks import approvals, inputs
 from bot.asks.connections import Connections
 from bot.asks.inputs import InputDesk
 from bot.asks.parking import Parking
-from bot.errors import AskError, AskExpired, AskGone, NerveError
+from bot.errors import AskError, AskExpired, AskGone
+from bot.mcp.auth.sign_ins import SignInFailed
 from bot.types import (
     Answer,
     Answered,
@@ -80,9 +81,9 @@ class Answers:
             raise AskGone(NO_QUESTIONS)
         outcome = await self._inputs.answer(ask_id, person, _input_answer(answer))
         if outcome.note == inputs.GONE:
-            raise AskGone(outcome.note)
+            raise AskGone(outcome.note, request=outcome.request)
         if outcome.note == inputs.EXPIRED:
-            raise AskExpired(outcome.note)
+            raise AskExpired(outcome.note, request=outcome.request)
         return Answered(
             changed=outcome.changed,
             note=outcome.note,
@@ -98,9 +99,9 @@ class Answers:
             raise AskGone(NO_SIGN_INS)
         try:
             signed = await self._connections.finish(ask_id, answer.code, answer.iss, answer.error)
-        except NerveError as exc:  # refused, already used or expired: the person gets a new link
+        except SignInFailed as exc:  # refused, already used or expired: the person gets a new link
             raise AskError(exc.message) from exc
-        return Answered(changed=True, resume=signed.request_ids)
+        return Answered(changed=True, resume=signed.request_ids, signed_in=signed)
 
 
 def _input_answer(answer: Submit | LinkOpened | Decline | Cancel) -> InputAnswer:

@@ -14,7 +14,8 @@ from bot.mcp.auth.people import person_of
 from bot.types import ConversationKey, SignInNeeded
 
 if TYPE_CHECKING:  # the agent holds one; only a nerve with per-person servers loads the OAuth client
-    from bot.mcp.auth.sign_ins import Connection, SignedIn, SignIns
+    from bot.mcp.auth.sign_ins import Connection, SignIns
+    from bot.types import SignedIn
 
 
 class ForgetsSignIns(Protocol):

@@ -136,12 +136,10 @@ class InputDesk:
             await self._store.open_input(request, schema, self._wall(), status="declined")
             logger.info("MCP server %r asked for input nerve refused to show: %s", server, request.refused)
             metrics.question_ended("refused")
-            await progress(TurnEvent(kind="input_needed", message=request.refused, input=request))
             await progress(TurnEvent(kind="ask", message=request.refused, ask=Ask.of_input(request)))
             return InputAnswer(action="decline")
         await self._store.open_input(request, schema, self._wall())
         metrics.question_waiting(request)
-        await progress(TurnEvent(kind="input_needed", message=request.message, input=request))
         await progress(TurnEvent(kind="ask", message=request.message, ask=Ask.of_input(request)))
         status: InputStatus = "cancelled"
         try:
@@ -157,7 +155,7 @@ class InputDesk:
                 # The call ended first (its timeout, the turn stopped): nobody should answer any more.
                 await finish_anyway(self._store.settle_input(request.request_id, "cancelled", by="nerve"))
             with contextlib.suppress(Exception):
-                await asyncio.shield(progress(TurnEvent(kind="input_done", message=status, input=request)))
+                await asyncio.shield(progress(ended(request, status)))
 
     async def _wait(self, request: InputRequest) -> tuple[InputStatus, InputAnswer]:
         request_id = request.request_id
@@ -259,7 +257,7 @@ class InputDesk:
         for request in await self._store.close_parked_questions(parked_id, call_id):
             metrics.question_settled(request.request_id)
             with contextlib.suppress(Exception):
-                await progress(TurnEvent(kind="input_done", message="expired", input=request))
+                await progress(ended(request, "expired"))
         found = await self._store.parked_answers(parked_id, call_id)
         assert found is not None
         request_state, rows = found
@@ -286,7 +284,7 @@ class InputDesk:
             return
         request, progress = found
         with contextlib.suppress(Exception):
-            await progress(TurnEvent(kind="input_done", message="completed", input=request))
+            await progress(ended(request, "completed"))
 
     async def open(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on "Fill in": the request when this person may answer it now, else a note why not."""
@@ -353,6 +351,11 @@ class InputDesk:
         waiting = self._answered.get(request_id)
         if waiting is not None:
             waiting.set()
+
+
+def ended(request: InputRequest, status: InputStatus) -> TurnEvent:
+    """The event that says how a question or a link ended, so front ends take its buttons off."""
+    return TurnEvent(kind="ask_done", message=status, ask=Ask.of_input(request))
 
 
 def _answer_of(stored: StoredInput) -> InputAnswer:

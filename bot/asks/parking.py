@@ -144,15 +144,6 @@ class Parking:
             waiting_for.append(sign_in_ask)
             await progress(
                 TurnEvent(
-                    kind="sign_in_needed",
-                    message=message,
-                    tool=w.call.name,
-                    tool_call_id=w.call.id,
-                    sign_in=w.sign_in,
-                )
-            )
-            await progress(
-                TurnEvent(
                     kind="ask", message=message, tool=w.call.name, tool_call_id=w.call.id, ask=sign_in_ask
                 )
             )
@@ -161,7 +152,6 @@ class Parking:
                 shown = question.request
                 metrics.question_waiting(shown)
                 message = shown.refused or shown.message
-                await progress(TurnEvent(kind="input_needed", message=message, input=shown))
                 await progress(TurnEvent(kind="ask", message=message, ask=Ask.of_input(shown)))
                 if shown.refused is None:
                     waiting_for.append(Ask.of_input(shown))
@@ -199,7 +189,6 @@ class Parking:
             text=" ".join(parts),
             attachments=attachments,
             usage=waiting_round.usage,
-            approval=approval,
             waiting=tuple(waiting_for),
         )
 
@@ -228,7 +217,6 @@ class Parking:
         names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
         return AgentReply(
             text=f"Waiting for approval to run {names}.",
-            approval=found[0],
             waiting=(Ask.of_approval(found[0]),),
         )
 

@@ -111,7 +111,7 @@ def turn_outcome(outcome: str) -> None:
 
 
 def _outcome_of(reply: AgentReply) -> str:
-    if reply.approval is not None:
+    if any(ask.kind == "approval" for ask in reply.waiting):
         return "parked"
     if reply.deferred:
         return "deferred"

@@ -37,6 +37,7 @@ from bot.types.asks import (
     Decline,
     Deny,
     LinkOpened,
+    SignedIn,
     SignInFinished,
     Submit,
 )
@@ -113,6 +114,7 @@ __all__ = [
     "Role",
     "SignInFinished",
     "SignInNeeded",
+    "SignedIn",
     "Submit",
     "ToolCall",
     "ToolErrorKind",

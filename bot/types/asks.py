@@ -123,11 +123,22 @@ Answer = Approve | Deny | Submit | LinkOpened | Decline | Cancel | SignInFinishe
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SignedIn:
+    """Who a finished sign-in connected to which server."""
+
+    server: str
+    person: str
+    # Parked turns whose calls waited for this sign-in: resume them.
+    request_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Answered:
     """What an answer did. `note` says, for the person who answered only, why nothing changed;
     `errors` holds a message per field of a form refused as filled in (the form stays open);
     `resume` names the parked turn this answer let go on (the front end calls `Agent.resume`).
-    `decision` and `input` are the kind's own outcome, for front ends that show more of it."""
+    `decision` and `input` are the kind's own outcome, for front ends that show more of it;
+    `signed_in` is a finished sign-in (the terminal and the browser name its server)."""
 
     changed: bool
     note: str | None = None
@@ -135,3 +146,4 @@ class Answered:
     resume: tuple[str, ...] = ()
     decision: Decision | None = None
     input: InputOutcome | None = None
+    signed_in: SignedIn | None = None

@@ -14,8 +14,7 @@ from typing import Any, Literal
 from bot.types.approvals import ApprovalPrompt
 from bot.types.asks import Ask
 from bot.types.conversation import Usage
-from bot.types.inputs import InputRequest
-from bot.types.tools import Resource, SignInNeeded
+from bot.types.tools import Resource
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,12 +57,15 @@ class AgentReply:
     cut_short: bool = False
     # The model service failed: `text` is an apology, not an answer (scripts may exit non-zero).
     failed: bool = False
-    # The turn is parked until a person decides on these calls; `text` says so.
-    approval: ApprovalPrompt | None = None
     # The thread has a turn waiting for a person; this message waits behind it (stored, not lost).
     deferred: bool = False
     # The turn is parked until people answer these (approvals, questions, links, sign-ins).
     waiting: tuple[Ask, ...] = ()
+
+    @property
+    def approval(self) -> ApprovalPrompt | None:
+        """The calls the parked turn waits for a decision on, if any (its "approval" ask)."""
+        return next((ask.approval for ask in self.waiting if ask.approval is not None), None)
 
 
 TurnEventKind = Literal[
@@ -74,10 +76,8 @@ TurnEventKind = Literal[
     "tool_progress",
     "retrying",
     "notice",
-    "input_needed",
-    "input_done",
-    "sign_in_needed",
     "ask",
+    "ask_done",
 ]
 
 
@@ -94,15 +94,11 @@ class TurnEvent:
     - "tool_progress": a running call's server reported progress (`message`, `fraction` 0..1 when
       it knows the total).
     - "retrying" (`retry_in` seconds) and "notice": a status line for people.
-    - "input_needed": a server asks `input.user_id` for input (`input`); show the form or link.
-      "input_done": it was answered, declined, cancelled or expired (`input`, `message` says which);
-      take the buttons off. For a link, a later "input_done" with `message` "completed" says the
-      server finished what the link was for.
-    - "sign_in_needed": the turn waits for `sign_in.person` to sign in to `sign_in.server`; show
-      them (only them: the link is theirs) a button to `sign_in.url`.
     - "ask": the turn asks a person something (`ask`), whatever its kind: every approval, question,
-      link and sign-in is announced this way, and answered with `Agent.answer`. (The kinds above
-      that carry an input or a sign-in are still sent beside it while front ends move over.)
+      link and sign-in is announced this way, and answered with `Agent.answer`.
+    - "ask_done": the ask `ask` ended, and `message` says how ("accepted", "declined",
+      "cancelled", "expired", "ended"): take its buttons off, wherever it was answered. For a link,
+      a later "ask_done" with `message` "completed" says the server finished what it was for.
 
     Sinks are awaited in the turn's path: they should only record and return (throttle elsewhere).
     """
@@ -114,8 +110,6 @@ class TurnEvent:
     ok: bool | None = None
     retry_in: float | None = None
     fraction: float | None = None
-    input: InputRequest | None = None
-    sign_in: SignInNeeded | None = None
     server: str | None = None
     ask: Ask | None = None
 

@@ -36,7 +36,7 @@ from bot.mcp.auth.tokens import StoredTokens
 from bot.mcp.auth.vault import Vault
 from bot.mcp.server_config import AuthConfig, ServerConfig
 from bot.store.sign_ins import SignInLedger
-from bot.types import ConversationKey, SignInNeeded
+from bot.types import ConversationKey, SignedIn, SignInNeeded
 
 logger = logging.getLogger(__name__)
 
@@ -66,14 +66,6 @@ logging.getLogger("mcp.client.auth.oauth2").addFilter(_not_a_parked_sign_in)
 
 class SignInFailed(NerveError):
     """The browser came back, but the sign-in cannot be finished; the message says what to do."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SignedIn:
-    server: str
-    person: str
-    # Parked turns whose calls waited for this sign-in: resume them.
-    request_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
