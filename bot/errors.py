@@ -88,6 +88,10 @@ class SignInError(NerveError):
     """Signing in to a server did not work out (refused, abandoned, or the server kept saying no)."""
 
 
+class SignInFailed(NerveError):
+    """The browser came back, but the sign-in cannot be finished; the message says what to do."""
+
+
 class AskError(NerveError):
     """An answer to an ask nerve cannot take: the ask is unknown, answered already, or expired.
 

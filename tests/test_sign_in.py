@@ -187,7 +187,7 @@ async def test_a_sign_in_link_works_once_and_a_wrong_issuer_is_refused(notes, st
         await agent.reply(ask("U1"), shown)
         [needed] = shown.sign_ins()
         came_back = await browser_signs_in(needed, "alice")
-        from bot.mcp.auth.sign_ins import SignInFailed
+        from bot.errors import SignInFailed
 
         with pytest.raises(SignInFailed, match="issuer"):
             await agent.connections.finish(

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from adapters.terminal.fill_in import FillIn, Parked
 from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable, shown
-from bot.agent import Agent
 from bot.errors import AskError
 from bot.types import (
     AgentReply,
@@ -44,6 +44,9 @@ ANSWERS = {
     "always": (True, True),
 }
 PREVIEW_VALUE_CHARS = 40
+
+if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the like need none
+    from bot.agent import Agent
 
 
 def waiting_approval(reply: AgentReply) -> ApprovalPrompt | None:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -31,7 +31,6 @@ from adapters.common import cards
 from adapters.resources import link_host
 from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable, shown
-from bot.agent import Agent
 from bot.errors import AskError
 from bot.types import (
     REQUIRED,
@@ -72,6 +71,9 @@ SENDS: dict[str, InputAction] = {
 DONE = {"accept": "Sent.", "decline": "Declined.", "cancel": "Cancelled: nothing was sent."}
 # What a person's choice tells the server, as an answer to the ask.
 ANSWERS: dict[InputAction, Answer] = {"accept": LinkOpened(), "decline": Decline(), "cancel": Cancel()}
+
+if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the like need none
+    from bot.agent import Agent
 
 
 def _ended(request: InputRequest, status: str) -> str:

@@ -13,8 +13,7 @@ from bot.asks import approvals, inputs
 from bot.asks.connections import Connections
 from bot.asks.inputs import InputDesk
 from bot.asks.parking import Parking
-from bot.errors import AskError, AskExpired, AskGone
-from bot.mcp.auth.sign_ins import SignInFailed
+from bot.errors import AskError, AskExpired, AskGone, SignInFailed
 from bot.types import (
     Answer,
     Answered,

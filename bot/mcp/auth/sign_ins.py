@@ -29,7 +29,7 @@ from mcp.shared.auth import (
 )
 from pydantic import BaseModel
 
-from bot.errors import NerveError
+from bot.errors import NerveError, SignInFailed
 from bot.mcp.address_guard import PlainHttpRefused, http_client
 from bot.mcp.auth.provider import NerveOAuth
 from bot.mcp.auth.tokens import StoredTokens
@@ -62,10 +62,6 @@ def _not_a_parked_sign_in(record: logging.LogRecord) -> bool:
 
 
 logging.getLogger("mcp.client.auth.oauth2").addFilter(_not_a_parked_sign_in)
-
-
-class SignInFailed(NerveError):
-    """The browser came back, but the sign-in cannot be finished; the message says what to do."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
