@@ -28,7 +28,6 @@ from adapters.jobs_runtime import Launcher
 from bot.agent import APPROVAL_GONE as GONE
 from bot.errors import AskError, AskExpired
 from bot.types import (
-    AgentReply,
     Answer,
     Answered,
     ApprovalPrompt,
@@ -77,11 +76,6 @@ def batch_hash(prompt: ApprovalPrompt) -> str:
     """One short hash for the whole batch, for the buttons that decide every call at once."""
     joined = "\n".join(c.call_hash for c in prompt.calls)
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:HASH_CHARS]
-
-
-def waiting_approval(reply: AgentReply) -> ApprovalPrompt | None:
-    """The calls a parked reply waits for a decision on, if any (its "approval" ask)."""
-    return next((ask.approval for ask in reply.waiting if ask.approval is not None), None)
 
 
 class Approvals(Protocol):

@@ -49,11 +49,6 @@ def thread_name(question: str) -> str:
     return truncate(" ".join(question.split()), 90)[0] or "nerve"
 
 
-def approval_of(reply: AgentReply) -> ApprovalPrompt | None:
-    """The approval a parked turn waits for, if it waits for one (`AgentReply.waiting`)."""
-    return next((ask.approval for ask in reply.waiting if ask.approval is not None), None)
-
-
 class TurnAnswers:
     """Runs one client's turns and posts their replies where they belong.
 
@@ -127,7 +122,7 @@ class TurnAnswers:
                     reply = await self._run_turn(job.incoming, progress)
                 finally:
                     await live.stop()
-            approval = approval_of(reply)
+            approval = reply.approval
             if approval is not None:
                 await self._show_approval_live(live, job.channel_id, guild_id, reply, approval, reference)
             else:
@@ -184,7 +179,7 @@ class TurnAnswers:
                 )
             finally:
                 await live.stop()
-            approval = approval_of(reply)
+            approval = reply.approval
             if approval is not None:
                 await live.discard()
                 await self._show_approval(interaction, job, reply, approval)
@@ -226,7 +221,7 @@ class TurnAnswers:
         """Post a reply as channel messages: the answer's chunks, or the approval message of a parked
         turn. False when nothing could be posted."""
         channel = self._client.get_partial_messageable(channel_id, guild_id=guild_id)
-        approval = approval_of(reply)
+        approval = reply.approval
         if approval is not None:
             posted = await self._approvals.post_prompt(channel, channel_id, approval, reference)
             return posted is not None

@@ -24,7 +24,6 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
-from adapters.common.desk import waiting_approval
 from adapters.slack.events import Turn
 from adapters.slack.input_posts import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
@@ -313,7 +312,7 @@ class StreamedAnswer:
         if self._concluded:
             return Concluded(replace_ts=ts)
         self._concluded = True
-        feedback = self._feedback and not (reply.failed or waiting_approval(reply) or reply.deferred)
+        feedback = self._feedback and not (reply.failed or reply.approval or reply.deferred)
         head = render_reply(reply, Level.RICH).messages[0]
         first = answer_chunks(reply.text)[0]
         answer_block = {"type": "markdown", "text": first}
@@ -369,7 +368,7 @@ class StreamedAnswer:
             for att in reply.attachments
             if att.tool_call_id in self._tasks
         ]
-        approval = waiting_approval(reply)
+        approval = reply.approval
         if approval is not None:
             chunks += [
                 _task(call.call_id, call.tool, "pending", details="waiting for approval")

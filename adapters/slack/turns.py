@@ -27,7 +27,6 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.common.desk import waiting_approval
 from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, turn_in
@@ -339,7 +338,7 @@ class TurnRunner:
             await self._upload_all(turn, rendered.uploads)
             if posts is not None:
                 await posts.files_done()
-        approval = waiting_approval(reply)
+        approval = reply.approval
         if approval is not None:
             await self._ask_approval(turn, approval)
 

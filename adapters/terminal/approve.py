@@ -49,11 +49,6 @@ if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the l
     from bot.agent import Agent
 
 
-def waiting_approval(reply: AgentReply) -> ApprovalPrompt | None:
-    """The calls a parked reply waits for a decision on, if any (its "approval" ask)."""
-    return next((ask.approval for ask in reply.waiting if ask.approval is not None), None)
-
-
 async def _decide(
     agent: Agent, prompt: ApprovalPrompt, user: str, answer: Answer, console: Console | None = None
 ) -> list[str]:
@@ -195,7 +190,7 @@ async def settle_one_shot(
     """
     while True:
         parked = await questions.settle() if questions is not None else None
-        prompt = waiting_approval(reply)
+        prompt = reply.approval
         if prompt is not None:
             if approve_all:
                 await _decide(agent, prompt, user, Approve())  # every open call at once

@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from adapters.terminal.approve import ask_each, go_on, go_on_answered, print_waiting, waiting_approval
+from adapters.terminal.approve import ask_each, go_on, go_on_answered, print_waiting
 from adapters.terminal.fill_in import FillIn, Parked
 from adapters.terminal.keyboard import ReadLine, on_ctrl_c
 from adapters.terminal.live import LiveAnswer, PlainAnswer
@@ -162,7 +162,7 @@ class ChatTurns:
         went_on = False
         while piece is not None:
             reply, parked = piece.reply, piece.parked
-            approval = waiting_approval(reply)
+            approval = reply.approval
             self.last = reply
             if parked is not None:
                 self._plain.interrupted()

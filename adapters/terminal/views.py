@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rich.console import Console
 
 from adapters.resources import display_name, file_label, kind_of
-from adapters.terminal.approve import settle_one_shot, terminal_place, waiting_approval
+from adapters.terminal.approve import settle_one_shot, terminal_place
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.keyboard import ReadLine, read_line
 from adapters.terminal.live import PlainAnswer
@@ -181,7 +181,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     async with FillIn(agent, user, typed, notes) as questions:
         progress = questions.watching(progress)
         reply = await agent.reply(incoming, progress)
-        if waiting_approval(reply) is not None or questions.parked:
+        if reply.approval is not None or questions.parked:
             if interactive and not as_json and not questions.parked:
                 answer.finish(reply.text)
             reply = await settle_one_shot(
