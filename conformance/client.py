@@ -31,12 +31,12 @@ from typing import Any
 
 import httpx2
 
-from bot.config import AuthConfig, ServerConfig
 from bot.forms import FormError, check_answer, form_from_schema
 from bot.mcp.auth.loopback import LoopbackSignIn
 from bot.mcp.auth.memory import MemoryTokens
 from bot.mcp.auth.provider import NerveOAuth, auth_for
 from bot.mcp.host import MCPHost
+from bot.mcp.server_config import AuthConfig, ServerConfig
 from bot.turn.calls import CallOutcome, CallSettings, RoundRunner, TurnState
 from bot.types import CallContext, InputAnswer, InputDraft, ToolCall, ToolSpec, no_progress
 from conformance.plans import Call, plan
