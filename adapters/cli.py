@@ -53,7 +53,7 @@ WORKER_DESCRIPTION = (
 def _place(text: str) -> Place:
     """`--place` as a Place; a mistake is a usage error that says what to write."""
     try:
-        return Place.parse(text)
+        return Place.parse(text, Settings.platforms)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(printable(str(exc))) from None
 
@@ -336,7 +336,7 @@ async def _servers_starting(command: str, settings: Settings) -> AsyncIterator[N
     from bot.mcp.servers_file import read_mcp_config
 
     try:
-        servers = read_mcp_config(settings.nerve_mcp_config).servers
+        servers = read_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
     except (NerveError, OSError):
         servers = {}  # the runtime reports a file it cannot read, in its own words
     async with started_early(servers):

@@ -32,7 +32,7 @@ from bot.runtime import BOT_PERSON, open_store
 
 
 async def connect(settings: Settings, server: str, thread: str = "default") -> int:
-    servers = load_mcp_config(settings.nerve_mcp_config).servers
+    servers = load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
     config = servers.get(server)
     if config is None or config.auth is None or config.auth.type != "oauth" or config.url is None:
         signed = ", ".join(n for n, c in servers.items() if c.auth and c.auth.type == "oauth") or "none"
@@ -40,7 +40,7 @@ async def connect(settings: Settings, server: str, thread: str = "default") -> i
     if settings.nerve_secret_key is None:
         raise ConfigError("set NERVE_SECRET_KEY first: sign-in tokens are stored encrypted with it")
     key = conversation_key(thread)
-    person = person_of(key, key.workspace) if config.auth.per_person else BOT_PERSON
+    person = person_of(key, key.workspace, settings.platforms) if config.auth.per_person else BOT_PERSON
     vault = Vault(settings.nerve_secret_key.get_secret_value())
     async with open_store(settings) as store, LoopbackSignIn() as browser:
         storage = StoredTokens(store, vault, server=server, person=person, registration=browser.redirect_uri)

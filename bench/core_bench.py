@@ -41,6 +41,7 @@ from typing import Any
 
 from mcp import StdioServerParameters
 
+from adapters.platforms import PLATFORMS
 from bench.bare_loop import BareLoop
 from bench.payload_server import payload, report_id
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
@@ -203,7 +204,7 @@ def _trailing_tool_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str
 
 def seed_servers(env_delay_ms: int = 0, geo_delay_ms: int = 0) -> dict[str, ServerConfig]:
     """The seed servers exactly as `mcp.json` configures them, with the benchmark's call delays."""
-    servers = load_servers(ROOT / "mcp.json")
+    servers = load_servers(ROOT / "mcp.json", platforms=PLATFORMS)
     delays = {
         "env-query": ("ENV_QUERY_DELAY_MS", env_delay_ms),
         "geo-simulator": ("GEO_SIMULATOR_DELAY_MS", geo_delay_ms),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -17,6 +17,8 @@ from pydantic import (
     field_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.policy.platforms import Platforms
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,10 @@ class Settings(BaseSettings):
     each one with its default."""
 
     model_config = SETTINGS_SOURCES
+    # The chat platforms the front ends speak on, which the core is built with (the grammar of
+    # places in the servers file, people's sign-in ids, the advice on starting afresh): not read from
+    # the environment, each front end describes its own (`adapters.settings`). The core alone knows none.
+    platforms: ClassVar[Platforms] = Platforms()
 
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None

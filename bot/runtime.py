@@ -89,6 +89,7 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         input_timeout=settings.nerve_input_timeout,
         sign_in_timeout=settings.nerve_sign_in_timeout,
         turn_deadline=settings.nerve_turn_deadline,
+        platforms=settings.platforms,
     )
 
 
@@ -170,7 +171,7 @@ async def open_runtime(
     this front end serves its own callback (the terminal's loopback); else NERVE_PUBLIC_URL's.
     `servers_in_background` opens without waiting for the servers' first attempts (the chat greets
     the person meanwhile); its turns wait for them with `Runtime.wait_for_servers`."""
-    mcp = load_mcp_config(settings.nerve_mcp_config)
+    mcp = load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms)
     async with AsyncExitStack() as stack:
         store = await stack.enter_async_context(open_store(settings))
         await stack.enter_async_context(
@@ -214,7 +215,7 @@ async def open_runtime(
             turn_lock=store.turn_lock,
             approvals=store,
             inputs=store,
-            connections=Connections(sign_ins, host) if sign_ins is not None else None,
+            connections=Connections(sign_ins, host, settings.platforms) if sign_ins is not None else None,
         )
         yield Runtime(
             agent=agent,

@@ -11,6 +11,7 @@ import asyncio
 
 import pytest
 
+from adapters.platforms import PLATFORMS
 from bot.agent import Agent, AgentConfig
 from bot.asks.approvals import NOT_YOURS as NOT_YOUR_APPROVAL
 from bot.asks.connections import Connections
@@ -201,7 +202,9 @@ async def test_a_sign_in_is_announced_and_finished_through_answer(notes_oauth, s
     await oauth_host.start()
     try:
         async with FakeLLMServer(steps) as model:
-            agent = agent_for(model, oauth_host, store, connections=Connections(sign_ins, oauth_host))
+            agent = agent_for(
+                model, oauth_host, store, connections=Connections(sign_ins, oauth_host, PLATFORMS)
+            )
             await sign_in_finished(agent)
     finally:
         async with asyncio.timeout(10):

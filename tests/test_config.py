@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from adapters.platforms import PLATFORMS
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.mcp.servers_file import load_mcp_config, load_servers
@@ -42,7 +43,7 @@ def write(tmp_path: Path, content: dict[str, Any] | str, name: str = "mcp.json")
 
 def config_error(path: Path, environ: dict[str, str] | None = None) -> str:
     with pytest.raises(ConfigError) as caught:
-        load_servers(path, environ if environ is not None else {})
+        load_servers(path, environ if environ is not None else {}, platforms=PLATFORMS)
     return str(caught.value)
 
 
@@ -61,7 +62,7 @@ def test_every_documented_example_loads_with_exactly_the_environment_it_document
     documented = DOCUMENTED_VARIABLE.findall(prose)
     assert set(USED_VARIABLE.findall(block)) == set(documented), "document every variable used"
     path = write(tmp_path, block)
-    servers = load_servers(path, {name: "secret-value" for name in documented})
+    servers = load_servers(path, {name: "secret-value" for name in documented}, platforms=PLATFORMS)
     assert servers
     for name in documented:
         assert name in config_error(path)  # without the documented variable, the error says which
@@ -70,7 +71,9 @@ def test_every_documented_example_loads_with_exactly_the_environment_it_document
 @pytest.mark.parametrize("index", range(len(documented_examples())))
 def test_every_documented_command_runs_on_a_fresh_clone(tmp_path, index):
     block, _, page = documented_examples()[index]
-    servers = load_servers(write(tmp_path, block), {n: "x" for n in USED_VARIABLE.findall(block)})
+    servers = load_servers(
+        write(tmp_path, block), {n: "x" for n in USED_VARIABLE.findall(block)}, platforms=PLATFORMS
+    )
     for name, server in servers.items():
         if server.command is None:
             continue
@@ -99,6 +102,7 @@ def test_the_vs_code_form_loads_like_the_claude_desktop_form(tmp_path):
             "vscode.json",
         ),
         {},
+        platforms=PLATFORMS,
     )
     desktop = load_servers(
         write(
@@ -113,6 +117,7 @@ def test_the_vs_code_form_loads_like_the_claude_desktop_form(tmp_path):
             "desktop.json",
         ),
         {},
+        platforms=PLATFORMS,
     )
     assert {name: s.kind for name, s in vs_code.items()} == {
         "local": "stdio",
@@ -127,7 +132,7 @@ def test_type_streamable_http_is_accepted_as_cursor_writes_it(tmp_path):
     path = write(
         tmp_path, {"mcpServers": {"r": {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp"}}}
     )
-    assert load_servers(path, {})["r"].kind == "streamable-http"
+    assert load_servers(path, {}, platforms=PLATFORMS)["r"].kind == "streamable-http"
 
 
 @pytest.mark.parametrize(
@@ -156,7 +161,7 @@ def test_disabled_true_on_an_entry_leaves_that_server_out_even_with_its_variable
             }
         },
     )
-    assert list(load_servers(path, {})) == ["on"]
+    assert list(load_servers(path, {}, platforms=PLATFORMS)) == ["on"]
 
 
 def test_a_top_level_disabled_list_leaves_those_servers_out(tmp_path):
@@ -164,7 +169,7 @@ def test_a_top_level_disabled_list_leaves_those_servers_out(tmp_path):
         tmp_path,
         {"servers": {"a": {"command": "python"}, "b": {"command": "python"}}, "disabled": ["b"]},
     )
-    assert list(load_servers(path, {})) == ["a"]
+    assert list(load_servers(path, {}, platforms=PLATFORMS)) == ["a"]
 
 
 def test_a_disabled_list_naming_no_configured_server_is_an_error_naming_it(tmp_path):
@@ -221,7 +226,7 @@ def test_server_names_only_case_or_punctuation_apart_load_with_a_warning(tmp_pat
         tmp_path, {"mcpServers": {"Check": entry, "check": entry, "my-server": entry, "my_server": entry}}
     )
     with caplog.at_level("WARNING", logger="bot.mcp.servers_file"):
-        config = load_mcp_config(path, {})
+        config = load_mcp_config(path, {}, platforms=PLATFORMS)
     assert list(config.servers) == ["Check", "check", "my-server", "my_server"]
     expected = [
         f"{path}: servers 'Check' and 'check' differ only in case or punctuation",
@@ -247,7 +252,7 @@ def test_env_variables_in_vs_code_syntax_are_expanded(tmp_path):
         tmp_path,
         {"servers": {"r": {"type": "http", "url": "https://x/mcp", "headers": {"A": "Bearer ${env:TOKEN}"}}}},
     )
-    assert load_servers(path, {"TOKEN": "t0k"})["r"].headers == {"A": "Bearer t0k"}
+    assert load_servers(path, {"TOKEN": "t0k"}, platforms=PLATFORMS)["r"].headers == {"A": "Bearer t0k"}
     assert "TOKEN is not set" in config_error(path)
 
 
@@ -265,7 +270,7 @@ def test_an_env_file_is_read_relative_to_the_servers_file_and_env_entries_win(tm
         tmp_path / "conf",
         {"servers": {"s": {"command": "python", "envFile": "server.env", "env": {"REGION": "us"}}}},
     )
-    assert load_servers(path, {})["s"].env == {"API_KEY": "from-file", "REGION": "us"}
+    assert load_servers(path, {}, platforms=PLATFORMS)["s"].env == {"API_KEY": "from-file", "REGION": "us"}
 
 
 def test_a_missing_env_file_is_an_error_naming_the_server_and_field(tmp_path):
@@ -276,7 +281,7 @@ def test_a_missing_env_file_is_an_error_naming_the_server_and_field(tmp_path):
 
 def test_vs_code_dev_settings_are_accepted_and_a_misspelt_field_is_still_an_error(tmp_path):
     ok = write(tmp_path, {"servers": {"s": {"command": "python", "dev": {"watch": "src/**/*.py"}}}})
-    assert list(load_servers(ok, {})) == ["s"]
+    assert list(load_servers(ok, {}, platforms=PLATFORMS)) == ["s"]
     bad = write(tmp_path, {"servers": {"s": {"command": "python", "argz": []}}}, "bad.json")
     assert "server 's' field 'argz'" in config_error(bad)
 
@@ -298,7 +303,7 @@ def test_approval_is_writes_unless_the_server_or_a_tool_says_otherwise(tmp_path)
             }
         },
     )
-    servers = load_servers(path, {})
+    servers = load_servers(path, {}, platforms=PLATFORMS)
     assert servers["plain"].approval == "writes"
     assert servers["fs"].approval == "never"
     assert servers["fs"].tools["delete_file"].approval == "always"
@@ -333,7 +338,7 @@ def test_the_policy_section_becomes_scopes_per_place(tmp_path):
             },
         },
     )
-    config = load_mcp_config(path, {})
+    config = load_mcp_config(path, {}, platforms=PLATFORMS)
 
     assert list(config.servers) == ["fs", "env-query"]
     assert config.scopes.rules["slack:C123"] == Rule(allow=("fs", "env-query"), deny=("fs/write_*",))
@@ -345,7 +350,9 @@ def test_the_policy_section_becomes_scopes_per_place(tmp_path):
 
 
 def test_a_file_without_a_policy_allows_every_place_everything(tmp_path):
-    config = load_mcp_config(write(tmp_path, {"servers": {"a": {"command": "python"}}}), {})
+    config = load_mcp_config(
+        write(tmp_path, {"servers": {"a": {"command": "python"}}}), {}, platforms=PLATFORMS
+    )
     assert config.scopes == Scopes()
     assert config.scopes.allows(Place(platform="slack", channel="C1"), "a", "anything")
 
@@ -376,7 +383,7 @@ def test_policy_patterns_may_name_a_disabled_server_and_use_wildcards_for_server
             "policy": {"*": {"deny": ["fs", "remote-*"]}},
         },
     )
-    assert load_mcp_config(path, {}).scopes.rules["*"].deny == ("fs", "remote-*")
+    assert load_mcp_config(path, {}, platforms=PLATFORMS).scopes.rules["*"].deny == ("fs", "remote-*")
 
 
 def test_the_vs_code_form_takes_approval_and_policy_and_keeps_its_own_keys(tmp_path):
@@ -390,7 +397,7 @@ def test_the_vs_code_form_takes_approval_and_policy_and_keeps_its_own_keys(tmp_p
             "policy": {"discord:guild:123": {"deny": ["fs"]}},
         },
     )
-    config = load_mcp_config(path, {})
+    config = load_mcp_config(path, {}, platforms=PLATFORMS)
     assert config.servers["fs"].approval == "always"
     assert not config.scopes.allows(Place(platform="discord", guild="123", channel="5"), "fs", "read")
 

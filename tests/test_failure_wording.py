@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.platforms import PLATFORMS
+from bot.agent import AgentConfig
 from bot.policy.scopes import Place
 from bot.types import ConversationKey, Incoming
 from tests.fakes.llm_server import context_length_exceeded, rate_limited, server_error
@@ -33,7 +35,7 @@ async def test_a_conversation_too_long_even_compressed_says_how_to_start_afresh(
     tmp_path: Path, platform: str, dm: bool, how: str
 ) -> None:
     steps = [context_length_exceeded(), context_length_exceeded(style="vllm")]
-    async with core(tmp_path, steps) as c:
+    async with core(tmp_path, steps, config=AgentConfig(platforms=PLATFORMS)) as c:
         answer = await c.agent.reply(incoming(platform, dm=dm))
         assert answer.failed
         assert "try again" not in answer.text.lower()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +39,19 @@ def test_no_module_of_the_core_imports_a_front_end_or_platform_sdk():
         if (names := forbidden_imports(path))
     }
     assert offenders == {}
+
+
+def test_no_module_of_the_core_names_a_platform():
+    """What a platform is (its places, its people's ids, its commands) is told by its front end
+    (`adapters.platforms`): the core speaks of "a platform", never of one by name."""
+    named = re.compile(r"slack|discord", re.IGNORECASE)
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "bot").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if named.search(line)
+    ]
+    assert offenders == []
 
 
 def test_the_rule_catches_an_import_of_the_front_ends(tmp_path):

@@ -20,6 +20,7 @@ from mcp_types import (
     TextResourceContents,
 )
 
+from adapters.platforms import PLATFORMS
 from bot.mcp.catalog import ListedTool, build_catalog, clean_schema, sanitize_name
 from bot.mcp.host import MCPHost
 from bot.mcp.results import classify_error, from_call_result
@@ -76,7 +77,7 @@ SHARED = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def shared():
-    servers = load_servers(ROOT / "mcp.json")
+    servers = load_servers(ROOT / "mcp.json", platforms=PLATFORMS)
     servers["alpha"] = kit_server(
         "alpha",
         timeout=7,

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from adapters.platforms import PLATFORMS
 from adapters.terminal.views import reply_as_json
 from bot.agent import Agent, AgentConfig
 from bot.mcp.host import MCPHost
@@ -136,7 +137,9 @@ async def test_a_trusted_servers_read_only_tool_still_runs_at_once_and_the_shipp
 
     assert answer.approval is None and answer.text == "5"
     assert ran(log) == [("calc", "add", {"a": 2, "b": 3})]
-    assert all(server.trust_annotations for server in load_servers(ROOT / "mcp.json").values())
+    assert all(
+        server.trust_annotations for server in load_servers(ROOT / "mcp.json", platforms=PLATFORMS).values()
+    )
 
 
 # ---------------------------------------------------------------- B: a call screened against one tool

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata
 
+from adapters.platforms import PLATFORMS
 from bot.errors import ConfigError
 from bot.mcp.address_guard import AddressGuard, IPAddress, PlainHttpRefused, http_client, resolve
 from bot.mcp.auth.memory import MemoryTokens
@@ -125,7 +126,7 @@ def servers_file(tmp_path: Path, entry: dict[str, Any]) -> Path:
 def test_plain_http_off_this_machine_is_refused_at_load_naming_the_server_and_what_to_do(tmp_path, url):
     path = servers_file(tmp_path, {"url": url, "headers": {"Authorization": "Bearer ${TOKEN}"}})
     with pytest.raises(ConfigError) as refused:
-        load_mcp_config(path, {"TOKEN": "t", "URL": "http://mcp.example.com/mcp"})
+        load_mcp_config(path, {"TOKEN": "t", "URL": "http://mcp.example.com/mcp"}, platforms=PLATFORMS)
     message = refused.value.message
     assert message.startswith(f"{path}: server 'search' field 'url': plain http to ")
     assert "use https" in message and '"allowInsecureHttp": true' in message and "\n" not in message
@@ -144,13 +145,15 @@ def test_plain_http_off_this_machine_is_refused_at_load_naming_the_server_and_wh
 def test_https_and_plain_http_on_loopback_load_with_the_flag_off(tmp_path, url):
     entry = {"url": url, "allowPrivateNetwork": True, "headers": {"Authorization": "Bearer t"}}
     for flag in ({}, {"allowInsecureHttp": False}):
-        server = load_mcp_config(servers_file(tmp_path, {**entry, **flag})).servers["search"]
+        server = load_mcp_config(servers_file(tmp_path, {**entry, **flag}), platforms=PLATFORMS).servers[
+            "search"
+        ]
         assert server.url == url and server.allow_insecure_http is False
 
 
 def test_allow_insecure_http_lets_the_entry_load(tmp_path):
     entry = {"url": "http://mcp.example.com/mcp", "allowInsecureHttp": True}
-    server = load_mcp_config(servers_file(tmp_path, entry)).servers["search"]
+    server = load_mcp_config(servers_file(tmp_path, entry), platforms=PLATFORMS).servers["search"]
     assert server.allow_insecure_http and not ServerConfig(url="https://a.example/mcp").allow_insecure_http
 
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from adapters.platforms import PLATFORMS
 from bot.policy.approval import ToolHints, call_hash, definition_hash, needs_approval
 from bot.policy.scopes import Place, Rule, Scopes, pattern_problem, rule_name_problem
 from bot.types import ToolSpec
@@ -118,7 +119,7 @@ def test_no_policy_allows_everything():
     ],
 )
 def test_a_place_is_read_from_its_platform_and_parts_in_any_order(text, place):
-    assert Place.parse(text) == place
+    assert Place.parse(text, PLATFORMS) == place
 
 
 @pytest.mark.parametrize(
@@ -135,7 +136,7 @@ def test_a_place_is_read_from_its_platform_and_parts_in_any_order(text, place):
 )
 def test_a_place_that_cannot_be_read_says_what_is_wrong(text, says):
     with pytest.raises(ValueError, match=re.escape(says)):
-        Place.parse(text)
+        Place.parse(text, PLATFORMS)
 
 
 def test_every_rule_name_a_place_can_have_is_accepted_as_a_policy_key():
@@ -148,7 +149,7 @@ def test_every_rule_name_a_place_can_have_is_accepted_as_a_policy_key():
     ]
     for place in places:
         for name in place.rule_names():
-            assert rule_name_problem(name) is None, name
+            assert rule_name_problem(name, PLATFORMS) is None, name
 
 
 @pytest.mark.parametrize(
@@ -160,7 +161,7 @@ def test_every_rule_name_a_place_can_have_is_accepted_as_a_policy_key():
     ],
 )
 def test_a_policy_key_that_is_no_single_place_is_refused(name, says):
-    assert says in (rule_name_problem(name) or "")
+    assert says in (rule_name_problem(name, PLATFORMS) or "")
 
 
 @pytest.mark.parametrize(

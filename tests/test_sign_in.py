@@ -16,14 +16,16 @@ from urllib.parse import parse_qs, urlparse
 import httpx2
 import pytest
 
+from adapters.platforms import PLATFORMS
 from bot.agent import Agent, AgentConfig
 from bot.asks.connections import Connections
+from bot.mcp.auth.people import person_of
 from bot.mcp.auth.sign_ins import SignIns
 from bot.mcp.auth.vault import Vault
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import AuthConfig, ServerConfig
 from bot.store.sqlite import SQLiteStore
-from bot.types import ConversationKey, Incoming, SignInFinished, SignInNeeded
+from bot.types import ConversationKey, Incoming, Platforms, SignInFinished, SignInNeeded
 from servers.notes_oauth.sign_in import sign_in_as
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
@@ -83,7 +85,7 @@ async def open_agent(
         approvals=store,
         inputs=store,
         config=AgentConfig(approval_timeout=60, sign_in_timeout=60),
-        connections=Connections(sign_ins, host),
+        connections=Connections(sign_ins, host, PLATFORMS),
     )
     return agent, host
 
@@ -359,3 +361,17 @@ async def test_a_new_authorization_server_voids_the_tokens_of_the_old_one(store)
     await later.set_client_info(registered("https://new-issuer.example"))
     assert await later.get_tokens() is None, "tokens of the old issuer are gone"
     assert await store.stored_tokens("notes", "slack:T1:U1") is None
+
+
+def test_a_persons_sign_ins_are_kept_per_workspace_or_everywhere_where_the_platforms_ids_are_global():
+    def key(platform: str, workspace: str) -> ConversationKey:
+        return ConversationKey(platform=platform, workspace=workspace, channel="C1", thread="t1")
+
+    assert person_of(key("slack", "T1"), "U1", PLATFORMS) == "slack:T1:U1"
+    assert person_of(key("slack", "T2"), "U1", PLATFORMS) == "slack:T2:U1"
+    # One Discord person in every guild and in their DMs.
+    assert person_of(key("discord", "G1"), "42", PLATFORMS) == "discord:42"
+    assert person_of(key("discord", "dm"), "42", PLATFORMS) == "discord:42"
+    assert person_of(key("terminal", "me"), "me", PLATFORMS) == "terminal:me:me"
+    # A platform the core was not told of keeps its people per workspace.
+    assert person_of(key("discord", "G1"), "42", Platforms()) == "discord:G1:42"

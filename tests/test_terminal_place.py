@@ -9,6 +9,7 @@ from pathlib import Path
 
 import aiosqlite
 
+from adapters.platforms import PLATFORMS
 from bot.policy.places import place_id
 from bot.policy.scopes import Place
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, discover, migrate
@@ -21,7 +22,7 @@ def test_the_terminals_place_is_written_as_the_place_option_reads_it() -> None:
     where = Place(platform="terminal", channel="cli", user="ada")  # as the terminal builds it
     written = place_id(where)
     assert written == "terminal"
-    assert Place.parse(written) == Place(platform="terminal")
+    assert Place.parse(written, PLATFORMS) == Place(platform="terminal")
     assert place_id(Place(platform="slack", channel="C123", user="U1")) == "slack:C123"
 
 
@@ -47,7 +48,7 @@ async def test_approvals_remembered_as_terminal_cli_are_listed_and_revoked_as_te
     try:
         [remembered] = await store.remembered_approvals()
         assert remembered.place == "terminal"
-        assert Place.parse(remembered.place) == Place(platform="terminal")
+        assert Place.parse(remembered.place, PLATFORMS) == Place(platform="terminal")
         where = Place(platform="terminal", channel="cli", user="ada")
         assert await store.remembered(place_id(where), "notes", "append_note") == "h1"
         assert await store.revoke("terminal", "notes", "append_note")

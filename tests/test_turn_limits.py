@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from adapters.platforms import PLATFORMS
 from adapters.settings import Settings
 from bot.agent import AgentConfig
 from bot.runtime import agent_config
@@ -67,6 +68,8 @@ async def test_the_turn_settings_reach_the_agent() -> None:
     )
     config = agent_config(settings)
     assert (config.max_question_chars, config.max_concurrent_turns, config.turn_queue) == (500, 3, 7)
+    # The front ends' platforms, whose people and advice the turns follow.
+    assert config.platforms == PLATFORMS
     defaults = agent_config(Settings(_env_file=None))  # type: ignore[call-arg]
     assert (defaults.max_question_chars, defaults.max_concurrent_turns, defaults.turn_queue) == (
         20_000,

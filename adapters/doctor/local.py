@@ -53,7 +53,7 @@ def load_servers(settings: Settings) -> tuple[Check, McpConfig | None]:
     """The servers file, read and checked exactly as at start."""
     path = settings.nerve_mcp_config
     try:
-        mcp = load_mcp_config(path)
+        mcp = load_mcp_config(path, platforms=settings.platforms)
     except ConfigError as exc:
         todo = "fix the servers file (or set NERVE_MCP_CONFIG)"
         if not path.is_file():

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def signs_in(settings: Settings) -> bool:
     """Whether a server in the servers file signs in with OAuth (then the terminal takes callbacks)."""
-    servers = read_mcp_config(settings.nerve_mcp_config).servers
+    servers = read_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
     return any(config.auth is not None and config.auth.type == "oauth" for config in servers.values())
 
 

@@ -259,10 +259,12 @@ async def print_connections(settings: Settings, console: Console | None = None) 
     NERVE_SECRET_KEY are needed to list them."""
     console = console or Console(highlight=False)
     configured = (
-        load_mcp_config(settings.nerve_mcp_config).servers if settings.nerve_mcp_config.is_file() else None
+        load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
+        if settings.nerve_mcp_config.is_file()
+        else None
     )
     key = conversation_key("default")
-    person = person_of(key, key.workspace)
+    person = person_of(key, key.workspace, settings.platforms)
     async with open_store(settings) as store:
         if configured is None:
             connected = [(row.server, row.updated_at) for row in await store.connections_of(person)]

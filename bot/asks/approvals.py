@@ -47,7 +47,7 @@ class ApprovalStore(Protocol):
 
 
 def new_request_id() -> str:
-    """Short, unguessable, and safe inside Slack action values and Discord custom ids."""
+    """Short, unguessable, and safe inside the ids a platform's buttons carry back (short ASCII)."""
     return secrets.token_urlsafe(12)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from bot.mcp.auth.people import person_of
-from bot.types import ConversationKey, SignInNeeded
+from bot.types import ConversationKey, Platforms, SignInNeeded
 
 if TYPE_CHECKING:  # the agent holds one; only a nerve with per-person servers loads the OAuth client
     from bot.mcp.auth.sign_ins import Connection, SignIns
@@ -33,9 +33,10 @@ class ConnectStart:
 class Connections:
     """Sign-in, listing and disconnecting for the people of one nerve."""
 
-    def __init__(self, sign_ins: SignIns, host: ForgetsSignIns) -> None:
+    def __init__(self, sign_ins: SignIns, host: ForgetsSignIns, platforms: Platforms) -> None:
         self._sign_ins = sign_ins
         self._host = host
+        self._platforms = platforms
 
     @property
     def servers(self) -> list[str]:
@@ -46,7 +47,7 @@ class Connections:
         if server not in self.servers:
             known = ", ".join(self.servers) or "none"
             return ConnectStart(note=f"{server!r} is not a server you sign in to (those here: {known}).")
-        person = person_of(key, user_id)
+        person = person_of(key, user_id, self._platforms)
         if await self._sign_ins.has_tokens(server, person):
             return ConnectStart(note=f"You are already connected to {server}.")
         return ConnectStart(sign_in=await self._sign_ins.begin(server, person, key))
@@ -56,11 +57,11 @@ class Connections:
         return await self._sign_ins.complete(state, code, iss, error)
 
     async def of(self, key: ConversationKey, user_id: str) -> list[Connection]:
-        return await self._sign_ins.connections(person_of(key, user_id))
+        return await self._sign_ins.connections(person_of(key, user_id, self._platforms))
 
     async def disconnect(self, key: ConversationKey, user_id: str, server: str) -> bool:
         """Revoke and forget this person's connection; their next call asks them to sign in again."""
-        person = person_of(key, user_id)
+        person = person_of(key, user_id, self._platforms)
         gone = await self._sign_ins.disconnect(server, person)
         await self._host.forget_sign_in(server, person)
         return gone

@@ -1,8 +1,8 @@
 """Asking people what a server needs mid-call (MCP elicitation), and taking their answers.
 
 The call that asks waits, because the server holds its request open; the question itself lives in
-the store, so the answer may come through any process (a Slack click lands on whichever replica
-Slack chose): the waiter takes it from memory when it was answered here, or from the store's row.
+the store, so the answer may come through any process (a click may land on another replica than
+the one that asked): the waiter takes it from memory when it was answered here, or from the store's row.
 Only the person whose message started the turn may answer. A form that asks for a secret, or a
 link that is not https, is never shown: the server gets "decline" and the person a note. An
 unanswered question expires into "cancel", as does one whose waiting process stopped ("ended").

@@ -7,7 +7,7 @@ once the file is read; reading the file (`bot.mcp.servers_file`) is a separate j
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,7 @@ from pydantic import (
 
 from bot.policy.approval import DEFAULT_MODE, ApprovalMode
 from bot.policy.scopes import Rule, Scopes, pattern_problem, rule_name_problem
+from bot.types import Platforms
 
 
 class ToolOverride(BaseModel):
@@ -178,6 +179,13 @@ class PlaceRule(BaseModel):
         return patterns
 
 
+class PolicyContext(TypedDict):
+    """What reading the file is told (pydantic's validation context): the platforms its policy's
+    places are written for."""
+
+    platforms: Platforms
+
+
 class ServersFile(BaseModel):
     """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code).
 
@@ -196,8 +204,10 @@ class ServersFile(BaseModel):
     @field_validator("policy")
     @classmethod
     def _places(cls, policy: dict[str, PlaceRule], info: ValidationInfo) -> dict[str, PlaceRule]:
+        context: PolicyContext | None = info.context
+        platforms = context["platforms"] if context is not None else Platforms()
         for name in policy:
-            problem = rule_name_problem(name)
+            problem = rule_name_problem(name, platforms)
             if problem is not None:
                 raise ValueError(problem)
         entries = info.data.get("mcpServers") or info.data.get("servers")

@@ -23,8 +23,16 @@ from pydantic import (
 )
 
 from bot.errors import ConfigError
-from bot.mcp.server_config import SERVER_KEYS, AuthConfig, McpConfig, ServerConfig, ServersFile
+from bot.mcp.server_config import (
+    SERVER_KEYS,
+    AuthConfig,
+    McpConfig,
+    PolicyContext,
+    ServerConfig,
+    ServersFile,
+)
 from bot.plain_http import plain_http_host
+from bot.types import Platforms
 
 logger = logging.getLogger(__name__)
 
@@ -140,25 +148,31 @@ def _plain(message: str) -> str:
     return message.removeprefix("Value error, ")
 
 
-def load_servers(path: Path, environ: Mapping[str, str] | None = None) -> dict[str, ServerConfig]:
+def load_servers(
+    path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
+) -> dict[str, ServerConfig]:
     """The active servers of the servers file (see `load_mcp_config`)."""
-    return load_mcp_config(path, environ).servers
+    return load_mcp_config(path, environ, platforms=platforms).servers
 
 
-def load_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> McpConfig:
+def load_mcp_config(
+    path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
+) -> McpConfig:
     """Read and check the servers file once; a mistake fails here, naming the file, server and field.
     What reads wrong in it is logged (`read_mcp_config` reads it without a word)."""
-    config = read_mcp_config(path, environ)
+    config = read_mcp_config(path, environ, platforms=platforms)
     for warning in config.warnings:
         logger.warning("%s", warning)
     return config
 
 
-def read_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> McpConfig:
+def read_mcp_config(
+    path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
+) -> McpConfig:
     """The servers file read and checked, its warnings returned, not logged.
 
     Disabled servers are left out before their `${VAR}`s are filled, so a server switched off
-    does not need its secrets set.
+    does not need its secrets set. The policy's places are read as `platforms` write them.
     """
     env = os.environ if environ is None else environ
     try:
@@ -177,7 +191,7 @@ def read_mcp_config(path: Path, environ: Mapping[str, str] | None = None) -> Mcp
     if repeated is not None:
         raise ConfigError(f"{path}: {repeated}")
     try:
-        parsed = ServersFile.model_validate(raw)
+        parsed = ServersFile.model_validate(raw, context=PolicyContext(platforms=platforms))
     except ValidationError as exc:
         raise ConfigError(_describe_validation_error(path, exc)) from None
     servers = {

@@ -1,10 +1,12 @@
 """Which servers and tools a place may use.
 
-A place is where a message was written: a Slack channel or DM, a Discord guild, channel or DM, the
-terminal; and who wrote it. Rules are allow and deny lists of `server` or `server/tool` patterns
-with `*` wildcards. The most specific rule set that exists for the place decides (user, then
-channel, then guild, then the DM or platform default, then the global default); within it, deny
-wins over allow. With no policy at all, everything is allowed, as before policies existed.
+A place is where a message was written: a platform's channel, DM or guild (a group of channels),
+or a platform that has none of these (the platforms and what they have are the front ends' table,
+`bot.policy.platforms`); and who wrote it. Rules are allow and deny lists of `server` or
+`server/tool` patterns with `*` wildcards. The most specific rule set that exists for the place
+decides (user, then channel, then guild, then the DM or platform default, then the global default);
+within it, deny wins over allow. With no policy at all, everything is allowed, as before policies
+existed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-PLATFORMS = ("slack", "discord", "terminal")
+from bot.policy.platforms import Platforms
+
 # Channel, guild and user ids as the platforms write them (C0123ABC, 1234567890, a login name).
 _ID = re.compile(r"^[A-Za-z0-9_.@-]+$")
 
@@ -45,6 +48,14 @@ def _matches(pattern: str, server: str, tool: str) -> bool:
     return not tool_pattern or fnmatch.fnmatchcase(tool, tool_pattern)
 
 
+def _who_has_guilds(platforms: Platforms, title: str) -> str:
+    """Why a place on a platform without guilds cannot name one: the platforms that have them."""
+    having = [platform.title for platform in platforms.known if platform.guilds]
+    if not having:
+        return f"{title} has no guilds"
+    return f"only {' and '.join(having)} {'has' if len(having) == 1 else 'have'} guilds"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Place:
     """Where a turn happens, in the terms the policy names places by."""
@@ -56,20 +67,22 @@ class Place:
     user: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> Place:
+    def parse(cls, text: str, platforms: Platforms) -> Place:
         """A place from its written form, as `nerve tools --place` and the policy section take it.
 
-        The form is the platform, then any of these parts in any order, separated by `:`:
-        `dm`, `guild:<id>` (Discord only), `user:<id>`, and a channel id (bare or as
-        `channel:<id>`). Examples: `slack:C123`, `slack:dm`, `slack:C123:user:U1`,
-        `discord:guild:G1:C5`, `discord:dm:user:U1`, `terminal`. Raises ValueError with a message
-        that says what to write instead.
+        The form is the name of one of `platforms`, then any of these parts in any order, separated
+        by `:`: `dm`, `guild:<id>` (where the platform has guilds), `user:<id>`, and a channel id
+        (bare or as `channel:<id>`). Examples: `<platform>:C123`, `<platform>:dm`,
+        `<platform>:C123:user:U1`, `<platform>:guild:G1:C5`, `<platform>:dm:user:U1`, and a bare
+        `<platform>`. Raises ValueError with a message that says what to write instead, naming the
+        platforms and what they have.
         """
         platform, *parts = text.strip().split(":")
-        if platform not in PLATFORMS:
-            raise ValueError(
-                f"place {text!r} starts with {platform!r}; it must start with one of {', '.join(PLATFORMS)}"
-            )
+        known = platforms.get(platform)
+        if known is None:
+            names = ", ".join(platforms.names)
+            expected = f"it must start with one of {names}" if names else "no platform is known here"
+            raise ValueError(f"place {text!r} starts with {platform!r}; {expected}")
         found: dict[str, str] = {}
         dm = False
         index = 0
@@ -94,11 +107,12 @@ class Place:
                 hint = " (use the channel id, like C0123ABC, not its name)" if value.startswith("#") else ""
                 raise ValueError(f"place {text!r}: {value!r} is not a {kind} id{hint}")
             found[kind] = value
-        if "guild" in found and platform != "discord":
-            raise ValueError(f"place {text!r}: only Discord has guilds")
-        if platform == "terminal" and (dm or "channel" in found):
+        if "guild" in found and not known.guilds:
+            raise ValueError(f"place {text!r}: {_who_has_guilds(platforms, known.title)}")
+        if not known.channels and (dm or "channel" in found):
             raise ValueError(
-                f"place {text!r}: the terminal has no channels or DMs; use 'terminal' or 'terminal:user:NAME'"
+                f"place {text!r}: {known.title} has no channels or DMs; "
+                f"use '{platform}' or '{platform}:user:NAME'"
             )
         if dm and "guild" in found:
             raise ValueError(f"place {text!r}: a DM is not in a guild")
@@ -167,16 +181,17 @@ class Scopes:
         return [tool for tool in tools if self.allows(place, tool.server, tool.original_name)]
 
 
-def rule_name_problem(name: str) -> str | None:
+def rule_name_problem(name: str, platforms: Platforms) -> str | None:
     """Why `name` cannot be a key of the policy section, or None when it can.
 
-    A key names one place: `*`, a platform, `<platform>:dm`, `<platform>:<channel id>`,
-    `discord:guild:<id>` or `<platform>:user:<id>`; exactly the names `Place.rule_names` produces.
+    A key names one place of one of `platforms`: `*`, a platform, `<platform>:dm`,
+    `<platform>:<channel id>`, `<platform>:guild:<id>` (where it has guilds) or
+    `<platform>:user:<id>`; exactly the names `Place.rule_names` produces.
     """
     if name == "*":
         return None
     try:
-        place = Place.parse(name)
+        place = Place.parse(name, platforms)
     except ValueError as exc:
         return str(exc)
     canonical = place.rule_names()[0]
@@ -184,10 +199,9 @@ def rule_name_problem(name: str) -> str | None:
         return None
     if sum((place.channel is not None, place.guild is not None, place.dm, place.user is not None)) <= 1:
         return f"write place {name!r} as {canonical!r}"
-    return (
-        f"place {name!r} names more than one thing; a rule is for one of '*', a platform, "
-        "'PLATFORM:dm', 'PLATFORM:CHANNEL', 'discord:guild:ID' or 'PLATFORM:user:ID'"
-    )
+    guilds = [f"'{platform.name}:guild:ID'" for platform in platforms.known if platform.guilds]
+    forms = ", ".join(["'*'", "a platform", "'PLATFORM:dm'", "'PLATFORM:CHANNEL'", *guilds])
+    return f"place {name!r} names more than one thing; a rule is for one of {forms} or 'PLATFORM:user:ID'"
 
 
 def pattern_problem(pattern: str) -> str | None:

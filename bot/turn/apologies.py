@@ -12,17 +12,18 @@ from __future__ import annotations
 import math
 
 from bot.errors import ContextTooLong, LLMError, TurnOverdue
-from bot.types import Incoming
+from bot.policy.platforms import FRESH_START
+from bot.types import Incoming, Platform
 
 MODEL_FAILED = "Sorry — the language model failed:"
 TOO_LONG = "Sorry — this conversation is now longer than the model can read"
 
 
-def model_failure(error: LLMError, incoming: Incoming) -> str:
-    """The apology for a model call that failed for good."""
+def model_failure(error: LLMError, incoming: Incoming, platform: Platform | None) -> str:
+    """The apology for a model call that failed for good; `platform` is where it was written."""
     if isinstance(error, ContextTooLong):
         return (
-            f"{TOO_LONG}, even with its older messages shortened: {fresh_start(incoming)}, "
+            f"{TOO_LONG}, even with its older messages shortened: {fresh_start(incoming, platform)}, "
             "or ask something shorter."
         )
     if error.retry_after is not None:
@@ -41,17 +42,14 @@ def overdue(error: TurnOverdue) -> str:
     )
 
 
-def fresh_start(incoming: Incoming) -> str:
-    """How to start a new conversation where this message was written (the command there)."""
-    platform = incoming.key.platform
-    if platform == "slack":
-        if incoming.where().dm:
-            return "start a new conversation with `/nerve reset`"
-        # Slash commands do not know their thread: a channel thread is reset by a mention.
-        return "start a new conversation by mentioning me in this thread with the word `reset`"
-    if platform in ("discord", "terminal"):
-        return "start a new conversation with `/reset`"
-    return "start a new conversation"
+def fresh_start(incoming: Incoming, platform: Platform | None) -> str:
+    """How to start a new conversation where this message was written: the platform's command, the
+    one for a channel thread where that differs."""
+    if platform is None:
+        return FRESH_START
+    if platform.fresh_start_in_thread is not None and not incoming.where().dm:
+        return platform.fresh_start_in_thread
+    return platform.fresh_start
 
 
 def in_about(seconds: float) -> str:

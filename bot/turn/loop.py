@@ -183,7 +183,7 @@ class TurnLoop:
         """Each call's way back to the person whose message started the turn; the turn's clock
         stands still while that person answers a question."""
         owner = f"{incoming.key}|{incoming.user_id}"
-        person = person_of(incoming.key, incoming.user_id)
+        person = person_of(incoming.key, incoming.user_id, self.config.platforms)
         desk = self._desk
 
         def context(call: ToolCall, spec: ToolSpec) -> CallContext:
@@ -301,7 +301,7 @@ class TurnLoop:
         either (as for a cancelled turn)."""
         if isinstance(error, LLMError):
             logger.warning("model call failed for %s: %s", incoming.key, error.message)
-            text = model_failure(error, incoming)
+            text = model_failure(error, incoming, self.config.platforms.get(incoming.key.platform))
         else:
             logger.warning("turn in %s ran out of time: %s", incoming.key, error.message)
             metrics.turn_outcome("timed_out")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from bot.policy.scopes import Scopes
 from bot.turn.calls import CallSettings
+from bot.types import Platforms
 
 # Short on purpose, with the tool rule first: a long prompt made models stop calling tools (S12).
 DEFAULT_SYSTEM_PROMPT = """\
@@ -38,3 +39,6 @@ class AgentConfig:
     # Seconds of model work one turn may take in all (rounds, retries, tool calls), not counting
     # time spent waiting for a person; then it ends with a plain sentence (`bot.turn.deadline`).
     turn_deadline: float = 180.0
+    # The platforms the front ends speak on: whose user ids are global (a person's sign-ins), and
+    # how a person starts afresh on each (`bot.turn.apologies`).
+    platforms: Platforms = field(default_factory=Platforms)

@@ -3,9 +3,10 @@
 Frozen dataclasses, so a message cannot change after it was persisted or sent, and so adapters,
 the agent and the store agree on one shape without importing each other. One module per kind of
 value; this package names them all, so `from bot.types import …` is the one way to reach them.
-It also names the values of the ground floor the front ends hold: the place a conversation happens
-in (`Place`) and the form a person fills in, with the pure functions that describe and check its
-fields, so a front end needs no door into `bot.policy` or `bot.forms`.
+It also names the values of the ground floor the front ends hold: the platforms they describe to
+the core (`Platform`, `Platforms`), the place a conversation happens in (`Place`) and the form a
+person fills in, with the pure functions that describe and check its fields, so a front end needs
+no door into `bot.policy` or `bot.forms`.
 """
 
 from bot.forms import (
@@ -18,6 +19,7 @@ from bot.forms import (
     describe_field,
     parse_field,
 )
+from bot.policy.platforms import Platform, Platforms
 from bot.policy.scopes import Place
 from bot.types.approvals import (
     ApprovalPrompt,
@@ -105,6 +107,8 @@ __all__ = [
     "LinkOpened",
     "PendingCall",
     "Place",
+    "Platform",
+    "Platforms",
     "Progress",
     "PromptArgument",
     "PromptSpec",

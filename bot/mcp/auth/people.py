@@ -1,18 +1,19 @@
 """Who a person is to a server they sign in to, across the conversations they write in.
 
-A Slack user id is unique within its workspace; a Discord user id is global, so a Discord person
-keeps one sign-in across servers (guilds) and DMs. The terminal is one local person per name.
+A user id is unique within its workspace on most platforms; where the platform's ids are global
+(`Platform.global_user_ids`), a person keeps one sign-in across its workspaces (guilds) and DMs. A
+front end at nerve's own machine names one local person per login name, as workspace and user id.
 """
 
 from __future__ import annotations
 
-from bot.types import ConversationKey
-
-_GLOBAL_IDS = frozenset({"discord"})
+from bot.types import ConversationKey, Platforms
 
 
-def person_of(key: ConversationKey, user_id: str) -> str:
-    """The stable id sign-ins are stored under: `slack:T123:U456`, `discord:42`, `terminal:local:me`."""
-    if key.platform in _GLOBAL_IDS:
+def person_of(key: ConversationKey, user_id: str, platforms: Platforms) -> str:
+    """The stable id sign-ins are stored under: `<platform>:<workspace>:<user id>`, or
+    `<platform>:<user id>` where the platform's user ids are global."""
+    platform = platforms.get(key.platform)
+    if platform is not None and platform.global_user_ids:
         return f"{key.platform}:{user_id}"
     return f"{key.platform}:{key.workspace}:{user_id}"
