@@ -18,9 +18,10 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.turn_so_far import TurnSoFar, percent
 from adapters.slack.input_posts import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
-from adapters.slack.render import Level, OutMessage, ToolState, render_reply, status_message
+from adapters.slack.render import Level, OutMessage, render_reply, status_message
 from bot.text import truncate
 from bot.types import AgentReply, TurnEvent
 
@@ -131,8 +132,7 @@ class Throttle(Generic[T]):
 
 def tool_progress_text(event: TurnEvent) -> str:
     """A running call's reported progress: the server's message and how far along it is."""
-    done = f" ({round(event.fraction * 100)}%)" if event.fraction is not None else ""
-    return truncate(f"{event.message}{done}", 200)[0]
+    return truncate(f"{event.message}{percent(event.fraction)}", 200)[0]
 
 
 def _headline(event: TurnEvent) -> str | None:
@@ -213,8 +213,7 @@ class StatusMessage:
         self._channel = channel
         self._thread_ts = thread_ts
         self._headline = "Thinking…"
-        self._tools: list[ToolState] = []
-        self._text = ""  # this round's text so far, as the model wrote it
+        self._turn = TurnSoFar()
         self._shown: OutMessage | None = None
         self._throttle = Throttle(self._render, self._send_update, interval)
         self._inputs = InputPosts(poster, channel, thread_ts)
@@ -222,7 +221,9 @@ class StatusMessage:
 
     def _render(self) -> OutMessage:
         rich = self._poster.rich_status(self._team)
-        return status_message(self._headline, self._tools, rich=rich, text=self._text)
+        return status_message(
+            self._headline, list(self._turn.calls.values()), rich=rich, text=self._turn.text
+        )
 
     async def start(self, *, metadata: dict[str, Any] | None = None) -> None:
         """Post the status message (task-card style where the workspace accepts it), with Slack
@@ -269,27 +270,17 @@ class StatusMessage:
         headline = _headline(event)
         if headline is not None:
             self._headline = headline
-        if event.kind == "thinking":
-            self._text = ""  # an earlier round's text was a draft: the next round replaces it
-        elif event.kind == "text":
-            self._text += event.message
-        elif event.kind == "tool_started" and event.tool:
-            self._tools.append(ToolState(call_id=event.tool_call_id or "", name=event.tool))
-        elif event.kind == "tool_finished":
-            for tool in self._tools:
-                if tool.call_id == (event.tool_call_id or "") and tool.state == "running":
-                    tool.state = "ok" if event.ok else "error"
-                    break
+        self._turn.record(event, time.monotonic())
 
     async def on_event(self, event: TurnEvent) -> None:
         if self._inputs.take(event):
             return
-        first_words = event.kind == "text" and not self._text.strip()
+        first_words = event.kind == "text" and not self._turn.text.strip()
         self._record(event)
         if event.kind == "text":
             # The first words of a round show as soon as the last edit is SOON old: Slack's
             # per-minute limit takes one early edit, and people see the answer start at once.
-            self._throttle.request(soon=first_words and bool(self._text.strip()))
+            self._throttle.request(soon=first_words and bool(self._turn.text.strip()))
         elif self._render() != self._shown:
             # A wait ("retrying in 2 s") is news only while it lasts: shown as soon as an edit may go.
             self._throttle.request(soon=event.kind in URGENT)

@@ -26,6 +26,7 @@ from slack_sdk.models.blocks import (
     TaskCardBlock,
 )
 
+from adapters.common.turn_so_far import Call
 from adapters.resources import (
     all_files,
     display_name,
@@ -384,14 +385,11 @@ def plain_message(text: str) -> OutMessage:
 # --- progress ------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class ToolState:
-    call_id: str
-    name: str
-    state: str = "running"  # running, ok, error
+def _state(call: Call) -> str:
+    return "running" if call.finished is None else "ok" if call.ok else "error"
 
 
-def status_message(headline: str, tools: list[ToolState], *, rich: bool, text: str = "") -> OutMessage:
+def status_message(headline: str, tools: list[Call], *, rich: bool, text: str = "") -> OutMessage:
     """The one live message of a turn: a headline (until words arrive), a line (or task card) per
     tool call, and the answer's text so far."""
     icon = {"running": "⏳", "ok": "✅", "error": "❌"}
@@ -404,15 +402,15 @@ def status_message(headline: str, tools: list[ToolState], *, rich: bool, text: s
     if tools and rich:
         cards = [
             TaskCardBlock(
-                task_id=t.call_id[:200] or f"t{i}",
+                task_id=t.id[:200] or f"t{i}",
                 title=truncate(t.name, 150)[0],
-                status={"running": "in_progress", "ok": "complete", "error": "error"}[t.state],
+                status={"running": "in_progress", "ok": "complete", "error": "error"}[_state(t)],
             )
             for i, t in enumerate(tools[:40])
         ]
         blocks.append(PlanBlock(title="Tool calls", tasks=cards).to_dict())
     elif tools:
-        lines = "\n".join(f"{icon[t.state]} `{escape_capped(t.name, 150)}`" for t in tools[-40:])
+        lines = "\n".join(f"{icon[_state(t)]} `{escape_capped(t.name, 150)}`" for t in tools[-40:])
         blocks.append(
             SectionBlock(text=MarkdownTextObject(text=truncate(lines, SECTION_TEXT_LIMIT)[0])).to_dict()
         )

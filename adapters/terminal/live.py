@@ -1,7 +1,7 @@
 """The answer while it is being written: the words as they arrive, and a line per tool call.
 
 The core reports a turn as `TurnEvent`s; both views here only record them (a sink must return at
-once) and draw elsewhere:
+once) in the turn so far (`adapters.common.turn_so_far`), and draw elsewhere:
 
 - `LiveAnswer`, on a terminal: a rich live region with one line per tool call (running, then done
   with its time; parallel calls side by side), the answer so far as Markdown (its last screenful),
@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from types import TracebackType
 from typing import IO
 
@@ -32,6 +31,7 @@ from rich.live import Live
 from rich.segment import Segment
 from rich.text import Text
 
+from adapters.common import turn_so_far
 from adapters.terminal.safe import answer_markdown, printable
 from bot.types import TurnEvent
 
@@ -41,68 +41,42 @@ TICK_SECONDS = 0.1
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
-def progress_text(event: TurnEvent) -> str:
-    """A call's reported progress: its server's words, and a percentage when it knows the total."""
-    percent = f" ({event.fraction * 100:.0f}%)" if event.fraction is not None else ""
-    return f"{event.message}{percent}"
-
-
 def took(seconds: float) -> str:
     """`22 ms` below a second, `1.5 s` above."""
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-@dataclass(slots=True)
-class _Call:
-    name: str
-    started: float
-    finished: float | None = None
-    ok: bool | None = None
-    # What its server last reported while it runs ("step 2 of 5 (40%)").
-    progress: str = ""
+class TurnSoFar(turn_so_far.TurnSoFar):
+    """What a turn has shown so far, with this terminal's clock and status line.
 
+    What a turn asks a person is asked by the chat itself (`fill_in`, `sign_in`, `turns`), never
+    shown as a status: asks are not recorded here.
+    """
 
-class TurnSoFar:
-    """What a turn has shown so far: its calls in the order they started, the round's text, a status."""
-
-    def __init__(self, status: str = "thinking…", clock: Callable[[], float] = time.monotonic) -> None:
-        self.calls: dict[str, _Call] = {}
-        self.text = ""
-        self.status = status
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
         self._clock = clock
 
     def apply(self, event: TurnEvent) -> None:
-        kind = event.kind
-        if kind == "text":
-            self.text += event.message
-        elif kind == "thinking":
-            self.text = ""
-            self.status = event.message
-        elif kind == "tool_started":
-            self.calls[self._id(event)] = _Call(name=_label(event), started=self._clock())
-        elif kind == "tool_finished":
-            call = self.calls.setdefault(self._id(event), _Call(name=_label(event), started=self._clock()))
-            call.finished = self._clock()
-            call.ok = event.ok
-        elif kind == "tool_progress":
-            running = self.calls.get(self._id(event))
-            if running is not None:
-                running.progress = progress_text(event)
-        elif kind in ("retrying", "notice"):
-            self.status = event.message
-        # What a turn asks a person is asked by the chat itself (`fill_in`, `sign_in`, `turns`),
-        # not shown as a status.
+        if event.kind not in ("ask", "ask_done"):
+            self.record(event, self._clock())
+
+    @property
+    def status(self) -> str:
+        """A wait or a notice, else "thinking…": shown until text comes."""
+        return "thinking…" if self.status_line is None else self.status_line
 
     @property
     def moving(self) -> bool:
         """True while something on screen changes by itself (a spinner, a running call's time)."""
         return not self.text or any(call.finished is None for call in self.calls.values())
 
-    def call_line(self, call: _Call, frame: str) -> Text:
-        name = printable(call.name)
+    def call_line(self, call: turn_so_far.Call, frame: str) -> Text:
+        name = printable(f"{call.name}{_on(call.server)}")
         if call.finished is None:
             elapsed = took(self._clock() - call.started)
-            said = f" — {printable(call.progress)}" if call.progress else ""
+            said = f"{call.progress}{turn_so_far.percent(call.fraction)}"
+            said = f" — {printable(said)}" if said else ""
             return Text.assemble(
                 "  ", (frame, "cyan"), " ", (name, "bold"), (f"  running {elapsed}{said}", "dim")
             )
@@ -110,9 +84,6 @@ class TurnSoFar:
         return Text.assemble(
             "  ", mark, " ", (name, "bold"), (f"  {took(call.finished - call.started)}", "dim")
         )
-
-    def _id(self, event: TurnEvent) -> str:
-        return event.tool_call_id or f"#{len(self.calls)}"
 
 
 class _Frame:
@@ -227,38 +198,37 @@ class PlainAnswer:
         self._out = out
         self._notes = notes
         self._clock = clock
-        # The text of the current round written so far, and whether `out` is in the middle of a line.
-        self._shown = ""
+        # The turn so far (its round's text written so far), and whether `out` is mid-line.
+        self._turn = turn_so_far.TurnSoFar()
         self._mid_line = False
-        self._started: dict[str, float] = {}
 
     async def progress(self, event: TurnEvent) -> None:
         kind = event.kind
+        call = self._turn.calls.get(event.tool_call_id or "")
+        started = call.started if call is not None and call.finished is None else None
+        shown, now = self._turn.text, self._clock()
+        self._turn.record(event, now)
         if kind == "text":
             self._write(event.message)
-            self._shown += event.message
         elif kind == "thinking":
             self._end_line()
-            self._shown = ""
         elif kind == "tool_started":
             # Text next to tool calls is a draft: its line ends before the calls are listed.
             self._end_line()
-            self._started[event.tool_call_id or ""] = self._clock()
-            self._note(f"  ▸ {event.tool}{_on(event)}…")
+            self._note(f"  ▸ {event.tool}{_on(event.server)}…")
         elif kind == "tool_finished":
-            started = self._started.pop(event.tool_call_id or "", None)
-            time_taken = f" {took(self._clock() - started)}" if started is not None else ""
-            self._note(f"  {'✓' if event.ok else '✗'} {event.tool}{_on(event)}{time_taken}")
+            time_taken = f" {took(now - started)}" if started is not None else ""
+            self._note(f"  {'✓' if event.ok else '✗'} {event.tool}{_on(event.server)}{time_taken}")
         elif kind == "tool_progress":
-            self._note(f"  … {event.tool}: {printable(progress_text(event))}")
-        elif self._shown == "" and (kind in ("retrying", "notice") or _signs_in(event)):
+            self._note(f"  … {event.tool}: {printable(event.message + turn_so_far.percent(event.fraction))}")
+        elif shown == "" and (kind in ("retrying", "notice") or _signs_in(event)):
             # A status line, only before text, never inside it. The chat asks what a turn asks a
             # person itself; a sign-in that `nerve ask` cannot take is said like a status.
             self._note(f"  {event.message}")
 
     def finish(self, text: str) -> None:
         """End the answer as `text` (the reply's own): write only what is not on screen yet."""
-        shown = self._shown
+        shown = self._turn.text
         if shown and text.startswith(shown):
             rest = text[len(shown) :]
         elif shown.strip() and text.startswith(kept := shown.rstrip()):
@@ -272,7 +242,7 @@ class PlainAnswer:
             rest = text
         self._write(rest)
         self._end_line()
-        self._shown = ""
+        self._turn = turn_so_far.TurnSoFar()
 
     def after_prompt(self) -> None:
         """A prompt ends the current line (off a terminal the typed line is not echoed): the answer
@@ -282,7 +252,7 @@ class PlainAnswer:
     def interrupted(self) -> None:
         """The turn stopped (cancelled, failed): end the line so what follows starts on its own."""
         self._end_line()
-        self._shown = ""
+        self._turn = turn_so_far.TurnSoFar()
 
     def _write(self, text: str) -> None:
         if not text:
@@ -301,13 +271,9 @@ class PlainAnswer:
             self._notes.flush()
 
 
-def _on(event: TurnEvent) -> str:
+def _on(server: str | None) -> str:
     """Which server a call went to, beside its name (a tool name alone can be a look-alike's)."""
-    return f" · {printable(event.server)}" if event.server else ""
-
-
-def _label(event: TurnEvent) -> str:
-    return f"{event.tool or 'tool'}{_on(event)}"
+    return f" · {printable(server)}" if server else ""
 
 
 def _signs_in(event: TurnEvent) -> bool:
