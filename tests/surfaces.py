@@ -1,9 +1,11 @@
 """One driver per surface, so the contract of an ask is written once and checked on all three.
 
 A driver does what a person does through the surface's fake and reads what the person sees:
-it starts the surface with an agent that asks before a write, sends a message as a person, finds
-the ask that was shown, answers it as a given person, and reads the answer. Nothing here names the
-core's events: only what Slack, Discord or the terminal showed.
+it starts the surface with an agent that asks before a write (or with the `asks` server, whose
+tools ask people questions: forms and links), sends a message as a person, finds the ask that was
+shown, answers it as a given person (a click, a form filled in, declined or closed, a link opened),
+and reads the answer. Nothing here names the core's events: only what Slack, Discord or the
+terminal showed.
 
 People are named by role: "requester" (who asked), "stranger" (anyone else), "admin".
 """
@@ -38,6 +40,12 @@ from tests.test_terminal import PROMPT, Terminal, chat_env, nerve, terminal
 
 Person = Literal["requester", "stranger", "admin"]
 Choice = Literal["approve", "deny"]
+# How a server of the `asks` kind asks: while its call waits (2025-11-25), or in its call's result,
+# which parks the turn until the answer (2026-07-28).
+Era = Literal["live", "parked"]
+ERAS: dict[str, str] = {"live": "2025-11-25", "parked": "2026-07-28"}
+# How a question ended, in the words its message (or the terminal's line) says it.
+ENDINGS = re.compile(r"(?:✅|🚫|↩️|⌛|⏹)\W*(Answered|Declined|Cancelled|Opened|Done|Expired|Ended)")
 SURFACES = ("slack", "discord", "terminal")
 EXPIRES_AFTER = 600.0
 
@@ -93,6 +101,46 @@ class Surface(Protocol):
     async def restart(self) -> None:
         """Stop the surface with the ask waiting and start it again on the same database."""
         ...
+
+    async def question(self, text: str) -> Any:
+        """Send `text` as the requester and wait for the server's question (a form or a link) it
+        causes; returns a handle to it."""
+        ...
+
+    async def fill(self, ask: Any, values: dict[str, str]) -> None:
+        """Fill the form in as the requester (field title → the value, or the label of the option,
+        to give) and send it."""
+        ...
+
+    async def decline(self, ask: Any) -> None:
+        """Decline the question (a form or a link) as the requester."""
+        ...
+
+    async def cancel(self, ask: Any) -> None:
+        """Start filling the form in, then close it without sending anything."""
+        ...
+
+    async def open_link(self, ask: Any) -> str:
+        """Open the question's link as the requester; returns the link they were given."""
+        ...
+
+    def ended(self, ask: Any) -> str | None:
+        """How the question says it ended ("answered", "declined", "cancelled", "opened", "done",
+        "expired"), the newest when it says more than one; None while it is open."""
+        ...
+
+
+def ending_in(shown: str) -> str | None:
+    """The newest ending a question's message names, lower case (a message first "Opened", then
+    "Done" says the newer last)."""
+    found = ENDINGS.findall(shown)
+    return found[-1].lower() if found else None
+
+
+def asks_server(era: Era) -> ServerConfig:
+    """The `asks` server on one era, spawned by the host."""
+    args = ["-m", "tests.mcp_servers.asks", "--protocol", ERAS[era]]
+    return ServerConfig(trustAnnotations=True, command=sys.executable, args=args, cwd=str(ROOT))
 
 
 def trust_server(notes: Path) -> ServerConfig:
@@ -151,9 +199,13 @@ class SlackSurface:
         return notes[0] if notes else None
 
     async def answer(self, words: str) -> str:
+        from tests.test_slack_inputs import is_request
+
         await self.rig.settle()
-        text = str(self.rig.slack.thread(CHANNEL_SLACK, self.root)[-1].text)
+        said = [p for p in self.rig.slack.thread(CHANNEL_SLACK, self.root) if not is_request(p)]
+        text = str(said[-1].text)
         assert text == words, "the answer is the model's reply, as its last message in the thread"
+        assert sum(words in p.text for p in said) == 1, "the answer comes once"
         return text
 
     def shown(self, ask: Posted) -> str:
@@ -163,6 +215,59 @@ class SlackSurface:
             json.dumps(ask.current.get("blocks"), ensure_ascii=False) + f" (drawn {len(ask.versions)} times)"
         )
         return shown if buttons(ask) == [] else f"{shown} (buttons still shown)"
+
+    def _inputs_rig(self) -> Any:
+        """The rig as the question helpers drive it (they post form-encoded interactions too)."""
+        from tests.test_slack_inputs import Rig
+
+        r = self.rig
+        return Rig(slack=r.slack, llm=r.llm, agent=r.agent, bot=r.bot, url=r.url, http=r.http)
+
+    async def question(self, text: str) -> Posted:
+        from tests.test_slack_inputs import ask_in_thread
+
+        return await ask_in_thread(self._inputs_rig(), text, self.root)
+
+    async def fill(self, ask: Posted, values: dict[str, str]) -> None:
+        from tests.test_slack_inputs import fill_in, inputs, option
+
+        r = self._inputs_rig()
+        view = await fill_in(r, ask, self.people["requester"])
+        blocks = inputs(view)
+        sent: dict[str, Any] = {}
+        for title, value in values.items():
+            block = blocks[title]
+            kind = block["element"]["type"]
+            if kind in ("static_select", "radio_buttons"):
+                sent[block["block_id"]] = {"value": {"type": kind, "selected_option": option(block, value)}}
+            else:
+                sent[block["block_id"]] = {"value": {"type": kind, "value": value}}
+        submitted = r.slack.view_payload("view_submission", view, self.people["requester"], sent)
+        assert await r.interact(submitted) == (200, ""), "a plain ack closes the modal"
+
+    async def decline(self, ask: Posted) -> None:
+        from tests.test_slack_inputs import click
+
+        await click(self._inputs_rig(), ask, "decline", self.people["requester"])
+
+    async def cancel(self, ask: Posted) -> None:
+        from tests.test_slack_inputs import fill_in
+
+        r = self._inputs_rig()
+        view = await fill_in(r, ask, self.people["requester"])
+        closed = r.slack.view_payload("view_closed", view, self.people["requester"])
+        assert await r.interact(closed) == (200, "")
+
+    async def open_link(self, ask: Posted) -> str:
+        """The Open button carries the link (the browser opens it); Slack tells nerve of the click."""
+        from tests.test_slack_inputs import buttons, click
+
+        link = str(buttons(ask)["open"]["url"])
+        await click(self._inputs_rig(), ask, "open", self.people["requester"])
+        return link
+
+    def ended(self, ask: Posted) -> str | None:
+        return ending_in(json.dumps(ask.current.get("blocks"), ensure_ascii=False))
 
     def who(self, person: Person) -> str:
         return f"<@{self.people[person]}>"
@@ -208,6 +313,7 @@ async def slack_app(c: Any, host: MCPHost, config: AgentConfig, clock: Clock) ->
         inbox=WatchedInbox(store),
         config=config,
         approvals=store,
+        inputs=store,
         clock=clock,
     )
     settings = settings_for(c.slack)
@@ -299,10 +405,17 @@ class DiscordSurface:
         posts = self.fake.find("POST", rf"/channels/{self.mention['id']}/messages")
         return [str(p.body().get("content") or "") for p in posts]
 
+    def _said(self, words: str) -> list[str]:
+        """The bot's messages, wherever the turn answered (a waiting turn where it runs, a parked
+        one in the conversation's thread), that begin with `words`."""
+        said = [str(m.get("content") or "") for m in self.fake.bot_messages()]
+        return [text for text in said if text.startswith(words)]
+
     async def answer(self, words: str) -> str:
         """The model's reply opens the answer; the tools it used are listed after it."""
-        await self.fake.wait_until(lambda: any(a.startswith(words) for a in self._answers()), within=20)
-        return next(a for a in self._answers() if a.startswith(words))
+        await self.fake.wait_until(lambda: bool(self._said(words)), within=20)
+        [said] = self._said(words)
+        return said
 
     def shown(self, ask: dict[str, Any]) -> str:
         """The ask as Discord holds it now, whichever way it was edited (a click's interaction, or
@@ -328,6 +441,51 @@ class DiscordSurface:
     async def restart(self) -> None:
         await self.restarted()
 
+    async def question(self, text: str) -> dict[str, Any]:
+        from tests.test_discord_inputs import request_in
+
+        self.mention = await self.fake.user_says(self.people["requester"], text, mention_bot=True)
+        return copy.deepcopy(await request_in(self.fake, self.fake.channel_id))
+
+    async def fill(self, ask: dict[str, Any], values: dict[str, str]) -> None:
+        from tests.test_discord_inputs import answered, fields, open_modal, option
+
+        person = self.people["requester"]
+        opened = await open_modal(self.fake, person, ask, "Fill in")
+        modal = self.fake.modal_for(opened)
+        assert modal is not None
+        typed: dict[str, Any] = {}
+        for shown in fields(modal):
+            value = values[shown["title"]]
+            typed[shown["custom_id"]] = (
+                [option(modal, shown["title"], value)] if "options" in shown else value
+            )
+        submitted = await self.fake.submit_modal(person, opened, typed)
+        assert (await answered(self.fake, submitted))["type"] == 6, "acknowledged before the turn goes on"
+
+    async def decline(self, ask: dict[str, Any]) -> None:
+        from tests.test_discord_inputs import answered, click
+
+        declined = await click(self.fake, self.people["requester"], ask, "Decline")
+        assert (await answered(self.fake, declined))["type"] == 6
+
+    async def cancel(self, ask: dict[str, Any]) -> None:
+        raise AssertionError("Discord sends nothing when a modal is closed without submitting")
+
+    async def open_link(self, ask: dict[str, Any]) -> str:
+        """Open gives only the asker a message with the link as a link button; the browser opens it."""
+        from tests.test_discord_inputs import buttons, click, ephemeral_reply
+
+        [label] = [label for label in buttons(ask) if label.startswith("Open ")]
+        opened = await click(self.fake, self.people["requester"], ask, label)
+        link = await ephemeral_reply(self.fake, opened)
+        [button] = buttons(link).values()
+        assert button["style"] == 5, "a link button"
+        return str(button["url"])
+
+    def ended(self, ask: dict[str, Any]) -> str | None:
+        return ending_in(str(self.fake.messages[int(ask["id"])].get("content") or ""))
+
 
 @contextlib.asynccontextmanager
 async def discord_client(
@@ -342,7 +500,9 @@ async def discord_client(
     inbox = WatchedInbox(store)
     try:
         async with (
-            approving_agent(llm, store, host, admins=(admin,), clock=clock, inbox=inbox) as agent,
+            approving_agent(
+                llm, store, host, admins=(admin,), clock=clock, inbox=inbox, inputs=store
+            ) as agent,
             running_bot(fake, agent, **bot_settings(admin)),
         ):
             yield inbox
@@ -381,18 +541,26 @@ async def discord_surface(
 
 @contextlib.asynccontextmanager
 async def open_surface(
-    kind: str, tmp_path: Path, script: Sequence[Step], *, expires_after: float = EXPIRES_AFTER
+    kind: str,
+    tmp_path: Path,
+    script: Sequence[Step],
+    *,
+    expires_after: float = EXPIRES_AFTER,
+    asks: Era | None = None,
 ) -> AsyncIterator[Surface]:
     """The surface `kind` with an agent that asks before the trust server's writes; the note
-    starts as one line."""
+    starts as one line. With `asks`, its server is the `asks` server of that era instead."""
     notes = tmp_path / "notes.txt"
     notes.write_text("first line\n", encoding="utf-8")
+    server = trust_server(notes) if asks is None else asks_server(asks)
     if kind == "terminal":
         timeout = {"NERVE_APPROVAL_TIMEOUT": str(expires_after)}
-        async with terminal_surface(tmp_path, notes, script, **timeout) as surface:
+        async with terminal_surface(tmp_path, notes, script, server, **timeout) as surface:
             yield surface
         return
-    async with MCPHost({"notes": trust_server(notes)}, default_timeout=10.0) as host:
+    async with MCPHost({"notes" if asks is None else "asks": server}, default_timeout=10.0) as host:
+        async with asyncio.timeout(20):
+            await host.wait_until_ready()
         opened = slack_surface if kind == "slack" else discord_surface
         async with opened(tmp_path, notes, host, script) as chosen:
             yield chosen
@@ -452,19 +620,95 @@ class TerminalSurface:
     async def restart(self) -> None:
         raise AssertionError("nerve chat does not take up asks left by a chat that stopped")
 
+    async def question(self, text: str) -> int:
+        self.at = await self.term.expect(PROMPT, after=self.at)
+        self.term.type(text.encode() + b"\r")
+        heads = (b"asks you to fill in a form", b"wants you to open a link")
+        await self.term.until(
+            lambda out: any(head in out[self.at :] for head in heads), "a question or a link"
+        )
+        self.at = min(at for head in heads if (at := self.term.output.find(head, self.at)) >= 0)
+        # The question is on the screen once it asks for its first field, or for the link.
+        await self.term.until(
+            lambda out: FIELD_END.search(out, self.at) is not None or OPEN_LINK in out[self.at :],
+            "the question's first prompt",
+        )
+        return self.at
+
+    async def fill(self, ask: int, values: dict[str, str]) -> None:
+        """Each field is a line prompt of its own; then Send? (y sends)."""
+        at = ask
+        for title, value in values.items():
+            at = await self.term.expect(f"  {title}".encode(), after=at)
+            await self.term.until(lambda out, at=at: FIELD_END.search(out, at) is not None, title)
+            self.term.type(value.encode() + b"\r")
+        await self.term.expect(SEND_FORM, after=at)
+        self.term.type(b"y\r")
+
+    async def decline(self, ask: int) -> None:
+        """A link is declined at its prompt; a form at Send?, once its fields are typed in (a form of
+        one choice here: its first option is typed)."""
+        if self._is_link(ask):
+            await self.term.expect(OPEN_LINK, after=ask)
+            self.term.type(b"d\r")
+            return
+        at = await self.term.expect(b"(one of: ", after=ask)
+        await self.term.until(lambda out: FIELD_END.search(out, at) is not None, "the field's prompt")
+        first = re.split(rb"[,)]", self.term.output[at:])[0].strip()
+        self.term.type(first + b"\r")
+        await self.term.expect(SEND_FORM, after=at)
+        self.term.type(b"d\r")
+
+    async def cancel(self, ask: int) -> None:
+        """Ctrl-C at a field cancels the question (and nothing more)."""
+        at = await self.term.expect(b"(one of: ", after=ask)
+        await self.term.until(lambda out: FIELD_END.search(out, at) is not None, "the field's prompt")
+        self.term.type(b"\x03")
+
+    async def open_link(self, ask: int) -> str:
+        """The link is printed whole, to open in a browser; Enter says it was done."""
+        at = await self.term.expect(b"  Link: ", after=ask)
+        end = await self.term.expect(OPEN_LINK, after=at)
+        link = self.term.output[at:end].decode(errors="replace").split()[0]
+        self.term.type(b"\r")
+        return link
+
+    def ended(self, ask: int) -> str | None:
+        """The terminal says how the question ended on a line of its own; a link opened is "Sent."."""
+        after = self.term.output[ask:]
+        found = [(after.rfind(line), ending) for line, ending in TERMINAL_ENDINGS.items() if line in after]
+        if not found:
+            return None
+        ending = max(found)[1]
+        return "opened" if ending == "answered" and self._is_link(ask) else ending
+
+    def _is_link(self, ask: int) -> bool:
+        return self.term.output.startswith(b"wants you to open a link", ask)
+
+
+FIELD_END = re.compile(rb"[)\]]:")  # a field's prompt ends: `Title* (hint) [default]: `
+SEND_FORM = b"Send? [Y/n/d=decline]"
+OPEN_LINK = b"Open it yourself, then press Enter when done, or type d to decline:"
+TERMINAL_ENDINGS = {
+    b"Sent.": "answered",
+    b"Declined.": "declined",
+    b"Cancelled: nothing was sent.": "cancelled",
+}
+
 
 @contextlib.asynccontextmanager
 async def terminal_surface(
-    tmp_path: Path, notes: Path, script: Sequence[Step], **env: str
+    tmp_path: Path, notes: Path, script: Sequence[Step], server: ServerConfig, **env: str
 ) -> AsyncIterator[TerminalSurface]:
+    """`nerve chat` with `server` in its servers file (the trust server takes its files as
+    arguments there: the chat passes a server no environment of its own)."""
     config = tmp_path / "mcp.json"
-    server = {
-        "command": sys.executable,
-        "trustAnnotations": True,
-        "args": ["-m", "tests.mcp_servers.trust", str(notes), str(notes.with_suffix(".log"))],
-        "cwd": str(ROOT),
-    }
-    config.write_text(json.dumps({"mcpServers": {"notes": server}}))
+    args = list(server.args)
+    if args[-1] == "tests.mcp_servers.trust":
+        args += [str(notes), str(notes.with_suffix(".log"))]
+    entry = {"command": server.command, "trustAnnotations": True, "args": args, "cwd": str(ROOT)}
+    name = "notes" if "tests.mcp_servers.trust" in args else "asks"
+    config.write_text(json.dumps({"mcpServers": {name: entry}}))
     async with FakeLLMServer(list(script)) as llm:
         settings = chat_env(
             tmp_path,

@@ -2,6 +2,8 @@
 
 Each scenario drives a surface through its fake (tests/surfaces.py) as people use it: the model
 wants to read the note and append a line; the read runs at once, the append waits for a person.
+Then a server's questions: the `asks` server's tool asks for a form or a link to open, and the
+person answers it, declines it, closes it unsent or opens the link.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import pytest
 
 from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
 from tests.fakes.llm_server import FakeCall, Reply, reply, tool_reply
-from tests.surfaces import SURFACES, open_surface, ran
+from tests.mcp_servers.asks import LOGIN_URL
+from tests.surfaces import SURFACES, Era, Surface, open_surface, ran
 
 ONE_PERSON = "a terminal has one person at it: nobody else can answer its ask"
 
@@ -170,4 +173,119 @@ async def test_an_ask_parked_across_a_restart_is_decided_by_a_click_on_the_new_p
         assert s.notes.read_text(encoding="utf-8") == "first line\nhi\n"
         assert says(s.shown(ask), "approved by", s.who("requester"))
         assert "buttons still shown" not in s.shown(ask)
+        s.llm.assert_complete()
+
+
+# --- a server's questions: forms and links (the `asks` server, both eras) -----------------------
+
+# A server on 2025-11-25 asks while its call waits; one on 2026-07-28 asks in its call's result and
+# the turn parks until the answer goes on with it. People see and answer both the same way.
+both_eras = pytest.mark.parametrize("era", ["live", "parked"])
+NO_CLOSE_EVENT = (
+    "Discord sends nothing when a modal is closed without submitting: a question left alone expires"
+)
+# What a parked turn says before it goes on: never shown as the question's end or as the answer.
+PARKED_TEXT = "Waiting for your answer"
+
+
+def colour_for(label: str) -> Reply:
+    return tool_reply(FakeCall(name="ask_colour", arguments=json.dumps({"label": label}), id="c_colour"))
+
+
+def returned(llm: object) -> str:
+    """What the tool returned, as the model read it: the raw result after the host's preamble."""
+    raw = told_the_model(llm).split("Its raw result follows:\n", 1)[-1]
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, str) else raw
+
+
+def no_buttons_left(s: Surface, ask: object) -> bool:
+    """Whether the question's message has nothing left to click (the terminal's prompt is gone)."""
+    return not s.draws_decisions or "buttons still shown" not in s.shown(ask)
+
+
+@pytest.mark.parametrize("kind", SURFACES)
+@both_eras
+async def test_a_form_filled_in_gives_the_tool_the_answer_and_the_turn_goes_on(
+    kind: str, era: Era, tmp_path: Path
+) -> None:
+    script = [colour_for("door"), reply("The door will be blue.")]
+    async with open_surface(kind, tmp_path, script, asks=era) as s:
+        ask = await s.question("paint the door")
+        assert "Pick a colour for door" in s.shown(ask)
+        assert s.ended(ask) is None
+
+        await s.fill(ask, {"Colour": "blue"})
+
+        await s.answer("The door will be blue.")
+        assert returned(s.llm) == "door: blue", "the tool got exactly what was sent"
+        assert s.ended(ask) == "answered"
+        assert no_buttons_left(s, ask)
+        assert PARKED_TEXT not in s.shown(ask)
+        s.llm.assert_complete()
+
+
+@pytest.mark.parametrize("kind", SURFACES)
+@both_eras
+async def test_a_form_declined_tells_the_tool_and_the_turn_goes_on(
+    kind: str, era: Era, tmp_path: Path
+) -> None:
+    script = [colour_for("wall"), reply("You declined, so the wall stays as it is.")]
+    async with open_surface(kind, tmp_path, script, asks=era) as s:
+        ask = await s.question("paint the wall")
+
+        await s.decline(ask)
+
+        await s.answer("You declined, so the wall stays as it is.")
+        assert returned(s.llm) == "wall: declined"
+        assert s.ended(ask) == "declined"
+        assert no_buttons_left(s, ask)
+        s.llm.assert_complete()
+
+
+@pytest.mark.parametrize(
+    "kind", ["slack", pytest.param("discord", marks=pytest.mark.skip(reason=NO_CLOSE_EVENT)), "terminal"]
+)
+@both_eras
+async def test_a_form_closed_unsent_tells_the_tool_it_was_cancelled_and_the_turn_goes_on(
+    kind: str, era: Era, tmp_path: Path
+) -> None:
+    script = [colour_for("roof"), reply("No colour for the roof, then.")]
+    async with open_surface(kind, tmp_path, script, asks=era) as s:
+        ask = await s.question("paint the roof")
+
+        await s.cancel(ask)
+
+        await s.answer("No colour for the roof, then.")
+        assert returned(s.llm) == "roof: cancelled"
+        assert s.ended(ask) == "cancelled"
+        assert no_buttons_left(s, ask)
+        assert PARKED_TEXT not in s.shown(ask)
+        s.llm.assert_complete()
+
+
+@pytest.mark.parametrize("kind", SURFACES)
+@both_eras
+async def test_a_link_opened_by_the_asker_tells_the_tool_and_the_turn_goes_on(
+    kind: str, era: Era, tmp_path: Path
+) -> None:
+    script = [tool_reply(FakeCall(name="sign_in_elsewhere", id="c_link")), reply("Signed in.")]
+    async with open_surface(kind, tmp_path, script, asks=era) as s:
+        ask = await s.question("read my calendar")
+        assert "login.example.com" in s.shown(ask), "the host the link goes to is shown"
+        assert "Sign in to Example to let me read your calendar" in s.shown(ask)
+
+        assert await s.open_link(ask) == LOGIN_URL
+
+        await s.answer("Signed in.")
+        assert returned(s.llm) == "url accepted"
+        # The older era's server says when it has finished with the link: a message says that last.
+        if era == "live" and s.draws_decisions:
+            assert s.ended(ask) == "done" and "finished with the link" in s.shown(ask)
+        else:
+            assert s.ended(ask) == "opened"
+        assert no_buttons_left(s, ask)
         s.llm.assert_complete()

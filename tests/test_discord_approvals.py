@@ -96,8 +96,10 @@ async def approving_agent(
     clock: Clock | None = None,
     scopes: Scopes | None = None,
     inbox: Any = None,
+    inputs: Any = None,
 ) -> AsyncIterator[Agent]:
-    """The real Agent with approvals on, its model the real OpenAI client talking to the fake."""
+    """The real Agent with approvals on (and servers' questions, given `inputs`), its model the
+    real OpenAI client talking to the fake."""
     llm = OpenAILLM(model="fake", base_url=llm_server.base_url, api_key=None, timeout=20, max_retries=0)
     config = AgentConfig(admins=frozenset(str(a.id) for a in admins), scopes=scopes or Scopes())
     try:
@@ -107,6 +109,7 @@ async def approving_agent(
             store=store,
             inbox=inbox or store,
             approvals=store,
+            inputs=inputs,
             config=config,
             clock=clock or time.time,
         )
