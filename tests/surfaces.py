@@ -725,3 +725,272 @@ async def terminal_surface(
             term.type(b"/quit\r")
             assert await term.exit_code() == 0
         assert "Traceback" not in term.screen()
+
+
+# --- signing in: the whole runtime (its sign-ins and callback) on each surface -------------------
+#
+# A per-person server (the notes server, its own authorization server) asks for a sign-in; the turn
+# parks; the process stops; another starts on the same database, and the person's browser lands on
+# that one's callback, which goes on with the parked turn.
+
+SECRET_KEY = "a-test-secret-key-long-enough"
+
+
+class SignInSurface(Protocol):
+    """What a test can do and see around a sign-in, on whichever surface."""
+
+    name: str
+
+    async def needs_sign_in(self, text: str) -> str:
+        """Send `text` as the requester; wait until the turn parked on a sign-in and the link was
+        shown to them alone; returns the link."""
+        ...
+
+    async def restart(self) -> None:
+        """Stop this process and start another on the same database."""
+        ...
+
+    async def finish_sign_in(self, link: str) -> str:
+        """The requester's browser signs in on the server's page and comes back to the process that
+        runs now; returns what nerve's callback page said."""
+        ...
+
+    async def answer(self, words: str) -> int:
+        """Wait for the answer that says `words`; returns how many messages say them."""
+        ...
+
+
+def notes_config(tmp_path: Path, mcp_url: str) -> Path:
+    """The servers file: the notes server, signed in to per person."""
+    config = tmp_path / "mcp.json"
+    entry = {
+        "url": mcp_url,
+        "allowPrivateNetwork": True,
+        "trustAnnotations": True,
+        "auth": {"type": "oauth", "identity": "user"},
+    }
+    config.write_text(json.dumps({"mcpServers": {"notes": entry}}))
+    return config
+
+
+async def browser_lands(link: str, person: str) -> str:
+    """A browser signing in as `person` and following the redirect to nerve's callback."""
+    from servers.notes_oauth.sign_in import sign_in_as
+
+    location = await sign_in_as(link, person)
+    async with aiohttp.ClientSession() as http, http.get(location) as page:
+        assert page.status == 200, await page.text()
+        return await page.text()
+
+
+@dataclass
+class SlackSignIn:
+    """`nerve slack` in Socket Mode (its runtime and `run_slack`), the callback on its HTTP port."""
+
+    name = "slack"
+    slack: Any
+    settings: Any
+    running: contextlib.AsyncExitStack
+    root: str = "1600000000.400100"
+
+    async def start(self) -> None:
+        from bot.runtime import open_runtime
+        from tests.test_slack_runner import running
+
+        runtime = await self.running.enter_async_context(open_runtime(self.settings))
+        assert await self.running.enter_async_context(running(runtime.agent, self.settings)) == "socket-mode"
+
+    async def needs_sign_in(self, text: str) -> str:
+        from tests.test_slack_harness import mention
+        from tests.test_slack_sign_in import button_url, links_to, said_in
+
+        await self.slack.send_envelope(mention(f"<@{BOT_USER_ID}> {text}", ts=self.root, user="U0ALICE"))
+        await self.slack.wait_for(lambda s: bool(links_to(s, "U0ALICE")), 30)
+        [link] = links_to(self.slack, "U0ALICE")
+        assert link.body["thread_ts"] == self.root, "in the thread, to the requester alone"
+        await self.slack.wait_for(lambda s: bool(said_in(s, self.root, "Connect button")), 30)
+        return button_url(link)
+
+    async def restart(self) -> None:
+        await self.running.aclose()
+        await self.start()
+
+    async def finish_sign_in(self, link: str) -> str:
+        return await browser_lands(link, "alice")
+
+    async def answer(self, words: str) -> int:
+        from tests.test_slack_sign_in import said_in
+
+        # At once in the process that took the callback, not at the next sweep (15 s).
+        await self.slack.wait_for(lambda s: bool(said_in(s, self.root, words)), 12)
+        return len(said_in(self.slack, self.root, words))
+
+
+@dataclass
+class DiscordSignIn:
+    """`nerve discord` (its runtime and `run_discord`), the callback beside its operations port."""
+
+    name = "discord"
+    fake: FakeDiscord
+    settings: Any
+    running: contextlib.AsyncExitStack
+
+    async def start(self) -> None:
+        from bot.runtime import open_runtime
+        from tests.test_discord_sign_in import running
+
+        runtime = await self.running.enter_async_context(open_runtime(self.settings))
+        await self.running.enter_async_context(running(self.fake, self.settings, runtime.agent))
+
+    async def needs_sign_in(self, text: str) -> str:
+        """A mention is no interaction: the link comes in a DM, never in the channel."""
+        from tests.test_discord_sign_in import dms_to, link_urls
+
+        alice = self.fake.user("alice")
+        await self.fake.user_says(alice, text, mention_bot=True)
+        await self.fake.wait_until(lambda: bool(dms_to(self.fake, alice.id)), within=30)
+        [dm] = dms_to(self.fake, alice.id)
+        [link] = link_urls(dm.body())
+        await self.fake.wait_until(lambda: bool(self._said("Connect button")), within=30)
+        return link
+
+    async def restart(self) -> None:
+        await self.running.aclose()
+        assert not self.fake.connected
+        await self.start()
+
+    async def finish_sign_in(self, link: str) -> str:
+        return await browser_lands(link, "alice")
+
+    def _said(self, words: str) -> list[str]:
+        return [
+            str(m.get("content") or "") for m in self.fake.bot_messages() if words in (m.get("content") or "")
+        ]
+
+    async def answer(self, words: str) -> int:
+        # At once in the process that took the callback, not at the next sweep (15 s).
+        await self.fake.wait_until(lambda: bool(self._said(words)), within=12)
+        return len(self._said(words))
+
+
+@dataclass
+class TerminalSignIn:
+    """`nerve chat`: the chat serves the callback itself, on a loopback port of its own, while it runs;
+    it prints the link and opens it with BROWSER."""
+
+    name = "terminal"
+    env: dict[str, str]
+    running: contextlib.AsyncExitStack
+    term: Terminal | None = None
+    at: int = 0
+
+    async def start(self, browser: str) -> None:
+        self.term = await self.running.enter_async_context(
+            terminal(*nerve("chat"), env={**self.env, "BROWSER": browser})
+        )
+        self.at = 0
+
+    async def needs_sign_in(self, text: str) -> str:
+        assert self.term is not None
+        self.at = await self.term.expect(PROMPT)
+        self.term.type(text.encode() + b"\r")
+        self.at = await self.term.expect(
+            b"works with your own account. Sign in in your browser", after=self.at
+        )
+        start = await self.term.expect(b"http://127.0.0.1:", after=self.at) - len(b"http://127.0.0.1:")
+        end = self.term.output.index(b"\n", start)
+        return self.term.output[start:end].decode().strip()
+
+    async def restart(self) -> None:
+        """The person stops waiting (Ctrl-C) and leaves; the next chat signs in with a browser that
+        does (the old link came back to a port now closed)."""
+        assert self.term is not None
+        self.term.type(b"\x03")
+        self.at = await self.term.expect(b"Stopped waiting.", after=self.at)
+        self.at = await self.term.expect(PROMPT, after=self.at)
+        self.term.type(b"/quit\r")
+        assert await self.term.exit_code() == 0
+        assert "Traceback" not in self.term.screen()
+        await self.running.aclose()
+        await self.start(f"{sys.executable} -m tests.sign_in_browser alice %s")
+
+    async def finish_sign_in(self, link: str) -> str:
+        """At start the chat asks again with a new link, and the browser opens it and signs in."""
+        assert self.term is not None
+        self.at = await self.term.expect(b"waits for a sign-in to notes.")
+        self.at = await self.term.expect(b"Connected to notes.", after=self.at)
+        return "Connected to notes."
+
+    async def answer(self, words: str) -> int:
+        assert self.term is not None
+        self.at = await self.term.expect(words.encode(), after=self.at)
+        await self.term.expect(PROMPT, after=self.at)
+        self.term.type(b"/quit\r")
+        assert await self.term.exit_code() == 0
+        assert "Traceback" not in self.term.screen()
+        # What the live view draws while it runs (the cursor hidden) it clears for the answer.
+        kept = re.sub(rb"\x1b\[\?25l.*?\x1b\[\?25h", b"", self.term.output, flags=re.DOTALL)
+        return kept.count(words.encode())
+
+
+@contextlib.asynccontextmanager
+async def open_sign_in_surface(
+    kind: str, tmp_path: Path, mcp_url: str, model: Any
+) -> AsyncIterator[SignInSurface]:
+    """The surface `kind` running the whole runtime, with the notes server that people sign in to."""
+    from tests.ports import unused_port
+
+    config = notes_config(tmp_path, mcp_url)
+    async with FakeLLMServer(model) as llm, contextlib.AsyncExitStack() as running:
+        if kind == "terminal":
+            env = chat_env(
+                tmp_path,
+                NERVE_MCP_CONFIG=str(config),
+                NERVE_SECRET_KEY=SECRET_KEY,
+                OPENAI_BASE_URL=llm.base_url,
+                OPENAI_API_KEY="test",
+                USER="ada",
+                LOGNAME="ada",
+            )
+            chat = TerminalSignIn(env=env, running=running)
+            await chat.start("true %s")  # a browser that opens nothing: the person does not sign in here
+            yield chat
+            return
+        port = unused_port()
+        values: dict[str, Any] = {
+            "nerve_http_port": port,
+            "nerve_db": str(tmp_path / "nerve.db"),
+            "nerve_mcp_config": str(config),
+            "nerve_public_url": f"http://127.0.0.1:{port}",
+            "nerve_secret_key": SECRET_KEY,
+            "openai_base_url": llm.base_url,
+            "openai_api_key": "test-key",
+            "nerve_model": "test-model",
+        }
+        if kind == "slack":
+            from adapters.settings import Settings
+            from tests.fakes.slack_api import FakeSlack
+
+            async with FakeSlack() as slack:
+                values |= {
+                    "slack_bot_token": "xoxb-test-token",
+                    "slack_app_token": "xapp-test",
+                    "slack_api_base_url": slack.api_url,
+                }
+                settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
+                surface = SlackSignIn(slack=slack, settings=settings, running=running)
+                try:
+                    await surface.start()
+                    yield surface
+                finally:
+                    await running.aclose()  # while the fake it talks to is still there
+            return
+        from tests.fakes.discord_api import settings_for
+
+        async with FakeDiscord() as fake:
+            discord = DiscordSignIn(fake=fake, settings=settings_for(fake, **values), running=running)
+            try:
+                await discord.start()
+                yield discord
+            finally:
+                await running.aclose()

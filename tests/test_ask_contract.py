@@ -3,13 +3,16 @@
 Each scenario drives a surface through its fake (tests/surfaces.py) as people use it: the model
 wants to read the note and append a line; the read runs at once, the append waits for a person.
 Then a server's questions: the `asks` server's tool asks for a form or a link to open, and the
-person answers it, declines it, closes it unsent or opens the link.
+person answers it, declines it, closes it unsent or opens the link. Last, a sign-in: a per-person
+server needs one, the turn parks, and the browser comes back to another process than the one that
+asked, which goes on with the turn.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,9 @@ import pytest
 from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
 from tests.fakes.llm_server import FakeCall, Reply, reply, tool_reply
 from tests.mcp_servers.asks import LOGIN_URL
-from tests.surfaces import SURFACES, Era, Surface, open_surface, ran
+from tests.surfaces import SURFACES, Era, Surface, open_sign_in_surface, open_surface, ran
+from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
+from tests.test_slack_sign_in import Model, who_the_tool_said, whoami
 
 ONE_PERSON = "a terminal has one person at it: nobody else can answer its ask"
 
@@ -289,3 +294,35 @@ async def test_a_link_opened_by_the_asker_tells_the_tool_and_the_turn_goes_on(
             assert s.ended(ask) == "opened"
         assert no_buttons_left(s, ask)
         s.llm.assert_complete()
+
+
+# --- signing in: the callback lands on another process ------------------------------------------
+
+
+@pytest.fixture
+async def notes_oauth(tmp_path: Path) -> AsyncIterator[RunningServer]:
+    """The notes server with its own authorization server, signed in to per person."""
+    server = await start_server(tmp_path, "--port", "0")
+    try:
+        yield server
+    finally:
+        await stop_server(server)
+
+
+@pytest.mark.parametrize("kind", SURFACES)
+async def test_a_sign_in_finished_on_another_process_lets_the_parked_turn_go_on_and_answer_once(
+    kind: str, tmp_path: Path, notes_oauth: RunningServer
+) -> None:
+    model = Model([tool_reply(FakeCall(name="connect_notes")), whoami(), who_the_tool_said])
+    async with open_sign_in_surface(kind, tmp_path, notes_oauth.mcp_url, model) as s:
+        link = await s.needs_sign_in("who am I at notes?")
+        assert "/authorize?" in link
+        assert notes_oauth.log_lines() == [], "nothing was called before the sign-in"
+
+        await s.restart()
+        page = await s.finish_sign_in(link)
+
+        assert "Connected to notes" in page
+        assert await s.answer("You are signed in to notes as alice.") == 1, "the answer comes once"
+        assert notes_oauth.log_lines().count("call whoami by alice") == 1, "the call was theirs, once"
+    assert model.moves == [], "every scripted move was used"
