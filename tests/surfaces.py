@@ -267,6 +267,9 @@ class SlackSurface:
         return link
 
     def ended(self, ask: Posted) -> str | None:
+        from tests.test_slack_inputs import request_messages
+
+        assert request_messages(self.rig, self.root) == [ask], "the question is one message, updated"
         return ending_in(json.dumps(ask.current.get("blocks"), ensure_ascii=False))
 
     def who(self, person: Person) -> str:
@@ -375,7 +378,8 @@ class DiscordSurface:
     fake: FakeDiscord
     clock: Clock
     people: dict[Person, FakeUser]
-    restarted: Callable[[], Awaitable[None]]
+    restarted: Callable[[], Awaitable[Any]]
+    bot: Any  # the client running now
     mention: dict[str, Any] = field(default_factory=dict)
     interactions: list[dict[str, Any]] = field(default_factory=list)
 
@@ -412,8 +416,12 @@ class DiscordSurface:
         return [text for text in said if text.startswith(words)]
 
     async def answer(self, words: str) -> str:
-        """The model's reply opens the answer; the tools it used are listed after it."""
+        """The model's reply opens the answer; the tools it used are listed after it. Once all the
+        client started has finished, it was posted once."""
+        from tests.test_discord_inputs import idle
+
         await self.fake.wait_until(lambda: bool(self._said(words)), within=20)
+        await idle(self.bot)
         [said] = self._said(words)
         return said
 
@@ -439,7 +447,7 @@ class DiscordSurface:
         """Discord's sweeper runs on its own timer; a late click already ended the ask."""
 
     async def restart(self) -> None:
-        await self.restarted()
+        self.bot = await self.restarted()
 
     async def question(self, text: str) -> dict[str, Any]:
         from tests.test_discord_inputs import request_in
@@ -492,7 +500,8 @@ async def discord_client(
     fake: FakeDiscord, llm: FakeLLMServer, database: Path, host: MCPHost, admin: FakeUser, clock: Clock
 ) -> AsyncIterator[Any]:
     """One run of the Discord client with its own agent and store on `database`, as a process that
-    starts where the last one stopped; yields the inbox that says when a delivery was answered."""
+    starts where the last one stopped; yields the inbox that says when a delivery was answered,
+    and the client."""
     from tests.test_discord_approvals import approving_agent, bot_settings
     from tests.test_discord_bot import WatchedInbox
 
@@ -503,9 +512,9 @@ async def discord_client(
             approving_agent(
                 llm, store, host, admins=(admin,), clock=clock, inbox=inbox, inputs=store
             ) as agent,
-            running_bot(fake, agent, **bot_settings(admin)),
+            running_bot(fake, agent, **bot_settings(admin)) as bot,
         ):
-            yield inbox
+            yield inbox, bot
     finally:
         await store.close()
 
@@ -524,18 +533,18 @@ async def discord_surface(
         database = tmp_path / "discord.db"
         async with contextlib.AsyncExitStack() as running:
             client = discord_client(fake, llm, database, host, people["admin"], clock)
-            inbox = await running.enter_async_context(client)
+            inbox, bot = await running.enter_async_context(client)
 
-            async def restart() -> None:
+            async def restart() -> Any:
                 async with asyncio.timeout(10):
                     await inbox.finished.wait()  # the message that asked was answered
                 await running.aclose()
                 assert not fake.connected
                 again = discord_client(fake, llm, database, host, people["admin"], clock)
-                await running.enter_async_context(again)
+                return (await running.enter_async_context(again))[1]
 
             yield DiscordSurface(
-                notes=notes, llm=llm, fake=fake, clock=clock, people=people, restarted=restart
+                notes=notes, llm=llm, fake=fake, clock=clock, people=people, restarted=restart, bot=bot
             )
 
 

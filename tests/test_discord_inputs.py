@@ -512,25 +512,6 @@ async def test_a_link_shows_its_host_and_open_gives_the_asker_a_link_button_and_
         await llm.aclose()
 
 
-async def test_a_link_its_server_says_it_finished_with_shows_as_done_after_opened(
-    fake: FakeDiscord, store: SQLiteStore, legacy_host: MCPHost
-) -> None:
-    async with FakeLLMServer([calls("sign_in_elsewhere"), reply("Signed in.")]) as server:
-        agent, llm = await asking_agent(server, store, legacy_host)
-        async with running_bot(fake, agent) as bot:
-            ada = fake.user("ada")
-            await fake.user_says(ada, "read my calendar", mention_bot=True)
-            request = await request_in(fake, fake.channel_id)
-            opened = await click(fake, ada, request, "Open login.example.com")
-            await ephemeral_reply(fake, opened)
-            await answered_once(bot, fake, "Signed in.")
-            done = await final_edit(fake, request, "Done")
-            assert done["components"] == [] and "finished with the link" in done["content"]
-            edits = fake.find("PATCH", rf"/channels/{fake.channel_id}/messages/{request['id']}")
-            assert "Done" in edits[-1].body()["content"], "the newest outcome is shown last"
-        await llm.aclose()
-
-
 async def test_an_ask_shows_the_request_in_its_channel_replying_to_the_deferred_answer(
     fake: FakeDiscord, store: SQLiteStore, asks: Asks
 ) -> None:

@@ -484,21 +484,6 @@ async def test_a_rate_limited_request_message_is_posted_once_after_the_wait(tmp_
         assert tool_results(r) == ["fence: declined"]
 
 
-async def test_closing_the_modal_tells_the_tool_it_was_cancelled(tmp_path, asks):
-    script = [tool_reply(FakeCall(name="ask_colour", arguments='{"label": "wall"}')), reply("Left it.")]
-    async with rig(tmp_path, script, asks) as r:
-        root = "1600000000.500400"
-        message = await ask_in_thread(r, "pick a colour for the wall", root)
-        view = await fill_in(r, message)
-        status, body = await r.interact(r.slack.view_payload("view_closed", view, ALICE))
-        assert (status, body) == (200, "")
-        await r.settle()
-
-        assert tool_results(r) == ["wall: cancelled"]
-        [message] = request_messages(r, root)
-        assert buttons(message) == {} and "↩️ Cancelled" in shown(message)
-
-
 async def test_a_submission_after_the_request_ended_shows_why_in_the_modal(tmp_path, asks):
     clock = Clock(time.time())
     script = [tool_reply(FakeCall(name="ask_colour", arguments='{"label": "roof"}')), reply("Too late.")]

@@ -246,27 +246,6 @@ async def test_ask_in_a_script_declines_a_question_at_once_and_says_so(tmp_path,
 # --- a turn parked on a question --------------------------------------------------------------------
 
 
-async def test_ctrl_c_at_a_parked_question_cancels_it_and_the_turn_goes_on_to_its_answer(tmp_path):
-    script = [tool_reply(call("ask_colour", "c1", label="door")), reply("No colour for the door, then.")]
-    async with (
-        FakeLLMServer(script) as model,
-        terminal(*nerve("chat"), env=env_for(tmp_path, model, *PARKED)) as term,
-    ):
-        at = await term.expect(PROMPT)
-        term.type(b"paint the door\r")
-        at = await term.expect(COLOUR, after=at)
-        term.type(b"\x03")
-        at = await term.expect(b"Cancelled: nothing was sent.", after=at)
-        at = await term.expect(b"No colour for the door, then.", after=at)
-        await term.expect(PROMPT, after=at)
-        term.type(b"/quit\r")
-        assert await term.exit_code() == 0
-        model.assert_complete()
-    assert returned(model.requests[1], "c1") == "door: cancelled"
-    assert PARKED_TEXT not in term.output
-    assert "Traceback" not in term.screen()
-
-
 async def test_two_calls_that_park_on_questions_are_asked_in_turn_and_each_gets_its_answer(tmp_path):
     both = tool_reply(call("ask_colour", "c1", label="roof"), call("ask_colour", "c2", label="porch"))
     script = [both, reply("A red roof and a blue porch.")]
