@@ -130,7 +130,7 @@ async def test_a_reset_conversation_is_listed_and_shown_on_request(tmp_path):
 
 
 async def test_delete_asks_for_yes_off_a_terminal_then_removes_every_conversation_of_the_thread(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=ENV_QUERY)
     code, _, err = await run_nerve(
         "chat", "--thread", "walks", env=env, stdin=f"{QUESTION}\n/reset\n{QUESTION}\n"
     )
@@ -160,7 +160,8 @@ async def test_delete_asks_for_yes_off_a_terminal_then_removes_every_conversatio
     assert code == 1 and "nerve threads" in err
 
     # The thread name can be used again: it starts a fresh conversation.
-    code, _, err = await run_nerve("ask", "--thread", "walks", "Geolocation for 31.23, 121.47?", env=env)
+    with_geo = nerve_env(tmp_path)  # the shipped servers: this question gives coordinates
+    code, _, err = await run_nerve("ask", "--thread", "walks", "Geolocation for 31.23, 121.47?", env=with_geo)
     assert code == 0, err
     code, out, _ = await run_nerve("history", "--thread", "walks", env=env)
     assert QUESTION not in out and "31.23" in out
