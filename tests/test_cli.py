@@ -23,9 +23,21 @@ from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_r
 SEED_QUESTION = "Is the environment in A1001 good for a run near 31.23, 121.47?"
 
 
-def nerve_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+def shipped_servers(*names: str) -> dict[str, Any]:
+    """The entries of the repository's servers file (only `names` when given), run from its folder."""
+    servers: dict[str, Any] = json.loads((ROOT / "mcp.json").read_text())["mcpServers"]
+    return {
+        name: {**server, "cwd": str(ROOT)} for name, server in servers.items() if not names or name in names
+    }
+
+
+def nerve_env(tmp_path: Path, *, servers: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a `nerve` process on its own database; the shipped servers file unless
+    `servers` names the only ones the test needs (`{}` when it uses no tool): every command that
+    answers starts each server of its file, a Python process of its own."""
+    config = ROOT / "mcp.json" if servers is None else servers_file(tmp_path, servers, "needed-servers.json")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NERVE_"))}
-    env.update({"NERVE_DB": str(tmp_path / "nerve.db"), "NERVE_MCP_CONFIG": str(ROOT / "mcp.json"), **extra})
+    env.update({"NERVE_DB": str(tmp_path / "nerve.db"), "NERVE_MCP_CONFIG": str(config), **extra})
     return env
 
 
@@ -45,8 +57,8 @@ async def run_nerve(
     return process.returncode or 0, out.decode(), err.decode()
 
 
-def servers_file(tmp_path: Path, servers: dict[str, Any]) -> Path:
-    config = tmp_path / "mcp.json"
+def servers_file(tmp_path: Path, servers: dict[str, Any], name: str = "mcp.json") -> Path:
+    config = tmp_path / name
     config.write_text(json.dumps({"mcpServers": servers}))
     return config
 
@@ -110,7 +122,7 @@ async def test_the_offline_model_answers_the_seed_question_with_both_results(tmp
 
 
 async def test_a_restarted_chat_continues_the_thread(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=shipped_servers("env-query"))
     code, _, err = await run_nerve("chat", "--thread", "walks", env=env, stdin="How is the air in A1001?\n")
     assert code == 0, err
     code, out, err = await run_nerve("chat", "--thread", "walks", env=env, stdin="/quit\n")
@@ -185,7 +197,7 @@ async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp
 
 
 async def test_python_dash_m_bot_without_a_subcommand_starts_the_chat(tmp_path):
-    code, out, err = await run_nerve(env=nerve_env(tmp_path), stdin="/quit\n")
+    code, out, err = await run_nerve(env=nerve_env(tmp_path, servers={}), stdin="/quit\n")
     assert code == 0, err
     assert "nerve — thread default" in out
     assert "Traceback" not in err
@@ -205,7 +217,7 @@ async def test_the_nerve_command_without_a_subcommand_starts_the_chat(tmp_path):
 
 
 async def test_history_reads_the_database_without_a_servers_file(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=shipped_servers("env-query"))
     code, _, err = await run_nerve("ask", "How is the air in A1001?", "--thread", "kept", env=env)
     assert code == 0, err
     broken = tmp_path / "broken.json"
@@ -222,7 +234,7 @@ async def test_history_reads_the_database_without_a_servers_file(tmp_path):
 
 
 async def test_ask_answers_a_question_with_invalid_utf8_bytes_and_stores_it_readably(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=shipped_servers("env-query"))
     question = b"How is the air in A1001? caf\xe9 \xff"
     code, out, err = await run_nerve("ask", "--json", question, "--thread", "bytes", env=env)
     assert code == 0, err
@@ -233,7 +245,7 @@ async def test_ask_answers_a_question_with_invalid_utf8_bytes_and_stores_it_read
 
 
 async def test_ask_answers_a_question_with_a_lone_surrogate(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=shipped_servers("env-query"))
     # U+D800 as a terminal or a careless encoder writes it: "\xed\xa0\x80" is no valid UTF-8.
     lone = "How is the air in A1001? \ud800".encode("utf-8", "surrogatepass")
     code, out, err = await run_nerve("ask", lone, "--thread", b"t\xed\xa0\x80", env=env)
@@ -292,7 +304,7 @@ def test_a_start_up_error_inside_a_task_group_is_reported_in_one_plain_line(monk
             group.create_task(asyncio.sleep(0))
             raise StartupError("cannot reach Slack at http://127.0.0.1:9/api/: check the network")
 
-    for name, value in nerve_env(tmp_path).items():
+    for name, value in nerve_env(tmp_path, servers={}).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(cli, "_job", lambda args, settings, notices, stop: failing_start)
     code = cli.main(["slack"])
@@ -305,7 +317,7 @@ def test_an_unexpected_error_still_shows_its_traceback(monkeypatch, tmp_path):
     async def broken(settings: Settings) -> int:
         raise RuntimeError("a bug")
 
-    for name, value in nerve_env(tmp_path).items():
+    for name, value in nerve_env(tmp_path, servers={}).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(cli, "_job", lambda args, settings, notices, stop: broken)
     with pytest.raises(RuntimeError, match="a bug"):
@@ -317,12 +329,8 @@ def test_an_unexpected_error_still_shows_its_traceback(monkeypatch, tmp_path):
 
 def seed_file_with_policy(tmp_path: Path, policy: dict[str, Any]) -> Path:
     """The repository's servers file, run from its own folder, with a policy section added."""
-    content = json.loads((ROOT / "mcp.json").read_text())
-    for server in content["mcpServers"].values():
-        server["cwd"] = str(ROOT)
-    content["policy"] = policy
     path = tmp_path / "mcp.json"
-    path.write_text(json.dumps(content))
+    path.write_text(json.dumps({"mcpServers": shipped_servers(), "policy": policy}))
     return path
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeLLMServer, Reply, reply
-from tests.test_cli import nerve_env, run_nerve, servers_file
+from tests.test_cli import nerve_env, run_nerve, servers_file, shipped_servers
 
 DIRECTORY_ERROR = "is a directory, not a file (set NERVE_MCP_CONFIG to the servers file)"
 
@@ -70,7 +70,13 @@ async def test_ctrl_c_mid_answer_ends_the_line_and_says_cancelled(tmp_path: Path
         return reply("The air in A1001 is", stall_after=3, stall=60)
 
     async with FakeLLMServer(responder) as model:
-        env = nerve_env(tmp_path, OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="test")
+        # One server to stop on the interruption, the one the question is about.
+        env = nerve_env(
+            tmp_path,
+            servers=shipped_servers("env-query"),
+            OPENAI_BASE_URL=model.base_url,
+            OPENAI_API_KEY="test",
+        )
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

@@ -1,5 +1,5 @@
 """`nerve ask`, `nerve threads`, `nerve history` and `nerve delete` through the real command line,
-with the offline model and the shipped servers."""
+with the offline model and the shipped servers (the env-query one alone where only it is asked)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from adapters import cli
 from adapters.terminal.views import conversation_key
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage
-from tests.test_cli import nerve_env, run_nerve
+from tests.test_cli import nerve_env, run_nerve, shipped_servers
 
 QUESTION = "How is the air in A1001?"
+# The question calls this server alone: the others would only start and stop with each command.
+ENV_QUERY = shipped_servers("env-query")
 NAMED = re.compile(r"nerve: conversation (ask-\S+) \(continue it with --thread \1\)")
 
 
@@ -27,7 +29,7 @@ def db_rows(tmp_path: Path, sql: str) -> list[tuple[object, ...]]:
 
 
 async def test_ask_without_a_thread_starts_a_fresh_conversation_and_names_it(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=ENV_QUERY)
     code, out, err = await run_nerve("ask", QUESTION, env=env)
     assert code == 0, err
     found = NAMED.search(err)
@@ -57,7 +59,7 @@ async def test_ask_without_a_thread_starts_a_fresh_conversation_and_names_it(tmp
 
 
 async def test_ask_dash_reads_the_question_from_stdin(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=ENV_QUERY)
     code, out, err = await run_nerve("ask", "-", "--thread", "piped", env=env, stdin=QUESTION + "\n")
     assert code == 0, err
     assert "AQI" in out
@@ -70,7 +72,7 @@ async def test_ask_dash_reads_the_question_from_stdin(tmp_path):
 
 
 async def test_history_of_an_unknown_thread_says_so_and_fails(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=ENV_QUERY)
     code, _, err = await run_nerve("ask", "--thread", "walks", QUESTION, env=env)
     assert code == 0, err
     code, out, err = await run_nerve("history", "--thread", "wakls", env=env)
@@ -79,7 +81,7 @@ async def test_history_of_an_unknown_thread_says_so_and_fails(tmp_path):
 
 
 async def test_history_prints_each_message_with_its_time_and_as_json(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=ENV_QUERY)
     code, _, err = await run_nerve("ask", "--thread", "walks", QUESTION, env=env)
     assert code == 0, err
     code, out, err = await run_nerve("history", "--thread", "walks", env=env)
@@ -101,7 +103,7 @@ async def test_history_prints_each_message_with_its_time_and_as_json(tmp_path):
 
 
 async def test_a_reset_conversation_is_listed_and_shown_on_request(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=ENV_QUERY)
     code, _, err = await run_nerve("chat", "--thread", "walks", env=env, stdin=f"{QUESTION}\n/reset\n")
     assert code == 0, err
 
@@ -128,7 +130,7 @@ async def test_a_reset_conversation_is_listed_and_shown_on_request(tmp_path):
 
 
 async def test_delete_asks_for_yes_off_a_terminal_then_removes_every_conversation_of_the_thread(tmp_path):
-    env = nerve_env(tmp_path)
+    env = nerve_env(tmp_path, servers=ENV_QUERY)
     code, _, err = await run_nerve(
         "chat", "--thread", "walks", env=env, stdin=f"{QUESTION}\n/reset\n{QUESTION}\n"
     )
@@ -158,7 +160,8 @@ async def test_delete_asks_for_yes_off_a_terminal_then_removes_every_conversatio
     assert code == 1 and "nerve threads" in err
 
     # The thread name can be used again: it starts a fresh conversation.
-    code, _, err = await run_nerve("ask", "--thread", "walks", "Geolocation for 31.23, 121.47?", env=env)
+    with_geo = nerve_env(tmp_path)  # the shipped servers: this question gives coordinates
+    code, _, err = await run_nerve("ask", "--thread", "walks", "Geolocation for 31.23, 121.47?", env=with_geo)
     assert code == 0, err
     code, out, _ = await run_nerve("history", "--thread", "walks", env=env)
     assert QUESTION not in out and "31.23" in out
@@ -195,7 +198,7 @@ async def test_delete_waits_for_the_turn_running_in_that_conversation(tmp_path, 
 
 
 async def test_retention_deletes_old_conversations_when_nerve_starts(tmp_path):
-    env = nerve_env(tmp_path, NERVE_RETENTION_DAYS="30")
+    env = nerve_env(tmp_path, servers=ENV_QUERY, NERVE_RETENTION_DAYS="30")
     for thread in ("old", "recent"):
         code, _, err = await run_nerve("ask", "--thread", thread, QUESTION, env=env)
         assert code == 0, err

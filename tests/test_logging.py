@@ -33,7 +33,7 @@ from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, HttpError, reply, tool_reply
-from tests.test_cli import nerve_env, run_nerve, servers_file
+from tests.test_cli import nerve_env, run_nerve, servers_file, shipped_servers
 
 # Shaped like the real thing, valid nowhere.
 SLACK_TOKEN = "xoxb-1111111111-2222222222-FakeTokenForLogTests"
@@ -441,7 +441,9 @@ async def test_nerve_says_once_at_start_how_to_install_the_extra(tmp_path: Path)
     blocked = (
         "import sys; sys.modules['opentelemetry.sdk'] = None; from adapters.cli import main; sys.exit(main())"
     )
-    env = nerve_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
+    env = nerve_env(
+        tmp_path, servers=shipped_servers("env-query"), OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9"
+    )
     code, out, err = await run_nerve(
         "ask", "How is the air in A1001?", env=env, command=(sys.executable, "-c", blocked)
     )

@@ -15,6 +15,7 @@ import sys
 import termios
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.mcp_servers.hostile import MASKED_LINK
-from tests.test_cli import nerve_env
+from tests.test_cli import nerve_env, shipped_servers
 
 # "you ›": on a terminal the prompt's trailing space is drawn as a cursor move, not a character.
 PROMPT = b"you \xe2\x80\xba"
@@ -172,8 +173,9 @@ def nerve(*args: str) -> tuple[str, ...]:
     return (sys.executable, "-m", "bot", *args)
 
 
-def chat_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return nerve_env(tmp_path, NERVE_LOG_FILE=str(tmp_path / "nerve.log"), **extra)
+def chat_env(tmp_path: Path, *, servers: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
+    """`nerve_env` with the log in a file of the test's own (`servers` as there)."""
+    return nerve_env(tmp_path, servers=servers, NERVE_LOG_FILE=str(tmp_path / "nerve.log"), **extra)
 
 
 def warning_server_config(tmp_path: Path, line: str) -> Path:
@@ -199,7 +201,7 @@ async def test_nerve_without_a_subcommand_starts_the_chat_on_a_terminal(tmp_path
 
 
 async def test_ctrl_c_at_the_prompt_leaves_the_chat_cleanly(tmp_path):
-    async with terminal(*nerve("chat"), env=chat_env(tmp_path)) as term:
+    async with terminal(*nerve("chat"), env=chat_env(tmp_path, servers={})) as term:
         await term.expect(PROMPT)
         term.type(b"\x03")
         assert await term.exit_code() == 0
@@ -255,7 +257,7 @@ async def test_with_verbose_the_log_goes_to_stderr_and_no_file_is_written(tmp_pa
 
 
 async def test_a_typed_line_with_invalid_utf8_is_answered_and_stored(tmp_path):
-    env = chat_env(tmp_path)
+    env = chat_env(tmp_path, servers=shipped_servers("env-query"))
     async with terminal(*nerve("chat", "--thread", "bytes"), env=env) as term:
         at = await term.expect(PROMPT)
         term.type(b"How is the air in A1001? caf\xe9 \xff\r")

@@ -115,7 +115,7 @@ async def test_nerve_worker_answers_a_queued_slack_event_with_no_front_end_and_s
 
 
 async def test_nerve_worker_refuses_to_start_without_a_postgresql_database(tmp_path: Path) -> None:
-    env = nerve_env(tmp_path, SLACK_BOT_TOKEN="xoxb-test-token")
+    env = nerve_env(tmp_path, servers={}, SLACK_BOT_TOKEN="xoxb-test-token")
     env.pop("NERVE_DATABASE_URL", None)
     code, _, err = await run_nerve("worker", env=env)
     assert code == 2
@@ -124,7 +124,7 @@ async def test_nerve_worker_refuses_to_start_without_a_postgresql_database(tmp_p
 
 
 async def test_nerve_worker_refuses_to_start_without_a_slack_bot_token(tmp_path: Path) -> None:
-    env = nerve_env(tmp_path, NERVE_DATABASE_URL="postgresql://nerve@127.0.0.1:1/nerve")
+    env = nerve_env(tmp_path, servers={}, NERVE_DATABASE_URL="postgresql://nerve@127.0.0.1:1/nerve")
     env.pop("SLACK_BOT_TOKEN", None)
     code, _, err = await run_nerve("worker", env=env)
     assert code == 2
