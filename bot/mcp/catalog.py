@@ -20,8 +20,7 @@ from bot.types import ToolSpec
 
 logger = logging.getLogger(__name__)
 
-# OpenAI's rule for function names; other providers accept a subset of it.
-VALID_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# Names outside OpenAI's rule for function names (other providers accept a subset of it).
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]+")
 MAX_NAME = 64
 PREFIX_SEPARATOR = "__"

@@ -15,8 +15,6 @@ from bot.mcp.naming import Collision, unique_names
 from bot.mcp.results import describe_block
 from bot.types import PromptArgument, PromptSpec
 
-MAX_PROMPT_PAGES = 20
-
 
 def prompt_specs(
     listings: Mapping[str, Sequence[mcp_types.Prompt]],
