@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from bot.agent import INPUT_SETTLED as SETTLED
-from bot.types import InputOutcome, InputRequest
+from bot.agent import Agent
+from bot.errors import AskError
+from bot.types import Answer, InputOutcome, InputRequest
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +37,18 @@ def ended(outcome: InputOutcome) -> str | None:
     if outcome.status is not None and outcome.status != "open":
         return outcome.status
     return _ENDED_BY_NOTE.get(outcome.note) if outcome.note is not None else None
+
+
+async def answer_input(agent: Agent, request_id: str, user: str, answer: Answer) -> InputOutcome:
+    """One answer to a question through `Agent.answer`. One that changes nothing still names its
+    request when it is known (a request gone or expired comes back in the `AskError`), so its
+    message can show how the request ended."""
+    try:
+        answered = await agent.answer(request_id, user, answer)
+    except AskError as exc:
+        return InputOutcome(changed=False, request=exc.request, note=exc.message)
+    assert answered.input is not None, "a question's answer carries its outcome"
+    return answered.input
 
 
 @dataclass(slots=True)

@@ -36,7 +36,7 @@ from typing import Any
 
 import discord
 
-from adapters.common.settle import ended
+from adapters.common.settle import answer_input, ended
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.input_message import (
     InputBoard,
@@ -53,9 +53,7 @@ from adapters.discord.input_modal import FIELDS_PER_STEP, InputModal, Raw, say, 
 from bot.agent import INPUT_EXPIRED as EXPIRED
 from bot.agent import INPUT_GONE as GONE
 from bot.agent import Agent
-from bot.errors import AskError
 from bot.types import (
-    Answer,
     Decline,
     Form,
     InputOutcome,
@@ -219,7 +217,7 @@ class InputFlow:
     ) -> InputOutcome | None:
         if not await _acknowledge(interaction):
             return None
-        outcome = await self._answer(request_id, user, Decline())
+        outcome = await answer_input(self._agent, request_id, user, Decline())
         if outcome.changed:
             self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
             return None
@@ -237,7 +235,7 @@ class InputFlow:
         if opened.note is not None or request is None or request.mode != "url" or not request.url:
             await say(interaction, opened.note or NOT_A_LINK)
             return opened
-        outcome = await self._answer(request_id, user, LinkOpened())
+        outcome = await answer_input(self._agent, request_id, user, LinkOpened())
         if not outcome.changed:
             await say(interaction, outcome.note or GONE)
             return outcome
@@ -245,16 +243,6 @@ class InputFlow:
         text, view = link_text(request.url)
         await say(interaction, text, view)
         return None
-
-    async def _answer(self, request_id: str, user: str, answer: Answer) -> InputOutcome:
-        """Answer the ask through the core (`Agent.answer`). An ask that is gone or expired comes
-        back with its request, when known, so its message can say how it ended."""
-        try:
-            answered = await self._agent.answer(request_id, user, answer)
-        except AskError as exc:
-            return InputOutcome(changed=False, request=exc.request, note=exc.message)
-        assert answered.input is not None, "a question's answer carries its outcome"
-        return answered.input
 
     # --- submits -------------------------------------------------------------------------------------
 
@@ -282,7 +270,7 @@ class InputFlow:
             return
         if not await _acknowledge(interaction):
             return
-        outcome = await self._answer(request.request_id, user, Submit(values=dict(draft.values)))
+        outcome = await answer_input(self._agent, request.request_id, user, Submit(values=dict(draft.values)))
         if outcome.errors:
             wrong = {
                 s

@@ -25,7 +25,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.common.settle import ended
+from adapters.common.settle import answer_input, ended
 from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.input_posts import RequestMessages
@@ -40,8 +40,7 @@ from adapters.slack.input_view import (
 )
 from adapters.slack.post import Poster, api_error
 from bot.agent import Agent
-from bot.errors import AskError
-from bot.types import Answer, Cancel, Decline, InputOutcome, LinkOpened, Submit
+from bot.types import Cancel, Decline, InputOutcome, LinkOpened, Submit
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +81,9 @@ class InputClicks:
                 outcome = await self._fill(click.request_id, user, payload_field(body, "trigger_id"), place)
             elif click.choice == "open":
                 # URL mode: the person opened the link (Slack opens it in their browser), so they agreed.
-                outcome = await self._answer(click.request_id, user, LinkOpened())
+                outcome = await answer_input(self._agent, click.request_id, user, LinkOpened())
             else:
-                outcome = await self._answer(click.request_id, user, Decline())
+                outcome = await answer_input(self._agent, click.request_id, user, Decline())
         except Exception:
             logger.exception("answering request for input %s failed", click.request_id)
             outcome = InputOutcome(changed=False, request=None, note=FAILED)
@@ -109,17 +108,6 @@ class InputClicks:
             logger.warning("could not open the form of request %s: %s", request_id, api_error(exc))
             return replace(outcome, note=NO_FORM)
         return outcome
-
-    async def _answer(self, request_id: str, user: str, answer: Answer) -> InputOutcome:
-        """One answer through `Agent.answer`. One that changes nothing still names its request
-        when it is known (a request gone or expired comes back in the `AskError`), so its message
-        can show how the request ended."""
-        try:
-            answered = await self._agent.answer(request_id, user, answer)
-        except AskError as exc:
-            return InputOutcome(changed=False, request=exc.request, note=exc.message)
-        assert answered.input is not None, "a question's answer carries its outcome"
-        return answered.input
 
     async def _answered(self, outcome: InputOutcome, place: ModalPlace) -> None:
         """After an answer that counted: its message shows it, then a parked turn with nothing left
@@ -153,8 +141,8 @@ class InputClicks:
                 return await self._note(place, user, blocks, opened.note or FAILED, opened)
             state = view.get("state")
             values = state.get("values") if isinstance(state, Mapping) else None
-            outcome = await self._answer(
-                request.request_id, user, Submit(values=read_answer(request.form, values))
+            outcome = await answer_input(
+                self._agent, request.request_id, user, Submit(values=read_answer(request.form, values))
             )
         except Exception:
             logger.exception("taking the form of request %s failed", place.request_id)
@@ -178,7 +166,7 @@ class InputClicks:
         if place is None or user is None:
             return
         try:
-            outcome = await self._answer(place.request_id, user, Cancel())
+            outcome = await answer_input(self._agent, place.request_id, user, Cancel())
         except Exception:
             logger.exception("cancelling request for input %s failed", place.request_id)
             return
