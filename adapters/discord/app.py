@@ -60,23 +60,6 @@ class ShardedNerveDiscordBot(NerveDiscordBot, discord.AutoShardedClient):
     DISCORD_GATEWAY_URL, so an unsharded bot stays the plain client it always was.
     """
 
-    def __init__(
-        self,
-        agent: Agent,
-        settings: DiscordSettings,
-        *,
-        jobs: TurnJobs | None = None,
-        clients: CurrentClient | None = None,
-    ) -> None:
-        super().__init__(
-            agent,
-            settings,
-            jobs=jobs,
-            clients=clients,
-            shard_count=settings.nerve_discord_shard_count,
-            shard_ids=settings.discord_shard_ids,
-        )
-
 
 def new_bot(
     agent: Agent,
@@ -88,7 +71,8 @@ def new_bot(
     """The client the settings ask for: sharded when NERVE_DISCORD_SHARD_COUNT is set. With `jobs`,
     its turns are jobs, run by the client `clients` names (`adapters.discord.jobs`)."""
     if settings.nerve_discord_shard_count is not None:
-        return ShardedNerveDiscordBot(agent, settings, jobs=jobs, clients=clients)
+        shards = {"shard_count": settings.nerve_discord_shard_count, "shard_ids": settings.discord_shard_ids}
+        return ShardedNerveDiscordBot(agent, settings, jobs=jobs, clients=clients, **shards)
     return NerveDiscordBot(agent, settings, jobs=jobs, clients=clients)
 
 
