@@ -33,6 +33,20 @@ HTTP_ERROR_STAND_IN = "Server returned an error response"
 
 
 @dataclass(frozen=True, slots=True)
+class _Call:
+    """One call as asked; its latencies count from `started` (`time.perf_counter`)."""
+
+    spec: ToolSpec
+    name: str
+    arguments: dict[str, Any]
+    context: CallContext | None
+    started: float
+
+    def elapsed(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+
+@dataclass(frozen=True, slots=True)
 class LinkCalls:
     """Calls on links, bounded by `max_call_seconds` of the server's own time; `still_offered`
     finds a restarted server's live spec of a tool, or why the call must not be made."""
@@ -51,15 +65,16 @@ class LinkCalls:
     ) -> ToolResult:
         """One call through the server's circuit: refused at once while it is open; a session the
         server forgot (HTTP 404) is opened again and the call made once more, once."""
+        made = _Call(spec, name, arguments, context, started)
         ticket = link.circuit.admit()
         if isinstance(ticket, str):
-            return results.unavailable(spec.server, ticket, latency_ms=(time.perf_counter() - started) * 1000)
+            return results.unavailable(spec.server, ticket, latency_ms=made.elapsed())
         result: ToolResult | None = None
         try:
             stale = link.client
-            result = await self._once(link, spec, name, arguments, context, started)
+            result = await self._once(link, made)
             if link.session_expired and stale is not None and result.error_kind == "unavailable":
-                result = await self._renewed(link, stale, spec, name, arguments, context, started)
+                result = await self._renewed(link, stale, made)
         finally:
             # A probe call settles the circuit: answered (even with a tool error) means the server is back.
             link.circuit.settle(
@@ -67,40 +82,21 @@ class LinkCalls:
             )
         return result
 
-    async def _renewed(
-        self,
-        link: ServerLink,
-        stale: Client,
-        spec: ToolSpec,
-        name: str,
-        arguments: dict[str, Any],
-        context: CallContext | None,
-        started: float,
-    ) -> ToolResult:
+    async def _renewed(self, link: ServerLink, stale: Client, made: _Call) -> ToolResult:
         """The call again on a new session; the server never ran it on the one it had forgotten."""
-        logger.info("MCP server %r forgot the session; opening a new one for %s", spec.server, name)
+        spec = made.spec
+        logger.info("MCP server %r forgot the session; opening a new one for %s", spec.server, made.name)
         if await link.renew_session(stale, within=spec.timeout) is None:
             reason = "it forgot the session and a new one could not be opened in time"
-            return results.unavailable(spec.server, reason, latency_ms=(time.perf_counter() - started) * 1000)
-        result = await self._once(link, spec, name, arguments, context, started)
+            return results.unavailable(spec.server, reason, latency_ms=made.elapsed())
+        result = await self._once(link, made)
         if link.session_expired and result.error_kind == "unavailable":
             reason = "it forgot the session again right after a new one was opened"
             return replace(result, content=results.unavailable(spec.server, reason).content, detail=reason)
         return result
 
-    async def _once(
-        self,
-        link: ServerLink,
-        spec: ToolSpec,
-        name: str,
-        arguments: dict[str, Any],
-        context: CallContext | None,
-        started: float,
-    ) -> ToolResult:
-
-        def elapsed() -> float:
-            return (time.perf_counter() - started) * 1000
-
+    async def _once(self, link: ServerLink, made: _Call) -> ToolResult:
+        spec, name, arguments, elapsed = made.spec, made.name, made.arguments, made.elapsed
         client = link.client
         if client is None and link.refused is not None:
             return results.unavailable(spec.server, link.refused, latency_ms=elapsed())
@@ -115,7 +111,7 @@ class LinkCalls:
             if isinstance(still, ToolResult):
                 return replace(still, latency_ms=elapsed())
         timer = CallTimer(idle=spec.timeout, most=self.max_call_seconds, spent=elapsed() / 1000)
-        context = timer.watch(context or CallContext(tool=name, owner=""))
+        context = timer.watch(made.context or CallContext(tool=name, owner=""))
         try:
             # Leaving the scope on timeout cancels the request, which sends notifications/cancelled.
             with anyio.CancelScope() as scope, link.callers.running(context):
