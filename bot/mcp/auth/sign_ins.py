@@ -208,13 +208,7 @@ class SignIns:
         assert config.url is not None
         token = _conversation.set(key)
         try:
-            async with http_client(
-                config.allow_private_network,
-                allow_insecure_http=config.allow_insecure_http,
-                server_url=config.url,
-                auth=self.provider(server, person),
-                timeout=HTTP_TIMEOUT,
-            ) as http:
+            async with self._http(server, self.provider(server, person)) as http:
                 await http.post(config.url, json=PROBE, headers=PROBE_HEADERS)
         except SignInRequired as needed:
             return needed.sign_in
@@ -260,13 +254,7 @@ class SignIns:
         provider._initialized = True
         request = await provider._exchange_token_authorization_code(code, str(flow["verifier"]))
         try:
-            config = self._servers[started.server]
-            async with http_client(
-                config.allow_private_network,
-                allow_insecure_http=config.allow_insecure_http,
-                server_url=config.url,
-                timeout=HTTP_TIMEOUT,
-            ) as http:
+            async with self._http(started.server) as http:
                 response = await http.send(request)
                 await provider._handle_token_response(response)
         except PlainHttpRefused as exc:
@@ -311,30 +299,30 @@ class SignIns:
                     data.pop("client_id")
                 elif client.client_secret:
                     data["client_secret"] = client.client_secret
-                config = self._servers[server]
                 try:
-                    async with http_client(
-                        config.allow_private_network,
-                        allow_insecure_http=config.allow_insecure_http,
-                        server_url=config.url,
-                        timeout=HTTP_TIMEOUT,
-                    ) as http:
+                    async with self._http(server) as http:
                         await http.post(revocation, data=data, auth=auth or httpx2.USE_CLIENT_DEFAULT)
                 except httpx2.HTTPError as exc:
                     logger.warning("could not revoke a token at %s: %s", server, type(exc).__name__)
         return await storage.forget()
+
+    def _http(self, server: str, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+        """A client for `server`'s sign-in traffic, under its entry's network rules."""
+        config = self._servers[server]
+        return http_client(
+            config.allow_private_network,
+            allow_insecure_http=config.allow_insecure_http,
+            server_url=config.url,
+            auth=auth,
+            timeout=HTTP_TIMEOUT,
+        )
 
     async def _revocation_endpoint(self, server: str) -> str | None:
         """The authorization server's revocation endpoint, read from its metadata."""
         config = self._servers[server]
         assert config.url is not None
         try:
-            async with http_client(
-                config.allow_private_network,
-                allow_insecure_http=config.allow_insecure_http,
-                server_url=config.url,
-                timeout=HTTP_TIMEOUT,
-            ) as http:
+            async with self._http(server) as http:
                 metadata = await _authorization_metadata(http, config.url)
         except httpx2.HTTPError:
             return None
