@@ -25,6 +25,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters import jobs_runtime
 from adapters.common.desk import AskDesk
 from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.common.tasks import Owned
@@ -38,7 +39,7 @@ from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
 from adapters.slack.intake import Intake
-from adapters.slack.jobs import Launcher, job_handlers
+from adapters.slack.jobs import Launcher
 from adapters.slack.post import Poster
 from adapters.slack.prompt_command import PromptCommand
 from adapters.slack.render import FEEDBACK_ACTION
@@ -177,7 +178,9 @@ class SlackBot:
 
     def job_handlers(self) -> dict[str, JobHandler]:
         """What this bot's worker runs: Slack's jobs, by name."""
-        return job_handlers(self.answer_event, self._desk.go_on_here, self._turns.answer_deferred)
+        return jobs_runtime.job_handlers(
+            PLATFORM, self.answer_event, self._desk.go_on_here, self._turns.answer_deferred
+        )
 
     async def _left_over(self, event_id: str, payload: str) -> Turn | None:
         """The turn of a recorded event, answered outside its delivery (a restart, a job). It waits

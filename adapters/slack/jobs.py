@@ -16,24 +16,19 @@ tasks of this process.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from adapters import jobs_runtime
 from adapters.common.tasks import Spawn
-from adapters.jobs_runtime import DEFERRED, EVENT, RESUME, job_name
-from bot.jobs import JobHandler
-from bot.types import ConversationKey
+from adapters.jobs_runtime import EVENT, job_name
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs
 
-__all__ = ["DEFERRED_JOB", "EVENT_JOB", "RESUME_JOB", "Launcher", "event_lock", "job_handlers"]
+__all__ = ["EVENT_JOB", "Launcher", "event_lock"]
 
 PLATFORM = "slack"
 EVENT_JOB = job_name(PLATFORM, EVENT)
-RESUME_JOB = job_name(PLATFORM, RESUME)
-DEFERRED_JOB = job_name(PLATFORM, DEFERRED)
 
 
 def event_lock(event_id: str) -> str:
@@ -46,12 +41,3 @@ class Launcher(jobs_runtime.Launcher):
 
     def __init__(self, jobs: TurnJobs | None, spawn: Spawn) -> None:
         super().__init__(jobs, spawn, PLATFORM)
-
-
-def job_handlers(
-    answer_event: Callable[[str], Awaitable[None]],
-    go_on: Callable[[str], Awaitable[None]],
-    answer_deferred: Callable[[ConversationKey], Awaitable[None]],
-) -> dict[str, JobHandler]:
-    """The handlers of Slack's jobs, for `TurnJobs.register` in every process that runs a worker."""
-    return jobs_runtime.job_handlers(PLATFORM, answer_event, go_on, answer_deferred)
