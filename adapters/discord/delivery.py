@@ -61,7 +61,7 @@ async def send_chunks(
     sent: list[discord.Message] = []
     for i, chunk in enumerate(chunks):
         last = i == len(chunks) - 1
-        message = await send_one(
+        message = await send_message(
             channel,
             chunk,
             guard=guard,
@@ -73,21 +73,6 @@ async def send_chunks(
             break
         sent.append(message)
     return sent
-
-
-async def send_one(
-    channel: discord.abc.Messageable,
-    content: str,
-    *,
-    guard: ChannelGuard,
-    channel_id: int,
-    view: discord.ui.View | None = None,
-    reference: discord.MessageReference | None = None,
-) -> discord.Message | None:
-    """One channel message; failures are logged (once per channel for 403) and give None."""
-    return await send_message(
-        channel, content, guard=guard, channel_id=channel_id, view=view, reference=reference
-    )
 
 
 async def send_message(
@@ -105,17 +90,8 @@ async def send_message(
     """A channel message with optional embeds, files, view and reply reference; None on failure."""
     if guard.blocked(channel_id):
         return None
-    extra: dict[str, Any] = {}
-    if embeds:
-        extra["embeds"] = list(embeds)
-    if file is not None:
-        extra["file"] = file
-    if files:
-        extra["files"] = list(files)
-    if view is not None:
-        extra["view"] = view
-    if reference is not None:
-        extra["reference"] = reference
+    given = {"embeds": list(embeds), "file": file, "files": list(files), "view": view, "reference": reference}
+    extra: dict[str, Any] = {name: value for name, value in given.items() if value not in (None, [])}
     try:
         return await channel.send(content, allowed_mentions=NO_MENTIONS, **extra)
     except discord.Forbidden as exc:
