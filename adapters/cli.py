@@ -21,6 +21,7 @@ from bot.errors import NerveError
 from bot.policy.scopes import Place
 
 if TYPE_CHECKING:  # each command imports what it runs: `nerve --help` must not load the agent or MCP
+    from bot.agent import Agent
     from bot.runtime import Runtime
 
 # What a command runs once Settings are loaded; its result is the exit code.
@@ -137,6 +138,16 @@ def _with_runtime(front_end: Callable[[Runtime], Awaitable[int]]) -> Job:
     return job
 
 
+def _serving(serve: Callable[[Agent], Awaitable[None]]) -> Job:
+    """A front end that serves until it is stopped, on a runtime of its own."""
+
+    async def front_end(runtime: Runtime) -> int:
+        await serve(runtime.agent)
+        return 0
+
+    return _with_runtime(front_end)
+
+
 def _job(
     args: argparse.Namespace,
     settings: Settings,
@@ -204,33 +215,18 @@ def _job(
         from adapters.slack.serve import check_settings, run_slack
 
         check_settings(settings)
-
-        async def slack(runtime: Runtime) -> int:
-            await run_slack(runtime.agent, settings, stop=stop)
-            return 0
-
-        return _with_runtime(slack)
+        return _serving(lambda agent: run_slack(agent, settings, stop=stop))
     if command == "worker":
         from adapters.slack.worker import check_settings as check_worker_settings
         from adapters.slack.worker import run_worker
 
         check_worker_settings(settings)
-
-        async def worker(runtime: Runtime) -> int:
-            await run_worker(runtime.agent, settings, stop=stop)
-            return 0
-
-        return _with_runtime(worker)
+        return _serving(lambda agent: run_worker(agent, settings, stop=stop))
     from adapters.discord.app import check_settings as check_discord_settings
     from adapters.discord.app import run_discord
 
     check_discord_settings(settings)
-
-    async def discord(runtime: Runtime) -> int:
-        await run_discord(runtime.agent, settings, stop=stop)
-        return 0
-
-    return _with_runtime(discord)
+    return _serving(lambda agent: run_discord(agent, settings, stop=stop))
 
 
 def typed_error(exc: BaseException) -> NerveError | None:
