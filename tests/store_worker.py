@@ -10,8 +10,11 @@ import asyncio
 import itertools
 import json
 import sys
+from pathlib import Path
 
-from bot.store.choose import open_store_at
+from bot.store.base import ConversationStore
+from bot.store.choose import POSTGRES_SCHEMES, open_postgres_store
+from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, ToolCall
 
 KEY = ConversationKey(platform="crash", workspace="w", channel="c", thread="t")
@@ -31,6 +34,13 @@ def round_messages(i: int) -> list[ChatMessage]:
         for call in calls
     ]
     return [ChatMessage(role="assistant", tool_calls=calls), *results]
+
+
+async def open_store_at(location: str) -> ConversationStore:
+    """The store at a PostgreSQL URL, or else at a SQLite file path."""
+    if location.startswith(POSTGRES_SCHEMES):
+        return await open_postgres_store(location)
+    return await SQLiteStore.open(Path(location))
 
 
 async def main(location: str, first: int) -> None:

@@ -3,8 +3,6 @@ SQLite file NERVE_DB (the embedded default, needing nothing else)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.store.base import ConversationStore
@@ -35,10 +33,3 @@ async def open_postgres_store(url: str) -> ConversationStore:
             " pip install 'nerve[postgres]'"
         ) from exc
     return await PostgresStore.open(url)
-
-
-async def open_store_at(location: str) -> ConversationStore:
-    """The store at a PostgreSQL URL, or else at a SQLite file path (for tools and test workers)."""
-    if location.startswith(POSTGRES_SCHEMES):
-        return await open_postgres_store(location)
-    return await SQLiteStore.open(Path(location))
