@@ -212,10 +212,8 @@ class SignInLinks:
         await interaction.response.defer(ephemeral=True, thinking=True)
         here = asked_here(interaction)
         text, view = connections_message(await connections.of(here.key, here.user_id), connections.servers)
-        if view is None:
-            await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
-        else:
-            await interaction.followup.send(text, view=view, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        extra: dict[str, Any] = {"view": view} if view is not None else {}
+        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
 
     async def connect_command(self, interaction: discord.Interaction[Any], server: str) -> None:
         connections = self.connections

@@ -67,9 +67,7 @@ class ToolFailure:
             return f"{tool} was not called. {detail}."
         if self.kind == "loop_guard":
             return f"{tool} was not called again: {detail}."
-        if self.kind == "changed":
-            return f"{tool} was not run: {detail}."
-        if self.kind == "denied":
+        if self.kind in ("changed", "denied"):
             return f"{tool} was not run: {detail}."
         if self.kind == "not_approved":
             return f"{tool} was not run: it was not approved in time."
