@@ -120,7 +120,6 @@ class OpsEndpoints:
         platform: PlatformLink,
         *,
         ready: asyncio.Future[str] | None = None,
-        database_timeout: float = DATABASE_TIMEOUT,
         stopping: asyncio.Event | None = None,
     ) -> None:
         # The agent, not its inbox: a front end may be handed one before it is complete.
@@ -129,7 +128,6 @@ class OpsEndpoints:
         self._ready = ready
         # Set on SIGTERM: from then on the process is not ready, whatever else holds.
         self._stopping = stopping
-        self._database_timeout = database_timeout
         # More routes served beside these on the same port (the sign-in callback): each adds its own.
         self.routes: list[Callable[[web.Application], None]] = []
         # With jobs shared on PostgreSQL: whether this process's worker is taking jobs.
@@ -199,13 +197,13 @@ class OpsEndpoints:
     async def _database_problem(self) -> str | None:
         inbox = self._agent.inbox
         try:
-            async with asyncio.timeout(self._database_timeout):
+            async with asyncio.timeout(DATABASE_TIMEOUT):
                 if isinstance(inbox, Pings):
                     await inbox.ping()
                 else:
                     await inbox.unfinished_events(PROBE_PLATFORM)
         except TimeoutError:
-            return f"{DATABASE_UNREACHABLE}: no answer within {self._database_timeout:g} s"
+            return f"{DATABASE_UNREACHABLE}: no answer within {DATABASE_TIMEOUT:g} s"
         except Exception as exc:
             logger.debug("the database probe failed", exc_info=True)
             return f"{DATABASE_UNREACHABLE}: {type(exc).__name__}"

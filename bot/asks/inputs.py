@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 # The waiter marks its requests alive this often; one not marked for STALE_AFTER has no waiter.
 ALIVE_EVERY = 2.0
+# A waiter looks at the store this often for an answer given in another process.
+POLL_SECONDS = 0.5
 STALE_AFTER = 15.0
 MAX_OPEN_LINKS = 1000
 
@@ -114,13 +116,11 @@ class InputDesk:
         *,
         clock: Clock,
         timeout: float,
-        poll: float = 0.5,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._clock = clock
         self._timeout = timeout
-        self._poll = poll
         # Aliveness is about processes, so it runs on the wall clock even when tests move `clock`.
         self._wall = wall
         self._answered: dict[str, asyncio.Event] = {}
@@ -164,7 +164,7 @@ class InputDesk:
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._poll):
+                    async with asyncio.timeout(POLL_SECONDS):
                         await answered.wait()
                 stored = await self._store.stored_input(request_id)
                 if stored is None:

@@ -86,11 +86,9 @@ def _retry_after(text: str) -> float | None:
     return value / 1000.0 if unit.startswith("m") else value
 
 
-def resources_of(
-    blocks: Iterable[ContentBlock], *, max_file_bytes: int = MAX_FILE_BYTES
-) -> tuple[Resource, ...]:
+def resources_of(blocks: Iterable[ContentBlock]) -> tuple[Resource, ...]:
     """The links, texts and files in a result, for people. Images count as files; a file over
-    `max_file_bytes` is named, not carried, so one result cannot fill the memory or a message."""
+    `MAX_FILE_BYTES` is named, not carried, so one result cannot fill the memory or a message."""
     found: list[Resource] = []
     for block in blocks:
         if isinstance(block, ResourceLink):
@@ -106,10 +104,10 @@ def resources_of(
             if isinstance(resource, TextResourceContents):
                 found.append(Resource(uri=uri, name=name, mime_type=resource.mime_type, text=resource.text))
             else:
-                found.append(_file(uri, name, resource.mime_type, resource.blob, max_file_bytes))
+                found.append(_file(uri, name, resource.mime_type, resource.blob, MAX_FILE_BYTES))
         elif isinstance(block, ImageContent):
             extension = (block.mime_type.split("/", 1)[-1] or "bin").split("+", 1)[0]
-            found.append(_file("", f"image.{extension}", block.mime_type, block.data, max_file_bytes))
+            found.append(_file("", f"image.{extension}", block.mime_type, block.data, MAX_FILE_BYTES))
     return tuple(found)
 
 
