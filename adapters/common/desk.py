@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from functools import partial
 from typing import Literal, Protocol
 
@@ -123,28 +123,19 @@ class ParkedTurns(Protocol):
     async def answer_deferred(self, key: ConversationKey) -> None: ...
 
 
+@dataclass(eq=False)
 class AskDesk:
     """Turns clicks and expiries into decisions, redrawn messages and turns that go on."""
 
-    def __init__(
-        self,
-        agent: DeskAgent,
-        platform: str,
-        surface: Surface,
-        turns: ParkedTurns,
-        launch: Launcher,
-        spawn: Spawn,
-        *,
-        on_expired: Callable[[], None] | None = None,
-    ) -> None:
-        self._agent = agent
-        self._platform = platform
-        self._surface = surface
-        self._turns = turns
-        self._launch = launch
-        self._spawn = spawn
-        # What a click on an expired request sets off (the sweep, to show it at once), if anything.
-        self._on_expired = on_expired
+    agent: DeskAgent
+    platform: str
+    surface: Surface
+    turns: ParkedTurns
+    launch: Launcher
+    spawn: Spawn
+    _: KW_ONLY
+    # What a click on an expired request sets off (the sweep, to show it at once), if anything.
+    on_expired: Callable[[], None] | None = None
 
     async def clicked(self, click: ApprovalClick, user: str, clicker: Clicker) -> None:
         """One click (already acked): decide, then show it and go on, or tell the clicker why not."""
@@ -152,8 +143,8 @@ class AskDesk:
             decision = await self._decide(click, user)
         except AskError as exc:  # gone or expired: only the clicker is told
             await clicker.tell(exc.message)
-            if isinstance(exc, AskExpired) and self._on_expired is not None:
-                self._on_expired()
+            if isinstance(exc, AskExpired) and self.on_expired is not None:
+                self.on_expired()
             return
         except Exception:
             logger.exception("deciding approval request %s failed", click.request_id)
@@ -166,7 +157,7 @@ class AskDesk:
         shown = await clicker.show(prompt)
         if decision.ready:
             # In the background: the click is answered and must not wait for the turn.
-            self._spawn(self.go_on(prompt.request_id, redraw=not shown), f"resume-{prompt.request_id}")
+            self.spawn(self.go_on(prompt.request_id, redraw=not shown), f"resume-{prompt.request_id}")
         elif not shown:
             await self.redraw(prompt)
 
@@ -190,23 +181,23 @@ class AskDesk:
             if click.choice in _APPROVING
             else Deny(call_id=call_id, shown_hash=shown)
         )
-        answered = await self._agent.answer(click.request_id, user, answer)
+        answered = await self.agent.answer(click.request_id, user, answer)
         assert answered.decision is not None, "an approval's answer carries its decision"
         return answered.decision
 
     async def redraw(self, prompt: ApprovalPrompt) -> None:
         """Redraw the approval message from the request as it stands (any process can)."""
         if prompt.message_ref:
-            await self._surface.edit(prompt.message_ref, prompt)
+            await self.surface.edit(prompt.message_ref, prompt)
 
     async def go_on(self, request_id: str, *, redraw: bool = True) -> None:
         """Let a parked turn with nothing left to wait for go on (`go_on_here`): as a job of its
         conversation when jobs are shared, else as a task of this process."""
         key: ConversationKey | None = None
-        if self._launch.jobs is not None:
+        if self.launch.jobs is not None:
             found = await self._prompt(request_id)
             key = found.key if found is not None else None
-        await self._launch.resume(request_id, key, lambda: self.go_on_here(request_id, redraw=redraw))
+        await self.launch.resume(request_id, key, lambda: self.go_on_here(request_id, redraw=redraw))
 
     async def go_on_here(self, request_id: str, *, redraw: bool = True) -> None:
         """A parked turn with nothing left to wait for goes on here: its approval message (if it has
@@ -216,12 +207,12 @@ class AskDesk:
             found = await self._prompt(request_id)
             if found is not None:
                 await self.redraw(found)
-        await self._turns.resume(request_id)
+        await self.turns.resume(request_id)
 
     async def sweep(self) -> list[str]:
         """Requests past their expiry are shown expired and their turns go on without the calls
         nobody approved (or with "cancel" for the questions nobody answered)."""
-        expired = await self._agent.expire_due(self._platform)
+        expired = await self.agent.expire_due(self.platform)
         for request_id in expired:
             await self.go_on(request_id)
         return expired
@@ -229,18 +220,18 @@ class AskDesk:
     async def recover(self) -> int:
         """At start-up: requests decided (or expired) before a stop go on, and the messages that
         waited in conversations whose turn is no longer parked are answered; returns how many."""
-        approvals = self._agent.approvals
+        approvals = self.agent.approvals
         if approvals is None:
             return 0
-        ready = await self._agent.recover_parked(self._platform)
+        ready = await self.agent.recover_parked(self.platform)
         for request_id in ready:
             await self.go_on(request_id)
-        waiting = await approvals.threads_with_deferred(self._platform)
+        waiting = await approvals.threads_with_deferred(self.platform)
         for key in waiting:
-            await self._launch.deferred(key, partial(self._turns.answer_deferred, key))
+            await self.launch.deferred(key, partial(self.turns.answer_deferred, key))
         return len(ready) + len(waiting)
 
     async def _prompt(self, request_id: str) -> ApprovalPrompt | None:
-        approvals = self._agent.approvals
+        approvals = self.agent.approvals
         found = await approvals.prompt(request_id) if approvals is not None else None
         return found[0] if found is not None else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from adapters.jobs_runtime import Launcher
@@ -38,36 +39,29 @@ class Inboxed(Protocol):
     def inbox(self) -> Inbox: ...
 
 
+@dataclass(eq=False)
 class Recorded(Generic[Turn]):
     """One platform's recorded deliveries: `left_over` reads a payload back into its turn."""
 
-    def __init__(
-        self,
-        agent: Inboxed,
-        platform: str,
-        launch: Launcher,
-        left_over: Callable[[str, str], Awaitable[Turn | None]],
-        *,
-        noun: str,
-    ) -> None:
-        self._agent = agent
-        self._platform = platform
-        self._launch = launch
-        self._left_over = left_over
-        # What a delivery is called in log lines: "Slack event", "Discord delivery".
-        self._noun = noun
+    agent: Inboxed
+    platform: str
+    launch: Launcher
+    left_over: Callable[[str, str], Awaitable[Turn | None]]
+    _: KW_ONLY
+    # What a delivery is called in log lines: "Slack event", "Discord delivery".
+    noun: str
 
     async def recover(self, here: Callable[[str, Turn], None]) -> int:
         """At start-up: answer the deliveries left unfinished (`here`); with jobs, queue those that
         have no job waiting or running (another process may be answering the rest right now).
         Returns how many were taken up."""
         count = 0
-        for event_id, payload in await self._agent.inbox.unfinished_events(self._platform):
-            turn = await self._left_over(event_id, payload)
+        for event_id, payload in await self.agent.inbox.unfinished_events(self.platform):
+            turn = await self.left_over(event_id, payload)
             if turn is None:
                 continue
-            if self._launch.jobs is not None:
-                count += await self._launch.requeue(event_id, turn.key)
+            if self.launch.jobs is not None:
+                count += await self.launch.requeue(event_id, turn.key)
                 continue
             here(event_id, turn)
             count += 1
@@ -75,23 +69,23 @@ class Recorded(Generic[Turn]):
 
     async def take(self, event_id: str) -> Turn | None:
         """The turn of one recorded delivery for its job; None when it was answered already."""
-        payload = await self._agent.inbox.unfinished_payload(self._platform, event_id)
+        payload = await self.agent.inbox.unfinished_payload(self.platform, event_id)
         if payload is None:
-            logger.info("%s %s was answered already", self._noun, event_id)
+            logger.info("%s %s was answered already", self.noun, event_id)
             return None
-        return await self._left_over(event_id, payload)
+        return await self.left_over(event_id, payload)
 
     async def requeue_left(self) -> None:
         """With jobs: queue the deliveries a process recorded but died before queueing."""
-        if self._launch.jobs is None:
+        if self.launch.jobs is None:
             return
         try:
-            for event_id, payload in await self._agent.inbox.unfinished_events(self._platform):
-                turn = await self._left_over(event_id, payload)
-                if turn is not None and await self._launch.requeue(event_id, turn.key):
-                    logger.warning("queued %s %s, recorded but never queued", self._noun, event_id)
+            for event_id, payload in await self.agent.inbox.unfinished_events(self.platform):
+                turn = await self.left_over(event_id, payload)
+                if turn is not None and await self.launch.requeue(event_id, turn.key):
+                    logger.warning("queued %s %s, recorded but never queued", self.noun, event_id)
         except Exception:
-            logger.exception("looking for %ss recorded but never queued failed", self._noun)
+            logger.exception("looking for %ss recorded but never queued failed", self.noun)
 
 
 class Sweeps(Protocol):

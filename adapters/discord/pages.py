@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol
 
 import discord
@@ -54,23 +55,21 @@ def _view(view: discord.ui.View | None) -> Any:
     return MISSING if view is None else view
 
 
+@dataclass(eq=False)
 class ChannelPage:
     """A channel message of ours; a partial one (only its id known) when a job run again goes on in
     the messages of the run before (`adapters.discord.kept_pages`)."""
 
-    def __init__(
-        self, message: discord.Message | discord.PartialMessage, guard: ChannelGuard, channel_id: int
-    ) -> None:
-        self.message = message
-        self._guard = guard
-        self._channel_id = channel_id
+    message: discord.Message | discord.PartialMessage
+    guard: ChannelGuard
+    channel_id: int
 
     @property
     def message_id(self) -> int | None:
         return self.message.id
 
     async def edit(self, content: str, *, view: discord.ui.View | None = None) -> None:
-        if self._guard.blocked(self._channel_id):
+        if self.guard.blocked(self.channel_id):
             raise PageGone("posting in this channel is refused")
         try:
             self.message = await self.message.edit(
@@ -79,7 +78,7 @@ class ChannelPage:
         except discord.NotFound as exc:
             raise PageGone(f"message {self.message.id} is gone") from exc
         except discord.Forbidden as exc:
-            self._guard.block(self._channel_id, exc)
+            self.guard.block(self.channel_id, exc)
             raise PageGone("posting in this channel is refused") from exc
 
     async def delete(self) -> None:
@@ -89,30 +88,24 @@ class ChannelPage:
             logger.debug("could not delete message %s: %s", self.message.id, exc)
 
 
+@dataclass(eq=False)
 class ChannelPoster:
     """Channel messages; the first one replies to `reference` (None once one was posted)."""
 
-    def __init__(
-        self,
-        channel: discord.abc.Messageable,
-        *,
-        guard: ChannelGuard,
-        channel_id: int,
-        reference: discord.MessageReference | None = None,
-    ) -> None:
-        self._channel = channel
-        self._guard = guard
-        self._channel_id = channel_id
-        self.reference = reference
+    channel: discord.abc.Messageable
+    _: KW_ONLY
+    guard: ChannelGuard
+    channel_id: int
+    reference: discord.MessageReference | None = None
 
     async def post(
         self, content: str, *, view: discord.ui.View | None = None, files: Sequence[discord.File] = ()
     ) -> ChannelPage | None:
         message = await send_message(
-            self._channel,
+            self.channel,
             content,
-            guard=self._guard,
-            channel_id=self._channel_id,
+            guard=self.guard,
+            channel_id=self.channel_id,
             files=files,
             view=view,
             reference=self.reference,
@@ -120,7 +113,7 @@ class ChannelPoster:
         if message is None:
             return None
         self.reference = None
-        return ChannelPage(message, self._guard, self._channel_id)
+        return ChannelPage(message, self.guard, self.channel_id)
 
 
 class InteractionPage:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import discord
@@ -146,16 +147,15 @@ class TurnLinks:
                 self._links.send_dm(needed)
 
 
+@dataclass(eq=False)
 class SignInLinks:
     """Sign-in links, /connections and Disconnect clicks for one Discord client."""
 
-    def __init__(
-        self, client: discord.Client, connections: Connections | None, spawn: Spawn, *, expires_in: float
-    ) -> None:
-        self._client = client
-        self.connections = connections
-        self._spawn = spawn
-        self._expires_in = expires_in
+    client: discord.Client
+    connections: Connections | None
+    spawn: Spawn
+    _: KW_ONLY
+    expires_in: float
 
     def for_turn(self, interaction: discord.Interaction[Any] | None = None) -> TurnLinks:
         return TurnLinks(self, interaction)
@@ -169,7 +169,7 @@ class SignInLinks:
             return False
         try:
             await interaction.followup.send(
-                link_text(needed, self._expires_in),
+                link_text(needed, self.expires_in),
                 view=link_view(needed),
                 ephemeral=True,
                 allowed_mentions=NO_MENTIONS,
@@ -180,7 +180,7 @@ class SignInLinks:
         return True
 
     def send_dm(self, needed: SignInNeeded) -> None:
-        self._spawn(self._dm(needed), f"discord-sign-in-{needed.server}")
+        self.spawn(self._dm(needed), f"discord-sign-in-{needed.server}")
 
     async def _dm(self, needed: SignInNeeded) -> None:
         user_id = user_of(needed.person)
@@ -188,9 +188,9 @@ class SignInLinks:
             logger.warning("no Discord user in %r: its sign-in link is not sent", needed.person)
             return
         try:
-            channel = await self._client.create_dm(discord.Object(id=user_id))
+            channel = await self.client.create_dm(discord.Object(id=user_id))
             await channel.send(
-                link_text(needed, self._expires_in), view=link_view(needed), allowed_mentions=NO_MENTIONS
+                link_text(needed, self.expires_in), view=link_view(needed), allowed_mentions=NO_MENTIONS
             )
         except discord.HTTPException as exc:
             # Never in the channel instead: the link would let anyone sign in as this person.

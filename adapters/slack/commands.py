@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
@@ -139,25 +140,17 @@ async def approvals_text(agent: Agent, admins: frozenset[str], user: str, args: 
     return "*Always allowed (remembered approvals):*\n" + "\n".join(lines) + more
 
 
+@dataclass(eq=False)
 class NerveCommands:
     """`/nerve WORD …`: the handler the command table names for WORD, or the help."""
 
-    def __init__(
-        self,
-        agent: Agent,
-        client: AsyncWebClient,
-        settings: SlackSettings,
-        spawn: Spawn,
-        *,
-        prompts: SubCommand,
-        connections: SubCommand,
-    ) -> None:
-        self._agent = agent
-        self._client = client
-        self._settings = settings
-        self._spawn = spawn
-        self._prompts = prompts
-        self._connections = connections
+    agent: Agent
+    client: AsyncWebClient
+    settings: SlackSettings
+    spawn: Spawn
+    _: KW_ONLY
+    prompts: SubCommand
+    connections: SubCommand
 
     async def on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         words = str(command.get("text") or "").split()
@@ -169,7 +162,7 @@ class NerveCommands:
 
     def handlers(self) -> dict[str, SubCommand]:
         """What each `/nerve` sub-command of the command table runs (a test holds the two together)."""
-        prompts, connections = self._prompts, self._connections
+        prompts, connections = self.prompts, self.connections
         return {
             "tools": self._tools,
             "prompts": prompts,
@@ -185,11 +178,11 @@ class NerveCommands:
     async def _tools(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
         user = str(command.get("user_id") or "")
         place = place_of_command(str(command.get("channel_id") or ""), command.get("channel_name"), user)
-        await ack(text=tools_text(self._agent, place), response_type="ephemeral")
+        await ack(text=tools_text(self.agent, place), response_type="ephemeral")
 
     async def _approvals(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
         user = str(command.get("user_id") or "")
-        text = await approvals_text(self._agent, self._settings.admins, user, words[1:])
+        text = await approvals_text(self.agent, self.settings.admins, user, words[1:])
         await ack(text=text, response_type="ephemeral")
 
     async def _reset(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
@@ -201,16 +194,16 @@ class NerveCommands:
         key = ConversationKey(
             platform=PLATFORM, workspace=str(command.get("team_id") or ""), channel=channel, thread=DM_THREAD
         )
-        self._spawn(self._reset_dm(key, str(command.get("user_id") or "")))
+        self.spawn(self._reset_dm(key, str(command.get("user_id") or "")))
 
     async def _reset_dm(self, key: ConversationKey, user: str) -> None:
         try:
-            await self._agent.reset(key)
+            await self.agent.reset(key)
             text = "Started a new conversation: I have forgotten what we said before in this DM."
         except Exception:
             logger.exception("reset of %s failed", key)
             text = "Sorry — I could not reset our conversation; please try again."
         try:
-            await self._client.chat_postEphemeral(channel=key.channel, user=user, text=text)
+            await self.client.chat_postEphemeral(channel=key.channel, user=user, text=text)
         except SlackApiError as exc:
             logger.warning("could not confirm the reset: %s", exc.response.get("error"))

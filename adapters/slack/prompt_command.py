@@ -18,6 +18,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -74,22 +75,15 @@ def as_mention(team: str, channel: str, user: str, ts: str, question: str, *, dm
     return {"type": "event_callback", "event_id": f"prompt:{channel}:{ts}", "team_id": team, "event": event}
 
 
+@dataclass(eq=False)
 class PromptCommand:
     """Lists and starts prompts for `/nerve`; a started prompt is handed to `start` as a turn."""
 
-    def __init__(
-        self,
-        agent: Agent,
-        poster: Poster,
-        identity: Callable[[], Awaitable[Identity]],
-        start: Callable[[Turn], None],
-        spawn: Callable[[Coroutine[Any, Any, None]], None],
-    ) -> None:
-        self._agent = agent
-        self._poster = poster
-        self._identity = identity
-        self._start = start
-        self._spawn = spawn
+    agent: Agent
+    poster: Poster
+    identity: Callable[[], Awaitable[Identity]]
+    start: Callable[[Turn], None]
+    spawn: Callable[[Coroutine[Any, Any, None]], None]
 
     async def on_command(self, ack: AsyncAck, command: Mapping[str, Any], words: list[str]) -> None:
         """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds (the
@@ -101,9 +95,9 @@ class PromptCommand:
         place = place_of_command(channel, command.get("channel_name"), user)
         here = typed_in(place, str(command.get("team_id") or ""))
         if sub.lower() == "prompts" or not name:
-            await ack(text=prompts_text(self._agent, here), response_type="ephemeral")
+            await ack(text=prompts_text(self.agent, here), response_type="ephemeral")
             return
-        spec = next((p for p in self._agent.prompts(here) if p.name == name), None)
+        spec = next((p for p in self.agent.prompts(here) if p.name == name), None)
         hint = f"\nWrite it as `/nerve prompt {escape(usage(spec))}`." if spec is not None else ""
         try:
             # An unknown name is left to the core, which names the prompts there are.
@@ -111,7 +105,7 @@ class PromptCommand:
         except PromptError as exc:
             await ack(text=escape(str(exc)) + hint, response_type="ephemeral")
             return
-        question = asyncio.ensure_future(self._agent.prompt_question(here, name, arguments))
+        question = asyncio.ensure_future(self.agent.prompt_question(here, name, arguments))
         try:
             done, _ = await asyncio.wait({question}, timeout=ACK_WAIT)
         except asyncio.CancelledError:
@@ -125,8 +119,8 @@ class PromptCommand:
             await ack(text=text, response_type="ephemeral")
             return
         await ack()
-        tell = PrivateNote(self._poster, here, str(command.get("response_url") or ""))
-        self._spawn(self._begin(question, here, name, hint, tell))
+        tell = PrivateNote(self.poster, here, str(command.get("response_url") or ""))
+        self.spawn(self._begin(question, here, name, hint, tell))
 
     async def _begin(
         self, question: asyncio.Future[str], here: Incoming, name: str, hint: str, tell: PrivateNote
@@ -144,19 +138,19 @@ class PromptCommand:
             await tell(FAILED)
             return
         try:
-            ts = await self._poster.post(channel, None, announcement(user, name, text))
+            ts = await self.poster.post(channel, None, announcement(user, name, text))
         except SlackApiError as exc:
             logger.warning("could not post the prompt %s in %s: %s", name, channel, api_error(exc))
             await tell(f"I cannot post in this channel ({api_error(exc)}): invite me first.")
             return
         body = as_mention(here.key.workspace, channel, user, ts, text, dm=place.dm)
-        me = await self._identity()
+        me = await self.identity()
         turn = classify(body, me, allow_bots=True, follow_threads=True, followed=lambda _key: True)
         if turn is None:
             logger.error("the post of the prompt %s in %s is not a turn", name, channel)
             return
-        if await self._agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
-            self._start(turn)
+        if await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
+            self.start(turn)
 
 
 def _first_word(text: str) -> tuple[str, str]:

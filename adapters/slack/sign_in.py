@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
@@ -121,16 +122,15 @@ def _key(workspace: str, channel: str) -> ConversationKey:
     return ConversationKey(platform=PLATFORM, workspace=workspace, channel=channel, thread="-")
 
 
+@dataclass(eq=False)
 class SlackSignIns:
     """Sign-in links, `/nerve connections` and Disconnect clicks for one Slack bot."""
 
-    def __init__(
-        self, connections: Connections | None, poster: Poster, spawn: Spawn, *, expires_in: float
-    ) -> None:
-        self._connections = connections
-        self._poster = poster
-        self._spawn = spawn
-        self._expires_in = expires_in
+    connections: Connections | None
+    poster: Poster
+    spawn: Spawn
+    _: KW_ONLY
+    expires_in: float
 
     # --- during a turn ------------------------------------------------------------------------
 
@@ -140,19 +140,19 @@ class SlackSignIns:
 
         async def progress(event: TurnEvent) -> None:
             if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
-                self._spawn(self.show_link(turn.channel, turn.reply_thread_ts, event.ask.sign_in))
+                self.spawn(self.show_link(turn.channel, turn.reply_thread_ts, event.ask.sign_in))
             await forward(event)
 
         return progress
 
     async def show_link(self, channel: str, thread: str | None, needed: SignInNeeded) -> None:
-        text, blocks = link_message(needed, self._expires_in)
+        text, blocks = link_message(needed, self.expires_in)
         kwargs: dict[str, Any] = {"channel": channel, "user": user_of(needed.person), "text": text}
         kwargs["blocks"] = blocks
         if thread is not None:
             kwargs["thread_ts"] = thread
         try:
-            await self._poster.client.chat_postEphemeral(**kwargs)
+            await self.poster.client.chat_postEphemeral(**kwargs)
         except SlackApiError as exc:
             # Never anywhere public instead: the link would let anyone sign in as this person.
             logger.warning(
@@ -169,7 +169,7 @@ class SlackSignIns:
         user = str(command.get("user_id") or "")
         channel = str(command.get("channel_id") or "")
         key = _key(str(command.get("team_id") or ""), channel)
-        connections = self._connections
+        connections = self.connections
         if connections is None or not connections.servers:
             await ack(text=NO_SIGN_INS, response_type="ephemeral")
             return
@@ -180,11 +180,11 @@ class SlackSignIns:
                 return
             # Discovery and registration may take longer than Slack waits for the ack.
             await ack()
-            self._spawn(self._connect(key, user, channel, words[1]))
+            self.spawn(self._connect(key, user, channel, words[1]))
             return
         if sub == "disconnect" and len(words) == 2:
             await ack()
-            self._spawn(self._disconnect(key, user, channel, None, words[1]))
+            self.spawn(self._disconnect(key, user, channel, None, words[1]))
             return
         try:
             text, blocks = connections_message(await connections.of(key, user), connections.servers)
@@ -195,16 +195,16 @@ class SlackSignIns:
         await ack(text=text, blocks=blocks, response_type="ephemeral")
 
     async def _connect(self, key: ConversationKey, user: str, channel: str, server: str) -> None:
-        assert self._connections is not None
+        assert self.connections is not None
         try:
-            started = await self._connections.connect(key, user, server)
+            started = await self.connections.connect(key, user, server)
         except Exception as exc:
             logger.warning("could not start a sign-in to %r for %s: %s", server, user, exc)
             text = f"I could not start the sign-in to {server} ({type(exc).__name__}); try again later."
-            await self._poster.tell(channel, user, text)
+            await self.poster.tell(channel, user, text)
             return
         if started.sign_in is None:
-            await self._poster.tell(channel, user, started.note)
+            await self.poster.tell(channel, user, started.note)
             return
         await self.show_link(channel, None, started.sign_in)
 
@@ -223,16 +223,16 @@ class SlackSignIns:
     async def _disconnect(
         self, key: ConversationKey, user: str, channel: str | None, thread: str | None, server: str
     ) -> None:
-        if self._connections is None:
+        if self.connections is None:
             return
         try:
-            gone = await self._connections.disconnect(key, user, server)
+            gone = await self.connections.disconnect(key, user, server)
         except Exception:
             logger.exception("disconnecting %s from %s failed", user, server)
-            await self._poster.tell(channel, user, FAILED, thread)
+            await self.poster.tell(channel, user, FAILED, thread)
             return
         if gone:
             text = f"Disconnected from {server}: I no longer use your account there. Ask again to reconnect."
         else:
             text = f"You were not connected to {server}."
-        await self._poster.tell(channel, user, text, thread)
+        await self.poster.tell(channel, user, text, thread)

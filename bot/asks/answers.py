@@ -9,6 +9,8 @@ that no longer exists, or ran out of time, is an `AskError` with a message for t
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 from bot.asks import approvals, inputs
 from bot.asks.connections import Connections
 from bot.asks.inputs import InputDesk
@@ -31,15 +33,14 @@ NO_QUESTIONS = "Questions from tools are not enabled."
 NO_SIGN_INS = "No server here asks people to sign in with their own account."
 
 
+@dataclass(eq=False)
 class Answers:
     """Takes a person's answer to any ask and hands it to the ledger of its kind."""
 
-    def __init__(
-        self, *, parking: Parking, inputs: InputDesk | None, connections: Connections | None
-    ) -> None:
-        self._parking = parking
-        self._inputs = inputs
-        self._connections = connections
+    _: KW_ONLY
+    parking: Parking
+    inputs: InputDesk | None
+    connections: Connections | None
 
     async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered:
         """Apply `answer` from `person` to the ask `ask_id`; raises `AskError` when there is no such
@@ -54,7 +55,7 @@ class Answers:
 
     async def _decide(self, ask_id: str, person: str, answer: Approve | Deny) -> Answered:
         remember = isinstance(answer, Approve) and answer.remember
-        decision = await self._parking.decide(
+        decision = await self.parking.decide(
             ask_id,
             person,
             approve=isinstance(answer, Approve),
@@ -76,9 +77,9 @@ class Answers:
     async def _reply(
         self, ask_id: str, person: str, answer: Submit | LinkOpened | Decline | Cancel
     ) -> Answered:
-        if self._inputs is None:
+        if self.inputs is None:
             raise AskGone(NO_QUESTIONS)
-        outcome = await self._inputs.answer(ask_id, person, _input_answer(answer))
+        outcome = await self.inputs.answer(ask_id, person, _input_answer(answer))
         if outcome.note == inputs.GONE:
             raise AskGone(outcome.note, request=outcome.request)
         if outcome.note == inputs.EXPIRED:
@@ -94,10 +95,10 @@ class Answers:
     async def _signed_in(self, ask_id: str, answer: SignInFinished) -> Answered:
         # The sign-in's single-use state was bound to its person when it was started, so the
         # browser that brings it back signs in that person and no one else.
-        if self._connections is None:
+        if self.connections is None:
             raise AskGone(NO_SIGN_INS)
         try:
-            signed = await self._connections.finish(ask_id, answer.code, answer.iss, answer.error)
+            signed = await self.connections.finish(ask_id, answer.code, answer.iss, answer.error)
         except SignInFailed as exc:  # refused, already used or expired: the person gets a new link
             raise AskError(exc.message) from exc
         return Answered(changed=True, resume=signed.request_ids, signed_in=signed)
