@@ -34,6 +34,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol, runtime_checkable
 
 from aiohttp import web
@@ -111,23 +112,18 @@ def always() -> bool:
     return True
 
 
+@dataclass(eq=False)
 class OpsEndpoints:
     """The three endpoints for one front end: its agent's database, its platform, the MCP servers."""
 
-    def __init__(
-        self,
-        agent: HasInbox,
-        platform: PlatformLink,
-        *,
-        ready: asyncio.Future[str] | None = None,
-        stopping: asyncio.Event | None = None,
-    ) -> None:
-        # The agent, not its inbox: a front end may be handed one before it is complete.
-        self._agent = agent
-        self.platform = platform
-        self._ready = ready
-        # Set on SIGTERM: from then on the process is not ready, whatever else holds.
-        self._stopping = stopping
+    agent: HasInbox
+    platform: PlatformLink
+    _: KW_ONLY
+    ready: asyncio.Future[str] | None = None
+    # Set on SIGTERM: from then on the process is not ready, whatever else holds.
+    stopping: asyncio.Event | None = None
+
+    def __post_init__(self) -> None:
         # More routes served beside these on the same port (the sign-in callback): each adds its own.
         self.routes: list[Callable[[web.Application], None]] = []
         # With jobs shared on PostgreSQL: whether this process's worker is taking jobs.
@@ -144,8 +140,8 @@ class OpsEndpoints:
     def announce(self, base_url: str) -> None:
         """Say where the endpoints answer (the log, and `ready` when a caller waits for it)."""
         logger.info("serving %s, %s and %s at %s", HEALTH_PATH, READY_PATH, METRICS_PATH, base_url)
-        if self._ready is not None and not self._ready.done():
-            self._ready.set_result(base_url)
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_result(base_url)
 
     @contextlib.asynccontextmanager
     async def serving(self, host: str, port: int, *, alone: bool = True) -> AsyncIterator[str | None]:
@@ -175,7 +171,7 @@ class OpsEndpoints:
 
     async def reasons(self) -> list[str]:
         """Why this process is not ready; empty when it is."""
-        if self._stopping is not None and self._stopping.is_set():
+        if self.stopping is not None and self.stopping.is_set():
             return [SHUTTING_DOWN]
         found = []
         database = await self._database_problem()
@@ -188,14 +184,14 @@ class OpsEndpoints:
             found.append(WORKER_DOWN)
         # No servers configured is a deployment without tools, ready as it is; servers configured
         # and none of them connected is not.
-        servers = self._agent.server_states()
+        servers = self.agent.server_states()
         if servers and not any(servers.values()):
             down = ", ".join(sorted(servers))
             found.append(f"no MCP server is ready ({down} down)")
         return found
 
     async def _database_problem(self) -> str | None:
-        inbox = self._agent.inbox
+        inbox = self.agent.inbox
         try:
             async with asyncio.timeout(DATABASE_TIMEOUT):
                 if isinstance(inbox, Pings):

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Generic, TypeVar
 
 from bot.agent import INPUT_SETTLED as SETTLED
@@ -58,22 +58,19 @@ class _Shown(Generic[Place]):
     turn: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+@dataclass(eq=False)
 class Settled(Generic[Place]):
     """Where one bot's request messages are and how each shows its request ended.
 
     `edit(place, request, status)` shows the outcome on the platform and says whether it did;
     `parse` reads a stored message reference back into a place."""
 
-    def __init__(
-        self,
-        edit: Callable[[Place, InputRequest, str], Awaitable[bool]],
-        parse: Callable[[str | None], Place | None],
-        *,
-        limit: int,
-    ) -> None:
-        self._edit = edit
-        self._parse = parse
-        self._limit = limit
+    edit: Callable[[Place, InputRequest, str], Awaitable[bool]]
+    parse: Callable[[str | None], Place | None]
+    _: KW_ONLY
+    limit: int
+
+    def __post_init__(self) -> None:
         self._shown: OrderedDict[str, _Shown[Place]] = OrderedDict()
 
     def posting(self, request_id: str) -> None:
@@ -96,7 +93,7 @@ class Settled(Generic[Place]):
         rid = request.request_id
         shown = self._shown.get(rid)
         if shown is None:
-            place = place if place is not None else self._parse(request.message_ref)
+            place = place if place is not None else self.parse(request.message_ref)
             if place is not None:
                 shown = self._remember(rid, _done(place))
         if shown is None:
@@ -107,7 +104,7 @@ class Settled(Generic[Place]):
         before, shown.status = shown.status, status
         async with shown.turn:
             where = await self._where(rid, shown.place)
-            if where is not None and await self._edit(where, request, status):
+            if where is not None and await self.edit(where, request, status):
                 return True
         if shown.status == status:
             shown.status = before  # not shown: a later attempt may show it
@@ -124,7 +121,7 @@ class Settled(Generic[Place]):
     def _remember(self, request_id: str, place: asyncio.Future[Place | None]) -> _Shown[Place]:
         shown = self._shown[request_id] = _Shown(place=place)
         self._shown.move_to_end(request_id)
-        while len(self._shown) > self._limit:
+        while len(self._shown) > self.limit:
             self._shown.popitem(last=False)
         return shown
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import discord
@@ -49,71 +50,61 @@ def thread_name(question: str) -> str:
     return truncate(" ".join(question.split()), 90)[0] or "nerve"
 
 
+@dataclass(eq=False)
 class TurnAnswers:
     """Runs one client's turns and posts their replies where they belong.
 
     `edit_every` is read at each turn: how often the live answer may be edited (seconds)."""
 
-    def __init__(
-        self,
-        *,
-        client: discord.Client,
-        agent: Agent,
-        guard: ChannelGuard,
-        order: ConversationOrder,
-        records: PostRecords | None,
-        results: ResultsCache,
-        approvals: ApprovalFlow,
-        inputs: InputFlow,
-        sign_ins: SignInLinks,
-        edit_every: Callable[[], float],
-    ) -> None:
-        self._client = client
-        self._agent = agent
-        self._guard = guard
-        self._order = order
-        # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
-        self._records = records
-        self._results = results
-        self._approvals = approvals
-        self._inputs = inputs
-        self._sign_ins = sign_ins
-        self._edit_every = edit_every
+    _: KW_ONLY
+    client: discord.Client
+    agent: Agent
+    guard: ChannelGuard
+    order: ConversationOrder
+    # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
+    records: PostRecords | None
+    results: ResultsCache
+    approvals: ApprovalFlow
+    inputs: InputFlow
+    sign_ins: SignInLinks
+    edit_every: Callable[[], float]
+
+    def __post_init__(self) -> None:
         # Channels where the bot may not open threads: asked once, then left alone.
         self._thread_refused: set[int] = set()
 
     def _channel(self, job: Job) -> discord.PartialMessageable:
         guild_id = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
-        return self._client.get_partial_messageable(job.channel_id, guild_id=guild_id)
+        return self.client.get_partial_messageable(job.channel_id, guild_id=guild_id)
 
     async def message(self, job: Job) -> None:
         """A turn answered with channel messages: a reply to the user's message, then the thread."""
-        async with self._delivery(job), self._order.hold(job.key):
-            if self._guard.blocked(job.channel_id):
+        async with self._delivery(job), self.order.hold(job.key):
+            if self.guard.blocked(job.channel_id):
                 return
             channel = self._channel(job)
             guild_id = channel.guild.id if channel.guild else None
             reference = None
             if job.message_id:
                 reference = reply_reference(job.channel_id, job.message_id, guild_id)
-            poster = ChannelPoster(channel, guard=self._guard, channel_id=job.channel_id, reference=reference)
+            poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
             kept: TurnPages | None = None
             shown: list[Page] = []
             answer: Poster = poster
-            if self._records is not None:
+            if self.records is not None:
                 kept = TurnPages(
-                    self._records,
+                    self.records,
                     job.event_id,
                     channel,
                     poster,
-                    guard=self._guard,
+                    guard=self.guard,
                     channel_id=job.channel_id,
                 )
                 shown = list(await kept.load())
                 answer = kept
-            live = LiveAnswer(answer, pages=shown, every=self._edit_every())
-            progress = self._sign_ins.watch(
-                self._inputs.sink(
+            live = LiveAnswer(answer, pages=shown, every=self.edit_every())
+            progress = self.sign_ins.watch(
+                self.inputs.sink(
                     live.progress, Where(channel=channel, channel_id=job.channel_id, reference=reference)
                 )
             )
@@ -148,7 +139,7 @@ class TurnAnswers:
         """A parked turn: its live message becomes the approval message (one message, as for /ask);
         with no live message yet, the approval message is posted as a reply."""
         first = live.pages[0] if live.pages else None
-        if isinstance(first, ChannelPage) and await self._approvals.show_in_message(
+        if isinstance(first, ChannelPage) and await self.approvals.show_in_message(
             first.message, approval, channel_id
         ):
             await live.discard(keep=1)
@@ -157,25 +148,25 @@ class TurnAnswers:
         await self.post_reply(channel_id, guild_id, reply, reference=reference)
 
     async def interaction(self, interaction: discord.Interaction[Any], job: Job) -> None:
-        async with self._delivery(job), self._order.hold(job.key):
+        async with self._delivery(job), self.order.hold(job.key):
             # After the token's 15 minutes (or when Discord forgot the webhook) the answer goes on
             # as channel messages replying to the deferred response.
             reference = None
             if job.message_id:
                 reference = reply_reference(job.channel_id, job.message_id, interaction.guild_id)
             fallback = ChannelPoster(
-                self._channel(job), guard=self._guard, channel_id=job.channel_id, reference=reference
+                self._channel(job), guard=self.guard, channel_id=job.channel_id, reference=reference
             )
             live = LiveAnswer(
                 InteractionPoster(interaction, fallback),
                 pages=[InteractionPage(interaction, message_id=job.message_id or None)],
-                every=self._edit_every(),
+                every=self.edit_every(),
             )
             where = Where(channel=self._channel(job), channel_id=job.channel_id, reference=reference)
-            links = self._sign_ins.for_turn(interaction)
+            links = self.sign_ins.for_turn(interaction)
             try:
                 reply = await self._run_turn(
-                    job.incoming, links.watch(self._inputs.sink(live.progress, where))
+                    job.incoming, links.watch(self.inputs.sink(live.progress, where))
                 )
             finally:
                 await live.stop()
@@ -204,7 +195,7 @@ class TurnAnswers:
         if (
             message_id
             and not interaction.is_expired()
-            and await self._approvals.show_in_interaction(interaction, approval, job.channel_id, message_id)
+            and await self.approvals.show_in_interaction(interaction, approval, job.channel_id, message_id)
         ):
             return
         reference = reply_reference(job.channel_id, message_id, interaction.guild_id) if message_id else None
@@ -220,18 +211,18 @@ class TurnAnswers:
     ) -> bool:
         """Post a reply as channel messages: the answer's chunks, or the approval message of a parked
         turn. False when nothing could be posted."""
-        channel = self._client.get_partial_messageable(channel_id, guild_id=guild_id)
+        channel = self.client.get_partial_messageable(channel_id, guild_id=guild_id)
         approval = reply.approval
         if approval is not None:
-            posted = await self._approvals.post_prompt(channel, channel_id, approval, reference)
+            posted = await self.approvals.post_prompt(channel, channel_id, approval, reference)
             return posted is not None
         chunks, view = self._render(reply)
         sent = await send_chunks(
-            channel, chunks, guard=self._guard, channel_id=channel_id, view=view, reference=reference
+            channel, chunks, guard=self.guard, channel_id=channel_id, view=view, reference=reference
         )
         if sent:
             await post_files(
-                ChannelPoster(channel, guard=self._guard, channel_id=channel_id), reply.attachments
+                ChannelPoster(channel, guard=self.guard, channel_id=channel_id), reply.attachments
             )
         return bool(sent)
 
@@ -245,19 +236,19 @@ class TurnAnswers:
         if await self.post_reply(channel_id, guild_id, reply, reference=reference):
             return
         parent = int(key.channel)
-        if guild_id is not None and parent != channel_id and not self._guard.blocked(parent):
+        if guild_id is not None and parent != channel_id and not self.guard.blocked(parent):
             await self.post_reply(parent, guild_id, reply)
 
     def where_of(self, key: ConversationKey) -> Where:
         """Where a conversation's later messages go (its thread or DM): a resumed turn's questions."""
         channel_id, guild_id = answer_channel(key)
         return Where(
-            channel=self._client.get_partial_messageable(channel_id, guild_id=guild_id), channel_id=channel_id
+            channel=self.client.get_partial_messageable(channel_id, guild_id=guild_id), channel_id=channel_id
         )
 
     async def _run_turn(self, incoming: Incoming, progress: Progress) -> AgentReply:
         try:
-            return await self._agent.reply(incoming, progress)
+            return await self.agent.reply(incoming, progress)
         except Exception:
             logger.exception("turn failed for %s", incoming.key)
             return AgentReply(text=APOLOGY)
@@ -267,15 +258,15 @@ class TurnAnswers:
         if not reply.attachments:
             return chunks, None
         ref = new_ref()
-        self._results.put(ref, reply.attachments)
+        self.results.put(ref, reply.attachments)
         return chunks, results_button_view(ref)
 
     async def _open_thread(self, job: Job) -> None:
         """Open the follow-up thread on the message whose id the conversation key already carries."""
-        if job.channel_id in self._thread_refused or self._guard.blocked(job.channel_id):
+        if job.channel_id in self._thread_refused or self.guard.blocked(job.channel_id):
             return
         try:
-            await self._client.http.start_thread_with_message(
+            await self.client.http.start_thread_with_message(
                 job.channel_id, job.message_id, name=thread_name(job.text), auto_archive_duration=1440
             )
         except discord.Forbidden as exc:
@@ -290,7 +281,7 @@ class TurnAnswers:
             logger.info("no thread opened on message %s: %s %s", job.message_id, exc.status, exc.text)
 
     def _delivery(self, job: Job) -> _Delivery:
-        return _Delivery(self._agent.inbox, job)
+        return _Delivery(self.agent.inbox, job)
 
 
 class _Delivery:

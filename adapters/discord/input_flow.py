@@ -31,7 +31,7 @@ import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import discord
@@ -98,6 +98,7 @@ class Draft:
     message: tuple[int, int] | None = None
 
 
+@dataclass(eq=False)
 class InputFlow:
     """The requests of one Discord client: their messages, clicks, forms and answers.
 
@@ -105,20 +106,14 @@ class InputFlow:
     for expired requests now, so a click on an expired question shows its turn going on at once.
     """
 
-    def __init__(
-        self,
-        *,
-        agent: Agent,
-        board: InputBoard,
-        resume: Callable[[str], None] = lambda request_id: None,
-        sweep: Callable[[], None] = lambda: None,
-        per_step: int = FIELDS_PER_STEP,
-    ) -> None:
-        self._agent = agent
-        self._board = board
-        self._resume = resume
-        self._sweep = sweep
-        self._per_step = per_step
+    _: KW_ONLY
+    agent: Agent
+    board: InputBoard
+    resume: Callable[[str], None] = lambda request_id: None
+    sweep: Callable[[], None] = lambda: None
+    per_step: int = FIELDS_PER_STEP
+
+    def __post_init__(self) -> None:
         # Marks the modals this client opened: a submit of another one comes from before a restart.
         self.boot = secrets.token_hex(4)
         self._drafts: OrderedDict[tuple[str, str], Draft] = OrderedDict()
@@ -131,9 +126,9 @@ class InputFlow:
         async def progress(event: TurnEvent) -> None:
             ask = event.ask
             if ask is not None and ask.input is not None and event.kind == "ask":
-                self._board.show(ask.input, where, lambda _, ref: self._agent.ask_posted(ask, ref))
+                self.board.show(ask.input, where, lambda _, ref: self.agent.ask_posted(ask, ref))
             elif ask is not None and ask.input is not None and event.kind == "ask_done":
-                self._board.settle(ask.input, event.message)
+                self.board.settle(ask.input, event.message)
                 self._forget(ask.id)
             await forward(event)
 
@@ -152,7 +147,7 @@ class InputFlow:
         if refused is not None and click.action != "step":
             await self._tidy(interaction, refused)
         if refused is not None and refused.note == EXPIRED:
-            self._sweep()
+            self.sweep()
 
     def _answered(self, request_id: str, outcome: InputOutcome, at: tuple[int, int] | None) -> None:
         """An answer the core took: the request's message says so (`at`, when this process did not
@@ -160,9 +155,9 @@ class InputFlow:
         the answer before anything the server does next (a link it reports done)."""
         self._forget(request_id)
         if outcome.request is not None and outcome.status is not None:
-            self._board.settle(outcome.request, outcome.status, at)
+            self.board.settle(outcome.request, outcome.status, at)
         if outcome.resume is not None:
-            self._resume(outcome.resume)
+            self.resume(outcome.resume)
 
     async def _tidy(self, interaction: discord.Interaction[Any], refused: InputOutcome) -> None:
         """A click on a request that is over (one from before a restart, say): its message loses its
@@ -183,12 +178,12 @@ class InputFlow:
     ) -> InputOutcome | None:
         """Answer the click with the step's modal (it must be the click's first response); the
         outcome when the core said why not."""
-        outcome = await self._agent.open_input(request_id, user)
+        outcome = await self.agent.open_input(request_id, user)
         request = outcome.request
         if outcome.note is not None or request is None or request.form is None:
             await say(interaction, outcome.note or NO_FORM)
             return outcome
-        steps = steps_of(request.form, self._per_step)
+        steps = steps_of(request.form, self.per_step)
         at = request_message_at(interaction.message, request_id)
         if at is not None:
             self._draft(request_id, user).message = at
@@ -217,7 +212,7 @@ class InputFlow:
     ) -> InputOutcome | None:
         if not await _acknowledge(interaction):
             return None
-        outcome = await answer_input(self._agent, request_id, user, Decline())
+        outcome = await answer_input(self.agent, request_id, user, Decline())
         if outcome.changed:
             self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
             return None
@@ -230,12 +225,12 @@ class InputFlow:
         """URL mode: the asker agrees to open the link; only then do they get it."""
         if not await _acknowledge(interaction):
             return None
-        opened = await self._agent.open_input(request_id, user)
+        opened = await self.agent.open_input(request_id, user)
         request = opened.request
         if opened.note is not None or request is None or request.mode != "url" or not request.url:
             await say(interaction, opened.note or NOT_A_LINK)
             return opened
-        outcome = await answer_input(self._agent, request_id, user, LinkOpened())
+        outcome = await answer_input(self.agent, request_id, user, LinkOpened())
         if not outcome.changed:
             await say(interaction, outcome.note or GONE)
             return outcome
@@ -252,7 +247,7 @@ class InputFlow:
         """One step's values: check them; then the next step, or the whole form to the core."""
         assert request.form is not None
         form = request.form
-        steps = steps_of(form, self._per_step)
+        steps = steps_of(form, self.per_step)
         user = str(interaction.user.id)
         draft = self._draft(request.request_id, user)
         draft.values.update(raw)
@@ -270,7 +265,7 @@ class InputFlow:
             return
         if not await _acknowledge(interaction):
             return
-        outcome = await answer_input(self._agent, request.request_id, user, Submit(values=dict(draft.values)))
+        outcome = await answer_input(self.agent, request.request_id, user, Submit(values=dict(draft.values)))
         if outcome.errors:
             wrong = {
                 s
@@ -298,7 +293,7 @@ class InputFlow:
         if match is None or match["boot"] == self.boot:
             return
         request_id = match["request"]
-        outcome = await self._agent.open_input(request_id, str(interaction.user.id))
+        outcome = await self.agent.open_input(request_id, str(interaction.user.id))
         if outcome.note is not None:
             await say(interaction, outcome.note)
             return

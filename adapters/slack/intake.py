@@ -22,6 +22,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -83,23 +84,18 @@ def _say(kind: str, message: str, *args: object) -> None:
         logger.warning(message + "%s", *args, more)
 
 
+@dataclass(eq=False)
 class Intake:
     """One bot's deliveries: claimed before the ack (`claim`, a middleware), then answered here or
     queued as jobs (`on_turn`, `start`); `run` answers one turn."""
 
-    def __init__(
-        self,
-        agent: Agent,
-        settings: SlackSettings,
-        launch: Launcher,
-        run: Callable[[Turn], Coroutine[Any, Any, None]],
-        spawn: Spawn,
-    ) -> None:
-        self._agent = agent
-        self._settings = settings
-        self._launch = launch
-        self._run = run
-        self._spawn = spawn
+    agent: Agent
+    settings: SlackSettings
+    launch: Launcher
+    run: Callable[[Turn], Coroutine[Any, Any, None]]
+    spawn: Spawn
+
+    def __post_init__(self) -> None:
         self._followed: OrderedDict[ConversationKey, None] = OrderedDict()
         # Set when nerve stops: a delivery is then claimed and acked, and left for the next start.
         self.stopping = False
@@ -121,8 +117,8 @@ class Intake:
             turn = classify(
                 body,
                 me,
-                allow_bots=self._settings.nerve_slack_allow_bots,
-                follow_threads=self._settings.nerve_slack_follow_threads,
+                allow_bots=self.settings.nerve_slack_allow_bots,
+                follow_threads=self.settings.nerve_slack_follow_threads,
                 followed=self._followed.__contains__,
             )
             if turn is not None:
@@ -132,7 +128,7 @@ class Intake:
                 # claimed late would have no such second chance in this process: no bound there.
                 deadline = (
                     asyncio.get_running_loop().time() + INTAKE_WAIT_SECONDS
-                    if self._launch.jobs is not None
+                    if self.launch.jobs is not None
                     else None
                 )
                 try:
@@ -149,8 +145,8 @@ class Intake:
 
     async def _record(self, turn: Turn, body: dict[str, Any]) -> BoltResponse | None:
         """Claim a turn's delivery in the inbox; the answer to a re-delivery, None for a new one."""
-        if not await self._agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
-            if self._launch.jobs is not None and await self._left_behind(turn):
+        if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
+            if self.launch.jobs is not None and await self._left_behind(turn):
                 logger.warning(
                     "Slack re-delivered event %s, recorded but never queued: queued now", turn.event_id
                 )
@@ -165,16 +161,16 @@ class Intake:
     async def _left_behind(self, turn: Turn) -> bool:
         """A re-delivered event that a process recorded but died before queueing: queue it now, so
         the thread's next message (which Slack sends only after this one is acked) stays behind it."""
-        if await self._agent.inbox.unfinished_payload(PLATFORM, turn.event_id) is None:
+        if await self.agent.inbox.unfinished_payload(PLATFORM, turn.event_id) is None:
             return False
         self.follow(turn)
-        return await self._launch.requeue(turn.event_id, turn.key)
+        return await self.launch.requeue(turn.event_id, turn.key)
 
     async def on_turn(self, context: AsyncBoltContext) -> None:
         turn = context.get("nerve_turn")
         if not isinstance(turn, Turn):
             return
-        if self._launch.jobs is None:
+        if self.launch.jobs is None:
             self.start(turn)
             return
         # Queued before the ack: Slack sends a thread's next message only after this one is queued,
@@ -183,13 +179,13 @@ class Intake:
         deadline = context.get("nerve_deadline")
         try:
             async with asyncio.timeout_at(deadline if isinstance(deadline, float) else None):
-                await self._launch.event(turn.event_id, turn.key, lambda: self._run(turn))
+                await self.launch.event(turn.event_id, turn.key, lambda: self.run(turn))
         except TimeoutError:
             left_to_sweep(turn.event_id)  # recorded: acked, and queued by a later sweep
 
     def start(self, turn: Turn) -> None:
         self.follow(turn)
-        if self._launch.jobs is None:
-            self._spawn(self._run(turn))
+        if self.launch.jobs is None:
+            self.spawn(self.run(turn))
         else:
-            self._spawn(self._launch.event(turn.event_id, turn.key, lambda: self._run(turn)))
+            self.spawn(self.launch.event(turn.event_id, turn.key, lambda: self.run(turn)))

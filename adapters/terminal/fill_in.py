@@ -97,6 +97,7 @@ class _Stop(Exception):
     """The person pressed Ctrl-C or ended the input: the question is dismissed."""
 
 
+@dataclass(eq=False)
 class FillIn:
     """The questions servers ask during one piece of a turn; `async with`, then `watching(sink)`.
 
@@ -106,19 +107,13 @@ class FillIn:
     Once a piece of a turn has returned, `settle` asks what it left open (a parked turn's questions).
     """
 
-    def __init__(
-        self,
-        agent: Agent,
-        user: str,
-        read: ReadLine | None,
-        console: Console,
-        pause: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
-    ) -> None:
-        self._agent = agent
-        self._user = user
-        self._read = read
-        self._console = console
-        self._pause = pause
+    agent: Agent
+    user: str
+    read: ReadLine | None
+    console: Console
+    pause: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+
+    def __post_init__(self) -> None:
         self._one_at_a_time = asyncio.Lock()
         # Each question being asked, by request id.
         self._asking: dict[str, asyncio.Task[None]] = {}
@@ -177,7 +172,7 @@ class FillIn:
         async def progress(event: TurnEvent) -> None:
             if event.kind == "ask" and event.ask is not None and event.ask.input is not None:
                 request = event.ask.input
-                if request.user_id == self._user:
+                if request.user_id == self.user:
                     if request.refused is None:
                         self._seen[request.request_id] = request
                     task = asyncio.create_task(self._ask(request), name="nerve-fill-in")
@@ -196,16 +191,16 @@ class FillIn:
             if request.request_id in self._ended:
                 ended = _ended(request, self._ended[request.request_id])
                 server = shown(request.server)
-                self._console.print(
+                self.console.print(
                     f"[dim]The question from {server} ended before you got to it: {ended}[/dim]"
                 )
                 return
             self._current = request.request_id
-            with self._pause():
+            with self.pause():
                 try:
                     await self._show(request)
                 except asyncio.CancelledError:
-                    self._console.print(
+                    self.console.print(
                         f"[yellow]The question from {shown(request.server)} is no longer open.[/yellow]"
                     )
                     raise
@@ -213,12 +208,12 @@ class FillIn:
                     self._current = None
 
     async def _show(self, request: InputRequest) -> None:
-        console = self._console
+        console = self.console
         if request.refused is not None:
             console.print(f"[yellow]Not shown:[/yellow] {shown(request.refused)}")
             return
         print_request(console, request)
-        if self._read is None:
+        if self.read is None:
             await self._answer(request, "decline")
             sys.stderr.write(
                 printable(f"nerve: declined: {request.server} asked for input; run on a terminal to answer")
@@ -246,31 +241,29 @@ class FillIn:
         the person answered, or is gone."""
         if (status := self._ended.get(request.request_id)) is not None:
             ended = _ended(request, status)
-            self._console.print(
-                f"[yellow]The question ended meanwhile, so nothing was sent:[/yellow] {ended}"
-            )
+            self.console.print(f"[yellow]The question ended meanwhile, so nothing was sent:[/yellow] {ended}")
             return None
         answer = Submit(values=values) if values is not None else ANSWERS[action]
         try:
-            outcome = await self._agent.answer(request.request_id, self._user, answer)
+            outcome = await self.agent.answer(request.request_id, self.user, answer)
         except AskError as exc:
-            self._console.print(f"[yellow]{shown(exc.message)}[/yellow]")
+            self.console.print(f"[yellow]{shown(exc.message)}[/yellow]")
             return None
         if outcome.note:
-            self._console.print(f"[yellow]{shown(outcome.note)}[/yellow]")
+            self.console.print(f"[yellow]{shown(outcome.note)}[/yellow]")
         if outcome.resume:
             self._resume = outcome.resume[0]
         return outcome
 
     async def _line(self, prompt: str) -> str:
-        assert self._read is not None
+        assert self.read is not None
         self._at_prompt = True
         try:
-            line = await self._read(printable(prompt))
+            line = await self.read(printable(prompt))
         finally:
             self._at_prompt = False
         if line is None:
-            self._console.print()
+            self.console.print()
             raise _Stop
         return line
 
@@ -281,7 +274,7 @@ class FillIn:
                 return "accept"
             if typed in ("d", "decline"):
                 return "decline"
-            self._console.print(HOW_TO_OPEN, markup=False)
+            self.console.print(HOW_TO_OPEN, markup=False)
 
     async def _fill(self, request: InputRequest) -> InputAction | None:
         """Ask the form field by field and send it (said so); the person's other choice, if any."""
@@ -295,7 +288,7 @@ class FillIn:
                     values.pop(field.name, None)
                 else:
                     values[field.name] = value
-            print_summary(self._console, form, values)
+            print_summary(self.console, form, values)
             action = await self._send()
             if action != "accept":
                 return action
@@ -305,26 +298,26 @@ class FillIn:
             outcome = await self._answer(request, "accept", content)
             if outcome is None or not outcome.errors:
                 if outcome is not None and outcome.changed:
-                    self._console.print(f"[dim]{DONE['accept']}[/dim]")
+                    self.console.print(f"[dim]{DONE['accept']}[/dim]")
                 return None
             # Refused as filled in: say why, and ask those fields again.
             for name, message in outcome.errors.items():
-                self._console.print(f"  [red]{shown(name)}: {shown(message)}[/red]")
+                self.console.print(f"  [red]{shown(name)}: {shown(message)}[/red]")
             fields = [field for field in form.fields if field.name in outcome.errors]
 
     async def _field(self, field: FormField) -> FieldValue | None:
         if field.description:
-            self._console.print(f"  [dim]{shown(field.description)}[/dim]")
+            self.console.print(f"  [dim]{shown(field.description)}[/dim]")
         prompt = field_prompt(field)
         while True:
             typed = await self._line(prompt)
             try:
                 value = parse_field(field, typed)
             except FieldError as error:
-                self._console.print(f"  [red]{shown(str(error))}[/red]")
+                self.console.print(f"  [red]{shown(str(error))}[/red]")
                 continue
             if value is None and field.required:
-                self._console.print(f"  [red]{REQUIRED}[/red]")
+                self.console.print(f"  [red]{REQUIRED}[/red]")
                 continue
             return value
 
@@ -333,7 +326,7 @@ class FillIn:
             action = SENDS.get((await self._line(SEND)).strip().lower())
             if action is not None:
                 return action
-            self._console.print(HOW_TO_SEND, markup=False)
+            self.console.print(HOW_TO_SEND, markup=False)
 
 
 def print_request(console: Console, request: InputRequest) -> None:

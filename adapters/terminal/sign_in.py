@@ -18,6 +18,7 @@ import asyncio
 import threading
 import time
 import webbrowser
+from dataclasses import KW_ONLY, dataclass
 from types import TracebackType
 from typing import Self
 
@@ -99,25 +100,19 @@ def open_in_browser(url: str) -> None:
     threading.Thread(target=webbrowser.open, args=(url,), name="nerve-browser", daemon=True).start()
 
 
+@dataclass(eq=False)
 class TerminalSignIn:
     """Sign-ins of one chat: the links its turns ask for, waiting for the browser, the commands."""
 
-    def __init__(
-        self,
-        agent: Agent,
-        callback: LoopbackCallback | None,
-        console: Console,
-        key: ConversationKey,
-        user: str,
-        *,
-        wait: float,
-    ) -> None:
-        self._agent = agent
-        self._callback = callback
-        self._console = console
-        self._key = key
-        self._user = user
-        self._wait = wait
+    agent: Agent
+    callback: LoopbackCallback | None
+    console: Console
+    key: ConversationKey
+    user: str
+    _: KW_ONLY
+    wait: float
+
+    def __post_init__(self) -> None:
         self._needed: list[SignInNeeded] = []
 
     def watch(self, forward: Progress) -> Progress:
@@ -139,9 +134,9 @@ class TerminalSignIn:
         """Show the links the last turn asked for, open them, and wait for the browser: the parked
         turns that may go on now (none when the person stopped waiting, or it took too long)."""
         needed, self._needed = self._needed, []
-        if self._callback is None:
+        if self.callback is None:
             for sign_in in needed:
-                self._console.print(
+                self.console.print(
                     f"[yellow]{shown(sign_in.server)} needs a sign-in this chat cannot take.[/yellow]"
                 )
             return []
@@ -156,47 +151,47 @@ class TerminalSignIn:
         except asyncio.CancelledError:
             if not waiting.cancelled():
                 raise
-            self._console.print(
+            self.console.print(
                 "[dim]Stopped waiting. Sign in with the link above whenever you like: the question goes on"
                 " then, before your next one.[/dim]"
             )
             return []
         if servers:
             names = ", ".join(sorted(servers))
-            self._console.print(
+            self.console.print(
                 f"[yellow]Not signed in to {shown(names)} in time:[/yellow] /connect NAME for a new link;"
                 " a question that waits for it goes on once you have signed in."
             )
         return list(dict.fromkeys(request_ids))
 
     async def _until_signed_in(self, servers: set[str], request_ids: list[str]) -> None:
-        assert self._callback is not None
-        deadline = time.monotonic() + self._wait
+        assert self.callback is not None
+        deadline = time.monotonic() + self.wait
         while servers:
-            signed = await self._callback.wait(deadline - time.monotonic())
+            signed = await self.callback.wait(deadline - time.monotonic())
             if signed is None:
                 return
-            self._console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
+            self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
             servers.discard(signed.server)
             request_ids.extend(signed.request_ids)
 
     def meanwhile(self) -> list[str]:
         """Parked turns whose sign-in finished while the chat was not waiting for it."""
-        if self._callback is None:
+        if self.callback is None:
             return []
-        found = self._callback.finished()
+        found = self.callback.finished()
         for signed in found:
-            self._console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
+            self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
         return list(dict.fromkeys(rid for signed in found for rid in signed.request_ids))
 
     def _show(self, sign_in: SignInNeeded) -> None:
-        minutes = max(1, round(self._wait / 60))
-        self._console.print(
+        minutes = max(1, round(self.wait / 60))
+        self.console.print(
             f"[bold]{shown(sign_in.server)}[/bold] works with your own account. Sign in in your browser"
             f" (the link is yours only and expires in {minutes} min):"
         )
         # The link whole on a line of its own, so a terminal can open it and a person can copy it.
-        self._console.print(shown(sign_in.url), soft_wrap=True, highlight=False)
+        self.console.print(shown(sign_in.url), soft_wrap=True, highlight=False)
         open_in_browser(sign_in.url)
 
     # --- the chat's commands -----------------------------------------------------------------------
@@ -204,19 +199,19 @@ class TerminalSignIn:
     async def command(self, command: str, argument: str) -> list[str]:
         """`/connections`, `/connect NAME`, `/disconnect NAME`; returns the parked turns a sign-in
         made here lets go on (a question that waited for it)."""
-        servers = self._agent.sign_in_servers()
+        servers = self.agent.sign_in_servers()
         if not servers:
-            self._console.print(NO_SIGN_INS)
+            self.console.print(NO_SIGN_INS)
             return []
         server = argument.strip()
         if command == "/connections":
             await self._list(servers)
         elif not server:
             names = ", ".join(servers)
-            self._console.print(f"Name the server: {shown(command)} NAME, one of {shown(names)}.")
+            self.console.print(f"Name the server: {shown(command)} NAME, one of {shown(names)}.")
         elif command == "/disconnect":
-            gone = await self._agent.disconnect(self._key, self._user, server)
-            self._console.print(
+            gone = await self.agent.disconnect(self.key, self.user, server)
+            self.console.print(
                 f"Disconnected from {shown(server)}: nerve no longer uses your account there."
                 if gone
                 else f"You were not connected to {shown(server)}."
@@ -228,17 +223,17 @@ class TerminalSignIn:
     async def connect(self, servers: list[str]) -> list[str]:
         """Start a sign-in to each of `servers` and wait for the browser, as a turn's would."""
         for server in servers:
-            started = await self._agent.connect(self._key, self._user, server)
+            started = await self.agent.connect(self.key, self.user, server)
             if started.sign_in is None:
-                self._console.print(shown(started.note))
+                self.console.print(shown(started.note))
             else:
                 self._needed.append(started.sign_in)
         return await self.signed_in() if self._needed else []
 
     async def _list(self, servers: list[str]) -> None:
-        mine = await self._agent.connected(self._key, self._user)
+        mine = await self.agent.connected(self.key, self.user)
         for line in connection_lines([(c.server, c.since) for c in mine], servers):
-            self._console.print(shown(line))
+            self.console.print(shown(line))
 
 
 def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> list[str]:

@@ -16,7 +16,7 @@ import ipaddress
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -107,22 +107,18 @@ class InputStore(Protocol):
     async def open_parked_questions(self, parked_id: str) -> list[InputRequest]: ...
 
 
+@dataclass(eq=False)
 class InputDesk:
     """Shows servers' questions to the right person and hands their answers back to the calls."""
 
-    def __init__(
-        self,
-        store: InputStore,
-        *,
-        clock: Clock,
-        timeout: float,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        self._store = store
-        self._clock = clock
-        self._timeout = timeout
-        # Aliveness is about processes, so it runs on the wall clock even when tests move `clock`.
-        self._wall = wall
+    store: InputStore
+    _: KW_ONLY
+    clock: Clock
+    timeout: float
+    # Aliveness is about processes, so it runs on the wall clock even when tests move `clock`.
+    wall: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
         self._answered: dict[str, asyncio.Event] = {}
         # Links people agreed to open, until their server says it is done with them (bounded).
         self._links: dict[tuple[str, str], tuple[InputRequest, Progress]] = {}
@@ -133,12 +129,12 @@ class InputDesk:
         """Show the question to `user_id` and wait for their answer, its expiry, or cancellation."""
         request, schema = self._request(key, user_id, server, draft)
         if request.refused is not None:
-            await self._store.open_input(request, schema, self._wall(), status="declined")
+            await self.store.open_input(request, schema, self.wall(), status="declined")
             logger.info("MCP server %r asked for input nerve refused to show: %s", server, request.refused)
             metrics.question_ended("refused")
             await progress(TurnEvent(kind="ask", message=request.refused, ask=Ask.of_input(request)))
             return InputAnswer(action="decline")
-        await self._store.open_input(request, schema, self._wall())
+        await self.store.open_input(request, schema, self.wall())
         metrics.question_waiting(request)
         await progress(TurnEvent(kind="ask", message=request.message, ask=Ask.of_input(request)))
         status: InputStatus = "cancelled"
@@ -153,31 +149,31 @@ class InputDesk:
             metrics.question_ended(status, request.request_id)
             if status == "cancelled":
                 # The call ended first (its timeout, the turn stopped): nobody should answer any more.
-                await finish_anyway(self._store.settle_input(request.request_id, "cancelled", by="nerve"))
+                await finish_anyway(self.store.settle_input(request.request_id, "cancelled", by="nerve"))
             with contextlib.suppress(Exception):
                 await asyncio.shield(progress(ended(request, status)))
 
     async def _wait(self, request: InputRequest) -> tuple[InputStatus, InputAnswer]:
         request_id = request.request_id
         answered = self._answered.setdefault(request_id, asyncio.Event())
-        alive_at = self._wall()
+        alive_at = self.wall()
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(POLL_SECONDS):
                         await answered.wait()
-                stored = await self._store.stored_input(request_id)
+                stored = await self.store.stored_input(request_id)
                 if stored is None:
                     return "cancelled", InputAnswer(action="cancel")
                 if stored.status != "open":
                     return stored.status, _answer_of(stored)
-                if self._clock() >= request.expires_at:
-                    if await self._store.settle_input(request_id, "expired", by="expiry"):
+                if self.clock() >= request.expires_at:
+                    if await self.store.settle_input(request_id, "expired", by="expiry"):
                         return "expired", InputAnswer(action="cancel")
                     continue  # answered at the same moment: read it
-                if self._wall() - alive_at >= ALIVE_EVERY:
-                    alive_at = self._wall()
-                    await self._store.keep_inputs_alive([request_id], alive_at)
+                if self.wall() - alive_at >= ALIVE_EVERY:
+                    alive_at = self.wall()
+                    await self.store.keep_inputs_alive([request_id], alive_at)
         finally:
             self._answered.pop(request_id, None)
 
@@ -214,7 +210,7 @@ class InputDesk:
             form=form,
             url=draft.url if draft.mode == "url" and refused is None else None,
             refused=refused,
-            expires_at=self._clock() + self._timeout,
+            expires_at=self.clock() + self.timeout,
         )
         return request, draft.schema
 
@@ -241,24 +237,24 @@ class InputDesk:
 
     async def posted(self, request_id: str, ref: str) -> None:
         """Where a front end showed a question, so a later update (in any process) finds it."""
-        await self._store.set_input_message_ref(request_id, ref)
+        await self.store.set_input_message_ref(request_id, ref)
 
     async def call_answered(self, parked_id: str, call_id: str, by: str) -> bool:
         """Mark a parked call ready once all its questions are answered; True when its turn can go on."""
-        return await self._store.settle_parked_call(parked_id, call_id, by=by)
+        return await self.store.settle_parked_call(parked_id, call_id, by=by)
 
     async def answers_for(self, parked_id: str, call_id: str, progress: Progress) -> InputResume | None:
         """What to make a parked call again with: each question's answer ("cancel" for one nobody
         answered in time); None for a call that did not wait for questions. Tells `progress` how
         each question ended, so a front end can take its buttons off."""
-        found = await self._store.parked_answers(parked_id, call_id)
+        found = await self.store.parked_answers(parked_id, call_id)
         if found is None:
             return None
-        for request in await self._store.close_parked_questions(parked_id, call_id):
+        for request in await self.store.close_parked_questions(parked_id, call_id):
             metrics.question_settled(request.request_id)
             with contextlib.suppress(Exception):
                 await progress(ended(request, "expired"))
-        found = await self._store.parked_answers(parked_id, call_id)
+        found = await self.store.parked_answers(parked_id, call_id)
         assert found is not None
         request_state, rows = found
         answers = []
@@ -275,7 +271,7 @@ class InputDesk:
     async def parked_questions(self, parked_id: str) -> list[InputRequest]:
         """A parked turn's questions nobody has answered yet, to ask again where they were lost
         (a chat that stopped while asking them)."""
-        return await self._store.open_parked_questions(parked_id)
+        return await self.store.open_parked_questions(parked_id)
 
     async def completed(self, server: str, elicitation_id: str) -> None:
         """The server finished what a link was for: the request's message says so."""
@@ -309,8 +305,8 @@ class InputDesk:
                 return InputOutcome(changed=False, request=request, status="open", errors=errors)
             content = {k: list(v) if isinstance(v, tuple) else v for k, v in checked.items()}
         status: InputStatus = _STATUS_OF[answer.action]  # type: ignore[assignment]
-        if not await self._store.settle_input(request_id, status, by=user_id, content=content):
-            again = await self._store.stored_input(request_id)
+        if not await self.store.settle_input(request_id, status, by=user_id, content=content):
+            again = await self.store.stored_input(request_id)
             settled = again.status if again is not None else "cancelled"
             return InputOutcome(
                 changed=False, request=request, status=settled, note=SETTLED.get(settled, GONE)
@@ -321,27 +317,27 @@ class InputDesk:
         metrics.question_settled(request_id)
         resume = None
         parked_call = stored.parked_id is not None and stored.call_id is not None
-        if parked_call and await self._store.settle_parked_call(stored.parked_id, stored.call_id, by=user_id):  # type: ignore[arg-type]
+        if parked_call and await self.store.settle_parked_call(stored.parked_id, stored.call_id, by=user_id):  # type: ignore[arg-type]
             resume = stored.parked_id
         return InputOutcome(changed=True, request=request, status=status, resume=resume)
 
     async def _answerable(self, request_id: str, user_id: str) -> tuple[StoredInput | None, str | None]:
-        stored = await self._store.stored_input(request_id)
+        stored = await self.store.stored_input(request_id)
         if stored is None:
             return None, GONE
         if user_id != stored.request.user_id:
             return stored, NOT_YOURS
         if stored.status != "open":
             return stored, SETTLED.get(stored.status, GONE)
-        if self._clock() >= stored.request.expires_at:
-            await self._store.settle_input(request_id, "expired", by="expiry")
+        if self.clock() >= stored.request.expires_at:
+            await self.store.settle_input(request_id, "expired", by="expiry")
             self._wake(request_id)
             return stored, EXPIRED
         if (
             stored.parked_id is None
             and request_id not in self._answered
-            and await self._store.settle_input(
-                request_id, "ended", by="nerve", stale_before=self._wall() - STALE_AFTER
+            and await self.store.settle_input(
+                request_id, "ended", by="nerve", stale_before=self.wall() - STALE_AFTER
             )
         ):
             return stored, ENDED

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Protocol
 
 from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
@@ -81,30 +81,23 @@ class WaitingRound:
     rounds_used: int
 
 
+@dataclass(eq=False)
 class TurnLoop:
     """Rounds of model and tool calls for one turn at a time; shared by every conversation."""
 
-    def __init__(
-        self,
-        *,
-        llm: LLM,
-        host: ToolHost,
-        store: Store,
-        config: AgentConfig,
-        runner: RoundRunner,
-        screens: ScreenStore | None = None,
-        desk: QuestionDesk | None = None,
-    ) -> None:
-        self.host = host
-        self.config = config
-        self.runner = runner
-        self._llm = llm
-        self._store = store
+    _: KW_ONLY
+    llm: LLM
+    host: ToolHost
+    store: Store
+    config: AgentConfig
+    runner: RoundRunner
+    # Where calls are screened for approval; without it every call runs at once.
+    screens: ScreenStore | None = None
+    # Where servers' questions mid-call are shown and answered; without it they get "cancel".
+    desk: QuestionDesk | None = None
+
+    def __post_init__(self) -> None:
         self._token_scale = 1.0
-        # Where calls are screened for approval; without it every call runs at once.
-        self._screens = screens
-        # Where servers' questions mid-call are shown and answered; without it they get "cancel".
-        self._desk = desk
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
@@ -148,7 +141,7 @@ class TurnLoop:
                     continue
                 return await self.finish(incoming.key, answer.content or "", state, usage)
             nudge = []
-            screen = TurnScreen(store=self._screens, incoming=incoming) if self._screens else None
+            screen = TurnScreen(store=self.screens, incoming=incoming) if self.screens else None
             contexts = self.call_contexts(incoming, progress, deadline)
             async with deadline.running("tools"):
                 results = await self.runner.run(answer.tool_calls, tools, state, progress, screen, contexts)
@@ -167,7 +160,7 @@ class TurnLoop:
                 )
             outcomes = [r for r in results if isinstance(r, CallOutcome)]
             round_messages = [answer, *(outcome.message for outcome in outcomes)]
-            await self._store.append(incoming.key, round_messages)
+            await self.store.append(incoming.key, round_messages)
             history.extend(round_messages)
             state.attachments.extend(outcome.attachment for outcome in outcomes)
             stop = self.stop_reason(outcomes, state)
@@ -184,7 +177,7 @@ class TurnLoop:
         stands still while that person answers a question."""
         owner = f"{incoming.key}|{incoming.user_id}"
         person = person_of(incoming.key, incoming.user_id, self.config.platforms)
-        desk = self._desk
+        desk = self.desk
 
         def context(call: ToolCall, spec: ToolSpec) -> CallContext:
             async def ask(draft: InputDraft) -> InputAnswer:
@@ -211,7 +204,7 @@ class TurnLoop:
                 report=progress_reporter(call, progress),
                 completed=completed,
                 # A question in a call's result parks the turn where the store can hold it.
-                park=self._screens is not None and desk is not None,
+                park=self.screens is not None and desk is not None,
             )
 
         return context
@@ -245,13 +238,13 @@ class TurnLoop:
         )
         request = build_request(self.config.system_prompt, history, budget)
         try:
-            completion = await self._llm.complete(request, tools, progress)
+            completion = await self.llm.complete(request, tools, progress)
         except ContextTooLong:
             await progress(
                 TurnEvent(kind="notice", message="conversation too long for the model, compressing…")
             )
             request = build_request(self.config.system_prompt, history, budget, squeeze=True)
-            completion = await self._llm.complete(request, tools, progress)
+            completion = await self.llm.complete(request, tools, progress)
         if completion.usage and completion.usage.prompt_tokens:
             estimated = estimate_message_tokens(request) + budget.tools_tokens
             # Learn how our offline estimate compares with the server's own count.
@@ -268,12 +261,12 @@ class TurnLoop:
         starting = self.host.starting()
         if starting:
             text += f"\n\n⏳ {', '.join(starting)}: still starting, so not used for this answer."
-        await self._store.append(key, [ChatMessage(role="assistant", content=text)])
+        await self.store.append(key, [ChatMessage(role="assistant", content=text)])
         return AgentReply(text=text, attachments=tuple(state.attachments), usage=usage, cut_short=cut_short)
 
     async def stored_answer(self, incoming: Incoming) -> AgentReply | None:
         """A re-delivered message whose answer is already stored gets that answer, not a second turn."""
-        after = await self._store.messages_after_event(incoming.key, incoming.event_id or "")
+        after = await self.store.messages_after_event(incoming.key, incoming.event_id or "")
         finals = [m for m in after if m.role == "assistant" and not m.tool_calls]
         if not finals:
             return None
