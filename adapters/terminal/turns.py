@@ -46,6 +46,7 @@ class _Piece:
     parked: Parked | None = None
 
 
+@dataclass(eq=False)
 class ChatTurns:
     """The turns of one chat's conversation, asked by its person; `last` is the latest reply shown.
 
@@ -53,33 +54,26 @@ class ChatTurns:
     what they came to before the answer.
     """
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        console: Console,
-        key: ConversationKey,
-        read: ReadLine,
-        sign_in: TerminalSignIn,
-        servers_news: Callable[[], None],
-    ) -> None:
-        self._runtime = runtime
-        self._console = console
-        self._key = key
+    runtime: Runtime
+    console: Console
+    key: ConversationKey
+    read: ReadLine
+    sign_in: TerminalSignIn
+    servers_news: Callable[[], None]
+
+    def __post_init__(self) -> None:
         # The OS user: the one who asks in this terminal, and so the one who approves.
-        self._user = key.workspace
-        self._read = read
-        self._sign_in = sign_in
-        self._servers_news = servers_news
+        self._user = self.key.workspace
         self.last: AgentReply | None = None
         # Off a terminal (a pipe, a file) the answer is written as plain text as it comes.
-        self._plain = PlainAnswer(console.file)
+        self._plain = PlainAnswer(self.console.file)
 
     async def take(self, incoming: Incoming) -> None:
         """Answer one message, going on with what it waits for until it has its answer."""
-        for request_id in self._sign_in.meanwhile():  # signed in while the chat did not wait: go on first
+        for request_id in self.sign_in.meanwhile():  # signed in while the chat did not wait: go on first
             await self._answer(await self._go_on_signed_in([request_id]))
         self.last = None
-        piece = await self._work(lambda progress: self._runtime.agent.reply(incoming, progress))
+        piece = await self._work(lambda progress: self.runtime.agent.reply(incoming, progress))
         await self._answer(piece)
 
     async def signed_in(self, request_ids: list[str]) -> None:
@@ -96,20 +90,20 @@ class ChatTurns:
         that parked on its tools' questions instead returns with them open: they are asked before
         this returns, and the piece says whether the answers let it go on.
         """
-        if not self._runtime.servers_started:
-            self._console.print("[dim]Waiting for the MCP servers to start…[/dim]")
+        if not self.runtime.servers_started:
+            self.console.print("[dim]Waiting for the MCP servers to start…[/dim]")
 
         async def after_the_servers(progress: Progress) -> AgentReply | None:
             # A question typed while they start is answered as if asked once they had.
-            await self._runtime.wait_for_servers()
-            self._servers_news()
+            await self.runtime.wait_for_servers()
+            self.servers_news()
             return await work(progress)
 
         async with (
             self._showing("  (Ctrl-C cancels)" if cancellable else "") as (sink, pause),
-            FillIn(self._runtime.agent, self._user, self._read, self._console, pause) as fill_in,
+            FillIn(self.runtime.agent, self._user, self.read, self.console, pause) as fill_in,
         ):
-            task = asyncio.create_task(after_the_servers(fill_in.watching(self._sign_in.watch(sink))))
+            task = asyncio.create_task(after_the_servers(fill_in.watching(self.sign_in.watch(sink))))
             try:
                 # Under the piece's own Ctrl-C, so a question asked while the piece ran (which takes
                 # Ctrl-C for itself, in a task of its own) keeps it once the piece has returned.
@@ -127,7 +121,7 @@ class ChatTurns:
                 logger.exception("terminal turn failed")
                 message = f"[red]Sorry — that failed: {shown(str(exc))}[/red]"
         self._plain.interrupted()
-        self._console.print(message)
+        self.console.print(message)
         return None
 
     @contextlib.asynccontextmanager
@@ -136,24 +130,24 @@ class ChatTurns:
     ) -> AsyncIterator[tuple[Progress, Callable[[], AbstractContextManager[None]]]]:
         """Where a turn's events go (the live view on a terminal, plain text elsewhere), and how to
         keep the view off the screen while a question is asked."""
-        if not self._console.is_terminal:
+        if not self.console.is_terminal:
             self._plain.after_prompt()
             yield self._plain.progress, contextlib.nullcontext
             return
-        async with LiveAnswer(self._console, hint=hint) as live:
+        async with LiveAnswer(self.console, hint=hint) as live:
             yield live.progress, live.paused
 
     def _print(self, reply: AgentReply) -> None:
         """The final reply: drawn anew on a terminal (the live view is gone); elsewhere only the
         part of its text not written yet, then its tool results."""
-        if not self._console.is_terminal:
+        if not self.console.is_terminal:
             self._plain.finish(reply.text)
-        print_reply(self._console, reply, text=self._console.is_terminal)
+        print_reply(self.console, reply, text=self.console.is_terminal)
 
     def _finishing(self) -> None:
         # Going on after a decision or an answer is not cancelled: the turn would stay claimed, and
         # the thread would wait behind it.
-        self._console.print("[dim]Finishing what was decided; the answer follows.[/dim]")
+        self.console.print("[dim]Finishing what was decided; the answer follows.[/dim]")
 
     async def _answer(self, piece: _Piece | None) -> None:
         """Print a reply; while it waits for approval, ask, go on, and print what follows. A reply
@@ -166,7 +160,7 @@ class ChatTurns:
             self.last = reply
             if parked is not None:
                 self._plain.interrupted()
-            elif self._sign_in.needed and approval is None:
+            elif self.sign_in.needed and approval is None:
                 pass  # its note speaks of a Connect button; here the link itself follows
             elif reply.text or reply.attachments:
                 self._print(reply)
@@ -174,8 +168,8 @@ class ChatTurns:
                 piece = await self._decide(approval)
             elif parked is not None:
                 piece = await self._go_on_answered(parked)
-            elif self._sign_in.needed:
-                piece = await self._go_on_signed_in(await self._sign_in.signed_in())
+            elif self.sign_in.needed:
+                piece = await self._go_on_signed_in(await self.sign_in.signed_in())
             else:
                 break
             went_on = True
@@ -183,13 +177,13 @@ class ChatTurns:
             await self._answer_waiting_messages()
 
     async def _go_on_answered(self, parked: Parked) -> _Piece | None:
-        agent = self._runtime.agent
+        agent = self.runtime.agent
 
         async def rest_of_turn(progress: Progress) -> AgentReply | None:
             final = await go_on_answered(agent, parked, progress)
             if final is None:
                 tools = ", ".join(parked.tools) or "a tool"
-                self._console.print(
+                self.console.print(
                     f"[dim]This turn still waits for an answer to what {shown(tools)} asked, "
                     "or goes on elsewhere.[/dim]"
                 )
@@ -203,21 +197,21 @@ class ChatTurns:
         for request_id in request_ids:
 
             async def rest_of_turn(progress: Progress, request_id: str = request_id) -> AgentReply | None:
-                return await self._runtime.agent.resume(request_id, progress)
+                return await self.runtime.agent.resume(request_id, progress)
 
             piece = await self._work(rest_of_turn, cancellable=False)
         return piece
 
     async def _decide(self, prompt: ApprovalPrompt) -> _Piece | None:
-        agent = self._runtime.agent
+        agent = self.runtime.agent
         if prompt.open:
-            print_waiting(self._console, prompt)
-            await ask_each(agent, prompt, self._user, self._read, self._console)
+            print_waiting(self.console, prompt)
+            await ask_each(agent, prompt, self._user, self.read, self.console)
 
         async def rest_of_turn(progress: Progress) -> AgentReply | None:
             final = await go_on(agent, prompt, progress)
             if final is None:
-                self._console.print("[dim]This turn still waits for a decision, or goes on elsewhere.[/dim]")
+                self.console.print("[dim]This turn still waits for a decision, or goes on elsewhere.[/dim]")
             return final
 
         return await self._work(rest_of_turn, cancellable=False)
@@ -225,30 +219,30 @@ class ChatTurns:
     async def _answer_waiting_messages(self) -> None:
         """Messages that waited behind a parked turn of this thread (written elsewhere, or before a
         restart), answered in order now that it is done."""
-        async for incoming, reply in self._runtime.agent.deferred_replies(self._key):
-            self._console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
+        async for incoming, reply in self.runtime.agent.deferred_replies(self.key):
+            self.console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
             await self._answer(_Piece(reply))
 
     async def waiting_at_start(self) -> None:
         """A turn of this thread that was waiting for a decision, or for an answer to what a tool
         asked, when nerve stopped: ask again."""
-        found = await self._runtime.agent.parked_in(self._key)
+        found = await self.runtime.agent.parked_in(self.key)
         if found is None:
             return
         prompt, status = found
         if status != "waiting":
-            self._console.print(
+            self.console.print(
                 "[yellow]Another nerve is finishing the last answer of this thread;[/yellow] "
                 "new messages wait behind it."
             )
             return
-        waits = await self._runtime.store.sign_in_waits(prompt.request_id) if prompt.questions_open else []
+        waits = await self.runtime.store.sign_in_waits(prompt.request_id) if prompt.questions_open else []
         if waits:
             servers = list(dict.fromkeys(w.server for w in waits))
             names = shown(", ".join(servers))
             waiting = f"Your last question in this thread waits for a sign-in to {names}."
-            self._console.print(f"[yellow]{waiting}[/yellow]")
-            await self._answer(await self._go_on_signed_in(await self._sign_in.connect(servers)))
+            self.console.print(f"[yellow]{waiting}[/yellow]")
+            await self._answer(await self._go_on_signed_in(await self.sign_in.connect(servers)))
             return
         if prompt.questions_open and await self._ask_again(prompt):
             return
@@ -256,16 +250,14 @@ class ChatTurns:
             # Questions this terminal cannot answer (none of them is its user's): the turn goes on
             # once they have expired (the tool is told "cancel"), or /reset ends it.
             until = time.strftime("%H:%M", time.localtime(prompt.expires_at))
-            self._console.print(
+            self.console.print(
                 "[yellow]Your last question in this thread waits for an answer to what a tool asked "
                 f"before nerve stopped,[/yellow] until {until}: start the chat again after that for "
                 "the answer without it, or /reset to start a new conversation."
             )
-            await self._answer(await self._go_on_answered(Parked(key=self._key, tools=(), resume=None)))
+            await self._answer(await self._go_on_answered(Parked(key=self.key, tools=(), resume=None)))
             return
-        self._console.print(
-            "[yellow]Your last question in this thread is waiting for your decision.[/yellow]"
-        )
+        self.console.print("[yellow]Your last question in this thread is waiting for your decision.[/yellow]")
         await self._answer(_Piece(AgentReply(text="", waiting=(Ask.of_approval(prompt),))))
 
     async def _ask_again(self, prompt: ApprovalPrompt) -> bool:
@@ -273,19 +265,19 @@ class ChatTurns:
         turn go on and print its answer); calls of its round that wait for a decision are asked
         about next. False when none of its questions is this person's to answer now; expired ones
         are not asked: the turn goes on without them."""
-        agent = self._runtime.agent
+        agent = self.runtime.agent
         questions = await agent.parked_questions(prompt.request_id)
         if any(q.expires_at <= time.time() for q in questions):
-            self._console.print(
+            self.console.print(
                 "[dim]What a tool asked before nerve stopped was not answered in time; "
                 "the turn goes on without it.[/dim]"
             )
-            await self._answer(await self._go_on_answered(Parked(key=self._key, tools=(), resume=None)))
+            await self._answer(await self._go_on_answered(Parked(key=self.key, tools=(), resume=None)))
             return True
         mine = [q for q in questions if q.user_id == self._user]
         if not mine:
             return False
-        self._console.print(
+        self.console.print(
             "[yellow]Your last question in this thread waits for an answer to what a tool asked "
             "before nerve stopped:[/yellow]"
         )

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 
 from bot.asks.approvals import Clock, decide, new_request_id
 from bot.asks.decided import NERVE, NO_ONE_TO_ASK, DecidedRound
@@ -49,28 +50,22 @@ from bot.types import (
 logger = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class Parking:
     """Parks rounds that wait for people, applies their decisions, and resumes the turns."""
 
-    def __init__(
-        self,
-        *,
-        loop: TurnLoop,
-        store: Store,
-        locks: TurnLock,
-        clock: Clock,
-        approvals: ApprovalLedger | None = None,
-        inputs: InputDesk | None = None,
-    ) -> None:
-        self.approvals = approvals
-        self.inputs = inputs
-        self._loop = loop
-        self._config = loop.config
-        self._runner = loop.runner
-        self._store = store
-        self._locks = locks
-        self._clock = clock
-        self._decided = DecidedRound(loop=loop, approvals=approvals, inputs=inputs)
+    _: KW_ONLY
+    loop: TurnLoop
+    store: Store
+    locks: TurnLock
+    clock: Clock
+    approvals: ApprovalLedger | None = None
+    inputs: InputDesk | None = None
+
+    def __post_init__(self) -> None:
+        self._config = self.loop.config
+        self._runner = self.loop.runner
+        self._decided = DecidedRound(loop=self.loop, approvals=self.approvals, inputs=self.inputs)
 
     async def settle(self, result: AgentReply | WaitingRound, progress: Progress) -> AgentReply:
         """The turn's reply: its answer, or what it waits for once its round is parked."""
@@ -94,7 +89,7 @@ class Parking:
             timeout = max(timeout, self._config.input_timeout)
         if signing:
             timeout = max(timeout, self._config.sign_in_timeout)
-        expires_at = self._clock() + timeout
+        expires_at = self.clock() + timeout
         questions = [
             self._question_desk().park_questions(
                 key=incoming.key,
@@ -239,7 +234,7 @@ class Parking:
             user_id=user_id,
             approve=approve,
             admins=self._config.admins,
-            now=self._clock(),
+            now=self.clock(),
             call_id=call_id,
             shown_hash=shown_hash,
             remember=remember,
@@ -287,7 +282,7 @@ class Parking:
             return []
         prompt = found[0]
         open_ids = [c.call_id for c in prompt.calls if c.status == "pending"]
-        denied = await self.approvals.decide(request_id, open_ids, "denied", NERVE, self._clock())
+        denied = await self.approvals.decide(request_id, open_ids, "denied", NERVE, self.clock())
         if denied:
             metrics.approvals_decided(len(denied), False)
             await self._audit(prompt, denied, NERVE, f"denied: {NO_ONE_TO_ASK}")
@@ -299,7 +294,7 @@ class Parking:
 
     def _spec_of(self, server: str, tool: str) -> ToolSpec | None:
         return next(
-            (t for t in self._loop.host.list_tools() if t.server == server and t.original_name == tool), None
+            (t for t in self.loop.host.list_tools() if t.server == server and t.original_name == tool), None
         )
 
     async def expire_due(self, platform: str | None = None) -> list[str]:
@@ -308,7 +303,7 @@ class Parking:
         or a process that stopped between the last click and the resume)."""
         if self.approvals is None:
             return []
-        expired = await self.approvals.expire_due(self._clock(), platform)
+        expired = await self.approvals.expire_due(self.clock(), platform)
         ready = await self.approvals.ready_requests(platform)
         return list(dict.fromkeys([*expired, *ready]))
 
@@ -327,8 +322,8 @@ class Parking:
         # is resumed once, and one still marked resuming belongs to a process that stopped. No turn
         # slot is taken: a resume follows a person's decision and must not be refused as busy.
         with turn_context(found[0].key), turn_span():
-            async with contextlib.nullcontext() if held else self._locks.hold(found[0].key):
-                parked = await self.approvals.claim(request_id, self._clock())
+            async with contextlib.nullcontext() if held else self.locks.hold(found[0].key):
+                parked = await self.approvals.claim(request_id, self.clock())
                 if parked is None:
                     return None
                 try:
@@ -342,7 +337,7 @@ class Parking:
     async def _resume_claimed(self, request_id: str, parked: ParkedTurn, progress: Progress) -> AgentReply:
         assert self.approvals is not None
         incoming = parked.incoming
-        history = await self._store.history(incoming.key)
+        history = await self.store.history(incoming.key)
         state = self._decided.state_so_far(history)
         metrics.approval_resumed(request_id, parked.calls)
         # Its own deadline: the time the turn was parked was nobody's model work.
@@ -383,15 +378,15 @@ class Parking:
             state.attachments.extend(o.attachment for o in outcomes)
             if ran_out is not None:
                 raise ran_out
-            stop = self._loop.stop_reason(outcomes, state)
+            stop = self.loop.stop_reason(outcomes, state)
             if stop:
-                return await self._loop.finish(incoming.key, stop, state, Usage())
-            result = await self._loop.run(
+                return await self.loop.finish(incoming.key, stop, state, Usage())
+            result = await self.loop.run(
                 incoming, history, state, progress, deadline=deadline, first_round=parked.rounds_used
             )
             return await self.settle(result, progress)
         except (LLMError, TurnOverdue) as exc:
-            return self._loop.ended(incoming, exc, state)
+            return self.loop.ended(incoming, exc, state)
 
     async def recover_parked(self, platform: str | None = None) -> list[str]:
         """At start-up: requests (of one platform, if given) ready to resume — every call decided or
@@ -400,7 +395,7 @@ class Parking:
         answer."""
         if self.approvals is None:
             return []
-        await self.approvals.expire_due(self._clock(), platform)
+        await self.approvals.expire_due(self.clock(), platform)
         return await self.approvals.ready_requests(platform, resuming=True)
 
 
