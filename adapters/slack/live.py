@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -74,27 +75,21 @@ def _outcome(att: Attachment) -> str:
     return f"{'error' if att.is_error else 'ok'} · {took}"
 
 
+@dataclass(eq=False)
 class StreamedAnswer:
     """One answer streamed into the thread; `conclude` stops it with the final answer."""
 
-    def __init__(
-        self,
-        poster: Poster,
-        turn: Turn,
-        *,
-        interval: float,
-        edit_interval: float,
-        status: AssistantStatus | None = None,
-        feedback: bool = False,
-    ) -> None:
-        assert turn.reply_thread_ts is not None, "a stream is always a reply in a thread"
-        self._poster = poster
-        self._turn = turn
-        self._team = turn.key.workspace
-        self._interval = interval
-        self._edit_interval = edit_interval
-        self._status = status  # the assistant container's status line, until the first words
-        self._feedback = feedback
+    poster: Poster
+    turn: Turn
+    _: KW_ONLY
+    interval: float
+    edit_interval: float
+    status: AssistantStatus | None = None  # the assistant container's status line, until the first words
+    feedback: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.turn.reply_thread_ts is not None, "a stream is always a reply in a thread"
+        self._team = self.turn.key.workspace
         self._stream: AsyncChatStream | None = None
         self._ops: list[dict[str, Any]] = []  # chunks not sent yet, in the order they happened
         self._round = SafePieces()
@@ -113,7 +108,7 @@ class StreamedAnswer:
         self._closed = False
         self._last = -1e9
         # Requests for input are messages of their own in the thread, never part of the stream.
-        self._inputs = InputPosts(poster, turn.channel, turn.reply_thread_ts)
+        self._inputs = InputPosts(self.poster, self.turn.channel, self.turn.reply_thread_ts)
 
     @property
     def live(self) -> StreamedAnswer:
@@ -127,8 +122,8 @@ class StreamedAnswer:
 
     async def _open(self) -> AsyncChatStream:
         if self._stream is None:
-            turn = self._turn
-            self._stream = await self._poster.client.chat_stream(
+            turn = self.turn
+            self._stream = await self.poster.client.chat_stream(
                 channel=turn.channel,
                 thread_ts=turn.reply_thread_ts or "",
                 recipient_team_id=self._team or None,
@@ -143,7 +138,7 @@ class StreamedAnswer:
         stream = await self._open()
         # The first append starts the message (chat.startStream): a post in the channel's pace.
         chunks = [_task(STATUS_TASK, "Thinking…", "in_progress")]
-        await self._poster.paced(self._turn.channel, lambda: stream.append(chunks=chunks))
+        await self.poster.paced(self.turn.channel, lambda: stream.append(chunks=chunks))
         self._last = time.monotonic()
 
     # --- recording (never waits on Slack) ---------------------------------------------------------
@@ -155,8 +150,8 @@ class StreamedAnswer:
         if self._fallback is not None:
             await self._fallback.on_event(event)
             return
-        if self._status is not None and not self._content:
-            await self._status.on_event(event)
+        if self.status is not None and not self._content:
+            await self.status.on_event(event)
         kind = event.kind
         if kind == "text" and event.message:
             self._shown()
@@ -200,8 +195,8 @@ class StreamedAnswer:
         if self._content:
             return
         self._content = True
-        if self._status is not None:
-            self._status.stop()
+        if self.status is not None:
+            self.status.stop()
         if self._status_open:
             self._status_open = False
             self._ops.append(_task(STATUS_TASK, "Thinking…", "complete"))
@@ -238,7 +233,7 @@ class StreamedAnswer:
     async def _write(self) -> None:
         try:
             while self._again and not self._closed and self._fallback is None:
-                due = self._last + self._interval - time.monotonic()
+                due = self._last + self.interval - time.monotonic()
                 if due > 0:
                     await asyncio.sleep(due)
                 self._again = False
@@ -248,7 +243,7 @@ class StreamedAnswer:
                 finally:
                     self._sending = False
         except Exception:
-            logger.exception("streaming the answer in %s failed", self._turn.key)
+            logger.exception("streaming the answer in %s failed", self.turn.key)
         finally:
             self._writer = None
 
@@ -268,17 +263,17 @@ class StreamedAnswer:
     async def _refused(self, exc: SlackApiError) -> None:
         error = api_error(exc)
         if error == "ratelimited":
-            logger.info("Slack rate-limited an append in %s; it goes with the next one", self._turn.key)
+            logger.info("Slack rate-limited an append in %s; it goes with the next one", self.turn.key)
             return
         ts = self._stream.ts if self._stream is not None else None
         if ts is None and error in UNSUPPORTED:
-            self._poster.refuse_streams(self._team)
+            self.poster.refuse_streams(self._team)
         logger.warning(
-            "Slack refused the streamed answer in %s (%s); editing a message instead", self._turn.key, error
+            "Slack refused the streamed answer in %s (%s); editing a message instead", self.turn.key, error
         )
-        turn = self._turn
+        turn = self.turn
         message = StatusMessage(
-            self._poster, self._team, turn.channel, turn.reply_thread_ts, self._edit_interval
+            self.poster, self._team, turn.channel, turn.reply_thread_ts, self.edit_interval
         )
         message.replay(self._events)
         self._fallback = message
@@ -290,8 +285,8 @@ class StreamedAnswer:
     async def close(self) -> None:
         """Stop the writer (a call in flight still lands); what is left goes with the stop."""
         self._closed = True
-        if self._status is not None:
-            await self._status.close()
+        if self.status is not None:
+            await self.status.close()
         writer = self._writer
         if writer is not None:
             if not self._sending:
@@ -312,7 +307,7 @@ class StreamedAnswer:
         if self._concluded:
             return Concluded(replace_ts=ts)
         self._concluded = True
-        feedback = self._feedback and not (reply.failed or reply.approval or reply.deferred)
+        feedback = self.feedback and not (reply.failed or reply.approval or reply.deferred)
         head = render_reply(reply, Level.RICH).messages[0]
         first = answer_chunks(reply.text)[0]
         answer_block = {"type": "markdown", "text": first}
@@ -334,15 +329,15 @@ class StreamedAnswer:
                 return Concluded(replace_ts=stream.ts, feedback=feedback)
             rest = first[len(self._round.sent) :]
             chunks = [*self._ops, *([{"type": "markdown_text", "text": rest}] if rest else []), *finals]
-            blocks = [*(head.blocks or [])[:-1], *([feedback_block(self._turn.event_id)] if feedback else [])]
+            blocks = [*(head.blocks or [])[:-1], *([feedback_block(self.turn.event_id)] if feedback else [])]
             await self._stop(stream, chunks, blocks)
         except SlackApiError as exc:
             error = api_error(exc)
             started = self._stream is not None and self._stream.ts is not None
             if not started and error in UNSUPPORTED:
-                self._poster.refuse_streams(self._team)
+                self.poster.refuse_streams(self._team)
             logger.warning(
-                "could not finish the streamed answer in %s (%s); replacing it", self._turn.key, error
+                "could not finish the streamed answer in %s (%s); replacing it", self.turn.key, error
             )
             return Concluded(replace_ts=self.message_ts, feedback=feedback and started)
         return Concluded(delivered=1)
@@ -357,7 +352,7 @@ class StreamedAnswer:
                 raise
             # The tool results' containers or the feedback buttons are too new for this workspace:
             # stop with the text alone, then the answer replaces it at a level Slack takes.
-            self._poster.downgrade(self._team, Level.RICH)
+            self.poster.downgrade(self._team, Level.RICH)
             await stream.stop(chunks=chunks)
             raise
 

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 import aiosqlite
@@ -51,22 +51,19 @@ class _Ticket:
     expires_at: float
 
 
+@dataclass(eq=False)
 class SQLiteTurnLock:
-    """The `TurnLock` seam on SQLite: `async with lock.hold(key):` around one turn."""
+    """The `TurnLock` seam on SQLite: `async with lock.hold(key):` around one turn.
 
-    def __init__(
-        self,
-        db: aiosqlite.Connection,
-        path: Path,
-        *,
-        lease: float = LEASE_SECONDS,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        """`db` is a connection of its own in autocommit; `clock` must agree across processes."""
-        self._db = db
-        self._path = path
-        self._lease = lease
-        self._clock = clock
+    `db` is a connection of its own in autocommit; `clock` must agree across processes."""
+
+    db: aiosqlite.Connection
+    path: Path
+    _: KW_ONLY
+    lease: float = LEASE_SECONDS
+    clock: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
         self._owner = uuid.uuid4().hex
         self._db_lock = asyncio.Lock()
         # Per conversation: set when a turn of this process gives its ticket back.
@@ -77,7 +74,7 @@ class SQLiteTurnLock:
         async with self._db_lock:
             if not self._closed:
                 self._closed = True
-                await self._db.close()
+                await self.db.close()
 
     @asynccontextmanager
     async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
@@ -124,13 +121,13 @@ class SQLiteTurnLock:
             if len(ahead) != ahead_before:
                 # The queue moved: the next turn may be a short one, so look again soon.
                 delay, ahead_before = POLL_FIRST_SECONDS, len(ahead)
-            now = self._clock()
+            now = self.clock()
             if any(ticket.expires_at < now for ticket in ahead):
                 await self._take_over(name, now)
                 continue
             if ahead[-1].owner == self._owner:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._lease):
+                    async with asyncio.timeout(self.lease):
                         await released.wait()
             else:
                 await asyncio.sleep(delay)
@@ -138,10 +135,10 @@ class SQLiteTurnLock:
 
     async def _heartbeat(self, turn: str) -> None:
         while True:
-            await asyncio.sleep(self._lease / HEARTBEATS_PER_LEASE)
+            await asyncio.sleep(self.lease / HEARTBEATS_PER_LEASE)
             try:
                 renewed = await self._execute(
-                    "UPDATE turn_locks SET expires_at = ? WHERE turn = ?", (self._clock() + self._lease, turn)
+                    "UPDATE turn_locks SET expires_at = ? WHERE turn = ?", (self.clock() + self.lease, turn)
                 )
             except StoreError as exc:
                 logger.warning("could not renew a turn's lease: %s", exc.message)
@@ -153,7 +150,7 @@ class SQLiteTurnLock:
     async def _enqueue(self, name: str, turn: str) -> None:
         await self._execute(
             "INSERT INTO turn_locks (lock_key, owner, turn, expires_at) VALUES (?, ?, ?, ?)",
-            (name, self._owner, turn, self._clock() + self._lease),
+            (name, self._owner, turn, self.clock() + self.lease),
         )
 
     async def _take_over(self, name: str, now: float) -> None:
@@ -186,8 +183,8 @@ class SQLiteTurnLock:
     async def _connection(self) -> AsyncIterator[aiosqlite.Connection]:
         async with self._db_lock:
             if self._closed:
-                raise StoreError(f"the conversation store {self._path} is closed")
+                raise StoreError(f"the conversation store {self.path} is closed")
             try:
-                yield self._db
+                yield self.db
             except sqlite3.Error as exc:
-                raise store_error(exc, self._path) from exc
+                raise store_error(exc, self.path) from exc
