@@ -24,6 +24,7 @@ from __future__ import annotations
 import html
 import logging
 from collections.abc import Callable
+from dataclasses import KW_ONLY, InitVar, dataclass
 
 from aiohttp import web
 
@@ -54,22 +55,19 @@ _PRIVATE_PAGE = {
 }
 
 
+@dataclass(eq=False)
 class SignInEndpoints:
     """The sign-in callback and the client metadata document of one nerve."""
 
-    def __init__(
-        self,
-        agent: Agent,
-        *,
-        public_url: str | None,
-        back_to: str,
-        resume: Resume | None = None,
-    ) -> None:
-        self._agent = agent
+    agent: Agent
+    _: KW_ONLY
+    public_url: InitVar[str | None]
+    back_to: str
+    # Set once the front end can go on with parked turns; until then the sweep does.
+    resume: Resume | None = None
+
+    def __post_init__(self, public_url: str | None) -> None:
         self._public_url = (public_url or "").rstrip("/")
-        self._back_to = back_to
-        # Set once the front end can go on with parked turns; until then the sweep does.
-        self.resume = resume
 
     def install(self, app: web.Application) -> None:
         app.router.add_get(CALLBACK_PATH, self.callback)
@@ -84,7 +82,7 @@ class SignInEndpoints:
         finished = SignInFinished(code=query.get("code"), iss=query.get("iss"), error=query.get("error"))
         try:
             # The state alone says whose sign-in this is: the browser names no person.
-            answered = await self._agent.answer(state, "", finished)
+            answered = await self.agent.answer(state, "", finished)
         except AskError as exc:
             logger.info("a sign-in came back and could not be finished: %s", exc.message)
             return page("Not connected", exc.message, status=400)
@@ -100,7 +98,7 @@ class SignInEndpoints:
                 logger.exception("could not go on at once with the turns waiting for %s", signed.server)
         return page(
             f"Connected to {signed.server}",
-            f"Connected to {signed.server} — you can go back to {self._back_to}.",
+            f"Connected to {signed.server} — you can go back to {self.back_to}.",
         )
 
     async def client_metadata(self, request: web.Request) -> web.Response:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any
 
 import discord
@@ -68,38 +69,31 @@ def redrawn(prompt: ApprovalPrompt) -> dict[str, Any]:
     }
 
 
+@dataclass(eq=False)
 class ApprovalFlow:
     """Approval messages and clicks for one Discord client."""
 
-    def __init__(
-        self,
-        *,
-        agent: Agent,
-        client: discord.Client,
-        guard: ChannelGuard,
-        order: ConversationOrder,
-        post: PostToConversation,
-        spawn: Spawn,
-        progress_for: Callable[[ConversationKey], Progress] = lambda key: no_progress,
-        launch: Launcher | None = None,
-    ) -> None:
-        self._agent = agent
-        self._client = client
-        self._guard = guard
-        self._order = order
-        self._post = post
-        self._spawn = spawn
-        # The sink a resumed turn (and the messages that waited behind it) report to.
-        self._progress_for = progress_for
+    _: KW_ONLY
+    agent: Agent
+    client: discord.Client
+    guard: ChannelGuard
+    order: ConversationOrder
+    post: PostToConversation
+    spawn: Spawn
+    # The sink a resumed turn (and the messages that waited behind it) report to.
+    progress_for: Callable[[ConversationKey], Progress] = lambda key: no_progress
+    launch: InitVar[Launcher | None] = None
+
+    def __post_init__(self, launch: Launcher | None) -> None:
         # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
         self.desk = AskDesk(
-            agent,
+            self.agent,
             PLATFORM,
             self,
             self,
-            launch or Launcher(None, spawn, PLATFORM),
-            spawn,
-            on_expired=lambda: spawn(self.sweep(), "discord-approval-sweep"),
+            launch or Launcher(None, self.spawn, PLATFORM),
+            self.spawn,
+            on_expired=lambda: self.spawn(self.sweep(), "discord-approval-sweep"),
         )
 
     # --- showing a request -------------------------------------------------------------------------
@@ -116,7 +110,7 @@ class ApprovalFlow:
         message = await send_message(
             channel,
             shown.content,
-            guard=self._guard,
+            guard=self.guard,
             channel_id=channel_id,
             embeds=shown.embeds,
             file=shown.file(),
@@ -175,7 +169,7 @@ class ApprovalFlow:
         return True
 
     async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:
-        await self._agent.ask_posted(Ask.of_approval(prompt), refs.message_ref(channel_id, message_id))
+        await self.agent.ask_posted(Ask.of_approval(prompt), refs.message_ref(channel_id, message_id))
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         """Update the approval message in place from the stored request (any process can do this)."""
@@ -183,7 +177,7 @@ class ApprovalFlow:
         if where is None:
             return
         channel_id, message_id = where
-        partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
+        partial = self.client.get_partial_messageable(channel_id).get_partial_message(message_id)
         try:
             await partial.edit(**redrawn(prompt))
         except discord.HTTPException as exc:
@@ -213,36 +207,36 @@ class ApprovalFlow:
     def resume_later(self, request_id: str) -> None:
         """Go on with a parked turn in the background: the click or submit that let it go on is
         answered already and must not wait for the turn."""
-        self._spawn(self.desk.go_on(request_id, redraw=False), f"discord-resume-{request_id}")
+        self.spawn(self.desk.go_on(request_id, redraw=False), f"discord-resume-{request_id}")
 
     async def resume(self, request_id: str) -> None:
         """Resume a turn with nothing left to wait for (every call decided, every question answered
         or expired) and post its answer once, then answer the messages that waited."""
-        approvals = self._agent.approvals
+        approvals = self.agent.approvals
         found = await approvals.prompt(request_id) if approvals is not None else None
         if found is None:
             return
         prompt, _ = found
-        async with self._order.hold(prompt.key):
+        async with self.order.hold(prompt.key):
             try:
-                final = await self._agent.resume(request_id, self._progress_for(prompt.key))
+                final = await self.agent.resume(request_id, self.progress_for(prompt.key))
             except Exception:
                 logger.exception("resuming parked request %s failed", request_id)
                 final = AgentReply(text=RESUME_FAILED, failed=True)
             if final is None:
                 return  # still open, or another process took it
-            await self._post(prompt.key, final, None)
+            await self.post(prompt.key, final, None)
             await self._answer_deferred(prompt.key)
 
     async def answer_deferred(self, key: ConversationKey) -> None:
         """Answer the messages that waited behind a parked turn of this conversation."""
-        async with self._order.hold(key):
+        async with self.order.hold(key):
             await self._answer_deferred(key)
 
     async def _answer_deferred(self, key: ConversationKey) -> None:
         try:
-            async for incoming, reply in self._agent.deferred_replies(key, self._progress_for(key)):
-                await self._post(key, reply, message_of(incoming.event_id))
+            async for incoming, reply in self.agent.deferred_replies(key, self.progress_for(key)):
+                await self.post(key, reply, message_of(incoming.event_id))
         except Exception:
             logger.exception("answering the messages that waited in %s failed", key)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, InitVar, dataclass
 
 import discord
 
@@ -65,32 +66,27 @@ class KeptPage(ChannelPage):
         await self._pages.gone(self._part)
 
 
+@dataclass(eq=False)
 class TurnPages:
     """A `Poster` of one turn's channel pages that records each one; `load` first."""
 
-    def __init__(
-        self,
-        records: PostRecords,
-        event_id: str,
-        channel: discord.PartialMessageable,
-        poster: ChannelPoster,
-        *,
-        guard: ChannelGuard,
-        channel_id: int,
-    ) -> None:
-        self._records = records
+    records: PostRecords
+    event_id: InitVar[str]
+    channel: discord.PartialMessageable
+    poster: ChannelPoster
+    _: KW_ONLY
+    guard: ChannelGuard
+    channel_id: int
+
+    def __post_init__(self, event_id: str) -> None:
         self._turn = turn_of(event_id)
-        self._channel = channel
-        self._poster = poster
-        self._guard = guard
-        self._channel_id = channel_id
         self._known: dict[str, str | None] = {}
         self._next = 0
 
     async def load(self) -> list[ChannelPage]:
         """The pages an earlier run of this turn left, in order (none for a first run). With some,
         the poster no longer replies: the first of them already does."""
-        self._known = await self._records.posts_of(self._turn)
+        self._known = await self.records.posts_of(self._turn)
         numbered = sorted(
             (int(part.removeprefix(PAGE)), part, ref)
             for part, ref in self._known.items()
@@ -99,9 +95,9 @@ class TurnPages:
         self._next = numbered[-1][0] + 1 if numbered else 0
         pages: list[ChannelPage] = [
             KeptPage(
-                self._channel.get_partial_message(int(ref)),
-                self._guard,
-                self._channel_id,
+                self.channel.get_partial_message(int(ref)),
+                self.guard,
+                self.channel_id,
                 pages=self,
                 part=part,
             )
@@ -110,19 +106,19 @@ class TurnPages:
         ]
         if pages:
             logger.info("%s is answered again: going on in its %d message(s)", self._turn, len(pages))
-            self._poster.reference = None
+            self.poster.reference = None
         return pages
 
     async def post(
         self, content: str, *, view: discord.ui.View | None = None, files: Sequence[discord.File] = ()
     ) -> ChannelPage | None:
-        page = await self._poster.post(content, view=view, files=files)
+        page = await self.poster.post(content, view=view, files=files)
         if page is None:
             return None
         part = f"{PAGE}{self._next}"
         self._next += 1
         await self._record(part, str(page.message.id))
-        return KeptPage(page.message, self._guard, self._channel_id, pages=self, part=part)
+        return KeptPage(page.message, self.guard, self.channel_id, pages=self, part=part)
 
     async def gone(self, part: str) -> None:
         """A page a second run must not go on in."""
@@ -133,7 +129,7 @@ class TurnPages:
         if FILES in self._known:
             logger.warning("%s: its files went up (or started to) in an earlier run; not again", self._turn)
             return False
-        await self._records.intend_post(self._turn, FILES)
+        await self.records.intend_post(self._turn, FILES)
         self._known[FILES] = None
         return True
 
@@ -142,4 +138,4 @@ class TurnPages:
 
     async def _record(self, part: str, ref: str) -> None:
         self._known[part] = ref
-        await self._records.record_post(self._turn, part, ref)
+        await self.records.record_post(self._turn, part, ref)

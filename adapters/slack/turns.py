@@ -23,6 +23,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -66,29 +67,24 @@ class Delivered:
     count = 0
 
 
+@dataclass(eq=False)
 class TurnRunner:
     """Answers turns for one bot: shares the poster (pacing, fallbacks) across all of them."""
 
-    def __init__(
-        self,
-        agent: Agent,
-        poster: Poster,
-        *,
-        status_interval: float,
-        stream_interval: float = 0.4,
-        feedback: bool = False,
-        watch: Watch | None = None,
-    ) -> None:
-        self._agent = agent
+    agent: Agent
+    poster: Poster
+    _: KW_ONLY
+    status_interval: float
+    stream_interval: float = 0.4
+    feedback: bool = False
+    watch: InitVar[Watch | None] = None
+
+    def __post_init__(self, watch: Watch | None) -> None:
         # Sees each turn's events before its sink: sign-in links go to their person alone.
         self._watch: Watch = watch or (lambda turn, progress: progress)
-        self._poster = poster
-        self._status_interval = status_interval
-        self._stream_interval = stream_interval
-        self._feedback = feedback
-        self._seen = SeenMarks(poster.client)
+        self._seen = SeenMarks(self.poster.client)
         # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.posts`).
-        inbox = agent.inbox
+        inbox = self.agent.inbox
         self._records = inbox if isinstance(inbox, PostRecords) else None
         self._delivering: set[asyncio.Task[Any]] = set()
         # Turns of each thread in this process, running or waiting for the one before them.
@@ -117,9 +113,9 @@ class TurnRunner:
         task = asyncio.current_task()
         assert task is not None, "a turn runs in a task of its own"
         try:
-            posts = await TurnPosts(self._records, self._poster, turn).load()
+            posts = await TurnPosts(self._records, self.poster, turn).load()
             if turn.kind == "reset":
-                await self._agent.reset(turn.key)
+                await self.agent.reset(turn.key)
                 await posts.post(answer_part(0), plain_message(RESET_DONE))
             elif not turn.incoming.text:
                 await posts.post(answer_part(0), plain_message(EMPTY_PROMPT))
@@ -128,7 +124,7 @@ class TurnRunner:
                 # Behind another turn of its thread, the live message waits until this turn starts.
                 sink = OpeningProgress(turn, lambda: self._open_live(turn, posts), at_once=not behind)
                 try:
-                    reply = await self._agent.reply(turn.incoming, self._watch(turn, sink.on_event))
+                    reply = await self.agent.reply(turn.incoming, self._watch(turn, sink.on_event))
                 finally:
                     await sink.close()
                 self._delivering.add(task)
@@ -147,7 +143,7 @@ class TurnRunner:
             logger.exception("answering Slack event %s in %s failed", turn.event_id, turn.key)
             await self._apologize(turn, sink)
         try:
-            await self._agent.inbox.finish_event(PLATFORM, turn.event_id)
+            await self.agent.inbox.finish_event(PLATFORM, turn.event_id)
         except Exception:
             logger.exception("could not mark Slack event %s finished", turn.event_id)
             return
@@ -178,7 +174,7 @@ class TurnRunner:
     async def resume(self, request_id: str) -> None:
         """Go on with a decided (or expired) request and answer in its thread, then the messages that
         waited there. Nothing happens when another process already took the request."""
-        approvals = self._agent.approvals
+        approvals = self.agent.approvals
         found = await approvals.prompt(request_id) if approvals is not None else None
         if found is None:
             return
@@ -187,7 +183,7 @@ class TurnRunner:
         sink = LazyProgress(self, turn)
         try:
             try:
-                final = await self._agent.resume(request_id, self._watch(turn, sink.on_event))
+                final = await self.agent.resume(request_id, self._watch(turn, sink.on_event))
             finally:
                 await sink.close()
             if final is None:
@@ -212,7 +208,7 @@ class TurnRunner:
 
         fresh(turn_in(Incoming(key=key, text="", user_id="")))
         try:
-            async for incoming, reply in self._agent.deferred_replies(key, progress):
+            async for incoming, reply in self.agent.deferred_replies(key, progress):
                 sink = current[-1]
                 await sink.close()
                 await self._deliver(turn_in(incoming), reply, sink)
@@ -232,7 +228,7 @@ class TurnRunner:
         ts = await posts.live_ts()
         if ts is not None:
             return await self._reopen(turn, ts)
-        if not turn.assistant_thread and self._poster.busy(turn.channel):
+        if not turn.assistant_thread and self.poster.busy(turn.channel):
             # A status post would take the slot of an answer and show up late anyway (👀 is the sign
             # meanwhile); an assistant thread's status line is no post: it always shows.
             return None
@@ -245,11 +241,11 @@ class TurnRunner:
         """Go on in an earlier run's live message; a stream it left open is stopped first (Slack
         edits no message while it streams)."""
         try:
-            await self._poster.client.chat_stopStream(channel=turn.channel, ts=ts)
+            await self.poster.client.chat_stopStream(channel=turn.channel, ts=ts)
         except SlackApiError as exc:
             logger.debug("the earlier live message in %s takes no stop (%s)", turn.key, api_error(exc))
         message = StatusMessage(
-            self._poster, turn.key.workspace, turn.channel, turn.reply_thread_ts, self._status_interval
+            self.poster, turn.key.workspace, turn.channel, turn.reply_thread_ts, self.status_interval
         )
         message.adopt(ts)
         return message
@@ -260,10 +256,10 @@ class TurnRunner:
         goes on a posted live message (a stream takes none when it starts)."""
         team = turn.key.workspace
         thread = turn.reply_thread_ts
-        streaming = thread is not None and self._poster.streams(team)
+        streaming = thread is not None and self.poster.streams(team)
         status: AssistantStatus | None = None
         if turn.assistant_thread and thread is not None:
-            status = AssistantStatus(self._poster, turn.channel, thread, self._status_interval)
+            status = AssistantStatus(self.poster, turn.channel, thread, self.status_interval)
             try:
                 await status.start()
             except SlackApiError as exc:
@@ -282,20 +278,20 @@ class TurnRunner:
             except SlackApiError as exc:
                 error = api_error(exc)
                 if error in UNSUPPORTED:
-                    self._poster.refuse_streams(team)
+                    self.poster.refuse_streams(team)
                 logger.info("no streaming message in %s (%s); editing a message instead", turn.key, error)
-        message = StatusMessage(self._poster, team, turn.channel, thread, self._status_interval)
+        message = StatusMessage(self.poster, team, turn.channel, thread, self.status_interval)
         await message.start(metadata=metadata)
         return message
 
     def _streamed(self, turn: Turn, status: AssistantStatus | None) -> StreamedAnswer:
         return StreamedAnswer(
-            self._poster,
+            self.poster,
             turn,
-            interval=self._stream_interval,
-            edit_interval=self._status_interval,
+            interval=self.stream_interval,
+            edit_interval=self.status_interval,
             status=status,
-            feedback=self._feedback,
+            feedback=self.feedback,
         )
 
     async def _deliver(
@@ -308,14 +304,14 @@ class TurnRunner:
     ) -> None:
         """Post the answer; with `posts`, each message once per turn (see `adapters.slack.posts`)."""
         team = turn.key.workspace
-        concluded = await sink.conclude(reply, self._poster.level(team)) if sink is not None else Concluded()
+        concluded = await sink.conclude(reply, self.poster.level(team)) if sink is not None else Concluded()
         if posts is not None and sink is not None:
             await posts.note_live(sink.message_ts)
             if concluded.delivered and sink.message_ts is not None:
                 # The live message is the answer's first message already (it showed it word for word,
                 # or its stream ended with it): kept as that part, or a second run would post it again.
                 await posts.replaced(answer_part(0), sink.message_ts)
-        level = self._poster.level(team)
+        level = self.poster.level(team)
         rendered = self._with_feedback(render_reply(reply, level), turn, level, concluded)
         first = sent = concluded.delivered
         delivered = delivered or Delivered()
@@ -327,7 +323,7 @@ class TurnRunner:
                     turn, message, concluded.replace_ts if sent == first else None, posts, answer_part(sent)
                 )
             except SlackApiError as exc:
-                lower = self._poster.downgrade(team, level) if api_error(exc) in REFUSED_BLOCKS else None
+                lower = self.poster.downgrade(team, level) if api_error(exc) in REFUSED_BLOCKS else None
                 if lower is None:
                     raise
                 level, rendered = lower, self._rerender(reply, lower, sent)
@@ -358,14 +354,14 @@ class TurnRunner:
         """Post the one approval message of a parked turn, unless it was posted already."""
         if prompt.message_ref is not None:
             return
-        ts = await self._poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
-        await self._agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
+        ts = await self.poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
+        await self.agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
         await self._upload_all(turn, argument_uploads(prompt))
 
     async def _upload_all(self, turn: Turn, uploads: list[Upload]) -> None:
         """Files go up after the messages they belong to, once: a failed one is a note, never a lost
         answer or an apology."""
-        await self._poster.upload_all(turn.channel, turn.reply_thread_ts, uploads)
+        await self.poster.upload_all(turn.channel, turn.reply_thread_ts, uploads)
 
     @staticmethod
     def _rerender(reply: AgentReply, level: Level, sent: int) -> RenderedReply:
@@ -383,13 +379,13 @@ class TurnRunner:
         part: str = "",
     ) -> None:
         if replace_ts is not None:
-            await self._poster.update(turn.channel, replace_ts, message)
+            await self.poster.update(turn.channel, replace_ts, message)
             if posts is not None:
                 await posts.replaced(part, replace_ts)
         elif posts is not None:
             await posts.post(part, message)
         else:
-            await self._poster.post(turn.channel, turn.reply_thread_ts, message)
+            await self.poster.post(turn.channel, turn.reply_thread_ts, message)
 
     async def _apologize(
         self,

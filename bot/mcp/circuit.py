@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Literal
 
 CircuitState = Literal["closed", "open", "half_open"]
@@ -38,22 +38,20 @@ class Ticket:
     probe: bool
 
 
+@dataclass(eq=False)
 class Circuit:
     """Counts a server's failures and says whether the next call may go to it."""
 
-    def __init__(
-        self,
-        server: str,
-        policy: CircuitPolicy | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.server = server
+    server: str
+    policy: InitVar[CircuitPolicy | None] = None
+    _: KW_ONLY
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self, policy: CircuitPolicy | None) -> None:
         policy = policy or CircuitPolicy()
         self._threshold = policy.threshold
         self._window = policy.window
         self._open_for = policy.open_for
-        self._clock = clock
         self._failures: deque[float] = deque()
         self._opened_at: float | None = None
         self._probing = False
@@ -63,7 +61,7 @@ class Circuit:
     def state(self) -> CircuitState:
         if self._opened_at is None:
             return "closed"
-        if self._clock() - self._opened_at < self._open_for:
+        if self.clock() - self._opened_at < self._open_for:
             return "open"
         return "half_open"
 
@@ -95,7 +93,7 @@ class Circuit:
 
     def record_failure(self) -> None:
         """The server crashed or failed to start."""
-        now = self._clock()
+        now = self.clock()
         if self.state == "half_open":
             self._open()
             return
@@ -108,7 +106,7 @@ class Circuit:
             self._open()
 
     def _open(self) -> None:
-        self._opened_at = self._clock()
+        self._opened_at = self.clock()
         self._failures.clear()
         self.times_opened += 1
 

@@ -18,7 +18,7 @@ import contextvars
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass
 
 import httpx2
 from mcp.client.auth.utils import validate_authorization_response_iss
@@ -129,27 +129,22 @@ def _dumped(model: BaseModel | None) -> dict[str, object] | None:
     return model.model_dump(mode="json", exclude_none=True) if model is not None else None
 
 
+@dataclass(eq=False)
 class SignIns:
     """Every per-person sign-in of this nerve: start, finish, list, disconnect."""
 
-    def __init__(
-        self,
-        servers: Mapping[str, ServerConfig],
-        ledger: SignInLedger,
-        vault: Vault,
-        *,
-        redirect_uri: str,
-        client_metadata_url: str | None = None,
-        timeout: float = 900.0,
-    ) -> None:
+    servers: InitVar[Mapping[str, ServerConfig]]
+    ledger: SignInLedger
+    vault: Vault
+    _: KW_ONLY
+    redirect_uri: str
+    client_metadata_url: str | None = None
+    timeout: float = 900.0
+
+    def __post_init__(self, servers: Mapping[str, ServerConfig]) -> None:
         self._servers = {
             name: c for name, c in servers.items() if c.auth is not None and c.auth.type == "oauth"
         }
-        self._ledger = ledger
-        self._vault = vault
-        self.redirect_uri = redirect_uri
-        self._client_metadata_url = client_metadata_url
-        self._timeout = timeout
 
     def per_person_servers(self) -> list[str]:
         return [name for name in self._servers if self.per_person(name)]
@@ -160,7 +155,7 @@ class SignIns:
 
     def storage(self, server: str, person: str) -> StoredTokens:
         return StoredTokens(
-            self._ledger, self._vault, server=server, person=person, registration=self.redirect_uri
+            self.ledger, self.vault, server=server, person=person, registration=self.redirect_uri
         )
 
     def provider(self, server: str, person: str) -> ParkingOAuth:
@@ -172,18 +167,18 @@ class SignIns:
             config.auth,
             self.storage(server, person),
             redirect_uri=self.redirect_uri,
-            client_metadata_url=self._client_metadata_url,
+            client_metadata_url=self.client_metadata_url,
             sign_ins=self,
             server=server,
             person=person,
         )
 
     async def people_connected(self, server: str) -> list[str]:
-        return await self._ledger.people_connected(server)
+        return await self.ledger.people_connected(server)
 
     async def stored_at(self, server: str, person: str) -> float | None:
         """When this person's tokens for `server` were last stored; None when there are none."""
-        stored = await self._ledger.stored_tokens(server, person)
+        stored = await self.ledger.stored_tokens(server, person)
         return stored.updated_at if stored is not None else None
 
     async def has_tokens(self, server: str, person: str) -> bool:
@@ -191,13 +186,13 @@ class SignIns:
 
     async def record(self, *, state: str, server: str, person: str, flow: Mapping[str, object]) -> None:
         now = time.time()
-        await self._ledger.start_sign_in(
+        await self.ledger.start_sign_in(
             state=state,
             server=server,
             person=person,
             key=_conversation.get(),
-            secret=self._vault.seal(flow),
-            expires_at=now + self._timeout,
+            secret=self.vault.seal(flow),
+            expires_at=now + self.timeout,
             now=now,
         )
 
@@ -218,7 +213,7 @@ class SignIns:
 
     async def complete(self, state: str, code: str | None, iss: str | None, error: str | None) -> SignedIn:
         """Finish the sign-in the browser came back with; raises `SignInFailed` with what to do."""
-        started = await self._ledger.take_sign_in(state, time.time())
+        started = await self.ledger.take_sign_in(state, time.time())
         if started is None:
             raise SignInFailed(
                 "This sign-in link was already used or has expired. Ask nerve again for a new one."
@@ -229,7 +224,7 @@ class SignIns:
             raise SignInFailed(f"{started.server} did not sign you in ({error}). Ask nerve again to retry.")
         if not code:
             raise SignInFailed("The sign-in came back without a code. Ask nerve again for a new link.")
-        flow = self._vault.open(started.secret)
+        flow = self.vault.open(started.secret)
         if not isinstance(flow, dict):
             raise SignInFailed("This sign-in can no longer be read (the key changed). Ask nerve again.")
         provider = self.provider(started.server, started.person)
@@ -265,12 +260,12 @@ class SignIns:
             raise SignInFailed(
                 f"{started.server} did not accept the sign-in. Ask nerve again to retry."
             ) from exc
-        request_ids = await self._ledger.signed_in(started.server, started.person)
+        request_ids = await self.ledger.signed_in(started.server, started.person)
         logger.info("%s signed in to %s", started.person, started.server)
         return SignedIn(server=started.server, person=started.person, request_ids=tuple(request_ids))
 
     async def connections(self, person: str) -> list[Connection]:
-        rows = await self._ledger.connections_of(person)
+        rows = await self.ledger.connections_of(person)
         return [
             Connection(server=r.server, since=r.updated_at, scope=r.scope)
             for r in rows
