@@ -24,6 +24,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import psycopg
@@ -61,31 +62,25 @@ class RunAgainIfCutOff(BaseRetryStrategy):
         return RetryDecision() if isinstance(exception, asyncio.CancelledError) else None
 
 
+@dataclass(eq=False)
 class TurnJobs:
     """The jobs of one nerve deployment on PostgreSQL: enqueue them, and run a worker for them.
 
     `schema` is where procrastinate's tables are; `queue` the prefix of this deployment's
     procrastinate queues, one per platform (`queue_of`, for operators' `procrastinate` commands).
+    Made by `TurnJobs.open`, around an app whose pool is open.
     """
 
-    def __init__(
-        self,
-        app: App,
-        pool: AsyncConnectionPool[Any],
-        *,
-        schema: str,
-        where: str,
-        stall_timeout: float,
-        poll_interval: float,
-    ) -> None:
-        """Use `TurnJobs.open`; this only wraps an app whose pool is open."""
-        self._app = app
-        self._pool = pool
-        self.schema = schema
-        self.queue = queue_for(schema)
-        self._where = where
-        self._stall_timeout = stall_timeout
-        self._poll_interval = poll_interval
+    app: App
+    pool: AsyncConnectionPool[Any]
+    _: KW_ONLY
+    schema: str
+    where: str
+    stall_timeout: float
+    poll_interval: float
+
+    def __post_init__(self) -> None:
+        self.queue = queue_for(self.schema)
         self._runner: WorkerRunner | None = None
         self._queues: set[str] = set()  # those of the names registered here
         self._closed = False
@@ -158,7 +153,7 @@ class TurnJobs:
         (`queue_of`), and `run_worker` takes the queues of the names registered here, so every
         process that runs a platform's jobs registers all of that platform's names.
         """
-        if name in self._app.tasks:
+        if name in self.app.tasks:
             raise ValueError(f"a handler for jobs named {name!r} is registered already")
         self._queues.add(self.queue_of(name))
 
@@ -166,9 +161,7 @@ class TurnJobs:
             # Always a coroutine function, so procrastinate cancels it (not a thread) on a drain.
             await handler(**payload)
 
-        self._app.task(name=name, queue=self.queue_of(name), retry=RunAgainIfCutOff(), pass_context=False)(
-            run
-        )
+        self.app.task(name=name, queue=self.queue_of(name), retry=RunAgainIfCutOff(), pass_context=False)(run)
 
     def queue_of(self, name: str) -> str:
         """The queue of the jobs named `name`: this deployment's, for the platform before the dot."""
@@ -188,7 +181,7 @@ class TurnJobs:
         other conversations' jobs run alongside.
         """
         self._check_open()
-        deferrer = self._app.configure_task(
+        deferrer = self.app.configure_task(
             name, queue=self.queue_of(name), lock=conversation, queueing_lock=event
         )
         try:
@@ -196,7 +189,7 @@ class TurnJobs:
         except procrastinate_errors.AlreadyEnqueued:
             return False
         except procrastinate_errors.ConnectorException as exc:
-            raise StoreError(f"could not queue a job on {self._where}: {exc}") from exc
+            raise StoreError(f"could not queue a job on {self.where}: {exc}") from exc
         return True
 
     async def pending(self, event: str) -> bool:
@@ -205,7 +198,7 @@ class TurnJobs:
         process died in between) queue only events without one."""
         self._check_open()
         try:
-            async with self._pool.connection() as conn:
+            async with self.pool.connection() as conn:
                 cursor = await conn.execute(
                     "SELECT 1 FROM procrastinate_jobs WHERE queueing_lock = %s AND queue_name LIKE %s"
                     " AND status IN ('todo', 'doing') LIMIT 1",
@@ -213,7 +206,7 @@ class TurnJobs:
                 )
                 return await cursor.fetchone() is not None
         except psycopg.Error as exc:
-            raise StoreError(f"could not look for the job of {event} on {self._where}: {exc}") from exc
+            raise StoreError(f"could not look for the job of {event} on {self.where}: {exc}") from exc
 
     def run_worker(self, concurrency: int) -> None:
         """Start this process's worker as a task of the running loop: it runs up to `concurrency` jobs
@@ -231,10 +224,10 @@ class TurnJobs:
         options = WorkerOptions(
             queues=queues,
             concurrency=concurrency,
-            stall_timeout=self._stall_timeout,
-            poll_interval=self._poll_interval,
+            stall_timeout=self.stall_timeout,
+            poll_interval=self.poll_interval,
         )
-        self._runner = WorkerRunner(self._app, options)
+        self._runner = WorkerRunner(self.app, options)
         self._runner.start()
 
     def worker_alive(self) -> bool:
@@ -255,12 +248,12 @@ class TurnJobs:
             return
         await self.drain(0)
         self._closed = True
-        await self._app.close_async()
-        await self._pool.close()
+        await self.app.close_async()
+        await self.pool.close()
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreError(f"the jobs on {self._where} are closed")
+            raise StoreError(f"the jobs on {self.where} are closed")
 
 
 def queue_for(schema: str) -> str:
