@@ -36,20 +36,10 @@ REOPEN_SECONDS = 2.0
 OpenSink = Callable[[], Awaitable[ProgressSink | None]]
 
 
-class OpeningProgress:
-    """Progress for a live turn: the events go to the live message once it exists, and wait until then."""
+class LaterSink:
+    """Progress whose live message comes later, or never: until it exists, nothing is shown."""
 
-    def __init__(self, turn: Turn, open_sink: OpenSink, *, at_once: bool = True) -> None:
-        self.turn = turn
-        self._open_sink = open_sink
-        self._sink: ProgressSink | None = None
-        self._waiting: list[TurnEvent] = []  # what happened before the live message showed
-        self._closed = False
-        self._tried = time.monotonic()
-        # Now, or with the first event when the turn waits behind another turn of its thread.
-        self._opening: asyncio.Task[None] | None = asyncio.create_task(self._open()) if at_once else None
-        # Another try once the channel may have room again, while something waits to be shown.
-        self._retry: asyncio.Task[None] | None = None
+    _sink: ProgressSink | None = None
 
     @property
     def message_ts(self) -> str | None:
@@ -58,6 +48,24 @@ class OpeningProgress:
     @property
     def live(self) -> ProgressSink | None:
         return self._sink
+
+    async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
+        return await self._sink.conclude(reply, level) if self._sink is not None else Concluded()
+
+
+class OpeningProgress(LaterSink):
+    """Progress for a live turn: the events go to the live message once it exists, and wait until then."""
+
+    def __init__(self, turn: Turn, open_sink: OpenSink, *, at_once: bool = True) -> None:
+        self.turn = turn
+        self._open_sink = open_sink
+        self._waiting: list[TurnEvent] = []  # what happened before the live message showed
+        self._closed = False
+        self._tried = time.monotonic()
+        # Now, or with the first event when the turn waits behind another turn of its thread.
+        self._opening: asyncio.Task[None] | None = asyncio.create_task(self._open()) if at_once else None
+        # Another try once the channel may have room again, while something waits to be shown.
+        self._retry: asyncio.Task[None] | None = None
 
     async def _open(self) -> None:
         try:
@@ -113,6 +121,3 @@ class OpeningProgress:
             await asyncio.shield(self._opening)
         if self._sink is not None:
             await self._sink.close()
-
-    async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
-        return await self._sink.conclude(reply, level) if self._sink is not None else Concluded()

@@ -32,7 +32,7 @@ from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
-from adapters.slack.opening import OpeningProgress
+from adapters.slack.opening import LaterSink, OpeningProgress
 from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, api_error
 from adapters.slack.posts import TurnPosts, answer_part
 from adapters.slack.progress import AssistantStatus, Concluded, ProgressSink, StatusMessage
@@ -298,7 +298,7 @@ class TurnRunner:
         self,
         turn: Turn,
         reply: AgentReply,
-        sink: ProgressSink | LazyProgress | OpeningProgress | None,
+        sink: ProgressSink | LaterSink | None,
         delivered: Delivered | None = None,
         posts: TurnPosts | None = None,
     ) -> None:
@@ -390,11 +390,11 @@ class TurnRunner:
     async def _apologize(
         self,
         turn: Turn,
-        sink: ProgressSink | LazyProgress | OpeningProgress | None,
+        sink: ProgressSink | LaterSink | None,
         text: str = APOLOGY,
     ) -> None:
         try:
-            live = sink.live if isinstance(sink, LazyProgress | StreamedAnswer | OpeningProgress) else None
+            live = sink.live if isinstance(sink, LaterSink | StreamedAnswer) else None
             if isinstance(live, StreamedAnswer):
                 # A stream is stopped with the apology (or rewritten to it), never left hanging.
                 await self._deliver(turn, AgentReply(text=text, failed=True), sink)
@@ -406,22 +406,13 @@ class TurnRunner:
             logger.exception("could not post the apology for Slack event %s", turn.event_id)
 
 
-class LazyProgress:
+class LazyProgress(LaterSink):
     """Progress for a resumed turn, shown only once it starts: a request another process already
     took ends before any progress, and then nothing is posted."""
 
     def __init__(self, runner: TurnRunner, turn: Turn) -> None:
         self.turn = turn
         self._runner = runner
-        self._sink: ProgressSink | None = None
-
-    @property
-    def message_ts(self) -> str | None:
-        return self._sink.message_ts if self._sink is not None else None
-
-    @property
-    def live(self) -> ProgressSink | None:
-        return self._sink
 
     async def on_event(self, event: TurnEvent) -> None:
         if self._sink is None:
@@ -435,6 +426,3 @@ class LazyProgress:
     async def close(self) -> None:
         if self._sink is not None:
             await self._sink.close()
-
-    async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
-        return await self._sink.conclude(reply, level) if self._sink is not None else Concluded()
