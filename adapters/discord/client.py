@@ -219,11 +219,8 @@ class NerveDiscordBot(discord.Client):
         await super().close()
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
-        self._start(coro, name)
-
-    def _start(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> asyncio.Task[None]:
         """A task this client owns: `drain` waits for it, `close` cancels it."""
-        return self._owned.spawn(coro, name)
+        self._owned.spawn(coro, name)
 
     async def _recover(self) -> None:
         """At start-up: answer the deliveries left unfinished; with jobs, queue those that have no job
@@ -256,7 +253,7 @@ class NerveDiscordBot(discord.Client):
         """A job's work, as a task of this client: `drain` waits for it and `close` cuts it off. Cut
         off, the job's handler ends cancelled too, and the job goes back to the queue for this
         process's next client or another process; a handler cancelled (a drain) cancels it."""
-        await self._start(job, name)
+        await self._owned.spawn(job, name)
 
     async def answer_event(self, event_id: str) -> None:
         """The job of one recorded delivery (any process may run it): answer it unless it was. An
