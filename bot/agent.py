@@ -49,7 +49,6 @@ from bot.types import (
     AuditEntry,
     ChatMessage,
     ConversationKey,
-    Decision,
     Incoming,
     InputOutcome,
     InputRequest,
@@ -322,21 +321,6 @@ class Agent:
         an approval's decision, a question's form, a link opened, a sign-in finished. Raises
         `AskError` when the ask is gone or expired; the turn it lets go on is `Answered.resume`."""
         return await self._answers.answer(ask_id, person, answer)
-
-    async def decide(
-        self,
-        request_id: str,
-        user_id: str,
-        *,
-        approve: bool,
-        call_id: str | None = None,
-        shown_hash: str | None = None,
-        remember: bool = False,
-    ) -> Decision:
-        """A person's click on an approval: one call (`call_id`) or all open ones, approved or denied."""
-        return await self._parking.decide(
-            request_id, user_id, approve=approve, call_id=call_id, shown_hash=shown_hash, remember=remember
-        )
 
     async def deny_unasked(self, request_id: str) -> list[str]:
         """Deny every open call of a request when no person can be asked about it (`Parking.deny_unasked`)."""

@@ -3,6 +3,7 @@ that turn's own request once more: never a message waiting behind itself, never 
 
 from __future__ import annotations
 
+from tests.answering import decide
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.test_approvals import KEY, REQUESTER, ask, host, make_agent, notes, ran  # noqa: F401
 
@@ -22,7 +23,7 @@ async def test_the_message_a_parked_turn_waits_on_delivered_again_gets_the_same_
     assert not again.deferred and again.approval is not None
     assert again.approval.request_id == parked.approval.request_id
     assert await store.next_deferred(KEY) is None
-    await agent.decide(parked.approval.request_id, REQUESTER, approve=True)
+    await decide(agent, parked.approval.request_id, REQUESTER, approve=True)
     assert (await agent.resume(parked.approval.request_id)) is not None
     assert [r async for r in agent.deferred_replies(KEY)] == []
     assert ran(notes) == ["append_note"]

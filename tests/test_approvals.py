@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,11 +17,13 @@ import pytest
 
 from bot.agent import Agent, AgentConfig
 from bot.asks.approvals import ALREADY_DECIDED, CHANGED, EXPIRED, NOT_YOURS
+from bot.errors import AskExpired
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.policy.scopes import Place, Rule, Scopes
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming
+from tests.answering import decide
 from tests.conftest import ROOT
 from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
@@ -122,7 +125,7 @@ async def test_approval_by_the_requester_runs_exactly_the_shown_call_and_the_tur
     parked = await agent.reply(ask("add hi"))
     assert parked.approval is not None
 
-    decision = await agent.decide(parked.approval.request_id, REQUESTER, approve=True, call_id="c_add")
+    decision = await decide(agent, parked.approval.request_id, REQUESTER, approve=True, call_id="c_add")
     assert decision.changed and decision.ready and decision.note is None
     reply = await agent.resume(parked.approval.request_id)
 
@@ -145,7 +148,7 @@ async def test_a_denied_call_never_runs_and_the_model_reads_that_the_user_denied
     parked = await agent.reply(ask("delete the note"))
     assert parked.approval is not None
 
-    await agent.decide(parked.approval.request_id, REQUESTER, approve=False)
+    await decide(agent, parked.approval.request_id, REQUESTER, approve=False)
     reply = await agent.resume(parked.approval.request_id)
 
     assert reply is not None and reply.text == "OK, I left the note alone."
@@ -167,14 +170,14 @@ async def test_only_the_requester_or_an_admin_can_decide_and_a_replayed_click_ch
     assert parked.approval is not None
     request = parked.approval.request_id
 
-    stranger = await agent.decide(request, STRANGER, approve=True)
+    stranger = await decide(agent, request, STRANGER, approve=True)
     assert not stranger.changed and stranger.note == NOT_YOURS
-    admin = await agent.decide(request, ADMIN, approve=True, call_id="c1")
+    admin = await decide(agent, request, ADMIN, approve=True, call_id="c1")
     assert admin.changed and admin.ready
-    replay = await agent.decide(request, ADMIN, approve=False, call_id="c1")
+    replay = await decide(agent, request, ADMIN, approve=False, call_id="c1")
     assert not replay.changed and replay.note == ALREADY_DECIDED.format(by=f" by {ADMIN}")
     assert (await agent.resume(request)) is not None
-    after = await agent.decide(request, REQUESTER, approve=False, call_id="c1")
+    after = await decide(agent, request, REQUESTER, approve=False, call_id="c1")
     assert not after.changed and after.note is not None
     assert ran(notes) == ["append_note"]
 
@@ -185,11 +188,12 @@ async def test_a_click_bound_to_other_arguments_than_shown_changes_nothing(host,
     parked = await agent.reply(ask("add x"))
     assert parked.approval is not None
 
-    decision = await agent.decide(
-        parked.approval.request_id, REQUESTER, approve=True, call_id="c1", shown_hash="0" * 64
+    decision = await decide(
+        agent, parked.approval.request_id, REQUESTER, approve=True, call_id="c1", shown_hash="0" * 64
     )
     assert not decision.changed and decision.note == CHANGED
-    good = await agent.decide(
+    good = await decide(
+        agent,
         parked.approval.request_id,
         REQUESTER,
         approve=True,
@@ -209,14 +213,14 @@ async def test_an_expired_request_goes_on_with_not_approved_in_time(host, store,
     assert parked.approval is not None
     clock.now += 601
 
-    late = await agent.decide(parked.approval.request_id, REQUESTER, approve=True)
-    assert not late.changed and late.note == EXPIRED
+    with pytest.raises(AskExpired, match=re.escape(EXPIRED)):
+        await decide(agent, parked.approval.request_id, REQUESTER, approve=True)
     assert await agent.expire_due() == [parked.approval.request_id]
     reply = await agent.resume(parked.approval.request_id)
 
     assert reply is not None and reply.text == "Nobody approved it."
-    after = await agent.decide(parked.approval.request_id, REQUESTER, approve=True)
-    assert not after.changed and after.note == EXPIRED, "a click after the sweep still says expired"
+    with pytest.raises(AskExpired, match=re.escape(EXPIRED)):  # a click after the sweep still says expired
+        await decide(agent, parked.approval.request_id, REQUESTER, approve=True)
     body = json.loads(tool_contents(llm.last_request())["c1"].partition("\n")[2])
     assert body["kind"] == "not_approved"
     assert ran(notes) == []
@@ -234,7 +238,7 @@ async def test_a_parked_turn_resumes_in_a_new_process_after_a_restart(host, note
     try:
         llm = ScriptedLLM([Step(text="Done after the restart.")])
         agent = make_agent(llm, host, second)
-        decision = await agent.decide(parked.approval.request_id, REQUESTER, approve=True)
+        decision = await decide(agent, parked.approval.request_id, REQUESTER, approve=True)
         assert decision.ready
         reply = await agent.resume(parked.approval.request_id)
         assert reply is not None and reply.text == "Done after the restart."
@@ -267,7 +271,7 @@ async def test_always_allow_here_lasts_until_the_tools_definition_changes(host, 
     agent = make_agent(llm, host, store)
     parked = await agent.reply(ask("add one"))
     assert parked.approval is not None
-    await agent.decide(parked.approval.request_id, REQUESTER, approve=True, remember=True)
+    await decide(agent, parked.approval.request_id, REQUESTER, approve=True, remember=True)
     assert (await agent.resume(parked.approval.request_id)) is not None
 
     second = await agent.reply(ask("add two"))
@@ -308,7 +312,7 @@ async def test_a_message_written_while_the_turn_waits_is_kept_and_answered_after
 
     waiting = await agent.reply(ask("and another thing", event_id="ev2"))
     assert waiting.deferred and waiting.approval is None
-    await agent.decide(parked.approval.request_id, REQUESTER, approve=True)
+    await decide(agent, parked.approval.request_id, REQUESTER, approve=True)
     assert (await agent.resume(parked.approval.request_id)) is not None
     answered = [(i.text, r.text) async for i, r in agent.deferred_replies(KEY)]
 
@@ -342,7 +346,7 @@ async def test_every_automatic_and_personal_decision_is_audited_with_the_convers
     agent = make_agent(llm, host, store)
     parked = await agent.reply(ask("read and add"))
     assert parked.approval is not None
-    await agent.decide(parked.approval.request_id, REQUESTER, approve=True)
+    await decide(agent, parked.approval.request_id, REQUESTER, approve=True)
     await agent.resume(parked.approval.request_id)
 
     log = await store.audit_log(KEY)
@@ -367,8 +371,8 @@ async def test_after_a_restart_decided_requests_and_ones_a_stopped_process_was_r
     decided = await agent.reply(ask("add a"))
     claimed = await agent.reply(Incoming(key=KEY_2, text="add b", user_id=REQUESTER))
     assert decided.approval is not None and claimed.approval is not None
-    await agent.decide(decided.approval.request_id, REQUESTER, approve=True)
-    await agent.decide(claimed.approval.request_id, REQUESTER, approve=False)
+    await decide(agent, decided.approval.request_id, REQUESTER, approve=True)
+    await decide(agent, claimed.approval.request_id, REQUESTER, approve=False)
     # A process took the second one for resuming, then stopped before storing its round.
     assert await store.claim(claimed.approval.request_id, clock.now) is not None
 
@@ -410,7 +414,7 @@ async def test_a_call_whose_tool_changed_after_it_was_shown_does_not_run(host, s
                 != before
             )
         )
-    await agent.decide(parked.approval.request_id, REQUESTER, approve=True, remember=True)
+    await decide(agent, parked.approval.request_id, REQUESTER, approve=True, remember=True)
     reply = await agent.resume(parked.approval.request_id)
 
     assert reply is not None and reply.text == "it changed, so not run"
@@ -428,8 +432,8 @@ async def test_a_reset_ends_the_parked_turn_and_the_next_message_is_answered_at_
     reply = await agent.reply(ask("a new question"))
 
     assert reply.text == "fresh answer" and not reply.deferred
-    late = await agent.decide(parked.approval.request_id, REQUESTER, approve=True)
-    assert not late.changed
+    with pytest.raises(AskExpired):  # nothing changed: the reset ended the request
+        await decide(agent, parked.approval.request_id, REQUESTER, approve=True)
     assert ran(notes) == []
 
 

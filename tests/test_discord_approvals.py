@@ -25,6 +25,7 @@ from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.model.client import OpenAILLM
 from bot.policy.scopes import Rule, Scopes
 from bot.store.sqlite import SQLiteStore
+from tests.answering import decide
 from tests.conftest import ROOT, stdio_server
 from tests.fakes.clock import Clock
 from tests.fakes.discord_api import FakeDiscord, FakeUser, Recorded, running_bot
@@ -420,7 +421,7 @@ async def test_a_request_decided_before_a_stop_is_resumed_at_start_up_and_its_me
                         await inbox.finished.wait()
                 # The click was decided, then the process stopped before it resumed the turn.
                 request_id = buttons(approval)["Approve"].split(":")[3]
-                assert (await agent.decide(request_id, str(ada.id), approve=True)).ready
+                assert (await decide(agent, request_id, str(ada.id), approve=True)).ready
 
                 async with running_bot(fake, agent):
                     answers = await posted_in(fake, int(mention["id"]))

@@ -35,6 +35,7 @@ from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import Ask, ConversationKey, InputRequest, TurnEvent
+from tests.answering import decide
 from tests.conftest import ROOT
 from tests.fakes.clock import Clock
 from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
@@ -769,7 +770,7 @@ async def test_a_turn_approved_while_the_bot_was_down_is_resumed_at_start_up_and
         # Approved, then the process stopped before it went on with the turn.
         request_id = await store.waiting_in(agent_key(mention))
         assert request_id is not None
-        assert (await agent.decide(request_id, str(ada.id), approve=True)).ready
+        assert (await decide(agent, request_id, str(ada.id), approve=True)).ready
 
         async with running_bot(fake, agent) as bot:
             thread = int(mention["id"])

@@ -31,6 +31,7 @@ from bot.observe import tracing
 from bot.observe.log_context import current_turn, fields, server_context, turn_context
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming
+from tests.answering import decide
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, HttpError, reply, tool_reply
 from tests.test_cli import nerve_env, run_nerve, servers_file, shipped_servers
@@ -298,7 +299,7 @@ async def test_a_turn_resumed_after_approval_logs_under_an_id_of_its_own(tmp_pat
             agent = Agent(llm=llm, host=host, store=store, inbox=store, approvals=store)
             parked = await agent.reply(Incoming(key=KEY, text="add hi to the note", user_id="U1"))
             assert parked.approval is not None
-            await agent.decide(parked.approval.request_id, "U1", approve=True)
+            await decide(agent, parked.approval.request_id, "U1", approve=True)
             resumed = await agent.resume(parked.approval.request_id)
             await llm.aclose()
     finally:

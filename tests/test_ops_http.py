@@ -32,6 +32,7 @@ from bot.model.client import OpenAILLM
 from bot.observe import metrics
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming, InputAnswer, InputRequest, TurnEvent
+from tests.answering import decide
 from tests.conftest import stdio_server
 from tests.fakes.answering import answer_question
 from tests.fakes.discord_api import FakeDiscord
@@ -352,7 +353,7 @@ async def test_approvals_and_questions_are_counted_while_they_wait_and_when_they
         text = figures_now()
         assert sample(text, "nerve_turns_total", surface="terminal", outcome="parked") == 1
         assert sample(text, "nerve_approvals_waiting") == 1
-        decision = await c.agent.decide(parked.approval.request_id, "u1", approve=True)
+        decision = await decide(c.agent, parked.approval.request_id, "u1", approve=True)
         assert decision.ready
         assert await c.agent.resume(parked.approval.request_id) is not None
         text = figures_now()

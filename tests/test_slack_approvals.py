@@ -25,6 +25,7 @@ from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
 from bot.policy.scopes import Place, Rule, Scopes
 from bot.types import ApprovalPrompt, ConversationKey, PendingCall, ToolResult
+from tests.answering import decide
 from tests.conftest import ROOT
 from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeCall, reply, tool_reply
@@ -432,7 +433,7 @@ async def test_at_start_a_request_decided_before_a_stop_is_resumed_and_answered_
         root = "1600000000.101500"
         approval = await ask(r, "add hi", root)
         # Decided in the database by a process that stopped before the turn went on.
-        assert (await r.agent.decide(request_of(approval), ALICE, approve=True)).ready
+        assert (await decide(r.agent, request_of(approval), ALICE, approve=True)).ready
 
         assert await r.bot.recover() == 1
         await r.settle()
@@ -452,7 +453,7 @@ async def test_at_start_messages_that_waited_behind_a_turn_finished_before_a_sto
         await r.deliver(mention(f"<@{BOT_USER_ID}> how long is the note?", thread_ts=root))
         await r.settle()
         # The turn went on in a process that stopped before answering the message that waited.
-        await r.agent.decide(request_of(approval), ALICE, approve=True)
+        await decide(r.agent, request_of(approval), ALICE, approve=True)
         assert await r.agent.resume(request_of(approval)) is not None
 
         assert await r.bot.recover() == 1

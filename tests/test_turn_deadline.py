@@ -29,6 +29,7 @@ from bot.types import (
     ToolSpec,
     TurnEvent,
 )
+from tests.answering import decide
 from tests.fakes.answering import answer_question
 from tests.fakes.llm_server import FakeLLMServer, Reply, Step, reply, tool_reply
 
@@ -224,7 +225,7 @@ async def test_a_turn_going_on_after_an_approval_has_its_own_deadline_and_closes
         # Parked longer than the deadline: waiting for the decision is not the turn's time.
         await asyncio.sleep(DEADLINE + 0.2)
         request_id = parked.approval.request_id
-        assert (await agent.decide(request_id, "U1", approve=True)).changed
+        assert (await decide(agent, request_id, "U1", approve=True)).changed
         started = time.monotonic()
         answer = await bounded(agent.resume(request_id))
         assert answer is not None and time.monotonic() - started < DEADLINE + SLACK
