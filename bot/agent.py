@@ -54,6 +54,7 @@ from bot.types import (
     InputRequest,
     Progress,
     PromptSpec,
+    RememberedApproval,
     ToolSpec,
     TurnEvent,
     no_progress,
@@ -351,6 +352,29 @@ class Agent:
         if self.approvals is None or (request_id := await self.approvals.waiting_in(key)) is None:
             return None
         return await self.approvals.prompt(request_id)
+
+    async def parked(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
+        """A parked turn by its request, as its approval message shows it, with its status; None
+        when there is no such request (or without approvals). For the process that makes it go on."""
+        return await self.approvals.prompt(request_id) if self.approvals is not None else None
+
+    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]:
+        """At start-up: the threads, of one platform if given, whose messages wait behind a turn
+        that is no longer parked (none without approvals)."""
+        return await self.approvals.threads_with_deferred(platform) if self.approvals is not None else []
+
+    @property
+    def approvals_on(self) -> bool:
+        """Whether calls can wait for a person's approval here (a ledger keeps them)."""
+        return self.approvals is not None
+
+    async def remembered_approvals(self) -> list[RememberedApproval]:
+        """The tools people chose to always allow, and where (empty without approvals)."""
+        return await self.approvals.remembered_approvals() if self.approvals is not None else []
+
+    async def revoke_approval(self, place: str, server: str, tool: str) -> bool:
+        """Forget that `tool` of `server` is always allowed in `place`; False when it was not."""
+        return await self.approvals.revoke(place, server, tool) if self.approvals is not None else False
 
     async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
         """Who decided each tool call of the thread's active conversation, oldest first (empty

@@ -78,19 +78,15 @@ def batch_hash(prompt: ApprovalPrompt) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:HASH_CHARS]
 
 
-class Approvals(Protocol):
-    """The core's ledger of approval requests, as the desk reads it."""
-
-    async def prompt(self, request_id: str) -> tuple[ApprovalPrompt, str] | None: ...
-
-    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]: ...
-
-
 class DeskAgent(Protocol):
     """What the desk needs of the agent's façade."""
 
     @property
-    def approvals(self) -> Approvals | None: ...
+    def approvals_on(self) -> bool: ...
+
+    async def parked(self, request_id: str) -> tuple[ApprovalPrompt, str] | None: ...
+
+    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]: ...
 
     async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered: ...
 
@@ -220,18 +216,16 @@ class AskDesk:
     async def recover(self) -> int:
         """At start-up: requests decided (or expired) before a stop go on, and the messages that
         waited in conversations whose turn is no longer parked are answered; returns how many."""
-        approvals = self.agent.approvals
-        if approvals is None:
+        if not self.agent.approvals_on:
             return 0
         ready = await self.agent.recover_parked(self.platform)
         for request_id in ready:
             await self.go_on(request_id)
-        waiting = await approvals.threads_with_deferred(self.platform)
+        waiting = await self.agent.threads_with_deferred(self.platform)
         for key in waiting:
             await self.launch.deferred(key, partial(self.turns.answer_deferred, key))
         return len(ready) + len(waiting)
 
     async def _prompt(self, request_id: str) -> ApprovalPrompt | None:
-        approvals = self.agent.approvals
-        found = await approvals.prompt(request_id) if approvals is not None else None
+        found = await self.agent.parked(request_id)
         return found[0] if found is not None else None

@@ -212,8 +212,7 @@ class ApprovalFlow:
     async def resume(self, request_id: str) -> None:
         """Resume a turn with nothing left to wait for (every call decided, every question answered
         or expired) and post its answer once, then answer the messages that waited."""
-        approvals = self.agent.approvals
-        found = await approvals.prompt(request_id) if approvals is not None else None
+        found = await self.agent.parked(request_id)
         if found is None:
             return
         prompt, _ = found

@@ -175,18 +175,17 @@ async def approvals_command(
     if str(interaction.user.id) not in bot.settings.admins:
         await interaction.response.send_message(ADMINS_ONLY, ephemeral=True, allowed_mentions=NO_MENTIONS)
         return
-    ledger = bot.agent.approvals
-    if ledger is None:
+    if not bot.agent.approvals_on:
         await interaction.response.send_message(NO_APPROVALS, ephemeral=True, allowed_mentions=NO_MENTIONS)
         return
     await interaction.response.defer(ephemeral=True, thinking=True)
     if revoke is None or not revoke.strip():
-        texts = approvals_text(await ledger.remembered_approvals())
+        texts = approvals_text(await bot.agent.remembered_approvals())
     else:
         parts = parse_revoke(revoke)
         if parts is None:
             texts = [REVOKE_FORMAT]
-        elif await ledger.revoke(*parts):
+        elif await bot.agent.revoke_approval(*parts):
             place, server, tool = parts
             texts = [f"Revoked: `{server}/{tool}` in {place_name(place)} asks for approval again."]
         else:
@@ -249,10 +248,9 @@ def register(bot: CommandHost) -> None:
     async def revoke_choices(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        ledger = bot.agent.approvals
-        if ledger is None or str(interaction.user.id) not in bot.settings.admins:
+        if not bot.agent.approvals_on or str(interaction.user.id) not in bot.settings.admins:
             return []
-        found = [f"{r.place} {r.server}/{r.tool}" for r in await ledger.remembered_approvals()]
+        found = [f"{r.place} {r.server}/{r.tool}" for r in await bot.agent.remembered_approvals()]
         matching = [text for text in found if current.lower() in text.lower() and len(text) <= 100]
         return [app_commands.Choice(name=text, value=text) for text in matching[:25]]
 

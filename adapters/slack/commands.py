@@ -112,22 +112,21 @@ def prompts_text(agent: Agent, here: Incoming) -> str:
 
 async def approvals_text(agent: Agent, admins: frozenset[str], user: str, args: list[str]) -> str:
     """`/nerve approvals [revoke PLACE SERVER TOOL]`: admins list and revoke; others are told so."""
-    approvals = agent.approvals
     if user not in admins:
         return ADMINS_ONLY
-    if approvals is None:
+    if not agent.approvals_on:
         return "Approvals are not enabled."
     if args and args[0].lower() == "revoke":
         if len(args) != 4:
             return APPROVALS_USAGE
         place, server, tool = args[1:]
         named = f"`{escape(tool)}` of `{escape(server)}`"
-        if await approvals.revoke(place, server, tool):
+        if await agent.revoke_approval(place, server, tool):
             return f"Revoked: {named} asks for approval again in `{escape(place)}`."
         return f"Nothing to revoke: {named} is not always allowed in `{escape(place)}`."
     if args:
         return APPROVALS_USAGE
-    remembered = await approvals.remembered_approvals()
+    remembered = await agent.remembered_approvals()
     if not remembered:
         return "No tool is always allowed anywhere: every call that needs approval asks."
     lines = [

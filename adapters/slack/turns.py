@@ -174,8 +174,7 @@ class TurnRunner:
     async def resume(self, request_id: str) -> None:
         """Go on with a decided (or expired) request and answer in its thread, then the messages that
         waited there. Nothing happens when another process already took the request."""
-        approvals = self.agent.approvals
-        found = await approvals.prompt(request_id) if approvals is not None else None
+        found = await self.agent.parked(request_id)
         if found is None:
             return
         prompt = found[0]
