@@ -312,15 +312,22 @@ async def until_terminated(
 STARTS_SERVERS = frozenset({"chat", "ask", "tools", "slack", "discord", "worker"})
 
 
+# The long-running services, which check their settings before anything starts.
+SERVICES = frozenset({"slack", "discord", "worker"})
+
+
 async def _run(args: argparse.Namespace, settings: Settings, notices: Callable[[], str | None]) -> int:
     """The command, with the stdio servers starting while it loads its libraries (`_job` imports
-    them): the two start-ups overlap instead of adding up (`bot.mcp.early_start`)."""
-    async with _servers_starting(args.command, settings):
-        stop = asyncio.Event()
+    them): the two start-ups overlap instead of adding up (`bot.mcp.early_start`). A service
+    checks its settings first (`_job` refuses a start that cannot work), so a refused start
+    launches no server; it runs for hours, and the second it gives up is nothing beside that."""
+    stop = asyncio.Event()
+    if args.command in SERVICES:
         job = _job(args, settings, notices, stop)
-        if args.command in ("slack", "discord", "worker"):
+        async with _servers_starting(args.command, settings):
             return await until_terminated(job(settings), stop, settings.nerve_shutdown_grace)
-        return await job(settings)
+    async with _servers_starting(args.command, settings):
+        return await _job(args, settings, notices, stop)(settings)
 
 
 @contextlib.asynccontextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -115,12 +116,16 @@ async def test_nerve_worker_answers_a_queued_slack_event_with_no_front_end_and_s
 
 
 async def test_nerve_worker_refuses_to_start_without_a_postgresql_database(tmp_path: Path) -> None:
-    env = nerve_env(tmp_path, servers={}, SLACK_BOT_TOKEN="xoxb-test-token")
+    # A server that leaves a mark when it is started: a refused start starts nothing.
+    started = tmp_path / "server-started"
+    marking = {"command": sys.executable, "args": ["-c", f"open({str(started)!r}, 'w')"]}
+    env = nerve_env(tmp_path, servers={"marking": marking}, SLACK_BOT_TOKEN="xoxb-test-token")
     env.pop("NERVE_DATABASE_URL", None)
     code, _, err = await run_nerve("worker", env=env)
     assert code == 2
     assert err.strip() == f"nerve: {NO_DATABASE}"
     assert not (tmp_path / "nerve.db").exists(), "it opened the SQLite store it cannot share"
+    assert not started.exists(), "it started an MCP server before it refused"
 
 
 async def test_nerve_worker_refuses_to_start_without_a_slack_bot_token(tmp_path: Path) -> None:
