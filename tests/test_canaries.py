@@ -29,7 +29,7 @@ SEED = 1307
 CANARY = re.compile(r"CANARY-\d{3}-[0-9a-f]{8}-m\d")
 # Only a give-up for a turn that never ends: the canaries are the check, and how fast 200 turns go
 # through is a load figure (printed below; `bench/many_channel_burst.py` measures it under load).
-GIVE_UP = 300.0
+GIVE_UP = 120.0
 
 
 def user_id(i: int) -> str:
