@@ -232,7 +232,13 @@ async def deliver(url: str, body: dict[str, object], retry: int = 0) -> tuple[in
     )
     loop = asyncio.get_running_loop()
     began = loop.time()
-    async with aiohttp.ClientSession() as http, http.post(url, data=raw, headers=headers) as response:
+    # Bounded, so a delivery that hangs fails the test (twice the bound on a delivery) instead of
+    # holding it for aiohttp's default five minutes.
+    timeout = aiohttp.ClientTimeout(total=2 * ACK_GIVE_UP)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as http,
+        http.post(url, data=raw, headers=headers) as response,
+    ):
         await response.read()
         return response.status, dict(response.headers), loop.time() - began
 
