@@ -287,5 +287,7 @@ async def run(report: Callable[[str], None] = print) -> dict[str, Any]:
         and out["apologies_stored_as_the_models"] == 0
         and out["tool_calls_run"] == ["read_note"]
         and all(f["seconds_to_last_message"] <= f["budget_s"] + 3 for f in out["faults"].values())
+        # A Retry-After of an hour is not waited: the person is told at once.
+        and out["faults"]["rate_limited_for_an_hour"]["seconds_to_last_message"] < 3
     )
     return table

@@ -1,8 +1,9 @@
 """A second nerve process with a job worker, for the cross-process tests of `bot.jobs`.
 
-`python -m tests.jobs_worker URL NAME STALL_TIMEOUT` opens the jobs on URL (a postgresql:// URL naming
-the test's schema), registers `recording_handler` under `TASK` as NAME, runs a worker, prints `ready`
-once it is registered in the database, and on SIGTERM drains (grace 5 s) and exits.
+`python -m tests.jobs_worker URL NAME STALL_TIMEOUT [POLL_INTERVAL]` opens the jobs on URL (a
+postgresql:// URL naming the test's schema), registers `recording_handler` under `TASK` as NAME,
+runs a worker, prints `ready` once it is registered in the database, and on SIGTERM drains (grace
+5 s) and exits.
 
 Every run of a job is a row of `runs` in the test's schema: started when the handler begins, ended
 when it returns, so a test can count executions and compare their times across processes.
@@ -51,8 +52,9 @@ def recording_handler(url: str, worker: str, *, fast: bool = False) -> Callable[
     return handle
 
 
-async def main(url: str, name: str, stall_timeout: float) -> None:
-    jobs = await open_turn_jobs(url, stall_timeout=stall_timeout)
+async def main(url: str, name: str, stall_timeout: float, poll_interval: float | None = None) -> None:
+    polling = {} if poll_interval is None else {"poll_interval": poll_interval}
+    jobs = await open_turn_jobs(url, stall_timeout=stall_timeout, **polling)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     try:
@@ -69,4 +71,5 @@ async def main(url: str, name: str, stall_timeout: float) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3])))
+    poll = float(sys.argv[4]) if len(sys.argv) > 4 else None
+    asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3]), poll))

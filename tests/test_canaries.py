@@ -27,7 +27,9 @@ MESSAGES_EACH = 2
 SEED = 1307
 # Canaries are fixed-width, so no canary is a prefix of another.
 CANARY = re.compile(r"CANARY-\d{3}-[0-9a-f]{8}-m\d")
-TIME_LIMIT = 60.0
+# Only a give-up for a turn that never ends: the canaries are the check, and how fast 200 turns go
+# through is a load figure (printed below; `bench/many_channel_burst.py` measures it under load).
+GIVE_UP = 120.0
 
 
 def user_id(i: int) -> str:
@@ -79,8 +81,10 @@ async def test_a_hundred_interleaved_dms_never_show_anyone_another_persons_canar
             deliveries.append(r.deliver(dm(text, channel=dm_channel(i), user=user_id(i))))
         statuses = await asyncio.gather(*deliveries)
         assert set(statuses) == {200}
-        await r.settle(within=TIME_LIMIT)
-        await r.slack.wait_for(lambda s: all(len(answers(r, i)) == MESSAGES_EACH for i in range(USERS)))
+        await r.settle(within=GIVE_UP)
+        await r.slack.wait_for(
+            lambda s: all(len(answers(r, i)) == MESSAGES_EACH for i in range(USERS)), within=GIVE_UP
+        )
         elapsed = time.monotonic() - started
 
         mixed = [owners for request in r.llm.requests if len(owners := owners_in(request["messages"])) > 1]
@@ -101,7 +105,7 @@ async def test_a_hundred_interleaved_dms_never_show_anyone_another_persons_canar
             assert shown <= set(said[i])
             # Each reply carries the message it answers; every message was answered.
             assert shown == set(said[i]), f"user {i} did not get their own canaries back: {replies}"
-    assert elapsed < TIME_LIMIT
+    assert elapsed < GIVE_UP
     print(
         f"\nfigure: {USERS} people x {MESSAGES_EACH} interleaved DMs, {len(r.llm.requests)} model requests "
         f"and {len(r.slack.calls)} Slack calls checked, 0 foreign canaries, {elapsed:.1f} s"

@@ -23,6 +23,8 @@ RETRIES = 2
 ATTEMPTS = 1 + RETRIES
 # Posting the last message, and a loaded machine: on top of the budget, never instead of it.
 SLACK = 3.0
+# A wait asked for and not waited (an hour's Retry-After) is told well before this.
+NOT_WAITED = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,9 @@ async def test_a_retry_after_beyond_a_minute_is_not_waited_and_the_wait_is_named
     hour = faults["faults"]["rate_limited_for_an_hour"]
     assert hour["model_requests"] == 1
     assert hour["last_message"].endswith("(429); please try again in about 1 hour.")
-    assert hour["seconds_to_last_message"] < SLACK
+    # Not waited: the hour would be 3600 s. Generous, so a busy machine passes; the strict figure
+    # (the apology at once) is `bench/model_faults.py`'s.
+    assert hour["seconds_to_last_message"] < NOT_WAITED
 
 
 async def test_server_errors_are_retried_and_bounded(faults: dict[str, Any]) -> None:

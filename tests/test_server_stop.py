@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
 import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
-from bot.mcp.host import MCPHost
+from bot.mcp.host import CLOSE_TIMEOUT, MCPHost
 from bot.mcp.server_config import ServerConfig
+from bot.mcp.stdio import EXIT_AFTER_EOF, EXIT_AFTER_TERM, KILL_REAP
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
@@ -41,8 +44,9 @@ def stubborn_entry(pid_file: Path) -> dict[str, object]:
 
 
 async def test_a_server_that_ignores_stdin_closing_and_sigterm_is_killed_within_about_a_second(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="bot.mcp.stdio")
     pid_file = tmp_path / "pid"
     config = ServerConfig.model_validate(stubborn_entry(pid_file))
     async with asyncio.timeout(60):
@@ -54,7 +58,14 @@ async def test_a_server_that_ignores_stdin_closing_and_sigterm_is_killed_within_
         await host.aclose()
         took = time.monotonic() - started
     assert gone(pid), "the server outlived its host"
-    assert took < SDK_STOP - 1.0, f"stopping took {took:.1f} s"
+    # Killed by nerve's own sequence (about a second), not the SDK's (SDK_STOP at least)...
+    assert [r.getMessage() for r in caplog.records if "terminating it" in r.getMessage()] == [
+        f"MCP server 'stubborn' did not exit within {EXIT_AFTER_EOF:g} s of its input closing; terminating it"
+    ]
+    assert EXIT_AFTER_EOF + EXIT_AFTER_TERM + KILL_REAP < SDK_STOP - 1.0
+    # ...and the host did not give up on it (CLOSE_TIMEOUT). Generous, so a busy machine passes;
+    # the strict figure is `bench/stubborn_shutdown.py`'s.
+    assert took < CLOSE_TIMEOUT, f"stopping took {took:.1f} s"
 
 
 async def stopped_with_a_stubborn_server(

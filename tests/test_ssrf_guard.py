@@ -182,7 +182,9 @@ async def test_a_call_to_a_server_refused_since_its_tools_were_listed_fails_at_o
     """Its tools stay listed while it is away; a call says why it cannot be made, without waiting."""
     as_if_named_by_dns(monkeypatch)
     async with FaultProxy(remote_kit) as proxy:
-        entry = ServerConfig(url=f"http://localhost:{proxy.port}/mcp", allow_private_network=True)
+        # A call that waited for the server would wait its timeout, far past the test's 60 s.
+        url = f"http://localhost:{proxy.port}/mcp"
+        entry = ServerConfig(url=url, allow_private_network=True, timeout=600)
         async with asyncio.timeout(60), MCPHost({"notes": entry}) as host:
             await host.wait_until_ready()
             link = host._links["notes"]
@@ -193,7 +195,9 @@ async def test_a_call_to_a_server_refused_since_its_tools_were_listed_fails_at_o
             began = time.monotonic()
             result = await host.call_tool("whoami", {})
             took = time.monotonic() - began
-    assert result.error_kind == "unavailable" and took < 2.0
+    # Refused for its address (not "being restarted" after a wait), and at once: generous for a busy
+    # machine, far short of the call's timeout.
+    assert result.error_kind == "unavailable" and took < 30.0
     assert result.detail == LOOPBACK_REFUSED
 
 

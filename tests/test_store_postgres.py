@@ -274,11 +274,12 @@ async def test_a_conversation_held_by_a_killed_process_is_taken_over_at_once(pg:
         holder.send_signal(signal.SIGKILL)
         await holder.wait()
         killed = time.monotonic()
-        async with asyncio.timeout(10), store.turn_lock.hold(KEY):
+        async with asyncio.timeout(60), store.turn_lock.hold(KEY):
             waited = time.monotonic() - killed
         assert holder.returncode == -signal.SIGKILL
         # No lease to wait out (the holder asked for 600 s): its lock went with its connection.
-        assert waited < 10
+        # Generous, so a busy machine passes; a tenth of the lease.
+        assert waited < 60
     finally:
         if holder.returncode is None:
             holder.kill()
