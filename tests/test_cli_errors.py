@@ -10,6 +10,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeLLMServer, Reply, reply
 from tests.test_cli import nerve_env, run_nerve, servers_file, shipped_servers
@@ -94,7 +96,12 @@ async def test_ctrl_c_mid_answer_ends_the_line_and_says_cancelled(tmp_path: Path
         # The first words are out (the rest stalls): interrupted mid-answer, whatever the machine's pace.
         first = await asyncio.wait_for(process.stdout.readuntil(b"The air"), 60)
         process.send_signal(signal.SIGINT)
-        rest, err = await asyncio.wait_for(process.communicate(), 30)
+        try:
+            rest, err = await asyncio.wait_for(process.communicate(), 30)
+        except TimeoutError:
+            process.kill()
+            _, err = await process.communicate()
+            pytest.fail(f"nerve did not end within 30 s of Ctrl-C; what it logged:\n{err.decode()[-4000:]}")
         out = first + rest
 
     assert process.returncode == 130
