@@ -36,6 +36,7 @@ from tests.fakes.clock import Clock
 from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
 from tests.fakes.llm_server import FakeLLMServer, Step
 from tests.fakes.slack_api import BOT_USER_ID, Posted
+from tests.test_notes_oauth_server import per_person_servers_file
 from tests.test_terminal import PROMPT, Terminal, chat_env, nerve, terminal
 
 Person = Literal["requester", "stranger", "admin"]
@@ -769,19 +770,6 @@ class SignInSurface(Protocol):
         ...
 
 
-def notes_config(tmp_path: Path, mcp_url: str) -> Path:
-    """The servers file: the notes server, signed in to per person."""
-    config = tmp_path / "mcp.json"
-    entry = {
-        "url": mcp_url,
-        "allowPrivateNetwork": True,
-        "trustAnnotations": True,
-        "auth": {"type": "oauth", "identity": "user"},
-    }
-    config.write_text(json.dumps({"mcpServers": {"notes": entry}}))
-    return config
-
-
 async def browser_lands(link: str, person: str) -> str:
     """A browser signing in as `person` and following the redirect to nerve's callback."""
     from servers.notes_oauth.sign_in import sign_in_as
@@ -949,7 +937,7 @@ async def open_sign_in_surface(
     """The surface `kind` running the whole runtime, with the notes server that people sign in to."""
     from tests.ports import unused_port
 
-    config = notes_config(tmp_path, mcp_url)
+    config = per_person_servers_file(tmp_path, mcp_url)
     async with FakeLLMServer(model) as llm, contextlib.AsyncExitStack() as running:
         if kind == "terminal":
             env = chat_env(

@@ -30,7 +30,7 @@ from servers.notes_oauth.sign_in import sign_in_as
 from tests.fakes.discord_api import FakeDiscord, Recorded, settings_for
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, tool_reply
 from tests.ports import unused_port
-from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
+from tests.test_notes_oauth_server import RunningServer, per_person_servers_file, start_server, stop_server
 from tests.test_slack_sign_in import Model, who_the_tool_said, whoami
 
 SECRET = "a-test-secret-key-long-enough"
@@ -93,14 +93,7 @@ async def test_discord_people_get_their_link_privately_and_the_turn_goes_on_afte
 ):
     port = unused_port()
     public = f"http://127.0.0.1:{port}"
-    servers = tmp_path / "mcp.json"
-    entry = {
-        "url": notes.mcp_url,
-        "allowPrivateNetwork": True,
-        "trustAnnotations": True,
-        "auth": {"type": "oauth", "identity": "user"},
-    }
-    servers.write_text(json.dumps({"mcpServers": {"notes": entry}}))
+    servers = per_person_servers_file(tmp_path, notes.mcp_url)
     model = Model([tool_reply(FakeCall(name="connect_notes")), whoami(), who_the_tool_said, whoami()])
     async with FakeLLMServer(model) as llm, aiohttp.ClientSession() as http:
         settings = settings_for(

@@ -63,6 +63,20 @@ class RunningServer:
         return self.log_file.read_text(encoding="utf-8").splitlines() if self.log_file.exists() else []
 
 
+def per_person_servers_file(folder: Path, mcp_url: str) -> Path:
+    """A servers file with the notes server at `mcp_url`, which people sign in to with their own
+    account."""
+    config = folder / "mcp.json"
+    entry = {
+        "url": mcp_url,
+        "allowPrivateNetwork": True,
+        "trustAnnotations": True,
+        "auth": {"type": "oauth", "identity": "user"},
+    }
+    config.write_text(json.dumps({"mcpServers": {"notes": entry}}))
+    return config
+
+
 async def start_server(tmp: Path, *args: str) -> RunningServer:
     log_file = tmp / "calls.log"
     process = await asyncio.create_subprocess_exec(

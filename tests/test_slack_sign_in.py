@@ -27,7 +27,7 @@ from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, Step, reply, 
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, ApiCall, FakeSlack
 from tests.ports import unused_port
 from tests.test_cli import nerve_env
-from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
+from tests.test_notes_oauth_server import RunningServer, per_person_servers_file, start_server, stop_server
 from tests.test_slack_approval_restart import nerve_slack, post_signed
 from tests.test_slack_harness import mention, sign
 from tests.test_slack_runner import running
@@ -149,14 +149,7 @@ def disconnect_click(user: str, button: dict[str, Any]) -> str:
 async def test_a_person_signs_in_from_slack_and_the_thread_gets_the_answer_as_them(tmp_path, notes):
     port = unused_port()
     public = f"http://127.0.0.1:{port}"
-    servers = tmp_path / "mcp.json"
-    entry = {
-        "url": notes.mcp_url,
-        "allowPrivateNetwork": True,
-        "trustAnnotations": True,
-        "auth": {"type": "oauth", "identity": "user"},
-    }
-    servers.write_text(json.dumps({"mcpServers": {"notes": entry}}))
+    servers = per_person_servers_file(tmp_path, notes.mcp_url)
     model = Model(
         [
             tool_reply(FakeCall(name="connect_notes")),  # alice, before anyone connected
@@ -259,14 +252,7 @@ async def test_in_socket_mode_the_callback_is_served_on_the_operations_port_and_
 ):
     port = unused_port()
     public = f"http://127.0.0.1:{port}"
-    servers = tmp_path / "mcp.json"
-    entry = {
-        "url": notes.mcp_url,
-        "allowPrivateNetwork": True,
-        "trustAnnotations": True,
-        "auth": {"type": "oauth", "identity": "user"},
-    }
-    servers.write_text(json.dumps({"mcpServers": {"notes": entry}}))
+    servers = per_person_servers_file(tmp_path, notes.mcp_url)
     model = Model([tool_reply(FakeCall(name="connect_notes")), whoami(), who_the_tool_said])
     async with FakeSlack() as slack, FakeLLMServer(model) as llm, aiohttp.ClientSession() as http:
         values: dict[str, Any] = {

@@ -7,7 +7,6 @@ Also `/connections` and `/disconnect` in the chat, `nerve connections` outside i
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from bot.mcp.auth.vault import Vault
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, tool_reply
 from tests.test_cli import run_nerve
-from tests.test_notes_oauth_server import RunningServer, start_server, stop_server
+from tests.test_notes_oauth_server import RunningServer, per_person_servers_file, start_server, stop_server
 from tests.test_slack_sign_in import Model, who_the_tool_said, whoami
 from tests.test_terminal import chat_env
 
@@ -36,14 +35,7 @@ async def notes(tmp_path: Path) -> AsyncIterator[RunningServer]:
 def env_for(tmp_path: Path, notes: RunningServer, model: FakeLLMServer | None, person: str) -> dict[str, str]:
     """The notes server signed in to per person, a BROWSER that signs in as `person`, and the fake
     model service (None: no model service, so the offline model answers)."""
-    config = tmp_path / "mcp.json"
-    entry = {
-        "url": notes.mcp_url,
-        "allowPrivateNetwork": True,
-        "trustAnnotations": True,
-        "auth": {"type": "oauth", "identity": "user"},
-    }
-    config.write_text(json.dumps({"mcpServers": {"notes": entry}}))
+    config = per_person_servers_file(tmp_path, notes.mcp_url)
     return chat_env(
         tmp_path,
         NERVE_MCP_CONFIG=str(config),
