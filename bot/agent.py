@@ -210,9 +210,7 @@ class Agent:
 
     async def _deferred_text(self, key: ConversationKey) -> str:
         """What a message waiting behind a parked turn is told: what that turn waits for."""
-        assert self.approvals is not None
-        request_id = await self.approvals.waiting_in(key)
-        found = await self.approvals.prompt(request_id) if request_id is not None else None
+        found = await self.parked_in(key)
         if found is not None and not found[0].calls:
             return DEFERRED_FOR_ANSWER
         return DEFERRED_REPLY
@@ -351,7 +349,7 @@ class Agent:
         only what a reply has just parked on)."""
         if self.approvals is None or (request_id := await self.approvals.waiting_in(key)) is None:
             return None
-        return await self.approvals.prompt(request_id)
+        return await self.parked(request_id)
 
     async def parked(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
         """A parked turn by its request, as its approval message shows it, with its status; None
