@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -231,10 +231,18 @@ def _job(
 
 def typed_error(exc: BaseException) -> NerveError | None:
     """The error nerve raised on purpose behind `exc`, also when a task group wrapped it."""
+    return _behind(exc, NerveError)
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def _behind(exc: BaseException, kind: type[E]) -> E | None:
+    """The exception of `kind` that is `exc` or that a task group wrapped in it."""
     pending: list[BaseException] = [exc]
     while pending:
         current = pending.pop(0)
-        if isinstance(current, NerveError):
+        if isinstance(current, kind):
             return current
         if isinstance(current, BaseExceptionGroup):
             pending.extend(current.exceptions)
@@ -371,23 +379,31 @@ def main(argv: list[str] | None = None) -> int:
         notices = _configure_logging(args, settings)
         return asyncio.run(_run(args, settings, notices))
     except KeyboardInterrupt:
-        # Ctrl-C is how people leave the chat (the prompt handles it; this covers start-up and
-        # shutdown); for every other command it is an interruption.
-        if args.command == "chat":
-            return 0
-        if args.command == "ask":
-            # The answer may have stopped mid-line: end it, and say it was cut short on purpose.
-            with contextlib.suppress(OSError):  # stdout may be a pipe already closed
-                sys.stdout.flush()
-            sys.stderr.write("\nnerve: cancelled\n")
-        return 130
+        return _interrupted(args.command)
     except Exception as exc:
         # The one net for start-up: a typed error is a sentence for the user, never a traceback.
+        from adapters.terminal.keyboard import Interrupted
+
+        if _behind(exc, Interrupted) is not None:
+            return _interrupted(args.command)
         error = typed_error(exc)
         if error is None:
             raise
         sys.stderr.write(f"nerve: {printable(error.message)}\n")
         return 2
+
+
+def _interrupted(command: str) -> int:
+    """Ctrl-C is how people leave the chat (the prompt handles it; this covers start-up and
+    shutdown); for every other command it is an interruption."""
+    if command == "chat":
+        return 0
+    if command == "ask":
+        # The answer may have stopped mid-line: end it, and say it was cut short on purpose.
+        with contextlib.suppress(OSError):  # stdout may be a pipe already closed
+            sys.stdout.flush()
+        sys.stderr.write("\nnerve: cancelled\n")
+    return 130
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ read by `adapters.terminal.keyboard`; one-shot `ask`, the tool list and history 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable
@@ -17,7 +16,13 @@ from rich.console import Console
 from adapters.common.commands import TERMINAL, command_on, offered_on
 from adapters.prompt_arguments import parse_arguments, usage
 from adapters.terminal.approve import terminal_place
-from adapters.terminal.keyboard import LineReader, ReadLine, on_ctrl_c, tolerate_undecodable_input
+from adapters.terminal.keyboard import (
+    Interrupted,
+    LineReader,
+    ReadLine,
+    interruptible,
+    tolerate_undecodable_input,
+)
 from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, history_file
 from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import LoopbackCallback, TerminalSignIn
@@ -271,16 +276,12 @@ class TerminalChat:
         try:
             # An unknown name is left to the core, which names the prompts there are.
             arguments = parse_arguments(spec, rest) if spec is not None else {}
-            asking = asyncio.ensure_future(agent.prompt_question(here, name, arguments))
-            with on_ctrl_c(asking.cancel):
-                question = await asking
+            question = await interruptible(agent.prompt_question(here, name, arguments))
         except PromptError as exc:
             hint = f" Write it as /prompt {usage(spec)}" if spec is not None else ""
             self._console.print(f"[yellow]{shown(str(exc))}[/yellow]{shown(hint)}")
             return
-        except asyncio.CancelledError:
-            if not asking.cancelled():
-                raise
+        except Interrupted:
             self._console.print("[dim]Cancelled: the prompt was not started.[/dim]")
             return
         except Exception as exc:  # a server that broke down mid-way: say so, keep the chat

@@ -10,18 +10,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import logging
 import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 from bot.text import scrub
+
+logger = logging.getLogger(__name__)
 
 # Reads one answer after showing the question; None on Ctrl-C or end of input.
 ReadLine = Callable[[str], Awaitable[str | None]]
 
 # The actions of the `on_ctrl_c` blocks now open, innermost last: Ctrl-C runs the innermost.
 _ctrl_c_actions: list[Callable[[], object]] = []
+# What SIGINT did before the first of them opened (asyncio.run's own handler), put back when the
+# last one closes: blocks opened in different tasks may close in any order.
+_outer_handler: Any = None
+
+# Seconds between the cancels of work that Ctrl-C stopped and that has not ended yet.
+CANCEL_AGAIN_SECONDS = 1.0
+
+T = TypeVar("T")
+
+
+class Interrupted(Exception):
+    """Ctrl-C stopped the work it was pressed during (`interruptible`)."""
 
 
 @contextlib.contextmanager
@@ -31,6 +47,7 @@ def on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
     Blocks nest (a server's question is asked while its turn runs): the inner one takes Ctrl-C,
     and on leaving gives it back to the one around it.
     """
+    global _outer_handler
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
     try:
@@ -38,6 +55,8 @@ def on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
     except (NotImplementedError, RuntimeError, ValueError):  # no signals here (not the main thread)
         yield
         return
+    if not _ctrl_c_actions:
+        _outer_handler = previous
     _ctrl_c_actions.append(action)
     try:
         yield
@@ -48,7 +67,47 @@ def on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
         else:
             loop.remove_signal_handler(signal.SIGINT)
             # remove_signal_handler installs Python's default handler; put back asyncio.run's own.
-            signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGINT, _outer_handler)
+
+
+async def interruptible(work: Awaitable[T]) -> T:
+    """`work`'s result, or Interrupted when Ctrl-C stopped it first.
+
+    Ctrl-C cancels the work, and cancels it again every CANCEL_AGAIN_SECONDS until it has ended: a
+    cancel can be lost in a library that catches it to clean up and carries on (a model stream's
+    read once went on to its stall timeout), and a person who pressed Ctrl-C once expects it to stop.
+    """
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    pressed = False
+
+    def cancel() -> None:
+        nonlocal pressed
+        if task.done():
+            return
+        if pressed:
+            logger.warning("Ctrl-C: the work did not stop yet; cancelling it again")
+        pressed = True
+        task.cancel()
+        loop.call_later(CANCEL_AGAIN_SECONDS, cancel_again)
+
+    def cancel_again() -> None:
+        if not task.done():
+            cancel()
+
+    with on_ctrl_c(lambda: None if pressed else cancel()):
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if pressed and task.cancelled() and not _cancelling():
+                raise Interrupted from None
+            raise
+
+
+def _cancelling() -> bool:
+    """True when the caller itself is being cancelled (not only the work it waited for)."""
+    current = asyncio.current_task()
+    return current is not None and current.cancelling() > 0
 
 
 def tolerate_undecodable_input() -> None:

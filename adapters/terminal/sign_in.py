@@ -27,7 +27,7 @@ from rich.console import Console
 
 from adapters.common.cards import NO_SIGN_INS, since
 from adapters.oauth_http import NOT_A_SIGN_IN, SignInEndpoints, page
-from adapters.terminal.keyboard import on_ctrl_c
+from adapters.terminal.keyboard import Interrupted, interruptible
 from adapters.terminal.safe import shown
 from adapters.terminal.views import conversation_key
 from bot.agent import Agent
@@ -141,16 +141,17 @@ class TerminalSignIn:
                 )
             return []
         servers = {sign_in.server for sign_in in needed}
-        for sign_in in needed:
-            self._show(sign_in)
         request_ids: list[str] = []
-        waiting = asyncio.ensure_future(self._until_signed_in(servers, request_ids))
+
+        async def shown_and_waited() -> None:
+            # Shown once Ctrl-C stops the waiting: a person may press it as soon as they see a link.
+            for sign_in in needed:
+                self._show(sign_in)
+            await self._until_signed_in(servers, request_ids)
+
         try:
-            with on_ctrl_c(waiting.cancel):
-                await waiting
-        except asyncio.CancelledError:
-            if not waiting.cancelled():
-                raise
+            await interruptible(shown_and_waited())
+        except Interrupted:
             self.console.print(
                 "[dim]Stopped waiting. Sign in with the link above whenever you like: the question goes on"
                 " then, before your next one.[/dim]"

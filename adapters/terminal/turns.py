@@ -22,7 +22,7 @@ from rich.console import Console
 
 from adapters.terminal.approve import ask_each, go_on, go_on_answered, print_waiting
 from adapters.terminal.fill_in import FillIn, Parked
-from adapters.terminal.keyboard import ReadLine, on_ctrl_c
+from adapters.terminal.keyboard import Interrupted, ReadLine, interruptible, on_ctrl_c
 from adapters.terminal.live import LiveAnswer, PlainAnswer
 from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import TerminalSignIn
@@ -108,14 +108,15 @@ class ChatTurns:
                 # Under the piece's own Ctrl-C, so a question asked while the piece ran (which takes
                 # Ctrl-C for itself, in a task of its own) keeps it once the piece has returned.
                 with on_ctrl_c(_ignore):
-                    with on_ctrl_c(task.cancel if cancellable else self._finishing):
-                        reply = await task
+                    if cancellable:
+                        reply = await interruptible(task)
+                    else:
+                        with on_ctrl_c(self._finishing):
+                            reply = await task
                     if reply is None:
                         return None
                     return _Piece(reply, await fill_in.settle())
-            except asyncio.CancelledError:
-                if not task.cancelled():
-                    raise
+            except Interrupted:
                 message = "[dim]Cancelled. Your message is kept; ask again to retry.[/dim]"
             except Exception as exc:  # the one net per message: say something short and true
                 logger.exception("terminal turn failed")

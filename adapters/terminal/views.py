@@ -16,7 +16,7 @@ from rich.console import Console
 from adapters.resources import display_name, file_label, kind_of
 from adapters.terminal.approve import settle_one_shot, terminal_place
 from adapters.terminal.fill_in import FillIn
-from adapters.terminal.keyboard import ReadLine, read_line
+from adapters.terminal.keyboard import ReadLine, interruptible, read_line
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import answer_markdown, printable, shown, terminal_json
 from bot.agent import shown_to_people
@@ -180,19 +180,21 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     typed: ReadLine | None = read_line if interactive else None
     async with FillIn(agent, user, typed, notes) as questions:
         progress = questions.watching(progress)
-        reply = await agent.reply(incoming, progress)
+        reply = await interruptible(agent.reply(incoming, progress))
         if reply.approval is not None or questions.parked:
             if interactive and not as_json and not questions.parked:
                 answer.finish(reply.text)
-            reply = await settle_one_shot(
-                agent,
-                reply,
-                user,
-                approve_all=approve_all,
-                ask=typed,
-                console=notes,
-                progress=progress,
-                questions=questions,
+            reply = await interruptible(
+                settle_one_shot(
+                    agent,
+                    reply,
+                    user,
+                    approve_all=approve_all,
+                    ask=typed,
+                    console=notes,
+                    progress=progress,
+                    questions=questions,
+                )
             )
     if as_json:
         audit = await agent.audit_log(key)
