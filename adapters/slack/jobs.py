@@ -9,7 +9,7 @@ answers it. Three kinds of job (`adapters.jobs_runtime`), each run by `SlackBot`
 - `slack.deferred`: answer the messages that waited behind a parked turn.
 
 A job of one thread never overlaps another of that thread (procrastinate's lock per conversation),
-and a job cut off by a dying process runs again elsewhere: `adapters.slack.posts` keeps its answer
+and a job cut off by a dying process runs again elsewhere: `adapters.slack.post` keeps its answer
 from being posted twice. Without jobs (SQLite, one process), `Launcher` runs the same work as
 tasks of this process.
 """

@@ -11,6 +11,11 @@ taking. A 429 is waited out by the client (Retry-After); what it could not send 
 goes with the next append or the stop, so no word is lost or sent twice. Text an earlier round
 showed (a draft next to tool calls, or one the model reconsidered) cannot be taken back from a
 stream: the finished message is then rewritten with chat.update to the final answer.
+
+A stream cannot take back what it sent either, so each piece of text must already be escaped the way
+the finished text will be. Slack's escaping is per character, but `@here` is only a ping as a whole
+word and `[label](url)` only a disguised link once complete: a piece ends after whitespace and before
+any `[` that may still open a link; the rest waits for more text or the end of the round.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
@@ -26,11 +32,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from adapters.slack.events import Turn
-from adapters.slack.input_posts import InputPosts
+from adapters.slack.inputs import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
 from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, tool_progress_text
-from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply
-from adapters.slack.stream_text import SafePieces
+from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply, safe_markdown
 from bot.text import truncate
 from bot.types import AgentReply, Attachment, TurnEvent
 
@@ -73,6 +78,60 @@ def _outcome(att: Attachment) -> str:
     ms = att.latency_ms
     took = f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
     return f"{'error' if att.is_error else 'ok'} · {took}"
+
+
+# A `[` that can still become `[label](url "title")` as more text arrives (mirrors render's _MD_LINK).
+_OPEN_LINK = re.compile(r'\[[^\]\n]*(?:\](?:\(\s*<?[^)\s>]*>?(?:\s+"[^"]*"?)?\s*)?)?\Z')
+_FULL_LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def stable_cut(text: str, start: int = 0) -> int:
+    """How much of `text` (from `start`) can be escaped now without more text changing it."""
+    cut = max(text.rfind(" ", start), text.rfind("\n", start), text.rfind("\t", start)) + 1
+    if cut <= start:
+        return start
+    line = text.rfind("\n", 0, cut - 1) + 1
+    pos = text.find("[", max(line, start), cut)
+    while pos != -1:
+        link = _FULL_LINK.match(text, pos)
+        if link is not None:
+            if link.end() > cut:
+                return pos  # a complete link that the cut would split
+            pos = text.find("[", link.end(), cut)
+            continue
+        if _OPEN_LINK.match(text, pos):
+            return pos  # may still become a link
+        pos = text.find("[", pos + 1, cut)
+    return cut
+
+
+class SafePieces:
+    """One round's text, handed out as escaped pieces that join up to the escaped whole."""
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self.cut = 0  # raw characters already handed out
+        self.sent = ""  # the escaped text handed out
+
+    def add(self, delta: str) -> None:
+        self.raw += delta
+
+    def take(self, *, final: bool) -> str:
+        """The next escaped piece: what is settled, or (at the end of the round) everything left."""
+        cut = len(self.raw) if final else stable_cut(self.raw, self.cut)
+        if cut <= self.cut:
+            return ""
+        whole = safe_markdown(self.raw[:cut])
+        # Escaping the longer text normally just extends what was sent; if an edge case (a code span
+        # closing later) makes it differ, the new part is escaped on its own: still safe.
+        piece = (
+            whole[len(self.sent) :]
+            if whole.startswith(self.sent)
+            else safe_markdown(self.raw[self.cut : cut])
+        )
+        self.cut = cut
+        self.sent += piece
+        return piece
 
 
 @dataclass(eq=False)

@@ -2,7 +2,7 @@
 
 slack_sdk sends a call again after a broken connection (reset, server disconnected) or a 500/503.
 For chat.postMessage both can come after Slack stored the message, and sent again blindly it shows
-twice. A turn's posts carry metadata that finds them again (`adapters.slack.posts`): they are sent
+twice. A turn's posts carry metadata that finds them again (`adapters.slack.post`): they are sent
 inside `findable()`, the client does not resend them, and the caller reads the thread back instead.
 The handlers only see the request's URL and headers (chat.postMessage's JSON body is not passed to
 them), so the post says so through a context variable of its own task. A 429 is still waited out

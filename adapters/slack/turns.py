@@ -32,22 +32,26 @@ from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
-from adapters.slack.opening import LaterSink, OpeningProgress
-from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, api_error
-from adapters.slack.posts import TurnPosts, answer_part
-from adapters.slack.progress import AssistantStatus, Concluded, ProgressSink, StatusMessage
+from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
+from adapters.slack.progress import (
+    AssistantStatus,
+    Concluded,
+    LaterSink,
+    OpeningProgress,
+    ProgressSink,
+    StatusMessage,
+)
 from adapters.slack.render import (
     Level,
     OutMessage,
     RenderedReply,
-    Upload,
     feedback_block,
     plain_message,
     render_reply,
 )
 from adapters.slack.seen import SeenMarks
 from bot.agent import Agent, PostRecords
-from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming, Progress, TurnEvent
+from bot.types import AgentReply, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)
 # Wraps a turn's progress sink (`adapters.slack.sign_in`): what it shows besides the live message.
@@ -83,7 +87,7 @@ class TurnRunner:
         # Sees each turn's events before its sink: sign-in links go to their person alone.
         self._watch: Watch = watch or (lambda turn, progress: progress)
         self._seen = SeenMarks(self.poster.client)
-        # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.posts`).
+        # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.post`).
         inbox = self.agent.inbox
         self._records = inbox if isinstance(inbox, PostRecords) else None
         self._delivering: set[asyncio.Task[Any]] = set()
@@ -179,7 +183,7 @@ class TurnRunner:
             return
         prompt = found[0]
         turn = turn_in(Incoming(key=prompt.key, text="", user_id=prompt.requester))
-        sink = LazyProgress(self, turn)
+        sink = self._later(turn)
         try:
             try:
                 final = await self.agent.resume(request_id, self._watch(turn, sink.on_event))
@@ -196,14 +200,14 @@ class TurnRunner:
 
     async def answer_deferred(self, key: ConversationKey) -> None:
         """Answer, in order, the messages written in this thread while its turn waited."""
-        current: list[LazyProgress] = []
+        current: list[OpeningProgress] = []
 
         async def progress(event: TurnEvent) -> None:
             if current:
                 await self._watch(current[-1].turn, current[-1].on_event)(event)
 
         def fresh(turn: Turn) -> None:
-            current.append(LazyProgress(self, turn))
+            current.append(self._later(turn))
 
         fresh(turn_in(Incoming(key=key, text="", user_id="")))
         try:
@@ -217,6 +221,11 @@ class TurnRunner:
             await self._apologize(current[-1].turn, current[-1])
         finally:
             await current[-1].close()
+
+    def _later(self, turn: Turn) -> OpeningProgress:
+        """Progress for a resumed turn, shown only once it starts: a request another process already
+        took ends before any progress, and then nothing is posted."""
+        return OpeningProgress(turn, lambda: self.open_progress(turn), at_once=False)
 
     async def _open_live(self, turn: Turn, posts: TurnPosts) -> ProgressSink | None:
         """The turn's live message: the one an earlier run of this turn left (after a crash, or on
@@ -268,7 +277,14 @@ class TurnRunner:
             if status is not None and not streaming:
                 return status
         if streaming:
-            live = self._streamed(turn, status)
+            live = StreamedAnswer(
+                self.poster,
+                turn,
+                interval=self.stream_interval,
+                edit_interval=self.status_interval,
+                status=status,
+                feedback=self.feedback,
+            )
             if status is not None:
                 return live  # the stream starts with the first words; the status line shows until then
             try:
@@ -283,16 +299,6 @@ class TurnRunner:
         await message.start(metadata=metadata)
         return message
 
-    def _streamed(self, turn: Turn, status: AssistantStatus | None) -> StreamedAnswer:
-        return StreamedAnswer(
-            self.poster,
-            turn,
-            interval=self.stream_interval,
-            edit_interval=self.status_interval,
-            status=status,
-            feedback=self.feedback,
-        )
-
     async def _deliver(
         self,
         turn: Turn,
@@ -301,10 +307,11 @@ class TurnRunner:
         delivered: Delivered | None = None,
         posts: TurnPosts | None = None,
     ) -> None:
-        """Post the answer; with `posts`, each message once per turn (see `adapters.slack.posts`)."""
+        """Post the answer; with a turn's `posts`, each message once per turn (`TurnPosts`)."""
+        posts = posts or TurnPosts(None, self.poster, turn)
         team = turn.key.workspace
         concluded = await sink.conclude(reply, self.poster.level(team)) if sink is not None else Concluded()
-        if posts is not None and sink is not None:
+        if sink is not None:
             await posts.note_live(sink.message_ts)
             if concluded.delivered and sink.message_ts is not None:
                 # The live message is the answer's first message already (it showed it word for word,
@@ -316,26 +323,32 @@ class TurnRunner:
         delivered = delivered or Delivered()
         delivered.count = sent
         while sent < len(rendered.messages):
-            message = rendered.messages[sent]
+            replace_ts = concluded.replace_ts if sent == first else None
             try:
-                await self._send(
-                    turn, message, concluded.replace_ts if sent == first else None, posts, answer_part(sent)
-                )
+                await self._send(turn, rendered.messages[sent], replace_ts, posts, answer_part(sent))
             except SlackApiError as exc:
                 lower = self.poster.downgrade(team, level) if api_error(exc) in REFUSED_BLOCKS else None
                 if lower is None:
                     raise
-                level, rendered = lower, self._rerender(reply, lower, sent)
+                # The reply at the lower level; messages already delivered are not sent again.
+                again = render_reply(reply, lower)
+                keep = again.messages[sent:] or again.messages[-1:]
+                level = lower
+                rendered = RenderedReply(messages=[OutMessage(text="")] * sent + keep, uploads=again.uploads)
                 continue
             sent += 1
             delivered.count = sent
-        if rendered.uploads and (posts is None or await posts.take_files()):
-            await self._upload_all(turn, rendered.uploads)
-            if posts is not None:
-                await posts.files_done()
-        approval = reply.approval
-        if approval is not None:
-            await self._ask_approval(turn, approval)
+        # Files go up after the messages they belong to, once: a failed one is a note, never a lost
+        # answer or an apology.
+        if rendered.uploads and await posts.take_files():
+            await self.poster.upload_all(turn.channel, turn.reply_thread_ts, rendered.uploads)
+            await posts.files_done()
+        prompt = reply.approval
+        if prompt is not None and prompt.message_ref is None:
+            # The one approval message of a parked turn, unless it was posted already.
+            ts = await self.poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
+            await self.agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
+            await self.poster.upload_all(turn.channel, turn.reply_thread_ts, argument_uploads(prompt))
 
     @staticmethod
     def _with_feedback(
@@ -349,42 +362,14 @@ class TurnRunner:
         head = OutMessage(text=head.text, blocks=blocks, attachments=head.attachments)
         return RenderedReply(messages=[head, *rendered.messages[1:]], uploads=rendered.uploads)
 
-    async def _ask_approval(self, turn: Turn, prompt: ApprovalPrompt) -> None:
-        """Post the one approval message of a parked turn, unless it was posted already."""
-        if prompt.message_ref is not None:
-            return
-        ts = await self.poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
-        await self.agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
-        await self._upload_all(turn, argument_uploads(prompt))
-
-    async def _upload_all(self, turn: Turn, uploads: list[Upload]) -> None:
-        """Files go up after the messages they belong to, once: a failed one is a note, never a lost
-        answer or an apology."""
-        await self.poster.upload_all(turn.channel, turn.reply_thread_ts, uploads)
-
-    @staticmethod
-    def _rerender(reply: AgentReply, level: Level, sent: int) -> RenderedReply:
-        """The reply at a lower level; messages already delivered are not sent again."""
-        again = render_reply(reply, level)
-        keep = again.messages[sent:] or again.messages[-1:]
-        return RenderedReply(messages=[OutMessage(text="")] * sent + keep, uploads=again.uploads)
-
     async def _send(
-        self,
-        turn: Turn,
-        message: OutMessage,
-        replace_ts: str | None,
-        posts: TurnPosts | None = None,
-        part: str = "",
+        self, turn: Turn, message: OutMessage, replace_ts: str | None, posts: TurnPosts, part: str
     ) -> None:
-        if replace_ts is not None:
-            await self.poster.update(turn.channel, replace_ts, message)
-            if posts is not None:
-                await posts.replaced(part, replace_ts)
-        elif posts is not None:
+        if replace_ts is None:
             await posts.post(part, message)
-        else:
-            await self.poster.post(turn.channel, turn.reply_thread_ts, message)
+            return
+        await self.poster.update(turn.channel, replace_ts, message)
+        await posts.replaced(part, replace_ts)
 
     async def _apologize(
         self,
@@ -398,30 +383,9 @@ class TurnRunner:
                 # A stream is stopped with the apology (or rewritten to it), never left hanging.
                 await self._deliver(turn, AgentReply(text=text, failed=True), sink)
                 return
-            await self._send(turn, plain_message(text), sink.message_ts if sink is not None else None)
+            ts = sink.message_ts if sink is not None else None
+            await self._send(turn, plain_message(text), ts, TurnPosts(None, self.poster, turn), "")
         except PostsStopped:
             logger.info("no note for Slack event %s: nerve is shutting down", turn.event_id)
         except Exception:
             logger.exception("could not post the apology for Slack event %s", turn.event_id)
-
-
-class LazyProgress(LaterSink):
-    """Progress for a resumed turn, shown only once it starts: a request another process already
-    took ends before any progress, and then nothing is posted."""
-
-    def __init__(self, runner: TurnRunner, turn: Turn) -> None:
-        self.turn = turn
-        self._runner = runner
-
-    async def on_event(self, event: TurnEvent) -> None:
-        if self._sink is None:
-            try:
-                self._sink = await self._runner.open_progress(self.turn)
-            except SlackApiError as exc:
-                logger.warning("could not show progress in %s: %s", self.turn.key, api_error(exc))
-                return
-        await self._sink.on_event(event)
-
-    async def close(self) -> None:
-        if self._sink is not None:
-            await self._sink.close()
