@@ -1,16 +1,30 @@
-"""Reading a Slack interaction payload: who clicked which button, on which message, in which thread.
+"""Clicks in a thread: who clicked which button, on which message, in which thread; and Slack's side
+of the approval desk (`adapters.common.desk`).
 
 Approvals and tools' questions both put buttons in a thread; their clicks arrive in the same
-`block_actions` shape, read here once.
+`block_actions` shape, read here once. An approval click is acked at once and worked in the
+background: the shared desk decides it through the core; if it changes nothing, only the clicker
+sees why (an ephemeral note); if it does, the approval message is updated in place (Slack has no
+answer through the click itself: `chat.update` on the stored message).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
+
+from adapters.common.desk import AskDesk
+from adapters.common.refs import parse_message_ref
+from adapters.slack.approval_view import approval_message, parse_click
+from adapters.slack.post import Poster, api_error
 from bot.text import scrub
+from bot.types import ApprovalPrompt
+
+logger = logging.getLogger(__name__)
 
 
 def payload_field(body: Mapping[str, Any], *path: str) -> str | None:
@@ -44,3 +58,44 @@ def click_of(body: Mapping[str, Any]) -> Click:
         thread=payload_field(body, "message", "thread_ts") or payload_field(body, "container", "thread_ts"),
         message=payload_field(body, "message", "ts") or payload_field(body, "container", "message_ts"),
     )
+
+
+class SlackApprovals:
+    """Redraws approval messages where they are stored (`chat.update`)."""
+
+    def __init__(self, poster: Poster) -> None:
+        self._poster = poster
+
+    async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
+        where = parse_message_ref(ref)
+        if where is None:
+            return
+        try:
+            await self._poster.update(where[0], where[1], approval_message(prompt))
+        except SlackApiError as exc:
+            logger.warning("could not update approval message %s: %s", ref, api_error(exc))
+
+
+@dataclass(frozen=True, slots=True)
+class _Clicker:
+    """The person who clicked, told things only they see (`chat.postEphemeral`)."""
+
+    poster: Poster
+    pressed: Click
+
+    async def tell(self, text: str) -> None:
+        assert self.pressed.user is not None
+        await self.poster.tell(self.pressed.channel, self.pressed.user, text, self.pressed.thread)
+
+    async def show(self, prompt: ApprovalPrompt) -> bool:
+        return False  # a click has no answer of its own on Slack: the message is edited instead
+
+
+async def on_click(desk: AskDesk, poster: Poster, body: Mapping[str, Any]) -> None:
+    """One `block_actions` delivery on an approval message (already acked)."""
+    pressed = click_of(body)
+    click = parse_click(pressed.action)
+    if click is None or pressed.user is None:
+        logger.warning("ignored a button click that is not an approval: %s", pressed.action.get("action_id"))
+        return
+    await desk.clicked(click, pressed.user, _Clicker(poster, pressed))

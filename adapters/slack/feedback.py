@@ -10,9 +10,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from adapters.slack.clicks import payload_field
 from adapters.slack.events import PLATFORM
 from bot.agent import Feedback
-from bot.text import scrub
 from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)
@@ -23,26 +23,17 @@ class FeedbackStore(Protocol):
     async def record_feedback(self, feedback: Feedback) -> None: ...
 
 
-def _text(body: Mapping[str, Any], *path: str) -> str | None:
-    value: Any = body
-    for name in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(name)
-    return scrub(str(value)) if isinstance(value, str) and value else None
-
-
 def parse_feedback(body: Mapping[str, Any]) -> Feedback | None:
     """The vote a `block_actions` body on the feedback buttons carries, or None if it is not one."""
     actions = body.get("actions")
     action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], Mapping) else {}
-    value = _text(action, "value") or ""
+    value = payload_field(action, "value") or ""
     rating, _, event_id = value.partition("|")
-    user = _text(body, "user", "id")
-    team = _text(body, "team", "id") or _text(body, "user", "team_id")
-    channel = _text(body, "container", "channel_id") or _text(body, "channel", "id")
-    message_ts = _text(body, "container", "message_ts") or _text(body, "message", "ts")
-    thread = _text(body, "container", "thread_ts") or _text(body, "message", "thread_ts")
+    user = payload_field(body, "user", "id")
+    team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id")
+    channel = payload_field(body, "container", "channel_id") or payload_field(body, "channel", "id")
+    message_ts = payload_field(body, "container", "message_ts") or payload_field(body, "message", "ts")
+    thread = payload_field(body, "container", "thread_ts") or payload_field(body, "message", "thread_ts")
     if rating not in ("up", "down") or not (user and team and channel and message_ts and thread):
         return None
     key = ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=thread)

@@ -36,8 +36,9 @@ from adapters.slack.inputs import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
 from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, tool_progress_text
 from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply, safe_markdown
+from adapters.slack.render import call_outcome as outcome
 from bot.text import truncate
-from bot.types import AgentReply, Attachment, TurnEvent
+from bot.types import AgentReply, TurnEvent
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +73,6 @@ def _task(task_id: str, title: str, status: str, **more: str) -> dict[str, Any]:
 
 def _is_running(op: dict[str, Any], task_id: str) -> bool:
     return bool(op["type"] == "task_update" and op["id"] == task_id and op["status"] == "in_progress")
-
-
-def _outcome(att: Attachment) -> str:
-    ms = att.latency_ms
-    took = f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
-    return f"{'error' if att.is_error else 'ok'} · {took}"
 
 
 # A `[` that can still become `[label](url "title")` as more text arrives (mirrors render's _MD_LINK).
@@ -418,7 +413,7 @@ class StreamedAnswer:
     def _final_tasks(self, reply: AgentReply) -> list[dict[str, Any]]:
         """Each shown call's outcome, the calls that wait for a person, the status task done."""
         chunks = [
-            _task(att.tool_call_id, att.name, "error" if att.is_error else "complete", output=_outcome(att))
+            _task(att.tool_call_id, att.name, "error" if att.is_error else "complete", output=outcome(att))
             for att in reply.attachments
             if att.tool_call_id in self._tasks
         ]

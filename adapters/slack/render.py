@@ -124,12 +124,17 @@ def answer_chunks(text: str) -> list[str]:
     return out or [escape("(The answer was empty.)")]
 
 
-def _latency(ms: float) -> str:
-    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+def call_outcome(att: Attachment) -> str:
+    """How a call went, as its detail's subtitle and its streamed task say it: "ok · 120 ms"."""
+    ms = att.latency_ms
+    return f"{'error' if att.is_error else 'ok'} · " + (
+        f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+    )
 
 
-def _status_line(att: Attachment) -> str:
-    return f"{'error' if att.is_error else 'ok'} · {_latency(att.latency_ms)}"
+def quoted(text: str, limit: int = 2_000) -> str:
+    lines = escape_capped(text, limit).splitlines() or [""]
+    return "\n".join("> " + line for line in lines)
 
 
 def _fenced(text: str, limit: int) -> str:
@@ -204,7 +209,7 @@ def tool_container(
     icon = "❌" if att.is_error else "✅"
     block = ContainerBlock(
         title=escape_capped(att.label, 150),
-        subtitle=f"{icon} {_status_line(att)}",
+        subtitle=f"{icon} {call_outcome(att)}",
         child_blocks=children,
         is_collapsible=True,
         default_collapsed=True,
@@ -222,9 +227,9 @@ def tool_attachment(
     resources = _resource_lines(att, attached)
     return {
         "color": "danger" if att.is_error else "good",
-        "title": f"{escape_capped(att.label, 150)} — {_status_line(att)}",
+        "title": f"{escape_capped(att.label, 150)} — {call_outcome(att)}",
         "text": text + (f"\n{note}" if note else "") + (f"\n{resources}" if resources else ""),
-        "fallback": f"{escape_capped(att.label, 150)}: {_status_line(att)}",
+        "fallback": f"{escape_capped(att.label, 150)}: {call_outcome(att)}",
         "mrkdwn_in": ["text"],
     }
 
@@ -375,6 +380,20 @@ def _message(text: str, tools: list[dict[str, Any]], markdown: str | None, level
     if level is Level.RICH:
         return OutMessage(text=fallback, blocks=tools + answer)
     return OutMessage(text=fallback, blocks=answer, attachments=tools or None)
+
+
+def section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, SECTION_TEXT_LIMIT)[0]}}
+
+
+def context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, 3_000)[0]}]}
+
+
+def when(expires_at: float) -> str:
+    """A time Slack shows in each reader's own time zone."""
+    stamp = int(expires_at)
+    return f"<!date^{stamp}^{{date_short_pretty}} at {{time}}|{stamp} (Unix time)>"
 
 
 def plain_message(text: str) -> OutMessage:
