@@ -1,13 +1,9 @@
 """The bot on Slack: slack-bolt's AsyncApp with its listeners, and what they share.
 
-The platform contract: every delivery is acked at once and answered in the background, exactly
-once. A middleware claims each turn's `event_id` in the inbox *before* the ack
-(`adapters.slack.intake`), so a re-delivery is acked and ignored and a turn cut short by a restart
-is answered at start-up. `adapters.slack.serve` runs the bot (`nerve slack`).
-
-On SIGTERM (`stop`), intake stops at once: `/readyz` answers 503, and a delivery that arrives now is
-claimed and acked but left for the next start, which answers it. Running turns get
-NERVE_SHUTDOWN_GRACE seconds to finish; the rest are cut off and answered at the next start too
+Every delivery is acked at once and answered in the background, exactly once: a middleware claims
+each turn's `event_id` in the inbox before the ack (`adapters.slack.intake`). On SIGTERM intake
+stops at once (`/readyz` answers 503; a delivery now is claimed and left for the next start) and
+running turns get NERVE_SHUTDOWN_GRACE seconds; the rest are cut off and answered at the next start
 (`adapters.slack.turns`). Nothing a person wrote is lost, and nothing is answered twice.
 """
 

@@ -1,10 +1,8 @@
 """`/nerve`: help, the tools and prompts offered in this place, remembered approvals, reset.
 
-The help lists the sub-commands of the table in `adapters.common.commands`, as Slack writes them;
-`NerveCommands` runs the handler the table names for each (a test holds the two together).
-
-The answers are text builders over the agent, so every answer is ephemeral (only the person who
-typed the command sees it) and the handlers stay dispatchers.
+The help lists the sub-commands of `adapters.common.commands` as Slack writes them, and
+`NerveCommands` runs the handler the table names (a test holds the two together). Every answer is
+ephemeral: only the person who typed the command sees it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """What the inbox keeps of a Slack delivery: only what dedupe and replay at start-up need.
 
-A delivery's body carries more than a turn: the legacy verification `token`, `authorizations`,
-blocks, app ids. None of it is needed to recognise a re-delivery (the event id is) or to answer the
-event after a restart (`classify` needs the event id, the workspace, and the event's type, author,
-channel, time, thread and text). The entry keeps exactly those, in the body's own shape, so replay
-classifies it with the same rules as a live delivery. `migrations/0003_inbox_minimal_payloads.sql`
-reduces entries stored before this rule to the same fields.
+The event id recognises a re-delivery, and `classify` needs only the workspace and the event's type,
+author, channel, time, thread and text; the entry keeps exactly those in the body's own shape (no
+verification `token`, `authorizations` or blocks), so replay classifies it as a live delivery.
+`migrations/0003_inbox_minimal_payloads.sql` reduces older entries to the same fields.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """A server's request for input on Slack: the thread message with its buttons, and the form's modal.
 
-The thread message says which server asks, for which tool call, and what it wants; the person who
-started the turn opens the form with "Fill in" (a modal built from the form's fields) or declines.
-In URL mode the message shows the full host the link goes to, on its own line, so nobody opens it
-without seeing where it leads; the "Open" button carries the link for Slack to open, nerve never
-fetches it. Everything a server wrote is escaped before it reaches mrkdwn.
-
-Each field of the form becomes one input block whose block id is its position in the form, so the
-submitted state maps back to the form's own field names and option values (which may be longer or
-stranger than Slack lets a block id or option value be).
+The person who started the turn opens the form with "Fill in" or declines. In URL mode the message
+shows the host the link goes to on its own line, so nobody opens it unseen; the "Open" button
+carries the link for Slack to open (nerve never fetches it). Everything a server wrote is escaped.
+Each field becomes an input block whose block id is its position in the form, so the submitted state
+maps back to field names and option values longer or stranger than Slack lets a block id be.
 """
 
 from __future__ import annotations

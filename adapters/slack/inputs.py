@@ -1,22 +1,16 @@
 """A server's request for input on Slack: its message in the thread, and the clicks and forms that answer it.
 
-A request is its own message in the thread, never part of the live answer: the answer streams or is
-edited in place above it. Posting goes through the poster from tasks of its own, so recording the
-event never waits on Slack; an update waits for its post. A question that parks its turn outlives
-that turn: `RequestMessages` remembers, for one bot, where each request message is and what it
-shows, so whoever learns an outcome (the turn, a click, the sweep) updates it once, in order; where
-it is is also stored with the request, so a process that did not post it updates it too.
+A request is its own message in the thread, never part of the live answer, posted from tasks of its
+own so recording the event never waits on Slack. A question that parks its turn outlives that turn:
+`RequestMessages` remembers where each request message is and what it shows, so whoever learns an
+outcome (the turn, a click, the sweep) updates it once, in order; where it is is stored with the
+request, so another process updates it too.
 
-"Fill in" opens the form in a modal: Slack accepts `views.open` only within 3 seconds of the click
-(its `trigger_id`), so the click asks the core whether this person may answer and opens the modal
-at once. A submission is checked by the core (the same rules on every surface); what is wrong comes
-back into the open modal next to its field. "Decline", closing the modal ("cancel") and "Open" (URL
-mode: opening the link is the consent the server asked for) answer the request directly. Every
-answer goes through `Agent.answer`; anything that changes nothing is told only to the clicker.
-
-An answer updates the request's message at once (a parked turn has no turn waiting to do it); when
-it was the last thing a parked turn waited for, the turn goes on as after the last approval click.
-A click on a request that is over takes its message's buttons off too.
+"Fill in" opens the form in a modal within the click's 3-second `trigger_id`. The core checks a
+submission (the same rules on every surface) and what is wrong comes back next to its field.
+"Decline", closing the modal and "Open" (URL mode: opening is the consent) answer directly, all
+through `Agent.answer`; what changes nothing is told only to the clicker. An answer updates the
+message at once, and when it was the last thing a parked turn waited for, the turn goes on.
 """
 
 from __future__ import annotations

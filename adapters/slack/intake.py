@@ -1,19 +1,11 @@
 """Which deliveries are turns, each claimed in the inbox before it is acked, and started.
 
-A middleware claims each turn's `event_id` in the inbox *before* the ack, so a re-delivery (Slack
-retries, a second Socket Mode connection) is acked and ignored, a delivery that never reached us
-is processed when Slack retries it, and a turn cut short by a restart is answered at start-up.
-While nerve stops, a delivery is claimed and acked but left for the next start, which answers it.
-
-A delivery the database cannot record in time is refused with a 503, so Slack delivers it again.
-
-Slack waits 3 s for the answer to a delivery, then counts it failed and retries it (after about a
-second, a minute, five minutes). The intake records each turn in the inbox before acking it; with
-the database unreachable, that write would wait for the pool's connection (30 s) and end in a 500
-long after Slack gave up. So the intake waits at most `INTAKE_WAIT_SECONDS` and then answers 503
-with Retry-After at once: nothing was recorded, Slack retries, and the retry that reaches a
-database that is back is recorded and answered. A delivery acked with a 200 is always recorded, so
-every delivery Slack was told succeeded is answered.
+Claiming before the ack means a re-delivery (Slack's retries, a second Socket Mode connection) is
+acked and ignored, and a turn cut short by a restart is answered at start-up; while nerve stops, a
+delivery is claimed and acked but left for the next start. Slack retries a delivery not answered in
+3 s, so with the database unreachable the intake waits at most `INTAKE_WAIT_SECONDS`, then answers
+503 with Retry-After: nothing was recorded, and Slack's retry is. Every delivery acked 200 was
+recorded, so every delivery Slack was told succeeded is answered.
 """
 
 from __future__ import annotations

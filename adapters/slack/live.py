@@ -1,21 +1,12 @@
 """The answer as ONE Slack streaming message: chat.startStream, batched appends, chat.stopStream.
 
-The model's words go out as markdown chunks and each tool call as a task (in progress, then complete
-or error, with its outcome), at most one append per interval from a writer task of our own, so the
-turn never waits on Slack. The final stop carries the rest of the text, the final task states, the
-collapsible tool results and the feedback buttons.
-
-Anything Slack refuses turns into the edited message of `progress.StatusMessage`, never a second
-answer: a workspace without streaming (remembered), a place that cannot stream, a stream Slack stopped
-taking. A 429 is waited out by the client (Retry-After); what it could not send stays queued and
-goes with the next append or the stop, so no word is lost or sent twice. Text an earlier round
-showed (a draft next to tool calls, or one the model reconsidered) cannot be taken back from a
-stream: the finished message is then rewritten with chat.update to the final answer.
-
-A stream cannot take back what it sent either, so each piece of text must already be escaped the way
-the finished text will be. Slack's escaping is per character, but `@here` is only a ping as a whole
-word and `[label](url)` only a disguised link once complete: a piece ends after whitespace and before
-any `[` that may still open a link; the rest waits for more text or the end of the round.
+Words go out as markdown chunks and each tool call as a task, at most one append per interval from a
+writer task of our own, so the turn never waits on Slack; the stop carries the rest, the final task
+states, the tool results and the feedback buttons. Anything Slack refuses turns into the edited
+message of `progress.StatusMessage`, never a second answer. What a 429 held back goes with the next
+append. A stream cannot take anything back: text of an earlier round (a draft) means the finished
+message is rewritten with chat.update, and each piece must already be escaped as the finished text
+will be, so a piece ends after whitespace and before any `[` that may still open a link.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""Putting messages into Slack: per-channel pacing, the Block Kit fallback per workspace, and each
-post of a turn sent once.
+"""Putting messages into Slack: per-channel pacing (about one post a second, so a split answer does not
+provoke 429), the Block Kit fallback per workspace, and each post of a turn sent once.
 
-Slack allows about one chat.postMessage per second per channel; pacing keeps a long split answer or
-many threads in one channel from provoking 429 (the client still waits one out).
-
-The same turn can run twice: the process died after posting but before its event was recorded as
-finished, or a job was retried on another replica. So each post of a turn is announced in the store
-before it is sent and completed with its ts (`bot.store.posts`), and carries Slack message metadata
-naming the turn and the part. A second run goes on in the first run's live message, skips what is
-out, and reads the thread back for a part announced but never completed. A send that fails when
-Slack may have stored it all the same (a broken connection, a 5xx) is not resent blindly by the
-client (`adapters.slack.retries`): the thread is read back, and the part sent again only if it is
-not there. Files go up at most once: one in doubt is left out (the answer's text is what matters).
+A turn can run twice (the process died before its event was finished, a job retried elsewhere), so
+each of its posts is announced in the store before it is sent, completed with its ts
+(`bot.store.posts`), and carries message metadata naming the turn and part. A second run goes on in
+the first run's live message, skips what is out, and reads the thread back for a part in doubt
+(announced but never completed, or a send that failed when Slack may have stored it: the client does
+not resend those, `adapters.slack.retries`). Files go up at most once: one in doubt is left out.
 """
 
 from __future__ import annotations

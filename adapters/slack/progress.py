@@ -1,16 +1,12 @@
-"""Showing a turn's progress: assistant.threads.setStatus, or one live message updated in place,
-opened beside the model's work, never in front of it.
+"""Showing a turn's progress: the assistant thread's status line, or one live message edited in place
+(`adapters.slack.live` streams where the workspace can), opened beside the model's work.
 
-Progress is best-effort: a failed status update is logged and never fails the turn. Updates are
-throttled (latest state wins) so a burst of tool calls or of words costs one chat.update per
-interval. The live message shows the answer's text as the model writes it, where the workspace has
-no streaming messages (`adapters.slack.live` streams where it has).
-
-Posting the live message is a Slack call paced per channel, so the model starts at once and the live
-message opens in the background: what happens before it shows is kept and shown as soon as it does.
-Where the channel is busy, none is opened (the 👀 on the person's post is the sign, and the slot goes
-to an answer) until the channel has room again. A turn that waits for the one before it in its
-thread opens its live message when it starts, not when it arrives: the thread reads in order.
+Progress is best effort: a failed update is logged, never fails the turn, and updates are throttled
+(latest state wins) so a burst of tool calls or words costs one chat.update per interval. The live
+message is a post paced per channel, so it opens in the background and what happened before it
+shows is replayed; in a busy channel none opens (the 👀 is the sign, the slot goes to an answer)
+until there is room. A turn waiting behind another of its thread opens it when it starts, so the
+thread reads in order.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """`/nerve prompt NAME [arg=value …]`: a server's prompt started from Slack, answered like a mention.
 
-A slash command has no message of its own to answer in a thread, so the bot posts one: the
-prompt's text in the channel, naming who started it. That post is then claimed in the inbox as a
-mention of the bot by that person, and answered by the same runner as every mention: the text is
-stored first, the answer streams into the post's thread, approvals apply, follow-ups in the thread
-continue the conversation, and a restart before the answer answers it then (the claimed entry is
-replayed like any other event).
-
-`/nerve prompt` alone, or `/nerve prompts`, lists what can be started here. Mistakes (an unknown
-prompt, a missing argument, a server that fails) are told only to the person who typed the
-command: in the acknowledgement when the server answers within Slack's 3 seconds, else privately.
+A slash command has no message to answer in a thread, so the bot posts the prompt's text, naming who
+started it, and claims that post in the inbox as that person's mention: the same runner answers it,
+with approvals, follow-ups in the thread and answering after a restart. `/nerve prompts` lists what
+can be started here. Mistakes are told only to the person who typed the command: in the
+acknowledgement when the server answers within Slack's 3 seconds, else privately.
 """
 
 from __future__ import annotations

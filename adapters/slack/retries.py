@@ -1,12 +1,10 @@
 """Which failed Web API calls the client sends again by itself, and which it leaves to the caller.
 
-slack_sdk sends a call again after a broken connection (reset, server disconnected) or a 500/503.
-For chat.postMessage both can come after Slack stored the message, and sent again blindly it shows
-twice. A turn's posts carry metadata that finds them again (`adapters.slack.post`): they are sent
-inside `findable()`, the client does not resend them, and the caller reads the thread back instead.
-The handlers only see the request's URL and headers (chat.postMessage's JSON body is not passed to
-them), so the post says so through a context variable of its own task. A 429 is still waited out
-for every call: Slack stored nothing then.
+slack_sdk resends a call after a broken connection or a 500/503, but a chat.postMessage may have been
+stored all the same, and resent blindly it shows twice. A turn's posts are findable by their
+metadata (`adapters.slack.post`), so they are sent inside `findable()` (a context variable: the
+handlers never see the JSON body) and the caller reads the thread back instead. A 429 is still
+waited out for every call: Slack stored nothing then.
 """
 
 from __future__ import annotations

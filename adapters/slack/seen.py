@@ -1,15 +1,10 @@
 """👀 on a person's post while nerve works on it: the sign that a mention was taken, within a moment.
 
-Why a reaction: Slack paces posts to about one per second per channel, so in a busy channel a
-status message can only show up long after the mention, and every status post takes a slot an
-answer needs. Reactions are limited separately (per workspace, not per channel), so even a burst of
-mentions in one channel each get their sign at once, and no answer waits behind it.
-
-The reaction goes once the answer is posted (the answer is the sign then). A turn cut off by a
-shutdown keeps it: the mention is still being worked on, and the next start answers it and takes
-the reaction away. Everything here is best effort: a failed reaction is a log line, never a failed
-turn, and a workspace that refuses them (an app installed before it asked for `reactions:write`)
-is asked no more.
+Slack paces posts per channel, so in a busy channel a status message shows up late and takes a slot
+an answer needs; reactions are limited per workspace, so every mention gets its sign at once. The
+reaction goes once the answer is posted; a turn cut off by a shutdown keeps it until the next start
+answers it. All best effort: a failed reaction is a log line, and a workspace that refuses them (no
+`reactions:write`) is asked no more.
 """
 
 from __future__ import annotations

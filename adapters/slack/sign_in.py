@@ -1,16 +1,10 @@
 """Signing in to per-person servers from Slack: the private Connect button, and `/nerve connections`.
 
-A sign-in link is bound to one person (its `state` is theirs alone), so it is only ever shown to
-them: `chat.postEphemeral` to that user, in the thread the turn runs in — never a message the channel
-sees. Slack cannot update an ephemeral message later, so the button stays; a second use of the link
-is refused by the callback page, which says to ask again.
-
-The person's browser comes back to nerve's callback (`adapters.oauth_http`), which finishes the
-sign-in; the front end then goes on with the parked turn in its thread (`SlackBot.resume_signed_in`).
-
-`/nerve connections` lists the person's own connections with a Disconnect button each (revoked at
-the server where it supports RFC 7009, then forgotten); `/nerve connect NAME` starts one. Both
-answer only to the person who typed them.
+A sign-in link is bound to one person, so it is only ever shown to them (`chat.postEphemeral` in the
+turn's thread), never in a message the channel sees; a second use is refused by the callback page.
+The browser comes back to `adapters.oauth_http`, and the parked turn goes on in its thread
+(`SlackBot.resume_signed_in`). `/nerve connections` lists the person's own connections with a
+Disconnect button each; `/nerve connect NAME` starts one. Both answer only the person who typed them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """One Slack turn from start to finish: progress, the agent's answer, delivery, the inbox entry.
 
-Runs in the background after the event was acked. Whatever goes wrong, the user gets one short,
-true sentence in the thread and the operator gets the traceback in the log, never the reverse.
+Runs in the background after the event was acked. Whatever goes wrong, the user gets one short, true
+sentence in the thread and the operator gets the traceback in the log, never the reverse. A turn
+that waits for a person ends with one approval message; once decided (in any process, before or
+after a restart) `resume` answers in the same thread, then the messages that waited behind it.
 
-A turn that waits for a person ends with one approval message in the thread; when the decision
-arrives (in this process or another, before or after a restart) `resume` answers in the same thread
-the same way, then answers the messages that waited behind it.
-
-The model starts at once: the 👀 on the person's post and the live message are shown beside its
-work, never in front of it (`adapters.slack.seen`, `adapters.slack.opening`).
-
-A shutdown may cut a turn off: while it works (the task is cancelled), or before the first message
-of its answer went out (posting stopped). Its event then stays unfinished, so the next start
-answers it exactly once (the agent finds the stored question, and the stored answer if there is
-one); meanwhile its live message, if it has one, says so. Once part of the answer is out, the turn
-counts as answered: posting it again at the next start would be the double reply people hate most.
+A shutdown may cut a turn off while it works or before the first message of its answer went out: its
+event then stays unfinished and the next start answers it exactly once, while its live message says
+so. Once part of the answer is out, the turn counts as answered: posting it again would be the double
+reply people hate most.
 """
 
 from __future__ import annotations

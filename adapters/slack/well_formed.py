@@ -1,10 +1,8 @@
 """Whether a signed Slack delivery has the shape slack-bolt and nerve read, before either reads it.
 
-A valid signature says who sent a body, not what is in it. slack-bolt reads deliveries assuming
-Slack's shapes (`event` is an object, `authorizations` a list of objects, …): a body that breaks
-one of those assumptions raises inside bolt, which answers 500 with a traceback, and Slack retries
-a 500 as if it might succeed next time. Checked here first, such a body is refused with a 400 and
-one log line saying what is wrong.
+A valid signature says who sent a body, not what is in it. A body that breaks slack-bolt's
+assumptions (`event` an object, `authorizations` a list of objects, …) raises inside bolt, which
+answers 500, and Slack retries a 500: checked here first, it is refused with a 400 and one log line.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """`nerve worker`: a process that only runs Slack's jobs, for deployments that want more workers
 than receivers.
 
-Every `nerve slack` on PostgreSQL receives events and runs a worker too (`adapters.slack.serve`).
-A worker process runs the second half alone: no socket to Slack and no /slack/events, so Slack
-never delivers to it; it takes the jobs the receivers queued (answer an event, go on with a
-decided approval, answer the messages that waited) and posts the answers with the bot token.
-It serves /healthz, /readyz and /metrics like any front end, and sweeps for expired approvals and
-events recorded but never queued, as every process on the database does.
-
-It does no start-up recovery: the jobs of a worker that died are run again by the others once its
-heartbeat stops (`bot.jobs`), and what a receiver left unqueued is queued by a sweep or by the
-receiver's own next start.
-
-Discord's jobs are another queue, run by `nerve discord` processes (`adapters.discord.jobs`).
+It has no socket and no /slack/events, so Slack never delivers to it: it takes the jobs the receivers
+queued and posts the answers with the bot token, serves /healthz, /readyz and /metrics, and sweeps
+like every process on the database. It does no start-up recovery: a dead worker's jobs run again
+elsewhere once its heartbeat stops (`bot.jobs`), and what a receiver left unqueued is queued by a
+sweep or by that receiver's next start.
 """
 
 from __future__ import annotations
