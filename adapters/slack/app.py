@@ -26,11 +26,10 @@ from adapters.common.desk import AskDesk
 from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.common.tasks import Owned
 from adapters.slack.approval_view import ACTION_PATTERN
-from adapters.slack.clicks import SlackApprovals, on_click
+from adapters.slack.clicks import FeedbackStore, SlackApprovals, on_click, record_click
 from adapters.slack.client import make_client, quiet_bolt_token_notice, reaching_slack
 from adapters.slack.commands import NerveCommands
 from adapters.slack.events import PLATFORM, Identity, Turn, classify
-from adapters.slack.feedback import FeedbackStore, record_click
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks

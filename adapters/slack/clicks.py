@@ -6,6 +6,9 @@ Approvals and tools' questions both put buttons in a thread; their clicks arrive
 background: the shared desk decides it through the core; if it changes nothing, only the clicker
 sees why (an ephemeral note); if it does, the approval message is updated in place (Slack has no
 answer through the click itself: `chat.update` on the stored message).
+
+The thumbs up / down under a streamed answer carry the rating and the question's delivery id; a
+vote that cannot be read is logged and dropped: feedback never fails anything.
 """
 
 from __future__ import annotations
@@ -13,16 +16,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from slack_sdk.errors import SlackApiError
 
 from adapters.common.desk import AskDesk
 from adapters.common.refs import parse_message_ref
 from adapters.slack.approval_view import approval_message, parse_click
+from adapters.slack.events import PLATFORM
 from adapters.slack.post import Poster, api_error
+from bot.agent import Feedback
 from bot.text import scrub
-from bot.types import ApprovalPrompt
+from bot.types import ApprovalPrompt, ConversationKey
 
 logger = logging.getLogger(__name__)
 
@@ -99,3 +104,43 @@ async def on_click(desk: AskDesk, poster: Poster, body: Mapping[str, Any]) -> No
         logger.warning("ignored a button click that is not an approval: %s", pressed.action.get("action_id"))
         return
     await desk.clicked(click, pressed.user, _Clicker(poster, pressed))
+
+
+@runtime_checkable
+class FeedbackStore(Protocol):
+    async def record_feedback(self, feedback: Feedback) -> None: ...
+
+
+def parse_feedback(body: Mapping[str, Any]) -> Feedback | None:
+    """The vote a `block_actions` body on the feedback buttons carries, or None if it is not one."""
+    actions = body.get("actions")
+    action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], Mapping) else {}
+    value = payload_field(action, "value") or ""
+    rating, _, event_id = value.partition("|")
+    user = payload_field(body, "user", "id")
+    team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id")
+    channel = payload_field(body, "container", "channel_id") or payload_field(body, "channel", "id")
+    message_ts = payload_field(body, "container", "message_ts") or payload_field(body, "message", "ts")
+    thread = payload_field(body, "container", "thread_ts") or payload_field(body, "message", "thread_ts")
+    if rating not in ("up", "down") or not (user and team and channel and message_ts and thread):
+        return None
+    key = ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=thread)
+    return Feedback(
+        key=key,
+        message_ts=message_ts,
+        user_id=user,
+        rating="up" if rating == "up" else "down",
+        event_id=event_id or None,
+    )
+
+
+async def record_click(store: FeedbackStore, body: Mapping[str, Any]) -> None:
+    """Store one click (already acked)."""
+    feedback = parse_feedback(body)
+    if feedback is None:
+        logger.warning("ignored a feedback click that could not be read")
+        return
+    try:
+        await store.record_feedback(feedback)
+    except Exception:
+        logger.exception("could not store feedback on %s in %s", feedback.message_ts, feedback.key)

@@ -6,7 +6,7 @@ each of its posts is announced in the store before it is sent, completed with it
 (`bot.store.posts`), and carries message metadata naming the turn and part. A second run goes on in
 the first run's live message, skips what is out, and reads the thread back for a part in doubt
 (announced but never completed, or a send that failed when Slack may have stored it: the client does
-not resend those, `adapters.slack.retries`). Files go up at most once: one in doubt is left out.
+not resend those, `adapters.slack.client`). Files go up at most once: one in doubt is left out.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.refs import message_ref, parse_message_ref
+from adapters.slack.client import findable, in_doubt
 from adapters.slack.events import Turn
 from adapters.slack.render import Level, OutMessage, Upload, plain_message
-from adapters.slack.retries import findable, in_doubt
 from bot.agent import PostRecords
 
 logger = logging.getLogger(__name__)

@@ -23,8 +23,15 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.prompt_arguments import parse_arguments, usage
 from adapters.slack.commands import prompts_text, typed_in
-from adapters.slack.events import PLATFORM, Identity, Turn, classify, place_of_command, unescape
-from adapters.slack.inbox import inbox_payload
+from adapters.slack.events import (
+    PLATFORM,
+    Identity,
+    Turn,
+    classify,
+    inbox_payload,
+    place_of_command,
+    unescape,
+)
 from adapters.slack.post import Poster, api_error
 from adapters.slack.render import OutMessage, escape, escape_capped
 from bot.agent import Agent

@@ -23,9 +23,8 @@ from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.slack.app import SWEEP_SECONDS, SlackBot, build_bot
 from adapters.slack.client import make_client, reaching_slack, require_bot_token
 from adapters.slack.settings import SlackSettings
-from adapters.slack.signature import signature_problem
 from adapters.slack.socket_mode import socket_mode_handler
-from adapters.slack.well_formed import delivery_problem
+from adapters.slack.well_formed import delivery_problem, signature_problem
 from adapters.up_line import log_up
 from bot.agent import Agent
 from bot.errors import ConfigError

@@ -9,6 +9,12 @@ A shutdown may cut a turn off while it works or before the first message of its 
 event then stays unfinished and the next start answers it exactly once, while its live message says
 so. Once part of the answer is out, the turn counts as answered: posting it again would be the double
 reply people hate most.
+
+The model starts at once, with 👀 on the person's post as the sign a mention was taken: Slack paces
+posts per channel, so in a busy channel a status message shows up late and takes a slot an answer
+needs, while reactions are limited per workspace. The reaction goes once the answer is posted (a turn
+cut off keeps it until the next start answers it); all best effort, and a workspace that refuses
+reactions (no `reactions:write`) is asked no more.
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
-from adapters.slack.events import PLATFORM, Turn, turn_in
+from adapters.slack.events import PLATFORM, Turn, is_dm_channel, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
 from adapters.slack.progress import (
@@ -43,7 +50,6 @@ from adapters.slack.render import (
     plain_message,
     render_reply,
 )
-from adapters.slack.seen import SeenMarks
 from bot.agent import Agent, PostRecords
 from bot.types import AgentReply, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
@@ -149,7 +155,7 @@ class TurnRunner:
             self._delivering.discard(task)
         logger.info("finished Slack event %s", turn.event_id)
         if mark is not None:
-            await mark.clear()
+            await self._seen.clear(turn, mark)
 
     async def _cut_off(self, turn: Turn, sink: OpeningProgress | None) -> None:
         """A shutdown cut the turn off: its event stays unfinished for the next start, and its live
@@ -383,3 +389,60 @@ class TurnRunner:
             logger.info("no note for Slack event %s: nerve is shutting down", turn.event_id)
         except Exception:
             logger.exception("could not post the apology for Slack event %s", turn.event_id)
+
+
+SEEN_REACTION = "eyes"
+# What Slack answers when the reaction is already there, or already gone: nothing to do.
+_SETTLED = frozenset({"already_reacted", "no_reaction", "message_not_found"})
+# The app may not react at all (scope missing, token type): stop asking, say so once.
+_REFUSED = frozenset({"missing_scope", "not_allowed_token_type", "no_permission", "invalid_name"})
+
+
+class SeenMarks:
+    """Adds and removes the 👀 of each turn, for one bot; remembers a refusal of reactions."""
+
+    def __init__(self, client: AsyncWebClient) -> None:
+        self._client = client
+        self._refused = False
+
+    def mark(self, turn: Turn) -> asyncio.Task[bool] | None:
+        """Start showing 👀 on the post of `turn` (in the background), or None where no sign is due:
+        direct messages show their own status, and a turn taken back from the store has no post."""
+        if self._refused or turn.message_ts is None or is_dm_channel(turn.channel):
+            return None
+        return asyncio.create_task(self.call("add", turn.channel, turn.message_ts))
+
+    async def clear(self, turn: Turn, adding: asyncio.Task[bool]) -> None:
+        """Take the reaction away (after it landed, so a late add cannot put it back)."""
+        try:
+            added = await adding
+        except asyncio.CancelledError:
+            return
+        if added and turn.message_ts is not None:
+            await self.call("remove", turn.channel, turn.message_ts)
+
+    async def call(self, method: str, channel: str, ts: str) -> bool:
+        """reactions.add / reactions.remove; True when Slack did it (or it was already so)."""
+        if self._refused:
+            return False
+        try:
+            react = self._client.reactions_add if method == "add" else self._client.reactions_remove
+            await react(channel=channel, timestamp=ts, name=SEEN_REACTION)
+        except SlackApiError as exc:
+            error = api_error(exc)
+            if error in _SETTLED:
+                return True
+            if error in _REFUSED:
+                self._refused = True
+                logger.warning(
+                    "Slack refused reactions (%s): mentions get no 👀 until the app has the "
+                    "reactions:write scope (reinstall it from slack/manifest.*.yaml)",
+                    error,
+                )
+                return False
+            logger.info("could not %s the 👀 reaction in %s: %s", method, channel, error or exc)
+            return False
+        except Exception as exc:  # a network failure costs the sign, never the turn
+            logger.info("could not %s the 👀 reaction in %s: %s", method, channel, type(exc).__name__)
+            return False
+        return True
