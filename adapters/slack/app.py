@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.app.async_app import AsyncApp
@@ -28,7 +29,7 @@ from adapters.common.tasks import Owned
 from adapters.slack.approval_view import ACTION_PATTERN
 from adapters.slack.clicks import FeedbackStore, SlackApprovals, on_click, record_click
 from adapters.slack.client import make_client, quiet_bolt_token_notice, reaching_slack
-from adapters.slack.commands import NerveCommands
+from adapters.slack.commands import NerveCommands, PromptCommand
 from adapters.slack.events import PLATFORM, Identity, Turn, classify
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
@@ -36,7 +37,6 @@ from adapters.slack.inputs import InputClicks
 from adapters.slack.intake import Intake
 from adapters.slack.jobs import Launcher
 from adapters.slack.post import Poster
-from adapters.slack.prompt_command import PromptCommand
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.settings import SlackSettings
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from bot.jobs import TurnJobs
 
 logger = logging.getLogger(__name__)
+Listener = Callable[[AsyncAck, dict[str, Any]], Awaitable[None]]
 
 # Seconds a shutdown waits, after the grace, for answers that were already going out.
 DELIVERY_ALLOWANCE = 5.0
@@ -136,13 +137,13 @@ class SlackBot:
         self.app.event("assistant_thread_started")(self._on_thread_started)
         self.app.event("assistant_thread_context_changed")(self._ignore)
         self.app.command("/nerve")(self.commands.on_command)
-        self.app.action(ACTION_PATTERN)(self._on_approval_click)
-        self.app.action(FEEDBACK_ACTION)(self._on_feedback_click)
-        self.app.action(INPUT_ACTIONS)(self._on_input_click)
+        self.app.action(ACTION_PATTERN)(self._acked(partial(on_click, self._desk, self._poster)))
+        self.app.action(FEEDBACK_ACTION)(self._acked(self._on_feedback_click))
+        self.app.action(INPUT_ACTIONS)(self._acked(self._inputs.on_click))
         self.app.view_submission(INPUT_FORM)(self._on_input_submit)
-        self.app.view_closed(INPUT_FORM)(self._on_input_closed)
+        self.app.view_closed(INPUT_FORM)(self._acked(self._inputs.on_close))
         self.app.action(CONNECT_ACTIONS)(self._on_link_click)
-        self.app.action(DISCONNECT_ACTION)(self._on_disconnect_click)
+        self.app.action(DISCONNECT_ACTION)(self._acked(self._sign_ins.on_disconnect_click))
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -251,21 +252,19 @@ class SlackBot:
     async def _ignore(self) -> None:
         return None
 
-    async def _on_approval_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        # Acked before any work: Slack shows an error to the clicker after 3 s without an ack.
-        await ack()
-        self.spawn(on_click(self._desk, self._poster, body))
+    def _acked(self, work: Callable[[dict[str, Any]], Coroutine[Any, Any, None]]) -> Listener:
+        """A listener that acks at once (Slack shows the clicker an error after 3 s without one; a
+        "Fill in" click's trigger_id is good for 3 s) and does its `work` in the background."""
 
-    async def _on_feedback_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
+        async def listener(ack: AsyncAck, body: dict[str, Any]) -> None:
+            await ack()
+            self.spawn(work(body))
+
+        return listener
+
+    async def _on_feedback_click(self, body: dict[str, Any]) -> None:
         if self._feedback is not None:
-            self.spawn(record_click(self._feedback, body))
-
-    async def _on_input_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        # Acked at once; "Fill in" opens its modal from the background task right away (the click's
-        # trigger_id is good for 3 s).
-        await ack()
-        self.spawn(self._inputs.on_click(body))
+            await record_click(self._feedback, body)
 
     async def _on_input_submit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # The answer is checked before the ack: what is wrong goes back in the ack, into the open form.
@@ -276,17 +275,9 @@ class SlackBot:
         else:
             await ack(response_action=response["response_action"], errors=response["errors"])
 
-    async def _on_input_closed(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        self.spawn(self._inputs.on_close(body))
-
     async def _on_link_click(self, ack: AsyncAck) -> None:
         # The Connect button opens its link in the browser; Slack tells us of the click too.
         await ack()
-
-    async def _on_disconnect_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        self.spawn(self._sign_ins.on_disconnect_click(body))
 
     def resume_signed_in(self, signed: SignedIn) -> None:
         """A person finished signing in (the callback): the turns that waited for it go on now."""

@@ -199,7 +199,7 @@ class InputClicks:
             await self._answered(outcome, place)
             return
         if outcome.note is not None:
-            await self._tell(channel, user, thread, outcome.note)
+            await self._poster.tell(channel, user, outcome.note, thread)
         await self._show_ended(outcome, place)
 
     async def _fill(self, request_id: str, user: str, trigger: str | None, place: ModalPlace) -> InputOutcome:
@@ -300,12 +300,8 @@ class InputClicks:
         block = first_input(blocks)
         if block is not None:
             return {"response_action": "errors", "errors": {block: note}}
-        await self._tell(place.channel, user, place.thread_ts, note)
+        await self._poster.tell(place.channel, user, note, place.thread_ts)
         return None
-
-    async def _tell(self, channel: str | None, user: str, thread: str | None, text: str) -> None:
-        """A note only this person sees."""
-        await self._poster.tell(channel, user, text, thread)
 
 
 def _message_of(place: ModalPlace) -> tuple[str, str] | None:

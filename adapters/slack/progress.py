@@ -230,22 +230,31 @@ class StatusMessage:
         )
 
     async def start(self, *, metadata: dict[str, Any] | None = None) -> None:
-        """Post the status message (task-card style where the workspace accepts it), with Slack
-        message `metadata` if given."""
-        self._shown = self._render()
-        try:
+        """Post the status message, with Slack message `metadata` if given."""
+
+        async def post(message: OutMessage) -> None:
             self.message_ts = await self._poster.post(
-                self._channel, self._thread_ts, self._shown, metadata=metadata
+                self._channel, self._thread_ts, message, metadata=metadata
             )
+
+        await self._show(post)
+        self._throttle.mark_sent()
+
+    async def _show(
+        self, send: Callable[[OutMessage], Awaitable[None]], message: OutMessage | None = None
+    ) -> None:
+        """Send the message as it stands, task-card style where the workspace accepts it (once
+        refused, plain lines from then on)."""
+        message = message or self._render()
+        try:
+            await send(message)
         except SlackApiError as exc:
             if api_error(exc) not in REFUSED_BLOCKS or not self._poster.rich_status(self._team):
                 raise
             self._poster.refuse_rich_status(self._team)
-            self._shown = self._render()
-            self.message_ts = await self._poster.post(
-                self._channel, self._thread_ts, self._shown, metadata=metadata
-            )
-        self._throttle.mark_sent()
+            message = self._render()
+            await send(message)
+        self._shown = message
 
     def replay(self, events: list[TurnEvent]) -> None:
         """Catch up with a turn's events so far (before `start` or `adopt`)."""
@@ -260,15 +269,8 @@ class StatusMessage:
     async def _send_update(self, message: OutMessage) -> None:
         if self.message_ts is None or message == self._shown:
             return
-        try:
-            await self._poster.update(self._channel, self.message_ts, message)
-        except SlackApiError as exc:
-            if api_error(exc) not in REFUSED_BLOCKS or not self._poster.rich_status(self._team):
-                raise
-            self._poster.refuse_rich_status(self._team)
-            message = self._render()
-            await self._poster.update(self._channel, self.message_ts, message)
-        self._shown = message
+        ts = self.message_ts
+        await self._show(lambda shown: self._poster.update(self._channel, ts, shown), message)
 
     def _record(self, event: TurnEvent) -> None:
         headline = _headline(event)

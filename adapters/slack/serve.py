@@ -152,24 +152,19 @@ async def run_slack(
                 ops.platform.connected(handler.client.is_connected)
                 me = await bot.identity()
                 log_up("Slack: Socket Mode connected as @%s (%s)", me.name, me.user_id)
-                try:
-                    if ready is not None and not ready.done():
-                        ready.set_result("socket-mode")
-                    await stop.wait()
-                    await drained(bot, jobs, settings.nerve_shutdown_grace)
-                finally:
-                    await handler.close_async()  # type: ignore[no-untyped-call]
+                where, close = "socket-mode", handler.close_async
             else:
                 ops.platform.connected(always)
-                runner, url = await serve_http(bot, bind, settings.nerve_http_port, ops)
-                ops.announce(url.removesuffix(EVENTS_PATH))
-                log_up("serving Slack events and interactions at %s", url)
-                try:
-                    if ready is not None and not ready.done():
-                        ready.set_result(url)
-                    await stop.wait()
-                    await drained(bot, jobs, settings.nerve_shutdown_grace)
-                finally:
-                    await runner.cleanup()
+                runner, where = await serve_http(bot, bind, settings.nerve_http_port, ops)
+                ops.announce(where.removesuffix(EVENTS_PATH))
+                log_up("serving Slack events and interactions at %s", where)
+                close = runner.cleanup
+            try:
+                if ready is not None and not ready.done():
+                    ready.set_result(where)
+                await stop.wait()
+                await drained(bot, jobs, settings.nerve_shutdown_grace)
+            finally:
+                await close()  # type: ignore[no-untyped-call]
         finally:
             await bot.aclose()
