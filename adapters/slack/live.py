@@ -52,14 +52,8 @@ _TITLE_LIMIT = 150
 
 
 def _task(task_id: str, title: str, status: str, **more: str) -> dict[str, Any]:
-    chunk: dict[str, Any] = {
-        "type": "task_update",
-        "id": task_id[:200],
-        "title": truncate(title, _TITLE_LIMIT)[0],
-    }
-    chunk["status"] = status
-    chunk.update({k: truncate(v, 500)[0] for k, v in more.items() if v})
-    return chunk
+    chunk = {"type": "task_update", "id": task_id[:200], "title": truncate(title, _TITLE_LIMIT)[0]}
+    return {**chunk, "status": status, **{k: truncate(v, 500)[0] for k, v in more.items() if v}}
 
 
 def _is_running(op: dict[str, Any], task_id: str) -> bool:
@@ -197,7 +191,7 @@ class StreamedAnswer:
             return
         if self.status is not None and not self._content:
             await self.status.on_event(event)
-        kind = event.kind
+        kind, call, tool = event.kind, event.tool_call_id or "", event.tool or "tool"
         if kind == "text" and event.message:
             self._shown()
             self._round.add(event.message)
@@ -206,29 +200,23 @@ class StreamedAnswer:
             self._stale = self._stale or bool(self._round.sent)
             self._round = SafePieces()
             return
-        elif kind == "tool_started" and event.tool_call_id:
+        elif kind == "tool_started" and call:
             self._shown()
             self._push_text(final=True)
-            self._tasks[event.tool_call_id] = event.tool or "tool"
-            self._ops.append(_task(event.tool_call_id, event.tool or "tool", "in_progress"))
-        elif kind == "tool_finished" and event.tool_call_id in self._tasks:
-            outcome = "complete" if event.ok else "error"
-            self._ops.append(
-                _task(event.tool_call_id or "", event.tool or "tool", outcome, output=event.message)
-            )
-        elif kind == "tool_progress" and event.tool_call_id in self._tasks:
-            detail = tool_progress_text(event)
-            chunk = _task(event.tool_call_id or "", event.tool or "tool", "in_progress", details=detail)
+            self._tasks[call] = tool
+            self._ops.append(_task(call, tool, "in_progress"))
+        elif kind == "tool_finished" and call in self._tasks:
+            self._ops.append(_task(call, tool, "complete" if event.ok else "error", output=event.message))
+        elif kind == "tool_progress" and call in self._tasks:
+            chunk = _task(call, tool, "in_progress", details=tool_progress_text(event))
             # Only the newest state of a running call waits for the next append (latest wins).
             same = [i for i, op in enumerate(self._ops) if _is_running(op, chunk["id"])]
             if same:
                 self._ops[same[-1]] = chunk
             else:
                 self._ops.append(chunk)
-        elif kind == "retrying" and event.tool_call_id in self._tasks:
-            self._ops.append(
-                _task(event.tool_call_id or "", event.tool or "tool", "in_progress", details=event.message)
-            )
+        elif kind == "retrying" and call in self._tasks:
+            self._ops.append(_task(call, tool, "in_progress", details=event.message))
         elif kind in ("notice", "retrying") and self._status_open:
             self._ops.append(_task(STATUS_TASK, "Thinking…", "in_progress", details=event.message))
         else:
@@ -316,10 +304,7 @@ class StreamedAnswer:
         logger.warning(
             "Slack refused the streamed answer in %s (%s); editing a message instead", self.turn.key, error
         )
-        turn = self.turn
-        message = StatusMessage(
-            self.poster, self._team, turn.channel, turn.reply_thread_ts, self.edit_interval
-        )
+        message = StatusMessage(self.poster, self.turn, self.edit_interval)
         message.replay(self._events)
         self._fallback = message
         if ts is not None:

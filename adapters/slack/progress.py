@@ -209,13 +209,11 @@ class StatusMessage:
     """ONE message in the thread, posted at the start, edited as tools run and words arrive, replaced
     by the answer."""
 
-    def __init__(
-        self, poster: Poster, team: str, channel: str, thread_ts: str | None, interval: float
-    ) -> None:
+    def __init__(self, poster: Poster, turn: Turn, interval: float) -> None:
         self._poster = poster
-        self._team = team
-        self._channel = channel
-        self._thread_ts = thread_ts
+        self._team = turn.key.workspace
+        self._channel = channel = turn.channel
+        self._thread_ts = thread_ts = turn.reply_thread_ts
         self._headline = "Thinking…"
         self._turn = TurnSoFar()
         self._shown: OutMessage | None = None
@@ -313,8 +311,9 @@ REOPEN_SECONDS = 2.0
 OpenSink = Callable[[], Awaitable[ProgressSink | None]]
 
 
-class LaterSink:
-    """Progress whose live message comes later, or never: until it exists, nothing is shown."""
+class OpeningProgress:
+    """Progress whose live message comes later, or never: the events go to it once it exists, and
+    wait until then."""
 
     _sink: ProgressSink | None = None
 
@@ -328,10 +327,6 @@ class LaterSink:
 
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
         return await self._sink.conclude(reply, level) if self._sink is not None else Concluded()
-
-
-class OpeningProgress(LaterSink):
-    """Progress for a live turn: the events go to the live message once it exists, and wait until then."""
 
     def __init__(self, turn: Turn, open_sink: OpenSink, *, at_once: bool = True) -> None:
         self.turn = turn

@@ -37,7 +37,6 @@ from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts,
 from adapters.slack.progress import (
     AssistantStatus,
     Concluded,
-    LaterSink,
     OpeningProgress,
     ProgressSink,
     StatusMessage,
@@ -252,9 +251,7 @@ class TurnRunner:
             await self.poster.client.chat_stopStream(channel=turn.channel, ts=ts)
         except SlackApiError as exc:
             logger.debug("the earlier live message in %s takes no stop (%s)", turn.key, api_error(exc))
-        message = StatusMessage(
-            self.poster, turn.key.workspace, turn.channel, turn.reply_thread_ts, self.status_interval
-        )
+        message = StatusMessage(self.poster, turn, self.status_interval)
         message.adopt(ts)
         return message
 
@@ -295,7 +292,7 @@ class TurnRunner:
                 if error in UNSUPPORTED:
                     self.poster.refuse_streams(team)
                 logger.info("no streaming message in %s (%s); editing a message instead", turn.key, error)
-        message = StatusMessage(self.poster, team, turn.channel, thread, self.status_interval)
+        message = StatusMessage(self.poster, turn, self.status_interval)
         await message.start(metadata=metadata)
         return message
 
@@ -303,7 +300,7 @@ class TurnRunner:
         self,
         turn: Turn,
         reply: AgentReply,
-        sink: ProgressSink | LaterSink | None,
+        sink: ProgressSink | None,
         delivered: Delivered | None = None,
         posts: TurnPosts | None = None,
     ) -> None:
@@ -374,11 +371,11 @@ class TurnRunner:
     async def _apologize(
         self,
         turn: Turn,
-        sink: ProgressSink | LaterSink | None,
+        sink: ProgressSink | None,
         text: str = APOLOGY,
     ) -> None:
         try:
-            live = sink.live if isinstance(sink, LaterSink | StreamedAnswer) else None
+            live = sink.live if isinstance(sink, OpeningProgress | StreamedAnswer) else None
             if isinstance(live, StreamedAnswer):
                 # A stream is stopped with the apology (or rewritten to it), never left hanging.
                 await self._deliver(turn, AgentReply(text=text, failed=True), sink)
