@@ -124,30 +124,31 @@ class Intake:
                 )
                 try:
                     async with asyncio.timeout_at(deadline):
-                        answered = await self._record(turn, body)
+                        new = await self._record(turn, body)
                 except (StoreError, TimeoutError) as exc:
                     return unrecorded(turn.event_id, exc)
-                if answered is not None:
-                    return answered
+                if not new:
+                    return BoltResponse(status=200, body="")
                 context["nerve_turn"] = turn
                 context["nerve_deadline"] = deadline
         await next()
         return None
 
-    async def _record(self, turn: Turn, body: dict[str, Any]) -> BoltResponse | None:
-        """Claim a turn's delivery in the inbox; the answer to a re-delivery, None for a new one."""
+    async def _record(self, turn: Turn, body: dict[str, Any]) -> bool:
+        """Claim a turn's delivery in the inbox; False for a re-delivery, or while nerve stops (the
+        delivery is then acked and left to the next start)."""
         if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
             if self.launch.jobs is not None and await self._left_behind(turn):
                 logger.warning(
                     "Slack re-delivered event %s, recorded but never queued: queued now", turn.event_id
                 )
-                return BoltResponse(status=200, body="")
-            logger.info("Slack re-delivered event %s; already handled", turn.event_id)
-            return BoltResponse(status=200, body="")
+            else:
+                logger.info("Slack re-delivered event %s; already handled", turn.event_id)
+            return False
         if self.stopping:
             logger.info("kept Slack event %s for the next start (shutting down)", turn.event_id)
-            return BoltResponse(status=200, body="")
-        return None
+            return False
+        return True
 
     async def _left_behind(self, turn: Turn) -> bool:
         """A re-delivered event that a process recorded but died before queueing: queue it now, so

@@ -68,9 +68,9 @@ class Poster:
         # Per workspace: how rich a message Slack accepted last (answers), and whether the status
         # message may use task cards. Downgraded once on `invalid_blocks`, never retried per message.
         self._levels: dict[str, Level] = {}
-        self._rich_status: dict[str, bool] = {}
-        # Per workspace: whether chat.startStream works there (until Slack says it does not).
-        self._streams: dict[str, bool] = {}
+        self.plain_status: set[str] = set()
+        # The workspaces where chat.startStream does not work (as Slack said).
+        self._no_streams: set[str] = set()
 
     def busy(self, channel: str) -> bool:
         """Whether a post to `channel` would wait behind others (Slack's pace per channel)."""
@@ -149,20 +149,14 @@ class Poster:
             self._levels[team] = lower
         return lower
 
-    def rich_status(self, team: str) -> bool:
-        return self._rich_status.get(team, True)
-
-    def refuse_rich_status(self, team: str) -> None:
-        self._rich_status[team] = False
-
     def streams(self, team: str) -> bool:
-        return self._streams.get(team, True)
+        return team not in self._no_streams
 
     def refuse_streams(self, team: str) -> None:
-        if self._streams.get(team, True):
+        if team not in self._no_streams:
             # Expected for many workspaces, once per start: not a problem to act on.
             logger.info("workspace %s has no streaming messages; answers are edited in place instead", team)
-        self._streams[team] = False
+        self._no_streams.add(team)
 
     async def post(
         self,
@@ -281,19 +275,15 @@ class TurnPosts:
         """Announce the live message before posting it: a run that dies before recording its ts
         leaves it in doubt, and the next run finds it by its metadata (`live_metadata`)."""
         if self._records is not None and LIVE not in self._known:
-            await self._records.intend_post(self.turn_id, LIVE)
-            self._known[LIVE] = None
+            await self._intend(LIVE)
 
     def live_metadata(self) -> dict[str, Any] | None:
         return self._metadata(LIVE) if self._records is not None else None
 
     async def note_live(self, ts: str | None) -> None:
         """Keep the live message's ts, so a second run goes on in it."""
-        if ts is None or self._records is None or self._known.get(LIVE) is not None:
-            return
-        ref = message_ref(self._turn.channel, ts)
-        self._known[LIVE] = ref
-        await self._records.record_post(self.turn_id, LIVE, ref)
+        if ts is not None and self._records is not None and self._known.get(LIVE) is None:
+            await self._record(LIVE, ts)
 
     async def post(self, part: str, message: OutMessage) -> str | None:
         """Post `message` as `part` of the answer; None when an earlier run already posted it."""
@@ -306,8 +296,7 @@ class TurnPosts:
                 logger.info("Slack event %s: %s was posted before; not posting it again", turn.event_id, part)
                 return None
         else:
-            await self._records.intend_post(self.turn_id, part)
-            self._known[part] = None
+            await self._intend(part)
         ts = await self._send(part, message)
         await self._record(part, ts)
         return ts
@@ -358,14 +347,18 @@ class TurnPosts:
                     self._turn.event_id,
                 )
             return False
-        await self._records.intend_post(self.turn_id, FILES)
-        self._known[FILES] = None
+        await self._intend(FILES)
         return True
 
     async def files_done(self) -> None:
         if self._records is not None:
             self._known[FILES] = FILES
             await self._records.record_post(self.turn_id, FILES, FILES)
+
+    async def _intend(self, part: str) -> None:
+        assert self._records is not None
+        await self._records.intend_post(self.turn_id, part)
+        self._known[part] = None
 
     async def _record(self, part: str, ts: str) -> None:
         assert self._records is not None

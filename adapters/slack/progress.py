@@ -222,7 +222,7 @@ class StatusMessage:
         self.message_ts: str | None = None
 
     def _render(self) -> OutMessage:
-        rich = self._poster.rich_status(self._team)
+        rich = self._team not in self._poster.plain_status
         return status_message(
             self._headline, list(self._turn.calls.values()), rich=rich, text=self._turn.text
         )
@@ -247,9 +247,9 @@ class StatusMessage:
         try:
             await send(message)
         except SlackApiError as exc:
-            if api_error(exc) not in REFUSED_BLOCKS or not self._poster.rich_status(self._team):
+            if api_error(exc) not in REFUSED_BLOCKS or self._team in self._poster.plain_status:
                 raise
-            self._poster.refuse_rich_status(self._team)
+            self._poster.plain_status.add(self._team)
             message = self._render()
             await send(message)
         self._shown = message
