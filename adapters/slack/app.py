@@ -35,7 +35,6 @@ from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
 from adapters.slack.intake import Intake
-from adapters.slack.jobs import Launcher
 from adapters.slack.post import Poster
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.settings import SlackSettings
@@ -100,7 +99,7 @@ class SlackBot:
         self._owned = Owned()
         self._tasks = self._owned.tasks
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.slack.jobs`), else tasks here.
-        self._launch = Launcher(jobs, self.spawn)
+        self._launch = jobs_runtime.Launcher(jobs, self.spawn, PLATFORM)
         self._intake = Intake(agent, settings, self._launch, self._turns.run, self.spawn)
         self._desk = AskDesk(
             agent, PLATFORM, SlackApprovals(self._poster), self._turns, self._launch, self.spawn

@@ -21,8 +21,8 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.response import BoltResponse
 
 from adapters.common.tasks import Spawn
+from adapters.jobs_runtime import Launcher
 from adapters.slack.events import DM_THREAD, PLATFORM, Identity, Turn, classify, inbox_payload
-from adapters.slack.jobs import Launcher
 from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
 from bot.errors import StoreError

@@ -151,10 +151,10 @@ def _result(att: Attachment) -> tuple[str, bool]:
     return shown, cut or att.truncated
 
 
-def _result_note(uploaded: bool, att: Attachment) -> str:
+def _note(what: str, uploaded: bool, shortened: bool) -> str:
     if uploaded:
-        return "_The full result is attached to this thread as a file._"
-    return "_The result was shortened._" if att.truncated else ""
+        return f"_The full {what} is attached to this thread as a file._"
+    return f"_The {what} was shortened._" if shortened else ""
 
 
 def resource_link(resource: Resource) -> str:
@@ -196,7 +196,7 @@ def tool_container(
     """A collapsible container: tool name as title, ok/error and latency as subtitle, details inside
     (arguments, result, and the links and files the result carried)."""
     shown, _ = _result(att)
-    note = _result_note(uploaded, att)
+    note = _note("result", uploaded, att.truncated)
     children: list[Any] = [
         SectionBlock(text=MarkdownTextObject(text="*Arguments*\n" + _fenced(_arguments(att), 900))),
         SectionBlock(text=MarkdownTextObject(text="*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20))),
@@ -222,7 +222,7 @@ def tool_attachment(
 ) -> dict[str, Any]:
     """The legacy fallback: Slack collapses long attachment text behind "Show more"."""
     shown, _ = _result(att)
-    note = _result_note(uploaded, att)
+    note = _note("result", uploaded, att.truncated)
     text = f"*Arguments* `{escape_capped(_arguments(att), 600)}`\n" + _fenced(shown, SECTION_TEXT_LIMIT)
     resources = _resource_lines(att, attached)
     return {
@@ -242,17 +242,11 @@ def _text_subtitle(resource: Resource, att: Attachment) -> str:
     return truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0]
 
 
-def _text_note(uploaded: bool, cut: bool) -> str:
-    if uploaded:
-        return "_The full text is attached to this thread as a file._"
-    return "_The text was shortened._" if cut else ""
-
-
 def text_container(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
     """A text a tool returned, as its own collapsible detail beside its call's."""
     shown, cut = _text_shown(resource)
     children: list[Any] = [SectionBlock(text=MarkdownTextObject(text=_fenced(shown, SECTION_TEXT_LIMIT)))]
-    note = _text_note(uploaded, cut)
+    note = _note("text", uploaded, cut)
     if note:
         children.append(ContextBlock(elements=[MarkdownTextObject(text=note)]))
     block = ContainerBlock(
@@ -268,7 +262,7 @@ def text_container(resource: Resource, att: Attachment, *, uploaded: bool) -> di
 def text_attachment(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
     """A text a tool returned as a legacy attachment (collapsed behind "Show more" when long)."""
     shown, cut = _text_shown(resource)
-    note = _text_note(uploaded, cut)
+    note = _note("text", uploaded, cut)
     title = (
         f"{escape_capped(display_name(resource), 150)} — {escape_capped(_text_subtitle(resource, att), 150)}"
     )
