@@ -52,13 +52,9 @@ KeepRef = Callable[[Ask, str], Awaitable[None]]
 
 
 class RequestMessages(Settled[tuple[str, str]]):
-    """Where one bot's request messages are and how each shows its request ended.
-
-    Kept per poster (one per bot), so every turn's progress sink and the click handlers of a bot
-    share it without being handed it. After a restart it is empty: a click carries the message it
-    was made on, and a request where it was posted (`message_ref`, once `keep_refs` stores it),
-    which is enough to update that one.
-    """
+    """Where one bot's request messages are and how each shows its request ended: one per poster
+    (per bot), so every sink and click handler of a bot shares it without being handed it. After a
+    restart it is empty: a click carries its message, and a request its stored `message_ref`."""
 
     _of: ClassVar[weakref.WeakKeyDictionary[Poster, RequestMessages]] = weakref.WeakKeyDictionary()
 
@@ -69,10 +65,7 @@ class RequestMessages(Settled[tuple[str, str]]):
 
     @classmethod
     def of(cls, poster: Poster) -> RequestMessages:
-        found = cls._of.get(poster)
-        if found is None:
-            found = cls._of[poster] = cls(poster)
-        return found
+        return cls._of.setdefault(poster, cls(poster))
 
     def keep_refs(self, keep: KeepRef) -> None:
         """Store where each request message is posted through `keep` (the bot's agent)."""
