@@ -113,7 +113,7 @@ class SlackBot:
         self.signing_secret = secret
         self.commands = NerveCommands(
             agent,
-            client,
+            self._poster,
             settings,
             self.spawn,
             prompts=self._prompts.on_command,

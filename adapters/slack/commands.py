@@ -24,7 +24,6 @@ from typing import Any
 import aiohttp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.common.commands import SLACK, command_on, offered_on
@@ -165,7 +164,7 @@ class NerveCommands:
     """`/nerve WORD …`: the handler the command table names for WORD, or the help."""
 
     agent: Agent
-    client: AsyncWebClient
+    poster: Poster
     settings: SlackSettings
     spawn: Spawn
     _: KW_ONLY
@@ -223,10 +222,7 @@ class NerveCommands:
         except Exception:
             logger.exception("reset of %s failed", key)
             text = "Sorry — I could not reset our conversation; please try again."
-        try:
-            await self.client.chat_postEphemeral(channel=key.channel, user=user, text=text)
-        except SlackApiError as exc:
-            logger.warning("could not confirm the reset: %s", exc.response.get("error"))
+        await self.poster.tell(key.channel, user, text)
 
 
 # How long the acknowledgement waits for the server's text (Slack wants it within 3 s): a refusal
