@@ -147,10 +147,8 @@ class SlackBot:
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def identity(self) -> Identity:
-        """Who the bot is (auth.test, asked once).
-
-        Raises ConfigError naming the token if Slack refuses it, StartupError if Slack cannot be reached.
-        """
+        """Who the bot is (auth.test, asked once); ConfigError or StartupError when Slack refuses it or
+        cannot be reached."""
         if self._me is None:
             async with reaching_slack(self.settings, "SLACK_BOT_TOKEN"):
                 auth = await self.client.auth_test()
@@ -160,10 +158,8 @@ class SlackBot:
         return self._me
 
     async def recover(self) -> int:
-        """Answer the events claimed before a restart but never finished; returns how many.
-
-        With jobs, only the events that have no job waiting or running are queued: another process
-        may be answering the rest right now."""
+        """Answer the events claimed before a restart but never finished; returns how many. With
+        jobs, only those with no job waiting or running: another process may be answering the rest."""
         count = await self._recorded.recover(lambda _event_id, turn: self._intake.start(turn))
         return count + await self._desk.recover()
 
@@ -230,10 +226,9 @@ class SlackBot:
         await self._owned.drain(grace, "turn(s)")
 
     async def aclose(self) -> None:
-        """Cut off unfinished turns: their events stay unfinished and are answered after a restart.
-
-        No post starts any more; an answer already going out finishes the call on its way (within
-        DELIVERY_ALLOWANCE), so the next start knows whether it landed and never posts it twice."""
+        """Cut off unfinished turns (answered after a restart). No post starts any more; an answer
+        going out finishes the call on its way (within DELIVERY_ALLOWANCE), so the next start knows
+        whether it landed and never posts it twice."""
         self._intake.stopping = True
         await self._stop_sweeper()
         self._poster.stop_posting()

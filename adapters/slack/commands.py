@@ -243,11 +243,8 @@ def announcement(user: str, name: str, question: str) -> OutMessage:
 
 
 def as_mention(team: str, channel: str, user: str, ts: str, question: str, *, dm: bool) -> dict[str, Any]:
-    """The post as the Events API body of a mention of the bot by `user`, the inbox's replay form.
-
-    The text is escaped as Slack escapes what people type, so `classify` hands the model exactly
-    the prompt's text. In a DM (where mentions are not events) it is a message in the post's thread.
-    """
+    """The post as the inbox's replay form: the Events API body of a mention of the bot by `user`
+    (a message in the post's thread in a DM), its text escaped as Slack escapes what people type."""
     event: dict[str, Any] = {
         "type": "message" if dm else "app_mention",
         "user": user,

@@ -93,11 +93,8 @@ def classify(
     follow_threads: bool,
     followed: Callable[[ConversationKey], bool],
 ) -> Turn | None:
-    """The turn an Events API body asks for, or None when the bot should stay silent.
-
-    Slack sends both `message` and `app_mention` for a channel post that mentions the bot: channel
-    `message` events that mention the bot are left to `app_mention`, so the post is answered once.
-    """
+    """The turn an Events API body asks for, or None when the bot should stay silent. A channel
+    post that mentions the bot comes as `message` and `app_mention`: only the latter is answered."""
     if body.get("type") != "event_callback":
         return None
     event = body.get("event")

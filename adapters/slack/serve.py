@@ -105,14 +105,10 @@ async def run_slack(
     ops_ready: asyncio.Future[str] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run until cancelled, or until `stop` is set and the running turns had their grace (above):
-    Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events.
-
-    `host` defaults to NERVE_HTTP_HOST. `ready` (if given) receives "socket-mode" or the events URL
-    once deliveries can arrive. A Slack that refuses the tokens or cannot be reached raises
-    ConfigError or StartupError before any event is served. /healthz, /readyz and /metrics answer
-    at the same host and port (`adapters.ops_http`; `ops_ready` receives their base URL).
-    """
+    """Run over Socket Mode (SLACK_APP_TOKEN) or HTTP at /slack/events until cancelled, or until `stop`
+    is set and the running turns had their grace. `ready` receives "socket-mode" or the events URL
+    once deliveries can arrive; a refused token or an unreachable Slack raises before any event is
+    served. /healthz, /readyz and /metrics answer at the same `host` and port (`ops_ready`)."""
     check_settings(settings)
     bind = host or settings.nerve_http_host
     stop = stop or asyncio.Event()

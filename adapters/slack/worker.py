@@ -49,13 +49,9 @@ async def run_worker(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run Slack's jobs, NERVE_WORKER_CONCURRENCY at a time, until cancelled or until `stop` is set
-    and the running jobs had NERVE_SHUTDOWN_GRACE seconds (those still running then go back to the
-    queue for another process).
-
-    A Slack that refuses the bot token or cannot be reached raises ConfigError or StartupError
-    before any job is taken. /healthz, /readyz and /metrics answer at `host` (default
-    NERVE_HTTP_HOST) and NERVE_HTTP_PORT; `ops_ready` receives their base URL.
-    """
+    and the running jobs had NERVE_SHUTDOWN_GRACE seconds (the rest go back to the queue). A refused
+    token or an unreachable Slack raises before any job is taken; /healthz, /readyz and /metrics
+    answer at `host` and NERVE_HTTP_PORT (`ops_ready`)."""
     check_settings(settings)
     bind = host or settings.nerve_http_host
     stop = stop or asyncio.Event()
