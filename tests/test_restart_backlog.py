@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.discord.incoming import Job
-from adapters.slack.inbox import inbox_payload
+from adapters.slack.events import inbox_payload
 from bot.agent import Agent, AgentConfig
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore

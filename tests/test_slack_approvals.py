@@ -17,8 +17,7 @@ from urllib.parse import urlencode
 import pytest
 
 from adapters.slack.approval_view import approval_message, argument_uploads
-from adapters.slack.events import Identity, classify
-from adapters.slack.inbox import inbox_payload
+from adapters.slack.events import Identity, classify, inbox_payload
 from bot.agent import DEFERRED_REPLY, AgentConfig
 from bot.asks.approvals import EXPIRED
 from bot.mcp.host import MCPHost

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.slack.inbox import inbox_payload
+from adapters.slack.events import inbox_payload
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID
 from tests.stores import postgres_backend

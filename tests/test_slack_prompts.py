@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import pytest
 
 from adapters.prompt_arguments import completion_at_end, parse_arguments
-from adapters.slack import prompt_command
+from adapters.slack import commands as prompt_command
 from adapters.slack.app import build_bot
 from adapters.slack.client import make_client
 from bot.errors import PromptError

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from adapters.slack.live import SafePieces, stable_cut
 from adapters.slack.render import safe_markdown
-from adapters.slack.stream_text import SafePieces, stable_cut
 from bot.turn.loop import CUT_OFF_NOTE
 from bot.types import CallContext, ConversationKey, ToolResult, ToolSpec
 from tests.fakes.llm_server import Reply, reply, tool_reply

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import aiohttp
 
-from adapters.slack.events import Identity, classify
-from adapters.slack.inbox import inbox_payload
+from adapters.slack.events import Identity, classify, inbox_payload
 from adapters.slack.jobs import EVENT_JOB, event_lock
 from bot.jobs import open_turn_jobs
 from tests.fakes.llm_server import FakeLLMServer, reply

@@ -1,13 +1,9 @@
 """The bot on Slack: slack-bolt's AsyncApp with its listeners, and what they share.
 
-The platform contract: every delivery is acked at once and answered in the background, exactly
-once. A middleware claims each turn's `event_id` in the inbox *before* the ack
-(`adapters.slack.intake`), so a re-delivery is acked and ignored and a turn cut short by a restart
-is answered at start-up. `adapters.slack.serve` runs the bot (`nerve slack`).
-
-On SIGTERM (`stop`), intake stops at once: `/readyz` answers 503, and a delivery that arrives now is
-claimed and acked but left for the next start, which answers it. Running turns get
-NERVE_SHUTDOWN_GRACE seconds to finish; the rest are cut off and answered at the next start too
+Every delivery is acked at once and answered in the background, exactly once: a middleware claims
+each turn's `event_id` in the inbox before the ack (`adapters.slack.intake`). On SIGTERM intake
+stops at once (`/readyz` answers 503; a delivery now is claimed and left for the next start) and
+running turns get NERVE_SHUTDOWN_GRACE seconds; the rest are cut off and answered at the next start
 (`adapters.slack.turns`). Nothing a person wrote is lost, and nothing is answered twice.
 """
 
@@ -16,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.app.async_app import AsyncApp
@@ -30,18 +27,15 @@ from adapters.common.desk import AskDesk
 from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.common.tasks import Owned
 from adapters.slack.approval_view import ACTION_PATTERN
+from adapters.slack.clicks import FeedbackStore, SlackApprovals, on_click, record_click
 from adapters.slack.client import make_client, quiet_bolt_token_notice, reaching_slack
-from adapters.slack.commands import NerveCommands
-from adapters.slack.decisions import SlackApprovals, on_click
+from adapters.slack.commands import NerveCommands, PromptCommand
 from adapters.slack.events import PLATFORM, Identity, Turn, classify
-from adapters.slack.feedback import FeedbackStore, record_click
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
 from adapters.slack.intake import Intake
-from adapters.slack.jobs import Launcher
 from adapters.slack.post import Poster
-from adapters.slack.prompt_command import PromptCommand
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.settings import SlackSettings
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
@@ -54,6 +48,7 @@ if TYPE_CHECKING:
     from bot.jobs import TurnJobs
 
 logger = logging.getLogger(__name__)
+Listener = Callable[[AsyncAck, dict[str, Any]], Awaitable[None]]
 
 # Seconds a shutdown waits, after the grace, for answers that were already going out.
 DELIVERY_ALLOWANCE = 5.0
@@ -66,13 +61,16 @@ SUGGESTED_PROMPTS = (
 
 
 class SlackBot:
-    """The AsyncApp plus what it needs: identity, owned background tasks, pacing and fallbacks."""
+    """The AsyncApp plus what it needs: identity, owned background tasks, pacing and fallbacks.
+    `pace`, `status_interval` (edits) and `stream_interval` (appends to a streaming message) are
+    seconds, within Slack's limits by default; with `jobs`, turns are queued for whichever process's
+    worker is free (`adapters.slack.jobs`)."""
 
     def __init__(
         self,
         agent: Agent,
         settings: SlackSettings,
-        client: AsyncWebClient,
+        client: AsyncWebClient | None = None,
         *,
         pace: float = 1.0,
         status_interval: float = 1.0,
@@ -82,7 +80,7 @@ class SlackBot:
     ) -> None:
         self.agent = agent
         self.settings = settings
-        self.client = client
+        self.client = client = client or make_client(settings)
         self._poster = Poster(client, pace=pace)
         # Feedback buttons only where clicks can be kept: the store, when it keeps feedback.
         inbox = agent.inbox
@@ -101,7 +99,7 @@ class SlackBot:
         self._owned = Owned()
         self._tasks = self._owned.tasks
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.slack.jobs`), else tasks here.
-        self._launch = Launcher(jobs, self.spawn)
+        self._launch = jobs_runtime.Launcher(jobs, self.spawn, PLATFORM)
         self._intake = Intake(agent, settings, self._launch, self._turns.run, self.spawn)
         self._desk = AskDesk(
             agent, PLATFORM, SlackApprovals(self._poster), self._turns, self._launch, self.spawn
@@ -115,7 +113,7 @@ class SlackBot:
         self.signing_secret = secret
         self.commands = NerveCommands(
             agent,
-            client,
+            self._poster,
             settings,
             self.spawn,
             prompts=self._prompts.on_command,
@@ -138,21 +136,19 @@ class SlackBot:
         self.app.event("assistant_thread_started")(self._on_thread_started)
         self.app.event("assistant_thread_context_changed")(self._ignore)
         self.app.command("/nerve")(self.commands.on_command)
-        self.app.action(ACTION_PATTERN)(self._on_approval_click)
-        self.app.action(FEEDBACK_ACTION)(self._on_feedback_click)
-        self.app.action(INPUT_ACTIONS)(self._on_input_click)
+        self.app.action(ACTION_PATTERN)(self._acked(partial(on_click, self._desk, self._poster)))
+        self.app.action(FEEDBACK_ACTION)(self._acked(self._on_feedback_click))
+        self.app.action(INPUT_ACTIONS)(self._acked(self._inputs.on_click))
         self.app.view_submission(INPUT_FORM)(self._on_input_submit)
-        self.app.view_closed(INPUT_FORM)(self._on_input_closed)
+        self.app.view_closed(INPUT_FORM)(self._acked(self._inputs.on_close))
         self.app.action(CONNECT_ACTIONS)(self._on_link_click)
-        self.app.action(DISCONNECT_ACTION)(self._on_disconnect_click)
+        self.app.action(DISCONNECT_ACTION)(self._acked(self._sign_ins.on_disconnect_click))
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def identity(self) -> Identity:
-        """Who the bot is (auth.test, asked once).
-
-        Raises ConfigError naming the token if Slack refuses it, StartupError if Slack cannot be reached.
-        """
+        """Who the bot is (auth.test, asked once); ConfigError or StartupError when Slack refuses it or
+        cannot be reached."""
         if self._me is None:
             async with reaching_slack(self.settings, "SLACK_BOT_TOKEN"):
                 auth = await self.client.auth_test()
@@ -162,10 +158,8 @@ class SlackBot:
         return self._me
 
     async def recover(self) -> int:
-        """Answer the events claimed before a restart but never finished; returns how many.
-
-        With jobs, only the events that have no job waiting or running are queued: another process
-        may be answering the rest right now."""
+        """Answer the events claimed before a restart but never finished; returns how many. With
+        jobs, only those with no job waiting or running: another process may be answering the rest."""
         count = await self._recorded.recover(lambda _event_id, turn: self._intake.start(turn))
         return count + await self._desk.recover()
 
@@ -232,10 +226,9 @@ class SlackBot:
         await self._owned.drain(grace, "turn(s)")
 
     async def aclose(self) -> None:
-        """Cut off unfinished turns: their events stay unfinished and are answered after a restart.
-
-        No post starts any more; an answer already going out finishes the call on its way (within
-        DELIVERY_ALLOWANCE), so the next start knows whether it landed and never posts it twice."""
+        """Cut off unfinished turns (answered after a restart). No post starts any more; an answer
+        going out finishes the call on its way (within DELIVERY_ALLOWANCE), so the next start knows
+        whether it landed and never posts it twice."""
         self._intake.stopping = True
         await self._stop_sweeper()
         self._poster.stop_posting()
@@ -253,21 +246,19 @@ class SlackBot:
     async def _ignore(self) -> None:
         return None
 
-    async def _on_approval_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        # Acked before any work: Slack shows an error to the clicker after 3 s without an ack.
-        await ack()
-        self.spawn(on_click(self._desk, self._poster, body))
+    def _acked(self, work: Callable[[dict[str, Any]], Coroutine[Any, Any, None]]) -> Listener:
+        """A listener that acks at once (Slack shows the clicker an error after 3 s without one; a
+        "Fill in" click's trigger_id is good for 3 s) and does its `work` in the background."""
 
-    async def _on_feedback_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
+        async def listener(ack: AsyncAck, body: dict[str, Any]) -> None:
+            await ack()
+            self.spawn(work(body))
+
+        return listener
+
+    async def _on_feedback_click(self, body: dict[str, Any]) -> None:
         if self._feedback is not None:
-            self.spawn(record_click(self._feedback, body))
-
-    async def _on_input_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        # Acked at once; "Fill in" opens its modal from the background task right away (the click's
-        # trigger_id is good for 3 s).
-        await ack()
-        self.spawn(self._inputs.on_click(body))
+            await record_click(self._feedback, body)
 
     async def _on_input_submit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # The answer is checked before the ack: what is wrong goes back in the ack, into the open form.
@@ -278,17 +269,9 @@ class SlackBot:
         else:
             await ack(response_action=response["response_action"], errors=response["errors"])
 
-    async def _on_input_closed(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        self.spawn(self._inputs.on_close(body))
-
     async def _on_link_click(self, ack: AsyncAck) -> None:
         # The Connect button opens its link in the browser; Slack tells us of the click too.
         await ack()
-
-    async def _on_disconnect_click(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        self.spawn(self._sign_ins.on_disconnect_click(body))
 
     def resume_signed_in(self, signed: SignedIn) -> None:
         """A person finished signing in (the callback): the turns that waited for it go on now."""
@@ -310,27 +293,4 @@ class SlackBot:
             logger.warning("could not set suggested prompts: %s", exc.response.get("error"))
 
 
-def build_bot(
-    agent: Agent,
-    settings: SlackSettings,
-    *,
-    client: AsyncWebClient | None = None,
-    pace: float = 1.0,
-    status_interval: float = 1.0,
-    stream_interval: float = 0.4,
-    feedback: FeedbackStore | None = None,
-    jobs: TurnJobs | None = None,
-) -> SlackBot:
-    """The bot with its AsyncApp; `pace`, `status_interval` (edits) and `stream_interval` (appends to a
-    streaming message) are seconds, within Slack's limits by default. With `jobs`, turns are queued
-    for whichever process's worker is free (`adapters.slack.jobs`)."""
-    return SlackBot(
-        agent,
-        settings,
-        client or make_client(settings),
-        pace=pace,
-        status_interval=status_interval,
-        stream_interval=stream_interval,
-        feedback=feedback,
-        jobs=jobs,
-    )
+build_bot = SlackBot  # the name the runners and tests build a bot by

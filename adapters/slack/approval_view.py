@@ -14,8 +14,7 @@ from typing import Any
 
 from adapters.common import cards
 from adapters.common.desk import AT, CHOICES, ApprovalClick, Choice
-from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, Upload, escape, escape_capped
-from bot.text import truncate
+from adapters.slack.render import OutMessage, Upload, context, escape, escape_capped, quoted, section, when
 from bot.types import ApprovalPrompt, PendingCall
 
 # Every approval button's action_id starts with this; the rest names the choice (and the call's place).
@@ -90,20 +89,6 @@ def _button(
     return button
 
 
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
-
-
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
-
-
-def _when(expires_at: float) -> str:
-    """A time Slack shows in each reader's own time zone."""
-    stamp = int(expires_at)
-    return f"<!date^{stamp}^{{date_short_pretty}} at {{time}}|{stamp} (Unix time)>"
-
-
 def _call_text(index: int, call: PendingCall, total: int) -> str:
     head = f"*{index + 1}. `{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
     if total == 1:
@@ -125,14 +110,11 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
         headline = f"🔐 *Approval needed* to run {escape_capped(names, 500)}"
     else:
         headline = f"🔐 *Approval request for* {escape_capped(names, 500)} — decided"
-    blocks: list[dict[str, Any]] = [_section(headline)]
+    blocks: list[dict[str, Any]] = [section(headline)]
     if prompt.reason:
-        quoted = "\n".join("> " + line for line in escape_capped(prompt.reason, 2_000).splitlines())
-        blocks.append(
-            _section(truncate("*What the model said it is for:*\n" + quoted, SECTION_TEXT_LIMIT)[0])
-        )
+        blocks.append(section("*What the model said it is for:*\n" + quoted(prompt.reason)))
     for index, call in enumerate(calls[:CALLS_SHOWN]):
-        blocks.append(_section(truncate(_call_text(index, call, len(calls)), SECTION_TEXT_LIMIT)[0]))
+        blocks.append(section(_call_text(index, call, len(calls))))
         if call.status == "pending":
             value = _call_value(prompt, index, call)
             blocks.append(
@@ -146,14 +128,14 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
                 }
             )
         else:
-            blocks.append(_context(cards.decided(call).say(person=person, capital=True)))
+            blocks.append(context(cards.decided(call).say(person=person, capital=True)))
     rest = calls[CALLS_SHOWN:]
     if rest:
         listed = ", ".join(f"`{escape_capped(c.tool, 80)}`" for c in rest)
         text = (
             f"*{len(rest)} more calls:* {listed}\n_Their arguments are in the file attached to this thread._"
         )
-        blocks.append(_section(truncate(text, SECTION_TEXT_LIMIT)[0]))
+        blocks.append(section(text))
     if pending:
         batch_value = _value({"r": prompt.request_id})
         batch: list[dict[str, Any]] = []
@@ -165,7 +147,7 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
         batch.append(_button("Always allow here", "always", batch_value))
         blocks.append({"type": "actions", "block_id": "batch", "elements": batch})
         who = f"{person(prompt.requester)} (who asked) or an admin can decide"
-        blocks.append(_context(f"{who} · expires {_when(prompt.expires_at)}"))
+        blocks.append(context(f"{who} · expires {when(prompt.expires_at)}"))
     text = f"Approval needed to run {names}" if pending else f"Approval request for {names}: decided"
     return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
 

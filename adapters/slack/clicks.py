@@ -1,16 +1,35 @@
-"""Reading a Slack interaction payload: who clicked which button, on which message, in which thread.
+"""Clicks in a thread: who clicked which button, on which message, in which thread; and Slack's side
+of the approval desk (`adapters.common.desk`).
 
 Approvals and tools' questions both put buttons in a thread; their clicks arrive in the same
-`block_actions` shape, read here once.
+`block_actions` shape, read here once. An approval click is acked at once and worked in the
+background: the shared desk decides it through the core; if it changes nothing, only the clicker
+sees why (an ephemeral note); if it does, the approval message is updated in place (Slack has no
+answer through the click itself: `chat.update` on the stored message).
+
+The thumbs up / down under a streamed answer carry the rating and the question's delivery id; a
+vote that cannot be read is logged and dropped: feedback never fails anything.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from slack_sdk.errors import SlackApiError
+
+from adapters.common.desk import AskDesk
+from adapters.common.refs import parse_message_ref
+from adapters.slack.approval_view import approval_message, parse_click
+from adapters.slack.events import PLATFORM
+from adapters.slack.post import Poster, api_error
+from bot.agent import Feedback
 from bot.text import scrub
+from bot.types import ApprovalPrompt, ConversationKey
+
+logger = logging.getLogger(__name__)
 
 
 def payload_field(body: Mapping[str, Any], *path: str) -> str | None:
@@ -44,3 +63,84 @@ def click_of(body: Mapping[str, Any]) -> Click:
         thread=payload_field(body, "message", "thread_ts") or payload_field(body, "container", "thread_ts"),
         message=payload_field(body, "message", "ts") or payload_field(body, "container", "message_ts"),
     )
+
+
+class SlackApprovals:
+    """Redraws approval messages where they are stored (`chat.update`)."""
+
+    def __init__(self, poster: Poster) -> None:
+        self._poster = poster
+
+    async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
+        where = parse_message_ref(ref)
+        if where is None:
+            return
+        try:
+            await self._poster.update(where[0], where[1], approval_message(prompt))
+        except SlackApiError as exc:
+            logger.warning("could not update approval message %s: %s", ref, api_error(exc))
+
+
+@dataclass(frozen=True, slots=True)
+class _Clicker:
+    """The person who clicked, told things only they see (`chat.postEphemeral`)."""
+
+    poster: Poster
+    pressed: Click
+
+    async def tell(self, text: str) -> None:
+        assert self.pressed.user is not None
+        await self.poster.tell(self.pressed.channel, self.pressed.user, text, self.pressed.thread)
+
+    async def show(self, prompt: ApprovalPrompt) -> bool:
+        return False  # a click has no answer of its own on Slack: the message is edited instead
+
+
+async def on_click(desk: AskDesk, poster: Poster, body: Mapping[str, Any]) -> None:
+    """One `block_actions` delivery on an approval message (already acked)."""
+    pressed = click_of(body)
+    click = parse_click(pressed.action)
+    if click is None or pressed.user is None:
+        logger.warning("ignored a button click that is not an approval: %s", pressed.action.get("action_id"))
+        return
+    await desk.clicked(click, pressed.user, _Clicker(poster, pressed))
+
+
+@runtime_checkable
+class FeedbackStore(Protocol):
+    async def record_feedback(self, feedback: Feedback) -> None: ...
+
+
+def parse_feedback(body: Mapping[str, Any]) -> Feedback | None:
+    """The vote a `block_actions` body on the feedback buttons carries, or None if it is not one."""
+    actions = body.get("actions")
+    action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], Mapping) else {}
+    value = payload_field(action, "value") or ""
+    rating, _, event_id = value.partition("|")
+    user = payload_field(body, "user", "id")
+    team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id")
+    channel = payload_field(body, "container", "channel_id") or payload_field(body, "channel", "id")
+    message_ts = payload_field(body, "container", "message_ts") or payload_field(body, "message", "ts")
+    thread = payload_field(body, "container", "thread_ts") or payload_field(body, "message", "thread_ts")
+    if rating not in ("up", "down") or not (user and team and channel and message_ts and thread):
+        return None
+    key = ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=thread)
+    return Feedback(
+        key=key,
+        message_ts=message_ts,
+        user_id=user,
+        rating="up" if rating == "up" else "down",
+        event_id=event_id or None,
+    )
+
+
+async def record_click(store: FeedbackStore, body: Mapping[str, Any]) -> None:
+    """Store one click (already acked)."""
+    feedback = parse_feedback(body)
+    if feedback is None:
+        logger.warning("ignored a feedback click that could not be read")
+        return
+    try:
+        await store.record_feedback(feedback)
+    except Exception:
+        logger.exception("could not store feedback on %s in %s", feedback.message_ts, feedback.key)

@@ -1,24 +1,102 @@
-"""The Slack Web API client nerve starts with, and the start-up calls that check its tokens.
+"""The Slack Web API client nerve starts with: what it sends again by itself, and the start-up calls
+that check its tokens.
 
-A refused token or an unreachable Slack stops the start with one line that says what to fix
-(`reaching_slack`), rather than an SDK traceback or a retry loop.
+slack_sdk resends a call after a broken connection or a 500/503, but a chat.postMessage may have been
+stored all the same, and resent blindly it shows twice. A turn's posts are findable by their
+metadata (`adapters.slack.post`), so they are sent inside `findable()` (a context variable: the
+handlers never see the JSON body) and the caller reads the thread back instead. A 429 is waited out
+for every call (Slack stored nothing then) and counted for `/metrics`. A refused token or an
+unreachable Slack stops the start with one line that says what to fix (`reaching_slack`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.rate_limits import CountedRateLimitHandler
-from adapters.slack.retries import ConnectionErrorRetries, ServerErrorRetries
 from adapters.slack.settings import SlackSettings
 from bot.errors import ConfigError, StartupError
+from bot.observe import metrics
+
+_FINDABLE: ContextVar[bool] = ContextVar("nerve_slack_findable_post", default=False)
+
+
+@contextmanager
+def findable() -> Iterator[None]:
+    """Calls made inside (in this task) are not sent again by the client after a broken connection
+    or a 5xx: the caller finds out itself whether they landed (`in_doubt`)."""
+    token = _FINDABLE.set(True)
+    try:
+        yield
+    finally:
+        _FINDABLE.reset(token)
+
+
+def in_doubt(exc: BaseException) -> bool:
+    """Whether a failed call may have been carried out all the same: its connection broke or timed
+    out, or Slack answered 5xx."""
+    if isinstance(exc, SlackApiError):
+        return exc.response is not None and exc.response.status_code >= 500
+    return isinstance(exc, aiohttp.ClientConnectionError | TimeoutError)
+
+
+class _NotForFindablePosts(AsyncRetryHandler):
+    """A retry handler of the SDK that leaves a findable post alone (mixed in before the handler)."""
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if _FINDABLE.get():
+            return False
+        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
+
+
+class ConnectionErrorRetries(_NotForFindablePosts, AsyncConnectionErrorRetryHandler):
+    """The SDK's resend after a broken connection, for every call but a findable post."""
+
+
+class ServerErrorRetries(_NotForFindablePosts, AsyncServerErrorRetryHandler):
+    """The SDK's resend after a 500/503, for every call but a findable post."""
+
+
+class CountedRateLimitHandler(AsyncRateLimitErrorRetryHandler):
+    """The SDK's own handler (it honours Retry-After); each wait is counted as a Slack rate-limit wait."""
+
+    async def prepare_for_next_attempt_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        started = time.monotonic()
+        await super().prepare_for_next_attempt_async(
+            state=state, request=request, response=response, error=error
+        )
+        metrics.rate_limit_wait("slack", time.monotonic() - started)
 
 
 def require_bot_token(settings: SlackSettings) -> str:
@@ -31,7 +109,7 @@ def require_bot_token(settings: SlackSettings) -> str:
 
 def make_client(settings: SlackSettings, **kwargs: Any) -> AsyncWebClient:
     """A Web API client that waits out 429s (Retry-After) and retries broken connections and server
-    errors, except for a turn's posts, which are found again instead (`adapters.slack.retries`)."""
+    errors, except for a turn's posts, which are found again instead (`findable`)."""
     return AsyncWebClient(
         token=require_bot_token(settings),
         base_url=settings.slack_api_base_url,

@@ -1,11 +1,17 @@
-"""Slack event payloads → turns: which posts the bot answers, where, and in which conversation.
+"""Slack event payloads → turns: which posts the bot answers, where, and in which conversation; and
+what the inbox keeps of a delivery.
 
 Pure functions over the Events API body, so the rules (threads, DMs, mentions, bots, edits) are
-tested without a network and applied the same way to live deliveries and to start-up recovery.
+tested without a network and applied the same way to live deliveries and to start-up recovery. The
+inbox keeps only what dedupe and replay need: the event id, and what `classify` reads (the
+workspace, and the event's type, author, channel, time, thread and text) in the body's own shape (no
+verification `token`, `authorizations` or blocks). `migrations/0003_inbox_minimal_payloads.sql`
+reduces older entries to the same fields.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -87,11 +93,8 @@ def classify(
     follow_threads: bool,
     followed: Callable[[ConversationKey], bool],
 ) -> Turn | None:
-    """The turn an Events API body asks for, or None when the bot should stay silent.
-
-    Slack sends both `message` and `app_mention` for a channel post that mentions the bot: channel
-    `message` events that mention the bot are left to `app_mention`, so the post is answered once.
-    """
+    """The turn an Events API body asks for, or None when the bot should stay silent. A channel
+    post that mentions the bot comes as `message` and `app_mention`: only the latter is answered."""
     if body.get("type") != "event_callback":
         return None
     event = body.get("event")
@@ -169,3 +172,27 @@ def place_of_command(channel: str, channel_name: str | None, user: str) -> Place
 def is_dm_channel(channel_id: str, channel_name: str | None = None) -> bool:
     """Slash commands carry no channel_type: DM channel ids start with D (name "directmessage")."""
     return channel_id.startswith("D") or channel_name == "directmessage"
+
+
+BODY_FIELDS = ("type", "event_id", "team_id")
+EVENT_FIELDS = (
+    "type",
+    "subtype",
+    "user",
+    "bot_id",
+    "channel",
+    "channel_type",
+    "ts",
+    "thread_ts",
+    "text",
+    "team",
+)
+
+
+def inbox_payload(body: Mapping[str, Any]) -> str:
+    """The delivery reduced to the fields a replay needs, as JSON (ASCII: lone surrogates stay storable)."""
+    kept: dict[str, Any] = {name: body[name] for name in BODY_FIELDS if name in body}
+    event = body.get("event")
+    if isinstance(event, Mapping):
+        kept["event"] = {name: event[name] for name in EVENT_FIELDS if name in event}
+    return json.dumps(kept)

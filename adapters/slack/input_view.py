@@ -1,14 +1,10 @@
 """A server's request for input on Slack: the thread message with its buttons, and the form's modal.
 
-The thread message says which server asks, for which tool call, and what it wants; the person who
-started the turn opens the form with "Fill in" (a modal built from the form's fields) or declines.
-In URL mode the message shows the full host the link goes to, on its own line, so nobody opens it
-without seeing where it leads; the "Open" button carries the link for Slack to open, nerve never
-fetches it. Everything a server wrote is escaped before it reaches mrkdwn.
-
-Each field of the form becomes one input block whose block id is its position in the form, so the
-submitted state maps back to the form's own field names and option values (which may be longer or
-stranger than Slack lets a block id or option value be).
+The person who started the turn opens the form with "Fill in" or declines. In URL mode the message
+shows the host the link goes to on its own line, so nobody opens it unseen; the "Open" button
+carries the link for Slack to open (nerve never fetches it). Everything a server wrote is escaped.
+Each field becomes an input block whose block id is its position in the form, so the submitted state
+maps back to field names and option values longer or stranger than Slack lets a block id be.
 """
 
 from __future__ import annotations
@@ -24,7 +20,15 @@ from typing import Any, Literal
 from adapters.common import cards
 from adapters.resources import link_host
 from adapters.slack.approval_view import person
-from adapters.slack.render import SECTION_TEXT_LIMIT, OutMessage, escape_capped
+from adapters.slack.render import (
+    SECTION_TEXT_LIMIT,
+    OutMessage,
+    context,
+    escape_capped,
+    quoted,
+    section,
+    when,
+)
 from bot.text import truncate
 from bot.types import Form, FormField, InputRequest, describe_field
 
@@ -79,24 +83,6 @@ def _plain(text: str, limit: int) -> dict[str, Any]:
     return {"type": "plain_text", "text": truncate(text, limit)[0] or "…", "emoji": True}
 
 
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, SECTION_TEXT_LIMIT)[0]}}
-
-
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, 3_000)[0]}]}
-
-
-def _quoted(text: str, limit: int = 2_000) -> str:
-    lines = escape_capped(text, limit).splitlines() or [""]
-    return "\n".join("> " + line for line in lines)
-
-
-def _when(expires_at: float) -> str:
-    stamp = int(expires_at)
-    return f"<!date^{stamp}^{{date_short_pretty}} at {{time}}|{stamp} (Unix time)>"
-
-
 def _tools(request: InputRequest) -> str:
     return ", ".join(f"`{escape_capped(tool, 150)}`" for tool in request.tools) or "a tool call"
 
@@ -123,18 +109,18 @@ def _headline(request: InputRequest) -> str:
 
 def _body(request: InputRequest) -> list[dict[str, Any]]:
     """What the server asked, the same before and after it was answered."""
-    blocks = [_section(_headline(request))]
+    blocks = [section(_headline(request))]
     if request.refused is None and request.mode == "url" and request.url:
         host = escape_capped(link_host(request.url), 500)
-        blocks.append(_section(f"The link goes to\n*{host}*"))
+        blocks.append(section(f"The link goes to\n*{host}*"))
         if request.message:
-            blocks.append(_section("*Why, as the server says:*\n" + _quoted(request.message)))
+            blocks.append(section("*Why, as the server says:*\n" + quoted(request.message)))
         if len(request.url) > URL_BUTTON_LIMIT:
-            blocks.append(_section(f"```{escape_capped(request.url, SECTION_TEXT_LIMIT - 10)}```"))
+            blocks.append(section(f"```{escape_capped(request.url, SECTION_TEXT_LIMIT - 10)}```"))
     elif request.message:
-        blocks.append(_section(_quoted(request.message)))
+        blocks.append(section(quoted(request.message)))
     if request.refused is not None:
-        blocks.append(_context(escape_capped(request.refused, 2_000)))
+        blocks.append(context(escape_capped(request.refused, 2_000)))
     return blocks
 
 
@@ -160,8 +146,8 @@ def request_message(request: InputRequest) -> OutMessage:
     blocks.append({"type": "actions", "block_id": "nerve_input", "elements": elements})
     who = f"For {_tools(request)} · only {person(request.user_id)} (who asked) can answer"
     if request.expires_at:
-        who += f" · expires {_when(request.expires_at)}"
-    blocks.append(_context(who))
+        who += f" · expires {when(request.expires_at)}"
+    blocks.append(context(who))
     return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
 
 
@@ -169,7 +155,7 @@ def settled_message(request: InputRequest, status: str) -> OutMessage:
     """The message once the request is over: no buttons, and how it ended."""
     said = cards.ended(request, status)
     line = said.say() if said is not None else escape_capped(status, 200)
-    blocks = [*_body(request), _context(f"{line} · {_tools(request)}")]
+    blocks = [*_body(request), context(f"{line} · {_tools(request)}")]
     text = f"{request.server} asked for input: {line}"
     return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
 
@@ -330,15 +316,15 @@ def input_modal(request: InputRequest, place: ModalPlace) -> dict[str, Any]:
     """The modal for a form-mode request: the server's message, then one input per field."""
     fields = request.form.fields if request.form is not None else ()
     head = [
-        _section(_headline(request) + ("\n" + _quoted(request.message) if request.message else "")),
-        _context(f"For {_tools(request)}"),
+        section(_headline(request) + ("\n" + quoted(request.message) if request.message else "")),
+        context(f"For {_tools(request)}"),
     ]
     room = MODAL_BLOCKS - len(head)
     shown = fields if len(fields) <= room else fields[: room - 1]
     blocks = head + [_input_block(i, f) for i, f in enumerate(shown)]
     if len(shown) < len(fields):
         rest = len(fields) - len(shown)
-        blocks.append(_context(f"_{rest} more fields cannot be shown in Slack._"))
+        blocks.append(context(f"_{rest} more fields cannot be shown in Slack._"))
     return {
         "type": "modal",
         "callback_id": CALLBACK_ID,

@@ -1,34 +1,33 @@
-"""Clicks and modal submissions that answer a server's request for input.
+"""A server's request for input on Slack: its message in the thread, and the clicks and forms that answer it.
 
-"Fill in" opens the form in a modal: Slack accepts `views.open` only within 3 seconds of the click
-(its `trigger_id`), so the click asks the core whether this person may answer and opens the modal
-at once, before anything else. A submission is checked by the core (the same rules on every
-surface); what is wrong comes back into the open modal next to its field, in Slack's response to
-the submission itself. "Decline", closing the modal ("cancel") and "Open" (URL mode: opening the
-link is the consent the server asked for) answer the request directly. Every answer goes through
-`Agent.answer`; a form is first looked at for this person (`Agent.open_input`), to open or read
-it. Anything that changes nothing is told only to the clicker, ephemerally.
+A request is its own message in the thread, never part of the live answer, posted from tasks of its
+own so recording the event never waits on Slack. A question that parks its turn outlives that turn:
+`RequestMessages` remembers where each request message is and what it shows, so whoever learns an
+outcome (the turn, a click, the sweep) updates it once, in order; where it is is stored with the
+request, so another process updates it too.
 
-An answer updates the request's message at once: a question that parked its turn has no turn
-waiting to do it (a live one's turn shows the same outcome, and the message changes once). When
-the answer was the last thing a parked turn waited for, the turn goes on exactly as after the
-last approval click, in the background: the answer in its thread, then the messages that waited.
-A click on a request that is over takes its message's buttons off too.
+"Fill in" opens the form in a modal within the click's 3-second `trigger_id`. The core checks a
+submission (the same rules on every surface) and what is wrong comes back next to its field.
+"Decline", closing the modal and "Open" (URL mode: opening is the consent) answer directly, all
+through `Agent.answer`; what changes nothing is told only to the clicker. An answer updates the
+message at once, and when it was the last thing a parked turn waited for, the turn goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from slack_sdk.errors import SlackApiError
 
-from adapters.common.settle import answer_input, ended
+from adapters.common.refs import message_ref, parse_message_ref
+from adapters.common.settle import Settled, answer_input, ended
 from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
-from adapters.slack.input_posts import RequestMessages
 from adapters.slack.input_view import (
     ModalPlace,
     error_blocks,
@@ -37,12 +36,114 @@ from adapters.slack.input_view import (
     parse_click,
     read_answer,
     read_place,
+    request_message,
+    settled_message,
 )
 from adapters.slack.post import Poster, api_error
 from bot.agent import Agent
-from bot.types import Cancel, Decline, InputOutcome, LinkOpened, Submit
+from bot.types import Ask, Cancel, Decline, InputOutcome, InputRequest, LinkOpened, Submit, TurnEvent
 
 logger = logging.getLogger(__name__)
+
+# Request messages remembered per bot; the oldest are forgotten past this.
+REMEMBERED = 10_000
+# Stores where a request's message was posted (`Agent.ask_posted`): the ask, message ref.
+KeepRef = Callable[[Ask, str], Awaitable[None]]
+
+
+class RequestMessages(Settled[tuple[str, str]]):
+    """Where one bot's request messages are and how each shows its request ended: one per poster
+    (per bot), so every sink and click handler of a bot shares it without being handed it. After a
+    restart it is empty: a click carries its message, and a request its stored `message_ref`."""
+
+    _of: ClassVar[weakref.WeakKeyDictionary[Poster, RequestMessages]] = weakref.WeakKeyDictionary()
+
+    def __init__(self, poster: Poster, limit: int = REMEMBERED) -> None:
+        super().__init__(self._update, parse_message_ref, limit=limit)
+        self._poster = poster
+        self._keep_ref: KeepRef | None = None
+
+    @classmethod
+    def of(cls, poster: Poster) -> RequestMessages:
+        return cls._of.setdefault(poster, cls(poster))
+
+    def keep_refs(self, keep: KeepRef) -> None:
+        """Store where each request message is posted through `keep` (the bot's agent)."""
+        self._keep_ref = keep
+
+    async def keep(self, ask: Ask, channel: str, ts: str) -> None:
+        """The request's message is posted at `ts`: remember it, and store it with its request."""
+        self.posted(ask.id, (channel, ts))
+        if self._keep_ref is None:
+            return
+        try:
+            await self._keep_ref(ask, message_ref(channel, ts))
+        except Exception:
+            logger.exception("could not store where the request for input %s is shown", ask.id)
+
+    async def _update(self, place: tuple[str, str], request: InputRequest, status: str) -> bool:
+        try:
+            await self._poster.update(place[0], place[1], settled_message(request, status))
+            return True
+        except SlackApiError as exc:
+            logger.warning(
+                "could not update the request for input %s: %s", request.request_id, api_error(exc)
+            )
+        except Exception:
+            logger.exception("updating the request for input %s failed", request.request_id)
+        return False
+
+
+class InputPosts:
+    """One turn's request messages in one thread, by request id."""
+
+    def __init__(self, poster: Poster, channel: str, thread_ts: str | None) -> None:
+        self._poster = poster
+        self._messages = RequestMessages.of(poster)
+        self._channel = channel
+        self._thread_ts = thread_ts
+        self._posted: set[str] = set()
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    def take(self, event: TurnEvent) -> bool:
+        """Handle `event` if it asks a question or a link ("ask") or says how one ended ("ask_done");
+        says whether it was. Other asks are not messages of this kind."""
+        ask = event.ask
+        if ask is None or ask.input is None:
+            return False
+        if event.kind == "ask" and ask.id not in self._posted:
+            self._posted.add(ask.id)
+            self._messages.posting(ask.id)
+            self._start(self._post(ask, ask.input))
+        elif event.kind == "ask_done":
+            # Settled after this turn's post of it, in order; a request an earlier turn posted (a
+            # parked question, told of in the resumed turn) is found by its id.
+            self._start(self._messages.settle(ask.input, event.message))
+        return True
+
+    def _start(self, work: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(work)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _post(self, ask: Ask, request: InputRequest) -> None:
+        ts: str | None = None
+        try:
+            ts = await self._poster.post(self._channel, self._thread_ts, request_message(request))
+        except SlackApiError as exc:
+            logger.warning("could not post the request for input %s: %s", request.request_id, api_error(exc))
+        except Exception:
+            logger.exception("posting the request for input %s failed", request.request_id)
+        if ts is None:
+            self._messages.posted(request.request_id, None)
+        else:
+            await self._messages.keep(ask, self._channel, ts)
+
+    async def close(self) -> None:
+        """Wait for posts and updates under way, so the answer comes after its requests' outcomes."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
 
 FAILED = "Sorry — something went wrong on my side with that; please try again."
 NO_FORM = "Sorry — Slack did not let me open the form in time; please click “Fill in” again."
@@ -91,7 +192,7 @@ class InputClicks:
             await self._answered(outcome, place)
             return
         if outcome.note is not None:
-            await self._tell(channel, user, thread, outcome.note)
+            await self._poster.tell(channel, user, outcome.note, thread)
         await self._show_ended(outcome, place)
 
     async def _fill(self, request_id: str, user: str, trigger: str | None, place: ModalPlace) -> InputOutcome:
@@ -192,12 +293,8 @@ class InputClicks:
         block = first_input(blocks)
         if block is not None:
             return {"response_action": "errors", "errors": {block: note}}
-        await self._tell(place.channel, user, place.thread_ts, note)
+        await self._poster.tell(place.channel, user, note, place.thread_ts)
         return None
-
-    async def _tell(self, channel: str | None, user: str, thread: str | None, text: str) -> None:
-        """A note only this person sees."""
-        await self._poster.tell(channel, user, text, thread)
 
 
 def _message_of(place: ModalPlace) -> tuple[str, str] | None:

@@ -1,19 +1,11 @@
 """Which deliveries are turns, each claimed in the inbox before it is acked, and started.
 
-A middleware claims each turn's `event_id` in the inbox *before* the ack, so a re-delivery (Slack
-retries, a second Socket Mode connection) is acked and ignored, a delivery that never reached us
-is processed when Slack retries it, and a turn cut short by a restart is answered at start-up.
-While nerve stops, a delivery is claimed and acked but left for the next start, which answers it.
-
-A delivery the database cannot record in time is refused with a 503, so Slack delivers it again.
-
-Slack waits 3 s for the answer to a delivery, then counts it failed and retries it (after about a
-second, a minute, five minutes). The intake records each turn in the inbox before acking it; with
-the database unreachable, that write would wait for the pool's connection (30 s) and end in a 500
-long after Slack gave up. So the intake waits at most `INTAKE_WAIT_SECONDS` and then answers 503
-with Retry-After at once: nothing was recorded, Slack retries, and the retry that reaches a
-database that is back is recorded and answered. A delivery acked with a 200 is always recorded, so
-every delivery Slack was told succeeded is answered.
+Claiming before the ack means a re-delivery (Slack's retries, a second Socket Mode connection) is
+acked and ignored, and a turn cut short by a restart is answered at start-up; while nerve stops, a
+delivery is claimed and acked but left for the next start. Slack retries a delivery not answered in
+3 s, so with the database unreachable the intake waits at most `INTAKE_WAIT_SECONDS`, then answers
+503 with Retry-After: nothing was recorded, and Slack's retry is. Every delivery acked 200 was
+recorded, so every delivery Slack was told succeeded is answered.
 """
 
 from __future__ import annotations
@@ -29,9 +21,8 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.response import BoltResponse
 
 from adapters.common.tasks import Spawn
-from adapters.slack.events import DM_THREAD, PLATFORM, Identity, Turn, classify
-from adapters.slack.inbox import inbox_payload
-from adapters.slack.jobs import Launcher
+from adapters.jobs_runtime import Launcher
+from adapters.slack.events import DM_THREAD, PLATFORM, Identity, Turn, classify, inbox_payload
 from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
 from bot.errors import StoreError
@@ -133,30 +124,31 @@ class Intake:
                 )
                 try:
                     async with asyncio.timeout_at(deadline):
-                        answered = await self._record(turn, body)
+                        new = await self._record(turn, body)
                 except (StoreError, TimeoutError) as exc:
                     return unrecorded(turn.event_id, exc)
-                if answered is not None:
-                    return answered
+                if not new:
+                    return BoltResponse(status=200, body="")
                 context["nerve_turn"] = turn
                 context["nerve_deadline"] = deadline
         await next()
         return None
 
-    async def _record(self, turn: Turn, body: dict[str, Any]) -> BoltResponse | None:
-        """Claim a turn's delivery in the inbox; the answer to a re-delivery, None for a new one."""
+    async def _record(self, turn: Turn, body: dict[str, Any]) -> bool:
+        """Claim a turn's delivery in the inbox; False for a re-delivery, or while nerve stops (the
+        delivery is then acked and left to the next start)."""
         if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
             if self.launch.jobs is not None and await self._left_behind(turn):
                 logger.warning(
                     "Slack re-delivered event %s, recorded but never queued: queued now", turn.event_id
                 )
-                return BoltResponse(status=200, body="")
-            logger.info("Slack re-delivered event %s; already handled", turn.event_id)
-            return BoltResponse(status=200, body="")
+            else:
+                logger.info("Slack re-delivered event %s; already handled", turn.event_id)
+            return False
         if self.stopping:
             logger.info("kept Slack event %s for the next start (shutting down)", turn.event_id)
-            return BoltResponse(status=200, body="")
-        return None
+            return False
+        return True
 
     async def _left_behind(self, turn: Turn) -> bool:
         """A re-delivered event that a process recorded but died before queueing: queue it now, so

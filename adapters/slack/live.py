@@ -1,16 +1,12 @@
 """The answer as ONE Slack streaming message: chat.startStream, batched appends, chat.stopStream.
 
-The model's words go out as markdown chunks and each tool call as a task (in progress, then complete
-or error, with its outcome), at most one append per interval from a writer task of our own, so the
-turn never waits on Slack. The final stop carries the rest of the text, the final task states, the
-collapsible tool results and the feedback buttons.
-
-Anything Slack refuses turns into the edited message of `progress.StatusMessage`, never a second
-answer: a workspace without streaming (remembered), a place that cannot stream, a stream Slack stopped
-taking. A 429 is waited out by the client (Retry-After); what it could not send stays queued and
-goes with the next append or the stop, so no word is lost or sent twice. Text an earlier round
-showed (a draft next to tool calls, or one the model reconsidered) cannot be taken back from a
-stream: the finished message is then rewritten with chat.update to the final answer.
+Words go out as markdown chunks and each tool call as a task, at most one append per interval from a
+writer task of our own, so the turn never waits on Slack; the stop carries the rest, the final task
+states, the tool results and the feedback buttons. Anything Slack refuses turns into the edited
+message of `progress.StatusMessage`, never a second answer. What a 429 held back goes with the next
+append. A stream cannot take anything back: text of an earlier round (a draft) means the finished
+message is rewritten with chat.update, and each piece must already be escaped as the finished text
+will be, so a piece ends after whitespace and before any `[` that may still open a link.
 """
 
 from __future__ import annotations
@@ -18,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
@@ -26,13 +23,13 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from adapters.slack.events import Turn
-from adapters.slack.input_posts import InputPosts
+from adapters.slack.inputs import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
 from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, tool_progress_text
-from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply
-from adapters.slack.stream_text import SafePieces
+from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply, safe_markdown
+from adapters.slack.render import call_outcome as outcome
 from bot.text import truncate
-from bot.types import AgentReply, Attachment, TurnEvent
+from bot.types import AgentReply, TurnEvent
 
 logger = logging.getLogger(__name__)
 
@@ -55,24 +52,66 @@ _TITLE_LIMIT = 150
 
 
 def _task(task_id: str, title: str, status: str, **more: str) -> dict[str, Any]:
-    chunk: dict[str, Any] = {
-        "type": "task_update",
-        "id": task_id[:200],
-        "title": truncate(title, _TITLE_LIMIT)[0],
-    }
-    chunk["status"] = status
-    chunk.update({k: truncate(v, 500)[0] for k, v in more.items() if v})
-    return chunk
+    chunk = {"type": "task_update", "id": task_id[:200], "title": truncate(title, _TITLE_LIMIT)[0]}
+    return {**chunk, "status": status, **{k: truncate(v, 500)[0] for k, v in more.items() if v}}
 
 
 def _is_running(op: dict[str, Any], task_id: str) -> bool:
     return bool(op["type"] == "task_update" and op["id"] == task_id and op["status"] == "in_progress")
 
 
-def _outcome(att: Attachment) -> str:
-    ms = att.latency_ms
-    took = f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
-    return f"{'error' if att.is_error else 'ok'} · {took}"
+# A `[` that can still become `[label](url "title")` as more text arrives (mirrors render's _MD_LINK).
+_OPEN_LINK = re.compile(r'\[[^\]\n]*(?:\](?:\(\s*<?[^)\s>]*>?(?:\s+"[^"]*"?)?\s*)?)?\Z')
+_FULL_LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def stable_cut(text: str, start: int = 0) -> int:
+    """How much of `text` (from `start`) can be escaped now without more text changing it."""
+    cut = max(text.rfind(" ", start), text.rfind("\n", start), text.rfind("\t", start)) + 1
+    if cut <= start:
+        return start
+    line = text.rfind("\n", 0, cut - 1) + 1
+    pos = text.find("[", max(line, start), cut)
+    while pos != -1:
+        link = _FULL_LINK.match(text, pos)
+        if link is not None:
+            if link.end() > cut:
+                return pos  # a complete link that the cut would split
+            pos = text.find("[", link.end(), cut)
+            continue
+        if _OPEN_LINK.match(text, pos):
+            return pos  # may still become a link
+        pos = text.find("[", pos + 1, cut)
+    return cut
+
+
+class SafePieces:
+    """One round's text, handed out as escaped pieces that join up to the escaped whole."""
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self.cut = 0  # raw characters already handed out
+        self.sent = ""  # the escaped text handed out
+
+    def add(self, delta: str) -> None:
+        self.raw += delta
+
+    def take(self, *, final: bool) -> str:
+        """The next escaped piece: what is settled, or (at the end of the round) everything left."""
+        cut = len(self.raw) if final else stable_cut(self.raw, self.cut)
+        if cut <= self.cut:
+            return ""
+        whole = safe_markdown(self.raw[:cut])
+        # Escaping the longer text normally just extends what was sent; if an edge case (a code span
+        # closing later) makes it differ, the new part is escaped on its own: still safe.
+        piece = (
+            whole[len(self.sent) :]
+            if whole.startswith(self.sent)
+            else safe_markdown(self.raw[self.cut : cut])
+        )
+        self.cut = cut
+        self.sent += piece
+        return piece
 
 
 @dataclass(eq=False)
@@ -152,7 +191,7 @@ class StreamedAnswer:
             return
         if self.status is not None and not self._content:
             await self.status.on_event(event)
-        kind = event.kind
+        kind, call, tool = event.kind, event.tool_call_id or "", event.tool or "tool"
         if kind == "text" and event.message:
             self._shown()
             self._round.add(event.message)
@@ -161,29 +200,23 @@ class StreamedAnswer:
             self._stale = self._stale or bool(self._round.sent)
             self._round = SafePieces()
             return
-        elif kind == "tool_started" and event.tool_call_id:
+        elif kind == "tool_started" and call:
             self._shown()
             self._push_text(final=True)
-            self._tasks[event.tool_call_id] = event.tool or "tool"
-            self._ops.append(_task(event.tool_call_id, event.tool or "tool", "in_progress"))
-        elif kind == "tool_finished" and event.tool_call_id in self._tasks:
-            outcome = "complete" if event.ok else "error"
-            self._ops.append(
-                _task(event.tool_call_id or "", event.tool or "tool", outcome, output=event.message)
-            )
-        elif kind == "tool_progress" and event.tool_call_id in self._tasks:
-            detail = tool_progress_text(event)
-            chunk = _task(event.tool_call_id or "", event.tool or "tool", "in_progress", details=detail)
+            self._tasks[call] = tool
+            self._ops.append(_task(call, tool, "in_progress"))
+        elif kind == "tool_finished" and call in self._tasks:
+            self._ops.append(_task(call, tool, "complete" if event.ok else "error", output=event.message))
+        elif kind == "tool_progress" and call in self._tasks:
+            chunk = _task(call, tool, "in_progress", details=tool_progress_text(event))
             # Only the newest state of a running call waits for the next append (latest wins).
             same = [i for i, op in enumerate(self._ops) if _is_running(op, chunk["id"])]
             if same:
                 self._ops[same[-1]] = chunk
             else:
                 self._ops.append(chunk)
-        elif kind == "retrying" and event.tool_call_id in self._tasks:
-            self._ops.append(
-                _task(event.tool_call_id or "", event.tool or "tool", "in_progress", details=event.message)
-            )
+        elif kind == "retrying" and call in self._tasks:
+            self._ops.append(_task(call, tool, "in_progress", details=event.message))
         elif kind in ("notice", "retrying") and self._status_open:
             self._ops.append(_task(STATUS_TASK, "Thinking…", "in_progress", details=event.message))
         else:
@@ -271,10 +304,7 @@ class StreamedAnswer:
         logger.warning(
             "Slack refused the streamed answer in %s (%s); editing a message instead", self.turn.key, error
         )
-        turn = self.turn
-        message = StatusMessage(
-            self.poster, self._team, turn.channel, turn.reply_thread_ts, self.edit_interval
-        )
+        message = StatusMessage(self.poster, self.turn, self.edit_interval)
         message.replay(self._events)
         self._fallback = message
         if ts is not None:
@@ -359,7 +389,7 @@ class StreamedAnswer:
     def _final_tasks(self, reply: AgentReply) -> list[dict[str, Any]]:
         """Each shown call's outcome, the calls that wait for a person, the status task done."""
         chunks = [
-            _task(att.tool_call_id, att.name, "error" if att.is_error else "complete", output=_outcome(att))
+            _task(att.tool_call_id, att.name, "error" if att.is_error else "complete", output=outcome(att))
             for att in reply.attachments
             if att.tool_call_id in self._tasks
         ]

@@ -1,8 +1,12 @@
-"""Sending to Slack: per-channel pacing, and the Block Kit fallback remembered per workspace.
+"""Putting messages into Slack: per-channel pacing (about one post a second, so a split answer does not
+provoke 429), the Block Kit fallback per workspace, and each post of a turn sent once.
 
-Slack allows about one chat.postMessage per second per channel; a long split answer or many
-threads in one channel would otherwise hit 429. The client's rate-limit handler still waits out a
-429 if one comes, but pacing keeps us from provoking it.
+A turn can run twice (the process died before its event was finished, a job retried elsewhere), so
+each of its posts is announced in the store before it is sent, completed with its ts
+(`bot.store.posts`), and carries message metadata naming the turn and part. A second run goes on in
+the first run's live message, skips what is out, and reads the thread back for a part in doubt
+(announced but never completed, or a send that failed when Slack may have stored it: the client does
+not resend those, `adapters.slack.client`). Files go up at most once: one in doubt is left out.
 """
 
 from __future__ import annotations
@@ -11,18 +15,27 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common.refs import message_ref, parse_message_ref
+from adapters.slack.client import findable, in_doubt
+from adapters.slack.events import Turn
 from adapters.slack.render import Level, OutMessage, Upload, plain_message
+from bot.agent import PostRecords
 
 logger = logging.getLogger(__name__)
 
 REFUSED_BLOCKS = frozenset({"invalid_blocks", "invalid_blocks_format"})
 _MAX_PACED_CHANNELS = 10_000
+# Failures of a call to Slack that are its answer (or its absence), never a bug of ours.
+SEND_ERRORS = (SlackClientError, aiohttp.ClientError, TimeoutError)
+# Failures of a call to Slack that are its answer (or its absence), never a bug of ours.
+SEND_ERRORS = (SlackClientError, aiohttp.ClientError, TimeoutError)
 
 
 def api_error(exc: SlackApiError) -> str:
@@ -31,33 +44,49 @@ def api_error(exc: SlackApiError) -> str:
     return str(data.get("error", "")) if isinstance(data, dict) else ""
 
 
+def _reason(exc: BaseException) -> str:
+    """A failed call in a log line: Slack's error code, its HTTP status, or the exception's kind."""
+    if isinstance(exc, SlackApiError):
+        return api_error(exc) or f"HTTP {exc.response.status_code}"
+    return str(exc) or type(exc).__name__
+
+
 class PostsStopped(Exception):
     """nerve is shutting down: a post that had not started yet was not sent (one on its way was)."""
 
 
-class ChannelPacer:
-    """One post at a time per channel, at least `interval` seconds apart."""
+class Poster:
+    """chat.postMessage / chat.update / file uploads, one at a time per channel and `pace` seconds
+    apart, with no link unfurling."""
 
-    def __init__(self, interval: float) -> None:
-        self._interval = interval
+    def __init__(self, client: AsyncWebClient, *, pace: float) -> None:
+        self.client = client
+        self._pace = pace
         self._locks: dict[str, asyncio.Lock] = {}
         self._last: dict[str, float] = {}
         self._stopped = False
-
-    def stop(self) -> None:
-        """Start no more posts: waiting ones raise PostsStopped, so a shutdown knows what was sent."""
-        self._stopped = True
+        # Per workspace: how rich a message Slack accepted last (answers), and whether the status
+        # message may use task cards. Downgraded once on `invalid_blocks`, never retried per message.
+        self._levels: dict[str, Level] = {}
+        self.plain_status: set[str] = set()
+        # The workspaces where chat.startStream does not work (as Slack said).
+        self._no_streams: set[str] = set()
 
     def busy(self, channel: str) -> bool:
-        """Whether a post to `channel` would have to wait for its turn."""
+        """Whether a post to `channel` would wait behind others (Slack's pace per channel)."""
         lock = self._locks.get(channel)
-        recent = self._last.get(channel, -1e9) + self._interval > time.monotonic()
+        recent = self._last.get(channel, -1e9) + self._pace > time.monotonic()
         return recent or (lock is not None and lock.locked())
 
-    async def run(self, channel: str, call: Callable[[], Awaitable[Any]]) -> Any:
+    def stop_posting(self) -> None:
+        """Shutting down: no post starts any more (PostsStopped); a call on its way still lands."""
+        self._stopped = True
+
+    async def paced(self, channel: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """Any call that puts a new message in `channel` (a stream's start), in the channel's pace."""
         lock = self._locks.setdefault(channel, asyncio.Lock())
         async with lock:
-            wait = self._last.get(channel, -1e9) + self._interval - time.monotonic()
+            wait = self._last.get(channel, -1e9) + self._pace - time.monotonic()
             if wait > 0 and not self._stopped:
                 await asyncio.sleep(wait)
             if self._stopped:
@@ -78,38 +107,19 @@ class ChannelPacer:
     def _forget_idle(self) -> None:
         if len(self._last) <= _MAX_PACED_CHANNELS:
             return
-        horizon = time.monotonic() - self._interval
+        horizon = time.monotonic() - self._pace
         for channel in [c for c, t in self._last.items() if t < horizon and not self._locks[c].locked()]:
             del self._last[channel]
             del self._locks[channel]
 
-
-class Poster:
-    """chat.postMessage / chat.update / file uploads, paced, with no link unfurling."""
-
-    def __init__(self, client: AsyncWebClient, *, pace: float) -> None:
-        self.client = client
-        self._pacer = ChannelPacer(pace)
-        # Per workspace: how rich a message Slack accepted last (answers), and whether the status
-        # message may use task cards. Downgraded once on `invalid_blocks`, never retried per message.
-        self._levels: dict[str, Level] = {}
-        self._rich_status: dict[str, bool] = {}
-        # Per workspace: whether chat.startStream works there (until Slack says it does not).
-        self._streams: dict[str, bool] = {}
-
-    def busy(self, channel: str) -> bool:
-        """Whether a post to `channel` would wait behind others (Slack's pace per channel)."""
-        return self._pacer.busy(channel)
-
-    async def paced(self, channel: str, call: Callable[[], Awaitable[Any]]) -> Any:
-        """Any call that puts a new message in `channel` (a stream's start), in the channel's pace."""
-        return await self._pacer.run(channel, call)
-
-    def stop_posting(self) -> None:
-        """Shutting down: no post starts any more (PostsStopped); a call on its way still lands."""
-        self._pacer.stop()
-
-    async def tell(self, channel: str | None, user: str, text: str, thread: str | None = None) -> bool:
+    async def tell(
+        self,
+        channel: str | None,
+        user: str,
+        text: str,
+        thread: str | None = None,
+        blocks: list[dict[str, Any]] | None = None,
+    ) -> bool:
         """A note only `user` sees (`chat.postEphemeral`, in `thread` when given); False when it
         could not be posted (logged): such notes explain a click, and the click changed nothing."""
         if channel is None:
@@ -117,6 +127,8 @@ class Poster:
         kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": text}
         if thread is not None:
             kwargs["thread_ts"] = thread
+        if blocks is not None:
+            kwargs["blocks"] = blocks
         try:
             await self.client.chat_postEphemeral(**kwargs)
         except SlackApiError as exc:
@@ -137,20 +149,14 @@ class Poster:
             self._levels[team] = lower
         return lower
 
-    def rich_status(self, team: str) -> bool:
-        return self._rich_status.get(team, True)
-
-    def refuse_rich_status(self, team: str) -> None:
-        self._rich_status[team] = False
-
     def streams(self, team: str) -> bool:
-        return self._streams.get(team, True)
+        return team not in self._no_streams
 
     def refuse_streams(self, team: str) -> None:
-        if self._streams.get(team, True):
+        if team not in self._no_streams:
             # Expected for many workspaces, once per start: not a problem to act on.
             logger.info("workspace %s has no streaming messages; answers are edited in place instead", team)
-        self._streams[team] = False
+        self._no_streams.add(team)
 
     async def post(
         self,
@@ -161,7 +167,7 @@ class Poster:
         metadata: dict[str, Any] | None = None,
     ) -> str:
         """Post a message (in the thread if given); returns its ts. `metadata` is Slack message
-        metadata (`adapters.slack.posts` names the turn and part with it)."""
+        metadata (`TurnPosts` names the turn and part with it)."""
         kwargs: dict[str, Any] = {
             "channel": channel,
             "text": message.text,
@@ -176,7 +182,7 @@ class Poster:
             kwargs["attachments"] = message.attachments
         if metadata is not None:
             kwargs["metadata"] = metadata
-        response = await self._pacer.run(channel, lambda: self.client.chat_postMessage(**kwargs))
+        response = await self.paced(channel, lambda: self.client.chat_postMessage(**kwargs))
         return str(response["ts"])
 
     async def update(self, channel: str, ts: str, message: OutMessage) -> None:
@@ -189,29 +195,25 @@ class Poster:
             attachments=message.attachments or [],
         )
 
-    async def upload(self, channel: str, thread_ts: str | None, upload: Upload) -> None:
-        """A file in the thread (files.getUploadURLExternal → upload → files.completeUploadExternal)."""
-        extra: dict[str, Any] = {"alt_txt": upload.alt_text} if upload.alt_text else {}
-        await self._pacer.run(
-            channel,
-            lambda: self.client.files_upload_v2(
-                channel=channel,
-                thread_ts=thread_ts,
-                content=upload.content,
-                filename=upload.filename,
-                title=upload.title,
-                **extra,
-            ),
-        )
-
     async def upload_all(self, channel: str, thread_ts: str | None, uploads: list[Upload]) -> None:
-        """Each file once, in order; the files Slack did not take are named in one line in the
-        thread, so the answer above stays and people know what is missing."""
+        """Each file once, in order (files.getUploadURLExternal → upload → completeUploadExternal);
+        the files Slack did not take are named in one line in the thread, so the answer above stays
+        and people know what is missing."""
         failed: list[str] = []
         for upload in uploads:
+            extra: dict[str, Any] = {"alt_txt": upload.alt_text} if upload.alt_text else {}
             try:
-                await self.upload(channel, thread_ts, upload)
-            except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+                call = partial(
+                    self.client.files_upload_v2,
+                    channel=channel,
+                    thread_ts=thread_ts,
+                    content=upload.content,
+                    filename=upload.filename,
+                    title=upload.title,
+                    **extra,
+                )
+                await self.paced(channel, call)
+            except SEND_ERRORS as exc:
                 reason = api_error(exc) if isinstance(exc, SlackApiError) else type(exc).__name__
                 logger.warning("could not upload %s to %s: %s", upload.filename, channel, reason)
                 failed.append(upload.filename)
@@ -221,5 +223,201 @@ class Poster:
         note = f"⚠️ Could not attach {named} to this thread."
         try:
             await self.post(channel, thread_ts, plain_message(note))
-        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+        except SEND_ERRORS as exc:
             logger.warning("could not say in %s which files are missing: %s", channel, exc)
+
+
+# The message metadata event type of every message of a turn's answer.
+METADATA_TYPE = "nerve_turn"
+LIVE = "live"
+FILES = "files"
+# Pages of the thread read back when a part is in doubt (Slack gives up to 200 messages a page).
+READ_BACK_PAGES = 5
+# Sends of one part in one run when each fails in doubt and the thread does not show it, and the
+# seconds before the thread is read back (Slack shows a message it just took a moment later).
+SENDS = 3
+IN_DOUBT_PAUSE = 1.0
+
+
+def answer_part(index: int) -> str:
+    return f"answer:{index}"
+
+
+class TurnPosts:
+    """What one turn has posted, from the store, and the posting that keeps it once."""
+
+    def __init__(self, records: PostRecords | None, poster: Poster, turn: Turn) -> None:
+        self._records = records if turn.event_id else None
+        self._poster = poster
+        self._turn = turn
+        self._known: dict[str, str | None] = {}
+
+    @property
+    def turn_id(self) -> str:
+        return f"slack:{self._turn.event_id}"
+
+    async def load(self) -> TurnPosts:
+        """Read what an earlier run of this turn posted (nothing for a first run)."""
+        if self._records is not None:
+            self._known = await self._records.posts_of(self.turn_id)
+        return self
+
+    @property
+    def answered(self) -> bool:
+        """Part of the answer is out (or may be): no live message is opened above it again."""
+        return any(part.startswith("answer:") for part in self._known)
+
+    async def live_ts(self) -> str | None:
+        """The live message an earlier run posted, if it landed."""
+        return await self._landed(LIVE)
+
+    async def intend_live(self) -> None:
+        """Announce the live message before posting it: a run that dies before recording its ts
+        leaves it in doubt, and the next run finds it by its metadata (`live_metadata`)."""
+        if self._records is not None and LIVE not in self._known:
+            await self._intend(LIVE)
+
+    def live_metadata(self) -> dict[str, Any] | None:
+        return self._metadata(LIVE) if self._records is not None else None
+
+    async def note_live(self, ts: str | None) -> None:
+        """Keep the live message's ts, so a second run goes on in it."""
+        if ts is not None and self._records is not None and self._known.get(LIVE) is None:
+            await self._record(LIVE, ts)
+
+    async def post(self, part: str, message: OutMessage) -> str | None:
+        """Post `message` as `part` of the answer; None when an earlier run already posted it."""
+        turn = self._turn
+        if self._records is None:
+            return await self._poster.post(turn.channel, turn.reply_thread_ts, message)
+        if part in self._known:
+            landed = await self._landed(part)
+            if landed is not None:
+                logger.info("Slack event %s: %s was posted before; not posting it again", turn.event_id, part)
+                return None
+        else:
+            await self._intend(part)
+        ts = await self._send(part, message)
+        await self._record(part, ts)
+        return ts
+
+    async def _send(self, part: str, message: OutMessage) -> str:
+        """Post `part` once: a send that fails in doubt is looked for in the thread, and sent again
+        (up to SENDS in all) only when it is not there."""
+        turn = self._turn
+        sends = 1
+        while True:
+            try:
+                with findable():
+                    return await self._poster.post(
+                        turn.channel, turn.reply_thread_ts, message, metadata=self._metadata(part)
+                    )
+            except SEND_ERRORS as exc:
+                if not in_doubt(exc):
+                    raise
+                logger.warning(
+                    "Slack event %s: no answer from Slack to %s (%s); looking for it in the thread",
+                    turn.event_id,
+                    part,
+                    _reason(exc),
+                )
+                await asyncio.sleep(IN_DOUBT_PAUSE)
+                found = await self._read_back(part)
+                if found is not None:
+                    logger.info("Slack event %s: %s had landed; not posting it again", turn.event_id, part)
+                    return found
+                if sends >= SENDS:
+                    raise
+                sends += 1
+
+    async def replaced(self, part: str, ts: str) -> None:
+        """`part` of the answer went out by replacing the live message `ts` (or `ts` showed it already)."""
+        if self._records is not None:
+            await self._record(part, ts)
+
+    async def take_files(self) -> bool:
+        """True once per turn: this run uploads the answer's files; never a second time."""
+        if self._records is None:
+            return True
+        if FILES in self._known:
+            if self._known[FILES] is None:
+                logger.warning(
+                    "Slack event %s: its files may not all have gone up before the restart; not sending "
+                    "them twice",
+                    self._turn.event_id,
+                )
+            return False
+        await self._intend(FILES)
+        return True
+
+    async def files_done(self) -> None:
+        if self._records is not None:
+            self._known[FILES] = FILES
+            await self._records.record_post(self.turn_id, FILES, FILES)
+
+    async def _intend(self, part: str) -> None:
+        assert self._records is not None
+        await self._records.intend_post(self.turn_id, part)
+        self._known[part] = None
+
+    async def _record(self, part: str, ts: str) -> None:
+        assert self._records is not None
+        ref = message_ref(self._turn.channel, ts)
+        self._known[part] = ref
+        await self._records.record_post(self.turn_id, part, ref)
+
+    def _metadata(self, part: str) -> dict[str, Any]:
+        return {"event_type": METADATA_TYPE, "event_payload": {"turn": self.turn_id, "part": part}}
+
+    async def _landed(self, part: str) -> str | None:
+        """The ts of `part` if it is out: from the store, or (in doubt) found in the thread."""
+        if part not in self._known:
+            return None
+        known = parse_message_ref(self._known[part])
+        if known is not None:
+            return known[1]
+        found = await self._read_back(part)
+        if found is not None:
+            await self._record(part, found)
+        return found
+
+    async def _read_back(self, part: str) -> str | None:
+        """Look for the part's message in the thread by its metadata; None when it is not there or
+        Slack cannot be asked (then it is posted: an answer twice is better than none)."""
+        turn = self._turn
+        client = self._poster.client
+        cursor: str | None = None
+        try:
+            for _ in range(READ_BACK_PAGES):
+                common: dict[str, Any] = {"channel": turn.channel, "include_all_metadata": True, "limit": 200}
+                if cursor:
+                    common["cursor"] = cursor
+                if turn.reply_thread_ts is not None:
+                    page = await client.conversations_replies(ts=turn.reply_thread_ts, **common)
+                else:
+                    if turn.message_ts:
+                        common["oldest"] = turn.message_ts
+                    page = await client.conversations_history(**common)
+                for message in page.get("messages") or []:
+                    if self._is_part(message, part):
+                        return str(message["ts"])
+                cursor = (page.get("response_metadata") or {}).get("next_cursor")
+                if not cursor:
+                    return None
+        except SEND_ERRORS as exc:
+            logger.warning(
+                "Slack event %s: could not read the thread back to see whether %s landed (%s); posting it",
+                turn.event_id,
+                part,
+                _reason(exc),
+            )
+        return None
+
+    def _is_part(self, message: Any, part: str) -> bool:
+        metadata = message.get("metadata") if isinstance(message, dict) else None
+        if not isinstance(metadata, dict) or metadata.get("event_type") != METADATA_TYPE:
+            return False
+        payload = metadata.get("event_payload")
+        return (
+            isinstance(payload, dict) and payload.get("turn") == self.turn_id and payload.get("part") == part
+        )

@@ -1,9 +1,12 @@
-"""Showing a turn's progress: assistant.threads.setStatus, or one live message updated in place.
+"""Showing a turn's progress: the assistant thread's status line, or one live message edited in place
+(`adapters.slack.live` streams where the workspace can), opened beside the model's work.
 
-Progress is best-effort: a failed status update is logged and never fails the turn. Updates are
-throttled (latest state wins) so a burst of tool calls or of words costs one chat.update per
-interval. The live message shows the answer's text as the model writes it, where the workspace has
-no streaming messages (`adapters.slack.live` streams where it has).
+Progress is best effort: a failed update is logged, never fails the turn, and updates are throttled
+(latest state wins) so a burst of tool calls or words costs one chat.update per interval. The live
+message is a post paced per channel, so it opens in the background and what happened before it
+shows is replayed; in a busy channel none opens (the 👀 is the sign, the slot goes to an answer)
+until there is room. A turn waiting behind another of its thread opens it when it starts, so the
+thread reads in order.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from typing import Any, Generic, Protocol, TypeVar
 from slack_sdk.errors import SlackApiError
 
 from adapters.common.turn_so_far import TurnSoFar, percent
-from adapters.slack.input_posts import InputPosts
-from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
+from adapters.slack.events import Turn
+from adapters.slack.inputs import InputPosts
+from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, api_error
 from adapters.slack.render import Level, OutMessage, render_reply, status_message
 from bot.text import truncate
 from bot.types import AgentReply, TurnEvent
@@ -205,13 +209,11 @@ class StatusMessage:
     """ONE message in the thread, posted at the start, edited as tools run and words arrive, replaced
     by the answer."""
 
-    def __init__(
-        self, poster: Poster, team: str, channel: str, thread_ts: str | None, interval: float
-    ) -> None:
+    def __init__(self, poster: Poster, turn: Turn, interval: float) -> None:
         self._poster = poster
-        self._team = team
-        self._channel = channel
-        self._thread_ts = thread_ts
+        self._team = turn.key.workspace
+        self._channel = channel = turn.channel
+        self._thread_ts = thread_ts = turn.reply_thread_ts
         self._headline = "Thinking…"
         self._turn = TurnSoFar()
         self._shown: OutMessage | None = None
@@ -220,28 +222,37 @@ class StatusMessage:
         self.message_ts: str | None = None
 
     def _render(self) -> OutMessage:
-        rich = self._poster.rich_status(self._team)
+        rich = self._team not in self._poster.plain_status
         return status_message(
             self._headline, list(self._turn.calls.values()), rich=rich, text=self._turn.text
         )
 
     async def start(self, *, metadata: dict[str, Any] | None = None) -> None:
-        """Post the status message (task-card style where the workspace accepts it), with Slack
-        message `metadata` if given."""
-        self._shown = self._render()
-        try:
+        """Post the status message, with Slack message `metadata` if given."""
+
+        async def post(message: OutMessage) -> None:
             self.message_ts = await self._poster.post(
-                self._channel, self._thread_ts, self._shown, metadata=metadata
+                self._channel, self._thread_ts, message, metadata=metadata
             )
-        except SlackApiError as exc:
-            if api_error(exc) not in REFUSED_BLOCKS or not self._poster.rich_status(self._team):
-                raise
-            self._poster.refuse_rich_status(self._team)
-            self._shown = self._render()
-            self.message_ts = await self._poster.post(
-                self._channel, self._thread_ts, self._shown, metadata=metadata
-            )
+
+        await self._show(post)
         self._throttle.mark_sent()
+
+    async def _show(
+        self, send: Callable[[OutMessage], Awaitable[None]], message: OutMessage | None = None
+    ) -> None:
+        """Send the message as it stands, task-card style where the workspace accepts it (once
+        refused, plain lines from then on)."""
+        message = message or self._render()
+        try:
+            await send(message)
+        except SlackApiError as exc:
+            if api_error(exc) not in REFUSED_BLOCKS or self._team in self._poster.plain_status:
+                raise
+            self._poster.plain_status.add(self._team)
+            message = self._render()
+            await send(message)
+        self._shown = message
 
     def replay(self, events: list[TurnEvent]) -> None:
         """Catch up with a turn's events so far (before `start` or `adopt`)."""
@@ -256,15 +267,8 @@ class StatusMessage:
     async def _send_update(self, message: OutMessage) -> None:
         if self.message_ts is None or message == self._shown:
             return
-        try:
-            await self._poster.update(self._channel, self.message_ts, message)
-        except SlackApiError as exc:
-            if api_error(exc) not in REFUSED_BLOCKS or not self._poster.rich_status(self._team):
-                raise
-            self._poster.refuse_rich_status(self._team)
-            message = self._render()
-            await self._poster.update(self._channel, self.message_ts, message)
-        self._shown = message
+        ts = self.message_ts
+        await self._show(lambda shown: self._poster.update(self._channel, ts, shown), message)
 
     def _record(self, event: TurnEvent) -> None:
         headline = _headline(event)
@@ -298,3 +302,94 @@ class StatusMessage:
             if same == self._shown:
                 return Concluded(delivered=1)
         return Concluded(replace_ts=self.message_ts)
+
+
+# Seconds between two attempts to open a live message in a busy channel.
+REOPEN_SECONDS = 2.0
+
+# Opens the live message, or returns None when the channel is too busy for one right now.
+OpenSink = Callable[[], Awaitable[ProgressSink | None]]
+
+
+class OpeningProgress:
+    """Progress whose live message comes later, or never: the events go to it once it exists, and
+    wait until then."""
+
+    _sink: ProgressSink | None = None
+
+    @property
+    def message_ts(self) -> str | None:
+        return self._sink.message_ts if self._sink is not None else None
+
+    @property
+    def live(self) -> ProgressSink | None:
+        return self._sink
+
+    async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
+        return await self._sink.conclude(reply, level) if self._sink is not None else Concluded()
+
+    def __init__(self, turn: Turn, open_sink: OpenSink, *, at_once: bool = True) -> None:
+        self.turn = turn
+        self._open_sink = open_sink
+        self._waiting: list[TurnEvent] = []  # what happened before the live message showed
+        self._closed = False
+        self._tried = time.monotonic()
+        # Now, or with the first event when the turn waits behind another turn of its thread.
+        self._opening: asyncio.Task[None] | None = asyncio.create_task(self._open()) if at_once else None
+        # Another try once the channel may have room again, while something waits to be shown.
+        self._retry: asyncio.Task[None] | None = None
+
+    async def _open(self) -> None:
+        try:
+            sink = await self._open_sink()
+        except (SlackApiError, PostsStopped) as exc:
+            reason = api_error(exc) if isinstance(exc, SlackApiError) else str(exc)
+            logger.info("no live message in %s: %s", self.turn.key, reason or exc)
+            return
+        except Exception as exc:  # the sign is best effort: the answer still comes
+            logger.warning("no live message in %s: %s", self.turn.key, type(exc).__name__)
+            return
+        if sink is None:
+            if self._waiting and not self._closed and (self._retry is None or self._retry.done()):
+                # A turn waiting in line has no next event to try again with: try by itself.
+                self._retry = asyncio.create_task(self._open_later())
+            return
+        try:
+            # In order, including what arrives while these are being shown.
+            shown = 0
+            while shown < len(self._waiting):
+                await sink.on_event(self._waiting[shown])
+                shown += 1
+        except Exception:
+            logger.exception("showing the progress so far in %s failed", self.turn.key)
+        self._waiting.clear()
+        self._sink = sink
+
+    async def _open_later(self) -> None:
+        await asyncio.sleep(REOPEN_SECONDS)
+        if self._sink is None and not self._closed and (self._opening is None or self._opening.done()):
+            self._tried = time.monotonic()
+            self._opening = asyncio.create_task(self._open())
+
+    async def on_event(self, event: TurnEvent) -> None:
+        if self._sink is not None:
+            await self._sink.on_event(event)
+            return
+        self._waiting.append(event)
+        now = time.monotonic()
+        if self._closed:
+            return
+        if self._opening is None or (self._opening.done() and now - self._tried >= REOPEN_SECONDS):
+            self._tried = now
+            self._opening = asyncio.create_task(self._open())
+
+    async def close(self) -> None:
+        """No more opening; a live message on its way is waited for, so the answer can replace it."""
+        self._closed = True
+        if self._retry is not None:
+            self._retry.cancel()
+        if self._opening is not None and not self._opening.done():
+            # Shielded: a status post already on its way lands, and is then known (and replaced).
+            await asyncio.shield(self._opening)
+        if self._sink is not None:
+            await self._sink.close()

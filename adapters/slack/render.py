@@ -124,12 +124,17 @@ def answer_chunks(text: str) -> list[str]:
     return out or [escape("(The answer was empty.)")]
 
 
-def _latency(ms: float) -> str:
-    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+def call_outcome(att: Attachment) -> str:
+    """How a call went, as its detail's subtitle and its streamed task say it: "ok · 120 ms"."""
+    ms = att.latency_ms
+    return f"{'error' if att.is_error else 'ok'} · " + (
+        f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+    )
 
 
-def _status_line(att: Attachment) -> str:
-    return f"{'error' if att.is_error else 'ok'} · {_latency(att.latency_ms)}"
+def quoted(text: str, limit: int = 2_000) -> str:
+    lines = escape_capped(text, limit).splitlines() or [""]
+    return "\n".join("> " + line for line in lines)
 
 
 def _fenced(text: str, limit: int) -> str:
@@ -146,10 +151,10 @@ def _result(att: Attachment) -> tuple[str, bool]:
     return shown, cut or att.truncated
 
 
-def _result_note(uploaded: bool, att: Attachment) -> str:
+def _note(what: str, uploaded: bool, shortened: bool) -> str:
     if uploaded:
-        return "_The full result is attached to this thread as a file._"
-    return "_The result was shortened._" if att.truncated else ""
+        return f"_The full {what} is attached to this thread as a file._"
+    return f"_The {what} was shortened._" if shortened else ""
 
 
 def resource_link(resource: Resource) -> str:
@@ -191,7 +196,7 @@ def tool_container(
     """A collapsible container: tool name as title, ok/error and latency as subtitle, details inside
     (arguments, result, and the links and files the result carried)."""
     shown, _ = _result(att)
-    note = _result_note(uploaded, att)
+    note = _note("result", uploaded, att.truncated)
     children: list[Any] = [
         SectionBlock(text=MarkdownTextObject(text="*Arguments*\n" + _fenced(_arguments(att), 900))),
         SectionBlock(text=MarkdownTextObject(text="*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20))),
@@ -204,7 +209,7 @@ def tool_container(
     icon = "❌" if att.is_error else "✅"
     block = ContainerBlock(
         title=escape_capped(att.label, 150),
-        subtitle=f"{icon} {_status_line(att)}",
+        subtitle=f"{icon} {call_outcome(att)}",
         child_blocks=children,
         is_collapsible=True,
         default_collapsed=True,
@@ -217,14 +222,14 @@ def tool_attachment(
 ) -> dict[str, Any]:
     """The legacy fallback: Slack collapses long attachment text behind "Show more"."""
     shown, _ = _result(att)
-    note = _result_note(uploaded, att)
+    note = _note("result", uploaded, att.truncated)
     text = f"*Arguments* `{escape_capped(_arguments(att), 600)}`\n" + _fenced(shown, SECTION_TEXT_LIMIT)
     resources = _resource_lines(att, attached)
     return {
         "color": "danger" if att.is_error else "good",
-        "title": f"{escape_capped(att.label, 150)} — {_status_line(att)}",
+        "title": f"{escape_capped(att.label, 150)} — {call_outcome(att)}",
         "text": text + (f"\n{note}" if note else "") + (f"\n{resources}" if resources else ""),
-        "fallback": f"{escape_capped(att.label, 150)}: {_status_line(att)}",
+        "fallback": f"{escape_capped(att.label, 150)}: {call_outcome(att)}",
         "mrkdwn_in": ["text"],
     }
 
@@ -237,17 +242,11 @@ def _text_subtitle(resource: Resource, att: Attachment) -> str:
     return truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0]
 
 
-def _text_note(uploaded: bool, cut: bool) -> str:
-    if uploaded:
-        return "_The full text is attached to this thread as a file._"
-    return "_The text was shortened._" if cut else ""
-
-
 def text_container(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
     """A text a tool returned, as its own collapsible detail beside its call's."""
     shown, cut = _text_shown(resource)
     children: list[Any] = [SectionBlock(text=MarkdownTextObject(text=_fenced(shown, SECTION_TEXT_LIMIT)))]
-    note = _text_note(uploaded, cut)
+    note = _note("text", uploaded, cut)
     if note:
         children.append(ContextBlock(elements=[MarkdownTextObject(text=note)]))
     block = ContainerBlock(
@@ -263,7 +262,7 @@ def text_container(resource: Resource, att: Attachment, *, uploaded: bool) -> di
 def text_attachment(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
     """A text a tool returned as a legacy attachment (collapsed behind "Show more" when long)."""
     shown, cut = _text_shown(resource)
-    note = _text_note(uploaded, cut)
+    note = _note("text", uploaded, cut)
     title = (
         f"{escape_capped(display_name(resource), 150)} — {escape_capped(_text_subtitle(resource, att), 150)}"
     )
@@ -375,6 +374,20 @@ def _message(text: str, tools: list[dict[str, Any]], markdown: str | None, level
     if level is Level.RICH:
         return OutMessage(text=fallback, blocks=tools + answer)
     return OutMessage(text=fallback, blocks=answer, attachments=tools or None)
+
+
+def section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, SECTION_TEXT_LIMIT)[0]}}
+
+
+def context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, 3_000)[0]}]}
+
+
+def when(expires_at: float) -> str:
+    """A time Slack shows in each reader's own time zone."""
+    stamp = int(expires_at)
+    return f"<!date^{stamp}^{{date_short_pretty}} at {{time}}|{stamp} (Unix time)>"
 
 
 def plain_message(text: str) -> OutMessage:

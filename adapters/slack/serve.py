@@ -23,9 +23,8 @@ from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.slack.app import SWEEP_SECONDS, SlackBot, build_bot
 from adapters.slack.client import make_client, reaching_slack, require_bot_token
 from adapters.slack.settings import SlackSettings
-from adapters.slack.signature import signature_problem
 from adapters.slack.socket_mode import socket_mode_handler
-from adapters.slack.well_formed import delivery_problem
+from adapters.slack.well_formed import delivery_problem, signature_problem
 from adapters.up_line import log_up
 from bot.agent import Agent
 from bot.errors import ConfigError
@@ -106,14 +105,10 @@ async def run_slack(
     ops_ready: asyncio.Future[str] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run until cancelled, or until `stop` is set and the running turns had their grace (above):
-    Socket Mode when SLACK_APP_TOKEN is set, else HTTP at /slack/events.
-
-    `host` defaults to NERVE_HTTP_HOST. `ready` (if given) receives "socket-mode" or the events URL
-    once deliveries can arrive. A Slack that refuses the tokens or cannot be reached raises
-    ConfigError or StartupError before any event is served. /healthz, /readyz and /metrics answer
-    at the same host and port (`adapters.ops_http`; `ops_ready` receives their base URL).
-    """
+    """Run over Socket Mode (SLACK_APP_TOKEN) or HTTP at /slack/events until cancelled, or until `stop`
+    is set and the running turns had their grace. `ready` receives "socket-mode" or the events URL
+    once deliveries can arrive; a refused token or an unreachable Slack raises before any event is
+    served. /healthz, /readyz and /metrics answer at the same `host` and port (`ops_ready`)."""
     check_settings(settings)
     bind = host or settings.nerve_http_host
     stop = stop or asyncio.Event()
@@ -153,24 +148,19 @@ async def run_slack(
                 ops.platform.connected(handler.client.is_connected)
                 me = await bot.identity()
                 log_up("Slack: Socket Mode connected as @%s (%s)", me.name, me.user_id)
-                try:
-                    if ready is not None and not ready.done():
-                        ready.set_result("socket-mode")
-                    await stop.wait()
-                    await drained(bot, jobs, settings.nerve_shutdown_grace)
-                finally:
-                    await handler.close_async()  # type: ignore[no-untyped-call]
+                where, close = "socket-mode", handler.close_async
             else:
                 ops.platform.connected(always)
-                runner, url = await serve_http(bot, bind, settings.nerve_http_port, ops)
-                ops.announce(url.removesuffix(EVENTS_PATH))
-                log_up("serving Slack events and interactions at %s", url)
-                try:
-                    if ready is not None and not ready.done():
-                        ready.set_result(url)
-                    await stop.wait()
-                    await drained(bot, jobs, settings.nerve_shutdown_grace)
-                finally:
-                    await runner.cleanup()
+                runner, where = await serve_http(bot, bind, settings.nerve_http_port, ops)
+                ops.announce(where.removesuffix(EVENTS_PATH))
+                log_up("serving Slack events and interactions at %s", where)
+                close = runner.cleanup
+            try:
+                if ready is not None and not ready.done():
+                    ready.set_result(where)
+                await stop.wait()
+                await drained(bot, jobs, settings.nerve_shutdown_grace)
+            finally:
+                await close()  # type: ignore[no-untyped-call]
         finally:
             await bot.aclose()

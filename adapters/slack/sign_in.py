@@ -1,16 +1,10 @@
 """Signing in to per-person servers from Slack: the private Connect button, and `/nerve connections`.
 
-A sign-in link is bound to one person (its `state` is theirs alone), so it is only ever shown to
-them: `chat.postEphemeral` to that user, in the thread the turn runs in — never a message the channel
-sees. Slack cannot update an ephemeral message later, so the button stays; a second use of the link
-is refused by the callback page, which says to ask again.
-
-The person's browser comes back to nerve's callback (`adapters.oauth_http`), which finishes the
-sign-in; the front end then goes on with the parked turn in its thread (`SlackBot.resume_signed_in`).
-
-`/nerve connections` lists the person's own connections with a Disconnect button each (revoked at
-the server where it supports RFC 7009, then forgotten); `/nerve connect NAME` starts one. Both
-answer only to the person who typed them.
+A sign-in link is bound to one person, so it is only ever shown to them (`chat.postEphemeral` in the
+turn's thread), never in a message the channel sees; a second use is refused by the callback page.
+The browser comes back to `adapters.oauth_http`, and the parked turn goes on in its thread
+(`SlackBot.resume_signed_in`). `/nerve connections` lists the person's own connections with a
+Disconnect button each; `/nerve connect NAME` starts one. Both answer only the person who typed them.
 """
 
 from __future__ import annotations
@@ -22,15 +16,14 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
-from slack_sdk.errors import SlackApiError
 
 from adapters.common.cards import CONNECTED, NO_SIGN_INS, sign_in_note, since
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.events import PLATFORM, Turn
-from adapters.slack.post import Poster, api_error
-from adapters.slack.render import escape
+from adapters.slack.post import Poster
+from adapters.slack.render import context, escape, section
 from bot.agent import Connection, Connections
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
 
@@ -54,7 +47,7 @@ def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, list[dic
     """The private note with the Connect button: (fallback text, blocks)."""
     text = sign_in_note(f"*{escape(needed.server)}*", expires_in)
     blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        section(text),
         {
             "type": "actions",
             "block_id": "nerve_connect",
@@ -79,13 +72,12 @@ def connections_message(connected: list[Connection], servers: list[str]) -> tupl
     blocks: list[dict[str, Any]] = []
     mine = [c for c in connected if c.server in servers][:LISTED]
     if mine:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*{CONNECTED}*"}})
+        blocks.append(section(f"*{CONNECTED}*"))
     for connection in mine:
         server = escape(connection.server)
         blocks.append(
             {
-                "type": "section",
-                "text": {"type": "mrkdwn", "text": f"• *{server}* — {since(connection.since)}"},
+                **section(f"• *{server}* — {since(connection.since)}"),
                 "accessory": {
                     "type": "button",
                     "action_id": DISCONNECT_ACTION,
@@ -107,12 +99,7 @@ def connections_message(connected: list[Connection], servers: list[str]) -> tupl
     others = [name for name in servers if name not in {c.server for c in mine}]
     if others:
         names = ", ".join(f"`{escape(name)}`" for name in others[:LISTED])
-        blocks.append(
-            {
-                "type": "context",
-                "elements": [{"type": "mrkdwn", "text": f"Not connected: {names} — `/nerve connect NAME`"}],
-            }
-        )
+        blocks.append(context(f"Not connected: {names} — `/nerve connect NAME`"))
     listed = ", ".join(c.server for c in mine) or "none"
     return f"Your connections: {listed}", blocks
 
@@ -146,21 +133,9 @@ class SlackSignIns:
         return progress
 
     async def show_link(self, channel: str, thread: str | None, needed: SignInNeeded) -> None:
+        # Only ever to its person: never anywhere public instead, where anyone could sign in as them.
         text, blocks = link_message(needed, self.expires_in)
-        kwargs: dict[str, Any] = {"channel": channel, "user": user_of(needed.person), "text": text}
-        kwargs["blocks"] = blocks
-        if thread is not None:
-            kwargs["thread_ts"] = thread
-        try:
-            await self.poster.client.chat_postEphemeral(**kwargs)
-        except SlackApiError as exc:
-            # Never anywhere public instead: the link would let anyone sign in as this person.
-            logger.warning(
-                "could not show %s their sign-in link for %s: %s",
-                user_of(needed.person),
-                needed.server,
-                api_error(exc),
-            )
+        await self.poster.tell(channel, user_of(needed.person), text, thread, blocks)
 
     # --- /nerve connections, connect -------------------------------------------------------------
 

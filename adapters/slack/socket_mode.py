@@ -1,10 +1,8 @@
 """The Socket Mode connection, and what the log says about it.
 
-slack_sdk's client reconnects by itself, and logs each failed attempt at ERROR (most with a
-traceback) once a ping interval, for as long as Slack cannot be reached: a lost connection floods
-the log with the same error every ten seconds or so. Here the client logs through a logger whose
-`ConnectionLog` filter turns that into one WARNING when the connection is lost and one INFO line
-when it is back; the client's own lines go on at DEBUG, for `-v` with NERVE_LOG_LEVEL=DEBUG.
+slack_sdk's client reconnects by itself and logs each failed attempt at ERROR, with a traceback,
+every ping interval while Slack cannot be reached. Its logger's `ConnectionLog` filter turns that into
+one WARNING when the connection is lost and one INFO line when it is back (the rest at DEBUG).
 """
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
 """One Slack turn from start to finish: progress, the agent's answer, delivery, the inbox entry.
 
-Runs in the background after the event was acked. Whatever goes wrong, the user gets one short,
-true sentence in the thread and the operator gets the traceback in the log, never the reverse.
+Runs in the background after the event was acked. Whatever goes wrong, the user gets one short, true
+sentence in the thread and the operator gets the traceback in the log, never the reverse. A turn
+that waits for a person ends with one approval message; once decided (in any process, before or
+after a restart) `resume` answers in the same thread, then the messages that waited behind it.
 
-A turn that waits for a person ends with one approval message in the thread; when the decision
-arrives (in this process or another, before or after a restart) `resume` answers in the same thread
-the same way, then answers the messages that waited behind it.
+A shutdown may cut a turn off while it works or before the first message of its answer went out: its
+event then stays unfinished and the next start answers it exactly once, while its live message says
+so. Once part of the answer is out, the turn counts as answered: posting it again would be the double
+reply people hate most.
 
-The model starts at once: the 👀 on the person's post and the live message are shown beside its
-work, never in front of it (`adapters.slack.seen`, `adapters.slack.opening`).
-
-A shutdown may cut a turn off: while it works (the task is cancelled), or before the first message
-of its answer went out (posting stopped). Its event then stays unfinished, so the next start
-answers it exactly once (the agent finds the stored question, and the stored answer if there is
-one); meanwhile its live message, if it has one, says so. Once part of the answer is out, the turn
-counts as answered: posting it again at the next start would be the double reply people hate most.
+The model starts at once, with 👀 on the person's post as the sign a mention was taken: Slack paces
+posts per channel, so in a busy channel a status message shows up late and takes a slot an answer
+needs, while reactions are limited per workspace. The reaction goes once the answer is posted (a turn
+cut off keeps it until the next start answers it); all best effort, and a workspace that refuses
+reactions (no `reactions:write`) is asked no more.
 """
 
 from __future__ import annotations
@@ -27,27 +27,30 @@ from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
-from adapters.slack.events import PLATFORM, Turn, turn_in
+from adapters.slack.events import PLATFORM, Turn, is_dm_channel, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
-from adapters.slack.opening import LaterSink, OpeningProgress
-from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, api_error
-from adapters.slack.posts import TurnPosts, answer_part
-from adapters.slack.progress import AssistantStatus, Concluded, ProgressSink, StatusMessage
+from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
+from adapters.slack.progress import (
+    AssistantStatus,
+    Concluded,
+    OpeningProgress,
+    ProgressSink,
+    StatusMessage,
+)
 from adapters.slack.render import (
     Level,
     OutMessage,
     RenderedReply,
-    Upload,
     feedback_block,
     plain_message,
     render_reply,
 )
-from adapters.slack.seen import SeenMarks
 from bot.agent import Agent, PostRecords
-from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming, Progress, TurnEvent
+from bot.types import AgentReply, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)
 # Wraps a turn's progress sink (`adapters.slack.sign_in`): what it shows besides the live message.
@@ -83,7 +86,7 @@ class TurnRunner:
         # Sees each turn's events before its sink: sign-in links go to their person alone.
         self._watch: Watch = watch or (lambda turn, progress: progress)
         self._seen = SeenMarks(self.poster.client)
-        # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.posts`).
+        # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.post`).
         inbox = self.agent.inbox
         self._records = inbox if isinstance(inbox, PostRecords) else None
         self._delivering: set[asyncio.Task[Any]] = set()
@@ -151,7 +154,7 @@ class TurnRunner:
             self._delivering.discard(task)
         logger.info("finished Slack event %s", turn.event_id)
         if mark is not None:
-            await mark.clear()
+            await self._seen.clear(turn, mark)
 
     async def _cut_off(self, turn: Turn, sink: OpeningProgress | None) -> None:
         """A shutdown cut the turn off: its event stays unfinished for the next start, and its live
@@ -179,7 +182,7 @@ class TurnRunner:
             return
         prompt = found[0]
         turn = turn_in(Incoming(key=prompt.key, text="", user_id=prompt.requester))
-        sink = LazyProgress(self, turn)
+        sink = self._later(turn)
         try:
             try:
                 final = await self.agent.resume(request_id, self._watch(turn, sink.on_event))
@@ -196,14 +199,14 @@ class TurnRunner:
 
     async def answer_deferred(self, key: ConversationKey) -> None:
         """Answer, in order, the messages written in this thread while its turn waited."""
-        current: list[LazyProgress] = []
+        current: list[OpeningProgress] = []
 
         async def progress(event: TurnEvent) -> None:
             if current:
                 await self._watch(current[-1].turn, current[-1].on_event)(event)
 
         def fresh(turn: Turn) -> None:
-            current.append(LazyProgress(self, turn))
+            current.append(self._later(turn))
 
         fresh(turn_in(Incoming(key=key, text="", user_id="")))
         try:
@@ -217,6 +220,11 @@ class TurnRunner:
             await self._apologize(current[-1].turn, current[-1])
         finally:
             await current[-1].close()
+
+    def _later(self, turn: Turn) -> OpeningProgress:
+        """Progress for a resumed turn, shown only once it starts: a request another process already
+        took ends before any progress, and then nothing is posted."""
+        return OpeningProgress(turn, lambda: self.open_progress(turn), at_once=False)
 
     async def _open_live(self, turn: Turn, posts: TurnPosts) -> ProgressSink | None:
         """The turn's live message: the one an earlier run of this turn left (after a crash, or on
@@ -243,9 +251,7 @@ class TurnRunner:
             await self.poster.client.chat_stopStream(channel=turn.channel, ts=ts)
         except SlackApiError as exc:
             logger.debug("the earlier live message in %s takes no stop (%s)", turn.key, api_error(exc))
-        message = StatusMessage(
-            self.poster, turn.key.workspace, turn.channel, turn.reply_thread_ts, self.status_interval
-        )
+        message = StatusMessage(self.poster, turn, self.status_interval)
         message.adopt(ts)
         return message
 
@@ -268,7 +274,14 @@ class TurnRunner:
             if status is not None and not streaming:
                 return status
         if streaming:
-            live = self._streamed(turn, status)
+            live = StreamedAnswer(
+                self.poster,
+                turn,
+                interval=self.stream_interval,
+                edit_interval=self.status_interval,
+                status=status,
+                feedback=self.feedback,
+            )
             if status is not None:
                 return live  # the stream starts with the first words; the status line shows until then
             try:
@@ -279,32 +292,23 @@ class TurnRunner:
                 if error in UNSUPPORTED:
                     self.poster.refuse_streams(team)
                 logger.info("no streaming message in %s (%s); editing a message instead", turn.key, error)
-        message = StatusMessage(self.poster, team, turn.channel, thread, self.status_interval)
+        message = StatusMessage(self.poster, turn, self.status_interval)
         await message.start(metadata=metadata)
         return message
-
-    def _streamed(self, turn: Turn, status: AssistantStatus | None) -> StreamedAnswer:
-        return StreamedAnswer(
-            self.poster,
-            turn,
-            interval=self.stream_interval,
-            edit_interval=self.status_interval,
-            status=status,
-            feedback=self.feedback,
-        )
 
     async def _deliver(
         self,
         turn: Turn,
         reply: AgentReply,
-        sink: ProgressSink | LaterSink | None,
+        sink: ProgressSink | None,
         delivered: Delivered | None = None,
         posts: TurnPosts | None = None,
     ) -> None:
-        """Post the answer; with `posts`, each message once per turn (see `adapters.slack.posts`)."""
+        """Post the answer; with a turn's `posts`, each message once per turn (`TurnPosts`)."""
+        posts = posts or TurnPosts(None, self.poster, turn)
         team = turn.key.workspace
         concluded = await sink.conclude(reply, self.poster.level(team)) if sink is not None else Concluded()
-        if posts is not None and sink is not None:
+        if sink is not None:
             await posts.note_live(sink.message_ts)
             if concluded.delivered and sink.message_ts is not None:
                 # The live message is the answer's first message already (it showed it word for word,
@@ -316,26 +320,32 @@ class TurnRunner:
         delivered = delivered or Delivered()
         delivered.count = sent
         while sent < len(rendered.messages):
-            message = rendered.messages[sent]
+            replace_ts = concluded.replace_ts if sent == first else None
             try:
-                await self._send(
-                    turn, message, concluded.replace_ts if sent == first else None, posts, answer_part(sent)
-                )
+                await self._send(turn, rendered.messages[sent], replace_ts, posts, answer_part(sent))
             except SlackApiError as exc:
                 lower = self.poster.downgrade(team, level) if api_error(exc) in REFUSED_BLOCKS else None
                 if lower is None:
                     raise
-                level, rendered = lower, self._rerender(reply, lower, sent)
+                # The reply at the lower level; messages already delivered are not sent again.
+                again = render_reply(reply, lower)
+                keep = again.messages[sent:] or again.messages[-1:]
+                level = lower
+                rendered = RenderedReply(messages=[OutMessage(text="")] * sent + keep, uploads=again.uploads)
                 continue
             sent += 1
             delivered.count = sent
-        if rendered.uploads and (posts is None or await posts.take_files()):
-            await self._upload_all(turn, rendered.uploads)
-            if posts is not None:
-                await posts.files_done()
-        approval = reply.approval
-        if approval is not None:
-            await self._ask_approval(turn, approval)
+        # Files go up after the messages they belong to, once: a failed one is a note, never a lost
+        # answer or an apology.
+        if rendered.uploads and await posts.take_files():
+            await self.poster.upload_all(turn.channel, turn.reply_thread_ts, rendered.uploads)
+            await posts.files_done()
+        prompt = reply.approval
+        if prompt is not None and prompt.message_ref is None:
+            # The one approval message of a parked turn, unless it was posted already.
+            ts = await self.poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
+            await self.agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
+            await self.poster.upload_all(turn.channel, turn.reply_thread_ts, argument_uploads(prompt))
 
     @staticmethod
     def _with_feedback(
@@ -349,79 +359,87 @@ class TurnRunner:
         head = OutMessage(text=head.text, blocks=blocks, attachments=head.attachments)
         return RenderedReply(messages=[head, *rendered.messages[1:]], uploads=rendered.uploads)
 
-    async def _ask_approval(self, turn: Turn, prompt: ApprovalPrompt) -> None:
-        """Post the one approval message of a parked turn, unless it was posted already."""
-        if prompt.message_ref is not None:
-            return
-        ts = await self.poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
-        await self.agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
-        await self._upload_all(turn, argument_uploads(prompt))
-
-    async def _upload_all(self, turn: Turn, uploads: list[Upload]) -> None:
-        """Files go up after the messages they belong to, once: a failed one is a note, never a lost
-        answer or an apology."""
-        await self.poster.upload_all(turn.channel, turn.reply_thread_ts, uploads)
-
-    @staticmethod
-    def _rerender(reply: AgentReply, level: Level, sent: int) -> RenderedReply:
-        """The reply at a lower level; messages already delivered are not sent again."""
-        again = render_reply(reply, level)
-        keep = again.messages[sent:] or again.messages[-1:]
-        return RenderedReply(messages=[OutMessage(text="")] * sent + keep, uploads=again.uploads)
-
     async def _send(
-        self,
-        turn: Turn,
-        message: OutMessage,
-        replace_ts: str | None,
-        posts: TurnPosts | None = None,
-        part: str = "",
+        self, turn: Turn, message: OutMessage, replace_ts: str | None, posts: TurnPosts, part: str
     ) -> None:
-        if replace_ts is not None:
-            await self.poster.update(turn.channel, replace_ts, message)
-            if posts is not None:
-                await posts.replaced(part, replace_ts)
-        elif posts is not None:
+        if replace_ts is None:
             await posts.post(part, message)
-        else:
-            await self.poster.post(turn.channel, turn.reply_thread_ts, message)
+            return
+        await self.poster.update(turn.channel, replace_ts, message)
+        await posts.replaced(part, replace_ts)
 
     async def _apologize(
         self,
         turn: Turn,
-        sink: ProgressSink | LaterSink | None,
+        sink: ProgressSink | None,
         text: str = APOLOGY,
     ) -> None:
         try:
-            live = sink.live if isinstance(sink, LaterSink | StreamedAnswer) else None
+            live = sink.live if isinstance(sink, OpeningProgress | StreamedAnswer) else None
             if isinstance(live, StreamedAnswer):
                 # A stream is stopped with the apology (or rewritten to it), never left hanging.
                 await self._deliver(turn, AgentReply(text=text, failed=True), sink)
                 return
-            await self._send(turn, plain_message(text), sink.message_ts if sink is not None else None)
+            ts = sink.message_ts if sink is not None else None
+            await self._send(turn, plain_message(text), ts, TurnPosts(None, self.poster, turn), "")
         except PostsStopped:
             logger.info("no note for Slack event %s: nerve is shutting down", turn.event_id)
         except Exception:
             logger.exception("could not post the apology for Slack event %s", turn.event_id)
 
 
-class LazyProgress(LaterSink):
-    """Progress for a resumed turn, shown only once it starts: a request another process already
-    took ends before any progress, and then nothing is posted."""
+SEEN_REACTION = "eyes"
+# What Slack answers when the reaction is already there, or already gone: nothing to do.
+_SETTLED = frozenset({"already_reacted", "no_reaction", "message_not_found"})
+# The app may not react at all (scope missing, token type): stop asking, say so once.
+_REFUSED = frozenset({"missing_scope", "not_allowed_token_type", "no_permission", "invalid_name"})
 
-    def __init__(self, runner: TurnRunner, turn: Turn) -> None:
-        self.turn = turn
-        self._runner = runner
 
-    async def on_event(self, event: TurnEvent) -> None:
-        if self._sink is None:
-            try:
-                self._sink = await self._runner.open_progress(self.turn)
-            except SlackApiError as exc:
-                logger.warning("could not show progress in %s: %s", self.turn.key, api_error(exc))
-                return
-        await self._sink.on_event(event)
+class SeenMarks:
+    """Adds and removes the 👀 of each turn, for one bot; remembers a refusal of reactions."""
 
-    async def close(self) -> None:
-        if self._sink is not None:
-            await self._sink.close()
+    def __init__(self, client: AsyncWebClient) -> None:
+        self._client = client
+        self._refused = False
+
+    def mark(self, turn: Turn) -> asyncio.Task[bool] | None:
+        """Start showing 👀 on the post of `turn` (in the background), or None where no sign is due:
+        direct messages show their own status, and a turn taken back from the store has no post."""
+        if self._refused or turn.message_ts is None or is_dm_channel(turn.channel):
+            return None
+        return asyncio.create_task(self.call("add", turn.channel, turn.message_ts))
+
+    async def clear(self, turn: Turn, adding: asyncio.Task[bool]) -> None:
+        """Take the reaction away (after it landed, so a late add cannot put it back)."""
+        try:
+            added = await adding
+        except asyncio.CancelledError:
+            return
+        if added and turn.message_ts is not None:
+            await self.call("remove", turn.channel, turn.message_ts)
+
+    async def call(self, method: str, channel: str, ts: str) -> bool:
+        """reactions.add / reactions.remove; True when Slack did it (or it was already so)."""
+        if self._refused:
+            return False
+        try:
+            react = self._client.reactions_add if method == "add" else self._client.reactions_remove
+            await react(channel=channel, timestamp=ts, name=SEEN_REACTION)
+        except SlackApiError as exc:
+            error = api_error(exc)
+            if error in _SETTLED:
+                return True
+            if error in _REFUSED:
+                self._refused = True
+                logger.warning(
+                    "Slack refused reactions (%s): mentions get no 👀 until the app has the "
+                    "reactions:write scope (reinstall it from slack/manifest.*.yaml)",
+                    error,
+                )
+                return False
+            logger.info("could not %s the 👀 reaction in %s: %s", method, channel, error or exc)
+            return False
+        except Exception as exc:  # a network failure costs the sign, never the turn
+            logger.info("could not %s the 👀 reaction in %s: %s", method, channel, type(exc).__name__)
+            return False
+        return True

@@ -1,15 +1,19 @@
-"""Whether a signed Slack delivery has the shape slack-bolt and nerve read, before either reads it.
+"""Is this HTTP delivery from Slack, and has it the shape slack-bolt and nerve read, before either reads it?
 
-A valid signature says who sent a body, not what is in it. slack-bolt reads deliveries assuming
-Slack's shapes (`event` is an object, `authorizations` a list of objects, …): a body that breaks
-one of those assumptions raises inside bolt, which answers 500 with a traceback, and Slack retries
-a 500 as if it might succeed next time. Checked here first, such a body is refused with a 400 and
-one log line saying what is wrong.
+The signature is checked over the raw bytes before anything decodes them: Slack signs bytes, and a
+body that is not valid UTF-8 must still verify before it is decoded with replacement. A valid
+signature says who sent a body, not what is in it: a body that breaks slack-bolt's assumptions
+(`event` an object, `authorizations` a list of objects, …) raises inside bolt, which answers 500, and
+Slack retries a 500. Checked here first, each is a refusal (401, 400) with one reason for the log,
+never an exception.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl
@@ -137,4 +141,30 @@ def _untyped(body: dict[str, Any]) -> str | None:
     interactions carry a type, its slash commands a command, its certificate checks ssl_check."""
     if body.get("type") is None and not {"command", "ssl_check"} & body.keys():
         return "the body has no type (nor a command): it is no Slack event, interaction or command"
+    return None
+
+
+# Slack refuses to accept replays older than five minutes; so do we.
+MAX_AGE_SECONDS = 5 * 60
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
+
+
+def signature_problem(
+    secret: str, raw: bytes, timestamp: str | None, signature: str | None, *, now: float
+) -> str | None:
+    """None when `raw` was signed with `secret` within the last five minutes; else what is wrong."""
+    if not timestamp:
+        return "no X-Slack-Request-Timestamp header"
+    if not signature:
+        return "no X-Slack-Signature header"
+    if _TIMESTAMP.fullmatch(timestamp) is None:
+        return "X-Slack-Request-Timestamp is not a number of seconds"
+    if abs(now - int(timestamp)) > MAX_AGE_SECONDS:
+        return "X-Slack-Request-Timestamp is more than five minutes away (a replay, or a wrong clock)"
+    if _SIGNATURE.fullmatch(signature) is None:
+        return "X-Slack-Signature is not of the form v0=<64 hex digits>"
+    digest = hmac.new(secret.encode(), b"v0:" + timestamp.encode() + b":" + raw, hashlib.sha256)
+    if not hmac.compare_digest("v0=" + digest.hexdigest(), signature):
+        return "X-Slack-Signature does not match the body (wrong SLACK_SIGNING_SECRET, or not Slack)"
     return None

@@ -1,18 +1,11 @@
 """`nerve worker`: a process that only runs Slack's jobs, for deployments that want more workers
 than receivers.
 
-Every `nerve slack` on PostgreSQL receives events and runs a worker too (`adapters.slack.serve`).
-A worker process runs the second half alone: no socket to Slack and no /slack/events, so Slack
-never delivers to it; it takes the jobs the receivers queued (answer an event, go on with a
-decided approval, answer the messages that waited) and posts the answers with the bot token.
-It serves /healthz, /readyz and /metrics like any front end, and sweeps for expired approvals and
-events recorded but never queued, as every process on the database does.
-
-It does no start-up recovery: the jobs of a worker that died are run again by the others once its
-heartbeat stops (`bot.jobs`), and what a receiver left unqueued is queued by a sweep or by the
-receiver's own next start.
-
-Discord's jobs are another queue, run by `nerve discord` processes (`adapters.discord.jobs`).
+It has no socket and no /slack/events, so Slack never delivers to it: it takes the jobs the receivers
+queued and posts the answers with the bot token, serves /healthz, /readyz and /metrics, and sweeps
+like every process on the database. It does no start-up recovery: a dead worker's jobs run again
+elsewhere once its heartbeat stops (`bot.jobs`), and what a receiver left unqueued is queued by a
+sweep or by that receiver's next start.
 """
 
 from __future__ import annotations
@@ -56,13 +49,9 @@ async def run_worker(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run Slack's jobs, NERVE_WORKER_CONCURRENCY at a time, until cancelled or until `stop` is set
-    and the running jobs had NERVE_SHUTDOWN_GRACE seconds (those still running then go back to the
-    queue for another process).
-
-    A Slack that refuses the bot token or cannot be reached raises ConfigError or StartupError
-    before any job is taken. /healthz, /readyz and /metrics answer at `host` (default
-    NERVE_HTTP_HOST) and NERVE_HTTP_PORT; `ops_ready` receives their base URL.
-    """
+    and the running jobs had NERVE_SHUTDOWN_GRACE seconds (the rest go back to the queue). A refused
+    token or an unreachable Slack raises before any job is taken; /healthz, /readyz and /metrics
+    answer at `host` and NERVE_HTTP_PORT (`ops_ready`)."""
     check_settings(settings)
     bind = host or settings.nerve_http_host
     stop = stop or asyncio.Event()
