@@ -1,13 +1,9 @@
-"""One MCP server's connection, kept alive by one task (S1, S14).
+"""One MCP server's connection, kept alive by one task (S1, S14), and its tools listed.
 
-`ServerLink.run()` is that task: it opens the client, lists the tools, waits, and when the
-connection drops it closes everything and opens it again after a backoff. The client is entered
-and exited in this one task, as anyio's cancel scopes require; calls from other tasks use the
-open session concurrently, which MCP allows (each request has its own id).
-
-The link only keeps the connection alive; the wire is `bot.mcp.transport`, what the server sends
-unasked `bot.mcp.server_messages`, the listings `bot.mcp.listing`, and why an attempt failed
-`bot.mcp.link_failures`.
+`ServerLink.run()` opens the client, lists, waits, and reopens it after a backoff when it drops.
+The client is entered and exited in this one task, as anyio's cancel scopes require; other tasks
+use the open session concurrently, which MCP allows. The wire and why an attempt failed are
+`bot.mcp.transport`; what the server sends unasked, `bot.mcp.server_messages`.
 """
 
 from __future__ import annotations
@@ -35,17 +31,15 @@ from mcp.client.subscriptions import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from bot.mcp import transport
 from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
 from bot.mcp.circuit import Circuit, CircuitPolicy
 from bot.mcp.early_start import EarlyServer, claim
-from bot.mcp.link_failures import NEEDS_AUTH_ENTRY, address_refused, describe_failure, sign_in_needed
-from bot.mcp.listing import list_all_prompts, list_all_tools
 from bot.mcp.server_config import ServerConfig
 from bot.mcp.server_messages import ServerMessages
 from bot.mcp.stderr import StderrTap
 from bot.mcp.stdio import server_environment, stop_server
-from bot.mcp.transport import open_transport, stdio_parameters, watched
 from bot.observe import metrics
 from bot.observe.log_context import fields
 from bot.types import SignInNeeded
@@ -61,6 +55,8 @@ BACKOFF_MAX = 30.0
 # backoff afresh.
 HEALTHY_AFTER = 60.0
 CLIENT_INFO = mcp_types.Implementation(name="nerve", version="0.1.0")
+# A server that keeps handing out cursors stops being listed after this many pages.
+MAX_TOOL_PAGES = 100
 
 
 class ServerLink:
@@ -191,7 +187,7 @@ class ServerLink:
                     reason = await self._run_once()
                 except Exception as exc:  # one net per attempt, so a bug here cannot stop the restarts
                     logger.exception("MCP server %r: unexpected failure", self.name)
-                    reason = describe_failure(exc)
+                    reason = transport.describe_failure(exc)
                 if anyio.current_time() - started > HEALTHY_AFTER:
                     self._delay = BACKOFF_FIRST
                 renewing, self._renewing = self._renewing, False
@@ -248,7 +244,8 @@ class ServerLink:
         """This stdio server's process, when the command line started it already (first start only)."""
         if self.config.kind != "stdio":
             return None
-        early = await claim(self.name, self.config, server_environment(stdio_parameters(self.config)))
+        env = server_environment(transport.stdio_parameters(self.config))
+        early = await claim(self.name, self.config, env)
         if early is not None:
             logger.debug(
                 "MCP server %r: connecting to the process started early (%d)",
@@ -269,7 +266,7 @@ class ServerLink:
         try:
             with anyio.CancelScope(deadline=started + self._connect_timeout) as handshake:
                 async with AsyncExitStack() as stack:
-                    transport = await open_transport(
+                    wire = await transport.open_transport(
                         self.name,
                         self.config,
                         stack,
@@ -280,7 +277,7 @@ class ServerLink:
                         early=early,
                     )
                     client = Client(
-                        cast(Transport, watched(transport, self._connection_lost)),
+                        cast(Transport, transport.watched(wire, self._connection_lost)),
                         mode=self._mode,
                         message_handler=self._messages.on_message,
                         cache=None,
@@ -305,19 +302,19 @@ class ServerLink:
                     )
             return f"did not finish starting within {self._connect_timeout:g} s"
         except Exception as exc:
-            refused = address_refused(exc)
+            refused = transport.address_refused(exc)
             if refused is not None:
                 self.refused = str(refused)
                 return f"was not contacted: {refused}"
-            needed = sign_in_needed(exc)
+            needed = transport.sign_in_needed(exc)
             if needed is not None:
                 self.sign_in = needed
                 if self.personal:
                     return "needs its person to sign in"
                 return f"needs sign-in: an admin runs `nerve connect {self.name}`"
             if self._challenged:
-                return NEEDS_AUTH_ENTRY
-            return describe_failure(exc)
+                return transport.NEEDS_AUTH_ENTRY
+            return transport.describe_failure(exc)
 
     async def _serve(self, client: Client) -> None:
         """Wait for the connection to drop, re-listing tools whenever the server says they changed."""
@@ -434,3 +431,43 @@ def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
         return None
     needed, provider.asked = provider.asked, None
     return needed, provider.context.client_metadata.scope
+
+
+async def list_all_tools(client: Client) -> tuple[ListedTool, ...]:
+    """Every tool, following pagination cursors (bounded, so a server that loops cannot hang us)."""
+    tools: list[ListedTool] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(
+            ListedTool(
+                name=t.name,
+                description=t.description,
+                input_schema=t.input_schema,
+                annotations=None
+                if t.annotations is None
+                else t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True),
+            )
+            for t in page.tools
+        )
+        cursor = page.next_cursor
+        if cursor is None or cursor in seen:
+            break
+        seen.add(cursor)
+    return tuple(tools)
+
+
+async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
+    """Every prompt, following cursors (bounded); none when the server offers no prompts."""
+    if client.server_capabilities.prompts is None:
+        return ()
+    prompts: list[mcp_types.Prompt] = []
+    cursor: str | None = None
+    for _ in range(MAX_TOOL_PAGES):
+        page = await client.list_prompts(cursor=cursor)
+        prompts.extend(page.prompts)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tuple(prompts)

@@ -15,14 +15,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import httpx2
-
 from bot.mcp import results
 from bot.mcp.address_guard import Refused
 from bot.mcp.catalog import ListedTool
-from bot.mcp.link import ServerLink, sign_in_asked
+from bot.mcp.link import ServerLink
 from bot.mcp.server_config import ServerConfig
-from bot.types import CallContext, SignInNeeded, ToolResult, ToolSpec
+from bot.types import CallContext, ToolResult, ToolSpec
 
 if TYPE_CHECKING:  # the host names this module's constants; the OAuth client loads with a sign-in
     from bot.mcp.auth.sign_ins import SignIns
@@ -35,7 +33,7 @@ CONNECT_TOOL = "__connect__"
 MAX_OPEN_LINKS = 200
 NEEDS_SIGN_IN = "needs sign-in: nobody has connected an account yet"
 
-MakeLink = Callable[[str, ServerConfig, httpx2.Auth | None, bool], ServerLink]
+MakeLink = Callable[..., ServerLink]
 
 
 class PersonalServers:
@@ -108,11 +106,6 @@ class PersonalServers:
         if stored_at is not None and stored_at > held.stored_at:
             await self._close(server, person)
 
-    def sign_in_asked(self, link: ServerLink) -> SignInNeeded | None:
-        """The sign-in a failed call's server asked for mid-call (more scope), if it did."""
-        asked = sign_in_asked(link)
-        return asked[0] if asked is not None else None
-
     async def _sign_in(self, server: str, person: str) -> ToolResult:
         try:
             needed = await self.sign_ins.begin(server, person)
@@ -128,7 +121,8 @@ class PersonalServers:
         if found is not None:
             self._links.move_to_end((server, person))
             return found[0]
-        link = self._make_link(server, self._servers[server], self.sign_ins.provider(server, person), True)
+        provider = self.sign_ins.provider(server, person)
+        link = self._make_link(server, self._servers[server], auth=provider, personal=True)
         task = asyncio.create_task(link.run(), name=f"mcp-server:{server}:{person}")
         self._links[(server, person)] = (link, task)
         while len(self._links) > MAX_OPEN_LINKS:

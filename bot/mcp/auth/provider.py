@@ -1,30 +1,17 @@
 """How nerve signs in to a remote MCP server: the `mcp` SDK's OAuth client, set up the nerve way.
 
-The SDK does the protocol: discovery (RFC 9728, RFC 8414, OpenID), issuer checks (SEP-2468,
-SEP-2352), registration, PKCE S256, `state`, `resource` (RFC 8707), `iss` (RFC 9207), scope choice
-and step-up (SEP-2350), `offline_access` only where the server lists it (SEP-2207), refresh.
-`NerveOAuth` adds what is nerve's to decide:
+The SDK does the protocol (discovery, issuer checks, registration, PKCE, `state`, `resource`, `iss`,
+scope choice and step-up, `offline_access`, refresh). `NerveOAuth` adds what is nerve's to decide:
+its client metadata; how it is known to the server, in the order the MCP specification recommends
+(the operator's `auth.client_id`, else nerve's Client ID Metadata Document, else Dynamic Client
+Registration); the token endpoint method a registration asks for; the operator's `auth.scope` where
+the server names none; and a bound on sign-ins that do not help (a fresh token refused again gets
+its refusal passed on, not another browser tab). The authorization step is split in two
+(`authorization_request()`, `authorization_code()`) so a chat turn can park between them.
 
-- who nerve is: the client metadata ("nerve", its redirect URI, authorization code + refresh);
-- how nerve is known to the server, in the order the MCP specification recommends: the client the
-  operator registered beforehand (`auth.client_id`), else nerve's Client ID Metadata Document where
-  the server accepts one, else Dynamic Client Registration;
-- which token endpoint method a registration asks for, from what the server supports;
-- the operator's `auth.scope` when neither the server's challenge nor its metadata names scopes;
-- a bound on sign-ins that do not help: a server that keeps refusing a fresh token (403
-  `insufficient_scope` for scopes already granted, or a 401 straight after signing in) gets its
-  refusal passed on, not another browser tab, until a request succeeds again.
-
-The authorization step itself is split in two so it can run in two places (a terminal waits for the
-browser; a chat turn parks and the callback finishes it later, maybe in another process):
-`authorization_request()` builds the URL with a fresh `state` and PKCE verifier the caller may keep,
-and `authorization_code()` checks what the browser brought back.
-
-SDK internals this relies on (pinned `mcp` version, see requirements.lock):
-`OAuthClientProvider._auth_flow` (wrapped, never re-implemented), `_perform_authorization`
-(extended) and `_perform_authorization_code_grant` (replaced by the two halves above, which a
-subclass may override instead), the `OAuthContext` fields, and `mcp.shared._request_clock.
-waiting_on_a_person`, which stops a call's timeout while a person signs in.
+SDK internals relied on (pinned `mcp`): `OAuthClientProvider._auth_flow` (wrapped),
+`_perform_authorization` (extended), `_perform_authorization_code_grant` (replaced), the
+`OAuthContext` fields, and `waiting_on_a_person`, which stops a call's timeout while a person signs in.
 """
 
 from __future__ import annotations
@@ -96,12 +83,8 @@ class AuthorizationRequest:
 
 class NerveOAuth(OAuthClientProvider):
     """The SDK's `OAuthClientProvider` with nerve's client identity, registration order and bounds.
-
-    Use it as the `httpx2.Auth` of a remote server's HTTP client. Without handlers it can discover,
-    register and refresh, but an authorization needs `redirect_handler` (send the browser to a URL)
-    and `callback_handler` (wait for it to come back), or a subclass overriding
-    `_perform_authorization_code_grant` with `authorization_request()` / `authorization_code()`.
-    """
+    An authorization needs `redirect_handler` and `callback_handler`, or a subclass overriding
+    `_perform_authorization_code_grant`."""
 
     def __init__(
         self,
@@ -133,8 +116,6 @@ class NerveOAuth(OAuthClientProvider):
         self._also_scope = also_scope
         # Why the latest sign-in failed or was refused (kept after later successes, for reports).
         self.last_failure: Exception | None = None
-
-    # --- the authorization step, in two halves ---------------------------------------------------
 
     def authorization_request(self) -> AuthorizationRequest:
         """The authorization URL for what the flow has discovered and registered so far, with a new
@@ -210,8 +191,6 @@ class NerveOAuth(OAuthClientProvider):
                 self.context.client_metadata.scope, self._also_scope
             )
         return await super()._perform_authorization()
-
-    # --- around the SDK's flow ----------------------------------------------------------------
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         """The SDK's flow, watched: it picks the registration method from the server's metadata and
@@ -312,11 +291,8 @@ def client_metadata(config: AuthConfig, redirect_uri: str) -> OAuthClientMetadat
 
 
 def pre_registered_client(config: AuthConfig, redirect_uri: str) -> OAuthClientInformationFull | None:
-    """The client the operator registered at the authorization server, if the config names one.
-
-    Without a method in the config: a secret is sent with HTTP Basic (RFC 6749's default); a client
-    without one is public.
-    """
+    """The client the operator registered beforehand, if any; a secret goes with HTTP Basic unless
+    the config names a method (RFC 6749's default)."""
     if not config.client_id:
         return None
     method = config.token_endpoint_auth_method or ("client_secret_basic" if config.client_secret else "none")
@@ -333,12 +309,8 @@ def pre_registered_client(config: AuthConfig, redirect_uri: str) -> OAuthClientI
 def registration_method(supported: list[str] | None) -> TokenEndpointAuthMethod:
     """The token endpoint method to register with: none (a public client) unless the server lists
     methods without it, then the first secret method it lists that the SDK can apply."""
-    if not supported:
-        return "none"
-    for method in _METHOD_PREFERENCE:
-        if method in supported:
-            return method
-    return "none"  # nothing usable listed: ask as a public client and let the server decide
+    # Nothing usable listed: ask as a public client and let the server decide.
+    return next((method for method in _METHOD_PREFERENCE if method in (supported or ())), "none")
 
 
 def auth_for(
@@ -382,10 +354,8 @@ def auth_for(
 
 
 def client_metadata_url(public_url: str) -> str | None:
-    """Where nerve's Client ID Metadata Document is served, which is also its client_id there.
-
-    None when `public_url` is not https: authorization servers fetch the document over https only.
-    """
+    """Where nerve's Client ID Metadata Document is served (its client_id there); None unless https,
+    the only way authorization servers fetch it."""
     url = public_url.rstrip("/") + CLIENT_METADATA_PATH
     return url if urlparse(url).scheme == "https" else None
 
@@ -396,13 +366,9 @@ def public_redirect_uri(public_url: str) -> str:
 
 
 def client_metadata_document(public_url: str) -> dict[str, Any]:
-    """The JSON nerve serves at NERVE_PUBLIC_URL/oauth/client.json (Client ID Metadata Document).
-
-    Its `client_id` is its own URL, as the draft requires; nerve is a public client there (it holds
-    no secret any authorization server issued). People sign in through the public callback; the
-    loopback one is for a person at nerve's machine (the terminal, `nerve connect`), whose port
-    changes every time, which RFC 8252 §7.3 has authorization servers ignore for loopback addresses.
-    """
+    """The JSON nerve serves at NERVE_PUBLIC_URL/oauth/client.json (Client ID Metadata Document), as a
+    public client. The loopback redirect is for a person at nerve's machine; its port changes every
+    time, which RFC 8252 §7.3 has authorization servers ignore for loopback addresses."""
     base = public_url.rstrip("/")
     redirect_uri = public_redirect_uri(base)
     return {
@@ -425,10 +391,7 @@ def _application_type(redirect_uri: str) -> Literal["native", "web"]:
 
 def scope_union(*scopes: str | None) -> str:
     """Space-separated scopes, each once, in the order first named."""
-    found: dict[str, None] = {}
-    for scope in scopes:
-        found.update(dict.fromkeys((scope or "").split()))
-    return " ".join(found)
+    return " ".join(dict.fromkeys(word for scope in scopes for word in (scope or "").split()))
 
 
 def _insufficient_scope(response: httpx2.Response) -> bool:

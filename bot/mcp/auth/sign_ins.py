@@ -1,15 +1,11 @@
 """Per-person sign-in from the chat: start an authorization, park, finish it from the callback.
 
-In a chat nobody can wait inside a request for a person to finish in their browser, so the SDK's
-provider is taken only as far as the authorization request (discovery, registration, scope choice,
-PKCE, `resource`, all the SDK's). There `ParkingOAuth` writes the flow to the store — the PKCE
-verifier and what was discovered, sealed — and stops with `SignInRequired`. The browser then lands on
-the callback in whichever process serves it; `SignIns.complete` takes the flow by its single-use
-`state`, checks `iss` (RFC 9207), exchanges the code through the same SDK code, stores the tokens
-and names the parked turns that may go on.
-
-SDK internals used (pinned `mcp` version): `OAuthContext` fields, `_exchange_token_authorization_code`
-and `_handle_token_response` to finish the exchange in another process than the one that started it.
+Nobody can wait inside a chat request for a person's browser, so the SDK's provider is taken only
+as far as the authorization request; `ParkingOAuth` stores the flow there (the PKCE verifier and
+what was discovered, sealed) and stops with `SignInRequired`. The callback, in whichever process
+serves it, takes the flow by its single-use `state` (`SignIns.complete`), checks `iss` (RFC 9207)
+and finishes the exchange through the SDK's own `_exchange_token_authorization_code` and
+`_handle_token_response` (pinned `mcp` version).
 """
 
 from __future__ import annotations
@@ -22,15 +18,11 @@ from dataclasses import KW_ONLY, InitVar, dataclass
 
 import httpx2
 from mcp.client.auth.utils import validate_authorization_response_iss
-from mcp.shared.auth import (
-    OAuthClientInformationFull,
-    OAuthMetadata,
-    ProtectedResourceMetadata,
-)
+from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, ProtectedResourceMetadata
 from pydantic import BaseModel
 
 from bot.errors import NerveError, SignInFailed
-from bot.mcp.address_guard import PlainHttpRefused, http_client
+from bot.mcp.address_guard import PlainHttpRefused, entry_client
 from bot.mcp.auth.provider import NerveOAuth
 from bot.mcp.auth.tokens import StoredTokens
 from bot.mcp.auth.vault import Vault
@@ -177,7 +169,7 @@ class SignIns:
         return await self.ledger.people_connected(server)
 
     async def stored_at(self, server: str, person: str) -> float | None:
-        """When this person's tokens for `server` were last stored; None when there are none."""
+        """When this person's tokens for `server` were last stored, if ever."""
         stored = await self.ledger.stored_tokens(server, person)
         return stored.updated_at if stored is not None else None
 
@@ -197,8 +189,8 @@ class SignIns:
         )
 
     async def begin(self, server: str, person: str, key: ConversationKey | None = None) -> SignInNeeded:
-        """Start a sign-in: ask the server as this person, which leads the SDK through discovery and
-        registration to the authorization request, stored here. The URL is for this person only."""
+        """Start a sign-in by asking the server as this person: the SDK's discovery and registration
+        lead to the authorization request, stored here. The URL is for this person only."""
         config = self._servers[server]
         assert config.url is not None
         token = _conversation.set(key)
@@ -233,10 +225,8 @@ class SignIns:
         provider.tokens.client = context.client_info  # sealed with the tokens it gets
         if flow.get("oauth_metadata"):
             context.oauth_metadata = OAuthMetadata.model_validate(flow["oauth_metadata"])
-        if flow.get("resource_metadata"):
-            context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(
-                flow["resource_metadata"]
-            )
+        if resource := flow.get("resource_metadata"):
+            context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(resource)
         context.protocol_version = flow.get("protocol_version")
         context.client_metadata.scope = flow.get("scope")
         try:
@@ -265,12 +255,8 @@ class SignIns:
         return SignedIn(server=started.server, person=started.person, request_ids=tuple(request_ids))
 
     async def connections(self, person: str) -> list[Connection]:
-        rows = await self.ledger.connections_of(person)
-        return [
-            Connection(server=r.server, since=r.updated_at, scope=r.scope)
-            for r in rows
-            if r.server in self._servers
-        ]
+        rows = [r for r in await self.ledger.connections_of(person) if r.server in self._servers]
+        return [Connection(server=r.server, since=r.updated_at, scope=r.scope) for r in rows]
 
     async def disconnect(self, server: str, person: str) -> bool:
         """Revoke at the server where it supports RFC 7009, then forget; True if there was a connection."""
@@ -281,10 +267,8 @@ class SignIns:
         client = await storage.get_client_info()
         revocation = await self._revocation_endpoint(server)
         if revocation and client is not None:
-            for token, hint in (
-                (tokens.refresh_token, "refresh_token"),
-                (tokens.access_token, "access_token"),
-            ):
+            for hint in ("refresh_token", "access_token"):
+                token = getattr(tokens, hint)
                 if not token:
                     continue
                 data = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
@@ -303,14 +287,7 @@ class SignIns:
 
     def _http(self, server: str, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
         """A client for `server`'s sign-in traffic, under its entry's network rules."""
-        config = self._servers[server]
-        return http_client(
-            config.allow_private_network,
-            allow_insecure_http=config.allow_insecure_http,
-            server_url=config.url,
-            auth=auth,
-            timeout=HTTP_TIMEOUT,
-        )
+        return entry_client(self._servers[server], auth=auth, timeout=HTTP_TIMEOUT)
 
     async def _revocation_endpoint(self, server: str) -> str | None:
         """The authorization server's revocation endpoint, read from its metadata."""
