@@ -1,14 +1,15 @@
 """One tool call on one server's link, with every way it can fail turned into a `ToolResult`.
 
-Its own module because a call has its own rules apart from keeping the servers and the catalog
-(`bot.mcp.host`): it goes through the server's circuit, waits for a restart within its own timeout,
-is made once more on a new session when the server forgot the old one, runs on an idle timer that
-a person filling in a form stops, and never raises.
+A call goes through the server's circuit, waits for a restart within its own timeout, is made once
+more on a new session when the server forgot the old one, and never raises. Its clock is an idle
+timeout that progress restarts (a server reporting progress is working) and that stands still
+while a person fills in a form; `max_call_seconds` still bounds the server's own time in all.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -17,19 +18,86 @@ from typing import Any
 import anyio
 import pydantic
 from mcp import Client, MCPError
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.mcp import results
 from bot.mcp.link import ServerLink
 from bot.mcp.parking import call_parkable
-from bot.mcp.timer import CallTimer
-from bot.types import CallContext, InputNeeded, ToolResult, ToolSpec
+from bot.types import CallContext, InputAnswer, InputDraft, InputNeeded, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
 # What the SDK's Streamable HTTP client says for a non-2xx answer without a JSON-RPC error in it.
 HTTP_ERROR_STAND_IN = "Server returned an error response"
+
+
+class CallTimer:
+    """Moves one call's cancel-scope deadline as the call progresses."""
+
+    def __init__(self, *, idle: float, most: float, spent: float = 0.0) -> None:
+        self._idle = idle
+        self._most = most
+        # The server's own time so far (seconds), not counting time spent waiting for people.
+        self._spent = spent
+        self._since = time.monotonic()
+        self._asking = 0
+        self.scope: anyio.CancelScope | None = None
+
+    def restart(self) -> None:
+        """Progress or an answer arrived: the idle timeout starts again, within the overall bound."""
+        if self.scope is None or self._asking:
+            return
+        now = anyio.current_time()
+        left = self._most - self._working()
+        self.scope.deadline = now + max(0.0, min(self._idle, left))
+
+    def out_of_time(self) -> bool:
+        return self._working() >= self._most - 0.001
+
+    def _working(self) -> float:
+        if self._asking:
+            return self._spent
+        return self._spent + time.monotonic() - self._since
+
+    def watch(self, context: CallContext) -> CallContext:
+        """The context with its `ask` wrapped: the clock stops while a person answers."""
+        ask = context.ask
+        if ask is None:
+            return context
+
+        async def paused(draft: InputDraft) -> InputAnswer:
+            self._pause()
+            try:
+                return await ask(draft)
+            finally:
+                self._resume()
+                self.restart()
+
+        return replace(context, ask=paused)
+
+    def _pause(self) -> None:
+        if not self._asking:
+            self._spent += time.monotonic() - self._since
+        self._asking += 1
+        if self.scope is not None:
+            self.scope.deadline = math.inf
+
+    def _resume(self) -> None:
+        self._asking -= 1
+        if not self._asking:
+            self._since = time.monotonic()
+
+    def progress_callback(self, context: CallContext) -> ProgressFnT:
+        report = context.report
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            self.restart()
+            if report is not None:
+                await report(progress, total, message)
+
+        return on_progress
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,19 +1,11 @@
 """Stdio servers started before nerve loads its own libraries, so the two start-ups overlap.
 
-A one-shot `nerve ask` spends most of its life starting: nerve imports the MCP SDK, the model
-client and the agent (about a second of CPU), then starts each stdio server, which imports the
-SDK again. Done in that order the two add up. The command line therefore starts the servers'
-processes first (`started_early`, which needs nothing heavier than anyio) and loads the rest while
-they boot; each server's link then claims its process (`claim`) instead of spawning another.
-
-A process is claimed only when it was started exactly as the link would start it: the same
-command, arguments, working directory and environment (the SDK's inherited variables and the
-entry's own). The environment is compared with what the SDK computes at claim time, so should the
-SDK ever inherit other variables, the early process is stopped and the link starts its own: never
-a server with a different environment. Whatever no link claims (a command that failed before
-opening its runtime, a server dropped from the file in between) is stopped on the way out.
-
-POSIX only: on Windows the SDK starts servers in a job object, and they start as before.
+A one-shot `nerve ask` spends most of its life importing (nerve about a second, each server the SDK
+again); so the command line starts the servers' processes first (`started_early`, needing only
+anyio) and each link claims its process (`claim`) instead of spawning another. A process is claimed
+only when started exactly as the link would start it (command, arguments, directory, and the
+environment the SDK computes at claim time), never a server with a different environment; whatever
+no link claims is stopped on the way out. POSIX only: on Windows servers start as before.
 """
 
 from __future__ import annotations

@@ -23,11 +23,10 @@ from mcp import MCPError
 from bot.errors import PromptError
 from bot.mcp import results
 from bot.mcp.calls import LinkCalls
-from bot.mcp.catalog import build_catalog, unmatched_overrides
+from bot.mcp.catalog import build_catalog, prompt_specs, prompt_text, unmatched_overrides
 from bot.mcp.circuit import CircuitPolicy
 from bot.mcp.link import AuthFactory, Mode, ServerLink, sign_in_asked
 from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
-from bot.mcp.prompts import prompt_specs, prompt_text
 from bot.mcp.server_config import ServerConfig
 from bot.observe.log_context import server_context
 from bot.types import CallContext, PromptSpec, ToolResult, ToolSpec

@@ -32,12 +32,11 @@ from mcp.client.subscriptions import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.mcp import transport
-from bot.mcp.callers import Callers
 from bot.mcp.catalog import ListedTool
 from bot.mcp.circuit import Circuit, CircuitPolicy
 from bot.mcp.early_start import EarlyServer, claim
 from bot.mcp.server_config import ServerConfig
-from bot.mcp.server_messages import ServerMessages
+from bot.mcp.server_messages import Callers, ServerMessages
 from bot.mcp.stderr import StderrTap
 from bot.mcp.stdio import server_environment, stop_server
 from bot.observe import metrics

@@ -1,17 +1,11 @@
 """A call whose 2026-07-28 server asks for input in its result, driven so the turn can park.
 
-The SDK would answer such a result at once (asking through the client's callbacks) and retry: the
-call, and with it the turn, would wait for a person. Here the first round of questions comes back
-as `InputNeeded` instead, so the turn is parked in the store holding nothing; the resumed call is
-made again with the answers and the server's state (`CallContext.resume`). Questions a resumed call
-asks again, and anything other than a form or a link (sampling, roots), are answered at once
-through the client's callbacks, as the SDK does.
-
-The server may no longer open the state it returned: it seals it under a key its process made (the
-SDK's default), so a stdio server, restarted with the bot, refuses it; and the seal has a lifetime
-(600 s by default) a person may well take to answer. The answers are then sent again without the
-state, as for a first call: a server that needs no memory of the first round (the usual tool) runs
-with them, and one that does asks again, as a resumed call's new questions are asked.
+The SDK would ask through the client's callbacks and retry, so the turn would wait for a person.
+Here the first round of form or link questions comes back as `InputNeeded`, the turn parks holding
+nothing, and the resumed call is made again with the answers and the server's state; later rounds,
+and anything else (sampling, roots), are answered at once as the SDK does. A server may no longer
+open its sealed state (restarted, or past the seal's lifetime): the answers are then sent without
+it, as for a first call.
 """
 
 from __future__ import annotations

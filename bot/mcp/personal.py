@@ -1,10 +1,8 @@
 """Servers whose calls carry each person's own sign-in: one link per person, opened on demand.
 
-A per-person server has no shared connection: each person's calls go through a link signed in as
-them (`SignIns.provider`). The tools offered come from the first connected person's link (the
-catalog link), refreshed when that server says they changed. Before anyone connected there is no
-list; the model is offered one tool, `connect_<server>`, whose call parks the turn until the person
-has signed in — after that the server's own tools appear in the next round.
+The tools offered come from the first connected person's link (the catalog link). Before anyone has
+connected, the model is offered `connect_<server>`, whose call parks the turn until the person has
+signed in; the server's own tools appear in the next round.
 """
 
 from __future__ import annotations
@@ -88,7 +86,7 @@ class PersonalServers:
             await link.wait_ready(within=spec.timeout)
         if link.sign_in is not None:
             needed = link.sign_in
-            await self._close(spec.server, person)
+            await self.forget(spec.server, person)
             return ToolResult(content="", needs_sign_in=needed)
         if spec.server not in self.catalog:
             self.catalog[spec.server] = link
@@ -104,7 +102,7 @@ class PersonalServers:
         held = found[0].auth.tokens
         stored_at = await self.sign_ins.stored_at(server, person)
         if stored_at is not None and stored_at > held.stored_at:
-            await self._close(server, person)
+            await self.forget(server, person)
 
     async def _sign_in(self, server: str, person: str) -> ToolResult:
         try:
@@ -130,13 +128,14 @@ class PersonalServers:
             if self.catalog.get(old_server) is self._links[(old_server, old_person)][0]:
                 self._links.move_to_end((old_server, old_person))
                 continue
-            closing = asyncio.create_task(self._close(old_server, old_person))
+            closing = asyncio.create_task(self.forget(old_server, old_person))
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)
             break
         return link
 
-    async def _close(self, server: str, person: str) -> None:
+    async def forget(self, server: str, person: str) -> None:
+        """Close the person's link (after Disconnect, a stale sign-in): their next call asks again."""
         found = self._links.pop((server, person), None)
         if found is None:
             return
@@ -146,10 +145,6 @@ class PersonalServers:
         link.stop()
         await asyncio.wait([task], timeout=10)
 
-    async def forget(self, server: str, person: str) -> None:
-        """Close the person's link (after Disconnect): their next call asks them to sign in again."""
-        await self._close(server, person)
-
     async def aclose(self) -> None:
         for server, person in list(self._links):
-            await self._close(server, person)
+            await self.forget(server, person)

@@ -1,8 +1,7 @@
 """Turning what an MCP server answered into a `ToolResult` the loop can act on (S10, S15).
 
-Pure functions: the host measures and routes, this module decides what the answer means. The
-error kind matters because the loop treats each differently: bad arguments go back to the model
-with the hint, an execution failure is not retried blindly, a rate limit is waited out.
+The error kind matters: bad arguments go back to the model with the hint, an execution failure is
+not retried blindly, a rate limit is waited out.
 """
 
 from __future__ import annotations
@@ -155,54 +154,32 @@ def from_call_result(result: CallToolResult, *, latency_ms: float) -> ToolResult
     )
 
 
+def _error(kind: ToolErrorKind, content: str, detail: str, latency_ms: float = 0.0) -> ToolResult:
+    return ToolResult(content=content, detail=detail, is_error=True, error_kind=kind, latency_ms=latency_ms)
+
+
 def unknown_tool(name: str, available: Iterable[str]) -> ToolResult:
     names = ", ".join(sorted(available)) or "none"
-    return ToolResult(
-        content=(
-            f"Unknown tool {quote(name)}. Tool names must match exactly; the available tools are: {names}."
-        ),
-        detail=f"there is no tool named {quote(name)}",
-        is_error=True,
-        error_kind="unknown_tool",
-    )
+    content = f"Unknown tool {quote(name)}. Tool names must match exactly; the available tools are: {names}."
+    return _error("unknown_tool", content, f"there is no tool named {quote(name)}")
 
 
 def changed(name: str, detail: str) -> ToolResult:
     """The tool a call was checked against is not the one the server offers now: nothing was run."""
-    return ToolResult(
-        content=f'Tool "{name}" was not run: {detail}. Its tools as offered now are in the tool list.',
-        detail=detail,
-        is_error=True,
-        error_kind="changed",
-    )
+    content = f'Tool "{name}" was not run: {detail}. Its tools as offered now are in the tool list.'
+    return _error("changed", content, detail)
 
 
 def unavailable(server: str, reason: str, *, latency_ms: float = 0.0) -> ToolResult:
-    return ToolResult(
-        content=f'The "{server}" service is temporarily unavailable ({reason}). Try again later.',
-        detail=reason,
-        is_error=True,
-        error_kind="unavailable",
-        latency_ms=latency_ms,
-    )
+    content = f'The "{server}" service is temporarily unavailable ({reason}). Try again later.'
+    return _error("unavailable", content, reason, latency_ms)
 
 
 def timed_out(name: str, timeout: float, *, latency_ms: float) -> ToolResult:
-    return ToolResult(
-        content=f'Tool "{name}" did not answer within {timeout:g} s; the call was cancelled.',
-        detail=f"it did not answer within {timeout:g} s",
-        is_error=True,
-        error_kind="timeout",
-        latency_ms=latency_ms,
-    )
+    content = f'Tool "{name}" did not answer within {timeout:g} s; the call was cancelled.'
+    return _error("timeout", content, f"it did not answer within {timeout:g} s", latency_ms)
 
 
 def failed(name: str, detail: str, *, kind: ToolErrorKind = "execution", latency_ms: float) -> ToolResult:
     shown = shorten_runs(detail) if kind == "arguments" else detail
-    return ToolResult(
-        content=f'Tool "{name}" failed: {shown}',
-        detail=shown,
-        is_error=True,
-        error_kind=kind,
-        latency_ms=latency_ms,
-    )
+    return _error(kind, f'Tool "{name}" failed: {shown}', shown, latency_ms)

@@ -1,22 +1,12 @@
-"""The MCP servers file's shape: each server's entry, its sign-in, per-tool overrides and the policy.
-
-Its own module because these models are what the host, the catalog and the sign-in code hold on to
-once the file is read; reading the file (`bot.mcp.servers_file`) is a separate job.
-"""
+"""The MCP servers file's shape: each server's entry, its sign-in, per-tool overrides and the policy,
+as the host, catalog and sign-in code hold them once `bot.mcp.servers_file` has read the file."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from bot.policy.approval import DEFAULT_MODE, ApprovalMode
 from bot.policy.scopes import Rule, Scopes, pattern_problem, rule_name_problem

@@ -1,9 +1,5 @@
-"""Reading the MCP servers file: JSON with repeated keys caught, `${VAR}`s filled, mistakes named.
-
-Its own module because a wrong servers file must fail at start with the file, server and field
-named, and what reads wrong must be told: that is reading, apart from the file's shape
-(`bot.mcp.server_config`).
-"""
+"""Reading the MCP servers file: JSON with repeated keys caught, `${VAR}`s filled, mistakes named, so
+a wrong file fails at start naming the file, server and field (its shape: `bot.mcp.server_config`)."""
 
 from __future__ import annotations
 
@@ -18,19 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
-from pydantic import (
-    ValidationError,
-)
+from pydantic import ValidationError
 
 from bot.errors import ConfigError
-from bot.mcp.server_config import (
-    SERVER_KEYS,
-    AuthConfig,
-    McpConfig,
-    PolicyContext,
-    ServerConfig,
-    ServersFile,
-)
+from bot.mcp.server_config import SERVER_KEYS, AuthConfig, McpConfig, PolicyContext, ServerConfig, ServersFile
 from bot.plain_http import plain_http_host
 from bot.types import Platforms
 
@@ -115,15 +102,9 @@ def _expand_auth(auth: AuthConfig | None, environ: Mapping[str, str], where: str
     """`${VAR}` in the client credentials, so a secret stays in the environment, not the file."""
     if auth is None:
         return None
+    fields = {key: getattr(auth, key) for key in ("client_id", "client_secret")}
     return auth.model_copy(
-        update={
-            "client_id": _expand(auth.client_id, environ, f"{where} field 'auth.client_id'")
-            if auth.client_id
-            else None,
-            "client_secret": _expand(auth.client_secret, environ, f"{where} field 'auth.client_secret'")
-            if auth.client_secret
-            else None,
-        }
+        update={k: _expand(v, environ, f"{where} field 'auth.{k}'") if v else None for k, v in fields.items()}
     )
 
 

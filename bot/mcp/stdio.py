@@ -1,26 +1,16 @@
 """A stdio server's connection: the SDK's process handling, with a reader that survives what the
 server writes and a stop that is over within about a second.
 
-The SDK reads a server's stdout as strict UTF-8 text. One byte that is not UTF-8 kills its reader,
-which then waits for the server to exit: the session hears nothing more, every call to the server
-times out, and the error shows up only at shutdown. A line that is not JSON it logs with a
-traceback naming no server, and hands the session an exception no call ever hears of. Here each
-line is read on its own (`read_line`):
+The SDK reads stdout as strict UTF-8: one bad byte kills its reader, and every later call times
+out; a line that is not JSON it logs with a traceback naming no server. Here each line is read on
+its own (`LineReader`): invalid UTF-8 and lone surrogates are replaced, and a line with no JSON-RPC
+message fails the request it answers (when its id is readable) or is dropped; each with one
+throttled WARNING naming the server. Should the reader fail anyway, the session's stream ends and
+the link restarts the server.
 
-- not UTF-8: read with replacement characters, as the model's text is;
-- JSON carrying a lone surrogate (`\\ud800`), which pydantic refuses: each one replaced likewise;
-- no JSON-RPC message at all: if it is the answer to one of our requests (its id is readable), that
-  request fails at once with an error saying the answer could not be read; otherwise it is dropped.
-
-Each is one WARNING naming the server and what was done, throttled per server and kind. Should the
-reader fail anyway, the session's stream ends, so the link restarts the server at once.
-
-Stopping (the MCP shutdown sequence) is bounded tighter than the SDK's 2 s + 2 s: stdin closes, the
-server has EXIT_AFTER_EOF s to exit, then its process group gets SIGTERM and, EXIT_AFTER_TERM s
-later, SIGKILL. A shutdown therefore ends within its grace plus a second, whatever a server ignores.
-
-The rest (spawning in a session of its own, pipes, waiting for the exit) is the SDK's own code,
-reused through its module's helpers; the version is pinned in requirements.lock.
+Stopping is bounded tighter than the SDK's 2 s + 2 s: stdin closes, EXIT_AFTER_EOF s later the
+process group gets SIGTERM, EXIT_AFTER_TERM s after that SIGKILL. The rest is the SDK's own code,
+reused through its module's helpers (version pinned in requirements.lock).
 """
 
 from __future__ import annotations
@@ -221,22 +211,15 @@ async def stdio_transport(
                             await read_stream_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session or our own shutdown closed a stream under the read
-        except OSError as exc:
-            if not shutting_down:
+        except Exception as exc:  # a bug here must end the session, not wedge it
+            if not (isinstance(exc, OSError) and shutting_down):
+                why = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
                 logger.warning(
                     "MCP server %r: reading its output failed (%s); restarting it",
                     server,
-                    exc,
+                    why,
                     extra=fields("mcp_output_failed", server=server),
                 )
-        except Exception as exc:  # a bug here must end the session, not wedge it
-            logger.warning(
-                "MCP server %r: reading its output failed (%s: %s); restarting it",
-                server,
-                type(exc).__name__,
-                exc,
-                extra=fields("mcp_output_failed", server=server),
-            )
         finally:
             # A server blocked writing its stdout cannot read its stdin's end: keep reading.
             await _drain_stdout(process)

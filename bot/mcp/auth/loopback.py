@@ -1,14 +1,8 @@
 """Signing in on this machine: open the browser, and take its answer on a loopback port (RFC 8252).
 
-Used where a person sits at the machine nerve runs on: the terminal chat, `nerve connect`, and the
-conformance client (whose "browser" is a program that follows the redirects). While the context is
-open it listens on `http://127.0.0.1:<free port>/callback`; that address is nerve's redirect URI for
-the servers signed in through it, so keep it open as long as they may need to sign in again.
-
-`redirect_handler(url)` shows the link and opens it with Python's `webbrowser`, which honours the
-BROWSER environment variable; `callback_handler()` waits (bounded) for the browser to come back and
-returns what it brought. The SDK checks `state` and `iss`; an answer for another sign-in (a stale tab)
-is turned away here, so it cannot spoil the one under way.
+For a person at nerve's machine (the terminal, `nerve connect`, the conformance client). While open
+it listens on `http://127.0.0.1:<free port>/callback`, the redirect URI of servers signed in through
+it; an answer for another sign-in (a stale tab) is turned away so it cannot spoil the one under way.
 """
 
 from __future__ import annotations

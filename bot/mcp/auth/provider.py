@@ -265,17 +265,11 @@ class PreRegistered:
         self._storage = storage
         self._client = client
 
-    async def get_tokens(self) -> OAuthToken | None:
-        return await self._storage.get_tokens()
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        await self._storage.set_tokens(tokens)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         return self._client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        await self._storage.set_client_info(client_info)
 
 
 def client_metadata(config: AuthConfig, redirect_uri: str) -> OAuthClientMetadata:
