@@ -142,16 +142,11 @@ class ServerLink:
 
     async def wait_ready(self, within: float) -> Client | None:
         """The client once the restart under way succeeds; None if it fails or takes over `within` s.
-
-        Waits for one attempt's outcome only: a call to a server in a crash loop is answered after
-        one attempt, not after the whole backoff.
-        """
+        One attempt's outcome only: a call to a server in a crash loop is not held for the backoff."""
         deadline = anyio.current_time() + within
         failures = self.failed_attempts
         while self.client is None:
-            if self._stopping or self.failed_attempts > failures:
-                return None
-            if self.retry_at is not None and self.retry_at > deadline:
+            if self._stopping or self.failed_attempts > failures or (self.retry_at or 0.0) > deadline:
                 return None
             changed = self._changed
             try:
@@ -211,7 +206,17 @@ class ServerLink:
                     self._delay = min(self._delay * 2, BACKOFF_MAX)
 
     async def _run_once(self) -> str:
-        early = await self._claim_early()
+        early = None
+        if self.config.kind == "stdio":  # its process, when the command line started it already
+            env = server_environment(transport.stdio_parameters(self.config))
+            early = await claim(self.name, self.config, env)
+        if early is not None:
+            logger.debug(
+                "MCP server %r: connecting to the process started early (%d)",
+                self.name,
+                early.process.pid,
+                extra=fields("mcp_server_started_early", server=self.name),
+            )
         tap = early.tap if early is not None else None
         if tap is None and self.config.kind == "stdio":
             tap = StderrTap(self.name)
@@ -238,21 +243,6 @@ class ServerLink:
         if tap is not None and not self._connected:
             tap.report_failed_start()
         return reason
-
-    async def _claim_early(self) -> EarlyServer | None:
-        """This stdio server's process, when the command line started it already (first start only)."""
-        if self.config.kind != "stdio":
-            return None
-        env = server_environment(transport.stdio_parameters(self.config))
-        early = await claim(self.name, self.config, env)
-        if early is not None:
-            logger.debug(
-                "MCP server %r: connecting to the process started early (%d)",
-                self.name,
-                early.process.pid,
-                extra=fields("mcp_server_started_early", server=self.name),
-            )
-        return early
 
     async def _connect_and_serve(self, tap: StderrTap | None, early: EarlyServer | None = None) -> str:
         self._challenged = False

@@ -23,16 +23,8 @@ from bot.types import CallContext, InputDraft
 
 logger = logging.getLogger(__name__)
 
-_LOG_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
-}
+# MCP's syslog levels that Python's logging has no name for.
+_LOG_LEVELS = {"notice": logging.INFO, "alert": logging.CRITICAL, "emergency": logging.CRITICAL}
 # Links people agreed to open whose completion is awaited, at most (completions may never come).
 MAX_URL_WAITERS = 100
 _current: ContextVar[CallContext | None] = ContextVar("nerve_mcp_call", default=None)
@@ -103,7 +95,8 @@ class ServerMessages:
 
     async def on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         """Server logging goes to nerve's log under the server's name, never into a conversation."""
-        level = _LOG_LEVELS.get(params.level, logging.INFO)
+        named = logging.getLevelNamesMapping().get(params.level.upper(), logging.INFO)
+        level = _LOG_LEVELS.get(params.level, named)
         data = params.data if isinstance(params.data, str) else repr(params.data)
         source = f" [{params.logger}]" if params.logger else ""
         self._server_log.log(level, "%s%s", data[:2000], source)

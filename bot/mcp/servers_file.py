@@ -191,13 +191,9 @@ class _Object(dict[str, Any]):
 
     @classmethod
     def of(cls, pairs: list[tuple[str, Any]]) -> _Object:
-        found = cls()
-        repeated: list[str] = []
-        for key, value in pairs:
-            if key in found and key not in repeated:
-                repeated.append(key)
-            found[key] = value
-        found.repeated = tuple(repeated)
+        found = cls(pairs)
+        keys = [key for key, _ in pairs]
+        found.repeated = tuple(dict.fromkeys(key for i, key in enumerate(keys) if key in keys[:i]))
         return found
 
 
@@ -222,16 +218,12 @@ def _repeated_key(raw: Any) -> str | None:
     return None
 
 
-def _folded(name: str) -> str:
-    return "".join(ch for ch in name.casefold() if ch.isalnum())
-
-
 def lookalike_names(names: Iterable[str]) -> list[str]:
     """A line for each group of server names only case or punctuation apart (`Check` and `check`,
     `my-server` and `my_server`): allowed, but a person or a model can take one for the other."""
     groups: dict[str, list[str]] = {}
     for name in names:
-        groups.setdefault(_folded(name), []).append(name)
+        groups.setdefault("".join(ch for ch in name.casefold() if ch.isalnum()), []).append(name)
     return [
         f"servers {' and '.join(repr(name) for name in group)} differ only in case or punctuation"
         for group in groups.values()

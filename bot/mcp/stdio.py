@@ -99,13 +99,15 @@ class LineReader:
             at = f" ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
             problem = f"is not JSON{at}"
             return self._unreadable(text, [*mended, problem], _id_in_text(text), size)
-        cleaned = _without_surrogates(data)
-        if cleaned is not data:
+        # Lone surrogates (`\\ud800`), which pydantic refuses, each replaced by U+FFFD.
+        dumped = json.dumps(data, ensure_ascii=False)
+        if _SURROGATE.search(dumped):
             mended = [*mended, "holds lone surrogates"]
+            data = json.loads(_SURROGATE.sub("\ufffd", dumped))
         try:
-            message = mcp_types.jsonrpc_message_adapter.validate_python(cleaned, by_name=False)
+            message = mcp_types.jsonrpc_message_adapter.validate_python(data, by_name=False)
         except ValueError:
-            return self._unreadable(text, [*mended, "is not a JSON-RPC message"], _answered(cleaned), size)
+            return self._unreadable(text, [*mended, "is not a JSON-RPC message"], _answered(data), size)
         self._warn("surrogates", mended, "read it with replacement characters", text, size)
         return SessionMessage(message)
 
@@ -154,22 +156,6 @@ def _id_in_text(text: str) -> int | str | None:
         return None
     value = found.group(1)
     return value[1:-1] if value.startswith('"') else int(value)
-
-
-def _without_surrogates(data: Any) -> Any:
-    """`data` with each lone surrogate in its strings replaced by U+FFFD; `data` itself when it
-    holds none (so a caller can tell)."""
-    if isinstance(data, str):
-        return _SURROGATE.sub("\ufffd", data) if _SURROGATE.search(data) else data
-    if isinstance(data, list):
-        items = [_without_surrogates(item) for item in data]
-        return items if any(new is not old for new, old in zip(items, data, strict=True)) else data
-    if isinstance(data, dict):
-        pairs = [(_without_surrogates(k), _without_surrogates(v)) for k, v in data.items()]
-        before = data.items()
-        changed = any(k is not k0 or v is not v0 for (k, v), (k0, v0) in zip(pairs, before, strict=True))
-        return dict(pairs) if changed else data
-    return data
 
 
 @asynccontextmanager
