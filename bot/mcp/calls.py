@@ -81,26 +81,20 @@ class CallTimer:
             return context
 
         async def paused(draft: InputDraft) -> InputAnswer:
-            self._pause()
+            if not self._asking:
+                self._spent += time.monotonic() - self._since
+            self._asking += 1
+            if self.scope is not None:
+                self.scope.deadline = math.inf
             try:
                 return await ask(draft)
             finally:
-                self._resume()
+                self._asking -= 1
+                if not self._asking:
+                    self._since = time.monotonic()
                 self.restart()
 
         return replace(context, ask=paused)
-
-    def _pause(self) -> None:
-        if not self._asking:
-            self._spent += time.monotonic() - self._since
-        self._asking += 1
-        if self.scope is not None:
-            self.scope.deadline = math.inf
-
-    def _resume(self) -> None:
-        self._asking -= 1
-        if not self._asking:
-            self._since = time.monotonic()
 
     def progress_callback(self, context: CallContext) -> ProgressFnT:
         report = context.report
@@ -178,15 +172,18 @@ class LinkCalls:
 
     async def _once(self, link: ServerLink, made: _Call) -> ToolResult:
         spec, name, arguments, elapsed = made.spec, made.name, made.arguments, made.elapsed
+
+        def down(reason: str) -> ToolResult:
+            return results.unavailable(spec.server, reason, latency_ms=elapsed())
+
         client = link.client
         if client is None and link.refused is not None:
-            return results.unavailable(spec.server, link.refused, latency_ms=elapsed())
+            return down(link.refused)
         if client is None:
             # Restarting after a crash: wait for it within the call's own timeout.
             client = await link.wait_ready(within=spec.timeout)
             if client is None:
-                reason = f"{link.problem or 'it stopped'}; it is being restarted"
-                return results.unavailable(spec.server, reason, latency_ms=elapsed())
+                return down(f"{link.problem or 'it stopped'}; it is being restarted")
             # A restarted server lists its tools anew: still the definition the call was checked against?
             still = self.still_offered(spec) if spec.definition_hash else spec
             if isinstance(still, ToolResult):
@@ -209,23 +206,20 @@ class LinkCalls:
                         spec.original_name, arguments, progress_callback=on_progress
                     )
             if scope.cancelled_caught:
-                if timer.out_of_time():
-                    return results.timed_out(name, self.max_call_seconds, latency_ms=elapsed())
-                return results.timed_out(name, spec.timeout, latency_ms=elapsed())
+                limit = self.max_call_seconds if timer.out_of_time() else spec.timeout
+                return results.timed_out(name, limit, latency_ms=elapsed())
         except MCPError as exc:
             if link.session_expired:
-                return results.unavailable(spec.server, "it forgot the session", latency_ms=elapsed())
+                return down("it forgot the session")
             if link.http_failure is not None and exc.error.message == HTTP_ERROR_STAND_IN:
                 # The SDK's words for any non-2xx answer: the status says more (a gateway's 502).
-                return results.unavailable(
-                    spec.server, f"it answered {link.http_failure}", latency_ms=elapsed()
-                )
+                return down(f"it answered {link.http_failure}")
             return _protocol_error(spec, exc, elapsed(), remote=link.config.kind != "stdio")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
+            return down("the connection to it was lost")
         except RuntimeError as exc:
             if link.client is not client:  # the session closed under the call
-                return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
+                return down("the connection to it was lost")
             # e.g. structured content that breaks the tool's own output schema
             return results.failed(name, str(exc), latency_ms=elapsed())
         except pydantic.ValidationError as exc:

@@ -12,9 +12,9 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
@@ -424,39 +424,34 @@ def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
 
 async def list_all_tools(client: Client) -> tuple[ListedTool, ...]:
     """Every tool, following pagination cursors (bounded, so a server that loops cannot hang us)."""
-    tools: list[ListedTool] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_TOOL_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(
-            ListedTool(
-                name=t.name,
-                description=t.description,
-                input_schema=t.input_schema,
-                annotations=None
-                if t.annotations is None
-                else t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True),
-            )
-            for t in page.tools
+    tools = [t async for page in _pages(client.list_tools) for t in page.tools]
+    return tuple(
+        ListedTool(
+            name=t.name,
+            description=t.description,
+            input_schema=t.input_schema,
+            annotations=None
+            if t.annotations is None
+            else t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True),
         )
-        cursor = page.next_cursor
-        if cursor is None or cursor in seen:
-            break
-        seen.add(cursor)
-    return tuple(tools)
+        for t in tools
+    )
 
 
 async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
     """Every prompt, following cursors (bounded); none when the server offers no prompts."""
     if client.server_capabilities.prompts is None:
         return ()
-    prompts: list[mcp_types.Prompt] = []
+    return tuple([prompt async for page in _pages(client.list_prompts) for prompt in page.prompts])
+
+
+async def _pages(list_page: Callable[..., Awaitable[Any]]) -> AsyncIterator[Any]:
     cursor: str | None = None
+    seen: set[str] = set()
     for _ in range(MAX_TOOL_PAGES):
-        page = await client.list_prompts(cursor=cursor)
-        prompts.extend(page.prompts)
+        page = await list_page(cursor=cursor)
+        yield page
         cursor = page.next_cursor
-        if not cursor:
+        if not cursor or cursor in seen:
             break
-    return tuple(prompts)
+        seen.add(cursor)

@@ -14,6 +14,7 @@ import logging
 import sys
 import webbrowser
 from collections.abc import Callable
+from functools import partial
 from types import TracebackType
 from typing import Self
 from urllib.parse import parse_qs, urlparse
@@ -33,10 +34,7 @@ _REQUEST_LIMIT = 16 * 1024
 _REQUEST_WAIT = 10.0
 
 Say = Callable[[str], object]
-
-
-def _to_stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+_TO_STDERR: Say = partial(print, file=sys.stderr, flush=True)
 
 
 class LoopbackSignIn:
@@ -44,7 +42,7 @@ class LoopbackSignIn:
     to `NerveOAuth`. `say` shows the person the link (stderr by default)."""
 
     def __init__(
-        self, *, say: Say = _to_stderr, wait: float = SIGN_IN_WAIT, open_browser: bool = True
+        self, *, say: Say = _TO_STDERR, wait: float = SIGN_IN_WAIT, open_browser: bool = True
     ) -> None:
         self._say = say
         self._wait = wait

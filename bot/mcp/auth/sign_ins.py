@@ -26,7 +26,7 @@ from bot.mcp.address_guard import PlainHttpRefused, entry_client
 from bot.mcp.auth.provider import NerveOAuth
 from bot.mcp.auth.tokens import StoredTokens
 from bot.mcp.auth.vault import Vault
-from bot.mcp.server_config import AuthConfig, ServerConfig
+from bot.mcp.server_config import ServerConfig
 from bot.store.sign_ins import SignInLedger
 from bot.types import ConversationKey, SignedIn, SignInNeeded
 
@@ -66,23 +66,18 @@ class Connection:
 class ParkingOAuth(NerveOAuth):
     """nerve's provider, except that the authorization step is stored and ends the request."""
 
-    def __init__(
-        self,
-        server_url: str,
-        auth: AuthConfig,
-        storage: StoredTokens,
-        *,
-        redirect_uri: str,
-        client_metadata_url: str | None,
-        sign_ins: SignIns,
-        server: str,
-        person: str,
-    ) -> None:
-        super().__init__(
-            server_url, auth, storage, redirect_uri=redirect_uri, client_metadata_url=client_metadata_url
-        )
+    def __init__(self, sign_ins: SignIns, server: str, person: str) -> None:
+        config = sign_ins.configs[server]
+        assert config.url is not None and config.auth is not None
         # The person's stored tokens (the context's storage may wrap them with a pre-registered client).
-        self.tokens = storage
+        self.tokens = sign_ins.storage(server, person)
+        super().__init__(
+            config.url,
+            config.auth,
+            self.tokens,
+            redirect_uri=sign_ins.redirect_uri,
+            client_metadata_url=sign_ins.client_metadata_url,
+        )
         self._sign_ins = sign_ins
         # The last sign-in this provider stopped at, until the host takes it (a call that failed).
         self.asked: SignInNeeded | None = None
@@ -134,15 +129,16 @@ class SignIns:
     timeout: float = 900.0
 
     def __post_init__(self, servers: Mapping[str, ServerConfig]) -> None:
-        self._servers = {
+        # The servers people sign in to with OAuth, by name.
+        self.configs = {
             name: c for name, c in servers.items() if c.auth is not None and c.auth.type == "oauth"
         }
 
     def per_person_servers(self) -> list[str]:
-        return [name for name in self._servers if self.per_person(name)]
+        return [name for name in self.configs if self.per_person(name)]
 
     def per_person(self, server: str) -> bool:
-        config = self._servers.get(server)
+        config = self.configs.get(server)
         return config is not None and config.auth is not None and config.auth.per_person
 
     def storage(self, server: str, person: str) -> StoredTokens:
@@ -152,18 +148,7 @@ class SignIns:
 
     def provider(self, server: str, person: str) -> ParkingOAuth:
         """What signs `person`'s requests to `server` in; an authorization it needs is parked."""
-        config = self._servers[server]
-        assert config.url is not None and config.auth is not None
-        return ParkingOAuth(
-            config.url,
-            config.auth,
-            self.storage(server, person),
-            redirect_uri=self.redirect_uri,
-            client_metadata_url=self.client_metadata_url,
-            sign_ins=self,
-            server=server,
-            person=person,
-        )
+        return ParkingOAuth(self, server, person)
 
     async def people_connected(self, server: str) -> list[str]:
         return await self.ledger.people_connected(server)
@@ -191,7 +176,7 @@ class SignIns:
     async def begin(self, server: str, person: str, key: ConversationKey | None = None) -> SignInNeeded:
         """Start a sign-in by asking the server as this person: the SDK's discovery and registration
         lead to the authorization request, stored here. The URL is for this person only."""
-        config = self._servers[server]
+        config = self.configs[server]
         assert config.url is not None
         token = _conversation.set(key)
         try:
@@ -210,16 +195,17 @@ class SignIns:
             raise SignInFailed(
                 "This sign-in link was already used or has expired. Ask nerve again for a new one."
             )
-        if started.server not in self._servers:
-            raise SignInFailed(f"{started.server} is no longer configured.")
+        server = started.server
+        if server not in self.configs:
+            raise SignInFailed(f"{server} is no longer configured.")
         if error:
-            raise SignInFailed(f"{started.server} did not sign you in ({error}). Ask nerve again to retry.")
+            raise SignInFailed(f"{server} did not sign you in ({error}). Ask nerve again to retry.")
         if not code:
             raise SignInFailed("The sign-in came back without a code. Ask nerve again for a new link.")
         flow = self.vault.open(started.secret)
         if not isinstance(flow, dict):
             raise SignInFailed("This sign-in can no longer be read (the key changed). Ask nerve again.")
-        provider = self.provider(started.server, started.person)
+        provider = self.provider(server, started.person)
         context = provider.context
         context.client_info = OAuthClientInformationFull.model_validate(flow["client_info"])
         provider.tokens.client = context.client_info  # sealed with the tokens it gets
@@ -232,30 +218,28 @@ class SignIns:
         try:
             validate_authorization_response_iss(iss, context.oauth_metadata)
         except Exception as exc:
-            logger.warning("sign-in to %s refused: %s", started.server, exc)
+            logger.warning("sign-in to %s refused: %s", server, exc)
             raise SignInFailed(
-                f"The answer did not come from {started.server}'s sign-in service (issuer check failed)."
+                f"The answer did not come from {server}'s sign-in service (issuer check failed)."
             ) from exc
         provider._initialized = True
         request = await provider._exchange_token_authorization_code(code, str(flow["verifier"]))
         try:
-            async with self._http(started.server) as http:
+            async with self._http(server) as http:
                 response = await http.send(request)
                 await provider._handle_token_response(response)
         except PlainHttpRefused as exc:
-            logger.warning("sign-in to %s: token exchange not sent: %s", started.server, exc)
-            raise SignInFailed(f"{started.server}'s sign-in was not finished: {exc}.") from exc
+            logger.warning("sign-in to %s: token exchange not sent: %s", server, exc)
+            raise SignInFailed(f"{server}'s sign-in was not finished: {exc}.") from exc
         except Exception as exc:
-            logger.warning("sign-in to %s: token exchange failed: %s", started.server, type(exc).__name__)
-            raise SignInFailed(
-                f"{started.server} did not accept the sign-in. Ask nerve again to retry."
-            ) from exc
-        request_ids = await self.ledger.signed_in(started.server, started.person)
-        logger.info("%s signed in to %s", started.person, started.server)
-        return SignedIn(server=started.server, person=started.person, request_ids=tuple(request_ids))
+            logger.warning("sign-in to %s: token exchange failed: %s", server, type(exc).__name__)
+            raise SignInFailed(f"{server} did not accept the sign-in. Ask nerve again to retry.") from exc
+        request_ids = await self.ledger.signed_in(server, started.person)
+        logger.info("%s signed in to %s", started.person, server)
+        return SignedIn(server=server, person=started.person, request_ids=tuple(request_ids))
 
     async def connections(self, person: str) -> list[Connection]:
-        rows = [r for r in await self.ledger.connections_of(person) if r.server in self._servers]
+        rows = [r for r in await self.ledger.connections_of(person) if r.server in self.configs]
         return [Connection(server=r.server, since=r.updated_at, scope=r.scope) for r in rows]
 
     async def disconnect(self, server: str, person: str) -> bool:
@@ -287,11 +271,11 @@ class SignIns:
 
     def _http(self, server: str, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
         """A client for `server`'s sign-in traffic, under its entry's network rules."""
-        return entry_client(self._servers[server], auth=auth, timeout=HTTP_TIMEOUT)
+        return entry_client(self.configs[server], auth=auth, timeout=HTTP_TIMEOUT)
 
     async def _revocation_endpoint(self, server: str) -> str | None:
         """The authorization server's revocation endpoint, read from its metadata."""
-        config = self._servers[server]
+        config = self.configs[server]
         assert config.url is not None
         try:
             async with self._http(server) as http:
