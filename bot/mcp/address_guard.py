@@ -1,20 +1,14 @@
 """Remote MCP servers are reached on public addresses only, unless the servers file says otherwise.
 
-A server URL, its redirects and its OAuth documents could lead nerve to something inside its own
-network (a database's HTTP port, an admin page, the cloud metadata service at 169.254.169.254). So
-every request of a remote server's client is checked on the address actually connected to: the
-pool's network backend resolves the host, refuses any answer that is not globally routable, and
-connects to the very address it checked, so a DNS answer cannot change in between. Through an
-environment proxy the host is resolved and checked before the request is handed over. An entry with
-`"allowPrivateNetwork": true` gets a plain client.
-
-A server URL whose host is a loopback or private literal, or `localhost`, is reached as written,
-as other MCP clients do; a redirect, OAuth document or token URL leading to another inside address,
-a hostname that merely resolves inside, and link-local or unspecified addresses are still refused.
-
-Every request also passes `PlainHttpCheck` just before it is sent (after its auth, on every
-redirect): plain http off this machine needs `"allowInsecureHttp": true`, and even then a request
-carrying a credential is refused before any byte of it leaves.
+A server URL, its redirects and OAuth documents could lead nerve inside its own network (an admin
+page, the cloud metadata service at 169.254.169.254). So each request is checked on the address
+actually connected to: the pool's network backend resolves the host, refuses any answer that is not
+globally routable, and connects to the very address it checked, so DNS cannot change in between
+(through an environment proxy, the host is checked before it is handed over). `allowPrivateNetwork`
+gets a plain client. A loopback or private literal, or `localhost`, written as the server URL's host
+is reached as written; anything else leading inside is still refused. Every request also passes
+`PlainHttpCheck` just before it is sent: no plain http off this machine unless allowed, and never a
+credential over it.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """One tool call on one server's link, with every way it can fail turned into a `ToolResult`.
 
-A call goes through the server's circuit, waits for a restart within its own timeout, is made once
-more on a new session when the server forgot the old one, and never raises. Its clock is an idle
-timeout that progress restarts (a server reporting progress is working) and that stands still
-while a person fills in a form; `max_call_seconds` still bounds the server's own time in all.
-
-A 2026-07-28 server may ask for input in its result: the SDK would ask through the client's
-callbacks and retry, so the turn would wait for a person. Here (`call_parkable`) the first round of
-form or link questions comes back as `InputNeeded`, the turn parks holding nothing, and the resumed
-call is made again with the answers and the server's state; later rounds, and anything else, are
-answered at once as the SDK does. A state the server can no longer open (restarted, or past the
-seal's lifetime) is dropped and the answers sent as for a first call.
+A call goes through the server's circuit, waits for a restart within its own timeout, is made again
+on a new session when the server forgot the old one, and never raises. Its clock is an idle timeout
+that progress restarts and a person's form stops; `max_call_seconds` bounds the server's own time.
+A 2026-07-28 server's questions in a result come back as `InputNeeded` (`call_parkable`), so the
+turn parks holding nothing instead of waiting for a person; the resumed call is made again with the
+answers and the server's state (dropped if the server can no longer open it).
 """
 
 from __future__ import annotations
@@ -258,11 +253,7 @@ class TooManyInputRounds(RuntimeError):
 
 
 async def call_parkable(
-    client: Client,
-    name: str,
-    arguments: dict[str, Any],
-    context: CallContext,
-    on_progress: ProgressFnT,
+    client: Client, name: str, arguments: dict[str, Any], context: CallContext, on_progress: ProgressFnT
 ) -> mcp_types.CallToolResult | InputNeeded:
     """The call's result, or (when `context.park`) the questions it must wait for."""
     session = client.session

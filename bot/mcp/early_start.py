@@ -1,11 +1,9 @@
 """Stdio servers started before nerve loads its own libraries, so the two start-ups overlap.
 
-A one-shot `nerve ask` spends most of its life importing (nerve about a second, each server the SDK
-again); so the command line starts the servers' processes first (`started_early`, needing only
-anyio) and each link claims its process (`claim`) instead of spawning another. A process is claimed
-only when started exactly as the link would start it (command, arguments, directory, and the
-environment the SDK computes at claim time), never a server with a different environment; whatever
-no link claims is stopped on the way out. POSIX only: on Windows servers start as before.
+The command line starts the servers' processes first (`started_early`, needing only anyio), and each
+link claims its process (`claim`) only when it was started exactly as the link would start it
+(command, arguments, directory, and the environment the SDK computes at claim time); whatever no
+link claims is stopped on the way out. POSIX only: on Windows servers start as before.
 """
 
 from __future__ import annotations

@@ -279,7 +279,8 @@ class MCPHost:
         if isinstance(spec, ToolResult):
             return spec
         started = time.perf_counter()
-        if self._personal is not None and spec.server in self._personal.names:
+        link = self._links.get(spec.server)
+        if link is None and self._personal is not None:  # a per-person server: the person's own link
             found = await self._personal.link_for(spec, context)
             if isinstance(found, ToolResult):
                 return replace(found, latency_ms=(time.perf_counter() - started) * 1000)
@@ -289,24 +290,22 @@ class MCPHost:
                 return ToolResult(
                     content=f"Connected to {spec.server}. Its tools are now available: {listed}."
                 )
-            result = await self._calls.call(found, spec, name, arguments, context, started)
-            # The server asked for more than the person granted (step-up): their sign-in again.
-            needed = sign_in_asked(found) if result.is_error else None
-            return ToolResult(content="", needs_sign_in=needed[0]) if needed is not None else result
-        link = self._links[spec.server]
+            link = found
+        assert link is not None
         result = await self._calls.call(link, spec, name, arguments, context, started)
         asked = sign_in_asked(link) if result.is_error else None
-        if asked is not None:
-            # The server asked nerve's own account for more access on this call (a step-up): only
-            # an admin can grant it, and `nerve connect` asks for what was wanted here as well.
-            _, scope = asked
-            wanted = f" (scope {scope})" if scope else ""
-            reason = (
-                f"it asks for more access{wanted} than nerve's account has: "
-                f"an admin runs `nerve connect {spec.server}` to grant it"
-            )
-            return results.unavailable(spec.server, reason, latency_ms=result.latency_ms)
-        return result
+        if asked is None:
+            return result
+        if link.personal:  # the server asked for more than the person granted (step-up): sign in again
+            return ToolResult(content="", needs_sign_in=asked[0])
+        # A step-up of nerve's own account: only an admin can grant it, and `nerve connect` asks for
+        # what was wanted here as well.
+        wanted = f" (scope {asked[1]})" if asked[1] else ""
+        reason = (
+            f"it asks for more access{wanted} than nerve's account has: "
+            f"an admin runs `nerve connect {spec.server}` to grant it"
+        )
+        return results.unavailable(spec.server, reason, latency_ms=result.latency_ms)
 
     def _still_offered(self, screened: ToolSpec) -> ToolSpec | ToolResult:
         """The live spec of the very (server, tool, definition) a call was screened against, found by

@@ -1,16 +1,11 @@
 """A stdio server's connection: the SDK's process handling, with a reader that survives what the
 server writes and a stop that is over within about a second.
 
-The SDK reads stdout as strict UTF-8: one bad byte kills its reader, and every later call times
-out; a line that is not JSON it logs with a traceback naming no server. Here each line is read on
-its own (`LineReader`): invalid UTF-8 and lone surrogates are replaced, and a line with no JSON-RPC
-message fails the request it answers (when its id is readable) or is dropped; each with one
-throttled WARNING naming the server. Should the reader fail anyway, the session's stream ends and
-the link restarts the server.
-
-Stopping is bounded tighter than the SDK's 2 s + 2 s: stdin closes, EXIT_AFTER_EOF s later the
-process group gets SIGTERM, EXIT_AFTER_TERM s after that SIGKILL. The rest is the SDK's own code,
-reused through its module's helpers (version pinned in requirements.lock).
+The SDK reads stdout as strict UTF-8, and one bad byte or non-JSON line leaves every later call to
+time out. Here each line is read on its own (`LineReader`): bad UTF-8 and lone surrogates are
+replaced, a line with no JSON-RPC message fails the request it answers (if its id is readable) or
+is dropped, with one throttled WARNING naming the server. Stopping closes stdin, then SIGTERMs the
+process group after EXIT_AFTER_EOF s and SIGKILLs it EXIT_AFTER_TERM s later (the SDK: 2 s + 2 s).
 """
 
 from __future__ import annotations
@@ -119,8 +114,7 @@ class LineReader:
             return None
         self._warn("answer", problems, f"its call (request {request_id}) failed at once", text, size)
         error = mcp_types.ErrorData(
-            code=INTERNAL_ERROR,
-            message=f"its answer could not be read: the line {' and '.join(problems)}",
+            code=INTERNAL_ERROR, message=f"its answer could not be read: the line {' and '.join(problems)}"
         )
         return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 

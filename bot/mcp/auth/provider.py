@@ -1,17 +1,12 @@
 """How nerve signs in to a remote MCP server: the `mcp` SDK's OAuth client, set up the nerve way.
 
-The SDK does the protocol (discovery, issuer checks, registration, PKCE, `state`, `resource`, `iss`,
-scope choice and step-up, `offline_access`, refresh). `NerveOAuth` adds what is nerve's to decide:
-its client metadata; how it is known to the server, in the order the MCP specification recommends
-(the operator's `auth.client_id`, else nerve's Client ID Metadata Document, else Dynamic Client
-Registration); the token endpoint method a registration asks for; the operator's `auth.scope` where
-the server names none; and a bound on sign-ins that do not help (a fresh token refused again gets
-its refusal passed on, not another browser tab). The authorization step is split in two
-(`authorization_request()`, `authorization_code()`) so a chat turn can park between them.
-
-SDK internals relied on (pinned `mcp`): `OAuthClientProvider._auth_flow` (wrapped),
-`_perform_authorization` (extended), `_perform_authorization_code_grant` (replaced), the
-`OAuthContext` fields, and `waiting_on_a_person`, which stops a call's timeout while a person signs in.
+The SDK does the protocol. `NerveOAuth` adds what is nerve's: its client metadata; how it is known
+to the server, in the MCP specification's order (the operator's `auth.client_id`, else nerve's
+Client ID Metadata Document, else Dynamic Client Registration); the registration's token endpoint
+method; `auth.scope` where the server names none; and a bound on sign-ins that do not help. The
+authorization step is split in two so a chat turn can park between the halves. SDK internals relied
+on (pinned `mcp`): `_auth_flow` (wrapped), `_perform_authorization` (extended),
+`_perform_authorization_code_grant` (replaced), the `OAuthContext` fields, `waiting_on_a_person`.
 """
 
 from __future__ import annotations
@@ -184,12 +179,11 @@ class NerveOAuth(OAuthClientProvider):
     async def _perform_authorization(self) -> httpx2.Request:
         # Scope choice is the SDK's (challenge, then resource metadata, then server metadata); the
         # operator's scope fills in only where all of those are silent.
-        if not self.context.client_metadata.scope and self._config.scope:
-            self.context.client_metadata.scope = self._config.scope
+        metadata = self.context.client_metadata
+        if not metadata.scope and self._config.scope:
+            metadata.scope = self._config.scope
         if self._also_scope:
-            self.context.client_metadata.scope = scope_union(
-                self.context.client_metadata.scope, self._also_scope
-            )
+            metadata.scope = scope_union(metadata.scope, self._also_scope)
         return await super()._perform_authorization()
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
@@ -224,15 +218,15 @@ class NerveOAuth(OAuthClientProvider):
             return False
         if retried:  # refused straight after signing in
             self._unhelpful_sign_ins += 1
-            self.last_failure = SignInError(_refusal(response, "even after signing in"))
-            return True
-        if self._unhelpful_sign_ins >= MAX_UNHELPFUL_SIGN_INS:
-            self.last_failure = SignInError(_refusal(response, f"after {self._unhelpful_sign_ins} sign-ins"))
-            return True
-        if response.status_code == 403 and self._granted_already(response):
-            self.last_failure = SignInError(_refusal(response, "although those scopes were granted"))
-            return True
-        return False
+            when = "even after signing in"
+        elif self._unhelpful_sign_ins >= MAX_UNHELPFUL_SIGN_INS:
+            when = f"after {self._unhelpful_sign_ins} sign-ins"
+        elif response.status_code == 403 and self._granted_already(response):
+            when = "although those scopes were granted"
+        else:
+            return False
+        self.last_failure = SignInError(_refusal(response, when))
+        return True
 
     def _granted_already(self, response: httpx2.Response) -> bool:
         """A 403 asking for scopes the current token already has: signing in again cannot help."""
@@ -308,17 +302,10 @@ def registration_method(supported: list[str] | None) -> TokenEndpointAuthMethod:
 
 
 def auth_for(
-    server_url: str,
-    config: AuthConfig,
-    storage: TokenStorage,
-    *,
-    redirect_uri: str,
-    client_metadata_url: str | None = None,
-    redirect_handler: RedirectHandler | None = None,
-    callback_handler: CallbackHandler | None = None,
+    server_url: str, config: AuthConfig, storage: TokenStorage, *, redirect_uri: str, **handlers: Any
 ) -> httpx2.Auth:
-    """The `httpx2.Auth` for a server entry's `auth`: a person's sign-in (`oauth`), or nerve's own
-    credentials (`client_credentials`, the SDK's machine-to-machine provider)."""
+    """The `httpx2.Auth` for a server entry's `auth`: a person's sign-in (`oauth`, with `NerveOAuth`'s
+    keywords), or nerve's own credentials (`client_credentials`, the SDK's machine-to-machine provider)."""
     if config.type == "client_credentials":
         assert config.client_id and config.client_secret  # AuthConfig checks both are set
         method = config.token_endpoint_auth_method
@@ -336,15 +323,7 @@ def auth_for(
                 else "client_secret_basic",
                 scope=config.scope,
             )
-    return NerveOAuth(
-        server_url,
-        config,
-        storage,
-        redirect_uri=redirect_uri,
-        client_metadata_url=client_metadata_url,
-        redirect_handler=redirect_handler,
-        callback_handler=callback_handler,
-    )
+    return NerveOAuth(server_url, config, storage, redirect_uri=redirect_uri, **handlers)
 
 
 def client_metadata_url(public_url: str) -> str | None:

@@ -318,7 +318,4 @@ PROBE = {
         "clientInfo": {"name": "nerve", "version": "0.1.0"},
     },
 }
-PROBE_HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2025-11-25",
-}
+PROBE_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
