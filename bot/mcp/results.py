@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import re
 from collections.abc import Iterable
@@ -81,8 +82,7 @@ def _retry_after(text: str) -> float | None:
     if match is None:
         return None
     value = float(match.group(1))
-    unit = (match.group(2) or "s").lower()
-    return value / 1000.0 if unit.startswith("m") else value
+    return value / 1000.0 if (match.group(2) or "s").lower().startswith("m") else value
 
 
 def resources_of(blocks: Iterable[ContentBlock]) -> tuple[Resource, ...]:
@@ -137,20 +137,12 @@ def from_call_result(result: CallToolResult, *, latency_ms: float) -> ToolResult
             retry_after=retry_after,
             latency_ms=latency_ms,
         )
-    if result.structured_content is not None:
-        try:
-            content = json.dumps(result.structured_content, ensure_ascii=False)
-        except (RecursionError, ValueError):
-            # Nested too deep to encode: the text blocks carry the same result.
-            content = join_content(result.content)
-        return ToolResult(
-            content=content,
-            structured=result.structured_content,
-            latency_ms=latency_ms,
-            resources=resources_of(result.content),
-        )
+    structured, content = result.structured_content, join_content(result.content)
+    if structured is not None:
+        with contextlib.suppress(RecursionError, ValueError):  # too deep to encode: the text says the same
+            content = json.dumps(structured, ensure_ascii=False)
     return ToolResult(
-        content=join_content(result.content), latency_ms=latency_ms, resources=resources_of(result.content)
+        content=content, structured=structured, latency_ms=latency_ms, resources=resources_of(result.content)
     )
 
 

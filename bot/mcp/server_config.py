@@ -26,15 +26,6 @@ class ToolOverride(BaseModel):
     approval: ApprovalMode | None = None
 
 
-# VS Code and Cursor spell the transport as `type`; "http" there is Streamable HTTP.
-_TYPES: dict[str, Literal["stdio", "streamable-http", "sse"]] = {
-    "stdio": "stdio",
-    "http": "streamable-http",
-    "streamable-http": "streamable-http",
-    "sse": "sse",
-}
-
-
 class AuthConfig(BaseModel):
     """Whose identity a remote server's calls carry, and how nerve signs in to it.
 
@@ -114,7 +105,8 @@ class ServerConfig(BaseModel):
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
         if self.type is not None:
-            wanted = _TYPES[self.type]
+            # VS Code and Cursor spell the transport as `type`; "http" there is Streamable HTTP.
+            wanted = "streamable-http" if self.type == "http" else self.type
             if self.transport is not None and self.transport != wanted:
                 raise ValueError(f"'type' {self.type!r} and 'transport' {self.transport!r} disagree")
             if wanted == "stdio" and self.url:

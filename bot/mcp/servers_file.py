@@ -17,7 +17,7 @@ from dotenv import dotenv_values
 from pydantic import ValidationError
 
 from bot.errors import ConfigError
-from bot.mcp.server_config import SERVER_KEYS, AuthConfig, McpConfig, PolicyContext, ServerConfig, ServersFile
+from bot.mcp.server_config import SERVER_KEYS, McpConfig, PolicyContext, ServerConfig, ServersFile
 from bot.plain_http import plain_http_host
 from bot.types import Platforms
 
@@ -46,36 +46,32 @@ def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
     return expanded
 
 
-def _read_env_file(
-    server: ServerConfig, environ: Mapping[str, str], path: Path, where: str
-) -> dict[str, str]:
-    """The variables of the server's `envFile` (relative to the servers file); `env` entries win."""
-    if server.env_file is None:
-        return {}
-    field = f"{where} field 'envFile'"
-    env_path = Path(_expand(server.env_file, environ, field))
-    if not env_path.is_absolute():
-        env_path = path.parent / env_path
-    if not env_path.is_file():
-        raise ConfigError(f"{field}: {env_path} not found")
-    return {key: value for key, value in dotenv_values(env_path).items() if value is not None}
-
-
 def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], path: Path) -> ServerConfig:
+    """The entry with its `${VAR}`s filled (client credentials too, so a secret stays in the
+    environment, not the file), paths made absolute, and its `envFile` read (`env` entries win)."""
     where = f"{path}: server '{name}'"
+
+    def fill(value: str, field: str) -> str:
+        return _expand(value, environ, f"{where} field '{field}'")
+
     command = server.command
     if command in ("python", "python3"):
         # "python" means the interpreter nerve runs under, so a server sees nerve's packages.
         command = sys.executable
     cwd = server.cwd
     if cwd is not None:
-        cwd_path = Path(_expand(cwd, environ, f"{where} field 'cwd'"))
+        cwd_path = Path(fill(cwd, "cwd"))
         cwd = str(cwd_path if cwd_path.is_absolute() else (path.parent / cwd_path).resolve())
     elif server.command:
         cwd = str(path.parent.resolve())
-    env = _read_env_file(server, environ, path, where)
-    env.update({k: _expand(v, environ, f"{where} field 'env.{k}'") for k, v in server.env.items()})
-    url = _expand(server.url, environ, f"{where} field 'url'") if server.url else None
+    env: dict[str, str] = {}
+    if server.env_file is not None:  # relative to the servers file
+        env_path = path.parent / fill(server.env_file, "envFile")
+        if not env_path.is_file():
+            raise ConfigError(f"{where} field 'envFile': {env_path} not found")
+        env = {key: value for key, value in dotenv_values(env_path).items() if value is not None}
+    env.update({k: fill(v, f"env.{k}") for k, v in server.env.items()})
+    url = fill(server.url, "url") if server.url else None
     insecure = plain_http_host(url) if url is not None and not server.allow_insecure_http else None
     if insecure is not None:
         raise ConfigError(
@@ -83,28 +79,20 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
             'path: use https (plain http is for loopback only), or set "allowInsecureHttp": true if '
             "you mean it (nerve still never sends credentials over it)"
         )
+    auth = server.auth
+    if auth is not None:
+        secrets = {key: getattr(auth, key) for key in ("client_id", "client_secret")}
+        auth = auth.model_copy(update={k: fill(v, f"auth.{k}") if v else None for k, v in secrets.items()})
     return server.model_copy(
         update={
-            "command": _expand(command, environ, f"{where} field 'command'") if command else None,
-            "args": [_expand(a, environ, f"{where} field 'args'") for a in server.args],
+            "command": fill(command, "command") if command else None,
+            "args": [fill(a, "args") for a in server.args],
             "env": env,
             "cwd": cwd,
             "url": url,
-            "headers": {
-                k: _expand(v, environ, f"{where} field 'headers.{k}'") for k, v in server.headers.items()
-            },
-            "auth": _expand_auth(server.auth, environ, where),
+            "headers": {k: fill(v, f"headers.{k}") for k, v in server.headers.items()},
+            "auth": auth,
         }
-    )
-
-
-def _expand_auth(auth: AuthConfig | None, environ: Mapping[str, str], where: str) -> AuthConfig | None:
-    """`${VAR}` in the client credentials, so a secret stays in the environment, not the file."""
-    if auth is None:
-        return None
-    fields = {key: getattr(auth, key) for key in ("client_id", "client_secret")}
-    return auth.model_copy(
-        update={k: _expand(v, environ, f"{where} field 'auth.{k}'") if v else None for k, v in fields.items()}
     )
 
 
