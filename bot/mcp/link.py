@@ -190,7 +190,11 @@ class ServerLink:
                 self.retry_at = anyio.current_time() + wait
                 if not self._connected:
                     self.failed_attempts += 1
-                self._set_down(reason)
+                metrics.server_up(self.name, False)
+                self.client = None
+                self.problem = reason
+                self.attempted.set()
+                self._notify()
                 if self.sign_in is not None and self.personal:
                     logger.info("MCP server %r waits for %s to sign in", self.name, self.sign_in.person)
                     return
@@ -280,8 +284,7 @@ class ServerLink:
                         tap.close_writer()
                     listeners = await stack.enter_async_context(anyio.create_task_group())
                     await self._listen_for_changes(client, listeners)
-                    self.tools = await list_all_tools(client)
-                    self.prompts = await list_all_prompts(client)
+                    await self._list(client)
                     self.listed = True
                     handshake.deadline = math.inf
                     self._set_ready(client, anyio.current_time() - started)
@@ -314,8 +317,7 @@ class ServerLink:
                 self._refresh_wanted = False
                 try:
                     with anyio.fail_after(self._connect_timeout):
-                        self.tools = await list_all_tools(client)
-                        self.prompts = await list_all_prompts(client)
+                        await self._list(client)
                 except (MCPError, TimeoutError) as exc:
                     logger.warning("MCP server %r: could not re-list tools: %s", self.name, exc)
                     continue
@@ -326,6 +328,10 @@ class ServerLink:
                     len(self.prompts),
                 )
                 self._on_change()
+
+    async def _list(self, client: Client) -> None:
+        self.tools = await list_all_tools(client)
+        self.prompts = await list_all_prompts(client)
 
     async def _listen_for_changes(self, client: Client, group: anyio.abc.TaskGroup) -> None:
         """On a 2026-07-28 connection change events come only through `subscriptions/listen`."""
@@ -359,10 +365,10 @@ class ServerLink:
         self.client = None
         self._lost = True
         self._wake.set()
-        if was_ready and not self._renewing and not self._stopping:
-            # Counted the moment it is seen: a call right after a crash must already meet the circuit.
-            self.circuit.record_failure()
         if was_ready:
+            if not self._renewing and not self._stopping:
+                # Counted the moment it is seen: a call right after a crash must already meet the circuit.
+                self.circuit.record_failure()
             self.problem = "lost the connection"
             metrics.server_up(self.name, False)
             self._notify()
@@ -394,13 +400,6 @@ class ServerLink:
             len(self.tools),
             client.protocol_version,
         )
-        self._notify()
-
-    def _set_down(self, reason: str) -> None:
-        metrics.server_up(self.name, False)
-        self.client = None
-        self.problem = reason
-        self.attempted.set()
         self._notify()
 
     def _notify(self) -> None:

@@ -137,7 +137,8 @@ def from_call_result(result: CallToolResult, *, latency_ms: float) -> ToolResult
             retry_after=retry_after,
             latency_ms=latency_ms,
         )
-    structured, content = result.structured_content, join_content(result.content)
+    structured = result.structured_content
+    content = join_content(result.content)
     if structured is not None:
         with contextlib.suppress(RecursionError, ValueError):  # too deep to encode: the text says the same
             content = json.dumps(structured, ensure_ascii=False)
