@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 import anyio
 import httpcore2
 import httpx2
-from httpcore2 import AnyIOBackend, AsyncNetworkBackend, AsyncNetworkStream
+from httpcore2 import AnyIOBackend, AsyncNetworkStream
 
 from bot.plain_http import is_loopback
 
@@ -230,12 +230,11 @@ class AddressGuard:
         return addresses
 
 
-class GuardedBackend(AsyncNetworkBackend):
+class GuardedBackend(AnyIOBackend):
     """The connection pool's network: resolve, check, then connect to exactly the checked address."""
 
     def __init__(self, guard: AddressGuard) -> None:
         self._guard = guard
-        self._inner = AnyIOBackend()
 
     async def connect_tcp(
         self,
@@ -255,7 +254,7 @@ class GuardedBackend(AsyncNetworkBackend):
         failure: Exception | None = None
         for address in addresses:
             try:
-                return await self._inner.connect_tcp(
+                return await super().connect_tcp(
                     str(address),
                     port,
                     timeout=timeout,
@@ -274,9 +273,6 @@ class GuardedBackend(AsyncNetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> AsyncNetworkStream:
         raise httpcore2.ConnectError("a remote MCP server is reached over TCP, not a local socket")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
 
 
 class GuardedTransport(httpx2.AsyncBaseTransport):

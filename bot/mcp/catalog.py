@@ -167,12 +167,12 @@ def build_catalog(
     Each spec carries its approval mode (the tool's, else the server's), the server's annotations and
     whether the operator trusts them, and the hash of the definition as the server gave it.
     """
-    enabled: list[tuple[str, ListedTool, ToolOverride]] = []
-    for server, config in servers.items():
-        for tool in listings.get(server, ()):
-            override = config.tools.get(tool.name, ToolOverride())
-            if override.enabled:
-                enabled.append((server, tool, override))
+    enabled = [
+        (server, tool, override)
+        for server, config in servers.items()
+        for tool in listings.get(server, ())
+        if (override := config.tools.get(tool.name, ToolOverride())).enabled
+    ]
     names, collisions = unique_names(
         [(server, tool.name) for server, tool, _ in enabled], clean=sanitize_name, separator=PREFIX_SEPARATOR
     )
@@ -207,15 +207,13 @@ def unmatched_overrides(
     listings: Mapping[str, Sequence[ListedTool]], servers: Mapping[str, ServerConfig]
 ) -> list[str]:
     """Overrides naming a tool the (listed) server does not have: usually a typo in the servers file."""
-    problems = []
-    for server, config in servers.items():
-        if server not in listings:
-            continue
-        listed = {tool.name for tool in listings[server]}
-        for name in config.tools:
-            if name not in listed:
-                problems.append(f"server '{server}' has settings for tool '{name}', which it does not list")
-    return problems
+    return [
+        f"server '{server}' has settings for tool '{name}', which it does not list"
+        for server, config in servers.items()
+        if server in listings
+        for name in config.tools
+        if name not in {tool.name for tool in listings[server]}
+    ]
 
 
 def prompt_specs(

@@ -78,8 +78,9 @@ async def started_early(servers: Mapping[str, ServerConfig]) -> AsyncIterator[No
     try:
         yield
     finally:
-        with anyio.CancelScope(shield=True):
-            await stop_unclaimed()
+        with anyio.CancelScope(shield=True):  # each within about a second
+            while _waiting:
+                await _stop(*_waiting.popitem())
 
 
 async def claim(name: str, config: ServerConfig, env: Mapping[str, str]) -> EarlyServer | None:
@@ -94,12 +95,6 @@ async def claim(name: str, config: ServerConfig, env: Mapping[str, str]) -> Earl
         return early
     await _stop(name, early)
     return None
-
-
-async def stop_unclaimed() -> None:
-    """Stop every early process that no link claimed, each within about a second."""
-    while _waiting:
-        await _stop(*_waiting.popitem())
 
 
 async def _stop(name: str, early: EarlyServer) -> None:

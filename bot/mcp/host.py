@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from types import TracebackType
@@ -340,8 +340,7 @@ class MCPHost:
         self._catalog, collisions = build_catalog(
             listings, self._servers, default_timeout=self._default_timeout
         )
-        for collision in collisions:
-            self._warn_once(collision.describe("tool"))
+        self._warn_once(collision.describe("tool") for collision in collisions)
         if self._personal is not None:
             for name in self._personal.names:
                 if name not in listings:
@@ -350,14 +349,15 @@ class MCPHost:
         self._prompts, prompt_collisions = prompt_specs(
             {name: link.prompts for name, link in self._links.items() if link.listed and link.ready}
         )
-        for collision in prompt_collisions:
-            self._warn_once(collision.describe("prompt"))
-        for problem in unmatched_overrides(listings, self._servers):
-            self._warn_once(f"servers file: {problem}")
+        self._warn_once(collision.describe("prompt") for collision in prompt_collisions)
+        self._warn_once(
+            f"servers file: {problem}" for problem in unmatched_overrides(listings, self._servers)
+        )
         self._change.set()
         self._change = asyncio.Event()
 
-    def _warn_once(self, problem: str) -> None:
-        if problem not in self._warned:
-            self._warned.add(problem)
-            logger.warning("%s", problem)
+    def _warn_once(self, problems: Iterable[str]) -> None:
+        for problem in problems:
+            if problem not in self._warned:
+                self._warned.add(problem)
+                logger.warning("%s", problem)

@@ -84,12 +84,10 @@ class PersonalServers:
         link = self._open(spec.server, person)
         if link.client is None:
             await link.wait_ready(within=spec.timeout)
-        if link.sign_in is not None:
-            needed = link.sign_in
+        if (needed := link.sign_in) is not None:
             await self.forget(spec.server, person)
             return ToolResult(content="", needs_sign_in=needed)
-        if spec.server not in self.catalog:
-            self.catalog[spec.server] = link
+        self.catalog.setdefault(spec.server, link)
         return link
 
     async def _drop_if_stale(self, server: str, person: str) -> None:

@@ -68,12 +68,11 @@ class StoredTokens:
         wanted = await self.wanted_scope()
         if wanted and not set(wanted.split()) <= set((tokens.scope or "").split()):
             record["wanted"] = wanted  # a refresh grants no more than before: still wanted
-        sealed = self._vault.seal(record)
         await self._ledger.save_tokens(
             server=self.server,
             person=self.person,
             issuer=self._issuer,
-            secret=sealed,
+            secret=self._vault.seal(record),
             scope=tokens.scope,
             now=now,
         )
