@@ -70,11 +70,7 @@ class MCPHost:
         make_link = partial(
             ServerLink, mode=mode, connect_timeout=connect_timeout, on_change=self._changed, circuit=circuit
         )
-        personal = {
-            name: config
-            for name, config in self._servers.items()
-            if sign_ins is not None and sign_ins.per_person(name)
-        }
+        personal = {n: c for n, c in self._servers.items() if sign_ins is not None and sign_ins.per_person(n)}
         # Servers whose calls carry each person's own sign-in: no shared link (`bot.mcp.personal`).
         self._personal = PersonalServers(personal, sign_ins, make_link) if sign_ins and personal else None
         self._links = {
@@ -119,12 +115,8 @@ class MCPHost:
             await self.aclose()  # cancelled while starting (Ctrl-C): leave no children behind
             raise
         ready = sum(link.ready for link in self._links.values())
-        logger.info(
-            "MCP host: %d of %d servers ready in %.0f ms",
-            ready,
-            len(self._links),
-            (time.perf_counter() - started) * 1000,
-        )
+        elapsed = (time.perf_counter() - started) * 1000
+        logger.info("MCP host: %d of %d servers ready in %.0f ms", ready, len(self._links), elapsed)
         for name, reason in self.problems():
             logger.info("MCP server %r is not available: %s", name, reason)
 

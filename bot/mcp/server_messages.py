@@ -14,7 +14,6 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from itertools import count
 
 import mcp_types
 from mcp.client.session import ClientRequestContext
@@ -34,27 +33,25 @@ class Callers:
     """The calls in flight on one server."""
 
     def __init__(self) -> None:
-        self._active: dict[int, CallContext] = {}
-        self._ids = count()
+        self._active: list[CallContext] = []
 
     @contextmanager
     def running(self, context: CallContext) -> Iterator[None]:
         """Mark a call in flight for the duration of the block (in the task that makes it)."""
-        call_id = next(self._ids)
-        self._active[call_id] = context
+        self._active.append(context)
         token = _current.set(context)
         try:
             yield
         finally:
             _current.reset(token)
-            del self._active[call_id]
+            self._active.remove(context)
 
     def route(self) -> tuple[CallContext, tuple[str, ...]] | None:
         """Whom a request from the server is for, and the calls it may come from; None if unknown."""
         exact = _current.get()
         if exact is not None:
             return exact, (exact.tool,)
-        active = list(self._active.values())
+        active = list(self._active)
         if not active or len({c.owner for c in active}) != 1:
             return None
         tools = tuple(dict.fromkeys(c.tool for c in active))

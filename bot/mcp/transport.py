@@ -51,12 +51,8 @@ async def open_transport(
     responses is shown to `on_response` (Streamable HTTP only)."""
     if config.kind == "stdio":
         assert tap is not None
-        return stdio_transport(
-            stdio_parameters(config),
-            server=name,
-            errlog=tap.writer,
-            started=early.process if early is not None else None,
-        )
+        started = early.process if early is not None else None
+        return stdio_transport(stdio_parameters(config), server=name, errlog=tap.writer, started=started)
     assert config.url is not None
     if config.kind == "sse":
         return sse_client(
