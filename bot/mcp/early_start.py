@@ -50,7 +50,7 @@ def inherited_environment() -> dict[str, str]:
     }
 
 
-async def _start(name: str, config: ServerConfig) -> EarlyServer | None:
+async def _start(name: str, config: ServerConfig) -> None:
     assert config.command is not None
     env = inherited_environment() | config.env
     tap = StderrTap(name)
@@ -61,8 +61,8 @@ async def _start(name: str, config: ServerConfig) -> EarlyServer | None:
     except (OSError, ValueError):
         # The link will try again and report why in its own words; nothing is lost by waiting.
         tap.close()
-        return None
-    return EarlyServer(config=config, env=env, process=process, tap=tap)
+        return
+    _waiting[name] = EarlyServer(config=config, env=env, process=process, tap=tap)
 
 
 @asynccontextmanager
@@ -72,9 +72,7 @@ async def started_early(servers: Mapping[str, ServerConfig]) -> AsyncIterator[No
     if sys.platform != "win32":
         for name, config in servers.items():
             if config.kind == "stdio" and name not in _waiting:
-                early = await _start(name, config)
-                if early is not None:
-                    _waiting[name] = early
+                await _start(name, config)
     try:
         yield
     finally:
