@@ -162,11 +162,8 @@ def build_catalog(
     *,
     default_timeout: float,
 ) -> tuple[dict[str, ToolSpec], list[Collision]]:
-    """Every enabled tool under the name the model will use, in config order, and the collisions.
-
-    Each spec carries its approval mode (the tool's, else the server's), the server's annotations and
-    whether the operator trusts them, and the hash of the definition as the server gave it.
-    """
+    """Every enabled tool under the name the model will use, in config order, and the collisions; each
+    spec carries its approval mode, annotations, trust and the hash of the definition as given."""
     enabled = [
         (server, tool, override)
         for server, config in servers.items()

@@ -82,10 +82,8 @@ async def started_early(servers: Mapping[str, ServerConfig]) -> AsyncIterator[No
 
 
 async def claim(name: str, config: ServerConfig, env: Mapping[str, str]) -> EarlyServer | None:
-    """The early process of `name` if it was started with this entry and this environment.
-
-    One started otherwise (the file changed, the SDK inherits other variables) is stopped, not
-    handed out; so is one that already exited: the link then starts the server itself."""
+    """The early process of `name` if it was started with this entry and this environment; one started
+    otherwise, or already exited, is stopped, and the link then starts the server itself."""
     early = _waiting.pop(name, None)
     if early is None:
         return None

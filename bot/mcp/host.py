@@ -258,13 +258,9 @@ class MCPHost:
         *,
         screened: ToolSpec | None = None,
     ) -> ToolResult:
-        """Run a tool by its exposed name; failures come back as `ToolResult(is_error=True)`.
-
-        With `screened` (the spec the call was approved against) the call goes to exactly that server
-        and tool, and only while it keeps that definition: a rug pull or a name taken over by another
-        server gets a "changed" refusal. With a `context`, what the server asks or reports mid-call
-        reaches the person the call runs for.
-        """
+        """Run a tool by its exposed name; failures come back as `ToolResult(is_error=True)`. With
+        `screened` (the spec the call was approved against) it goes to exactly that server and tool, and
+        only while it keeps that definition: a rug pull or a name taken over gets a "changed" refusal."""
         spec = self._catalog.get(name) if screened is None else self._still_offered(screened)
         if spec is None:
             return results.unknown_tool(name, self._catalog)

@@ -27,14 +27,9 @@ class ToolOverride(BaseModel):
 
 
 class AuthConfig(BaseModel):
-    """Whose identity a remote server's calls carry, and how nerve signs in to it.
-
-    `oauth` follows the MCP authorization specification: with `identity: "user"` each person signs
-    in once and their calls use their own token; with `identity: "bot"` an admin connects one
-    account for everyone (`nerve connect`). `client_credentials` is machine-to-machine. The client
-    fields are for an authorization server that registered nerve beforehand; without them nerve
-    uses its Client ID Metadata Document where the server supports one, else registers itself.
-    """
+    """Whose identity a remote server's calls carry, and how nerve signs in to it: `oauth` per person
+    (`identity: "user"`) or one account an admin connects (`"bot"`), or machine-to-machine
+    `client_credentials`; the client fields are for a server that registered nerve beforehand."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -169,12 +164,8 @@ class PolicyContext(TypedDict):
 
 
 class ServersFile(BaseModel):
-    """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code).
-
-    Other top-level keys (VS Code's `inputs`) are ignored; `disabled` lists servers to leave out;
-    `policy` maps places (`<platform>:<channel>`, `<platform>:dm`, `*`, …) to the servers and tools
-    they may use.
-    """
+    """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code), `disabled`, and
+    `policy` mapping places to the servers and tools they may use; other top-level keys are ignored."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -138,11 +138,8 @@ def load_mcp_config(
 def read_mcp_config(
     path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
 ) -> McpConfig:
-    """The servers file read and checked, its warnings returned, not logged.
-
-    Disabled servers are left out before their `${VAR}`s are filled, so a server switched off
-    does not need its secrets set. The policy's places are read as `platforms` write them.
-    """
+    """The servers file read and checked, its warnings returned, not logged. Disabled servers are left
+    out before their `${VAR}`s are filled, so a server switched off does not need its secrets set."""
     env = os.environ if environ is None else environ
     try:
         raw: Any = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_Object.of)
@@ -186,11 +183,8 @@ class _Object(dict[str, Any]):
 
 
 def _repeated_key(raw: Any) -> str | None:
-    """A key given twice in one object of the file, and where; outermost first, else in file order.
-
-    A repeated key is a mistake JSON readers disagree on (most keep the last value, silently): a
-    second `"check"` server would quietly replace the first.
-    """
+    """A key given twice in one object of the file, and where, outermost first: JSON readers disagree
+    on it (most keep the last value, silently), so a second `"check"` server would replace the first."""
     waiting: deque[tuple[str, Any]] = deque([("", raw)])
     while waiting:
         where, value = waiting.popleft()

@@ -87,11 +87,8 @@ def stdio_parameters(config: ServerConfig) -> StdioServerParameters:
 async def watched(
     transport: AbstractAsyncContextManager[TransportStreams], on_lost: Callable[[], None]
 ) -> AsyncIterator[TransportStreams]:
-    """The transport's streams, with `on_lost` called once the server side ends.
-
-    The SDK fails pending requests when a connection ends but tells nobody else; the host needs to
-    know at once so it can restart the server before the next call arrives.
-    """
+    """The transport's streams, with `on_lost` called once the server side ends: the SDK tells only
+    the pending requests, and the host must know at once to restart the server before the next call."""
     async with transport as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[Any](0)
 
