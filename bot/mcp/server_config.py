@@ -149,10 +149,8 @@ class PlaceRule(BaseModel):
     @field_validator("allow", "deny")
     @classmethod
     def _patterns(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            problem = pattern_problem(pattern)
-            if problem is not None:
-                raise ValueError(problem)
+        if problem := next(filter(None, map(pattern_problem, patterns)), None):
+            raise ValueError(problem)
         return patterns
 
 
@@ -179,10 +177,8 @@ class ServersFile(BaseModel):
     def _places(cls, policy: dict[str, PlaceRule], info: ValidationInfo) -> dict[str, PlaceRule]:
         context: PolicyContext | None = info.context
         platforms = context["platforms"] if context is not None else Platforms()
-        for name in policy:
-            problem = rule_name_problem(name, platforms)
-            if problem is not None:
-                raise ValueError(problem)
+        if problem := next(filter(None, (rule_name_problem(name, platforms) for name in policy)), None):
+            raise ValueError(problem)
         entries = info.data.get("mcpServers") or info.data.get("servers")
         if entries is None:
             return policy  # the servers map has its own error
