@@ -1,11 +1,8 @@
 """Plain http reaches this machine only, unless a server entry says otherwise, and never carries a secret.
 
-Anything on the path of a plain http connection (a Wi-Fi access point, a proxy, a router) can read
-and change what goes over it: a bearer token in `Authorization`, an OAuth client secret, a refresh
-token. So a remote server's URL and the OAuth endpoints it leads to are https, except on loopback
-(127.0.0.0/8, ::1, `localhost`: local development servers), or where the server entry says
-`"allowInsecureHttp": true`; and even then a request that carries a credential is refused before it
-is sent (`bot.mcp.address_guard.PlainHttpCheck`).
+Anything on a plain http path can read and change it (a bearer token, a client secret), so remote
+URLs and OAuth endpoints are https except on loopback or where the entry sets `"allowInsecureHttp"`,
+and even then a request carrying a credential is refused (`bot.mcp.address_guard.PlainHttpCheck`).
 """
 
 from __future__ import annotations

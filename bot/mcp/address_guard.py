@@ -1,32 +1,14 @@
 """Remote MCP servers are reached on public addresses only, unless the servers file says otherwise.
 
-A server URL comes from a config file, and the requests nerve makes to it follow redirects and OAuth
-discovery documents the server controls. Without a check, a typo, a hostile redirect or a DNS answer
-could make nerve talk to something inside its own network: a database's HTTP port, an admin page,
-or the cloud metadata service at 169.254.169.254 that hands out credentials.
-
-So every HTTP request a remote server's client makes is checked, and the check is on the address
-the connection is actually opened to, after resolution: the connection pool's network backend
-resolves the host itself, refuses if any answer is loopback, private (RFC 1918, fc00::/7), link-local
-(169.254.0.0/16, fe80::/10), unspecified (0.0.0.0) or otherwise not globally routable, and then
-connects to the very address it checked, so a DNS answer that changes between a check and the connect
-cannot slip through. Redirects and OAuth discovery requests go through the same client, so through
-the same check. A server entry with `"allowPrivateNetwork": true` gets a plain client.
-
-What the admin wrote is not second-guessed: a server URL whose host is a literal loopback or private
-address (`http://127.0.0.1:8000/mcp`, `http://10.0.0.5/mcp`) or `localhost` is reached at exactly
-that host and port, as other MCP clients do. Only that origin: a redirect, an OAuth document or a
-token URL that leads to another inside address is still refused, and so is a hostname that merely
-resolves inside, a link-local (cloud metadata) or unspecified address, written or not.
-
-Through an HTTP(S) proxy from the environment the proxy resolves and connects, so there the host is
-resolved and checked before the request is handed to the proxy.
-
-Every request of such a client, guarded or not, also passes `PlainHttpCheck` (`bot.plain_http`) just
-before it is sent, after its auth and on every redirect: plain http to a host that is not loopback
-is refused unless the entry says `"allowInsecureHttp": true`, and even then a request that carries
-a credential (an `Authorization` header, a header the entry configures, an OAuth client secret or
-token in its body) is refused before any byte of it leaves, so it never goes in the clear.
+A server URL, its redirects and OAuth documents could lead nerve inside its own network (an admin
+page, the cloud metadata service at 169.254.169.254). So each request is checked on the address
+actually connected to: the pool's network backend resolves the host, refuses any answer that is not
+globally routable, and connects to the very address it checked, so DNS cannot change in between
+(through an environment proxy, the host is checked before it is handed over). `allowPrivateNetwork`
+gets a plain client. A loopback or private literal, or `localhost`, written as the server URL's host
+is reached as written; anything else leading inside is still refused. Every request also passes
+`PlainHttpCheck` just before it is sent: no plain http off this machine unless allowed, and never a
+credential over it.
 """
 
 from __future__ import annotations
@@ -36,15 +18,18 @@ import json
 import socket
 import urllib.request
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import anyio
 import httpcore2
 import httpx2
-from httpcore2 import AnyIOBackend, AsyncNetworkBackend, AsyncNetworkStream
+from httpcore2 import AnyIOBackend, AsyncNetworkStream
 
 from bot.plain_http import is_loopback
+
+if TYPE_CHECKING:
+    from bot.mcp.server_config import ServerConfig
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
@@ -56,16 +41,8 @@ _WRITTEN_OK = frozenset({"on this machine (loopback)", "on a private network"})
 # Fields of a form (or JSON) body that are credentials: OAuth client secrets and assertions, tokens,
 # the authorization code and its PKCE verifier, a password grant's password.
 SECRET_FIELDS = frozenset(
-    {
-        "client_secret",
-        "client_assertion",
-        "refresh_token",
-        "access_token",
-        "token",
-        "code",
-        "code_verifier",
-        "password",
-    }
+    {"client_secret", "client_assertion", "refresh_token", "access_token", "token", "code"}
+    | {"code_verifier", "password"}
 )
 
 
@@ -169,15 +146,9 @@ def why_refused(address: IPAddress) -> str | None:
 def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
     if not isinstance(address, ipaddress.IPv6Address):
         return None
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address.teredo is not None:
-        return address.teredo[1]
     if address in _NAT64:
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
+    return address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
 
 
 async def resolve(host: str, port: int) -> list[IPAddress]:
@@ -187,12 +158,7 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     except ValueError:
         pass
     answers = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    found: list[IPAddress] = []
-    for _family, _type, _proto, _name, sockaddr in answers:
-        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
-        if address not in found:
-            found.append(address)
-    return found
+    return list(dict.fromkeys(ipaddress.ip_address(str(a[4][0]).split("%", 1)[0]) for a in answers))
 
 
 def written_origin(url: str | None) -> tuple[str, int] | None:
@@ -264,12 +230,11 @@ class AddressGuard:
         return addresses
 
 
-class GuardedBackend(AsyncNetworkBackend):
+class GuardedBackend(AnyIOBackend):
     """The connection pool's network: resolve, check, then connect to exactly the checked address."""
 
     def __init__(self, guard: AddressGuard) -> None:
         self._guard = guard
-        self._inner = AnyIOBackend()
 
     async def connect_tcp(
         self,
@@ -289,7 +254,7 @@ class GuardedBackend(AsyncNetworkBackend):
         failure: Exception | None = None
         for address in addresses:
             try:
-                return await self._inner.connect_tcp(
+                return await super().connect_tcp(
                     str(address),
                     port,
                     timeout=timeout,
@@ -309,24 +274,6 @@ class GuardedBackend(AsyncNetworkBackend):
     ) -> AsyncNetworkStream:
         raise httpcore2.ConnectError("a remote MCP server is reached over TCP, not a local socket")
 
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class _DirectTransport(httpx2.AsyncHTTPTransport):
-    """httpx2's own transport over a pool whose network is the guarded backend."""
-
-    def __init__(self, guard: AddressGuard) -> None:
-        super().__init__()
-        limits = httpx2.Limits()
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=GuardedBackend(guard),
-        )
-
 
 class GuardedTransport(httpx2.AsyncBaseTransport):
     """Every request of one client: direct connections checked at connect time; a request that an
@@ -334,7 +281,16 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
 
     def __init__(self, guard: AddressGuard) -> None:
         self._guard = guard
-        self._direct = _DirectTransport(guard)
+        # httpx2's own transport, over a pool whose network is the guarded backend.
+        self._direct = httpx2.AsyncHTTPTransport()
+        limits = httpx2.Limits()
+        self._direct._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=httpx2.create_ssl_context(),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=GuardedBackend(guard),
+        )
         self._proxied: dict[str, httpx2.AsyncHTTPTransport] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -371,10 +327,8 @@ def http_client(
     server_url: str | None = None,
     **options: Any,
 ) -> httpx2.AsyncClient:
-    """An HTTP client for one remote server: guarded unless its entry allows private addresses, and
-    never sending plain http off this machine unless allowed, nor a credential over it at all (the
-    client's own `headers` count as credentials). `server_url` is the entry's URL as written: its
-    origin is reached even on a loopback or private address literal (`written_origin`)."""
+    """An HTTP client for one remote server under its entry's rules (see the module docstring); its
+    own `headers` count as credentials, and `server_url` is the entry's URL as written."""
     check = PlainHttpCheck(
         allow_insecure_http=allow_insecure_http, secret_headers=httpx2.Headers(options.get("headers")).keys()
     )
@@ -385,3 +339,13 @@ def http_client(
         return httpx2.AsyncClient(**options)
     guard = (guard or AddressGuard()).with_written(written_origin(server_url))
     return httpx2.AsyncClient(transport=GuardedTransport(guard), **options)
+
+
+def entry_client(config: ServerConfig, **options: Any) -> httpx2.AsyncClient:
+    """`http_client` under a server entry's network rules."""
+    return http_client(
+        config.allow_private_network,
+        allow_insecure_http=config.allow_insecure_http,
+        server_url=config.url,
+        **options,
+    )

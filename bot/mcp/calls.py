@@ -1,35 +1,105 @@
 """One tool call on one server's link, with every way it can fail turned into a `ToolResult`.
 
-Its own module because a call has its own rules apart from keeping the servers and the catalog
-(`bot.mcp.host`): it goes through the server's circuit, waits for a restart within its own timeout,
-is made once more on a new session when the server forgot the old one, runs on an idle timer that
-a person filling in a form stops, and never raises.
+A call goes through the server's circuit, waits for a restart within its own timeout, is made again
+on a new session when the server forgot the old one, and never raises. Its clock is an idle timeout
+that progress restarts and a person's form stops; `max_call_seconds` bounds the server's own time.
+A 2026-07-28 server's questions in a result come back as `InputNeeded` (`call_parkable`), so the
+turn parks holding nothing instead of waiting for a person; the resumed call is made again with the
+answers and the server's state (dropped if the server can no longer open it).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
+import mcp_types
 import pydantic
 from mcp import Client, MCPError
+from mcp.client.session import ClientRequestContext
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.mcp import results
 from bot.mcp.link import ServerLink
-from bot.mcp.parking import call_parkable
-from bot.mcp.timer import CallTimer
-from bot.types import CallContext, InputNeeded, ToolResult, ToolSpec
+from bot.mcp.server_messages import draft_of
+from bot.types import CallContext, InputAnswer, InputDraft, InputNeeded, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
 # What the SDK's Streamable HTTP client says for a non-2xx answer without a JSON-RPC error in it.
 HTTP_ERROR_STAND_IN = "Server returned an error response"
+MAX_INPUT_ROUNDS = 10
+# The SDK's frozen answer to a state it cannot open, expired or not its own (`mcp.server.request_state`).
+STATE_REFUSED = "invalid_request_state"
+_BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 0.25
+
+
+class CallTimer:
+    """Moves one call's cancel-scope deadline as the call progresses."""
+
+    def __init__(self, *, idle: float, most: float, spent: float = 0.0) -> None:
+        self._idle = idle
+        self._most = most
+        # The server's own time so far (seconds), not counting time spent waiting for people.
+        self._spent = spent
+        self._since = time.monotonic()
+        self._asking = 0
+        self.scope: anyio.CancelScope | None = None
+
+    def restart(self) -> None:
+        """Progress or an answer arrived: the idle timeout starts again, within the overall bound."""
+        if self.scope is None or self._asking:
+            return
+        now = anyio.current_time()
+        left = self._most - self._working()
+        self.scope.deadline = now + max(0.0, min(self._idle, left))
+
+    def out_of_time(self) -> bool:
+        return self._working() >= self._most - 0.001
+
+    def _working(self) -> float:
+        if self._asking:
+            return self._spent
+        return self._spent + time.monotonic() - self._since
+
+    def watch(self, context: CallContext) -> CallContext:
+        """The context with its `ask` wrapped: the clock stops while a person answers."""
+        ask = context.ask
+        if ask is None:
+            return context
+
+        async def paused(draft: InputDraft) -> InputAnswer:
+            if not self._asking:
+                self._spent += time.monotonic() - self._since
+            self._asking += 1
+            if self.scope is not None:
+                self.scope.deadline = math.inf
+            try:
+                return await ask(draft)
+            finally:
+                self._asking -= 1
+                if not self._asking:
+                    self._since = time.monotonic()
+                self.restart()
+
+        return replace(context, ask=paused)
+
+    def progress_callback(self, context: CallContext) -> ProgressFnT:
+        report = context.report
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            self.restart()
+            if report is not None:
+                await report(progress, total, message)
+
+        return on_progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,15 +167,18 @@ class LinkCalls:
 
     async def _once(self, link: ServerLink, made: _Call) -> ToolResult:
         spec, name, arguments, elapsed = made.spec, made.name, made.arguments, made.elapsed
+
+        def down(reason: str) -> ToolResult:
+            return results.unavailable(spec.server, reason, latency_ms=elapsed())
+
         client = link.client
         if client is None and link.refused is not None:
-            return results.unavailable(spec.server, link.refused, latency_ms=elapsed())
+            return down(link.refused)
         if client is None:
             # Restarting after a crash: wait for it within the call's own timeout.
             client = await link.wait_ready(within=spec.timeout)
             if client is None:
-                reason = f"{link.problem or 'it stopped'}; it is being restarted"
-                return results.unavailable(spec.server, reason, latency_ms=elapsed())
+                return down(f"{link.problem or 'it stopped'}; it is being restarted")
             # A restarted server lists its tools anew: still the definition the call was checked against?
             still = self.still_offered(spec) if spec.definition_hash else spec
             if isinstance(still, ToolResult):
@@ -128,23 +201,20 @@ class LinkCalls:
                         spec.original_name, arguments, progress_callback=on_progress
                     )
             if scope.cancelled_caught:
-                if timer.out_of_time():
-                    return results.timed_out(name, self.max_call_seconds, latency_ms=elapsed())
-                return results.timed_out(name, spec.timeout, latency_ms=elapsed())
+                limit = self.max_call_seconds if timer.out_of_time() else spec.timeout
+                return results.timed_out(name, limit, latency_ms=elapsed())
         except MCPError as exc:
             if link.session_expired:
-                return results.unavailable(spec.server, "it forgot the session", latency_ms=elapsed())
+                return down("it forgot the session")
             if link.http_failure is not None and exc.error.message == HTTP_ERROR_STAND_IN:
                 # The SDK's words for any non-2xx answer: the status says more (a gateway's 502).
-                return results.unavailable(
-                    spec.server, f"it answered {link.http_failure}", latency_ms=elapsed()
-                )
+                return down(f"it answered {link.http_failure}")
             return _protocol_error(spec, exc, elapsed(), remote=link.config.kind != "stdio")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
+            return down("the connection to it was lost")
         except RuntimeError as exc:
             if link.client is not client:  # the session closed under the call
-                return results.unavailable(spec.server, "the connection to it was lost", latency_ms=elapsed())
+                return down("the connection to it was lost")
             # e.g. structured content that breaks the tool's own output schema
             return results.failed(name, str(exc), latency_ms=elapsed())
         except pydantic.ValidationError as exc:
@@ -175,3 +245,79 @@ def _protocol_error(spec: ToolSpec, exc: MCPError, latency_ms: float, *, remote:
     kind, retry_after = results.classify_error(exc.error.message)
     failure = results.failed(spec.name, exc.error.message, kind=kind, latency_ms=latency_ms)
     return replace(failure, retry_after=retry_after)
+
+
+class TooManyInputRounds(RuntimeError):
+    def __init__(self) -> None:
+        super().__init__(f"the server asked for input more than {MAX_INPUT_ROUNDS} times in one call")
+
+
+async def call_parkable(
+    client: Client, name: str, arguments: dict[str, Any], context: CallContext, on_progress: ProgressFnT
+) -> mcp_types.CallToolResult | InputNeeded:
+    """The call's result, or (when `context.park`) the questions it must wait for."""
+    session = client.session
+    state: str | None = None
+    responses: dict[str, mcp_types.InputResponse] | None = None
+    if context.resume is not None:
+        state = context.resume.request_state
+        responses = {
+            key: mcp_types.ElicitResult(action=answer.action, content=answer.content)
+            for key, answer in context.resume.answers
+        }
+    delay = _BACKOFF_FIRST
+    for _ in range(MAX_INPUT_ROUNDS):
+        try:
+            result = await session.call_tool(
+                name,
+                arguments,
+                progress_callback=on_progress,
+                input_responses=responses,
+                request_state=state,
+                allow_input_required=True,
+            )
+        except MCPError as exc:
+            if state is None or not state_refused(exc):
+                raise
+            logger.info("the server of %s no longer takes its state; sending the answers without it", name)
+            state = None
+            continue
+        if not isinstance(result, mcp_types.InputRequiredResult):
+            if not isinstance(result, mcp_types.CallToolResult):
+                raise MCPError(code=mcp_types.INTERNAL_ERROR, message="the server sent an unexpected result")
+            return result
+        state = result.request_state
+        requests = result.input_requests or {}
+        if not requests:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _BACKOFF_MAX)
+            responses = None
+            continue
+        delay = _BACKOFF_FIRST
+        if context.park and all(isinstance(r, mcp_types.ElicitRequest) for r in requests.values()):
+            questions = tuple(
+                (key, draft_of(request.params, (context.tool,)))
+                for key, request in requests.items()
+                if isinstance(request, mcp_types.ElicitRequest)
+            )
+            return InputNeeded(request_state=state, questions=questions)
+        responses = {}
+        for key, request in requests.items():
+            meta = request.params.meta if request.params else None
+            asked = ClientRequestContext(session=session, request_id=key, meta=meta)
+            answer = await session.dispatch_input_request(asked, request)
+            if isinstance(answer, mcp_types.ErrorData):
+                raise MCPError.from_error_data(answer)
+            responses[key] = answer
+    raise TooManyInputRounds()
+
+
+def state_refused(exc: MCPError) -> bool:
+    """Whether the server refused the `requestState` it was sent (expired, or sealed by another
+    process), rather than the call itself."""
+    if exc.error.code != mcp_types.INVALID_PARAMS:
+        return False
+    data = exc.error.data
+    if isinstance(data, Mapping) and data.get("reason") == STATE_REFUSED:
+        return True
+    return "requeststate" in exc.error.message.lower()

@@ -1,7 +1,9 @@
-"""Turning the tools each server lists into the specs offered to the model (S2, S3, S12, S15).
+"""What servers offer, as nerve offers it: tools to the model (S2, S3, S12, S15), prompts to people.
 
-Pure: given every server's latest listing and its config, the catalog is always rebuilt whole, so
-a name never depends on the order in which servers happened to come up.
+Rebuilt whole each time, under names unique across servers and never decided by file order: a
+hostile server could list `send_email_` next to a real `send_email`, both clean up to one name, and
+file order used to decide who got it. Here every party to such a collision (names differing only in
+case or `-`/`_` runs) is prefixed with its server, so no server owns a name another also wants.
 """
 
 from __future__ import annotations
@@ -9,16 +11,90 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.mcp.naming import Collision, unique_names
+import mcp_types
+
+from bot.mcp.results import describe_block
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.policy.approval import ToolHints, definition_hash
-from bot.types import ToolSpec
+from bot.types import PromptArgument, PromptSpec, ToolSpec
 
 logger = logging.getLogger(__name__)
+
+# (server, the name the server gave it)
+Entry = tuple[str, str]
+# Rounds of prefixing before a hash settles what is left: names collide again only in contrived cases.
+_ROUNDS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Collision:
+    """Entries of different servers whose names would have been taken for one another."""
+
+    wanted: str
+    parties: tuple[tuple[Entry, str], ...]  # each entry with the name it is offered under now
+
+    def describe(self, kind: str) -> str:
+        """One line for an operator: who wanted the name and what each got instead."""
+        parts = ", ".join(
+            f"{name!r} of server {server!r} as {final!r}" for (server, name), final in self.parties
+        )
+        return f"{kind} names collide on {self.wanted!r}: offered {parts}"
+
+
+def collision_key(name: str) -> str:
+    """What two names share when people or models would take one for the other."""
+    return re.sub(r"[-_]+", "_", name.casefold()).strip("_")
+
+
+def unique_names(
+    entries: Sequence[Entry], *, clean: Callable[[str], str], separator: str
+) -> tuple[dict[Entry, str], list[Collision]]:
+    """The offered name of each entry, and the collisions that made names longer: every party to a
+    collision gets `<server><separator><name>`, and what still collides after that (a server named so
+    that its prefix spells another's) a short hash of its server and name. Order-independent."""
+    names = {entry: clean(entry[1]) for entry in entries}
+    prefixed: set[Entry] = set()
+    collisions: dict[str, list[Entry]] = {}
+    for _ in range(_ROUNDS):
+        clashes = _clashes(names)
+        if not clashes:
+            break
+        for group in clashes:
+            wanted = names[group[0]]
+            for entry in group:
+                if entry in prefixed:
+                    names[entry] = _hashed(names[entry], entry, clean)
+                else:
+                    prefixed.add(entry)
+                    names[entry] = clean(f"{entry[0]}{separator}{entry[1]}")
+            collisions.setdefault(collision_key(wanted), []).extend(group)
+    for group in _clashes(names):  # contrived names still clashing: a hash each, which cannot collide
+        for entry in group:
+            names[entry] = _hashed(names[entry], entry, clean)
+    found = [
+        Collision(wanted=key, parties=tuple((entry, names[entry]) for entry in sorted(set(group))))
+        for key, group in sorted(collisions.items())
+    ]
+    return names, found
+
+
+def _clashes(names: dict[Entry, str]) -> list[list[Entry]]:
+    """Groups of entries of which some collide, each group sorted (so the result is order-free)."""
+    by_key: dict[str, list[Entry]] = defaultdict(list)
+    for entry, name in names.items():
+        by_key[collision_key(name)].append(entry)
+    return [sorted(group) for _, group in sorted(by_key.items()) if len(group) > 1]
+
+
+def _hashed(name: str, entry: Entry, clean: Callable[[str], str]) -> str:
+    digest = hashlib.sha1(f"{entry[0]}\0{entry[1]}".encode()).hexdigest()[:6]
+    return clean(f"{name[:50]}_{digest}")
+
 
 # Names outside OpenAI's rule for function names (other providers accept a subset of it).
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]+")
@@ -55,10 +131,8 @@ def sanitize_name(raw: str) -> str:
 
 
 def clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The input schema without generated `title`s (tokens the model does not need), rooted at an object.
-
-    Only schema positions are touched: a property that happens to be called "title" stays.
-    """
+    """The input schema rooted at an object, without generated `title`s (tokens the model does not
+    need) in schema positions: a property called "title" stays."""
     cleaned = _strip_titles(schema)
     cleaned.setdefault("type", "object")
     if cleaned["type"] == "object":
@@ -88,20 +162,14 @@ def build_catalog(
     *,
     default_timeout: float,
 ) -> tuple[dict[str, ToolSpec], list[Collision]]:
-    """Every enabled tool under the name the model will use, in config order, and the collisions.
-
-    A name is kept as the server wrote it (sanitised only if a provider would reject it) unless it
-    collides with another tool's: then every party is offered as `<server>__<tool>`
-    (`bot.mcp.naming`). Each spec carries its approval mode (the tool's setting, else the
-    server's), the server's annotations and whether the operator trusts them, and the hash of the
-    definition as the server gave it, before any override of ours.
-    """
-    enabled: list[tuple[str, ListedTool, ToolOverride]] = []
-    for server, config in servers.items():
-        for tool in listings.get(server, ()):
-            override = config.tools.get(tool.name, ToolOverride())
-            if override.enabled:
-                enabled.append((server, tool, override))
+    """Every enabled tool under the name the model will use, in config order, and the collisions; each
+    spec carries its approval mode, annotations, trust and the hash of the definition as given."""
+    enabled = [
+        (server, tool, override)
+        for server, config in servers.items()
+        for tool in listings.get(server, ())
+        if (override := config.tools.get(tool.name, ToolOverride())).enabled
+    ]
     names, collisions = unique_names(
         [(server, tool.name) for server, tool, _ in enabled], clean=sanitize_name, separator=PREFIX_SEPARATOR
     )
@@ -136,12 +204,48 @@ def unmatched_overrides(
     listings: Mapping[str, Sequence[ListedTool]], servers: Mapping[str, ServerConfig]
 ) -> list[str]:
     """Overrides naming a tool the (listed) server does not have: usually a typo in the servers file."""
-    problems = []
-    for server, config in servers.items():
-        if server not in listings:
-            continue
-        listed = {tool.name for tool in listings[server]}
-        for name in config.tools:
-            if name not in listed:
-                problems.append(f"server '{server}' has settings for tool '{name}', which it does not list")
-    return problems
+    return [
+        f"server '{server}' has settings for tool '{name}', which it does not list"
+        for server, config in servers.items()
+        if server in listings
+        for name in config.tools
+        if name not in {tool.name for tool in listings[server]}
+    ]
+
+
+def prompt_specs(
+    listings: Mapping[str, Sequence[mcp_types.Prompt]],
+) -> tuple[dict[str, PromptSpec], list[Collision]]:
+    """Every server's prompts under names unique across servers by the same rule as tools, in server
+    order, and the collisions: a server can never take over another server's prompt."""
+    entries = [(server, prompt.name) for server, prompts in listings.items() for prompt in prompts]
+    names, collisions = unique_names(entries, clean=_as_is, separator="_")
+    specs: dict[str, PromptSpec] = {}
+    for server, prompts in listings.items():
+        for prompt in prompts:
+            name = names[(server, prompt.name)]
+            specs[name] = PromptSpec(
+                name=name,
+                server=server,
+                original_name=prompt.name,
+                title=prompt.title or prompt.name,
+                description=prompt.description or "",
+                arguments=tuple(
+                    PromptArgument(name=a.name, description=a.description or "", required=bool(a.required))
+                    for a in prompt.arguments or ()
+                ),
+            )
+    return specs, collisions
+
+
+def _as_is(name: str) -> str:
+    return name
+
+
+def prompt_text(result: mcp_types.GetPromptResult) -> str:
+    """The prompt's messages as one question: people's parts as written, the assistant's labelled."""
+    parts = []
+    for message in result.messages:
+        text = describe_block(message.content)
+        parts.append(text if message.role == "user" else f"(assistant) {text}")
+    return "\n\n".join(part for part in parts if part.strip())

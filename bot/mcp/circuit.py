@@ -1,14 +1,9 @@
 """A circuit breaker per server link: a server that keeps crashing is left alone for a while.
 
-Restarting a crashed server is right once; a tool whose every call kills its server would otherwise
-turn each turn into a crash, a restart and a wait. After `threshold` failures (crashes, failed
-starts) within `window` seconds the circuit opens: calls fail at once with a message people can read,
-for `open_for` seconds. Then one call (the probe) is let through while the others still fail fast:
-if the server answers it, the circuit closes; if the server fails again, it opens for another
-`open_for` seconds.
-
-The state is computed from the clock when read, so nothing has to run for an open circuit to turn
-half-open. One `Circuit` belongs to one `ServerLink` (a per-person link has its own).
+After `threshold` failures within `window` s the circuit opens and calls fail at once for
+`open_for` s; then one probe call is let through, which closes it if answered and reopens it if
+the server fails. The state is computed from the clock when read, so nothing has to run for it to
+turn half-open.
 """
 
 from __future__ import annotations
@@ -48,10 +43,7 @@ class Circuit:
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self, policy: CircuitPolicy | None) -> None:
-        policy = policy or CircuitPolicy()
-        self._threshold = policy.threshold
-        self._window = policy.window
-        self._open_for = policy.open_for
+        self._policy = policy or CircuitPolicy()
         self._failures: deque[float] = deque()
         self._opened_at: float | None = None
         self._probing = False
@@ -61,7 +53,7 @@ class Circuit:
     def state(self) -> CircuitState:
         if self._opened_at is None:
             return "closed"
-        if self.clock() - self._opened_at < self._open_for:
+        if self.clock() - self._opened_at < self._policy.open_for:
             return "open"
         return "half_open"
 
@@ -76,7 +68,8 @@ class Circuit:
         return self.refusal()
 
     def refusal(self) -> str:
-        return f"{self.server} is failing repeatedly; nerve paused calls to it for {self._open_for:g} s"
+        pause = self._policy.open_for
+        return f"{self.server} is failing repeatedly; nerve paused calls to it for {pause:g} s"
 
     def settle(self, ticket: Ticket, *, answered: bool | None) -> None:
         """How an admitted call ended: the server answered (True), failed (False), or the call ended
@@ -100,9 +93,9 @@ class Circuit:
         if self.state == "open":
             return
         self._failures.append(now)
-        while self._failures and now - self._failures[0] > self._window:
+        while self._failures and now - self._failures[0] > self._policy.window:
             self._failures.popleft()
-        if len(self._failures) >= self._threshold:
+        if len(self._failures) >= self._policy.threshold:
             self._open()
 
     def _open(self) -> None:

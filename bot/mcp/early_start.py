@@ -1,19 +1,9 @@
 """Stdio servers started before nerve loads its own libraries, so the two start-ups overlap.
 
-A one-shot `nerve ask` spends most of its life starting: nerve imports the MCP SDK, the model
-client and the agent (about a second of CPU), then starts each stdio server, which imports the
-SDK again. Done in that order the two add up. The command line therefore starts the servers'
-processes first (`started_early`, which needs nothing heavier than anyio) and loads the rest while
-they boot; each server's link then claims its process (`claim`) instead of spawning another.
-
-A process is claimed only when it was started exactly as the link would start it: the same
-command, arguments, working directory and environment (the SDK's inherited variables and the
-entry's own). The environment is compared with what the SDK computes at claim time, so should the
-SDK ever inherit other variables, the early process is stopped and the link starts its own: never
-a server with a different environment. Whatever no link claims (a command that failed before
-opening its runtime, a server dropped from the file in between) is stopped on the way out.
-
-POSIX only: on Windows the SDK starts servers in a job object, and they start as before.
+The command line starts the servers' processes first (`started_early`, needing only anyio), and each
+link claims its process (`claim`) only when it was started exactly as the link would start it
+(command, arguments, directory, and the environment the SDK computes at claim time); whatever no
+link claims is stopped on the way out. POSIX only: on Windows servers start as before.
 """
 
 from __future__ import annotations
@@ -60,7 +50,7 @@ def inherited_environment() -> dict[str, str]:
     }
 
 
-async def _start(name: str, config: ServerConfig) -> EarlyServer | None:
+async def _start(name: str, config: ServerConfig) -> None:
     assert config.command is not None
     env = inherited_environment() | config.env
     tap = StderrTap(name)
@@ -71,8 +61,8 @@ async def _start(name: str, config: ServerConfig) -> EarlyServer | None:
     except (OSError, ValueError):
         # The link will try again and report why in its own words; nothing is lost by waiting.
         tap.close()
-        return None
-    return EarlyServer(config=config, env=env, process=process, tap=tap)
+        return
+    _waiting[name] = EarlyServer(config=config, env=env, process=process, tap=tap)
 
 
 @asynccontextmanager
@@ -82,21 +72,18 @@ async def started_early(servers: Mapping[str, ServerConfig]) -> AsyncIterator[No
     if sys.platform != "win32":
         for name, config in servers.items():
             if config.kind == "stdio" and name not in _waiting:
-                early = await _start(name, config)
-                if early is not None:
-                    _waiting[name] = early
+                await _start(name, config)
     try:
         yield
     finally:
-        with anyio.CancelScope(shield=True):
-            await stop_unclaimed()
+        with anyio.CancelScope(shield=True):  # each within about a second
+            while _waiting:
+                await _stop(*_waiting.popitem())
 
 
 async def claim(name: str, config: ServerConfig, env: Mapping[str, str]) -> EarlyServer | None:
-    """The early process of `name` if it was started with this entry and this environment.
-
-    One started otherwise (the file changed, the SDK inherits other variables) is stopped, not
-    handed out; so is one that already exited: the link then starts the server itself."""
+    """The early process of `name` if it was started with this entry and this environment; one started
+    otherwise, or already exited, is stopped, and the link then starts the server itself."""
     early = _waiting.pop(name, None)
     if early is None:
         return None
@@ -104,12 +91,6 @@ async def claim(name: str, config: ServerConfig, env: Mapping[str, str]) -> Earl
         return early
     await _stop(name, early)
     return None
-
-
-async def stop_unclaimed() -> None:
-    """Stop every early process that no link claimed, each within about a second."""
-    while _waiting:
-        await _stop(*_waiting.popitem())
 
 
 async def _stop(name: str, early: EarlyServer) -> None:

@@ -1,13 +1,8 @@
 """The MCP host: every configured server, its tools offered to the model, calls routed back (S1–S3, S14, S15).
 
-One `ServerLink` task per server owns that server's client and restarts it when it dies; this
-class keeps the combined tool catalog and routes each call to its server's link, where
-`bot.mcp.calls` makes it and turns its outcome into a `ToolResult`, never an exception.
-
-Tool-list changes are handled on both protocol generations: a 2026-07-28 connection subscribes
-with `subscriptions/listen`, an older one gets `notifications/tools/list_changed` through the
-client's message handler. `mode="auto"` (the default) lets each server pick; `"legacy"` forces the
-initialize handshake everywhere.
+One `ServerLink` task per server owns its client and restarts it; the host keeps the combined
+catalog and routes each call to its server's link, where `bot.mcp.calls` turns the outcome into a
+`ToolResult`, never an exception. `mode="legacy"` forces the initialize handshake everywhere.
 """
 
 from __future__ import annotations
@@ -15,24 +10,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
-import httpx2
 import mcp_types
 from mcp import MCPError
 
 from bot.errors import PromptError
 from bot.mcp import results
 from bot.mcp.calls import LinkCalls
-from bot.mcp.catalog import build_catalog, unmatched_overrides
+from bot.mcp.catalog import build_catalog, prompt_specs, prompt_text, unmatched_overrides
 from bot.mcp.circuit import CircuitPolicy
 from bot.mcp.link import AuthFactory, Mode, ServerLink, sign_in_asked
 from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
-from bot.mcp.prompts import prompt_specs, prompt_text
 from bot.mcp.server_config import ServerConfig
 from bot.observe.log_context import server_context
 from bot.types import CallContext, PromptSpec, ToolResult, ToolSpec
@@ -73,29 +67,14 @@ class MCPHost:
         self._default_timeout = default_timeout
         self._calls = LinkCalls(max_call_seconds=max_call_seconds, still_offered=self._still_offered)
 
-        def make_link(
-            name: str, config: ServerConfig, link_auth: httpx2.Auth | None, personal: bool = False
-        ) -> ServerLink:
-            return ServerLink(
-                name,
-                config,
-                mode=mode,
-                connect_timeout=connect_timeout,
-                on_change=self._changed,
-                auth=link_auth,
-                personal=personal,
-                circuit=circuit,
-            )
-
-        personal = {
-            name: config
-            for name, config in self._servers.items()
-            if sign_ins is not None and sign_ins.per_person(name)
-        }
+        make_link = partial(
+            ServerLink, mode=mode, connect_timeout=connect_timeout, on_change=self._changed, circuit=circuit
+        )
+        personal = {n: c for n, c in self._servers.items() if sign_ins is not None and sign_ins.per_person(n)}
         # Servers whose calls carry each person's own sign-in: no shared link (`bot.mcp.personal`).
         self._personal = PersonalServers(personal, sign_ins, make_link) if sign_ins and personal else None
         self._links = {
-            name: make_link(name, config, auth(name, config) if auth is not None else None)
+            name: make_link(name, config, auth=auth(name, config) if auth is not None else None)
             for name, config in self._servers.items()
             if name not in personal
         }
@@ -115,13 +94,9 @@ class MCPHost:
         await self.aclose()
 
     async def start(self, *, grace: float = STARTUP_GRACE, limit: float = STARTUP_LIMIT) -> None:
-        """Start every server at once; return when each has made its first attempt, or sooner.
-
-        Sooner means once the first ready server's start-up time (at least `grace` s) has passed
-        again, or after `limit` s in all: one server that hangs must not hold up the answers the
-        others can give. It goes on starting in the background (`starting()`); a failed server is
-        listed in `problems()` and retried with backoff.
-        """
+        """Start every server at once; return when each has made its first attempt, or once the first
+        ready server's start-up time (at least `grace` s) has passed again, or after `limit` s: one
+        server that hangs must not hold up the others. It goes on starting in the background."""
         if self._tasks:
             raise RuntimeError("MCPHost.start() was already called")
         started = time.perf_counter()
@@ -140,12 +115,8 @@ class MCPHost:
             await self.aclose()  # cancelled while starting (Ctrl-C): leave no children behind
             raise
         ready = sum(link.ready for link in self._links.values())
-        logger.info(
-            "MCP host: %d of %d servers ready in %.0f ms",
-            ready,
-            len(self._links),
-            (time.perf_counter() - started) * 1000,
-        )
+        elapsed = (time.perf_counter() - started) * 1000
+        logger.info("MCP host: %d of %d servers ready in %.0f ms", ready, len(self._links), elapsed)
         for name, reason in self.problems():
             logger.info("MCP server %r is not available: %s", name, reason)
 
@@ -271,10 +242,7 @@ class MCPHost:
         return list(result.completion.values)
 
     async def wait_for(self, predicate: Callable[[], bool]) -> None:
-        """Return once `predicate()` holds, re-checking whenever a server or its tools change.
-
-        Unbounded on purpose: the caller bounds it (`async with asyncio.timeout(...)`).
-        """
+        """Return once `predicate()` holds, re-checking on every change; the caller bounds it."""
         while not predicate():
             await self._change.wait()
 
@@ -290,24 +258,17 @@ class MCPHost:
         *,
         screened: ToolSpec | None = None,
     ) -> ToolResult:
-        """Run a tool by its exposed name. Failures come back as `ToolResult(is_error=True)`.
-
-        With `screened` (the spec the call was checked and approved against), the call goes to
-        exactly that server and tool, and only while the tool still has that definition: a server
-        that changes its list while the model writes (a rug pull, a name taken over by another
-        server) gets a "changed" refusal, never a call it was not screened for.
-
-        With a `context`, what the server asks (elicitation) or reports (progress) mid-call reaches
-        the person the call runs for. The timeout is an idle timeout: progress restarts it, and it
-        stands still while a person fills in a form; `max_call_seconds` bounds the server's own time.
-        """
+        """Run a tool by its exposed name; failures come back as `ToolResult(is_error=True)`. With
+        `screened` (the spec the call was approved against) it goes to exactly that server and tool, and
+        only while it keeps that definition: a rug pull or a name taken over gets a "changed" refusal."""
         spec = self._catalog.get(name) if screened is None else self._still_offered(screened)
         if spec is None:
             return results.unknown_tool(name, self._catalog)
         if isinstance(spec, ToolResult):
             return spec
         started = time.perf_counter()
-        if self._personal is not None and spec.server in self._personal.names:
+        link = self._links.get(spec.server)
+        if link is None and self._personal is not None:  # a per-person server: the person's own link
             found = await self._personal.link_for(spec, context)
             if isinstance(found, ToolResult):
                 return replace(found, latency_ms=(time.perf_counter() - started) * 1000)
@@ -317,35 +278,29 @@ class MCPHost:
                 return ToolResult(
                     content=f"Connected to {spec.server}. Its tools are now available: {listed}."
                 )
-            result = await self._calls.call(found, spec, name, arguments, context, started)
-            # The server asked for more than the person granted (step-up): their sign-in again.
-            needed = self._personal.sign_in_asked(found) if result.is_error else None
-            return ToolResult(content="", needs_sign_in=needed) if needed is not None else result
-        link = self._links[spec.server]
+            link = found
+        assert link is not None
         result = await self._calls.call(link, spec, name, arguments, context, started)
         asked = sign_in_asked(link) if result.is_error else None
-        if asked is not None:
-            # The server asked nerve's own account for more access on this call (a step-up): only
-            # an admin can grant it, and `nerve connect` asks for what was wanted here as well.
-            _, scope = asked
-            wanted = f" (scope {scope})" if scope else ""
-            reason = (
-                f"it asks for more access{wanted} than nerve's account has: "
-                f"an admin runs `nerve connect {spec.server}` to grant it"
-            )
-            return results.unavailable(spec.server, reason, latency_ms=result.latency_ms)
-        return result
+        if asked is None:
+            return result
+        if link.personal:  # the server asked for more than the person granted (step-up): sign in again
+            return ToolResult(content="", needs_sign_in=asked[0])
+        # A step-up of nerve's own account: only an admin can grant it, and `nerve connect` asks for
+        # what was wanted here as well.
+        wanted = f" (scope {asked[1]})" if asked[1] else ""
+        reason = (
+            f"it asks for more access{wanted} than nerve's account has: "
+            f"an admin runs `nerve connect {spec.server}` to grant it"
+        )
+        return results.unavailable(spec.server, reason, latency_ms=result.latency_ms)
 
     def _still_offered(self, screened: ToolSpec) -> ToolSpec | ToolResult:
         """The live spec of the very (server, tool, definition) a call was screened against, found by
         server and tool, never by the exposed name (which another server may have taken since)."""
+        key = (screened.server, screened.original_name)
         live = next(
-            (
-                spec
-                for spec in self._catalog.values()
-                if (spec.server, spec.original_name) == (screened.server, screened.original_name)
-            ),
-            None,
+            (spec for spec in self._catalog.values() if (spec.server, spec.original_name) == key), None
         )
         if live is None:
             return results.changed(screened.name, f"{screened.server} no longer offers it")
@@ -373,8 +328,7 @@ class MCPHost:
         self._catalog, collisions = build_catalog(
             listings, self._servers, default_timeout=self._default_timeout
         )
-        for collision in collisions:
-            self._warn_once(collision.describe("tool"))
+        self._warn_once(collision.describe("tool") for collision in collisions)
         if self._personal is not None:
             for name in self._personal.names:
                 if name not in listings:
@@ -383,14 +337,15 @@ class MCPHost:
         self._prompts, prompt_collisions = prompt_specs(
             {name: link.prompts for name, link in self._links.items() if link.listed and link.ready}
         )
-        for collision in prompt_collisions:
-            self._warn_once(collision.describe("prompt"))
-        for problem in unmatched_overrides(listings, self._servers):
-            self._warn_once(f"servers file: {problem}")
+        self._warn_once(collision.describe("prompt") for collision in prompt_collisions)
+        self._warn_once(
+            f"servers file: {problem}" for problem in unmatched_overrides(listings, self._servers)
+        )
         self._change.set()
         self._change = asyncio.Event()
 
-    def _warn_once(self, problem: str) -> None:
-        if problem not in self._warned:
-            self._warned.add(problem)
-            logger.warning("%s", problem)
+    def _warn_once(self, problems: Iterable[str]) -> None:
+        for problem in problems:
+            if problem not in self._warned:
+                self._warned.add(problem)
+                logger.warning("%s", problem)

@@ -1,13 +1,9 @@
-"""One MCP server's connection, kept alive by one task (S1, S14).
+"""One MCP server's connection, kept alive by one task (S1, S14), and its tools listed.
 
-`ServerLink.run()` is that task: it opens the client, lists the tools, waits, and when the
-connection drops it closes everything and opens it again after a backoff. The client is entered
-and exited in this one task, as anyio's cancel scopes require; calls from other tasks use the
-open session concurrently, which MCP allows (each request has its own id).
-
-The link only keeps the connection alive; the wire is `bot.mcp.transport`, what the server sends
-unasked `bot.mcp.server_messages`, the listings `bot.mcp.listing`, and why an attempt failed
-`bot.mcp.link_failures`.
+`ServerLink.run()` opens the client, lists, waits, and reopens it after a backoff when it drops.
+The client is entered and exited in this one task, as anyio's cancel scopes require; other tasks
+use the open session concurrently, which MCP allows. The wire and why an attempt failed are
+`bot.mcp.transport`; what the server sends unasked, `bot.mcp.server_messages`.
 """
 
 from __future__ import annotations
@@ -16,9 +12,9 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
@@ -35,17 +31,14 @@ from mcp.client.subscriptions import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from bot.mcp.callers import Callers
+from bot.mcp import transport
 from bot.mcp.catalog import ListedTool
 from bot.mcp.circuit import Circuit, CircuitPolicy
 from bot.mcp.early_start import EarlyServer, claim
-from bot.mcp.link_failures import NEEDS_AUTH_ENTRY, address_refused, describe_failure, sign_in_needed
-from bot.mcp.listing import list_all_prompts, list_all_tools
 from bot.mcp.server_config import ServerConfig
-from bot.mcp.server_messages import ServerMessages
+from bot.mcp.server_messages import Callers, ServerMessages
 from bot.mcp.stderr import StderrTap
 from bot.mcp.stdio import server_environment, stop_server
-from bot.mcp.transport import open_transport, stdio_parameters, watched
 from bot.observe import metrics
 from bot.observe.log_context import fields
 from bot.types import SignInNeeded
@@ -61,6 +54,8 @@ BACKOFF_MAX = 30.0
 # backoff afresh.
 HEALTHY_AFTER = 60.0
 CLIENT_INFO = mcp_types.Implementation(name="nerve", version="0.1.0")
+# A server that keeps handing out cursors stops being listed after this many pages.
+MAX_TOOL_PAGES = 100
 
 
 class ServerLink:
@@ -147,16 +142,11 @@ class ServerLink:
 
     async def wait_ready(self, within: float) -> Client | None:
         """The client once the restart under way succeeds; None if it fails or takes over `within` s.
-
-        Waits for one attempt's outcome only: a call to a server in a crash loop is answered after
-        one attempt, not after the whole backoff.
-        """
+        One attempt's outcome only: a call to a server in a crash loop is not held for the backoff."""
         deadline = anyio.current_time() + within
         failures = self.failed_attempts
         while self.client is None:
-            if self._stopping or self.failed_attempts > failures:
-                return None
-            if self.retry_at is not None and self.retry_at > deadline:
+            if self._stopping or self.failed_attempts > failures or (self.retry_at or 0.0) > deadline:
                 return None
             changed = self._changed
             try:
@@ -191,7 +181,7 @@ class ServerLink:
                     reason = await self._run_once()
                 except Exception as exc:  # one net per attempt, so a bug here cannot stop the restarts
                     logger.exception("MCP server %r: unexpected failure", self.name)
-                    reason = describe_failure(exc)
+                    reason = transport.describe_failure(exc)
                 if anyio.current_time() - started > HEALTHY_AFTER:
                     self._delay = BACKOFF_FIRST
                 renewing, self._renewing = self._renewing, False
@@ -200,7 +190,11 @@ class ServerLink:
                 self.retry_at = anyio.current_time() + wait
                 if not self._connected:
                     self.failed_attempts += 1
-                self._set_down(reason)
+                metrics.server_up(self.name, False)
+                self.client = None
+                self.problem = reason
+                self.attempted.set()
+                self._notify()
                 if self.sign_in is not None and self.personal:
                     logger.info("MCP server %r waits for %s to sign in", self.name, self.sign_in.person)
                     return
@@ -216,7 +210,17 @@ class ServerLink:
                     self._delay = min(self._delay * 2, BACKOFF_MAX)
 
     async def _run_once(self) -> str:
-        early = await self._claim_early()
+        early = None
+        if self.config.kind == "stdio":  # its process, when the command line started it already
+            env = server_environment(transport.stdio_parameters(self.config))
+            early = await claim(self.name, self.config, env)
+        if early is not None:
+            logger.debug(
+                "MCP server %r: connecting to the process started early (%d)",
+                self.name,
+                early.process.pid,
+                extra=fields("mcp_server_started_early", server=self.name),
+            )
         tap = early.tap if early is not None else None
         if tap is None and self.config.kind == "stdio":
             tap = StderrTap(self.name)
@@ -244,20 +248,6 @@ class ServerLink:
             tap.report_failed_start()
         return reason
 
-    async def _claim_early(self) -> EarlyServer | None:
-        """This stdio server's process, when the command line started it already (first start only)."""
-        if self.config.kind != "stdio":
-            return None
-        early = await claim(self.name, self.config, server_environment(stdio_parameters(self.config)))
-        if early is not None:
-            logger.debug(
-                "MCP server %r: connecting to the process started early (%d)",
-                self.name,
-                early.process.pid,
-                extra=fields("mcp_server_started_early", server=self.name),
-            )
-        return early
-
     async def _connect_and_serve(self, tap: StderrTap | None, early: EarlyServer | None = None) -> str:
         self._challenged = False
         self.session_expired = False
@@ -269,7 +259,7 @@ class ServerLink:
         try:
             with anyio.CancelScope(deadline=started + self._connect_timeout) as handshake:
                 async with AsyncExitStack() as stack:
-                    transport = await open_transport(
+                    wire = await transport.open_transport(
                         self.name,
                         self.config,
                         stack,
@@ -280,7 +270,7 @@ class ServerLink:
                         early=early,
                     )
                     client = Client(
-                        cast(Transport, watched(transport, self._connection_lost)),
+                        cast(Transport, transport.watched(wire, self._connection_lost)),
                         mode=self._mode,
                         message_handler=self._messages.on_message,
                         cache=None,
@@ -294,8 +284,7 @@ class ServerLink:
                         tap.close_writer()
                     listeners = await stack.enter_async_context(anyio.create_task_group())
                     await self._listen_for_changes(client, listeners)
-                    self.tools = await list_all_tools(client)
-                    self.prompts = await list_all_prompts(client)
+                    await self._list(client)
                     self.listed = True
                     handshake.deadline = math.inf
                     self._set_ready(client, anyio.current_time() - started)
@@ -305,19 +294,19 @@ class ServerLink:
                     )
             return f"did not finish starting within {self._connect_timeout:g} s"
         except Exception as exc:
-            refused = address_refused(exc)
+            refused = transport.address_refused(exc)
             if refused is not None:
                 self.refused = str(refused)
                 return f"was not contacted: {refused}"
-            needed = sign_in_needed(exc)
+            needed = transport.sign_in_needed(exc)
             if needed is not None:
                 self.sign_in = needed
                 if self.personal:
                     return "needs its person to sign in"
                 return f"needs sign-in: an admin runs `nerve connect {self.name}`"
             if self._challenged:
-                return NEEDS_AUTH_ENTRY
-            return describe_failure(exc)
+                return transport.NEEDS_AUTH_ENTRY
+            return transport.describe_failure(exc)
 
     async def _serve(self, client: Client) -> None:
         """Wait for the connection to drop, re-listing tools whenever the server says they changed."""
@@ -328,8 +317,7 @@ class ServerLink:
                 self._refresh_wanted = False
                 try:
                     with anyio.fail_after(self._connect_timeout):
-                        self.tools = await list_all_tools(client)
-                        self.prompts = await list_all_prompts(client)
+                        await self._list(client)
                 except (MCPError, TimeoutError) as exc:
                     logger.warning("MCP server %r: could not re-list tools: %s", self.name, exc)
                     continue
@@ -340,6 +328,10 @@ class ServerLink:
                     len(self.prompts),
                 )
                 self._on_change()
+
+    async def _list(self, client: Client) -> None:
+        self.tools = await list_all_tools(client)
+        self.prompts = await list_all_prompts(client)
 
     async def _listen_for_changes(self, client: Client, group: anyio.abc.TaskGroup) -> None:
         """On a 2026-07-28 connection change events come only through `subscriptions/listen`."""
@@ -373,10 +365,10 @@ class ServerLink:
         self.client = None
         self._lost = True
         self._wake.set()
-        if was_ready and not self._renewing and not self._stopping:
-            # Counted the moment it is seen: a call right after a crash must already meet the circuit.
-            self.circuit.record_failure()
         if was_ready:
+            if not self._renewing and not self._stopping:
+                # Counted the moment it is seen: a call right after a crash must already meet the circuit.
+                self.circuit.record_failure()
             self.problem = "lost the connection"
             metrics.server_up(self.name, False)
             self._notify()
@@ -410,13 +402,6 @@ class ServerLink:
         )
         self._notify()
 
-    def _set_down(self, reason: str) -> None:
-        metrics.server_up(self.name, False)
-        self.client = None
-        self.problem = reason
-        self.attempted.set()
-        self._notify()
-
     def _notify(self) -> None:
         """Wake calls waiting on a restart, and let the host rebuild its catalog."""
         self._changed.set()
@@ -434,3 +419,38 @@ def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
         return None
     needed, provider.asked = provider.asked, None
     return needed, provider.context.client_metadata.scope
+
+
+async def list_all_tools(client: Client) -> tuple[ListedTool, ...]:
+    """Every tool, following pagination cursors (bounded, so a server that loops cannot hang us)."""
+    tools = [t async for page in _pages(client.list_tools) for t in page.tools]
+    return tuple(
+        ListedTool(
+            name=t.name,
+            description=t.description,
+            input_schema=t.input_schema,
+            annotations=None
+            if t.annotations is None
+            else t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True),
+        )
+        for t in tools
+    )
+
+
+async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
+    """Every prompt, following cursors (bounded); none when the server offers no prompts."""
+    if client.server_capabilities.prompts is None:
+        return ()
+    return tuple([prompt async for page in _pages(client.list_prompts) for prompt in page.prompts])
+
+
+async def _pages(list_page: Callable[..., Awaitable[Any]]) -> AsyncIterator[Any]:
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        page = await list_page(cursor=cursor)
+        yield page
+        cursor = page.next_cursor
+        if not cursor or cursor in seen:
+            break
+        seen.add(cursor)

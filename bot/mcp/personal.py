@@ -1,10 +1,8 @@
 """Servers whose calls carry each person's own sign-in: one link per person, opened on demand.
 
-A per-person server has no shared connection: each person's calls go through a link signed in as
-them (`SignIns.provider`). The tools offered come from the first connected person's link (the
-catalog link), refreshed when that server says they changed. Before anyone connected there is no
-list; the model is offered one tool, `connect_<server>`, whose call parks the turn until the person
-has signed in — after that the server's own tools appear in the next round.
+The tools offered come from the first connected person's link (the catalog link). Before anyone has
+connected, the model is offered `connect_<server>`, whose call parks the turn until the person has
+signed in; the server's own tools appear in the next round.
 """
 
 from __future__ import annotations
@@ -15,14 +13,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import httpx2
-
 from bot.mcp import results
 from bot.mcp.address_guard import Refused
 from bot.mcp.catalog import ListedTool
-from bot.mcp.link import ServerLink, sign_in_asked
+from bot.mcp.link import ServerLink
 from bot.mcp.server_config import ServerConfig
-from bot.types import CallContext, SignInNeeded, ToolResult, ToolSpec
+from bot.types import CallContext, ToolResult, ToolSpec
 
 if TYPE_CHECKING:  # the host names this module's constants; the OAuth client loads with a sign-in
     from bot.mcp.auth.sign_ins import SignIns
@@ -35,7 +31,7 @@ CONNECT_TOOL = "__connect__"
 MAX_OPEN_LINKS = 200
 NEEDS_SIGN_IN = "needs sign-in: nobody has connected an account yet"
 
-MakeLink = Callable[[str, ServerConfig, httpx2.Auth | None, bool], ServerLink]
+MakeLink = Callable[..., ServerLink]
 
 
 class PersonalServers:
@@ -88,12 +84,10 @@ class PersonalServers:
         link = self._open(spec.server, person)
         if link.client is None:
             await link.wait_ready(within=spec.timeout)
-        if link.sign_in is not None:
-            needed = link.sign_in
-            await self._close(spec.server, person)
+        if (needed := link.sign_in) is not None:
+            await self.forget(spec.server, person)
             return ToolResult(content="", needs_sign_in=needed)
-        if spec.server not in self.catalog:
-            self.catalog[spec.server] = link
+        self.catalog.setdefault(spec.server, link)
         return link
 
     async def _drop_if_stale(self, server: str, person: str) -> None:
@@ -106,12 +100,7 @@ class PersonalServers:
         held = found[0].auth.tokens
         stored_at = await self.sign_ins.stored_at(server, person)
         if stored_at is not None and stored_at > held.stored_at:
-            await self._close(server, person)
-
-    def sign_in_asked(self, link: ServerLink) -> SignInNeeded | None:
-        """The sign-in a failed call's server asked for mid-call (more scope), if it did."""
-        asked = sign_in_asked(link)
-        return asked[0] if asked is not None else None
+            await self.forget(server, person)
 
     async def _sign_in(self, server: str, person: str) -> ToolResult:
         try:
@@ -128,7 +117,8 @@ class PersonalServers:
         if found is not None:
             self._links.move_to_end((server, person))
             return found[0]
-        link = self._make_link(server, self._servers[server], self.sign_ins.provider(server, person), True)
+        provider = self.sign_ins.provider(server, person)
+        link = self._make_link(server, self._servers[server], auth=provider, personal=True)
         task = asyncio.create_task(link.run(), name=f"mcp-server:{server}:{person}")
         self._links[(server, person)] = (link, task)
         while len(self._links) > MAX_OPEN_LINKS:
@@ -136,13 +126,14 @@ class PersonalServers:
             if self.catalog.get(old_server) is self._links[(old_server, old_person)][0]:
                 self._links.move_to_end((old_server, old_person))
                 continue
-            closing = asyncio.create_task(self._close(old_server, old_person))
+            closing = asyncio.create_task(self.forget(old_server, old_person))
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)
             break
         return link
 
-    async def _close(self, server: str, person: str) -> None:
+    async def forget(self, server: str, person: str) -> None:
+        """Close the person's link (after Disconnect, a stale sign-in): their next call asks again."""
         found = self._links.pop((server, person), None)
         if found is None:
             return
@@ -152,10 +143,6 @@ class PersonalServers:
         link.stop()
         await asyncio.wait([task], timeout=10)
 
-    async def forget(self, server: str, person: str) -> None:
-        """Close the person's link (after Disconnect): their next call asks them to sign in again."""
-        await self._close(server, person)
-
     async def aclose(self) -> None:
         for server, person in list(self._links):
-            await self._close(server, person)
+            await self.forget(server, person)

@@ -1,14 +1,14 @@
 """Turning what an MCP server answered into a `ToolResult` the loop can act on (S10, S15).
 
-Pure functions: the host measures and routes, this module decides what the answer means. The
-error kind matters because the loop treats each differently: bad arguments go back to the model
-with the hint, an execution failure is not retried blindly, a rate limit is waited out.
+The error kind matters: bad arguments go back to the model with the hint, an execution failure is
+not retried blindly, a rate limit is waited out.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import re
 from collections.abc import Iterable
@@ -82,8 +82,7 @@ def _retry_after(text: str) -> float | None:
     if match is None:
         return None
     value = float(match.group(1))
-    unit = (match.group(2) or "s").lower()
-    return value / 1000.0 if unit.startswith("m") else value
+    return value / 1000.0 if (match.group(2) or "s").lower().startswith("m") else value
 
 
 def resources_of(blocks: Iterable[ContentBlock]) -> tuple[Resource, ...]:
@@ -138,71 +137,42 @@ def from_call_result(result: CallToolResult, *, latency_ms: float) -> ToolResult
             retry_after=retry_after,
             latency_ms=latency_ms,
         )
-    if result.structured_content is not None:
-        try:
-            content = json.dumps(result.structured_content, ensure_ascii=False)
-        except (RecursionError, ValueError):
-            # Nested too deep to encode: the text blocks carry the same result.
-            content = join_content(result.content)
-        return ToolResult(
-            content=content,
-            structured=result.structured_content,
-            latency_ms=latency_ms,
-            resources=resources_of(result.content),
-        )
+    structured = result.structured_content
+    content = join_content(result.content)
+    if structured is not None:
+        with contextlib.suppress(RecursionError, ValueError):  # too deep to encode: the text says the same
+            content = json.dumps(structured, ensure_ascii=False)
     return ToolResult(
-        content=join_content(result.content), latency_ms=latency_ms, resources=resources_of(result.content)
+        content=content, structured=structured, latency_ms=latency_ms, resources=resources_of(result.content)
     )
+
+
+def _error(kind: ToolErrorKind, content: str, detail: str, latency_ms: float = 0.0) -> ToolResult:
+    return ToolResult(content=content, detail=detail, is_error=True, error_kind=kind, latency_ms=latency_ms)
 
 
 def unknown_tool(name: str, available: Iterable[str]) -> ToolResult:
     names = ", ".join(sorted(available)) or "none"
-    return ToolResult(
-        content=(
-            f"Unknown tool {quote(name)}. Tool names must match exactly; the available tools are: {names}."
-        ),
-        detail=f"there is no tool named {quote(name)}",
-        is_error=True,
-        error_kind="unknown_tool",
-    )
+    content = f"Unknown tool {quote(name)}. Tool names must match exactly; the available tools are: {names}."
+    return _error("unknown_tool", content, f"there is no tool named {quote(name)}")
 
 
 def changed(name: str, detail: str) -> ToolResult:
     """The tool a call was checked against is not the one the server offers now: nothing was run."""
-    return ToolResult(
-        content=f'Tool "{name}" was not run: {detail}. Its tools as offered now are in the tool list.',
-        detail=detail,
-        is_error=True,
-        error_kind="changed",
-    )
+    content = f'Tool "{name}" was not run: {detail}. Its tools as offered now are in the tool list.'
+    return _error("changed", content, detail)
 
 
 def unavailable(server: str, reason: str, *, latency_ms: float = 0.0) -> ToolResult:
-    return ToolResult(
-        content=f'The "{server}" service is temporarily unavailable ({reason}). Try again later.',
-        detail=reason,
-        is_error=True,
-        error_kind="unavailable",
-        latency_ms=latency_ms,
-    )
+    content = f'The "{server}" service is temporarily unavailable ({reason}). Try again later.'
+    return _error("unavailable", content, reason, latency_ms)
 
 
 def timed_out(name: str, timeout: float, *, latency_ms: float) -> ToolResult:
-    return ToolResult(
-        content=f'Tool "{name}" did not answer within {timeout:g} s; the call was cancelled.',
-        detail=f"it did not answer within {timeout:g} s",
-        is_error=True,
-        error_kind="timeout",
-        latency_ms=latency_ms,
-    )
+    content = f'Tool "{name}" did not answer within {timeout:g} s; the call was cancelled.'
+    return _error("timeout", content, f"it did not answer within {timeout:g} s", latency_ms)
 
 
 def failed(name: str, detail: str, *, kind: ToolErrorKind = "execution", latency_ms: float) -> ToolResult:
     shown = shorten_runs(detail) if kind == "arguments" else detail
-    return ToolResult(
-        content=f'Tool "{name}" failed: {shown}',
-        detail=shown,
-        is_error=True,
-        error_kind=kind,
-        latency_ms=latency_ms,
-    )
+    return _error(kind, f'Tool "{name}" failed: {shown}', shown, latency_ms)

@@ -1,22 +1,12 @@
-"""The MCP servers file's shape: each server's entry, its sign-in, per-tool overrides and the policy.
-
-Its own module because these models are what the host, the catalog and the sign-in code hold on to
-once the file is read; reading the file (`bot.mcp.servers_file`) is a separate job.
-"""
+"""The MCP servers file's shape: each server's entry, its sign-in, per-tool overrides and the policy,
+as the host, catalog and sign-in code hold them once `bot.mcp.servers_file` has read the file."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from bot.policy.approval import DEFAULT_MODE, ApprovalMode
 from bot.policy.scopes import Rule, Scopes, pattern_problem, rule_name_problem
@@ -36,24 +26,10 @@ class ToolOverride(BaseModel):
     approval: ApprovalMode | None = None
 
 
-# VS Code and Cursor spell the transport as `type`; "http" there is Streamable HTTP.
-_TYPES: dict[str, Literal["stdio", "streamable-http", "sse"]] = {
-    "stdio": "stdio",
-    "http": "streamable-http",
-    "streamable-http": "streamable-http",
-    "sse": "sse",
-}
-
-
 class AuthConfig(BaseModel):
-    """Whose identity a remote server's calls carry, and how nerve signs in to it.
-
-    `oauth` follows the MCP authorization specification: with `identity: "user"` each person signs
-    in once and their calls use their own token; with `identity: "bot"` an admin connects one
-    account for everyone (`nerve connect`). `client_credentials` is machine-to-machine. The client
-    fields are for an authorization server that registered nerve beforehand; without them nerve
-    uses its Client ID Metadata Document where the server supports one, else registers itself.
-    """
+    """Whose identity a remote server's calls carry, and how nerve signs in to it: `oauth` per person
+    (`identity: "user"`) or one account an admin connects (`"bot"`), or machine-to-machine
+    `client_credentials`; the client fields are for a server that registered nerve beforehand."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -124,7 +100,8 @@ class ServerConfig(BaseModel):
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:
         if self.type is not None:
-            wanted = _TYPES[self.type]
+            # VS Code and Cursor spell the transport as `type`; "http" there is Streamable HTTP.
+            wanted = "streamable-http" if self.type == "http" else self.type
             if self.transport is not None and self.transport != wanted:
                 raise ValueError(f"'type' {self.type!r} and 'transport' {self.transport!r} disagree")
             if wanted == "stdio" and self.url:
@@ -172,10 +149,8 @@ class PlaceRule(BaseModel):
     @field_validator("allow", "deny")
     @classmethod
     def _patterns(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            problem = pattern_problem(pattern)
-            if problem is not None:
-                raise ValueError(problem)
+        if problem := next(filter(None, map(pattern_problem, patterns)), None):
+            raise ValueError(problem)
         return patterns
 
 
@@ -187,12 +162,8 @@ class PolicyContext(TypedDict):
 
 
 class ServersFile(BaseModel):
-    """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code).
-
-    Other top-level keys (VS Code's `inputs`) are ignored; `disabled` lists servers to leave out;
-    `policy` maps places (`<platform>:<channel>`, `<platform>:dm`, `*`, …) to the servers and tools
-    they may use.
-    """
+    """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code), `disabled`, and
+    `policy` mapping places to the servers and tools they may use; other top-level keys are ignored."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -206,10 +177,8 @@ class ServersFile(BaseModel):
     def _places(cls, policy: dict[str, PlaceRule], info: ValidationInfo) -> dict[str, PlaceRule]:
         context: PolicyContext | None = info.context
         platforms = context["platforms"] if context is not None else Platforms()
-        for name in policy:
-            problem = rule_name_problem(name, platforms)
-            if problem is not None:
-                raise ValueError(problem)
+        if problem := next(filter(None, (rule_name_problem(name, platforms) for name in policy)), None):
+            raise ValueError(problem)
         entries = info.data.get("mcpServers") or info.data.get("servers")
         if entries is None:
             return policy  # the servers map has its own error

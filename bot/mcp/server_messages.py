@@ -1,35 +1,62 @@
-"""What a server sends over its connection unasked: questions for people, log lines, notices.
+"""What a server sends over its connection unasked (questions for people, log lines, notices), and
+which call a question belongs to.
 
-Its own module because each has its own way on (a question to the person whose call is running,
-a log line to the server's own logger, a "lists changed" to the link, a finished link to whoever
-waits for it), apart from keeping the connection alive.
+A 2026-07-28 server asks for input in the result of the call itself, so the call's context travels
+with it (`_current`). An older server sends `elicitation/create` on the connection, which names no
+call: if every call in flight on that server runs for one owner (one person in one conversation),
+the question is theirs; if several owners' calls are in flight, nobody can be asked safely and the
+server is answered "cancel".
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import mcp_types
 from mcp.client.session import ClientRequestContext
 
-from bot.mcp.callers import Callers
-from bot.types import InputDraft
+from bot.types import CallContext, InputDraft
 
 logger = logging.getLogger(__name__)
 
-_LOG_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
-}
+# MCP's syslog levels that Python's logging has no name for.
+_LOG_LEVELS = {"notice": logging.INFO, "alert": logging.CRITICAL, "emergency": logging.CRITICAL}
 # Links people agreed to open whose completion is awaited, at most (completions may never come).
 MAX_URL_WAITERS = 100
+_current: ContextVar[CallContext | None] = ContextVar("nerve_mcp_call", default=None)
+
+
+class Callers:
+    """The calls in flight on one server."""
+
+    def __init__(self) -> None:
+        self._active: list[CallContext] = []
+
+    @contextmanager
+    def running(self, context: CallContext) -> Iterator[None]:
+        """Mark a call in flight for the duration of the block (in the task that makes it)."""
+        self._active.append(context)
+        token = _current.set(context)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+            self._active.remove(context)
+
+    def route(self) -> tuple[CallContext, tuple[str, ...]] | None:
+        """Whom a request from the server is for, and the calls it may come from; None if unknown."""
+        exact = _current.get()
+        if exact is not None:
+            return exact, (exact.tool,)
+        active = list(self._active)
+        if not active or len({c.owner for c in active}) != 1:
+            return None
+        tools = tuple(dict.fromkeys(c.tool for c in active))
+        asking = next((c for c in active if c.ask is not None), active[0])
+        return asking, tools
 
 
 class ServerMessages:
@@ -37,7 +64,6 @@ class ServerMessages:
 
     def __init__(self, name: str, callers: Callers, on_lists_changed: Callable[[], None]) -> None:
         self.name = name
-        # The calls in flight, so what the server asks mid-call reaches the person it is for.
         self._callers = callers
         self._on_lists_changed = on_lists_changed
         # Links people agreed to open, by elicitation id: the server says when it is done with each.
@@ -66,7 +92,8 @@ class ServerMessages:
 
     async def on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         """Server logging goes to nerve's log under the server's name, never into a conversation."""
-        level = _LOG_LEVELS.get(params.level, logging.INFO)
+        named = logging.getLevelNamesMapping().get(params.level.upper(), logging.INFO)
+        level = _LOG_LEVELS.get(params.level, named)
         data = params.data if isinstance(params.data, str) else repr(params.data)
         source = f" [{params.logger}]" if params.logger else ""
         self._server_log.log(level, "%s%s", data[:2000], source)

@@ -1,9 +1,5 @@
-"""Reading the MCP servers file: JSON with repeated keys caught, `${VAR}`s filled, mistakes named.
-
-Its own module because a wrong servers file must fail at start with the file, server and field
-named, and what reads wrong must be told: that is reading, apart from the file's shape
-(`bot.mcp.server_config`).
-"""
+"""Reading the MCP servers file: JSON with repeated keys caught, `${VAR}`s filled, mistakes named, so
+a wrong file fails at start naming the file, server and field (its shape: `bot.mcp.server_config`)."""
 
 from __future__ import annotations
 
@@ -18,19 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
-from pydantic import (
-    ValidationError,
-)
+from pydantic import ValidationError
 
 from bot.errors import ConfigError
-from bot.mcp.server_config import (
-    SERVER_KEYS,
-    AuthConfig,
-    McpConfig,
-    PolicyContext,
-    ServerConfig,
-    ServersFile,
-)
+from bot.mcp.server_config import SERVER_KEYS, McpConfig, PolicyContext, ServerConfig, ServersFile
 from bot.plain_http import plain_http_host
 from bot.types import Platforms
 
@@ -59,36 +46,32 @@ def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
     return expanded
 
 
-def _read_env_file(
-    server: ServerConfig, environ: Mapping[str, str], path: Path, where: str
-) -> dict[str, str]:
-    """The variables of the server's `envFile` (relative to the servers file); `env` entries win."""
-    if server.env_file is None:
-        return {}
-    field = f"{where} field 'envFile'"
-    env_path = Path(_expand(server.env_file, environ, field))
-    if not env_path.is_absolute():
-        env_path = path.parent / env_path
-    if not env_path.is_file():
-        raise ConfigError(f"{field}: {env_path} not found")
-    return {key: value for key, value in dotenv_values(env_path).items() if value is not None}
-
-
 def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], path: Path) -> ServerConfig:
+    """The entry with its `${VAR}`s filled (client credentials too, so a secret stays in the
+    environment, not the file), paths made absolute, and its `envFile` read (`env` entries win)."""
     where = f"{path}: server '{name}'"
+
+    def fill(value: str, field: str) -> str:
+        return _expand(value, environ, f"{where} field '{field}'")
+
     command = server.command
     if command in ("python", "python3"):
         # "python" means the interpreter nerve runs under, so a server sees nerve's packages.
         command = sys.executable
     cwd = server.cwd
     if cwd is not None:
-        cwd_path = Path(_expand(cwd, environ, f"{where} field 'cwd'"))
+        cwd_path = Path(fill(cwd, "cwd"))
         cwd = str(cwd_path if cwd_path.is_absolute() else (path.parent / cwd_path).resolve())
     elif server.command:
         cwd = str(path.parent.resolve())
-    env = _read_env_file(server, environ, path, where)
-    env.update({k: _expand(v, environ, f"{where} field 'env.{k}'") for k, v in server.env.items()})
-    url = _expand(server.url, environ, f"{where} field 'url'") if server.url else None
+    env: dict[str, str] = {}
+    if server.env_file is not None:  # relative to the servers file
+        env_path = path.parent / fill(server.env_file, "envFile")
+        if not env_path.is_file():
+            raise ConfigError(f"{where} field 'envFile': {env_path} not found")
+        env = {key: value for key, value in dotenv_values(env_path).items() if value is not None}
+    env.update({k: fill(v, f"env.{k}") for k, v in server.env.items()})
+    url = fill(server.url, "url") if server.url else None
     insecure = plain_http_host(url) if url is not None and not server.allow_insecure_http else None
     if insecure is not None:
         raise ConfigError(
@@ -96,33 +79,19 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
             'path: use https (plain http is for loopback only), or set "allowInsecureHttp": true if '
             "you mean it (nerve still never sends credentials over it)"
         )
+    auth = server.auth
+    if auth is not None:
+        secrets = {key: getattr(auth, key) for key in ("client_id", "client_secret")}
+        auth = auth.model_copy(update={k: fill(v, f"auth.{k}") if v else None for k, v in secrets.items()})
     return server.model_copy(
         update={
-            "command": _expand(command, environ, f"{where} field 'command'") if command else None,
-            "args": [_expand(a, environ, f"{where} field 'args'") for a in server.args],
+            "command": fill(command, "command") if command else None,
+            "args": [fill(a, "args") for a in server.args],
             "env": env,
             "cwd": cwd,
             "url": url,
-            "headers": {
-                k: _expand(v, environ, f"{where} field 'headers.{k}'") for k, v in server.headers.items()
-            },
-            "auth": _expand_auth(server.auth, environ, where),
-        }
-    )
-
-
-def _expand_auth(auth: AuthConfig | None, environ: Mapping[str, str], where: str) -> AuthConfig | None:
-    """`${VAR}` in the client credentials, so a secret stays in the environment, not the file."""
-    if auth is None:
-        return None
-    return auth.model_copy(
-        update={
-            "client_id": _expand(auth.client_id, environ, f"{where} field 'auth.client_id'")
-            if auth.client_id
-            else None,
-            "client_secret": _expand(auth.client_secret, environ, f"{where} field 'auth.client_secret'")
-            if auth.client_secret
-            else None,
+            "headers": {k: fill(v, f"headers.{k}") for k, v in server.headers.items()},
+            "auth": auth,
         }
     )
 
@@ -169,11 +138,8 @@ def load_mcp_config(
 def read_mcp_config(
     path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
 ) -> McpConfig:
-    """The servers file read and checked, its warnings returned, not logged.
-
-    Disabled servers are left out before their `${VAR}`s are filled, so a server switched off
-    does not need its secrets set. The policy's places are read as `platforms` write them.
-    """
+    """The servers file read and checked, its warnings returned, not logged. Disabled servers are left
+    out before their `${VAR}`s are filled, so a server switched off does not need its secrets set."""
     env = os.environ if environ is None else environ
     try:
         raw: Any = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_Object.of)
@@ -210,22 +176,15 @@ class _Object(dict[str, Any]):
 
     @classmethod
     def of(cls, pairs: list[tuple[str, Any]]) -> _Object:
-        found = cls()
-        repeated: list[str] = []
-        for key, value in pairs:
-            if key in found and key not in repeated:
-                repeated.append(key)
-            found[key] = value
-        found.repeated = tuple(repeated)
+        found = cls(pairs)
+        keys = [key for key, _ in pairs]
+        found.repeated = tuple(dict.fromkeys(key for i, key in enumerate(keys) if key in keys[:i]))
         return found
 
 
 def _repeated_key(raw: Any) -> str | None:
-    """A key given twice in one object of the file, and where; outermost first, else in file order.
-
-    A repeated key is a mistake JSON readers disagree on (most keep the last value, silently): a
-    second `"check"` server would quietly replace the first.
-    """
+    """A key given twice in one object of the file, and where, outermost first: JSON readers disagree
+    on it (most keep the last value, silently), so a second `"check"` server would replace the first."""
     waiting: deque[tuple[str, Any]] = deque([("", raw)])
     while waiting:
         where, value = waiting.popleft()
@@ -241,16 +200,12 @@ def _repeated_key(raw: Any) -> str | None:
     return None
 
 
-def _folded(name: str) -> str:
-    return "".join(ch for ch in name.casefold() if ch.isalnum())
-
-
 def lookalike_names(names: Iterable[str]) -> list[str]:
     """A line for each group of server names only case or punctuation apart (`Check` and `check`,
     `my-server` and `my_server`): allowed, but a person or a model can take one for the other."""
     groups: dict[str, list[str]] = {}
     for name in names:
-        groups.setdefault(_folded(name), []).append(name)
+        groups.setdefault("".join(ch for ch in name.casefold() if ch.isalnum()), []).append(name)
     return [
         f"servers {' and '.join(repr(name) for name in group)} differ only in case or punctuation"
         for group in groups.values()

@@ -1,12 +1,8 @@
 """A pipe for a stdio server's stderr, read into our log (S14).
 
-A server's stderr is its log, and the first place to look when it will not start. Passing it
-straight to our stderr would interleave it with the terminal UI; here each line goes to the
-`bot.mcp.stderr.<server>` logger (INFO, or WARNING when it looks like an error); when a start
-fails, its last quiet lines are repeated at WARNING, since they usually say why.
-
-Stderr is the server's own text (paths, keys, connection strings): it goes to the log and nowhere
-else, never into a reason that reaches a tool result or a conversation.
+Each line goes to the `bot.mcp.stderr.<server>` logger (WARNING when it looks like an error) instead
+of interleaving with the terminal UI; a failed start repeats its last quiet lines at WARNING. It is
+the server's own text (paths, keys): it goes to the log only, never into a tool result.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """A stdio server's connection: the SDK's process handling, with a reader that survives what the
 server writes and a stop that is over within about a second.
 
-The SDK reads a server's stdout as strict UTF-8 text. One byte that is not UTF-8 kills its reader,
-which then waits for the server to exit: the session hears nothing more, every call to the server
-times out, and the error shows up only at shutdown. A line that is not JSON it logs with a
-traceback naming no server, and hands the session an exception no call ever hears of. Here each
-line is read on its own (`read_line`):
-
-- not UTF-8: read with replacement characters, as the model's text is;
-- JSON carrying a lone surrogate (`\\ud800`), which pydantic refuses: each one replaced likewise;
-- no JSON-RPC message at all: if it is the answer to one of our requests (its id is readable), that
-  request fails at once with an error saying the answer could not be read; otherwise it is dropped.
-
-Each is one WARNING naming the server and what was done, throttled per server and kind. Should the
-reader fail anyway, the session's stream ends, so the link restarts the server at once.
-
-Stopping (the MCP shutdown sequence) is bounded tighter than the SDK's 2 s + 2 s: stdin closes, the
-server has EXIT_AFTER_EOF s to exit, then its process group gets SIGTERM and, EXIT_AFTER_TERM s
-later, SIGKILL. A shutdown therefore ends within its grace plus a second, whatever a server ignores.
-
-The rest (spawning in a session of its own, pipes, waiting for the exit) is the SDK's own code,
-reused through its module's helpers; the version is pinned in requirements.lock.
+The SDK reads stdout as strict UTF-8, and one bad byte or non-JSON line leaves every later call to
+time out. Here each line is read on its own (`LineReader`): bad UTF-8 and lone surrogates are
+replaced, a line with no JSON-RPC message fails the request it answers (if its id is readable) or
+is dropped, with one throttled WARNING naming the server. Stopping closes stdin, then SIGTERMs the
+process group after EXIT_AFTER_EOF s and SIGKILLs it EXIT_AFTER_TERM s later (the SDK: 2 s + 2 s).
 """
 
 from __future__ import annotations
@@ -109,13 +94,15 @@ class LineReader:
             at = f" ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
             problem = f"is not JSON{at}"
             return self._unreadable(text, [*mended, problem], _id_in_text(text), size)
-        cleaned = _without_surrogates(data)
-        if cleaned is not data:
+        # Lone surrogates (`\\ud800`), which pydantic refuses, each replaced by U+FFFD.
+        dumped = json.dumps(data, ensure_ascii=False)
+        if _SURROGATE.search(dumped):
             mended = [*mended, "holds lone surrogates"]
+            data = json.loads(_SURROGATE.sub("\ufffd", dumped))
         try:
-            message = mcp_types.jsonrpc_message_adapter.validate_python(cleaned, by_name=False)
+            message = mcp_types.jsonrpc_message_adapter.validate_python(data, by_name=False)
         except ValueError:
-            return self._unreadable(text, [*mended, "is not a JSON-RPC message"], _answered(cleaned), size)
+            return self._unreadable(text, [*mended, "is not a JSON-RPC message"], _answered(data), size)
         self._warn("surrogates", mended, "read it with replacement characters", text, size)
         return SessionMessage(message)
 
@@ -127,8 +114,7 @@ class LineReader:
             return None
         self._warn("answer", problems, f"its call (request {request_id}) failed at once", text, size)
         error = mcp_types.ErrorData(
-            code=INTERNAL_ERROR,
-            message=f"its answer could not be read: the line {' and '.join(problems)}",
+            code=INTERNAL_ERROR, message=f"its answer could not be read: the line {' and '.join(problems)}"
         )
         return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
@@ -164,22 +150,6 @@ def _id_in_text(text: str) -> int | str | None:
         return None
     value = found.group(1)
     return value[1:-1] if value.startswith('"') else int(value)
-
-
-def _without_surrogates(data: Any) -> Any:
-    """`data` with each lone surrogate in its strings replaced by U+FFFD; `data` itself when it
-    holds none (so a caller can tell)."""
-    if isinstance(data, str):
-        return _SURROGATE.sub("\ufffd", data) if _SURROGATE.search(data) else data
-    if isinstance(data, list):
-        items = [_without_surrogates(item) for item in data]
-        return items if any(new is not old for new, old in zip(items, data, strict=True)) else data
-    if isinstance(data, dict):
-        pairs = [(_without_surrogates(k), _without_surrogates(v)) for k, v in data.items()]
-        before = data.items()
-        changed = any(k is not k0 or v is not v0 for (k, v), (k0, v0) in zip(pairs, before, strict=True))
-        return dict(pairs) if changed else data
-    return data
 
 
 @asynccontextmanager
@@ -221,22 +191,15 @@ async def stdio_transport(
                             await read_stream_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session or our own shutdown closed a stream under the read
-        except OSError as exc:
-            if not shutting_down:
+        except Exception as exc:  # a bug here must end the session, not wedge it
+            if not (isinstance(exc, OSError) and shutting_down):
+                why = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
                 logger.warning(
                     "MCP server %r: reading its output failed (%s); restarting it",
                     server,
-                    exc,
+                    why,
                     extra=fields("mcp_output_failed", server=server),
                 )
-        except Exception as exc:  # a bug here must end the session, not wedge it
-            logger.warning(
-                "MCP server %r: reading its output failed (%s: %s); restarting it",
-                server,
-                type(exc).__name__,
-                exc,
-                extra=fields("mcp_output_failed", server=server),
-            )
         finally:
             # A server blocked writing its stdout cannot read its stdin's end: keep reading.
             await _drain_stdout(process)

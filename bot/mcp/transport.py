@@ -1,33 +1,39 @@
-"""The wire to one server: stdio, Streamable HTTP or SSE, watched for the server side ending.
+"""The wire to one server (stdio, Streamable HTTP or SSE), watched for its end, and why it failed.
 
-Its own module because each kind of transport has its own rules (a stdio process started early,
-HTTP only to the addresses `bot.mcp.address_guard` allows, long-silent SSE streams), while the link
-above only needs streams to read and write and a call when they end.
+Each kind has its own rules (a stdio process started early, HTTP only where `bot.mcp.address_guard`
+allows, long-silent SSE streams); the link needs only streams, a call when they end, and a reason
+an operator can act on, dug out of the exception groups and causes the SDK and anyio wrap it in.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
 import httpx2
-from mcp import StdioServerParameters
+from mcp import MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-from mcp_types.jsonrpc import JSONRPCResponse
+from mcp_types.jsonrpc import CONNECTION_CLOSED, JSONRPCResponse
 
-from bot.mcp.address_guard import http_client
+from bot.mcp.address_guard import Refused, entry_client
 from bot.mcp.early_start import EarlyServer
 from bot.mcp.server_config import ServerConfig
 from bot.mcp.stderr import StderrTap
 from bot.mcp.stdio import stdio_transport
+from bot.types import SignInNeeded
 
 TransportStreams = tuple[Any, Any]
 # Long-lived HTTP streams (SSE) legitimately stay silent for minutes.
 STREAM_READ_TIMEOUT = 300.0
+NEEDS_AUTH_ENTRY = (
+    'needs sign-in: add an auth entry for it in the servers file, e.g. "auth": {"type": "oauth",'
+    ' "identity": "user"}'
+)
 
 
 async def open_transport(
@@ -45,44 +51,23 @@ async def open_transport(
     responses is shown to `on_response` (Streamable HTTP only)."""
     if config.kind == "stdio":
         assert tap is not None
-        return stdio_transport(
-            stdio_parameters(config),
-            server=name,
-            errlog=tap.writer,
-            started=early.process if early is not None else None,
-        )
+        started = early.process if early is not None else None
+        return stdio_transport(stdio_parameters(config), server=name, errlog=tap.writer, started=started)
     assert config.url is not None
     if config.kind == "sse":
-
-        def guarded(
-            headers: dict[str, str] | None = None,
-            timeout: httpx2.Timeout | None = None,
-            auth: httpx2.Auth | None = None,
-        ) -> httpx2.AsyncClient:
-            return http_client(
-                config.allow_private_network,
-                allow_insecure_http=config.allow_insecure_http,
-                server_url=config.url,
-                headers=headers,
-                timeout=timeout,
-                auth=auth,
-            )
-
         return sse_client(
             config.url,
             headers=config.headers or None,
             timeout=connect_timeout,
             sse_read_timeout=STREAM_READ_TIMEOUT,
             auth=auth,
-            httpx_client_factory=guarded,
+            httpx_client_factory=partial(entry_client, config),
         )
     # Every request of this client (redirects and OAuth discovery too) goes to public addresses
     # only, unless the entry allows private ones, and over plain http off this machine only when
     # the entry allows it and the request carries no credential (`bot.mcp.address_guard`).
-    http = http_client(
-        config.allow_private_network,
-        allow_insecure_http=config.allow_insecure_http,
-        server_url=config.url,
+    http = entry_client(
+        config,
         headers=config.headers,
         timeout=httpx2.Timeout(connect_timeout, read=STREAM_READ_TIMEOUT),
         auth=auth,
@@ -102,11 +87,8 @@ def stdio_parameters(config: ServerConfig) -> StdioServerParameters:
 async def watched(
     transport: AbstractAsyncContextManager[TransportStreams], on_lost: Callable[[], None]
 ) -> AsyncIterator[TransportStreams]:
-    """The transport's streams, with `on_lost` called once the server side ends.
-
-    The SDK fails pending requests when a connection ends but tells nobody else; the host needs to
-    know at once so it can restart the server before the next call arrives.
-    """
+    """The transport's streams, with `on_lost` called once the server side ends: the SDK tells only
+    the pending requests, and the host must know at once to restart the server before the next call."""
     async with transport as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[Any](0)
 
@@ -137,3 +119,50 @@ def _complete_by_default(item: Any) -> Any:
         if isinstance(result, dict):
             result.setdefault("resultType", "complete")
     return item
+
+
+def address_refused(exc: BaseException) -> Refused | None:
+    """The refusal a failed attempt stopped at (an address inside the network, plain http), wherever
+    in the groups and causes it is."""
+    return next((found for found in _linked(exc) if isinstance(found, Refused)), None)
+
+
+def sign_in_needed(exc: BaseException) -> SignInNeeded | None:
+    """The sign-in a failed attempt stopped at (per-person OAuth), wherever in the groups it is."""
+    for found in _linked(exc):
+        needed = getattr(found, "sign_in", None)
+        if isinstance(needed, SignInNeeded):
+            return needed
+    return None
+
+
+def _linked(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, the exceptions of its groups and their causes and contexts, each once."""
+    seen: list[BaseException] = [exc]
+    visited: set[int] = set()
+    while seen:
+        found = seen.pop()
+        if id(found) in visited:
+            continue
+        visited.add(id(found))
+        yield found
+        if isinstance(found, BaseExceptionGroup):
+            seen.extend(found.exceptions)
+        seen.extend(linked for linked in (found.__cause__, found.__context__) if linked is not None)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A short reason an operator can act on, from whatever the attempt raised."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError):
+        return f"could not be started: {exc.strerror or 'command not found'}: {exc.filename}"
+    if isinstance(exc, PermissionError):
+        return f"could not be started: permission denied: {exc.filename}"
+    if isinstance(exc, OSError):
+        return f"could not be started: {exc}"
+    if isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED:
+        return "closed the connection during start-up"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"could not be reached: {type(exc).__name__}: {exc}"
+    return f"failed: {type(exc).__name__}: {exc}"

@@ -28,7 +28,7 @@ class InputDraft:
     url: str | None = None
     # URL mode: the server's id, echoed in its completion notification.
     elicitation_id: str | None = None
-    # The call(s) it may come from (see `bot.mcp.callers`).
+    # The call(s) it may come from (see `bot.mcp.server_messages`).
     tools: tuple[str, ...] = ()
 
 

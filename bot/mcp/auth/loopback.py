@@ -1,14 +1,8 @@
 """Signing in on this machine: open the browser, and take its answer on a loopback port (RFC 8252).
 
-Used where a person sits at the machine nerve runs on: the terminal chat, `nerve connect`, and the
-conformance client (whose "browser" is a program that follows the redirects). While the context is
-open it listens on `http://127.0.0.1:<free port>/callback`; that address is nerve's redirect URI for
-the servers signed in through it, so keep it open as long as they may need to sign in again.
-
-`redirect_handler(url)` shows the link and opens it with Python's `webbrowser`, which honours the
-BROWSER environment variable; `callback_handler()` waits (bounded) for the browser to come back and
-returns what it brought. The SDK checks `state` and `iss`; an answer for another sign-in (a stale tab)
-is turned away here, so it cannot spoil the one under way.
+For a person at nerve's machine (the terminal, `nerve connect`, the conformance client). While open
+it listens on `http://127.0.0.1:<free port>/callback`, the redirect URI of servers signed in through
+it; an answer for another sign-in (a stale tab) is turned away so it cannot spoil the one under way.
 """
 
 from __future__ import annotations
@@ -20,6 +14,7 @@ import logging
 import sys
 import webbrowser
 from collections.abc import Callable
+from functools import partial
 from types import TracebackType
 from typing import Self
 from urllib.parse import parse_qs, urlparse
@@ -39,10 +34,7 @@ _REQUEST_LIMIT = 16 * 1024
 _REQUEST_WAIT = 10.0
 
 Say = Callable[[str], object]
-
-
-def _to_stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+_TO_STDERR: Say = partial(print, file=sys.stderr, flush=True)
 
 
 class LoopbackSignIn:
@@ -50,7 +42,7 @@ class LoopbackSignIn:
     to `NerveOAuth`. `say` shows the person the link (stderr by default)."""
 
     def __init__(
-        self, *, say: Say = _to_stderr, wait: float = SIGN_IN_WAIT, open_browser: bool = True
+        self, *, say: Say = _TO_STDERR, wait: float = SIGN_IN_WAIT, open_browser: bool = True
     ) -> None:
         self._say = say
         self._wait = wait

@@ -1,9 +1,5 @@
-"""Who a person is to a server they sign in to, across the conversations they write in.
-
-A user id is unique within its workspace on most platforms; where the platform's ids are global
-(`Platform.global_user_ids`), a person keeps one sign-in across its workspaces (guilds) and DMs. A
-front end at nerve's own machine names one local person per login name, as workspace and user id.
-"""
+"""Who a person is to a server they sign in to: one sign-in per workspace user, or per user where the
+platform's ids are global (`Platform.global_user_ids`)."""
 
 from __future__ import annotations
 

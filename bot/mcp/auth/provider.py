@@ -1,30 +1,12 @@
 """How nerve signs in to a remote MCP server: the `mcp` SDK's OAuth client, set up the nerve way.
 
-The SDK does the protocol: discovery (RFC 9728, RFC 8414, OpenID), issuer checks (SEP-2468,
-SEP-2352), registration, PKCE S256, `state`, `resource` (RFC 8707), `iss` (RFC 9207), scope choice
-and step-up (SEP-2350), `offline_access` only where the server lists it (SEP-2207), refresh.
-`NerveOAuth` adds what is nerve's to decide:
-
-- who nerve is: the client metadata ("nerve", its redirect URI, authorization code + refresh);
-- how nerve is known to the server, in the order the MCP specification recommends: the client the
-  operator registered beforehand (`auth.client_id`), else nerve's Client ID Metadata Document where
-  the server accepts one, else Dynamic Client Registration;
-- which token endpoint method a registration asks for, from what the server supports;
-- the operator's `auth.scope` when neither the server's challenge nor its metadata names scopes;
-- a bound on sign-ins that do not help: a server that keeps refusing a fresh token (403
-  `insufficient_scope` for scopes already granted, or a 401 straight after signing in) gets its
-  refusal passed on, not another browser tab, until a request succeeds again.
-
-The authorization step itself is split in two so it can run in two places (a terminal waits for the
-browser; a chat turn parks and the callback finishes it later, maybe in another process):
-`authorization_request()` builds the URL with a fresh `state` and PKCE verifier the caller may keep,
-and `authorization_code()` checks what the browser brought back.
-
-SDK internals this relies on (pinned `mcp` version, see requirements.lock):
-`OAuthClientProvider._auth_flow` (wrapped, never re-implemented), `_perform_authorization`
-(extended) and `_perform_authorization_code_grant` (replaced by the two halves above, which a
-subclass may override instead), the `OAuthContext` fields, and `mcp.shared._request_clock.
-waiting_on_a_person`, which stops a call's timeout while a person signs in.
+The SDK does the protocol. `NerveOAuth` adds what is nerve's: its client metadata; how it is known
+to the server, in the MCP specification's order (the operator's `auth.client_id`, else nerve's
+Client ID Metadata Document, else Dynamic Client Registration); the registration's token endpoint
+method; `auth.scope` where the server names none; and a bound on sign-ins that do not help. The
+authorization step is split in two so a chat turn can park between the halves. SDK internals relied
+on (pinned `mcp`): `_auth_flow` (wrapped), `_perform_authorization` (extended),
+`_perform_authorization_code_grant` (replaced), the `OAuthContext` fields, `waiting_on_a_person`.
 """
 
 from __future__ import annotations
@@ -96,12 +78,8 @@ class AuthorizationRequest:
 
 class NerveOAuth(OAuthClientProvider):
     """The SDK's `OAuthClientProvider` with nerve's client identity, registration order and bounds.
-
-    Use it as the `httpx2.Auth` of a remote server's HTTP client. Without handlers it can discover,
-    register and refresh, but an authorization needs `redirect_handler` (send the browser to a URL)
-    and `callback_handler` (wait for it to come back), or a subclass overriding
-    `_perform_authorization_code_grant` with `authorization_request()` / `authorization_code()`.
-    """
+    An authorization needs `redirect_handler` and `callback_handler`, or a subclass overriding
+    `_perform_authorization_code_grant`."""
 
     def __init__(
         self,
@@ -133,8 +111,6 @@ class NerveOAuth(OAuthClientProvider):
         self._also_scope = also_scope
         # Why the latest sign-in failed or was refused (kept after later successes, for reports).
         self.last_failure: Exception | None = None
-
-    # --- the authorization step, in two halves ---------------------------------------------------
 
     def authorization_request(self) -> AuthorizationRequest:
         """The authorization URL for what the flow has discovered and registered so far, with a new
@@ -203,15 +179,12 @@ class NerveOAuth(OAuthClientProvider):
     async def _perform_authorization(self) -> httpx2.Request:
         # Scope choice is the SDK's (challenge, then resource metadata, then server metadata); the
         # operator's scope fills in only where all of those are silent.
-        if not self.context.client_metadata.scope and self._config.scope:
-            self.context.client_metadata.scope = self._config.scope
+        metadata = self.context.client_metadata
+        if not metadata.scope and self._config.scope:
+            metadata.scope = self._config.scope
         if self._also_scope:
-            self.context.client_metadata.scope = scope_union(
-                self.context.client_metadata.scope, self._also_scope
-            )
+            metadata.scope = scope_union(metadata.scope, self._also_scope)
         return await super()._perform_authorization()
-
-    # --- around the SDK's flow ----------------------------------------------------------------
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         """The SDK's flow, watched: it picks the registration method from the server's metadata and
@@ -245,15 +218,15 @@ class NerveOAuth(OAuthClientProvider):
             return False
         if retried:  # refused straight after signing in
             self._unhelpful_sign_ins += 1
-            self.last_failure = SignInError(_refusal(response, "even after signing in"))
-            return True
-        if self._unhelpful_sign_ins >= MAX_UNHELPFUL_SIGN_INS:
-            self.last_failure = SignInError(_refusal(response, f"after {self._unhelpful_sign_ins} sign-ins"))
-            return True
-        if response.status_code == 403 and self._granted_already(response):
-            self.last_failure = SignInError(_refusal(response, "although those scopes were granted"))
-            return True
-        return False
+            when = "even after signing in"
+        elif self._unhelpful_sign_ins >= MAX_UNHELPFUL_SIGN_INS:
+            when = f"after {self._unhelpful_sign_ins} sign-ins"
+        elif response.status_code == 403 and self._granted_already(response):
+            when = "although those scopes were granted"
+        else:
+            return False
+        self.last_failure = SignInError(_refusal(response, when))
+        return True
 
     def _granted_already(self, response: httpx2.Response) -> bool:
         """A 403 asking for scopes the current token already has: signing in again cannot help."""
@@ -286,17 +259,11 @@ class PreRegistered:
         self._storage = storage
         self._client = client
 
-    async def get_tokens(self) -> OAuthToken | None:
-        return await self._storage.get_tokens()
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        await self._storage.set_tokens(tokens)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         return self._client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        await self._storage.set_client_info(client_info)
 
 
 def client_metadata(config: AuthConfig, redirect_uri: str) -> OAuthClientMetadata:
@@ -312,11 +279,8 @@ def client_metadata(config: AuthConfig, redirect_uri: str) -> OAuthClientMetadat
 
 
 def pre_registered_client(config: AuthConfig, redirect_uri: str) -> OAuthClientInformationFull | None:
-    """The client the operator registered at the authorization server, if the config names one.
-
-    Without a method in the config: a secret is sent with HTTP Basic (RFC 6749's default); a client
-    without one is public.
-    """
+    """The client the operator registered beforehand, if any; a secret goes with HTTP Basic unless
+    the config names a method (RFC 6749's default)."""
     if not config.client_id:
         return None
     method = config.token_endpoint_auth_method or ("client_secret_basic" if config.client_secret else "none")
@@ -333,26 +297,15 @@ def pre_registered_client(config: AuthConfig, redirect_uri: str) -> OAuthClientI
 def registration_method(supported: list[str] | None) -> TokenEndpointAuthMethod:
     """The token endpoint method to register with: none (a public client) unless the server lists
     methods without it, then the first secret method it lists that the SDK can apply."""
-    if not supported:
-        return "none"
-    for method in _METHOD_PREFERENCE:
-        if method in supported:
-            return method
-    return "none"  # nothing usable listed: ask as a public client and let the server decide
+    # Nothing usable listed: ask as a public client and let the server decide.
+    return next((method for method in _METHOD_PREFERENCE if method in (supported or ())), "none")
 
 
 def auth_for(
-    server_url: str,
-    config: AuthConfig,
-    storage: TokenStorage,
-    *,
-    redirect_uri: str,
-    client_metadata_url: str | None = None,
-    redirect_handler: RedirectHandler | None = None,
-    callback_handler: CallbackHandler | None = None,
+    server_url: str, config: AuthConfig, storage: TokenStorage, *, redirect_uri: str, **handlers: Any
 ) -> httpx2.Auth:
-    """The `httpx2.Auth` for a server entry's `auth`: a person's sign-in (`oauth`), or nerve's own
-    credentials (`client_credentials`, the SDK's machine-to-machine provider)."""
+    """The `httpx2.Auth` for a server entry's `auth`: a person's sign-in (`oauth`, with `NerveOAuth`'s
+    keywords), or nerve's own credentials (`client_credentials`, the SDK's machine-to-machine provider)."""
     if config.type == "client_credentials":
         assert config.client_id and config.client_secret  # AuthConfig checks both are set
         method = config.token_endpoint_auth_method
@@ -370,22 +323,12 @@ def auth_for(
                 else "client_secret_basic",
                 scope=config.scope,
             )
-    return NerveOAuth(
-        server_url,
-        config,
-        storage,
-        redirect_uri=redirect_uri,
-        client_metadata_url=client_metadata_url,
-        redirect_handler=redirect_handler,
-        callback_handler=callback_handler,
-    )
+    return NerveOAuth(server_url, config, storage, redirect_uri=redirect_uri, **handlers)
 
 
 def client_metadata_url(public_url: str) -> str | None:
-    """Where nerve's Client ID Metadata Document is served, which is also its client_id there.
-
-    None when `public_url` is not https: authorization servers fetch the document over https only.
-    """
+    """Where nerve's Client ID Metadata Document is served (its client_id there); None unless https,
+    the only way authorization servers fetch it."""
     url = public_url.rstrip("/") + CLIENT_METADATA_PATH
     return url if urlparse(url).scheme == "https" else None
 
@@ -396,13 +339,9 @@ def public_redirect_uri(public_url: str) -> str:
 
 
 def client_metadata_document(public_url: str) -> dict[str, Any]:
-    """The JSON nerve serves at NERVE_PUBLIC_URL/oauth/client.json (Client ID Metadata Document).
-
-    Its `client_id` is its own URL, as the draft requires; nerve is a public client there (it holds
-    no secret any authorization server issued). People sign in through the public callback; the
-    loopback one is for a person at nerve's machine (the terminal, `nerve connect`), whose port
-    changes every time, which RFC 8252 §7.3 has authorization servers ignore for loopback addresses.
-    """
+    """The JSON nerve serves at NERVE_PUBLIC_URL/oauth/client.json (Client ID Metadata Document), as a
+    public client. The loopback redirect is for a person at nerve's machine; its port changes every
+    time, which RFC 8252 §7.3 has authorization servers ignore for loopback addresses."""
     base = public_url.rstrip("/")
     redirect_uri = public_redirect_uri(base)
     return {
@@ -425,10 +364,7 @@ def _application_type(redirect_uri: str) -> Literal["native", "web"]:
 
 def scope_union(*scopes: str | None) -> str:
     """Space-separated scopes, each once, in the order first named."""
-    found: dict[str, None] = {}
-    for scope in scopes:
-        found.update(dict.fromkeys((scope or "").split()))
-    return " ".join(found)
+    return " ".join(dict.fromkeys(word for scope in scopes for word in (scope or "").split()))
 
 
 def _insufficient_scope(response: httpx2.Response) -> bool:

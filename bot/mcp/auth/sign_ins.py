@@ -1,15 +1,11 @@
 """Per-person sign-in from the chat: start an authorization, park, finish it from the callback.
 
-In a chat nobody can wait inside a request for a person to finish in their browser, so the SDK's
-provider is taken only as far as the authorization request (discovery, registration, scope choice,
-PKCE, `resource`, all the SDK's). There `ParkingOAuth` writes the flow to the store — the PKCE
-verifier and what was discovered, sealed — and stops with `SignInRequired`. The browser then lands on
-the callback in whichever process serves it; `SignIns.complete` takes the flow by its single-use
-`state`, checks `iss` (RFC 9207), exchanges the code through the same SDK code, stores the tokens
-and names the parked turns that may go on.
-
-SDK internals used (pinned `mcp` version): `OAuthContext` fields, `_exchange_token_authorization_code`
-and `_handle_token_response` to finish the exchange in another process than the one that started it.
+Nobody can wait inside a chat request for a person's browser, so the SDK's provider is taken only
+as far as the authorization request; `ParkingOAuth` stores the flow there (the PKCE verifier and
+what was discovered, sealed) and stops with `SignInRequired`. The callback, in whichever process
+serves it, takes the flow by its single-use `state` (`SignIns.complete`), checks `iss` (RFC 9207)
+and finishes the exchange through the SDK's own `_exchange_token_authorization_code` and
+`_handle_token_response` (pinned `mcp` version).
 """
 
 from __future__ import annotations
@@ -22,19 +18,15 @@ from dataclasses import KW_ONLY, InitVar, dataclass
 
 import httpx2
 from mcp.client.auth.utils import validate_authorization_response_iss
-from mcp.shared.auth import (
-    OAuthClientInformationFull,
-    OAuthMetadata,
-    ProtectedResourceMetadata,
-)
+from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, ProtectedResourceMetadata
 from pydantic import BaseModel
 
 from bot.errors import NerveError, SignInFailed
-from bot.mcp.address_guard import PlainHttpRefused, http_client
+from bot.mcp.address_guard import PlainHttpRefused, entry_client
 from bot.mcp.auth.provider import NerveOAuth
 from bot.mcp.auth.tokens import StoredTokens
 from bot.mcp.auth.vault import Vault
-from bot.mcp.server_config import AuthConfig, ServerConfig
+from bot.mcp.server_config import ServerConfig
 from bot.store.sign_ins import SignInLedger
 from bot.types import ConversationKey, SignedIn, SignInNeeded
 
@@ -74,23 +66,18 @@ class Connection:
 class ParkingOAuth(NerveOAuth):
     """nerve's provider, except that the authorization step is stored and ends the request."""
 
-    def __init__(
-        self,
-        server_url: str,
-        auth: AuthConfig,
-        storage: StoredTokens,
-        *,
-        redirect_uri: str,
-        client_metadata_url: str | None,
-        sign_ins: SignIns,
-        server: str,
-        person: str,
-    ) -> None:
-        super().__init__(
-            server_url, auth, storage, redirect_uri=redirect_uri, client_metadata_url=client_metadata_url
-        )
+    def __init__(self, sign_ins: SignIns, server: str, person: str) -> None:
+        config = sign_ins.configs[server]
+        assert config.url is not None and config.auth is not None
         # The person's stored tokens (the context's storage may wrap them with a pre-registered client).
-        self.tokens = storage
+        self.tokens = sign_ins.storage(server, person)
+        super().__init__(
+            config.url,
+            config.auth,
+            self.tokens,
+            redirect_uri=sign_ins.redirect_uri,
+            client_metadata_url=sign_ins.client_metadata_url,
+        )
         self._sign_ins = sign_ins
         # The last sign-in this provider stopped at, until the host takes it (a call that failed).
         self.asked: SignInNeeded | None = None
@@ -142,15 +129,16 @@ class SignIns:
     timeout: float = 900.0
 
     def __post_init__(self, servers: Mapping[str, ServerConfig]) -> None:
-        self._servers = {
+        # The servers people sign in to with OAuth, by name.
+        self.configs = {
             name: c for name, c in servers.items() if c.auth is not None and c.auth.type == "oauth"
         }
 
     def per_person_servers(self) -> list[str]:
-        return [name for name in self._servers if self.per_person(name)]
+        return [name for name in self.configs if self.per_person(name)]
 
     def per_person(self, server: str) -> bool:
-        config = self._servers.get(server)
+        config = self.configs.get(server)
         return config is not None and config.auth is not None and config.auth.per_person
 
     def storage(self, server: str, person: str) -> StoredTokens:
@@ -160,24 +148,13 @@ class SignIns:
 
     def provider(self, server: str, person: str) -> ParkingOAuth:
         """What signs `person`'s requests to `server` in; an authorization it needs is parked."""
-        config = self._servers[server]
-        assert config.url is not None and config.auth is not None
-        return ParkingOAuth(
-            config.url,
-            config.auth,
-            self.storage(server, person),
-            redirect_uri=self.redirect_uri,
-            client_metadata_url=self.client_metadata_url,
-            sign_ins=self,
-            server=server,
-            person=person,
-        )
+        return ParkingOAuth(self, server, person)
 
     async def people_connected(self, server: str) -> list[str]:
         return await self.ledger.people_connected(server)
 
     async def stored_at(self, server: str, person: str) -> float | None:
-        """When this person's tokens for `server` were last stored; None when there are none."""
+        """When this person's tokens for `server` were last stored, if ever."""
         stored = await self.ledger.stored_tokens(server, person)
         return stored.updated_at if stored is not None else None
 
@@ -197,9 +174,9 @@ class SignIns:
         )
 
     async def begin(self, server: str, person: str, key: ConversationKey | None = None) -> SignInNeeded:
-        """Start a sign-in: ask the server as this person, which leads the SDK through discovery and
-        registration to the authorization request, stored here. The URL is for this person only."""
-        config = self._servers[server]
+        """Start a sign-in by asking the server as this person: the SDK's discovery and registration
+        lead to the authorization request, stored here. The URL is for this person only."""
+        config = self.configs[server]
         assert config.url is not None
         token = _conversation.set(key)
         try:
@@ -218,59 +195,52 @@ class SignIns:
             raise SignInFailed(
                 "This sign-in link was already used or has expired. Ask nerve again for a new one."
             )
-        if started.server not in self._servers:
-            raise SignInFailed(f"{started.server} is no longer configured.")
+        server = started.server
+        if server not in self.configs:
+            raise SignInFailed(f"{server} is no longer configured.")
         if error:
-            raise SignInFailed(f"{started.server} did not sign you in ({error}). Ask nerve again to retry.")
+            raise SignInFailed(f"{server} did not sign you in ({error}). Ask nerve again to retry.")
         if not code:
             raise SignInFailed("The sign-in came back without a code. Ask nerve again for a new link.")
         flow = self.vault.open(started.secret)
         if not isinstance(flow, dict):
             raise SignInFailed("This sign-in can no longer be read (the key changed). Ask nerve again.")
-        provider = self.provider(started.server, started.person)
+        provider = self.provider(server, started.person)
         context = provider.context
         context.client_info = OAuthClientInformationFull.model_validate(flow["client_info"])
         provider.tokens.client = context.client_info  # sealed with the tokens it gets
         if flow.get("oauth_metadata"):
             context.oauth_metadata = OAuthMetadata.model_validate(flow["oauth_metadata"])
-        if flow.get("resource_metadata"):
-            context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(
-                flow["resource_metadata"]
-            )
+        if resource := flow.get("resource_metadata"):
+            context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(resource)
         context.protocol_version = flow.get("protocol_version")
         context.client_metadata.scope = flow.get("scope")
         try:
             validate_authorization_response_iss(iss, context.oauth_metadata)
         except Exception as exc:
-            logger.warning("sign-in to %s refused: %s", started.server, exc)
+            logger.warning("sign-in to %s refused: %s", server, exc)
             raise SignInFailed(
-                f"The answer did not come from {started.server}'s sign-in service (issuer check failed)."
+                f"The answer did not come from {server}'s sign-in service (issuer check failed)."
             ) from exc
         provider._initialized = True
         request = await provider._exchange_token_authorization_code(code, str(flow["verifier"]))
         try:
-            async with self._http(started.server) as http:
+            async with self._http(server) as http:
                 response = await http.send(request)
                 await provider._handle_token_response(response)
         except PlainHttpRefused as exc:
-            logger.warning("sign-in to %s: token exchange not sent: %s", started.server, exc)
-            raise SignInFailed(f"{started.server}'s sign-in was not finished: {exc}.") from exc
+            logger.warning("sign-in to %s: token exchange not sent: %s", server, exc)
+            raise SignInFailed(f"{server}'s sign-in was not finished: {exc}.") from exc
         except Exception as exc:
-            logger.warning("sign-in to %s: token exchange failed: %s", started.server, type(exc).__name__)
-            raise SignInFailed(
-                f"{started.server} did not accept the sign-in. Ask nerve again to retry."
-            ) from exc
-        request_ids = await self.ledger.signed_in(started.server, started.person)
-        logger.info("%s signed in to %s", started.person, started.server)
-        return SignedIn(server=started.server, person=started.person, request_ids=tuple(request_ids))
+            logger.warning("sign-in to %s: token exchange failed: %s", server, type(exc).__name__)
+            raise SignInFailed(f"{server} did not accept the sign-in. Ask nerve again to retry.") from exc
+        request_ids = await self.ledger.signed_in(server, started.person)
+        logger.info("%s signed in to %s", started.person, server)
+        return SignedIn(server=server, person=started.person, request_ids=tuple(request_ids))
 
     async def connections(self, person: str) -> list[Connection]:
-        rows = await self.ledger.connections_of(person)
-        return [
-            Connection(server=r.server, since=r.updated_at, scope=r.scope)
-            for r in rows
-            if r.server in self._servers
-        ]
+        rows = [r for r in await self.ledger.connections_of(person) if r.server in self.configs]
+        return [Connection(server=r.server, since=r.updated_at, scope=r.scope) for r in rows]
 
     async def disconnect(self, server: str, person: str) -> bool:
         """Revoke at the server where it supports RFC 7009, then forget; True if there was a connection."""
@@ -281,10 +251,8 @@ class SignIns:
         client = await storage.get_client_info()
         revocation = await self._revocation_endpoint(server)
         if revocation and client is not None:
-            for token, hint in (
-                (tokens.refresh_token, "refresh_token"),
-                (tokens.access_token, "access_token"),
-            ):
+            for hint in ("refresh_token", "access_token"):
+                token = getattr(tokens, hint)
                 if not token:
                     continue
                 data = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
@@ -303,18 +271,11 @@ class SignIns:
 
     def _http(self, server: str, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
         """A client for `server`'s sign-in traffic, under its entry's network rules."""
-        config = self._servers[server]
-        return http_client(
-            config.allow_private_network,
-            allow_insecure_http=config.allow_insecure_http,
-            server_url=config.url,
-            auth=auth,
-            timeout=HTTP_TIMEOUT,
-        )
+        return entry_client(self.configs[server], auth=auth, timeout=HTTP_TIMEOUT)
 
     async def _revocation_endpoint(self, server: str) -> str | None:
         """The authorization server's revocation endpoint, read from its metadata."""
-        config = self._servers[server]
+        config = self.configs[server]
         assert config.url is not None
         try:
             async with self._http(server) as http:
@@ -357,7 +318,4 @@ PROBE = {
         "clientInfo": {"name": "nerve", "version": "0.1.0"},
     },
 }
-PROBE_HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2025-11-25",
-}
+PROBE_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}

@@ -1,28 +1,26 @@
 """The SDK's `TokenStorage` over the conversation store: one person's tokens for one server, sealed.
 
-The SDK keeps a token's lifetime as seconds from when it was issued; stored, that means nothing
-after a restart. So the absolute expiry is stored beside the token and handed back on load
-(`expires_at`), which lets the provider refresh before expiry instead of failing a call first.
+The SDK keeps a token's lifetime relative to its issue, meaningless after a restart: the absolute
+expiry is stored beside it (`expires_at`), so the provider refreshes before expiry.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from bot.mcp.auth.vault import Vault
 from bot.store.sign_ins import SignInLedger
+from bot.store.sign_ins import StoredTokens as StoredRow
 
 
 class StoredTokens:
-    """`mcp.client.auth.TokenStorage` for (server, person).
-
-    A registration is nerve's, not a person's: everyone signing in through one redirect URI shares
-    it (`registration` names it). Tokens are bound to the client that got them, so that client is
-    sealed with them and preferred on load: a refresh must present the same client id, even in a
-    process whose own registration differs (`nerve connect` on a loopback port, the bot behind
-    NERVE_PUBLIC_URL)."""
+    """`mcp.client.auth.TokenStorage` for (server, person). A registration is shared by everyone
+    signing in through one redirect URI (`registration`); the client that got the tokens is sealed
+    with them and preferred on load, since a refresh must present the same client id even in a
+    process whose own registration differs (`nerve connect` on a loopback port)."""
 
     def __init__(
         self, ledger: SignInLedger, vault: Vault, *, server: str, person: str, registration: str
@@ -39,12 +37,15 @@ class StoredTokens:
         self.stored_at = 0.0
         self._issuer = ""
 
-    async def get_tokens(self) -> OAuthToken | None:
+    async def _opened(self) -> tuple[StoredRow | None, dict[str, Any] | None]:
+        """The stored row and what it holds; None for what it holds when sealed under another key."""
         stored = await self._ledger.stored_tokens(self.server, self.person)
-        if stored is None:
-            return None
-        opened = self._vault.open(stored.secret)
-        if not isinstance(opened, dict) or "token" not in opened:
+        opened = self._vault.open(stored.secret) if stored is not None else None
+        return stored, opened if isinstance(opened, dict) else None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        stored, opened = await self._opened()
+        if stored is None or opened is None or "token" not in opened:
             return None  # sealed under another key: as good as signed out
         self.expires_at = opened.get("expires_at")
         self.stored_at = stored.updated_at
@@ -67,12 +68,11 @@ class StoredTokens:
         wanted = await self.wanted_scope()
         if wanted and not set(wanted.split()) <= set((tokens.scope or "").split()):
             record["wanted"] = wanted  # a refresh grants no more than before: still wanted
-        sealed = self._vault.seal(record)
         await self._ledger.save_tokens(
             server=self.server,
             person=self.person,
             issuer=self._issuer,
-            secret=sealed,
+            secret=self._vault.seal(record),
             scope=tokens.scope,
             now=now,
         )
@@ -108,9 +108,8 @@ class StoredTokens:
     async def want_scope(self, scope: str) -> None:
         """Remember beside the stored tokens that a request needed `scope`, which they lack: the
         next interactive sign-in (`nerve connect`) asks for it. Nothing is stored without tokens."""
-        stored = await self._ledger.stored_tokens(self.server, self.person)
-        opened = self._vault.open(stored.secret) if stored is not None else None
-        if stored is None or not isinstance(opened, dict) or opened.get("wanted") == scope:
+        stored, opened = await self._opened()
+        if stored is None or opened is None or opened.get("wanted") == scope:
             return
         await self._ledger.save_tokens(
             server=self.server,
@@ -123,9 +122,7 @@ class StoredTokens:
 
     async def wanted_scope(self) -> str | None:
         """The scope a request asked for that the stored tokens lack (see `want_scope`), if any."""
-        stored = await self._ledger.stored_tokens(self.server, self.person)
-        opened = self._vault.open(stored.secret) if stored is not None else None
-        wanted = opened.get("wanted") if isinstance(opened, dict) else None
+        wanted = ((await self._opened())[1] or {}).get("wanted")
         return wanted if isinstance(wanted, str) and wanted else None
 
     async def forget(self) -> bool:

@@ -1,9 +1,7 @@
-"""Encryption at rest for sign-in tokens and client registrations.
+"""Encryption at rest for sign-in tokens and client registrations (Fernet, under NERVE_SECRET_KEY).
 
-Tokens act as people at other services, so the database never holds them in the clear: each value is
-sealed with Fernet (AES-128-CBC with an HMAC-SHA256 tag, from `cryptography`) under a key made from
-NERVE_SECRET_KEY. A database copied without the key reveals nothing; a changed key makes stored
-tokens unreadable, which means "sign in again", never a crash.
+Tokens act as people elsewhere, so the database never holds them in the clear; a changed key makes
+stored tokens unreadable, which means "sign in again", never a crash.
 """
 
 from __future__ import annotations
