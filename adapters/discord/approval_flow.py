@@ -1,17 +1,12 @@
 """Approvals on Discord: posting the approval message, and Discord's side of the approval desk.
 
-A turn whose tool calls wait for a person is parked by the core, and nothing here waits for the
-person either: the approval message is posted and its reference stored, and a click (in this
-process or one started after a restart) is decided by the shared desk (`adapters.common.desk`),
-which redraws the message and lets the turn go on. Discord's rules are here: the click is
-acknowledged within its 3 seconds, the decision shown through the click's own interaction (or by
-editing the message where it is stored), the clicker told why nothing changed in a follow-up only
-they see.
-
-A resumed turn runs with the conversation's progress sink (`progress_for`): what its servers ask
-while it goes on is shown in the conversation, and its questions' messages say how they ended.
-With jobs (PostgreSQL), resumed turns and the messages that waited are jobs of their conversation
-that any process's worker runs (`launch`, `adapters.discord.jobs`); without, tasks of this process.
+Nothing waits for the person: the approval message is posted and its reference stored, and a click
+(in any process, also after a restart) is decided by the shared desk (`adapters.common.desk`),
+which redraws the message and lets the turn go on. Discord's rules are here: the click acknowledged
+within 3 seconds, the decision shown through the click's interaction (or by editing the stored
+message), the clicker told why nothing changed, privately. A resumed turn reports to the
+conversation's sink (`progress_for`), so what its servers ask is shown there; with jobs it runs as a
+job any process takes (`launch`), else as a task here.
 """
 
 from __future__ import annotations
@@ -26,9 +21,8 @@ import discord
 from adapters.common import refs
 from adapters.common.desk import ApprovalClick, AskDesk
 from adapters.common.tasks import Spawn
-from adapters.discord.approval_buttons import ALL_CALLS, Click, approval_view
-from adapters.discord.approval_message import approval_message
-from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ConversationOrder, send_message
+from adapters.discord.approval_message import ALL_CALLS, Click, approval_message, approval_view
+from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ConversationOrder, landed, send_message, tell
 from adapters.discord.incoming import PLATFORM, message_of
 from adapters.jobs_runtime import Launcher
 from bot.agent import Agent
@@ -133,20 +127,13 @@ class ApprovalFlow:
         extra: dict[str, Any] = {} if view is None else {"view": view}
         if view is not None and file is not None:
             extra["attachments"] = [file]
-        try:
-            message = await interaction.edit_original_response(
-                content=shown.content, embeds=shown.embeds, allowed_mentions=NO_MENTIONS, **extra
-            )
-        except discord.HTTPException as exc:
-            logger.warning(
-                "showing approval request %s through interaction %s failed (%s %s)",
-                prompt.request_id,
-                interaction.id,
-                exc.status,
-                exc.text,
-            )
+        edit = interaction.edit_original_response(
+            content=shown.content, embeds=shown.embeds, allowed_mentions=NO_MENTIONS, **extra
+        )
+        failed = "showing approval request %s through interaction %s failed"
+        if not await landed(edit, failed, prompt.request_id, interaction.id):
             return False
-        await self._store_ref(prompt, channel_id, message_id or message.id)
+        await self._store_ref(prompt, channel_id, message_id)
         return True
 
     async def show_in_message(
@@ -154,16 +141,10 @@ class ApprovalFlow:
     ) -> bool:
         """Make a message of ours (the turn's live answer) the approval message; False if it failed."""
         file = approval_message(prompt).file()
-        try:
-            await message.edit(attachments=[file] if file is not None else [], **redrawn(prompt))
-        except discord.HTTPException as exc:
-            logger.warning(
-                "turning message %s into approval request %s failed (%s %s)",
-                message.id,
-                prompt.request_id,
-                exc.status,
-                exc.text,
-            )
+        edit = message.edit(attachments=[file] if file is not None else [], **redrawn(prompt))
+        if not await landed(
+            edit, "turning message %s into approval request %s failed", message.id, prompt.request_id
+        ):
             return False
         await self._store_ref(prompt, channel_id, message.id)
         return True
@@ -178,21 +159,15 @@ class ApprovalFlow:
             return
         channel_id, message_id = where
         partial = self.client.get_partial_messageable(channel_id).get_partial_message(message_id)
-        try:
-            await partial.edit(**redrawn(prompt))
-        except discord.HTTPException as exc:
-            logger.warning("could not update approval message %s (%s %s)", ref, exc.status, exc.text)
+        await landed(partial.edit(**redrawn(prompt)), "could not update approval message %s", ref)
 
     # --- clicks --------------------------------------------------------------------------------------
 
     async def clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
         """A button click: acknowledge at once (Discord's 3 seconds), then decide and show the outcome."""
-        try:
-            await interaction.response.defer()
-        except discord.HTTPException as exc:
-            logger.warning(
-                "could not acknowledge approval click %s: %s %s", interaction.id, exc.status, exc.text
-            )
+        if not await landed(
+            interaction.response.defer(), "could not acknowledge approval click %s", interaction.id
+        ):
             return
         pressed = ApprovalClick(
             choice=click.action,
@@ -252,17 +227,9 @@ class _Clicker:
         self._interaction = interaction
 
     async def tell(self, text: str) -> None:
-        try:
-            await self._interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
-        except discord.HTTPException as exc:
-            logger.warning("could not tell the clicker why nothing changed: %s %s", exc.status, exc.text)
+        await landed(tell(self._interaction, text), "could not tell the clicker why nothing changed")
 
     async def show(self, prompt: ApprovalPrompt) -> bool:
-        try:
-            await self._interaction.edit_original_response(**redrawn(prompt))
-        except discord.HTTPException as exc:
-            logger.info(
-                "updating the approval message through the click failed (%s); editing it directly", exc
-            )
-            return False
-        return True
+        edit = self._interaction.edit_original_response(**redrawn(prompt))
+        failed = "updating the approval message through the click failed; editing it directly"
+        return await landed(edit, failed, level=logging.INFO)

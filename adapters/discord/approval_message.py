@@ -1,28 +1,36 @@
-"""What an approval message looks like on Discord: one message per waiting batch of tool calls.
+"""What an approval message looks like on Discord, and its buttons: one message per waiting batch of calls.
 
 The content says what waits, why the model wants it, who may decide and until when; one embed per
-call shows the server, the tool, the arguments in full and the call's outcome. Arguments (or a
-reason) too long for embeds go into an attached file in full, so what a person approves is always
-exactly what they could read. Nothing here does I/O; the message is rebuilt from the stored request
-each time it changes, so any process can redraw it.
+call shows the server, the tool, the arguments in full and the call's outcome. What is too long for
+embeds goes into an attached file in full, so what a person approves is always exactly what they
+could read. Nothing here does I/O: the message is rebuilt from the stored request each time it
+changes, so any process can redraw it.
+
+Each button's custom_id carries everything a click needs (what it does, the request id, the call,
+and the first characters of the hash of what was shown), so discord.py routes a click to
+`ApprovalButton` in whichever process receives it, even after a restart; the desk checks the hash
+against the stored request, so a button can only ever decide the call it was drawn for.
 """
 
 from __future__ import annotations
 
-import io
 import json
+import re
 from dataclasses import dataclass
 
 import discord
 
 from adapters.common import cards
+from adapters.common.desk import AT, HASH_CHARS, Choice, batch_hash, find_call
+from adapters.discord.delivery import ClickButton
 from adapters.discord.render import (
     EMBED_DESCRIPTION_LIMIT,
     EMBED_TITLE_LIMIT,
     EMBED_TOTAL_LIMIT,
     EMBEDS_PER_MESSAGE,
-    FILE_LIMIT_BYTES,
     MESSAGE_LIMIT,
+    EmbedsMessage,
+    code_block,
     safe_text,
 )
 from bot.text import truncate
@@ -40,21 +48,6 @@ _COLOURS = {
     "denied": DENIED_COLOUR,
     "expired": EXPIRED_COLOUR,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalMessage:
-    """The message's parts; `file_text` is set when something did not fit and is attached in full."""
-
-    content: str
-    embeds: list[discord.Embed]
-    file_text: str | None
-
-    def file(self) -> discord.File | None:
-        if self.file_text is None:
-            return None
-        data = self.file_text.encode("utf-8")[:FILE_LIMIT_BYTES]
-        return discord.File(io.BytesIO(data), filename=ARGUMENTS_FILENAME)
 
 
 def person(user_id: str | None) -> str:
@@ -85,17 +78,9 @@ def headline(prompt: ApprovalPrompt) -> str:
     return f"☑️ **Decided** ({', '.join(parts)}): going on with the answer."
 
 
-def _arguments_block(call: PendingCall, limit: int) -> tuple[str, bool]:
-    fence_open, fence_close = "```json\n", "\n```"
-    room = max(0, limit - len(fence_open) - len(fence_close))
-    # A backtick run inside would close the fence early; a zero-width joiner keeps it inert.
-    body, cut = truncate(call.arguments_json().replace("```", "`\u200b``"), room)
-    return f"{fence_open}{body}{fence_close}", cut
-
-
 def _call_embed(index: int, call: PendingCall, description_limit: int) -> tuple[discord.Embed, bool]:
     title = truncate(f"{index}. {call.tool}", EMBED_TITLE_LIMIT)[0]
-    description, cut = _arguments_block(call, description_limit)
+    description, cut = code_block(call.arguments_json(), description_limit, "json")
     embed = discord.Embed(title=title, colour=_COLOURS[call.status], description=description)
     embed.add_field(name="Server", value=truncate(call.server, 1000)[0] or "-", inline=True)
     embed.add_field(name="Outcome", value=call_status(call), inline=True)
@@ -116,7 +101,7 @@ def request_file(prompt: ApprovalPrompt) -> str:
     return "\n".join(parts)
 
 
-def approval_message(prompt: ApprovalPrompt) -> ApprovalMessage:
+def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
     """The message for the request in its current state (waiting, decided or expired)."""
     lines = [headline(prompt)]
     reason, reason_cut = truncate(" ".join(prompt.reason.split()), REASON_LIMIT)
@@ -144,8 +129,108 @@ def approval_message(prompt: ApprovalPrompt) -> ApprovalMessage:
         content = truncate(
             content + "\n-# Shortened here; the attached file has it all in full.", MESSAGE_LIMIT
         )[0]
-    return ApprovalMessage(
-        content=content,
-        embeds=[embed for embed, _ in built],
-        file_text=request_file(prompt) if cut else None,
+    embeds = [embed for embed, _ in built]
+    return EmbedsMessage(content, embeds, request_file(prompt) if cut else None, ARGUMENTS_FILENAME)
+
+
+Action = Choice
+_CODES: dict[Action, str] = {
+    "approve": "a",
+    "deny": "d",
+    "approve_all": "A",
+    "deny_all": "D",
+    "always": "R",
+}
+_ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
+ALL_CALLS = "*"
+CUSTOM_ID_LIMIT = 100
+_SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,48}")
+TEMPLATE = (
+    r"nerve:ap:(?P<action>[adADR]):(?P<request>[A-Za-z0-9_-]{1,24}):"
+    r"(?P<call>[A-Za-z0-9_.~*-]{1,48}):(?P<hash>[0-9a-f]{12})"
+)
+# Discord shows at most five rows of five buttons; the last row holds the buttons for all calls.
+CALL_ROWS = 4
+CALLS_PER_ROW = 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Click:
+    """What a clicked button asks for, read back from its custom_id."""
+
+    action: Action
+    request_id: str
+    # A call id, `~<position>` for a call whose id does not fit, or `*` for every open call.
+    call: str
+    shown_hash: str
+
+
+def call_ref(prompt: ApprovalPrompt, call: PendingCall) -> str:
+    """How a button names a call: its id when that is short and plain, else its position."""
+    if _SAFE_CALL_ID.fullmatch(call.call_id):
+        return call.call_id
+    return f"{AT}{prompt.calls.index(call)}"
+
+
+def shown_hash(prompt: ApprovalPrompt, ref: str) -> str | None:
+    """The short hash a button for `ref` must carry to decide on it; None when no such call exists."""
+    if ref == ALL_CALLS:
+        return batch_hash(prompt)
+    call = find_call(prompt, ref)
+    return call.call_hash[:HASH_CHARS] if call is not None else None
+
+
+def custom_id(click: Click) -> str:
+    made = f"nerve:ap:{_CODES[click.action]}:{click.request_id}:{click.call}:{click.shown_hash}"
+    if len(made) > CUSTOM_ID_LIMIT or not re.fullmatch(TEMPLATE, made):
+        raise ValueError(f"approval request id {click.request_id!r} does not fit in a Discord custom_id")
+    return made
+
+
+def parse(match: re.Match[str]) -> Click:
+    return Click(
+        action=_ACTIONS[match["action"]],
+        request_id=match["request"],
+        call=match["call"],
+        shown_hash=match["hash"],
     )
+
+
+class ApprovalButton(ClickButton, template=TEMPLATE):
+    """One approval button; its click goes to the client's `ApprovalFlow`."""
+
+    route, fallback = "approval_flow", "Decide"
+    click_id, read = staticmethod(custom_id), staticmethod(parse)
+
+
+def _button(
+    prompt: ApprovalPrompt, action: Action, ref: str, label: str, style: discord.ButtonStyle, row: int
+) -> ApprovalButton:
+    short = shown_hash(prompt, ref)
+    assert short is not None
+    click = Click(action=action, request_id=prompt.request_id, call=ref, shown_hash=short)
+    return ApprovalButton(click, label=label, style=style, row=row)
+
+
+def approval_view(prompt: ApprovalPrompt) -> discord.ui.View | None:
+    """The buttons for the calls still waiting; None once every call is decided (buttons go away)."""
+    pending = [c for c in prompt.calls if c.status == "pending"]
+    if not pending:
+        return None
+    view = discord.ui.View(timeout=None)
+    green, red, grey = discord.ButtonStyle.success, discord.ButtonStyle.danger, discord.ButtonStyle.secondary
+    if len(prompt.calls) == 1:
+        ref = call_ref(prompt, pending[0])
+        view.add_item(_button(prompt, "approve", ref, "Approve", green, 0))
+        view.add_item(_button(prompt, "deny", ref, "Deny", red, 0))
+        view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, 0))
+        return view
+    numbered = {c.call_id: i for i, c in enumerate(prompt.calls, start=1)}
+    for slot, call in enumerate(pending[: CALL_ROWS * CALLS_PER_ROW]):
+        ref, number, row = call_ref(prompt, call), numbered[call.call_id], slot // CALLS_PER_ROW
+        view.add_item(_button(prompt, "approve", ref, f"Approve {number}. {call.tool}", green, row))
+        view.add_item(_button(prompt, "deny", ref, f"Deny {number}", red, row))
+    view.add_item(_button(prompt, "approve_all", ALL_CALLS, "Approve all", green, CALL_ROWS))
+    view.add_item(_button(prompt, "deny_all", ALL_CALLS, "Deny all", red, CALL_ROWS))
+    view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, CALL_ROWS))
+    return view

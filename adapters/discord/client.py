@@ -1,22 +1,27 @@
 """The Discord client of nerve: what arrives (messages, `/ask`, clicks) and how it is kept.
 
-Exactly-once: every delivery is claimed in the agent's inbox (gateway re-deliveries are dropped)
-and marked finished once answered; at start-up, deliveries left unfinished by a crash are answered
-as channel messages (an interaction's token does not survive that long). With NERVE_DATABASE_URL,
-each claimed delivery is queued as a job that any `nerve discord` process's worker answers
-(`adapters.discord.jobs`). The turns themselves run in `answering`; approvals, questions and
-sign-ins have their own flows, and clicks are routed to them from here.
+Exactly-once: every delivery is claimed in the agent's inbox (re-deliveries are dropped) and marked
+finished once answered; at start-up, deliveries a crash left are answered as channel messages (an
+interaction's token does not last that long). Turns run in `answering`; approvals, questions and
+sign-ins have their own flows. DISCORD_API_BASE_URL and DISCORD_GATEWAY_URL set discord.py's class
+attributes: process-wide, so one process talks to one Discord.
 
-`DISCORD_API_BASE_URL` and `DISCORD_GATEWAY_URL` are applied to discord.py's class attributes
-(`Route.BASE`, `DiscordWebSocket.DEFAULT_GATEWAY`): they are process-wide, so one process talks to
-one Discord.
+With NERVE_DATABASE_URL, every `nerve discord` process on one database shares the work as jobs: the
+process whose shard receives a delivery records it and queues a `discord.event` job, which the
+worker of whichever process is free answers; a parked turn goes on as a `discord.resume` job and the
+messages that waited behind it as `discord.deferred` (`adapters.jobs_runtime`), one conversation's
+jobs in order. An interaction's token answers only in the process that received it, for 15 minutes:
+that process holds it (`HeldInteractions`); any other answers as after a restart. The worker lives
+as long as the process, a client does not: `CurrentClient` hands each job to the client logged in
+now, and a client that closes cuts its jobs off, back to the queue (`run_job`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+import time
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,29 +30,31 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
+from adapters import jobs_runtime
 from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.common.tasks import Owned
 from adapters.discord import commands as discord_commands
 from adapters.discord.answering import TurnAnswers
-from adapters.discord.approval_buttons import ApprovalButton, Click
 from adapters.discord.approval_flow import ApprovalFlow
+from adapters.discord.approval_message import ApprovalButton
 from adapters.discord.delivery import (
     NO_MENTIONS,
     ChannelGuard,
     ConversationOrder,
+    ToolResultsButton,
 )
 from adapters.discord.incoming import PLATFORM, Job, job_for, to_incoming
 from adapters.discord.input_flow import InputFlow
-from adapters.discord.input_message import InputBoard, InputButton, InputClick
-from adapters.discord.jobs import CurrentClient, HeldInteractions, Launcher
+from adapters.discord.input_message import InputBoard, InputButton
 from adapters.discord.live import EDIT_EVERY
 from adapters.discord.render import ResultsCache
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.sign_in import DisconnectButton, SignInLinks
 from adapters.discord.sign_in import register as register_sign_in
-from adapters.discord.views import ToolResultsButton
+from adapters.jobs_runtime import Launcher
 from adapters.up_line import log_up
 from bot.agent import Agent, PostRecords
+from bot.jobs import JobHandler
 from bot.types import ConversationKey, no_progress
 
 if TYPE_CHECKING:
@@ -89,7 +96,7 @@ class NerveDiscordBot(discord.Client):
         """`options` go to discord.py's client as they are (the shards of `ShardedNerveDiscordBot`).
 
         With `jobs`, every turn is queued for whichever process's worker is free; `clients` is where
-        this process's worker finds the client to run its jobs on (`adapters.discord.jobs`)."""
+        this process's worker finds the client to run its jobs on (`adapters.discord.client`)."""
         point_discord_at(settings)
         intents = discord.Intents.default()
         # Content of DMs, mentions and slash commands arrives without the privileged intent.
@@ -111,7 +118,7 @@ class NerveDiscordBot(discord.Client):
         # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
         self.stopping = False
         # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
-        self._launch = Launcher(jobs, self._spawn)
+        self._launch = Launcher(jobs, self._spawn, PLATFORM)
         self._clients = clients
         # Claimed and queued one at a time per conversation, so its jobs are in the order people wrote.
         self._intake = ConversationOrder()
@@ -129,7 +136,7 @@ class NerveDiscordBot(discord.Client):
             post=lambda key, reply, reply_to: self.answers.post_to_conversation(key, reply, reply_to),
             spawn=self._spawn,
             launch=self._launch,
-            progress_for=lambda key: self.sign_in_links.watch(
+            progress_for=lambda key: self.sign_in_links.for_turn().watch(
                 self.input_flow.sink(no_progress, self.answers.where_of(key))
             ),
         )
@@ -139,7 +146,7 @@ class NerveDiscordBot(discord.Client):
             resume=self.approval_flow.resume_later,
             sweep=lambda: self._spawn(self.approval_flow.sweep(), "discord-approval-sweep"),
         )
-        # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
+        # With jobs, a turn answered again goes on in the messages of the run before (`TurnPages`).
         inbox = agent.inbox if jobs is not None else None
         self.answers = TurnAnswers(
             client=self,
@@ -155,7 +162,7 @@ class NerveDiscordBot(discord.Client):
         )
         discord_commands.register(self)
         self.add_dynamic_items(ToolResultsButton)
-        register_sign_in(self)
+        register_sign_in(self.tree, self.sign_in_links)
         self.add_dynamic_items(DisconnectButton)
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -247,7 +254,7 @@ class NerveDiscordBot(discord.Client):
         deliveries a process recorded but died before queueing."""
         await sweep(self._recorded, self.approval_flow.desk)
 
-    # --- jobs (`adapters.discord.jobs`) --------------------------------------------------------------
+    # --- jobs (`adapters.discord.client`) --------------------------------------------------------------
 
     async def run_job(self, job: Coroutine[Any, Any, None], name: str) -> None:
         """A job's work, as a task of this client: `drain` waits for it and `close` cuts it off. Cut
@@ -342,18 +349,73 @@ class NerveDiscordBot(discord.Client):
                 job.event_id, job.key, lambda: self.answers.interaction(interaction, job)
             )
 
-    async def approval_clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
-        """A click on an approval button (routed here by `ApprovalButton`)."""
-        await self.approval_flow.clicked(interaction, click)
-
-    async def disconnect_clicked(self, interaction: discord.Interaction[Any], server: str) -> None:
-        """A click on a Disconnect button of /connections (routed by `DisconnectButton`)."""
-        await self.sign_in_links.disconnect(interaction, server)
-
-    async def input_clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None:
-        """A click on a server's request for input or a step of its form (routed by `InputButton`)."""
-        await self.input_flow.clicked(interaction, click)
-
     async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
         """Every interaction: a form opened before a restart has no modal here to take its submit."""
         await self.input_flow.stale_submit(interaction)
+
+
+# Discord lets an interaction's token answer for 15 minutes; a little less, to finish within it.
+INTERACTION_SECONDS = 14 * 60
+
+
+class CurrentClient:
+    """The Discord client of this process that its worker's jobs run on: the newest logged in."""
+
+    def __init__(self) -> None:
+        self._client: NerveDiscordBot | None = None
+        self._here = asyncio.Event()
+
+    def use(self, client: NerveDiscordBot) -> None:
+        """`client` is logged in: jobs run on it from now on."""
+        self._client = client
+        self._here.set()
+
+    def drop(self, client: NerveDiscordBot) -> None:
+        """`client` is closing: jobs wait for the next one."""
+        if self._client is client:
+            self._client = None
+            self._here.clear()
+
+    async def client(self) -> NerveDiscordBot:
+        """The client logged in now, once there is one."""
+        while True:
+            await self._here.wait()
+            if self._client is not None:
+                return self._client
+
+    def job_handlers(self) -> dict[str, JobHandler]:
+        """The handlers of Discord's jobs, each run on the current client."""
+
+        async def on_client(work: Callable[[NerveDiscordBot], Coroutine[Any, Any, None]], name: str) -> None:
+            client = await self.client()
+            await client.run_job(work(client), name)
+
+        async def answer_event(event_id: str) -> None:
+            await on_client(lambda c: c.answer_event(event_id), f"discord-job-{event_id}")
+
+        async def go_on(request_id: str) -> None:
+            await on_client(lambda c: c.go_on(request_id), f"discord-resume-{request_id}")
+
+        async def answer_deferred(key: ConversationKey) -> None:
+            await on_client(lambda c: c.answer_deferred(key), f"discord-deferred-{key}")
+
+        return jobs_runtime.job_handlers(PLATFORM, answer_event, go_on, answer_deferred)
+
+
+class HeldInteractions:
+    """The interactions this client received whose answer may still go through their token."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[discord.Interaction[Any], float]] = {}
+
+    def hold(self, event_id: str, interaction: discord.Interaction[Any]) -> None:
+        now = time.monotonic()
+        self._held = {e: held for e, held in self._held.items() if held[1] > now}
+        self._held[event_id] = (interaction, now + INTERACTION_SECONDS)
+
+    def take(self, event_id: str) -> discord.Interaction[Any] | None:
+        """The interaction of `event_id` if this client holds it and its token still answers."""
+        held = self._held.pop(event_id, None)
+        if held is None or held[1] <= time.monotonic() or held[0].is_expired():
+            return None
+        return held[0]

@@ -4,12 +4,17 @@ Their names, descriptions and options, and the help's list of them, come from th
 (`adapters.common.commands`); the handlers here answer them as Discord shows things.
 
 Each command acknowledges within Discord's 3-second deadline before doing anything slow: /ask,
-/reset and /approvals defer at once (a reset waits for a running turn in that conversation), /prompt
-waits at most 2 seconds for its server before it defers, /tools and /help answer directly from memory.
+/reset and /approvals defer at once (a reset waits for a running turn in that conversation), /tools
+and /help answer directly from memory. `/prompt name: arguments:` starts a server's prompt whose
+text is then the question of an ordinary `/ask` turn; a mistake known within `ANSWER_WITHIN` (always
+so for what nerve checks itself) is told only to the person, a slower server is waited for behind a
+"thinking…" message, which then says what went wrong. Both its options complete as people type,
+`arguments` from the server's completion (bounded: Discord drops an autocomplete after 3 seconds).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
@@ -19,14 +24,15 @@ from discord import app_commands
 
 from adapters.common.commands import DISCORD, Command, command_on, offered_on
 from adapters.discord.approval_message import person
-from adapters.discord.delivery import NO_MENTIONS
+from adapters.discord.delivery import NO_MENTIONS, tell
 from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
-from adapters.discord.prompt_command import argument_choices, name_choices, question_of
-from adapters.discord.render import safe_chunks
+from adapters.discord.render import safe_chunks, safe_text
 from adapters.discord.settings import DiscordSettings
+from adapters.prompt_arguments import arguments_usage, completion_at_end, parse_arguments
 from bot.agent import Agent
-from bot.text import split_markdown, truncate
-from bot.types import ConversationKey, Incoming, RememberedApproval
+from bot.errors import PromptError
+from bot.text import show_link_targets, split_markdown, truncate
+from bot.types import ConversationKey, Incoming, PromptSpec, RememberedApproval
 
 
 class CommandHost(Protocol):
@@ -173,10 +179,10 @@ async def approvals_command(
 ) -> None:
     """List remembered approvals, or revoke one; admins only, answered only to them."""
     if str(interaction.user.id) not in bot.settings.admins:
-        await interaction.response.send_message(ADMINS_ONLY, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await tell(interaction, ADMINS_ONLY)
         return
     if not bot.agent.approvals_on:
-        await interaction.response.send_message(NO_APPROVALS, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await tell(interaction, NO_APPROVALS)
         return
     await interaction.response.defer(ephemeral=True, thinking=True)
     if revoke is None or not revoke.strip():
@@ -191,7 +197,7 @@ async def approvals_command(
         else:
             texts = [f"Nothing matches `{truncate(revoke.strip(), 200)[0]}`. " + REVOKE_FORMAT]
     for text in texts:
-        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await tell(interaction, text)
 
 
 def register(bot: CommandHost) -> None:
@@ -223,22 +229,18 @@ def register(bot: CommandHost) -> None:
 
     @slash(tree, "tools")
     async def tools(interaction: discord.Interaction[Any]) -> None:
-        first, *rest = tools_text(bot, asked_here(interaction))
-        await interaction.response.send_message(first, ephemeral=True, allowed_mentions=NO_MENTIONS)
-        for chunk in rest:
-            await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        for chunk in tools_text(bot, asked_here(interaction)):
+            await tell(interaction, chunk)
 
     @slash(tree, "reset")
     async def reset(interaction: discord.Interaction[Any]) -> None:
         key = reset_key(interaction)
         if key is None:
-            await interaction.response.send_message(
-                RESET_NOWHERE, ephemeral=True, allowed_mentions=NO_MENTIONS
-            )
+            await tell(interaction, RESET_NOWHERE)
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
         await bot.agent.reset(key)
-        await interaction.followup.send(RESET_DONE, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await tell(interaction, RESET_DONE)
 
     @slash(tree, "approvals")
     async def approvals(interaction: discord.Interaction[Any], revoke: str | None = None) -> None:
@@ -256,8 +258,7 @@ def register(bot: CommandHost) -> None:
 
     @slash(tree, "help")
     async def help_command(interaction: discord.Interaction[Any]) -> None:
-        text = help_text(bot.settings)
-        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await tell(interaction, help_text(bot.settings))
 
     @tree.error
     async def on_error(interaction: discord.Interaction[Any], error: app_commands.AppCommandError) -> None:
@@ -268,9 +269,95 @@ def register(bot: CommandHost) -> None:
             logger.exception("slash command failed", exc_info=error)
         text = "Sorry — something went wrong on my side with that command. Please try again."
         try:
-            if interaction.response.is_done():
-                await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
-            else:
-                await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+            await tell(interaction, text)
         except discord.HTTPException:
             logger.warning("could not tell the user about the failed command either")
+
+
+# How long the command waits for the server's text before it defers (Discord allows 3 s).
+ANSWER_WITHIN = 2.0
+# How long an autocomplete waits for the server's completion (Discord allows 3 s).
+COMPLETE_WITHIN = 2.0
+CHOICES = 25  # Discord's limit per autocomplete answer
+CHOICE_CHARS = 100  # Discord's limit on a choice's name and value
+
+
+def offered(agent: Agent, here: Incoming, name: str) -> PromptSpec | None:
+    """The prompt of that name, if this place may start it."""
+    return next((p for p in agent.prompts(here) if p.name == name), None)
+
+
+async def question_of(
+    agent: Agent, interaction: discord.Interaction[Any], here: Incoming, name: str, written: str
+) -> str | None:
+    """The prompt's text, or None once the person was told why not. The interaction is answered by
+    then only if the server took longer than `ANSWER_WITHIN` (it is deferred)."""
+    spec = offered(agent, here, name)
+    hint = ""
+    if spec is not None and spec.arguments:
+        hint = f"\nWrite it as `/prompt name:{spec.name} arguments:{arguments_usage(spec)}`"
+    try:
+        # An unknown name is left to the core, which names the prompts there are.
+        arguments = parse_arguments(spec, written) if spec is not None else {}
+    except PromptError as exc:
+        await refuse(interaction, str(exc) + hint)
+        return None
+    question = asyncio.ensure_future(agent.prompt_question(here, name, arguments))
+    try:
+        done, _ = await asyncio.wait({question}, timeout=ANSWER_WITHIN)
+        if not done:
+            await interaction.response.defer(thinking=True)
+        return await question
+    except PromptError as exc:
+        await refuse(interaction, str(exc) + hint)
+        return None
+    finally:
+        question.cancel()
+
+
+async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
+    """Say why the prompt did not start: to the person only, or in the "thinking…" message. A
+    server's refusal is its own words, shown as an answer is (every link with its target)."""
+    text = safe_text(truncate(text, 1900)[0])
+    if interaction.response.is_done():
+        await interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
+    else:
+        await tell(interaction, text)
+
+
+def name_choices(agent: Agent, here: Incoming, current: str) -> list[app_commands.Choice[str]]:
+    """The prompts offered here whose name or title holds what was typed, with what they do."""
+    typed = current.strip().lower()
+    choices = []
+    for spec in agent.prompts(here):
+        if len(spec.name) > CHOICE_CHARS or (
+            typed not in spec.name.lower() and typed not in spec.title.lower()
+        ):
+            continue
+        # Plain text on Discord, but the server's words all the same: a link shows its target.
+        summary = show_link_targets((spec.description.strip().splitlines() or [""])[0])
+        label = f"{spec.name} — {summary}" if summary else spec.name
+        choices.append(app_commands.Choice(name=truncate(label, CHOICE_CHARS)[0], value=spec.name))
+    return choices[:CHOICES]
+
+
+async def argument_choices(
+    agent: Agent, here: Incoming, name: str, current: str
+) -> list[app_commands.Choice[str]]:
+    """The arguments text completed where the server completes the value being typed at its end."""
+    spec = offered(agent, here, name)
+    target = completion_at_end(spec, current) if spec is not None else None
+    if spec is None or target is None:
+        return []
+    try:
+        async with asyncio.timeout(COMPLETE_WITHIN):
+            values = await agent.complete_prompt_argument(
+                spec.name, target.argument, target.value, target.known or None
+            )
+    except TimeoutError:
+        logger.info("completing %s of the prompt %s took too long", target.argument, spec.name)
+        return []
+    written = [target.written(value) for value in values]
+    return [app_commands.Choice(name=text, value=text) for text in written if len(text) <= CHOICE_CHARS][
+        :CHOICES
+    ]

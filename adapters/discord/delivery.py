@@ -1,7 +1,12 @@
-"""Posting to Discord safely: no pings, no posting where we are not allowed, "typing…" while a turn runs.
+"""Talking to Discord safely: no pings, no posting where we are not allowed, buttons that outlive us.
 
 Every send passes `AllowedMentions.none()` itself (besides the client default), so text from the
 model or a tool can never ping @everyone, @here, a role or a user, whichever code path sends it.
+
+Buttons are `DynamicItem`s whose custom_id carries what a click needs, so a click on a message
+posted before a restart still reaches a client. The "Tool results" button carries only a reference
+to its reply (`nerve:tools:<ref>`); the results live in an in-memory LRU, and a click on one gone
+(a restart, or pushed out by newer replies) says so instead of failing.
 """
 
 from __future__ import annotations
@@ -9,12 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
-from typing import Any
+import re
+import secrets
+from collections.abc import Awaitable, Sequence
+from typing import Any, ClassVar, Self
 
 import discord
 
+from adapters.discord.render import ResultsCache, results_view
 from bot.agent import KeyedLocks
+from bot.text import truncate
 from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)
@@ -48,33 +57,6 @@ class ChannelGuard:
             )
 
 
-async def send_chunks(
-    channel: discord.abc.Messageable,
-    chunks: list[str],
-    *,
-    guard: ChannelGuard,
-    channel_id: int,
-    view: discord.ui.View | None = None,
-    reference: discord.MessageReference | None = None,
-) -> list[discord.Message]:
-    """Post the chunks in order (the first as a reply, the last with the view); stop at the first failure."""
-    sent: list[discord.Message] = []
-    for i, chunk in enumerate(chunks):
-        last = i == len(chunks) - 1
-        message = await send_message(
-            channel,
-            chunk,
-            guard=guard,
-            channel_id=channel_id,
-            view=view if last else None,
-            reference=reference if i == 0 else None,
-        )
-        if message is None:
-            break
-        sent.append(message)
-    return sent
-
-
 async def send_message(
     channel: discord.abc.Messageable,
     content: str,
@@ -106,6 +88,29 @@ async def send_message(
     except discord.HTTPException as exc:
         logger.warning("posting in channel %s failed: %s %s", channel_id, exc.status, exc.text)
     return None
+
+
+async def landed(call: Awaitable[object], failed: str, *args: object, level: int = logging.WARNING) -> bool:
+    """Await one call to Discord; False, logged as `failed` with its status and text, if refused."""
+    try:
+        await call
+    except discord.HTTPException as exc:
+        logger.log(level, f"{failed} (%s %s)", *args, exc.status, exc.text)
+        return False
+    return True
+
+
+async def tell(
+    interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None, **extra: Any
+) -> None:
+    """A message only the person who used a command or clicked sees: the interaction's response,
+    or a follow-up once it has one."""
+    if view is not None:
+        extra["view"] = view
+    if interaction.response.is_done():
+        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
+    else:
+        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
 
 
 def reply_reference(channel_id: int, message_id: int, guild_id: int | None) -> discord.MessageReference:
@@ -148,3 +153,107 @@ class ConversationOrder(KeyedLocks[ConversationKey]):
     The agent already runs one turn per conversation at a time, but posting happens after the turn:
     without this, a quick second answer could overtake a first one still being posted.
     """
+
+
+CUSTOM_ID_PREFIX = "nerve:tools:"
+GONE = (
+    "These tool results are no longer available (the bot restarted or they expired). "
+    "Ask again to see fresh ones."
+)
+
+
+def new_ref() -> str:
+    return secrets.token_hex(8)
+
+
+def _cache_of(interaction: discord.Interaction[Any]) -> ResultsCache | None:
+    cache = getattr(interaction.client, "results", None)
+    return cache if isinstance(cache, ResultsCache) else None
+
+
+class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
+    """A button that outlives this process: its custom_id carries its click (`click_id`, read back by
+    `read`), so discord.py hands a click, in whichever process receives it, to `clicked` of the
+    client's flow named `route`."""
+
+    route: ClassVar[str]
+    fallback: ClassVar[str] = "Answer"  # the label when discord.py gives no button back
+
+    def __init__(
+        self,
+        click: Any,
+        *,
+        label: str,
+        style: discord.ButtonStyle = discord.ButtonStyle.secondary,
+        row: int | None = None,
+    ) -> None:
+        custom_id = self.click_id(click)
+        super().__init__(
+            discord.ui.Button(label=truncate(label, 80)[0], style=style, custom_id=custom_id, row=row)
+        )
+        self.click = click
+
+    @staticmethod
+    def click_id(click: Any) -> str:
+        raise NotImplementedError
+
+    @staticmethod
+    def read(match: re.Match[str]) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction[Any], item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> Self:
+        button = item if isinstance(item, discord.ui.Button) else None
+        label = (button.label if button is not None else None) or cls.fallback
+        return cls(
+            cls.read(match), label=label, style=button.style if button else discord.ButtonStyle.secondary
+        )
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        flow = getattr(interaction.client, self.route, None)
+        if flow is None:
+            await interaction.response.defer()
+        else:
+            await flow.clicked(interaction, self.click)
+
+
+class ToolResultsButton(
+    discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"nerve:tools:(?P<ref>[0-9a-f]{1,32})"
+):
+    """A persistent button; the click is answered within Discord's 3 seconds (nothing slow runs)."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label="Tool results",
+                style=discord.ButtonStyle.secondary,
+                emoji="🔧",
+                custom_id=CUSTOM_ID_PREFIX + ref,
+            )
+        )
+        self.ref = ref
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction[Any], item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> ToolResultsButton:
+        return cls(match["ref"])
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        cache = _cache_of(interaction)
+        attachments = cache.get(self.ref) if cache is not None else None
+        if attachments is None:
+            await tell(interaction, GONE)
+            return
+        shown = results_view(attachments)
+        file: dict[str, Any] = {"file": shown.file()} if shown.file_text is not None else {}
+        await tell(interaction, shown.content, embeds=shown.embeds, **file)
+
+
+def results_button_view(ref: str) -> discord.ui.View:
+    """A view holding the button; no timeout, since the button must outlive this process."""
+    view = discord.ui.View(timeout=None)
+    view.add_item(ToolResultsButton(ref))
+    return view

@@ -1,14 +1,10 @@
 """From discord.py objects to the core's `Incoming`: who asked what, in which conversation.
 
-Pure functions (no I/O), so the rules about which message belongs to which conversation are
-tested without a network. The conversation keys:
-
-* DM: `discord:dm:<dm channel>:<user>` — one private conversation per user, never in a guild.
-* thread: `discord:<guild>:<parent channel>:<thread>` — every message in the thread continues it.
-* a mention or `/ask` in a plain channel starts a new conversation whose `thread` part is the id of
-  a message: the mention itself, or the `/ask` answer. The bot then opens a thread on that message,
-  and Discord gives a thread started from a message the message's id, so the thread's later
-  messages land on the same key with no lookup table.
+Pure functions, so the rules are tested without a network. Keys: a DM is
+`discord:dm:<dm channel>:<user>`; a thread `discord:<guild>:<parent channel>:<thread>`. A mention or
+`/ask` in a plain channel takes a message's id as its `thread` part (the mention, or the `/ask`
+answer): the bot opens a thread on that message, and Discord gives such a thread the message's id,
+so the thread's later messages land on the same key with no lookup table.
 """
 
 from __future__ import annotations

@@ -1,27 +1,19 @@
 """A server's question on Discord: its message, "Fill in", "Open link", "Decline", and the answers.
 
 Questions and links are read from the turn's "ask" events; every answer (a form sent, a link
-opened, a decline) goes to the core as an answer to its ask (`Agent.answer`). A form is filled in
-steps (`input_modal`): each step's submit is checked with the shared validator
-(`bot.forms.check_answer`, the rules every surface uses) and answered, seen only by that person,
-"Step 1 of 3 done" with a "Continue" button that opens the next step (Discord opens a modal only in
-answer to a click, never right after another modal). The last submit sends the whole form.
-Whatever is wrong comes back as a message, again only for that person, listing each field's
-problem with a "Fix" button that reopens the step with what they typed.
-
-What was typed in earlier steps is kept in this process's memory, per request and person: a
-restart mid-form loses it, and the person fills the form in again (the core ends a request whose
-process stopped; a form opened before the restart says so when it is submitted).
-
-Discord has no event for a modal closed without submitting: a request left alone expires in the
-core, which tells the server "cancel".
+opened, a decline) goes to the core as an answer to its ask (`Agent.answer`). Discord opens a modal
+only in answer to a click, never right after another modal, so a form is filled in steps
+(`input_modal`): each step's submit is checked with the shared validator (`bot.forms.check_answer`)
+and answered, seen only by that person, "Step 1 of 3 done" with a "Continue" button; the last
+submit sends the whole form. What is wrong comes back, again only to them, with a "Fix" button that
+reopens the step with what they typed. Earlier steps are kept in memory per request and person: a
+restart mid-form loses them (a form opened before it says so when submitted). Discord has no event
+for a modal closed unsubmitted: the request expires in the core, which tells the server "cancel".
 
 A question a server asked in its call's result parks the turn (as an approval does): the answer
-that leaves nothing more to wait for (`Answered.resume`) lets the turn go on, in the background
-once the click or submit is answered, through `resume` — the same path as the last approval click.
-Such a question outlives a restart, so its message is also updated from the click or submit that
-answered it, when this process did not post it, or from where its request says it was posted (an
-expiry the sweep found).
+that leaves nothing more to wait for (`Answered.resume`) lets the turn go on in the background
+through `resume`. Such a question outlives a restart, so its message is also updated from the click
+or submit that answered it, or from where its request says it was posted (an expiry the sweep found).
 """
 
 from __future__ import annotations
@@ -37,7 +29,7 @@ from typing import Any
 import discord
 
 from adapters.common.settle import answer_input, ended
-from adapters.discord.delivery import NO_MENTIONS
+from adapters.discord.delivery import NO_MENTIONS, landed
 from adapters.discord.input_message import (
     InputBoard,
     InputButton,
@@ -166,12 +158,10 @@ class InputFlow:
         message = interaction.message
         if status is None or refused.request is None or message is None:
             return
-        try:
-            await message.edit(
-                content=settled_text(refused.request, status), view=None, allowed_mentions=NO_MENTIONS
-            )
-        except discord.HTTPException as exc:
-            logger.info("could not update the message of a finished request: %s %s", exc.status, exc.text)
+        edit = message.edit(
+            content=settled_text(refused.request, status), view=None, allowed_mentions=NO_MENTIONS
+        )
+        await landed(edit, "could not update the message of a finished request", level=logging.INFO)
 
     async def _open_form(
         self, interaction: discord.Interaction[Any], request_id: str, user: str, step: int
@@ -199,12 +189,9 @@ class InputFlow:
             boot=self.boot,
             submitted=self._submitted,
         )
-        try:
-            await interaction.response.send_modal(modal)
-        except discord.HTTPException as exc:
-            logger.warning(
-                "could not open the form of input request %s: %s %s", request_id, exc.status, exc.text
-            )
+        await landed(
+            interaction.response.send_modal(modal), "could not open the form of input request %s", request_id
+        )
         return None
 
     async def _decline(
@@ -327,9 +314,4 @@ class InputFlow:
 
 async def _acknowledge(interaction: discord.Interaction[Any]) -> bool:
     """Acknowledge at once (Discord's 3 seconds) before asking the core; False if that failed."""
-    try:
-        await interaction.response.defer()
-    except discord.HTTPException as exc:
-        logger.warning("could not acknowledge interaction %s: %s %s", interaction.id, exc.status, exc.text)
-        return False
-    return True
+    return await landed(interaction.response.defer(), "could not acknowledge interaction %s", interaction.id)

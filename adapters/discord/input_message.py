@@ -1,20 +1,13 @@
 """A server's request for input on Discord: the message in the conversation and its buttons.
 
-When a tool's server asks the person mid-call (MCP elicitation), a message goes where the turn
-runs: which server asks, for which tool call, what it asks, who may answer and until when, with
-"Fill in" and "Decline" (form mode) or "Open" and "Decline" (URL mode). A link's full host is shown
-on a line of its own, large, so nobody opens it without seeing where it leads. A request nerve
-refused to show (it asked for a secret, or an unsafe link) is a note without buttons.
-
-"Open" is a button, not a link button: Discord tells nobody when a link button is clicked, and the
-server must learn that its person agreed to open the link; the click (by the asker only) answers
-"accept" and gives them the link, as a link button only they can see.
-
-The buttons carry their request id in their custom_id (`InputButton`, a `DynamicItem`), so a click
-on a message posted before a restart still reaches the client. Once the request ends the message
-is edited: the buttons go and a line says how it ended. Where the message is, is stored with its
-request (as for approvals), so a process that did not post it (after a restart, the sweep ending
-a parked question nobody answered) edits it too. Everything a server wrote is escaped.
+The message says which server asks, for which call, what, who may answer and until when, with
+"Fill in" (form) or "Open" (URL) and "Decline"; a link's host is shown large on a line of its own,
+so nobody opens it without seeing where it leads. A request nerve refused to show (a secret, an
+unsafe link) is a note without buttons. "Open" is a button, not a link button: Discord tells nobody
+when a link button is clicked, and the server must learn that its person agreed; the click gives
+the asker alone the link. Buttons carry their request id, so clicks work after a restart. Once the
+request ends its message loses its buttons and says how it ended; where it is, is stored with the
+request, so any process can edit it. Everything a server wrote is escaped.
 """
 
 from __future__ import annotations
@@ -23,7 +16,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import discord
 
@@ -33,7 +26,7 @@ from adapters.common.settle import Settled
 from adapters.common.tasks import Spawn
 from adapters.discord.approval_flow import parse_message_ref
 from adapters.discord.approval_message import person
-from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
+from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ClickButton, landed, send_message
 from adapters.discord.render import MESSAGE_LIMIT
 from adapters.resources import link_host
 from bot.text import truncate
@@ -79,39 +72,11 @@ def parse(match: re.Match[str]) -> InputClick:
     )
 
 
-@runtime_checkable
-class InputClicks(Protocol):
-    """The client that handles input clicks (the bot), found through `interaction.client`."""
+class InputButton(ClickButton, template=TEMPLATE):
+    """One button of a request (or of the steps of its form); its click goes to the `InputFlow`."""
 
-    async def input_clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None: ...
-
-
-class InputButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=TEMPLATE):
-    """One button of a request (or of the steps of its form); its click goes to `input_clicked`."""
-
-    def __init__(self, click: InputClick, *, label: str, style: discord.ButtonStyle) -> None:
-        super().__init__(
-            discord.ui.Button(label=truncate(label, LABEL_LIMIT)[0], style=style, custom_id=custom_id(click))
-        )
-        self.click = click
-
-    @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction[Any], item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> InputButton:
-        button = item if isinstance(item, discord.ui.Button) else None
-        return cls(
-            parse(match),
-            label=(button.label if button is not None else None) or "Answer",
-            style=button.style if button is not None else discord.ButtonStyle.secondary,
-        )
-
-    async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        client = interaction.client
-        if isinstance(client, InputClicks):
-            await client.input_clicked(interaction, self.click)
-        else:
-            await interaction.response.defer()
+    route = "input_flow"
+    click_id, read = staticmethod(custom_id), staticmethod(parse)
 
 
 def request_message_at(message: discord.Message | None, request_id: str) -> tuple[int, int] | None:
@@ -320,14 +285,5 @@ class InputBoard:
     async def _edit(self, where: tuple[int, int], request: InputRequest, status: str) -> bool:
         channel_id, message_id = where
         partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
-        try:
-            await partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
-        except discord.HTTPException as exc:
-            logger.warning(
-                "could not update the message of input request %s (%s %s)",
-                request.request_id,
-                exc.status,
-                exc.text,
-            )
-            return False
-        return True
+        edit = partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
+        return await landed(edit, "could not update the message of input request %s", request.request_id)

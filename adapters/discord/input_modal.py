@@ -1,13 +1,10 @@
 """The form of a server's question on Discord as modals, five fields at a time.
 
-A Discord modal holds at most five top-level components, so a longer form is filled in steps: each
-step is one modal of up to five fields (`input_flow` checks each step and chains them).
-
-Fields: text, email, link, date, date and time and numbers are text inputs with the field's hint
-as placeholder and its default (or what was typed) pre-filled; one choice, several choices and
-yes/no are selects. Every field sits in a `Label` (its title, and its description below it). A
-choice with more options than a select holds is typed instead (the validator also reads labels).
-Option values are positions in the field's options, so any value a server uses fits Discord.
+A modal holds at most five components, so a longer form is filled in steps (`input_flow` checks
+and chains them). Text-like fields are text inputs with the hint as placeholder and the default (or
+what was typed) pre-filled; choices and yes/no are selects (a choice with more options than a select
+holds is typed, the validator reads labels too), each in a `Label`. Option values are positions in
+the field's options, so any value a server uses fits Discord.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from typing import Any
 
 import discord
 
-from adapters.discord.delivery import NO_MENTIONS
+from adapters.discord.delivery import tell
 from adapters.discord.render import MESSAGE_LIMIT
 from bot.text import truncate
 from bot.types import Form, FormField, InputRequest, describe_field
@@ -236,14 +233,7 @@ class InputModal(discord.ui.Modal):
 
 async def say(interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None) -> None:
     """An ephemeral message to the person who clicked or submitted (only they see it)."""
-    extra: dict[str, Any] = {"view": view} if view is not None else {}
-    content = truncate(text, MESSAGE_LIMIT)[0]
     try:
-        if interaction.response.is_done():
-            await interaction.followup.send(content, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
-        else:
-            await interaction.response.send_message(
-                content, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra
-            )
+        await tell(interaction, truncate(text, MESSAGE_LIMIT)[0], view)
     except discord.HTTPException as exc:
         logger.warning("could not answer interaction %s: %s %s", interaction.id, exc.status, exc.text)
