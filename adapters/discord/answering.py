@@ -20,10 +20,11 @@ from adapters.discord.approval_flow import ApprovalFlow
 from adapters.discord.delivery import (
     ChannelGuard,
     ConversationOrder,
-    Typing,
     new_ref,
     reply_reference,
+    response_id,
     results_button_view,
+    typing,
 )
 from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel
 from adapters.discord.input_flow import InputFlow
@@ -43,16 +44,11 @@ from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.sign_in import SignInLinks
 from bot.agent import Agent, PostRecords
 from bot.text import truncate
-from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress
+from bot.types import AgentReply, ApprovalPrompt, ConversationKey
 
 logger = logging.getLogger(__name__)
 
 APOLOGY = "Sorry — something went wrong on my side while answering. Please try again in a moment."
-
-
-def thread_name(question: str) -> str:
-    """A thread title from the question: one line, within Discord's 100 characters."""
-    return truncate(" ".join(question.split()), 90)[0] or "nerve"
 
 
 @dataclass(eq=False)
@@ -112,9 +108,12 @@ class TurnAnswers:
             links = self.sign_ins.for_turn(interaction)
             where = Where(channel=channel, channel_id=job.channel_id, reference=reference)
             progress = links.watch(self.inputs.sink(live.progress, where))
-            async with Typing(channel) if interaction is None else contextlib.nullcontext():
+            async with typing(channel) if interaction is None else contextlib.nullcontext():
                 try:
-                    reply = await self._run_turn(job.incoming, progress)
+                    reply = await self.agent.reply(job.incoming, progress)
+                except Exception:
+                    logger.exception("turn failed for %s", job.key)
+                    reply = AgentReply(text=APOLOGY)
                 finally:
                     await live.stop()
             if reply.approval is not None:
@@ -154,10 +153,7 @@ class TurnAnswers:
         else:
             await live.discard()
             if not message_id and not interaction.is_expired():
-                try:
-                    message_id = (await interaction.original_response()).id
-                except discord.HTTPException:
-                    message_id = 0
+                message_id = await response_id(interaction) or 0
             shown = self.approvals.show_in_interaction
             if (
                 message_id
@@ -211,13 +207,6 @@ class TurnAnswers:
             channel=self.client.get_partial_messageable(channel_id, guild_id=guild_id), channel_id=channel_id
         )
 
-    async def _run_turn(self, incoming: Incoming, progress: Progress) -> AgentReply:
-        try:
-            return await self.agent.reply(incoming, progress)
-        except Exception:
-            logger.exception("turn failed for %s", incoming.key)
-            return AgentReply(text=APOLOGY)
-
     def _render(self, reply: AgentReply) -> tuple[list[str], discord.ui.View | None]:
         chunks = reply_chunks(reply)
         if not reply.attachments:
@@ -232,7 +221,10 @@ class TurnAnswers:
             return
         try:
             await self.client.http.start_thread_with_message(
-                job.channel_id, job.message_id, name=thread_name(job.text), auto_archive_duration=1440
+                job.channel_id,
+                job.message_id,
+                name=truncate(" ".join(job.text.split()), 90)[0] or "nerve",
+                auto_archive_duration=1440,
             )
         except discord.Forbidden as exc:
             self._thread_refused.add(job.channel_id)

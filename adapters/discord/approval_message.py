@@ -57,11 +57,6 @@ def person(user_id: str | None) -> str:
     return f"`{user_id}`" if user_id else "someone"
 
 
-def call_status(call: PendingCall) -> str:
-    """One call's outcome, with who decided it."""
-    return cards.decided(call).say(person=person)
-
-
 def headline(prompt: ApprovalPrompt) -> str:
     """The first line: what waits, or how it ended."""
     tools = ", ".join(dict.fromkeys(f"`{c.tool}`" for c in prompt.calls))
@@ -83,7 +78,7 @@ def _call_embed(index: int, call: PendingCall, description_limit: int) -> tuple[
     description, cut = code_block(call.arguments_json(), description_limit, "json")
     embed = discord.Embed(title=title, colour=_COLOURS[call.status], description=description)
     embed.add_field(name="Server", value=truncate(call.server, 1000)[0] or "-", inline=True)
-    embed.add_field(name="Outcome", value=call_status(call), inline=True)
+    embed.add_field(name="Outcome", value=cards.decided(call).say(person=person), inline=True)
     return embed, cut
 
 

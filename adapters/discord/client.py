@@ -42,6 +42,7 @@ from adapters.discord.delivery import (
     ChannelGuard,
     ConversationOrder,
     ToolResultsButton,
+    response_id,
 )
 from adapters.discord.incoming import PLATFORM, Job, job_for, to_incoming
 from adapters.discord.input_flow import InputFlow
@@ -328,10 +329,7 @@ class NerveDiscordBot(discord.Client):
             return
         answer_id = callback.message_id if callback is not None else None
         if answer_id is None and interaction.guild_id is not None:
-            try:
-                answer_id = (await interaction.original_response()).id
-            except discord.HTTPException:
-                answer_id = None
+            answer_id = await response_id(interaction)
         incoming = to_incoming(interaction, self.user.id, answer_id=answer_id, text=question)
         if incoming is None or incoming.event_id is None:
             await interaction.followup.send(NEED_QUESTION, allowed_mentions=NO_MENTIONS)

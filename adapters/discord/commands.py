@@ -24,7 +24,7 @@ from discord import app_commands
 
 from adapters.common.commands import DISCORD, Command, command_on, offered_on
 from adapters.discord.approval_message import person
-from adapters.discord.delivery import NO_MENTIONS, tell
+from adapters.discord.delivery import NO_MENTIONS, landed, tell
 from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
 from adapters.discord.render import safe_chunks, safe_text
 from adapters.discord.settings import DiscordSettings
@@ -268,10 +268,7 @@ def register(bot: CommandHost) -> None:
         else:
             logger.exception("slash command failed", exc_info=error)
         text = "Sorry — something went wrong on my side with that command. Please try again."
-        try:
-            await tell(interaction, text)
-        except discord.HTTPException:
-            logger.warning("could not tell the user about the failed command either")
+        await landed(tell(interaction, text), "could not tell the user about the failed command either")
 
 
 # How long the command waits for the server's text before it defers (Discord allows 3 s).

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import re
 import secrets
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, ClassVar, Self
 
 import discord
@@ -120,31 +120,29 @@ def reply_reference(channel_id: int, message_id: int, guild_id: int | None) -> d
     )
 
 
-class Typing:
+@contextlib.asynccontextmanager
+async def typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
     """Keeps "typing…" showing while a turn runs; a failure to show it never fails the turn."""
 
-    def __init__(self, channel: discord.abc.Messageable) -> None:
-        self._channel = channel
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Typing:
-        self._task = asyncio.create_task(self._run(), name="discord-typing")
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self._channel.typing()
-            except discord.HTTPException as exc:
-                logger.debug("typing indicator failed: %s", exc)
-                return
+    async def keep() -> None:
+        while await landed(channel.typing(), "typing indicator failed", level=logging.DEBUG):  # noqa: ASYNC110
             await asyncio.sleep(TYPING_EVERY)
+
+    task = asyncio.create_task(keep(), name="discord-typing")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def response_id(interaction: discord.Interaction[Any]) -> int | None:
+    """The id of the interaction's response message; None when Discord does not give it."""
+    try:
+        return (await interaction.original_response()).id
+    except discord.HTTPException:
+        return None
 
 
 class ConversationOrder(KeyedLocks[ConversationKey]):
@@ -164,11 +162,6 @@ GONE = (
 
 def new_ref() -> str:
     return secrets.token_hex(8)
-
-
-def _cache_of(interaction: discord.Interaction[Any]) -> ResultsCache | None:
-    cache = getattr(interaction.client, "results", None)
-    return cache if isinstance(cache, ResultsCache) else None
 
 
 class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
@@ -242,8 +235,8 @@ class ToolResultsButton(
         return cls(match["ref"])
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        cache = _cache_of(interaction)
-        attachments = cache.get(self.ref) if cache is not None else None
+        cache = getattr(interaction.client, "results", None)
+        attachments = cache.get(self.ref) if isinstance(cache, ResultsCache) else None
         if attachments is None:
             await tell(interaction, GONE)
             return

@@ -74,12 +74,6 @@ def strip_mention(text: str, bot_user_id: int) -> str:
     return re.sub(rf"<@!?{bot_user_id}>", "", text).strip()
 
 
-def mentions_bot(message: discord.Message, bot_user_id: int) -> bool:
-    return any(user.id == bot_user_id for user in message.mentions) or bool(
-        re.search(rf"<@!?{bot_user_id}>", message.content)
-    )
-
-
 def _name(user: discord.abc.User) -> str:
     return user.display_name or user.name
 
@@ -116,7 +110,9 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
     guild_id = message.guild.id if message.guild else getattr(channel, "guild_id", None)
     if guild_id is None:
         return _incoming(dm_key(channel.id, author.id), text, author, event_id)
-    addressed = mentions_bot(message, bot_user_id)
+    addressed = any(user.id == bot_user_id for user in message.mentions) or bool(
+        re.search(rf"<@!?{bot_user_id}>", message.content)
+    )
     if isinstance(channel, discord.Thread):
         if not (addressed or channel.owner_id == bot_user_id):
             return None

@@ -32,7 +32,6 @@ from adapters.common.settle import answer_input, ended
 from adapters.discord.delivery import NO_MENTIONS, landed
 from adapters.discord.input_message import (
     InputBoard,
-    InputButton,
     InputClick,
     Where,
     button_view,
@@ -284,18 +283,12 @@ class InputFlow:
         if outcome.note is not None:
             await say(interaction, outcome.note)
             return
-        fill = InputButton(
-            InputClick(action="fill", request_id=request_id),
-            label="Fill in",
-            style=discord.ButtonStyle.primary,
-        )
-        await say(interaction, RESTARTED, button_view(fill))
+        await say(interaction, RESTARTED, button_view(request_id, ("fill", "Fill in")))
 
     # --- drafts --------------------------------------------------------------------------------------
 
     def _step_view(self, request: InputRequest, step: int, label: str) -> discord.ui.View:
-        click = InputClick(action="step", request_id=request.request_id, step=step)
-        return button_view(InputButton(click, label=label, style=discord.ButtonStyle.primary))
+        return button_view(request.request_id, ("step", label), step=step)
 
     def _draft(self, request_id: str, user: str) -> Draft:
         key = (request_id, user)

@@ -16,7 +16,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import discord
 
@@ -92,10 +92,13 @@ def request_message_at(message: discord.Message | None, request_id: str) -> tupl
     return None
 
 
-def button_view(*buttons: discord.ui.Item[Any]) -> discord.ui.View:
+def button_view(request_id: str, *buttons: tuple[InputAction, str], step: int = 1) -> discord.ui.View:
+    """A request's buttons, each (action, label): "Decline" red, the others blue."""
     view = discord.ui.View(timeout=None)
-    for button in buttons:
-        view.add_item(button)
+    for action, label in buttons:
+        style = discord.ButtonStyle.danger if action == "decline" else discord.ButtonStyle.primary
+        click = InputClick(action=action, request_id=request_id, step=step)
+        view.add_item(InputButton(click, label=label, style=style))
     return view
 
 
@@ -168,20 +171,11 @@ def request_view(request: InputRequest) -> discord.ui.View | None:
     """The request's buttons; None for a request nerve refused to show."""
     if request.refused is not None:
         return None
-    rid = request.request_id
-    decline = InputButton(
-        InputClick(action="decline", request_id=rid), label="Decline", style=discord.ButtonStyle.danger
+    host = truncate(link_host(request.url or ""), 60)[0]
+    first: tuple[InputAction, str] = (
+        ("open", f"Open {host}") if request.mode == "url" else ("fill", "Fill in")
     )
-    if request.mode == "url":
-        host = truncate(link_host(request.url or ""), 60)[0]
-        opener = InputButton(
-            InputClick(action="open", request_id=rid), label=f"Open {host}", style=discord.ButtonStyle.primary
-        )
-        return button_view(opener, decline)
-    fill = InputButton(
-        InputClick(action="fill", request_id=rid), label="Fill in", style=discord.ButtonStyle.primary
-    )
-    return button_view(fill, decline)
+    return button_view(request.request_id, first, ("decline", "Decline"))
 
 
 def settled_text(request: InputRequest, status: str) -> str:

@@ -48,10 +48,6 @@ def steps_of(form: Form, per_step: int = FIELDS_PER_STEP) -> list[tuple[int, ...
     return [tuple(range(start, min(start + per_step, count))) for start in range(0, count, per_step)]
 
 
-def modal_id(request_id: str, step: int, boot: str) -> str:
-    return f"nerve:in:m:{request_id}:{step}:{boot}"
-
-
 def modal_title(request: InputRequest, step: int, steps: int) -> str:
     suffix = f" ({step}/{steps})" if steps > 1 else ""
     base = " ".join(request.message.split()) or f"{request.server} asks"
@@ -202,7 +198,7 @@ class InputModal(discord.ui.Modal):
     ) -> None:
         super().__init__(
             title=modal_title(request, step, len(steps)),
-            custom_id=modal_id(request.request_id, step, boot),
+            custom_id=f"nerve:in:m:{request.request_id}:{step}:{boot}",
             timeout=MODAL_TIMEOUT,
         )
         assert request.form is not None

@@ -16,6 +16,7 @@ message nonces cannot close that gap: they are checked only for minutes).
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass
@@ -208,7 +209,8 @@ async def post_files(poster: Poster, attachments: tuple[Attachment, ...]) -> Non
     shown = reply_files(attachments)
     if shown is None:
         return
-    if await poster.post(shown.content, files=shown.discord_files()) is not None or not shown.files:
+    files = [discord.File(io.BytesIO(data), filename=name) for name, data in shown.files]
+    if await poster.post(shown.content, files=files) is not None or not shown.files:
         return
     names = ", ".join(escape_text(name) for name, _ in shown.files)
     await poster.post(truncate(f"-# ⚠️ Could not attach {names}.", 2000)[0])

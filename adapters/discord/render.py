@@ -329,9 +329,6 @@ class ReplyFiles:
     content: str
     files: list[tuple[str, bytes]] = field(default_factory=list)
 
-    def discord_files(self) -> list[discord.File]:
-        return [discord.File(io.BytesIO(data), filename=name) for name, data in self.files]
-
 
 def reply_files(attachments: tuple[Attachment, ...]) -> ReplyFiles | None:
     """What goes in the message of files after an answer, or None when its tools returned none."""

@@ -216,11 +216,6 @@ class SignInLinks:
         )
         await tell(interaction, text)
 
-    def server_choices(self, current: str) -> list[app_commands.Choice[str]]:
-        servers = self.connections.servers if self.connections is not None else []
-        found = [name for name in servers if current.lower() in name.lower() and len(name) <= 100]
-        return [app_commands.Choice(name=name, value=name) for name in found[:25]]
-
 
 def register(tree: app_commands.CommandTree[Any], links: SignInLinks) -> None:
     """Add /connections and /connect to the bot's tree (synced with the others in `setup_hook`)."""
@@ -237,7 +232,9 @@ def register(tree: app_commands.CommandTree[Any], links: SignInLinks) -> None:
     async def server_names(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        return links.server_choices(current)
+        servers = links.connections.servers if links.connections is not None else []
+        found = [name for name in servers if current.lower() in name.lower() and len(name) <= 100]
+        return [app_commands.Choice(name=name, value=name) for name in found[:25]]
 
 
 def resume_signed_in(resume_later: Callable[[str], None]) -> Callable[[SignedIn], None]:
