@@ -78,16 +78,10 @@ class TurnAnswers:
         guild_id = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
         return self.client.get_partial_messageable(job.channel_id, guild_id=guild_id)
 
-    async def message(self, job: Job) -> None:
-        """A turn answered with channel messages: a reply to the user's message, then the thread."""
-        await self._answer(job, None)
-
-    async def interaction(self, interaction: discord.Interaction[Any], job: Job) -> None:
-        """A turn answered in `/ask`'s deferred response; after the token's 15 minutes (or when
-        Discord forgot the webhook) the answer goes on as channel messages replying to it."""
-        await self._answer(job, interaction)
-
-    async def _answer(self, job: Job, interaction: discord.Interaction[Any] | None) -> None:
+    async def answer(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
+        """A turn answered with channel messages (a reply to the user's message), or in `/ask`'s
+        deferred response (`interaction`) and, after the token's 15 minutes or when Discord forgot
+        the webhook, in channel messages replying to it; then the thread."""
         async with self._delivery(job), self.order.hold(job.key):
             if interaction is None and self.guard.blocked(job.channel_id):
                 return

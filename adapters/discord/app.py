@@ -1,17 +1,12 @@
 """nerve on Discord: slash commands, mentions, threads and DMs, with collapsible tool results.
 
-`run_discord(agent, settings)` is what `nerve discord` runs. The bot answers:
-
-* `/ask` — defers at once (Discord's 3-second deadline), shows the answer in the deferred message
-  as it is written (`live.py`) and opens a thread on it for follow-ups (in a DM it just answers);
-* a mention in a channel — a reply shown as it is written, plus a thread on the mention;
-* messages in its threads (or mentions in any thread) — the thread's conversation continues;
-* DMs — the user's private conversation.
-
-This module starts the client (`client.py`) and keeps it running: a client that dies is replaced,
-with a backoff that spares Discord's daily login budget; what no restart can fix stops nerve with
-a message that says what to do. The operations endpoints read here whether the gateway is up, and
-discord.py's rate-limit waits are counted for `/metrics`.
+`run_discord(agent, settings)` is what `nerve discord` runs. `/ask` defers at once (Discord's
+3-second deadline) and shows the answer in the deferred message as it is written, a mention gets a
+reply shown the same way, and both open a thread for follow-ups; messages in its threads and DMs
+continue their conversation. This module keeps the client (`client.py`) running: a client that dies
+is replaced, with a backoff that spares Discord's daily login budget; what no restart can fix stops
+nerve with a message that says what to do. It also reads for the operations endpoints whether the
+gateway is up, and counts discord.py's rate-limit waits for `/metrics`.
 """
 
 from __future__ import annotations
@@ -54,12 +49,9 @@ FATAL_CLOSE_CODES = {
 
 
 class ShardedNerveDiscordBot(NerveDiscordBot, discord.AutoShardedClient):
-    """The same bot over several gateway connections, one per shard this process runs.
-
-    Only when NERVE_DISCORD_SHARD_COUNT is set: discord.py's auto-sharded client without a count
-    asks Discord for one and connects to the gateway URL Discord names, which would bypass
-    DISCORD_GATEWAY_URL, so an unsharded bot stays the plain client it always was.
-    """
+    """The same bot over one gateway connection per shard this process runs, only when
+    NERVE_DISCORD_SHARD_COUNT is set: without a count, discord.py's auto-sharded client would
+    connect to the gateway URL Discord names, bypassing DISCORD_GATEWAY_URL."""
 
 
 def new_bot(
@@ -69,8 +61,7 @@ def new_bot(
     jobs: TurnJobs | None = None,
     clients: CurrentClient | None = None,
 ) -> NerveDiscordBot:
-    """The client the settings ask for: sharded when NERVE_DISCORD_SHARD_COUNT is set. With `jobs`,
-    its turns are jobs, run by the client `clients` names (`adapters.discord.client`)."""
+    """The client the settings ask for (sharded or not); with `jobs`, its turns are jobs."""
     if settings.nerve_discord_shard_count is not None:
         shards = {"shard_count": settings.nerve_discord_shard_count, "shard_ids": settings.discord_shard_ids}
         return ShardedNerveDiscordBot(agent, settings, jobs=jobs, clients=clients, **shards)
@@ -152,8 +143,8 @@ async def _run_restarting(
     jobs: TurnJobs | None,
     clients: CurrentClient,
 ) -> None:
-    """`run_discord`'s loop: a new client after each death, which `platform`, `sign_ins` (the turns a
-    sign-in lets go on) and `clients` (the worker's jobs) then see."""
+    """`run_discord`'s loop: a new client after each death, which `platform`, `sign_ins` and
+    `clients` then see."""
     count_rate_limit_waits()
     # nerve never joins voice channels: the warnings about missing voice libraries are only noise.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False

@@ -1,15 +1,11 @@
 """What an approval message looks like on Discord, and its buttons: one message per waiting batch of calls.
 
-The content says what waits, why the model wants it, who may decide and until when; one embed per
-call shows the server, the tool, the arguments in full and the call's outcome. What is too long for
-embeds goes into an attached file in full, so what a person approves is always exactly what they
-could read. Nothing here does I/O: the message is rebuilt from the stored request each time it
-changes, so any process can redraw it.
-
-Each button's custom_id carries everything a click needs (what it does, the request id, the call,
-and the first characters of the hash of what was shown), so discord.py routes a click to
-`ApprovalButton` in whichever process receives it, even after a restart; the desk checks the hash
-against the stored request, so a button can only ever decide the call it was drawn for.
+The content says what waits, why, who may decide and until when; one embed per call shows the server,
+the tool, the arguments in full and the outcome. What is too long for embeds is attached in full, so
+what a person approves is exactly what they could read. The message is rebuilt from the stored
+request each time, so any process can redraw it. Each button's custom_id carries all a click needs
+(action, request, call, the start of the hash of what was shown), so a click works in any process,
+after a restart too, and decides only the call it was drawn for.
 """
 
 from __future__ import annotations

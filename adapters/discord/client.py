@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -94,10 +94,8 @@ class NerveDiscordBot(discord.Client):
         clients: CurrentClient | None = None,
         **options: Any,
     ) -> None:
-        """`options` go to discord.py's client as they are (the shards of `ShardedNerveDiscordBot`).
-
-        With `jobs`, every turn is queued for whichever process's worker is free; `clients` is where
-        this process's worker finds the client to run its jobs on (`adapters.discord.client`)."""
+        """`options` go to discord.py's client as they are (shards). With `jobs`, every turn is queued
+        for whichever process's worker is free; `clients` gives this process's worker its client."""
         point_discord_at(settings)
         intents = discord.Intents.default()
         # Content of DMs, mentions and slash commands arrives without the privileged intent.
@@ -161,7 +159,7 @@ class NerveDiscordBot(discord.Client):
             sign_ins=self.sign_in_links,
             edit_every=lambda: self.live_edit_every,
         )
-        discord_commands.register(self)
+        discord_commands.register(self.tree, agent, settings, self.handle_ask)
         self.add_dynamic_items(ToolResultsButton)
         register_sign_in(self.tree, self.sign_in_links)
         self.add_dynamic_items(DisconnectButton)
@@ -188,13 +186,11 @@ class NerveDiscordBot(discord.Client):
 
     async def _sync_commands(self) -> None:
         guild_id = self.settings.discord_guild_id
+        guild = discord.Object(id=guild_id) if guild_id else None
+        if guild is not None:
+            self.tree.copy_global_to(guild=guild)
         try:
-            if guild_id:
-                guild = discord.Object(id=guild_id)
-                self.tree.copy_global_to(guild=guild)
-                synced = await self.tree.sync(guild=guild)
-            else:
-                synced = await self.tree.sync()
+            synced = await self.tree.sync(guild=guild)
         except discord.HTTPException as exc:
             logger.error(
                 "could not register the slash commands (%s %s); invite the bot with the "
@@ -233,12 +229,13 @@ class NerveDiscordBot(discord.Client):
     async def _recover(self) -> None:
         """At start-up: answer the deliveries left unfinished; with jobs, queue those that have no job
         waiting or running (another process may be answering the rest right now)."""
-        await self._recorded.recover(self._answer_left_over)
-        await self.approval_flow.desk.recover()
 
-    def _answer_left_over(self, event_id: str, job: Job) -> None:
-        logger.info("answering %s left unfinished before the restart as a channel message", event_id)
-        self._spawn(self.answers.message(job), f"discord-recover-{event_id}")
+        def answer(event_id: str, job: Job) -> None:
+            logger.info("answering %s left unfinished before the restart as a channel message", event_id)
+            self._spawn(self.answers.answer(job), f"discord-recover-{event_id}")
+
+        await self._recorded.recover(answer)
+        await self.approval_flow.desk.recover()
 
     async def _left_over(self, event_id: str, payload: str) -> Job | None:
         """The job of a recorded delivery, answered outside its delivery (a restart, a job): it waits
@@ -270,11 +267,7 @@ class NerveDiscordBot(discord.Client):
         job = await self._recorded.take(event_id)
         if job is None:
             return
-        interaction = self._held.take(event_id) if job.kind == "interaction" else None
-        if interaction is not None:
-            await self.answers.interaction(interaction, job)
-        else:
-            await self.answers.message(job)
+        await self.answers.answer(job, self._held.take(event_id) if job.kind == "interaction" else None)
 
     async def go_on(self, request_id: str) -> None:
         """The job of a parked turn with nothing left to wait for: its approval message shows the
@@ -294,30 +287,29 @@ class NerveDiscordBot(discord.Client):
         if incoming is None or incoming.event_id is None:
             return
         job = job_for(incoming, kind="message", channel_id=message.channel.id, message_id=message.id)
-        # Held from before the first await: discord.py runs each event as a task of its own.
-        async with self._intake.hold(job.key):
-            if await self._claimed(job):
-                await self._launch.event(job.event_id, job.key, lambda: self.answers.message(job))
+        await self._take(job)
 
-    async def _claimed(self, job: Job) -> bool:
+    async def _take(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
         """Claim a delivery in the inbox (a re-delivery is dropped; while stopping it is kept for the
-        next start): True when its turn is to be answered now. The caller holds its intake."""
-        if not await self.agent.inbox.claim_event(PLATFORM, job.event_id, job.to_json()):
-            logger.debug("ignoring re-delivered %s %s", job.kind, job.event_id)
-            return False
-        if self.stopping:
-            logger.info("kept %s for the next start: nerve is shutting down", job.event_id)
-            return False
-        return True
+        next start) and launch its turn, one conversation at a time, held from before the first
+        await (discord.py runs each event as a task of its own)."""
+        async with self._intake.hold(job.key):
+            if not await self.agent.inbox.claim_event(PLATFORM, job.event_id, job.to_json()):
+                logger.debug("ignoring re-delivered %s %s", job.kind, job.event_id)
+                return
+            if self.stopping:
+                logger.info("kept %s for the next start: nerve is shutting down", job.event_id)
+                return
+            if interaction is not None and self._launch.jobs is not None:
+                # Answered through its token if this process's worker takes the job in time.
+                self._held.hold(job.event_id, interaction)
+            await self._launch.event(job.event_id, job.key, lambda: self.answers.answer(job, interaction))
 
     # --- /ask --------------------------------------------------------------------------------------
 
     async def handle_ask(self, interaction: discord.Interaction[Any], question: str | None = None) -> None:
-        """Defer first (the 3-second deadline), then claim the delivery and run the turn in the background.
-
-        `question` is the turn's text when it is not the `question` option (a started prompt's text);
-        the interaction may then be deferred already.
-        """
+        """Defer first (the 3-second deadline), then claim the delivery and run the turn in the
+        background. `question` is a started prompt's text (the interaction may be deferred already)."""
         try:
             done = interaction.response.is_done()
             callback = None if done else await interaction.response.defer(thinking=True)
@@ -337,15 +329,7 @@ class NerveDiscordBot(discord.Client):
         job = job_for(
             incoming, kind="interaction", channel_id=interaction.channel_id or 0, message_id=answer_id or 0
         )
-        async with self._intake.hold(job.key):
-            if not await self._claimed(job):
-                return
-            if self._launch.jobs is not None:
-                # Answered through its token if this process's worker takes the job in time.
-                self._held.hold(job.event_id, interaction)
-            await self._launch.event(
-                job.event_id, job.key, lambda: self.answers.interaction(interaction, job)
-            )
+        await self._take(job, interaction)
 
     async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
         """Every interaction: a form opened before a restart has no modal here to take its submit."""
@@ -400,11 +384,11 @@ class CurrentClient:
         return jobs_runtime.job_handlers(PLATFORM, answer_event, go_on, answer_deferred)
 
 
+@dataclass
 class HeldInteractions:
     """The interactions this client received whose answer may still go through their token."""
 
-    def __init__(self) -> None:
-        self._held: dict[str, tuple[discord.Interaction[Any], float]] = {}
+    _held: dict[str, tuple[discord.Interaction[Any], float]] = field(default_factory=dict)
 
     def hold(self, event_id: str, interaction: discord.Interaction[Any]) -> None:
         now = time.monotonic()

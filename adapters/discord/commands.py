@@ -1,23 +1,19 @@
 """The slash commands (/connections and /connect are registered with the sign-ins).
 
-Their names, descriptions and options, and the help's list of them, come from the command table
-(`adapters.common.commands`); the handlers here answer them as Discord shows things.
-
-Each command acknowledges within Discord's 3-second deadline before doing anything slow: /ask,
-/reset and /approvals defer at once (a reset waits for a running turn in that conversation), /tools
-and /help answer directly from memory. `/prompt name: arguments:` starts a server's prompt whose
-text is then the question of an ordinary `/ask` turn; a mistake known within `ANSWER_WITHIN` (always
-so for what nerve checks itself) is told only to the person, a slower server is waited for behind a
-"thinking…" message, which then says what went wrong. Both its options complete as people type,
-`arguments` from the server's completion (bounded: Discord drops an autocomplete after 3 seconds).
+Names, descriptions and options come from the command table (`adapters.common.commands`). Each
+command acknowledges within Discord's 3 seconds before anything slow: /ask, /reset and /approvals
+defer at once, /tools and /help answer from memory. `/prompt name: arguments:` starts a server's
+prompt whose text is then an ordinary `/ask` question; a mistake known within `ANSWER_WITHIN` is told
+to the person alone, a slower server is waited for behind "thinking…". Its options complete as people
+type (bounded: Discord drops an autocomplete after 3 seconds).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import discord
 from discord import app_commands
@@ -33,24 +29,6 @@ from bot.agent import Agent
 from bot.errors import PromptError
 from bot.text import show_link_targets, split_markdown, truncate
 from bot.types import ConversationKey, Incoming, PromptSpec, RememberedApproval
-
-
-class CommandHost(Protocol):
-    """What the commands need of the bot: a Protocol, so this module never imports the bot's module."""
-
-    @property
-    def agent(self) -> Agent: ...
-
-    @property
-    def tree(self) -> app_commands.CommandTree[Any]: ...
-
-    @property
-    def settings(self) -> DiscordSettings: ...
-
-    async def handle_ask(
-        self, interaction: discord.Interaction[Any], question: str | None = None
-    ) -> None: ...
-
 
 logger = logging.getLogger(__name__)
 
@@ -132,13 +110,11 @@ def asked_here(interaction: discord.Interaction[Any]) -> Incoming:
     return Incoming(key=key, text="", user_id=str(user_id), place=place_in(guild_id, channel_id, user_id))
 
 
-def tools_text(bot: CommandHost, here: Incoming | None = None) -> list[str]:
-    """The tools offered in the place `here` (all of them without one), one line each.
-
-    The names and descriptions are the servers' words: they are shown as an answer is, every link
-    with its target in view (`[google.com](https://evil.example)` would show only "google.com")."""
+def tools_text(agent: Agent, here: Incoming | None = None) -> list[str]:
+    """The tools offered in the place `here` (all of them without one), one line each: the servers'
+    words, shown as an answer is, every link with its target in view."""
     lines = []
-    for tool in bot.agent.tools(here):
+    for tool in agent.tools(here):
         description = truncate((tool.description.strip().splitlines() or [""])[0], 150, at_word=True)[0]
         lines.append(f"• **{tool.name}** — {description}" if description else f"• **{tool.name}**")
     return safe_chunks("\n".join(lines), 2000) if lines else [NO_TOOLS]
@@ -175,23 +151,23 @@ def parse_revoke(text: str) -> tuple[str, str, str] | None:
 
 
 async def approvals_command(
-    bot: CommandHost, interaction: discord.Interaction[Any], revoke: str | None
+    agent: Agent, settings: DiscordSettings, interaction: discord.Interaction[Any], revoke: str | None
 ) -> None:
     """List remembered approvals, or revoke one; admins only, answered only to them."""
-    if str(interaction.user.id) not in bot.settings.admins:
+    if str(interaction.user.id) not in settings.admins:
         await tell(interaction, ADMINS_ONLY)
         return
-    if not bot.agent.approvals_on:
+    if not agent.approvals_on:
         await tell(interaction, NO_APPROVALS)
         return
     await interaction.response.defer(ephemeral=True, thinking=True)
     if revoke is None or not revoke.strip():
-        texts = approvals_text(await bot.agent.remembered_approvals())
+        texts = approvals_text(await agent.remembered_approvals())
     else:
         parts = parse_revoke(revoke)
         if parts is None:
             texts = [REVOKE_FORMAT]
-        elif await bot.agent.revoke_approval(*parts):
+        elif await agent.revoke_approval(*parts):
             place, server, tool = parts
             texts = [f"Revoked: `{server}/{tool}` in {place_name(place)} asks for approval again."]
         else:
@@ -200,36 +176,41 @@ async def approvals_command(
         await tell(interaction, text)
 
 
-def register(bot: CommandHost) -> None:
-    """Add the commands to the bot's tree (synced to Discord in `setup_hook`)."""
-    tree = bot.tree
+def register(
+    tree: app_commands.CommandTree[Any],
+    agent: Agent,
+    settings: DiscordSettings,
+    ask_with: Callable[[discord.Interaction[Any], str | None], Awaitable[None]],
+) -> None:
+    """Add the commands to the bot's tree (synced to Discord in `setup_hook`); `ask_with` runs a
+    question's turn (the bot's `handle_ask`, passed in so this module never imports the bot's)."""
 
     @slash(tree, "ask")
     async def ask(interaction: discord.Interaction[Any], question: str) -> None:
-        await bot.handle_ask(interaction)
+        await ask_with(interaction, None)
 
     @slash(tree, "prompt")
     async def prompt(interaction: discord.Interaction[Any], name: str, arguments: str | None = None) -> None:
-        question = await question_of(bot.agent, interaction, asked_here(interaction), name, arguments or "")
+        question = await question_of(agent, interaction, asked_here(interaction), name, arguments or "")
         if question is not None:
-            await bot.handle_ask(interaction, question)
+            await ask_with(interaction, question)
 
     @prompt.autocomplete("name")
     async def prompt_names(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        return name_choices(bot.agent, asked_here(interaction), current)
+        return name_choices(agent, asked_here(interaction), current)
 
     @prompt.autocomplete("arguments")
     async def prompt_arguments(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
         name = str(getattr(interaction.namespace, "name", None) or "")
-        return await argument_choices(bot.agent, asked_here(interaction), name, current)
+        return await argument_choices(agent, asked_here(interaction), name, current)
 
     @slash(tree, "tools")
     async def tools(interaction: discord.Interaction[Any]) -> None:
-        for chunk in tools_text(bot, asked_here(interaction)):
+        for chunk in tools_text(agent, asked_here(interaction)):
             await tell(interaction, chunk)
 
     @slash(tree, "reset")
@@ -239,26 +220,26 @@ def register(bot: CommandHost) -> None:
             await tell(interaction, RESET_NOWHERE)
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
-        await bot.agent.reset(key)
+        await agent.reset(key)
         await tell(interaction, RESET_DONE)
 
     @slash(tree, "approvals")
     async def approvals(interaction: discord.Interaction[Any], revoke: str | None = None) -> None:
-        await approvals_command(bot, interaction, revoke)
+        await approvals_command(agent, settings, interaction, revoke)
 
     @approvals.autocomplete("revoke")
     async def revoke_choices(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        if not bot.agent.approvals_on or str(interaction.user.id) not in bot.settings.admins:
+        if not agent.approvals_on or str(interaction.user.id) not in settings.admins:
             return []
-        found = [f"{r.place} {r.server}/{r.tool}" for r in await bot.agent.remembered_approvals()]
+        found = [f"{r.place} {r.server}/{r.tool}" for r in await agent.remembered_approvals()]
         matching = [text for text in found if current.lower() in text.lower() and len(text) <= 100]
         return [app_commands.Choice(name=text, value=text) for text in matching[:25]]
 
     @slash(tree, "help")
     async def help_command(interaction: discord.Interaction[Any]) -> None:
-        await tell(interaction, help_text(bot.settings))
+        await tell(interaction, help_text(settings))
 
     @tree.error
     async def on_error(interaction: discord.Interaction[Any], error: app_commands.AppCommandError) -> None:

@@ -33,11 +33,8 @@ TYPING_EVERY = 8.0  # Discord shows "typing…" for 10 s per trigger
 
 
 class ChannelGuard:
-    """Channels where Discord answered 403: we stop posting there until the bot restarts.
-
-    Retrying a channel we may not write to only earns more 403s, and Discord temporarily bans
-    bots that collect too many of them.
-    """
+    """Channels where Discord answered 403, left alone until the bot restarts: retrying only earns
+    more 403s, and Discord temporarily bans bots that collect too many."""
 
     def __init__(self) -> None:
         self._blocked: set[int] = set()
@@ -146,11 +143,8 @@ async def response_id(interaction: discord.Interaction[Any]) -> int | None:
 
 
 class ConversationOrder(KeyedLocks[ConversationKey]):
-    """One FIFO lock per conversation, held from the turn until its reply is posted.
-
-    The agent already runs one turn per conversation at a time, but posting happens after the turn:
-    without this, a quick second answer could overtake a first one still being posted.
-    """
+    """One FIFO lock per conversation, held from the turn until its reply is posted: posting happens
+    after the turn, so a quick second answer could overtake a first one still being posted."""
 
 
 CUSTOM_ID_PREFIX = "nerve:tools:"

@@ -51,12 +51,8 @@ def place_of(key: ConversationKey, user_id: str) -> Place:
 
 
 def answer_channel(key: ConversationKey) -> tuple[int, int | None]:
-    """Where a later answer in this conversation goes (channel id, guild id): its thread, or the DM.
-
-    A guild conversation's `thread` part is the thread's id (threads opened on a message take the
-    message's id), so an answer that comes after the turn, e.g. once a person approved its tool
-    calls, lands in the thread.
-    """
+    """Where a later answer in this conversation goes (channel id, guild id): its thread (the key's
+    `thread` part is the thread's id), or the DM."""
     if key.workspace == DM_WORKSPACE:
         return int(key.channel), None
     return int(key.thread), int(key.workspace)
@@ -86,11 +82,8 @@ def to_incoming(
     text: str | None = None,
 ) -> Incoming | None:
     """The `Incoming` for a message or a slash command, or None when it is not for the bot.
-
-    For an `/ask` in a plain guild channel, `answer_id` is the id of the (deferred) answer message,
-    on which the thread for follow-ups will be opened. `text`, for a command, is the question when
-    it is not the `question` option (a started prompt's text).
-    """
+    `answer_id` is `/ask`'s deferred answer (a thread opens on it in a plain channel); `text` is a
+    started prompt's text instead of the `question` option."""
     if isinstance(source, discord.Message):
         return _from_message(source, bot_user_id)
     return _from_interaction(source, answer_id, text)
@@ -135,19 +128,14 @@ def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id:
     )
 
 
-def command_option(interaction: discord.Interaction[Any], name: str) -> str:
-    """A string option of a slash command, read from the raw interaction data."""
-    data: Any = interaction.data or {}
-    for option in data.get("options", []) or []:
-        if option.get("name") == name:
-            return str(option.get("value", ""))
-    return ""
-
-
 def _from_interaction(
     interaction: discord.Interaction[Any], answer_id: int | None, text: str | None = None
 ) -> Incoming | None:
-    text = (command_option(interaction, "question") if text is None else text).strip()
+    if text is None:  # the `question` option, read from the raw interaction data
+        data: Any = interaction.data or {}
+        options = data.get("options", []) or []
+        text = next((str(o.get("value", "")) for o in options if o.get("name") == "question"), "")
+    text = text.strip()
     if not text:
         return None
     user = interaction.user

@@ -3,7 +3,7 @@
 Questions and links are read from the turn's "ask" events; every answer (a form sent, a link
 opened, a decline) goes to the core as an answer to its ask (`Agent.answer`). Discord opens a modal
 only in answer to a click, never right after another modal, so a form is filled in steps
-(`input_modal`): each step's submit is checked with the shared validator (`bot.forms.check_answer`)
+(`input_message`): each step's submit is checked with the shared validator (`bot.forms.check_answer`)
 and answered, seen only by that person, "Step 1 of 3 done" with a "Continue" button; the last
 submit sends the whole form. What is wrong comes back, again only to them, with a "Fix" button that
 reopens the step with what they typed. Earlier steps are kept in memory per request and person: a
@@ -31,16 +31,20 @@ import discord
 from adapters.common.settle import answer_input, ended
 from adapters.discord.delivery import NO_MENTIONS, landed
 from adapters.discord.input_message import (
+    FIELDS_PER_STEP,
     InputBoard,
     InputClick,
+    InputModal,
+    Raw,
     Where,
     button_view,
     link_text,
     plain,
     request_message_at,
+    say,
     settled_text,
+    steps_of,
 )
-from adapters.discord.input_modal import FIELDS_PER_STEP, InputModal, Raw, say, steps_of
 from bot.agent import INPUT_EXPIRED as EXPIRED
 from bot.agent import INPUT_GONE as GONE
 from bot.agent import Agent
@@ -129,10 +133,9 @@ class InputFlow:
 
     async def clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None:
         user = str(interaction.user.id)
-        if click.action == "decline":
-            refused = await self._decline(interaction, click.request_id, user)
-        elif click.action == "open":
-            refused = await self._open_link(interaction, click.request_id, user)
+        if click.action in ("decline", "open"):
+            link = click.action == "open"
+            refused = await self._decline_or_open(interaction, click.request_id, user, link=link)
         else:
             refused = await self._open_form(interaction, click.request_id, user, click.step)
         if refused is not None and click.action != "step":
@@ -193,36 +196,27 @@ class InputFlow:
         )
         return None
 
-    async def _decline(
-        self, interaction: discord.Interaction[Any], request_id: str, user: str
+    async def _decline_or_open(
+        self, interaction: discord.Interaction[Any], request_id: str, user: str, *, link: bool
     ) -> InputOutcome | None:
+        """A decline, or (URL mode) the asker agreeing to open the link: only then do they get it."""
         if not await _acknowledge(interaction):
             return None
-        outcome = await answer_input(self.agent, request_id, user, Decline())
-        if outcome.changed:
-            self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
-            return None
-        await say(interaction, outcome.note or GONE)
-        return outcome
-
-    async def _open_link(
-        self, interaction: discord.Interaction[Any], request_id: str, user: str
-    ) -> InputOutcome | None:
-        """URL mode: the asker agrees to open the link; only then do they get it."""
-        if not await _acknowledge(interaction):
-            return None
-        opened = await self.agent.open_input(request_id, user)
-        request = opened.request
-        if opened.note is not None or request is None or request.mode != "url" or not request.url:
-            await say(interaction, opened.note or NOT_A_LINK)
-            return opened
-        outcome = await answer_input(self.agent, request_id, user, LinkOpened())
+        url = None
+        if link:
+            opened = await self.agent.open_input(request_id, user)
+            request = opened.request
+            if opened.note is not None or request is None or request.mode != "url" or not request.url:
+                await say(interaction, opened.note or NOT_A_LINK)
+                return opened
+            url = request.url
+        outcome = await answer_input(self.agent, request_id, user, LinkOpened() if link else Decline())
         if not outcome.changed:
             await say(interaction, outcome.note or GONE)
             return outcome
         self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
-        text, view = link_text(request.url)
-        await say(interaction, text, view)
+        if url is not None:
+            await say(interaction, *link_text(url))
         return None
 
     # --- submits -------------------------------------------------------------------------------------

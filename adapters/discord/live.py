@@ -1,15 +1,11 @@
 """The answer shown as it is written: messages edited in place, throttled, then the final answer.
 
 Discord has no streaming API. The progress sink only records the turn so far (`LiveView`, laid out
-as the final answer is: text split by `split_markdown`, then the tool lines, so the final answer
-replaces the live one without moving anything) and wakes a writer task, so a slow or rate-limited
-edit never holds up the model's stream. The writer shows the first text at once, then edits at most
-once every `every` seconds (Discord allows about five edits per 5 s per channel), always with the
-newest text: a 429 that discord.py waits out only delays the next edit.
-
-`stop()` ends the writer without cutting an edit in flight (a late live edit would overwrite the
-final answer); `deliver()` then turns the messages shown into the final answer, reusing them, so an
-answer is always the same messages, never a second copy.
+as the final answer is) and wakes a writer task, so a slow or rate-limited edit never holds up the
+model's stream. The writer edits at most once every `every` seconds (Discord allows about five edits
+per 5 s per channel), always with the newest text. `stop()` ends it without cutting an edit in
+flight (a late edit would overwrite the final answer); `deliver()` then turns the messages shown into
+the final answer, so an answer is always the same messages, never a second copy.
 """
 
 from __future__ import annotations
@@ -123,12 +119,8 @@ class LiveAnswer:
             return True
         i = 0
         while i < len(chunks):
-            chunk = chunks[i]
-            page_view = view if i == len(chunks) - 1 else None
-            if i < len(self.pages):
-                if self._shown[i] == chunk and page_view is None:
-                    i += 1
-                    continue
+            chunk, page_view = chunks[i], view if i == len(chunks) - 1 else None
+            if i < len(self.pages) and (self._shown[i] != chunk or page_view is not None):
                 try:
                     await self.pages[i].edit(chunk, view=page_view)
                 except PageGone as exc:
@@ -150,7 +142,7 @@ class LiveAnswer:
                     self._abandon(i)
                     continue
                 self._shown[i] = chunk
-            else:
+            elif i >= len(self.pages):
                 page = await self._poster.post(chunk, view=page_view)
                 if page is None:
                     self._broken = True

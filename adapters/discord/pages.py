@@ -1,17 +1,14 @@
 """Where a live answer's messages go: channel messages, or an interaction's response and follow-ups.
 
-A `Page` is one message the answer is shown in, edited in place; a `Poster` adds the next one. For a
-mention or a DM the pages are channel messages, the first a reply to the user's message. For `/ask`
-the first page is the deferred response and the next ones are follow-ups through the interaction's
-token; that token expires after 15 minutes (Discord then answers 404 Unknown Webhook), and from then
-on the answer goes on as channel messages replying to the response.
+A `Page` is one message the answer is shown in, edited in place; a `Poster` adds the next one. For
+a mention or a DM they are channel messages, the first a reply; for `/ask` the deferred response and
+follow-ups, until the token expires (15 minutes), then channel messages replying to the response.
 
-With jobs, a turn's channel pages are kept (`TurnPages`): a job runs again when the process running
-it died or drained mid-answer, so each page is recorded in the posts ledger (`discord:<event id>`)
-as soon as Discord created it, and marked gone once deleted or uneditable. A second run edits the
-pages still there and posts only what is missing, so the person sees one answer; an answer's files
-go up once. A page created in the moment before its id was recorded is posted again (Discord's
-message nonces cannot close that gap: they are checked only for minutes).
+With jobs, a turn's channel pages are kept (`TurnPages`): a job runs again when its process died or
+drained mid-answer, so each page is recorded in the posts ledger as soon as Discord created it and
+marked gone once deleted or uneditable; a second run edits those still there and posts only what is
+missing, and the files go up once. A page created just before its id was recorded is posted again
+(Discord's message nonces are checked only for minutes).
 """
 
 from __future__ import annotations

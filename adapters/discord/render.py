@@ -130,10 +130,8 @@ def _quiet_outside_code(text: str) -> str:
 
 def safe_text(text: str) -> str:
     """Model-written Markdown as Discord should show it: every link shows where it goes, and no URL
-    is previewed. A preview is Discord fetching the address at once, without anyone clicking: a link
-    whose query string carries what was said in the conversation would hand it over. `<url>` keeps
-    the link clickable without one. URLs in code blocks are left alone (Discord neither links nor
-    previews them)."""
+    is previewed (`<url>`): a preview fetches the address at once, and a query string carrying the
+    conversation would hand it over. Code blocks are left alone (Discord neither links nor previews)."""
     return _quiet_outside_code(show_link_targets(text))
 
 
@@ -236,8 +234,7 @@ def _text_embed(
 
 @dataclass(frozen=True, slots=True)
 class EmbedsMessage:
-    """A message of embeds within Discord's limits (the "Tool results", an approval message);
-    `file_text` is set when something did not fit, and is attached in full as `filename`."""
+    """A message of embeds within Discord's limits; what did not fit is attached in full as a file."""
 
     content: str
     embeds: list[discord.Embed]
@@ -251,19 +248,13 @@ class EmbedsMessage:
         return discord.File(io.BytesIO(data), filename=self.filename)
 
 
-def _detail_items(attachments: tuple[Attachment, ...]) -> list[tuple[Attachment, Resource | None]]:
-    """Each call, then each text it returned: one embed apiece, in the order they happened."""
-    items: list[tuple[Attachment, Resource | None]] = []
-    for a in attachments:
-        items.append((a, None))
-        items += [(a, r) for r in a.resources if kind_of(r) == "text"]
-    return items
-
-
 def results_view(attachments: tuple[Attachment, ...]) -> EmbedsMessage:
     """Embeds for up to ten tool calls and their texts, sized to fit 6,000 characters together; the
     rest, and whatever had to be shortened, as a file."""
-    items = _detail_items(attachments)
+    # Each call, then each text it returned: one embed apiece, in the order they happened.
+    items: list[tuple[Attachment, Resource | None]] = [
+        (a, r) for a in attachments for r in (None, *(t for t in a.resources if kind_of(t) == "text"))
+    ]
     shown = items[:EMBEDS_PER_MESSAGE]
     if not shown:
         return EmbedsMessage("This answer used no tools.", [], None, RESULTS_FILENAME)
@@ -360,11 +351,8 @@ def reply_files(attachments: tuple[Attachment, ...]) -> ReplyFiles | None:
 
 
 class ResultsCache:
-    """Tool results by reply reference, the newest `capacity` kept (least recently used go first).
-
-    Kept in memory on purpose: the results are also in the conversation store, and after a restart
-    the button says plainly that they are gone rather than the bot keeping a second copy on disk.
-    """
+    """Tool results by reply reference, the newest `capacity` kept; in memory on purpose (they are in
+    the conversation store): after a restart the button says they are gone, no second copy on disk."""
 
     def __init__(self, capacity: int = 512) -> None:
         self._capacity = capacity

@@ -42,19 +42,12 @@ def user_of(person: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
-def link_text(needed: SignInNeeded, expires_in: float) -> str:
-    return sign_in_note(f"**{needed.server}**", expires_in)
-
-
-def link_view(needed: SignInNeeded) -> discord.ui.View:
-    """One link button: it opens the sign-in page in the browser (Discord sends us no click)."""
+def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, discord.ui.View]:
+    """The note and a link button to the sign-in page (a link button: Discord sends us no click)."""
     view = discord.ui.View(timeout=None)
-    view.add_item(
-        discord.ui.Button(
-            style=discord.ButtonStyle.link, label=truncate(f"Connect {needed.server}", 80)[0], url=needed.url
-        )
-    )
-    return view
+    label = truncate(f"Connect {needed.server}", 80)[0]
+    view.add_item(discord.ui.Button(style=discord.ButtonStyle.link, label=label, url=needed.url))
+    return sign_in_note(f"**{needed.server}**", expires_in), view
 
 
 class DisconnectButton(ClickButton, template=DISCONNECT_TEMPLATE):
@@ -134,14 +127,13 @@ class SignInLinks:
     expires_in: float
 
     def for_turn(self, interaction: discord.Interaction[Any] | None = None) -> TurnLinks:
-        """The links of one turn; without an interaction (a mention, a DM, a turn that goes on
-        later) each goes by DM."""
+        """One turn's links; without an interaction (a mention, a DM, a later turn) each goes by DM."""
         return TurnLinks(self, interaction)
 
     async def follow_up(self, interaction: discord.Interaction[Any] | None, needed: SignInNeeded) -> bool:
         if interaction is None or interaction.is_expired():
             return False
-        sent = tell(interaction, link_text(needed, self.expires_in), link_view(needed))
+        sent = tell(interaction, *link_message(needed, self.expires_in))
         return await landed(sent, "no ephemeral sign-in link; sending a DM instead", level=logging.INFO)
 
     def send_dm(self, needed: SignInNeeded) -> None:
@@ -155,7 +147,7 @@ class SignInLinks:
 
         async def send() -> None:
             channel = await self.client.create_dm(discord.Object(id=user_id))
-            text, view = link_text(needed, self.expires_in), link_view(needed)
+            text, view = link_message(needed, self.expires_in)
             await channel.send(text, view=view, allowed_mentions=NO_MENTIONS)
 
         # Never in the channel instead: the link would let anyone sign in as this person.
