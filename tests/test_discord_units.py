@@ -13,7 +13,7 @@ import discord
 import pytest
 
 from adapters.discord.app import RestartPolicy, run_discord
-from adapters.discord.approval_message import (
+from adapters.discord.approvals import (
     CUSTOM_ID_LIMIT,
     TEMPLATE,
     approval_message,

@@ -16,7 +16,7 @@ from typing import Any
 
 import discord
 
-from adapters.discord.approval_flow import ApprovalFlow
+from adapters.discord.approvals import ApprovalFlow
 from adapters.discord.delivery import (
     ChannelGuard,
     ConversationOrder,
@@ -41,7 +41,7 @@ from adapters.discord.pages import (
     post_files,
 )
 from adapters.discord.render import ResultsCache, reply_chunks
-from adapters.discord.sign_in import SignInLinks
+from adapters.discord.sign_in import SignInLinks, TurnLinks
 from bot.agent import Agent, PostRecords
 from bot.text import truncate
 from bot.types import AgentReply, ApprovalPrompt, ConversationKey
@@ -99,7 +99,7 @@ class TurnAnswers:
                 kept = answer = TurnPages(self.records, job.event_id, poster)
                 pages = list(await kept.load())
             live = LiveAnswer(answer, pages=pages, every=self.edit_every())
-            links = self.sign_ins.for_turn(interaction)
+            links = TurnLinks(self.sign_ins, interaction)
             where = Where(channel=channel, channel_id=job.channel_id, reference=reference)
             progress = links.watch(self.inputs.sink(live.progress, where))
             async with typing(channel) if interaction is None else contextlib.nullcontext():

@@ -35,8 +35,7 @@ from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.common.tasks import Owned
 from adapters.discord import commands as discord_commands
 from adapters.discord.answering import TurnAnswers
-from adapters.discord.approval_flow import ApprovalFlow
-from adapters.discord.approval_message import ApprovalButton
+from adapters.discord.approvals import ApprovalButton, ApprovalFlow
 from adapters.discord.delivery import (
     NO_MENTIONS,
     ChannelGuard,
@@ -50,7 +49,7 @@ from adapters.discord.input_message import InputBoard, InputButton
 from adapters.discord.live import EDIT_EVERY
 from adapters.discord.render import ResultsCache
 from adapters.discord.settings import DiscordSettings
-from adapters.discord.sign_in import DisconnectButton, SignInLinks
+from adapters.discord.sign_in import DisconnectButton, SignInLinks, TurnLinks
 from adapters.discord.sign_in import register as register_sign_in
 from adapters.jobs_runtime import Launcher
 from adapters.up_line import log_up
@@ -135,7 +134,7 @@ class NerveDiscordBot(discord.Client):
             post=lambda key, reply, reply_to: self.answers.post_to_conversation(key, reply, reply_to),
             spawn=self._spawn,
             launch=self._launch,
-            progress_for=lambda key: self.sign_in_links.for_turn().watch(
+            progress_for=lambda key: TurnLinks(self.sign_in_links).watch(
                 self.input_flow.sink(no_progress, self.answers.where_of(key))
             ),
         )

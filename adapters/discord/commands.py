@@ -19,7 +19,7 @@ import discord
 from discord import app_commands
 
 from adapters.common.commands import DISCORD, Command, command_on, offered_on
-from adapters.discord.approval_message import person
+from adapters.discord.approvals import person
 from adapters.discord.delivery import NO_MENTIONS, landed, tell
 from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
 from adapters.discord.render import safe_chunks, safe_text

@@ -173,10 +173,11 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
         label: str,
         style: discord.ButtonStyle = discord.ButtonStyle.secondary,
         row: int | None = None,
+        emoji: str | None = None,
     ) -> None:
-        custom_id = self.click_id(click)
+        label, custom_id = truncate(label, 80)[0], self.click_id(click)
         super().__init__(
-            discord.ui.Button(label=truncate(label, 80)[0], style=style, custom_id=custom_id, row=row)
+            discord.ui.Button(label=label, style=style, custom_id=custom_id, row=row, emoji=emoji)
         )
         self.click = click
 
@@ -206,31 +207,21 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
             await flow.clicked(interaction, self.click)
 
 
-class ToolResultsButton(
-    discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"nerve:tools:(?P<ref>[0-9a-f]{1,32})"
-):
-    """A persistent button; the click is answered within Discord's 3 seconds (nothing slow runs)."""
+class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,32})"):
+    """The "Tool results" button, carrying its reply's reference; its click is answered here,
+    within Discord's 3 seconds (nothing slow runs)."""
 
-    def __init__(self, ref: str) -> None:
-        super().__init__(
-            discord.ui.Button(
-                label="Tool results",
-                style=discord.ButtonStyle.secondary,
-                emoji="🔧",
-                custom_id=CUSTOM_ID_PREFIX + ref,
-            )
-        )
-        self.ref = ref
+    @staticmethod
+    def click_id(ref: str) -> str:
+        return CUSTOM_ID_PREFIX + ref
 
-    @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction[Any], item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> ToolResultsButton:
-        return cls(match["ref"])
+    @staticmethod
+    def read(match: re.Match[str]) -> str:
+        return match["ref"]
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         cache = getattr(interaction.client, "results", None)
-        attachments = cache.get(self.ref) if isinstance(cache, ResultsCache) else None
+        attachments = cache.get(self.click) if isinstance(cache, ResultsCache) else None
         if attachments is None:
             await tell(interaction, GONE)
             return
@@ -242,5 +233,5 @@ class ToolResultsButton(
 def results_button_view(ref: str) -> discord.ui.View:
     """A view holding the button; no timeout, since the button must outlive this process."""
     view = discord.ui.View(timeout=None)
-    view.add_item(ToolResultsButton(ref))
+    view.add_item(ToolResultsButton(ref, label="Tool results", emoji="🔧"))
     return view

@@ -70,10 +70,6 @@ def strip_mention(text: str, bot_user_id: int) -> str:
     return re.sub(rf"<@!?{bot_user_id}>", "", text).strip()
 
 
-def _name(user: discord.abc.User) -> str:
-    return user.display_name or user.name
-
-
 def to_incoming(
     source: discord.Message | discord.Interaction[Any],
     bot_user_id: int,
@@ -122,7 +118,7 @@ def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id:
         key=key,
         text=text,
         user_id=str(user.id),
-        user_name=_name(user),
+        user_name=user.display_name or user.name,
         event_id=event_id,
         place=place_of(key, str(user.id)),
     )
@@ -138,9 +134,7 @@ def _from_interaction(
     text = text.strip()
     if not text:
         return None
-    user = interaction.user
-    event_id = f"i:{interaction.id}"
-    channel = interaction.channel
+    user, channel = interaction.user, interaction.channel
     channel_id = interaction.channel_id or (channel.id if channel else 0)
     if interaction.guild_id is None:
         key = dm_key(channel_id, user.id)
@@ -148,7 +142,7 @@ def _from_interaction(
         key = thread_key(interaction.guild_id, channel.parent_id, channel.id)
     else:
         key = thread_key(interaction.guild_id, channel_id, answer_id or interaction.id)
-    return _incoming(key, text, user, event_id)
+    return _incoming(key, text, user, f"i:{interaction.id}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

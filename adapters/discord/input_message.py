@@ -30,8 +30,7 @@ from adapters.common import cards
 from adapters.common.refs import message_ref
 from adapters.common.settle import Settled
 from adapters.common.tasks import Spawn
-from adapters.discord.approval_flow import parse_message_ref
-from adapters.discord.approval_message import person
+from adapters.discord.approvals import parse_message_ref, person
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ClickButton, landed, send_message, tell
 from adapters.discord.render import MESSAGE_LIMIT
 from adapters.resources import link_host

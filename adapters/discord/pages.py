@@ -155,13 +155,13 @@ class InteractionPage:
             logger.debug("could not delete follow-up %s: %s", self.followup.id, exc)
 
 
+@dataclass(eq=False)
 class InteractionPoster:
     """Follow-ups through the token while it lasts, then channel messages replying to the response."""
 
-    def __init__(self, interaction: discord.Interaction[Any], fallback: ChannelPoster) -> None:
-        self._interaction = interaction
-        self._fallback = fallback
-        self._expired = False
+    _interaction: discord.Interaction[Any]
+    _fallback: ChannelPoster
+    _expired: bool = False
 
     def gone(self) -> None:
         """The token stopped working: post everything after this in the channel."""

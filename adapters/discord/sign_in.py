@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import discord
@@ -88,13 +88,14 @@ def connections_message(
     return truncate("\n".join(lines), 2000)[0], view
 
 
+@dataclass(eq=False)
 class TurnLinks:
-    """The sign-in links one turn asks for: an interaction's come after its answer, the rest by DM."""
+    """The sign-in links one turn asks for: an interaction's come after its answer; without one (a
+    mention, a DM, a turn that goes on later) each goes by DM."""
 
-    def __init__(self, links: SignInLinks, interaction: discord.Interaction[Any] | None) -> None:
-        self._links = links
-        self._interaction = interaction
-        self._pending: list[SignInNeeded] = []
+    _links: SignInLinks
+    _interaction: discord.Interaction[Any] | None = None
+    _pending: list[SignInNeeded] = field(default_factory=list)
 
     def watch(self, forward: Progress) -> Progress:
         async def progress(event: TurnEvent) -> None:
@@ -125,10 +126,6 @@ class SignInLinks:
     spawn: Spawn
     _: KW_ONLY
     expires_in: float
-
-    def for_turn(self, interaction: discord.Interaction[Any] | None = None) -> TurnLinks:
-        """One turn's links; without an interaction (a mention, a DM, a later turn) each goes by DM."""
-        return TurnLinks(self, interaction)
 
     async def follow_up(self, interaction: discord.Interaction[Any] | None, needed: SignInNeeded) -> bool:
         if interaction is None or interaction.is_expired():
