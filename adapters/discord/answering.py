@@ -20,7 +20,6 @@ from adapters.discord.approvals import ApprovalFlow
 from adapters.discord.delivery import (
     ChannelGuard,
     ConversationOrder,
-    new_ref,
     reply_reference,
     response_id,
     results_button_view,
@@ -171,8 +170,7 @@ class TurnAnswers:
         channel = self.client.get_partial_messageable(channel_id, guild_id=guild_id)
         approval = reply.approval
         if approval is not None:
-            posted = await self.approvals.post_prompt(channel, channel_id, approval, reference)
-            return posted is not None
+            return await self.approvals.post_prompt(channel, channel_id, approval, reference)
         # Posted in order, the first as a reply and the view on the last, up to the first failure.
         poster = ChannelPoster(channel, guard=self.guard, channel_id=channel_id, reference=reference)
         sent = LiveAnswer(poster)
@@ -202,12 +200,8 @@ class TurnAnswers:
         )
 
     def _render(self, reply: AgentReply) -> tuple[list[str], discord.ui.View | None]:
-        chunks = reply_chunks(reply)
-        if not reply.attachments:
-            return chunks, None
-        ref = new_ref()
-        self.results.put(ref, reply.attachments)
-        return chunks, results_button_view(ref)
+        view = results_button_view(self.results, reply.attachments) if reply.attachments else None
+        return reply_chunks(reply), view
 
     async def _open_thread(self, job: Job) -> None:
         """Open the follow-up thread on the message whose id the conversation key already carries."""

@@ -1,19 +1,15 @@
 """Approvals on Discord: the approval message, its buttons, and Discord's side of the approval desk.
 
-One message per waiting batch of calls says what waits, why, who may decide and until when; one
-embed per call shows the server, the tool, the arguments in full and the outcome. What is too long
-for embeds is attached in full, so what a person approves is exactly what they could read. The
-message is rebuilt from the stored request each time, so any process can redraw it. Each button's
-custom_id carries all a click needs (action, request, call, the start of the hash of what was
-shown), so a click works in any process, after a restart too, and decides only the call it was
-drawn for.
-
-Nothing waits for the person: the message is posted and its reference stored, and a click is
-decided by the shared desk (`adapters.common.desk`), which redraws the message and lets the turn go
-on. Discord's rules are here: the click acknowledged within 3 seconds, the decision shown through
-the click's interaction (or by editing the stored message), the clicker told privately why nothing
-changed. A resumed turn reports to the conversation's sink (`progress_for`), so what its servers ask
-is shown there; with jobs it runs as a job any process takes (`launch`), else as a task here.
+One message per waiting batch of calls says what waits, why, who may decide and until when, with an
+embed per call (server, tool, arguments in full, outcome); what is too long is attached in full, so
+a person approves exactly what they could read. It is rebuilt from the stored request each time, so
+any process can redraw it. A button's custom_id carries all its click needs (action, request, call,
+the start of the hash of what was shown), so it works in any process, after a restart too, and
+decides only the call it was drawn for. Nothing waits for the person: the message is posted and its
+reference stored, and a click is decided by the shared desk (`adapters.common.desk`), acknowledged
+within Discord's 3 seconds, its outcome shown through the click's interaction (or by editing the
+stored message). A resumed turn reports to the conversation's sink (`progress_for`); with jobs it is
+a job any process takes (`launch`), else a task here.
 """
 
 from __future__ import annotations
@@ -321,8 +317,8 @@ class ApprovalFlow:
         channel_id: int,
         prompt: ApprovalPrompt,
         reference: discord.MessageReference | None = None,
-    ) -> discord.Message | None:
-        """Post the approval message as a channel message and store where it is."""
+    ) -> bool:
+        """Post the approval message as a channel message and store where it is; False if it failed."""
         shown = approval_message(prompt)
         message = await send_message(
             channel,
@@ -336,9 +332,9 @@ class ApprovalFlow:
         )
         if message is None:
             logger.warning("could not post the approval message of request %s", prompt.request_id)
-            return None
+            return False
         await self._store_ref(prompt, channel_id, message.id)
-        return message
+        return True
 
     async def show_in_interaction(
         self, interaction: discord.Interaction[Any], prompt: ApprovalPrompt, channel_id: int, message_id: int

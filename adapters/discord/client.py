@@ -2,18 +2,15 @@
 
 Exactly-once: every delivery is claimed in the agent's inbox (re-deliveries are dropped) and marked
 finished once answered; at start-up, deliveries a crash left are answered as channel messages (an
-interaction's token does not last that long). Turns run in `answering`; approvals, questions and
-sign-ins have their own flows. DISCORD_API_BASE_URL and DISCORD_GATEWAY_URL set discord.py's class
-attributes: process-wide, so one process talks to one Discord.
+interaction's token does not last that long). DISCORD_API_BASE_URL and DISCORD_GATEWAY_URL set
+discord.py's class attributes: process-wide, so one process talks to one Discord.
 
-With NERVE_DATABASE_URL, every `nerve discord` process on one database shares the work as jobs: the
-process whose shard receives a delivery records it and queues a `discord.event` job, which the
-worker of whichever process is free answers; a parked turn goes on as a `discord.resume` job and the
-messages that waited behind it as `discord.deferred` (`adapters.jobs_runtime`), one conversation's
-jobs in order. An interaction's token answers only in the process that received it, for 15 minutes:
-that process holds it (`HeldInteractions`); any other answers as after a restart. The worker lives
-as long as the process, a client does not: `CurrentClient` hands each job to the client logged in
-now, and a client that closes cuts its jobs off, back to the queue (`run_job`).
+With NERVE_DATABASE_URL, every `nerve discord` process on one database shares the work as jobs
+(`adapters.jobs_runtime`): a delivery, a parked turn going on, the messages that waited behind it,
+one conversation's in order, on whichever process's worker is free. An interaction's token answers
+only in the process that received it, for 15 minutes, which holds it (`HeldInteractions`); any other
+answers as after a restart. The worker outlives clients: `CurrentClient` hands each job to the
+client logged in now, and a client that closes cuts its jobs off, back to the queue (`run_job`).
 """
 
 from __future__ import annotations
@@ -268,15 +265,6 @@ class NerveDiscordBot(discord.Client):
             return
         await self.answers.answer(job, self._held.take(event_id) if job.kind == "interaction" else None)
 
-    async def go_on(self, request_id: str) -> None:
-        """The job of a parked turn with nothing left to wait for: its approval message shows the
-        outcome, the turn answers once, then the messages that waited behind it are answered."""
-        await self.approval_flow.desk.go_on_here(request_id)
-
-    async def answer_deferred(self, key: ConversationKey) -> None:
-        """The job of the messages that waited in a conversation whose turn is no longer parked."""
-        await self.approval_flow.answer_deferred(key)
-
     # --- messages ----------------------------------------------------------------------------------
 
     async def on_message(self, message: discord.Message) -> None:
@@ -375,10 +363,12 @@ class CurrentClient:
             await on_client(lambda c: c.answer_event(event_id), f"discord-job-{event_id}")
 
         async def go_on(request_id: str) -> None:
-            await on_client(lambda c: c.go_on(request_id), f"discord-resume-{request_id}")
+            await on_client(
+                lambda c: c.approval_flow.desk.go_on_here(request_id), f"discord-resume-{request_id}"
+            )
 
         async def answer_deferred(key: ConversationKey) -> None:
-            await on_client(lambda c: c.answer_deferred(key), f"discord-deferred-{key}")
+            await on_client(lambda c: c.approval_flow.answer_deferred(key), f"discord-deferred-{key}")
 
         return jobs_runtime.job_handlers(PLATFORM, answer_event, go_on, answer_deferred)
 

@@ -24,7 +24,7 @@ import discord
 from adapters.discord.render import ResultsCache, results_view
 from bot.agent import KeyedLocks
 from bot.text import truncate
-from bot.types import ConversationKey
+from bot.types import Attachment, ConversationKey
 
 logger = logging.getLogger(__name__)
 
@@ -154,10 +154,6 @@ GONE = (
 )
 
 
-def new_ref() -> str:
-    return secrets.token_hex(8)
-
-
 class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
     """A button that outlives this process: its custom_id carries its click (`click_id`, read back by
     `read`), so discord.py hands a click, in whichever process receives it, to `clicked` of the
@@ -230,8 +226,11 @@ class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,3
         await tell(interaction, shown.content, embeds=shown.embeds, **file)
 
 
-def results_button_view(ref: str) -> discord.ui.View:
-    """A view holding the button; no timeout, since the button must outlive this process."""
+def results_button_view(results: ResultsCache, attachments: tuple[Attachment, ...]) -> discord.ui.View:
+    """The tool results kept under a new reference, and a view holding their button; no timeout,
+    since the button must outlive this process."""
+    ref = secrets.token_hex(8)
+    results.put(ref, attachments)
     view = discord.ui.View(timeout=None)
     view.add_item(ToolResultsButton(ref, label="Tool results", emoji="🔧"))
     return view

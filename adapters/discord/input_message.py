@@ -2,18 +2,16 @@
 
 The message says which server asks, for which call, what, who may answer and until when, with
 "Fill in" (form) or "Open" (URL) and "Decline"; a link's host is shown large on a line of its own,
-so nobody opens it without seeing where it leads. A request nerve refused to show (a secret, an
-unsafe link) is a note without buttons. "Open" is a button, not a link button: Discord tells nobody
-when a link button is clicked, and the server must learn that its person agreed; the click gives
-the asker alone the link. Buttons carry their request id, so clicks work after a restart. Once the
-request ends its message loses its buttons and says how it ended; where it is, is stored with the
-request, so any process can edit it. Everything a server wrote is escaped.
+so nobody opens it without seeing where it leads. "Open" is a button, not a link button: Discord
+tells nobody when a link button is clicked, and the server must learn that its person agreed. A
+request nerve refused to show is a note without buttons. Buttons carry their request id (clicks work
+after a restart); once the request ends its message, stored with the request so any process can
+edit it, loses them and says how it ended. Everything a server wrote is escaped.
 
-The form is shown as modals of at most five fields (a modal's limit), a step each (`input_flow`
-checks and chains them): text-like fields are text inputs with the hint as placeholder and the
-default (or what was typed) pre-filled; choices and yes/no are selects (a choice with more options
-than a select holds is typed, the validator reads labels too), each in a `Label`. Option values are
-positions in the field's options, so any value a server uses fits Discord.
+The form is shown as modals of at most five fields, a step each (`input_flow` checks and chains
+them): text-like fields are text inputs with the hint as placeholder and the default (or what was
+typed) pre-filled, choices and yes/no are selects (typed when there are too many options). Option
+values are positions in the field's options, so any value a server uses fits Discord.
 """
 
 from __future__ import annotations
