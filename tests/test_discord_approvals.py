@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from adapters.discord.app import NerveDiscordBot
-from adapters.discord.approval_buttons import CUSTOM_ID_LIMIT, TEMPLATE
+from adapters.discord.approvals import CUSTOM_ID_LIMIT, TEMPLATE
 from bot.agent import Agent, AgentConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride

@@ -1,5 +1,5 @@
 """Discord turns as jobs on PostgreSQL: any `nerve discord` process's worker answers what the process
-owning the gateway shard received (`adapters.discord.jobs`).
+owning the gateway shard received (`adapters.discord.client`).
 
 Real discord.py against the local fake Discord, the real Agent and PostgresStore on a schema of its
 own at NERVE_TEST_DATABASE_URL, the real job queue (procrastinate) and the real `openai` client
@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from adapters.discord.app import NerveDiscordBot, new_bot, run_discord
-from adapters.discord.jobs import CurrentClient
+from adapters.discord.client import CurrentClient
 from adapters.jobs_runtime import drained, work
 from adapters.settings import Settings
 from bot.agent import Agent

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from adapters.discord import prompt_command
+from adapters.discord import commands as discord_commands
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
@@ -186,7 +186,7 @@ async def test_a_server_slower_than_discords_deadline_is_waited_for_behind_think
 ) -> None:
     # Not waiting at all for the server stands for a server slower than Discord's 3 seconds (what
     # nerve checks itself is still known at once and told only to the person).
-    monkeypatch.setattr(prompt_command, "ANSWER_WITHIN", 0.0)
+    monkeypatch.setattr(discord_commands, "ANSWER_WITHIN", 0.0)
     async with FakeLLMServer(echo) as llm, agent_for(llm, store, asks) as agent, running_bot(fake, agent):
         ada = fake.user("ada")
         started = await fake.slash(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.cli import main
-from adapters.discord.ops import gateway_up
+from adapters.discord.app import gateway_up
 from adapters.settings import Settings
 from bot.agent import Agent
 from bot.model.client import OpenAILLM

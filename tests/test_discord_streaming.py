@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from adapters.discord.live_view import LiveView, layout
-from adapters.discord.render import MESSAGE_LIMIT
+from adapters.discord.live import LiveView
+from adapters.discord.render import MESSAGE_LIMIT, layout
 from bot.store.sqlite import SQLiteStore
 from bot.turn.loop import CUT_OFF_NOTE
 from bot.types import TurnEvent

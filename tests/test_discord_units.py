@@ -13,9 +13,10 @@ import discord
 import pytest
 
 from adapters.discord.app import RestartPolicy, run_discord
-from adapters.discord.approval_buttons import (
+from adapters.discord.approvals import (
     CUSTOM_ID_LIMIT,
     TEMPLATE,
+    approval_message,
     approval_view,
     batch_hash,
     call_ref,
@@ -23,13 +24,12 @@ from adapters.discord.approval_buttons import (
     parse,
     shown_hash,
 )
-from adapters.discord.approval_message import approval_message
 from adapters.discord.incoming import Job, answer_channel, dm_key, job_for, thread_key, to_incoming
-from adapters.discord.live_view import layout
 from adapters.discord.render import (
     EMBED_TOTAL_LIMIT,
     MESSAGE_LIMIT,
     ResultsCache,
+    layout,
     reply_chunks,
     results_view,
 )

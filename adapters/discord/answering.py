@@ -1,28 +1,33 @@
 """Answering a turn on Discord: the live answer, the reply, the approval message, the thread.
 
-A delivery (a message, or `/ask`'s interaction) runs its turn here with the turn's progress shown
-as it comes (`live.py`); what the turn asks people is read from its "ask" events (questions and
-links by `InputFlow`, sign-ins by `SignInLinks`) and, once it parks, from `AgentReply.waiting`
-(the approval message). Every delivery is marked answered once done (`_Delivery`), so only a stop
+A delivery (a message, or `/ask`'s interaction) runs its turn with its progress shown as it comes
+(`live.py`); its questions and links go to `InputFlow`, its sign-ins to `SignInLinks`, and a turn
+that parks shows its approval message. Every delivery is marked answered once done, so only a stop
 leaves it for the next start.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import discord
 
-from adapters.discord.approval_flow import ApprovalFlow
-from adapters.discord.delivery import ChannelGuard, ConversationOrder, Typing, reply_reference, send_chunks
+from adapters.discord.approvals import ApprovalFlow
+from adapters.discord.delivery import (
+    ChannelGuard,
+    ConversationOrder,
+    reply_reference,
+    response_id,
+    results_button_view,
+    typing,
+)
 from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel
 from adapters.discord.input_flow import InputFlow
 from adapters.discord.input_message import Where
-from adapters.discord.kept_pages import TurnPages
 from adapters.discord.live import LiveAnswer
 from adapters.discord.pages import (
     ChannelPage,
@@ -31,23 +36,18 @@ from adapters.discord.pages import (
     InteractionPoster,
     Page,
     Poster,
+    TurnPages,
     post_files,
 )
 from adapters.discord.render import ResultsCache, reply_chunks
-from adapters.discord.sign_in import SignInLinks
-from adapters.discord.views import new_ref, results_button_view
-from bot.agent import Agent, Inbox, PostRecords
+from adapters.discord.sign_in import SignInLinks, TurnLinks
+from bot.agent import Agent, PostRecords
 from bot.text import truncate
-from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Incoming, Progress
+from bot.types import AgentReply, ApprovalPrompt, ConversationKey
 
 logger = logging.getLogger(__name__)
 
 APOLOGY = "Sorry — something went wrong on my side while answering. Please try again in a moment."
-
-
-def thread_name(question: str) -> str:
-    """A thread title from the question: one line, within Discord's 100 characters."""
-    return truncate(" ".join(question.split()), 90)[0] or "nerve"
 
 
 @dataclass(eq=False)
@@ -61,7 +61,7 @@ class TurnAnswers:
     agent: Agent
     guard: ChannelGuard
     order: ConversationOrder
-    # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
+    # With jobs, a turn answered again goes on in the messages of the run before (`TurnPages`).
     records: PostRecords | None
     results: ResultsCache
     approvals: ApprovalFlow
@@ -77,129 +77,85 @@ class TurnAnswers:
         guild_id = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
         return self.client.get_partial_messageable(job.channel_id, guild_id=guild_id)
 
-    async def message(self, job: Job) -> None:
-        """A turn answered with channel messages: a reply to the user's message, then the thread."""
+    async def answer(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
+        """A turn answered with channel messages (a reply to the user's message), or in `/ask`'s
+        deferred response (`interaction`) and, after the token's 15 minutes or when Discord forgot
+        the webhook, in channel messages replying to it; then the thread."""
         async with self._delivery(job), self.order.hold(job.key):
-            if self.guard.blocked(job.channel_id):
+            if interaction is None and self.guard.blocked(job.channel_id):
                 return
             channel = self._channel(job)
-            guild_id = channel.guild.id if channel.guild else None
-            reference = None
-            if job.message_id:
-                reference = reply_reference(job.channel_id, job.message_id, guild_id)
+            guild_id = interaction.guild_id if interaction else channel.guild.id if channel.guild else None
+            reference = reply_reference(job.channel_id, job.message_id, guild_id) if job.message_id else None
             poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
             kept: TurnPages | None = None
-            shown: list[Page] = []
             answer: Poster = poster
-            if self.records is not None:
-                kept = TurnPages(
-                    self.records,
-                    job.event_id,
-                    channel,
-                    poster,
-                    guard=self.guard,
-                    channel_id=job.channel_id,
-                )
-                shown = list(await kept.load())
-                answer = kept
-            live = LiveAnswer(answer, pages=shown, every=self.edit_every())
-            progress = self.sign_ins.watch(
-                self.inputs.sink(
-                    live.progress, Where(channel=channel, channel_id=job.channel_id, reference=reference)
-                )
-            )
-            async with Typing(channel):
+            pages: list[Page] = []
+            if interaction is not None:
+                answer = InteractionPoster(interaction, poster)
+                pages = [InteractionPage(interaction)]
+            elif self.records is not None:
+                kept = answer = TurnPages(self.records, job.event_id, poster)
+                pages = list(await kept.load())
+            live = LiveAnswer(answer, pages=pages, every=self.edit_every())
+            links = TurnLinks(self.sign_ins, interaction)
+            where = Where(channel=channel, channel_id=job.channel_id, reference=reference)
+            progress = links.watch(self.inputs.sink(live.progress, where))
+            async with typing(channel) if interaction is None else contextlib.nullcontext():
                 try:
-                    reply = await self._run_turn(job.incoming, progress)
+                    reply = await self.agent.reply(job.incoming, progress)
+                except Exception:
+                    logger.exception("turn failed for %s", job.key)
+                    reply = AgentReply(text=APOLOGY)
                 finally:
                     await live.stop()
-            approval = reply.approval
-            if approval is not None:
-                await self._show_approval_live(live, job.channel_id, guild_id, reply, approval, reference)
+            if reply.approval is not None:
+                await self._show_approval(live, job, interaction, guild_id, reply, reply.approval)
             else:
                 chunks, view = self._render(reply)
                 await live.deliver(chunks, view)
-                if kept is None:
-                    await post_files(poster, reply.attachments)
-                elif reply.attachments and await kept.take_files():
-                    await post_files(poster, reply.attachments)
-                    await kept.files_done()
-            if job.open_thread:
-                await self._open_thread(job)
-
-    async def _show_approval_live(
-        self,
-        live: LiveAnswer,
-        channel_id: int,
-        guild_id: int | None,
-        reply: AgentReply,
-        approval: ApprovalPrompt,
-        reference: discord.MessageReference | None,
-    ) -> None:
-        """A parked turn: its live message becomes the approval message (one message, as for /ask);
-        with no live message yet, the approval message is posted as a reply."""
-        first = live.pages[0] if live.pages else None
-        if isinstance(first, ChannelPage) and await self.approvals.show_in_message(
-            first.message, approval, channel_id
-        ):
-            await live.discard(keep=1)
-            return
-        await live.discard()
-        await self.post_reply(channel_id, guild_id, reply, reference=reference)
-
-    async def interaction(self, interaction: discord.Interaction[Any], job: Job) -> None:
-        async with self._delivery(job), self.order.hold(job.key):
-            # After the token's 15 minutes (or when Discord forgot the webhook) the answer goes on
-            # as channel messages replying to the deferred response.
-            reference = None
-            if job.message_id:
-                reference = reply_reference(job.channel_id, job.message_id, interaction.guild_id)
-            fallback = ChannelPoster(
-                self._channel(job), guard=self.guard, channel_id=job.channel_id, reference=reference
-            )
-            live = LiveAnswer(
-                InteractionPoster(interaction, fallback),
-                pages=[InteractionPage(interaction, message_id=job.message_id or None)],
-                every=self.edit_every(),
-            )
-            where = Where(channel=self._channel(job), channel_id=job.channel_id, reference=reference)
-            links = self.sign_ins.for_turn(interaction)
-            try:
-                reply = await self._run_turn(
-                    job.incoming, links.watch(self.inputs.sink(live.progress, where))
-                )
-            finally:
-                await live.stop()
-            approval = reply.approval
-            if approval is not None:
-                await live.discard()
-                await self._show_approval(interaction, job, reply, approval)
-            else:
-                chunks, view = self._render(reply)
-                await live.deliver(chunks, view)
-                await post_files(InteractionPoster(interaction, fallback), reply.attachments)
+                files_to = poster if interaction is None else InteractionPoster(interaction, poster)
+                if kept is None or (reply.attachments and await kept.take_files()):
+                    await post_files(files_to, reply.attachments)
+                    if kept is not None:
+                        await kept.files_done()
             await links.flush()
             if job.open_thread:
                 await self._open_thread(job)
 
     async def _show_approval(
-        self, interaction: discord.Interaction[Any], job: Job, reply: AgentReply, approval: ApprovalPrompt
+        self,
+        live: LiveAnswer,
+        job: Job,
+        interaction: discord.Interaction[Any] | None,
+        guild_id: int | None,
+        reply: AgentReply,
+        approval: ApprovalPrompt,
     ) -> None:
-        """The deferred answer becomes the approval message; in the channel if its token failed."""
+        """A parked turn: its live answer (a channel message, or the deferred `/ask` response)
+        becomes the approval message, one message either way; failing that, it is posted as a reply."""
         message_id = job.message_id
-        if not message_id and not interaction.is_expired():
-            try:
-                message_id = (await interaction.original_response()).id
-            except discord.HTTPException:
-                message_id = 0
-        if (
-            message_id
-            and not interaction.is_expired()
-            and await self.approvals.show_in_interaction(interaction, approval, job.channel_id, message_id)
-        ):
-            return
-        reference = reply_reference(job.channel_id, message_id, interaction.guild_id) if message_id else None
-        await self.post_reply(job.channel_id, interaction.guild_id, reply, reference=reference)
+        if interaction is None:
+            first = live.pages[0] if live.pages else None
+            if isinstance(first, ChannelPage) and await self.approvals.show_in_message(
+                first.message, approval, job.channel_id
+            ):
+                await live.discard(keep=1)
+                return
+            await live.discard()
+        else:
+            await live.discard()
+            if not message_id and not interaction.is_expired():
+                message_id = await response_id(interaction) or 0
+            shown = self.approvals.show_in_interaction
+            if (
+                message_id
+                and not interaction.is_expired()
+                and await shown(interaction, approval, job.channel_id, message_id)
+            ):
+                return
+        reference = reply_reference(job.channel_id, message_id, guild_id) if message_id else None
+        await self.post_reply(job.channel_id, guild_id, reply, reference=reference)
 
     async def post_reply(
         self,
@@ -214,17 +170,14 @@ class TurnAnswers:
         channel = self.client.get_partial_messageable(channel_id, guild_id=guild_id)
         approval = reply.approval
         if approval is not None:
-            posted = await self.approvals.post_prompt(channel, channel_id, approval, reference)
-            return posted is not None
-        chunks, view = self._render(reply)
-        sent = await send_chunks(
-            channel, chunks, guard=self.guard, channel_id=channel_id, view=view, reference=reference
-        )
-        if sent:
-            await post_files(
-                ChannelPoster(channel, guard=self.guard, channel_id=channel_id), reply.attachments
-            )
-        return bool(sent)
+            return await self.approvals.post_prompt(channel, channel_id, approval, reference)
+        # Posted in order, the first as a reply and the view on the last, up to the first failure.
+        poster = ChannelPoster(channel, guard=self.guard, channel_id=channel_id, reference=reference)
+        sent = LiveAnswer(poster)
+        await sent.deliver(*self._render(reply))
+        if sent.pages:
+            await post_files(poster, reply.attachments)
+        return bool(sent.pages)
 
     async def post_to_conversation(
         self, key: ConversationKey, reply: AgentReply, reply_to: int | None
@@ -246,20 +199,9 @@ class TurnAnswers:
             channel=self.client.get_partial_messageable(channel_id, guild_id=guild_id), channel_id=channel_id
         )
 
-    async def _run_turn(self, incoming: Incoming, progress: Progress) -> AgentReply:
-        try:
-            return await self.agent.reply(incoming, progress)
-        except Exception:
-            logger.exception("turn failed for %s", incoming.key)
-            return AgentReply(text=APOLOGY)
-
     def _render(self, reply: AgentReply) -> tuple[list[str], discord.ui.View | None]:
-        chunks = reply_chunks(reply)
-        if not reply.attachments:
-            return chunks, None
-        ref = new_ref()
-        self.results.put(ref, reply.attachments)
-        return chunks, results_button_view(ref)
+        view = results_button_view(self.results, reply.attachments) if reply.attachments else None
+        return reply_chunks(reply), view
 
     async def _open_thread(self, job: Job) -> None:
         """Open the follow-up thread on the message whose id the conversation key already carries."""
@@ -267,7 +209,10 @@ class TurnAnswers:
             return
         try:
             await self.client.http.start_thread_with_message(
-                job.channel_id, job.message_id, name=thread_name(job.text), auto_archive_duration=1440
+                job.channel_id,
+                job.message_id,
+                name=truncate(" ".join(job.text.split()), 90)[0] or "nerve",
+                auto_archive_duration=1440,
             )
         except discord.Forbidden as exc:
             self._thread_refused.add(job.channel_id)
@@ -280,32 +225,15 @@ class TurnAnswers:
             # 160004: a thread already exists on that message (e.g. answered again after a restart).
             logger.info("no thread opened on message %s: %s %s", job.message_id, exc.status, exc.text)
 
-    def _delivery(self, job: Job) -> _Delivery:
-        return _Delivery(self.agent.inbox, job)
-
-
-class _Delivery:
-    """One top-level net per delivery: log, apologise if nothing was said, and mark it answered.
-
-    Only cancellation (shutdown) leaves the delivery unfinished, so a restart answers it then.
-    """
-
-    def __init__(self, inbox: Inbox, job: Job) -> None:
-        self._inbox = inbox
-        self._job = job
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> bool:
-        if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
-            return False
-        if exc is not None:
-            logger.exception("answering %s failed", self._job.event_id, exc_info=exc)
+    @contextlib.asynccontextmanager
+    async def _delivery(self, job: Job) -> AsyncIterator[None]:
+        """One top-level net per delivery: log, and mark it answered. Only cancellation (shutdown)
+        leaves the delivery unfinished, so a restart answers it then."""
         try:
-            await self._inbox.finish_event(PLATFORM, self._job.event_id)
+            yield
         except Exception:
-            logger.exception("could not mark %s as answered", self._job.event_id)
-        return exc is not None and isinstance(exc, Exception)
+            logger.exception("answering %s failed", job.event_id)
+        try:
+            await self.agent.inbox.finish_event(PLATFORM, job.event_id)
+        except Exception:
+            logger.exception("could not mark %s as answered", job.event_id)

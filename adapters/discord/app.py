@@ -1,16 +1,12 @@
 """nerve on Discord: slash commands, mentions, threads and DMs, with collapsible tool results.
 
-`run_discord(agent, settings)` is what `nerve discord` runs. The bot answers:
-
-* `/ask` — defers at once (Discord's 3-second deadline), shows the answer in the deferred message
-  as it is written (`live.py`) and opens a thread on it for follow-ups (in a DM it just answers);
-* a mention in a channel — a reply shown as it is written, plus a thread on the mention;
-* messages in its threads (or mentions in any thread) — the thread's conversation continues;
-* DMs — the user's private conversation.
-
-This module starts the client (`client.py`) and keeps it running: a client that dies is replaced,
-with a backoff that spares Discord's daily login budget; what no restart can fix stops nerve with
-a message that says what to do.
+`run_discord(agent, settings)` is what `nerve discord` runs. `/ask` defers at once (Discord's
+3-second deadline) and shows the answer in the deferred message as it is written, a mention gets a
+reply shown the same way, and both open a thread for follow-ups; messages in its threads and DMs
+continue their conversation. This module keeps the client (`client.py`) running: a client that dies
+is replaced, with a backoff that spares Discord's daily login budget; what no restart can fix stops
+nerve with a message that says what to do. It also reads for the operations endpoints whether the
+gateway is up, and counts discord.py's rate-limit waits for `/metrics`.
 """
 
 from __future__ import annotations
@@ -24,10 +20,9 @@ from typing import TYPE_CHECKING
 import aiohttp
 import discord
 
+from adapters.discord.client import CurrentClient
 from adapters.discord.client import NerveDiscordBot as NerveDiscordBot
 from adapters.discord.client import point_discord_at as point_discord_at
-from adapters.discord.jobs import CurrentClient
-from adapters.discord.ops import count_rate_limit_waits, gateway_up
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.sign_in import resume_signed_in
 from adapters.jobs_runtime import drained, shared_jobs, work
@@ -35,6 +30,7 @@ from adapters.oauth_http import SignInEndpoints, sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
 from bot.agent import Agent
 from bot.errors import ConfigError, StartupError
+from bot.observe import metrics
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs
@@ -53,12 +49,9 @@ FATAL_CLOSE_CODES = {
 
 
 class ShardedNerveDiscordBot(NerveDiscordBot, discord.AutoShardedClient):
-    """The same bot over several gateway connections, one per shard this process runs.
-
-    Only when NERVE_DISCORD_SHARD_COUNT is set: discord.py's auto-sharded client without a count
-    asks Discord for one and connects to the gateway URL Discord names, which would bypass
-    DISCORD_GATEWAY_URL, so an unsharded bot stays the plain client it always was.
-    """
+    """The same bot over one gateway connection per shard this process runs, only when
+    NERVE_DISCORD_SHARD_COUNT is set: without a count, discord.py's auto-sharded client would
+    connect to the gateway URL Discord names, bypassing DISCORD_GATEWAY_URL."""
 
 
 def new_bot(
@@ -68,8 +61,7 @@ def new_bot(
     jobs: TurnJobs | None = None,
     clients: CurrentClient | None = None,
 ) -> NerveDiscordBot:
-    """The client the settings ask for: sharded when NERVE_DISCORD_SHARD_COUNT is set. With `jobs`,
-    its turns are jobs, run by the client `clients` names (`adapters.discord.jobs`)."""
+    """The client the settings ask for (sharded or not); with `jobs`, its turns are jobs."""
     if settings.nerve_discord_shard_count is not None:
         shards = {"shard_count": settings.nerve_discord_shard_count, "shard_ids": settings.discord_shard_ids}
         return ShardedNerveDiscordBot(agent, settings, jobs=jobs, clients=clients, **shards)
@@ -104,21 +96,19 @@ async def run_discord(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run the bot until cancelled, or until `stop` is set (SIGTERM): `/readyz` answers 503 at once,
-    new deliveries are kept for the next start, running turns get NERVE_SHUTDOWN_GRACE seconds and
-    the rest are cut off (answered at the next start). Restart the client with bounded exponential
-    backoff when it dies.
+    new deliveries are kept for the next start, running turns (and the worker's jobs) get
+    NERVE_SHUTDOWN_GRACE seconds and the rest are cut off (answered at the next start). A client that
+    dies is replaced with bounded exponential backoff.
 
-    Raises `ConfigError` for what no restart can fix: a missing or rejected token, or intents the
-    application is not allowed to use; `StartupError` when Discord cannot be reached before the
-    first login. /healthz, /readyz and /metrics answer at NERVE_HTTP_HOST:NERVE_HTTP_PORT from the
-    start (`adapters.ops_http`; `ops_ready` receives their base URL).
-
-    With NERVE_DATABASE_URL, turns are jobs: this process runs a worker for Discord's jobs
-    (NERVE_WORKER_CONCURRENCY at a time, on whichever client is logged in), `/readyz` says when it
-    is not taking jobs, and SIGTERM drains it with the client's own turns.
+    Raises `ConfigError` for what no restart can fix (a missing or rejected token, intents the
+    application may not use), `StartupError` when Discord cannot be reached before the first login.
+    /healthz, /readyz and /metrics answer from the start (`ops_ready` receives their base URL). With
+    NERVE_DATABASE_URL, turns are jobs: this process runs a worker for them on whichever client is
+    logged in, and `/readyz` says when it is not taking jobs.
     """
     token = check_settings(settings)
     stop = stop or asyncio.Event()
+    policy = policy or RestartPolicy()
     ops = OpsEndpoints(agent, PlatformLink("Discord"), ready=ops_ready, stopping=stop)
     # The browser's way back after signing in, on the same port.
     sign_ins = sign_in_endpoints(agent, settings.nerve_public_url, "Discord")
@@ -129,17 +119,7 @@ async def run_discord(
         if jobs is not None:
             work(jobs, clients, settings)
             ops.worker = jobs.worker_alive
-        await _run_restarting(
-            agent,
-            settings,
-            token,
-            policy or RestartPolicy(),
-            ops.platform,
-            stop,
-            sign_ins=sign_ins,
-            jobs=jobs,
-            clients=clients,
-        )
+        await _run_restarting(agent, settings, token, policy, ops.platform, stop, sign_ins, jobs, clients)
 
 
 async def _stop_when_asked(
@@ -159,14 +139,12 @@ async def _run_restarting(
     policy: RestartPolicy,
     platform: PlatformLink,
     stop: asyncio.Event,
-    *,
-    sign_ins: SignInEndpoints | None = None,
-    jobs: TurnJobs | None = None,
-    clients: CurrentClient | None = None,
+    sign_ins: SignInEndpoints | None,
+    jobs: TurnJobs | None,
+    clients: CurrentClient,
 ) -> None:
-    """`run_discord`'s loop: a new client after each death, `platform` told how to see the newest
-    (`sign_ins` which client goes on with the turns a sign-in lets go on, and `clients` which one
-    runs the worker's jobs)."""
+    """`run_discord`'s loop: a new client after each death, which `platform`, `sign_ins` and
+    `clients` then see."""
     count_rate_limit_waits()
     # nerve never joins voice channels: the warnings about missing voice libraries are only noise.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
@@ -230,3 +208,40 @@ async def _run_restarting(
         )
         await asyncio.sleep(delay)
         delay = min(delay * 2, policy.maximum)
+
+
+# discord.py announces each 429 it waits out with this record, and offers no other hook for it.
+WAIT_RECORD = "We are being rate limited. %s %s responded with 429. Retrying in %.2f seconds."
+
+
+def gateway_up(client: discord.Client) -> bool:
+    """Connected: past READY, and the gateway socket open (a reconnect leaves `is_ready()` set);
+    sharded, every shard's socket (`client.ws` means nothing there)."""
+    if not client.is_ready() or client.is_closed():
+        return False
+    if isinstance(client, discord.AutoShardedClient):
+        shards = client.shards.values()
+        return bool(shards) and not any(shard.is_closed() for shard in shards)
+    ws = client.ws
+    return ws is not None and ws.open
+
+
+class _RateLimitWaits(logging.Filter):
+    """Counts the waits from discord.py's own record; the record is shown as NERVE_LOG_LEVEL says."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == WAIT_RECORD and isinstance(record.args, tuple) and len(record.args) == 3:
+            seconds = record.args[2]
+            metrics.rate_limit_wait("discord", float(seconds) if isinstance(seconds, int | float) else 0.0)
+        return record.levelno >= logging.getLogger().getEffectiveLevel()
+
+
+def count_rate_limit_waits() -> None:
+    """Count discord.py's rate-limit waits from now on (once per process)."""
+    http_log = logging.getLogger("discord.http")
+    if any(isinstance(f, _RateLimitWaits) for f in http_log.filters):
+        return
+    http_log.addFilter(_RateLimitWaits())
+    # The record has to be made to be counted, also when NERVE_LOG_LEVEL would not show it.
+    if not http_log.isEnabledFor(logging.WARNING):
+        http_log.setLevel(logging.WARNING)

@@ -1,23 +1,25 @@
 """The Discord client of nerve: what arrives (messages, `/ask`, clicks) and how it is kept.
 
-Exactly-once: every delivery is claimed in the agent's inbox (gateway re-deliveries are dropped)
-and marked finished once answered; at start-up, deliveries left unfinished by a crash are answered
-as channel messages (an interaction's token does not survive that long). With NERVE_DATABASE_URL,
-each claimed delivery is queued as a job that any `nerve discord` process's worker answers
-(`adapters.discord.jobs`). The turns themselves run in `answering`; approvals, questions and
-sign-ins have their own flows, and clicks are routed to them from here.
+Exactly-once: every delivery is claimed in the agent's inbox (re-deliveries are dropped) and marked
+finished once answered; at start-up, deliveries a crash left are answered as channel messages (an
+interaction's token does not last that long). DISCORD_API_BASE_URL and DISCORD_GATEWAY_URL set
+discord.py's class attributes: process-wide, so one process talks to one Discord.
 
-`DISCORD_API_BASE_URL` and `DISCORD_GATEWAY_URL` are applied to discord.py's class attributes
-(`Route.BASE`, `DiscordWebSocket.DEFAULT_GATEWAY`): they are process-wide, so one process talks to
-one Discord.
+With NERVE_DATABASE_URL, every `nerve discord` process on one database shares the work as jobs
+(`adapters.jobs_runtime`): a delivery, a parked turn going on, the messages that waited behind it,
+one conversation's in order, on whichever process's worker is free. An interaction's token answers
+only in the process that received it, for 15 minutes, which holds it (`HeldInteractions`); any other
+answers as after a restart. The worker outlives clients: `CurrentClient` hands each job to the
+client logged in now, and a client that closes cuts its jobs off, back to the queue (`run_job`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from dataclasses import replace
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -25,29 +27,31 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
+from adapters import jobs_runtime
 from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.common.tasks import Owned
 from adapters.discord import commands as discord_commands
 from adapters.discord.answering import TurnAnswers
-from adapters.discord.approval_buttons import ApprovalButton, Click
-from adapters.discord.approval_flow import ApprovalFlow
+from adapters.discord.approvals import ApprovalButton, ApprovalFlow
 from adapters.discord.delivery import (
     NO_MENTIONS,
     ChannelGuard,
     ConversationOrder,
+    ToolResultsButton,
+    response_id,
 )
 from adapters.discord.incoming import PLATFORM, Job, job_for, to_incoming
 from adapters.discord.input_flow import InputFlow
-from adapters.discord.input_message import InputBoard, InputButton, InputClick
-from adapters.discord.jobs import CurrentClient, HeldInteractions, Launcher
+from adapters.discord.input_message import InputBoard, InputButton
 from adapters.discord.live import EDIT_EVERY
 from adapters.discord.render import ResultsCache
 from adapters.discord.settings import DiscordSettings
-from adapters.discord.sign_in import DisconnectButton, SignInLinks
+from adapters.discord.sign_in import DisconnectButton, SignInLinks, TurnLinks
 from adapters.discord.sign_in import register as register_sign_in
-from adapters.discord.views import ToolResultsButton
+from adapters.jobs_runtime import Launcher
 from adapters.up_line import log_up
 from bot.agent import Agent, PostRecords
+from bot.jobs import JobHandler
 from bot.types import ConversationKey, no_progress
 
 if TYPE_CHECKING:
@@ -86,10 +90,8 @@ class NerveDiscordBot(discord.Client):
         clients: CurrentClient | None = None,
         **options: Any,
     ) -> None:
-        """`options` go to discord.py's client as they are (the shards of `ShardedNerveDiscordBot`).
-
-        With `jobs`, every turn is queued for whichever process's worker is free; `clients` is where
-        this process's worker finds the client to run its jobs on (`adapters.discord.jobs`)."""
+        """`options` go to discord.py's client as they are (shards). With `jobs`, every turn is queued
+        for whichever process's worker is free; `clients` gives this process's worker its client."""
         point_discord_at(settings)
         intents = discord.Intents.default()
         # Content of DMs, mentions and slash commands arrives without the privileged intent.
@@ -111,7 +113,7 @@ class NerveDiscordBot(discord.Client):
         # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
         self.stopping = False
         # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
-        self._launch = Launcher(jobs, self._spawn)
+        self._launch = Launcher(jobs, self._spawn, PLATFORM)
         self._clients = clients
         # Claimed and queued one at a time per conversation, so its jobs are in the order people wrote.
         self._intake = ConversationOrder()
@@ -129,7 +131,7 @@ class NerveDiscordBot(discord.Client):
             post=lambda key, reply, reply_to: self.answers.post_to_conversation(key, reply, reply_to),
             spawn=self._spawn,
             launch=self._launch,
-            progress_for=lambda key: self.sign_in_links.watch(
+            progress_for=lambda key: TurnLinks(self.sign_in_links).watch(
                 self.input_flow.sink(no_progress, self.answers.where_of(key))
             ),
         )
@@ -139,7 +141,7 @@ class NerveDiscordBot(discord.Client):
             resume=self.approval_flow.resume_later,
             sweep=lambda: self._spawn(self.approval_flow.sweep(), "discord-approval-sweep"),
         )
-        # With jobs, a turn answered again goes on in the messages of the run before (`kept_pages`).
+        # With jobs, a turn answered again goes on in the messages of the run before (`TurnPages`).
         inbox = agent.inbox if jobs is not None else None
         self.answers = TurnAnswers(
             client=self,
@@ -153,9 +155,9 @@ class NerveDiscordBot(discord.Client):
             sign_ins=self.sign_in_links,
             edit_every=lambda: self.live_edit_every,
         )
-        discord_commands.register(self)
+        discord_commands.register(self.tree, agent, settings, self.handle_ask)
         self.add_dynamic_items(ToolResultsButton)
-        register_sign_in(self)
+        register_sign_in(self.tree, self.sign_in_links)
         self.add_dynamic_items(DisconnectButton)
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -180,13 +182,11 @@ class NerveDiscordBot(discord.Client):
 
     async def _sync_commands(self) -> None:
         guild_id = self.settings.discord_guild_id
+        guild = discord.Object(id=guild_id) if guild_id else None
+        if guild is not None:
+            self.tree.copy_global_to(guild=guild)
         try:
-            if guild_id:
-                guild = discord.Object(id=guild_id)
-                self.tree.copy_global_to(guild=guild)
-                synced = await self.tree.sync(guild=guild)
-            else:
-                synced = await self.tree.sync()
+            synced = await self.tree.sync(guild=guild)
         except discord.HTTPException as exc:
             logger.error(
                 "could not register the slash commands (%s %s); invite the bot with the "
@@ -225,12 +225,13 @@ class NerveDiscordBot(discord.Client):
     async def _recover(self) -> None:
         """At start-up: answer the deliveries left unfinished; with jobs, queue those that have no job
         waiting or running (another process may be answering the rest right now)."""
-        await self._recorded.recover(self._answer_left_over)
-        await self.approval_flow.desk.recover()
 
-    def _answer_left_over(self, event_id: str, job: Job) -> None:
-        logger.info("answering %s left unfinished before the restart as a channel message", event_id)
-        self._spawn(self.answers.message(job), f"discord-recover-{event_id}")
+        def answer(event_id: str, job: Job) -> None:
+            logger.info("answering %s left unfinished before the restart as a channel message", event_id)
+            self._spawn(self.answers.answer(job), f"discord-recover-{event_id}")
+
+        await self._recorded.recover(answer)
+        await self.approval_flow.desk.recover()
 
     async def _left_over(self, event_id: str, payload: str) -> Job | None:
         """The job of a recorded delivery, answered outside its delivery (a restart, a job): it waits
@@ -247,7 +248,7 @@ class NerveDiscordBot(discord.Client):
         deliveries a process recorded but died before queueing."""
         await sweep(self._recorded, self.approval_flow.desk)
 
-    # --- jobs (`adapters.discord.jobs`) --------------------------------------------------------------
+    # --- jobs (`adapters.discord.client`) --------------------------------------------------------------
 
     async def run_job(self, job: Coroutine[Any, Any, None], name: str) -> None:
         """A job's work, as a task of this client: `drain` waits for it and `close` cuts it off. Cut
@@ -262,20 +263,7 @@ class NerveDiscordBot(discord.Client):
         job = await self._recorded.take(event_id)
         if job is None:
             return
-        interaction = self._held.take(event_id) if job.kind == "interaction" else None
-        if interaction is not None:
-            await self.answers.interaction(interaction, job)
-        else:
-            await self.answers.message(job)
-
-    async def go_on(self, request_id: str) -> None:
-        """The job of a parked turn with nothing left to wait for: its approval message shows the
-        outcome, the turn answers once, then the messages that waited behind it are answered."""
-        await self.approval_flow.desk.go_on_here(request_id)
-
-    async def answer_deferred(self, key: ConversationKey) -> None:
-        """The job of the messages that waited in a conversation whose turn is no longer parked."""
-        await self.approval_flow.answer_deferred(key)
+        await self.answers.answer(job, self._held.take(event_id) if job.kind == "interaction" else None)
 
     # --- messages ----------------------------------------------------------------------------------
 
@@ -286,30 +274,29 @@ class NerveDiscordBot(discord.Client):
         if incoming is None or incoming.event_id is None:
             return
         job = job_for(incoming, kind="message", channel_id=message.channel.id, message_id=message.id)
-        # Held from before the first await: discord.py runs each event as a task of its own.
-        async with self._intake.hold(job.key):
-            if await self._claimed(job):
-                await self._launch.event(job.event_id, job.key, lambda: self.answers.message(job))
+        await self._take(job)
 
-    async def _claimed(self, job: Job) -> bool:
+    async def _take(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
         """Claim a delivery in the inbox (a re-delivery is dropped; while stopping it is kept for the
-        next start): True when its turn is to be answered now. The caller holds its intake."""
-        if not await self.agent.inbox.claim_event(PLATFORM, job.event_id, job.to_json()):
-            logger.debug("ignoring re-delivered %s %s", job.kind, job.event_id)
-            return False
-        if self.stopping:
-            logger.info("kept %s for the next start: nerve is shutting down", job.event_id)
-            return False
-        return True
+        next start) and launch its turn, one conversation at a time, held from before the first
+        await (discord.py runs each event as a task of its own)."""
+        async with self._intake.hold(job.key):
+            if not await self.agent.inbox.claim_event(PLATFORM, job.event_id, job.to_json()):
+                logger.debug("ignoring re-delivered %s %s", job.kind, job.event_id)
+                return
+            if self.stopping:
+                logger.info("kept %s for the next start: nerve is shutting down", job.event_id)
+                return
+            if interaction is not None and self._launch.jobs is not None:
+                # Answered through its token if this process's worker takes the job in time.
+                self._held.hold(job.event_id, interaction)
+            await self._launch.event(job.event_id, job.key, lambda: self.answers.answer(job, interaction))
 
     # --- /ask --------------------------------------------------------------------------------------
 
     async def handle_ask(self, interaction: discord.Interaction[Any], question: str | None = None) -> None:
-        """Defer first (the 3-second deadline), then claim the delivery and run the turn in the background.
-
-        `question` is the turn's text when it is not the `question` option (a started prompt's text);
-        the interaction may then be deferred already.
-        """
+        """Defer first (the 3-second deadline), then claim the delivery and run the turn in the
+        background. `question` is a started prompt's text (the interaction may be deferred already)."""
         try:
             done = interaction.response.is_done()
             callback = None if done else await interaction.response.defer(thinking=True)
@@ -321,10 +308,7 @@ class NerveDiscordBot(discord.Client):
             return
         answer_id = callback.message_id if callback is not None else None
         if answer_id is None and interaction.guild_id is not None:
-            try:
-                answer_id = (await interaction.original_response()).id
-            except discord.HTTPException:
-                answer_id = None
+            answer_id = await response_id(interaction)
         incoming = to_incoming(interaction, self.user.id, answer_id=answer_id, text=question)
         if incoming is None or incoming.event_id is None:
             await interaction.followup.send(NEED_QUESTION, allowed_mentions=NO_MENTIONS)
@@ -332,28 +316,77 @@ class NerveDiscordBot(discord.Client):
         job = job_for(
             incoming, kind="interaction", channel_id=interaction.channel_id or 0, message_id=answer_id or 0
         )
-        async with self._intake.hold(job.key):
-            if not await self._claimed(job):
-                return
-            if self._launch.jobs is not None:
-                # Answered through its token if this process's worker takes the job in time.
-                self._held.hold(job.event_id, interaction)
-            await self._launch.event(
-                job.event_id, job.key, lambda: self.answers.interaction(interaction, job)
-            )
-
-    async def approval_clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
-        """A click on an approval button (routed here by `ApprovalButton`)."""
-        await self.approval_flow.clicked(interaction, click)
-
-    async def disconnect_clicked(self, interaction: discord.Interaction[Any], server: str) -> None:
-        """A click on a Disconnect button of /connections (routed by `DisconnectButton`)."""
-        await self.sign_in_links.disconnect(interaction, server)
-
-    async def input_clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None:
-        """A click on a server's request for input or a step of its form (routed by `InputButton`)."""
-        await self.input_flow.clicked(interaction, click)
+        await self._take(job, interaction)
 
     async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
         """Every interaction: a form opened before a restart has no modal here to take its submit."""
         await self.input_flow.stale_submit(interaction)
+
+
+# Discord lets an interaction's token answer for 15 minutes; a little less, to finish within it.
+INTERACTION_SECONDS = 14 * 60
+
+
+class CurrentClient:
+    """The Discord client of this process that its worker's jobs run on: the newest logged in."""
+
+    def __init__(self) -> None:
+        self._client: NerveDiscordBot | None = None
+        self._here = asyncio.Event()
+
+    def use(self, client: NerveDiscordBot) -> None:
+        """`client` is logged in: jobs run on it from now on."""
+        self._client = client
+        self._here.set()
+
+    def drop(self, client: NerveDiscordBot) -> None:
+        """`client` is closing: jobs wait for the next one."""
+        if self._client is client:
+            self._client = None
+            self._here.clear()
+
+    async def client(self) -> NerveDiscordBot:
+        """The client logged in now, once there is one."""
+        while True:
+            await self._here.wait()
+            if self._client is not None:
+                return self._client
+
+    def job_handlers(self) -> dict[str, JobHandler]:
+        """The handlers of Discord's jobs, each run on the current client."""
+
+        async def on_client(work: Callable[[NerveDiscordBot], Coroutine[Any, Any, None]], name: str) -> None:
+            client = await self.client()
+            await client.run_job(work(client), name)
+
+        async def answer_event(event_id: str) -> None:
+            await on_client(lambda c: c.answer_event(event_id), f"discord-job-{event_id}")
+
+        async def go_on(request_id: str) -> None:
+            await on_client(
+                lambda c: c.approval_flow.desk.go_on_here(request_id), f"discord-resume-{request_id}"
+            )
+
+        async def answer_deferred(key: ConversationKey) -> None:
+            await on_client(lambda c: c.approval_flow.answer_deferred(key), f"discord-deferred-{key}")
+
+        return jobs_runtime.job_handlers(PLATFORM, answer_event, go_on, answer_deferred)
+
+
+@dataclass
+class HeldInteractions:
+    """The interactions this client received whose answer may still go through their token."""
+
+    _held: dict[str, tuple[discord.Interaction[Any], float]] = field(default_factory=dict)
+
+    def hold(self, event_id: str, interaction: discord.Interaction[Any]) -> None:
+        now = time.monotonic()
+        self._held = {e: held for e, held in self._held.items() if held[1] > now}
+        self._held[event_id] = (interaction, now + INTERACTION_SECONDS)
+
+    def take(self, event_id: str) -> discord.Interaction[Any] | None:
+        """The interaction of `event_id` if this client holds it and its token still answers."""
+        held = self._held.pop(event_id, None)
+        if held is None or held[1] <= time.monotonic() or held[0].is_expired():
+            return None
+        return held[0]

@@ -1,50 +1,34 @@
 """The slash commands (/connections and /connect are registered with the sign-ins).
 
-Their names, descriptions and options, and the help's list of them, come from the command table
-(`adapters.common.commands`); the handlers here answer them as Discord shows things.
-
-Each command acknowledges within Discord's 3-second deadline before doing anything slow: /ask,
-/reset and /approvals defer at once (a reset waits for a running turn in that conversation), /prompt
-waits at most 2 seconds for its server before it defers, /tools and /help answer directly from memory.
+Names, descriptions and options come from the command table (`adapters.common.commands`). Each
+command acknowledges within Discord's 3 seconds before anything slow: /ask, /reset and /approvals
+defer at once, /tools and /help answer from memory. `/prompt name: arguments:` starts a server's
+prompt whose text is then an ordinary `/ask` question; a mistake known within `ANSWER_WITHIN` is told
+to the person alone, a slower server is waited for behind "thinking…". Its options complete as people
+type (bounded: Discord drops an autocomplete after 3 seconds).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import discord
 from discord import app_commands
 
 from adapters.common.commands import DISCORD, Command, command_on, offered_on
-from adapters.discord.approval_message import person
-from adapters.discord.delivery import NO_MENTIONS
+from adapters.discord.approvals import person
+from adapters.discord.delivery import NO_MENTIONS, landed, tell
 from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
-from adapters.discord.prompt_command import argument_choices, name_choices, question_of
-from adapters.discord.render import safe_chunks
+from adapters.discord.render import safe_chunks, safe_text
 from adapters.discord.settings import DiscordSettings
+from adapters.prompt_arguments import arguments_usage, completion_at_end, parse_arguments
 from bot.agent import Agent
-from bot.text import split_markdown, truncate
-from bot.types import ConversationKey, Incoming, RememberedApproval
-
-
-class CommandHost(Protocol):
-    """What the commands need of the bot: a Protocol, so this module never imports the bot's module."""
-
-    @property
-    def agent(self) -> Agent: ...
-
-    @property
-    def tree(self) -> app_commands.CommandTree[Any]: ...
-
-    @property
-    def settings(self) -> DiscordSettings: ...
-
-    async def handle_ask(
-        self, interaction: discord.Interaction[Any], question: str | None = None
-    ) -> None: ...
-
+from bot.errors import PromptError
+from bot.text import show_link_targets, split_markdown, truncate
+from bot.types import ConversationKey, Incoming, PromptSpec, RememberedApproval
 
 logger = logging.getLogger(__name__)
 
@@ -126,13 +110,11 @@ def asked_here(interaction: discord.Interaction[Any]) -> Incoming:
     return Incoming(key=key, text="", user_id=str(user_id), place=place_in(guild_id, channel_id, user_id))
 
 
-def tools_text(bot: CommandHost, here: Incoming | None = None) -> list[str]:
-    """The tools offered in the place `here` (all of them without one), one line each.
-
-    The names and descriptions are the servers' words: they are shown as an answer is, every link
-    with its target in view (`[google.com](https://evil.example)` would show only "google.com")."""
+def tools_text(agent: Agent, here: Incoming | None = None) -> list[str]:
+    """The tools offered in the place `here` (all of them without one), one line each: the servers'
+    words, shown as an answer is, every link with its target in view."""
     lines = []
-    for tool in bot.agent.tools(here):
+    for tool in agent.tools(here):
         description = truncate((tool.description.strip().splitlines() or [""])[0], 150, at_word=True)[0]
         lines.append(f"• **{tool.name}** — {description}" if description else f"• **{tool.name}**")
     return safe_chunks("\n".join(lines), 2000) if lines else [NO_TOOLS]
@@ -169,95 +151,95 @@ def parse_revoke(text: str) -> tuple[str, str, str] | None:
 
 
 async def approvals_command(
-    bot: CommandHost, interaction: discord.Interaction[Any], revoke: str | None
+    agent: Agent, settings: DiscordSettings, interaction: discord.Interaction[Any], revoke: str | None
 ) -> None:
     """List remembered approvals, or revoke one; admins only, answered only to them."""
-    if str(interaction.user.id) not in bot.settings.admins:
-        await interaction.response.send_message(ADMINS_ONLY, ephemeral=True, allowed_mentions=NO_MENTIONS)
+    if str(interaction.user.id) not in settings.admins:
+        await tell(interaction, ADMINS_ONLY)
         return
-    if not bot.agent.approvals_on:
-        await interaction.response.send_message(NO_APPROVALS, ephemeral=True, allowed_mentions=NO_MENTIONS)
+    if not agent.approvals_on:
+        await tell(interaction, NO_APPROVALS)
         return
     await interaction.response.defer(ephemeral=True, thinking=True)
     if revoke is None or not revoke.strip():
-        texts = approvals_text(await bot.agent.remembered_approvals())
+        texts = approvals_text(await agent.remembered_approvals())
     else:
         parts = parse_revoke(revoke)
         if parts is None:
             texts = [REVOKE_FORMAT]
-        elif await bot.agent.revoke_approval(*parts):
+        elif await agent.revoke_approval(*parts):
             place, server, tool = parts
             texts = [f"Revoked: `{server}/{tool}` in {place_name(place)} asks for approval again."]
         else:
             texts = [f"Nothing matches `{truncate(revoke.strip(), 200)[0]}`. " + REVOKE_FORMAT]
     for text in texts:
-        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await tell(interaction, text)
 
 
-def register(bot: CommandHost) -> None:
-    """Add the commands to the bot's tree (synced to Discord in `setup_hook`)."""
-    tree = bot.tree
+def register(
+    tree: app_commands.CommandTree[Any],
+    agent: Agent,
+    settings: DiscordSettings,
+    ask_with: Callable[[discord.Interaction[Any], str | None], Awaitable[None]],
+) -> None:
+    """Add the commands to the bot's tree (synced to Discord in `setup_hook`); `ask_with` runs a
+    question's turn (the bot's `handle_ask`, passed in so this module never imports the bot's)."""
 
     @slash(tree, "ask")
     async def ask(interaction: discord.Interaction[Any], question: str) -> None:
-        await bot.handle_ask(interaction)
+        await ask_with(interaction, None)
 
     @slash(tree, "prompt")
     async def prompt(interaction: discord.Interaction[Any], name: str, arguments: str | None = None) -> None:
-        question = await question_of(bot.agent, interaction, asked_here(interaction), name, arguments or "")
+        question = await question_of(agent, interaction, asked_here(interaction), name, arguments or "")
         if question is not None:
-            await bot.handle_ask(interaction, question)
+            await ask_with(interaction, question)
 
     @prompt.autocomplete("name")
     async def prompt_names(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        return name_choices(bot.agent, asked_here(interaction), current)
+        return name_choices(agent, asked_here(interaction), current)
 
     @prompt.autocomplete("arguments")
     async def prompt_arguments(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
         name = str(getattr(interaction.namespace, "name", None) or "")
-        return await argument_choices(bot.agent, asked_here(interaction), name, current)
+        return await argument_choices(agent, asked_here(interaction), name, current)
 
     @slash(tree, "tools")
     async def tools(interaction: discord.Interaction[Any]) -> None:
-        first, *rest = tools_text(bot, asked_here(interaction))
-        await interaction.response.send_message(first, ephemeral=True, allowed_mentions=NO_MENTIONS)
-        for chunk in rest:
-            await interaction.followup.send(chunk, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        for chunk in tools_text(agent, asked_here(interaction)):
+            await tell(interaction, chunk)
 
     @slash(tree, "reset")
     async def reset(interaction: discord.Interaction[Any]) -> None:
         key = reset_key(interaction)
         if key is None:
-            await interaction.response.send_message(
-                RESET_NOWHERE, ephemeral=True, allowed_mentions=NO_MENTIONS
-            )
+            await tell(interaction, RESET_NOWHERE)
             return
         await interaction.response.defer(ephemeral=True, thinking=True)
-        await bot.agent.reset(key)
-        await interaction.followup.send(RESET_DONE, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await agent.reset(key)
+        await tell(interaction, RESET_DONE)
 
     @slash(tree, "approvals")
     async def approvals(interaction: discord.Interaction[Any], revoke: str | None = None) -> None:
-        await approvals_command(bot, interaction, revoke)
+        await approvals_command(agent, settings, interaction, revoke)
 
     @approvals.autocomplete("revoke")
     async def revoke_choices(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        if not bot.agent.approvals_on or str(interaction.user.id) not in bot.settings.admins:
+        if not agent.approvals_on or str(interaction.user.id) not in settings.admins:
             return []
-        found = [f"{r.place} {r.server}/{r.tool}" for r in await bot.agent.remembered_approvals()]
+        found = [f"{r.place} {r.server}/{r.tool}" for r in await agent.remembered_approvals()]
         matching = [text for text in found if current.lower() in text.lower() and len(text) <= 100]
         return [app_commands.Choice(name=text, value=text) for text in matching[:25]]
 
     @slash(tree, "help")
     async def help_command(interaction: discord.Interaction[Any]) -> None:
-        text = help_text(bot.settings)
-        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+        await tell(interaction, help_text(settings))
 
     @tree.error
     async def on_error(interaction: discord.Interaction[Any], error: app_commands.AppCommandError) -> None:
@@ -267,10 +249,93 @@ def register(bot: CommandHost) -> None:
         else:
             logger.exception("slash command failed", exc_info=error)
         text = "Sorry — something went wrong on my side with that command. Please try again."
-        try:
-            if interaction.response.is_done():
-                await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
-            else:
-                await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
-        except discord.HTTPException:
-            logger.warning("could not tell the user about the failed command either")
+        await landed(tell(interaction, text), "could not tell the user about the failed command either")
+
+
+# How long the command waits for the server's text before it defers (Discord allows 3 s).
+ANSWER_WITHIN = 2.0
+# How long an autocomplete waits for the server's completion (Discord allows 3 s).
+COMPLETE_WITHIN = 2.0
+CHOICES = 25  # Discord's limit per autocomplete answer
+CHOICE_CHARS = 100  # Discord's limit on a choice's name and value
+
+
+def offered(agent: Agent, here: Incoming, name: str) -> PromptSpec | None:
+    """The prompt of that name, if this place may start it."""
+    return next((p for p in agent.prompts(here) if p.name == name), None)
+
+
+async def question_of(
+    agent: Agent, interaction: discord.Interaction[Any], here: Incoming, name: str, written: str
+) -> str | None:
+    """The prompt's text, or None once the person was told why not. The interaction is answered by
+    then only if the server took longer than `ANSWER_WITHIN` (it is deferred)."""
+    spec = offered(agent, here, name)
+    hint = ""
+    if spec is not None and spec.arguments:
+        hint = f"\nWrite it as `/prompt name:{spec.name} arguments:{arguments_usage(spec)}`"
+    try:
+        # An unknown name is left to the core, which names the prompts there are.
+        arguments = parse_arguments(spec, written) if spec is not None else {}
+    except PromptError as exc:
+        await refuse(interaction, str(exc) + hint)
+        return None
+    question = asyncio.ensure_future(agent.prompt_question(here, name, arguments))
+    try:
+        done, _ = await asyncio.wait({question}, timeout=ANSWER_WITHIN)
+        if not done:
+            await interaction.response.defer(thinking=True)
+        return await question
+    except PromptError as exc:
+        await refuse(interaction, str(exc) + hint)
+        return None
+    finally:
+        question.cancel()
+
+
+async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
+    """Say why the prompt did not start: to the person only, or in the "thinking…" message. A
+    server's refusal is its own words, shown as an answer is (every link with its target)."""
+    text = safe_text(truncate(text, 1900)[0])
+    if interaction.response.is_done():
+        await interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
+    else:
+        await tell(interaction, text)
+
+
+def name_choices(agent: Agent, here: Incoming, current: str) -> list[app_commands.Choice[str]]:
+    """The prompts offered here whose name or title holds what was typed, with what they do."""
+    typed = current.strip().lower()
+    choices = []
+    for spec in agent.prompts(here):
+        if len(spec.name) > CHOICE_CHARS or (
+            typed not in spec.name.lower() and typed not in spec.title.lower()
+        ):
+            continue
+        # Plain text on Discord, but the server's words all the same: a link shows its target.
+        summary = show_link_targets((spec.description.strip().splitlines() or [""])[0])
+        label = f"{spec.name} — {summary}" if summary else spec.name
+        choices.append(app_commands.Choice(name=truncate(label, CHOICE_CHARS)[0], value=spec.name))
+    return choices[:CHOICES]
+
+
+async def argument_choices(
+    agent: Agent, here: Incoming, name: str, current: str
+) -> list[app_commands.Choice[str]]:
+    """The arguments text completed where the server completes the value being typed at its end."""
+    spec = offered(agent, here, name)
+    target = completion_at_end(spec, current) if spec is not None else None
+    if spec is None or target is None:
+        return []
+    try:
+        async with asyncio.timeout(COMPLETE_WITHIN):
+            values = await agent.complete_prompt_argument(
+                spec.name, target.argument, target.value, target.known or None
+            )
+    except TimeoutError:
+        logger.info("completing %s of the prompt %s took too long", target.argument, spec.name)
+        return []
+    written = [target.written(value) for value in values]
+    return [app_commands.Choice(name=text, value=text) for text in written if len(text) <= CHOICE_CHARS][
+        :CHOICES
+    ]

@@ -1,7 +1,12 @@
-"""Posting to Discord safely: no pings, no posting where we are not allowed, "typing…" while a turn runs.
+"""Talking to Discord safely: no pings, no posting where we are not allowed, buttons that outlive us.
 
 Every send passes `AllowedMentions.none()` itself (besides the client default), so text from the
 model or a tool can never ping @everyone, @here, a role or a user, whichever code path sends it.
+
+Buttons are `DynamicItem`s whose custom_id carries what a click needs, so a click on a message
+posted before a restart still reaches a client. The "Tool results" button carries only a reference
+to its reply (`nerve:tools:<ref>`); the results live in an in-memory LRU, and a click on one gone
+(a restart, or pushed out by newer replies) says so instead of failing.
 """
 
 from __future__ import annotations
@@ -9,13 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
-from typing import Any
+import re
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, ClassVar, Self
 
 import discord
 
+from adapters.discord.render import ResultsCache, results_view
 from bot.agent import KeyedLocks
-from bot.types import ConversationKey
+from bot.text import truncate
+from bot.types import Attachment, ConversationKey
 
 logger = logging.getLogger(__name__)
 
@@ -24,11 +33,8 @@ TYPING_EVERY = 8.0  # Discord shows "typing…" for 10 s per trigger
 
 
 class ChannelGuard:
-    """Channels where Discord answered 403: we stop posting there until the bot restarts.
-
-    Retrying a channel we may not write to only earns more 403s, and Discord temporarily bans
-    bots that collect too many of them.
-    """
+    """Channels where Discord answered 403, left alone until the bot restarts: retrying only earns
+    more 403s, and Discord temporarily bans bots that collect too many."""
 
     def __init__(self) -> None:
         self._blocked: set[int] = set()
@@ -46,33 +52,6 @@ class ChannelGuard:
                 exc.code,
                 exc.text,
             )
-
-
-async def send_chunks(
-    channel: discord.abc.Messageable,
-    chunks: list[str],
-    *,
-    guard: ChannelGuard,
-    channel_id: int,
-    view: discord.ui.View | None = None,
-    reference: discord.MessageReference | None = None,
-) -> list[discord.Message]:
-    """Post the chunks in order (the first as a reply, the last with the view); stop at the first failure."""
-    sent: list[discord.Message] = []
-    for i, chunk in enumerate(chunks):
-        last = i == len(chunks) - 1
-        message = await send_message(
-            channel,
-            chunk,
-            guard=guard,
-            channel_id=channel_id,
-            view=view if last else None,
-            reference=reference if i == 0 else None,
-        )
-        if message is None:
-            break
-        sent.append(message)
-    return sent
 
 
 async def send_message(
@@ -108,6 +87,29 @@ async def send_message(
     return None
 
 
+async def landed(call: Awaitable[object], failed: str, *args: object, level: int = logging.WARNING) -> bool:
+    """Await one call to Discord; False, logged as `failed` with its status and text, if refused."""
+    try:
+        await call
+    except discord.HTTPException as exc:
+        logger.log(level, f"{failed} (%s %s)", *args, exc.status, exc.text)
+        return False
+    return True
+
+
+async def tell(
+    interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None, **extra: Any
+) -> None:
+    """A message only the person who used a command or clicked sees: the interaction's response,
+    or a follow-up once it has one."""
+    if view is not None:
+        extra["view"] = view
+    if interaction.response.is_done():
+        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
+    else:
+        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
+
+
 def reply_reference(channel_id: int, message_id: int, guild_id: int | None) -> discord.MessageReference:
     """A reply that still posts if the user's message was deleted meanwhile."""
     return discord.MessageReference(
@@ -115,36 +117,120 @@ def reply_reference(channel_id: int, message_id: int, guild_id: int | None) -> d
     )
 
 
-class Typing:
+@contextlib.asynccontextmanager
+async def typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
     """Keeps "typing…" showing while a turn runs; a failure to show it never fails the turn."""
 
-    def __init__(self, channel: discord.abc.Messageable) -> None:
-        self._channel = channel
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Typing:
-        self._task = asyncio.create_task(self._run(), name="discord-typing")
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self._channel.typing()
-            except discord.HTTPException as exc:
-                logger.debug("typing indicator failed: %s", exc)
-                return
+    async def keep() -> None:
+        while await landed(channel.typing(), "typing indicator failed", level=logging.DEBUG):  # noqa: ASYNC110
             await asyncio.sleep(TYPING_EVERY)
+
+    task = asyncio.create_task(keep(), name="discord-typing")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def response_id(interaction: discord.Interaction[Any]) -> int | None:
+    """The id of the interaction's response message; None when Discord does not give it."""
+    try:
+        return (await interaction.original_response()).id
+    except discord.HTTPException:
+        return None
 
 
 class ConversationOrder(KeyedLocks[ConversationKey]):
-    """One FIFO lock per conversation, held from the turn until its reply is posted.
+    """One FIFO lock per conversation, held from the turn until its reply is posted: posting happens
+    after the turn, so a quick second answer could overtake a first one still being posted."""
 
-    The agent already runs one turn per conversation at a time, but posting happens after the turn:
-    without this, a quick second answer could overtake a first one still being posted.
-    """
+
+CUSTOM_ID_PREFIX = "nerve:tools:"
+GONE = (
+    "These tool results are no longer available (the bot restarted or they expired). "
+    "Ask again to see fresh ones."
+)
+
+
+class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
+    """A button that outlives this process: its custom_id carries its click (`click_id`, read back by
+    `read`), so discord.py hands a click, in whichever process receives it, to `clicked` of the
+    client's flow named `route`."""
+
+    route: ClassVar[str]
+    fallback: ClassVar[str] = "Answer"  # the label when discord.py gives no button back
+
+    def __init__(
+        self,
+        click: Any,
+        *,
+        label: str,
+        style: discord.ButtonStyle = discord.ButtonStyle.secondary,
+        row: int | None = None,
+        emoji: str | None = None,
+    ) -> None:
+        label, custom_id = truncate(label, 80)[0], self.click_id(click)
+        super().__init__(
+            discord.ui.Button(label=label, style=style, custom_id=custom_id, row=row, emoji=emoji)
+        )
+        self.click = click
+
+    @staticmethod
+    def click_id(click: Any) -> str:
+        raise NotImplementedError
+
+    @staticmethod
+    def read(match: re.Match[str]) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction[Any], item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> Self:
+        button = item if isinstance(item, discord.ui.Button) else None
+        label = (button.label if button is not None else None) or cls.fallback
+        return cls(
+            cls.read(match), label=label, style=button.style if button else discord.ButtonStyle.secondary
+        )
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        flow = getattr(interaction.client, self.route, None)
+        if flow is None:
+            await interaction.response.defer()
+        else:
+            await flow.clicked(interaction, self.click)
+
+
+class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,32})"):
+    """The "Tool results" button, carrying its reply's reference; its click is answered here,
+    within Discord's 3 seconds (nothing slow runs)."""
+
+    @staticmethod
+    def click_id(ref: str) -> str:
+        return CUSTOM_ID_PREFIX + ref
+
+    @staticmethod
+    def read(match: re.Match[str]) -> str:
+        return match["ref"]
+
+    async def callback(self, interaction: discord.Interaction[Any]) -> None:
+        cache = getattr(interaction.client, "results", None)
+        attachments = cache.get(self.click) if isinstance(cache, ResultsCache) else None
+        if attachments is None:
+            await tell(interaction, GONE)
+            return
+        shown = results_view(attachments)
+        file: dict[str, Any] = {"file": shown.file()} if shown.file_text is not None else {}
+        await tell(interaction, shown.content, embeds=shown.embeds, **file)
+
+
+def results_button_view(results: ResultsCache, attachments: tuple[Attachment, ...]) -> discord.ui.View:
+    """The tool results kept under a new reference, and a view holding their button; no timeout,
+    since the button must outlive this process."""
+    ref = secrets.token_hex(8)
+    results.put(ref, attachments)
+    view = discord.ui.View(timeout=None)
+    view.add_item(ToolResultsButton(ref, label="Tool results", emoji="🔧"))
+    return view

@@ -1,14 +1,10 @@
 """From discord.py objects to the core's `Incoming`: who asked what, in which conversation.
 
-Pure functions (no I/O), so the rules about which message belongs to which conversation are
-tested without a network. The conversation keys:
-
-* DM: `discord:dm:<dm channel>:<user>` — one private conversation per user, never in a guild.
-* thread: `discord:<guild>:<parent channel>:<thread>` — every message in the thread continues it.
-* a mention or `/ask` in a plain channel starts a new conversation whose `thread` part is the id of
-  a message: the mention itself, or the `/ask` answer. The bot then opens a thread on that message,
-  and Discord gives a thread started from a message the message's id, so the thread's later
-  messages land on the same key with no lookup table.
+Pure functions, so the rules are tested without a network. Keys: a DM is
+`discord:dm:<dm channel>:<user>`; a thread `discord:<guild>:<parent channel>:<thread>`. A mention or
+`/ask` in a plain channel takes a message's id as its `thread` part (the mention, or the `/ask`
+answer): the bot opens a thread on that message, and Discord gives such a thread the message's id,
+so the thread's later messages land on the same key with no lookup table.
 """
 
 from __future__ import annotations
@@ -55,12 +51,8 @@ def place_of(key: ConversationKey, user_id: str) -> Place:
 
 
 def answer_channel(key: ConversationKey) -> tuple[int, int | None]:
-    """Where a later answer in this conversation goes (channel id, guild id): its thread, or the DM.
-
-    A guild conversation's `thread` part is the thread's id (threads opened on a message take the
-    message's id), so an answer that comes after the turn, e.g. once a person approved its tool
-    calls, lands in the thread.
-    """
+    """Where a later answer in this conversation goes (channel id, guild id): its thread (the key's
+    `thread` part is the thread's id), or the DM."""
     if key.workspace == DM_WORKSPACE:
         return int(key.channel), None
     return int(key.thread), int(key.workspace)
@@ -78,16 +70,6 @@ def strip_mention(text: str, bot_user_id: int) -> str:
     return re.sub(rf"<@!?{bot_user_id}>", "", text).strip()
 
 
-def mentions_bot(message: discord.Message, bot_user_id: int) -> bool:
-    return any(user.id == bot_user_id for user in message.mentions) or bool(
-        re.search(rf"<@!?{bot_user_id}>", message.content)
-    )
-
-
-def _name(user: discord.abc.User) -> str:
-    return user.display_name or user.name
-
-
 def to_incoming(
     source: discord.Message | discord.Interaction[Any],
     bot_user_id: int,
@@ -96,11 +78,8 @@ def to_incoming(
     text: str | None = None,
 ) -> Incoming | None:
     """The `Incoming` for a message or a slash command, or None when it is not for the bot.
-
-    For an `/ask` in a plain guild channel, `answer_id` is the id of the (deferred) answer message,
-    on which the thread for follow-ups will be opened. `text`, for a command, is the question when
-    it is not the `question` option (a started prompt's text).
-    """
+    `answer_id` is `/ask`'s deferred answer (a thread opens on it in a plain channel); `text` is a
+    started prompt's text instead of the `question` option."""
     if isinstance(source, discord.Message):
         return _from_message(source, bot_user_id)
     return _from_interaction(source, answer_id, text)
@@ -120,7 +99,9 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
     guild_id = message.guild.id if message.guild else getattr(channel, "guild_id", None)
     if guild_id is None:
         return _incoming(dm_key(channel.id, author.id), text, author, event_id)
-    addressed = mentions_bot(message, bot_user_id)
+    addressed = any(user.id == bot_user_id for user in message.mentions) or bool(
+        re.search(rf"<@!?{bot_user_id}>", message.content)
+    )
     if isinstance(channel, discord.Thread):
         if not (addressed or channel.owner_id == bot_user_id):
             return None
@@ -137,30 +118,23 @@ def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id:
         key=key,
         text=text,
         user_id=str(user.id),
-        user_name=_name(user),
+        user_name=user.display_name or user.name,
         event_id=event_id,
         place=place_of(key, str(user.id)),
     )
 
 
-def command_option(interaction: discord.Interaction[Any], name: str) -> str:
-    """A string option of a slash command, read from the raw interaction data."""
-    data: Any = interaction.data or {}
-    for option in data.get("options", []) or []:
-        if option.get("name") == name:
-            return str(option.get("value", ""))
-    return ""
-
-
 def _from_interaction(
     interaction: discord.Interaction[Any], answer_id: int | None, text: str | None = None
 ) -> Incoming | None:
-    text = (command_option(interaction, "question") if text is None else text).strip()
+    if text is None:  # the `question` option, read from the raw interaction data
+        data: Any = interaction.data or {}
+        options = data.get("options", []) or []
+        text = next((str(o.get("value", "")) for o in options if o.get("name") == "question"), "")
+    text = text.strip()
     if not text:
         return None
-    user = interaction.user
-    event_id = f"i:{interaction.id}"
-    channel = interaction.channel
+    user, channel = interaction.user, interaction.channel
     channel_id = interaction.channel_id or (channel.id if channel else 0)
     if interaction.guild_id is None:
         key = dm_key(channel_id, user.id)
@@ -168,7 +142,7 @@ def _from_interaction(
         key = thread_key(interaction.guild_id, channel.parent_id, channel.id)
     else:
         key = thread_key(interaction.guild_id, channel_id, answer_id or interaction.id)
-    return _incoming(key, text, user, event_id)
+    return _incoming(key, text, user, f"i:{interaction.id}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,27 +1,19 @@
 """A server's question on Discord: its message, "Fill in", "Open link", "Decline", and the answers.
 
 Questions and links are read from the turn's "ask" events; every answer (a form sent, a link
-opened, a decline) goes to the core as an answer to its ask (`Agent.answer`). A form is filled in
-steps (`input_modal`): each step's submit is checked with the shared validator
-(`bot.forms.check_answer`, the rules every surface uses) and answered, seen only by that person,
-"Step 1 of 3 done" with a "Continue" button that opens the next step (Discord opens a modal only in
-answer to a click, never right after another modal). The last submit sends the whole form.
-Whatever is wrong comes back as a message, again only for that person, listing each field's
-problem with a "Fix" button that reopens the step with what they typed.
-
-What was typed in earlier steps is kept in this process's memory, per request and person: a
-restart mid-form loses it, and the person fills the form in again (the core ends a request whose
-process stopped; a form opened before the restart says so when it is submitted).
-
-Discord has no event for a modal closed without submitting: a request left alone expires in the
-core, which tells the server "cancel".
+opened, a decline) goes to the core as an answer to its ask (`Agent.answer`). Discord opens a modal
+only in answer to a click, never right after another modal, so a form is filled in steps
+(`input_message`): each step's submit is checked with the shared validator (`bot.forms.check_answer`)
+and answered, seen only by that person, "Step 1 of 3 done" with a "Continue" button; the last
+submit sends the whole form. What is wrong comes back, again only to them, with a "Fix" button that
+reopens the step with what they typed. Earlier steps are kept in memory per request and person: a
+restart mid-form loses them (a form opened before it says so when submitted). Discord has no event
+for a modal closed unsubmitted: the request expires in the core, which tells the server "cancel".
 
 A question a server asked in its call's result parks the turn (as an approval does): the answer
-that leaves nothing more to wait for (`Answered.resume`) lets the turn go on, in the background
-once the click or submit is answered, through `resume` — the same path as the last approval click.
-Such a question outlives a restart, so its message is also updated from the click or submit that
-answered it, when this process did not post it, or from where its request says it was posted (an
-expiry the sweep found).
+that leaves nothing more to wait for (`Answered.resume`) lets the turn go on in the background
+through `resume`. Such a question outlives a restart, so its message is also updated from the click
+or submit that answered it, or from where its request says it was posted (an expiry the sweep found).
 """
 
 from __future__ import annotations
@@ -37,19 +29,22 @@ from typing import Any
 import discord
 
 from adapters.common.settle import answer_input, ended
-from adapters.discord.delivery import NO_MENTIONS
+from adapters.discord.delivery import NO_MENTIONS, landed
 from adapters.discord.input_message import (
+    FIELDS_PER_STEP,
     InputBoard,
-    InputButton,
     InputClick,
+    InputModal,
+    Raw,
     Where,
     button_view,
     link_text,
     plain,
     request_message_at,
+    say,
     settled_text,
+    steps_of,
 )
-from adapters.discord.input_modal import FIELDS_PER_STEP, InputModal, Raw, say, steps_of
 from bot.agent import INPUT_EXPIRED as EXPIRED
 from bot.agent import INPUT_GONE as GONE
 from bot.agent import Agent
@@ -138,10 +133,9 @@ class InputFlow:
 
     async def clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None:
         user = str(interaction.user.id)
-        if click.action == "decline":
-            refused = await self._decline(interaction, click.request_id, user)
-        elif click.action == "open":
-            refused = await self._open_link(interaction, click.request_id, user)
+        if click.action in ("decline", "open"):
+            link = click.action == "open"
+            refused = await self._decline_or_open(interaction, click.request_id, user, link=link)
         else:
             refused = await self._open_form(interaction, click.request_id, user, click.step)
         if refused is not None and click.action != "step":
@@ -166,12 +160,10 @@ class InputFlow:
         message = interaction.message
         if status is None or refused.request is None or message is None:
             return
-        try:
-            await message.edit(
-                content=settled_text(refused.request, status), view=None, allowed_mentions=NO_MENTIONS
-            )
-        except discord.HTTPException as exc:
-            logger.info("could not update the message of a finished request: %s %s", exc.status, exc.text)
+        edit = message.edit(
+            content=settled_text(refused.request, status), view=None, allowed_mentions=NO_MENTIONS
+        )
+        await landed(edit, "could not update the message of a finished request", level=logging.INFO)
 
     async def _open_form(
         self, interaction: discord.Interaction[Any], request_id: str, user: str, step: int
@@ -199,44 +191,32 @@ class InputFlow:
             boot=self.boot,
             submitted=self._submitted,
         )
-        try:
-            await interaction.response.send_modal(modal)
-        except discord.HTTPException as exc:
-            logger.warning(
-                "could not open the form of input request %s: %s %s", request_id, exc.status, exc.text
-            )
+        await landed(
+            interaction.response.send_modal(modal), "could not open the form of input request %s", request_id
+        )
         return None
 
-    async def _decline(
-        self, interaction: discord.Interaction[Any], request_id: str, user: str
+    async def _decline_or_open(
+        self, interaction: discord.Interaction[Any], request_id: str, user: str, *, link: bool
     ) -> InputOutcome | None:
+        """A decline, or (URL mode) the asker agreeing to open the link: only then do they get it."""
         if not await _acknowledge(interaction):
             return None
-        outcome = await answer_input(self.agent, request_id, user, Decline())
-        if outcome.changed:
-            self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
-            return None
-        await say(interaction, outcome.note or GONE)
-        return outcome
-
-    async def _open_link(
-        self, interaction: discord.Interaction[Any], request_id: str, user: str
-    ) -> InputOutcome | None:
-        """URL mode: the asker agrees to open the link; only then do they get it."""
-        if not await _acknowledge(interaction):
-            return None
-        opened = await self.agent.open_input(request_id, user)
-        request = opened.request
-        if opened.note is not None or request is None or request.mode != "url" or not request.url:
-            await say(interaction, opened.note or NOT_A_LINK)
-            return opened
-        outcome = await answer_input(self.agent, request_id, user, LinkOpened())
+        url = None
+        if link:
+            opened = await self.agent.open_input(request_id, user)
+            request = opened.request
+            if opened.note is not None or request is None or request.mode != "url" or not request.url:
+                await say(interaction, opened.note or NOT_A_LINK)
+                return opened
+            url = request.url
+        outcome = await answer_input(self.agent, request_id, user, LinkOpened() if link else Decline())
         if not outcome.changed:
             await say(interaction, outcome.note or GONE)
             return outcome
         self._answered(request_id, outcome, request_message_at(interaction.message, request_id))
-        text, view = link_text(request.url)
-        await say(interaction, text, view)
+        if url is not None:
+            await say(interaction, *link_text(url))
         return None
 
     # --- submits -------------------------------------------------------------------------------------
@@ -297,18 +277,12 @@ class InputFlow:
         if outcome.note is not None:
             await say(interaction, outcome.note)
             return
-        fill = InputButton(
-            InputClick(action="fill", request_id=request_id),
-            label="Fill in",
-            style=discord.ButtonStyle.primary,
-        )
-        await say(interaction, RESTARTED, button_view(fill))
+        await say(interaction, RESTARTED, button_view(request_id, ("fill", "Fill in")))
 
     # --- drafts --------------------------------------------------------------------------------------
 
     def _step_view(self, request: InputRequest, step: int, label: str) -> discord.ui.View:
-        click = InputClick(action="step", request_id=request.request_id, step=step)
-        return button_view(InputButton(click, label=label, style=discord.ButtonStyle.primary))
+        return button_view(request.request_id, ("step", label), step=step)
 
     def _draft(self, request_id: str, user: str) -> Draft:
         key = (request_id, user)
@@ -327,9 +301,4 @@ class InputFlow:
 
 async def _acknowledge(interaction: discord.Interaction[Any]) -> bool:
     """Acknowledge at once (Discord's 3 seconds) before asking the core; False if that failed."""
-    try:
-        await interaction.response.defer()
-    except discord.HTTPException as exc:
-        logger.warning("could not acknowledge interaction %s: %s %s", interaction.id, exc.status, exc.text)
-        return False
-    return True
+    return await landed(interaction.response.defer(), "could not acknowledge interaction %s", interaction.id)

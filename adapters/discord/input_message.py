@@ -1,29 +1,26 @@
-"""A server's request for input on Discord: the message in the conversation and its buttons.
+"""A server's request for input on Discord: the message in the conversation, its buttons and its form.
 
-When a tool's server asks the person mid-call (MCP elicitation), a message goes where the turn
-runs: which server asks, for which tool call, what it asks, who may answer and until when, with
-"Fill in" and "Decline" (form mode) or "Open" and "Decline" (URL mode). A link's full host is shown
-on a line of its own, large, so nobody opens it without seeing where it leads. A request nerve
-refused to show (it asked for a secret, or an unsafe link) is a note without buttons.
+The message says which server asks, for which call, what, who may answer and until when, with
+"Fill in" (form) or "Open" (URL) and "Decline"; a link's host is shown large on a line of its own,
+so nobody opens it without seeing where it leads. "Open" is a button, not a link button: Discord
+tells nobody when a link button is clicked, and the server must learn that its person agreed. A
+request nerve refused to show is a note without buttons. Buttons carry their request id (clicks work
+after a restart); once the request ends its message, stored with the request so any process can
+edit it, loses them and says how it ended. Everything a server wrote is escaped.
 
-"Open" is a button, not a link button: Discord tells nobody when a link button is clicked, and the
-server must learn that its person agreed to open the link; the click (by the asker only) answers
-"accept" and gives them the link, as a link button only they can see.
-
-The buttons carry their request id in their custom_id (`InputButton`, a `DynamicItem`), so a click
-on a message posted before a restart still reaches the client. Once the request ends the message
-is edited: the buttons go and a line says how it ended. Where the message is, is stored with its
-request (as for approvals), so a process that did not post it (after a restart, the sweep ending
-a parked question nobody answered) edits it too. Everything a server wrote is escaped.
+The form is shown as modals of at most five fields, a step each (`input_flow` checks and chains
+them): text-like fields are text inputs with the hint as placeholder and the default (or what was
+typed) pre-filled, choices and yes/no are selects (typed when there are too many options). Option
+values are positions in the field's options, so any value a server uses fits Discord.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import discord
 
@@ -31,13 +28,12 @@ from adapters.common import cards
 from adapters.common.refs import message_ref
 from adapters.common.settle import Settled
 from adapters.common.tasks import Spawn
-from adapters.discord.approval_flow import parse_message_ref
-from adapters.discord.approval_message import person
-from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
+from adapters.discord.approvals import parse_message_ref, person
+from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, ClickButton, landed, send_message, tell
 from adapters.discord.render import MESSAGE_LIMIT
 from adapters.resources import link_host
 from bot.text import truncate
-from bot.types import InputRequest
+from bot.types import Form, FormField, InputRequest, describe_field
 
 logger = logging.getLogger(__name__)
 
@@ -79,39 +75,11 @@ def parse(match: re.Match[str]) -> InputClick:
     )
 
 
-@runtime_checkable
-class InputClicks(Protocol):
-    """The client that handles input clicks (the bot), found through `interaction.client`."""
+class InputButton(ClickButton, template=TEMPLATE):
+    """One button of a request (or of the steps of its form); its click goes to the `InputFlow`."""
 
-    async def input_clicked(self, interaction: discord.Interaction[Any], click: InputClick) -> None: ...
-
-
-class InputButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=TEMPLATE):
-    """One button of a request (or of the steps of its form); its click goes to `input_clicked`."""
-
-    def __init__(self, click: InputClick, *, label: str, style: discord.ButtonStyle) -> None:
-        super().__init__(
-            discord.ui.Button(label=truncate(label, LABEL_LIMIT)[0], style=style, custom_id=custom_id(click))
-        )
-        self.click = click
-
-    @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction[Any], item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> InputButton:
-        button = item if isinstance(item, discord.ui.Button) else None
-        return cls(
-            parse(match),
-            label=(button.label if button is not None else None) or "Answer",
-            style=button.style if button is not None else discord.ButtonStyle.secondary,
-        )
-
-    async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        client = interaction.client
-        if isinstance(client, InputClicks):
-            await client.input_clicked(interaction, self.click)
-        else:
-            await interaction.response.defer()
+    route = "input_flow"
+    click_id, read = staticmethod(custom_id), staticmethod(parse)
 
 
 def request_message_at(message: discord.Message | None, request_id: str) -> tuple[int, int] | None:
@@ -127,10 +95,13 @@ def request_message_at(message: discord.Message | None, request_id: str) -> tupl
     return None
 
 
-def button_view(*buttons: discord.ui.Item[Any]) -> discord.ui.View:
+def button_view(request_id: str, *buttons: tuple[InputAction, str], step: int = 1) -> discord.ui.View:
+    """A request's buttons, each (action, label): "Decline" red, the others blue."""
     view = discord.ui.View(timeout=None)
-    for button in buttons:
-        view.add_item(button)
+    for action, label in buttons:
+        style = discord.ButtonStyle.danger if action == "decline" else discord.ButtonStyle.primary
+        click = InputClick(action=action, request_id=request_id, step=step)
+        view.add_item(InputButton(click, label=label, style=style))
     return view
 
 
@@ -152,13 +123,10 @@ def _quoted(text: str) -> str:
     return "\n".join(f"> {line}" for line in plain(text.strip(), MESSAGE_TEXT_LIMIT).splitlines())
 
 
-def _tools(request: InputRequest) -> str:
-    return ", ".join(code(tool, 80) for tool in request.tools[:5]) or "a tool call"
-
-
 def _headline(request: InputRequest) -> str:
     line = cards.asks(request)
-    return f"{line.icon} **{code(request.server, 80)} {line.words}** (for {_tools(request)})"
+    tools = ", ".join(code(tool, 80) for tool in request.tools[:5]) or "a tool call"
+    return f"{line.icon} **{code(request.server, 80)} {line.words}** (for {tools})"
 
 
 def _body(request: InputRequest) -> list[str]:
@@ -176,14 +144,6 @@ def _body(request: InputRequest) -> list[str]:
     return lines
 
 
-def _fields_note(request: InputRequest, per_step: int) -> str | None:
-    count = len(request.form.fields) if request.form is not None else 0
-    if count <= per_step:
-        return None
-    steps = -(-count // per_step)
-    return f"-# {count} fields: the form opens in {steps} steps."
-
-
 def request_text(request: InputRequest, *, per_step: int = 5) -> str:
     """The message's content while the request waits for its person."""
     lines = _body(request)
@@ -193,9 +153,9 @@ def request_text(request: InputRequest, *, per_step: int = 5) -> str:
         if request.expires_at:
             who += f" Expires <t:{int(request.expires_at)}:R>."
         lines.append(who)
-        note = _fields_note(request, per_step)
-        if note is not None:
-            lines.append(note)
+        count = len(request.form.fields) if request.form is not None else 0
+        if count > per_step:
+            lines.append(f"-# {count} fields: the form opens in {-(-count // per_step)} steps.")
     return truncate("\n".join(lines), MESSAGE_LIMIT)[0]
 
 
@@ -203,20 +163,11 @@ def request_view(request: InputRequest) -> discord.ui.View | None:
     """The request's buttons; None for a request nerve refused to show."""
     if request.refused is not None:
         return None
-    rid = request.request_id
-    decline = InputButton(
-        InputClick(action="decline", request_id=rid), label="Decline", style=discord.ButtonStyle.danger
+    host = truncate(link_host(request.url or ""), 60)[0]
+    first: tuple[InputAction, str] = (
+        ("open", f"Open {host}") if request.mode == "url" else ("fill", "Fill in")
     )
-    if request.mode == "url":
-        host = truncate(link_host(request.url or ""), 60)[0]
-        opener = InputButton(
-            InputClick(action="open", request_id=rid), label=f"Open {host}", style=discord.ButtonStyle.primary
-        )
-        return button_view(opener, decline)
-    fill = InputButton(
-        InputClick(action="fill", request_id=rid), label="Fill in", style=discord.ButtonStyle.primary
-    )
-    return button_view(fill, decline)
+    return button_view(request.request_id, first, ("decline", "Decline"))
 
 
 def settled_text(request: InputRequest, status: str) -> str:
@@ -259,13 +210,9 @@ KeepRef = Callable[[str, str], Awaitable[None]]
 
 
 class InputBoard:
-    """Posts each request's message where its turn runs and edits it as the request ends.
-
-    All of it happens in tasks of their own, so the turn's progress sink never waits for Discord.
-    A request's edits wait for its post and for the edit before it (`Settled`), so the message
-    always ends showing the newest outcome (a link's "done" after its "opened"). The same outcome
-    told twice (by the answer and by the turn that waited for it) is shown once.
-    """
+    """Posts each request's message where its turn runs and edits it as the request ends, in tasks
+    of their own (the progress sink never waits for Discord). A request's edits wait for its post
+    and the edit before (`Settled`), so the newest outcome shows last, and the same one only once."""
 
     def __init__(
         self, client: discord.Client, *, guard: ChannelGuard, spawn: Spawn, per_step: int = 5
@@ -308,10 +255,8 @@ class InputBoard:
                 logger.exception("could not store where input request %s is shown", request.request_id)
 
     def settle(self, request: InputRequest, status: str, at: tuple[int, int] | None = None) -> None:
-        """Take the buttons off the request's message and say how it ended.
-
-        A message this process did not post (before a restart, say) is edited where the click or
-        submit came from (`at`: channel id, message id), else where its request says it was posted."""
+        """Take the buttons off the request's message and say how it ended; one this process did not
+        post is edited where the click came from (`at`), else where its request says it is."""
         self._spawn(self._settle(request, status, at), f"discord-input-done-{request.request_id}")
 
     async def _settle(self, request: InputRequest, status: str, at: tuple[int, int] | None) -> None:
@@ -320,14 +265,218 @@ class InputBoard:
     async def _edit(self, where: tuple[int, int], request: InputRequest, status: str) -> bool:
         channel_id, message_id = where
         partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
-        try:
-            await partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
-        except discord.HTTPException as exc:
-            logger.warning(
-                "could not update the message of input request %s (%s %s)",
-                request.request_id,
-                exc.status,
-                exc.text,
-            )
-            return False
+        edit = partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
+        return await landed(edit, "could not update the message of input request %s", request.request_id)
+
+
+FIELDS_PER_STEP = 5
+TITLE_LIMIT = 45
+LABEL_LIMIT = 45
+DESCRIPTION_LIMIT = 100
+PLACEHOLDER_LIMIT = 100
+TEXT_LIMIT = 4000
+OPTIONS_LIMIT = 25
+OPTION_LABEL_LIMIT = 100
+# A text field allowing more than this many characters gets a multi-line box.
+PARAGRAPH_FROM = 300
+# An unsubmitted modal is forgotten after this long (seconds).
+MODAL_TIMEOUT = 3600.0
+_YES, _NO = "yes", "no"
+
+FAILED = "Sorry — something went wrong on my side with this form. Please try again."
+
+# What one field gives: text typed, several option values, or yes/no.
+Raw = str | bool | list[str]
+
+
+def steps_of(form: Form, per_step: int = FIELDS_PER_STEP) -> list[tuple[int, ...]]:
+    """The fields' positions, step by step (one modal each)."""
+    count = len(form.fields)
+    return [tuple(range(start, min(start + per_step, count))) for start in range(0, count, per_step)]
+
+
+def modal_title(request: InputRequest, step: int, steps: int) -> str:
+    suffix = f" ({step}/{steps})" if steps > 1 else ""
+    base = " ".join(request.message.split()) or f"{request.server} asks"
+    return truncate(base, TITLE_LIMIT - len(suffix))[0] + suffix
+
+
+# --- one field --------------------------------------------------------------------------------------
+
+
+def _is_select(form_field: FormField) -> bool:
+    if form_field.kind == "boolean":
         return True
+    return form_field.kind in ("choice", "choices") and 0 < len(form_field.options) <= OPTIONS_LIMIT
+
+
+def _as_text(form_field: FormField, value: object) -> str | None:
+    """A value as text to pre-fill: numbers as people write them, choices by their labels."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return _YES if value else _NO
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list | tuple):
+        labels = dict(form_field.options)
+        return ", ".join(labels.get(str(item), str(item)) for item in value)
+    if form_field.kind == "choice":
+        return dict(form_field.options).get(str(value), str(value))
+    return str(value)
+
+
+def _chosen(form_field: FormField, value: object) -> set[str]:
+    """The select options (their codes) a value picks."""
+    if form_field.kind == "boolean":
+        word = str(value).lower() if isinstance(value, str) else value
+        if word is True or word in (_YES, "true"):
+            return {_YES}
+        if word is False or word in (_NO, "false"):
+            return {_NO}
+        return set()
+    items = list(value) if isinstance(value, list | tuple) else [value] if isinstance(value, str) else []
+    return {str(i) for i, (option, _) in enumerate(form_field.options) if option in items}
+
+
+def _select(index: int, form_field: FormField, value: object, placeholder: str) -> discord.ui.Select[Any]:
+    if form_field.kind == "boolean":
+        pairs = [(_YES, "Yes"), (_NO, "No")]
+    else:
+        pairs = [(str(i), label) for i, (_, label) in enumerate(form_field.options)]
+    chosen = _chosen(form_field, value)
+    options = [
+        discord.SelectOption(
+            label=truncate(label, OPTION_LABEL_LIMIT)[0] or "(empty)", value=code, default=code in chosen
+        )
+        for code, label in pairs
+    ]
+    most = 1
+    least = 1 if form_field.required else 0
+    if form_field.kind == "choices":
+        most = max(1, min(len(options), form_field.max_items or len(options)))
+        least = min(max(1, form_field.min_items or 1), most) if form_field.required else 0
+    return discord.ui.Select(
+        custom_id=f"f{index}",
+        placeholder=placeholder,
+        min_values=least,
+        max_values=most,
+        options=options,
+        required=form_field.required,
+    )
+
+
+def _text_input(
+    index: int, form_field: FormField, value: object, placeholder: str
+) -> discord.ui.TextInput[Any]:
+    longest = TEXT_LIMIT
+    shortest: int | None = None
+    long_text = False
+    if form_field.kind == "text":
+        if form_field.max_length is not None:
+            longest = max(1, min(form_field.max_length, TEXT_LIMIT))
+            long_text = form_field.max_length > PARAGRAPH_FROM
+        if form_field.min_length and form_field.required:
+            shortest = min(form_field.min_length, longest)
+    default = _as_text(form_field, value)
+    return discord.ui.TextInput(
+        custom_id=f"f{index}",
+        style=discord.TextStyle.paragraph if long_text else discord.TextStyle.short,
+        placeholder=placeholder,
+        default=default[:longest] if default else None,
+        required=form_field.required,
+        min_length=shortest,
+        max_length=longest,
+    )
+
+
+def field_item(index: int, form_field: FormField, value: object) -> discord.ui.Label[Any]:
+    """One field as a labelled input; `value` is what to pre-fill (None: nothing)."""
+    placeholder = truncate(describe_field(form_field), PLACEHOLDER_LIMIT)[0]
+    component: discord.ui.Item[Any] = (
+        _select(index, form_field, value, placeholder)
+        if _is_select(form_field)
+        else _text_input(index, form_field, value, placeholder)
+    )
+    description = truncate(" ".join(form_field.description.split()), DESCRIPTION_LIMIT)[0]
+    return discord.ui.Label(
+        text=truncate(form_field.title, LABEL_LIMIT)[0] or form_field.name[:LABEL_LIMIT] or "Answer",
+        description=description or None,
+        component=component,
+    )
+
+
+def read_item(form_field: FormField, component: discord.ui.Item[Any]) -> Raw:
+    """What the person gave in one field: "" (or an empty list) when they left it empty."""
+    if isinstance(component, discord.ui.TextInput):
+        return component.value
+    if not isinstance(component, discord.ui.Select):
+        return ""
+    codes = [str(code) for code in component.values]
+    if form_field.kind == "boolean":
+        return True if _YES in codes else False if _NO in codes else ""
+    picked = [
+        form_field.options[int(code)][0]
+        for code in codes
+        if code.isdigit() and int(code) < len(form_field.options)
+    ]
+    if form_field.kind == "choices":
+        return picked
+    return picked[0] if picked else ""
+
+
+# --- the modal --------------------------------------------------------------------------------------
+
+Submitted = Callable[[discord.Interaction[Any], InputRequest, int, dict[str, Raw]], Awaitable[None]]
+
+
+class InputModal(discord.ui.Modal):
+    """One step of a request's form; its submit goes to `submitted` with the step's values."""
+
+    def __init__(
+        self,
+        *,
+        request: InputRequest,
+        step: int,
+        steps: list[tuple[int, ...]],
+        values: Mapping[str, Raw],
+        boot: str,
+        submitted: Submitted,
+    ) -> None:
+        super().__init__(
+            title=modal_title(request, step, len(steps)),
+            custom_id=f"nerve:in:m:{request.request_id}:{step}:{boot}",
+            timeout=MODAL_TIMEOUT,
+        )
+        assert request.form is not None
+        self.request = request
+        self.step = step
+        self._submitted = submitted
+        self._inputs: list[tuple[FormField, discord.ui.Item[Any]]] = []
+        for index in steps[step - 1]:
+            form_field = request.form.fields[index]
+            value: object = values.get(form_field.name, form_field.default)
+            label = field_item(index, form_field, value)
+            self._inputs.append((form_field, label.component))
+            self.add_item(label)
+
+    async def on_submit(self, interaction: discord.Interaction[Any], /) -> None:
+        raw = {form_field.name: read_item(form_field, item) for form_field, item in self._inputs}
+        await self._submitted(interaction, self.request, self.step, raw)
+
+    async def on_error(  # type: ignore[override]  # discord.py's Modal takes no item
+        self, interaction: discord.Interaction[Any], error: Exception, /
+    ) -> None:
+        logger.error("handling the form of input request %s failed", self.request.request_id, exc_info=error)
+        await say(interaction, FAILED)
+
+
+# --- answering -------------------------------------------------------------------------------------
+
+
+async def say(interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None) -> None:
+    """An ephemeral message to the person who clicked or submitted (only they see it)."""
+    try:
+        await tell(interaction, truncate(text, MESSAGE_LIMIT)[0], view)
+    except discord.HTTPException as exc:
+        logger.warning("could not answer interaction %s: %s %s", interaction.id, exc.status, exc.text)

@@ -1,15 +1,11 @@
 """The answer shown as it is written: messages edited in place, throttled, then the final answer.
 
-The progress sink only records (`LiveView`) and wakes a writer task this class owns, so a slow or
-rate-limited edit never holds up the model's stream. The writer shows the first text at once, then
-edits at most once every `every` seconds (Discord allows about five edits per 5 s per channel; one a
-second leaves room for everyone else), always with the newest text: a 429 that discord.py waits out
-only delays the next edit, it loses nothing. An answer longer than a message goes on in follow-up
-messages, split where `split_markdown` splits the final answer.
-
-`stop()` ends the writer without cutting an edit in flight (a late live edit would overwrite the
-final answer); `deliver()` then turns the messages shown into the final answer, reusing them, so
-an answer is always the same messages, never a second copy.
+Discord has no streaming API. The progress sink only records the turn so far (`LiveView`, laid out
+as the final answer is) and wakes a writer task, so a slow or rate-limited edit never holds up the
+model's stream. The writer edits at most once every `every` seconds (Discord allows about five edits
+per 5 s per channel), always with the newest text. `stop()` ends it without cutting an edit in
+flight (a late edit would overwrite the final answer); `deliver()` then turns the messages shown into
+the final answer, so an answer is always the same messages, never a second copy.
 """
 
 from __future__ import annotations
@@ -20,8 +16,10 @@ import logging
 
 import discord
 
-from adapters.discord.live_view import LiveView
+from adapters.common.turn_so_far import Call, TurnSoFar, percent
 from adapters.discord.pages import Page, PageGone, Poster
+from adapters.discord.render import MAX_TOOL_LINES, MESSAGE_LIMIT, format_latency, layout
+from bot.text import truncate
 from bot.types import TurnEvent
 
 logger = logging.getLogger(__name__)
@@ -121,12 +119,8 @@ class LiveAnswer:
             return True
         i = 0
         while i < len(chunks):
-            chunk = chunks[i]
-            page_view = view if i == len(chunks) - 1 else None
-            if i < len(self.pages):
-                if self._shown[i] == chunk and page_view is None:
-                    i += 1
-                    continue
+            chunk, page_view = chunks[i], view if i == len(chunks) - 1 else None
+            if i < len(self.pages) and (self._shown[i] != chunk or page_view is not None):
                 try:
                     await self.pages[i].edit(chunk, view=page_view)
                 except PageGone as exc:
@@ -148,7 +142,7 @@ class LiveAnswer:
                     self._abandon(i)
                     continue
                 self._shown[i] = chunk
-            else:
+            elif i >= len(self.pages):
                 page = await self._poster.post(chunk, view=page_view)
                 if page is None:
                     self._broken = True
@@ -175,3 +169,37 @@ class LiveAnswer:
         for page in self.pages[index:]:
             await page.delete()
         self._abandon(index)
+
+
+WAITING_FOR_INPUT = "📝 waiting for an answer to a tool's question"
+
+
+def call_line(call: Call) -> str:
+    """`🔧 calling name…` while it runs, then the final answer's `🔧 name ✓ 312 ms`."""
+    if call.finished is None:
+        # The server's words, shown as they are: no Markdown of theirs takes effect.
+        said = truncate(discord.utils.escape_markdown(" ".join(call.progress.split())), 120)[0]
+        if said or call.fraction is not None:
+            return f"-# 🔧 calling {call.name}… {said}{percent(call.fraction)}".rstrip()
+        return f"-# 🔧 calling {call.name}…"
+    mark = "✓" if call.ok else "✗"
+    return f"-# 🔧 {call.name} {mark} {format_latency((call.finished - call.started) * 1000)}"
+
+
+class LiveView(TurnSoFar):
+    """The turn so far (`record` each event); `chunks()` lays it out as message contents."""
+
+    def status_lines(self) -> str:
+        calls = list(self.calls.values())
+        lines = [call_line(call) for call in calls[:MAX_TOOL_LINES]]
+        hidden = len(calls) - MAX_TOOL_LINES
+        if hidden > 0:
+            running = sum(1 for call in calls[MAX_TOOL_LINES:] if call.finished is None)
+            lines.append(f"-# … and {hidden} more tool call{'s' if hidden != 1 else ''} ({running} running)")
+        if self.status_line is not None:
+            lines.append(f"-# {WAITING_FOR_INPUT if self.waiting else f'⏳ {self.status_line}'}")
+        return "\n".join(lines)
+
+    def chunks(self, limit: int = MESSAGE_LIMIT) -> list[str]:
+        """The message contents to show now (empty while there is nothing to show)."""
+        return layout(self.text, self.status_lines(), limit)

@@ -1,17 +1,22 @@
 """Where a live answer's messages go: channel messages, or an interaction's response and follow-ups.
 
-A `Page` is one message the answer is shown in, edited in place; a `Poster` adds the next one. For a
-mention or a DM the pages are channel messages, the first a reply to the user's message. For `/ask`
-the first page is the deferred response and the next ones are follow-ups, all through the
-interaction's token; that token expires after 15 minutes (the fake and Discord then answer 404
-Unknown Webhook), and from then on the answer goes on as channel messages replying to the response.
+A `Page` is one message the answer is shown in, edited in place; a `Poster` adds the next one. For
+a mention or a DM they are channel messages, the first a reply; for `/ask` the deferred response and
+follow-ups, until the token expires (15 minutes), then channel messages replying to the response.
+
+With jobs, a turn's channel pages are kept (`TurnPages`): a job runs again when its process died or
+drained mid-answer, so each page is recorded in the posts ledger as soon as Discord created it and
+marked gone once deleted or uneditable; a second run edits those still there and posts only what is
+missing, and the files go up once. A page created just before its id was recorded is posted again
+(Discord's message nonces are checked only for minutes).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any, Protocol
 
 import discord
@@ -19,6 +24,7 @@ from discord.utils import MISSING
 
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
 from adapters.discord.render import escape_text, reply_files
+from bot.agent import PostRecords
 from bot.text import truncate
 from bot.types import Attachment
 
@@ -31,9 +37,6 @@ class PageGone(Exception):
 
 class Page(Protocol):
     """One message of the answer."""
-
-    @property
-    def message_id(self) -> int | None: ...
 
     async def edit(self, content: str, *, view: discord.ui.View | None = None) -> None:
         """Show `content` (and `view`, if given); `PageGone` when the message cannot be edited."""
@@ -58,41 +61,48 @@ def _view(view: discord.ui.View | None) -> Any:
 @dataclass(eq=False)
 class ChannelPage:
     """A channel message of ours; a partial one (only its id known) when a job run again goes on in
-    the messages of the run before (`adapters.discord.kept_pages`)."""
+    the messages of the run before. A page `kept` by its turn (`TurnPages`, and its part there)
+    records its end (deleted, or no longer editable) for a second run."""
 
     message: discord.Message | discord.PartialMessage
     guard: ChannelGuard
     channel_id: int
-
-    @property
-    def message_id(self) -> int | None:
-        return self.message.id
+    kept: tuple[TurnPages, str] | None = None
 
     async def edit(self, content: str, *, view: discord.ui.View | None = None) -> None:
-        if self.guard.blocked(self.channel_id):
-            raise PageGone("posting in this channel is refused")
         try:
-            self.message = await self.message.edit(
-                content=content, view=_view(view), allowed_mentions=NO_MENTIONS
-            )
-        except discord.NotFound as exc:
-            raise PageGone(f"message {self.message.id} is gone") from exc
-        except discord.Forbidden as exc:
-            self.guard.block(self.channel_id, exc)
-            raise PageGone("posting in this channel is refused") from exc
+            if self.guard.blocked(self.channel_id):
+                raise PageGone("posting in this channel is refused")
+            try:
+                self.message = await self.message.edit(
+                    content=content, view=_view(view), allowed_mentions=NO_MENTIONS
+                )
+            except discord.NotFound as exc:
+                raise PageGone(f"message {self.message.id} is gone") from exc
+            except discord.Forbidden as exc:
+                self.guard.block(self.channel_id, exc)
+                raise PageGone("posting in this channel is refused") from exc
+        except PageGone:
+            await self._gone()
+            raise
 
     async def delete(self) -> None:
         try:
             await self.message.delete()
         except discord.HTTPException as exc:
             logger.debug("could not delete message %s: %s", self.message.id, exc)
+        await self._gone()
+
+    async def _gone(self) -> None:
+        if self.kept is not None:
+            await self.kept[0].gone(self.kept[1])
 
 
 @dataclass(eq=False)
 class ChannelPoster:
     """Channel messages; the first one replies to `reference` (None once one was posted)."""
 
-    channel: discord.abc.Messageable
+    channel: discord.PartialMessageable
     _: KW_ONLY
     guard: ChannelGuard
     channel_id: int
@@ -116,52 +126,42 @@ class ChannelPoster:
         return ChannelPage(message, self.guard, self.channel_id)
 
 
+@dataclass(eq=False)
 class InteractionPage:
     """The deferred response (`followup` None) or a follow-up, edited through the token."""
 
-    def __init__(
-        self,
-        interaction: discord.Interaction[Any],
-        followup: discord.WebhookMessage | None = None,
-        message_id: int | None = None,
-    ) -> None:
-        self._interaction = interaction
-        self._followup = followup
-        self._message_id = followup.id if followup is not None else message_id
-
-    @property
-    def message_id(self) -> int | None:
-        return self._message_id
+    interaction: discord.Interaction[Any]
+    followup: discord.WebhookMessage | None = None
 
     async def edit(self, content: str, *, view: discord.ui.View | None = None) -> None:
-        if self._interaction.is_expired():
+        if self.interaction.is_expired():
             raise PageGone("the interaction token expired")
         try:
-            if self._followup is None:
-                await self._interaction.edit_original_response(
+            if self.followup is None:
+                await self.interaction.edit_original_response(
                     content=content, view=_view(view), allowed_mentions=NO_MENTIONS
                 )
             else:
-                await self._followup.edit(content=content, view=_view(view), allowed_mentions=NO_MENTIONS)
+                await self.followup.edit(content=content, view=_view(view), allowed_mentions=NO_MENTIONS)
         except discord.NotFound as exc:
             raise PageGone("the interaction token expired or the message is gone") from exc
 
     async def delete(self) -> None:
-        if self._followup is None or self._interaction.is_expired():
+        if self.followup is None or self.interaction.is_expired():
             return
         try:
-            await self._followup.delete()
+            await self.followup.delete()
         except discord.HTTPException as exc:
-            logger.debug("could not delete follow-up %s: %s", self._followup.id, exc)
+            logger.debug("could not delete follow-up %s: %s", self.followup.id, exc)
 
 
+@dataclass(eq=False)
 class InteractionPoster:
     """Follow-ups through the token while it lasts, then channel messages replying to the response."""
 
-    def __init__(self, interaction: discord.Interaction[Any], fallback: ChannelPoster) -> None:
-        self._interaction = interaction
-        self._fallback = fallback
-        self._expired = False
+    _interaction: discord.Interaction[Any]
+    _fallback: ChannelPoster
+    _expired: bool = False
 
     def gone(self) -> None:
         """The token stopped working: post everything after this in the channel."""
@@ -206,7 +206,87 @@ async def post_files(poster: Poster, attachments: tuple[Attachment, ...]) -> Non
     shown = reply_files(attachments)
     if shown is None:
         return
-    if await poster.post(shown.content, files=shown.discord_files()) is not None or not shown.files:
+    files = [discord.File(io.BytesIO(data), filename=name) for name, data in shown.files]
+    if await poster.post(shown.content, files=files) is not None or not shown.files:
         return
     names = ", ".join(escape_text(name) for name, _ in shown.files)
     await poster.post(truncate(f"-# ⚠️ Could not attach {names}.", 2000)[0])
+
+
+PAGE = "page:"
+FILES = "files"
+GONE = "gone"
+
+
+def turn_of(event_id: str) -> str:
+    """The posts ledger's name of the turn answering a Discord delivery."""
+    return f"discord:{event_id}"
+
+
+@dataclass(eq=False)
+class TurnPages:
+    """A `Poster` of one turn's channel pages that records each one; `load` first."""
+
+    records: PostRecords
+    event_id: InitVar[str]
+    poster: ChannelPoster
+
+    def __post_init__(self, event_id: str) -> None:
+        self._turn = turn_of(event_id)
+        self._known: dict[str, str | None] = {}
+        self._next = 0
+
+    async def load(self) -> list[ChannelPage]:
+        """The pages an earlier run of this turn left, in order (none for a first run). With some,
+        the poster no longer replies: the first of them already does."""
+        self._known = await self.records.posts_of(self._turn)
+        numbered = sorted(
+            (int(part.removeprefix(PAGE)), part, ref)
+            for part, ref in self._known.items()
+            if part.startswith(PAGE) and part.removeprefix(PAGE).isdigit()
+        )
+        self._next = numbered[-1][0] + 1 if numbered else 0
+        poster = self.poster
+        pages = [
+            ChannelPage(
+                poster.channel.get_partial_message(int(ref)), poster.guard, poster.channel_id, (self, part)
+            )
+            for _, part, ref in numbered
+            if ref is not None and ref.isdigit()
+        ]
+        if pages:
+            logger.info("%s is answered again: going on in its %d message(s)", self._turn, len(pages))
+            self.poster.reference = None
+        return pages
+
+    async def post(
+        self, content: str, *, view: discord.ui.View | None = None, files: Sequence[discord.File] = ()
+    ) -> ChannelPage | None:
+        page = await self.poster.post(content, view=view, files=files)
+        if page is None:
+            return None
+        part = f"{PAGE}{self._next}"
+        self._next += 1
+        await self._record(part, str(page.message.id))
+        page.kept = (self, part)
+        return page
+
+    async def gone(self, part: str) -> None:
+        """A page a second run must not go on in."""
+        await self._record(part, GONE)
+
+    async def take_files(self) -> bool:
+        """True once per turn: this run uploads the answer's files; never a second time."""
+        if FILES in self._known:
+            logger.warning("%s: its files went up (or started to) in an earlier run; not again", self._turn)
+            return False
+        await self.records.intend_post(self._turn, FILES)
+        self._known[FILES] = None
+        return True
+
+    async def files_done(self) -> None:
+        await self._record(FILES, FILES)
+
+    async def _record(self, part: str, ref: str) -> None:
+        self._known[part] = ref
+        await self.records.record_post(self._turn, part, ref)

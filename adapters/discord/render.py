@@ -130,10 +130,8 @@ def _quiet_outside_code(text: str) -> str:
 
 def safe_text(text: str) -> str:
     """Model-written Markdown as Discord should show it: every link shows where it goes, and no URL
-    is previewed. A preview is Discord fetching the address at once, without anyone clicking: a link
-    whose query string carries what was said in the conversation would hand it over. `<url>` keeps
-    the link clickable without one. URLs in code blocks are left alone (Discord neither links nor
-    previews them)."""
+    is previewed (`<url>`): a preview fetches the address at once, and a query string carrying the
+    conversation would hand it over. Code blocks are left alone (Discord neither links nor previews)."""
     return _quiet_outside_code(show_link_targets(text))
 
 
@@ -143,23 +141,27 @@ def safe_chunks(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
     return [_quiet_outside_code(chunk) for chunk in split_markdown(safe_text(text), limit - 4)]
 
 
-def reply_chunks(reply: AgentReply, limit: int = MESSAGE_LIMIT) -> list[str]:
-    """The answer as messages of at most `limit` characters, the tool lines at the end.
-
-    The tool lines join the last chunk when they fit, else they get a message of their own, so the
-    answer's own text is never squeezed or cut to make room for them.
-    """
-    chunks = safe_chunks(reply.text, limit) or ["(no answer text)"]
-    if reply.attachments:
-        lines = truncate(tool_lines(reply.attachments), limit)[0]
-        if len(chunks[-1]) + 2 + len(lines) <= limit:
-            chunks[-1] = f"{chunks[-1]}\n\n{lines}"
+def layout(text: str, status: str, limit: int = MESSAGE_LIMIT, *, empty: str = "") -> list[str]:
+    """Messages of at most `limit` characters: the text (`empty` without any), then `status` (the tool
+    lines) joined to the last one when it fits, else in a message of its own, so the text is never
+    squeezed or cut to make room. The live answer is laid out as the final one, so it replaces it
+    without moving anything around."""
+    chunks = safe_chunks(text, limit) or ([empty] if empty else [])
+    if status:
+        status = truncate(status, limit)[0]
+        if chunks and len(chunks[-1]) + 2 + len(status) <= limit:
+            chunks[-1] = f"{chunks[-1]}\n\n{status}"
         else:
-            chunks.append(lines)
+            chunks.append(status)
     return chunks
 
 
-def _code_block(text: str, limit: int, lang: str = "") -> tuple[str, bool]:
+def reply_chunks(reply: AgentReply, limit: int = MESSAGE_LIMIT) -> list[str]:
+    """The answer as messages, the tool lines at the end."""
+    return layout(reply.text, tool_lines(reply.attachments), limit, empty="(no answer text)")
+
+
+def code_block(text: str, limit: int, lang: str = "") -> tuple[str, bool]:
     """`text` in a fenced block of at most `limit` characters; says whether it had to cut."""
     fence_open, fence_close = f"```{lang}\n", "\n```"
     room = max(0, limit - len(fence_open) - len(fence_close))
@@ -205,11 +207,11 @@ def _result_embed(
 ) -> tuple[discord.Embed, bool]:
     title = truncate(f"🔧 {attachment.label}", EMBED_TITLE_LIMIT)[0]
     colour = ERROR_COLOUR if attachment.is_error else OK_COLOUR
-    description, cut_result = _code_block(pretty_json(attachment.content), description_limit, "json")
+    description, cut_result = code_block(pretty_json(attachment.content), description_limit, "json")
     embed = discord.Embed(title=title, colour=colour, description=description)
     embed.add_field(name="Status", value="error" if attachment.is_error else "ok", inline=True)
     embed.add_field(name="Latency", value=format_latency(attachment.latency_ms), inline=True)
-    arguments, cut_args = _code_block(pretty_json(attachment.arguments_json()), args_limit, "json")
+    arguments, cut_args = code_block(pretty_json(attachment.arguments_json()), args_limit, "json")
     embed.add_field(name="Arguments", value=arguments, inline=False)
     resources, cut_links = _resource_lines(attachment, links_limit)
     if resources:
@@ -224,43 +226,38 @@ def _text_embed(
 ) -> tuple[discord.Embed, bool]:
     """A text a tool returned, as an embed of its own beside its call's."""
     title = truncate(f"📄 {display_name(resource)}", EMBED_TITLE_LIMIT)[0]
-    description, cut = _code_block(resource.text or "", description_limit)
+    description, cut = code_block(resource.text or "", description_limit)
     embed = discord.Embed(title=title, colour=TEXT_COLOUR, description=description)
     embed.set_footer(text=truncate(f"{resource.mime_type or 'text'} · from {attachment.name}", 200)[0])
     return embed, cut
 
 
 @dataclass(frozen=True, slots=True)
-class ResultsView:
-    """What the "Tool results" button shows: embeds within Discord's limits, plus a file if needed."""
+class EmbedsMessage:
+    """A message of embeds within Discord's limits; what did not fit is attached in full as a file."""
 
+    content: str
     embeds: list[discord.Embed]
     file_text: str | None
-    note: str
+    filename: str
 
     def file(self) -> discord.File | None:
         if self.file_text is None:
             return None
         data = self.file_text.encode("utf-8")[:FILE_LIMIT_BYTES]
-        return discord.File(io.BytesIO(data), filename=RESULTS_FILENAME)
+        return discord.File(io.BytesIO(data), filename=self.filename)
 
 
-def _detail_items(attachments: tuple[Attachment, ...]) -> list[tuple[Attachment, Resource | None]]:
-    """Each call, then each text it returned: one embed apiece, in the order they happened."""
-    items: list[tuple[Attachment, Resource | None]] = []
-    for a in attachments:
-        items.append((a, None))
-        items += [(a, r) for r in a.resources if kind_of(r) == "text"]
-    return items
-
-
-def results_view(attachments: tuple[Attachment, ...]) -> ResultsView:
+def results_view(attachments: tuple[Attachment, ...]) -> EmbedsMessage:
     """Embeds for up to ten tool calls and their texts, sized to fit 6,000 characters together; the
     rest, and whatever had to be shortened, as a file."""
-    items = _detail_items(attachments)
+    # Each call, then each text it returned: one embed apiece, in the order they happened.
+    items: list[tuple[Attachment, Resource | None]] = [
+        (a, r) for a in attachments for r in (None, *(t for t in a.resources if kind_of(t) == "text"))
+    ]
     shown = items[:EMBEDS_PER_MESSAGE]
     if not shown:
-        return ResultsView(embeds=[], file_text=None, note="This answer used no tools.")
+        return EmbedsMessage("This answer used no tools.", [], None, RESULTS_FILENAME)
     per_embed = (EMBED_TOTAL_LIMIT - 100) // len(shown)
     args_limit = min(FIELD_VALUE_LIMIT, max(40, per_embed // 4))
     links_limit = min(FIELD_VALUE_LIMIT, max(100, per_embed // 3))
@@ -284,7 +281,7 @@ def results_view(attachments: tuple[Attachment, ...]) -> ResultsView:
     note = f"Results of {len(attachments)} tool call{'s' if len(attachments) != 1 else ''}."
     if cut:
         note += " Some are shortened here; the attached file has them in full."
-    return ResultsView(embeds=embeds, file_text=results_file(attachments) if cut else None, note=note)
+    return EmbedsMessage(note, embeds, results_file(attachments) if cut else None, RESULTS_FILENAME)
 
 
 def _resources_md(a: Attachment) -> str:
@@ -323,9 +320,6 @@ class ReplyFiles:
     content: str
     files: list[tuple[str, bytes]] = field(default_factory=list)
 
-    def discord_files(self) -> list[discord.File]:
-        return [discord.File(io.BytesIO(data), filename=name) for name, data in self.files]
-
 
 def reply_files(attachments: tuple[Attachment, ...]) -> ReplyFiles | None:
     """What goes in the message of files after an answer, or None when its tools returned none."""
@@ -357,11 +351,8 @@ def reply_files(attachments: tuple[Attachment, ...]) -> ReplyFiles | None:
 
 
 class ResultsCache:
-    """Tool results by reply reference, the newest `capacity` kept (least recently used go first).
-
-    Kept in memory on purpose: the results are also in the conversation store, and after a restart
-    the button says plainly that they are gone rather than the bot keeping a second copy on disk.
-    """
+    """Tool results by reply reference, the newest `capacity` kept; in memory on purpose (they are in
+    the conversation store): after a restart the button says they are gone, no second copy on disk."""
 
     def __init__(self, capacity: int = 512) -> None:
         self._capacity = capacity

@@ -1,0 +1,454 @@
+"""Approvals on Discord: the approval message, its buttons, and Discord's side of the approval desk.
+
+One message per waiting batch of calls says what waits, why, who may decide and until when, with an
+embed per call (server, tool, arguments in full, outcome); what is too long is attached in full, so
+a person approves exactly what they could read. It is rebuilt from the stored request each time, so
+any process can redraw it. A button's custom_id carries all its click needs (action, request, call,
+the start of the hash of what was shown), so it works in any process, after a restart too, and
+decides only the call it was drawn for. Nothing waits for the person: the message is posted and its
+reference stored, and a click is decided by the shared desk (`adapters.common.desk`), acknowledged
+within Discord's 3 seconds, its outcome shown through the click's interaction (or by editing the
+stored message). A resumed turn reports to the conversation's sink (`progress_for`); with jobs it is
+a job any process takes (`launch`), else a task here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, InitVar, dataclass
+from typing import Any
+
+import discord
+
+from adapters.common import cards, refs
+from adapters.common.desk import AT, HASH_CHARS, ApprovalClick, AskDesk, Choice, batch_hash, find_call
+from adapters.common.tasks import Spawn
+from adapters.discord.delivery import (
+    NO_MENTIONS,
+    ChannelGuard,
+    ClickButton,
+    ConversationOrder,
+    landed,
+    send_message,
+    tell,
+)
+from adapters.discord.incoming import PLATFORM, message_of
+from adapters.discord.render import (
+    EMBED_DESCRIPTION_LIMIT,
+    EMBED_TITLE_LIMIT,
+    EMBED_TOTAL_LIMIT,
+    EMBEDS_PER_MESSAGE,
+    MESSAGE_LIMIT,
+    EmbedsMessage,
+    code_block,
+    safe_text,
+)
+from adapters.jobs_runtime import Launcher
+from bot.agent import Agent
+from bot.text import truncate
+from bot.types import (
+    AgentReply,
+    ApprovalPrompt,
+    Ask,
+    ConversationKey,
+    PendingCall,
+    Progress,
+    no_progress,
+)
+
+ARGUMENTS_FILENAME = "approval-request.md"
+REASON_LIMIT = 600
+WAITING_COLOUR = discord.Colour(0xF1C40F)
+APPROVED_COLOUR = discord.Colour(0x2ECC71)
+DENIED_COLOUR = discord.Colour(0xE74C3C)
+EXPIRED_COLOUR = discord.Colour(0x95A5A6)
+_COLOURS = {
+    "pending": WAITING_COLOUR,
+    "approved": APPROVED_COLOUR,
+    "denied": DENIED_COLOUR,
+    "expired": EXPIRED_COLOUR,
+}
+
+
+def person(user_id: str | None) -> str:
+    """A Discord user id as a mention (the message never pings: mentions are switched off)."""
+    if user_id and user_id.isdigit():
+        return f"<@{user_id}>"
+    return f"`{user_id}`" if user_id else "someone"
+
+
+def headline(prompt: ApprovalPrompt) -> str:
+    """The first line: what waits, or how it ended."""
+    tools = ", ".join(dict.fromkeys(f"`{c.tool}`" for c in prompt.calls))
+    if prompt.open:
+        return f"⏸️ **Waiting for approval** to run {tools}."
+    if all(c.status == "expired" for c in prompt.calls):
+        return f"⌛ **Not approved in time**: going on without {tools}."
+    approved = sum(1 for c in prompt.calls if c.status == "approved")
+    denied = sum(1 for c in prompt.calls if c.status == "denied")
+    expired = len(prompt.calls) - approved - denied
+    parts = [f"{approved} approved"] if approved else []
+    parts += [f"{denied} denied"] if denied else []
+    parts += [f"{expired} not approved in time"] if expired else []
+    return f"☑️ **Decided** ({', '.join(parts)}): going on with the answer."
+
+
+def _call_embed(index: int, call: PendingCall, description_limit: int) -> tuple[discord.Embed, bool]:
+    title = truncate(f"{index}. {call.tool}", EMBED_TITLE_LIMIT)[0]
+    description, cut = code_block(call.arguments_json(), description_limit, "json")
+    embed = discord.Embed(title=title, colour=_COLOURS[call.status], description=description)
+    embed.add_field(name="Server", value=truncate(call.server, 1000)[0] or "-", inline=True)
+    embed.add_field(name="Outcome", value=cards.decided(call).say(person=person), inline=True)
+    return embed, cut
+
+
+def request_file(prompt: ApprovalPrompt) -> str:
+    """The whole request in Markdown: the reason and every call's arguments, nothing shortened."""
+    parts = [f"# Approval request {prompt.request_id}\n"]
+    if prompt.reason:
+        parts.append(f"Why, in the model's words:\n\n{prompt.reason}\n")
+    for index, call in enumerate(prompt.calls, start=1):
+        arguments = json.dumps(call.arguments, ensure_ascii=False, indent=2)
+        parts.append(
+            f"## {index}. {call.server} / {call.tool}\n\nArguments:\n```json\n{arguments}\n```\n"
+            f"Argument hash: {call.call_hash}\n"
+        )
+    return "\n".join(parts)
+
+
+def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
+    """The message for the request in its current state (waiting, decided or expired)."""
+    lines = [headline(prompt)]
+    reason, reason_cut = truncate(" ".join(prompt.reason.split()), REASON_LIMIT)
+    if reason:
+        # The model's words, written under a tool's influence: no disguised link, no preview.
+        lines.append(f"> {safe_text(reason)}")
+    if prompt.open:
+        lines.append(
+            f"Only {person(prompt.requester)} or an admin can decide. Expires <t:{int(prompt.expires_at)}:R>."
+        )
+        if len(prompt.calls) > 1:
+            lines.append("-# **Always allow here** approves them all and stops asking for these tools here.")
+        else:
+            lines.append("-# **Always allow here** approves it and stops asking for this tool here.")
+    shown = prompt.calls[:EMBEDS_PER_MESSAGE]
+    hidden = len(prompt.calls) - len(shown)
+    if hidden:
+        lines.append(f"… and {hidden} more call{'s' if hidden != 1 else ''}: see the attached file.")
+    per_embed = (EMBED_TOTAL_LIMIT - 200) // max(1, len(shown))
+    description_limit = min(EMBED_DESCRIPTION_LIMIT, max(60, per_embed - 200))
+    built = [_call_embed(i, call, description_limit) for i, call in enumerate(shown, start=1)]
+    cut = reason_cut or hidden > 0 or any(was_cut for _, was_cut in built)
+    content = truncate("\n".join(lines), MESSAGE_LIMIT)[0]
+    if cut:
+        content = truncate(
+            content + "\n-# Shortened here; the attached file has it all in full.", MESSAGE_LIMIT
+        )[0]
+    embeds = [embed for embed, _ in built]
+    return EmbedsMessage(content, embeds, request_file(prompt) if cut else None, ARGUMENTS_FILENAME)
+
+
+Action = Choice
+_CODES: dict[Action, str] = {
+    "approve": "a",
+    "deny": "d",
+    "approve_all": "A",
+    "deny_all": "D",
+    "always": "R",
+}
+_ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
+ALL_CALLS = "*"
+CUSTOM_ID_LIMIT = 100
+_SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,48}")
+TEMPLATE = (
+    r"nerve:ap:(?P<action>[adADR]):(?P<request>[A-Za-z0-9_-]{1,24}):"
+    r"(?P<call>[A-Za-z0-9_.~*-]{1,48}):(?P<hash>[0-9a-f]{12})"
+)
+# Discord shows at most five rows of five buttons; the last row holds the buttons for all calls.
+CALL_ROWS = 4
+CALLS_PER_ROW = 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Click:
+    """What a clicked button asks for, read back from its custom_id."""
+
+    action: Action
+    request_id: str
+    # A call id, `~<position>` for a call whose id does not fit, or `*` for every open call.
+    call: str
+    shown_hash: str
+
+
+def call_ref(prompt: ApprovalPrompt, call: PendingCall) -> str:
+    """How a button names a call: its id when that is short and plain, else its position."""
+    if _SAFE_CALL_ID.fullmatch(call.call_id):
+        return call.call_id
+    return f"{AT}{prompt.calls.index(call)}"
+
+
+def shown_hash(prompt: ApprovalPrompt, ref: str) -> str | None:
+    """The short hash a button for `ref` must carry to decide on it; None when no such call exists."""
+    if ref == ALL_CALLS:
+        return batch_hash(prompt)
+    call = find_call(prompt, ref)
+    return call.call_hash[:HASH_CHARS] if call is not None else None
+
+
+def custom_id(click: Click) -> str:
+    made = f"nerve:ap:{_CODES[click.action]}:{click.request_id}:{click.call}:{click.shown_hash}"
+    if len(made) > CUSTOM_ID_LIMIT or not re.fullmatch(TEMPLATE, made):
+        raise ValueError(f"approval request id {click.request_id!r} does not fit in a Discord custom_id")
+    return made
+
+
+def parse(match: re.Match[str]) -> Click:
+    return Click(
+        action=_ACTIONS[match["action"]],
+        request_id=match["request"],
+        call=match["call"],
+        shown_hash=match["hash"],
+    )
+
+
+class ApprovalButton(ClickButton, template=TEMPLATE):
+    """One approval button; its click goes to the client's `ApprovalFlow`."""
+
+    route, fallback = "approval_flow", "Decide"
+    click_id, read = staticmethod(custom_id), staticmethod(parse)
+
+
+def _button(
+    prompt: ApprovalPrompt, action: Action, ref: str, label: str, style: discord.ButtonStyle, row: int
+) -> ApprovalButton:
+    short = shown_hash(prompt, ref)
+    assert short is not None
+    click = Click(action=action, request_id=prompt.request_id, call=ref, shown_hash=short)
+    return ApprovalButton(click, label=label, style=style, row=row)
+
+
+def approval_view(prompt: ApprovalPrompt) -> discord.ui.View | None:
+    """The buttons for the calls still waiting; None once every call is decided (buttons go away)."""
+    pending = [c for c in prompt.calls if c.status == "pending"]
+    if not pending:
+        return None
+    view = discord.ui.View(timeout=None)
+    green, red, grey = discord.ButtonStyle.success, discord.ButtonStyle.danger, discord.ButtonStyle.secondary
+    if len(prompt.calls) == 1:
+        ref = call_ref(prompt, pending[0])
+        view.add_item(_button(prompt, "approve", ref, "Approve", green, 0))
+        view.add_item(_button(prompt, "deny", ref, "Deny", red, 0))
+        view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, 0))
+        return view
+    numbered = {c.call_id: i for i, c in enumerate(prompt.calls, start=1)}
+    for slot, call in enumerate(pending[: CALL_ROWS * CALLS_PER_ROW]):
+        ref, number, row = call_ref(prompt, call), numbered[call.call_id], slot // CALLS_PER_ROW
+        view.add_item(_button(prompt, "approve", ref, f"Approve {number}. {call.tool}", green, row))
+        view.add_item(_button(prompt, "deny", ref, f"Deny {number}", red, row))
+    view.add_item(_button(prompt, "approve_all", ALL_CALLS, "Approve all", green, CALL_ROWS))
+    view.add_item(_button(prompt, "deny_all", ALL_CALLS, "Deny all", red, CALL_ROWS))
+    view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, CALL_ROWS))
+    return view
+
+
+logger = logging.getLogger(__name__)
+
+RESUME_FAILED = "Sorry — something went wrong on my side while going on with this answer. Please ask again."
+
+
+# Posts a reply in a conversation (its thread or DM), replying to a message if given.
+PostToConversation = Callable[[ConversationKey, AgentReply, "int | None"], Awaitable[None]]
+
+
+def parse_message_ref(ref: str | None) -> tuple[int, int] | None:
+    """The channel and message ids a stored reference names; None when it names none."""
+    found = refs.parse_message_ref(ref)
+    if found is not None and found[0].isdigit() and found[1].isdigit():
+        return int(found[0]), int(found[1])
+    return None
+
+
+def redrawn(prompt: ApprovalPrompt) -> dict[str, Any]:
+    """What an edit of the approval message sets: its words, embeds and buttons (none once decided)."""
+    shown = approval_message(prompt)
+    return {
+        "content": shown.content,
+        "embeds": shown.embeds,
+        "view": approval_view(prompt),
+        "allowed_mentions": NO_MENTIONS,
+    }
+
+
+@dataclass(eq=False)
+class ApprovalFlow:
+    """Approval messages and clicks for one Discord client."""
+
+    _: KW_ONLY
+    agent: Agent
+    client: discord.Client
+    guard: ChannelGuard
+    order: ConversationOrder
+    post: PostToConversation
+    spawn: Spawn
+    # The sink a resumed turn (and the messages that waited behind it) report to.
+    progress_for: Callable[[ConversationKey], Progress] = lambda key: no_progress
+    launch: InitVar[Launcher | None] = None
+
+    def __post_init__(self, launch: Launcher | None) -> None:
+        # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
+        self.desk = AskDesk(
+            self.agent,
+            PLATFORM,
+            self,
+            self,
+            launch or Launcher(None, self.spawn, PLATFORM),
+            self.spawn,
+            on_expired=lambda: self.spawn(self.sweep(), "discord-approval-sweep"),
+        )
+
+    # --- showing a request -------------------------------------------------------------------------
+
+    async def post_prompt(
+        self,
+        channel: discord.abc.Messageable,
+        channel_id: int,
+        prompt: ApprovalPrompt,
+        reference: discord.MessageReference | None = None,
+    ) -> bool:
+        """Post the approval message as a channel message and store where it is; False if it failed."""
+        shown = approval_message(prompt)
+        message = await send_message(
+            channel,
+            shown.content,
+            guard=self.guard,
+            channel_id=channel_id,
+            embeds=shown.embeds,
+            file=shown.file(),
+            view=approval_view(prompt),
+            reference=reference,
+        )
+        if message is None:
+            logger.warning("could not post the approval message of request %s", prompt.request_id)
+            return False
+        await self._store_ref(prompt, channel_id, message.id)
+        return True
+
+    async def show_in_interaction(
+        self, interaction: discord.Interaction[Any], prompt: ApprovalPrompt, channel_id: int, message_id: int
+    ) -> bool:
+        """Make the deferred `/ask` answer the approval message; False if its token no longer works."""
+        shown = approval_message(prompt)
+        view = approval_view(prompt)
+        file = shown.file()
+        extra: dict[str, Any] = {} if view is None else {"view": view}
+        if view is not None and file is not None:
+            extra["attachments"] = [file]
+        edit = interaction.edit_original_response(
+            content=shown.content, embeds=shown.embeds, allowed_mentions=NO_MENTIONS, **extra
+        )
+        failed = "showing approval request %s through interaction %s failed"
+        if not await landed(edit, failed, prompt.request_id, interaction.id):
+            return False
+        await self._store_ref(prompt, channel_id, message_id)
+        return True
+
+    async def show_in_message(
+        self, message: discord.Message | discord.PartialMessage, prompt: ApprovalPrompt, channel_id: int
+    ) -> bool:
+        """Make a message of ours (the turn's live answer) the approval message; False if it failed."""
+        file = approval_message(prompt).file()
+        edit = message.edit(attachments=[file] if file is not None else [], **redrawn(prompt))
+        if not await landed(
+            edit, "turning message %s into approval request %s failed", message.id, prompt.request_id
+        ):
+            return False
+        await self._store_ref(prompt, channel_id, message.id)
+        return True
+
+    async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:
+        await self.agent.ask_posted(Ask.of_approval(prompt), refs.message_ref(channel_id, message_id))
+
+    async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
+        """Update the approval message in place from the stored request (any process can do this)."""
+        where = parse_message_ref(ref)
+        if where is None:
+            return
+        channel_id, message_id = where
+        partial = self.client.get_partial_messageable(channel_id).get_partial_message(message_id)
+        await landed(partial.edit(**redrawn(prompt)), "could not update approval message %s", ref)
+
+    # --- clicks --------------------------------------------------------------------------------------
+
+    async def clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
+        """A button click: acknowledge at once (Discord's 3 seconds), then decide and show the outcome."""
+        if not await landed(
+            interaction.response.defer(), "could not acknowledge approval click %s", interaction.id
+        ):
+            return
+        pressed = ApprovalClick(
+            choice=click.action,
+            request_id=click.request_id,
+            call=None if click.call == ALL_CALLS else click.call,
+            shown_hash=click.shown_hash,
+        )
+        await self.desk.clicked(pressed, str(interaction.user.id), _Clicker(interaction))
+
+    # --- going on ------------------------------------------------------------------------------------
+
+    def resume_later(self, request_id: str) -> None:
+        """Go on with a parked turn in the background: the click or submit that let it go on is
+        answered already and must not wait for the turn."""
+        self.spawn(self.desk.go_on(request_id, redraw=False), f"discord-resume-{request_id}")
+
+    async def resume(self, request_id: str) -> None:
+        """Resume a turn with nothing left to wait for (every call decided, every question answered
+        or expired) and post its answer once, then answer the messages that waited."""
+        found = await self.agent.parked(request_id)
+        if found is None:
+            return
+        prompt, _ = found
+        async with self.order.hold(prompt.key):
+            try:
+                final = await self.agent.resume(request_id, self.progress_for(prompt.key))
+            except Exception:
+                logger.exception("resuming parked request %s failed", request_id)
+                final = AgentReply(text=RESUME_FAILED, failed=True)
+            if final is None:
+                return  # still open, or another process took it
+            await self.post(prompt.key, final, None)
+            await self._answer_deferred(prompt.key)
+
+    async def answer_deferred(self, key: ConversationKey) -> None:
+        """Answer the messages that waited behind a parked turn of this conversation."""
+        async with self.order.hold(key):
+            await self._answer_deferred(key)
+
+    async def _answer_deferred(self, key: ConversationKey) -> None:
+        try:
+            async for incoming, reply in self.agent.deferred_replies(key, self.progress_for(key)):
+                await self.post(key, reply, message_of(incoming.event_id))
+        except Exception:
+            logger.exception("answering the messages that waited in %s failed", key)
+
+    async def sweep(self) -> None:
+        """Requests past their expiry go on without the calls nobody approved (or with "cancel" for
+        the questions nobody answered)."""
+        await self.desk.sweep()
+
+
+@dataclass
+class _Clicker:
+    """The person who clicked, answered through the click's interaction."""
+
+    _interaction: discord.Interaction[Any]
+
+    async def tell(self, text: str) -> None:
+        await landed(tell(self._interaction, text), "could not tell the clicker why nothing changed")
+
+    async def show(self, prompt: ApprovalPrompt) -> bool:
+        edit = self._interaction.edit_original_response(**redrawn(prompt))
+        failed = "updating the approval message through the click failed; editing it directly"
+        return await landed(edit, failed, level=logging.INFO)
