@@ -1,10 +1,8 @@
 """One way to answer anything the core asked a person (`Agent.answer`).
 
-Approvals, questions, links and sign-ins each keep their own ledger and rules (`bot.asks.approvals`,
-`bot.asks.inputs`, `bot.asks.connections`); this module only routes an answer to the right one by
-its kind and speaks for all of them in one outcome (`Answered`), so a front end answers every ask
-the same way and resumes whatever the answer lets go on through one path (`Agent.resume`). An ask
-that no longer exists, or ran out of time, is an `AskError` with a message for the person.
+Each kind of ask keeps its own ledger and rules; this routes an answer by its kind and speaks for all
+in one outcome (`Answered`), so a front end answers and resumes every ask the same way. An ask gone or
+expired is an `AskError` with a message for the person.
 """
 
 from __future__ import annotations
@@ -43,8 +41,7 @@ class Answers:
     connections: Connections | None
 
     async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered:
-        """Apply `answer` from `person` to the ask `ask_id`; raises `AskError` when there is no such
-        ask any more or it expired. A person who may not answer it changes nothing (`note` says why)."""
+        """Apply `answer` from `person` to the ask `ask_id`; `AskError` when it is gone or expired."""
         match answer:
             case Approve() | Deny():
                 return await self._decide(ask_id, person, answer)

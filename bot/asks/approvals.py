@@ -1,22 +1,18 @@
 """Approvals: who may decide on a turn's waiting calls, and what a click does.
 
-The rules are pure (`bot.policy`); the turn screens its calls (`bot.turn.screen`); this module turns
+The rules are pure (`bot.policy`); the turn screens its calls (`bot.turn.loop`); this module turns
 a click into a decision or a short note saying why nothing changed.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable
 
+from bot.store.approvals import ApprovalLedger
 from bot.types import (
-    ApprovalPrompt,
-    AuditEntry,
     CallDecision,
-    ConversationKey,
     Decision,
-    RememberedApproval,
 )
 
 Clock = Callable[[], float]
@@ -28,31 +24,13 @@ GONE = "This approval request no longer exists."
 CHANGED = "This call is not the one that was shown for approval; nothing changed."
 
 
-class ApprovalStore(Protocol):
-    """What approvals need of the store (`bot.store.approvals.ApprovalLedger` fills it)."""
-
-    async def remembered(self, place: str, server: str, tool: str) -> str | None: ...
-
-    async def remember(self, place: str, server: str, tool: str, definition_hash: str, by: str) -> None: ...
-
-    async def record_audit(self, key: ConversationKey, entries: Sequence[AuditEntry]) -> None: ...
-
-    async def prompt(self, request_id: str) -> tuple[ApprovalPrompt, str] | None: ...
-
-    async def decide(
-        self, request_id: str, call_ids: Sequence[str], status: CallDecision, by: str, now: float
-    ) -> list[str]: ...
-
-    async def remembered_approvals(self, place: str | None = None) -> list[RememberedApproval]: ...
-
-
 def new_request_id() -> str:
     """Short, unguessable, and safe inside the ids a platform's buttons carry back (short ASCII)."""
     return secrets.token_urlsafe(12)
 
 
 async def decide(
-    store: ApprovalStore,
+    store: ApprovalLedger,
     *,
     request_id: str,
     user_id: str,
@@ -66,10 +44,7 @@ async def decide(
 ) -> Decision:
     """Apply one click: the requester or an admin decides one call (`call_id`) or all that are open.
 
-    A click by anyone else, on a decided, expired or vanished request, or on a call whose hash is not
-    the one shown, changes nothing and says why. `remember` (approve only) also always-allows each
-    approved tool in the request's place, bound to its current definition (`definition_hash`).
-    """
+    Anything else changes nothing and says why; `remember` also always-allows each approved tool here."""
     found = await store.prompt(request_id)
     if found is None:
         return Decision(changed=False, prompt=None, note=GONE)

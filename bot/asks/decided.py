@@ -21,11 +21,11 @@ from bot.turn.calls import (
     TurnState,
     Waiting,
     failure_of,
-    make_attachment,
     stored_arguments,
+    stored_attachment,
 )
 from bot.turn.deadline import TurnDeadline
-from bot.turn.failures import shown_to_people, stored_failure
+from bot.turn.failures import stored_failure
 from bot.turn.loop import TurnLoop
 from bot.types import ChatMessage, Progress, ToolCall
 
@@ -50,18 +50,9 @@ _NOT_CALLED_AGAIN = frozenset({"execution", "timeout", "unavailable", "rate_limi
 
 
 def _kept(call: ToolCall, message: ChatMessage, limit: int, server: str | None = None) -> CallOutcome:
-    """A result stored earlier in the turn, as an outcome of the round it belongs to (`server`: where
-    it ran, when known; the store keeps the call's name, and the name's server is the best guess)."""
+    """A result stored earlier in the turn, as an outcome of its round (`server`: where it likely ran)."""
     failure = stored_failure(message)
-    attachment = make_attachment(
-        call,
-        stored_arguments(call.arguments),
-        shown_to_people(message),
-        is_error=message.is_error,
-        latency_ms=message.latency_ms or 0.0,
-        limit=limit,
-        server=server,
-    )
+    attachment = stored_attachment(call, message, limit, server)
     outcome: Outcome = "ok"
     if message.is_error:
         outcome = "failed" if failure is not None and failure.kind in _NOT_CALLED_AGAIN else "fix_arguments"
@@ -91,9 +82,8 @@ class DecidedRound:
         deadline: TurnDeadline,
         finished: dict[str, CallOutcome],
     ) -> list[CallOutcome]:
-        """The round's outcomes in call order: results kept from before, approved calls run now (in
-        parallel), denied and expired ones refused to the model under their ids. Each outcome goes
-        into `finished` as it comes, so a round cut off by the deadline keeps the ones it has."""
+        """The round's outcomes in call order: kept results, approved calls run now, the others refused to the
+        model; each goes into `finished` as it comes, so a round cut off by the deadline keeps them."""
         done = {m.tool_call_id: m for m in parked.done}
         decided = {c.call_id: c for c in parked.calls}
         specs = {t.name: t for t in self._loop.tools(parked.incoming)}

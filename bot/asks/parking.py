@@ -1,9 +1,7 @@
 """Turns that wait for people: parking a round whose calls need approval, deciding, and resuming.
 
-A waiting turn holds nothing: its round is written to the store and its task ends. A decision may
-arrive in any process, after a restart too; `resume` claims the turn there, runs exactly the calls
-that were approved, tells the model about the others under their call ids, and goes on with the
-loop where it stopped (`bot.turn.loop`). The agent holds one and hands it each waiting round.
+A waiting turn holds nothing: its round is written to the store and its task ends, so a decision may
+arrive in any process, after a restart too; `resume` claims the turn there and goes on with the loop.
 """
 
 from __future__ import annotations
@@ -26,22 +24,19 @@ from bot.policy.places import place_id
 from bot.seams import Store, TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
-from bot.turn.calls import (
-    CallOutcome,
-)
+from bot.turn.calls import CallOutcome
 from bot.turn.deadline import TurnDeadline
 from bot.turn.lasting import finish_anyway
 from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
     AgentReply,
-    ApprovalPrompt,
     Ask,
     AuditEntry,
+    ConversationKey,
     Decision,
     Incoming,
     PendingCall,
     Progress,
-    ToolSpec,
     TurnEvent,
     Usage,
     no_progress,
@@ -74,24 +69,22 @@ class Parking:
         return result
 
     async def _park(self, waiting_round: WaitingRound, progress: Progress = no_progress) -> AgentReply:
-        """Write the round whose calls wait for a person, and end the turn: nothing is held meanwhile.
-
-        A call waits for a decision on it, or for answers to what its server asked (then the
-        questions are shown through `progress` and answered like live ones)."""
+        """Write the round whose calls wait for a person (a decision, answers to its server's questions,
+        a sign-in), and end the turn: nothing is held meanwhile."""
         assert self.approvals is not None
         incoming, waiting, state = waiting_round.incoming, waiting_round.waiting, waiting_round.state
         done = [r for r in waiting_round.results if isinstance(r, CallOutcome)]
         request_id = new_request_id()
         asked = [w for w in waiting if w.questions is not None]
         signing = [w for w in waiting if w.sign_in is not None]
-        timeout = self._config.approval_timeout
-        if asked:
-            timeout = max(timeout, self._config.input_timeout)
-        if signing:
-            timeout = max(timeout, self._config.sign_in_timeout)
-        expires_at = self.clock() + timeout
+        config = self._config
+        expires_at = self.clock() + max(
+            config.approval_timeout,
+            config.input_timeout if asked else 0,
+            config.sign_in_timeout if signing else 0,
+        )
         questions = [
-            self._question_desk().park_questions(
+            self._desk().park_questions(
                 key=incoming.key,
                 user_id=incoming.user_id,
                 server=w.spec.server,
@@ -154,17 +147,19 @@ class Parking:
         for parked_call in questions:
             if all(q.status != "open" for q in parked_call.questions):
                 # Nothing to ask (every question refused): the call goes on at once with "decline".
-                ready = await self._question_desk().call_answered(request_id, parked_call.call_id, "nerve")
+                ready = await self._desk().store.settle_parked_call(request_id, parked_call.call_id, by=NERVE)
         if ready:
             return await self.resume(request_id, progress, held=True) or AgentReply(text="")
         found = await self.approvals.prompt(request_id)
         assert found is not None
-        metrics.approval_parked(found[0])
+        prompt = found[0]
+        metrics.approval_parked(prompt)
         metrics.turn_outcome("parked")
         parts = []
-        if found[0].calls:
-            names = ", ".join(dict.fromkeys(c.tool for c in found[0].calls))
-            parts.append(f"Waiting for approval to run {names}.")
+        if prompt.calls:
+            parts.append(
+                f"Waiting for approval to run {', '.join(dict.fromkeys(c.tool for c in prompt.calls))}."
+            )
         if asked:
             names = ", ".join(dict.fromkeys(w.spec.original_name for w in asked))
             parts.append(f"Waiting for your answer to what {names} asked.")
@@ -174,12 +169,10 @@ class Parking:
                 f"{names} works with your own account: use the private Connect button I sent you to sign"
                 " in, and I will go on."
             )
+        if prompt.calls:
+            waiting_for.insert(0, Ask.of_approval(prompt))
+            await progress(TurnEvent(kind="ask", message=parts[0], ask=waiting_for[0]))
         attachments = (*state.attachments, *(o.attachment for o in done))
-        approval = found[0] if found[0].calls else None
-        if approval is not None:
-            approval_ask = Ask.of_approval(approval)
-            waiting_for.insert(0, approval_ask)
-            await progress(TurnEvent(kind="ask", message=parts[0], ask=approval_ask))
         return AgentReply(
             text=" ".join(parts),
             attachments=attachments,
@@ -187,14 +180,13 @@ class Parking:
             waiting=tuple(waiting_for),
         )
 
-    def _question_desk(self) -> InputDesk:
+    def _desk(self) -> InputDesk:
         if self.inputs is None:
             raise RuntimeError("a call parked for questions needs the input desk")
         return self.inputs
 
     async def parked_by(self, incoming: Incoming) -> AgentReply | None:
-        """The message a parked turn waits on, delivered again (a replay after a restart): its own
-        request once more, never a message waiting behind itself."""
+        """The message a parked turn waits on, delivered again (a replay): its own request once more."""
         if self.approvals is None or not incoming.event_id:
             return None
         request_id = await self.approvals.parked_by(incoming.key, incoming.event_id)
@@ -204,7 +196,9 @@ class Parking:
         if not found[0].calls:
             if await self.approvals.sign_in_calls(found[0].request_id):
                 return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
-            questions = await self.inputs.parked_questions(found[0].request_id) if self.inputs else []
+            questions = (
+                await self.inputs.store.open_parked_questions(found[0].request_id) if self.inputs else []
+            )
             return AgentReply(
                 text="Waiting for your answer to a tool's question.",
                 waiting=tuple(Ask.of_input(q) for q in questions),
@@ -240,41 +234,36 @@ class Parking:
             remember=remember,
             definition_hash=self._definition_hash,
         )
-        if decision.changed and decision.prompt is not None:
-            prompt = decision.prompt
+        if decision.changed and (prompt := decision.prompt) is not None:
             metrics.approvals_decided(len(decision.decided), approve)
             outcome = "approved" if approve else "denied"
             if remember and approve:
                 outcome = "approved, always allowed here"
-            await self._audit(prompt, decision.decided, user_id, outcome)
+            decided = [c for c in prompt.calls if c.call_id in decision.decided]
+            await self._audit(prompt.key, prompt.place, decided, user_id, outcome)
         return decision
 
-    async def _audit(self, prompt: ApprovalPrompt, decided: Sequence[str], who: str, outcome: str) -> None:
-        """Record who decided the calls `decided` of `prompt`, and how."""
+    async def _audit(
+        self, key: ConversationKey, place: str, calls: Sequence[PendingCall], who: str, outcome: str
+    ) -> None:
+        """Record who decided `calls`, and how."""
         assert self.approvals is not None
-        await self.approvals.record_audit(
-            prompt.key,
-            [
-                AuditEntry(
-                    who=who,
-                    place=prompt.place,
-                    server=c.server,
-                    tool=c.tool,
-                    call_id=c.call_id,
-                    arguments_hash=c.call_hash,
-                    outcome=outcome,
-                )
-                for c in prompt.calls
-                if c.call_id in decided
-            ],
-        )
+        entries = [
+            AuditEntry(
+                who=who,
+                place=place,
+                server=c.server,
+                tool=c.tool,
+                call_id=c.call_id,
+                arguments_hash=c.call_hash,
+                outcome=outcome,
+            )
+            for c in calls
+        ]
+        await self.approvals.record_audit(key, entries)
 
     async def deny_unasked(self, request_id: str) -> list[str]:
-        """Deny every open call of a request when no person can be asked about it; the calls denied.
-
-        Recorded as nerve's decision with its reason (`NO_ONE_TO_ASK`), never as the requester's:
-        nobody saw the calls, so nobody refused them.
-        """
+        """Deny the open calls of a request nobody can be asked about, as nerve's decision, not a person's."""
         if self.approvals is None:
             return []
         found = await self.approvals.prompt(request_id)
@@ -285,22 +274,16 @@ class Parking:
         denied = await self.approvals.decide(request_id, open_ids, "denied", NERVE, self.clock())
         if denied:
             metrics.approvals_decided(len(denied), False)
-            await self._audit(prompt, denied, NERVE, f"denied: {NO_ONE_TO_ASK}")
+            decided = [c for c in prompt.calls if c.call_id in denied]
+            await self._audit(prompt.key, prompt.place, decided, NERVE, f"denied: {NO_ONE_TO_ASK}")
         return denied
 
     async def _definition_hash(self, server: str, tool: str) -> str | None:
-        spec = self._spec_of(server, tool)
-        return spec.definition_hash if spec is not None else None
-
-    def _spec_of(self, server: str, tool: str) -> ToolSpec | None:
-        return next(
-            (t for t in self.loop.host.list_tools() if t.server == server and t.original_name == tool), None
-        )
+        tools = self.loop.host.list_tools()
+        return next((t.definition_hash for t in tools if (t.server, t.original_name) == (server, tool)), None)
 
     async def expire_due(self, platform: str | None = None) -> list[str]:
-        """Requests to resume now (of one platform, if given): those whose time ran out (their open
-        calls become "not approved in time"), and decided ones nobody resumed (a resume that failed,
-        or a process that stopped between the last click and the resume)."""
+        """Requests to resume now: those whose time ran out, and decided ones nobody resumed."""
         if self.approvals is None:
             return []
         expired = await self.approvals.expire_due(self.clock(), platform)
@@ -310,9 +293,7 @@ class Parking:
     async def resume(
         self, request_id: str, progress: Progress = no_progress, *, held: bool = False
     ) -> AgentReply | None:
-        """Go on with a parked turn once every call is decided; None if it is still open or another
-        process already took it. Runs the approved calls exactly as shown, tells the model about the
-        others under their call ids, and continues the loop where it stopped."""
+        """Go on with a parked turn once every call is decided; None if still open or taken elsewhere."""
         if self.approvals is None:
             return None
         found = await self.approvals.prompt(request_id)
@@ -358,22 +339,9 @@ class Parking:
                 ]
             round_messages = [parked.answer, *(o.message for o in outcomes)]
             await self.approvals.finish_parked(request_id, incoming.key, round_messages)
-            await self.approvals.record_audit(
-                incoming.key,
-                [
-                    AuditEntry(
-                        who="nerve",
-                        place=_place_of(parked),
-                        server=c.server,
-                        tool=c.tool,
-                        call_id=c.call_id,
-                        arguments_hash=c.call_hash,
-                        outcome="expired: not approved in time",
-                    )
-                    for c in parked.calls
-                    if c.status == "expired"
-                ],
-            )
+            expired = [c for c in parked.calls if c.status == "expired"]
+            place = place_id(incoming.where())
+            await self._audit(incoming.key, place, expired, NERVE, "expired: not approved in time")
             history.extend(round_messages)
             state.attachments.extend(o.attachment for o in outcomes)
             if ran_out is not None:
@@ -389,15 +357,8 @@ class Parking:
             return self.loop.ended(incoming, exc, state)
 
     async def recover_parked(self, platform: str | None = None) -> list[str]:
-        """At start-up: requests (of one platform, if given) ready to resume — every call decided or
-        expired before a stop — and those a stopped process was resuming. The caller resumes each
-        (under the thread's lock, so one still being resumed elsewhere is not taken) and posts the
-        answer."""
+        """At start-up: requests ready to resume, and those a stopped process was resuming."""
         if self.approvals is None:
             return []
         await self.approvals.expire_due(self.clock(), platform)
         return await self.approvals.ready_requests(platform, resuming=True)
-
-
-def _place_of(parked: ParkedTurn) -> str:
-    return place_id(parked.incoming.where())

@@ -17,11 +17,7 @@ FieldValue = str | int | float | bool | tuple[str, ...]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FormField:
-    """One property of the requested schema, as people see it.
-
-    `choice` is one of `options` (enum, oneOf/anyOf titled); `choices` is several (array of enum).
-    `options` holds (value, label) pairs in the server's order.
-    """
+    """One property of the requested schema as people see it (`choice`: one of `options`; `choices`: some)."""
 
     name: str
     title: str

@@ -1,21 +1,11 @@
 """The OpenAI-compatible model client: one call, our own retries, typed errors.
 
-The SDK's built-in retries are switched off so every wait can be announced through `progress`
-("rate limited, retrying in 4 s") instead of leaving the user staring at silence. Failures become
-the typed errors in `bot.errors`; a prompt over the context window becomes `ContextTooLong`, which
-the agent answers by compressing the history (not this module's job).
-
-Works against OpenAI and the servers that imitate it (vLLM, Ollama, LM Studio, llama.cpp): tool
-lists are sent only when non-empty, `tool_choice` is left to the server's default, tool-call
-arguments come back exactly as the model wrote them, and missing tool-call ids are filled in.
-
-Answers are streamed: each piece of text goes to `progress` as a `TurnEvent(kind="text")` the moment
-it arrives, and the answer is assembled by `bot.model.stream`. A provider that refuses
-`stream_options` or streaming is noticed on its first refusal and asked without from then on. A
-stream that breaks off (dropped connection, error event, no chunk for the stall timeout) is retried
-like a failed request while nothing was shown; after text was shown, retrying would show the answer
-twice, so `StreamCut` carries the shown text to the agent instead. What a failure means (retried
-after how long, or which typed error) is read by `bot.model.retries`.
+The SDK's retries are off so every wait is announced through `progress` instead of silence; failures
+become the typed errors of `bot.errors` (what each means is read by `bot.model.retries`). Works with
+OpenAI and its imitators (vLLM, Ollama, LM Studio, llama.cpp). Answers stream to `progress` as they
+come; a provider that refuses streaming or `stream_options` is asked without from then on. A broken
+stream is retried while nothing was shown; after that, `StreamCut` carries the shown text instead,
+so no answer is shown twice.
 """
 
 from __future__ import annotations
@@ -101,11 +91,7 @@ class OpenAILLM:
         )
         # For messages and logs: a URL may carry credentials (https://user:pass@host), so drop them.
         url = self._client.base_url
-        self._where = (
-            str(url.copy_with(username=None, password=None)).rstrip("/")
-            if url.userinfo
-            else str(url).rstrip("/")
-        )
+        self._where = str(url.copy_with(username=None, password=None) if url.userinfo else url).rstrip("/")
         self._id_prefix = secrets.token_hex(4)
         self._ids = itertools.count(1)
 
@@ -179,8 +165,7 @@ class OpenAILLM:
 
     @metrics.model_request
     async def _attempt(self, request: dict[str, Any], progress: Progress) -> Completion | Retryable | None:
-        """One request: the answer, a failure worth retrying, or None when the provider refused a
-        streaming field (now learnt). Failures that retrying cannot fix raise their typed error."""
+        """One request: the answer, a failure worth retrying, or None when a streaming field was refused."""
         streaming = self._streaming
         body = dict(request)
         if streaming:
@@ -236,8 +221,7 @@ class OpenAILLM:
         )
 
     def _learn_refusal(self, exc: openai.APIStatusError, body: Mapping[str, Any]) -> bool:
-        """True when the provider refused `stream_options` or streaming itself (remembered from now
-        on, so it is refused once per process, not once per answer)."""
+        """True when the provider refused `stream_options` or streaming itself, remembered for the process."""
         if exc.status_code not in _REFUSED_FIELD_STATUS:
             return False
         said = f"{exc.param or ''} {exc.code or ''} {server_message(exc)}"
@@ -299,8 +283,7 @@ class OpenAILLM:
         )
 
     async def _unstreamed(self, stream: AsyncStream[object], content_type: str) -> Completion:
-        """A 200 that is not an event stream: a server that ignores `stream` (its JSON answer is read
-        as it is), or a web page instead of the API."""
+        """A 200 that is not an event stream: a server that ignores `stream`, or a web page, not the API."""
         raw = await stream.response.aread()
         data: object = None
         if "json" in content_type:

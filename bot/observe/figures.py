@@ -1,9 +1,4 @@
-"""Every figure nerve keeps, defined once on a registry nerve owns, with label values kept bounded.
-
-Its own module because what is counted (names, help texts, buckets, how outside names become
-bounded labels) is a definition apart from recording (`bot.observe.metrics`) and from the live
-state read when /metrics is scraped (`bot.observe.live_state`).
-"""
+"""Every figure nerve keeps, defined once on a registry nerve owns, with label values kept bounded."""
 
 from __future__ import annotations
 

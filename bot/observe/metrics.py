@@ -1,20 +1,9 @@
 """nerve's figures for Prometheus: turns, model requests, tool calls, waits for people, servers.
 
-Every metric is defined once, in `Metrics` (`bot.observe.figures`), on a registry nerve owns rather
-than prometheus-client's global default: nothing another library registers leaks into `/metrics`,
-and a test can start a run with `reset()` and read exactly that run's figures. The core records each
-fact with one call of a function below, at the point that already knows it; nothing here knows a
-platform.
-
-Two kinds of figures live here. Counters and histograms add up what happened since the process (or
-the run, after `reset()`) started. Gauges of the present (which MCP servers are up, turns running and
-queued, approvals and questions waiting) are read from live state when `/metrics` is scraped; that
-state belongs to the process, so `reset()` keeps it (all but what waits for people).
-
-Label values stay bounded: outcomes are fixed words, and names that come from outside (servers, the
-tools they list, platforms) are cleaned to `[A-Za-z0-9_.:-]`, cut to 64 characters and capped in
-number (past the cap they count as "other"), so a server that invents tool names cannot grow
-`/metrics` without end.
+Each metric lives once in `Metrics` (`bot.observe.figures`) on nerve's own registry, so nothing
+another library registers leaks into `/metrics` and a test's `reset()` reads exactly its run. Gauges
+of the present are read from live state when scraped. Label values stay bounded (fixed outcomes;
+outside names cleaned, cut and capped), so a server inventing tool names cannot grow `/metrics`.
 """
 
 from __future__ import annotations
@@ -43,8 +32,7 @@ def current() -> Metrics:
 
 
 def reset() -> Metrics:
-    """Start counting afresh on a new registry (a test's run). What waits for people is forgotten
-    with the figures; which servers are up and the turn gate are the process's, and stay."""
+    """Start counting afresh on a new registry (a test's run); the process's live state stays."""
     global _current
     _current = Metrics()
     live.approvals = Waiting()
@@ -53,8 +41,7 @@ def reset() -> Metrics:
 
 
 def exposition(accept: str = "") -> tuple[bytes, str]:
-    """The current figures in the format the scraper asked for (Prometheus text unless it asks for
-    OpenMetrics), with its content type."""
+    """The current figures in the format the scraper asked for, with its content type."""
     encode, content_type = choose_encoder(accept)
     return encode(_current.registry), content_type
 
@@ -74,8 +61,7 @@ _turn: contextvars.ContextVar[_TurnNote | None] = contextvars.ContextVar("nerve_
 
 
 def turn(run: Turn) -> Turn:
-    """Count and time a turn (`Agent.reply`, a parked turn going on). A turn run inside another in
-    the same task (a parked turn that goes on at once) is part of the outer one."""
+    """Count and time a turn; a turn run inside another in the same task is part of the outer one."""
 
     @functools.wraps(run)
     async def counted(*args: Any, **kwargs: Any) -> AgentReply:
@@ -138,9 +124,7 @@ Request = TypeVar("Request", bound=Callable[..., Awaitable[Any]])
 
 
 def model_request(attempt: Request) -> Request:
-    """Count and time each request to the model service, with the tokens of each answer. The wrapped
-    call returns a `Completion`, None (the service refused an option; asked again without it) or a
-    failure worth retrying (its `error` says which); failures that end the turn raise."""
+    """Count and time each request to the model service, with the tokens of each answer."""
 
     @functools.wraps(attempt)
     async def counted(*args: Any, **kwargs: Any) -> Any:

@@ -1,10 +1,7 @@
 """What a person reads when a turn ends without the model's answer.
 
-Each says what happened and what would help (the turn's time running out says what was still
-running): "try again shortly" only where a moment's wait can
-help, when to try again where the service said so, and how to start afresh where retrying cannot
-help (a conversation the model cannot read even shortened). None of these is stored as the
-assistant's words: a re-delivered message tries again, and the model never reads them back.
+Each says what happened and what would help: waiting, when the service said to, or starting afresh.
+None is stored as the assistant's words: a re-delivered message tries again.
 """
 
 from __future__ import annotations
@@ -43,8 +40,7 @@ def overdue(error: TurnOverdue) -> str:
 
 
 def fresh_start(incoming: Incoming, platform: Platform | None) -> str:
-    """How to start a new conversation where this message was written: the platform's command, the
-    one for a channel thread where that differs."""
+    """How to start a new conversation where this message was written (a thread's own command if any)."""
     if platform is None:
         return FRESH_START
     if platform.fresh_start_in_thread is not None and not incoming.where().dm:

@@ -1,15 +1,8 @@
-"""One turn's time limit over all of its model work: every round's model requests with their retries
-and waits, and its tool calls.
+"""One turn's time limit over all of its model work: every round's model requests, retries and tool calls.
 
-Each model request has its own timeout and is retried, so without this a model service that never
-answers keeps its person waiting for all the attempts together (minutes). A turn runs each step of
-model work inside `running()`; when the turn's time is used up the step is cancelled (a round's tool
-calls with it, as when a turn is cancelled) and `TurnOverdue` ends the turn.
-
-Time spent waiting for a person does not count: while a tool's question is answered live the clock
-stands still (`paused`, as a tool call's own timer does), and a turn parked for an approval, an
-answer or a sign-in holds nothing and is not timed at all: going on afterwards starts a new deadline.
-Writing to the store and posting progress between the steps are not model work and are never cut off.
+Without it a model service that never answers keeps its person waiting for all the retries together.
+Time spent waiting for a person does not count (`paused`; a parked turn starts a new deadline), and
+store writes and progress between the steps are never cut off.
 """
 
 from __future__ import annotations
@@ -35,8 +28,7 @@ class TurnDeadline:
 
     @asynccontextmanager
     async def running(self, step: TurnStep) -> AsyncIterator[None]:
-        """Run the block on the turn's remaining time; raises TurnOverdue (naming `step`) when it
-        runs out, the block cancelled. Nested, the outer block's clock is the one that runs."""
+        """Run the block on the time left, else raise TurnOverdue naming `step`; nested, the outer counts."""
         if self._timeout is not None:
             yield
             return
@@ -61,8 +53,7 @@ class TurnDeadline:
 
     @contextmanager
     def paused(self) -> Iterator[None]:
-        """Stop the clock for the block: a person is answering. Calls running at once may each pause;
-        the clock goes on when the last of them is answered."""
+        """Stop the clock for the block while a person answers; it goes on when the last pause ends."""
         timeout = self._timeout
         if timeout is None:
             yield

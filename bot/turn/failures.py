@@ -1,10 +1,8 @@
 """How a failed tool call reads: to the model with what to do next, to people with what happened (S10).
 
-One failure, two texts. The model needs instructions ("call it again with …", "do not call it again")
-that mean nothing to a person reading the thread; a person needs to know which of three things
-happened: the model sent bad arguments, the tool failed, or the tool could not be reached. The model's
-text is what the store keeps, as JSON with the problem and the instruction in separate fields, so the
-people's text can be rebuilt from a stored message too.
+The model needs instructions that mean nothing to a person, who needs to know whether the arguments
+were bad, the tool failed, or it could not be reached. The store keeps the model's text as JSON with
+problem and instruction apart, so the people's text can be rebuilt from a stored message.
 """
 
 from __future__ import annotations
@@ -41,8 +39,7 @@ _UNAVAILABLE = frozenset({"timeout", "unavailable", "rate_limited"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolFailure:
-    """A failed call: `detail` says what went wrong in words fit for people, `hint` tells the model
-    what to do next and is never shown to people."""
+    """A failed call: `detail` for people and model, `hint` (what to do next) for the model only."""
 
     tool: str
     kind: FailureKind

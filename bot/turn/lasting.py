@@ -1,12 +1,8 @@
 """Writes that must land even when whoever started them is being cancelled.
 
-A question cancelled because its call ended, a claim given back by a resume that stopped: if the
-write is dropped, the store keeps saying the opposite (a question still open, a turn still being
-resumed). `asyncio.shield` alone does not keep the caller waiting: a second cancel lets it go at
-once while the write goes on unawaited, and anyio cancel scopes (the MCP SDK runs a server's
-requests in them) cancel again on every await. The caller's owner (a shutdown) then closes the
-store under the write. `finish_anyway` keeps the caller until the write is done, then lets the
-cancellation go on.
+A dropped write leaves the store saying the opposite (a question still open, a turn still resuming).
+`asyncio.shield` alone lets a second cancel release the caller while the write goes on unawaited, and
+then a shutdown closes the store under it; `finish_anyway` keeps the caller until the write is done.
 """
 
 from __future__ import annotations
@@ -26,9 +22,8 @@ PATIENCE = 10.0
 
 
 async def finish_anyway(write: Coroutine[Any, Any, T]) -> T:
-    """Run `write` to its end however often the caller is cancelled meanwhile; then its result,
-    or CancelledError when the caller was cancelled (its error, if it failed, either way). A
-    cancelled caller waits at most PATIENCE seconds; the write then goes on without it."""
+    """Run `write` to its end however often the caller is cancelled meanwhile (waiting at most PATIENCE
+    seconds); then its result, or CancelledError when the caller was cancelled."""
     task = asyncio.ensure_future(write)
     try:
         return await asyncio.shield(task)

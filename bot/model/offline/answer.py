@@ -312,10 +312,7 @@ def _green_spot(results: list[Any]) -> str | None:
 
 
 def _verdict(question: str, results: list[Any], area: str | None) -> str | None:
-    """For "is it good for a run?" questions: one sentence weighing air, temperature and a park.
-
-    `results` are those about the asked area, with places beyond the searched radius left out.
-    """
+    """For "is it good for a run?" questions: one sentence weighing air, temperature and a park."""
     found = _OUTDOOR.search(question.lower())
     if found is None:
         return None
@@ -362,11 +359,7 @@ def _asked_areas(outcomes: list[Outcome]) -> list[str]:
 
 
 def write_answer(question: str, outcomes: list[Outcome]) -> str:
-    """A markdown reply: a verdict when the question asks for one, then one line per result.
-
-    A result about another area than the one asked for (coordinates that lie elsewhere) is
-    reported as such and kept out of the verdict, which speaks only for the asked area.
-    """
+    """A markdown reply: a verdict when asked for one (about the asked area only), then a line per result."""
     lines = "\n".join(f"- {_line(o)}" for o in outcomes)
     if all(o.failed for o in outcomes):
         return f"Sorry, I couldn't get that information: the service is temporarily unavailable.\n\n{lines}"

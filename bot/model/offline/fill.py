@@ -313,9 +313,7 @@ def fill(
 ) -> Filled:
     """Arguments read from the question (then from earlier results), and the required ones missing.
 
-    `tool_words` are the words of the tool's name; they decide which of several file names
-    mentioned goes to which tool.
-    """
+    `tool_words`, the tool's name, decide which of several file names mentioned goes to which tool."""
     out = Filled()
     used: set[str] = set()
     properties = schema.get("properties") or {}
