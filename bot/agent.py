@@ -146,6 +146,12 @@ class Agent:
             inputs=self.inputs,
         )
         self.approvals = approvals
+        # Parked turns as the front ends drive them: deny what nobody can be asked about, find what
+        # is due or was left at a stop, and go on with a turn once every call is decided.
+        self.deny_unasked = self._parking.deny_unasked
+        self.expire_due = self._parking.expire_due
+        self.recover_parked = self._parking.recover_parked
+        self.resume = self._parking.resume
         self._answers = Answers(parking=self._parking, inputs=self.inputs, connections=connections)
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
@@ -293,24 +299,6 @@ class Agent:
     async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered:
         """A person's answer to anything the core asked; `AskError` when the ask is gone or expired."""
         return await self._answers.answer(ask_id, person, answer)
-
-    async def deny_unasked(self, request_id: str) -> list[str]:
-        """Deny every open call of a request no person can be asked about (`Parking.deny_unasked`)."""
-        return await self._parking.deny_unasked(request_id)
-
-    async def expire_due(self, platform: str | None = None) -> list[str]:
-        """Requests to resume now, of one platform if given (`Parking.expire_due`)."""
-        return await self._parking.expire_due(platform)
-
-    async def resume(
-        self, request_id: str, progress: Progress = no_progress, *, held: bool = False
-    ) -> AgentReply | None:
-        """Go on with a parked turn once every call is decided (`Parking.resume`)."""
-        return await self._parking.resume(request_id, progress, held=held)
-
-    async def recover_parked(self, platform: str | None = None) -> list[str]:
-        """At start-up: requests ready to resume, of one platform if given (`Parking.recover_parked`)."""
-        return await self._parking.recover_parked(platform)
 
     async def parked_in(self, key: ConversationKey) -> tuple[ApprovalPrompt, str] | None:
         """The turn this thread is parked on, with its status, for a front end without an ask in hand."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from bot.asks.inputs import InputDesk
 from bot.errors import TurnOverdue
@@ -59,20 +59,20 @@ def _kept(call: ToolCall, message: ChatMessage, limit: int, server: str | None =
     return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
 
+@dataclass(eq=False, kw_only=True)
 class DecidedRound:
     """Runs a parked round's decided calls and reads back the turn's state before it was parked."""
 
-    def __init__(self, *, loop: TurnLoop, approvals: ApprovalLedger | None, inputs: InputDesk | None) -> None:
-        self._loop = loop
-        self.approvals = approvals
-        self.inputs = inputs
+    loop: TurnLoop
+    approvals: ApprovalLedger | None
+    inputs: InputDesk | None
 
     def stopped(self, call: ToolCall, parked: ParkedTurn, error: TurnOverdue) -> CallOutcome:
         """An approved call cut off by the turn's deadline (it may have done part of its work)."""
         pending = next(c for c in parked.calls if c.call_id == call.id)
         detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
         hint = "It may or may not have taken effect. Do not call it again unless the user asks."
-        return self._loop.runner.not_run(call, pending.arguments, failure_of(call, "execution", detail, hint))
+        return self.loop.runner.not_run(call, pending.arguments, failure_of(call, "execution", detail, hint))
 
     async def run(
         self,
@@ -86,13 +86,13 @@ class DecidedRound:
         model; each goes into `finished` as it comes, so a round cut off by the deadline keeps them."""
         done = {m.tool_call_id: m for m in parked.done}
         decided = {c.call_id: c for c in parked.calls}
-        specs = {t.name: t for t in self._loop.tools(parked.incoming)}
+        specs = {t.name: t for t in self.loop.tools(parked.incoming)}
         signing_in = await self.approvals.sign_in_calls(parked.request_id) if self.approvals else set()
 
         async def one(call: ToolCall) -> CallOutcome:
             if call.id in done:
                 ran_on = specs[call.name].server if call.name in specs else None
-                return _kept(call, done[call.id], self._loop.config.calls.attachment_chars, ran_on)
+                return _kept(call, done[call.id], self.loop.config.calls.attachment_chars, ran_on)
             pending = decided[call.id]
             answered = None
             if self.inputs is not None:
@@ -101,29 +101,23 @@ class DecidedRound:
                 # Exactly what was shown: the same server's tool (found by server and tool: another
                 # server may have taken its name since), with the same definition (compared by
                 # value: the catalog is rebuilt whenever any server changes state).
-                spec = next(
-                    (
-                        t
-                        for t in specs.values()
-                        if (t.server, t.original_name) == (pending.server, pending.tool)
-                    ),
-                    None,
-                )
+                shown = (pending.server, pending.tool)
+                spec = next((t for t in specs.values() if (t.server, t.original_name) == shown), None)
                 if spec is None or (
                     pending.definition_hash and spec.definition_hash != pending.definition_hash
                 ):
                     detail = "its tool is no longer available as it was when it was approved"
                     failure = failure_of(call, "unavailable", detail, "Answer without it.")
-                    return self._loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
-                context = self._loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
+                    return self.loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
+                context = self.loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
                 # Made again with the answers; what it asks after them is asked while it waits.
                 context = replace(context, park=False, resume=answered)
-                ran = await self._loop.runner.execute(
+                ran = await self.loop.runner.execute(
                     call, spec, pending.arguments, state, progress, specs, context
                 )
                 if isinstance(ran, Waiting):  # not parked again (park=False): only for the type
                     failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
-                    return self._loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
+                    return self.loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
                 return ran
             if pending.status == "denied" and pending.decided_by == NERVE:
                 detail = f"{NERVE} denied it: {NO_ONE_TO_ASK}"
@@ -136,7 +130,7 @@ class DecidedRound:
                 failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
             else:
                 failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return self._loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
+            return self.loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
 
         async def recorded(call: ToolCall) -> CallOutcome:
             finished[call.id] = outcome = await one(call)
@@ -158,7 +152,7 @@ class DecidedRound:
             if message.role != "tool" or message.tool_call_id not in calls:
                 continue
             call = calls[message.tool_call_id]
-            kept = _kept(call, message, self._loop.config.calls.attachment_chars)
+            kept = _kept(call, message, self.loop.config.calls.attachment_chars)
             state.attachments.append(kept.attachment)
             failure = stored_failure(message)
             if failure is not None and failure.kind in _NOT_CALLED_AGAIN:

@@ -22,7 +22,7 @@ from bot.asks.approvals import Clock, new_request_id
 from bot.forms import FormError, check_answer, form_from_schema, secret_fields
 from bot.observe import metrics
 from bot.store.inputs import InputLedger, ParkedCallQuestions, ParkedQuestion, StoredInput
-from bot.turn.lasting import finish_anyway
+from bot.turn.deadline import finish_anyway
 from bot.types import (
     Ask,
     ConversationKey,

@@ -25,8 +25,7 @@ from bot.seams import Store, TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
 from bot.turn.calls import CallOutcome
-from bot.turn.deadline import TurnDeadline
-from bot.turn.lasting import finish_anyway
+from bot.turn.deadline import TurnDeadline, finish_anyway
 from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
     AgentReply,

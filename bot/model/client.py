@@ -323,9 +323,7 @@ class OpenAILLM:
             calls.append(
                 ToolCall(id=call_id, name=name, arguments=arguments if arguments is not None else "")
             )
-        content = message.content
-        if content is None and not calls:
-            content = ""
+        content = "" if message.content is None and not calls else message.content
         usage = None
         if response.usage is not None:
             usage = Usage(

@@ -112,9 +112,7 @@ class StreamAssembler:
             # A fragment with nothing readable in it is noise, not a call.
             if parts.name or parts.arguments
         )
-        content: str | None = self.text if self._text else None
-        if content is None and not calls:
-            content = ""
+        content = self.text if self._text or not calls else None
         return Completion(
             message=ChatMessage(role="assistant", content=content, tool_calls=calls), usage=self.usage
         )

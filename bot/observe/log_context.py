@@ -28,15 +28,11 @@ _current: ContextVar[Turn | None] = ContextVar("nerve_turn", default=None)
 _server: ContextVar[str | None] = ContextVar("nerve_mcp_server", default=None)
 
 
-def new_turn_id() -> str:
-    """Short and random: enough to tell the turns of a log apart, never derived from what was said."""
-    return secrets.token_hex(4)
-
-
 @contextmanager
 def turn_context(key: ConversationKey) -> Iterator[Turn]:
     """Everything inside runs as one turn of `key`, with an id of its own."""
-    turn = Turn(conversation=str(key), id=new_turn_id())
+    # Short and random: enough to tell the turns of a log apart, never derived from what was said.
+    turn = Turn(conversation=str(key), id=secrets.token_hex(4))
     token = _current.set(turn)
     try:
         yield turn

@@ -121,6 +121,13 @@ def _surface_of(args: Sequence[Any]) -> str:
 # --- the model -----------------------------------------------------------------------------------
 
 Request = TypeVar("Request", bound=Callable[..., Awaitable[Any]])
+# How a request that raised is counted, first match wins (anything else: "error").
+_MODEL_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
+    (asyncio.CancelledError, "cancelled"),
+    (ContextTooLong, "context_too_long"),
+    (StreamCut, "cut_off"),
+    (LLMError, "failed"),
+)
 
 
 def model_request(attempt: Request) -> Request:
@@ -134,17 +141,8 @@ def model_request(attempt: Request) -> Request:
             result = await attempt(*args, **kwargs)
             outcome = _model_outcome(result)
             return result
-        except asyncio.CancelledError:
-            outcome = "cancelled"
-            raise
-        except ContextTooLong:
-            outcome = "context_too_long"
-            raise
-        except StreamCut:
-            outcome = "cut_off"
-            raise
-        except LLMError:
-            outcome = "failed"
+        except BaseException as exc:
+            outcome = next((name for kind, name in _MODEL_FAILURES if isinstance(exc, kind)), outcome)
             raise
         finally:
             _current.model_requests.labels(outcome).inc()
@@ -178,12 +176,8 @@ def tool_call(server: str, tool: str, result: ToolResult) -> None:
     """One call answered by (or failed at) its server: `tool` is its name on that server."""
     server_label = _current.servers.label(server)
     tool_label = _current.tools.label(tool, scope=server_label)
-    if result.needs_input is not None:
-        outcome = "asked"
-    elif not result.is_error:
-        outcome = "ok"
-    else:
-        outcome = result.error_kind or "execution"
+    outcome = "asked" if result.needs_input is not None else "ok" if not result.is_error else None
+    outcome = outcome or result.error_kind or "execution"
     _current.tool_calls.labels(server_label, tool_label, outcome).inc()
     _current.tool_seconds.labels(server_label, tool_label).observe(result.latency_ms / 1000)
 

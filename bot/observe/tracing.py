@@ -46,7 +46,8 @@ def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> boo
         return False
     # The base URL gets the traces path, as the SDK does for the environment variable; a
     # traces-only endpoint in the environment is the SDK's to read.
-    traces_url = None if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") else _traces_url(endpoint)
+    own = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    traces_url = None if own else f"{endpoint.rstrip('/')}/{TRACES_PATH}"
     resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or SERVICE_NAME})
     # The SDK flushes what is left when the process exits; batches are sent from its own thread,
     # never from the event loop.
@@ -54,10 +55,6 @@ def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> boo
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url)))
     _tracer = provider.get_tracer("nerve")
     return True
-
-
-def _traces_url(endpoint: str) -> str:
-    return f"{endpoint.rstrip('/')}/{TRACES_PATH}"
 
 
 @contextmanager

@@ -175,11 +175,7 @@ def split_markdown(text: str, limit: int) -> list[str]:
         reopen = end_state
         start = next_start
     # Only a fence marker nearly half as long as `limit` can overflow: then the limit wins.
-    return [piece for chunk in chunks for piece in _hard_split(chunk, limit)]
-
-
-def _hard_split(chunk: str, limit: int) -> list[str]:
-    return [chunk[i : i + limit] for i in range(0, len(chunk), limit)]
+    return [chunk[i : i + limit] for chunk in chunks for i in range(0, len(chunk), limit)]
 
 
 def truncate(text: str, limit: int, marker: str = "…", *, at_word: bool = False) -> tuple[str, bool]:
@@ -219,21 +215,15 @@ def shorten_runs(text: str, limit: int = QUOTE_CHARS) -> str:
     return _LONG_RUN.sub(lambda match: match.group(0)[:limit] + "…", text)
 
 
-def deep_json_note(content: str) -> str | None:
-    """A line saying `content` is JSON nested too deep to walk, or None when it is not."""
+def shown_result(content: str) -> str:
+    """A tool result as people see it: too-deep JSON starts with a note line, so no surface parses it."""
     try:
         loads(content)
     except TooDeep:
-        return f"(JSON nested deeper than {MAX_DEPTH} levels, shown as plain text)"
+        return f"(JSON nested deeper than {MAX_DEPTH} levels, shown as plain text)\n{content}"
     except ValueError:
-        return None
-    return None
-
-
-def shown_result(content: str) -> str:
-    """A tool result as people see it: too-deep JSON starts with a note line, so no surface parses it."""
-    note = deep_json_note(content)
-    return content if note is None else f"{note}\n{content}"
+        pass
+    return content
 
 
 def _short(value: Any) -> str:

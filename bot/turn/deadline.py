@@ -3,13 +3,19 @@
 Without it a model service that never answers keeps its person waiting for all the retries together.
 Time spent waiting for a person does not count (`paused`; a parked turn starts a new deadline), and
 store writes and progress between the steps are never cut off.
+
+Writes that must land even when whoever started them is being cancelled go through `finish_anyway`:
+a dropped write leaves the store saying the opposite (a question still open, a turn still resuming),
+and `asyncio.shield` alone lets a second cancel release the caller while the write goes on unawaited.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import logging
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Any, TypeVar
 
 from bot.errors import TurnOverdue, TurnStep
 
@@ -73,3 +79,36 @@ class TurnDeadline:
                 self._since = loop.time()
                 if not timeout.expired():
                     timeout.reschedule(self._since + max(0.0, self.seconds - self._spent))
+
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+
+# Seconds a cancelled caller waits for its write at most: a store that hangs must not hold a
+# shutdown for ever (an anyio scope re-cancels at every turn of the loop while it waits).
+PATIENCE = 10.0
+
+
+async def finish_anyway(write: Coroutine[Any, Any, T]) -> T:
+    """Run `write` to its end however often the caller is cancelled meanwhile (waiting at most PATIENCE
+    seconds); then its result, or CancelledError when the caller was cancelled."""
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if task.done():
+            raise  # the write itself was cancelled, or it ended just as the caller was
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PATIENCE
+    while not task.done():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            logger.warning("a write made while stopping took over %g s; not waiting for it", PATIENCE)
+            raise asyncio.CancelledError
+        try:
+            await asyncio.wait({task}, timeout=remaining)
+        except asyncio.CancelledError:
+            continue  # cancelled again (an anyio scope does so at every await): keep waiting
+    task.result()  # its error, if it failed
+    raise asyncio.CancelledError

@@ -22,7 +22,6 @@ from bot.policy.places import place_id
 from bot.seams import LLM, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
-from bot.turn.apologies import model_failure, overdue
 from bot.turn.calls import (
     CallOutcome,
     Contexts,
@@ -34,6 +33,7 @@ from bot.turn.calls import (
 )
 from bot.turn.context import Budget, build_request
 from bot.turn.deadline import TurnDeadline
+from bot.turn.failures import model_failure, overdue
 from bot.turn.guards import confirm_prompt, triggered_tools
 from bot.turn.settings import AgentConfig
 from bot.types import (
