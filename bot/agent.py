@@ -218,10 +218,8 @@ class Agent:
     async def _reply(self, incoming: Incoming, progress: Progress) -> AgentReply:
         """One turn; the caller holds the conversation and a slot."""
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
-            replayed = await self._parking.parked_by(incoming)
-            if replayed is not None:
-                return replayed
-            return await self._defer(incoming)
+            # A replay of the message the parked turn waits on gets its request again; others wait behind it.
+            return await self._parking.parked_by(incoming) or await self._defer(incoming)
         stored = await self._stored_again(incoming, [ChatMessage(role="user", content=incoming.text)])
         if stored is not None:
             return stored

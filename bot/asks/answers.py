@@ -8,6 +8,7 @@ expired is an `AskError` with a message for the person.
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
+from typing import Literal
 
 from bot.asks import approvals, inputs
 from bot.asks.connections import Connections
@@ -29,6 +30,7 @@ from bot.types import (
 
 NO_QUESTIONS = "Questions from tools are not enabled."
 NO_SIGN_INS = "No server here asks people to sign in with their own account."
+_ACTIONS: dict[type, Literal["decline", "cancel"]] = {Decline: "decline", Cancel: "cancel"}
 
 
 @dataclass(eq=False)
@@ -102,12 +104,6 @@ class Answers:
 
 
 def _input_answer(answer: Submit | LinkOpened | Decline | Cancel) -> InputAnswer:
-    match answer:
-        case Submit():
-            return InputAnswer(action="accept", content=answer.values)
-        case LinkOpened():
-            return InputAnswer(action="accept")
-        case Decline():
-            return InputAnswer(action="decline")
-        case Cancel():
-            return InputAnswer(action="cancel")
+    if isinstance(answer, Submit):
+        return InputAnswer(action="accept", content=answer.values)
+    return InputAnswer(action="accept" if isinstance(answer, LinkOpened) else _ACTIONS[type(answer)])

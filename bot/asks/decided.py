@@ -1,9 +1,6 @@
 """The round a parked turn goes on with, once its calls are decided: exactly the approved calls run
-(as they were shown), the others are told to the model under their call ids, and the results kept
-from before the turn was parked are read back.
-
-Its own module because it is the one part of parking that runs tools: `bot.asks.parking` keeps
-parking, deciding and claiming; this runs what the decisions let through.
+as shown, the others are told to the model under their ids, and the results kept from before are
+read back. The one part of parking that runs tools.
 """
 
 from __future__ import annotations

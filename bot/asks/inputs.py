@@ -1,9 +1,7 @@
 """Asking people what a server needs mid-call (MCP elicitation), and taking their answers.
 
-The question lives in the store, so the answer may come through any process; the waiting call takes
-it from memory or from the store's row. Only the person who started the turn may answer. A form that
-asks for a secret, or a link that is not https, is never shown (the server gets "decline"); an
-unanswered question expires into "cancel", as does one whose waiting process stopped ("ended").
+The question lives in the store, so the answer may come through any process. Only the person who
+started the turn may answer; a form asking for a secret, or a link not https, is never shown.
 """
 
 from __future__ import annotations

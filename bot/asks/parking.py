@@ -7,7 +7,6 @@ arrive in any process, after a restart too; `resume` claims the turn there and g
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
@@ -41,8 +40,6 @@ from bot.types import (
     no_progress,
 )
 
-logger = logging.getLogger(__name__)
-
 
 @dataclass(eq=False)
 class Parking:
@@ -58,7 +55,6 @@ class Parking:
 
     def __post_init__(self) -> None:
         self._config = self.loop.config
-        self._runner = self.loop.runner
         self._decided = DecidedRound(loop=self.loop, approvals=self.approvals, inputs=self.inputs)
 
     async def settle(self, result: AgentReply | WaitingRound, progress: Progress) -> AgentReply:
@@ -136,12 +132,11 @@ class Parking:
             )
         for parked_call in questions:
             for question in parked_call.questions:
-                shown = question.request
+                shown, ask = question.request, Ask.of_input(question.request)
                 metrics.question_waiting(shown)
-                message = shown.refused or shown.message
-                await progress(TurnEvent(kind="ask", message=message, ask=Ask.of_input(shown)))
+                await progress(TurnEvent(kind="ask", message=shown.refused or shown.message, ask=ask))
                 if shown.refused is None:
-                    waiting_for.append(Ask.of_input(shown))
+                    waiting_for.append(ask)
         ready = False
         for parked_call in questions:
             if all(q.status != "open" for q in parked_call.questions):
@@ -156,9 +151,8 @@ class Parking:
         metrics.turn_outcome("parked")
         parts = []
         if prompt.calls:
-            parts.append(
-                f"Waiting for approval to run {', '.join(dict.fromkeys(c.tool for c in prompt.calls))}."
-            )
+            names = ", ".join(dict.fromkeys(c.tool for c in prompt.calls))
+            parts.append(f"Waiting for approval to run {names}.")
         if asked:
             names = ", ".join(dict.fromkeys(w.spec.original_name for w in asked))
             parts.append(f"Waiting for your answer to what {names} asked.")
@@ -192,20 +186,18 @@ class Parking:
         found = await self.approvals.prompt(request_id) if request_id is not None else None
         if found is None:
             return None
-        if not found[0].calls:
-            if await self.approvals.sign_in_calls(found[0].request_id):
-                return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
-            questions = (
-                await self.inputs.store.open_parked_questions(found[0].request_id) if self.inputs else []
-            )
+        prompt = found[0]
+        if prompt.calls:
+            names = ", ".join(dict.fromkeys(call.tool for call in prompt.calls))
             return AgentReply(
-                text="Waiting for your answer to a tool's question.",
-                waiting=tuple(Ask.of_input(q) for q in questions),
+                text=f"Waiting for approval to run {names}.", waiting=(Ask.of_approval(prompt),)
             )
-        names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
+        if await self.approvals.sign_in_calls(prompt.request_id):
+            return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
+        questions = await self.inputs.store.open_parked_questions(prompt.request_id) if self.inputs else []
         return AgentReply(
-            text=f"Waiting for approval to run {names}.",
-            waiting=(Ask.of_approval(found[0]),),
+            text="Waiting for your answer to a tool's question.",
+            waiting=tuple(Ask.of_input(q) for q in questions),
         )
 
     async def decide(

@@ -1,8 +1,4 @@
-"""A form's fields as every surface shows them, and the errors reading or filling one raise.
-
-Its own module because these shapes are what front ends render and the rest of this package reads
-a schema into and checks answers against.
-"""
+"""A form's fields as every surface shows them, and the errors reading or filling one raise."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""What a field takes, in words people read ("a whole number from 1 to 10", "yes or no").
-
-Its own module because every surface shows the same hint beside a field, and a refused answer is
-told the same words.
-"""
+"""What a field takes, in words people read: the same beside a field on every surface, and to a refusal."""
 
 from __future__ import annotations
 

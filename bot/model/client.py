@@ -1,11 +1,8 @@
 """The OpenAI-compatible model client: one call, our own retries, typed errors.
 
-The SDK's retries are off so every wait is announced through `progress` instead of silence; failures
-become the typed errors of `bot.errors` (what each means is read by `bot.model.retries`). Works with
-OpenAI and its imitators (vLLM, Ollama, LM Studio, llama.cpp). Answers stream to `progress` as they
-come; a provider that refuses streaming or `stream_options` is asked without from then on. A broken
-stream is retried while nothing was shown; after that, `StreamCut` carries the shown text instead,
-so no answer is shown twice.
+The SDK's retries are off so every wait is announced through `progress`; works with OpenAI and its
+imitators (vLLM, Ollama, LM Studio, llama.cpp). A broken stream is retried while nothing was shown;
+after that, `StreamCut` carries the shown text instead, so no answer is shown twice.
 """
 
 from __future__ import annotations

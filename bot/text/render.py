@@ -1,8 +1,6 @@
-"""Platform-neutral text helpers the chat adapters share.
+"""Platform-neutral text helpers the chat adapters share, so they do not drift apart.
 
 Chat platforms cap message length, render fenced code, and treat some `@` words as mass pings.
-Doing the splitting, truncating and summarising once here keeps the adapters
-from drifting apart; each adapter only adds its own escaping on top.
 """
 
 from __future__ import annotations

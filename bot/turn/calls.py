@@ -1,7 +1,6 @@
 """Running one round of tool calls: every call of a model message at once, each result under its id.
 
-Each call passes the guards first (known name, valid arguments, loop guard, not failed earlier in the
-turn); only then does it reach the host. The outcome tells the loop how to go on (S10).
+Each call passes the guards first; the outcome tells the loop how to go on (S10).
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from bot.observe import metrics
@@ -27,7 +26,6 @@ from bot.types import (
     InputNeeded,
     Progress,
     Report,
-    Resource,
     SignInNeeded,
     ToolCall,
     ToolResult,
@@ -86,13 +84,13 @@ class CallSettings:
     attachment_chars: int = 20_000
 
 
+@dataclass(eq=False)
 class RoundRunner:
     """Checks and runs the tool calls of one model message concurrently (S5, S7, S10, S13)."""
 
-    def __init__(self, host: ToolHost, settings: CallSettings, sleep: Sleep = asyncio.sleep) -> None:
-        self._host = host
-        self._settings = settings
-        self._sleep = sleep
+    host: ToolHost
+    settings: CallSettings
+    sleep: Sleep = asyncio.sleep
 
     async def run(
         self,
@@ -229,10 +227,10 @@ class RoundRunner:
     ) -> ToolResult:
         """The call, bound to the spec it was checked against (`screened`), once more after a rate limit."""
         name = spec.name
-        result = await self._host.call_tool(name, arguments, context, screened=spec)
+        result = await self.host.call_tool(name, arguments, context, screened=spec)
         if result.error_kind != "rate_limited":
             return result
-        delay = min(result.retry_after or 1.0, self._settings.max_rate_limit_wait)
+        delay = min(result.retry_after or 1.0, self.settings.max_rate_limit_wait)
         await progress(
             TurnEvent(
                 kind="retrying",
@@ -242,8 +240,8 @@ class RoundRunner:
             )
         )
         metrics.rate_limit_wait("mcp", delay)
-        await self._sleep(delay)
-        return await self._host.call_tool(name, arguments, context, screened=spec)
+        await self.sleep(delay)
+        return await self.host.call_tool(name, arguments, context, screened=spec)
 
     def not_run(
         self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure, *, server: str | None = None
@@ -282,43 +280,27 @@ class RoundRunner:
             is_error=result.is_error,
             latency_ms=result.latency_ms,
         )
-        attachment = make_attachment(
-            call,
-            arguments,
-            result.content if failure is None else failure.for_people(),
-            is_error=result.is_error,
-            latency_ms=result.latency_ms,
-            limit=self._settings.attachment_chars,
-            resources=result.resources,
-            server=server,
-        )
+        people = result if failure is None else replace(result, content=failure.for_people())
+        attachment = make_attachment(call, arguments, people, self.settings.attachment_chars, server)
         return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
 
 def make_attachment(
-    call: ToolCall,
-    arguments: dict[str, Any],
-    content: str,
-    *,
-    is_error: bool,
-    latency_ms: float,
-    limit: int,
-    resources: tuple[Resource, ...] = (),
-    server: str | None = None,
+    call: ToolCall, arguments: dict[str, Any], shown: ToolResult, limit: int, server: str | None = None
 ) -> Attachment:
-    """The collapsible detail shown for one call; `content` must already be what people may read."""
-    shown = shown_result(content)
-    capped, cut = truncate(shown, limit)
+    """The collapsible detail shown for one call; `shown.content` must already be what people may read."""
+    text = shown_result(shown.content)
+    capped, cut = truncate(text, limit)
     return Attachment(
         tool_call_id=call.id,
         name=truncate(call.name, NAME_CHARS)[0],
         arguments=arguments,
-        is_error=is_error,
-        latency_ms=latency_ms,
-        summary=summarize_result(shown),
+        is_error=shown.is_error,
+        latency_ms=shown.latency_ms,
+        summary=summarize_result(text),
         content=capped,
         truncated=cut,
-        resources=resources,
+        resources=shown.resources,
         server=server,
     )
 
@@ -327,15 +309,10 @@ def stored_attachment(
     call: ToolCall, message: ChatMessage, limit: int, server: str | None = None
 ) -> Attachment:
     """A stored result's attachment: the store keeps what the model read; people get a failure's own text."""
-    return make_attachment(
-        call,
-        stored_arguments(call.arguments),
-        shown_to_people(message),
-        is_error=message.is_error,
-        latency_ms=message.latency_ms or 0.0,
-        limit=limit,
-        server=server,
+    shown = ToolResult(
+        content=shown_to_people(message), is_error=message.is_error, latency_ms=message.latency_ms or 0.0
     )
+    return make_attachment(call, stored_arguments(call.arguments), shown, limit, server)
 
 
 def stored_arguments(raw: str) -> dict[str, Any]:

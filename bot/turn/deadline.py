@@ -1,12 +1,7 @@
 """One turn's time limit over all of its model work: every round's model requests, retries and tool calls.
 
-Without it a model service that never answers keeps its person waiting for all the retries together.
-Time spent waiting for a person does not count (`paused`; a parked turn starts a new deadline), and
-store writes and progress between the steps are never cut off.
-
-Writes that must land even when whoever started them is being cancelled go through `finish_anyway`:
-a dropped write leaves the store saying the opposite (a question still open, a turn still resuming),
-and `asyncio.shield` alone lets a second cancel release the caller while the write goes on unawaited.
+Time spent waiting for a person does not count (`paused`). Writes that must land even when their
+caller is cancelled go through `finish_anyway`, or the store would say the opposite.
 """
 
 from __future__ import annotations

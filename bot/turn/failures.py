@@ -1,11 +1,7 @@
 """How a failed tool call reads: to the model with what to do next, to people with what happened (S10).
 
-The model needs instructions that mean nothing to a person, who needs to know whether the arguments
-were bad, the tool failed, or it could not be reached. The store keeps the model's text as JSON with
-problem and instruction apart, so the people's text can be rebuilt from a stored message.
-
-A turn that ends without the model's answer gets an apology saying what would help (waiting, when the
-service said to, or starting afresh); none is stored as the assistant's words, so a re-delivery tries again.
+The store keeps the model's text as JSON with problem and instruction apart, so the people's text can
+be rebuilt from it. A turn without the model's answer gets an apology, never stored as its words.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A bound on the turns running at once, so a burst of messages cannot start a model call each.
 
-Past the queue's length a turn is refused at once ("busy" rather than silence). A patient turn (a
-message left unanswered by a restart) waits past that bound: "try again" would only say it was lost.
+Past the queue a turn is refused at once; a patient one (left unanswered by a restart) still waits.
 """
 
 from __future__ import annotations

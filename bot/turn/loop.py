@@ -1,8 +1,7 @@
 """The loop of one turn: ask the model, run its tool calls in parallel, persist the round, repeat.
 
-`TurnLoop.run` is the whole story of a turn once its message is stored; a round whose calls wait for
-a person comes back as a `WaitingRound`, which `bot.asks.parking` parks and later resumes here.
-Each checked call is screened first (`TurnScreen`): it runs at once or waits for a person.
+A round whose calls wait for a person (`TurnScreen`) comes back as a `WaitingRound`, which
+`bot.asks.parking` parks and later resumes here.
 """
 
 from __future__ import annotations
@@ -84,8 +83,8 @@ class TurnScreen:
         if not spec.needs_approval:
             outcome = "auto: approval not required" if spec.approval == "never" else "auto: read-only"
         else:
-            remembered = await self.store.remembered(place, spec.server, spec.original_name)
-            if remembered is None or remembered != spec.definition_hash:
+            # Only while the tool is still defined as it was when a person chose "always allow here".
+            if await self.store.remembered(place, spec.server, spec.original_name) != spec.definition_hash:
                 return True
             outcome = "auto: always-allowed here"
         self.audit.append(
