@@ -1,7 +1,8 @@
 """The agent, the core's façade: one turn of conversation, from the user's message to the answer (S4–S12).
 
-It stores the message, runs the turn's loop (`bot.turn.loop`), and hands a round that waits for a
-person to its parking (`bot.asks.parking`); everything platform-specific stays in the adapters.
+It stores the message, runs the turn's loop (`bot.turn.loop`), hands a round that waits for a person
+to its parking (`bot.asks.parking`), and takes that person's answer to any ask to the ledger of its
+kind, so a front end answers every ask one way; everything platform-specific stays in the adapters.
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from bot.asks import approvals as _approvals
 from bot.asks import inputs as _inputs
-from bot.asks.answers import NO_SIGN_INS, Answers
 from bot.asks.approvals import Clock
 from bot.asks.connections import Connections as Connections
 from bot.asks.connections import ConnectStart
 from bot.asks.inputs import InputDesk
 from bot.asks.parking import Parking
-from bot.errors import LLMError, PromptError, TurnOverdue
+from bot.errors import AskError, AskExpired, AskGone, LLMError, PromptError, SignInFailed, TurnOverdue
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
@@ -45,16 +45,24 @@ from bot.types import (
     Answer,
     Answered,
     ApprovalPrompt,
+    Approve,
     Ask,
     AuditEntry,
+    Cancel,
     ChatMessage,
     ConversationKey,
+    Decline,
+    Deny,
     Incoming,
+    InputAnswer,
     InputOutcome,
     InputRequest,
+    LinkOpened,
     Progress,
     PromptSpec,
     RememberedApproval,
+    SignInFinished,
+    Submit,
     ToolSpec,
     TurnEvent,
     no_progress,
@@ -84,6 +92,10 @@ def __getattr__(name: str) -> object:
         return getattr(sign_ins, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+NO_QUESTIONS = "Questions from tools are not enabled."
+NO_SIGN_INS = "No server here asks people to sign in with their own account."
+_ACTIONS: dict[type, Literal["decline", "cancel"]] = {Decline: "decline", Cancel: "cancel"}
 
 DEFERRED_REPLY = (
     "I'm still waiting for a decision on the tool calls I asked to run for your earlier message; "
@@ -152,7 +164,6 @@ class Agent:
         self.expire_due = self._parking.expire_due
         self.recover_parked = self._parking.recover_parked
         self.resume = self._parking.resume
-        self._answers = Answers(parking=self._parking, inputs=self.inputs, connections=connections)
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
@@ -295,8 +306,64 @@ class Agent:
                 return
 
     async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered:
-        """A person's answer to anything the core asked; `AskError` when the ask is gone or expired."""
-        return await self._answers.answer(ask_id, person, answer)
+        """Apply `answer` from `person` to the ask `ask_id`; `AskError` when it is gone or expired."""
+        match answer:
+            case Approve() | Deny():
+                return await self._decide(ask_id, person, answer)
+            case Submit() | LinkOpened() | Decline() | Cancel():
+                return await self._answer_input(ask_id, person, answer)
+            case SignInFinished():
+                return await self._signed_in(ask_id, answer)
+
+    async def _decide(self, ask_id: str, person: str, answer: Approve | Deny) -> Answered:
+        remember = isinstance(answer, Approve) and answer.remember
+        decision = await self._parking.decide(
+            ask_id,
+            person,
+            approve=isinstance(answer, Approve),
+            call_id=answer.call_id,
+            shown_hash=answer.shown_hash,
+            remember=remember,
+        )
+        if decision.note == _approvals.GONE:
+            raise AskGone(decision.note)
+        if decision.note == _approvals.EXPIRED:
+            raise AskExpired(decision.note)
+        return Answered(
+            changed=decision.changed,
+            note=decision.note,
+            resume=(ask_id,) if decision.ready else (),
+            decision=decision,
+        )
+
+    async def _answer_input(
+        self, ask_id: str, person: str, answer: Submit | LinkOpened | Decline | Cancel
+    ) -> Answered:
+        if self.inputs is None:
+            raise AskGone(NO_QUESTIONS)
+        outcome = await self.inputs.answer(ask_id, person, _input_answer(answer))
+        if outcome.note == _inputs.GONE:
+            raise AskGone(outcome.note, request=outcome.request)
+        if outcome.note == _inputs.EXPIRED:
+            raise AskExpired(outcome.note, request=outcome.request)
+        return Answered(
+            changed=outcome.changed,
+            note=outcome.note,
+            errors=outcome.errors,
+            resume=(outcome.resume,) if outcome.resume is not None else (),
+            input=outcome,
+        )
+
+    async def _signed_in(self, ask_id: str, answer: SignInFinished) -> Answered:
+        # The sign-in's single-use state was bound to its person when it was started, so the
+        # browser that brings it back signs in that person and no one else.
+        if self.connections is None:
+            raise AskGone(NO_SIGN_INS)
+        try:
+            signed = await self.connections.finish(ask_id, answer.code, answer.iss, answer.error)
+        except SignInFailed as exc:  # refused, already used or expired: the person gets a new link
+            raise AskError(exc.message) from exc
+        return Answered(changed=True, resume=signed.request_ids, signed_in=signed)
 
     async def parked_in(self, key: ConversationKey) -> tuple[ApprovalPrompt, str] | None:
         """The turn this thread is parked on, with its status, for a front end without an ask in hand."""
@@ -349,3 +416,9 @@ class Agent:
     async def connected(self, key: ConversationKey, user_id: str) -> list[Connection]:
         """The servers `user_id` has connected with their own account, and since when."""
         return await self.connections.of(key, user_id) if self.connections is not None else []
+
+
+def _input_answer(answer: Submit | LinkOpened | Decline | Cancel) -> InputAnswer:
+    if isinstance(answer, Submit):
+        return InputAnswer(action="accept", content=answer.values)
+    return InputAnswer(action="accept" if isinstance(answer, LinkOpened) else _ACTIONS[type(answer)])

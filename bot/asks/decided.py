@@ -91,9 +91,8 @@ class DecidedRound:
                 ran_on = specs[call.name].server if call.name in specs else None
                 return _kept(call, done[call.id], self.loop.config.calls.attachment_chars, ran_on)
             pending = decided[call.id]
-            answered = None
-            if self.inputs is not None:
-                answered = await self.inputs.answers_for(parked.request_id, call.id, progress)
+            inputs = self.inputs
+            answered = await inputs.answers_for(parked.request_id, call.id, progress) if inputs else None
             if pending.status == "approved" or (answered is not None and pending.status == "expired"):
                 # Exactly what was shown: the same server's tool (found by server and tool: another
                 # server may have taken its name since), with the same definition (compared by
@@ -105,18 +104,17 @@ class DecidedRound:
                 ):
                     detail = "its tool is no longer available as it was when it was approved"
                     failure = failure_of(call, "unavailable", detail, "Answer without it.")
-                    return self.loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
-                context = self.loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
-                # Made again with the answers; what it asks after them is asked while it waits.
-                context = replace(context, park=False, resume=answered)
-                ran = await self.loop.runner.execute(
-                    call, spec, pending.arguments, state, progress, specs, context
-                )
-                if isinstance(ran, Waiting):  # not parked again (park=False): only for the type
+                else:
+                    context = self.loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
+                    # Made again with the answers; what it asks after them is asked while it waits.
+                    context = replace(context, park=False, resume=answered)
+                    ran = await self.loop.runner.execute(
+                        call, spec, pending.arguments, state, progress, specs, context
+                    )
+                    if not isinstance(ran, Waiting):  # never parked again (park=False): only for the type
+                        return ran
                     failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
-                    return self.loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
-                return ran
-            if pending.status == "denied" and pending.decided_by == NERVE:
+            elif pending.status == "denied" and pending.decided_by == NERVE:
                 detail = f"{NERVE} denied it: {NO_ONE_TO_ASK}"
                 failure = failure_of(call, "denied", detail, NO_ONE_TO_ASK_HINT)
             elif pending.status == "denied":

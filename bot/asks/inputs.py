@@ -226,17 +226,15 @@ class InputDesk:
     async def open(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on "Fill in": the request when this person may answer it now, else a note why not."""
         stored, note = await self._answerable(request_id, user_id)
-        if note is not None:
+        if note is not None or stored is None:
             return InputOutcome(changed=False, request=stored.request if stored else None, note=note)
-        assert stored is not None
         return InputOutcome(changed=False, request=stored.request, status="open")
 
     async def answer(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
         """A submitted form, a decline or a dismissal; an invalid or late one changes nothing, saying why."""
         stored, note = await self._answerable(request_id, user_id)
-        if note is not None:
+        if note is not None or stored is None:
             return InputOutcome(changed=False, request=stored.request if stored else None, note=note)
-        assert stored is not None
         request = stored.request
         content: dict[str, Any] | None = None
         if answer.action == "accept" and request.mode == "form" and request.form is not None:

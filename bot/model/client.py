@@ -139,7 +139,8 @@ class OpenAILLM:
                     retry_after=wait,
                     headline=failure.headline,
                 )
-            if attempt >= min(self._max_retries, failure.max_retries):
+            budget = min(self._max_retries, failure.max_retries)
+            if attempt >= budget:
                 raise exhausted(failure.error, attempt)
             wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt)
             attempt += 1
@@ -147,16 +148,11 @@ class OpenAILLM:
                 "model call failed (%s); retry %d of %d in %.1f s",
                 failure.error.message,
                 attempt,
-                min(self._max_retries, failure.max_retries),
+                budget,
                 wait,
             )
-            await progress(
-                TurnEvent(
-                    kind="retrying",
-                    message=f"{failure.progress_text}, retrying in {_seconds(wait)} s",
-                    retry_in=wait,
-                )
-            )
+            text = f"{failure.progress_text}, retrying in {_seconds(wait)} s"
+            await progress(TurnEvent(kind="retrying", message=text, retry_in=wait))
             metrics.model_wait(failure.error, wait)
             await self._sleep(wait)
 

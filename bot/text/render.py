@@ -77,11 +77,8 @@ class _Lines:
     def state_at(self, pos: int) -> _Fence | None:
         """The fence open at a chunk that ends at `pos` (exclusive)."""
         i = self.line_of(pos)
-        if pos == self.starts[i]:
-            return self.before[i]
-        if pos >= self.ends[i]:
-            return self.after[i]
-        return self.before[i]
+        # At a line's start the fence is the one before it (even for an empty line); at its end, after.
+        return self.after[i] if pos >= self.ends[i] and pos != self.starts[i] else self.before[i]
 
     def inside_fence_line(self, pos: int) -> bool:
         i = self.line_of(pos)
@@ -127,10 +124,7 @@ def _choose_cut(lines: _Lines, start: int, room: int) -> tuple[int, int]:
                 return cut, _skip_blank_lines(text, cut + 1)
     for cut in reversed(spaces):
         if fits(cut):
-            end = cut
-            while end < len(text) and text[end] in " \t":
-                end += 1
-            return cut, end
+            return cut, len(text) - len(text[cut:].lstrip(" \t"))
 
     # One word longer than the chunk: cut it hard, outside any fence line.
     cut = start + room
