@@ -280,8 +280,7 @@ class InputDesk:
         return stored, None
 
     def _wake(self, request_id: str) -> None:
-        waiting = self._answered.get(request_id)
-        if waiting is not None:
+        if (waiting := self._answered.get(request_id)) is not None:
             waiting.set()
 
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 
-from bot.asks.approvals import Clock, decide, new_request_id
+from bot.asks.approvals import ALREADY_DECIDED, CHANGED, EXPIRED, GONE, NOT_YOURS, Clock, new_request_id
 from bot.asks.decided import NERVE, NO_ONE_TO_ASK, DecidedRound
 from bot.asks.inputs import InputDesk
 from bot.errors import LLMError, TurnOverdue
@@ -30,6 +30,7 @@ from bot.types import (
     AgentReply,
     Ask,
     AuditEntry,
+    CallDecision,
     ConversationKey,
     Decision,
     Incoming,
@@ -210,29 +211,60 @@ class Parking:
         shown_hash: str | None = None,
         remember: bool = False,
     ) -> Decision:
-        """A person's click on an approval: one call (`call_id`) or all open ones, approved or denied."""
+        """A person's click on an approval: the requester or an admin decides one call (`call_id`) or all
+        open ones; anything else changes nothing and says why. `remember` (approve only) also always-allows
+        each approved tool in the place, bound to the definition that was shown."""
         if self.approvals is None:
             return Decision(changed=False, prompt=None, note="Approvals are not enabled.")
-        decision = await decide(
-            self.approvals,
-            request_id=request_id,
-            user_id=user_id,
-            approve=approve,
-            admins=self._config.admins,
-            now=self.clock(),
-            call_id=call_id,
-            shown_hash=shown_hash,
-            remember=remember,
-            definition_hash=self._definition_hash,
-        )
-        if decision.changed and (prompt := decision.prompt) is not None:
-            metrics.approvals_decided(len(decision.decided), approve)
-            outcome = "approved" if approve else "denied"
-            if remember and approve:
-                outcome = "approved, always allowed here"
-            decided = [c for c in prompt.calls if c.call_id in decision.decided]
-            await self._audit(prompt.key, prompt.place, decided, user_id, outcome)
-        return decision
+        now = self.clock()
+        found = await self.approvals.prompt(request_id)
+        if found is None:
+            return Decision(changed=False, prompt=None, note=GONE)
+        prompt, status = found
+        if user_id != prompt.requester and user_id not in self._config.admins:
+            return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
+        chosen = [c for c in prompt.calls if call_id is None or c.call_id == call_id]
+        if status != "waiting":
+            expired = any(c.status == "expired" for c in chosen)
+            return Decision(
+                changed=False, prompt=prompt, note=EXPIRED if expired else ALREADY_DECIDED.format(by="")
+            )
+        if call_id is not None and not chosen:
+            return Decision(changed=False, prompt=prompt, note=GONE)
+        if shown_hash is not None and any(c.call_hash != shown_hash for c in chosen):
+            return Decision(changed=False, prompt=prompt, note=CHANGED)
+        if prompt.expires_at <= now:
+            return Decision(changed=False, prompt=prompt, note=EXPIRED)
+        open_ids = [c.call_id for c in chosen if c.status == "pending"]
+        if not open_ids:
+            by = chosen[0].decided_by if len(chosen) == 1 else None
+            # Every call decided but the turn never went on (a resume that failed): this click may resume it.
+            return Decision(
+                changed=False,
+                prompt=prompt,
+                note=ALREADY_DECIDED.format(by=f" by {by}" if by else ""),
+                ready=not prompt.open,
+            )
+        status_now: CallDecision = "approved" if approve else "denied"
+        changed = await self.approvals.decide(request_id, open_ids, status_now, user_id, now)
+        if remember and approve:
+            for call in chosen:
+                if call.call_id in changed:
+                    # Bound to the definition that was shown, and only while the tool still has it.
+                    current = await self._definition_hash(call.server, call.tool)
+                    if current is not None and current == call.definition_hash:
+                        await self.approvals.remember(prompt.place, call.server, call.tool, current, user_id)
+        refreshed = await self.approvals.prompt(request_id)
+        after = refreshed[0] if refreshed else prompt
+        if not changed:
+            return Decision(changed=False, prompt=after, note=ALREADY_DECIDED.format(by=""))
+        metrics.approvals_decided(len(changed), approve)
+        outcome = "approved" if approve else "denied"
+        if remember and approve:
+            outcome = "approved, always allowed here"
+        decided = [c for c in after.calls if c.call_id in changed]
+        await self._audit(after.key, after.place, decided, user_id, outcome)
+        return Decision(changed=True, prompt=after, ready=not after.open, decided=tuple(changed))
 
     async def _audit(
         self, key: ConversationKey, place: str, calls: Sequence[PendingCall], who: str, outcome: str
