@@ -52,7 +52,7 @@ from bench.kill_restart import (
     signed,
 )
 from bot.model.retries import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRY_AFTER
-from bot.turn.apologies import MODEL_FAILED, TOO_LONG
+from bot.turn.failures import MODEL_FAILED, TOO_LONG
 from tests.fakes.llm_server import (
     FakeCall,
     FakeLLMServer,

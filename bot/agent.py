@@ -1,8 +1,8 @@
-"""The agent: one turn of conversation, from the user's message to the answer (S4–S12).
+"""The agent, the core's façade: one turn of conversation, from the user's message to the answer (S4–S12).
 
-Adapters call `Agent.reply`; everything platform-specific stays outside. The façade of the core: it
-stores the message, runs the turn's loop (`bot.turn.loop`), and hands a round that waits for a person
-to its parking (`bot.asks.parking`), which resumes the turn once that person answers.
+It stores the message, runs the turn's loop (`bot.turn.loop`), hands a round that waits for a person
+to its parking (`bot.asks.parking`), and takes that person's answer to any ask to the ledger of its
+kind, so a front end answers every ask one way; everything platform-specific stays in the adapters.
 """
 
 from __future__ import annotations
@@ -12,17 +12,16 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from bot.asks import approvals as _approvals
 from bot.asks import inputs as _inputs
-from bot.asks.answers import NO_SIGN_INS, Answers
 from bot.asks.approvals import Clock
 from bot.asks.connections import Connections as Connections
 from bot.asks.connections import ConnectStart
-from bot.asks.inputs import InputDesk, InputStore
+from bot.asks.inputs import InputDesk
 from bot.asks.parking import Parking
-from bot.errors import LLMError, PromptError, TurnOverdue
+from bot.errors import AskError, AskExpired, AskGone, LLMError, PromptError, SignInFailed, TurnOverdue
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
@@ -31,6 +30,7 @@ from bot.seams import Inbox as Inbox
 from bot.seams import PostRecords as PostRecords
 from bot.store.approvals import ApprovalLedger
 from bot.store.feedback import Feedback as Feedback
+from bot.store.inputs import InputLedger
 from bot.store.locks import KeyedLocks as KeyedLocks
 from bot.text.scrubbing import question_too_long, scrub
 from bot.turn.calls import RoundRunner, Sleep, TurnState
@@ -45,16 +45,24 @@ from bot.types import (
     Answer,
     Answered,
     ApprovalPrompt,
+    Approve,
     Ask,
     AuditEntry,
+    Cancel,
     ChatMessage,
     ConversationKey,
+    Decline,
+    Deny,
     Incoming,
+    InputAnswer,
     InputOutcome,
     InputRequest,
+    LinkOpened,
     Progress,
     PromptSpec,
     RememberedApproval,
+    SignInFinished,
+    Submit,
     ToolSpec,
     TurnEvent,
     no_progress,
@@ -77,14 +85,17 @@ _SIGN_IN_VALUES = frozenset({"Connection"})
 
 
 def __getattr__(name: str) -> object:
-    """`Connection` for the front ends, loaded on first use: importing it here
-    eagerly would load the MCP OAuth client into every nerve, and most have no per-person servers."""
+    """`Connection`, loaded on first use: most nerves have no per-person servers to need OAuth."""
     if name in _SIGN_IN_VALUES:
         from bot.mcp.auth import sign_ins
 
         return getattr(sign_ins, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+NO_QUESTIONS = "Questions from tools are not enabled."
+NO_SIGN_INS = "No server here asks people to sign in with their own account."
+_ACTIONS: dict[type, Literal["decline", "cancel"]] = {Decline: "decline", Cancel: "cancel"}
 
 DEFERRED_REPLY = (
     "I'm still waiting for a decision on the tool calls I asked to run for your earlier message; "
@@ -110,7 +121,7 @@ class Agent:
         sleep: Sleep = asyncio.sleep,
         turn_lock: TurnLock | None = None,
         approvals: ApprovalLedger | None = None,
-        inputs: InputStore | None = None,
+        inputs: InputLedger | None = None,
         clock: Clock = time.time,
         connections: Connections | None = None,
     ) -> None:
@@ -147,15 +158,19 @@ class Agent:
             inputs=self.inputs,
         )
         self.approvals = approvals
-        self._answers = Answers(parking=self._parking, inputs=self.inputs, connections=connections)
+        # Parked turns as the front ends drive them: deny what nobody can be asked about, find what
+        # is due or was left at a stop, and go on with a turn once every call is decided.
+        self.deny_unasked = self._parking.deny_unasked
+        self.expire_due = self._parking.expire_due
+        self.recover_parked = self._parking.recover_parked
+        self.resume = self._parking.resume
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
         return self._loop.tools(incoming)
 
     async def reset(self, key: ConversationKey) -> None:
-        """Start a new conversation in this thread; the old one stays stored, and a turn of it that
-        waits for approval ends there (its open calls count as not approved)."""
+        """Start a new conversation in this thread; the old one stays stored, its parked turn ends."""
         async with self._locks.hold(key):
             if self.approvals is not None:
                 await self.approvals.close_parked(key)
@@ -168,9 +183,9 @@ class Agent:
         incoming = replace(incoming, text=scrub(incoming.text), user_id=scrub(incoming.user_id))
         size, limit = len(incoming.text), self._config.max_question_chars
         if size > limit:
-            notice = question_too_long(size, limit)
             metrics.turn_outcome("refused_too_long")
-            return await self._refuse(incoming, notice, store_notice=True)
+            async with self._locks.hold(incoming.key):
+                return await self._store_instead(incoming, question_too_long(size, limit), store_notice=True)
 
         async def tell_place(position: int) -> None:
             await progress(TurnEvent(kind="notice", message=queued_notice(position)))
@@ -187,48 +202,38 @@ class Agent:
                     metrics.turn_outcome("refused_busy")
                     return await self._store_instead(incoming, BUSY_REPLY, store_notice=False)
 
-    async def _refuse(self, incoming: Incoming, notice: str, *, store_notice: bool) -> AgentReply:
-        """Store the message and answer `notice` instead of a turn, in the thread's order."""
-        async with self._locks.hold(incoming.key):
-            return await self._store_instead(incoming, notice, store_notice=store_notice)
-
     async def _store_instead(self, incoming: Incoming, notice: str, *, store_notice: bool) -> AgentReply:
-        """Store the message (nothing a person writes is lost) and answer `notice`; the caller holds
-        the conversation. A busy notice is not stored: a re-delivery then gets a real answer."""
+        """Store the message (none is lost) and answer `notice`, unstored when busy so a retry is answered."""
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
             # Inside a parked turn's round nothing may be written: the message waits behind it.
-            await self.approvals.defer(incoming)
-            return AgentReply(text=await self._deferred_text(incoming.key), deferred=True)
+            return await self._defer(incoming)
         messages = [ChatMessage(role="user", content=incoming.text)]
         if store_notice:
             messages.append(ChatMessage(role="assistant", content=notice))
-        if not await self._store.append(incoming.key, messages, event_id=incoming.event_id):
-            stored = await self._loop.stored_answer(incoming)
-            if stored is not None:
-                return stored
-        return AgentReply(text=notice, failed=True)
+        return await self._stored_again(incoming, messages) or AgentReply(text=notice, failed=True)
 
-    async def _deferred_text(self, key: ConversationKey) -> str:
-        """What a message waiting behind a parked turn is told: what that turn waits for."""
-        found = await self.parked_in(key)
-        if found is not None and not found[0].calls:
-            return DEFERRED_FOR_ANSWER
-        return DEFERRED_REPLY
+    async def _defer(self, incoming: Incoming) -> AgentReply:
+        """Keep a message behind the thread's parked turn, telling its writer what that turn waits for."""
+        assert self.approvals is not None
+        await self.approvals.defer(incoming)
+        found = await self.parked_in(incoming.key)
+        text = DEFERRED_FOR_ANSWER if found is not None and not found[0].calls else DEFERRED_REPLY
+        return AgentReply(text=text, deferred=True)
+
+    async def _stored_again(self, incoming: Incoming, messages: list[ChatMessage]) -> AgentReply | None:
+        """Store the message; for one delivered again whose answer is stored already, that answer."""
+        if await self._store.append(incoming.key, messages, event_id=incoming.event_id):
+            return None
+        return await self._loop.stored_answer(incoming)
 
     async def _reply(self, incoming: Incoming, progress: Progress) -> AgentReply:
         """One turn; the caller holds the conversation and a slot."""
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
-            replayed = await self._parking.parked_by(incoming)
-            if replayed is not None:
-                return replayed
-            # The thread's turn is parked: this message waits behind it, stored, never dropped.
-            await self.approvals.defer(incoming)
-            return AgentReply(text=await self._deferred_text(incoming.key), deferred=True)
-        user = ChatMessage(role="user", content=incoming.text)
-        if not await self._store.append(incoming.key, [user], event_id=incoming.event_id):
-            stored = await self._loop.stored_answer(incoming)
-            if stored is not None:
-                return stored
+            # A replay of the message the parked turn waits on gets its request again; others wait behind it.
+            return await self._parking.parked_by(incoming) or await self._defer(incoming)
+        stored = await self._stored_again(incoming, [ChatMessage(role="user", content=incoming.text)])
+        if stored is not None:
+            return stored
         history = await self._store.history(incoming.key)
         state = TurnState()
         deadline = TurnDeadline(self._config.turn_deadline)
@@ -243,8 +248,7 @@ class Agent:
         return self._host.server_states() if isinstance(self._host, ServerStates) else {}
 
     def prompts(self, incoming: Incoming | None = None) -> list[PromptSpec]:
-        """The prompts people may start here (a place may use a server's prompts when it may use the
-        server: scopes name tools, and a prompt is judged as a tool of the same name)."""
+        """The prompts people may start here: scopes judge a prompt as a tool of the same name."""
         host = self._host
         if not isinstance(host, PromptHost):
             return []
@@ -252,9 +256,7 @@ class Agent:
         return prompts if incoming is None else self._config.scopes.offered(incoming.where(), prompts)
 
     async def prompt_question(self, incoming: Incoming, name: str, arguments: dict[str, str]) -> str:
-        """The text a prompt starts the turn with (the front end then calls `reply` with it).
-
-        Raises `PromptError` with a message for the person when it cannot be started here."""
+        """The text a prompt starts the turn with; `PromptError` when it cannot be started here."""
         offered = {p.name: p for p in self.prompts(incoming)}
         if name not in offered or not isinstance(self._host, PromptHost):
             known = ", ".join(sorted(offered)) or "none here"
@@ -269,40 +271,28 @@ class Agent:
         return await self._host.complete_prompt_argument(name, argument, value, known)
 
     async def open_input(self, request_id: str, user_id: str) -> InputOutcome:
-        """A click on a server's question: the request when this person may answer it, or why not.
-
-        Beside `answer` only because a form is opened before it is answered: a platform that opens
-        it in reply to the click itself (a form that must open within seconds of the click) needs the
-        request checked for this person without answering it. An answer that finds the ask gone or
-        expired gets the request from the `AskError` instead."""
+        """A click on a server's question: the request when this person may answer it now, or why not."""
         if self.inputs is None:
             return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
         return await self.inputs.open(request_id, user_id)
 
     async def ask_posted(self, ask: Ask, ref: str) -> None:
-        """Remember where an ask was shown (platform-specific, e.g. channel and message id), whatever
-        its kind: the process that later redraws it (a click, the sweep, a resumed turn) finds it in
-        the ask (`ApprovalPrompt.message_ref`, `InputRequest.message_ref`). A sign-in is shown to its
-        person alone and never redrawn, so where it went is not kept."""
+        """Remember where an ask was shown, for whichever process redraws it (sign-ins are never redrawn)."""
         if ask.approval is not None and self.approvals is not None:
             await self.approvals.set_message_ref(ask.id, ref)
         elif ask.input is not None and self.inputs is not None:
-            await self.inputs.posted(ask.id, ref)
+            await self.inputs.store.set_input_message_ref(ask.id, ref)
 
     async def parked_questions(self, request_id: str) -> list[InputRequest]:
-        """The open questions a parked turn waits on (empty when questions from tools are off), for
-        a front end to ask again after it stopped before they were answered."""
+        """The open questions a parked turn waits on, for a front end that stopped to ask again."""
         if self.inputs is None:
             return []
-        return await self.inputs.parked_questions(request_id)
+        return await self.inputs.store.open_parked_questions(request_id)
 
     async def deferred_replies(
         self, key: ConversationKey, progress: Progress = no_progress
     ) -> AsyncIterator[tuple[Incoming, AgentReply]]:
-        """Answer, in order, the messages that waited behind a parked turn of this thread.
-
-        Stops after one that parks again: the rest wait behind that one.
-        """
+        """Answer, in order, the messages that waited behind a parked turn; stop after one that parks."""
         if self.approvals is None:
             return
         while (item := await self.approvals.next_deferred(key)) is not None:
@@ -316,49 +306,77 @@ class Agent:
                 return
 
     async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered:
-        """A person's answer to anything the core asked (`TurnEvent` "ask", `AgentReply.waiting`):
-        an approval's decision, a question's form, a link opened, a sign-in finished. Raises
-        `AskError` when the ask is gone or expired; the turn it lets go on is `Answered.resume`."""
-        return await self._answers.answer(ask_id, person, answer)
+        """Apply `answer` from `person` to the ask `ask_id`; `AskError` when it is gone or expired."""
+        match answer:
+            case Approve() | Deny():
+                return await self._decide(ask_id, person, answer)
+            case Submit() | LinkOpened() | Decline() | Cancel():
+                return await self._answer_input(ask_id, person, answer)
+            case SignInFinished():
+                return await self._signed_in(ask_id, answer)
 
-    async def deny_unasked(self, request_id: str) -> list[str]:
-        """Deny every open call of a request when no person can be asked about it (`Parking.deny_unasked`)."""
-        return await self._parking.deny_unasked(request_id)
+    async def _decide(self, ask_id: str, person: str, answer: Approve | Deny) -> Answered:
+        remember = isinstance(answer, Approve) and answer.remember
+        decision = await self._parking.decide(
+            ask_id,
+            person,
+            approve=isinstance(answer, Approve),
+            call_id=answer.call_id,
+            shown_hash=answer.shown_hash,
+            remember=remember,
+        )
+        if decision.note == _approvals.GONE:
+            raise AskGone(decision.note)
+        if decision.note == _approvals.EXPIRED:
+            raise AskExpired(decision.note)
+        return Answered(
+            changed=decision.changed,
+            note=decision.note,
+            resume=(ask_id,) if decision.ready else (),
+            decision=decision,
+        )
 
-    async def expire_due(self, platform: str | None = None) -> list[str]:
-        """Requests to resume now, of one platform if given (`Parking.expire_due`)."""
-        return await self._parking.expire_due(platform)
+    async def _answer_input(
+        self, ask_id: str, person: str, answer: Submit | LinkOpened | Decline | Cancel
+    ) -> Answered:
+        if self.inputs is None:
+            raise AskGone(NO_QUESTIONS)
+        outcome = await self.inputs.answer(ask_id, person, _input_answer(answer))
+        if outcome.note == _inputs.GONE:
+            raise AskGone(outcome.note, request=outcome.request)
+        if outcome.note == _inputs.EXPIRED:
+            raise AskExpired(outcome.note, request=outcome.request)
+        return Answered(
+            changed=outcome.changed,
+            note=outcome.note,
+            errors=outcome.errors,
+            resume=(outcome.resume,) if outcome.resume is not None else (),
+            input=outcome,
+        )
 
-    async def resume(
-        self, request_id: str, progress: Progress = no_progress, *, held: bool = False
-    ) -> AgentReply | None:
-        """Go on with a parked turn once every call is decided; None if it is still open or another
-        process already took it (`Parking.resume`)."""
-        return await self._parking.resume(request_id, progress, held=held)
-
-    async def recover_parked(self, platform: str | None = None) -> list[str]:
-        """At start-up: requests ready to resume, of one platform if given (`Parking.recover_parked`)."""
-        return await self._parking.recover_parked(platform)
+    async def _signed_in(self, ask_id: str, answer: SignInFinished) -> Answered:
+        # The sign-in's single-use state was bound to its person when it was started, so the
+        # browser that brings it back signs in that person and no one else.
+        if self.connections is None:
+            raise AskGone(NO_SIGN_INS)
+        try:
+            signed = await self.connections.finish(ask_id, answer.code, answer.iss, answer.error)
+        except SignInFailed as exc:  # refused, already used or expired: the person gets a new link
+            raise AskError(exc.message) from exc
+        return Answered(changed=True, resume=signed.request_ids, signed_in=signed)
 
     async def parked_in(self, key: ConversationKey) -> tuple[ApprovalPrompt, str] | None:
-        """The turn this thread is parked on, as its approval message shows it, with its status
-        ("waiting", "resuming"); None when none is (or without approvals).
-
-        For a front end that must find that turn without an ask in hand: the terminal when it
-        starts again, or once a tool's questions were answered elsewhere (`AgentReply.waiting` lists
-        only what a reply has just parked on)."""
+        """The turn this thread is parked on, with its status, for a front end without an ask in hand."""
         if self.approvals is None or (request_id := await self.approvals.waiting_in(key)) is None:
             return None
         return await self.parked(request_id)
 
     async def parked(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
-        """A parked turn by its request, as its approval message shows it, with its status; None
-        when there is no such request (or without approvals). For the process that makes it go on."""
+        """A parked turn by its request, as its approval message shows it, with its status."""
         return await self.approvals.prompt(request_id) if self.approvals is not None else None
 
     async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]:
-        """At start-up: the threads, of one platform if given, whose messages wait behind a turn
-        that is no longer parked (none without approvals)."""
+        """At start-up: the threads whose messages wait behind a turn that is no longer parked."""
         return await self.approvals.threads_with_deferred(platform) if self.approvals is not None else []
 
     @property
@@ -375,8 +393,7 @@ class Agent:
         return await self.approvals.revoke(place, server, tool) if self.approvals is not None else False
 
     async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
-        """Who decided each tool call of the thread's active conversation, oldest first (empty
-        without approvals): what `nerve ask --json` reports beside each call."""
+        """Who decided each tool call of the thread's active conversation, oldest first."""
         return await self.approvals.audit_log(key) if self.approvals is not None else []
 
     # People's own accounts at per-person servers: what a front end's connection commands need, so
@@ -399,3 +416,9 @@ class Agent:
     async def connected(self, key: ConversationKey, user_id: str) -> list[Connection]:
         """The servers `user_id` has connected with their own account, and since when."""
         return await self.connections.of(key, user_id) if self.connections is not None else []
+
+
+def _input_answer(answer: Submit | LinkOpened | Decline | Cancel) -> InputAnswer:
+    if isinstance(answer, Submit):
+        return InputAnswer(action="accept", content=answer.values)
+    return InputAnswer(action="accept" if isinstance(answer, LinkOpened) else _ACTIONS[type(answer)])

@@ -3,8 +3,7 @@ with approvals and per-person servers as without them, so a front end never chec
 
 from __future__ import annotations
 
-from bot.agent import Agent
-from bot.asks.answers import NO_SIGN_INS
+from bot.agent import NO_SIGN_INS, Agent
 from bot.types import ConversationKey
 from tests.fakes.scripted import ScriptedLLM
 

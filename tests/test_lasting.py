@@ -11,8 +11,8 @@ import asyncio
 import anyio
 import pytest
 
-from bot.turn import lasting
-from bot.turn.lasting import finish_anyway
+from bot.turn import deadline
+from bot.turn.deadline import finish_anyway
 
 
 async def settle_soon(gate: asyncio.Event, landed: list[str]) -> str:
@@ -83,13 +83,13 @@ async def test_without_cancellation_the_result_and_errors_come_back() -> None:
 async def test_a_write_that_hangs_holds_a_cancelled_caller_only_for_the_patience(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(lasting, "PATIENCE", 0.2)
+    monkeypatch.setattr(deadline, "PATIENCE", 0.2)
     hang = asyncio.Event()
 
     async def stuck_write() -> None:
         await hang.wait()
 
-    caller = asyncio.create_task(lasting.finish_anyway(stuck_write()))
+    caller = asyncio.create_task(deadline.finish_anyway(stuck_write()))
     await asyncio.sleep(0.01)
     caller.cancel()
     started = asyncio.get_running_loop().time()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bench.model_faults import APOLOGY_START, model_faults
-from bot.turn.apologies import TOO_LONG
+from bot.turn.failures import TOO_LONG
 from bot.turn.loop import CUT_OFF_NOTE
 
 RETRIES = 2

@@ -1,8 +1,7 @@
 """People's own accounts at per-person MCP servers, as front ends offer them.
 
-Front ends never see tokens: they show a person a sign-in link that is theirs alone, land the
-browser's callback here, list what a person has connected and disconnect it. Finishing a sign-in
-names the parked turns it lets go on; the front end resumes them (or its sweep does, in any process).
+Front ends never see tokens: a person gets a sign-in link theirs alone; finishing it names the parked
+turns it lets go on, which the front end (or its sweep, anywhere) resumes.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """The round a parked turn goes on with, once its calls are decided: exactly the approved calls run
-(as they were shown), the others are told to the model under their call ids, and the results kept
-from before the turn was parked are read back.
-
-Its own module because it is the one part of parking that runs tools: `bot.asks.parking` keeps
-parking, deciding and claiming; this runs what the decisions let through.
+as shown, the others are told to the model under their ids, and the results kept from before are
+read back. The one part of parking that runs tools.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from bot.asks.inputs import InputDesk
 from bot.errors import TurnOverdue
@@ -21,11 +18,11 @@ from bot.turn.calls import (
     TurnState,
     Waiting,
     failure_of,
-    make_attachment,
     stored_arguments,
+    stored_attachment,
 )
 from bot.turn.deadline import TurnDeadline
-from bot.turn.failures import shown_to_people, stored_failure
+from bot.turn.failures import stored_failure
 from bot.turn.loop import TurnLoop
 from bot.types import ChatMessage, Progress, ToolCall
 
@@ -50,38 +47,29 @@ _NOT_CALLED_AGAIN = frozenset({"execution", "timeout", "unavailable", "rate_limi
 
 
 def _kept(call: ToolCall, message: ChatMessage, limit: int, server: str | None = None) -> CallOutcome:
-    """A result stored earlier in the turn, as an outcome of the round it belongs to (`server`: where
-    it ran, when known; the store keeps the call's name, and the name's server is the best guess)."""
+    """A result stored earlier in the turn, as an outcome of its round (`server`: where it likely ran)."""
     failure = stored_failure(message)
-    attachment = make_attachment(
-        call,
-        stored_arguments(call.arguments),
-        shown_to_people(message),
-        is_error=message.is_error,
-        latency_ms=message.latency_ms or 0.0,
-        limit=limit,
-        server=server,
-    )
+    attachment = stored_attachment(call, message, limit, server)
     outcome: Outcome = "ok"
     if message.is_error:
         outcome = "failed" if failure is not None and failure.kind in _NOT_CALLED_AGAIN else "fix_arguments"
     return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
 
+@dataclass(eq=False, kw_only=True)
 class DecidedRound:
     """Runs a parked round's decided calls and reads back the turn's state before it was parked."""
 
-    def __init__(self, *, loop: TurnLoop, approvals: ApprovalLedger | None, inputs: InputDesk | None) -> None:
-        self._loop = loop
-        self.approvals = approvals
-        self.inputs = inputs
+    loop: TurnLoop
+    approvals: ApprovalLedger | None
+    inputs: InputDesk | None
 
     def stopped(self, call: ToolCall, parked: ParkedTurn, error: TurnOverdue) -> CallOutcome:
         """An approved call cut off by the turn's deadline (it may have done part of its work)."""
         pending = next(c for c in parked.calls if c.call_id == call.id)
         detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
         hint = "It may or may not have taken effect. Do not call it again unless the user asks."
-        return self._loop.runner.not_run(call, pending.arguments, failure_of(call, "execution", detail, hint))
+        return self.loop.runner.not_run(call, pending.arguments, failure_of(call, "execution", detail, hint))
 
     async def run(
         self,
@@ -91,51 +79,42 @@ class DecidedRound:
         deadline: TurnDeadline,
         finished: dict[str, CallOutcome],
     ) -> list[CallOutcome]:
-        """The round's outcomes in call order: results kept from before, approved calls run now (in
-        parallel), denied and expired ones refused to the model under their ids. Each outcome goes
-        into `finished` as it comes, so a round cut off by the deadline keeps the ones it has."""
+        """The round's outcomes in call order: kept results, approved calls run now, the others refused to the
+        model; each goes into `finished` as it comes, so a round cut off by the deadline keeps them."""
         done = {m.tool_call_id: m for m in parked.done}
         decided = {c.call_id: c for c in parked.calls}
-        specs = {t.name: t for t in self._loop.tools(parked.incoming)}
+        specs = {t.name: t for t in self.loop.tools(parked.incoming)}
         signing_in = await self.approvals.sign_in_calls(parked.request_id) if self.approvals else set()
 
         async def one(call: ToolCall) -> CallOutcome:
             if call.id in done:
                 ran_on = specs[call.name].server if call.name in specs else None
-                return _kept(call, done[call.id], self._loop.config.calls.attachment_chars, ran_on)
+                return _kept(call, done[call.id], self.loop.config.calls.attachment_chars, ran_on)
             pending = decided[call.id]
-            answered = None
-            if self.inputs is not None:
-                answered = await self.inputs.answers_for(parked.request_id, call.id, progress)
+            inputs = self.inputs
+            answered = await inputs.answers_for(parked.request_id, call.id, progress) if inputs else None
             if pending.status == "approved" or (answered is not None and pending.status == "expired"):
                 # Exactly what was shown: the same server's tool (found by server and tool: another
                 # server may have taken its name since), with the same definition (compared by
                 # value: the catalog is rebuilt whenever any server changes state).
-                spec = next(
-                    (
-                        t
-                        for t in specs.values()
-                        if (t.server, t.original_name) == (pending.server, pending.tool)
-                    ),
-                    None,
-                )
+                shown = (pending.server, pending.tool)
+                spec = next((t for t in specs.values() if (t.server, t.original_name) == shown), None)
                 if spec is None or (
                     pending.definition_hash and spec.definition_hash != pending.definition_hash
                 ):
                     detail = "its tool is no longer available as it was when it was approved"
                     failure = failure_of(call, "unavailable", detail, "Answer without it.")
-                    return self._loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
-                context = self._loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
-                # Made again with the answers; what it asks after them is asked while it waits.
-                context = replace(context, park=False, resume=answered)
-                ran = await self._loop.runner.execute(
-                    call, spec, pending.arguments, state, progress, specs, context
-                )
-                if isinstance(ran, Waiting):  # not parked again (park=False): only for the type
+                else:
+                    context = self.loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
+                    # Made again with the answers; what it asks after them is asked while it waits.
+                    context = replace(context, park=False, resume=answered)
+                    ran = await self.loop.runner.execute(
+                        call, spec, pending.arguments, state, progress, specs, context
+                    )
+                    if not isinstance(ran, Waiting):  # never parked again (park=False): only for the type
+                        return ran
                     failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
-                    return self._loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
-                return ran
-            if pending.status == "denied" and pending.decided_by == NERVE:
+            elif pending.status == "denied" and pending.decided_by == NERVE:
                 detail = f"{NERVE} denied it: {NO_ONE_TO_ASK}"
                 failure = failure_of(call, "denied", detail, NO_ONE_TO_ASK_HINT)
             elif pending.status == "denied":
@@ -146,7 +125,7 @@ class DecidedRound:
                 failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
             else:
                 failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return self._loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
+            return self.loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
 
         async def recorded(call: ToolCall) -> CallOutcome:
             finished[call.id] = outcome = await one(call)
@@ -168,7 +147,7 @@ class DecidedRound:
             if message.role != "tool" or message.tool_call_id not in calls:
                 continue
             call = calls[message.tool_call_id]
-            kept = _kept(call, message, self._loop.config.calls.attachment_chars)
+            kept = _kept(call, message, self.loop.config.calls.attachment_chars)
             state.attachments.append(kept.attachment)
             failure = stored_failure(message)
             if failure is not None and failure.kind in _NOT_CALLED_AGAIN:

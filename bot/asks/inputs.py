@@ -1,11 +1,7 @@
 """Asking people what a server needs mid-call (MCP elicitation), and taking their answers.
 
-The call that asks waits, because the server holds its request open; the question itself lives in
-the store, so the answer may come through any process (a click may land on another replica than
-the one that asked): the waiter takes it from memory when it was answered here, or from the store's row.
-Only the person whose message started the turn may answer. A form that asks for a secret, or a
-link that is not https, is never shown: the server gets "decline" and the person a note. An
-unanswered question expires into "cancel", as does one whose waiting process stopped ("ended").
+The question lives in the store, so the answer may come through any process. Only the person who
+started the turn may answer; a form asking for a secret, or a link not https, is never shown.
 """
 
 from __future__ import annotations
@@ -17,14 +13,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 from bot.asks.approvals import Clock, new_request_id
 from bot.forms import FormError, check_answer, form_from_schema, secret_fields
 from bot.observe import metrics
-from bot.store.inputs import ParkedCallQuestions, ParkedQuestion, StoredInput
-from bot.turn.lasting import finish_anyway
+from bot.store.inputs import InputLedger, ParkedCallQuestions, ParkedQuestion, StoredInput
+from bot.turn.deadline import finish_anyway
 from bot.types import (
     Ask,
     ConversationKey,
@@ -73,45 +69,11 @@ _ACTIONS: dict[InputStatus, InputAnswer] = {
 _STATUS_OF = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}
 
 
-class InputStore(Protocol):
-    """What the desk needs of the store (`bot.store.inputs.InputLedger` fills it)."""
-
-    async def open_input(
-        self, request: InputRequest, schema: dict[str, Any] | None, now: float, status: InputStatus = "open"
-    ) -> None: ...
-
-    async def stored_input(self, request_id: str) -> StoredInput | None: ...
-
-    async def settle_input(
-        self,
-        request_id: str,
-        status: InputStatus,
-        *,
-        by: str,
-        content: dict[str, Any] | None = None,
-        stale_before: float | None = None,
-    ) -> bool: ...
-
-    async def keep_inputs_alive(self, request_ids: list[str], now: float) -> None: ...
-
-    async def settle_parked_call(self, parked_id: str, call_id: str, by: str) -> bool: ...
-
-    async def set_input_message_ref(self, request_id: str, ref: str) -> None: ...
-
-    async def parked_answers(
-        self, parked_id: str, call_id: str
-    ) -> tuple[str | None, list[tuple[str, InputStatus, InputMode, dict[str, Any] | None]]] | None: ...
-
-    async def close_parked_questions(self, parked_id: str, call_id: str) -> list[InputRequest]: ...
-
-    async def open_parked_questions(self, parked_id: str) -> list[InputRequest]: ...
-
-
 @dataclass(eq=False)
 class InputDesk:
     """Shows servers' questions to the right person and hands their answers back to the calls."""
 
-    store: InputStore
+    store: InputLedger
     _: KW_ONLY
     clock: Clock
     timeout: float
@@ -166,7 +128,7 @@ class InputDesk:
                 if stored is None:
                     return "cancelled", InputAnswer(action="cancel")
                 if stored.status != "open":
-                    return stored.status, _answer_of(stored)
+                    return stored.status, _answer(stored.status, stored.request.mode, stored.content)
                 if self.clock() >= request.expires_at:
                     if await self.store.settle_input(request_id, "expired", by="expiry"):
                         return "expired", InputAnswer(action="cancel")
@@ -235,18 +197,8 @@ class InputDesk:
             call_id=call_id, request_state=needed.request_state, questions=tuple(questions)
         )
 
-    async def posted(self, request_id: str, ref: str) -> None:
-        """Where a front end showed a question, so a later update (in any process) finds it."""
-        await self.store.set_input_message_ref(request_id, ref)
-
-    async def call_answered(self, parked_id: str, call_id: str, by: str) -> bool:
-        """Mark a parked call ready once all its questions are answered; True when its turn can go on."""
-        return await self.store.settle_parked_call(parked_id, call_id, by=by)
-
     async def answers_for(self, parked_id: str, call_id: str, progress: Progress) -> InputResume | None:
-        """What to make a parked call again with: each question's answer ("cancel" for one nobody
-        answered in time); None for a call that did not wait for questions. Tells `progress` how
-        each question ended, so a front end can take its buttons off."""
+        """What to make a parked call again with (None: it asked nothing); `progress` hears the ends."""
         found = await self.store.parked_answers(parked_id, call_id)
         if found is None:
             return None
@@ -257,21 +209,10 @@ class InputDesk:
         found = await self.store.parked_answers(parked_id, call_id)
         assert found is not None
         request_state, rows = found
-        answers = []
-        for input_key, status, mode, content in rows:
+        for _, status, _, _ in rows:
             metrics.question_ended(status)
-            if status == "accepted":
-                answers.append(
-                    (input_key, InputAnswer(action="accept", content=content if mode == "form" else None))
-                )
-            else:
-                answers.append((input_key, _ACTIONS.get(status, InputAnswer(action="cancel"))))
-        return InputResume(request_state=request_state, answers=tuple(answers))
-
-    async def parked_questions(self, parked_id: str) -> list[InputRequest]:
-        """A parked turn's questions nobody has answered yet, to ask again where they were lost
-        (a chat that stopped while asking them)."""
-        return await self.store.open_parked_questions(parked_id)
+        answers = tuple((key, _answer(status, mode, content)) for key, status, mode, content in rows)
+        return InputResume(request_state=request_state, answers=answers)
 
     async def completed(self, server: str, elicitation_id: str) -> None:
         """The server finished what a link was for: the request's message says so."""
@@ -285,18 +226,15 @@ class InputDesk:
     async def open(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on "Fill in": the request when this person may answer it now, else a note why not."""
         stored, note = await self._answerable(request_id, user_id)
-        if note is not None:
+        if note is not None or stored is None:
             return InputOutcome(changed=False, request=stored.request if stored else None, note=note)
-        assert stored is not None
         return InputOutcome(changed=False, request=stored.request, status="open")
 
     async def answer(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
-        """A submitted form, a decline or a dismissal. An invalid form changes nothing and says, per
-        field, what to fix; anything but the asker's first answer changes nothing and says why."""
+        """A submitted form, a decline or a dismissal; an invalid or late one changes nothing, saying why."""
         stored, note = await self._answerable(request_id, user_id)
-        if note is not None:
+        if note is not None or stored is None:
             return InputOutcome(changed=False, request=stored.request if stored else None, note=note)
-        assert stored is not None
         request = stored.request
         content: dict[str, Any] | None = None
         if answer.action == "accept" and request.mode == "form" and request.form is not None:
@@ -311,9 +249,7 @@ class InputDesk:
             return InputOutcome(
                 changed=False, request=request, status=settled, note=SETTLED.get(settled, GONE)
             )
-        waiting = self._answered.get(request_id)
-        if waiting is not None:
-            waiting.set()
+        self._wake(request_id)
         metrics.question_settled(request_id)
         resume = None
         parked_call = stored.parked_id is not None and stored.call_id is not None
@@ -344,8 +280,7 @@ class InputDesk:
         return stored, None
 
     def _wake(self, request_id: str) -> None:
-        waiting = self._answered.get(request_id)
-        if waiting is not None:
+        if (waiting := self._answered.get(request_id)) is not None:
             waiting.set()
 
 
@@ -354,10 +289,11 @@ def ended(request: InputRequest, status: InputStatus) -> TurnEvent:
     return TurnEvent(kind="ask_done", message=status, ask=Ask.of_input(request))
 
 
-def _answer_of(stored: StoredInput) -> InputAnswer:
-    if stored.status == "accepted":
-        return InputAnswer(action="accept", content=stored.content if stored.request.mode == "form" else None)
-    return _ACTIONS[stored.status]
+def _answer(status: InputStatus, mode: InputMode, content: dict[str, Any] | None) -> InputAnswer:
+    """What the server is told of a question that ended so (a form's content only when accepted)."""
+    if status == "accepted":
+        return InputAnswer(action="accept", content=content if mode == "form" else None)
+    return _ACTIONS.get(status, InputAnswer(action="cancel"))
 
 
 def unsafe_link(url: str) -> str | None:

@@ -1,20 +1,17 @@
 """Turns that wait for people: parking a round whose calls need approval, deciding, and resuming.
 
-A waiting turn holds nothing: its round is written to the store and its task ends. A decision may
-arrive in any process, after a restart too; `resume` claims the turn there, runs exactly the calls
-that were approved, tells the model about the others under their call ids, and goes on with the
-loop where it stopped (`bot.turn.loop`). The agent holds one and hands it each waiting round.
+A waiting turn holds nothing: its round is written to the store and its task ends, so a decision may
+arrive in any process, after a restart too; `resume` claims the turn there and goes on with the loop.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 
-from bot.asks.approvals import Clock, decide, new_request_id
+from bot.asks.approvals import ALREADY_DECIDED, CHANGED, EXPIRED, GONE, NOT_YOURS, Clock, new_request_id
 from bot.asks.decided import NERVE, NO_ONE_TO_ASK, DecidedRound
 from bot.asks.inputs import InputDesk
 from bot.errors import LLMError, TurnOverdue
@@ -26,28 +23,23 @@ from bot.policy.places import place_id
 from bot.seams import Store, TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
-from bot.turn.calls import (
-    CallOutcome,
-)
-from bot.turn.deadline import TurnDeadline
-from bot.turn.lasting import finish_anyway
+from bot.turn.calls import CallOutcome
+from bot.turn.deadline import TurnDeadline, finish_anyway
 from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
     AgentReply,
-    ApprovalPrompt,
     Ask,
     AuditEntry,
+    CallDecision,
+    ConversationKey,
     Decision,
     Incoming,
     PendingCall,
     Progress,
-    ToolSpec,
     TurnEvent,
     Usage,
     no_progress,
 )
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -64,7 +56,6 @@ class Parking:
 
     def __post_init__(self) -> None:
         self._config = self.loop.config
-        self._runner = self.loop.runner
         self._decided = DecidedRound(loop=self.loop, approvals=self.approvals, inputs=self.inputs)
 
     async def settle(self, result: AgentReply | WaitingRound, progress: Progress) -> AgentReply:
@@ -74,24 +65,22 @@ class Parking:
         return result
 
     async def _park(self, waiting_round: WaitingRound, progress: Progress = no_progress) -> AgentReply:
-        """Write the round whose calls wait for a person, and end the turn: nothing is held meanwhile.
-
-        A call waits for a decision on it, or for answers to what its server asked (then the
-        questions are shown through `progress` and answered like live ones)."""
+        """Write the round whose calls wait for a person (a decision, answers to its server's questions,
+        a sign-in), and end the turn: nothing is held meanwhile."""
         assert self.approvals is not None
         incoming, waiting, state = waiting_round.incoming, waiting_round.waiting, waiting_round.state
         done = [r for r in waiting_round.results if isinstance(r, CallOutcome)]
         request_id = new_request_id()
         asked = [w for w in waiting if w.questions is not None]
         signing = [w for w in waiting if w.sign_in is not None]
-        timeout = self._config.approval_timeout
-        if asked:
-            timeout = max(timeout, self._config.input_timeout)
-        if signing:
-            timeout = max(timeout, self._config.sign_in_timeout)
-        expires_at = self.clock() + timeout
+        config = self._config
+        expires_at = self.clock() + max(
+            config.approval_timeout,
+            config.input_timeout if asked else 0,
+            config.sign_in_timeout if signing else 0,
+        )
         questions = [
-            self._question_desk().park_questions(
+            self._desk().park_questions(
                 key=incoming.key,
                 user_id=incoming.user_id,
                 server=w.spec.server,
@@ -144,26 +133,26 @@ class Parking:
             )
         for parked_call in questions:
             for question in parked_call.questions:
-                shown = question.request
+                shown, ask = question.request, Ask.of_input(question.request)
                 metrics.question_waiting(shown)
-                message = shown.refused or shown.message
-                await progress(TurnEvent(kind="ask", message=message, ask=Ask.of_input(shown)))
+                await progress(TurnEvent(kind="ask", message=shown.refused or shown.message, ask=ask))
                 if shown.refused is None:
-                    waiting_for.append(Ask.of_input(shown))
+                    waiting_for.append(ask)
         ready = False
         for parked_call in questions:
             if all(q.status != "open" for q in parked_call.questions):
                 # Nothing to ask (every question refused): the call goes on at once with "decline".
-                ready = await self._question_desk().call_answered(request_id, parked_call.call_id, "nerve")
+                ready = await self._desk().store.settle_parked_call(request_id, parked_call.call_id, by=NERVE)
         if ready:
             return await self.resume(request_id, progress, held=True) or AgentReply(text="")
         found = await self.approvals.prompt(request_id)
         assert found is not None
-        metrics.approval_parked(found[0])
+        prompt = found[0]
+        metrics.approval_parked(prompt)
         metrics.turn_outcome("parked")
         parts = []
-        if found[0].calls:
-            names = ", ".join(dict.fromkeys(c.tool for c in found[0].calls))
+        if prompt.calls:
+            names = ", ".join(dict.fromkeys(c.tool for c in prompt.calls))
             parts.append(f"Waiting for approval to run {names}.")
         if asked:
             names = ", ".join(dict.fromkeys(w.spec.original_name for w in asked))
@@ -174,12 +163,10 @@ class Parking:
                 f"{names} works with your own account: use the private Connect button I sent you to sign"
                 " in, and I will go on."
             )
+        if prompt.calls:
+            waiting_for.insert(0, Ask.of_approval(prompt))
+            await progress(TurnEvent(kind="ask", message=parts[0], ask=waiting_for[0]))
         attachments = (*state.attachments, *(o.attachment for o in done))
-        approval = found[0] if found[0].calls else None
-        if approval is not None:
-            approval_ask = Ask.of_approval(approval)
-            waiting_for.insert(0, approval_ask)
-            await progress(TurnEvent(kind="ask", message=parts[0], ask=approval_ask))
         return AgentReply(
             text=" ".join(parts),
             attachments=attachments,
@@ -187,32 +174,31 @@ class Parking:
             waiting=tuple(waiting_for),
         )
 
-    def _question_desk(self) -> InputDesk:
+    def _desk(self) -> InputDesk:
         if self.inputs is None:
             raise RuntimeError("a call parked for questions needs the input desk")
         return self.inputs
 
     async def parked_by(self, incoming: Incoming) -> AgentReply | None:
-        """The message a parked turn waits on, delivered again (a replay after a restart): its own
-        request once more, never a message waiting behind itself."""
+        """The message a parked turn waits on, delivered again (a replay): its own request once more."""
         if self.approvals is None or not incoming.event_id:
             return None
         request_id = await self.approvals.parked_by(incoming.key, incoming.event_id)
         found = await self.approvals.prompt(request_id) if request_id is not None else None
         if found is None:
             return None
-        if not found[0].calls:
-            if await self.approvals.sign_in_calls(found[0].request_id):
-                return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
-            questions = await self.inputs.parked_questions(found[0].request_id) if self.inputs else []
+        prompt = found[0]
+        if prompt.calls:
+            names = ", ".join(dict.fromkeys(call.tool for call in prompt.calls))
             return AgentReply(
-                text="Waiting for your answer to a tool's question.",
-                waiting=tuple(Ask.of_input(q) for q in questions),
+                text=f"Waiting for approval to run {names}.", waiting=(Ask.of_approval(prompt),)
             )
-        names = ", ".join(dict.fromkeys(call.tool for call in found[0].calls))
+        if await self.approvals.sign_in_calls(prompt.request_id):
+            return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
+        questions = await self.inputs.store.open_parked_questions(prompt.request_id) if self.inputs else []
         return AgentReply(
-            text=f"Waiting for approval to run {names}.",
-            waiting=(Ask.of_approval(found[0]),),
+            text="Waiting for your answer to a tool's question.",
+            waiting=tuple(Ask.of_input(q) for q in questions),
         )
 
     async def decide(
@@ -225,56 +211,82 @@ class Parking:
         shown_hash: str | None = None,
         remember: bool = False,
     ) -> Decision:
-        """A person's click on an approval: one call (`call_id`) or all open ones, approved or denied."""
+        """A person's click on an approval: the requester or an admin decides one call (`call_id`) or all
+        open ones; anything else changes nothing and says why. `remember` (approve only) also always-allows
+        each approved tool in the place, bound to the definition that was shown."""
         if self.approvals is None:
             return Decision(changed=False, prompt=None, note="Approvals are not enabled.")
-        decision = await decide(
-            self.approvals,
-            request_id=request_id,
-            user_id=user_id,
-            approve=approve,
-            admins=self._config.admins,
-            now=self.clock(),
-            call_id=call_id,
-            shown_hash=shown_hash,
-            remember=remember,
-            definition_hash=self._definition_hash,
-        )
-        if decision.changed and decision.prompt is not None:
-            prompt = decision.prompt
-            metrics.approvals_decided(len(decision.decided), approve)
-            outcome = "approved" if approve else "denied"
-            if remember and approve:
-                outcome = "approved, always allowed here"
-            await self._audit(prompt, decision.decided, user_id, outcome)
-        return decision
+        now = self.clock()
+        found = await self.approvals.prompt(request_id)
+        if found is None:
+            return Decision(changed=False, prompt=None, note=GONE)
+        prompt, status = found
+        if user_id != prompt.requester and user_id not in self._config.admins:
+            return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
+        chosen = [c for c in prompt.calls if call_id is None or c.call_id == call_id]
+        if status != "waiting":
+            expired = any(c.status == "expired" for c in chosen)
+            return Decision(
+                changed=False, prompt=prompt, note=EXPIRED if expired else ALREADY_DECIDED.format(by="")
+            )
+        if call_id is not None and not chosen:
+            return Decision(changed=False, prompt=prompt, note=GONE)
+        if shown_hash is not None and any(c.call_hash != shown_hash for c in chosen):
+            return Decision(changed=False, prompt=prompt, note=CHANGED)
+        if prompt.expires_at <= now:
+            return Decision(changed=False, prompt=prompt, note=EXPIRED)
+        open_ids = [c.call_id for c in chosen if c.status == "pending"]
+        if not open_ids:
+            by = chosen[0].decided_by if len(chosen) == 1 else None
+            # Every call decided but the turn never went on (a resume that failed): this click may resume it.
+            return Decision(
+                changed=False,
+                prompt=prompt,
+                note=ALREADY_DECIDED.format(by=f" by {by}" if by else ""),
+                ready=not prompt.open,
+            )
+        status_now: CallDecision = "approved" if approve else "denied"
+        changed = await self.approvals.decide(request_id, open_ids, status_now, user_id, now)
+        if remember and approve:
+            for call in chosen:
+                if call.call_id in changed:
+                    # Bound to the definition that was shown, and only while the tool still has it.
+                    current = await self._definition_hash(call.server, call.tool)
+                    if current is not None and current == call.definition_hash:
+                        await self.approvals.remember(prompt.place, call.server, call.tool, current, user_id)
+        refreshed = await self.approvals.prompt(request_id)
+        after = refreshed[0] if refreshed else prompt
+        if not changed:
+            return Decision(changed=False, prompt=after, note=ALREADY_DECIDED.format(by=""))
+        metrics.approvals_decided(len(changed), approve)
+        outcome = "approved" if approve else "denied"
+        if remember and approve:
+            outcome = "approved, always allowed here"
+        decided = [c for c in after.calls if c.call_id in changed]
+        await self._audit(after.key, after.place, decided, user_id, outcome)
+        return Decision(changed=True, prompt=after, ready=not after.open, decided=tuple(changed))
 
-    async def _audit(self, prompt: ApprovalPrompt, decided: Sequence[str], who: str, outcome: str) -> None:
-        """Record who decided the calls `decided` of `prompt`, and how."""
+    async def _audit(
+        self, key: ConversationKey, place: str, calls: Sequence[PendingCall], who: str, outcome: str
+    ) -> None:
+        """Record who decided `calls`, and how."""
         assert self.approvals is not None
-        await self.approvals.record_audit(
-            prompt.key,
-            [
-                AuditEntry(
-                    who=who,
-                    place=prompt.place,
-                    server=c.server,
-                    tool=c.tool,
-                    call_id=c.call_id,
-                    arguments_hash=c.call_hash,
-                    outcome=outcome,
-                )
-                for c in prompt.calls
-                if c.call_id in decided
-            ],
-        )
+        entries = [
+            AuditEntry(
+                who=who,
+                place=place,
+                server=c.server,
+                tool=c.tool,
+                call_id=c.call_id,
+                arguments_hash=c.call_hash,
+                outcome=outcome,
+            )
+            for c in calls
+        ]
+        await self.approvals.record_audit(key, entries)
 
     async def deny_unasked(self, request_id: str) -> list[str]:
-        """Deny every open call of a request when no person can be asked about it; the calls denied.
-
-        Recorded as nerve's decision with its reason (`NO_ONE_TO_ASK`), never as the requester's:
-        nobody saw the calls, so nobody refused them.
-        """
+        """Deny the open calls of a request nobody can be asked about, as nerve's decision, not a person's."""
         if self.approvals is None:
             return []
         found = await self.approvals.prompt(request_id)
@@ -285,22 +297,16 @@ class Parking:
         denied = await self.approvals.decide(request_id, open_ids, "denied", NERVE, self.clock())
         if denied:
             metrics.approvals_decided(len(denied), False)
-            await self._audit(prompt, denied, NERVE, f"denied: {NO_ONE_TO_ASK}")
+            decided = [c for c in prompt.calls if c.call_id in denied]
+            await self._audit(prompt.key, prompt.place, decided, NERVE, f"denied: {NO_ONE_TO_ASK}")
         return denied
 
     async def _definition_hash(self, server: str, tool: str) -> str | None:
-        spec = self._spec_of(server, tool)
-        return spec.definition_hash if spec is not None else None
-
-    def _spec_of(self, server: str, tool: str) -> ToolSpec | None:
-        return next(
-            (t for t in self.loop.host.list_tools() if t.server == server and t.original_name == tool), None
-        )
+        tools = self.loop.host.list_tools()
+        return next((t.definition_hash for t in tools if (t.server, t.original_name) == (server, tool)), None)
 
     async def expire_due(self, platform: str | None = None) -> list[str]:
-        """Requests to resume now (of one platform, if given): those whose time ran out (their open
-        calls become "not approved in time"), and decided ones nobody resumed (a resume that failed,
-        or a process that stopped between the last click and the resume)."""
+        """Requests to resume now: those whose time ran out, and decided ones nobody resumed."""
         if self.approvals is None:
             return []
         expired = await self.approvals.expire_due(self.clock(), platform)
@@ -310,9 +316,7 @@ class Parking:
     async def resume(
         self, request_id: str, progress: Progress = no_progress, *, held: bool = False
     ) -> AgentReply | None:
-        """Go on with a parked turn once every call is decided; None if it is still open or another
-        process already took it. Runs the approved calls exactly as shown, tells the model about the
-        others under their call ids, and continues the loop where it stopped."""
+        """Go on with a parked turn once every call is decided; None if still open or taken elsewhere."""
         if self.approvals is None:
             return None
         found = await self.approvals.prompt(request_id)
@@ -358,22 +362,9 @@ class Parking:
                 ]
             round_messages = [parked.answer, *(o.message for o in outcomes)]
             await self.approvals.finish_parked(request_id, incoming.key, round_messages)
-            await self.approvals.record_audit(
-                incoming.key,
-                [
-                    AuditEntry(
-                        who="nerve",
-                        place=_place_of(parked),
-                        server=c.server,
-                        tool=c.tool,
-                        call_id=c.call_id,
-                        arguments_hash=c.call_hash,
-                        outcome="expired: not approved in time",
-                    )
-                    for c in parked.calls
-                    if c.status == "expired"
-                ],
-            )
+            expired = [c for c in parked.calls if c.status == "expired"]
+            place = place_id(incoming.where())
+            await self._audit(incoming.key, place, expired, NERVE, "expired: not approved in time")
             history.extend(round_messages)
             state.attachments.extend(o.attachment for o in outcomes)
             if ran_out is not None:
@@ -389,15 +380,8 @@ class Parking:
             return self.loop.ended(incoming, exc, state)
 
     async def recover_parked(self, platform: str | None = None) -> list[str]:
-        """At start-up: requests (of one platform, if given) ready to resume — every call decided or
-        expired before a stop — and those a stopped process was resuming. The caller resumes each
-        (under the thread's lock, so one still being resumed elsewhere is not taken) and posts the
-        answer."""
+        """At start-up: requests ready to resume, and those a stopped process was resuming."""
         if self.approvals is None:
             return []
         await self.approvals.expire_due(self.clock(), platform)
         return await self.approvals.ready_requests(platform, resuming=True)
-
-
-def _place_of(parked: ParkedTurn) -> str:
-    return place_id(parked.incoming.where())

@@ -1,11 +1,11 @@
 """What people typed or submitted, checked against a form's fields and turned into values.
 
-Its own module because every front end must accept and refuse exactly the same
-answers: one answer typed at a time (`parse_field`) or a whole form submitted (`check_answer`).
+Every front end accepts and refuses exactly the same answers, typed one at a time or submitted whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -29,8 +29,7 @@ _DATE_TIME = re.compile(
 
 
 def parse_field(field: FormField, text: str) -> FieldValue | None:
-    """One typed answer as the field's value: empty text is the default (or None); `FieldError`
-    says what would fit."""
+    """One typed answer as the field's value: empty text is the default; `FieldError` says what fits."""
     if not text.strip():
         return field.default
     return coerce(field, text)
@@ -39,9 +38,7 @@ def parse_field(field: FormField, text: str) -> FieldValue | None:
 def check_answer(form: Form, raw: Mapping[str, object]) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """A submitted form as content for the server, or None and a message for every field that is wrong.
 
-    Takes strings (text inputs), lists of strings (multi-selects), bools and numbers; keys that are
-    not fields are ignored; an empty optional field is left out.
-    """
+    Keys that are not fields are ignored; an empty optional field is left out."""
     content: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for field in form.fields:
@@ -133,12 +130,9 @@ def _uri(text: str) -> str:
 
 
 def _date(text: str) -> str:
-    try:
-        if _DATE.fullmatch(text):
-            date.fromisoformat(text)
+    with contextlib.suppress(ValueError):
+        if _DATE.fullmatch(text) and date.fromisoformat(text):
             return text
-    except ValueError:
-        pass
     raise FieldError("Enter a date as YYYY-MM-DD, like 2026-12-31.")
 
 
@@ -148,11 +142,9 @@ def _date_time(text: str) -> str:
     if match:
         zone = match.group("tz").upper()
         normal = f"{match.group('date')}T{match.group('hm')}{match.group('s') or ':00'}{zone}"
-        try:
-            datetime.fromisoformat(normal.replace("Z", "+00:00"))
-            return normal
-        except ValueError:
-            pass
+        with contextlib.suppress(ValueError):
+            if datetime.fromisoformat(normal.replace("Z", "+00:00")):
+                return normal
     raise FieldError(
         "Enter a date and time with a time zone, like 2026-12-31T18:30:00Z or 2026-12-31T18:30+01:00."
     )
@@ -182,13 +174,10 @@ def _is_option(field: FormField, text: str) -> bool:
 
 def _pick(field: FormField, text: str) -> str:
     """An option's value from its value or its label (any case)."""
-    for value, _ in field.options:
-        if text == value:
-            return value
     folded = text.casefold()
-    for value, label in field.options:
-        if folded in (value.casefold(), label.casefold()):
-            return value
+    exact = [value for value, _ in field.options if value == text]
+    for value in exact or [v for v, label in field.options if folded in (v.casefold(), label.casefold())]:
+        return value
     raise FieldError(f"Choose one of: {option_labels(field)}.")
 
 

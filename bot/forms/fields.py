@@ -1,8 +1,4 @@
-"""A form's fields as every surface shows them, and the errors reading or filling one raise.
-
-Its own module because these shapes are what front ends render and the rest of this package reads
-a schema into and checks answers against.
-"""
+"""A form's fields as every surface shows them, and the errors reading or filling one raise."""
 
 from __future__ import annotations
 
@@ -17,11 +13,7 @@ FieldValue = str | int | float | bool | tuple[str, ...]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FormField:
-    """One property of the requested schema, as people see it.
-
-    `choice` is one of `options` (enum, oneOf/anyOf titled); `choices` is several (array of enum).
-    `options` holds (value, label) pairs in the server's order.
-    """
+    """One property of the requested schema as people see it (`choice`: one of `options`; `choices`: some)."""
 
     name: str
     title: str

@@ -1,8 +1,4 @@
-"""What a field takes, in words people read ("a whole number from 1 to 10", "yes or no").
-
-Its own module because every surface shows the same hint beside a field, and a refused answer is
-told the same words.
-"""
+"""What a field takes, in words people read: the same beside a field on every surface, and to a refusal."""
 
 from __future__ import annotations
 
@@ -11,21 +7,20 @@ from bot.forms.fields import FormField
 # --- hints -----------------------------------------------------------------------------------------
 
 _MAX_LISTED = 12
+_FIXED_HINTS = {
+    "boolean": "yes or no",
+    "email": "an email address",
+    "uri": "a link like https://example.com",
+    "date": "a date like 2026-12-31",
+    "date-time": "a date and time like 2026-12-31T18:30:00Z",
+}
 
 
 def describe_field(field: FormField) -> str:
     """A short hint for people: what the field takes ("a whole number from 1 to 10", "yes or no")."""
     kind = field.kind
-    if kind == "boolean":
-        return "yes or no"
-    if kind == "email":
-        return "an email address"
-    if kind == "uri":
-        return "a link like https://example.com"
-    if kind == "date":
-        return "a date like 2026-12-31"
-    if kind == "date-time":
-        return "a date and time like 2026-12-31T18:30:00Z"
+    if kind in _FIXED_HINTS:
+        return _FIXED_HINTS[kind]
     if kind in ("number", "integer"):
         return ("a whole number" if kind == "integer" else "a number") + _range(field.minimum, field.maximum)
     if kind == "choice":

@@ -1,7 +1,6 @@
 """A server's schema read into fields, and which of its fields ask for a secret.
 
-Its own module because reading the restricted JSON Schema (and refusing what no surface can show)
-happens once, when a question arrives, apart from checking what people answer to it.
+The restricted JSON Schema is read (and what no surface can show refused) once, when a question arrives.
 """
 
 from __future__ import annotations
@@ -139,28 +138,12 @@ def _with_default(field: FormField, default: object) -> FormField:
 # --- secrets ---------------------------------------------------------------------------------------
 
 # Word sequences that mark a secret; matched against whole words (camelCase and snake_case split).
-_SECRET_WORDS: tuple[tuple[str, ...], ...] = (
-    ("password",),
-    ("passwd",),
-    ("passcode",),
-    ("passphrase",),
-    ("token",),
-    ("api", "key"),
-    ("apikey",),
-    ("secret",),
-    ("private", "key"),
-    ("privatekey",),
-    ("credential",),
-    ("credentials",),
-    ("ssn",),
-    ("social", "security", "number"),
-    ("credit", "card"),
-    ("creditcard",),
-    ("card", "number"),
-    ("cvv",),
-    ("cvc",),
-    ("pin",),
+_SECRET_PHRASES = (
+    "password, passwd, passcode, passphrase, token, api key, apikey, secret, private key, privatekey, "
+    "credential, credentials, ssn, social security number, credit card, creditcard, card number, cvv, cvc, "
+    "pin"
 )
+_SECRET_WORDS = tuple(tuple(phrase.split()) for phrase in _SECRET_PHRASES.split(", "))
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
@@ -174,11 +157,7 @@ def _mentions_secret(text: str) -> bool:
 
 
 def secret_fields(schema: Mapping[str, Any]) -> tuple[str, ...]:
-    """The properties that look like they ask for a secret, which a form must never collect.
-
-    By name, title or description (whole words: "github_token" and "API Key" count, "tokenizer"
-    and "spinach" do not), `format: password`, or `writeOnly: true`.
-    """
+    """The properties that seem to ask for a secret (by whole words, `format: password`, `writeOnly`)."""
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     if not isinstance(properties, Mapping):
         return ()

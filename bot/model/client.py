@@ -1,21 +1,8 @@
 """The OpenAI-compatible model client: one call, our own retries, typed errors.
 
-The SDK's built-in retries are switched off so every wait can be announced through `progress`
-("rate limited, retrying in 4 s") instead of leaving the user staring at silence. Failures become
-the typed errors in `bot.errors`; a prompt over the context window becomes `ContextTooLong`, which
-the agent answers by compressing the history (not this module's job).
-
-Works against OpenAI and the servers that imitate it (vLLM, Ollama, LM Studio, llama.cpp): tool
-lists are sent only when non-empty, `tool_choice` is left to the server's default, tool-call
-arguments come back exactly as the model wrote them, and missing tool-call ids are filled in.
-
-Answers are streamed: each piece of text goes to `progress` as a `TurnEvent(kind="text")` the moment
-it arrives, and the answer is assembled by `bot.model.stream`. A provider that refuses
-`stream_options` or streaming is noticed on its first refusal and asked without from then on. A
-stream that breaks off (dropped connection, error event, no chunk for the stall timeout) is retried
-like a failed request while nothing was shown; after text was shown, retrying would show the answer
-twice, so `StreamCut` carries the shown text to the agent instead. What a failure means (retried
-after how long, or which typed error) is read by `bot.model.retries`.
+The SDK's retries are off so every wait is announced through `progress`; works with OpenAI and its
+imitators (vLLM, Ollama, LM Studio, llama.cpp). A broken stream is retried while nothing was shown;
+after that, `StreamCut` carries the shown text instead, so no answer is shown twice.
 """
 
 from __future__ import annotations
@@ -101,11 +88,7 @@ class OpenAILLM:
         )
         # For messages and logs: a URL may carry credentials (https://user:pass@host), so drop them.
         url = self._client.base_url
-        self._where = (
-            str(url.copy_with(username=None, password=None)).rstrip("/")
-            if url.userinfo
-            else str(url).rstrip("/")
-        )
+        self._where = str(url.copy_with(username=None, password=None) if url.userinfo else url).rstrip("/")
         self._id_prefix = secrets.token_hex(4)
         self._ids = itertools.count(1)
 
@@ -156,7 +139,8 @@ class OpenAILLM:
                     retry_after=wait,
                     headline=failure.headline,
                 )
-            if attempt >= min(self._max_retries, failure.max_retries):
+            budget = min(self._max_retries, failure.max_retries)
+            if attempt >= budget:
                 raise exhausted(failure.error, attempt)
             wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt)
             attempt += 1
@@ -164,23 +148,17 @@ class OpenAILLM:
                 "model call failed (%s); retry %d of %d in %.1f s",
                 failure.error.message,
                 attempt,
-                min(self._max_retries, failure.max_retries),
+                budget,
                 wait,
             )
-            await progress(
-                TurnEvent(
-                    kind="retrying",
-                    message=f"{failure.progress_text}, retrying in {_seconds(wait)} s",
-                    retry_in=wait,
-                )
-            )
+            text = f"{failure.progress_text}, retrying in {_seconds(wait)} s"
+            await progress(TurnEvent(kind="retrying", message=text, retry_in=wait))
             metrics.model_wait(failure.error, wait)
             await self._sleep(wait)
 
     @metrics.model_request
     async def _attempt(self, request: dict[str, Any], progress: Progress) -> Completion | Retryable | None:
-        """One request: the answer, a failure worth retrying, or None when the provider refused a
-        streaming field (now learnt). Failures that retrying cannot fix raise their typed error."""
+        """One request: the answer, a failure worth retrying, or None when a streaming field was refused."""
         streaming = self._streaming
         body = dict(request)
         if streaming:
@@ -236,8 +214,7 @@ class OpenAILLM:
         )
 
     def _learn_refusal(self, exc: openai.APIStatusError, body: Mapping[str, Any]) -> bool:
-        """True when the provider refused `stream_options` or streaming itself (remembered from now
-        on, so it is refused once per process, not once per answer)."""
+        """True when the provider refused `stream_options` or streaming itself, remembered for the process."""
         if exc.status_code not in _REFUSED_FIELD_STATUS:
             return False
         said = f"{exc.param or ''} {exc.code or ''} {server_message(exc)}"
@@ -299,8 +276,7 @@ class OpenAILLM:
         )
 
     async def _unstreamed(self, stream: AsyncStream[object], content_type: str) -> Completion:
-        """A 200 that is not an event stream: a server that ignores `stream` (its JSON answer is read
-        as it is), or a web page instead of the API."""
+        """A 200 that is not an event stream: a server that ignores `stream`, or a web page, not the API."""
         raw = await stream.response.aread()
         data: object = None
         if "json" in content_type:
@@ -340,9 +316,7 @@ class OpenAILLM:
             calls.append(
                 ToolCall(id=call_id, name=name, arguments=arguments if arguments is not None else "")
             )
-        content = message.content
-        if content is None and not calls:
-            content = ""
+        content = "" if message.content is None and not calls else message.content
         usage = None
         if response.usage is not None:
             usage = Usage(

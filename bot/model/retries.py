@@ -1,17 +1,18 @@
 """What a failed request to the model service means: another try after a wait, or a typed error.
 
-Its own module because reading the service's failures (statuses, `Retry-After`, the many wordings
-of "the prompt is too long") is a job of its own, apart from asking and streaming, and the waits
-are chosen once for every caller (`backoff_delay`).
+Reading statuses, `Retry-After` and the many wordings of "prompt too long" is a job of its own, and
+the waits are chosen once for every caller (`backoff_delay`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import random
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
 
 import openai
 
@@ -51,26 +52,20 @@ CONTEXT_PATTERNS = re.compile(
 )
 
 
+@dataclass(slots=True)
 class Retryable:
     """A failure worth another try: the error to raise if the budget runs out, and how to say so."""
 
-    __slots__ = ("error", "headline", "max_retries", "progress_text", "retry_after")
+    error: LLMError
+    _: KW_ONLY
+    progress_text: str
+    retry_after: float | None
+    max_retries: int = 1_000
+    # What happened, without the service's own words (for a person told when to try again).
+    headline: str = ""
 
-    def __init__(
-        self,
-        error: LLMError,
-        *,
-        progress_text: str,
-        retry_after: float | None,
-        max_retries: int = 1_000,
-        headline: str | None = None,
-    ) -> None:
-        self.error = error
-        self.progress_text = progress_text
-        self.retry_after = retry_after
-        self.max_retries = max_retries
-        # What happened, without the service's own words (for a person told when to try again).
-        self.headline = headline or error.message
+    def __post_init__(self) -> None:
+        self.headline = self.headline or self.error.message
 
 
 def exhausted(error: LLMError, retries: int) -> LLMError:
@@ -82,8 +77,7 @@ def exhausted(error: LLMError, retries: int) -> LLMError:
 
 
 def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
-    """A refused request's status read: a retryable failure comes back, the rest raise their typed
-    error right here (`model` names the model a 404 did not know)."""
+    """A refused request's status: a retryable failure comes back, the rest raise their typed error here."""
     status = exc.status_code
     detail = server_message(exc)
     code = exc.code or ""
@@ -121,11 +115,8 @@ def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
 
 
 def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
-    """Exponential backoff with full jitter: uniform in [0, min(cap, base·2^attempt)].
-
-    Full jitter spreads the retries of many conversations that failed together, so they do not hit
-    a recovering service in one burst.
-    """
+    """Exponential backoff with full jitter, uniform in [0, min(cap, base·2^attempt)]: the retries of
+    many conversations that failed together do not hit a recovering service in one burst."""
     return random.uniform(0.0, min(cap, base * 2.0**attempt))
 
 
@@ -133,17 +124,13 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     """The wait a server asked for, from `retry-after-ms` or `Retry-After` (seconds or HTTP date)."""
     millis = headers.get("retry-after-ms")
     if millis is not None:
-        try:
+        with contextlib.suppress(ValueError):
             return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
     value = headers.get("retry-after")
     if value is None:
         return None
-    try:
+    with contextlib.suppress(ValueError):
         return max(0.0, float(value))
-    except ValueError:
-        pass
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

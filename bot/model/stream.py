@@ -1,13 +1,8 @@
 """Assembling a streamed chat completion: text deltas, tool-call fragments, usage, finish reason.
 
-Pure: it reads chunks and does no I/O, so every odd shape a provider sends can be tested by hand.
-A tool call's `id`, `name` and `arguments` may arrive in fragments split anywhere (mid-string,
-mid-escape), and the fragments of parallel calls interleave, told apart only by `index`. Calls are
-handed out only by `completion()`, once the stream has ended, so nothing ever acts on a partial call.
-
-Chunks are read as the JSON objects they are on the wire, leniently (a field of the wrong type is
-skipped, not fatal): building the SDK's models for every chunk cost half a millisecond each, and a
-long answer has hundreds of chunks.
+Pure, so every odd shape a provider sends can be tested by hand. Fragments split anywhere and
+interleave by `index`; calls are handed out only by `completion()`, so nothing acts on a partial one.
+Chunks are read leniently as raw JSON: building the SDK's models cost half a millisecond per chunk.
 """
 
 from __future__ import annotations
@@ -117,9 +112,7 @@ class StreamAssembler:
             # A fragment with nothing readable in it is noise, not a call.
             if parts.name or parts.arguments
         )
-        content: str | None = self.text if self._text else None
-        if content is None and not calls:
-            content = ""
+        content = self.text if self._text or not calls else None
         return Completion(
             message=ChatMessage(role="assistant", content=content, tool_calls=calls), usage=self.usage
         )

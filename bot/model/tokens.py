@@ -1,20 +1,7 @@
 """Offline token estimates, for keeping a request inside the model's context window.
 
-No tokenizer is loaded (tiktoken downloads its tables at first use, and a local model's tokenizer is
-unknown anyway), so these are estimates from character classes, tuned to OpenAI's BPE tokenizers
-(cl100k/o200k):
-
-* ASCII letters and spaces: about 4 characters a token (English prose, identifiers);
-* digits: about 3 a token (BPE splits numbers into chunks of up to three digits);
-* ASCII punctuation, newlines and tabs: half a token each — JSON and code are dense with `{"`, `":`,
-  `},` pieces that rarely merge with words;
-* CJK ideographs, kana and hangul: one token each; other non-ASCII letters (accented Latin,
-  Cyrillic, Greek, …): half a token each; emoji and other astral-plane characters: 1.5 each.
-
-Accuracy: within roughly ±15% of the real count for English prose, JSON tool results and code;
-worse (up to ±30%) for unusual text such as long hex strings, base64 or rare scripts, and for
-other model families, whose tokenizers differ. Callers should keep a safety margin and rely on
-`ContextTooLong` from the server as the final word.
+No tokenizer is loaded (tiktoken downloads its tables, and a local model's is unknown): estimates from
+character classes, within about ±15%. `ContextTooLong` from the server has the final word.
 """
 
 from __future__ import annotations
@@ -50,11 +37,7 @@ def _count(pattern: re.Pattern[str], text: str) -> int:
 
 @functools.lru_cache(maxsize=8192)
 def estimate_tokens(text: str) -> int:
-    """Estimated tokens of `text`: 0 for the empty string, else at least 1.
-
-    Cached: every round re-estimates the whole history, and the same stored messages come back each
-    time (a string's hash is computed once, so a hit costs far less than the regex passes).
-    """
+    """Estimated tokens of `text` (0 only for ""): cached, as every round re-estimates the same history."""
     if not text:
         return 0
     letters = _count(_LETTERS_AND_SPACE, text)

@@ -1,12 +1,8 @@
-"""Every figure nerve keeps, defined once on a registry nerve owns, with label values kept bounded.
-
-Its own module because what is counted (names, help texts, buckets, how outside names become
-bounded labels) is a definition apart from recording (`bot.observe.metrics`) and from the live
-state read when /metrics is scraped (`bot.observe.live_state`).
-"""
+"""Every figure nerve keeps, defined once on a registry nerve owns, with label values kept bounded."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
@@ -76,63 +72,48 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
-        self.turns = Counter(
-            "nerve_turns", "Turns by front end and how they ended.", ["surface", "outcome"], registry=r
-        )
-        self.turn_seconds = Histogram(
+        counter = functools.partial(Counter, registry=self.registry)
+        histogram = functools.partial(Histogram, registry=self.registry)
+        self.turns = counter("nerve_turns", "Turns by front end and how they ended.", ["surface", "outcome"])
+        self.turn_seconds = histogram(
             "nerve_turn_seconds",
             "How long turns took (a parked turn: until it parked, then again once it goes on).",
             ["surface"],
             buckets=TURN_BUCKETS,
-            registry=r,
         )
-        self.model_requests = Counter(
-            "nerve_model_requests", "Requests to the model service by outcome.", ["outcome"], registry=r
+        self.model_requests = counter(
+            "nerve_model_requests", "Requests to the model service by outcome.", ["outcome"]
         )
-        self.model_seconds = Histogram(
+        self.model_seconds = histogram(
             "nerve_model_request_seconds",
             "How long one request to the model service took.",
             buckets=MODEL_BUCKETS,
-            registry=r,
         )
-        self.tokens = Counter(
-            "nerve_model_tokens", "Tokens the model service counted, by kind.", ["kind"], registry=r
-        )
-        self.tool_calls = Counter(
+        self.tokens = counter("nerve_model_tokens", "Tokens the model service counted, by kind.", ["kind"])
+        self.tool_calls = counter(
             "nerve_tool_calls",
             "Tool calls that reached an MCP server, by outcome.",
             ["server", "tool", "outcome"],
-            registry=r,
         )
-        self.tool_seconds = Histogram(
-            "nerve_tool_call_seconds",
-            "How long tool calls took.",
-            ["server", "tool"],
-            buckets=TOOL_BUCKETS,
-            registry=r,
+        self.tool_seconds = histogram(
+            "nerve_tool_call_seconds", "How long tool calls took.", ["server", "tool"], buckets=TOOL_BUCKETS
         )
-        self.approvals = Counter(
-            "nerve_approval_decisions", "Tool calls decided on by people or expiry.", ["outcome"], registry=r
+        self.approvals = counter(
+            "nerve_approval_decisions", "Tool calls decided on by people or expiry.", ["outcome"]
         )
-        self.questions = Counter(
-            "nerve_questions", "Questions from tools, by how they ended.", ["outcome"], registry=r
+        self.questions = counter("nerve_questions", "Questions from tools, by how they ended.", ["outcome"])
+        self.rate_limit_waits = counter(
+            "nerve_rate_limit_waits", "Rate-limit waits, by who asked for them.", ["platform"]
         )
-        self.rate_limit_waits = Counter(
-            "nerve_rate_limit_waits", "Rate-limit waits, by who asked for them.", ["platform"], registry=r
+        self.rate_limit_seconds = counter(
+            "nerve_rate_limit_wait_seconds", "Seconds spent waiting out rate limits.", ["platform"]
         )
-        self.rate_limit_seconds = Counter(
-            "nerve_rate_limit_wait_seconds",
-            "Seconds spent waiting out rate limits.",
-            ["platform"],
-            registry=r,
-        )
-        self.restarts = Counter(
-            "nerve_mcp_server_restarts", "Times an MCP server was started again.", ["server"], registry=r
+        self.restarts = counter(
+            "nerve_mcp_server_restarts", "Times an MCP server was started again.", ["server"]
         )
         self.servers = _Names(MAX_SERVERS)
         self.tools = _Names(MAX_TOOLS_PER_SERVER)
         self.platforms = _Names(MAX_PLATFORMS)
-        r.register(LiveGauges())
+        self.registry.register(LiveGauges())
         # CPU, memory, open files and start time of the process (where /proc exists).
-        ProcessCollector(registry=r)
+        ProcessCollector(registry=self.registry)

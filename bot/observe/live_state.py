@@ -1,8 +1,6 @@
-"""The present state of this process for /metrics: servers up, their circuits, the turn gate, and
-what waits for people.
+"""The present state of this process for /metrics: servers up, their circuits, the turn gate, waits.
 
-Its own module because these gauges are read from live objects when /metrics is scraped, not
-counted, and that state belongs to the process: a new run's figures (`reset()`) keep it.
+Read from live objects when scraped; it belongs to the process, so a new run's figures keep it.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""Which turn the running code belongs to, for log lines and traces.
+"""Which turn (and which MCP server) the running code belongs to, for log lines and traces.
 
-Many conversations are answered at once in one process, so a log line alone does not say which one
-it is about. The core marks the start of a turn (and of a resumed one) with `turn_context`; every
-line logged and every span started inside it, in tasks it starts too, can then name the
-conversation and the turn. A context variable carries it, so concurrent turns never see each other's.
-
-The same goes for an MCP server: what runs for one server's connection (its reader, the SDK's own
-lines about its messages) names that server, so an operator can filter a log by server even for
-lines nerve did not write. And a line an operator may act on carries a short `event` name (given
-with `fields(...)`), stable across wording changes, for a log search to match on.
+A context variable set by `turn_context` names the conversation and turn in every line and span
+inside it, without concurrent turns seeing each other's.
 """
 
 from __future__ import annotations
@@ -34,15 +27,11 @@ _current: ContextVar[Turn | None] = ContextVar("nerve_turn", default=None)
 _server: ContextVar[str | None] = ContextVar("nerve_mcp_server", default=None)
 
 
-def new_turn_id() -> str:
-    """Short and random: enough to tell the turns of a log apart, never derived from what was said."""
-    return secrets.token_hex(4)
-
-
 @contextmanager
 def turn_context(key: ConversationKey) -> Iterator[Turn]:
     """Everything inside runs as one turn of `key`, with an id of its own."""
-    turn = Turn(conversation=str(key), id=new_turn_id())
+    # Short and random: enough to tell the turns of a log apart, never derived from what was said.
+    turn = Turn(conversation=str(key), id=secrets.token_hex(4))
     token = _current.set(turn)
     try:
         yield turn
@@ -56,8 +45,7 @@ def current_turn() -> Turn | None:
 
 
 def server_context(name: str) -> Context:
-    """A copy of the current context in which code runs for MCP server `name`: give it to the
-    server's connection task (`asyncio.create_task(..., context=...)`) and every task it starts."""
+    """A copy of the context in which code runs for MCP server `name`, for its connection's tasks."""
     context = copy_context()
     context.run(_server.set, name)
     return context
@@ -69,8 +57,7 @@ def current_server() -> str | None:
 
 
 def fields(event: str, *, server: str | None = None) -> dict[str, str]:
-    """`extra=` for a log line an operator may act on: its event name, and the server it is about
-    when the code does not run for that server already."""
+    """`extra=` for a log line an operator may act on: its event name, and the server it is about."""
     extra = {"event": event}
     if server is not None:
         extra["server"] = server

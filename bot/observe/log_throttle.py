@@ -1,8 +1,6 @@
 """At most one log line per key and period, with a count of the ones held back.
 
-What an outsider controls (a peer's malformed requests, a server's unreadable output) must not be
-able to fill an operator's disk: the first line of a kind is written, the next ones within `every`
-seconds are only counted, and the next line written says how many were held back.
+What an outsider controls (malformed requests, unreadable server output) must not fill the disk.
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ class LogThrottle:
         self._seen: OrderedDict[Hashable, tuple[float, int]] = OrderedDict()
 
     def allow(self, key: Hashable) -> int | None:
-        """None: hold this line back. Otherwise write it, noting the returned count of lines held
-        back since the last one written for `key`."""
+        """None: hold this line back; else write it, with the count of lines held back for `key`."""
         now = self._clock()
         last = self._seen.get(key)
         if last is not None and now - last[0] < self._every:

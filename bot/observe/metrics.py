@@ -1,20 +1,7 @@
 """nerve's figures for Prometheus: turns, model requests, tool calls, waits for people, servers.
 
-Every metric is defined once, in `Metrics` (`bot.observe.figures`), on a registry nerve owns rather
-than prometheus-client's global default: nothing another library registers leaks into `/metrics`,
-and a test can start a run with `reset()` and read exactly that run's figures. The core records each
-fact with one call of a function below, at the point that already knows it; nothing here knows a
-platform.
-
-Two kinds of figures live here. Counters and histograms add up what happened since the process (or
-the run, after `reset()`) started. Gauges of the present (which MCP servers are up, turns running and
-queued, approvals and questions waiting) are read from live state when `/metrics` is scraped; that
-state belongs to the process, so `reset()` keeps it (all but what waits for people).
-
-Label values stay bounded: outcomes are fixed words, and names that come from outside (servers, the
-tools they list, platforms) are cleaned to `[A-Za-z0-9_.:-]`, cut to 64 characters and capped in
-number (past the cap they count as "other"), so a server that invents tool names cannot grow
-`/metrics` without end.
+Each metric lives once in `Metrics` (`bot.observe.figures`) on nerve's own registry, so a test's
+`reset()` reads exactly its run; label values stay bounded, so no server can grow `/metrics`.
 """
 
 from __future__ import annotations
@@ -43,8 +30,7 @@ def current() -> Metrics:
 
 
 def reset() -> Metrics:
-    """Start counting afresh on a new registry (a test's run). What waits for people is forgotten
-    with the figures; which servers are up and the turn gate are the process's, and stay."""
+    """Start counting afresh on a new registry (a test's run); the process's live state stays."""
     global _current
     _current = Metrics()
     live.approvals = Waiting()
@@ -53,8 +39,7 @@ def reset() -> Metrics:
 
 
 def exposition(accept: str = "") -> tuple[bytes, str]:
-    """The current figures in the format the scraper asked for (Prometheus text unless it asks for
-    OpenMetrics), with its content type."""
+    """The current figures in the format the scraper asked for, with its content type."""
     encode, content_type = choose_encoder(accept)
     return encode(_current.registry), content_type
 
@@ -74,8 +59,7 @@ _turn: contextvars.ContextVar[_TurnNote | None] = contextvars.ContextVar("nerve_
 
 
 def turn(run: Turn) -> Turn:
-    """Count and time a turn (`Agent.reply`, a parked turn going on). A turn run inside another in
-    the same task (a parked turn that goes on at once) is part of the outer one."""
+    """Count and time a turn; a turn run inside another in the same task is part of the outer one."""
 
     @functools.wraps(run)
     async def counted(*args: Any, **kwargs: Any) -> AgentReply:
@@ -135,12 +119,17 @@ def _surface_of(args: Sequence[Any]) -> str:
 # --- the model -----------------------------------------------------------------------------------
 
 Request = TypeVar("Request", bound=Callable[..., Awaitable[Any]])
+# How a request that raised is counted, first match wins (anything else: "error").
+_MODEL_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
+    (asyncio.CancelledError, "cancelled"),
+    (ContextTooLong, "context_too_long"),
+    (StreamCut, "cut_off"),
+    (LLMError, "failed"),
+)
 
 
 def model_request(attempt: Request) -> Request:
-    """Count and time each request to the model service, with the tokens of each answer. The wrapped
-    call returns a `Completion`, None (the service refused an option; asked again without it) or a
-    failure worth retrying (its `error` says which); failures that end the turn raise."""
+    """Count and time each request to the model service, with the tokens of each answer."""
 
     @functools.wraps(attempt)
     async def counted(*args: Any, **kwargs: Any) -> Any:
@@ -150,17 +139,8 @@ def model_request(attempt: Request) -> Request:
             result = await attempt(*args, **kwargs)
             outcome = _model_outcome(result)
             return result
-        except asyncio.CancelledError:
-            outcome = "cancelled"
-            raise
-        except ContextTooLong:
-            outcome = "context_too_long"
-            raise
-        except StreamCut:
-            outcome = "cut_off"
-            raise
-        except LLMError:
-            outcome = "failed"
+        except BaseException as exc:
+            outcome = next((name for kind, name in _MODEL_FAILURES if isinstance(exc, kind)), outcome)
             raise
         finally:
             _current.model_requests.labels(outcome).inc()
@@ -194,12 +174,8 @@ def tool_call(server: str, tool: str, result: ToolResult) -> None:
     """One call answered by (or failed at) its server: `tool` is its name on that server."""
     server_label = _current.servers.label(server)
     tool_label = _current.tools.label(tool, scope=server_label)
-    if result.needs_input is not None:
-        outcome = "asked"
-    elif not result.is_error:
-        outcome = "ok"
-    else:
-        outcome = result.error_kind or "execution"
+    outcome = "asked" if result.needs_input is not None else "ok" if not result.is_error else None
+    outcome = outcome or result.error_kind or "execution"
     _current.tool_calls.labels(server_label, tool_label, outcome).inc()
     _current.tool_seconds.labels(server_label, tool_label).observe(result.latency_ms / 1000)
 

@@ -1,10 +1,8 @@
 """Traces over OpenTelemetry: a span per turn, per model request and per tool call.
 
-Optional on purpose: the SDK and its OTLP exporter come with `pip install nerve[otel]`, and traces
-are sent only when `OTEL_EXPORTER_OTLP_ENDPOINT` is set too. Until `start` has set a tracer up, the
-span functions below do nothing at all, so the core calls them unconditionally. Every span carries
-the conversation and the turn id of the log lines written inside it (`bot.observe.log_context`), so a trace
-and its log can be found from each other.
+Optional: `pip install nerve[otel]` and `OTEL_EXPORTER_OTLP_ENDPOINT`; until `start` sets a tracer up
+the span functions do nothing, so the core calls them unconditionally. Spans carry the conversation
+and turn id of their log lines (`bot.observe.log_context`), so each finds the other.
 """
 
 from __future__ import annotations
@@ -31,9 +29,9 @@ _tracer: Any = None
 
 
 def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> bool:
-    """Send spans to the OTLP/HTTP collector at `endpoint` (OTEL_EXPORTER_OTLP_ENDPOINT, as the
-    environment or `.env` gave it). Without an endpoint nothing happens; without the SDK, one
-    warning says how to install it. True when spans will be sent."""
+    """Send spans to the OTLP/HTTP collector at `endpoint`; True when spans will be sent.
+
+    Without an endpoint nothing happens; without the SDK, one warning says how to install it."""
     global _tracer
     if not endpoint:
         return False
@@ -48,7 +46,8 @@ def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> boo
         return False
     # The base URL gets the traces path, as the SDK does for the environment variable; a
     # traces-only endpoint in the environment is the SDK's to read.
-    traces_url = None if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") else _traces_url(endpoint)
+    own = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    traces_url = None if own else f"{endpoint.rstrip('/')}/{TRACES_PATH}"
     resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or SERVICE_NAME})
     # The SDK flushes what is left when the process exits; batches are sent from its own thread,
     # never from the event loop.
@@ -56,10 +55,6 @@ def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> boo
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url)))
     _tracer = provider.get_tracer("nerve")
     return True
-
-
-def _traces_url(endpoint: str) -> str:
-    return f"{endpoint.rstrip('/')}/{TRACES_PATH}"
 
 
 @contextmanager

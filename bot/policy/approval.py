@@ -1,13 +1,7 @@
 """Whether a tool call may run at once or must wait for a person.
 
-The configured mode is the floor. A server's annotations are its own claims, and the MCP
-specification says a client must treat them as untrusted unless they come from a trusted server: so
-`readOnlyHint` lowers the bar (a call under `writes` runs at once) only for a server the operator
-marked `"trustAnnotations": true` in the servers file. Any other server's tools ask before every
-call under `writes`, whatever they claim, until a person remembers "always allow here" for one of
-them. A tool without annotations is treated as one that may write, and a destructive hint always
-counts. Approvals are bound to hashes, so what runs is exactly what was shown, and a remembered
-"always allow here" stops applying when the tool's definition changes.
+Annotations are the server's own claims, untrusted per the MCP spec unless the operator trusts the
+server. Approvals are bound to hashes, so what runs is what was shown.
 """
 
 from __future__ import annotations
@@ -48,11 +42,8 @@ class ToolHints:
 def needs_approval(mode: ApprovalMode, hints: ToolHints, *, trusted: bool) -> bool:
     """True when a person must approve the call before it runs.
 
-    `never` is an admin's explicit choice and runs at once; `always` always asks; under `writes`
-    only a tool that a trusted server (`trusted`) marks read-only runs at once (a read-only hint
-    next to a destructive one is contradictory, and the safer reading wins). An untrusted server's
-    read-only claim changes nothing: a lying server must not get its tools run unasked.
-    """
+    `never` runs at once, `always` always asks; under `writes` only a tool a trusted server marks
+    read-only (and not destructive) runs at once: a lying server must not get its tools run unasked."""
     if mode == "never":
         return False
     if mode == "always":

@@ -6,9 +6,7 @@ from bot.policy.scopes import Place
 
 
 def place_id(place: Place) -> str:
-    """The place an "always allow here" is remembered for: one channel or DM of one platform, or
-    the terminal as a whole. Written as `Place.parse` reads it, so what `nerve approvals` lists is
-    what `nerve tools --place` and `nerve approvals revoke` take."""
+    """The place an "always allow here" is remembered for, written as `Place.parse` reads it."""
     if place.platform == "terminal":
         return "terminal"
     return f"{place.platform}:{place.channel or '-'}"

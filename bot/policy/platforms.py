@@ -1,9 +1,7 @@
 """What the core needs to know of each chat platform, told by the front ends.
 
-The core names no platform: each front end describes its own (`Platform`) and hands the table of
-all of them (`Platforms`) to the core where it is built, so the grammar of places in a policy file,
-the id a person's sign-ins are kept under and the advice on starting afresh follow the platforms
-the front ends know.
+The core names no platform: the front ends hand it their table (`Platforms`), which the grammar of
+places, the id sign-ins are kept under and the advice on starting afresh follow.
 """
 
 from __future__ import annotations

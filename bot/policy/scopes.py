@@ -1,12 +1,8 @@
 """Which servers and tools a place may use.
 
-A place is where a message was written: a platform's channel, DM or guild (a group of channels),
-or a platform that has none of these (the platforms and what they have are the front ends' table,
-`bot.policy.platforms`); and who wrote it. Rules are allow and deny lists of `server` or
-`server/tool` patterns with `*` wildcards. The most specific rule set that exists for the place
-decides (user, then channel, then guild, then the DM or platform default, then the global default);
-within it, deny wins over allow. With no policy at all, everything is allowed, as before policies
-existed.
+Rules are allow and deny lists of `server` or `server/tool` patterns with `*` wildcards. The most
+specific rule set for the place decides (user, channel, guild, DM or platform default, global
+default); within it, deny wins. With no policy at all, everything is allowed.
 """
 
 from __future__ import annotations
@@ -70,13 +66,8 @@ class Place:
     def parse(cls, text: str, platforms: Platforms) -> Place:
         """A place from its written form, as `nerve tools --place` and the policy section take it.
 
-        The form is the name of one of `platforms`, then any of these parts in any order, separated
-        by `:`: `dm`, `guild:<id>` (where the platform has guilds), `user:<id>`, and a channel id
-        (bare or as `channel:<id>`). Examples: `<platform>:C123`, `<platform>:dm`,
-        `<platform>:C123:user:U1`, `<platform>:guild:G1:C5`, `<platform>:dm:user:U1`, and a bare
-        `<platform>`. Raises ValueError with a message that says what to write instead, naming the
-        platforms and what they have.
-        """
+        A platform's name, then in any order, separated by `:`: `dm`, `guild:<id>`, `user:<id>`, a channel
+        id (bare or `channel:<id>`); e.g. `<platform>:guild:G1:C5`. Raises ValueError saying what to write."""
         platform, *parts = text.strip().split(":")
         known = platforms.get(platform)
         if known is None:
@@ -172,22 +163,13 @@ class Scopes:
             return False
         return not rule.allow or _any_match(rule.allow, server, tool)
 
-    def filter(self, place: Place, tools: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The (server, tool) pairs this place may call, in the given order."""
-        return [(server, tool) for server, tool in tools if self.allows(place, server, tool)]
-
     def offered(self, place: Place, tools: Iterable[_ToolT]) -> list[_ToolT]:
         """The tools (ToolSpecs) this place may call, in order, judged by server and original name."""
         return [tool for tool in tools if self.allows(place, tool.server, tool.original_name)]
 
 
 def rule_name_problem(name: str, platforms: Platforms) -> str | None:
-    """Why `name` cannot be a key of the policy section, or None when it can.
-
-    A key names one place of one of `platforms`: `*`, a platform, `<platform>:dm`,
-    `<platform>:<channel id>`, `<platform>:guild:<id>` (where it has guilds) or
-    `<platform>:user:<id>`; exactly the names `Place.rule_names` produces.
-    """
+    """Why `name` cannot be a key of the policy section (one of the names `Place.rule_names` produces)."""
     if name == "*":
         return None
     try:

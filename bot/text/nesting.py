@@ -1,9 +1,7 @@
 """JSON from outside, read with a bound on how deeply it nests.
 
-`json.loads` and `json.dumps` recurse once per level and raise RecursionError near 1,000 levels, and
-so would any walk over the parsed value. Arguments from the model and results from servers are read
-here: anything nested deeper than `MAX_DEPTH` is refused or handled as plain text at the edge, so no
-code further in ever recurses without a bound.
+`json.loads` and any walk over its value recurse per level and fail near 1,000 levels, so anything
+deeper than `MAX_DEPTH` is refused or handled as text here, at the edge.
 """
 
 from __future__ import annotations
@@ -47,10 +45,8 @@ def loads(
 def _text_deeper_than(text: str, limit: int) -> bool:
     """Whether valid JSON text nests deeper than `limit`, counted without recursion.
 
-    Escaped backslashes and quotes go first, so every quote left opens or closes a string; the text
-    outside strings is reduced to its brackets, and each pass then removes the innermost pairs, one
-    level at a time. Every step runs in C: this costs about as much as parsing the text once.
-    """
+    With escapes removed and strings dropped, each pass removes the innermost bracket pairs; every step
+    runs in C, so this costs about one parse."""
     if text.count("[") + text.count("{") <= limit:
         return False
     plain = text.replace("\\\\", "").replace('\\"', "") if "\\" in text else text

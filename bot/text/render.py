@@ -1,8 +1,6 @@
-"""Platform-neutral text helpers the chat adapters share.
+"""Platform-neutral text helpers the chat adapters share, so they do not drift apart.
 
 Chat platforms cap message length, render fenced code, and treat some `@` words as mass pings.
-Doing the splitting, truncating and summarising once here keeps the adapters
-from drifting apart; each adapter only adds its own escaping on top.
 """
 
 from __future__ import annotations
@@ -79,11 +77,8 @@ class _Lines:
     def state_at(self, pos: int) -> _Fence | None:
         """The fence open at a chunk that ends at `pos` (exclusive)."""
         i = self.line_of(pos)
-        if pos == self.starts[i]:
-            return self.before[i]
-        if pos >= self.ends[i]:
-            return self.after[i]
-        return self.before[i]
+        # At a line's start the fence is the one before it (even for an empty line); at its end, after.
+        return self.after[i] if pos >= self.ends[i] and pos != self.starts[i] else self.before[i]
 
     def inside_fence_line(self, pos: int) -> bool:
         i = self.line_of(pos)
@@ -129,10 +124,7 @@ def _choose_cut(lines: _Lines, start: int, room: int) -> tuple[int, int]:
                 return cut, _skip_blank_lines(text, cut + 1)
     for cut in reversed(spaces):
         if fits(cut):
-            end = cut
-            while end < len(text) and text[end] in " \t":
-                end += 1
-            return cut, end
+            return cut, len(text) - len(text[cut:].lstrip(" \t"))
 
     # One word longer than the chunk: cut it hard, outside any fence line.
     cut = start + room
@@ -148,12 +140,8 @@ def _choose_cut(lines: _Lines, start: int, room: int) -> tuple[int, int]:
 def split_markdown(text: str, limit: int) -> list[str]:
     """Split markdown into chunks of at most `limit` characters, never breaking a code fence.
 
-    Splits fall on a paragraph break if one is near the end of the chunk, else a line break, else
-    between words, else (one over-long word) anywhere. A chunk that ends inside a fenced code block
-    gets a closing fence, and the next chunk reopens it with the same language tag; the added lines
-    count towards `limit`. Whitespace at a split point is dropped. Text that is empty or only
-    whitespace gives `[]`: there is nothing to send, and callers should not post an empty message.
-    """
+    Splits prefer a paragraph break near the end, then a line break, then a space. A chunk ending inside a
+    fence closes it and the next reopens it, within `limit`. Empty text gives `[]`: nothing to post."""
     if limit < MIN_SPLIT_LIMIT:
         raise ValueError(f"limit must be at least {MIN_SPLIT_LIMIT} characters, got {limit}")
     text = text.rstrip().lstrip("\n")
@@ -179,17 +167,11 @@ def split_markdown(text: str, limit: int) -> list[str]:
         reopen = end_state
         start = next_start
     # Only a fence marker nearly half as long as `limit` can overflow: then the limit wins.
-    return [piece for chunk in chunks for piece in _hard_split(chunk, limit)]
-
-
-def _hard_split(chunk: str, limit: int) -> list[str]:
-    return [chunk[i : i + limit] for i in range(0, len(chunk), limit)]
+    return [chunk[i : i + limit] for chunk in chunks for i in range(0, len(chunk), limit)]
 
 
 def truncate(text: str, limit: int, marker: str = "…", *, at_word: bool = False) -> tuple[str, bool]:
-    """Cut `text` to at most `limit` characters, ending with `marker`; also say whether it cut.
-
-    `at_word`: cut between words, never inside one (unless the first word alone is too long)."""
+    """Cut `text` to `limit` characters ending with `marker` (`at_word`: between words), and if it cut."""
     if limit < 0:
         raise ValueError(f"limit must not be negative, got {limit}")
     if len(text) <= limit:
@@ -212,10 +194,7 @@ _LONG_RUN = re.compile(rf"\S{{{QUOTE_CHARS + 1},}}")
 
 
 def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
-    """`repr(value)` for an error message, cut to `limit` characters and saying how long it was.
-
-    Error messages go back to the model: a megabyte value quoted whole would fill its context.
-    """
+    """`repr(value)` cut to `limit` characters for an error message: it goes back to the model."""
     text = repr(value)
     if len(text) <= limit:
         return text
@@ -228,21 +207,15 @@ def shorten_runs(text: str, limit: int = QUOTE_CHARS) -> str:
     return _LONG_RUN.sub(lambda match: match.group(0)[:limit] + "…", text)
 
 
-def deep_json_note(content: str) -> str | None:
-    """A line saying `content` is JSON nested too deep to walk, or None when it is not."""
+def shown_result(content: str) -> str:
+    """A tool result as people see it: too-deep JSON starts with a note line, so no surface parses it."""
     try:
         loads(content)
     except TooDeep:
-        return f"(JSON nested deeper than {MAX_DEPTH} levels, shown as plain text)"
+        return f"(JSON nested deeper than {MAX_DEPTH} levels, shown as plain text)\n{content}"
     except ValueError:
-        return None
-    return None
-
-
-def shown_result(content: str) -> str:
-    """A tool result as people see it: too-deep JSON starts with a note line, so no surface parses it."""
-    note = deep_json_note(content)
-    return content if note is None else f"{note}\n{content}"
+        pass
+    return content
 
 
 def _short(value: Any) -> str:
@@ -256,11 +229,7 @@ def _short(value: Any) -> str:
 
 
 def summarize_result(content: str, limit: int = 120) -> str:
-    """A one-line summary of a tool result for an attachment's title line.
-
-    JSON objects show their fields as `k=v, …` (scalars first, since they carry the answer; nested
-    values as `{…}` or `[n items]`); other text shows its first non-empty line.
-    """
+    """A one-line summary of a tool result: a JSON object's `k=v` fields, scalars first, or its first line."""
     summary = next((line.strip() for line in content.splitlines() if line.strip()), "")
     try:
         data = loads(content)
@@ -307,10 +276,8 @@ _BACKTICKS = re.compile(r"`+")
 def _fenced_blocks(text: str) -> list[tuple[int, int]]:
     """Where fenced code blocks are, counting only fences every CommonMark reader agrees on.
 
-    An opening fence must start its line: an indented one may belong to a list item, which closes
-    the block early when the item ends, and the text after it is Markdown again (links included).
-    An unclosed block runs to the end, as in CommonMark.
-    """
+    An indented opener may belong to a list item, whose end closes the block early, so nothing after one
+    is trusted as code. An unclosed block runs to the end."""
     lines = _Lines(text)
     blocks: list[tuple[int, int]] = []
     start: int | None = None
@@ -359,12 +326,9 @@ def _outside(text: str, regions: list[tuple[int, int]], change: Callable[[str], 
 def show_link_targets(text: str) -> str:
     """Markdown from the model or a tool with no link whose text hides where it goes.
 
-    `[google.com](https://evil.example)` becomes `google.com (https://evil.example)`: the address is
-    there to read, and the platform links it as itself. Every other link form — references, their
-    definitions, nested brackets, images (fetched without a click) — loses the `]` adjacency it needs
-    to a zero-width space, even inside inline code, since where a code span ends is exactly what
-    hostile text plays with. Fenced code blocks every reader agrees on are left as they are.
-    """
+    `[google.com](https://evil.example)` becomes `google.com (https://evil.example)`. Every other link
+    form (references, definitions, images) loses its `]` adjacency to a zero-width space, even in inline
+    code, whose ends hostile text plays with; fenced blocks every reader agrees on stay as they are."""
 
     def shown(match: re.Match[str]) -> str:
         label, url = match.group(1).strip(), match.group(2)

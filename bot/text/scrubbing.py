@@ -1,10 +1,8 @@
 """Text from outside made safe to store and show.
 
-Questions arrive from terminals, command-line arguments and platform payloads. Python lets a `str`
-carry lone surrogates (from `surrogateescape`d argv or JSON `"\\ud800"`), which SQLite, JSON
-encoders and HTTP clients refuse; invalid UTF-8 bytes must become text before anything else sees
-them. Both are replaced with U+FFFD here, once, at each edge, so the rest of nerve only ever holds
-text it can store and send.
+Lone surrogates (from `surrogateescape`d argv or JSON `"\\ud800"`) are refused by SQLite, JSON encoders
+and HTTP clients; they become U+FFFD here, once, at each edge, so the rest of nerve holds only text it
+can store and send.
 """
 
 from __future__ import annotations
@@ -36,6 +34,5 @@ def _only_escaped_bytes(text: str) -> bool:
 
 
 def question_too_long(size: int, limit: int) -> str:
-    """What a person is told of a question over NERVE_MAX_QUESTION_CHARS, wherever it is refused
-    (by the agent, or by the terminal's prompt before it is sent)."""
+    """What a person is told of a question over NERVE_MAX_QUESTION_CHARS, wherever it is refused."""
     return f"Your message is {size:,} characters; the limit is {limit:,}. Please shorten it."

@@ -1,7 +1,6 @@
 """Running one round of tool calls: every call of a model message at once, each result under its id.
 
-Each call passes the guards first (known name, valid arguments, loop guard, not failed earlier in the
-turn); only then does it reach the host. The outcome tells the loop how to go on (S10).
+Each call passes the guards first; the outcome tells the loop how to go on (S10).
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from bot.observe import metrics
@@ -18,7 +17,7 @@ from bot.observe.tracing import tool_span
 from bot.seams import ToolHost
 from bot.text.nesting import loads
 from bot.text.render import quote, shown_result, summarize_result, truncate
-from bot.turn.failures import FailureKind, ToolFailure
+from bot.turn.failures import FailureKind, ToolFailure, shown_to_people
 from bot.turn.guards import LoopGuard, parse_arguments
 from bot.types import (
     Attachment,
@@ -27,7 +26,6 @@ from bot.types import (
     InputNeeded,
     Progress,
     Report,
-    Resource,
     SignInNeeded,
     ToolCall,
     ToolResult,
@@ -64,8 +62,7 @@ class CallOutcome:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Waiting:
-    """A checked call held back for a person: for a decision (it has not run), or (`questions`) for
-    answers to what its server asked (it is made again with them)."""
+    """A checked call held back for a person: for a decision, or for answers to its server's `questions`."""
 
     call: ToolCall
     spec: ToolSpec
@@ -87,13 +84,13 @@ class CallSettings:
     attachment_chars: int = 20_000
 
 
+@dataclass(eq=False)
 class RoundRunner:
     """Checks and runs the tool calls of one model message concurrently (S5, S7, S10, S13)."""
 
-    def __init__(self, host: ToolHost, settings: CallSettings, sleep: Sleep = asyncio.sleep) -> None:
-        self._host = host
-        self._settings = settings
-        self._sleep = sleep
+    host: ToolHost
+    settings: CallSettings
+    sleep: Sleep = asyncio.sleep
 
     async def run(
         self,
@@ -104,11 +101,7 @@ class RoundRunner:
         screen: Screen | None = None,
         contexts: Contexts | None = None,
     ) -> list[CallOutcome | Waiting]:
-        """All calls at once; results come back in the order of `calls`, whatever order they finish in.
-
-        `screen` sees each call that passed the guards; a call it holds back comes back as `Waiting`
-        (checked, not run) for a person to decide on.
-        """
+        """All calls at once, in the order of `calls`; one `screen` holds back comes back as `Waiting`."""
         specs = {tool.name: tool for tool in tools}
         allowed, refused = calls[:MAX_CALLS_PER_ROUND], calls[MAX_CALLS_PER_ROUND:]
         # A TaskGroup, not gather: if one call fails unexpectedly, the others are cancelled, not orphaned.
@@ -188,8 +181,7 @@ class RoundRunner:
         specs: dict[str, ToolSpec],
         context: CallContext | None = None,
     ) -> CallOutcome | Waiting:
-        """Run one checked call and read its outcome (S10); `Waiting` when its server needs
-        people's answers first and the call may park (`CallContext.park`)."""
+        """Run one checked call and read its outcome (S10); `Waiting` when its server needs answers first."""
         await progress(
             TurnEvent(
                 kind="tool_started",
@@ -215,42 +207,30 @@ class RoundRunner:
         outcome = "failed" if result.is_error else "done"
         await progress(_finished(call, spec, f"{call.name} {outcome}", ok=not result.is_error))
         if not result.is_error:
-            return self._outcome(call, arguments, result.content, result, "ok", server=spec.server)
-        detail = result.detail or result.content
-        if result.error_kind == "arguments":
-            hint = f"Call {call.name} again with arguments that fix this problem."
-            failure = failure_of(call, "arguments", detail, hint)
-            return self._outcome(
-                call, arguments, failure.for_model(), result, "fix_arguments", failure, server=spec.server
-            )
-        if result.error_kind == "unknown_tool":
-            hint = f"Use one of these exact names: {', '.join(sorted(specs))}."
-            failure = failure_of(call, "unknown_tool", detail, hint)
-            return self._outcome(
-                call, arguments, failure.for_model(), result, "fix_arguments", failure, server=spec.server
-            )
-        if result.error_kind == "changed":
-            hint = "Nothing was run. If it is still needed, call it again as it is offered now."
-            failure = failure_of(call, "changed", detail, hint)
-            return self._outcome(
-                call, arguments, failure.for_model(), result, "fix_arguments", failure, server=spec.server
-            )
+            return self._outcome(call, arguments, result, "ok", server=spec.server)
+        # The model's mistakes (or a tool that changed): it is told how to call again.
+        fixes = {
+            "arguments": f"Call {call.name} again with arguments that fix this problem.",
+            "unknown_tool": f"Use one of these exact names: {', '.join(sorted(specs))}.",
+            "changed": "Nothing was run. If it is still needed, call it again as it is offered now.",
+        }
         kind = result.error_kind or "execution"
+        if kind in fixes:
+            failure = failure_of(call, kind, result.detail or result.content, fixes[kind])
+            return self._outcome(call, arguments, result, "fix_arguments", failure, server=spec.server)
         failure = failure_of(call, kind, _failure_detail(result, spec), _do_not_retry(call.name))
         state.failed[call.name] = failure
-        return self._outcome(
-            call, arguments, failure.for_model(), result, "failed", failure, server=spec.server
-        )
+        return self._outcome(call, arguments, result, "failed", failure, server=spec.server)
 
     async def _call_with_rate_limit_retry(
         self, spec: ToolSpec, arguments: dict[str, Any], progress: Progress, context: CallContext | None
     ) -> ToolResult:
         """The call, bound to the spec it was checked against (`screened`), once more after a rate limit."""
         name = spec.name
-        result = await self._host.call_tool(name, arguments, context, screened=spec)
+        result = await self.host.call_tool(name, arguments, context, screened=spec)
         if result.error_kind != "rate_limited":
             return result
-        delay = min(result.retry_after or 1.0, self._settings.max_rate_limit_wait)
+        delay = min(result.retry_after or 1.0, self.settings.max_rate_limit_wait)
         await progress(
             TurnEvent(
                 kind="retrying",
@@ -260,8 +240,8 @@ class RoundRunner:
             )
         )
         metrics.rate_limit_wait("mcp", delay)
-        await self._sleep(delay)
-        return await self._host.call_tool(name, arguments, context, screened=spec)
+        await self.sleep(delay)
+        return await self.host.call_tool(name, arguments, context, screened=spec)
 
     def not_run(
         self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure, *, server: str | None = None
@@ -279,70 +259,60 @@ class RoundRunner:
         server: str | None = None,
     ) -> CallOutcome:
         result = ToolResult(content=failure.detail, is_error=True)
-        return self._outcome(call, arguments, failure.for_model(), result, outcome, failure, server=server)
+        return self._outcome(call, arguments, result, outcome, failure, server=server)
 
     def _outcome(
         self,
         call: ToolCall,
         arguments: dict[str, Any],
-        body: str,
         result: ToolResult,
         outcome: Outcome,
         failure: ToolFailure | None = None,
         *,
         server: str | None = None,
     ) -> CallOutcome:
-        """`server` is the server the call went to (or was meant for), shown beside it to people."""
+        """The model reads the result, or the failure's model text; `server` is shown beside it to people."""
         message = ChatMessage(
             role="tool",
             tool_call_id=call.id,
             name=call.name,
-            content=body,
+            content=result.content if failure is None else failure.for_model(),
             is_error=result.is_error,
             latency_ms=result.latency_ms,
         )
-        attachment = make_attachment(
-            call,
-            arguments,
-            result.content if failure is None else failure.for_people(),
-            is_error=result.is_error,
-            latency_ms=result.latency_ms,
-            limit=self._settings.attachment_chars,
-            resources=result.resources,
-            server=server,
-        )
+        people = result if failure is None else replace(result, content=failure.for_people())
+        attachment = make_attachment(call, arguments, people, self.settings.attachment_chars, server)
         return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
 
 def make_attachment(
-    call: ToolCall,
-    arguments: dict[str, Any],
-    content: str,
-    *,
-    is_error: bool,
-    latency_ms: float,
-    limit: int,
-    resources: tuple[Resource, ...] = (),
-    server: str | None = None,
+    call: ToolCall, arguments: dict[str, Any], shown: ToolResult, limit: int, server: str | None = None
 ) -> Attachment:
-    """The collapsible detail an adapter shows for one call: capped content, one-line summary.
-
-    `content` must already be what people may read: a result, or a failure's people text.
-    """
-    shown = shown_result(content)
-    capped, cut = truncate(shown, limit)
+    """The collapsible detail shown for one call; `shown.content` must already be what people may read."""
+    text = shown_result(shown.content)
+    capped, cut = truncate(text, limit)
     return Attachment(
         tool_call_id=call.id,
         name=truncate(call.name, NAME_CHARS)[0],
         arguments=arguments,
-        is_error=is_error,
-        latency_ms=latency_ms,
-        summary=summarize_result(shown),
+        is_error=shown.is_error,
+        latency_ms=shown.latency_ms,
+        summary=summarize_result(text),
         content=capped,
         truncated=cut,
-        resources=resources,
+        resources=shown.resources,
         server=server,
     )
+
+
+def stored_attachment(
+    call: ToolCall, message: ChatMessage, limit: int, server: str | None = None
+) -> Attachment:
+    """A stored result's attachment: the store keeps what the model read; people get a failure's own text."""
+    shown = ToolResult(
+        content=shown_to_people(message), is_error=message.is_error, latency_ms=message.latency_ms or 0.0
+    )
+    return make_attachment(call, stored_arguments(call.arguments), shown, limit, server)
 
 
 def stored_arguments(raw: str) -> dict[str, Any]:
@@ -388,8 +358,7 @@ PROGRESS_EVERY = 1.0
 
 
 def progress_reporter(call: ToolCall, progress: Progress, every: float = PROGRESS_EVERY) -> Report:
-    """A call's progress as "tool_progress" events: the server's message and a fraction when it
-    knows the total; throttled, except that the last step is always shown."""
+    """A call's progress as "tool_progress" events, throttled, except that the last step is always shown."""
     last = -math.inf
 
     async def report(done: float, total: float | None, message: str | None) -> None:

@@ -1,8 +1,7 @@
 """Building what the model sees each round (S8, S9, S11).
 
-The store keeps every message whole; this module decides what is sent: the active part (system
-prompt, tools, the current turn) always, the working part (earlier turns) bounded by a token budget.
-It never separates an assistant message with tool calls from its tool messages: some APIs answer 400.
+The system prompt, tools and the current turn always; earlier turns within a token budget. A message
+with tool calls is never separated from its tool messages: some APIs answer 400.
 """
 
 from __future__ import annotations
@@ -32,10 +31,7 @@ def anchor(tool_name: str, *, is_error: bool) -> str:
 
 
 def as_json_text(content: str) -> str:
-    """Tool output as JSON text: kept as is when it parses, else encoded as a JSON string (S15).
-
-    JSON nested deeper than `MAX_DEPTH` is flattened: its start as a string, with a note saying so.
-    """
+    """Tool output as JSON text: as is when it parses, else a JSON string; too-deep JSON flattened (S15)."""
     try:
         loads(content)
     except TooDeep:
@@ -98,11 +94,8 @@ def cut_result(content: str, max_tokens: int) -> str:
 
 
 def _merge_user_runs(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """One user message per run of them, joined by a blank line.
-
-    A turn cut off before its answer (the process was killed) leaves its question unanswered, and
-    the next question follows it directly; some chat templates refuse two user messages in a row.
-    """
+    """One user message per run of them: a killed turn leaves a question unanswered, and some chat
+    templates refuse two user messages in a row."""
     out: list[ChatMessage] = []
     for message in messages:
         if message.role == "user" and out and out[-1].role == "user":
@@ -189,10 +182,7 @@ def _summary(lines: Sequence[str]) -> str:
 def build_request(
     system_prompt: str, history: Sequence[ChatMessage], budget: Budget, *, squeeze: bool = False
 ) -> list[ChatMessage]:
-    """The messages for one model call: system prompt, bounded working context, the current turn whole.
-
-    `squeeze` is the retry after a context-length error: keep only the current turn and a summary.
-    """
+    """The messages for one model call; `squeeze` (on a context-length error) keeps the current turn."""
     presented = _present_tool_messages(history, budget.result_tokens // (2 if squeeze else 1))
     turns = _turns(_merge_user_runs(presented))
     current, earlier = (turns[-1], turns[:-1]) if turns else ([], [])

@@ -1,22 +1,16 @@
-"""One turn's time limit over all of its model work: every round's model requests with their retries
-and waits, and its tool calls.
+"""One turn's time limit over all of its model work: every round's model requests, retries and tool calls.
 
-Each model request has its own timeout and is retried, so without this a model service that never
-answers keeps its person waiting for all the attempts together (minutes). A turn runs each step of
-model work inside `running()`; when the turn's time is used up the step is cancelled (a round's tool
-calls with it, as when a turn is cancelled) and `TurnOverdue` ends the turn.
-
-Time spent waiting for a person does not count: while a tool's question is answered live the clock
-stands still (`paused`, as a tool call's own timer does), and a turn parked for an approval, an
-answer or a sign-in holds nothing and is not timed at all: going on afterwards starts a new deadline.
-Writing to the store and posting progress between the steps are not model work and are never cut off.
+Time spent waiting for a person does not count (`paused`). Writes that must land even when their
+caller is cancelled go through `finish_anyway`, or the store would say the opposite.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import logging
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Any, TypeVar
 
 from bot.errors import TurnOverdue, TurnStep
 
@@ -35,8 +29,7 @@ class TurnDeadline:
 
     @asynccontextmanager
     async def running(self, step: TurnStep) -> AsyncIterator[None]:
-        """Run the block on the turn's remaining time; raises TurnOverdue (naming `step`) when it
-        runs out, the block cancelled. Nested, the outer block's clock is the one that runs."""
+        """Run the block on the time left, else raise TurnOverdue naming `step`; nested, the outer counts."""
         if self._timeout is not None:
             yield
             return
@@ -61,8 +54,7 @@ class TurnDeadline:
 
     @contextmanager
     def paused(self) -> Iterator[None]:
-        """Stop the clock for the block: a person is answering. Calls running at once may each pause;
-        the clock goes on when the last of them is answered."""
+        """Stop the clock for the block while a person answers; it goes on when the last pause ends."""
         timeout = self._timeout
         if timeout is None:
             yield
@@ -82,3 +74,36 @@ class TurnDeadline:
                 self._since = loop.time()
                 if not timeout.expired():
                     timeout.reschedule(self._since + max(0.0, self.seconds - self._spent))
+
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+
+# Seconds a cancelled caller waits for its write at most: a store that hangs must not hold a
+# shutdown for ever (an anyio scope re-cancels at every turn of the loop while it waits).
+PATIENCE = 10.0
+
+
+async def finish_anyway(write: Coroutine[Any, Any, T]) -> T:
+    """Run `write` to its end however often the caller is cancelled meanwhile (waiting at most PATIENCE
+    seconds); then its result, or CancelledError when the caller was cancelled."""
+    task = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if task.done():
+            raise  # the write itself was cancelled, or it ended just as the caller was
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PATIENCE
+    while not task.done():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            logger.warning("a write made while stopping took over %g s; not waiting for it", PATIENCE)
+            raise asyncio.CancelledError
+        try:
+            await asyncio.wait({task}, timeout=remaining)
+        except asyncio.CancelledError:
+            continue  # cancelled again (an anyio scope does so at every await): keep waiting
+    task.result()  # its error, if it failed
+    raise asyncio.CancelledError

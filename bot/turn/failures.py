@@ -1,19 +1,19 @@
 """How a failed tool call reads: to the model with what to do next, to people with what happened (S10).
 
-One failure, two texts. The model needs instructions ("call it again with …", "do not call it again")
-that mean nothing to a person reading the thread; a person needs to know which of three things
-happened: the model sent bad arguments, the tool failed, or the tool could not be reached. The model's
-text is what the store keeps, as JSON with the problem and the instruction in separate fields, so the
-people's text can be rebuilt from a stored message too.
+The store keeps the model's text as JSON with problem and instruction apart, so the people's text can
+be rebuilt from it. A turn without the model's answer gets an apology, never stored as its words.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from bot.types import ChatMessage
+from bot.errors import ContextTooLong, LLMError, TurnOverdue
+from bot.policy.platforms import FRESH_START
+from bot.types import ChatMessage, Incoming, Platform
 
 FailureKind = Literal[
     # The model's mistakes: it is told how to fix them and may try again.
@@ -41,8 +41,7 @@ _UNAVAILABLE = frozenset({"timeout", "unavailable", "rate_limited"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolFailure:
-    """A failed call: `detail` says what went wrong in words fit for people, `hint` tells the model
-    what to do next and is never shown to people."""
+    """A failed call: `detail` for people and model, `hint` (what to do next) for the model only."""
 
     tool: str
     kind: FailureKind
@@ -101,3 +100,50 @@ def shown_to_people(message: ChatMessage) -> str:
     """A stored tool message as people read it: a failure's people text, a result unchanged."""
     failure = stored_failure(message)
     return failure.for_people() if failure is not None else message.content or ""
+
+
+MODEL_FAILED = "Sorry — the language model failed:"
+TOO_LONG = "Sorry — this conversation is now longer than the model can read"
+
+
+def model_failure(error: LLMError, incoming: Incoming, platform: Platform | None) -> str:
+    """The apology for a model call that failed for good; `platform` is where it was written."""
+    if isinstance(error, ContextTooLong):
+        return (
+            f"{TOO_LONG}, even with its older messages shortened: {fresh_start(incoming, platform)}, "
+            "or ask something shorter."
+        )
+    if error.retry_after is not None:
+        return f"{MODEL_FAILED} {error.headline}; please try again {in_about(error.retry_after)}."
+    return f"{MODEL_FAILED} {error.message}. Please try again shortly."
+
+
+def overdue(error: TurnOverdue) -> str:
+    """The turn's model work took longer than NERVE_TURN_DEADLINE: what was still running."""
+    took = f"{error.seconds:g} second{'' if error.seconds == 1 else 's'}"
+    if error.step == "tools":
+        return f"I could not finish within {took}; a tool was still running, so I stopped it."
+    return (
+        f"I could not finish within {took}; the model service did not answer in time. "
+        "Please try again in a few minutes."
+    )
+
+
+def fresh_start(incoming: Incoming, platform: Platform | None) -> str:
+    """How to start a new conversation where this message was written (a thread's own command if any)."""
+    if platform is None:
+        return FRESH_START
+    if platform.fresh_start_in_thread is not None and not incoming.where().dm:
+        return platform.fresh_start_in_thread
+    return platform.fresh_start
+
+
+def in_about(seconds: float) -> str:
+    """A wait in words a person plans with: "in about 5 minutes", "in about 2 hours"."""
+    if seconds < 90:
+        count, unit = math.ceil(seconds), "second"
+    elif seconds < 3600:
+        count, unit = math.ceil(seconds / 60), "minute"
+    else:
+        count, unit = round(seconds / 3600), "hour"
+    return f"in about {count} {unit}{'' if count == 1 else 's'}"

@@ -1,9 +1,6 @@
 """A bound on the turns running at once, so a burst of messages cannot start a model call each.
 
-Turns past the limit wait in arrival order; past the queue's length, a turn is refused at once so
-the person hears "busy" instead of waiting in silence behind a queue that will not move in time.
-A patient turn (a message left unanswered by a restart) waits past that bound: it was received long
-ago, and "try again" would only tell its person that nerve lost it.
+Past the queue a turn is refused at once; a patient one (left unanswered by a restart) still waits.
 """
 
 from __future__ import annotations
@@ -58,9 +55,7 @@ class TurnGate:
     async def admit(self, on_queued: OnQueued = _not_told, *, patient: bool = False) -> AsyncIterator[None]:
         """Hold a slot for the block; `on_queued(position)` runs if the turn has to wait (1 = next).
 
-        Raises GateFull when the queue is full, unless `patient`: then the turn joins the queue
-        whatever its length (it still counts in it, so live turns behind a backlog hear "busy").
-        """
+        GateFull when the queue is full, unless `patient`: then it queues anyway (still counted in it)."""
         await self._enter(on_queued, patient=patient)
         try:
             yield

@@ -31,8 +31,7 @@ PROBLEM_CHARS = 600
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParsedArguments:
-    """Arguments that passed the checks (`value`), or what is wrong (`detail`, fit for people) and
-    what the model should do about it (`hint`)."""
+    """Arguments that passed the checks (`value`), or what is wrong (`detail`) and what to do (`hint`)."""
 
     value: dict[str, Any] | None = None
     detail: str | None = None
@@ -78,11 +77,7 @@ def _coerce_object(value: dict[str, Any], schema: dict[str, Any]) -> dict[str, A
 
 
 def _describe(error: schema_errors.ValidationError) -> str:
-    """jsonschema's message with the offending value quoted at most `QUOTE_CHARS` characters long.
-
-    Its messages hold the whole value's repr ("'aaaa…' is too long"): a megabyte string would go
-    back to the model whole.
-    """
+    """jsonschema's message with the value quoted short: it holds the whole value's repr, for the model."""
     message = error.message
     if isinstance(error.instance, str | list | dict):
         whole = repr(error.instance)
@@ -107,8 +102,7 @@ def _finite_float(text: str) -> float:
 
 
 def _scrubbed(value: Any) -> Any:
-    """`value` with lone surrogates (`"\\ud800"` is valid JSON) replaced in every key and string:
-    no server can be sent them (they are not Unicode), and a stdio server may die reading them."""
+    """`value` with lone surrogates replaced in every key and string: no server can be sent them."""
     if isinstance(value, str):
         return scrub(value)
     if isinstance(value, dict):
@@ -119,8 +113,7 @@ def _scrubbed(value: Any) -> Any:
 
 
 def _no_retrieval(uri: str) -> Any:
-    """A tool's schema never makes nerve fetch anything: `$ref`s resolve within the schema only
-    (a fetch would block the event loop and let any server make nerve request any address)."""
+    """`$ref`s resolve within the schema only: a fetch would block and let any server aim nerve anywhere."""
     raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
@@ -129,11 +122,7 @@ _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
 def _validator(schema: dict[str, Any]) -> Any:
-    """A checked validator per schema object: checking a schema costs ~50x more than using it.
-
-    Keyed on identity, since the host hands out the same schema object until the tool list changes;
-    the stored reference keeps the id from being reused while the entry lives.
-    """
+    """A checked validator per schema object (checking costs ~50x using), keyed on the object's identity."""
     cached = _VALIDATORS.get(id(schema))
     if cached is not None and cached[0] is schema:
         return cached[1]
@@ -152,10 +141,7 @@ def _validator(schema: dict[str, Any]) -> Any:
 def _drop_optional_nulls(value: dict[str, Any], schema: dict[str, Any], validator: Any) -> dict[str, Any]:
     """An optional argument given as null was not given: models write `"unit": null` for "no unit".
 
-    Only a null the argument's own schema refuses is dropped (the validator decides, so `$ref` and
-    `anyOf` count); `"type": ["boolean", "null"]` keeps it. A required argument keeps its null, and
-    with it the error.
-    """
+    Only a null the argument's schema refuses is dropped; a required argument keeps its null and its error."""
     if not any(item is None for item in value.values()):
         return value
     required = set(schema.get("required") or ())

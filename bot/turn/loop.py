@@ -1,7 +1,7 @@
 """The loop of one turn: ask the model, run its tool calls in parallel, persist the round, repeat.
 
-`TurnLoop.run` is the whole story of a turn once its message is stored; a round whose calls wait for
-a person comes back as a `WaitingRound`, which `bot.asks.parking` parks and later resumes here.
+A round whose calls wait for a person (`TurnScreen`) comes back as a `WaitingRound`, which
+`bot.asks.parking` parks and later resumes here.
 """
 
 from __future__ import annotations
@@ -9,34 +9,35 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass, replace
-from typing import Protocol
+from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import Any, Protocol
 
 from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
 from bot.mcp.auth.people import person_of
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.observe import metrics
+from bot.policy.approval import call_hash
+from bot.policy.places import place_id
 from bot.seams import LLM, Store, ToolHost
+from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
-from bot.turn.apologies import model_failure, overdue
 from bot.turn.calls import (
     CallOutcome,
     Contexts,
     RoundRunner,
     TurnState,
     Waiting,
-    make_attachment,
     progress_reporter,
-    stored_arguments,
+    stored_attachment,
 )
 from bot.turn.context import Budget, build_request
 from bot.turn.deadline import TurnDeadline
-from bot.turn.failures import shown_to_people
+from bot.turn.failures import model_failure, overdue
 from bot.turn.guards import confirm_prompt, triggered_tools
-from bot.turn.screen import ScreenStore, TurnScreen
 from bot.turn.settings import AgentConfig
 from bot.types import (
     AgentReply,
+    AuditEntry,
     CallContext,
     ChatMessage,
     Completion,
@@ -68,6 +69,38 @@ class QuestionDesk(Protocol):
     async def completed(self, server: str, elicitation_id: str) -> None: ...
 
 
+@dataclass(slots=True)
+class TurnScreen:
+    """Screens the calls of one turn and collects the audit of what ran without asking."""
+
+    store: ApprovalLedger
+    incoming: Incoming
+    audit: list[AuditEntry] = field(default_factory=list)
+
+    async def __call__(self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]) -> bool:
+        """True when the call must wait for a person."""
+        place = place_id(self.incoming.where())
+        if not spec.needs_approval:
+            outcome = "auto: approval not required" if spec.approval == "never" else "auto: read-only"
+        else:
+            # Only while the tool is still defined as it was when a person chose "always allow here".
+            if await self.store.remembered(place, spec.server, spec.original_name) != spec.definition_hash:
+                return True
+            outcome = "auto: always-allowed here"
+        self.audit.append(
+            AuditEntry(
+                who="nerve",
+                place=place,
+                server=spec.server,
+                tool=spec.original_name,
+                call_id=call.id,
+                arguments_hash=call_hash(spec.server, spec.original_name, arguments),
+                outcome=outcome,
+            )
+        )
+        return False
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WaitingRound:
     """A round some of whose calls wait for a person: what parking it needs."""
@@ -92,7 +125,7 @@ class TurnLoop:
     config: AgentConfig
     runner: RoundRunner
     # Where calls are screened for approval; without it every call runs at once.
-    screens: ScreenStore | None = None
+    screens: ApprovalLedger | None = None
     # Where servers' questions mid-call are shown and answered; without it they get "cancel".
     desk: QuestionDesk | None = None
 
@@ -173,8 +206,7 @@ class TurnLoop:
         return await self.finish(incoming.key, text, state, usage, cut_short=True)
 
     def call_contexts(self, incoming: Incoming, progress: Progress, deadline: TurnDeadline) -> Contexts:
-        """Each call's way back to the person whose message started the turn; the turn's clock
-        stands still while that person answers a question."""
+        """Each call's way back to the turn's person; the turn's clock stands still while they answer."""
         owner = f"{incoming.key}|{incoming.user_id}"
         person = person_of(incoming.key, incoming.user_id, self.config.platforms)
         desk = self.desk
@@ -273,25 +305,16 @@ class TurnLoop:
         calls = {call.id: call for m in after for call in m.tool_calls}
         limit = self.config.calls.attachment_chars
         attachments = tuple(
-            make_attachment(
-                calls[m.tool_call_id],
-                stored_arguments(calls[m.tool_call_id].arguments),
-                # The store keeps what the model read; people get a failure's own text.
-                shown_to_people(m),
-                is_error=m.is_error,
-                latency_ms=m.latency_ms or 0.0,
-                limit=limit,
-            )
+            stored_attachment(calls[m.tool_call_id], m, limit)
             for m in after
             if m.role == "tool" and m.tool_call_id in calls
         )
         return AgentReply(text=finals[0].content or "", attachments=attachments)
 
     def ended(self, incoming: Incoming, error: LLMError | TurnOverdue, state: TurnState) -> AgentReply:
-        """A turn the model failed or whose time ran out: a plain sentence with the tool results so
-        far. Not stored: the apology is no answer, so a re-delivery of the message tries again, and the
-        model never reads it back as something it said; the round that was cut off was not stored
-        either (as for a cancelled turn)."""
+        """A turn the model failed or whose time ran out: a plain sentence with the tool results so far.
+
+        Not stored: a re-delivery tries again, and the model never reads the apology back as its own."""
         if isinstance(error, LLMError):
             logger.warning("model call failed for %s: %s", incoming.key, error.message)
             text = model_failure(error, incoming, self.config.platforms.get(incoming.key.platform))
@@ -303,8 +326,7 @@ class TurnLoop:
 
 
 def _with_unique_call_ids(message: ChatMessage, history: Sequence[ChatMessage]) -> ChatMessage:
-    """Give repeated call ids fresh ones: some servers number calls per message (call_0 every round),
-    and a result must pair with exactly one call, in the store and in what the model reads back."""
+    """Give repeated call ids fresh ones: some servers reuse them per message, and results pair by id."""
     seen = {call.id for m in history for call in m.tool_calls}
     calls = []
     for call in message.tool_calls:

@@ -40,5 +40,5 @@ class AgentConfig:
     # time spent waiting for a person; then it ends with a plain sentence (`bot.turn.deadline`).
     turn_deadline: float = 180.0
     # The platforms the front ends speak on: whose user ids are global (a person's sign-ins), and
-    # how a person starts afresh on each (`bot.turn.apologies`).
+    # how a person starts afresh on each (`bot.turn.failures`).
     platforms: Platforms = field(default_factory=Platforms)

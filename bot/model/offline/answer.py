@@ -1,16 +1,12 @@
 """Reading tool results and writing the offline model's answer from them.
 
-The offline model has two jobs: picking tools and filling their arguments from the question, and
-turning what the tools returned into a short markdown reply. This module is the second job, kept
-apart so each stays small: it knows how results look (the host's certainty line, JSON or plain text,
-failures) and how to phrase them (units from key names, AQI labels, one verdict for "good for a
-run?" questions). It never invents a value that no result contains, and it answers for what was
-asked: places beyond the searched radius are listed apart, never as nearby, and a result about
-another area than the asked one is said to be so and kept out of the verdict.
+It never invents a value no result contains, and answers for what was asked: places beyond the
+searched radius are listed apart, and a result about another area is said to be so.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +38,8 @@ _UNITS = (
     ("_meters", " m"), ("_metres", " m"), ("_m", " m"), ("_c", " °C"), ("_f", " °F"), ("_hpa", " hPa"),
 )
 # fmt: on
+# A key that names no unit but says what it measures.
+_NAMED_UNITS = (("temp", " °C"), ("humidity", "%"), ("distance", " m"))
 
 
 def is_number(value: Any) -> bool:
@@ -132,13 +130,7 @@ def _split_unit(key: str) -> tuple[str, str]:
     for suffix, unit in _UNITS:
         if k.endswith(suffix):
             return k[: -len(suffix)], unit
-    if "temp" in k:
-        return k, " °C"
-    if "humidity" in k:
-        return k, "%"
-    if "distance" in k:
-        return k, " m"
-    return k, ""
+    return k, next((unit for word, unit in _NAMED_UNITS if word in k), "")
 
 
 def _human(key: str) -> str:
@@ -293,18 +285,14 @@ def _air_state(aqi: Any, label: str | None) -> str | None:
     return "moderate" if "moderate" in label.lower() else "good"
 
 
-def _green_by_type(key: str, value: Any) -> bool:
-    return key in ("type", "kind") and any(g in str(value).lower() for g in _GREEN)
-
-
-def _green_by_name(key: str, value: Any) -> bool:
-    return key == "name" and any(g in str(value).lower() for g in _GREEN)
+def _green(keys: tuple[str, ...], key: str, value: Any) -> bool:
+    return key in keys and any(g in str(value).lower() for g in _GREEN)
 
 
 def _green_spot(results: list[Any]) -> str | None:
-    """Where the first park-like place in the results is ("Century Park is 320 m away")."""
-    for want in (_green_by_type, _green_by_name):
-        place = _find_dict(results, want)
+    """Where the first park-like place in the results is ("Century Park is 320 m away"), by type first."""
+    for keys in (("type", "kind"), ("name",)):
+        place = _find_dict(results, functools.partial(_green, keys))
         if place is not None and "name" in place:
             dist = next((v for k, v in place.items() if "distance" in k.lower() and is_number(v)), None)
             return f"{place['name']} is " + (f"{format_value(dist)} m away" if dist is not None else "nearby")
@@ -312,10 +300,7 @@ def _green_spot(results: list[Any]) -> str | None:
 
 
 def _verdict(question: str, results: list[Any], area: str | None) -> str | None:
-    """For "is it good for a run?" questions: one sentence weighing air, temperature and a park.
-
-    `results` are those about the asked area, with places beyond the searched radius left out.
-    """
+    """For "is it good for a run?" questions: one sentence weighing air, temperature and a park."""
     found = _OUTDOOR.search(question.lower())
     if found is None:
         return None
@@ -362,11 +347,7 @@ def _asked_areas(outcomes: list[Outcome]) -> list[str]:
 
 
 def write_answer(question: str, outcomes: list[Outcome]) -> str:
-    """A markdown reply: a verdict when the question asks for one, then one line per result.
-
-    A result about another area than the one asked for (coordinates that lie elsewhere) is
-    reported as such and kept out of the verdict, which speaks only for the asked area.
-    """
+    """A markdown reply: a verdict when asked for one (about the asked area only), then a line per result."""
     lines = "\n".join(f"- {_line(o)}" for o in outcomes)
     if all(o.failed for o in outcomes):
         return f"Sorry, I couldn't get that information: the service is temporarily unavailable.\n\n{lines}"

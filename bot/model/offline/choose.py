@@ -1,11 +1,8 @@
 """Which tools a question calls: the best-matching ones that only read, each for its own part of it.
 
-A rule-based model cannot tell "read the file" from "overwrite the file" the way a language model
-can, and a filesystem server offers ten tools whose descriptions all say "file". So the rules are
-narrow on purpose: a tool whose name or description says it changes something is never called;
-tools are ranked by how much of the question their triggers, name and description share; the best
-one is called, and another only when it uses a value from the question that no chosen tool uses
-(the seed question's area code and its coordinates are two such parts).
+Rules cannot tell "read the file" from "overwrite the file", so they are narrow on purpose: a tool
+that says it changes something is never called, and besides the best match another is called only
+for a value of the question that no chosen tool uses.
 """
 
 from __future__ import annotations
@@ -85,11 +82,9 @@ def takes_these_coordinates(tool: ToolSpec, question: str) -> bool:
 
 
 def words_run_together(tool: ToolSpec, question: str) -> int:
-    """How many words of the question a part of the tool's name runs together: `whoami` is "who am
-    I", `lookup` is "look up". Such words are stop words one by one, so only the run says them.
+    """How many question words a part of the tool's name runs together (`whoami` is "who am I").
 
-    A run is grown from each word only while it is still a prefix of the part, so a long question
-    costs its length times the part's, not its length cubed (a 10 KB question took minutes)."""
+    A run grows only while it is a prefix of the part, so a long question does not cost its length cubed."""
     said = [w.lower() for w in WORD.findall(question)]
     count = 0
     for part in name_words(tool):
@@ -109,10 +104,7 @@ def words_run_together(tool: ToolSpec, question: str) -> int:
 def relevance(tool: ToolSpec, question: str) -> int:
     """How much of the question points at this tool; 0 means nothing does.
 
-    A trigger counts most (the person who configured the tool chose it), then coordinates for a
-    tool that takes them, then each word of the tool's name (also when its name runs them together),
-    then each word its description shares.
-    """
+    A trigger counts most (chosen by the operator), then coordinates, then name words, then description."""
     lowered = question.lower()
     asked = set(content_words(question))
     score = 3 * sum(1 for t in tool.triggers if t.strip() and _said(t.lower().strip(), lowered))
@@ -146,9 +138,7 @@ def ranked(candidates: list[Candidate]) -> list[Candidate]:
 def choose(candidates: list[Candidate]) -> list[Candidate]:
     """The calls to make: the best ready tool, plus each ready one that covers another part.
 
-    A tool that uses no value from the question (no arguments, or only defaults) is called only
-    when it is the best match of all and no tool uses one.
-    """
+    A tool that uses no value from the question is called only as the best match, when no tool uses one."""
     order = ranked(candidates)
     ready = [c for c in order if c.ready]
     with_values = [c for c in ready if c.filled.used]

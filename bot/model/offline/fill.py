@@ -1,11 +1,7 @@
 """Reading tool arguments out of a question, by the tool's JSON Schema.
 
-A value is only ever taken from something the person wrote (or, one round later, from a result a
-tool returned): a JSON object's values matched by property name, text matching a schema pattern or
-format, coordinates, numbers next to the argument's name, enum words, file names, quoted text.
-Each piece of the question fills at most one argument of a tool, so one quoted word does not
-become every string argument, and a JSON key is never mistaken for a value. What cannot be read
-stays missing; a default is used only for an argument that is not required.
+A value is only ever taken from something the person wrote (or, a round later, a tool's result), and
+each piece of the question fills at most one argument; a default only for an optional argument.
 """
 
 from __future__ import annotations
@@ -262,14 +258,10 @@ def _fits(kind: Any, value: Any) -> bool:
 def _from_fields(name: str, prop: dict[str, Any], kind: Any, fields: dict[str, Any]) -> Any:
     """The value a JSON object in the question gives under this argument's name."""
     wanted = norm(name)
-    key = next((k for k in fields if k == wanted), None) or next(
-        (
-            k
-            for k in fields
-            if min(len(k), len(wanted)) >= 3 and (k.startswith(wanted) or wanted.startswith(k))
-        ),
-        None,
-    )
+    close = [
+        k for k in fields if min(len(k), len(wanted)) >= 3 and (k.startswith(wanted) or wanted.startswith(k))
+    ]
+    key = wanted if wanted and wanted in fields else next(iter(close), None)
     if key is None:
         return _MISSING
     value = fields[key]
@@ -313,9 +305,7 @@ def fill(
 ) -> Filled:
     """Arguments read from the question (then from earlier results), and the required ones missing.
 
-    `tool_words` are the words of the tool's name; they decide which of several file names
-    mentioned goes to which tool.
-    """
+    `tool_words`, the tool's name, decide which of several file names mentioned goes to which tool."""
     out = Filled()
     used: set[str] = set()
     properties = schema.get("properties") or {}

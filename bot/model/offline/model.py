@@ -1,8 +1,6 @@
 """The offline model: what answers when no model service is configured.
 
-It lets `make run` do something real on a fresh clone (call the configured MCP servers and report
-what they said) without an API key, a network or a download. It understands no language: it matches
-words and reads JSON Schemas, and it says so in its replies.
+`make run` does something real on a fresh clone without an API key, a network or a download.
 """
 
 from __future__ import annotations
@@ -31,18 +29,11 @@ _SMALL_TALK = _GREETINGS | {"there", "good", "you", "all", "everyone", "bot", "n
 class OfflineModel:
     """A deterministic, rule-based stand-in for a chat model, so nerve works without an API key.
 
-    It understands no language. For a question it ranks the tools by how much of it their
-    triggers, name and description share, and reads each tool's arguments from the text by its
-    JSON Schema: a JSON object's values by property name, schema patterns and formats,
-    coordinates, numbers next to the argument's name, enum words, file names, quoted text (a default
-    only for an optional argument). It calls the best match, and another tool only for a part of the
-    question that no chosen tool uses. It never calls a tool whose name or description says it
-    writes, moves, deletes, sends or otherwise changes something, nor one whose required arguments
-    it could not read; it says instead which tool and which argument. One round later it may call a
-    tool that needs a value the first results supplied. Then it writes a short markdown summary that
-    states only what the results say, for the area and radius asked about. For a real model set
-    OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL plus NERVE_MODEL (any OpenAI-compatible server).
-    """
+    It ranks the tools by how much of the question they share and reads their arguments from the text by
+    their JSON Schemas (`bot.model.offline.choose`, `bot.model.offline.fill`); it never calls a tool that
+    changes something, nor one whose required arguments it could not read, and says so instead. Its
+    summary states only what the results say. For a real model set OPENAI_API_KEY, or OPENAI_BASE_URL
+    plus NERVE_MODEL."""
 
     async def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
@@ -134,13 +125,10 @@ def _decide(question: str, tools: Sequence[ToolSpec], first_id: int) -> ChatMess
 def _decide_anew(
     question: str, since: Sequence[ChatMessage], tools: Sequence[ToolSpec], first_id: int
 ) -> ChatMessage | None:
-    """Calls for the question among tools that came after the last round, when they replaced it.
+    """Calls for the question among tools that replaced those the last round called.
 
-    When none of the tools the last round called is offered any more, what is offered changed
-    under the question: a sign-in (`connect_notes`) made the server's own tools appear in place
-    of the one that asked for it. The question is then weighed again as in a first round, among
-    the tools not called yet, and answered with what it points at ("who am I at notes?" → whoami).
-    """
+    A sign-in (`connect_notes`) makes the server's own tools appear in place of the one that asked for
+    it; the question is then weighed again, as in a first round, among the tools not called yet."""
     last = next((m for m in reversed(since) if m.tool_calls), None)
     offered = {t.name for t in tools}
     if last is None or any(c.name in offered for c in last.tool_calls):
@@ -157,11 +145,7 @@ def _follow_up(
     tools: Sequence[ToolSpec],
     first_id: int,
 ) -> ChatMessage | None:
-    """Calls that the first results made possible ("near 31.2, 121.4" → an area code → the air there).
-
-    Only a tool that needs a value the results supplied qualifies: one the question alone could
-    fill was already weighed, and passed over, in the first round.
-    """
+    """Calls the first results made possible ("near 31.2, 121.4" → an area code → the air there)."""
     called = {c.name for m in since for c in m.tool_calls}
     known: dict[str, Any] = {}
     for outcome in outcomes:
