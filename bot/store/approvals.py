@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any
 
 from bot.policy.places import place_id
 from bot.store.decisions import DecisionLedger
@@ -21,8 +21,11 @@ from bot.store.dialect import Connection
 from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
 from bot.store.rows import (
     KEY_WHERE,
+    columns,
+    from_row,
     incoming_from_json,
     incoming_to_json,
+    key_from_row,
     key_params,
     message_from_json,
 )
@@ -31,14 +34,7 @@ from bot.store.rows import (
     message_to_json as message_to_json,
 )
 from bot.store.sign_ins import SignInWait, insert_sign_in_waits
-from bot.types import (
-    ApprovalPrompt,
-    CallDecision,
-    ChatMessage,
-    ConversationKey,
-    Incoming,
-    PendingCall,
-)
+from bot.types import ApprovalPrompt, CallDecision, ChatMessage, ConversationKey, Incoming, PendingCall
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,21 +52,6 @@ class ParkedTurn:
 class ApprovalLedger(DecisionLedger, DeferredLedger):
     """The approval tables of the conversation store (mixed into the store, `bot.store.base`), with
     the remembered approvals, the audit and the deferred messages that go with them."""
-
-    async def _insert_messages(
-        self,
-        db: Connection,
-        key: ConversationKey,
-        messages: Sequence[ChatMessage],
-        *,
-        event_id: str | None = None,
-    ) -> int:
-        raise NotImplementedError
-
-    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
-        raise NotImplementedError
-
-    # --- parking and deciding ----------------------------------------------------------------------
 
     async def park(
         self,
@@ -128,10 +109,7 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
 
     async def sign_in_calls(self, request_id: str) -> set[str]:
         """The calls of a parked turn that waited for their person to sign in."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT call_id FROM sign_in_waits WHERE request_id = ?", (request_id,)
-            )
+        rows = await self._rows("SELECT call_id FROM sign_in_waits WHERE request_id = ?", (request_id,))
         return {row[0] for row in rows}
 
     async def prompt(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
@@ -141,32 +119,21 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
 
     async def waiting_in(self, key: ConversationKey) -> str | None:
         """The request a turn of this thread is parked on (waiting or being resumed), if any."""
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'"
-                    " ORDER BY rowid LIMIT 1",
-                    key_params(key),
-                )
-            )
-        return str(rows[0][0]) if rows else None
+        return await self.parked_by(key, None)
 
-    async def parked_by(self, key: ConversationKey, event_id: str) -> str | None:
-        """The request a turn of this thread is parked on, if the delivery `event_id` started it."""
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'"
-                    f" AND {self._sql.json_text('incoming', 'event_id')} = ? ORDER BY rowid LIMIT 1",
-                    (*key_params(key), event_id),
-                )
-            )
-        return str(rows[0][0]) if rows else None
+    async def parked_by(self, key: ConversationKey, event_id: str | None) -> str | None:
+        """The request a turn of this thread is parked on, if the delivery `event_id` started it
+        (any delivery when None)."""
+        row = await self._first(
+            f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done' AND (CAST(? AS TEXT) IS NULL"
+            f" OR {self._sql.json_text('incoming', 'event_id')} = ?) ORDER BY rowid LIMIT 1",
+            (*key_params(key), event_id, event_id),
+        )
+        return None if row is None else str(row[0])
 
     async def set_message_ref(self, request_id: str, ref: str) -> None:
         """Remember where the approval message is, so the process that resumes can update it."""
-        async with self._write() as db:
-            await db.execute("UPDATE parked_turns SET message_ref = ? WHERE id = ?", (ref, request_id))
+        await self._change("UPDATE parked_turns SET message_ref = ? WHERE id = ?", (ref, request_id))
 
     async def decide(
         self, request_id: str, call_ids: Sequence[str], status: CallDecision, by: str, now: float
@@ -190,21 +157,16 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
         """Mark the pending calls of requests past their expiry (of one platform, if given); returns
         those requests. Each front end sweeps its own: only it can update the approval message."""
         async with self._write() as db:
-            rows = await db.execute_fetchall(
-                "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
-                " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'"
-                " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?)",
-                (now, platform, platform),
-            )
-            expired = [str(row[0]) for row in rows]
-            for request_id in expired:
-                await db.execute(
-                    "UPDATE pending_calls SET status = 'expired', decided_by = 'expiry',"
-                    f" decided_at = {self._sql.now}"
-                    " WHERE request_id = ? AND status = 'pending'",
-                    (request_id,),
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
+                    " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'"
+                    " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?)",
+                    (now, platform, platform),
                 )
-        return expired
+            )
+            await self._close_calls(db, rows, by="expiry")
+        return [str(row[0]) for row in rows]
 
     async def claim(self, request_id: str, now: float) -> ParkedTurn | None:
         """Take a fully decided request for resuming; None if it is still open or already done.
@@ -221,15 +183,12 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
             )
             if cursor.rowcount != 1:
                 return None
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT incoming, answer, done_results, rounds_used FROM parked_turns WHERE id = ?",
-                    (request_id,),
-                )
+            (incoming, answer, done, rounds_used), *_ = await db.execute_fetchall(
+                "SELECT incoming, answer, done_results, rounds_used FROM parked_turns WHERE id = ?",
+                (request_id,),
             )
             loaded = await _load_prompt(db, request_id)
         assert loaded is not None
-        incoming, answer, done, rounds_used = rows[0]
         return ParkedTurn(
             request_id=request_id,
             incoming=incoming_from_json(json.loads(incoming)),
@@ -249,41 +208,42 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
 
     async def release_claim(self, request_id: str) -> None:
         """A resume that failed gives its request back, to be resumed again."""
-        async with self._write() as db:
-            await db.execute(
-                "UPDATE parked_turns SET status = 'waiting', claimed_at = NULL"
-                " WHERE id = ? AND status = 'resuming'",
-                (request_id,),
-            )
+        await self._change(
+            "UPDATE parked_turns SET status = 'waiting', claimed_at = NULL"
+            " WHERE id = ? AND status = 'resuming'",
+            (request_id,),
+        )
 
     async def close_parked(self, key: ConversationKey) -> list[str]:
         """A thread was reset: its parked turns end, their open calls counted as not approved."""
         async with self._write() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'", key_params(key)
-            )
-            ids = [str(row[0]) for row in rows]
-            for request_id in ids:
-                await db.execute(
-                    "UPDATE pending_calls SET status = 'expired', decided_by = 'reset',"
-                    f" decided_at = {self._sql.now}"
-                    " WHERE request_id = ? AND status = 'pending'",
-                    (request_id,),
+            rows = list(
+                await db.execute_fetchall(
+                    f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'", key_params(key)
                 )
-                await db.execute("UPDATE parked_turns SET status = 'done' WHERE id = ?", (request_id,))
-        return ids
+            )
+            await self._close_calls(db, rows, by="reset")
+            await db.executemany("UPDATE parked_turns SET status = 'done' WHERE id = ?", rows)
+        return [str(row[0]) for row in rows]
+
+    async def _close_calls(self, db: Connection, requests: Sequence[Any], *, by: str) -> None:
+        """The open calls of these requests (rows of their id) end as not approved."""
+        await db.executemany(
+            f"UPDATE pending_calls SET status = 'expired', decided_by = ?, decided_at = {self._sql.now}"
+            " WHERE request_id = ? AND status = 'pending'",
+            [(by, row[0]) for row in requests],
+        )
 
     async def ready_requests(self, platform: str | None = None, *, resuming: bool = False) -> list[str]:
         """Requests with every call decided that no turn finished: a process stopped (or failed)
         before resuming them; with `resuming`, also those a stopped process was resuming."""
         statuses = "('waiting', 'resuming')" if resuming else "('waiting')"
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT id FROM parked_turns p WHERE status IN {statuses} AND NOT EXISTS"
-                " (SELECT 1 FROM pending_calls c WHERE c.request_id = p.id AND c.status = 'pending')"
-                " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?) ORDER BY rowid",
-                (platform, platform),
-            )
+        rows = await self._rows(
+            f"SELECT id FROM parked_turns p WHERE status IN {statuses} AND NOT EXISTS"
+            " (SELECT 1 FROM pending_calls c WHERE c.request_id = p.id AND c.status = 'pending')"
+            " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?) ORDER BY rowid",
+            (platform, platform),
+        )
         return [str(row[0]) for row in rows]
 
 
@@ -301,10 +261,9 @@ async def _load_prompt(
     )
     if not rows:
         return None
-    platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status, place = rows[0]
+    *key, requester, answer, expires_at, message_ref, status, place = rows[0]
     calls = await db.execute_fetchall(
-        "SELECT call_id, server, tool, arguments, call_hash, status, decided_by, definition_hash"
-        " FROM pending_calls c"
+        f"SELECT {columns(PendingCall)} FROM pending_calls c"
         " WHERE request_id = ? AND (? OR (NOT EXISTS (SELECT 1 FROM input_waits w"
         "  WHERE w.request_id = c.request_id AND w.call_id = c.call_id) AND NOT EXISTS (SELECT 1"
         "  FROM sign_in_waits s WHERE s.request_id = c.request_id AND s.call_id = c.call_id)))"
@@ -313,22 +272,10 @@ async def _load_prompt(
     )
     prompt = ApprovalPrompt(
         request_id=request_id,
-        key=ConversationKey(platform=platform, workspace=workspace, channel=channel, thread=thread),
+        key=key_from_row(key),
         requester=requester,
         place=place,
-        calls=tuple(
-            PendingCall(
-                call_id=c[0],
-                server=c[1],
-                tool=c[2],
-                arguments=json.loads(c[3]),
-                call_hash=c[4],
-                status=cast(CallDecision, c[5]),
-                decided_by=c[6],
-                definition_hash=c[7],
-            )
-            for c in calls
-        ),
+        calls=tuple(from_row(PendingCall, (c[0], c[1], c[2], json.loads(c[3]), *c[4:])) for c in calls),
         reason=(message_from_json(json.loads(answer)).content or "").strip(),
         expires_at=float(expires_at),
         message_ref=message_ref,

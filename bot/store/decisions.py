@@ -9,71 +9,50 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.store.dialect import Connection
 from bot.store.ledger import Ledger
-from bot.store.rows import KEY_WHERE, audit_from_row, key_params
-from bot.types import (
-    AuditEntry,
-    ConversationKey,
-    RememberedApproval,
-)
+from bot.store.rows import C_KEY_WHERE, columns, from_row, key_params
+from bot.types import AuditEntry, ConversationKey, RememberedApproval
 
 
 class DecisionLedger(Ledger):
     """The remembered approvals and audit tables (mixed into the store through `ApprovalLedger`)."""
 
-    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
-        raise NotImplementedError
-
     # --- remembered approvals ----------------------------------------------------------------------
 
     async def remember(self, place: str, server: str, tool: str, definition_hash: str, by: str) -> None:
         """Always allow this tool here, while its definition stays `definition_hash`."""
-        async with self._write() as db:
-            await db.execute(
-                "INSERT INTO remembered_approvals (place, server, tool, definition_hash, granted_by)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (place, server, tool) DO UPDATE SET"
-                f" definition_hash = excluded.definition_hash, granted_by = excluded.granted_by,"
-                f" granted_at = {self._sql.now}",
-                (place, server, tool, definition_hash, by),
-            )
+        await self._change(
+            "INSERT INTO remembered_approvals (place, server, tool, definition_hash, granted_by)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (place, server, tool) DO UPDATE SET"
+            f" definition_hash = excluded.definition_hash, granted_by = excluded.granted_by,"
+            f" granted_at = {self._sql.now}",
+            (place, server, tool, definition_hash, by),
+        )
 
     async def remembered(self, place: str, server: str, tool: str) -> str | None:
         """The definition hash this tool was always-allowed with here, if it was."""
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT definition_hash FROM remembered_approvals WHERE place = ? AND server = ?"
-                    " AND tool = ?",
-                    (place, server, tool),
-                )
-            )
-        return str(rows[0][0]) if rows else None
+        row = await self._first(
+            "SELECT definition_hash FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
+            (place, server, tool),
+        )
+        return str(row[0]) if row else None
 
     async def remembered_approvals(self, place: str | None = None) -> list[RememberedApproval]:
         """Every remembered approval (of one place, if given), newest first."""
-        where, params = ("WHERE place = ?", (place,)) if place is not None else ("", ())
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT place, server, tool, definition_hash, granted_by, granted_at"
-                f" FROM remembered_approvals {where} ORDER BY granted_at DESC",
-                params,
-            )
-        return [
-            RememberedApproval(
-                place=r[0], server=r[1], tool=r[2], definition_hash=r[3], granted_by=r[4], granted_at=r[5]
-            )
-            for r in rows
-        ]
+        rows = await self._rows(
+            f"SELECT {columns(RememberedApproval)} FROM remembered_approvals"
+            " WHERE CAST(? AS TEXT) IS NULL OR place = ? ORDER BY granted_at DESC",
+            (place, place),
+        )
+        return [from_row(RememberedApproval, row) for row in rows]
 
     async def revoke(self, place: str, server: str, tool: str) -> bool:
         """Forget a remembered approval; False if there was none."""
-        async with self._write() as db:
-            cursor = await db.execute(
-                "DELETE FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
-                (place, server, tool),
-            )
-            return cursor.rowcount == 1
+        deleted = await self._change(
+            "DELETE FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
+            (place, server, tool),
+        )
+        return deleted == 1
 
     # --- audit -------------------------------------------------------------------------------------
 
@@ -94,11 +73,9 @@ class DecisionLedger(Ledger):
 
     async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
         """The decisions of the thread's active conversation, oldest first."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT a.at, a.who, a.place, a.server, a.tool, a.call_id, a.arguments_hash, a.outcome"
-                " FROM audit a JOIN conversations c ON c.id = a.conversation_id"
-                f" WHERE c.archived_at IS NULL AND c.{KEY_WHERE.replace(' AND ', ' AND c.')} ORDER BY a.id",
-                key_params(key),
-            )
-        return [audit_from_row(row) for row in rows]
+        rows = await self._rows(
+            f"SELECT {columns(AuditEntry, 'a.')} FROM audit a JOIN conversations c"
+            f" ON c.id = a.conversation_id WHERE c.archived_at IS NULL AND {C_KEY_WHERE} ORDER BY a.id",
+            key_params(key),
+        )
+        return [from_row(AuditEntry, row) for row in rows]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from bot.store.dialect import Connection, Dialect
+from bot.types import ChatMessage, ConversationKey
 
 
 class Ledger:
@@ -26,4 +29,33 @@ class Ledger:
 
     def _inbox(self) -> AbstractAsyncContextManager[Connection]:
         """A connection for the inbox's single-statement writes, which never queue behind turns."""
+        raise NotImplementedError
+
+    async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read."""
+        async with self._read() as db:
+            return list(await db.execute_fetchall(sql, params))
+
+    async def _first(self, sql: str, params: Sequence[Any] = ()) -> Any | None:
+        """The first row of one read, or None."""
+        rows = await self._rows(sql, params)
+        return rows[0] if rows else None
+
+    async def _change(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """One statement in a write transaction of its own; the number of rows it changed."""
+        async with self._write() as db:
+            return (await db.execute(sql, params)).rowcount
+
+    # Conversations (`bot.store.conversations`), which the approval and audit ledgers write into.
+    async def _insert_messages(
+        self,
+        db: Connection,
+        key: ConversationKey,
+        messages: Sequence[ChatMessage],
+        *,
+        event_id: str | None = None,
+    ) -> int:
+        raise NotImplementedError
+
+    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
         raise NotImplementedError

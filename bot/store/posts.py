@@ -18,8 +18,7 @@ class PostLedger(Ledger):
 
     async def posts_of(self, turn: str) -> dict[str, str | None]:
         """Every part `turn` announced: part → where it landed, or None while in doubt."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall("SELECT part, ref FROM turn_posts WHERE turn = ?", (turn,))
+        rows = await self._rows("SELECT part, ref FROM turn_posts WHERE turn = ?", (turn,))
         return {str(row[0]): (str(row[1]) if row[1] is not None else None) for row in rows}
 
     async def intend_post(self, turn: str, part: str) -> None:
