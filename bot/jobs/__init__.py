@@ -21,9 +21,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
-from bot.errors import ConfigError
 from bot.jobs.handlers import JobHandler
-from bot.store.choose import POSTGRES_SCHEMES
+from bot.store.choose import check_postgres_url, postgres_support
 
 if TYPE_CHECKING:
     from bot.jobs.turns import TurnJobs
@@ -40,18 +39,9 @@ async def open_turn_jobs(
 ) -> TurnJobs:
     """The jobs on the PostgreSQL database at `database_url`, procrastinate's tables installed
     (see `TurnJobs.open`)."""
-    if not database_url.startswith(POSTGRES_SCHEMES):
-        raise ConfigError(
-            "NERVE_DATABASE_URL must be a PostgreSQL URL (postgresql://user:password@host:5432/database):"
-            " jobs shared by several nerve processes live on PostgreSQL only"
-        )
-    try:
+    check_postgres_url(database_url, ": jobs shared by several nerve processes live on PostgreSQL only")
+    with postgres_support():
         from bot.jobs.turns import TurnJobs
-    except ImportError as exc:
-        raise ConfigError(
-            f"NERVE_DATABASE_URL is set but PostgreSQL support is not installed ({exc.name} is missing):"
-            " pip install 'nerve[postgres]'"
-        ) from exc
     return await TurnJobs.open(
         database_url, schema=schema, stall_timeout=stall_timeout, poll_interval=poll_interval
     )

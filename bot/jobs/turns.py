@@ -124,9 +124,7 @@ class TurnJobs:
             max_size=POOL_SIZE,
             kwargs=kwargs,
             timeout=POOL_WAIT_SECONDS,
-            check=AsyncConnectionPool.check_connection,
             name="nerve-jobs",
-            open=False,
         )
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)

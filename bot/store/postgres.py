@@ -78,10 +78,7 @@ class PostgresStore(ConversationStore):
             max_size=POOL_SIZE,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
             timeout=POOL_WAIT_SECONDS,
-            # A connection the server dropped (a restart) is noticed before use, not by a statement.
-            check=AsyncConnectionPool.check_connection,
             name="nerve-store",
-            open=False,
         )
         lock_pool: AsyncConnectionPool[Any] = SteadyPool(
             url,
@@ -89,10 +86,8 @@ class PostgresStore(ConversationStore):
             max_size=TURN_LOCK_CONNECTIONS,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
             timeout=TURN_LOCK_POOL_WAIT_SECONDS,
-            check=AsyncConnectionPool.check_connection,
             reset=unlock_all,
             name="nerve-turns",
-            open=False,
         )
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)

@@ -19,22 +19,14 @@ from typing import Any
 import psycopg
 
 from bot.errors import StoreError
-from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, Migration, discover, refuse_unknown
+from bot.store.dialect import POSTGRES
+from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, LEDGER, Migration, discover, refuse_unknown
 from bot.store.postgres_connection import lock_key
 
 POSTGRES_MIGRATIONS_DIR = DEFAULT_MIGRATIONS_DIR / "postgres"
 
 # nerve's namespace of advisory locks for migrations (the first key); the second is the schema's hash.
 MIGRATION_LOCKS = 0x6E657201
-
-_LEDGER = """
-CREATE TABLE IF NOT EXISTS schema_migrations (
-    version    INTEGER PRIMARY KEY,
-    name       TEXT NOT NULL,
-    applied_at TEXT NOT NULL
-               DEFAULT (to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-)
-"""
 
 
 async def current_schema(conn: psycopg.AsyncConnection[Any]) -> str:
@@ -53,15 +45,11 @@ async def migrate_postgres(conn: psycopg.AsyncConnection[Any], directory: Path |
 
     `conn` is in autocommit. Raises psycopg errors as they are; the store turns them into messages.
     """
-    directory = directory or POSTGRES_MIGRATIONS_DIR
-    try:
-        known = await asyncio.to_thread(discover, directory)
-    except OSError as exc:
-        raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc
+    known = await asyncio.to_thread(discover, directory or POSTGRES_MIGRATIONS_DIR)
     key = lock_key(MIGRATION_LOCKS, await current_schema(conn))
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)
     try:
-        await conn.execute(_LEDGER)
+        await conn.execute(LEDGER.format(now=POSTGRES.now))
         rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
         applied = {int(row[0]) for row in rows}
         refuse_unknown(applied, known, setting="NERVE_DATABASE_URL at another database or schema")
@@ -76,7 +64,6 @@ async def migrate_postgres(conn: psycopg.AsyncConnection[Any], directory: Path |
 
 
 async def _apply(conn: psycopg.AsyncConnection[Any], migration: Migration) -> None:
-    label = f"{migration.version:04d}_{migration.name}.sql"
     try:
         async with conn.transaction():
             await conn.execute(migration.sql)
@@ -85,4 +72,4 @@ async def _apply(conn: psycopg.AsyncConnection[Any], migration: Migration) -> No
                 (migration.version, migration.name),
             )
     except psycopg.Error as exc:
-        raise StoreError(f"migration {label} failed and was rolled back: {exc}") from exc
+        raise StoreError(f"migration {migration.label} failed and was rolled back: {exc}") from exc

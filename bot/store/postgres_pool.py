@@ -24,11 +24,15 @@ RECONNECT_PAUSE_LONGEST = 2.0
 
 
 class SteadyPool(AsyncConnectionPool[Any]):
-    """`AsyncConnectionPool` whose reconnection attempts are at most `RECONNECT_PAUSE_LONGEST` apart."""
+    """`AsyncConnectionPool` whose reconnection attempts are at most `RECONNECT_PAUSE_LONGEST` apart.
+
+    Opened by its owner (`open=False`); a connection the server dropped (a restart) is noticed before
+    use, not by a statement (`check`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         install()
-        super().__init__(*args, **kwargs)
+        defaults: dict[str, Any] = {"open": False, "check": AsyncConnectionPool.check_connection}
+        super().__init__(*args, **defaults | kwargs)
 
     async def _connect(self, timeout: float | None = None) -> psycopg.AsyncConnection[Any]:  # noqa: ASYNC109 (psycopg_pool's signature)
         conn: psycopg.AsyncConnection[Any] = await super()._connect(timeout)

@@ -98,23 +98,23 @@ async def _every(
 
 
 async def _prune(inbox: Inbox, retention_hours: float, conversation_days: float = 0.0) -> None:
+    days = retention_hours / 24
     if conversation_days > 0 and isinstance(inbox, Conversations):
-        try:
-            removed = await prune_conversations(inbox, conversation_days)
-        except StoreError as exc:
-            logger.warning("could not prune old conversations (will try again): %s", exc.message)
-        else:
-            if removed:
+        async with _housekeeping("old conversations"):
+            if removed := await prune_conversations(inbox, conversation_days):
                 logger.info("deleted %d conversation(s) idle for over %g days", removed, conversation_days)
+    async with _housekeeping("the inbox"):
+        if removed := await inbox.prune_events(older_than_days=days):
+            logger.info("pruned %d inbox record(s) older than %g hours", removed, retention_hours)
+        if isinstance(inbox, PostRecords):
+            async with _housekeeping("the record of posted answers"):
+                await inbox.prune_posts(older_than_days=days)
+
+
+@asynccontextmanager
+async def _housekeeping(what: str) -> AsyncIterator[None]:
+    """A failure to prune is logged, and pruning is tried again at the next tick."""
     try:
-        removed = await inbox.prune_events(older_than_days=retention_hours / 24)
+        yield
     except StoreError as exc:
-        logger.warning("could not prune the inbox (will try again): %s", exc.message)
-        return
-    if removed:
-        logger.info("pruned %d inbox record(s) older than %g hours", removed, retention_hours)
-    if isinstance(inbox, PostRecords):
-        try:
-            await inbox.prune_posts(older_than_days=retention_hours / 24)
-        except StoreError as exc:
-            logger.warning("could not prune the record of posted answers (will try again): %s", exc.message)
+        logger.warning("could not prune %s (will try again): %s", what, exc.message)

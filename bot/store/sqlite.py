@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import cast
 
@@ -95,12 +95,19 @@ class SQLiteStore(ConversationStore):
 
     # --- plumbing ------------------------------------------------------------------------------
 
+    def _read(self) -> AbstractAsyncContextManager[Connection]:
+        return self._using(self._lock, self._db)
+
+    def _inbox(self) -> AbstractAsyncContextManager[Connection]:
+        """The inbox connection, in autocommit: each statement is its own transaction."""
+        return self._using(self._inbox_lock, self._inbox_db)
+
     @asynccontextmanager
-    async def _read(self) -> AsyncIterator[Connection]:
-        async with self._lock:
+    async def _using(self, lock: asyncio.Lock, db: aiosqlite.Connection) -> AsyncIterator[Connection]:
+        async with lock:
             self._check_open()
             try:
-                yield cast(Connection, self._db)
+                yield cast(Connection, db)
             except sqlite3.Error as exc:
                 raise store_error(exc, self._path) from exc
 
@@ -126,16 +133,6 @@ class SQLiteStore(ConversationStore):
                 if isinstance(exc, sqlite3.Error):
                     raise store_error(exc, self._path) from exc
                 raise
-
-    @asynccontextmanager
-    async def _inbox(self) -> AsyncIterator[Connection]:
-        """The inbox connection, in autocommit: each statement is its own transaction."""
-        async with self._inbox_lock:
-            self._check_open()
-            try:
-                yield cast(Connection, self._inbox_db)
-            except sqlite3.Error as exc:
-                raise store_error(exc, self._path) from exc
 
     def _check_open(self) -> None:
         if self._closed:
