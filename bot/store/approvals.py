@@ -1,10 +1,13 @@
-"""Parked turns and the calls they wait on.
+"""Parked turns and the calls they wait on, the decisions that outlive them, and the messages
+that wait behind them.
 
 A turn that waits for a person is written here whole (the question, the round whose calls wait, the
 results of the calls that already ran) and its task ends: nothing is held while the person thinks.
 Every state change is one conditional UPDATE, so a replayed or concurrent click changes nothing, and
-exactly one process claims a turn to resume it. What outlives a turn (remembered approvals, the
-audit) is `bot.store.decisions`; messages that wait behind a parked turn are `bot.store.deferred`.
+exactly one process claims a turn to resume it. Remembered approvals ("always allow here") hold
+while their tool's definition stays the same, apart from any turn; the audit keeps every decision
+with its conversation. A message written while its thread's turn is parked is an incoming message
+waiting its turn, kept (`defer`) and answered after that turn.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.policy.places import place_id
-from bot.store.decisions import DecisionLedger
-from bot.store.deferred import DeferredLedger
 from bot.store.dialect import Connection
 from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
+from bot.store.ledger import Ledger
 from bot.store.rows import (
+    C_KEY_WHERE,
     KEY_WHERE,
     columns,
     from_row,
@@ -34,7 +37,16 @@ from bot.store.rows import (
     message_to_json as message_to_json,
 )
 from bot.store.sign_ins import SignInWait, insert_sign_in_waits
-from bot.types import ApprovalPrompt, CallDecision, ChatMessage, ConversationKey, Incoming, PendingCall
+from bot.types import (
+    ApprovalPrompt,
+    AuditEntry,
+    CallDecision,
+    ChatMessage,
+    ConversationKey,
+    Incoming,
+    PendingCall,
+    RememberedApproval,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,7 +61,7 @@ class ParkedTurn:
     rounds_used: int
 
 
-class ApprovalLedger(DecisionLedger, DeferredLedger):
+class ApprovalLedger(Ledger):
     """The approval tables of the conversation store (mixed into the store, `bot.store.base`), with
     the remembered approvals, the audit and the deferred messages that go with them."""
 
@@ -245,6 +257,101 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
             (platform, platform),
         )
         return [str(row[0]) for row in rows]
+
+    # --- remembered approvals ----------------------------------------------------------------------
+
+    async def remember(self, place: str, server: str, tool: str, definition_hash: str, by: str) -> None:
+        """Always allow this tool here, while its definition stays `definition_hash`."""
+        await self._change(
+            "INSERT INTO remembered_approvals (place, server, tool, definition_hash, granted_by)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (place, server, tool) DO UPDATE SET"
+            f" definition_hash = excluded.definition_hash, granted_by = excluded.granted_by,"
+            f" granted_at = {self._sql.now}",
+            (place, server, tool, definition_hash, by),
+        )
+
+    async def remembered(self, place: str, server: str, tool: str) -> str | None:
+        """The definition hash this tool was always-allowed with here, if it was."""
+        row = await self._first(
+            "SELECT definition_hash FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
+            (place, server, tool),
+        )
+        return str(row[0]) if row else None
+
+    async def remembered_approvals(self, place: str | None = None) -> list[RememberedApproval]:
+        """Every remembered approval (of one place, if given), newest first."""
+        rows = await self._rows(
+            f"SELECT {columns(RememberedApproval)} FROM remembered_approvals"
+            " WHERE CAST(? AS TEXT) IS NULL OR place = ? ORDER BY granted_at DESC",
+            (place, place),
+        )
+        return [from_row(RememberedApproval, row) for row in rows]
+
+    async def revoke(self, place: str, server: str, tool: str) -> bool:
+        """Forget a remembered approval; False if there was none."""
+        deleted = await self._change(
+            "DELETE FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
+            (place, server, tool),
+        )
+        return deleted == 1
+
+    # --- audit -------------------------------------------------------------------------------------
+
+    async def record_audit(self, key: ConversationKey, entries: Sequence[AuditEntry]) -> None:
+        """Keep these decisions with the thread's active conversation."""
+        if not entries:
+            return
+        async with self._write() as db:
+            conversation = await self._conversation_of(db, key)
+            await db.executemany(
+                "INSERT INTO audit (conversation_id, who, place, server, tool, call_id, arguments_hash,"
+                " outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (conversation, e.who, e.place, e.server, e.tool, e.call_id, e.arguments_hash, e.outcome)
+                    for e in entries
+                ],
+            )
+
+    async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
+        """The decisions of the thread's active conversation, oldest first."""
+        rows = await self._rows(
+            f"SELECT {columns(AuditEntry, 'a.')} FROM audit a JOIN conversations c"
+            f" ON c.id = a.conversation_id WHERE c.archived_at IS NULL AND {C_KEY_WHERE} ORDER BY a.id",
+            key_params(key),
+        )
+        return [from_row(AuditEntry, row) for row in rows]
+
+    # --- messages that wait behind a parked turn ---------------------------------------------------
+
+    async def defer(self, incoming: Incoming) -> None:
+        """Keep a message written while the thread's turn waits; it is answered after that turn."""
+        await self._change(
+            "INSERT INTO deferred_messages (platform, workspace, channel, thread, incoming)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (*key_params(incoming.key), json.dumps(incoming_to_json(incoming), ensure_ascii=False)),
+        )
+
+    async def next_deferred(self, key: ConversationKey) -> tuple[int, Incoming] | None:
+        """The oldest message waiting in this thread, with its id for `drop_deferred`."""
+        row = await self._first(
+            f"SELECT id, incoming FROM deferred_messages WHERE {KEY_WHERE} ORDER BY id LIMIT 1",
+            key_params(key),
+        )
+        return None if row is None else (int(row[0]), incoming_from_json(json.loads(row[1])))
+
+    async def drop_deferred(self, deferred_id: int) -> None:
+        await self._change("DELETE FROM deferred_messages WHERE id = ?", (deferred_id,))
+
+    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]:
+        """Threads (of one platform, if given) where messages wait and no turn is parked any more."""
+        rows = await self._rows(
+            "SELECT DISTINCT d.platform, d.workspace, d.channel, d.thread FROM deferred_messages d"
+            " WHERE NOT EXISTS (SELECT 1 FROM parked_turns p WHERE p.platform = d.platform AND"
+            " p.workspace = d.workspace AND p.channel = d.channel AND p.thread = d.thread"
+            " AND p.status <> 'done') AND (CAST(? AS TEXT) IS NULL OR d.platform = ?)",
+            (platform, platform),
+        )
+        return [key_from_row(row) for row in rows]
 
 
 async def _load_prompt(
