@@ -18,16 +18,23 @@ so the SQLite default path, which has no jobs, never needs it.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
-from bot.jobs.handlers import JobHandler
 from bot.store.choose import check_postgres_url, postgres_support
 
 if TYPE_CHECKING:
     from bot.jobs.turns import TurnJobs
 
 __all__ = ["JobHandler", "TurnJobs", "open_configured_jobs", "open_turn_jobs"]
+
+# `async def handler(**payload: str) -> None`, called with the payload given to `enqueue` as keyword
+# arguments (e.g. `async def answer(*, event_id: str) -> None`). It runs in whichever process's
+# worker takes the job. An exception it raises marks the job failed, and the job is not run again:
+# the handler owns telling the person. A job cut off by a drain, or whose process died, is run again
+# from the start by another process, so a handler must be safe to run again after a partial run.
+JobHandler = Callable[..., Awaitable[None]]
 
 
 async def open_turn_jobs(

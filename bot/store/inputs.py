@@ -16,7 +16,7 @@ from typing import Any
 from bot.forms import FormError, form_from_schema
 from bot.store.dialect import Connection
 from bot.store.ledger import Ledger
-from bot.store.rows import key_from_row, key_params
+from bot.store.rows import from_row, key_from_row, key_params
 from bot.types import InputMode, InputRequest, InputStatus
 
 
@@ -131,34 +131,20 @@ class InputLedger(Ledger):
         )
         if row is None:
             return None
-        user_id, server, tools, message, mode, schema, url, refused, expires_at, message_ref = row[4:14]
+        *key, user_id, server, tools, message, mode, schema, url, refused, expires_at, message_ref = row[:14]
         form = None
         with suppress(FormError):
             form = form_from_schema(json.loads(schema)) if schema is not None else None
-        request = InputRequest(
+        shown = (user_id, server, tuple(json.loads(tools)), message, _mode(mode), form, url, refused)
+        request = from_row(
+            InputRequest,
+            (*shown, float(expires_at), message_ref),
             request_id=request_id,
-            key=key_from_row(row[:4]),
-            user_id=user_id,
-            server=server,
-            tools=tuple(json.loads(tools)),
-            message=message,
-            mode=_mode(mode),
-            form=form,
-            url=url,
-            refused=refused,
-            expires_at=float(expires_at),
-            message_ref=message_ref,
+            key=key_from_row(key),
         )
-        status, content, alive_at, parked_id, call_id = row[14:]
+        status, content, alive_at = row[14:17]
         content = json.loads(content) if content is not None else None
-        return StoredInput(
-            request=request,
-            status=status,
-            content=content,
-            alive_at=float(alive_at),
-            parked_id=parked_id,
-            call_id=call_id,
-        )
+        return from_row(StoredInput, (request, status, content, float(alive_at), *row[17:]))
 
     async def open_parked_questions(self, parked_id: str) -> list[InputRequest]:
         """A parked turn's questions still waiting for their answer, in the order they were asked

@@ -1,16 +1,11 @@
 """The conversation store on PostgreSQL (NERVE_DATABASE_URL), through psycopg 3 with a pool.
 
-The ledgers are the SQLite store's, run through `PostgresConnection`; what differs is the plumbing:
-
-- Writes: one transaction each on a pooled connection, and, like SQLite's `BEGIN IMMEDIATE`, one
-  writer at a time per store (a transaction-scoped advisory lock named after the schema). The ledgers
-  read and then write inside a transaction (the next seq of a conversation, "is every call of this
-  turn decided?"), and that serialization is what makes those reads safe in every process at once.
-- Reads and the inbox: single statements in autocommit, in parallel, never waiting for a writer.
-- Turns: session advisory locks (`bot.store.postgres_lock`).
-
-The schema is the first of the connection's search_path (`options=-csearch_path=…` in the URL), so
-several stores can share one database without seeing each other.
+The ledgers are the SQLite store's, run through `PostgresConnection`. Like SQLite's `BEGIN
+IMMEDIATE`, one writer at a time per store (a transaction-scoped advisory lock named after the
+schema): the ledgers read and then write inside a transaction, and that is what makes those reads
+safe in every process at once. Reads and the inbox run in autocommit, in parallel; turns take session
+advisory locks (`bot.store.postgres_lock`). The schema is the first of the search_path, so several
+stores can share one database.
 """
 
 from __future__ import annotations
@@ -27,10 +22,9 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from bot.errors import StoreError
 from bot.store.base import ConversationStore
 from bot.store.dialect import POSTGRES, Connection
-from bot.store.postgres_connection import PostgresConnection, lock_key
+from bot.store.postgres_connection import PostgresConnection, SteadyPool, lock_key
 from bot.store.postgres_lock import PostgresTurnLock, unlock_all
 from bot.store.postgres_migrate import current_schema, migrate_postgres
-from bot.store.postgres_pool import SteadyPool
 
 # nerve's namespace of advisory locks for write transactions (the first key); the second, the schema's.
 WRITE_LOCKS = 0x6E657202
@@ -107,9 +101,8 @@ class PostgresStore(ConversationStore):
         await self.turn_lock.close()
 
     async def ping(self) -> None:
-        """`SELECT 1` on a pooled connection: what /readyz asks. A pool that cannot connect keeps
-        retrying in the background, so a server that is away shows as a wait for a connection: the
-        caller bounds it (`asyncio.timeout`). Any other failure is a StoreError."""
+        """`SELECT 1` on a pooled connection, for /readyz; a server that is away shows as a wait for
+        a connection, which the caller bounds (`asyncio.timeout`)."""
         self._check_open()
         try:
             async with self._pool.connection() as conn:

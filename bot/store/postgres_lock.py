@@ -1,15 +1,9 @@
 """Turns of one conversation run one at a time, in arrival order, across every process on the database.
 
-A turn first queues behind the earlier turns of its own process, in memory (`KeyedLocks`, first come
-first served), so a process's turns keep their order exactly. The first of them then takes a session
-advisory lock named after the conversation (`pg_advisory_lock`), and the server grants waiting
-sessions in the order they asked: the processes' turns alternate fairly, and none can starve another.
-A process that dies loses its connections, and with them its locks: the next turn goes on at once,
-with no lease to wait out.
-
-Each conversation with a turn in this process holds one connection of a pool kept for this, never
-a transaction: the lock belongs to the session, idle between statements. While a turn waits on the
-server, its one statement (the lock request) is running.
+A turn queues behind its own process's earlier turns in memory (`KeyedLocks`), then takes a session
+advisory lock named after the conversation, which the server grants in the order asked, so no
+process starves another. A process that dies loses its connections and its locks: no lease to wait
+out. Each conversation with a turn here holds one pooled connection, idle between statements.
 """
 
 from __future__ import annotations

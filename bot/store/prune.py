@@ -1,11 +1,9 @@
 """Keeping the store small: delivery records, and conversations when a retention is set, are
 pruned at start and then on a schedule.
 
-The inbox exists for dedupe (platforms re-deliver within minutes) and for replay after a restart;
-a record older than the retention (NERVE_INBOX_RETENTION_HOURS) serves neither, answered or not —
-an event that old is not answered any more. Conversations idle longer than NERVE_RETENTION_DAYS (when
-set) are deleted with everything holding their text; the approvals audit stays. Pruning is
-housekeeping: a failure is logged and tried again at the next tick, never the end of the process.
+An inbox record older than NERVE_INBOX_RETENTION_HOURS serves neither dedupe nor replay; conversations
+idle longer than NERVE_RETENTION_DAYS (when set) are deleted, the audit kept. A failure is logged and
+tried again at the next tick, never the end of the process.
 """
 
 from __future__ import annotations
@@ -44,10 +42,8 @@ class Conversations(Protocol):
 async def prune_conversations(
     store: Conversations, older_than_days: float, now: datetime | None = None
 ) -> int:
-    """Delete the conversations idle for longer than `older_than_days`; returns how many.
-
-    Each under its thread's turn lock, and re-checked in the deleting transaction: a conversation a
-    message reached meanwhile is kept, and one whose turn waits for a person is left for later."""
+    """Delete the conversations idle for longer than `older_than_days`, each under its thread's turn
+    lock and re-checked as it is deleted; returns how many."""
     cutoff = idle_cutoff(older_than_days, now)
     removed = 0
     for conversation in await store.idle_conversations(older_than_days, now):
@@ -66,12 +62,9 @@ async def pruning_inbox(
     every: float | None = None,
     wait: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[None]:
-    """Prune now, before the block runs (so a replay at start-up sees only live records), then every
-    `every` seconds until the block ends; the task doing it is cancelled and awaited on the way out.
-
-    By default hourly, or twice per retention when that is shorter, so no record outlives it by much.
-    Conversations are pruned too when `conversation_retention_days` is above 0 (0 keeps them).
-    """
+    """Prune now (so a replay at start-up sees only live records), then every `every` seconds (by
+    default hourly, or twice per retention if shorter) until the block ends. Conversations too when
+    `conversation_retention_days` is above 0."""
     if every is None:
         every = min(PRUNE_EVERY_SECONDS, retention_hours * 3600 / 2)
     await _prune(inbox, retention_hours, conversation_retention_days)

@@ -1,10 +1,8 @@
 """Stored conversations as people manage them: listed, read back (archived ones too), deleted.
 
-A thread (a chat platform's thread or channel, a terminal `--thread` name) holds one active
-conversation and any number archived by a reset. Deleting a conversation removes its messages and
-everything else that holds its text (parked turns, their calls, the questions tools asked,
-messages deferred behind a parked turn) in one transaction; its row stays, emptied and marked
-deleted, because the approvals audit points at it and keeps who decided what, without text.
+A thread holds one active conversation and any number archived by a reset. Deleting one removes
+everything that holds its text in one transaction; its row stays, emptied and marked deleted,
+because the approvals audit points at it and keeps who decided what, without text.
 """
 
 from __future__ import annotations
@@ -102,13 +100,9 @@ class ThreadLedger(Ledger):
         return [from_row(AuditEntry, row) for row in rows]
 
     async def delete_conversation(self, conversation_id: int, *, idle_before: str | None = None) -> Deletion:
-        """Delete one conversation's text in one transaction; its audit rows stay.
-
-        The caller holds the thread's turn lock, so no turn writes to it meanwhile. A turn of it that
-        waits for a person is not cut off: the deletion is refused (`waiting`). With `idle_before`
-        (retention), a conversation active at or after that time is kept (`recent`): checked in the
-        same transaction as the deletion, so a message that just arrived is never lost.
-        """
+        """Delete one conversation's text in one transaction (the caller holds its turn lock); its
+        audit rows stay. One whose turn waits for a person is refused (`waiting`); with `idle_before`
+        (retention), one active since is kept (`recent`), checked in the same transaction."""
         async with self._write() as db:
             found = list(
                 await db.execute_fetchall(

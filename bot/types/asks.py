@@ -19,12 +19,9 @@ AskKind = Literal["approval", "question", "link", "sign_in"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ask:
-    """Something the core asks a person, of any kind, in one shape: front ends show it, and answer
-    it with `Agent.answer(ask.id, person, answer)` whatever it is.
-
-    `id` is the kind's own request id (an approval's request, a question's or link's request, a
-    sign-in's single-use state); `person` is who may answer (for an approval, admins may too).
-    Exactly one of `approval`, `input` (a question or a link) and `sign_in` is the payload.
+    """Something the core asks a person, of any kind, in one shape, answered with
+    `Agent.answer(ask.id, person, answer)`. `id` is the kind's own request id (a sign-in's state);
+    `person` who may answer (admins too, for an approval); one of `approval`, `input`, `sign_in` is set.
     """
 
     kind: AskKind
@@ -134,11 +131,9 @@ class SignedIn:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Answered:
-    """What an answer did. `note` says, for the person who answered only, why nothing changed;
-    `errors` holds a message per field of a form refused as filled in (the form stays open);
-    `resume` names the parked turn this answer let go on (the front end calls `Agent.resume`).
-    `decision` and `input` are the kind's own outcome, for front ends that show more of it;
-    `signed_in` is a finished sign-in (the terminal and the browser name its server)."""
+    """What an answer did: `note` (for the answerer only) why nothing changed, `errors` per field of
+    a form refused as filled in, `resume` the parked turns it let go on (`Agent.resume`), and the
+    kind's own outcome (`decision`, `input`, `signed_in`) for front ends that show more of it."""
 
     changed: bool
     note: str | None = None
