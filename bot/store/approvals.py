@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.policy.places import place_id
-from bot.store.dialect import Connection
+from bot.store.dialect import Connection, Ledger
 from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
-from bot.store.ledger import Ledger
 from bot.store.rows import (
     C_KEY_WHERE,
     KEY_WHERE,

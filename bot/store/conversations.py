@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.store.dialect import Connection, days_ago
-from bot.store.ledger import Ledger
+from bot.store.dialect import Connection, Ledger, days_ago
 from bot.store.rows import (
     C_KEY_WHERE,
     KEY_WHERE,

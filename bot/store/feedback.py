@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.store.ledger import Ledger
+from bot.store.dialect import Ledger
 from bot.store.rows import KEY_WHERE, key_params
 from bot.types import ConversationKey
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.forms import FormError, form_from_schema
-from bot.store.dialect import Connection
-from bot.store.ledger import Ledger
+from bot.store.dialect import Connection, Ledger
 from bot.store.rows import from_row, key_from_row, key_params
 from bot.types import InputMode, InputRequest, InputStatus
 

@@ -4,12 +4,15 @@ The ledgers are the SQLite store's, run through `PostgresConnection`. Like SQLit
 IMMEDIATE`, one writer at a time per store (a transaction-scoped advisory lock named after the
 schema): the ledgers read and then write inside a transaction, and that is what makes those reads
 safe in every process at once. Reads and the inbox run in autocommit, in parallel; turns take session
-advisory locks (`bot.store.postgres_lock`). The schema is the first of the search_path, so several
+advisory locks (`PostgresTurnLock`). The schema is the first of the search_path, so several
 stores can share one database.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -22,15 +25,18 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from bot.errors import StoreError
 from bot.store.base import ConversationStore
 from bot.store.dialect import POSTGRES, Connection
+from bot.store.locks import KeyedLocks
 from bot.store.postgres_connection import PostgresConnection, SteadyPool, lock_key
-from bot.store.postgres_lock import PostgresTurnLock, unlock_all
 from bot.store.postgres_migrate import current_schema, migrate_postgres
+from bot.types import ConversationKey
+
+logger = logging.getLogger(__name__)
 
 # nerve's namespace of advisory locks for write transactions (the first key); the second, the schema's.
 WRITE_LOCKS = 0x6E657202
 CONNECT_TIMEOUT_SECONDS = 10
 POOL_SIZE = 10
-# Each turn in flight holds one connection of its own (bot.store.postgres_lock).
+# Each turn in flight holds one connection of its own (`PostgresTurnLock`).
 TURN_LOCK_CONNECTIONS = 100
 # A pooled connection is waited for this long before the statement fails.
 POOL_WAIT_SECONDS = 30.0
@@ -185,3 +191,90 @@ def postgres_error(exc: BaseException, where: str) -> StoreError:
             " that NERVE_DATABASE_URL is right"
         )
     return StoreError(f"the conversation store {where} failed: {text}")
+
+
+# nerve's namespace of advisory locks for turns (the first key of each lock).
+TURN_LOCKS = 0x6E657203
+
+
+class PostgresTurnLock:
+    """The `TurnLock` seam on PostgreSQL: `async with lock.hold(key):` around one turn.
+
+    A turn queues behind its own process's earlier turns in memory (`KeyedLocks`), then takes a
+    session advisory lock named after the conversation, which the server grants in the order asked,
+    so no process starves another. A process that dies loses its connections and its locks: no lease
+    to wait out. Each conversation with a turn here holds one pooled connection, idle between
+    statements.
+    """
+
+    def __init__(self, pool: AsyncConnectionPool[Any], namespace: str, where: str) -> None:
+        """`pool` gives autocommit connections used for nothing else; `namespace` (the schema) keeps
+        two stores on one database from sharing locks."""
+        self._pool = pool
+        self._namespace = namespace
+        self._where = where
+        self._local: KeyedLocks[str] = KeyedLocks()
+        self._inside: dict[str, int] = {}
+
+    def key_of(self, key: ConversationKey) -> tuple[int, int]:
+        """The advisory lock of a conversation (for operators reading pg_locks, and the tests)."""
+        return lock_key(TURN_LOCKS, self._name(key))
+
+    def turns_in(self, key: ConversationKey) -> int:
+        """This process's turns of the conversation that arrived and did not end (waiting or running)."""
+        return self._inside.get(self._name(key), 0)
+
+    def _name(self, key: ConversationKey) -> str:
+        return json.dumps([self._namespace, key.platform, key.workspace, key.channel, key.thread])
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
+        """Wait for the conversation's earlier turns, in every process, then hold it until the block ends."""
+        name = self._name(key)
+        self._inside[name] = self._inside.get(name, 0) + 1
+        try:
+            async with self._local.hold(name), self._held(lock_key(TURN_LOCKS, name)):
+                yield
+        finally:
+            self._inside[name] -= 1
+            if not self._inside[name]:
+                del self._inside[name]
+
+    @asynccontextmanager
+    async def _held(self, lock: tuple[int, int]) -> AsyncIterator[None]:
+        """The conversation's advisory lock, on a session of its own until the block ends."""
+        try:
+            async with self._pool.connection() as conn:
+                try:
+                    await conn.execute("SELECT pg_advisory_lock(%s, %s)", lock)
+                except BaseException:
+                    # Cancelled while waiting (psycopg cancels the request on the server), or failed:
+                    # the lock may have been granted just before. Closing the session drops it for sure.
+                    await conn.close()
+                    raise
+                try:
+                    yield
+                finally:
+                    await _release(conn, lock)
+        except psycopg.Error as exc:
+            raise StoreError(f"could not take a conversation's turn on {self._where}: {exc}") from exc
+
+
+async def _release(conn: psycopg.AsyncConnection[Any], lock: tuple[int, int]) -> None:
+    try:
+        await conn.execute("SELECT pg_advisory_unlock(%s, %s)", lock)
+    except (psycopg.Error, asyncio.CancelledError) as exc:
+        # The session is in doubt: end it, which releases every lock it holds.
+        logger.warning("could not release a turn's lock (closing its connection instead): %s", exc)
+        with suppress(psycopg.Error):
+            await conn.close()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+
+
+async def unlock_all(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's reset: a connection goes back holding no lock, whatever happened to its turn."""
+    await conn.execute("SELECT pg_advisory_unlock_all()")

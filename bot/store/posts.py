@@ -9,8 +9,7 @@ and the front end asks the platform whether it landed.
 
 from __future__ import annotations
 
-from bot.store.dialect import days_ago
-from bot.store.ledger import Ledger
+from bot.store.dialect import Ledger, days_ago
 
 
 class PostLedger(Ledger):

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from bot.store.dialect import Connection
-from bot.store.ledger import Ledger
+from bot.store.dialect import Connection, Ledger
 from bot.store.rows import columns, from_row, key_from_row, key_params
 from bot.types import ConversationKey
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from bot.store.dialect import iso_utc
-from bot.store.ledger import Ledger
+from bot.store.dialect import Ledger, iso_utc
 from bot.store.rows import AUDIT_COLUMNS, KEY_WHERE, MESSAGE_COLUMNS, from_row, key_from_row, message_from_row
 from bot.types import AuditEntry, ChatMessage, ConversationKey
 

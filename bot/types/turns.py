@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bot.types.approvals import ApprovalPrompt
-from bot.types.asks import Ask
+from bot.types.asks import ApprovalPrompt, Ask
 from bot.types.conversation import Usage
 from bot.types.tools import Resource
 
