@@ -149,46 +149,44 @@ class InboxLedger(Ledger):
 
     async def claim_event(self, platform: str, event_id: str, payload: str) -> bool:
         """Record a platform event before working on it; False if it was seen before (a re-delivery)."""
-        async with self._inbox() as db:
-            cursor = await db.execute(
-                "INSERT INTO inbox (platform, event_id, payload) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                (platform, event_id, payload),
-            )
-            return cursor.rowcount == 1
+        claimed = await self._change(
+            "INSERT INTO inbox (platform, event_id, payload) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            (platform, event_id, payload),
+            inbox=True,
+        )
+        return claimed == 1
 
     async def finish_event(self, platform: str, event_id: str) -> None:
         """Mark an event answered, so start-up recovery does not answer it again.
 
         Its payload is emptied: recognising a re-delivery needs only the event id.
         """
-        async with self._inbox() as db:
-            await db.execute(
-                f"UPDATE inbox SET status = 'done', done_at = {self._sql.now}, payload = '{{}}'"
-                " WHERE platform = ? AND event_id = ? AND status = 'received'",
-                (platform, event_id),
-            )
+        await self._change(
+            f"UPDATE inbox SET status = 'done', done_at = {self._sql.now}, payload = '{{}}'"
+            " WHERE platform = ? AND event_id = ? AND status = 'received'",
+            (platform, event_id),
+            inbox=True,
+        )
 
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
         """(event_id, payload) of events claimed but never finished, in the order they arrived."""
-        async with self._inbox() as db:
-            rows = await db.execute_fetchall(
-                "SELECT event_id, payload FROM inbox WHERE platform = ? AND status = 'received'"
-                " ORDER BY received_at, rowid",
-                (platform,),
-            )
+        rows = await self._rows(
+            "SELECT event_id, payload FROM inbox WHERE platform = ? AND status = 'received'"
+            " ORDER BY received_at, rowid",
+            (platform,),
+            inbox=True,
+        )
         return [(str(row[0]), str(row[1])) for row in rows]
 
     async def unfinished_payload(self, platform: str, event_id: str) -> str | None:
         """The payload of one event claimed but not finished yet; None once it is finished (or
         was never claimed): a job that finds None has nothing left to answer."""
-        async with self._inbox() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT payload FROM inbox WHERE platform = ? AND event_id = ? AND status = 'received'",
-                    (platform, event_id),
-                )
-            )
-        return str(rows[0][0]) if rows else None
+        row = await self._first(
+            "SELECT payload FROM inbox WHERE platform = ? AND event_id = ? AND status = 'received'",
+            (platform, event_id),
+            inbox=True,
+        )
+        return None if row is None else str(row[0])
 
     async def prune_events(self, older_than_days: float) -> int:
         """Forget inbox events received more than `older_than_days` ago; returns how many.
@@ -197,8 +195,6 @@ class InboxLedger(Ledger):
         unfinished event older than this is no longer recovered (answering it now would be stale).
         `bot.store.prune` runs this on a schedule with NERVE_INBOX_RETENTION_HOURS.
         """
-        async with self._inbox() as db:
-            cursor = await db.execute(
-                "DELETE FROM inbox WHERE received_at < ?", (days_ago(float(older_than_days)),)
-            )
-            return cursor.rowcount
+        return await self._change(
+            "DELETE FROM inbox WHERE received_at < ?", (days_ago(float(older_than_days)),), inbox=True
+        )

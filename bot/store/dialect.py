@@ -102,19 +102,20 @@ class Ledger:
         """A connection for the inbox's single-statement writes, which never queue behind turns."""
         raise NotImplementedError
 
-    async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """The rows of one read."""
-        async with self._read() as db:
+    async def _rows(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> list[Any]:
+        """The rows of one read (on the inbox's connection, with `inbox`)."""
+        async with self._inbox() if inbox else self._read() as db:
             return list(await db.execute_fetchall(sql, params))
 
-    async def _first(self, sql: str, params: Sequence[Any] = ()) -> Any | None:
+    async def _first(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> Any | None:
         """The first row of one read, or None."""
-        rows = await self._rows(sql, params)
+        rows = await self._rows(sql, params, inbox=inbox)
         return rows[0] if rows else None
 
-    async def _change(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """One statement in a write transaction of its own; the number of rows it changed."""
-        async with self._write() as db:
+    async def _change(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> int:
+        """One statement in a write transaction of its own (with `inbox`, one on the inbox's
+        connection); the number of rows it changed."""
+        async with self._inbox() if inbox else self._write() as db:
             return (await db.execute(sql, params)).rowcount
 
     # Conversations (`bot.store.conversations`), which the approval and audit ledgers write into.

@@ -22,25 +22,24 @@ class PostLedger(Ledger):
 
     async def intend_post(self, turn: str, part: str) -> None:
         """Announce a post before sending it (a part announced earlier keeps what it has)."""
-        async with self._inbox() as db:
-            await db.execute(
-                "INSERT INTO turn_posts (turn, part) VALUES (?, ?) ON CONFLICT DO NOTHING", (turn, part)
-            )
+        await self._change(
+            "INSERT INTO turn_posts (turn, part) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (turn, part),
+            inbox=True,
+        )
 
     async def record_post(self, turn: str, part: str, ref: str) -> None:
         """Where a part landed (a channel-and-ts reference, or a marker for uploads)."""
-        async with self._inbox() as db:
-            await db.execute(
-                "INSERT INTO turn_posts (turn, part, ref) VALUES (?, ?, ?)"
-                " ON CONFLICT (turn, part) DO UPDATE SET ref = excluded.ref",
-                (turn, part, ref),
-            )
+        await self._change(
+            "INSERT INTO turn_posts (turn, part, ref) VALUES (?, ?, ?)"
+            " ON CONFLICT (turn, part) DO UPDATE SET ref = excluded.ref",
+            (turn, part, ref),
+            inbox=True,
+        )
 
     async def prune_posts(self, older_than_days: float) -> int:
         """Forget the posts of turns older than `older_than_days` (pruned with the inbox: a turn
         older than that is never answered again)."""
-        async with self._inbox() as db:
-            cursor = await db.execute(
-                "DELETE FROM turn_posts WHERE created_at < ?", (days_ago(float(older_than_days)),)
-            )
-            return cursor.rowcount
+        return await self._change(
+            "DELETE FROM turn_posts WHERE created_at < ?", (days_ago(float(older_than_days)),), inbox=True
+        )

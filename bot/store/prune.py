@@ -13,34 +13,18 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
 from bot.errors import StoreError
-from bot.seams import Inbox, PostRecords, TurnLock
-from bot.store.threads import Deletion, StoredConversation, idle_cutoff
+from bot.store.base import ConversationStore
+from bot.store.threads import idle_cutoff
 
 logger = logging.getLogger(__name__)
 
 PRUNE_EVERY_SECONDS = 3600.0
 
 
-@runtime_checkable
-class Conversations(Protocol):
-    """What retention needs of a store: the idle conversations, and deleting one under its lock."""
-
-    turn_lock: TurnLock
-
-    async def idle_conversations(
-        self, older_than_days: float, now: datetime | None = None
-    ) -> list[StoredConversation]: ...
-
-    async def delete_conversation(
-        self, conversation_id: int, *, idle_before: str | None = None
-    ) -> Deletion: ...
-
-
 async def prune_conversations(
-    store: Conversations, older_than_days: float, now: datetime | None = None
+    store: ConversationStore, older_than_days: float, now: datetime | None = None
 ) -> int:
     """Delete the conversations idle for longer than `older_than_days`, each under its thread's turn
     lock and re-checked as it is deleted; returns how many."""
@@ -55,7 +39,7 @@ async def prune_conversations(
 
 @asynccontextmanager
 async def pruning_inbox(
-    inbox: Inbox,
+    store: ConversationStore,
     *,
     retention_hours: float,
     conversation_retention_days: float = 0.0,
@@ -67,10 +51,14 @@ async def pruning_inbox(
     `conversation_retention_days` is above 0."""
     if every is None:
         every = min(PRUNE_EVERY_SECONDS, retention_hours * 3600 / 2)
-    await _prune(inbox, retention_hours, conversation_retention_days)
-    task = asyncio.create_task(
-        _every(inbox, retention_hours, conversation_retention_days, every, wait), name="inbox-pruning"
-    )
+    await _prune(store, retention_hours, conversation_retention_days)
+
+    async def on_schedule() -> None:
+        while True:
+            await wait(every)
+            await _prune(store, retention_hours, conversation_retention_days)
+
+    task = asyncio.create_task(on_schedule(), name="inbox-pruning")
     try:
         yield
     finally:
@@ -78,30 +66,17 @@ async def pruning_inbox(
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def _every(
-    inbox: Inbox,
-    retention_hours: float,
-    conversation_days: float,
-    every: float,
-    wait: Callable[[float], Awaitable[None]],
-) -> None:
-    while True:
-        await wait(every)
-        await _prune(inbox, retention_hours, conversation_days)
-
-
-async def _prune(inbox: Inbox, retention_hours: float, conversation_days: float = 0.0) -> None:
+async def _prune(store: ConversationStore, retention_hours: float, conversation_days: float) -> None:
     days = retention_hours / 24
-    if conversation_days > 0 and isinstance(inbox, Conversations):
+    if conversation_days > 0:
         async with _housekeeping("old conversations"):
-            if removed := await prune_conversations(inbox, conversation_days):
+            if removed := await prune_conversations(store, conversation_days):
                 logger.info("deleted %d conversation(s) idle for over %g days", removed, conversation_days)
     async with _housekeeping("the inbox"):
-        if removed := await inbox.prune_events(older_than_days=days):
+        if removed := await store.prune_events(older_than_days=days):
             logger.info("pruned %d inbox record(s) older than %g hours", removed, retention_hours)
-        if isinstance(inbox, PostRecords):
-            async with _housekeeping("the record of posted answers"):
-                await inbox.prune_posts(older_than_days=days)
+        async with _housekeeping("the record of posted answers"):
+            await store.prune_posts(older_than_days=days)
 
 
 @asynccontextmanager

@@ -25,7 +25,6 @@ from bot.types.asks import Answered as Answered
 from bot.types.asks import ApprovalPrompt as ApprovalPrompt
 from bot.types.asks import Approve as Approve
 from bot.types.asks import Ask as Ask
-from bot.types.asks import AskKind as AskKind
 from bot.types.asks import AuditEntry as AuditEntry
 from bot.types.asks import CallDecision as CallDecision
 from bot.types.asks import Cancel as Cancel
@@ -42,10 +41,8 @@ from bot.types.conversation import ChatMessage as ChatMessage
 from bot.types.conversation import Completion as Completion
 from bot.types.conversation import ConversationKey as ConversationKey
 from bot.types.conversation import Incoming as Incoming
-from bot.types.conversation import Role as Role
 from bot.types.conversation import ToolCall as ToolCall
 from bot.types.conversation import Usage as Usage
-from bot.types.inputs import AskPerson as AskPerson
 from bot.types.inputs import CallContext as CallContext
 from bot.types.inputs import InputAction as InputAction
 from bot.types.inputs import InputAnswer as InputAnswer
