@@ -104,14 +104,8 @@ class WorkerRunner:
 
     def alive(self) -> bool:
         """A worker is registered in the database and fetching jobs (not draining, not restarting)."""
-        worker = self._worker
-        return (
-            self._task is not None
-            and not self._task.done()
-            and not self._draining.is_set()
-            and worker is not None
-            and worker.worker_id is not None
-        )
+        running = self._task is not None and not self._task.done() and not self._draining.is_set()
+        return running and bool(self._own_workers())
 
     async def drain(self, grace: float) -> None:
         """Fetch no more jobs; give the running ones `grace` seconds, then cancel them (back to the

@@ -27,10 +27,8 @@ class ConversationLedger(Ledger):
     async def append(
         self, key: ConversationKey, messages: Sequence[ChatMessage], *, event_id: str | None = None
     ) -> bool:
-        """Persist messages in one transaction; False when `event_id` was already recorded.
-
-        `event_id` belongs to the first message (the user's); a re-delivered event writes nothing.
-        """
+        """Persist messages in one transaction; False when `event_id` (the first message's, the
+        user's) was already recorded: a re-delivered event writes nothing."""
         if not messages:
             return True
         async with self._write() as db:
@@ -157,10 +155,8 @@ class InboxLedger(Ledger):
         return claimed == 1
 
     async def finish_event(self, platform: str, event_id: str) -> None:
-        """Mark an event answered, so start-up recovery does not answer it again.
-
-        Its payload is emptied: recognising a re-delivery needs only the event id.
-        """
+        """Mark an event answered, so start-up recovery does not answer it again; its payload is
+        emptied, since recognising a re-delivery needs only the event id."""
         await self._change(
             f"UPDATE inbox SET status = 'done', done_at = {self._sql.now}, payload = '{{}}'"
             " WHERE platform = ? AND event_id = ? AND status = 'received'",
@@ -189,12 +185,8 @@ class InboxLedger(Ledger):
         return None if row is None else str(row[0])
 
     async def prune_events(self, older_than_days: float) -> int:
-        """Forget inbox events received more than `older_than_days` ago; returns how many.
-
-        This bounds both windows: a re-delivery older than this is no longer recognised, and an
-        unfinished event older than this is no longer recovered (answering it now would be stale).
-        `bot.store.prune` runs this on a schedule with NERVE_INBOX_RETENTION_HOURS.
-        """
+        """Forget inbox events received more than `older_than_days` ago; returns how many. Older
+        re-deliveries are no longer recognised, older unfinished events no longer answered (stale)."""
         return await self._change(
             "DELETE FROM inbox WHERE received_at < ?", (days_ago(float(older_than_days)),), inbox=True
         )

@@ -1,11 +1,9 @@
 """What the store's ledgers need of a database (`Ledger`, the base of each), and the few spellings
 SQLite and PostgreSQL differ on.
 
-The ledgers (conversations, inbox, approvals, inputs, sign-ins, feedback) are written once, in SQL
-both databases run, with `?` placeholders: SQLite takes them as they are, and the PostgreSQL
-connection (`bot.store.postgres_connection`) turns them into psycopg's `%s`. What cannot be written
-once lives here: the current time as text, and reading one field of a JSON column. Insertion order
-is `rowid` in both (SQLite's own; an identity column of that name in the PostgreSQL schema).
+The ledgers are written once, in SQL both databases run, with `?` placeholders (which
+`bot.store.postgres_connection` turns into psycopg's `%s`); what cannot be written once lives here.
+Insertion order is `rowid` in both (an identity column of that name in the PostgreSQL schema).
 """
 
 from __future__ import annotations

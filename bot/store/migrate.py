@@ -50,10 +50,8 @@ class Migration:
 
 
 def discover(directory: Path) -> list[Migration]:
-    """The migrations in `directory`, in version order; a misnamed or duplicate file is an error.
-
-    A `.sql` file that does not match `NNNN_name.sql` would otherwise be skipped without a word.
-    """
+    """The migrations in `directory`, in version order; a misnamed file (else skipped without a
+    word) or a duplicate is an error."""
     if not directory.is_dir():
         raise StoreError(f"migrations folder not found: {directory}")
     try:

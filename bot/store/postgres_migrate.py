@@ -1,13 +1,8 @@
 """Forward-only migrations for a PostgreSQL store, applied under an advisory lock.
 
-The same rules as SQLite's (`bot.store.migrate`): `migrations/postgres/NNNN_name.sql`, each run once
-in numeric order in its own transaction together with its `schema_migrations` row, and a database
-with a migration this nerve does not know is refused. The versions match SQLite's one for one, so a
-change to the schema is one new number in both folders.
-
-Several processes may start at once against one database (replicas of a deployment): each takes a
-session advisory lock named after the schema before it reads the ledger, so one migrates and the
-others find the work done. PostgreSQL's DDL is transactional, so a failed migration leaves nothing.
+The same rules as SQLite's (`bot.store.migrate`), from `migrations/postgres/`, whose versions match
+SQLite's one for one. Replicas starting together each take a session advisory lock named after the
+schema before reading the ledger, so one migrates and the others find the work done.
 """
 
 from __future__ import annotations

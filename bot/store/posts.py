@@ -1,10 +1,8 @@
 """The posts ledger: which parts of a turn's answer are already out, so an answer goes out once.
 
-A turn can be answered twice: the process died after posting but before the turn was recorded as
-finished, or a job was retried on another replica. The second attempt reads this ledger and edits
-or skips what the first one posted. Each post is announced before it is sent (`intend_post`) and
-completed with where it landed (`record_post`); a part announced but never completed is in doubt,
-and the front end asks the platform whether it landed.
+A turn answered twice (its process died after posting, or its job was retried elsewhere) edits or
+skips what the first attempt posted. Each post is announced before it is sent and completed with
+where it landed; one announced but never completed is in doubt, and the front end asks the platform.
 """
 
 from __future__ import annotations

@@ -141,20 +141,20 @@ class SignInLedger(Ledger):
     async def signed_in(self, server: str, person: str) -> list[str]:
         """The parked turns that were waiting for this sign-in: their calls may run now."""
         async with self._write() as db:
-            rows = await db.execute_fetchall(
-                "SELECT w.request_id, w.call_id FROM sign_in_waits w"
-                " JOIN parked_turns p ON p.id = w.request_id"
-                " JOIN pending_calls c ON c.request_id = w.request_id AND c.call_id = w.call_id"
-                " WHERE w.server = ? AND w.person = ? AND p.status = 'waiting' AND c.status = 'pending'",
-                (server, person),
-            )
-            for request_id, call_id in rows:
-                await db.execute(
-                    "UPDATE pending_calls SET status = 'approved', decided_by = 'sign-in',"
-                    f" decided_at = {self._sql.now}"
-                    " WHERE request_id = ? AND call_id = ? AND status = 'pending'",
-                    (request_id, call_id),
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT w.request_id, w.call_id FROM sign_in_waits w"
+                    " JOIN parked_turns p ON p.id = w.request_id"
+                    " JOIN pending_calls c ON c.request_id = w.request_id AND c.call_id = w.call_id"
+                    " WHERE w.server = ? AND w.person = ? AND p.status = 'waiting' AND c.status = 'pending'",
+                    (server, person),
                 )
+            )
+            await db.executemany(
+                "UPDATE pending_calls SET status = 'approved', decided_by = 'sign-in',"
+                f" decided_at = {self._sql.now} WHERE request_id = ? AND call_id = ? AND status = 'pending'",
+                rows,
+            )
         return list(dict.fromkeys(row[0] for row in rows))
 
     async def sign_in_waits(self, request_id: str) -> list[SignInWait]:
