@@ -37,11 +37,9 @@ class ToolHost(Protocol):
         *,
         screened: ToolSpec | None = None,
     ) -> ToolResult:
-        """Run a tool by its exposed name. Never raises for tool failures: they are data.
-
-        `context` says whom the call runs for, so what its server asks or reports reaches them.
-        `screened` is the spec the call was checked against: the call runs on exactly that server,
-        tool and definition, or is refused with `error_kind="changed"`."""
+        """Run a tool by its exposed name; never raises for tool failures: they are data. `context`:
+        whom it runs for; `screened`: the spec it was checked against, run exactly or refused
+        (`error_kind="changed"`)."""
 
     def starting(self) -> list[str]:
         """Servers still starting: their tools are not offered yet, and an answer should say so."""
@@ -122,11 +120,9 @@ class PostRecords(Protocol):
 
 
 class TurnLock(Protocol):
-    """Turns of one conversation run one at a time, in arrival order, also across processes.
-
-    SQLite fills it with a queue of leased tickets (`bot.store.thread_lock`); a PostgreSQL store can
-    fill it with advisory locks. A turn that waits holds no transaction.
-    """
+    """Turns of one conversation run one at a time, in arrival order, also across processes (SQLite:
+    leased tickets, `bot.store.thread_lock`; PostgreSQL: advisory locks); a waiting turn holds no
+    transaction."""
 
     def hold(self, key: ConversationKey) -> AbstractAsyncContextManager[None]:
         """Wait for the conversation's earlier turns, then hold it until the block ends."""

@@ -67,9 +67,7 @@ class WakingJobManager(manager.JobManager):
         await self.wake(job.id, queue or job.queue)
 
     async def wake(self, job_id: int | None, queue: str) -> None:
-        """Tell every worker of `queue` that a job may be ready (they each try to fetch one).
-
-        Best effort: the job itself is already finished or queued, and workers poll anyway."""
+        """Tell every worker of `queue` that a job may be ready; best effort, since workers poll anyway."""
         try:
             await self.connector.execute_query_async(
                 "SELECT pg_notify(%(channel)s, %(payload)s)",

@@ -180,11 +180,8 @@ class ApprovalLedger(Ledger):
         return [str(row[0]) for row in rows]
 
     async def claim(self, request_id: str, now: float) -> ParkedTurn | None:
-        """Take a fully decided request for resuming; None if it is still open or already done.
-
-        The caller holds the thread's turn lock, which only one process at a time can: a request
-        still marked `resuming` then belongs to a process that stopped mid-way, and is taken over.
-        """
+        """Take a fully decided request for resuming; None if it is still open or already done. The
+        caller holds the thread's turn lock, so one still `resuming` was left by a stopped process."""
         async with self._write() as db:
             cursor = await db.execute(
                 "UPDATE parked_turns SET status = 'resuming', claimed_at = ? WHERE id = ?"

@@ -123,11 +123,8 @@ class ConversationLedger(Ledger):
         return bool(list(rows))
 
     async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
-        """The thread's active conversation, started now if it has none.
-
-        Looked up in the caller's transaction, never cached: another process may have reset the
-        thread since this one last wrote to it, and a message belongs to the conversation now active.
-        """
+        """The thread's active conversation, started now if it has none; looked up in the caller's
+        transaction, never cached, since another process may have reset the thread meanwhile."""
         rows = list(
             await db.execute_fetchall(
                 f"SELECT id FROM conversations WHERE archived_at IS NULL AND {KEY_WHERE}", key_params(key)

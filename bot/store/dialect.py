@@ -25,10 +25,8 @@ class Cursor(Protocol):
 
 
 class Connection(Protocol):
-    """One connection as the ledgers use it (aiosqlite's, or psycopg's behind the adapter).
-
-    Inside `_write()` the statements run in one transaction; elsewhere each is its own.
-    """
+    """One connection as the ledgers use it (aiosqlite's, or psycopg's behind the adapter); inside
+    `_write()` the statements run in one transaction, elsewhere each is its own."""
 
     def execute(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[Cursor]: ...
 
@@ -89,11 +87,8 @@ class Ledger:
         raise NotImplementedError
 
     def _write(self) -> AbstractAsyncContextManager[Connection]:
-        """One write transaction, committed when the block ends, rolled back on any error.
-
-        Writes of one store are serialized (SQLite's write lock, a PostgreSQL advisory lock), so a
-        ledger may read and then write in one transaction without another writer in between.
-        """
+        """One write transaction, committed when the block ends, rolled back on any error; a store's
+        writes are serialized, so a ledger may read and then write with no other writer in between."""
         raise NotImplementedError
 
     def _inbox(self) -> AbstractAsyncContextManager[Connection]:

@@ -81,11 +81,8 @@ async def applied_versions(db: aiosqlite.Connection) -> set[int]:
 
 
 async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> list[int]:
-    """Apply every migration not yet in the ledger; return the versions applied now.
-
-    `db` must not be inside a transaction. Safe against another process migrating the same file at
-    the same time: each migration re-checks the ledger under `BEGIN IMMEDIATE` (the write lock).
-    """
+    """Apply every migration not yet in the ledger (`db` in no transaction); return the versions
+    applied now. Each re-checks the ledger under `BEGIN IMMEDIATE`, against another process's."""
     directory = directory or DEFAULT_MIGRATIONS_DIR
     try:
         known = await asyncio.to_thread(discover, directory)

@@ -200,11 +200,9 @@ TURN_LOCKS = 0x6E657203
 class PostgresTurnLock:
     """The `TurnLock` seam on PostgreSQL: `async with lock.hold(key):` around one turn.
 
-    A turn queues behind its own process's earlier turns in memory (`KeyedLocks`), then takes a
-    session advisory lock named after the conversation, which the server grants in the order asked,
-    so no process starves another. A process that dies loses its connections and its locks: no lease
-    to wait out. Each conversation with a turn here holds one pooled connection, idle between
-    statements.
+    A turn queues behind its process's earlier turns in memory, then takes a session advisory lock
+    named after the conversation, granted in the order asked; a dead process's locks go with its
+    connections, with no lease to wait out. Each conversation with a turn here holds one connection.
     """
 
     def __init__(self, pool: AsyncConnectionPool[Any], namespace: str, where: str) -> None:

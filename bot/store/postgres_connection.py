@@ -45,10 +45,8 @@ def to_psycopg(sql: str) -> str:
 
 
 def lock_key(namespace: int, name: str) -> tuple[int, int]:
-    """The two int4 keys of a PostgreSQL advisory lock: a namespace of nerve's and a hash of `name`.
-
-    Two names may share a hash; that only makes them wait for each other, never run together.
-    """
+    """The two int4 keys of a PostgreSQL advisory lock: a namespace of nerve's and a hash of `name`
+    (two names sharing a hash only wait for each other, never run together)."""
     digest = hashlib.blake2b(name.encode(), digest_size=4).digest()
     return namespace, int.from_bytes(digest, "big", signed=True)
 
@@ -92,10 +90,8 @@ class PostgresConnection:
 
 
 class SteadyPool(AsyncConnectionPool[Any]):
-    """`AsyncConnectionPool` whose reconnection attempts are at most `RECONNECT_PAUSE_LONGEST` apart.
-
-    Opened by its owner (`open=False`); a connection the server dropped (a restart) is noticed before
-    use, not by a statement (`check`)."""
+    """`AsyncConnectionPool` whose reconnection attempts are at most `RECONNECT_PAUSE_LONGEST` apart,
+    opened by its owner, and which notices a connection the server dropped before using it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         install()

@@ -59,10 +59,8 @@ class SQLiteStore(ConversationStore):
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         turn_lease_seconds: float = LEASE_SECONDS,
     ) -> SQLiteStore:
-        """Open (creating if needed) the database at `path` and bring its schema up to date.
-
-        `turn_lease_seconds`: how long a turn of a process that stopped keeps its conversation locked.
-        """
+        """Open (creating if needed) the database at `path` and bring its schema up to date;
+        `turn_lease_seconds`: how long a stopped process's turn keeps its conversation locked."""
         try:
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
         except OSError as exc:
@@ -113,10 +111,8 @@ class SQLiteStore(ConversationStore):
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[Connection]:
-        """One write transaction, committed on success and rolled back on any error or cancellation.
-
-        The body may end the transaction itself (ROLLBACK for a no-op); commit only what is open.
-        """
+        """One write transaction, committed on success and rolled back on any error or cancellation;
+        the body may end it itself (ROLLBACK for a no-op)."""
         async with self._lock:
             self._check_open()
             db = self._db

@@ -1,12 +1,10 @@
 """Values passed between nerve's modules.
 
 Frozen dataclasses, so a message cannot change after it was persisted or sent, and so adapters,
-the agent and the store agree on one shape without importing each other. One module per kind of
-value; this package names them all, so `from bot.types import …` is the one way to reach them.
-It also names the values of the ground floor the front ends hold: the platforms they describe to
-the core (`Platform`, `Platforms`), the place a conversation happens in (`Place`) and the form a
-person fills in, with the pure functions that describe and check its fields, so a front end needs
-no door into `bot.policy` or `bot.forms`.
+the agent and the store agree on one shape without importing each other. This package names them
+all (`from bot.types import …`), with the ground floor's values the front ends hold (platforms,
+places, forms and their pure field functions), so a front end needs no door into `bot.policy` or
+`bot.forms`.
 """
 
 from bot.forms import REQUIRED as REQUIRED
