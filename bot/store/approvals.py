@@ -365,7 +365,7 @@ async def _load_prompt(
     if not rows:
         return None
     *key, requester, answer, expires_at, message_ref, status, place = rows[0]
-    calls = await db.execute_fetchall(
+    call_rows = await db.execute_fetchall(
         f"SELECT {columns(PendingCall)} FROM pending_calls c"
         " WHERE request_id = ? AND (? OR (NOT EXISTS (SELECT 1 FROM input_waits w"
         "  WHERE w.request_id = c.request_id AND w.call_id = c.call_id) AND NOT EXISTS (SELECT 1"
@@ -373,18 +373,11 @@ async def _load_prompt(
         " ORDER BY position",
         (request_id, questions),
     )
-    prompt = ApprovalPrompt(
-        request_id=request_id,
-        key=key_from_row(key),
-        requester=requester,
-        place=place,
-        calls=tuple(from_row(PendingCall, (c[0], c[1], c[2], json.loads(c[3]), *c[4:])) for c in calls),
-        reason=(message_from_json(json.loads(answer)).content or "").strip(),
-        expires_at=float(expires_at),
-        message_ref=message_ref,
-        questions_open=not questions and bool(await db.execute_fetchall(_QUESTIONS_OPEN, (request_id,))),
-    )
-    return prompt, str(status)
+    calls = tuple(from_row(PendingCall, (*c[:3], json.loads(c[3]), *c[4:])) for c in call_rows)
+    reason = (message_from_json(json.loads(answer)).content or "").strip()
+    questions_open = not questions and bool(await db.execute_fetchall(_QUESTIONS_OPEN, (request_id,)))
+    shown = (requester, place, calls, reason, float(expires_at), message_ref, questions_open)
+    return from_row(ApprovalPrompt, shown, request_id=request_id, key=key_from_row(key)), str(status)
 
 
 # A parked turn's calls still waiting for answers to their server's questions, or for a sign-in.

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.store.dialect import Ledger
-from bot.store.rows import KEY_WHERE, key_params
+from bot.store.rows import KEY_WHERE, from_row, key_params
 from bot.types import ConversationKey
 
 Rating = Literal["up", "down"]
@@ -56,12 +56,6 @@ class FeedbackLedger(Ledger):
             key_params(key),
         )
         return [
-            Feedback(
-                key=key,
-                message_ts=str(ts),
-                user_id=str(user),
-                rating="up" if rating == "up" else "down",
-                event_id=event,
-            )
+            from_row(Feedback, (str(ts), str(user), "up" if rating == "up" else "down", event), key=key)
             for ts, user, rating, event in rows
         ]
