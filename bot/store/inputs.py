@@ -98,17 +98,9 @@ async def insert_parked_questions(
             "INSERT INTO input_waits (request_id, call_id, request_state) VALUES (?, ?, ?)",
             (parked_id, call.call_id, call.request_state),
         )
-        for question in call.questions:
-            await insert_input(
-                db,
-                question.request,
-                question.schema,
-                now,
-                question.status,
-                parked_id=parked_id,
-                call_id=call.call_id,
-                input_key=question.key,
-            )
+        for q in call.questions:
+            where = {"parked_id": parked_id, "call_id": call.call_id, "input_key": q.key}
+            await insert_input(db, q.request, q.schema, now, q.status, **where)
 
 
 class InputLedger(Ledger):
