@@ -24,12 +24,8 @@ class StartupError(NerveError):
 
 
 class LLMError(NerveError):
-    """The model service failed in a way retries did not fix.
-
-    `retry_after`: the service asked for a pause longer than a turn waits (seconds), so the person is
-    told when to try again; `headline` then says what happened without the service's own words,
-    which often repeat "try again later" (`message` keeps them, for the log).
-    """
+    """The model service failed in a way retries did not fix. `retry_after`: the pause it asked for,
+    longer than a turn waits; `headline`: what happened without its words (`message` keeps them)."""
 
     def __init__(
         self, message: str, *, retry_after: float | None = None, headline: str | None = None
@@ -52,11 +48,8 @@ class ContextTooLong(LLMError):
 
 
 class StreamCut(LLMError):
-    """A streamed answer broke off after some of its text was already shown.
-
-    Retrying would show the answer again from the start, so the turn ends with `partial` (what was
-    shown) and a note that the answer was cut off.
-    """
+    """A streamed answer broke off after some was shown: retrying would show it again, so the turn
+    ends with `partial` and a note."""
 
     def __init__(self, message: str, *, partial: str) -> None:
         super().__init__(message)
@@ -93,10 +86,8 @@ class SignInFailed(NerveError):
 
 
 class AskError(NerveError):
-    """An answer to an ask nerve cannot take: the ask is unknown, answered already, or expired.
-
-    `request` is the question or link it answered, when it is still known, so a front end can take
-    its buttons off and say how it ended without asking for it again."""
+    """An answer to an ask nerve cannot take (unknown, answered already, expired); `request` is its
+    question or link when still known, so a front end can take its buttons off."""
 
     def __init__(self, message: str, *, request: InputRequest | None = None) -> None:
         super().__init__(message)

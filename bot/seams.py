@@ -23,13 +23,11 @@ class LLM(Protocol):
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
     ) -> Completion:
         """One model call. Raises `LLMError` subclasses; reports retries through `progress`."""
-        ...
 
 
 class ToolHost(Protocol):
     def list_tools(self) -> list[ToolSpec]:
         """The tools offered to the model right now (enabled, with overrides applied)."""
-        ...
 
     async def call_tool(
         self,
@@ -39,16 +37,12 @@ class ToolHost(Protocol):
         *,
         screened: ToolSpec | None = None,
     ) -> ToolResult:
-        """Run a tool by its exposed name. Never raises for tool failures: they are data.
-
-        `context` says whom the call runs for, so what its server asks or reports reaches them.
-        `screened` is the spec the call was checked against: the call runs on exactly that server,
-        tool and definition, or is refused with `error_kind="changed"`."""
-        ...
+        """Run a tool by its exposed name; never raises for tool failures: they are data. `context`:
+        whom it runs for; `screened`: the spec it was checked against, run exactly or refused
+        (`error_kind="changed"`)."""
 
     def starting(self) -> list[str]:
         """Servers still starting: their tools are not offered yet, and an answer should say so."""
-        ...
 
 
 @runtime_checkable
@@ -66,7 +60,6 @@ class PromptHost(Protocol):
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
         """The text the prompt starts a turn with; raises `PromptError`."""
-        ...
 
     async def complete_prompt_argument(
         self, name: str, argument: str, value: str, known: dict[str, str] | None = None
@@ -78,19 +71,15 @@ class Store(Protocol):
         self, key: ConversationKey, messages: Sequence[ChatMessage], *, event_id: str | None = None
     ) -> bool:
         """Persist messages in one transaction; False when `event_id` was already recorded."""
-        ...
 
     async def history(self, key: ConversationKey) -> list[ChatMessage]:
         """The current conversation of this thread, oldest first."""
-        ...
 
     async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
         """What was stored after the user message with this event id (to resume or re-send a turn)."""
-        ...
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
-        ...
 
 
 class Inbox(Protocol):
@@ -98,23 +87,18 @@ class Inbox(Protocol):
 
     async def claim_event(self, platform: str, event_id: str, payload: str) -> bool:
         """Record a delivery; False when it was seen before (a re-delivery to ignore)."""
-        ...
 
     async def finish_event(self, platform: str, event_id: str) -> None:
         """Mark the delivery answered, so a restart does not answer it again."""
-        ...
 
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
         """Deliveries recorded but not answered (event_id, payload), oldest first."""
-        ...
 
     async def unfinished_payload(self, platform: str, event_id: str) -> str | None:
         """One delivery's payload while it is not answered; None once it is (or if never recorded)."""
-        ...
 
     async def prune_events(self, older_than_days: float) -> int:
         """Forget deliveries received longer ago than that, answered or not; returns how many."""
-        ...
 
 
 @runtime_checkable
@@ -124,28 +108,21 @@ class PostRecords(Protocol):
 
     async def posts_of(self, turn: str) -> dict[str, str | None]:
         """Every part the turn announced: part → where it landed, or None while in doubt."""
-        ...
 
     async def intend_post(self, turn: str, part: str) -> None:
         """Announce a post before sending it."""
-        ...
 
     async def record_post(self, turn: str, part: str, ref: str) -> None:
         """Where a part landed."""
-        ...
 
     async def prune_posts(self, older_than_days: float) -> int:
         """Forget the posts of turns older than that; returns how many rows."""
-        ...
 
 
 class TurnLock(Protocol):
-    """Turns of one conversation run one at a time, in arrival order, also across processes.
-
-    SQLite fills it with a queue of leased tickets (`bot.store.thread_lock`); a PostgreSQL store can
-    fill it with advisory locks. A turn that waits holds no transaction.
-    """
+    """Turns of one conversation run one at a time, in arrival order, also across processes (SQLite:
+    leased tickets, `bot.store.thread_lock`; PostgreSQL: advisory locks); a waiting turn holds no
+    transaction."""
 
     def hold(self, key: ConversationKey) -> AbstractAsyncContextManager[None]:
         """Wait for the conversation's earlier turns, then hold it until the block ends."""
-        ...

@@ -31,8 +31,8 @@ from adapters.slack.intake import INTAKE_WAIT_SECONDS
 from bot.errors import StoreError
 from bot.jobs import TurnJobs, open_turn_jobs
 from bot.store.postgres import POOL_WAIT_SECONDS, PostgresStore
+from bot.store.postgres_connection import RECONNECT_PAUSE_LONGEST, SteadyPool
 from bot.store.postgres_outage import OutageLog
-from bot.store.postgres_pool import RECONNECT_PAUSE_LONGEST, SteadyPool
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID
 from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler

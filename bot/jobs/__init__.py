@@ -18,17 +18,23 @@ so the SQLite default path, which has no jobs, never needs it.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Settings
-from bot.errors import ConfigError
-from bot.jobs.handlers import JobHandler
-from bot.store.choose import POSTGRES_SCHEMES
+from bot.store.choose import check_postgres_url, postgres_support
 
 if TYPE_CHECKING:
     from bot.jobs.turns import TurnJobs
 
 __all__ = ["JobHandler", "TurnJobs", "open_configured_jobs", "open_turn_jobs"]
+
+# `async def handler(**payload: str) -> None`, called with the payload given to `enqueue` as keyword
+# arguments (e.g. `async def answer(*, event_id: str) -> None`). It runs in whichever process's
+# worker takes the job. An exception it raises marks the job failed, and the job is not run again:
+# the handler owns telling the person. A job cut off by a drain, or whose process died, is run again
+# from the start by another process, so a handler must be safe to run again after a partial run.
+JobHandler = Callable[..., Awaitable[None]]
 
 
 async def open_turn_jobs(
@@ -40,18 +46,9 @@ async def open_turn_jobs(
 ) -> TurnJobs:
     """The jobs on the PostgreSQL database at `database_url`, procrastinate's tables installed
     (see `TurnJobs.open`)."""
-    if not database_url.startswith(POSTGRES_SCHEMES):
-        raise ConfigError(
-            "NERVE_DATABASE_URL must be a PostgreSQL URL (postgresql://user:password@host:5432/database):"
-            " jobs shared by several nerve processes live on PostgreSQL only"
-        )
-    try:
+    check_postgres_url(database_url, ": jobs shared by several nerve processes live on PostgreSQL only")
+    with postgres_support():
         from bot.jobs.turns import TurnJobs
-    except ImportError as exc:
-        raise ConfigError(
-            f"NERVE_DATABASE_URL is set but PostgreSQL support is not installed ({exc.name} is missing):"
-            " pip install 'nerve[postgres]'"
-        ) from exc
     return await TurnJobs.open(
         database_url, schema=schema, stall_timeout=stall_timeout, poll_interval=poll_interval
     )

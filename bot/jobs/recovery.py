@@ -1,36 +1,31 @@
-"""Jobs whose worker died are run again by another.
+"""Jobs get going again: those whose worker died are run again by another, and the workers are
+told at once when a conversation's next job may start.
 
-Every worker beats (procrastinate's `procrastinate_workers.last_heartbeat`). A process that is
-SIGKILLed, or loses its machine, stops beating, and the jobs it had taken stay `doing` for ever: the
-job is never finished and, since a running job holds its conversation's lock, nothing else of that
-conversation would run either. So every worker, every third of the stall timeout:
+A killed process stops beating, and its jobs would stay `doing` for ever, holding their
+conversations' locks. So every worker, every third of the stall timeout, deletes the workers whose
+heartbeat is older than the stall timeout (never its own: after an outage its beat is old, but it is
+right here), then puts their jobs back in their queues, rows locked (`FOR UPDATE SKIP LOCKED`) so two
+workers never put back one job twice. A job keeps its id, so it stays first of its conversation; one
+whose worker died `MAX_RUNS` times fails instead, so a message that kills its process cannot take
+down every replica in turn. The stall timeout must be well above any pause of a live process.
 
-1. deletes the workers whose heartbeat is older than the stall timeout, its own excepted (their
-   jobs' `worker_id` becomes NULL), then
-2. puts each `doing` job of the worker's queues that has no worker back in its queue, in one
-   transaction with the jobs' rows locked (`FOR UPDATE SKIP LOCKED`): two workers recovering at
-   once never put back the same job twice, and a job another worker has just taken is not touched.
-
-A job put back keeps its id, so it is again the first of its conversation and runs before the
-conversation's later jobs. A job whose worker died `MAX_RUNS` times is marked failed instead: a
-message that kills the process answering it must not take down every replica in turn.
-
-The stall timeout must be well above any pause of a live process (its event loop blocked, the
-database unreachable): a worker taken for dead while it still runs its job would see that job run a
-second time elsewhere. A process never takes its own worker for dead: after the database was away
-longer than the stall timeout, its worker's last heartbeat is old, but the worker is right here.
+procrastinate notifies workers when a job is inserted, and otherwise polls every few seconds. A job
+waiting behind another of its conversation was inserted long ago, so nothing would tell anyone when
+the job before it ends: `WakingJobManager` sends the insert's notification then, on the queue's channel.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import json
 import logging
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, LiteralString
 
-from procrastinate import App, sql, utils
+from procrastinate import App, exceptions, manager, sql, utils
+from procrastinate import jobs as jobs_module
 
-from bot.jobs.wake import WakingJobManager
 from bot.store.postgres_outage import OUTAGE, unreachable_reason
 
 logger = logging.getLogger(__name__)
@@ -52,11 +47,55 @@ SELECT id, queue_name, lock, attempts FROM procrastinate_jobs
 """
 
 
+class WakingJobManager(manager.JobManager):
+    """procrastinate's job manager, plus a wake-up of the queue's workers when a lock is let go."""
+
+    async def finish_job(self, job: jobs_module.Job, status: jobs_module.Status, delete_job: bool) -> None:
+        await super().finish_job(job, status, delete_job)
+        if job.lock is not None:
+            await self.wake(job.id, job.queue)
+
+    async def retry_job(
+        self,
+        job: jobs_module.Job,
+        retry_at: datetime.datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        lock: str | None = None,
+    ) -> None:
+        await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue, lock=lock)
+        await self.wake(job.id, queue or job.queue)
+
+    async def wake(self, job_id: int | None, queue: str) -> None:
+        """Tell every worker of `queue` that a job may be ready; best effort, since workers poll anyway."""
+        try:
+            await self.connector.execute_query_async(
+                "SELECT pg_notify(%(channel)s, %(payload)s)",
+                channel=wake_channel(queue),
+                payload=json.dumps({"type": "job_inserted", "job_id": job_id}),
+            )
+        except exceptions.ConnectorException as exc:
+            reason = unreachable_reason(exc)
+            if reason is not None:
+                OUTAGE.unreachable_now(reason)  # one line for the outage; the workers poll anyway
+                return
+            logger.warning(
+                "could not wake the workers for job %s (they will find it by polling): %s",
+                job_id,
+                exc.__cause__ or repr(exc),
+            )
+
+
+def wake_channel(queue: str) -> str:
+    """The channel procrastinate's workers of `queue` listen on."""
+    (channel,) = manager.get_channel_for_queues([queue])
+    return channel
+
+
 async def recover_stalled_jobs(
     app: App, *, queues: Sequence[str], stall_timeout: float, own: Collection[int] = ()
 ) -> list[int]:
-    """Put the jobs of dead workers back in `queues`; return their ids (those given up on excluded).
-    `own`: this process's workers, never taken for dead by it."""
+    """Put the jobs of dead workers (never those of `own`) back in `queues`; return their ids."""
     retried: list[int] = []
     first_in: dict[str, int] = {}  # queue → its first job put back
     pool = app.connector.pool  # type: ignore[attr-defined]
@@ -96,9 +135,8 @@ async def recover_stalled_jobs(
 async def keep_recovering(
     app: App, *, queues: Sequence[str], stall_timeout: float, own: Callable[[], Collection[int]]
 ) -> None:
-    """Recover stalled jobs every third of the stall timeout, until cancelled, never taking the
-    workers `own()` names (this process's) for dead. A failed round (the database away) is logged
-    and the next one tried."""
+    """Recover stalled jobs every third of the stall timeout, until cancelled; a failed round is
+    logged and the next one tried."""
     while True:
         await asyncio.sleep(stall_timeout / 3)
         try:

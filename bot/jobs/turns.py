@@ -1,20 +1,14 @@
 """`TurnJobs`: received messages as procrastinate jobs, shared by every nerve process on a database.
 
-One `TurnJobs` per process. The front end that receives a message enqueues a job naming it; the
-worker of any process on the database runs it, with the handler that process registered under the
-job's name. What procrastinate guarantees and nerve relies on:
+One per process: the front end that receives a message enqueues a job; any process's worker runs it
+with the handler registered under its name. procrastinate's `queueing_lock` (the event id) makes a
+re-delivery before the job started add nothing, and its `lock` (the conversation) runs one job of a
+conversation at a time, in order. One queue per schema and platform (`queue_of`): a worker takes only
+jobs it has handlers for, and two deployments in two schemas of one database never touch each other's.
 
-- a job's `queueing_lock` (the platform's event id) is unique among jobs still waiting, so a
-  re-delivery that arrives before the job started adds nothing;
-- a job's `lock` (the conversation) lets one job of it run at a time in the whole database, in
-  the order they were enqueued;
-- the rest (waking workers when a lock is let go, recovering dead workers' jobs, draining) is in
-  `bot.jobs.wake`, `bot.jobs.recovery` and `bot.jobs.worker`.
-
-The jobs live in nerve's schema (the first of the connection's search_path), one queue per platform
-named after that schema and the platform (`queue_of`): a worker takes only the jobs of the names its
-process registered, so one platform's process never takes another's job it has no handler for, and
-two deployments sharing one database in two schemas never wake, abort or run each other's jobs.
+procrastinate's tables are installed at start-up under the lock nerve's migrations take, so of
+replicas starting together exactly one installs them. An installed schema is left as it is (its
+`schema.sql` is for a blank database; a newer procrastinate's migrations are an operator's upgrade).
 """
 
 from __future__ import annotations
@@ -31,16 +25,16 @@ import psycopg
 from procrastinate import App, BaseRetryStrategy, PsycopgConnector, RetryDecision
 from procrastinate import exceptions as procrastinate_errors
 from procrastinate.jobs import Job
+from procrastinate.schema import SchemaManager
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from bot.errors import ConfigError, StoreError
-from bot.jobs.handlers import JobHandler
-from bot.jobs.schema import install_schema
-from bot.jobs.wake import WakingJobManager
+from bot.jobs import JobHandler
+from bot.jobs.recovery import WakingJobManager
 from bot.jobs.worker import WorkerOptions, WorkerRunner
 from bot.store.postgres import CONNECT_TIMEOUT_SECONDS, describe, postgres_error
-from bot.store.postgres_migrate import current_schema
-from bot.store.postgres_pool import SteadyPool
+from bot.store.postgres_connection import SteadyPool, lock_key
+from bot.store.postgres_migrate import MIGRATION_LOCKS, current_schema
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +58,8 @@ class RunAgainIfCutOff(BaseRetryStrategy):
 
 @dataclass(eq=False)
 class TurnJobs:
-    """The jobs of one nerve deployment on PostgreSQL: enqueue them, and run a worker for them.
-
-    `schema` is where procrastinate's tables are; `queue` the prefix of this deployment's
-    procrastinate queues, one per platform (`queue_of`, for operators' `procrastinate` commands).
-    Made by `TurnJobs.open`, around an app whose pool is open.
-    """
+    """The jobs of one nerve deployment on PostgreSQL (made by `TurnJobs.open`): enqueue them, and
+    run a worker for them. `queue` is the prefix of its queues, for operators' `procrastinate` commands."""
 
     app: App
     pool: AsyncConnectionPool[Any]
@@ -94,12 +84,8 @@ class TurnJobs:
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> TurnJobs:
-        """Connect to `database_url`, install procrastinate's tables if they are not there, open a pool.
-
-        `schema` overrides the URL's search_path (a plain lower-case name). `stall_timeout`: seconds
-        without a heartbeat after which a worker counts as dead (`NERVE_WORKER_STALL_TIMEOUT`).
-        `poll_interval`: seconds between two looks for jobs when no notification came.
-        """
+        """Connect, install procrastinate's tables if they are not there, open a pool. `schema`
+        overrides the URL's search_path; `stall_timeout` is NERVE_WORKER_STALL_TIMEOUT."""
         if stall_timeout <= 0 or poll_interval <= 0:
             raise ConfigError("the stall timeout and the poll interval of the job worker must be positive")
         where = describe(database_url)
@@ -124,9 +110,7 @@ class TurnJobs:
             max_size=POOL_SIZE,
             kwargs=kwargs,
             timeout=POOL_WAIT_SECONDS,
-            check=AsyncConnectionPool.check_connection,
             name="nerve-jobs",
-            open=False,
         )
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
@@ -147,12 +131,8 @@ class TurnJobs:
         )
 
     def register(self, name: str, handler: JobHandler) -> None:
-        """Run `handler(**payload)` for the jobs named `name` that this process's worker takes.
-
-        A name is `<platform>.<what>` (`chat.event`); the jobs of one platform share a queue
-        (`queue_of`), and `run_worker` takes the queues of the names registered here, so every
-        process that runs a platform's jobs registers all of that platform's names.
-        """
+        """Run `handler(**payload)` for the jobs named `name` (`<platform>.<what>`) this process's
+        worker takes. A platform's jobs share a queue, so a process registers all of its names."""
         if name in self.app.tasks:
             raise ValueError(f"a handler for jobs named {name!r} is registered already")
         self._queues.add(self.queue_of(name))
@@ -168,18 +148,10 @@ class TurnJobs:
         return f"{self.queue}-{name.partition('.')[0]}"
 
     async def enqueue(self, name: str, payload: Mapping[str, str], *, event: str, conversation: str) -> bool:
-        """Queue a job `name` with `payload`; False if a job for `event` is still waiting to start.
-
-        `event` is the platform's id of the delivery, unique across platforms (prefix it, e.g.
-        `chat:Ev123`). procrastinate refuses a second job with the same `event` only while the
-        first is waiting ("todo"): once it has started or ended, the same id would queue again.
-        So the first guard against re-deliveries is nerve's inbox (the event id is unique there);
-        this one covers a re-delivery racing the first in another process.
-
-        `conversation` names the thread (`str(incoming.key)`): the jobs of one conversation run one
-        at a time, in the order they were enqueued, across every process on the database, while
-        other conversations' jobs run alongside.
-        """
+        """Queue a job `name` with `payload`; False if a job for `event` (the delivery's id, prefixed
+        by platform: `chat:Ev123`) is still waiting to start. That only holds while the first waits,
+        so nerve's inbox is the first guard against re-deliveries; this covers one racing the first
+        in another process. The jobs of one `conversation` (`str(incoming.key)`) run one at a time."""
         self._check_open()
         deferrer = self.app.configure_task(
             name, queue=self.queue_of(name), lock=conversation, queueing_lock=event
@@ -193,9 +165,8 @@ class TurnJobs:
         return True
 
     async def pending(self, event: str) -> bool:
-        """A job for `event` is waiting or running (in any process, in any of this deployment's
-        queues): start-up recovery and the sweep for deliveries recorded but never queued (the
-        process died in between) queue only events without one."""
+        """A job for `event` is waiting or running in any of this deployment's queues: recovery
+        queues only deliveries recorded without one (the process died in between)."""
         self._check_open()
         try:
             async with self.pool.connection() as conn:
@@ -209,10 +180,8 @@ class TurnJobs:
             raise StoreError(f"could not look for the job of {event} on {self.where}: {exc}") from exc
 
     def run_worker(self, concurrency: int) -> None:
-        """Start this process's worker as a task of the running loop: it runs up to `concurrency` jobs
-        at once (`NERVE_WORKER_CONCURRENCY`) of the queues of the names registered so far, until
-        `drain`, starts itself again after a failure, and puts the jobs of dead workers of those
-        queues back in them."""
+        """Start this process's worker on the running loop, up to `concurrency` jobs at once of the
+        queues registered so far, until `drain` (`bot.jobs.worker`)."""
         self._check_open()
         if concurrency < 1:
             raise ValueError("a worker runs at least one job at a time")
@@ -231,14 +200,12 @@ class TurnJobs:
         self._runner.start()
 
     def worker_alive(self) -> bool:
-        """This process's worker is registered and taking jobs (for /readyz); False before
-        `run_worker`, once `drain` began, and while it restarts after a failure."""
+        """This process's worker is registered and taking jobs (for /readyz)."""
         return self._runner is not None and self._runner.alive()
 
     async def drain(self, grace: float) -> None:
-        """For SIGTERM: take no more jobs, let the running ones finish within `grace` seconds, then
-        cancel those still running, which puts them back in the queue where another process runs
-        them again from the start. Returns once the worker has stopped; nothing without a worker."""
+        """For SIGTERM: take no more jobs, give the running ones `grace` seconds, then cancel them,
+        which puts them back in the queue for another process. Returns once the worker stopped."""
         if self._runner is not None:
             await self._runner.drain(grace)
 
@@ -257,6 +224,35 @@ class TurnJobs:
 
 
 def queue_for(schema: str) -> str:
-    """The prefix of the queues of the deployment in `schema`; short, since a queue's name is part
-    of a NOTIFY channel name (63 bytes at most)."""
+    """The prefix of the deployment's queues; short, since it is part of a NOTIFY channel's name."""
     return "nerve-" + hashlib.blake2b(schema.encode(), digest_size=4).hexdigest()
+
+
+# The table every procrastinate installation has; its presence in the schema means "installed".
+JOBS_TABLE = "procrastinate_jobs"
+
+
+async def install_schema(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Create procrastinate's tables, types and functions in the connection's schema unless they are
+    there; True if this call created them. `conn` is in autocommit."""
+    schema = await current_schema(conn)
+    key = lock_key(MIGRATION_LOCKS, schema)
+    await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)
+    try:
+        if await is_installed(conn, schema):
+            return False
+        # Without parameters psycopg sends the whole script as it is, statements and `%` alike.
+        async with conn.transaction():
+            await conn.execute(SchemaManager.get_schema())
+        return True
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
+
+async def is_installed(conn: psycopg.AsyncConnection[Any], schema: str) -> bool:
+    """procrastinate's jobs table is in `schema` itself (one further along the search_path is not
+    the one nerve's connections would write to)."""
+    cursor = await conn.execute(
+        "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = %s", (schema, JOBS_TABLE)
+    )
+    return await cursor.fetchone() is not None

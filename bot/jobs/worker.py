@@ -1,20 +1,10 @@
 """One procrastinate worker inside a nerve process, kept running until drained.
 
-procrastinate's `Worker` fetches jobs, runs up to `concurrency` of them at once, beats, and on
-`stop()` fetches no more, waits `shutdown_graceful_timeout` for the running ones, then cancels them.
-Around it, this module adds what a chat bot's process needs:
-
-- the worker runs as a task of the current event loop, next to the front end, with no signal
-  handlers of its own (the front end owns SIGTERM and calls `drain`);
-- a worker that fails (the database restarted, its heartbeat could not be written) is started
-  again after a pause, as a new worker: its old registration is pruned like a dead one's. A failure
-  to reach the database is not the worker's fault: it is one line of the outage's
-  (`bot.store.postgres_outage`), and the worker starts again a second later, however often, since
-  a start waits for the pool, which reconnects within seconds of the database's return;
-- the jobs of dead workers are recovered in every worker (`bot.jobs.recovery`);
-- a draining worker keeps beating until its last job ends (procrastinate's beats stop at once);
-- a job's end is recorded again until it lands (`FinishingWorker`);
-- `alive()` says whether a worker is registered and running, for `/readyz`.
+Around procrastinate's `Worker`, what a chat bot's process needs: it runs as a task next to the
+front end, which owns SIGTERM and calls `drain`; a worker that fails is started again as a new one
+(a failure to reach the database is one line of the outage's, `bot.store.postgres_outage`, and the
+restart comes a second later); every worker recovers dead workers' jobs (`bot.jobs.recovery`); a
+draining worker keeps beating until its last job ends; a job's end is recorded until it lands.
 """
 
 from __future__ import annotations
@@ -48,12 +38,9 @@ _ALREADY_ENDED = "Job was not found or"
 class FinishingWorker(Worker):
     """procrastinate's worker, whose record of a job's end survives a database blip.
 
-    procrastinate records a job's end once. If the database is away at that moment, the failure
-    ends a task nobody awaits (an ERROR "Task exception was never retrieved" in the log), and the
-    job stays `doing` under this process's live worker, which recovery never takes for dead: its
-    conversation would stay locked until a restart. Here the record is tried again, with growing
-    pauses, until it lands; a worker that is stopping gives up with one line, and its registration,
-    pruned once its heartbeat is old, hands the job to recovery.
+    procrastinate records a job's end once: lost, the job would stay `doing` under this live worker,
+    which recovery never takes for dead, and its conversation locked until a restart. So it is tried
+    again until it lands; a stopping worker gives up, and its pruned registration hands the job on.
     """
 
     async def _persist_job_status(self, *args: Any, **kwargs: Any) -> None:
@@ -117,18 +104,12 @@ class WorkerRunner:
 
     def alive(self) -> bool:
         """A worker is registered in the database and fetching jobs (not draining, not restarting)."""
-        worker = self._worker
-        return (
-            self._task is not None
-            and not self._task.done()
-            and not self._draining.is_set()
-            and worker is not None
-            and worker.worker_id is not None
-        )
+        running = self._task is not None and not self._task.done() and not self._draining.is_set()
+        return running and bool(self._own_workers())
 
     async def drain(self, grace: float) -> None:
-        """Fetch no more jobs; give the running ones `grace` seconds, then cancel them, which puts
-        them back in the queue for another process. Returns once the worker has stopped."""
+        """Fetch no more jobs; give the running ones `grace` seconds, then cancel them (back to the
+        queue). Returns once the worker has stopped."""
         self._draining.set()
         if self._task is None:
             return
@@ -150,9 +131,8 @@ class WorkerRunner:
                     await beating
 
     async def _beat_while_draining(self, worker: Worker) -> None:
-        """procrastinate stops its heartbeat as soon as a worker stops, before the grace; without
-        beats, a grace longer than the stall timeout would have other processes take this one for
-        dead and run its still-running jobs a second time."""
+        """procrastinate stops beating as soon as a worker stops: a grace longer than the stall
+        timeout would have others take this one for dead and run its jobs a second time."""
         interval = self._options.stall_timeout / 3
         while True:
             worker_id = worker.worker_id

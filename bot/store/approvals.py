@@ -1,10 +1,13 @@
-"""Parked turns and the calls they wait on.
+"""Parked turns and the calls they wait on, the decisions that outlive them, and the messages
+that wait behind them.
 
 A turn that waits for a person is written here whole (the question, the round whose calls wait, the
 results of the calls that already ran) and its task ends: nothing is held while the person thinks.
 Every state change is one conditional UPDATE, so a replayed or concurrent click changes nothing, and
-exactly one process claims a turn to resume it. What outlives a turn (remembered approvals, the
-audit) is `bot.store.decisions`; messages that wait behind a parked turn are `bot.store.deferred`.
+exactly one process claims a turn to resume it. Remembered approvals ("always allow here") hold
+while their tool's definition stays the same, apart from any turn; the audit keeps every decision
+with its conversation. A message written while its thread's turn is parked is an incoming message
+waiting its turn, kept (`defer`) and answered after that turn.
 """
 
 from __future__ import annotations
@@ -12,17 +15,19 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any
 
 from bot.policy.places import place_id
-from bot.store.decisions import DecisionLedger
-from bot.store.deferred import DeferredLedger
-from bot.store.dialect import Connection
+from bot.store.dialect import Connection, Ledger
 from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
 from bot.store.rows import (
+    C_KEY_WHERE,
     KEY_WHERE,
+    columns,
+    from_row,
     incoming_from_json,
     incoming_to_json,
+    key_from_row,
     key_params,
     message_from_json,
 )
@@ -33,11 +38,13 @@ from bot.store.rows import (
 from bot.store.sign_ins import SignInWait, insert_sign_in_waits
 from bot.types import (
     ApprovalPrompt,
+    AuditEntry,
     CallDecision,
     ChatMessage,
     ConversationKey,
     Incoming,
     PendingCall,
+    RememberedApproval,
 )
 
 
@@ -53,24 +60,9 @@ class ParkedTurn:
     rounds_used: int
 
 
-class ApprovalLedger(DecisionLedger, DeferredLedger):
+class ApprovalLedger(Ledger):
     """The approval tables of the conversation store (mixed into the store, `bot.store.base`), with
     the remembered approvals, the audit and the deferred messages that go with them."""
-
-    async def _insert_messages(
-        self,
-        db: Connection,
-        key: ConversationKey,
-        messages: Sequence[ChatMessage],
-        *,
-        event_id: str | None = None,
-    ) -> int:
-        raise NotImplementedError
-
-    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
-        raise NotImplementedError
-
-    # --- parking and deciding ----------------------------------------------------------------------
 
     async def park(
         self,
@@ -128,10 +120,7 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
 
     async def sign_in_calls(self, request_id: str) -> set[str]:
         """The calls of a parked turn that waited for their person to sign in."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT call_id FROM sign_in_waits WHERE request_id = ?", (request_id,)
-            )
+        rows = await self._rows("SELECT call_id FROM sign_in_waits WHERE request_id = ?", (request_id,))
         return {row[0] for row in rows}
 
     async def prompt(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
@@ -141,32 +130,21 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
 
     async def waiting_in(self, key: ConversationKey) -> str | None:
         """The request a turn of this thread is parked on (waiting or being resumed), if any."""
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'"
-                    " ORDER BY rowid LIMIT 1",
-                    key_params(key),
-                )
-            )
-        return str(rows[0][0]) if rows else None
+        return await self.parked_by(key, None)
 
-    async def parked_by(self, key: ConversationKey, event_id: str) -> str | None:
-        """The request a turn of this thread is parked on, if the delivery `event_id` started it."""
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'"
-                    f" AND {self._sql.json_text('incoming', 'event_id')} = ? ORDER BY rowid LIMIT 1",
-                    (*key_params(key), event_id),
-                )
-            )
-        return str(rows[0][0]) if rows else None
+    async def parked_by(self, key: ConversationKey, event_id: str | None) -> str | None:
+        """The request a turn of this thread is parked on, if the delivery `event_id` started it
+        (any delivery when None)."""
+        row = await self._first(
+            f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done' AND (CAST(? AS TEXT) IS NULL"
+            f" OR {self._sql.json_text('incoming', 'event_id')} = ?) ORDER BY rowid LIMIT 1",
+            (*key_params(key), event_id, event_id),
+        )
+        return None if row is None else str(row[0])
 
     async def set_message_ref(self, request_id: str, ref: str) -> None:
         """Remember where the approval message is, so the process that resumes can update it."""
-        async with self._write() as db:
-            await db.execute("UPDATE parked_turns SET message_ref = ? WHERE id = ?", (ref, request_id))
+        await self._change("UPDATE parked_turns SET message_ref = ? WHERE id = ?", (ref, request_id))
 
     async def decide(
         self, request_id: str, call_ids: Sequence[str], status: CallDecision, by: str, now: float
@@ -190,28 +168,20 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
         """Mark the pending calls of requests past their expiry (of one platform, if given); returns
         those requests. Each front end sweeps its own: only it can update the approval message."""
         async with self._write() as db:
-            rows = await db.execute_fetchall(
-                "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
-                " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'"
-                " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?)",
-                (now, platform, platform),
-            )
-            expired = [str(row[0]) for row in rows]
-            for request_id in expired:
-                await db.execute(
-                    "UPDATE pending_calls SET status = 'expired', decided_by = 'expiry',"
-                    f" decided_at = {self._sql.now}"
-                    " WHERE request_id = ? AND status = 'pending'",
-                    (request_id,),
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
+                    " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'"
+                    " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?)",
+                    (now, platform, platform),
                 )
-        return expired
+            )
+            await self._close_calls(db, rows, by="expiry")
+        return [str(row[0]) for row in rows]
 
     async def claim(self, request_id: str, now: float) -> ParkedTurn | None:
-        """Take a fully decided request for resuming; None if it is still open or already done.
-
-        The caller holds the thread's turn lock, which only one process at a time can: a request
-        still marked `resuming` then belongs to a process that stopped mid-way, and is taken over.
-        """
+        """Take a fully decided request for resuming; None if it is still open or already done. The
+        caller holds the thread's turn lock, so one still `resuming` was left by a stopped process."""
         async with self._write() as db:
             cursor = await db.execute(
                 "UPDATE parked_turns SET status = 'resuming', claimed_at = ? WHERE id = ?"
@@ -221,15 +191,12 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
             )
             if cursor.rowcount != 1:
                 return None
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT incoming, answer, done_results, rounds_used FROM parked_turns WHERE id = ?",
-                    (request_id,),
-                )
+            (incoming, answer, done, rounds_used), *_ = await db.execute_fetchall(
+                "SELECT incoming, answer, done_results, rounds_used FROM parked_turns WHERE id = ?",
+                (request_id,),
             )
             loaded = await _load_prompt(db, request_id)
         assert loaded is not None
-        incoming, answer, done, rounds_used = rows[0]
         return ParkedTurn(
             request_id=request_id,
             incoming=incoming_from_json(json.loads(incoming)),
@@ -249,42 +216,138 @@ class ApprovalLedger(DecisionLedger, DeferredLedger):
 
     async def release_claim(self, request_id: str) -> None:
         """A resume that failed gives its request back, to be resumed again."""
-        async with self._write() as db:
-            await db.execute(
-                "UPDATE parked_turns SET status = 'waiting', claimed_at = NULL"
-                " WHERE id = ? AND status = 'resuming'",
-                (request_id,),
-            )
+        await self._change(
+            "UPDATE parked_turns SET status = 'waiting', claimed_at = NULL"
+            " WHERE id = ? AND status = 'resuming'",
+            (request_id,),
+        )
 
     async def close_parked(self, key: ConversationKey) -> list[str]:
         """A thread was reset: its parked turns end, their open calls counted as not approved."""
         async with self._write() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'", key_params(key)
-            )
-            ids = [str(row[0]) for row in rows]
-            for request_id in ids:
-                await db.execute(
-                    "UPDATE pending_calls SET status = 'expired', decided_by = 'reset',"
-                    f" decided_at = {self._sql.now}"
-                    " WHERE request_id = ? AND status = 'pending'",
-                    (request_id,),
+            rows = list(
+                await db.execute_fetchall(
+                    f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'", key_params(key)
                 )
-                await db.execute("UPDATE parked_turns SET status = 'done' WHERE id = ?", (request_id,))
-        return ids
+            )
+            await self._close_calls(db, rows, by="reset")
+            await db.executemany("UPDATE parked_turns SET status = 'done' WHERE id = ?", rows)
+        return [str(row[0]) for row in rows]
+
+    async def _close_calls(self, db: Connection, requests: Sequence[Any], *, by: str) -> None:
+        """The open calls of these requests (rows of their id) end as not approved."""
+        await db.executemany(
+            f"UPDATE pending_calls SET status = 'expired', decided_by = ?, decided_at = {self._sql.now}"
+            " WHERE request_id = ? AND status = 'pending'",
+            [(by, row[0]) for row in requests],
+        )
 
     async def ready_requests(self, platform: str | None = None, *, resuming: bool = False) -> list[str]:
         """Requests with every call decided that no turn finished: a process stopped (or failed)
         before resuming them; with `resuming`, also those a stopped process was resuming."""
         statuses = "('waiting', 'resuming')" if resuming else "('waiting')"
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT id FROM parked_turns p WHERE status IN {statuses} AND NOT EXISTS"
-                " (SELECT 1 FROM pending_calls c WHERE c.request_id = p.id AND c.status = 'pending')"
-                " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?) ORDER BY rowid",
-                (platform, platform),
-            )
+        rows = await self._rows(
+            f"SELECT id FROM parked_turns p WHERE status IN {statuses} AND NOT EXISTS"
+            " (SELECT 1 FROM pending_calls c WHERE c.request_id = p.id AND c.status = 'pending')"
+            " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?) ORDER BY rowid",
+            (platform, platform),
+        )
         return [str(row[0]) for row in rows]
+
+    # --- remembered approvals ----------------------------------------------------------------------
+
+    async def remember(self, place: str, server: str, tool: str, definition_hash: str, by: str) -> None:
+        """Always allow this tool here, while its definition stays `definition_hash`."""
+        await self._change(
+            "INSERT INTO remembered_approvals (place, server, tool, definition_hash, granted_by)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (place, server, tool) DO UPDATE SET"
+            f" definition_hash = excluded.definition_hash, granted_by = excluded.granted_by,"
+            f" granted_at = {self._sql.now}",
+            (place, server, tool, definition_hash, by),
+        )
+
+    async def remembered(self, place: str, server: str, tool: str) -> str | None:
+        """The definition hash this tool was always-allowed with here, if it was."""
+        row = await self._first(
+            "SELECT definition_hash FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
+            (place, server, tool),
+        )
+        return str(row[0]) if row else None
+
+    async def remembered_approvals(self, place: str | None = None) -> list[RememberedApproval]:
+        """Every remembered approval (of one place, if given), newest first."""
+        rows = await self._rows(
+            f"SELECT {columns(RememberedApproval)} FROM remembered_approvals"
+            " WHERE CAST(? AS TEXT) IS NULL OR place = ? ORDER BY granted_at DESC",
+            (place, place),
+        )
+        return [from_row(RememberedApproval, row) for row in rows]
+
+    async def revoke(self, place: str, server: str, tool: str) -> bool:
+        """Forget a remembered approval; False if there was none."""
+        deleted = await self._change(
+            "DELETE FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
+            (place, server, tool),
+        )
+        return deleted == 1
+
+    # --- audit -------------------------------------------------------------------------------------
+
+    async def record_audit(self, key: ConversationKey, entries: Sequence[AuditEntry]) -> None:
+        """Keep these decisions with the thread's active conversation."""
+        if not entries:
+            return
+        async with self._write() as db:
+            conversation = await self._conversation_of(db, key)
+            await db.executemany(
+                "INSERT INTO audit (conversation_id, who, place, server, tool, call_id, arguments_hash,"
+                " outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (conversation, e.who, e.place, e.server, e.tool, e.call_id, e.arguments_hash, e.outcome)
+                    for e in entries
+                ],
+            )
+
+    async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
+        """The decisions of the thread's active conversation, oldest first."""
+        rows = await self._rows(
+            f"SELECT {columns(AuditEntry, 'a.')} FROM audit a JOIN conversations c"
+            f" ON c.id = a.conversation_id WHERE c.archived_at IS NULL AND {C_KEY_WHERE} ORDER BY a.id",
+            key_params(key),
+        )
+        return [from_row(AuditEntry, row) for row in rows]
+
+    # --- messages that wait behind a parked turn ---------------------------------------------------
+
+    async def defer(self, incoming: Incoming) -> None:
+        """Keep a message written while the thread's turn waits; it is answered after that turn."""
+        await self._change(
+            "INSERT INTO deferred_messages (platform, workspace, channel, thread, incoming)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (*key_params(incoming.key), json.dumps(incoming_to_json(incoming), ensure_ascii=False)),
+        )
+
+    async def next_deferred(self, key: ConversationKey) -> tuple[int, Incoming] | None:
+        """The oldest message waiting in this thread, with its id for `drop_deferred`."""
+        row = await self._first(
+            f"SELECT id, incoming FROM deferred_messages WHERE {KEY_WHERE} ORDER BY id LIMIT 1",
+            key_params(key),
+        )
+        return None if row is None else (int(row[0]), incoming_from_json(json.loads(row[1])))
+
+    async def drop_deferred(self, deferred_id: int) -> None:
+        await self._change("DELETE FROM deferred_messages WHERE id = ?", (deferred_id,))
+
+    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]:
+        """Threads (of one platform, if given) where messages wait and no turn is parked any more."""
+        rows = await self._rows(
+            "SELECT DISTINCT d.platform, d.workspace, d.channel, d.thread FROM deferred_messages d"
+            " WHERE NOT EXISTS (SELECT 1 FROM parked_turns p WHERE p.platform = d.platform AND"
+            " p.workspace = d.workspace AND p.channel = d.channel AND p.thread = d.thread"
+            " AND p.status <> 'done') AND (CAST(? AS TEXT) IS NULL OR d.platform = ?)",
+            (platform, platform),
+        )
+        return [key_from_row(row) for row in rows]
 
 
 async def _load_prompt(
@@ -301,40 +364,20 @@ async def _load_prompt(
     )
     if not rows:
         return None
-    platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status, place = rows[0]
-    calls = await db.execute_fetchall(
-        "SELECT call_id, server, tool, arguments, call_hash, status, decided_by, definition_hash"
-        " FROM pending_calls c"
+    *key, requester, answer, expires_at, message_ref, status, place = rows[0]
+    call_rows = await db.execute_fetchall(
+        f"SELECT {columns(PendingCall)} FROM pending_calls c"
         " WHERE request_id = ? AND (? OR (NOT EXISTS (SELECT 1 FROM input_waits w"
         "  WHERE w.request_id = c.request_id AND w.call_id = c.call_id) AND NOT EXISTS (SELECT 1"
         "  FROM sign_in_waits s WHERE s.request_id = c.request_id AND s.call_id = c.call_id)))"
         " ORDER BY position",
         (request_id, questions),
     )
-    prompt = ApprovalPrompt(
-        request_id=request_id,
-        key=ConversationKey(platform=platform, workspace=workspace, channel=channel, thread=thread),
-        requester=requester,
-        place=place,
-        calls=tuple(
-            PendingCall(
-                call_id=c[0],
-                server=c[1],
-                tool=c[2],
-                arguments=json.loads(c[3]),
-                call_hash=c[4],
-                status=cast(CallDecision, c[5]),
-                decided_by=c[6],
-                definition_hash=c[7],
-            )
-            for c in calls
-        ),
-        reason=(message_from_json(json.loads(answer)).content or "").strip(),
-        expires_at=float(expires_at),
-        message_ref=message_ref,
-        questions_open=not questions and bool(await db.execute_fetchall(_QUESTIONS_OPEN, (request_id,))),
-    )
-    return prompt, str(status)
+    calls = tuple(from_row(PendingCall, (*c[:3], json.loads(c[3]), *c[4:])) for c in call_rows)
+    reason = (message_from_json(json.loads(answer)).content or "").strip()
+    questions_open = not questions and bool(await db.execute_fetchall(_QUESTIONS_OPEN, (request_id,)))
+    shown = (requester, place, calls, reason, float(expires_at), message_ref, questions_open)
+    return from_row(ApprovalPrompt, shown, request_id=request_id, key=key_from_row(key)), str(status)
 
 
 # A parked turn's calls still waiting for answers to their server's questions, or for a sign-in.

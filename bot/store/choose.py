@@ -3,6 +3,9 @@ SQLite file NERVE_DB (the embedded default, needing nothing else)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.store.base import ConversationStore
@@ -20,16 +23,26 @@ async def open_configured_store(settings: Settings) -> ConversationStore:
 
 async def open_postgres_store(url: str) -> ConversationStore:
     """The PostgreSQL store at `url`; psycopg is imported only here, so SQLite needs no extra."""
+    check_postgres_url(url, "; leave it unset to keep the conversations in the SQLite file NERVE_DB")
+    with postgres_support():
+        from bot.store.postgres import PostgresStore
+    return await PostgresStore.open(url)
+
+
+def check_postgres_url(url: str, advice: str) -> None:
     if not url.startswith(POSTGRES_SCHEMES):
         raise ConfigError(
-            "NERVE_DATABASE_URL must be a PostgreSQL URL (postgresql://user:password@host:5432/database);"
-            " leave it unset to keep the conversations in the SQLite file NERVE_DB"
+            f"NERVE_DATABASE_URL must be a PostgreSQL URL (postgresql://user:password@host:5432/database){advice}"
         )
+
+
+@contextmanager
+def postgres_support() -> Iterator[None]:
+    """Around the import of what PostgreSQL needs: its absence is a setting to fix, not a crash."""
     try:
-        from bot.store.postgres import PostgresStore
+        yield
     except ImportError as exc:
         raise ConfigError(
             f"NERVE_DATABASE_URL is set but PostgreSQL support is not installed ({exc.name} is missing):"
             " pip install 'nerve[postgres]'"
         ) from exc
-    return await PostgresStore.open(url)

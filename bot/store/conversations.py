@@ -6,18 +6,19 @@ how statements reach the database.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
 
-from bot.store.dialect import Connection, days_ago
-from bot.store.ledger import Ledger
-from bot.types import ChatMessage, ConversationKey, Role, ToolCall
-
-_KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
-# The columns `message_from_row` reads, in its order.
-MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
-_C_KEY = "c.platform = ? AND c.workspace = ? AND c.channel = ? AND c.thread = ?"
+from bot.store.dialect import Connection, Ledger, days_ago
+from bot.store.rows import (
+    C_KEY_WHERE,
+    KEY_WHERE,
+    MESSAGE_COLUMNS,
+    key_from_row,
+    key_params,
+    message_from_row,
+    message_row,
+)
+from bot.types import ChatMessage, ConversationKey
 
 
 class ConversationLedger(Ledger):
@@ -26,10 +27,8 @@ class ConversationLedger(Ledger):
     async def append(
         self, key: ConversationKey, messages: Sequence[ChatMessage], *, event_id: str | None = None
     ) -> bool:
-        """Persist messages in one transaction; False when `event_id` was already recorded.
-
-        `event_id` belongs to the first message (the user's); a re-delivered event writes nothing.
-        """
+        """Persist messages in one transaction; False when `event_id` (the first message's, the
+        user's) was already recorded: a re-delivered event writes nothing."""
         if not messages:
             return True
         async with self._write() as db:
@@ -48,69 +47,57 @@ class ConversationLedger(Ledger):
         event_id: str | None = None,
     ) -> int:
         """Append to the thread's active conversation inside the caller's transaction; returns its id."""
-        # Looked up in this transaction, never cached: another process may have reset the thread
-        # since this one last wrote to it, and the message belongs to the conversation now active.
-        conversation = await self._active_conversation(db, key)
+        conversation = await self._conversation_of(db, key)
         # seq is computed by the database row by row, so a round costs one batch.
         await db.executemany(
             "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
             " is_error, latency_ms, event_id) VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
             " WHERE conversation_id = ?), ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                _message_row(conversation, message, event_id if index == 0 else None)
+                message_row(conversation, message, event_id if index == 0 else None)
                 for index, message in enumerate(messages)
             ],
         )
         return conversation
 
-    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
-        return await self._active_conversation(db, key)
-
     async def history(self, key: ConversationKey) -> list[ChatMessage]:
         """The current conversation of this thread, oldest first."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages JOIN conversations c ON c.id = conversation_id"
-                f" WHERE c.archived_at IS NULL AND {_C_KEY}"
-                " ORDER BY seq",
-                _key_params(key),
-            )
+        rows = await self._rows(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages JOIN conversations c ON c.id = conversation_id"
+            f" WHERE c.archived_at IS NULL AND {C_KEY_WHERE} ORDER BY seq",
+            key_params(key),
+        )
         return [message_from_row(row) for row in rows]
 
     async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
         """The turn that answered the user message with this event id: what follows it, up to the next
         user message. Empty when the event is unknown. Lets a re-delivery resume or re-send its turn.
         """
-        async with self._read() as db:
-            found = list(
-                await db.execute_fetchall(
-                    "SELECT m.conversation_id, m.seq FROM messages m"
-                    " JOIN conversations c ON c.id = m.conversation_id"
-                    f" WHERE m.event_id = ? AND {_C_KEY} ORDER BY m.id DESC LIMIT 1",
-                    (event_id, *_key_params(key)),
-                )
-            )
-            if not found:
-                return []
-            conversation, seq = found[0]
-            rows = await db.execute_fetchall(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages"
-                " WHERE conversation_id = ? AND seq > ? AND seq < COALESCE("
-                "  (SELECT MIN(seq) FROM messages WHERE conversation_id = ? AND seq > ? AND role = 'user'),"
-                "  9223372036854775807)"
-                " ORDER BY seq",
-                (conversation, seq, conversation, seq),
-            )
+        found = await self._first(
+            "SELECT m.conversation_id, m.seq FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+            f" WHERE m.event_id = ? AND {C_KEY_WHERE} ORDER BY m.id DESC LIMIT 1",
+            (event_id, *key_params(key)),
+        )
+        if found is None:
+            return []
+        conversation, seq = found
+        rows = await self._rows(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages"
+            " WHERE conversation_id = ? AND seq > ? AND seq < COALESCE("
+            "  (SELECT MIN(seq) FROM messages WHERE conversation_id = ? AND seq > ? AND role = 'user'),"
+            "  9223372036854775807)"
+            " ORDER BY seq",
+            (conversation, seq, conversation, seq),
+        )
         return [message_from_row(row) for row in rows]
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
-        async with self._write() as db:
-            await db.execute(
-                f"UPDATE conversations SET archived_at = {self._sql.now}"
-                f" WHERE archived_at IS NULL AND {_KEY}",
-                _key_params(key),
-            )
+        await self._change(
+            f"UPDATE conversations SET archived_at = {self._sql.now}"
+            f" WHERE archived_at IS NULL AND {KEY_WHERE}",
+            key_params(key),
+        )
 
     async def has_event(self, key: ConversationKey, event_id: str) -> bool:
         """Whether a message with this platform event id was stored in this thread (reset or not)."""
@@ -119,40 +106,36 @@ class ConversationLedger(Ledger):
 
     async def conversations(self, platform: str | None = None) -> list[ConversationKey]:
         """Threads with an active conversation, most recently started first (for `nerve history`)."""
-        where = "archived_at IS NULL" + (" AND platform = ?" if platform is not None else "")
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT platform, workspace, channel, thread FROM conversations WHERE {where}"
-                " ORDER BY id DESC",
-                (platform,) if platform is not None else (),
-            )
-        return [ConversationKey(platform=r[0], workspace=r[1], channel=r[2], thread=r[3]) for r in rows]
+        rows = await self._rows(
+            "SELECT platform, workspace, channel, thread FROM conversations WHERE archived_at IS NULL"
+            " AND (CAST(? AS TEXT) IS NULL OR platform = ?) ORDER BY id DESC",
+            (platform, platform),
+        )
+        return [key_from_row(row) for row in rows]
 
     @staticmethod
     async def _event_seen(db: Connection, key: ConversationKey, event_id: str) -> bool:
         rows = await db.execute_fetchall(
             "SELECT 1 FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-            f" WHERE m.event_id = ? AND {_C_KEY} LIMIT 1",
-            (event_id, *_key_params(key)),
+            f" WHERE m.event_id = ? AND {C_KEY_WHERE} LIMIT 1",
+            (event_id, *key_params(key)),
         )
         return bool(list(rows))
 
-    @staticmethod
-    async def _active_conversation(db: Connection, key: ConversationKey) -> int:
-        """The thread's active conversation, started now if it has none."""
+    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
+        """The thread's active conversation, started now if it has none; looked up in the caller's
+        transaction, never cached, since another process may have reset the thread meanwhile."""
         rows = list(
             await db.execute_fetchall(
-                f"SELECT id FROM conversations WHERE archived_at IS NULL AND {_KEY}", _key_params(key)
+                f"SELECT id FROM conversations WHERE archived_at IS NULL AND {KEY_WHERE}", key_params(key)
+            )
+        ) or list(
+            await db.execute_fetchall(
+                "INSERT INTO conversations (platform, workspace, channel, thread) VALUES (?, ?, ?, ?)"
+                " RETURNING id",
+                key_params(key),
             )
         )
-        if not rows:
-            rows = list(
-                await db.execute_fetchall(
-                    "INSERT INTO conversations (platform, workspace, channel, thread) VALUES (?, ?, ?, ?)"
-                    " RETURNING id",
-                    _key_params(key),
-                )
-            )
         return int(rows[0][0])
 
 
@@ -161,99 +144,46 @@ class InboxLedger(Ledger):
 
     async def claim_event(self, platform: str, event_id: str, payload: str) -> bool:
         """Record a platform event before working on it; False if it was seen before (a re-delivery)."""
-        async with self._inbox() as db:
-            cursor = await db.execute(
-                "INSERT INTO inbox (platform, event_id, payload) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                (platform, event_id, payload),
-            )
-            return cursor.rowcount == 1
+        claimed = await self._change(
+            "INSERT INTO inbox (platform, event_id, payload) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            (platform, event_id, payload),
+            inbox=True,
+        )
+        return claimed == 1
 
     async def finish_event(self, platform: str, event_id: str) -> None:
-        """Mark an event answered, so start-up recovery does not answer it again.
-
-        Its payload is emptied: recognising a re-delivery needs only the event id.
-        """
-        async with self._inbox() as db:
-            await db.execute(
-                f"UPDATE inbox SET status = 'done', done_at = {self._sql.now}, payload = '{{}}'"
-                " WHERE platform = ? AND event_id = ? AND status = 'received'",
-                (platform, event_id),
-            )
+        """Mark an event answered, so start-up recovery does not answer it again; its payload is
+        emptied, since recognising a re-delivery needs only the event id."""
+        await self._change(
+            f"UPDATE inbox SET status = 'done', done_at = {self._sql.now}, payload = '{{}}'"
+            " WHERE platform = ? AND event_id = ? AND status = 'received'",
+            (platform, event_id),
+            inbox=True,
+        )
 
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
         """(event_id, payload) of events claimed but never finished, in the order they arrived."""
-        async with self._inbox() as db:
-            rows = await db.execute_fetchall(
-                "SELECT event_id, payload FROM inbox WHERE platform = ? AND status = 'received'"
-                " ORDER BY received_at, rowid",
-                (platform,),
-            )
+        rows = await self._rows(
+            "SELECT event_id, payload FROM inbox WHERE platform = ? AND status = 'received'"
+            " ORDER BY received_at, rowid",
+            (platform,),
+            inbox=True,
+        )
         return [(str(row[0]), str(row[1])) for row in rows]
 
     async def unfinished_payload(self, platform: str, event_id: str) -> str | None:
         """The payload of one event claimed but not finished yet; None once it is finished (or
         was never claimed): a job that finds None has nothing left to answer."""
-        async with self._inbox() as db:
-            rows = await db.execute_fetchall(
-                "SELECT payload FROM inbox WHERE platform = ? AND event_id = ? AND status = 'received'",
-                (platform, event_id),
-            )
-        found = list(rows)
-        return str(found[0][0]) if found else None
+        row = await self._first(
+            "SELECT payload FROM inbox WHERE platform = ? AND event_id = ? AND status = 'received'",
+            (platform, event_id),
+            inbox=True,
+        )
+        return None if row is None else str(row[0])
 
     async def prune_events(self, older_than_days: float) -> int:
-        """Forget inbox events received more than `older_than_days` ago; returns how many.
-
-        This bounds both windows: a re-delivery older than this is no longer recognised, and an
-        unfinished event older than this is no longer recovered (answering it now would be stale).
-        `bot.store.prune` runs this on a schedule with NERVE_INBOX_RETENTION_HOURS.
-        """
-        async with self._inbox() as db:
-            cursor = await db.execute(
-                "DELETE FROM inbox WHERE received_at < ?", (days_ago(float(older_than_days)),)
-            )
-            return cursor.rowcount
-
-
-def _key_params(key: ConversationKey) -> tuple[str, str, str, str]:
-    return (key.platform, key.workspace, key.channel, key.thread)
-
-
-def _message_row(conversation: int, message: ChatMessage, event_id: str | None) -> tuple[Any, ...]:
-    tool_calls = (
-        json.dumps(
-            [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
-            ensure_ascii=False,
+        """Forget inbox events received more than `older_than_days` ago; returns how many. Older
+        re-deliveries are no longer recognised, older unfinished events no longer answered (stale)."""
+        return await self._change(
+            "DELETE FROM inbox WHERE received_at < ?", (days_ago(float(older_than_days)),), inbox=True
         )
-        if message.tool_calls
-        else None
-    )
-    return (
-        conversation,
-        conversation,
-        message.role,
-        message.content,
-        tool_calls,
-        message.tool_call_id,
-        message.name,
-        int(message.is_error),
-        message.latency_ms,
-        event_id,
-    )
-
-
-def message_from_row(row: Iterable[Any]) -> ChatMessage:
-    """A row of MESSAGE_COLUMNS as the message it stores."""
-    role, content, tool_calls, tool_call_id, name, is_error, latency_ms = row
-    calls = tuple(
-        ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in json.loads(tool_calls or "[]")
-    )
-    return ChatMessage(
-        role=cast(Role, role),
-        content=content,
-        tool_calls=calls,
-        tool_call_id=tool_call_id,
-        name=name,
-        is_error=bool(is_error),
-        latency_ms=latency_ms,
-    )

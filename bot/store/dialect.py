@@ -1,18 +1,20 @@
-"""What the store's ledgers need of a database, and the few spellings SQLite and PostgreSQL differ on.
+"""What the store's ledgers need of a database (`Ledger`, the base of each), and the few spellings
+SQLite and PostgreSQL differ on.
 
-The ledgers (conversations, inbox, approvals, inputs, sign-ins, feedback) are written once, in SQL
-both databases run, with `?` placeholders: SQLite takes them as they are, and the PostgreSQL
-connection (`bot.store.postgres_connection`) turns them into psycopg's `%s`. What cannot be written
-once lives here: the current time as text, and reading one field of a JSON column. Insertion order
-is `rowid` in both (SQLite's own; an identity column of that name in the PostgreSQL schema).
+The ledgers are written once, in SQL both databases run, with `?` placeholders (which
+`bot.store.postgres_connection` turns into psycopg's `%s`); what cannot be written once lives here.
+Insertion order is `rowid` in both (an identity column of that name in the PostgreSQL schema).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
+
+from bot.types import ChatMessage, ConversationKey
 
 
 class Cursor(Protocol):
@@ -23,10 +25,8 @@ class Cursor(Protocol):
 
 
 class Connection(Protocol):
-    """One connection as the ledgers use it (aiosqlite's, or psycopg's behind the adapter).
-
-    Inside `_write()` the statements run in one transaction; elsewhere each is its own.
-    """
+    """One connection as the ledgers use it (aiosqlite's, or psycopg's behind the adapter); inside
+    `_write()` the statements run in one transaction, elsewhere each is its own."""
 
     def execute(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[Cursor]: ...
 
@@ -75,3 +75,52 @@ def iso_utc(moment: datetime) -> str:
 def days_ago(days: float) -> str:
     """The store's text for the time `days` ago, for comparisons with *_at columns."""
     return iso_utc(datetime.now(UTC) - timedelta(days=days))
+
+
+class Ledger:
+    """A group of tables; the store it is mixed into provides the connections and the dialect."""
+
+    _sql: Dialect
+
+    def _read(self) -> AbstractAsyncContextManager[Connection]:
+        """A connection for reads; each statement is its own transaction."""
+        raise NotImplementedError
+
+    def _write(self) -> AbstractAsyncContextManager[Connection]:
+        """One write transaction, committed when the block ends, rolled back on any error; a store's
+        writes are serialized, so a ledger may read and then write with no other writer in between."""
+        raise NotImplementedError
+
+    def _inbox(self) -> AbstractAsyncContextManager[Connection]:
+        """A connection for the inbox's single-statement writes, which never queue behind turns."""
+        raise NotImplementedError
+
+    async def _rows(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> list[Any]:
+        """The rows of one read (on the inbox's connection, with `inbox`)."""
+        async with self._inbox() if inbox else self._read() as db:
+            return list(await db.execute_fetchall(sql, params))
+
+    async def _first(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> Any | None:
+        """The first row of one read, or None."""
+        rows = await self._rows(sql, params, inbox=inbox)
+        return rows[0] if rows else None
+
+    async def _change(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> int:
+        """One statement in a write transaction of its own (with `inbox`, one on the inbox's
+        connection); the number of rows it changed."""
+        async with self._inbox() if inbox else self._write() as db:
+            return (await db.execute(sql, params)).rowcount
+
+    # Conversations (`bot.store.conversations`), which the approval and audit ledgers write into.
+    async def _insert_messages(
+        self,
+        db: Connection,
+        key: ConversationKey,
+        messages: Sequence[ChatMessage],
+        *,
+        event_id: str | None = None,
+    ) -> int:
+        raise NotImplementedError
+
+    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
+        raise NotImplementedError

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 from bot.forms import FormError, form_from_schema
-from bot.store.dialect import Connection
-from bot.store.ledger import Ledger
-from bot.types import ConversationKey, InputMode, InputRequest, InputStatus
+from bot.store.dialect import Connection, Ledger
+from bot.store.rows import from_row, key_from_row, key_params
+from bot.types import InputMode, InputRequest, InputStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,17 +63,13 @@ async def insert_input(
     call_id: str | None = None,
     input_key: str | None = None,
 ) -> None:
-    key = request.key
     await db.execute(
         "INSERT INTO input_requests (id, platform, workspace, channel, thread, user_id, server,"
         " tools, message, mode, schema, url, refused, status, expires_at, alive_at, parked_id, call_id,"
         " input_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             request.request_id,
-            key.platform,
-            key.workspace,
-            key.channel,
-            key.thread,
+            *key_params(request.key),
             request.user_id,
             request.server,
             json.dumps(list(request.tools), ensure_ascii=False),
@@ -101,17 +98,9 @@ async def insert_parked_questions(
             "INSERT INTO input_waits (request_id, call_id, request_state) VALUES (?, ?, ?)",
             (parked_id, call.call_id, call.request_state),
         )
-        for question in call.questions:
-            await insert_input(
-                db,
-                question.request,
-                question.schema,
-                now,
-                question.status,
-                parked_id=parked_id,
-                call_id=call.call_id,
-                input_key=question.key,
-            )
+        for q in call.questions:
+            where = {"parked_id": parked_id, "call_id": call.call_id, "input_key": q.key}
+            await insert_input(db, q.request, q.schema, now, q.status, **where)
 
 
 class InputLedger(Ledger):
@@ -125,58 +114,36 @@ class InputLedger(Ledger):
             await insert_input(db, request, schema, now, status)
 
     async def stored_input(self, request_id: str) -> StoredInput | None:
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT platform, workspace, channel, thread, user_id, server, tools, message, mode,"
-                    " schema, url, refused, status, content, expires_at, alive_at, parked_id, call_id,"
-                    " message_ref FROM input_requests WHERE id = ?",
-                    (request_id,),
-                )
-            )
-        if not rows:
+        row = await self._first(
+            "SELECT platform, workspace, channel, thread, user_id, server, tools, message, mode, schema, url,"
+            " refused, expires_at, message_ref, status, content, alive_at, parked_id, call_id"
+            " FROM input_requests WHERE id = ?",
+            (request_id,),
+        )
+        if row is None:
             return None
-        row = rows[0]
-        schema = json.loads(row[9]) if row[9] is not None else None
+        *key, user_id, server, tools, message, mode, schema, url, refused, expires_at, message_ref = row[:14]
         form = None
-        if schema is not None:
-            try:
-                form = form_from_schema(schema)
-            except FormError:
-                form = None
-        mode: InputMode = "url" if row[8] == "url" else "form"
-        request = InputRequest(
+        with suppress(FormError):
+            form = form_from_schema(json.loads(schema)) if schema is not None else None
+        shown = (user_id, server, tuple(json.loads(tools)), message, _mode(mode), form, url, refused)
+        request = from_row(
+            InputRequest,
+            (*shown, float(expires_at), message_ref),
             request_id=request_id,
-            key=ConversationKey(platform=row[0], workspace=row[1], channel=row[2], thread=row[3]),
-            user_id=row[4],
-            server=row[5],
-            tools=tuple(json.loads(row[6])),
-            message=row[7],
-            mode=mode,
-            form=form,
-            url=row[10],
-            refused=row[11],
-            expires_at=float(row[14]),
-            message_ref=row[18],
+            key=key_from_row(key),
         )
-        content = json.loads(row[13]) if row[13] is not None else None
-        return StoredInput(
-            request=request,
-            status=row[12],
-            content=content,
-            alive_at=float(row[15]),
-            parked_id=row[16],
-            call_id=row[17],
-        )
+        status, content, alive_at = row[14:17]
+        content = json.loads(content) if content is not None else None
+        return from_row(StoredInput, (request, status, content, float(alive_at), *row[17:]))
 
     async def open_parked_questions(self, parked_id: str) -> list[InputRequest]:
         """A parked turn's questions still waiting for their answer, in the order they were asked
         (so a front end that stopped before they were answered can ask them again)."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT id FROM input_requests WHERE parked_id = ? AND status = 'open' ORDER BY rowid",
-                (parked_id,),
-            )
+        rows = await self._rows(
+            "SELECT id FROM input_requests WHERE parked_id = ? AND status = 'open' ORDER BY rowid",
+            (parked_id,),
+        )
         found = [await self.stored_input(str(request_id)) for (request_id,) in rows]
         return [stored.request for stored in found if stored is not None and stored.status == "open"]
 
@@ -191,35 +158,32 @@ class InputLedger(Ledger):
     ) -> bool:
         """Answer an open request; False when it was not open (answered, expired, ended) — or, with
         `stale_before`, when its waiter is still alive (only a stopped waiter's request is ended)."""
-        async with self._write() as db:
-            cursor = await db.execute(
-                "UPDATE input_requests SET status = ?, content = ?, answered_by = ?,"
-                f" answered_at = {self._sql.now} WHERE id = ? AND status = 'open'"
-                " AND (CAST(? AS DOUBLE PRECISION) IS NULL OR alive_at < ?)",
-                (
-                    status,
-                    json.dumps(content, ensure_ascii=False) if content is not None else None,
-                    by,
-                    request_id,
-                    stale_before,
-                    stale_before,
-                ),
-            )
-            return cursor.rowcount == 1
+        changed = await self._change(
+            "UPDATE input_requests SET status = ?, content = ?, answered_by = ?,"
+            f" answered_at = {self._sql.now} WHERE id = ? AND status = 'open'"
+            " AND (CAST(? AS DOUBLE PRECISION) IS NULL OR alive_at < ?)",
+            (
+                status,
+                json.dumps(content, ensure_ascii=False) if content is not None else None,
+                by,
+                request_id,
+                stale_before,
+                stale_before,
+            ),
+        )
+        return changed == 1
 
     async def set_input_message_ref(self, request_id: str, ref: str) -> None:
-        async with self._write() as db:
-            await db.execute("UPDATE input_requests SET message_ref = ? WHERE id = ?", (ref, request_id))
+        await self._change("UPDATE input_requests SET message_ref = ? WHERE id = ?", (ref, request_id))
 
     async def keep_inputs_alive(self, request_ids: list[str], now: float) -> None:
         if not request_ids:
             return
         marks = ", ".join("?" for _ in request_ids)
-        async with self._write() as db:
-            await db.execute(
-                f"UPDATE input_requests SET alive_at = ? WHERE status = 'open' AND id IN ({marks})",
-                (now, *request_ids),
-            )
+        await self._change(
+            f"UPDATE input_requests SET alive_at = ? WHERE status = 'open' AND id IN ({marks})",
+            (now, *request_ids),
+        )
 
     async def settle_parked_call(self, parked_id: str, call_id: str, by: str) -> bool:
         """A parked call whose questions are all answered may run: True when that leaves its turn
@@ -248,33 +212,26 @@ class InputLedger(Ledger):
     ) -> tuple[str | None, list[tuple[str, InputStatus, InputMode, dict[str, Any] | None]]] | None:
         """A parked call's state and its questions' answers (key, status, mode, content); None when
         the call did not wait for questions."""
-        async with self._read() as db:
-            waits = list(
-                await db.execute_fetchall(
-                    "SELECT request_state FROM input_waits WHERE request_id = ? AND call_id = ?",
-                    (parked_id, call_id),
-                )
-            )
-            if not waits:
-                return None
-            rows = await db.execute_fetchall(
-                "SELECT input_key, status, mode, content FROM input_requests"
-                " WHERE parked_id = ? AND call_id = ? ORDER BY rowid",
-                (parked_id, call_id),
-            )
-        answers: list[tuple[str, InputStatus, InputMode, dict[str, Any] | None]] = []
-        for r in rows:
-            mode: InputMode = "url" if r[2] == "url" else "form"
-            answers.append((str(r[0]), r[1], mode, json.loads(r[3]) if r[3] else None))
-        return waits[0][0], answers
+        wait = await self._first(
+            "SELECT request_state FROM input_waits WHERE request_id = ? AND call_id = ?", (parked_id, call_id)
+        )
+        if wait is None:
+            return None
+        rows = await self._rows(
+            "SELECT input_key, status, mode, content FROM input_requests"
+            " WHERE parked_id = ? AND call_id = ? ORDER BY rowid",
+            (parked_id, call_id),
+        )
+        return wait[0], [
+            (str(k), status, _mode(mode), json.loads(c) if c else None) for k, status, mode, c in rows
+        ]
 
     async def close_parked_questions(self, parked_id: str, call_id: str) -> list[InputRequest]:
         """A parked call goes on: its questions nobody answered are closed as expired."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT id FROM input_requests WHERE parked_id = ? AND call_id = ? AND status = 'open'",
-                (parked_id, call_id),
-            )
+        rows = await self._rows(
+            "SELECT id FROM input_requests WHERE parked_id = ? AND call_id = ? AND status = 'open'",
+            (parked_id, call_id),
+        )
         closed = []
         for (request_id,) in rows:
             if await self.settle_input(str(request_id), "expired", by="expiry"):
@@ -282,3 +239,7 @@ class InputLedger(Ledger):
                 if stored is not None:
                     closed.append(stored.request)
         return closed
+
+
+def _mode(stored: str) -> InputMode:
+    return "url" if stored == "url" else "form"

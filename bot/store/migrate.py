@@ -19,17 +19,19 @@ from pathlib import Path
 import aiosqlite
 
 from bot.errors import StoreError
+from bot.store.dialect import SQLITE
 
 # The repository's migrations/ folder; the package is installed editable, so it sits next to bot/.
 DEFAULT_MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
-_LEDGER = """
+# The ledger of migrations, with a database's spelling of the current time (`Dialect.now`).
+LEDGER = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT NOT NULL,
-    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    applied_at TEXT NOT NULL DEFAULT ({now})
 )
 """
 
@@ -42,14 +44,23 @@ class Migration:
     name: str
     sql: str
 
+    @property
+    def label(self) -> str:
+        return f"{self.version:04d}_{self.name}.sql"
+
 
 def discover(directory: Path) -> list[Migration]:
-    """The migrations in `directory`, in version order; a misnamed or duplicate file is an error.
-
-    A `.sql` file that does not match `NNNN_name.sql` would otherwise be skipped without a word.
-    """
+    """The migrations in `directory`, in version order; a misnamed file (else skipped without a
+    word) or a duplicate is an error."""
     if not directory.is_dir():
         raise StoreError(f"migrations folder not found: {directory}")
+    try:
+        return _read(directory)
+    except OSError as exc:
+        raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc
+
+
+def _read(directory: Path) -> list[Migration]:
     found: dict[int, Migration] = {}
     for path in sorted(directory.glob("*.sql")):
         match = _FILE_NAME.match(path.name)
@@ -64,17 +75,14 @@ def discover(directory: Path) -> list[Migration]:
 
 async def applied_versions(db: aiosqlite.Connection) -> set[int]:
     """Versions recorded in the ledger (empty for a blank database)."""
-    await db.execute(_LEDGER)
+    await db.execute(LEDGER.format(now=SQLITE.now))
     rows = await db.execute_fetchall("SELECT version FROM schema_migrations")
     return {int(row[0]) for row in rows}
 
 
 async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> list[int]:
-    """Apply every migration not yet in the ledger; return the versions applied now.
-
-    `db` must not be inside a transaction. Safe against another process migrating the same file at
-    the same time: each migration re-checks the ledger under `BEGIN IMMEDIATE` (the write lock).
-    """
+    """Apply every migration not yet in the ledger (`db` in no transaction); return the versions
+    applied now. Each re-checks the ledger under `BEGIN IMMEDIATE`, against another process's."""
     directory = directory or DEFAULT_MIGRATIONS_DIR
     try:
         known = await asyncio.to_thread(discover, directory)
@@ -90,8 +98,6 @@ async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> li
             # with another process reading, SQLite checkpoints what it can and says busy.
             await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return done
-    except OSError as exc:
-        raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc
     except sqlite3.Error as exc:
         raise StoreError(f"could not migrate the conversation store: {exc}") from exc
 
@@ -110,7 +116,6 @@ def refuse_unknown(applied: set[int], known: list[Migration], *, setting: str) -
 
 async def apply_one(db: aiosqlite.Connection, migration: Migration) -> bool:
     """Run one migration and its ledger row in one transaction; False if another process beat us."""
-    label = f"{migration.version:04d}_{migration.name}.sql"
     # executescript commits any pending transaction before it runs, so the transaction has to be
     # opened by the script itself. The ledger row goes first: under BEGIN IMMEDIATE it is our claim,
     # and a second process migrating the same file at the same moment fails on it and backs off.
@@ -123,7 +128,9 @@ async def apply_one(db: aiosqlite.Connection, migration: Migration) -> bool:
     try:
         await db.executescript(script)
         if not db.in_transaction:
-            raise StoreError(f"migration {label} ended the transaction itself: remove BEGIN/COMMIT from it")
+            raise StoreError(
+                f"migration {migration.label} ended the transaction itself: remove BEGIN/COMMIT from it"
+            )
         await db.execute("COMMIT")
     except BaseException as exc:
         # Unconditionally: statements queued before a cancellation may not have run yet.
@@ -132,6 +139,6 @@ async def apply_one(db: aiosqlite.Connection, migration: Migration) -> bool:
         if isinstance(exc, sqlite3.Error):
             if migration.version in await applied_versions(db):
                 return False
-            raise StoreError(f"migration {label} failed and was rolled back: {exc}") from exc
+            raise StoreError(f"migration {migration.label} failed and was rolled back: {exc}") from exc
         raise
     return True

@@ -1,20 +1,18 @@
 """The conversation store on PostgreSQL (NERVE_DATABASE_URL), through psycopg 3 with a pool.
 
-The ledgers are the SQLite store's, run through `PostgresConnection`; what differs is the plumbing:
-
-- Writes: one transaction each on a pooled connection, and, like SQLite's `BEGIN IMMEDIATE`, one
-  writer at a time per store (a transaction-scoped advisory lock named after the schema). The ledgers
-  read and then write inside a transaction (the next seq of a conversation, "is every call of this
-  turn decided?"), and that serialization is what makes those reads safe in every process at once.
-- Reads and the inbox: single statements in autocommit, in parallel, never waiting for a writer.
-- Turns: session advisory locks (`bot.store.postgres_lock`).
-
-The schema is the first of the connection's search_path (`options=-csearch_path=…` in the URL), so
-several stores can share one database without seeing each other.
+The ledgers are the SQLite store's, run through `PostgresConnection`. Like SQLite's `BEGIN
+IMMEDIATE`, one writer at a time per store (a transaction-scoped advisory lock named after the
+schema): the ledgers read and then write inside a transaction, and that is what makes those reads
+safe in every process at once. Reads and the inbox run in autocommit, in parallel; turns take session
+advisory locks (`PostgresTurnLock`). The schema is the first of the search_path, so several
+stores can share one database.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -27,16 +25,18 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from bot.errors import StoreError
 from bot.store.base import ConversationStore
 from bot.store.dialect import POSTGRES, Connection
-from bot.store.postgres_connection import PostgresConnection, lock_key
-from bot.store.postgres_lock import PostgresTurnLock, unlock_all
+from bot.store.locks import KeyedLocks
+from bot.store.postgres_connection import PostgresConnection, SteadyPool, lock_key
 from bot.store.postgres_migrate import current_schema, migrate_postgres
-from bot.store.postgres_pool import SteadyPool
+from bot.types import ConversationKey
+
+logger = logging.getLogger(__name__)
 
 # nerve's namespace of advisory locks for write transactions (the first key); the second, the schema's.
 WRITE_LOCKS = 0x6E657202
 CONNECT_TIMEOUT_SECONDS = 10
 POOL_SIZE = 10
-# Each turn in flight holds one connection of its own (bot.store.postgres_lock).
+# Each turn in flight holds one connection of its own (`PostgresTurnLock`).
 TURN_LOCK_CONNECTIONS = 100
 # A pooled connection is waited for this long before the statement fails.
 POOL_WAIT_SECONDS = 30.0
@@ -78,10 +78,7 @@ class PostgresStore(ConversationStore):
             max_size=POOL_SIZE,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
             timeout=POOL_WAIT_SECONDS,
-            # A connection the server dropped (a restart) is noticed before use, not by a statement.
-            check=AsyncConnectionPool.check_connection,
             name="nerve-store",
-            open=False,
         )
         lock_pool: AsyncConnectionPool[Any] = SteadyPool(
             url,
@@ -89,10 +86,8 @@ class PostgresStore(ConversationStore):
             max_size=TURN_LOCK_CONNECTIONS,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
             timeout=TURN_LOCK_POOL_WAIT_SECONDS,
-            check=AsyncConnectionPool.check_connection,
             reset=unlock_all,
             name="nerve-turns",
-            open=False,
         )
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
@@ -112,9 +107,8 @@ class PostgresStore(ConversationStore):
         await self.turn_lock.close()
 
     async def ping(self) -> None:
-        """`SELECT 1` on a pooled connection: what /readyz asks. A pool that cannot connect keeps
-        retrying in the background, so a server that is away shows as a wait for a connection: the
-        caller bounds it (`asyncio.timeout`). Any other failure is a StoreError."""
+        """`SELECT 1` on a pooled connection, for /readyz; a server that is away shows as a wait for
+        a connection, which the caller bounds (`asyncio.timeout`)."""
         self._check_open()
         try:
             async with self._pool.connection() as conn:
@@ -197,3 +191,88 @@ def postgres_error(exc: BaseException, where: str) -> StoreError:
             " that NERVE_DATABASE_URL is right"
         )
     return StoreError(f"the conversation store {where} failed: {text}")
+
+
+# nerve's namespace of advisory locks for turns (the first key of each lock).
+TURN_LOCKS = 0x6E657203
+
+
+class PostgresTurnLock:
+    """The `TurnLock` seam on PostgreSQL: `async with lock.hold(key):` around one turn.
+
+    A turn queues behind its process's earlier turns in memory, then takes a session advisory lock
+    named after the conversation, granted in the order asked; a dead process's locks go with its
+    connections, with no lease to wait out. Each conversation with a turn here holds one connection.
+    """
+
+    def __init__(self, pool: AsyncConnectionPool[Any], namespace: str, where: str) -> None:
+        """`pool` gives autocommit connections used for nothing else; `namespace` (the schema) keeps
+        two stores on one database from sharing locks."""
+        self._pool = pool
+        self._namespace = namespace
+        self._where = where
+        self._local: KeyedLocks[str] = KeyedLocks()
+        self._inside: dict[str, int] = {}
+
+    def key_of(self, key: ConversationKey) -> tuple[int, int]:
+        """The advisory lock of a conversation (for operators reading pg_locks, and the tests)."""
+        return lock_key(TURN_LOCKS, self._name(key))
+
+    def turns_in(self, key: ConversationKey) -> int:
+        """This process's turns of the conversation that arrived and did not end (waiting or running)."""
+        return self._inside.get(self._name(key), 0)
+
+    def _name(self, key: ConversationKey) -> str:
+        return json.dumps([self._namespace, key.platform, key.workspace, key.channel, key.thread])
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
+        """Wait for the conversation's earlier turns, in every process, then hold it until the block ends."""
+        name = self._name(key)
+        self._inside[name] = self._inside.get(name, 0) + 1
+        try:
+            async with self._local.hold(name), self._held(lock_key(TURN_LOCKS, name)):
+                yield
+        finally:
+            self._inside[name] -= 1
+            if not self._inside[name]:
+                del self._inside[name]
+
+    @asynccontextmanager
+    async def _held(self, lock: tuple[int, int]) -> AsyncIterator[None]:
+        """The conversation's advisory lock, on a session of its own until the block ends."""
+        try:
+            async with self._pool.connection() as conn:
+                try:
+                    await conn.execute("SELECT pg_advisory_lock(%s, %s)", lock)
+                except BaseException:
+                    # Cancelled while waiting (psycopg cancels the request on the server), or failed:
+                    # the lock may have been granted just before. Closing the session drops it for sure.
+                    await conn.close()
+                    raise
+                try:
+                    yield
+                finally:
+                    await _release(conn, lock)
+        except psycopg.Error as exc:
+            raise StoreError(f"could not take a conversation's turn on {self._where}: {exc}") from exc
+
+
+async def _release(conn: psycopg.AsyncConnection[Any], lock: tuple[int, int]) -> None:
+    try:
+        await conn.execute("SELECT pg_advisory_unlock(%s, %s)", lock)
+    except (psycopg.Error, asyncio.CancelledError) as exc:
+        # The session is in doubt: end it, which releases every lock it holds.
+        logger.warning("could not release a turn's lock (closing its connection instead): %s", exc)
+        with suppress(psycopg.Error):
+            await conn.close()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+
+
+async def unlock_all(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's reset: a connection goes back holding no lock, whatever happened to its turn."""
+    await conn.execute("SELECT pg_advisory_unlock_all()")

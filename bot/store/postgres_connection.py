@@ -1,9 +1,15 @@
-"""psycopg's async connection, spoken to the way the ledgers speak to aiosqlite's.
+"""psycopg's async connections: spoken to the way the ledgers speak to aiosqlite's, and pooled so
+that a returning database is found within seconds.
 
 The ledgers write `?` placeholders (SQLite's); psycopg takes `%s`, and reads a literal `%` as the start
 of one. So each statement with parameters has its `%` doubled and its `?` turned into `%s` (cached:
 the ledgers use a few dozen fixed statements). The ledgers' SQL never has a `?` inside a string
 literal, nor PostgreSQL's jsonb `?` operators, which this would break.
+
+psycopg_pool waits twice as long after each failed attempt to reconnect (1, 2, 4 … 32 s): after a
+45 s outage its next attempt may come 18 s after the database is back, every statement waiting until
+then. `SteadyPool` caps that pause at `RECONNECT_PAUSE_LONGEST`, and tells `bot.store.postgres_outage`
+when a connection succeeds: the end of an outage's log lines.
 """
 
 from __future__ import annotations
@@ -16,6 +22,13 @@ from typing import Any
 
 import psycopg
 from psycopg import pq
+from psycopg_pool import AsyncConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
+
+from bot.store.postgres_outage import OUTAGE, install
+
+# The longest pause between two attempts to reconnect a pool.
+RECONNECT_PAUSE_LONGEST = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +45,8 @@ def to_psycopg(sql: str) -> str:
 
 
 def lock_key(namespace: int, name: str) -> tuple[int, int]:
-    """The two int4 keys of a PostgreSQL advisory lock: a namespace of nerve's and a hash of `name`.
-
-    Two names may share a hash; that only makes them wait for each other, never run together.
-    """
+    """The two int4 keys of a PostgreSQL advisory lock: a namespace of nerve's and a hash of `name`
+    (two names sharing a hash only wait for each other, never run together)."""
     digest = hashlib.blake2b(name.encode(), digest_size=4).digest()
     return namespace, int.from_bytes(digest, "big", signed=True)
 
@@ -76,3 +87,24 @@ class PostgresConnection:
         else:
             # Without parameters psycopg sends the text as it is (a `%` needs no doubling).
             await cursor.execute(sql)
+
+
+class SteadyPool(AsyncConnectionPool[Any]):
+    """`AsyncConnectionPool` whose reconnection attempts are at most `RECONNECT_PAUSE_LONGEST` apart,
+    opened by its owner, and which notices a connection the server dropped before using it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        install()
+        defaults: dict[str, Any] = {"open": False, "check": AsyncConnectionPool.check_connection}
+        super().__init__(*args, **defaults | kwargs)
+
+    async def _connect(self, timeout: float | None = None) -> psycopg.AsyncConnection[Any]:  # noqa: ASYNC109 (psycopg_pool's signature)
+        conn: psycopg.AsyncConnection[Any] = await super()._connect(timeout)
+        OUTAGE.reachable()
+        return conn
+
+    async def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        if attempt is not None:
+            # The pool doubles the pause after this attempt fails: keep the doubled one within bounds.
+            attempt.delay = min(attempt.delay, RECONNECT_PAUSE_LONGEST / AttemptWithBackoff.DELAY_BACKOFF)
+        await super()._add_connection(attempt, growing)

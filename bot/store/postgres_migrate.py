@@ -1,13 +1,8 @@
 """Forward-only migrations for a PostgreSQL store, applied under an advisory lock.
 
-The same rules as SQLite's (`bot.store.migrate`): `migrations/postgres/NNNN_name.sql`, each run once
-in numeric order in its own transaction together with its `schema_migrations` row, and a database
-with a migration this nerve does not know is refused. The versions match SQLite's one for one, so a
-change to the schema is one new number in both folders.
-
-Several processes may start at once against one database (replicas of a deployment): each takes a
-session advisory lock named after the schema before it reads the ledger, so one migrates and the
-others find the work done. PostgreSQL's DDL is transactional, so a failed migration leaves nothing.
+The same rules as SQLite's (`bot.store.migrate`), from `migrations/postgres/`, whose versions match
+SQLite's one for one. Replicas starting together each take a session advisory lock named after the
+schema before reading the ledger, so one migrates and the others find the work done.
 """
 
 from __future__ import annotations
@@ -19,22 +14,14 @@ from typing import Any
 import psycopg
 
 from bot.errors import StoreError
-from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, Migration, discover, refuse_unknown
+from bot.store.dialect import POSTGRES
+from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, LEDGER, Migration, discover, refuse_unknown
 from bot.store.postgres_connection import lock_key
 
 POSTGRES_MIGRATIONS_DIR = DEFAULT_MIGRATIONS_DIR / "postgres"
 
 # nerve's namespace of advisory locks for migrations (the first key); the second is the schema's hash.
 MIGRATION_LOCKS = 0x6E657201
-
-_LEDGER = """
-CREATE TABLE IF NOT EXISTS schema_migrations (
-    version    INTEGER PRIMARY KEY,
-    name       TEXT NOT NULL,
-    applied_at TEXT NOT NULL
-               DEFAULT (to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-)
-"""
 
 
 async def current_schema(conn: psycopg.AsyncConnection[Any]) -> str:
@@ -49,19 +36,13 @@ async def current_schema(conn: psycopg.AsyncConnection[Any]) -> str:
 
 
 async def migrate_postgres(conn: psycopg.AsyncConnection[Any], directory: Path | None = None) -> list[int]:
-    """Apply every migration not yet in the ledger; return the versions applied now.
-
-    `conn` is in autocommit. Raises psycopg errors as they are; the store turns them into messages.
-    """
-    directory = directory or POSTGRES_MIGRATIONS_DIR
-    try:
-        known = await asyncio.to_thread(discover, directory)
-    except OSError as exc:
-        raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc
+    """Apply every migration not yet in the ledger (`conn` in autocommit); return the versions
+    applied now. psycopg's errors are raised as they are: the store words them."""
+    known = await asyncio.to_thread(discover, directory or POSTGRES_MIGRATIONS_DIR)
     key = lock_key(MIGRATION_LOCKS, await current_schema(conn))
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)
     try:
-        await conn.execute(_LEDGER)
+        await conn.execute(LEDGER.format(now=POSTGRES.now))
         rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
         applied = {int(row[0]) for row in rows}
         refuse_unknown(applied, known, setting="NERVE_DATABASE_URL at another database or schema")
@@ -76,7 +57,6 @@ async def migrate_postgres(conn: psycopg.AsyncConnection[Any], directory: Path |
 
 
 async def _apply(conn: psycopg.AsyncConnection[Any], migration: Migration) -> None:
-    label = f"{migration.version:04d}_{migration.name}.sql"
     try:
         async with conn.transaction():
             await conn.execute(migration.sql)
@@ -85,4 +65,4 @@ async def _apply(conn: psycopg.AsyncConnection[Any], migration: Migration) -> No
                 (migration.version, migration.name),
             )
     except psycopg.Error as exc:
-        raise StoreError(f"migration {label} failed and was rolled back: {exc}") from exc
+        raise StoreError(f"migration {migration.label} failed and was rolled back: {exc}") from exc

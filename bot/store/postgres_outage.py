@@ -1,21 +1,17 @@
 """A database outage in the log: one line when PostgreSQL goes, one a minute while it stays away, one
 when it is back, instead of the libraries' own lines.
 
-While PostgreSQL is away, psycopg_pool logs "error connecting" for every attempt of every pool
-(several a second), and procrastinate logs each failure of its worker's listener and heartbeat as
-an ERROR with a traceback. nerve handles all of it itself (the pools reconnect, the worker starts
-again), so those lines only bury the one fact an operator needs: the database is unreachable, since
-when, and nerve keeps retrying. `OutageLog` drops them (`install`) and says that fact instead:
+While PostgreSQL is away, psycopg_pool logs every attempt of every pool, and procrastinate each
+failure with a traceback; nerve handles all of it itself, so those lines only bury the one fact an
+operator needs. `OutageLog` drops them (`install`) and says that fact instead:
 
     WARNING the database is unreachable (connection refused …); nerve keeps retrying
     WARNING the database is still unreachable, since 19:02:03 UTC (60 s); nerve keeps retrying
     WARNING the database is reachable again after 12 s (unreachable since 19:02:03 UTC)
 
-A line is "of the outage" when it is psycopg_pool's failed connection attempt, or a line of
-procrastinate's whose exception is a failure to reach the database. The first kind, and nerve's own
-failures to reach the database (`unreachable_now`), start an outage; procrastinate's lines, which may
-come long after the failure they report, are only dropped. The outage ends when a pool connects
-again (`bot.store.postgres_pool.SteadyPool` calls `reachable`).
+psycopg_pool's failed attempts and nerve's own (`unreachable_now`) start an outage; procrastinate's
+lines, which may come long after the failure they report, are only dropped. The outage ends when a
+pool connects again (`bot.store.postgres_connection.SteadyPool` calls `reachable`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Keeping the store small: delivery records, and conversations when a retention is set, are
 pruned at start and then on a schedule.
 
-The inbox exists for dedupe (platforms re-deliver within minutes) and for replay after a restart;
-a record older than the retention (NERVE_INBOX_RETENTION_HOURS) serves neither, answered or not —
-an event that old is not answered any more. Conversations idle longer than NERVE_RETENTION_DAYS (when
-set) are deleted with everything holding their text; the approvals audit stays. Pruning is
-housekeeping: a failure is logged and tried again at the next tick, never the end of the process.
+An inbox record older than NERVE_INBOX_RETENTION_HOURS serves neither dedupe nor replay; conversations
+idle longer than NERVE_RETENTION_DAYS (when set) are deleted, the audit kept. A failure is logged and
+tried again at the next tick, never the end of the process.
 """
 
 from __future__ import annotations
@@ -15,39 +13,21 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
 from bot.errors import StoreError
-from bot.seams import Inbox, PostRecords, TurnLock
-from bot.store.threads import Deletion, StoredConversation, idle_cutoff
+from bot.store.base import ConversationStore
+from bot.store.threads import idle_cutoff
 
 logger = logging.getLogger(__name__)
 
 PRUNE_EVERY_SECONDS = 3600.0
 
 
-@runtime_checkable
-class Conversations(Protocol):
-    """What retention needs of a store: the idle conversations, and deleting one under its lock."""
-
-    turn_lock: TurnLock
-
-    async def idle_conversations(
-        self, older_than_days: float, now: datetime | None = None
-    ) -> list[StoredConversation]: ...
-
-    async def delete_conversation(
-        self, conversation_id: int, *, idle_before: str | None = None
-    ) -> Deletion: ...
-
-
 async def prune_conversations(
-    store: Conversations, older_than_days: float, now: datetime | None = None
+    store: ConversationStore, older_than_days: float, now: datetime | None = None
 ) -> int:
-    """Delete the conversations idle for longer than `older_than_days`; returns how many.
-
-    Each under its thread's turn lock, and re-checked in the deleting transaction: a conversation a
-    message reached meanwhile is kept, and one whose turn waits for a person is left for later."""
+    """Delete the conversations idle for longer than `older_than_days`, each under its thread's turn
+    lock and re-checked as it is deleted; returns how many."""
     cutoff = idle_cutoff(older_than_days, now)
     removed = 0
     for conversation in await store.idle_conversations(older_than_days, now):
@@ -59,25 +39,26 @@ async def prune_conversations(
 
 @asynccontextmanager
 async def pruning_inbox(
-    inbox: Inbox,
+    store: ConversationStore,
     *,
     retention_hours: float,
     conversation_retention_days: float = 0.0,
     every: float | None = None,
     wait: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[None]:
-    """Prune now, before the block runs (so a replay at start-up sees only live records), then every
-    `every` seconds until the block ends; the task doing it is cancelled and awaited on the way out.
-
-    By default hourly, or twice per retention when that is shorter, so no record outlives it by much.
-    Conversations are pruned too when `conversation_retention_days` is above 0 (0 keeps them).
-    """
+    """Prune now (so a replay at start-up sees only live records), then every `every` seconds (by
+    default hourly, or twice per retention if shorter) until the block ends. Conversations too when
+    `conversation_retention_days` is above 0."""
     if every is None:
         every = min(PRUNE_EVERY_SECONDS, retention_hours * 3600 / 2)
-    await _prune(inbox, retention_hours, conversation_retention_days)
-    task = asyncio.create_task(
-        _every(inbox, retention_hours, conversation_retention_days, every, wait), name="inbox-pruning"
-    )
+    await _prune(store, retention_hours, conversation_retention_days)
+
+    async def on_schedule() -> None:
+        while True:
+            await wait(every)
+            await _prune(store, retention_hours, conversation_retention_days)
+
+    task = asyncio.create_task(on_schedule(), name="inbox-pruning")
     try:
         yield
     finally:
@@ -85,36 +66,23 @@ async def pruning_inbox(
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def _every(
-    inbox: Inbox,
-    retention_hours: float,
-    conversation_days: float,
-    every: float,
-    wait: Callable[[float], Awaitable[None]],
-) -> None:
-    while True:
-        await wait(every)
-        await _prune(inbox, retention_hours, conversation_days)
-
-
-async def _prune(inbox: Inbox, retention_hours: float, conversation_days: float = 0.0) -> None:
-    if conversation_days > 0 and isinstance(inbox, Conversations):
-        try:
-            removed = await prune_conversations(inbox, conversation_days)
-        except StoreError as exc:
-            logger.warning("could not prune old conversations (will try again): %s", exc.message)
-        else:
-            if removed:
+async def _prune(store: ConversationStore, retention_hours: float, conversation_days: float) -> None:
+    days = retention_hours / 24
+    if conversation_days > 0:
+        async with _housekeeping("old conversations"):
+            if removed := await prune_conversations(store, conversation_days):
                 logger.info("deleted %d conversation(s) idle for over %g days", removed, conversation_days)
+    async with _housekeeping("the inbox"):
+        if removed := await store.prune_events(older_than_days=days):
+            logger.info("pruned %d inbox record(s) older than %g hours", removed, retention_hours)
+        async with _housekeeping("the record of posted answers"):
+            await store.prune_posts(older_than_days=days)
+
+
+@asynccontextmanager
+async def _housekeeping(what: str) -> AsyncIterator[None]:
+    """A failure to prune is logged, and pruning is tried again at the next tick."""
     try:
-        removed = await inbox.prune_events(older_than_days=retention_hours / 24)
+        yield
     except StoreError as exc:
-        logger.warning("could not prune the inbox (will try again): %s", exc.message)
-        return
-    if removed:
-        logger.info("pruned %d inbox record(s) older than %g hours", removed, retention_hours)
-    if isinstance(inbox, PostRecords):
-        try:
-            await inbox.prune_posts(older_than_days=retention_hours / 24)
-        except StoreError as exc:
-            logger.warning("could not prune the record of posted answers (will try again): %s", exc.message)
+        logger.warning("could not prune %s (will try again): %s", what, exc.message)

@@ -7,105 +7,90 @@ be read back as it was written, whichever ledger wrote it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.policy.scopes import Place
-from bot.types import (
-    AuditEntry,
-    ChatMessage,
-    ConversationKey,
-    Incoming,
-    Role,
-    ToolCall,
-)
+from bot.types import AuditEntry, ChatMessage, ConversationKey, Incoming, ToolCall
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 # A thread's key in a WHERE clause; `key_params` gives its parameters in this order.
 KEY_WHERE = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
+# The same, of the conversations table named `c`.
+C_KEY_WHERE = "c." + KEY_WHERE.replace(" AND ", " AND c.")
 
 
 def key_params(key: ConversationKey) -> tuple[str, str, str, str]:
     return (key.platform, key.workspace, key.channel, key.thread)
 
 
-# The audit's columns `audit_from_row` reads, in its order.
-AUDIT_COLUMNS = "at, who, place, server, tool, call_id, arguments_hash, outcome"
+def key_from_row(row: Iterable[Any]) -> ConversationKey:
+    """A thread's key from its four columns, in `KEY_WHERE`'s order."""
+    platform, workspace, channel, thread = row
+    return ConversationKey(platform=platform, workspace=workspace, channel=channel, thread=thread)
 
 
-def audit_from_row(row: Sequence[Any]) -> AuditEntry:
-    """A row of AUDIT_COLUMNS as the decision it records."""
-    at, who, place, server, tool, call_id, arguments_hash, outcome = row
-    return AuditEntry(
-        at=at,
-        who=who,
-        place=place,
-        server=server,
-        tool=tool,
-        call_id=call_id,
-        arguments_hash=arguments_hash,
-        outcome=outcome,
-    )
+def columns(cls: type[DataclassInstance], prefix: str = "") -> str:
+    """The columns named like the fields of `cls`, in their order, for `from_row`."""
+    return ", ".join(prefix + field.name for field in fields(cls))
+
+
+def from_row(cls: type[T], row: Iterable[Any], **given: Any) -> T:
+    """A value from a row whose columns come in the order of its fields (those `given` left out)."""
+    names = [field.name for field in fields(cls) if field.name not in given]
+    return cls(**dict(zip(names, row, strict=True)), **given)
+
+
+# The audit's columns `from_row(AuditEntry, …)` reads, in its order.
+AUDIT_COLUMNS = columns(AuditEntry)
+# The columns `message_from_row` reads, in its order.
+MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
 
 
 def message_to_json(message: ChatMessage) -> dict[str, Any]:
-    return {
-        "role": message.role,
-        "content": message.content,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
-        "tool_call_id": message.tool_call_id,
-        "name": message.name,
-        "is_error": message.is_error,
-        "latency_ms": message.latency_ms,
-    }
+    return asdict(message) | {"tool_calls": [asdict(call) for call in message.tool_calls]}
 
 
 def message_from_json(data: dict[str, Any]) -> ChatMessage:
-    return ChatMessage(
-        role=cast(Role, data["role"]),
-        content=data.get("content"),
-        tool_calls=tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
-            for c in data.get("tool_calls") or ()
-        ),
-        tool_call_id=data.get("tool_call_id"),
-        name=data.get("name"),
-        is_error=bool(data.get("is_error")),
-        latency_ms=data.get("latency_ms"),
+    calls = tuple(ToolCall(**call) for call in data.get("tool_calls") or ())
+    return ChatMessage(**data | {"tool_calls": calls, "is_error": bool(data.get("is_error"))})
+
+
+def message_row(conversation: int, message: ChatMessage, event_id: str | None) -> tuple[Any, ...]:
+    """A message as the columns of `messages` (conversation, seq's subquery, MESSAGE_COLUMNS, event)."""
+    calls = [asdict(call) for call in message.tool_calls]
+    return (
+        conversation,
+        conversation,
+        message.role,
+        message.content,
+        json.dumps(calls, ensure_ascii=False) if calls else None,
+        message.tool_call_id,
+        message.name,
+        int(message.is_error),
+        message.latency_ms,
+        event_id,
     )
 
 
+def message_from_row(row: Iterable[Any]) -> ChatMessage:
+    """A row of MESSAGE_COLUMNS as the message it stores."""
+    data = dict(zip(MESSAGE_COLUMNS.split(", "), row, strict=True))
+    return message_from_json(data | {"tool_calls": json.loads(data["tool_calls"] or "[]")})
+
+
 def incoming_to_json(incoming: Incoming) -> dict[str, Any]:
-    place = incoming.place
-    return {
-        "key": {
-            "platform": incoming.key.platform,
-            "workspace": incoming.key.workspace,
-            "channel": incoming.key.channel,
-            "thread": incoming.key.thread,
-        },
-        "text": incoming.text,
-        "user_id": incoming.user_id,
-        "user_name": incoming.user_name,
-        "event_id": incoming.event_id,
-        "place": None
-        if place is None
-        else {
-            "platform": place.platform,
-            "channel": place.channel,
-            "guild": place.guild,
-            "dm": place.dm,
-            "user": place.user,
-        },
-    }
+    data = asdict(incoming)
+    del data["replayed"]  # a message answered after a restart is stored as it arrived
+    return data
 
 
 def incoming_from_json(data: dict[str, Any]) -> Incoming:
     place = data.get("place")
-    return Incoming(
-        key=ConversationKey(**data["key"]),
-        text=data["text"],
-        user_id=data["user_id"],
-        user_name=data.get("user_name", ""),
-        event_id=data.get("event_id"),
-        place=None if place is None else Place(**place),
-    )
+    return Incoming(**data | {"key": ConversationKey(**data["key"]), "place": place and Place(**place)})

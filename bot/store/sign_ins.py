@@ -8,10 +8,10 @@ started sign-in deletes it in the same statement, so a `state` is good once, in 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from bot.store.dialect import Connection
-from bot.store.ledger import Ledger
+from bot.store.dialect import Connection, Ledger
+from bot.store.rows import columns, from_row, key_from_row, key_params
 from bot.types import ConversationKey
 
 
@@ -52,82 +52,51 @@ class SignInLedger(Ledger):
     async def save_tokens(
         self, *, server: str, person: str, issuer: str, secret: bytes, scope: str | None, now: float
     ) -> None:
-        async with self._write() as db:
-            await db.execute(
-                "INSERT INTO oauth_tokens (server, person, issuer, secret, scope, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (server, person) DO UPDATE SET"
-                " issuer = excluded.issuer, secret = excluded.secret, scope = excluded.scope,"
-                " updated_at = excluded.updated_at",
-                (server, person, issuer, secret, scope, now),
-            )
-
-    async def stored_tokens(self, server: str, person: str) -> StoredTokens | None:
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT issuer, secret, scope, updated_at FROM oauth_tokens"
-                    " WHERE server = ? AND person = ?",
-                    (server, person),
-                )
-            )
-        if not rows:
-            return None
-        issuer, secret, scope, updated_at = rows[0]
-        return StoredTokens(
-            server=server,
-            person=person,
-            issuer=issuer,
-            secret=bytes(secret),
-            scope=scope,
-            updated_at=updated_at,
+        await self._change(
+            "INSERT INTO oauth_tokens (server, person, issuer, secret, scope, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (server, person) DO UPDATE SET"
+            " issuer = excluded.issuer, secret = excluded.secret, scope = excluded.scope,"
+            " updated_at = excluded.updated_at",
+            (server, person, issuer, secret, scope, now),
         )
 
+    async def stored_tokens(self, server: str, person: str) -> StoredTokens | None:
+        found = await self._tokens("server = ? AND person = ?", (server, person))
+        return found[0] if found else None
+
     async def forget_tokens(self, server: str, person: str) -> bool:
-        async with self._write() as db:
-            cursor = await db.execute(
-                "DELETE FROM oauth_tokens WHERE server = ? AND person = ?", (server, person)
-            )
-            return cursor.rowcount > 0
+        return (
+            await self._change("DELETE FROM oauth_tokens WHERE server = ? AND person = ?", (server, person))
+            > 0
+        )
 
     async def people_connected(self, server: str) -> list[str]:
         """Who has tokens for `server`, most recently signed in first."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT person FROM oauth_tokens WHERE server = ? ORDER BY updated_at DESC", (server,)
-            )
+        rows = await self._rows(
+            "SELECT person FROM oauth_tokens WHERE server = ? ORDER BY updated_at DESC", (server,)
+        )
         return [row[0] for row in rows]
 
     async def connections_of(self, person: str) -> list[StoredTokens]:
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT server, issuer, secret, scope, updated_at FROM oauth_tokens WHERE person = ?"
-                " ORDER BY server",
-                (person,),
-            )
-        return [
-            StoredTokens(
-                server=r[0], person=person, issuer=r[1], secret=bytes(r[2]), scope=r[3], updated_at=r[4]
-            )
-            for r in rows
-        ]
+        return await self._tokens("person = ? ORDER BY server", (person,))
+
+    async def _tokens(self, where: str, params: tuple[str, ...]) -> list[StoredTokens]:
+        rows = await self._rows(f"SELECT {columns(StoredTokens)} FROM oauth_tokens WHERE {where}", params)
+        return [replace(from_row(StoredTokens, row), secret=bytes(row[3])) for row in rows]
 
     async def save_client(self, *, server: str, identity: str, secret: bytes, now: float) -> None:
-        async with self._write() as db:
-            await db.execute(
-                "INSERT INTO oauth_clients (server, identity, secret, updated_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (server, identity) DO UPDATE SET secret = excluded.secret,"
-                " updated_at = excluded.updated_at",
-                (server, identity, secret, now),
-            )
+        await self._change(
+            "INSERT INTO oauth_clients (server, identity, secret, updated_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (server, identity) DO UPDATE SET secret = excluded.secret,"
+            " updated_at = excluded.updated_at",
+            (server, identity, secret, now),
+        )
 
     async def stored_client(self, server: str, identity: str) -> bytes | None:
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT secret FROM oauth_clients WHERE server = ? AND identity = ?", (server, identity)
-                )
-            )
-        return bytes(rows[0][0]) if rows else None
+        row = await self._first(
+            "SELECT secret FROM oauth_clients WHERE server = ? AND identity = ?", (server, identity)
+        )
+        return bytes(row[0]) if row else None
 
     async def start_sign_in(
         self,
@@ -141,7 +110,7 @@ class SignInLedger(Ledger):
         now: float,
     ) -> None:
         """Record a started authorization; older unfinished ones of this person and server end."""
-        where = (key.platform, key.workspace, key.channel, key.thread) if key else ("", "", "", "")
+        where = key_params(key) if key else ("", "", "", "")
         async with self._write() as db:
             await db.execute("DELETE FROM sign_ins WHERE expires_at <= ?", (now,))
             await db.execute(
@@ -161,16 +130,10 @@ class SignInLedger(Ledger):
                     (state,),
                 )
             )
-        if not rows:
+        if not rows or rows[0][-1] <= now:
             return None
-        server, person, platform, workspace, channel, thread, secret, expires_at = rows[0]
-        if expires_at <= now:
-            return None
-        key = (
-            ConversationKey(platform=platform, workspace=workspace, channel=channel, thread=thread)
-            if platform
-            else None
-        )
+        server, person, *where, secret, expires_at = rows[0]
+        key = key_from_row(where) if where[0] else None
         return StartedSignIn(
             state=state, server=server, person=person, key=key, secret=bytes(secret), expires_at=expires_at
         )
@@ -178,28 +141,27 @@ class SignInLedger(Ledger):
     async def signed_in(self, server: str, person: str) -> list[str]:
         """The parked turns that were waiting for this sign-in: their calls may run now."""
         async with self._write() as db:
-            rows = await db.execute_fetchall(
-                "SELECT w.request_id, w.call_id FROM sign_in_waits w"
-                " JOIN parked_turns p ON p.id = w.request_id"
-                " JOIN pending_calls c ON c.request_id = w.request_id AND c.call_id = w.call_id"
-                " WHERE w.server = ? AND w.person = ? AND p.status = 'waiting' AND c.status = 'pending'",
-                (server, person),
-            )
-            for request_id, call_id in rows:
-                await db.execute(
-                    "UPDATE pending_calls SET status = 'approved', decided_by = 'sign-in',"
-                    f" decided_at = {self._sql.now}"
-                    " WHERE request_id = ? AND call_id = ? AND status = 'pending'",
-                    (request_id, call_id),
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT w.request_id, w.call_id FROM sign_in_waits w"
+                    " JOIN parked_turns p ON p.id = w.request_id"
+                    " JOIN pending_calls c ON c.request_id = w.request_id AND c.call_id = w.call_id"
+                    " WHERE w.server = ? AND w.person = ? AND p.status = 'waiting' AND c.status = 'pending'",
+                    (server, person),
                 )
+            )
+            await db.executemany(
+                "UPDATE pending_calls SET status = 'approved', decided_by = 'sign-in',"
+                f" decided_at = {self._sql.now} WHERE request_id = ? AND call_id = ? AND status = 'pending'",
+                rows,
+            )
         return list(dict.fromkeys(row[0] for row in rows))
 
     async def sign_in_waits(self, request_id: str) -> list[SignInWait]:
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                "SELECT call_id, server, person FROM sign_in_waits WHERE request_id = ?", (request_id,)
-            )
-        return [SignInWait(call_id=r[0], server=r[1], person=r[2]) for r in rows]
+        rows = await self._rows(
+            f"SELECT {columns(SignInWait)} FROM sign_in_waits WHERE request_id = ?", (request_id,)
+        )
+        return [from_row(SignInWait, row) for row in rows]
 
 
 async def insert_sign_in_waits(db: Connection, request_id: str, waits: Sequence[SignInWait]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import cast
 
@@ -59,10 +59,8 @@ class SQLiteStore(ConversationStore):
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         turn_lease_seconds: float = LEASE_SECONDS,
     ) -> SQLiteStore:
-        """Open (creating if needed) the database at `path` and bring its schema up to date.
-
-        `turn_lease_seconds`: how long a turn of a process that stopped keeps its conversation locked.
-        """
+        """Open (creating if needed) the database at `path` and bring its schema up to date;
+        `turn_lease_seconds`: how long a stopped process's turn keeps its conversation locked."""
         try:
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
         except OSError as exc:
@@ -95,21 +93,26 @@ class SQLiteStore(ConversationStore):
 
     # --- plumbing ------------------------------------------------------------------------------
 
+    def _read(self) -> AbstractAsyncContextManager[Connection]:
+        return self._using(self._lock, self._db)
+
+    def _inbox(self) -> AbstractAsyncContextManager[Connection]:
+        """The inbox connection, in autocommit: each statement is its own transaction."""
+        return self._using(self._inbox_lock, self._inbox_db)
+
     @asynccontextmanager
-    async def _read(self) -> AsyncIterator[Connection]:
-        async with self._lock:
+    async def _using(self, lock: asyncio.Lock, db: aiosqlite.Connection) -> AsyncIterator[Connection]:
+        async with lock:
             self._check_open()
             try:
-                yield cast(Connection, self._db)
+                yield cast(Connection, db)
             except sqlite3.Error as exc:
                 raise store_error(exc, self._path) from exc
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[Connection]:
-        """One write transaction, committed on success and rolled back on any error or cancellation.
-
-        The body may end the transaction itself (ROLLBACK for a no-op); commit only what is open.
-        """
+        """One write transaction, committed on success and rolled back on any error or cancellation;
+        the body may end it itself (ROLLBACK for a no-op)."""
         async with self._lock:
             self._check_open()
             db = self._db
@@ -126,16 +129,6 @@ class SQLiteStore(ConversationStore):
                 if isinstance(exc, sqlite3.Error):
                     raise store_error(exc, self._path) from exc
                 raise
-
-    @asynccontextmanager
-    async def _inbox(self) -> AsyncIterator[Connection]:
-        """The inbox connection, in autocommit: each statement is its own transaction."""
-        async with self._inbox_lock:
-            self._check_open()
-            try:
-                yield cast(Connection, self._inbox_db)
-            except sqlite3.Error as exc:
-                raise store_error(exc, self._path) from exc
 
     def _check_open(self) -> None:
         if self._closed:

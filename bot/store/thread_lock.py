@@ -1,16 +1,10 @@
 """Turns of one conversation run one at a time, in arrival order, across every process on the file.
 
-A queue of tickets in the `turn_locks` table, not a lock row, because of the order: a turn takes a
-ticket (an AUTOINCREMENT row) when it arrives, and the live ticket with the lowest number holds the
-conversation. Taking a ticket is one INSERT and giving it back one DELETE; waiting only reads, so a
-waiting turn holds no transaction and never blocks a writer.
-
-Each ticket carries an expiry that its turn pushes forward while it waits or runs (a heartbeat). A
-process that was killed stops doing that, and the next waiter to find its ticket expired deletes
-it: the conversation is taken over one lease after the process died.
-
-A turn queued right behind another turn of this process waits for that turn's release in memory;
-only a turn queued right behind another process's polls, with a short bounded backoff.
+A queue of tickets in `turn_locks`, not a lock row, because of the order: the live ticket with the
+lowest number holds the conversation. Waiting only reads, so it holds no transaction. A turn pushes
+its ticket's expiry forward while it waits or runs; a killed process's ticket expires and the next
+waiter deletes it. Behind a turn of this process, a turn waits for its release in memory; behind
+another process's, it polls with a short bounded backoff.
 """
 
 from __future__ import annotations

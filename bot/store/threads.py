@@ -1,10 +1,8 @@
 """Stored conversations as people manage them: listed, read back (archived ones too), deleted.
 
-A thread (a chat platform's thread or channel, a terminal `--thread` name) holds one active
-conversation and any number archived by a reset. Deleting a conversation removes its messages and
-everything else that holds its text (parked turns, their calls, the questions tools asked,
-messages deferred behind a parked turn) in one transaction; its row stays, emptied and marked
-deleted, because the approvals audit points at it and keeps who decided what, without text.
+A thread holds one active conversation and any number archived by a reset. Deleting one removes
+everything that holds its text in one transaction; its row stays, emptied and marked deleted,
+because the approvals audit points at it and keeps who decided what, without text.
 """
 
 from __future__ import annotations
@@ -14,13 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from bot.store.conversations import MESSAGE_COLUMNS, message_from_row
-from bot.store.dialect import Connection, iso_utc
-from bot.store.ledger import Ledger
-from bot.store.rows import AUDIT_COLUMNS, audit_from_row
+from bot.store.dialect import Ledger, iso_utc
+from bot.store.rows import AUDIT_COLUMNS, KEY_WHERE, MESSAGE_COLUMNS, from_row, key_from_row, message_from_row
 from bot.types import AuditEntry, ChatMessage, ConversationKey
 
-_KEY = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
 _LAST_ACTIVITY = (
     "COALESCE((SELECT MAX(m.created_at) FROM messages m WHERE m.conversation_id = c.id), c.created_at)"
 )
@@ -29,6 +24,15 @@ _SUMMARY = (
     f" {_LAST_ACTIVITY} AS last_activity,"
     " (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id)"
     " FROM conversations c"
+)
+
+# What holds a parked turn's text, by the column naming the turn; the turn's own row last.
+_PARKED_TABLES = (
+    ("pending_calls", "request_id"),
+    ("input_waits", "request_id"),
+    ("sign_in_waits", "request_id"),
+    ("input_requests", "parked_id"),
+    ("parked_turns", "id"),
 )
 
 # What deleting one conversation did: `waiting` when a turn of it waits for a person (answer it or
@@ -68,48 +72,36 @@ class ThreadLedger(Ledger):
         where = "c.deleted_at IS NULL AND c.platform = ? AND (CAST(? AS TEXT) IS NULL OR c.workspace = ?)"
         if not archived:
             where += " AND c.archived_at IS NULL"
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"{_SUMMARY} WHERE {where} ORDER BY last_activity DESC, c.id DESC",
-                (platform, workspace, workspace),
-            )
+        rows = await self._rows(
+            f"{_SUMMARY} WHERE {where} ORDER BY last_activity DESC, c.id DESC",
+            (platform, workspace, workspace),
+        )
         return [_summary(row) for row in rows]
 
     async def stored_conversation(self, conversation_id: int) -> StoredConversation | None:
         """One conversation by its id; None when there is none (or it was deleted)."""
-        async with self._read() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    f"{_SUMMARY} WHERE c.id = ? AND c.deleted_at IS NULL", (conversation_id,)
-                )
-            )
-        return _summary(rows[0]) if rows else None
+        row = await self._first(f"{_SUMMARY} WHERE c.id = ? AND c.deleted_at IS NULL", (conversation_id,))
+        return _summary(row) if row else None
 
     async def stored_messages(self, conversation_id: int) -> list[StoredMessage]:
         """A conversation's messages with the time each was stored, oldest first."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT {MESSAGE_COLUMNS}, created_at FROM messages WHERE conversation_id = ? ORDER BY seq",
-                (conversation_id,),
-            )
+        rows = await self._rows(
+            f"SELECT {MESSAGE_COLUMNS}, created_at FROM messages WHERE conversation_id = ? ORDER BY seq",
+            (conversation_id,),
+        )
         return [StoredMessage(message=message_from_row(row[:-1]), at=str(row[-1])) for row in rows]
 
     async def conversation_audit(self, conversation_id: int) -> list[AuditEntry]:
         """The decisions on a conversation's tool calls, oldest first; kept after it is deleted."""
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"SELECT {AUDIT_COLUMNS} FROM audit WHERE conversation_id = ? ORDER BY id", (conversation_id,)
-            )
-        return [audit_from_row(row) for row in rows]
+        rows = await self._rows(
+            f"SELECT {AUDIT_COLUMNS} FROM audit WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+        )
+        return [from_row(AuditEntry, row) for row in rows]
 
     async def delete_conversation(self, conversation_id: int, *, idle_before: str | None = None) -> Deletion:
-        """Delete one conversation's text in one transaction; its audit rows stay.
-
-        The caller holds the thread's turn lock, so no turn writes to it meanwhile. A turn of it that
-        waits for a person is not cut off: the deletion is refused (`waiting`). With `idle_before`
-        (retention), a conversation active at or after that time is kept (`recent`): checked in the
-        same transaction as the deletion, so a message that just arrived is never lost.
-        """
+        """Delete one conversation's text in one transaction (the caller holds its turn lock); its
+        audit rows stay. One whose turn waits for a person is refused (`waiting`); with `idle_before`
+        (retention), one active since is kept (`recent`), checked in the same transaction."""
         async with self._write() as db:
             found = list(
                 await db.execute_fetchall(
@@ -120,27 +112,21 @@ class ThreadLedger(Ledger):
             )
             if not found:
                 return "missing"
-            platform, workspace, channel, thread, started, archived, last = found[0]
+            *key, started, archived, last = found[0]
             if idle_before is not None and str(last) >= idle_before:
                 return "recent"
-            key = (platform, workspace, channel, thread)
             # Parked turns, deferred messages and tools' questions are kept per thread, not per
             # conversation: this conversation's are those of the thread during its lifetime.
             # Strictly before the reset: what the next conversation wrote in that same millisecond is
             # not this one's.
-            window = f"{_KEY} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at < ?)"
+            window = f"{KEY_WHERE} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at < ?)"
             span = (*key, started, archived, archived)
-            if archived is None and await _waiting_turn(db, key):
+            waiting = f"SELECT 1 FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done' LIMIT 1"
+            if archived is None and list(await db.execute_fetchall(waiting, key)):
                 return "waiting"
-            parked = [
-                str(row[0])
-                for row in await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span)
-            ]
-            for request_id in parked:
-                for table in ("pending_calls", "input_waits", "sign_in_waits"):
-                    await db.execute(f"DELETE FROM {table} WHERE request_id = ?", (request_id,))
-                await db.execute("DELETE FROM input_requests WHERE parked_id = ?", (request_id,))
-                await db.execute("DELETE FROM parked_turns WHERE id = ?", (request_id,))
+            parked = list(await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span))
+            for table, column in _PARKED_TABLES:
+                await db.executemany(f"DELETE FROM {table} WHERE {column} = ?", parked)
             await db.execute(f"DELETE FROM input_requests WHERE {window}", span)
             deferred_window = window.replace("created_at", "received_at")
             await db.execute(f"DELETE FROM deferred_messages WHERE {deferred_window}", span)
@@ -163,10 +149,9 @@ class ThreadLedger(Ledger):
     ) -> list[StoredConversation]:
         """Conversations (active or archived, any platform) whose last activity is older than this."""
         cutoff = idle_cutoff(older_than_days, now)
-        async with self._read() as db:
-            rows = await db.execute_fetchall(
-                f"{_SUMMARY} WHERE c.deleted_at IS NULL AND {_LAST_ACTIVITY} < ? ORDER BY c.id", (cutoff,)
-            )
+        rows = await self._rows(
+            f"{_SUMMARY} WHERE c.deleted_at IS NULL AND {_LAST_ACTIVITY} < ? ORDER BY c.id", (cutoff,)
+        )
         return [_summary(row) for row in rows]
 
 
@@ -175,20 +160,11 @@ def idle_cutoff(older_than_days: float, now: datetime | None = None) -> str:
     return iso_utc((now or datetime.now(UTC)) - timedelta(days=older_than_days))
 
 
-async def _waiting_turn(db: Connection, key: tuple[str, str, str, str]) -> bool:
-    rows = await db.execute_fetchall(
-        f"SELECT 1 FROM parked_turns WHERE {_KEY} AND status <> 'done' LIMIT 1", key
-    )
-    return bool(list(rows))
-
-
 def _summary(row: Sequence[Any]) -> StoredConversation:
-    conversation_id, platform, workspace, channel, thread, started, archived, last, count = row
+    conversation_id, *key, started, archived, last, count = row
     return StoredConversation(
         id=int(conversation_id),
-        key=ConversationKey(
-            platform=str(platform), workspace=str(workspace), channel=str(channel), thread=str(thread)
-        ),
+        key=key_from_row(str(part) for part in key),
         started_at=str(started),
         last_activity=str(last),
         messages=int(count),

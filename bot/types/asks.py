@@ -1,30 +1,113 @@
-"""One `Ask` of any kind, and the `Answer`s a person gives to it.
+"""One `Ask` of any kind, the `Answer`s a person gives to it, and an approval's own values.
 
-Its own module because this is the one shape every ask is announced and answered in
-(`Agent.answer`), whatever the kind's own values (approvals, questions, sign-ins) are.
+The one shape every ask is announced and answered in (`Agent.answer`), whatever the kind; the
+approval ledger, the policy and the front ends' cards share the tool calls waiting for approval,
+the decisions on them, and what is remembered.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bot.types.approvals import ApprovalPrompt, Decision
 from bot.types.conversation import ConversationKey
 from bot.types.inputs import InputOutcome, InputRequest
 from bot.types.tools import SignInNeeded
+
+CallDecision = Literal["pending", "approved", "denied", "expired"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingCall:
+    """One call waiting for a person, exactly as it will run if approved."""
+
+    call_id: str
+    server: str
+    # The tool's name on its server (what the servers file and remembered approvals name).
+    tool: str
+    arguments: dict[str, Any]
+    call_hash: str
+    status: CallDecision = "pending"
+    decided_by: str | None = None
+    # The tool's definition when the call was shown: it runs only while the tool is still that.
+    definition_hash: str = ""
+
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, ensure_ascii=False, indent=2)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalPrompt:
+    """What an approval message shows: the calls, why the model wants them, who may decide, until when."""
+
+    request_id: str
+    key: ConversationKey
+    requester: str
+    # The place "always allow here" applies to (`bot.policy.places.place_id`).
+    place: str
+    calls: tuple[PendingCall, ...]
+    # What the model wrote next to its calls, if anything (often why it wants them).
+    reason: str
+    expires_at: float
+    # Where the approval message was posted (platform-specific), so any process can update it.
+    message_ref: str | None = None
+    # Calls of the same round that wait for answers to their server's questions (not shown here).
+    questions_open: bool = False
+
+    @property
+    def open(self) -> bool:
+        """True while a call still waits for a decision, or for an answer to a question."""
+        return self.questions_open or any(call.status == "pending" for call in self.calls)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    """One decision on a tool call: by a person (their id) or automatic ("auto: read-only", …)."""
+
+    who: str
+    place: str
+    server: str
+    tool: str
+    call_id: str
+    arguments_hash: str
+    outcome: str
+    at: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RememberedApproval:
+    """An "always allow here": this tool in this place, while its definition keeps this hash."""
+
+    place: str
+    server: str
+    tool: str
+    definition_hash: str
+    granted_by: str
+    granted_at: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """What a click did: `note` (for the clicker only) says why nothing changed; `ready` means every
+    call is decided and the turn can go on (`Agent.resume`)."""
+
+    changed: bool
+    prompt: ApprovalPrompt | None
+    note: str | None = None
+    ready: bool = False
+    # The calls this click decided.
+    decided: tuple[str, ...] = ()
+
 
 AskKind = Literal["approval", "question", "link", "sign_in"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ask:
-    """Something the core asks a person, of any kind, in one shape: front ends show it, and answer
-    it with `Agent.answer(ask.id, person, answer)` whatever it is.
-
-    `id` is the kind's own request id (an approval's request, a question's or link's request, a
-    sign-in's single-use state); `person` is who may answer (for an approval, admins may too).
-    Exactly one of `approval`, `input` (a question or a link) and `sign_in` is the payload.
+    """Something the core asks a person, of any kind, in one shape, answered with
+    `Agent.answer(ask.id, person, answer)`. `id` is the kind's own request id (a sign-in's state);
+    `person` who may answer (admins too, for an approval); one of `approval`, `input`, `sign_in` is set.
     """
 
     kind: AskKind
@@ -134,11 +217,9 @@ class SignedIn:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Answered:
-    """What an answer did. `note` says, for the person who answered only, why nothing changed;
-    `errors` holds a message per field of a form refused as filled in (the form stays open);
-    `resume` names the parked turn this answer let go on (the front end calls `Agent.resume`).
-    `decision` and `input` are the kind's own outcome, for front ends that show more of it;
-    `signed_in` is a finished sign-in (the terminal and the browser name its server)."""
+    """What an answer did: `note` (for the answerer only) why nothing changed, `errors` per field of
+    a form refused as filled in, `resume` the parked turns it let go on (`Agent.resume`), and the
+    kind's own outcome (`decision`, `input`, `signed_in`) for front ends that show more of it."""
 
     changed: bool
     note: str | None = None

@@ -16,11 +16,8 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConversationKey:
-    """Where a conversation lives: one thread on one platform.
-
-    A DM uses the user's DM channel; the platform's ids make two users' DMs distinct keys, so one
-    person's history can never be loaded into another person's conversation.
-    """
+    """Where a conversation lives: one thread on one platform (a DM, the user's DM channel, so one
+    person's history is never loaded into another's)."""
 
     platform: str
     workspace: str
@@ -72,11 +69,8 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatMessage:
-    """One message of a conversation in the chat-completions shape.
-
-    Tool messages also carry what the store records about the call (error flag, latency); those
-    fields never reach the model.
-    """
+    """One message of a conversation in the chat-completions shape; what the store records about a
+    tool call (error flag, latency) never reaches the model."""
 
     role: Role
     content: str | None = None

@@ -52,11 +52,7 @@ class InputAnswer:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InputRequest:
     """A server's question as shown to people: only `user_id` (who started the turn) may answer.
-
-    `tools` names the call(s) it came from: one when known exactly, several when an older server
-    asked while more than one of this person's calls to it were running. `refused` says why nerve
-    did not show a form (it asked for a secret); such a request is already answered "decline".
-    """
+    `tools`: the call(s) it may come from; `refused`: why nerve did not show it (already declined)."""
 
     request_id: str
     key: ConversationKey

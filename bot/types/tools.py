@@ -57,11 +57,8 @@ ToolErrorKind = Literal[
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Resource:
-    """A resource a tool returned, for people: a link to open, a text to read, or a file to keep.
-
-    Exactly one of `link` (a resource link: `uri` is where it lives), `text` or `data` holds it.
-    `data` is bounded by the host; a file too large to carry is a link-less note in `text`.
-    """
+    """A resource a tool returned, for people: a link to open (`link`, at `uri`), a text, or a file
+    (`data`, bounded by the host; one too large to carry is a note in `text`)."""
 
     uri: str
     name: str
@@ -74,10 +71,7 @@ class Resource:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """What a tool call produced. Failures are data, not exceptions: the loop decides what to do.
-
-    For a failure, `content` is the full text for the model; `detail` says only what went wrong, in
-    words fit for people ("it did not answer within 30 s"), without instructions such as "try again".
-    """
+    For one, `content` is the text for the model; `detail` what went wrong, in words for people."""
 
     content: str
     is_error: bool = False

@@ -11,19 +11,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bot.types.approvals import ApprovalPrompt
-from bot.types.asks import Ask
+from bot.types.asks import ApprovalPrompt, Ask
 from bot.types.conversation import Usage
 from bot.types.tools import Resource
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attachment:
-    """One tool call of a turn, for the adapter to show as a collapsible detail.
-
-    Everything here is for people: `content` is the tool's result, or for a failed call what went
-    wrong; the instructions the model got with a failure ("call it again with …") are never here.
-    """
+    """One tool call of a turn, for people, as a collapsible detail: `content` is its result, or
+    what went wrong, never the instructions the model got with a failure."""
 
     tool_call_id: str
     name: str
@@ -85,22 +81,12 @@ TurnEventKind = Literal[
 class TurnEvent:
     """Progress during a turn, for adapters to show ("calling get_environment_status…").
 
-    - "thinking": a model round starts; text shown for an earlier round is superseded (it was a
-      draft next to tool calls, or one the model was asked to reconsider).
-    - "text": `message` is the next piece of the answer as the model writes it; the pieces of one
-      round joined are its text so far. The final `AgentReply.text` is what to keep.
-    - "tool_started" / "tool_finished": one call (`tool`, `tool_call_id`, the `server` it goes to;
-      `ok` when finished).
-    - "tool_progress": a running call's server reported progress (`message`, `fraction` 0..1 when
-      it knows the total).
-    - "retrying" (`retry_in` seconds) and "notice": a status line for people.
-    - "ask": the turn asks a person something (`ask`), whatever its kind: every approval, question,
-      link and sign-in is announced this way, and answered with `Agent.answer`.
-    - "ask_done": the ask `ask` ended, and `message` says how ("accepted", "declined",
-      "cancelled", "expired", "ended"): take its buttons off, wherever it was answered. For a link,
-      a later "ask_done" with `message` "completed" says the server finished what it was for.
-
-    Sinks are awaited in the turn's path: they should only record and return (throttle elsewhere).
+    "thinking": a model round starts, superseding text shown for an earlier one. "text": the next
+    piece of the answer (`AgentReply.text` is what to keep). "tool_started" / "tool_finished" (`ok`)
+    / "tool_progress" (`fraction` 0..1 when known): one call. "retrying" (`retry_in` s) and "notice":
+    a status line. "ask": the turn asks a person something, of any kind (answered with `Agent.answer`);
+    "ask_done": it ended, `message` saying how (take its buttons off; "completed" for a link's server
+    finishing). Sinks are awaited in the turn's path: they should only record and return.
     """
 
     kind: TurnEventKind
