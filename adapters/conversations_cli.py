@@ -1,9 +1,7 @@
-"""`nerve ask`, `nerve threads`, `nerve history` and `nerve delete`: the terminal's conversations,
-asked into, listed, read back (archived ones too) and deleted.
+"""`nerve ask`, `nerve threads`, `nerve history` and `nerve delete`: the terminal's conversations.
 
-They show the conversations of the person at this terminal (platform `terminal`, this user's name),
-never Slack's or Discord's: those hold other people's messages, and NERVE_RETENTION_DAYS is how a
-deployment bounds them. Each needs only the store, except `ask`.
+Only those of the person at this terminal, never Slack's or Discord's: those hold other people's
+messages, and NERVE_RETENTION_DAYS bounds them. Each needs only the store, except `ask`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """A front end's share of the jobs on PostgreSQL (`bot.jobs`): open them, queue them, run them,
 drain them.
 
-`nerve slack`, `nerve worker` and `nerve discord` each open the jobs of NERVE_DATABASE_URL for the
-life of the process (`shared_jobs`; none on SQLite), register their platform's handlers and run a
-worker (`work`), and on SIGTERM drain the front end's own turns and the worker together (`drained`).
-
-Every platform has the same three kinds of job, named `<platform>.<kind>` (so each platform's jobs
-are a queue of their own, `bot.jobs`):
-
-- `event`: answer one delivery recorded in the inbox;
-- `resume`: go on with a parked turn once its request is decided, expired or signed in;
-- `deferred`: answer the messages that waited behind a parked turn.
-
-`Launcher` queues them, or runs the same work as a task of this process when there are no jobs
-(SQLite, one process).
+`nerve slack`, `nerve worker` and `nerve discord` open the jobs of NERVE_DATABASE_URL for the life of
+the process (`shared_jobs`; none on SQLite), run a worker with their platform's handlers (`work`) and
+drain it with their own turns on SIGTERM (`drained`). Each platform has three kinds of job, queues of
+its own named `<platform>.<kind>`: `event` answers a delivery recorded in the inbox, `resume` goes on
+with a parked turn, `deferred` answers the messages that waited behind one. `Launcher` queues them,
+or runs the same work as a task here when there are no jobs.
 """
 
 from __future__ import annotations

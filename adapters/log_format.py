@@ -1,12 +1,9 @@
 """How log lines look, and what they may never show.
 
-`NERVE_LOG_FORMAT=text` keeps the familiar `time LEVEL logger: message` line; `json` writes one JSON
-object per line for log collectors. Both name the turn a line was written in (`bot.observe.log_context`), so
-the lines of one answer among many concurrent ones can be picked out. Before any line is written,
-whatever looks like a token or a key, and every secret nerve was given in its settings, is replaced
-by `[hidden]`, in the message and in an exception's traceback alike: libraries and servers put
-URLs, headers and provider errors into their messages, and a log is read by more people than a key
-should be.
+`NERVE_LOG_FORMAT=text` is the familiar line, `json` one object per line for collectors; both name
+the turn a line was written in. Token-shaped text and every secret setting become `[hidden]`, in
+messages and tracebacks alike: libraries quote URLs and headers, and a log has more readers than a
+key should.
 """
 
 from __future__ import annotations

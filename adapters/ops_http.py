@@ -1,30 +1,15 @@
 """The operations endpoints: `/healthz`, `/readyz` and `/metrics`, for orchestrators and Prometheus.
 
-* `/healthz` — 200 while the process runs (its event loop answers).
-* `/readyz` — 200 when the database answers, the front end is connected to its platform (Slack's
-  socket or HTTP app, Discord's gateway; the terminal always is) and at least one MCP server is
-  ready (when any is configured: with none, the first two are enough); otherwise 503. Both carry
-  `{"ready": …, "reasons": [...]}`, the reasons in plain words.
-  From SIGTERM on it answers 503 "shutting down" at once, while running turns finish: a load
-  balancer or an orchestrator sends nothing new to a process on its way out.
-* `/metrics` — the figures of `bot.observe.metrics` in the Prometheus text format (OpenMetrics when the
-  scraper asks for it).
+`/healthz` is 200 while the event loop answers. `/readyz` is 200 when the database answers, the front
+end is connected to its platform and (when any is configured) an MCP server is ready, else 503 with
+the reasons in plain words; from SIGTERM on it is 503 "shutting down", so nothing new is sent to a
+process on its way out. `/metrics` is `bot.observe.metrics` in the Prometheus (or OpenMetrics) format.
 
-Where they are served, always at NERVE_HTTP_HOST:NERVE_HTTP_PORT:
-
-* `nerve slack` over HTTP: on the same aiohttp app as `/slack/events` (one port to open).
-* `nerve slack` in Socket Mode and `nerve discord`: on a server of their own, started before the
-  platform is reached, so `/readyz` can say "not connected yet" while it connects. A port that
-  cannot be bound stops the start, as it does in HTTP mode: an orchestrator that probes a process
-  whose endpoints are missing would only restart it without saying why.
-* `nerve chat`: only when NERVE_HTTP_PORT is set explicitly. A chat is one person at a terminal,
-  often on a machine where a bot already holds the default port; taking it by default would fail
-  the chat or answer the bot's probes. Whoever sets the port for a chat (a demo, a long session)
-  gets the endpoints, and a port that is taken then costs a warning in the log, not the chat.
-* `nerve ask` never: it answers one question and exits before anything could scrape it.
-
-Nothing here shows a token or a secret: reasons name settings and servers, never their values,
-and `/metrics` carries figures and bounded names only.
+They share Slack's HTTP app when it has one, else get a server of their own started before the
+platform is reached (a port that cannot be bound stops the start: a probe of missing endpoints would
+only restart the process without saying why). `nerve chat` serves them only when NERVE_HTTP_PORT is
+set explicitly (a bot often holds the default port; a taken port is then a warning), `nerve ask`
+never. Reasons name settings and servers, never their values.
 """
 
 from __future__ import annotations
@@ -173,21 +158,16 @@ class OpsEndpoints:
         """Why this process is not ready; empty when it is."""
         if self.stopping is not None and self.stopping.is_set():
             return [SHUTTING_DOWN]
-        found = []
-        database = await self._database_problem()
-        if database is not None:
-            found.append(database)
-        platform = await self.platform.problem()
-        if platform is not None:
-            found.append(platform)
+        found = [
+            problem for problem in (await self._database_problem(), await self.platform.problem()) if problem
+        ]
         if self.worker is not None and not self.worker():
             found.append(WORKER_DOWN)
         # No servers configured is a deployment without tools, ready as it is; servers configured
         # and none of them connected is not.
         servers = self.agent.server_states()
         if servers and not any(servers.values()):
-            down = ", ".join(sorted(servers))
-            found.append(f"no MCP server is ready ({down} down)")
+            found.append(f"no MCP server is ready ({', '.join(sorted(servers))} down)")
         return found
 
     async def _database_problem(self) -> str | None:

@@ -1,10 +1,8 @@
 """What every surface needs to show the links, texts and files a tool returned, the same way.
 
-A server names its resources itself, so a name is untrusted: it may be long, contain markup, or
-look like another address ("https://bank.example"). Only `http` and `https` links become clickable,
-always labelled with the host they really lead to; any other scheme (`javascript:`, `file:`, a
-server's own `asks://`) is shown as text and never as a link. A link a server asks someone to open
-shows its host the same way on every surface (`link_host`). Pure functions, no I/O.
+A server names its resources itself, so a name may be long, carry markup or look like another
+address. Only `http` and `https` links become clickable, labelled with the host they really lead to
+(`link_host`); any other scheme is text. Pure functions, no I/O.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Winding a front end down on SIGTERM: how long running work is waited for.
 
-The sequence (`adapters.cli.until_terminated` and each front end's runner): intake stops at once and
-`/readyz` answers 503; running turns get NERVE_SHUTDOWN_GRACE seconds; what still runs then is cut
-off and left for the next start; every `async with` closes what it opened, the MCP servers among
-them. Waiting never cancels anything by itself: cutting off is the front end's decision, since only
-it knows which work is safe to stop where. An MCP server that does not exit when its stdin closes is
-killed within about a second (`bot.mcp.stdio`), so the whole stop stays within the grace plus one.
+Intake stops and `/readyz` answers 503; running turns get NERVE_SHUTDOWN_GRACE seconds, then what
+still runs is cut off for the next start. Waiting never cancels anything itself: only the front end
+knows which work is safe to stop where.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The approval desk: a click decided through the agent, the message redrawn, the turn going on.
 
-Nothing here waits for a person. A click (in this process or one started after a restart) is
-decided by the core; when it changes nothing, only the clicker is told why; when it does, the
-approval message is redrawn from the stored request (the click's own answer when the platform has
-one, else the message's stored reference), and once every call is decided the parked turn goes on
-through the job launcher: a job of its conversation when jobs are shared, else a task here. Every
-way a parked turn is released (a click, a question's last answer, a sign-in, an expiry, a start-up)
-goes on through `go_on`. Requests past their expiry are swept; at start-up, requests decided before
-a stop go on and the messages that waited behind them are answered.
-
-Each platform gives the desk its `Surface` (redraw a message from its stored reference), a
-`Clicker` per click (tell the clicker; show the decision through the click) and its `ParkedTurns`
-(how a turn that goes on answers in its conversation).
+Nothing here waits for a person. A click (in any process) is decided by the core; when it changes
+nothing, only the clicker is told why; else the message is redrawn and, once every call is decided,
+the parked turn goes on through `go_on` (a job when jobs are shared, else a task), as it does
+however it was released. Each platform gives its `Surface`, a `Clicker` per click and `ParkedTurns`.
 """
 
 from __future__ import annotations

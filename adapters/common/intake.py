@@ -1,10 +1,8 @@
 """Deliveries recorded in the inbox and answered outside their delivery, the same on every platform.
 
-Every delivery is claimed in the inbox before it is acked, so nothing a person writes is lost. One
-that was not answered is taken up again: at start-up (`recover`: answered here, or queued when jobs
-are shared and no job waits for it), by its job in whichever process runs it (`take`), and by the
-sweep that queues what a process recorded but died before queueing (`requeue_left`). A recorded
-payload that can no longer be read is dropped with a log line by the platform's `left_over`.
+Every delivery is claimed in the inbox before it is acked, so nothing is lost. One not answered is
+taken up again at start-up (`recover`), by its job (`take`), or by the sweep that queues what a
+process recorded but died before queueing (`requeue_left`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A request's message settled once per outcome, in order, from wherever it is known.
 
-A question's message is posted by the turn that asked and settled (buttons off, how it ended) by
-whoever learns the outcome: that turn, the click or submit that answered it, the sweep that expired
-it, a turn resumed after a restart. `Settled` remembers, for one bot, where each message is (or
-that its post is under way) and which outcome it shows: an outcome already shown is not shown
-again, and the edits of one message run one at a time, in the order the outcomes arrived, after
-its post. A message this process did not post is found where the click came from, else where its
-request says it was posted.
+Whoever learns how a question ended (its turn, a click, the sweep, a resumed turn) settles its
+message. `Settled` remembers where each message is (or that its post is under way) and what it
+shows: an outcome is shown once, and one message's edits run in order after its post.
 """
 
 from __future__ import annotations

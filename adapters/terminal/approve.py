@@ -1,10 +1,8 @@
 """Approvals in the terminal: show the calls that wait, ask about each, then let the turn go on.
 
-The chat and `nerve ask` on a terminal ask per call (`Run write_file(path="notes.txt", …)? [y]es /
-[n]o / [a]lways here`); `nerve ask` in a script decides every call at once: denied, or approved
-with `--yes`. The person at the terminal is the OS user, who is also the one who asked.
-
-A turn parked on a tool's questions goes on the same way once they are answered (`go_on_answered`).
+The person at the terminal (the OS user, who asked) is asked per call; `nerve ask` in a script
+decides every call at once: denied, or approved with `--yes`. A turn parked on a tool's questions
+goes on the same way once they are answered (`go_on_answered`).
 """
 
 from __future__ import annotations

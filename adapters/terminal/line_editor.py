@@ -1,13 +1,9 @@
 """The chat's prompt on a terminal: line editing, history, search, completion and pastes.
 
-A bare `input()` leaves keys to the terminal's line discipline: arrow keys arrive as escape
-sequences in the question, a line is cut at the terminal's 4,095-character limit, and a pasted block
-becomes one question per line. prompt_toolkit reads the keys itself in raw mode, so the prompt moves
-the cursor, recalls and searches earlier questions (Up/Down, Ctrl-R), clears the screen (Ctrl-L),
-completes `/commands` (Tab), and takes a bracketed paste as one piece of text, newlines included.
-Esc then Enter (Alt-Enter in most terminals) starts a new line; Enter sends.
-
-Only used on a terminal: off one (a pipe, a file), `LineReader` reads plain lines as before.
+A bare `input()` leaves keys to the terminal: arrow keys arrive as escape sequences, a line is cut
+at 4,095 characters and a pasted block becomes one question per line. prompt_toolkit reads the keys
+itself, so a paste is one piece of text; Esc then Enter starts a new line. Off a terminal,
+`LineReader` reads plain lines.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Where the log goes: stderr, except in the interactive chat, where it goes to a file.
 
-Libraries and MCP servers log warnings whenever they like; on stderr those lines land between the
-turns of a chat. So the chat writes its log to `NERVE_LOG_FILE` (or to stderr with `-v`) and says
-once, between turns, where to look when something worth a look was written.
+Libraries and servers log whenever they like, which would land between a chat's turns; the chat
+writes to `NERVE_LOG_FILE` (stderr with `-v`) and says once, between turns, when to look.
 """
 
 from __future__ import annotations

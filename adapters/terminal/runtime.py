@@ -1,9 +1,6 @@
-"""The runtime of the terminal's commands (`nerve chat`, `nerve ask`).
-
-The person is at this machine, so a sign-in's browser comes back to it: when a server in the servers
-file signs in with OAuth, a loopback callback (`adapters.terminal.sign_in.LoopbackCallback`) is the
-redirect, and stored sign-ins are used without NERVE_PUBLIC_URL, which only the chat platforms need.
-Without such a server the OAuth client is never loaded.
+"""The runtime of the terminal's commands (`nerve chat`, `nerve ask`): with a loopback callback
+for sign-ins when a server signs in with OAuth (no NERVE_PUBLIC_URL needed), else without loading
+the OAuth client.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Text from outside made harmless for a terminal.
 
-Model answers, tool results, tool descriptions and server errors come from parties nerve does not
-control. A terminal obeys control sequences in what it prints: ESC starts CSI sequences that clear
-the screen or move the cursor, and OSC 52 writes the clipboard. Everything the terminal front end
-prints that it did not write itself goes through `printable` (or `terminal_json` for `--json`), so
-such bytes are shown as visible `\\x1b`-style escapes and never reach the terminal raw.
-
-Links are shown as on Slack and Discord: `[google.com](https://evil.example)` reads
-`google.com (https://evil.example)`. rich would make it an OSC 8 hyperlink whose only visible text is
-"google.com"; `answer_markdown` makes none.
+A terminal obeys control sequences (ESC clears the screen, OSC 52 writes the clipboard), so what the
+terminal prints that nerve did not write goes through `printable` (or `terminal_json`), which shows
+them as visible escapes. Links read `text (target)` as on Slack and Discord: rich would make an OSC
+8 hyperlink showing only the text.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Signing in to per-person servers from the terminal chat, and `nerve connections`.
 
-The person is at this machine, so the browser comes back to it: while the chat runs, a loopback
-server on 127.0.0.1 (a free port) takes the callback (RFC 8252) — the same callback the chat bots
-serve on NERVE_PUBLIC_URL (`adapters.oauth_http`), so no public address is needed here. It is only
-started when a server in the servers file signs in with OAuth.
-
-When a turn parks for a sign-in, the chat prints the link and opens it with Python's `webbrowser`
-(which honours BROWSER; in a thread of its own, as a console browser may hold it), then waits for the
-browser to land — Ctrl-C stops waiting — and goes on with the turn. A sign-in finished while the chat
-was not waiting lets the turn go on before the next question. `/connections`, `/connect NAME` and
-`/disconnect NAME` are the chat's commands for the same, `nerve connections` lists them outside it.
+The person is at this machine, so the browser comes back to a loopback server on 127.0.0.1 (RFC
+8252; the same callback the chat bots serve on NERVE_PUBLIC_URL), started only when a server signs
+in with OAuth. The link is printed and opened with `webbrowser` (in a thread: a console browser holds
+its caller); the chat waits for the browser, Ctrl-C stops waiting, and a sign-in finished meanwhile
+lets its turn go on before the next question.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The turns of the terminal chat: each shown as it runs, and what it waits for asked here.
 
-A turn's piece runs under Ctrl-C (cancel) with its live view; what a server asks meanwhile is asked
-at once (`fill_in`). A reply that waits for people is not the answer: the chat asks about its calls,
-the links it needs signed in, the questions it left open, then goes on and prints what follows,
-and afterwards answers the messages that waited behind it. A turn of this thread still parked when
-nerve stopped is taken up again when the chat starts (`waiting_at_start`).
+A reply that waits for people is not the answer: the chat asks about its calls, the sign-ins and the
+questions it left open, goes on and prints what follows, then answers the messages that waited
+behind it. A turn of this thread still parked when nerve stopped is taken up again at start.
 """
 
 from __future__ import annotations

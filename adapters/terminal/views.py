@@ -1,7 +1,6 @@
 """What the terminal prints outside the chat loop: one-shot answers, the tool list, stored history.
 
-Every piece of text that came from a model, a tool or a server passes `printable` before it is
-printed; rich markup is applied only to what nerve writes itself.
+Text from a model, a tool or a server passes `printable` first; rich markup is only nerve's own.
 """
 
 from __future__ import annotations
