@@ -242,11 +242,8 @@ def typed_error(exc: BaseException) -> NerveError | None:
 
 
 def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable[[], str | None]:
-    """Logs go to stderr; the interactive chat writes them to its log file unless -v. Either way in
-    NERVE_LOG_FORMAT, without secrets; traces start too when a collector is configured.
-
-    Returns what the chat asks between turns for a line about the log.
-    """
+    """Logs go to stderr, or to the chat's log file unless -v, in NERVE_LOG_FORMAT without
+    secrets; traces start when a collector is configured. Returns the chat's log notice."""
     from adapters.log_format import install, settings_secrets
     from adapters.terminal.logs import log_to_file, log_to_stderr
     from bot.observe import tracing
@@ -317,10 +314,9 @@ SERVICES = frozenset({"slack", "discord", "worker"})
 
 
 async def _run(args: argparse.Namespace, settings: Settings, notices: Callable[[], str | None]) -> int:
-    """The command, with the stdio servers starting while it loads its libraries (`_job` imports
-    them): the two start-ups overlap instead of adding up (`bot.mcp.early_start`). A service
-    checks its settings first (`_job` refuses a start that cannot work), so a refused start
-    launches no server; it runs for hours, and the second it gives up is nothing beside that."""
+    """The command, with the stdio servers starting while it loads its libraries, so the start-ups
+    overlap (`bot.mcp.early_start`); a service checks its settings first, so a refused start launches
+    no server."""
     stop = asyncio.Event()
     if args.command in SERVICES:
         job = _job(args, settings, notices, stop)

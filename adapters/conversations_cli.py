@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import secrets
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -17,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.terminal.safe import printable, terminal_json
-from adapters.terminal.views import _utc, conversation_key, format_history
+from adapters.terminal.views import _utc, conversation_key, format_history, write_table
 from bot.config import Settings
 from bot.store.approvals import message_to_json
 from bot.store.base import ConversationStore
@@ -68,18 +67,13 @@ def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) 
     return job
 
 
-def _workspace() -> str:
-    """The terminal's conversations belong to the local user (see `conversation_key`)."""
-    return scrub(getpass.getuser())
-
-
 async def _own(store: ConversationStore, *, archived: bool) -> list[StoredConversation]:
-    return await store.stored_conversations("terminal", _workspace(), archived=archived)
+    """The terminal's conversations of the local user (see `conversation_key`)."""
+    return await store.stored_conversations("terminal", conversation_key("").workspace, archived=archived)
 
 
 def _is_ours(conversation: StoredConversation) -> bool:
-    key = conversation.key
-    return key.platform == "terminal" and key.workspace == _workspace() and key.channel == "cli"
+    return conversation.key == conversation_key(conversation.key.thread)
 
 
 def _of_thread(conversations: Sequence[StoredConversation], key: ConversationKey) -> list[StoredConversation]:
@@ -104,14 +98,12 @@ def threads_job(*, archived: bool, as_json: bool) -> Job:
             hint = "" if archived else " (archived ones: nerve threads --all)"
             sys.stdout.write(f"No conversations yet{hint}.\n")
             return 0
-        rows = [
-            (c.key.thread, f"{_utc(c.last_activity)}", f"{c.messages} messages", f"id {c.id}", _state(c))
-            for c in found
-        ]
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        for row in rows:
-            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-            sys.stdout.write(printable("  ".join([*cells, row[4]])) + "\n")
+        write_table(
+            [
+                (c.key.thread, _utc(c.last_activity), f"{c.messages} messages", f"id {c.id}", _state(c))
+                for c in found
+            ]
+        )
         return 0
 
     return job

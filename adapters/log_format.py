@@ -68,11 +68,8 @@ SEARCH_FIELDS = ("event", "server", "conversation", "turn")
 
 
 class TurnFields(logging.Filter):
-    """Notes on a record the conversation and turn it was written in (None outside any turn), the
-    MCP server it was written for (given with `extra=`, or the server whose connection ran it) and
-    its event name (given with `extra=fields(...)`, None otherwise).
-
-    A handler's filter runs where the line was logged, so it sees that code's turn and server."""
+    """Notes on a record its conversation and turn, its MCP server (given, or the one whose
+    connection ran it) and event name; a handler's filter runs where the line was logged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         turn = current_turn()
@@ -137,9 +134,7 @@ def dress(handler: logging.Handler, log_format: LogFormat, secrets: Iterable[str
 
 
 def install(log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
-    """Dress every handler of the root logger (where `adapters.terminal.logs` sends the log).
-
-    On the handlers, not the root logger: a logger's filters do not see its children's records."""
+    """Dress every handler of the root logger: a logger's filters do not see its children's records."""
     secrets = list(secrets)
     for handler in logging.getLogger().handlers:
         dress(handler, log_format, secrets)

@@ -46,9 +46,8 @@ def _readable_host(hostname: str) -> str | None:
 
 
 def link_host(url: str) -> str:
-    """The host a link leads to, as people should read it before they open it: with its port, and
-    in its ASCII form too when it is written in other letters (a look-alike host cannot hide behind
-    them)."""
+    """The host a link leads to, with its port, and in its ASCII form too when written in other
+    letters: a look-alike host cannot hide behind them."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""

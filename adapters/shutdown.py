@@ -25,10 +25,6 @@ async def finished_within(tasks: set[asyncio.Task[None]], grace: float) -> bool:
 
 
 def leave_quickly() -> None:
-    """Let the process end without the interpreter's garbage collection over everything it holds.
-
-    A running nerve holds some 100,000 objects in over 1,000 modules; collecting them at exit takes
-    most of a second on a busy machine, time a shutdown's grace would have to cover. Frozen, they
-    are still freed by reference counting (files and sockets close, atexit handlers run); only the
-    collection passes over them are skipped."""
+    """Let the process end without a garbage collection over its 100,000-odd objects (most of a
+    second on a busy machine, which the grace would have to cover); reference counting still frees them."""
     gc.freeze()

@@ -188,9 +188,8 @@ class AskDesk:
         await self.launch.resume(request_id, key, lambda: self.go_on_here(request_id, redraw=redraw))
 
     async def go_on_here(self, request_id: str, *, redraw: bool = True) -> None:
-        """A parked turn with nothing left to wait for goes on here: its approval message (if it has
-        one) shows every call's outcome, then the turn answers once in its conversation and the
-        messages that waited there are answered. Nothing happens when another process took it."""
+        """A parked turn with nothing left to wait for goes on here: its message redrawn, then one
+        answer and the messages that waited (nothing when another process took it)."""
         if redraw:
             found = await self._prompt(request_id)
             if found is not None:

@@ -36,9 +36,8 @@ def ended(outcome: InputOutcome) -> str | None:
 
 
 async def answer_input(agent: Agent, request_id: str, user: str, answer: Answer) -> InputOutcome:
-    """One answer to a question through `Agent.answer`. One that changes nothing still names its
-    request when it is known (a request gone or expired comes back in the `AskError`), so its
-    message can show how the request ended."""
+    """One answer through `Agent.answer`; one that changes nothing still names its request (from
+    the `AskError`), so its message can show how it ended."""
     try:
         answered = await agent.answer(request_id, user, answer)
     except AskError as exc:
@@ -56,10 +55,8 @@ class _Shown(Generic[Place]):
 
 @dataclass(eq=False)
 class Settled(Generic[Place]):
-    """Where one bot's request messages are and how each shows its request ended.
-
-    `edit(place, request, status)` shows the outcome on the platform and says whether it did;
-    `parse` reads a stored message reference back into a place."""
+    """Where one bot's request messages are and how each shows its request ended; `edit` shows
+    an outcome, `parse` reads a stored message reference back."""
 
     edit: Callable[[Place, InputRequest, str], Awaitable[bool]]
     parse: Callable[[str | None], Place | None]

@@ -13,7 +13,7 @@ import aiosqlite
 from pydantic import ValidationError
 
 from adapters.doctor.platforms import platforms_set_up
-from adapters.doctor.report import Check, error, ok, warning
+from adapters.doctor.report import Check, error, ok, schema_news, warning
 from adapters.doctor.stderr_tail import last_stderr_lines
 from adapters.settings import Settings
 from bot.errors import ConfigError, StoreError
@@ -223,13 +223,9 @@ async def check_database(settings: Settings) -> Check:
         if not folder_ok:
             todo = "set NERVE_DB to a file in a folder nerve can create and write"
         return error("database", exc.message, todo)
-    if before is None:
-        how = "created now, "
-    elif before < version:
-        how = f"migrated now from {before}, "
-    else:
-        how = ""
-    return ok("database", f"{path}: {how}schema version {version} (current), writable")
+    return ok(
+        "database", f"{path}: {schema_news(before, version)}schema version {version} (current), writable"
+    )
 
 
 async def _check_postgres(url: str) -> Check:

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from adapters.doctor.report import Check, error, ok
+from adapters.doctor.report import Check, error, ok, schema_news
 from bot.errors import StoreError
 from bot.store.postgres import CONNECT_TIMEOUT_SECONDS, PostgresStore, describe, postgres_error
 from bot.store.postgres_migrate import current_schema
@@ -66,12 +66,7 @@ async def _check(url: str, where: str) -> Check:
         return error(NAME, postgres_error(exc, where).message, "fix that, then run nerve doctor again")
     except StoreError as exc:
         return error(NAME, exc.message, "fix that, then run nerve doctor again")
-    if before == 0:
-        how = "created now, "
-    elif before < version:
-        how = f"migrated now from {before}, "
-    else:
-        how = ""
+    how = schema_news(before or None, version)
     return ok(NAME, f"{where} (schema {schema}): {how}schema version {version} (current), writable")
 
 

@@ -41,6 +41,13 @@ def error(name: str, found: str, todo: str) -> Check:
     return Check("error", name, found, todo)
 
 
+def schema_news(before: int | None, version: int) -> str:
+    """What opening the store did to its schema (None before: there was none), for the database line."""
+    if before is None:
+        return "created now, "
+    return f"migrated now from {before}, " if before < version else ""
+
+
 class Redactor:
     """Replaces every secret nerve was given wherever it appears in a text, longest first."""
 

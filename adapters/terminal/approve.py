@@ -136,10 +136,8 @@ async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[b
 
 
 async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_progress) -> AgentReply | None:
-    """The rest of the turn once every call is decided, or once the request ran out of time.
-
-    None while a call still waits, or when another process already went on with it.
-    """
+    """The rest of the turn once every call is decided or the request ran out of time; None while
+    a call still waits, or when another process went on with it."""
     final = await agent.resume(prompt.request_id, progress)
     if final is None and prompt.expires_at <= time.time():
         await agent.expire_due("terminal")
@@ -148,12 +146,9 @@ async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_pr
 
 
 async def go_on_answered(agent: Agent, parked: Parked, progress: Progress = no_progress) -> AgentReply | None:
-    """The rest of a turn that parked on its tools' questions, once they were answered here.
-
-    Without a parked turn to resume from the answers (given elsewhere, or too late), the one the
-    conversation waits on is tried: it goes on here when nobody else took it. None while it still
-    waits, or when another process already went on with it.
-    """
+    """The rest of a turn parked on its tools' questions once answered here; without its own
+    parked turn to resume (answered elsewhere, or late) the one its conversation waits on, if nobody
+    took it. None while it still waits."""
     request_id = parked.resume
     if request_id is None:
         found = await agent.parked_in(parked.key)
@@ -177,15 +172,9 @@ async def settle_one_shot(
     progress: Progress = no_progress,
     questions: FillIn | None = None,
 ) -> AgentReply:
-    """`nerve ask`: decide and answer until the answer no longer waits, then return it.
-
-    `--yes` approves every call of this one question; on a terminal (`ask` given) the person is
-    asked per call; otherwise nerve denies every call that needs approval (no one to ask), and
-    stderr says which.
-    A turn parked on its tools' questions goes on once `questions` has them answered (on a
-    terminal by the person, in a script declined at once). The rest of the turn reports to
-    `progress` as the first part did.
-    """
+    """`nerve ask`: decide and answer until the answer no longer waits. Calls are approved with
+    `--yes`, asked on a terminal, else denied by nerve (stderr says which); questions are left to
+    `questions`. The rest of the turn reports to `progress`."""
     while True:
         parked = await questions.settle() if questions is not None else None
         prompt = reply.approval

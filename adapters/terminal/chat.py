@@ -54,11 +54,8 @@ SERVERS_NEEDED = frozenset({"/tools", "/prompt"})
 
 
 class TerminalChat:
-    """A REPL over one conversation; the agent and everything below it stay platform-neutral.
-
-    `notices` is asked before each prompt for one line to show (where the log went, say); it lets
-    the chat mention such things between turns without printing them mid-answer.
-    """
+    """A REPL over one conversation; `notices` is asked before each prompt for a line to show
+    (where the log went, say), so nothing is printed mid-answer."""
 
     def __init__(
         self,
@@ -104,11 +101,8 @@ class TerminalChat:
         )
 
     async def run(self) -> None:
-        """Chat until /quit, end of input, or Ctrl-C at the prompt.
-
-        On a terminal the banner and the prompt come at once, while the MCP servers start; what
-        they came to is said before a later prompt, and a question waits for them. Off a terminal
-        (a script) the chat starts once they have, as ever."""
+        """Chat until /quit, end of input, or Ctrl-C at the prompt. On a terminal the prompt comes
+        while the MCP servers start (a question waits for them); off one, once they have."""
         tolerate_undecodable_input()
         if not self._interactive:
             await self._runtime.wait_for_servers()

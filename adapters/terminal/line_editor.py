@@ -94,10 +94,7 @@ def _key_bindings(max_chars: int | None) -> KeyBindings:
 
 class TerminalPrompt:
     """Asks one answer at a terminal; None on Ctrl-C or Ctrl-D, as `LineReader` does elsewhere.
-
-    `history` is the file Up/Down and Ctrl-R search (in memory without one); `max_chars` refuses a
-    paste that would make the text longer than a question may be.
-    """
+    `max_chars` refuses a paste longer than a question may be."""
 
     def __init__(
         self,

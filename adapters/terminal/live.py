@@ -39,11 +39,8 @@ def took(seconds: float) -> str:
 
 
 class TurnSoFar(turn_so_far.TurnSoFar):
-    """What a turn has shown so far, with this terminal's clock and status line.
-
-    What a turn asks a person is asked by the chat itself (`fill_in`, `sign_in`, `turns`), never
-    shown as a status: asks are not recorded here.
-    """
+    """What a turn has shown so far, with this terminal's clock and status line; asks are not
+    recorded: the chat asks them itself."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -179,10 +176,8 @@ class LiveAnswer:
 
 
 class PlainAnswer:
-    """The answer written as plain text as it arrives (`out`), progress lines to `notes` if given.
-
-    Nothing is padded or wrapped: a pipe gets the model's text as it wrote it.
-    """
+    """The answer written as plain text as it arrives (`out`), unpadded and unwrapped; progress
+    lines to `notes` if given."""
 
     def __init__(
         self, out: IO[str], notes: IO[str] | None = None, clock: Callable[[], float] = time.monotonic

@@ -39,11 +39,8 @@ def shown(text: str) -> str:
 
 
 def terminal_json(value: Any) -> str:
-    """`value` as indented JSON whose strings carry no raw control character or lone surrogate.
-
-    The encoder already escapes C0 controls; DEL and C1 only ever occur inside strings, where the
-    `\\u` escape keeps the decoded value exact.
-    """
+    """`value` as indented JSON whose strings carry no raw control character or lone surrogate
+    (DEL and C1, left raw by the encoder, only occur inside strings: `\\u` escapes keep them exact)."""
     text = scrub(json.dumps(value, ensure_ascii=False, indent=2))
     return _JSON_RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 

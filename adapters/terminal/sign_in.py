@@ -242,11 +242,8 @@ def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> 
 
 
 async def print_connections(settings: Settings, console: Console | None = None) -> int:
-    """`nerve connections`: the local person's connections, without starting any server.
-
-    Without a servers file (a machine that only keeps the database), the connections the store
-    holds: server names and times are stored in the clear, so neither the servers nor
-    NERVE_SECRET_KEY are needed to list them."""
+    """`nerve connections`: the local person's connections, without starting any server (and
+    without a servers file, from the store alone: names and times are stored in the clear)."""
     console = console or Console(highlight=False)
     configured = (
         load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers

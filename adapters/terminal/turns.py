@@ -46,11 +46,8 @@ class _Piece:
 
 @dataclass(eq=False)
 class ChatTurns:
-    """The turns of one chat's conversation, asked by its person; `last` is the latest reply shown.
-
-    `servers_news` is told once the MCP servers a turn waited for have started, so the chat can say
-    what they came to before the answer.
-    """
+    """The turns of one chat's conversation; `last` is the latest reply shown, and `servers_news`
+    is told once the MCP servers a turn waited for have started."""
 
     runtime: Runtime
     console: Console
@@ -148,9 +145,8 @@ class ChatTurns:
         self.console.print("[dim]Finishing what was decided; the answer follows.[/dim]")
 
     async def _answer(self, piece: _Piece | None) -> None:
-        """Print a reply; while it waits for approval, ask, go on, and print what follows. A reply
-        that waits for answers to its tools' questions is not the answer: they were asked already,
-        so it goes on at once."""
+        """Print a reply; while it waits (a decision, its tools' questions, a sign-in), go on and print
+        what follows."""
         went_on = False
         while piece is not None:
             reply, parked = piece.reply, piece.parked
@@ -259,10 +255,8 @@ class ChatTurns:
         await self._answer(_Piece(AgentReply(text="", waiting=(Ask.of_approval(prompt),))))
 
     async def _ask_again(self, prompt: ApprovalPrompt) -> bool:
-        """What a tool asked before nerve stopped, asked again as if just asked (the answer lets the
-        turn go on and print its answer); calls of its round that wait for a decision are asked
-        about next. False when none of its questions is this person's to answer now; expired ones
-        are not asked: the turn goes on without them."""
+        """What a tool asked before nerve stopped, asked again (expired ones are not: the turn goes on
+        without them); False when none of them is this person's to answer now."""
         agent = self.runtime.agent
         questions = await agent.parked_questions(prompt.request_id)
         if any(q.expires_at <= time.time() for q in questions):

@@ -67,9 +67,8 @@ def print_line(console: Console, markup: str, *, highlight: bool | None = None) 
 
 
 def resource_line(resource: Resource) -> str | None:
-    """One line under a call for what its result carried besides text: a link as `name: uri` (never
-    opened, whatever its scheme), a file as `[file name, type, size]` (listed, not written
-    anywhere), a text by name (printed by `/show`)."""
+    """One line under a call for a resource: a link as `name: uri` (never opened), a file listed
+    as `[file name, type, size]`, a text by name (`/show` prints it)."""
     kind = kind_of(resource)
     name = shown(display_name(resource))
     if kind == "link":
@@ -110,12 +109,8 @@ def print_attachment(console: Console, index: int, attachment: Attachment) -> No
 
 
 def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[str, Any]:
-    """The shape `nerve ask --json` prints, stable for scripts.
-
-    Each call says which `server` it went to (null when none was reached) and how it came to run or
-    not: `approval` is the decision ("approved", "denied", "auto: read-only", …) and `decided_by` who
-    made it; both null when none was recorded.
-    """
+    """The shape `nerve ask --json` prints, stable for scripts: each call's `server` (null when none
+    was reached), its `approval` decision and who `decided_by` (null when none was recorded)."""
     decided = {entry.call_id: entry for entry in audit}
     return {
         "text": reply.text,
@@ -153,18 +148,10 @@ def _show_hint(reply: AgentReply) -> str:
 
 
 async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
-    """One turn, then exit: for scripts and quick questions.
-
-    stdout gets the answer alone, written as the model writes it; hints and progress (each tool
-    call, started and done) go to stderr. `as_json` prints one object at the end instead.
-    Calls that need approval are asked about on a terminal, approved with `approve_all` (`--yes`),
-    and otherwise denied (stderr says which), so a script never waits for a person; a server's
-    question likewise is asked on a terminal and otherwise declined.
-    """
+    """One turn, then exit: the answer alone on stdout as the model writes it, hints and progress on
+    stderr (`as_json`: one object at the end). Calls that need approval and servers' questions are
+    asked on a terminal, else denied (approved with `approve_all`) and declined: a script never waits."""
     question = scrub(text)  # argv carries undecodable bytes as lone surrogates
-    if not question.strip():
-        sys.stderr.write("nerve: nothing to ask: give the question as an argument\n")
-        return 2
     user = scrub(getpass.getuser())
     key = conversation_key(thread)
     incoming = Incoming(key=key, text=question, user_id=user, place=terminal_place(user))
@@ -203,10 +190,8 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
 
 
 def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) -> int:
-    """The tools the model is offered: everywhere, or only those the policy allows in `place`.
-
-    Exit code 1 when servers are configured and none of them is available (a script sees the
-    failure, not an empty list); 0 otherwise, also with no servers configured."""
+    """The tools the model is offered, everywhere or in `place`; exit code 1 when servers are
+    configured and none is available (a script sees the failure, not an empty list)."""
     every = runtime.agent.tools()
     tools = every if place is None else runtime.scopes.offered(place, every)
     states = runtime.host.server_states()
@@ -286,6 +271,14 @@ def _utc(stamp: str) -> str:
     return f"{day} {clock[:8]} UTC" if clock else stamp
 
 
+def write_table(rows: Sequence[tuple[str, ...]]) -> None:
+    """Rows on stdout in aligned columns, the last one left ragged."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        sys.stdout.write(printable("  ".join([*cells, row[-1]])) + "\n")
+
+
 class _Remembered(Protocol):
     """What `nerve approvals` reads and changes: the remembered "always allow here" approvals."""
 
@@ -300,13 +293,12 @@ async def print_approvals(store: _Remembered) -> int:
     if not remembered:
         sys.stdout.write("No remembered approvals: every call that needs approval asks.\n")
         return 0
-    rows = [
-        (r.place, r.server, r.tool, f"granted by {r.granted_by} at {_utc(r.granted_at)}") for r in remembered
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        sys.stdout.write(printable("  ".join([*cells, row[3]])) + "\n")
+    write_table(
+        [
+            (r.place, r.server, r.tool, f"granted by {r.granted_by} at {_utc(r.granted_at)}")
+            for r in remembered
+        ]
+    )
     sys.stdout.write("Revoke one with: nerve approvals revoke PLACE SERVER TOOL\n")
     return 0
 
