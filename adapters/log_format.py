@@ -1,4 +1,8 @@
-"""How log lines look, and what they may never show.
+"""Where the log goes, how its lines look, and what they may never show.
+
+The log goes to stderr, except in the interactive chat: libraries and servers log whenever they
+like, which would land between its turns, so it writes to `NERVE_LOG_FILE` (stderr with `-v`) and
+says once, between turns, when to look.
 
 `NERVE_LOG_FORMAT=text` is the familiar line, `json` one object per line for collectors; both name
 the turn a line was written in. Token-shaped text and every secret setting become `[hidden]`, in
@@ -10,17 +14,22 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import sys
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
 from adapters.doctor.report import HIDDEN, Redactor
-from adapters.terminal.logs import FORMAT
+from bot.errors import ConfigError
 from bot.observe.log_context import current_server, current_turn
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 LogFormat = Literal["text", "json"]
 
@@ -138,3 +147,44 @@ def install(log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
     secrets = list(secrets)
     for handler in logging.getLogger().handlers:
         dress(handler, log_format, secrets)
+
+
+class ChatLog(logging.FileHandler):
+    """The chat's log file, opened at the first record, remembering whether a warning was written."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8", delay=True)
+        self._warned = False
+        self._told = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        if record.levelno >= logging.WARNING:
+            self._warned = True
+
+    def notice(self) -> str | None:
+        """Where the log is, once, after the first warning; otherwise None."""
+        if not self._warned or self._told:
+            return None
+        self._told = True
+        return f"(warnings were written to the log: {self.baseFilename})"
+
+
+def log_to_stderr(level: str) -> None:
+    logging.basicConfig(level=level.upper(), stream=sys.stderr, format=FORMAT, force=True)
+
+
+def log_to_file(level: str, path: Path) -> ChatLog:
+    """Send every log record, Python warnings included, to `path`; fail now if it cannot be written."""
+    target = path.expanduser()
+    writable = os.access(target if target.exists() else target.parent, os.W_OK)
+    if target.is_dir() or not writable:
+        raise ConfigError(
+            f"cannot write the chat log {target}: set NERVE_LOG_FILE to a writable file, "
+            "or use -v to log to stderr"
+        )
+    handler = ChatLog(target)
+    handler.setFormatter(logging.Formatter(FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    logging.captureWarnings(True)
+    return handler

@@ -1,21 +1,28 @@
 """Checks of what nerve reads and runs on this machine: settings, the servers file, the MCP
 servers themselves and the database. Each goes through the same code nerve starts with, so what
-passes here is what nerve will see."""
+passes here is what nerve will see. Several checks change their verdict when Slack or Discord
+people would meet what the terminal user shrugs off (`platforms_set_up`).
+
+A server that will not start usually says why on stderr, so the report quotes each stdio server's
+last stderr line, read off the `bot.mcp.stderr.<server>` loggers nerve already writes them to.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import aiosqlite
 from pydantic import ValidationError
 
-from adapters.doctor.platforms import platforms_set_up
 from adapters.doctor.report import Check, error, ok, schema_news, warning
-from adapters.doctor.stderr_tail import last_stderr_lines
 from adapters.settings import Settings
+from bot.config import OFFLINE_MODEL
 from bot.errors import ConfigError, StoreError
 from bot.mcp.server_config import McpConfig, ServerConfig
 from bot.mcp.servers_file import load_mcp_config
@@ -24,10 +31,46 @@ from bot.store.choose import POSTGRES_SCHEMES
 from bot.store.connect import connect, rollback, store_error
 from bot.store.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
 
+MODEL = "model"
+REAL_MODEL = "set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL (any OpenAI-compatible server), and NERVE_MODEL"
 # How long each MCP server may take to start and list its tools: as long as nerve itself allows.
 SERVER_LIMIT = 15.0
 # How the host points at a server's stderr in the log (`MCPHost.problems`); the report quotes it.
 SEE_LOG = "; see the log for its stderr"
+STDERR_LOGGER = "bot.mcp.stderr"
+# The repeat of a failed start's quiet lines (`bot.mcp.stderr`): its lines were each seen already.
+REPEAT = "last output before it stopped:"
+
+
+def slack_set_up(settings: Settings) -> bool:
+    return any((settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret))
+
+
+def platforms_set_up(settings: Settings) -> str:
+    """'Slack', 'Discord', 'Slack and Discord', or '' when neither is."""
+    found = [("Slack", slack_set_up(settings)), ("Discord", settings.discord_bot_token is not None)]
+    return " and ".join(name for name, on in found if on)
+
+
+def offline_check(settings: Settings) -> Check:
+    """Ok for a terminal trying nerve out; a warning once Slack or Discord is set up, since the
+    people there would get the rule-based model's answers without knowing why."""
+    why = (
+        f"NERVE_MODEL is '{OFFLINE_MODEL}'"
+        if settings.nerve_model == OFFLINE_MODEL
+        else "neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
+    )
+    platforms = platforms_set_up(settings)
+    if platforms:
+        found = (
+            f"the built-in offline model ({why}): {platforms} users would get its rule-based answers,"
+            " not a language model's"
+        )
+        return warning(MODEL, found, f"for a real model {REAL_MODEL}")
+    return ok(
+        MODEL,
+        f"the built-in offline model ({why}): rule-based, not a language model; for a real one {REAL_MODEL}",
+    )
 
 
 def load_settings() -> tuple[Check, Settings | None]:
@@ -273,3 +316,36 @@ async def _write_probe(path: Path) -> int:
     finally:
         await db.close()
     return int(rows[0][0] or 0) if rows else 0
+
+
+class LastStderrLines(logging.Handler):
+    """Keeps each server's newest stderr line, and passes on the records the log would have shown."""
+
+    def __init__(self, shown_from: int) -> None:
+        super().__init__(logging.INFO)
+        self.last: dict[str, str] = {}
+        self._shown_from = shown_from
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if not text.startswith(REPEAT) and text.strip():
+            self.last[record.name.removeprefix(f"{STDERR_LOGGER}.")] = text.splitlines()[-1].strip()
+        if record.levelno >= self._shown_from:
+            logging.getLogger().handle(record)
+
+
+@contextmanager
+def last_stderr_lines() -> Iterator[dict[str, str]]:
+    """`with last_stderr_lines() as last:` — `last[server]` is its newest stderr line, once written."""
+    logger = logging.getLogger(STDERR_LOGGER)
+    handler = LastStderrLines(logger.getEffectiveLevel())
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield handler.last
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate

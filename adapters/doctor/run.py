@@ -18,14 +18,13 @@ from adapters.doctor.local import (
     check_servers,
     load_servers,
     load_settings,
+    offline_check,
     servers_file_warnings,
+    slack_set_up,
 )
-from adapters.doctor.offline import offline_check
-from adapters.doctor.platforms import slack_set_up
 from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
-from adapters.log_format import install, settings_secrets
+from adapters.log_format import install, log_to_stderr, settings_secrets
 from adapters.settings import Settings
-from adapters.terminal.logs import log_to_stderr
 from bot.mcp.server_config import McpConfig
 
 # Names every report may have; a server's line is `server NAME`.

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.doctor.platforms import slack_set_up
+from adapters.doctor.local import slack_set_up
 from adapters.doctor.report import Check, error, ok, warning
 from adapters.settings import Settings
 from adapters.slack.client import make_client, reaching_slack, require_bot_token
