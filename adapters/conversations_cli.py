@@ -15,7 +15,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from adapters.terminal.safe import printable, terminal_json
+from adapters.terminal.safe import printable, say, terminal_json
 from adapters.terminal.views import _utc, conversation_key, format_history, write_table
 from bot.config import Settings
 from bot.store.approvals import message_to_json
@@ -60,9 +60,7 @@ def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) 
                 return await ask(runtime, name, question, as_json=as_json, approve_all=approve_all)
             finally:
                 if thread is None and not as_json:  # --json names it in its "thread" field
-                    sys.stderr.write(
-                        printable(f"nerve: conversation {name} (continue it with --thread {name})") + "\n"
-                    )
+                    say(f"nerve: conversation {name} (continue it with --thread {name})", sys.stderr)
 
     return job
 
@@ -134,12 +132,9 @@ def history_job(thread: str, conversation_id: int | None, *, archived: bool, as_
             sys.stdout.write(terminal_json({"thread": name, "conversations": body}) + "\n")
             return 0
         if not shown:
-            sys.stdout.write(
-                printable(
-                    f"Thread {scrub(thread)!r} has no messages since it was reset; its earlier conversations:"
-                    f" nerve history --thread {scrub(thread)} --archived"
-                )
-                + "\n"
+            say(
+                f"Thread {scrub(thread)!r} has no messages since it was reset; its earlier conversations:"
+                f" nerve history --thread {scrub(thread)} --archived"
             )
             return 0
         lines: list[str] = []
@@ -147,7 +142,7 @@ def history_job(thread: str, conversation_id: int | None, *, archived: bool, as_
             if len(shown) > 1 or conversation.archived_at is not None:
                 lines.append(f"── conversation {conversation.id}, {_state(conversation)} ──")
             lines += format_timed(messages, audit)
-        sys.stdout.write(printable("\n".join(lines)) + "\n")
+        say("\n".join(lines))
         return 0
 
     return job
@@ -165,9 +160,7 @@ async def _chosen(
         return [found]
     mine = _of_thread(await _own(store, archived=True), conversation_key(thread))
     if not mine:
-        sys.stderr.write(
-            printable(f"nerve: no conversation named {scrub(thread)!r} (see: nerve threads)") + "\n"
-        )
+        say(f"nerve: no conversation named {scrub(thread)!r} (see: nerve threads)", sys.stderr)
         return None
     return mine if archived else [c for c in mine if c.archived_at is None]
 
@@ -208,20 +201,13 @@ def delete_job(thread: str | None, conversation_id: int | None, *, yes: bool) ->
             async with _holding(store, key):
                 outcomes = [await store.delete_conversation(c.id) for c in chosen]
         if "waiting" in outcomes:
-            sys.stderr.write(
-                printable(
-                    f"nerve: a turn in thread {key.thread!r} waits for an approval or an answer: answer it"
-                    " (or /reset the thread), then delete"
-                )
-                + "\n"
+            say(
+                f"nerve: a turn in thread {key.thread!r} waits for an approval or an answer: answer it"
+                " (or /reset the thread), then delete",
+                sys.stderr,
             )
             return 1
-        sys.stdout.write(
-            printable(
-                f"Deleted {what}. The approvals audit keeps who decided which tool call, without the text."
-            )
-            + "\n"
-        )
+        say(f"Deleted {what}. The approvals audit keeps who decided which tool call, without the text.")
         return 0
 
     return job
@@ -239,7 +225,7 @@ async def _refused(what: str) -> int | None:
     """The exit code when the deletion is not confirmed, None when it is: asked on a terminal; off
     one, deleting needs `--yes` (a script never deletes by surprise)."""
     if not sys.stdin.isatty():
-        sys.stderr.write(printable(f"nerve: not deleting {what}: add --yes to delete without asking") + "\n")
+        say(f"nerve: not deleting {what}: add --yes to delete without asking", sys.stderr)
         return 2
     answer = await asyncio.to_thread(input, printable(f"Delete {what}? This cannot be undone. [y/N] "))
     if answer.strip().lower() in ("y", "yes"):

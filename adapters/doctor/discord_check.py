@@ -23,8 +23,7 @@ INTENT_SWITCH = "the Developer Portal (Bot → Privileged Gateway Intents)"
 
 
 async def check_discord(settings: Settings) -> list[Check]:
-    if settings.discord_bot_token is None:
-        return []
+    """Run only when DISCORD_BOT_TOKEN is set."""
     token = check_settings(settings)
     point_discord_at(settings)
     http = discord.http.HTTPClient(asyncio.get_running_loop())

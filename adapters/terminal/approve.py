@@ -16,7 +16,7 @@ from rich.console import Console
 
 from adapters.terminal.fill_in import FillIn, Parked
 from adapters.terminal.keyboard import ReadLine
-from adapters.terminal.safe import printable, shown
+from adapters.terminal.safe import printable, say, shown
 from bot.errors import AskError
 from bot.types import (
     AgentReply,
@@ -187,10 +187,7 @@ async def settle_one_shot(
             else:  # nobody to ask: nerve denies, and says so, rather than deciding as the person
                 denied = await agent.deny_unasked(prompt.request_id)
                 for call in (c for c in prompt.calls if c.call_id in denied):
-                    sys.stderr.write(
-                        printable(f"nerve: not run: {call.tool} needs approval; run with --yes to approve")
-                        + "\n"
-                    )
+                    say(f"nerve: not run: {call.tool} needs approval; run with --yes to approve", sys.stderr)
             final = await go_on(agent, prompt, progress)
             waits_for = "a decision on its tool calls"
         elif parked is not None:

@@ -25,7 +25,7 @@ from rich.console import Console
 from adapters.common import cards
 from adapters.resources import link_host
 from adapters.terminal.keyboard import ReadLine
-from adapters.terminal.safe import printable, shown
+from adapters.terminal.safe import printable, say, shown
 from bot.errors import AskError
 from bot.types import (
     REQUIRED,
@@ -198,10 +198,7 @@ class FillIn:
         print_request(console, request)
         if self.read is None:
             await self._answer(request, "decline")
-            sys.stderr.write(
-                printable(f"nerve: declined: {request.server} asked for input; run on a terminal to answer")
-                + "\n"
-            )
+            say(f"nerve: declined: {request.server} asked for input; run on a terminal to answer", sys.stderr)
             return
         action: InputAction | None
         try:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bot.text import scrub, show_link_targets
 
@@ -29,6 +30,11 @@ def printable(text: str) -> str:
     if _CONTROL.search(cleaned) is None:
         return cleaned
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cleaned)
+
+
+def say(text: str, stream: TextIO | None = None) -> None:
+    """Outside text as one line of a command's output (stdout unless `stream`), never obeyed."""
+    (stream or sys.stdout).write(printable(text) + "\n")
 
 
 def shown(text: str) -> str:

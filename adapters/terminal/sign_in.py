@@ -83,10 +83,7 @@ class LoopbackCallback:
 
     def finished(self) -> list[SignedIn]:
         """Sign-ins finished while nobody waited for them."""
-        found = []
-        while not self._signed.empty():
-            found.append(self._signed.get_nowait())
-        return found
+        return [self._signed.get_nowait() for _ in range(self._signed.qsize())]
 
 
 def open_in_browser(url: str) -> None:

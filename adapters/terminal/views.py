@@ -17,7 +17,7 @@ from adapters.terminal.approve import settle_one_shot, terminal_place
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.keyboard import ReadLine, read_line
 from adapters.terminal.live import PlainAnswer
-from adapters.terminal.safe import answer_markdown, printable, shown, terminal_json
+from adapters.terminal.safe import answer_markdown, printable, say, shown, terminal_json
 from bot.agent import shown_to_people
 from bot.text import pretty_json, scrub, show_link_targets, truncate
 from bot.types import (
@@ -82,10 +82,8 @@ def resource_line(resource: Resource) -> str | None:
 
 
 def print_resource_lines(console: Console, attachment: Attachment) -> None:
-    for resource in attachment.resources:
-        line = resource_line(resource)
-        if line is not None:
-            print_line(console, line, highlight=False)
+    for line in filter(None, map(resource_line, attachment.resources)):
+        print_line(console, line, highlight=False)
 
 
 def print_attachment(console: Console, index: int, attachment: Attachment) -> None:
@@ -97,9 +95,7 @@ def print_attachment(console: Console, index: int, attachment: Attachment) -> No
     if attachment.truncated:
         console.print("[dim](cut here; the full result is stored in the conversation)[/dim]")
     print_resource_lines(console, attachment)
-    for resource in attachment.resources:
-        if kind_of(resource) != "text":
-            continue
+    for resource in (r for r in attachment.resources if kind_of(r) == "text"):
         kind = shown(resource.mime_type or "text")
         console.print(f"[dim]── {shown(display_name(resource))} ({kind}) ──[/dim]")
         text, cut = truncate(resource.text or "", TEXT_SHOWN)
@@ -152,8 +148,8 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     stderr (`as_json`: one object at the end). Calls that need approval and servers' questions are
     asked on a terminal, else denied (approved with `approve_all`) and declined: a script never waits."""
     question = scrub(text)  # argv carries undecodable bytes as lone surrogates
-    user = scrub(getpass.getuser())
     key = conversation_key(thread)
+    user = key.workspace
     incoming = Incoming(key=key, text=question, user_id=user, place=terminal_place(user))
     notes = Console(file=sys.stderr, highlight=False)
     answer = PlainAnswer(sys.stdout, sys.stderr)
@@ -184,8 +180,8 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
         audit = await agent.audit_log(key)
         # The conversation's name, so a script can continue it with --thread.
         sys.stdout.write(terminal_json({**reply_as_json(reply, audit), "thread": key.thread}) + "\n")
-        return 1 if reply.failed else 0
-    answer.finish(reply.text)
+    else:
+        answer.finish(reply.text)
     return 1 if reply.failed else 0
 
 
@@ -236,7 +232,7 @@ def format_history(messages: Sequence[ChatMessage], audit: Sequence[AuditEntry] 
     decided: dict[str, list[AuditEntry]] = {}
     for entry in audit:
         decided.setdefault(entry.call_id, []).append(entry)
-    lines = []
+    lines: list[str] = []
     for message in messages:
         if message.role == "assistant" and message.tool_calls:
             for call in message.tool_calls:
@@ -276,7 +272,7 @@ def write_table(rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        sys.stdout.write(printable("  ".join([*cells, row[-1]])) + "\n")
+        say("  ".join([*cells, row[-1]]))
 
 
 class _Remembered(Protocol):
@@ -307,9 +303,7 @@ async def revoke_approval(store: _Remembered, place: str, server: str, tool: str
     """Forget one remembered approval; the next call of that tool there asks again."""
     named = f"{tool} of server {server} in {place}"
     if not await store.revoke(place, server, tool):
-        sys.stderr.write(
-            printable(f"nerve: no remembered approval for {named} (see: nerve approvals)") + "\n"
-        )
+        say(f"nerve: no remembered approval for {named} (see: nerve approvals)", sys.stderr)
         return 1
-    sys.stdout.write(printable(f"Revoked: {named} asks again from now on.") + "\n")
+    say(f"Revoked: {named} asks again from now on.")
     return 0
