@@ -242,8 +242,7 @@ def typed_error(exc: BaseException) -> NerveError | None:
 
 
 def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable[[], str | None]:
-    """Logs go to stderr, or to the chat's log file unless -v, in NERVE_LOG_FORMAT without
-    secrets; traces start when a collector is configured. Returns the chat's log notice."""
+    """Logs to stderr, or to the chat's log file unless -v; returns the chat's notice about the log."""
     from adapters.log_format import install, log_to_file, log_to_stderr, settings_secrets
     from bot.observe import tracing
 

@@ -33,8 +33,7 @@ NOTHING_TO_ASK = "nerve: nothing to ask: give the question as an argument, or - 
 
 
 def fresh_thread_name(now: datetime | None = None) -> str:
-    """A new conversation's name for `nerve ask`: when it was asked, and a random tail so two
-    scripts asking in the same second never share one."""
+    """`ask-<when>-<random>`: two scripts asking in the same second never share a conversation."""
     moment = (now or datetime.now(UTC)).astimezone(UTC)
     return f"ask-{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
@@ -166,8 +165,7 @@ async def _chosen(
 
 
 def format_timed(messages: Sequence[StoredMessage], audit: Sequence[AuditEntry]) -> list[str]:
-    """A conversation as `nerve history` prints it (`format_history`'s lines), each message after
-    the time it was stored."""
+    """A conversation as `nerve history` prints it: `format_history`'s lines, each after its time."""
     lines: list[str] = []
     shown_calls: set[str] = set()
     for stored in messages:
@@ -222,8 +220,7 @@ def _described(chosen: Sequence[StoredConversation]) -> str:
 
 
 async def _refused(what: str) -> int | None:
-    """The exit code when the deletion is not confirmed, None when it is: asked on a terminal; off
-    one, deleting needs `--yes` (a script never deletes by surprise)."""
+    """The exit code when deleting is not confirmed; off a terminal it needs `--yes` (never by surprise)."""
     if not sys.stdin.isatty():
         say(f"nerve: not deleting {what}: add --yes to delete without asking", sys.stderr)
         return 2
@@ -236,8 +233,7 @@ async def _refused(what: str) -> int | None:
 
 @contextlib.asynccontextmanager
 async def _holding(store: ConversationStore, key: ConversationKey) -> AsyncIterator[None]:
-    """The thread's turn lock: a turn running in it finishes first (saying so if that takes a
-    moment), and none starts until the deletion is done."""
+    """The thread's turn lock: a running turn finishes first (said if slow), none starts meanwhile."""
     loop = asyncio.get_running_loop()
     notice = loop.call_later(
         WAITING_NOTICE_SECONDS,

@@ -77,8 +77,7 @@ SERVER_LOG.addFilter(MalformedRequests())
 
 @web.middleware
 async def malformed_bodies(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A body the client garbles or breaks off: one line naming the request, and a 400 (which a
-    client that hung up never reads)."""
+    """A body garbled or broken off: one line naming the request, and a 400."""
     try:
         return await handler(request)
     except HttpProcessingError as exc:

@@ -80,8 +80,7 @@ class Launcher:
         await self._queue(DEFERRED, payload, f"{self._platform}:deferred:{key}", key)
 
     async def requeue(self, event_id: str, key: ConversationKey) -> bool:
-        """Queue an event that has no job waiting or running (left over by a process that died
-        between recording and queueing it); True if it was queued now."""
+        """Queue an event with no job (its process died before queueing it); True if queued now."""
         assert self.jobs is not None
         lock = event_lock(self._platform, event_id)
         if await self.jobs.pending(lock):
@@ -161,8 +160,7 @@ def work(jobs: TurnJobs, front: RunsJobs, settings: Settings) -> None:
 
 
 async def drained(front: Drains, jobs: TurnJobs | None, grace: float) -> None:
-    """SIGTERM: no new work here; what runs gets `grace` seconds, then the worker's cut-off jobs go
-    back to the queue for another process (`TurnJobs.drain`)."""
+    """SIGTERM: what runs gets `grace` seconds; the worker's cut-off jobs go back for another process."""
     if jobs is None:
         await front.drain(grace)
         return

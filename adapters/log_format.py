@@ -90,8 +90,7 @@ class TurnFields(logging.Filter):
 
 
 class TextFormatter(logging.Formatter):
-    """The usual line, with ` [turn=…]` at the end of a line written inside a turn; secrets hidden
-    in the finished line (the record itself is left alone: other handlers may read it)."""
+    """The usual line, ` [turn=…]` inside a turn, secrets hidden (the record is left to other handlers)."""
 
     def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
         super().__init__(FORMAT)

@@ -92,8 +92,7 @@ class PlatformLink:
 
 
 def always() -> bool:
-    """The probe of a front end that has no connection to lose (the terminal, an HTTP app that is
-    answering this very request)."""
+    """The probe of a front end with no connection to lose (the terminal, an HTTP app answering now)."""
     return True
 
 
@@ -202,8 +201,7 @@ class OpsEndpoints:
 
 @contextlib.asynccontextmanager
 async def chat_ops(agent: HasInbox, settings: Settings) -> AsyncIterator[str | None]:
-    """The endpoints beside `nerve chat` when NERVE_HTTP_PORT is set explicitly (see above); a port
-    that is taken is a warning. Yields their base URL, or None when they are not served."""
+    """The endpoints beside `nerve chat` when NERVE_HTTP_PORT is set (a taken port is a warning)."""
     if "nerve_http_port" not in settings.model_fields_set:
         yield None
         return

@@ -46,8 +46,7 @@ def _readable_host(hostname: str) -> str | None:
 
 
 def link_host(url: str) -> str:
-    """The host a link leads to, with its port, and in its ASCII form too when written in other
-    letters: a look-alike host cannot hide behind them."""
+    """The host a link leads to, with its port and ASCII form: a look-alike host cannot hide."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
@@ -129,8 +128,7 @@ def file_label(resource: Resource) -> str:
 
 
 def file_name(resource: Resource, taken: set[str], *, extension: str = "") -> str:
-    """A safe file name for an upload, unique among `taken` (which it joins): the resource's own
-    base name where it is one, with `extension` added when the name has none."""
+    """A safe upload name, unique among `taken` (which it joins), with `extension` when it has none."""
     base = resource.name.replace("\\", "/").rsplit("/", 1)[-1]
     cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in base).strip("._")[:80] or "file"
     if extension and "." not in cleaned:

@@ -12,8 +12,7 @@ import gc
 
 
 async def finished_within(tasks: set[asyncio.Task[None]], grace: float) -> bool:
-    """Wait up to `grace` seconds for the tasks in `tasks` (a live set: it shrinks as they end, and
-    may grow); True when all of them ended."""
+    """Wait up to `grace` seconds for `tasks` (a live set); True when all of them ended."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace
     while tasks:

@@ -15,8 +15,7 @@ from bot.types import InputRequest, PendingCall
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Line:
-    """An icon, the words to stress, the person they name (`by`: an id, "" for nobody known) and
-    the rest of the line."""
+    """An icon, the words to stress, the person they name (`by`: an id, "" for nobody) and the rest."""
 
     icon: str
     words: str

@@ -19,8 +19,7 @@ EVERYWHERE: tuple[Surface, ...] = (SLACK, DISCORD, TERMINAL)
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """What a command takes after its name. `name` is Discord's option name; the text surfaces
-    write it as `written`, or the name in capitals; `about` is the description Discord shows."""
+    """What a command takes: `name` and `about` as Discord shows them, `written` for the text surfaces."""
 
     name: str
     about: str

@@ -94,8 +94,7 @@ class Surface(Protocol):
 
 
 class Clicker(Protocol):
-    """The person who clicked: `tell` them a note only they see; `show` the decision through the
-    click's own answer (False when the platform has none)."""
+    """The person who clicked: `tell` a note only they see; `show` the decision through the click."""
 
     async def tell(self, text: str) -> None: ...
 
@@ -150,8 +149,7 @@ class AskDesk:
             await self.redraw(prompt)
 
     async def _decide(self, click: ApprovalClick, user: str) -> Decision:
-        """Decide through the core (`Agent.answer`), bound to exactly the calls the button was drawn
-        for; raises `AskError` when the request is gone or expired."""
+        """Decide, bound to exactly the calls the button was drawn for (`AskError` when gone)."""
         found = await self._prompt(click.request_id)
         one = click.choice in _ONE_CALL
         call = find_call(found, click.call) if one and found is not None and click.call else None
@@ -179,8 +177,7 @@ class AskDesk:
             await self.surface.edit(prompt.message_ref, prompt)
 
     async def go_on(self, request_id: str, *, redraw: bool = True) -> None:
-        """Let a parked turn with nothing left to wait for go on (`go_on_here`): as a job of its
-        conversation when jobs are shared, else as a task of this process."""
+        """A parked turn with nothing left to wait for goes on: a job when jobs are shared, else here."""
         key: ConversationKey | None = None
         if self.launch.jobs is not None:
             found = await self._prompt(request_id)
@@ -188,8 +185,7 @@ class AskDesk:
         await self.launch.resume(request_id, key, lambda: self.go_on_here(request_id, redraw=redraw))
 
     async def go_on_here(self, request_id: str, *, redraw: bool = True) -> None:
-        """A parked turn with nothing left to wait for goes on here: its message redrawn, then one
-        answer and the messages that waited (nothing when another process took it)."""
+        """A parked turn goes on here: its message redrawn, then its answer and the messages that waited."""
         if redraw:
             found = await self._prompt(request_id)
             if found is not None:
@@ -197,8 +193,7 @@ class AskDesk:
         await self.turns.resume(request_id)
 
     async def sweep(self) -> list[str]:
-        """Requests past their expiry are shown expired and their turns go on without the calls
-        nobody approved (or with "cancel" for the questions nobody answered)."""
+        """Expired requests are shown expired; their turns go on without the calls or answers nobody gave."""
         expired = await self.agent.expire_due(self.platform)
         for request_id in expired:
             await self.go_on(request_id)

@@ -36,8 +36,7 @@ def ended(outcome: InputOutcome) -> str | None:
 
 
 async def answer_input(agent: Agent, request_id: str, user: str, answer: Answer) -> InputOutcome:
-    """One answer through `Agent.answer`; one that changes nothing still names its request (from
-    the `AskError`), so its message can show how it ended."""
+    """One answer; one that changes nothing still names its request, so its message shows its end."""
     try:
         answered = await agent.answer(request_id, user, answer)
     except AskError as exc:
@@ -55,8 +54,7 @@ class _Shown(Generic[Place]):
 
 @dataclass(eq=False)
 class Settled(Generic[Place]):
-    """Where one bot's request messages are and how each shows its request ended; `edit` shows
-    an outcome, `parse` reads a stored message reference back."""
+    """Where one bot's request messages are and how each shows its end; `parse` reads a stored reference."""
 
     edit: Callable[[Place, InputRequest, str], Awaitable[bool]]
     parse: Callable[[str | None], Place | None]

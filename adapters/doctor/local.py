@@ -53,8 +53,7 @@ def platforms_set_up(settings: Settings) -> str:
 
 
 def offline_check(settings: Settings) -> Check:
-    """Ok for a terminal trying nerve out; a warning once Slack or Discord is set up, since the
-    people there would get the rule-based model's answers without knowing why."""
+    """A warning once Slack or Discord is set up: people there would get rule-based answers unawares."""
     why = (
         f"NERVE_MODEL is '{OFFLINE_MODEL}'"
         if settings.nerve_model == OFFLINE_MODEL
@@ -111,8 +110,7 @@ def load_servers(settings: Settings) -> tuple[Check, McpConfig | None]:
 
 
 def servers_file_warnings(mcp: McpConfig | None) -> list[Check]:
-    """What the servers file says that works but reads wrong: server names only case or
-    punctuation apart, which a person or a model can take for one another."""
+    """Server names only case or punctuation apart: a person or a model can take one for the other."""
     if mcp is None:
         return []
     return [warning("servers file", found, "rename one of them") for found in mcp.warnings]
@@ -184,8 +182,7 @@ def _signed_in(servers: dict[str, ServerConfig]) -> list[str]:
 
 
 def _no_public_url(settings: Settings, signed: list[str]) -> Check:
-    """The terminal signs in through its own loopback address, so only Slack and Discord need
-    NERVE_PUBLIC_URL: an error when one of them is set up here, else a warning for later."""
+    """NERVE_PUBLIC_URL missing: an error where Slack or Discord is set up (the terminal needs none)."""
     names = ", ".join(signed)
     todo = (
         "set NERVE_PUBLIC_URL to the address people's browsers reach this nerve at"
@@ -212,8 +209,7 @@ def _with_stderr(problem: str, last_line: str | None) -> str:
 
 
 def _plain_http(name: str, config: ServerConfig) -> list[Check]:
-    """A warning for a server the entry lets nerve reach over plain http off this machine (without
-    `allowInsecureHttp` such an entry is a servers file error, reported above)."""
+    """A warning for a server reached over plain http off this machine (`allowInsecureHttp`)."""
     host = plain_http_host(config.url) if config.url and config.allow_insecure_http else None
     if host is None:
         return []
@@ -250,8 +246,7 @@ def _server_check(name: str, config: ServerConfig, problem: str | None, tools: i
 
 
 async def check_database(settings: Settings) -> Check:
-    """Open the store as nerve does (creating it and applying migrations), then try a write that
-    is rolled back: a store that opens but cannot be written fails the first conversation."""
+    """Open the store as nerve does, then try a write that is rolled back: an unwritable store fails later."""
     if settings.nerve_database_url is not None:
         return await _check_postgres(settings.nerve_database_url.get_secret_value())
     path = settings.nerve_db

@@ -50,8 +50,7 @@ if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the l
 async def _decide(
     agent: Agent, prompt: ApprovalPrompt, user: str, answer: Answer, console: Console | None = None
 ) -> list[str]:
-    """One decision through `Agent.answer`; the calls it decided. Why nothing changed is printed
-    on `console`, when given."""
+    """One decision through `Agent.answer`; the calls it decided (why nothing changed on `console`)."""
     try:
         answered = await agent.answer(prompt.request_id, user, answer)
     except AskError as exc:
@@ -136,8 +135,7 @@ async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[b
 
 
 async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_progress) -> AgentReply | None:
-    """The rest of the turn once every call is decided or the request ran out of time; None while
-    a call still waits, or when another process went on with it."""
+    """The rest of the turn once every call is decided or expired; None while one waits or elsewhere."""
     final = await agent.resume(prompt.request_id, progress)
     if final is None and prompt.expires_at <= time.time():
         await agent.expire_due("terminal")

@@ -54,8 +54,7 @@ SERVERS_NEEDED = frozenset({"/tools", "/prompt"})
 
 
 class TerminalChat:
-    """A REPL over one conversation; `notices` is asked before each prompt for a line to show
-    (where the log went, say), so nothing is printed mid-answer."""
+    """A REPL over one conversation; `notices` gives a line to show between turns, never mid-answer."""
 
     def __init__(
         self,

@@ -74,8 +74,7 @@ def _ended(request: InputRequest, status: str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Parked:
-    """A turn parked on its tools' questions, once asked here; `resume` is the parked turn an answer
-    here let go on (None when answered elsewhere, too late, or not yet)."""
+    """A parked turn's questions, asked here; `resume`: the turn an answer here let go on, if any."""
 
     key: ConversationKey
     tools: tuple[str, ...]
@@ -129,8 +128,7 @@ class FillIn:
 
     @property
     def parked(self) -> bool:
-        """True when a question shown is still open although the piece of turn that asked it may have
-        returned: a live question ends before its call does, so only a parked turn leaves one open."""
+        """A question shown is still open: live ones end before their call, so only a parked turn does."""
         return any(request_id not in self._ended for request_id in self._seen)
 
     async def settle(self) -> Parked | None:

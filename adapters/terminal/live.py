@@ -39,8 +39,7 @@ def took(seconds: float) -> str:
 
 
 class TurnSoFar(turn_so_far.TurnSoFar):
-    """What a turn has shown so far, with this terminal's clock and status line; asks are not
-    recorded: the chat asks them itself."""
+    """What a turn has shown so far, by this terminal's clock; asks are the chat's own, never shown."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -176,8 +175,7 @@ class LiveAnswer:
 
 
 class PlainAnswer:
-    """The answer written as plain text as it arrives (`out`), unpadded and unwrapped; progress
-    lines to `notes` if given."""
+    """The answer as plain text as it arrives (`out`), unpadded and unwrapped; progress to `notes`."""
 
     def __init__(
         self, out: IO[str], notes: IO[str] | None = None, clock: Callable[[], float] = time.monotonic

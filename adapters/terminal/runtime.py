@@ -26,8 +26,7 @@ def signs_in(settings: Settings) -> bool:
 async def terminal_runtime(
     settings: Settings, *, servers_in_background: bool
 ) -> AsyncIterator[tuple[Runtime, LoopbackCallback | None]]:
-    """The runtime, with the loopback callback when a server signs in with OAuth; with
-    `servers_in_background` (the chat) the MCP servers start while the chat greets the person."""
+    """The runtime, with the loopback callback when a server signs in with OAuth."""
     if not signs_in(settings):
         async with open_runtime(settings, servers_in_background=servers_in_background) as runtime:
             yield runtime, None

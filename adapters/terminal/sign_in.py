@@ -189,8 +189,7 @@ class TerminalSignIn:
     # --- the chat's commands -----------------------------------------------------------------------
 
     async def command(self, command: str, argument: str) -> list[str]:
-        """`/connections`, `/connect NAME`, `/disconnect NAME`; returns the parked turns a sign-in
-        made here lets go on (a question that waited for it)."""
+        """`/connections`, `/connect NAME`, `/disconnect NAME`; the parked turns a sign-in here lets go on."""
         servers = self.agent.sign_in_servers()
         if not servers:
             self.console.print(NO_SIGN_INS)

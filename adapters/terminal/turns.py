@@ -37,8 +37,7 @@ def _ignore() -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Piece:
-    """What one piece of a turn came to: its reply, and, when it parked on its tools' questions,
-    how they went (asked here already)."""
+    """One piece of a turn: its reply and, when it parked, how its questions went (asked here)."""
 
     reply: AgentReply
     parked: Parked | None = None
@@ -46,8 +45,7 @@ class _Piece:
 
 @dataclass(eq=False)
 class ChatTurns:
-    """The turns of one chat's conversation; `last` is the latest reply shown, and `servers_news`
-    is told once the MCP servers a turn waited for have started."""
+    """The turns of one chat; `servers_news` is told once the MCP servers a turn waited for started."""
 
     runtime: Runtime
     console: Console
@@ -123,8 +121,7 @@ class ChatTurns:
     async def _showing(
         self, hint: str
     ) -> AsyncIterator[tuple[Progress, Callable[[], AbstractContextManager[None]]]]:
-        """Where a turn's events go (the live view on a terminal, plain text elsewhere), and how to
-        keep the view off the screen while a question is asked."""
+        """Where a turn's events go (live view or plain text), and how to pause the view for a question."""
         if not self.console.is_terminal:
             self._plain.after_prompt()
             yield self._plain.progress, contextlib.nullcontext
@@ -133,8 +130,7 @@ class ChatTurns:
             yield live.progress, live.paused
 
     def _print(self, reply: AgentReply) -> None:
-        """The final reply: drawn anew on a terminal (the live view is gone); elsewhere only the
-        part of its text not written yet, then its tool results."""
+        """The final reply: drawn anew on a terminal, elsewhere only the text not written yet."""
         if not self.console.is_terminal:
             self._plain.finish(reply.text)
         print_reply(self.console, reply, text=self.console.is_terminal)
@@ -145,8 +141,7 @@ class ChatTurns:
         self.console.print("[dim]Finishing what was decided; the answer follows.[/dim]")
 
     async def _answer(self, piece: _Piece | None) -> None:
-        """Print a reply; while it waits (a decision, its tools' questions, a sign-in), go on and print
-        what follows."""
+        """Print a reply; while it waits (a decision, questions, a sign-in), go on and print what follows."""
         went_on = False
         while piece is not None:
             reply, parked = piece.reply, piece.parked
@@ -211,15 +206,13 @@ class ChatTurns:
         return await self._work(rest_of_turn, cancellable=False)
 
     async def _answer_waiting_messages(self) -> None:
-        """Messages that waited behind a parked turn of this thread (written elsewhere, or before a
-        restart), answered in order now that it is done."""
+        """The messages that waited behind a parked turn of this thread, answered in order now."""
         async for incoming, reply in self.runtime.agent.deferred_replies(self.key):
             self.console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
             await self._answer(_Piece(reply))
 
     async def waiting_at_start(self) -> None:
-        """A turn of this thread that was waiting for a decision, or for an answer to what a tool
-        asked, when nerve stopped: ask again."""
+        """A turn of this thread still waiting for a person when nerve stopped: ask again."""
         found = await self.runtime.agent.parked_in(self.key)
         if found is None:
             return

@@ -87,8 +87,7 @@ def print_resource_lines(console: Console, attachment: Attachment) -> None:
 
 
 def print_attachment(console: Console, index: int, attachment: Attachment) -> None:
-    """One tool result in full: the summary line, the arguments, the content, then the links and
-    files it carried and each text it carried under its name (capped)."""
+    """One tool result in full: summary, arguments, content, then its resources and texts (capped)."""
     print_line(console, attachment_line(index, attachment))
     console.print(f"[dim]arguments:[/dim] {shown(attachment.arguments_json())}")
     console.print(printable(pretty_json(attachment.content)), markup=False, highlight=False)
@@ -127,8 +126,7 @@ def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[s
 
 
 def print_reply(console: Console, reply: AgentReply, *, text: bool = True) -> None:
-    """A reply in the chat: a summary line per tool result, the text as Markdown (unless `text` is
-    False: off a terminal it was written already, as it came)."""
+    """A reply in the chat: a line per tool result, then the text (unless off a terminal: written already)."""
     for index, attachment in enumerate(reply.attachments, 1):
         print_line(console, attachment_line(index, attachment))
         print_resource_lines(console, attachment)
