@@ -312,9 +312,8 @@ SERVICES = frozenset({"slack", "discord", "worker"})
 
 
 async def _run(args: argparse.Namespace, settings: Settings, notices: Callable[[], str | None]) -> int:
-    """The command, with the stdio servers starting while it loads its libraries, so the start-ups
-    overlap (`bot.mcp.early_start`); a service checks its settings first, so a refused start launches
-    no server."""
+    """The command, with the stdio servers starting while it loads its libraries (`bot.mcp.early_start`);
+    a service checks its settings first, so a refused start launches no server."""
     stop = asyncio.Event()
     if args.command in SERVICES:
         job = _job(args, settings, notices, stop)

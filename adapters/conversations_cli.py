@@ -39,9 +39,8 @@ def fresh_thread_name(now: datetime | None = None) -> str:
 
 
 def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) -> Job:
-    """One question, then exit. Without `thread` it goes to a fresh conversation, named on stderr
-    (or in --json's `thread`), so unrelated script runs never share history; `-` reads the
-    question from stdin."""
+    """One question, then exit; without `thread` in a fresh conversation (named on stderr), so
+    unrelated script runs never share history. `-` reads the question from stdin."""
 
     async def job(settings: Settings) -> int:
         question = text

@@ -64,11 +64,8 @@ def link_host(url: str) -> str:
 
 
 def web_link(uri: str) -> WebLink | None:
-    """The link to offer for `uri`, or None when it must be shown as text.
-
-    Only `http`/`https` with a host qualify; a URI carrying a user name (`https://bank@evil`) or
-    control characters does not, since it exists to mislead.
-    """
+    """The link to offer for `uri`, or None to show it as text: only `http`/`https` with a host, and
+    never one with a user name (`https://bank@evil`) or control characters, which exist to mislead."""
     if any(unicodedata.category(c) == "Cc" for c in uri):
         return None
     try:

@@ -45,10 +45,8 @@ CLICK_FAILED = "Sorry — something went wrong on my side with that click; pleas
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalClick:
-    """A press of an approval button, as its platform's token carried it.
-
-    `call` names the call a single-call button decides (its id, or `~<position>`); `shown_hash` is
-    the hash of what the button was drawn for (the call's, or the batch's), whole or its start."""
+    """An approval button pressed: `call` names a single call (its id, or `~<position>`),
+    `shown_hash` is (the start of) the hash of what the button was drawn for."""
 
     choice: Choice
     request_id: str

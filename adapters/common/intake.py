@@ -50,9 +50,8 @@ class Recorded(Generic[Turn]):
     noun: str
 
     async def recover(self, here: Callable[[str, Turn], None]) -> int:
-        """At start-up: answer the deliveries left unfinished (`here`); with jobs, queue those that
-        have no job waiting or running (another process may be answering the rest right now).
-        Returns how many were taken up."""
+        """At start-up: answer the deliveries left unfinished (`here`), or with jobs queue those with no
+        job waiting or running (another process may be answering them); returns how many."""
         count = 0
         for event_id, payload in await self.agent.inbox.unfinished_events(self.platform):
             turn = await self.left_over(event_id, payload)

@@ -78,9 +78,8 @@ class Settled(Generic[Place]):
             shown.place.set_result(place)
 
     async def settle(self, request: InputRequest, status: str, place: Place | None = None) -> bool:
-        """Show that `request` ended with `status` on its message (known here, else at `place`, else
-        where the request says it was posted). Once per outcome, in the order outcomes arrive;
-        False when the message is not known or already shows this."""
+        """Show that `request` ended with `status` on its message (known here, at `place`, or where the
+        request says), once per outcome and in order; False when unknown or shown already."""
         rid = request.request_id
         shown = self._shown.get(rid)
         if shown is None:

@@ -144,9 +144,8 @@ async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_pr
 
 
 async def go_on_answered(agent: Agent, parked: Parked, progress: Progress = no_progress) -> AgentReply | None:
-    """The rest of a turn parked on its tools' questions once answered here; without its own
-    parked turn to resume (answered elsewhere, or late) the one its conversation waits on, if nobody
-    took it. None while it still waits."""
+    """The rest of a turn parked on its tools' questions once answered here; without its own turn to
+    resume (answered elsewhere, or late), the one its conversation waits on. None while it waits."""
     request_id = parked.resume
     if request_id is None:
         found = await agent.parked_in(parked.key)
@@ -170,9 +169,8 @@ async def settle_one_shot(
     progress: Progress = no_progress,
     questions: FillIn | None = None,
 ) -> AgentReply:
-    """`nerve ask`: decide and answer until the answer no longer waits. Calls are approved with
-    `--yes`, asked on a terminal, else denied by nerve (stderr says which); questions are left to
-    `questions`. The rest of the turn reports to `progress`."""
+    """`nerve ask`: decide and answer until the answer no longer waits: calls approved with `--yes`,
+    asked on a terminal, else denied by nerve (stderr says which); `questions` asks the rest."""
     while True:
         parked = await questions.settle() if questions is not None else None
         prompt = reply.approval

@@ -45,10 +45,6 @@ def help_text() -> str:
     return "\n".join(["Type a question and press Enter. Commands:", *rows, KEYS])
 
 
-def _no_notice() -> str | None:
-    return None
-
-
 # Commands that read what the MCP servers offer: typed while they start, they wait for them.
 SERVERS_NEEDED = frozenset({"/tools", "/prompt"})
 
@@ -61,7 +57,7 @@ class TerminalChat:
         runtime: Runtime,
         thread: str,
         console: Console | None = None,
-        notices: Callable[[], str | None] = _no_notice,
+        notices: Callable[[], str | None] = lambda: None,
         sign_in: LoopbackCallback | None = None,
     ) -> None:
         self._runtime = runtime

@@ -88,10 +88,7 @@ class _Stop(Exception):
 @dataclass(eq=False)
 class FillIn:
     """The questions servers ask during one piece of a turn; `async with`, then `watching(sink)`.
-
-    Without `read` (a script) every question is declined at once, with a note, so a script never
-    waits for a person. Leaving stops a question still being asked: its turn is over.
-    """
+    Without `read` (a script) each is declined at once: a script never waits for a person."""
 
     agent: Agent
     user: str

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -165,20 +165,22 @@ class ChatTurns:
         if went_on:
             await self._answer_waiting_messages()
 
-    async def _go_on_answered(self, parked: Parked) -> _Piece | None:
-        agent = self.runtime.agent
+    async def _rest(
+        self, rest: Callable[[Progress], Awaitable[AgentReply | None]], waits: str
+    ) -> _Piece | None:
+        """The rest of a turn once what it waited for is settled (not cancellable: it was decided)."""
 
         async def rest_of_turn(progress: Progress) -> AgentReply | None:
-            final = await go_on_answered(agent, parked, progress)
+            final = await rest(progress)
             if final is None:
-                tools = ", ".join(parked.tools) or "a tool"
-                self.console.print(
-                    f"[dim]This turn still waits for an answer to what {shown(tools)} asked, "
-                    "or goes on elsewhere.[/dim]"
-                )
+                self.console.print(f"[dim]This turn still waits for {waits}, or goes on elsewhere.[/dim]")
             return final
 
         return await self._work(rest_of_turn, cancellable=False)
+
+    async def _go_on_answered(self, parked: Parked) -> _Piece | None:
+        what = f"an answer to what {shown(', '.join(parked.tools) or 'a tool')} asked"
+        return await self._rest(lambda progress: go_on_answered(self.runtime.agent, parked, progress), what)
 
     async def _go_on_signed_in(self, request_ids: list[str]) -> _Piece | None:
         """The rest of the turns that waited for a sign-in here, once the browser came back."""
@@ -196,14 +198,7 @@ class ChatTurns:
         if prompt.open:
             print_waiting(self.console, prompt)
             await ask_each(agent, prompt, self._user, self.read, self.console)
-
-        async def rest_of_turn(progress: Progress) -> AgentReply | None:
-            final = await go_on(agent, prompt, progress)
-            if final is None:
-                self.console.print("[dim]This turn still waits for a decision, or goes on elsewhere.[/dim]")
-            return final
-
-        return await self._work(rest_of_turn, cancellable=False)
+        return await self._rest(lambda progress: go_on(agent, prompt, progress), "a decision")
 
     async def _answer_waiting_messages(self) -> None:
         """The messages that waited behind a parked turn of this thread, answered in order now."""

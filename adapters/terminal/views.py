@@ -142,9 +142,8 @@ def _show_hint(reply: AgentReply) -> str:
 
 
 async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
-    """One turn, then exit: the answer alone on stdout as the model writes it, hints and progress on
-    stderr (`as_json`: one object at the end). Calls that need approval and servers' questions are
-    asked on a terminal, else denied (approved with `approve_all`) and declined: a script never waits."""
+    """One turn, then exit: the answer alone on stdout, hints and progress on stderr. Off a terminal
+    calls needing approval are denied (unless `approve_all`) and questions declined: a script never waits."""
     question = scrub(text)  # argv carries undecodable bytes as lone surrogates
     key = conversation_key(thread)
     user = key.workspace
