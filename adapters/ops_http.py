@@ -20,7 +20,7 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aiohttp import web
 
@@ -28,7 +28,9 @@ from adapters.http_log import quiet_runner
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.observe import metrics
-from bot.seams import Inbox
+
+if TYPE_CHECKING:
+    from bot.agent import Agent
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +55,6 @@ class Pings(Protocol):
     """A store that can be asked whether its database answers (the caller bounds the wait)."""
 
     async def ping(self) -> None: ...
-
-
-class HasInbox(Protocol):
-    @property
-    def inbox(self) -> Inbox: ...
-
-    def server_states(self) -> dict[str, bool]: ...
 
 
 class PlatformLink:
@@ -100,7 +95,7 @@ def always() -> bool:
 class OpsEndpoints:
     """The three endpoints for one front end: its agent's database, its platform, the MCP servers."""
 
-    agent: HasInbox
+    agent: Agent
     platform: PlatformLink
     _: KW_ONLY
     ready: asyncio.Future[str] | None = None
@@ -200,7 +195,7 @@ class OpsEndpoints:
 
 
 @contextlib.asynccontextmanager
-async def chat_ops(agent: HasInbox, settings: Settings) -> AsyncIterator[str | None]:
+async def chat_ops(agent: Agent, settings: Settings) -> AsyncIterator[str | None]:
     """The endpoints beside `nerve chat` when NERVE_HTTP_PORT is set (a taken port is a warning)."""
     if "nerve_http_port" not in settings.model_fields_set:
         yield None

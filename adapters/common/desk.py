@@ -18,10 +18,10 @@ from typing import Literal, Protocol
 from adapters.common.tasks import Spawn
 from adapters.jobs_runtime import Launcher
 from bot.agent import APPROVAL_GONE as GONE
+from bot.agent import Agent
 from bot.errors import AskError, AskExpired
 from bot.types import (
     Answer,
-    Answered,
     ApprovalPrompt,
     Approve,
     ConversationKey,
@@ -68,23 +68,6 @@ def batch_hash(prompt: ApprovalPrompt) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:HASH_CHARS]
 
 
-class DeskAgent(Protocol):
-    """What the desk needs of the agent's façade."""
-
-    @property
-    def approvals_on(self) -> bool: ...
-
-    async def parked(self, request_id: str) -> tuple[ApprovalPrompt, str] | None: ...
-
-    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]: ...
-
-    async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered: ...
-
-    async def expire_due(self, platform: str | None = None) -> list[str]: ...
-
-    async def recover_parked(self, platform: str | None = None) -> list[str]: ...
-
-
 class Surface(Protocol):
     """A platform's side of the desk: redraw an approval message from its stored reference."""
 
@@ -112,7 +95,7 @@ class ParkedTurns(Protocol):
 class AskDesk:
     """Turns clicks and expiries into decisions, redrawn messages and turns that go on."""
 
-    agent: DeskAgent
+    agent: Agent
     platform: str
     surface: Surface
     turns: ParkedTurns

@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from adapters.common.desk import AskDesk
 from adapters.jobs_runtime import Launcher
-from bot.agent import Inbox
+from bot.agent import Agent
 from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)
@@ -30,18 +31,11 @@ class Keyed(Protocol):
 Turn = TypeVar("Turn", bound=Keyed)
 
 
-class Inboxed(Protocol):
-    """The agent, as far as its inbox goes."""
-
-    @property
-    def inbox(self) -> Inbox: ...
-
-
 @dataclass(eq=False)
 class Recorded(Generic[Turn]):
     """One platform's recorded deliveries: `left_over` reads a payload back into its turn."""
 
-    agent: Inboxed
+    agent: Agent
     platform: str
     launch: Launcher
     left_over: Callable[[str, str], Awaitable[Turn | None]]
@@ -85,13 +79,7 @@ class Recorded(Generic[Turn]):
             logger.exception("looking for %ss recorded but never queued failed", self.noun)
 
 
-class Sweeps(Protocol):
-    """What the periodic sweep asks of the approval desk."""
-
-    async def sweep(self) -> list[str]: ...
-
-
-async def sweep(recorded: Recorded[Any], desk: Sweeps) -> list[str]:
+async def sweep(recorded: Recorded[Any], desk: AskDesk) -> list[str]:
     """Queue what was recorded but never queued (with jobs), then expire the requests whose time ran
     out (their turns go on in the background); returns the requests expired now."""
     await recorded.requeue_left()

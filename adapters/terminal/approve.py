@@ -33,14 +33,11 @@ from bot.types import (
 QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
 # (approve, remember) for each answer a person may type.
-ANSWERS = {
-    "y": (True, False),
-    "yes": (True, False),
-    "n": (False, False),
-    "no": (False, False),
-    "a": (True, True),
-    "always": (True, True),
-}
+ANSWERS = (
+    dict.fromkeys(("y", "yes"), (True, False))
+    | dict.fromkeys(("n", "no"), (False, False))
+    | dict.fromkeys(("a", "always"), (True, True))
+)
 PREVIEW_VALUE_CHARS = 40
 
 if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the like need none
@@ -124,14 +121,11 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
 
 async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[bool, bool] | None:
     question = QUESTION.format(call=call_preview(call))
-    while True:
-        answer = await ask(question)
-        if answer is None:
-            return None
-        choice = ANSWERS.get(answer.strip().lower())
-        if choice is not None:
+    while (answer := await ask(question)) is not None:
+        if (choice := ANSWERS.get(answer.strip().lower())) is not None:
             return choice
         console.print(HOW_TO_ANSWER, markup=False)
+    return None
 
 
 async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_progress) -> AgentReply | None:
