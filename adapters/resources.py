@@ -37,8 +37,10 @@ def _readable_host(hostname: str) -> str | None:
     host = hostname.lower().rstrip(".")
     if not host or any(unicodedata.category(c)[0] in "CZ" for c in host):
         return None
-    if host.isascii():
-        return host
+    return host if host.isascii() else _idna(host)
+
+
+def _idna(host: str) -> str | None:
     try:
         return host.encode("idna").decode("ascii")
     except UnicodeError:
@@ -53,12 +55,7 @@ def link_host(url: str) -> str:
         port = parts.port
     except ValueError:
         return url
-    ascii_host = host
-    if not host.isascii():
-        try:
-            ascii_host = host.encode("idna").decode("ascii")
-        except UnicodeError:
-            ascii_host = host
+    ascii_host = host if host.isascii() else (_idna(host) or host)
     shown = host if ascii_host == host else f"{host} ({ascii_host})"
     return f"{shown}:{port}" if port is not None else shown
 

@@ -164,15 +164,12 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
             await host.aclose()
     for name, config in servers.items():
         checks.extend(_plain_http(name, config))
-        if name in connected:
-            problem = problems.get(name)
-            people = connected[name]
-            if problem is None or problem == NEEDS_SIGN_IN:
-                who = "1 person has" if people == 1 else f"{people} people have"
-                found = f"each person signs in; {who} connected"
-                checks.append(ok(f"server {name}", found))
-                continue
-        checks.append(_server_check(name, config, _plain(problems.get(name), STILL_STARTING), tools[name]))
+        problem = problems.get(name)
+        if name in connected and problem in (None, NEEDS_SIGN_IN):
+            who = "1 person has" if connected[name] == 1 else f"{connected[name]} people have"
+            checks.append(ok(f"server {name}", f"each person signs in; {who} connected"))
+        else:
+            checks.append(_server_check(name, config, _plain(problem, STILL_STARTING), tools[name]))
     return checks
 
 

@@ -95,9 +95,7 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     servers = mcp.servers if mcp is not None else {}
     redact = Redactor(secrets_of(settings, mcp))
     width = min(MAX_WIDTH, max([width, *(len(f"server {name}") for name in servers)]))
-    report(settings_check)
-    report(servers_check)
-    for check in servers_file_warnings(mcp):
+    for check in (settings_check, servers_check, *servers_file_warnings(mcp)):
         report(check)
     later: list[Coroutine[Any, Any, list[Check]]] = [
         check_servers(servers, settings),
