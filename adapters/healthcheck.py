@@ -43,11 +43,9 @@ def check(url: str, timeout: float = TIMEOUT) -> str | None:
 
 def main() -> int:
     try:
-        url = health_url(os.environ)
-    except ValueError as exc:
-        print(f"unhealthy: {exc}", file=sys.stderr)
-        return 1
-    problem = check(url)
+        problem = check(health_url(os.environ))
+    except ValueError as exc:  # a port that cannot be probed
+        problem = str(exc)
     if problem is not None:
         print(f"unhealthy: {problem}", file=sys.stderr)
         return 1

@@ -1,9 +1,6 @@
-"""The Discord checks, run only when DISCORD_BOT_TOKEN is set: the token logs in (`GET /users/@me`,
-through discord.py as `nerve discord` does), and when NERVE_DISCORD_MESSAGE_CONTENT is on, the
-application is allowed the Message Content intent (its flags, `GET /applications/@me`).
-
-Asking the flags before connecting turns what would be a refused gateway at start into a warning
-that says where the switch is.
+"""The Discord checks: the token logs in (through discord.py, as `nerve discord` does), and the
+Message Content intent is allowed when NERVE_DISCORD_MESSAGE_CONTENT is on: asked before connecting,
+a refused gateway at start becomes a warning that says where the switch is.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The model check: the smallest request a model service answers (`GET /models`), which shows
-at once whether it can be reached, whether it takes the key, and whether it knows NERVE_MODEL.
-
-Nothing the service says about a refused key is repeated: OpenAI's 401 quotes part of the key.
+"""The model check: `GET /models` shows at once whether the service is reached, takes the key and
+knows NERVE_MODEL. What it says about a refused key is not repeated: OpenAI's 401 quotes the key.
 """
 
 from __future__ import annotations

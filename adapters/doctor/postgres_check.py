@@ -1,9 +1,6 @@
-"""The database check of `nerve doctor` when NERVE_DATABASE_URL is set: PostgreSQL reached, its
-migrations brought up to date as at start, and a write tried and rolled back.
-
-Imported only when the URL is set: psycopg comes with the `postgres` extra, which a SQLite deployment
-does not need. The server is always named as the store names it (user, host, port, database), never
-with the password; the report's redactor hides the URL's password besides.
+"""The database check when NERVE_DATABASE_URL is set: PostgreSQL reached, migrated as at start, and
+a write tried and rolled back. Imported only then (psycopg is the `postgres` extra); the server is
+named as the store names it, never with the password.
 """
 
 from __future__ import annotations

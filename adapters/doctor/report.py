@@ -1,7 +1,5 @@
 """What one check found, and how the report is written: a line each for people, JSON for scripts.
-
-Every text passes through a `Redactor` before it is written: a reason from a server or a platform
-may quote a URL or a header, and nothing nerve prints may hold a token or a secret.
+Every text passes a `Redactor` first: a reason may quote a URL or a header holding a secret.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""`nerve doctor`: every check in order, a line each as it completes (or JSON at the end).
-
-The checks that wait on something (servers starting, the model service, Slack, Discord, the
-database) run at once; their lines are still written in the fixed order, so a report reads the
-same every time. The exit code is 1 when any check is an error, else 0.
+"""`nerve doctor`: every check, a line each as it completes (or JSON at the end); exit code 1 on any
+error. The checks that wait run at once, their lines still in a fixed order.
 """
 
 from __future__ import annotations

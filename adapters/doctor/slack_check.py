@@ -1,8 +1,5 @@
-"""The Slack checks, run only when a Slack token or secret is set: the bot token (auth.test), the
-scopes it was granted against those nerve's features use, and how events will arrive.
-
-The calls and the words for a refused token or an unreachable Slack are the ones `nerve slack`
-starts with (`adapters.slack.serve`).
+"""The Slack checks: the bot token (auth.test), its scopes against those nerve's features use, and
+how events will arrive, with the calls and words `nerve slack` starts with (`adapters.slack.serve`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The interactive chat: a REPL over one conversation, with its greeting and slash commands.
-
-Its turns, and everything they wait for, are run by `adapters.terminal.turns`; lines and Ctrl-C are
-read by `adapters.terminal.keyboard`; one-shot `ask`, the tool list and history printing live in
-`adapters.terminal.views`.
+"""The interactive chat: a REPL over one conversation, with its greeting and slash commands; its
+turns are run by `adapters.terminal.turns`.
 """
 
 from __future__ import annotations

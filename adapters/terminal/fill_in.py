@@ -275,16 +275,14 @@ class FillIn:
             self.console.print(f"  [dim]{shown(field.description)}[/dim]")
         prompt = field_prompt(field)
         while True:
-            typed = await self._line(prompt)
             try:
-                value = parse_field(field, typed)
+                value = parse_field(field, await self._line(prompt))
             except FieldError as error:
                 self.console.print(f"  [red]{shown(str(error))}[/red]")
                 continue
-            if value is None and field.required:
-                self.console.print(f"  [red]{REQUIRED}[/red]")
-                continue
-            return value
+            if value is not None or not field.required:
+                return value
+            self.console.print(f"  [red]{REQUIRED}[/red]")
 
     async def _choose(self, prompt: str, choices: dict[str, InputAction], how: str) -> InputAction:
         """Ask until the person types one of `choices`."""
