@@ -106,8 +106,7 @@ def threads_job(*, archived: bool, as_json: bool) -> Job:
 
 
 def history_job(thread: str, conversation_id: int | None, *, archived: bool, as_json: bool) -> Job:
-    """`nerve history`: a thread's current conversation (with `archived`, its earlier ones first),
-    or one conversation by id, each message with the time it was stored."""
+    """`nerve history`: a thread's conversation (or its earlier ones too), or one by id, with times."""
 
     async def job(settings: Settings) -> int:
         async with await open_configured_store(settings) as store:
@@ -122,7 +121,7 @@ def history_job(thread: str, conversation_id: int | None, *, archived: bool, as_
             body = [
                 {
                     **_conversation_json(c),
-                    "messages": [_message_json(m) for m in ms],
+                    "messages": [{"at": m.at, **message_to_json(m.message)} for m in ms],
                     "decisions": [asdict(a) for a in a_],
                 }
                 for c, ms, a_ in shown
@@ -182,8 +181,7 @@ def format_timed(messages: Sequence[StoredMessage], audit: Sequence[AuditEntry])
 
 
 def delete_job(thread: str | None, conversation_id: int | None, *, yes: bool) -> Job:
-    """`nerve delete`: a thread's conversations (current and archived), or one by id, with
-    everything holding their text; asks first on a terminal, needs `--yes` otherwise."""
+    """`nerve delete`: a thread's conversations, or one by id, with all holding their text; asks first."""
 
     async def job(settings: Settings) -> int:
         async with await open_configured_store(settings) as store:
@@ -255,7 +253,3 @@ def _conversation_json(conversation: StoredConversation) -> dict[str, Any]:
         "message_count": conversation.messages,
         "archived_at": conversation.archived_at,
     }
-
-
-def _message_json(stored: StoredMessage) -> dict[str, Any]:
-    return {"at": stored.at, **message_to_json(stored.message)}

@@ -106,9 +106,8 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time (ISO 8601, UTC), level, logger, message; then event, server,
-    conversation and turn where the line has them; exc with the whole traceback of an exception.
-    ASCII only, so a line never breaks. Secrets are hidden in each field before it is written."""
+    """One JSON object per line (ASCII only, so a line never breaks): time, level, logger, message, then
+    the search fields a line has and any traceback, each with secrets hidden."""
 
     def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
         super().__init__()
@@ -121,10 +120,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": self._hide(record.getMessage()),
         }
-        for field in SEARCH_FIELDS:
-            value = getattr(record, field, None)
-            if value:
-                entry[field] = self._hide(str(value))
+        entry |= {
+            name: self._hide(str(value)) for name in SEARCH_FIELDS if (value := getattr(record, name, None))
+        }
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:

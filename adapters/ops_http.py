@@ -124,8 +124,8 @@ class OpsEndpoints:
 
     @contextlib.asynccontextmanager
     async def serving(self, host: str, port: int, *, alone: bool = True) -> AsyncIterator[str | None]:
-        """Serve the endpoints on a server of their own at `host:port` for the block; yields their
-        base URL. With `alone` false this does nothing: the front end's own app carries them."""
+        """Serve the endpoints on their own server at `host:port`, yielding their URL; with `alone`
+        false the front end's own app carries them."""
         if not alone:
             yield None
             return

@@ -80,8 +80,7 @@ class Recorded(Generic[Turn]):
 
 
 async def sweep(recorded: Recorded[Any], desk: AskDesk) -> list[str]:
-    """Queue what was recorded but never queued (with jobs), then expire the requests whose time ran
-    out (their turns go on in the background); returns the requests expired now."""
+    """Queue what was recorded but never queued, then expire the requests out of time; those expired now."""
     await recorded.requeue_left()
     try:
         return await desk.sweep()

@@ -52,8 +52,7 @@ def terminal_json(value: Any) -> str:
 
 
 def answer_markdown(text: str) -> Markdown:
-    """Model-written Markdown for a terminal: harmless bytes, every link as `text (target)`, and no
-    hyperlink escape sequence whose target the visible text does not show."""
+    """Model-written Markdown for a terminal: harmless bytes, and every link shown as `text (target)`."""
     from rich.markdown import Markdown
 
     return Markdown(show_link_targets(printable(text)), hyperlinks=False)

@@ -87,8 +87,7 @@ class LoopbackCallback:
 
 
 def open_in_browser(url: str) -> None:
-    """Open `url` with `webbrowser` (BROWSER, else the desktop's) in a thread of its own: a console
-    browser holds its caller until it is closed, and the chat must go on meanwhile."""
+    """Open `url` in a thread of its own: a console browser holds its caller until it is closed."""
     threading.Thread(target=webbrowser.open, args=(url,), name="nerve-browser", daemon=True).start()
 
 
