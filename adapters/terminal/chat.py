@@ -224,8 +224,7 @@ class TerminalChat:
 
     async def _show(self, word: str, argument: str) -> None:
         which = argument.strip()
-        last = self._turns.last
-        attachments = last.attachments if last else ()
+        attachments = self._turns.last.attachments if self._turns.last else ()
         if not attachments:
             self._console.print("No tool results to show yet.")
             return

@@ -293,10 +293,10 @@ class FillIn:
 
 def print_request(console: Console, request: InputRequest) -> None:
     """Who asks, for which call, until when, and the server's own words; for a link, its host first."""
-    until = time.strftime("%H:%M", time.localtime(request.expires_at)) if request.expires_at else ""
-    tools = ", ".join(request.tools)
-    asking = f" for {shown(tools)}" if tools else ""
-    when = f" (until {until})" if until else ""
+    asking = f" for {shown(', '.join(request.tools))}" if request.tools else ""
+    when = (
+        f" (until {time.strftime('%H:%M', time.localtime(request.expires_at))})" if request.expires_at else ""
+    )
     what = "wants you to open a link" if request.mode == "url" else "asks you to fill in a form"
     console.print(f"[bold yellow]{shown(request.server)}[/bold yellow] {what}{asking}{when}.")
     if request.mode == "url":

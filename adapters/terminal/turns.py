@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -186,11 +187,7 @@ class ChatTurns:
         """The rest of the turns that waited for a sign-in here, once the browser came back."""
         piece = None
         for request_id in request_ids:
-
-            async def rest_of_turn(progress: Progress, request_id: str = request_id) -> AgentReply | None:
-                return await self.runtime.agent.resume(request_id, progress)
-
-            piece = await self._work(rest_of_turn, cancellable=False)
+            piece = await self._work(partial(self.runtime.agent.resume, request_id), cancellable=False)
         return piece
 
     async def _decide(self, prompt: ApprovalPrompt) -> _Piece | None:
