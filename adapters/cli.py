@@ -250,13 +250,8 @@ def _behind(exc: BaseException, kind: type[E]) -> E | None:
 
 
 def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable[[], str | None]:
-    """Logs go to stderr; the interactive chat writes them to its log file unless -v. Either way in
-    NERVE_LOG_FORMAT, without secrets; traces start too when a collector is configured.
-
-    Returns what the chat asks between turns for a line about the log.
-    """
-    from adapters.log_format import install, settings_secrets
-    from adapters.terminal.logs import log_to_file, log_to_stderr
+    """Logs to stderr, or to the chat's log file unless -v; returns the chat's notice about the log."""
+    from adapters.log_format import install, log_to_file, log_to_stderr, settings_secrets
     from bot.observe import tracing
 
     in_file = args.command == "chat" and not args.verbose
@@ -325,10 +320,8 @@ SERVICES = frozenset({"slack", "discord", "worker"})
 
 
 async def _run(args: argparse.Namespace, settings: Settings, notices: Callable[[], str | None]) -> int:
-    """The command, with the stdio servers starting while it loads its libraries (`_job` imports
-    them): the two start-ups overlap instead of adding up (`bot.mcp.early_start`). A service
-    checks its settings first (`_job` refuses a start that cannot work), so a refused start
-    launches no server; it runs for hours, and the second it gives up is nothing beside that."""
+    """The command, with the stdio servers starting while it loads its libraries (`bot.mcp.early_start`);
+    a service checks its settings first, so a refused start launches no server."""
     stop = asyncio.Event()
     if args.command in SERVICES:
         job = _job(args, settings, notices, stop)

@@ -1,14 +1,9 @@
 """`nerve connect <server>`: sign in to a server from this machine, in the browser, now.
 
-For a server whose identity is the bot's (`"identity": "bot"`), this is how an admin connects the one
-account everyone's calls use; for a per-person server it connects the person at this terminal. The
-browser comes back to a loopback port (RFC 8252), the tokens are sealed into the store the bot uses,
-and a running bot picks them up at its next attempt (a shared connection keeps trying until then).
-
-It connects the way a question does: nerve's own connection to the server (initialize, discovery,
-the tool list), so a server that lets `initialize` through and asks for a sign-in only later is
-signed in to wherever it asks. A server that asked a question for more access than the stored
-sign-in has (a scope step-up at run time) is signed in to with that access as well.
+An admin connects the one account a bot-identity server uses; for a per-person server, the person
+at this terminal. The tokens are sealed into the bot's store, where a running bot finds them. It
+connects as a question does (initialize, discovery, the tool list), so a server that asks for a
+sign-in only later, or for more access than stored (a step-up), is signed in to as it asks.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
-"""`nerve ask`, `nerve threads`, `nerve history` and `nerve delete`: the terminal's conversations,
-asked into, listed, read back (archived ones too) and deleted.
+"""`nerve ask`, `nerve threads`, `nerve history` and `nerve delete`: the terminal's conversations.
 
-They show the conversations of the person at this terminal (platform `terminal`, this user's name),
-never Slack's or Discord's: those hold other people's messages, and NERVE_RETENTION_DAYS is how a
-deployment bounds them. Each needs only the store, except `ask`.
+Only those of the person at this terminal, never Slack's or Discord's: those hold other people's
+messages, and NERVE_RETENTION_DAYS bounds them. Each needs only the store, except `ask`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import secrets
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -18,8 +15,8 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from adapters.terminal.safe import printable, terminal_json
-from adapters.terminal.views import _utc, conversation_key, format_history
+from adapters.terminal.safe import printable, say, terminal_json
+from adapters.terminal.views import _utc, conversation_key, format_history, write_table
 from bot.config import Settings
 from bot.store.approvals import message_to_json
 from bot.store.base import ConversationStore
@@ -36,16 +33,14 @@ NOTHING_TO_ASK = "nerve: nothing to ask: give the question as an argument, or - 
 
 
 def fresh_thread_name(now: datetime | None = None) -> str:
-    """A new conversation's name for `nerve ask`: when it was asked, and a random tail so two
-    scripts asking in the same second never share one."""
+    """`ask-<when>-<random>`: two scripts asking in the same second never share a conversation."""
     moment = (now or datetime.now(UTC)).astimezone(UTC)
     return f"ask-{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
 def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) -> Job:
-    """One question, then exit. Without `thread` it goes to a fresh conversation, named on stderr
-    (or in --json's `thread`), so unrelated script runs never share history; `-` reads the
-    question from stdin."""
+    """One question, then exit; without `thread` in a fresh conversation (named on stderr), so
+    unrelated script runs never share history. `-` reads the question from stdin."""
 
     async def job(settings: Settings) -> int:
         question = text
@@ -63,25 +58,18 @@ def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) 
                 return await ask(runtime, name, question, as_json=as_json, approve_all=approve_all)
             finally:
                 if thread is None and not as_json:  # --json names it in its "thread" field
-                    sys.stderr.write(
-                        printable(f"nerve: conversation {name} (continue it with --thread {name})") + "\n"
-                    )
+                    say(f"nerve: conversation {name} (continue it with --thread {name})", sys.stderr)
 
     return job
 
 
-def _workspace() -> str:
-    """The terminal's conversations belong to the local user (see `conversation_key`)."""
-    return scrub(getpass.getuser())
-
-
 async def _own(store: ConversationStore, *, archived: bool) -> list[StoredConversation]:
-    return await store.stored_conversations("terminal", _workspace(), archived=archived)
+    """The terminal's conversations of the local user (see `conversation_key`)."""
+    return await store.stored_conversations("terminal", conversation_key("").workspace, archived=archived)
 
 
 def _is_ours(conversation: StoredConversation) -> bool:
-    key = conversation.key
-    return key.platform == "terminal" and key.workspace == _workspace() and key.channel == "cli"
+    return conversation.key == conversation_key(conversation.key.thread)
 
 
 def _of_thread(conversations: Sequence[StoredConversation], key: ConversationKey) -> list[StoredConversation]:
@@ -106,22 +94,19 @@ def threads_job(*, archived: bool, as_json: bool) -> Job:
             hint = "" if archived else " (archived ones: nerve threads --all)"
             sys.stdout.write(f"No conversations yet{hint}.\n")
             return 0
-        rows = [
-            (c.key.thread, f"{_utc(c.last_activity)}", f"{c.messages} messages", f"id {c.id}", _state(c))
-            for c in found
-        ]
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        for row in rows:
-            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-            sys.stdout.write(printable("  ".join([*cells, row[4]])) + "\n")
+        write_table(
+            [
+                (c.key.thread, _utc(c.last_activity), f"{c.messages} messages", f"id {c.id}", _state(c))
+                for c in found
+            ]
+        )
         return 0
 
     return job
 
 
 def history_job(thread: str, conversation_id: int | None, *, archived: bool, as_json: bool) -> Job:
-    """`nerve history`: a thread's current conversation (with `archived`, its earlier ones first),
-    or one conversation by id, each message with the time it was stored."""
+    """`nerve history`: a thread's conversation (or its earlier ones too), or one by id, with times."""
 
     async def job(settings: Settings) -> int:
         async with await open_configured_store(settings) as store:
@@ -136,7 +121,7 @@ def history_job(thread: str, conversation_id: int | None, *, archived: bool, as_
             body = [
                 {
                     **_conversation_json(c),
-                    "messages": [_message_json(m) for m in ms],
+                    "messages": [{"at": m.at, **message_to_json(m.message)} for m in ms],
                     "decisions": [asdict(a) for a in a_],
                 }
                 for c, ms, a_ in shown
@@ -144,12 +129,9 @@ def history_job(thread: str, conversation_id: int | None, *, archived: bool, as_
             sys.stdout.write(terminal_json({"thread": name, "conversations": body}) + "\n")
             return 0
         if not shown:
-            sys.stdout.write(
-                printable(
-                    f"Thread {scrub(thread)!r} has no messages since it was reset; its earlier conversations:"
-                    f" nerve history --thread {scrub(thread)} --archived"
-                )
-                + "\n"
+            say(
+                f"Thread {scrub(thread)!r} has no messages since it was reset; its earlier conversations:"
+                f" nerve history --thread {scrub(thread)} --archived"
             )
             return 0
         lines: list[str] = []
@@ -157,7 +139,7 @@ def history_job(thread: str, conversation_id: int | None, *, archived: bool, as_
             if len(shown) > 1 or conversation.archived_at is not None:
                 lines.append(f"── conversation {conversation.id}, {_state(conversation)} ──")
             lines += format_timed(messages, audit)
-        sys.stdout.write(printable("\n".join(lines)) + "\n")
+        say("\n".join(lines))
         return 0
 
     return job
@@ -175,16 +157,13 @@ async def _chosen(
         return [found]
     mine = _of_thread(await _own(store, archived=True), conversation_key(thread))
     if not mine:
-        sys.stderr.write(
-            printable(f"nerve: no conversation named {scrub(thread)!r} (see: nerve threads)") + "\n"
-        )
+        say(f"nerve: no conversation named {scrub(thread)!r} (see: nerve threads)", sys.stderr)
         return None
     return mine if archived else [c for c in mine if c.archived_at is None]
 
 
 def format_timed(messages: Sequence[StoredMessage], audit: Sequence[AuditEntry]) -> list[str]:
-    """A conversation as `nerve history` prints it (`format_history`'s lines), each message after
-    the time it was stored."""
+    """A conversation as `nerve history` prints it: `format_history`'s lines, each after its time."""
     lines: list[str] = []
     shown_calls: set[str] = set()
     for stored in messages:
@@ -202,8 +181,7 @@ def format_timed(messages: Sequence[StoredMessage], audit: Sequence[AuditEntry])
 
 
 def delete_job(thread: str | None, conversation_id: int | None, *, yes: bool) -> Job:
-    """`nerve delete`: a thread's conversations (current and archived), or one by id, with
-    everything holding their text; asks first on a terminal, needs `--yes` otherwise."""
+    """`nerve delete`: a thread's conversations, or one by id, with all holding their text; asks first."""
 
     async def job(settings: Settings) -> int:
         async with await open_configured_store(settings) as store:
@@ -218,20 +196,13 @@ def delete_job(thread: str | None, conversation_id: int | None, *, yes: bool) ->
             async with _holding(store, key):
                 outcomes = [await store.delete_conversation(c.id) for c in chosen]
         if "waiting" in outcomes:
-            sys.stderr.write(
-                printable(
-                    f"nerve: a turn in thread {key.thread!r} waits for an approval or an answer: answer it"
-                    " (or /reset the thread), then delete"
-                )
-                + "\n"
+            say(
+                f"nerve: a turn in thread {key.thread!r} waits for an approval or an answer: answer it"
+                " (or /reset the thread), then delete",
+                sys.stderr,
             )
             return 1
-        sys.stdout.write(
-            printable(
-                f"Deleted {what}. The approvals audit keeps who decided which tool call, without the text."
-            )
-            + "\n"
-        )
+        say(f"Deleted {what}. The approvals audit keeps who decided which tool call, without the text.")
         return 0
 
     return job
@@ -246,10 +217,9 @@ def _described(chosen: Sequence[StoredConversation]) -> str:
 
 
 async def _refused(what: str) -> int | None:
-    """The exit code when the deletion is not confirmed, None when it is: asked on a terminal; off
-    one, deleting needs `--yes` (a script never deletes by surprise)."""
+    """The exit code when deleting is not confirmed; off a terminal it needs `--yes` (never by surprise)."""
     if not sys.stdin.isatty():
-        sys.stderr.write(printable(f"nerve: not deleting {what}: add --yes to delete without asking") + "\n")
+        say(f"nerve: not deleting {what}: add --yes to delete without asking", sys.stderr)
         return 2
     answer = await asyncio.to_thread(input, printable(f"Delete {what}? This cannot be undone. [y/N] "))
     if answer.strip().lower() in ("y", "yes"):
@@ -260,8 +230,7 @@ async def _refused(what: str) -> int | None:
 
 @contextlib.asynccontextmanager
 async def _holding(store: ConversationStore, key: ConversationKey) -> AsyncIterator[None]:
-    """The thread's turn lock: a turn running in it finishes first (saying so if that takes a
-    moment), and none starts until the deletion is done."""
+    """The thread's turn lock: a running turn finishes first (said if slow), none starts meanwhile."""
     loop = asyncio.get_running_loop()
     notice = loop.call_later(
         WAITING_NOTICE_SECONDS,
@@ -284,7 +253,3 @@ def _conversation_json(conversation: StoredConversation) -> dict[str, Any]:
         "message_count": conversation.messages,
         "archived_at": conversation.archived_at,
     }
-
-
-def _message_json(stored: StoredMessage) -> dict[str, Any]:
-    return {"at": stored.at, **message_to_json(stored.message)}

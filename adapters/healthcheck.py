@@ -1,11 +1,8 @@
 """`python -m adapters.healthcheck`: exit 0 when the nerve on this machine answers `/healthz`, else 1.
 
-The container image's HEALTHCHECK and compose.yaml run it. Slim Python images have no curl, and a
-check that runs every half minute should cost little: only the standard library is imported, not
-nerve's settings or its libraries. It asks 127.0.0.1 (nerve listens on every interface by default,
-and 127.0.0.1 when a local proxy fronts it) at NERVE_HTTP_PORT from the environment, 3000 when unset,
-as `nerve slack` and `nerve discord` read it; the port therefore belongs in the environment (or the
-env_file of compose.yaml), not only in a `.env` inside the container.
+The image's HEALTHCHECK runs it often and slim images lack curl, so it imports only the standard
+library. It asks 127.0.0.1 at NERVE_HTTP_PORT from the environment (3000 when unset), so the port
+belongs in the environment, not only in a `.env` inside the container.
 """
 
 from __future__ import annotations
@@ -46,11 +43,9 @@ def check(url: str, timeout: float = TIMEOUT) -> str | None:
 
 def main() -> int:
     try:
-        url = health_url(os.environ)
-    except ValueError as exc:
-        print(f"unhealthy: {exc}", file=sys.stderr)
-        return 1
-    problem = check(url)
+        problem = check(health_url(os.environ))
+    except ValueError as exc:  # a port that cannot be probed
+        problem = str(exc)
     if problem is not None:
         print(f"unhealthy: {problem}", file=sys.stderr)
         return 1

@@ -1,18 +1,10 @@
-"""The log of nerve's HTTP server (/slack/events, /healthz, /readyz, /metrics): one short WARNING per
-malformed request, never a traceback, never the client's bytes.
+"""The log of nerve's HTTP server: one short WARNING per malformed request, never the client's bytes.
 
-aiohttp logs a request it cannot parse (a garbage request line, a NUL in a header, a line over
-8 KB) as ERROR "Error handling request" with a traceback whose exception quotes what the client
-sent: hundreds of KB per request, from anyone who can reach the port, no signature needed. It reads
-as if nerve were broken, and it is a cheap way to fill a disk. Here:
-
-- the server logs through `SERVER_LOG`, whose filter turns such a record into one WARNING line:
-  the peer and the parser's reason, without the bytes it quotes, truncated;
-- a body that breaks off (the connection closes before the Content-Length arrived) or is garbled
-  is caught by `malformed_bodies`, where the method and path are known, and answered 400;
-- at most one such line per peer every WARN_EVERY s, the next one saying how many were held back.
-
-Any other failure of a request (a fault of nerve's own) keeps its ERROR and traceback.
+aiohttp logs a request it cannot parse as an ERROR with a traceback quoting what the client sent:
+hundreds of KB from anyone who can reach the port, a cheap way to fill a disk. `SERVER_LOG`'s filter
+and `malformed_bodies` (a body broken off or garbled, answered 400) turn those into one line with
+the peer and the reason, at most one per peer every WARN_EVERY s. A fault of nerve's own keeps its
+ERROR and traceback.
 """
 
 from __future__ import annotations
@@ -85,8 +77,7 @@ SERVER_LOG.addFilter(MalformedRequests())
 
 @web.middleware
 async def malformed_bodies(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A body the client garbles or breaks off: one line naming the request, and a 400 (which a
-    client that hung up never reads)."""
+    """A body garbled or broken off: one line naming the request, and a 400."""
     try:
         return await handler(request)
     except HttpProcessingError as exc:

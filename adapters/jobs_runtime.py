@@ -1,19 +1,12 @@
 """A front end's share of the jobs on PostgreSQL (`bot.jobs`): open them, queue them, run them,
 drain them.
 
-`nerve slack`, `nerve worker` and `nerve discord` each open the jobs of NERVE_DATABASE_URL for the
-life of the process (`shared_jobs`; none on SQLite), register their platform's handlers and run a
-worker (`work`), and on SIGTERM drain the front end's own turns and the worker together (`drained`).
-
-Every platform has the same three kinds of job, named `<platform>.<kind>` (so each platform's jobs
-are a queue of their own, `bot.jobs`):
-
-- `event`: answer one delivery recorded in the inbox;
-- `resume`: go on with a parked turn once its request is decided, expired or signed in;
-- `deferred`: answer the messages that waited behind a parked turn.
-
-`Launcher` queues them, or runs the same work as a task of this process when there are no jobs
-(SQLite, one process).
+`nerve slack`, `nerve worker` and `nerve discord` open the jobs of NERVE_DATABASE_URL for the life of
+the process (`shared_jobs`; none on SQLite), run a worker with their platform's handlers (`work`) and
+drain it with their own turns on SIGTERM (`drained`). Each platform has three kinds of job, queues of
+its own named `<platform>.<kind>`: `event` answers a delivery recorded in the inbox, `resume` goes on
+with a parked turn, `deferred` answers the messages that waited behind one. `Launcher` queues them,
+or runs the same work as a task here when there are no jobs.
 """
 
 from __future__ import annotations
@@ -87,8 +80,7 @@ class Launcher:
         await self._queue(DEFERRED, payload, f"{self._platform}:deferred:{key}", key)
 
     async def requeue(self, event_id: str, key: ConversationKey) -> bool:
-        """Queue an event that has no job waiting or running (left over by a process that died
-        between recording and queueing it); True if it was queued now."""
+        """Queue an event with no job (its process died before queueing it); True if queued now."""
         assert self.jobs is not None
         lock = event_lock(self._platform, event_id)
         if await self.jobs.pending(lock):
@@ -168,8 +160,7 @@ def work(jobs: TurnJobs, front: RunsJobs, settings: Settings) -> None:
 
 
 async def drained(front: Drains, jobs: TurnJobs | None, grace: float) -> None:
-    """SIGTERM: no new work here; what runs gets `grace` seconds, then the worker's cut-off jobs go
-    back to the queue for another process (`TurnJobs.drain`)."""
+    """SIGTERM: what runs gets `grace` seconds; the worker's cut-off jobs go back for another process."""
     if jobs is None:
         await front.drain(grace)
         return

@@ -1,29 +1,35 @@
-"""How log lines look, and what they may never show.
+"""Where the log goes, how its lines look, and what they may never show.
 
-`NERVE_LOG_FORMAT=text` keeps the familiar `time LEVEL logger: message` line; `json` writes one JSON
-object per line for log collectors. Both name the turn a line was written in (`bot.observe.log_context`), so
-the lines of one answer among many concurrent ones can be picked out. Before any line is written,
-whatever looks like a token or a key, and every secret nerve was given in its settings, is replaced
-by `[hidden]`, in the message and in an exception's traceback alike: libraries and servers put
-URLs, headers and provider errors into their messages, and a log is read by more people than a key
-should be.
+The log goes to stderr, except in the interactive chat: libraries and servers log whenever they
+like, which would land between its turns, so it writes to `NERVE_LOG_FILE` (stderr with `-v`) and
+says once, between turns, when to look.
+
+`NERVE_LOG_FORMAT=text` is the familiar line, `json` one object per line for collectors; both name
+the turn a line was written in. Token-shaped text and every secret setting become `[hidden]`, in
+messages and tracebacks alike: libraries quote URLs and headers, and a log has more readers than a
+key should.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import sys
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
 from adapters.doctor.report import HIDDEN, Redactor
-from adapters.terminal.logs import FORMAT
+from bot.errors import ConfigError
 from bot.observe.log_context import current_server, current_turn
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 LogFormat = Literal["text", "json"]
 
@@ -71,11 +77,8 @@ SEARCH_FIELDS = ("event", "server", "conversation", "turn")
 
 
 class TurnFields(logging.Filter):
-    """Notes on a record the conversation and turn it was written in (None outside any turn), the
-    MCP server it was written for (given with `extra=`, or the server whose connection ran it) and
-    its event name (given with `extra=fields(...)`, None otherwise).
-
-    A handler's filter runs where the line was logged, so it sees that code's turn and server."""
+    """Notes on a record its conversation and turn, its MCP server (given, or the one whose
+    connection ran it) and event name; a handler's filter runs where the line was logged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         turn = current_turn()
@@ -87,8 +90,7 @@ class TurnFields(logging.Filter):
 
 
 class TextFormatter(logging.Formatter):
-    """The usual line, with ` [turn=…]` at the end of a line written inside a turn; secrets hidden
-    in the finished line (the record itself is left alone: other handlers may read it)."""
+    """The usual line, ` [turn=…]` inside a turn, secrets hidden (the record is left to other handlers)."""
 
     def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
         super().__init__(FORMAT)
@@ -104,9 +106,8 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time (ISO 8601, UTC), level, logger, message; then event, server,
-    conversation and turn where the line has them; exc with the whole traceback of an exception.
-    ASCII only, so a line never breaks. Secrets are hidden in each field before it is written."""
+    """One JSON object per line (ASCII only, so a line never breaks): time, level, logger, message, then
+    the search fields a line has and any traceback, each with secrets hidden."""
 
     def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
         super().__init__()
@@ -119,10 +120,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": self._hide(record.getMessage()),
         }
-        for field in SEARCH_FIELDS:
-            value = getattr(record, field, None)
-            if value:
-                entry[field] = self._hide(str(value))
+        entry |= {
+            name: self._hide(str(value)) for name in SEARCH_FIELDS if (value := getattr(record, name, None))
+        }
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
@@ -140,9 +140,48 @@ def dress(handler: logging.Handler, log_format: LogFormat, secrets: Iterable[str
 
 
 def install(log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
-    """Dress every handler of the root logger (where `adapters.terminal.logs` sends the log).
-
-    On the handlers, not the root logger: a logger's filters do not see its children's records."""
+    """Dress every handler of the root logger: a logger's filters do not see its children's records."""
     secrets = list(secrets)
     for handler in logging.getLogger().handlers:
         dress(handler, log_format, secrets)
+
+
+class ChatLog(logging.FileHandler):
+    """The chat's log file, opened at the first record, remembering whether a warning was written."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8", delay=True)
+        self._warned = False
+        self._told = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        if record.levelno >= logging.WARNING:
+            self._warned = True
+
+    def notice(self) -> str | None:
+        """Where the log is, once, after the first warning; otherwise None."""
+        if not self._warned or self._told:
+            return None
+        self._told = True
+        return f"(warnings were written to the log: {self.baseFilename})"
+
+
+def log_to_stderr(level: str) -> None:
+    logging.basicConfig(level=level.upper(), stream=sys.stderr, format=FORMAT, force=True)
+
+
+def log_to_file(level: str, path: Path) -> ChatLog:
+    """Send every log record, Python warnings included, to `path`; fail now if it cannot be written."""
+    target = path.expanduser()
+    writable = os.access(target if target.exists() else target.parent, os.W_OK)
+    if target.is_dir() or not writable:
+        raise ConfigError(
+            f"cannot write the chat log {target}: set NERVE_LOG_FILE to a writable file, "
+            "or use -v to log to stderr"
+        )
+    handler = ChatLog(target)
+    handler.setFormatter(logging.Formatter(FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    logging.captureWarnings(True)
+    return handler

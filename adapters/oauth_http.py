@@ -1,22 +1,11 @@
 """Where people's browsers come back after signing in to a server, and nerve's client metadata.
 
-* `GET /oauth/callback` — the authorization server sends the browser here with `code`, `state` and
-  `iss` (or `error`). The sign-in is answered like any ask (`Agent.answer`: the single-use `state`
-  says whose it is, `iss` is checked, the code is exchanged and the tokens stored sealed) and the browser
-  gets a small plain page: "Connected to notes — you can go back to Slack", or what went wrong and
-  what to do (status 400). Nothing of the request is shown back but the server's name: the code
-  and the tokens never reach the page, and the page asks the browser to keep no copy of itself and
-  to send no referrer onwards.
-* `GET /oauth/client.json` — nerve's Client ID Metadata Document: authorization servers that
-  support it fetch it to learn who nerve is, in place of a registration (its URL is the client_id).
-
-The parked turns the sign-in lets go on are handed to the front end (`resume`), which goes on with
-them at once; if this process has none to hand them to yet, any process's approval sweep takes them
-up, so a sign-in is never lost.
-
-Served with the operations endpoints on the HTTP port (`OpsEndpoints.routes`), so in every mode of
-`nerve slack` and in `nerve discord`; the terminal chat serves the callback on a loopback port of its
-own (`adapters.terminal.sign_in`).
+`GET /oauth/callback` answers the sign-in like any ask (`Agent.answer`: the single-use `state` says
+whose it is) and shows a small private page naming only the server: the code and tokens never reach
+it. `GET /oauth/client.json` is nerve's Client ID Metadata Document (its URL is the client_id). The
+turns the sign-in lets go on are handed to the front end (`resume`), or else taken up by any
+process's sweep, so a sign-in is never lost. Served beside the operations endpoints; the terminal
+serves the callback on a loopback port of its own.
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
 """The operations endpoints: `/healthz`, `/readyz` and `/metrics`, for orchestrators and Prometheus.
 
-* `/healthz` — 200 while the process runs (its event loop answers).
-* `/readyz` — 200 when the database answers, the front end is connected to its platform (Slack's
-  socket or HTTP app, Discord's gateway; the terminal always is) and at least one MCP server is
-  ready (when any is configured: with none, the first two are enough); otherwise 503. Both carry
-  `{"ready": …, "reasons": [...]}`, the reasons in plain words.
-  From SIGTERM on it answers 503 "shutting down" at once, while running turns finish: a load
-  balancer or an orchestrator sends nothing new to a process on its way out.
-* `/metrics` — the figures of `bot.observe.metrics` in the Prometheus text format (OpenMetrics when the
-  scraper asks for it).
+`/healthz` is 200 while the event loop answers. `/readyz` is 200 when the database answers, the front
+end is connected to its platform and (when any is configured) an MCP server is ready, else 503 with
+the reasons in plain words; from SIGTERM on it is 503 "shutting down", so nothing new is sent to a
+process on its way out. `/metrics` is `bot.observe.metrics` in the Prometheus (or OpenMetrics) format.
 
-Where they are served, always at NERVE_HTTP_HOST:NERVE_HTTP_PORT:
-
-* `nerve slack` over HTTP: on the same aiohttp app as `/slack/events` (one port to open).
-* `nerve slack` in Socket Mode and `nerve discord`: on a server of their own, started before the
-  platform is reached, so `/readyz` can say "not connected yet" while it connects. A port that
-  cannot be bound stops the start, as it does in HTTP mode: an orchestrator that probes a process
-  whose endpoints are missing would only restart it without saying why.
-* `nerve chat`: only when NERVE_HTTP_PORT is set explicitly. A chat is one person at a terminal,
-  often on a machine where a bot already holds the default port; taking it by default would fail
-  the chat or answer the bot's probes. Whoever sets the port for a chat (a demo, a long session)
-  gets the endpoints, and a port that is taken then costs a warning in the log, not the chat.
-* `nerve ask` never: it answers one question and exits before anything could scrape it.
-
-Nothing here shows a token or a secret: reasons name settings and servers, never their values,
-and `/metrics` carries figures and bounded names only.
+They share Slack's HTTP app when it has one, else get a server of their own started before the
+platform is reached (a port that cannot be bound stops the start: a probe of missing endpoints would
+only restart the process without saying why). `nerve chat` serves them only when NERVE_HTTP_PORT is
+set explicitly (a bot often holds the default port; a taken port is then a warning), `nerve ask`
+never. Reasons name settings and servers, never their values.
 """
 
 from __future__ import annotations
@@ -35,7 +20,7 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aiohttp import web
 
@@ -43,7 +28,9 @@ from adapters.http_log import quiet_runner
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.observe import metrics
-from bot.seams import Inbox
+
+if TYPE_CHECKING:
+    from bot.agent import Agent
 
 logger = logging.getLogger(__name__)
 
@@ -68,13 +55,6 @@ class Pings(Protocol):
     """A store that can be asked whether its database answers (the caller bounds the wait)."""
 
     async def ping(self) -> None: ...
-
-
-class HasInbox(Protocol):
-    @property
-    def inbox(self) -> Inbox: ...
-
-    def server_states(self) -> dict[str, bool]: ...
 
 
 class PlatformLink:
@@ -107,8 +87,7 @@ class PlatformLink:
 
 
 def always() -> bool:
-    """The probe of a front end that has no connection to lose (the terminal, an HTTP app that is
-    answering this very request)."""
+    """The probe of a front end with no connection to lose (the terminal, an HTTP app answering now)."""
     return True
 
 
@@ -116,7 +95,7 @@ def always() -> bool:
 class OpsEndpoints:
     """The three endpoints for one front end: its agent's database, its platform, the MCP servers."""
 
-    agent: HasInbox
+    agent: Agent
     platform: PlatformLink
     _: KW_ONLY
     ready: asyncio.Future[str] | None = None
@@ -145,8 +124,8 @@ class OpsEndpoints:
 
     @contextlib.asynccontextmanager
     async def serving(self, host: str, port: int, *, alone: bool = True) -> AsyncIterator[str | None]:
-        """Serve the endpoints on a server of their own at `host:port` for the block; yields their
-        base URL. With `alone` false this does nothing: the front end's own app carries them."""
+        """Serve the endpoints on their own server at `host:port`, yielding their URL; with `alone`
+        false the front end's own app carries them."""
         if not alone:
             yield None
             return
@@ -173,21 +152,16 @@ class OpsEndpoints:
         """Why this process is not ready; empty when it is."""
         if self.stopping is not None and self.stopping.is_set():
             return [SHUTTING_DOWN]
-        found = []
-        database = await self._database_problem()
-        if database is not None:
-            found.append(database)
-        platform = await self.platform.problem()
-        if platform is not None:
-            found.append(platform)
+        found = [
+            problem for problem in (await self._database_problem(), await self.platform.problem()) if problem
+        ]
         if self.worker is not None and not self.worker():
             found.append(WORKER_DOWN)
         # No servers configured is a deployment without tools, ready as it is; servers configured
         # and none of them connected is not.
         servers = self.agent.server_states()
         if servers and not any(servers.values()):
-            down = ", ".join(sorted(servers))
-            found.append(f"no MCP server is ready ({down} down)")
+            found.append(f"no MCP server is ready ({', '.join(sorted(servers))} down)")
         return found
 
     async def _database_problem(self) -> str | None:
@@ -221,9 +195,8 @@ class OpsEndpoints:
 
 
 @contextlib.asynccontextmanager
-async def chat_ops(agent: HasInbox, settings: Settings) -> AsyncIterator[str | None]:
-    """The endpoints beside `nerve chat` when NERVE_HTTP_PORT is set explicitly (see above); a port
-    that is taken is a warning. Yields their base URL, or None when they are not served."""
+async def chat_ops(agent: Agent, settings: Settings) -> AsyncIterator[str | None]:
+    """The endpoints beside `nerve chat` when NERVE_HTTP_PORT is set (a taken port is a warning)."""
     if "nerve_http_port" not in settings.model_fields_set:
         yield None
         return

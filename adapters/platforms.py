@@ -1,7 +1,5 @@
-"""The platforms nerve speaks on, as the core is built with them (`Settings.platforms`).
-
-Each front end describes its own; this table joins them, in the order messages list them, for every
-front end alike: one servers file's policy names places on any of them.
+"""The platforms nerve speaks on, joined for every front end alike (`Settings.platforms`): one
+servers file's policy names places on any of them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """How people write a prompt's arguments after its name, the same on every surface.
 
-`topic=weather tone="very dry"` names each argument (quote a value that has spaces); a value
-without a name fills the prompt's first required argument, so `/nerve prompt summarize weather`
-works too. Pure parsing, no I/O: a mistake raises `PromptError` with what to write instead, and
-what is missing is left to the core, which says so in the same words everywhere.
+`topic=weather tone="very dry"` names each argument; a value without a name fills the first required
+one. Pure parsing: a mistake raises `PromptError` saying what to write instead.
 """
 
 from __future__ import annotations

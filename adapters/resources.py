@@ -1,10 +1,8 @@
 """What every surface needs to show the links, texts and files a tool returned, the same way.
 
-A server names its resources itself, so a name is untrusted: it may be long, contain markup, or
-look like another address ("https://bank.example"). Only `http` and `https` links become clickable,
-always labelled with the host they really lead to; any other scheme (`javascript:`, `file:`, a
-server's own `asks://`) is shown as text and never as a link. A link a server asks someone to open
-shows its host the same way on every surface (`link_host`). Pure functions, no I/O.
+A server names its resources itself, so a name may be long, carry markup or look like another
+address. Only `http` and `https` links become clickable, labelled with the host they really lead to
+(`link_host`); any other scheme is text. Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -39,8 +37,10 @@ def _readable_host(hostname: str) -> str | None:
     host = hostname.lower().rstrip(".")
     if not host or any(unicodedata.category(c)[0] in "CZ" for c in host):
         return None
-    if host.isascii():
-        return host
+    return host if host.isascii() else _idna(host)
+
+
+def _idna(host: str) -> str | None:
     try:
         return host.encode("idna").decode("ascii")
     except UnicodeError:
@@ -48,31 +48,21 @@ def _readable_host(hostname: str) -> str | None:
 
 
 def link_host(url: str) -> str:
-    """The host a link leads to, as people should read it before they open it: with its port, and
-    in its ASCII form too when it is written in other letters (a look-alike host cannot hide behind
-    them)."""
+    """The host a link leads to, with its port and ASCII form: a look-alike host cannot hide."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port
     except ValueError:
         return url
-    ascii_host = host
-    if not host.isascii():
-        try:
-            ascii_host = host.encode("idna").decode("ascii")
-        except UnicodeError:
-            ascii_host = host
+    ascii_host = host if host.isascii() else (_idna(host) or host)
     shown = host if ascii_host == host else f"{host} ({ascii_host})"
     return f"{shown}:{port}" if port is not None else shown
 
 
 def web_link(uri: str) -> WebLink | None:
-    """The link to offer for `uri`, or None when it must be shown as text.
-
-    Only `http`/`https` with a host qualify; a URI carrying a user name (`https://bank@evil`) or
-    control characters does not, since it exists to mislead.
-    """
+    """The link to offer for `uri`, or None to show it as text: only `http`/`https` with a host, and
+    never one with a user name (`https://bank@evil`) or control characters, which exist to mislead."""
     if any(unicodedata.category(c) == "Cc" for c in uri):
         return None
     try:
@@ -132,8 +122,7 @@ def file_label(resource: Resource) -> str:
 
 
 def file_name(resource: Resource, taken: set[str], *, extension: str = "") -> str:
-    """A safe file name for an upload, unique among `taken` (which it joins): the resource's own
-    base name where it is one, with `extension` added when the name has none."""
+    """A safe upload name, unique among `taken` (which it joins), with `extension` when it has none."""
     base = resource.name.replace("\\", "/").rsplit("/", 1)[-1]
     cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in base).strip("._")[:80] or "file"
     if extension and "." not in cleaned:

@@ -1,7 +1,5 @@
-"""Every setting nerve reads: the core's (`bot.config.Settings`) and each platform's, in one object,
-with the platforms' descriptions the core is built with (`adapters.platforms`).
-
-The command line loads it once and passes it down; `nerve doctor` checks all of it at once.
+"""Every setting nerve reads, the core's and each platform's, in one object the command line loads
+once (and `nerve doctor` checks at once).
 """
 
 from __future__ import annotations

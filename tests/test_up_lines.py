@@ -24,7 +24,7 @@ from tests.test_slack_runner import running
 
 @pytest.fixture
 def default_level() -> Iterator[None]:
-    """The root logger at WARNING, nerve's default NERVE_LOG_LEVEL (`adapters.terminal.logs`)."""
+    """The root logger at WARNING, nerve's default NERVE_LOG_LEVEL (`adapters.log_format`)."""
     root = logging.getLogger()
     before = root.level
     root.setLevel(logging.WARNING)

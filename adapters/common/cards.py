@@ -1,8 +1,7 @@
 """What an ask says, written once: each platform renders these words in its own markup.
 
-A card is plain words and icons, never markup: Slack puts them into Block Kit, Discord into its
-Markdown, the terminal into its lines. Anything a server or a model wrote stays as given here, for
-the renderer to escape as its platform needs.
+Plain words and icons, never markup; what a server or a model wrote stays as given, for the
+renderer to escape.
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ from bot.types import InputRequest, PendingCall
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Line:
-    """An icon, the words to stress, the person they name (`by`: an id, "" for nobody known) and
-    the rest of the line."""
+    """An icon, the words to stress, the person they name (`by`: an id, "" for nobody) and the rest."""
 
     icon: str
     words: str

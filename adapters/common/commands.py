@@ -1,10 +1,8 @@
 """The commands people type to nerve, once for every surface.
 
-Slack offers them as `/nerve NAME [argument]`, Discord as its own slash commands, the terminal chat
-as `/NAME`. Each surface maps this table to its syntax (parsing, help, completion, registration) and
-keeps its own handlers, since each renders differently; the names, arguments and one-line summaries
-live here alone, so a command added or reworded shows the same on every surface that offers it. A
-surface that lacks a command, or takes it differently, says so in its row, never in its own code.
+Each surface maps this table to its syntax and keeps its own handlers; names, arguments and summaries
+live here alone, so a command shows the same everywhere. A surface that lacks a command, or takes it
+differently, says so in its row.
 """
 
 from __future__ import annotations
@@ -21,8 +19,7 @@ EVERYWHERE: tuple[Surface, ...] = (SLACK, DISCORD, TERMINAL)
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """What a command takes after its name. `name` is Discord's option name; the text surfaces
-    write it as `written`, or the name in capitals; `about` is the description Discord shows."""
+    """What a command takes: `name` and `about` as Discord shows them, `written` for the text surfaces."""
 
     name: str
     about: str

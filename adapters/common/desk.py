@@ -1,17 +1,9 @@
 """The approval desk: a click decided through the agent, the message redrawn, the turn going on.
 
-Nothing here waits for a person. A click (in this process or one started after a restart) is
-decided by the core; when it changes nothing, only the clicker is told why; when it does, the
-approval message is redrawn from the stored request (the click's own answer when the platform has
-one, else the message's stored reference), and once every call is decided the parked turn goes on
-through the job launcher: a job of its conversation when jobs are shared, else a task here. Every
-way a parked turn is released (a click, a question's last answer, a sign-in, an expiry, a start-up)
-goes on through `go_on`. Requests past their expiry are swept; at start-up, requests decided before
-a stop go on and the messages that waited behind them are answered.
-
-Each platform gives the desk its `Surface` (redraw a message from its stored reference), a
-`Clicker` per click (tell the clicker; show the decision through the click) and its `ParkedTurns`
-(how a turn that goes on answers in its conversation).
+Nothing here waits for a person. A click (in any process) is decided by the core; when it changes
+nothing, only the clicker is told why; else the message is redrawn and, once every call is decided,
+the parked turn goes on through `go_on` (a job when jobs are shared, else a task), as it does
+however it was released. Each platform gives its `Surface`, a `Clicker` per click and `ParkedTurns`.
 """
 
 from __future__ import annotations
@@ -26,10 +18,10 @@ from typing import Literal, Protocol
 from adapters.common.tasks import Spawn
 from adapters.jobs_runtime import Launcher
 from bot.agent import APPROVAL_GONE as GONE
+from bot.agent import Agent
 from bot.errors import AskError, AskExpired
 from bot.types import (
     Answer,
-    Answered,
     ApprovalPrompt,
     Approve,
     ConversationKey,
@@ -53,10 +45,8 @@ CLICK_FAILED = "Sorry — something went wrong on my side with that click; pleas
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalClick:
-    """A press of an approval button, as its platform's token carried it.
-
-    `call` names the call a single-call button decides (its id, or `~<position>`); `shown_hash` is
-    the hash of what the button was drawn for (the call's, or the batch's), whole or its start."""
+    """An approval button pressed: `call` names a single call (its id, or `~<position>`),
+    `shown_hash` is (the start of) the hash of what the button was drawn for."""
 
     choice: Choice
     request_id: str
@@ -78,23 +68,6 @@ def batch_hash(prompt: ApprovalPrompt) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:HASH_CHARS]
 
 
-class DeskAgent(Protocol):
-    """What the desk needs of the agent's façade."""
-
-    @property
-    def approvals_on(self) -> bool: ...
-
-    async def parked(self, request_id: str) -> tuple[ApprovalPrompt, str] | None: ...
-
-    async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]: ...
-
-    async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered: ...
-
-    async def expire_due(self, platform: str | None = None) -> list[str]: ...
-
-    async def recover_parked(self, platform: str | None = None) -> list[str]: ...
-
-
 class Surface(Protocol):
     """A platform's side of the desk: redraw an approval message from its stored reference."""
 
@@ -102,8 +75,7 @@ class Surface(Protocol):
 
 
 class Clicker(Protocol):
-    """The person who clicked: `tell` them a note only they see; `show` the decision through the
-    click's own answer (False when the platform has none)."""
+    """The person who clicked: `tell` a note only they see; `show` the decision through the click."""
 
     async def tell(self, text: str) -> None: ...
 
@@ -123,7 +95,7 @@ class ParkedTurns(Protocol):
 class AskDesk:
     """Turns clicks and expiries into decisions, redrawn messages and turns that go on."""
 
-    agent: DeskAgent
+    agent: Agent
     platform: str
     surface: Surface
     turns: ParkedTurns
@@ -158,8 +130,7 @@ class AskDesk:
             await self.redraw(prompt)
 
     async def _decide(self, click: ApprovalClick, user: str) -> Decision:
-        """Decide through the core (`Agent.answer`), bound to exactly the calls the button was drawn
-        for; raises `AskError` when the request is gone or expired."""
+        """Decide, bound to exactly the calls the button was drawn for (`AskError` when gone)."""
         found = await self._prompt(click.request_id)
         one = click.choice in _ONE_CALL
         call = find_call(found, click.call) if one and found is not None and click.call else None
@@ -187,8 +158,7 @@ class AskDesk:
             await self.surface.edit(prompt.message_ref, prompt)
 
     async def go_on(self, request_id: str, *, redraw: bool = True) -> None:
-        """Let a parked turn with nothing left to wait for go on (`go_on_here`): as a job of its
-        conversation when jobs are shared, else as a task of this process."""
+        """A parked turn with nothing left to wait for goes on: a job when jobs are shared, else here."""
         key: ConversationKey | None = None
         if self.launch.jobs is not None:
             found = await self._prompt(request_id)
@@ -196,9 +166,7 @@ class AskDesk:
         await self.launch.resume(request_id, key, lambda: self.go_on_here(request_id, redraw=redraw))
 
     async def go_on_here(self, request_id: str, *, redraw: bool = True) -> None:
-        """A parked turn with nothing left to wait for goes on here: its approval message (if it has
-        one) shows every call's outcome, then the turn answers once in its conversation and the
-        messages that waited there are answered. Nothing happens when another process took it."""
+        """A parked turn goes on here: its message redrawn, then its answer and the messages that waited."""
         if redraw:
             found = await self._prompt(request_id)
             if found is not None:
@@ -206,8 +174,7 @@ class AskDesk:
         await self.turns.resume(request_id)
 
     async def sweep(self) -> list[str]:
-        """Requests past their expiry are shown expired and their turns go on without the calls
-        nobody approved (or with "cancel" for the questions nobody answered)."""
+        """Expired requests are shown expired; their turns go on without the calls or answers nobody gave."""
         expired = await self.agent.expire_due(self.platform)
         for request_id in expired:
             await self.go_on(request_id)

@@ -1,10 +1,8 @@
 """Deliveries recorded in the inbox and answered outside their delivery, the same on every platform.
 
-Every delivery is claimed in the inbox before it is acked, so nothing a person writes is lost. One
-that was not answered is taken up again: at start-up (`recover`: answered here, or queued when jobs
-are shared and no job waits for it), by its job in whichever process runs it (`take`), and by the
-sweep that queues what a process recorded but died before queueing (`requeue_left`). A recorded
-payload that can no longer be read is dropped with a log line by the platform's `left_over`.
+Every delivery is claimed in the inbox before it is acked, so nothing is lost. One not answered is
+taken up again at start-up (`recover`), by its job (`take`), or by the sweep that queues what a
+process recorded but died before queueing (`requeue_left`).
 """
 
 from __future__ import annotations
@@ -15,8 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from adapters.common.desk import AskDesk
 from adapters.jobs_runtime import Launcher
-from bot.agent import Inbox
+from bot.agent import Agent
 from bot.types import ConversationKey
 
 logger = logging.getLogger(__name__)
@@ -32,18 +31,11 @@ class Keyed(Protocol):
 Turn = TypeVar("Turn", bound=Keyed)
 
 
-class Inboxed(Protocol):
-    """The agent, as far as its inbox goes."""
-
-    @property
-    def inbox(self) -> Inbox: ...
-
-
 @dataclass(eq=False)
 class Recorded(Generic[Turn]):
     """One platform's recorded deliveries: `left_over` reads a payload back into its turn."""
 
-    agent: Inboxed
+    agent: Agent
     platform: str
     launch: Launcher
     left_over: Callable[[str, str], Awaitable[Turn | None]]
@@ -52,9 +44,8 @@ class Recorded(Generic[Turn]):
     noun: str
 
     async def recover(self, here: Callable[[str, Turn], None]) -> int:
-        """At start-up: answer the deliveries left unfinished (`here`); with jobs, queue those that
-        have no job waiting or running (another process may be answering the rest right now).
-        Returns how many were taken up."""
+        """At start-up: answer the deliveries left unfinished (`here`), or with jobs queue those with no
+        job waiting or running (another process may be answering them); returns how many."""
         count = 0
         for event_id, payload in await self.agent.inbox.unfinished_events(self.platform):
             turn = await self.left_over(event_id, payload)
@@ -88,15 +79,8 @@ class Recorded(Generic[Turn]):
             logger.exception("looking for %ss recorded but never queued failed", self.noun)
 
 
-class Sweeps(Protocol):
-    """What the periodic sweep asks of the approval desk."""
-
-    async def sweep(self) -> list[str]: ...
-
-
-async def sweep(recorded: Recorded[Any], desk: Sweeps) -> list[str]:
-    """Queue what was recorded but never queued (with jobs), then expire the requests whose time ran
-    out (their turns go on in the background); returns the requests expired now."""
+async def sweep(recorded: Recorded[Any], desk: AskDesk) -> list[str]:
+    """Queue what was recorded but never queued, then expire the requests out of time; those expired now."""
     await recorded.requeue_left()
     try:
         return await desk.sweep()

@@ -1,12 +1,8 @@
 """A request's message settled once per outcome, in order, from wherever it is known.
 
-A question's message is posted by the turn that asked and settled (buttons off, how it ended) by
-whoever learns the outcome: that turn, the click or submit that answered it, the sweep that expired
-it, a turn resumed after a restart. `Settled` remembers, for one bot, where each message is (or
-that its post is under way) and which outcome it shows: an outcome already shown is not shown
-again, and the edits of one message run one at a time, in the order the outcomes arrived, after
-its post. A message this process did not post is found where the click came from, else where its
-request says it was posted.
+Whoever learns how a question ended (its turn, a click, the sweep, a resumed turn) settles its
+message. `Settled` remembers where each message is (or that its post is under way) and what it
+shows: an outcome is shown once, and one message's edits run in order after its post.
 """
 
 from __future__ import annotations
@@ -40,9 +36,7 @@ def ended(outcome: InputOutcome) -> str | None:
 
 
 async def answer_input(agent: Agent, request_id: str, user: str, answer: Answer) -> InputOutcome:
-    """One answer to a question through `Agent.answer`. One that changes nothing still names its
-    request when it is known (a request gone or expired comes back in the `AskError`), so its
-    message can show how the request ended."""
+    """One answer; one that changes nothing still names its request, so its message shows its end."""
     try:
         answered = await agent.answer(request_id, user, answer)
     except AskError as exc:
@@ -60,10 +54,7 @@ class _Shown(Generic[Place]):
 
 @dataclass(eq=False)
 class Settled(Generic[Place]):
-    """Where one bot's request messages are and how each shows its request ended.
-
-    `edit(place, request, status)` shows the outcome on the platform and says whether it did;
-    `parse` reads a stored message reference back into a place."""
+    """Where one bot's request messages are and how each shows its end; `parse` reads a stored reference."""
 
     edit: Callable[[Place, InputRequest, str], Awaitable[bool]]
     parse: Callable[[str | None], Place | None]
@@ -87,9 +78,8 @@ class Settled(Generic[Place]):
             shown.place.set_result(place)
 
     async def settle(self, request: InputRequest, status: str, place: Place | None = None) -> bool:
-        """Show that `request` ended with `status` on its message (known here, else at `place`, else
-        where the request says it was posted). Once per outcome, in the order outcomes arrive;
-        False when the message is not known or already shows this."""
+        """Show that `request` ended with `status` on its message (known here, at `place`, or where the
+        request says), once per outcome and in order; False when unknown or shown already."""
         rid = request.request_id
         shown = self._shown.get(rid)
         if shown is None:

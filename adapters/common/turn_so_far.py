@@ -1,10 +1,7 @@
 """What a running turn has shown so far, folded from its `TurnEvent`s once for every platform.
 
-A turn's progress sink only records (it must return at once); each platform draws this state in its
-own way (Block Kit, Discord message contents, a terminal's live region) when its own pace allows.
-The fold holds what every drawing needs: the round's text as the model writes it (a "thinking" event
-starts a round, and the earlier round's text was a draft, so it goes), one record per tool call in
-the order they started, and the newest status line, which may be a question waiting for a person.
+A progress sink only records (it must return at once); each platform draws this state at its own
+pace: the round's text, a record per tool call, and the newest status line.
 """
 
 from __future__ import annotations

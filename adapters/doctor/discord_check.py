@@ -1,9 +1,6 @@
-"""The Discord checks, run only when DISCORD_BOT_TOKEN is set: the token logs in (`GET /users/@me`,
-through discord.py as `nerve discord` does), and when NERVE_DISCORD_MESSAGE_CONTENT is on, the
-application is allowed the Message Content intent (its flags, `GET /applications/@me`).
-
-Asking the flags before connecting turns what would be a refused gateway at start into a warning
-that says where the switch is.
+"""The Discord checks: the token logs in (through discord.py, as `nerve discord` does), and the
+Message Content intent is allowed when NERVE_DISCORD_MESSAGE_CONTENT is on: asked before connecting,
+a refused gateway at start becomes a warning that says where the switch is.
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ INTENT_SWITCH = "the Developer Portal (Bot → Privileged Gateway Intents)"
 
 
 async def check_discord(settings: Settings) -> list[Check]:
-    if settings.discord_bot_token is None:
-        return []
+    """Run only when DISCORD_BOT_TOKEN is set."""
     token = check_settings(settings)
     point_discord_at(settings)
     http = discord.http.HTTPClient(asyncio.get_running_loop())

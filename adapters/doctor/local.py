@@ -1,21 +1,28 @@
 """Checks of what nerve reads and runs on this machine: settings, the servers file, the MCP
 servers themselves and the database. Each goes through the same code nerve starts with, so what
-passes here is what nerve will see."""
+passes here is what nerve will see. Several checks change their verdict when Slack or Discord
+people would meet what the terminal user shrugs off (`platforms_set_up`).
+
+A server that will not start usually says why on stderr, so the report quotes each stdio server's
+last stderr line, read off the `bot.mcp.stderr.<server>` loggers nerve already writes them to.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import aiosqlite
 from pydantic import ValidationError
 
-from adapters.doctor.platforms import platforms_set_up
-from adapters.doctor.report import Check, error, ok, warning
-from adapters.doctor.stderr_tail import last_stderr_lines
+from adapters.doctor.report import Check, error, ok, schema_news, warning
 from adapters.settings import Settings
+from bot.config import OFFLINE_MODEL
 from bot.errors import ConfigError, StoreError
 from bot.mcp.server_config import McpConfig, ServerConfig
 from bot.mcp.servers_file import load_mcp_config
@@ -24,10 +31,45 @@ from bot.store.choose import POSTGRES_SCHEMES
 from bot.store.connect import connect, rollback, store_error
 from bot.store.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
 
+MODEL = "model"
+REAL_MODEL = "set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL (any OpenAI-compatible server), and NERVE_MODEL"
 # How long each MCP server may take to start and list its tools: as long as nerve itself allows.
 SERVER_LIMIT = 15.0
 # How the host points at a server's stderr in the log (`MCPHost.problems`); the report quotes it.
 SEE_LOG = "; see the log for its stderr"
+STDERR_LOGGER = "bot.mcp.stderr"
+# The repeat of a failed start's quiet lines (`bot.mcp.stderr`): its lines were each seen already.
+REPEAT = "last output before it stopped:"
+
+
+def slack_set_up(settings: Settings) -> bool:
+    return any((settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret))
+
+
+def platforms_set_up(settings: Settings) -> str:
+    """'Slack', 'Discord', 'Slack and Discord', or '' when neither is."""
+    found = [("Slack", slack_set_up(settings)), ("Discord", settings.discord_bot_token is not None)]
+    return " and ".join(name for name, on in found if on)
+
+
+def offline_check(settings: Settings) -> Check:
+    """A warning once Slack or Discord is set up: people there would get rule-based answers unawares."""
+    why = (
+        f"NERVE_MODEL is '{OFFLINE_MODEL}'"
+        if settings.nerve_model == OFFLINE_MODEL
+        else "neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
+    )
+    platforms = platforms_set_up(settings)
+    if platforms:
+        found = (
+            f"the built-in offline model ({why}): {platforms} users would get its rule-based answers,"
+            " not a language model's"
+        )
+        return warning(MODEL, found, f"for a real model {REAL_MODEL}")
+    return ok(
+        MODEL,
+        f"the built-in offline model ({why}): rule-based, not a language model; for a real one {REAL_MODEL}",
+    )
 
 
 def load_settings() -> tuple[Check, Settings | None]:
@@ -68,8 +110,7 @@ def load_servers(settings: Settings) -> tuple[Check, McpConfig | None]:
 
 
 def servers_file_warnings(mcp: McpConfig | None) -> list[Check]:
-    """What the servers file says that works but reads wrong: server names only case or
-    punctuation apart, which a person or a model can take for one another."""
+    """Server names only case or punctuation apart: a person or a model can take one for the other."""
     if mcp is None:
         return []
     return [warning("servers file", found, "rename one of them") for found in mcp.warnings]
@@ -123,15 +164,12 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
             await host.aclose()
     for name, config in servers.items():
         checks.extend(_plain_http(name, config))
-        if name in connected:
-            problem = problems.get(name)
-            people = connected[name]
-            if problem is None or problem == NEEDS_SIGN_IN:
-                who = "1 person has" if people == 1 else f"{people} people have"
-                found = f"each person signs in; {who} connected"
-                checks.append(ok(f"server {name}", found))
-                continue
-        checks.append(_server_check(name, config, _plain(problems.get(name), STILL_STARTING), tools[name]))
+        problem = problems.get(name)
+        if name in connected and problem in (None, NEEDS_SIGN_IN):
+            who = "1 person has" if connected[name] == 1 else f"{connected[name]} people have"
+            checks.append(ok(f"server {name}", f"each person signs in; {who} connected"))
+        else:
+            checks.append(_server_check(name, config, _plain(problem, STILL_STARTING), tools[name]))
     return checks
 
 
@@ -141,8 +179,7 @@ def _signed_in(servers: dict[str, ServerConfig]) -> list[str]:
 
 
 def _no_public_url(settings: Settings, signed: list[str]) -> Check:
-    """The terminal signs in through its own loopback address, so only Slack and Discord need
-    NERVE_PUBLIC_URL: an error when one of them is set up here, else a warning for later."""
+    """NERVE_PUBLIC_URL missing: an error where Slack or Discord is set up (the terminal needs none)."""
     names = ", ".join(signed)
     todo = (
         "set NERVE_PUBLIC_URL to the address people's browsers reach this nerve at"
@@ -169,8 +206,7 @@ def _with_stderr(problem: str, last_line: str | None) -> str:
 
 
 def _plain_http(name: str, config: ServerConfig) -> list[Check]:
-    """A warning for a server the entry lets nerve reach over plain http off this machine (without
-    `allowInsecureHttp` such an entry is a servers file error, reported above)."""
+    """A warning for a server reached over plain http off this machine (`allowInsecureHttp`)."""
     host = plain_http_host(config.url) if config.url and config.allow_insecure_http else None
     if host is None:
         return []
@@ -207,8 +243,7 @@ def _server_check(name: str, config: ServerConfig, problem: str | None, tools: i
 
 
 async def check_database(settings: Settings) -> Check:
-    """Open the store as nerve does (creating it and applying migrations), then try a write that
-    is rolled back: a store that opens but cannot be written fails the first conversation."""
+    """Open the store as nerve does, then try a write that is rolled back: an unwritable store fails later."""
     if settings.nerve_database_url is not None:
         return await _check_postgres(settings.nerve_database_url.get_secret_value())
     path = settings.nerve_db
@@ -223,13 +258,9 @@ async def check_database(settings: Settings) -> Check:
         if not folder_ok:
             todo = "set NERVE_DB to a file in a folder nerve can create and write"
         return error("database", exc.message, todo)
-    if before is None:
-        how = "created now, "
-    elif before < version:
-        how = f"migrated now from {before}, "
-    else:
-        how = ""
-    return ok("database", f"{path}: {how}schema version {version} (current), writable")
+    return ok(
+        "database", f"{path}: {schema_news(before, version)}schema version {version} (current), writable"
+    )
 
 
 async def _check_postgres(url: str) -> Check:
@@ -277,3 +308,36 @@ async def _write_probe(path: Path) -> int:
     finally:
         await db.close()
     return int(rows[0][0] or 0) if rows else 0
+
+
+class LastStderrLines(logging.Handler):
+    """Keeps each server's newest stderr line, and passes on the records the log would have shown."""
+
+    def __init__(self, shown_from: int) -> None:
+        super().__init__(logging.INFO)
+        self.last: dict[str, str] = {}
+        self._shown_from = shown_from
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if not text.startswith(REPEAT) and text.strip():
+            self.last[record.name.removeprefix(f"{STDERR_LOGGER}.")] = text.splitlines()[-1].strip()
+        if record.levelno >= self._shown_from:
+            logging.getLogger().handle(record)
+
+
+@contextmanager
+def last_stderr_lines() -> Iterator[dict[str, str]]:
+    """`with last_stderr_lines() as last:` — `last[server]` is its newest stderr line, once written."""
+    logger = logging.getLogger(STDERR_LOGGER)
+    handler = LastStderrLines(logger.getEffectiveLevel())
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield handler.last
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate

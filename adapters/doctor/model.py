@@ -1,14 +1,12 @@
-"""The model check: the smallest request a model service answers (`GET /models`), which shows
-at once whether it can be reached, whether it takes the key, and whether it knows NERVE_MODEL.
-
-Nothing the service says about a refused key is repeated: OpenAI's 401 quotes part of the key.
+"""The model check: `GET /models` shows at once whether the service is reached, takes the key and
+knows NERVE_MODEL. What it says about a refused key is not repeated: OpenAI's 401 quotes the key.
 """
 
 from __future__ import annotations
 
 import openai
 
-from adapters.doctor.offline import NAME
+from adapters.doctor.local import MODEL as NAME
 from adapters.doctor.report import Check, error, ok, warning
 from bot.config import Settings
 
@@ -20,7 +18,7 @@ API_HINT = "check that OPENAI_BASE_URL points at the API (it usually ends in /v1
 
 
 async def check_model(settings: Settings) -> Check:
-    """List the service's models (the offline model is `adapters.doctor.offline`'s)."""
+    """List the service's models (the offline model is `offline_check`'s)."""
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     limit = min(settings.nerve_llm_timeout, MODEL_LIMIT)
     client = openai.AsyncOpenAI(

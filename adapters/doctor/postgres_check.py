@@ -1,9 +1,6 @@
-"""The database check of `nerve doctor` when NERVE_DATABASE_URL is set: PostgreSQL reached, its
-migrations brought up to date as at start, and a write tried and rolled back.
-
-Imported only when the URL is set: psycopg comes with the `postgres` extra, which a SQLite deployment
-does not need. The server is always named as the store names it (user, host, port, database), never
-with the password; the report's redactor hides the URL's password besides.
+"""The database check when NERVE_DATABASE_URL is set: PostgreSQL reached, migrated as at start, and
+a write tried and rolled back. Imported only then (psycopg is the `postgres` extra); the server is
+named as the store names it, never with the password.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from adapters.doctor.report import Check, error, ok
+from adapters.doctor.report import Check, error, ok, schema_news
 from bot.errors import StoreError
 from bot.store.postgres import CONNECT_TIMEOUT_SECONDS, PostgresStore, describe, postgres_error
 from bot.store.postgres_migrate import current_schema
@@ -66,12 +63,7 @@ async def _check(url: str, where: str) -> Check:
         return error(NAME, postgres_error(exc, where).message, "fix that, then run nerve doctor again")
     except StoreError as exc:
         return error(NAME, exc.message, "fix that, then run nerve doctor again")
-    if before == 0:
-        how = "created now, "
-    elif before < version:
-        how = f"migrated now from {before}, "
-    else:
-        how = ""
+    how = schema_news(before or None, version)
     return ok(NAME, f"{where} (schema {schema}): {how}schema version {version} (current), writable")
 
 

@@ -1,7 +1,5 @@
 """What one check found, and how the report is written: a line each for people, JSON for scripts.
-
-Every text passes through a `Redactor` before it is written: a reason from a server or a platform
-may quote a URL or a header, and nothing nerve prints may hold a token or a secret.
+Every text passes a `Redactor` first: a reason may quote a URL or a header holding a secret.
 """
 
 from __future__ import annotations
@@ -39,6 +37,13 @@ def warning(name: str, found: str, todo: str) -> Check:
 
 def error(name: str, found: str, todo: str) -> Check:
     return Check("error", name, found, todo)
+
+
+def schema_news(before: int | None, version: int) -> str:
+    """What opening the store did to its schema (None before: there was none), for the database line."""
+    if before is None:
+        return "created now, "
+    return f"migrated now from {before}, " if before < version else ""
 
 
 class Redactor:

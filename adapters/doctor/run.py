@@ -1,8 +1,5 @@
-"""`nerve doctor`: every check in order, a line each as it completes (or JSON at the end).
-
-The checks that wait on something (servers starting, the model service, Slack, Discord, the
-database) run at once; their lines are still written in the fixed order, so a report reads the
-same every time. The exit code is 1 when any check is an error, else 0.
+"""`nerve doctor`: every check, a line each as it completes (or JSON at the end); exit code 1 on any
+error. The checks that wait run at once, their lines still in a fixed order.
 """
 
 from __future__ import annotations
@@ -18,14 +15,13 @@ from adapters.doctor.local import (
     check_servers,
     load_servers,
     load_settings,
+    offline_check,
     servers_file_warnings,
+    slack_set_up,
 )
-from adapters.doctor.offline import offline_check
-from adapters.doctor.platforms import slack_set_up
 from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
-from adapters.log_format import install, settings_secrets
+from adapters.log_format import install, log_to_stderr, settings_secrets
 from adapters.settings import Settings
-from adapters.terminal.logs import log_to_stderr
 from bot.mcp.server_config import McpConfig
 
 # Names every report may have; a server's line is `server NAME`.
@@ -96,9 +92,7 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     servers = mcp.servers if mcp is not None else {}
     redact = Redactor(secrets_of(settings, mcp))
     width = min(MAX_WIDTH, max([width, *(len(f"server {name}") for name in servers)]))
-    report(settings_check)
-    report(servers_check)
-    for check in servers_file_warnings(mcp):
+    for check in (settings_check, servers_check, *servers_file_warnings(mcp)):
         report(check)
     later: list[Coroutine[Any, Any, list[Check]]] = [
         check_servers(servers, settings),

@@ -1,8 +1,5 @@
-"""The Slack checks, run only when a Slack token or secret is set: the bot token (auth.test), the
-scopes it was granted against those nerve's features use, and how events will arrive.
-
-The calls and the words for a refused token or an unreachable Slack are the ones `nerve slack`
-starts with (`adapters.slack.serve`).
+"""The Slack checks: the bot token (auth.test), its scopes against those nerve's features use, and
+how events will arrive, with the calls and words `nerve slack` starts with (`adapters.slack.serve`).
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ from collections.abc import Mapping
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.doctor.platforms import slack_set_up
 from adapters.doctor.report import Check, error, ok, warning
 from adapters.settings import Settings
 from adapters.slack.client import make_client, reaching_slack, require_bot_token
@@ -40,8 +36,7 @@ REACH = "check the network, or SLACK_API_BASE_URL if you set it"
 
 
 async def check_slack(settings: Settings) -> list[Check]:
-    if not slack_set_up(settings):
-        return []
+    """Run only when `slack_set_up`."""
     try:
         require_bot_token(settings)
     except ConfigError as exc:

@@ -1,10 +1,8 @@
 """Approvals in the terminal: show the calls that wait, ask about each, then let the turn go on.
 
-The chat and `nerve ask` on a terminal ask per call (`Run write_file(path="notes.txt", …)? [y]es /
-[n]o / [a]lways here`); `nerve ask` in a script decides every call at once: denied, or approved
-with `--yes`. The person at the terminal is the OS user, who is also the one who asked.
-
-A turn parked on a tool's questions goes on the same way once they are answered (`go_on_answered`).
+The person at the terminal (the OS user, who asked) is asked per call; `nerve ask` in a script
+decides every call at once: denied, or approved with `--yes`. A turn parked on a tool's questions
+goes on the same way once they are answered (`go_on_answered`).
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from rich.console import Console
 
 from adapters.terminal.fill_in import FillIn, Parked
 from adapters.terminal.keyboard import ReadLine
-from adapters.terminal.safe import printable, shown
+from adapters.terminal.safe import printable, say, shown
 from bot.errors import AskError
 from bot.types import (
     AgentReply,
@@ -35,14 +33,11 @@ from bot.types import (
 QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
 # (approve, remember) for each answer a person may type.
-ANSWERS = {
-    "y": (True, False),
-    "yes": (True, False),
-    "n": (False, False),
-    "no": (False, False),
-    "a": (True, True),
-    "always": (True, True),
-}
+ANSWERS = (
+    dict.fromkeys(("y", "yes"), (True, False))
+    | dict.fromkeys(("n", "no"), (False, False))
+    | dict.fromkeys(("a", "always"), (True, True))
+)
 PREVIEW_VALUE_CHARS = 40
 
 if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the like need none
@@ -52,8 +47,7 @@ if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the l
 async def _decide(
     agent: Agent, prompt: ApprovalPrompt, user: str, answer: Answer, console: Console | None = None
 ) -> list[str]:
-    """One decision through `Agent.answer`; the calls it decided. Why nothing changed is printed
-    on `console`, when given."""
+    """One decision through `Agent.answer`; the calls it decided (why nothing changed on `console`)."""
     try:
         answered = await agent.answer(prompt.request_id, user, answer)
     except AskError as exc:
@@ -127,21 +121,15 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
 
 async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[bool, bool] | None:
     question = QUESTION.format(call=call_preview(call))
-    while True:
-        answer = await ask(question)
-        if answer is None:
-            return None
-        choice = ANSWERS.get(answer.strip().lower())
-        if choice is not None:
+    while (answer := await ask(question)) is not None:
+        if (choice := ANSWERS.get(answer.strip().lower())) is not None:
             return choice
         console.print(HOW_TO_ANSWER, markup=False)
+    return None
 
 
 async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_progress) -> AgentReply | None:
-    """The rest of the turn once every call is decided, or once the request ran out of time.
-
-    None while a call still waits, or when another process already went on with it.
-    """
+    """The rest of the turn once every call is decided or expired; None while one waits or elsewhere."""
     final = await agent.resume(prompt.request_id, progress)
     if final is None and prompt.expires_at <= time.time():
         await agent.expire_due("terminal")
@@ -150,12 +138,8 @@ async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_pr
 
 
 async def go_on_answered(agent: Agent, parked: Parked, progress: Progress = no_progress) -> AgentReply | None:
-    """The rest of a turn that parked on its tools' questions, once they were answered here.
-
-    Without a parked turn to resume from the answers (given elsewhere, or too late), the one the
-    conversation waits on is tried: it goes on here when nobody else took it. None while it still
-    waits, or when another process already went on with it.
-    """
+    """The rest of a turn parked on its tools' questions once answered here; without its own turn to
+    resume (answered elsewhere, or late), the one its conversation waits on. None while it waits."""
     request_id = parked.resume
     if request_id is None:
         found = await agent.parked_in(parked.key)
@@ -179,15 +163,8 @@ async def settle_one_shot(
     progress: Progress = no_progress,
     questions: FillIn | None = None,
 ) -> AgentReply:
-    """`nerve ask`: decide and answer until the answer no longer waits, then return it.
-
-    `--yes` approves every call of this one question; on a terminal (`ask` given) the person is
-    asked per call; otherwise nerve denies every call that needs approval (no one to ask), and
-    stderr says which.
-    A turn parked on its tools' questions goes on once `questions` has them answered (on a
-    terminal by the person, in a script declined at once). The rest of the turn reports to
-    `progress` as the first part did.
-    """
+    """`nerve ask`: decide and answer until the answer no longer waits: calls approved with `--yes`,
+    asked on a terminal, else denied by nerve (stderr says which); `questions` asks the rest."""
     while True:
         parked = await questions.settle() if questions is not None else None
         prompt = reply.approval
@@ -200,10 +177,7 @@ async def settle_one_shot(
             else:  # nobody to ask: nerve denies, and says so, rather than deciding as the person
                 denied = await agent.deny_unasked(prompt.request_id)
                 for call in (c for c in prompt.calls if c.call_id in denied):
-                    sys.stderr.write(
-                        printable(f"nerve: not run: {call.tool} needs approval; run with --yes to approve")
-                        + "\n"
-                    )
+                    say(f"nerve: not run: {call.tool} needs approval; run with --yes to approve", sys.stderr)
             final = await go_on(agent, prompt, progress)
             waits_for = "a decision on its tool calls"
         elif parked is not None:

@@ -1,8 +1,5 @@
-"""The interactive chat: a REPL over one conversation, with its greeting and slash commands.
-
-Its turns, and everything they wait for, are run by `adapters.terminal.turns`; lines and Ctrl-C are
-read by `adapters.terminal.keyboard`; one-shot `ask`, the tool list and history printing live in
-`adapters.terminal.views`.
+"""The interactive chat: a REPL over one conversation, with its greeting and slash commands; its
+turns are run by `adapters.terminal.turns`.
 """
 
 from __future__ import annotations
@@ -50,27 +47,19 @@ def help_text() -> str:
     return "\n".join(["Type a question and press Enter. Commands:", *rows, KEYS])
 
 
-def _no_notice() -> str | None:
-    return None
-
-
 # Commands that read what the MCP servers offer: typed while they start, they wait for them.
 SERVERS_NEEDED = frozenset({"/tools", "/prompt"})
 
 
 class TerminalChat:
-    """A REPL over one conversation; the agent and everything below it stay platform-neutral.
-
-    `notices` is asked before each prompt for one line to show (where the log went, say); it lets
-    the chat mention such things between turns without printing them mid-answer.
-    """
+    """A REPL over one conversation; `notices` gives a line to show between turns, never mid-answer."""
 
     def __init__(
         self,
         runtime: Runtime,
         thread: str,
         console: Console | None = None,
-        notices: Callable[[], str | None] = _no_notice,
+        notices: Callable[[], str | None] = lambda: None,
         sign_in: LoopbackCallback | None = None,
     ) -> None:
         self._runtime = runtime
@@ -109,11 +98,8 @@ class TerminalChat:
         )
 
     async def run(self) -> None:
-        """Chat until /quit, end of input, or Ctrl-C at the prompt.
-
-        On a terminal the banner and the prompt come at once, while the MCP servers start; what
-        they came to is said before a later prompt, and a question waits for them. Off a terminal
-        (a script) the chat starts once they have, as ever."""
+        """Chat until /quit, end of input, or Ctrl-C at the prompt. On a terminal the prompt comes
+        while the MCP servers start (a question waits for them); off one, once they have."""
         tolerate_undecodable_input()
         if not self._interactive:
             await self._runtime.wait_for_servers()
@@ -243,8 +229,7 @@ class TerminalChat:
 
     async def _show(self, word: str, argument: str) -> None:
         which = argument.strip()
-        last = self._turns.last
-        attachments = last.attachments if last else ()
+        attachments = self._turns.last.attachments if self._turns.last else ()
         if not attachments:
             self._console.print("No tool results to show yet.")
             return

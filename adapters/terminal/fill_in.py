@@ -1,16 +1,11 @@
 """A server's question in the terminal: a form asked field by field, or a link to open yourself.
 
-A tool that needs input waits inside its call while the person answers, so the question is asked
-while the turn runs: `FillIn` watches the turn's progress, and on an "ask" for a question or a link
-asks in a task of
-its own (one question at a time, with the live view paused so nothing draws over the prompts),
-then hands the answer to the agent, which gives it to the waiting call. Each field is checked as it
-is typed (`bot.forms.parse_field`), so a wrong value is asked again at once, with why. Ctrl-C or
-end of input at any prompt answers "cancel"; a link is never opened for the person.
-
-A server that asks in its call's result parks the turn instead: the turn returns while its questions
-are still open. They are asked the same way; `settle` then waits for them and says which parked turn
-the answers let go on, for the caller to resume.
+A tool that needs input waits inside its call, so `FillIn` watches the turn's progress and asks each
+question while the turn runs, one at a time in a task of its own, with the live view paused so
+nothing draws over the prompts. Each field is checked as it is typed (`bot.forms.parse_field`), so a
+wrong value is asked again at once. Ctrl-C or end of input answers "cancel"; a link is never opened
+for the person. A server that asks in its call's result parks the turn instead: its questions are
+asked the same way, and `settle` says which parked turn the answers let go on.
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ from rich.console import Console
 from adapters.common import cards
 from adapters.resources import link_host
 from adapters.terminal.keyboard import ReadLine
-from adapters.terminal.safe import printable, shown
+from adapters.terminal.safe import printable, say, shown
 from bot.errors import AskError
 from bot.types import (
     REQUIRED,
@@ -59,15 +54,10 @@ SEND = "Send? [Y/n/d=decline] "
 HOW_TO_SEND = "Press Enter or y to send it, n to send nothing, d to decline."
 OPEN = "Open it yourself, then press Enter when done, or type d to decline: "
 HOW_TO_OPEN = "Press Enter once you are done there, or type d to decline."
-SENDS: dict[str, InputAction] = {
-    "y": "accept",
-    "yes": "accept",
-    "": "accept",
-    "n": "cancel",
-    "no": "cancel",
-    "d": "decline",
-    "decline": "decline",
-}
+DECLINES: dict[str, InputAction] = {"d": "decline", "decline": "decline"}
+SENDS: dict[str, InputAction] = {"y": "accept", "yes": "accept", "": "accept", "n": "cancel", "no": "cancel"}
+SENDS |= DECLINES
+OPENS: dict[str, InputAction] = {"": "accept", "done": "accept", "y": "accept", "yes": "accept", **DECLINES}
 DONE = {"accept": "Sent.", "decline": "Declined.", "cancel": "Cancelled: nothing was sent."}
 # What a person's choice tells the server, as an answer to the ask.
 ANSWERS: dict[InputAction, Answer] = {"accept": LinkOpened(), "decline": Decline(), "cancel": Cancel()}
@@ -84,9 +74,7 @@ def _ended(request: InputRequest, status: str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Parked:
-    """A turn that parked on its tools' questions, once they were asked here: the conversation it
-    waits in, the tools that asked, and the parked turn an answer here let go on (None when the
-    answers were given elsewhere, came too late, or are still missing)."""
+    """A parked turn's questions, asked here; `resume`: the turn an answer here let go on, if any."""
 
     key: ConversationKey
     tools: tuple[str, ...]
@@ -100,12 +88,7 @@ class _Stop(Exception):
 @dataclass(eq=False)
 class FillIn:
     """The questions servers ask during one piece of a turn; `async with`, then `watching(sink)`.
-
-    `read` asks one line (None on Ctrl-C or end of input); without it (a script) every question is
-    declined at once, with a note, so a script never waits for a person. `pause` stops the live
-    view while a question is asked. Leaving stops a question still being asked: its turn is over.
-    Once a piece of a turn has returned, `settle` asks what it left open (a parked turn's questions).
-    """
+    Without `read` (a script) each is declined at once: a script never waits for a person."""
 
     agent: Agent
     user: str
@@ -142,17 +125,12 @@ class FillIn:
 
     @property
     def parked(self) -> bool:
-        """True when a question shown is still open although the piece of turn that asked it may have
-        returned: a live question ends before its call does, so only a parked turn leaves one open."""
+        """A question shown is still open: live ones end before their call, so only a parked turn does."""
         return any(request_id not in self._ended for request_id in self._seen)
 
     async def settle(self) -> Parked | None:
-        """After a piece of a turn returned: the questions it left open, asked here until each has
-        its answer (or is dismissed); None when it left none, so it did not park on questions.
-
-        A live question that ended without an answer while the person was still typing is taken
-        off the screen; the others are waited for.
-        """
+        """After a piece of a turn returned: wait for the questions it left open (None when it left
+        none: it did not park). A live question that ended while the person typed is taken away."""
         left_open = [request for request_id, request in self._seen.items() if request_id not in self._ended]
         for request_id, task in list(self._asking.items()):
             if request_id in self._ended and (request_id != self._current or self._at_prompt):
@@ -215,15 +193,12 @@ class FillIn:
         print_request(console, request)
         if self.read is None:
             await self._answer(request, "decline")
-            sys.stderr.write(
-                printable(f"nerve: declined: {request.server} asked for input; run on a terminal to answer")
-                + "\n"
-            )
+            say(f"nerve: declined: {request.server} asked for input; run on a terminal to answer", sys.stderr)
             return
         action: InputAction | None
         try:
             if request.mode == "url":
-                action = await self._open_link(request)
+                action = await self._choose(OPEN, OPENS, HOW_TO_OPEN)
             else:
                 action = await self._fill(request)
         except _Stop:
@@ -237,8 +212,7 @@ class FillIn:
     async def _answer(
         self, request: InputRequest, action: InputAction, values: dict[str, Any] | None = None
     ) -> Answered | None:
-        """Hand the answer over (`values`: a form sent); None (said so) when the request ended while
-        the person answered, or is gone."""
+        """Hand the answer over (`values`: a form sent); None (said so) when the request ended or is gone."""
         if (status := self._ended.get(request.request_id)) is not None:
             ended = _ended(request, status)
             self.console.print(f"[yellow]The question ended meanwhile, so nothing was sent:[/yellow] {ended}")
@@ -267,15 +241,6 @@ class FillIn:
             raise _Stop
         return line
 
-    async def _open_link(self, request: InputRequest) -> InputAction:
-        while True:
-            typed = (await self._line(OPEN)).strip().lower()
-            if typed in ("", "done", "y", "yes"):
-                return "accept"
-            if typed in ("d", "decline"):
-                return "decline"
-            self.console.print(HOW_TO_OPEN, markup=False)
-
     async def _fill(self, request: InputRequest) -> InputAction | None:
         """Ask the form field by field and send it (said so); the person's other choice, if any."""
         form = request.form or Form(fields=())
@@ -289,7 +254,7 @@ class FillIn:
                 else:
                     values[field.name] = value
             print_summary(self.console, form, values)
-            action = await self._send()
+            action = await self._choose(SEND, SENDS, HOW_TO_SEND)
             if action != "accept":
                 return action
             content: dict[str, Any] = {
@@ -310,31 +275,28 @@ class FillIn:
             self.console.print(f"  [dim]{shown(field.description)}[/dim]")
         prompt = field_prompt(field)
         while True:
-            typed = await self._line(prompt)
             try:
-                value = parse_field(field, typed)
+                value = parse_field(field, await self._line(prompt))
             except FieldError as error:
                 self.console.print(f"  [red]{shown(str(error))}[/red]")
                 continue
-            if value is None and field.required:
-                self.console.print(f"  [red]{REQUIRED}[/red]")
-                continue
-            return value
+            if value is not None or not field.required:
+                return value
+            self.console.print(f"  [red]{REQUIRED}[/red]")
 
-    async def _send(self) -> InputAction:
-        while True:
-            action = SENDS.get((await self._line(SEND)).strip().lower())
-            if action is not None:
-                return action
-            self.console.print(HOW_TO_SEND, markup=False)
+    async def _choose(self, prompt: str, choices: dict[str, InputAction], how: str) -> InputAction:
+        """Ask until the person types one of `choices`."""
+        while (action := choices.get((await self._line(prompt)).strip().lower())) is None:
+            self.console.print(how, markup=False)
+        return action
 
 
 def print_request(console: Console, request: InputRequest) -> None:
     """Who asks, for which call, until when, and the server's own words; for a link, its host first."""
-    until = time.strftime("%H:%M", time.localtime(request.expires_at)) if request.expires_at else ""
-    tools = ", ".join(request.tools)
-    asking = f" for {shown(tools)}" if tools else ""
-    when = f" (until {until})" if until else ""
+    asking = f" for {shown(', '.join(request.tools))}" if request.tools else ""
+    when = (
+        f" (until {time.strftime('%H:%M', time.localtime(request.expires_at))})" if request.expires_at else ""
+    )
     what = "wants you to open a link" if request.mode == "url" else "asks you to fill in a form"
     console.print(f"[bold yellow]{shown(request.server)}[/bold yellow] {what}{asking}{when}.")
     if request.mode == "url":

@@ -1,8 +1,7 @@
 """What the person at the keyboard types, and what Ctrl-C does meanwhile.
 
-Lines are read without blocking the loop (`LineReader`); Ctrl-C runs whatever the innermost open
-`on_ctrl_c` block says (cancel the running turn, stop waiting for a browser, leave at the prompt).
-The chat, its turns, a tool's questions, approvals and sign-ins all read and interrupt through here.
+Lines are read without blocking the loop (`LineReader`); Ctrl-C runs the innermost open `on_ctrl_c`
+block's action. The chat, its turns, questions, approvals and sign-ins all read through here.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The chat's prompt on a terminal: line editing, history, search, completion and pastes.
 
-A bare `input()` leaves keys to the terminal's line discipline: arrow keys arrive as escape
-sequences in the question, a line is cut at the terminal's 4,095-character limit, and a pasted block
-becomes one question per line. prompt_toolkit reads the keys itself in raw mode, so the prompt moves
-the cursor, recalls and searches earlier questions (Up/Down, Ctrl-R), clears the screen (Ctrl-L),
-completes `/commands` (Tab), and takes a bracketed paste as one piece of text, newlines included.
-Esc then Enter (Alt-Enter in most terminals) starts a new line; Enter sends.
-
-Only used on a terminal: off one (a pipe, a file), `LineReader` reads plain lines as before.
+A bare `input()` leaves keys to the terminal: arrow keys arrive as escape sequences, a line is cut
+at 4,095 characters and a pasted block becomes one question per line. prompt_toolkit reads the keys
+itself, so a paste is one piece of text; Esc then Enter starts a new line. Off a terminal,
+`LineReader` reads plain lines.
 """
 
 from __future__ import annotations
@@ -31,14 +27,12 @@ CONTINUATION = "   … "
 
 
 def history_file(database: Path) -> Path:
-    """Where the chat keeps the questions asked at its prompt: beside the SQLite database
-    (`nerve.db` → `nerve.history`), so each nerve directory recalls its own."""
+    """The prompt's history beside the database (`nerve.db` → `nerve.history`): one per nerve directory."""
     return database.with_suffix(".history")
 
 
 class SlashCompleter(Completer):
-    """Tab completes the chat's `/commands`, and after `/prompt ` the names of the prompts offered
-    here (asked each time: servers that start or change list new ones)."""
+    """Tab completes `/commands`, and after `/prompt ` the prompts offered here (asked anew each time)."""
 
     def __init__(self, commands: Sequence[str], prompt_names: Callable[[], Iterable[str]]) -> None:
         self._commands = commands
@@ -62,8 +56,7 @@ class SlashCompleter(Completer):
 
 
 def _private_history(path: Path) -> History:
-    """A history file only its owner reads (questions can hold anything); in memory when the file
-    cannot be made (a read-only directory), so the chat works all the same."""
+    """A history file only its owner reads (questions hold anything); in memory where none can be made."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
@@ -82,8 +75,7 @@ def _key_bindings(max_chars: int | None) -> KeyBindings:
 
     @bindings.add(Keys.BracketedPaste)
     def _paste(event: KeyPressEvent) -> None:
-        """A paste is one piece of text, newlines and all; one over the limit is refused with the
-        limit's message and the line is kept as it was, never cut short."""
+        """A paste is one piece of text; one over the limit is refused whole, never cut short."""
         data = event.data.replace("\r\n", "\n").replace("\r", "\n")
         buffer = event.current_buffer
         size = len(buffer.text) + len(data)
@@ -97,11 +89,7 @@ def _key_bindings(max_chars: int | None) -> KeyBindings:
 
 
 class TerminalPrompt:
-    """Asks one answer at a terminal; None on Ctrl-C or Ctrl-D, as `LineReader` does elsewhere.
-
-    `history` is the file Up/Down and Ctrl-R search (in memory without one); `max_chars` refuses a
-    paste that would make the text longer than a question may be.
-    """
+    """One answer at a terminal; None on Ctrl-C or Ctrl-D; `max_chars` refuses a paste too long to ask."""
 
     def __init__(
         self,

@@ -1,20 +1,12 @@
 """The answer while it is being written: the words as they arrive, and a line per tool call.
 
-The core reports a turn as `TurnEvent`s; both views here only record them (a sink must return at
-once) in the turn so far (`adapters.common.turn_so_far`), and draw elsewhere:
-
-- `LiveAnswer`, on a terminal: a rich live region with one line per tool call (running, then done
-  with its time; parallel calls side by side), the answer so far as Markdown (its last screenful),
-  and a status line until text comes. A painter task redraws at most `FRAMES_PER_SECOND` times a
-  second, at once when the first text arrives. The region is transient: once the turn ends the
-  chat prints the final reply, which is what counts (the stored text, its tool results). While a
-  server's question is asked below it, the region steps aside (`paused`).
-- `PlainAnswer`, for pipes and `nerve ask`: the text written as it comes, flushed piece by piece,
-  progress lines to their own stream; at the end only the part of the final reply not yet written.
-
-A "thinking" event starts a model round: text of an earlier round was a draft (next to tool calls,
-or one the model was asked to reconsider). The live view drops it; plain output cannot take back
-what it wrote, so it ends that line and goes on below.
+Both views only record the turn's events (a sink must return at once, `adapters.common.turn_so_far`)
+and draw elsewhere. `LiveAnswer`, on a terminal, is a transient rich live region redrawn by a painter
+task at most `FRAMES_PER_SECOND` times a second: the chat prints the final reply once the turn ends,
+and the region steps aside while a question is asked below it. `PlainAnswer`, for pipes and `nerve
+ask`, writes the text as it comes and at the end only what was not written yet. A "thinking" event
+makes earlier text a draft: the live view drops it; plain output cannot take it back, so it ends
+that line and goes on below.
 """
 
 from __future__ import annotations
@@ -47,11 +39,7 @@ def took(seconds: float) -> str:
 
 
 class TurnSoFar(turn_so_far.TurnSoFar):
-    """What a turn has shown so far, with this terminal's clock and status line.
-
-    What a turn asks a person is asked by the chat itself (`fill_in`, `sign_in`, `turns`), never
-    shown as a status: asks are not recorded here.
-    """
+    """What a turn has shown so far, by this terminal's clock; asks are the chat's own, never shown."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -187,10 +175,7 @@ class LiveAnswer:
 
 
 class PlainAnswer:
-    """The answer written as plain text as it arrives (`out`), progress lines to `notes` if given.
-
-    Nothing is padded or wrapped: a pipe gets the model's text as it wrote it.
-    """
+    """The answer as plain text as it arrives (`out`), unpadded and unwrapped; progress to `notes`."""
 
     def __init__(
         self, out: IO[str], notes: IO[str] | None = None, clock: Callable[[], float] = time.monotonic

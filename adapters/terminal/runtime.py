@@ -1,9 +1,6 @@
-"""The runtime of the terminal's commands (`nerve chat`, `nerve ask`).
-
-The person is at this machine, so a sign-in's browser comes back to it: when a server in the servers
-file signs in with OAuth, a loopback callback (`adapters.terminal.sign_in.LoopbackCallback`) is the
-redirect, and stored sign-ins are used without NERVE_PUBLIC_URL, which only the chat platforms need.
-Without such a server the OAuth client is never loaded.
+"""The runtime of the terminal's commands (`nerve chat`, `nerve ask`): with a loopback callback
+for sign-ins when a server signs in with OAuth (no NERVE_PUBLIC_URL needed), else without loading
+the OAuth client.
 """
 
 from __future__ import annotations
@@ -29,11 +26,7 @@ def signs_in(settings: Settings) -> bool:
 async def terminal_runtime(
     settings: Settings, *, servers_in_background: bool
 ) -> AsyncIterator[tuple[Runtime, LoopbackCallback | None]]:
-    """The runtime, with the loopback callback when a server signs in with OAuth.
-
-    With `servers_in_background` (the chat) the MCP servers start in the background: the chat greets
-    the person and shows its prompt while they start, and its turns wait for them
-    (`Runtime.wait_for_servers`)."""
+    """The runtime, with the loopback callback when a server signs in with OAuth."""
     if not signs_in(settings):
         async with open_runtime(settings, servers_in_background=servers_in_background) as runtime:
             yield runtime, None

@@ -1,21 +1,17 @@
 """Text from outside made harmless for a terminal.
 
-Model answers, tool results, tool descriptions and server errors come from parties nerve does not
-control. A terminal obeys control sequences in what it prints: ESC starts CSI sequences that clear
-the screen or move the cursor, and OSC 52 writes the clipboard. Everything the terminal front end
-prints that it did not write itself goes through `printable` (or `terminal_json` for `--json`), so
-such bytes are shown as visible `\\x1b`-style escapes and never reach the terminal raw.
-
-Links are shown as on Slack and Discord: `[google.com](https://evil.example)` reads
-`google.com (https://evil.example)`. rich would make it an OSC 8 hyperlink whose only visible text is
-"google.com"; `answer_markdown` makes none.
+A terminal obeys control sequences (ESC clears the screen, OSC 52 writes the clipboard), so what the
+terminal prints that nerve did not write goes through `printable` (or `terminal_json`), which shows
+them as visible escapes. Links read `text (target)` as on Slack and Discord: rich would make an OSC
+8 hyperlink showing only the text.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bot.text import scrub, show_link_targets
 
@@ -36,6 +32,11 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cleaned)
 
 
+def say(text: str, stream: TextIO | None = None) -> None:
+    """Outside text as one line of a command's output (stdout unless `stream`), never obeyed."""
+    (stream or sys.stdout).write(printable(text) + "\n")
+
+
 def shown(text: str) -> str:
     """Outside text ready for a rich markup string: harmless bytes, brackets escaped."""
     from rich.markup import escape  # rich only where something is drawn: not every command draws
@@ -44,18 +45,14 @@ def shown(text: str) -> str:
 
 
 def terminal_json(value: Any) -> str:
-    """`value` as indented JSON whose strings carry no raw control character or lone surrogate.
-
-    The encoder already escapes C0 controls; DEL and C1 only ever occur inside strings, where the
-    `\\u` escape keeps the decoded value exact.
-    """
+    """`value` as indented JSON whose strings carry no raw control character or lone surrogate
+    (DEL and C1, left raw by the encoder, only occur inside strings: `\\u` escapes keep them exact)."""
     text = scrub(json.dumps(value, ensure_ascii=False, indent=2))
     return _JSON_RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def answer_markdown(text: str) -> Markdown:
-    """Model-written Markdown for a terminal: harmless bytes, every link as `text (target)`, and no
-    hyperlink escape sequence whose target the visible text does not show."""
+    """Model-written Markdown for a terminal: harmless bytes, and every link shown as `text (target)`."""
     from rich.markdown import Markdown
 
     return Markdown(show_link_targets(printable(text)), hyperlinks=False)

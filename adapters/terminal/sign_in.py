@@ -1,15 +1,10 @@
 """Signing in to per-person servers from the terminal chat, and `nerve connections`.
 
-The person is at this machine, so the browser comes back to it: while the chat runs, a loopback
-server on 127.0.0.1 (a free port) takes the callback (RFC 8252) — the same callback the chat bots
-serve on NERVE_PUBLIC_URL (`adapters.oauth_http`), so no public address is needed here. It is only
-started when a server in the servers file signs in with OAuth.
-
-When a turn parks for a sign-in, the chat prints the link and opens it with Python's `webbrowser`
-(which honours BROWSER; in a thread of its own, as a console browser may hold it), then waits for the
-browser to land — Ctrl-C stops waiting — and goes on with the turn. A sign-in finished while the chat
-was not waiting lets the turn go on before the next question. `/connections`, `/connect NAME` and
-`/disconnect NAME` are the chat's commands for the same, `nerve connections` lists them outside it.
+The person is at this machine, so the browser comes back to a loopback server on 127.0.0.1 (RFC
+8252; the same callback the chat bots serve on NERVE_PUBLIC_URL), started only when a server signs
+in with OAuth. The link is printed and opened with `webbrowser` (in a thread: a console browser holds
+its caller); the chat waits for the browser, Ctrl-C stops waiting, and a sign-in finished meanwhile
+lets its turn go on before the next question.
 """
 
 from __future__ import annotations
@@ -88,15 +83,11 @@ class LoopbackCallback:
 
     def finished(self) -> list[SignedIn]:
         """Sign-ins finished while nobody waited for them."""
-        found = []
-        while not self._signed.empty():
-            found.append(self._signed.get_nowait())
-        return found
+        return [self._signed.get_nowait() for _ in range(self._signed.qsize())]
 
 
 def open_in_browser(url: str) -> None:
-    """Open `url` with `webbrowser` (BROWSER, else the desktop's) in a thread of its own: a console
-    browser holds its caller until it is closed, and the chat must go on meanwhile."""
+    """Open `url` in a thread of its own: a console browser holds its caller until it is closed."""
     threading.Thread(target=webbrowser.open, args=(url,), name="nerve-browser", daemon=True).start()
 
 
@@ -198,8 +189,7 @@ class TerminalSignIn:
     # --- the chat's commands -----------------------------------------------------------------------
 
     async def command(self, command: str, argument: str) -> list[str]:
-        """`/connections`, `/connect NAME`, `/disconnect NAME`; returns the parked turns a sign-in
-        made here lets go on (a question that waited for it)."""
+        """`/connections`, `/connect NAME`, `/disconnect NAME`; the parked turns a sign-in here lets go on."""
         servers = self.agent.sign_in_servers()
         if not servers:
             self.console.print(NO_SIGN_INS)
@@ -248,11 +238,8 @@ def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> 
 
 
 async def print_connections(settings: Settings, console: Console | None = None) -> int:
-    """`nerve connections`: the local person's connections, without starting any server.
-
-    Without a servers file (a machine that only keeps the database), the connections the store
-    holds: server names and times are stored in the clear, so neither the servers nor
-    NERVE_SECRET_KEY are needed to list them."""
+    """`nerve connections`: the local person's connections, without starting any server (and
+    without a servers file, from the store alone: names and times are stored in the clear)."""
     console = console or Console(highlight=False)
     configured = (
         load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers

@@ -1,10 +1,8 @@
 """The turns of the terminal chat: each shown as it runs, and what it waits for asked here.
 
-A turn's piece runs under Ctrl-C (cancel) with its live view; what a server asks meanwhile is asked
-at once (`fill_in`). A reply that waits for people is not the answer: the chat asks about its calls,
-the links it needs signed in, the questions it left open, then goes on and prints what follows,
-and afterwards answers the messages that waited behind it. A turn of this thread still parked when
-nerve stopped is taken up again when the chat starts (`waiting_at_start`).
+A reply that waits for people is not the answer: the chat asks about its calls, the sign-ins and the
+questions it left open, goes on and prints what follows, then answers the messages that waited
+behind it. A turn of this thread still parked when nerve stopped is taken up again at start.
 """
 
 from __future__ import annotations
@@ -13,9 +11,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -39,8 +38,7 @@ def _ignore() -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Piece:
-    """What one piece of a turn came to: its reply, and, when it parked on its tools' questions,
-    how they went (asked here already)."""
+    """One piece of a turn: its reply and, when it parked, how its questions went (asked here)."""
 
     reply: AgentReply
     parked: Parked | None = None
@@ -48,11 +46,7 @@ class _Piece:
 
 @dataclass(eq=False)
 class ChatTurns:
-    """The turns of one chat's conversation, asked by its person; `last` is the latest reply shown.
-
-    `servers_news` is told once the MCP servers a turn waited for have started, so the chat can say
-    what they came to before the answer.
-    """
+    """The turns of one chat; `servers_news` is told once the MCP servers a turn waited for started."""
 
     runtime: Runtime
     console: Console
@@ -129,8 +123,7 @@ class ChatTurns:
     async def _showing(
         self, hint: str
     ) -> AsyncIterator[tuple[Progress, Callable[[], AbstractContextManager[None]]]]:
-        """Where a turn's events go (the live view on a terminal, plain text elsewhere), and how to
-        keep the view off the screen while a question is asked."""
+        """Where a turn's events go (live view or plain text), and how to pause the view for a question."""
         if not self.console.is_terminal:
             self._plain.after_prompt()
             yield self._plain.progress, contextlib.nullcontext
@@ -139,8 +132,7 @@ class ChatTurns:
             yield live.progress, live.paused
 
     def _print(self, reply: AgentReply) -> None:
-        """The final reply: drawn anew on a terminal (the live view is gone); elsewhere only the
-        part of its text not written yet, then its tool results."""
+        """The final reply: drawn anew on a terminal, elsewhere only the text not written yet."""
         if not self.console.is_terminal:
             self._plain.finish(reply.text)
         print_reply(self.console, reply, text=self.console.is_terminal)
@@ -151,9 +143,7 @@ class ChatTurns:
         self.console.print("[dim]Finishing what was decided; the answer follows.[/dim]")
 
     async def _answer(self, piece: _Piece | None) -> None:
-        """Print a reply; while it waits for approval, ask, go on, and print what follows. A reply
-        that waits for answers to its tools' questions is not the answer: they were asked already,
-        so it goes on at once."""
+        """Print a reply; while it waits (a decision, questions, a sign-in), go on and print what follows."""
         went_on = False
         while piece is not None:
             reply, parked = piece.reply, piece.parked
@@ -177,30 +167,28 @@ class ChatTurns:
         if went_on:
             await self._answer_waiting_messages()
 
-    async def _go_on_answered(self, parked: Parked) -> _Piece | None:
-        agent = self.runtime.agent
+    async def _rest(
+        self, rest: Callable[[Progress], Awaitable[AgentReply | None]], waits: str
+    ) -> _Piece | None:
+        """The rest of a turn once what it waited for is settled (not cancellable: it was decided)."""
 
         async def rest_of_turn(progress: Progress) -> AgentReply | None:
-            final = await go_on_answered(agent, parked, progress)
+            final = await rest(progress)
             if final is None:
-                tools = ", ".join(parked.tools) or "a tool"
-                self.console.print(
-                    f"[dim]This turn still waits for an answer to what {shown(tools)} asked, "
-                    "or goes on elsewhere.[/dim]"
-                )
+                self.console.print(f"[dim]This turn still waits for {waits}, or goes on elsewhere.[/dim]")
             return final
 
         return await self._work(rest_of_turn, cancellable=False)
+
+    async def _go_on_answered(self, parked: Parked) -> _Piece | None:
+        what = f"an answer to what {shown(', '.join(parked.tools) or 'a tool')} asked"
+        return await self._rest(lambda progress: go_on_answered(self.runtime.agent, parked, progress), what)
 
     async def _go_on_signed_in(self, request_ids: list[str]) -> _Piece | None:
         """The rest of the turns that waited for a sign-in here, once the browser came back."""
         piece = None
         for request_id in request_ids:
-
-            async def rest_of_turn(progress: Progress, request_id: str = request_id) -> AgentReply | None:
-                return await self.runtime.agent.resume(request_id, progress)
-
-            piece = await self._work(rest_of_turn, cancellable=False)
+            piece = await self._work(partial(self.runtime.agent.resume, request_id), cancellable=False)
         return piece
 
     async def _decide(self, prompt: ApprovalPrompt) -> _Piece | None:
@@ -208,25 +196,16 @@ class ChatTurns:
         if prompt.open:
             print_waiting(self.console, prompt)
             await ask_each(agent, prompt, self._user, self.read, self.console)
-
-        async def rest_of_turn(progress: Progress) -> AgentReply | None:
-            final = await go_on(agent, prompt, progress)
-            if final is None:
-                self.console.print("[dim]This turn still waits for a decision, or goes on elsewhere.[/dim]")
-            return final
-
-        return await self._work(rest_of_turn, cancellable=False)
+        return await self._rest(lambda progress: go_on(agent, prompt, progress), "a decision")
 
     async def _answer_waiting_messages(self) -> None:
-        """Messages that waited behind a parked turn of this thread (written elsewhere, or before a
-        restart), answered in order now that it is done."""
+        """The messages that waited behind a parked turn of this thread, answered in order now."""
         async for incoming, reply in self.runtime.agent.deferred_replies(self.key):
             self.console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
             await self._answer(_Piece(reply))
 
     async def waiting_at_start(self) -> None:
-        """A turn of this thread that was waiting for a decision, or for an answer to what a tool
-        asked, when nerve stopped: ask again."""
+        """A turn of this thread still waiting for a person when nerve stopped: ask again."""
         found = await self.runtime.agent.parked_in(self.key)
         if found is None:
             return
@@ -262,10 +241,8 @@ class ChatTurns:
         await self._answer(_Piece(AgentReply(text="", waiting=(Ask.of_approval(prompt),))))
 
     async def _ask_again(self, prompt: ApprovalPrompt) -> bool:
-        """What a tool asked before nerve stopped, asked again as if just asked (the answer lets the
-        turn go on and print its answer); calls of its round that wait for a decision are asked
-        about next. False when none of its questions is this person's to answer now; expired ones
-        are not asked: the turn goes on without them."""
+        """What a tool asked before nerve stopped, asked again (expired ones are not: the turn goes on
+        without them); False when none of them is this person's to answer now."""
         agent = self.runtime.agent
         questions = await agent.parked_questions(prompt.request_id)
         if any(q.expires_at <= time.time() for q in questions):

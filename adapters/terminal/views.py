@@ -1,7 +1,6 @@
 """What the terminal prints outside the chat loop: one-shot answers, the tool list, stored history.
 
-Every piece of text that came from a model, a tool or a server passes `printable` before it is
-printed; rich markup is applied only to what nerve writes itself.
+Text from a model, a tool or a server passes `printable` first; rich markup is only nerve's own.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from adapters.terminal.approve import settle_one_shot, terminal_place
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.keyboard import ReadLine, interruptible, read_line
 from adapters.terminal.live import PlainAnswer
-from adapters.terminal.safe import answer_markdown, printable, shown, terminal_json
+from adapters.terminal.safe import answer_markdown, printable, say, shown, terminal_json
 from bot.agent import shown_to_people
 from bot.text import pretty_json, scrub, show_link_targets, truncate
 from bot.types import (
@@ -68,9 +67,8 @@ def print_line(console: Console, markup: str, *, highlight: bool | None = None) 
 
 
 def resource_line(resource: Resource) -> str | None:
-    """One line under a call for what its result carried besides text: a link as `name: uri` (never
-    opened, whatever its scheme), a file as `[file name, type, size]` (listed, not written
-    anywhere), a text by name (printed by `/show`)."""
+    """One line under a call for a resource: a link as `name: uri` (never opened), a file listed
+    as `[file name, type, size]`, a text by name (`/show` prints it)."""
     kind = kind_of(resource)
     name = shown(display_name(resource))
     if kind == "link":
@@ -84,24 +82,19 @@ def resource_line(resource: Resource) -> str | None:
 
 
 def print_resource_lines(console: Console, attachment: Attachment) -> None:
-    for resource in attachment.resources:
-        line = resource_line(resource)
-        if line is not None:
-            print_line(console, line, highlight=False)
+    for line in filter(None, map(resource_line, attachment.resources)):
+        print_line(console, line, highlight=False)
 
 
 def print_attachment(console: Console, index: int, attachment: Attachment) -> None:
-    """One tool result in full: the summary line, the arguments, the content, then the links and
-    files it carried and each text it carried under its name (capped)."""
+    """One tool result in full: summary, arguments, content, then its resources and texts (capped)."""
     print_line(console, attachment_line(index, attachment))
     console.print(f"[dim]arguments:[/dim] {shown(attachment.arguments_json())}")
     console.print(printable(pretty_json(attachment.content)), markup=False, highlight=False)
     if attachment.truncated:
         console.print("[dim](cut here; the full result is stored in the conversation)[/dim]")
     print_resource_lines(console, attachment)
-    for resource in attachment.resources:
-        if kind_of(resource) != "text":
-            continue
+    for resource in (r for r in attachment.resources if kind_of(r) == "text"):
         kind = shown(resource.mime_type or "text")
         console.print(f"[dim]── {shown(display_name(resource))} ({kind}) ──[/dim]")
         text, cut = truncate(resource.text or "", TEXT_SHOWN)
@@ -111,12 +104,8 @@ def print_attachment(console: Console, index: int, attachment: Attachment) -> No
 
 
 def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[str, Any]:
-    """The shape `nerve ask --json` prints, stable for scripts.
-
-    Each call says which `server` it went to (null when none was reached) and how it came to run or
-    not: `approval` is the decision ("approved", "denied", "auto: read-only", …) and `decided_by` who
-    made it; both null when none was recorded.
-    """
+    """The shape `nerve ask --json` prints, stable for scripts: each call's `server` (null when none
+    was reached), its `approval` decision and who `decided_by` (null when none was recorded)."""
     decided = {entry.call_id: entry for entry in audit}
     return {
         "text": reply.text,
@@ -137,8 +126,7 @@ def reply_as_json(reply: AgentReply, audit: Sequence[AuditEntry] = ()) -> dict[s
 
 
 def print_reply(console: Console, reply: AgentReply, *, text: bool = True) -> None:
-    """A reply in the chat: a summary line per tool result, the text as Markdown (unless `text` is
-    False: off a terminal it was written already, as it came)."""
+    """A reply in the chat: a line per tool result, then the text (unless off a terminal: written already)."""
     for index, attachment in enumerate(reply.attachments, 1):
         print_line(console, attachment_line(index, attachment))
         print_resource_lines(console, attachment)
@@ -154,20 +142,11 @@ def _show_hint(reply: AgentReply) -> str:
 
 
 async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
-    """One turn, then exit: for scripts and quick questions.
-
-    stdout gets the answer alone, written as the model writes it; hints and progress (each tool
-    call, started and done) go to stderr. `as_json` prints one object at the end instead.
-    Calls that need approval are asked about on a terminal, approved with `approve_all` (`--yes`),
-    and otherwise denied (stderr says which), so a script never waits for a person; a server's
-    question likewise is asked on a terminal and otherwise declined.
-    """
+    """One turn, then exit: the answer alone on stdout, hints and progress on stderr. Off a terminal
+    calls needing approval are denied (unless `approve_all`) and questions declined: a script never waits."""
     question = scrub(text)  # argv carries undecodable bytes as lone surrogates
-    if not question.strip():
-        sys.stderr.write("nerve: nothing to ask: give the question as an argument\n")
-        return 2
-    user = scrub(getpass.getuser())
     key = conversation_key(thread)
+    user = key.workspace
     incoming = Incoming(key=key, text=question, user_id=user, place=terminal_place(user))
     notes = Console(file=sys.stderr, highlight=False)
     answer = PlainAnswer(sys.stdout, sys.stderr)
@@ -200,16 +179,14 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
         audit = await agent.audit_log(key)
         # The conversation's name, so a script can continue it with --thread.
         sys.stdout.write(terminal_json({**reply_as_json(reply, audit), "thread": key.thread}) + "\n")
-        return 1 if reply.failed else 0
-    answer.finish(reply.text)
+    else:
+        answer.finish(reply.text)
     return 1 if reply.failed else 0
 
 
 def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) -> int:
-    """The tools the model is offered: everywhere, or only those the policy allows in `place`.
-
-    Exit code 1 when servers are configured and none of them is available (a script sees the
-    failure, not an empty list); 0 otherwise, also with no servers configured."""
+    """The tools the model is offered, everywhere or in `place`; exit code 1 when servers are
+    configured and none is available (a script sees the failure, not an empty list)."""
     every = runtime.agent.tools()
     tools = every if place is None else runtime.scopes.offered(place, every)
     states = runtime.host.server_states()
@@ -254,7 +231,7 @@ def format_history(messages: Sequence[ChatMessage], audit: Sequence[AuditEntry] 
     decided: dict[str, list[AuditEntry]] = {}
     for entry in audit:
         decided.setdefault(entry.call_id, []).append(entry)
-    lines = []
+    lines: list[str] = []
     for message in messages:
         if message.role == "assistant" and message.tool_calls:
             for call in message.tool_calls:
@@ -289,6 +266,14 @@ def _utc(stamp: str) -> str:
     return f"{day} {clock[:8]} UTC" if clock else stamp
 
 
+def write_table(rows: Sequence[tuple[str, ...]]) -> None:
+    """Rows on stdout in aligned columns, the last one left ragged."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        say("  ".join([*cells, row[-1]]))
+
+
 class _Remembered(Protocol):
     """What `nerve approvals` reads and changes: the remembered "always allow here" approvals."""
 
@@ -303,13 +288,12 @@ async def print_approvals(store: _Remembered) -> int:
     if not remembered:
         sys.stdout.write("No remembered approvals: every call that needs approval asks.\n")
         return 0
-    rows = [
-        (r.place, r.server, r.tool, f"granted by {r.granted_by} at {_utc(r.granted_at)}") for r in remembered
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        sys.stdout.write(printable("  ".join([*cells, row[3]])) + "\n")
+    write_table(
+        [
+            (r.place, r.server, r.tool, f"granted by {r.granted_by} at {_utc(r.granted_at)}")
+            for r in remembered
+        ]
+    )
     sys.stdout.write("Revoke one with: nerve approvals revoke PLACE SERVER TOOL\n")
     return 0
 
@@ -318,9 +302,7 @@ async def revoke_approval(store: _Remembered, place: str, server: str, tool: str
     """Forget one remembered approval; the next call of that tool there asks again."""
     named = f"{tool} of server {server} in {place}"
     if not await store.revoke(place, server, tool):
-        sys.stderr.write(
-            printable(f"nerve: no remembered approval for {named} (see: nerve approvals)") + "\n"
-        )
+        say(f"nerve: no remembered approval for {named} (see: nerve approvals)", sys.stderr)
         return 1
-    sys.stdout.write(printable(f"Revoked: {named} asks again from now on.") + "\n")
+    say(f"Revoked: {named} asks again from now on.")
     return 0
