@@ -32,6 +32,7 @@ from adapters.discord.delivery import (
     ClickButton,
     ConversationOrder,
     landed,
+    parse_message_ref,
     send_message,
     tell,
 )
@@ -261,14 +262,6 @@ RESUME_FAILED = "Sorry — something went wrong on my side while going on with t
 
 # Posts a reply in a conversation (its thread or DM), replying to a message if given.
 PostToConversation = Callable[[ConversationKey, AgentReply, "int | None"], Awaitable[None]]
-
-
-def parse_message_ref(ref: str | None) -> tuple[int, int] | None:
-    """The channel and message ids a stored reference names; None when it names none."""
-    found = refs.parse_message_ref(ref)
-    if found is not None and found[0].isdigit() and found[1].isdigit():
-        return int(found[0]), int(found[1])
-    return None
 
 
 def redrawn(prompt: ApprovalPrompt) -> dict[str, Any]:

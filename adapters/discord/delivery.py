@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Self
 
 import discord
 
+from adapters.common import refs
 from adapters.discord.render import ResultsCache, results_view
 from bot.agent import KeyedLocks
 from bot.text import truncate
@@ -234,3 +235,11 @@ def results_button_view(results: ResultsCache, attachments: tuple[Attachment, ..
     view = discord.ui.View(timeout=None)
     view.add_item(ToolResultsButton(ref, label="Tool results", emoji="🔧"))
     return view
+
+
+def parse_message_ref(ref: str | None) -> tuple[int, int] | None:
+    """The channel and message ids a stored reference names; None when it names none."""
+    found = refs.parse_message_ref(ref)
+    if found is not None and found[0].isdigit() and found[1].isdigit():
+        return int(found[0]), int(found[1])
+    return None

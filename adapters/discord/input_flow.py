@@ -31,20 +31,16 @@ import discord
 from adapters.common.settle import answer_input, ended
 from adapters.discord.delivery import NO_MENTIONS, landed
 from adapters.discord.input_message import (
-    FIELDS_PER_STEP,
     InputBoard,
     InputClick,
-    InputModal,
-    Raw,
     Where,
     button_view,
     link_text,
     plain,
     request_message_at,
-    say,
     settled_text,
-    steps_of,
 )
+from adapters.discord.input_modal import FIELDS_PER_STEP, InputModal, Raw, say, steps_of
 from bot.agent import INPUT_EXPIRED as EXPIRED
 from bot.agent import INPUT_GONE as GONE
 from bot.agent import Agent

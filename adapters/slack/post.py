@@ -34,8 +34,6 @@ REFUSED_BLOCKS = frozenset({"invalid_blocks", "invalid_blocks_format"})
 _MAX_PACED_CHANNELS = 10_000
 # Failures of a call to Slack that are its answer (or its absence), never a bug of ours.
 SEND_ERRORS = (SlackClientError, aiohttp.ClientError, TimeoutError)
-# Failures of a call to Slack that are its answer (or its absence), never a bug of ours.
-SEND_ERRORS = (SlackClientError, aiohttp.ClientError, TimeoutError)
 
 
 def api_error(exc: SlackApiError) -> str:

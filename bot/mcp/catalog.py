@@ -12,9 +12,9 @@ import hashlib
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types
 
@@ -22,6 +22,9 @@ from bot.mcp.results import describe_block
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.policy.approval import ToolHints, definition_hash
 from bot.types import PromptArgument, PromptSpec, ToolSpec
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 logger = logging.getLogger(__name__)
 
@@ -249,3 +252,42 @@ def prompt_text(result: mcp_types.GetPromptResult) -> str:
         text = describe_block(message.content)
         parts.append(text if message.role == "user" else f"(assistant) {text}")
     return "\n\n".join(part for part in parts if part.strip())
+
+
+# A server that keeps handing out cursors stops being listed after this many pages.
+MAX_TOOL_PAGES = 100
+
+
+async def list_all_tools(client: Client) -> tuple[ListedTool, ...]:
+    """Every tool, following pagination cursors (bounded, so a server that loops cannot hang us)."""
+    tools = [t async for page in _pages(client.list_tools) for t in page.tools]
+    return tuple(
+        ListedTool(
+            name=t.name,
+            description=t.description,
+            input_schema=t.input_schema,
+            annotations=None
+            if t.annotations is None
+            else t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True),
+        )
+        for t in tools
+    )
+
+
+async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
+    """Every prompt, following cursors (bounded); none when the server offers no prompts."""
+    if client.server_capabilities.prompts is None:
+        return ()
+    return tuple([prompt async for page in _pages(client.list_prompts) for prompt in page.prompts])
+
+
+async def _pages(list_page: Callable[..., Awaitable[Any]]) -> AsyncIterator[Any]:
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        page = await list_page(cursor=cursor)
+        yield page
+        cursor = page.next_cursor
+        if not cursor or cursor in seen:
+            break
+        seen.add(cursor)

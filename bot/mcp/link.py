@@ -12,9 +12,9 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AsyncExitStack
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 import anyio
 import anyio.abc
@@ -32,7 +32,7 @@ from mcp.client.subscriptions import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from bot.mcp import transport
-from bot.mcp.catalog import ListedTool
+from bot.mcp.catalog import ListedTool, list_all_prompts, list_all_tools
 from bot.mcp.circuit import Circuit, CircuitPolicy
 from bot.mcp.early_start import EarlyServer, claim
 from bot.mcp.server_config import ServerConfig
@@ -54,8 +54,6 @@ BACKOFF_MAX = 30.0
 # backoff afresh.
 HEALTHY_AFTER = 60.0
 CLIENT_INFO = mcp_types.Implementation(name="nerve", version="0.1.0")
-# A server that keeps handing out cursors stops being listed after this many pages.
-MAX_TOOL_PAGES = 100
 
 
 class ServerLink:
@@ -419,38 +417,3 @@ def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
         return None
     needed, provider.asked = provider.asked, None
     return needed, provider.context.client_metadata.scope
-
-
-async def list_all_tools(client: Client) -> tuple[ListedTool, ...]:
-    """Every tool, following pagination cursors (bounded, so a server that loops cannot hang us)."""
-    tools = [t async for page in _pages(client.list_tools) for t in page.tools]
-    return tuple(
-        ListedTool(
-            name=t.name,
-            description=t.description,
-            input_schema=t.input_schema,
-            annotations=None
-            if t.annotations is None
-            else t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True),
-        )
-        for t in tools
-    )
-
-
-async def list_all_prompts(client: Client) -> tuple[mcp_types.Prompt, ...]:
-    """Every prompt, following cursors (bounded); none when the server offers no prompts."""
-    if client.server_capabilities.prompts is None:
-        return ()
-    return tuple([prompt async for page in _pages(client.list_prompts) for prompt in page.prompts])
-
-
-async def _pages(list_page: Callable[..., Awaitable[Any]]) -> AsyncIterator[Any]:
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_TOOL_PAGES):
-        page = await list_page(cursor=cursor)
-        yield page
-        cursor = page.next_cursor
-        if not cursor or cursor in seen:
-            break
-        seen.add(cursor)

@@ -1,0 +1,232 @@
+"""A server's form on Discord as modals of at most five fields, a step each (`input_flow` checks each
+step and chains them): text-like fields are text inputs with the hint as placeholder and the default
+(or what was typed) pre-filled; choices and yes/no are selects, typed when there are too many options.
+Option values are positions in the field's options, so any value a server uses fits Discord.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import discord
+
+from adapters.discord.delivery import tell
+from adapters.discord.render import MESSAGE_LIMIT
+from bot.text import truncate
+from bot.types import Form, FormField, InputRequest, describe_field
+
+logger = logging.getLogger(__name__)
+
+FIELDS_PER_STEP = 5
+TITLE_LIMIT = 45
+LABEL_LIMIT = 45
+DESCRIPTION_LIMIT = 100
+PLACEHOLDER_LIMIT = 100
+TEXT_LIMIT = 4000
+OPTIONS_LIMIT = 25
+OPTION_LABEL_LIMIT = 100
+# A text field allowing more than this many characters gets a multi-line box.
+PARAGRAPH_FROM = 300
+# An unsubmitted modal is forgotten after this long (seconds).
+MODAL_TIMEOUT = 3600.0
+_YES, _NO = "yes", "no"
+
+FAILED = "Sorry — something went wrong on my side with this form. Please try again."
+
+# What one field gives: text typed, several option values, or yes/no.
+Raw = str | bool | list[str]
+
+
+def steps_of(form: Form, per_step: int = FIELDS_PER_STEP) -> list[tuple[int, ...]]:
+    """The fields' positions, step by step (one modal each)."""
+    count = len(form.fields)
+    return [tuple(range(start, min(start + per_step, count))) for start in range(0, count, per_step)]
+
+
+def modal_title(request: InputRequest, step: int, steps: int) -> str:
+    suffix = f" ({step}/{steps})" if steps > 1 else ""
+    base = " ".join(request.message.split()) or f"{request.server} asks"
+    return truncate(base, TITLE_LIMIT - len(suffix))[0] + suffix
+
+
+# --- one field --------------------------------------------------------------------------------------
+
+
+def _is_select(form_field: FormField) -> bool:
+    if form_field.kind == "boolean":
+        return True
+    return form_field.kind in ("choice", "choices") and 0 < len(form_field.options) <= OPTIONS_LIMIT
+
+
+def _as_text(form_field: FormField, value: object) -> str | None:
+    """A value as text to pre-fill: numbers as people write them, choices by their labels."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return _YES if value else _NO
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list | tuple):
+        labels = dict(form_field.options)
+        return ", ".join(labels.get(str(item), str(item)) for item in value)
+    if form_field.kind == "choice":
+        return dict(form_field.options).get(str(value), str(value))
+    return str(value)
+
+
+def _chosen(form_field: FormField, value: object) -> set[str]:
+    """The select options (their codes) a value picks."""
+    if form_field.kind == "boolean":
+        word = str(value).lower() if isinstance(value, str) else value
+        if word is True or word in (_YES, "true"):
+            return {_YES}
+        if word is False or word in (_NO, "false"):
+            return {_NO}
+        return set()
+    items = list(value) if isinstance(value, list | tuple) else [value] if isinstance(value, str) else []
+    return {str(i) for i, (option, _) in enumerate(form_field.options) if option in items}
+
+
+def _select(index: int, form_field: FormField, value: object, placeholder: str) -> discord.ui.Select[Any]:
+    if form_field.kind == "boolean":
+        pairs = [(_YES, "Yes"), (_NO, "No")]
+    else:
+        pairs = [(str(i), label) for i, (_, label) in enumerate(form_field.options)]
+    chosen = _chosen(form_field, value)
+    options = [
+        discord.SelectOption(
+            label=truncate(label, OPTION_LABEL_LIMIT)[0] or "(empty)", value=code, default=code in chosen
+        )
+        for code, label in pairs
+    ]
+    most = 1
+    least = 1 if form_field.required else 0
+    if form_field.kind == "choices":
+        most = max(1, min(len(options), form_field.max_items or len(options)))
+        least = min(max(1, form_field.min_items or 1), most) if form_field.required else 0
+    return discord.ui.Select(
+        custom_id=f"f{index}",
+        placeholder=placeholder,
+        min_values=least,
+        max_values=most,
+        options=options,
+        required=form_field.required,
+    )
+
+
+def _text_input(
+    index: int, form_field: FormField, value: object, placeholder: str
+) -> discord.ui.TextInput[Any]:
+    longest = TEXT_LIMIT
+    shortest: int | None = None
+    long_text = False
+    if form_field.kind == "text":
+        if form_field.max_length is not None:
+            longest = max(1, min(form_field.max_length, TEXT_LIMIT))
+            long_text = form_field.max_length > PARAGRAPH_FROM
+        if form_field.min_length and form_field.required:
+            shortest = min(form_field.min_length, longest)
+    default = _as_text(form_field, value)
+    return discord.ui.TextInput(
+        custom_id=f"f{index}",
+        style=discord.TextStyle.paragraph if long_text else discord.TextStyle.short,
+        placeholder=placeholder,
+        default=default[:longest] if default else None,
+        required=form_field.required,
+        min_length=shortest,
+        max_length=longest,
+    )
+
+
+def field_item(index: int, form_field: FormField, value: object) -> discord.ui.Label[Any]:
+    """One field as a labelled input; `value` is what to pre-fill (None: nothing)."""
+    placeholder = truncate(describe_field(form_field), PLACEHOLDER_LIMIT)[0]
+    component: discord.ui.Item[Any] = (
+        _select(index, form_field, value, placeholder)
+        if _is_select(form_field)
+        else _text_input(index, form_field, value, placeholder)
+    )
+    description = truncate(" ".join(form_field.description.split()), DESCRIPTION_LIMIT)[0]
+    return discord.ui.Label(
+        text=truncate(form_field.title, LABEL_LIMIT)[0] or form_field.name[:LABEL_LIMIT] or "Answer",
+        description=description or None,
+        component=component,
+    )
+
+
+def read_item(form_field: FormField, component: discord.ui.Item[Any]) -> Raw:
+    """What the person gave in one field: "" (or an empty list) when they left it empty."""
+    if isinstance(component, discord.ui.TextInput):
+        return component.value
+    if not isinstance(component, discord.ui.Select):
+        return ""
+    codes = [str(code) for code in component.values]
+    if form_field.kind == "boolean":
+        return True if _YES in codes else False if _NO in codes else ""
+    picked = [
+        form_field.options[int(code)][0]
+        for code in codes
+        if code.isdigit() and int(code) < len(form_field.options)
+    ]
+    if form_field.kind == "choices":
+        return picked
+    return picked[0] if picked else ""
+
+
+# --- the modal --------------------------------------------------------------------------------------
+
+Submitted = Callable[[discord.Interaction[Any], InputRequest, int, dict[str, Raw]], Awaitable[None]]
+
+
+class InputModal(discord.ui.Modal):
+    """One step of a request's form; its submit goes to `submitted` with the step's values."""
+
+    def __init__(
+        self,
+        *,
+        request: InputRequest,
+        step: int,
+        steps: list[tuple[int, ...]],
+        values: Mapping[str, Raw],
+        boot: str,
+        submitted: Submitted,
+    ) -> None:
+        super().__init__(
+            title=modal_title(request, step, len(steps)),
+            custom_id=f"nerve:in:m:{request.request_id}:{step}:{boot}",
+            timeout=MODAL_TIMEOUT,
+        )
+        assert request.form is not None
+        self.request = request
+        self.step = step
+        self._submitted = submitted
+        self._inputs: list[tuple[FormField, discord.ui.Item[Any]]] = []
+        for index in steps[step - 1]:
+            form_field = request.form.fields[index]
+            value: object = values.get(form_field.name, form_field.default)
+            label = field_item(index, form_field, value)
+            self._inputs.append((form_field, label.component))
+            self.add_item(label)
+
+    async def on_submit(self, interaction: discord.Interaction[Any], /) -> None:
+        raw = {form_field.name: read_item(form_field, item) for form_field, item in self._inputs}
+        await self._submitted(interaction, self.request, self.step, raw)
+
+    async def on_error(  # type: ignore[override]  # discord.py's Modal takes no item
+        self, interaction: discord.Interaction[Any], error: Exception, /
+    ) -> None:
+        logger.error("handling the form of input request %s failed", self.request.request_id, exc_info=error)
+        await say(interaction, FAILED)
+
+
+# --- answering -------------------------------------------------------------------------------------
+
+
+async def say(interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None) -> None:
+    """An ephemeral message to the person who clicked or submitted (only they see it)."""
+    try:
+        await tell(interaction, truncate(text, MESSAGE_LIMIT)[0], view)
+    except discord.HTTPException as exc:
+        logger.warning("could not answer interaction %s: %s %s", interaction.id, exc.status, exc.text)
