@@ -909,3 +909,16 @@ def test_the_request_message_escapes_what_the_server_wrote_and_its_buttons_carry
 
 async def _never(*_: Any) -> None:
     raise AssertionError("not submitted in this test")
+
+
+def test_the_open_button_names_a_long_host_whole_up_to_discords_button_label_limit() -> None:
+    import discord
+
+    from adapters.discord.input_message import link_text
+
+    host = "sign-in." + "a" * 50 + ".example"  # 66 characters: over a form label's 45, under a button's 80
+    _, view = link_text(f"https://{host}/authorize?x=1")
+    assert view is not None
+    (button,) = view.children
+    assert isinstance(button, discord.ui.Button)
+    assert button.label == f"Open {host}"
