@@ -21,6 +21,9 @@ from tests.pg_schemas import drop_stale_schemas
 from tests.ports import unused_port
 from tests.stores import TEST_DATABASE_URL, Backend, SQLiteBackend, default_backend, postgres_backend
 
+# A stuck test names the coroutine it is stuck in.
+pytest_plugins = ["tests.stuck_tasks"]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
