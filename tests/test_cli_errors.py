@@ -6,6 +6,7 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,17 @@ async def test_every_command_with_thread_documents_it_in_its_help(tmp_path: Path
 
 
 async def test_ctrl_c_mid_answer_ends_the_line_and_says_cancelled(tmp_path: Path) -> None:
+    await _ctrl_c_mid_answer(tmp_path)
+
+
+async def test_ctrl_c_mid_answer_cancels_also_when_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """A parent that ignores SIGINT (a test runner's worker, a job started in the background) hands
+    that on to its children, and Python then never installs its Ctrl-C handler: the turn must take
+    Ctrl-C itself."""
+    await _ctrl_c_mid_answer(tmp_path, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+
+
+async def _ctrl_c_mid_answer(tmp_path: Path, preexec_fn: Callable[[], object] | None = None) -> None:
     asked = asyncio.Event()
 
     def responder(body: dict[str, Any]) -> Reply:
@@ -90,6 +102,7 @@ async def test_ctrl_c_mid_answer_ends_the_line_and_says_cancelled(tmp_path: Path
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            preexec_fn=preexec_fn,
         )
         await asyncio.wait_for(asked.wait(), 60)
         assert process.stdout is not None
