@@ -73,8 +73,9 @@ async def interruptible(work: Awaitable[T]) -> T:
     """`work`'s result, or Interrupted when Ctrl-C stopped it first.
 
     Ctrl-C cancels the work, and cancels it again every CANCEL_AGAIN_SECONDS until it has ended: a
-    cancel can be lost in a library that catches it to clean up and carries on (a model stream's
-    read once went on to its stall timeout), and a person who pressed Ctrl-C once expects it to stop.
+    cancel can be lost in a library that catches it to clean up and carries on, and a person who
+    pressed Ctrl-C once expects it to stop. The loop's own handler takes SIGINT meanwhile, so this
+    holds also when nerve was started with SIGINT ignored (Python then installs no handler).
     """
     task = asyncio.ensure_future(work)
     loop = asyncio.get_running_loop()
@@ -88,11 +89,7 @@ async def interruptible(work: Awaitable[T]) -> T:
             logger.warning("Ctrl-C: the work did not stop yet; cancelling it again")
         pressed = True
         task.cancel()
-        loop.call_later(CANCEL_AGAIN_SECONDS, cancel_again)
-
-    def cancel_again() -> None:
-        if not task.done():
-            cancel()
+        loop.call_later(CANCEL_AGAIN_SECONDS, cancel)
 
     with on_ctrl_c(lambda: None if pressed else cancel()):
         try:
