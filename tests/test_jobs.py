@@ -26,6 +26,7 @@ from pydantic import SecretStr
 from adapters.settings import Settings
 from bot.errors import ConfigError, StoreError
 from bot.jobs import TurnJobs, open_configured_jobs, open_turn_jobs
+from bot.jobs import worker as worker_module
 from bot.jobs.turns import DEFAULT_STALL_TIMEOUT
 from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler
 from tests.stores import PostgresBackend, postgres_backend
@@ -372,6 +373,35 @@ async def test_a_draining_worker_keeps_its_jobs_however_long_the_grace(pg: Postg
             seen = await runs(pg)
 
     assert [(r.job, r.worker, r.ended_at is not None) for r in seen] == [("F1", "main", True)]
+
+
+async def test_a_drain_ends_even_when_a_job_swallows_its_cancel_and_the_job_runs_again_elsewhere(
+    pg: PostgresBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_module, "DRAIN_ALLOWANCE", 0.5)
+    began = asyncio.Event()
+
+    async def stubborn(*, job: str, conversation: str, seconds: str) -> None:
+        began.set()
+        try:
+            await asyncio.sleep(LONG)
+        except asyncio.CancelledError:
+            await asyncio.sleep(LONG)  # a cleanup that swallows the cancel, as libraries sometimes do
+
+    async with opened(pg) as jobs:
+        jobs.register(TASK, stubborn)
+        await start_worker(jobs)
+        assert await enqueue(jobs, "S1", "conv-s", LONG)
+        async with asyncio.timeout(20):
+            await began.wait()
+        # Unbounded before: procrastinate's abort waits for the job, which never ends.
+        async with asyncio.timeout(60):
+            await jobs.drain(0.2)
+        assert not jobs.worker_alive()
+        async with worker_process(pg, "other"):
+            seen = await until(pg, started("S1"))
+
+    assert [(r.job, r.worker) for r in seen] == [("S1", "other")]
 
 
 async def test_a_database_that_cannot_be_reached_is_a_store_error_saying_where() -> None:

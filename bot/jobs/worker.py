@@ -28,6 +28,9 @@ RESTART_PAUSE = 1.0
 RESTART_PAUSE_LONGEST = 30.0
 # A worker that stops on its own (a failure) waits this long for its running jobs.
 FAILURE_GRACE = 10.0
+# Beyond its grace, a drain gives the worker this long to record its jobs' ends and sign off; then
+# it cancels the worker, again each second until it has stopped.
+DRAIN_ALLOWANCE = 15.0
 # A job's end that could not be recorded is tried again after this pause, doubling up to the longest.
 FINISH_PAUSE = 0.25
 FINISH_PAUSE_LONGEST = 4.0
@@ -122,13 +125,27 @@ class WorkerRunner:
             worker.shutdown_graceful_timeout = grace
             worker.stop()  # type: ignore[no-untyped-call]
         try:
-            # Not `await self._task`: a drain cancelled by its caller must not read as the worker's end.
-            await asyncio.wait({self._task})
+            await self._stopped(self._task, grace + DRAIN_ALLOWANCE)
         finally:
             if beating is not None:
                 beating.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await beating
+
+    @staticmethod
+    async def _stopped(task: asyncio.Task[None], within: float) -> None:
+        """Wait for the worker task, then cancel it until it ends: procrastinate's abort of the jobs
+        left after the grace waits, unbounded, for jobs that swallow their cancel, and a process
+        told to stop must stop. Its jobs go back to the queue when others take it for dead.
+
+        Not `await task`: a drain cancelled by its caller must not read as the worker's end."""
+        done, _ = await asyncio.wait({task}, timeout=within)
+        if done:
+            return
+        logger.warning("the job worker had not stopped %.0f s after it was told to; cancelling it", within)
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
 
     async def _beat_while_draining(self, worker: Worker) -> None:
         """procrastinate stops beating as soon as a worker stops: a grace longer than the stall
