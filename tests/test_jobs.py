@@ -20,12 +20,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from pydantic import SecretStr
 
 from adapters.settings import Settings
 from bot.errors import ConfigError, StoreError
-from bot.jobs import TurnJobs, open_configured_jobs, open_turn_jobs
+from bot.jobs import TurnJobs, open_configured_jobs, open_turn_jobs, recovery
 from bot.jobs import worker as worker_module
 from bot.jobs.turns import DEFAULT_STALL_TIMEOUT
 from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler
@@ -402,6 +403,33 @@ async def test_a_drain_ends_even_when_a_job_swallows_its_cancel_and_the_job_runs
             seen = await until(pg, started("S1"))
 
     assert [(r.job, r.worker) for r in seen] == [("S1", "other")]
+
+
+async def test_recovery_stops_when_its_cancel_comes_out_of_the_database_driver_as_another_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rounds = 0
+
+    async def round_whose_cancel_becomes_a_driver_error(app: Any, **_: Any) -> list[int]:
+        nonlocal rounds
+        rounds += 1
+        try:
+            await asyncio.sleep(LONG)
+        except asyncio.CancelledError:
+            # What the rollback after a cancel raises once psycopg has closed the connection.
+            raise psycopg.OperationalError("the connection is closed") from None
+        return []
+
+    monkeypatch.setattr(recovery, "recover_stalled_jobs", round_whose_cancel_becomes_a_driver_error)
+    task = asyncio.create_task(recovery.keep_recovering(None, queues=["q"], stall_timeout=0.01, own=list))  # type: ignore[arg-type]
+    async with asyncio.timeout(20):
+        while rounds == 0:  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+    task.cancel()
+    # Before: the error was logged as a failed round and the next one began, for ever.
+    await asyncio.wait({task}, timeout=20)
+    assert task.cancelled()
+    assert rounds == 1
 
 
 async def test_a_database_that_cannot_be_reached_is_a_store_error_saying_where() -> None:

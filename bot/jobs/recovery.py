@@ -142,6 +142,7 @@ async def keep_recovering(
         try:
             await recover_stalled_jobs(app, queues=queues, stall_timeout=stall_timeout, own=own())
         except Exception as exc:
+            raise_if_cancelled(exc)
             reason = unreachable_reason(exc)
             if reason is not None:
                 OUTAGE.unreachable_now(reason)  # one line for the whole outage, not one per round
@@ -150,6 +151,15 @@ async def keep_recovering(
             logger.warning(
                 "could not look for jobs of dead workers (trying again): %s", str(exc) or repr(exc)
             )
+
+
+def raise_if_cancelled(exc: Exception) -> None:
+    """A cancel that lands in a database call can come out as the driver's own error: psycopg closes
+    a connection whose query outlives its cancel by 5 s (a busy machine), and the rollback on the way
+    out then fails. A loop that goes on after errors must still stop when its task was cancelled."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from exc
 
 
 def _retry(job_id: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 from procrastinate import App
 from procrastinate.worker import Worker
 
-from bot.jobs.recovery import keep_recovering
+from bot.jobs.recovery import keep_recovering, raise_if_cancelled
 from bot.store.postgres_outage import OUTAGE, unreachable_reason
 
 logger = logging.getLogger(__name__)
@@ -157,6 +157,7 @@ class WorkerRunner:
                 try:
                     await self._app.job_manager.update_heartbeat(worker_id)
                 except Exception as exc:
+                    raise_if_cancelled(exc)
                     logger.warning("could not send the draining worker's heartbeat: %s", exc)
             await asyncio.sleep(interval)
 
