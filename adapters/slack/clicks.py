@@ -113,15 +113,10 @@ class FeedbackStore(Protocol):
 
 def parse_feedback(body: Mapping[str, Any]) -> Feedback | None:
     """The vote a `block_actions` body on the feedback buttons carries, or None if it is not one."""
-    actions = body.get("actions")
-    action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], Mapping) else {}
-    value = payload_field(action, "value") or ""
-    rating, _, event_id = value.partition("|")
-    user = payload_field(body, "user", "id")
+    pressed = click_of(body)
+    rating, _, event_id = (payload_field(pressed.action, "value") or "").partition("|")
+    user, channel, message_ts, thread = pressed.user, pressed.channel, pressed.message, pressed.thread
     team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id")
-    channel = payload_field(body, "container", "channel_id") or payload_field(body, "channel", "id")
-    message_ts = payload_field(body, "container", "message_ts") or payload_field(body, "message", "ts")
-    thread = payload_field(body, "container", "thread_ts") or payload_field(body, "message", "thread_ts")
     if rating not in ("up", "down") or not (user and team and channel and message_ts and thread):
         return None
     key = ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=thread)

@@ -123,14 +123,8 @@ def make_client(settings: SlackSettings, **kwargs: Any) -> AsyncWebClient:
 
 
 REFUSED_TOKEN = frozenset(
-    {
-        "invalid_auth",
-        "not_authed",
-        "account_inactive",
-        "token_revoked",
-        "token_expired",
-        "not_allowed_token_type",
-    }
+    {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
+    | {"not_allowed_token_type"}
 )
 
 

@@ -35,14 +35,8 @@ logger = logging.getLogger(__name__)
 
 # chat.startStream errors that mean the workspace (not this place) has no streaming messages.
 UNSUPPORTED = frozenset(
-    {
-        "unknown_method",
-        "method_not_supported",
-        "method_deprecated",
-        "not_allowed_token_type",
-        "feature_not_enabled",
-        "not_supported",
-    }
+    {"unknown_method", "method_not_supported", "method_deprecated", "not_allowed_token_type"}
+    | {"feature_not_enabled", "not_supported"}
 )
 CHUNK_TEXT_LIMIT = 12_000  # markdown per chunk (chat.appendStream's documented limit)
 # Text streamed into one message; past it the words wait for the end, where long answers are split.

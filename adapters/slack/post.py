@@ -122,13 +122,10 @@ class Poster:
         could not be posted (logged): such notes explain a click, and the click changed nothing."""
         if channel is None:
             return False
-        kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": text}
-        if thread is not None:
-            kwargs["thread_ts"] = thread
-        if blocks is not None:
-            kwargs["blocks"] = blocks
         try:
-            await self.client.chat_postEphemeral(**kwargs)
+            await self.client.chat_postEphemeral(
+                channel=channel, user=user, text=text, thread_ts=thread, blocks=blocks
+            )
         except SlackApiError as exc:
             logger.warning("could not post a note for %s: %s", user, api_error(exc))
             return False
@@ -166,21 +163,19 @@ class Poster:
     ) -> str:
         """Post a message (in the thread if given); returns its ts. `metadata` is Slack message
         metadata (`TurnPosts` names the turn and part with it)."""
-        kwargs: dict[str, Any] = {
-            "channel": channel,
-            "text": message.text,
-            "unfurl_links": False,
-            "unfurl_media": False,
-        }
-        if thread_ts is not None:
-            kwargs["thread_ts"] = thread_ts
-        if message.blocks:
-            kwargs["blocks"] = message.blocks
-        if message.attachments:
-            kwargs["attachments"] = message.attachments
-        if metadata is not None:
-            kwargs["metadata"] = metadata
-        response = await self.paced(channel, lambda: self.client.chat_postMessage(**kwargs))
+        # The client leaves out what is None; empty blocks or attachments are left out too.
+        send = partial(
+            self.client.chat_postMessage,
+            channel=channel,
+            text=message.text,
+            unfurl_links=False,
+            unfurl_media=False,
+            thread_ts=thread_ts,
+            blocks=message.blocks or None,
+            attachments=message.attachments or None,
+            metadata=metadata,
+        )
+        response = await self.paced(channel, send)
         return str(response["ts"])
 
     async def update(self, channel: str, ts: str, message: OutMessage) -> None:
@@ -199,7 +194,6 @@ class Poster:
         and people know what is missing."""
         failed: list[str] = []
         for upload in uploads:
-            extra: dict[str, Any] = {"alt_txt": upload.alt_text} if upload.alt_text else {}
             try:
                 call = partial(
                     self.client.files_upload_v2,
@@ -208,7 +202,7 @@ class Poster:
                     content=upload.content,
                     filename=upload.filename,
                     title=upload.title,
-                    **extra,
+                    alt_txt=upload.alt_text or None,
                 )
                 await self.paced(channel, call)
             except SEND_ERRORS as exc:

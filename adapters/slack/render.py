@@ -190,89 +190,60 @@ def _resource_lines(att: Attachment, attached: frozenset[int]) -> str:
     return "\n".join(lines)
 
 
-def tool_container(
-    att: Attachment, *, uploaded: bool, attached: frozenset[int] = frozenset()
-) -> dict[str, Any]:
-    """A collapsible container: tool name as title, ok/error and latency as subtitle, details inside
-    (arguments, result, and the links and files the result carried)."""
-    shown, _ = _result(att)
-    note = _note("result", uploaded, att.truncated)
-    children: list[Any] = [
-        SectionBlock(text=MarkdownTextObject(text="*Arguments*\n" + _fenced(_arguments(att), 900))),
-        SectionBlock(text=MarkdownTextObject(text="*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20))),
-    ]
-    if note:
-        children.append(ContextBlock(elements=[MarkdownTextObject(text=note)]))
-    resources = _resource_lines(att, attached)
-    if resources:
-        children.append(SectionBlock(text=MarkdownTextObject(text=resources)))
-    icon = "❌" if att.is_error else "✅"
+def _container(title: str, subtitle: str, children: list[Any]) -> dict[str, Any]:
     block = ContainerBlock(
-        title=escape_capped(att.label, 150),
-        subtitle=f"{icon} {call_outcome(att)}",
-        child_blocks=children,
-        is_collapsible=True,
-        default_collapsed=True,
+        title=title, subtitle=subtitle, child_blocks=children, is_collapsible=True, default_collapsed=True
     )
     return block.to_dict()
 
 
-def tool_attachment(
-    att: Attachment, *, uploaded: bool, attached: frozenset[int] = frozenset()
-) -> dict[str, Any]:
-    """The legacy fallback: Slack collapses long attachment text behind "Show more"."""
+def _noted(note: str) -> list[Any]:
+    return [ContextBlock(elements=[MarkdownTextObject(text=note)])] if note else []
+
+
+def _legacy(color: str, title: str, text: str, fallback: str) -> dict[str, Any]:
+    """A legacy attachment: Slack collapses long attachment text behind "Show more"."""
+    return {"color": color, "title": title, "text": text, "fallback": fallback, "mrkdwn_in": ["text"]}
+
+
+def _tool_detail(att: Attachment, *, rich: bool, uploaded: bool, attached: frozenset[int]) -> dict[str, Any]:
+    """A call's detail (arguments, result, the links and files the result carried): a collapsible
+    container with ok/error and latency as subtitle, else a legacy attachment."""
     shown, _ = _result(att)
     note = _note("result", uploaded, att.truncated)
-    text = f"*Arguments* `{escape_capped(_arguments(att), 600)}`\n" + _fenced(shown, SECTION_TEXT_LIMIT)
     resources = _resource_lines(att, attached)
-    return {
-        "color": "danger" if att.is_error else "good",
-        "title": f"{escape_capped(att.label, 150)} — {call_outcome(att)}",
-        "text": text + (f"\n{note}" if note else "") + (f"\n{resources}" if resources else ""),
-        "fallback": f"{escape_capped(att.label, 150)}: {call_outcome(att)}",
-        "mrkdwn_in": ["text"],
-    }
+    title = escape_capped(att.label, 150)
+    if not rich:
+        text = f"*Arguments* `{escape_capped(_arguments(att), 600)}`\n" + _fenced(shown, SECTION_TEXT_LIMIT)
+        return _legacy(
+            "danger" if att.is_error else "good",
+            f"{title} — {call_outcome(att)}",
+            text + (f"\n{note}" if note else "") + (f"\n{resources}" if resources else ""),
+            f"{title}: {call_outcome(att)}",
+        )
+    children: list[Any] = [
+        SectionBlock(text=MarkdownTextObject(text="*Arguments*\n" + _fenced(_arguments(att), 900))),
+        SectionBlock(text=MarkdownTextObject(text="*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20))),
+        *_noted(note),
+        *([SectionBlock(text=MarkdownTextObject(text=resources))] if resources else []),
+    ]
+    return _container(title, f"{'❌' if att.is_error else '✅'} {call_outcome(att)}", children)
 
 
 def _text_shown(resource: Resource) -> tuple[str, bool]:
     return truncate(resource.text or "", RESULT_SHOWN)
 
 
-def _text_subtitle(resource: Resource, att: Attachment) -> str:
-    return truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0]
-
-
-def text_container(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
-    """A text a tool returned, as its own collapsible detail beside its call's."""
-    shown, cut = _text_shown(resource)
-    children: list[Any] = [SectionBlock(text=MarkdownTextObject(text=_fenced(shown, SECTION_TEXT_LIMIT)))]
-    note = _note("text", uploaded, cut)
-    if note:
-        children.append(ContextBlock(elements=[MarkdownTextObject(text=note)]))
-    block = ContainerBlock(
-        title=escape_capped(display_name(resource), 150),
-        subtitle=escape_capped(_text_subtitle(resource, att), 150),
-        child_blocks=children,
-        is_collapsible=True,
-        default_collapsed=True,
-    )
-    return block.to_dict()
-
-
-def text_attachment(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
-    """A text a tool returned as a legacy attachment (collapsed behind "Show more" when long)."""
+def _text_detail(resource: Resource, att: Attachment, *, rich: bool, uploaded: bool) -> dict[str, Any]:
+    """A text a tool returned, as its own detail beside its call's."""
     shown, cut = _text_shown(resource)
     note = _note("text", uploaded, cut)
-    title = (
-        f"{escape_capped(display_name(resource), 150)} — {escape_capped(_text_subtitle(resource, att), 150)}"
-    )
-    return {
-        "color": "#439FE0",
-        "title": title,
-        "text": _fenced(shown, SECTION_TEXT_LIMIT) + (f"\n{note}" if note else ""),
-        "fallback": escape_capped(display_name(resource), 150),
-        "mrkdwn_in": ["text"],
-    }
+    name = escape_capped(display_name(resource), 150)
+    subtitle = escape_capped(truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0], 150)
+    text = _fenced(shown, SECTION_TEXT_LIMIT)
+    if rich:
+        return _container(name, subtitle, [SectionBlock(text=MarkdownTextObject(text=text)), *_noted(note)])
+    return _legacy("#439FE0", f"{name} — {subtitle}", text + (f"\n{note}" if note else ""), name)
 
 
 def _is_json(text: str) -> bool:
@@ -340,11 +311,10 @@ def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, 
     attached = frozenset(i for i in range(len(att.resources)) if (att.tool_call_id, i) in plan.resources)
     uploaded = att.tool_call_id in plan.results
     rich = level is Level.RICH
-    items = [(tool_container if rich else tool_attachment)(att, uploaded=uploaded, attached=attached)]
+    items = [_tool_detail(att, rich=rich, uploaded=uploaded, attached=attached)]
     for i, resource in enumerate(att.resources):
         if kind_of(resource) == "text":
-            render = text_container if rich else text_attachment
-            items.append(render(resource, att, uploaded=i in attached))
+            items.append(_text_detail(resource, att, rich=rich, uploaded=i in attached))
     return items
 
 

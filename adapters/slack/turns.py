@@ -34,13 +34,7 @@ from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, is_dm_channel, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
-from adapters.slack.progress import (
-    AssistantStatus,
-    Concluded,
-    OpeningProgress,
-    ProgressSink,
-    StatusMessage,
-)
+from adapters.slack.progress import AssistantStatus, Concluded, OpeningProgress, ProgressSink, StatusMessage
 from adapters.slack.render import (
     Level,
     OutMessage,
@@ -368,12 +362,7 @@ class TurnRunner:
         await self.poster.update(turn.channel, replace_ts, message)
         await posts.replaced(part, replace_ts)
 
-    async def _apologize(
-        self,
-        turn: Turn,
-        sink: ProgressSink | None,
-        text: str = APOLOGY,
-    ) -> None:
+    async def _apologize(self, turn: Turn, sink: ProgressSink | None, text: str = APOLOGY) -> None:
         try:
             live = sink.live if isinstance(sink, OpeningProgress | StreamedAnswer) else None
             if isinstance(live, StreamedAnswer):
