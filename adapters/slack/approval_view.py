@@ -1,9 +1,7 @@
 """The approval message: what a person is asked to allow, and the buttons that carry their answer.
 
-The message is rendered from the stored request every time (posted, then updated after each click
-or at expiry), so any process draws the same message from the database. Each button's value binds
-the click to one request and, for a single call, to the hash of exactly the call that was shown.
-Arguments are shown in full; ones too long for a section go to the thread as a file as well.
+Rendered from the stored request every time, so any process draws the same message. Each button's
+value binds the click to one request and, for a single call, to the hash of the call that was shown.
 """
 
 from __future__ import annotations

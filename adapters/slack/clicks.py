@@ -1,14 +1,9 @@
 """Clicks in a thread: who clicked which button, on which message, in which thread; and Slack's side
 of the approval desk (`adapters.common.desk`).
 
-Approvals and tools' questions both put buttons in a thread; their clicks arrive in the same
-`block_actions` shape, read here once. An approval click is acked at once and worked in the
-background: the shared desk decides it through the core; if it changes nothing, only the clicker
-sees why (an ephemeral note); if it does, the approval message is updated in place (Slack has no
-answer through the click itself: `chat.update` on the stored message).
-
-The thumbs up / down under a streamed answer carry the rating and the question's delivery id; a
-vote that cannot be read is logged and dropped: feedback never fails anything.
+An approval click is acked at once and decided in the background; if it changes nothing only the
+clicker sees why, else the approval message is updated in place (a click has no answer of its own).
+A feedback vote that cannot be read is logged and dropped: feedback never fails anything.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """`/nerve`: help, the tools and prompts offered in this place, remembered approvals, reset, and
 starting a server's prompt (`/nerve prompt NAME [arg=value …]`), answered like a mention.
 
-The help lists the sub-commands of `adapters.common.commands` as Slack writes them, and
-`NerveCommands` runs the handler the table names (a test holds the two together). Every answer is
-ephemeral: only the person who typed the command sees it.
-
-A slash command has no message to answer in a thread, so a started prompt is posted (its text,
-naming who started it) and that post claimed in the inbox as that person's mention: the same runner
-answers it, with approvals, follow-ups in the thread and answering after a restart. Mistakes are
-told only to the person who typed the command: in the acknowledgement when the server answers
-within Slack's 3 seconds, else privately.
+Every answer is ephemeral. A slash command has no message to answer in a thread, so a started prompt
+is posted (naming who started it) and that post claimed in the inbox as that person's mention: the
+same runner answers it, with approvals, follow-ups and answering after a restart.
 """
 
 from __future__ import annotations
@@ -86,8 +80,7 @@ def typed_in(place: Place, workspace: str = "") -> Incoming:
 
 
 def tools_text(agent: Agent, place: Place) -> str:
-    """The tools the model is offered where the command was typed (the policy applied); their
-    descriptions are the servers' words, shown as an answer is (every link with its target)."""
+    """The tools the model is offered where the command was typed; descriptions shown as answers are."""
     tools = agent.tools(typed_in(place))
     if not tools:
         if agent.tools():
@@ -101,8 +94,7 @@ def tools_text(agent: Agent, place: Place) -> str:
 
 
 def prompt_line(spec: PromptSpec) -> str:
-    """One prompt as the list shows it: how to write it, what it does, what each argument means.
-    The descriptions are the server's words, shown as an answer is (every link with its target)."""
+    """One prompt as the list shows it: how to write it, what it does, what each argument means."""
     summary = spec.description.strip().splitlines()[0][:200] if spec.description.strip() else ""
     line = f"• `{escape(usage(spec))}`" + (f" — {safe_markdown(summary)}" if summary else "")
     explained = [
@@ -243,8 +235,7 @@ def announcement(user: str, name: str, question: str) -> OutMessage:
 
 
 def as_mention(team: str, channel: str, user: str, ts: str, question: str, *, dm: bool) -> dict[str, Any]:
-    """The post as the inbox's replay form: the Events API body of a mention of the bot by `user`
-    (a message in the post's thread in a DM), its text escaped as Slack escapes what people type."""
+    """The post as the Events API body of a mention by `user` (a thread message in a DM), for the inbox."""
     event: dict[str, Any] = {
         "type": "message" if dm else "app_mention",
         "user": user,
@@ -270,8 +261,7 @@ class PromptCommand:
     spawn: Callable[[Coroutine[Any, Any, None]], None]
 
     async def on_command(self, ack: AsyncAck, command: Mapping[str, Any], words: list[str]) -> None:
-        """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds (the
-        arguments are read from the command's text, where quoted values keep their spaces)."""
+        """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds."""
         sub, rest = _first_word(unescape(str(command.get("text") or "")))
         name, written = _first_word(rest)
         channel = str(command.get("channel_id") or "")

@@ -1,11 +1,9 @@
 """Which deliveries are turns, each claimed in the inbox before it is acked, and started.
 
-Claiming before the ack means a re-delivery (Slack's retries, a second Socket Mode connection) is
-acked and ignored, and a turn cut short by a restart is answered at start-up; while nerve stops, a
-delivery is claimed and acked but left for the next start. Slack retries a delivery not answered in
-3 s, so with the database unreachable the intake waits at most `INTAKE_WAIT_SECONDS`, then answers
-503 with Retry-After: nothing was recorded, and Slack's retry is. Every delivery acked 200 was
-recorded, so every delivery Slack was told succeeded is answered.
+Claiming before the ack means a re-delivery is acked and ignored, and a turn cut short by a restart is
+answered at start-up; while nerve stops, a delivery is claimed, acked and left for the next start.
+With the database unreachable the intake waits at most `INTAKE_WAIT_SECONDS`, then answers 503 with
+Retry-After, so every delivery acked 200 was recorded and is answered.
 """
 
 from __future__ import annotations
@@ -77,8 +75,7 @@ def _say(kind: str, message: str, *args: object) -> None:
 
 @dataclass(eq=False)
 class Intake:
-    """One bot's deliveries: claimed before the ack (`claim`, a middleware), then answered here or
-    queued as jobs (`on_turn`, `start`); `run` answers one turn."""
+    """One bot's deliveries: claimed before the ack (`claim`), then answered here or queued as jobs."""
 
     agent: Agent
     settings: SlackSettings
@@ -135,8 +132,7 @@ class Intake:
         return None
 
     async def _record(self, turn: Turn, body: dict[str, Any]) -> bool:
-        """Claim a turn's delivery in the inbox; False for a re-delivery, or while nerve stops (the
-        delivery is then acked and left to the next start)."""
+        """Claim a turn's delivery in the inbox; False for a re-delivery, or while nerve stops."""
         if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
             if self.launch.jobs is not None and await self._left_behind(turn):
                 logger.warning(
@@ -151,8 +147,8 @@ class Intake:
         return True
 
     async def _left_behind(self, turn: Turn) -> bool:
-        """A re-delivered event that a process recorded but died before queueing: queue it now, so
-        the thread's next message (which Slack sends only after this one is acked) stays behind it."""
+        """Queue a re-delivered event a process recorded but died before queueing: the thread's next
+        message (sent only after this one is acked) stays behind it."""
         if await self.agent.inbox.unfinished_payload(PLATFORM, turn.event_id) is None:
             return False
         self.follow(turn)

@@ -1,10 +1,7 @@
 """Slack's work as jobs shared by every nerve process on one PostgreSQL database (`bot.jobs`).
 
-The receiving process records an event in the inbox and queues a job; whichever worker is free runs
-it (`adapters.jobs_runtime`: an event, a parked turn going on, the messages that waited behind it).
 A thread's jobs never overlap, and a job cut off by a dying process runs again elsewhere
-(`adapters.slack.post` keeps its answer from being posted twice). Without jobs (SQLite, one
-process), `adapters.jobs_runtime.Launcher` runs the same work as tasks here.
+(`adapters.slack.post` keeps its answer from being posted twice).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """The answer as ONE Slack streaming message: chat.startStream, batched appends, chat.stopStream.
 
-Words go out as markdown chunks and each tool call as a task, at most one append per interval from a
-writer task of our own, so the turn never waits on Slack; the stop carries the rest, the final task
-states, the tool results and the feedback buttons. Anything Slack refuses turns into the edited
-message of `progress.StatusMessage`, never a second answer. What a 429 held back goes with the next
-append. A stream cannot take anything back: text of an earlier round (a draft) means the finished
-message is rewritten with chat.update, and each piece must already be escaped as the finished text
-will be, so a piece ends after whitespace and before any `[` that may still open a link.
+At most one append per interval, from a writer task of our own, so the turn never waits on Slack.
+Anything Slack refuses turns into the edited message of `progress.StatusMessage`, never a second
+answer. A stream cannot take anything back: a draft of an earlier round means the finished message is
+rewritten, and each piece is escaped as the finished text will be, so it ends after whitespace and
+before any `[` that may still open a link.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Putting messages into Slack: per-channel pacing (about one post a second, so a split answer does not
 provoke 429), the Block Kit fallback per workspace, and each post of a turn sent once.
 
-A turn can run twice (the process died before its event was finished, a job retried elsewhere), so
-each of its posts is announced in the store before it is sent, completed with its ts
-(`bot.store.posts`), and carries message metadata naming the turn and part. A second run goes on in
-the first run's live message, skips what is out, and reads the thread back for a part in doubt
-(announced but never completed, or a send that failed when Slack may have stored it: the client does
-not resend those, `adapters.slack.client`). Files go up at most once: one in doubt is left out.
+A turn can run twice (a process died before finishing its event, a job retried elsewhere), so each
+post is announced in the store before it is sent, completed with its ts (`bot.store.posts`), and
+carries metadata naming the turn and part: a second run goes on in the first run's live message,
+skips what is out, and reads the thread back for a part in doubt. A file in doubt is left out.
 """
 
 from __future__ import annotations
@@ -54,8 +52,7 @@ class PostsStopped(Exception):
 
 
 class Poster:
-    """chat.postMessage / chat.update / file uploads, one at a time per channel and `pace` seconds
-    apart, with no link unfurling."""
+    """Posts, edits and uploads, one at a time per channel and `pace` seconds apart, never unfurled."""
 
     def __init__(self, client: AsyncWebClient, *, pace: float) -> None:
         self.client = client
@@ -118,8 +115,7 @@ class Poster:
         thread: str | None = None,
         blocks: list[dict[str, Any]] | None = None,
     ) -> bool:
-        """A note only `user` sees (`chat.postEphemeral`, in `thread` when given); False when it
-        could not be posted (logged): such notes explain a click, and the click changed nothing."""
+        """A note only `user` sees; False when it could not be posted (logged)."""
         if channel is None:
             return False
         try:
@@ -161,8 +157,7 @@ class Poster:
         *,
         metadata: dict[str, Any] | None = None,
     ) -> str:
-        """Post a message (in the thread if given); returns its ts. `metadata` is Slack message
-        metadata (`TurnPosts` names the turn and part with it)."""
+        """Post a message (in the thread if given), with Slack message `metadata`; returns its ts."""
         # The client leaves out what is None; empty blocks or attachments are left out too.
         send = partial(
             self.client.chat_postMessage,
@@ -189,9 +184,7 @@ class Poster:
         )
 
     async def upload_all(self, channel: str, thread_ts: str | None, uploads: list[Upload]) -> None:
-        """Each file once, in order (files.getUploadURLExternal → upload → completeUploadExternal);
-        the files Slack did not take are named in one line in the thread, so the answer above stays
-        and people know what is missing."""
+        """Each file once, in order; the files Slack did not take are named in one line in the thread."""
         failed: list[str] = []
         for upload in uploads:
             try:
@@ -264,8 +257,7 @@ class TurnPosts:
         return await self._landed(LIVE)
 
     async def intend_live(self) -> None:
-        """Announce the live message before posting it: a run that dies before recording its ts
-        leaves it in doubt, and the next run finds it by its metadata (`live_metadata`)."""
+        """Announce the live message before posting it: the next run finds one in doubt by its metadata."""
         if self._records is not None and LIVE not in self._known:
             await self._intend(LIVE)
 
@@ -294,8 +286,7 @@ class TurnPosts:
         return ts
 
     async def _send(self, part: str, message: OutMessage) -> str:
-        """Post `part` once: a send that fails in doubt is looked for in the thread, and sent again
-        (up to SENDS in all) only when it is not there."""
+        """Post `part` once: a send that fails in doubt is sent again only when the thread lacks it."""
         turn = self._turn
         sends = 1
         while True:
@@ -374,8 +365,8 @@ class TurnPosts:
         return found
 
     async def _read_back(self, part: str) -> str | None:
-        """Look for the part's message in the thread by its metadata; None when it is not there or
-        Slack cannot be asked (then it is posted: an answer twice is better than none)."""
+        """The part's message in the thread, by its metadata; None when absent or Slack cannot be asked
+        (then it is posted: an answer twice is better than none)."""
         turn = self._turn
         client = self._poster.client
         cursor: str | None = None

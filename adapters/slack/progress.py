@@ -1,12 +1,9 @@
 """Showing a turn's progress: the assistant thread's status line, or one live message edited in place
 (`adapters.slack.live` streams where the workspace can), opened beside the model's work.
 
-Progress is best effort: a failed update is logged, never fails the turn, and updates are throttled
-(latest state wins) so a burst of tool calls or words costs one chat.update per interval. The live
-message is a post paced per channel, so it opens in the background and what happened before it
-shows is replayed; in a busy channel none opens (the 👀 is the sign, the slot goes to an answer)
-until there is room. A turn waiting behind another of its thread opens it when it starts, so the
-thread reads in order.
+Best effort and throttled (latest state wins): a failed update is logged, never fails the turn. The
+live message is a post paced per channel, so it opens in the background and replays what happened
+before it; in a busy channel none opens until there is room (the 👀 is the sign meanwhile).
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ URGENT = frozenset({"retrying", "notice"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Concluded:
-    """What a live message did with the final answer: how many of its messages it delivered itself,
-    which message the next one replaces, and whether that one carries the feedback buttons."""
+    """What a live message did with the final answer: messages it delivered, the one to replace."""
 
     delivered: int = 0
     replace_ts: str | None = None
@@ -206,8 +202,7 @@ class AssistantStatus:
 
 
 class StatusMessage:
-    """ONE message in the thread, posted at the start, edited as tools run and words arrive, replaced
-    by the answer."""
+    """ONE message in the thread, edited as tools run and words arrive, replaced by the answer."""
 
     def __init__(self, poster: Poster, turn: Turn, interval: float) -> None:
         self._poster = poster
@@ -241,8 +236,7 @@ class StatusMessage:
     async def _show(
         self, send: Callable[[OutMessage], Awaitable[None]], message: OutMessage | None = None
     ) -> None:
-        """Send the message as it stands, task-card style where the workspace accepts it (once
-        refused, plain lines from then on)."""
+        """Send the message as it stands, with task cards until the workspace refuses them."""
         message = message or self._render()
         try:
             await send(message)
@@ -312,8 +306,7 @@ OpenSink = Callable[[], Awaitable[ProgressSink | None]]
 
 
 class OpeningProgress:
-    """Progress whose live message comes later, or never: the events go to it once it exists, and
-    wait until then."""
+    """Progress whose live message comes later, or never: the events wait until it exists."""
 
     _sink: ProgressSink | None = None
 

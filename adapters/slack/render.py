@@ -158,8 +158,7 @@ def _note(what: str, uploaded: bool, shortened: bool) -> str:
 
 
 def resource_link(resource: Resource) -> str:
-    """A resource link in Slack markup: clickable only for http(s), labelled `name (host)`; any
-    other scheme is its name and its URI in code, never a link."""
+    """A resource link in Slack markup: clickable only for http(s); any other scheme is shown in code."""
     link = web_link(resource.uri)
     if link is None:
         return f"{escape(display_name(resource))} `{escape(shown_uri(resource.uri))}`"
@@ -256,8 +255,7 @@ def _is_json(text: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    """What of a reply goes up as files: results and texts too long to show, then the files the
-    tools returned; `results` by call id, `resources` by call id and place among its resources."""
+    """What of a reply goes up as files: `results` by call id, `resources` by call id and place."""
 
     uploads: list[Upload]
     results: set[str]
@@ -319,8 +317,7 @@ def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, 
 
 
 def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
-    """The messages of one answer: tool details first (as they happened), then the answer text.
-    The uploads are files for the thread once the answer is posted."""
+    """The messages of one answer: tool details first (as they happened), then the answer text."""
     plan = _plan_uploads(reply)
     chunks = answer_chunks(reply.text)
     tool_items = [item for att in reply.attachments for item in _detail_items(att, plan, level)]
@@ -373,8 +370,7 @@ def _state(call: Call) -> str:
 
 
 def status_message(headline: str, tools: list[Call], *, rich: bool, text: str = "") -> OutMessage:
-    """The one live message of a turn: a headline (until words arrive), a line (or task card) per
-    tool call, and the answer's text so far."""
+    """A turn's live message: a headline (until words arrive), the tool calls, the answer so far."""
     icon = {"running": "⏳", "ok": "✅", "error": "❌"}
     shown = answer_chunks(text)[0] if text.strip() else ""
     blocks: list[dict[str, Any]] = []

@@ -1,8 +1,7 @@
 """The Socket Mode connection, and what the log says about it.
 
-slack_sdk's client reconnects by itself and logs each failed attempt at ERROR, with a traceback,
-every ping interval while Slack cannot be reached. Its logger's `ConnectionLog` filter turns that into
-one WARNING when the connection is lost and one INFO line when it is back (the rest at DEBUG).
+slack_sdk's client logs each failed reconnect at ERROR, with a traceback, every ping interval;
+`ConnectionLog` turns that into one WARNING when the connection is lost and one INFO when it is back.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ _SESSION = re.compile(r"\s*\((?:s_-?\d+)?\)|\s*\bs_-?\d+")
 
 
 class ConnectionLog(logging.Filter):
-    """Keeps the client's lines at DEBUG and says in their place when the connection is lost
-    (its first failure, WARNING) and when it is back (INFO, with how long it was away)."""
+    """Keeps the client's lines at DEBUG and says instead when the connection is lost and is back."""
 
     def __init__(self, every: float, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -77,8 +75,7 @@ def reason(text: str) -> str:
 
 
 def connection_logger(every: float) -> logging.Logger:
-    """The client's logger, with a fresh `ConnectionLog` (one per connection nerve keeps); the
-    client retries every `every` seconds (its ping interval)."""
+    """The client's logger, with a fresh `ConnectionLog`; the client retries every `every` seconds."""
     client_log = logging.getLogger(CLIENT_LOGGER)
     for old in [f for f in client_log.filters if isinstance(f, ConnectionLog)]:
         client_log.removeFilter(old)

@@ -1,20 +1,16 @@
 """One Slack turn from start to finish: progress, the agent's answer, delivery, the inbox entry.
 
-Runs in the background after the event was acked. Whatever goes wrong, the user gets one short, true
-sentence in the thread and the operator gets the traceback in the log, never the reverse. A turn
-that waits for a person ends with one approval message; once decided (in any process, before or
-after a restart) `resume` answers in the same thread, then the messages that waited behind it.
+Whatever goes wrong, the user gets one short, true sentence in the thread and the operator the
+traceback in the log. A turn that waits for a person ends with one approval message; once decided (in
+any process, even after a restart) `resume` answers in its thread, then the messages that waited.
 
-A shutdown may cut a turn off while it works or before the first message of its answer went out: its
-event then stays unfinished and the next start answers it exactly once, while its live message says
-so. Once part of the answer is out, the turn counts as answered: posting it again would be the double
-reply people hate most.
+A turn cut off by a shutdown before its answer's first message went out stays unfinished, and the next
+start answers it once; once part of the answer is out it counts as answered: posting it again would be
+the double reply people hate most.
 
-The model starts at once, with 👀 on the person's post as the sign a mention was taken: Slack paces
-posts per channel, so in a busy channel a status message shows up late and takes a slot an answer
-needs, while reactions are limited per workspace. The reaction goes once the answer is posted (a turn
-cut off keeps it until the next start answers it); all best effort, and a workspace that refuses
-reactions (no `reactions:write`) is asked no more.
+👀 on the person's post is the sign a mention was taken: Slack paces posts per channel, so in a busy
+channel a status message shows up late and takes an answer's slot, while reactions are limited per
+workspace. It goes once the answer is posted; a workspace that refuses reactions is asked no more.
 """
 
 from __future__ import annotations
@@ -93,8 +89,7 @@ class TurnRunner:
         return frozenset(self._delivering)
 
     async def run(self, turn: Turn) -> None:
-        """Answer `turn`, then mark its event finished; an apology is an answer too. A turn cut off
-        by a shutdown stays unfinished (see the module's docstring)."""
+        """Answer `turn`, then mark its event finished; an apology is an answer too."""
         self._active[turn.key] += 1
         try:
             await self._run(turn, behind=self._active[turn.key] > 1)
@@ -151,8 +146,7 @@ class TurnRunner:
             await self._seen.clear(turn, mark)
 
     async def _cut_off(self, turn: Turn, sink: OpeningProgress | None) -> None:
-        """A shutdown cut the turn off: its event stays unfinished for the next start, and its live
-        message (if it has one) says so instead of "Thinking…" (best effort, within NOTE_SECONDS)."""
+        """Its event stays unfinished for the next start; its live message says so (best effort)."""
         logger.warning(
             "Slack event %s in %s was cut off by the shutdown; the next start answers it",
             turn.event_id,
@@ -169,8 +163,7 @@ class TurnRunner:
             logger.info("could not say in %s that the answer comes after the restart: %s", turn.key, exc)
 
     async def resume(self, request_id: str) -> None:
-        """Go on with a decided (or expired) request and answer in its thread, then the messages that
-        waited there. Nothing happens when another process already took the request."""
+        """Go on with a decided (or expired) request, unless another process took it already."""
         found = await self.agent.parked(request_id)
         if found is None:
             return
@@ -216,14 +209,12 @@ class TurnRunner:
             await current[-1].close()
 
     def _later(self, turn: Turn) -> OpeningProgress:
-        """Progress for a resumed turn, shown only once it starts: a request another process already
-        took ends before any progress, and then nothing is posted."""
+        """Shown only once the turn starts: a request another process took posts nothing."""
         return OpeningProgress(turn, lambda: self.open_progress(turn), at_once=False)
 
     async def _open_live(self, turn: Turn, posts: TurnPosts) -> ProgressSink | None:
-        """The turn's live message: the one an earlier run of this turn left (after a crash, or on
-        another replica), else a new one where the channel has room. None once part of the answer
-        is out: a live message under it would read as a second answer."""
+        """The live message an earlier run of this turn left, else a new one where the channel has
+        room; None once part of the answer is out (a live message under it reads as a second answer)."""
         if posts.answered:
             return None
         ts = await posts.live_ts()
@@ -239,8 +230,7 @@ class TurnRunner:
         return sink
 
     async def _reopen(self, turn: Turn, ts: str) -> ProgressSink:
-        """Go on in an earlier run's live message; a stream it left open is stopped first (Slack
-        edits no message while it streams)."""
+        """Go on in an earlier run's live message, stopping its stream (Slack edits no streaming message)."""
         try:
             await self.poster.client.chat_stopStream(channel=turn.channel, ts=ts)
         except SlackApiError as exc:
@@ -250,9 +240,8 @@ class TurnRunner:
         return message
 
     async def open_progress(self, turn: Turn, *, metadata: dict[str, Any] | None = None) -> ProgressSink:
-        """The live message of a turn: streamed where Slack can, else one message edited in place;
-        in an assistant thread the container's status line shows until the first words. `metadata`
-        goes on a posted live message (a stream takes none when it starts)."""
+        """Streamed where Slack can, else one message edited in place; in an assistant thread the
+        status line shows until the first words. `metadata` goes on a posted live message only."""
         team = turn.key.workspace
         thread = turn.reply_thread_ts
         streaming = thread is not None and self.poster.streams(team)
@@ -385,15 +374,14 @@ _REFUSED = frozenset({"missing_scope", "not_allowed_token_type", "no_permission"
 
 
 class SeenMarks:
-    """Adds and removes the 👀 of each turn, for one bot; remembers a refusal of reactions."""
+    """Adds and removes the 👀 of each turn; remembers a refusal of reactions."""
 
     def __init__(self, client: AsyncWebClient) -> None:
         self._client = client
         self._refused = False
 
     def mark(self, turn: Turn) -> asyncio.Task[bool] | None:
-        """Start showing 👀 on the post of `turn` (in the background), or None where no sign is due:
-        direct messages show their own status, and a turn taken back from the store has no post."""
+        """Start showing 👀 in the background; None in a DM (its own status) or with no post."""
         if self._refused or turn.message_ts is None or is_dm_channel(turn.channel):
             return None
         return asyncio.create_task(self.call("add", turn.channel, turn.message_ts))

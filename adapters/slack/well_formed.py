@@ -1,11 +1,8 @@
 """Is this HTTP delivery from Slack, and has it the shape slack-bolt and nerve read, before either reads it?
 
-The signature is checked over the raw bytes before anything decodes them: Slack signs bytes, and a
-body that is not valid UTF-8 must still verify before it is decoded with replacement. A valid
-signature says who sent a body, not what is in it: a body that breaks slack-bolt's assumptions
-(`event` an object, `authorizations` a list of objects, …) raises inside bolt, which answers 500, and
-Slack retries a 500. Checked here first, each is a refusal (401, 400) with one reason for the log,
-never an exception.
+The signature is checked over the raw bytes, before anything decodes them. A body that breaks
+slack-bolt's assumptions raises inside bolt, which answers 500, and Slack retries a 500: checked here
+first, each is a refusal (401, 400) with one reason for the log.
 """
 
 from __future__ import annotations
