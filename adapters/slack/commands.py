@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import KW_ONLY, dataclass
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -62,11 +63,6 @@ ADMINS_ONLY = "Only admins (NERVE_ADMINS) can list or revoke remembered approval
 APPROVALS_USAGE = "Usage: `/nerve approvals` to list, `/nerve approvals revoke PLACE SERVER TOOL` to revoke."
 LISTED = 40
 DESCRIBED = 200  # characters of a tool's description in `/nerve tools`
-
-
-def unknown_command_text(word: str) -> str:
-    """`/nerve WORD` for a WORD it does not know: say so, then the help."""
-    return f"`{escape(word[:50])}` is not a `/nerve` command. Here is what is:\n{HELP}"
 
 
 def typed_in(place: Place, workspace: str = "") -> Incoming:
@@ -167,7 +163,8 @@ class NerveCommands:
         words = str(command.get("text") or "").split()
         found = command_on(SLACK, words[0].lower() if words else "help")
         if found is None:
-            await ack(text=unknown_command_text(words[0]), response_type="ephemeral")
+            unknown = f"`{escape(words[0][:50])}` is not a `/nerve` command. Here is what is:\n{HELP}"
+            await ack(text=unknown, response_type="ephemeral")
         else:
             await self.handlers()[found.name](ack, command, words)
 
@@ -293,11 +290,16 @@ class PromptCommand:
             await ack(text=text, response_type="ephemeral")
             return
         await ack()
-        tell = PrivateNote(self.poster, here, str(command.get("response_url") or ""))
+        tell = partial(tell_privately, self.poster, here, str(command.get("response_url") or ""))
         self.spawn(self._begin(question, here, name, hint, tell))
 
     async def _begin(
-        self, question: asyncio.Future[str], here: Incoming, name: str, hint: str, tell: PrivateNote
+        self,
+        question: asyncio.Future[str],
+        here: Incoming,
+        name: str,
+        hint: str,
+        tell: Callable[[str], Awaitable[None]],
     ) -> None:
         """Post the prompt's text, claim the post as a mention, and start its turn."""
         place = here.where()
@@ -333,33 +335,22 @@ def _first_word(text: str) -> tuple[str, str]:
     return (parts[0] if parts else ""), (parts[1] if len(parts) > 1 else "")
 
 
-class PrivateNote:
-    """Telling only the person who typed the command, after its acknowledgement: an ephemeral
-    message, or, where the bot may not post (a channel it was not invited to), the command's
-    response URL, which Slack accepts for 30 minutes wherever the command was typed."""
-
-    def __init__(self, poster: Poster, here: Incoming, response_url: str) -> None:
-        self._poster = poster
-        self._channel = here.where().channel or ""
-        self._user = here.user_id
-        self._response_url = response_url
-
-    async def __call__(self, text: str) -> None:
-        try:
-            await self._poster.client.chat_postEphemeral(channel=self._channel, user=self._user, text=text)
-            return
-        except SlackApiError as exc:
-            logger.info(
-                "no ephemeral message in %s (%s); using the response URL", self._channel, api_error(exc)
-            )
-        if not self._response_url:
-            return
-        try:
-            sent = await AsyncWebhookClient(self._response_url, timeout=10).send(
-                text=text, response_type="ephemeral"
-            )
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            logger.warning("could not tell %s about the prompt: %s", self._user, exc)
-            return
-        if sent.status_code != 200:
-            logger.warning("could not tell %s about the prompt: HTTP %s", self._user, sent.status_code)
+async def tell_privately(poster: Poster, here: Incoming, response_url: str, text: str) -> None:
+    """Tell only the person who typed the command, after its acknowledgement: an ephemeral message,
+    or where the bot may not post (a channel it was not invited to), the command's response URL,
+    which Slack accepts for 30 minutes wherever the command was typed."""
+    channel, user = here.where().channel or "", here.user_id
+    try:
+        await poster.client.chat_postEphemeral(channel=channel, user=user, text=text)
+        return
+    except SlackApiError as exc:
+        logger.info("no ephemeral message in %s (%s); using the response URL", channel, api_error(exc))
+    if not response_url:
+        return
+    try:
+        sent = await AsyncWebhookClient(response_url, timeout=10).send(text=text, response_type="ephemeral")
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        logger.warning("could not tell %s about the prompt: %s", user, exc)
+        return
+    if sent.status_code != 200:
+        logger.warning("could not tell %s about the prompt: HTTP %s", user, sent.status_code)

@@ -9,11 +9,8 @@ before any `[` that may still open a link.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import re
-import time
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
@@ -23,7 +20,7 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 from adapters.slack.events import Turn
 from adapters.slack.inputs import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
-from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, tool_progress_text
+from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, Throttle, tool_progress_text
 from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply, safe_markdown
 from adapters.slack.render import call_outcome as outcome
 from bot.text import truncate
@@ -133,17 +130,10 @@ class StreamedAnswer:
         self._events: list[TurnEvent] = []
         self._fallback: StatusMessage | None = None
         self._concluded = False
-        self._writer: asyncio.Task[None] | None = None
-        self._again = False
-        self._sending = False
-        self._closed = False
-        self._last = -1e9
+        # At most one call per interval, from a task of its own.
+        self._writer = Throttle(lambda: True, self._write, self.interval)
         # Requests for input are messages of their own in the thread, never part of the stream.
         self._inputs = InputPosts(self.poster, self.turn.channel, self.turn.reply_thread_ts)
-
-    @property
-    def live(self) -> StreamedAnswer:
-        return self
 
     @property
     def message_ts(self) -> str | None:
@@ -170,7 +160,7 @@ class StreamedAnswer:
         # The first append starts the message (chat.startStream): a post in the channel's pace.
         chunks = [_task(STATUS_TASK, "Thinking…", "in_progress")]
         await self.poster.paced(self.turn.channel, lambda: stream.append(chunks=chunks))
-        self._last = time.monotonic()
+        self._writer.mark_sent()
 
     # --- recording (never waits on Slack) ---------------------------------------------------------
 
@@ -213,7 +203,7 @@ class StreamedAnswer:
             self._ops.append(_task(STATUS_TASK, "Thinking…", "in_progress", details=event.message))
         else:
             return
-        self._wake()
+        self._writer.request()
 
     def _shown(self) -> None:
         """The answer starts showing: the status line and the "Thinking…" task are done."""
@@ -246,38 +236,19 @@ class StreamedAnswer:
         else:
             self._ops.append({"type": "markdown_text", "text": piece})
 
-    # --- the writer: at most one call per interval ---------------------------------------------------
-
-    def _wake(self) -> None:
-        if self._closed:
+    async def _write(self, _: bool) -> None:
+        if self._fallback is not None:
             return
-        self._again = True
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write())
-
-    async def _write(self) -> None:
         try:
-            while self._again and not self._closed and self._fallback is None:
-                due = self._last + self.interval - time.monotonic()
-                if due > 0:
-                    await asyncio.sleep(due)
-                self._again = False
-                self._sending = True
-                try:
-                    await self._flush()
-                finally:
-                    self._sending = False
+            await self._flush()
         except Exception:
             logger.exception("streaming the answer in %s failed", self.turn.key)
-        finally:
-            self._writer = None
 
     async def _flush(self) -> None:
         self._push_text(final=False)
         if not self._ops:
             return
         sending, self._ops = self._ops, []
-        self._last = time.monotonic()
         try:
             stream = await self._open()
             await stream.append(chunks=sending)
@@ -306,15 +277,9 @@ class StreamedAnswer:
 
     async def close(self) -> None:
         """Stop the writer (a call in flight still lands); what is left goes with the stop."""
-        self._closed = True
+        await self._writer.close()
         if self.status is not None:
             await self.status.close()
-        writer = self._writer
-        if writer is not None:
-            if not self._sending:
-                writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
         if self._fallback is not None:
             await self._fallback.close()
         await self._inputs.close()

@@ -308,18 +308,14 @@ OpenSink = Callable[[], Awaitable[ProgressSink | None]]
 class OpeningProgress:
     """Progress whose live message comes later, or never: the events wait until it exists."""
 
-    _sink: ProgressSink | None = None
+    live: ProgressSink | None = None  # the live message, once it shows
 
     @property
     def message_ts(self) -> str | None:
-        return self._sink.message_ts if self._sink is not None else None
-
-    @property
-    def live(self) -> ProgressSink | None:
-        return self._sink
+        return self.live.message_ts if self.live is not None else None
 
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
-        return await self._sink.conclude(reply, level) if self._sink is not None else Concluded()
+        return await self.live.conclude(reply, level) if self.live is not None else Concluded()
 
     def __init__(self, turn: Turn, open_sink: OpenSink, *, at_once: bool = True) -> None:
         self.turn = turn
@@ -356,17 +352,17 @@ class OpeningProgress:
         except Exception:
             logger.exception("showing the progress so far in %s failed", self.turn.key)
         self._waiting.clear()
-        self._sink = sink
+        self.live = sink
 
     async def _open_later(self) -> None:
         await asyncio.sleep(REOPEN_SECONDS)
-        if self._sink is None and not self._closed and (self._opening is None or self._opening.done()):
+        if self.live is None and not self._closed and (self._opening is None or self._opening.done()):
             self._tried = time.monotonic()
             self._opening = asyncio.create_task(self._open())
 
     async def on_event(self, event: TurnEvent) -> None:
-        if self._sink is not None:
-            await self._sink.on_event(event)
+        if self.live is not None:
+            await self.live.on_event(event)
             return
         self._waiting.append(event)
         now = time.monotonic()
@@ -384,5 +380,5 @@ class OpeningProgress:
         if self._opening is not None and not self._opening.done():
             # Shielded: a status post already on its way lands, and is then known (and replaced).
             await asyncio.shield(self._opening)
-        if self._sink is not None:
-            await self._sink.close()
+        if self.live is not None:
+            await self.live.close()

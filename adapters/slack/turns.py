@@ -353,7 +353,7 @@ class TurnRunner:
 
     async def _apologize(self, turn: Turn, sink: ProgressSink | None, text: str = APOLOGY) -> None:
         try:
-            live = sink.live if isinstance(sink, OpeningProgress | StreamedAnswer) else None
+            live = sink.live if isinstance(sink, OpeningProgress) else sink
             if isinstance(live, StreamedAnswer):
                 # A stream is stopped with the apology (or rewritten to it), never left hanging.
                 await self._deliver(turn, AgentReply(text=text, failed=True), sink)
