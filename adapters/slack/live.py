@@ -290,20 +290,16 @@ class StreamedAnswer:
         """Stop the stream with the final answer, or say which message the answer replaces."""
         if self._fallback is not None:
             return await self._fallback.conclude(reply, level)
-        ts = self.message_ts
         if self._concluded:
-            return Concluded(replace_ts=ts)
+            return Concluded(replace_ts=self.message_ts)
         self._concluded = True
         feedback = self.feedback and not (reply.failed or reply.approval or reply.deferred)
         head = render_reply(reply, Level.RICH).messages[0]
         first = answer_chunks(reply.text)[0]
-        answer_block = {"type": "markdown", "text": first}
         fits = (
             level is Level.RICH
             and not (self._stale or self._overflow)
-            and bool(head.blocks)
-            and head.blocks is not None
-            and head.blocks[-1] == answer_block
+            and (head.blocks or [{}])[-1] == {"type": "markdown", "text": first}
             and first.startswith(self._round.sent)
         )
         finals = self._final_tasks(reply)

@@ -252,17 +252,14 @@ class TurnPosts:
         """Part of the answer is out (or may be): no live message is opened above it again."""
         return any(part.startswith("answer:") for part in self._known)
 
-    async def live_ts(self) -> str | None:
-        """The live message an earlier run posted, if it landed."""
-        return await self._landed(LIVE)
-
-    async def intend_live(self) -> None:
-        """Announce the live message before posting it: the next run finds one in doubt by its metadata."""
-        if self._records is not None and LIVE not in self._known:
+    async def intend_live(self) -> dict[str, Any] | None:
+        """Announce the live message before posting it; the metadata it is posted with, by which the
+        next run finds one in doubt."""
+        if self._records is None:
+            return None
+        if LIVE not in self._known:
             await self._intend(LIVE)
-
-    def live_metadata(self) -> dict[str, Any] | None:
-        return self._metadata(LIVE) if self._records is not None else None
+        return self._metadata(LIVE)
 
     async def note_live(self, ts: str | None) -> None:
         """Keep the live message's ts, so a second run goes on in it."""
@@ -275,7 +272,7 @@ class TurnPosts:
         if self._records is None:
             return await self._poster.post(turn.channel, turn.reply_thread_ts, message)
         if part in self._known:
-            landed = await self._landed(part)
+            landed = await self.landed(part)
             if landed is not None:
                 logger.info("Slack event %s: %s was posted before; not posting it again", turn.event_id, part)
                 return None
@@ -352,7 +349,7 @@ class TurnPosts:
     def _metadata(self, part: str) -> dict[str, Any]:
         return {"event_type": METADATA_TYPE, "event_payload": {"turn": self.turn_id, "part": part}}
 
-    async def _landed(self, part: str) -> str | None:
+    async def landed(self, part: str) -> str | None:
         """The ts of `part` if it is out: from the store, or (in doubt) found in the thread."""
         if part not in self._known:
             return None

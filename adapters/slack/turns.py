@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -29,7 +29,7 @@ from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, is_dm_channel, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
-from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
+from adapters.slack.post import LIVE, REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
 from adapters.slack.progress import AssistantStatus, Concluded, OpeningProgress, ProgressSink, StatusMessage
 from adapters.slack.render import (
     Level,
@@ -217,15 +217,14 @@ class TurnRunner:
         room; None once part of the answer is out (a live message under it reads as a second answer)."""
         if posts.answered:
             return None
-        ts = await posts.live_ts()
+        ts = await posts.landed(LIVE)
         if ts is not None:
             return await self._reopen(turn, ts)
         if not turn.assistant_thread and self.poster.busy(turn.channel):
             # A status post would take the slot of an answer and show up late anyway (👀 is the sign
             # meanwhile); an assistant thread's status line is no post: it always shows.
             return None
-        await posts.intend_live()
-        sink = await self.open_progress(turn, metadata=posts.live_metadata())
+        sink = await self.open_progress(turn, metadata=await posts.intend_live())
         await posts.note_live(sink.message_ts)
         return sink
 
@@ -298,7 +297,12 @@ class TurnRunner:
                 # or its stream ended with it): kept as that part, or a second run would post it again.
                 await posts.replaced(answer_part(0), sink.message_ts)
         level = self.poster.level(team)
-        rendered = self._with_feedback(render_reply(reply, level), turn, level, concluded)
+        rendered = render_reply(reply, level)
+        if concluded.feedback and level is Level.RICH and not concluded.delivered:
+            # A streamed answer rewritten in place keeps its feedback buttons (rich workspaces only).
+            head = rendered.messages[0]
+            head = replace(head, blocks=[*(head.blocks or []), feedback_block(turn.event_id)])
+            rendered = replace(rendered, messages=[head, *rendered.messages[1:]])
         first = sent = concluded.delivered
         delivered = delivered or Delivered()
         delivered.count = sent
@@ -329,18 +333,6 @@ class TurnRunner:
             ts = await self.poster.post(turn.channel, turn.reply_thread_ts, approval_message(prompt))
             await self.agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
             await self.poster.upload_all(turn.channel, turn.reply_thread_ts, argument_uploads(prompt))
-
-    @staticmethod
-    def _with_feedback(
-        rendered: RenderedReply, turn: Turn, level: Level, concluded: Concluded
-    ) -> RenderedReply:
-        """The feedback buttons on a streamed answer that is rewritten in place (rich workspaces only)."""
-        if not concluded.feedback or level is not Level.RICH or concluded.delivered:
-            return rendered
-        head = rendered.messages[0]
-        blocks = [*(head.blocks or []), feedback_block(turn.event_id)]
-        head = OutMessage(text=head.text, blocks=blocks, attachments=head.attachments)
-        return RenderedReply(messages=[head, *rendered.messages[1:]], uploads=rendered.uploads)
 
     async def _send(
         self, turn: Turn, message: OutMessage, replace_ts: str | None, posts: TurnPosts, part: str

@@ -69,27 +69,21 @@ def _problems(value: Any, where: str) -> Iterator[str]:
 
 
 # What slack-bolt looks up without asking whether it is there, by the delivery's type.
-_CALLBACK = ("callback_id",)
 _NEEDS: dict[str, tuple[str, ...]] = {
     "event_callback": ("event.type",),
     "block_actions": ("actions.0.action_id",),
-    "interactive_message": ("actions.0", *_CALLBACK),
-    "view_submission": ("view.callback_id", "view.type"),
-    "view_closed": ("view.callback_id", "view.type"),
-    "shortcut": _CALLBACK,
-    "message_action": _CALLBACK,
-    "dialog_submission": _CALLBACK,
-    "dialog_cancellation": _CALLBACK,
-    "workflow_step_edit": _CALLBACK,
+    "interactive_message": ("actions.0", "callback_id"),
+    **dict.fromkeys(("view_submission", "view_closed"), ("view.callback_id", "view.type")),
+    **dict.fromkeys(
+        ("shortcut", "message_action", "dialog_submission", "dialog_cancellation", "workflow_step_edit"),
+        ("callback_id",),
+    ),
 }
-
-
-_ASSISTANT_THREAD = ("event.assistant_thread.channel_id", "event.assistant_thread.thread_ts")
 # Events of an assistant thread: slack-bolt finds the thread in them before any listener runs.
-_EVENT_NEEDS: dict[str, tuple[str, ...]] = {
-    "assistant_thread_started": _ASSISTANT_THREAD,
-    "assistant_thread_context_changed": _ASSISTANT_THREAD,
-}
+_EVENT_NEEDS = dict.fromkeys(
+    ("assistant_thread_started", "assistant_thread_context_changed"),
+    ("event.assistant_thread.channel_id", "event.assistant_thread.thread_ts"),
+)
 
 
 def _needs(body: dict[str, Any]) -> tuple[str, ...]:
