@@ -201,7 +201,8 @@ class SlackBot:
         """Expire the requests whose time ran out, and queue events recorded but never queued."""
         return await sweep(self._recorded, self._desk)
 
-    async def _stop_sweeper(self) -> None:
+    async def _stop_intake(self) -> None:
+        self._intake.stopping = True
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
@@ -209,8 +210,7 @@ class SlackBot:
 
     async def drain(self, grace: float) -> None:
         """SIGTERM: start no new turn and give the running ones up to `grace` seconds to finish."""
-        self._intake.stopping = True
-        await self._stop_sweeper()
+        await self._stop_intake()
         if not self._tasks:
             return
         logger.warning("nerve: waiting up to %g s for %d running turn(s)", grace, len(self._tasks))
@@ -219,8 +219,7 @@ class SlackBot:
     async def aclose(self) -> None:
         """Cut off unfinished turns; an answer going out finishes the call on its way (within
         DELIVERY_ALLOWANCE), so the next start knows whether it landed and never posts it twice."""
-        self._intake.stopping = True
-        await self._stop_sweeper()
+        await self._stop_intake()
         self._poster.stop_posting()
         tasks = list(self._tasks)
         delivering = self._turns.delivering

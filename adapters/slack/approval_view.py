@@ -12,6 +12,7 @@ from typing import Any
 
 from adapters.common import cards
 from adapters.common.desk import AT, CHOICES, ApprovalClick, Choice
+from adapters.slack import render
 from adapters.slack.render import OutMessage, Upload, context, escape, escape_capped, quoted, section, when
 from bot.types import ApprovalPrompt, PendingCall
 
@@ -36,28 +37,17 @@ def arguments_text(call: PendingCall) -> str:
     return call.arguments_json() if call.arguments else "{}"
 
 
-def long_arguments(prompt: ApprovalPrompt) -> list[PendingCall]:
-    """The calls whose arguments do not fit the message whole (or are not drawn one by one)."""
+def argument_uploads(prompt: ApprovalPrompt) -> list[Upload]:
+    """The full arguments of each call the message cannot show whole (or draw), as files for the thread."""
     return [
-        call
+        Upload(
+            filename=f"{render.tool_file_name(call.tool)}-{call.call_hash[:8]}-arguments.json",
+            title=f"{call.tool} arguments (call {call.call_hash[:8]})",
+            content=arguments_text(call),
+        )
         for index, call in enumerate(prompt.calls)
         if index >= CALLS_SHOWN or len(escape(arguments_text(call))) > ARGUMENTS_INLINE
     ]
-
-
-def argument_uploads(prompt: ApprovalPrompt) -> list[Upload]:
-    """The full arguments of each call the message cannot show whole, as files for the thread."""
-    uploads = []
-    for call in long_arguments(prompt):
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", call.tool)[:60] or "tool"
-        uploads.append(
-            Upload(
-                filename=f"{safe}-{call.call_hash[:8]}-arguments.json",
-                title=f"{call.tool} arguments (call {call.call_hash[:8]})",
-                content=arguments_text(call),
-            )
-        )
-    return uploads
 
 
 def _value(data: dict[str, Any]) -> str:
@@ -88,9 +78,8 @@ def _button(
 
 
 def _call_text(index: int, call: PendingCall, total: int) -> str:
-    head = f"*{index + 1}. `{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
-    if total == 1:
-        head = f"*`{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
+    number = "" if total == 1 else f"{index + 1}. "
+    head = f"*{number}`{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
     shown = escape(arguments_text(call))
     if len(shown) <= ARGUMENTS_INLINE:
         return f"{head}\n```{shown}```"

@@ -344,11 +344,9 @@ class OpeningProgress:
                 self._retry = asyncio.create_task(self._open_later())
             return
         try:
-            # In order, including what arrives while these are being shown.
-            shown = 0
-            while shown < len(self._waiting):
-                await sink.on_event(self._waiting[shown])
-                shown += 1
+            # In order, including what arrives while these are being shown (a list's iterator sees it).
+            for event in self._waiting:
+                await sink.on_event(event)
         except Exception:
             logger.exception("showing the progress so far in %s failed", self.turn.key)
         self._waiting.clear()

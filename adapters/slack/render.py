@@ -245,6 +245,11 @@ def _text_detail(resource: Resource, att: Attachment, *, rich: bool, uploaded: b
     return _legacy("#439FE0", f"{name} — {subtitle}", text + (f"\n{note}" if note else ""), name)
 
 
+def tool_file_name(tool: str) -> str:
+    """A tool's name as the start of a file name: safe characters only."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", tool)[:60] or "tool"
+
+
 def _is_json(text: str) -> bool:
     try:
         json.loads(text)
@@ -263,45 +268,42 @@ class _Plan:
 
 
 def _plan_uploads(reply: AgentReply) -> _Plan:
-    uploads: list[Upload] = []
-    results: set[str] = set()
-    resources: set[tuple[str, int]] = set()
-    long_texts = 0
-    for att in reply.attachments:
-        if _result(att)[1] and long_texts < MAX_UPLOADS:
-            ext = "json" if _is_json(att.content) else "txt"
-            safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", att.name)[:60] or "tool"
-            uploads.append(
-                Upload(
-                    filename=f"{safe_name}-result.{ext}",
-                    title=f"{att.name} result",
-                    content=pretty_json(att.content),
-                )
-            )
-            results.add(att.tool_call_id)
-            long_texts += 1
-    taken = {u.filename for u in uploads}
-    for att in reply.attachments:
-        for i, resource in enumerate(att.resources):
-            if kind_of(resource) == "text" and _text_shown(resource)[1] and long_texts < MAX_UPLOADS:
-                name = file_name(resource, taken, extension=text_extension(resource))
-                uploads.append(
-                    Upload(filename=name, title=display_name(resource), content=resource.text or "")
-                )
-                resources.add((att.tool_call_id, i))
-                long_texts += 1
-    for att, i, resource in all_files(reply.attachments)[:MAX_RESOURCE_FILES]:
-        image = (resource.mime_type or "").startswith("image/")
-        uploads.append(
-            Upload(
-                filename=file_name(resource, taken),
-                title=display_name(resource),
-                content=resource.data or b"",
-                alt_text=display_name(resource) if image else None,
-            )
+    long = [att for att in reply.attachments if _result(att)[1]][:MAX_UPLOADS]
+    texts = [
+        (att, i, resource)
+        for att in reply.attachments
+        for i, resource in enumerate(att.resources)
+        if kind_of(resource) == "text" and _text_shown(resource)[1]
+    ][: MAX_UPLOADS - len(long)]
+    files = all_files(reply.attachments)[:MAX_RESOURCE_FILES]
+    uploads = [
+        Upload(
+            filename=f"{tool_file_name(att.name)}-result.{'json' if _is_json(att.content) else 'txt'}",
+            title=f"{att.name} result",
+            content=pretty_json(att.content),
         )
-        resources.add((att.tool_call_id, i))
-    return _Plan(uploads=uploads, results=results, resources=resources)
+        for att in long
+    ]
+    taken = {u.filename for u in uploads}
+    uploads += [
+        Upload(
+            filename=file_name(resource, taken, extension=text_extension(resource)),
+            title=display_name(resource),
+            content=resource.text or "",
+        )
+        for _, _, resource in texts
+    ]
+    uploads += [
+        Upload(
+            filename=file_name(resource, taken),
+            title=display_name(resource),
+            content=resource.data or b"",
+            alt_text=display_name(resource) if (resource.mime_type or "").startswith("image/") else None,
+        )
+        for _, _, resource in files
+    ]
+    resources = {(att.tool_call_id, i) for att, i, _ in [*texts, *files]}
+    return _Plan(uploads=uploads, results={att.tool_call_id for att in long}, resources=resources)
 
 
 def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, Any]]:
