@@ -94,7 +94,7 @@ class SlackBot:
         )
         self._owned = Owned()
         self._tasks = self._owned.tasks
-        # Where turns run: jobs any process takes (PostgreSQL, `adapters.slack.jobs`), else tasks here.
+        # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
         self._launch = jobs_runtime.Launcher(jobs, self.spawn, PLATFORM)
         self._intake = Intake(agent, settings, self._launch, self._turns.run, self.spawn)
         self._desk = AskDesk(
@@ -165,7 +165,6 @@ class SlackBot:
             await self._turns.run(turn)
 
     def job_handlers(self) -> dict[str, JobHandler]:
-        """What this bot's worker runs: Slack's jobs, by name."""
         return jobs_runtime.job_handlers(
             PLATFORM, self.answer_event, self._desk.go_on_here, self._turns.answer_deferred
         )
@@ -193,7 +192,6 @@ class SlackBot:
         await self._owned.idle()
 
     def start_sweeper(self, interval: float = SWEEP_SECONDS) -> None:
-        """Look for expired approval requests every `interval` seconds until `aclose`."""
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(sweep_forever(self.sweep, interval))
 

@@ -39,8 +39,6 @@ def payload_field(body: Mapping[str, Any], *path: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Click:
-    """One button press: its action, who pressed it, and where its message is."""
-
     action: dict[str, Any]
     user: str | None
     channel: str | None
@@ -125,7 +123,6 @@ def parse_feedback(body: Mapping[str, Any]) -> Feedback | None:
 
 
 async def record_click(store: FeedbackStore, body: Mapping[str, Any]) -> None:
-    """Store one click (already acked)."""
     feedback = parse_feedback(body)
     if feedback is None:
         logger.warning("ignored a feedback click that could not be read")

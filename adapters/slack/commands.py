@@ -301,7 +301,6 @@ class PromptCommand:
         hint: str,
         tell: Callable[[str], Awaitable[None]],
     ) -> None:
-        """Post the prompt's text, claim the post as a mention, and start its turn."""
         place = here.where()
         channel, user = place.channel or "", here.user_id
         try:
@@ -330,7 +329,6 @@ class PromptCommand:
 
 
 def _first_word(text: str) -> tuple[str, str]:
-    """The first word of `text` and the rest, whatever whitespace separates them."""
     parts = text.split(None, 1)
     return (parts[0] if parts else ""), (parts[1] if len(parts) > 1 else "")
 

@@ -41,10 +41,8 @@ _lines = LogThrottle(every=10.0)
 
 def unrecorded(event_id: str, exc: BaseException) -> BoltResponse:
     """The answer to a delivery the inbox could not record (`exc`): 503 with Retry-After."""
-    if isinstance(exc, StoreError):
-        reason = exc.message
-    else:
-        reason = f"the database gave no connection within {INTAKE_WAIT_SECONDS:g} s"
+    waited = f"the database gave no connection within {INTAKE_WAIT_SECONDS:g} s"
+    reason = exc.message if isinstance(exc, StoreError) else waited
     _say(
         "refused",
         "could not record Slack event %s (database unreachable: %s): answered 503 so Slack delivers it again",
@@ -66,7 +64,6 @@ def left_to_sweep(event_id: str) -> None:
 
 
 def _say(kind: str, message: str, *args: object) -> None:
-    """One WARNING per kind every 10 s, with the count of the ones held back since."""
     held = _lines.allow(kind)
     if held is not None:
         more = f" ({held} more {kind} since the last line)" if held else ""
@@ -99,7 +96,6 @@ class Intake:
     async def claim(
         self, body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
     ) -> BoltResponse | None:
-        """Decide whether a delivery is a turn, and claim it in the inbox before it is acked."""
         if body.get("type") == "event_callback" and context.bot_user_id:
             me = Identity(user_id=context.bot_user_id, bot_id=context.bot_id)
             turn = classify(

@@ -242,7 +242,6 @@ class TurnPosts:
         return f"slack:{self._turn.event_id}"
 
     async def load(self) -> TurnPosts:
-        """Read what an earlier run of this turn posted (nothing for a first run)."""
         if self._records is not None:
             self._known = await self._records.posts_of(self.turn_id)
         return self

@@ -246,7 +246,6 @@ def _text_detail(resource: Resource, att: Attachment, *, rich: bool, uploaded: b
 
 
 def tool_file_name(tool: str) -> str:
-    """A tool's name as the start of a file name: safe characters only."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", tool)[:60] or "tool"
 
 
@@ -307,7 +306,6 @@ def _plan_uploads(reply: AgentReply) -> _Plan:
 
 
 def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, Any]]:
-    """A call's detail, then each text it returned as a detail of its own."""
     attached = frozenset(i for i in range(len(att.resources)) if (att.tool_call_id, i) in plan.resources)
     uploaded = att.tool_call_id in plan.results
     rich = level is Level.RICH

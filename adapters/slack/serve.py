@@ -35,7 +35,6 @@ EVENTS_PATH = "/slack/events"
 
 
 def check_settings(settings: SlackSettings) -> None:
-    """Fail before anything starts when a required Slack setting is missing."""
     require_bot_token(settings)
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
         raise ConfigError(

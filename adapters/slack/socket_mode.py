@@ -74,23 +74,14 @@ def reason(text: str) -> str:
     return first if len(first) <= MAX_REASON else f"{first[:MAX_REASON]}…"
 
 
-def connection_logger(every: float) -> logging.Logger:
-    """The client's logger, with a fresh `ConnectionLog`; the client retries every `every` seconds."""
-    client_log = logging.getLogger(CLIENT_LOGGER)
-    for old in [f for f in client_log.filters if isinstance(f, ConnectionLog)]:
-        client_log.removeFilter(old)
-    client_log.addFilter(ConnectionLog(every))
-    return client_log
-
-
 def socket_mode_handler(
     app: AsyncApp, app_token: str, client: AsyncWebClient, *, ping_interval: float = PING_SECONDS
 ) -> AsyncSocketModeHandler:
-    """bolt's Socket Mode handler for `app`, logging its connection through `ConnectionLog`."""
+    """bolt's Socket Mode handler for `app`, its client's logger with a fresh `ConnectionLog`."""
+    client_log = logging.getLogger(CLIENT_LOGGER)
+    for old in [f for f in client_log.filters if isinstance(f, ConnectionLog)]:
+        client_log.removeFilter(old)
+    client_log.addFilter(ConnectionLog(ping_interval))
     return AsyncSocketModeHandler(
-        app,
-        app_token=app_token,
-        web_client=client,
-        logger=connection_logger(ping_interval),
-        ping_interval=ping_interval,
+        app, app_token=app_token, web_client=client, logger=client_log, ping_interval=ping_interval
     )

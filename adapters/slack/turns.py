@@ -186,22 +186,17 @@ class TurnRunner:
 
     async def answer_deferred(self, key: ConversationKey) -> None:
         """Answer, in order, the messages written in this thread while its turn waited."""
-        current: list[OpeningProgress] = []
+        current = [self._later(turn_in(Incoming(key=key, text="", user_id="")))]
 
         async def progress(event: TurnEvent) -> None:
-            if current:
-                await self._watch(current[-1].turn, current[-1].on_event)(event)
+            await self._watch(current[-1].turn, current[-1].on_event)(event)
 
-        def fresh(turn: Turn) -> None:
-            current.append(self._later(turn))
-
-        fresh(turn_in(Incoming(key=key, text="", user_id="")))
         try:
             async for incoming, reply in self.agent.deferred_replies(key, progress):
                 sink = current[-1]
                 await sink.close()
                 await self._deliver(turn_in(incoming), reply, sink)
-                fresh(turn_in(incoming))
+                current.append(self._later(turn_in(incoming)))
         except Exception:
             logger.exception("answering the messages that waited in %s failed", key)
             await self._apologize(current[-1].turn, current[-1])

@@ -30,7 +30,6 @@ NO_BOT_TOKEN = (
 
 
 def check_settings(settings: SlackSettings) -> None:
-    """Fail before anything starts when the worker would have no jobs to share or no way to answer."""
     if settings.nerve_database_url is None:
         raise ConfigError(NO_DATABASE)
     if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
