@@ -154,11 +154,8 @@ class Intake:
         turn = context.get("nerve_turn")
         if not isinstance(turn, Turn):
             return
-        if self.launch.jobs is None:
-            self.start(turn)
-            return
-        # Queued before the ack: Slack sends a thread's next message only after this one is queued,
-        # so the thread's jobs (one at a time, in queue order) answer in the order people wrote.
+        # With jobs, queued before the ack: Slack sends a thread's next message only after this one is
+        # queued, so the thread's jobs (one at a time, in queue order) answer in the order people wrote.
         self.follow(turn)
         deadline = context.get("nerve_deadline")
         try:
@@ -169,7 +166,4 @@ class Intake:
 
     def start(self, turn: Turn) -> None:
         self.follow(turn)
-        if self.launch.jobs is None:
-            self.spawn(self.run(turn))
-        else:
-            self.spawn(self.launch.event(turn.event_id, turn.key, lambda: self.run(turn)))
+        self.spawn(self.launch.event(turn.event_id, turn.key, lambda: self.run(turn)))
