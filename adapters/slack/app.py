@@ -249,11 +249,7 @@ class SlackBot:
     async def _on_input_submit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # The answer is checked before the ack: what is wrong goes back in the ack, into the open form.
         # What follows a good answer (its message, a parked turn going on) runs after the ack.
-        response = await self._inputs.on_submit(body)
-        if response is None:
-            await ack()
-        else:
-            await ack(response_action=response["response_action"], errors=response["errors"])
+        await ack(**(await self._inputs.on_submit(body) or {}))
 
     async def _on_link_click(self, ack: AsyncAck) -> None:
         # The Connect button opens its link in the browser; Slack tells us of the click too.

@@ -365,23 +365,19 @@ class TurnPosts:
         (then it is posted: an answer twice is better than none)."""
         turn = self._turn
         client = self._poster.client
-        cursor: str | None = None
+        # The client leaves out what is None (the first page's cursor, `oldest` of a turn with no post).
+        common: dict[str, Any] = {"channel": turn.channel, "include_all_metadata": True, "limit": 200}
         try:
             for _ in range(READ_BACK_PAGES):
-                common: dict[str, Any] = {"channel": turn.channel, "include_all_metadata": True, "limit": 200}
-                if cursor:
-                    common["cursor"] = cursor
                 if turn.reply_thread_ts is not None:
                     page = await client.conversations_replies(ts=turn.reply_thread_ts, **common)
                 else:
-                    if turn.message_ts:
-                        common["oldest"] = turn.message_ts
-                    page = await client.conversations_history(**common)
+                    page = await client.conversations_history(oldest=turn.message_ts or None, **common)
                 for message in page.get("messages") or []:
                     if self._is_part(message, part):
                         return str(message["ts"])
-                cursor = (page.get("response_metadata") or {}).get("next_cursor")
-                if not cursor:
+                common["cursor"] = (page.get("response_metadata") or {}).get("next_cursor")
+                if not common["cursor"]:
                     return None
         except SEND_ERRORS as exc:
             logger.warning(
