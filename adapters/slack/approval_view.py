@@ -66,15 +66,13 @@ def _button(
     text: str, choice: Choice, value: str, index: int | None = None, style: str | None = None
 ) -> dict[str, Any]:
     action_id = f"{ACTION_PREFIX}.{choice}" + (f".{index}" if index is not None else "")
-    button: dict[str, Any] = {
+    styled = {"style": style} if style is not None else {}
+    return {
         "type": "button",
         "text": {"type": "plain_text", "text": text},
         "action_id": action_id,
         "value": value,
-    }
-    if style is not None:
-        button["style"] = style
-    return button
+    } | styled
 
 
 def _call_text(index: int, call: PendingCall, total: int) -> str:

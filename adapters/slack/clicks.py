@@ -58,18 +58,18 @@ def click_of(body: Mapping[str, Any]) -> Click:
     )
 
 
+@dataclass(frozen=True, slots=True)
 class SlackApprovals:
     """Redraws approval messages where they are stored (`chat.update`)."""
 
-    def __init__(self, poster: Poster) -> None:
-        self._poster = poster
+    poster: Poster
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         where = parse_message_ref(ref)
         if where is None:
             return
         try:
-            await self._poster.update(where[0], where[1], approval_message(prompt))
+            await self.poster.update(where[0], where[1], approval_message(prompt))
         except SlackApiError as exc:
             logger.warning("could not update approval message %s: %s", ref, api_error(exc))
 

@@ -170,15 +170,11 @@ class NerveCommands:
 
     def handlers(self) -> dict[str, SubCommand]:
         """What each `/nerve` sub-command of the command table runs (a test holds the two together)."""
-        prompts, connections = self.prompts, self.connections
         return {
             "tools": self._tools,
-            "prompts": prompts,
-            "prompt": prompts,
+            **dict.fromkeys(("prompts", "prompt"), self.prompts),
             "approvals": self._approvals,
-            "connections": connections,
-            "connect": connections,
-            "disconnect": connections,
+            **dict.fromkeys(("connections", "connect", "disconnect"), self.connections),
             "reset": self._reset,
             "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
         }

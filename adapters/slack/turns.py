@@ -94,9 +94,7 @@ class TurnRunner:
         try:
             await self._run(turn, behind=self._active[turn.key] > 1)
         finally:
-            self._active[turn.key] -= 1
-            if not self._active[turn.key]:
-                del self._active[turn.key]
+            self._active -= Counter([turn.key])  # a thread with none left is dropped
 
     async def _run(self, turn: Turn, *, behind: bool) -> None:
         sink: OpeningProgress | None = None
