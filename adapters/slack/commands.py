@@ -330,9 +330,8 @@ def _first_word(text: str) -> tuple[str, str]:
 
 
 async def tell_privately(poster: Poster, here: Incoming, response_url: str, text: str) -> None:
-    """Tell only the person who typed the command, after its acknowledgement: an ephemeral message,
-    or where the bot may not post (a channel it was not invited to), the command's response URL,
-    which Slack accepts for 30 minutes wherever the command was typed."""
+    """Tell only the person who typed the command: an ephemeral message, or where the bot may not post,
+    the command's response URL (Slack accepts it for 30 minutes wherever the command was typed)."""
     channel, user = here.where().channel or "", here.user_id
     try:
         await poster.client.chat_postEphemeral(channel=channel, user=user, text=text)

@@ -110,11 +110,8 @@ class Intake:
                 # retries (`.intake`); a claim that landed after the refusal is queued by the retry
                 # (`_left_behind`). The embedded SQLite store is never unreachable, and a turn it
                 # claimed late would have no such second chance in this process: no bound there.
-                deadline = (
-                    asyncio.get_running_loop().time() + INTAKE_WAIT_SECONDS
-                    if self.launch.jobs is not None
-                    else None
-                )
+                bounded = self.launch.jobs is not None
+                deadline = asyncio.get_running_loop().time() + INTAKE_WAIT_SECONDS if bounded else None
                 try:
                     async with asyncio.timeout_at(deadline):
                         new = await self._record(turn, body)
@@ -143,8 +140,7 @@ class Intake:
         return True
 
     async def _left_behind(self, turn: Turn) -> bool:
-        """Queue a re-delivered event a process recorded but died before queueing: the thread's next
-        message (sent only after this one is acked) stays behind it."""
+        """Queue a re-delivered event whose process died before queueing it, ahead of the thread's next."""
         if await self.agent.inbox.unfinished_payload(PLATFORM, turn.event_id) is None:
             return False
         self.follow(turn)

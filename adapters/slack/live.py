@@ -226,12 +226,8 @@ class StreamedAnswer:
             self._overflow = True  # the rest goes out at the end, split where Slack needs it
             return
         self._streamed_chars += len(piece)
-        last = self._ops[-1] if self._ops else None
-        if (
-            last is not None
-            and last["type"] == "markdown_text"
-            and len(last["text"]) + len(piece) <= CHUNK_TEXT_LIMIT
-        ):
+        last: dict[str, Any] = self._ops[-1] if self._ops else {"type": None}
+        if last["type"] == "markdown_text" and len(last["text"]) + len(piece) <= CHUNK_TEXT_LIMIT:
             last["text"] += piece
         else:
             self._ops.append({"type": "markdown_text", "text": piece})

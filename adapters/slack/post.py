@@ -236,10 +236,7 @@ class TurnPosts:
         self._poster = poster
         self._turn = turn
         self._known: dict[str, str | None] = {}
-
-    @property
-    def turn_id(self) -> str:
-        return f"slack:{self._turn.event_id}"
+        self.turn_id = f"slack:{turn.event_id}"
 
     async def load(self) -> TurnPosts:
         if self._records is not None:

@@ -57,9 +57,8 @@ class ProgressSink(Protocol):
 
 
 class Throttle(Generic[T]):
-    """Sends at most once per `interval`, always from its own task, so recording an event never waits
-    on Slack. What a send carries is rendered when the send is due: at once for the first one (so a
-    quick change in between is not lost), at the end of the wait for later ones (the latest state)."""
+    """Sends at most once per `interval`, from its own task, so recording an event never waits on Slack.
+    A send is rendered when due: the first at once, later ones after their wait (the latest state)."""
 
     def __init__(
         self, render: Callable[[], T], send: Callable[[T], Awaitable[None]], interval: float

@@ -127,9 +127,8 @@ def answer_chunks(text: str) -> list[str]:
 def call_outcome(att: Attachment) -> str:
     """How a call went, as its detail's subtitle and its streamed task say it: "ok · 120 ms"."""
     ms = att.latency_ms
-    return f"{'error' if att.is_error else 'ok'} · " + (
-        f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
-    )
+    took = f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+    return f"{'error' if att.is_error else 'ok'} · {took}"
 
 
 def quoted(text: str, limit: int = 2_000) -> str:
@@ -206,8 +205,7 @@ def _legacy(color: str, title: str, text: str, fallback: str) -> dict[str, Any]:
 
 
 def _tool_detail(att: Attachment, *, rich: bool, uploaded: bool, attached: frozenset[int]) -> dict[str, Any]:
-    """A call's detail (arguments, result, the links and files the result carried): a collapsible
-    container with ok/error and latency as subtitle, else a legacy attachment."""
+    """A call's arguments, result, links and files: a collapsible container, else a legacy attachment."""
     shown, _ = _result(att)
     note = _note("result", uploaded, att.truncated)
     resources = _resource_lines(att, attached)
