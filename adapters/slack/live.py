@@ -342,13 +342,12 @@ class StreamedAnswer:
             for att in reply.attachments
             if att.tool_call_id in self._tasks
         ]
-        approval = reply.approval
-        if approval is not None:
-            chunks += [
-                _task(call.call_id, call.tool, "pending", details="waiting for approval")
-                for call in approval.calls
-                if call.status == "pending"
-            ]
+        waiting = reply.approval.calls if reply.approval is not None else []
+        chunks += [
+            _task(call.call_id, call.tool, "pending", details="waiting for approval")
+            for call in waiting
+            if call.status == "pending"
+        ]
         if self._status_open:
             chunks.append(_task(STATUS_TASK, "Thinking…", "complete"))
         return chunks
