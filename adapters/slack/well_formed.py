@@ -113,16 +113,13 @@ def delivery_problem(raw: str, content_type: str | None) -> str | None:
     """What makes a delivery unreadable, or None when slack-bolt can read it safely."""
     try:
         body = _body(raw, content_type)
-    except ValueError:
-        return "the body is not JSON"
-    except RecursionError:
-        return "the body is nested too deep"
-    if not isinstance(body, dict):
-        return f"the body is {_kind(body)}, not an object"
-    if not body:
-        return "the body is empty"
-    try:
+        if not isinstance(body, dict):
+            return f"the body is {_kind(body)}, not an object"
+        if not body:
+            return "the body is empty"
         return next(_problems(body, ""), None) or _missing(body) or _untyped(body)
+    except ValueError:  # only reading the JSON raises it
+        return "the body is not JSON"
     except RecursionError:
         return "the body is nested too deep"
 
