@@ -130,7 +130,7 @@ class StreamedAnswer:
         self._events: list[TurnEvent] = []
         self._fallback: StatusMessage | None = None
         self._concluded = False
-        # At most one call per interval, from a task of its own.
+        # At most one append per interval, from a task of its own; it takes what waits when it runs.
         self._writer = Throttle(lambda: True, self._write, self.interval)
         # Requests for input are messages of their own in the thread, never part of the stream.
         self._inputs = InputPosts(self.poster, self.turn.channel, self.turn.reply_thread_ts)
