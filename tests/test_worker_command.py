@@ -14,8 +14,8 @@ from pathlib import Path
 
 import aiohttp
 
+from adapters.jobs_runtime import EVENT, event_lock, job_name
 from adapters.slack.events import Identity, classify, inbox_payload
-from adapters.slack.jobs import EVENT_JOB, event_lock
 from bot.jobs import open_turn_jobs
 from tests.fakes.llm_server import FakeLLMServer, reply
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlack
@@ -44,9 +44,9 @@ async def record_and_queue(pg: PostgresBackend, body: dict[str, object]) -> None
     jobs = await open_turn_jobs(pg.location)
     try:
         queued = await jobs.enqueue(
-            EVENT_JOB,
+            job_name("slack", EVENT),
             {"event_id": turn.event_id},
-            event=event_lock(turn.event_id),
+            event=event_lock("slack", turn.event_id),
             conversation=str(turn.key),
         )
         assert queued

@@ -1,10 +1,8 @@
 """The bot on Slack: slack-bolt's AsyncApp with its listeners, and what they share.
 
-Every delivery is acked at once and answered in the background, exactly once: a middleware claims
-each turn's `event_id` in the inbox before the ack (`adapters.slack.intake`). On SIGTERM intake
-stops at once (`/readyz` answers 503; a delivery now is claimed and left for the next start) and
-running turns get NERVE_SHUTDOWN_GRACE seconds; the rest are cut off and answered at the next start
-(`adapters.slack.turns`). Nothing a person wrote is lost, and nothing is answered twice.
+Every delivery is claimed in the inbox before the ack (`adapters.slack.intake`) and answered in the
+background, exactly once. On SIGTERM intake stops and running turns get NERVE_SHUTDOWN_GRACE seconds;
+the rest are cut off and answered at the next start (`adapters.slack.turns`).
 """
 
 from __future__ import annotations
@@ -61,10 +59,8 @@ SUGGESTED_PROMPTS = (
 
 
 class SlackBot:
-    """The AsyncApp plus what it needs: identity, owned background tasks, pacing and fallbacks.
-    `pace`, `status_interval` (edits) and `stream_interval` (appends to a streaming message) are
-    seconds, within Slack's limits by default; with `jobs`, turns are queued for whichever process's
-    worker is free (`adapters.slack.jobs`)."""
+    """The AsyncApp plus what it needs: identity, owned background tasks, pacing and fallbacks; with
+    `jobs`, turns are queued for whichever process's worker is free."""
 
     def __init__(
         self,
@@ -98,7 +94,7 @@ class SlackBot:
         )
         self._owned = Owned()
         self._tasks = self._owned.tasks
-        # Where turns run: jobs any process takes (PostgreSQL, `adapters.slack.jobs`), else tasks here.
+        # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
         self._launch = jobs_runtime.Launcher(jobs, self.spawn, PLATFORM)
         self._intake = Intake(agent, settings, self._launch, self._turns.run, self.spawn)
         self._desk = AskDesk(
@@ -147,8 +143,7 @@ class SlackBot:
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def identity(self) -> Identity:
-        """Who the bot is (auth.test, asked once); ConfigError or StartupError when Slack refuses it or
-        cannot be reached."""
+        """Who the bot is (auth.test, asked once); ConfigError or StartupError when Slack refuses it."""
         if self._me is None:
             async with reaching_slack(self.settings, "SLACK_BOT_TOKEN"):
                 auth = await self.client.auth_test()
@@ -158,8 +153,7 @@ class SlackBot:
         return self._me
 
     async def recover(self) -> int:
-        """Answer the events claimed before a restart but never finished; returns how many. With
-        jobs, only those with no job waiting or running: another process may be answering the rest."""
+        """Answer the events claimed before a restart but never finished (with jobs, those with no job)."""
         count = await self._recorded.recover(lambda _event_id, turn: self._intake.start(turn))
         return count + await self._desk.recover()
 
@@ -171,15 +165,13 @@ class SlackBot:
             await self._turns.run(turn)
 
     def job_handlers(self) -> dict[str, JobHandler]:
-        """What this bot's worker runs: Slack's jobs, by name."""
         return jobs_runtime.job_handlers(
             PLATFORM, self.answer_event, self._desk.go_on_here, self._turns.answer_deferred
         )
 
     async def _left_over(self, event_id: str, payload: str) -> Turn | None:
-        """The turn of a recorded event, answered outside its delivery (a restart, a job). It waits
-        for a turn slot however many there are: its person was never answered. An entry that is no
-        turn (stored by an older version) is dropped with a log line."""
+        """The turn of a recorded event, answered outside its delivery; an entry that is no turn (stored
+        by an older version) is dropped with a log line."""
         me = await self.identity()
         try:
             body = json.loads(payload)
@@ -200,37 +192,32 @@ class SlackBot:
         await self._owned.idle()
 
     def start_sweeper(self, interval: float = SWEEP_SECONDS) -> None:
-        """Look for expired approval requests every `interval` seconds until `aclose`."""
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(sweep_forever(self.sweep, interval))
 
     async def sweep(self) -> list[str]:
-        """Expire the requests whose time ran out; their turns go on in the background. With jobs,
-        also queue the events a process recorded but died before queueing."""
+        """Expire the requests whose time ran out, and queue events recorded but never queued."""
         return await sweep(self._recorded, self._desk)
 
-    async def _stop_sweeper(self) -> None:
+    async def _stop_intake(self) -> None:
+        self._intake.stopping = True
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
 
     async def drain(self, grace: float) -> None:
-        """SIGTERM: start no new turn (a delivery is kept in the inbox for the next start) and give
-        the running ones up to `grace` seconds to finish."""
-        self._intake.stopping = True
-        await self._stop_sweeper()
+        """SIGTERM: start no new turn and give the running ones up to `grace` seconds to finish."""
+        await self._stop_intake()
         if not self._tasks:
             return
         logger.warning("nerve: waiting up to %g s for %d running turn(s)", grace, len(self._tasks))
         await self._owned.drain(grace, "turn(s)")
 
     async def aclose(self) -> None:
-        """Cut off unfinished turns (answered after a restart). No post starts any more; an answer
-        going out finishes the call on its way (within DELIVERY_ALLOWANCE), so the next start knows
-        whether it landed and never posts it twice."""
-        self._intake.stopping = True
-        await self._stop_sweeper()
+        """Cut off unfinished turns; an answer going out finishes the call on its way (within
+        DELIVERY_ALLOWANCE), so the next start knows whether it landed and never posts it twice."""
+        await self._stop_intake()
         self._poster.stop_posting()
         tasks = list(self._tasks)
         delivering = self._turns.delivering
@@ -247,8 +234,7 @@ class SlackBot:
         return None
 
     def _acked(self, work: Callable[[dict[str, Any]], Coroutine[Any, Any, None]]) -> Listener:
-        """A listener that acks at once (Slack shows the clicker an error after 3 s without one; a
-        "Fill in" click's trigger_id is good for 3 s) and does its `work` in the background."""
+        """A listener that acks at once (Slack shows an error after 3 s) and works in the background."""
 
         async def listener(ack: AsyncAck, body: dict[str, Any]) -> None:
             await ack()
@@ -263,11 +249,7 @@ class SlackBot:
     async def _on_input_submit(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         # The answer is checked before the ack: what is wrong goes back in the ack, into the open form.
         # What follows a good answer (its message, a parked turn going on) runs after the ack.
-        response = await self._inputs.on_submit(body)
-        if response is None:
-            await ack()
-        else:
-            await ack(response_action=response["response_action"], errors=response["errors"])
+        await ack(**(await self._inputs.on_submit(body) or {}))
 
     async def _on_link_click(self, ack: AsyncAck) -> None:
         # The Connect button opens its link in the browser; Slack tells us of the click too.

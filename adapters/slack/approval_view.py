@@ -1,9 +1,7 @@
 """The approval message: what a person is asked to allow, and the buttons that carry their answer.
 
-The message is rendered from the stored request every time (posted, then updated after each click
-or at expiry), so any process draws the same message from the database. Each button's value binds
-the click to one request and, for a single call, to the hash of exactly the call that was shown.
-Arguments are shown in full; ones too long for a section go to the thread as a file as well.
+Rendered from the stored request every time, so any process draws the same message. Each button's
+value binds the click to one request and, for a single call, to the hash of the call that was shown.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from typing import Any
 
 from adapters.common import cards
 from adapters.common.desk import AT, CHOICES, ApprovalClick, Choice
+from adapters.slack import render
 from adapters.slack.render import OutMessage, Upload, context, escape, escape_capped, quoted, section, when
 from bot.types import ApprovalPrompt, PendingCall
 
@@ -38,28 +37,17 @@ def arguments_text(call: PendingCall) -> str:
     return call.arguments_json() if call.arguments else "{}"
 
 
-def long_arguments(prompt: ApprovalPrompt) -> list[PendingCall]:
-    """The calls whose arguments do not fit the message whole (or are not drawn one by one)."""
+def argument_uploads(prompt: ApprovalPrompt) -> list[Upload]:
+    """The full arguments of each call the message cannot show whole (or draw), as files for the thread."""
     return [
-        call
+        Upload(
+            filename=f"{render.tool_file_name(call.tool)}-{call.call_hash[:8]}-arguments.json",
+            title=f"{call.tool} arguments (call {call.call_hash[:8]})",
+            content=arguments_text(call),
+        )
         for index, call in enumerate(prompt.calls)
         if index >= CALLS_SHOWN or len(escape(arguments_text(call))) > ARGUMENTS_INLINE
     ]
-
-
-def argument_uploads(prompt: ApprovalPrompt) -> list[Upload]:
-    """The full arguments of each call the message cannot show whole, as files for the thread."""
-    uploads = []
-    for call in long_arguments(prompt):
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", call.tool)[:60] or "tool"
-        uploads.append(
-            Upload(
-                filename=f"{safe}-{call.call_hash[:8]}-arguments.json",
-                title=f"{call.tool} arguments (call {call.call_hash[:8]})",
-                content=arguments_text(call),
-            )
-        )
-    return uploads
 
 
 def _value(data: dict[str, Any]) -> str:
@@ -78,21 +66,18 @@ def _button(
     text: str, choice: Choice, value: str, index: int | None = None, style: str | None = None
 ) -> dict[str, Any]:
     action_id = f"{ACTION_PREFIX}.{choice}" + (f".{index}" if index is not None else "")
-    button: dict[str, Any] = {
+    styled = {"style": style} if style is not None else {}
+    return {
         "type": "button",
         "text": {"type": "plain_text", "text": text},
         "action_id": action_id,
         "value": value,
-    }
-    if style is not None:
-        button["style"] = style
-    return button
+    } | styled
 
 
 def _call_text(index: int, call: PendingCall, total: int) -> str:
-    head = f"*{index + 1}. `{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
-    if total == 1:
-        head = f"*`{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
+    number = "" if total == 1 else f"{index + 1}. "
+    head = f"*{number}`{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
     shown = escape(arguments_text(call))
     if len(shown) <= ARGUMENTS_INLINE:
         return f"{head}\n```{shown}```"

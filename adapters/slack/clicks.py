@@ -1,14 +1,9 @@
 """Clicks in a thread: who clicked which button, on which message, in which thread; and Slack's side
 of the approval desk (`adapters.common.desk`).
 
-Approvals and tools' questions both put buttons in a thread; their clicks arrive in the same
-`block_actions` shape, read here once. An approval click is acked at once and worked in the
-background: the shared desk decides it through the core; if it changes nothing, only the clicker
-sees why (an ephemeral note); if it does, the approval message is updated in place (Slack has no
-answer through the click itself: `chat.update` on the stored message).
-
-The thumbs up / down under a streamed answer carry the rating and the question's delivery id; a
-vote that cannot be read is logged and dropped: feedback never fails anything.
+An approval click is acked at once and decided in the background; if it changes nothing only the
+clicker sees why, else the approval message is updated in place (a click has no answer of its own).
+A feedback vote that cannot be read is logged and dropped: feedback never fails anything.
 """
 
 from __future__ import annotations
@@ -44,8 +39,6 @@ def payload_field(body: Mapping[str, Any], *path: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Click:
-    """One button press: its action, who pressed it, and where its message is."""
-
     action: dict[str, Any]
     user: str | None
     channel: str | None
@@ -65,18 +58,18 @@ def click_of(body: Mapping[str, Any]) -> Click:
     )
 
 
+@dataclass(frozen=True, slots=True)
 class SlackApprovals:
     """Redraws approval messages where they are stored (`chat.update`)."""
 
-    def __init__(self, poster: Poster) -> None:
-        self._poster = poster
+    poster: Poster
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         where = parse_message_ref(ref)
         if where is None:
             return
         try:
-            await self._poster.update(where[0], where[1], approval_message(prompt))
+            await self.poster.update(where[0], where[1], approval_message(prompt))
         except SlackApiError as exc:
             logger.warning("could not update approval message %s: %s", ref, api_error(exc))
 
@@ -113,15 +106,10 @@ class FeedbackStore(Protocol):
 
 def parse_feedback(body: Mapping[str, Any]) -> Feedback | None:
     """The vote a `block_actions` body on the feedback buttons carries, or None if it is not one."""
-    actions = body.get("actions")
-    action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], Mapping) else {}
-    value = payload_field(action, "value") or ""
-    rating, _, event_id = value.partition("|")
-    user = payload_field(body, "user", "id")
+    pressed = click_of(body)
+    rating, _, event_id = (payload_field(pressed.action, "value") or "").partition("|")
+    user, channel, message_ts, thread = pressed.user, pressed.channel, pressed.message, pressed.thread
     team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id")
-    channel = payload_field(body, "container", "channel_id") or payload_field(body, "channel", "id")
-    message_ts = payload_field(body, "container", "message_ts") or payload_field(body, "message", "ts")
-    thread = payload_field(body, "container", "thread_ts") or payload_field(body, "message", "thread_ts")
     if rating not in ("up", "down") or not (user and team and channel and message_ts and thread):
         return None
     key = ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=thread)
@@ -135,7 +123,6 @@ def parse_feedback(body: Mapping[str, Any]) -> Feedback | None:
 
 
 async def record_click(store: FeedbackStore, body: Mapping[str, Any]) -> None:
-    """Store one click (already acked)."""
     feedback = parse_feedback(body)
     if feedback is None:
         logger.warning("ignored a feedback click that could not be read")

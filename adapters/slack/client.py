@@ -2,11 +2,9 @@
 that check its tokens.
 
 slack_sdk resends a call after a broken connection or a 500/503, but a chat.postMessage may have been
-stored all the same, and resent blindly it shows twice. A turn's posts are findable by their
-metadata (`adapters.slack.post`), so they are sent inside `findable()` (a context variable: the
-handlers never see the JSON body) and the caller reads the thread back instead. A 429 is waited out
-for every call (Slack stored nothing then) and counted for `/metrics`. A refused token or an
-unreachable Slack stops the start with one line that says what to fix (`reaching_slack`).
+stored all the same. A turn's posts are findable by their metadata (`adapters.slack.post`), so they
+are sent inside `findable()` and the caller reads the thread back instead. A 429 is waited out for
+every call and counted for `/metrics`.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ _FINDABLE: ContextVar[bool] = ContextVar("nerve_slack_findable_post", default=Fa
 
 @contextmanager
 def findable() -> Iterator[None]:
-    """Calls made inside (in this task) are not sent again by the client after a broken connection
-    or a 5xx: the caller finds out itself whether they landed (`in_doubt`)."""
+    """Calls made inside (in this task) are not resent by the client: the caller finds out itself."""
     token = _FINDABLE.set(True)
     try:
         yield
@@ -50,8 +47,7 @@ def findable() -> Iterator[None]:
 
 
 def in_doubt(exc: BaseException) -> bool:
-    """Whether a failed call may have been carried out all the same: its connection broke or timed
-    out, or Slack answered 5xx."""
+    """Whether a failed call may have been carried out all the same (broken connection, timeout, 5xx)."""
     if isinstance(exc, SlackApiError):
         return exc.response is not None and exc.response.status_code >= 500
     return isinstance(exc, aiohttp.ClientConnectionError | TimeoutError)
@@ -108,8 +104,7 @@ def require_bot_token(settings: SlackSettings) -> str:
 
 
 def make_client(settings: SlackSettings, **kwargs: Any) -> AsyncWebClient:
-    """A Web API client that waits out 429s (Retry-After) and retries broken connections and server
-    errors, except for a turn's posts, which are found again instead (`findable`)."""
+    """A Web API client that waits out 429s and retries broken connections and 5xx, but `findable` posts."""
     return AsyncWebClient(
         token=require_bot_token(settings),
         base_url=settings.slack_api_base_url,
@@ -123,14 +118,8 @@ def make_client(settings: SlackSettings, **kwargs: Any) -> AsyncWebClient:
 
 
 REFUSED_TOKEN = frozenset(
-    {
-        "invalid_auth",
-        "not_authed",
-        "account_inactive",
-        "token_revoked",
-        "token_expired",
-        "not_allowed_token_type",
-    }
+    {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
+    | {"not_allowed_token_type"}
 )
 
 
@@ -150,8 +139,7 @@ async def reaching_slack(settings: SlackSettings, token_name: str) -> AsyncItera
 
 
 class DropTokenNotice(logging.Filter):
-    """bolt warns that SLACK_BOT_TOKEN in the environment goes unused when it is given a client: the
-    client carries that very token, so the warning is noise (and turns a start-up error into two lines)."""
+    """bolt warns that SLACK_BOT_TOKEN goes unused when given a client that carries that very token."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "`token` will be unused" not in record.getMessage()

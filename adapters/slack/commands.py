@@ -1,15 +1,9 @@
 """`/nerve`: help, the tools and prompts offered in this place, remembered approvals, reset, and
 starting a server's prompt (`/nerve prompt NAME [arg=value …]`), answered like a mention.
 
-The help lists the sub-commands of `adapters.common.commands` as Slack writes them, and
-`NerveCommands` runs the handler the table names (a test holds the two together). Every answer is
-ephemeral: only the person who typed the command sees it.
-
-A slash command has no message to answer in a thread, so a started prompt is posted (its text,
-naming who started it) and that post claimed in the inbox as that person's mention: the same runner
-answers it, with approvals, follow-ups in the thread and answering after a restart. Mistakes are
-told only to the person who typed the command: in the acknowledgement when the server answers
-within Slack's 3 seconds, else privately.
+Every answer is ephemeral. A slash command has no message to answer in a thread, so a started prompt
+is posted (naming who started it) and that post claimed in the inbox as that person's mention: the
+same runner answers it, with approvals, follow-ups and answering after a restart.
 """
 
 from __future__ import annotations
@@ -19,6 +13,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import KW_ONLY, dataclass
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -70,11 +65,6 @@ LISTED = 40
 DESCRIBED = 200  # characters of a tool's description in `/nerve tools`
 
 
-def unknown_command_text(word: str) -> str:
-    """`/nerve WORD` for a WORD it does not know: say so, then the help."""
-    return f"`{escape(word[:50])}` is not a `/nerve` command. Here is what is:\n{HELP}"
-
-
 def typed_in(place: Place, workspace: str = "") -> Incoming:
     """An `Incoming` that stands for "where the command was typed, by whom", for what the policy decides."""
     return Incoming(
@@ -86,8 +76,7 @@ def typed_in(place: Place, workspace: str = "") -> Incoming:
 
 
 def tools_text(agent: Agent, place: Place) -> str:
-    """The tools the model is offered where the command was typed (the policy applied); their
-    descriptions are the servers' words, shown as an answer is (every link with its target)."""
+    """The tools the model is offered where the command was typed; descriptions shown as answers are."""
     tools = agent.tools(typed_in(place))
     if not tools:
         if agent.tools():
@@ -101,8 +90,7 @@ def tools_text(agent: Agent, place: Place) -> str:
 
 
 def prompt_line(spec: PromptSpec) -> str:
-    """One prompt as the list shows it: how to write it, what it does, what each argument means.
-    The descriptions are the server's words, shown as an answer is (every link with its target)."""
+    """One prompt as the list shows it: how to write it, what it does, what each argument means."""
     summary = spec.description.strip().splitlines()[0][:200] if spec.description.strip() else ""
     line = f"• `{escape(usage(spec))}`" + (f" — {safe_markdown(summary)}" if summary else "")
     explained = [
@@ -175,21 +163,18 @@ class NerveCommands:
         words = str(command.get("text") or "").split()
         found = command_on(SLACK, words[0].lower() if words else "help")
         if found is None:
-            await ack(text=unknown_command_text(words[0]), response_type="ephemeral")
+            unknown = f"`{escape(words[0][:50])}` is not a `/nerve` command. Here is what is:\n{HELP}"
+            await ack(text=unknown, response_type="ephemeral")
         else:
             await self.handlers()[found.name](ack, command, words)
 
     def handlers(self) -> dict[str, SubCommand]:
         """What each `/nerve` sub-command of the command table runs (a test holds the two together)."""
-        prompts, connections = self.prompts, self.connections
         return {
             "tools": self._tools,
-            "prompts": prompts,
-            "prompt": prompts,
+            **dict.fromkeys(("prompts", "prompt"), self.prompts),
             "approvals": self._approvals,
-            "connections": connections,
-            "connect": connections,
-            "disconnect": connections,
+            **dict.fromkeys(("connections", "connect", "disconnect"), self.connections),
             "reset": self._reset,
             "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
         }
@@ -243,8 +228,7 @@ def announcement(user: str, name: str, question: str) -> OutMessage:
 
 
 def as_mention(team: str, channel: str, user: str, ts: str, question: str, *, dm: bool) -> dict[str, Any]:
-    """The post as the inbox's replay form: the Events API body of a mention of the bot by `user`
-    (a message in the post's thread in a DM), its text escaped as Slack escapes what people type."""
+    """The post as the Events API body of a mention by `user` (a thread message in a DM), for the inbox."""
     event: dict[str, Any] = {
         "type": "message" if dm else "app_mention",
         "user": user,
@@ -270,8 +254,7 @@ class PromptCommand:
     spawn: Callable[[Coroutine[Any, Any, None]], None]
 
     async def on_command(self, ack: AsyncAck, command: Mapping[str, Any], words: list[str]) -> None:
-        """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds (the
-        arguments are read from the command's text, where quoted values keep their spaces)."""
+        """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds."""
         sub, rest = _first_word(unescape(str(command.get("text") or "")))
         name, written = _first_word(rest)
         channel = str(command.get("channel_id") or "")
@@ -303,13 +286,17 @@ class PromptCommand:
             await ack(text=text, response_type="ephemeral")
             return
         await ack()
-        tell = PrivateNote(self.poster, here, str(command.get("response_url") or ""))
+        tell = partial(tell_privately, self.poster, here, str(command.get("response_url") or ""))
         self.spawn(self._begin(question, here, name, hint, tell))
 
     async def _begin(
-        self, question: asyncio.Future[str], here: Incoming, name: str, hint: str, tell: PrivateNote
+        self,
+        question: asyncio.Future[str],
+        here: Incoming,
+        name: str,
+        hint: str,
+        tell: Callable[[str], Awaitable[None]],
     ) -> None:
-        """Post the prompt's text, claim the post as a mention, and start its turn."""
         place = here.where()
         channel, user = place.channel or "", here.user_id
         try:
@@ -338,38 +325,25 @@ class PromptCommand:
 
 
 def _first_word(text: str) -> tuple[str, str]:
-    """The first word of `text` and the rest, whatever whitespace separates them."""
     parts = text.split(None, 1)
     return (parts[0] if parts else ""), (parts[1] if len(parts) > 1 else "")
 
 
-class PrivateNote:
-    """Telling only the person who typed the command, after its acknowledgement: an ephemeral
-    message, or, where the bot may not post (a channel it was not invited to), the command's
-    response URL, which Slack accepts for 30 minutes wherever the command was typed."""
-
-    def __init__(self, poster: Poster, here: Incoming, response_url: str) -> None:
-        self._poster = poster
-        self._channel = here.where().channel or ""
-        self._user = here.user_id
-        self._response_url = response_url
-
-    async def __call__(self, text: str) -> None:
-        try:
-            await self._poster.client.chat_postEphemeral(channel=self._channel, user=self._user, text=text)
-            return
-        except SlackApiError as exc:
-            logger.info(
-                "no ephemeral message in %s (%s); using the response URL", self._channel, api_error(exc)
-            )
-        if not self._response_url:
-            return
-        try:
-            sent = await AsyncWebhookClient(self._response_url, timeout=10).send(
-                text=text, response_type="ephemeral"
-            )
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            logger.warning("could not tell %s about the prompt: %s", self._user, exc)
-            return
-        if sent.status_code != 200:
-            logger.warning("could not tell %s about the prompt: HTTP %s", self._user, sent.status_code)
+async def tell_privately(poster: Poster, here: Incoming, response_url: str, text: str) -> None:
+    """Tell only the person who typed the command: an ephemeral message, or where the bot may not post,
+    the command's response URL (Slack accepts it for 30 minutes wherever the command was typed)."""
+    channel, user = here.where().channel or "", here.user_id
+    try:
+        await poster.client.chat_postEphemeral(channel=channel, user=user, text=text)
+        return
+    except SlackApiError as exc:
+        logger.info("no ephemeral message in %s (%s); using the response URL", channel, api_error(exc))
+    if not response_url:
+        return
+    try:
+        sent = await AsyncWebhookClient(response_url, timeout=10).send(text=text, response_type="ephemeral")
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        logger.warning("could not tell %s about the prompt: %s", user, exc)
+        return
+    if sent.status_code != 200:
+        logger.warning("could not tell %s about the prompt: HTTP %s", user, sent.status_code)

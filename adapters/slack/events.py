@@ -1,12 +1,9 @@
 """Slack event payloads → turns: which posts the bot answers, where, and in which conversation; and
 what the inbox keeps of a delivery.
 
-Pure functions over the Events API body, so the rules (threads, DMs, mentions, bots, edits) are
-tested without a network and applied the same way to live deliveries and to start-up recovery. The
-inbox keeps only what dedupe and replay need: the event id, and what `classify` reads (the
-workspace, and the event's type, author, channel, time, thread and text) in the body's own shape (no
-verification `token`, `authorizations` or blocks). `migrations/0003_inbox_minimal_payloads.sql`
-reduces older entries to the same fields.
+Pure functions, so the rules are applied the same way to live deliveries and to start-up recovery.
+The inbox keeps only the fields `classify` reads, in the body's own shape
+(`migrations/0003_inbox_minimal_payloads.sql` reduces older entries to the same).
 """
 
 from __future__ import annotations

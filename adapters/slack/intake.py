@@ -1,11 +1,9 @@
 """Which deliveries are turns, each claimed in the inbox before it is acked, and started.
 
-Claiming before the ack means a re-delivery (Slack's retries, a second Socket Mode connection) is
-acked and ignored, and a turn cut short by a restart is answered at start-up; while nerve stops, a
-delivery is claimed and acked but left for the next start. Slack retries a delivery not answered in
-3 s, so with the database unreachable the intake waits at most `INTAKE_WAIT_SECONDS`, then answers
-503 with Retry-After: nothing was recorded, and Slack's retry is. Every delivery acked 200 was
-recorded, so every delivery Slack was told succeeded is answered.
+Claiming before the ack means a re-delivery is acked and ignored, and a turn cut short by a restart is
+answered at start-up; while nerve stops, a delivery is claimed, acked and left for the next start.
+With the database unreachable the intake waits at most `INTAKE_WAIT_SECONDS`, then answers 503 with
+Retry-After, so every delivery acked 200 was recorded and is answered.
 """
 
 from __future__ import annotations
@@ -43,10 +41,8 @@ _lines = LogThrottle(every=10.0)
 
 def unrecorded(event_id: str, exc: BaseException) -> BoltResponse:
     """The answer to a delivery the inbox could not record (`exc`): 503 with Retry-After."""
-    if isinstance(exc, StoreError):
-        reason = exc.message
-    else:
-        reason = f"the database gave no connection within {INTAKE_WAIT_SECONDS:g} s"
+    waited = f"the database gave no connection within {INTAKE_WAIT_SECONDS:g} s"
+    reason = exc.message if isinstance(exc, StoreError) else waited
     _say(
         "refused",
         "could not record Slack event %s (database unreachable: %s): answered 503 so Slack delivers it again",
@@ -68,7 +64,6 @@ def left_to_sweep(event_id: str) -> None:
 
 
 def _say(kind: str, message: str, *args: object) -> None:
-    """One WARNING per kind every 10 s, with the count of the ones held back since."""
     held = _lines.allow(kind)
     if held is not None:
         more = f" ({held} more {kind} since the last line)" if held else ""
@@ -77,8 +72,7 @@ def _say(kind: str, message: str, *args: object) -> None:
 
 @dataclass(eq=False)
 class Intake:
-    """One bot's deliveries: claimed before the ack (`claim`, a middleware), then answered here or
-    queued as jobs (`on_turn`, `start`); `run` answers one turn."""
+    """One bot's deliveries: claimed before the ack (`claim`), then answered here or queued as jobs."""
 
     agent: Agent
     settings: SlackSettings
@@ -102,7 +96,6 @@ class Intake:
     async def claim(
         self, body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
     ) -> BoltResponse | None:
-        """Decide whether a delivery is a turn, and claim it in the inbox before it is acked."""
         if body.get("type") == "event_callback" and context.bot_user_id:
             me = Identity(user_id=context.bot_user_id, bot_id=context.bot_id)
             turn = classify(
@@ -117,11 +110,8 @@ class Intake:
                 # retries (`.intake`); a claim that landed after the refusal is queued by the retry
                 # (`_left_behind`). The embedded SQLite store is never unreachable, and a turn it
                 # claimed late would have no such second chance in this process: no bound there.
-                deadline = (
-                    asyncio.get_running_loop().time() + INTAKE_WAIT_SECONDS
-                    if self.launch.jobs is not None
-                    else None
-                )
+                bounded = self.launch.jobs is not None
+                deadline = asyncio.get_running_loop().time() + INTAKE_WAIT_SECONDS if bounded else None
                 try:
                     async with asyncio.timeout_at(deadline):
                         new = await self._record(turn, body)
@@ -135,8 +125,7 @@ class Intake:
         return None
 
     async def _record(self, turn: Turn, body: dict[str, Any]) -> bool:
-        """Claim a turn's delivery in the inbox; False for a re-delivery, or while nerve stops (the
-        delivery is then acked and left to the next start)."""
+        """Claim a turn's delivery in the inbox; False for a re-delivery, or while nerve stops."""
         if not await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
             if self.launch.jobs is not None and await self._left_behind(turn):
                 logger.warning(
@@ -151,8 +140,7 @@ class Intake:
         return True
 
     async def _left_behind(self, turn: Turn) -> bool:
-        """A re-delivered event that a process recorded but died before queueing: queue it now, so
-        the thread's next message (which Slack sends only after this one is acked) stays behind it."""
+        """Queue a re-delivered event whose process died before queueing it, ahead of the thread's next."""
         if await self.agent.inbox.unfinished_payload(PLATFORM, turn.event_id) is None:
             return False
         self.follow(turn)
@@ -162,11 +150,8 @@ class Intake:
         turn = context.get("nerve_turn")
         if not isinstance(turn, Turn):
             return
-        if self.launch.jobs is None:
-            self.start(turn)
-            return
-        # Queued before the ack: Slack sends a thread's next message only after this one is queued,
-        # so the thread's jobs (one at a time, in queue order) answer in the order people wrote.
+        # With jobs, queued before the ack: Slack sends a thread's next message only after this one is
+        # queued, so the thread's jobs (one at a time, in queue order) answer in the order people wrote.
         self.follow(turn)
         deadline = context.get("nerve_deadline")
         try:
@@ -177,7 +162,4 @@ class Intake:
 
     def start(self, turn: Turn) -> None:
         self.follow(turn)
-        if self.launch.jobs is None:
-            self.spawn(self.run(turn))
-        else:
-            self.spawn(self.launch.event(turn.event_id, turn.key, lambda: self.run(turn)))
+        self.spawn(self.launch.event(turn.event_id, turn.key, lambda: self.run(turn)))

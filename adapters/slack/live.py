@@ -1,21 +1,16 @@
 """The answer as ONE Slack streaming message: chat.startStream, batched appends, chat.stopStream.
 
-Words go out as markdown chunks and each tool call as a task, at most one append per interval from a
-writer task of our own, so the turn never waits on Slack; the stop carries the rest, the final task
-states, the tool results and the feedback buttons. Anything Slack refuses turns into the edited
-message of `progress.StatusMessage`, never a second answer. What a 429 held back goes with the next
-append. A stream cannot take anything back: text of an earlier round (a draft) means the finished
-message is rewritten with chat.update, and each piece must already be escaped as the finished text
-will be, so a piece ends after whitespace and before any `[` that may still open a link.
+At most one append per interval, from a writer task of our own, so the turn never waits on Slack.
+Anything Slack refuses turns into the edited message of `progress.StatusMessage`, never a second
+answer. A stream cannot take anything back: a draft of an earlier round means the finished message is
+rewritten, and each piece is escaped as the finished text will be, so it ends after whitespace and
+before any `[` that may still open a link.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import re
-import time
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
@@ -25,7 +20,7 @@ from slack_sdk.web.async_chat_stream import AsyncChatStream
 from adapters.slack.events import Turn
 from adapters.slack.inputs import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
-from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, tool_progress_text
+from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, Throttle, tool_progress_text
 from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply, safe_markdown
 from adapters.slack.render import call_outcome as outcome
 from bot.text import truncate
@@ -35,14 +30,8 @@ logger = logging.getLogger(__name__)
 
 # chat.startStream errors that mean the workspace (not this place) has no streaming messages.
 UNSUPPORTED = frozenset(
-    {
-        "unknown_method",
-        "method_not_supported",
-        "method_deprecated",
-        "not_allowed_token_type",
-        "feature_not_enabled",
-        "not_supported",
-    }
+    {"unknown_method", "method_not_supported", "method_deprecated", "not_allowed_token_type"}
+    | {"feature_not_enabled", "not_supported"}
 )
 CHUNK_TEXT_LIMIT = 12_000  # markdown per chunk (chat.appendStream's documented limit)
 # Text streamed into one message; past it the words wait for the end, where long answers are split.
@@ -141,17 +130,10 @@ class StreamedAnswer:
         self._events: list[TurnEvent] = []
         self._fallback: StatusMessage | None = None
         self._concluded = False
-        self._writer: asyncio.Task[None] | None = None
-        self._again = False
-        self._sending = False
-        self._closed = False
-        self._last = -1e9
+        # At most one append per interval, from a task of its own; it takes what waits when it runs.
+        self._writer = Throttle(lambda: True, self._write, self.interval)
         # Requests for input are messages of their own in the thread, never part of the stream.
         self._inputs = InputPosts(self.poster, self.turn.channel, self.turn.reply_thread_ts)
-
-    @property
-    def live(self) -> StreamedAnswer:
-        return self
 
     @property
     def message_ts(self) -> str | None:
@@ -178,7 +160,7 @@ class StreamedAnswer:
         # The first append starts the message (chat.startStream): a post in the channel's pace.
         chunks = [_task(STATUS_TASK, "Thinking…", "in_progress")]
         await self.poster.paced(self.turn.channel, lambda: stream.append(chunks=chunks))
-        self._last = time.monotonic()
+        self._writer.mark_sent()
 
     # --- recording (never waits on Slack) ---------------------------------------------------------
 
@@ -221,7 +203,7 @@ class StreamedAnswer:
             self._ops.append(_task(STATUS_TASK, "Thinking…", "in_progress", details=event.message))
         else:
             return
-        self._wake()
+        self._writer.request()
 
     def _shown(self) -> None:
         """The answer starts showing: the status line and the "Thinking…" task are done."""
@@ -244,48 +226,25 @@ class StreamedAnswer:
             self._overflow = True  # the rest goes out at the end, split where Slack needs it
             return
         self._streamed_chars += len(piece)
-        last = self._ops[-1] if self._ops else None
-        if (
-            last is not None
-            and last["type"] == "markdown_text"
-            and len(last["text"]) + len(piece) <= CHUNK_TEXT_LIMIT
-        ):
+        last: dict[str, Any] = self._ops[-1] if self._ops else {"type": None}
+        if last["type"] == "markdown_text" and len(last["text"]) + len(piece) <= CHUNK_TEXT_LIMIT:
             last["text"] += piece
         else:
             self._ops.append({"type": "markdown_text", "text": piece})
 
-    # --- the writer: at most one call per interval ---------------------------------------------------
-
-    def _wake(self) -> None:
-        if self._closed:
+    async def _write(self, _: bool) -> None:
+        if self._fallback is not None:
             return
-        self._again = True
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write())
-
-    async def _write(self) -> None:
         try:
-            while self._again and not self._closed and self._fallback is None:
-                due = self._last + self.interval - time.monotonic()
-                if due > 0:
-                    await asyncio.sleep(due)
-                self._again = False
-                self._sending = True
-                try:
-                    await self._flush()
-                finally:
-                    self._sending = False
+            await self._flush()
         except Exception:
             logger.exception("streaming the answer in %s failed", self.turn.key)
-        finally:
-            self._writer = None
 
     async def _flush(self) -> None:
         self._push_text(final=False)
         if not self._ops:
             return
         sending, self._ops = self._ops, []
-        self._last = time.monotonic()
         try:
             stream = await self._open()
             await stream.append(chunks=sending)
@@ -314,15 +273,9 @@ class StreamedAnswer:
 
     async def close(self) -> None:
         """Stop the writer (a call in flight still lands); what is left goes with the stop."""
-        self._closed = True
+        await self._writer.close()
         if self.status is not None:
             await self.status.close()
-        writer = self._writer
-        if writer is not None:
-            if not self._sending:
-                writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
         if self._fallback is not None:
             await self._fallback.close()
         await self._inputs.close()
@@ -333,20 +286,16 @@ class StreamedAnswer:
         """Stop the stream with the final answer, or say which message the answer replaces."""
         if self._fallback is not None:
             return await self._fallback.conclude(reply, level)
-        ts = self.message_ts
         if self._concluded:
-            return Concluded(replace_ts=ts)
+            return Concluded(replace_ts=self.message_ts)
         self._concluded = True
         feedback = self.feedback and not (reply.failed or reply.approval or reply.deferred)
         head = render_reply(reply, Level.RICH).messages[0]
         first = answer_chunks(reply.text)[0]
-        answer_block = {"type": "markdown", "text": first}
         fits = (
             level is Level.RICH
             and not (self._stale or self._overflow)
-            and bool(head.blocks)
-            and head.blocks is not None
-            and head.blocks[-1] == answer_block
+            and (head.blocks or [{}])[-1] == {"type": "markdown", "text": first}
             and first.startswith(self._round.sent)
         )
         finals = self._final_tasks(reply)
@@ -393,13 +342,12 @@ class StreamedAnswer:
             for att in reply.attachments
             if att.tool_call_id in self._tasks
         ]
-        approval = reply.approval
-        if approval is not None:
-            chunks += [
-                _task(call.call_id, call.tool, "pending", details="waiting for approval")
-                for call in approval.calls
-                if call.status == "pending"
-            ]
+        waiting = reply.approval.calls if reply.approval is not None else []
+        chunks += [
+            _task(call.call_id, call.tool, "pending", details="waiting for approval")
+            for call in waiting
+            if call.status == "pending"
+        ]
         if self._status_open:
             chunks.append(_task(STATUS_TASK, "Thinking…", "complete"))
         return chunks

@@ -1,12 +1,10 @@
 """Putting messages into Slack: per-channel pacing (about one post a second, so a split answer does not
 provoke 429), the Block Kit fallback per workspace, and each post of a turn sent once.
 
-A turn can run twice (the process died before its event was finished, a job retried elsewhere), so
-each of its posts is announced in the store before it is sent, completed with its ts
-(`bot.store.posts`), and carries message metadata naming the turn and part. A second run goes on in
-the first run's live message, skips what is out, and reads the thread back for a part in doubt
-(announced but never completed, or a send that failed when Slack may have stored it: the client does
-not resend those, `adapters.slack.client`). Files go up at most once: one in doubt is left out.
+A turn can run twice (a process died before finishing its event, a job retried elsewhere), so each
+post is announced in the store before it is sent, completed with its ts (`bot.store.posts`), and
+carries metadata naming the turn and part: a second run goes on in the first run's live message,
+skips what is out, and reads the thread back for a part in doubt. A file in doubt is left out.
 """
 
 from __future__ import annotations
@@ -54,8 +52,7 @@ class PostsStopped(Exception):
 
 
 class Poster:
-    """chat.postMessage / chat.update / file uploads, one at a time per channel and `pace` seconds
-    apart, with no link unfurling."""
+    """Posts, edits and uploads, one at a time per channel and `pace` seconds apart, never unfurled."""
 
     def __init__(self, client: AsyncWebClient, *, pace: float) -> None:
         self.client = client
@@ -118,17 +115,13 @@ class Poster:
         thread: str | None = None,
         blocks: list[dict[str, Any]] | None = None,
     ) -> bool:
-        """A note only `user` sees (`chat.postEphemeral`, in `thread` when given); False when it
-        could not be posted (logged): such notes explain a click, and the click changed nothing."""
+        """A note only `user` sees; False when it could not be posted (logged)."""
         if channel is None:
             return False
-        kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": text}
-        if thread is not None:
-            kwargs["thread_ts"] = thread
-        if blocks is not None:
-            kwargs["blocks"] = blocks
         try:
-            await self.client.chat_postEphemeral(**kwargs)
+            await self.client.chat_postEphemeral(
+                channel=channel, user=user, text=text, thread_ts=thread, blocks=blocks
+            )
         except SlackApiError as exc:
             logger.warning("could not post a note for %s: %s", user, api_error(exc))
             return False
@@ -164,23 +157,20 @@ class Poster:
         *,
         metadata: dict[str, Any] | None = None,
     ) -> str:
-        """Post a message (in the thread if given); returns its ts. `metadata` is Slack message
-        metadata (`TurnPosts` names the turn and part with it)."""
-        kwargs: dict[str, Any] = {
-            "channel": channel,
-            "text": message.text,
-            "unfurl_links": False,
-            "unfurl_media": False,
-        }
-        if thread_ts is not None:
-            kwargs["thread_ts"] = thread_ts
-        if message.blocks:
-            kwargs["blocks"] = message.blocks
-        if message.attachments:
-            kwargs["attachments"] = message.attachments
-        if metadata is not None:
-            kwargs["metadata"] = metadata
-        response = await self.paced(channel, lambda: self.client.chat_postMessage(**kwargs))
+        """Post a message (in the thread if given), with Slack message `metadata`; returns its ts."""
+        # The client leaves out what is None; empty blocks or attachments are left out too.
+        send = partial(
+            self.client.chat_postMessage,
+            channel=channel,
+            text=message.text,
+            unfurl_links=False,
+            unfurl_media=False,
+            thread_ts=thread_ts,
+            blocks=message.blocks or None,
+            attachments=message.attachments or None,
+            metadata=metadata,
+        )
+        response = await self.paced(channel, send)
         return str(response["ts"])
 
     async def update(self, channel: str, ts: str, message: OutMessage) -> None:
@@ -194,12 +184,9 @@ class Poster:
         )
 
     async def upload_all(self, channel: str, thread_ts: str | None, uploads: list[Upload]) -> None:
-        """Each file once, in order (files.getUploadURLExternal → upload → completeUploadExternal);
-        the files Slack did not take are named in one line in the thread, so the answer above stays
-        and people know what is missing."""
+        """Each file once, in order; the files Slack did not take are named in one line in the thread."""
         failed: list[str] = []
         for upload in uploads:
-            extra: dict[str, Any] = {"alt_txt": upload.alt_text} if upload.alt_text else {}
             try:
                 call = partial(
                     self.client.files_upload_v2,
@@ -208,7 +195,7 @@ class Poster:
                     content=upload.content,
                     filename=upload.filename,
                     title=upload.title,
-                    **extra,
+                    alt_txt=upload.alt_text or None,
                 )
                 await self.paced(channel, call)
             except SEND_ERRORS as exc:
@@ -249,13 +236,9 @@ class TurnPosts:
         self._poster = poster
         self._turn = turn
         self._known: dict[str, str | None] = {}
-
-    @property
-    def turn_id(self) -> str:
-        return f"slack:{self._turn.event_id}"
+        self.turn_id = f"slack:{turn.event_id}"
 
     async def load(self) -> TurnPosts:
-        """Read what an earlier run of this turn posted (nothing for a first run)."""
         if self._records is not None:
             self._known = await self._records.posts_of(self.turn_id)
         return self
@@ -265,18 +248,14 @@ class TurnPosts:
         """Part of the answer is out (or may be): no live message is opened above it again."""
         return any(part.startswith("answer:") for part in self._known)
 
-    async def live_ts(self) -> str | None:
-        """The live message an earlier run posted, if it landed."""
-        return await self._landed(LIVE)
-
-    async def intend_live(self) -> None:
-        """Announce the live message before posting it: a run that dies before recording its ts
-        leaves it in doubt, and the next run finds it by its metadata (`live_metadata`)."""
-        if self._records is not None and LIVE not in self._known:
+    async def intend_live(self) -> dict[str, Any] | None:
+        """Announce the live message before posting it; the metadata it is posted with, by which the
+        next run finds one in doubt."""
+        if self._records is None:
+            return None
+        if LIVE not in self._known:
             await self._intend(LIVE)
-
-    def live_metadata(self) -> dict[str, Any] | None:
-        return self._metadata(LIVE) if self._records is not None else None
+        return self._metadata(LIVE)
 
     async def note_live(self, ts: str | None) -> None:
         """Keep the live message's ts, so a second run goes on in it."""
@@ -289,7 +268,7 @@ class TurnPosts:
         if self._records is None:
             return await self._poster.post(turn.channel, turn.reply_thread_ts, message)
         if part in self._known:
-            landed = await self._landed(part)
+            landed = await self.landed(part)
             if landed is not None:
                 logger.info("Slack event %s: %s was posted before; not posting it again", turn.event_id, part)
                 return None
@@ -300,8 +279,7 @@ class TurnPosts:
         return ts
 
     async def _send(self, part: str, message: OutMessage) -> str:
-        """Post `part` once: a send that fails in doubt is looked for in the thread, and sent again
-        (up to SENDS in all) only when it is not there."""
+        """Post `part` once: a send that fails in doubt is sent again only when the thread lacks it."""
         turn = self._turn
         sends = 1
         while True:
@@ -367,7 +345,7 @@ class TurnPosts:
     def _metadata(self, part: str) -> dict[str, Any]:
         return {"event_type": METADATA_TYPE, "event_payload": {"turn": self.turn_id, "part": part}}
 
-    async def _landed(self, part: str) -> str | None:
+    async def landed(self, part: str) -> str | None:
         """The ts of `part` if it is out: from the store, or (in doubt) found in the thread."""
         if part not in self._known:
             return None
@@ -380,27 +358,23 @@ class TurnPosts:
         return found
 
     async def _read_back(self, part: str) -> str | None:
-        """Look for the part's message in the thread by its metadata; None when it is not there or
-        Slack cannot be asked (then it is posted: an answer twice is better than none)."""
+        """The part's message in the thread, by its metadata; None when absent or Slack cannot be asked
+        (then it is posted: an answer twice is better than none)."""
         turn = self._turn
         client = self._poster.client
-        cursor: str | None = None
+        # The client leaves out what is None (the first page's cursor, `oldest` of a turn with no post).
+        common: dict[str, Any] = {"channel": turn.channel, "include_all_metadata": True, "limit": 200}
         try:
             for _ in range(READ_BACK_PAGES):
-                common: dict[str, Any] = {"channel": turn.channel, "include_all_metadata": True, "limit": 200}
-                if cursor:
-                    common["cursor"] = cursor
                 if turn.reply_thread_ts is not None:
                     page = await client.conversations_replies(ts=turn.reply_thread_ts, **common)
                 else:
-                    if turn.message_ts:
-                        common["oldest"] = turn.message_ts
-                    page = await client.conversations_history(**common)
+                    page = await client.conversations_history(oldest=turn.message_ts or None, **common)
                 for message in page.get("messages") or []:
                     if self._is_part(message, part):
                         return str(message["ts"])
-                cursor = (page.get("response_metadata") or {}).get("next_cursor")
-                if not cursor:
+                common["cursor"] = (page.get("response_metadata") or {}).get("next_cursor")
+                if not common["cursor"]:
                     return None
         except SEND_ERRORS as exc:
             logger.warning(

@@ -1,12 +1,9 @@
 """Showing a turn's progress: the assistant thread's status line, or one live message edited in place
 (`adapters.slack.live` streams where the workspace can), opened beside the model's work.
 
-Progress is best effort: a failed update is logged, never fails the turn, and updates are throttled
-(latest state wins) so a burst of tool calls or words costs one chat.update per interval. The live
-message is a post paced per channel, so it opens in the background and what happened before it
-shows is replayed; in a busy channel none opens (the 👀 is the sign, the slot goes to an answer)
-until there is room. A turn waiting behind another of its thread opens it when it starts, so the
-thread reads in order.
+Best effort and throttled (latest state wins): a failed update is logged, never fails the turn. The
+live message is a post paced per channel, so it opens in the background and replays what happened
+before it; in a busy channel none opens until there is room (the 👀 is the sign meanwhile).
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ URGENT = frozenset({"retrying", "notice"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Concluded:
-    """What a live message did with the final answer: how many of its messages it delivered itself,
-    which message the next one replaces, and whether that one carries the feedback buttons."""
+    """What a live message did with the final answer: messages it delivered, the one to replace."""
 
     delivered: int = 0
     replace_ts: str | None = None
@@ -61,9 +57,8 @@ class ProgressSink(Protocol):
 
 
 class Throttle(Generic[T]):
-    """Sends at most once per `interval`, always from its own task, so recording an event never waits
-    on Slack. What a send carries is rendered when the send is due: at once for the first one (so a
-    quick change in between is not lost), at the end of the wait for later ones (the latest state)."""
+    """Sends at most once per `interval`, from its own task, so recording an event never waits on Slack.
+    A send is rendered when due: the first at once, later ones after their wait (the latest state)."""
 
     def __init__(
         self, render: Callable[[], T], send: Callable[[T], Awaitable[None]], interval: float
@@ -206,8 +201,7 @@ class AssistantStatus:
 
 
 class StatusMessage:
-    """ONE message in the thread, posted at the start, edited as tools run and words arrive, replaced
-    by the answer."""
+    """ONE message in the thread, edited as tools run and words arrive, replaced by the answer."""
 
     def __init__(self, poster: Poster, turn: Turn, interval: float) -> None:
         self._poster = poster
@@ -241,8 +235,7 @@ class StatusMessage:
     async def _show(
         self, send: Callable[[OutMessage], Awaitable[None]], message: OutMessage | None = None
     ) -> None:
-        """Send the message as it stands, task-card style where the workspace accepts it (once
-        refused, plain lines from then on)."""
+        """Send the message as it stands, with task cards until the workspace refuses them."""
         message = message or self._render()
         try:
             await send(message)
@@ -312,21 +305,16 @@ OpenSink = Callable[[], Awaitable[ProgressSink | None]]
 
 
 class OpeningProgress:
-    """Progress whose live message comes later, or never: the events go to it once it exists, and
-    wait until then."""
+    """Progress whose live message comes later, or never: the events wait until it exists."""
 
-    _sink: ProgressSink | None = None
+    live: ProgressSink | None = None  # the live message, once it shows
 
     @property
     def message_ts(self) -> str | None:
-        return self._sink.message_ts if self._sink is not None else None
-
-    @property
-    def live(self) -> ProgressSink | None:
-        return self._sink
+        return self.live.message_ts if self.live is not None else None
 
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
-        return await self._sink.conclude(reply, level) if self._sink is not None else Concluded()
+        return await self.live.conclude(reply, level) if self.live is not None else Concluded()
 
     def __init__(self, turn: Turn, open_sink: OpenSink, *, at_once: bool = True) -> None:
         self.turn = turn
@@ -355,25 +343,23 @@ class OpeningProgress:
                 self._retry = asyncio.create_task(self._open_later())
             return
         try:
-            # In order, including what arrives while these are being shown.
-            shown = 0
-            while shown < len(self._waiting):
-                await sink.on_event(self._waiting[shown])
-                shown += 1
+            # In order, including what arrives while these are being shown (a list's iterator sees it).
+            for event in self._waiting:
+                await sink.on_event(event)
         except Exception:
             logger.exception("showing the progress so far in %s failed", self.turn.key)
         self._waiting.clear()
-        self._sink = sink
+        self.live = sink
 
     async def _open_later(self) -> None:
         await asyncio.sleep(REOPEN_SECONDS)
-        if self._sink is None and not self._closed and (self._opening is None or self._opening.done()):
+        if self.live is None and not self._closed and (self._opening is None or self._opening.done()):
             self._tried = time.monotonic()
             self._opening = asyncio.create_task(self._open())
 
     async def on_event(self, event: TurnEvent) -> None:
-        if self._sink is not None:
-            await self._sink.on_event(event)
+        if self.live is not None:
+            await self.live.on_event(event)
             return
         self._waiting.append(event)
         now = time.monotonic()
@@ -391,5 +377,5 @@ class OpeningProgress:
         if self._opening is not None and not self._opening.done():
             # Shielded: a status post already on its way lands, and is then known (and replaced).
             await asyncio.shield(self._opening)
-        if self._sink is not None:
-            await self._sink.close()
+        if self.live is not None:
+            await self.live.close()

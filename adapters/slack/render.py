@@ -127,9 +127,8 @@ def answer_chunks(text: str) -> list[str]:
 def call_outcome(att: Attachment) -> str:
     """How a call went, as its detail's subtitle and its streamed task say it: "ok · 120 ms"."""
     ms = att.latency_ms
-    return f"{'error' if att.is_error else 'ok'} · " + (
-        f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
-    )
+    took = f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+    return f"{'error' if att.is_error else 'ok'} · {took}"
 
 
 def quoted(text: str, limit: int = 2_000) -> str:
@@ -158,8 +157,7 @@ def _note(what: str, uploaded: bool, shortened: bool) -> str:
 
 
 def resource_link(resource: Resource) -> str:
-    """A resource link in Slack markup: clickable only for http(s), labelled `name (host)`; any
-    other scheme is its name and its URI in code, never a link."""
+    """A resource link in Slack markup: clickable only for http(s); any other scheme is shown in code."""
     link = web_link(resource.uri)
     if link is None:
         return f"{escape(display_name(resource))} `{escape(shown_uri(resource.uri))}`"
@@ -190,89 +188,63 @@ def _resource_lines(att: Attachment, attached: frozenset[int]) -> str:
     return "\n".join(lines)
 
 
-def tool_container(
-    att: Attachment, *, uploaded: bool, attached: frozenset[int] = frozenset()
-) -> dict[str, Any]:
-    """A collapsible container: tool name as title, ok/error and latency as subtitle, details inside
-    (arguments, result, and the links and files the result carried)."""
-    shown, _ = _result(att)
-    note = _note("result", uploaded, att.truncated)
-    children: list[Any] = [
-        SectionBlock(text=MarkdownTextObject(text="*Arguments*\n" + _fenced(_arguments(att), 900))),
-        SectionBlock(text=MarkdownTextObject(text="*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20))),
-    ]
-    if note:
-        children.append(ContextBlock(elements=[MarkdownTextObject(text=note)]))
-    resources = _resource_lines(att, attached)
-    if resources:
-        children.append(SectionBlock(text=MarkdownTextObject(text=resources)))
-    icon = "❌" if att.is_error else "✅"
+def _container(title: str, subtitle: str, children: list[Any]) -> dict[str, Any]:
     block = ContainerBlock(
-        title=escape_capped(att.label, 150),
-        subtitle=f"{icon} {call_outcome(att)}",
-        child_blocks=children,
-        is_collapsible=True,
-        default_collapsed=True,
+        title=title, subtitle=subtitle, child_blocks=children, is_collapsible=True, default_collapsed=True
     )
     return block.to_dict()
 
 
-def tool_attachment(
-    att: Attachment, *, uploaded: bool, attached: frozenset[int] = frozenset()
-) -> dict[str, Any]:
-    """The legacy fallback: Slack collapses long attachment text behind "Show more"."""
+def _noted(note: str) -> list[Any]:
+    return [ContextBlock(elements=[MarkdownTextObject(text=note)])] if note else []
+
+
+def _legacy(color: str, title: str, text: str, fallback: str) -> dict[str, Any]:
+    """A legacy attachment: Slack collapses long attachment text behind "Show more"."""
+    return {"color": color, "title": title, "text": text, "fallback": fallback, "mrkdwn_in": ["text"]}
+
+
+def _tool_detail(att: Attachment, *, rich: bool, uploaded: bool, attached: frozenset[int]) -> dict[str, Any]:
+    """A call's arguments, result, links and files: a collapsible container, else a legacy attachment."""
     shown, _ = _result(att)
     note = _note("result", uploaded, att.truncated)
-    text = f"*Arguments* `{escape_capped(_arguments(att), 600)}`\n" + _fenced(shown, SECTION_TEXT_LIMIT)
     resources = _resource_lines(att, attached)
-    return {
-        "color": "danger" if att.is_error else "good",
-        "title": f"{escape_capped(att.label, 150)} — {call_outcome(att)}",
-        "text": text + (f"\n{note}" if note else "") + (f"\n{resources}" if resources else ""),
-        "fallback": f"{escape_capped(att.label, 150)}: {call_outcome(att)}",
-        "mrkdwn_in": ["text"],
-    }
+    title = escape_capped(att.label, 150)
+    if not rich:
+        text = f"*Arguments* `{escape_capped(_arguments(att), 600)}`\n" + _fenced(shown, SECTION_TEXT_LIMIT)
+        return _legacy(
+            "danger" if att.is_error else "good",
+            f"{title} — {call_outcome(att)}",
+            text + (f"\n{note}" if note else "") + (f"\n{resources}" if resources else ""),
+            f"{title}: {call_outcome(att)}",
+        )
+    children: list[Any] = [
+        SectionBlock(text=MarkdownTextObject(text="*Arguments*\n" + _fenced(_arguments(att), 900))),
+        SectionBlock(text=MarkdownTextObject(text="*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20))),
+        *_noted(note),
+        *([SectionBlock(text=MarkdownTextObject(text=resources))] if resources else []),
+    ]
+    return _container(title, f"{'❌' if att.is_error else '✅'} {call_outcome(att)}", children)
 
 
 def _text_shown(resource: Resource) -> tuple[str, bool]:
     return truncate(resource.text or "", RESULT_SHOWN)
 
 
-def _text_subtitle(resource: Resource, att: Attachment) -> str:
-    return truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0]
-
-
-def text_container(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
-    """A text a tool returned, as its own collapsible detail beside its call's."""
-    shown, cut = _text_shown(resource)
-    children: list[Any] = [SectionBlock(text=MarkdownTextObject(text=_fenced(shown, SECTION_TEXT_LIMIT)))]
-    note = _note("text", uploaded, cut)
-    if note:
-        children.append(ContextBlock(elements=[MarkdownTextObject(text=note)]))
-    block = ContainerBlock(
-        title=escape_capped(display_name(resource), 150),
-        subtitle=escape_capped(_text_subtitle(resource, att), 150),
-        child_blocks=children,
-        is_collapsible=True,
-        default_collapsed=True,
-    )
-    return block.to_dict()
-
-
-def text_attachment(resource: Resource, att: Attachment, *, uploaded: bool) -> dict[str, Any]:
-    """A text a tool returned as a legacy attachment (collapsed behind "Show more" when long)."""
+def _text_detail(resource: Resource, att: Attachment, *, rich: bool, uploaded: bool) -> dict[str, Any]:
+    """A text a tool returned, as its own detail beside its call's."""
     shown, cut = _text_shown(resource)
     note = _note("text", uploaded, cut)
-    title = (
-        f"{escape_capped(display_name(resource), 150)} — {escape_capped(_text_subtitle(resource, att), 150)}"
-    )
-    return {
-        "color": "#439FE0",
-        "title": title,
-        "text": _fenced(shown, SECTION_TEXT_LIMIT) + (f"\n{note}" if note else ""),
-        "fallback": escape_capped(display_name(resource), 150),
-        "mrkdwn_in": ["text"],
-    }
+    name = escape_capped(display_name(resource), 150)
+    subtitle = escape_capped(truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0], 150)
+    text = _fenced(shown, SECTION_TEXT_LIMIT)
+    if rich:
+        return _container(name, subtitle, [SectionBlock(text=MarkdownTextObject(text=text)), *_noted(note)])
+    return _legacy("#439FE0", f"{name} — {subtitle}", text + (f"\n{note}" if note else ""), name)
+
+
+def tool_file_name(tool: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", tool)[:60] or "tool"
 
 
 def _is_json(text: str) -> bool:
@@ -285,8 +257,7 @@ def _is_json(text: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    """What of a reply goes up as files: results and texts too long to show, then the files the
-    tools returned; `results` by call id, `resources` by call id and place among its resources."""
+    """What of a reply goes up as files: `results` by call id, `resources` by call id and place."""
 
     uploads: list[Upload]
     results: set[str]
@@ -294,63 +265,57 @@ class _Plan:
 
 
 def _plan_uploads(reply: AgentReply) -> _Plan:
-    uploads: list[Upload] = []
-    results: set[str] = set()
-    resources: set[tuple[str, int]] = set()
-    long_texts = 0
-    for att in reply.attachments:
-        if _result(att)[1] and long_texts < MAX_UPLOADS:
-            ext = "json" if _is_json(att.content) else "txt"
-            safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", att.name)[:60] or "tool"
-            uploads.append(
-                Upload(
-                    filename=f"{safe_name}-result.{ext}",
-                    title=f"{att.name} result",
-                    content=pretty_json(att.content),
-                )
-            )
-            results.add(att.tool_call_id)
-            long_texts += 1
-    taken = {u.filename for u in uploads}
-    for att in reply.attachments:
-        for i, resource in enumerate(att.resources):
-            if kind_of(resource) == "text" and _text_shown(resource)[1] and long_texts < MAX_UPLOADS:
-                name = file_name(resource, taken, extension=text_extension(resource))
-                uploads.append(
-                    Upload(filename=name, title=display_name(resource), content=resource.text or "")
-                )
-                resources.add((att.tool_call_id, i))
-                long_texts += 1
-    for att, i, resource in all_files(reply.attachments)[:MAX_RESOURCE_FILES]:
-        image = (resource.mime_type or "").startswith("image/")
-        uploads.append(
-            Upload(
-                filename=file_name(resource, taken),
-                title=display_name(resource),
-                content=resource.data or b"",
-                alt_text=display_name(resource) if image else None,
-            )
+    long = [att for att in reply.attachments if _result(att)[1]][:MAX_UPLOADS]
+    texts = [
+        (att, i, resource)
+        for att in reply.attachments
+        for i, resource in enumerate(att.resources)
+        if kind_of(resource) == "text" and _text_shown(resource)[1]
+    ][: MAX_UPLOADS - len(long)]
+    files = all_files(reply.attachments)[:MAX_RESOURCE_FILES]
+    uploads = [
+        Upload(
+            filename=f"{tool_file_name(att.name)}-result.{'json' if _is_json(att.content) else 'txt'}",
+            title=f"{att.name} result",
+            content=pretty_json(att.content),
         )
-        resources.add((att.tool_call_id, i))
-    return _Plan(uploads=uploads, results=results, resources=resources)
+        for att in long
+    ]
+    taken = {u.filename for u in uploads}
+    uploads += [
+        Upload(
+            filename=file_name(resource, taken, extension=text_extension(resource)),
+            title=display_name(resource),
+            content=resource.text or "",
+        )
+        for _, _, resource in texts
+    ]
+    uploads += [
+        Upload(
+            filename=file_name(resource, taken),
+            title=display_name(resource),
+            content=resource.data or b"",
+            alt_text=display_name(resource) if (resource.mime_type or "").startswith("image/") else None,
+        )
+        for _, _, resource in files
+    ]
+    resources = {(att.tool_call_id, i) for att, i, _ in [*texts, *files]}
+    return _Plan(uploads=uploads, results={att.tool_call_id for att in long}, resources=resources)
 
 
 def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, Any]]:
-    """A call's detail, then each text it returned as a detail of its own."""
     attached = frozenset(i for i in range(len(att.resources)) if (att.tool_call_id, i) in plan.resources)
     uploaded = att.tool_call_id in plan.results
     rich = level is Level.RICH
-    items = [(tool_container if rich else tool_attachment)(att, uploaded=uploaded, attached=attached)]
+    items = [_tool_detail(att, rich=rich, uploaded=uploaded, attached=attached)]
     for i, resource in enumerate(att.resources):
         if kind_of(resource) == "text":
-            render = text_container if rich else text_attachment
-            items.append(render(resource, att, uploaded=i in attached))
+            items.append(_text_detail(resource, att, rich=rich, uploaded=i in attached))
     return items
 
 
 def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
-    """The messages of one answer: tool details first (as they happened), then the answer text.
-    The uploads are files for the thread once the answer is posted."""
+    """The messages of one answer: tool details first (as they happened), then the answer text."""
     plan = _plan_uploads(reply)
     chunks = answer_chunks(reply.text)
     tool_items = [item for att in reply.attachments for item in _detail_items(att, plan, level)]
@@ -403,8 +368,7 @@ def _state(call: Call) -> str:
 
 
 def status_message(headline: str, tools: list[Call], *, rich: bool, text: str = "") -> OutMessage:
-    """The one live message of a turn: a headline (until words arrive), a line (or task card) per
-    tool call, and the answer's text so far."""
+    """A turn's live message: a headline (until words arrive), the tool calls, the answer so far."""
     icon = {"running": "⏳", "ok": "✅", "error": "❌"}
     shown = answer_chunks(text)[0] if text.strip() else ""
     blocks: list[dict[str, Any]] = []

@@ -1,8 +1,7 @@
 """`nerve slack`: run the bot until stopped, over Socket Mode or the Events API over HTTP.
 
-Start-up checks the tokens with Slack before any event is served, answers what was left unfinished
-before a restart (`SlackBot.recover`), starts the sweep, then serves deliveries. On SIGTERM intake
-stops and the running turns get their grace (`adapters.jobs_runtime.drained`, `SlackBot.drain`).
+Start-up checks the tokens with Slack, answers what was left unfinished before a restart, starts the
+sweep, then serves deliveries.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ EVENTS_PATH = "/slack/events"
 
 
 def check_settings(settings: SlackSettings) -> None:
-    """Fail before anything starts when a required Slack setting is missing."""
     require_bot_token(settings)
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
         raise ConfigError(
@@ -47,8 +45,7 @@ def check_settings(settings: SlackSettings) -> None:
 async def serve_http(
     bot: SlackBot, host: str, port: int, ops: OpsEndpoints | None = None
 ) -> tuple[web.AppRunner, str]:
-    """Serve the Events API (and `ops`, if given) at `host:port`; returns the runner and the events
-    URL actually bound."""
+    """Serve the Events API (and `ops`) at `host:port`; returns the runner and the events URL bound."""
     secret = bot.signing_secret
     if secret is None:
         raise ConfigError("SLACK_SIGNING_SECRET is not set: it is needed to receive events over HTTP")
@@ -105,10 +102,8 @@ async def run_slack(
     ops_ready: asyncio.Future[str] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run over Socket Mode (SLACK_APP_TOKEN) or HTTP at /slack/events until cancelled, or until `stop`
-    is set and the running turns had their grace. `ready` receives "socket-mode" or the events URL
-    once deliveries can arrive; a refused token or an unreachable Slack raises before any event is
-    served. /healthz, /readyz and /metrics answer at the same `host` and port (`ops_ready`)."""
+    """Run over Socket Mode or HTTP until cancelled, or until `stop` is set and the running turns had
+    their grace. `ready` receives "socket-mode" or the events URL once deliveries can arrive."""
     check_settings(settings)
     bind = host or settings.nerve_http_host
     stop = stop or asyncio.Event()

@@ -1,8 +1,7 @@
 """The Socket Mode connection, and what the log says about it.
 
-slack_sdk's client reconnects by itself and logs each failed attempt at ERROR, with a traceback,
-every ping interval while Slack cannot be reached. Its logger's `ConnectionLog` filter turns that into
-one WARNING when the connection is lost and one INFO line when it is back (the rest at DEBUG).
+slack_sdk's client logs each failed reconnect at ERROR, with a traceback, every ping interval;
+`ConnectionLog` turns that into one WARNING when the connection is lost and one INFO when it is back.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ _SESSION = re.compile(r"\s*\((?:s_-?\d+)?\)|\s*\bs_-?\d+")
 
 
 class ConnectionLog(logging.Filter):
-    """Keeps the client's lines at DEBUG and says in their place when the connection is lost
-    (its first failure, WARNING) and when it is back (INFO, with how long it was away)."""
+    """Keeps the client's lines at DEBUG and says instead when the connection is lost and is back."""
 
     def __init__(self, every: float, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -76,24 +74,14 @@ def reason(text: str) -> str:
     return first if len(first) <= MAX_REASON else f"{first[:MAX_REASON]}…"
 
 
-def connection_logger(every: float) -> logging.Logger:
-    """The client's logger, with a fresh `ConnectionLog` (one per connection nerve keeps); the
-    client retries every `every` seconds (its ping interval)."""
-    client_log = logging.getLogger(CLIENT_LOGGER)
-    for old in [f for f in client_log.filters if isinstance(f, ConnectionLog)]:
-        client_log.removeFilter(old)
-    client_log.addFilter(ConnectionLog(every))
-    return client_log
-
-
 def socket_mode_handler(
     app: AsyncApp, app_token: str, client: AsyncWebClient, *, ping_interval: float = PING_SECONDS
 ) -> AsyncSocketModeHandler:
-    """bolt's Socket Mode handler for `app`, logging its connection through `ConnectionLog`."""
+    """bolt's Socket Mode handler for `app`, its client's logger with a fresh `ConnectionLog`."""
+    client_log = logging.getLogger(CLIENT_LOGGER)
+    for old in [f for f in client_log.filters if isinstance(f, ConnectionLog)]:
+        client_log.removeFilter(old)
+    client_log.addFilter(ConnectionLog(ping_interval))
     return AsyncSocketModeHandler(
-        app,
-        app_token=app_token,
-        web_client=client,
-        logger=connection_logger(ping_interval),
-        ping_interval=ping_interval,
+        app, app_token=app_token, web_client=client, logger=client_log, ping_interval=ping_interval
     )

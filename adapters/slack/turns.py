@@ -1,20 +1,16 @@
 """One Slack turn from start to finish: progress, the agent's answer, delivery, the inbox entry.
 
-Runs in the background after the event was acked. Whatever goes wrong, the user gets one short, true
-sentence in the thread and the operator gets the traceback in the log, never the reverse. A turn
-that waits for a person ends with one approval message; once decided (in any process, before or
-after a restart) `resume` answers in the same thread, then the messages that waited behind it.
+Whatever goes wrong, the user gets one short, true sentence in the thread and the operator the
+traceback in the log. A turn that waits for a person ends with one approval message; once decided (in
+any process, even after a restart) `resume` answers in its thread, then the messages that waited.
 
-A shutdown may cut a turn off while it works or before the first message of its answer went out: its
-event then stays unfinished and the next start answers it exactly once, while its live message says
-so. Once part of the answer is out, the turn counts as answered: posting it again would be the double
-reply people hate most.
+A turn cut off by a shutdown before its answer's first message went out stays unfinished, and the next
+start answers it once; once part of the answer is out it counts as answered: posting it again would be
+the double reply people hate most.
 
-The model starts at once, with 👀 on the person's post as the sign a mention was taken: Slack paces
-posts per channel, so in a busy channel a status message shows up late and takes a slot an answer
-needs, while reactions are limited per workspace. The reaction goes once the answer is posted (a turn
-cut off keeps it until the next start answers it); all best effort, and a workspace that refuses
-reactions (no `reactions:write`) is asked no more.
+👀 on the person's post is the sign a mention was taken: Slack paces posts per channel, so in a busy
+channel a status message shows up late and takes an answer's slot, while reactions are limited per
+workspace. It goes once the answer is posted; a workspace that refuses reactions is asked no more.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -33,14 +29,8 @@ from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, is_dm_channel, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
-from adapters.slack.post import REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
-from adapters.slack.progress import (
-    AssistantStatus,
-    Concluded,
-    OpeningProgress,
-    ProgressSink,
-    StatusMessage,
-)
+from adapters.slack.post import LIVE, REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
+from adapters.slack.progress import AssistantStatus, Concluded, OpeningProgress, ProgressSink, StatusMessage
 from adapters.slack.render import (
     Level,
     OutMessage,
@@ -99,15 +89,12 @@ class TurnRunner:
         return frozenset(self._delivering)
 
     async def run(self, turn: Turn) -> None:
-        """Answer `turn`, then mark its event finished; an apology is an answer too. A turn cut off
-        by a shutdown stays unfinished (see the module's docstring)."""
+        """Answer `turn`, then mark its event finished; an apology is an answer too."""
         self._active[turn.key] += 1
         try:
             await self._run(turn, behind=self._active[turn.key] > 1)
         finally:
-            self._active[turn.key] -= 1
-            if not self._active[turn.key]:
-                del self._active[turn.key]
+            self._active -= Counter([turn.key])  # a thread with none left is dropped
 
     async def _run(self, turn: Turn, *, behind: bool) -> None:
         sink: OpeningProgress | None = None
@@ -157,8 +144,7 @@ class TurnRunner:
             await self._seen.clear(turn, mark)
 
     async def _cut_off(self, turn: Turn, sink: OpeningProgress | None) -> None:
-        """A shutdown cut the turn off: its event stays unfinished for the next start, and its live
-        message (if it has one) says so instead of "Thinking…" (best effort, within NOTE_SECONDS)."""
+        """Its event stays unfinished for the next start; its live message says so (best effort)."""
         logger.warning(
             "Slack event %s in %s was cut off by the shutdown; the next start answers it",
             turn.event_id,
@@ -175,8 +161,7 @@ class TurnRunner:
             logger.info("could not say in %s that the answer comes after the restart: %s", turn.key, exc)
 
     async def resume(self, request_id: str) -> None:
-        """Go on with a decided (or expired) request and answer in its thread, then the messages that
-        waited there. Nothing happens when another process already took the request."""
+        """Go on with a decided (or expired) request, unless another process took it already."""
         found = await self.agent.parked(request_id)
         if found is None:
             return
@@ -199,22 +184,17 @@ class TurnRunner:
 
     async def answer_deferred(self, key: ConversationKey) -> None:
         """Answer, in order, the messages written in this thread while its turn waited."""
-        current: list[OpeningProgress] = []
+        current = [self._later(turn_in(Incoming(key=key, text="", user_id="")))]
 
         async def progress(event: TurnEvent) -> None:
-            if current:
-                await self._watch(current[-1].turn, current[-1].on_event)(event)
+            await self._watch(current[-1].turn, current[-1].on_event)(event)
 
-        def fresh(turn: Turn) -> None:
-            current.append(self._later(turn))
-
-        fresh(turn_in(Incoming(key=key, text="", user_id="")))
         try:
             async for incoming, reply in self.agent.deferred_replies(key, progress):
                 sink = current[-1]
                 await sink.close()
                 await self._deliver(turn_in(incoming), reply, sink)
-                fresh(turn_in(incoming))
+                current.append(self._later(turn_in(incoming)))
         except Exception:
             logger.exception("answering the messages that waited in %s failed", key)
             await self._apologize(current[-1].turn, current[-1])
@@ -222,31 +202,27 @@ class TurnRunner:
             await current[-1].close()
 
     def _later(self, turn: Turn) -> OpeningProgress:
-        """Progress for a resumed turn, shown only once it starts: a request another process already
-        took ends before any progress, and then nothing is posted."""
+        """Shown only once the turn starts: a request another process took posts nothing."""
         return OpeningProgress(turn, lambda: self.open_progress(turn), at_once=False)
 
     async def _open_live(self, turn: Turn, posts: TurnPosts) -> ProgressSink | None:
-        """The turn's live message: the one an earlier run of this turn left (after a crash, or on
-        another replica), else a new one where the channel has room. None once part of the answer
-        is out: a live message under it would read as a second answer."""
+        """The live message an earlier run of this turn left, else a new one where the channel has
+        room; None once part of the answer is out (a live message under it reads as a second answer)."""
         if posts.answered:
             return None
-        ts = await posts.live_ts()
+        ts = await posts.landed(LIVE)
         if ts is not None:
             return await self._reopen(turn, ts)
         if not turn.assistant_thread and self.poster.busy(turn.channel):
             # A status post would take the slot of an answer and show up late anyway (👀 is the sign
             # meanwhile); an assistant thread's status line is no post: it always shows.
             return None
-        await posts.intend_live()
-        sink = await self.open_progress(turn, metadata=posts.live_metadata())
+        sink = await self.open_progress(turn, metadata=await posts.intend_live())
         await posts.note_live(sink.message_ts)
         return sink
 
     async def _reopen(self, turn: Turn, ts: str) -> ProgressSink:
-        """Go on in an earlier run's live message; a stream it left open is stopped first (Slack
-        edits no message while it streams)."""
+        """Go on in an earlier run's live message, stopping its stream (Slack edits no streaming message)."""
         try:
             await self.poster.client.chat_stopStream(channel=turn.channel, ts=ts)
         except SlackApiError as exc:
@@ -256,9 +232,8 @@ class TurnRunner:
         return message
 
     async def open_progress(self, turn: Turn, *, metadata: dict[str, Any] | None = None) -> ProgressSink:
-        """The live message of a turn: streamed where Slack can, else one message edited in place;
-        in an assistant thread the container's status line shows until the first words. `metadata`
-        goes on a posted live message (a stream takes none when it starts)."""
+        """Streamed where Slack can, else one message edited in place; in an assistant thread the
+        status line shows until the first words. `metadata` goes on a posted live message only."""
         team = turn.key.workspace
         thread = turn.reply_thread_ts
         streaming = thread is not None and self.poster.streams(team)
@@ -315,7 +290,12 @@ class TurnRunner:
                 # or its stream ended with it): kept as that part, or a second run would post it again.
                 await posts.replaced(answer_part(0), sink.message_ts)
         level = self.poster.level(team)
-        rendered = self._with_feedback(render_reply(reply, level), turn, level, concluded)
+        rendered = render_reply(reply, level)
+        if concluded.feedback and level is Level.RICH and not concluded.delivered:
+            # A streamed answer rewritten in place keeps its feedback buttons (rich workspaces only).
+            head = rendered.messages[0]
+            head = replace(head, blocks=[*(head.blocks or []), feedback_block(turn.event_id)])
+            rendered = replace(rendered, messages=[head, *rendered.messages[1:]])
         first = sent = concluded.delivered
         delivered = delivered or Delivered()
         delivered.count = sent
@@ -347,18 +327,6 @@ class TurnRunner:
             await self.agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
             await self.poster.upload_all(turn.channel, turn.reply_thread_ts, argument_uploads(prompt))
 
-    @staticmethod
-    def _with_feedback(
-        rendered: RenderedReply, turn: Turn, level: Level, concluded: Concluded
-    ) -> RenderedReply:
-        """The feedback buttons on a streamed answer that is rewritten in place (rich workspaces only)."""
-        if not concluded.feedback or level is not Level.RICH or concluded.delivered:
-            return rendered
-        head = rendered.messages[0]
-        blocks = [*(head.blocks or []), feedback_block(turn.event_id)]
-        head = OutMessage(text=head.text, blocks=blocks, attachments=head.attachments)
-        return RenderedReply(messages=[head, *rendered.messages[1:]], uploads=rendered.uploads)
-
     async def _send(
         self, turn: Turn, message: OutMessage, replace_ts: str | None, posts: TurnPosts, part: str
     ) -> None:
@@ -368,14 +336,9 @@ class TurnRunner:
         await self.poster.update(turn.channel, replace_ts, message)
         await posts.replaced(part, replace_ts)
 
-    async def _apologize(
-        self,
-        turn: Turn,
-        sink: ProgressSink | None,
-        text: str = APOLOGY,
-    ) -> None:
+    async def _apologize(self, turn: Turn, sink: ProgressSink | None, text: str = APOLOGY) -> None:
         try:
-            live = sink.live if isinstance(sink, OpeningProgress | StreamedAnswer) else None
+            live = sink.live if isinstance(sink, OpeningProgress) else sink
             if isinstance(live, StreamedAnswer):
                 # A stream is stopped with the apology (or rewritten to it), never left hanging.
                 await self._deliver(turn, AgentReply(text=text, failed=True), sink)
@@ -396,15 +359,14 @@ _REFUSED = frozenset({"missing_scope", "not_allowed_token_type", "no_permission"
 
 
 class SeenMarks:
-    """Adds and removes the 👀 of each turn, for one bot; remembers a refusal of reactions."""
+    """Adds and removes the 👀 of each turn; remembers a refusal of reactions."""
 
     def __init__(self, client: AsyncWebClient) -> None:
         self._client = client
         self._refused = False
 
     def mark(self, turn: Turn) -> asyncio.Task[bool] | None:
-        """Start showing 👀 on the post of `turn` (in the background), or None where no sign is due:
-        direct messages show their own status, and a turn taken back from the store has no post."""
+        """Start showing 👀 in the background; None in a DM (its own status) or with no post."""
         if self._refused or turn.message_ts is None or is_dm_channel(turn.channel):
             return None
         return asyncio.create_task(self.call("add", turn.channel, turn.message_ts))

@@ -1,11 +1,8 @@
 """Is this HTTP delivery from Slack, and has it the shape slack-bolt and nerve read, before either reads it?
 
-The signature is checked over the raw bytes before anything decodes them: Slack signs bytes, and a
-body that is not valid UTF-8 must still verify before it is decoded with replacement. A valid
-signature says who sent a body, not what is in it: a body that breaks slack-bolt's assumptions
-(`event` an object, `authorizations` a list of objects, …) raises inside bolt, which answers 500, and
-Slack retries a 500. Checked here first, each is a refusal (401, 400) with one reason for the log,
-never an exception.
+The signature is checked over the raw bytes, before anything decodes them. A body that breaks
+slack-bolt's assumptions raises inside bolt, which answers 500, and Slack retries a 500: checked here
+first, each is a refusal (401, 400) with one reason for the log.
 """
 
 from __future__ import annotations
@@ -72,27 +69,21 @@ def _problems(value: Any, where: str) -> Iterator[str]:
 
 
 # What slack-bolt looks up without asking whether it is there, by the delivery's type.
-_CALLBACK = ("callback_id",)
 _NEEDS: dict[str, tuple[str, ...]] = {
     "event_callback": ("event.type",),
     "block_actions": ("actions.0.action_id",),
-    "interactive_message": ("actions.0", *_CALLBACK),
-    "view_submission": ("view.callback_id", "view.type"),
-    "view_closed": ("view.callback_id", "view.type"),
-    "shortcut": _CALLBACK,
-    "message_action": _CALLBACK,
-    "dialog_submission": _CALLBACK,
-    "dialog_cancellation": _CALLBACK,
-    "workflow_step_edit": _CALLBACK,
+    "interactive_message": ("actions.0", "callback_id"),
+    **dict.fromkeys(("view_submission", "view_closed"), ("view.callback_id", "view.type")),
+    **dict.fromkeys(
+        ("shortcut", "message_action", "dialog_submission", "dialog_cancellation", "workflow_step_edit"),
+        ("callback_id",),
+    ),
 }
-
-
-_ASSISTANT_THREAD = ("event.assistant_thread.channel_id", "event.assistant_thread.thread_ts")
 # Events of an assistant thread: slack-bolt finds the thread in them before any listener runs.
-_EVENT_NEEDS: dict[str, tuple[str, ...]] = {
-    "assistant_thread_started": _ASSISTANT_THREAD,
-    "assistant_thread_context_changed": _ASSISTANT_THREAD,
-}
+_EVENT_NEEDS = dict.fromkeys(
+    ("assistant_thread_started", "assistant_thread_context_changed"),
+    ("event.assistant_thread.channel_id", "event.assistant_thread.thread_ts"),
+)
 
 
 def _needs(body: dict[str, Any]) -> tuple[str, ...]:
@@ -122,16 +113,13 @@ def delivery_problem(raw: str, content_type: str | None) -> str | None:
     """What makes a delivery unreadable, or None when slack-bolt can read it safely."""
     try:
         body = _body(raw, content_type)
-    except ValueError:
-        return "the body is not JSON"
-    except RecursionError:
-        return "the body is nested too deep"
-    if not isinstance(body, dict):
-        return f"the body is {_kind(body)}, not an object"
-    if not body:
-        return "the body is empty"
-    try:
+        if not isinstance(body, dict):
+            return f"the body is {_kind(body)}, not an object"
+        if not body:
+            return "the body is empty"
         return next(_problems(body, ""), None) or _missing(body) or _untyped(body)
+    except ValueError:  # only reading the JSON raises it
+        return "the body is not JSON"
     except RecursionError:
         return "the body is nested too deep"
 

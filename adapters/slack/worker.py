@@ -1,11 +1,9 @@
 """`nerve worker`: a process that only runs Slack's jobs, for deployments that want more workers
 than receivers.
 
-It has no socket and no /slack/events, so Slack never delivers to it: it takes the jobs the receivers
-queued and posts the answers with the bot token, serves /healthz, /readyz and /metrics, and sweeps
-like every process on the database. It does no start-up recovery: a dead worker's jobs run again
-elsewhere once its heartbeat stops (`bot.jobs`), and what a receiver left unqueued is queued by a
-sweep or by that receiver's next start.
+Slack never delivers to it: it takes the jobs the receivers queued. It does no start-up recovery: a
+dead worker's jobs run again elsewhere once its heartbeat stops (`bot.jobs`), and what a receiver left
+unqueued is queued by a sweep or by that receiver's next start.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ NO_BOT_TOKEN = (
 
 
 def check_settings(settings: SlackSettings) -> None:
-    """Fail before anything starts when the worker would have no jobs to share or no way to answer."""
     if settings.nerve_database_url is None:
         raise ConfigError(NO_DATABASE)
     if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
@@ -48,10 +45,8 @@ async def run_worker(
     ops_ready: asyncio.Future[str] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run Slack's jobs, NERVE_WORKER_CONCURRENCY at a time, until cancelled or until `stop` is set
-    and the running jobs had NERVE_SHUTDOWN_GRACE seconds (the rest go back to the queue). A refused
-    token or an unreachable Slack raises before any job is taken; /healthz, /readyz and /metrics
-    answer at `host` and NERVE_HTTP_PORT (`ops_ready`)."""
+    """Run Slack's jobs until cancelled, or until `stop` is set and the running jobs had their grace
+    (the rest go back to the queue); /healthz, /readyz and /metrics answer at `host`."""
     check_settings(settings)
     bind = host or settings.nerve_http_host
     stop = stop or asyncio.Event()
