@@ -1,9 +1,6 @@
 """Answering a turn on Discord: the live answer, the reply, the approval message, the thread.
 
-A delivery (a message, or `/ask`'s interaction) runs its turn with its progress shown as it comes
-(`live.py`); its questions and links go to `InputFlow`, its sign-ins to `SignInLinks`, and a turn
-that parks shows its approval message. Every delivery is marked answered once done, so only a stop
-leaves it for the next start.
+Every delivery is marked answered once done, so only a stop leaves it for the next start.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Approvals on Discord: the approval message, its buttons, and Discord's side of the approval desk.
 
-One message per waiting batch of calls says what waits, why, who may decide and until when, with an
-embed per call (server, tool, arguments in full, outcome); what is too long is attached in full, so
-a person approves exactly what they could read. It is rebuilt from the stored request each time, so
+The message is rebuilt from the stored request each time (what is too long is attached in full), so
 any process can redraw it. A button's custom_id carries all its click needs (action, request, call,
 the start of the hash of what was shown), so it works in any process, after a restart too, and
-decides only the call it was drawn for. Nothing waits for the person: the message is posted and its
-reference stored, and a click is decided by the shared desk (`adapters.common.desk`), acknowledged
-within Discord's 3 seconds, its outcome shown through the click's interaction (or by editing the
-stored message). A resumed turn reports to the conversation's sink (`progress_for`); with jobs it is
-a job any process takes (`launch`), else a task here.
+decides only the call it was drawn for; the shared desk (`adapters.common.desk`) decides the click.
 """
 
 from __future__ import annotations
@@ -62,15 +56,11 @@ from bot.types import (
 
 ARGUMENTS_FILENAME = "approval-request.md"
 REASON_LIMIT = 600
-WAITING_COLOUR = discord.Colour(0xF1C40F)
-APPROVED_COLOUR = discord.Colour(0x2ECC71)
-DENIED_COLOUR = discord.Colour(0xE74C3C)
-EXPIRED_COLOUR = discord.Colour(0x95A5A6)
 _COLOURS = {
-    "pending": WAITING_COLOUR,
-    "approved": APPROVED_COLOUR,
-    "denied": DENIED_COLOUR,
-    "expired": EXPIRED_COLOUR,
+    "pending": discord.Colour(0xF1C40F),
+    "approved": discord.Colour(0x2ECC71),
+    "denied": discord.Colour(0xE74C3C),
+    "expired": discord.Colour(0x95A5A6),
 }
 
 
@@ -91,9 +81,8 @@ def headline(prompt: ApprovalPrompt) -> str:
     approved = sum(1 for c in prompt.calls if c.status == "approved")
     denied = sum(1 for c in prompt.calls if c.status == "denied")
     expired = len(prompt.calls) - approved - denied
-    parts = [f"{approved} approved"] if approved else []
-    parts += [f"{denied} denied"] if denied else []
-    parts += [f"{expired} not approved in time"] if expired else []
+    counts = ((approved, "approved"), (denied, "denied"), (expired, "not approved in time"))
+    parts = [f"{n} {outcome}" for n, outcome in counts if n]
     return f"☑️ **Decided** ({', '.join(parts)}): going on with the answer."
 
 
@@ -131,10 +120,12 @@ def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
         lines.append(
             f"Only {person(prompt.requester)} or an admin can decide. Expires <t:{int(prompt.expires_at)}:R>."
         )
-        if len(prompt.calls) > 1:
-            lines.append("-# **Always allow here** approves them all and stops asking for these tools here.")
-        else:
-            lines.append("-# **Always allow here** approves it and stops asking for this tool here.")
+        them = (
+            "them all and stops asking for these tools"
+            if len(prompt.calls) > 1
+            else "it and stops asking for this tool"
+        )
+        lines.append(f"-# **Always allow here** approves {them} here.")
     shown = prompt.calls[:EMBEDS_PER_MESSAGE]
     hidden = len(prompt.calls) - len(shown)
     if hidden:
@@ -152,15 +143,14 @@ def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
     return EmbedsMessage(content, embeds, request_file(prompt) if cut else None, ARGUMENTS_FILENAME)
 
 
-Action = Choice
-_CODES: dict[Action, str] = {
+_CODES: dict[Choice, str] = {
     "approve": "a",
     "deny": "d",
     "approve_all": "A",
     "deny_all": "D",
     "always": "R",
 }
-_ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
+_ACTIONS: dict[str, Choice] = {code: action for action, code in _CODES.items()}
 ALL_CALLS = "*"
 CUSTOM_ID_LIMIT = 100
 _SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,48}")
@@ -177,7 +167,7 @@ CALLS_PER_ROW = 2
 class Click:
     """What a clicked button asks for, read back from its custom_id."""
 
-    action: Action
+    action: Choice
     request_id: str
     # A call id, `~<position>` for a call whose id does not fit, or `*` for every open call.
     call: str
@@ -223,7 +213,7 @@ class ApprovalButton(ClickButton, template=TEMPLATE):
 
 
 def _button(
-    prompt: ApprovalPrompt, action: Action, ref: str, label: str, style: discord.ButtonStyle, row: int
+    prompt: ApprovalPrompt, action: Choice, ref: str, label: str, style: discord.ButtonStyle, row: int
 ) -> ApprovalButton:
     short = shown_hash(prompt, ref)
     assert short is not None
@@ -392,8 +382,7 @@ class ApprovalFlow:
     # --- going on ------------------------------------------------------------------------------------
 
     def resume_later(self, request_id: str) -> None:
-        """Go on with a parked turn in the background: the click or submit that let it go on is
-        answered already and must not wait for the turn."""
+        """Go on with a parked turn in the background: the click or submit that let it go on must not wait."""
         self.spawn(self.desk.go_on(request_id, redraw=False), f"discord-resume-{request_id}")
 
     async def resume(self, request_id: str) -> None:
@@ -427,8 +416,7 @@ class ApprovalFlow:
             logger.exception("answering the messages that waited in %s failed", key)
 
     async def sweep(self) -> None:
-        """Requests past their expiry go on without the calls nobody approved (or with "cancel" for
-        the questions nobody answered)."""
+        """Requests past their expiry go on without the calls nobody approved (or the answers nobody gave)."""
         await self.desk.sweep()
 
 

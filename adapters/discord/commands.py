@@ -1,11 +1,8 @@
 """The slash commands (/connections and /connect are registered with the sign-ins).
 
 Names, descriptions and options come from the command table (`adapters.common.commands`). Each
-command acknowledges within Discord's 3 seconds before anything slow: /ask, /reset and /approvals
-defer at once, /tools and /help answer from memory. `/prompt name: arguments:` starts a server's
-prompt whose text is then an ordinary `/ask` question; a mistake known within `ANSWER_WITHIN` is told
-to the person alone, a slower server is waited for behind "thinking…". Its options complete as people
-type (bounded: Discord drops an autocomplete after 3 seconds).
+command acknowledges within Discord's 3 seconds before anything slow. `/prompt name: arguments:`
+starts a server's prompt whose text is then an ordinary `/ask` question.
 """
 
 from __future__ import annotations
@@ -21,14 +18,14 @@ from discord import app_commands
 from adapters.common.commands import DISCORD, Command, command_on, offered_on
 from adapters.discord.approvals import person
 from adapters.discord.delivery import NO_MENTIONS, landed, tell
-from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
+from adapters.discord.incoming import PLATFORM, interaction_key, place_of
 from adapters.discord.render import safe_chunks, safe_text
 from adapters.discord.settings import DiscordSettings
 from adapters.prompt_arguments import arguments_usage, completion_at_end, parse_arguments
 from bot.agent import Agent
 from bot.errors import PromptError
 from bot.text import show_link_targets, split_markdown, truncate
-from bot.types import ConversationKey, Incoming, PromptSpec, RememberedApproval
+from bot.types import Incoming, PromptSpec, RememberedApproval
 
 logger = logging.getLogger(__name__)
 
@@ -84,30 +81,12 @@ def help_text(settings: DiscordSettings) -> str:
     )
 
 
-def reset_key(interaction: discord.Interaction[Any]) -> ConversationKey | None:
-    """The conversation /reset applies to: this DM or this thread; none in a plain channel."""
-    channel = interaction.channel
-    if interaction.guild_id is None:
-        return dm_key(interaction.channel_id or 0, interaction.user.id)
-    if isinstance(channel, discord.Thread):
-        return thread_key(interaction.guild_id, channel.parent_id, channel.id)
-    return None
-
-
 def asked_here(interaction: discord.Interaction[Any]) -> Incoming:
     """An `Incoming` that stands for "this place, this user", for what depends on the place."""
-    channel = interaction.channel
-    channel_id = interaction.channel_id or 0
-    if isinstance(channel, discord.Thread) and channel.parent_id:
-        channel_id = channel.parent_id
-    user_id = interaction.user.id
-    guild_id = interaction.guild_id
-    key = (
-        dm_key(channel_id, user_id)
-        if guild_id is None
-        else thread_key(guild_id, channel_id, interaction.channel_id or channel_id)
-    )
-    return Incoming(key=key, text="", user_id=str(user_id), place=place_in(guild_id, channel_id, user_id))
+    key = interaction_key(interaction, interaction.channel_id or 0)
+    assert key is not None  # a plain channel is named by a thread on itself
+    user_id = str(interaction.user.id)
+    return Incoming(key=key, text="", user_id=user_id, place=place_of(key, user_id))
 
 
 def tools_text(agent: Agent, here: Incoming | None = None) -> list[str]:
@@ -215,7 +194,7 @@ def register(
 
     @slash(tree, "reset")
     async def reset(interaction: discord.Interaction[Any]) -> None:
-        key = reset_key(interaction)
+        key = interaction_key(interaction, None)  # this DM or thread; none in a plain channel
         if key is None:
             await tell(interaction, RESET_NOWHERE)
             return

@@ -1,12 +1,8 @@
 """Talking to Discord safely: no pings, no posting where we are not allowed, buttons that outlive us.
 
-Every send passes `AllowedMentions.none()` itself (besides the client default), so text from the
-model or a tool can never ping @everyone, @here, a role or a user, whichever code path sends it.
-
-Buttons are `DynamicItem`s whose custom_id carries what a click needs, so a click on a message
-posted before a restart still reaches a client. The "Tool results" button carries only a reference
-to its reply (`nerve:tools:<ref>`); the results live in an in-memory LRU, and a click on one gone
-(a restart, or pushed out by newer replies) says so instead of failing.
+Every send passes `AllowedMentions.none()` itself, so text from the model or a tool can never ping
+anyone, whichever code path sends it. Buttons are `DynamicItem`s whose custom_id carries what a
+click needs, so a click on a message posted before a restart still reaches a client.
 """
 
 from __future__ import annotations

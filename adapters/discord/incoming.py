@@ -1,10 +1,8 @@
 """From discord.py objects to the core's `Incoming`: who asked what, in which conversation.
 
-Pure functions, so the rules are tested without a network. Keys: a DM is
-`discord:dm:<dm channel>:<user>`; a thread `discord:<guild>:<parent channel>:<thread>`. A mention or
-`/ask` in a plain channel takes a message's id as its `thread` part (the mention, or the `/ask`
-answer): the bot opens a thread on that message, and Discord gives such a thread the message's id,
-so the thread's later messages land on the same key with no lookup table.
+Keys: a DM is `discord:dm:<dm channel>:<user>`; a thread `discord:<guild>:<parent channel>:<thread>`.
+A mention or `/ask` in a plain channel takes a message's id as its `thread` part: Discord gives a
+thread opened on that message the message's id, so its later messages land on the same key.
 """
 
 from __future__ import annotations
@@ -36,18 +34,24 @@ def thread_key(guild_id: int, parent_id: int, thread_id: int) -> ConversationKey
     )
 
 
-def place_in(guild_id: int | None, channel_id: int, user_id: int | str) -> Place:
-    """Where scopes and "always allow here" see a message: the guild and channel (for a thread, its
-    parent channel, so a channel's rules cover its threads), or the DM; and who wrote it."""
-    if guild_id is None:
-        return Place(platform=PLATFORM, channel=str(channel_id), dm=True, user=str(user_id))
-    return Place(platform=PLATFORM, guild=str(guild_id), channel=str(channel_id), user=str(user_id))
-
-
 def place_of(key: ConversationKey, user_id: str) -> Place:
-    """The place of a conversation: its key already names the guild and the (parent) channel or DM."""
-    guild = None if key.workspace == DM_WORKSPACE else int(key.workspace)
-    return place_in(guild, int(key.channel), user_id)
+    """Where scopes and "always allow here" see a conversation: its guild and channel (for a thread,
+    its parent channel, so a channel's rules cover its threads), or the DM; and who wrote."""
+    if key.workspace == DM_WORKSPACE:
+        return Place(platform=PLATFORM, channel=key.channel, dm=True, user=user_id)
+    return Place(platform=PLATFORM, guild=key.workspace, channel=key.channel, user=user_id)
+
+
+def interaction_key(interaction: discord.Interaction[Any], new_thread: int | None) -> ConversationKey | None:
+    """An interaction's conversation: its DM, its thread, or in a plain channel the thread to open on
+    message `new_thread` (None without one)."""
+    channel = interaction.channel
+    channel_id = interaction.channel_id or (channel.id if channel else 0)
+    if interaction.guild_id is None:
+        return dm_key(channel_id, interaction.user.id)
+    if isinstance(channel, discord.Thread):
+        return thread_key(interaction.guild_id, channel.parent_id, channel.id)
+    return None if new_thread is None else thread_key(interaction.guild_id, channel_id, new_thread)
 
 
 def answer_channel(key: ConversationKey) -> tuple[int, int | None]:
@@ -131,18 +135,10 @@ def _from_interaction(
         data: Any = interaction.data or {}
         options = data.get("options", []) or []
         text = next((str(o.get("value", "")) for o in options if o.get("name") == "question"), "")
-    text = text.strip()
-    if not text:
+    key = interaction_key(interaction, answer_id or interaction.id)
+    if not text.strip() or key is None:
         return None
-    user, channel = interaction.user, interaction.channel
-    channel_id = interaction.channel_id or (channel.id if channel else 0)
-    if interaction.guild_id is None:
-        key = dm_key(channel_id, user.id)
-    elif isinstance(channel, discord.Thread):
-        key = thread_key(interaction.guild_id, channel.parent_id, channel.id)
-    else:
-        key = thread_key(interaction.guild_id, channel_id, answer_id or interaction.id)
-    return _incoming(key, text, user, f"i:{interaction.id}")
+    return _incoming(key, text.strip(), interaction.user, f"i:{interaction.id}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,11 +1,9 @@
 """The answer shown as it is written: messages edited in place, throttled, then the final answer.
 
-Discord has no streaming API. The progress sink only records the turn so far (`LiveView`, laid out
-as the final answer is) and wakes a writer task, so a slow or rate-limited edit never holds up the
-model's stream. The writer edits at most once every `every` seconds (Discord allows about five edits
-per 5 s per channel), always with the newest text. `stop()` ends it without cutting an edit in
-flight (a late edit would overwrite the final answer); `deliver()` then turns the messages shown into
-the final answer, so an answer is always the same messages, never a second copy.
+Discord has no streaming API. The progress sink only records the turn so far and wakes a writer
+task, so a slow or rate-limited edit never holds up the model's stream; the writer edits at most
+once every `every` seconds with the newest text. `deliver()` turns the messages shown into the
+final answer, so an answer is always the same messages, never a second copy.
 """
 
 from __future__ import annotations
