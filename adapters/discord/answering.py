@@ -70,10 +70,6 @@ class TurnAnswers:
         # Channels where the bot may not open threads: asked once, then left alone.
         self._thread_refused: set[int] = set()
 
-    def _channel(self, job: Job) -> discord.PartialMessageable:
-        guild_id = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
-        return self.client.get_partial_messageable(job.channel_id, guild_id=guild_id)
-
     async def answer(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
         """A turn answered with channel messages (a reply to the user's message), or in `/ask`'s
         deferred response (`interaction`) and, after the token's 15 minutes or when Discord forgot
@@ -81,7 +77,8 @@ class TurnAnswers:
         async with self._delivery(job), self.order.hold(job.key):
             if interaction is None and self.guard.blocked(job.channel_id):
                 return
-            channel = self._channel(job)
+            in_guild = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
+            channel = self.client.get_partial_messageable(job.channel_id, guild_id=in_guild)
             guild_id = interaction.guild_id if interaction else channel.guild.id if channel.guild else None
             reference = reply_reference(job.channel_id, job.message_id, guild_id) if job.message_id else None
             poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)

@@ -250,19 +250,16 @@ logger = logging.getLogger(__name__)
 RESUME_FAILED = "Sorry — something went wrong on my side while going on with this answer. Please ask again."
 
 
-# Posts a reply in a conversation (its thread or DM), replying to a message if given.
-PostToConversation = Callable[[ConversationKey, AgentReply, "int | None"], Awaitable[None]]
-
-
-def redrawn(prompt: ApprovalPrompt) -> dict[str, Any]:
-    """What an edit of the approval message sets: its words, embeds and buttons (none once decided)."""
+def redrawn(prompt: ApprovalPrompt, *, with_file: bool = False) -> dict[str, Any]:
+    """What an edit of the approval message sets: its words, embeds and buttons (none once decided),
+    and `with_file` its attachments (a message of ours becoming it loses its own)."""
     shown = approval_message(prompt)
-    return {
-        "content": shown.content,
-        "embeds": shown.embeds,
-        "view": approval_view(prompt),
-        "allowed_mentions": NO_MENTIONS,
-    }
+    view = approval_view(prompt)
+    drawn: dict[str, Any] = {"content": shown.content, "embeds": shown.embeds, "view": view}
+    if with_file:
+        file = shown.file()
+        drawn["attachments"] = [file] if file is not None else []
+    return drawn | {"allowed_mentions": NO_MENTIONS}
 
 
 @dataclass(eq=False)
@@ -274,7 +271,8 @@ class ApprovalFlow:
     client: discord.Client
     guard: ChannelGuard
     order: ConversationOrder
-    post: PostToConversation
+    # Posts a reply in a conversation (its thread or DM), replying to a message if given.
+    post: Callable[[ConversationKey, AgentReply, int | None], Awaitable[None]]
     spawn: Spawn
     # The sink a resumed turn (and the messages that waited behind it) report to.
     progress_for: Callable[[ConversationKey], Progress] = lambda key: no_progress
@@ -323,15 +321,7 @@ class ApprovalFlow:
         self, interaction: discord.Interaction[Any], prompt: ApprovalPrompt, channel_id: int, message_id: int
     ) -> bool:
         """Make the deferred `/ask` answer the approval message; False if its token no longer works."""
-        shown = approval_message(prompt)
-        view = approval_view(prompt)
-        file = shown.file()
-        extra: dict[str, Any] = {} if view is None else {"view": view}
-        if view is not None and file is not None:
-            extra["attachments"] = [file]
-        edit = interaction.edit_original_response(
-            content=shown.content, embeds=shown.embeds, allowed_mentions=NO_MENTIONS, **extra
-        )
+        edit = interaction.edit_original_response(**redrawn(prompt, with_file=True))
         failed = "showing approval request %s through interaction %s failed"
         if not await landed(edit, failed, prompt.request_id, interaction.id):
             return False
@@ -342,8 +332,7 @@ class ApprovalFlow:
         self, message: discord.Message | discord.PartialMessage, prompt: ApprovalPrompt, channel_id: int
     ) -> bool:
         """Make a message of ours (the turn's live answer) the approval message; False if it failed."""
-        file = approval_message(prompt).file()
-        edit = message.edit(attachments=[file] if file is not None else [], **redrawn(prompt))
+        edit = message.edit(**redrawn(prompt, with_file=True))
         if not await landed(
             edit, "turning message %s into approval request %s failed", message.id, prompt.request_id
         ):

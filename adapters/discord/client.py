@@ -46,7 +46,7 @@ from adapters.jobs_runtime import Launcher
 from adapters.up_line import log_up
 from bot.agent import Agent, PostRecords
 from bot.jobs import JobHandler
-from bot.types import ConversationKey, no_progress
+from bot.types import no_progress
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs
@@ -340,18 +340,14 @@ class CurrentClient:
             client = await self.client()
             await client.run_job(work(client), name)
 
-        async def answer_event(event_id: str) -> None:
-            await on_client(lambda c: c.answer_event(event_id), f"discord-job-{event_id}")
-
-        async def go_on(request_id: str) -> None:
-            await on_client(
+        return jobs_runtime.job_handlers(
+            PLATFORM,
+            lambda event_id: on_client(lambda c: c.answer_event(event_id), f"discord-job-{event_id}"),
+            lambda request_id: on_client(
                 lambda c: c.approval_flow.desk.go_on_here(request_id), f"discord-resume-{request_id}"
-            )
-
-        async def answer_deferred(key: ConversationKey) -> None:
-            await on_client(lambda c: c.approval_flow.answer_deferred(key), f"discord-deferred-{key}")
-
-        return jobs_runtime.job_handlers(PLATFORM, answer_event, go_on, answer_deferred)
+            ),
+            lambda key: on_client(lambda c: c.approval_flow.answer_deferred(key), f"discord-deferred-{key}"),
+        )
 
 
 @dataclass

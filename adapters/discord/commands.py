@@ -129,32 +129,6 @@ def parse_revoke(text: str) -> tuple[str, str, str] | None:
     return place, server, tool
 
 
-async def approvals_command(
-    agent: Agent, settings: DiscordSettings, interaction: discord.Interaction[Any], revoke: str | None
-) -> None:
-    """List remembered approvals, or revoke one; admins only, answered only to them."""
-    if str(interaction.user.id) not in settings.admins:
-        await tell(interaction, ADMINS_ONLY)
-        return
-    if not agent.approvals_on:
-        await tell(interaction, NO_APPROVALS)
-        return
-    await interaction.response.defer(ephemeral=True, thinking=True)
-    if revoke is None or not revoke.strip():
-        texts = approvals_text(await agent.remembered_approvals())
-    else:
-        parts = parse_revoke(revoke)
-        if parts is None:
-            texts = [REVOKE_FORMAT]
-        elif await agent.revoke_approval(*parts):
-            place, server, tool = parts
-            texts = [f"Revoked: `{server}/{tool}` in {place_name(place)} asks for approval again."]
-        else:
-            texts = [f"Nothing matches `{truncate(revoke.strip(), 200)[0]}`. " + REVOKE_FORMAT]
-    for text in texts:
-        await tell(interaction, text)
-
-
 def register(
     tree: app_commands.CommandTree[Any],
     agent: Agent,
@@ -204,7 +178,25 @@ def register(
 
     @slash(tree, "approvals")
     async def approvals(interaction: discord.Interaction[Any], revoke: str | None = None) -> None:
-        await approvals_command(agent, settings, interaction, revoke)
+        """List remembered approvals, or revoke one; admins only, answered only to them."""
+        if str(interaction.user.id) not in settings.admins:
+            await tell(interaction, ADMINS_ONLY)
+            return
+        if not agent.approvals_on:
+            await tell(interaction, NO_APPROVALS)
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        if revoke is None or not revoke.strip():
+            texts = approvals_text(await agent.remembered_approvals())
+        elif (parts := parse_revoke(revoke)) is None:
+            texts = [REVOKE_FORMAT]
+        elif await agent.revoke_approval(*parts):
+            place, server, tool = parts
+            texts = [f"Revoked: `{server}/{tool}` in {place_name(place)} asks for approval again."]
+        else:
+            texts = [f"Nothing matches `{truncate(revoke.strip(), 200)[0]}`. " + REVOKE_FORMAT]
+        for text in texts:
+            await tell(interaction, text)
 
     @approvals.autocomplete("revoke")
     async def revoke_choices(

@@ -69,11 +69,6 @@ def message_of(event_id: str | None) -> int | None:
     return None
 
 
-def strip_mention(text: str, bot_user_id: int) -> str:
-    """The message without the bot's own `<@id>` / `<@!id>` mentions."""
-    return re.sub(rf"<@!?{bot_user_id}>", "", text).strip()
-
-
 def to_incoming(
     source: discord.Message | discord.Interaction[Any],
     bot_user_id: int,
@@ -93,7 +88,8 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
     author = message.author
     if author.bot or author.id == bot_user_id or message.type not in _ANSWERABLE:
         return None
-    text = strip_mention(message.content, bot_user_id)
+    mention = re.compile(rf"<@!?{bot_user_id}>")  # the bot's own `<@id>` / `<@!id>`
+    text = mention.sub("", message.content).strip()
     if not text:
         # Empty after the mention, or blanked by Discord because the message-content intent is off.
         return None
@@ -104,7 +100,7 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
     if guild_id is None:
         return _incoming(dm_key(channel.id, author.id), text, author, event_id)
     addressed = any(user.id == bot_user_id for user in message.mentions) or bool(
-        re.search(rf"<@!?{bot_user_id}>", message.content)
+        mention.search(message.content)
     )
     if isinstance(channel, discord.Thread):
         if not (addressed or channel.owner_id == bot_user_id):

@@ -206,11 +206,6 @@ FILES = "files"
 GONE = "gone"
 
 
-def turn_of(event_id: str) -> str:
-    """The posts ledger's name of the turn answering a Discord delivery."""
-    return f"discord:{event_id}"
-
-
 @dataclass(eq=False)
 class TurnPages:
     """A `Poster` of one turn's channel pages that records each one; `load` first."""
@@ -220,7 +215,7 @@ class TurnPages:
     poster: ChannelPoster
 
     def __post_init__(self, event_id: str) -> None:
-        self._turn = turn_of(event_id)
+        self._turn = f"discord:{event_id}"  # the posts ledger's name of the turn
         self._known: dict[str, str | None] = {}
         self._next = 0
 
