@@ -49,9 +49,7 @@ APOLOGY = "Sorry — something went wrong on my side while answering. Please try
 
 @dataclass(eq=False)
 class TurnAnswers:
-    """Runs one client's turns and posts their replies where they belong.
-
-    `edit_every` is read at each turn: how often the live answer may be edited (seconds)."""
+    """Runs one client's turns and posts their replies; `edit_every()` (seconds) is read at each turn."""
 
     _: KW_ONLY
     client: discord.Client
@@ -71,9 +69,8 @@ class TurnAnswers:
         self._thread_refused: set[int] = set()
 
     async def answer(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
-        """A turn answered with channel messages (a reply to the user's message), or in `/ask`'s
-        deferred response (`interaction`) and, after the token's 15 minutes or when Discord forgot
-        the webhook, in channel messages replying to it; then the thread."""
+        """A turn answered with channel messages, or in `/ask`'s deferred response (`interaction`) and
+        its follow-ups, then channel messages once the token stops working; then the thread."""
         async with self._delivery(job), self.order.hold(job.key):
             if interaction is None and self.guard.blocked(job.channel_id):
                 return
@@ -159,8 +156,7 @@ class TurnAnswers:
         *,
         reference: discord.MessageReference | None = None,
     ) -> bool:
-        """Post a reply as channel messages: the answer's chunks, or the approval message of a parked
-        turn. False when nothing could be posted."""
+        """Post a reply (or a parked turn's approval message) as channel messages; False if none went."""
         channel = self.client.get_partial_messageable(channel_id, guild_id=guild_id)
         approval = reply.approval
         if approval is not None:
@@ -221,8 +217,7 @@ class TurnAnswers:
 
     @contextlib.asynccontextmanager
     async def _delivery(self, job: Job) -> AsyncIterator[None]:
-        """One top-level net per delivery: log, and mark it answered. Only cancellation (shutdown)
-        leaves the delivery unfinished, so a restart answers it then."""
+        """Log a failed delivery and mark it answered: only a shutdown leaves it for the restart."""
         try:
             yield
         except Exception:

@@ -202,8 +202,7 @@ WAIT_RECORD = "We are being rate limited. %s %s responded with 429. Retrying in 
 
 
 def gateway_up(client: discord.Client) -> bool:
-    """Connected: past READY, and the gateway socket open (a reconnect leaves `is_ready()` set);
-    sharded, every shard's socket (`client.ws` means nothing there)."""
+    """Past READY, the gateway socket open (a reconnect leaves `is_ready()` set); sharded, every shard's."""
     if not client.is_ready() or client.is_closed():
         return False
     if isinstance(client, discord.AutoShardedClient):

@@ -375,8 +375,7 @@ class ApprovalFlow:
         self.spawn(self.desk.go_on(request_id, redraw=False), f"discord-resume-{request_id}")
 
     async def resume(self, request_id: str) -> None:
-        """Resume a turn with nothing left to wait for (every call decided, every question answered
-        or expired) and post its answer once, then answer the messages that waited."""
+        """Resume a turn with nothing left to wait for; post its answer once, then the ones that waited."""
         found = await self.agent.parked(request_id)
         if found is None:
             return
@@ -393,7 +392,6 @@ class ApprovalFlow:
             await self._answer_deferred(prompt.key)
 
     async def answer_deferred(self, key: ConversationKey) -> None:
-        """Answer the messages that waited behind a parked turn of this conversation."""
         async with self.order.hold(key):
             await self._answer_deferred(key)
 

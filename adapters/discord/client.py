@@ -67,8 +67,7 @@ SWEEPER_TASK = "discord-approval-expiry"
 
 
 class NerveDiscordBot(discord.Client):
-    """The Discord client: claims deliveries, queues their turns (`TurnAnswers` runs them), routes
-    clicks, and recovers and sweeps what a stop left."""
+    """Claims deliveries, queues their turns (`TurnAnswers` runs them), recovers what a stop left."""
 
     # How often requests past their expiry are looked for (they go on "not approved in time").
     approval_sweep_every = 15.0
@@ -149,9 +148,8 @@ class NerveDiscordBot(discord.Client):
             edit_every=lambda: self.live_edit_every,
         )
         discord_commands.register(self.tree, agent, settings, self.handle_ask)
-        self.add_dynamic_items(ToolResultsButton)
         register_sign_in(self.tree, self.sign_in_links)
-        self.add_dynamic_items(DisconnectButton)
+        self.add_dynamic_items(ToolResultsButton, DisconnectButton)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -240,8 +238,7 @@ class NerveDiscordBot(discord.Client):
         await self._owned.spawn(job, name)
 
     async def answer_event(self, event_id: str) -> None:
-        """The job of one recorded delivery: through its token if this client holds the interaction,
-        else as channel messages."""
+        """A recorded delivery's job: through its token if this client holds it, else channel messages."""
         job = await self._recorded.take(event_id)
         if job is None:
             return
@@ -334,8 +331,6 @@ class CurrentClient:
                 return self._client
 
     def job_handlers(self) -> dict[str, JobHandler]:
-        """The handlers of Discord's jobs, each run on the current client."""
-
         async def on_client(work: Callable[[NerveDiscordBot], Coroutine[Any, Any, None]], name: str) -> None:
             client = await self.client()
             await client.run_job(work(client), name)

@@ -54,8 +54,7 @@ def usage(command: Command) -> str:
 def slash(
     tree: app_commands.CommandTree[Any], name: str
 ) -> Callable[[Callable[..., Coroutine[Any, Any, None]]], app_commands.Command[Any, ..., None]]:
-    """Register a handler as the table's command `name`, with its description and its options'
-    descriptions, in guilds and DMs (synced to Discord in `setup_hook`)."""
+    """Register a handler as the table's command `name`, described as the table says, in guilds and DMs."""
     command = command_on(DISCORD, name)
     if command is None:
         raise LookupError(f"/{name} is not a Discord command in the table of adapters/common/commands.py")
@@ -90,8 +89,7 @@ def asked_here(interaction: discord.Interaction[Any]) -> Incoming:
 
 
 def tools_text(agent: Agent, here: Incoming | None = None) -> list[str]:
-    """The tools offered in the place `here` (all of them without one), one line each: the servers'
-    words, shown as an answer is, every link with its target in view."""
+    """The tools offered `here`, a line each: the servers' words, shown as an answer is (links in view)."""
     lines = []
     for tool in agent.tools(here):
         description = truncate((tool.description.strip().splitlines() or [""])[0], 150, at_word=True)[0]
@@ -121,7 +119,6 @@ def approvals_text(remembered: list[RememberedApproval]) -> list[str]:
 
 
 def parse_revoke(text: str) -> tuple[str, str, str] | None:
-    """`PLACE SERVER/TOOL` into its parts; None when it is not written that way."""
     place, _, target = text.strip().partition(" ")
     server, slash, tool = target.strip().partition("/")
     if not place or not slash or not server or not tool:
@@ -135,8 +132,7 @@ def register(
     settings: DiscordSettings,
     ask_with: Callable[[discord.Interaction[Any], str | None], Awaitable[None]],
 ) -> None:
-    """Add the commands to the bot's tree (synced to Discord in `setup_hook`); `ask_with` runs a
-    question's turn (the bot's `handle_ask`, passed in so this module never imports the bot's)."""
+    """Add the commands to the bot's tree; `ask_with` (the bot's `handle_ask`) runs a question's turn."""
 
     @slash(tree, "ask")
     async def ask(interaction: discord.Interaction[Any], question: str) -> None:
@@ -232,7 +228,6 @@ CHOICE_CHARS = 100  # Discord's limit on a choice's name and value
 
 
 def offered(agent: Agent, here: Incoming, name: str) -> PromptSpec | None:
-    """The prompt of that name, if this place may start it."""
     return next((p for p in agent.prompts(here) if p.name == name), None)
 
 
@@ -265,8 +260,7 @@ async def question_of(
 
 
 async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
-    """Say why the prompt did not start: to the person only, or in the "thinking…" message. A
-    server's refusal is its own words, shown as an answer is (every link with its target)."""
+    """Say why the prompt did not start, to the person only or in the "thinking…" message (links in view)."""
     text = safe_text(truncate(text, 1900)[0])
     if interaction.response.is_done():
         await interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)

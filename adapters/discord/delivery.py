@@ -63,7 +63,6 @@ async def send_message(
     view: discord.ui.View | None = None,
     reference: discord.MessageReference | None = None,
 ) -> discord.Message | None:
-    """A channel message with optional embeds, files, view and reply reference; None on failure."""
     if guard.blocked(channel_id):
         return None
     given = {"embeds": list(embeds), "file": file, "files": list(files), "view": view, "reference": reference}
@@ -97,8 +96,7 @@ async def landed(call: Awaitable[object], failed: str, *args: object, level: int
 async def tell(
     interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None, **extra: Any
 ) -> None:
-    """A message only the person who used a command or clicked sees: the interaction's response,
-    or a follow-up once it has one."""
+    """A message only the person who used a command or clicked sees (a follow-up once answered)."""
     if view is not None:
         extra["view"] = view
     if interaction.response.is_done():
@@ -132,7 +130,6 @@ async def typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
 
 
 async def response_id(interaction: discord.Interaction[Any]) -> int | None:
-    """The id of the interaction's response message; None when Discord does not give it."""
     try:
         return (await interaction.original_response()).id
     except discord.HTTPException:
@@ -201,8 +198,7 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
 
 
 class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,32})"):
-    """The "Tool results" button, carrying its reply's reference; its click is answered here,
-    within Discord's 3 seconds (nothing slow runs)."""
+    """The "Tool results" button, carrying its reply's reference; its click is answered here, at once."""
 
     @staticmethod
     def click_id(ref: str) -> str:
@@ -224,8 +220,7 @@ class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,3
 
 
 def results_button_view(results: ResultsCache, attachments: tuple[Attachment, ...]) -> discord.ui.View:
-    """The tool results kept under a new reference, and a view holding their button; no timeout,
-    since the button must outlive this process."""
+    """The results kept under a new reference, and a view with their button (no timeout: it outlives us)."""
     ref = secrets.token_hex(8)
     results.put(ref, attachments)
     view = discord.ui.View(timeout=None)
@@ -234,7 +229,6 @@ def results_button_view(results: ResultsCache, attachments: tuple[Attachment, ..
 
 
 def parse_message_ref(ref: str | None) -> tuple[int, int] | None:
-    """The channel and message ids a stored reference names; None when it names none."""
     found = refs.parse_message_ref(ref)
     if found is not None and found[0].isdigit() and found[1].isdigit():
         return int(found[0]), int(found[1])

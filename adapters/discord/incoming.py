@@ -55,8 +55,7 @@ def interaction_key(interaction: discord.Interaction[Any], new_thread: int | Non
 
 
 def answer_channel(key: ConversationKey) -> tuple[int, int | None]:
-    """Where a later answer in this conversation goes (channel id, guild id): its thread (the key's
-    `thread` part is the thread's id), or the DM."""
+    """Where a later answer in this conversation goes (channel id, guild id): its thread, or the DM."""
     if key.workspace == DM_WORKSPACE:
         return int(key.channel), None
     return int(key.thread), int(key.workspace)
@@ -76,9 +75,8 @@ def to_incoming(
     answer_id: int | None = None,
     text: str | None = None,
 ) -> Incoming | None:
-    """The `Incoming` for a message or a slash command, or None when it is not for the bot.
-    `answer_id` is `/ask`'s deferred answer (a thread opens on it in a plain channel); `text` is a
-    started prompt's text instead of the `question` option."""
+    """The `Incoming` for a message or a slash command, or None when it is not for the bot. `answer_id`
+    is `/ask`'s deferred answer (a thread opens on it); `text` replaces the `question` option."""
     if isinstance(source, discord.Message):
         return _from_message(source, bot_user_id)
     return _from_interaction(source, answer_id, text)
@@ -167,7 +165,6 @@ class Job:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data["key"] = asdict(self.key)
         del data["replayed"]  # a fact of the process that reads the payload back, not of the delivery
         return json.dumps(data)
 

@@ -106,8 +106,7 @@ class LiveAnswer:
     # --- writing ------------------------------------------------------------------------------------
 
     async def deliver(self, chunks: list[str], view: discord.ui.View | None) -> bool:
-        """The final answer into the messages shown (more posted, surplus deleted); the view goes on
-        the last. False when some of it could not be posted."""
+        """The final answer into the messages shown, the view on the last; False if some was not posted."""
         await self.stop()
         self._broken = False
         return await self._write(chunks, view, final=True)
@@ -152,8 +151,7 @@ class LiveAnswer:
         return True
 
     async def discard(self, *, keep: int = 0) -> None:
-        """Delete the messages posted for this answer after the first `keep` (a deferred response
-        stays anyway), e.g. when the turn waits for approval and the approval message says so."""
+        """Delete the answer's messages after the first `keep` (a deferred response stays anyway)."""
         await self.stop()
         await self._drop_from(keep)
 
@@ -199,5 +197,4 @@ class LiveView(TurnSoFar):
         return "\n".join(lines)
 
     def chunks(self, limit: int = MESSAGE_LIMIT) -> list[str]:
-        """The message contents to show now (empty while there is nothing to show)."""
         return layout(self.text, self.status_lines(), limit)

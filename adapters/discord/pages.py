@@ -126,12 +126,8 @@ class InteractionPage:
         if self.interaction.is_expired():
             raise PageGone("the interaction token expired")
         try:
-            if self.followup is None:
-                await self.interaction.edit_original_response(
-                    content=content, view=_view(view), allowed_mentions=NO_MENTIONS
-                )
-            else:
-                await self.followup.edit(content=content, view=_view(view), allowed_mentions=NO_MENTIONS)
+            edit = self.interaction.edit_original_response if self.followup is None else self.followup.edit
+            await edit(content=content, view=_view(view), allowed_mentions=NO_MENTIONS)
         except discord.NotFound as exc:
             raise PageGone("the interaction token expired or the message is gone") from exc
 

@@ -42,7 +42,6 @@ class DiscordSettings(Settings):
 
     @property
     def discord_shard_ids(self) -> list[int] | None:
-        """The Discord shards this process runs; None when it does not shard."""
         count = self.nerve_discord_shard_count
         if count is None:
             return None
@@ -57,7 +56,6 @@ _PART = re.compile(r"(\d+)(?:\s*-\s*(\d+))?")
 
 
 def parse_shard_ids(text: str, count: int) -> list[int]:
-    """The ids `text` names, in its order; ValueError with the offending part otherwise."""
     ids: list[int] = []
     seen: set[int] = set()
     for raw in text.split(","):
