@@ -120,12 +120,8 @@ def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
         lines.append(
             f"Only {person(prompt.requester)} or an admin can decide. Expires <t:{int(prompt.expires_at)}:R>."
         )
-        them = (
-            "them all and stops asking for these tools"
-            if len(prompt.calls) > 1
-            else "it and stops asking for this tool"
-        )
-        lines.append(f"-# **Always allow here** approves {them} here.")
+        them, tools = ("them all", "these tools") if len(prompt.calls) > 1 else ("it", "this tool")
+        lines.append(f"-# **Always allow here** approves {them} and stops asking for {tools} here.")
     shown = prompt.calls[:EMBEDS_PER_MESSAGE]
     hidden = len(prompt.calls) - len(shown)
     if hidden:

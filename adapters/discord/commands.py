@@ -109,12 +109,11 @@ def approvals_text(remembered: list[RememberedApproval]) -> list[str]:
     if not remembered:
         return [NOTHING_REMEMBERED]
     lines = ["**Always allowed** (revoke one with `/approvals revoke:PLACE SERVER/TOOL`):"]
-    for item in remembered:
-        when = item.granted_at[:16].replace("T", " ")
-        lines.append(
-            f"• `{item.place} {item.server}/{item.tool}` — in {place_name(item.place)}, "
-            f"allowed by {person(item.granted_by)} on {when} UTC"
-        )
+    lines += [
+        f"• `{item.place} {item.server}/{item.tool}` — in {place_name(item.place)}, "
+        f"allowed by {person(item.granted_by)} on {item.granted_at[:16].replace('T', ' ')} UTC"
+        for item in remembered
+    ]
     return split_markdown("\n".join(lines), 2000)
 
 

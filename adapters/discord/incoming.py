@@ -79,7 +79,14 @@ def to_incoming(
     is `/ask`'s deferred answer (a thread opens on it); `text` replaces the `question` option."""
     if isinstance(source, discord.Message):
         return _from_message(source, bot_user_id)
-    return _from_interaction(source, answer_id, text)
+    if text is None:  # the `question` option, read from the raw interaction data
+        data: Any = source.data or {}
+        options = data.get("options", []) or []
+        text = next((str(o.get("value", "")) for o in options if o.get("name") == "question"), "")
+    key = interaction_key(source, answer_id or source.id)
+    if not text.strip() or key is None:
+        return None
+    return _incoming(key, text.strip(), source.user, f"i:{source.id}")
 
 
 def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None:
@@ -101,14 +108,12 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
         mention.search(message.content)
     )
     if isinstance(channel, discord.Thread):
-        if not (addressed or channel.owner_id == bot_user_id):
-            return None
         key = thread_key(guild_id, channel.parent_id, channel.id)
-    elif addressed:
-        key = thread_key(guild_id, channel.id, message.id)
+        # In a thread of mine every message continues it; elsewhere only one that mentions me.
+        addressed = addressed or channel.owner_id == bot_user_id
     else:
-        return None
-    return _incoming(key, text, author, event_id)
+        key = thread_key(guild_id, channel.id, message.id)
+    return _incoming(key, text, author, event_id) if addressed else None
 
 
 def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id: str) -> Incoming:
@@ -120,19 +125,6 @@ def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id:
         event_id=event_id,
         place=place_of(key, str(user.id)),
     )
-
-
-def _from_interaction(
-    interaction: discord.Interaction[Any], answer_id: int | None, text: str | None = None
-) -> Incoming | None:
-    if text is None:  # the `question` option, read from the raw interaction data
-        data: Any = interaction.data or {}
-        options = data.get("options", []) or []
-        text = next((str(o.get("value", "")) for o in options if o.get("name") == "question"), "")
-    key = interaction_key(interaction, answer_id or interaction.id)
-    if not text.strip() or key is None:
-        return None
-    return _incoming(key, text.strip(), interaction.user, f"i:{interaction.id}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
