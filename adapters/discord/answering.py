@@ -103,8 +103,7 @@ class TurnAnswers:
             if reply.approval is not None:
                 await self._show_approval(live, job, interaction, guild_id, reply, reply.approval)
             else:
-                chunks, view = self._render(reply)
-                await live.deliver(chunks, view)
+                await live.deliver(*self._render(reply))
                 files_to = poster if interaction is None else InteractionPoster(interaction, poster)
                 if kept is None or (reply.attachments and await kept.take_files()):
                     await post_files(files_to, reply.attachments)

@@ -99,10 +99,8 @@ async def tell(
     """A message only the person who used a command or clicked sees (a follow-up once answered)."""
     if view is not None:
         extra["view"] = view
-    if interaction.response.is_done():
-        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
-    else:
-        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
+    send = interaction.followup.send if interaction.response.is_done() else interaction.response.send_message
+    await send(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
 
 
 def reply_reference(channel_id: int, message_id: int, guild_id: int | None) -> discord.MessageReference:

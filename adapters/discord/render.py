@@ -93,23 +93,20 @@ def _url_end(url: str) -> int:
     return end
 
 
-def _quiet(part: str) -> str:
-    def wrap(match: re.Match[str]) -> str:
-        url = match.group(0)
-        if url.startswith("<"):
-            return url
-        end = _url_end(url)
-        return f"<{url[:end]}>{url[end:]}" if end else url
-
-    return _URL.sub(wrap, part)
+def _unpreviewed(match: re.Match[str]) -> str:
+    """A URL found by `_URL` as `<url>`, which Discord shows without a preview."""
+    url = match.group(0)
+    if url.startswith("<"):
+        return url
+    end = _url_end(url)
+    return f"<{url[:end]}>{url[end:]}" if end else url
 
 
 def _code_blocks(text: str) -> list[tuple[int, int]]:
     """Code blocks whose bounds no reader can see differently: every ``` in the text is a whole
     fence line, and they pair up. Otherwise none (hostile text plays with where code ends)."""
-    lines = text.split("\n")
     fences, pos = [], 0
-    for line in lines:
+    for line in text.split("\n"):
         if _PLAIN_FENCE.match(line):
             fences.append((pos, pos + len(line)))
         pos += len(line) + 1
@@ -121,9 +118,9 @@ def _code_blocks(text: str) -> list[tuple[int, int]]:
 def _quiet_outside_code(text: str) -> str:
     parts, pos = [], 0
     for start, end in _code_blocks(text):
-        parts += [_quiet(text[pos:start]), text[start:end]]
+        parts += [_URL.sub(_unpreviewed, text[pos:start]), text[start:end]]
         pos = end
-    parts.append(_quiet(text[pos:]))
+    parts.append(_URL.sub(_unpreviewed, text[pos:]))
     return "".join(parts)
 
 
