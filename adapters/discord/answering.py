@@ -122,13 +122,12 @@ class TurnAnswers:
         reply: AgentReply,
         approval: ApprovalPrompt,
     ) -> None:
-        """A parked turn: its live answer (a channel message, or the deferred `/ask` response)
-        becomes the approval message, one message either way; failing that, it is posted as a reply."""
+        """A parked turn's live answer becomes the approval message (one message either way), else a reply."""
         message_id = job.message_id
         if interaction is None:
             first = live.pages[0] if live.pages else None
-            if isinstance(first, ChannelPage) and await self.approvals.show_in_message(
-                first.message, approval, job.channel_id
+            if isinstance(first, ChannelPage) and await self.approvals.show_in(
+                first.message.edit, approval, job.channel_id, first.message.id
             ):
                 await live.discard(keep=1)
                 return
@@ -137,11 +136,11 @@ class TurnAnswers:
             await live.discard()
             if not message_id and not interaction.is_expired():
                 message_id = await response_id(interaction) or 0
-            shown = self.approvals.show_in_interaction
+            shown = self.approvals.show_in
             if (
                 message_id
                 and not interaction.is_expired()
-                and await shown(interaction, approval, job.channel_id, message_id)
+                and await shown(interaction.edit_original_response, approval, job.channel_id, message_id)
             ):
                 return
         reference = reply_reference(job.channel_id, message_id, guild_id) if message_id else None
@@ -171,8 +170,7 @@ class TurnAnswers:
     async def post_to_conversation(
         self, key: ConversationKey, reply: AgentReply, reply_to: int | None
     ) -> None:
-        """Post a reply that comes after its turn (an approval, a message that waited) in the
-        conversation's thread or DM; in the thread's channel if the thread is not there."""
+        """Post a reply that comes after its turn in the conversation's thread or DM (else the channel)."""
         channel_id, guild_id = answer_channel(key)
         reference = reply_reference(channel_id, reply_to, guild_id) if reply_to else None
         if await self.post_reply(channel_id, guild_id, reply, reference=reference):

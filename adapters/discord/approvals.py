@@ -313,27 +313,15 @@ class ApprovalFlow:
         await self._store_ref(prompt, channel_id, message.id)
         return True
 
-    async def show_in_interaction(
-        self, interaction: discord.Interaction[Any], prompt: ApprovalPrompt, channel_id: int, message_id: int
+    async def show_in(
+        self, edit: Callable[..., Awaitable[object]], prompt: ApprovalPrompt, channel_id: int, message_id: int
     ) -> bool:
-        """Make the deferred `/ask` answer the approval message; False if its token no longer works."""
-        edit = interaction.edit_original_response(**redrawn(prompt, with_file=True))
-        failed = "showing approval request %s through interaction %s failed"
-        if not await landed(edit, failed, prompt.request_id, interaction.id):
+        """Make a message of ours (the turn's live answer, or the deferred `/ask` answer through its
+        token) the approval message by its `edit`; False if that failed."""
+        failed = "turning message %s into approval request %s failed"
+        if not await landed(edit(**redrawn(prompt, with_file=True)), failed, message_id, prompt.request_id):
             return False
         await self._store_ref(prompt, channel_id, message_id)
-        return True
-
-    async def show_in_message(
-        self, message: discord.Message | discord.PartialMessage, prompt: ApprovalPrompt, channel_id: int
-    ) -> bool:
-        """Make a message of ours (the turn's live answer) the approval message; False if it failed."""
-        edit = message.edit(**redrawn(prompt, with_file=True))
-        if not await landed(
-            edit, "turning message %s into approval request %s failed", message.id, prompt.request_id
-        ):
-            return False
-        await self._store_ref(prompt, channel_id, message.id)
         return True
 
     async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:

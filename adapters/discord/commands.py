@@ -300,6 +300,5 @@ async def argument_choices(
         logger.info("completing %s of the prompt %s took too long", target.argument, spec.name)
         return []
     written = [target.written(value) for value in values]
-    return [app_commands.Choice(name=text, value=text) for text in written if len(text) <= CHOICE_CHARS][
-        :CHOICES
-    ]
+    fitting = [text for text in written if len(text) <= CHOICE_CHARS]
+    return [app_commands.Choice(name=text, value=text) for text in fitting[:CHOICES]]

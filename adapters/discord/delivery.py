@@ -148,8 +148,7 @@ GONE = (
 
 class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
     """A button that outlives this process: its custom_id carries its click (`click_id`, read back by
-    `read`), so discord.py hands a click, in whichever process receives it, to `clicked` of the
-    client's flow named `route`."""
+    `read`), so whichever process receives it hands it to `clicked` of the client's flow `route`."""
 
     route: ClassVar[str]
     fallback: ClassVar[str] = "Answer"  # the label when discord.py gives no button back
