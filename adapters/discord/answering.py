@@ -1,9 +1,6 @@
 """Answering a turn on Discord: the live answer, the reply, the approval message, the thread.
 
-A delivery (a message, or `/ask`'s interaction) runs its turn with its progress shown as it comes
-(`live.py`); its questions and links go to `InputFlow`, its sign-ins to `SignInLinks`, and a turn
-that parks shows its approval message. Every delivery is marked answered once done, so only a stop
-leaves it for the next start.
+Every delivery is marked answered once done, so only a stop leaves it for the next start.
 """
 
 from __future__ import annotations
@@ -52,9 +49,7 @@ APOLOGY = "Sorry — something went wrong on my side while answering. Please try
 
 @dataclass(eq=False)
 class TurnAnswers:
-    """Runs one client's turns and posts their replies where they belong.
-
-    `edit_every` is read at each turn: how often the live answer may be edited (seconds)."""
+    """Runs one client's turns and posts their replies; `edit_every()` (seconds) is read at each turn."""
 
     _: KW_ONLY
     client: discord.Client
@@ -73,18 +68,14 @@ class TurnAnswers:
         # Channels where the bot may not open threads: asked once, then left alone.
         self._thread_refused: set[int] = set()
 
-    def _channel(self, job: Job) -> discord.PartialMessageable:
-        guild_id = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
-        return self.client.get_partial_messageable(job.channel_id, guild_id=guild_id)
-
     async def answer(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
-        """A turn answered with channel messages (a reply to the user's message), or in `/ask`'s
-        deferred response (`interaction`) and, after the token's 15 minutes or when Discord forgot
-        the webhook, in channel messages replying to it; then the thread."""
+        """A turn answered with channel messages, or in `/ask`'s deferred response (`interaction`) and
+        its follow-ups, then channel messages once the token stops working; then the thread."""
         async with self._delivery(job), self.order.hold(job.key):
             if interaction is None and self.guard.blocked(job.channel_id):
                 return
-            channel = self._channel(job)
+            in_guild = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
+            channel = self.client.get_partial_messageable(job.channel_id, guild_id=in_guild)
             guild_id = interaction.guild_id if interaction else channel.guild.id if channel.guild else None
             reference = reply_reference(job.channel_id, job.message_id, guild_id) if job.message_id else None
             poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
@@ -112,8 +103,7 @@ class TurnAnswers:
             if reply.approval is not None:
                 await self._show_approval(live, job, interaction, guild_id, reply, reply.approval)
             else:
-                chunks, view = self._render(reply)
-                await live.deliver(chunks, view)
+                await live.deliver(*self._render(reply))
                 files_to = poster if interaction is None else InteractionPoster(interaction, poster)
                 if kept is None or (reply.attachments and await kept.take_files()):
                     await post_files(files_to, reply.attachments)
@@ -132,13 +122,12 @@ class TurnAnswers:
         reply: AgentReply,
         approval: ApprovalPrompt,
     ) -> None:
-        """A parked turn: its live answer (a channel message, or the deferred `/ask` response)
-        becomes the approval message, one message either way; failing that, it is posted as a reply."""
+        """A parked turn's live answer becomes the approval message (one message either way), else a reply."""
         message_id = job.message_id
         if interaction is None:
             first = live.pages[0] if live.pages else None
-            if isinstance(first, ChannelPage) and await self.approvals.show_in_message(
-                first.message, approval, job.channel_id
+            if isinstance(first, ChannelPage) and await self.approvals.show_in(
+                first.message.edit, approval, job.channel_id, first.message.id
             ):
                 await live.discard(keep=1)
                 return
@@ -147,11 +136,11 @@ class TurnAnswers:
             await live.discard()
             if not message_id and not interaction.is_expired():
                 message_id = await response_id(interaction) or 0
-            shown = self.approvals.show_in_interaction
+            shown = self.approvals.show_in
             if (
                 message_id
                 and not interaction.is_expired()
-                and await shown(interaction, approval, job.channel_id, message_id)
+                and await shown(interaction.edit_original_response, approval, job.channel_id, message_id)
             ):
                 return
         reference = reply_reference(job.channel_id, message_id, guild_id) if message_id else None
@@ -165,8 +154,7 @@ class TurnAnswers:
         *,
         reference: discord.MessageReference | None = None,
     ) -> bool:
-        """Post a reply as channel messages: the answer's chunks, or the approval message of a parked
-        turn. False when nothing could be posted."""
+        """Post a reply (or a parked turn's approval message) as channel messages; False if none went."""
         channel = self.client.get_partial_messageable(channel_id, guild_id=guild_id)
         approval = reply.approval
         if approval is not None:
@@ -182,8 +170,7 @@ class TurnAnswers:
     async def post_to_conversation(
         self, key: ConversationKey, reply: AgentReply, reply_to: int | None
     ) -> None:
-        """Post a reply that comes after its turn (an approval, a message that waited) in the
-        conversation's thread or DM; in the thread's channel if the thread is not there."""
+        """Post a reply that comes after its turn in the conversation's thread or DM (else the channel)."""
         channel_id, guild_id = answer_channel(key)
         reference = reply_reference(channel_id, reply_to, guild_id) if reply_to else None
         if await self.post_reply(channel_id, guild_id, reply, reference=reference):
@@ -227,8 +214,7 @@ class TurnAnswers:
 
     @contextlib.asynccontextmanager
     async def _delivery(self, job: Job) -> AsyncIterator[None]:
-        """One top-level net per delivery: log, and mark it answered. Only cancellation (shutdown)
-        leaves the delivery unfinished, so a restart answers it then."""
+        """Log a failed delivery and mark it answered: only a shutdown leaves it for the restart."""
         try:
             yield
         except Exception:

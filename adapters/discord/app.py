@@ -1,12 +1,9 @@
 """nerve on Discord: slash commands, mentions, threads and DMs, with collapsible tool results.
 
-`run_discord(agent, settings)` is what `nerve discord` runs. `/ask` defers at once (Discord's
-3-second deadline) and shows the answer in the deferred message as it is written, a mention gets a
-reply shown the same way, and both open a thread for follow-ups; messages in its threads and DMs
-continue their conversation. This module keeps the client (`client.py`) running: a client that dies
-is replaced, with a backoff that spares Discord's daily login budget; what no restart can fix stops
-nerve with a message that says what to do. It also reads for the operations endpoints whether the
-gateway is up, and counts discord.py's rate-limit waits for `/metrics`.
+`run_discord(agent, settings)` is what `nerve discord` runs. It keeps the client (`client.py`)
+running: a client that dies is replaced, with a backoff that spares Discord's daily login budget;
+what no restart can fix stops nerve with a message that says what to do. It also tells the
+operations endpoints whether the gateway is up, and counts rate-limit waits for `/metrics`.
 """
 
 from __future__ import annotations
@@ -95,17 +92,9 @@ async def run_discord(
     ops_ready: asyncio.Future[str] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run the bot until cancelled, or until `stop` is set (SIGTERM): `/readyz` answers 503 at once,
-    new deliveries are kept for the next start, running turns (and the worker's jobs) get
-    NERVE_SHUTDOWN_GRACE seconds and the rest are cut off (answered at the next start). A client that
-    dies is replaced with bounded exponential backoff.
-
-    Raises `ConfigError` for what no restart can fix (a missing or rejected token, intents the
-    application may not use), `StartupError` when Discord cannot be reached before the first login.
-    /healthz, /readyz and /metrics answer from the start (`ops_ready` receives their base URL). With
-    NERVE_DATABASE_URL, turns are jobs: this process runs a worker for them on whichever client is
-    logged in, and `/readyz` says when it is not taking jobs.
-    """
+    """Run the bot until cancelled, or until `stop` is set (SIGTERM: running turns and jobs get
+    NERVE_SHUTDOWN_GRACE seconds). `ConfigError` for what no restart can fix, `StartupError` when
+    Discord cannot be reached before the first login; `ops_ready` receives the endpoints' base URL."""
     token = check_settings(settings)
     stop = stop or asyncio.Event()
     policy = policy or RestartPolicy()
@@ -125,8 +114,7 @@ async def run_discord(
 async def _stop_when_asked(
     stop: asyncio.Event, bot: NerveDiscordBot, jobs: TurnJobs | None, grace: float
 ) -> None:
-    """Wind `bot` down once `stop` is set: its running turns and the worker's jobs get `grace`
-    (the jobs still running then go back to the queue), then it closes."""
+    """Once `stop` is set, give `bot`'s turns and the worker's jobs `grace`, then close it."""
     await stop.wait()
     await drained(bot, jobs, grace)
     await bot.close()
@@ -143,8 +131,7 @@ async def _run_restarting(
     jobs: TurnJobs | None,
     clients: CurrentClient,
 ) -> None:
-    """`run_discord`'s loop: a new client after each death, which `platform`, `sign_ins` and
-    `clients` then see."""
+    """`run_discord`'s loop: a new client after each death."""
     count_rate_limit_waits()
     # nerve never joins voice channels: the warnings about missing voice libraries are only noise.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
@@ -215,8 +202,7 @@ WAIT_RECORD = "We are being rate limited. %s %s responded with 429. Retrying in 
 
 
 def gateway_up(client: discord.Client) -> bool:
-    """Connected: past READY, and the gateway socket open (a reconnect leaves `is_ready()` set);
-    sharded, every shard's socket (`client.ws` means nothing there)."""
+    """Past READY, the gateway socket open (a reconnect leaves `is_ready()` set); sharded, every shard's."""
     if not client.is_ready() or client.is_closed():
         return False
     if isinstance(client, discord.AutoShardedClient):

@@ -1,15 +1,9 @@
 """Approvals on Discord: the approval message, its buttons, and Discord's side of the approval desk.
 
-One message per waiting batch of calls says what waits, why, who may decide and until when, with an
-embed per call (server, tool, arguments in full, outcome); what is too long is attached in full, so
-a person approves exactly what they could read. It is rebuilt from the stored request each time, so
+The message is rebuilt from the stored request each time (what is too long is attached in full), so
 any process can redraw it. A button's custom_id carries all its click needs (action, request, call,
 the start of the hash of what was shown), so it works in any process, after a restart too, and
-decides only the call it was drawn for. Nothing waits for the person: the message is posted and its
-reference stored, and a click is decided by the shared desk (`adapters.common.desk`), acknowledged
-within Discord's 3 seconds, its outcome shown through the click's interaction (or by editing the
-stored message). A resumed turn reports to the conversation's sink (`progress_for`); with jobs it is
-a job any process takes (`launch`), else a task here.
+decides only the call it was drawn for; the shared desk (`adapters.common.desk`) decides the click.
 """
 
 from __future__ import annotations
@@ -62,15 +56,11 @@ from bot.types import (
 
 ARGUMENTS_FILENAME = "approval-request.md"
 REASON_LIMIT = 600
-WAITING_COLOUR = discord.Colour(0xF1C40F)
-APPROVED_COLOUR = discord.Colour(0x2ECC71)
-DENIED_COLOUR = discord.Colour(0xE74C3C)
-EXPIRED_COLOUR = discord.Colour(0x95A5A6)
 _COLOURS = {
-    "pending": WAITING_COLOUR,
-    "approved": APPROVED_COLOUR,
-    "denied": DENIED_COLOUR,
-    "expired": EXPIRED_COLOUR,
+    "pending": discord.Colour(0xF1C40F),
+    "approved": discord.Colour(0x2ECC71),
+    "denied": discord.Colour(0xE74C3C),
+    "expired": discord.Colour(0x95A5A6),
 }
 
 
@@ -91,9 +81,8 @@ def headline(prompt: ApprovalPrompt) -> str:
     approved = sum(1 for c in prompt.calls if c.status == "approved")
     denied = sum(1 for c in prompt.calls if c.status == "denied")
     expired = len(prompt.calls) - approved - denied
-    parts = [f"{approved} approved"] if approved else []
-    parts += [f"{denied} denied"] if denied else []
-    parts += [f"{expired} not approved in time"] if expired else []
+    counts = ((approved, "approved"), (denied, "denied"), (expired, "not approved in time"))
+    parts = [f"{n} {outcome}" for n, outcome in counts if n]
     return f"☑️ **Decided** ({', '.join(parts)}): going on with the answer."
 
 
@@ -131,10 +120,8 @@ def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
         lines.append(
             f"Only {person(prompt.requester)} or an admin can decide. Expires <t:{int(prompt.expires_at)}:R>."
         )
-        if len(prompt.calls) > 1:
-            lines.append("-# **Always allow here** approves them all and stops asking for these tools here.")
-        else:
-            lines.append("-# **Always allow here** approves it and stops asking for this tool here.")
+        them, tools = ("them all", "these tools") if len(prompt.calls) > 1 else ("it", "this tool")
+        lines.append(f"-# **Always allow here** approves {them} and stops asking for {tools} here.")
     shown = prompt.calls[:EMBEDS_PER_MESSAGE]
     hidden = len(prompt.calls) - len(shown)
     if hidden:
@@ -152,15 +139,14 @@ def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
     return EmbedsMessage(content, embeds, request_file(prompt) if cut else None, ARGUMENTS_FILENAME)
 
 
-Action = Choice
-_CODES: dict[Action, str] = {
+_CODES: dict[Choice, str] = {
     "approve": "a",
     "deny": "d",
     "approve_all": "A",
     "deny_all": "D",
     "always": "R",
 }
-_ACTIONS: dict[str, Action] = {code: action for action, code in _CODES.items()}
+_ACTIONS: dict[str, Choice] = {code: action for action, code in _CODES.items()}
 ALL_CALLS = "*"
 CUSTOM_ID_LIMIT = 100
 _SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,48}")
@@ -177,7 +163,7 @@ CALLS_PER_ROW = 2
 class Click:
     """What a clicked button asks for, read back from its custom_id."""
 
-    action: Action
+    action: Choice
     request_id: str
     # A call id, `~<position>` for a call whose id does not fit, or `*` for every open call.
     call: str
@@ -223,7 +209,7 @@ class ApprovalButton(ClickButton, template=TEMPLATE):
 
 
 def _button(
-    prompt: ApprovalPrompt, action: Action, ref: str, label: str, style: discord.ButtonStyle, row: int
+    prompt: ApprovalPrompt, action: Choice, ref: str, label: str, style: discord.ButtonStyle, row: int
 ) -> ApprovalButton:
     short = shown_hash(prompt, ref)
     assert short is not None
@@ -260,19 +246,16 @@ logger = logging.getLogger(__name__)
 RESUME_FAILED = "Sorry — something went wrong on my side while going on with this answer. Please ask again."
 
 
-# Posts a reply in a conversation (its thread or DM), replying to a message if given.
-PostToConversation = Callable[[ConversationKey, AgentReply, "int | None"], Awaitable[None]]
-
-
-def redrawn(prompt: ApprovalPrompt) -> dict[str, Any]:
-    """What an edit of the approval message sets: its words, embeds and buttons (none once decided)."""
+def redrawn(prompt: ApprovalPrompt, *, with_file: bool = False) -> dict[str, Any]:
+    """What an edit of the approval message sets: its words, embeds and buttons (none once decided),
+    and `with_file` its attachments (a message of ours becoming it loses its own)."""
     shown = approval_message(prompt)
-    return {
-        "content": shown.content,
-        "embeds": shown.embeds,
-        "view": approval_view(prompt),
-        "allowed_mentions": NO_MENTIONS,
-    }
+    view = approval_view(prompt)
+    drawn: dict[str, Any] = {"content": shown.content, "embeds": shown.embeds, "view": view}
+    if with_file:
+        file = shown.file()
+        drawn["attachments"] = [file] if file is not None else []
+    return drawn | {"allowed_mentions": NO_MENTIONS}
 
 
 @dataclass(eq=False)
@@ -284,7 +267,8 @@ class ApprovalFlow:
     client: discord.Client
     guard: ChannelGuard
     order: ConversationOrder
-    post: PostToConversation
+    # Posts a reply in a conversation (its thread or DM), replying to a message if given.
+    post: Callable[[ConversationKey, AgentReply, int | None], Awaitable[None]]
     spawn: Spawn
     # The sink a resumed turn (and the messages that waited behind it) report to.
     progress_for: Callable[[ConversationKey], Progress] = lambda key: no_progress
@@ -329,36 +313,15 @@ class ApprovalFlow:
         await self._store_ref(prompt, channel_id, message.id)
         return True
 
-    async def show_in_interaction(
-        self, interaction: discord.Interaction[Any], prompt: ApprovalPrompt, channel_id: int, message_id: int
+    async def show_in(
+        self, edit: Callable[..., Awaitable[object]], prompt: ApprovalPrompt, channel_id: int, message_id: int
     ) -> bool:
-        """Make the deferred `/ask` answer the approval message; False if its token no longer works."""
-        shown = approval_message(prompt)
-        view = approval_view(prompt)
-        file = shown.file()
-        extra: dict[str, Any] = {} if view is None else {"view": view}
-        if view is not None and file is not None:
-            extra["attachments"] = [file]
-        edit = interaction.edit_original_response(
-            content=shown.content, embeds=shown.embeds, allowed_mentions=NO_MENTIONS, **extra
-        )
-        failed = "showing approval request %s through interaction %s failed"
-        if not await landed(edit, failed, prompt.request_id, interaction.id):
+        """Make a message of ours (the turn's live answer, or the deferred `/ask` answer through its
+        token) the approval message by its `edit`; False if that failed."""
+        failed = "turning message %s into approval request %s failed"
+        if not await landed(edit(**redrawn(prompt, with_file=True)), failed, message_id, prompt.request_id):
             return False
         await self._store_ref(prompt, channel_id, message_id)
-        return True
-
-    async def show_in_message(
-        self, message: discord.Message | discord.PartialMessage, prompt: ApprovalPrompt, channel_id: int
-    ) -> bool:
-        """Make a message of ours (the turn's live answer) the approval message; False if it failed."""
-        file = approval_message(prompt).file()
-        edit = message.edit(attachments=[file] if file is not None else [], **redrawn(prompt))
-        if not await landed(
-            edit, "turning message %s into approval request %s failed", message.id, prompt.request_id
-        ):
-            return False
-        await self._store_ref(prompt, channel_id, message.id)
         return True
 
     async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:
@@ -392,13 +355,11 @@ class ApprovalFlow:
     # --- going on ------------------------------------------------------------------------------------
 
     def resume_later(self, request_id: str) -> None:
-        """Go on with a parked turn in the background: the click or submit that let it go on is
-        answered already and must not wait for the turn."""
+        """Go on with a parked turn in the background: the click or submit that let it go on must not wait."""
         self.spawn(self.desk.go_on(request_id, redraw=False), f"discord-resume-{request_id}")
 
     async def resume(self, request_id: str) -> None:
-        """Resume a turn with nothing left to wait for (every call decided, every question answered
-        or expired) and post its answer once, then answer the messages that waited."""
+        """Resume a turn with nothing left to wait for; post its answer once, then the ones that waited."""
         found = await self.agent.parked(request_id)
         if found is None:
             return
@@ -415,7 +376,6 @@ class ApprovalFlow:
             await self._answer_deferred(prompt.key)
 
     async def answer_deferred(self, key: ConversationKey) -> None:
-        """Answer the messages that waited behind a parked turn of this conversation."""
         async with self.order.hold(key):
             await self._answer_deferred(key)
 
@@ -427,8 +387,7 @@ class ApprovalFlow:
             logger.exception("answering the messages that waited in %s failed", key)
 
     async def sweep(self) -> None:
-        """Requests past their expiry go on without the calls nobody approved (or with "cancel" for
-        the questions nobody answered)."""
+        """Requests past their expiry go on without the calls nobody approved (or the answers nobody gave)."""
         await self.desk.sweep()
 
 

@@ -1,16 +1,10 @@
 """The Discord client of nerve: what arrives (messages, `/ask`, clicks) and how it is kept.
 
 Exactly-once: every delivery is claimed in the agent's inbox (re-deliveries are dropped) and marked
-finished once answered; at start-up, deliveries a crash left are answered as channel messages (an
-interaction's token does not last that long). DISCORD_API_BASE_URL and DISCORD_GATEWAY_URL set
-discord.py's class attributes: process-wide, so one process talks to one Discord.
-
-With NERVE_DATABASE_URL, every `nerve discord` process on one database shares the work as jobs
-(`adapters.jobs_runtime`): a delivery, a parked turn going on, the messages that waited behind it,
-one conversation's in order, on whichever process's worker is free. An interaction's token answers
-only in the process that received it, for 15 minutes, which holds it (`HeldInteractions`); any other
-answers as after a restart. The worker outlives clients: `CurrentClient` hands each job to the
-client logged in now, and a client that closes cuts its jobs off, back to the queue (`run_job`).
+finished once answered; at start-up, deliveries a crash left are answered as channel messages. With
+NERVE_DATABASE_URL, turns are jobs (`adapters.jobs_runtime`) on whichever process's worker is free;
+an interaction's token answers only in the process that received it (`HeldInteractions`), and
+`CurrentClient` hands each job to the client logged in now.
 """
 
 from __future__ import annotations
@@ -52,7 +46,7 @@ from adapters.jobs_runtime import Launcher
 from adapters.up_line import log_up
 from bot.agent import Agent, PostRecords
 from bot.jobs import JobHandler
-from bot.types import ConversationKey, no_progress
+from bot.types import no_progress
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs
@@ -73,8 +67,7 @@ SWEEPER_TASK = "discord-approval-expiry"
 
 
 class NerveDiscordBot(discord.Client):
-    """The Discord client: claims deliveries, queues their turns (`TurnAnswers` runs them), routes
-    clicks, and recovers and sweeps what a stop left."""
+    """Claims deliveries, queues their turns (`TurnAnswers` runs them), recovers what a stop left."""
 
     # How often requests past their expiry are looked for (they go on "not approved in time").
     approval_sweep_every = 15.0
@@ -90,8 +83,7 @@ class NerveDiscordBot(discord.Client):
         clients: CurrentClient | None = None,
         **options: Any,
     ) -> None:
-        """`options` go to discord.py's client as they are (shards). With `jobs`, every turn is queued
-        for whichever process's worker is free; `clients` gives this process's worker its client."""
+        """`options` go to discord.py's client (shards); `clients` gives this process's worker its client."""
         point_discord_at(settings)
         intents = discord.Intents.default()
         # Content of DMs, mentions and slash commands arrives without the privileged intent.
@@ -156,9 +148,8 @@ class NerveDiscordBot(discord.Client):
             edit_every=lambda: self.live_edit_every,
         )
         discord_commands.register(self.tree, agent, settings, self.handle_ask)
-        self.add_dynamic_items(ToolResultsButton)
         register_sign_in(self.tree, self.sign_in_links)
-        self.add_dynamic_items(DisconnectButton)
+        self.add_dynamic_items(ToolResultsButton, DisconnectButton)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -174,8 +165,7 @@ class NerveDiscordBot(discord.Client):
         self._spawn(sweep_forever(self.sweep, self.approval_sweep_every), SWEEPER_TASK)
 
     async def on_ready(self) -> None:
-        """The gateway's READY and the guilds that came with it: say as whom nerve is connected (again
-        after a new session, which Discord may send after an outage)."""
+        """Say as whom nerve is connected (again after a new session, which may follow an outage)."""
         me, count = self.user, len(self.guilds)
         guilds = "1 guild" if count == 1 else f"{count} guilds"
         log_up("Discord: logged in as %s (%s) with %s", me, me.id if me else "?", guilds)
@@ -199,8 +189,7 @@ class NerveDiscordBot(discord.Client):
         logger.info("registered %d slash commands for %s", len(synced), where)
 
     async def drain(self, grace: float) -> None:
-        """SIGTERM: take no new turn (deliveries are kept in the inbox for the next start) and give the
-        running ones up to `grace` seconds to finish; `close` cuts off the rest."""
+        """SIGTERM: take no new turn (kept for the next start); running ones get `grace` seconds."""
         self.stopping = True
         for task in list(self._tasks):
             if task.get_name() == SWEEPER_TASK:
@@ -208,8 +197,7 @@ class NerveDiscordBot(discord.Client):
         await self._owned.drain(grace, "Discord turn(s)")
 
     async def close(self) -> None:
-        """Cancel running turns (their deliveries stay unfinished and are answered after restart, or
-        their jobs go back to the queue)."""
+        """Cancel running turns: their deliveries are answered after restart, or their jobs requeued."""
         if self._clients is not None:
             self._clients.drop(self)
         tasks = list(self._tasks)
@@ -223,8 +211,7 @@ class NerveDiscordBot(discord.Client):
         self._owned.spawn(coro, name)
 
     async def _recover(self) -> None:
-        """At start-up: answer the deliveries left unfinished; with jobs, queue those that have no job
-        waiting or running (another process may be answering the rest right now)."""
+        """At start-up: answer the deliveries left unfinished (with jobs, those no job holds)."""
 
         def answer(event_id: str, job: Job) -> None:
             logger.info("answering %s left unfinished before the restart as a channel message", event_id)
@@ -234,8 +221,7 @@ class NerveDiscordBot(discord.Client):
         await self.approval_flow.desk.recover()
 
     async def _left_over(self, event_id: str, payload: str) -> Job | None:
-        """The job of a recorded delivery, answered outside its delivery (a restart, a job): it waits
-        for a turn slot however many there are. An unreadable one is dropped with a log line."""
+        """The job of a recorded delivery answered later (a restart, a job); an unreadable one is dropped."""
         try:
             return replace(Job.from_json(payload), replayed=True)
         except (ValueError, TypeError, KeyError):
@@ -244,22 +230,15 @@ class NerveDiscordBot(discord.Client):
             return None
 
     async def sweep(self) -> None:
-        """Expire the requests whose time ran out (their turns go on). With jobs, also queue the
-        deliveries a process recorded but died before queueing."""
+        """Expire the requests whose time ran out; with jobs, queue deliveries a dead process left."""
         await sweep(self._recorded, self.approval_flow.desk)
 
-    # --- jobs (`adapters.discord.client`) --------------------------------------------------------------
-
     async def run_job(self, job: Coroutine[Any, Any, None], name: str) -> None:
-        """A job's work, as a task of this client: `drain` waits for it and `close` cuts it off. Cut
-        off, the job's handler ends cancelled too, and the job goes back to the queue for this
-        process's next client or another process; a handler cancelled (a drain) cancels it."""
+        """A job's work as a task of this client: cut off by `close`, the job goes back to the queue."""
         await self._owned.spawn(job, name)
 
     async def answer_event(self, event_id: str) -> None:
-        """The job of one recorded delivery (any process may run it): answer it unless it was. An
-        interaction this client still holds is answered through its token, any other delivery as
-        channel messages (as after a restart)."""
+        """A recorded delivery's job: through its token if this client holds it, else channel messages."""
         job = await self._recorded.take(event_id)
         if job is None:
             return
@@ -277,9 +256,8 @@ class NerveDiscordBot(discord.Client):
         await self._take(job)
 
     async def _take(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
-        """Claim a delivery in the inbox (a re-delivery is dropped; while stopping it is kept for the
-        next start) and launch its turn, one conversation at a time, held from before the first
-        await (discord.py runs each event as a task of its own)."""
+        """Claim a delivery and launch its turn, one conversation at a time from before the first await
+        (discord.py runs each event as a task of its own)."""
         async with self._intake.hold(job.key):
             if not await self.agent.inbox.claim_event(PLATFORM, job.event_id, job.to_json()):
                 logger.debug("ignoring re-delivered %s %s", job.kind, job.event_id)
@@ -295,8 +273,8 @@ class NerveDiscordBot(discord.Client):
     # --- /ask --------------------------------------------------------------------------------------
 
     async def handle_ask(self, interaction: discord.Interaction[Any], question: str | None = None) -> None:
-        """Defer first (the 3-second deadline), then claim the delivery and run the turn in the
-        background. `question` is a started prompt's text (the interaction may be deferred already)."""
+        """Defer first (the 3-second deadline), then claim and run the turn. `question` is a started
+        prompt's text (the interaction may be deferred already)."""
         try:
             done = interaction.response.is_done()
             callback = None if done else await interaction.response.defer(thinking=True)
@@ -353,24 +331,18 @@ class CurrentClient:
                 return self._client
 
     def job_handlers(self) -> dict[str, JobHandler]:
-        """The handlers of Discord's jobs, each run on the current client."""
-
         async def on_client(work: Callable[[NerveDiscordBot], Coroutine[Any, Any, None]], name: str) -> None:
             client = await self.client()
             await client.run_job(work(client), name)
 
-        async def answer_event(event_id: str) -> None:
-            await on_client(lambda c: c.answer_event(event_id), f"discord-job-{event_id}")
-
-        async def go_on(request_id: str) -> None:
-            await on_client(
+        return jobs_runtime.job_handlers(
+            PLATFORM,
+            lambda event_id: on_client(lambda c: c.answer_event(event_id), f"discord-job-{event_id}"),
+            lambda request_id: on_client(
                 lambda c: c.approval_flow.desk.go_on_here(request_id), f"discord-resume-{request_id}"
-            )
-
-        async def answer_deferred(key: ConversationKey) -> None:
-            await on_client(lambda c: c.approval_flow.answer_deferred(key), f"discord-deferred-{key}")
-
-        return jobs_runtime.job_handlers(PLATFORM, answer_event, go_on, answer_deferred)
+            ),
+            lambda key: on_client(lambda c: c.approval_flow.answer_deferred(key), f"discord-deferred-{key}"),
+        )
 
 
 @dataclass

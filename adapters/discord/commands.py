@@ -1,11 +1,8 @@
 """The slash commands (/connections and /connect are registered with the sign-ins).
 
 Names, descriptions and options come from the command table (`adapters.common.commands`). Each
-command acknowledges within Discord's 3 seconds before anything slow: /ask, /reset and /approvals
-defer at once, /tools and /help answer from memory. `/prompt name: arguments:` starts a server's
-prompt whose text is then an ordinary `/ask` question; a mistake known within `ANSWER_WITHIN` is told
-to the person alone, a slower server is waited for behind "thinking…". Its options complete as people
-type (bounded: Discord drops an autocomplete after 3 seconds).
+command acknowledges within Discord's 3 seconds before anything slow. `/prompt name: arguments:`
+starts a server's prompt whose text is then an ordinary `/ask` question.
 """
 
 from __future__ import annotations
@@ -21,14 +18,14 @@ from discord import app_commands
 from adapters.common.commands import DISCORD, Command, command_on, offered_on
 from adapters.discord.approvals import person
 from adapters.discord.delivery import NO_MENTIONS, landed, tell
-from adapters.discord.incoming import PLATFORM, dm_key, place_in, thread_key
+from adapters.discord.incoming import PLATFORM, interaction_key, place_of
 from adapters.discord.render import safe_chunks, safe_text
 from adapters.discord.settings import DiscordSettings
 from adapters.prompt_arguments import arguments_usage, completion_at_end, parse_arguments
 from bot.agent import Agent
 from bot.errors import PromptError
 from bot.text import show_link_targets, split_markdown, truncate
-from bot.types import ConversationKey, Incoming, PromptSpec, RememberedApproval
+from bot.types import Incoming, PromptSpec, RememberedApproval
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +54,7 @@ def usage(command: Command) -> str:
 def slash(
     tree: app_commands.CommandTree[Any], name: str
 ) -> Callable[[Callable[..., Coroutine[Any, Any, None]]], app_commands.Command[Any, ..., None]]:
-    """Register a handler as the table's command `name`, with its description and its options'
-    descriptions, in guilds and DMs (synced to Discord in `setup_hook`)."""
+    """Register a handler as the table's command `name`, described as the table says, in guilds and DMs."""
     command = command_on(DISCORD, name)
     if command is None:
         raise LookupError(f"/{name} is not a Discord command in the table of adapters/common/commands.py")
@@ -84,35 +80,16 @@ def help_text(settings: DiscordSettings) -> str:
     )
 
 
-def reset_key(interaction: discord.Interaction[Any]) -> ConversationKey | None:
-    """The conversation /reset applies to: this DM or this thread; none in a plain channel."""
-    channel = interaction.channel
-    if interaction.guild_id is None:
-        return dm_key(interaction.channel_id or 0, interaction.user.id)
-    if isinstance(channel, discord.Thread):
-        return thread_key(interaction.guild_id, channel.parent_id, channel.id)
-    return None
-
-
 def asked_here(interaction: discord.Interaction[Any]) -> Incoming:
     """An `Incoming` that stands for "this place, this user", for what depends on the place."""
-    channel = interaction.channel
-    channel_id = interaction.channel_id or 0
-    if isinstance(channel, discord.Thread) and channel.parent_id:
-        channel_id = channel.parent_id
-    user_id = interaction.user.id
-    guild_id = interaction.guild_id
-    key = (
-        dm_key(channel_id, user_id)
-        if guild_id is None
-        else thread_key(guild_id, channel_id, interaction.channel_id or channel_id)
-    )
-    return Incoming(key=key, text="", user_id=str(user_id), place=place_in(guild_id, channel_id, user_id))
+    key = interaction_key(interaction, interaction.channel_id or 0)
+    assert key is not None  # a plain channel is named by a thread on itself
+    user_id = str(interaction.user.id)
+    return Incoming(key=key, text="", user_id=user_id, place=place_of(key, user_id))
 
 
 def tools_text(agent: Agent, here: Incoming | None = None) -> list[str]:
-    """The tools offered in the place `here` (all of them without one), one line each: the servers'
-    words, shown as an answer is, every link with its target in view."""
+    """The tools offered `here`, a line each: the servers' words, shown as an answer is (links in view)."""
     lines = []
     for tool in agent.tools(here):
         description = truncate((tool.description.strip().splitlines() or [""])[0], 150, at_word=True)[0]
@@ -132,48 +109,20 @@ def approvals_text(remembered: list[RememberedApproval]) -> list[str]:
     if not remembered:
         return [NOTHING_REMEMBERED]
     lines = ["**Always allowed** (revoke one with `/approvals revoke:PLACE SERVER/TOOL`):"]
-    for item in remembered:
-        when = item.granted_at[:16].replace("T", " ")
-        lines.append(
-            f"• `{item.place} {item.server}/{item.tool}` — in {place_name(item.place)}, "
-            f"allowed by {person(item.granted_by)} on {when} UTC"
-        )
+    lines += [
+        f"• `{item.place} {item.server}/{item.tool}` — in {place_name(item.place)}, "
+        f"allowed by {person(item.granted_by)} on {item.granted_at[:16].replace('T', ' ')} UTC"
+        for item in remembered
+    ]
     return split_markdown("\n".join(lines), 2000)
 
 
 def parse_revoke(text: str) -> tuple[str, str, str] | None:
-    """`PLACE SERVER/TOOL` into its parts; None when it is not written that way."""
     place, _, target = text.strip().partition(" ")
     server, slash, tool = target.strip().partition("/")
     if not place or not slash or not server or not tool:
         return None
     return place, server, tool
-
-
-async def approvals_command(
-    agent: Agent, settings: DiscordSettings, interaction: discord.Interaction[Any], revoke: str | None
-) -> None:
-    """List remembered approvals, or revoke one; admins only, answered only to them."""
-    if str(interaction.user.id) not in settings.admins:
-        await tell(interaction, ADMINS_ONLY)
-        return
-    if not agent.approvals_on:
-        await tell(interaction, NO_APPROVALS)
-        return
-    await interaction.response.defer(ephemeral=True, thinking=True)
-    if revoke is None or not revoke.strip():
-        texts = approvals_text(await agent.remembered_approvals())
-    else:
-        parts = parse_revoke(revoke)
-        if parts is None:
-            texts = [REVOKE_FORMAT]
-        elif await agent.revoke_approval(*parts):
-            place, server, tool = parts
-            texts = [f"Revoked: `{server}/{tool}` in {place_name(place)} asks for approval again."]
-        else:
-            texts = [f"Nothing matches `{truncate(revoke.strip(), 200)[0]}`. " + REVOKE_FORMAT]
-    for text in texts:
-        await tell(interaction, text)
 
 
 def register(
@@ -182,8 +131,7 @@ def register(
     settings: DiscordSettings,
     ask_with: Callable[[discord.Interaction[Any], str | None], Awaitable[None]],
 ) -> None:
-    """Add the commands to the bot's tree (synced to Discord in `setup_hook`); `ask_with` runs a
-    question's turn (the bot's `handle_ask`, passed in so this module never imports the bot's)."""
+    """Add the commands to the bot's tree; `ask_with` (the bot's `handle_ask`) runs a question's turn."""
 
     @slash(tree, "ask")
     async def ask(interaction: discord.Interaction[Any], question: str) -> None:
@@ -215,7 +163,7 @@ def register(
 
     @slash(tree, "reset")
     async def reset(interaction: discord.Interaction[Any]) -> None:
-        key = reset_key(interaction)
+        key = interaction_key(interaction, None)  # this DM or thread; none in a plain channel
         if key is None:
             await tell(interaction, RESET_NOWHERE)
             return
@@ -225,7 +173,25 @@ def register(
 
     @slash(tree, "approvals")
     async def approvals(interaction: discord.Interaction[Any], revoke: str | None = None) -> None:
-        await approvals_command(agent, settings, interaction, revoke)
+        """List remembered approvals, or revoke one; admins only, answered only to them."""
+        if str(interaction.user.id) not in settings.admins:
+            await tell(interaction, ADMINS_ONLY)
+            return
+        if not agent.approvals_on:
+            await tell(interaction, NO_APPROVALS)
+            return
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        if revoke is None or not revoke.strip():
+            texts = approvals_text(await agent.remembered_approvals())
+        elif (parts := parse_revoke(revoke)) is None:
+            texts = [REVOKE_FORMAT]
+        elif await agent.revoke_approval(*parts):
+            place, server, tool = parts
+            texts = [f"Revoked: `{server}/{tool}` in {place_name(place)} asks for approval again."]
+        else:
+            texts = [f"Nothing matches `{truncate(revoke.strip(), 200)[0]}`. " + REVOKE_FORMAT]
+        for text in texts:
+            await tell(interaction, text)
 
     @approvals.autocomplete("revoke")
     async def revoke_choices(
@@ -261,7 +227,6 @@ CHOICE_CHARS = 100  # Discord's limit on a choice's name and value
 
 
 def offered(agent: Agent, here: Incoming, name: str) -> PromptSpec | None:
-    """The prompt of that name, if this place may start it."""
     return next((p for p in agent.prompts(here) if p.name == name), None)
 
 
@@ -294,8 +259,7 @@ async def question_of(
 
 
 async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
-    """Say why the prompt did not start: to the person only, or in the "thinking…" message. A
-    server's refusal is its own words, shown as an answer is (every link with its target)."""
+    """Say why the prompt did not start, to the person only or in the "thinking…" message (links in view)."""
     text = safe_text(truncate(text, 1900)[0])
     if interaction.response.is_done():
         await interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
@@ -336,6 +300,5 @@ async def argument_choices(
         logger.info("completing %s of the prompt %s took too long", target.argument, spec.name)
         return []
     written = [target.written(value) for value in values]
-    return [app_commands.Choice(name=text, value=text) for text in written if len(text) <= CHOICE_CHARS][
-        :CHOICES
-    ]
+    fitting = [text for text in written if len(text) <= CHOICE_CHARS]
+    return [app_commands.Choice(name=text, value=text) for text in fitting[:CHOICES]]

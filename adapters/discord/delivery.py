@@ -1,12 +1,8 @@
 """Talking to Discord safely: no pings, no posting where we are not allowed, buttons that outlive us.
 
-Every send passes `AllowedMentions.none()` itself (besides the client default), so text from the
-model or a tool can never ping @everyone, @here, a role or a user, whichever code path sends it.
-
-Buttons are `DynamicItem`s whose custom_id carries what a click needs, so a click on a message
-posted before a restart still reaches a client. The "Tool results" button carries only a reference
-to its reply (`nerve:tools:<ref>`); the results live in an in-memory LRU, and a click on one gone
-(a restart, or pushed out by newer replies) says so instead of failing.
+Every send passes `AllowedMentions.none()` itself, so text from the model or a tool can never ping
+anyone, whichever code path sends it. Buttons are `DynamicItem`s whose custom_id carries what a
+click needs, so a click on a message posted before a restart still reaches a client.
 """
 
 from __future__ import annotations
@@ -67,7 +63,6 @@ async def send_message(
     view: discord.ui.View | None = None,
     reference: discord.MessageReference | None = None,
 ) -> discord.Message | None:
-    """A channel message with optional embeds, files, view and reply reference; None on failure."""
     if guard.blocked(channel_id):
         return None
     given = {"embeds": list(embeds), "file": file, "files": list(files), "view": view, "reference": reference}
@@ -101,14 +96,11 @@ async def landed(call: Awaitable[object], failed: str, *args: object, level: int
 async def tell(
     interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None, **extra: Any
 ) -> None:
-    """A message only the person who used a command or clicked sees: the interaction's response,
-    or a follow-up once it has one."""
+    """A message only the person who used a command or clicked sees (a follow-up once answered)."""
     if view is not None:
         extra["view"] = view
-    if interaction.response.is_done():
-        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
-    else:
-        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
+    send = interaction.followup.send if interaction.response.is_done() else interaction.response.send_message
+    await send(text, ephemeral=True, allowed_mentions=NO_MENTIONS, **extra)
 
 
 def reply_reference(channel_id: int, message_id: int, guild_id: int | None) -> discord.MessageReference:
@@ -136,7 +128,6 @@ async def typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
 
 
 async def response_id(interaction: discord.Interaction[Any]) -> int | None:
-    """The id of the interaction's response message; None when Discord does not give it."""
     try:
         return (await interaction.original_response()).id
     except discord.HTTPException:
@@ -157,8 +148,7 @@ GONE = (
 
 class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
     """A button that outlives this process: its custom_id carries its click (`click_id`, read back by
-    `read`), so discord.py hands a click, in whichever process receives it, to `clicked` of the
-    client's flow named `route`."""
+    `read`), so whichever process receives it hands it to `clicked` of the client's flow `route`."""
 
     route: ClassVar[str]
     fallback: ClassVar[str] = "Answer"  # the label when discord.py gives no button back
@@ -205,8 +195,7 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
 
 
 class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,32})"):
-    """The "Tool results" button, carrying its reply's reference; its click is answered here,
-    within Discord's 3 seconds (nothing slow runs)."""
+    """The "Tool results" button, carrying its reply's reference; its click is answered here, at once."""
 
     @staticmethod
     def click_id(ref: str) -> str:
@@ -228,8 +217,7 @@ class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,3
 
 
 def results_button_view(results: ResultsCache, attachments: tuple[Attachment, ...]) -> discord.ui.View:
-    """The tool results kept under a new reference, and a view holding their button; no timeout,
-    since the button must outlive this process."""
+    """The results kept under a new reference, and a view with their button (no timeout: it outlives us)."""
     ref = secrets.token_hex(8)
     results.put(ref, attachments)
     view = discord.ui.View(timeout=None)
@@ -238,7 +226,6 @@ def results_button_view(results: ResultsCache, attachments: tuple[Attachment, ..
 
 
 def parse_message_ref(ref: str | None) -> tuple[int, int] | None:
-    """The channel and message ids a stored reference names; None when it names none."""
     found = refs.parse_message_ref(ref)
     if found is not None and found[0].isdigit() and found[1].isdigit():
         return int(found[0]), int(found[1])

@@ -1,10 +1,8 @@
 """From discord.py objects to the core's `Incoming`: who asked what, in which conversation.
 
-Pure functions, so the rules are tested without a network. Keys: a DM is
-`discord:dm:<dm channel>:<user>`; a thread `discord:<guild>:<parent channel>:<thread>`. A mention or
-`/ask` in a plain channel takes a message's id as its `thread` part (the mention, or the `/ask`
-answer): the bot opens a thread on that message, and Discord gives such a thread the message's id,
-so the thread's later messages land on the same key with no lookup table.
+Keys: a DM is `discord:dm:<dm channel>:<user>`; a thread `discord:<guild>:<parent channel>:<thread>`.
+A mention or `/ask` in a plain channel takes a message's id as its `thread` part: Discord gives a
+thread opened on that message the message's id, so its later messages land on the same key.
 """
 
 from __future__ import annotations
@@ -36,23 +34,28 @@ def thread_key(guild_id: int, parent_id: int, thread_id: int) -> ConversationKey
     )
 
 
-def place_in(guild_id: int | None, channel_id: int, user_id: int | str) -> Place:
-    """Where scopes and "always allow here" see a message: the guild and channel (for a thread, its
-    parent channel, so a channel's rules cover its threads), or the DM; and who wrote it."""
-    if guild_id is None:
-        return Place(platform=PLATFORM, channel=str(channel_id), dm=True, user=str(user_id))
-    return Place(platform=PLATFORM, guild=str(guild_id), channel=str(channel_id), user=str(user_id))
-
-
 def place_of(key: ConversationKey, user_id: str) -> Place:
-    """The place of a conversation: its key already names the guild and the (parent) channel or DM."""
-    guild = None if key.workspace == DM_WORKSPACE else int(key.workspace)
-    return place_in(guild, int(key.channel), user_id)
+    """Where scopes and "always allow here" see a conversation: its guild and channel (for a thread,
+    its parent channel, so a channel's rules cover its threads), or the DM; and who wrote."""
+    if key.workspace == DM_WORKSPACE:
+        return Place(platform=PLATFORM, channel=key.channel, dm=True, user=user_id)
+    return Place(platform=PLATFORM, guild=key.workspace, channel=key.channel, user=user_id)
+
+
+def interaction_key(interaction: discord.Interaction[Any], new_thread: int | None) -> ConversationKey | None:
+    """An interaction's conversation: its DM, its thread, or in a plain channel the thread to open on
+    message `new_thread` (None without one)."""
+    channel = interaction.channel
+    channel_id = interaction.channel_id or (channel.id if channel else 0)
+    if interaction.guild_id is None:
+        return dm_key(channel_id, interaction.user.id)
+    if isinstance(channel, discord.Thread):
+        return thread_key(interaction.guild_id, channel.parent_id, channel.id)
+    return None if new_thread is None else thread_key(interaction.guild_id, channel_id, new_thread)
 
 
 def answer_channel(key: ConversationKey) -> tuple[int, int | None]:
-    """Where a later answer in this conversation goes (channel id, guild id): its thread (the key's
-    `thread` part is the thread's id), or the DM."""
+    """Where a later answer in this conversation goes (channel id, guild id): its thread, or the DM."""
     if key.workspace == DM_WORKSPACE:
         return int(key.channel), None
     return int(key.thread), int(key.workspace)
@@ -65,11 +68,6 @@ def message_of(event_id: str | None) -> int | None:
     return None
 
 
-def strip_mention(text: str, bot_user_id: int) -> str:
-    """The message without the bot's own `<@id>` / `<@!id>` mentions."""
-    return re.sub(rf"<@!?{bot_user_id}>", "", text).strip()
-
-
 def to_incoming(
     source: discord.Message | discord.Interaction[Any],
     bot_user_id: int,
@@ -77,19 +75,26 @@ def to_incoming(
     answer_id: int | None = None,
     text: str | None = None,
 ) -> Incoming | None:
-    """The `Incoming` for a message or a slash command, or None when it is not for the bot.
-    `answer_id` is `/ask`'s deferred answer (a thread opens on it in a plain channel); `text` is a
-    started prompt's text instead of the `question` option."""
+    """The `Incoming` for a message or a slash command, or None when it is not for the bot. `answer_id`
+    is `/ask`'s deferred answer (a thread opens on it); `text` replaces the `question` option."""
     if isinstance(source, discord.Message):
         return _from_message(source, bot_user_id)
-    return _from_interaction(source, answer_id, text)
+    if text is None:  # the `question` option, read from the raw interaction data
+        data: Any = source.data or {}
+        options = data.get("options", []) or []
+        text = next((str(o.get("value", "")) for o in options if o.get("name") == "question"), "")
+    key = interaction_key(source, answer_id or source.id)
+    if not text.strip() or key is None:
+        return None
+    return _incoming(key, text.strip(), source.user, f"i:{source.id}")
 
 
 def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None:
     author = message.author
     if author.bot or author.id == bot_user_id or message.type not in _ANSWERABLE:
         return None
-    text = strip_mention(message.content, bot_user_id)
+    mention = re.compile(rf"<@!?{bot_user_id}>")  # the bot's own `<@id>` / `<@!id>`
+    text = mention.sub("", message.content).strip()
     if not text:
         # Empty after the mention, or blanked by Discord because the message-content intent is off.
         return None
@@ -100,17 +105,15 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
     if guild_id is None:
         return _incoming(dm_key(channel.id, author.id), text, author, event_id)
     addressed = any(user.id == bot_user_id for user in message.mentions) or bool(
-        re.search(rf"<@!?{bot_user_id}>", message.content)
+        mention.search(message.content)
     )
     if isinstance(channel, discord.Thread):
-        if not (addressed or channel.owner_id == bot_user_id):
-            return None
         key = thread_key(guild_id, channel.parent_id, channel.id)
-    elif addressed:
-        key = thread_key(guild_id, channel.id, message.id)
+        # In a thread of mine every message continues it; elsewhere only one that mentions me.
+        addressed = addressed or channel.owner_id == bot_user_id
     else:
-        return None
-    return _incoming(key, text, author, event_id)
+        key = thread_key(guild_id, channel.id, message.id)
+    return _incoming(key, text, author, event_id) if addressed else None
 
 
 def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id: str) -> Incoming:
@@ -122,27 +125,6 @@ def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id:
         event_id=event_id,
         place=place_of(key, str(user.id)),
     )
-
-
-def _from_interaction(
-    interaction: discord.Interaction[Any], answer_id: int | None, text: str | None = None
-) -> Incoming | None:
-    if text is None:  # the `question` option, read from the raw interaction data
-        data: Any = interaction.data or {}
-        options = data.get("options", []) or []
-        text = next((str(o.get("value", "")) for o in options if o.get("name") == "question"), "")
-    text = text.strip()
-    if not text:
-        return None
-    user, channel = interaction.user, interaction.channel
-    channel_id = interaction.channel_id or (channel.id if channel else 0)
-    if interaction.guild_id is None:
-        key = dm_key(channel_id, user.id)
-    elif isinstance(channel, discord.Thread):
-        key = thread_key(interaction.guild_id, channel.parent_id, channel.id)
-    else:
-        key = thread_key(interaction.guild_id, channel_id, answer_id or interaction.id)
-    return _incoming(key, text, user, f"i:{interaction.id}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,7 +157,6 @@ class Job:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data["key"] = asdict(self.key)
         del data["replayed"]  # a fact of the process that reads the payload back, not of the delivery
         return json.dumps(data)
 

@@ -1,11 +1,9 @@
 """The answer shown as it is written: messages edited in place, throttled, then the final answer.
 
-Discord has no streaming API. The progress sink only records the turn so far (`LiveView`, laid out
-as the final answer is) and wakes a writer task, so a slow or rate-limited edit never holds up the
-model's stream. The writer edits at most once every `every` seconds (Discord allows about five edits
-per 5 s per channel), always with the newest text. `stop()` ends it without cutting an edit in
-flight (a late edit would overwrite the final answer); `deliver()` then turns the messages shown into
-the final answer, so an answer is always the same messages, never a second copy.
+Discord has no streaming API. The progress sink only records the turn so far and wakes a writer
+task, so a slow or rate-limited edit never holds up the model's stream; the writer edits at most
+once every `every` seconds with the newest text. `deliver()` turns the messages shown into the
+final answer, so an answer is always the same messages, never a second copy.
 """
 
 from __future__ import annotations
@@ -108,8 +106,7 @@ class LiveAnswer:
     # --- writing ------------------------------------------------------------------------------------
 
     async def deliver(self, chunks: list[str], view: discord.ui.View | None) -> bool:
-        """The final answer into the messages shown (more posted, surplus deleted); the view goes on
-        the last. False when some of it could not be posted."""
+        """The final answer into the messages shown, the view on the last; False if some was not posted."""
         await self.stop()
         self._broken = False
         return await self._write(chunks, view, final=True)
@@ -154,8 +151,7 @@ class LiveAnswer:
         return True
 
     async def discard(self, *, keep: int = 0) -> None:
-        """Delete the messages posted for this answer after the first `keep` (a deferred response
-        stays anyway), e.g. when the turn waits for approval and the approval message says so."""
+        """Delete the answer's messages after the first `keep` (a deferred response stays anyway)."""
         await self.stop()
         await self._drop_from(keep)
 
@@ -201,5 +197,4 @@ class LiveView(TurnSoFar):
         return "\n".join(lines)
 
     def chunks(self, limit: int = MESSAGE_LIMIT) -> list[str]:
-        """The message contents to show now (empty while there is nothing to show)."""
         return layout(self.text, self.status_lines(), limit)

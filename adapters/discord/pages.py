@@ -1,14 +1,8 @@
 """Where a live answer's messages go: channel messages, or an interaction's response and follow-ups.
 
-A `Page` is one message the answer is shown in, edited in place; a `Poster` adds the next one. For
-a mention or a DM they are channel messages, the first a reply; for `/ask` the deferred response and
-follow-ups, until the token expires (15 minutes), then channel messages replying to the response.
-
-With jobs, a turn's channel pages are kept (`TurnPages`): a job runs again when its process died or
-drained mid-answer, so each page is recorded in the posts ledger as soon as Discord created it and
-marked gone once deleted or uneditable; a second run edits those still there and posts only what is
-missing, and the files go up once. A page created just before its id was recorded is posted again
-(Discord's message nonces are checked only for minutes).
+A `Page` is one message of the answer, edited in place; a `Poster` adds the next one. With jobs, a
+turn's channel pages are recorded in the posts ledger (`TurnPages`), so a job run again after its
+process died goes on in the messages still there and posts only what is missing, files once.
 """
 
 from __future__ import annotations
@@ -36,11 +30,8 @@ class PageGone(Exception):
 
 
 class Page(Protocol):
-    """One message of the answer."""
-
     async def edit(self, content: str, *, view: discord.ui.View | None = None) -> None:
         """Show `content` (and `view`, if given); `PageGone` when the message cannot be edited."""
-        ...
 
     async def delete(self) -> None: ...
 
@@ -50,7 +41,6 @@ class Poster(Protocol):
         self, content: str, *, view: discord.ui.View | None = None, files: Sequence[discord.File] = ()
     ) -> Page | None:
         """The next message of the answer; None when it could not be posted (already logged)."""
-        ...
 
 
 def _view(view: discord.ui.View | None) -> Any:
@@ -60,9 +50,8 @@ def _view(view: discord.ui.View | None) -> Any:
 
 @dataclass(eq=False)
 class ChannelPage:
-    """A channel message of ours; a partial one (only its id known) when a job run again goes on in
-    the messages of the run before. A page `kept` by its turn (`TurnPages`, and its part there)
-    records its end (deleted, or no longer editable) for a second run."""
+    """A channel message of ours (partial when a job run again goes on in it); one `kept` by its
+    turn (`TurnPages`, and its part there) records its end for a second run."""
 
     message: discord.Message | discord.PartialMessage
     guard: ChannelGuard
@@ -137,12 +126,8 @@ class InteractionPage:
         if self.interaction.is_expired():
             raise PageGone("the interaction token expired")
         try:
-            if self.followup is None:
-                await self.interaction.edit_original_response(
-                    content=content, view=_view(view), allowed_mentions=NO_MENTIONS
-                )
-            else:
-                await self.followup.edit(content=content, view=_view(view), allowed_mentions=NO_MENTIONS)
+            edit = self.interaction.edit_original_response if self.followup is None else self.followup.edit
+            await edit(content=content, view=_view(view), allowed_mentions=NO_MENTIONS)
         except discord.NotFound as exc:
             raise PageGone("the interaction token expired or the message is gone") from exc
 
@@ -200,9 +185,8 @@ class InteractionPoster:
 
 
 async def post_files(poster: Poster, attachments: tuple[Attachment, ...]) -> None:
-    """The files and images the tools of an answer returned, in one message right after it, through
-    the poster the answer went through; those Discord cannot take are named there instead, and a
-    message Discord refuses becomes a one-line note, never a lost answer."""
+    """The files the tools of an answer returned, in one message right after it; a message Discord
+    refuses becomes a one-line note, never a lost answer."""
     shown = reply_files(attachments)
     if shown is None:
         return
@@ -218,11 +202,6 @@ FILES = "files"
 GONE = "gone"
 
 
-def turn_of(event_id: str) -> str:
-    """The posts ledger's name of the turn answering a Discord delivery."""
-    return f"discord:{event_id}"
-
-
 @dataclass(eq=False)
 class TurnPages:
     """A `Poster` of one turn's channel pages that records each one; `load` first."""
@@ -232,13 +211,12 @@ class TurnPages:
     poster: ChannelPoster
 
     def __post_init__(self, event_id: str) -> None:
-        self._turn = turn_of(event_id)
+        self._turn = f"discord:{event_id}"  # the posts ledger's name of the turn
         self._known: dict[str, str | None] = {}
         self._next = 0
 
     async def load(self) -> list[ChannelPage]:
-        """The pages an earlier run of this turn left, in order (none for a first run). With some,
-        the poster no longer replies: the first of them already does."""
+        """The pages an earlier run of this turn left, in order; with some, the poster no longer replies."""
         self._known = await self.records.posts_of(self._turn)
         numbered = sorted(
             (int(part.removeprefix(PAGE)), part, ref)

@@ -58,8 +58,7 @@ def _count(n: int, word: str) -> str:
 
 
 def tool_line(attachment: Attachment) -> str:
-    """One compact line per tool call, in Discord's small subtext style, with what it returned
-    besides its result (the links and texts are behind the button, the files below the answer)."""
+    """One compact subtext line per tool call, with how many links, texts and files it returned."""
     mark = "✗" if attachment.is_error else "✓"
     line = f"-# 🔧 {attachment.label} {mark} {format_latency(attachment.latency_ms)}"
     kinds = [kind_of(r) for r in attachment.resources]
@@ -94,23 +93,20 @@ def _url_end(url: str) -> int:
     return end
 
 
-def _quiet(part: str) -> str:
-    def wrap(match: re.Match[str]) -> str:
-        url = match.group(0)
-        if url.startswith("<"):
-            return url
-        end = _url_end(url)
-        return f"<{url[:end]}>{url[end:]}" if end else url
-
-    return _URL.sub(wrap, part)
+def _unpreviewed(match: re.Match[str]) -> str:
+    """A URL found by `_URL` as `<url>`, which Discord shows without a preview."""
+    url = match.group(0)
+    if url.startswith("<"):
+        return url
+    end = _url_end(url)
+    return f"<{url[:end]}>{url[end:]}" if end else url
 
 
 def _code_blocks(text: str) -> list[tuple[int, int]]:
     """Code blocks whose bounds no reader can see differently: every ``` in the text is a whole
     fence line, and they pair up. Otherwise none (hostile text plays with where code ends)."""
-    lines = text.split("\n")
     fences, pos = [], 0
-    for line in lines:
+    for line in text.split("\n"):
         if _PLAIN_FENCE.match(line):
             fences.append((pos, pos + len(line)))
         pos += len(line) + 1
@@ -122,9 +118,9 @@ def _code_blocks(text: str) -> list[tuple[int, int]]:
 def _quiet_outside_code(text: str) -> str:
     parts, pos = [], 0
     for start, end in _code_blocks(text):
-        parts += [_quiet(text[pos:start]), text[start:end]]
+        parts += [_URL.sub(_unpreviewed, text[pos:start]), text[start:end]]
         pos = end
-    parts.append(_quiet(text[pos:]))
+    parts.append(_URL.sub(_unpreviewed, text[pos:]))
     return "".join(parts)
 
 
@@ -142,10 +138,9 @@ def safe_chunks(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
 
 
 def layout(text: str, status: str, limit: int = MESSAGE_LIMIT, *, empty: str = "") -> list[str]:
-    """Messages of at most `limit` characters: the text (`empty` without any), then `status` (the tool
-    lines) joined to the last one when it fits, else in a message of its own, so the text is never
-    squeezed or cut to make room. The live answer is laid out as the final one, so it replaces it
-    without moving anything around."""
+    """Messages of at most `limit` characters: the text (`empty` without any), then `status` joined to
+    the last one when it fits, else on its own, so the text is never cut to make room. The live
+    answer is laid out the same way, so the final one replaces it without moving anything."""
     chunks = safe_chunks(text, limit) or ([empty] if empty else [])
     if status:
         status = truncate(status, limit)[0]
@@ -157,7 +152,6 @@ def layout(text: str, status: str, limit: int = MESSAGE_LIMIT, *, empty: str = "
 
 
 def reply_chunks(reply: AgentReply, limit: int = MESSAGE_LIMIT) -> list[str]:
-    """The answer as messages, the tool lines at the end."""
     return layout(reply.text, tool_lines(reply.attachments), limit, empty="(no answer text)")
 
 
@@ -190,7 +184,6 @@ def resource_link(resource: Resource) -> str:
 
 
 def _resource_lines(attachment: Attachment, limit: int) -> tuple[str, bool]:
-    """The links and files of one call, a line each, within `limit` characters; says if it cut."""
     items = [r for r in attachment.resources if kind_of(r) in ("link", "file")]
     lines: list[str] = []
     for resource in items:
@@ -249,8 +242,7 @@ class EmbedsMessage:
 
 
 def results_view(attachments: tuple[Attachment, ...]) -> EmbedsMessage:
-    """Embeds for up to ten tool calls and their texts, sized to fit 6,000 characters together; the
-    rest, and whatever had to be shortened, as a file."""
+    """Embeds for up to ten tool calls and their texts within Discord's limits; the rest as a file."""
     # Each call, then each text it returned: one embed apiece, in the order they happened.
     items: list[tuple[Attachment, Resource | None]] = [
         (a, r) for a in attachments for r in (None, *(t for t in a.resources if kind_of(t) == "text"))
@@ -314,15 +306,13 @@ def results_file(attachments: tuple[Attachment, ...]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ReplyFiles:
-    """The files the tools of one answer returned, for one message after it: those Discord takes,
-    and a line naming each it cannot."""
+    """The files one answer's tools returned that Discord takes, and a line naming each it cannot."""
 
     content: str
     files: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 def reply_files(attachments: tuple[Attachment, ...]) -> ReplyFiles | None:
-    """What goes in the message of files after an answer, or None when its tools returned none."""
     found = all_files(attachments)
     if not found:
         return None

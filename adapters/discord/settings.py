@@ -1,9 +1,7 @@
 """The Discord front end's settings: its token, guild, API addresses, intents, rate limits and shards.
 
-Read from the same environment and `.env` as the core's (`bot.config.SETTINGS_SOURCES`). Operators
-write the shards one process runs (`NERVE_DISCORD_SHARDS`) as ranges and lists (`0-3`, `0,2,5`), so
-each mistake is named with the part that is wrong: a shard run twice would receive every event
-twice, and one at or past the count is refused by Discord with a closed gateway.
+Shards (`NERVE_DISCORD_SHARDS`) are written as ranges and lists (`0-3`, `0,2,5`), and each mistake
+is named: a shard run twice would receive every event twice.
 """
 
 from __future__ import annotations
@@ -44,7 +42,6 @@ class DiscordSettings(Settings):
 
     @property
     def discord_shard_ids(self) -> list[int] | None:
-        """The Discord shards this process runs; None when it does not shard."""
         count = self.nerve_discord_shard_count
         if count is None:
             return None
@@ -59,7 +56,6 @@ _PART = re.compile(r"(\d+)(?:\s*-\s*(\d+))?")
 
 
 def parse_shard_ids(text: str, count: int) -> list[int]:
-    """The ids `text` names, in its order; ValueError with the offending part otherwise."""
     ids: list[int] = []
     seen: set[int] = set()
     for raw in text.split(","):
