@@ -1,8 +1,5 @@
-"""What an ask says, written once: each platform renders these words in its own markup.
-
-Plain words and icons, never markup; what a server or a model wrote stays as given, for the
-renderer to escape.
-"""
+"""What an ask says, written once in plain words and icons: each platform renders them in its own
+markup, and escapes what a server or a model wrote."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import discord
 from adapters.discord.delivery import tell
 from adapters.discord.render import MESSAGE_LIMIT
 from bot.text import truncate
-from bot.types import Form, FormField, InputRequest, describe_field
+from bot.types import FieldValue, Form, FormField, InputRequest, describe_field
 
 logger = logging.getLogger(__name__)
 
@@ -60,23 +60,7 @@ def _is_select(form_field: FormField) -> bool:
     return form_field.kind in ("choice", "choices") and 0 < len(form_field.options) <= OPTIONS_LIMIT
 
 
-def _as_text(form_field: FormField, value: object) -> str | None:
-    """A value as text to pre-fill: numbers as people write them, choices by their labels."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return _YES if value else _NO
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, list | tuple):
-        labels = dict(form_field.options)
-        return ", ".join(labels.get(str(item), str(item)) for item in value)
-    if form_field.kind == "choice":
-        return dict(form_field.options).get(str(value), str(value))
-    return str(value)
-
-
-def _chosen(form_field: FormField, value: object) -> set[str]:
+def _chosen(form_field: FormField, value: Raw | FieldValue | None) -> set[str]:
     """The select options (their codes) a value picks."""
     if form_field.kind == "boolean":
         word = str(value).lower() if isinstance(value, str) else value
@@ -89,7 +73,9 @@ def _chosen(form_field: FormField, value: object) -> set[str]:
     return {str(i) for i, (option, _) in enumerate(form_field.options) if option in items}
 
 
-def _select(index: int, form_field: FormField, value: object, placeholder: str) -> discord.ui.Select[Any]:
+def _select(
+    index: int, form_field: FormField, value: Raw | FieldValue | None, placeholder: str
+) -> discord.ui.Select[Any]:
     if form_field.kind == "boolean":
         pairs = [(_YES, "Yes"), (_NO, "No")]
     else:
@@ -117,7 +103,7 @@ def _select(index: int, form_field: FormField, value: object, placeholder: str) 
 
 
 def _text_input(
-    index: int, form_field: FormField, value: object, placeholder: str
+    index: int, form_field: FormField, value: Raw | FieldValue | None, placeholder: str
 ) -> discord.ui.TextInput[Any]:
     longest = TEXT_LIMIT
     shortest: int | None = None
@@ -128,7 +114,7 @@ def _text_input(
             long_text = form_field.max_length > PARAGRAPH_FROM
         if form_field.min_length and form_field.required:
             shortest = min(form_field.min_length, longest)
-    default = _as_text(form_field, value)
+    default = form_field.shown(value) if value is not None else None
     return discord.ui.TextInput(
         custom_id=f"f{index}",
         style=discord.TextStyle.paragraph if long_text else discord.TextStyle.short,
@@ -140,7 +126,7 @@ def _text_input(
     )
 
 
-def field_item(index: int, form_field: FormField, value: object) -> discord.ui.Label[Any]:
+def field_item(index: int, form_field: FormField, value: Raw | FieldValue | None) -> discord.ui.Label[Any]:
     """One field as a labelled input; `value` is what to pre-fill (None: nothing)."""
     placeholder = truncate(describe_field(form_field), PLACEHOLDER_LIMIT)[0]
     component: discord.ui.Item[Any] = (
@@ -165,11 +151,7 @@ def read_item(form_field: FormField, component: discord.ui.Item[Any]) -> Raw:
     codes = [str(code) for code in component.values]
     if form_field.kind == "boolean":
         return True if _YES in codes else False if _NO in codes else ""
-    picked = [
-        form_field.options[int(code)][0]
-        for code in codes
-        if code.isdigit() and int(code) < len(form_field.options)
-    ]
+    picked = [value for code in codes if (value := form_field.option_at(code)) is not None]
     if form_field.kind == "choices":
         return picked
     return picked[0] if picked else ""
@@ -205,7 +187,7 @@ class InputModal(discord.ui.Modal):
         self._inputs: list[tuple[FormField, discord.ui.Item[Any]]] = []
         for index in steps[step - 1]:
             form_field = request.form.fields[index]
-            value: object = values.get(form_field.name, form_field.default)
+            value: Raw | FieldValue | None = values.get(form_field.name, form_field.default)
             label = field_item(index, form_field, value)
             self._inputs.append((form_field, label.component))
             self.add_item(label)

@@ -1,10 +1,8 @@
 """A server's request for input on Slack: the thread message with its buttons, and the form's modal.
 
-The person who started the turn opens the form with "Fill in" or declines. In URL mode the message
-shows the host the link goes to on its own line, so nobody opens it unseen; the "Open" button
-carries the link for Slack to open (nerve never fetches it). Everything a server wrote is escaped.
-Each field becomes an input block whose block id is its position in the form, so the submitted state
-maps back to field names and option values longer or stranger than Slack lets a block id be.
+A link's host is shown on its own line, so nobody opens it unseen; Slack opens it, nerve never
+fetches it. Block ids and option values are positions in the form, since names and values may be
+longer or stranger than Slack allows. Everything a server wrote is escaped.
 """
 
 from __future__ import annotations
@@ -67,8 +65,7 @@ class InputClick:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModalPlace:
-    """What a modal carries in `private_metadata`: its request, the thread for notes, and the
-    request's message (so whoever takes the answer can update it, after a restart too)."""
+    """A modal's `private_metadata`: its request, the thread for notes, and the request's message."""
 
     request_id: str
     channel: str | None = None
@@ -340,12 +337,8 @@ def input_modal(request: InputRequest, place: ModalPlace) -> dict[str, Any]:
 # --- reading a submission --------------------------------------------------------------------------
 
 
-def _picked(form_field: FormField, option: Any) -> str | None:
-    value = option.get("value") if isinstance(option, dict) else None
-    if not isinstance(value, str) or not value.isdigit():
-        return None
-    index = int(value)
-    return form_field.options[index][0] if index < len(form_field.options) else None
+def _value(option: Any) -> Any:
+    return option.get("value") if isinstance(option, dict) else None
 
 
 def _read(form_field: FormField, state: dict[str, Any]) -> Any:
@@ -359,21 +352,19 @@ def _read(form_field: FormField, state: dict[str, Any]) -> Any:
             return None
         return datetime.fromtimestamp(stamp, UTC).isoformat().replace("+00:00", "Z")
     if kind == "boolean":
-        option = state.get("selected_option")
-        value = option.get("value") if isinstance(option, dict) else None
+        value = _value(state.get("selected_option"))
         return True if value == _YES else False if value == _NO else None
     if kind == "choice":
-        return _picked(form_field, state.get("selected_option"))
+        return form_field.option_at(_value(state.get("selected_option")))
     if kind == "choices":
-        picked = [_picked(form_field, o) for o in state.get("selected_options") or []]
+        picked = [form_field.option_at(_value(o)) for o in state.get("selected_options") or []]
         return [v for v in picked if v is not None] or None
     value = state.get("value")
     return value if isinstance(value, str) and value != "" else None
 
 
 def read_answer(form: Form, values: Any) -> dict[str, Any]:
-    """The content of a submitted modal (`view.state.values`), keyed by the form's field names.
-    Fields left empty are left out, as an unanswered optional field should be."""
+    """A submitted modal's `view.state.values` by field name; fields left empty are left out."""
     content: dict[str, Any] = {}
     if not isinstance(values, dict):
         return content
@@ -391,8 +382,8 @@ def read_answer(form: Form, values: Any) -> dict[str, Any]:
 
 
 def error_blocks(form: Form, errors: dict[str, str], shown_blocks: list[dict[str, Any]]) -> dict[str, str]:
-    """Errors per field name → errors per input block of the modal; an error on a field the modal
-    does not show goes on its first input, naming the field."""
+    """Errors by field name → by input block; one on a field not shown goes on the first, named."""
+
     names = {f.name: i for i, f in enumerate(form.fields)}
     shown = [str(b.get("block_id")) for b in shown_blocks if b.get("type") == "input"]
     out: dict[str, str] = {}

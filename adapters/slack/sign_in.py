@@ -1,10 +1,7 @@
 """Signing in to per-person servers from Slack: the private Connect button, and `/nerve connections`.
 
-A sign-in link is bound to one person, so it is only ever shown to them (`chat.postEphemeral` in the
-turn's thread), never in a message the channel sees; a second use is refused by the callback page.
-The browser comes back to `adapters.oauth_http`, and the parked turn goes on in its thread
-(`SlackBot.resume_signed_in`). `/nerve connections` lists the person's own connections with a
-Disconnect button each; `/nerve connect NAME` starts one. Both answer only the person who typed them.
+A sign-in link is bound to one person, so it is only ever shown to them (`chat.postEphemeral`),
+never in a message the channel sees; a second use is refused by the callback page.
 """
 
 from __future__ import annotations
@@ -122,8 +119,7 @@ class SlackSignIns:
     # --- during a turn ------------------------------------------------------------------------
 
     def watch(self, turn: Turn, forward: Progress) -> Progress:
-        """The turn's progress, with each sign-in link shown to its person alone (in the background:
-        the turn never waits on Slack for it)."""
+        """The turn's progress, each sign-in link shown to its person alone in the background."""
 
         async def progress(event: TurnEvent) -> None:
             if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:

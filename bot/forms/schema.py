@@ -1,7 +1,5 @@
-"""A server's schema read into fields, and which of its fields ask for a secret.
-
-The restricted JSON Schema is read (and what no surface can show refused) once, when a question arrives.
-"""
+"""A server's schema read into fields once, when a question arrives (what no surface can show is
+refused), and which of its fields ask for a secret."""
 
 from __future__ import annotations
 
