@@ -97,6 +97,17 @@ def sign_in_note(server: str, expires_in: float) -> str:
     )
 
 
+def disconnected(server: str, gone: bool) -> str:
+    """What a Disconnect (button or command) tells the person."""
+    if gone:
+        return f"Disconnected from {server}: I no longer use your account there. Ask again to reconnect."
+    return f"You were not connected to {server}."
+
+
+def not_started(server: str, exc: Exception) -> str:
+    return f"I could not start the sign-in to {server} ({type(exc).__name__}); try again later."
+
+
 def since(stamp: float) -> str:
     """When a connection was made, as the connections list says it."""
     return "since " + time.strftime("%Y-%m-%d", time.gmtime(stamp))

@@ -89,7 +89,6 @@ async def sweep(recorded: Recorded[Any], desk: AskDesk) -> list[str]:
 
 
 async def sweep_forever(sweep: Callable[[], Awaitable[object]], interval: float) -> None:
-    """Sweep every `interval` seconds until cancelled."""
     while True:
         await asyncio.sleep(interval)
         await sweep()

@@ -120,6 +120,7 @@ class InputFlow:
         if click.action in ("decline", "open"):
             link = click.action == "open"
             refused = await self._decline_or_open(interaction, click.request_id, user, link=link)
+
         else:
             refused = await self._open_form(interaction, click.request_id, user, click.step)
         if refused is not None and click.action != "step":
@@ -158,18 +159,15 @@ class InputFlow:
             await say(interaction, outcome.note or NO_FORM)
             return outcome
         steps = steps_of(request.form, self.per_step)
-        at = request_message_at(interaction.message, request_id)
-        if at is not None:
-            self._draft(request_id, user).message = at
-        draft = self._drafts.get((request_id, user))
-        done = draft.done if draft is not None else set()
+        draft = self._draft(request_id, user)
+        draft.message = request_message_at(interaction.message, request_id) or draft.message
         # A later step needs the earlier ones' answers: start from the first one missing.
-        step = next((s for s in range(1, step) if s not in done), min(max(1, step), len(steps)))
+        step = next((s for s in range(1, step) if s not in draft.done), min(max(1, step), len(steps)))
         modal = InputModal(
             request=request,
             step=step,
             steps=steps,
-            values=draft.values if draft is not None else {},
+            values=draft.values,
             boot=self.boot,
             submitted=self._submitted,
         )
@@ -231,10 +229,10 @@ class InputFlow:
         if outcome.errors:
             wrong = {
                 s
-                for s, indexes in enumerate(steps, start=1)
-                for i in indexes
-                if form.fields[i].name in outcome.errors
+                for s, at in enumerate(steps, start=1)
+                if any(form.fields[i].name in outcome.errors for i in at)
             }
+
             draft.done -= wrong
             first = min(wrong, default=1)
             await say(interaction, errors_text(form, outcome.errors), self._step_view(request, first, "Fix"))

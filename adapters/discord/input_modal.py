@@ -40,7 +40,6 @@ Raw = str | bool | list[str]
 
 
 def steps_of(form: Form, per_step: int = FIELDS_PER_STEP) -> list[tuple[int, ...]]:
-    """The fields' positions, step by step (one modal each)."""
     count = len(form.fields)
     return [tuple(range(start, min(start + per_step, count))) for start in range(0, count, per_step)]
 
@@ -60,27 +59,17 @@ def _is_select(form_field: FormField) -> bool:
     return form_field.kind in ("choice", "choices") and 0 < len(form_field.options) <= OPTIONS_LIMIT
 
 
-def _chosen(form_field: FormField, value: Raw | FieldValue | None) -> set[str]:
-    """The select options (their codes) a value picks."""
-    if form_field.kind == "boolean":
-        word = str(value).lower() if isinstance(value, str) else value
-        if word is True or word in (_YES, "true"):
-            return {_YES}
-        if word is False or word in (_NO, "false"):
-            return {_NO}
-        return set()
-    items = list(value) if isinstance(value, list | tuple) else [value] if isinstance(value, str) else []
-    return {str(i) for i, (option, _) in enumerate(form_field.options) if option in items}
-
-
 def _select(
     index: int, form_field: FormField, value: Raw | FieldValue | None, placeholder: str
 ) -> discord.ui.Select[Any]:
+    # The options (their codes) `value` picks: a yes/no field's value is True, False or left empty.
     if form_field.kind == "boolean":
         pairs = [(_YES, "Yes"), (_NO, "No")]
+        chosen = {_YES if value else _NO} if isinstance(value, bool) else set()
     else:
         pairs = [(str(i), label) for i, (_, label) in enumerate(form_field.options)]
-    chosen = _chosen(form_field, value)
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        chosen = {str(i) for i, (option, _) in enumerate(form_field.options) if option in items}
     options = [
         discord.SelectOption(
             label=truncate(label, OPTION_LABEL_LIMIT)[0] or "(empty)", value=code, default=code in chosen

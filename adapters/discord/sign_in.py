@@ -16,7 +16,7 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from adapters.common.cards import CONNECTED, NO_SIGN_INS, sign_in_note, since
+from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_started, sign_in_note, since
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here, slash
@@ -171,8 +171,7 @@ class SignInLinks:
             started = await connections.connect(here.key, here.user_id, server.strip())
         except Exception as exc:
             logger.warning("could not start a sign-in to %r: %s", server, exc)
-            text = f"I could not start the sign-in to {server} ({type(exc).__name__}); try again later."
-            await tell(interaction, text)
+            await tell(interaction, not_started(server, exc))
             return
         if started.sign_in is None:
             await tell(interaction, started.note)
@@ -192,12 +191,7 @@ class SignInLinks:
             logger.exception("disconnecting %s from %s failed", here.user_id, server)
             await tell(interaction, FAILED)
             return
-        text = (
-            f"Disconnected from {server}: I no longer use your account there. Ask again to reconnect."
-            if gone
-            else f"You were not connected to {server}."
-        )
-        await tell(interaction, text)
+        await tell(interaction, disconnected(server, gone))
 
 
 def register(tree: app_commands.CommandTree[Any], links: SignInLinks) -> None:

@@ -7,12 +7,11 @@ longer or stranger than Slack allows. Everything a server wrote is escaped.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from adapters.common import cards
@@ -57,8 +56,6 @@ _YES, _NO = "true", "false"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InputClick:
-    """A press of a request's button, as its action carried it."""
-
     choice: InputChoice
     request_id: str
 
@@ -84,16 +81,14 @@ def _tools(request: InputRequest) -> str:
     return ", ".join(f"`{escape_capped(tool, 150)}`" for tool in request.tools) or "a tool call"
 
 
-def _button(text: str, choice: InputChoice, request_id: str, style: str | None = None) -> dict[str, Any]:
-    button: dict[str, Any] = {
+def _button(text: str, choice: InputChoice, request_id: str, style: str) -> dict[str, Any]:
+    return {
         "type": "button",
         "text": _plain(text, BUTTON_TEXT_LIMIT),
         "action_id": f"{ACTION_PREFIX}.{choice}.{request_id}",
         "value": request_id,
+        "style": style,
     }
-    if style is not None:
-        button["style"] = style
-    return button
 
 
 # --- the thread message ----------------------------------------------------------------------------
@@ -192,16 +187,6 @@ def _number(value: float, integer: bool, *, up: bool) -> str:
     return repr(float(value)) if not float(value).is_integer() else str(int(value))
 
 
-def _date_time(value: str) -> int | None:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp())
-
-
 def _element(field: FormField) -> tuple[dict[str, Any], str]:
     """The Block Kit element for one field, and what the hint adds about how it is shown."""
     default = field.default
@@ -210,6 +195,7 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
     note = ""
     if kind in ("text", "email", "uri"):
         element = {"type": _TEXT_INPUTS[kind]}
+        longest = TEXT_INPUT_LIMIT
         if kind == "text":
             longest = min(field.max_length or TEXT_INPUT_LIMIT, TEXT_INPUT_LIMIT)
             if field.max_length is not None:
@@ -218,10 +204,8 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
                 element["min_length"] = min(field.min_length, longest)
             if field.max_length is not None and field.max_length > MULTILINE_FROM:
                 element["multiline"] = True
-            if isinstance(default, str) and default:
-                element["initial_value"] = default[:longest]
-        elif isinstance(default, str) and default:
-            element["initial_value"] = default[:TEXT_INPUT_LIMIT]
+        if isinstance(default, str) and default:
+            element["initial_value"] = default[:longest]
     elif kind in ("number", "integer"):
         integer = kind == "integer"
         element = {"type": "number_input", "is_decimal_allowed": not integer}
@@ -231,16 +215,15 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
             element["max_value"] = _number(field.maximum, integer, up=False)
         if isinstance(default, int | float) and not isinstance(default, bool):
             element["initial_value"] = _number(default, integer and float(default).is_integer(), up=True)
+    # A default is a valid answer (`bot.forms` keeps no other): a YYYY-MM-DD date, a date-time with a zone.
     elif kind == "date":
         element = {"type": "datepicker"}
         if isinstance(default, str):
-            with contextlib.suppress(ValueError):
-                element["initial_date"] = date.fromisoformat(default).isoformat()
+            element["initial_date"] = default
     elif kind == "date-time":
         element = {"type": "datetimepicker"}
-        stamp = _date_time(default) if isinstance(default, str) else None
-        if stamp is not None:
-            element["initial_date_time"] = stamp
+        if isinstance(default, str):
+            element["initial_date_time"] = int(datetime.fromisoformat(default).timestamp())
     elif kind == "boolean":
         # Yes/No radio buttons rather than one checkbox: a required yes-or-no question must be
         # answerable with "no" (Slack refuses a required checkbox left unticked), and an optional one
@@ -273,17 +256,15 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
 
 def _input_block(index: int, field: FormField) -> dict[str, Any]:
     element, note = _element(field)
-    block: dict[str, Any] = {
+    hint = " · ".join(part for part in (field.description.strip(), describe_field(field), note) if part)
+    return {
         "type": "input",
         "block_id": block_id(index),
         "label": _plain(field.title or field.name, LABEL_LIMIT),
         "element": element,
         "optional": not field.required,
+        "hint": _plain(hint, HINT_LIMIT),
     }
-    hint = " · ".join(part for part in (field.description.strip(), describe_field(field), note) if part)
-    if hint:
-        block["hint"] = _plain(hint, HINT_LIMIT)
-    return block
 
 
 def _metadata(place: ModalPlace) -> str:

@@ -61,7 +61,6 @@ class RequestMessages(Settled[tuple[str, str]]):
         return cls._of.setdefault(poster, cls(poster))
 
     def keep_refs(self, keep: KeepRef) -> None:
-        """Store where each request message is posted through `keep` (the bot's agent)."""
         self._keep_ref = keep
 
     async def keep(self, ask: Ask, channel: str, ts: str) -> None:
@@ -289,7 +288,6 @@ class InputClicks:
 
 
 def _message_of(place: ModalPlace) -> tuple[str, str] | None:
-    """Where the request's message is, as the click (or the modal opened from it) said."""
     if place.channel is None or place.message_ts is None:
         return None
     return place.channel, place.message_ts

@@ -14,7 +14,7 @@ from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 
-from adapters.common.cards import CONNECTED, NO_SIGN_INS, sign_in_note, since
+from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_started, sign_in_note, since
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
@@ -171,8 +171,7 @@ class SlackSignIns:
             started = await self.connections.connect(key, user, server)
         except Exception as exc:
             logger.warning("could not start a sign-in to %r for %s: %s", server, user, exc)
-            text = f"I could not start the sign-in to {server} ({type(exc).__name__}); try again later."
-            await self.poster.tell(channel, user, text)
+            await self.poster.tell(channel, user, not_started(server, exc))
             return
         if started.sign_in is None:
             await self.poster.tell(channel, user, started.note)
@@ -202,8 +201,4 @@ class SlackSignIns:
             logger.exception("disconnecting %s from %s failed", user, server)
             await self.poster.tell(channel, user, FAILED, thread)
             return
-        if gone:
-            text = f"Disconnected from {server}: I no longer use your account there. Ask again to reconnect."
-        else:
-            text = f"You were not connected to {server}."
-        await self.poster.tell(channel, user, text, thread)
+        await self.poster.tell(channel, user, disconnected(server, gone), thread)

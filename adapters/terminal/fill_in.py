@@ -242,23 +242,18 @@ class FillIn:
     async def _fill(self, request: InputRequest) -> InputAction | None:
         """Ask the form field by field and send it (said so); the person's other choice, if any."""
         form = request.form or Form(fields=())
-        values: dict[str, FieldValue] = {}
+        values: dict[str, FieldValue | None] = {}
         fields = list(form.fields)
         while True:
             for field in fields:
-                value = await self._field(field)
-                if value is None:
-                    values.pop(field.name, None)
-                else:
-                    values[field.name] = value
+                values[field.name] = await self._field(field)
             print_summary(self.console, form, values)
             action = await self._choose(SEND, SENDS, HOW_TO_SEND)
             if action != "accept":
                 return action
-            content: dict[str, Any] = {
-                name: list(value) if isinstance(value, tuple) else value for name, value in values.items()
-            }
-            outcome = await self._answer(request, "accept", content)
+            # The core checks the answers again and leaves out the fields left empty.
+            outcome = await self._answer(request, "accept", dict(values))
+
             if outcome is None or not outcome.errors:
                 if outcome is not None and outcome.changed:
                     self.console.print(f"[dim]{DONE['accept']}[/dim]")
@@ -283,7 +278,6 @@ class FillIn:
             self.console.print(f"  [red]{REQUIRED}[/red]")
 
     async def _choose(self, prompt: str, choices: dict[str, InputAction], how: str) -> InputAction:
-        """Ask until the person types one of `choices`."""
         while (action := choices.get((await self._line(prompt)).strip().lower())) is None:
             self.console.print(how, markup=False)
         return action
@@ -322,7 +316,7 @@ def field_prompt(field: FormField) -> str:
     return f"  {field.title}{mark} ({hint}){default}: "
 
 
-def print_summary(console: Console, form: Form, values: dict[str, FieldValue]) -> None:
+def print_summary(console: Console, form: Form, values: dict[str, FieldValue | None]) -> None:
     """What will be sent, field by field, before the person says send."""
     for field in form.fields:
         value = values.get(field.name)
