@@ -176,8 +176,8 @@ class InputModal(discord.ui.Modal):
         self._inputs: list[tuple[FormField, discord.ui.Item[Any]]] = []
         for index in steps[step - 1]:
             form_field = request.form.fields[index]
-            value: Raw | FieldValue | None = values.get(form_field.name, form_field.default)
-            label = field_item(index, form_field, value)
+            label = field_item(index, form_field, values.get(form_field.name, form_field.default))
+
             self._inputs.append((form_field, label.component))
             self.add_item(label)
 

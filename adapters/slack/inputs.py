@@ -54,22 +54,20 @@ class RequestMessages(Settled[tuple[str, str]]):
     def __init__(self, poster: Poster, limit: int = REMEMBERED) -> None:
         super().__init__(self._update, parse_message_ref, limit=limit)
         self._poster = poster
-        self._keep_ref: KeepRef | None = None
+        # Stores where each request message is posted (the bot's agent, once its clicks are handled).
+        self.keep_ref: KeepRef | None = None
 
     @classmethod
     def of(cls, poster: Poster) -> RequestMessages:
         return cls._of.setdefault(poster, cls(poster))
 
-    def keep_refs(self, keep: KeepRef) -> None:
-        self._keep_ref = keep
-
     async def keep(self, ask: Ask, channel: str, ts: str) -> None:
         """The request's message is posted at `ts`: remember it, and store it with its request."""
         self.posted(ask.id, (channel, ts))
-        if self._keep_ref is None:
+        if self.keep_ref is None:
             return
         try:
-            await self._keep_ref(ask, message_ref(channel, ts))
+            await self.keep_ref(ask, message_ref(channel, ts))
         except Exception:
             logger.exception("could not store where the request for input %s is shown", ask.id)
 
@@ -150,7 +148,8 @@ class InputClicks:
         self._poster = poster
         self._messages = RequestMessages.of(poster)
         # The bot's request messages, wherever posted, are stored with their requests.
-        self._messages.keep_refs(agent.ask_posted)
+        self._messages.keep_ref = agent.ask_posted
+
         # What goes on with a parked turn once nothing is left to wait for (as after approvals).
         self._resume = resume
         self._spawn = spawn

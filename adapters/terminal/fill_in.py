@@ -201,11 +201,8 @@ class FillIn:
                 action = await self._fill(request)
         except _Stop:
             action = "cancel"
-        if action is None:
-            return
-        outcome = await self._answer(request, action)
-        if outcome is not None and outcome.changed:
-            console.print(f"[dim]{DONE[action]}[/dim]")
+        if action is not None:
+            await self._answer(request, action)
 
     async def _answer(
         self, request: InputRequest, action: InputAction, values: dict[str, Any] | None = None
@@ -225,6 +222,8 @@ class FillIn:
             self.console.print(f"[yellow]{shown(outcome.note)}[/yellow]")
         if outcome.resume:
             self._resume = outcome.resume[0]
+        if outcome.changed and self.read is not None:  # a script is told on stderr instead
+            self.console.print(f"[dim]{DONE[action]}[/dim]")
         return outcome
 
     async def _line(self, prompt: str) -> str:
@@ -255,8 +254,6 @@ class FillIn:
             outcome = await self._answer(request, "accept", dict(values))
 
             if outcome is None or not outcome.errors:
-                if outcome is not None and outcome.changed:
-                    self.console.print(f"[dim]{DONE['accept']}[/dim]")
                 return None
             # Refused as filled in: say why, and ask those fields again.
             for name, message in outcome.errors.items():

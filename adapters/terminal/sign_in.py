@@ -11,7 +11,7 @@ import asyncio
 import threading
 import time
 import webbrowser
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import Self
 
@@ -99,9 +99,7 @@ class TerminalSignIn:
     user: str
     _: KW_ONLY
     wait: float
-
-    def __post_init__(self) -> None:
-        self._needed: list[SignInNeeded] = []
+    _needed: list[SignInNeeded] = field(default_factory=list)
 
     def watch(self, forward: Progress) -> Progress:
         """A turn's progress, keeping the sign-ins it asks for (shown once the turn has parked)."""
