@@ -155,13 +155,13 @@ def settled_message(request: InputRequest, status: str) -> OutMessage:
 def parse_click(action: dict[str, Any]) -> InputClick | None:
     """The click a request's button carries, or None when it is not one of ours."""
     parts = str(action.get("action_id") or "").split(".", 2)
-    if len(parts) != 3 or parts[0] != ACTION_PREFIX or parts[1] not in _CHOICES:
+    choice = next((c for c in _CHOICES if len(parts) == 3 and c == parts[1]), None)
+    if choice is None or parts[0] != ACTION_PREFIX:
         return None
     value = action.get("value")
     request_id = value if isinstance(value, str) and value else parts[2]
     if not request_id:
         return None
-    choice: InputChoice = "fill" if parts[1] == "fill" else "decline" if parts[1] == "decline" else "open"
     return InputClick(choice=choice, request_id=request_id)
 
 

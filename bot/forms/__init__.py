@@ -9,7 +9,6 @@ from bot.forms.answers import check_answer as check_answer
 from bot.forms.answers import parse_field as parse_field
 from bot.forms.fields import REQUIRED as REQUIRED
 from bot.forms.fields import FieldError as FieldError
-from bot.forms.fields import FieldKind as FieldKind
 from bot.forms.fields import FieldValue as FieldValue
 from bot.forms.fields import Form as Form
 from bot.forms.fields import FormError as FormError

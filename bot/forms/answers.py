@@ -99,12 +99,8 @@ def _from_text(field: FormField, text: str) -> FieldValue:
         return _pick(field, text)
     if kind == "email" and not _EMAIL.fullmatch(text):
         raise FieldError("Enter an email address, like name@example.com.")
-    if kind == "uri":
-        return _uri(text)
-    if kind == "date":
-        return _date(text)
-    if kind == "date-time":
-        return _date_time(text)
+    if kind in _FORMATS:
+        return _FORMATS[kind](text)
     return _text(field, text)
 
 
@@ -148,7 +144,12 @@ def _date_time(text: str) -> str:
     )
 
 
+# The formats whose text is checked as a whole (no length limits).
+_FORMATS = {"uri": _uri, "date": _date, "date-time": _date_time}
+
+
 def _number(field: FormField, number: float) -> int | float:
+
     if isinstance(number, float) and not math.isfinite(number):
         raise FieldError(_expected(field))
     if field.kind == "integer":
