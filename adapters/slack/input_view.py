@@ -281,12 +281,9 @@ def read_place(metadata: Any) -> ModalPlace | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("r"), str) or not data["r"]:
         return None
-    channel, thread, message = data.get("c"), data.get("t"), data.get("m")
+    words = {key: value for key, value in data.items() if isinstance(value, str)}
     return ModalPlace(
-        request_id=data["r"],
-        channel=channel if isinstance(channel, str) else None,
-        thread_ts=thread if isinstance(thread, str) else None,
-        message_ts=message if isinstance(message, str) else None,
+        request_id=words["r"], channel=words.get("c"), thread_ts=words.get("t"), message_ts=words.get("m")
     )
 
 
