@@ -180,11 +180,9 @@ def link_text(url: str) -> tuple[str, discord.ui.View | None]:
     host = link_host(url)
     if len(url) <= LINK_URL_LIMIT:
         view = discord.ui.View(timeout=None)
-        view.add_item(
-            discord.ui.Button(
-                style=discord.ButtonStyle.link, url=url, label=truncate(f"Open {host}", LABEL_LIMIT)[0]
-            )
-        )
+        label = truncate(f"Open {host}", LABEL_LIMIT)[0]
+        view.add_item(discord.ui.Button(style=discord.ButtonStyle.link, url=url, label=label))
+
         return f"The link goes to **{code(host, 300)}**. Open it to go on:", view
     shown = truncate(url.replace("`", "%60"), MESSAGE_LIMIT - 200)[0]
     return f"The link goes to **{code(host, 300)}**. Copy it into your browser:\n```\n{shown}\n```", None
