@@ -381,7 +381,4 @@ def error_blocks(form: Form, errors: dict[str, str], shown_blocks: list[dict[str
 
 def first_input(blocks: list[dict[str, Any]]) -> str | None:
     """The block id of a modal's first input, where a note about the whole request is shown."""
-    for block in blocks:
-        if block.get("type") == "input":
-            return str(block.get("block_id"))
-    return None
+    return next((str(block.get("block_id")) for block in blocks if block.get("type") == "input"), None)
