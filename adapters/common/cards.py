@@ -1,8 +1,5 @@
-"""What an ask says, written once: each platform renders these words in its own markup.
-
-Plain words and icons, never markup; what a server or a model wrote stays as given, for the
-renderer to escape.
-"""
+"""What an ask says, written once in plain words and icons: each platform renders them in its own
+markup, and escapes what a server or a model wrote."""
 
 from __future__ import annotations
 
@@ -98,6 +95,17 @@ def sign_in_note(server: str, expires_in: float) -> str:
         f"{server} works with your own account. Sign in to connect it, and I will go on.\n"
         f"This link is yours only — don't share it — and it expires in {_minutes(expires_in)}."
     )
+
+
+def disconnected(server: str, gone: bool) -> str:
+    """What a Disconnect (button or command) tells the person."""
+    if gone:
+        return f"Disconnected from {server}: I no longer use your account there. Ask again to reconnect."
+    return f"You were not connected to {server}."
+
+
+def not_started(server: str, exc: Exception) -> str:
+    return f"I could not start the sign-in to {server} ({type(exc).__name__}); try again later."
 
 
 def since(stamp: float) -> str:

@@ -1,9 +1,5 @@
-"""The commands people type to nerve, once for every surface.
-
-Each surface maps this table to its syntax and keeps its own handlers; names, arguments and summaries
-live here alone, so a command shows the same everywhere. A surface that lacks a command, or takes it
-differently, says so in its row.
-"""
+"""The commands people type to nerve, once for every surface: each maps this table to its syntax
+and keeps its own handlers, so a command shows the same everywhere."""
 
 from __future__ import annotations
 

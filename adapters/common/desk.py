@@ -1,9 +1,7 @@
 """The approval desk: a click decided through the agent, the message redrawn, the turn going on.
 
-Nothing here waits for a person. A click (in any process) is decided by the core; when it changes
-nothing, only the clicker is told why; else the message is redrawn and, once every call is decided,
-the parked turn goes on through `go_on` (a job when jobs are shared, else a task), as it does
-however it was released. Each platform gives its `Surface`, a `Clicker` per click and `ParkedTurns`.
+Nothing here waits for a person. A click that changes nothing is told only to the clicker; once
+every call is decided, the parked turn goes on through `go_on` however it was released.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Deliveries recorded in the inbox and answered outside their delivery, the same on every platform.
 
-Every delivery is claimed in the inbox before it is acked, so nothing is lost. One not answered is
-taken up again at start-up (`recover`), by its job (`take`), or by the sweep that queues what a
-process recorded but died before queueing (`requeue_left`).
+Every delivery is claimed in the inbox before it is acked, so nothing is lost: one not answered is
+taken up again at start-up, by its job, or by the sweep.
 """
 
 from __future__ import annotations
@@ -90,7 +89,6 @@ async def sweep(recorded: Recorded[Any], desk: AskDesk) -> list[str]:
 
 
 async def sweep_forever(sweep: Callable[[], Awaitable[object]], interval: float) -> None:
-    """Sweep every `interval` seconds until cancelled."""
     while True:
         await asyncio.sleep(interval)
         await sweep()

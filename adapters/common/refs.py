@@ -5,7 +5,6 @@ from __future__ import annotations
 
 
 def message_ref(channel: str | int, message: str | int) -> str:
-    """The stored reference of a message in a channel."""
     return f"{channel}:{message}"
 
 

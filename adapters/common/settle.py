@@ -1,9 +1,5 @@
-"""A request's message settled once per outcome, in order, from wherever it is known.
-
-Whoever learns how a question ended (its turn, a click, the sweep, a resumed turn) settles its
-message. `Settled` remembers where each message is (or that its post is under way) and what it
-shows: an outcome is shown once, and one message's edits run in order after its post.
-"""
+"""A request's message settled once per outcome, in order, by whoever learns how it ended (its
+turn, a click, the sweep, a resumed turn): its edits run after its post."""
 
 from __future__ import annotations
 
@@ -78,8 +74,9 @@ class Settled(Generic[Place]):
             shown.place.set_result(place)
 
     async def settle(self, request: InputRequest, status: str, place: Place | None = None) -> bool:
-        """Show that `request` ended with `status` on its message (known here, at `place`, or where the
-        request says), once per outcome and in order; False when unknown or shown already."""
+        """Show that `request` ended with `status` on its message (here, at `place`, or as stored);
+        False when unknown or shown already."""
+
         rid = request.request_id
         shown = self._shown.get(rid)
         if shown is None:

@@ -1,8 +1,5 @@
-"""What a running turn has shown so far, folded from its `TurnEvent`s once for every platform.
-
-A progress sink only records (it must return at once); each platform draws this state at its own
-pace: the round's text, a record per tool call, and the newest status line.
-"""
+"""What a running turn has shown so far, folded from its `TurnEvent`s once for every platform: a
+progress sink only records (it must return at once), each platform draws it at its own pace."""
 
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
 """A server's question on Discord: its message, "Fill in", "Open link", "Decline", and the answers.
 
-Questions and links are read from the turn's "ask" events; every answer (a form sent, a link
-opened, a decline) goes to the core as an answer to its ask (`Agent.answer`). Discord opens a modal
-only in answer to a click, never right after another modal, so a form is filled in steps
-(`input_message`): each step's submit is checked with the shared validator (`bot.forms.check_answer`)
-and answered, seen only by that person, "Step 1 of 3 done" with a "Continue" button; the last
-submit sends the whole form. What is wrong comes back, again only to them, with a "Fix" button that
-reopens the step with what they typed. Earlier steps are kept in memory per request and person: a
-restart mid-form loses them (a form opened before it says so when submitted). Discord has no event
-for a modal closed unsubmitted: the request expires in the core, which tells the server "cancel".
-
-A question a server asked in its call's result parks the turn (as an approval does): the answer
-that leaves nothing more to wait for (`Answered.resume`) lets the turn go on in the background
-through `resume`. Such a question outlives a restart, so its message is also updated from the click
-or submit that answered it, or from where its request says it was posted (an expiry the sweep found).
+Discord opens a modal only in answer to a click, never right after another modal, so a form is
+filled in steps: each is checked (`bot.forms.check_answer`) and answered, to that person alone, with
+"Continue" or "Fix" (reopening it with what they typed). Earlier steps live in memory, so a restart
+mid-form loses them. Discord has no event for a modal closed unsubmitted: the request expires in the
+core, which tells the server "cancel". A question parked in a call's result outlives a restart, so
+its message is also updated from the click that answered it or from where its request says it is.
 """
 
 from __future__ import annotations
@@ -81,8 +73,7 @@ def errors_text(form: Form, errors: Mapping[str, str]) -> str:
 
 @dataclass(slots=True)
 class Draft:
-    """What one person gave so far in a request's form, the steps that passed the check, and where
-    the request's message is (channel id, message id) once its "Fill in" was clicked."""
+    """One person's answers so far, the steps that passed, and the request's message once clicked."""
 
     values: dict[str, Raw] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
@@ -91,11 +82,8 @@ class Draft:
 
 @dataclass(eq=False)
 class InputFlow:
-    """The requests of one Discord client: their messages, clicks, forms and answers.
-
-    `resume` goes on with a parked turn an answer let go on (without waiting for it); `sweep` looks
-    for expired requests now, so a click on an expired question shows its turn going on at once.
-    """
+    """The requests of one Discord client; `sweep` looks for expired requests at once, so a click on
+    an expired question shows its turn going on."""
 
     _: KW_ONLY
     agent: Agent
@@ -132,6 +120,7 @@ class InputFlow:
         if click.action in ("decline", "open"):
             link = click.action == "open"
             refused = await self._decline_or_open(interaction, click.request_id, user, link=link)
+
         else:
             refused = await self._open_form(interaction, click.request_id, user, click.step)
         if refused is not None and click.action != "step":
@@ -140,9 +129,8 @@ class InputFlow:
             self.sweep()
 
     def _answered(self, request_id: str, outcome: InputOutcome, at: tuple[int, int] | None) -> None:
-        """An answer the core took: the request's message says so (`at`, when this process did not
-        post it), and a parked turn it let go on goes on. Nothing here awaits, so the message shows
-        the answer before anything the server does next (a link it reports done)."""
+        """An answer the core took: its message says so and its parked turn goes on. Nothing here
+        awaits, so the message shows the answer before anything the server does next."""
         self._forget(request_id)
         if outcome.request is not None and outcome.status is not None:
             self.board.settle(outcome.request, outcome.status, at)
@@ -150,8 +138,7 @@ class InputFlow:
             self.resume(outcome.resume)
 
     async def _tidy(self, interaction: discord.Interaction[Any], refused: InputOutcome) -> None:
-        """A click on a request that is over (one from before a restart, say): its message loses its
-        buttons and says how it ended, as it would have here."""
+        """A click on a request that is over (from before a restart, say): its message says how."""
         status = ended(refused)
         message = interaction.message
         if status is None or refused.request is None or message is None:
@@ -164,26 +151,23 @@ class InputFlow:
     async def _open_form(
         self, interaction: discord.Interaction[Any], request_id: str, user: str, step: int
     ) -> InputOutcome | None:
-        """Answer the click with the step's modal (it must be the click's first response); the
-        outcome when the core said why not."""
+        """Answer the click with the step's modal (its first response); the outcome if refused."""
+
         outcome = await self.agent.open_input(request_id, user)
         request = outcome.request
         if outcome.note is not None or request is None or request.form is None:
             await say(interaction, outcome.note or NO_FORM)
             return outcome
         steps = steps_of(request.form, self.per_step)
-        at = request_message_at(interaction.message, request_id)
-        if at is not None:
-            self._draft(request_id, user).message = at
-        draft = self._drafts.get((request_id, user))
-        done = draft.done if draft is not None else set()
+        draft = self._draft(request_id, user)
+        draft.message = request_message_at(interaction.message, request_id) or draft.message
         # A later step needs the earlier ones' answers: start from the first one missing.
-        step = next((s for s in range(1, step) if s not in done), min(max(1, step), len(steps)))
+        step = next((s for s in range(1, step) if s not in draft.done), min(max(1, step), len(steps)))
         modal = InputModal(
             request=request,
             step=step,
             steps=steps,
-            values=draft.values if draft is not None else {},
+            values=draft.values,
             boot=self.boot,
             submitted=self._submitted,
         )
@@ -245,10 +229,10 @@ class InputFlow:
         if outcome.errors:
             wrong = {
                 s
-                for s, indexes in enumerate(steps, start=1)
-                for i in indexes
-                if form.fields[i].name in outcome.errors
+                for s, at in enumerate(steps, start=1)
+                if any(form.fields[i].name in outcome.errors for i in at)
             }
+
             draft.done -= wrong
             first = min(wrong, default=1)
             await say(interaction, errors_text(form, outcome.errors), self._step_view(request, first, "Fix"))

@@ -1,13 +1,9 @@
 """A server's request for input on Discord: the message in the conversation, its buttons and its form.
 
-The message says which server asks, for which call, what, who may answer and until when, with
-"Fill in" (form) or "Open" (URL) and "Decline"; a link's host is shown large on a line of its own,
-so nobody opens it without seeing where it leads. "Open" is a button, not a link button: Discord
-tells nobody when a link button is clicked, and the server must learn that its person agreed. A
-request nerve refused to show is a note without buttons. Buttons carry their request id (clicks work
-after a restart); once the request ends its message, stored with the request so any process can
-edit it, loses them and says how it ended. Everything a server wrote is escaped. The form itself
-is `input_modal`.
+A link's host is shown large on a line of its own, so nobody opens it without seeing where it leads.
+"Open" is a button, not a link button: Discord tells nobody when a link button is clicked, and the
+server must learn that its person agreed. Buttons carry their request id, so clicks work after a
+restart. Everything a server wrote is escaped.
 """
 
 from __future__ import annotations
@@ -86,8 +82,7 @@ class InputButton(ClickButton, template=TEMPLATE):
 
 
 def request_message_at(message: discord.Message | None, request_id: str) -> tuple[int, int] | None:
-    """Where the request's own message is (channel id, message id) when `message` is it: the one
-    carrying the request's Decline, not a step's or a note's message seen only by its person."""
+    """(channel id, message id) of `message` when it is the request's own (it carries Decline)."""
     if message is None:
         return None
     decline = custom_id(InputClick(action="decline", request_id=request_id))
@@ -181,16 +176,13 @@ def settled_text(request: InputRequest, status: str) -> str:
 
 
 def link_text(url: str) -> tuple[str, discord.ui.View | None]:
-    """What the asker alone sees after "Open": the host again and a link button (or the link as
-    text to copy when Discord's buttons cannot hold it)."""
+    """What the asker alone sees after "Open": the host and a link button (or the link to copy)."""
     host = link_host(url)
     if len(url) <= LINK_URL_LIMIT:
         view = discord.ui.View(timeout=None)
-        view.add_item(
-            discord.ui.Button(
-                style=discord.ButtonStyle.link, url=url, label=truncate(f"Open {host}", LABEL_LIMIT)[0]
-            )
-        )
+        label = truncate(f"Open {host}", LABEL_LIMIT)[0]
+        view.add_item(discord.ui.Button(style=discord.ButtonStyle.link, url=url, label=label))
+
         return f"The link goes to **{code(host, 300)}**. Open it to go on:", view
     shown = truncate(url.replace("`", "%60"), MESSAGE_LIMIT - 200)[0]
     return f"The link goes to **{code(host, 300)}**. Copy it into your browser:\n```\n{shown}\n```", None
@@ -213,9 +205,8 @@ KeepRef = Callable[[str, str], Awaitable[None]]
 
 
 class InputBoard:
-    """Posts each request's message where its turn runs and edits it as the request ends, in tasks
-    of their own (the progress sink never waits for Discord). A request's edits wait for its post
-    and the edit before (`Settled`), so the newest outcome shows last, and the same one only once."""
+    """Posts each request's message and edits it as the request ends, in tasks of their own (the
+    progress sink never waits for Discord), in order (`Settled`)."""
 
     def __init__(
         self, client: discord.Client, *, guard: ChannelGuard, spawn: Spawn, per_step: int = 5
@@ -227,8 +218,7 @@ class InputBoard:
         self._settled = Settled(self._edit, parse_message_ref, limit=KEPT_REQUESTS)
 
     def show(self, request: InputRequest, where: Where, keep_ref: KeepRef | None = None) -> None:
-        """Post the request's message (a refused request's note is final: nothing is kept for it)
-        and store where it is with `keep_ref`, so any process can update it later."""
+        """Post the request's message and store where it is (`keep_ref`) for any process to update."""
         if request.refused is None:
             self._settled.posting(request.request_id)
         else:
@@ -258,8 +248,8 @@ class InputBoard:
                 logger.exception("could not store where input request %s is shown", request.request_id)
 
     def settle(self, request: InputRequest, status: str, at: tuple[int, int] | None = None) -> None:
-        """Take the buttons off the request's message and say how it ended; one this process did not
-        post is edited where the click came from (`at`), else where its request says it is."""
+        """Take the buttons off the request's message (here, at `at`, or as stored) and say how it ended."""
+
         self._spawn(self._settle(request, status, at), f"discord-input-done-{request.request_id}")
 
     async def _settle(self, request: InputRequest, status: str, at: tuple[int, int] | None) -> None:

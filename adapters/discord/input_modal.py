@@ -15,7 +15,7 @@ import discord
 from adapters.discord.delivery import tell
 from adapters.discord.render import MESSAGE_LIMIT
 from bot.text import truncate
-from bot.types import Form, FormField, InputRequest, describe_field
+from bot.types import FieldValue, Form, FormField, InputRequest, describe_field
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,6 @@ Raw = str | bool | list[str]
 
 
 def steps_of(form: Form, per_step: int = FIELDS_PER_STEP) -> list[tuple[int, ...]]:
-    """The fields' positions, step by step (one modal each)."""
     count = len(form.fields)
     return [tuple(range(start, min(start + per_step, count))) for start in range(0, count, per_step)]
 
@@ -60,41 +59,17 @@ def _is_select(form_field: FormField) -> bool:
     return form_field.kind in ("choice", "choices") and 0 < len(form_field.options) <= OPTIONS_LIMIT
 
 
-def _as_text(form_field: FormField, value: object) -> str | None:
-    """A value as text to pre-fill: numbers as people write them, choices by their labels."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return _YES if value else _NO
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, list | tuple):
-        labels = dict(form_field.options)
-        return ", ".join(labels.get(str(item), str(item)) for item in value)
-    if form_field.kind == "choice":
-        return dict(form_field.options).get(str(value), str(value))
-    return str(value)
-
-
-def _chosen(form_field: FormField, value: object) -> set[str]:
-    """The select options (their codes) a value picks."""
-    if form_field.kind == "boolean":
-        word = str(value).lower() if isinstance(value, str) else value
-        if word is True or word in (_YES, "true"):
-            return {_YES}
-        if word is False or word in (_NO, "false"):
-            return {_NO}
-        return set()
-    items = list(value) if isinstance(value, list | tuple) else [value] if isinstance(value, str) else []
-    return {str(i) for i, (option, _) in enumerate(form_field.options) if option in items}
-
-
-def _select(index: int, form_field: FormField, value: object, placeholder: str) -> discord.ui.Select[Any]:
+def _select(
+    index: int, form_field: FormField, value: Raw | FieldValue | None, placeholder: str
+) -> discord.ui.Select[Any]:
+    # The options (their codes) `value` picks: a yes/no field's value is True, False or left empty.
     if form_field.kind == "boolean":
         pairs = [(_YES, "Yes"), (_NO, "No")]
+        chosen = {_YES if value else _NO} if isinstance(value, bool) else set()
     else:
         pairs = [(str(i), label) for i, (_, label) in enumerate(form_field.options)]
-    chosen = _chosen(form_field, value)
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        chosen = {str(i) for i, (option, _) in enumerate(form_field.options) if option in items}
     options = [
         discord.SelectOption(
             label=truncate(label, OPTION_LABEL_LIMIT)[0] or "(empty)", value=code, default=code in chosen
@@ -117,7 +92,7 @@ def _select(index: int, form_field: FormField, value: object, placeholder: str) 
 
 
 def _text_input(
-    index: int, form_field: FormField, value: object, placeholder: str
+    index: int, form_field: FormField, value: Raw | FieldValue | None, placeholder: str
 ) -> discord.ui.TextInput[Any]:
     longest = TEXT_LIMIT
     shortest: int | None = None
@@ -128,7 +103,7 @@ def _text_input(
             long_text = form_field.max_length > PARAGRAPH_FROM
         if form_field.min_length and form_field.required:
             shortest = min(form_field.min_length, longest)
-    default = _as_text(form_field, value)
+    default = form_field.shown(value) if value is not None else None
     return discord.ui.TextInput(
         custom_id=f"f{index}",
         style=discord.TextStyle.paragraph if long_text else discord.TextStyle.short,
@@ -140,7 +115,7 @@ def _text_input(
     )
 
 
-def field_item(index: int, form_field: FormField, value: object) -> discord.ui.Label[Any]:
+def field_item(index: int, form_field: FormField, value: Raw | FieldValue | None) -> discord.ui.Label[Any]:
     """One field as a labelled input; `value` is what to pre-fill (None: nothing)."""
     placeholder = truncate(describe_field(form_field), PLACEHOLDER_LIMIT)[0]
     component: discord.ui.Item[Any] = (
@@ -165,11 +140,7 @@ def read_item(form_field: FormField, component: discord.ui.Item[Any]) -> Raw:
     codes = [str(code) for code in component.values]
     if form_field.kind == "boolean":
         return True if _YES in codes else False if _NO in codes else ""
-    picked = [
-        form_field.options[int(code)][0]
-        for code in codes
-        if code.isdigit() and int(code) < len(form_field.options)
-    ]
+    picked = [value for code in codes if (value := form_field.option_at(code)) is not None]
     if form_field.kind == "choices":
         return picked
     return picked[0] if picked else ""
@@ -205,8 +176,8 @@ class InputModal(discord.ui.Modal):
         self._inputs: list[tuple[FormField, discord.ui.Item[Any]]] = []
         for index in steps[step - 1]:
             form_field = request.form.fields[index]
-            value: object = values.get(form_field.name, form_field.default)
-            label = field_item(index, form_field, value)
+            label = field_item(index, form_field, values.get(form_field.name, form_field.default))
+
             self._inputs.append((form_field, label.component))
             self.add_item(label)
 

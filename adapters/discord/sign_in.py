@@ -1,13 +1,8 @@
 """Signing in to per-person servers from Discord: the private Connect button, /connections, /connect.
 
-A sign-in link is bound to one person, so only that person may see it: a turn started by a slash
-command gets it as an ephemeral follow-up, sent once the answer replaced the deferred response
-(Discord turns the *first* follow-up after a deferral into that public response); a mention, a
-thread, a DM or a turn that goes on later has no interaction, so the link goes by DM. A DM the
-person does not accept is logged, never replaced by a post others could see. Once they signed in,
-the parked turn goes on (`resume_later`). `/connections` lists the person's own connections with a
-Disconnect button each (it works after a restart); `/connect server:` starts one; both answer only
-to the person who used them.
+A sign-in link is bound to one person, so only they may see it: an ephemeral follow-up sent once the
+answer replaced the deferred response (Discord makes the *first* follow-up that public response),
+or else a DM, never replaced by a post others could see.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from adapters.common.cards import CONNECTED, NO_SIGN_INS, sign_in_note, since
+from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_started, sign_in_note, since
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here, slash
@@ -90,8 +85,7 @@ def connections_message(
 
 @dataclass(eq=False)
 class TurnLinks:
-    """The sign-in links one turn asks for: an interaction's come after its answer; without one (a
-    mention, a DM, a turn that goes on later) each goes by DM."""
+    """The sign-in links one turn asks for: after its answer, or by DM without an interaction."""
 
     _links: SignInLinks
     _interaction: discord.Interaction[Any] | None = None
@@ -154,8 +148,8 @@ class SignInLinks:
     # --- commands and clicks ---------------------------------------------------------------------
 
     async def _offered(self, interaction: discord.Interaction[Any]) -> Connections | None:
-        """The connections, with the command deferred ephemeral from the start (the first follow-up
-        takes the response's place, seen by them alone); None once told there are none."""
+        """The connections, the command deferred ephemeral (so follow-ups stay private); None if none."""
+
         connections = self.connections
         if connections is None or not connections.servers:
             await tell(interaction, NO_SIGN_INS)
@@ -177,8 +171,7 @@ class SignInLinks:
             started = await connections.connect(here.key, here.user_id, server.strip())
         except Exception as exc:
             logger.warning("could not start a sign-in to %r: %s", server, exc)
-            text = f"I could not start the sign-in to {server} ({type(exc).__name__}); try again later."
-            await tell(interaction, text)
+            await tell(interaction, not_started(server, exc))
             return
         if started.sign_in is None:
             await tell(interaction, started.note)
@@ -198,12 +191,7 @@ class SignInLinks:
             logger.exception("disconnecting %s from %s failed", here.user_id, server)
             await tell(interaction, FAILED)
             return
-        text = (
-            f"Disconnected from {server}: I no longer use your account there. Ask again to reconnect."
-            if gone
-            else f"You were not connected to {server}."
-        )
-        await tell(interaction, text)
+        await tell(interaction, disconnected(server, gone))
 
 
 def register(tree: app_commands.CommandTree[Any], links: SignInLinks) -> None:

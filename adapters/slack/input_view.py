@@ -1,20 +1,17 @@
 """A server's request for input on Slack: the thread message with its buttons, and the form's modal.
 
-The person who started the turn opens the form with "Fill in" or declines. In URL mode the message
-shows the host the link goes to on its own line, so nobody opens it unseen; the "Open" button
-carries the link for Slack to open (nerve never fetches it). Everything a server wrote is escaped.
-Each field becomes an input block whose block id is its position in the form, so the submitted state
-maps back to field names and option values longer or stranger than Slack lets a block id be.
+A link's host is shown on its own line, so nobody opens it unseen; Slack opens it, nerve never
+fetches it. Block ids and option values are positions in the form, since names and values may be
+longer or stranger than Slack allows. Everything a server wrote is escaped.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from adapters.common import cards
@@ -59,16 +56,13 @@ _YES, _NO = "true", "false"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InputClick:
-    """A press of a request's button, as its action carried it."""
-
     choice: InputChoice
     request_id: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModalPlace:
-    """What a modal carries in `private_metadata`: its request, the thread for notes, and the
-    request's message (so whoever takes the answer can update it, after a restart too)."""
+    """A modal's `private_metadata`: its request, the thread for notes, and the request's message."""
 
     request_id: str
     channel: str | None = None
@@ -87,16 +81,14 @@ def _tools(request: InputRequest) -> str:
     return ", ".join(f"`{escape_capped(tool, 150)}`" for tool in request.tools) or "a tool call"
 
 
-def _button(text: str, choice: InputChoice, request_id: str, style: str | None = None) -> dict[str, Any]:
-    button: dict[str, Any] = {
+def _button(text: str, choice: InputChoice, request_id: str, style: str) -> dict[str, Any]:
+    return {
         "type": "button",
         "text": _plain(text, BUTTON_TEXT_LIMIT),
         "action_id": f"{ACTION_PREFIX}.{choice}.{request_id}",
         "value": request_id,
+        "style": style,
     }
-    if style is not None:
-        button["style"] = style
-    return button
 
 
 # --- the thread message ----------------------------------------------------------------------------
@@ -163,13 +155,13 @@ def settled_message(request: InputRequest, status: str) -> OutMessage:
 def parse_click(action: dict[str, Any]) -> InputClick | None:
     """The click a request's button carries, or None when it is not one of ours."""
     parts = str(action.get("action_id") or "").split(".", 2)
-    if len(parts) != 3 or parts[0] != ACTION_PREFIX or parts[1] not in _CHOICES:
+    choice = next((c for c in _CHOICES if len(parts) == 3 and c == parts[1]), None)
+    if choice is None or parts[0] != ACTION_PREFIX:
         return None
     value = action.get("value")
     request_id = value if isinstance(value, str) and value else parts[2]
     if not request_id:
         return None
-    choice: InputChoice = "fill" if parts[1] == "fill" else "decline" if parts[1] == "decline" else "open"
     return InputClick(choice=choice, request_id=request_id)
 
 
@@ -195,16 +187,6 @@ def _number(value: float, integer: bool, *, up: bool) -> str:
     return repr(float(value)) if not float(value).is_integer() else str(int(value))
 
 
-def _date_time(value: str) -> int | None:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp())
-
-
 def _element(field: FormField) -> tuple[dict[str, Any], str]:
     """The Block Kit element for one field, and what the hint adds about how it is shown."""
     default = field.default
@@ -213,6 +195,7 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
     note = ""
     if kind in ("text", "email", "uri"):
         element = {"type": _TEXT_INPUTS[kind]}
+        longest = TEXT_INPUT_LIMIT
         if kind == "text":
             longest = min(field.max_length or TEXT_INPUT_LIMIT, TEXT_INPUT_LIMIT)
             if field.max_length is not None:
@@ -221,10 +204,8 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
                 element["min_length"] = min(field.min_length, longest)
             if field.max_length is not None and field.max_length > MULTILINE_FROM:
                 element["multiline"] = True
-            if isinstance(default, str) and default:
-                element["initial_value"] = default[:longest]
-        elif isinstance(default, str) and default:
-            element["initial_value"] = default[:TEXT_INPUT_LIMIT]
+        if isinstance(default, str) and default:
+            element["initial_value"] = default[:longest]
     elif kind in ("number", "integer"):
         integer = kind == "integer"
         element = {"type": "number_input", "is_decimal_allowed": not integer}
@@ -234,16 +215,15 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
             element["max_value"] = _number(field.maximum, integer, up=False)
         if isinstance(default, int | float) and not isinstance(default, bool):
             element["initial_value"] = _number(default, integer and float(default).is_integer(), up=True)
+    # A default is a valid answer (`bot.forms` keeps no other): a YYYY-MM-DD date, a date-time with a zone.
     elif kind == "date":
         element = {"type": "datepicker"}
         if isinstance(default, str):
-            with contextlib.suppress(ValueError):
-                element["initial_date"] = date.fromisoformat(default).isoformat()
+            element["initial_date"] = default
     elif kind == "date-time":
         element = {"type": "datetimepicker"}
-        stamp = _date_time(default) if isinstance(default, str) else None
-        if stamp is not None:
-            element["initial_date_time"] = stamp
+        if isinstance(default, str):
+            element["initial_date_time"] = int(datetime.fromisoformat(default).timestamp())
     elif kind == "boolean":
         # Yes/No radio buttons rather than one checkbox: a required yes-or-no question must be
         # answerable with "no" (Slack refuses a required checkbox left unticked), and an optional one
@@ -276,17 +256,15 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
 
 def _input_block(index: int, field: FormField) -> dict[str, Any]:
     element, note = _element(field)
-    block: dict[str, Any] = {
+    hint = " · ".join(part for part in (field.description.strip(), describe_field(field), note) if part)
+    return {
         "type": "input",
         "block_id": block_id(index),
         "label": _plain(field.title or field.name, LABEL_LIMIT),
         "element": element,
         "optional": not field.required,
+        "hint": _plain(hint, HINT_LIMIT),
     }
-    hint = " · ".join(part for part in (field.description.strip(), describe_field(field), note) if part)
-    if hint:
-        block["hint"] = _plain(hint, HINT_LIMIT)
-    return block
 
 
 def _metadata(place: ModalPlace) -> str:
@@ -303,12 +281,9 @@ def read_place(metadata: Any) -> ModalPlace | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("r"), str) or not data["r"]:
         return None
-    channel, thread, message = data.get("c"), data.get("t"), data.get("m")
+    words = {key: value for key, value in data.items() if isinstance(value, str)}
     return ModalPlace(
-        request_id=data["r"],
-        channel=channel if isinstance(channel, str) else None,
-        thread_ts=thread if isinstance(thread, str) else None,
-        message_ts=message if isinstance(message, str) else None,
+        request_id=words["r"], channel=words.get("c"), thread_ts=words.get("t"), message_ts=words.get("m")
     )
 
 
@@ -340,12 +315,8 @@ def input_modal(request: InputRequest, place: ModalPlace) -> dict[str, Any]:
 # --- reading a submission --------------------------------------------------------------------------
 
 
-def _picked(form_field: FormField, option: Any) -> str | None:
-    value = option.get("value") if isinstance(option, dict) else None
-    if not isinstance(value, str) or not value.isdigit():
-        return None
-    index = int(value)
-    return form_field.options[index][0] if index < len(form_field.options) else None
+def _value(option: Any) -> Any:
+    return option.get("value") if isinstance(option, dict) else None
 
 
 def _read(form_field: FormField, state: dict[str, Any]) -> Any:
@@ -359,21 +330,19 @@ def _read(form_field: FormField, state: dict[str, Any]) -> Any:
             return None
         return datetime.fromtimestamp(stamp, UTC).isoformat().replace("+00:00", "Z")
     if kind == "boolean":
-        option = state.get("selected_option")
-        value = option.get("value") if isinstance(option, dict) else None
+        value = _value(state.get("selected_option"))
         return True if value == _YES else False if value == _NO else None
     if kind == "choice":
-        return _picked(form_field, state.get("selected_option"))
+        return form_field.option_at(_value(state.get("selected_option")))
     if kind == "choices":
-        picked = [_picked(form_field, o) for o in state.get("selected_options") or []]
+        picked = [form_field.option_at(_value(o)) for o in state.get("selected_options") or []]
         return [v for v in picked if v is not None] or None
     value = state.get("value")
     return value if isinstance(value, str) and value != "" else None
 
 
 def read_answer(form: Form, values: Any) -> dict[str, Any]:
-    """The content of a submitted modal (`view.state.values`), keyed by the form's field names.
-    Fields left empty are left out, as an unanswered optional field should be."""
+    """A submitted modal's `view.state.values` by field name; fields left empty are left out."""
     content: dict[str, Any] = {}
     if not isinstance(values, dict):
         return content
@@ -391,8 +360,8 @@ def read_answer(form: Form, values: Any) -> dict[str, Any]:
 
 
 def error_blocks(form: Form, errors: dict[str, str], shown_blocks: list[dict[str, Any]]) -> dict[str, str]:
-    """Errors per field name → errors per input block of the modal; an error on a field the modal
-    does not show goes on its first input, naming the field."""
+    """Errors by field name → by input block; one on a field not shown goes on the first, named."""
+
     names = {f.name: i for i, f in enumerate(form.fields)}
     shown = [str(b.get("block_id")) for b in shown_blocks if b.get("type") == "input"]
     out: dict[str, str] = {}
@@ -412,7 +381,4 @@ def error_blocks(form: Form, errors: dict[str, str], shown_blocks: list[dict[str
 
 def first_input(blocks: list[dict[str, Any]]) -> str | None:
     """The block id of a modal's first input, where a note about the whole request is shown."""
-    for block in blocks:
-        if block.get("type") == "input":
-            return str(block.get("block_id"))
-    return None
+    return next((str(block.get("block_id")) for block in blocks if block.get("type") == "input"), None)

@@ -1,16 +1,10 @@
 """A server's request for input on Slack: its message in the thread, and the clicks and forms that answer it.
 
-A request is its own message in the thread, never part of the live answer, posted from tasks of its
-own so recording the event never waits on Slack. A question that parks its turn outlives that turn:
-`RequestMessages` remembers where each request message is and what it shows, so whoever learns an
-outcome (the turn, a click, the sweep) updates it once, in order; where it is is stored with the
-request, so another process updates it too.
-
-"Fill in" opens the form in a modal within the click's 3-second `trigger_id`. The core checks a
-submission (the same rules on every surface) and what is wrong comes back next to its field.
-"Decline", closing the modal and "Open" (URL mode: opening is the consent) answer directly, all
-through `Agent.answer`; what changes nothing is told only to the clicker. An answer updates the
-message at once, and when it was the last thing a parked turn waited for, the turn goes on.
+A request is its own message in the thread, posted from tasks of its own so recording the event
+never waits on Slack; where it is is stored with the request, so any process updates it once per
+outcome. "Fill in" opens the modal within the click's 3-second `trigger_id`; what the core finds
+wrong comes back next to its field. "Open" in URL mode is the consent; what changes nothing is told
+only to the clicker.
 """
 
 from __future__ import annotations
@@ -52,32 +46,28 @@ KeepRef = Callable[[Ask, str], Awaitable[None]]
 
 
 class RequestMessages(Settled[tuple[str, str]]):
-    """Where one bot's request messages are and how each shows its request ended: one per poster
-    (per bot), so every sink and click handler of a bot shares it without being handed it. After a
-    restart it is empty: a click carries its message, and a request its stored `message_ref`."""
+    """Where one bot's request messages are and how each shows its end: one per poster, so every
+    sink and click handler of a bot shares it without being handed it."""
 
     _of: ClassVar[weakref.WeakKeyDictionary[Poster, RequestMessages]] = weakref.WeakKeyDictionary()
 
     def __init__(self, poster: Poster, limit: int = REMEMBERED) -> None:
         super().__init__(self._update, parse_message_ref, limit=limit)
         self._poster = poster
-        self._keep_ref: KeepRef | None = None
+        # Stores where each request message is posted (the bot's agent, once its clicks are handled).
+        self.keep_ref: KeepRef | None = None
 
     @classmethod
     def of(cls, poster: Poster) -> RequestMessages:
         return cls._of.setdefault(poster, cls(poster))
 
-    def keep_refs(self, keep: KeepRef) -> None:
-        """Store where each request message is posted through `keep` (the bot's agent)."""
-        self._keep_ref = keep
-
     async def keep(self, ask: Ask, channel: str, ts: str) -> None:
         """The request's message is posted at `ts`: remember it, and store it with its request."""
         self.posted(ask.id, (channel, ts))
-        if self._keep_ref is None:
+        if self.keep_ref is None:
             return
         try:
-            await self._keep_ref(ask, message_ref(channel, ts))
+            await self.keep_ref(ask, message_ref(channel, ts))
         except Exception:
             logger.exception("could not store where the request for input %s is shown", ask.id)
 
@@ -106,8 +96,7 @@ class InputPosts:
         self._pending: set[asyncio.Task[Any]] = set()
 
     def take(self, event: TurnEvent) -> bool:
-        """Handle `event` if it asks a question or a link ("ask") or says how one ended ("ask_done");
-        says whether it was. Other asks are not messages of this kind."""
+        """Handle `event` if it is a question or a link ("ask") or its end ("ask_done"); says whether."""
         ask = event.ask
         if ask is None or ask.input is None:
             return False
@@ -159,7 +148,8 @@ class InputClicks:
         self._poster = poster
         self._messages = RequestMessages.of(poster)
         # The bot's request messages, wherever posted, are stored with their requests.
-        self._messages.keep_refs(agent.ask_posted)
+        self._messages.keep_ref = agent.ask_posted
+
         # What goes on with a parked turn once nothing is left to wait for (as after approvals).
         self._resume = resume
         self._spawn = spawn
@@ -211,8 +201,7 @@ class InputClicks:
         return outcome
 
     async def _answered(self, outcome: InputOutcome, place: ModalPlace) -> None:
-        """After an answer that counted: its message shows it, then a parked turn with nothing left
-        to wait for goes on (its answer comes after its question's outcome in the thread)."""
+        """After an answer that counted: its message shows it, then a parked turn free to go on does."""
         if outcome.request is not None and outcome.status is not None:
             await self._messages.settle(outcome.request, outcome.status, _message_of(place))
         if outcome.resume is not None:
@@ -286,8 +275,8 @@ class InputClicks:
         note: str,
         outcome: InputOutcome | None = None,
     ) -> dict[str, Any] | None:
-        """Why a submission changed nothing: in the modal, or (without an input to show it on) as a
-        note in the thread, closing the modal. A request that is over shows so on its message too."""
+        """Why a submission changed nothing: in the modal, or (with no input to show it on) in the thread."""
+
         if outcome is not None:
             self._spawn(self._show_ended(outcome, place))
         block = first_input(blocks)
@@ -298,7 +287,6 @@ class InputClicks:
 
 
 def _message_of(place: ModalPlace) -> tuple[str, str] | None:
-    """Where the request's message is, as the click (or the modal opened from it) said."""
     if place.channel is None or place.message_ts is None:
         return None
     return place.channel, place.message_ts

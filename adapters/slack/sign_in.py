@@ -1,10 +1,7 @@
 """Signing in to per-person servers from Slack: the private Connect button, and `/nerve connections`.
 
-A sign-in link is bound to one person, so it is only ever shown to them (`chat.postEphemeral` in the
-turn's thread), never in a message the channel sees; a second use is refused by the callback page.
-The browser comes back to `adapters.oauth_http`, and the parked turn goes on in its thread
-(`SlackBot.resume_signed_in`). `/nerve connections` lists the person's own connections with a
-Disconnect button each; `/nerve connect NAME` starts one. Both answer only the person who typed them.
+A sign-in link is bound to one person, so it is only ever shown to them (`chat.postEphemeral`),
+never in a message the channel sees; a second use is refused by the callback page.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 
-from adapters.common.cards import CONNECTED, NO_SIGN_INS, sign_in_note, since
+from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_started, sign_in_note, since
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
@@ -122,8 +119,7 @@ class SlackSignIns:
     # --- during a turn ------------------------------------------------------------------------
 
     def watch(self, turn: Turn, forward: Progress) -> Progress:
-        """The turn's progress, with each sign-in link shown to its person alone (in the background:
-        the turn never waits on Slack for it)."""
+        """The turn's progress, each sign-in link shown to its person alone in the background."""
 
         async def progress(event: TurnEvent) -> None:
             if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
@@ -175,8 +171,7 @@ class SlackSignIns:
             started = await self.connections.connect(key, user, server)
         except Exception as exc:
             logger.warning("could not start a sign-in to %r for %s: %s", server, user, exc)
-            text = f"I could not start the sign-in to {server} ({type(exc).__name__}); try again later."
-            await self.poster.tell(channel, user, text)
+            await self.poster.tell(channel, user, not_started(server, exc))
             return
         if started.sign_in is None:
             await self.poster.tell(channel, user, started.note)
@@ -206,8 +201,4 @@ class SlackSignIns:
             logger.exception("disconnecting %s from %s failed", user, server)
             await self.poster.tell(channel, user, FAILED, thread)
             return
-        if gone:
-            text = f"Disconnected from {server}: I no longer use your account there. Ask again to reconnect."
-        else:
-            text = f"You were not connected to {server}."
-        await self.poster.tell(channel, user, text, thread)
+        await self.poster.tell(channel, user, disconnected(server, gone), thread)

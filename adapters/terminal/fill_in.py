@@ -1,11 +1,9 @@
 """A server's question in the terminal: a form asked field by field, or a link to open yourself.
 
-A tool that needs input waits inside its call, so `FillIn` watches the turn's progress and asks each
-question while the turn runs, one at a time in a task of its own, with the live view paused so
-nothing draws over the prompts. Each field is checked as it is typed (`bot.forms.parse_field`), so a
-wrong value is asked again at once. Ctrl-C or end of input answers "cancel"; a link is never opened
-for the person. A server that asks in its call's result parks the turn instead: its questions are
-asked the same way, and `settle` says which parked turn the answers let go on.
+A tool that needs input waits inside its call, so each question is asked while the turn runs, one at
+a time, with the live view paused so nothing draws over the prompts. Each field is checked as it is
+typed, so a wrong value is asked again at once. Ctrl-C or end of input answers "cancel"; a link is
+never opened for the person.
 """
 
 from __future__ import annotations
@@ -129,8 +127,8 @@ class FillIn:
         return any(request_id not in self._ended for request_id in self._seen)
 
     async def settle(self) -> Parked | None:
-        """After a piece of a turn returned: wait for the questions it left open (None when it left
-        none: it did not park). A live question that ended while the person typed is taken away."""
+        """After a piece of a turn returned: wait for the questions it left open (None: it did not park)."""
+
         left_open = [request for request_id, request in self._seen.items() if request_id not in self._ended]
         for request_id, task in list(self._asking.items()):
             if request_id in self._ended and (request_id != self._current or self._at_prompt):
@@ -203,11 +201,8 @@ class FillIn:
                 action = await self._fill(request)
         except _Stop:
             action = "cancel"
-        if action is None:
-            return
-        outcome = await self._answer(request, action)
-        if outcome is not None and outcome.changed:
-            console.print(f"[dim]{DONE[action]}[/dim]")
+        if action is not None:
+            await self._answer(request, action)
 
     async def _answer(
         self, request: InputRequest, action: InputAction, values: dict[str, Any] | None = None
@@ -227,6 +222,8 @@ class FillIn:
             self.console.print(f"[yellow]{shown(outcome.note)}[/yellow]")
         if outcome.resume:
             self._resume = outcome.resume[0]
+        if outcome.changed and self.read is not None:  # a script is told on stderr instead
+            self.console.print(f"[dim]{DONE[action]}[/dim]")
         return outcome
 
     async def _line(self, prompt: str) -> str:
@@ -244,26 +241,19 @@ class FillIn:
     async def _fill(self, request: InputRequest) -> InputAction | None:
         """Ask the form field by field and send it (said so); the person's other choice, if any."""
         form = request.form or Form(fields=())
-        values: dict[str, FieldValue] = {}
+        values: dict[str, FieldValue | None] = {}
         fields = list(form.fields)
         while True:
             for field in fields:
-                value = await self._field(field)
-                if value is None:
-                    values.pop(field.name, None)
-                else:
-                    values[field.name] = value
+                values[field.name] = await self._field(field)
             print_summary(self.console, form, values)
             action = await self._choose(SEND, SENDS, HOW_TO_SEND)
             if action != "accept":
                 return action
-            content: dict[str, Any] = {
-                name: list(value) if isinstance(value, tuple) else value for name, value in values.items()
-            }
-            outcome = await self._answer(request, "accept", content)
+            # The core checks the answers again and leaves out the fields left empty.
+            outcome = await self._answer(request, "accept", dict(values))
+
             if outcome is None or not outcome.errors:
-                if outcome is not None and outcome.changed:
-                    self.console.print(f"[dim]{DONE['accept']}[/dim]")
                 return None
             # Refused as filled in: say why, and ask those fields again.
             for name, message in outcome.errors.items():
@@ -285,7 +275,6 @@ class FillIn:
             self.console.print(f"  [red]{REQUIRED}[/red]")
 
     async def _choose(self, prompt: str, choices: dict[str, InputAction], how: str) -> InputAction:
-        """Ask until the person types one of `choices`."""
         while (action := choices.get((await self._line(prompt)).strip().lower())) is None:
             self.console.print(how, markup=False)
         return action
@@ -320,25 +309,13 @@ def field_prompt(field: FormField) -> str:
     if field.kind == "choices":
         hint += "; commas between"
     mark = "*" if field.required else ""
-    default = f" [{shown_value(field, field.default)}]" if field.default is not None else ""
+    default = f" [{field.shown(field.default)}]" if field.default is not None else ""
     return f"  {field.title}{mark} ({hint}){default}: "
 
 
-def shown_value(field: FormField, value: FieldValue) -> str:
-    """A value as people read it: labels for choices, yes/no for booleans."""
-    labels = dict(field.options)
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, tuple):
-        return ", ".join(labels.get(item, item) for item in value)
-    if isinstance(value, str):
-        return labels.get(value, value)
-    return str(value)
-
-
-def print_summary(console: Console, form: Form, values: dict[str, FieldValue]) -> None:
+def print_summary(console: Console, form: Form, values: dict[str, FieldValue | None]) -> None:
     """What will be sent, field by field, before the person says send."""
     for field in form.fields:
         value = values.get(field.name)
-        value_shown = shown_value(field, value) if value is not None else "—"
+        value_shown = field.shown(value) if value is not None else "—"
         console.print(f"  [dim]{shown(field.title)}:[/dim] {shown(value_shown)}")

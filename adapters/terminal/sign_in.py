@@ -1,10 +1,8 @@
 """Signing in to per-person servers from the terminal chat, and `nerve connections`.
 
 The person is at this machine, so the browser comes back to a loopback server on 127.0.0.1 (RFC
-8252; the same callback the chat bots serve on NERVE_PUBLIC_URL), started only when a server signs
-in with OAuth. The link is printed and opened with `webbrowser` (in a thread: a console browser holds
-its caller); the chat waits for the browser, Ctrl-C stops waiting, and a sign-in finished meanwhile
-lets its turn go on before the next question.
+8252), started only when a server signs in with OAuth; Ctrl-C stops waiting, and a sign-in finished
+meanwhile lets its turn go on before the next question.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import asyncio
 import threading
 import time
 import webbrowser
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import Self
 
@@ -34,8 +32,7 @@ HOST = "127.0.0.1"
 
 
 class LoopbackCallback:
-    """The browser's way back to this terminal: `http://127.0.0.1:<free port>/callback`, the loopback
-    redirect nerve's client metadata document names (an authorization server ignores its port)."""
+    """The browser's way back: `http://127.0.0.1:<free port>/callback` (servers ignore its port)."""
 
     def __init__(self) -> None:
         self._endpoints: SignInEndpoints | None = None
@@ -102,9 +99,7 @@ class TerminalSignIn:
     user: str
     _: KW_ONLY
     wait: float
-
-    def __post_init__(self) -> None:
-        self._needed: list[SignInNeeded] = []
+    _needed: list[SignInNeeded] = field(default_factory=list)
 
     def watch(self, forward: Progress) -> Progress:
         """A turn's progress, keeping the sign-ins it asks for (shown once the turn has parked)."""
@@ -122,8 +117,8 @@ class TerminalSignIn:
         return bool(self._needed)
 
     async def signed_in(self) -> list[str]:
-        """Show the links the last turn asked for, open them, and wait for the browser: the parked
-        turns that may go on now (none when the person stopped waiting, or it took too long)."""
+        """Show and open the links the last turn asked for, and wait: the parked turns free to go on."""
+
         needed, self._needed = self._needed, []
         if self.callback is None:
             for sign_in in needed:

@@ -5,22 +5,14 @@ accepts and refuses the same answers. `parse_field` takes a field's default for 
 `check_answer` does not, since surfaces pre-fill defaults and an emptied field was left empty on purpose.
 """
 
-from bot.forms.answers import check_answer, parse_field
-from bot.forms.fields import REQUIRED, FieldError, FieldKind, FieldValue, Form, FormError, FormField
-from bot.forms.hints import describe_field
-from bot.forms.schema import form_from_schema, secret_fields
-
-__all__ = [
-    "REQUIRED",
-    "FieldError",
-    "FieldKind",
-    "FieldValue",
-    "Form",
-    "FormError",
-    "FormField",
-    "check_answer",
-    "describe_field",
-    "form_from_schema",
-    "parse_field",
-    "secret_fields",
-]
+from bot.forms.answers import check_answer as check_answer
+from bot.forms.answers import parse_field as parse_field
+from bot.forms.fields import REQUIRED as REQUIRED
+from bot.forms.fields import FieldError as FieldError
+from bot.forms.fields import FieldValue as FieldValue
+from bot.forms.fields import Form as Form
+from bot.forms.fields import FormError as FormError
+from bot.forms.fields import FormField as FormField
+from bot.forms.hints import describe_field as describe_field
+from bot.forms.schema import form_from_schema as form_from_schema
+from bot.forms.schema import secret_fields as secret_fields

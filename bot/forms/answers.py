@@ -1,7 +1,5 @@
-"""What people typed or submitted, checked against a form's fields and turned into values.
-
-Every front end accepts and refuses exactly the same answers, typed one at a time or submitted whole.
-"""
+"""What people typed or submitted, checked against a form's fields and turned into values, the
+same on every front end, typed one at a time or submitted whole."""
 
 from __future__ import annotations
 
@@ -13,8 +11,8 @@ from datetime import date, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.forms.fields import REQUIRED, FieldError, FieldValue, Form, FormField
-from bot.forms.hints import characters, describe_field, option_labels, plain
+from bot.forms.fields import REQUIRED, FieldError, FieldValue, Form, FormField, plain
+from bot.forms.hints import characters, describe_field, option_labels
 
 # --- answers ---------------------------------------------------------------------------------------
 
@@ -36,9 +34,9 @@ def parse_field(field: FormField, text: str) -> FieldValue | None:
 
 
 def check_answer(form: Form, raw: Mapping[str, object]) -> tuple[dict[str, Any] | None, dict[str, str]]:
-    """A submitted form as content for the server, or None and a message for every field that is wrong.
+    """A submitted form as content for the server (an empty optional field left out), or None and a
+    message for every field that is wrong."""
 
-    Keys that are not fields are ignored; an empty optional field is left out."""
     content: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for field in form.fields:
@@ -101,12 +99,8 @@ def _from_text(field: FormField, text: str) -> FieldValue:
         return _pick(field, text)
     if kind == "email" and not _EMAIL.fullmatch(text):
         raise FieldError("Enter an email address, like name@example.com.")
-    if kind == "uri":
-        return _uri(text)
-    if kind == "date":
-        return _date(text)
-    if kind == "date-time":
-        return _date_time(text)
+    if kind in _FORMATS:
+        return _FORMATS[kind](text)
     return _text(field, text)
 
 
@@ -150,7 +144,12 @@ def _date_time(text: str) -> str:
     )
 
 
+# The formats whose text is checked as a whole (no length limits).
+_FORMATS = {"uri": _uri, "date": _date, "date-time": _date_time}
+
+
 def _number(field: FormField, number: float) -> int | float:
+
     if isinstance(number, float) and not math.isfinite(number):
         raise FieldError(_expected(field))
     if field.kind == "integer":

@@ -29,6 +29,23 @@ class FormField:
     min_items: int | None = None
     max_items: int | None = None
 
+    def option_at(self, code: object) -> str | None:
+        """The value of the option a surface named by its position ("0", "1", …); None for no option."""
+        if not isinstance(code, str) or not code.isdigit() or int(code) >= len(self.options):
+            return None
+        return self.options[int(code)][0]
+
+    def shown(self, value: FieldValue | list[str]) -> str:
+        """A value as people read it: labels for choices, yes/no for booleans, numbers as written."""
+        labels = dict(self.options)
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, tuple | list):
+            return ", ".join(labels.get(item, item) for item in value)
+        if isinstance(value, str):
+            return labels.get(value, value)
+        return plain(value)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Form:
@@ -47,3 +64,10 @@ class FieldError(ValueError):
 
 # What a required field left empty is told, on every surface.
 REQUIRED = "This is required: please fill it in."
+
+
+def plain(number: float) -> str:
+    """1.0 as "1", 2.5 as "2.5": numbers as people write them."""
+    if isinstance(number, float) and number.is_integer():
+        return str(int(number))
+    return str(number)

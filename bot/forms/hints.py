@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.forms.fields import FormField
+from bot.forms.fields import FormField, plain
 
 # --- hints -----------------------------------------------------------------------------------------
 
@@ -70,10 +70,3 @@ def option_labels(field: FormField) -> str:
 def characters(n: int) -> str:
     """A count of characters as people say it: "1 character", "5 characters"."""
     return "1 character" if n == 1 else f"{n} characters"
-
-
-def plain(number: float) -> str:
-    """1.0 as "1", 2.5 as "2.5": numbers as people write them."""
-    if isinstance(number, float) and number.is_integer():
-        return str(int(number))
-    return str(number)

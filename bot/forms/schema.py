@@ -1,7 +1,5 @@
-"""A server's schema read into fields, and which of its fields ask for a secret.
-
-The restricted JSON Schema is read (and what no surface can show refused) once, when a question arrives.
-"""
+"""A server's schema read into fields once, when a question arrives (what no surface can show is
+refused), and which of its fields ask for a secret."""
 
 from __future__ import annotations
 
@@ -147,12 +145,9 @@ _SECRET_WORDS = tuple(tuple(phrase.split()) for phrase in _SECRET_PHRASES.split(
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
-def _words(text: str) -> list[str]:
-    return [word.lower() for word in _WORD.findall(text)]
-
-
 def _mentions_secret(text: str) -> bool:
-    words = _words(text)
+    words = [word.lower() for word in _WORD.findall(text)]
+
     return any(tuple(words[i : i + len(seq)]) == seq for seq in _SECRET_WORDS for i in range(len(words)))
 
 
