@@ -1,9 +1,7 @@
 """The MCP host: every configured server, its tools offered to the model, calls routed back (S1–S3, S14, S15).
 
 One `ServerLink` task per server owns its client and restarts it; the host keeps the combined
-catalog and routes each call to its server's link, where `bot.mcp.calls` turns the outcome into a
-`ToolResult`, never an exception. `mode="legacy"` forces the initialize handshake everywhere.
-"""
+catalog and routes each call to its server's link."""
 
 from __future__ import annotations
 
@@ -39,10 +37,8 @@ logger = logging.getLogger(__name__)
 # Worst case of the SDK's stdio shutdown: flush, 2 s grace, SIGTERM, 2 s, SIGKILL, 2 s reap.
 CLOSE_TIMEOUT = 10.0
 # How long start() waits for the servers' first attempts. Servers launched together come up
-# together (the two seed servers: ~2 s on two busy cores, within a second of each other), so once
-# one is ready the others get as long again as it took (at least STARTUP_GRACE): a loaded machine
-# slows them all alike. A server still silent then (a hanging one) goes on starting in the
-# background. STARTUP_LIMIT bounds the wait in any case.
+# together, so once one is ready the others get as long again as it took (at least STARTUP_GRACE):
+# a loaded machine slows them all alike. STARTUP_LIMIT bounds the wait in any case.
 STARTUP_GRACE = 2.0
 STARTUP_LIMIT = 10.0
 STILL_STARTING = "still starting"
@@ -94,9 +90,8 @@ class MCPHost:
         await self.aclose()
 
     async def start(self, *, grace: float = STARTUP_GRACE, limit: float = STARTUP_LIMIT) -> None:
-        """Start every server at once; return when each has made its first attempt, or once the first
-        ready server's start-up time (at least `grace` s) has passed again, or after `limit` s: one
-        server that hangs must not hold up the others. It goes on starting in the background."""
+        """Start every server at once; return when each has made its first attempt, or as set out at
+        STARTUP_GRACE: one server that hangs must not hold up the others (it starts in the background)."""
         if self._tasks:
             raise RuntimeError("MCPHost.start() was already called")
         started = time.perf_counter()
@@ -178,8 +173,7 @@ class MCPHost:
         return found
 
     def server_states(self) -> dict[str, bool]:
-        """Each configured server, and whether it is connected now (for readiness checks). A
-        per-person server counts as ready: it connects per person, when they call it."""
+        """Whether each server is connected now; a per-person server connects per call, so counts as ready."""
         states = {name: link.ready for name, link in self._links.items()}
         if self._personal is not None:
             states.update(dict.fromkeys(self._personal.names, True))
@@ -258,9 +252,8 @@ class MCPHost:
         *,
         screened: ToolSpec | None = None,
     ) -> ToolResult:
-        """Run a tool by its exposed name; failures come back as `ToolResult(is_error=True)`. With
-        `screened` (the spec the call was approved against) it goes to exactly that server and tool, and
-        only while it keeps that definition: a rug pull or a name taken over gets a "changed" refusal."""
+        """Run a tool by its exposed name, failures as `ToolResult(is_error=True)`. With `screened` (the
+        spec the call was approved against) a rug pull or a name taken over gets a "changed" refusal."""
         spec = self._catalog.get(name) if screened is None else self._still_offered(screened)
         if spec is None:
             return results.unknown_tool(name, self._catalog)
@@ -296,8 +289,7 @@ class MCPHost:
         return results.unavailable(spec.server, reason, latency_ms=result.latency_ms)
 
     def _still_offered(self, screened: ToolSpec) -> ToolSpec | ToolResult:
-        """The live spec of the very (server, tool, definition) a call was screened against, found by
-        server and tool, never by the exposed name (which another server may have taken since)."""
+        """The live spec a call was screened against, by server and tool, never by the exposed name."""
         key = (screened.server, screened.original_name)
         live = next(
             (spec for spec in self._catalog.values() if (spec.server, spec.original_name) == key), None

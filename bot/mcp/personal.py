@@ -1,9 +1,7 @@
 """Servers whose calls carry each person's own sign-in: one link per person, opened on demand.
 
-The tools offered come from the first connected person's link (the catalog link). Before anyone has
-connected, the model is offered `connect_<server>`, whose call parks the turn until the person has
-signed in; the server's own tools appear in the next round.
-"""
+Before anyone has connected, the model is offered `connect_<server>`, whose call parks the turn
+until the person has signed in; the server's own tools appear in the next round."""
 
 from __future__ import annotations
 

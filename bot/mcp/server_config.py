@@ -27,9 +27,8 @@ class ToolOverride(BaseModel):
 
 
 class AuthConfig(BaseModel):
-    """Whose identity a remote server's calls carry, and how nerve signs in to it: `oauth` per person
-    (`identity: "user"`) or one account an admin connects (`"bot"`), or machine-to-machine
-    `client_credentials`; the client fields are for a server that registered nerve beforehand."""
+    """How nerve signs in to a remote server: `oauth` per person (`identity: "user"`) or as one
+    account (`"bot"`), or `client_credentials`; the client fields are for a pre-registered nerve."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -57,11 +56,8 @@ class AuthConfig(BaseModel):
 
 
 class ServerConfig(BaseModel):
-    """One server entry: a stdio command, or a URL for a remote server.
-
-    Accepts the Claude Desktop / Cursor fields and VS Code's (`type`, `envFile`, `dev`); `disabled`
-    (Cline, Roo Code) and `enabled: false` both leave the server out.
-    """
+    """One server entry (a stdio command or a URL), in Claude Desktop's, Cursor's or VS Code's fields;
+    `disabled` (Cline, Roo Code) and `enabled: false` both leave the server out."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -155,15 +151,13 @@ class PlaceRule(BaseModel):
 
 
 class PolicyContext(TypedDict):
-    """What reading the file is told (pydantic's validation context): the platforms its policy's
-    places are written for."""
+    """Pydantic's validation context: the platforms the policy's places are written for."""
 
     platforms: Platforms
 
 
 class ServersFile(BaseModel):
-    """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code), `disabled`, and
-    `policy` mapping places to the servers and tools they may use; other top-level keys are ignored."""
+    """The whole file: `mcpServers` or `servers`, `disabled`, and `policy`; other keys are ignored."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -1,12 +1,6 @@
-"""What a server sends over its connection unasked (questions for people, log lines, notices), and
-which call a question belongs to.
-
-A 2026-07-28 server asks for input in the result of the call itself, so the call's context travels
-with it (`_current`). An older server sends `elicitation/create` on the connection, which names no
-call: if every call in flight on that server runs for one owner (one person in one conversation),
-the question is theirs; if several owners' calls are in flight, nobody can be asked safely and the
-server is answered "cancel".
-"""
+"""What a server sends over its connection unasked (questions, log lines, notices), and whose call
+a question belongs to: a 2026-07-28 server's travels with the call (`_current`); an older server's
+names no call, so it goes to the one owner of every call in flight, or is answered "cancel"."""
 
 from __future__ import annotations
 

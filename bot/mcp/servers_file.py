@@ -47,8 +47,7 @@ def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
 
 
 def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], path: Path) -> ServerConfig:
-    """The entry with its `${VAR}`s filled (client credentials too, so a secret stays in the
-    environment, not the file), paths made absolute, and its `envFile` read (`env` entries win)."""
+    """The entry with its `${VAR}`s filled (secrets stay in the environment), paths made absolute."""
     where = f"{path}: server '{name}'"
 
     def fill(value: str, field: str) -> str:
@@ -127,8 +126,7 @@ def load_servers(
 def load_mcp_config(
     path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
 ) -> McpConfig:
-    """Read and check the servers file once; a mistake fails here, naming the file, server and field.
-    What reads wrong in it is logged (`read_mcp_config` reads it without a word)."""
+    """`read_mcp_config`, with what reads wrong in the file logged."""
     config = read_mcp_config(path, environ, platforms=platforms)
     for warning in config.warnings:
         logger.warning("%s", warning)
@@ -138,8 +136,7 @@ def load_mcp_config(
 def read_mcp_config(
     path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
 ) -> McpConfig:
-    """The servers file read and checked, its warnings returned, not logged. Disabled servers are left
-    out before their `${VAR}`s are filled, so a server switched off does not need its secrets set."""
+    """The servers file read and checked; a server switched off does not need its secrets set."""
     env = os.environ if environ is None else environ
     try:
         raw: Any = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_Object.of)
@@ -183,8 +180,7 @@ class _Object(dict[str, Any]):
 
 
 def _repeated_key(raw: Any) -> str | None:
-    """A key given twice in one object of the file, and where, outermost first: JSON readers disagree
-    on it (most keep the last value, silently), so a second `"check"` server would replace the first."""
+    """A key given twice in one object, and where: most JSON readers silently keep the last value."""
     waiting: deque[tuple[str, Any]] = deque([("", raw)])
     while waiting:
         where, value = waiting.popleft()
@@ -201,8 +197,7 @@ def _repeated_key(raw: Any) -> str | None:
 
 
 def lookalike_names(names: Iterable[str]) -> list[str]:
-    """A line for each group of server names only case or punctuation apart (`Check` and `check`,
-    `my-server` and `my_server`): allowed, but a person or a model can take one for the other."""
+    """A line for each group of server names only case or punctuation apart (easily mistaken)."""
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault("".join(ch for ch in name.casefold() if ch.isalnum()), []).append(name)

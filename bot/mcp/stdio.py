@@ -1,12 +1,6 @@
 """A stdio server's connection: the SDK's process handling, with a reader that survives what the
-server writes and a stop that is over within about a second.
-
-The SDK reads stdout as strict UTF-8, and one bad byte or non-JSON line leaves every later call to
-time out. Here each line is read on its own (`LineReader`): bad UTF-8 and lone surrogates are
-replaced, a line with no JSON-RPC message fails the request it answers (if its id is readable) or
-is dropped, with one throttled WARNING naming the server. Stopping closes stdin, then SIGTERMs the
-process group after EXIT_AFTER_EOF s and SIGKILLs it EXIT_AFTER_TERM s later (the SDK: 2 s + 2 s).
-"""
+server writes (the SDK's strict one leaves every later call to time out after one bad line) and a
+stop that is over within about a second."""
 
 from __future__ import annotations
 
@@ -85,8 +79,7 @@ class LineReader:
         return SessionMessage(message)
 
     def _salvage(self, text: str, mended: list[str], size: int) -> SessionMessage | None:
-        """A line pydantic refused: JSON with lone surrogates is mended; anything else that answers a
-        request of ours fails that request; the rest is dropped."""
+        """A line pydantic refused: lone surrogates are mended, an unreadable answer fails its request."""
         data: Any = None
         try:
             data = json.loads(text)
@@ -156,19 +149,18 @@ def _id_in_text(text: str) -> int | str | None:
 async def stdio_transport(
     params: StdioServerParameters, *, server: str, errlog: TextIO, started: Process | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """Start the server and connect to it over its stdin/stdout, as the SDK's `stdio_client` does;
-    or connect to the process `started` for it already (`bot.mcp.early_start`)."""
-    process: ServerProcess
-    if started is not None:
-        process = started
-    else:
-        process = await _create_platform_compatible_process(
+    """The SDK's `stdio_client`, over the process `started` for it already if any (`early_start`)."""
+    process: ServerProcess = (
+        started
+        if started is not None
+        else await _create_platform_compatible_process(
             command=await _get_executable_command(params.command),
             args=params.args,
             env=server_environment(params),
             errlog=errlog,
             cwd=params.cwd,
         )
+    )
     # No awaits until the task group is entered: a cancellation in the gap would leak the process.
     read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -246,8 +238,7 @@ def server_environment(params: StdioServerParameters) -> dict[str, str]:
 
 
 async def stop_server(process: ServerProcess, server: str) -> None:
-    """Close its stdin; after EXIT_AFTER_EOF s SIGTERM its process group, after EXIT_AFTER_TERM s
-    more SIGKILL it. Over within about a second."""
+    """Close stdin, SIGTERM the process group, then SIGKILL: over in about a second (the SDK: 4 s)."""
     assert process.stdin and process.stdout, "the server is started with pipes"
     await _close_pipe(process.stdin)
     if not await _wait_for_process_exit(process, EXIT_AFTER_EOF):

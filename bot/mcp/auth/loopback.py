@@ -1,9 +1,6 @@
 """Signing in on this machine: open the browser, and take its answer on a loopback port (RFC 8252).
 
-For a person at nerve's machine (the terminal, `nerve connect`, the conformance client). While open
-it listens on `http://127.0.0.1:<free port>/callback`, the redirect URI of servers signed in through
-it; an answer for another sign-in (a stale tab) is turned away so it cannot spoil the one under way.
-"""
+An answer for another sign-in (a stale tab) is turned away so it cannot spoil the one under way."""
 
 from __future__ import annotations
 
@@ -38,8 +35,7 @@ _TO_STDERR: Say = partial(print, file=sys.stderr, flush=True)
 
 
 class LoopbackSignIn:
-    """`async with LoopbackSignIn() as sign_in:` — give `sign_in.redirect_uri` and its two handlers
-    to `NerveOAuth`. `say` shows the person the link (stderr by default)."""
+    """Give `redirect_uri` and the two handlers to `NerveOAuth`; `say` shows the person the link."""
 
     def __init__(
         self, *, say: Say = _TO_STDERR, wait: float = SIGN_IN_WAIT, open_browser: bool = True

@@ -1,12 +1,7 @@
 """Per-person sign-in from the chat: start an authorization, park, finish it from the callback.
 
-Nobody can wait inside a chat request for a person's browser, so the SDK's provider is taken only
-as far as the authorization request; `ParkingOAuth` stores the flow there (the PKCE verifier and
-what was discovered, sealed) and stops with `SignInRequired`. The callback, in whichever process
-serves it, takes the flow by its single-use `state` (`SignIns.complete`), checks `iss` (RFC 9207)
-and finishes the exchange through the SDK's own `_exchange_token_authorization_code` and
-`_handle_token_response` (pinned `mcp` version).
-"""
+Nobody can wait inside a chat request for a person's browser, so `ParkingOAuth` seals the flow at
+the authorization request; the callback, in whichever process, finishes it by its single-use `state`."""
 
 from __future__ import annotations
 
@@ -174,8 +169,7 @@ class SignIns:
         )
 
     async def begin(self, server: str, person: str, key: ConversationKey | None = None) -> SignInNeeded:
-        """Start a sign-in by asking the server as this person: the SDK's discovery and registration
-        lead to the authorization request, stored here. The URL is for this person only."""
+        """Start a sign-in by asking the server as this person, up to the authorization request."""
         config = self.configs[server]
         assert config.url is not None
         token = _conversation.set(key)

@@ -1,8 +1,6 @@
 """Encryption at rest for sign-in tokens and client registrations (Fernet, under NERVE_SECRET_KEY).
 
-Tokens act as people elsewhere, so the database never holds them in the clear; a changed key makes
-stored tokens unreadable, which means "sign in again", never a crash.
-"""
+A changed key makes stored tokens unreadable, which means "sign in again", never a crash."""
 
 from __future__ import annotations
 
