@@ -320,7 +320,6 @@ def http_client(
 
 
 def entry_client(config: ServerConfig, **options: Any) -> httpx2.AsyncClient:
-    """`http_client` under a server entry's network rules."""
     return http_client(
         config.allow_private_network,
         allow_insecure_http=config.allow_insecure_http,

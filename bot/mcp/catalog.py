@@ -111,8 +111,6 @@ _SCHEMA_MAP_KEYS = frozenset({"properties", "patternProperties", "$defs", "defin
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListedTool:
-    """One tool as a server listed it, reduced to what the catalog needs."""
-
     name: str
     description: str | None
     input_schema: dict[str, Any]

@@ -31,8 +31,6 @@ class Ticket:
 
 @dataclass(eq=False)
 class Circuit:
-    """Counts a server's failures and says whether the next call may go to it."""
-
     server: str
     policy: InitVar[CircuitPolicy | None] = None
     _: KW_ONLY
@@ -61,9 +59,6 @@ class Circuit:
         if state == "half_open" and not self._probing:
             self._probing = True
             return Ticket(probe=True)
-        return self.refusal()
-
-    def refusal(self) -> str:
         pause = self._policy.open_for
         return f"{self.server} is failing repeatedly; nerve paused calls to it for {pause:g} s"
 

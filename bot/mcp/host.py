@@ -187,11 +187,9 @@ class MCPHost:
         return found
 
     def list_tools(self) -> list[ToolSpec]:
-        """The tools offered to the model right now (enabled, overrides applied, names unique)."""
         return list(self._catalog.values())
 
     def list_prompts(self) -> list[PromptSpec]:
-        """The prompts servers offer right now, under names unique across servers."""
         return list(self._prompts.values())
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
@@ -241,7 +239,6 @@ class MCPHost:
             await self._change.wait()
 
     async def wait_until_ready(self) -> None:
-        """Return once every server is connected (bound it with a timeout)."""
         await self.wait_for(lambda: all(link.ready for link in self._links.values()))
 
     async def call_tool(
@@ -306,7 +303,6 @@ class MCPHost:
         return live
 
     async def forget_sign_in(self, server: str, person: str) -> None:
-        """Close a person's link to a per-person server (after they disconnected it)."""
         if self._personal is not None:
             await self._personal.forget(server, person)
 

@@ -24,8 +24,6 @@ _current: ContextVar[CallContext | None] = ContextVar("nerve_mcp_call", default=
 
 
 class Callers:
-    """The calls in flight on one server."""
-
     def __init__(self) -> None:
         self._active: list[CallContext] = []
 

@@ -73,7 +73,6 @@ async def open_transport(
 
 
 def stdio_parameters(config: ServerConfig) -> StdioServerParameters:
-    """How a stdio server's process is started, from its entry."""
     assert config.command is not None
     return StdioServerParameters(command=config.command, args=config.args, env=config.env, cwd=config.cwd)
 

@@ -245,18 +245,18 @@ class NerveOAuth(OAuthClientProvider):
         self.context.client_metadata.token_endpoint_auth_method = method
 
 
+@dataclass(frozen=True, slots=True)
 class PreRegistered:
     """`TokenStorage` whose client is the one the operator configured: tokens go to `storage`."""
 
-    def __init__(self, storage: TokenStorage, client: OAuthClientInformationFull) -> None:
-        self._storage = storage
-        self._client = client
+    storage: TokenStorage
+    client: OAuthClientInformationFull
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._storage, name)
+        return getattr(self.storage, name)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self._client
+        return self.client
 
 
 def client_metadata(config: AuthConfig, redirect_uri: str) -> OAuthClientMetadata:
@@ -322,7 +322,6 @@ def client_metadata_url(public_url: str) -> str | None:
 
 
 def public_redirect_uri(public_url: str) -> str:
-    """Where people's browsers come back to after signing in, on a nerve with a public address."""
     return public_url.rstrip("/") + CALLBACK_PATH
 
 

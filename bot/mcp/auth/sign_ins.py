@@ -12,7 +12,11 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, InitVar, dataclass
 
 import httpx2
-from mcp.client.auth.utils import validate_authorization_response_iss
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    build_protected_resource_metadata_discovery_urls,
+    validate_authorization_response_iss,
+)
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, ProtectedResourceMetadata
 from pydantic import BaseModel
 
@@ -113,8 +117,6 @@ def _dumped(model: BaseModel | None) -> dict[str, object] | None:
 
 @dataclass(eq=False)
 class SignIns:
-    """Every per-person sign-in of this nerve: start, finish, list, disconnect."""
-
     servers: InitVar[Mapping[str, ServerConfig]]
     ledger: SignInLedger
     vault: Vault
@@ -149,7 +151,6 @@ class SignIns:
         return await self.ledger.people_connected(server)
 
     async def stored_at(self, server: str, person: str) -> float | None:
-        """When this person's tokens for `server` were last stored, if ever."""
         stored = await self.ledger.stored_tokens(server, person)
         return stored.updated_at if stored is not None else None
 
@@ -264,41 +265,30 @@ class SignIns:
         return await storage.forget()
 
     def _http(self, server: str, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-        """A client for `server`'s sign-in traffic, under its entry's network rules."""
         return entry_client(self.configs[server], auth=auth, timeout=HTTP_TIMEOUT)
 
     async def _revocation_endpoint(self, server: str) -> str | None:
-        """The authorization server's revocation endpoint, read from its metadata."""
-        config = self.configs[server]
-        assert config.url is not None
+        """Read from the authorization server's metadata, found as the SDK finds it."""
+        server_url = self.configs[server].url
+        assert server_url is not None
+        auth_server: str | None = None
         try:
             async with self._http(server) as http:
-                metadata = await _authorization_metadata(http, config.url)
+                for url in build_protected_resource_metadata_discovery_urls(None, server_url):
+                    response = await http.get(url)
+                    if response.status_code == 200:
+                        servers = response.json().get("authorization_servers") or []
+                        auth_server = str(servers[0]) if servers else None
+                        break
+                for url in build_oauth_authorization_server_metadata_discovery_urls(auth_server, server_url):
+                    response = await http.get(url)
+                    if response.status_code == 200:
+                        found = response.json()
+                        endpoint = found.get("revocation_endpoint") if isinstance(found, dict) else None
+                        return str(endpoint) if endpoint else None
         except httpx2.HTTPError:
             return None
-        endpoint = metadata.get("revocation_endpoint") if metadata else None
-        return str(endpoint) if endpoint else None
-
-
-async def _authorization_metadata(http: httpx2.AsyncClient, server_url: str) -> dict[str, object] | None:
-    from mcp.client.auth.utils import (
-        build_oauth_authorization_server_metadata_discovery_urls,
-        build_protected_resource_metadata_discovery_urls,
-    )
-
-    auth_server: str | None = None
-    for url in build_protected_resource_metadata_discovery_urls(None, server_url):
-        response = await http.get(url)
-        if response.status_code == 200:
-            servers = response.json().get("authorization_servers") or []
-            auth_server = str(servers[0]) if servers else None
-            break
-    for url in build_oauth_authorization_server_metadata_discovery_urls(auth_server, server_url):
-        response = await http.get(url)
-        if response.status_code == 200:
-            found = response.json()
-            return found if isinstance(found, dict) else None
-    return None
+        return None
 
 
 # A request that needs a signed-in caller: an MCP initialize, as any client's first request.

@@ -63,14 +63,7 @@ class StoredTokens:
         wanted = await self.wanted_scope()
         if wanted and not set(wanted.split()) <= set((tokens.scope or "").split()):
             record["wanted"] = wanted  # a refresh grants no more than before: still wanted
-        await self._ledger.save_tokens(
-            server=self.server,
-            person=self.person,
-            issuer=self._issuer,
-            secret=self._vault.seal(record),
-            scope=tokens.scope,
-            now=now,
-        )
+        await self._save(record, self._issuer, tokens.scope, now)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self.client is None:
@@ -105,13 +98,12 @@ class StoredTokens:
         stored, opened = await self._opened()
         if stored is None or opened is None or opened.get("wanted") == scope:
             return
+        await self._save({**opened, "wanted": scope}, stored.issuer, stored.scope, stored.updated_at)
+
+    async def _save(self, record: dict[str, Any], issuer: str, scope: str | None, now: float) -> None:
+        secret = self._vault.seal(record)
         await self._ledger.save_tokens(
-            server=self.server,
-            person=self.person,
-            issuer=stored.issuer,
-            secret=self._vault.seal({**opened, "wanted": scope}),
-            scope=stored.scope,
-            now=stored.updated_at,
+            server=self.server, person=self.person, issuer=issuer, secret=secret, scope=scope, now=now
         )
 
     async def wanted_scope(self) -> str | None:
