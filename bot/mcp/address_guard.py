@@ -7,6 +7,7 @@ globally routable, and connects to the very address it checked: DNS cannot chang
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import socket
@@ -80,8 +81,7 @@ class PlainHttpCheck:
                 f"plain http to {host} can be read and changed by anything on the path: use https, "
                 "or set allowInsecureHttp if you mean it",
             )
-        carried = self.credential(request)
-        if carried is not None:
+        if (carried := self.credential(request)) is not None:
             raise PlainHttpRefused(
                 host,
                 f"plain http to {host} would carry {carried} in the clear, which nerve never sends: "
@@ -120,8 +120,7 @@ def _body_fields(body: bytes, content_type: str) -> set[str]:
 
 def why_refused(address: IPAddress) -> str | None:
     """Why nerve does not connect to `address` unasked (a phrase), or None for a public address."""
-    embedded = _embedded_ipv4(address)
-    if embedded is not None:
+    if (embedded := _embedded_ipv4(address)) is not None:
         return why_refused(embedded)
     if address.is_unspecified:
         return "unspecified (it reaches this machine)"
@@ -146,10 +145,8 @@ def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
 
 async def resolve(host: str, port: int) -> list[IPAddress]:
     """Every address `host` resolves to, in the resolver's order (an address literal: itself)."""
-    try:
+    with contextlib.suppress(ValueError):
         return [ipaddress.ip_address(host.strip("[]"))]
-    except ValueError:
-        pass
     answers = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(ipaddress.ip_address(str(a[4][0]).split("%", 1)[0]) for a in answers))
 
@@ -195,8 +192,7 @@ class AddressGuard:
 
     async def checked(self, host: str, port: int) -> list[IPAddress]:
         """The host's addresses, all allowed; raises `AddressRefused` naming the first that is not."""
-        addresses = await self.resolver(host, port)
-        if not addresses:
+        if not (addresses := await self.resolver(host, port)):
             raise httpx2.ConnectError(f"{host} did not resolve to any address")
         as_written = self.written is not None and (_normal(host), port) == self.written
         for address in addresses:
@@ -273,13 +269,11 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self._proxied: dict[str, httpx2.AsyncHTTPTransport] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        proxy = _environment_proxy(request.url)
-        if proxy is None:
+        if (proxy := _environment_proxy(request.url)) is None:
             return await self._direct.handle_async_request(request)
         port = request.url.port or (443 if request.url.scheme == "https" else 80)
         await self._guard.checked(request.url.host, port)
-        transport = self._proxied.get(proxy)
-        if transport is None:
+        if (transport := self._proxied.get(proxy)) is None:
             transport = self._proxied[proxy] = httpx2.AsyncHTTPTransport(proxy=proxy)
         return await transport.handle_async_request(request)
 

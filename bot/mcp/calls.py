@@ -66,8 +66,7 @@ class CallTimer:
 
     def watch(self, context: CallContext) -> CallContext:
         """The context with its `ask` wrapped: the clock stops while a person answers."""
-        ask = context.ask
-        if ask is None:
+        if (ask := context.ask) is None:
             return context
 
         async def paused(draft: InputDraft) -> InputAnswer:
@@ -169,8 +168,7 @@ class LinkCalls:
             return down(link.refused)
         if client is None:
             # Restarting after a crash: wait for it within the call's own timeout.
-            client = await link.wait_ready(within=spec.timeout)
-            if client is None:
+            if (client := await link.wait_ready(within=spec.timeout)) is None:
                 return down(f"{link.problem or 'it stopped'}; it is being restarted")
             # A restarted server lists its tools anew: still the definition the call was checked against?
             still = self.still_offered(spec) if spec.definition_hash else spec
@@ -275,8 +273,7 @@ async def call_parkable(
                 raise MCPError(code=mcp_types.INTERNAL_ERROR, message="the server sent an unexpected result")
             return result
         state = result.request_state
-        requests = result.input_requests or {}
-        if not requests:
+        if not (requests := result.input_requests or {}):
             await anyio.sleep(delay)
             delay = min(delay * 2, _BACKOFF_MAX)
             responses = None

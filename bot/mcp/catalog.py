@@ -54,14 +54,13 @@ def collision_key(name: str) -> str:
 def unique_names(
     entries: Sequence[Entry], *, clean: Callable[[str], str], separator: str
 ) -> tuple[dict[Entry, str], list[Collision]]:
-    """The offered name of each entry, and the collisions: each party gets `<server><separator><name>`,
-    and what still collides (a prefix spelling another server's) a short hash. Order-independent."""
+    """The offered name of each entry, and the collisions: each party is prefixed with its server,
+    and what still collides (a prefix spelling another server's) gets a short hash."""
     names = {entry: clean(entry[1]) for entry in entries}
     prefixed: set[Entry] = set()
     collisions: dict[str, list[Entry]] = {}
     for _ in range(_ROUNDS):
-        clashes = _clashes(names)
-        if not clashes:
+        if not (clashes := _clashes(names)):
             break
         for group in clashes:
             wanted = names[group[0]]

@@ -79,8 +79,7 @@ async def started_early(servers: Mapping[str, ServerConfig]) -> AsyncIterator[No
 
 async def claim(name: str, config: ServerConfig, env: Mapping[str, str]) -> EarlyServer | None:
     """The early process of `name` if started exactly so and still running; else stopped, and None."""
-    early = _waiting.pop(name, None)
-    if early is None:
+    if (early := _waiting.pop(name, None)) is None:
         return None
     if early.config == config and early.env == dict(env) and early.process.returncode is None:
         return early

@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
@@ -84,14 +83,11 @@ class MCPHost:
         await self.start()
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def start(self, *, grace: float = STARTUP_GRACE, limit: float = STARTUP_LIMIT) -> None:
-        """Start every server at once; return when each has made its first attempt, or as set out at
-        STARTUP_GRACE: one server that hangs must not hold up the others (it starts in the background)."""
+        """Start every server; return once each has made its first attempt, or as STARTUP_GRACE says."""
         if self._tasks:
             raise RuntimeError("MCPHost.start() was already called")
         started = time.perf_counter()
@@ -194,15 +190,13 @@ class MCPHost:
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
         """The text a prompt starts a turn with; raises `PromptError` with a message people can act on."""
-        spec = self._prompts.get(name)
-        if spec is None:
+        if (spec := self._prompts.get(name)) is None:
             known = ", ".join(sorted(self._prompts)) or "none right now"
             raise PromptError(f"There is no prompt named {name!r}. Prompts: {known}.")
         missing = [a.name for a in spec.arguments if a.required and not arguments.get(a.name)]
         if missing:
             raise PromptError(f"The prompt {name} needs: {', '.join(missing)}.")
-        client = self._links[spec.server].client
-        if client is None:
+        if (client := self._links[spec.server].client) is None:
             raise PromptError(f"The server {spec.server} is not running right now; try again shortly.")
         try:
             with anyio.fail_after(self._default_timeout):
@@ -249,8 +243,7 @@ class MCPHost:
         *,
         screened: ToolSpec | None = None,
     ) -> ToolResult:
-        """Run a tool by its exposed name, failures as `ToolResult(is_error=True)`. With `screened` (the
-        spec the call was approved against) a rug pull or a name taken over gets a "changed" refusal."""
+        """Run a tool by its exposed name; a rug pull of the `screened` spec gets a "changed" refusal."""
         spec = self._catalog.get(name) if screened is None else self._still_offered(screened)
         if spec is None:
             return results.unknown_tool(name, self._catalog)

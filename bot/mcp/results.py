@@ -75,8 +75,7 @@ def classify_error(text: str) -> tuple[ToolErrorKind, float | None]:
 
 
 def _retry_after(text: str) -> float | None:
-    match = _RETRY_AFTER.search(text)
-    if match is None:
+    if (match := _RETRY_AFTER.search(text)) is None:
         return None
     value = float(match.group(1))
     return value / 1000.0 if (match.group(2) or "s").lower().startswith("m") else value

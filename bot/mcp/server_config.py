@@ -206,12 +206,10 @@ class ServersFile(BaseModel):
 
     @property
     def scopes(self) -> Scopes:
-        return Scopes(
-            rules={
-                name: Rule(allow=tuple(rule.allow), deny=tuple(rule.deny))
-                for name, rule in self.policy.items()
-            }
-        )
+        rules = {
+            name: Rule(allow=tuple(rule.allow), deny=tuple(rule.deny)) for name, rule in self.policy.items()
+        }
+        return Scopes(rules=rules)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -40,8 +40,7 @@ class Callers:
 
     def route(self) -> tuple[CallContext, tuple[str, ...]] | None:
         """Whom a request from the server is for, and the calls it may come from; None if unknown."""
-        exact = _current.get()
-        if exact is not None:
+        if (exact := _current.get()) is not None:
             return exact, (exact.tool,)
         active = list(self._active)
         if not active or len({c.owner for c in active}) != 1:
@@ -96,8 +95,7 @@ class ServerMessages:
         ):
             self._on_lists_changed()
         elif isinstance(message, mcp_types.ElicitCompleteNotification):
-            done = self._url_waiters.pop(message.params.elicitation_id, None)
-            if done is not None:
+            if (done := self._url_waiters.pop(message.params.elicitation_id, None)) is not None:
                 await done(message.params.elicitation_id)
         elif isinstance(message, Exception):
             logger.debug("MCP server %r: transport error: %s", self.name, message)

@@ -37,8 +37,7 @@ def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
         return environ[name]
 
     expanded = _VAR.sub(sub, value)
-    other = _OTHER_VAR.search(_VAR.sub("", value))
-    if other is not None:
+    if (other := _OTHER_VAR.search(_VAR.sub("", value))) is not None:
         raise ConfigError(
             f"{where} uses {other.group(0)}, which nerve cannot fill: "
             "use ${NAME} (or ${env:NAME}) with NAME set in the environment"
@@ -57,8 +56,7 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
     if command in ("python", "python3"):
         # "python" means the interpreter nerve runs under, so a server sees nerve's packages.
         command = sys.executable
-    cwd = server.cwd
-    if cwd is not None:
+    if (cwd := server.cwd) is not None:
         cwd_path = Path(fill(cwd, "cwd"))
         cwd = str(cwd_path if cwd_path.is_absolute() else (path.parent / cwd_path).resolve())
     elif server.command:
@@ -78,8 +76,7 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
             'path: use https (plain http is for loopback only), or set "allowInsecureHttp": true if '
             "you mean it (nerve still never sends credentials over it)"
         )
-    auth = server.auth
-    if auth is not None:
+    if (auth := server.auth) is not None:
         secrets = {key: getattr(auth, key) for key in ("client_id", "client_secret")}
         auth = auth.model_copy(update={k: fill(v, f"auth.{k}") if v else None for k, v in secrets.items()})
     return server.model_copy(
@@ -150,8 +147,7 @@ def read_mcp_config(
         raise ConfigError(
             f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
-    repeated = _repeated_key(raw)
-    if repeated is not None:
+    if (repeated := _repeated_key(raw)) is not None:
         raise ConfigError(f"{path}: {repeated}")
     try:
         parsed = ServersFile.model_validate(raw, context=PolicyContext(platforms=platforms))

@@ -112,8 +112,7 @@ class LineReader:
         return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
     def _warn(self, kind: str, problems: list[str], action: str, text: str, size: int) -> None:
-        held = self._throttle.allow(kind)
-        if held is None:
+        if (held := self._throttle.allow(kind)) is None:
             return
         quoted = ascii(text[:QUOTED]) + ("..." if len(text) > QUOTED else "")
         logger.warning(
@@ -138,8 +137,7 @@ def _answered(data: Any) -> int | str | None:
 
 def _id_in_text(text: str) -> int | str | None:
     """The id of a line that is not JSON, when it is plainly there (best effort, top level only)."""
-    found = _TOP_LEVEL_ID.match(text)
-    if found is None:
+    if (found := _TOP_LEVEL_ID.match(text)) is None:
         return None
     value = found.group(1)
     return value[1:-1] if value.startswith('"') else int(value)
@@ -178,8 +176,7 @@ async def stdio_transport(
                 async for chunk in process.stdout:
                     *complete, pending = (pending + chunk).split(b"\n")
                     for raw in complete:
-                        message = lines.read(raw)
-                        if message is not None:
+                        if (message := lines.read(raw)) is not None:
                             await read_stream_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session or our own shutdown closed a stream under the read

@@ -12,7 +12,6 @@ import sys
 import webbrowser
 from collections.abc import Callable
 from functools import partial
-from types import TracebackType
 from typing import Self
 from urllib.parse import parse_qs, urlparse
 
@@ -61,9 +60,7 @@ class LoopbackSignIn:
         self._port = self._server.sockets[0].getsockname()[1]
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._answer is not None and not self._answer.done():
             self._answer.cancel()
         if self._server is not None:
@@ -90,8 +87,7 @@ class LoopbackSignIn:
 
     async def callback_handler(self) -> AuthorizationCodeResult:
         """The browser's answer to the link just shown; `SignInError` if refused or not in time."""
-        answer = self._answer
-        if answer is None:
+        if (answer := self._answer) is None:
             raise SignInError("No sign-in was started, so there is nothing to wait for.")
         try:
             async with asyncio.timeout(self._wait):
@@ -103,12 +99,10 @@ class LoopbackSignIn:
         finally:
             if self._answer is answer:
                 self._answer = None
-        error = params.get("error")
-        if error:
+        if error := params.get("error"):
             why = params.get("error_description") or error
             raise SignInError(f"The sign-in was not completed ({why}): start again to retry.")
-        code = params.get("code")
-        if not code:
+        if not (code := params.get("code")):
             raise SignInError("The browser came back without a sign-in code: start again to retry.")
         return AuthorizationCodeResult(code=code, state=params.get("state"), iss=params.get("iss"))
 

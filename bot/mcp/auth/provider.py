@@ -115,8 +115,7 @@ class NerveOAuth(OAuthClientProvider):
             endpoint = str(context.oauth_metadata.authorization_endpoint)
         else:  # 2025-03-26 servers without metadata: the default endpoint at the server's root
             endpoint = urljoin(context.get_authorization_base_url(context.server_url), "/authorize")
-        insecure = plain_http_host(endpoint)
-        if insecure is not None:
+        if (insecure := plain_http_host(endpoint)) is not None:
             # The page where a person types their password: never in the clear, whatever the entry
             # allows (the requests nerve sends itself are checked by the client's PlainHttpCheck).
             raise PlainHttpRefused(
@@ -326,8 +325,7 @@ def public_redirect_uri(public_url: str) -> str:
 
 
 def client_metadata_document(public_url: str) -> dict[str, Any]:
-    """nerve's Client ID Metadata Document, as a public client. The loopback redirect's port changes
-    every time, which RFC 8252 §7.3 has authorization servers ignore."""
+    """nerve's Client ID Metadata Document; the loopback redirect's changing port is ignored (RFC 8252)."""
     base = public_url.rstrip("/")
     redirect_uri = public_redirect_uri(base)
     return {

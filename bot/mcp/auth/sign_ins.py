@@ -150,10 +150,6 @@ class SignIns:
     async def people_connected(self, server: str) -> list[str]:
         return await self.ledger.people_connected(server)
 
-    async def stored_at(self, server: str, person: str) -> float | None:
-        stored = await self.ledger.stored_tokens(server, person)
-        return stored.updated_at if stored is not None else None
-
     async def has_tokens(self, server: str, person: str) -> bool:
         return await self.storage(server, person).get_tokens() is not None
 
@@ -185,8 +181,7 @@ class SignIns:
 
     async def complete(self, state: str, code: str | None, iss: str | None, error: str | None) -> SignedIn:
         """Finish the sign-in the browser came back with; raises `SignInFailed` with what to do."""
-        started = await self.ledger.take_sign_in(state, time.time())
-        if started is None:
+        if (started := await self.ledger.take_sign_in(state, time.time())) is None:
             raise SignInFailed(
                 "This sign-in link was already used or has expired. Ask nerve again for a new one."
             )
@@ -240,15 +235,13 @@ class SignIns:
     async def disconnect(self, server: str, person: str) -> bool:
         """Revoke at the server where it supports RFC 7009, then forget; True if there was a connection."""
         storage = self.storage(server, person)
-        tokens = await storage.get_tokens()
-        if tokens is None:
+        if (tokens := await storage.get_tokens()) is None:
             return False
         client = await storage.get_client_info()
         revocation = await self._revocation_endpoint(server)
         if revocation and client is not None:
             for hint in ("refresh_token", "access_token"):
-                token = getattr(tokens, hint)
-                if not token:
+                if not (token := getattr(tokens, hint)):
                     continue
                 data = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
                 auth: httpx2.BasicAuth | None = None
