@@ -1,5 +1,4 @@
-"""The MCP servers file's shape: each server's entry, its sign-in, per-tool overrides and the policy,
-as the host, catalog and sign-in code hold them once `bot.mcp.servers_file` has read the file."""
+"""The MCP servers file's shape: each server's entry, its sign-in, per-tool overrides and the policy."""
 
 from __future__ import annotations
 

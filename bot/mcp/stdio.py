@@ -80,13 +80,11 @@ class LineReader:
 
     def _salvage(self, text: str, mended: list[str], size: int) -> SessionMessage | None:
         """A line pydantic refused: lone surrogates are mended, an unreadable answer fails its request."""
-        data: Any = None
         try:
-            data = json.loads(text)
+            data: Any = json.loads(text)
         except (ValueError, RecursionError) as exc:
             at = f" ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-            problem = f"is not JSON{at}"
-            return self._unreadable(text, [*mended, problem], _id_in_text(text), size)
+            return self._unreadable(text, [*mended, f"is not JSON{at}"], _id_in_text(text), size)
         # Lone surrogates (`\\ud800`), which pydantic refuses, each replaced by U+FFFD.
         dumped = json.dumps(data, ensure_ascii=False)
         if _SURROGATE.search(dumped):

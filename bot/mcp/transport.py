@@ -120,11 +120,8 @@ def address_refused(exc: BaseException) -> Refused | None:
 
 def sign_in_needed(exc: BaseException) -> SignInNeeded | None:
     """The sign-in a failed attempt stopped at (per-person OAuth), wherever in the groups it is."""
-    for found in _linked(exc):
-        needed = getattr(found, "sign_in", None)
-        if isinstance(needed, SignInNeeded):
-            return needed
-    return None
+    asked = (getattr(found, "sign_in", None) for found in _linked(exc))
+    return next((needed for needed in asked if isinstance(needed, SignInNeeded)), None)
 
 
 def _linked(exc: BaseException) -> Iterator[BaseException]:
