@@ -1,23 +1,19 @@
 """Remote MCP servers are reached on public addresses only, unless the servers file says otherwise.
 
-A server URL, its redirects and OAuth documents could lead nerve inside its own network (an admin
-page, the cloud metadata service at 169.254.169.254). So each request is checked on the address
-actually connected to: the pool's network backend resolves the host, refuses any answer that is not
-globally routable, and connects to the very address it checked, so DNS cannot change in between
-(through an environment proxy, the host is checked before it is handed over). `allowPrivateNetwork`
-gets a plain client. A loopback or private literal, or `localhost`, written as the server URL's host
-is reached as written; anything else leading inside is still refused. Every request also passes
-`PlainHttpCheck` just before it is sent: no plain http off this machine unless allowed, and never a
-credential over it.
-"""
+A server URL, its redirects and OAuth documents could lead inside nerve's network (cloud metadata at
+169.254.169.254), so the pool's network backend resolves the host, refuses any answer that is not
+globally routable, and connects to the very address it checked: DNS cannot change in between.
+`PlainHttpCheck` refuses plain http off this machine unless allowed, and a credential over it always."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import socket
 import urllib.request
 from collections.abc import Awaitable, Callable, Collection, Iterable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -69,9 +65,7 @@ class PlainHttpRefused(Refused):
 
 
 class PlainHttpCheck:
-    """A request event hook: refuses plain http off this machine, unless allowed, and refuses a
-    credential over it always. It runs after the request's auth, on every redirect, before the
-    transport opens a connection."""
+    """A request event hook, so it sees each request (redirects too) after its auth, before it is sent."""
 
     def __init__(self, *, allow_insecure_http: bool = False, secret_headers: Iterable[str] = ()) -> None:
         self._allowed = allow_insecure_http
@@ -87,8 +81,7 @@ class PlainHttpCheck:
                 f"plain http to {host} can be read and changed by anything on the path: use https, "
                 "or set allowInsecureHttp if you mean it",
             )
-        carried = self.credential(request)
-        if carried is not None:
+        if (carried := self.credential(request)) is not None:
             raise PlainHttpRefused(
                 host,
                 f"plain http to {host} would carry {carried} in the clear, which nerve never sends: "
@@ -127,8 +120,7 @@ def _body_fields(body: bytes, content_type: str) -> set[str]:
 
 def why_refused(address: IPAddress) -> str | None:
     """Why nerve does not connect to `address` unasked (a phrase), or None for a public address."""
-    embedded = _embedded_ipv4(address)
-    if embedded is not None:
+    if (embedded := _embedded_ipv4(address)) is not None:
         return why_refused(embedded)
     if address.is_unspecified:
         return "unspecified (it reaches this machine)"
@@ -153,18 +145,15 @@ def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
 
 async def resolve(host: str, port: int) -> list[IPAddress]:
     """Every address `host` resolves to, in the resolver's order (an address literal: itself)."""
-    try:
+    with contextlib.suppress(ValueError):
         return [ipaddress.ip_address(host.strip("[]"))]
-    except ValueError:
-        pass
     answers = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(ipaddress.ip_address(str(a[4][0]).split("%", 1)[0]) for a in answers))
 
 
 def written_origin(url: str | None) -> tuple[str, int] | None:
-    """The (host, port) a server URL names when its host says by itself where it is: a loopback or
-    private address literal, or `localhost`. None for a hostname that only DNS places, and for
-    link-local, unspecified or multicast literals (the cloud metadata service is never a server)."""
+    """The (host, port) of a server URL whose host is a loopback or private literal, or `localhost`;
+    None for names only DNS places and for link-local literals (cloud metadata is never a server)."""
     if not url:
         return None
     parsed = httpx2.URL(url)
@@ -191,36 +180,23 @@ def _is_literal(host: str, address: IPAddress) -> bool:
         return False
 
 
+@dataclass(frozen=True, kw_only=True)
 class AddressGuard:
-    """Resolves a host and refuses it if any of its addresses is not public (or trusted).
+    """Resolves a host and refuses it if any of its addresses is not public (or trusted). The
+    `written` origin's addresses are allowed, a name (`localhost`) only while it is loopback."""
 
-    `written` is the origin of the server URL as the admin wrote it (see `written_origin`): its
-    addresses are allowed, a name (`localhost`) only while it resolves to loopback."""
-
-    def __init__(
-        self,
-        *,
-        resolver: Resolver = resolve,
-        trusted: Collection[IPAddress] = (),
-        written: tuple[str, int] | None = None,
-    ) -> None:
-        self._resolve = resolver
-        # Addresses treated as public all the same: a narrow allowance (and what tests stand in with).
-        self._trusted = frozenset(trusted)
-        self._written = written
-
-    def with_written(self, written: tuple[str, int] | None) -> AddressGuard:
-        """This guard, also allowing the origin the admin wrote."""
-        return AddressGuard(resolver=self._resolve, trusted=self._trusted, written=written)
+    resolver: Resolver = resolve
+    # Addresses treated as public all the same: a narrow allowance (and what tests stand in with).
+    trusted: Collection[IPAddress] = ()
+    written: tuple[str, int] | None = None
 
     async def checked(self, host: str, port: int) -> list[IPAddress]:
         """The host's addresses, all allowed; raises `AddressRefused` naming the first that is not."""
-        addresses = await self._resolve(host, port)
-        if not addresses:
+        if not (addresses := await self.resolver(host, port)):
             raise httpx2.ConnectError(f"{host} did not resolve to any address")
-        as_written = self._written is not None and (_normal(host), port) == self._written
+        as_written = self.written is not None and (_normal(host), port) == self.written
         for address in addresses:
-            if address in self._trusted:
+            if address in self.trusted:
                 continue
             why = why_refused(address)
             if as_written and why in _WRITTEN_OK and (address.is_loopback or _is_literal(host, address)):
@@ -276,8 +252,7 @@ class GuardedBackend(AnyIOBackend):
 
 
 class GuardedTransport(httpx2.AsyncBaseTransport):
-    """Every request of one client: direct connections checked at connect time; a request that an
-    environment proxy carries checked by resolving its host first."""
+    """Direct connections checked at connect time; a proxied request's host checked before it goes."""
 
     def __init__(self, guard: AddressGuard) -> None:
         self._guard = guard
@@ -294,13 +269,11 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self._proxied: dict[str, httpx2.AsyncHTTPTransport] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        proxy = _environment_proxy(request.url)
-        if proxy is None:
+        if (proxy := _environment_proxy(request.url)) is None:
             return await self._direct.handle_async_request(request)
         port = request.url.port or (443 if request.url.scheme == "https" else 80)
         await self._guard.checked(request.url.host, port)
-        transport = self._proxied.get(proxy)
-        if transport is None:
+        if (transport := self._proxied.get(proxy)) is None:
             transport = self._proxied[proxy] = httpx2.AsyncHTTPTransport(proxy=proxy)
         return await transport.handle_async_request(request)
 
@@ -327,8 +300,7 @@ def http_client(
     server_url: str | None = None,
     **options: Any,
 ) -> httpx2.AsyncClient:
-    """An HTTP client for one remote server under its entry's rules (see the module docstring); its
-    own `headers` count as credentials, and `server_url` is the entry's URL as written."""
+    """An HTTP client for one remote server under its entry's rules; its `headers` count as credentials."""
     check = PlainHttpCheck(
         allow_insecure_http=allow_insecure_http, secret_headers=httpx2.Headers(options.get("headers")).keys()
     )
@@ -337,12 +309,11 @@ def http_client(
     options["event_hooks"] = hooks
     if allow_private_network:
         return httpx2.AsyncClient(**options)
-    guard = (guard or AddressGuard()).with_written(written_origin(server_url))
+    guard = replace(guard or AddressGuard(), written=written_origin(server_url))
     return httpx2.AsyncClient(transport=GuardedTransport(guard), **options)
 
 
 def entry_client(config: ServerConfig, **options: Any) -> httpx2.AsyncClient:
-    """`http_client` under a server entry's network rules."""
     return http_client(
         config.allow_private_network,
         allow_insecure_http=config.allow_insecure_http,

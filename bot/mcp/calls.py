@@ -1,12 +1,7 @@
 """One tool call on one server's link, with every way it can fail turned into a `ToolResult`.
 
-A call goes through the server's circuit, waits for a restart within its own timeout, is made again
-on a new session when the server forgot the old one, and never raises. Its clock is an idle timeout
-that progress restarts and a person's form stops; `max_call_seconds` bounds the server's own time.
-A 2026-07-28 server's questions in a result come back as `InputNeeded` (`call_parkable`), so the
-turn parks holding nothing instead of waiting for a person; the resumed call is made again with the
-answers and the server's state (dropped if the server can no longer open it).
-"""
+A 2026-07-28 server's questions come back as `InputNeeded`, so the turn parks holding nothing
+instead of waiting for a person; the resumed call is made again with the answers."""
 
 from __future__ import annotations
 
@@ -71,8 +66,7 @@ class CallTimer:
 
     def watch(self, context: CallContext) -> CallContext:
         """The context with its `ask` wrapped: the clock stops while a person answers."""
-        ask = context.ask
-        if ask is None:
+        if (ask := context.ask) is None:
             return context
 
         async def paused(draft: InputDraft) -> InputAnswer:
@@ -118,8 +112,7 @@ class _Call:
 
 @dataclass(frozen=True, slots=True)
 class LinkCalls:
-    """Calls on links, bounded by `max_call_seconds` of the server's own time; `still_offered`
-    finds a restarted server's live spec of a tool, or why the call must not be made."""
+    """Calls on links; `still_offered` finds a restarted server's live spec, or why not to call."""
 
     max_call_seconds: float
     still_offered: Callable[[ToolSpec], ToolSpec | ToolResult]
@@ -133,8 +126,7 @@ class LinkCalls:
         context: CallContext | None,
         started: float,
     ) -> ToolResult:
-        """One call through the server's circuit: refused at once while it is open; a session the
-        server forgot (HTTP 404) is opened again and the call made once more, once."""
+        """One call through the server's circuit; a forgotten session (HTTP 404) is renewed once."""
         made = _Call(spec, name, arguments, context, started)
         ticket = link.circuit.admit()
         if isinstance(ticket, str):
@@ -176,8 +168,7 @@ class LinkCalls:
             return down(link.refused)
         if client is None:
             # Restarting after a crash: wait for it within the call's own timeout.
-            client = await link.wait_ready(within=spec.timeout)
-            if client is None:
+            if (client := await link.wait_ready(within=spec.timeout)) is None:
                 return down(f"{link.problem or 'it stopped'}; it is being restarted")
             # A restarted server lists its tools anew: still the definition the call was checked against?
             still = self.still_offered(spec) if spec.definition_hash else spec
@@ -247,11 +238,6 @@ def _protocol_error(spec: ToolSpec, exc: MCPError, latency_ms: float, *, remote:
     return replace(failure, retry_after=retry_after)
 
 
-class TooManyInputRounds(RuntimeError):
-    def __init__(self) -> None:
-        super().__init__(f"the server asked for input more than {MAX_INPUT_ROUNDS} times in one call")
-
-
 async def call_parkable(
     client: Client, name: str, arguments: dict[str, Any], context: CallContext, on_progress: ProgressFnT
 ) -> mcp_types.CallToolResult | InputNeeded:
@@ -287,8 +273,7 @@ async def call_parkable(
                 raise MCPError(code=mcp_types.INTERNAL_ERROR, message="the server sent an unexpected result")
             return result
         state = result.request_state
-        requests = result.input_requests or {}
-        if not requests:
+        if not (requests := result.input_requests or {}):
             await anyio.sleep(delay)
             delay = min(delay * 2, _BACKOFF_MAX)
             responses = None
@@ -309,15 +294,12 @@ async def call_parkable(
             if isinstance(answer, mcp_types.ErrorData):
                 raise MCPError.from_error_data(answer)
             responses[key] = answer
-    raise TooManyInputRounds()
+    raise RuntimeError(f"the server asked for input more than {MAX_INPUT_ROUNDS} times in one call")
 
 
 def state_refused(exc: MCPError) -> bool:
-    """Whether the server refused the `requestState` it was sent (expired, or sealed by another
-    process), rather than the call itself."""
-    if exc.error.code != mcp_types.INVALID_PARAMS:
-        return False
+    """Whether the server refused the `requestState` it was sent (expired, another process's)."""
     data = exc.error.data
-    if isinstance(data, Mapping) and data.get("reason") == STATE_REFUSED:
-        return True
-    return "requeststate" in exc.error.message.lower()
+    reason = data.get("reason") if isinstance(data, Mapping) else None
+    refused = reason == STATE_REFUSED or "requeststate" in exc.error.message.lower()
+    return exc.error.code == mcp_types.INVALID_PARAMS and refused

@@ -1,10 +1,7 @@
 """What servers offer, as nerve offers it: tools to the model (S2, S3, S12, S15), prompts to people.
 
-Rebuilt whole each time, under names unique across servers and never decided by file order: a
-hostile server could list `send_email_` next to a real `send_email`, both clean up to one name, and
-file order used to decide who got it. Here every party to such a collision (names differing only in
-case or `-`/`_` runs) is prefixed with its server, so no server owns a name another also wants.
-"""
+Names never collide by file order: a hostile server could list `send_email_` next to a real
+`send_email`, so every party to a collision is prefixed with its server."""
 
 from __future__ import annotations
 
@@ -57,15 +54,13 @@ def collision_key(name: str) -> str:
 def unique_names(
     entries: Sequence[Entry], *, clean: Callable[[str], str], separator: str
 ) -> tuple[dict[Entry, str], list[Collision]]:
-    """The offered name of each entry, and the collisions that made names longer: every party to a
-    collision gets `<server><separator><name>`, and what still collides after that (a server named so
-    that its prefix spells another's) a short hash of its server and name. Order-independent."""
+    """The offered name of each entry, and the collisions: each party is prefixed with its server,
+    and what still collides (a prefix spelling another server's) gets a short hash."""
     names = {entry: clean(entry[1]) for entry in entries}
     prefixed: set[Entry] = set()
     collisions: dict[str, list[Entry]] = {}
     for _ in range(_ROUNDS):
-        clashes = _clashes(names)
-        if not clashes:
+        if not (clashes := _clashes(names)):
             break
         for group in clashes:
             wanted = names[group[0]]
@@ -115,8 +110,6 @@ _SCHEMA_MAP_KEYS = frozenset({"properties", "patternProperties", "$defs", "defin
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListedTool:
-    """One tool as a server listed it, reduced to what the catalog needs."""
-
     name: str
     description: str | None
     input_schema: dict[str, Any]
@@ -134,8 +127,7 @@ def sanitize_name(raw: str) -> str:
 
 
 def clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The input schema rooted at an object, without generated `title`s (tokens the model does not
-    need) in schema positions: a property called "title" stays."""
+    """The input schema rooted at an object, without generated `title`s (a property "title" stays)."""
     cleaned = _strip_titles(schema)
     cleaned.setdefault("type", "object")
     if cleaned["type"] == "object":
@@ -165,8 +157,7 @@ def build_catalog(
     *,
     default_timeout: float,
 ) -> tuple[dict[str, ToolSpec], list[Collision]]:
-    """Every enabled tool under the name the model will use, in config order, and the collisions; each
-    spec carries its approval mode, annotations, trust and the hash of the definition as given."""
+    """Every enabled tool under the name the model will use, in config order, and the collisions."""
     enabled = [
         (server, tool, override)
         for server, config in servers.items()
@@ -219,10 +210,9 @@ def unmatched_overrides(
 def prompt_specs(
     listings: Mapping[str, Sequence[mcp_types.Prompt]],
 ) -> tuple[dict[str, PromptSpec], list[Collision]]:
-    """Every server's prompts under names unique across servers by the same rule as tools, in server
-    order, and the collisions: a server can never take over another server's prompt."""
+    """Every server's prompts under names unique by the same rule as tools, and the collisions."""
     entries = [(server, prompt.name) for server, prompts in listings.items() for prompt in prompts]
-    names, collisions = unique_names(entries, clean=_as_is, separator="_")
+    names, collisions = unique_names(entries, clean=str, separator="_")
     specs: dict[str, PromptSpec] = {}
     for server, prompts in listings.items():
         for prompt in prompts:
@@ -239,10 +229,6 @@ def prompt_specs(
                 ),
             )
     return specs, collisions
-
-
-def _as_is(name: str) -> str:
-    return name
 
 
 def prompt_text(result: mcp_types.GetPromptResult) -> str:

@@ -1,10 +1,6 @@
 """A circuit breaker per server link: a server that keeps crashing is left alone for a while.
 
-After `threshold` failures within `window` s the circuit opens and calls fail at once for
-`open_for` s; then one probe call is let through, which closes it if answered and reopens it if
-the server fails. The state is computed from the clock when read, so nothing has to run for it to
-turn half-open.
-"""
+The state is computed from the clock when read, so nothing has to run for it to turn half-open."""
 
 from __future__ import annotations
 
@@ -35,8 +31,6 @@ class Ticket:
 
 @dataclass(eq=False)
 class Circuit:
-    """Counts a server's failures and says whether the next call may go to it."""
-
     server: str
     policy: InitVar[CircuitPolicy | None] = None
     _: KW_ONLY
@@ -65,15 +59,11 @@ class Circuit:
         if state == "half_open" and not self._probing:
             self._probing = True
             return Ticket(probe=True)
-        return self.refusal()
-
-    def refusal(self) -> str:
         pause = self._policy.open_for
         return f"{self.server} is failing repeatedly; nerve paused calls to it for {pause:g} s"
 
     def settle(self, ticket: Ticket, *, answered: bool | None) -> None:
-        """How an admitted call ended: the server answered (True), failed (False), or the call ended
-        without telling either way (None: cancelled); only a probe's outcome changes the state."""
+        """How an admitted call ended (None: cancelled); only a probe's outcome changes the state."""
         if not ticket.probe:
             return
         self._probing = False

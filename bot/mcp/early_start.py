@@ -1,10 +1,7 @@
 """Stdio servers started before nerve loads its own libraries, so the two start-ups overlap.
 
-The command line starts the servers' processes first (`started_early`, needing only anyio), and each
-link claims its process (`claim`) only when it was started exactly as the link would start it
-(command, arguments, directory, and the environment the SDK computes at claim time); whatever no
-link claims is stopped on the way out. POSIX only: on Windows servers start as before.
-"""
+A link claims its process only when it was started exactly as the link would start it; whatever no
+link claims is stopped on the way out. POSIX only: on Windows servers start as before."""
 
 from __future__ import annotations
 
@@ -67,8 +64,7 @@ async def _start(name: str, config: ServerConfig) -> None:
 
 @asynccontextmanager
 async def started_early(servers: Mapping[str, ServerConfig]) -> AsyncIterator[None]:
-    """Start the stdio servers of `servers` (the file's active ones) now; stop those no link
-    claimed when the block ends."""
+    """Start the stdio servers now; stop those no link claimed when the block ends."""
     if sys.platform != "win32":
         for name, config in servers.items():
             if config.kind == "stdio" and name not in _waiting:
@@ -82,10 +78,8 @@ async def started_early(servers: Mapping[str, ServerConfig]) -> AsyncIterator[No
 
 
 async def claim(name: str, config: ServerConfig, env: Mapping[str, str]) -> EarlyServer | None:
-    """The early process of `name` if it was started with this entry and this environment; one started
-    otherwise, or already exited, is stopped, and the link then starts the server itself."""
-    early = _waiting.pop(name, None)
-    if early is None:
+    """The early process of `name` if started exactly so and still running; else stopped, and None."""
+    if (early := _waiting.pop(name, None)) is None:
         return None
     if early.config == config and early.env == dict(env) and early.process.returncode is None:
         return early

@@ -1,9 +1,7 @@
 """The MCP host: every configured server, its tools offered to the model, calls routed back (S1–S3, S14, S15).
 
 One `ServerLink` task per server owns its client and restarts it; the host keeps the combined
-catalog and routes each call to its server's link, where `bot.mcp.calls` turns the outcome into a
-`ToolResult`, never an exception. `mode="legacy"` forces the initialize handshake everywhere.
-"""
+catalog and routes each call to its server's link."""
 
 from __future__ import annotations
 
@@ -13,7 +11,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
@@ -39,10 +36,8 @@ logger = logging.getLogger(__name__)
 # Worst case of the SDK's stdio shutdown: flush, 2 s grace, SIGTERM, 2 s, SIGKILL, 2 s reap.
 CLOSE_TIMEOUT = 10.0
 # How long start() waits for the servers' first attempts. Servers launched together come up
-# together (the two seed servers: ~2 s on two busy cores, within a second of each other), so once
-# one is ready the others get as long again as it took (at least STARTUP_GRACE): a loaded machine
-# slows them all alike. A server still silent then (a hanging one) goes on starting in the
-# background. STARTUP_LIMIT bounds the wait in any case.
+# together, so once one is ready the others get as long again as it took (at least STARTUP_GRACE):
+# a loaded machine slows them all alike. STARTUP_LIMIT bounds the wait in any case.
 STARTUP_GRACE = 2.0
 STARTUP_LIMIT = 10.0
 STILL_STARTING = "still starting"
@@ -88,15 +83,11 @@ class MCPHost:
         await self.start()
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def start(self, *, grace: float = STARTUP_GRACE, limit: float = STARTUP_LIMIT) -> None:
-        """Start every server at once; return when each has made its first attempt, or once the first
-        ready server's start-up time (at least `grace` s) has passed again, or after `limit` s: one
-        server that hangs must not hold up the others. It goes on starting in the background."""
+        """Start every server; return once each has made its first attempt, or as STARTUP_GRACE says."""
         if self._tasks:
             raise RuntimeError("MCPHost.start() was already called")
         started = time.perf_counter()
@@ -178,8 +169,7 @@ class MCPHost:
         return found
 
     def server_states(self) -> dict[str, bool]:
-        """Each configured server, and whether it is connected now (for readiness checks). A
-        per-person server counts as ready: it connects per person, when they call it."""
+        """Whether each server is connected now; a per-person server connects per call, so counts as ready."""
         states = {name: link.ready for name, link in self._links.items()}
         if self._personal is not None:
             states.update(dict.fromkeys(self._personal.names, True))
@@ -193,24 +183,20 @@ class MCPHost:
         return found
 
     def list_tools(self) -> list[ToolSpec]:
-        """The tools offered to the model right now (enabled, overrides applied, names unique)."""
         return list(self._catalog.values())
 
     def list_prompts(self) -> list[PromptSpec]:
-        """The prompts servers offer right now, under names unique across servers."""
         return list(self._prompts.values())
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> str:
         """The text a prompt starts a turn with; raises `PromptError` with a message people can act on."""
-        spec = self._prompts.get(name)
-        if spec is None:
+        if (spec := self._prompts.get(name)) is None:
             known = ", ".join(sorted(self._prompts)) or "none right now"
             raise PromptError(f"There is no prompt named {name!r}. Prompts: {known}.")
         missing = [a.name for a in spec.arguments if a.required and not arguments.get(a.name)]
         if missing:
             raise PromptError(f"The prompt {name} needs: {', '.join(missing)}.")
-        client = self._links[spec.server].client
-        if client is None:
+        if (client := self._links[spec.server].client) is None:
             raise PromptError(f"The server {spec.server} is not running right now; try again shortly.")
         try:
             with anyio.fail_after(self._default_timeout):
@@ -247,7 +233,6 @@ class MCPHost:
             await self._change.wait()
 
     async def wait_until_ready(self) -> None:
-        """Return once every server is connected (bound it with a timeout)."""
         await self.wait_for(lambda: all(link.ready for link in self._links.values()))
 
     async def call_tool(
@@ -258,9 +243,7 @@ class MCPHost:
         *,
         screened: ToolSpec | None = None,
     ) -> ToolResult:
-        """Run a tool by its exposed name; failures come back as `ToolResult(is_error=True)`. With
-        `screened` (the spec the call was approved against) it goes to exactly that server and tool, and
-        only while it keeps that definition: a rug pull or a name taken over gets a "changed" refusal."""
+        """Run a tool by its exposed name; a rug pull of the `screened` spec gets a "changed" refusal."""
         spec = self._catalog.get(name) if screened is None else self._still_offered(screened)
         if spec is None:
             return results.unknown_tool(name, self._catalog)
@@ -296,8 +279,7 @@ class MCPHost:
         return results.unavailable(spec.server, reason, latency_ms=result.latency_ms)
 
     def _still_offered(self, screened: ToolSpec) -> ToolSpec | ToolResult:
-        """The live spec of the very (server, tool, definition) a call was screened against, found by
-        server and tool, never by the exposed name (which another server may have taken since)."""
+        """The live spec a call was screened against, by server and tool, never by the exposed name."""
         key = (screened.server, screened.original_name)
         live = next(
             (spec for spec in self._catalog.values() if (spec.server, spec.original_name) == key), None
@@ -314,7 +296,6 @@ class MCPHost:
         return live
 
     async def forget_sign_in(self, server: str, person: str) -> None:
-        """Close a person's link to a per-person server (after they disconnected it)."""
         if self._personal is not None:
             await self._personal.forget(server, person)
 

@@ -1,10 +1,7 @@
 """One MCP server's connection, kept alive by one task (S1, S14), and its tools listed.
 
-`ServerLink.run()` opens the client, lists, waits, and reopens it after a backoff when it drops.
-The client is entered and exited in this one task, as anyio's cancel scopes require; other tasks
-use the open session concurrently, which MCP allows. The wire and why an attempt failed are
-`bot.mcp.transport`; what the server sends unasked, `bot.mcp.server_messages`.
-"""
+`run()` enters and exits the client in this one task, as anyio's cancel scopes require, and
+reopens it after a backoff when it drops; other tasks use the open session, which MCP allows."""
 
 from __future__ import annotations
 
@@ -155,8 +152,7 @@ class ServerLink:
         return self.client
 
     async def renew_session(self, stale: Client, within: float) -> Client | None:
-        """Open a new session after the server forgot `stale` (HTTP 404); the new client, or None
-        if it is not ready within `within` s. Calls that met the same 404 share one renewal."""
+        """A new session once the server forgot `stale` (HTTP 404); calls that met it share one."""
         if self.client is stale:
             self._renewing = True
             self._connection_lost()
@@ -209,9 +205,11 @@ class ServerLink:
 
     async def _run_once(self) -> str:
         early = None
+        tap = None
         if self.config.kind == "stdio":  # its process, when the command line started it already
             env = server_environment(transport.stdio_parameters(self.config))
             early = await claim(self.name, self.config, env)
+            tap = early.tap if early is not None else StderrTap(self.name)
         if early is not None:
             logger.debug(
                 "MCP server %r: connecting to the process started early (%d)",
@@ -219,9 +217,6 @@ class ServerLink:
                 early.process.pid,
                 extra=fields("mcp_server_started_early", server=self.name),
             )
-        tap = early.tap if early is not None else None
-        if tap is None and self.config.kind == "stdio":
-            tap = StderrTap(self.name)
         try:
             async with anyio.create_task_group() as pumps:
                 if tap is not None:
@@ -292,12 +287,10 @@ class ServerLink:
                     )
             return f"did not finish starting within {self._connect_timeout:g} s"
         except Exception as exc:
-            refused = transport.address_refused(exc)
-            if refused is not None:
+            if (refused := transport.address_refused(exc)) is not None:
                 self.refused = str(refused)
                 return f"was not contacted: {refused}"
-            needed = transport.sign_in_needed(exc)
-            if needed is not None:
+            if (needed := transport.sign_in_needed(exc)) is not None:
                 self.sign_in = needed
                 if self.personal:
                     return "needs its person to sign in"
@@ -372,8 +365,7 @@ class ServerLink:
             self._notify()
 
     async def _watch_for_challenge(self, response: httpx2.Response) -> None:
-        """Note a 401 that asks for a sign-in the servers file does not configure: the SDK turns it
-        into a bare "error response", and the operator needs to know what to add."""
+        """Note a 401 the servers file has no sign-in for (the SDK says only "error response")."""
         if response.status_code == 401 and self.auth is None and "www-authenticate" in response.headers:
             self._challenged = True
         if response.status_code == 404 and "mcp-session-id" in response.request.headers:
@@ -408,8 +400,7 @@ class ServerLink:
 
 
 def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
-    """The sign-in a failed call's server asked for mid-call (more scope: a step-up), with the scope
-    it is for, if it did; taken, so that it is reported once."""
+    """The sign-in (and scope) a failed call's server asked for mid-call, taken: reported once."""
     from bot.mcp.auth.sign_ins import ParkingOAuth
 
     provider = link.auth

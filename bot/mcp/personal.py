@@ -1,9 +1,7 @@
 """Servers whose calls carry each person's own sign-in: one link per person, opened on demand.
 
-The tools offered come from the first connected person's link (the catalog link). Before anyone has
-connected, the model is offered `connect_<server>`, whose call parks the turn until the person has
-signed in; the server's own tools appear in the next round.
-"""
+Before anyone has connected, the model is offered `connect_<server>`, whose call parks the turn
+until the person has signed in; the server's own tools appear in the next round."""
 
 from __future__ import annotations
 
@@ -54,8 +52,7 @@ class PersonalServers:
     async def start(self) -> None:
         """Open each server's catalog link as the person who signed in most recently, if anyone."""
         for server in self._servers:
-            people = await self.sign_ins.people_connected(server)
-            if people:
+            if people := await self.sign_ins.people_connected(server):
                 self.catalog[server] = self._open(server, people[0])
 
     def connect_spec(self, server: str) -> ToolSpec:
@@ -97,9 +94,8 @@ class PersonalServers:
         found = self._links.get((server, person))
         if found is None or not isinstance(found[0].auth, ParkingOAuth):
             return
-        held = found[0].auth.tokens
-        stored_at = await self.sign_ins.stored_at(server, person)
-        if stored_at is not None and stored_at > held.stored_at:
+        stored = await self.sign_ins.ledger.stored_tokens(server, person)
+        if stored is not None and stored.updated_at > found[0].auth.tokens.stored_at:
             await self.forget(server, person)
 
     async def _sign_in(self, server: str, person: str) -> ToolResult:
@@ -113,8 +109,7 @@ class PersonalServers:
         return ToolResult(content="", needs_sign_in=needed)
 
     def _open(self, server: str, person: str) -> ServerLink:
-        found = self._links.get((server, person))
-        if found is not None:
+        if (found := self._links.get((server, person))) is not None:
             self._links.move_to_end((server, person))
             return found[0]
         provider = self.sign_ins.provider(server, person)
@@ -134,8 +129,7 @@ class PersonalServers:
 
     async def forget(self, server: str, person: str) -> None:
         """Close the person's link (after Disconnect, a stale sign-in): their next call asks again."""
-        found = self._links.pop((server, person), None)
-        if found is None:
+        if (found := self._links.pop((server, person), None)) is None:
             return
         link, task = found
         if self.catalog.get(server) is link:

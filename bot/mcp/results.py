@@ -1,8 +1,5 @@
-"""Turning what an MCP server answered into a `ToolResult` the loop can act on (S10, S15).
-
-The error kind matters: bad arguments go back to the model with the hint, an execution failure is
-not retried blindly, a rate limit is waited out.
-"""
+"""Turning what an MCP server answered into a `ToolResult` the loop can act on (S10, S15): bad
+arguments go back to the model, an execution failure is not retried blindly, a rate limit waited out."""
 
 from __future__ import annotations
 
@@ -78,24 +75,19 @@ def classify_error(text: str) -> tuple[ToolErrorKind, float | None]:
 
 
 def _retry_after(text: str) -> float | None:
-    match = _RETRY_AFTER.search(text)
-    if match is None:
+    if (match := _RETRY_AFTER.search(text)) is None:
         return None
     value = float(match.group(1))
     return value / 1000.0 if (match.group(2) or "s").lower().startswith("m") else value
 
 
 def resources_of(blocks: Iterable[ContentBlock]) -> tuple[Resource, ...]:
-    """The links, texts and files in a result, for people. Images count as files; a file over
-    `MAX_FILE_BYTES` is named, not carried, so one result cannot fill the memory or a message."""
+    """The links, texts and files in a result, for people; a file over `MAX_FILE_BYTES` is named only."""
     found: list[Resource] = []
     for block in blocks:
         if isinstance(block, ResourceLink):
-            found.append(
-                Resource(
-                    uri=str(block.uri), name=block.title or block.name, mime_type=block.mime_type, link=True
-                )
-            )
+            name = block.title or block.name
+            found.append(Resource(uri=str(block.uri), name=name, mime_type=block.mime_type, link=True))
         elif isinstance(block, EmbeddedResource):
             resource = block.resource
             uri = str(resource.uri)

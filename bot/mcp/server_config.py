@@ -1,5 +1,4 @@
-"""The MCP servers file's shape: each server's entry, its sign-in, per-tool overrides and the policy,
-as the host, catalog and sign-in code hold them once `bot.mcp.servers_file` has read the file."""
+"""The MCP servers file's shape: each server's entry, its sign-in, per-tool overrides and the policy."""
 
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ class ToolOverride(BaseModel):
 
 
 class AuthConfig(BaseModel):
-    """Whose identity a remote server's calls carry, and how nerve signs in to it: `oauth` per person
-    (`identity: "user"`) or one account an admin connects (`"bot"`), or machine-to-machine
-    `client_credentials`; the client fields are for a server that registered nerve beforehand."""
+    """How nerve signs in to a remote server: `oauth` per person (`identity: "user"`) or as one
+    account (`"bot"`), or `client_credentials`; the client fields are for a pre-registered nerve."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -57,11 +55,8 @@ class AuthConfig(BaseModel):
 
 
 class ServerConfig(BaseModel):
-    """One server entry: a stdio command, or a URL for a remote server.
-
-    Accepts the Claude Desktop / Cursor fields and VS Code's (`type`, `envFile`, `dev`); `disabled`
-    (Cline, Roo Code) and `enabled: false` both leave the server out.
-    """
+    """One server entry (a stdio command or a URL), in Claude Desktop's, Cursor's or VS Code's fields;
+    `disabled` (Cline, Roo Code) and `enabled: false` both leave the server out."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -155,15 +150,13 @@ class PlaceRule(BaseModel):
 
 
 class PolicyContext(TypedDict):
-    """What reading the file is told (pydantic's validation context): the platforms its policy's
-    places are written for."""
+    """Pydantic's validation context: the platforms the policy's places are written for."""
 
     platforms: Platforms
 
 
 class ServersFile(BaseModel):
-    """The whole file: `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code), `disabled`, and
-    `policy` mapping places to the servers and tools they may use; other top-level keys are ignored."""
+    """The whole file: `mcpServers` or `servers`, `disabled`, and `policy`; other keys are ignored."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -212,12 +205,10 @@ class ServersFile(BaseModel):
 
     @property
     def scopes(self) -> Scopes:
-        return Scopes(
-            rules={
-                name: Rule(allow=tuple(rule.allow), deny=tuple(rule.deny))
-                for name, rule in self.policy.items()
-            }
-        )
+        rules = {
+            name: Rule(allow=tuple(rule.allow), deny=tuple(rule.deny)) for name, rule in self.policy.items()
+        }
+        return Scopes(rules=rules)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

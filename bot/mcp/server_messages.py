@@ -1,12 +1,6 @@
-"""What a server sends over its connection unasked (questions for people, log lines, notices), and
-which call a question belongs to.
-
-A 2026-07-28 server asks for input in the result of the call itself, so the call's context travels
-with it (`_current`). An older server sends `elicitation/create` on the connection, which names no
-call: if every call in flight on that server runs for one owner (one person in one conversation),
-the question is theirs; if several owners' calls are in flight, nobody can be asked safely and the
-server is answered "cancel".
-"""
+"""What a server sends over its connection unasked (questions, log lines, notices), and whose call
+a question belongs to: a 2026-07-28 server's travels with the call (`_current`); an older server's
+names no call, so it goes to the one owner of every call in flight, or is answered "cancel"."""
 
 from __future__ import annotations
 
@@ -30,8 +24,6 @@ _current: ContextVar[CallContext | None] = ContextVar("nerve_mcp_call", default=
 
 
 class Callers:
-    """The calls in flight on one server."""
-
     def __init__(self) -> None:
         self._active: list[CallContext] = []
 
@@ -48,8 +40,7 @@ class Callers:
 
     def route(self) -> tuple[CallContext, tuple[str, ...]] | None:
         """Whom a request from the server is for, and the calls it may come from; None if unknown."""
-        exact = _current.get()
-        if exact is not None:
+        if (exact := _current.get()) is not None:
             return exact, (exact.tool,)
         active = list(self._active)
         if not active or len({c.owner for c in active}) != 1:
@@ -104,8 +95,7 @@ class ServerMessages:
         ):
             self._on_lists_changed()
         elif isinstance(message, mcp_types.ElicitCompleteNotification):
-            done = self._url_waiters.pop(message.params.elicitation_id, None)
-            if done is not None:
+            if (done := self._url_waiters.pop(message.params.elicitation_id, None)) is not None:
                 await done(message.params.elicitation_id)
         elif isinstance(message, Exception):
             logger.debug("MCP server %r: transport error: %s", self.name, message)

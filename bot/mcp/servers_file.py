@@ -37,8 +37,7 @@ def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
         return environ[name]
 
     expanded = _VAR.sub(sub, value)
-    other = _OTHER_VAR.search(_VAR.sub("", value))
-    if other is not None:
+    if (other := _OTHER_VAR.search(_VAR.sub("", value))) is not None:
         raise ConfigError(
             f"{where} uses {other.group(0)}, which nerve cannot fill: "
             "use ${NAME} (or ${env:NAME}) with NAME set in the environment"
@@ -47,8 +46,7 @@ def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
 
 
 def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], path: Path) -> ServerConfig:
-    """The entry with its `${VAR}`s filled (client credentials too, so a secret stays in the
-    environment, not the file), paths made absolute, and its `envFile` read (`env` entries win)."""
+    """The entry with its `${VAR}`s filled (secrets stay in the environment), paths made absolute."""
     where = f"{path}: server '{name}'"
 
     def fill(value: str, field: str) -> str:
@@ -58,8 +56,7 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
     if command in ("python", "python3"):
         # "python" means the interpreter nerve runs under, so a server sees nerve's packages.
         command = sys.executable
-    cwd = server.cwd
-    if cwd is not None:
+    if (cwd := server.cwd) is not None:
         cwd_path = Path(fill(cwd, "cwd"))
         cwd = str(cwd_path if cwd_path.is_absolute() else (path.parent / cwd_path).resolve())
     elif server.command:
@@ -79,8 +76,7 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
             'path: use https (plain http is for loopback only), or set "allowInsecureHttp": true if '
             "you mean it (nerve still never sends credentials over it)"
         )
-    auth = server.auth
-    if auth is not None:
+    if (auth := server.auth) is not None:
         secrets = {key: getattr(auth, key) for key in ("client_id", "client_secret")}
         auth = auth.model_copy(update={k: fill(v, f"auth.{k}") if v else None for k, v in secrets.items()})
     return server.model_copy(
@@ -127,8 +123,7 @@ def load_servers(
 def load_mcp_config(
     path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
 ) -> McpConfig:
-    """Read and check the servers file once; a mistake fails here, naming the file, server and field.
-    What reads wrong in it is logged (`read_mcp_config` reads it without a word)."""
+    """`read_mcp_config`, with what reads wrong in the file logged."""
     config = read_mcp_config(path, environ, platforms=platforms)
     for warning in config.warnings:
         logger.warning("%s", warning)
@@ -138,8 +133,7 @@ def load_mcp_config(
 def read_mcp_config(
     path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
 ) -> McpConfig:
-    """The servers file read and checked, its warnings returned, not logged. Disabled servers are left
-    out before their `${VAR}`s are filled, so a server switched off does not need its secrets set."""
+    """The servers file read and checked; a server switched off does not need its secrets set."""
     env = os.environ if environ is None else environ
     try:
         raw: Any = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_Object.of)
@@ -153,8 +147,7 @@ def read_mcp_config(
         raise ConfigError(
             f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
-    repeated = _repeated_key(raw)
-    if repeated is not None:
+    if (repeated := _repeated_key(raw)) is not None:
         raise ConfigError(f"{path}: {repeated}")
     try:
         parsed = ServersFile.model_validate(raw, context=PolicyContext(platforms=platforms))
@@ -183,8 +176,7 @@ class _Object(dict[str, Any]):
 
 
 def _repeated_key(raw: Any) -> str | None:
-    """A key given twice in one object of the file, and where, outermost first: JSON readers disagree
-    on it (most keep the last value, silently), so a second `"check"` server would replace the first."""
+    """A key given twice in one object, and where: most JSON readers silently keep the last value."""
     waiting: deque[tuple[str, Any]] = deque([("", raw)])
     while waiting:
         where, value = waiting.popleft()
@@ -201,8 +193,7 @@ def _repeated_key(raw: Any) -> str | None:
 
 
 def lookalike_names(names: Iterable[str]) -> list[str]:
-    """A line for each group of server names only case or punctuation apart (`Check` and `check`,
-    `my-server` and `my_server`): allowed, but a person or a model can take one for the other."""
+    """A line for each group of server names only case or punctuation apart (easily mistaken)."""
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault("".join(ch for ch in name.casefold() if ch.isalnum()), []).append(name)

@@ -1,9 +1,5 @@
-"""A pipe for a stdio server's stderr, read into our log (S14).
-
-Each line goes to the `bot.mcp.stderr.<server>` logger (WARNING when it looks like an error) instead
-of interleaving with the terminal UI; a failed start repeats its last quiet lines at WARNING. It is
-the server's own text (paths, keys): it goes to the log only, never into a tool result.
-"""
+"""A pipe for a stdio server's stderr, read into our log (S14), never into a tool result: it is the
+server's own text (paths, keys), and would interleave with the terminal UI."""
 
 from __future__ import annotations
 

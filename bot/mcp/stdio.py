@@ -1,12 +1,6 @@
 """A stdio server's connection: the SDK's process handling, with a reader that survives what the
-server writes and a stop that is over within about a second.
-
-The SDK reads stdout as strict UTF-8, and one bad byte or non-JSON line leaves every later call to
-time out. Here each line is read on its own (`LineReader`): bad UTF-8 and lone surrogates are
-replaced, a line with no JSON-RPC message fails the request it answers (if its id is readable) or
-is dropped, with one throttled WARNING naming the server. Stopping closes stdin, then SIGTERMs the
-process group after EXIT_AFTER_EOF s and SIGKILLs it EXIT_AFTER_TERM s later (the SDK: 2 s + 2 s).
-"""
+server writes (the SDK's strict one leaves every later call to time out after one bad line) and a
+stop that is over within about a second."""
 
 from __future__ import annotations
 
@@ -85,15 +79,12 @@ class LineReader:
         return SessionMessage(message)
 
     def _salvage(self, text: str, mended: list[str], size: int) -> SessionMessage | None:
-        """A line pydantic refused: JSON with lone surrogates is mended; anything else that answers a
-        request of ours fails that request; the rest is dropped."""
-        data: Any = None
+        """A line pydantic refused: lone surrogates are mended, an unreadable answer fails its request."""
         try:
-            data = json.loads(text)
+            data: Any = json.loads(text)
         except (ValueError, RecursionError) as exc:
             at = f" ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-            problem = f"is not JSON{at}"
-            return self._unreadable(text, [*mended, problem], _id_in_text(text), size)
+            return self._unreadable(text, [*mended, f"is not JSON{at}"], _id_in_text(text), size)
         # Lone surrogates (`\\ud800`), which pydantic refuses, each replaced by U+FFFD.
         dumped = json.dumps(data, ensure_ascii=False)
         if _SURROGATE.search(dumped):
@@ -119,8 +110,7 @@ class LineReader:
         return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
     def _warn(self, kind: str, problems: list[str], action: str, text: str, size: int) -> None:
-        held = self._throttle.allow(kind)
-        if held is None:
+        if (held := self._throttle.allow(kind)) is None:
             return
         quoted = ascii(text[:QUOTED]) + ("..." if len(text) > QUOTED else "")
         logger.warning(
@@ -145,8 +135,7 @@ def _answered(data: Any) -> int | str | None:
 
 def _id_in_text(text: str) -> int | str | None:
     """The id of a line that is not JSON, when it is plainly there (best effort, top level only)."""
-    found = _TOP_LEVEL_ID.match(text)
-    if found is None:
+    if (found := _TOP_LEVEL_ID.match(text)) is None:
         return None
     value = found.group(1)
     return value[1:-1] if value.startswith('"') else int(value)
@@ -156,19 +145,18 @@ def _id_in_text(text: str) -> int | str | None:
 async def stdio_transport(
     params: StdioServerParameters, *, server: str, errlog: TextIO, started: Process | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """Start the server and connect to it over its stdin/stdout, as the SDK's `stdio_client` does;
-    or connect to the process `started` for it already (`bot.mcp.early_start`)."""
-    process: ServerProcess
-    if started is not None:
-        process = started
-    else:
-        process = await _create_platform_compatible_process(
+    """The SDK's `stdio_client`, over the process `started` for it already if any (`early_start`)."""
+    process: ServerProcess = (
+        started
+        if started is not None
+        else await _create_platform_compatible_process(
             command=await _get_executable_command(params.command),
             args=params.args,
             env=server_environment(params),
             errlog=errlog,
             cwd=params.cwd,
         )
+    )
     # No awaits until the task group is entered: a cancellation in the gap would leak the process.
     read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -186,8 +174,7 @@ async def stdio_transport(
                 async for chunk in process.stdout:
                     *complete, pending = (pending + chunk).split(b"\n")
                     for raw in complete:
-                        message = lines.read(raw)
-                        if message is not None:
+                        if (message := lines.read(raw)) is not None:
                             await read_stream_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session or our own shutdown closed a stream under the read
@@ -246,8 +233,7 @@ def server_environment(params: StdioServerParameters) -> dict[str, str]:
 
 
 async def stop_server(process: ServerProcess, server: str) -> None:
-    """Close its stdin; after EXIT_AFTER_EOF s SIGTERM its process group, after EXIT_AFTER_TERM s
-    more SIGKILL it. Over within about a second."""
+    """Close stdin, SIGTERM the process group, then SIGKILL: over in about a second (the SDK: 4 s)."""
     assert process.stdin and process.stdout, "the server is started with pipes"
     await _close_pipe(process.stdin)
     if not await _wait_for_process_exit(process, EXIT_AFTER_EOF):

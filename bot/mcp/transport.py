@@ -1,9 +1,5 @@
-"""The wire to one server (stdio, Streamable HTTP or SSE), watched for its end, and why it failed.
-
-Each kind has its own rules (a stdio process started early, HTTP only where `bot.mcp.address_guard`
-allows, long-silent SSE streams); the link needs only streams, a call when they end, and a reason
-an operator can act on, dug out of the exception groups and causes the SDK and anyio wrap it in.
-"""
+"""The wire to one server (stdio, Streamable HTTP or SSE), watched for its end, and why it failed,
+dug out of the exception groups and causes the SDK and anyio wrap it in."""
 
 from __future__ import annotations
 
@@ -47,8 +43,7 @@ async def open_transport(
     tap: StderrTap | None,
     early: EarlyServer | None = None,
 ) -> AbstractAsyncContextManager[TransportStreams]:
-    """The transport `config` names; an HTTP client it needs is entered on `stack`, and each of its
-    responses is shown to `on_response` (Streamable HTTP only)."""
+    """The transport `config` names; its HTTP client is entered on `stack`."""
     if config.kind == "stdio":
         assert tap is not None
         started = early.process if early is not None else None
@@ -78,7 +73,6 @@ async def open_transport(
 
 
 def stdio_parameters(config: ServerConfig) -> StdioServerParameters:
-    """How a stdio server's process is started, from its entry."""
     assert config.command is not None
     return StdioServerParameters(command=config.command, args=config.args, env=config.env, cwd=config.cwd)
 
@@ -87,8 +81,7 @@ def stdio_parameters(config: ServerConfig) -> StdioServerParameters:
 async def watched(
     transport: AbstractAsyncContextManager[TransportStreams], on_lost: Callable[[], None]
 ) -> AsyncIterator[TransportStreams]:
-    """The transport's streams, with `on_lost` called once the server side ends: the SDK tells only
-    the pending requests, and the host must know at once to restart the server before the next call."""
+    """The streams, with `on_lost` called once the server side ends (the SDK tells only pending requests)."""
     async with transport as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[Any](0)
 
@@ -112,8 +105,7 @@ async def watched(
 
 
 def _complete_by_default(item: Any) -> Any:
-    """A result without `resultType` is a complete one: the specification says so, and the SDK's
-    2026-07-28 validation would otherwise refuse a tool's answer as unreadable."""
+    """A result without `resultType` is complete (the specification), which the SDK would refuse."""
     if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCResponse):
         result = item.message.result
         if isinstance(result, dict):
@@ -122,18 +114,14 @@ def _complete_by_default(item: Any) -> Any:
 
 
 def address_refused(exc: BaseException) -> Refused | None:
-    """The refusal a failed attempt stopped at (an address inside the network, plain http), wherever
-    in the groups and causes it is."""
+    """The refusal a failed attempt stopped at, wherever in the groups and causes it is."""
     return next((found for found in _linked(exc) if isinstance(found, Refused)), None)
 
 
 def sign_in_needed(exc: BaseException) -> SignInNeeded | None:
     """The sign-in a failed attempt stopped at (per-person OAuth), wherever in the groups it is."""
-    for found in _linked(exc):
-        needed = getattr(found, "sign_in", None)
-        if isinstance(needed, SignInNeeded):
-            return needed
-    return None
+    asked = (getattr(found, "sign_in", None) for found in _linked(exc))
+    return next((needed for needed in asked if isinstance(needed, SignInNeeded)), None)
 
 
 def _linked(exc: BaseException) -> Iterator[BaseException]:

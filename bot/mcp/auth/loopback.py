@@ -1,9 +1,6 @@
 """Signing in on this machine: open the browser, and take its answer on a loopback port (RFC 8252).
 
-For a person at nerve's machine (the terminal, `nerve connect`, the conformance client). While open
-it listens on `http://127.0.0.1:<free port>/callback`, the redirect URI of servers signed in through
-it; an answer for another sign-in (a stale tab) is turned away so it cannot spoil the one under way.
-"""
+An answer for another sign-in (a stale tab) is turned away so it cannot spoil the one under way."""
 
 from __future__ import annotations
 
@@ -15,7 +12,6 @@ import sys
 import webbrowser
 from collections.abc import Callable
 from functools import partial
-from types import TracebackType
 from typing import Self
 from urllib.parse import parse_qs, urlparse
 
@@ -38,8 +34,7 @@ _TO_STDERR: Say = partial(print, file=sys.stderr, flush=True)
 
 
 class LoopbackSignIn:
-    """`async with LoopbackSignIn() as sign_in:` — give `sign_in.redirect_uri` and its two handlers
-    to `NerveOAuth`. `say` shows the person the link (stderr by default)."""
+    """Give `redirect_uri` and the two handlers to `NerveOAuth`; `say` shows the person the link."""
 
     def __init__(
         self, *, say: Say = _TO_STDERR, wait: float = SIGN_IN_WAIT, open_browser: bool = True
@@ -65,9 +60,7 @@ class LoopbackSignIn:
         self._port = self._server.sockets[0].getsockname()[1]
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._answer is not None and not self._answer.done():
             self._answer.cancel()
         if self._server is not None:
@@ -94,8 +87,7 @@ class LoopbackSignIn:
 
     async def callback_handler(self) -> AuthorizationCodeResult:
         """The browser's answer to the link just shown; `SignInError` if refused or not in time."""
-        answer = self._answer
-        if answer is None:
+        if (answer := self._answer) is None:
             raise SignInError("No sign-in was started, so there is nothing to wait for.")
         try:
             async with asyncio.timeout(self._wait):
@@ -107,12 +99,10 @@ class LoopbackSignIn:
         finally:
             if self._answer is answer:
                 self._answer = None
-        error = params.get("error")
-        if error:
+        if error := params.get("error"):
             why = params.get("error_description") or error
             raise SignInError(f"The sign-in was not completed ({why}): start again to retry.")
-        code = params.get("code")
-        if not code:
+        if not (code := params.get("code")):
             raise SignInError("The browser came back without a sign-in code: start again to retry.")
         return AuthorizationCodeResult(code=code, state=params.get("state"), iss=params.get("iss"))
 

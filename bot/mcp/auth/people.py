@@ -7,8 +7,7 @@ from bot.types import ConversationKey, Platforms
 
 
 def person_of(key: ConversationKey, user_id: str, platforms: Platforms) -> str:
-    """The stable id sign-ins are stored under: `<platform>:<workspace>:<user id>`, or
-    `<platform>:<user id>` where the platform's user ids are global."""
+    """The stable id sign-ins are stored under."""
     platform = platforms.get(key.platform)
     if platform is not None and platform.global_user_ids:
         return f"{key.platform}:{user_id}"

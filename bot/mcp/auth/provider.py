@@ -1,13 +1,8 @@
 """How nerve signs in to a remote MCP server: the `mcp` SDK's OAuth client, set up the nerve way.
 
-The SDK does the protocol. `NerveOAuth` adds what is nerve's: its client metadata; how it is known
-to the server, in the MCP specification's order (the operator's `auth.client_id`, else nerve's
-Client ID Metadata Document, else Dynamic Client Registration); the registration's token endpoint
-method; `auth.scope` where the server names none; and a bound on sign-ins that do not help. The
-authorization step is split in two so a chat turn can park between the halves. SDK internals relied
-on (pinned `mcp`): `_auth_flow` (wrapped), `_perform_authorization` (extended),
-`_perform_authorization_code_grant` (replaced), the `OAuthContext` fields, `waiting_on_a_person`.
-"""
+`NerveOAuth` adds nerve's client identity, `auth.scope` where the server names none, a bound on
+sign-ins that do not help, and an authorization split in two so a chat turn can park between the
+halves; it relies on `_auth_flow`, `_perform_authorization*` and `OAuthContext` of the pinned `mcp`."""
 
 from __future__ import annotations
 
@@ -67,8 +62,7 @@ CallbackHandler = Callable[[], Awaitable[AuthorizationCodeResult]]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuthorizationRequest:
-    """One authorization about to be sent to the browser: keep `state` and `code_verifier` until the
-    browser comes back (they are secrets of this one sign-in)."""
+    """One authorization about to be sent to the browser; `state` and `code_verifier` are its secrets."""
 
     url: str
     state: str
@@ -77,9 +71,7 @@ class AuthorizationRequest:
 
 
 class NerveOAuth(OAuthClientProvider):
-    """The SDK's `OAuthClientProvider` with nerve's client identity, registration order and bounds.
-    An authorization needs `redirect_handler` and `callback_handler`, or a subclass overriding
-    `_perform_authorization_code_grant`."""
+    """The SDK's `OAuthClientProvider` with nerve's client identity, registration order and bounds."""
 
     def __init__(
         self,
@@ -113,8 +105,7 @@ class NerveOAuth(OAuthClientProvider):
         self.last_failure: Exception | None = None
 
     def authorization_request(self) -> AuthorizationRequest:
-        """The authorization URL for what the flow has discovered and registered so far, with a new
-        `state` and PKCE pair: parameters exactly as the SDK sends them (a test holds the two equal)."""
+        """The authorization URL with a new `state` and PKCE pair, exactly as the SDK builds it."""
         context = self.context
         if context.client_info is None:
             raise OAuthFlowError("No client info available for authorization")
@@ -124,8 +115,7 @@ class NerveOAuth(OAuthClientProvider):
             endpoint = str(context.oauth_metadata.authorization_endpoint)
         else:  # 2025-03-26 servers without metadata: the default endpoint at the server's root
             endpoint = urljoin(context.get_authorization_base_url(context.server_url), "/authorize")
-        insecure = plain_http_host(endpoint)
-        if insecure is not None:
+        if (insecure := plain_http_host(endpoint)) is not None:
             # The page where a person types their password: never in the clear, whatever the entry
             # allows (the requests nerve sends itself are checked by the client's PlainHttpCheck).
             raise PlainHttpRefused(
@@ -187,8 +177,7 @@ class NerveOAuth(OAuthClientProvider):
         return await super()._perform_authorization()
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        """The SDK's flow, watched: it picks the registration method from the server's metadata and
-        stops sign-ins that cannot help. Requests and responses pass through unchanged otherwise."""
+        """The SDK's flow, watched to pick the registration method and stop sign-ins that cannot help."""
         flow = super()._auth_flow(request)
         tries = 0  # times `request` itself went out: the second is the retry after signing in
         try:
@@ -212,7 +201,10 @@ class NerveOAuth(OAuthClientProvider):
 
     def _settled(self, response: httpx2.Response, *, retried: bool) -> bool:
         """Whether `response` to the request being signed is final, rather than a cue to sign in."""
-        refused = response.status_code == 401 or _insufficient_scope(response)
+        refused = response.status_code == 401 or (
+            response.status_code == 403
+            and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+        )
         if not refused:
             self._unhelpful_sign_ins = 0
             return False
@@ -252,18 +244,18 @@ class NerveOAuth(OAuthClientProvider):
         self.context.client_metadata.token_endpoint_auth_method = method
 
 
+@dataclass(frozen=True, slots=True)
 class PreRegistered:
     """`TokenStorage` whose client is the one the operator configured: tokens go to `storage`."""
 
-    def __init__(self, storage: TokenStorage, client: OAuthClientInformationFull) -> None:
-        self._storage = storage
-        self._client = client
+    storage: TokenStorage
+    client: OAuthClientInformationFull
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._storage, name)
+        return getattr(self.storage, name)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self._client
+        return self.client
 
 
 def client_metadata(config: AuthConfig, redirect_uri: str) -> OAuthClientMetadata:
@@ -279,8 +271,7 @@ def client_metadata(config: AuthConfig, redirect_uri: str) -> OAuthClientMetadat
 
 
 def pre_registered_client(config: AuthConfig, redirect_uri: str) -> OAuthClientInformationFull | None:
-    """The client the operator registered beforehand, if any; a secret goes with HTTP Basic unless
-    the config names a method (RFC 6749's default)."""
+    """The client the operator registered, if any; a secret goes with HTTP Basic by default (RFC 6749)."""
     if not config.client_id:
         return None
     method = config.token_endpoint_auth_method or ("client_secret_basic" if config.client_secret else "none")
@@ -295,17 +286,14 @@ def pre_registered_client(config: AuthConfig, redirect_uri: str) -> OAuthClientI
 
 
 def registration_method(supported: list[str] | None) -> TokenEndpointAuthMethod:
-    """The token endpoint method to register with: none (a public client) unless the server lists
-    methods without it, then the first secret method it lists that the SDK can apply."""
-    # Nothing usable listed: ask as a public client and let the server decide.
+    """A public client's method, unless the server lists only secret ones (the first it lists)."""
     return next((method for method in _METHOD_PREFERENCE if method in (supported or ())), "none")
 
 
 def auth_for(
     server_url: str, config: AuthConfig, storage: TokenStorage, *, redirect_uri: str, **handlers: Any
 ) -> httpx2.Auth:
-    """The `httpx2.Auth` for a server entry's `auth`: a person's sign-in (`oauth`, with `NerveOAuth`'s
-    keywords), or nerve's own credentials (`client_credentials`, the SDK's machine-to-machine provider)."""
+    """The `httpx2.Auth` for an entry's `auth`: `NerveOAuth`, or the SDK's client-credentials provider."""
     if config.type == "client_credentials":
         assert config.client_id and config.client_secret  # AuthConfig checks both are set
         method = config.token_endpoint_auth_method
@@ -327,21 +315,17 @@ def auth_for(
 
 
 def client_metadata_url(public_url: str) -> str | None:
-    """Where nerve's Client ID Metadata Document is served (its client_id there); None unless https,
-    the only way authorization servers fetch it."""
+    """Where nerve's Client ID Metadata Document is served; None unless https (servers fetch no other)."""
     url = public_url.rstrip("/") + CLIENT_METADATA_PATH
     return url if urlparse(url).scheme == "https" else None
 
 
 def public_redirect_uri(public_url: str) -> str:
-    """Where people's browsers come back to after signing in, on a nerve with a public address."""
     return public_url.rstrip("/") + CALLBACK_PATH
 
 
 def client_metadata_document(public_url: str) -> dict[str, Any]:
-    """The JSON nerve serves at NERVE_PUBLIC_URL/oauth/client.json (Client ID Metadata Document), as a
-    public client. The loopback redirect is for a person at nerve's machine; its port changes every
-    time, which RFC 8252 §7.3 has authorization servers ignore for loopback addresses."""
+    """nerve's Client ID Metadata Document; the loopback redirect's changing port is ignored (RFC 8252)."""
     base = public_url.rstrip("/")
     redirect_uri = public_redirect_uri(base)
     return {
@@ -365,12 +349,6 @@ def _application_type(redirect_uri: str) -> Literal["native", "web"]:
 def scope_union(*scopes: str | None) -> str:
     """Space-separated scopes, each once, in the order first named."""
     return " ".join(dict.fromkeys(word for scope in scopes for word in (scope or "").split()))
-
-
-def _insufficient_scope(response: httpx2.Response) -> bool:
-    return (
-        response.status_code == 403 and extract_field_from_www_auth(response, "error") == "insufficient_scope"
-    )
 
 
 def _refusal(response: httpx2.Response, when: str) -> str:

@@ -1,12 +1,7 @@
 """Per-person sign-in from the chat: start an authorization, park, finish it from the callback.
 
-Nobody can wait inside a chat request for a person's browser, so the SDK's provider is taken only
-as far as the authorization request; `ParkingOAuth` stores the flow there (the PKCE verifier and
-what was discovered, sealed) and stops with `SignInRequired`. The callback, in whichever process
-serves it, takes the flow by its single-use `state` (`SignIns.complete`), checks `iss` (RFC 9207)
-and finishes the exchange through the SDK's own `_exchange_token_authorization_code` and
-`_handle_token_response` (pinned `mcp` version).
-"""
+Nobody can wait inside a chat request for a person's browser, so `ParkingOAuth` seals the flow at
+the authorization request; the callback, in whichever process, finishes it by its single-use `state`."""
 
 from __future__ import annotations
 
@@ -17,7 +12,11 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, InitVar, dataclass
 
 import httpx2
-from mcp.client.auth.utils import validate_authorization_response_iss
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    build_protected_resource_metadata_discovery_urls,
+    validate_authorization_response_iss,
+)
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, ProtectedResourceMetadata
 from pydantic import BaseModel
 
@@ -118,8 +117,6 @@ def _dumped(model: BaseModel | None) -> dict[str, object] | None:
 
 @dataclass(eq=False)
 class SignIns:
-    """Every per-person sign-in of this nerve: start, finish, list, disconnect."""
-
     servers: InitVar[Mapping[str, ServerConfig]]
     ledger: SignInLedger
     vault: Vault
@@ -153,11 +150,6 @@ class SignIns:
     async def people_connected(self, server: str) -> list[str]:
         return await self.ledger.people_connected(server)
 
-    async def stored_at(self, server: str, person: str) -> float | None:
-        """When this person's tokens for `server` were last stored, if ever."""
-        stored = await self.ledger.stored_tokens(server, person)
-        return stored.updated_at if stored is not None else None
-
     async def has_tokens(self, server: str, person: str) -> bool:
         return await self.storage(server, person).get_tokens() is not None
 
@@ -174,8 +166,7 @@ class SignIns:
         )
 
     async def begin(self, server: str, person: str, key: ConversationKey | None = None) -> SignInNeeded:
-        """Start a sign-in by asking the server as this person: the SDK's discovery and registration
-        lead to the authorization request, stored here. The URL is for this person only."""
+        """Start a sign-in by asking the server as this person, up to the authorization request."""
         config = self.configs[server]
         assert config.url is not None
         token = _conversation.set(key)
@@ -190,8 +181,7 @@ class SignIns:
 
     async def complete(self, state: str, code: str | None, iss: str | None, error: str | None) -> SignedIn:
         """Finish the sign-in the browser came back with; raises `SignInFailed` with what to do."""
-        started = await self.ledger.take_sign_in(state, time.time())
-        if started is None:
+        if (started := await self.ledger.take_sign_in(state, time.time())) is None:
             raise SignInFailed(
                 "This sign-in link was already used or has expired. Ask nerve again for a new one."
             )
@@ -245,15 +235,13 @@ class SignIns:
     async def disconnect(self, server: str, person: str) -> bool:
         """Revoke at the server where it supports RFC 7009, then forget; True if there was a connection."""
         storage = self.storage(server, person)
-        tokens = await storage.get_tokens()
-        if tokens is None:
+        if (tokens := await storage.get_tokens()) is None:
             return False
         client = await storage.get_client_info()
         revocation = await self._revocation_endpoint(server)
         if revocation and client is not None:
             for hint in ("refresh_token", "access_token"):
-                token = getattr(tokens, hint)
-                if not token:
+                if not (token := getattr(tokens, hint)):
                     continue
                 data = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
                 auth: httpx2.BasicAuth | None = None
@@ -270,41 +258,30 @@ class SignIns:
         return await storage.forget()
 
     def _http(self, server: str, auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-        """A client for `server`'s sign-in traffic, under its entry's network rules."""
         return entry_client(self.configs[server], auth=auth, timeout=HTTP_TIMEOUT)
 
     async def _revocation_endpoint(self, server: str) -> str | None:
-        """The authorization server's revocation endpoint, read from its metadata."""
-        config = self.configs[server]
-        assert config.url is not None
+        """Read from the authorization server's metadata, found as the SDK finds it."""
+        server_url = self.configs[server].url
+        assert server_url is not None
+        auth_server: str | None = None
         try:
             async with self._http(server) as http:
-                metadata = await _authorization_metadata(http, config.url)
+                for url in build_protected_resource_metadata_discovery_urls(None, server_url):
+                    response = await http.get(url)
+                    if response.status_code == 200:
+                        servers = response.json().get("authorization_servers") or []
+                        auth_server = str(servers[0]) if servers else None
+                        break
+                for url in build_oauth_authorization_server_metadata_discovery_urls(auth_server, server_url):
+                    response = await http.get(url)
+                    if response.status_code == 200:
+                        found = response.json()
+                        endpoint = found.get("revocation_endpoint") if isinstance(found, dict) else None
+                        return str(endpoint) if endpoint else None
         except httpx2.HTTPError:
             return None
-        endpoint = metadata.get("revocation_endpoint") if metadata else None
-        return str(endpoint) if endpoint else None
-
-
-async def _authorization_metadata(http: httpx2.AsyncClient, server_url: str) -> dict[str, object] | None:
-    from mcp.client.auth.utils import (
-        build_oauth_authorization_server_metadata_discovery_urls,
-        build_protected_resource_metadata_discovery_urls,
-    )
-
-    auth_server: str | None = None
-    for url in build_protected_resource_metadata_discovery_urls(None, server_url):
-        response = await http.get(url)
-        if response.status_code == 200:
-            servers = response.json().get("authorization_servers") or []
-            auth_server = str(servers[0]) if servers else None
-            break
-    for url in build_oauth_authorization_server_metadata_discovery_urls(auth_server, server_url):
-        response = await http.get(url)
-        if response.status_code == 200:
-            found = response.json()
-            return found if isinstance(found, dict) else None
-    return None
+        return None
 
 
 # A request that needs a signed-in caller: an MCP initialize, as any client's first request.

@@ -1,8 +1,5 @@
-"""The SDK's `TokenStorage` over the conversation store: one person's tokens for one server, sealed.
-
-The SDK keeps a token's lifetime relative to its issue, meaningless after a restart: the absolute
-expiry is stored beside it (`expires_at`), so the provider refreshes before expiry.
-"""
+"""The SDK's `TokenStorage` over the conversation store: one person's tokens for one server, sealed,
+with the absolute expiry beside them (the SDK's is relative to the issue, meaningless after a restart)."""
 
 from __future__ import annotations
 
@@ -17,10 +14,8 @@ from bot.store.sign_ins import StoredTokens as StoredRow
 
 
 class StoredTokens:
-    """`mcp.client.auth.TokenStorage` for (server, person). A registration is shared by everyone
-    signing in through one redirect URI (`registration`); the client that got the tokens is sealed
-    with them and preferred on load, since a refresh must present the same client id even in a
-    process whose own registration differs (`nerve connect` on a loopback port)."""
+    """`TokenStorage` for (server, person). The client that got the tokens is sealed with them: a
+    refresh must present its id even where the shared `registration` differs (`nerve connect`)."""
 
     def __init__(
         self, ledger: SignInLedger, vault: Vault, *, server: str, person: str, registration: str
@@ -68,14 +63,7 @@ class StoredTokens:
         wanted = await self.wanted_scope()
         if wanted and not set(wanted.split()) <= set((tokens.scope or "").split()):
             record["wanted"] = wanted  # a refresh grants no more than before: still wanted
-        await self._ledger.save_tokens(
-            server=self.server,
-            person=self.person,
-            issuer=self._issuer,
-            secret=self._vault.seal(record),
-            scope=tokens.scope,
-            now=now,
-        )
+        await self._save(record, self._issuer, tokens.scope, now)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self.client is None:
@@ -106,18 +94,16 @@ class StoredTokens:
         )
 
     async def want_scope(self, scope: str) -> None:
-        """Remember beside the stored tokens that a request needed `scope`, which they lack: the
-        next interactive sign-in (`nerve connect`) asks for it. Nothing is stored without tokens."""
+        """Remember beside the tokens that a request needed `scope`, so `nerve connect` asks for it."""
         stored, opened = await self._opened()
         if stored is None or opened is None or opened.get("wanted") == scope:
             return
+        await self._save({**opened, "wanted": scope}, stored.issuer, stored.scope, stored.updated_at)
+
+    async def _save(self, record: dict[str, Any], issuer: str, scope: str | None, now: float) -> None:
+        secret = self._vault.seal(record)
         await self._ledger.save_tokens(
-            server=self.server,
-            person=self.person,
-            issuer=stored.issuer,
-            secret=self._vault.seal({**opened, "wanted": scope}),
-            scope=stored.scope,
-            now=stored.updated_at,
+            server=self.server, person=self.person, issuer=issuer, secret=secret, scope=scope, now=now
         )
 
     async def wanted_scope(self) -> str | None:

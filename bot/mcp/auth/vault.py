@@ -1,12 +1,11 @@
 """Encryption at rest for sign-in tokens and client registrations (Fernet, under NERVE_SECRET_KEY).
 
-Tokens act as people elsewhere, so the database never holds them in the clear; a changed key makes
-stored tokens unreadable, which means "sign in again", never a crash.
-"""
+A changed key makes stored tokens unreadable, which means "sign in again", never a crash."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 from typing import Any
@@ -47,9 +46,7 @@ class Vault:
 
 def _fernet_key(secret_key: str) -> bytes:
     """A Fernet key as given (`nerve secret-key`), or one derived from any other long passphrase."""
-    try:
+    with contextlib.suppress(ValueError):
         if len(base64.urlsafe_b64decode(secret_key.encode())) == 32:
             return secret_key.encode()
-    except ValueError:
-        pass
     return base64.urlsafe_b64encode(hashlib.sha256(secret_key.encode()).digest())
