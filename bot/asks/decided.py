@@ -69,7 +69,8 @@ class DecidedRound:
         pending = next(c for c in parked.calls if c.call_id == call.id)
         detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
         hint = "It may or may not have taken effect. Do not call it again unless the user asks."
-        return self.loop.runner.not_run(call, pending.arguments, failure_of(call, "execution", detail, hint))
+        failure = failure_of(call, "execution", detail, hint)
+        return self.loop.runner.refusal(call, pending.arguments, failure, "not_run")
 
     async def run(
         self,
@@ -125,7 +126,9 @@ class DecidedRound:
                 failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
             else:
                 failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return self.loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
+            return self.loop.runner.refusal(
+                call, pending.arguments, failure, "not_run", server=pending.server
+            )
 
         async def recorded(call: ToolCall) -> CallOutcome:
             finished[call.id] = outcome = await one(call)

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.asks.approvals import Clock, new_request_id
 from bot.forms import FormError, check_answer, form_from_schema, secret_fields
 from bot.observe import metrics
+from bot.plain_http import is_loopback
 from bot.store.inputs import InputLedger, ParkedCallQuestions, ParkedQuestion, StoredInput
 from bot.turn.deadline import finish_anyway
 from bot.types import (
@@ -37,6 +37,8 @@ from bot.types import (
 )
 
 logger = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
 
 # The waiter marks its requests alive this often; one not marked for STALE_AFTER has no waiter.
 ALIVE_EVERY = 2.0
@@ -284,6 +286,11 @@ class InputDesk:
             waiting.set()
 
 
+def new_request_id() -> str:
+    """Short, unguessable, and safe inside the ids a platform's buttons carry back (short ASCII)."""
+    return secrets.token_urlsafe(12)
+
+
 def ended(request: InputRequest, status: InputStatus) -> TurnEvent:
     """The event that says how a question or a link ended, so front ends take its buttons off."""
     return TurnEvent(kind="ask_done", message=status, ask=Ask.of_input(request))
@@ -302,16 +309,7 @@ def unsafe_link(url: str) -> str | None:
     host = parts.hostname or ""
     if parts.scheme == "https" and host:
         return None
-    if parts.scheme == "http" and _is_loopback(host):
+    if parts.scheme == "http" and is_loopback(host):
         return None
     shown = url[:200]
     return f"The server asked to open a link nerve does not show (only https links are allowed): {shown}"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -131,6 +131,13 @@ class Place:
         return names
 
 
+def place_id(place: Place) -> str:
+    """The place an "always allow here" is remembered for, written as `Place.parse` reads it."""
+    if place.platform == "terminal":
+        return "terminal"
+    return f"{place.platform}:{place.channel or '-'}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rule:
     """Allow and deny patterns; an empty allow list allows everything not denied."""

@@ -111,7 +111,7 @@ class RoundRunner:
                 for call in allowed
             ]
         return [task.result() for task in tasks] + [
-            self._refusal(
+            self.refusal(
                 call,
                 {"_raw": call.arguments},
                 failure_of(
@@ -155,20 +155,20 @@ class RoundRunner:
                 f"there is no tool named {quote(call.name)}",
                 f"Use one of these exact names: {', '.join(sorted(specs)) or '(none)'}.",
             )
-            return self._refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
+            return self.refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
         parsed = parse_arguments(call.arguments, spec)
         if parsed.value is None:
             failure = failure_of(call, "arguments", parsed.detail or "invalid", parsed.hint)
-            return self._refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
+            return self.refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
         arguments = parsed.value
         earlier = state.failed.get(call.name)
         if earlier is not None:
             failure = failure_of(call, "not_retried", earlier.detail, _do_not_retry(call.name))
-            return self._refusal(call, arguments, failure, "refused_unavailable")
+            return self.refusal(call, arguments, failure, "refused_unavailable")
         if not state.guard.allow(call.name, arguments):
             detail = "it was already called 3 times with these arguments in this turn"
             failure = failure_of(call, "loop_guard", detail, "Answer with the results you have.")
-            return self._refusal(call, arguments, failure, "fix_arguments")
+            return self.refusal(call, arguments, failure, "fix_arguments")
         return spec, arguments
 
     async def execute(
@@ -243,13 +243,7 @@ class RoundRunner:
         await self.sleep(delay)
         return await self.host.call_tool(name, arguments, context, screened=spec)
 
-    def not_run(
-        self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure, *, server: str | None = None
-    ) -> CallOutcome:
-        """A call a person denied or did not approve in time: the model reads why, under its id."""
-        return self._refusal(call, arguments, failure, "not_run", server=server)
-
-    def _refusal(
+    def refusal(
         self,
         call: ToolCall,
         arguments: dict[str, Any],

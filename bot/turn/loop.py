@@ -17,7 +17,7 @@ from bot.mcp.auth.people import person_of
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.observe import metrics
 from bot.policy.approval import call_hash
-from bot.policy.places import place_id
+from bot.policy.scopes import place_id
 from bot.seams import LLM, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
