@@ -36,9 +36,9 @@ from bot.turn.calls import RoundRunner, Sleep, TurnState
 from bot.turn.deadline import TurnDeadline
 from bot.turn.failures import shown_to_people as shown_to_people
 from bot.turn.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
+from bot.turn.loop import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
+from bot.turn.loop import AgentConfig as AgentConfig
 from bot.turn.loop import TurnLoop
-from bot.turn.settings import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
-from bot.turn.settings import AgentConfig as AgentConfig
 from bot.types import (
     AgentReply,
     Answer,
@@ -143,7 +143,7 @@ class Agent:
             host=host,
             store=store,
             config=self._config,
-            runner=RoundRunner(host, self._config.calls, sleep),
+            runner=RoundRunner(host, sleep),
             screens=approvals,
             desk=self.inputs,
         )

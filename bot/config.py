@@ -7,20 +7,13 @@ Each front end adds its own settings (`adapters.settings`); the MCP servers file
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import (
-    Field,
-    SecretStr,
-    field_validator,
-)
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.policy.platforms import Platforms
-
-logger = logging.getLogger(__name__)
 
 OFFLINE_MODEL = "offline"
 # The shortest NERVE_TURN_LEASE accepted, in seconds.
@@ -141,7 +134,6 @@ class Settings(BaseSettings):
 
     @property
     def admins(self) -> frozenset[str]:
-        """The ids in NERVE_ADMINS, without blanks."""
         return frozenset(part.strip() for part in self.nerve_admins.split(",") if part.strip())
 
     @property

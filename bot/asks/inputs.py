@@ -228,9 +228,8 @@ class InputDesk:
     async def open(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on "Fill in": the request when this person may answer it now, else a note why not."""
         stored, note = await self._answerable(request_id, user_id)
-        if note is not None or stored is None:
-            return InputOutcome(changed=False, request=stored.request if stored else None, note=note)
-        return InputOutcome(changed=False, request=stored.request, status="open")
+        request = stored.request if stored else None
+        return InputOutcome(changed=False, request=request, note=note, status=None if note else "open")
 
     async def answer(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
         """A submitted form, a decline or a dismissal; an invalid or late one changes nothing, saying why."""

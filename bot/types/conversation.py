@@ -81,7 +81,6 @@ class ChatMessage:
     latency_ms: float | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        """The wire form the chat-completions API accepts."""
         out: dict[str, Any] = {"role": self.role}
         if self.role == "assistant":
             out["content"] = self.content
