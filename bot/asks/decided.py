@@ -153,7 +153,7 @@ class DecidedRound:
             kept = _kept(call, message)
 
             state.attachments.append(kept.attachment)
-            failure = stored_failure(message)
-            if failure is not None and failure.kind in _NOT_CALLED_AGAIN:
-                state.failed.setdefault(call.name, failure)
+            if kept.outcome == "failed" and kept.failure is not None:
+                state.failed.setdefault(call.name, kept.failure)
+
         return state

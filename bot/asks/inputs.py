@@ -59,15 +59,6 @@ SETTLED = {
     "ended": ENDED,
     "completed": "This was already done.",
 }
-# What each way of ending tells the server.
-_ACTIONS: dict[InputStatus, InputAnswer] = {
-    "accepted": InputAnswer(action="accept"),
-    "declined": InputAnswer(action="decline"),
-    "cancelled": InputAnswer(action="cancel"),
-    "expired": InputAnswer(action="cancel"),
-    "ended": InputAnswer(action="cancel"),
-    "completed": InputAnswer(action="accept"),
-}
 _STATUS_OF = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}
 
 
@@ -297,9 +288,11 @@ def ended(request: InputRequest, status: InputStatus) -> TurnEvent:
 
 def _answer(status: InputStatus, mode: InputMode, content: dict[str, Any] | None) -> InputAnswer:
     """What the server is told of a question that ended so (a form's content only when accepted)."""
-    if status == "accepted":
-        return InputAnswer(action="accept", content=content if mode == "form" else None)
-    return _ACTIONS.get(status, InputAnswer(action="cancel"))
+    if status in ("accepted", "completed"):
+        return InputAnswer(
+            action="accept", content=content if status == "accepted" and mode == "form" else None
+        )
+    return InputAnswer(action="decline" if status == "declined" else "cancel")
 
 
 def unsafe_link(url: str) -> str | None:

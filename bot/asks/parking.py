@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import dataclass
 
 from bot.asks.decided import NERVE, NO_ONE_TO_ASK, DecidedRound
 from bot.asks.inputs import Clock, InputDesk, new_request_id
@@ -49,11 +49,10 @@ GONE = "This approval request no longer exists."
 CHANGED = "This call is not the one that was shown for approval; nothing changed."
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class Parking:
     """Parks rounds that wait for people, applies their decisions, and resumes the turns."""
 
-    _: KW_ONLY
     loop: TurnLoop
     store: Store
     locks: TurnLock

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
@@ -149,11 +149,10 @@ class WaitingRound:
     rounds_used: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class TurnLoop:
     """Rounds of model and tool calls for one turn at a time; shared by every conversation."""
 
-    _: KW_ONLY
     llm: LLM
     host: ToolHost
     store: Store
@@ -163,9 +162,8 @@ class TurnLoop:
     screens: ApprovalLedger | None = None
     # Where servers' questions mid-call are shown and answered; without it they get "cancel".
     desk: QuestionDesk | None = None
-
-    def __post_init__(self) -> None:
-        self._token_scale = 1.0
+    # How the server's token count compares with our offline estimate, learnt from each answer.
+    _token_scale: float = field(default=1.0, init=False)
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
