@@ -63,7 +63,6 @@ from bot.types import (
     RememberedApproval,
     SignInFinished,
     Submit,
-    ToolSpec,
     TurnEvent,
     no_progress,
 )
@@ -150,7 +149,6 @@ class Agent:
         # Where waiting turns are parked; without a ledger every call runs at once (no approvals).
         self._parking = Parking(
             loop=self._loop,
-            store=store,
             locks=self._locks,
             clock=clock,
             approvals=approvals,
@@ -163,9 +161,8 @@ class Agent:
         self.expire_due = self._parking.expire_due
         self.recover_parked = self._parking.recover_parked
         self.resume = self._parking.resume
-
-    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
-        return self._loop.tools(incoming)
+        # What the model is offered right now (in the place an incoming message was written, if given).
+        self.tools = self._loop.tools
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored, its parked turn ends."""

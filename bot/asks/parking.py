@@ -19,7 +19,7 @@ from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
 from bot.policy.approval import call_hash
 from bot.policy.scopes import place_id
-from bot.seams import Store, TurnLock
+from bot.seams import TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
 from bot.turn.calls import CallOutcome
@@ -54,8 +54,8 @@ class Parking:
     """Parks rounds that wait for people, applies their decisions, and resumes the turns."""
 
     loop: TurnLoop
-    store: Store
     locks: TurnLock
+
     clock: Clock
     approvals: ApprovalLedger | None = None
     inputs: InputDesk | None = None
@@ -339,7 +339,7 @@ class Parking:
     async def _resume_claimed(self, request_id: str, parked: ParkedTurn, progress: Progress) -> AgentReply:
         assert self.approvals is not None
         incoming = parked.incoming
-        history = await self.store.history(incoming.key)
+        history = await self.loop.store.history(incoming.key)
         state = self._decided.state_so_far(history)
         metrics.approval_resumed(request_id, parked.calls)
         # Its own deadline: the time the turn was parked was nobody's model work.
