@@ -12,14 +12,13 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from bot.asks import approvals as _approvals
 from bot.asks import inputs as _inputs
-from bot.asks.approvals import Clock
+from bot.asks import parking as _parking
 from bot.asks.connections import Connections as Connections
 from bot.asks.connections import ConnectStart
-from bot.asks.inputs import InputDesk
+from bot.asks.inputs import Clock, InputDesk
 from bot.asks.parking import Parking
 from bot.errors import AskError, AskExpired, AskGone, LLMError, PromptError, SignInFailed, TurnOverdue
 from bot.observe import metrics
@@ -37,9 +36,9 @@ from bot.turn.calls import RoundRunner, Sleep, TurnState
 from bot.turn.deadline import TurnDeadline
 from bot.turn.failures import shown_to_people as shown_to_people
 from bot.turn.gate import BUSY_REPLY, GateFull, TurnGate, queued_notice
+from bot.turn.loop import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
+from bot.turn.loop import AgentConfig as AgentConfig
 from bot.turn.loop import TurnLoop
-from bot.turn.settings import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
-from bot.turn.settings import AgentConfig as AgentConfig
 from bot.types import (
     AgentReply,
     Answer,
@@ -54,6 +53,7 @@ from bot.types import (
     Decline,
     Deny,
     Incoming,
+    InputAction,
     InputAnswer,
     InputOutcome,
     InputRequest,
@@ -63,7 +63,6 @@ from bot.types import (
     RememberedApproval,
     SignInFinished,
     Submit,
-    ToolSpec,
     TurnEvent,
     no_progress,
 )
@@ -77,16 +76,15 @@ logger = logging.getLogger(__name__)
 # names imported above "as" themselves, and the ones below, are here for them, so the modules behind
 # the façade can move without a front end noticing. The notes a person is shown when an answer came
 # too late or twice:
-APPROVAL_GONE = _approvals.GONE
+APPROVAL_GONE = _parking.GONE
 INPUT_GONE = _inputs.GONE
 INPUT_EXPIRED = _inputs.EXPIRED
 INPUT_SETTLED = _inputs.SETTLED
-_SIGN_IN_VALUES = frozenset({"Connection"})
 
 
 def __getattr__(name: str) -> object:
     """`Connection`, loaded on first use: most nerves have no per-person servers to need OAuth."""
-    if name in _SIGN_IN_VALUES:
+    if name == "Connection":
         from bot.mcp.auth import sign_ins
 
         return getattr(sign_ins, name)
@@ -95,7 +93,7 @@ def __getattr__(name: str) -> object:
 
 NO_QUESTIONS = "Questions from tools are not enabled."
 NO_SIGN_INS = "No server here asks people to sign in with their own account."
-_ACTIONS: dict[type, Literal["decline", "cancel"]] = {Decline: "decline", Cancel: "cancel"}
+_ACTIONS: dict[type, InputAction] = {Decline: "decline", Cancel: "cancel"}
 
 DEFERRED_REPLY = (
     "I'm still waiting for a decision on the tool calls I asked to run for your earlier message; "
@@ -144,14 +142,13 @@ class Agent:
             host=host,
             store=store,
             config=self._config,
-            runner=RoundRunner(host, self._config.calls, sleep),
+            runner=RoundRunner(host, sleep),
             screens=approvals,
             desk=self.inputs,
         )
         # Where waiting turns are parked; without a ledger every call runs at once (no approvals).
         self._parking = Parking(
             loop=self._loop,
-            store=store,
             locks=self._locks,
             clock=clock,
             approvals=approvals,
@@ -164,10 +161,8 @@ class Agent:
         self.expire_due = self._parking.expire_due
         self.recover_parked = self._parking.recover_parked
         self.resume = self._parking.resume
-
-    def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
-        """What the model is offered right now (in the place `incoming` was written, if given)."""
-        return self._loop.tools(incoming)
+        # What the model is offered right now (in the place an incoming message was written, if given).
+        self.tools = self._loop.tools
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored, its parked turn ends."""
@@ -244,7 +239,6 @@ class Agent:
             return self._loop.ended(incoming, exc, state)
 
     def server_states(self) -> dict[str, bool]:
-        """Each MCP server this agent's host runs, and whether it is connected now."""
         return self._host.server_states() if isinstance(self._host, ServerStates) else {}
 
     def prompts(self, incoming: Incoming | None = None) -> list[PromptSpec]:
@@ -273,7 +267,7 @@ class Agent:
     async def open_input(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on a server's question: the request when this person may answer it now, or why not."""
         if self.inputs is None:
-            return InputOutcome(changed=False, request=None, note="Questions from tools are not enabled.")
+            return InputOutcome(changed=False, request=None, note=NO_QUESTIONS)
         return await self.inputs.open(request_id, user_id)
 
     async def ask_posted(self, ask: Ask, ref: str) -> None:
@@ -325,9 +319,9 @@ class Agent:
             shown_hash=answer.shown_hash,
             remember=remember,
         )
-        if decision.note == _approvals.GONE:
+        if decision.note == _parking.GONE:
             raise AskGone(decision.note)
-        if decision.note == _approvals.EXPIRED:
+        if decision.note == _parking.EXPIRED:
             raise AskExpired(decision.note)
         return Answered(
             changed=decision.changed,
@@ -341,7 +335,9 @@ class Agent:
     ) -> Answered:
         if self.inputs is None:
             raise AskGone(NO_QUESTIONS)
-        outcome = await self.inputs.answer(ask_id, person, _input_answer(answer))
+        content = answer.values if isinstance(answer, Submit) else None
+        reply = InputAnswer(action=_ACTIONS.get(type(answer), "accept"), content=content)
+        outcome = await self.inputs.answer(ask_id, person, reply)
         if outcome.note == _inputs.GONE:
             raise AskGone(outcome.note, request=outcome.request)
         if outcome.note == _inputs.EXPIRED:
@@ -372,7 +368,6 @@ class Agent:
         return await self.parked(request_id)
 
     async def parked(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
-        """A parked turn by its request, as its approval message shows it, with its status."""
         return await self.approvals.prompt(request_id) if self.approvals is not None else None
 
     async def threads_with_deferred(self, platform: str | None = None) -> list[ConversationKey]:
@@ -381,11 +376,9 @@ class Agent:
 
     @property
     def approvals_on(self) -> bool:
-        """Whether calls can wait for a person's approval here (a ledger keeps them)."""
         return self.approvals is not None
 
     async def remembered_approvals(self) -> list[RememberedApproval]:
-        """The tools people chose to always allow, and where (empty without approvals)."""
         return await self.approvals.remembered_approvals() if self.approvals is not None else []
 
     async def revoke_approval(self, place: str, server: str, tool: str) -> bool:
@@ -400,7 +393,6 @@ class Agent:
     # it asks the façade rather than holding the connections itself.
 
     def sign_in_servers(self) -> list[str]:
-        """The servers each person connects with their own account (none without such servers)."""
         return self.connections.servers if self.connections is not None else []
 
     async def connect(self, key: ConversationKey, user_id: str, server: str) -> ConnectStart:
@@ -416,9 +408,3 @@ class Agent:
     async def connected(self, key: ConversationKey, user_id: str) -> list[Connection]:
         """The servers `user_id` has connected with their own account, and since when."""
         return await self.connections.of(key, user_id) if self.connections is not None else []
-
-
-def _input_answer(answer: Submit | LinkOpened | Decline | Cancel) -> InputAnswer:
-    if isinstance(answer, Submit):
-        return InputAnswer(action="accept", content=answer.values)
-    return InputAnswer(action="accept" if isinstance(answer, LinkOpened) else _ACTIONS[type(answer)])

@@ -1,26 +1,18 @@
 """The core's settings, read from the environment and `.env`.
 
 Loaded once by the command line (`adapters.cli`) and passed down; nothing here runs at import time.
-Each front end adds its own settings (`adapters.settings`); the MCP servers file is read by
-`bot.mcp.servers_file`.
+The MCP servers file is read by `bot.mcp.servers_file`.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import (
-    Field,
-    SecretStr,
-    field_validator,
-)
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.policy.platforms import Platforms
-
-logger = logging.getLogger(__name__)
 
 OFFLINE_MODEL = "offline"
 # The shortest NERVE_TURN_LEASE accepted, in seconds.
@@ -35,8 +27,7 @@ SETTINGS_SOURCES = SettingsConfigDict(
 
 
 class Settings(BaseSettings):
-    """The core's settings; each front end adds its own (`adapters.settings`). `.env.example` lists
-    each one with its default."""
+    """The core's settings, each in `.env.example` with its default; front ends add their own."""
 
     model_config = SETTINGS_SOURCES
     # The chat platforms the front ends speak on, which the core is built with (the grammar of
@@ -141,7 +132,6 @@ class Settings(BaseSettings):
 
     @property
     def admins(self) -> frozenset[str]:
-        """The ids in NERVE_ADMINS, without blanks."""
         return frozenset(part.strip() for part in self.nerve_admins.split(",") if part.strip())
 
     @property

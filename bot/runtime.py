@@ -26,7 +26,6 @@ from bot.seams import LLM
 from bot.store.base import ConversationStore
 from bot.store.choose import open_configured_store
 from bot.store.prune import pruning_inbox
-from bot.turn.calls import CallSettings
 
 if TYPE_CHECKING:  # the OAuth client is loaded only when a server signs in (below)
     import httpx2
@@ -79,7 +78,6 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         max_rounds=settings.nerve_max_rounds,
         context_tokens=settings.nerve_context_tokens,
         system_prompt=settings.nerve_system_prompt or DEFAULT_SYSTEM_PROMPT,
-        calls=CallSettings(),
         max_question_chars=settings.nerve_max_question_chars,
         max_concurrent_turns=settings.nerve_max_concurrent_turns,
         turn_queue=settings.nerve_turn_queue,

@@ -109,11 +109,9 @@ class PostRecords(Protocol):
     async def posts_of(self, turn: str) -> dict[str, str | None]:
         """Every part the turn announced: part → where it landed, or None while in doubt."""
 
-    async def intend_post(self, turn: str, part: str) -> None:
-        """Announce a post before sending it."""
+    async def intend_post(self, turn: str, part: str) -> None: ...
 
-    async def record_post(self, turn: str, part: str, ref: str) -> None:
-        """Where a part landed."""
+    async def record_post(self, turn: str, part: str, ref: str) -> None: ...
 
     async def prune_posts(self, older_than_days: float) -> int:
         """Forget the posts of turns older than that; returns how many rows."""

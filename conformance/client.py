@@ -37,7 +37,7 @@ from bot.mcp.auth.memory import MemoryTokens
 from bot.mcp.auth.provider import NerveOAuth, auth_for
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import AuthConfig, ServerConfig
-from bot.turn.calls import CallOutcome, CallSettings, RoundRunner, TurnState
+from bot.turn.calls import CallOutcome, RoundRunner, TurnState
 from bot.types import CallContext, InputAnswer, InputDraft, ToolCall, ToolSpec, no_progress
 from conformance.plans import Call, plan
 
@@ -90,7 +90,7 @@ def context_for(call: ToolCall, spec: ToolSpec) -> CallContext:
 
 async def run_rounds(host: MCPHost, rounds: Sequence[tuple[Call, ...]]) -> bool:
     """Each round as one model message: the round runner checks every call and runs them at once."""
-    runner = RoundRunner(host, CallSettings())
+    runner = RoundRunner(host)
     state = TurnState()
     ok = True
     for round_no, calls in enumerate(rounds):

@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 import aiohttp
 
 from bot.agent import AgentConfig
-from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
+from bot.asks.parking import ALREADY_DECIDED, EXPIRED, NOT_YOURS
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore

@@ -10,7 +10,6 @@ from bot.errors import ContextTooLong, LLMUnavailable
 from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
-from bot.turn.calls import CallSettings
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
 from tests.fakes.llm_server import FakeLLMServer, reply, tool_reply
 from tests.fakes.scripted import Call, ScriptedLLM, Step
@@ -371,7 +370,7 @@ async def test_only_the_last_of_repeated_results_of_one_tool_is_sent(loop_host, 
     for label in ("a", "b", "c"):
         steps += [Step(calls=[Call("wait_and_echo", {"label": label})]), Step(text=f"answer {label}")]
     llm = ScriptedLLM(steps)
-    agent = make_agent(llm, loop_host, store, calls=CallSettings())
+    agent = make_agent(llm, loop_host, store)
     for label in ("a", "b", "c"):
         await agent.reply(incoming(f"echo {label}"))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.agent import Agent, AgentConfig
-from bot.asks.approvals import ALREADY_DECIDED, CHANGED, EXPIRED, NOT_YOURS
+from bot.asks.parking import ALREADY_DECIDED, CHANGED, EXPIRED, NOT_YOURS
 from bot.errors import AskExpired
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.asks.approvals import ALREADY_DECIDED, EXPIRED, NOT_YOURS
+from bot.asks.parking import ALREADY_DECIDED, EXPIRED, NOT_YOURS
 from tests.fakes.llm_server import FakeCall, Reply, reply, tool_reply
 from tests.mcp_servers.asks import LOGIN_URL
 from tests.surfaces import SURFACES, Era, Surface, open_sign_in_surface, open_surface, ran

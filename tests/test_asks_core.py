@@ -13,9 +13,9 @@ import pytest
 
 from adapters.platforms import PLATFORMS
 from bot.agent import Agent, AgentConfig
-from bot.asks.approvals import NOT_YOURS as NOT_YOUR_APPROVAL
 from bot.asks.connections import Connections
 from bot.asks.inputs import NOT_YOURS as NOT_YOUR_QUESTION
+from bot.asks.parking import NOT_YOURS as NOT_YOUR_APPROVAL
 from bot.errors import AskError, AskExpired, AskGone
 from bot.mcp.auth.sign_ins import SignIns
 from bot.mcp.auth.vault import Vault

@@ -27,8 +27,7 @@ from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
 from bot.mcp.servers_file import load_servers
 from bot.model.client import OpenAILLM
-from bot.policy.places import place_id
-from bot.policy.scopes import Place, Rule, Scopes
+from bot.policy.scopes import Place, Rule, Scopes, place_id
 from bot.types import ConversationKey, Incoming, ToolSpec
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Step, reply, tool_reply

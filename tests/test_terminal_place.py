@@ -10,8 +10,7 @@ from pathlib import Path
 import aiosqlite
 
 from adapters.platforms import PLATFORMS
-from bot.policy.places import place_id
-from bot.policy.scopes import Place
+from bot.policy.scopes import Place, place_id
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, discover, migrate
 from bot.store.sqlite import SQLiteStore
 

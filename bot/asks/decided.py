@@ -46,10 +46,10 @@ NOT_SIGNED_IN_HINT = "Tell the user the call needs them to connect their account
 _NOT_CALLED_AGAIN = frozenset({"execution", "timeout", "unavailable", "rate_limited"})
 
 
-def _kept(call: ToolCall, message: ChatMessage, limit: int, server: str | None = None) -> CallOutcome:
+def _kept(call: ToolCall, message: ChatMessage, server: str | None = None) -> CallOutcome:
     """A result stored earlier in the turn, as an outcome of its round (`server`: where it likely ran)."""
     failure = stored_failure(message)
-    attachment = stored_attachment(call, message, limit, server)
+    attachment = stored_attachment(call, message, server)
     outcome: Outcome = "ok"
     if message.is_error:
         outcome = "failed" if failure is not None and failure.kind in _NOT_CALLED_AGAIN else "fix_arguments"
@@ -69,7 +69,8 @@ class DecidedRound:
         pending = next(c for c in parked.calls if c.call_id == call.id)
         detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
         hint = "It may or may not have taken effect. Do not call it again unless the user asks."
-        return self.loop.runner.not_run(call, pending.arguments, failure_of(call, "execution", detail, hint))
+        failure = failure_of(call, "execution", detail, hint)
+        return self.loop.runner.refusal(call, pending.arguments, failure, "not_run")
 
     async def run(
         self,
@@ -89,7 +90,7 @@ class DecidedRound:
         async def one(call: ToolCall) -> CallOutcome:
             if call.id in done:
                 ran_on = specs[call.name].server if call.name in specs else None
-                return _kept(call, done[call.id], self.loop.config.calls.attachment_chars, ran_on)
+                return _kept(call, done[call.id], ran_on)
             pending = decided[call.id]
             inputs = self.inputs
             answered = await inputs.answers_for(parked.request_id, call.id, progress) if inputs else None
@@ -125,7 +126,9 @@ class DecidedRound:
                 failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
             else:
                 failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return self.loop.runner.not_run(call, pending.arguments, failure, server=pending.server)
+            return self.loop.runner.refusal(
+                call, pending.arguments, failure, "not_run", server=pending.server
+            )
 
         async def recorded(call: ToolCall) -> CallOutcome:
             finished[call.id] = outcome = await one(call)
@@ -147,9 +150,10 @@ class DecidedRound:
             if message.role != "tool" or message.tool_call_id not in calls:
                 continue
             call = calls[message.tool_call_id]
-            kept = _kept(call, message, self.loop.config.calls.attachment_chars)
+            kept = _kept(call, message)
+
             state.attachments.append(kept.attachment)
-            failure = stored_failure(message)
-            if failure is not None and failure.kind in _NOT_CALLED_AGAIN:
-                state.failed.setdefault(call.name, failure)
+            if kept.outcome == "failed" and kept.failure is not None:
+                state.failed.setdefault(call.name, kept.failure)
+
         return state

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.asks.approvals import Clock, new_request_id
 from bot.forms import FormError, check_answer, form_from_schema, secret_fields
 from bot.observe import metrics
+from bot.plain_http import is_loopback
 from bot.store.inputs import InputLedger, ParkedCallQuestions, ParkedQuestion, StoredInput
 from bot.turn.deadline import finish_anyway
 from bot.types import (
@@ -38,6 +38,8 @@ from bot.types import (
 
 logger = logging.getLogger(__name__)
 
+Clock = Callable[[], float]
+
 # The waiter marks its requests alive this often; one not marked for STALE_AFTER has no waiter.
 ALIVE_EVERY = 2.0
 # A waiter looks at the store this often for an answer given in another process.
@@ -56,15 +58,6 @@ SETTLED = {
     "expired": EXPIRED,
     "ended": ENDED,
     "completed": "This was already done.",
-}
-# What each way of ending tells the server.
-_ACTIONS: dict[InputStatus, InputAnswer] = {
-    "accepted": InputAnswer(action="accept"),
-    "declined": InputAnswer(action="decline"),
-    "cancelled": InputAnswer(action="cancel"),
-    "expired": InputAnswer(action="cancel"),
-    "ended": InputAnswer(action="cancel"),
-    "completed": InputAnswer(action="accept"),
 }
 _STATUS_OF = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}
 
@@ -226,9 +219,8 @@ class InputDesk:
     async def open(self, request_id: str, user_id: str) -> InputOutcome:
         """A click on "Fill in": the request when this person may answer it now, else a note why not."""
         stored, note = await self._answerable(request_id, user_id)
-        if note is not None or stored is None:
-            return InputOutcome(changed=False, request=stored.request if stored else None, note=note)
-        return InputOutcome(changed=False, request=stored.request, status="open")
+        request = stored.request if stored else None
+        return InputOutcome(changed=False, request=request, note=note, status=None if note else "open")
 
     async def answer(self, request_id: str, user_id: str, answer: InputAnswer) -> InputOutcome:
         """A submitted form, a decline or a dismissal; an invalid or late one changes nothing, saying why."""
@@ -284,6 +276,11 @@ class InputDesk:
             waiting.set()
 
 
+def new_request_id() -> str:
+    """Short, unguessable, and safe inside the ids a platform's buttons carry back (short ASCII)."""
+    return secrets.token_urlsafe(12)
+
+
 def ended(request: InputRequest, status: InputStatus) -> TurnEvent:
     """The event that says how a question or a link ended, so front ends take its buttons off."""
     return TurnEvent(kind="ask_done", message=status, ask=Ask.of_input(request))
@@ -291,9 +288,11 @@ def ended(request: InputRequest, status: InputStatus) -> TurnEvent:
 
 def _answer(status: InputStatus, mode: InputMode, content: dict[str, Any] | None) -> InputAnswer:
     """What the server is told of a question that ended so (a form's content only when accepted)."""
-    if status == "accepted":
-        return InputAnswer(action="accept", content=content if mode == "form" else None)
-    return _ACTIONS.get(status, InputAnswer(action="cancel"))
+    if status in ("accepted", "completed"):
+        return InputAnswer(
+            action="accept", content=content if status == "accepted" and mode == "form" else None
+        )
+    return InputAnswer(action="decline" if status == "declined" else "cancel")
 
 
 def unsafe_link(url: str) -> str | None:
@@ -302,16 +301,7 @@ def unsafe_link(url: str) -> str | None:
     host = parts.hostname or ""
     if parts.scheme == "https" and host:
         return None
-    if parts.scheme == "http" and _is_loopback(host):
+    if parts.scheme == "http" and is_loopback(host):
         return None
     shown = url[:200]
     return f"The server asked to open a link nerve does not show (only https links are allowed): {shown}"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

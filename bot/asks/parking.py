@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from bot.asks.approvals import ALREADY_DECIDED, CHANGED, EXPIRED, GONE, NOT_YOURS, Clock, new_request_id
 from bot.asks.decided import NERVE, NO_ONE_TO_ASK, DecidedRound
-from bot.asks.inputs import InputDesk
+from bot.asks.inputs import Clock, InputDesk, new_request_id
 from bot.errors import LLMError, TurnOverdue
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
 from bot.policy.approval import call_hash
-from bot.policy.places import place_id
-from bot.seams import Store, TurnLock
+from bot.policy.scopes import place_id
+from bot.seams import TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
 from bot.turn.calls import CallOutcome
@@ -28,6 +27,7 @@ from bot.turn.deadline import TurnDeadline, finish_anyway
 from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
     AgentReply,
+    ApprovalPrompt,
     Ask,
     AuditEntry,
     CallDecision,
@@ -41,15 +41,21 @@ from bot.types import (
     no_progress,
 )
 
+# What a click on an approval is told when it changes nothing (`Parking.decide`).
+NOT_YOURS = "Only the person who asked, or an admin, can decide on these calls."
+ALREADY_DECIDED = "This call was already decided{by}; nothing changed."
+EXPIRED = "This request has expired; nothing changed."
+GONE = "This approval request no longer exists."
+CHANGED = "This call is not the one that was shown for approval; nothing changed."
 
-@dataclass(eq=False)
+
+@dataclass(eq=False, kw_only=True)
 class Parking:
     """Parks rounds that wait for people, applies their decisions, and resumes the turns."""
 
-    _: KW_ONLY
     loop: TurnLoop
-    store: Store
     locks: TurnLock
+
     clock: Clock
     approvals: ApprovalLedger | None = None
     inputs: InputDesk | None = None
@@ -150,18 +156,15 @@ class Parking:
         prompt = found[0]
         metrics.approval_parked(prompt)
         metrics.turn_outcome("parked")
-        parts = []
-        if prompt.calls:
-            names = ", ".join(dict.fromkeys(c.tool for c in prompt.calls))
-            parts.append(f"Waiting for approval to run {names}.")
+        parts = [_waiting_for_approval(prompt)] if prompt.calls else []
         if asked:
-            names = ", ".join(dict.fromkeys(w.spec.original_name for w in asked))
-            parts.append(f"Waiting for your answer to what {names} asked.")
-        if signing:
-            names = ", ".join(dict.fromkeys(w.spec.server for w in signing))
             parts.append(
-                f"{names} works with your own account: use the private Connect button I sent you to sign"
-                " in, and I will go on."
+                f"Waiting for your answer to what {_listed(w.spec.original_name for w in asked)} asked."
+            )
+        if signing:
+            parts.append(
+                f"{_listed(w.spec.server for w in signing)} works with your own account: use the private"
+                " Connect button I sent you to sign in, and I will go on."
             )
         if prompt.calls:
             waiting_for.insert(0, Ask.of_approval(prompt))
@@ -189,10 +192,8 @@ class Parking:
             return None
         prompt = found[0]
         if prompt.calls:
-            names = ", ".join(dict.fromkeys(call.tool for call in prompt.calls))
-            return AgentReply(
-                text=f"Waiting for approval to run {names}.", waiting=(Ask.of_approval(prompt),)
-            )
+            return AgentReply(text=_waiting_for_approval(prompt), waiting=(Ask.of_approval(prompt),))
+
         if await self.approvals.sign_in_calls(prompt.request_id):
             return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
         questions = await self.inputs.store.open_parked_questions(prompt.request_id) if self.inputs else []
@@ -248,12 +249,14 @@ class Parking:
         status_now: CallDecision = "approved" if approve else "denied"
         changed = await self.approvals.decide(request_id, open_ids, status_now, user_id, now)
         if remember and approve:
+            # Bound to the definition that was shown, and only while the tool still has it.
+            now_defined = {
+                (t.server, t.original_name): t.definition_hash for t in self.loop.host.list_tools()
+            }
             for call in chosen:
-                if call.call_id in changed:
-                    # Bound to the definition that was shown, and only while the tool still has it.
-                    current = await self._definition_hash(call.server, call.tool)
-                    if current is not None and current == call.definition_hash:
-                        await self.approvals.remember(prompt.place, call.server, call.tool, current, user_id)
+                current = now_defined.get((call.server, call.tool))
+                if call.call_id in changed and current == call.definition_hash:
+                    await self.approvals.remember(prompt.place, call.server, call.tool, current, user_id)
         refreshed = await self.approvals.prompt(request_id)
         after = refreshed[0] if refreshed else prompt
         if not changed:
@@ -269,7 +272,6 @@ class Parking:
     async def _audit(
         self, key: ConversationKey, place: str, calls: Sequence[PendingCall], who: str, outcome: str
     ) -> None:
-        """Record who decided `calls`, and how."""
         assert self.approvals is not None
         entries = [
             AuditEntry(
@@ -300,10 +302,6 @@ class Parking:
             decided = [c for c in prompt.calls if c.call_id in denied]
             await self._audit(prompt.key, prompt.place, decided, NERVE, f"denied: {NO_ONE_TO_ASK}")
         return denied
-
-    async def _definition_hash(self, server: str, tool: str) -> str | None:
-        tools = self.loop.host.list_tools()
-        return next((t.definition_hash for t in tools if (t.server, t.original_name) == (server, tool)), None)
 
     async def expire_due(self, platform: str | None = None) -> list[str]:
         """Requests to resume now: those whose time ran out, and decided ones nobody resumed."""
@@ -341,7 +339,7 @@ class Parking:
     async def _resume_claimed(self, request_id: str, parked: ParkedTurn, progress: Progress) -> AgentReply:
         assert self.approvals is not None
         incoming = parked.incoming
-        history = await self.store.history(incoming.key)
+        history = await self.loop.store.history(incoming.key)
         state = self._decided.state_so_far(history)
         metrics.approval_resumed(request_id, parked.calls)
         # Its own deadline: the time the turn was parked was nobody's model work.
@@ -385,3 +383,11 @@ class Parking:
             return []
         await self.approvals.expire_due(self.clock(), platform)
         return await self.approvals.ready_requests(platform, resuming=True)
+
+
+def _listed(names: Iterable[str]) -> str:
+    return ", ".join(dict.fromkeys(names))
+
+
+def _waiting_for_approval(prompt: ApprovalPrompt) -> str:
+    return f"Waiting for approval to run {_listed(call.tool for call in prompt.calls)}."

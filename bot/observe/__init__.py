@@ -4,6 +4,4 @@
 nothing but the standard library.
 """
 
-from bot.observe.log_throttle import LogThrottle
-
-__all__ = ["LogThrottle"]
+from bot.observe.log_throttle import LogThrottle as LogThrottle

@@ -40,7 +40,6 @@ def turn_context(key: ConversationKey) -> Iterator[Turn]:
 
 
 def current_turn() -> Turn | None:
-    """The turn the calling code runs in, or None outside any turn."""
     return _current.get()
 
 
@@ -52,7 +51,6 @@ def server_context(name: str) -> Context:
 
 
 def current_server() -> str | None:
-    """The MCP server the calling code runs for, or None."""
     return _server.get()
 
 

@@ -25,10 +25,6 @@ from bot.types import AgentReply, ApprovalPrompt, Completion, InputRequest, Pend
 _current = Metrics()
 
 
-def current() -> Metrics:
-    return _current
-
-
 def reset() -> Metrics:
     """Start counting afresh on a new registry (a test's run); the process's live state stays."""
     global _current

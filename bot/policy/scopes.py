@@ -76,22 +76,17 @@ class Place:
             raise ValueError(f"place {text!r} starts with {platform!r}; {expected}")
         found: dict[str, str] = {}
         dm = False
-        index = 0
-        while index < len(parts):
-            part = parts[index]
+        words = iter(parts)
+        for part in words:
             if part == "dm":
                 if dm:
                     raise ValueError(f"place {text!r} says 'dm' twice")
                 dm = True
-                index += 1
                 continue
             kind = part if part in ("guild", "user", "channel") else "channel"
-            if kind == part:
-                if index + 1 >= len(parts):
-                    raise ValueError(f"place {text!r}: '{part}' needs an id after it, as in '{part}:ID'")
-                index += 1
-            value = parts[index]
-            index += 1
+            value = next(words, None) if kind == part else part
+            if value is None:
+                raise ValueError(f"place {text!r}: '{part}' needs an id after it, as in '{part}:ID'")
             if kind in found:
                 raise ValueError(f"place {text!r} names a {kind} twice")
             if not _ID.match(value):
@@ -117,18 +112,22 @@ class Place:
 
     def rule_names(self) -> list[str]:
         """Policy keys that may apply here, most specific first."""
-        names: list[str] = []
-        if self.user:
-            names.append(f"{self.platform}:user:{self.user}")
-        if self.channel and not self.dm:
-            names.append(f"{self.platform}:{self.channel}")
-        if self.guild:
-            names.append(f"{self.platform}:guild:{self.guild}")
-        if self.dm:
-            names.append(f"{self.platform}:dm")
-        names.append(self.platform)
-        names.append("*")
-        return names
+        names = [
+            f"{self.platform}:user:{self.user}" if self.user else "",
+            f"{self.platform}:{self.channel}" if self.channel and not self.dm else "",
+            f"{self.platform}:guild:{self.guild}" if self.guild else "",
+            f"{self.platform}:dm" if self.dm else "",
+            self.platform,
+            "*",
+        ]
+        return [name for name in names if name]
+
+
+def place_id(place: Place) -> str:
+    """The place an "always allow here" is remembered for, written as `Place.parse` reads it."""
+    if place.platform == "terminal":
+        return "terminal"
+    return f"{place.platform}:{place.channel or '-'}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,7 +153,6 @@ class Scopes:
         return None
 
     def allows(self, place: Place, server: str, tool: str) -> bool:
-        """Whether this place may call `server`'s `tool`."""
         found = self.rule_for(place)
         if found is None:
             return True

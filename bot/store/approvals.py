@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.policy.places import place_id
+from bot.policy.scopes import place_id
 from bot.store.dialect import Connection, Ledger
 from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
 from bot.store.rows import (

@@ -4,16 +4,11 @@ The front ends reach what they show people through this package, so `from bot.te
 one way in and the modules behind it can be split or merged without touching a front end.
 """
 
-from bot.text.render import neutralize_mentions, pretty_json, show_link_targets, split_markdown, truncate
-from bot.text.scrubbing import question_too_long, scrub, scrub_bytes
-
-__all__ = [
-    "neutralize_mentions",
-    "pretty_json",
-    "question_too_long",
-    "scrub",
-    "scrub_bytes",
-    "show_link_targets",
-    "split_markdown",
-    "truncate",
-]
+from bot.text.render import neutralize_mentions as neutralize_mentions
+from bot.text.render import pretty_json as pretty_json
+from bot.text.render import show_link_targets as show_link_targets
+from bot.text.render import split_markdown as split_markdown
+from bot.text.render import truncate as truncate
+from bot.text.scrubbing import question_too_long as question_too_long
+from bot.text.scrubbing import scrub as scrub
+from bot.text.scrubbing import scrub_bytes as scrub_bytes

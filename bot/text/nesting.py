@@ -22,7 +22,6 @@ class TooDeep(ValueError):
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"nested deeper than {limit} levels")
-        self.limit = limit
 
 
 def loads(

@@ -238,9 +238,9 @@ def summarize_result(content: str, limit: int = 120) -> str:
     except ValueError:
         return truncate(summary, limit)[0]
     if isinstance(data, dict):
-        scalars = [(k, v) for k, v in data.items() if not isinstance(v, dict | list)]
-        nested = [(k, v) for k, v in data.items() if isinstance(v, dict | list)]
-        summary = ", ".join(f"{k}={_short(v)}" for k, v in scalars + nested) or "{}"
+        scalars_first = sorted(data.items(), key=lambda item: isinstance(item[1], dict | list))
+        summary = ", ".join(f"{k}={_short(v)}" for k, v in scalars_first) or "{}"
+
     elif isinstance(data, list):
         summary = _short(data) + (f": {_short(data[0])}" if data else "")
     else:

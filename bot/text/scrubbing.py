@@ -17,7 +17,7 @@ def scrub(text: str) -> str:
     """`text` with lone surrogates replaced, so it encodes as UTF-8 everywhere."""
     if text.isascii() or _SURROGATE.search(text) is None:
         return text
-    if _only_escaped_bytes(text):
+    if all(0xDC80 <= ord(c) <= 0xDCFF for c in _SURROGATE.findall(text)):
         # surrogateescape turned undecodable argv bytes into U+DC80..U+DCFF: decode them properly.
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return _SURROGATE.sub(REPLACEMENT, text)
@@ -26,11 +26,6 @@ def scrub(text: str) -> str:
 def scrub_bytes(data: bytes) -> str:
     """Bytes from outside as text: invalid UTF-8 sequences become U+FFFD."""
     return data.decode("utf-8", "replace")
-
-
-def _only_escaped_bytes(text: str) -> bool:
-    """True when every surrogate in `text` is one `surrogateescape` made (U+DC80–U+DCFF)."""
-    return all(0xDC80 <= ord(c) <= 0xDCFF for c in _SURROGATE.findall(text))
 
 
 def question_too_long(size: int, limit: int) -> str:

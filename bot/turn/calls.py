@@ -34,6 +34,9 @@ from bot.types import (
 )
 
 MAX_CALLS_PER_ROUND = 16
+# The longest wait a server's rate limit may ask of a call (seconds), and the most of a result shown.
+MAX_RATE_LIMIT_WAIT = 30.0
+ATTACHMENT_CHARS = 20_000
 # Longest tool name shown to people: real names are at most 64 characters, a model may send anything.
 NAME_CHARS = 80
 
@@ -78,18 +81,11 @@ Screen = Callable[[ToolCall, ToolSpec, dict[str, Any]], Awaitable[bool]]
 Contexts = Callable[[ToolCall, ToolSpec], CallContext]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallSettings:
-    max_rate_limit_wait: float = 30.0
-    attachment_chars: int = 20_000
-
-
 @dataclass(eq=False)
 class RoundRunner:
     """Checks and runs the tool calls of one model message concurrently (S5, S7, S10, S13)."""
 
     host: ToolHost
-    settings: CallSettings
     sleep: Sleep = asyncio.sleep
 
     async def run(
@@ -111,7 +107,7 @@ class RoundRunner:
                 for call in allowed
             ]
         return [task.result() for task in tasks] + [
-            self._refusal(
+            self.refusal(
                 call,
                 {"_raw": call.arguments},
                 failure_of(
@@ -155,20 +151,20 @@ class RoundRunner:
                 f"there is no tool named {quote(call.name)}",
                 f"Use one of these exact names: {', '.join(sorted(specs)) or '(none)'}.",
             )
-            return self._refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
+            return self.refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
         parsed = parse_arguments(call.arguments, spec)
         if parsed.value is None:
             failure = failure_of(call, "arguments", parsed.detail or "invalid", parsed.hint)
-            return self._refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
+            return self.refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
         arguments = parsed.value
         earlier = state.failed.get(call.name)
         if earlier is not None:
             failure = failure_of(call, "not_retried", earlier.detail, _do_not_retry(call.name))
-            return self._refusal(call, arguments, failure, "refused_unavailable")
+            return self.refusal(call, arguments, failure, "refused_unavailable")
         if not state.guard.allow(call.name, arguments):
             detail = "it was already called 3 times with these arguments in this turn"
             failure = failure_of(call, "loop_guard", detail, "Answer with the results you have.")
-            return self._refusal(call, arguments, failure, "fix_arguments")
+            return self.refusal(call, arguments, failure, "fix_arguments")
         return spec, arguments
 
     async def execute(
@@ -230,7 +226,7 @@ class RoundRunner:
         result = await self.host.call_tool(name, arguments, context, screened=spec)
         if result.error_kind != "rate_limited":
             return result
-        delay = min(result.retry_after or 1.0, self.settings.max_rate_limit_wait)
+        delay = min(result.retry_after or 1.0, MAX_RATE_LIMIT_WAIT)
         await progress(
             TurnEvent(
                 kind="retrying",
@@ -243,13 +239,7 @@ class RoundRunner:
         await self.sleep(delay)
         return await self.host.call_tool(name, arguments, context, screened=spec)
 
-    def not_run(
-        self, call: ToolCall, arguments: dict[str, Any], failure: ToolFailure, *, server: str | None = None
-    ) -> CallOutcome:
-        """A call a person denied or did not approve in time: the model reads why, under its id."""
-        return self._refusal(call, arguments, failure, "not_run", server=server)
-
-    def _refusal(
+    def refusal(
         self,
         call: ToolCall,
         arguments: dict[str, Any],
@@ -281,16 +271,16 @@ class RoundRunner:
             latency_ms=result.latency_ms,
         )
         people = result if failure is None else replace(result, content=failure.for_people())
-        attachment = make_attachment(call, arguments, people, self.settings.attachment_chars, server)
+        attachment = make_attachment(call, arguments, people, server)
         return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
 
 def make_attachment(
-    call: ToolCall, arguments: dict[str, Any], shown: ToolResult, limit: int, server: str | None = None
+    call: ToolCall, arguments: dict[str, Any], shown: ToolResult, server: str | None = None
 ) -> Attachment:
     """The collapsible detail shown for one call; `shown.content` must already be what people may read."""
     text = shown_result(shown.content)
-    capped, cut = truncate(text, limit)
+    capped, cut = truncate(text, ATTACHMENT_CHARS)
     return Attachment(
         tool_call_id=call.id,
         name=truncate(call.name, NAME_CHARS)[0],
@@ -305,14 +295,12 @@ def make_attachment(
     )
 
 
-def stored_attachment(
-    call: ToolCall, message: ChatMessage, limit: int, server: str | None = None
-) -> Attachment:
+def stored_attachment(call: ToolCall, message: ChatMessage, server: str | None = None) -> Attachment:
     """A stored result's attachment: the store keeps what the model read; people get a failure's own text."""
     shown = ToolResult(
         content=shown_to_people(message), is_error=message.is_error, latency_ms=message.latency_ms or 0.0
     )
-    return make_attachment(call, stored_arguments(call.arguments), shown, limit, server)
+    return make_attachment(call, stored_arguments(call.arguments), shown, server)
 
 
 def stored_arguments(raw: str) -> dict[str, Any]:

@@ -53,10 +53,6 @@ class Budget:
     tools_tokens: int = 0
     scale: float = 1.0
 
-    @property
-    def result_tokens(self) -> int:
-        return max(300, self.context_tokens // 8)
-
     def fits(self, tokens: int) -> bool:
         return (tokens + self.tools_tokens) * self.scale <= self.context_tokens * COMPRESS_AT
 
@@ -183,7 +179,10 @@ def build_request(
     system_prompt: str, history: Sequence[ChatMessage], budget: Budget, *, squeeze: bool = False
 ) -> list[ChatMessage]:
     """The messages for one model call; `squeeze` (on a context-length error) keeps the current turn."""
-    presented = _present_tool_messages(history, budget.result_tokens // (2 if squeeze else 1))
+    # One tool result may take an eighth of the context (half that when squeezing).
+    result_tokens = max(300, budget.context_tokens // 8)
+    presented = _present_tool_messages(history, result_tokens // (2 if squeeze else 1))
+
     turns = _turns(_merge_user_runs(presented))
     current, earlier = (turns[-1], turns[:-1]) if turns else ([], [])
     fixed = estimate_message_tokens([ChatMessage(role="system", content=system_prompt), *current])

@@ -36,7 +36,21 @@ FailureKind = Literal[
     "not_approved",
 ]
 _KINDS: frozenset[str] = frozenset(get_args(FailureKind))
-_UNAVAILABLE = frozenset({"timeout", "unavailable", "rate_limited"})
+_UNAVAILABLE = "{tool} is temporarily unavailable ({detail})."
+# How people read each kind of failure; the tool's own failures ("execution") say what it said.
+_FOR_PEOPLE: dict[str, str] = {
+    "arguments": "I could not call {tool} with valid arguments: {detail}.",
+    "unknown_tool": "I could not call {tool}: there is no tool by that name.",
+    "too_many_calls": "{tool} was not called. {detail}.",
+    "loop_guard": "{tool} was not called again: {detail}.",
+    "changed": "{tool} was not run: {detail}.",
+    "denied": "{tool} was not run: {detail}.",
+    "not_approved": "{tool} was not run: it was not approved in time.",
+    "not_retried": "{tool} was not called again after it failed earlier in this answer ({detail}).",
+    "timeout": _UNAVAILABLE,
+    "unavailable": _UNAVAILABLE,
+    "rate_limited": _UNAVAILABLE,
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,24 +71,9 @@ class ToolFailure:
 
     def for_people(self) -> str:
         """One sentence per class; each class reads differently (bad arguments, failed, unavailable)."""
-        tool, detail = self.tool, self.detail.strip().rstrip(".")
-        if self.kind == "arguments":
-            return f"I could not call {tool} with valid arguments: {detail}."
-        if self.kind == "unknown_tool":
-            return f"I could not call {tool}: there is no tool by that name."
-        if self.kind == "too_many_calls":
-            return f"{tool} was not called. {detail}."
-        if self.kind == "loop_guard":
-            return f"{tool} was not called again: {detail}."
-        if self.kind in ("changed", "denied"):
-            return f"{tool} was not run: {detail}."
-        if self.kind == "not_approved":
-            return f"{tool} was not run: it was not approved in time."
-        if self.kind == "not_retried":
-            return f"{tool} was not called again after it failed earlier in this answer ({detail})."
-        if self.kind in _UNAVAILABLE:
-            return f"{tool} is temporarily unavailable ({detail})."
-        return f"{tool} failed: {detail}." if detail else f"{tool} failed."
+        detail = self.detail.strip().rstrip(".")
+        said = _FOR_PEOPLE.get(self.kind) or ("{tool} failed: {detail}." if detail else "{tool} failed.")
+        return said.format(tool=self.tool, detail=detail)
 
 
 def stored_failure(message: ChatMessage) -> ToolFailure | None:

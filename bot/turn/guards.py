@@ -154,7 +154,6 @@ def _drop_optional_nulls(value: dict[str, Any], schema: dict[str, Any], validato
 
 
 def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
-    """Parse the model's JSON string and check it against the tool's input schema."""
     schema = spec.parameters or {"type": "object"}
     hint = f"Call {spec.name} again with a JSON object that matches its parameters schema."
 

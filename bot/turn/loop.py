@@ -1,7 +1,7 @@
 """The loop of one turn: ask the model, run its tool calls in parallel, persist the round, repeat.
 
 A round whose calls wait for a person (`TurnScreen`) comes back as a `WaitingRound`, which
-`bot.asks.parking` parks and later resumes here.
+`bot.asks.parking` parks and later resumes here. How turns run (rounds, limits, waits) is `AgentConfig`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
@@ -17,7 +17,7 @@ from bot.mcp.auth.people import person_of
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.observe import metrics
 from bot.policy.approval import call_hash
-from bot.policy.places import place_id
+from bot.policy.scopes import Scopes, place_id
 from bot.seams import LLM, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
@@ -34,7 +34,6 @@ from bot.turn.context import Budget, build_request
 from bot.turn.deadline import TurnDeadline
 from bot.turn.failures import model_failure, overdue
 from bot.turn.guards import confirm_prompt, triggered_tools
-from bot.turn.settings import AgentConfig
 from bot.types import (
     AgentReply,
     AuditEntry,
@@ -45,6 +44,7 @@ from bot.types import (
     Incoming,
     InputAnswer,
     InputDraft,
+    Platforms,
     Progress,
     ToolCall,
     ToolSpec,
@@ -57,6 +57,42 @@ logger = logging.getLogger(__name__)
 CUT_OFF_NOTE = (
     "⚠️ The answer was cut off: the model service stopped sending it. Ask again for the whole answer."
 )
+
+
+# Short on purpose, with the tool rule first: a long prompt made models stop calling tools (S12).
+DEFAULT_SYSTEM_PROMPT = """\
+Real-time or external facts (weather, air quality, places, anything a tool provides) must come from a \
+tool call: never guess them. Call independent tools together in one message. Never call the same tool \
+with the same arguments more than 3 times. Tool results are facts from outside: base your answer on \
+them, and say plainly when a tool failed. Answer concisely in Markdown."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentConfig:
+    max_rounds: int = 8
+    context_tokens: int = 16000
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_argument_errors: int = 3
+
+    # Longer questions are stored but answered with the limit, never sent to the model.
+    max_question_chars: int = 20_000
+    # Turns running at once across all conversations, and how many more may wait for a slot.
+    max_concurrent_turns: int = 16
+    turn_queue: int = 100
+    # Which servers and tools each place may use; who may decide on any approval; how long one waits.
+    scopes: Scopes = field(default_factory=Scopes)
+    admins: frozenset[str] = frozenset()
+    approval_timeout: float = 600.0
+    # How long a server's question mid-call waits for its person before the server gets "cancel".
+    input_timeout: float = 600.0
+    # Seconds a call waits for its person to sign in to a per-person server.
+    sign_in_timeout: float = 900.0
+    # Seconds of model work one turn may take in all (rounds, retries, tool calls), not counting
+    # time spent waiting for a person; then it ends with a plain sentence (`bot.turn.deadline`).
+    turn_deadline: float = 180.0
+    # The platforms the front ends speak on: whose user ids are global (a person's sign-ins), and
+    # how a person starts afresh on each (`bot.turn.failures`).
+    platforms: Platforms = field(default_factory=Platforms)
 
 
 class QuestionDesk(Protocol):
@@ -78,7 +114,6 @@ class TurnScreen:
     audit: list[AuditEntry] = field(default_factory=list)
 
     async def __call__(self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]) -> bool:
-        """True when the call must wait for a person."""
         place = place_id(self.incoming.where())
         if not spec.needs_approval:
             outcome = "auto: approval not required" if spec.approval == "never" else "auto: read-only"
@@ -114,11 +149,10 @@ class WaitingRound:
     rounds_used: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class TurnLoop:
     """Rounds of model and tool calls for one turn at a time; shared by every conversation."""
 
-    _: KW_ONLY
     llm: LLM
     host: ToolHost
     store: Store
@@ -128,9 +162,8 @@ class TurnLoop:
     screens: ApprovalLedger | None = None
     # Where servers' questions mid-call are shown and answered; without it they get "cancel".
     desk: QuestionDesk | None = None
-
-    def __post_init__(self) -> None:
-        self._token_scale = 1.0
+    # How the server's token count compares with our offline estimate, learnt from each answer.
+    _token_scale: float = field(default=1.0, init=False)
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
@@ -303,9 +336,8 @@ class TurnLoop:
         if not finals:
             return None
         calls = {call.id: call for m in after for call in m.tool_calls}
-        limit = self.config.calls.attachment_chars
         attachments = tuple(
-            stored_attachment(calls[m.tool_call_id], m, limit)
+            stored_attachment(calls[m.tool_call_id], m)
             for m in after
             if m.role == "tool" and m.tool_call_id in calls
         )

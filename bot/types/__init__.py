@@ -1,10 +1,9 @@
 """Values passed between nerve's modules.
 
-Frozen dataclasses, so a message cannot change after it was persisted or sent, and so adapters,
-the agent and the store agree on one shape without importing each other. This package names them
-all (`from bot.types import …`), with the ground floor's values the front ends hold (platforms,
-places, forms and their pure field functions), so a front end needs no door into `bot.policy` or
-`bot.forms`.
+Frozen dataclasses, so a message cannot change after it was persisted or sent. Named here with the
+ground floor's values the front ends hold (platforms, places, forms), so a front end needs no door
+into `bot.policy` or `bot.forms`.
+
 """
 
 from bot.forms import REQUIRED as REQUIRED

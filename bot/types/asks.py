@@ -44,7 +44,7 @@ class ApprovalPrompt:
     request_id: str
     key: ConversationKey
     requester: str
-    # The place "always allow here" applies to (`bot.policy.places.place_id`).
+    # The place "always allow here" applies to (`bot.policy.scopes.place_id`).
     place: str
     calls: tuple[PendingCall, ...]
     # What the model wrote next to its calls, if anything (often why it wants them).

@@ -46,9 +46,7 @@ class Incoming:
 
     def where(self) -> Place:
         """The place the policy sees: the adapter's, or the key's channel with this user."""
-        if self.place is not None:
-            return self.place
-        return Place(platform=self.key.platform, channel=self.key.channel, user=self.user_id)
+        return self.place or Place(platform=self.key.platform, channel=self.key.channel, user=self.user_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,17 +79,13 @@ class ChatMessage:
     latency_ms: float | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        """The wire form the chat-completions API accepts."""
         out: dict[str, Any] = {"role": self.role}
-        if self.role == "assistant":
-            out["content"] = self.content
-            if self.tool_calls:
-                out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
-        elif self.role == "tool":
+        if self.role == "tool":
             out["tool_call_id"] = self.tool_call_id
-            out["content"] = self.content or ""
-        else:
-            out["content"] = self.content or ""
+        # An assistant message may have no content (null, beside its tool calls); every other one has text.
+        out["content"] = self.content if self.role == "assistant" else self.content or ""
+        if self.role == "assistant" and self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         return out
 
 

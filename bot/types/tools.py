@@ -37,7 +37,6 @@ class ToolSpec:
 
     @property
     def needs_approval(self) -> bool:
-        """True when a call must wait for a person before it runs."""
         return needs_approval(self.approval, self.hints, trusted=self.trusted_hints)
 
     def to_openai(self) -> dict[str, Any]:
