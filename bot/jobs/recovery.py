@@ -21,7 +21,7 @@ import datetime
 import json
 import logging
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, LiteralString
+from typing import LiteralString
 
 from procrastinate import App, exceptions, manager, sql, utils
 from procrastinate import jobs as jobs_module
@@ -68,10 +68,11 @@ class WakingJobManager(manager.JobManager):
 
     async def wake(self, job_id: int | None, queue: str) -> None:
         """Tell every worker of `queue` that a job may be ready; best effort, since workers poll anyway."""
+        (channel,) = manager.get_channel_for_queues([queue])  # the one the queue's workers listen on
         try:
             await self.connector.execute_query_async(
                 "SELECT pg_notify(%(channel)s, %(payload)s)",
-                channel=wake_channel(queue),
+                channel=channel,
                 payload=json.dumps({"type": "job_inserted", "job_id": job_id}),
             )
         except exceptions.ConnectorException as exc:
@@ -84,12 +85,6 @@ class WakingJobManager(manager.JobManager):
                 job_id,
                 exc.__cause__ or repr(exc),
             )
-
-
-def wake_channel(queue: str) -> str:
-    """The channel procrastinate's workers of `queue` listen on."""
-    (channel,) = manager.get_channel_for_queues([queue])
-    return channel
 
 
 async def recover_stalled_jobs(
@@ -120,10 +115,13 @@ async def recover_stalled_jobs(
                     lock,
                     attempts + 1,
                 )
-                await conn.execute(sql.queries["finish_job"], _finish(job_id))
+                finish = {"job_id": job_id, "status": "failed", "delete_job": False}
+                await conn.execute(sql.queries["finish_job"], finish)
             else:
                 logger.warning("job %s (conversation %s) lost its worker: running it again", job_id, lock)
-                await conn.execute(sql.queries["retry_job"], _retry(job_id))
+                retry = {"job_id": job_id, "retry_at": utils.utcnow()}
+                retry |= dict.fromkeys(("new_priority", "new_queue_name", "new_lock"))
+                await conn.execute(sql.queries["retry_job"], retry)
                 retried.append(job_id)
                 first_in.setdefault(queue, job_id)
     if isinstance(app.job_manager, WakingJobManager):
@@ -150,17 +148,3 @@ async def keep_recovering(
             logger.warning(
                 "could not look for jobs of dead workers (trying again): %s", str(exc) or repr(exc)
             )
-
-
-def _retry(job_id: int) -> dict[str, Any]:
-    return {
-        "job_id": job_id,
-        "retry_at": utils.utcnow(),
-        "new_priority": None,
-        "new_queue_name": None,
-        "new_lock": None,
-    }
-
-
-def _finish(job_id: int) -> dict[str, Any]:
-    return {"job_id": job_id, "status": "failed", "delete_job": False}

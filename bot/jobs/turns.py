@@ -70,7 +70,8 @@ class TurnJobs:
     poll_interval: float
 
     def __post_init__(self) -> None:
-        self.queue = queue_for(self.schema)
+        # Short, since it is part of a NOTIFY channel's name.
+        self.queue = "nerve-" + hashlib.blake2b(self.schema.encode(), digest_size=4).hexdigest()
         self._runner: WorkerRunner | None = None
         self._queues: set[str] = set()  # those of the names registered here
         self._closed = False
@@ -223,23 +224,19 @@ class TurnJobs:
             raise StoreError(f"the jobs on {self.where} are closed")
 
 
-def queue_for(schema: str) -> str:
-    """The prefix of the deployment's queues; short, since it is part of a NOTIFY channel's name."""
-    return "nerve-" + hashlib.blake2b(schema.encode(), digest_size=4).hexdigest()
-
-
-# The table every procrastinate installation has; its presence in the schema means "installed".
-JOBS_TABLE = "procrastinate_jobs"
-
-
 async def install_schema(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """Create procrastinate's tables, types and functions in the connection's schema unless they are
-    there; True if this call created them. `conn` is in autocommit."""
+    """Create procrastinate's tables, types and functions in the connection's schema unless its jobs
+    table is there (one further along the search_path is not the one nerve's connections would write
+    to); True if this call created them. `conn` is in autocommit."""
     schema = await current_schema(conn)
     key = lock_key(MIGRATION_LOCKS, schema)
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)
     try:
-        if await is_installed(conn, schema):
+        cursor = await conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = %s",
+            (schema, "procrastinate_jobs"),
+        )
+        if await cursor.fetchone() is not None:
             return False
         # Without parameters psycopg sends the whole script as it is, statements and `%` alike.
         async with conn.transaction():
@@ -247,12 +244,3 @@ async def install_schema(conn: psycopg.AsyncConnection[Any]) -> bool:
         return True
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
-
-
-async def is_installed(conn: psycopg.AsyncConnection[Any], schema: str) -> bool:
-    """procrastinate's jobs table is in `schema` itself (one further along the search_path is not
-    the one nerve's connections would write to)."""
-    cursor = await conn.execute(
-        "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = %s", (schema, JOBS_TABLE)
-    )
-    return await cursor.fetchone() is not None

@@ -12,7 +12,7 @@ from typing import Self
 
 from bot.seams import TurnLock
 from bot.store.approvals import ApprovalLedger
-from bot.store.conversations import ConversationLedger, InboxLedger
+from bot.store.conversations import InboxLedger
 from bot.store.feedback import FeedbackLedger
 from bot.store.inputs import InputLedger
 from bot.store.posts import PostLedger
@@ -21,10 +21,9 @@ from bot.store.threads import ThreadLedger
 
 
 class ConversationStore(
-    ConversationLedger,
+    ApprovalLedger,  # and the conversations it writes into (`ConversationLedger`)
     InboxLedger,
     PostLedger,
-    ApprovalLedger,
     FeedbackLedger,
     InputLedger,
     SignInLedger,

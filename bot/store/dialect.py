@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from bot.types import ChatMessage, ConversationKey
-
 
 class Cursor(Protocol):
     """What a statement leaves behind that the ledgers read: how many rows it changed."""
@@ -45,24 +43,20 @@ class Dialect:
     name: str
     # The current UTC time as ISO-8601 text with milliseconds, the format of every *_at TEXT column.
     now: str
-    # `{column}` and `{field}` are filled in: the text of one top-level field of a JSON text column.
-    json_field: str
-
-    def json_text(self, column: str, field: str) -> str:
-        """SQL for `column`'s JSON field `field` as text (NULL when absent); names are ours, never input."""
-        return self.json_field.format(column=column, field=field)
+    # The text of the event_id field of a parked turn's JSON `incoming` (NULL when absent).
+    incoming_event_id: str
 
 
 SQLITE = Dialect(
     name="sqlite",
     now="strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    json_field="json_extract({column}, '$.{field}')",
+    incoming_event_id="json_extract(incoming, '$.event_id')",
 )
 
 POSTGRES = Dialect(
     name="postgres",
     now="to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
-    json_field="({column}::jsonb ->> '{field}')",
+    incoming_event_id="(incoming::jsonb ->> 'event_id')",
 )
 
 
@@ -110,17 +104,3 @@ class Ledger:
         connection); the number of rows it changed."""
         async with self._inbox() if inbox else self._write() as db:
             return (await db.execute(sql, params)).rowcount
-
-    # Conversations (`bot.store.conversations`), which the approval and audit ledgers write into.
-    async def _insert_messages(
-        self,
-        db: Connection,
-        key: ConversationKey,
-        messages: Sequence[ChatMessage],
-        *,
-        event_id: str | None = None,
-    ) -> int:
-        raise NotImplementedError
-
-    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
-        raise NotImplementedError

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from bot.store.dialect import Ledger, iso_utc
-from bot.store.rows import AUDIT_COLUMNS, KEY_WHERE, MESSAGE_COLUMNS, from_row, key_from_row, message_from_row
+from bot.store.rows import KEY_WHERE, MESSAGE_COLUMNS, columns, from_row, key_from_row, message_from_row
 from bot.types import AuditEntry, ChatMessage, ConversationKey
 
 _LAST_ACTIVITY = (
@@ -94,7 +94,8 @@ class ThreadLedger(Ledger):
     async def conversation_audit(self, conversation_id: int) -> list[AuditEntry]:
         """The decisions on a conversation's tool calls, oldest first; kept after it is deleted."""
         rows = await self._rows(
-            f"SELECT {AUDIT_COLUMNS} FROM audit WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+            f"SELECT {columns(AuditEntry)} FROM audit WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
         )
         return [from_row(AuditEntry, row) for row in rows]
 
