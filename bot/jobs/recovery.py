@@ -2,16 +2,14 @@
 told at once when a conversation's next job may start.
 
 A killed process stops beating, and its jobs would stay `doing` for ever, holding their
-conversations' locks. So every worker, every third of the stall timeout, deletes the workers whose
-heartbeat is older than the stall timeout (never its own: after an outage its beat is old, but it is
-right here), then puts their jobs back in their queues, rows locked (`FOR UPDATE SKIP LOCKED`) so two
-workers never put back one job twice. A job keeps its id, so it stays first of its conversation; one
-whose worker died `MAX_RUNS` times fails instead, so a message that kills its process cannot take
-down every replica in turn. The stall timeout must be well above any pause of a live process.
+conversations' locks. So every worker deletes the workers whose heartbeat is older than the stall
+timeout (never its own: after an outage its beat is old, but it is right here) and puts their jobs
+back, rows locked so two workers never put back one job twice. A job keeps its id, so it stays first
+of its conversation; one whose worker died `MAX_RUNS` times fails instead, so a message that kills
+its process cannot take down every replica in turn.
 
-procrastinate notifies workers when a job is inserted, and otherwise polls every few seconds. A job
-waiting behind another of its conversation was inserted long ago, so nothing would tell anyone when
-the job before it ends: `WakingJobManager` sends the insert's notification then, on the queue's channel.
+A job waiting behind another of its conversation was inserted long ago, so procrastinate's insert
+notification would not tell anyone when the job before it ends: `WakingJobManager` sends one then.
 """
 
 from __future__ import annotations
@@ -133,8 +131,7 @@ async def recover_stalled_jobs(
 async def keep_recovering(
     app: App, *, queues: Sequence[str], stall_timeout: float, own: Callable[[], Collection[int]]
 ) -> None:
-    """Recover stalled jobs every third of the stall timeout, until cancelled; a failed round is
-    logged and the next one tried."""
+    """Recover stalled jobs every third of the stall timeout until cancelled; a failed round is logged."""
     while True:
         await asyncio.sleep(stall_timeout / 3)
         try:

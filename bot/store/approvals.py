@@ -1,13 +1,9 @@
-"""Parked turns and the calls they wait on, the decisions that outlive them, and the messages
-that wait behind them.
+"""Parked turns and the calls they wait on, remembered approvals, the audit, and the messages that
+wait behind a parked turn.
 
-A turn that waits for a person is written here whole (the question, the round whose calls wait, the
-results of the calls that already ran) and its task ends: nothing is held while the person thinks.
-Every state change is one conditional UPDATE, so a replayed or concurrent click changes nothing, and
-exactly one process claims a turn to resume it. Remembered approvals ("always allow here") hold
-while their tool's definition stays the same, apart from any turn; the audit keeps every decision
-with its conversation. A message written while its thread's turn is parked is an incoming message
-waiting its turn, kept (`defer`) and answered after that turn.
+A waiting turn is written here whole and its task ends: nothing is held while the person thinks.
+Every state change is one conditional UPDATE, so a replayed or concurrent click changes nothing and
+exactly one process claims a turn to resume it.
 """
 
 from __future__ import annotations
@@ -59,8 +55,7 @@ class ParkedTurn:
 
 
 class ApprovalLedger(ConversationLedger):
-    """The approval tables of the conversation store (mixed into the store, `bot.store.base`), with
-    the remembered approvals, the audit and the deferred messages that go with them."""
+    """The approval tables of the conversation store (mixed into the store, `bot.store.base`)."""
 
     async def park(
         self,

@@ -1,9 +1,5 @@
-"""The conversation store every front end and the agent use, whichever database holds it.
-
-`ConversationStore` is every ledger in one object; `SQLiteStore` and `PostgresStore` give it its
-connections, its dialect and its turn lock. The two must behave the same: the store tests run
-against both.
-"""
+"""The conversation store, every ledger in one object; `SQLiteStore` and `PostgresStore` give it its
+connections, dialect and turn lock, and must behave the same: the store tests run against both."""
 
 from __future__ import annotations
 
@@ -29,8 +25,7 @@ class ConversationStore(
     SignInLedger,
     ThreadLedger,
 ):
-    """Conversations (listed, read back and deleted too), the inbox, what each turn posted, parked
-    turns and approvals, questions, sign-ins and feedback."""
+    """The store every front end and the agent use, whichever database holds it."""
 
     # Turns of one conversation, one at a time across every process on this database.
     turn_lock: TurnLock

@@ -1,9 +1,6 @@
 """What the store's ledgers need of a database (`Ledger`, the base of each), and the few spellings
-SQLite and PostgreSQL differ on.
-
-The ledgers are written once, in SQL both databases run, with `?` placeholders (which
-`bot.store.postgres_connection` turns into psycopg's `%s`); what cannot be written once lives here.
-Insertion order is `rowid` in both (an identity column of that name in the PostgreSQL schema).
+SQLite and PostgreSQL differ on: the ledgers are written once, with `?` placeholders, in SQL both
+run. Insertion order is `rowid` in both (an identity column of that name in the PostgreSQL schema).
 """
 
 from __future__ import annotations
@@ -66,9 +63,10 @@ def iso_utc(moment: datetime) -> str:
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
-def days_ago(days: float) -> str:
-    """The store's text for the time `days` ago, for comparisons with *_at columns."""
-    return iso_utc(datetime.now(UTC) - timedelta(days=days))
+def days_ago(days: float, now: datetime | None = None) -> str:
+    """The store's text for the time `days` before `now` (the current time when None), for
+    comparisons with *_at columns."""
+    return iso_utc((now or datetime.now(UTC)) - timedelta(days=days))
 
 
 class Ledger:
@@ -77,7 +75,6 @@ class Ledger:
     _sql: Dialect
 
     def _read(self) -> AbstractAsyncContextManager[Connection]:
-        """A connection for reads; each statement is its own transaction."""
         raise NotImplementedError
 
     def _write(self) -> AbstractAsyncContextManager[Connection]:
@@ -90,17 +87,14 @@ class Ledger:
         raise NotImplementedError
 
     async def _rows(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> list[Any]:
-        """The rows of one read (on the inbox's connection, with `inbox`)."""
         async with self._inbox() if inbox else self._read() as db:
             return list(await db.execute_fetchall(sql, params))
 
     async def _first(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> Any | None:
-        """The first row of one read, or None."""
         rows = await self._rows(sql, params, inbox=inbox)
         return rows[0] if rows else None
 
     async def _change(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> int:
-        """One statement in a write transaction of its own (with `inbox`, one on the inbox's
-        connection); the number of rows it changed."""
+        """One statement in a write transaction of its own; the number of rows it changed."""
         async with self._inbox() if inbox else self._write() as db:
             return (await db.execute(sql, params)).rowcount

@@ -38,8 +38,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Migration:
-    """One migration file, read into memory."""
-
     version: int
     name: str
     sql: str
@@ -54,22 +52,21 @@ def discover(directory: Path) -> list[Migration]:
     word) or a duplicate is an error."""
     if not directory.is_dir():
         raise StoreError(f"migrations folder not found: {directory}")
+    found: dict[int, Migration] = {}
     try:
-        return _read(directory)
+        for path in sorted(directory.glob("*.sql")):
+            match = _FILE_NAME.match(path.name)
+            if match is None:
+                raise StoreError(
+                    f"{path}: migration files must be named NNNN_name.sql (lower_snake_case name)"
+                )
+            version = int(match.group(1))
+            if version in found:
+                raise StoreError(f"{path}: migration version {version} is used by two files")
+            sql = path.read_text(encoding="utf-8")
+            found[version] = Migration(version=version, name=match.group(2), sql=sql)
     except OSError as exc:
         raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc
-
-
-def _read(directory: Path) -> list[Migration]:
-    found: dict[int, Migration] = {}
-    for path in sorted(directory.glob("*.sql")):
-        match = _FILE_NAME.match(path.name)
-        if match is None:
-            raise StoreError(f"{path}: migration files must be named NNNN_name.sql (lower_snake_case name)")
-        version = int(match.group(1))
-        if version in found:
-            raise StoreError(f"{path}: migration version {version} is used by two files")
-        found[version] = Migration(version=version, name=match.group(2), sql=path.read_text(encoding="utf-8"))
     return [found[version] for version in sorted(found)]
 
 

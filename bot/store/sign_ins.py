@@ -120,8 +120,7 @@ class SignInLedger(Ledger):
             )
 
     async def take_sign_in(self, state: str, now: float) -> StartedSignIn | None:
-        """The started sign-in for `state`, removed so it cannot be used twice; None if unknown or
-        expired."""
+        """The started sign-in for `state`, removed so it is good once; None if unknown or expired."""
         async with self._write() as db:
             rows = list(
                 await db.execute_fetchall(
