@@ -3,14 +3,11 @@
 Each `migrations/NNNN_name.sql` file runs once, in numeric order, inside its own transaction, and is
 recorded in the `schema_migrations` ledger in that same transaction: a migration either lands whole
 with its ledger row or not at all. Files are never edited once released; a change is a new file.
-A database that has a migration this code does not know was written by a newer nerve, and is refused
-rather than written with an older idea of the schema.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -19,6 +16,7 @@ from pathlib import Path
 import aiosqlite
 
 from bot.errors import StoreError
+from bot.store.connect import rollback
 from bot.store.dialect import SQLITE
 
 # The repository's migrations/ folder; the package is installed editable, so it sits next to bot/.
@@ -131,8 +129,7 @@ async def apply_one(db: aiosqlite.Connection, migration: Migration) -> bool:
         await db.execute("COMMIT")
     except BaseException as exc:
         # Unconditionally: statements queued before a cancellation may not have run yet.
-        with contextlib.suppress(sqlite3.Error):
-            await db.execute("ROLLBACK")
+        await rollback(db)
         if isinstance(exc, sqlite3.Error):
             if migration.version in await applied_versions(db):
                 return False

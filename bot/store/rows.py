@@ -1,9 +1,5 @@
-"""How the store writes values as rows and JSON, and reads them back.
-
-Its own module because a parked turn, a deferred message, the audit and the conversations export
-all store the same values (messages, incoming messages, a thread's key, audit rows), and each must
-be read back as it was written, whichever ledger wrote it.
-"""
+"""How the store writes values as rows and JSON, and reads them back as they were written, whichever
+ledger wrote them: parked turns, deferred messages, the audit and the export share these values."""
 
 from __future__ import annotations
 

@@ -65,10 +65,10 @@ class SignInLedger(Ledger):
         return found[0] if found else None
 
     async def forget_tokens(self, server: str, person: str) -> bool:
-        return (
-            await self._change("DELETE FROM oauth_tokens WHERE server = ? AND person = ?", (server, person))
-            > 0
+        deleted = await self._change(
+            "DELETE FROM oauth_tokens WHERE server = ? AND person = ?", (server, person)
         )
+        return deleted > 0
 
     async def people_connected(self, server: str) -> list[str]:
         """Who has tokens for `server`, most recently signed in first."""
