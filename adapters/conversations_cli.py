@@ -18,9 +18,9 @@ from typing import Any
 from adapters.terminal.safe import printable, say, terminal_json
 from adapters.terminal.views import _utc, conversation_key, format_history, write_table
 from bot.config import Settings
-from bot.store.approvals import message_to_json
 from bot.store.base import ConversationStore
 from bot.store.choose import open_configured_store
+from bot.store.rows import message_to_json
 from bot.store.threads import StoredConversation, StoredMessage
 from bot.text.scrubbing import scrub
 from bot.types import AuditEntry, ConversationKey

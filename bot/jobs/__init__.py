@@ -1,19 +1,9 @@
 """Received messages as jobs that every nerve process on one PostgreSQL database shares.
 
-With NERVE_DATABASE_URL set, several nerve processes (replicas) can share the work: the process that
+With NERVE_DATABASE_URL set, several nerve processes (replicas) share the work: the process that
 receives a message enqueues a job, and the worker of whichever process is free runs it. The jobs are
-procrastinate's (https://procrastinate.readthedocs.io), in nerve's own schema:
-
-    jobs = await open_configured_jobs(settings)       # None without NERVE_DATABASE_URL
-    jobs.register("chat.event", answer)              # async def answer(*, event_id: str) -> None
-    await jobs.enqueue("chat.event", {"event_id": "Ev1"}, event="chat:Ev1", conversation=str(key))
-    jobs.run_worker(settings.nerve_worker_concurrency)
-    ...
-    await jobs.drain(settings.nerve_shutdown_grace)   # on SIGTERM
-    await jobs.aclose()
-
-`TurnJobs` (bot.jobs.turns) documents each call. procrastinate is imported only when jobs are opened,
-so the SQLite default path, which has no jobs, never needs it.
+procrastinate's, in nerve's own schema (`TurnJobs`, bot.jobs.turns). procrastinate is imported only
+when jobs are opened, so the SQLite default path, which has no jobs, never needs it.
 """
 
 from __future__ import annotations
@@ -38,14 +28,9 @@ JobHandler = Callable[..., Awaitable[None]]
 
 
 async def open_turn_jobs(
-    database_url: str,
-    *,
-    schema: str | None = None,
-    stall_timeout: float = 30.0,
-    poll_interval: float = 5.0,
+    database_url: str, *, schema: str | None = None, stall_timeout: float = 30.0, poll_interval: float = 5.0
 ) -> TurnJobs:
-    """The jobs on the PostgreSQL database at `database_url`, procrastinate's tables installed
-    (see `TurnJobs.open`)."""
+    """The jobs on the PostgreSQL database at `database_url` (see `TurnJobs.open`)."""
     check_postgres_url(database_url, ": jobs shared by several nerve processes live on PostgreSQL only")
     with postgres_support():
         from bot.jobs.turns import TurnJobs
@@ -55,8 +40,7 @@ async def open_turn_jobs(
 
 
 async def open_configured_jobs(settings: Settings) -> TurnJobs | None:
-    """The jobs of NERVE_DATABASE_URL, with NERVE_WORKER_STALL_TIMEOUT; None when the store is SQLite
-    (one process, no jobs: the front end answers in process as it always did)."""
+    """The jobs of NERVE_DATABASE_URL; None on SQLite (one process: the front end answers in process)."""
     if settings.nerve_database_url is None:
         return None
     return await open_turn_jobs(

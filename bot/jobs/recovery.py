@@ -2,16 +2,14 @@
 told at once when a conversation's next job may start.
 
 A killed process stops beating, and its jobs would stay `doing` for ever, holding their
-conversations' locks. So every worker, every third of the stall timeout, deletes the workers whose
-heartbeat is older than the stall timeout (never its own: after an outage its beat is old, but it is
-right here), then puts their jobs back in their queues, rows locked (`FOR UPDATE SKIP LOCKED`) so two
-workers never put back one job twice. A job keeps its id, so it stays first of its conversation; one
-whose worker died `MAX_RUNS` times fails instead, so a message that kills its process cannot take
-down every replica in turn. The stall timeout must be well above any pause of a live process.
+conversations' locks. So every worker deletes the workers whose heartbeat is older than the stall
+timeout (never its own: after an outage its beat is old, but it is right here) and puts their jobs
+back, rows locked so two workers never put back one job twice. A job keeps its id, so it stays first
+of its conversation; one whose worker died `MAX_RUNS` times fails instead, so a message that kills
+its process cannot take down every replica in turn.
 
-procrastinate notifies workers when a job is inserted, and otherwise polls every few seconds. A job
-waiting behind another of its conversation was inserted long ago, so nothing would tell anyone when
-the job before it ends: `WakingJobManager` sends the insert's notification then, on the queue's channel.
+A job waiting behind another of its conversation was inserted long ago, so procrastinate's insert
+notification would not tell anyone when the job before it ends: `WakingJobManager` sends one then.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import datetime
 import json
 import logging
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, LiteralString
+from typing import LiteralString
 
 from procrastinate import App, exceptions, manager, sql, utils
 from procrastinate import jobs as jobs_module
@@ -68,10 +66,11 @@ class WakingJobManager(manager.JobManager):
 
     async def wake(self, job_id: int | None, queue: str) -> None:
         """Tell every worker of `queue` that a job may be ready; best effort, since workers poll anyway."""
+        (channel,) = manager.get_channel_for_queues([queue])  # the one the queue's workers listen on
         try:
             await self.connector.execute_query_async(
                 "SELECT pg_notify(%(channel)s, %(payload)s)",
-                channel=wake_channel(queue),
+                channel=channel,
                 payload=json.dumps({"type": "job_inserted", "job_id": job_id}),
             )
         except exceptions.ConnectorException as exc:
@@ -84,12 +83,6 @@ class WakingJobManager(manager.JobManager):
                 job_id,
                 exc.__cause__ or repr(exc),
             )
-
-
-def wake_channel(queue: str) -> str:
-    """The channel procrastinate's workers of `queue` listen on."""
-    (channel,) = manager.get_channel_for_queues([queue])
-    return channel
 
 
 async def recover_stalled_jobs(
@@ -120,10 +113,13 @@ async def recover_stalled_jobs(
                     lock,
                     attempts + 1,
                 )
-                await conn.execute(sql.queries["finish_job"], _finish(job_id))
+                finish = {"job_id": job_id, "status": "failed", "delete_job": False}
+                await conn.execute(sql.queries["finish_job"], finish)
             else:
                 logger.warning("job %s (conversation %s) lost its worker: running it again", job_id, lock)
-                await conn.execute(sql.queries["retry_job"], _retry(job_id))
+                retry = {"job_id": job_id, "retry_at": utils.utcnow()}
+                retry |= dict.fromkeys(("new_priority", "new_queue_name", "new_lock"))
+                await conn.execute(sql.queries["retry_job"], retry)
                 retried.append(job_id)
                 first_in.setdefault(queue, job_id)
     if isinstance(app.job_manager, WakingJobManager):
@@ -135,8 +131,7 @@ async def recover_stalled_jobs(
 async def keep_recovering(
     app: App, *, queues: Sequence[str], stall_timeout: float, own: Callable[[], Collection[int]]
 ) -> None:
-    """Recover stalled jobs every third of the stall timeout, until cancelled; a failed round is
-    logged and the next one tried."""
+    """Recover stalled jobs every third of the stall timeout until cancelled; a failed round is logged."""
     while True:
         await asyncio.sleep(stall_timeout / 3)
         try:
@@ -160,17 +155,3 @@ def raise_if_cancelled(exc: Exception) -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError from exc
-
-
-def _retry(job_id: int) -> dict[str, Any]:
-    return {
-        "job_id": job_id,
-        "retry_at": utils.utcnow(),
-        "new_priority": None,
-        "new_queue_name": None,
-        "new_lock": None,
-    }
-
-
-def _finish(job_id: int) -> dict[str, Any]:
-    return {"job_id": job_id, "status": "failed", "delete_job": False}

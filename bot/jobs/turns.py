@@ -1,10 +1,9 @@
 """`TurnJobs`: received messages as procrastinate jobs, shared by every nerve process on a database.
 
-One per process: the front end that receives a message enqueues a job; any process's worker runs it
-with the handler registered under its name. procrastinate's `queueing_lock` (the event id) makes a
-re-delivery before the job started add nothing, and its `lock` (the conversation) runs one job of a
-conversation at a time, in order. One queue per schema and platform (`queue_of`): a worker takes only
-jobs it has handlers for, and two deployments in two schemas of one database never touch each other's.
+procrastinate's `queueing_lock` (the event id) makes a re-delivery before the job started add nothing,
+and its `lock` (the conversation) runs one job of a conversation at a time, in order. One queue per
+schema and platform (`queue_of`): a worker takes only jobs it has handlers for, and two deployments in
+two schemas of one database never touch each other's.
 
 procrastinate's tables are installed at start-up under the lock nerve's migrations take, so of
 replicas starting together exactly one installs them. An installed schema is left as it is (its
@@ -58,8 +57,8 @@ class RunAgainIfCutOff(BaseRetryStrategy):
 
 @dataclass(eq=False)
 class TurnJobs:
-    """The jobs of one nerve deployment on PostgreSQL (made by `TurnJobs.open`): enqueue them, and
-    run a worker for them. `queue` is the prefix of its queues, for operators' `procrastinate` commands."""
+    """The jobs of one nerve deployment on PostgreSQL; `queue` is the prefix of its queues, for
+    operators' `procrastinate` commands."""
 
     app: App
     pool: AsyncConnectionPool[Any]
@@ -70,7 +69,8 @@ class TurnJobs:
     poll_interval: float
 
     def __post_init__(self) -> None:
-        self.queue = queue_for(self.schema)
+        # Short, since it is part of a NOTIFY channel's name.
+        self.queue = "nerve-" + hashlib.blake2b(self.schema.encode(), digest_size=4).hexdigest()
         self._runner: WorkerRunner | None = None
         self._queues: set[str] = set()  # those of the names registered here
         self._closed = False
@@ -148,10 +148,9 @@ class TurnJobs:
         return f"{self.queue}-{name.partition('.')[0]}"
 
     async def enqueue(self, name: str, payload: Mapping[str, str], *, event: str, conversation: str) -> bool:
-        """Queue a job `name` with `payload`; False if a job for `event` (the delivery's id, prefixed
-        by platform: `chat:Ev123`) is still waiting to start. That only holds while the first waits,
-        so nerve's inbox is the first guard against re-deliveries; this covers one racing the first
-        in another process. The jobs of one `conversation` (`str(incoming.key)`) run one at a time."""
+        """Queue a job; False if one for `event` (the delivery's id, prefixed by platform: `chat:Ev123`)
+        is still waiting to start: nerve's inbox is the first guard against re-deliveries, this covers
+        one racing the first in another process. The jobs of one `conversation` run one at a time."""
         self._check_open()
         deferrer = self.app.configure_task(
             name, queue=self.queue_of(name), lock=conversation, queueing_lock=event
@@ -180,8 +179,7 @@ class TurnJobs:
             raise StoreError(f"could not look for the job of {event} on {self.where}: {exc}") from exc
 
     def run_worker(self, concurrency: int) -> None:
-        """Start this process's worker on the running loop, up to `concurrency` jobs at once of the
-        queues registered so far, until `drain` (`bot.jobs.worker`)."""
+        """Start this process's worker, up to `concurrency` jobs at once of the queues registered so far."""
         self._check_open()
         if concurrency < 1:
             raise ValueError("a worker runs at least one job at a time")
@@ -204,8 +202,8 @@ class TurnJobs:
         return self._runner is not None and self._runner.alive()
 
     async def drain(self, grace: float) -> None:
-        """For SIGTERM: take no more jobs, give the running ones `grace` seconds, then cancel them,
-        which puts them back in the queue for another process. Returns once the worker stopped."""
+        """For SIGTERM: take no more jobs, give the running ones `grace` seconds, then cancel them
+        (back to the queue, for another process)."""
         if self._runner is not None:
             await self._runner.drain(grace)
 
@@ -223,23 +221,18 @@ class TurnJobs:
             raise StoreError(f"the jobs on {self.where} are closed")
 
 
-def queue_for(schema: str) -> str:
-    """The prefix of the deployment's queues; short, since it is part of a NOTIFY channel's name."""
-    return "nerve-" + hashlib.blake2b(schema.encode(), digest_size=4).hexdigest()
-
-
-# The table every procrastinate installation has; its presence in the schema means "installed".
-JOBS_TABLE = "procrastinate_jobs"
-
-
 async def install_schema(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """Create procrastinate's tables, types and functions in the connection's schema unless they are
-    there; True if this call created them. `conn` is in autocommit."""
+    """Create procrastinate's tables in the connection's schema (autocommit) unless its jobs table is
+    there, not one further along the search_path; True if this call created them."""
     schema = await current_schema(conn)
     key = lock_key(MIGRATION_LOCKS, schema)
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)
     try:
-        if await is_installed(conn, schema):
+        cursor = await conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = %s",
+            (schema, "procrastinate_jobs"),
+        )
+        if await cursor.fetchone() is not None:
             return False
         # Without parameters psycopg sends the whole script as it is, statements and `%` alike.
         async with conn.transaction():
@@ -247,12 +240,3 @@ async def install_schema(conn: psycopg.AsyncConnection[Any]) -> bool:
         return True
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
-
-
-async def is_installed(conn: psycopg.AsyncConnection[Any], schema: str) -> bool:
-    """procrastinate's jobs table is in `schema` itself (one further along the search_path is not
-    the one nerve's connections would write to)."""
-    cursor = await conn.execute(
-        "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = %s", (schema, JOBS_TABLE)
-    )
-    return await cursor.fetchone() is not None

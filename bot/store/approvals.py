@@ -1,13 +1,9 @@
-"""Parked turns and the calls they wait on, the decisions that outlive them, and the messages
-that wait behind them.
+"""Parked turns and the calls they wait on, remembered approvals, the audit, and the messages that
+wait behind a parked turn.
 
-A turn that waits for a person is written here whole (the question, the round whose calls wait, the
-results of the calls that already ran) and its task ends: nothing is held while the person thinks.
-Every state change is one conditional UPDATE, so a replayed or concurrent click changes nothing, and
-exactly one process claims a turn to resume it. Remembered approvals ("always allow here") hold
-while their tool's definition stays the same, apart from any turn; the audit keeps every decision
-with its conversation. A message written while its thread's turn is parked is an incoming message
-waiting its turn, kept (`defer`) and answered after that turn.
+A waiting turn is written here whole and its task ends: nothing is held while the person thinks.
+Every state change is one conditional UPDATE, so a replayed or concurrent click changes nothing and
+exactly one process claims a turn to resume it.
 """
 
 from __future__ import annotations
@@ -18,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.policy.scopes import place_id
-from bot.store.dialect import Connection, Ledger
+from bot.store.conversations import ConversationLedger
+from bot.store.dialect import Connection
 from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
 from bot.store.rows import (
     C_KEY_WHERE,
@@ -30,10 +27,7 @@ from bot.store.rows import (
     key_from_row,
     key_params,
     message_from_json,
-)
-from bot.store.rows import (
-    # Also named here for the conversations export, which reads messages as they are stored.
-    message_to_json as message_to_json,
+    message_to_json,
 )
 from bot.store.sign_ins import SignInWait, insert_sign_in_waits
 from bot.types import (
@@ -60,9 +54,8 @@ class ParkedTurn:
     rounds_used: int
 
 
-class ApprovalLedger(Ledger):
-    """The approval tables of the conversation store (mixed into the store, `bot.store.base`), with
-    the remembered approvals, the audit and the deferred messages that go with them."""
+class ApprovalLedger(ConversationLedger):
+    """The approval tables of the conversation store (mixed into the store, `bot.store.base`)."""
 
     async def park(
         self,
@@ -128,19 +121,17 @@ class ApprovalLedger(Ledger):
         async with self._read() as db:
             return await _load_prompt(db, request_id, questions=False)
 
-    async def waiting_in(self, key: ConversationKey) -> str | None:
-        """The request a turn of this thread is parked on (waiting or being resumed), if any."""
-        return await self.parked_by(key, None)
-
-    async def parked_by(self, key: ConversationKey, event_id: str | None) -> str | None:
-        """The request a turn of this thread is parked on, if the delivery `event_id` started it
-        (any delivery when None)."""
+    async def parked_by(self, key: ConversationKey, event_id: str | None = None) -> str | None:
+        """The request a turn of this thread is parked on (waiting or being resumed), if the delivery
+        `event_id` started it (any delivery when None)."""
         row = await self._first(
             f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done' AND (CAST(? AS TEXT) IS NULL"
-            f" OR {self._sql.json_text('incoming', 'event_id')} = ?) ORDER BY rowid LIMIT 1",
+            f" OR {self._sql.incoming_event_id} = ?) ORDER BY rowid LIMIT 1",
             (*key_params(key), event_id, event_id),
         )
         return None if row is None else str(row[0])
+
+    waiting_in = parked_by
 
     async def set_message_ref(self, request_id: str, ref: str) -> None:
         """Remember where the approval message is, so the process that resumes can update it."""

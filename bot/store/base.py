@@ -1,9 +1,5 @@
-"""The conversation store every front end and the agent use, whichever database holds it.
-
-`ConversationStore` is every ledger in one object; `SQLiteStore` and `PostgresStore` give it its
-connections, its dialect and its turn lock. The two must behave the same: the store tests run
-against both.
-"""
+"""The conversation store, every ledger in one object; `SQLiteStore` and `PostgresStore` give it its
+connections, dialect and turn lock, and must behave the same: the store tests run against both."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ from typing import Self
 
 from bot.seams import TurnLock
 from bot.store.approvals import ApprovalLedger
-from bot.store.conversations import ConversationLedger, InboxLedger
+from bot.store.conversations import InboxLedger
 from bot.store.feedback import FeedbackLedger
 from bot.store.inputs import InputLedger
 from bot.store.posts import PostLedger
@@ -21,17 +17,15 @@ from bot.store.threads import ThreadLedger
 
 
 class ConversationStore(
-    ConversationLedger,
+    ApprovalLedger,  # and the conversations it writes into (`ConversationLedger`)
     InboxLedger,
     PostLedger,
-    ApprovalLedger,
     FeedbackLedger,
     InputLedger,
     SignInLedger,
     ThreadLedger,
 ):
-    """Conversations (listed, read back and deleted too), the inbox, what each turn posted, parked
-    turns and approvals, questions, sign-ins and feedback."""
+    """The store every front end and the agent use, whichever database holds it."""
 
     # Turns of one conversation, one at a time across every process on this database.
     turn_lock: TurnLock

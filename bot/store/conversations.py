@@ -1,8 +1,4 @@
-"""Conversations per thread and the inbox of platform deliveries: the core tables of the store.
-
-Written once for both databases (`bot.store.dialect`); the store the ledgers are mixed into decides
-how statements reach the database.
-"""
+"""Conversations per thread and the inbox of platform deliveries: the core tables of the store."""
 
 from __future__ import annotations
 
@@ -70,9 +66,8 @@ class ConversationLedger(Ledger):
         return [message_from_row(row) for row in rows]
 
     async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
-        """The turn that answered the user message with this event id: what follows it, up to the next
-        user message. Empty when the event is unknown. Lets a re-delivery resume or re-send its turn.
-        """
+        """What followed the user message with this event id, up to the next user message (empty when
+        the event is unknown): a re-delivery resumes or re-sends its turn."""
         found = await self._first(
             "SELECT m.conversation_id, m.seq FROM messages m JOIN conversations c ON c.id = m.conversation_id"
             f" WHERE m.event_id = ? AND {C_KEY_WHERE} ORDER BY m.id DESC LIMIT 1",

@@ -1,9 +1,6 @@
 """What the store's ledgers need of a database (`Ledger`, the base of each), and the few spellings
-SQLite and PostgreSQL differ on.
-
-The ledgers are written once, in SQL both databases run, with `?` placeholders (which
-`bot.store.postgres_connection` turns into psycopg's `%s`); what cannot be written once lives here.
-Insertion order is `rowid` in both (an identity column of that name in the PostgreSQL schema).
+SQLite and PostgreSQL differ on: the ledgers are written once, with `?` placeholders, in SQL both
+run. Insertion order is `rowid` in both (an identity column of that name in the PostgreSQL schema).
 """
 
 from __future__ import annotations
@@ -13,8 +10,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
-
-from bot.types import ChatMessage, ConversationKey
 
 
 class Cursor(Protocol):
@@ -45,24 +40,20 @@ class Dialect:
     name: str
     # The current UTC time as ISO-8601 text with milliseconds, the format of every *_at TEXT column.
     now: str
-    # `{column}` and `{field}` are filled in: the text of one top-level field of a JSON text column.
-    json_field: str
-
-    def json_text(self, column: str, field: str) -> str:
-        """SQL for `column`'s JSON field `field` as text (NULL when absent); names are ours, never input."""
-        return self.json_field.format(column=column, field=field)
+    # The text of the event_id field of a parked turn's JSON `incoming` (NULL when absent).
+    incoming_event_id: str
 
 
 SQLITE = Dialect(
     name="sqlite",
     now="strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    json_field="json_extract({column}, '$.{field}')",
+    incoming_event_id="json_extract(incoming, '$.event_id')",
 )
 
 POSTGRES = Dialect(
     name="postgres",
     now="to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
-    json_field="({column}::jsonb ->> '{field}')",
+    incoming_event_id="(incoming::jsonb ->> 'event_id')",
 )
 
 
@@ -72,9 +63,10 @@ def iso_utc(moment: datetime) -> str:
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
-def days_ago(days: float) -> str:
-    """The store's text for the time `days` ago, for comparisons with *_at columns."""
-    return iso_utc(datetime.now(UTC) - timedelta(days=days))
+def days_ago(days: float, now: datetime | None = None) -> str:
+    """The store's text for the time `days` before `now` (the current time when None), for
+    comparisons with *_at columns."""
+    return iso_utc((now or datetime.now(UTC)) - timedelta(days=days))
 
 
 class Ledger:
@@ -83,7 +75,6 @@ class Ledger:
     _sql: Dialect
 
     def _read(self) -> AbstractAsyncContextManager[Connection]:
-        """A connection for reads; each statement is its own transaction."""
         raise NotImplementedError
 
     def _write(self) -> AbstractAsyncContextManager[Connection]:
@@ -96,31 +87,14 @@ class Ledger:
         raise NotImplementedError
 
     async def _rows(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> list[Any]:
-        """The rows of one read (on the inbox's connection, with `inbox`)."""
         async with self._inbox() if inbox else self._read() as db:
             return list(await db.execute_fetchall(sql, params))
 
     async def _first(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> Any | None:
-        """The first row of one read, or None."""
         rows = await self._rows(sql, params, inbox=inbox)
         return rows[0] if rows else None
 
     async def _change(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> int:
-        """One statement in a write transaction of its own (with `inbox`, one on the inbox's
-        connection); the number of rows it changed."""
+        """One statement in a write transaction of its own; the number of rows it changed."""
         async with self._inbox() if inbox else self._write() as db:
             return (await db.execute(sql, params)).rowcount
-
-    # Conversations (`bot.store.conversations`), which the approval and audit ledgers write into.
-    async def _insert_messages(
-        self,
-        db: Connection,
-        key: ConversationKey,
-        messages: Sequence[ChatMessage],
-        *,
-        event_id: str | None = None,
-    ) -> int:
-        raise NotImplementedError
-
-    async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
-        raise NotImplementedError

@@ -1,8 +1,5 @@
-"""Feedback on answers (thumbs up / down), kept next to the conversation it is about.
-
-A person has one vote per answer: clicking the other button replaces it, and a click delivered twice
-changes nothing.
-"""
+"""Feedback on answers (thumbs up / down), kept next to the conversation it is about: one vote per
+person and answer, so a click delivered twice changes nothing."""
 
 from __future__ import annotations
 

@@ -34,8 +34,7 @@ class StoredInput:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParkedQuestion:
-    """One question of a parked call: the request as shown, its schema, the server's key for it,
-    and its status ("declined" for one nerve refused to show)."""
+    """One question of a parked call; `key` is the server's, `status` "declined" if nerve refused it."""
 
     request: InputRequest
     schema: dict[str, Any] | None

@@ -17,6 +17,10 @@ class KeyedLocks(Generic[K]):
     def __init__(self) -> None:
         self._locks: dict[K, tuple[asyncio.Lock, int]] = {}
 
+    def users(self, key: K) -> int:
+        """Holders and waiters of `key`'s lock."""
+        return self._locks.get(key, (None, 0))[1]
+
     @asynccontextmanager
     async def hold(self, key: K) -> AsyncIterator[None]:
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))

@@ -3,14 +3,11 @@
 Each `migrations/NNNN_name.sql` file runs once, in numeric order, inside its own transaction, and is
 recorded in the `schema_migrations` ledger in that same transaction: a migration either lands whole
 with its ledger row or not at all. Files are never edited once released; a change is a new file.
-A database that has a migration this code does not know was written by a newer nerve, and is refused
-rather than written with an older idea of the schema.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -19,6 +16,7 @@ from pathlib import Path
 import aiosqlite
 
 from bot.errors import StoreError
+from bot.store.connect import rollback
 from bot.store.dialect import SQLITE
 
 # The repository's migrations/ folder; the package is installed editable, so it sits next to bot/.
@@ -38,8 +36,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Migration:
-    """One migration file, read into memory."""
-
     version: int
     name: str
     sql: str
@@ -54,22 +50,21 @@ def discover(directory: Path) -> list[Migration]:
     word) or a duplicate is an error."""
     if not directory.is_dir():
         raise StoreError(f"migrations folder not found: {directory}")
+    found: dict[int, Migration] = {}
     try:
-        return _read(directory)
+        for path in sorted(directory.glob("*.sql")):
+            match = _FILE_NAME.match(path.name)
+            if match is None:
+                raise StoreError(
+                    f"{path}: migration files must be named NNNN_name.sql (lower_snake_case name)"
+                )
+            version = int(match.group(1))
+            if version in found:
+                raise StoreError(f"{path}: migration version {version} is used by two files")
+            sql = path.read_text(encoding="utf-8")
+            found[version] = Migration(version=version, name=match.group(2), sql=sql)
     except OSError as exc:
         raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc
-
-
-def _read(directory: Path) -> list[Migration]:
-    found: dict[int, Migration] = {}
-    for path in sorted(directory.glob("*.sql")):
-        match = _FILE_NAME.match(path.name)
-        if match is None:
-            raise StoreError(f"{path}: migration files must be named NNNN_name.sql (lower_snake_case name)")
-        version = int(match.group(1))
-        if version in found:
-            raise StoreError(f"{path}: migration version {version} is used by two files")
-        found[version] = Migration(version=version, name=match.group(2), sql=path.read_text(encoding="utf-8"))
     return [found[version] for version in sorted(found)]
 
 
@@ -134,8 +129,7 @@ async def apply_one(db: aiosqlite.Connection, migration: Migration) -> bool:
         await db.execute("COMMIT")
     except BaseException as exc:
         # Unconditionally: statements queued before a cancellation may not have run yet.
-        with contextlib.suppress(sqlite3.Error):
-            await db.execute("ROLLBACK")
+        await rollback(db)
         if isinstance(exc, sqlite3.Error):
             if migration.version in await applied_versions(db):
                 return False

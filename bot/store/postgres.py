@@ -1,11 +1,9 @@
 """The conversation store on PostgreSQL (NERVE_DATABASE_URL), through psycopg 3 with a pool.
 
-The ledgers are the SQLite store's, run through `PostgresConnection`. Like SQLite's `BEGIN
-IMMEDIATE`, one writer at a time per store (a transaction-scoped advisory lock named after the
-schema): the ledgers read and then write inside a transaction, and that is what makes those reads
-safe in every process at once. Reads and the inbox run in autocommit, in parallel; turns take session
-advisory locks (`PostgresTurnLock`). The schema is the first of the search_path, so several
-stores can share one database.
+Like SQLite's `BEGIN IMMEDIATE`, one writer at a time per store (a transaction-scoped advisory lock
+named after the schema): the ledgers read and then write inside a transaction, and that makes those
+reads safe in every process at once. Reads and the inbox run in autocommit, in parallel. The schema
+is the first of the search_path, so several stores can share one database.
 """
 
 from __future__ import annotations
@@ -52,7 +50,6 @@ class PostgresStore(ConversationStore):
     def __init__(
         self, pool: AsyncConnectionPool[Any], turn_lock: PostgresTurnLock, *, schema: str, where: str
     ) -> None:
-        """Use `PostgresStore.open`; this only wraps a pool that is already open."""
         self._pool = pool
         self.turn_lock: PostgresTurnLock = turn_lock
         self.schema = schema
@@ -107,8 +104,7 @@ class PostgresStore(ConversationStore):
         await self.turn_lock.close()
 
     async def ping(self) -> None:
-        """`SELECT 1` on a pooled connection, for /readyz; a server that is away shows as a wait for
-        a connection, which the caller bounds (`asyncio.timeout`)."""
+        """For /readyz: a server that is away shows as a wait for a connection, which the caller bounds."""
         self._check_open()
         try:
             async with self._pool.connection() as conn:
@@ -136,8 +132,7 @@ class PostgresStore(ConversationStore):
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[Connection]:
-        """One write transaction, the store's only one at this moment; committed on success and
-        rolled back on any error or cancellation. The body may end it itself (ROLLBACK for a no-op)."""
+        """The store's only write transaction at this moment; the body may end it itself (ROLLBACK)."""
         async with self._connection() as conn:
             db = PostgresConnection(conn)
             try:
@@ -198,21 +193,17 @@ TURN_LOCKS = 0x6E657203
 
 
 class PostgresTurnLock:
-    """The `TurnLock` seam on PostgreSQL: `async with lock.hold(key):` around one turn.
-
-    A turn queues behind its process's earlier turns in memory, then takes a session advisory lock
-    named after the conversation, granted in the order asked; a dead process's locks go with its
-    connections, with no lease to wait out. Each conversation with a turn here holds one connection.
+    """The `TurnLock` seam on PostgreSQL. A turn queues behind its process's earlier turns in memory,
+    then takes a session advisory lock named after the conversation, granted in the order asked; a
+    dead process's locks go with its connections, with no lease to wait out.
     """
 
     def __init__(self, pool: AsyncConnectionPool[Any], namespace: str, where: str) -> None:
-        """`pool` gives autocommit connections used for nothing else; `namespace` (the schema) keeps
-        two stores on one database from sharing locks."""
+        """`pool`'s connections hold nothing else; `namespace` (the schema) keeps two stores apart."""
         self._pool = pool
         self._namespace = namespace
         self._where = where
         self._local: KeyedLocks[str] = KeyedLocks()
-        self._inside: dict[str, int] = {}
 
     def key_of(self, key: ConversationKey) -> tuple[int, int]:
         """The advisory lock of a conversation (for operators reading pg_locks, and the tests)."""
@@ -220,7 +211,7 @@ class PostgresTurnLock:
 
     def turns_in(self, key: ConversationKey) -> int:
         """This process's turns of the conversation that arrived and did not end (waiting or running)."""
-        return self._inside.get(self._name(key), 0)
+        return self._local.users(self._name(key))
 
     def _name(self, key: ConversationKey) -> str:
         return json.dumps([self._namespace, key.platform, key.workspace, key.channel, key.thread])
@@ -232,14 +223,8 @@ class PostgresTurnLock:
     async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
         """Wait for the conversation's earlier turns, in every process, then hold it until the block ends."""
         name = self._name(key)
-        self._inside[name] = self._inside.get(name, 0) + 1
-        try:
-            async with self._local.hold(name), self._held(lock_key(TURN_LOCKS, name)):
-                yield
-        finally:
-            self._inside[name] -= 1
-            if not self._inside[name]:
-                del self._inside[name]
+        async with self._local.hold(name), self._held(lock_key(TURN_LOCKS, name)):
+            yield
 
     @asynccontextmanager
     async def _held(self, lock: tuple[int, int]) -> AsyncIterator[None]:

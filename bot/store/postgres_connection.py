@@ -1,15 +1,10 @@
 """psycopg's async connections: spoken to the way the ledgers speak to aiosqlite's, and pooled so
 that a returning database is found within seconds.
 
-The ledgers write `?` placeholders (SQLite's); psycopg takes `%s`, and reads a literal `%` as the start
-of one. So each statement with parameters has its `%` doubled and its `?` turned into `%s` (cached:
-the ledgers use a few dozen fixed statements). The ledgers' SQL never has a `?` inside a string
-literal, nor PostgreSQL's jsonb `?` operators, which this would break.
-
-psycopg_pool waits twice as long after each failed attempt to reconnect (1, 2, 4 … 32 s): after a
-45 s outage its next attempt may come 18 s after the database is back, every statement waiting until
-then. `SteadyPool` caps that pause at `RECONNECT_PAUSE_LONGEST`, and tells `bot.store.postgres_outage`
-when a connection succeeds: the end of an outage's log lines.
+Each statement with parameters has its `%` doubled and its `?` turned into psycopg's `%s`; so the
+ledgers' SQL never has a `?` inside a string literal, nor PostgreSQL's jsonb `?` operators.
+psycopg_pool doubles its pause after each failed attempt to reconnect (up to 32 s): after a 45 s
+outage its next attempt may come 18 s after the database is back. `SteadyPool` caps that pause.
 """
 
 from __future__ import annotations
@@ -90,8 +85,8 @@ class PostgresConnection:
 
 
 class SteadyPool(AsyncConnectionPool[Any]):
-    """`AsyncConnectionPool` whose reconnection attempts are at most `RECONNECT_PAUSE_LONGEST` apart,
-    opened by its owner, and which notices a connection the server dropped before using it."""
+    """A pool opened by its owner, which notices a connection the server dropped before using it, and
+    tells `bot.store.postgres_outage` when a connection succeeds: the end of an outage's lines."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         install()

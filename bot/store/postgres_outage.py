@@ -3,15 +3,8 @@ when it is back, instead of the libraries' own lines.
 
 While PostgreSQL is away, psycopg_pool logs every attempt of every pool, and procrastinate each
 failure with a traceback; nerve handles all of it itself, so those lines only bury the one fact an
-operator needs. `OutageLog` drops them (`install`) and says that fact instead:
-
-    WARNING the database is unreachable (connection refused …); nerve keeps retrying
-    WARNING the database is still unreachable, since 19:02:03 UTC (60 s); nerve keeps retrying
-    WARNING the database is reachable again after 12 s (unreachable since 19:02:03 UTC)
-
-psycopg_pool's failed attempts and nerve's own (`unreachable_now`) start an outage; procrastinate's
-lines, which may come long after the failure they report, are only dropped. The outage ends when a
-pool connects again (`bot.store.postgres_connection.SteadyPool` calls `reachable`).
+operator needs. procrastinate's lines, which may come long after the failure they report, are only
+dropped; psycopg_pool's failed attempts and nerve's own (`unreachable_now`) start an outage.
 """
 
 from __future__ import annotations

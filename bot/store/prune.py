@@ -1,9 +1,6 @@
-"""Keeping the store small: delivery records, and conversations when a retention is set, are
-pruned at start and then on a schedule.
-
-An inbox record older than NERVE_INBOX_RETENTION_HOURS serves neither dedupe nor replay; conversations
-idle longer than NERVE_RETENTION_DAYS (when set) are deleted, the audit kept. A failure is logged and
-tried again at the next tick, never the end of the process.
+"""Keeping the store small, at start and then on a schedule: an inbox record older than
+NERVE_INBOX_RETENTION_HOURS serves neither dedupe nor replay; conversations idle longer than
+NERVE_RETENTION_DAYS (when set) are deleted, the audit kept. A failure is tried again at the next tick.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from datetime import datetime
 
 from bot.errors import StoreError
 from bot.store.base import ConversationStore
-from bot.store.threads import idle_cutoff
+from bot.store.dialect import days_ago
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +25,7 @@ async def prune_conversations(
 ) -> int:
     """Delete the conversations idle for longer than `older_than_days`, each under its thread's turn
     lock and re-checked as it is deleted; returns how many."""
-    cutoff = idle_cutoff(older_than_days, now)
+    cutoff = days_ago(older_than_days, now)
     removed = 0
     for conversation in await store.idle_conversations(older_than_days, now):
         async with store.turn_lock.hold(conversation.key):
@@ -47,8 +44,7 @@ async def pruning_inbox(
     wait: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[None]:
     """Prune now (so a replay at start-up sees only live records), then every `every` seconds (by
-    default hourly, or twice per retention if shorter) until the block ends. Conversations too when
-    `conversation_retention_days` is above 0."""
+    default hourly, or twice per retention if shorter) until the block ends."""
     if every is None:
         every = min(PRUNE_EVERY_SECONDS, retention_hours * 3600 / 2)
     await _prune(store, retention_hours, conversation_retention_days)

@@ -1,9 +1,5 @@
-"""How the store writes values as rows and JSON, and reads them back.
-
-Its own module because a parked turn, a deferred message, the audit and the conversations export
-all store the same values (messages, incoming messages, a thread's key, audit rows), and each must
-be read back as it was written, whichever ledger wrote it.
-"""
+"""How the store writes values as rows and JSON, and reads them back as they were written, whichever
+ledger wrote them: parked turns, deferred messages, the audit and the export share these values."""
 
 from __future__ import annotations
 
@@ -13,7 +9,7 @@ from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.policy.scopes import Place
-from bot.types import AuditEntry, ChatMessage, ConversationKey, Incoming, ToolCall
+from bot.types import ChatMessage, ConversationKey, Incoming, ToolCall
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -47,8 +43,6 @@ def from_row(cls: type[T], row: Iterable[Any], **given: Any) -> T:
     return cls(**dict(zip(names, row, strict=True)), **given)
 
 
-# The audit's columns `from_row(AuditEntry, …)` reads, in its order.
-AUDIT_COLUMNS = columns(AuditEntry)
 # The columns `message_from_row` reads, in its order.
 MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
 

@@ -65,10 +65,10 @@ class SignInLedger(Ledger):
         return found[0] if found else None
 
     async def forget_tokens(self, server: str, person: str) -> bool:
-        return (
-            await self._change("DELETE FROM oauth_tokens WHERE server = ? AND person = ?", (server, person))
-            > 0
+        deleted = await self._change(
+            "DELETE FROM oauth_tokens WHERE server = ? AND person = ?", (server, person)
         )
+        return deleted > 0
 
     async def people_connected(self, server: str) -> list[str]:
         """Who has tokens for `server`, most recently signed in first."""
@@ -120,8 +120,7 @@ class SignInLedger(Ledger):
             )
 
     async def take_sign_in(self, state: str, now: float) -> StartedSignIn | None:
-        """The started sign-in for `state`, removed so it cannot be used twice; None if unknown or
-        expired."""
+        """The started sign-in for `state`, removed so it is good once; None if unknown or expired."""
         async with self._write() as db:
             rows = list(
                 await db.execute_fetchall(

@@ -1,9 +1,7 @@
-"""The conversation store: SQLite through aiosqlite, in WAL mode (settings in `bot.store.connect`).
+"""The conversation store on one SQLite file through aiosqlite (NERVE_DB, the embedded default).
 
 Every write is one `BEGIN IMMEDIATE` transaction, so a round (an assistant message with tool calls plus
 its tool results) lands whole or not at all, and a model is never sent a tool call without its result.
-Nothing about a thread is cached between calls: several processes may share the file, and each call
-reads the thread's active conversation as it is now.
 """
 
 from __future__ import annotations
@@ -28,14 +26,11 @@ BUSY_TIMEOUT_MS = 5000
 
 
 class SQLiteStore(ConversationStore):
-    """The conversation store on one SQLite file: the embedded default (NERVE_DB)."""
-
     _sql = SQLITE
 
     def __init__(
         self, db: aiosqlite.Connection, path: Path, inbox_db: aiosqlite.Connection, turn_lock: SQLiteTurnLock
     ) -> None:
-        """Use `SQLiteStore.open`; this only wraps connections that are already set up."""
         self._db = db
         self._path = path
         # One connection is shared by every task, and its open transaction is visible to any statement
@@ -59,8 +54,7 @@ class SQLiteStore(ConversationStore):
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         turn_lease_seconds: float = LEASE_SECONDS,
     ) -> SQLiteStore:
-        """Open (creating if needed) the database at `path` and bring its schema up to date;
-        `turn_lease_seconds`: how long a stopped process's turn keeps its conversation locked."""
+        """Open (creating if needed) the database at `path` and bring its schema up to date."""
         try:
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
         except OSError as exc:
@@ -83,7 +77,6 @@ class SQLiteStore(ConversationStore):
         return cls(db, path, inbox_db, SQLiteTurnLock(lock_db, path, lease=turn_lease_seconds))
 
     async def close(self) -> None:
-        """Close the connections; waits for a running write to finish."""
         async with self._lock, self._inbox_lock:
             if not self._closed:
                 self._closed = True
@@ -111,8 +104,6 @@ class SQLiteStore(ConversationStore):
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[Connection]:
-        """One write transaction, committed on success and rolled back on any error or cancellation;
-        the body may end it itself (ROLLBACK for a no-op)."""
         async with self._lock:
             self._check_open()
             db = self._db

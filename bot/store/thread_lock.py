@@ -47,9 +47,8 @@ class _Ticket:
 
 @dataclass(eq=False)
 class SQLiteTurnLock:
-    """The `TurnLock` seam on SQLite: `async with lock.hold(key):` around one turn.
-
-    `db` is a connection of its own in autocommit; `clock` must agree across processes."""
+    """The `TurnLock` seam on SQLite; `db` is a connection of its own in autocommit, and `clock` must
+    agree across processes."""
 
     db: aiosqlite.Connection
     path: Path

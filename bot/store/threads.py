@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
-from bot.store.dialect import Ledger, iso_utc
-from bot.store.rows import AUDIT_COLUMNS, KEY_WHERE, MESSAGE_COLUMNS, from_row, key_from_row, message_from_row
+from bot.store.dialect import Ledger, days_ago
+from bot.store.rows import KEY_WHERE, MESSAGE_COLUMNS, columns, from_row, key_from_row, message_from_row
 from bot.types import AuditEntry, ChatMessage, ConversationKey
 
 _LAST_ACTIVITY = (
@@ -94,7 +94,8 @@ class ThreadLedger(Ledger):
     async def conversation_audit(self, conversation_id: int) -> list[AuditEntry]:
         """The decisions on a conversation's tool calls, oldest first; kept after it is deleted."""
         rows = await self._rows(
-            f"SELECT {AUDIT_COLUMNS} FROM audit WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+            f"SELECT {columns(AuditEntry)} FROM audit WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
         )
         return [from_row(AuditEntry, row) for row in rows]
 
@@ -148,16 +149,11 @@ class ThreadLedger(Ledger):
         self, older_than_days: float, now: datetime | None = None
     ) -> list[StoredConversation]:
         """Conversations (active or archived, any platform) whose last activity is older than this."""
-        cutoff = idle_cutoff(older_than_days, now)
+        cutoff = days_ago(older_than_days, now)
         rows = await self._rows(
             f"{_SUMMARY} WHERE c.deleted_at IS NULL AND {_LAST_ACTIVITY} < ? ORDER BY c.id", (cutoff,)
         )
         return [_summary(row) for row in rows]
-
-
-def idle_cutoff(older_than_days: float, now: datetime | None = None) -> str:
-    """The store's text for `older_than_days` before `now` (the current time when None)."""
-    return iso_utc((now or datetime.now(UTC)) - timedelta(days=older_than_days))
 
 
 def _summary(row: Sequence[Any]) -> StoredConversation:
