@@ -1,7 +1,5 @@
-"""`nerve ask`, `nerve threads`, `nerve history` and `nerve delete`: the terminal's conversations.
-
-Only those of the person at this terminal, never Slack's or Discord's: those hold other people's
-messages, and NERVE_RETENTION_DAYS bounds them. Each needs only the store, except `ask`.
+"""`nerve ask`, `threads`, `history` and `delete`: the terminal's conversations of the person at it,
+never Slack's or Discord's, which hold other people's messages.
 """
 
 from __future__ import annotations
@@ -64,7 +62,6 @@ def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) 
 
 
 async def _own(store: ConversationStore, *, archived: bool) -> list[StoredConversation]:
-    """The terminal's conversations of the local user (see `conversation_key`)."""
     return await store.stored_conversations("terminal", conversation_key("").workspace, archived=archived)
 
 
@@ -82,7 +79,6 @@ def _state(conversation: StoredConversation) -> str:
 
 
 def threads_job(*, archived: bool, as_json: bool) -> Job:
-    """`nerve threads`: this terminal user's conversations, most recently active first."""
 
     async def job(settings: Settings) -> int:
         async with await open_configured_store(settings) as store:

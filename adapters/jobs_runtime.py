@@ -1,12 +1,7 @@
-"""A front end's share of the jobs on PostgreSQL (`bot.jobs`): open them, queue them, run them,
-drain them.
+"""A front end's share of the jobs on PostgreSQL (`bot.jobs`; none on SQLite): open, queue, run, drain.
 
-`nerve slack`, `nerve worker` and `nerve discord` open the jobs of NERVE_DATABASE_URL for the life of
-the process (`shared_jobs`; none on SQLite), run a worker with their platform's handlers (`work`) and
-drain it with their own turns on SIGTERM (`drained`). Each platform has three kinds of job, queues of
-its own named `<platform>.<kind>`: `event` answers a delivery recorded in the inbox, `resume` goes on
-with a parked turn, `deferred` answers the messages that waited behind one. `Launcher` queues them,
-or runs the same work as a task here when there are no jobs.
+Each platform has three kinds of job, named `<platform>.<kind>`: `event` answers a delivery recorded in
+the inbox, `resume` goes on with a parked turn, `deferred` answers the messages that waited behind one.
 """
 
 from __future__ import annotations
@@ -34,7 +29,6 @@ DEFERRED = "deferred"
 
 
 def job_name(platform: str, kind: str) -> str:
-    """The name of a platform's jobs of one kind: `slack.event`."""
     return f"{platform}.{kind}"
 
 
@@ -55,7 +49,6 @@ class Launcher:
     async def event(
         self, event_id: str, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]
     ) -> None:
-        """Answer a recorded event: queue its job, or run `here()` in this process."""
         if self.jobs is None:
             self._spawn(here(), self._task)
             return
@@ -64,7 +57,6 @@ class Launcher:
     async def resume(
         self, request_id: str, key: ConversationKey | None, here: Callable[[], Coroutine[Any, Any, None]]
     ) -> None:
-        """Go on with a decided request: its job, or `here()` in this process."""
         if self.jobs is None or key is None:
             self._spawn(here(), self._task)
             return
@@ -72,7 +64,6 @@ class Launcher:
         await self._queue(RESUME, {"request_id": request_id}, lock, key)
 
     async def deferred(self, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Answer the messages that waited in a conversation: its job, or `here()` in this process."""
         if self.jobs is None:
             self._spawn(here(), self._task)
             return
@@ -130,14 +121,10 @@ def job_handlers(
 class RunsJobs(Protocol):
     """A front end whose platform's jobs this process's worker runs."""
 
-    def job_handlers(self) -> dict[str, JobHandler]:
-        """Its jobs' handlers, by job name (`<platform>.<what>`)."""
-        ...
+    def job_handlers(self) -> dict[str, JobHandler]: ...
 
 
 class Drains(Protocol):
-    """A front end that winds its own running turns down on SIGTERM."""
-
     async def drain(self, grace: float) -> None: ...
 
 
@@ -153,7 +140,6 @@ async def shared_jobs(settings: Settings) -> AsyncIterator[TurnJobs | None]:
 
 
 def work(jobs: TurnJobs, front: RunsJobs, settings: Settings) -> None:
-    """Run `front`'s jobs in this process too, NERVE_WORKER_CONCURRENCY at a time."""
     for name, handler in front.job_handlers().items():
         jobs.register(name, handler)
     jobs.run_worker(settings.nerve_worker_concurrency)

@@ -1,7 +1,5 @@
-"""How people write a prompt's arguments after its name, the same on every surface.
-
-`topic=weather tone="very dry"` names each argument; a value without a name fills the first required
-one. Pure parsing: a mistake raises `PromptError` saying what to write instead.
+"""How people write a prompt's arguments after its name, on every surface: `topic=weather tone="very
+dry"`; a value without a name fills the first required one.
 """
 
 from __future__ import annotations
@@ -73,7 +71,6 @@ def usage(spec: PromptSpec) -> str:
 
 
 def arguments_usage(spec: PromptSpec) -> str:
-    """`topic=… [tone=…]`: how the prompt's arguments are written."""
     return " ".join(f"{a.name}=…" if a.required else f"[{a.name}=…]" for a in spec.arguments)
 
 
@@ -95,7 +92,6 @@ class Completion:
     named: bool
 
     def written(self, value: str) -> str:
-        """The whole text with `value` in place of what was being typed."""
         last = f"{self.argument}={quote(value)}" if self.named else quote(value)
         return " ".join([*self.before, last])
 

@@ -1,10 +1,6 @@
-"""Checks of what nerve reads and runs on this machine: settings, the servers file, the MCP
-servers themselves and the database. Each goes through the same code nerve starts with, so what
-passes here is what nerve will see. Several checks change their verdict when Slack or Discord
-people would meet what the terminal user shrugs off (`platforms_set_up`).
-
-A server that will not start usually says why on stderr, so the report quotes each stdio server's
-last stderr line, read off the `bot.mcp.stderr.<server>` loggers nerve already writes them to.
+"""Checks of settings, the servers file, the MCP servers and the database, through the code nerve
+starts with, so what passes here is what nerve will see. A server that will not start usually says why
+on stderr, so the report quotes its last stderr line.
 """
 
 from __future__ import annotations

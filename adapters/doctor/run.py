@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TextIO
 from urllib.parse import unquote, urlsplit
 
@@ -24,34 +24,14 @@ from adapters.log_format import install, log_to_stderr, settings_secrets
 from adapters.settings import Settings
 from bot.mcp.server_config import McpConfig
 
-# Names every report may have; a server's line is `server NAME`.
-FIXED_NAMES = (
-    "settings",
-    "servers file",
-    "model",
-    "database",
-    "slack",
-    "slack scopes",
-    "slack events",
-    "discord",
-    "discord intents",
-)
+# The name column fits the longest name any report may have, and servers' `server NAME` up to MAX_WIDTH.
+MIN_WIDTH = len("discord intents")
 MAX_WIDTH = 28
 
 
 def secrets_of(settings: Settings, mcp: McpConfig | None) -> list[str]:
     """Every value the report must never show: tokens, keys, and what servers get in env and headers."""
-    found = [
-        secret.get_secret_value()
-        for secret in (
-            settings.openai_api_key,
-            settings.slack_bot_token,
-            settings.slack_app_token,
-            settings.slack_signing_secret,
-            settings.discord_bot_token,
-        )
-        if secret is not None
-    ]
+    found = settings_secrets(settings)
     if settings.nerve_database_url is not None:
         found.extend(url_passwords(settings.nerve_database_url.get_secret_value()))
     for server in mcp.servers.values() if mcp is not None else ():
@@ -73,7 +53,7 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     """Run every check, handing each to `emit` in order with the width of the name column."""
     checks: list[Check] = []
     redact = Redactor()
-    width = max(map(len, FIXED_NAMES))
+    width = MIN_WIDTH
 
     def report(check: Check) -> None:
         check = redact.check(check)
@@ -97,7 +77,7 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     later: list[Coroutine[Any, Any, list[Check]]] = [
         check_servers(servers, settings),
         _model(settings),
-        _one(check_database(settings)),
+        _database(settings),
         _slack(settings),
         _discord(settings),
     ]
@@ -109,12 +89,12 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     return checks
 
 
-async def _one(work: Awaitable[Check]) -> list[Check]:
-    return [await work]
-
-
 # The model client and the platforms' libraries are imported only when they are configured: each
 # adds about half a second to a run that does not need it.
+
+
+async def _database(settings: Settings) -> list[Check]:
+    return [await check_database(settings)]
 
 
 async def _model(settings: Settings) -> list[Check]:
@@ -142,7 +122,6 @@ async def _discord(settings: Settings) -> list[Check]:
 
 
 def run_doctor(*, as_json_output: bool, verbose: bool = False, out: TextIO | None = None) -> int:
-    """The `nerve doctor` command: the report on stdout, exit code 1 when anything is an error."""
     stream = out or sys.stdout
 
     def emit(check: Check, width: int) -> None:

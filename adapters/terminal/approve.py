@@ -1,8 +1,5 @@
-"""Approvals in the terminal: show the calls that wait, ask about each, then let the turn go on.
-
-The person at the terminal (the OS user, who asked) is asked per call; `nerve ask` in a script
-decides every call at once: denied, or approved with `--yes`. A turn parked on a tool's questions
-goes on the same way once they are answered (`go_on_answered`).
+"""Approvals in the terminal: the person (the OS user, who asked) is asked per call; `nerve ask` in
+a script decides every call at once, denied or approved with `--yes`.
 """
 
 from __future__ import annotations
@@ -77,7 +74,6 @@ def call_preview(call: PendingCall) -> str:
 
 
 def print_waiting(console: Console, prompt: ApprovalPrompt) -> None:
-    """What the model wants to run and why, before the questions."""
     pending = [c for c in prompt.calls if c.status == "pending"]
     until = time.strftime("%H:%M", time.localtime(prompt.expires_at))
     count = "1 call waits" if len(pending) == 1 else f"{len(pending)} calls wait"
