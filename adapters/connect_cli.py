@@ -62,8 +62,7 @@ async def connect(settings: Settings, server: str, thread: str = "default") -> i
 
 
 async def first_exchange(name: str, config: ServerConfig, provider: NerveOAuth) -> str | None:
-    """Connect as a question does (initialize, discovery, the tool list), so a server that asks for a
-    sign-in only later, or for a step-up, is signed in to; None once connected, else why not."""
+    """Connect as a question does, so a sign-in asked only later (or a step-up) happens; None if connected."""
     # The reason is printed once, as one line: the connection's own warnings would repeat it.
     logging.getLogger("bot.mcp").setLevel(logging.ERROR)
     async with MCPHost({name: config}, connect_timeout=HTTP_TIMEOUT, auth=lambda _n, _c: provider) as host:

@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 EVENT = "event"
 RESUME = "resume"
 DEFERRED = "deferred"
+# The work of a job, run in this process instead when there are no jobs.
+Here = Callable[[], Coroutine[Any, Any, None]]
 
 
 def job_name(platform: str, kind: str) -> str:
@@ -46,29 +48,25 @@ class Launcher:
         self._platform = platform
         self._task = f"{platform}-turn"
 
-    async def event(
-        self, event_id: str, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]
-    ) -> None:
-        if self.jobs is None:
-            self._spawn(here(), self._task)
-            return
-        await self._queue(EVENT, {"event_id": event_id}, event_lock(self._platform, event_id), key)
+    async def event(self, event_id: str, key: ConversationKey, here: Here) -> None:
+        await self._launch(here, EVENT, {"event_id": event_id}, event_lock(self._platform, event_id), key)
 
-    async def resume(
-        self, request_id: str, key: ConversationKey | None, here: Callable[[], Coroutine[Any, Any, None]]
+    async def resume(self, request_id: str, key: ConversationKey | None, here: Here) -> None:
+        lock = f"{self._platform}:resume:{request_id}"
+        await self._launch(here, RESUME, {"request_id": request_id}, lock, key)
+
+    async def deferred(self, key: ConversationKey, here: Here) -> None:
+        payload = {"workspace": key.workspace, "channel": key.channel, "thread": key.thread}
+        await self._launch(here, DEFERRED, payload, f"{self._platform}:deferred:{key}", key)
+
+    async def _launch(
+        self, here: Here, kind: str, payload: dict[str, str], lock: str, key: ConversationKey | None
     ) -> None:
+        """Queue the job, or run `here()` in this process (no jobs, or a request of no conversation)."""
         if self.jobs is None or key is None:
             self._spawn(here(), self._task)
-            return
-        lock = f"{self._platform}:resume:{request_id}"
-        await self._queue(RESUME, {"request_id": request_id}, lock, key)
-
-    async def deferred(self, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        if self.jobs is None:
-            self._spawn(here(), self._task)
-            return
-        payload = {"workspace": key.workspace, "channel": key.channel, "thread": key.thread}
-        await self._queue(DEFERRED, payload, f"{self._platform}:deferred:{key}", key)
+        else:
+            await self._queue(kind, payload, lock, key)
 
     async def requeue(self, event_id: str, key: ConversationKey) -> bool:
         """Queue an event with no job (its process died before queueing it); True if queued now."""

@@ -100,8 +100,7 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line (ASCII only, so a line never breaks): time, level, logger, message, then
-    the search fields a line has and any traceback, each with secrets hidden."""
+    """One JSON object per line, ASCII only so a line never breaks, every field with secrets hidden."""
 
     def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
         super().__init__()

@@ -113,8 +113,7 @@ class OpsEndpoints:
 
     @contextlib.asynccontextmanager
     async def serving(self, host: str, port: int, *, alone: bool = True) -> AsyncIterator[str | None]:
-        """Serve the endpoints on their own server at `host:port`, yielding their URL; with `alone`
-        false the front end's own app carries them."""
+        """Serve the endpoints at `host:port`, yielding their URL; not `alone`, the front end's app does."""
         if not alone:
             yield None
             return

@@ -107,8 +107,7 @@ def _loose_words(text: str) -> list[str]:
 
 
 def completion_at_end(spec: PromptSpec, text: str) -> Completion | None:
-    """What to complete in a half-typed argument text: the value of `name=` at the end, or the
-    value without a name (the lead argument). None when nothing there can be completed."""
+    """The value being typed at the end (of `name=`, or of the lead argument); None when none can be."""
     typed = _loose_words(text)
     if not typed or text[-1:].isspace():
         typed.append("")

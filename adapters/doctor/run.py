@@ -16,10 +16,9 @@ from adapters.doctor.local import (
     load_servers,
     load_settings,
     offline_check,
-    servers_file_warnings,
     slack_set_up,
 )
-from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
+from adapters.doctor.report import Check, Redactor, as_json, exit_code, line, warning
 from adapters.log_format import install, log_to_stderr, settings_secrets
 from adapters.settings import Settings
 from bot.mcp.server_config import McpConfig
@@ -72,7 +71,11 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     servers = mcp.servers if mcp is not None else {}
     redact = Redactor(secrets_of(settings, mcp))
     width = min(MAX_WIDTH, max([width, *(len(f"server {name}") for name in servers)]))
-    for check in (settings_check, servers_check, *servers_file_warnings(mcp)):
+    # Server names only case or punctuation apart: a person or a model can take one for the other.
+    look_alikes = (
+        [warning("servers file", found, "rename one of them") for found in mcp.warnings] if mcp else []
+    )
+    for check in (settings_check, servers_check, *look_alikes):
         report(check)
     later: list[Coroutine[Any, Any, list[Check]]] = [
         check_servers(servers, settings),

@@ -82,12 +82,6 @@ def print_waiting(console: Console, prompt: ApprovalPrompt) -> None:
         console.print(f"[dim]The model says:[/dim] {shown(prompt.reason)}")
 
 
-def print_call(console: Console, call: PendingCall) -> None:
-    """One call exactly as it will run: its server, its tool and every argument in full."""
-    console.print(f"[bold]{shown(call.tool)}[/bold] [dim]on server[/dim] {shown(call.server)}")
-    console.print(printable(call.arguments_json()), markup=False, highlight=False)
-
-
 async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLine, console: Console) -> None:
     """Ask about every open call in turn; Ctrl-C or end of input denies those not yet decided."""
     pending = [c for c in prompt.calls if c.status == "pending"]
@@ -95,7 +89,9 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
         if prompt.expires_at <= time.time():
             console.print("[yellow]This request has expired: the calls were not approved in time.[/yellow]")
             return
-        print_call(console, call)
+        # The call exactly as it will run: its server, its tool and every argument in full.
+        console.print(f"[bold]{shown(call.tool)}[/bold] [dim]on server[/dim] {shown(call.server)}")
+        console.print(printable(call.arguments_json()), markup=False, highlight=False)
         choice = await _answer(ask, call, console)
         if choice is None:
             rest = pending[position:]

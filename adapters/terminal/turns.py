@@ -124,12 +124,6 @@ class ChatTurns:
         async with LiveAnswer(self.console, hint=hint) as live:
             yield live.progress, live.paused
 
-    def _print(self, reply: AgentReply) -> None:
-        """The final reply: drawn anew on a terminal, elsewhere only the text not written yet."""
-        if not self.console.is_terminal:
-            self._plain.finish(reply.text)
-        print_reply(self.console, reply, text=self.console.is_terminal)
-
     def _finishing(self) -> None:
         # Going on after a decision or an answer is not cancelled: the turn would stay claimed, and
         # the thread would wait behind it.
@@ -147,7 +141,11 @@ class ChatTurns:
             elif self.sign_in.needed and approval is None:
                 pass  # its note speaks of a Connect button; here the link itself follows
             elif reply.text or reply.attachments:
-                self._print(reply)
+                if (
+                    not self.console.is_terminal
+                ):  # drawn anew on a terminal, elsewhere only what is not written
+                    self._plain.finish(reply.text)
+                print_reply(self.console, reply, text=self.console.is_terminal)
             if approval is not None:
                 piece = await self._decide(approval)
             elif parked is not None:

@@ -67,8 +67,7 @@ def print_line(console: Console, markup: str, *, highlight: bool | None = None) 
 
 
 def resource_line(resource: Resource) -> str | None:
-    """One line under a call for a resource: a link as `name: uri` (never opened), a file listed
-    as `[file name, type, size]`, a text by name (`/show` prints it)."""
+    """One line under a call for a resource: a link (never opened), a listed file, a text `/show` prints."""
     kind = kind_of(resource)
     name = shown(display_name(resource))
     if kind == "link":
