@@ -31,8 +31,6 @@ YES_HELP = (
     "approve every tool call of this one question that needs approval; without it, such calls are "
     "asked about on a terminal and denied otherwise"
 )
-THREAD_HELP = "conversation to continue (default: default)"
-DOCTOR_LOG_HELP = "also show the log on stderr (a failing server's own output, for one)"
 PLACE_HELP = (
     "only the tools the servers file's policy offers in this place: the platform, then any of "
     "dm, CHANNEL_ID (or channel:ID), guild:ID (Discord), user:ID, joined by ':' in any order; "
@@ -60,7 +58,6 @@ def _place(text: str) -> Place:
 
 
 def _version() -> str:
-    """This installation's version, from the package metadata."""
     try:
         return version("nerve")
     except PackageNotFoundError:  # run from a checkout that was never installed
@@ -73,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nerve {_version()}")
     commands = parser.add_subparsers(dest="command")
     chat = commands.add_parser("chat", help="chat in the terminal (the default)")
-    chat.add_argument("--thread", default="default", help=THREAD_HELP)
+    chat.add_argument("--thread", default="default", help="conversation to continue (default: default)")
     # SUPPRESS: `nerve -v chat` and `nerve chat -v` both work; the subcommand must not reset the flag.
     chat.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     ask = commands.add_parser("ask", help="ask one question and exit")
@@ -106,9 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("tool", help="the tool's name on its server")
     doctor = commands.add_parser("doctor", help="check this deployment and say what to fix")
     doctor.add_argument("--json", action="store_true", help="one JSON object per check, as a list")
-    doctor.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=DOCTOR_LOG_HELP
-    )
+    doctor_log = "also show the log on stderr (a failing server's own output, for one)"
+    doctor.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=doctor_log)
     connect = commands.add_parser("connect", help="sign in to a server that needs OAuth, in the browser")
     connect.add_argument("server", help="the server's name in the servers file")
     commands.add_parser("connections", help="list the servers you connected with your own account")
@@ -139,7 +135,6 @@ def _with_runtime(front_end: Callable[[Runtime], Awaitable[int]]) -> Job:
 
 
 def _serving(serve: Callable[[Agent], Awaitable[None]]) -> Job:
-    """A front end that serves until it is stopped, on a runtime of its own."""
 
     async def front_end(runtime: Runtime) -> int:
         await serve(runtime.agent)
@@ -229,11 +224,6 @@ def _job(
     return _serving(lambda agent: run_discord(agent, settings, stop=stop))
 
 
-def typed_error(exc: BaseException) -> NerveError | None:
-    """The error nerve raised on purpose behind `exc`, also when a task group wrapped it."""
-    return _behind(exc, NerveError)
-
-
 E = TypeVar("E", bound=BaseException)
 
 
@@ -271,13 +261,9 @@ CLOSE_ALLOWANCE = 10.0
 async def until_terminated(
     work: Coroutine[Any, Any, int], stop: asyncio.Event | None = None, grace: float = 0.0
 ) -> int:
-    """Run a long-lived front end until it ends or SIGTERM (a service manager's stop, `docker stop`)
-    arrives, then exit 0, as a stop asked for.
-
-    SIGTERM sets `stop`: the front end stops taking turns at once and gives the running ones `grace`
-    seconds. Whatever still runs CLOSE_ALLOWANCE seconds later (or at a second SIGTERM, or at once
-    without `stop`) is cancelled. Either way every `async with` closes what it opened — the MCP
-    servers' processes among them, none left behind."""
+    """Run a long-lived front end until it ends or SIGTERM arrives (then exit 0, a stop asked for).
+    SIGTERM sets `stop`, giving running turns `grace` seconds; whatever still runs CLOSE_ALLOWANCE
+    seconds later (or at a second SIGTERM) is cancelled, and every `async with` closes what it opened."""
     task = asyncio.ensure_future(work)
     loop = asyncio.get_running_loop()
     terminated = False
@@ -379,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if _behind(exc, Interrupted) is not None:
             return _interrupted(args.command)
-        error = typed_error(exc)
+        error = _behind(exc, NerveError)  # the error nerve raised on purpose
         if error is None:
             raise
         sys.stderr.write(f"nerve: {printable(error.message)}\n")

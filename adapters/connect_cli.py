@@ -1,9 +1,7 @@
 """`nerve connect <server>`: sign in to a server from this machine, in the browser, now.
 
-An admin connects the one account a bot-identity server uses; for a per-person server, the person
-at this terminal. The tokens are sealed into the bot's store, where a running bot finds them. It
-connects as a question does (initialize, discovery, the tool list), so a server that asks for a
-sign-in only later, or for more access than stored (a step-up), is signed in to as it asks.
+The account of a bot-identity server, or the terminal's person's for a per-person server; the tokens
+are sealed into the store, where a running bot finds them.
 """
 
 from __future__ import annotations
@@ -64,8 +62,7 @@ async def connect(settings: Settings, server: str, thread: str = "default") -> i
 
 
 async def first_exchange(name: str, config: ServerConfig, provider: NerveOAuth) -> str | None:
-    """Connect to the server the way a question does (initialize, discovery, the tool list), signing
-    in wherever it asks; None once connected, else why not, in a phrase."""
+    """Connect as a question does, so a sign-in asked only later (or a step-up) happens; None if connected."""
     # The reason is printed once, as one line: the connection's own warnings would repeat it.
     logging.getLogger("bot.mcp").setLevel(logging.ERROR)
     async with MCPHost({name: config}, connect_timeout=HTTP_TIMEOUT, auth=lambda _n, _c: provider) as host:

@@ -1,7 +1,5 @@
-"""`nerve ask`, `nerve threads`, `nerve history` and `nerve delete`: the terminal's conversations.
-
-Only those of the person at this terminal, never Slack's or Discord's: those hold other people's
-messages, and NERVE_RETENTION_DAYS bounds them. Each needs only the store, except `ask`.
+"""`nerve ask`, `threads`, `history` and `delete`: the terminal's conversations of the person at it,
+never Slack's or Discord's, which hold other people's messages.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ def fresh_thread_name(now: datetime | None = None) -> str:
 
 
 def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) -> Job:
-    """One question, then exit; without `thread` in a fresh conversation (named on stderr), so
-    unrelated script runs never share history. `-` reads the question from stdin."""
+    """One question, then exit; without `thread` in a fresh conversation: script runs never share history."""
 
     async def job(settings: Settings) -> int:
         question = text
@@ -64,17 +61,7 @@ def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) 
 
 
 async def _own(store: ConversationStore, *, archived: bool) -> list[StoredConversation]:
-    """The terminal's conversations of the local user (see `conversation_key`)."""
     return await store.stored_conversations("terminal", conversation_key("").workspace, archived=archived)
-
-
-def _is_ours(conversation: StoredConversation) -> bool:
-    return conversation.key == conversation_key(conversation.key.thread)
-
-
-def _of_thread(conversations: Sequence[StoredConversation], key: ConversationKey) -> list[StoredConversation]:
-    """A thread's conversations, oldest first (the active one last)."""
-    return sorted((c for c in conversations if c.key == key), key=lambda c: (c.archived_at is None, c.id))
 
 
 def _state(conversation: StoredConversation) -> str:
@@ -82,7 +69,6 @@ def _state(conversation: StoredConversation) -> str:
 
 
 def threads_job(*, archived: bool, as_json: bool) -> Job:
-    """`nerve threads`: this terminal user's conversations, most recently active first."""
 
     async def job(settings: Settings) -> int:
         async with await open_configured_store(settings) as store:
@@ -151,11 +137,14 @@ async def _chosen(
     """What `nerve history` prints; None (having said why on stderr) when there is nothing by that name."""
     if conversation_id is not None:
         found = await store.stored_conversation(conversation_id)
-        if found is None or not _is_ours(found):
+        if found is None or found.key != conversation_key(found.key.thread):
             sys.stderr.write(f"nerve: no conversation with id {conversation_id} (see: nerve threads --all)\n")
             return None
         return [found]
-    mine = _of_thread(await _own(store, archived=True), conversation_key(thread))
+    key = conversation_key(thread)
+    # Oldest first, the active one last.
+    ours = [c for c in await _own(store, archived=True) if c.key == key]
+    mine = sorted(ours, key=lambda c: (c.archived_at is None, c.id))
     if not mine:
         say(f"nerve: no conversation named {scrub(thread)!r} (see: nerve threads)", sys.stderr)
         return None

@@ -1,8 +1,7 @@
 """`python -m adapters.healthcheck`: exit 0 when the nerve on this machine answers `/healthz`, else 1.
 
-The image's HEALTHCHECK runs it often and slim images lack curl, so it imports only the standard
-library. It asks 127.0.0.1 at NERVE_HTTP_PORT from the environment (3000 when unset), so the port
-belongs in the environment, not only in a `.env` inside the container.
+Standard library only: the image's HEALTHCHECK runs it often and slim images lack curl. The port comes
+from the environment, not a `.env` inside the container.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The log of nerve's HTTP server: one short WARNING per malformed request, never the client's bytes.
 
-aiohttp logs a request it cannot parse as an ERROR with a traceback quoting what the client sent:
-hundreds of KB from anyone who can reach the port, a cheap way to fill a disk. `SERVER_LOG`'s filter
-and `malformed_bodies` (a body broken off or garbled, answered 400) turn those into one line with
-the peer and the reason, at most one per peer every WARN_EVERY s. A fault of nerve's own keeps its
-ERROR and traceback.
+aiohttp logs such a request as an ERROR with a traceback quoting what the client sent: hundreds of KB
+from anyone who can reach the port. A fault of nerve's own keeps its ERROR and traceback.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ _QUOTE = re.compile(r":?\s*(?:bytearray\()?b['\"]")
 
 
 def reason(exc: HttpProcessingError) -> str:
-    """What the parser found wrong, in one short line without the bytes it quotes."""
     lines = exc.message.strip().splitlines()
     said = _QUOTE.split(lines[0], maxsplit=1)[0].rstrip(": ") if lines else ""
     text = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
@@ -60,8 +56,6 @@ def warn_malformed(peer: str, why: str, method: str = "", path: str = "") -> Non
 
 
 class MalformedRequests(logging.Filter):
-    """Turns aiohttp's record of a request it could not parse into `warn_malformed`'s line."""
-
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         if not isinstance(exc, HttpProcessingError):

@@ -1,12 +1,7 @@
-"""A front end's share of the jobs on PostgreSQL (`bot.jobs`): open them, queue them, run them,
-drain them.
+"""A front end's share of the jobs on PostgreSQL (`bot.jobs`; none on SQLite): open, queue, run, drain.
 
-`nerve slack`, `nerve worker` and `nerve discord` open the jobs of NERVE_DATABASE_URL for the life of
-the process (`shared_jobs`; none on SQLite), run a worker with their platform's handlers (`work`) and
-drain it with their own turns on SIGTERM (`drained`). Each platform has three kinds of job, queues of
-its own named `<platform>.<kind>`: `event` answers a delivery recorded in the inbox, `resume` goes on
-with a parked turn, `deferred` answers the messages that waited behind one. `Launcher` queues them,
-or runs the same work as a task here when there are no jobs.
+Each platform has three kinds of job, named `<platform>.<kind>`: `event` answers a delivery recorded in
+the inbox, `resume` goes on with a parked turn, `deferred` answers the messages that waited behind one.
 """
 
 from __future__ import annotations
@@ -31,10 +26,11 @@ logger = logging.getLogger(__name__)
 EVENT = "event"
 RESUME = "resume"
 DEFERRED = "deferred"
+# The work of a job, run in this process instead when there are no jobs.
+Here = Callable[[], Coroutine[Any, Any, None]]
 
 
 def job_name(platform: str, kind: str) -> str:
-    """The name of a platform's jobs of one kind: `slack.event`."""
     return f"{platform}.{kind}"
 
 
@@ -52,32 +48,25 @@ class Launcher:
         self._platform = platform
         self._task = f"{platform}-turn"
 
-    async def event(
-        self, event_id: str, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]
-    ) -> None:
-        """Answer a recorded event: queue its job, or run `here()` in this process."""
-        if self.jobs is None:
-            self._spawn(here(), self._task)
-            return
-        await self._queue(EVENT, {"event_id": event_id}, event_lock(self._platform, event_id), key)
+    async def event(self, event_id: str, key: ConversationKey, here: Here) -> None:
+        await self._launch(here, EVENT, {"event_id": event_id}, event_lock(self._platform, event_id), key)
 
-    async def resume(
-        self, request_id: str, key: ConversationKey | None, here: Callable[[], Coroutine[Any, Any, None]]
+    async def resume(self, request_id: str, key: ConversationKey | None, here: Here) -> None:
+        lock = f"{self._platform}:resume:{request_id}"
+        await self._launch(here, RESUME, {"request_id": request_id}, lock, key)
+
+    async def deferred(self, key: ConversationKey, here: Here) -> None:
+        payload = {"workspace": key.workspace, "channel": key.channel, "thread": key.thread}
+        await self._launch(here, DEFERRED, payload, f"{self._platform}:deferred:{key}", key)
+
+    async def _launch(
+        self, here: Here, kind: str, payload: dict[str, str], lock: str, key: ConversationKey | None
     ) -> None:
-        """Go on with a decided request: its job, or `here()` in this process."""
+        """Queue the job, or run `here()` in this process (no jobs, or a request of no conversation)."""
         if self.jobs is None or key is None:
             self._spawn(here(), self._task)
-            return
-        lock = f"{self._platform}:resume:{request_id}"
-        await self._queue(RESUME, {"request_id": request_id}, lock, key)
-
-    async def deferred(self, key: ConversationKey, here: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Answer the messages that waited in a conversation: its job, or `here()` in this process."""
-        if self.jobs is None:
-            self._spawn(here(), self._task)
-            return
-        payload = {"workspace": key.workspace, "channel": key.channel, "thread": key.thread}
-        await self._queue(DEFERRED, payload, f"{self._platform}:deferred:{key}", key)
+        else:
+            await self._queue(kind, payload, lock, key)
 
     async def requeue(self, event_id: str, key: ConversationKey) -> bool:
         """Queue an event with no job (its process died before queueing it); True if queued now."""
@@ -130,14 +119,10 @@ def job_handlers(
 class RunsJobs(Protocol):
     """A front end whose platform's jobs this process's worker runs."""
 
-    def job_handlers(self) -> dict[str, JobHandler]:
-        """Its jobs' handlers, by job name (`<platform>.<what>`)."""
-        ...
+    def job_handlers(self) -> dict[str, JobHandler]: ...
 
 
 class Drains(Protocol):
-    """A front end that winds its own running turns down on SIGTERM."""
-
     async def drain(self, grace: float) -> None: ...
 
 
@@ -153,7 +138,6 @@ async def shared_jobs(settings: Settings) -> AsyncIterator[TurnJobs | None]:
 
 
 def work(jobs: TurnJobs, front: RunsJobs, settings: Settings) -> None:
-    """Run `front`'s jobs in this process too, NERVE_WORKER_CONCURRENCY at a time."""
     for name, handler in front.job_handlers().items():
         jobs.register(name, handler)
     jobs.run_worker(settings.nerve_worker_concurrency)

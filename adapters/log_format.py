@@ -1,12 +1,8 @@
 """Where the log goes, how its lines look, and what they may never show.
 
-The log goes to stderr, except in the interactive chat: libraries and servers log whenever they
-like, which would land between its turns, so it writes to `NERVE_LOG_FILE` (stderr with `-v`) and
-says once, between turns, when to look.
-
-`NERVE_LOG_FORMAT=text` is the familiar line, `json` one object per line for collectors; both name
-the turn a line was written in. Token-shaped text and every secret setting become `[hidden]`, in
-messages and tracebacks alike: libraries quote URLs and headers, and a log has more readers than a
+The interactive chat logs to `NERVE_LOG_FILE` (stderr with `-v`): libraries and servers log whenever
+they like, which would land between its turns. Token-shaped text and every secret setting become
+`[hidden]`, tracebacks included: libraries quote URLs and headers, and a log has more readers than a
 key should.
 """
 
@@ -51,14 +47,13 @@ _SECRET_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
 
 
 def hide_secret_shapes(text: str) -> str:
-    """`text` with every token- or key-shaped part replaced by `[hidden]`."""
     for pattern, replacement in _SECRET_SHAPES:
         text = pattern.sub(replacement, text)
     return text
 
 
 def settings_secrets(settings: BaseSettings) -> list[str]:
-    """Every secret setting's value (tokens, keys, the signing secret), present ones and future ones."""
+    """Every secret setting's value, present ones and future ones."""
     return [
         value.get_secret_value()
         for name in type(settings).model_fields
@@ -67,7 +62,6 @@ def settings_secrets(settings: BaseSettings) -> list[str]:
 
 
 def hider(secrets: Iterable[str] = ()) -> Callable[[str], str]:
-    """What hides secrets in a finished line: the given secrets, then token- and key-shaped text."""
     known = Redactor(secrets)
     return lambda text: hide_secret_shapes(known(text))
 
@@ -106,8 +100,7 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line (ASCII only, so a line never breaks): time, level, logger, message, then
-    the search fields a line has and any traceback, each with secrets hidden."""
+    """One JSON object per line, ASCII only so a line never breaks, every field with secrets hidden."""
 
     def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
         super().__init__()
@@ -133,7 +126,6 @@ class JsonFormatter(logging.Formatter):
 
 
 def dress(handler: logging.Handler, log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
-    """Give one handler the chosen format with the redaction, and the turn's fields."""
     hide = hider(secrets)
     handler.setFormatter(JsonFormatter(hide) if log_format == "json" else TextFormatter(hide))
     handler.addFilter(TurnFields())
@@ -160,7 +152,6 @@ class ChatLog(logging.FileHandler):
             self._warned = True
 
     def notice(self) -> str | None:
-        """Where the log is, once, after the first warning; otherwise None."""
         if not self._warned or self._told:
             return None
         self._told = True

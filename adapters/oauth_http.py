@@ -1,11 +1,8 @@
-"""Where people's browsers come back after signing in to a server, and nerve's client metadata.
+"""Where browsers come back after signing in to a server, and nerve's client metadata document.
 
-`GET /oauth/callback` answers the sign-in like any ask (`Agent.answer`: the single-use `state` says
-whose it is) and shows a small private page naming only the server: the code and tokens never reach
-it. `GET /oauth/client.json` is nerve's Client ID Metadata Document (its URL is the client_id). The
-turns the sign-in lets go on are handed to the front end (`resume`), or else taken up by any
-process's sweep, so a sign-in is never lost. Served beside the operations endpoints; the terminal
-serves the callback on a loopback port of its own.
+The callback answers the sign-in like any ask (the single-use `state` says whose it is) and shows a
+private page naming only the server. The turns it lets go on go to the front end (`resume`), else to
+any process's sweep, so a sign-in is never lost.
 """
 
 from __future__ import annotations
@@ -46,8 +43,6 @@ _PRIVATE_PAGE = {
 
 @dataclass(eq=False)
 class SignInEndpoints:
-    """The sign-in callback and the client metadata document of one nerve."""
-
     agent: Agent
     _: KW_ONLY
     public_url: InitVar[str | None]

@@ -1,15 +1,10 @@
-"""The operations endpoints: `/healthz`, `/readyz` and `/metrics`, for orchestrators and Prometheus.
+"""`/healthz`, `/readyz` and `/metrics` for orchestrators and Prometheus.
 
-`/healthz` is 200 while the event loop answers. `/readyz` is 200 when the database answers, the front
-end is connected to its platform and (when any is configured) an MCP server is ready, else 503 with
-the reasons in plain words; from SIGTERM on it is 503 "shutting down", so nothing new is sent to a
-process on its way out. `/metrics` is `bot.observe.metrics` in the Prometheus (or OpenMetrics) format.
-
-They share Slack's HTTP app when it has one, else get a server of their own started before the
-platform is reached (a port that cannot be bound stops the start: a probe of missing endpoints would
-only restart the process without saying why). `nerve chat` serves them only when NERVE_HTTP_PORT is
-set explicitly (a bot often holds the default port; a taken port is then a warning), `nerve ask`
-never. Reasons name settings and servers, never their values.
+`/readyz` is 503 with the reasons (settings and servers named, never their values) until the database,
+the platform and an MCP server answer, and from SIGTERM on, so nothing new reaches a process on its way
+out. A port that cannot be bound stops the start: a probe of missing endpoints would only restart the
+process without saying why. `nerve chat` serves them only when NERVE_HTTP_PORT is set explicitly (a
+bot often holds the default port).
 """
 
 from __future__ import annotations
@@ -66,11 +61,9 @@ class PlatformLink:
         self._was_up = False
 
     def connected(self, probe: Probe) -> None:
-        """From now on `probe()` tells whether the connection is up (it may be async)."""
         self._probe = probe
 
     async def problem(self) -> str | None:
-        """None while connected; else what is wrong, in words for an operator."""
         up = False
         if self._probe is not None:
             try:
@@ -93,8 +86,6 @@ def always() -> bool:
 
 @dataclass(eq=False)
 class OpsEndpoints:
-    """The three endpoints for one front end: its agent's database, its platform, the MCP servers."""
-
     agent: Agent
     platform: PlatformLink
     _: KW_ONLY
@@ -109,7 +100,6 @@ class OpsEndpoints:
         self.worker: Callable[[], bool] | None = None
 
     def install(self, app: web.Application) -> None:
-        """Add the endpoints to an aiohttp app (GET, and HEAD for probes that only look at the status)."""
         app.router.add_get(HEALTH_PATH, self._health)
         app.router.add_get(READY_PATH, self._readiness)
         app.router.add_get(METRICS_PATH, self._metrics)
@@ -117,15 +107,13 @@ class OpsEndpoints:
             add_routes(app)
 
     def announce(self, base_url: str) -> None:
-        """Say where the endpoints answer (the log, and `ready` when a caller waits for it)."""
         logger.info("serving %s, %s and %s at %s", HEALTH_PATH, READY_PATH, METRICS_PATH, base_url)
         if self.ready is not None and not self.ready.done():
             self.ready.set_result(base_url)
 
     @contextlib.asynccontextmanager
     async def serving(self, host: str, port: int, *, alone: bool = True) -> AsyncIterator[str | None]:
-        """Serve the endpoints on their own server at `host:port`, yielding their URL; with `alone`
-        false the front end's own app carries them."""
+        """Serve the endpoints at `host:port`, yielding their URL; not `alone`, the front end's app does."""
         if not alone:
             yield None
             return
@@ -149,7 +137,6 @@ class OpsEndpoints:
             await runner.cleanup()
 
     async def reasons(self) -> list[str]:
-        """Why this process is not ready; empty when it is."""
         if self.stopping is not None and self.stopping.is_set():
             return [SHUTTING_DOWN]
         found = [

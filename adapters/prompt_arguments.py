@@ -1,7 +1,5 @@
-"""How people write a prompt's arguments after its name, the same on every surface.
-
-`topic=weather tone="very dry"` names each argument; a value without a name fills the first required
-one. Pure parsing: a mistake raises `PromptError` saying what to write instead.
+"""How people write a prompt's arguments after its name, on every surface: `topic=weather tone="very
+dry"`; a value without a name fills the first required one.
 """
 
 from __future__ import annotations
@@ -73,7 +71,6 @@ def usage(spec: PromptSpec) -> str:
 
 
 def arguments_usage(spec: PromptSpec) -> str:
-    """`topic=… [tone=…]`: how the prompt's arguments are written."""
     return " ".join(f"{a.name}=…" if a.required else f"[{a.name}=…]" for a in spec.arguments)
 
 
@@ -95,7 +92,6 @@ class Completion:
     named: bool
 
     def written(self, value: str) -> str:
-        """The whole text with `value` in place of what was being typed."""
         last = f"{self.argument}={quote(value)}" if self.named else quote(value)
         return " ".join([*self.before, last])
 
@@ -111,8 +107,7 @@ def _loose_words(text: str) -> list[str]:
 
 
 def completion_at_end(spec: PromptSpec, text: str) -> Completion | None:
-    """What to complete in a half-typed argument text: the value of `name=` at the end, or the
-    value without a name (the lead argument). None when nothing there can be completed."""
+    """The value being typed at the end (of `name=`, or of the lead argument); None when none can be."""
     typed = _loose_words(text)
     if not typed or text[-1:].isspace():
         typed.append("")

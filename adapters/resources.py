@@ -1,9 +1,6 @@
-"""What every surface needs to show the links, texts and files a tool returned, the same way.
-
-A server names its resources itself, so a name may be long, carry markup or look like another
-address. Only `http` and `https` links become clickable, labelled with the host they really lead to
-(`link_host`); any other scheme is text. Pure functions, no I/O.
-"""
+"""Showing the links, texts and files a tool returned, the same way on every surface. A server names
+its resources itself, so only `http(s)` links become clickable, labelled with the host they really
+lead to."""
 
 from __future__ import annotations
 
@@ -91,7 +88,6 @@ def web_link(uri: str) -> WebLink | None:
 
 
 def display_name(resource: Resource) -> str:
-    """The resource's name on one line, cut to `NAME_SHOWN` characters."""
     name = " ".join(resource.name.split()) or resource.uri or "resource"
     return truncate(name, NAME_SHOWN)[0]
 
@@ -149,7 +145,6 @@ def kind_of(resource: Resource) -> Kind | None:
 
 
 def text_extension(resource: Resource) -> str:
-    """The extension a text goes up with when its name has none."""
     mime = (resource.mime_type or "").split(";", 1)[0].strip().lower()
     return {"text/markdown": "md", "application/json": "json", "text/csv": "csv"}.get(mime, "txt")
 

@@ -1,7 +1,4 @@
-"""Winding a front end down on SIGTERM: how long running work is waited for.
-
-Intake stops and `/readyz` answers 503; running turns get NERVE_SHUTDOWN_GRACE seconds, then what
-still runs is cut off for the next start. Waiting never cancels anything itself: only the front end
+"""Winding a front end down on SIGTERM. Waiting never cancels anything itself: only the front end
 knows which work is safe to stop where.
 """
 

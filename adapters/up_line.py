@@ -13,7 +13,6 @@ logger.setLevel(logging.INFO)
 
 
 def log_up(message: str, *args: Any) -> None:
-    """Log that the front end is up (`message` % `args`), unless only errors are wanted."""
     if logging.getLogger().getEffectiveLevel() > logging.WARNING:
         return
     logger.info(message, *args)

@@ -1,6 +1,5 @@
-"""The Discord checks: the token logs in (through discord.py, as `nerve discord` does), and the
-Message Content intent is allowed when NERVE_DISCORD_MESSAGE_CONTENT is on: asked before connecting,
-a refused gateway at start becomes a warning that says where the switch is.
+"""The Discord checks: the token logs in, and the Message Content intent is allowed when
+NERVE_DISCORD_MESSAGE_CONTENT is on (a refused gateway at start, asked before connecting).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ INTENT_SWITCH = "the Developer Portal (Bot → Privileged Gateway Intents)"
 
 
 async def check_discord(settings: Settings) -> list[Check]:
-    """Run only when DISCORD_BOT_TOKEN is set."""
     token = check_settings(settings)
     point_discord_at(settings)
     http = discord.http.HTTPClient(asyncio.get_running_loop())

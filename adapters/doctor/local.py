@@ -1,10 +1,6 @@
-"""Checks of what nerve reads and runs on this machine: settings, the servers file, the MCP
-servers themselves and the database. Each goes through the same code nerve starts with, so what
-passes here is what nerve will see. Several checks change their verdict when Slack or Discord
-people would meet what the terminal user shrugs off (`platforms_set_up`).
-
-A server that will not start usually says why on stderr, so the report quotes each stdio server's
-last stderr line, read off the `bot.mcp.stderr.<server>` loggers nerve already writes them to.
+"""Checks of settings, the servers file, the MCP servers and the database, through the code nerve
+starts with, so what passes here is what nerve will see. A server that will not start usually says why
+on stderr, so the report quotes its last stderr line.
 """
 
 from __future__ import annotations
@@ -109,13 +105,6 @@ def load_servers(settings: Settings) -> tuple[Check, McpConfig | None]:
     return ok("servers file", f"{path}: {count} server{'s' if count != 1 else ''} ({names})"), mcp
 
 
-def servers_file_warnings(mcp: McpConfig | None) -> list[Check]:
-    """Server names only case or punctuation apart: a person or a model can take one for the other."""
-    if mcp is None:
-        return []
-    return [warning("servers file", found, "rename one of them") for found in mcp.warnings]
-
-
 async def check_servers(servers: dict[str, ServerConfig], settings: Settings) -> list[Check]:
     """Start every server as nerve does, wait (bounded) for each one's first attempt, stop them."""
     if not servers:
@@ -169,7 +158,9 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
             who = "1 person has" if connected[name] == 1 else f"{connected[name]} people have"
             checks.append(ok(f"server {name}", f"each person signs in; {who} connected"))
         else:
-            checks.append(_server_check(name, config, _plain(problem, STILL_STARTING), tools[name]))
+            if problem == STILL_STARTING:
+                problem = f"did not finish starting within {SERVER_LIMIT:g} s"
+            checks.append(_server_check(name, config, problem, tools[name]))
     return checks
 
 
@@ -215,12 +206,6 @@ def _plain_http(name: str, config: ServerConfig) -> list[Check]:
         " nerve sends it no headers or sign-in credentials"
     )
     return [warning(f"server {name}", found, "serve it over https and drop allowInsecureHttp")]
-
-
-def _plain(problem: str | None, still_starting: str) -> str | None:
-    if problem == still_starting:
-        return f"did not finish starting within {SERVER_LIMIT:g} s"
-    return problem
 
 
 def _server_check(name: str, config: ServerConfig, problem: str | None, tools: int) -> Check:

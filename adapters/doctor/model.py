@@ -69,7 +69,6 @@ async def _list(client: openai.AsyncOpenAI, settings: Settings, limit: float) ->
 
 
 def _said(exc: openai.APIStatusError) -> str:
-    """The service's own short message, if it gave one."""
     body = exc.body
     message = body.get("message") if isinstance(body, dict) else None
     if not isinstance(message, str) or not message.strip():

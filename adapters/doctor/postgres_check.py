@@ -1,6 +1,5 @@
-"""The database check when NERVE_DATABASE_URL is set: PostgreSQL reached, migrated as at start, and
-a write tried and rolled back. Imported only then (psycopg is the `postgres` extra); the server is
-named as the store names it, never with the password.
+"""The database check when NERVE_DATABASE_URL is set (psycopg is the `postgres` extra): reached,
+migrated as at start, a write tried and rolled back.
 """
 
 from __future__ import annotations

@@ -78,10 +78,8 @@ def line(check: Check, width: int) -> str:
 
 
 def as_json(checks: Sequence[Check]) -> str:
-    """The report for scripts: a list of {status, name, found, todo} objects, in check order."""
     return terminal_json([asdict(check) for check in checks])
 
 
 def exit_code(checks: Sequence[Check]) -> int:
-    """1 when anything is an error (a deployment that will not work), else 0; warnings pass."""
     return 1 if any(check.status == "error" for check in checks) else 0

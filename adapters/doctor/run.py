@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TextIO
 from urllib.parse import unquote, urlsplit
 
@@ -16,42 +16,21 @@ from adapters.doctor.local import (
     load_servers,
     load_settings,
     offline_check,
-    servers_file_warnings,
     slack_set_up,
 )
-from adapters.doctor.report import Check, Redactor, as_json, exit_code, line
+from adapters.doctor.report import Check, Redactor, as_json, exit_code, line, warning
 from adapters.log_format import install, log_to_stderr, settings_secrets
 from adapters.settings import Settings
 from bot.mcp.server_config import McpConfig
 
-# Names every report may have; a server's line is `server NAME`.
-FIXED_NAMES = (
-    "settings",
-    "servers file",
-    "model",
-    "database",
-    "slack",
-    "slack scopes",
-    "slack events",
-    "discord",
-    "discord intents",
-)
+# The name column fits the longest name any report may have, and servers' `server NAME` up to MAX_WIDTH.
+MIN_WIDTH = len("discord intents")
 MAX_WIDTH = 28
 
 
 def secrets_of(settings: Settings, mcp: McpConfig | None) -> list[str]:
     """Every value the report must never show: tokens, keys, and what servers get in env and headers."""
-    found = [
-        secret.get_secret_value()
-        for secret in (
-            settings.openai_api_key,
-            settings.slack_bot_token,
-            settings.slack_app_token,
-            settings.slack_signing_secret,
-            settings.discord_bot_token,
-        )
-        if secret is not None
-    ]
+    found = settings_secrets(settings)
     if settings.nerve_database_url is not None:
         found.extend(url_passwords(settings.nerve_database_url.get_secret_value()))
     for server in mcp.servers.values() if mcp is not None else ():
@@ -73,7 +52,7 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     """Run every check, handing each to `emit` in order with the width of the name column."""
     checks: list[Check] = []
     redact = Redactor()
-    width = max(map(len, FIXED_NAMES))
+    width = MIN_WIDTH
 
     def report(check: Check) -> None:
         check = redact.check(check)
@@ -92,12 +71,16 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     servers = mcp.servers if mcp is not None else {}
     redact = Redactor(secrets_of(settings, mcp))
     width = min(MAX_WIDTH, max([width, *(len(f"server {name}") for name in servers)]))
-    for check in (settings_check, servers_check, *servers_file_warnings(mcp)):
+    # Server names only case or punctuation apart: a person or a model can take one for the other.
+    look_alikes = (
+        [warning("servers file", found, "rename one of them") for found in mcp.warnings] if mcp else []
+    )
+    for check in (settings_check, servers_check, *look_alikes):
         report(check)
     later: list[Coroutine[Any, Any, list[Check]]] = [
         check_servers(servers, settings),
         _model(settings),
-        _one(check_database(settings)),
+        _database(settings),
         _slack(settings),
         _discord(settings),
     ]
@@ -109,12 +92,12 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     return checks
 
 
-async def _one(work: Awaitable[Check]) -> list[Check]:
-    return [await work]
-
-
 # The model client and the platforms' libraries are imported only when they are configured: each
 # adds about half a second to a run that does not need it.
+
+
+async def _database(settings: Settings) -> list[Check]:
+    return [await check_database(settings)]
 
 
 async def _model(settings: Settings) -> list[Check]:
@@ -142,7 +125,6 @@ async def _discord(settings: Settings) -> list[Check]:
 
 
 def run_doctor(*, as_json_output: bool, verbose: bool = False, out: TextIO | None = None) -> int:
-    """The `nerve doctor` command: the report on stdout, exit code 1 when anything is an error."""
     stream = out or sys.stdout
 
     def emit(check: Check, width: int) -> None:

@@ -36,7 +36,6 @@ REACH = "check the network, or SLACK_API_BASE_URL if you set it"
 
 
 async def check_slack(settings: Settings) -> list[Check]:
-    """Run only when `slack_set_up`."""
     try:
         require_bot_token(settings)
     except ConfigError as exc:
@@ -60,7 +59,6 @@ async def check_slack(settings: Settings) -> list[Check]:
 
 
 def _scopes(headers: Mapping[str, object]) -> Check:
-    """The `x-oauth-scopes` header of auth.test against NEEDED_SCOPES."""
     granted_header = next((str(v) for k, v in headers.items() if k.lower() == "x-oauth-scopes"), None)
     todo = (
         "add them under OAuth & Permissions → Bot Token Scopes (slack/manifest.socket.yaml lists them all), "

@@ -1,8 +1,5 @@
-"""Approvals in the terminal: show the calls that wait, ask about each, then let the turn go on.
-
-The person at the terminal (the OS user, who asked) is asked per call; `nerve ask` in a script
-decides every call at once: denied, or approved with `--yes`. A turn parked on a tool's questions
-goes on the same way once they are answered (`go_on_answered`).
+"""Approvals in the terminal: the person (the OS user, who asked) is asked per call; `nerve ask` in
+a script decides every call at once, denied or approved with `--yes`.
 """
 
 from __future__ import annotations
@@ -77,19 +74,12 @@ def call_preview(call: PendingCall) -> str:
 
 
 def print_waiting(console: Console, prompt: ApprovalPrompt) -> None:
-    """What the model wants to run and why, before the questions."""
     pending = [c for c in prompt.calls if c.status == "pending"]
     until = time.strftime("%H:%M", time.localtime(prompt.expires_at))
     count = "1 call waits" if len(pending) == 1 else f"{len(pending)} calls wait"
     console.print(f"[bold yellow]Approval needed:[/bold yellow] {count} for you (until {until}).")
     if prompt.reason:
         console.print(f"[dim]The model says:[/dim] {shown(prompt.reason)}")
-
-
-def print_call(console: Console, call: PendingCall) -> None:
-    """One call exactly as it will run: its server, its tool and every argument in full."""
-    console.print(f"[bold]{shown(call.tool)}[/bold] [dim]on server[/dim] {shown(call.server)}")
-    console.print(printable(call.arguments_json()), markup=False, highlight=False)
 
 
 async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLine, console: Console) -> None:
@@ -99,7 +89,9 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
         if prompt.expires_at <= time.time():
             console.print("[yellow]This request has expired: the calls were not approved in time.[/yellow]")
             return
-        print_call(console, call)
+        # The call exactly as it will run: its server, its tool and every argument in full.
+        console.print(f"[bold]{shown(call.tool)}[/bold] [dim]on server[/dim] {shown(call.server)}")
+        console.print(printable(call.arguments_json()), markup=False, highlight=False)
         choice = await _answer(ask, call, console)
         if choice is None:
             rest = pending[position:]

@@ -1,9 +1,7 @@
 """The chat's prompt on a terminal: line editing, history, search, completion and pastes.
 
-A bare `input()` leaves keys to the terminal: arrow keys arrive as escape sequences, a line is cut
-at 4,095 characters and a pasted block becomes one question per line. prompt_toolkit reads the keys
-itself, so a paste is one piece of text; Esc then Enter starts a new line. Off a terminal,
-`LineReader` reads plain lines.
+Not `input()`: there arrow keys arrive as escape sequences, a line is cut at 4,095 characters and a
+pasted block becomes one question per line.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The answer while it is being written: the words as they arrive, and a line per tool call.
 
-Both views only record the turn's events (a sink must return at once, `adapters.common.turn_so_far`)
-and draw elsewhere. `LiveAnswer`, on a terminal, is a transient rich live region redrawn by a painter
-task at most `FRAMES_PER_SECOND` times a second: the chat prints the final reply once the turn ends,
-and the region steps aside while a question is asked below it. `PlainAnswer`, for pipes and `nerve
-ask`, writes the text as it comes and at the end only what was not written yet. A "thinking" event
-makes earlier text a draft: the live view drops it; plain output cannot take it back, so it ends
-that line and goes on below.
+Both views only record the turn's events (a sink must return at once) and draw elsewhere: `LiveAnswer`
+a transient rich region on a terminal, `PlainAnswer` plain text for pipes and `nerve ask`, which cannot
+take a draft back once "thinking" makes it one, so it ends that line and goes on below.
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 def took(seconds: float) -> str:
-    """`22 ms` below a second, `1.5 s` above."""
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
@@ -51,7 +46,6 @@ class TurnSoFar(turn_so_far.TurnSoFar):
 
     @property
     def status(self) -> str:
-        """A wait or a notice, else "thinking…": shown until text comes."""
         return "thinking…" if self.status_line is None else self.status_line
 
     @property

@@ -1,7 +1,5 @@
-"""The runtime of the terminal's commands (`nerve chat`, `nerve ask`): with a loopback callback
-for sign-ins when a server signs in with OAuth (no NERVE_PUBLIC_URL needed), else without loading
-the OAuth client.
-"""
+"""The runtime of `nerve chat` and `nerve ask`, with a loopback callback for sign-ins only when a
+server signs in with OAuth: otherwise the OAuth client is not loaded."""
 
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ if TYPE_CHECKING:
 
 
 def signs_in(settings: Settings) -> bool:
-    """Whether a server in the servers file signs in with OAuth (then the terminal takes callbacks)."""
     servers = read_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
     return any(config.auth is not None and config.auth.type == "oauth" for config in servers.values())
 
@@ -26,7 +23,6 @@ def signs_in(settings: Settings) -> bool:
 async def terminal_runtime(
     settings: Settings, *, servers_in_background: bool
 ) -> AsyncIterator[tuple[Runtime, LoopbackCallback | None]]:
-    """The runtime, with the loopback callback when a server signs in with OAuth."""
     if not signs_in(settings):
         async with open_runtime(settings, servers_in_background=servers_in_background) as runtime:
             yield runtime, None

@@ -1,9 +1,5 @@
-"""Text from outside made harmless for a terminal.
-
-A terminal obeys control sequences (ESC clears the screen, OSC 52 writes the clipboard), so what the
-terminal prints that nerve did not write goes through `printable` (or `terminal_json`), which shows
-them as visible escapes. Links read `text (target)` as on Slack and Discord: rich would make an OSC
-8 hyperlink showing only the text.
+"""Text from outside made harmless for a terminal, which obeys control sequences (ESC clears the
+screen, OSC 52 writes the clipboard): `printable` shows them as visible escapes.
 """
 
 from __future__ import annotations
@@ -52,7 +48,7 @@ def terminal_json(value: Any) -> str:
 
 
 def answer_markdown(text: str) -> Markdown:
-    """Model-written Markdown for a terminal: harmless bytes, and every link shown as `text (target)`."""
+    """Model-written Markdown, links shown as `text (target)`: rich's OSC 8 link would hide the target."""
     from rich.markdown import Markdown
 
     return Markdown(show_link_targets(printable(text)), hyperlinks=False)

@@ -1,8 +1,5 @@
-"""The turns of the terminal chat: each shown as it runs, and what it waits for asked here.
-
-A reply that waits for people is not the answer: the chat asks about its calls, the sign-ins and the
-questions it left open, goes on and prints what follows, then answers the messages that waited
-behind it. A turn of this thread still parked when nerve stopped is taken up again at start.
+"""The turns of the terminal chat: each shown as it runs, and what it waits for (decisions,
+sign-ins, questions) asked here before going on; a turn parked when nerve stopped is taken up at start.
 """
 
 from __future__ import annotations
@@ -78,12 +75,8 @@ class ChatTurns:
     async def _work(
         self, work: Callable[[Progress], Coroutine[Any, Any, AgentReply | None]], *, cancellable: bool = True
     ) -> _Piece | None:
-        """Run one piece of a turn, shown live as it goes; None when it was cancelled or failed (said so).
-
-        What a server asks meanwhile is asked here and now: its call waits for the answer. A turn
-        that parked on its tools' questions instead returns with them open: they are asked before
-        this returns, and the piece says whether the answers let it go on.
-        """
+        """One piece of a turn, shown live; None when cancelled or failed (said so). What a server asks
+        meanwhile is asked at once; a turn parked on questions has them asked before this returns."""
         if not self.runtime.servers_started:
             self.console.print("[dim]Waiting for the MCP servers to start…[/dim]")
 
@@ -131,12 +124,6 @@ class ChatTurns:
         async with LiveAnswer(self.console, hint=hint) as live:
             yield live.progress, live.paused
 
-    def _print(self, reply: AgentReply) -> None:
-        """The final reply: drawn anew on a terminal, elsewhere only the text not written yet."""
-        if not self.console.is_terminal:
-            self._plain.finish(reply.text)
-        print_reply(self.console, reply, text=self.console.is_terminal)
-
     def _finishing(self) -> None:
         # Going on after a decision or an answer is not cancelled: the turn would stay claimed, and
         # the thread would wait behind it.
@@ -154,7 +141,11 @@ class ChatTurns:
             elif self.sign_in.needed and approval is None:
                 pass  # its note speaks of a Connect button; here the link itself follows
             elif reply.text or reply.attachments:
-                self._print(reply)
+                if (
+                    not self.console.is_terminal
+                ):  # drawn anew on a terminal, elsewhere only what is not written
+                    self._plain.finish(reply.text)
+                print_reply(self.console, reply, text=self.console.is_terminal)
             if approval is not None:
                 piece = await self._decide(approval)
             elif parked is not None:
@@ -199,7 +190,6 @@ class ChatTurns:
         return await self._rest(lambda progress: go_on(agent, prompt, progress), "a decision")
 
     async def _answer_waiting_messages(self) -> None:
-        """The messages that waited behind a parked turn of this thread, answered in order now."""
         async for incoming, reply in self.runtime.agent.deferred_replies(self.key):
             self.console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
             await self._answer(_Piece(reply))
@@ -268,6 +258,3 @@ class ChatTurns:
 
         await self._answer(await self._work(asked_again, cancellable=False))
         return True
-
-
-# The actions of the `_on_ctrl_c` blocks now open, innermost last: Ctrl-C runs the innermost.

@@ -67,8 +67,7 @@ def print_line(console: Console, markup: str, *, highlight: bool | None = None) 
 
 
 def resource_line(resource: Resource) -> str | None:
-    """One line under a call for a resource: a link as `name: uri` (never opened), a file listed
-    as `[file name, type, size]`, a text by name (`/show` prints it)."""
+    """One line under a call for a resource: a link (never opened), a listed file, a text `/show` prints."""
     kind = kind_of(resource)
     name = shown(display_name(resource))
     if kind == "link":
@@ -133,12 +132,10 @@ def print_reply(console: Console, reply: AgentReply, *, text: bool = True) -> No
     if text:
         console.print(answer_markdown(reply.text))
     if reply.attachments:
-        console.print(_show_hint(reply))
-
-
-def _show_hint(reply: AgentReply) -> str:
-    texts = any(kind_of(r) == "text" for a in reply.attachments for r in a.resources)
-    return f"[dim]/show N expands a tool result{' and the texts it returned' if texts else ''}.[/dim]"
+        texts = any(kind_of(r) == "text" for a in reply.attachments for r in a.resources)
+        console.print(
+            f"[dim]/show N expands a tool result{' and the texts it returned' if texts else ''}.[/dim]"
+        )
 
 
 async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
@@ -195,8 +192,12 @@ def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) 
         sys.stdout.write(terminal_json([t.to_openai() for t in tools]) + "\n")
         return code
     console = Console(highlight=False)
-    if place is not None:
-        console.print(place_line(runtime, place))
+    if place is not None:  # which policy rule decides, so an admin sees why a tool is or is not offered
+        found = runtime.scopes.rule_for(place)
+        rule = "No policy rule applies here: every tool is offered"
+        if found is not None:
+            rule = f"Policy rule {shown(repr(found[0]))} decides here"
+        console.print(f"[dim]{rule}.[/dim]")
     if not every and not runtime.host.problems():
         console.print(
             f"No tools: {runtime.settings.nerve_mcp_config} configures no MCP servers.", markup=False
@@ -216,14 +217,6 @@ def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) 
     for name, reason in runtime.host.problems():
         console.print(f"[red]{shown(name)} is not available:[/red] {shown(reason)}")
     return code
-
-
-def place_line(runtime: Runtime, place: Place) -> str:
-    """Which policy rule decides for `place`, so an admin sees why a tool is or is not offered."""
-    found = runtime.scopes.rule_for(place)
-    if found is None:
-        return "[dim]No policy rule applies here: every tool is offered.[/dim]"
-    return f"[dim]Policy rule {shown(repr(found[0]))} decides here.[/dim]"
 
 
 def format_history(messages: Sequence[ChatMessage], audit: Sequence[AuditEntry] = ()) -> list[str]:
@@ -275,7 +268,7 @@ def write_table(rows: Sequence[tuple[str, ...]]) -> None:
 
 
 class _Remembered(Protocol):
-    """What `nerve approvals` reads and changes: the remembered "always allow here" approvals."""
+    """What `nerve approvals` reads and changes (the front ends do not import the store)."""
 
     async def remembered_approvals(self, place: str | None = None) -> list[RememberedApproval]: ...
 
@@ -283,7 +276,6 @@ class _Remembered(Protocol):
 
 
 async def print_approvals(store: _Remembered) -> int:
-    """Every remembered approval: where, which tool of which server, who granted it, when."""
     remembered = await store.remembered_approvals()
     if not remembered:
         sys.stdout.write("No remembered approvals: every call that needs approval asks.\n")
@@ -299,7 +291,6 @@ async def print_approvals(store: _Remembered) -> int:
 
 
 async def revoke_approval(store: _Remembered, place: str, server: str, tool: str) -> int:
-    """Forget one remembered approval; the next call of that tool there asks again."""
     named = f"{tool} of server {server} in {place}"
     if not await store.revoke(place, server, tool):
         say(f"nerve: no remembered approval for {named} (see: nerve approvals)", sys.stderr)
