@@ -1,6 +1,9 @@
 """The offline model: what answers when no model service is configured.
 
 `make run` does something real on a fresh clone without an API key, a network or a download.
+Rules cannot tell "read the file" from "overwrite the file", so they are narrow on purpose: a tool
+that says it changes something is never called, and besides the best match another is called only
+for a value of the question that no chosen tool uses.
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bot.model.offline.answer import format_value, read_outcomes, tool_title, write_answer
@@ -15,10 +19,15 @@ from bot.model.offline.question import (
     LAT_NAMES,
     LNG_NAMES,
     WORD,
-    Candidate,
-    candidates,
-    changes_things,
-    choose,
+    Filled,
+    content_words,
+    coordinates,
+    fill,
+    name_words,
+    named_number,
+    norm,
+    read_question,
+    related,
 )
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.text.render import truncate
@@ -30,10 +39,142 @@ _WORDS = re.compile(r"\S+\s*|\s+")
 _GREETINGS = {"hi", "hello", "hey", "hiya", "yo", "morning", "evening", "afternoon", "thanks", "thank"}
 _GREETINGS |= {"你好", "您好", "嗨", "谢谢"}
 _SMALL_TALK = _GREETINGS | {"there", "good", "you", "all", "everyone", "bot", "nerve", "so", "much", "ok"}
+# fmt: off
+# Verbs a description uses to say the tool changes something (with their "-s" forms). Past
+# participles are left out on purpose: "created at" and "last modified" describe what a tool reads.
+_CHANGING_VERBS = {
+    "write", "overwrite", "move", "delete", "remove", "erase", "send", "create", "edit", "update",
+    "rename", "upload", "post", "publish", "submit", "modify", "insert", "append", "destroy", "purge",
+    "save",
+}
+# A tool's name that holds one of these words changes something, unless it starts by saying it
+# reads ("get_post", "list_updates").
+_CHANGING_NAMES = _CHANGING_VERBS | {
+    "mv", "del", "rm", "upsert", "set", "put", "patch", "replace", "drop", "push", "commit", "merge",
+    "transfer", "change", "kill", "clear", "reset", "add", "execute", "exec", "approve", "install",
+    "uninstall", "truncate", "mkdir", "touch", "copy", "cp",
+}
+_READING_NAMES = {
+    "get", "read", "list", "search", "find", "fetch", "query", "lookup", "look", "show", "view",
+    "describe", "check", "count", "simulate", "peek", "stat", "info",
+}
+# fmt: on
+_SAID_CHANGING = _CHANGING_VERBS | {v + "s" for v in _CHANGING_VERBS} | {"publishes", "modifies"}
+_NEGATIONS = {"not", "never", "no", "without", "nothing", "t", "cannot"}  # "doesn't" splits into "doesn", "t"
+_NEGATIVE = re.compile(r"^(do not|don't|never|not for|avoid)\b", re.I)
+
 # Values an example question gives a latitude or longitude that has no example of its own.
 _EXAMPLE_COORDINATES = {**dict.fromkeys(LAT_NAMES, 31.23), **dict.fromkeys(LNG_NAMES, 121.47)}
 _INTRO = "I'm the offline model, a simple rule-based stand-in used because no model API key is set."
 _REAL = "For free-form questions, set `OPENAI_API_KEY` (or `OPENAI_BASE_URL` and `NERVE_MODEL`)."
+
+
+def changes_things(tool: ToolSpec) -> bool:
+    """The tool's name or description says it writes, moves, deletes, sends or otherwise changes."""
+    words = name_words(tool)
+    if words and words[0] not in _READING_NAMES and any(w in _CHANGING_NAMES for w in words):
+        return True
+    said = [w.lower() for w in WORD.findall(tool.description)]
+    return any(
+        w in _SAID_CHANGING and not _NEGATIONS.intersection(said[max(0, i - 3) : i])
+        for i, w in enumerate(said)
+    )
+
+
+def _said(trigger: str, lowered: str) -> bool:
+    if trigger.isascii():
+        return re.search(rf"(?<!\w){re.escape(trigger)}(?!\w)", lowered) is not None
+    return trigger in lowered  # CJK has no spaces between words
+
+
+def _takes_these_coordinates(tool: ToolSpec, question: str) -> bool:
+    """Coordinates in the question are reason enough to call a tool that takes a latitude."""
+    names = [str(n).lower() for n in tool.parameters.get("properties") or {}]
+    lat = next((n for n in names if n in LAT_NAMES), None)
+    if lat is None or not any(n in LNG_NAMES for n in names):
+        return False
+    return coordinates(question) is not None or named_number(lat, question) is not None
+
+
+def _words_run_together(tool: ToolSpec, question: str) -> int:
+    """How many question words a part of the tool's name runs together (`whoami` is "who am I").
+
+    A run grows only while it is a prefix of the part, so a long question does not cost its length cubed."""
+    said = [w.lower() for w in WORD.findall(question)]
+    count = 0
+    for part in name_words(tool):
+        longest = 0
+        for start in range(len(said)):
+            run = ""
+            for end in range(start, len(said)):
+                run += said[end]
+                if not part.startswith(run):
+                    break
+                if run == part and end > start:
+                    longest = max(longest, end + 1 - start)
+        count += longest
+    return count
+
+
+def relevance(tool: ToolSpec, question: str) -> int:
+    """How much of the question points at this tool; 0 means nothing does.
+
+    A trigger counts most (chosen by the operator), then coordinates, then name words, then description."""
+    lowered = question.lower()
+    asked = set(content_words(question))
+    score = 3 * sum(1 for t in tool.triggers if t.strip() and _said(t.lower().strip(), lowered))
+    score += 2 if _takes_these_coordinates(tool, question) else 0
+    own = set(content_words(" ".join(name_words(tool))))
+    score += 2 * sum(1 for n in own if any(related(n, w) for w in asked))
+    score += 2 * _words_run_together(tool, question)
+    # "Do not use for forecasts" and other tools' names are reasons *not* to pick this tool.
+    sentences = re.split(r"(?<=[.!?;])\s+", tool.description)
+    kept = re.sub(r"\w+_\w+", " ", " ".join(s for s in sentences if not _NEGATIVE.match(s)))
+    described = content_words(" ".join(name_words(tool))) + content_words(kept)
+    return score + sum(1 for w in asked if any(related(w, d) for d in described))
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A tool the question points at, how strongly, and the arguments read for it."""
+
+    tool: ToolSpec
+    score: int
+    filled: Filled
+    order: int
+
+    @property
+    def ready(self) -> bool:
+        return not self.filled.missing and not changes_things(self.tool)
+
+
+def candidates(question: str, tools: list[ToolSpec], known: dict[str, Any] | None = None) -> list[Candidate]:
+    """Every tool the question points at, best match first; on a tie one that only reads, then the
+    host's order. A JSON question whose keys are a tool's argument names points at it, like its name."""
+    q = read_question(question)
+    found: list[Candidate] = []
+    for order, tool in enumerate(tools):
+        named = {norm(str(p)) for p in tool.parameters.get("properties") or {}}
+        score = relevance(tool, question) + 2 * len(named.intersection(q.fields))
+        if score > 0:
+            found.append(Candidate(tool, score, fill(tool, q, known), order))
+    return sorted(found, key=lambda c: (-c.score, changes_things(c.tool), c.order))
+
+
+def choose(ranked: list[Candidate]) -> list[Candidate]:
+    """The calls to make: the best ready tool, plus each ready one that covers another part.
+
+    A tool that uses no value from the question is called only as the best match, when no tool uses one."""
+    with_values = [c for c in ranked if c.ready and c.filled.used]
+    if not with_values:
+        return ranked[:1] if ranked and ranked[0].ready else []
+    chosen: list[Candidate] = []
+    covered: set[str] = set()
+    for candidate in with_values:
+        if candidate.filled.used - covered:
+            chosen.append(candidate)
+            covered |= candidate.filled.used
+    return sorted(chosen, key=lambda c: c.order)
 
 
 class OfflineModel:
