@@ -97,22 +97,12 @@ def _takes_these_coordinates(tool: ToolSpec, question: str) -> bool:
 
 
 def _words_run_together(tool: ToolSpec, question: str) -> int:
-    """How many question words a part of the tool's name runs together (`whoami` is "who am I").
-
-    A run grows only while it is a prefix of the part, so a long question does not cost its length cubed."""
-    said = [w.lower() for w in WORD.findall(question)]
+    """How many question words a part of the tool's name runs together (`whoami` is "who am I")."""
     count = 0
     for part in name_words(tool):
-        longest = 0
-        for start in range(len(said)):
-            run = ""
-            for end in range(start, len(said)):
-                run += said[end]
-                if not part.startswith(run):
-                    break
-                if run == part and end > start:
-                    longest = max(longest, end + 1 - start)
-        count += longest
+        spelled = r"[\W_]*".join(map(re.escape, part))
+        runs = re.finditer(rf"(?<![^\W_]){spelled}(?![^\W_])", question.lower())
+        count += max((n for run in runs if (n := len(WORD.findall(run.group(0)))) > 1), default=0)
     return count
 
 
@@ -124,13 +114,13 @@ def relevance(tool: ToolSpec, question: str) -> int:
     asked = set(content_words(question))
     score = 3 * sum(1 for t in tool.triggers if t.strip() and _said(t.lower().strip(), lowered))
     score += 2 if _takes_these_coordinates(tool, question) else 0
-    own = set(content_words(" ".join(name_words(tool))))
-    score += 2 * sum(1 for n in own if any(related(n, w) for w in asked))
+    own = content_words(" ".join(name_words(tool)))
+    score += 2 * sum(1 for n in set(own) if any(related(n, w) for w in asked))
     score += 2 * _words_run_together(tool, question)
     # "Do not use for forecasts" and other tools' names are reasons *not* to pick this tool.
     sentences = re.split(r"(?<=[.!?;])\s+", tool.description)
     kept = re.sub(r"\w+_\w+", " ", " ".join(s for s in sentences if not _NEGATIVE.match(s)))
-    described = content_words(" ".join(name_words(tool))) + content_words(kept)
+    described = own + content_words(kept)
     return score + sum(1 for w in asked if any(related(w, d) for d in described))
 
 
@@ -142,10 +132,6 @@ class Candidate:
     score: int
     filled: Filled
     order: int
-
-    @property
-    def ready(self) -> bool:
-        return not self.filled.missing and not changes_things(self.tool)
 
 
 def candidates(question: str, tools: list[ToolSpec], known: dict[str, Any] | None = None) -> list[Candidate]:
@@ -165,9 +151,10 @@ def choose(ranked: list[Candidate]) -> list[Candidate]:
     """The calls to make: the best ready tool, plus each ready one that covers another part.
 
     A tool that uses no value from the question is called only as the best match, when no tool uses one."""
-    with_values = [c for c in ranked if c.ready and c.filled.used]
+    ready = [c for c in ranked if not c.filled.missing and not changes_things(c.tool)]
+    with_values = [c for c in ready if c.filled.used]
     if not with_values:
-        return ranked[:1] if ranked and ranked[0].ready else []
+        return ranked[:1] if ranked and ranked[0] in ready else []
     chosen: list[Candidate] = []
     covered: set[str] = set()
     for candidate in with_values:

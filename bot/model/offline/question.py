@@ -237,12 +237,9 @@ class Filled:
 def _number_from_text(name: str, prop: dict[str, Any], text: str) -> int | float | None:
     value = named_number(name, text)
     coords = coordinates(text)
-    lowered = name.lower()
     if value is None and coords is not None:
-        if lowered in LAT_NAMES or lowered.endswith("_lat"):
-            value = coords[0]
-        elif lowered in LNG_NAMES or lowered.endswith(("_lng", "_lon")):
-            value = coords[1]
+        last = name.lower().split("_")[-1]  # "lat", "start_lat"
+        value = coords[0] if last in LAT_NAMES else coords[1] if last in LNG_NAMES else None
     about = f"{name} {prop.get('description', '')}".lower()
     unit = _UNIT.search(text)
     if value is None and unit and any(w in about for w in ("radius", "distance", "meter", "metre")):
