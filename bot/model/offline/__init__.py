@@ -165,20 +165,15 @@ def choose(ranked: list[Candidate]) -> list[Candidate]:
 
 
 class OfflineModel:
-    """A deterministic, rule-based stand-in for a chat model, so nerve works without an API key.
-
-    It ranks the tools by how much of the question they share and reads their arguments from the text by
-    their JSON Schemas (`bot.model.offline.question`); it never calls a tool that changes something, nor
-    one whose required arguments it could not read, and says so instead. Its summary states only what
-    the results say. For a real model set OPENAI_API_KEY, or OPENAI_BASE_URL plus NERVE_MODEL."""
+    """A deterministic, rule-based stand-in for a chat model: it ranks the tools by how much of the
+    question they share, never calls one whose required arguments it could not read, and says so
+    instead. Its summary states only what the results say."""
 
     async def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
     ) -> Completion:
         """Answer the latest real question: with tool calls, or from the results that followed it."""
-        at = _question_index(messages)
-        question = (messages[at].content or "") if at is not None else ""
-        since = list(messages[at + 1 :]) if at is not None else list(messages)
+        question, since = _latest_question(messages)
         first_id = 1 + sum(len(m.tool_calls) for m in messages)
         if any(m.role == "tool" for m in since):
             message = _next_round(question, since, list(tools), first_id) or ChatMessage(
@@ -195,15 +190,16 @@ class OfflineModel:
         return Completion(message=message, usage=Usage(prompt_tokens=prompt, completion_tokens=completion))
 
 
-def _question_index(messages: Sequence[ChatMessage]) -> int | None:
-    """The latest user message that is not the host's "are you sure no tool is needed?" nudge."""
+def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMessage]]:
+    """The latest user message that is not the host's "are you sure no tool is needed?" nudge, and
+    the messages after it."""
     for i in range(len(messages) - 1, -1, -1):
         text = (messages[i].content or "").lower()
         sure = any(w in text for w in ("sure", "confirm", "certain"))
         nudge = ("tool" in text and "need" in text and sure) or ("确定" in text and "工具" in text)
         if messages[i].role == "user" and not nudge:
-            return i
-    return None
+            return messages[i].content or "", list(messages[i + 1 :])
+    return "", list(messages)
 
 
 def _calls(chosen: list[Candidate], first_id: int) -> ChatMessage | None:

@@ -102,8 +102,7 @@ def read_outcomes(since: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> li
         data, text = _parse(m.content or "")
         if isinstance(data, dict) and set(data) == {"superseded"}:
             continue  # the host replaced an earlier result of a repeated call; the later one counts
-        spec = specs.get(name)
-        shown = (spec.parameters.get("required") or list(args)) if spec else list(args)
+        shown = (specs[name].parameters.get("required") if name in specs else None) or list(args)
         label = ", ".join(format_value(args[k]) for k in shown if k in args)
         failed = m.is_error or (isinstance(data, dict) and bool(data.get("error")) and len(data) <= 3)
         out.append(Outcome(tool_title(name), f" for {label}" if label else "", args, data, text, failed))
@@ -319,9 +318,8 @@ def _verdict(question: str, results: list[Any], area: str | None) -> str | None:
 
 def _area(data: Any) -> str | None:
     """The area a result says it is about (`area_code` and the like), if it names one."""
-    if isinstance(data, dict):
-        return next((v for k, v in data.items() if "area" in k.lower() and isinstance(v, str)), None)
-    return None
+    items = data.items() if isinstance(data, dict) else []
+    return next((v for k, v in items if "area" in k.lower() and isinstance(v, str)), None)
 
 
 def write_answer(question: str, outcomes: list[Outcome]) -> str:

@@ -129,7 +129,6 @@ class Question:
     quoted: tuple[str, ...]
     tokens: tuple[str, ...]
     paths: tuple[PathMention, ...]
-    words: frozenset[str]
 
 
 def _json_object(text: str) -> tuple[dict[str, Any], int, int]:
@@ -187,7 +186,6 @@ def read_question(text: str) -> Question:
         quoted=tuple(quoted),
         tokens=tuple(t for t in tokens if t and t not in keys),
         paths=tuple(p for p in _paths(text) if p.value not in keys),
-        words=frozenset(w.casefold() for w in WORD.findall(text)),
     )
 
 
@@ -302,7 +300,8 @@ def _from_text(
     if value is not None:
         return value
     if "enum" in prop:
-        return next((v for v in prop["enum"] if str(v).casefold() in q.words), None)
+        said = {w.casefold() for w in WORD.findall(q.text)}
+        return next((v for v in prop["enum"] if str(v).casefold() in said), None)
     if kind in ("number", "integer"):
         return _number_from_text(name, {**prop, "type": kind}, q.text)
     return _string_from_text(name, prop, q, tool_words, used) if kind == "string" else None
