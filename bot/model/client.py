@@ -110,7 +110,6 @@ class OpenAILLM:
         return f"OpenAILLM(model={self._model!r}, base_url={self._where!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
         await self._client.close()
 
     async def complete(

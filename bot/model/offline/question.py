@@ -281,8 +281,14 @@ def _fits(kind: Any, value: Any) -> bool:
 
 
 def _from_fields(name: str, prop: dict[str, Any], kind: Any, fields: dict[str, Any]) -> Any:
-    """The value a JSON object in the question gives under this argument's name."""
-    value = fields.get(norm(name))
+    """The value a JSON object in the question gives under this argument's name (or a key that
+    starts it or that it starts: "lat" for "latitude")."""
+    wanted = norm(name)
+    close = [
+        k for k in fields if min(len(k), len(wanted)) >= 3 and (k.startswith(wanted) or wanted.startswith(k))
+    ]
+    key = wanted if wanted and wanted in fields else next(iter(close), None)
+    value = None if key is None else fields[key]
     if isinstance(value, str) and kind in ("number", "integer"):
         try:
             value = _number(value.strip())
