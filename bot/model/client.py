@@ -31,6 +31,7 @@ from bot.model.retries import (
     cause,
     classify_status,
     exhausted,
+    one_line,
     server_message,
 )
 from bot.model.stream import StreamAssembler
@@ -109,7 +110,6 @@ class OpenAILLM:
         return f"OpenAILLM(model={self._model!r}, base_url={self._where!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
         await self._client.close()
 
     async def complete(
@@ -125,19 +125,18 @@ class OpenAILLM:
         attempt = 0
         while True:
             with model_span(self._model):
-                outcome = await self._attempt(request, progress)
-            if isinstance(outcome, Completion):
-                return outcome
-            if outcome is None:
+                failure = await self._attempt(request, progress)
+            if isinstance(failure, Completion):
+                return failure
+            if failure is None:
                 continue  # the provider refused a streaming field: asked again at once, without it
-            failure = outcome
             if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
                 # Asked for a longer pause than anyone waits for an answer: said at once, with when.
                 wait = failure.retry_after
                 raise type(failure.error)(
                     f"{failure.error.message.rstrip('.')}; the service asks to wait {wait:.0f} s",
                     retry_after=wait,
-                    headline=failure.headline,
+                    headline=failure.error.headline,
                 )
             budget = min(self._max_retries, failure.max_retries)
             if attempt >= budget:
@@ -255,7 +254,7 @@ class OpenAILLM:
                     raise ContextTooLong(
                         f"the conversation is longer than the model's context window: {exc.message}"
                     ) from None
-                return self._broken(assembler, f"the service reported: {_one_line(exc.message)}")
+                return self._broken(assembler, f"the service reported: {one_line(exc.message, 200)}")
             except ValueError:
                 return self._broken(assembler, "it sent a chunk that is not JSON")
             text = assembler.feed(chunk)
@@ -327,11 +326,6 @@ class OpenAILLM:
             message=ChatMessage(role="assistant", content=content, tool_calls=tuple(calls)),
             usage=usage,
         )
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _seconds(wait: float) -> str:

@@ -61,11 +61,6 @@ class Retryable:
     progress_text: str
     retry_after: float | None
     max_retries: int = 1_000
-    # What happened, without the service's own words (for a person told when to try again).
-    headline: str = ""
-
-    def __post_init__(self) -> None:
-        self.headline = self.headline or self.error.message
 
 
 def exhausted(error: LLMError, retries: int) -> LLMError:
@@ -90,18 +85,16 @@ def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
             raise LLMError(f"the model service account is out of quota (429): {detail}") from None
         headline = "the model service is rate limiting requests (429)"
         return Retryable(
-            LLMRateLimited(f"{headline}: {detail}"),
+            LLMRateLimited(f"{headline}: {detail}", headline=headline),
             progress_text="rate limited",
             retry_after=retry_after_seconds(exc.response.headers),
-            headline=headline,
         )
     if (status >= 500 and status not in _PERMANENT_SERVER_STATUS) or status in _RETRYABLE_STATUS:
         headline = f"the model service failed ({status})"
         return Retryable(
-            LLMUnavailable(f"{headline}: {detail}"),
+            LLMUnavailable(f"{headline}: {detail}", headline=headline),
             progress_text=f"model service error ({status})",
             retry_after=retry_after_seconds(exc.response.headers),
-            headline=headline,
         )
     if status == 401:
         # The provider's message may quote part of the key: it must not reach people or a log.
@@ -149,8 +142,13 @@ def server_message(exc: openai.APIStatusError) -> str:
         text = body.strip()
     else:
         text = exc.message
+    return one_line(text, 300)
+
+
+def one_line(text: str, limit: int) -> str:
+    """Text with its blanks and line breaks as single spaces, cut at `limit` characters."""
     text = " ".join(text.split())
-    return text if len(text) <= 300 else text[:300] + "…"
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def cause(exc: BaseException) -> str:

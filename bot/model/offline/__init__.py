@@ -1,5 +1,321 @@
-"""The built-in offline model: picks tools by rules and writes answers from their results."""
+"""The offline model: what answers when no model service is configured.
 
-from bot.model.offline.model import OfflineModel
+`make run` does something real on a fresh clone without an API key, a network or a download.
+Rules cannot tell "read the file" from "overwrite the file", so they are narrow on purpose: a tool
+that says it changes something is never called, and besides the best match another is called only
+for a value of the question that no chosen tool uses.
+"""
 
-__all__ = ["OfflineModel"]
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.model.offline.answer import format_value, read_outcomes, tool_title, write_answer
+from bot.model.offline.question import (
+    LAT_NAMES,
+    LNG_NAMES,
+    WORD,
+    Filled,
+    content_words,
+    coordinates,
+    fill,
+    name_words,
+    named_number,
+    norm,
+    read_question,
+    related,
+)
+from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
+from bot.text.render import truncate
+from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
+
+# A word with the blanks after it (or blanks that open the text): the pieces join back exactly.
+_WORDS = re.compile(r"\S+\s*|\s+")
+
+_GREETINGS = {"hi", "hello", "hey", "hiya", "yo", "morning", "evening", "afternoon", "thanks", "thank"}
+_GREETINGS |= {"你好", "您好", "嗨", "谢谢"}
+_SMALL_TALK = _GREETINGS | {"there", "good", "you", "all", "everyone", "bot", "nerve", "so", "much", "ok"}
+# fmt: off
+# Verbs a description uses to say the tool changes something (with their "-s" forms). Past
+# participles are left out on purpose: "created at" and "last modified" describe what a tool reads.
+_CHANGING_VERBS = {
+    "write", "overwrite", "move", "delete", "remove", "erase", "send", "create", "edit", "update",
+    "rename", "upload", "post", "publish", "submit", "modify", "insert", "append", "destroy", "purge",
+    "save",
+}
+# A tool's name that holds one of these words changes something, unless it starts by saying it
+# reads ("get_post", "list_updates").
+_CHANGING_NAMES = _CHANGING_VERBS | {
+    "mv", "del", "rm", "upsert", "set", "put", "patch", "replace", "drop", "push", "commit", "merge",
+    "transfer", "change", "kill", "clear", "reset", "add", "execute", "exec", "approve", "install",
+    "uninstall", "truncate", "mkdir", "touch", "copy", "cp",
+}
+_READING_NAMES = {
+    "get", "read", "list", "search", "find", "fetch", "query", "lookup", "look", "show", "view",
+    "describe", "check", "count", "simulate", "peek", "stat", "info",
+}
+# fmt: on
+_SAID_CHANGING = _CHANGING_VERBS | {v + "s" for v in _CHANGING_VERBS} | {"publishes", "modifies"}
+_NEGATIONS = {"not", "never", "no", "without", "nothing", "t", "cannot"}  # "doesn't" splits into "doesn", "t"
+_NEGATIVE = re.compile(r"^(do not|don't|never|not for|avoid)\b", re.I)
+
+# Values an example question gives a latitude or longitude that has no example of its own.
+_EXAMPLE_COORDINATES = {**dict.fromkeys(LAT_NAMES, 31.23), **dict.fromkeys(LNG_NAMES, 121.47)}
+_INTRO = "I'm the offline model, a simple rule-based stand-in used because no model API key is set."
+_REAL = "For free-form questions, set `OPENAI_API_KEY` (or `OPENAI_BASE_URL` and `NERVE_MODEL`)."
+
+
+def changes_things(tool: ToolSpec) -> bool:
+    """The tool's name or description says it writes, moves, deletes, sends or otherwise changes."""
+    words = name_words(tool)
+    if words and words[0] not in _READING_NAMES and any(w in _CHANGING_NAMES for w in words):
+        return True
+    said = [w.lower() for w in WORD.findall(tool.description)]
+    return any(
+        w in _SAID_CHANGING and not _NEGATIONS.intersection(said[max(0, i - 3) : i])
+        for i, w in enumerate(said)
+    )
+
+
+def _said(trigger: str, lowered: str) -> bool:
+    if trigger.isascii():
+        return re.search(rf"(?<!\w){re.escape(trigger)}(?!\w)", lowered) is not None
+    return trigger in lowered  # CJK has no spaces between words
+
+
+def _takes_these_coordinates(tool: ToolSpec, question: str) -> bool:
+    """Coordinates in the question are reason enough to call a tool that takes a latitude."""
+    names = [str(n).lower() for n in tool.parameters.get("properties") or {}]
+    lat = next((n for n in names if n in LAT_NAMES), None)
+    if lat is None or not any(n in LNG_NAMES for n in names):
+        return False
+    return coordinates(question) is not None or named_number(lat, question) is not None
+
+
+def _words_run_together(tool: ToolSpec, question: str) -> int:
+    """How many question words a part of the tool's name runs together (`whoami` is "who am I")."""
+    count = 0
+    for part in name_words(tool):
+        spelled = r"[\W_]*".join(map(re.escape, part))
+        runs = re.finditer(rf"(?<![^\W_]){spelled}(?![^\W_])", question.lower())
+        count += max((n for run in runs if (n := len(WORD.findall(run.group(0)))) > 1), default=0)
+    return count
+
+
+def relevance(tool: ToolSpec, question: str) -> int:
+    """How much of the question points at this tool; 0 means nothing does.
+
+    A trigger counts most (chosen by the operator), then coordinates, then name words, then description."""
+    lowered = question.lower()
+    asked = set(content_words(question))
+    score = 3 * sum(1 for t in tool.triggers if t.strip() and _said(t.lower().strip(), lowered))
+    score += 2 if _takes_these_coordinates(tool, question) else 0
+    own = content_words(" ".join(name_words(tool)))
+    score += 2 * sum(1 for n in set(own) if any(related(n, w) for w in asked))
+    score += 2 * _words_run_together(tool, question)
+    # "Do not use for forecasts" and other tools' names are reasons *not* to pick this tool.
+    sentences = re.split(r"(?<=[.!?;])\s+", tool.description)
+    kept = re.sub(r"\w+_\w+", " ", " ".join(s for s in sentences if not _NEGATIVE.match(s)))
+    described = own + content_words(kept)
+    return score + sum(1 for w in asked if any(related(w, d) for d in described))
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A tool the question points at, how strongly, and the arguments read for it."""
+
+    tool: ToolSpec
+    score: int
+    filled: Filled
+    order: int
+
+
+def candidates(question: str, tools: list[ToolSpec], known: dict[str, Any] | None = None) -> list[Candidate]:
+    """Every tool the question points at, best match first; on a tie one that only reads, then the
+    host's order. A JSON question whose keys are a tool's argument names points at it, like its name."""
+    q = read_question(question)
+    found: list[Candidate] = []
+    for order, tool in enumerate(tools):
+        named = {norm(str(p)) for p in tool.parameters.get("properties") or {}}
+        score = relevance(tool, question) + 2 * len(named.intersection(q.fields))
+        if score > 0:
+            found.append(Candidate(tool, score, fill(tool, q, known), order))
+    return sorted(found, key=lambda c: (-c.score, changes_things(c.tool), c.order))
+
+
+def choose(ranked: list[Candidate]) -> list[Candidate]:
+    """The calls to make: the best ready tool, plus each ready one that covers another part.
+
+    A tool that uses no value from the question is called only as the best match, when no tool uses one."""
+    ready = [c for c in ranked if not c.filled.missing and not changes_things(c.tool)]
+    with_values = [c for c in ready if c.filled.used]
+    if not with_values:
+        return ranked[:1] if ranked and ranked[0] in ready else []
+    chosen: list[Candidate] = []
+    covered: set[str] = set()
+    for candidate in with_values:
+        if candidate.filled.used - covered:
+            chosen.append(candidate)
+            covered |= candidate.filled.used
+    return sorted(chosen, key=lambda c: c.order)
+
+
+class OfflineModel:
+    """A deterministic, rule-based stand-in for a chat model: it ranks the tools by how much of the
+    question they share, never calls one whose required arguments it could not read, and says so
+    instead. Its summary states only what the results say."""
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
+    ) -> Completion:
+        """Answer the latest real question: with tool calls, or from the results that followed it."""
+        question, since = _latest_question(messages)
+        first_id = 1 + sum(len(m.tool_calls) for m in messages)
+        if any(m.role == "tool" for m in since):
+            message = _next_round(question, since, list(tools), first_id) or ChatMessage(
+                role="assistant", content=write_answer(question, read_outcomes(since, tools))
+            )
+        else:
+            message = _decide(question, list(tools), first_id)
+        if message.content and not message.tool_calls:
+            # Word by word, as a model service streams, so front ends show the answer as it comes.
+            for word in _WORDS.findall(message.content):
+                await progress(TurnEvent(kind="text", message=word))
+        prompt = estimate_message_tokens(messages) + estimate_tools_tokens(tools)
+        completion = estimate_message_tokens([message])
+        return Completion(message=message, usage=Usage(prompt_tokens=prompt, completion_tokens=completion))
+
+
+def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMessage]]:
+    """The latest user message that is not the host's "are you sure no tool is needed?" nudge, and
+    the messages after it."""
+    for i in range(len(messages) - 1, -1, -1):
+        text = (messages[i].content or "").lower()
+        sure = any(w in text for w in ("sure", "confirm", "certain"))
+        nudge = ("tool" in text and "need" in text and sure) or ("确定" in text and "工具" in text)
+        if messages[i].role == "user" and not nudge:
+            return messages[i].content or "", list(messages[i + 1 :])
+    return "", list(messages)
+
+
+def _calls(chosen: list[Candidate], first_id: int) -> ChatMessage | None:
+    calls = tuple(
+        ToolCall(
+            id=f"call_offline_{first_id + i}",
+            name=c.tool.name,
+            arguments=json.dumps(c.filled.args, ensure_ascii=False),
+        )
+        for i, c in enumerate(chosen)
+    )
+    return ChatMessage(role="assistant", tool_calls=calls) if calls else None
+
+
+def _decide(question: str, tools: list[ToolSpec], first_id: int) -> ChatMessage:
+    words = [w.lower() for w in WORD.findall(question)]
+    if words and all(w in _SMALL_TALK for w in words) and any(w in _GREETINGS for w in words):
+        return ChatMessage(role="assistant", content=_greeting(words, tools))
+    ranked = candidates(question, tools)
+    if ranked and changes_things(ranked[0].tool):
+        return ChatMessage(role="assistant", content=_refusal(ranked[0].tool))
+    missing = next((c for c in ranked if c.filled.missing and not changes_things(c.tool)), None)
+    return _calls(choose(ranked), first_id) or ChatMessage(role="assistant", content=_help(tools, missing))
+
+
+def _next_round(
+    question: str, since: list[ChatMessage], tools: list[ToolSpec], first_id: int
+) -> ChatMessage | None:
+    """Calls the first results made possible, among the tools not called yet.
+
+    A sign-in (`connect_notes`) makes the server's own tools appear in place of the one that asked for
+    it: the question is then weighed again as in a first round. Otherwise a value a result holds may
+    fill another tool ("near 31.2, 121.4" → an area code → the air there)."""
+    last = next((m for m in reversed(since) if m.tool_calls), None)
+    called = {c.name for m in since for c in m.tool_calls}
+    fresh = [t for t in tools if t.name not in called]
+    replaced = last is not None and not {c.name for c in last.tool_calls} & {t.name for t in tools}
+    chosen = choose(candidates(question, fresh)) if replaced else []
+    if not chosen:
+        known: dict[str, Any] = {}
+        for outcome in read_outcomes(since, tools):
+            if not outcome.failed:
+                _collect(outcome.data, known)
+        chosen = choose([c for c in candidates(question, fresh, known) if c.filled.from_results])
+    return _calls(chosen, first_id)
+
+
+def _collect(data: Any, known: dict[str, Any]) -> None:
+    """Every scalar in a JSON result by key, first one wins."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else []
+    for key, value in items:
+        if isinstance(value, dict | list):
+            _collect(value, known)
+        elif isinstance(key, str):
+            known.setdefault(key, value)
+
+
+def _purpose(tool: ToolSpec) -> str:
+    first = re.split(r"(?<=[.!?。])\s", " ".join(tool.description.split()), maxsplit=1)[0]
+    needs = tool.parameters.get("required") or []
+    return truncate(first, 100)[0] + (f" (needs {', '.join(needs)})" if needs else "")
+
+
+def _example(tool: ToolSpec) -> str:
+    """A question this model would turn into a call of `tool`, built from its schema."""
+    properties = tool.parameters.get("properties") or {}
+    values: list[str] = []
+    for name in tool.parameters.get("required") or []:
+        found = properties.get(name)
+        prop: dict[str, Any] = found if isinstance(found, dict) else {}
+        given = (prop.get("examples") or [prop.get("default")])[0]
+        given = _EXAMPLE_COORDINATES.get(name.lower()) if given is None else given
+        values.append(f"<{name}>" if given is None else format_value(given))
+    return tool_title(tool.name) + (f" for {', '.join(values)}?" if values else "?")
+
+
+def _needs(tool: ToolSpec, names: list[str]) -> str:
+    """What the missing arguments are, in the schema's own words ("country (Country the city is in)")."""
+    properties = tool.parameters.get("properties") or {}
+    parts = []
+    for name in names:
+        prop = properties.get(name)
+        about = str(prop.get("description") or "").strip() if isinstance(prop, dict) else ""
+        parts.append(f"{name} ({truncate(about.rstrip('.'), 100)[0]})" if about else name)
+    return ", ".join(parts)
+
+
+def _help(tools: Sequence[ToolSpec], missing: Candidate | None) -> str:
+    if not tools:
+        return f"{_INTRO} No tools are connected right now: add an MCP server to the servers file.\n\n{_REAL}"
+    if missing is not None:
+        tool, unfilled = missing.tool, missing.filled.missing
+        why = (
+            f"`{tool.name}` looks relevant, but I couldn't find {', '.join(unfilled)} in your message, "
+            f"so I didn't call it. Tell me {_needs(tool, unfilled)} and ask again."
+        )
+    else:
+        why = "I can only answer by calling a tool, and none of mine fits that question."
+    reading = [t for t in tools if not changes_things(t)]
+    listing = "\n".join(f"- `{t.name}`: {_purpose(t)}" for t in reading[:10])
+    examples = [_example(t) for t in reading]
+    example = next((e for e in examples if "<" not in e), examples[0] if examples else "")
+    tail = f"\n\nFor example: “{example}”" if example else ""
+    return f"{_INTRO} {why}\n\nTools I can use:\n{listing or '(none that only read)'}{tail}\n\n{_REAL}"
+
+
+def _refusal(tool: ToolSpec) -> str:
+    return (
+        f"{_INTRO} `{tool.name}` looks like the tool for that, but it changes things (it writes, moves, "
+        "deletes or sends), and I only call tools that read, so I didn't call it and nothing was changed. "
+        f"{_REAL}"
+    )
+
+
+def _greeting(words: list[str], tools: Sequence[ToolSpec]) -> str:
+    if any(w in ("thanks", "thank", "谢谢") for w in words):
+        return "You're welcome!"
+    names = ", ".join(f"`{t.name}`" for t in tools[:10]) or "no tools yet"
+    return f"Hello! I'm nerve, running on the built-in offline model. I can use: {names}. Ask me something."

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.model.offline.words import WORD
+from bot.model.offline.question import WORD, is_number
 from bot.text.nesting import loads
 from bot.text.render import truncate
 from bot.types import ChatMessage, ToolSpec
@@ -24,6 +24,7 @@ _OUTDOOR = re.compile(
 _ACTIVITY = {"run": "a run", "jog": "a run", "walk": "a walk", "stroll": "a walk", "hike": "a hike"}
 _ACTIVITY |= {"bik": "a bike ride", "cycl": "a bike ride", "picnic": "a picnic", "跑步": "a run"}
 _GREEN = ("park", "garden", "trail", "track", "green", "forest", "lake", "river", "公园", "公園")
+_POOR_AIR = ("unhealthy", "poor", "bad", "hazard", "severe", "污染", "差")
 # The host's certainty line before a result (`Tool "x" ran successfully. Its raw result follows:`).
 _ANCHOR = re.compile(r"^\s*tool\b.*:\s*$", re.I)
 _FAILED_PREFIX = re.compile(r"^\s*tool\s+[\"'`]?[\w.-]+[\"'`]?\s+(?:failed|errored|error)\s*[:.,-]?\s*", re.I)
@@ -40,14 +41,6 @@ _UNITS = (
 # fmt: on
 # A key that names no unit but says what it measures.
 _NAMED_UNITS = (("temp", " °C"), ("humidity", "%"), ("distance", " m"))
-
-
-def is_number(value: Any) -> bool:
-    """A JSON number; `True` is an int in Python but not a number to a schema or a reader."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-# --- reading the results ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +73,17 @@ def format_value(value: Any) -> str:
 
 
 def _parse(content: str) -> tuple[Any, str]:
+    """A result's JSON (None when it holds none) and its text, without the host's certainty line."""
     lines = content.strip().splitlines()
     if len(lines) > 1 and _ANCHOR.match(lines[0]):
         lines = lines[1:]
-    text = "\n".join(lines).strip()
     for i, line in enumerate(lines):
         if line.lstrip().startswith(("{", "[")):
             try:
-                return loads("\n".join(lines[i:])), text
+                return loads("\n".join(lines[i:])), "\n".join(lines).strip()
             except ValueError:
                 break
-    return None, text
+    return None, "\n".join(lines).strip()
 
 
 def read_outcomes(since: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> list[Outcome]:
@@ -98,9 +91,7 @@ def read_outcomes(since: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> li
     calls = {c.id: c for m in since for c in m.tool_calls}
     specs = {t.name: t for t in tools}
     out: list[Outcome] = []
-    for m in since:
-        if m.role != "tool":
-            continue
+    for m in (m for m in since if m.role == "tool"):
         call = calls.get(m.tool_call_id or "")
         name = call.name if call else (m.name or "tool")
         try:
@@ -111,15 +102,11 @@ def read_outcomes(since: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> li
         data, text = _parse(m.content or "")
         if isinstance(data, dict) and set(data) == {"superseded"}:
             continue  # the host replaced an earlier result of a repeated call; the later one counts
-        spec = specs.get(name)
-        shown = (spec.parameters.get("required") or list(args)) if spec else list(args)
+        shown = (specs[name].parameters.get("required") if name in specs else None) or list(args)
         label = ", ".join(format_value(args[k]) for k in shown if k in args)
         failed = m.is_error or (isinstance(data, dict) and bool(data.get("error")) and len(data) <= 3)
         out.append(Outcome(tool_title(name), f" for {label}" if label else "", args, data, text, failed))
     return out
-
-
-# --- writing the answer -----------------------------------------------------------------------------
 
 
 def _split_unit(key: str) -> tuple[str, str]:
@@ -131,6 +118,10 @@ def _split_unit(key: str) -> tuple[str, str]:
         if k.endswith(suffix):
             return k[: -len(suffix)], unit
     return k, next((unit for word, unit in _NAMED_UNITS if word in k), "")
+
+
+def _metres(key: str, value: float) -> float:
+    return float(value) * (1000 if _split_unit(key)[1] == " km" else 1)
 
 
 def _human(key: str) -> str:
@@ -149,17 +140,23 @@ def _item(value: Any) -> str:
     return f"{name}" + (f" ({_human(str(kind))})" if kind else "") + dist
 
 
+def _is_aqi(key: str, value: Any) -> bool:
+    return (key == "aqi" or key.endswith("_aqi")) and is_number(value)
+
+
+def _label(data: dict[str, Any]) -> str | None:
+    """The words that go with an AQI ("Good", "Unhealthy")."""
+    return next((data[x] for x in _LABEL_KEYS if isinstance(data.get(x), str)), None)
+
+
 def _scalar(key: str, value: Any, siblings: dict[str, Any], parent: str) -> str | None:
-    k = key.lower()
-    if (k == "aqi" or k.endswith("_aqi")) and is_number(value):
-        label = next((siblings[x] for x in _LABEL_KEYS if isinstance(siblings.get(x), str)), None)
+    if _is_aqi(key.lower(), value):
+        label = _label(siblings)
         return f"AQI {format_value(value)}" + (f" ({label})" if label else "")
-    if k in _LABEL_KEYS and any(x.lower() == "aqi" for x in siblings):
+    if key.lower() in _LABEL_KEYS and any(x.lower() == "aqi" for x in siblings):
         return None  # already shown next to the AQI
     base, unit = _split_unit(key)
-    name = _human(base)
-    if parent and name in _GENERIC_CHILD:
-        name = f"{parent} {name}"
+    name = f"{parent} {_human(base)}" if parent and _human(base) in _GENERIC_CHILD else _human(base)
     return f"{name} {format_value(value)}{unit if is_number(value) else ''}"
 
 
@@ -172,17 +169,9 @@ def _radius_m(data: dict[str, Any], args: dict[str, Any]) -> float | None:
     """The search radius a result was made for, in metres: its own `radius_m`, else the call's."""
     for key, value in data.items():
         if key.lower().startswith("radius") and is_number(value):
-            return float(value) * (1000 if _split_unit(key)[1] == " km" else 1)
+            return _metres(key, value)
     given: Any = args.get("radius")
     return float(given) if is_number(given) else None
-
-
-def _distance_m(item: dict[str, Any]) -> float | None:
-    numbers = [(k, v) for k, v in item.items() if is_number(v)]
-    named = [(k, v) for k, v in numbers if "distance" in k.lower()]
-    for key, value in named or [(k, v) for k, v in numbers if _split_unit(k)[1] in (" m", " km")]:
-        return float(value) * (1000 if _split_unit(key)[1] == " km" else 1)
-    return None
 
 
 def _inside(item: Any, radius: float | None) -> bool | None:
@@ -192,7 +181,10 @@ def _inside(item: Any, radius: float | None) -> bool | None:
     flag = next((v for k, v in item.items() if "within" in k.lower() and isinstance(v, bool)), None)
     if flag is not None:
         return flag
-    distance = _distance_m(item)
+    numbers = [(k, v) for k, v in item.items() if is_number(v)]
+    named = [(k, v) for k, v in numbers if "distance" in k.lower()]
+    lengths = named or [(k, v) for k, v in numbers if _split_unit(k)[1] in (" m", " km")]
+    distance = next((_metres(k, v) for k, v in lengths), None)
     return None if distance is None or radius is None else distance <= radius
 
 
@@ -207,7 +199,7 @@ def _places(key: str, values: list[Any], radius: float | None) -> list[str]:
     return [f"{name} within {bound}: {_listing(inside)}", f"farther than {bound}: {_listing(outside)}"]
 
 
-def within_radius(data: Any, args: dict[str, Any]) -> Any:
+def _within_radius(data: Any, args: dict[str, Any]) -> Any:
     """A result with the places beyond its search radius left out: what "nearby" may rest on."""
     if not isinstance(data, dict):
         return data
@@ -239,8 +231,7 @@ def _facts(data: Any, args: dict[str, Any], parent: str = "") -> tuple[list[str]
             notes.append(f"{_human(key).capitalize()}: {value}")
         elif args.get(_split_unit(key)[0]) != value:  # the call's own arguments, echoed back, say nothing
             phrase = _scalar(key, value, data, parent)
-            if phrase:
-                phrases.append(phrase)
+            phrases += [phrase] if phrase else []
     return phrases, notes
 
 
@@ -271,20 +262,6 @@ def _value(data: Any, want: Callable[[str, Any], bool]) -> Any:
     return None if home is None else next(v for k, v in home.items() if want(k.lower(), v))
 
 
-def _is_aqi(key: str, value: Any) -> bool:
-    return (key == "aqi" or key.endswith("_aqi")) and is_number(value)
-
-
-def _air_state(aqi: Any, label: str | None) -> str | None:
-    if aqi is not None:
-        return "good" if aqi <= 50 else "moderate" if aqi <= 100 else "poor"
-    if not label:
-        return None
-    if any(w in label.lower() for w in ("unhealthy", "poor", "bad", "hazard", "severe", "污染", "差")):
-        return "poor"
-    return "moderate" if "moderate" in label.lower() else "good"
-
-
 def _green(keys: tuple[str, ...], key: str, value: Any) -> bool:
     return key in keys and any(g in str(value).lower() for g in _GREEN)
 
@@ -307,26 +284,32 @@ def _verdict(question: str, results: list[Any], area: str | None) -> str | None:
     activity = next((v for k, v in _ACTIVITY.items() if found.group(0).startswith(k)), "being outdoors")
     home = _find_dict(results, _is_aqi)
     aqi = None if home is None else _value(home, _is_aqi)
-    label = next((home[x] for x in _LABEL_KEYS if isinstance(home.get(x), str)), None) if home else None
+    label = _label(home) if home else None
     label = label or _value(results, lambda k, v: k in ("air_quality", "quality") and isinstance(v, str))
     temp = _value(results, lambda k, v: "temp" in k and is_number(v))
-    state = _air_state(aqi, label)
+    if aqi is not None:
+        state: str | None = "good" if aqi <= 50 else "moderate" if aqi <= 100 else "poor"
+    elif label:
+        poor = any(w in label.lower() for w in _POOR_AIR)
+        state = "poor" if poor else "moderate" if "moderate" in label.lower() else "good"
+    else:
+        state = None
     spot = _green_spot(results)
-    where = f" in {area}" if area else ""
-    air = f"the air{where} is {(label or state or '').lower()}" + (
-        f" (AQI {format_value(aqi)})" if aqi is not None else ""
-    )
+    air = f"the air{f' in {area}' if area else ''} is {(label or state or '').lower()}"
+    air += f" (AQI {format_value(aqi)})" if aqi is not None else ""
     if state == "poor":
         return (
             f"**Not a great time for {activity}**: {air}. Consider going indoors or waiting for cleaner air."
         )
-    if state is None and spot:
-        return f"**Maybe**: {spot}, but I couldn't get air-quality data to be sure."
     if state is None:
+        if spot:
+            return f"**Maybe**: {spot}, but I couldn't get air-quality data to be sure."
         return f"**I can't tell** whether it's good for {activity}: no air-quality data came back."
-    reasons = (
-        [air] + ([f"it's {format_value(temp)} °C"] if temp is not None else []) + ([spot] if spot else [])
-    )
+    reasons = [
+        air,
+        *([f"it's {format_value(temp)} °C"] if temp is not None else []),
+        *([spot] if spot else []),
+    ]
     joined = reasons[0] if len(reasons) == 1 else ", ".join(reasons[:-1]) + " and " + reasons[-1]
     comfortable = temp is None or 0 <= temp <= 30
     head = f"Yes, it looks good for {activity}" if state == "good" and comfortable else "Possibly, with care"
@@ -335,15 +318,8 @@ def _verdict(question: str, results: list[Any], area: str | None) -> str | None:
 
 def _area(data: Any) -> str | None:
     """The area a result says it is about (`area_code` and the like), if it names one."""
-    if isinstance(data, dict):
-        return next((v for k, v in data.items() if "area" in k.lower() and isinstance(v, str)), None)
-    return None
-
-
-def _asked_areas(outcomes: list[Outcome]) -> list[str]:
-    """The areas the calls asked about, in call order: what the answer is for."""
-    asked = [v for o in outcomes for k, v in o.args.items() if "area" in k.lower() and isinstance(v, str)]
-    return list(dict.fromkeys(asked))
+    items = data.items() if isinstance(data, dict) else []
+    return next((v for k, v in items if "area" in k.lower() and isinstance(v, str)), None)
 
 
 def write_answer(question: str, outcomes: list[Outcome]) -> str:
@@ -351,10 +327,12 @@ def write_answer(question: str, outcomes: list[Outcome]) -> str:
     lines = "\n".join(f"- {_line(o)}" for o in outcomes)
     if all(o.failed for o in outcomes):
         return f"Sorry, I couldn't get that information: the service is temporarily unavailable.\n\n{lines}"
-    asked = _asked_areas(outcomes)
+    # The areas the calls asked about, in call order: what the answer is for.
+    asked = [v for o in outcomes for k, v in o.args.items() if "area" in k.lower() and isinstance(v, str)]
+    asked = list(dict.fromkeys(asked))
     ok = [o for o in outcomes if not o.failed]
     elsewhere = [o for o in ok if asked and _area(o.data) not in (None, *asked)]
-    here = [within_radius(o.data, o.args) for o in ok if o not in elsewhere]
+    here = [_within_radius(o.data, o.args) for o in ok if o not in elsewhere]
     verdict = _verdict(question, here, asked[0] if len(asked) == 1 else None)
     notes = [
         f"Note: {o.label.removeprefix(' for ') or o.title} is in area {_area(o.data)}, not in "
