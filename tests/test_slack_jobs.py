@@ -1,4 +1,4 @@
-"""`nerve slack` on PostgreSQL queues its turns as jobs (`adapters/slack/jobs.py`): an event that a
+"""`nerve slack` on PostgreSQL queues its turns as jobs (`adapters/jobs_runtime.py`): an event that a
 process recorded but died before queueing is queued by the next process it reaches, whether Slack
 re-delivers it or a process starts; a turn's job that runs twice posts its answer once.
 
