@@ -4,9 +4,11 @@ tests marked both_stores, on PostgreSQL too)."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.store.base import ConversationStore
+from tests.mcp_servers.warm_start import ADDRESS_VARIABLE
 from tests.pg_schemas import drop_stale_schemas
 from tests.ports import unused_port
 from tests.stores import TEST_DATABASE_URL, Backend, SQLiteBackend, default_backend, postgres_backend
@@ -67,6 +70,36 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "both_stores: run the test on SQLite and on PostgreSQL (the store_backend fixture)"
     )
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _start_fork_server()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _fork_server is not None:
+        _fork_server.communicate(timeout=30)  # its stdin closes: it kills what still runs and ends
+        shutil.rmtree(Path(os.environ.pop(ADDRESS_VARIABLE)).parent, ignore_errors=True)
+
+
+_fork_server: subprocess.Popen[str] | None = None
+SERVE_FORKS = "import sys; from tests.mcp_servers.warm_start import serve; serve(sys.argv[1])"
+
+
+def _start_fork_server() -> None:
+    """One fork server for the whole run, before the xdist workers start, so that they and every
+    `nerve` process they start inherit its address (`tests/mcp_servers/warm_start.py`)."""
+    global _fork_server
+    address = Path(tempfile.mkdtemp(prefix="nerve-warm-")) / "fork.sock"
+    _fork_server = subprocess.Popen(
+        [sys.executable, "-c", SERVE_FORKS, str(address)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert _fork_server.stdout is not None
+    if _fork_server.stdout.readline().strip() != "ready":
+        raise RuntimeError("the test MCP servers' fork server did not start")
+    os.environ[ADDRESS_VARIABLE] = str(address)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

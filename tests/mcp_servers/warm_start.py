@@ -1,0 +1,216 @@
+"""Warm starts for the test MCP servers the suite starts hundreds of times (`trust`, `asks`).
+
+Most of a Python MCP server's start is importing the SDK and its protocol models (about 0.6 s of CPU
+on a 2-core machine); the approval and form tests start one or two servers per test, so the suite
+spent minutes of CPU importing the same modules again. A test run starts one *fork server* that has
+imported them; `python -m tests.mcp_servers.trust …` still starts a real process, which hands its own
+stdin, stdout and stderr, its arguments, folder and environment to the fork server and waits. The
+fork server forks a child that runs the server module as `__main__` on exactly those file
+descriptors, so the host talks to a real server process over real stdio pipes, as before; only the
+imports were done once.
+
+The started process stays the server's stand-in for its host: a signal it gets is passed on to the
+server, it exits as the server exits (with its code, or by the same signal), and when it is killed
+the fork server kills the server. Without a fork server (a test run on its own, another machine) the
+module starts the usual way.
+
+The fork server is found through the environment variable `MCP_TEST_FORK_SERVER` of the nearest
+process above the server that has it: a host's stdio transport passes servers only a minimal
+environment (the MCP SDK's default), so the variable is read from `/proc/<ancestor>/environ`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+ADDRESS_VARIABLE = "MCP_TEST_FORK_SERVER"
+# Only servers that never look at their own process (pid, parent, process group) start warm.
+WARM_MODULES = ("tests.mcp_servers.trust", "tests.mcp_servers.asks")
+_STDIO = (0, 1, 2)
+_ANCESTORS_LOOKED_AT = 4
+
+
+# --- the started process ---------------------------------------------------------------------------
+
+
+def hand_over_if_warm() -> None:
+    """Called while `python -m tests.mcp_servers.<name>` imports its package: when a fork server is
+    running and the module is one it has warm, the server runs there and this process only stands in
+    for it until it ends (this never returns then)."""
+    if sys.argv[:1] != ["-m"] or len(sys.orig_argv) < 3:
+        return
+    try:
+        module = sys.orig_argv[sys.orig_argv.index("-m") + 1]
+    except (ValueError, IndexError):
+        return
+    if module not in WARM_MODULES:
+        return
+    address = _fork_server_address()
+    if address is None:
+        return
+    try:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(address)
+    except OSError:
+        return  # the run that started it has ended: start the usual way
+    arguments = sys.orig_argv[sys.orig_argv.index("-m") + 2 :]
+    request = {"module": module, "argv": [module, *arguments], "cwd": os.getcwd(), "env": dict(os.environ)}
+    socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], list(_STDIO))
+    _stand_in(connection)
+
+
+def _fork_server_address() -> str | None:
+    pid = os.getppid()
+    for _ in range(_ANCESTORS_LOOKED_AT):
+        if pid <= 1:
+            return None
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return None
+        prefix = ADDRESS_VARIABLE.encode() + b"="
+        for entry in environ:
+            if entry.startswith(prefix):
+                return entry[len(prefix) :].decode()
+        pid = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:"))
+    return None
+
+
+def _stand_in(connection: socket.socket) -> None:
+    """Pass signals on to the server, then end as it ended."""
+    reader = connection.makefile("r")
+    child = int(reader.readline())
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, lambda received, _frame: _signal(child, received))
+    # The server holds the pipes now: the host sees them close when the server ends, not later.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in _STDIO:
+        os.dup2(null, fd)
+    line = reader.readline()
+    status = int(line) if line else -signal.SIGKILL
+    if status < 0:
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status)
+
+
+def _signal(child: int, number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(child, number)
+
+
+# --- the fork server -------------------------------------------------------------------------------
+
+
+def serve(address: str) -> None:
+    """Accept hand-overs on `address` until stdin closes (the test run ended)."""
+    for module in WARM_MODULES:
+        __import__(module)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(sys.stdin, selectors.EVENT_READ, "stop")
+    children: dict[int, tuple[socket.socket, int]] = {}  # pidfd → (connection, pid)
+    print("ready", flush=True)
+    while True:
+        for key, _ in selector.select():
+            if key.data == "stop":
+                for _connection, pid in children.values():
+                    _kill(pid)
+                return
+            if key.data == "accept":
+                started = _start(listener, children)
+                if started is not None:
+                    pidfd, connection = started
+                    selector.register(pidfd, selectors.EVENT_READ, ("ended", pidfd))
+                    selector.register(connection, selectors.EVENT_READ, ("stand-in gone", pidfd))
+                continue
+            what, pidfd = key.data
+            if pidfd not in children:
+                continue  # its server ended and its stand-in left in the same round
+            connection, pid = children.pop(pidfd)
+            selector.unregister(pidfd)
+            selector.unregister(connection)
+            if what == "stand-in gone":
+                _kill(pid)
+            _, status = os.waitpid(pid, 0)
+            with contextlib.suppress(OSError):
+                connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+            connection.close()
+            os.close(pidfd)
+
+
+def _start(
+    listener: socket.socket, children: dict[int, tuple[socket.socket, int]]
+) -> tuple[int, socket.socket] | None:
+    connection, _ = listener.accept()
+    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, len(_STDIO))
+    if len(fds) != len(_STDIO):
+        connection.close()
+        return None
+    request = json.loads(message)
+    pid = os.fork()
+    if pid == 0:
+        _run_child(request, fds, listener, connection, children)
+    for fd in fds:
+        os.close(fd)
+    connection.sendall(f"{pid}\n".encode())
+    pidfd = os.pidfd_open(pid)
+    children[pidfd] = (connection, pid)
+    return pidfd, connection
+
+
+def _run_child(
+    request: dict[str, object],
+    fds: list[int],
+    listener: socket.socket,
+    connection: socket.socket,
+    children: dict[int, tuple[socket.socket, int]],
+) -> None:
+    code = 0
+    try:
+        listener.close()
+        connection.close()
+        for other, _ in children.values():
+            other.close()
+        for pidfd in children:
+            os.close(pidfd)
+        for fd, target in zip(fds, _STDIO, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the server's own stdio from here on
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        os.chdir(str(request["cwd"]))
+        os.environ.clear()
+        os.environ.update(dict(request["env"]))  # type: ignore[call-overload]
+        sys.argv = list(request["argv"])  # type: ignore[call-overload]
+        sys.modules.pop(str(request["module"]), None)  # it runs anew as `__main__`, as it would cold
+        runpy.run_module(str(request["module"]), run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
