@@ -247,8 +247,7 @@ RESUME_FAILED = "Sorry — something went wrong on my side while going on with t
 
 
 def redrawn(prompt: ApprovalPrompt, *, with_file: bool = False) -> dict[str, Any]:
-    """What an edit of the approval message sets: its words, embeds and buttons (none once decided),
-    and `with_file` its attachments (a message of ours becoming it loses its own)."""
+    """An edit's words, embeds and buttons; `with_file` replaces the attachments of a message of ours."""
     shown = approval_message(prompt)
     view = approval_view(prompt)
     drawn: dict[str, Any] = {"content": shown.content, "embeds": shown.embeds, "view": view}
@@ -276,15 +275,8 @@ class ApprovalFlow:
 
     def __post_init__(self, launch: Launcher | None) -> None:
         # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
-        self.desk = AskDesk(
-            self.agent,
-            PLATFORM,
-            self,
-            self,
-            launch or Launcher(None, self.spawn, PLATFORM),
-            self.spawn,
-            on_expired=lambda: self.spawn(self.sweep(), "discord-approval-sweep"),
-        )
+        launch = launch or Launcher(None, self.spawn, PLATFORM)
+        self.desk = AskDesk(self.agent, PLATFORM, self, self, launch, self.spawn, on_expired=self.sweep_soon)
 
     # --- showing a request -------------------------------------------------------------------------
 
@@ -389,6 +381,9 @@ class ApprovalFlow:
     async def sweep(self) -> None:
         """Requests past their expiry go on without the calls nobody approved (or the answers nobody gave)."""
         await self.desk.sweep()
+
+    def sweep_soon(self) -> None:
+        self.spawn(self.sweep(), "discord-approval-sweep")
 
 
 @dataclass

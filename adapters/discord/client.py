@@ -131,7 +131,7 @@ class NerveDiscordBot(discord.Client):
             agent=agent,
             board=InputBoard(self, guard=self.guard, spawn=self._spawn),
             resume=self.approval_flow.resume_later,
-            sweep=lambda: self._spawn(self.approval_flow.sweep(), "discord-approval-sweep"),
+            sweep=self.approval_flow.sweep_soon,
         )
         # With jobs, a turn answered again goes on in the messages of the run before (`TurnPages`).
         inbox = agent.inbox if jobs is not None else None

@@ -12,7 +12,7 @@ from typing import Any
 
 import discord
 
-from adapters.discord.delivery import tell
+from adapters.discord.delivery import landed, tell
 from adapters.discord.render import MESSAGE_LIMIT
 from bot.text import truncate
 from bot.types import FieldValue, Form, FormField, InputRequest, describe_field
@@ -197,7 +197,5 @@ class InputModal(discord.ui.Modal):
 
 async def say(interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None) -> None:
     """An ephemeral message to the person who clicked or submitted (only they see it)."""
-    try:
-        await tell(interaction, truncate(text, MESSAGE_LIMIT)[0], view)
-    except discord.HTTPException as exc:
-        logger.warning("could not answer interaction %s: %s %s", interaction.id, exc.status, exc.text)
+    sent = tell(interaction, truncate(text, MESSAGE_LIMIT)[0], view)
+    await landed(sent, "could not answer interaction %s", interaction.id)
