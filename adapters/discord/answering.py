@@ -24,7 +24,6 @@ from adapters.discord.delivery import (
 )
 from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel
 from adapters.discord.input_flow import InputFlow
-from adapters.discord.input_message import Where
 from adapters.discord.live import LiveAnswer
 from adapters.discord.pages import (
     ChannelPage,
@@ -90,7 +89,7 @@ class TurnAnswers:
                 pages = list(await kept.load())
             live = LiveAnswer(answer, pages=pages, every=self.edit_every())
             links = TurnLinks(self.sign_ins, interaction)
-            where = Where(channel=channel, channel_id=job.channel_id, reference=reference)
+            where = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
             progress = links.watch(self.inputs.sink(live.progress, where))
             async with typing(channel) if interaction is None else contextlib.nullcontext():
                 try:
@@ -179,12 +178,11 @@ class TurnAnswers:
         if guild_id is not None and parent != channel_id and not self.guard.blocked(parent):
             await self.post_reply(parent, guild_id, reply)
 
-    def where_of(self, key: ConversationKey) -> Where:
+    def where_of(self, key: ConversationKey) -> ChannelPoster:
         """Where a conversation's later messages go (its thread or DM): a resumed turn's questions."""
         channel_id, guild_id = answer_channel(key)
-        return Where(
-            channel=self.client.get_partial_messageable(channel_id, guild_id=guild_id), channel_id=channel_id
-        )
+        channel = self.client.get_partial_messageable(channel_id, guild_id=guild_id)
+        return ChannelPoster(channel, guard=self.guard, channel_id=channel_id)
 
     def _render(self, reply: AgentReply) -> tuple[list[str], discord.ui.View | None]:
         view = results_button_view(self.results, reply.attachments) if reply.attachments else None

@@ -129,7 +129,7 @@ class NerveDiscordBot(discord.Client):
         )
         self.input_flow = InputFlow(
             agent=agent,
-            board=InputBoard(self, guard=self.guard, spawn=self._spawn),
+            board=InputBoard(self, spawn=self._spawn),
             resume=self.approval_flow.resume_later,
             sweep=self.approval_flow.sweep_soon,
         )

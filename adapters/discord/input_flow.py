@@ -25,7 +25,6 @@ from adapters.discord.delivery import NO_MENTIONS, landed
 from adapters.discord.input_message import (
     InputBoard,
     InputClick,
-    Where,
     button_view,
     link_text,
     plain,
@@ -33,6 +32,7 @@ from adapters.discord.input_message import (
     settled_text,
 )
 from adapters.discord.input_modal import FIELDS_PER_STEP, InputModal, Raw, say, steps_of
+from adapters.discord.pages import ChannelPoster
 from bot.agent import INPUT_EXPIRED as EXPIRED
 from bot.agent import INPUT_GONE as GONE
 from bot.agent import Agent
@@ -99,7 +99,7 @@ class InputFlow:
 
     # --- the turn's events ---------------------------------------------------------------------------
 
-    def sink(self, forward: Progress, where: Where) -> Progress:
+    def sink(self, forward: Progress, where: ChannelPoster) -> Progress:
         """The turn's progress sink: requests are shown `where` the turn runs, the rest goes on."""
 
         async def progress(event: TurnEvent) -> None:

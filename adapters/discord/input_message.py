@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import discord
@@ -21,14 +21,8 @@ from adapters.common.refs import message_ref
 from adapters.common.settle import Settled
 from adapters.common.tasks import Spawn
 from adapters.discord.approvals import person
-from adapters.discord.delivery import (
-    NO_MENTIONS,
-    ChannelGuard,
-    ClickButton,
-    landed,
-    parse_message_ref,
-    send_message,
-)
+from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, parse_message_ref
+from adapters.discord.pages import ChannelPage, ChannelPoster
 from adapters.discord.render import MESSAGE_LIMIT
 from adapters.resources import link_host
 from bot.text import truncate
@@ -191,15 +185,6 @@ def link_text(url: str) -> tuple[str, discord.ui.View | None]:
 # --- posting it and keeping it up to date -----------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Where:
-    """Where a turn runs: the channel (or thread, or DM) its messages go to, replying to `reference`."""
-
-    channel: discord.abc.Messageable
-    channel_id: int
-    reference: discord.MessageReference | None = None
-
-
 # Stores where a request's message was posted (`Agent.ask_posted`): request id, message ref.
 KeepRef = Callable[[str, str], Awaitable[None]]
 
@@ -208,48 +193,41 @@ class InputBoard:
     """Posts each request's message and edits it as the request ends, in tasks of their own (the
     progress sink never waits for Discord), in order (`Settled`)."""
 
-    def __init__(
-        self, client: discord.Client, *, guard: ChannelGuard, spawn: Spawn, per_step: int = 5
-    ) -> None:
+    def __init__(self, client: discord.Client, *, spawn: Spawn, per_step: int = 5) -> None:
         self._client = client
-        self._guard = guard
         self._spawn = spawn
         self._per_step = per_step
         self._settled = Settled(self._edit, parse_message_ref, limit=KEPT_REQUESTS)
 
-    def show(self, request: InputRequest, where: Where, keep_ref: KeepRef | None = None) -> None:
-        """Post the request's message and store where it is (`keep_ref`) for any process to update."""
+    def show(self, request: InputRequest, where: ChannelPoster, keep_ref: KeepRef | None = None) -> None:
+        """Post the request's message `where` its turn runs, and store where it is (`keep_ref`) for any
+        process to update."""
         if request.refused is None:
             self._settled.posting(request.request_id)
         else:
             keep_ref = None
         self._spawn(self._post(request, where, keep_ref), f"discord-input-{request.request_id}")
 
-    async def _post(self, request: InputRequest, where: Where, keep_ref: KeepRef | None) -> None:
-        message: discord.Message | None = None
+    async def _post(self, request: InputRequest, where: ChannelPoster, keep_ref: KeepRef | None) -> None:
+        sent: ChannelPage | None = None
         try:
-            message = await send_message(
-                where.channel,
-                request_text(request, per_step=self._per_step),
-                guard=self._guard,
-                channel_id=where.channel_id,
-                view=request_view(request),
-                reference=where.reference,
-            )
+            text = request_text(request, per_step=self._per_step)
+            # A copy: each request's message replies as the turn's first does (posting forgets that).
+            sent = await replace(where).post(text, view=request_view(request))
         finally:
             if request.refused is None:
-                self._settled.posted(request.request_id, (where.channel_id, message.id) if message else None)
-        if message is None:
+                at = (where.channel_id, sent.message.id) if sent else None
+                self._settled.posted(request.request_id, at)
+        if sent is None:
             logger.warning("could not post the message of input request %s", request.request_id)
         elif keep_ref is not None:
             try:
-                await keep_ref(request.request_id, message_ref(where.channel_id, message.id))
+                await keep_ref(request.request_id, message_ref(where.channel_id, sent.message.id))
             except Exception:
                 logger.exception("could not store where input request %s is shown", request.request_id)
 
     def settle(self, request: InputRequest, status: str, at: tuple[int, int] | None = None) -> None:
         """Take the buttons off the request's message (here, at `at`, or as stored) and say how it ended."""
-
         self._spawn(self._settle(request, status, at), f"discord-input-done-{request.request_id}")
 
     async def _settle(self, request: InputRequest, status: str, at: tuple[int, int] | None) -> None:
