@@ -25,6 +25,7 @@ from adapters.discord.delivery import (
     ChannelGuard,
     ClickButton,
     ConversationOrder,
+    acknowledge,
     landed,
     parse_message_ref,
     send_message,
@@ -332,9 +333,7 @@ class ApprovalFlow:
 
     async def clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
         """A button click: acknowledge at once (Discord's 3 seconds), then decide and show the outcome."""
-        if not await landed(
-            interaction.response.defer(), "could not acknowledge approval click %s", interaction.id
-        ):
+        if not await acknowledge(interaction):
             return
         pressed = ApprovalClick(
             choice=click.action,

@@ -100,8 +100,9 @@ class NerveDiscordBot(discord.Client):
         self.results = ResultsCache()
         self.guard = ChannelGuard()
         order = ConversationOrder()
-        self._owned = Owned()
-        self._tasks = self._owned.tasks
+        # This client's tasks: `drain` waits for them, `close` cancels them (a job's goes back to the queue).
+        self.owned = Owned()
+        self._tasks = self.owned.tasks
         # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
         self.stopping = False
         # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
@@ -194,7 +195,7 @@ class NerveDiscordBot(discord.Client):
         for task in list(self._tasks):
             if task.get_name() == SWEEPER_TASK:
                 task.cancel()
-        await self._owned.drain(grace, "Discord turn(s)")
+        await self.owned.drain(grace, "Discord turn(s)")
 
     async def close(self) -> None:
         """Cancel running turns: their deliveries are answered after restart, or their jobs requeued."""
@@ -207,8 +208,7 @@ class NerveDiscordBot(discord.Client):
         await super().close()
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
-        """A task this client owns: `drain` waits for it, `close` cancels it."""
-        self._owned.spawn(coro, name)
+        self.owned.spawn(coro, name)
 
     async def _recover(self) -> None:
         """At start-up: answer the deliveries left unfinished (with jobs, those no job holds)."""
@@ -232,10 +232,6 @@ class NerveDiscordBot(discord.Client):
     async def sweep(self) -> None:
         """Expire the requests whose time ran out; with jobs, queue deliveries a dead process left."""
         await sweep(self._recorded, self.approval_flow.desk)
-
-    async def run_job(self, job: Coroutine[Any, Any, None], name: str) -> None:
-        """A job's work as a task of this client: cut off by `close`, the job goes back to the queue."""
-        await self._owned.spawn(job, name)
 
     async def answer_event(self, event_id: str) -> None:
         """A recorded delivery's job: through its token if this client holds it, else channel messages."""
@@ -333,7 +329,7 @@ class CurrentClient:
     def job_handlers(self) -> dict[str, JobHandler]:
         async def on_client(work: Callable[[NerveDiscordBot], Coroutine[Any, Any, None]], name: str) -> None:
             client = await self.client()
-            await client.run_job(work(client), name)
+            await client.owned.spawn(work(client), name)
 
         return jobs_runtime.job_handlers(
             PLATFORM,

@@ -200,8 +200,7 @@ def register(
         if not agent.approvals_on or str(interaction.user.id) not in settings.admins:
             return []
         found = [f"{r.place} {r.server}/{r.tool}" for r in await agent.remembered_approvals()]
-        matching = [text for text in found if current.lower() in text.lower() and len(text) <= 100]
-        return [app_commands.Choice(name=text, value=text) for text in matching[:25]]
+        return choices(found, current)
 
     @slash(tree, "help")
     async def help_command(interaction: discord.Interaction[Any]) -> None:
@@ -224,6 +223,12 @@ ANSWER_WITHIN = 2.0
 COMPLETE_WITHIN = 2.0
 CHOICES = 25  # Discord's limit per autocomplete answer
 CHOICE_CHARS = 100  # Discord's limit on a choice's name and value
+
+
+def choices(texts: list[str], typed: str = "") -> list[app_commands.Choice[str]]:
+    """An autocomplete's answer: the texts holding what was typed, as many as fit Discord's limits."""
+    fitting = [text for text in texts if typed.lower() in text.lower() and len(text) <= CHOICE_CHARS]
+    return [app_commands.Choice(name=text, value=text) for text in fitting[:CHOICES]]
 
 
 def offered(agent: Agent, here: Incoming, name: str) -> PromptSpec | None:
@@ -299,6 +304,4 @@ async def argument_choices(
     except TimeoutError:
         logger.info("completing %s of the prompt %s took too long", target.argument, spec.name)
         return []
-    written = [target.written(value) for value in values]
-    fitting = [text for text in written if len(text) <= CHOICE_CHARS]
-    return [app_commands.Choice(name=text, value=text) for text in fitting[:CHOICES]]
+    return choices([target.written(value) for value in values])

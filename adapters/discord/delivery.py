@@ -93,6 +93,11 @@ async def landed(call: Awaitable[object], failed: str, *args: object, level: int
     return True
 
 
+async def acknowledge(interaction: discord.Interaction[Any]) -> bool:
+    """Acknowledge at once (Discord's 3 seconds) before asking the core; False if that failed."""
+    return await landed(interaction.response.defer(), "could not acknowledge interaction %s", interaction.id)
+
+
 async def tell(
     interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None, **extra: Any
 ) -> None:
@@ -139,7 +144,6 @@ class ConversationOrder(KeyedLocks[ConversationKey]):
     after the turn, so a quick second answer could overtake a first one still being posted."""
 
 
-CUSTOM_ID_PREFIX = "nerve:tools:"
 GONE = (
     "These tool results are no longer available (the bot restarted or they expired). "
     "Ask again to see fresh ones."
@@ -199,7 +203,7 @@ class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,3
 
     @staticmethod
     def click_id(ref: str) -> str:
-        return CUSTOM_ID_PREFIX + ref
+        return "nerve:tools:" + ref
 
     @staticmethod
     def read(match: re.Match[str]) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import discord
 
 from adapters.common.settle import answer_input, ended
-from adapters.discord.delivery import NO_MENTIONS, landed
+from adapters.discord.delivery import NO_MENTIONS, acknowledge, landed
 from adapters.discord.input_message import (
     InputBoard,
     InputClick,
@@ -120,7 +120,6 @@ class InputFlow:
         if click.action in ("decline", "open"):
             link = click.action == "open"
             refused = await self._decline_or_open(interaction, click.request_id, user, link=link)
-
         else:
             refused = await self._open_form(interaction, click.request_id, user, click.step)
         if refused is not None and click.action != "step":
@@ -180,7 +179,7 @@ class InputFlow:
         self, interaction: discord.Interaction[Any], request_id: str, user: str, *, link: bool
     ) -> InputOutcome | None:
         """A decline, or (URL mode) the asker agreeing to open the link: only then do they get it."""
-        if not await _acknowledge(interaction):
+        if not await acknowledge(interaction):
             return None
         url = None
         if link:
@@ -223,16 +222,13 @@ class InputFlow:
             view = self._step_view(request, missing[0], "Continue")
             await say(interaction, f"✅ Step {step} of {len(steps)} done.", view)
             return
-        if not await _acknowledge(interaction):
+        if not await acknowledge(interaction):
             return
         outcome = await answer_input(self.agent, request.request_id, user, Submit(values=dict(draft.values)))
         if outcome.errors:
             wrong = {
-                s
-                for s, at in enumerate(steps, start=1)
-                if any(form.fields[i].name in outcome.errors for i in at)
+                s for s, at in enumerate(steps, 1) if any(form.fields[i].name in outcome.errors for i in at)
             }
-
             draft.done -= wrong
             first = min(wrong, default=1)
             await say(interaction, errors_text(form, outcome.errors), self._step_view(request, first, "Fix"))
@@ -277,8 +273,3 @@ class InputFlow:
     def _forget(self, request_id: str) -> None:
         for key in [k for k in self._drafts if k[0] == request_id]:
             del self._drafts[key]
-
-
-async def _acknowledge(interaction: discord.Interaction[Any]) -> bool:
-    """Acknowledge at once (Discord's 3 seconds) before asking the core; False if that failed."""
-    return await landed(interaction.response.defer(), "could not acknowledge interaction %s", interaction.id)

@@ -76,11 +76,9 @@ def _select(
         )
         for code, label in pairs
     ]
-    most = 1
-    least = 1 if form_field.required else 0
-    if form_field.kind == "choices":
-        most = max(1, min(len(options), form_field.max_items or len(options)))
-        least = min(max(1, form_field.min_items or 1), most) if form_field.required else 0
+    choices = form_field.kind == "choices"
+    most = max(1, min(len(options), form_field.max_items or len(options))) if choices else 1
+    least = min(max(1, form_field.min_items or 1), most) if form_field.required else 0
     return discord.ui.Select(
         custom_id=f"f{index}",
         placeholder=placeholder,

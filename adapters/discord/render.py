@@ -196,7 +196,7 @@ def _resource_lines(attachment: Attachment, limit: int) -> tuple[str, bool]:
 
 
 def _result_embed(
-    attachment: Attachment, *, args_limit: int, description_limit: int, links_limit: int = FIELD_VALUE_LIMIT
+    attachment: Attachment, args_limit: int, description_limit: int, links_limit: int
 ) -> tuple[discord.Embed, bool]:
     title = truncate(f"🔧 {attachment.label}", EMBED_TITLE_LIMIT)[0]
     colour = ERROR_COLOUR if attachment.is_error else OK_COLOUR
@@ -215,7 +215,7 @@ def _result_embed(
 
 
 def _text_embed(
-    resource: Resource, attachment: Attachment, *, description_limit: int
+    resource: Resource, attachment: Attachment, description_limit: int
 ) -> tuple[discord.Embed, bool]:
     """A text a tool returned, as an embed of its own beside its call's."""
     title = truncate(f"📄 {display_name(resource)}", EMBED_TITLE_LIMIT)[0]
@@ -256,11 +256,9 @@ def results_view(attachments: tuple[Attachment, ...]) -> EmbedsMessage:
     description_limit = min(EMBED_DESCRIPTION_LIMIT, max(40, per_embed - args_limit - 80))
     while True:
         built = [
-            _result_embed(
-                a, args_limit=args_limit, description_limit=description_limit, links_limit=links_limit
-            )
+            _result_embed(a, args_limit, description_limit, links_limit)
             if r is None
-            else _text_embed(r, a, description_limit=description_limit)
+            else _text_embed(r, a, description_limit)
             for a, r in shown
         ]
         embeds = [embed for embed, _ in built]

@@ -19,7 +19,7 @@ from discord import app_commands
 from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_started, sign_in_note, since
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
-from adapters.discord.commands import asked_here, slash
+from adapters.discord.commands import asked_here, choices, slash
 from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, tell
 from bot.agent import Connection, Connections
 from bot.text import truncate
@@ -147,36 +147,14 @@ class SignInLinks:
 
     # --- commands and clicks ---------------------------------------------------------------------
 
-    async def _offered(self, interaction: discord.Interaction[Any]) -> Connections | None:
+    async def offered(self, interaction: discord.Interaction[Any]) -> Connections | None:
         """The connections, the command deferred ephemeral (so follow-ups stay private); None if none."""
-
         connections = self.connections
         if connections is None or not connections.servers:
             await tell(interaction, NO_SIGN_INS)
             return None
         await interaction.response.defer(ephemeral=True, thinking=True)
         return connections
-
-    async def list_command(self, interaction: discord.Interaction[Any]) -> None:
-        if (connections := await self._offered(interaction)) is not None:
-            here = asked_here(interaction)
-            mine = await connections.of(here.key, here.user_id)
-            await tell(interaction, *connections_message(mine, connections.servers))
-
-    async def connect_command(self, interaction: discord.Interaction[Any], server: str) -> None:
-        if (connections := await self._offered(interaction)) is None:
-            return
-        here = asked_here(interaction)
-        try:
-            started = await connections.connect(here.key, here.user_id, server.strip())
-        except Exception as exc:
-            logger.warning("could not start a sign-in to %r: %s", server, exc)
-            await tell(interaction, not_started(server, exc))
-            return
-        if started.sign_in is None:
-            await tell(interaction, started.note)
-        elif not await self.follow_up(interaction, started.sign_in):
-            self.send_dm(started.sign_in)
 
     async def clicked(self, interaction: discord.Interaction[Any], server: str) -> None:
         """A Disconnect click: revoke and forget, told to the clicker alone."""
@@ -199,19 +177,32 @@ def register(tree: app_commands.CommandTree[Any], links: SignInLinks) -> None:
 
     @slash(tree, "connections")
     async def connections(interaction: discord.Interaction[Any]) -> None:
-        await links.list_command(interaction)
+        if (offered := await links.offered(interaction)) is not None:
+            here = asked_here(interaction)
+            mine = await offered.of(here.key, here.user_id)
+            await tell(interaction, *connections_message(mine, offered.servers))
 
     @slash(tree, "connect")
     async def connect(interaction: discord.Interaction[Any], server: str) -> None:
-        await links.connect_command(interaction, server)
+        if (offered := await links.offered(interaction)) is None:
+            return
+        here = asked_here(interaction)
+        try:
+            started = await offered.connect(here.key, here.user_id, server.strip())
+        except Exception as exc:
+            logger.warning("could not start a sign-in to %r: %s", server, exc)
+            await tell(interaction, not_started(server, exc))
+            return
+        if started.sign_in is None:
+            await tell(interaction, started.note)
+        elif not await links.follow_up(interaction, started.sign_in):
+            links.send_dm(started.sign_in)
 
     @connect.autocomplete("server")
     async def server_names(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        servers = links.connections.servers if links.connections is not None else []
-        found = [name for name in servers if current.lower() in name.lower() and len(name) <= 100]
-        return [app_commands.Choice(name=name, value=name) for name in found[:25]]
+        return choices(links.connections.servers if links.connections is not None else [], current)
 
 
 def resume_signed_in(resume_later: Callable[[str], None]) -> Callable[[SignedIn], None]:
