@@ -176,7 +176,6 @@ async def run_discord(
 async def _stop_when_asked(
     stop: asyncio.Event, bot: NerveDiscordBot, jobs: TurnJobs | None, grace: float
 ) -> None:
-    """Once `stop` is set, give `bot`'s turns and the worker's jobs `grace`, then close it."""
     await stop.wait()
     await drained(bot, jobs, grace)
     await bot.close()
@@ -208,7 +207,6 @@ class _RateLimitWaits(logging.Filter):
 
 
 def count_rate_limit_waits() -> None:
-    """Count discord.py's rate-limit waits from now on (once per process)."""
     http_log = logging.getLogger("discord.http")
     if any(isinstance(f, _RateLimitWaits) for f in http_log.filters):
         return

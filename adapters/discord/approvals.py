@@ -79,11 +79,10 @@ def headline(prompt: ApprovalPrompt) -> str:
         return f"⏸️ **Waiting for approval** to run {tools}."
     if all(c.status == "expired" for c in prompt.calls):
         return f"⌛ **Not approved in time**: going on without {tools}."
-    approved = sum(1 for c in prompt.calls if c.status == "approved")
-    denied = sum(1 for c in prompt.calls if c.status == "denied")
-    expired = len(prompt.calls) - approved - denied
-    counts = ((approved, "approved"), (denied, "denied"), (expired, "not approved in time"))
-    parts = [f"{n} {outcome}" for n, outcome in counts if n]
+    ends = [c.status if c.status in ("approved", "denied") else "not approved in time" for c in prompt.calls]
+    parts = [
+        f"{ends.count(end)} {end}" for end in ("approved", "denied", "not approved in time") if end in ends
+    ]
     return f"☑️ **Decided** ({', '.join(parts)}): going on with the answer."
 
 
@@ -173,9 +172,7 @@ class Click:
 
 def call_ref(prompt: ApprovalPrompt, call: PendingCall) -> str:
     """How a button names a call: its id when that is short and plain, else its position."""
-    if _SAFE_CALL_ID.fullmatch(call.call_id):
-        return call.call_id
-    return f"{AT}{prompt.calls.index(call)}"
+    return call.call_id if _SAFE_CALL_ID.fullmatch(call.call_id) else f"{AT}{prompt.calls.index(call)}"
 
 
 def shown_hash(prompt: ApprovalPrompt, ref: str) -> str | None:

@@ -107,7 +107,7 @@ class NerveDiscordBot(discord.Client):
         self.stopping = False
         # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
         self._launch = Launcher(jobs, self._spawn, PLATFORM)
-        self._clients = clients
+        self._clients = clients or CurrentClient()
         # Claimed and queued one at a time per conversation, so its jobs are in the order people wrote.
         self._intake = ConversationOrder()
         self._held = HeldInteractions()
@@ -160,8 +160,7 @@ class NerveDiscordBot(discord.Client):
         # reach this client too.
         self.add_dynamic_items(ApprovalButton, InputButton)
         await self._sync_commands()
-        if self._clients is not None:
-            self._clients.use(self)
+        self._clients.use(self)
         self._spawn(self._recover(), "discord-recover")
         self._spawn(sweep_forever(self.sweep, self.approval_sweep_every), SWEEPER_TASK)
 
@@ -199,8 +198,7 @@ class NerveDiscordBot(discord.Client):
 
     async def close(self) -> None:
         """Cancel running turns: their deliveries are answered after restart, or their jobs requeued."""
-        if self._clients is not None:
-            self._clients.drop(self)
+        self._clients.drop(self)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -309,7 +307,6 @@ class CurrentClient:
         self._here = asyncio.Event()
 
     def use(self, client: NerveDiscordBot) -> None:
-        """`client` is logged in: jobs run on it from now on."""
         self._client = client
         self._here.set()
 
@@ -320,7 +317,6 @@ class CurrentClient:
             self._here.clear()
 
     async def client(self) -> NerveDiscordBot:
-        """The client logged in now, once there is one."""
         while True:
             await self._here.wait()
             if self._client is not None:
@@ -353,8 +349,5 @@ class HeldInteractions:
         self._held[event_id] = (interaction, now + INTERACTION_SECONDS)
 
     def take(self, event_id: str) -> discord.Interaction[Any] | None:
-        """The interaction of `event_id` if this client holds it and its token still answers."""
         held = self._held.pop(event_id, None)
-        if held is None or held[1] <= time.monotonic() or held[0].is_expired():
-            return None
-        return held[0]
+        return None if held is None or held[1] <= time.monotonic() or held[0].is_expired() else held[0]

@@ -100,9 +100,7 @@ def tools_text(agent: Agent, here: Incoming | None = None) -> list[str]:
 def place_name(place: str) -> str:
     """A remembered approval's place as people read it: the channel (or "a DM channel") and its id."""
     platform, _, channel = place.partition(":")
-    if platform == PLATFORM and channel.isdigit():
-        return f"<#{channel}> (`{place}`)"
-    return f"`{place}`"
+    return f"<#{channel}> (`{place}`)" if platform == PLATFORM and channel.isdigit() else f"`{place}`"
 
 
 def approvals_text(remembered: list[RememberedApproval]) -> list[str]:
@@ -119,10 +117,8 @@ def approvals_text(remembered: list[RememberedApproval]) -> list[str]:
 
 def parse_revoke(text: str) -> tuple[str, str, str] | None:
     place, _, target = text.strip().partition(" ")
-    server, slash, tool = target.strip().partition("/")
-    if not place or not slash or not server or not tool:
-        return None
-    return place, server, tool
+    server, divided, tool = target.strip().partition("/")
+    return (place, server, tool) if place and divided and server and tool else None
 
 
 def register(

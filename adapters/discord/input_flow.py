@@ -62,7 +62,6 @@ RESTARTED = (
 
 
 def errors_text(form: Form, errors: Mapping[str, str]) -> str:
-    """Each wrong field's problem, in the form's order."""
     lines = ["Some answers need fixing:"]
     for form_field in form.fields:
         if form_field.name in errors:

@@ -152,7 +152,6 @@ def request_text(request: InputRequest, *, per_step: int = 5) -> str:
 
 
 def request_view(request: InputRequest) -> discord.ui.View | None:
-    """The request's buttons; None for a request nerve refused to show."""
     if request.refused is not None:
         return None
     host = truncate(link_host(request.url or ""), 60)[0]
