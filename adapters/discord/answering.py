@@ -142,22 +142,16 @@ class TurnAnswers:
                 and await shown(interaction.edit_original_response, approval, job.channel_id, message_id)
             ):
                 return
-        reference = reply_reference(job.channel_id, message_id, guild_id) if message_id else None
-        await self.post_reply(job.channel_id, guild_id, reply, reference=reference)
+        await self.post_reply(job.channel_id, guild_id, reply, message_id)
 
     async def post_reply(
-        self,
-        channel_id: int,
-        guild_id: int | None,
-        reply: AgentReply,
-        *,
-        reference: discord.MessageReference | None = None,
+        self, channel_id: int, guild_id: int | None, reply: AgentReply, reply_to: int | None = None
     ) -> bool:
-        """Post a reply (or a parked turn's approval message) as channel messages; False if none went."""
+        """Post a reply (or a parked turn's approval message) replying to `reply_to`; False if none went."""
+        reference = reply_reference(channel_id, reply_to, guild_id) if reply_to else None
         channel = self.client.get_partial_messageable(channel_id, guild_id=guild_id)
-        approval = reply.approval
-        if approval is not None:
-            return await self.approvals.post_prompt(channel, channel_id, approval, reference)
+        if reply.approval is not None:
+            return await self.approvals.post_prompt(channel, channel_id, reply.approval, reference)
         # Posted in order, the first as a reply and the view on the last, up to the first failure.
         poster = ChannelPoster(channel, guard=self.guard, channel_id=channel_id, reference=reference)
         sent = LiveAnswer(poster)
@@ -171,8 +165,7 @@ class TurnAnswers:
     ) -> None:
         """Post a reply that comes after its turn in the conversation's thread or DM (else the channel)."""
         channel_id, guild_id = answer_channel(key)
-        reference = reply_reference(channel_id, reply_to, guild_id) if reply_to else None
-        if await self.post_reply(channel_id, guild_id, reply, reference=reference):
+        if await self.post_reply(channel_id, guild_id, reply, reply_to):
             return
         parent = int(key.channel)
         if guild_id is not None and parent != channel_id and not self.guard.blocked(parent):

@@ -271,7 +271,7 @@ async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
 def name_choices(agent: Agent, here: Incoming, current: str) -> list[app_commands.Choice[str]]:
     """The prompts offered here whose name or title holds what was typed, with what they do."""
     typed = current.strip().lower()
-    choices = []
+    found = []
     for spec in agent.prompts(here):
         if len(spec.name) > CHOICE_CHARS or (
             typed not in spec.name.lower() and typed not in spec.title.lower()
@@ -280,8 +280,8 @@ def name_choices(agent: Agent, here: Incoming, current: str) -> list[app_command
         # Plain text on Discord, but the server's words all the same: a link shows its target.
         summary = show_link_targets((spec.description.strip().splitlines() or [""])[0])
         label = f"{spec.name} — {summary}" if summary else spec.name
-        choices.append(app_commands.Choice(name=truncate(label, CHOICE_CHARS)[0], value=spec.name))
-    return choices[:CHOICES]
+        found.append(app_commands.Choice(name=truncate(label, CHOICE_CHARS)[0], value=spec.name))
+    return found[:CHOICES]
 
 
 async def argument_choices(
