@@ -21,7 +21,6 @@ from adapters.discord.client import CurrentClient
 from adapters.discord.client import NerveDiscordBot as NerveDiscordBot
 from adapters.discord.client import point_discord_at as point_discord_at
 from adapters.discord.settings import DiscordSettings
-from adapters.discord.sign_in import resume_signed_in
 from adapters.jobs_runtime import drained, shared_jobs, work
 from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
@@ -118,7 +117,7 @@ async def run_discord(
             bot = new_bot(agent, settings, jobs=jobs, clients=clients)
             ops.platform.connected(functools.partial(gateway_up, bot))
             if sign_ins is not None:
-                sign_ins.resume = resume_signed_in(bot.approval_flow.resume_later)
+                sign_ins.resume = bot.approval_flow.resume_signed_in
             started = loop.time()
             failure: BaseException
             stopper = asyncio.create_task(_stop_when_asked(stop, bot, jobs, settings.nerve_shutdown_grace))

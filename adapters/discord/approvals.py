@@ -52,6 +52,7 @@ from bot.types import (
     ConversationKey,
     PendingCall,
     Progress,
+    SignedIn,
     no_progress,
 )
 
@@ -345,6 +346,11 @@ class ApprovalFlow:
     def resume_later(self, request_id: str) -> None:
         """Go on with a parked turn in the background: the click or submit that let it go on must not wait."""
         self.spawn(self.desk.go_on(request_id, redraw=False), f"discord-resume-{request_id}")
+
+    def resume_signed_in(self, signed: SignedIn) -> None:
+        """Once a person signed in, each turn that waited for it goes on in the background."""
+        for request_id in signed.request_ids:
+            self.resume_later(request_id)
 
     async def resume(self, request_id: str) -> None:
         """Resume a turn with nothing left to wait for; post its answer once, then the ones that waited."""

@@ -156,6 +156,7 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
 
     route: ClassVar[str]
     fallback: ClassVar[str] = "Answer"  # the label when discord.py gives no button back
+    prefix: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -172,13 +173,15 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
         )
         self.click = click
 
-    @staticmethod
-    def click_id(click: Any) -> str:
-        raise NotImplementedError
+    # Unless a button says otherwise, its click is a string: its custom_id after `prefix`, and
+    # its template's only group.
+    @classmethod
+    def click_id(cls, click: Any) -> str:
+        return cls.prefix + str(click)
 
     @staticmethod
     def read(match: re.Match[str]) -> Any:
-        raise NotImplementedError
+        return match[1]
 
     @classmethod
     async def from_custom_id(
@@ -201,13 +204,7 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
 class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,32})"):
     """The "Tool results" button, carrying its reply's reference; its click is answered here, at once."""
 
-    @staticmethod
-    def click_id(ref: str) -> str:
-        return "nerve:tools:" + ref
-
-    @staticmethod
-    def read(match: re.Match[str]) -> str:
-        return match["ref"]
+    prefix = "nerve:tools:"
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         cache = getattr(interaction.client, "results", None)

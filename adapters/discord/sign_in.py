@@ -8,8 +8,6 @@ or else a DM, never replaced by a post others could see.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
@@ -23,7 +21,7 @@ from adapters.discord.commands import asked_here, choices, slash
 from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, tell
 from bot.agent import Connection, Connections
 from bot.text import truncate
-from bot.types import Progress, SignedIn, SignInNeeded, TurnEvent
+from bot.types import Progress, SignInNeeded, TurnEvent
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +46,7 @@ def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, discord.
 class DisconnectButton(ClickButton, template=DISCONNECT_TEMPLATE):
     """Disconnect one server (the click's server); its click goes to the client's `SignInLinks`."""
 
-    route = "sign_in_links"
-
-    @staticmethod
-    def click_id(server: str) -> str:
-        return f"nerve:dc:{server}"
-
-    @staticmethod
-    def read(match: re.Match[str]) -> str:
-        return match["server"]
+    route, prefix = "sign_in_links", "nerve:dc:"
 
 
 def connections_message(
@@ -203,13 +193,3 @@ def register(tree: app_commands.CommandTree[Any], links: SignInLinks) -> None:
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
         return choices(links.connections.servers if links.connections is not None else [], current)
-
-
-def resume_signed_in(resume_later: Callable[[str], None]) -> Callable[[SignedIn], None]:
-    """What the callback calls once a person signed in: each waiting turn goes on in the background."""
-
-    def resume(signed: SignedIn) -> None:
-        for request_id in signed.request_ids:
-            resume_later(request_id)
-
-    return resume
