@@ -57,7 +57,6 @@ def new_bot(
     jobs: TurnJobs | None = None,
     clients: CurrentClient | None = None,
 ) -> NerveDiscordBot:
-    """The client the settings ask for (sharded or not); with `jobs`, its turns are jobs."""
     if settings.nerve_discord_shard_count is not None:
         shards = {"shard_count": settings.nerve_discord_shard_count, "shard_ids": settings.discord_shard_ids}
         return ShardedNerveDiscordBot(agent, settings, jobs=jobs, clients=clients, **shards)
@@ -75,7 +74,6 @@ class RestartPolicy:
 
 
 def check_settings(settings: DiscordSettings) -> str:
-    """The bot token; fails before anything starts when it is missing."""
     if settings.discord_bot_token is None:
         raise ConfigError(
             "DISCORD_BOT_TOKEN is not set: create a bot at https://discord.com/developers/applications"

@@ -111,7 +111,6 @@ def request_file(prompt: ApprovalPrompt) -> str:
 
 
 def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
-    """The message for the request in its current state (waiting, decided or expired)."""
     lines = [headline(prompt)]
     reason, reason_cut = truncate(" ".join(prompt.reason.split()), REASON_LIMIT)
     if reason:

@@ -269,7 +269,6 @@ async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
 
 
 def name_choices(agent: Agent, here: Incoming, current: str) -> list[app_commands.Choice[str]]:
-    """The prompts offered here whose name or title holds what was typed, with what they do."""
     typed = current.strip().lower()
     found = []
     for spec in agent.prompts(here):
