@@ -143,14 +143,38 @@ def register(
     async def prompt_names(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        return name_choices(agent, asked_here(interaction), current)
+        typed = current.strip().lower()
+        found = []
+        for spec in agent.prompts(asked_here(interaction)):
+            if len(spec.name) > CHOICE_CHARS or (
+                typed not in spec.name.lower() and typed not in spec.title.lower()
+            ):
+                continue
+            # Plain text on Discord, but the server's words all the same: a link shows its target.
+            summary = show_link_targets((spec.description.strip().splitlines() or [""])[0])
+            label = f"{spec.name} — {summary}" if summary else spec.name
+            found.append(app_commands.Choice(name=truncate(label, CHOICE_CHARS)[0], value=spec.name))
+        return found[:CHOICES]
 
     @prompt.autocomplete("arguments")
     async def prompt_arguments(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
+        """The arguments text completed where the server completes the value being typed at its end."""
         name = str(getattr(interaction.namespace, "name", None) or "")
-        return await argument_choices(agent, asked_here(interaction), name, current)
+        spec = offered(agent, asked_here(interaction), name)
+        target = completion_at_end(spec, current) if spec is not None else None
+        if spec is None or target is None:
+            return []
+        try:
+            async with asyncio.timeout(COMPLETE_WITHIN):
+                values = await agent.complete_prompt_argument(
+                    spec.name, target.argument, target.value, target.known or None
+                )
+        except TimeoutError:
+            logger.info("completing %s of the prompt %s took too long", target.argument, spec.name)
+            return []
+        return choices([target.written(value) for value in values])
 
     @slash(tree, "tools")
     async def tools(interaction: discord.Interaction[Any]) -> None:
@@ -266,37 +290,3 @@ async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
         await interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
     else:
         await tell(interaction, text)
-
-
-def name_choices(agent: Agent, here: Incoming, current: str) -> list[app_commands.Choice[str]]:
-    typed = current.strip().lower()
-    found = []
-    for spec in agent.prompts(here):
-        if len(spec.name) > CHOICE_CHARS or (
-            typed not in spec.name.lower() and typed not in spec.title.lower()
-        ):
-            continue
-        # Plain text on Discord, but the server's words all the same: a link shows its target.
-        summary = show_link_targets((spec.description.strip().splitlines() or [""])[0])
-        label = f"{spec.name} — {summary}" if summary else spec.name
-        found.append(app_commands.Choice(name=truncate(label, CHOICE_CHARS)[0], value=spec.name))
-    return found[:CHOICES]
-
-
-async def argument_choices(
-    agent: Agent, here: Incoming, name: str, current: str
-) -> list[app_commands.Choice[str]]:
-    """The arguments text completed where the server completes the value being typed at its end."""
-    spec = offered(agent, here, name)
-    target = completion_at_end(spec, current) if spec is not None else None
-    if spec is None or target is None:
-        return []
-    try:
-        async with asyncio.timeout(COMPLETE_WITHIN):
-            values = await agent.complete_prompt_argument(
-                spec.name, target.argument, target.value, target.known or None
-            )
-    except TimeoutError:
-        logger.info("completing %s of the prompt %s took too long", target.argument, spec.name)
-        return []
-    return choices([target.written(value) for value in values])

@@ -31,7 +31,7 @@ from adapters.discord.input_message import (
     request_message_at,
     settled_text,
 )
-from adapters.discord.input_modal import FIELDS_PER_STEP, InputModal, Raw, say, steps_of
+from adapters.discord.input_modal import InputModal, Raw, say, steps_of
 from adapters.discord.pages import ChannelPoster
 from bot.agent import INPUT_EXPIRED as EXPIRED
 from bot.agent import INPUT_GONE as GONE
@@ -89,7 +89,6 @@ class InputFlow:
     board: InputBoard
     resume: Callable[[str], None] = lambda request_id: None
     sweep: Callable[[], None] = lambda: None
-    per_step: int = FIELDS_PER_STEP
 
     def __post_init__(self) -> None:
         # Marks the modals this client opened: a submit of another one comes from before a restart.
@@ -156,7 +155,7 @@ class InputFlow:
         if outcome.note is not None or request is None or request.form is None:
             await say(interaction, outcome.note or NO_FORM)
             return outcome
-        steps = steps_of(request.form, self.per_step)
+        steps = steps_of(request.form)
         draft = self._draft(request_id, user)
         draft.message = request_message_at(interaction.message, request_id) or draft.message
         # A later step needs the earlier ones' answers: start from the first one missing.
@@ -205,7 +204,7 @@ class InputFlow:
         """One step's values: check them; then the next step, or the whole form to the core."""
         assert request.form is not None
         form = request.form
-        steps = steps_of(form, self.per_step)
+        steps = steps_of(form)
         user = str(interaction.user.id)
         draft = self._draft(request.request_id, user)
         draft.values.update(raw)

@@ -22,6 +22,7 @@ from adapters.common.settle import Settled
 from adapters.common.tasks import Spawn
 from adapters.discord.approvals import person
 from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, parse_message_ref
+from adapters.discord.input_modal import FIELDS_PER_STEP
 from adapters.discord.pages import ChannelPage, ChannelPoster
 from adapters.discord.render import MESSAGE_LIMIT
 from adapters.resources import link_host
@@ -136,7 +137,7 @@ def _body(request: InputRequest) -> list[str]:
     return lines
 
 
-def request_text(request: InputRequest, *, per_step: int = 5) -> str:
+def request_text(request: InputRequest) -> str:
     """The message's content while the request waits for its person."""
     lines = _body(request)
     if request.refused is None:
@@ -146,8 +147,8 @@ def request_text(request: InputRequest, *, per_step: int = 5) -> str:
             who += f" Expires <t:{int(request.expires_at)}:R>."
         lines.append(who)
         count = len(request.form.fields) if request.form is not None else 0
-        if count > per_step:
-            lines.append(f"-# {count} fields: the form opens in {-(-count // per_step)} steps.")
+        if count > FIELDS_PER_STEP:
+            lines.append(f"-# {count} fields: the form opens in {-(-count // FIELDS_PER_STEP)} steps.")
     return truncate("\n".join(lines), MESSAGE_LIMIT)[0]
 
 
@@ -192,10 +193,9 @@ class InputBoard:
     """Posts each request's message and edits it as the request ends, in tasks of their own (the
     progress sink never waits for Discord), in order (`Settled`)."""
 
-    def __init__(self, client: discord.Client, *, spawn: Spawn, per_step: int = 5) -> None:
+    def __init__(self, client: discord.Client, *, spawn: Spawn) -> None:
         self._client = client
         self._spawn = spawn
-        self._per_step = per_step
         self._settled = Settled(self._edit, parse_message_ref, limit=KEPT_REQUESTS)
 
     def show(self, request: InputRequest, where: ChannelPoster, keep_ref: KeepRef | None = None) -> None:
@@ -210,9 +210,8 @@ class InputBoard:
     async def _post(self, request: InputRequest, where: ChannelPoster, keep_ref: KeepRef | None) -> None:
         sent: ChannelPage | None = None
         try:
-            text = request_text(request, per_step=self._per_step)
             # A copy: each request's message replies as the turn's first does (posting forgets that).
-            sent = await replace(where).post(text, view=request_view(request))
+            sent = await replace(where).post(request_text(request), view=request_view(request))
         finally:
             if request.refused is None:
                 at = (where.channel_id, sent.message.id) if sent else None
