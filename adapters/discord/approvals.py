@@ -222,20 +222,20 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View | None:
         return None
     view = discord.ui.View(timeout=None)
     green, red, grey = discord.ButtonStyle.success, discord.ButtonStyle.danger, discord.ButtonStyle.secondary
+    last_row = 0 if len(prompt.calls) == 1 else CALL_ROWS
     if len(prompt.calls) == 1:
         ref = call_ref(prompt, pending[0])
         view.add_item(_button(prompt, "approve", ref, "Approve", green, 0))
         view.add_item(_button(prompt, "deny", ref, "Deny", red, 0))
-        view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, 0))
-        return view
-    numbered = {c.call_id: i for i, c in enumerate(prompt.calls, start=1)}
-    for slot, call in enumerate(pending[: CALL_ROWS * CALLS_PER_ROW]):
-        ref, number, row = call_ref(prompt, call), numbered[call.call_id], slot // CALLS_PER_ROW
-        view.add_item(_button(prompt, "approve", ref, f"Approve {number}. {call.tool}", green, row))
-        view.add_item(_button(prompt, "deny", ref, f"Deny {number}", red, row))
-    view.add_item(_button(prompt, "approve_all", ALL_CALLS, "Approve all", green, CALL_ROWS))
-    view.add_item(_button(prompt, "deny_all", ALL_CALLS, "Deny all", red, CALL_ROWS))
-    view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, CALL_ROWS))
+    else:
+        numbered = {c.call_id: i for i, c in enumerate(prompt.calls, start=1)}
+        for slot, call in enumerate(pending[: CALL_ROWS * CALLS_PER_ROW]):
+            ref, number, row = call_ref(prompt, call), numbered[call.call_id], slot // CALLS_PER_ROW
+            view.add_item(_button(prompt, "approve", ref, f"Approve {number}. {call.tool}", green, row))
+            view.add_item(_button(prompt, "deny", ref, f"Deny {number}", red, row))
+        view.add_item(_button(prompt, "approve_all", ALL_CALLS, "Approve all", green, last_row))
+        view.add_item(_button(prompt, "deny_all", ALL_CALLS, "Deny all", red, last_row))
+    view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, last_row))
     return view
 
 
@@ -247,11 +247,9 @@ RESUME_FAILED = "Sorry — something went wrong on my side while going on with t
 def redrawn(prompt: ApprovalPrompt, *, with_file: bool = False) -> dict[str, Any]:
     """An edit's words, embeds and buttons; `with_file` replaces the attachments of a message of ours."""
     shown = approval_message(prompt)
-    view = approval_view(prompt)
-    drawn: dict[str, Any] = {"content": shown.content, "embeds": shown.embeds, "view": view}
+    drawn: dict[str, Any] = {"content": shown.content, "embeds": shown.embeds, "view": approval_view(prompt)}
     if with_file:
-        file = shown.file()
-        drawn["attachments"] = [file] if file is not None else []
+        drawn["attachments"] = [file] if (file := shown.file()) is not None else []
     return drawn | {"allowed_mentions": NO_MENTIONS}
 
 

@@ -45,11 +45,8 @@ class DiscordSettings(Settings):
         count = self.nerve_discord_shard_count
         if count is None:
             return None
-        return (
-            parse_shard_ids(self.nerve_discord_shards, count)
-            if self.nerve_discord_shards
-            else list(range(count))
-        )
+        shards = self.nerve_discord_shards
+        return parse_shard_ids(shards, count) if shards else list(range(count))
 
 
 _PART = re.compile(r"(\d+)(?:\s*-\s*(\d+))?")

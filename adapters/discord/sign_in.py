@@ -54,12 +54,10 @@ def connections_message(
 ) -> tuple[str, discord.ui.View | None]:
     """`/connections`: the person's connections with a Disconnect button each, and what else there is."""
     mine = [c for c in connected if c.server in servers][:LISTED]
-    lines = []
     if mine:
-        lines.append(f"**{CONNECTED}**")
-        lines.extend(f"• **{c.server}** — {since(c.since)}" for c in mine)
+        lines = [f"**{CONNECTED}**", *(f"• **{c.server}** — {since(c.since)}" for c in mine)]
     else:
-        lines.append("You have not connected any service with your own account.")
+        lines = ["You have not connected any service with your own account."]
     others = [name for name in servers if name not in {c.server for c in mine}]
     if others:
         lines.append("Not connected: " + ", ".join(f"`{name}`" for name in others) + " — `/connect server:`")
