@@ -260,12 +260,10 @@ class InputFlow:
 
     def _draft(self, request_id: str, user: str) -> Draft:
         key = (request_id, user)
-        draft = self._drafts.get(key)
-        if draft is None:
-            draft = self._drafts[key] = Draft()
-            while len(self._drafts) > MAX_DRAFTS:
-                self._drafts.popitem(last=False)
+        draft = self._drafts.setdefault(key, Draft())
         self._drafts.move_to_end(key)
+        while len(self._drafts) > MAX_DRAFTS:
+            self._drafts.popitem(last=False)
         return draft
 
     def _forget(self, request_id: str) -> None:

@@ -199,8 +199,7 @@ class InputBoard:
         self._settled = Settled(self._edit, parse_message_ref, limit=KEPT_REQUESTS)
 
     def show(self, request: InputRequest, where: ChannelPoster, keep_ref: KeepRef | None = None) -> None:
-        """Post the request's message `where` its turn runs, and store where it is (`keep_ref`) for any
-        process to update."""
+        """Post the request's message `where` its turn runs; `keep_ref` stores where, for any process."""
         if request.refused is None:
             self._settled.posting(request.request_id)
         else:
