@@ -317,12 +317,9 @@ class ApprovalFlow:
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         """Update the approval message in place from the stored request (any process can do this)."""
-        where = parse_message_ref(ref)
-        if where is None:
-            return
-        channel_id, message_id = where
-        partial = self.client.get_partial_messageable(channel_id).get_partial_message(message_id)
-        await landed(partial.edit(**redrawn(prompt)), "could not update approval message %s", ref)
+        if (where := parse_message_ref(ref)) is not None:
+            partial = self.client.get_partial_messageable(where[0]).get_partial_message(where[1])
+            await landed(partial.edit(**redrawn(prompt)), "could not update approval message %s", ref)
 
     # --- clicks --------------------------------------------------------------------------------------
 

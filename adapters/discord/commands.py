@@ -264,14 +264,11 @@ async def question_of(
     hint = ""
     if spec is not None and spec.arguments:
         hint = f"\nWrite it as `/prompt name:{spec.name} arguments:{arguments_usage(spec)}`"
+    question: asyncio.Future[str] | None = None
     try:
         # An unknown name is left to the core, which names the prompts there are.
         arguments = parse_arguments(spec, written) if spec is not None else {}
-    except PromptError as exc:
-        await refuse(interaction, str(exc) + hint)
-        return None
-    question = asyncio.ensure_future(agent.prompt_question(here, name, arguments))
-    try:
+        question = asyncio.ensure_future(agent.prompt_question(here, name, arguments))
         done, _ = await asyncio.wait({question}, timeout=ANSWER_WITHIN)
         if not done:
             await interaction.response.defer(thinking=True)
@@ -280,7 +277,8 @@ async def question_of(
         await refuse(interaction, str(exc) + hint)
         return None
     finally:
-        question.cancel()
+        if question is not None:
+            question.cancel()
 
 
 async def refuse(interaction: discord.Interaction[Any], text: str) -> None:

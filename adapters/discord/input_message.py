@@ -231,7 +231,6 @@ class InputBoard:
         await self._settled.settle(request, status, at)
 
     async def _edit(self, where: tuple[int, int], request: InputRequest, status: str) -> bool:
-        channel_id, message_id = where
-        partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
+        partial = self._client.get_partial_messageable(where[0]).get_partial_message(where[1])
         edit = partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
         return await landed(edit, "could not update the message of input request %s", request.request_id)
