@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import discord
@@ -62,10 +62,8 @@ class TurnAnswers:
     inputs: InputFlow
     sign_ins: SignInLinks
     edit_every: Callable[[], float]
-
-    def __post_init__(self) -> None:
-        # Channels where the bot may not open threads: asked once, then left alone.
-        self._thread_refused: set[int] = set()
+    # Channels where the bot may not open threads: asked once, then left alone.
+    _thread_refused: set[int] = field(default_factory=set, init=False)
 
     async def answer(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
         """A turn answered with channel messages, or in `/ask`'s deferred response (`interaction`) and

@@ -348,8 +348,7 @@ class ApprovalFlow:
 
     async def resume(self, request_id: str) -> None:
         """Resume a turn with nothing left to wait for; post its answer once, then the ones that waited."""
-        found = await self.agent.parked(request_id)
-        if found is None:
+        if (found := await self.agent.parked(request_id)) is None:
             return
         prompt, _ = found
         async with self.order.hold(prompt.key):

@@ -90,10 +90,9 @@ class InputFlow:
     resume: Callable[[str], None] = lambda request_id: None
     sweep: Callable[[], None] = lambda: None
 
-    def __post_init__(self) -> None:
-        # Marks the modals this client opened: a submit of another one comes from before a restart.
-        self.boot = secrets.token_hex(4)
-        self._drafts: OrderedDict[tuple[str, str], Draft] = OrderedDict()
+    # Marks the modals this client opened: a submit of another one comes from before a restart.
+    boot: str = field(default_factory=lambda: secrets.token_hex(4), init=False)
+    _drafts: OrderedDict[tuple[str, str], Draft] = field(default_factory=OrderedDict, init=False)
 
     # --- the turn's events ---------------------------------------------------------------------------
 
