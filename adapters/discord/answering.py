@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import discord
@@ -24,7 +24,6 @@ from adapters.discord.delivery import (
 )
 from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel
 from adapters.discord.input_flow import InputFlow
-from adapters.discord.input_message import Where
 from adapters.discord.live import LiveAnswer
 from adapters.discord.pages import (
     ChannelPage,
@@ -63,10 +62,8 @@ class TurnAnswers:
     inputs: InputFlow
     sign_ins: SignInLinks
     edit_every: Callable[[], float]
-
-    def __post_init__(self) -> None:
-        # Channels where the bot may not open threads: asked once, then left alone.
-        self._thread_refused: set[int] = set()
+    # Channels where the bot may not open threads: asked once, then left alone.
+    _thread_refused: set[int] = field(default_factory=set, init=False)
 
     async def answer(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
         """A turn answered with channel messages, or in `/ask`'s deferred response (`interaction`) and
@@ -90,7 +87,7 @@ class TurnAnswers:
                 pages = list(await kept.load())
             live = LiveAnswer(answer, pages=pages, every=self.edit_every())
             links = TurnLinks(self.sign_ins, interaction)
-            where = Where(channel=channel, channel_id=job.channel_id, reference=reference)
+            where = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
             progress = links.watch(self.inputs.sink(live.progress, where))
             async with typing(channel) if interaction is None else contextlib.nullcontext():
                 try:
@@ -143,22 +140,16 @@ class TurnAnswers:
                 and await shown(interaction.edit_original_response, approval, job.channel_id, message_id)
             ):
                 return
-        reference = reply_reference(job.channel_id, message_id, guild_id) if message_id else None
-        await self.post_reply(job.channel_id, guild_id, reply, reference=reference)
+        await self.post_reply(job.channel_id, guild_id, reply, message_id)
 
     async def post_reply(
-        self,
-        channel_id: int,
-        guild_id: int | None,
-        reply: AgentReply,
-        *,
-        reference: discord.MessageReference | None = None,
+        self, channel_id: int, guild_id: int | None, reply: AgentReply, reply_to: int | None = None
     ) -> bool:
-        """Post a reply (or a parked turn's approval message) as channel messages; False if none went."""
+        """Post a reply (or a parked turn's approval message) replying to `reply_to`; False if none went."""
+        reference = reply_reference(channel_id, reply_to, guild_id) if reply_to else None
         channel = self.client.get_partial_messageable(channel_id, guild_id=guild_id)
-        approval = reply.approval
-        if approval is not None:
-            return await self.approvals.post_prompt(channel, channel_id, approval, reference)
+        if reply.approval is not None:
+            return await self.approvals.post_prompt(channel, channel_id, reply.approval, reference)
         # Posted in order, the first as a reply and the view on the last, up to the first failure.
         poster = ChannelPoster(channel, guard=self.guard, channel_id=channel_id, reference=reference)
         sent = LiveAnswer(poster)
@@ -172,19 +163,17 @@ class TurnAnswers:
     ) -> None:
         """Post a reply that comes after its turn in the conversation's thread or DM (else the channel)."""
         channel_id, guild_id = answer_channel(key)
-        reference = reply_reference(channel_id, reply_to, guild_id) if reply_to else None
-        if await self.post_reply(channel_id, guild_id, reply, reference=reference):
+        if await self.post_reply(channel_id, guild_id, reply, reply_to):
             return
         parent = int(key.channel)
         if guild_id is not None and parent != channel_id and not self.guard.blocked(parent):
             await self.post_reply(parent, guild_id, reply)
 
-    def where_of(self, key: ConversationKey) -> Where:
+    def where_of(self, key: ConversationKey) -> ChannelPoster:
         """Where a conversation's later messages go (its thread or DM): a resumed turn's questions."""
         channel_id, guild_id = answer_channel(key)
-        return Where(
-            channel=self.client.get_partial_messageable(channel_id, guild_id=guild_id), channel_id=channel_id
-        )
+        channel = self.client.get_partial_messageable(channel_id, guild_id=guild_id)
+        return ChannelPoster(channel, guard=self.guard, channel_id=channel_id)
 
     def _render(self, reply: AgentReply) -> tuple[list[str], discord.ui.View | None]:
         view = results_button_view(self.results, reply.attachments) if reply.attachments else None

@@ -21,9 +21,8 @@ from adapters.discord.client import CurrentClient
 from adapters.discord.client import NerveDiscordBot as NerveDiscordBot
 from adapters.discord.client import point_discord_at as point_discord_at
 from adapters.discord.settings import DiscordSettings
-from adapters.discord.sign_in import resume_signed_in
 from adapters.jobs_runtime import drained, shared_jobs, work
-from adapters.oauth_http import SignInEndpoints, sign_in_endpoints
+from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink
 from bot.agent import Agent
 from bot.errors import ConfigError, StartupError
@@ -58,7 +57,6 @@ def new_bot(
     jobs: TurnJobs | None = None,
     clients: CurrentClient | None = None,
 ) -> NerveDiscordBot:
-    """The client the settings ask for (sharded or not); with `jobs`, its turns are jobs."""
     if settings.nerve_discord_shard_count is not None:
         shards = {"shard_count": settings.nerve_discord_shard_count, "shard_ids": settings.discord_shard_ids}
         return ShardedNerveDiscordBot(agent, settings, jobs=jobs, clients=clients, **shards)
@@ -76,7 +74,6 @@ class RestartPolicy:
 
 
 def check_settings(settings: DiscordSettings) -> str:
-    """The bot token; fails before anything starts when it is missing."""
     if settings.discord_bot_token is None:
         raise ConfigError(
             "DISCORD_BOT_TOKEN is not set: create a bot at https://discord.com/developers/applications"
@@ -108,93 +105,77 @@ async def run_discord(
         if jobs is not None:
             work(jobs, clients, settings)
             ops.worker = jobs.worker_alive
-        await _run_restarting(agent, settings, token, policy, ops.platform, stop, sign_ins, jobs, clients)
+        count_rate_limit_waits()
+        # nerve never joins voice channels: the warnings about missing voice libraries are only noise.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
+        loop = asyncio.get_running_loop()
+        delay = policy.initial
+        logged_in = False  # once Discord answered a login, a later outage is one to wait out
+        while True:
+            bot = new_bot(agent, settings, jobs=jobs, clients=clients)
+            ops.platform.connected(functools.partial(gateway_up, bot))
+            if sign_ins is not None:
+                sign_ins.resume = bot.approval_flow.resume_signed_in
+            started = loop.time()
+            failure: BaseException
+            stopper = asyncio.create_task(_stop_when_asked(stop, bot, jobs, settings.nerve_shutdown_grace))
+            try:
+                async with bot:
+                    await bot.start(token)
+                return
+            except (aiohttp.ClientConnectionError, OSError) as exc:
+                logged_in = logged_in or bot.application is not None
+                if not logged_in:
+                    # Never reached Discord: a wrong address or no network, which restarts would not fix.
+                    raise StartupError(
+                        f"cannot reach Discord at {settings.discord_api_base_url} ({exc}): "
+                        "check the network, or DISCORD_API_BASE_URL if you set it"
+                    ) from None
+                failure = exc
+            except discord.LoginFailure:
+                raise ConfigError(
+                    "Discord rejected DISCORD_BOT_TOKEN (401 Unauthorized): copy the bot token again "
+                    "from the Developer Portal (Bot → Reset Token)"
+                ) from None
+            except discord.PrivilegedIntentsRequired:
+                raise ConfigError(
+                    "Discord refused the Message Content intent: enable it for the bot in the Developer "
+                    "Portal (Bot → Privileged Gateway Intents) or turn it off in nerve's settings"
+                ) from None
+            except discord.ConnectionClosed as exc:
+                if exc.code in FATAL_CLOSE_CODES:
+                    raise ConfigError(
+                        f"Discord closed the gateway: {FATAL_CLOSE_CODES[exc.code]} (code {exc.code})"
+                    ) from None
+                failure = exc
+            except (discord.DiscordException, aiohttp.ClientError, TimeoutError) as exc:
+                failure = exc
+            finally:
+                if stop.is_set():
+                    await stopper  # the drain and close under way end first
+                else:
+                    stopper.cancel()
+            if stop.is_set():
+                return
+            logged_in = logged_in or bot.application is not None
+            if loop.time() - started >= policy.healthy_after:
+                delay = policy.initial
+            logger.error(
+                "the Discord client stopped (%s: %s); restarting in %.1f s",
+                type(failure).__name__,
+                failure,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, policy.maximum)
 
 
 async def _stop_when_asked(
     stop: asyncio.Event, bot: NerveDiscordBot, jobs: TurnJobs | None, grace: float
 ) -> None:
-    """Once `stop` is set, give `bot`'s turns and the worker's jobs `grace`, then close it."""
     await stop.wait()
     await drained(bot, jobs, grace)
     await bot.close()
-
-
-async def _run_restarting(
-    agent: Agent,
-    settings: DiscordSettings,
-    token: str,
-    policy: RestartPolicy,
-    platform: PlatformLink,
-    stop: asyncio.Event,
-    sign_ins: SignInEndpoints | None,
-    jobs: TurnJobs | None,
-    clients: CurrentClient,
-) -> None:
-    """`run_discord`'s loop: a new client after each death."""
-    count_rate_limit_waits()
-    # nerve never joins voice channels: the warnings about missing voice libraries are only noise.
-    discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
-    loop = asyncio.get_running_loop()
-    delay = policy.initial
-    logged_in = False  # once Discord answered a login, a later outage is one to wait out
-    while True:
-        bot = new_bot(agent, settings, jobs=jobs, clients=clients)
-        platform.connected(functools.partial(gateway_up, bot))
-        if sign_ins is not None:
-            sign_ins.resume = resume_signed_in(bot.approval_flow.resume_later)
-        started = loop.time()
-        failure: BaseException
-        stopper = asyncio.create_task(_stop_when_asked(stop, bot, jobs, settings.nerve_shutdown_grace))
-        try:
-            async with bot:
-                await bot.start(token)
-            return
-        except (aiohttp.ClientConnectionError, OSError) as exc:
-            logged_in = logged_in or bot.application is not None
-            if not logged_in:
-                # Never reached Discord: a wrong address or no network, which restarts would not fix.
-                raise StartupError(
-                    f"cannot reach Discord at {settings.discord_api_base_url} ({exc}): check the network, "
-                    "or DISCORD_API_BASE_URL if you set it"
-                ) from None
-            failure = exc
-        except discord.LoginFailure:
-            raise ConfigError(
-                "Discord rejected DISCORD_BOT_TOKEN (401 Unauthorized): copy the bot token again from the "
-                "Developer Portal (Bot → Reset Token)"
-            ) from None
-        except discord.PrivilegedIntentsRequired:
-            raise ConfigError(
-                "Discord refused the Message Content intent: enable it for the bot in the Developer Portal "
-                "(Bot → Privileged Gateway Intents) or turn it off in nerve's settings"
-            ) from None
-        except discord.ConnectionClosed as exc:
-            if exc.code in FATAL_CLOSE_CODES:
-                raise ConfigError(
-                    f"Discord closed the gateway: {FATAL_CLOSE_CODES[exc.code]} (code {exc.code})"
-                ) from None
-            failure = exc
-        except (discord.DiscordException, aiohttp.ClientError, TimeoutError) as exc:
-            failure = exc
-        finally:
-            if stop.is_set():
-                await stopper  # the drain and close under way end first
-            else:
-                stopper.cancel()
-        if stop.is_set():
-            return
-        logged_in = logged_in or bot.application is not None
-        if loop.time() - started >= policy.healthy_after:
-            delay = policy.initial
-        logger.error(
-            "the Discord client stopped (%s: %s); restarting in %.1f s",
-            type(failure).__name__,
-            failure,
-            delay,
-        )
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, policy.maximum)
 
 
 # discord.py announces each 429 it waits out with this record, and offers no other hook for it.
@@ -223,7 +204,6 @@ class _RateLimitWaits(logging.Filter):
 
 
 def count_rate_limit_waits() -> None:
-    """Count discord.py's rate-limit waits from now on (once per process)."""
     http_log = logging.getLogger("discord.http")
     if any(isinstance(f, _RateLimitWaits) for f in http_log.filters):
         return

@@ -25,6 +25,7 @@ from adapters.discord.delivery import (
     ChannelGuard,
     ClickButton,
     ConversationOrder,
+    acknowledge,
     landed,
     parse_message_ref,
     send_message,
@@ -51,6 +52,7 @@ from bot.types import (
     ConversationKey,
     PendingCall,
     Progress,
+    SignedIn,
     no_progress,
 )
 
@@ -78,11 +80,10 @@ def headline(prompt: ApprovalPrompt) -> str:
         return f"⏸️ **Waiting for approval** to run {tools}."
     if all(c.status == "expired" for c in prompt.calls):
         return f"⌛ **Not approved in time**: going on without {tools}."
-    approved = sum(1 for c in prompt.calls if c.status == "approved")
-    denied = sum(1 for c in prompt.calls if c.status == "denied")
-    expired = len(prompt.calls) - approved - denied
-    counts = ((approved, "approved"), (denied, "denied"), (expired, "not approved in time"))
-    parts = [f"{n} {outcome}" for n, outcome in counts if n]
+    ends = [c.status if c.status in ("approved", "denied") else "not approved in time" for c in prompt.calls]
+    parts = [
+        f"{ends.count(end)} {end}" for end in ("approved", "denied", "not approved in time") if end in ends
+    ]
     return f"☑️ **Decided** ({', '.join(parts)}): going on with the answer."
 
 
@@ -110,7 +111,6 @@ def request_file(prompt: ApprovalPrompt) -> str:
 
 
 def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
-    """The message for the request in its current state (waiting, decided or expired)."""
     lines = [headline(prompt)]
     reason, reason_cut = truncate(" ".join(prompt.reason.split()), REASON_LIMIT)
     if reason:
@@ -172,9 +172,7 @@ class Click:
 
 def call_ref(prompt: ApprovalPrompt, call: PendingCall) -> str:
     """How a button names a call: its id when that is short and plain, else its position."""
-    if _SAFE_CALL_ID.fullmatch(call.call_id):
-        return call.call_id
-    return f"{AT}{prompt.calls.index(call)}"
+    return call.call_id if _SAFE_CALL_ID.fullmatch(call.call_id) else f"{AT}{prompt.calls.index(call)}"
 
 
 def shown_hash(prompt: ApprovalPrompt, ref: str) -> str | None:
@@ -224,20 +222,20 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View | None:
         return None
     view = discord.ui.View(timeout=None)
     green, red, grey = discord.ButtonStyle.success, discord.ButtonStyle.danger, discord.ButtonStyle.secondary
+    last_row = 0 if len(prompt.calls) == 1 else CALL_ROWS
     if len(prompt.calls) == 1:
         ref = call_ref(prompt, pending[0])
         view.add_item(_button(prompt, "approve", ref, "Approve", green, 0))
         view.add_item(_button(prompt, "deny", ref, "Deny", red, 0))
-        view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, 0))
-        return view
-    numbered = {c.call_id: i for i, c in enumerate(prompt.calls, start=1)}
-    for slot, call in enumerate(pending[: CALL_ROWS * CALLS_PER_ROW]):
-        ref, number, row = call_ref(prompt, call), numbered[call.call_id], slot // CALLS_PER_ROW
-        view.add_item(_button(prompt, "approve", ref, f"Approve {number}. {call.tool}", green, row))
-        view.add_item(_button(prompt, "deny", ref, f"Deny {number}", red, row))
-    view.add_item(_button(prompt, "approve_all", ALL_CALLS, "Approve all", green, CALL_ROWS))
-    view.add_item(_button(prompt, "deny_all", ALL_CALLS, "Deny all", red, CALL_ROWS))
-    view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, CALL_ROWS))
+    else:
+        numbered = {c.call_id: i for i, c in enumerate(prompt.calls, start=1)}
+        for slot, call in enumerate(pending[: CALL_ROWS * CALLS_PER_ROW]):
+            ref, number, row = call_ref(prompt, call), numbered[call.call_id], slot // CALLS_PER_ROW
+            view.add_item(_button(prompt, "approve", ref, f"Approve {number}. {call.tool}", green, row))
+            view.add_item(_button(prompt, "deny", ref, f"Deny {number}", red, row))
+        view.add_item(_button(prompt, "approve_all", ALL_CALLS, "Approve all", green, last_row))
+        view.add_item(_button(prompt, "deny_all", ALL_CALLS, "Deny all", red, last_row))
+    view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, last_row))
     return view
 
 
@@ -247,14 +245,11 @@ RESUME_FAILED = "Sorry — something went wrong on my side while going on with t
 
 
 def redrawn(prompt: ApprovalPrompt, *, with_file: bool = False) -> dict[str, Any]:
-    """What an edit of the approval message sets: its words, embeds and buttons (none once decided),
-    and `with_file` its attachments (a message of ours becoming it loses its own)."""
+    """An edit's words, embeds and buttons; `with_file` replaces the attachments of a message of ours."""
     shown = approval_message(prompt)
-    view = approval_view(prompt)
-    drawn: dict[str, Any] = {"content": shown.content, "embeds": shown.embeds, "view": view}
+    drawn: dict[str, Any] = {"content": shown.content, "embeds": shown.embeds, "view": approval_view(prompt)}
     if with_file:
-        file = shown.file()
-        drawn["attachments"] = [file] if file is not None else []
+        drawn["attachments"] = [file] if (file := shown.file()) is not None else []
     return drawn | {"allowed_mentions": NO_MENTIONS}
 
 
@@ -276,15 +271,8 @@ class ApprovalFlow:
 
     def __post_init__(self, launch: Launcher | None) -> None:
         # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
-        self.desk = AskDesk(
-            self.agent,
-            PLATFORM,
-            self,
-            self,
-            launch or Launcher(None, self.spawn, PLATFORM),
-            self.spawn,
-            on_expired=lambda: self.spawn(self.sweep(), "discord-approval-sweep"),
-        )
+        launch = launch or Launcher(None, self.spawn, PLATFORM)
+        self.desk = AskDesk(self.agent, PLATFORM, self, self, launch, self.spawn, on_expired=self.sweep_soon)
 
     # --- showing a request -------------------------------------------------------------------------
 
@@ -329,20 +317,15 @@ class ApprovalFlow:
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         """Update the approval message in place from the stored request (any process can do this)."""
-        where = parse_message_ref(ref)
-        if where is None:
-            return
-        channel_id, message_id = where
-        partial = self.client.get_partial_messageable(channel_id).get_partial_message(message_id)
-        await landed(partial.edit(**redrawn(prompt)), "could not update approval message %s", ref)
+        if (where := parse_message_ref(ref)) is not None:
+            partial = self.client.get_partial_messageable(where[0]).get_partial_message(where[1])
+            await landed(partial.edit(**redrawn(prompt)), "could not update approval message %s", ref)
 
     # --- clicks --------------------------------------------------------------------------------------
 
     async def clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
         """A button click: acknowledge at once (Discord's 3 seconds), then decide and show the outcome."""
-        if not await landed(
-            interaction.response.defer(), "could not acknowledge approval click %s", interaction.id
-        ):
+        if not await acknowledge(interaction):
             return
         pressed = ApprovalClick(
             choice=click.action,
@@ -358,10 +341,14 @@ class ApprovalFlow:
         """Go on with a parked turn in the background: the click or submit that let it go on must not wait."""
         self.spawn(self.desk.go_on(request_id, redraw=False), f"discord-resume-{request_id}")
 
+    def resume_signed_in(self, signed: SignedIn) -> None:
+        """Once a person signed in, each turn that waited for it goes on in the background."""
+        for request_id in signed.request_ids:
+            self.resume_later(request_id)
+
     async def resume(self, request_id: str) -> None:
         """Resume a turn with nothing left to wait for; post its answer once, then the ones that waited."""
-        found = await self.agent.parked(request_id)
-        if found is None:
+        if (found := await self.agent.parked(request_id)) is None:
             return
         prompt, _ = found
         async with self.order.hold(prompt.key):
@@ -389,6 +376,9 @@ class ApprovalFlow:
     async def sweep(self) -> None:
         """Requests past their expiry go on without the calls nobody approved (or the answers nobody gave)."""
         await self.desk.sweep()
+
+    def sweep_soon(self) -> None:
+        self.spawn(self.sweep(), "discord-approval-sweep")
 
 
 @dataclass

@@ -100,13 +100,14 @@ class NerveDiscordBot(discord.Client):
         self.results = ResultsCache()
         self.guard = ChannelGuard()
         order = ConversationOrder()
-        self._owned = Owned()
-        self._tasks = self._owned.tasks
+        # This client's tasks: `drain` waits for them, `close` cancels them (a job's goes back to the queue).
+        self.owned = Owned()
+        self._tasks = self.owned.tasks
         # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
         self.stopping = False
         # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
         self._launch = Launcher(jobs, self._spawn, PLATFORM)
-        self._clients = clients
+        self._clients = clients or CurrentClient()
         # Claimed and queued one at a time per conversation, so its jobs are in the order people wrote.
         self._intake = ConversationOrder()
         self._held = HeldInteractions()
@@ -129,9 +130,9 @@ class NerveDiscordBot(discord.Client):
         )
         self.input_flow = InputFlow(
             agent=agent,
-            board=InputBoard(self, guard=self.guard, spawn=self._spawn),
+            board=InputBoard(self, spawn=self._spawn),
             resume=self.approval_flow.resume_later,
-            sweep=lambda: self._spawn(self.approval_flow.sweep(), "discord-approval-sweep"),
+            sweep=self.approval_flow.sweep_soon,
         )
         # With jobs, a turn answered again goes on in the messages of the run before (`TurnPages`).
         inbox = agent.inbox if jobs is not None else None
@@ -159,8 +160,7 @@ class NerveDiscordBot(discord.Client):
         # reach this client too.
         self.add_dynamic_items(ApprovalButton, InputButton)
         await self._sync_commands()
-        if self._clients is not None:
-            self._clients.use(self)
+        self._clients.use(self)
         self._spawn(self._recover(), "discord-recover")
         self._spawn(sweep_forever(self.sweep, self.approval_sweep_every), SWEEPER_TASK)
 
@@ -194,12 +194,11 @@ class NerveDiscordBot(discord.Client):
         for task in list(self._tasks):
             if task.get_name() == SWEEPER_TASK:
                 task.cancel()
-        await self._owned.drain(grace, "Discord turn(s)")
+        await self.owned.drain(grace, "Discord turn(s)")
 
     async def close(self) -> None:
         """Cancel running turns: their deliveries are answered after restart, or their jobs requeued."""
-        if self._clients is not None:
-            self._clients.drop(self)
+        self._clients.drop(self)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -207,8 +206,7 @@ class NerveDiscordBot(discord.Client):
         await super().close()
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
-        """A task this client owns: `drain` waits for it, `close` cancels it."""
-        self._owned.spawn(coro, name)
+        self.owned.spawn(coro, name)
 
     async def _recover(self) -> None:
         """At start-up: answer the deliveries left unfinished (with jobs, those no job holds)."""
@@ -232,10 +230,6 @@ class NerveDiscordBot(discord.Client):
     async def sweep(self) -> None:
         """Expire the requests whose time ran out; with jobs, queue deliveries a dead process left."""
         await sweep(self._recorded, self.approval_flow.desk)
-
-    async def run_job(self, job: Coroutine[Any, Any, None], name: str) -> None:
-        """A job's work as a task of this client: cut off by `close`, the job goes back to the queue."""
-        await self._owned.spawn(job, name)
 
     async def answer_event(self, event_id: str) -> None:
         """A recorded delivery's job: through its token if this client holds it, else channel messages."""
@@ -313,7 +307,6 @@ class CurrentClient:
         self._here = asyncio.Event()
 
     def use(self, client: NerveDiscordBot) -> None:
-        """`client` is logged in: jobs run on it from now on."""
         self._client = client
         self._here.set()
 
@@ -324,7 +317,6 @@ class CurrentClient:
             self._here.clear()
 
     async def client(self) -> NerveDiscordBot:
-        """The client logged in now, once there is one."""
         while True:
             await self._here.wait()
             if self._client is not None:
@@ -333,7 +325,7 @@ class CurrentClient:
     def job_handlers(self) -> dict[str, JobHandler]:
         async def on_client(work: Callable[[NerveDiscordBot], Coroutine[Any, Any, None]], name: str) -> None:
             client = await self.client()
-            await client.run_job(work(client), name)
+            await client.owned.spawn(work(client), name)
 
         return jobs_runtime.job_handlers(
             PLATFORM,
@@ -357,8 +349,5 @@ class HeldInteractions:
         self._held[event_id] = (interaction, now + INTERACTION_SECONDS)
 
     def take(self, event_id: str) -> discord.Interaction[Any] | None:
-        """The interaction of `event_id` if this client holds it and its token still answers."""
         held = self._held.pop(event_id, None)
-        if held is None or held[1] <= time.monotonic() or held[0].is_expired():
-            return None
-        return held[0]
+        return None if held is None or held[1] <= time.monotonic() or held[0].is_expired() else held[0]

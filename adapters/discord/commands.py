@@ -100,9 +100,7 @@ def tools_text(agent: Agent, here: Incoming | None = None) -> list[str]:
 def place_name(place: str) -> str:
     """A remembered approval's place as people read it: the channel (or "a DM channel") and its id."""
     platform, _, channel = place.partition(":")
-    if platform == PLATFORM and channel.isdigit():
-        return f"<#{channel}> (`{place}`)"
-    return f"`{place}`"
+    return f"<#{channel}> (`{place}`)" if platform == PLATFORM and channel.isdigit() else f"`{place}`"
 
 
 def approvals_text(remembered: list[RememberedApproval]) -> list[str]:
@@ -119,10 +117,8 @@ def approvals_text(remembered: list[RememberedApproval]) -> list[str]:
 
 def parse_revoke(text: str) -> tuple[str, str, str] | None:
     place, _, target = text.strip().partition(" ")
-    server, slash, tool = target.strip().partition("/")
-    if not place or not slash or not server or not tool:
-        return None
-    return place, server, tool
+    server, divided, tool = target.strip().partition("/")
+    return (place, server, tool) if place and divided and server and tool else None
 
 
 def register(
@@ -147,14 +143,38 @@ def register(
     async def prompt_names(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        return name_choices(agent, asked_here(interaction), current)
+        typed = current.strip().lower()
+        found = []
+        for spec in agent.prompts(asked_here(interaction)):
+            if len(spec.name) > CHOICE_CHARS or (
+                typed not in spec.name.lower() and typed not in spec.title.lower()
+            ):
+                continue
+            # Plain text on Discord, but the server's words all the same: a link shows its target.
+            summary = show_link_targets((spec.description.strip().splitlines() or [""])[0])
+            label = f"{spec.name} — {summary}" if summary else spec.name
+            found.append(app_commands.Choice(name=truncate(label, CHOICE_CHARS)[0], value=spec.name))
+        return found[:CHOICES]
 
     @prompt.autocomplete("arguments")
     async def prompt_arguments(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
+        """The arguments text completed where the server completes the value being typed at its end."""
         name = str(getattr(interaction.namespace, "name", None) or "")
-        return await argument_choices(agent, asked_here(interaction), name, current)
+        spec = offered(agent, asked_here(interaction), name)
+        target = completion_at_end(spec, current) if spec is not None else None
+        if spec is None or target is None:
+            return []
+        try:
+            async with asyncio.timeout(COMPLETE_WITHIN):
+                values = await agent.complete_prompt_argument(
+                    spec.name, target.argument, target.value, target.known or None
+                )
+        except TimeoutError:
+            logger.info("completing %s of the prompt %s took too long", target.argument, spec.name)
+            return []
+        return choices([target.written(value) for value in values])
 
     @slash(tree, "tools")
     async def tools(interaction: discord.Interaction[Any]) -> None:
@@ -200,8 +220,7 @@ def register(
         if not agent.approvals_on or str(interaction.user.id) not in settings.admins:
             return []
         found = [f"{r.place} {r.server}/{r.tool}" for r in await agent.remembered_approvals()]
-        matching = [text for text in found if current.lower() in text.lower() and len(text) <= 100]
-        return [app_commands.Choice(name=text, value=text) for text in matching[:25]]
+        return choices(found, current)
 
     @slash(tree, "help")
     async def help_command(interaction: discord.Interaction[Any]) -> None:
@@ -226,6 +245,12 @@ CHOICES = 25  # Discord's limit per autocomplete answer
 CHOICE_CHARS = 100  # Discord's limit on a choice's name and value
 
 
+def choices(texts: list[str], typed: str = "") -> list[app_commands.Choice[str]]:
+    """An autocomplete's answer: the texts holding what was typed, as many as fit Discord's limits."""
+    fitting = [text for text in texts if typed.lower() in text.lower() and len(text) <= CHOICE_CHARS]
+    return [app_commands.Choice(name=text, value=text) for text in fitting[:CHOICES]]
+
+
 def offered(agent: Agent, here: Incoming, name: str) -> PromptSpec | None:
     return next((p for p in agent.prompts(here) if p.name == name), None)
 
@@ -239,14 +264,11 @@ async def question_of(
     hint = ""
     if spec is not None and spec.arguments:
         hint = f"\nWrite it as `/prompt name:{spec.name} arguments:{arguments_usage(spec)}`"
+    question: asyncio.Future[str] | None = None
     try:
         # An unknown name is left to the core, which names the prompts there are.
         arguments = parse_arguments(spec, written) if spec is not None else {}
-    except PromptError as exc:
-        await refuse(interaction, str(exc) + hint)
-        return None
-    question = asyncio.ensure_future(agent.prompt_question(here, name, arguments))
-    try:
+        question = asyncio.ensure_future(agent.prompt_question(here, name, arguments))
         done, _ = await asyncio.wait({question}, timeout=ANSWER_WITHIN)
         if not done:
             await interaction.response.defer(thinking=True)
@@ -255,7 +277,8 @@ async def question_of(
         await refuse(interaction, str(exc) + hint)
         return None
     finally:
-        question.cancel()
+        if question is not None:
+            question.cancel()
 
 
 async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
@@ -265,40 +288,3 @@ async def refuse(interaction: discord.Interaction[Any], text: str) -> None:
         await interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
     else:
         await tell(interaction, text)
-
-
-def name_choices(agent: Agent, here: Incoming, current: str) -> list[app_commands.Choice[str]]:
-    """The prompts offered here whose name or title holds what was typed, with what they do."""
-    typed = current.strip().lower()
-    choices = []
-    for spec in agent.prompts(here):
-        if len(spec.name) > CHOICE_CHARS or (
-            typed not in spec.name.lower() and typed not in spec.title.lower()
-        ):
-            continue
-        # Plain text on Discord, but the server's words all the same: a link shows its target.
-        summary = show_link_targets((spec.description.strip().splitlines() or [""])[0])
-        label = f"{spec.name} — {summary}" if summary else spec.name
-        choices.append(app_commands.Choice(name=truncate(label, CHOICE_CHARS)[0], value=spec.name))
-    return choices[:CHOICES]
-
-
-async def argument_choices(
-    agent: Agent, here: Incoming, name: str, current: str
-) -> list[app_commands.Choice[str]]:
-    """The arguments text completed where the server completes the value being typed at its end."""
-    spec = offered(agent, here, name)
-    target = completion_at_end(spec, current) if spec is not None else None
-    if spec is None or target is None:
-        return []
-    try:
-        async with asyncio.timeout(COMPLETE_WITHIN):
-            values = await agent.complete_prompt_argument(
-                spec.name, target.argument, target.value, target.known or None
-            )
-    except TimeoutError:
-        logger.info("completing %s of the prompt %s took too long", target.argument, spec.name)
-        return []
-    written = [target.written(value) for value in values]
-    fitting = [text for text in written if len(text) <= CHOICE_CHARS]
-    return [app_commands.Choice(name=text, value=text) for text in fitting[:CHOICES]]

@@ -93,6 +93,11 @@ async def landed(call: Awaitable[object], failed: str, *args: object, level: int
     return True
 
 
+async def acknowledge(interaction: discord.Interaction[Any]) -> bool:
+    """Acknowledge at once (Discord's 3 seconds) before asking the core; False if that failed."""
+    return await landed(interaction.response.defer(), "could not acknowledge interaction %s", interaction.id)
+
+
 async def tell(
     interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None, **extra: Any
 ) -> None:
@@ -139,7 +144,6 @@ class ConversationOrder(KeyedLocks[ConversationKey]):
     after the turn, so a quick second answer could overtake a first one still being posted."""
 
 
-CUSTOM_ID_PREFIX = "nerve:tools:"
 GONE = (
     "These tool results are no longer available (the bot restarted or they expired). "
     "Ask again to see fresh ones."
@@ -152,6 +156,7 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
 
     route: ClassVar[str]
     fallback: ClassVar[str] = "Answer"  # the label when discord.py gives no button back
+    prefix: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -168,13 +173,15 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
         )
         self.click = click
 
-    @staticmethod
-    def click_id(click: Any) -> str:
-        raise NotImplementedError
+    # Unless a button says otherwise, its click is a string: its custom_id after `prefix`, and
+    # its template's only group.
+    @classmethod
+    def click_id(cls, click: Any) -> str:
+        return cls.prefix + str(click)
 
     @staticmethod
     def read(match: re.Match[str]) -> Any:
-        raise NotImplementedError
+        return match[1]
 
     @classmethod
     async def from_custom_id(
@@ -197,13 +204,7 @@ class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!
 class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,32})"):
     """The "Tool results" button, carrying its reply's reference; its click is answered here, at once."""
 
-    @staticmethod
-    def click_id(ref: str) -> str:
-        return CUSTOM_ID_PREFIX + ref
-
-    @staticmethod
-    def read(match: re.Match[str]) -> str:
-        return match["ref"]
+    prefix = "nerve:tools:"
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         cache = getattr(interaction.client, "results", None)

@@ -63,9 +63,7 @@ def answer_channel(key: ConversationKey) -> tuple[int, int | None]:
 
 def message_of(event_id: str | None) -> int | None:
     """The id of the user's message a delivery came from (None for a slash command)."""
-    if event_id and event_id.startswith("m:") and event_id[2:].isdigit():
-        return int(event_id[2:])
-    return None
+    return int(event_id[2:]) if event_id and event_id.startswith("m:") and event_id[2:].isdigit() else None
 
 
 def to_incoming(

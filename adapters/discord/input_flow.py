@@ -21,18 +21,18 @@ from typing import Any
 import discord
 
 from adapters.common.settle import answer_input, ended
-from adapters.discord.delivery import NO_MENTIONS, landed
+from adapters.discord.delivery import NO_MENTIONS, acknowledge, landed
 from adapters.discord.input_message import (
     InputBoard,
     InputClick,
-    Where,
     button_view,
     link_text,
     plain,
     request_message_at,
     settled_text,
 )
-from adapters.discord.input_modal import FIELDS_PER_STEP, InputModal, Raw, say, steps_of
+from adapters.discord.input_modal import InputModal, Raw, say, steps_of
+from adapters.discord.pages import ChannelPoster
 from bot.agent import INPUT_EXPIRED as EXPIRED
 from bot.agent import INPUT_GONE as GONE
 from bot.agent import Agent
@@ -62,7 +62,6 @@ RESTARTED = (
 
 
 def errors_text(form: Form, errors: Mapping[str, str]) -> str:
-    """Each wrong field's problem, in the form's order."""
     lines = ["Some answers need fixing:"]
     for form_field in form.fields:
         if form_field.name in errors:
@@ -90,16 +89,14 @@ class InputFlow:
     board: InputBoard
     resume: Callable[[str], None] = lambda request_id: None
     sweep: Callable[[], None] = lambda: None
-    per_step: int = FIELDS_PER_STEP
 
-    def __post_init__(self) -> None:
-        # Marks the modals this client opened: a submit of another one comes from before a restart.
-        self.boot = secrets.token_hex(4)
-        self._drafts: OrderedDict[tuple[str, str], Draft] = OrderedDict()
+    # Marks the modals this client opened: a submit of another one comes from before a restart.
+    boot: str = field(default_factory=lambda: secrets.token_hex(4), init=False)
+    _drafts: OrderedDict[tuple[str, str], Draft] = field(default_factory=OrderedDict, init=False)
 
     # --- the turn's events ---------------------------------------------------------------------------
 
-    def sink(self, forward: Progress, where: Where) -> Progress:
+    def sink(self, forward: Progress, where: ChannelPoster) -> Progress:
         """The turn's progress sink: requests are shown `where` the turn runs, the rest goes on."""
 
         async def progress(event: TurnEvent) -> None:
@@ -120,7 +117,6 @@ class InputFlow:
         if click.action in ("decline", "open"):
             link = click.action == "open"
             refused = await self._decline_or_open(interaction, click.request_id, user, link=link)
-
         else:
             refused = await self._open_form(interaction, click.request_id, user, click.step)
         if refused is not None and click.action != "step":
@@ -158,7 +154,7 @@ class InputFlow:
         if outcome.note is not None or request is None or request.form is None:
             await say(interaction, outcome.note or NO_FORM)
             return outcome
-        steps = steps_of(request.form, self.per_step)
+        steps = steps_of(request.form)
         draft = self._draft(request_id, user)
         draft.message = request_message_at(interaction.message, request_id) or draft.message
         # A later step needs the earlier ones' answers: start from the first one missing.
@@ -180,7 +176,7 @@ class InputFlow:
         self, interaction: discord.Interaction[Any], request_id: str, user: str, *, link: bool
     ) -> InputOutcome | None:
         """A decline, or (URL mode) the asker agreeing to open the link: only then do they get it."""
-        if not await _acknowledge(interaction):
+        if not await acknowledge(interaction):
             return None
         url = None
         if link:
@@ -207,7 +203,7 @@ class InputFlow:
         """One step's values: check them; then the next step, or the whole form to the core."""
         assert request.form is not None
         form = request.form
-        steps = steps_of(form, self.per_step)
+        steps = steps_of(form)
         user = str(interaction.user.id)
         draft = self._draft(request.request_id, user)
         draft.values.update(raw)
@@ -223,16 +219,13 @@ class InputFlow:
             view = self._step_view(request, missing[0], "Continue")
             await say(interaction, f"✅ Step {step} of {len(steps)} done.", view)
             return
-        if not await _acknowledge(interaction):
+        if not await acknowledge(interaction):
             return
         outcome = await answer_input(self.agent, request.request_id, user, Submit(values=dict(draft.values)))
         if outcome.errors:
             wrong = {
-                s
-                for s, at in enumerate(steps, start=1)
-                if any(form.fields[i].name in outcome.errors for i in at)
+                s for s, at in enumerate(steps, 1) if any(form.fields[i].name in outcome.errors for i in at)
             }
-
             draft.done -= wrong
             first = min(wrong, default=1)
             await say(interaction, errors_text(form, outcome.errors), self._step_view(request, first, "Fix"))
@@ -266,19 +259,12 @@ class InputFlow:
 
     def _draft(self, request_id: str, user: str) -> Draft:
         key = (request_id, user)
-        draft = self._drafts.get(key)
-        if draft is None:
-            draft = self._drafts[key] = Draft()
-            while len(self._drafts) > MAX_DRAFTS:
-                self._drafts.popitem(last=False)
+        draft = self._drafts.setdefault(key, Draft())
         self._drafts.move_to_end(key)
+        while len(self._drafts) > MAX_DRAFTS:
+            self._drafts.popitem(last=False)
         return draft
 
     def _forget(self, request_id: str) -> None:
         for key in [k for k in self._drafts if k[0] == request_id]:
             del self._drafts[key]
-
-
-async def _acknowledge(interaction: discord.Interaction[Any]) -> bool:
-    """Acknowledge at once (Discord's 3 seconds) before asking the core; False if that failed."""
-    return await landed(interaction.response.defer(), "could not acknowledge interaction %s", interaction.id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import discord
@@ -21,14 +21,9 @@ from adapters.common.refs import message_ref
 from adapters.common.settle import Settled
 from adapters.common.tasks import Spawn
 from adapters.discord.approvals import person
-from adapters.discord.delivery import (
-    NO_MENTIONS,
-    ChannelGuard,
-    ClickButton,
-    landed,
-    parse_message_ref,
-    send_message,
-)
+from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, parse_message_ref
+from adapters.discord.input_modal import FIELDS_PER_STEP
+from adapters.discord.pages import ChannelPage, ChannelPoster
 from adapters.discord.render import MESSAGE_LIMIT
 from adapters.resources import link_host
 from bot.text import truncate
@@ -142,7 +137,7 @@ def _body(request: InputRequest) -> list[str]:
     return lines
 
 
-def request_text(request: InputRequest, *, per_step: int = 5) -> str:
+def request_text(request: InputRequest) -> str:
     """The message's content while the request waits for its person."""
     lines = _body(request)
     if request.refused is None:
@@ -152,13 +147,12 @@ def request_text(request: InputRequest, *, per_step: int = 5) -> str:
             who += f" Expires <t:{int(request.expires_at)}:R>."
         lines.append(who)
         count = len(request.form.fields) if request.form is not None else 0
-        if count > per_step:
-            lines.append(f"-# {count} fields: the form opens in {-(-count // per_step)} steps.")
+        if count > FIELDS_PER_STEP:
+            lines.append(f"-# {count} fields: the form opens in {-(-count // FIELDS_PER_STEP)} steps.")
     return truncate("\n".join(lines), MESSAGE_LIMIT)[0]
 
 
 def request_view(request: InputRequest) -> discord.ui.View | None:
-    """The request's buttons; None for a request nerve refused to show."""
     if request.refused is not None:
         return None
     host = truncate(link_host(request.url or ""), 60)[0]
@@ -191,15 +185,6 @@ def link_text(url: str) -> tuple[str, discord.ui.View | None]:
 # --- posting it and keeping it up to date -----------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Where:
-    """Where a turn runs: the channel (or thread, or DM) its messages go to, replying to `reference`."""
-
-    channel: discord.abc.Messageable
-    channel_id: int
-    reference: discord.MessageReference | None = None
-
-
 # Stores where a request's message was posted (`Agent.ask_posted`): request id, message ref.
 KeepRef = Callable[[str, str], Awaitable[None]]
 
@@ -208,55 +193,44 @@ class InputBoard:
     """Posts each request's message and edits it as the request ends, in tasks of their own (the
     progress sink never waits for Discord), in order (`Settled`)."""
 
-    def __init__(
-        self, client: discord.Client, *, guard: ChannelGuard, spawn: Spawn, per_step: int = 5
-    ) -> None:
+    def __init__(self, client: discord.Client, *, spawn: Spawn) -> None:
         self._client = client
-        self._guard = guard
         self._spawn = spawn
-        self._per_step = per_step
         self._settled = Settled(self._edit, parse_message_ref, limit=KEPT_REQUESTS)
 
-    def show(self, request: InputRequest, where: Where, keep_ref: KeepRef | None = None) -> None:
-        """Post the request's message and store where it is (`keep_ref`) for any process to update."""
+    def show(self, request: InputRequest, where: ChannelPoster, keep_ref: KeepRef | None = None) -> None:
+        """Post the request's message `where` its turn runs; `keep_ref` stores where, for any process."""
         if request.refused is None:
             self._settled.posting(request.request_id)
         else:
             keep_ref = None
         self._spawn(self._post(request, where, keep_ref), f"discord-input-{request.request_id}")
 
-    async def _post(self, request: InputRequest, where: Where, keep_ref: KeepRef | None) -> None:
-        message: discord.Message | None = None
+    async def _post(self, request: InputRequest, where: ChannelPoster, keep_ref: KeepRef | None) -> None:
+        sent: ChannelPage | None = None
         try:
-            message = await send_message(
-                where.channel,
-                request_text(request, per_step=self._per_step),
-                guard=self._guard,
-                channel_id=where.channel_id,
-                view=request_view(request),
-                reference=where.reference,
-            )
+            # A copy: each request's message replies as the turn's first does (posting forgets that).
+            sent = await replace(where).post(request_text(request), view=request_view(request))
         finally:
             if request.refused is None:
-                self._settled.posted(request.request_id, (where.channel_id, message.id) if message else None)
-        if message is None:
+                at = (where.channel_id, sent.message.id) if sent else None
+                self._settled.posted(request.request_id, at)
+        if sent is None:
             logger.warning("could not post the message of input request %s", request.request_id)
         elif keep_ref is not None:
             try:
-                await keep_ref(request.request_id, message_ref(where.channel_id, message.id))
+                await keep_ref(request.request_id, message_ref(where.channel_id, sent.message.id))
             except Exception:
                 logger.exception("could not store where input request %s is shown", request.request_id)
 
     def settle(self, request: InputRequest, status: str, at: tuple[int, int] | None = None) -> None:
         """Take the buttons off the request's message (here, at `at`, or as stored) and say how it ended."""
-
         self._spawn(self._settle(request, status, at), f"discord-input-done-{request.request_id}")
 
     async def _settle(self, request: InputRequest, status: str, at: tuple[int, int] | None) -> None:
         await self._settled.settle(request, status, at)
 
     async def _edit(self, where: tuple[int, int], request: InputRequest, status: str) -> bool:
-        channel_id, message_id = where
-        partial = self._client.get_partial_messageable(channel_id).get_partial_message(message_id)
+        partial = self._client.get_partial_messageable(where[0]).get_partial_message(where[1])
         edit = partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
         return await landed(edit, "could not update the message of input request %s", request.request_id)

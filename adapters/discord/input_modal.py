@@ -12,7 +12,7 @@ from typing import Any
 
 import discord
 
-from adapters.discord.delivery import tell
+from adapters.discord.delivery import landed, tell
 from adapters.discord.render import MESSAGE_LIMIT
 from bot.text import truncate
 from bot.types import FieldValue, Form, FormField, InputRequest, describe_field
@@ -76,11 +76,9 @@ def _select(
         )
         for code, label in pairs
     ]
-    most = 1
-    least = 1 if form_field.required else 0
-    if form_field.kind == "choices":
-        most = max(1, min(len(options), form_field.max_items or len(options)))
-        least = min(max(1, form_field.min_items or 1), most) if form_field.required else 0
+    choices = form_field.kind == "choices"
+    most = max(1, min(len(options), form_field.max_items or len(options))) if choices else 1
+    least = min(max(1, form_field.min_items or 1), most) if form_field.required else 0
     return discord.ui.Select(
         custom_id=f"f{index}",
         placeholder=placeholder,
@@ -197,7 +195,5 @@ class InputModal(discord.ui.Modal):
 
 async def say(interaction: discord.Interaction[Any], text: str, view: discord.ui.View | None = None) -> None:
     """An ephemeral message to the person who clicked or submitted (only they see it)."""
-    try:
-        await tell(interaction, truncate(text, MESSAGE_LIMIT)[0], view)
-    except discord.HTTPException as exc:
-        logger.warning("could not answer interaction %s: %s %s", interaction.id, exc.status, exc.text)
+    sent = tell(interaction, truncate(text, MESSAGE_LIMIT)[0], view)
+    await landed(sent, "could not answer interaction %s", interaction.id)

@@ -175,9 +175,7 @@ def call_line(call: Call) -> str:
     if call.finished is None:
         # The server's words, shown as they are: no Markdown of theirs takes effect.
         said = truncate(discord.utils.escape_markdown(" ".join(call.progress.split())), 120)[0]
-        if said or call.fraction is not None:
-            return f"-# 🔧 calling {call.name}… {said}{percent(call.fraction)}".rstrip()
-        return f"-# 🔧 calling {call.name}…"
+        return f"-# 🔧 calling {call.name}… {said}{percent(call.fraction)}".rstrip()
     mark = "✓" if call.ok else "✗"
     return f"-# 🔧 {call.name} {mark} {format_latency((call.finished - call.started) * 1000)}"
 

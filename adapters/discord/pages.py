@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import discord
 from discord.utils import MISSING
 
-from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, send_message
+from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, landed, send_message
 from adapters.discord.render import escape_text, reply_files
 from bot.agent import PostRecords
 from bot.text import truncate
@@ -76,10 +76,9 @@ class ChannelPage:
             raise
 
     async def delete(self) -> None:
-        try:
-            await self.message.delete()
-        except discord.HTTPException as exc:
-            logger.debug("could not delete message %s: %s", self.message.id, exc)
+        await landed(
+            self.message.delete(), "could not delete message %s", self.message.id, level=logging.DEBUG
+        )
         await self._gone()
 
     async def _gone(self) -> None:
@@ -132,12 +131,9 @@ class InteractionPage:
             raise PageGone("the interaction token expired or the message is gone") from exc
 
     async def delete(self) -> None:
-        if self.followup is None or self.interaction.is_expired():
-            return
-        try:
-            await self.followup.delete()
-        except discord.HTTPException as exc:
-            logger.debug("could not delete follow-up %s: %s", self.followup.id, exc)
+        if self.followup is not None and not self.interaction.is_expired():
+            failed = "could not delete follow-up %s"
+            await landed(self.followup.delete(), failed, self.followup.id, level=logging.DEBUG)
 
 
 @dataclass(eq=False)

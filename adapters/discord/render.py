@@ -84,22 +84,18 @@ _PLAIN_FENCE = re.compile(r"^```(?:[^`\s]*)[ \t]*$")
 def _url_end(url: str) -> int:
     """Where a bare URL ends: not on the punctuation after it, nor on a `)` it did not open."""
     end = len(url)
-    while end > 0:
-        last = url[end - 1]
-        if last in _URL_TAIL or (last == ")" and url.count("(", 0, end) < url.count(")", 0, end)):
-            end -= 1
-        else:
-            break
+    while end > 0 and (
+        (ch := url[end - 1]) in _URL_TAIL or (ch == ")" and url.count("(", 0, end) < url.count(")", 0, end))
+    ):
+        end -= 1
     return end
 
 
 def _unpreviewed(match: re.Match[str]) -> str:
     """A URL found by `_URL` as `<url>`, which Discord shows without a preview."""
     url = match.group(0)
-    if url.startswith("<"):
-        return url
     end = _url_end(url)
-    return f"<{url[:end]}>{url[end:]}" if end else url
+    return url if url.startswith("<") or not end else f"<{url[:end]}>{url[end:]}"
 
 
 def _code_blocks(text: str) -> list[tuple[int, int]]:
@@ -196,7 +192,7 @@ def _resource_lines(attachment: Attachment, limit: int) -> tuple[str, bool]:
 
 
 def _result_embed(
-    attachment: Attachment, *, args_limit: int, description_limit: int, links_limit: int = FIELD_VALUE_LIMIT
+    attachment: Attachment, args_limit: int, description_limit: int, links_limit: int
 ) -> tuple[discord.Embed, bool]:
     title = truncate(f"🔧 {attachment.label}", EMBED_TITLE_LIMIT)[0]
     colour = ERROR_COLOUR if attachment.is_error else OK_COLOUR
@@ -215,9 +211,8 @@ def _result_embed(
 
 
 def _text_embed(
-    resource: Resource, attachment: Attachment, *, description_limit: int
+    resource: Resource, attachment: Attachment, description_limit: int
 ) -> tuple[discord.Embed, bool]:
-    """A text a tool returned, as an embed of its own beside its call's."""
     title = truncate(f"📄 {display_name(resource)}", EMBED_TITLE_LIMIT)[0]
     description, cut = code_block(resource.text or "", description_limit)
     embed = discord.Embed(title=title, colour=TEXT_COLOUR, description=description)
@@ -256,11 +251,9 @@ def results_view(attachments: tuple[Attachment, ...]) -> EmbedsMessage:
     description_limit = min(EMBED_DESCRIPTION_LIMIT, max(40, per_embed - args_limit - 80))
     while True:
         built = [
-            _result_embed(
-                a, args_limit=args_limit, description_limit=description_limit, links_limit=links_limit
-            )
+            _result_embed(a, args_limit, description_limit, links_limit)
             if r is None
-            else _text_embed(r, a, description_limit=description_limit)
+            else _text_embed(r, a, description_limit)
             for a, r in shown
         ]
         embeds = [embed for embed, _ in built]

@@ -45,11 +45,8 @@ class DiscordSettings(Settings):
         count = self.nerve_discord_shard_count
         if count is None:
             return None
-        return (
-            parse_shard_ids(self.nerve_discord_shards, count)
-            if self.nerve_discord_shards
-            else list(range(count))
-        )
+        shards = self.nerve_discord_shards
+        return parse_shard_ids(shards, count) if shards else list(range(count))
 
 
 _PART = re.compile(r"(\d+)(?:\s*-\s*(\d+))?")
@@ -65,8 +62,7 @@ def parse_shard_ids(text: str, count: int) -> list[int]:
         match = _PART.fullmatch(part)
         if match is None:
             raise ValueError(f"{part!r} is not a shard id or a range like 0-3")
-        first = int(match.group(1))
-        last = int(match.group(2)) if match.group(2) is not None else first
+        first, last = int(match[1]), int(match[2] or match[1])
         if last < first:
             raise ValueError(f"{part!r} runs backwards; write the lower id first")
         for shard in range(first, last + 1):

@@ -8,8 +8,6 @@ or else a DM, never replaced by a post others could see.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
@@ -19,11 +17,11 @@ from discord import app_commands
 from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_started, sign_in_note, since
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
-from adapters.discord.commands import asked_here, slash
+from adapters.discord.commands import asked_here, choices, slash
 from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, tell
 from bot.agent import Connection, Connections
 from bot.text import truncate
-from bot.types import Progress, SignedIn, SignInNeeded, TurnEvent
+from bot.types import Progress, SignInNeeded, TurnEvent
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +46,7 @@ def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, discord.
 class DisconnectButton(ClickButton, template=DISCONNECT_TEMPLATE):
     """Disconnect one server (the click's server); its click goes to the client's `SignInLinks`."""
 
-    route = "sign_in_links"
-
-    @staticmethod
-    def click_id(server: str) -> str:
-        return f"nerve:dc:{server}"
-
-    @staticmethod
-    def read(match: re.Match[str]) -> str:
-        return match["server"]
+    route, prefix = "sign_in_links", "nerve:dc:"
 
 
 def connections_message(
@@ -64,12 +54,10 @@ def connections_message(
 ) -> tuple[str, discord.ui.View | None]:
     """`/connections`: the person's connections with a Disconnect button each, and what else there is."""
     mine = [c for c in connected if c.server in servers][:LISTED]
-    lines = []
     if mine:
-        lines.append(f"**{CONNECTED}**")
-        lines.extend(f"• **{c.server}** — {since(c.since)}" for c in mine)
+        lines = [f"**{CONNECTED}**", *(f"• **{c.server}** — {since(c.since)}" for c in mine)]
     else:
-        lines.append("You have not connected any service with your own account.")
+        lines = ["You have not connected any service with your own account."]
     others = [name for name in servers if name not in {c.server for c in mine}]
     if others:
         lines.append("Not connected: " + ", ".join(f"`{name}`" for name in others) + " — `/connect server:`")
@@ -147,36 +135,14 @@ class SignInLinks:
 
     # --- commands and clicks ---------------------------------------------------------------------
 
-    async def _offered(self, interaction: discord.Interaction[Any]) -> Connections | None:
+    async def offered(self, interaction: discord.Interaction[Any]) -> Connections | None:
         """The connections, the command deferred ephemeral (so follow-ups stay private); None if none."""
-
         connections = self.connections
         if connections is None or not connections.servers:
             await tell(interaction, NO_SIGN_INS)
             return None
         await interaction.response.defer(ephemeral=True, thinking=True)
         return connections
-
-    async def list_command(self, interaction: discord.Interaction[Any]) -> None:
-        if (connections := await self._offered(interaction)) is not None:
-            here = asked_here(interaction)
-            mine = await connections.of(here.key, here.user_id)
-            await tell(interaction, *connections_message(mine, connections.servers))
-
-    async def connect_command(self, interaction: discord.Interaction[Any], server: str) -> None:
-        if (connections := await self._offered(interaction)) is None:
-            return
-        here = asked_here(interaction)
-        try:
-            started = await connections.connect(here.key, here.user_id, server.strip())
-        except Exception as exc:
-            logger.warning("could not start a sign-in to %r: %s", server, exc)
-            await tell(interaction, not_started(server, exc))
-            return
-        if started.sign_in is None:
-            await tell(interaction, started.note)
-        elif not await self.follow_up(interaction, started.sign_in):
-            self.send_dm(started.sign_in)
 
     async def clicked(self, interaction: discord.Interaction[Any], server: str) -> None:
         """A Disconnect click: revoke and forget, told to the clicker alone."""
@@ -199,26 +165,29 @@ def register(tree: app_commands.CommandTree[Any], links: SignInLinks) -> None:
 
     @slash(tree, "connections")
     async def connections(interaction: discord.Interaction[Any]) -> None:
-        await links.list_command(interaction)
+        if (offered := await links.offered(interaction)) is not None:
+            here = asked_here(interaction)
+            mine = await offered.of(here.key, here.user_id)
+            await tell(interaction, *connections_message(mine, offered.servers))
 
     @slash(tree, "connect")
     async def connect(interaction: discord.Interaction[Any], server: str) -> None:
-        await links.connect_command(interaction, server)
+        if (offered := await links.offered(interaction)) is None:
+            return
+        here = asked_here(interaction)
+        try:
+            started = await offered.connect(here.key, here.user_id, server.strip())
+        except Exception as exc:
+            logger.warning("could not start a sign-in to %r: %s", server, exc)
+            await tell(interaction, not_started(server, exc))
+            return
+        if started.sign_in is None:
+            await tell(interaction, started.note)
+        elif not await links.follow_up(interaction, started.sign_in):
+            links.send_dm(started.sign_in)
 
     @connect.autocomplete("server")
     async def server_names(
         interaction: discord.Interaction[Any], current: str
     ) -> list[app_commands.Choice[str]]:
-        servers = links.connections.servers if links.connections is not None else []
-        found = [name for name in servers if current.lower() in name.lower() and len(name) <= 100]
-        return [app_commands.Choice(name=name, value=name) for name in found[:25]]
-
-
-def resume_signed_in(resume_later: Callable[[str], None]) -> Callable[[SignedIn], None]:
-    """What the callback calls once a person signed in: each waiting turn goes on in the background."""
-
-    def resume(signed: SignedIn) -> None:
-        for request_id in signed.request_ids:
-            resume_later(request_id)
-
-    return resume
+        return choices(links.connections.servers if links.connections is not None else [], current)
