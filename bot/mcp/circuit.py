@@ -70,7 +70,8 @@ class Circuit:
         if answered is None:
             return  # the next call probes instead
         if answered:
-            self._close()
+            self._opened_at = None
+            self._failures.clear()
         elif self.state != "open":  # the crash itself may have opened it already
             self._open()
 
@@ -92,7 +93,3 @@ class Circuit:
         self._opened_at = self.clock()
         self._failures.clear()
         self.times_opened += 1
-
-    def _close(self) -> None:
-        self._opened_at = None
-        self._failures.clear()

@@ -207,8 +207,7 @@ class ServerLink:
         early = None
         tap = None
         if self.config.kind == "stdio":  # its process, when the command line started it already
-            env = server_environment(transport.stdio_parameters(self.config))
-            early = await claim(self.name, self.config, env)
+            early = await claim(self.name, self.config, server_environment(self.config.env))
             tap = early.tap if early is not None else StderrTap(self.name)
         if early is not None:
             logger.debug(
