@@ -245,16 +245,9 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
 
     def __init__(self, guard: AddressGuard) -> None:
         self._guard = guard
-        # httpx2's own transport, over a pool whose network is the guarded backend.
+        # httpx2's own transport, its pool's network swapped for the guarded backend before any use.
         self._direct = httpx2.AsyncHTTPTransport()
-        limits = httpx2.Limits()
-        self._direct._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=GuardedBackend(guard),
-        )
+        self._direct._pool._network_backend = GuardedBackend(guard)
         self._proxied: dict[str, httpx2.AsyncHTTPTransport] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:

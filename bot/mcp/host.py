@@ -19,7 +19,7 @@ from mcp import MCPError
 
 from bot.errors import PromptError
 from bot.mcp import results
-from bot.mcp.calls import LinkCalls
+from bot.mcp.calls import Call, LinkCalls
 from bot.mcp.catalog import build_catalog, prompt_specs, prompt_text, unmatched_overrides
 from bot.mcp.circuit import CircuitPolicy
 from bot.mcp.link import AuthFactory, Mode, ServerLink, sign_in_asked
@@ -263,7 +263,7 @@ class MCPHost:
                 )
             link = found
         assert link is not None
-        result = await self._calls.call(link, spec, name, arguments, context, started)
+        result = await self._calls.call(link, Call(spec, name, arguments, context, started))
         asked = sign_in_asked(link) if result.is_error else None
         if asked is None:
             return result

@@ -275,7 +275,7 @@ class ServerLink:
                     if tap is not None:
                         tap.close_writer()
                     listeners = await stack.enter_async_context(anyio.create_task_group())
-                    await self._listen_for_changes(client, listeners)
+                    await listeners.start(self._listen, client)
                     await self._list(client)
                     self.listed = True
                     handshake.deadline = math.inf
@@ -323,26 +323,21 @@ class ServerLink:
         self.tools = await list_all_tools(client)
         self.prompts = await list_all_prompts(client)
 
-    async def _listen_for_changes(self, client: Client, group: anyio.abc.TaskGroup) -> None:
-        """On a 2026-07-28 connection change events come only through `subscriptions/listen`."""
+    async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """On a 2026-07-28 connection change events come only through `subscriptions/listen`; older
+        connections deliver notifications/*/list_changed to `ServerMessages.on_message`."""
         offered = client.server_capabilities
         tools = bool(offered.tools and offered.tools.list_changed)
         prompts = bool(offered.prompts and offered.prompts.list_changed)
-        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not (tools or prompts):
-            return  # older connections deliver notifications/*/list_changed to `ServerMessages.on_message`
-        await group.start(self._listen, client, tools, prompts)
-
-    async def _listen(
-        self, client: Client, tools: bool, prompts: bool, *, task_status: anyio.abc.TaskStatus[None]
-    ) -> None:
         started = False
         try:
-            async with client.listen(tools_list_changed=tools, prompts_list_changed=prompts) as subscription:
-                task_status.started()
-                started = True
-                async for event in subscription:
-                    if isinstance(event, ToolsListChanged | PromptsListChanged):
-                        self.request_refresh()
+            if client.protocol_version in MODERN_PROTOCOL_VERSIONS and (tools or prompts):
+                async with client.listen(tools_list_changed=tools, prompts_list_changed=prompts) as events:
+                    task_status.started()
+                    started = True
+                    async for event in events:
+                        if isinstance(event, ToolsListChanged | PromptsListChanged):
+                            self.request_refresh()
         except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
             logger.info("MCP server %r: no tool-change events (%s)", self.name, exc)
         finally:

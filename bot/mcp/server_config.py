@@ -120,9 +120,7 @@ class ServerConfig(BaseModel):
 
     @property
     def kind(self) -> Literal["stdio", "streamable-http", "sse"]:
-        if self.command:
-            return "stdio"
-        return self.transport or "streamable-http"
+        return "stdio" if self.command else self.transport or "streamable-http"
 
     @property
     def active(self) -> bool:

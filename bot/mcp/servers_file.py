@@ -96,21 +96,18 @@ def _describe_validation_error(path: Path, error: ValidationError) -> str:
     problems = []
     for item in error.errors():
         loc = [str(part) for part in item["loc"]]
+        message = item["msg"].removeprefix("Value error, ")
         if len(loc) >= 3 and loc[0] == "policy":
-            problems.append(f"policy '{loc[1]}' field '{'.'.join(loc[2:])}': {_plain(item['msg'])}")
+            problems.append(f"policy '{loc[1]}' field '{'.'.join(loc[2:])}': {message}")
         elif len(loc) >= 2 and loc[0] in SERVER_KEYS:
             field = ".".join(loc[2:]) or "(entry)"
             if field == "(entry)" and item["msg"].startswith("Value error, '"):
                 # A cross-field rule: name the field it is about ('type', 'transport', …).
                 field = item["msg"].split("'")[1]
-            problems.append(f"server '{loc[1]}' field '{field}': {_plain(item['msg'])}")
+            problems.append(f"server '{loc[1]}' field '{field}': {message}")
         else:
-            problems.append(f"field '{'.'.join(loc) or '(top level)'}': {_plain(item['msg'])}")
+            problems.append(f"field '{'.'.join(loc) or '(top level)'}': {message}")
     return f"{path}: " + "; ".join(problems)
-
-
-def _plain(message: str) -> str:
-    return message.removeprefix("Value error, ")
 
 
 def load_servers(

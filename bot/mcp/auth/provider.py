@@ -264,7 +264,6 @@ def client_metadata(config: AuthConfig, redirect_uri: str) -> OAuthClientMetadat
         client_name=CLIENT_NAME,
         redirect_uris=[redirect_uri],  # type: ignore[list-item]  # pydantic parses the URL
         grant_types=list(GRANT_TYPES),
-        response_types=["code"],
         token_endpoint_auth_method=config.token_endpoint_auth_method or "none",
         application_type=_application_type(redirect_uri),
     )
