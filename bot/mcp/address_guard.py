@@ -95,8 +95,7 @@ class PlainHttpCheck:
             body = request.content
         except httpx2.RequestNotRead:
             return "a streamed body nerve cannot check"
-        fields = _body_fields(body, request.headers.get("content-type", ""))
-        found = sorted(SECRET_FIELDS & fields)
+        found = sorted(SECRET_FIELDS & _body_fields(body, request.headers.get("content-type", "")))
         return f"{found[0]!r} in its body" if found else None
 
 

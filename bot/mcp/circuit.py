@@ -59,8 +59,9 @@ class Circuit:
         if state == "half_open" and not self._probing:
             self._probing = True
             return Ticket(probe=True)
-        pause = self._policy.open_for
-        return f"{self.server} is failing repeatedly; nerve paused calls to it for {pause:g} s"
+        return (
+            f"{self.server} is failing repeatedly; nerve paused calls to it for {self._policy.open_for:g} s"
+        )
 
     def settle(self, ticket: Ticket, *, answered: bool | None) -> None:
         """How an admitted call ended (None: cancelled); only a probe's outcome changes the state."""

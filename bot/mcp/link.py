@@ -324,13 +324,13 @@ class ServerLink:
         self.prompts = await list_all_prompts(client)
 
     async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """On a 2026-07-28 connection change events come only through `subscriptions/listen`; older
-        connections deliver notifications/*/list_changed to `ServerMessages.on_message`."""
+        """On a 2026-07-28 connection change events come only through `subscriptions/listen`."""
         offered = client.server_capabilities
         tools = bool(offered.tools and offered.tools.list_changed)
         prompts = bool(offered.prompts and offered.prompts.list_changed)
         started = False
         try:
+            # Older connections deliver notifications/*/list_changed to `ServerMessages.on_message`.
             if client.protocol_version in MODERN_PROTOCOL_VERSIONS and (tools or prompts):
                 async with client.listen(tools_list_changed=tools, prompts_list_changed=prompts) as events:
                     task_status.started()
@@ -391,14 +391,3 @@ class ServerLink:
         self._changed.set()
         self._changed = asyncio.Event()
         self._on_change()
-
-
-def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
-    """The sign-in (and scope) a failed call's server asked for mid-call, taken: reported once."""
-    from bot.mcp.auth.sign_ins import ParkingOAuth
-
-    provider = link.auth
-    if not isinstance(provider, ParkingOAuth) or provider.asked is None:
-        return None
-    needed, provider.asked = provider.asked, None
-    return needed, provider.context.client_metadata.scope

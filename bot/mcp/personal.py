@@ -72,8 +72,7 @@ class PersonalServers:
 
     async def link_for(self, spec: ToolSpec, context: CallContext | None) -> ServerLink | ToolResult:
         """The person's own link to the call's server, or why the call cannot be made yet."""
-        person = context.person if context is not None else ""
-        if not person:
+        if not (person := context.person if context is not None else ""):
             return results.unavailable(spec.server, "it needs a signed-in person, and this call has none")
         if not await self.sign_ins.has_tokens(spec.server, person):
             return await self._sign_in(spec.server, person)

@@ -191,8 +191,7 @@ class ServersFile(BaseModel):
             raise ValueError("give either 'mcpServers' or 'servers', not both")
         if self.mcpServers is None and self.servers is None:
             raise ValueError("needs 'mcpServers' (Claude Desktop, Cursor) or 'servers' (VS Code)")
-        unknown = [name for name in self.disabled if name not in self.entries]
-        if unknown:
+        if unknown := [name for name in self.disabled if name not in self.entries]:
             names = ", ".join(f"'{name}'" for name in unknown)
             raise ValueError(f"'disabled' names {names}, which the file does not configure")
         return self

@@ -56,9 +56,6 @@ _METHOD_PREFERENCE: tuple[TokenEndpointAuthMethod, ...] = (
 )
 _METADATA_PATHS = ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
 
-RedirectHandler = Callable[[str], Awaitable[None]]
-CallbackHandler = Callable[[], Awaitable[AuthorizationCodeResult]]
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuthorizationRequest:
@@ -81,8 +78,8 @@ class NerveOAuth(OAuthClientProvider):
         *,
         redirect_uri: str,
         client_metadata_url: str | None = None,
-        redirect_handler: RedirectHandler | None = None,
-        callback_handler: CallbackHandler | None = None,
+        redirect_handler: Callable[[str], Awaitable[None]] | None = None,
+        callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None,
         also_scope: str | None = None,
     ) -> None:
         if config.type != "oauth":
