@@ -47,28 +47,28 @@ def inherited_environment() -> dict[str, str]:
     }
 
 
+async def _start(name: str, config: ServerConfig) -> None:
+    assert config.command is not None
+    env = inherited_environment() | config.env
+    tap = StderrTap(name)
+    try:
+        process = await anyio.open_process(
+            [config.command, *config.args], env=env, stderr=tap.writer, cwd=config.cwd, start_new_session=True
+        )
+    except (OSError, ValueError):
+        # The link will try again and report why in its own words; nothing is lost by waiting.
+        tap.close()
+        return
+    _waiting[name] = EarlyServer(config=config, env=env, process=process, tap=tap)
+
+
 @asynccontextmanager
 async def started_early(servers: Mapping[str, ServerConfig]) -> AsyncIterator[None]:
     """Start the stdio servers now; stop those no link claimed when the block ends."""
-    for name, config in servers.items():
-        if sys.platform == "win32" or config.kind != "stdio" or name in _waiting:
-            continue
-        assert config.command is not None
-        env = inherited_environment() | config.env
-        tap = StderrTap(name)
-        try:
-            process = await anyio.open_process(
-                [config.command, *config.args],
-                env=env,
-                stderr=tap.writer,
-                cwd=config.cwd,
-                start_new_session=True,
-            )
-        except (OSError, ValueError):
-            # The link will try again and report why in its own words; nothing is lost by waiting.
-            tap.close()
-            continue
-        _waiting[name] = EarlyServer(config=config, env=env, process=process, tap=tap)
+    if sys.platform != "win32":
+        for name, config in servers.items():
+            if config.kind == "stdio" and name not in _waiting:
+                await _start(name, config)
     try:
         yield
     finally:

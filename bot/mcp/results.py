@@ -48,9 +48,7 @@ def describe_block(block: ContentBlock) -> str:
     if isinstance(block, TextContent):
         return block.text
     if isinstance(block, ImageContent | AudioContent):
-        kind = "image" if isinstance(block, ImageContent) else "audio"
-        size = len(block.data) * 3 // 4
-        return f"[{kind} ({block.mime_type}, about {size} bytes) omitted]"
+        return f"[{block.type} ({block.mime_type}, about {len(block.data) * 3 // 4} bytes) omitted]"
     if isinstance(block, EmbeddedResource):
         resource = block.resource
         if isinstance(resource, TextResourceContents):

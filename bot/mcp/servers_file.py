@@ -69,8 +69,7 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
         env = {key: value for key, value in dotenv_values(env_path).items() if value is not None}
     env.update({k: fill(v, f"env.{k}") for k, v in server.env.items()})
     url = fill(server.url, "url") if server.url else None
-    insecure = plain_http_host(url) if url is not None and not server.allow_insecure_http else None
-    if insecure is not None:
+    if url is not None and not server.allow_insecure_http and (insecure := plain_http_host(url)):
         raise ConfigError(
             f"{where} field 'url': plain http to {insecure} can be read and changed by anything on the "
             'path: use https (plain http is for loopback only), or set "allowInsecureHttp": true if '

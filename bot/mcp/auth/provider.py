@@ -338,8 +338,7 @@ def client_metadata_document(public_url: str) -> dict[str, Any]:
 
 def _application_type(redirect_uri: str) -> Literal["native", "web"]:
     """SEP-837: a loopback redirect is a native app's; anything else a web application's."""
-    host = urlparse(redirect_uri).hostname or ""
-    return "native" if host in ("127.0.0.1", "localhost", "::1") else "web"
+    return "native" if urlparse(redirect_uri).hostname in ("127.0.0.1", "localhost", "::1") else "web"
 
 
 def scope_union(*scopes: str | None) -> str:
