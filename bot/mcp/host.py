@@ -154,9 +154,7 @@ class MCPHost:
     def problems(self) -> list[tuple[str, str]]:
         """Servers that are not connected right now, with the reason (for operators, not the model)."""
         found = []
-        for name, link in self._links.items():
-            if link.ready:
-                continue
+        for name, link in self._links.items():  # a ready link has attempted, and has no problem
             if not link.attempted.is_set():
                 found.append((name, STILL_STARTING))
             elif link.problem is not None:
