@@ -49,10 +49,8 @@ class Refused(httpx2.ConnectError):
 class AddressRefused(Refused):
     """A remote server's host resolved to an address nerve does not reach without being told to."""
 
-    def __init__(self, host: str, address: IPAddress, why: str) -> None:
-        self.host = host
+    def __init__(self, address: IPAddress, why: str) -> None:
         self.address = address
-        self.why = why
         super().__init__(f"its address {address} is {why}; {HINT}")
 
 
@@ -97,25 +95,20 @@ class PlainHttpCheck:
             body = request.content
         except httpx2.RequestNotRead:
             return "a streamed body nerve cannot check"
-        fields = _body_fields(body, request.headers.get("content-type", ""))
-        found = sorted(SECRET_FIELDS & fields)
+        found = sorted(SECRET_FIELDS & _body_fields(body, request.headers.get("content-type", "")))
         return f"{found[0]!r} in its body" if found else None
 
 
 def _body_fields(body: bytes, content_type: str) -> set[str]:
     """The field names of a form body, or the keys of a JSON object body (nothing for other bodies)."""
-    if not body:
-        return set()
     kind = content_type.split(";", 1)[0].strip().lower()
-    if kind == "application/x-www-form-urlencoded":
+    if body and kind == "application/x-www-form-urlencoded":
         return set(parse_qs(body.decode("latin-1"), keep_blank_values=True))
-    if kind == "application/json" or kind.endswith("+json"):
-        try:
+    found: Any = None
+    if body and (kind == "application/json" or kind.endswith("+json")):
+        with contextlib.suppress(ValueError):
             found = json.loads(body)
-        except ValueError:
-            return set()
-        return set(found) if isinstance(found, dict) else set()
-    return set()
+    return set(found) if isinstance(found, dict) else set()
 
 
 def why_refused(address: IPAddress) -> str | None:
@@ -202,7 +195,7 @@ class AddressGuard:
             if as_written and why in _WRITTEN_OK and (address.is_loopback or _is_literal(host, address)):
                 continue
             if why is not None:
-                raise AddressRefused(host, address, why)
+                raise AddressRefused(address, why)
         return addresses
 
 
@@ -242,12 +235,7 @@ class GuardedBackend(AnyIOBackend):
         assert failure is not None
         raise failure
 
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's interface
-        socket_options: Iterable[Any] | None = None,
-    ) -> AsyncNetworkStream:
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> AsyncNetworkStream:
         raise httpcore2.ConnectError("a remote MCP server is reached over TCP, not a local socket")
 
 
@@ -256,16 +244,9 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
 
     def __init__(self, guard: AddressGuard) -> None:
         self._guard = guard
-        # httpx2's own transport, over a pool whose network is the guarded backend.
+        # httpx2's own transport, its pool's network swapped for the guarded backend before any use.
         self._direct = httpx2.AsyncHTTPTransport()
-        limits = httpx2.Limits()
-        self._direct._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=GuardedBackend(guard),
-        )
+        self._direct._pool._network_backend = GuardedBackend(guard)
         self._proxied: dict[str, httpx2.AsyncHTTPTransport] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:

@@ -52,17 +52,13 @@ class CallTimer:
         """Progress or an answer arrived: the idle timeout starts again, within the overall bound."""
         if self.scope is None or self._asking:
             return
-        now = anyio.current_time()
-        left = self._most - self._working()
-        self.scope.deadline = now + max(0.0, min(self._idle, left))
+        self.scope.deadline = anyio.current_time() + max(0.0, min(self._idle, self._most - self._working()))
 
     def out_of_time(self) -> bool:
         return self._working() >= self._most - 0.001
 
     def _working(self) -> float:
-        if self._asking:
-            return self._spent
-        return self._spent + time.monotonic() - self._since
+        return self._spent if self._asking else self._spent + time.monotonic() - self._since
 
     def watch(self, context: CallContext) -> CallContext:
         """The context with its `ask` wrapped: the clock stops while a person answers."""
@@ -97,7 +93,7 @@ class CallTimer:
 
 
 @dataclass(frozen=True, slots=True)
-class _Call:
+class Call:
     """One call as asked; its latencies count from `started` (`time.perf_counter`)."""
 
     spec: ToolSpec
@@ -117,17 +113,9 @@ class LinkCalls:
     max_call_seconds: float
     still_offered: Callable[[ToolSpec], ToolSpec | ToolResult]
 
-    async def call(
-        self,
-        link: ServerLink,
-        spec: ToolSpec,
-        name: str,
-        arguments: dict[str, Any],
-        context: CallContext | None,
-        started: float,
-    ) -> ToolResult:
+    async def call(self, link: ServerLink, made: Call) -> ToolResult:
         """One call through the server's circuit; a forgotten session (HTTP 404) is renewed once."""
-        made = _Call(spec, name, arguments, context, started)
+        spec = made.spec
         ticket = link.circuit.admit()
         if isinstance(ticket, str):
             return results.unavailable(spec.server, ticket, latency_ms=made.elapsed())
@@ -144,7 +132,7 @@ class LinkCalls:
             )
         return result
 
-    async def _renewed(self, link: ServerLink, stale: Client, made: _Call) -> ToolResult:
+    async def _renewed(self, link: ServerLink, stale: Client, made: Call) -> ToolResult:
         """The call again on a new session; the server never ran it on the one it had forgotten."""
         spec = made.spec
         logger.info("MCP server %r forgot the session; opening a new one for %s", spec.server, made.name)
@@ -157,7 +145,7 @@ class LinkCalls:
             return replace(result, content=results.unavailable(spec.server, reason).content, detail=reason)
         return result
 
-    async def _once(self, link: ServerLink, made: _Call) -> ToolResult:
+    async def _once(self, link: ServerLink, made: Call) -> ToolResult:
         spec, name, arguments, elapsed = made.spec, made.name, made.arguments, made.elapsed
 
         def down(reason: str) -> ToolResult:

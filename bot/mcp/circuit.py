@@ -59,8 +59,9 @@ class Circuit:
         if state == "half_open" and not self._probing:
             self._probing = True
             return Ticket(probe=True)
-        pause = self._policy.open_for
-        return f"{self.server} is failing repeatedly; nerve paused calls to it for {pause:g} s"
+        return (
+            f"{self.server} is failing repeatedly; nerve paused calls to it for {self._policy.open_for:g} s"
+        )
 
     def settle(self, ticket: Ticket, *, answered: bool | None) -> None:
         """How an admitted call ended (None: cancelled); only a probe's outcome changes the state."""
@@ -70,7 +71,8 @@ class Circuit:
         if answered is None:
             return  # the next call probes instead
         if answered:
-            self._close()
+            self._opened_at = None
+            self._failures.clear()
         elif self.state != "open":  # the crash itself may have opened it already
             self._open()
 
@@ -92,7 +94,3 @@ class Circuit:
         self._opened_at = self.clock()
         self._failures.clear()
         self.times_opened += 1
-
-    def _close(self) -> None:
-        self._opened_at = None
-        self._failures.clear()

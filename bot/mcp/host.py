@@ -19,14 +19,14 @@ from mcp import MCPError
 
 from bot.errors import PromptError
 from bot.mcp import results
-from bot.mcp.calls import LinkCalls
+from bot.mcp.calls import Call, LinkCalls
 from bot.mcp.catalog import build_catalog, prompt_specs, prompt_text, unmatched_overrides
 from bot.mcp.circuit import CircuitPolicy
-from bot.mcp.link import AuthFactory, Mode, ServerLink, sign_in_asked
+from bot.mcp.link import AuthFactory, Mode, ServerLink
 from bot.mcp.personal import CONNECT_TOOL, NEEDS_SIGN_IN, PersonalServers
 from bot.mcp.server_config import ServerConfig
 from bot.observe.log_context import server_context
-from bot.types import CallContext, PromptSpec, ToolResult, ToolSpec
+from bot.types import CallContext, PromptSpec, SignInNeeded, ToolResult, ToolSpec
 
 if TYPE_CHECKING:  # the OAuth client loads only when a server signs in
     from bot.mcp.auth.sign_ins import SignIns
@@ -154,9 +154,7 @@ class MCPHost:
     def problems(self) -> list[tuple[str, str]]:
         """Servers that are not connected right now, with the reason (for operators, not the model)."""
         found = []
-        for name, link in self._links.items():
-            if link.ready:
-                continue
+        for name, link in self._links.items():  # a ready link has attempted, and has no problem
             if not link.attempted.is_set():
                 found.append((name, STILL_STARTING))
             elif link.problem is not None:
@@ -193,8 +191,7 @@ class MCPHost:
         if (spec := self._prompts.get(name)) is None:
             known = ", ".join(sorted(self._prompts)) or "none right now"
             raise PromptError(f"There is no prompt named {name!r}. Prompts: {known}.")
-        missing = [a.name for a in spec.arguments if a.required and not arguments.get(a.name)]
-        if missing:
+        if missing := [a.name for a in spec.arguments if a.required and not arguments.get(a.name)]:
             raise PromptError(f"The prompt {name} needs: {', '.join(missing)}.")
         if (client := self._links[spec.server].client) is None:
             raise PromptError(f"The server {spec.server} is not running right now; try again shortly.")
@@ -263,7 +260,7 @@ class MCPHost:
                 )
             link = found
         assert link is not None
-        result = await self._calls.call(link, spec, name, arguments, context, started)
+        result = await self._calls.call(link, Call(spec, name, arguments, context, started))
         asked = sign_in_asked(link) if result.is_error else None
         if asked is None:
             return result
@@ -330,3 +327,14 @@ class MCPHost:
             if problem not in self._warned:
                 self._warned.add(problem)
                 logger.warning("%s", problem)
+
+
+def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
+    """The sign-in (and scope) a failed call's server asked for mid-call, taken: reported once."""
+    from bot.mcp.auth.sign_ins import ParkingOAuth
+
+    provider = link.auth
+    if not isinstance(provider, ParkingOAuth) or provider.asked is None:
+        return None
+    needed, provider.asked = provider.asked, None
+    return needed, provider.context.client_metadata.scope

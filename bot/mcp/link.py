@@ -207,8 +207,7 @@ class ServerLink:
         early = None
         tap = None
         if self.config.kind == "stdio":  # its process, when the command line started it already
-            env = server_environment(transport.stdio_parameters(self.config))
-            early = await claim(self.name, self.config, env)
+            early = await claim(self.name, self.config, server_environment(self.config.env))
             tap = early.tap if early is not None else StderrTap(self.name)
         if early is not None:
             logger.debug(
@@ -276,7 +275,7 @@ class ServerLink:
                     if tap is not None:
                         tap.close_writer()
                     listeners = await stack.enter_async_context(anyio.create_task_group())
-                    await self._listen_for_changes(client, listeners)
+                    await listeners.start(self._listen, client)
                     await self._list(client)
                     self.listed = True
                     handshake.deadline = math.inf
@@ -324,26 +323,21 @@ class ServerLink:
         self.tools = await list_all_tools(client)
         self.prompts = await list_all_prompts(client)
 
-    async def _listen_for_changes(self, client: Client, group: anyio.abc.TaskGroup) -> None:
+    async def _listen(self, client: Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """On a 2026-07-28 connection change events come only through `subscriptions/listen`."""
         offered = client.server_capabilities
         tools = bool(offered.tools and offered.tools.list_changed)
         prompts = bool(offered.prompts and offered.prompts.list_changed)
-        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS or not (tools or prompts):
-            return  # older connections deliver notifications/*/list_changed to `ServerMessages.on_message`
-        await group.start(self._listen, client, tools, prompts)
-
-    async def _listen(
-        self, client: Client, tools: bool, prompts: bool, *, task_status: anyio.abc.TaskStatus[None]
-    ) -> None:
         started = False
         try:
-            async with client.listen(tools_list_changed=tools, prompts_list_changed=prompts) as subscription:
-                task_status.started()
-                started = True
-                async for event in subscription:
-                    if isinstance(event, ToolsListChanged | PromptsListChanged):
-                        self.request_refresh()
+            # Older connections deliver notifications/*/list_changed to `ServerMessages.on_message`.
+            if client.protocol_version in MODERN_PROTOCOL_VERSIONS and (tools or prompts):
+                async with client.listen(tools_list_changed=tools, prompts_list_changed=prompts) as events:
+                    task_status.started()
+                    started = True
+                    async for event in events:
+                        if isinstance(event, ToolsListChanged | PromptsListChanged):
+                            self.request_refresh()
         except (ListenNotSupportedError, SubscriptionLost, MCPError, TimeoutError) as exc:
             logger.info("MCP server %r: no tool-change events (%s)", self.name, exc)
         finally:
@@ -397,14 +391,3 @@ class ServerLink:
         self._changed.set()
         self._changed = asyncio.Event()
         self._on_change()
-
-
-def sign_in_asked(link: ServerLink) -> tuple[SignInNeeded, str | None] | None:
-    """The sign-in (and scope) a failed call's server asked for mid-call, taken: reported once."""
-    from bot.mcp.auth.sign_ins import ParkingOAuth
-
-    provider = link.auth
-    if not isinstance(provider, ParkingOAuth) or provider.asked is None:
-        return None
-    needed, provider.asked = provider.asked, None
-    return needed, provider.context.client_metadata.scope

@@ -72,8 +72,7 @@ class PersonalServers:
 
     async def link_for(self, spec: ToolSpec, context: CallContext | None) -> ServerLink | ToolResult:
         """The person's own link to the call's server, or why the call cannot be made yet."""
-        person = context.person if context is not None else ""
-        if not person:
+        if not (person := context.person if context is not None else ""):
             return results.unavailable(spec.server, "it needs a signed-in person, and this call has none")
         if not await self.sign_ins.has_tokens(spec.server, person):
             return await self._sign_in(spec.server, person)
@@ -117,14 +116,13 @@ class PersonalServers:
         task = asyncio.create_task(link.run(), name=f"mcp-server:{server}:{person}")
         self._links[(server, person)] = (link, task)
         while len(self._links) > MAX_OPEN_LINKS:
-            (old_server, old_person), _ = next(iter(self._links.items()))
-            if self.catalog.get(old_server) is self._links[(old_server, old_person)][0]:
-                self._links.move_to_end((old_server, old_person))
-                continue
-            closing = asyncio.create_task(self.forget(old_server, old_person))
-            self._closing.add(closing)
-            closing.add_done_callback(self._closing.discard)
-            break
+            oldest, (old_link, _) = next(iter(self._links.items()))
+            if self.catalog.get(oldest[0]) is not old_link:  # a catalog link stays open
+                closing = asyncio.create_task(self.forget(*oldest))
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+                break
+            self._links.move_to_end(oldest)
         return link
 
     async def forget(self, server: str, person: str) -> None:

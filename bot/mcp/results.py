@@ -48,9 +48,7 @@ def describe_block(block: ContentBlock) -> str:
     if isinstance(block, TextContent):
         return block.text
     if isinstance(block, ImageContent | AudioContent):
-        kind = "image" if isinstance(block, ImageContent) else "audio"
-        size = len(block.data) * 3 // 4
-        return f"[{kind} ({block.mime_type}, about {size} bytes) omitted]"
+        return f"[{block.type} ({block.mime_type}, about {len(block.data) * 3 // 4} bytes) omitted]"
     if isinstance(block, EmbeddedResource):
         resource = block.resource
         if isinstance(resource, TextResourceContents):
@@ -67,18 +65,12 @@ def join_content(blocks: Iterable[ContentBlock]) -> str:
 
 def classify_error(text: str) -> tuple[ToolErrorKind, float | None]:
     """The kind of a failed call from the server's words, and any retry-after it named (seconds)."""
-    if _RATE_LIMIT.search(text):
-        return "rate_limited", _retry_after(text)
-    if _ARGUMENT_ERROR.search(text):
-        return "arguments", None
-    return "execution", None
-
-
-def _retry_after(text: str) -> float | None:
+    if not _RATE_LIMIT.search(text):
+        return ("arguments" if _ARGUMENT_ERROR.search(text) else "execution"), None
     if (match := _RETRY_AFTER.search(text)) is None:
-        return None
+        return "rate_limited", None
     value = float(match.group(1))
-    return value / 1000.0 if (match.group(2) or "s").lower().startswith("m") else value
+    return "rate_limited", value / 1000.0 if (match.group(2) or "s").lower().startswith("m") else value
 
 
 def resources_of(blocks: Iterable[ContentBlock]) -> tuple[Resource, ...]:

@@ -120,9 +120,7 @@ class ServerConfig(BaseModel):
 
     @property
     def kind(self) -> Literal["stdio", "streamable-http", "sse"]:
-        if self.command:
-            return "stdio"
-        return self.transport or "streamable-http"
+        return "stdio" if self.command else self.transport or "streamable-http"
 
     @property
     def active(self) -> bool:
@@ -193,8 +191,7 @@ class ServersFile(BaseModel):
             raise ValueError("give either 'mcpServers' or 'servers', not both")
         if self.mcpServers is None and self.servers is None:
             raise ValueError("needs 'mcpServers' (Claude Desktop, Cursor) or 'servers' (VS Code)")
-        unknown = [name for name in self.disabled if name not in self.entries]
-        if unknown:
+        if unknown := [name for name in self.disabled if name not in self.entries]:
             names = ", ".join(f"'{name}'" for name in unknown)
             raise ValueError(f"'disabled' names {names}, which the file does not configure")
         return self

@@ -46,8 +46,7 @@ class Callers:
         if not active or len({c.owner for c in active}) != 1:
             return None
         tools = tuple(dict.fromkeys(c.tool for c in active))
-        asking = next((c for c in active if c.ask is not None), active[0])
-        return asking, tools
+        return next((c for c in active if c.ask is not None), active[0]), tools
 
 
 class ServerMessages:

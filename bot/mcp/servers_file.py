@@ -69,8 +69,7 @@ def _expand_server(name: str, server: ServerConfig, environ: Mapping[str, str], 
         env = {key: value for key, value in dotenv_values(env_path).items() if value is not None}
     env.update({k: fill(v, f"env.{k}") for k, v in server.env.items()})
     url = fill(server.url, "url") if server.url else None
-    insecure = plain_http_host(url) if url is not None and not server.allow_insecure_http else None
-    if insecure is not None:
+    if url is not None and not server.allow_insecure_http and (insecure := plain_http_host(url)):
         raise ConfigError(
             f"{where} field 'url': plain http to {insecure} can be read and changed by anything on the "
             'path: use https (plain http is for loopback only), or set "allowInsecureHttp": true if '
@@ -96,21 +95,18 @@ def _describe_validation_error(path: Path, error: ValidationError) -> str:
     problems = []
     for item in error.errors():
         loc = [str(part) for part in item["loc"]]
+        message = item["msg"].removeprefix("Value error, ")
         if len(loc) >= 3 and loc[0] == "policy":
-            problems.append(f"policy '{loc[1]}' field '{'.'.join(loc[2:])}': {_plain(item['msg'])}")
+            problems.append(f"policy '{loc[1]}' field '{'.'.join(loc[2:])}': {message}")
         elif len(loc) >= 2 and loc[0] in SERVER_KEYS:
             field = ".".join(loc[2:]) or "(entry)"
             if field == "(entry)" and item["msg"].startswith("Value error, '"):
                 # A cross-field rule: name the field it is about ('type', 'transport', …).
                 field = item["msg"].split("'")[1]
-            problems.append(f"server '{loc[1]}' field '{field}': {_plain(item['msg'])}")
+            problems.append(f"server '{loc[1]}' field '{field}': {message}")
         else:
-            problems.append(f"field '{'.'.join(loc) or '(top level)'}': {_plain(item['msg'])}")
+            problems.append(f"field '{'.'.join(loc) or '(top level)'}': {message}")
     return f"{path}: " + "; ".join(problems)
-
-
-def _plain(message: str) -> str:
-    return message.removeprefix("Value error, ")
 
 
 def load_servers(

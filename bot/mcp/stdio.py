@@ -8,7 +8,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
@@ -16,7 +16,6 @@ import anyio
 import anyio.lowlevel
 import mcp_types
 from anyio.abc import Process
-from mcp import StdioServerParameters
 from mcp.client.stdio import (
     _aclose_all,
     _close_pipe,
@@ -32,6 +31,7 @@ from mcp.os.win32.utilities import ServerProcess, close_process_job, terminate_w
 from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
+from bot.mcp.server_config import ServerConfig
 from bot.observe.log_context import fields
 from bot.observe.log_throttle import LogThrottle, held_back
 
@@ -143,18 +143,19 @@ def _id_in_text(text: str) -> int | str | None:
 
 @asynccontextmanager
 async def stdio_transport(
-    params: StdioServerParameters, *, server: str, errlog: TextIO, started: Process | None = None
+    config: ServerConfig, *, server: str, errlog: TextIO, started: Process | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's `stdio_client`, over the process `started` for it already if any (`early_start`)."""
+    assert config.command is not None
     process: ServerProcess = (
         started
         if started is not None
         else await _create_platform_compatible_process(
-            command=await _get_executable_command(params.command),
-            args=params.args,
-            env=server_environment(params),
+            command=await _get_executable_command(config.command),
+            args=config.args,
+            env=server_environment(config.env),
             errlog=errlog,
-            cwd=params.cwd,
+            cwd=config.cwd,
         )
     )
     # No awaits until the task group is entered: a cancellation in the gap would leak the process.
@@ -227,9 +228,9 @@ async def stdio_transport(
     await anyio.lowlevel.cancel_shielded_checkpoint()
 
 
-def server_environment(params: StdioServerParameters) -> dict[str, str]:
+def server_environment(env: Mapping[str, str]) -> dict[str, str]:
     """What a stdio server's process gets: the SDK's inherited variables and the entry's own."""
-    return get_default_environment() | (params.env or {})
+    return get_default_environment() | dict(env)
 
 
 async def stop_server(process: ServerProcess, server: str) -> None:

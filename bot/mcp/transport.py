@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import httpx2
-from mcp import MCPError, StdioServerParameters
+from mcp import MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -47,7 +47,7 @@ async def open_transport(
     if config.kind == "stdio":
         assert tap is not None
         started = early.process if early is not None else None
-        return stdio_transport(stdio_parameters(config), server=name, errlog=tap.writer, started=started)
+        return stdio_transport(config, server=name, errlog=tap.writer, started=started)
     assert config.url is not None
     if config.kind == "sse":
         return sse_client(
@@ -70,11 +70,6 @@ async def open_transport(
     )
     await stack.enter_async_context(http)
     return streamable_http_client(config.url, http_client=http)
-
-
-def stdio_parameters(config: ServerConfig) -> StdioServerParameters:
-    assert config.command is not None
-    return StdioServerParameters(command=config.command, args=config.args, env=config.env, cwd=config.cwd)
 
 
 @asynccontextmanager

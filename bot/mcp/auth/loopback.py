@@ -72,13 +72,11 @@ class LoopbackSignIn:
 
     async def redirect_handler(self, url: str) -> None:
         """Show the sign-in link and open it in the browser; the answer is awaited separately."""
-        state = parse_qs(urlparse(url).query).get("state", [None])[0]
         if self._answer is not None and not self._answer.done():
             self._answer.cancel()  # a new sign-in replaces one nobody finished
-        self._state = state
+        self._state = parse_qs(urlparse(url).query).get("state", [None])[0]
         self._answer = asyncio.get_running_loop().create_future()
-        host = urlparse(url).hostname or "the server"
-        self._say(f"Sign in at {host} in your browser: {url}")
+        self._say(f"Sign in at {urlparse(url).hostname or 'the server'} in your browser: {url}")
         if self._open_browser:
             # webbrowser blocks (a console browser until it exits): keep it off the event loop.
             task = asyncio.create_task(self._open(url))

@@ -56,9 +56,6 @@ _METHOD_PREFERENCE: tuple[TokenEndpointAuthMethod, ...] = (
 )
 _METADATA_PATHS = ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
 
-RedirectHandler = Callable[[str], Awaitable[None]]
-CallbackHandler = Callable[[], Awaitable[AuthorizationCodeResult]]
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuthorizationRequest:
@@ -81,8 +78,8 @@ class NerveOAuth(OAuthClientProvider):
         *,
         redirect_uri: str,
         client_metadata_url: str | None = None,
-        redirect_handler: RedirectHandler | None = None,
-        callback_handler: CallbackHandler | None = None,
+        redirect_handler: Callable[[str], Awaitable[None]] | None = None,
+        callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None,
         also_scope: str | None = None,
     ) -> None:
         if config.type != "oauth":
@@ -264,7 +261,6 @@ def client_metadata(config: AuthConfig, redirect_uri: str) -> OAuthClientMetadat
         client_name=CLIENT_NAME,
         redirect_uris=[redirect_uri],  # type: ignore[list-item]  # pydantic parses the URL
         grant_types=list(GRANT_TYPES),
-        response_types=["code"],
         token_endpoint_auth_method=config.token_endpoint_auth_method or "none",
         application_type=_application_type(redirect_uri),
     )
@@ -342,8 +338,7 @@ def client_metadata_document(public_url: str) -> dict[str, Any]:
 
 def _application_type(redirect_uri: str) -> Literal["native", "web"]:
     """SEP-837: a loopback redirect is a native app's; anything else a web application's."""
-    host = urlparse(redirect_uri).hostname or ""
-    return "native" if host in ("127.0.0.1", "localhost", "::1") else "web"
+    return "native" if urlparse(redirect_uri).hostname in ("127.0.0.1", "localhost", "::1") else "web"
 
 
 def scope_union(*scopes: str | None) -> str:

@@ -216,8 +216,7 @@ class SignIns:
         request = await provider._exchange_token_authorization_code(code, str(flow["verifier"]))
         try:
             async with self._http(server) as http:
-                response = await http.send(request)
-                await provider._handle_token_response(response)
+                await provider._handle_token_response(await http.send(request))
         except PlainHttpRefused as exc:
             logger.warning("sign-in to %s: token exchange not sent: %s", server, exc)
             raise SignInFailed(f"{server}'s sign-in was not finished: {exc}.") from exc

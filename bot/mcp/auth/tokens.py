@@ -51,14 +51,12 @@ class StoredTokens:
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         now = time.time()
-        expires_at = now + tokens.expires_in if tokens.expires_in else None
-        self.expires_at = expires_at
+        self.expires_at = now + tokens.expires_in if tokens.expires_in else None
         self.stored_at = now
-        client = self.client.model_dump(mode="json", exclude_none=True) if self.client else None
         record: dict[str, object] = {
             "token": tokens.model_dump(mode="json"),
-            "expires_at": expires_at,
-            "client": client,
+            "expires_at": self.expires_at,
+            "client": self.client.model_dump(mode="json", exclude_none=True) if self.client else None,
         }
         wanted = await self.wanted_scope()
         if wanted and not set(wanted.split()) <= set((tokens.scope or "").split()):
