@@ -18,6 +18,7 @@ from bot.turn.calls import (
     TurnState,
     Waiting,
     failure_of,
+    refusal,
     stored_arguments,
     stored_attachment,
 )
@@ -70,7 +71,7 @@ class DecidedRound:
         detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
         hint = "It may or may not have taken effect. Do not call it again unless the user asks."
         failure = failure_of(call, "execution", detail, hint)
-        return self.loop.runner.refusal(call, pending.arguments, failure, "not_run")
+        return refusal(call, pending.arguments, failure, "not_run")
 
     async def run(
         self,
@@ -126,9 +127,7 @@ class DecidedRound:
                 failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
             else:
                 failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return self.loop.runner.refusal(
-                call, pending.arguments, failure, "not_run", server=pending.server
-            )
+            return refusal(call, pending.arguments, failure, "not_run", server=pending.server)
 
         async def recorded(call: ToolCall) -> CallOutcome:
             finished[call.id] = outcome = await one(call)

@@ -20,10 +20,12 @@ from bot.forms import FormError, check_answer, form_from_schema, secret_fields
 from bot.observe import metrics
 from bot.plain_http import is_loopback
 from bot.store.inputs import InputLedger, ParkedCallQuestions, ParkedQuestion, StoredInput
+from bot.turn.calls import Waiting
 from bot.turn.deadline import finish_anyway
 from bot.types import (
     Ask,
     ConversationKey,
+    Incoming,
     InputAnswer,
     InputDraft,
     InputMode,
@@ -170,24 +172,17 @@ class InputDesk:
         return request, draft.schema
 
     def park_questions(
-        self,
-        *,
-        key: ConversationKey,
-        user_id: str,
-        server: str,
-        call_id: str,
-        needed: InputNeeded,
-        expires_at: float,
+        self, incoming: Incoming, waiting: Waiting, needed: InputNeeded, expires_at: float
     ) -> ParkedCallQuestions:
         """A parked call's questions as they will be shown (each checked as a live one is)."""
         questions = []
         for input_key, draft in needed.questions:
-            request, schema = self._request(key, user_id, server, draft)
+            request, schema = self._request(incoming.key, incoming.user_id, waiting.spec.server, draft)
             request = replace(request, expires_at=expires_at)
             status: InputStatus = "declined" if request.refused is not None else "open"
             questions.append(ParkedQuestion(request=request, schema=schema, key=input_key, status=status))
         return ParkedCallQuestions(
-            call_id=call_id, request_state=needed.request_state, questions=tuple(questions)
+            call_id=waiting.call.id, request_state=needed.request_state, questions=tuple(questions)
         )
 
     async def answers_for(self, parked_id: str, call_id: str, progress: Progress) -> InputResume | None:

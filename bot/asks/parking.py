@@ -77,26 +77,15 @@ class Parking:
         incoming, waiting, state = waiting_round.incoming, waiting_round.waiting, waiting_round.state
         done = [r for r in waiting_round.results if isinstance(r, CallOutcome)]
         request_id = new_request_id()
-        asked = [w for w in waiting if w.questions is not None]
-        signing = [w for w in waiting if w.sign_in is not None]
+        asked = [(w, w.questions) for w in waiting if w.questions is not None]
+        signing = [(w, w.sign_in) for w in waiting if w.sign_in is not None]
         config = self._config
         expires_at = self.clock() + max(
             config.approval_timeout,
             config.input_timeout if asked else 0,
             config.sign_in_timeout if signing else 0,
         )
-        questions = [
-            self._desk().park_questions(
-                key=incoming.key,
-                user_id=incoming.user_id,
-                server=w.spec.server,
-                call_id=w.call.id,
-                needed=w.questions,
-                expires_at=expires_at,
-            )
-            for w in asked
-            if w.questions is not None
-        ]
+        questions = [self._desk().park_questions(incoming, w, needed, expires_at) for w, needed in asked]
         calls = [
             (
                 PendingCall(
@@ -119,23 +108,15 @@ class Parking:
             rounds_used=waiting_round.rounds_used,
             expires_at=expires_at,
             questions=questions,
-            sign_ins=[
-                SignInWait(call_id=w.call.id, server=w.sign_in.server, person=w.sign_in.person)
-                for w in signing
-                if w.sign_in is not None
-            ],
+            sign_ins=[SignInWait(call_id=w.call.id, server=s.server, person=s.person) for w, s in signing],
             now=time.time(),
         )
         waiting_for: list[Ask] = []
-        for w in signing:
-            assert w.sign_in is not None
+        for w, sign_in in signing:
+            waiting_for.append(ask := Ask.of_sign_in(sign_in, incoming.key, expires_at))
             message = f"Connect {w.spec.server} to go on"
-            sign_in_ask = Ask.of_sign_in(w.sign_in, incoming.key, expires_at)
-            waiting_for.append(sign_in_ask)
             await progress(
-                TurnEvent(
-                    kind="ask", message=message, tool=w.call.name, tool_call_id=w.call.id, ask=sign_in_ask
-                )
+                TurnEvent(kind="ask", message=message, tool=w.call.name, tool_call_id=w.call.id, ask=ask)
             )
         for parked_call in questions:
             for question in parked_call.questions:
@@ -159,11 +140,11 @@ class Parking:
         parts = [_waiting_for_approval(prompt)] if prompt.calls else []
         if asked:
             parts.append(
-                f"Waiting for your answer to what {_listed(w.spec.original_name for w in asked)} asked."
+                f"Waiting for your answer to what {_listed(w.spec.original_name for w, _ in asked)} asked."
             )
         if signing:
             parts.append(
-                f"{_listed(w.spec.server for w in signing)} works with your own account: use the private"
+                f"{_listed(w.spec.server for w, _ in signing)} works with your own account: use the private"
                 " Connect button I sent you to sign in, and I will go on."
             )
         if prompt.calls:
@@ -226,10 +207,8 @@ class Parking:
             return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
         chosen = [c for c in prompt.calls if call_id is None or c.call_id == call_id]
         if status != "waiting":
-            expired = any(c.status == "expired" for c in chosen)
-            return Decision(
-                changed=False, prompt=prompt, note=EXPIRED if expired else ALREADY_DECIDED.format(by="")
-            )
+            note = EXPIRED if any(c.status == "expired" for c in chosen) else ALREADY_DECIDED.format(by="")
+            return Decision(changed=False, prompt=prompt, note=note)
         if call_id is not None and not chosen:
             return Decision(changed=False, prompt=prompt, note=GONE)
         if shown_hash is not None and any(c.call_hash != shown_hash for c in chosen):
@@ -239,13 +218,9 @@ class Parking:
         open_ids = [c.call_id for c in chosen if c.status == "pending"]
         if not open_ids:
             by = chosen[0].decided_by if len(chosen) == 1 else None
+            note = ALREADY_DECIDED.format(by=f" by {by}" if by else "")
             # Every call decided but the turn never went on (a resume that failed): this click may resume it.
-            return Decision(
-                changed=False,
-                prompt=prompt,
-                note=ALREADY_DECIDED.format(by=f" by {by}" if by else ""),
-                ready=not prompt.open,
-            )
+            return Decision(changed=False, prompt=prompt, note=note, ready=not prompt.open)
         status_now: CallDecision = "approved" if approve else "denied"
         changed = await self.approvals.decide(request_id, open_ids, status_now, user_id, now)
         if remember and approve:
