@@ -310,15 +310,7 @@ class Agent:
                 return await self._signed_in(ask_id, answer)
 
     async def _decide(self, ask_id: str, person: str, answer: Approve | Deny) -> Answered:
-        remember = isinstance(answer, Approve) and answer.remember
-        decision = await self._parking.decide(
-            ask_id,
-            person,
-            approve=isinstance(answer, Approve),
-            call_id=answer.call_id,
-            shown_hash=answer.shown_hash,
-            remember=remember,
-        )
+        decision = await self._parking.decide(ask_id, person, answer)
         if decision.note == _parking.GONE:
             raise AskGone(decision.note)
         if decision.note == _parking.EXPIRED:

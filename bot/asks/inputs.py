@@ -24,7 +24,6 @@ from bot.turn.calls import Waiting
 from bot.turn.deadline import finish_anyway
 from bot.types import (
     Ask,
-    ConversationKey,
     Incoming,
     InputAnswer,
     InputDraft,
@@ -81,10 +80,10 @@ class InputDesk:
         self._links: dict[tuple[str, str], tuple[InputRequest, Progress]] = {}
 
     async def ask(
-        self, *, key: ConversationKey, user_id: str, server: str, draft: InputDraft, progress: Progress
+        self, incoming: Incoming, server: str, draft: InputDraft, progress: Progress
     ) -> InputAnswer:
-        """Show the question to `user_id` and wait for their answer, its expiry, or cancellation."""
-        request, schema = self._request(key, user_id, server, draft)
+        """Show the question to the turn's person and wait for their answer, its expiry, or cancellation."""
+        request, schema = self._request(incoming, server, draft)
         if request.refused is not None:
             await self.store.open_input(request, schema, self.wall(), status="declined")
             logger.info("MCP server %r asked for input nerve refused to show: %s", server, request.refused)
@@ -135,7 +134,7 @@ class InputDesk:
             self._answered.pop(request_id, None)
 
     def _request(
-        self, key: ConversationKey, user_id: str, server: str, draft: InputDraft
+        self, incoming: Incoming, server: str, draft: InputDraft
     ) -> tuple[InputRequest, dict[str, Any] | None]:
         refused: str | None = None
         form = None
@@ -158,8 +157,8 @@ class InputDesk:
                     refused = f"{server} asked for input nerve cannot show as a form ({exc}), so it declined."
         request = InputRequest(
             request_id=new_request_id(),
-            key=key,
-            user_id=user_id,
+            key=incoming.key,
+            user_id=incoming.user_id,
             server=server,
             tools=draft.tools,
             message=draft.message,
@@ -177,7 +176,7 @@ class InputDesk:
         """A parked call's questions as they will be shown (each checked as a live one is)."""
         questions = []
         for input_key, draft in needed.questions:
-            request, schema = self._request(incoming.key, incoming.user_id, waiting.spec.server, draft)
+            request, schema = self._request(incoming, waiting.spec.server, draft)
             request = replace(request, expires_at=expires_at)
             status: InputStatus = "declined" if request.refused is not None else "open"
             questions.append(ParkedQuestion(request=request, schema=schema, key=input_key, status=status))

@@ -28,11 +28,13 @@ from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
     AgentReply,
     ApprovalPrompt,
+    Approve,
     Ask,
     AuditEntry,
     CallDecision,
     ConversationKey,
     Decision,
+    Deny,
     Incoming,
     PendingCall,
     Progress,
@@ -183,19 +185,12 @@ class Parking:
             waiting=tuple(Ask.of_input(q) for q in questions),
         )
 
-    async def decide(
-        self,
-        request_id: str,
-        user_id: str,
-        *,
-        approve: bool,
-        call_id: str | None = None,
-        shown_hash: str | None = None,
-        remember: bool = False,
-    ) -> Decision:
+    async def decide(self, request_id: str, user_id: str, answer: Approve | Deny) -> Decision:
         """A person's click on an approval: the requester or an admin decides one call (`call_id`) or all
-        open ones; anything else changes nothing and says why. `remember` (approve only) also always-allows
-        each approved tool in the place, bound to the definition that was shown."""
+        open ones; anything else changes nothing and says why. `remember` also always-allows each
+        approved tool in the place, bound to the definition that was shown."""
+        approve, call_id, shown_hash = isinstance(answer, Approve), answer.call_id, answer.shown_hash
+        remember = isinstance(answer, Approve) and answer.remember
         if self.approvals is None:
             return Decision(changed=False, prompt=None, note="Approvals are not enabled.")
         now = self.clock()
@@ -223,7 +218,7 @@ class Parking:
             return Decision(changed=False, prompt=prompt, note=note, ready=not prompt.open)
         status_now: CallDecision = "approved" if approve else "denied"
         changed = await self.approvals.decide(request_id, open_ids, status_now, user_id, now)
-        if remember and approve:
+        if remember:
             # Bound to the definition that was shown, and only while the tool still has it.
             now_defined = {
                 (t.server, t.original_name): t.definition_hash for t in self.loop.host.list_tools()
@@ -238,7 +233,7 @@ class Parking:
             return Decision(changed=False, prompt=after, note=ALREADY_DECIDED.format(by=""))
         metrics.approvals_decided(len(changed), approve)
         outcome = "approved" if approve else "denied"
-        if remember and approve:
+        if remember:
             outcome = "approved, always allowed here"
         decided = [c for c in after.calls if c.call_id in changed]
         await self._audit(after.key, after.place, decided, user_id, outcome)

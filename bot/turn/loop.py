@@ -99,7 +99,7 @@ class QuestionDesk(Protocol):
     """Where a server's question mid-call is shown to its person (`bot.asks.inputs.InputDesk`)."""
 
     async def ask(
-        self, *, key: ConversationKey, user_id: str, server: str, draft: InputDraft, progress: Progress
+        self, incoming: Incoming, server: str, draft: InputDraft, progress: Progress
     ) -> InputAnswer: ...
 
     async def completed(self, server: str, elicitation_id: str) -> None: ...
@@ -249,13 +249,7 @@ class TurnLoop:
                 if desk is None:
                     return InputAnswer(action="cancel")
                 with deadline.paused():
-                    return await desk.ask(
-                        key=incoming.key,
-                        user_id=incoming.user_id,
-                        server=spec.server,
-                        draft=draft,
-                        progress=progress,
-                    )
+                    return await desk.ask(incoming, spec.server, draft, progress)
 
             async def completed(elicitation_id: str) -> None:
                 if desk is not None:
