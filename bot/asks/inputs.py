@@ -12,7 +12,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -134,7 +134,7 @@ class InputDesk:
             self._answered.pop(request_id, None)
 
     def _request(
-        self, incoming: Incoming, server: str, draft: InputDraft
+        self, incoming: Incoming, server: str, draft: InputDraft, expires_at: float | None = None
     ) -> tuple[InputRequest, dict[str, Any] | None]:
         refused: str | None = None
         form = None
@@ -144,10 +144,9 @@ class InputDesk:
             schema = draft.schema or {}
             secrets = secret_fields(schema)
             if secrets:
-                names = ", ".join(secrets)
                 refused = (
-                    f"{server} asked for a secret ({names}) in a chat form. nerve never collects "
-                    "passwords, tokens or keys that way, so it declined; "
+                    f"{server} asked for a secret ({', '.join(secrets)}) in a chat form. nerve never "
+                    "collects passwords, tokens or keys that way, so it declined; "
                     "the tool may offer a sign-in link instead."
                 )
             else:
@@ -166,7 +165,7 @@ class InputDesk:
             form=form,
             url=draft.url if draft.mode == "url" and refused is None else None,
             refused=refused,
-            expires_at=self.clock() + self.timeout,
+            expires_at=self.clock() + self.timeout if expires_at is None else expires_at,
         )
         return request, draft.schema
 
@@ -176,8 +175,7 @@ class InputDesk:
         """A parked call's questions as they will be shown (each checked as a live one is)."""
         questions = []
         for input_key, draft in needed.questions:
-            request, schema = self._request(incoming, waiting.spec.server, draft)
-            request = replace(request, expires_at=expires_at)
+            request, schema = self._request(incoming, waiting.spec.server, draft, expires_at)
             status: InputStatus = "declined" if request.refused is not None else "open"
             questions.append(ParkedQuestion(request=request, schema=schema, key=input_key, status=status))
         return ParkedCallQuestions(
@@ -227,7 +225,7 @@ class InputDesk:
             checked, errors = check_answer(request.form, answer.content or {})
             if checked is None:
                 return InputOutcome(changed=False, request=request, status="open", errors=errors)
-            content = {k: list(v) if isinstance(v, tuple) else v for k, v in checked.items()}
+            content = checked
         status: InputStatus = _STATUS_OF[answer.action]  # type: ignore[assignment]
         if not await self.store.settle_input(request_id, status, by=user_id, content=content):
             again = await self.store.stored_input(request_id)

@@ -22,7 +22,7 @@ from bot.policy.scopes import place_id
 from bot.seams import TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
-from bot.turn.calls import CallOutcome
+from bot.turn.calls import CallOutcome, Waiting
 from bot.turn.deadline import TurnDeadline, finish_anyway
 from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
@@ -63,25 +63,21 @@ class Parking:
     inputs: InputDesk | None = None
 
     def __post_init__(self) -> None:
-        self._config = self.loop.config
         self._decided = DecidedRound(loop=self.loop, approvals=self.approvals, inputs=self.inputs)
 
     async def settle(self, result: AgentReply | WaitingRound, progress: Progress) -> AgentReply:
-        """The turn's reply: its answer, or what it waits for once its round is parked."""
-        if isinstance(result, WaitingRound):
-            return await self._park(result, progress)
-        return result
-
-    async def _park(self, waiting_round: WaitingRound, progress: Progress = no_progress) -> AgentReply:
-        """Write the round whose calls wait for a person (a decision, answers to its server's questions,
-        a sign-in), and end the turn: nothing is held meanwhile."""
+        """The turn's answer, or what it waits for (a decision, an answer, a sign-in) once its round is
+        written: nothing is held meanwhile."""
+        if not isinstance(result, WaitingRound):
+            return result
         assert self.approvals is not None
-        incoming, waiting, state = waiting_round.incoming, waiting_round.waiting, waiting_round.state
-        done = [r for r in waiting_round.results if isinstance(r, CallOutcome)]
+        incoming, state = result.incoming, result.state
+        done = [r for r in result.results if isinstance(r, CallOutcome)]
+        waiting = [r for r in result.results if isinstance(r, Waiting)]
         request_id = new_request_id()
         asked = [(w, w.questions) for w in waiting if w.questions is not None]
         signing = [(w, w.sign_in) for w in waiting if w.sign_in is not None]
-        config = self._config
+        config = self.loop.config
         expires_at = self.clock() + max(
             config.approval_timeout,
             config.input_timeout if asked else 0,
@@ -104,10 +100,10 @@ class Parking:
         await self.approvals.park(
             request_id=request_id,
             incoming=incoming,
-            answer=waiting_round.answer,
+            answer=result.answer,
             done=[o.message for o in done],
             calls=calls,
-            rounds_used=waiting_round.rounds_used,
+            rounds_used=result.rounds_used,
             expires_at=expires_at,
             questions=questions,
             sign_ins=[SignInWait(call_id=w.call.id, server=s.server, person=s.person) for w, s in signing],
@@ -154,10 +150,7 @@ class Parking:
             await progress(TurnEvent(kind="ask", message=parts[0], ask=waiting_for[0]))
         attachments = (*state.attachments, *(o.attachment for o in done))
         return AgentReply(
-            text=" ".join(parts),
-            attachments=attachments,
-            usage=waiting_round.usage,
-            waiting=tuple(waiting_for),
+            text=" ".join(parts), attachments=attachments, usage=result.usage, waiting=tuple(waiting_for)
         )
 
     def _desk(self) -> InputDesk:
@@ -186,9 +179,8 @@ class Parking:
         )
 
     async def decide(self, request_id: str, user_id: str, answer: Approve | Deny) -> Decision:
-        """A person's click on an approval: the requester or an admin decides one call (`call_id`) or all
-        open ones; anything else changes nothing and says why. `remember` also always-allows each
-        approved tool in the place, bound to the definition that was shown."""
+        """A person's click: the requester or an admin decides one call (`call_id`) or all open ones (with
+        `remember`, always allowed here from now on); anything else changes nothing and says why."""
         approve, call_id, shown_hash = isinstance(answer, Approve), answer.call_id, answer.shown_hash
         remember = isinstance(answer, Approve) and answer.remember
         if self.approvals is None:
@@ -198,7 +190,7 @@ class Parking:
         if found is None:
             return Decision(changed=False, prompt=None, note=GONE)
         prompt, status = found
-        if user_id != prompt.requester and user_id not in self._config.admins:
+        if user_id != prompt.requester and user_id not in self.loop.config.admins:
             return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
         chosen = [c for c in prompt.calls if call_id is None or c.call_id == call_id]
         if status != "waiting":
@@ -313,7 +305,7 @@ class Parking:
         state = self._decided.state_so_far(history)
         metrics.approval_resumed(request_id, parked.calls)
         # Its own deadline: the time the turn was parked was nobody's model work.
-        deadline = TurnDeadline(self._config.turn_deadline)
+        deadline = TurnDeadline(self.loop.config.turn_deadline)
         finished: dict[str, CallOutcome] = {}
         try:
             ran_out: TurnOverdue | None = None

@@ -75,9 +75,7 @@ def coerce(field: FormField, value: object) -> FieldValue | None:
     if not isinstance(value, str):
         raise FieldError(_expected(field))
     text = value.strip()
-    if not text:
-        return None
-    return _from_text(field, text)
+    return _from_text(field, text) if text else None
 
 
 def _from_text(field: FormField, text: str) -> FieldValue:
@@ -162,7 +160,6 @@ def _number(field: FormField, number: float) -> int | float:
 
 
 def _matching(field: FormField, text: str) -> list[str]:
-    """The options whose value or label is `text` (any case)."""
     folded = text.casefold()
     return [value for value, label in field.options if folded in (value.casefold(), label.casefold())]
 

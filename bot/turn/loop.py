@@ -143,7 +143,6 @@ class WaitingRound:
     incoming: Incoming
     answer: ChatMessage
     results: Sequence[CallOutcome | Waiting]
-    waiting: Sequence[Waiting]
     state: TurnState
     usage: Usage
     rounds_used: int
@@ -179,10 +178,9 @@ class TurnLoop:
         *,
         deadline: TurnDeadline,
         first_round: int = 0,
-        usage: Usage | None = None,
     ) -> AgentReply | WaitingRound:
         """Rounds from `first_round` on, until an answer, a stop, or a round that waits for a person."""
-        usage = usage or Usage()
+        usage = Usage()
         nudge: list[ChatMessage] = []
         for round_index in range(first_round, self.config.max_rounds):
             # Each round sees the tools as they are now: a server may change its list mid-turn.
@@ -213,13 +211,11 @@ class TurnLoop:
                 results = await self.runner.run(answer.tool_calls, tools, state, progress, screen, contexts)
             if screen is not None:
                 await screen.store.record_audit(incoming.key, screen.audit)
-            waiting = [r for r in results if isinstance(r, Waiting)]
-            if waiting:
+            if any(isinstance(r, Waiting) for r in results):
                 return WaitingRound(
                     incoming=incoming,
                     answer=answer,
                     results=results,
-                    waiting=waiting,
                     state=state,
                     usage=usage,
                     rounds_used=round_index + 1,
