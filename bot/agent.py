@@ -308,7 +308,15 @@ class Agent:
             resume = (ask_id,) if decision.ready else ()
             return Answered(changed=decision.changed, note=decision.note, resume=resume, decision=decision)
         if isinstance(answer, SignInFinished):
-            return await self._signed_in(ask_id, answer)
+            # The sign-in's single-use state was bound to its person when it was started, so the
+            # browser that brings it back signs in that person and no one else.
+            if self.connections is None:
+                raise AskGone(NO_SIGN_INS)
+            try:
+                signed = await self.connections.finish(ask_id, answer.code, answer.iss, answer.error)
+            except SignInFailed as exc:  # refused, already used or expired: the person gets a new link
+                raise AskError(exc.message) from exc
+            return Answered(changed=True, resume=signed.request_ids, signed_in=signed)
         if self.inputs is None:
             raise AskGone(NO_QUESTIONS)
         content = answer.values if isinstance(answer, Submit) else None
@@ -322,17 +330,6 @@ class Agent:
             resume=(outcome.resume,) if outcome.resume is not None else (),
             input=outcome,
         )
-
-    async def _signed_in(self, ask_id: str, answer: SignInFinished) -> Answered:
-        # The sign-in's single-use state was bound to its person when it was started, so the
-        # browser that brings it back signs in that person and no one else.
-        if self.connections is None:
-            raise AskGone(NO_SIGN_INS)
-        try:
-            signed = await self.connections.finish(ask_id, answer.code, answer.iss, answer.error)
-        except SignInFailed as exc:  # refused, already used or expired: the person gets a new link
-            raise AskError(exc.message) from exc
-        return Answered(changed=True, resume=signed.request_ids, signed_in=signed)
 
     async def parked_in(self, key: ConversationKey) -> tuple[ApprovalPrompt, str] | None:
         """The turn this thread is parked on, with its status, for a front end without an ask in hand."""

@@ -21,6 +21,7 @@ from bot.turn.calls import (
     refusal,
     stored_arguments,
     stored_attachment,
+    stored_results,
 )
 from bot.turn.deadline import TurnDeadline
 from bot.turn.failures import stored_failure
@@ -117,8 +118,9 @@ class DecidedRound:
                         return ran
                     failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
             elif pending.status == "denied" and pending.decided_by == NERVE:
-                detail = f"{NERVE} denied it: {NO_ONE_TO_ASK}"
-                failure = failure_of(call, "denied", detail, NO_ONE_TO_ASK_HINT)
+                failure = failure_of(
+                    call, "denied", f"{NERVE} denied it: {NO_ONE_TO_ASK}", NO_ONE_TO_ASK_HINT
+                )
             elif pending.status == "denied":
                 who = pending.decided_by or "a person"
                 failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
@@ -145,10 +147,7 @@ class DecidedRound:
         calls = {call.id: call for m in turn for call in m.tool_calls}
         for call in calls.values():
             state.guard.allow(call.name, stored_arguments(call.arguments))
-        for message in turn:
-            if message.role != "tool" or message.tool_call_id not in calls:
-                continue
-            call = calls[message.tool_call_id]
+        for call, message in stored_results(turn):
             kept = _kept(call, message)
 
             state.attachments.append(kept.attachment)

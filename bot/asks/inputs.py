@@ -12,7 +12,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,11 +73,9 @@ class InputDesk:
     timeout: float
     # Aliveness is about processes, so it runs on the wall clock even when tests move `clock`.
     wall: Callable[[], float] = time.time
-
-    def __post_init__(self) -> None:
-        self._answered: dict[str, asyncio.Event] = {}
-        # Links people agreed to open, until their server says it is done with them (bounded).
-        self._links: dict[tuple[str, str], tuple[InputRequest, Progress]] = {}
+    _answered: dict[str, asyncio.Event] = field(default_factory=dict, init=False)
+    # Links people agreed to open, until their server says it is done with them (bounded).
+    _links: dict[tuple[str, str], tuple[InputRequest, Progress]] = field(default_factory=dict, init=False)
 
     async def ask(
         self, incoming: Incoming, server: str, draft: InputDraft, progress: Progress

@@ -329,8 +329,7 @@ class Parking:
             state.attachments.extend(o.attachment for o in outcomes)
             if ran_out is not None:
                 raise ran_out
-            stop = self.loop.stop_reason(outcomes, state)
-            if stop:
+            if stop := self.loop.stop_reason(outcomes, state):
                 return await self.loop.finish(incoming.key, stop, state, Usage())
             result = await self.loop.run(
                 incoming, history, state, progress, deadline=deadline, first_round=parked.rounds_used

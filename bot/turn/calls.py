@@ -280,6 +280,12 @@ def stored_attachment(call: ToolCall, message: ChatMessage, server: str | None =
     return make_attachment(call, stored_arguments(call.arguments), shown, server)
 
 
+def stored_results(messages: Sequence[ChatMessage]) -> list[tuple[ToolCall, ChatMessage]]:
+    """The stored tool messages among `messages` that answer a call among them, each with its call."""
+    calls = {call.id: call for m in messages for call in m.tool_calls}
+    return [(calls[m.tool_call_id], m) for m in messages if m.role == "tool" and m.tool_call_id in calls]
+
+
 def stored_arguments(raw: str) -> dict[str, Any]:
     """A stored call's arguments as a dict (`{"_raw": …}` when they were not a JSON object)."""
     try:

@@ -29,6 +29,7 @@ from bot.turn.calls import (
     Waiting,
     progress_reporter,
     stored_attachment,
+    stored_results,
 )
 from bot.turn.context import Budget, build_request
 from bot.turn.deadline import TurnDeadline
@@ -225,8 +226,7 @@ class TurnLoop:
             await self.store.append(incoming.key, round_messages)
             history.extend(round_messages)
             state.attachments.extend(outcome.attachment for outcome in outcomes)
-            stop = self.stop_reason(outcomes, state)
-            if stop:
+            if stop := self.stop_reason(outcomes, state):
                 return await self.finish(incoming.key, stop, state, usage)
         text = (
             f"I stopped after {self.config.max_rounds} rounds of tool calls without reaching an answer, "
@@ -310,11 +310,9 @@ class TurnLoop:
         self, key: ConversationKey, text: str, state: TurnState, usage: Usage, *, cut_short: bool = False
     ) -> AgentReply:
         text = text.strip() or "The model returned an empty answer. Please rephrase the question."
-        missing = [failure for name, failure in state.failed.items() if name not in text]
-        if missing:
+        if missing := [failure for name, failure in state.failed.items() if name not in text]:
             text += "\n\n" + "\n".join(f"⚠️ {_one_line(failure.for_people())}" for failure in missing)
-        starting = self.host.starting()
-        if starting:
+        if starting := self.host.starting():
             text += f"\n\n⏳ {', '.join(starting)}: still starting, so not used for this answer."
         await self.store.append(key, [ChatMessage(role="assistant", content=text)])
         return AgentReply(text=text, attachments=tuple(state.attachments), usage=usage, cut_short=cut_short)
@@ -325,12 +323,7 @@ class TurnLoop:
         finals = [m for m in after if m.role == "assistant" and not m.tool_calls]
         if not finals:
             return None
-        calls = {call.id: call for m in after for call in m.tool_calls}
-        attachments = tuple(
-            stored_attachment(calls[m.tool_call_id], m)
-            for m in after
-            if m.role == "tool" and m.tool_call_id in calls
-        )
+        attachments = tuple(stored_attachment(call, m) for call, m in stored_results(after))
         return AgentReply(text=finals[0].content or "", attachments=attachments)
 
     def ended(self, incoming: Incoming, error: LLMError | TurnOverdue, state: TurnState) -> AgentReply:
