@@ -57,7 +57,6 @@ from bot.types import (
     InputAnswer,
     InputOutcome,
     InputRequest,
-    LinkOpened,
     Progress,
     PromptSpec,
     RememberedApproval,
@@ -105,6 +104,14 @@ DEFERRED_FOR_ANSWER = (
 )
 
 
+def _refuse_late(note: str | None, gone: str, expired: str, request: InputRequest | None = None) -> None:
+    """An ask that is gone or expired is an `AskError` to the front end, whatever its kind."""
+    if note == gone:
+        raise AskGone(gone, request=request)
+    if note == expired:
+        raise AskExpired(expired, request=request)
+
+
 class Agent:
     """Runs turns against a model, a tool host and a store; safe to share across many conversations."""
 
@@ -148,11 +155,7 @@ class Agent:
         )
         # Where waiting turns are parked; without a ledger every call runs at once (no approvals).
         self._parking = Parking(
-            loop=self._loop,
-            locks=self._locks,
-            clock=clock,
-            approvals=approvals,
-            inputs=self.inputs,
+            loop=self._loop, locks=self._locks, clock=clock, approvals=approvals, inputs=self.inputs
         )
         self.approvals = approvals
         # Parked turns as the front ends drive them: deny what nobody can be asked about, find what
@@ -226,8 +229,7 @@ class Agent:
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
             # A replay of the message the parked turn waits on gets its request again; others wait behind it.
             return await self._parking.parked_by(incoming) or await self._defer(incoming)
-        stored = await self._stored_again(incoming, [ChatMessage(role="user", content=incoming.text)])
-        if stored is not None:
+        if stored := await self._stored_again(incoming, [ChatMessage(role="user", content=incoming.text)]):
             return stored
         history = await self._store.history(incoming.key)
         state = TurnState()
@@ -243,10 +245,9 @@ class Agent:
 
     def prompts(self, incoming: Incoming | None = None) -> list[PromptSpec]:
         """The prompts people may start here: scopes judge a prompt as a tool of the same name."""
-        host = self._host
-        if not isinstance(host, PromptHost):
+        if not isinstance(self._host, PromptHost):
             return []
-        prompts = host.list_prompts()
+        prompts = self._host.list_prompts()
         return prompts if incoming is None else self._config.scopes.offered(incoming.where(), prompts)
 
     async def prompt_question(self, incoming: Incoming, name: str, arguments: dict[str, str]) -> str:
@@ -301,47 +302,27 @@ class Agent:
 
     async def answer(self, ask_id: str, person: str, answer: Answer) -> Answered:
         """Apply `answer` from `person` to the ask `ask_id`; `AskError` when it is gone or expired."""
-        match answer:
-            case Approve() | Deny():
-                return await self._decide(ask_id, person, answer)
-            case Submit() | LinkOpened() | Decline() | Cancel():
-                return await self._answer_input(ask_id, person, answer)
-            case SignInFinished():
-                return await self._signed_in(ask_id, answer)
-
-    async def _decide(self, ask_id: str, person: str, answer: Approve | Deny) -> Answered:
-        remember = isinstance(answer, Approve) and answer.remember
-        decision = await self._parking.decide(
-            ask_id,
-            person,
-            approve=isinstance(answer, Approve),
-            call_id=answer.call_id,
-            shown_hash=answer.shown_hash,
-            remember=remember,
-        )
-        if decision.note == _parking.GONE:
-            raise AskGone(decision.note)
-        if decision.note == _parking.EXPIRED:
-            raise AskExpired(decision.note)
-        return Answered(
-            changed=decision.changed,
-            note=decision.note,
-            resume=(ask_id,) if decision.ready else (),
-            decision=decision,
-        )
-
-    async def _answer_input(
-        self, ask_id: str, person: str, answer: Submit | LinkOpened | Decline | Cancel
-    ) -> Answered:
+        if isinstance(answer, Approve | Deny):
+            decision = await self._parking.decide(ask_id, person, answer)
+            _refuse_late(decision.note, _parking.GONE, _parking.EXPIRED)
+            resume = (ask_id,) if decision.ready else ()
+            return Answered(changed=decision.changed, note=decision.note, resume=resume, decision=decision)
+        if isinstance(answer, SignInFinished):
+            # The sign-in's single-use state was bound to its person when it was started, so the
+            # browser that brings it back signs in that person and no one else.
+            if self.connections is None:
+                raise AskGone(NO_SIGN_INS)
+            try:
+                signed = await self.connections.finish(ask_id, answer.code, answer.iss, answer.error)
+            except SignInFailed as exc:  # refused, already used or expired: the person gets a new link
+                raise AskError(exc.message) from exc
+            return Answered(changed=True, resume=signed.request_ids, signed_in=signed)
         if self.inputs is None:
             raise AskGone(NO_QUESTIONS)
         content = answer.values if isinstance(answer, Submit) else None
         reply = InputAnswer(action=_ACTIONS.get(type(answer), "accept"), content=content)
         outcome = await self.inputs.answer(ask_id, person, reply)
-        if outcome.note == _inputs.GONE:
-            raise AskGone(outcome.note, request=outcome.request)
-        if outcome.note == _inputs.EXPIRED:
-            raise AskExpired(outcome.note, request=outcome.request)
+        _refuse_late(outcome.note, _inputs.GONE, _inputs.EXPIRED, outcome.request)
         return Answered(
             changed=outcome.changed,
             note=outcome.note,
@@ -349,17 +330,6 @@ class Agent:
             resume=(outcome.resume,) if outcome.resume is not None else (),
             input=outcome,
         )
-
-    async def _signed_in(self, ask_id: str, answer: SignInFinished) -> Answered:
-        # The sign-in's single-use state was bound to its person when it was started, so the
-        # browser that brings it back signs in that person and no one else.
-        if self.connections is None:
-            raise AskGone(NO_SIGN_INS)
-        try:
-            signed = await self.connections.finish(ask_id, answer.code, answer.iss, answer.error)
-        except SignInFailed as exc:  # refused, already used or expired: the person gets a new link
-            raise AskError(exc.message) from exc
-        return Answered(changed=True, resume=signed.request_ids, signed_in=signed)
 
     async def parked_in(self, key: ConversationKey) -> tuple[ApprovalPrompt, str] | None:
         """The turn this thread is parked on, with its status, for a front end without an ask in hand."""

@@ -137,6 +137,4 @@ class Settings(BaseSettings):
     @property
     def uses_offline_model(self) -> bool:
         """No key and no endpoint means no model service to talk to: use the embedded one."""
-        if self.nerve_model == OFFLINE_MODEL:
-            return True
-        return self.openai_api_key is None and not self.openai_base_url
+        return self.nerve_model == OFFLINE_MODEL or (self.openai_api_key is None and not self.openai_base_url)

@@ -10,13 +10,11 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-LOOPBACK_NAMES = frozenset({"localhost"})
-
 
 def is_loopback(host: str) -> bool:
     """Whether `host` is this machine by its very name: 127.0.0.0/8, ::1 or `localhost`."""
     name = host.strip("[]").rstrip(".").lower()
-    if name in LOOPBACK_NAMES:
+    if name == "localhost":
         return True
     try:
         return ipaddress.ip_address(name).is_loopback

@@ -152,9 +152,7 @@ def shared_auth(sign_ins: SignIns | None) -> AuthFactory:
 
             storage = sign_ins.storage(name, BOT_PERSON) if sign_ins is not None else MemoryTokens()
             return auth_for(config.url, config.auth, storage, redirect_uri="")
-        if sign_ins is None:
-            return None
-        return sign_ins.provider(name, BOT_PERSON)
+        return sign_ins.provider(name, BOT_PERSON) if sign_ins is not None else None
 
     return auth
 

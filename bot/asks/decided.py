@@ -18,8 +18,10 @@ from bot.turn.calls import (
     TurnState,
     Waiting,
     failure_of,
+    refusal,
     stored_arguments,
     stored_attachment,
+    stored_results,
 )
 from bot.turn.deadline import TurnDeadline
 from bot.turn.failures import stored_failure
@@ -70,7 +72,7 @@ class DecidedRound:
         detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
         hint = "It may or may not have taken effect. Do not call it again unless the user asks."
         failure = failure_of(call, "execution", detail, hint)
-        return self.loop.runner.refusal(call, pending.arguments, failure, "not_run")
+        return refusal(call, pending.arguments, failure, "not_run")
 
     async def run(
         self,
@@ -116,8 +118,9 @@ class DecidedRound:
                         return ran
                     failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
             elif pending.status == "denied" and pending.decided_by == NERVE:
-                detail = f"{NERVE} denied it: {NO_ONE_TO_ASK}"
-                failure = failure_of(call, "denied", detail, NO_ONE_TO_ASK_HINT)
+                failure = failure_of(
+                    call, "denied", f"{NERVE} denied it: {NO_ONE_TO_ASK}", NO_ONE_TO_ASK_HINT
+                )
             elif pending.status == "denied":
                 who = pending.decided_by or "a person"
                 failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
@@ -126,9 +129,7 @@ class DecidedRound:
                 failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
             else:
                 failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return self.loop.runner.refusal(
-                call, pending.arguments, failure, "not_run", server=pending.server
-            )
+            return refusal(call, pending.arguments, failure, "not_run", server=pending.server)
 
         async def recorded(call: ToolCall) -> CallOutcome:
             finished[call.id] = outcome = await one(call)
@@ -146,10 +147,7 @@ class DecidedRound:
         calls = {call.id: call for m in turn for call in m.tool_calls}
         for call in calls.values():
             state.guard.allow(call.name, stored_arguments(call.arguments))
-        for message in turn:
-            if message.role != "tool" or message.tool_call_id not in calls:
-                continue
-            call = calls[message.tool_call_id]
+        for call, message in stored_results(turn):
             kept = _kept(call, message)
 
             state.attachments.append(kept.attachment)

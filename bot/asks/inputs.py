@@ -12,7 +12,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,10 +20,11 @@ from bot.forms import FormError, check_answer, form_from_schema, secret_fields
 from bot.observe import metrics
 from bot.plain_http import is_loopback
 from bot.store.inputs import InputLedger, ParkedCallQuestions, ParkedQuestion, StoredInput
+from bot.turn.calls import Waiting
 from bot.turn.deadline import finish_anyway
 from bot.types import (
     Ask,
-    ConversationKey,
+    Incoming,
     InputAnswer,
     InputDraft,
     InputMode,
@@ -72,17 +73,15 @@ class InputDesk:
     timeout: float
     # Aliveness is about processes, so it runs on the wall clock even when tests move `clock`.
     wall: Callable[[], float] = time.time
-
-    def __post_init__(self) -> None:
-        self._answered: dict[str, asyncio.Event] = {}
-        # Links people agreed to open, until their server says it is done with them (bounded).
-        self._links: dict[tuple[str, str], tuple[InputRequest, Progress]] = {}
+    _answered: dict[str, asyncio.Event] = field(default_factory=dict, init=False)
+    # Links people agreed to open, until their server says it is done with them (bounded).
+    _links: dict[tuple[str, str], tuple[InputRequest, Progress]] = field(default_factory=dict, init=False)
 
     async def ask(
-        self, *, key: ConversationKey, user_id: str, server: str, draft: InputDraft, progress: Progress
+        self, incoming: Incoming, server: str, draft: InputDraft, progress: Progress
     ) -> InputAnswer:
-        """Show the question to `user_id` and wait for their answer, its expiry, or cancellation."""
-        request, schema = self._request(key, user_id, server, draft)
+        """Show the question to the turn's person and wait for their answer, its expiry, or cancellation."""
+        request, schema = self._request(incoming, server, draft)
         if request.refused is not None:
             await self.store.open_input(request, schema, self.wall(), status="declined")
             logger.info("MCP server %r asked for input nerve refused to show: %s", server, request.refused)
@@ -133,7 +132,7 @@ class InputDesk:
             self._answered.pop(request_id, None)
 
     def _request(
-        self, key: ConversationKey, user_id: str, server: str, draft: InputDraft
+        self, incoming: Incoming, server: str, draft: InputDraft, expires_at: float | None = None
     ) -> tuple[InputRequest, dict[str, Any] | None]:
         refused: str | None = None
         form = None
@@ -143,10 +142,9 @@ class InputDesk:
             schema = draft.schema or {}
             secrets = secret_fields(schema)
             if secrets:
-                names = ", ".join(secrets)
                 refused = (
-                    f"{server} asked for a secret ({names}) in a chat form. nerve never collects "
-                    "passwords, tokens or keys that way, so it declined; "
+                    f"{server} asked for a secret ({', '.join(secrets)}) in a chat form. nerve never "
+                    "collects passwords, tokens or keys that way, so it declined; "
                     "the tool may offer a sign-in link instead."
                 )
             else:
@@ -156,8 +154,8 @@ class InputDesk:
                     refused = f"{server} asked for input nerve cannot show as a form ({exc}), so it declined."
         request = InputRequest(
             request_id=new_request_id(),
-            key=key,
-            user_id=user_id,
+            key=incoming.key,
+            user_id=incoming.user_id,
             server=server,
             tools=draft.tools,
             message=draft.message,
@@ -165,29 +163,21 @@ class InputDesk:
             form=form,
             url=draft.url if draft.mode == "url" and refused is None else None,
             refused=refused,
-            expires_at=self.clock() + self.timeout,
+            expires_at=self.clock() + self.timeout if expires_at is None else expires_at,
         )
         return request, draft.schema
 
     def park_questions(
-        self,
-        *,
-        key: ConversationKey,
-        user_id: str,
-        server: str,
-        call_id: str,
-        needed: InputNeeded,
-        expires_at: float,
+        self, incoming: Incoming, waiting: Waiting, needed: InputNeeded, expires_at: float
     ) -> ParkedCallQuestions:
         """A parked call's questions as they will be shown (each checked as a live one is)."""
         questions = []
         for input_key, draft in needed.questions:
-            request, schema = self._request(key, user_id, server, draft)
-            request = replace(request, expires_at=expires_at)
+            request, schema = self._request(incoming, waiting.spec.server, draft, expires_at)
             status: InputStatus = "declined" if request.refused is not None else "open"
             questions.append(ParkedQuestion(request=request, schema=schema, key=input_key, status=status))
         return ParkedCallQuestions(
-            call_id=call_id, request_state=needed.request_state, questions=tuple(questions)
+            call_id=waiting.call.id, request_state=needed.request_state, questions=tuple(questions)
         )
 
     async def answers_for(self, parked_id: str, call_id: str, progress: Progress) -> InputResume | None:
@@ -233,7 +223,7 @@ class InputDesk:
             checked, errors = check_answer(request.form, answer.content or {})
             if checked is None:
                 return InputOutcome(changed=False, request=request, status="open", errors=errors)
-            content = {k: list(v) if isinstance(v, tuple) else v for k, v in checked.items()}
+            content = checked
         status: InputStatus = _STATUS_OF[answer.action]  # type: ignore[assignment]
         if not await self.store.settle_input(request_id, status, by=user_id, content=content):
             again = await self.store.stored_input(request_id)

@@ -22,17 +22,19 @@ from bot.policy.scopes import place_id
 from bot.seams import TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
-from bot.turn.calls import CallOutcome
+from bot.turn.calls import CallOutcome, Waiting
 from bot.turn.deadline import TurnDeadline, finish_anyway
 from bot.turn.loop import TurnLoop, WaitingRound
 from bot.types import (
     AgentReply,
     ApprovalPrompt,
+    Approve,
     Ask,
     AuditEntry,
     CallDecision,
     ConversationKey,
     Decision,
+    Deny,
     Incoming,
     PendingCall,
     Progress,
@@ -61,42 +63,27 @@ class Parking:
     inputs: InputDesk | None = None
 
     def __post_init__(self) -> None:
-        self._config = self.loop.config
         self._decided = DecidedRound(loop=self.loop, approvals=self.approvals, inputs=self.inputs)
 
     async def settle(self, result: AgentReply | WaitingRound, progress: Progress) -> AgentReply:
-        """The turn's reply: its answer, or what it waits for once its round is parked."""
-        if isinstance(result, WaitingRound):
-            return await self._park(result, progress)
-        return result
-
-    async def _park(self, waiting_round: WaitingRound, progress: Progress = no_progress) -> AgentReply:
-        """Write the round whose calls wait for a person (a decision, answers to its server's questions,
-        a sign-in), and end the turn: nothing is held meanwhile."""
+        """The turn's answer, or what it waits for (a decision, an answer, a sign-in) once its round is
+        written: nothing is held meanwhile."""
+        if not isinstance(result, WaitingRound):
+            return result
         assert self.approvals is not None
-        incoming, waiting, state = waiting_round.incoming, waiting_round.waiting, waiting_round.state
-        done = [r for r in waiting_round.results if isinstance(r, CallOutcome)]
+        incoming, state = result.incoming, result.state
+        done = [r for r in result.results if isinstance(r, CallOutcome)]
+        waiting = [r for r in result.results if isinstance(r, Waiting)]
         request_id = new_request_id()
-        asked = [w for w in waiting if w.questions is not None]
-        signing = [w for w in waiting if w.sign_in is not None]
-        config = self._config
+        asked = [(w, w.questions) for w in waiting if w.questions is not None]
+        signing = [(w, w.sign_in) for w in waiting if w.sign_in is not None]
+        config = self.loop.config
         expires_at = self.clock() + max(
             config.approval_timeout,
             config.input_timeout if asked else 0,
             config.sign_in_timeout if signing else 0,
         )
-        questions = [
-            self._desk().park_questions(
-                key=incoming.key,
-                user_id=incoming.user_id,
-                server=w.spec.server,
-                call_id=w.call.id,
-                needed=w.questions,
-                expires_at=expires_at,
-            )
-            for w in asked
-            if w.questions is not None
-        ]
+        questions = [self._desk().park_questions(incoming, w, needed, expires_at) for w, needed in asked]
         calls = [
             (
                 PendingCall(
@@ -113,29 +100,21 @@ class Parking:
         await self.approvals.park(
             request_id=request_id,
             incoming=incoming,
-            answer=waiting_round.answer,
+            answer=result.answer,
             done=[o.message for o in done],
             calls=calls,
-            rounds_used=waiting_round.rounds_used,
+            rounds_used=result.rounds_used,
             expires_at=expires_at,
             questions=questions,
-            sign_ins=[
-                SignInWait(call_id=w.call.id, server=w.sign_in.server, person=w.sign_in.person)
-                for w in signing
-                if w.sign_in is not None
-            ],
+            sign_ins=[SignInWait(call_id=w.call.id, server=s.server, person=s.person) for w, s in signing],
             now=time.time(),
         )
         waiting_for: list[Ask] = []
-        for w in signing:
-            assert w.sign_in is not None
+        for w, sign_in in signing:
+            waiting_for.append(ask := Ask.of_sign_in(sign_in, incoming.key, expires_at))
             message = f"Connect {w.spec.server} to go on"
-            sign_in_ask = Ask.of_sign_in(w.sign_in, incoming.key, expires_at)
-            waiting_for.append(sign_in_ask)
             await progress(
-                TurnEvent(
-                    kind="ask", message=message, tool=w.call.name, tool_call_id=w.call.id, ask=sign_in_ask
-                )
+                TurnEvent(kind="ask", message=message, tool=w.call.name, tool_call_id=w.call.id, ask=ask)
             )
         for parked_call in questions:
             for question in parked_call.questions:
@@ -159,11 +138,11 @@ class Parking:
         parts = [_waiting_for_approval(prompt)] if prompt.calls else []
         if asked:
             parts.append(
-                f"Waiting for your answer to what {_listed(w.spec.original_name for w in asked)} asked."
+                f"Waiting for your answer to what {_listed(w.spec.original_name for w, _ in asked)} asked."
             )
         if signing:
             parts.append(
-                f"{_listed(w.spec.server for w in signing)} works with your own account: use the private"
+                f"{_listed(w.spec.server for w, _ in signing)} works with your own account: use the private"
                 " Connect button I sent you to sign in, and I will go on."
             )
         if prompt.calls:
@@ -171,10 +150,7 @@ class Parking:
             await progress(TurnEvent(kind="ask", message=parts[0], ask=waiting_for[0]))
         attachments = (*state.attachments, *(o.attachment for o in done))
         return AgentReply(
-            text=" ".join(parts),
-            attachments=attachments,
-            usage=waiting_round.usage,
-            waiting=tuple(waiting_for),
+            text=" ".join(parts), attachments=attachments, usage=result.usage, waiting=tuple(waiting_for)
         )
 
     def _desk(self) -> InputDesk:
@@ -202,19 +178,11 @@ class Parking:
             waiting=tuple(Ask.of_input(q) for q in questions),
         )
 
-    async def decide(
-        self,
-        request_id: str,
-        user_id: str,
-        *,
-        approve: bool,
-        call_id: str | None = None,
-        shown_hash: str | None = None,
-        remember: bool = False,
-    ) -> Decision:
-        """A person's click on an approval: the requester or an admin decides one call (`call_id`) or all
-        open ones; anything else changes nothing and says why. `remember` (approve only) also always-allows
-        each approved tool in the place, bound to the definition that was shown."""
+    async def decide(self, request_id: str, user_id: str, answer: Approve | Deny) -> Decision:
+        """A person's click: the requester or an admin decides one call (`call_id`) or all open ones (with
+        `remember`, always allowed here from now on); anything else changes nothing and says why."""
+        approve, call_id, shown_hash = isinstance(answer, Approve), answer.call_id, answer.shown_hash
+        remember = isinstance(answer, Approve) and answer.remember
         if self.approvals is None:
             return Decision(changed=False, prompt=None, note="Approvals are not enabled.")
         now = self.clock()
@@ -222,14 +190,12 @@ class Parking:
         if found is None:
             return Decision(changed=False, prompt=None, note=GONE)
         prompt, status = found
-        if user_id != prompt.requester and user_id not in self._config.admins:
+        if user_id != prompt.requester and user_id not in self.loop.config.admins:
             return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
         chosen = [c for c in prompt.calls if call_id is None or c.call_id == call_id]
         if status != "waiting":
-            expired = any(c.status == "expired" for c in chosen)
-            return Decision(
-                changed=False, prompt=prompt, note=EXPIRED if expired else ALREADY_DECIDED.format(by="")
-            )
+            note = EXPIRED if any(c.status == "expired" for c in chosen) else ALREADY_DECIDED.format(by="")
+            return Decision(changed=False, prompt=prompt, note=note)
         if call_id is not None and not chosen:
             return Decision(changed=False, prompt=prompt, note=GONE)
         if shown_hash is not None and any(c.call_hash != shown_hash for c in chosen):
@@ -239,16 +205,12 @@ class Parking:
         open_ids = [c.call_id for c in chosen if c.status == "pending"]
         if not open_ids:
             by = chosen[0].decided_by if len(chosen) == 1 else None
+            note = ALREADY_DECIDED.format(by=f" by {by}" if by else "")
             # Every call decided but the turn never went on (a resume that failed): this click may resume it.
-            return Decision(
-                changed=False,
-                prompt=prompt,
-                note=ALREADY_DECIDED.format(by=f" by {by}" if by else ""),
-                ready=not prompt.open,
-            )
+            return Decision(changed=False, prompt=prompt, note=note, ready=not prompt.open)
         status_now: CallDecision = "approved" if approve else "denied"
         changed = await self.approvals.decide(request_id, open_ids, status_now, user_id, now)
-        if remember and approve:
+        if remember:
             # Bound to the definition that was shown, and only while the tool still has it.
             now_defined = {
                 (t.server, t.original_name): t.definition_hash for t in self.loop.host.list_tools()
@@ -263,7 +225,7 @@ class Parking:
             return Decision(changed=False, prompt=after, note=ALREADY_DECIDED.format(by=""))
         metrics.approvals_decided(len(changed), approve)
         outcome = "approved" if approve else "denied"
-        if remember and approve:
+        if remember:
             outcome = "approved, always allowed here"
         decided = [c for c in after.calls if c.call_id in changed]
         await self._audit(after.key, after.place, decided, user_id, outcome)
@@ -343,7 +305,7 @@ class Parking:
         state = self._decided.state_so_far(history)
         metrics.approval_resumed(request_id, parked.calls)
         # Its own deadline: the time the turn was parked was nobody's model work.
-        deadline = TurnDeadline(self._config.turn_deadline)
+        deadline = TurnDeadline(self.loop.config.turn_deadline)
         finished: dict[str, CallOutcome] = {}
         try:
             ran_out: TurnOverdue | None = None
@@ -367,8 +329,7 @@ class Parking:
             state.attachments.extend(o.attachment for o in outcomes)
             if ran_out is not None:
                 raise ran_out
-            stop = self.loop.stop_reason(outcomes, state)
-            if stop:
+            if stop := self.loop.stop_reason(outcomes, state):
                 return await self.loop.finish(incoming.key, stop, state, Usage())
             result = await self.loop.run(
                 incoming, history, state, progress, deadline=deadline, first_round=parked.rounds_used

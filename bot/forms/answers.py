@@ -75,9 +75,7 @@ def coerce(field: FormField, value: object) -> FieldValue | None:
     if not isinstance(value, str):
         raise FieldError(_expected(field))
     text = value.strip()
-    if not text:
-        return None
-    return _from_text(field, text)
+    return _from_text(field, text) if text else None
 
 
 def _from_text(field: FormField, text: str) -> FieldValue:
@@ -149,16 +147,11 @@ _FORMATS = {"uri": _uri, "date": _date, "date-time": _date_time}
 
 
 def _number(field: FormField, number: float) -> int | float:
-
-    if isinstance(number, float) and not math.isfinite(number):
-        raise FieldError(_expected(field))
-    if field.kind == "integer":
-        if isinstance(number, float):
-            if not number.is_integer():
-                raise FieldError(_expected(field))
+    if isinstance(number, float):
+        if not math.isfinite(number) or (field.kind == "integer" and not number.is_integer()):
+            raise FieldError(_expected(field))
+        if number.is_integer() and (field.kind == "integer" or abs(number) < 2**53):
             number = int(number)
-    elif isinstance(number, float) and number.is_integer() and abs(number) < 2**53:
-        number = int(number)
     if (field.minimum is not None and number < field.minimum) or (
         field.maximum is not None and number > field.maximum
     ):
@@ -166,16 +159,14 @@ def _number(field: FormField, number: float) -> int | float:
     return number
 
 
-def _is_option(field: FormField, text: str) -> bool:
+def _matching(field: FormField, text: str) -> list[str]:
     folded = text.casefold()
-    return any(folded in (value.casefold(), label.casefold()) for value, label in field.options)
+    return [value for value, label in field.options if folded in (value.casefold(), label.casefold())]
 
 
 def _pick(field: FormField, text: str) -> str:
-    """An option's value from its value or its label (any case)."""
-    folded = text.casefold()
-    exact = [value for value, _ in field.options if value == text]
-    for value in exact or [v for v, label in field.options if folded in (v.casefold(), label.casefold())]:
+    """An option's value from its value or its label (any case), an exact value first."""
+    for value in [value for value, _ in field.options if value == text] or _matching(field, text):
         return value
     raise FieldError(f"Choose one of: {option_labels(field)}.")
 
@@ -186,7 +177,7 @@ def _pick_several(field: FormField, items: Sequence[str]) -> tuple[str, ...] | N
     unknown: list[str] = []
     for item in items:
         whole = item.strip()
-        parts = [whole] if _is_option(field, whole) else [part.strip() for part in whole.split(",")]
+        parts = [whole] if _matching(field, whole) else [part.strip() for part in whole.split(",")]
         for part in parts:
             if not part:
                 continue

@@ -31,6 +31,7 @@ from bot.types import (
     ToolResult,
     ToolSpec,
     TurnEvent,
+    TurnEventKind,
 )
 
 MAX_CALLS_PER_ROUND = 16
@@ -99,45 +100,25 @@ class RoundRunner:
     ) -> list[CallOutcome | Waiting]:
         """All calls at once, in the order of `calls`; one `screen` holds back comes back as `Waiting`."""
         specs = {tool.name: tool for tool in tools}
-        allowed, refused = calls[:MAX_CALLS_PER_ROUND], calls[MAX_CALLS_PER_ROUND:]
+
+        async def one(call: ToolCall) -> CallOutcome | Waiting:
+            checked = self.check(call, specs, state)
+            if isinstance(checked, CallOutcome):
+                return checked
+            spec, arguments = checked
+            if screen is not None and await screen(call, spec, arguments):
+                return Waiting(call=call, spec=spec, arguments=arguments)
+            context = contexts(call, spec) if contexts is not None else None
+            return await self.execute(call, spec, arguments, state, progress, specs, context)
+
         # A TaskGroup, not gather: if one call fails unexpectedly, the others are cancelled, not orphaned.
         async with asyncio.TaskGroup() as group:
-            tasks = [
-                group.create_task(self._one(call, specs, state, progress, screen, contexts))
-                for call in allowed
-            ]
+            tasks = [group.create_task(one(call)) for call in calls[:MAX_CALLS_PER_ROUND]]
+        too_many = f"At most {MAX_CALLS_PER_ROUND} tool calls run per message"
         return [task.result() for task in tasks] + [
-            self.refusal(
-                call,
-                {"_raw": call.arguments},
-                failure_of(
-                    call,
-                    "too_many_calls",
-                    f"At most {MAX_CALLS_PER_ROUND} tool calls run per message",
-                    "Make this call in a later message.",
-                ),
-                "fix_arguments",
-            )
-            for call in refused
+            _unparsed(call, "too_many_calls", too_many, "Make this call in a later message.")
+            for call in calls[MAX_CALLS_PER_ROUND:]
         ]
-
-    async def _one(
-        self,
-        call: ToolCall,
-        specs: dict[str, ToolSpec],
-        state: TurnState,
-        progress: Progress,
-        screen: Screen | None,
-        contexts: Contexts | None,
-    ) -> CallOutcome | Waiting:
-        checked = self.check(call, specs, state)
-        if isinstance(checked, CallOutcome):
-            return checked
-        spec, arguments = checked
-        if screen is not None and await screen(call, spec, arguments):
-            return Waiting(call=call, spec=spec, arguments=arguments)
-        context = contexts(call, spec) if contexts is not None else None
-        return await self.execute(call, spec, arguments, state, progress, specs, context)
 
     def check(
         self, call: ToolCall, specs: dict[str, ToolSpec], state: TurnState
@@ -145,26 +126,21 @@ class RoundRunner:
         """The guards: a refusal for the model, or the tool and the checked arguments."""
         spec = specs.get(call.name)
         if spec is None:
-            failure = failure_of(
-                call,
-                "unknown_tool",
-                f"there is no tool named {quote(call.name)}",
-                f"Use one of these exact names: {', '.join(sorted(specs)) or '(none)'}.",
-            )
-            return self.refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
+            names = ", ".join(sorted(specs)) or "(none)"
+            detail = f"there is no tool named {quote(call.name)}"
+            return _unparsed(call, "unknown_tool", detail, f"Use one of these exact names: {names}.")
         parsed = parse_arguments(call.arguments, spec)
         if parsed.value is None:
-            failure = failure_of(call, "arguments", parsed.detail or "invalid", parsed.hint)
-            return self.refusal(call, {"_raw": call.arguments}, failure, "fix_arguments")
+            return _unparsed(call, "arguments", parsed.detail or "invalid", parsed.hint)
         arguments = parsed.value
         earlier = state.failed.get(call.name)
         if earlier is not None:
             failure = failure_of(call, "not_retried", earlier.detail, _do_not_retry(call.name))
-            return self.refusal(call, arguments, failure, "refused_unavailable")
+            return refusal(call, arguments, failure, "refused_unavailable")
         if not state.guard.allow(call.name, arguments):
             detail = "it was already called 3 times with these arguments in this turn"
             failure = failure_of(call, "loop_guard", detail, "Answer with the results you have.")
-            return self.refusal(call, arguments, failure, "fix_arguments")
+            return refusal(call, arguments, failure, "fix_arguments")
         return spec, arguments
 
     async def execute(
@@ -178,21 +154,15 @@ class RoundRunner:
         context: CallContext | None = None,
     ) -> CallOutcome | Waiting:
         """Run one checked call and read its outcome (S10); `Waiting` when its server needs answers first."""
-        await progress(
-            TurnEvent(
-                kind="tool_started",
-                message=f"calling {call.name}…",
-                tool=call.name,
-                tool_call_id=call.id,
-                server=spec.server,
-            )
-        )
+        await progress(_call_event("tool_started", call, spec, f"calling {call.name}…"))
         with tool_span(call.name, call.id):
             result = await self._call_with_rate_limit_retry(spec, arguments, progress, context)
             metrics.tool_call(spec.server, spec.original_name, result)
         if result.needs_input is not None or result.needs_sign_in is not None:
             waits_for = "an answer" if result.needs_input is not None else f"a sign-in to {spec.server}"
-            await progress(_finished(call, spec, f"{call.name} waits for {waits_for}", ok=True))
+            await progress(
+                _call_event("tool_finished", call, spec, f"{call.name} waits for {waits_for}", ok=True)
+            )
             return Waiting(
                 call=call,
                 spec=spec,
@@ -201,9 +171,11 @@ class RoundRunner:
                 sign_in=result.needs_sign_in,
             )
         outcome = "failed" if result.is_error else "done"
-        await progress(_finished(call, spec, f"{call.name} {outcome}", ok=not result.is_error))
+        await progress(
+            _call_event("tool_finished", call, spec, f"{call.name} {outcome}", ok=not result.is_error)
+        )
         if not result.is_error:
-            return self._outcome(call, arguments, result, "ok", server=spec.server)
+            return _outcome(call, arguments, result, "ok", server=spec.server)
         # The model's mistakes (or a tool that changed): it is told how to call again.
         fixes = {
             "arguments": f"Call {call.name} again with arguments that fix this problem.",
@@ -213,10 +185,10 @@ class RoundRunner:
         kind = result.error_kind or "execution"
         if kind in fixes:
             failure = failure_of(call, kind, result.detail or result.content, fixes[kind])
-            return self._outcome(call, arguments, result, "fix_arguments", failure, server=spec.server)
+            return _outcome(call, arguments, result, "fix_arguments", failure, server=spec.server)
         failure = failure_of(call, kind, _failure_detail(result, spec), _do_not_retry(call.name))
         state.failed[call.name] = failure
-        return self._outcome(call, arguments, result, "failed", failure, server=spec.server)
+        return _outcome(call, arguments, result, "failed", failure, server=spec.server)
 
     async def _call_with_rate_limit_retry(
         self, spec: ToolSpec, arguments: dict[str, Any], progress: Progress, context: CallContext | None
@@ -239,40 +211,45 @@ class RoundRunner:
         await self.sleep(delay)
         return await self.host.call_tool(name, arguments, context, screened=spec)
 
-    def refusal(
-        self,
-        call: ToolCall,
-        arguments: dict[str, Any],
-        failure: ToolFailure,
-        outcome: Outcome,
-        *,
-        server: str | None = None,
-    ) -> CallOutcome:
-        result = ToolResult(content=failure.detail, is_error=True)
-        return self._outcome(call, arguments, result, outcome, failure, server=server)
 
-    def _outcome(
-        self,
-        call: ToolCall,
-        arguments: dict[str, Any],
-        result: ToolResult,
-        outcome: Outcome,
-        failure: ToolFailure | None = None,
-        *,
-        server: str | None = None,
-    ) -> CallOutcome:
-        """The model reads the result, or the failure's model text; `server` is shown beside it to people."""
-        message = ChatMessage(
-            role="tool",
-            tool_call_id=call.id,
-            name=call.name,
-            content=result.content if failure is None else failure.for_model(),
-            is_error=result.is_error,
-            latency_ms=result.latency_ms,
-        )
-        people = result if failure is None else replace(result, content=failure.for_people())
-        attachment = make_attachment(call, arguments, people, server)
-        return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
+def refusal(
+    call: ToolCall,
+    arguments: dict[str, Any],
+    failure: ToolFailure,
+    outcome: Outcome,
+    *,
+    server: str | None = None,
+) -> CallOutcome:
+    result = ToolResult(content=failure.detail, is_error=True)
+    return _outcome(call, arguments, result, outcome, failure, server=server)
+
+
+def _outcome(
+    call: ToolCall,
+    arguments: dict[str, Any],
+    result: ToolResult,
+    outcome: Outcome,
+    failure: ToolFailure | None = None,
+    *,
+    server: str | None = None,
+) -> CallOutcome:
+    """The model reads the result, or the failure's model text; `server` is shown beside it to people."""
+    message = ChatMessage(
+        role="tool",
+        tool_call_id=call.id,
+        name=call.name,
+        content=result.content if failure is None else failure.for_model(),
+        is_error=result.is_error,
+        latency_ms=result.latency_ms,
+    )
+    people = result if failure is None else replace(result, content=failure.for_people())
+    attachment = make_attachment(call, arguments, people, server)
+    return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
+
+
+def _unparsed(call: ToolCall, kind: FailureKind, detail: str, hint: str) -> CallOutcome:
+    """A call refused before its arguments were checked: people see them as the model wrote them."""
+    return refusal(call, {"_raw": call.arguments}, failure_of(call, kind, detail, hint), "fix_arguments")
 
 
 def make_attachment(
@@ -303,6 +280,12 @@ def stored_attachment(call: ToolCall, message: ChatMessage, server: str | None =
     return make_attachment(call, stored_arguments(call.arguments), shown, server)
 
 
+def stored_results(messages: Sequence[ChatMessage]) -> list[tuple[ToolCall, ChatMessage]]:
+    """The stored tool messages among `messages` that answer a call among them, each with its call."""
+    calls = {call.id: call for m in messages for call in m.tool_calls}
+    return [(calls[m.tool_call_id], m) for m in messages if m.role == "tool" and m.tool_call_id in calls]
+
+
 def stored_arguments(raw: str) -> dict[str, Any]:
     """A stored call's arguments as a dict (`{"_raw": …}` when they were not a JSON object)."""
     try:
@@ -312,9 +295,11 @@ def stored_arguments(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw": raw}
 
 
-def _finished(call: ToolCall, spec: ToolSpec, message: str, *, ok: bool) -> TurnEvent:
+def _call_event(
+    kind: TurnEventKind, call: ToolCall, spec: ToolSpec, message: str, *, ok: bool | None = None
+) -> TurnEvent:
     return TurnEvent(
-        kind="tool_finished", message=message, tool=call.name, tool_call_id=call.id, ok=ok, server=spec.server
+        kind=kind, message=message, tool=call.name, tool_call_id=call.id, ok=ok, server=spec.server
     )
 
 

@@ -189,10 +189,8 @@ def build_request(
     lines = [_summary_line(turn) for turn in earlier]
     line_tokens = [estimate_tokens(line) for line in lines]
     # kept[i]: tokens of the turns from i on, sent whole.
-    kept_tokens = list(
-        itertools.accumulate(reversed([estimate_message_tokens(t) for t in earlier]), initial=0)
-    )
-    kept_tokens.reverse()
+    sizes = [estimate_message_tokens(turn) for turn in earlier]
+    kept_tokens = list(itertools.accumulate(reversed(sizes), initial=0))[::-1]
     kept_from = len(earlier) if squeeze else 0
     while kept_from < len(earlier):
         summarised = line_tokens[max(0, kept_from - SUMMARY_MAX_LINES) : kept_from]

@@ -27,10 +27,6 @@ class GateFull(NerveError):
     """Every turn slot is taken and the queue behind them is full."""
 
 
-async def _not_told(position: int) -> None:
-    return None
-
-
 class TurnGate:
     """At most `limit` turns inside at once; up to `queue` more wait first come, first served."""
 
@@ -39,20 +35,17 @@ class TurnGate:
             raise ValueError("a turn gate needs limit >= 1 and queue >= 0")
         self._limit = limit
         self._queue = queue
-        self._running = 0
+        # Turns inside now (read by the gauges, like `waiting`).
+        self.running = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         metrics.watch_gate(self)
-
-    @property
-    def running(self) -> int:
-        return self._running
 
     @property
     def waiting(self) -> int:
         return len(self._waiters)
 
     @asynccontextmanager
-    async def admit(self, on_queued: OnQueued = _not_told, *, patient: bool = False) -> AsyncIterator[None]:
+    async def admit(self, on_queued: OnQueued | None = None, *, patient: bool = False) -> AsyncIterator[None]:
         """Hold a slot for the block; `on_queued(position)` runs if the turn has to wait (1 = next).
 
         GateFull when the queue is full, unless `patient`: then it queues anyway (still counted in it)."""
@@ -62,16 +55,17 @@ class TurnGate:
         finally:
             self._leave()
 
-    async def _enter(self, on_queued: OnQueued, *, patient: bool) -> None:
-        if self._running < self._limit and not self._waiters:
-            self._running += 1
+    async def _enter(self, on_queued: OnQueued | None, *, patient: bool) -> None:
+        if self.running < self._limit and not self._waiters:
+            self.running += 1
             return
         if len(self._waiters) >= self._queue and not patient:
-            raise GateFull(f"{self._running} turns are running and {len(self._waiters)} are waiting")
+            raise GateFull(f"{self.running} turns are running and {len(self._waiters)} are waiting")
         slot: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(slot)
         try:
-            await on_queued(len(self._waiters))
+            if on_queued is not None:
+                await on_queued(len(self._waiters))
             await slot
         except BaseException:
             if slot.done() and not slot.cancelled():
@@ -89,4 +83,4 @@ class TurnGate:
             if not slot.done():
                 slot.set_result(None)
                 return
-        self._running -= 1
+        self.running -= 1

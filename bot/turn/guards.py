@@ -11,7 +11,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import exceptions as schema_errors
@@ -188,23 +188,20 @@ def parse_arguments(raw: str, spec: ToolSpec) -> ParsedArguments:
     except Unresolvable:
         # A `$ref` outside the schema (a URL) cannot be checked here; the server checks its own input.
         return ParsedArguments(value=value)
-    if problems:
-        return refuse("; ".join(problems))
-    return ParsedArguments(value=value)
+    return refuse("; ".join(problems)) if problems else ParsedArguments(value=value)
 
 
+@dataclass(slots=True)
 class LoopGuard:
     """Counts identical calls within one turn so a model cannot call the same thing forever (S7)."""
 
-    def __init__(self, limit: int = MAX_SAME_CALLS) -> None:
-        self._limit = limit
-        self._seen: Counter[tuple[str, str]] = Counter()
+    _seen: Counter[tuple[str, str]] = field(default_factory=Counter, init=False)
 
     def allow(self, name: str, arguments: dict[str, Any]) -> bool:
-        """Record the call; False once the same tool with the same arguments exceeds the limit."""
+        """Record the call; False once the same tool with the same arguments exceeds MAX_SAME_CALLS."""
         key = (name, json.dumps(arguments, sort_keys=True, ensure_ascii=False))
         self._seen[key] += 1
-        return self._seen[key] <= self._limit
+        return self._seen[key] <= MAX_SAME_CALLS
 
 
 _GREETING = re.compile(

@@ -29,6 +29,7 @@ from bot.turn.calls import (
     Waiting,
     progress_reporter,
     stored_attachment,
+    stored_results,
 )
 from bot.turn.context import Budget, build_request
 from bot.turn.deadline import TurnDeadline
@@ -99,7 +100,7 @@ class QuestionDesk(Protocol):
     """Where a server's question mid-call is shown to its person (`bot.asks.inputs.InputDesk`)."""
 
     async def ask(
-        self, *, key: ConversationKey, user_id: str, server: str, draft: InputDraft, progress: Progress
+        self, incoming: Incoming, server: str, draft: InputDraft, progress: Progress
     ) -> InputAnswer: ...
 
     async def completed(self, server: str, elicitation_id: str) -> None: ...
@@ -143,7 +144,6 @@ class WaitingRound:
     incoming: Incoming
     answer: ChatMessage
     results: Sequence[CallOutcome | Waiting]
-    waiting: Sequence[Waiting]
     state: TurnState
     usage: Usage
     rounds_used: int
@@ -179,10 +179,9 @@ class TurnLoop:
         *,
         deadline: TurnDeadline,
         first_round: int = 0,
-        usage: Usage | None = None,
     ) -> AgentReply | WaitingRound:
         """Rounds from `first_round` on, until an answer, a stop, or a round that waits for a person."""
-        usage = usage or Usage()
+        usage = Usage()
         nudge: list[ChatMessage] = []
         for round_index in range(first_round, self.config.max_rounds):
             # Each round sees the tools as they are now: a server may change its list mid-turn.
@@ -213,13 +212,11 @@ class TurnLoop:
                 results = await self.runner.run(answer.tool_calls, tools, state, progress, screen, contexts)
             if screen is not None:
                 await screen.store.record_audit(incoming.key, screen.audit)
-            waiting = [r for r in results if isinstance(r, Waiting)]
-            if waiting:
+            if any(isinstance(r, Waiting) for r in results):
                 return WaitingRound(
                     incoming=incoming,
                     answer=answer,
                     results=results,
-                    waiting=waiting,
                     state=state,
                     usage=usage,
                     rounds_used=round_index + 1,
@@ -229,8 +226,7 @@ class TurnLoop:
             await self.store.append(incoming.key, round_messages)
             history.extend(round_messages)
             state.attachments.extend(outcome.attachment for outcome in outcomes)
-            stop = self.stop_reason(outcomes, state)
-            if stop:
+            if stop := self.stop_reason(outcomes, state):
                 return await self.finish(incoming.key, stop, state, usage)
         text = (
             f"I stopped after {self.config.max_rounds} rounds of tool calls without reaching an answer, "
@@ -249,13 +245,7 @@ class TurnLoop:
                 if desk is None:
                     return InputAnswer(action="cancel")
                 with deadline.paused():
-                    return await desk.ask(
-                        key=incoming.key,
-                        user_id=incoming.user_id,
-                        server=spec.server,
-                        draft=draft,
-                        progress=progress,
-                    )
+                    return await desk.ask(incoming, spec.server, draft, progress)
 
             async def completed(elicitation_id: str) -> None:
                 if desk is not None:
@@ -320,11 +310,9 @@ class TurnLoop:
         self, key: ConversationKey, text: str, state: TurnState, usage: Usage, *, cut_short: bool = False
     ) -> AgentReply:
         text = text.strip() or "The model returned an empty answer. Please rephrase the question."
-        missing = [failure for name, failure in state.failed.items() if name not in text]
-        if missing:
+        if missing := [failure for name, failure in state.failed.items() if name not in text]:
             text += "\n\n" + "\n".join(f"⚠️ {_one_line(failure.for_people())}" for failure in missing)
-        starting = self.host.starting()
-        if starting:
+        if starting := self.host.starting():
             text += f"\n\n⏳ {', '.join(starting)}: still starting, so not used for this answer."
         await self.store.append(key, [ChatMessage(role="assistant", content=text)])
         return AgentReply(text=text, attachments=tuple(state.attachments), usage=usage, cut_short=cut_short)
@@ -335,12 +323,7 @@ class TurnLoop:
         finals = [m for m in after if m.role == "assistant" and not m.tool_calls]
         if not finals:
             return None
-        calls = {call.id: call for m in after for call in m.tool_calls}
-        attachments = tuple(
-            stored_attachment(calls[m.tool_call_id], m)
-            for m in after
-            if m.role == "tool" and m.tool_call_id in calls
-        )
+        attachments = tuple(stored_attachment(call, m) for call, m in stored_results(after))
         return AgentReply(text=finals[0].content or "", attachments=attachments)
 
     def ended(self, incoming: Incoming, error: LLMError | TurnOverdue, state: TurnState) -> AgentReply:

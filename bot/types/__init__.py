@@ -3,7 +3,6 @@
 Frozen dataclasses, so a message cannot change after it was persisted or sent. Named here with the
 ground floor's values the front ends hold (platforms, places, forms), so a front end needs no door
 into `bot.policy` or `bot.forms`.
-
 """
 
 from bot.forms import REQUIRED as REQUIRED

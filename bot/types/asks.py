@@ -105,10 +105,9 @@ AskKind = Literal["approval", "question", "link", "sign_in"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ask:
-    """Something the core asks a person, of any kind, in one shape, answered with
-    `Agent.answer(ask.id, person, answer)`. `id` is the kind's own request id (a sign-in's state);
-    `person` who may answer (admins too, for an approval); one of `approval`, `input`, `sign_in` is set.
-    """
+    """Something the core asks a person, answered with `Agent.answer(ask.id, person, answer)`: `id` is the
+    kind's own request id (a sign-in's state), `person` who may answer (admins too, for an approval); one
+    of `approval`, `input`, `sign_in` is set."""
 
     kind: AskKind
     id: str

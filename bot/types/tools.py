@@ -89,9 +89,8 @@ class ToolResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignInNeeded:
-    """A call's server acts for each person with their own account, and this person has not signed
-    in (or their sign-in ended): where to send their browser. `url` carries a single-use state bound
-    to the person and the server, so it is shown to that person only."""
+    """The person must sign in (again) to the call's per-person server: where to send their browser.
+    `url` carries a single-use state bound to the person and the server: shown to that person only."""
 
     server: str
     person: str

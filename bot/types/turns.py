@@ -86,8 +86,7 @@ class TurnEvent:
     / "tool_progress" (`fraction` 0..1 when known): one call. "retrying" (`retry_in` s) and "notice":
     a status line. "ask": the turn asks a person something, of any kind (answered with `Agent.answer`);
     "ask_done": it ended, `message` saying how (take its buttons off; "completed" for a link's server
-    finishing). Sinks are awaited in the turn's path: they should only record and return.
-    """
+    finishing). Sinks are awaited in the turn's path: they should only record and return."""
 
     kind: TurnEventKind
     message: str
