@@ -32,6 +32,7 @@ from adapters.slack.events import (
     classify,
     inbox_payload,
     is_dm_channel,
+    person_key,
     place_of_command,
     unescape,
 )
@@ -68,10 +69,7 @@ DESCRIBED = 200  # characters of a tool's description in `/nerve tools`
 def typed_in(place: Place, workspace: str = "") -> Incoming:
     """An `Incoming` that stands for "where the command was typed, by whom", for what the policy decides."""
     return Incoming(
-        key=ConversationKey(platform=PLATFORM, workspace=workspace, channel=place.channel or "", thread="-"),
-        text="",
-        user_id=place.user or "",
-        place=place,
+        key=person_key(workspace, place.channel or ""), text="", user_id=place.user or "", place=place
     )
 
 
@@ -270,7 +268,7 @@ class PromptCommand:
             # An unknown name is left to the core, which names the prompts there are.
             arguments = parse_arguments(spec, written) if spec is not None else {}
         except PromptError as exc:
-            await ack(text=escape(str(exc)) + hint, response_type="ephemeral")
+            await ack(text=_refusal(name, exc, hint), response_type="ephemeral")
             return
         question = asyncio.ensure_future(self.agent.prompt_question(here, name, arguments))
         try:
@@ -278,12 +276,9 @@ class PromptCommand:
         except asyncio.CancelledError:
             question.cancel()
             raise
-        if done and question.exception() is not None:
-            refused = question.exception()
-            if not isinstance(refused, PromptError):
-                logger.error("starting the prompt %s failed", name, exc_info=refused)
-            text = escape(str(refused)) + hint if isinstance(refused, PromptError) else PROMPT_FAILED
-            await ack(text=text, response_type="ephemeral")
+        refused = question.exception() if done else None
+        if refused is not None:
+            await ack(text=_refusal(name, refused, hint), response_type="ephemeral")
             return
         await ack()
         tell = partial(tell_privately, self.poster, here, str(command.get("response_url") or ""))
@@ -301,12 +296,8 @@ class PromptCommand:
         channel, user = place.channel or "", here.user_id
         try:
             text = await question
-        except PromptError as exc:
-            await tell(escape(str(exc)) + hint)
-            return
-        except Exception:
-            logger.exception("starting the prompt %s failed", name)
-            await tell(PROMPT_FAILED)
+        except Exception as exc:
+            await tell(_refusal(name, exc, hint))
             return
         try:
             ts = await self.poster.post(channel, None, announcement(user, name, text))
@@ -322,6 +313,13 @@ class PromptCommand:
             return
         if await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
             self.start(turn)
+
+
+def _refusal(name: str, exc: BaseException, hint: str) -> str:
+    if isinstance(exc, PromptError):
+        return escape(str(exc)) + hint
+    logger.error("starting the prompt %s failed", name, exc_info=exc)
+    return PROMPT_FAILED
 
 
 def _first_word(text: str) -> tuple[str, str]:

@@ -98,13 +98,11 @@ def classify(
     if not isinstance(event, Mapping):
         return None
     kind = event.get("type")
-    subtype = event.get("subtype")
     allowed = _TURN_SUBTYPES | ({"bot_message"} if allow_bots else set())
-    if kind not in ("app_mention", "message") or subtype not in allowed:
+    if kind not in ("app_mention", "message") or event.get("subtype") not in allowed:
         return None
     author = _author(event, me, allow_bots)
-    channel = event.get("channel")
-    ts = event.get("ts")
+    channel, ts = event.get("channel"), event.get("ts")
     if author is None or not isinstance(channel, str) or not isinstance(ts, str):
         return None
     # Everything taken from the payload is scrubbed: JSON may carry lone surrogates ("\ud800"),
@@ -159,6 +157,12 @@ def turn_in(incoming: Incoming) -> Turn:
         reply_thread_ts=reply_to,
         assistant_thread=is_dm_channel(key.channel) and reply_to is not None,
     )
+
+
+def person_key(workspace: str, channel: str) -> ConversationKey:
+    """A key that stands for "this person in this workspace, where they typed": for the policy and
+    their connections, outside any conversation."""
+    return ConversationKey(platform=PLATFORM, workspace=workspace, channel=channel, thread="-")
 
 
 def place_of_command(channel: str, channel_name: str | None, user: str) -> Place:

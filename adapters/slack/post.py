@@ -157,7 +157,6 @@ class Poster:
         *,
         metadata: dict[str, Any] | None = None,
     ) -> str:
-        """Post a message (in the thread if given), with Slack message `metadata`; returns its ts."""
         # The client leaves out what is None; empty blocks or attachments are left out too.
         send = partial(
             self.client.chat_postMessage,
@@ -237,6 +236,8 @@ class TurnPosts:
         self._turn = turn
         self._known: dict[str, str | None] = {}
         self.turn_id = f"slack:{turn.event_id}"
+        # Messages of the answer out: a turn cut off after the first counts as answered.
+        self.delivered = 0
 
     async def load(self) -> TurnPosts:
         if self._records is not None:
@@ -249,8 +250,7 @@ class TurnPosts:
         return any(part.startswith("answer:") for part in self._known)
 
     async def intend_live(self) -> dict[str, Any] | None:
-        """Announce the live message before posting it; the metadata it is posted with, by which the
-        next run finds one in doubt."""
+        """Announce the live message before posting it; its metadata lets a next run find it in doubt."""
         if self._records is None:
             return None
         if LIVE not in self._known:
@@ -259,8 +259,8 @@ class TurnPosts:
 
     async def note_live(self, ts: str | None) -> None:
         """Keep the live message's ts, so a second run goes on in it."""
-        if ts is not None and self._records is not None and self._known.get(LIVE) is None:
-            await self._record(LIVE, ts)
+        if ts is not None and self._known.get(LIVE) is None:
+            await self.record(LIVE, ts)
 
     async def post(self, part: str, message: OutMessage) -> str | None:
         """Post `message` as `part` of the answer; None when an earlier run already posted it."""
@@ -275,8 +275,16 @@ class TurnPosts:
         else:
             await self._intend(part)
         ts = await self._send(part, message)
-        await self._record(part, ts)
+        await self.record(part, ts)
         return ts
+
+    async def put(self, part: str, message: OutMessage, replace_ts: str | None = None) -> None:
+        """Post `part`, or show it by replacing the live message `replace_ts`."""
+        if replace_ts is None:
+            await self.post(part, message)
+        else:
+            await self._poster.update(self._turn.channel, replace_ts, message)
+            await self.record(part, replace_ts)
 
     async def _send(self, part: str, message: OutMessage) -> str:
         """Post `part` once: a send that fails in doubt is sent again only when the thread lacks it."""
@@ -306,11 +314,6 @@ class TurnPosts:
                     raise
                 sends += 1
 
-    async def replaced(self, part: str, ts: str) -> None:
-        """`part` of the answer went out by replacing the live message `ts` (or `ts` showed it already)."""
-        if self._records is not None:
-            await self._record(part, ts)
-
     async def take_files(self) -> bool:
         """True once per turn: this run uploads the answer's files; never a second time."""
         if self._records is None:
@@ -327,20 +330,21 @@ class TurnPosts:
         return True
 
     async def files_done(self) -> None:
-        if self._records is not None:
-            self._known[FILES] = FILES
-            await self._records.record_post(self.turn_id, FILES, FILES)
+        await self._keep(FILES, FILES)
 
     async def _intend(self, part: str) -> None:
         assert self._records is not None
         await self._records.intend_post(self.turn_id, part)
         self._known[part] = None
 
-    async def _record(self, part: str, ts: str) -> None:
-        assert self._records is not None
-        ref = message_ref(self._turn.channel, ts)
-        self._known[part] = ref
-        await self._records.record_post(self.turn_id, part, ref)
+    async def record(self, part: str, ts: str) -> None:
+        """`part` is out at `ts`: posted, or the live message that was replaced by it (or showed it)."""
+        await self._keep(part, message_ref(self._turn.channel, ts))
+
+    async def _keep(self, part: str, ref: str) -> None:
+        if self._records is not None:
+            self._known[part] = ref
+            await self._records.record_post(self.turn_id, part, ref)
 
     def _metadata(self, part: str) -> dict[str, Any]:
         return {"event_type": METADATA_TYPE, "event_payload": {"turn": self.turn_id, "part": part}}
@@ -354,7 +358,7 @@ class TurnPosts:
             return known[1]
         found = await self._read_back(part)
         if found is not None:
-            await self._record(part, found)
+            await self.record(part, found)
         return found
 
     async def _read_back(self, part: str) -> str | None:

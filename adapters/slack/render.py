@@ -305,13 +305,12 @@ def _plan_uploads(reply: AgentReply) -> _Plan:
 
 def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, Any]]:
     attached = frozenset(i for i in range(len(att.resources)) if (att.tool_call_id, i) in plan.resources)
-    uploaded = att.tool_call_id in plan.results
     rich = level is Level.RICH
-    items = [_tool_detail(att, rich=rich, uploaded=uploaded, attached=attached)]
-    for i, resource in enumerate(att.resources):
-        if kind_of(resource) == "text":
-            items.append(_text_detail(resource, att, rich=rich, uploaded=i in attached))
-    return items
+    texts = [(i, r) for i, r in enumerate(att.resources) if kind_of(r) == "text"]
+    return [
+        _tool_detail(att, rich=rich, uploaded=att.tool_call_id in plan.results, attached=attached),
+        *(_text_detail(resource, att, rich=rich, uploaded=i in attached) for i, resource in texts),
+    ]
 
 
 def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
@@ -320,14 +319,13 @@ def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
     chunks = answer_chunks(reply.text)
     tool_items = [item for att in reply.attachments for item in _detail_items(att, plan, level)]
 
-    messages: list[OutMessage] = []
     per_message = MAX_BLOCKS - 1 if level is Level.RICH else MAX_ATTACHMENTS
     groups = [tool_items[i : i + per_message] for i in range(0, len(tool_items), per_message)] or [[]]
     # Overflowing tool details (dozens of calls) get their own messages before the answer.
-    for group in groups[:-1]:
-        messages.append(_message("Tool results", group, None, level))
-    for i, chunk in enumerate(chunks):
-        messages.append(_message(chunk, groups[-1] if i == 0 else [], chunk, level))
+    messages = [_message("Tool results", group, None, level) for group in groups[:-1]]
+    messages += [
+        _message(chunk, groups[-1] if i == 0 else [], chunk, level) for i, chunk in enumerate(chunks)
+    ]
     return RenderedReply(messages=messages, uploads=plan.uploads)
 
 
