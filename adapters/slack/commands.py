@@ -31,7 +31,6 @@ from adapters.slack.events import (
     Turn,
     classify,
     inbox_payload,
-    is_dm_channel,
     person_key,
     place_of_command,
     unescape,
@@ -178,9 +177,7 @@ class NerveCommands:
         }
 
     async def _tools(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
-        user = str(command.get("user_id") or "")
-        place = place_of_command(str(command.get("channel_id") or ""), command.get("channel_name"), user)
-        await ack(text=tools_text(self.agent, place), response_type="ephemeral")
+        await ack(text=tools_text(self.agent, place_of_command(command)), response_type="ephemeral")
 
     async def _approvals(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
         user = str(command.get("user_id") or "")
@@ -189,7 +186,7 @@ class NerveCommands:
 
     async def _reset(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
         channel = str(command.get("channel_id") or "")
-        if not is_dm_channel(channel, command.get("channel_name")):
+        if not place_of_command(command).dm:
             await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
             return
         await ack()
@@ -255,10 +252,7 @@ class PromptCommand:
         """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds."""
         sub, rest = _first_word(unescape(str(command.get("text") or "")))
         name, written = _first_word(rest)
-        channel = str(command.get("channel_id") or "")
-        user = str(command.get("user_id") or "")
-        place = place_of_command(channel, command.get("channel_name"), user)
-        here = typed_in(place, str(command.get("team_id") or ""))
+        here = typed_in(place_of_command(command), str(command.get("team_id") or ""))
         if sub.lower() == "prompts" or not name:
             await ack(text=prompts_text(self.agent, here), response_type="ephemeral")
             return

@@ -125,11 +125,8 @@ def request_message(request: InputRequest) -> OutMessage:
         return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
     rid = request.request_id
     if request.mode == "url" and request.url:
-        elements = []
-        if len(request.url) <= URL_BUTTON_LIMIT:
-            open_button = _button("Open", "open", rid, "primary")
-            open_button["url"] = request.url
-            elements.append(open_button)
+        open_link = {**_button("Open", "open", rid, "primary"), "url": request.url}
+        elements = [open_link] if len(request.url) <= URL_BUTTON_LIMIT else []
         elements.append(_button("Decline", "decline", rid, "danger"))
         text = f"{server} asks you to open a link to {link_host(request.url)}"
     else:
@@ -298,8 +295,7 @@ def input_modal(request: InputRequest, place: ModalPlace) -> dict[str, Any]:
     shown = fields if len(fields) <= room else fields[: room - 1]
     blocks = head + [_input_block(i, f) for i, f in enumerate(shown)]
     if len(shown) < len(fields):
-        rest = len(fields) - len(shown)
-        blocks.append(context(f"_{rest} more fields cannot be shown in Slack._"))
+        blocks.append(context(f"_{len(fields) - len(shown)} more fields cannot be shown in Slack._"))
     return {
         "type": "modal",
         "callback_id": CALLBACK_ID,

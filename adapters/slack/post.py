@@ -262,29 +262,23 @@ class TurnPosts:
         if ts is not None and self._known.get(LIVE) is None:
             await self.record(LIVE, ts)
 
-    async def post(self, part: str, message: OutMessage) -> str | None:
-        """Post `message` as `part` of the answer; None when an earlier run already posted it."""
+    async def put(self, part: str, message: OutMessage, replace_ts: str | None = None) -> None:
+        """Show `part` by replacing the live message `replace_ts`, else post it unless an earlier run did."""
         turn = self._turn
+        if replace_ts is not None:
+            await self._poster.update(turn.channel, replace_ts, message)
+            await self.record(part, replace_ts)
+            return
         if self._records is None:
-            return await self._poster.post(turn.channel, turn.reply_thread_ts, message)
+            await self._poster.post(turn.channel, turn.reply_thread_ts, message)
+            return
         if part in self._known:
-            landed = await self.landed(part)
-            if landed is not None:
+            if await self.landed(part) is not None:
                 logger.info("Slack event %s: %s was posted before; not posting it again", turn.event_id, part)
-                return None
+                return
         else:
             await self._intend(part)
-        ts = await self._send(part, message)
-        await self.record(part, ts)
-        return ts
-
-    async def put(self, part: str, message: OutMessage, replace_ts: str | None = None) -> None:
-        """Post `part`, or show it by replacing the live message `replace_ts`."""
-        if replace_ts is None:
-            await self.post(part, message)
-        else:
-            await self._poster.update(self._turn.channel, replace_ts, message)
-            await self.record(part, replace_ts)
+        await self.record(part, await self._send(part, message))
 
     async def _send(self, part: str, message: OutMessage) -> str:
         """Post `part` once: a send that fails in doubt is sent again only when the thread lacks it."""

@@ -16,13 +16,10 @@ from typing import Any
 from slack_sdk.models.blocks import (
     ContainerBlock,
     ContextActionsBlock,
-    ContextBlock,
     FeedbackButtonObject,
     FeedbackButtonsElement,
     MarkdownBlock,
-    MarkdownTextObject,
     PlanBlock,
-    SectionBlock,
     TaskCardBlock,
 )
 
@@ -196,7 +193,7 @@ def _container(title: str, subtitle: str, children: list[Any]) -> dict[str, Any]
 
 
 def _noted(note: str) -> list[Any]:
-    return [ContextBlock(elements=[MarkdownTextObject(text=note)])] if note else []
+    return [context(note)] if note else []
 
 
 def _legacy(color: str, title: str, text: str, fallback: str) -> dict[str, Any]:
@@ -219,10 +216,10 @@ def _tool_detail(att: Attachment, *, rich: bool, uploaded: bool, attached: froze
             f"{title}: {call_outcome(att)}",
         )
     children: list[Any] = [
-        SectionBlock(text=MarkdownTextObject(text="*Arguments*\n" + _fenced(_arguments(att), 900))),
-        SectionBlock(text=MarkdownTextObject(text="*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20))),
+        section("*Arguments*\n" + _fenced(_arguments(att), 900)),
+        section("*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20)),
         *_noted(note),
-        *([SectionBlock(text=MarkdownTextObject(text=resources))] if resources else []),
+        *([section(resources)] if resources else []),
     ]
     return _container(title, f"{'❌' if att.is_error else '✅'} {call_outcome(att)}", children)
 
@@ -239,7 +236,7 @@ def _text_detail(resource: Resource, att: Attachment, *, rich: bool, uploaded: b
     subtitle = escape_capped(truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0], 150)
     text = _fenced(shown, SECTION_TEXT_LIMIT)
     if rich:
-        return _container(name, subtitle, [SectionBlock(text=MarkdownTextObject(text=text)), *_noted(note)])
+        return _container(name, subtitle, [section(text), *_noted(note)])
     return _legacy("#439FE0", f"{name} — {subtitle}", text + (f"\n{note}" if note else ""), name)
 
 
@@ -369,11 +366,7 @@ def status_message(headline: str, tools: list[Call], *, rich: bool, text: str = 
     """A turn's live message: a headline (until words arrive), the tool calls, the answer so far."""
     icon = {"running": "⏳", "ok": "✅", "error": "❌"}
     shown = answer_chunks(text)[0] if text.strip() else ""
-    blocks: list[dict[str, Any]] = []
-    if not shown:
-        blocks.append(
-            ContextBlock(elements=[MarkdownTextObject(text=escape_capped(headline, 2000))]).to_dict()
-        )
+    blocks = [] if shown else [context(escape_capped(headline, 2000))]
     if tools and rich:
         cards = [
             TaskCardBlock(
@@ -386,9 +379,7 @@ def status_message(headline: str, tools: list[Call], *, rich: bool, text: str = 
         blocks.append(PlanBlock(title="Tool calls", tasks=cards).to_dict())
     elif tools:
         lines = "\n".join(f"{icon[_state(t)]} `{escape_capped(t.name, 150)}`" for t in tools[-40:])
-        blocks.append(
-            SectionBlock(text=MarkdownTextObject(text=truncate(lines, SECTION_TEXT_LIMIT)[0])).to_dict()
-        )
+        blocks.append(section(lines))
     if shown:
         blocks.append(MarkdownBlock(text=shown).to_dict())
         return OutMessage(text=truncate(shown, MESSAGE_TEXT_LIMIT)[0], blocks=blocks)

@@ -96,9 +96,9 @@ class TurnRunner:
             await posts.load()
             if turn.kind == "reset":
                 await self.agent.reset(turn.key)
-                await posts.post(answer_part(0), plain_message(RESET_DONE))
+                await posts.put(answer_part(0), plain_message(RESET_DONE))
             elif not turn.incoming.text:
-                await posts.post(answer_part(0), plain_message(EMPTY_PROMPT))
+                await posts.put(answer_part(0), plain_message(EMPTY_PROMPT))
             else:
                 mark = self._seen.mark(turn)
                 # Behind another turn of its thread, the live message waits until this turn starts.
