@@ -28,9 +28,7 @@ _SLACK_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
 
 def person(user_id: str | None) -> str:
     """A Slack user as a mention when it is one, else their id as plain, escaped text."""
-    if user_id and _SLACK_ID.match(user_id):
-        return f"<@{user_id}>"
-    return escape(user_id or "someone")
+    return f"<@{user_id}>" if user_id and _SLACK_ID.match(user_id) else escape(user_id or "someone")
 
 
 def arguments_text(call: PendingCall) -> str:

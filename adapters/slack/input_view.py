@@ -103,8 +103,7 @@ def _body(request: InputRequest) -> list[dict[str, Any]]:
     """What the server asked, the same before and after it was answered."""
     blocks = [section(_headline(request))]
     if request.refused is None and request.mode == "url" and request.url:
-        host = escape_capped(link_host(request.url), 500)
-        blocks.append(section(f"The link goes to\n*{host}*"))
+        blocks.append(section(f"The link goes to\n*{escape_capped(link_host(request.url), 500)}*"))
         if request.message:
             blocks.append(section("*Why, as the server says:*\n" + quoted(request.message)))
         if len(request.url) > URL_BUTTON_LIMIT:
@@ -145,8 +144,7 @@ def settled_message(request: InputRequest, status: str) -> OutMessage:
     said = cards.ended(request, status)
     line = said.say() if said is not None else escape_capped(status, 200)
     blocks = [*_body(request), context(f"{line} · {_tools(request)}")]
-    text = f"{request.server} asked for input: {line}"
-    return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
+    return OutMessage(text=escape_capped(f"{request.server} asked for input: {line}", 3_000), blocks=blocks)
 
 
 def parse_click(action: dict[str, Any]) -> InputClick | None:

@@ -275,6 +275,4 @@ class InputClicks:
 
 
 def _message_of(place: ModalPlace) -> tuple[str, str] | None:
-    if place.channel is None or place.message_ts is None:
-        return None
-    return place.channel, place.message_ts
+    return None if place.channel is None or place.message_ts is None else (place.channel, place.message_ts)

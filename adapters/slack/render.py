@@ -99,12 +99,11 @@ def safe_markdown(text: str) -> str:
 
 def escape_capped(text: str, limit: int) -> str:
     """`text` escaped and at most `limit` characters, cut on the raw text so no entity is split."""
-    raw = text
     while True:
-        out = escape(raw)
+        out = escape(text)
         if len(out) <= limit:
             return out
-        raw, _ = truncate(raw, max(0, len(raw) - (len(out) - limit) - 1))
+        text, _ = truncate(text, max(0, len(text) - (len(out) - limit) - 1))
 
 
 def answer_chunks(text: str) -> list[str]:
@@ -129,8 +128,7 @@ def call_outcome(att: Attachment) -> str:
 
 
 def quoted(text: str, limit: int = 2_000) -> str:
-    lines = escape_capped(text, limit).splitlines() or [""]
-    return "\n".join("> " + line for line in lines)
+    return "\n".join("> " + line for line in escape_capped(text, limit).splitlines() or [""])
 
 
 def _fenced(text: str, limit: int) -> str:
@@ -166,22 +164,21 @@ def _resource_lines(att: Attachment, attached: frozenset[int]) -> str:
     """The links and files of one call, one bullet each, within a section's 3,000 characters."""
     items = [(i, r) for i, r in enumerate(att.resources) if kind_of(r) in ("link", "file")]
     lines: list[str] = []
+    used = 0  # characters of the lines so far, each with its newline
     for i, resource in items:
         if resource.link:
             line = f"• 🔗 {resource_link(resource)}"
         else:
             where = "attached to this thread" if i in attached else "not attached: too many files"
             line = f"• 📎 {escape(file_label(resource))} — _{where}_"
-        if (
-            len(lines) == RESOURCE_LINES
-            or sum(len(x) + 1 for x in lines) + len(line) > SECTION_TEXT_LIMIT - 120
-        ):
+        if len(lines) == RESOURCE_LINES or used + len(line) > SECTION_TEXT_LIMIT - 120:
             rest = items[len(lines) :]
             left = sum(1 for j, r in rest if kind_of(r) == "file" and j not in attached)
             why = f"; {left} file{'s' if left != 1 else ''} not attached: too many files" if left else ""
             lines.append(f"_… and {len(rest)} more{why}_")
             break
         lines.append(line)
+        used += len(line) + 1
     return "\n".join(lines)
 
 
@@ -320,9 +317,7 @@ def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
     groups = [tool_items[i : i + per_message] for i in range(0, len(tool_items), per_message)] or [[]]
     # Overflowing tool details (dozens of calls) get their own messages before the answer.
     messages = [_message("Tool results", group, None, level) for group in groups[:-1]]
-    messages += [
-        _message(chunk, groups[-1] if i == 0 else [], chunk, level) for i, chunk in enumerate(chunks)
-    ]
+    messages += [_message(text, groups[-1] if i == 0 else [], text, level) for i, text in enumerate(chunks)]
     return RenderedReply(messages=messages, uploads=plan.uploads)
 
 
