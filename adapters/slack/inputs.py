@@ -50,8 +50,8 @@ class RequestMessages(Settled[tuple[str, str]]):
 
     _of: ClassVar[weakref.WeakKeyDictionary[Poster, RequestMessages]] = weakref.WeakKeyDictionary()
 
-    def __init__(self, poster: Poster, limit: int = REMEMBERED) -> None:
-        super().__init__(self._update, parse_message_ref, limit=limit)
+    def __init__(self, poster: Poster) -> None:
+        super().__init__(self._update, parse_message_ref, limit=REMEMBERED)
         self._poster = poster
         # Stores where each request message is posted (the bot's agent, once its clicks are handled).
         self.keep_ref: KeepRef | None = None

@@ -239,10 +239,9 @@ class TurnPosts:
         # Messages of the answer out: a turn cut off after the first counts as answered.
         self.delivered = 0
 
-    async def load(self) -> TurnPosts:
+    async def load(self) -> None:
         if self._records is not None:
             self._known = await self._records.posts_of(self.turn_id)
-        return self
 
     @property
     def answered(self) -> bool:
