@@ -59,8 +59,7 @@ SUGGESTED_PROMPTS = (
 
 
 class SlackBot:
-    """The AsyncApp plus what it needs: identity, owned background tasks, pacing and fallbacks; with
-    `jobs`, turns are queued for whichever process's worker is free."""
+    """The AsyncApp and what its listeners share; with `jobs`, turns queue for any process's free worker."""
 
     def __init__(
         self,
@@ -93,7 +92,6 @@ class SlackBot:
             watch=self._sign_ins.watch,
         )
         self._owned = Owned()
-        self._tasks = self._owned.tasks
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
         self._launch = jobs_runtime.Launcher(jobs, self.spawn, PLATFORM)
         self._intake = Intake(agent, settings, self._launch, self._turns.run, self.spawn)
@@ -170,8 +168,7 @@ class SlackBot:
         )
 
     async def _left_over(self, event_id: str, payload: str) -> Turn | None:
-        """The turn of a recorded event, answered outside its delivery; an entry that is no turn (stored
-        by an older version) is dropped with a log line."""
+        """The turn of a recorded event; an entry that is no turn (stored by an older version) is dropped."""
         me = await self.identity()
         try:
             body = json.loads(payload)
@@ -209,9 +206,9 @@ class SlackBot:
     async def drain(self, grace: float) -> None:
         """SIGTERM: start no new turn and give the running ones up to `grace` seconds to finish."""
         await self._stop_intake()
-        if not self._tasks:
+        if not self._owned.tasks:
             return
-        logger.warning("nerve: waiting up to %g s for %d running turn(s)", grace, len(self._tasks))
+        logger.warning("nerve: waiting up to %g s for %d running turn(s)", grace, len(self._owned.tasks))
         await self._owned.drain(grace, "turn(s)")
 
     async def aclose(self) -> None:
@@ -219,10 +216,9 @@ class SlackBot:
         DELIVERY_ALLOWANCE), so the next start knows whether it landed and never posts it twice."""
         await self._stop_intake()
         self._poster.stop_posting()
-        tasks = list(self._tasks)
-        delivering = self._turns.delivering
+        tasks = list(self._owned.tasks)
         for task in tasks:
-            if task not in delivering:
+            if task not in self._turns.delivering:
                 task.cancel()
         if tasks:
             _, late = await asyncio.wait(tasks, timeout=DELIVERY_ALLOWANCE)

@@ -28,9 +28,7 @@ _SLACK_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
 
 def person(user_id: str | None) -> str:
     """A Slack user as a mention when it is one, else their id as plain, escaped text."""
-    if user_id and _SLACK_ID.match(user_id):
-        return f"<@{user_id}>"
-    return escape(user_id or "someone")
+    return f"<@{user_id}>" if user_id and _SLACK_ID.match(user_id) else escape(user_id or "someone")
 
 
 def arguments_text(call: PendingCall) -> str:
@@ -91,11 +89,8 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
     calls = prompt.calls
     pending = [c for c in calls if c.status == "pending"]
     names = ", ".join(dict.fromkeys(c.tool for c in calls))
-    if pending:
-        headline = f"🔐 *Approval needed* to run {escape_capped(names, 500)}"
-    else:
-        headline = f"🔐 *Approval request for* {escape_capped(names, 500)} — decided"
-    blocks: list[dict[str, Any]] = [section(headline)]
+    headline = "🔐 *Approval needed* to run {}" if pending else "🔐 *Approval request for* {} — decided"
+    blocks: list[dict[str, Any]] = [section(headline.format(escape_capped(names, 500)))]
     if prompt.reason:
         blocks.append(section("*What the model said it is for:*\n" + quoted(prompt.reason)))
     for index, call in enumerate(calls[:CALLS_SHOWN]):
@@ -117,10 +112,8 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
     rest = calls[CALLS_SHOWN:]
     if rest:
         listed = ", ".join(f"`{escape_capped(c.tool, 80)}`" for c in rest)
-        text = (
-            f"*{len(rest)} more calls:* {listed}\n_Their arguments are in the file attached to this thread._"
-        )
-        blocks.append(section(text))
+        note = "_Their arguments are in the file attached to this thread._"
+        blocks.append(section(f"*{len(rest)} more calls:* {listed}\n{note}"))
     if pending:
         batch_value = _value({"r": prompt.request_id})
         batch: list[dict[str, Any]] = []

@@ -31,7 +31,7 @@ from adapters.slack.events import (
     Turn,
     classify,
     inbox_payload,
-    is_dm_channel,
+    person_key,
     place_of_command,
     unescape,
 )
@@ -68,10 +68,7 @@ DESCRIBED = 200  # characters of a tool's description in `/nerve tools`
 def typed_in(place: Place, workspace: str = "") -> Incoming:
     """An `Incoming` that stands for "where the command was typed, by whom", for what the policy decides."""
     return Incoming(
-        key=ConversationKey(platform=PLATFORM, workspace=workspace, channel=place.channel or "", thread="-"),
-        text="",
-        user_id=place.user or "",
-        place=place,
+        key=person_key(workspace, place.channel or ""), text="", user_id=place.user or "", place=place
     )
 
 
@@ -180,9 +177,7 @@ class NerveCommands:
         }
 
     async def _tools(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
-        user = str(command.get("user_id") or "")
-        place = place_of_command(str(command.get("channel_id") or ""), command.get("channel_name"), user)
-        await ack(text=tools_text(self.agent, place), response_type="ephemeral")
+        await ack(text=tools_text(self.agent, place_of_command(command)), response_type="ephemeral")
 
     async def _approvals(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
         user = str(command.get("user_id") or "")
@@ -191,7 +186,7 @@ class NerveCommands:
 
     async def _reset(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
         channel = str(command.get("channel_id") or "")
-        if not is_dm_channel(channel, command.get("channel_name")):
+        if not place_of_command(command).dm:
             await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
             return
         await ack()
@@ -257,10 +252,7 @@ class PromptCommand:
         """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds."""
         sub, rest = _first_word(unescape(str(command.get("text") or "")))
         name, written = _first_word(rest)
-        channel = str(command.get("channel_id") or "")
-        user = str(command.get("user_id") or "")
-        place = place_of_command(channel, command.get("channel_name"), user)
-        here = typed_in(place, str(command.get("team_id") or ""))
+        here = typed_in(place_of_command(command), str(command.get("team_id") or ""))
         if sub.lower() == "prompts" or not name:
             await ack(text=prompts_text(self.agent, here), response_type="ephemeral")
             return
@@ -270,7 +262,7 @@ class PromptCommand:
             # An unknown name is left to the core, which names the prompts there are.
             arguments = parse_arguments(spec, written) if spec is not None else {}
         except PromptError as exc:
-            await ack(text=escape(str(exc)) + hint, response_type="ephemeral")
+            await ack(text=_refusal(name, exc, hint), response_type="ephemeral")
             return
         question = asyncio.ensure_future(self.agent.prompt_question(here, name, arguments))
         try:
@@ -278,12 +270,9 @@ class PromptCommand:
         except asyncio.CancelledError:
             question.cancel()
             raise
-        if done and question.exception() is not None:
-            refused = question.exception()
-            if not isinstance(refused, PromptError):
-                logger.error("starting the prompt %s failed", name, exc_info=refused)
-            text = escape(str(refused)) + hint if isinstance(refused, PromptError) else PROMPT_FAILED
-            await ack(text=text, response_type="ephemeral")
+        refused = question.exception() if done else None
+        if refused is not None:
+            await ack(text=_refusal(name, refused, hint), response_type="ephemeral")
             return
         await ack()
         tell = partial(tell_privately, self.poster, here, str(command.get("response_url") or ""))
@@ -301,12 +290,8 @@ class PromptCommand:
         channel, user = place.channel or "", here.user_id
         try:
             text = await question
-        except PromptError as exc:
-            await tell(escape(str(exc)) + hint)
-            return
-        except Exception:
-            logger.exception("starting the prompt %s failed", name)
-            await tell(PROMPT_FAILED)
+        except Exception as exc:
+            await tell(_refusal(name, exc, hint))
             return
         try:
             ts = await self.poster.post(channel, None, announcement(user, name, text))
@@ -322,6 +307,13 @@ class PromptCommand:
             return
         if await self.agent.inbox.claim_event(PLATFORM, turn.event_id, inbox_payload(body)):
             self.start(turn)
+
+
+def _refusal(name: str, exc: BaseException, hint: str) -> str:
+    if isinstance(exc, PromptError):
+        return escape(str(exc)) + hint
+    logger.error("starting the prompt %s failed", name, exc_info=exc)
+    return PROMPT_FAILED
 
 
 def _first_word(text: str) -> tuple[str, str]:

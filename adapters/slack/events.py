@@ -98,13 +98,11 @@ def classify(
     if not isinstance(event, Mapping):
         return None
     kind = event.get("type")
-    subtype = event.get("subtype")
     allowed = _TURN_SUBTYPES | ({"bot_message"} if allow_bots else set())
-    if kind not in ("app_mention", "message") or subtype not in allowed:
+    if kind not in ("app_mention", "message") or event.get("subtype") not in allowed:
         return None
     author = _author(event, me, allow_bots)
-    channel = event.get("channel")
-    ts = event.get("ts")
+    channel, ts = event.get("channel"), event.get("ts")
     if author is None or not isinstance(channel, str) or not isinstance(ts, str):
         return None
     # Everything taken from the payload is scrubbed: JSON may carry lone surrogates ("\ud800"),
@@ -161,9 +159,16 @@ def turn_in(incoming: Incoming) -> Turn:
     )
 
 
-def place_of_command(channel: str, channel_name: str | None, user: str) -> Place:
-    """The place a slash command was typed in (commands carry no channel_type)."""
-    return Place(platform=PLATFORM, channel=channel, dm=is_dm_channel(channel, channel_name), user=user)
+def person_key(workspace: str, channel: str) -> ConversationKey:
+    """A key for "this person in this workspace, where they typed", outside any conversation."""
+    return ConversationKey(platform=PLATFORM, workspace=workspace, channel=channel, thread="-")
+
+
+def place_of_command(command: Mapping[str, Any]) -> Place:
+    """The place a slash command was typed in, and by whom (commands carry no channel_type)."""
+    channel = str(command.get("channel_id") or "")
+    dm = is_dm_channel(channel, command.get("channel_name"))
+    return Place(platform=PLATFORM, channel=channel, dm=dm, user=str(command.get("user_id") or ""))
 
 
 def is_dm_channel(channel_id: str, channel_name: str | None = None) -> bool:
@@ -173,16 +178,8 @@ def is_dm_channel(channel_id: str, channel_name: str | None = None) -> bool:
 
 BODY_FIELDS = ("type", "event_id", "team_id")
 EVENT_FIELDS = (
-    "type",
-    "subtype",
-    "user",
-    "bot_id",
-    "channel",
-    "channel_type",
-    "ts",
-    "thread_ts",
-    "text",
-    "team",
+    *("type", "subtype", "user", "bot_id", "channel", "channel_type"),
+    *("ts", "thread_ts", "text", "team"),
 )
 
 

@@ -103,8 +103,7 @@ def _body(request: InputRequest) -> list[dict[str, Any]]:
     """What the server asked, the same before and after it was answered."""
     blocks = [section(_headline(request))]
     if request.refused is None and request.mode == "url" and request.url:
-        host = escape_capped(link_host(request.url), 500)
-        blocks.append(section(f"The link goes to\n*{host}*"))
+        blocks.append(section(f"The link goes to\n*{escape_capped(link_host(request.url), 500)}*"))
         if request.message:
             blocks.append(section("*Why, as the server says:*\n" + quoted(request.message)))
         if len(request.url) > URL_BUTTON_LIMIT:
@@ -125,11 +124,8 @@ def request_message(request: InputRequest) -> OutMessage:
         return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
     rid = request.request_id
     if request.mode == "url" and request.url:
-        elements = []
-        if len(request.url) <= URL_BUTTON_LIMIT:
-            open_button = _button("Open", "open", rid, "primary")
-            open_button["url"] = request.url
-            elements.append(open_button)
+        open_link = {**_button("Open", "open", rid, "primary"), "url": request.url}
+        elements = [open_link] if len(request.url) <= URL_BUTTON_LIMIT else []
         elements.append(_button("Decline", "decline", rid, "danger"))
         text = f"{server} asks you to open a link to {link_host(request.url)}"
     else:
@@ -148,8 +144,7 @@ def settled_message(request: InputRequest, status: str) -> OutMessage:
     said = cards.ended(request, status)
     line = said.say() if said is not None else escape_capped(status, 200)
     blocks = [*_body(request), context(f"{line} · {_tools(request)}")]
-    text = f"{request.server} asked for input: {line}"
-    return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
+    return OutMessage(text=escape_capped(f"{request.server} asked for input: {line}", 3_000), blocks=blocks)
 
 
 def parse_click(action: dict[str, Any]) -> InputClick | None:
@@ -298,8 +293,7 @@ def input_modal(request: InputRequest, place: ModalPlace) -> dict[str, Any]:
     shown = fields if len(fields) <= room else fields[: room - 1]
     blocks = head + [_input_block(i, f) for i, f in enumerate(shown)]
     if len(shown) < len(fields):
-        rest = len(fields) - len(shown)
-        blocks.append(context(f"_{rest} more fields cannot be shown in Slack._"))
+        blocks.append(context(f"_{len(fields) - len(shown)} more fields cannot be shown in Slack._"))
     return {
         "type": "modal",
         "callback_id": CALLBACK_ID,

@@ -46,13 +46,12 @@ KeepRef = Callable[[Ask, str], Awaitable[None]]
 
 
 class RequestMessages(Settled[tuple[str, str]]):
-    """Where one bot's request messages are and how each shows its end: one per poster, so every
-    sink and click handler of a bot shares it without being handed it."""
+    """Where one bot's request messages are and how each shows its end: one per poster, shared by all."""
 
     _of: ClassVar[weakref.WeakKeyDictionary[Poster, RequestMessages]] = weakref.WeakKeyDictionary()
 
-    def __init__(self, poster: Poster, limit: int = REMEMBERED) -> None:
-        super().__init__(self._update, parse_message_ref, limit=limit)
+    def __init__(self, poster: Poster) -> None:
+        super().__init__(self._update, parse_message_ref, limit=REMEMBERED)
         self._poster = poster
         # Stores where each request message is posted (the bot's agent, once its clicks are handled).
         self.keep_ref: KeepRef | None = None
@@ -178,20 +177,17 @@ class InputClicks:
         except Exception:
             logger.exception("answering request for input %s failed", click.request_id)
             outcome = InputOutcome(changed=False, request=None, note=FAILED)
-        if outcome.changed:
-            await self._answered(outcome, place)
-            return
-        if outcome.note is not None:
+        if not outcome.changed and outcome.note is not None:
             await self._poster.tell(channel, user, outcome.note, thread)
-        await self._show_ended(outcome, place)
+        await self._after(outcome, place)
 
     async def _fill(self, request_id: str, user: str, trigger: str | None, place: ModalPlace) -> InputOutcome:
         """Open the form for its person; a note for anyone else (or when it is over)."""
         outcome = await self._agent.open_input(request_id, user)
         request = outcome.request
-        if outcome.note is not None or request is None:
-            return outcome if outcome.note is not None else replace(outcome, note=FAILED)
-        if request.mode != "form" or request.form is None or trigger is None:
+        if outcome.note is not None:
+            return outcome
+        if request is None or request.mode != "form" or request.form is None or trigger is None:
             return replace(outcome, note=FAILED)
         try:
             await self._poster.client.views_open(trigger_id=trigger, view=input_modal(request, place))
@@ -200,18 +196,13 @@ class InputClicks:
             return replace(outcome, note=NO_FORM)
         return outcome
 
-    async def _answered(self, outcome: InputOutcome, place: ModalPlace) -> None:
-        """After an answer that counted: its message shows it, then a parked turn free to go on does."""
-        if outcome.request is not None and outcome.status is not None:
-            await self._messages.settle(outcome.request, outcome.status, _message_of(place))
-        if outcome.resume is not None:
-            await self._resume(outcome.resume)
-
-    async def _show_ended(self, outcome: InputOutcome, place: ModalPlace) -> None:
-        """A click on a request that is over: its message says how it ended, without buttons."""
-        status = ended(outcome)
+    async def _after(self, outcome: InputOutcome, place: ModalPlace) -> None:
+        """Its message shows how the request ended (or had ended); a parked turn the answer freed goes on."""
+        status = outcome.status if outcome.changed else ended(outcome)
         if outcome.request is not None and status is not None:
             await self._messages.settle(outcome.request, status, _message_of(place))
+        if outcome.resume is not None:
+            await self._resume(outcome.resume)
 
     # --- the modal ------------------------------------------------------------------------------
 
@@ -245,7 +236,7 @@ class InputClicks:
         if not outcome.changed:
             return await self._note(place, user, blocks, outcome.note or FAILED, outcome)
         # Slack wants the response within 3 seconds: the message and the parked turn go on after it.
-        self._spawn(self._answered(outcome, place))
+        self._spawn(self._after(outcome, place))
         return None
 
     async def on_close(self, body: Mapping[str, Any]) -> None:
@@ -263,9 +254,7 @@ class InputClicks:
         if not outcome.changed:
             # Closing a form that was already answered, or is over, needs no note.
             logger.info("closing the form of %s changed nothing: %s", place.request_id, outcome.note)
-            await self._show_ended(outcome, place)
-            return
-        await self._answered(outcome, place)
+        await self._after(outcome, place)
 
     async def _note(
         self,
@@ -276,9 +265,8 @@ class InputClicks:
         outcome: InputOutcome | None = None,
     ) -> dict[str, Any] | None:
         """Why a submission changed nothing: in the modal, or (with no input to show it on) in the thread."""
-
         if outcome is not None:
-            self._spawn(self._show_ended(outcome, place))
+            self._spawn(self._after(outcome, place))
         block = first_input(blocks)
         if block is not None:
             return {"response_action": "errors", "errors": {block: note}}
@@ -287,6 +275,4 @@ class InputClicks:
 
 
 def _message_of(place: ModalPlace) -> tuple[str, str] | None:
-    if place.channel is None or place.message_ts is None:
-        return None
-    return place.channel, place.message_ts
+    return None if place.channel is None or place.message_ts is None else (place.channel, place.message_ts)

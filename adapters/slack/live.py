@@ -93,11 +93,9 @@ class SafePieces:
         whole = safe_markdown(self.raw[:cut])
         # Escaping the longer text normally just extends what was sent; if an edge case (a code span
         # closing later) makes it differ, the new part is escaped on its own: still safe.
-        piece = (
-            whole[len(self.sent) :]
-            if whole.startswith(self.sent)
-            else safe_markdown(self.raw[self.cut : cut])
-        )
+        piece = whole[len(self.sent) :]
+        if not whole.startswith(self.sent):
+            piece = safe_markdown(self.raw[self.cut : cut])
         self.cut = cut
         self.sent += piece
         return piece

@@ -157,7 +157,6 @@ class Poster:
         *,
         metadata: dict[str, Any] | None = None,
     ) -> str:
-        """Post a message (in the thread if given), with Slack message `metadata`; returns its ts."""
         # The client leaves out what is None; empty blocks or attachments are left out too.
         send = partial(
             self.client.chat_postMessage,
@@ -237,11 +236,12 @@ class TurnPosts:
         self._turn = turn
         self._known: dict[str, str | None] = {}
         self.turn_id = f"slack:{turn.event_id}"
+        # Messages of the answer out: a turn cut off after the first counts as answered.
+        self.delivered = 0
 
-    async def load(self) -> TurnPosts:
+    async def load(self) -> None:
         if self._records is not None:
             self._known = await self._records.posts_of(self.turn_id)
-        return self
 
     @property
     def answered(self) -> bool:
@@ -249,8 +249,7 @@ class TurnPosts:
         return any(part.startswith("answer:") for part in self._known)
 
     async def intend_live(self) -> dict[str, Any] | None:
-        """Announce the live message before posting it; the metadata it is posted with, by which the
-        next run finds one in doubt."""
+        """Announce the live message before posting it; its metadata lets a next run find it in doubt."""
         if self._records is None:
             return None
         if LIVE not in self._known:
@@ -259,24 +258,26 @@ class TurnPosts:
 
     async def note_live(self, ts: str | None) -> None:
         """Keep the live message's ts, so a second run goes on in it."""
-        if ts is not None and self._records is not None and self._known.get(LIVE) is None:
-            await self._record(LIVE, ts)
+        if ts is not None and self._known.get(LIVE) is None:
+            await self.record(LIVE, ts)
 
-    async def post(self, part: str, message: OutMessage) -> str | None:
-        """Post `message` as `part` of the answer; None when an earlier run already posted it."""
+    async def put(self, part: str, message: OutMessage, replace_ts: str | None = None) -> None:
+        """Show `part` by replacing the live message `replace_ts`, else post it unless an earlier run did."""
         turn = self._turn
+        if replace_ts is not None:
+            await self._poster.update(turn.channel, replace_ts, message)
+            await self.record(part, replace_ts)
+            return
         if self._records is None:
-            return await self._poster.post(turn.channel, turn.reply_thread_ts, message)
+            await self._poster.post(turn.channel, turn.reply_thread_ts, message)
+            return
         if part in self._known:
-            landed = await self.landed(part)
-            if landed is not None:
+            if await self.landed(part) is not None:
                 logger.info("Slack event %s: %s was posted before; not posting it again", turn.event_id, part)
-                return None
+                return
         else:
             await self._intend(part)
-        ts = await self._send(part, message)
-        await self._record(part, ts)
-        return ts
+        await self.record(part, await self._send(part, message))
 
     async def _send(self, part: str, message: OutMessage) -> str:
         """Post `part` once: a send that fails in doubt is sent again only when the thread lacks it."""
@@ -306,11 +307,6 @@ class TurnPosts:
                     raise
                 sends += 1
 
-    async def replaced(self, part: str, ts: str) -> None:
-        """`part` of the answer went out by replacing the live message `ts` (or `ts` showed it already)."""
-        if self._records is not None:
-            await self._record(part, ts)
-
     async def take_files(self) -> bool:
         """True once per turn: this run uploads the answer's files; never a second time."""
         if self._records is None:
@@ -327,20 +323,21 @@ class TurnPosts:
         return True
 
     async def files_done(self) -> None:
-        if self._records is not None:
-            self._known[FILES] = FILES
-            await self._records.record_post(self.turn_id, FILES, FILES)
+        await self._keep(FILES, FILES)
 
     async def _intend(self, part: str) -> None:
         assert self._records is not None
         await self._records.intend_post(self.turn_id, part)
         self._known[part] = None
 
-    async def _record(self, part: str, ts: str) -> None:
-        assert self._records is not None
-        ref = message_ref(self._turn.channel, ts)
-        self._known[part] = ref
-        await self._records.record_post(self.turn_id, part, ref)
+    async def record(self, part: str, ts: str) -> None:
+        """`part` is out at `ts`: posted, or the live message that was replaced by it (or showed it)."""
+        await self._keep(part, message_ref(self._turn.channel, ts))
+
+    async def _keep(self, part: str, ref: str) -> None:
+        if self._records is not None:
+            self._known[part] = ref
+            await self._records.record_post(self.turn_id, part, ref)
 
     def _metadata(self, part: str) -> dict[str, Any]:
         return {"event_type": METADATA_TYPE, "event_payload": {"turn": self.turn_id, "part": part}}
@@ -354,7 +351,7 @@ class TurnPosts:
             return known[1]
         found = await self._read_back(part)
         if found is not None:
-            await self._record(part, found)
+            await self.record(part, found)
         return found
 
     async def _read_back(self, part: str) -> str | None:

@@ -119,14 +119,11 @@ class Throttle(Generic[T]):
 
     async def close(self) -> None:
         """Drop any pending send and wait for one in flight, so nothing overwrites what comes next."""
-        self._closed = True
         task = self._task
-        if task is None:
-            return
-        if not self._sending:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        self.stop()
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def tool_progress_text(event: TurnEvent) -> str:
@@ -222,8 +219,6 @@ class StatusMessage:
         )
 
     async def start(self, *, metadata: dict[str, Any] | None = None) -> None:
-        """Post the status message, with Slack message `metadata` if given."""
-
         async def post(message: OutMessage) -> None:
             self.message_ts = await self._poster.post(
                 self._channel, self._thread_ts, message, metadata=metadata

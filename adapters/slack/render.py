@@ -16,13 +16,10 @@ from typing import Any
 from slack_sdk.models.blocks import (
     ContainerBlock,
     ContextActionsBlock,
-    ContextBlock,
     FeedbackButtonObject,
     FeedbackButtonsElement,
     MarkdownBlock,
-    MarkdownTextObject,
     PlanBlock,
-    SectionBlock,
     TaskCardBlock,
 )
 
@@ -102,12 +99,11 @@ def safe_markdown(text: str) -> str:
 
 def escape_capped(text: str, limit: int) -> str:
     """`text` escaped and at most `limit` characters, cut on the raw text so no entity is split."""
-    raw = text
     while True:
-        out = escape(raw)
+        out = escape(text)
         if len(out) <= limit:
             return out
-        raw, _ = truncate(raw, max(0, len(raw) - (len(out) - limit) - 1))
+        text, _ = truncate(text, max(0, len(text) - (len(out) - limit) - 1))
 
 
 def answer_chunks(text: str) -> list[str]:
@@ -132,8 +128,7 @@ def call_outcome(att: Attachment) -> str:
 
 
 def quoted(text: str, limit: int = 2_000) -> str:
-    lines = escape_capped(text, limit).splitlines() or [""]
-    return "\n".join("> " + line for line in lines)
+    return "\n".join("> " + line for line in escape_capped(text, limit).splitlines() or [""])
 
 
 def _fenced(text: str, limit: int) -> str:
@@ -169,22 +164,21 @@ def _resource_lines(att: Attachment, attached: frozenset[int]) -> str:
     """The links and files of one call, one bullet each, within a section's 3,000 characters."""
     items = [(i, r) for i, r in enumerate(att.resources) if kind_of(r) in ("link", "file")]
     lines: list[str] = []
+    used = 0  # characters of the lines so far, each with its newline
     for i, resource in items:
         if resource.link:
             line = f"• 🔗 {resource_link(resource)}"
         else:
             where = "attached to this thread" if i in attached else "not attached: too many files"
             line = f"• 📎 {escape(file_label(resource))} — _{where}_"
-        if (
-            len(lines) == RESOURCE_LINES
-            or sum(len(x) + 1 for x in lines) + len(line) > SECTION_TEXT_LIMIT - 120
-        ):
+        if len(lines) == RESOURCE_LINES or used + len(line) > SECTION_TEXT_LIMIT - 120:
             rest = items[len(lines) :]
             left = sum(1 for j, r in rest if kind_of(r) == "file" and j not in attached)
             why = f"; {left} file{'s' if left != 1 else ''} not attached: too many files" if left else ""
             lines.append(f"_… and {len(rest)} more{why}_")
             break
         lines.append(line)
+        used += len(line) + 1
     return "\n".join(lines)
 
 
@@ -196,7 +190,7 @@ def _container(title: str, subtitle: str, children: list[Any]) -> dict[str, Any]
 
 
 def _noted(note: str) -> list[Any]:
-    return [ContextBlock(elements=[MarkdownTextObject(text=note)])] if note else []
+    return [context(note)] if note else []
 
 
 def _legacy(color: str, title: str, text: str, fallback: str) -> dict[str, Any]:
@@ -219,10 +213,10 @@ def _tool_detail(att: Attachment, *, rich: bool, uploaded: bool, attached: froze
             f"{title}: {call_outcome(att)}",
         )
     children: list[Any] = [
-        SectionBlock(text=MarkdownTextObject(text="*Arguments*\n" + _fenced(_arguments(att), 900))),
-        SectionBlock(text=MarkdownTextObject(text="*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20))),
+        section("*Arguments*\n" + _fenced(_arguments(att), 900)),
+        section("*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20)),
         *_noted(note),
-        *([SectionBlock(text=MarkdownTextObject(text=resources))] if resources else []),
+        *([section(resources)] if resources else []),
     ]
     return _container(title, f"{'❌' if att.is_error else '✅'} {call_outcome(att)}", children)
 
@@ -239,7 +233,7 @@ def _text_detail(resource: Resource, att: Attachment, *, rich: bool, uploaded: b
     subtitle = escape_capped(truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0], 150)
     text = _fenced(shown, SECTION_TEXT_LIMIT)
     if rich:
-        return _container(name, subtitle, [SectionBlock(text=MarkdownTextObject(text=text)), *_noted(note)])
+        return _container(name, subtitle, [section(text), *_noted(note)])
     return _legacy("#439FE0", f"{name} — {subtitle}", text + (f"\n{note}" if note else ""), name)
 
 
@@ -305,13 +299,12 @@ def _plan_uploads(reply: AgentReply) -> _Plan:
 
 def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, Any]]:
     attached = frozenset(i for i in range(len(att.resources)) if (att.tool_call_id, i) in plan.resources)
-    uploaded = att.tool_call_id in plan.results
     rich = level is Level.RICH
-    items = [_tool_detail(att, rich=rich, uploaded=uploaded, attached=attached)]
-    for i, resource in enumerate(att.resources):
-        if kind_of(resource) == "text":
-            items.append(_text_detail(resource, att, rich=rich, uploaded=i in attached))
-    return items
+    texts = [(i, r) for i, r in enumerate(att.resources) if kind_of(r) == "text"]
+    return [
+        _tool_detail(att, rich=rich, uploaded=att.tool_call_id in plan.results, attached=attached),
+        *(_text_detail(resource, att, rich=rich, uploaded=i in attached) for i, resource in texts),
+    ]
 
 
 def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
@@ -320,14 +313,11 @@ def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
     chunks = answer_chunks(reply.text)
     tool_items = [item for att in reply.attachments for item in _detail_items(att, plan, level)]
 
-    messages: list[OutMessage] = []
     per_message = MAX_BLOCKS - 1 if level is Level.RICH else MAX_ATTACHMENTS
     groups = [tool_items[i : i + per_message] for i in range(0, len(tool_items), per_message)] or [[]]
     # Overflowing tool details (dozens of calls) get their own messages before the answer.
-    for group in groups[:-1]:
-        messages.append(_message("Tool results", group, None, level))
-    for i, chunk in enumerate(chunks):
-        messages.append(_message(chunk, groups[-1] if i == 0 else [], chunk, level))
+    messages = [_message("Tool results", group, None, level) for group in groups[:-1]]
+    messages += [_message(text, groups[-1] if i == 0 else [], text, level) for i, text in enumerate(chunks)]
     return RenderedReply(messages=messages, uploads=plan.uploads)
 
 
@@ -371,11 +361,7 @@ def status_message(headline: str, tools: list[Call], *, rich: bool, text: str = 
     """A turn's live message: a headline (until words arrive), the tool calls, the answer so far."""
     icon = {"running": "⏳", "ok": "✅", "error": "❌"}
     shown = answer_chunks(text)[0] if text.strip() else ""
-    blocks: list[dict[str, Any]] = []
-    if not shown:
-        blocks.append(
-            ContextBlock(elements=[MarkdownTextObject(text=escape_capped(headline, 2000))]).to_dict()
-        )
+    blocks = [] if shown else [context(escape_capped(headline, 2000))]
     if tools and rich:
         cards = [
             TaskCardBlock(
@@ -388,9 +374,7 @@ def status_message(headline: str, tools: list[Call], *, rich: bool, text: str = 
         blocks.append(PlanBlock(title="Tool calls", tasks=cards).to_dict())
     elif tools:
         lines = "\n".join(f"{icon[_state(t)]} `{escape_capped(t.name, 150)}`" for t in tools[-40:])
-        blocks.append(
-            SectionBlock(text=MarkdownTextObject(text=truncate(lines, SECTION_TEXT_LIMIT)[0])).to_dict()
-        )
+        blocks.append(section(lines))
     if shown:
         blocks.append(MarkdownBlock(text=shown).to_dict())
         return OutMessage(text=truncate(shown, MESSAGE_TEXT_LIMIT)[0], blocks=blocks)

@@ -52,13 +52,9 @@ async def serve_http(
 
     async def events(request: web.Request) -> web.Response:
         raw = await request.read()
-        problem = signature_problem(
-            secret,
-            raw,
-            request.headers.get("X-Slack-Request-Timestamp"),
-            request.headers.get("X-Slack-Signature"),
-            now=time.time(),
-        )
+        stamp = request.headers.get("X-Slack-Request-Timestamp")
+        signature = request.headers.get("X-Slack-Signature")
+        problem = signature_problem(secret, raw, stamp, signature, now=time.time())
         if problem is not None:
             logger.warning("refused a delivery from %s, bad Slack signature: %s", request.remote, problem)
             return web.json_response({"error": "invalid request"}, status=401)

@@ -18,7 +18,7 @@ from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_star
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
-from adapters.slack.events import PLATFORM, Turn
+from adapters.slack.events import Turn, person_key
 from adapters.slack.post import Poster
 from adapters.slack.render import context, escape, section
 from bot.agent import Connection, Connections
@@ -101,11 +101,6 @@ def connections_message(connected: list[Connection], servers: list[str]) -> tupl
     return f"Your connections: {listed}", blocks
 
 
-def _key(workspace: str, channel: str) -> ConversationKey:
-    """A key that stands for "this person in this workspace": whose connections these are."""
-    return ConversationKey(platform=PLATFORM, workspace=workspace, channel=channel, thread="-")
-
-
 @dataclass(eq=False)
 class SlackSignIns:
     """Sign-in links, `/nerve connections` and Disconnect clicks for one Slack bot."""
@@ -139,7 +134,7 @@ class SlackSignIns:
         sub = words[0].lower() if words else "connections"
         user = str(command.get("user_id") or "")
         channel = str(command.get("channel_id") or "")
-        key = _key(str(command.get("team_id") or ""), channel)
+        key = person_key(str(command.get("team_id") or ""), channel)
         connections = self.connections
         if connections is None or not connections.servers:
             await ack(text=NO_SIGN_INS, response_type="ephemeral")
@@ -187,7 +182,7 @@ class SlackSignIns:
         workspace = payload_field(body, "team", "id") or payload_field(body, "user", "team_id") or ""
         if pressed.user is None or not server:
             return
-        key = _key(workspace, pressed.channel or "")
+        key = person_key(workspace, pressed.channel or "")
         await self._disconnect(key, pressed.user, pressed.channel, pressed.thread, server)
 
     async def _disconnect(

@@ -54,12 +54,6 @@ CUT_OFF_BY_RESTART = "⏳ nerve restarted while answering; the answer follows he
 NOTE_SECONDS = 3.0
 
 
-class Delivered:
-    """How many messages of an answer are out: a turn cut off after the first is answered."""
-
-    count = 0
-
-
 @dataclass(eq=False)
 class TurnRunner:
     """Answers turns for one bot: shares the poster (pacing, fallbacks) across all of them."""
@@ -79,14 +73,10 @@ class TurnRunner:
         # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.post`).
         inbox = self.agent.inbox
         self._records = inbox if isinstance(inbox, PostRecords) else None
-        self._delivering: set[asyncio.Task[Any]] = set()
+        # The turns whose answer is going out: a shutdown lets them finish the call on its way.
+        self.delivering: set[asyncio.Task[Any]] = set()
         # Turns of each thread in this process, running or waiting for the one before them.
         self._active: Counter[ConversationKey] = Counter()
-
-    @property
-    def delivering(self) -> frozenset[asyncio.Task[Any]]:
-        """The turns whose answer is going out: a shutdown lets them finish the call on its way."""
-        return frozenset(self._delivering)
 
     async def run(self, turn: Turn) -> None:
         """Answer `turn`, then mark its event finished; an apology is an answer too."""
@@ -99,16 +89,16 @@ class TurnRunner:
     async def _run(self, turn: Turn, *, behind: bool) -> None:
         sink: OpeningProgress | None = None
         mark = None
-        delivered = Delivered()
+        posts = TurnPosts(self._records, self.poster, turn)
         task = asyncio.current_task()
         assert task is not None, "a turn runs in a task of its own"
         try:
-            posts = await TurnPosts(self._records, self.poster, turn).load()
+            await posts.load()
             if turn.kind == "reset":
                 await self.agent.reset(turn.key)
-                await posts.post(answer_part(0), plain_message(RESET_DONE))
+                await posts.put(answer_part(0), plain_message(RESET_DONE))
             elif not turn.incoming.text:
-                await posts.post(answer_part(0), plain_message(EMPTY_PROMPT))
+                await posts.put(answer_part(0), plain_message(EMPTY_PROMPT))
             else:
                 mark = self._seen.mark(turn)
                 # Behind another turn of its thread, the live message waits until this turn starts.
@@ -117,15 +107,15 @@ class TurnRunner:
                     reply = await self.agent.reply(turn.incoming, self._watch(turn, sink.on_event))
                 finally:
                     await sink.close()
-                self._delivering.add(task)
-                await self._deliver(turn, reply, sink, delivered, posts)
+                self.delivering.add(task)
+                await self._deliver(turn, reply, sink, posts)
         except asyncio.CancelledError:
-            self._delivering.discard(task)
-            await self._cut_off(turn, None if delivered.count else sink)
+            self.delivering.discard(task)
+            await self._cut_off(turn, None if posts.delivered else sink)
             raise
         except PostsStopped:
-            if not delivered.count:
-                self._delivering.discard(task)
+            if not posts.delivered:
+                self.delivering.discard(task)
                 await self._cut_off(turn, sink)
                 return
             logger.warning("Slack event %s: the rest of its answer was not posted (shutdown)", turn.event_id)
@@ -138,7 +128,7 @@ class TurnRunner:
             logger.exception("could not mark Slack event %s finished", turn.event_id)
             return
         finally:
-            self._delivering.discard(task)
+            self.delivering.discard(task)
         logger.info("finished Slack event %s", turn.event_id)
         if mark is not None:
             await self._seen.clear(turn, mark)
@@ -272,12 +262,7 @@ class TurnRunner:
         return message
 
     async def _deliver(
-        self,
-        turn: Turn,
-        reply: AgentReply,
-        sink: ProgressSink | None,
-        delivered: Delivered | None = None,
-        posts: TurnPosts | None = None,
+        self, turn: Turn, reply: AgentReply, sink: ProgressSink | None, posts: TurnPosts | None = None
     ) -> None:
         """Post the answer; with a turn's `posts`, each message once per turn (`TurnPosts`)."""
         posts = posts or TurnPosts(None, self.poster, turn)
@@ -288,7 +273,7 @@ class TurnRunner:
             if concluded.delivered and sink.message_ts is not None:
                 # The live message is the answer's first message already (it showed it word for word,
                 # or its stream ended with it): kept as that part, or a second run would post it again.
-                await posts.replaced(answer_part(0), sink.message_ts)
+                await posts.record(answer_part(0), sink.message_ts)
         level = self.poster.level(team)
         rendered = render_reply(reply, level)
         if concluded.feedback and level is Level.RICH and not concluded.delivered:
@@ -296,13 +281,11 @@ class TurnRunner:
             head = rendered.messages[0]
             head = replace(head, blocks=[*(head.blocks or []), feedback_block(turn.event_id)])
             rendered = replace(rendered, messages=[head, *rendered.messages[1:]])
-        first = sent = concluded.delivered
-        delivered = delivered or Delivered()
-        delivered.count = sent
+        first = sent = posts.delivered = concluded.delivered
         while sent < len(rendered.messages):
             replace_ts = concluded.replace_ts if sent == first else None
             try:
-                await self._send(turn, rendered.messages[sent], replace_ts, posts, answer_part(sent))
+                await posts.put(answer_part(sent), rendered.messages[sent], replace_ts)
             except SlackApiError as exc:
                 lower = self.poster.downgrade(team, level) if api_error(exc) in REFUSED_BLOCKS else None
                 if lower is None:
@@ -314,7 +297,7 @@ class TurnRunner:
                 rendered = RenderedReply(messages=[OutMessage(text="")] * sent + keep, uploads=again.uploads)
                 continue
             sent += 1
-            delivered.count = sent
+            posts.delivered = sent
         # Files go up after the messages they belong to, once: a failed one is a note, never a lost
         # answer or an apology.
         if rendered.uploads and await posts.take_files():
@@ -327,15 +310,6 @@ class TurnRunner:
             await self.agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
             await self.poster.upload_all(turn.channel, turn.reply_thread_ts, argument_uploads(prompt))
 
-    async def _send(
-        self, turn: Turn, message: OutMessage, replace_ts: str | None, posts: TurnPosts, part: str
-    ) -> None:
-        if replace_ts is None:
-            await posts.post(part, message)
-            return
-        await self.poster.update(turn.channel, replace_ts, message)
-        await posts.replaced(part, replace_ts)
-
     async def _apologize(self, turn: Turn, sink: ProgressSink | None, text: str = APOLOGY) -> None:
         try:
             live = sink.live if isinstance(sink, OpeningProgress) else sink
@@ -344,7 +318,7 @@ class TurnRunner:
                 await self._deliver(turn, AgentReply(text=text, failed=True), sink)
                 return
             ts = sink.message_ts if sink is not None else None
-            await self._send(turn, plain_message(text), ts, TurnPosts(None, self.poster, turn), "")
+            await TurnPosts(None, self.poster, turn).put("", plain_message(text), ts)
         except PostsStopped:
             logger.info("no note for Slack event %s: nerve is shutting down", turn.event_id)
         except Exception:
@@ -387,8 +361,8 @@ class SeenMarks:
         try:
             react = self._client.reactions_add if method == "add" else self._client.reactions_remove
             await react(channel=channel, timestamp=ts, name=SEEN_REACTION)
-        except SlackApiError as exc:
-            error = api_error(exc)
+        except Exception as exc:  # a network failure costs the sign, never the turn
+            error = api_error(exc) if isinstance(exc, SlackApiError) else ""
             if error in _SETTLED:
                 return True
             if error in _REFUSED:
@@ -399,9 +373,7 @@ class SeenMarks:
                     error,
                 )
                 return False
-            logger.info("could not %s the 👀 reaction in %s: %s", method, channel, error or exc)
-            return False
-        except Exception as exc:  # a network failure costs the sign, never the turn
-            logger.info("could not %s the 👀 reaction in %s: %s", method, channel, type(exc).__name__)
+            reason = error or (exc if isinstance(exc, SlackApiError) else type(exc).__name__)
+            logger.info("could not %s the 👀 reaction in %s: %s", method, channel, reason)
             return False
         return True
