@@ -73,18 +73,15 @@ def call_preview(call: PendingCall) -> str:
     return printable(f"{call.tool}({name}={text}{more})")
 
 
-def print_waiting(console: Console, prompt: ApprovalPrompt) -> None:
+async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLine, console: Console) -> None:
+    """Say what waits, then ask about every open call in turn; Ctrl-C or end of input denies those
+    not yet decided."""
     pending = [c for c in prompt.calls if c.status == "pending"]
     until = time.strftime("%H:%M", time.localtime(prompt.expires_at))
     count = "1 call waits" if len(pending) == 1 else f"{len(pending)} calls wait"
     console.print(f"[bold yellow]Approval needed:[/bold yellow] {count} for you (until {until}).")
     if prompt.reason:
         console.print(f"[dim]The model says:[/dim] {shown(prompt.reason)}")
-
-
-async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLine, console: Console) -> None:
-    """Ask about every open call in turn; Ctrl-C or end of input denies those not yet decided."""
-    pending = [c for c in prompt.calls if c.status == "pending"]
     for position, call in enumerate(pending):
         if prompt.expires_at <= time.time():
             console.print("[yellow]This request has expired: the calls were not approved in time.[/yellow]")
@@ -145,26 +142,19 @@ async def go_on_answered(agent: Agent, parked: Parked, progress: Progress = no_p
 
 
 async def settle_one_shot(
-    agent: Agent,
-    reply: AgentReply,
-    user: str,
-    *,
-    approve_all: bool,
-    ask: ReadLine | None,
-    console: Console,
-    progress: Progress = no_progress,
-    questions: FillIn | None = None,
+    questions: FillIn, reply: AgentReply, progress: Progress, *, approve_all: bool
 ) -> AgentReply:
     """`nerve ask`: decide and answer until the answer no longer waits: calls approved with `--yes`,
-    asked on a terminal, else denied by nerve (stderr says which); `questions` asks the rest."""
+    asked on a terminal, else denied by nerve (stderr says which); `questions` asks the rest, and
+    its person and line reader are those of the approvals."""
+    agent, user, ask, console = questions.agent, questions.user, questions.read, questions.console
     while True:
-        parked = await questions.settle() if questions is not None else None
+        parked = await questions.settle()
         prompt = reply.approval
         if prompt is not None:
             if approve_all:
                 await _decide(agent, prompt, user, Approve())  # every open call at once
             elif ask is not None:
-                print_waiting(console, prompt)
                 await ask_each(agent, prompt, user, ask, console)
             else:  # nobody to ask: nerve denies, and says so, rather than deciding as the person
                 denied = await agent.deny_unasked(prompt.request_id)

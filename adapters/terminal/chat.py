@@ -64,7 +64,6 @@ class TerminalChat:
     ) -> None:
         self._runtime = runtime
         self._key = conversation_key(thread)
-        self._thread = self._key.thread
         self._console = console or Console(highlight=False)
         self._notices = notices
         # The OS user: the one who asks in this terminal, and so the one who approves.
@@ -118,40 +117,32 @@ class TerminalChat:
             if not text:
                 continue
             if text.startswith("/"):
-                if text.split()[0] in SERVERS_NEEDED:
-                    await self._servers_up()
+                if text.split()[0] in SERVERS_NEEDED:  # wait for the servers' first attempts
+                    if not self._runtime.servers_started:
+                        self._console.print("[dim]Waiting for the MCP servers to start…[/dim]")
+                        await self._runtime.wait_for_servers()
+                    self._servers_news()
                 if not await self._command(text):
                     return
                 continue
             await self._turns.take(self._incoming(text))
 
     def _banner(self) -> None:
-        runtime = self._runtime
-        tools = (
-            _count(len(runtime.agent.tools()), "tool")
-            if runtime.servers_started
-            else "the MCP servers are starting"
-        )
-        self._console.print(
-            f"[bold]nerve[/bold] — thread [cyan]{shown(self._thread)}[/cyan], {tools}. /help for commands."
-        )
+        runtime, console = self._runtime, self._console
+        starting = "the MCP servers are starting"
+        tools = _count(len(runtime.agent.tools()), "tool") if runtime.servers_started else starting
+        thread = shown(self._key.thread)
+        console.print(f"[bold]nerve[/bold] — thread [cyan]{thread}[/cyan], {tools}. /help for commands.")
         if runtime.offline:
-            self._console.print(
+            console.print(
                 "[yellow]Using the built-in offline model[/yellow] "
                 "(no OPENAI_API_KEY or OPENAI_BASE_URL set): "
                 "it follows simple rules to pick tools, so you can try nerve without a model service."
             )
         else:
-            self._console.print(f"[dim]Model: {shown(runtime.model_name)}[/dim]")
+            console.print(f"[dim]Model: {shown(runtime.model_name)}[/dim]")
         if runtime.servers_started:
             self._print_problems()
-
-    async def _servers_up(self) -> None:
-        """Before what reads the servers' tools or prompts: wait for their first attempts."""
-        if not self._runtime.servers_started:
-            self._console.print("[dim]Waiting for the MCP servers to start…[/dim]")
-            await self._runtime.wait_for_servers()
-        self._servers_news()
 
     def _servers_news(self) -> None:
         """Once the MCP servers started in the background: their tools, and which are not available."""

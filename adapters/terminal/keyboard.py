@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 from bot.text import scrub
@@ -95,15 +96,11 @@ async def interruptible(work: Awaitable[T]) -> T:
         try:
             return await task
         except asyncio.CancelledError:
-            if pressed and task.cancelled() and not _cancelling():
+            # Interrupted only when the work alone was cancelled, not the caller too.
+            current = asyncio.current_task()
+            if pressed and task.cancelled() and not (current is not None and current.cancelling()):
                 raise Interrupted from None
             raise
-
-
-def _cancelling() -> bool:
-    """True when the caller itself is being cancelled (not only the work it waited for)."""
-    current = asyncio.current_task()
-    return current is not None and current.cancelling() > 0
 
 
 def tolerate_undecodable_input() -> None:
@@ -130,13 +127,8 @@ class LineReader:
     async def __call__(self, prompt: str) -> str | None:
         loop = asyncio.get_running_loop()
         interrupted: asyncio.Future[None] = loop.create_future()
-
-        def interrupt() -> None:
-            if not interrupted.done():
-                interrupted.set_result(None)
-
         # Ctrl-C is caught before the prompt can appear: a person may press it as soon as they see it.
-        with on_ctrl_c(interrupt):
+        with on_ctrl_c(partial(_resolve, interrupted, None)):
             line = self._unclaimed
             self._unclaimed = None
             if line is None:
@@ -158,20 +150,21 @@ class LineReader:
 def _read_in_thread(loop: asyncio.AbstractEventLoop, prompt: str) -> asyncio.Future[str | None]:
     line: asyncio.Future[str | None] = loop.create_future()
 
-    def deliver(value: str | None) -> None:
-        if not line.done():
-            line.set_result(value)
-
     def read() -> None:
         try:
             value: str | None = scrub(input(prompt))
         except (EOFError, KeyboardInterrupt, OSError, UnicodeDecodeError):
             value = None
         with contextlib.suppress(RuntimeError):  # the loop closed while we waited: nobody is listening
-            loop.call_soon_threadsafe(deliver, value)
+            loop.call_soon_threadsafe(_resolve, line, value)
 
     threading.Thread(target=read, name="nerve-stdin", daemon=True).start()
     return line
+
+
+def _resolve(future: asyncio.Future[T], value: T) -> None:
+    if not future.done():
+        future.set_result(value)
 
 
 async def read_line(prompt: str) -> str | None:

@@ -68,17 +68,35 @@ class TurnSoFar(turn_so_far.TurnSoFar):
         )
 
 
-class _Frame:
-    """One drawing of the live region, never taller than the terminal (rich cannot scroll a live
-    region: what does not fit would be left behind on the screen), so the answer shows its end."""
+class LiveAnswer:
+    """The turn drawn live on a terminal while it runs; `async with`, then pass `progress` on."""
 
-    def __init__(self, turn: TurnSoFar, hint: str, clock: Callable[[], float]) -> None:
-        self._turn = turn
+    def __init__(
+        self, console: Console, *, hint: str = "", clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.turn = TurnSoFar(clock=clock)
+        self._console = console
         self._hint = hint
         self._clock = clock
+        self._live = self._region()
+        self._changed = asyncio.Event()
+        self._painter: asyncio.Task[None] | None = None
+        self._paused = False
+
+    def _region(self) -> Live:
+        return Live(
+            self,
+            console=self._console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        turn = self._turn
+        """One drawing of the region, never taller than the terminal (rich cannot scroll a live
+        region: what does not fit would be left behind on the screen), so the answer shows its end."""
+        turn = self.turn
         frame = SPINNER[int(self._clock() / 0.08) % len(SPINNER)]
         one_line = options.update(no_wrap=True, overflow="ellipsis")
         lines: list[list[Segment]] = []
@@ -95,31 +113,6 @@ class _Frame:
             if index:
                 yield Segment.line()
             yield from line
-
-
-class LiveAnswer:
-    """The turn drawn live on a terminal while it runs; `async with`, then pass `progress` on."""
-
-    def __init__(
-        self, console: Console, *, hint: str = "", clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.turn = TurnSoFar(clock=clock)
-        self._console = console
-        self._frame = _Frame(self.turn, hint, clock)
-        self._live = self._region()
-        self._changed = asyncio.Event()
-        self._painter: asyncio.Task[None] | None = None
-        self._paused = False
-
-    def _region(self) -> Live:
-        return Live(
-            self._frame,
-            console=self._console,
-            auto_refresh=False,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:

@@ -14,16 +14,12 @@ if TYPE_CHECKING:
     from adapters.terminal.sign_in import LoopbackCallback
 
 
-def signs_in(settings: Settings) -> bool:
-    servers = read_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
-    return any(config.auth is not None and config.auth.type == "oauth" for config in servers.values())
-
-
 @contextlib.asynccontextmanager
 async def terminal_runtime(
     settings: Settings, *, servers_in_background: bool
 ) -> AsyncIterator[tuple[Runtime, LoopbackCallback | None]]:
-    if not signs_in(settings):
+    servers = read_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
+    if not any(config.auth is not None and config.auth.type == "oauth" for config in servers.values()):
         async with open_runtime(settings, servers_in_background=servers_in_background) as runtime:
             yield runtime, None
         return

@@ -99,28 +99,26 @@ class TerminalSignIn:
     user: str
     _: KW_ONLY
     wait: float
-    _needed: list[SignInNeeded] = field(default_factory=list)
+    # The sign-ins the last turn asked for, shown once it has parked.
+    needed: list[SignInNeeded] = field(default_factory=list)
 
     def watch(self, forward: Progress) -> Progress:
         """A turn's progress, keeping the sign-ins it asks for (shown once the turn has parked)."""
 
         async def progress(event: TurnEvent) -> None:
             if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
-                self._needed.append(event.ask.sign_in)
+                self.needed.append(event.ask.sign_in)
             else:
                 await forward(event)
 
         return progress
 
-    @property
-    def needed(self) -> bool:
-        return bool(self._needed)
-
     async def signed_in(self) -> list[str]:
         """Show and open the links the last turn asked for, and wait: the parked turns free to go on."""
 
-        needed, self._needed = self._needed, []
-        if self.callback is None:
+        needed, self.needed = self.needed, []
+        callback = self.callback
+        if callback is None:
             for sign_in in needed:
                 self.console.print(
                     f"[yellow]{shown(sign_in.server)} needs a sign-in this chat cannot take.[/yellow]"
@@ -133,7 +131,11 @@ class TerminalSignIn:
             # Shown once Ctrl-C stops the waiting: a person may press it as soon as they see a link.
             for sign_in in needed:
                 self._show(sign_in)
-            await self._until_signed_in(servers, request_ids)
+            deadline = time.monotonic() + self.wait
+            while servers and (signed := await callback.wait(deadline - time.monotonic())) is not None:
+                self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
+                servers.discard(signed.server)
+                request_ids.extend(signed.request_ids)
 
         try:
             await interruptible(shown_and_waited())
@@ -150,17 +152,6 @@ class TerminalSignIn:
                 " a question that waits for it goes on once you have signed in."
             )
         return list(dict.fromkeys(request_ids))
-
-    async def _until_signed_in(self, servers: set[str], request_ids: list[str]) -> None:
-        assert self.callback is not None
-        deadline = time.monotonic() + self.wait
-        while servers:
-            signed = await self.callback.wait(deadline - time.monotonic())
-            if signed is None:
-                return
-            self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
-            servers.discard(signed.server)
-            request_ids.extend(signed.request_ids)
 
     def meanwhile(self) -> list[str]:
         """Parked turns whose sign-in finished while the chat was not waiting for it."""
@@ -191,7 +182,9 @@ class TerminalSignIn:
             return []
         server = argument.strip()
         if command == "/connections":
-            await self._list(servers)
+            mine = await self.agent.connected(self.key, self.user)
+            for line in connection_lines([(c.server, c.since) for c in mine], servers):
+                self.console.print(shown(line))
         elif not server:
             names = ", ".join(servers)
             self.console.print(f"Name the server: {shown(command)} NAME, one of {shown(names)}.")
@@ -213,13 +206,8 @@ class TerminalSignIn:
             if started.sign_in is None:
                 self.console.print(shown(started.note))
             else:
-                self._needed.append(started.sign_in)
-        return await self.signed_in() if self._needed else []
-
-    async def _list(self, servers: list[str]) -> None:
-        mine = await self.agent.connected(self.key, self.user)
-        for line in connection_lines([(c.server, c.since) for c in mine], servers):
-            self.console.print(shown(line))
+                self.needed.append(started.sign_in)
+        return await self.signed_in() if self.needed else []
 
 
 def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> list[str]:

@@ -160,18 +160,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
         if reply.approval is not None or questions.parked:
             if interactive and not as_json and not questions.parked:
                 answer.finish(reply.text)
-            reply = await interruptible(
-                settle_one_shot(
-                    agent,
-                    reply,
-                    user,
-                    approve_all=approve_all,
-                    ask=typed,
-                    console=notes,
-                    progress=progress,
-                    questions=questions,
-                )
-            )
+            reply = await interruptible(settle_one_shot(questions, reply, progress, approve_all=approve_all))
     if as_json:
         audit = await agent.audit_log(key)
         # The conversation's name, so a script can continue it with --thread.
