@@ -1,8 +1,7 @@
 """The approval desk: a click decided through the agent, the message redrawn, the turn going on.
 
 Nothing here waits for a person. A click that changes nothing is told only to the clicker; once
-every call is decided, the parked turn goes on through `go_on` however it was released.
-"""
+every call is decided, the parked turn goes on through `go_on` however it was released."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The interactive chat: a REPL over one conversation, with its greeting and slash commands; its
-turns are run by `adapters.terminal.turns`.
-"""
+turns are run by `adapters.terminal.turns`."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from rich.console import Console
 
 from adapters.common.commands import TERMINAL, command_on, offered_on
 from adapters.prompt_arguments import parse_arguments, usage
-from adapters.terminal.approve import terminal_place
 from adapters.terminal.keyboard import (
     Interrupted,
     LineReader,
@@ -24,7 +22,7 @@ from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, histor
 from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import LoopbackCallback, TerminalSignIn
 from adapters.terminal.turns import ChatTurns
-from adapters.terminal.views import conversation_key, print_attachment
+from adapters.terminal.views import conversation_key, print_attachment, terminal_place
 from bot.errors import PromptError
 from bot.runtime import Runtime
 from bot.text import show_link_targets
@@ -68,33 +66,26 @@ class TerminalChat:
         self._notices = notices
         # The OS user: the one who asks in this terminal, and so the one who approves.
         self._user = self._key.workspace
-        # On a terminal, prompt_toolkit edits the line: the chat's own prompt keeps a history file
-        # and completes commands; a tool's questions and approvals get line editing alone. Off one
-        # (a pipe, a file), plain lines, as scripts expect.
-        self._read: ReadLine = LineReader()
-        self._ask_question: ReadLine = self._read
+        settings = runtime.settings
         self._interactive = self._console.is_terminal and sys.stdin.isatty()
         # Whether the banner (or a line since) said what the MCP servers came to.
         self._servers_told = False
+        # On a terminal, prompt_toolkit edits the line: the chat's own prompt keeps a history file
+        # and completes commands; a tool's questions and approvals get line editing alone. Off one
+        # (a pipe, a file), plain lines, as scripts expect.
+        read: ReadLine = TerminalPrompt() if self._interactive else LineReader()
+        self._ask_question = read
         if self._interactive:
-            self._read = TerminalPrompt()
             self._ask_question = TerminalPrompt(
-                history=history_file(runtime.settings.nerve_db),
+                history=history_file(settings.nerve_db),
                 completer=SlashCompleter(COMMANDS, self._prompt_names),
-                max_chars=runtime.settings.nerve_max_question_chars,
+                max_chars=settings.nerve_max_question_chars,
             )
         # Per-person servers: the links a turn asks for, opened here; the browser comes back to `sign_in`.
         self._sign_in = TerminalSignIn(
-            runtime.agent,
-            sign_in,
-            self._console,
-            self._key,
-            self._user,
-            wait=runtime.settings.nerve_sign_in_timeout,
+            runtime.agent, sign_in, self._console, self._key, self._user, wait=settings.nerve_sign_in_timeout
         )
-        self._turns = ChatTurns(
-            runtime, self._console, self._key, self._read, self._sign_in, self._servers_news
-        )
+        self._turns = ChatTurns(runtime, self._console, self._key, read, self._sign_in, self._servers_news)
 
     async def run(self) -> None:
         """Chat until /quit, end of input, or Ctrl-C at the prompt. On a terminal the prompt comes
@@ -271,11 +262,9 @@ class TerminalChat:
 
     def _list_prompts(self, prompts: list[PromptSpec], *, offered_elsewhere: bool) -> None:
         if not prompts:
-            why = (
-                "the policy in the servers file offers none in the terminal"
-                if offered_elsewhere
-                else "none of the servers offers any, or they are starting"
-            )
+            why = "none of the servers offers any, or they are starting"
+            if offered_elsewhere:
+                why = "the policy in the servers file offers none in the terminal"
             self._console.print(f"No prompts to start: {why}.")
             return
         self._console.print(

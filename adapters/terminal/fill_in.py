@@ -1,10 +1,8 @@
 """A server's question in the terminal: a form asked field by field, or a link to open yourself.
 
 A tool that needs input waits inside its call, so each question is asked while the turn runs, one at
-a time, with the live view paused so nothing draws over the prompts. Each field is checked as it is
-typed, so a wrong value is asked again at once. Ctrl-C or end of input answers "cancel"; a link is
-never opened for the person.
-"""
+a time, with the live view paused so nothing draws over the prompts. Ctrl-C or end of input answers
+"cancel"; a link is never opened for the person."""
 
 from __future__ import annotations
 
@@ -283,9 +281,8 @@ class FillIn:
 def print_request(console: Console, request: InputRequest) -> None:
     """Who asks, for which call, until when, and the server's own words; for a link, its host first."""
     asking = f" for {shown(', '.join(request.tools))}" if request.tools else ""
-    when = (
-        f" (until {time.strftime('%H:%M', time.localtime(request.expires_at))})" if request.expires_at else ""
-    )
+    until = time.strftime("%H:%M", time.localtime(request.expires_at))
+    when = f" (until {until})" if request.expires_at else ""
     what = "wants you to open a link" if request.mode == "url" else "asks you to fill in a form"
     console.print(f"[bold yellow]{shown(request.server)}[/bold yellow] {what}{asking}{when}.")
     if request.mode == "url":

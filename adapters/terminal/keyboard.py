@@ -1,8 +1,5 @@
-"""What the person at the keyboard types, and what Ctrl-C does meanwhile.
-
-Lines are read without blocking the loop (`LineReader`); Ctrl-C runs the innermost open `on_ctrl_c`
-block's action. The chat, its turns, questions, approvals and sign-ins all read through here.
-"""
+"""What the person at the keyboard types, and what Ctrl-C does meanwhile: lines are read without
+blocking the loop (`LineReader`); Ctrl-C runs the innermost open `on_ctrl_c` block's action."""
 
 from __future__ import annotations
 
@@ -42,11 +39,8 @@ class Interrupted(Exception):
 
 @contextlib.contextmanager
 def on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
-    """Ctrl-C runs `action` while inside: cancel the running turn, or leave at the prompt.
-
-    Blocks nest (a server's question is asked while its turn runs): the inner one takes Ctrl-C,
-    and on leaving gives it back to the one around it.
-    """
+    """Ctrl-C runs `action` while inside. Blocks nest (a server's question is asked while its turn
+    runs): the inner one takes Ctrl-C, and on leaving gives it back to the one around it."""
     global _outer_handler
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
@@ -73,11 +67,9 @@ def on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
 async def interruptible(work: Awaitable[T]) -> T:
     """`work`'s result, or Interrupted when Ctrl-C stopped it first.
 
-    Ctrl-C cancels the work, and cancels it again every CANCEL_AGAIN_SECONDS until it has ended: a
-    cancel can be lost in a library that catches it to clean up and carries on, and a person who
-    pressed Ctrl-C once expects it to stop. The loop's own handler takes SIGINT meanwhile, so this
-    holds also when nerve was started with SIGINT ignored (Python then installs no handler).
-    """
+    Ctrl-C cancels the work, and again every CANCEL_AGAIN_SECONDS until it has ended: a library may
+    catch a cancel to clean up and carry on, and one Ctrl-C should stop it. The loop's own handler
+    takes SIGINT meanwhile, so this holds also when nerve was started with SIGINT ignored."""
     task = asyncio.ensure_future(work)
     loop = asyncio.get_running_loop()
     pressed = False
@@ -104,10 +96,8 @@ async def interruptible(work: Awaitable[T]) -> T:
 
 
 def tolerate_undecodable_input() -> None:
-    """Let stdin hand over bytes that are not UTF-8 (as lone surrogates) instead of failing the read.
-
-    `read_line` scrubs them to U+FFFD, so a stray Latin-1 byte costs a character, not the chat.
-    """
+    """Let stdin hand over bytes that are not UTF-8 (as lone surrogates) instead of failing the read:
+    they are scrubbed to U+FFFD, so a stray Latin-1 byte costs a character, not the chat."""
     if isinstance(sys.stdin, io.TextIOWrapper) and sys.stdin.errors == "strict":
         sys.stdin.reconfigure(errors="surrogateescape")
 
@@ -118,8 +108,7 @@ class LineReader:
     Each line is read by a daemon thread, not the loop's executor: `asyncio.run` waits for executor
     threads at exit, so a thread stuck in `input()` would keep nerve from leaving after Ctrl-C.
     Ctrl-C answers None at once, but that thread stays blocked in `input()`, and a second `input()`
-    would wait behind it; so the next read shows its own prompt and takes that thread's line.
-    """
+    would wait behind it; so the next read shows its own prompt and takes that thread's line."""
 
     def __init__(self) -> None:
         self._unclaimed: asyncio.Future[str | None] | None = None
@@ -129,8 +118,7 @@ class LineReader:
         interrupted: asyncio.Future[None] = loop.create_future()
         # Ctrl-C is caught before the prompt can appear: a person may press it as soon as they see it.
         with on_ctrl_c(partial(_resolve, interrupted, None)):
-            line = self._unclaimed
-            self._unclaimed = None
+            line, self._unclaimed = self._unclaimed, None
             if line is None:
                 line = _read_in_thread(loop, prompt)
             elif not line.done():

@@ -2,8 +2,7 @@
 
 Both views only record the turn's events (a sink must return at once) and draw elsewhere: `LiveAnswer`
 a transient rich region on a terminal, `PlainAnswer` plain text for pipes and `nerve ask`, which cannot
-take a draft back once "thinking" makes it one, so it ends that line and goes on below.
-"""
+take a draft back once "thinking" makes it one, so it ends that line and goes on below."""
 
 from __future__ import annotations
 
@@ -213,8 +212,7 @@ class PlainAnswer:
             self._end_line()
             rest = text
         self._write(rest)
-        self._end_line()
-        self._turn = turn_so_far.TurnSoFar()
+        self.interrupted()  # the line ended, the turn forgotten
 
     def after_prompt(self) -> None:
         """A prompt ends the current line (off a terminal the typed line is not echoed): the answer

@@ -1,6 +1,5 @@
 """Text from outside made harmless for a terminal, which obeys control sequences (ESC clears the
-screen, OSC 52 writes the clipboard): `printable` shows them as visible escapes.
-"""
+screen, OSC 52 writes the clipboard): `printable` shows them as visible escapes."""
 
 from __future__ import annotations
 

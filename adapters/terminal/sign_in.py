@@ -2,8 +2,7 @@
 
 The person is at this machine, so the browser comes back to a loopback server on 127.0.0.1 (RFC
 8252), started only when a server signs in with OAuth; Ctrl-C stops waiting, and a sign-in finished
-meanwhile lets its turn go on before the next question.
-"""
+meanwhile lets its turn go on before the next question."""
 
 from __future__ import annotations
 
@@ -129,8 +128,15 @@ class TerminalSignIn:
 
         async def shown_and_waited() -> None:
             # Shown once Ctrl-C stops the waiting: a person may press it as soon as they see a link.
+            minutes = max(1, round(self.wait / 60))
             for sign_in in needed:
-                self._show(sign_in)
+                self.console.print(
+                    f"[bold]{shown(sign_in.server)}[/bold] works with your own account. Sign in in your"
+                    f" browser (the link is yours only and expires in {minutes} min):"
+                )
+                # The link whole on a line of its own, so a terminal can open it and a person can copy it.
+                self.console.print(shown(sign_in.url), soft_wrap=True, highlight=False)
+                open_in_browser(sign_in.url)
             deadline = time.monotonic() + self.wait
             while servers and (signed := await callback.wait(deadline - time.monotonic())) is not None:
                 self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
@@ -161,16 +167,6 @@ class TerminalSignIn:
         for signed in found:
             self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
         return list(dict.fromkeys(rid for signed in found for rid in signed.request_ids))
-
-    def _show(self, sign_in: SignInNeeded) -> None:
-        minutes = max(1, round(self.wait / 60))
-        self.console.print(
-            f"[bold]{shown(sign_in.server)}[/bold] works with your own account. Sign in in your browser"
-            f" (the link is yours only and expires in {minutes} min):"
-        )
-        # The link whole on a line of its own, so a terminal can open it and a person can copy it.
-        self.console.print(shown(sign_in.url), soft_wrap=True, highlight=False)
-        open_in_browser(sign_in.url)
 
     # --- the chat's commands -----------------------------------------------------------------------
 

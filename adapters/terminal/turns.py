@@ -1,6 +1,5 @@
 """The turns of the terminal chat: each shown as it runs, and what it waits for (decisions,
-sign-ins, questions) asked here before going on; a turn parked when nerve stopped is taken up at start.
-"""
+sign-ins, questions) asked here before going on; a turn parked when nerve stopped is taken up at start."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What the terminal prints outside the chat loop: one-shot answers, the tool list, stored history.
 
-Text from a model, a tool or a server passes `printable` first; rich markup is only nerve's own.
-"""
+Text from a model, a tool or a server passes `printable` first; rich markup is only nerve's own."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rich.console import Console
 
 from adapters.resources import display_name, file_label, kind_of
-from adapters.terminal.approve import settle_one_shot, terminal_place
+from adapters.terminal.approve import settle_one_shot
 from adapters.terminal.fill_in import FillIn
 from adapters.terminal.keyboard import ReadLine, interruptible, read_line
 from adapters.terminal.live import PlainAnswer
@@ -47,6 +46,11 @@ def conversation_key(thread: str) -> ConversationKey:
     return ConversationKey(
         platform="terminal", workspace=scrub(getpass.getuser()), channel="cli", thread=scrub(thread)
     )
+
+
+def terminal_place(user: str) -> Place:
+    """Where a terminal turn happens: one place for the whole terminal, with its OS user."""
+    return Place(platform="terminal", channel="cli", user=user)
 
 
 def attachment_line(index: int, attachment: Attachment) -> str:
@@ -133,18 +137,17 @@ def print_reply(console: Console, reply: AgentReply, *, text: bool = True) -> No
         console.print(answer_markdown(reply.text))
     if reply.attachments:
         texts = any(kind_of(r) == "text" for a in reply.attachments for r in a.resources)
-        console.print(
-            f"[dim]/show N expands a tool result{' and the texts it returned' if texts else ''}.[/dim]"
-        )
+        more = " and the texts it returned" if texts else ""
+        console.print(f"[dim]/show N expands a tool result{more}.[/dim]")
 
 
 async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
     """One turn, then exit: the answer alone on stdout, hints and progress on stderr. Off a terminal
     calls needing approval are denied (unless `approve_all`) and questions declined: a script never waits."""
-    question = scrub(text)  # argv carries undecodable bytes as lone surrogates
     key = conversation_key(thread)
     user = key.workspace
-    incoming = Incoming(key=key, text=question, user_id=user, place=terminal_place(user))
+    # argv carries undecodable bytes as lone surrogates: scrubbed here.
+    incoming = Incoming(key=key, text=scrub(text), user_id=user, place=terminal_place(user))
     notes = Console(file=sys.stderr, highlight=False)
     answer = PlainAnswer(sys.stdout, sys.stderr)
     progress: Progress = no_progress if as_json else answer.progress
