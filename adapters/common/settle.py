@@ -74,8 +74,7 @@ class Settled(Generic[Place]):
             shown.place.set_result(place)
 
     async def settle(self, request: InputRequest, status: str, place: Place | None = None) -> bool:
-        """Show that `request` ended with `status` on its message (here, at `place`, or as stored);
-        False when unknown or shown already."""
+        """Show `status` on the request's message (at `place`, or as stored); False when unknown or shown."""
 
         rid = request.request_id
         shown = self._shown.get(rid)

@@ -79,11 +79,9 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
             console.print(f"[yellow]Not run: {shown(names)}[/yellow] (denied: the question was interrupted).")
             return
         approve, remember = choice
-        answer: Answer = (
-            Approve(call_id=call.call_id, shown_hash=call.call_hash, remember=remember)
-            if approve
-            else Deny(call_id=call.call_id, shown_hash=call.call_hash)
-        )
+        answer: Answer = Deny(call_id=call.call_id, shown_hash=call.call_hash)
+        if approve:
+            answer = Approve(call_id=call.call_id, shown_hash=call.call_hash, remember=remember)
         await _decide(agent, prompt, user, answer, console)
 
 

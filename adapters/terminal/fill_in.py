@@ -164,10 +164,8 @@ class FillIn:
         async with self._one_at_a_time:
             if request.request_id in self._ended:
                 ended = _ended(request, self._ended[request.request_id])
-                server = shown(request.server)
-                self.console.print(
-                    f"[dim]The question from {server} ended before you got to it: {ended}[/dim]"
-                )
+                who = shown(request.server)
+                self.console.print(f"[dim]The question from {who} ended before you got to it: {ended}[/dim]")
                 return
             self._current = request.request_id
             with self.pause():
@@ -244,7 +242,11 @@ class FillIn:
         while True:
             for field in fields:
                 values[field.name] = await self._field(field)
-            print_summary(self.console, form, values)
+            # What will be sent, field by field, before the person says send.
+            for field in form.fields:
+                value = values.get(field.name)
+                value_shown = field.shown(value) if value is not None else "—"
+                self.console.print(f"  [dim]{shown(field.title)}:[/dim] {shown(value_shown)}")
             action = await self._choose(SEND, SENDS, HOW_TO_SEND)
             if action != "accept":
                 return action
@@ -308,11 +310,3 @@ def field_prompt(field: FormField) -> str:
     mark = "*" if field.required else ""
     default = f" [{field.shown(field.default)}]" if field.default is not None else ""
     return f"  {field.title}{mark} ({hint}){default}: "
-
-
-def print_summary(console: Console, form: Form, values: dict[str, FieldValue | None]) -> None:
-    """What will be sent, field by field, before the person says send."""
-    for field in form.fields:
-        value = values.get(field.name)
-        value_shown = field.shown(value) if value is not None else "—"
-        console.print(f"  [dim]{shown(field.title)}:[/dim] {shown(value_shown)}")

@@ -122,8 +122,7 @@ class LineReader:
             if line is None:
                 line = _read_in_thread(loop, prompt)
             elif not line.done():
-                sys.stdout.write(prompt)
-                sys.stdout.flush()
+                print(prompt, end="", flush=True)
             try:
                 await asyncio.wait((line, interrupted), return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:  # the question went away: the next read takes the line

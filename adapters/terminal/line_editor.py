@@ -88,11 +88,7 @@ class TerminalPrompt:
     """One answer at a terminal; None on Ctrl-C or Ctrl-D; `max_chars` refuses a paste too long to ask."""
 
     def __init__(
-        self,
-        *,
-        history: Path | None = None,
-        completer: Completer | None = None,
-        max_chars: int | None = None,
+        self, *, history: Path | None = None, completer: Completer | None = None, max_chars: int | None = None
     ) -> None:
         self._session: PromptSession[str] = PromptSession(
             history=_private_history(history) if history is not None else InMemoryHistory(),

@@ -55,28 +55,21 @@ class TurnSoFar(turn_so_far.TurnSoFar):
     def call_line(self, call: turn_so_far.Call, frame: str) -> Text:
         name = printable(f"{call.name}{_on(call.server)}")
         if call.finished is None:
-            elapsed = took(self._clock() - call.started)
             said = f"{call.progress}{turn_so_far.percent(call.fraction)}"
             said = f" — {printable(said)}" if said else ""
-            return Text.assemble(
-                "  ", (frame, "cyan"), " ", (name, "bold"), (f"  running {elapsed}{said}", "dim")
-            )
-        mark = ("✓", "green") if call.ok else ("✗", "red")
-        return Text.assemble(
-            "  ", mark, " ", (name, "bold"), (f"  {took(call.finished - call.started)}", "dim")
-        )
+            mark, timing = (frame, "cyan"), f"running {took(self._clock() - call.started)}{said}"
+        else:
+            mark, timing = ("✓", "green") if call.ok else ("✗", "red"), took(call.finished - call.started)
+        return Text.assemble("  ", mark, " ", (name, "bold"), (f"  {timing}", "dim"))
 
 
 class LiveAnswer:
     """The turn drawn live on a terminal while it runs; `async with`, then pass `progress` on."""
 
-    def __init__(
-        self, console: Console, *, hint: str = "", clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.turn = TurnSoFar(clock=clock)
+    def __init__(self, console: Console, *, hint: str = "") -> None:
+        self.turn = TurnSoFar()
         self._console = console
         self._hint = hint
-        self._clock = clock
         self._live = self._region()
         self._changed = asyncio.Event()
         self._painter: asyncio.Task[None] | None = None
@@ -96,7 +89,7 @@ class LiveAnswer:
         """One drawing of the region, never taller than the terminal (rich cannot scroll a live
         region: what does not fit would be left behind on the screen), so the answer shows its end."""
         turn = self.turn
-        frame = SPINNER[int(self._clock() / 0.08) % len(SPINNER)]
+        frame = SPINNER[int(time.monotonic() / 0.08) % len(SPINNER)]
         one_line = options.update(no_wrap=True, overflow="ellipsis")
         lines: list[list[Segment]] = []
         for call in turn.calls.values():
@@ -146,7 +139,6 @@ class LiveAnswer:
         self._live.stop()
 
     async def _paint(self) -> None:
-        pause = 1 / FRAMES_PER_SECOND
         while True:
             wait = TICK_SECONDS if self.turn.moving else None
             # Not `wait_for`: on Python 3.11 it swallows a cancel that lands just as the event is
@@ -157,18 +149,15 @@ class LiveAnswer:
             self._changed.clear()
             if not self._paused:
                 self._live.refresh()
-            await asyncio.sleep(pause)
+            await asyncio.sleep(1 / FRAMES_PER_SECOND)
 
 
 class PlainAnswer:
     """The answer as plain text as it arrives (`out`), unpadded and unwrapped; progress to `notes`."""
 
-    def __init__(
-        self, out: IO[str], notes: IO[str] | None = None, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, out: IO[str], notes: IO[str] | None = None) -> None:
         self._out = out
         self._notes = notes
-        self._clock = clock
         # The turn so far (its round's text written so far), and whether `out` is mid-line.
         self._turn = turn_so_far.TurnSoFar()
         self._mid_line = False
@@ -177,7 +166,7 @@ class PlainAnswer:
         kind = event.kind
         call = self._turn.calls.get(event.tool_call_id or "")
         started = call.started if call is not None and call.finished is None else None
-        shown, now = self._turn.text, self._clock()
+        shown, now = self._turn.text, time.monotonic()
         self._turn.record(event, now)
         if kind == "text":
             self._write(event.message)
@@ -215,8 +204,7 @@ class PlainAnswer:
         self.interrupted()  # the line ended, the turn forgotten
 
     def after_prompt(self) -> None:
-        """A prompt ends the current line (off a terminal the typed line is not echoed): the answer
-        starts on the next one, so it never reads as if the person had written it."""
+        """Off a terminal the typed line is not echoed: the answer starts on a line apart from the prompt."""
         self._mid_line = True
 
     def interrupted(self) -> None:

@@ -21,10 +21,7 @@ _JSON_RAW_CONTROL = re.compile(r"[\x7f-\x9f]")
 
 def printable(text: str) -> str:
     """`text` with control characters other than newline and tab made visible, never obeyed."""
-    cleaned = scrub(text).replace("\r\n", "\n")
-    if _CONTROL.search(cleaned) is None:
-        return cleaned
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cleaned)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", scrub(text).replace("\r\n", "\n"))
 
 
 def say(text: str, stream: TextIO | None = None) -> None:

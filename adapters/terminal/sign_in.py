@@ -161,9 +161,7 @@ class TerminalSignIn:
 
     def meanwhile(self) -> list[str]:
         """Parked turns whose sign-in finished while the chat was not waiting for it."""
-        if self.callback is None:
-            return []
-        found = self.callback.finished()
+        found = self.callback.finished() if self.callback is not None else []
         for signed in found:
             self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
         return list(dict.fromkeys(rid for signed in found for rid in signed.request_ids))
@@ -185,12 +183,10 @@ class TerminalSignIn:
             names = ", ".join(servers)
             self.console.print(f"Name the server: {shown(command)} NAME, one of {shown(names)}.")
         elif command == "/disconnect":
-            gone = await self.agent.disconnect(self.key, self.user, server)
-            self.console.print(
-                f"Disconnected from {shown(server)}: nerve no longer uses your account there."
-                if gone
-                else f"You were not connected to {shown(server)}."
-            )
+            said = f"Disconnected from {shown(server)}: nerve no longer uses your account there."
+            if not await self.agent.disconnect(self.key, self.user, server):
+                said = f"You were not connected to {shown(server)}."
+            self.console.print(said)
         else:
             return await self.connect([server])
         return []
@@ -220,11 +216,9 @@ async def print_connections(settings: Settings, console: Console | None = None) 
     """`nerve connections`: the local person's connections, without starting any server (and
     without a servers file, from the store alone: names and times are stored in the clear)."""
     console = console or Console(highlight=False)
-    configured = (
-        load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
-        if settings.nerve_mcp_config.is_file()
-        else None
-    )
+    configured = None
+    if settings.nerve_mcp_config.is_file():
+        configured = load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
     key = conversation_key("default")
     person = person_of(key, key.workspace, settings.platforms)
     async with open_store(settings) as store:

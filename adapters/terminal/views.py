@@ -14,7 +14,7 @@ from rich.console import Console
 from adapters.resources import display_name, file_label, kind_of
 from adapters.terminal.approve import settle_one_shot
 from adapters.terminal.fill_in import FillIn
-from adapters.terminal.keyboard import ReadLine, interruptible, read_line
+from adapters.terminal.keyboard import interruptible, read_line
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import answer_markdown, printable, say, shown, terminal_json
 from bot.agent import shown_to_people
@@ -156,8 +156,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     agent = runtime.agent
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     # The chat's line reader only where a person types.
-    typed: ReadLine | None = read_line if interactive else None
-    async with FillIn(agent, user, typed, notes) as questions:
+    async with FillIn(agent, user, read_line if interactive else None, notes) as questions:
         progress = questions.watching(progress)
         reply = await interruptible(agent.reply(incoming, progress))
         if reply.approval is not None or questions.parked:
@@ -174,8 +173,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
 
 
 def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) -> int:
-    """The tools the model is offered, everywhere or in `place`; exit code 1 when servers are
-    configured and none is available (a script sees the failure, not an empty list)."""
+    """The tools offered, everywhere or in `place`; 1 when no configured server is available, for scripts."""
     every = runtime.agent.tools()
     tools = every if place is None else runtime.scopes.offered(place, every)
     states = runtime.host.server_states()
