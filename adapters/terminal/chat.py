@@ -152,11 +152,8 @@ class TerminalChat:
 
     async def _show_recent(self) -> None:
         history = await self._runtime.store.history(self._key)
-        said = [
-            m
-            for m in history
-            if m.role in ("user", "assistant") and (m.content or "").strip() and not m.tool_calls
-        ]
+        talk = ("user", "assistant")
+        said = [m for m in history if m.role in talk and (m.content or "").strip() and not m.tool_calls]
         if not said:
             return
         so_far = _count(len(said), "message")
@@ -191,10 +188,8 @@ class TerminalChat:
 
     async def _tools_command(self, word: str, argument: str) -> None:
         for tool in self._runtime.agent.tools():
-            self._console.print(
-                f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)})[/dim] "
-                + shown(show_link_targets(tool.description))
-            )
+            about = shown(show_link_targets(tool.description))
+            self._console.print(f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)})[/dim] {about}")
 
     async def _sign_in_command(self, word: str, argument: str) -> None:
         await self._turns.signed_in(await self._sign_in.command(word, argument))
@@ -273,17 +268,13 @@ class TerminalChat:
         )
         for spec in prompts:
             summary = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
-            self._console.print(
-                f"[bold]{shown(usage(spec))}[/bold]"
-                + (f" — {shown(show_link_targets(summary))}" if summary else "")
-                + f" [dim]({shown(spec.server)})[/dim]"
-            )
+            said = f" — {shown(show_link_targets(summary))}" if summary else ""
+            self._console.print(f"[bold]{shown(usage(spec))}[/bold]{said} [dim]({shown(spec.server)})[/dim]")
             for argument in spec.arguments:
                 optional = "" if argument.required else " (optional)"
                 about = f": {argument.description.strip()}" if argument.description.strip() else ""
-                self._console.print(
-                    f"  [dim]{shown(argument.name + optional + show_link_targets(about))}[/dim]"
-                )
+                line = shown(argument.name + optional + show_link_targets(about))
+                self._console.print(f"  [dim]{line}[/dim]")
 
 
 def _count(n: int, noun: str) -> str:

@@ -161,10 +161,10 @@ class FillIn:
         return progress
 
     async def _ask(self, request: InputRequest) -> None:
+        who = shown(request.server)
         async with self._one_at_a_time:
             if request.request_id in self._ended:
                 ended = _ended(request, self._ended[request.request_id])
-                who = shown(request.server)
                 self.console.print(f"[dim]The question from {who} ended before you got to it: {ended}[/dim]")
                 return
             self._current = request.request_id
@@ -172,19 +172,16 @@ class FillIn:
                 try:
                     await self._show(request)
                 except asyncio.CancelledError:
-                    self.console.print(
-                        f"[yellow]The question from {shown(request.server)} is no longer open.[/yellow]"
-                    )
+                    self.console.print(f"[yellow]The question from {who} is no longer open.[/yellow]")
                     raise
                 finally:
                     self._current = None
 
     async def _show(self, request: InputRequest) -> None:
-        console = self.console
         if request.refused is not None:
-            console.print(f"[yellow]Not shown:[/yellow] {shown(request.refused)}")
+            self.console.print(f"[yellow]Not shown:[/yellow] {shown(request.refused)}")
             return
-        print_request(console, request)
+        print_request(self.console, request)
         if self.read is None:
             await self._answer(request, "decline")
             say(f"nerve: declined: {request.server} asked for input; run on a terminal to answer", sys.stderr)

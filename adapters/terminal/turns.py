@@ -169,7 +169,7 @@ class ChatTurns:
 
     async def _go_on_answered(self, parked: Parked) -> _Piece | None:
         what = f"an answer to what {shown(', '.join(parked.tools) or 'a tool')} asked"
-        return await self._rest(lambda progress: go_on_answered(self.runtime.agent, parked, progress), what)
+        return await self._rest(partial(go_on_answered, self.runtime.agent, parked), what)
 
     async def _go_on_signed_in(self, request_ids: list[str]) -> _Piece | None:
         """The rest of the turns that waited for a sign-in here, once the browser came back."""
@@ -179,10 +179,9 @@ class ChatTurns:
         return piece
 
     async def _decide(self, prompt: ApprovalPrompt) -> _Piece | None:
-        agent = self.runtime.agent
         if prompt.open:
-            await ask_each(agent, prompt, self._user, self.read, self.console)
-        return await self._rest(lambda progress: go_on(agent, prompt, progress), "a decision")
+            await ask_each(self.runtime.agent, prompt, self._user, self.read, self.console)
+        return await self._rest(partial(go_on, self.runtime.agent, prompt), "a decision")
 
     async def waiting_at_start(self) -> None:
         """A turn of this thread still waiting for a person when nerve stopped: ask again."""
@@ -223,8 +222,7 @@ class ChatTurns:
     async def _ask_again(self, prompt: ApprovalPrompt) -> bool:
         """What a tool asked before nerve stopped, asked again (expired ones are not: the turn goes on
         without them); False when none of them is this person's to answer now."""
-        agent = self.runtime.agent
-        questions = await agent.parked_questions(prompt.request_id)
+        questions = await self.runtime.agent.parked_questions(prompt.request_id)
         if any(q.expires_at <= time.time() for q in questions):
             self.console.print(
                 "[dim]What a tool asked before nerve stopped was not answered in time; "

@@ -194,10 +194,8 @@ def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) 
         )
     for tool in tools:
         asks = ", asks before running" if tool.needs_approval else ""
-        console.print(
-            f"[bold]{shown(tool.name)}[/bold] "
-            f"[dim]({shown(tool.server)}, timeout {tool.timeout:g} s{asks})[/dim]"
-        )
+        about = f"{shown(tool.server)}, timeout {tool.timeout:g} s{asks}"
+        console.print(f"[bold]{shown(tool.name)}[/bold] [dim]({about})[/dim]")
         console.print(f"  {printable(show_link_targets(tool.description))}", markup=False)
     offered = {t.name for t in tools}
     held_back = [t for t in every if t.name not in offered]
