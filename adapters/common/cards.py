@@ -20,11 +20,7 @@ class Line:
     rest: str = ""
 
     def say(
-        self,
-        *,
-        stress: Callable[[str], str] = str,
-        person: Callable[[str], str] = str,
-        capital: bool = False,
+        self, *, stress: Callable[[str], str] = str, person: Callable[[str], str] = str, capital: bool = False
     ) -> str:
         """The line in a platform's markup: `stress` the words, name the person with `person`."""
         words = self.words[:1].upper() + self.words[1:] if capital else self.words
@@ -84,16 +80,13 @@ SIGN_IN_FAILED = "Sorry — something went wrong on my side; please try again."
 CONNECTED = "Connected with your own account:"
 
 
-def _minutes(seconds: float) -> str:
-    minutes = max(1, round(seconds / 60))
-    return "1 minute" if minutes == 1 else f"{minutes} minutes"
-
-
 def sign_in_note(server: str, expires_in: float) -> str:
     """The private note beside a sign-in link, after the server's (stressed) name."""
+    minutes = max(1, round(expires_in / 60))
+    lasts = "1 minute" if minutes == 1 else f"{minutes} minutes"
     return (
         f"{server} works with your own account. Sign in to connect it, and I will go on.\n"
-        f"This link is yours only — don't share it — and it expires in {_minutes(expires_in)}."
+        f"This link is yours only — don't share it — and it expires in {lasts}."
     )
 
 

@@ -1,8 +1,7 @@
 """The approval desk: a click decided through the agent, the message redrawn, the turn going on.
 
 Nothing here waits for a person. A click that changes nothing is told only to the clicker; once
-every call is decided, the parked turn goes on through `go_on` however it was released.
-"""
+every call is decided, the parked turn goes on through `go_on` however it was released."""
 
 from __future__ import annotations
 
@@ -18,15 +17,7 @@ from adapters.jobs_runtime import Launcher
 from bot.agent import APPROVAL_GONE as GONE
 from bot.agent import Agent
 from bot.errors import AskError, AskExpired
-from bot.types import (
-    Answer,
-    ApprovalPrompt,
-    Approve,
-    ConversationKey,
-    Decision,
-    Deny,
-    PendingCall,
-)
+from bot.types import Answer, ApprovalPrompt, Approve, ConversationKey, Decision, Deny, PendingCall
 
 logger = logging.getLogger(__name__)
 
@@ -141,11 +132,9 @@ class AskDesk:
                 # The button was drawn for exactly these calls: bind the decision to their full hash.
                 shown = call.call_hash if call is not None else None
         call_id = call.call_id if call is not None else None
-        answer: Answer = (
-            Approve(call_id=call_id, shown_hash=shown, remember=click.choice == "always")
-            if click.choice in _APPROVING
-            else Deny(call_id=call_id, shown_hash=shown)
-        )
+        answer: Answer = Deny(call_id=call_id, shown_hash=shown)
+        if click.choice in _APPROVING:
+            answer = Approve(call_id=call_id, shown_hash=shown, remember=click.choice == "always")
         answered = await self.agent.answer(click.request_id, user, answer)
         assert answered.decision is not None, "an approval's answer carries its decision"
         return answered.decision

@@ -1,8 +1,7 @@
 """Deliveries recorded in the inbox and answered outside their delivery, the same on every platform.
 
 Every delivery is claimed in the inbox before it is acked, so nothing is lost: one not answered is
-taken up again at start-up, by its job, or by the sweep.
-"""
+taken up again at start-up, by its job, or by the sweep."""
 
 from __future__ import annotations
 

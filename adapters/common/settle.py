@@ -74,8 +74,7 @@ class Settled(Generic[Place]):
             shown.place.set_result(place)
 
     async def settle(self, request: InputRequest, status: str, place: Place | None = None) -> bool:
-        """Show that `request` ended with `status` on its message (here, at `place`, or as stored);
-        False when unknown or shown already."""
+        """Show `status` on the request's message (at `place`, or as stored); False when unknown or shown."""
 
         rid = request.request_id
         shown = self._shown.get(rid)
@@ -90,20 +89,17 @@ class Settled(Generic[Place]):
             return False
         before, shown.status = shown.status, status
         async with shown.turn:
-            where = await self._where(rid, shown.place)
+            try:
+                async with asyncio.timeout(POST_WAIT):
+                    where = await asyncio.shield(shown.place)
+            except TimeoutError:
+                logger.warning("the message of request for input %s was not posted in time", rid)
+                where = None
             if where is not None and await self.edit(where, request, status):
                 return True
         if shown.status == status:
             shown.status = before  # not shown: a later attempt may show it
         return False
-
-    async def _where(self, request_id: str, place: asyncio.Future[Place | None]) -> Place | None:
-        try:
-            async with asyncio.timeout(POST_WAIT):
-                return await asyncio.shield(place)
-        except TimeoutError:
-            logger.warning("the message of request for input %s was not posted in time", request_id)
-            return None
 
     def _remember(self, request_id: str, place: asyncio.Future[Place | None]) -> _Shown[Place]:
         shown = self._shown[request_id] = _Shown(place=place)

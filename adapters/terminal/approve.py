@@ -1,6 +1,5 @@
 """Approvals in the terminal: the person (the OS user, who asked) is asked per call; `nerve ask` in
-a script decides every call at once, denied or approved with `--yes`.
-"""
+a script decides every call at once, denied or approved with `--yes`."""
 
 from __future__ import annotations
 
@@ -15,17 +14,7 @@ from adapters.terminal.fill_in import FillIn, Parked
 from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable, say, shown
 from bot.errors import AskError
-from bot.types import (
-    AgentReply,
-    Answer,
-    ApprovalPrompt,
-    Approve,
-    Deny,
-    PendingCall,
-    Place,
-    Progress,
-    no_progress,
-)
+from bot.types import AgentReply, Answer, ApprovalPrompt, Approve, Deny, PendingCall, Progress
 
 QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
@@ -43,22 +32,15 @@ if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the l
 
 async def _decide(
     agent: Agent, prompt: ApprovalPrompt, user: str, answer: Answer, console: Console | None = None
-) -> list[str]:
-    """One decision through `Agent.answer`; the calls it decided (why nothing changed on `console`)."""
+) -> None:
+    """One decision through `Agent.answer`; why nothing changed, on `console`."""
     try:
         answered = await agent.answer(prompt.request_id, user, answer)
+        note = answered.note if not answered.changed and answered.note else None
     except AskError as exc:
-        if console is not None:
-            console.print(f"[yellow]{shown(exc.message)}[/yellow]")
-        return []
-    if console is not None and not answered.changed and answered.note:
-        console.print(f"[yellow]{shown(answered.note)}[/yellow]")
-    return list(answered.decision.decided) if answered.decision is not None else []
-
-
-def terminal_place(user: str) -> Place:
-    """Where a terminal turn happens: one place for the whole terminal, with its OS user."""
-    return Place(platform="terminal", channel="cli", user=user)
+        note = exc.message
+    if console is not None and note is not None:
+        console.print(f"[yellow]{shown(note)}[/yellow]")
 
 
 def call_preview(call: PendingCall) -> str:
@@ -73,18 +55,14 @@ def call_preview(call: PendingCall) -> str:
     return printable(f"{call.tool}({name}={text}{more})")
 
 
-def print_waiting(console: Console, prompt: ApprovalPrompt) -> None:
+async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLine, console: Console) -> None:
+    """Ask about every open call in turn; Ctrl-C or end of input denies those not yet decided."""
     pending = [c for c in prompt.calls if c.status == "pending"]
     until = time.strftime("%H:%M", time.localtime(prompt.expires_at))
     count = "1 call waits" if len(pending) == 1 else f"{len(pending)} calls wait"
     console.print(f"[bold yellow]Approval needed:[/bold yellow] {count} for you (until {until}).")
     if prompt.reason:
         console.print(f"[dim]The model says:[/dim] {shown(prompt.reason)}")
-
-
-async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLine, console: Console) -> None:
-    """Ask about every open call in turn; Ctrl-C or end of input denies those not yet decided."""
-    pending = [c for c in prompt.calls if c.status == "pending"]
     for position, call in enumerate(pending):
         if prompt.expires_at <= time.time():
             console.print("[yellow]This request has expired: the calls were not approved in time.[/yellow]")
@@ -95,19 +73,15 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
         choice = await _answer(ask, call, console)
         if choice is None:
             rest = pending[position:]
-            for waiting in rest:
-                await _decide(
-                    agent, prompt, user, Deny(call_id=waiting.call_id, shown_hash=waiting.call_hash)
-                )
+            for c in rest:
+                await _decide(agent, prompt, user, Deny(call_id=c.call_id, shown_hash=c.call_hash))
             names = ", ".join(dict.fromkeys(c.tool for c in rest))
             console.print(f"[yellow]Not run: {shown(names)}[/yellow] (denied: the question was interrupted).")
             return
         approve, remember = choice
-        answer: Answer = (
-            Approve(call_id=call.call_id, shown_hash=call.call_hash, remember=remember)
-            if approve
-            else Deny(call_id=call.call_id, shown_hash=call.call_hash)
-        )
+        answer: Answer = Deny(call_id=call.call_id, shown_hash=call.call_hash)
+        if approve:
+            answer = Approve(call_id=call.call_id, shown_hash=call.call_hash, remember=remember)
         await _decide(agent, prompt, user, answer, console)
 
 
@@ -120,7 +94,7 @@ async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[b
     return None
 
 
-async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_progress) -> AgentReply | None:
+async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress) -> AgentReply | None:
     """The rest of the turn once every call is decided or expired; None while one waits or elsewhere."""
     final = await agent.resume(prompt.request_id, progress)
     if final is None and prompt.expires_at <= time.time():
@@ -129,9 +103,8 @@ async def go_on(agent: Agent, prompt: ApprovalPrompt, progress: Progress = no_pr
     return final
 
 
-async def go_on_answered(agent: Agent, parked: Parked, progress: Progress = no_progress) -> AgentReply | None:
-    """The rest of a turn parked on its tools' questions once answered here; without its own turn to
-    resume (answered elsewhere, or late), the one its conversation waits on. None while it waits."""
+async def go_on_answered(agent: Agent, parked: Parked, progress: Progress) -> AgentReply | None:
+    """The rest of a turn parked on questions (its conversation's if none resumed here); None: it waits."""
     request_id = parked.resume
     if request_id is None:
         found = await agent.parked_in(parked.key)
@@ -145,26 +118,18 @@ async def go_on_answered(agent: Agent, parked: Parked, progress: Progress = no_p
 
 
 async def settle_one_shot(
-    agent: Agent,
-    reply: AgentReply,
-    user: str,
-    *,
-    approve_all: bool,
-    ask: ReadLine | None,
-    console: Console,
-    progress: Progress = no_progress,
-    questions: FillIn | None = None,
+    questions: FillIn, reply: AgentReply, progress: Progress, *, approve_all: bool
 ) -> AgentReply:
     """`nerve ask`: decide and answer until the answer no longer waits: calls approved with `--yes`,
     asked on a terminal, else denied by nerve (stderr says which); `questions` asks the rest."""
+    agent, user, ask, console = questions.agent, questions.user, questions.read, questions.console
     while True:
-        parked = await questions.settle() if questions is not None else None
+        parked = await questions.settle()
         prompt = reply.approval
         if prompt is not None:
             if approve_all:
                 await _decide(agent, prompt, user, Approve())  # every open call at once
             elif ask is not None:
-                print_waiting(console, prompt)
                 await ask_each(agent, prompt, user, ask, console)
             else:  # nobody to ask: nerve denies, and says so, rather than deciding as the person
                 denied = await agent.deny_unasked(prompt.request_id)

@@ -1,6 +1,5 @@
 """The interactive chat: a REPL over one conversation, with its greeting and slash commands; its
-turns are run by `adapters.terminal.turns`.
-"""
+turns are run by `adapters.terminal.turns`."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from rich.console import Console
 
 from adapters.common.commands import TERMINAL, command_on, offered_on
 from adapters.prompt_arguments import parse_arguments, usage
-from adapters.terminal.approve import terminal_place
 from adapters.terminal.keyboard import (
     Interrupted,
     LineReader,
@@ -24,7 +22,7 @@ from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, histor
 from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import LoopbackCallback, TerminalSignIn
 from adapters.terminal.turns import ChatTurns
-from adapters.terminal.views import conversation_key, print_attachment
+from adapters.terminal.views import conversation_key, print_attachment, terminal_place
 from bot.errors import PromptError
 from bot.runtime import Runtime
 from bot.text import show_link_targets
@@ -64,38 +62,30 @@ class TerminalChat:
     ) -> None:
         self._runtime = runtime
         self._key = conversation_key(thread)
-        self._thread = self._key.thread
         self._console = console or Console(highlight=False)
         self._notices = notices
         # The OS user: the one who asks in this terminal, and so the one who approves.
         self._user = self._key.workspace
-        # On a terminal, prompt_toolkit edits the line: the chat's own prompt keeps a history file
-        # and completes commands; a tool's questions and approvals get line editing alone. Off one
-        # (a pipe, a file), plain lines, as scripts expect.
-        self._read: ReadLine = LineReader()
-        self._ask_question: ReadLine = self._read
+        settings = runtime.settings
         self._interactive = self._console.is_terminal and sys.stdin.isatty()
         # Whether the banner (or a line since) said what the MCP servers came to.
         self._servers_told = False
+        # On a terminal, prompt_toolkit edits the line: the chat's own prompt keeps a history file
+        # and completes commands; a tool's questions and approvals get line editing alone. Off one
+        # (a pipe, a file), plain lines, as scripts expect.
+        read: ReadLine = TerminalPrompt() if self._interactive else LineReader()
+        self._ask_question = read
         if self._interactive:
-            self._read = TerminalPrompt()
             self._ask_question = TerminalPrompt(
-                history=history_file(runtime.settings.nerve_db),
+                history=history_file(settings.nerve_db),
                 completer=SlashCompleter(COMMANDS, self._prompt_names),
-                max_chars=runtime.settings.nerve_max_question_chars,
+                max_chars=settings.nerve_max_question_chars,
             )
         # Per-person servers: the links a turn asks for, opened here; the browser comes back to `sign_in`.
         self._sign_in = TerminalSignIn(
-            runtime.agent,
-            sign_in,
-            self._console,
-            self._key,
-            self._user,
-            wait=runtime.settings.nerve_sign_in_timeout,
+            runtime.agent, sign_in, self._console, self._key, self._user, wait=settings.nerve_sign_in_timeout
         )
-        self._turns = ChatTurns(
-            runtime, self._console, self._key, self._read, self._sign_in, self._servers_news
-        )
+        self._turns = ChatTurns(runtime, self._console, self._key, read, self._sign_in, self._servers_news)
 
     async def run(self) -> None:
         """Chat until /quit, end of input, or Ctrl-C at the prompt. On a terminal the prompt comes
@@ -118,40 +108,32 @@ class TerminalChat:
             if not text:
                 continue
             if text.startswith("/"):
-                if text.split()[0] in SERVERS_NEEDED:
-                    await self._servers_up()
+                if text.split()[0] in SERVERS_NEEDED:  # wait for the servers' first attempts
+                    if not self._runtime.servers_started:
+                        self._console.print("[dim]Waiting for the MCP servers to start…[/dim]")
+                        await self._runtime.wait_for_servers()
+                    self._servers_news()
                 if not await self._command(text):
                     return
                 continue
             await self._turns.take(self._incoming(text))
 
     def _banner(self) -> None:
-        runtime = self._runtime
-        tools = (
-            _count(len(runtime.agent.tools()), "tool")
-            if runtime.servers_started
-            else "the MCP servers are starting"
-        )
-        self._console.print(
-            f"[bold]nerve[/bold] — thread [cyan]{shown(self._thread)}[/cyan], {tools}. /help for commands."
-        )
+        runtime, console = self._runtime, self._console
+        starting = "the MCP servers are starting"
+        tools = _count(len(runtime.agent.tools()), "tool") if runtime.servers_started else starting
+        thread = shown(self._key.thread)
+        console.print(f"[bold]nerve[/bold] — thread [cyan]{thread}[/cyan], {tools}. /help for commands.")
         if runtime.offline:
-            self._console.print(
+            console.print(
                 "[yellow]Using the built-in offline model[/yellow] "
                 "(no OPENAI_API_KEY or OPENAI_BASE_URL set): "
                 "it follows simple rules to pick tools, so you can try nerve without a model service."
             )
         else:
-            self._console.print(f"[dim]Model: {shown(runtime.model_name)}[/dim]")
+            console.print(f"[dim]Model: {shown(runtime.model_name)}[/dim]")
         if runtime.servers_started:
             self._print_problems()
-
-    async def _servers_up(self) -> None:
-        """Before what reads the servers' tools or prompts: wait for their first attempts."""
-        if not self._runtime.servers_started:
-            self._console.print("[dim]Waiting for the MCP servers to start…[/dim]")
-            await self._runtime.wait_for_servers()
-        self._servers_news()
 
     def _servers_news(self) -> None:
         """Once the MCP servers started in the background: their tools, and which are not available."""
@@ -170,11 +152,8 @@ class TerminalChat:
 
     async def _show_recent(self) -> None:
         history = await self._runtime.store.history(self._key)
-        said = [
-            m
-            for m in history
-            if m.role in ("user", "assistant") and (m.content or "").strip() and not m.tool_calls
-        ]
+        talk = ("user", "assistant")
+        said = [m for m in history if m.role in talk and (m.content or "").strip() and not m.tool_calls]
         if not said:
             return
         so_far = _count(len(said), "message")
@@ -209,10 +188,8 @@ class TerminalChat:
 
     async def _tools_command(self, word: str, argument: str) -> None:
         for tool in self._runtime.agent.tools():
-            self._console.print(
-                f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)})[/dim] "
-                + shown(show_link_targets(tool.description))
-            )
+            about = shown(show_link_targets(tool.description))
+            self._console.print(f"[bold]{shown(tool.name)}[/bold] [dim]({shown(tool.server)})[/dim] {about}")
 
     async def _sign_in_command(self, word: str, argument: str) -> None:
         await self._turns.signed_in(await self._sign_in.command(word, argument))
@@ -280,11 +257,9 @@ class TerminalChat:
 
     def _list_prompts(self, prompts: list[PromptSpec], *, offered_elsewhere: bool) -> None:
         if not prompts:
-            why = (
-                "the policy in the servers file offers none in the terminal"
-                if offered_elsewhere
-                else "none of the servers offers any, or they are starting"
-            )
+            why = "none of the servers offers any, or they are starting"
+            if offered_elsewhere:
+                why = "the policy in the servers file offers none in the terminal"
             self._console.print(f"No prompts to start: {why}.")
             return
         self._console.print(
@@ -293,17 +268,13 @@ class TerminalChat:
         )
         for spec in prompts:
             summary = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
-            self._console.print(
-                f"[bold]{shown(usage(spec))}[/bold]"
-                + (f" — {shown(show_link_targets(summary))}" if summary else "")
-                + f" [dim]({shown(spec.server)})[/dim]"
-            )
+            said = f" — {shown(show_link_targets(summary))}" if summary else ""
+            self._console.print(f"[bold]{shown(usage(spec))}[/bold]{said} [dim]({shown(spec.server)})[/dim]")
             for argument in spec.arguments:
                 optional = "" if argument.required else " (optional)"
                 about = f": {argument.description.strip()}" if argument.description.strip() else ""
-                self._console.print(
-                    f"  [dim]{shown(argument.name + optional + show_link_targets(about))}[/dim]"
-                )
+                line = shown(argument.name + optional + show_link_targets(about))
+                self._console.print(f"  [dim]{line}[/dim]")
 
 
 def _count(n: int, noun: str) -> str:

@@ -1,10 +1,8 @@
 """A server's question in the terminal: a form asked field by field, or a link to open yourself.
 
 A tool that needs input waits inside its call, so each question is asked while the turn runs, one at
-a time, with the live view paused so nothing draws over the prompts. Each field is checked as it is
-typed, so a wrong value is asked again at once. Ctrl-C or end of input answers "cancel"; a link is
-never opened for the person.
-"""
+a time, with the live view paused so nothing draws over the prompts. Ctrl-C or end of input answers
+"cancel"; a link is never opened for the person."""
 
 from __future__ import annotations
 
@@ -163,32 +161,27 @@ class FillIn:
         return progress
 
     async def _ask(self, request: InputRequest) -> None:
+        who = shown(request.server)
         async with self._one_at_a_time:
             if request.request_id in self._ended:
                 ended = _ended(request, self._ended[request.request_id])
-                server = shown(request.server)
-                self.console.print(
-                    f"[dim]The question from {server} ended before you got to it: {ended}[/dim]"
-                )
+                self.console.print(f"[dim]The question from {who} ended before you got to it: {ended}[/dim]")
                 return
             self._current = request.request_id
             with self.pause():
                 try:
                     await self._show(request)
                 except asyncio.CancelledError:
-                    self.console.print(
-                        f"[yellow]The question from {shown(request.server)} is no longer open.[/yellow]"
-                    )
+                    self.console.print(f"[yellow]The question from {who} is no longer open.[/yellow]")
                     raise
                 finally:
                     self._current = None
 
     async def _show(self, request: InputRequest) -> None:
-        console = self.console
         if request.refused is not None:
-            console.print(f"[yellow]Not shown:[/yellow] {shown(request.refused)}")
+            self.console.print(f"[yellow]Not shown:[/yellow] {shown(request.refused)}")
             return
-        print_request(console, request)
+        print_request(self.console, request)
         if self.read is None:
             await self._answer(request, "decline")
             say(f"nerve: declined: {request.server} asked for input; run on a terminal to answer", sys.stderr)
@@ -246,7 +239,11 @@ class FillIn:
         while True:
             for field in fields:
                 values[field.name] = await self._field(field)
-            print_summary(self.console, form, values)
+            # What will be sent, field by field, before the person says send.
+            for field in form.fields:
+                value = values.get(field.name)
+                value_shown = field.shown(value) if value is not None else "—"
+                self.console.print(f"  [dim]{shown(field.title)}:[/dim] {shown(value_shown)}")
             action = await self._choose(SEND, SENDS, HOW_TO_SEND)
             if action != "accept":
                 return action
@@ -283,9 +280,8 @@ class FillIn:
 def print_request(console: Console, request: InputRequest) -> None:
     """Who asks, for which call, until when, and the server's own words; for a link, its host first."""
     asking = f" for {shown(', '.join(request.tools))}" if request.tools else ""
-    when = (
-        f" (until {time.strftime('%H:%M', time.localtime(request.expires_at))})" if request.expires_at else ""
-    )
+    until = time.strftime("%H:%M", time.localtime(request.expires_at))
+    when = f" (until {until})" if request.expires_at else ""
     what = "wants you to open a link" if request.mode == "url" else "asks you to fill in a form"
     console.print(f"[bold yellow]{shown(request.server)}[/bold yellow] {what}{asking}{when}.")
     if request.mode == "url":
@@ -311,11 +307,3 @@ def field_prompt(field: FormField) -> str:
     mark = "*" if field.required else ""
     default = f" [{field.shown(field.default)}]" if field.default is not None else ""
     return f"  {field.title}{mark} ({hint}){default}: "
-
-
-def print_summary(console: Console, form: Form, values: dict[str, FieldValue | None]) -> None:
-    """What will be sent, field by field, before the person says send."""
-    for field in form.fields:
-        value = values.get(field.name)
-        value_shown = field.shown(value) if value is not None else "—"
-        console.print(f"  [dim]{shown(field.title)}:[/dim] {shown(value_shown)}")

@@ -1,8 +1,5 @@
-"""What the person at the keyboard types, and what Ctrl-C does meanwhile.
-
-Lines are read without blocking the loop (`LineReader`); Ctrl-C runs the innermost open `on_ctrl_c`
-block's action. The chat, its turns, questions, approvals and sign-ins all read through here.
-"""
+"""What the person at the keyboard types, and what Ctrl-C does meanwhile: lines are read without
+blocking the loop (`LineReader`); Ctrl-C runs the innermost open `on_ctrl_c` block's action."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 from bot.text import scrub
@@ -41,11 +39,8 @@ class Interrupted(Exception):
 
 @contextlib.contextmanager
 def on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
-    """Ctrl-C runs `action` while inside: cancel the running turn, or leave at the prompt.
-
-    Blocks nest (a server's question is asked while its turn runs): the inner one takes Ctrl-C,
-    and on leaving gives it back to the one around it.
-    """
+    """Ctrl-C runs `action` while inside. Blocks nest (a server's question is asked while its turn
+    runs): the inner one takes Ctrl-C, and on leaving gives it back to the one around it."""
     global _outer_handler
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
@@ -72,11 +67,9 @@ def on_ctrl_c(action: Callable[[], object]) -> Iterator[None]:
 async def interruptible(work: Awaitable[T]) -> T:
     """`work`'s result, or Interrupted when Ctrl-C stopped it first.
 
-    Ctrl-C cancels the work, and cancels it again every CANCEL_AGAIN_SECONDS until it has ended: a
-    cancel can be lost in a library that catches it to clean up and carries on, and a person who
-    pressed Ctrl-C once expects it to stop. The loop's own handler takes SIGINT meanwhile, so this
-    holds also when nerve was started with SIGINT ignored (Python then installs no handler).
-    """
+    Ctrl-C cancels the work, and again every CANCEL_AGAIN_SECONDS until it has ended: a library may
+    catch a cancel to clean up and carry on, and one Ctrl-C should stop it. The loop's own handler
+    takes SIGINT meanwhile, so this holds also when nerve was started with SIGINT ignored."""
     task = asyncio.ensure_future(work)
     loop = asyncio.get_running_loop()
     pressed = False
@@ -95,22 +88,16 @@ async def interruptible(work: Awaitable[T]) -> T:
         try:
             return await task
         except asyncio.CancelledError:
-            if pressed and task.cancelled() and not _cancelling():
+            # Interrupted only when the work alone was cancelled, not the caller too.
+            current = asyncio.current_task()
+            if pressed and task.cancelled() and not (current is not None and current.cancelling()):
                 raise Interrupted from None
             raise
 
 
-def _cancelling() -> bool:
-    """True when the caller itself is being cancelled (not only the work it waited for)."""
-    current = asyncio.current_task()
-    return current is not None and current.cancelling() > 0
-
-
 def tolerate_undecodable_input() -> None:
-    """Let stdin hand over bytes that are not UTF-8 (as lone surrogates) instead of failing the read.
-
-    `read_line` scrubs them to U+FFFD, so a stray Latin-1 byte costs a character, not the chat.
-    """
+    """Let stdin hand over bytes that are not UTF-8 (as lone surrogates) instead of failing the read:
+    they are scrubbed to U+FFFD, so a stray Latin-1 byte costs a character, not the chat."""
     if isinstance(sys.stdin, io.TextIOWrapper) and sys.stdin.errors == "strict":
         sys.stdin.reconfigure(errors="surrogateescape")
 
@@ -121,8 +108,7 @@ class LineReader:
     Each line is read by a daemon thread, not the loop's executor: `asyncio.run` waits for executor
     threads at exit, so a thread stuck in `input()` would keep nerve from leaving after Ctrl-C.
     Ctrl-C answers None at once, but that thread stays blocked in `input()`, and a second `input()`
-    would wait behind it; so the next read shows its own prompt and takes that thread's line.
-    """
+    would wait behind it; so the next read shows its own prompt and takes that thread's line."""
 
     def __init__(self) -> None:
         self._unclaimed: asyncio.Future[str | None] | None = None
@@ -130,20 +116,13 @@ class LineReader:
     async def __call__(self, prompt: str) -> str | None:
         loop = asyncio.get_running_loop()
         interrupted: asyncio.Future[None] = loop.create_future()
-
-        def interrupt() -> None:
-            if not interrupted.done():
-                interrupted.set_result(None)
-
         # Ctrl-C is caught before the prompt can appear: a person may press it as soon as they see it.
-        with on_ctrl_c(interrupt):
-            line = self._unclaimed
-            self._unclaimed = None
+        with on_ctrl_c(partial(_resolve, interrupted, None)):
+            line, self._unclaimed = self._unclaimed, None
             if line is None:
                 line = _read_in_thread(loop, prompt)
             elif not line.done():
-                sys.stdout.write(prompt)
-                sys.stdout.flush()
+                print(prompt, end="", flush=True)
             try:
                 await asyncio.wait((line, interrupted), return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:  # the question went away: the next read takes the line
@@ -158,20 +137,21 @@ class LineReader:
 def _read_in_thread(loop: asyncio.AbstractEventLoop, prompt: str) -> asyncio.Future[str | None]:
     line: asyncio.Future[str | None] = loop.create_future()
 
-    def deliver(value: str | None) -> None:
-        if not line.done():
-            line.set_result(value)
-
     def read() -> None:
         try:
             value: str | None = scrub(input(prompt))
         except (EOFError, KeyboardInterrupt, OSError, UnicodeDecodeError):
             value = None
         with contextlib.suppress(RuntimeError):  # the loop closed while we waited: nobody is listening
-            loop.call_soon_threadsafe(deliver, value)
+            loop.call_soon_threadsafe(_resolve, line, value)
 
     threading.Thread(target=read, name="nerve-stdin", daemon=True).start()
     return line
+
+
+def _resolve(future: asyncio.Future[T], value: T) -> None:
+    if not future.done():
+        future.set_result(value)
 
 
 async def read_line(prompt: str) -> str | None:

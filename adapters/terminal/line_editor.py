@@ -1,8 +1,7 @@
 """The chat's prompt on a terminal: line editing, history, search, completion and pastes.
 
 Not `input()`: there arrow keys arrive as escape sequences, a line is cut at 4,095 characters and a
-pasted block becomes one question per line.
-"""
+pasted block becomes one question per line."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ class SlashCompleter(Completer):
             return
         command, space, rest = typed.partition(" ")
         if not space:
-            candidates: Iterable[str] = self._commands
-            word = command
+            candidates, word = list(self._commands), command
         elif command == "/prompt" and " " not in rest:
             candidates, word = sorted(set(self._prompt_names())), rest
         else:
@@ -90,11 +88,7 @@ class TerminalPrompt:
     """One answer at a terminal; None on Ctrl-C or Ctrl-D; `max_chars` refuses a paste too long to ask."""
 
     def __init__(
-        self,
-        *,
-        history: Path | None = None,
-        completer: Completer | None = None,
-        max_chars: int | None = None,
+        self, *, history: Path | None = None, completer: Completer | None = None, max_chars: int | None = None
     ) -> None:
         self._session: PromptSession[str] = PromptSession(
             history=_private_history(history) if history is not None else InMemoryHistory(),

@@ -2,8 +2,7 @@
 
 Both views only record the turn's events (a sink must return at once) and draw elsewhere: `LiveAnswer`
 a transient rich region on a terminal, `PlainAnswer` plain text for pipes and `nerve ask`, which cannot
-take a draft back once "thinking" makes it one, so it ends that line and goes on below.
-"""
+take a draft back once "thinking" makes it one, so it ends that line and goes on below."""
 
 from __future__ import annotations
 
@@ -56,30 +55,41 @@ class TurnSoFar(turn_so_far.TurnSoFar):
     def call_line(self, call: turn_so_far.Call, frame: str) -> Text:
         name = printable(f"{call.name}{_on(call.server)}")
         if call.finished is None:
-            elapsed = took(self._clock() - call.started)
             said = f"{call.progress}{turn_so_far.percent(call.fraction)}"
             said = f" — {printable(said)}" if said else ""
-            return Text.assemble(
-                "  ", (frame, "cyan"), " ", (name, "bold"), (f"  running {elapsed}{said}", "dim")
-            )
-        mark = ("✓", "green") if call.ok else ("✗", "red")
-        return Text.assemble(
-            "  ", mark, " ", (name, "bold"), (f"  {took(call.finished - call.started)}", "dim")
+            mark, timing = (frame, "cyan"), f"running {took(self._clock() - call.started)}{said}"
+        else:
+            mark, timing = ("✓", "green") if call.ok else ("✗", "red"), took(call.finished - call.started)
+        return Text.assemble("  ", mark, " ", (name, "bold"), (f"  {timing}", "dim"))
+
+
+class LiveAnswer:
+    """The turn drawn live on a terminal while it runs; `async with`, then pass `progress` on."""
+
+    def __init__(self, console: Console, *, hint: str = "") -> None:
+        self.turn = TurnSoFar()
+        self._console = console
+        self._hint = hint
+        self._live = self._region()
+        self._changed = asyncio.Event()
+        self._painter: asyncio.Task[None] | None = None
+        self._paused = False
+
+    def _region(self) -> Live:
+        return Live(
+            self,
+            console=self._console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
 
-
-class _Frame:
-    """One drawing of the live region, never taller than the terminal (rich cannot scroll a live
-    region: what does not fit would be left behind on the screen), so the answer shows its end."""
-
-    def __init__(self, turn: TurnSoFar, hint: str, clock: Callable[[], float]) -> None:
-        self._turn = turn
-        self._hint = hint
-        self._clock = clock
-
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        turn = self._turn
-        frame = SPINNER[int(self._clock() / 0.08) % len(SPINNER)]
+        """One drawing of the region, never taller than the terminal (rich cannot scroll a live
+        region: what does not fit would be left behind on the screen), so the answer shows its end."""
+        turn = self.turn
+        frame = SPINNER[int(time.monotonic() / 0.08) % len(SPINNER)]
         one_line = options.update(no_wrap=True, overflow="ellipsis")
         lines: list[list[Segment]] = []
         for call in turn.calls.values():
@@ -95,31 +105,6 @@ class _Frame:
             if index:
                 yield Segment.line()
             yield from line
-
-
-class LiveAnswer:
-    """The turn drawn live on a terminal while it runs; `async with`, then pass `progress` on."""
-
-    def __init__(
-        self, console: Console, *, hint: str = "", clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.turn = TurnSoFar(clock=clock)
-        self._console = console
-        self._frame = _Frame(self.turn, hint, clock)
-        self._live = self._region()
-        self._changed = asyncio.Event()
-        self._painter: asyncio.Task[None] | None = None
-        self._paused = False
-
-    def _region(self) -> Live:
-        return Live(
-            self._frame,
-            console=self._console,
-            auto_refresh=False,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -154,7 +139,6 @@ class LiveAnswer:
         self._live.stop()
 
     async def _paint(self) -> None:
-        pause = 1 / FRAMES_PER_SECOND
         while True:
             wait = TICK_SECONDS if self.turn.moving else None
             # Not `wait_for`: on Python 3.11 it swallows a cancel that lands just as the event is
@@ -165,18 +149,15 @@ class LiveAnswer:
             self._changed.clear()
             if not self._paused:
                 self._live.refresh()
-            await asyncio.sleep(pause)
+            await asyncio.sleep(1 / FRAMES_PER_SECOND)
 
 
 class PlainAnswer:
     """The answer as plain text as it arrives (`out`), unpadded and unwrapped; progress to `notes`."""
 
-    def __init__(
-        self, out: IO[str], notes: IO[str] | None = None, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, out: IO[str], notes: IO[str] | None = None) -> None:
         self._out = out
         self._notes = notes
-        self._clock = clock
         # The turn so far (its round's text written so far), and whether `out` is mid-line.
         self._turn = turn_so_far.TurnSoFar()
         self._mid_line = False
@@ -185,7 +166,7 @@ class PlainAnswer:
         kind = event.kind
         call = self._turn.calls.get(event.tool_call_id or "")
         started = call.started if call is not None and call.finished is None else None
-        shown, now = self._turn.text, self._clock()
+        shown, now = self._turn.text, time.monotonic()
         self._turn.record(event, now)
         if kind == "text":
             self._write(event.message)
@@ -220,12 +201,10 @@ class PlainAnswer:
             self._end_line()
             rest = text
         self._write(rest)
-        self._end_line()
-        self._turn = turn_so_far.TurnSoFar()
+        self.interrupted()  # the line ended, the turn forgotten
 
     def after_prompt(self) -> None:
-        """A prompt ends the current line (off a terminal the typed line is not echoed): the answer
-        starts on the next one, so it never reads as if the person had written it."""
+        """Off a terminal the typed line is not echoed: the answer starts on a line apart from the prompt."""
         self._mid_line = True
 
     def interrupted(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
@@ -14,27 +15,19 @@ if TYPE_CHECKING:
     from adapters.terminal.sign_in import LoopbackCallback
 
 
-def signs_in(settings: Settings) -> bool:
-    servers = read_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
-    return any(config.auth is not None and config.auth.type == "oauth" for config in servers.values())
-
-
 @contextlib.asynccontextmanager
 async def terminal_runtime(
     settings: Settings, *, servers_in_background: bool
 ) -> AsyncIterator[tuple[Runtime, LoopbackCallback | None]]:
-    if not signs_in(settings):
-        async with open_runtime(settings, servers_in_background=servers_in_background) as runtime:
+    servers = read_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
+    opened = partial(open_runtime, settings, servers_in_background=servers_in_background)
+    if not any(config.auth is not None and config.auth.type == "oauth" for config in servers.values()):
+        async with opened() as runtime:
             yield runtime, None
         return
     from adapters.terminal.sign_in import LoopbackCallback
 
-    async with (
-        LoopbackCallback() as callback,
-        open_runtime(
-            settings, sign_in_redirect=callback.redirect_uri, servers_in_background=servers_in_background
-        ) as runtime,
-    ):
+    async with LoopbackCallback() as callback, opened(sign_in_redirect=callback.redirect_uri) as runtime:
         if runtime.agent.connections is not None:
             callback.attach(runtime.agent)
         yield runtime, callback

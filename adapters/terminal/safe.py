@@ -1,6 +1,5 @@
 """Text from outside made harmless for a terminal, which obeys control sequences (ESC clears the
-screen, OSC 52 writes the clipboard): `printable` shows them as visible escapes.
-"""
+screen, OSC 52 writes the clipboard): `printable` shows them as visible escapes."""
 
 from __future__ import annotations
 
@@ -22,10 +21,7 @@ _JSON_RAW_CONTROL = re.compile(r"[\x7f-\x9f]")
 
 def printable(text: str) -> str:
     """`text` with control characters other than newline and tab made visible, never obeyed."""
-    cleaned = scrub(text).replace("\r\n", "\n")
-    if _CONTROL.search(cleaned) is None:
-        return cleaned
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cleaned)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", scrub(text).replace("\r\n", "\n"))
 
 
 def say(text: str, stream: TextIO | None = None) -> None:

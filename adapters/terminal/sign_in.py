@@ -2,8 +2,7 @@
 
 The person is at this machine, so the browser comes back to a loopback server on 127.0.0.1 (RFC
 8252), started only when a server signs in with OAuth; Ctrl-C stops waiting, and a sign-in finished
-meanwhile lets its turn go on before the next question.
-"""
+meanwhile lets its turn go on before the next question."""
 
 from __future__ import annotations
 
@@ -99,28 +98,26 @@ class TerminalSignIn:
     user: str
     _: KW_ONLY
     wait: float
-    _needed: list[SignInNeeded] = field(default_factory=list)
+    # The sign-ins the last turn asked for, shown once it has parked.
+    needed: list[SignInNeeded] = field(default_factory=list)
 
     def watch(self, forward: Progress) -> Progress:
         """A turn's progress, keeping the sign-ins it asks for (shown once the turn has parked)."""
 
         async def progress(event: TurnEvent) -> None:
             if event.kind == "ask" and event.ask is not None and event.ask.sign_in is not None:
-                self._needed.append(event.ask.sign_in)
+                self.needed.append(event.ask.sign_in)
             else:
                 await forward(event)
 
         return progress
 
-    @property
-    def needed(self) -> bool:
-        return bool(self._needed)
-
     async def signed_in(self) -> list[str]:
         """Show and open the links the last turn asked for, and wait: the parked turns free to go on."""
 
-        needed, self._needed = self._needed, []
-        if self.callback is None:
+        needed, self.needed = self.needed, []
+        callback = self.callback
+        if callback is None:
             for sign_in in needed:
                 self.console.print(
                     f"[yellow]{shown(sign_in.server)} needs a sign-in this chat cannot take.[/yellow]"
@@ -131,9 +128,20 @@ class TerminalSignIn:
 
         async def shown_and_waited() -> None:
             # Shown once Ctrl-C stops the waiting: a person may press it as soon as they see a link.
+            minutes = max(1, round(self.wait / 60))
             for sign_in in needed:
-                self._show(sign_in)
-            await self._until_signed_in(servers, request_ids)
+                self.console.print(
+                    f"[bold]{shown(sign_in.server)}[/bold] works with your own account. Sign in in your"
+                    f" browser (the link is yours only and expires in {minutes} min):"
+                )
+                # The link whole on a line of its own, so a terminal can open it and a person can copy it.
+                self.console.print(shown(sign_in.url), soft_wrap=True, highlight=False)
+                open_in_browser(sign_in.url)
+            deadline = time.monotonic() + self.wait
+            while servers and (signed := await callback.wait(deadline - time.monotonic())) is not None:
+                self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
+                servers.discard(signed.server)
+                request_ids.extend(signed.request_ids)
 
         try:
             await interruptible(shown_and_waited())
@@ -151,35 +159,12 @@ class TerminalSignIn:
             )
         return list(dict.fromkeys(request_ids))
 
-    async def _until_signed_in(self, servers: set[str], request_ids: list[str]) -> None:
-        assert self.callback is not None
-        deadline = time.monotonic() + self.wait
-        while servers:
-            signed = await self.callback.wait(deadline - time.monotonic())
-            if signed is None:
-                return
-            self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
-            servers.discard(signed.server)
-            request_ids.extend(signed.request_ids)
-
     def meanwhile(self) -> list[str]:
         """Parked turns whose sign-in finished while the chat was not waiting for it."""
-        if self.callback is None:
-            return []
-        found = self.callback.finished()
+        found = self.callback.finished() if self.callback is not None else []
         for signed in found:
             self.console.print(f"[green]Connected to {shown(signed.server)}.[/green]")
         return list(dict.fromkeys(rid for signed in found for rid in signed.request_ids))
-
-    def _show(self, sign_in: SignInNeeded) -> None:
-        minutes = max(1, round(self.wait / 60))
-        self.console.print(
-            f"[bold]{shown(sign_in.server)}[/bold] works with your own account. Sign in in your browser"
-            f" (the link is yours only and expires in {minutes} min):"
-        )
-        # The link whole on a line of its own, so a terminal can open it and a person can copy it.
-        self.console.print(shown(sign_in.url), soft_wrap=True, highlight=False)
-        open_in_browser(sign_in.url)
 
     # --- the chat's commands -----------------------------------------------------------------------
 
@@ -191,17 +176,17 @@ class TerminalSignIn:
             return []
         server = argument.strip()
         if command == "/connections":
-            await self._list(servers)
+            mine = await self.agent.connected(self.key, self.user)
+            for line in connection_lines([(c.server, c.since) for c in mine], servers):
+                self.console.print(shown(line))
         elif not server:
             names = ", ".join(servers)
             self.console.print(f"Name the server: {shown(command)} NAME, one of {shown(names)}.")
         elif command == "/disconnect":
-            gone = await self.agent.disconnect(self.key, self.user, server)
-            self.console.print(
-                f"Disconnected from {shown(server)}: nerve no longer uses your account there."
-                if gone
-                else f"You were not connected to {shown(server)}."
-            )
+            said = f"Disconnected from {shown(server)}: nerve no longer uses your account there."
+            if not await self.agent.disconnect(self.key, self.user, server):
+                said = f"You were not connected to {shown(server)}."
+            self.console.print(said)
         else:
             return await self.connect([server])
         return []
@@ -213,13 +198,8 @@ class TerminalSignIn:
             if started.sign_in is None:
                 self.console.print(shown(started.note))
             else:
-                self._needed.append(started.sign_in)
-        return await self.signed_in() if self._needed else []
-
-    async def _list(self, servers: list[str]) -> None:
-        mine = await self.agent.connected(self.key, self.user)
-        for line in connection_lines([(c.server, c.since) for c in mine], servers):
-            self.console.print(shown(line))
+                self.needed.append(started.sign_in)
+        return await self.signed_in() if self.needed else []
 
 
 def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> list[str]:
@@ -236,11 +216,9 @@ async def print_connections(settings: Settings, console: Console | None = None) 
     """`nerve connections`: the local person's connections, without starting any server (and
     without a servers file, from the store alone: names and times are stored in the clear)."""
     console = console or Console(highlight=False)
-    configured = (
-        load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
-        if settings.nerve_mcp_config.is_file()
-        else None
-    )
+    configured = None
+    if settings.nerve_mcp_config.is_file():
+        configured = load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
     key = conversation_key("default")
     person = person_of(key, key.workspace, settings.platforms)
     async with open_store(settings) as store:

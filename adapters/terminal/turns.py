@@ -1,6 +1,5 @@
 """The turns of the terminal chat: each shown as it runs, and what it waits for (decisions,
-sign-ins, questions) asked here before going on; a turn parked when nerve stopped is taken up at start.
-"""
+sign-ins, questions) asked here before going on; a turn parked when nerve stopped is taken up at start."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from adapters.terminal.approve import ask_each, go_on, go_on_answered, print_waiting
+from adapters.terminal.approve import ask_each, go_on, go_on_answered
 from adapters.terminal.fill_in import FillIn, Parked
 from adapters.terminal.keyboard import Interrupted, ReadLine, interruptible, on_ctrl_c
 from adapters.terminal.live import LiveAnswer, PlainAnswer
@@ -27,10 +26,6 @@ from bot.runtime import Runtime
 from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)
-
-
-def _ignore() -> None:
-    """Ctrl-C between a tool's questions: each question takes it for itself while it is asked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +59,11 @@ class ChatTurns:
         for request_id in self.sign_in.meanwhile():  # signed in while the chat did not wait: go on first
             await self._answer(await self._go_on_signed_in([request_id]))
         self.last = None
-        piece = await self._work(lambda progress: self.runtime.agent.reply(incoming, progress))
-        await self._answer(piece)
+        await self._answer(await self._work(partial(self.runtime.agent.reply, incoming)))
 
     async def signed_in(self, request_ids: list[str]) -> None:
         """The turns a sign-in made by a chat command lets go on, answered."""
-        if request_ids:
-            await self._answer(await self._go_on_signed_in(request_ids))
+        await self._answer(await self._go_on_signed_in(request_ids))
 
     async def _work(
         self, work: Callable[[Progress], Coroutine[Any, Any, AgentReply | None]], *, cancellable: bool = True
@@ -93,8 +86,9 @@ class ChatTurns:
             task = asyncio.create_task(after_the_servers(fill_in.watching(self.sign_in.watch(sink))))
             try:
                 # Under the piece's own Ctrl-C, so a question asked while the piece ran (which takes
-                # Ctrl-C for itself, in a task of its own) keeps it once the piece has returned.
-                with on_ctrl_c(_ignore):
+                # Ctrl-C for itself, in a task of its own) keeps it once the piece has returned;
+                # between questions Ctrl-C does nothing.
+                with on_ctrl_c(lambda: None):
                     if cancellable:
                         reply = await interruptible(task)
                     else:
@@ -141,9 +135,8 @@ class ChatTurns:
             elif self.sign_in.needed and approval is None:
                 pass  # its note speaks of a Connect button; here the link itself follows
             elif reply.text or reply.attachments:
-                if (
-                    not self.console.is_terminal
-                ):  # drawn anew on a terminal, elsewhere only what is not written
+                # Drawn anew on a terminal, elsewhere only what is not written.
+                if not self.console.is_terminal:
                     self._plain.finish(reply.text)
                 print_reply(self.console, reply, text=self.console.is_terminal)
             if approval is not None:
@@ -155,8 +148,11 @@ class ChatTurns:
             else:
                 break
             went_on = True
-        if went_on:
-            await self._answer_waiting_messages()
+        if not went_on:
+            return
+        async for incoming, reply in self.runtime.agent.deferred_replies(self.key):
+            self.console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
+            await self._answer(_Piece(reply))
 
     async def _rest(
         self, rest: Callable[[Progress], Awaitable[AgentReply | None]], waits: str
@@ -173,7 +169,7 @@ class ChatTurns:
 
     async def _go_on_answered(self, parked: Parked) -> _Piece | None:
         what = f"an answer to what {shown(', '.join(parked.tools) or 'a tool')} asked"
-        return await self._rest(lambda progress: go_on_answered(self.runtime.agent, parked, progress), what)
+        return await self._rest(partial(go_on_answered, self.runtime.agent, parked), what)
 
     async def _go_on_signed_in(self, request_ids: list[str]) -> _Piece | None:
         """The rest of the turns that waited for a sign-in here, once the browser came back."""
@@ -183,16 +179,9 @@ class ChatTurns:
         return piece
 
     async def _decide(self, prompt: ApprovalPrompt) -> _Piece | None:
-        agent = self.runtime.agent
         if prompt.open:
-            print_waiting(self.console, prompt)
-            await ask_each(agent, prompt, self._user, self.read, self.console)
-        return await self._rest(lambda progress: go_on(agent, prompt, progress), "a decision")
-
-    async def _answer_waiting_messages(self) -> None:
-        async for incoming, reply in self.runtime.agent.deferred_replies(self.key):
-            self.console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
-            await self._answer(_Piece(reply))
+            await ask_each(self.runtime.agent, prompt, self._user, self.read, self.console)
+        return await self._rest(partial(go_on, self.runtime.agent, prompt), "a decision")
 
     async def waiting_at_start(self) -> None:
         """A turn of this thread still waiting for a person when nerve stopped: ask again."""
@@ -233,8 +222,7 @@ class ChatTurns:
     async def _ask_again(self, prompt: ApprovalPrompt) -> bool:
         """What a tool asked before nerve stopped, asked again (expired ones are not: the turn goes on
         without them); False when none of them is this person's to answer now."""
-        agent = self.runtime.agent
-        questions = await agent.parked_questions(prompt.request_id)
+        questions = await self.runtime.agent.parked_questions(prompt.request_id)
         if any(q.expires_at <= time.time() for q in questions):
             self.console.print(
                 "[dim]What a tool asked before nerve stopped was not answered in time; "

@@ -1,7 +1,6 @@
 """What the terminal prints outside the chat loop: one-shot answers, the tool list, stored history.
 
-Text from a model, a tool or a server passes `printable` first; rich markup is only nerve's own.
-"""
+Text from a model, a tool or a server passes `printable` first; rich markup is only nerve's own."""
 
 from __future__ import annotations
 
@@ -13,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rich.console import Console
 
 from adapters.resources import display_name, file_label, kind_of
-from adapters.terminal.approve import settle_one_shot, terminal_place
+from adapters.terminal.approve import settle_one_shot
 from adapters.terminal.fill_in import FillIn
-from adapters.terminal.keyboard import ReadLine, interruptible, read_line
+from adapters.terminal.keyboard import interruptible, read_line
 from adapters.terminal.live import PlainAnswer
 from adapters.terminal.safe import answer_markdown, printable, say, shown, terminal_json
 from bot.agent import shown_to_people
@@ -47,6 +46,11 @@ def conversation_key(thread: str) -> ConversationKey:
     return ConversationKey(
         platform="terminal", workspace=scrub(getpass.getuser()), channel="cli", thread=scrub(thread)
     )
+
+
+def terminal_place(user: str) -> Place:
+    """Where a terminal turn happens: one place for the whole terminal, with its OS user."""
+    return Place(platform="terminal", channel="cli", user=user)
 
 
 def attachment_line(index: int, attachment: Attachment) -> str:
@@ -133,18 +137,17 @@ def print_reply(console: Console, reply: AgentReply, *, text: bool = True) -> No
         console.print(answer_markdown(reply.text))
     if reply.attachments:
         texts = any(kind_of(r) == "text" for a in reply.attachments for r in a.resources)
-        console.print(
-            f"[dim]/show N expands a tool result{' and the texts it returned' if texts else ''}.[/dim]"
-        )
+        more = " and the texts it returned" if texts else ""
+        console.print(f"[dim]/show N expands a tool result{more}.[/dim]")
 
 
 async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
     """One turn, then exit: the answer alone on stdout, hints and progress on stderr. Off a terminal
     calls needing approval are denied (unless `approve_all`) and questions declined: a script never waits."""
-    question = scrub(text)  # argv carries undecodable bytes as lone surrogates
     key = conversation_key(thread)
     user = key.workspace
-    incoming = Incoming(key=key, text=question, user_id=user, place=terminal_place(user))
+    # argv carries undecodable bytes as lone surrogates: scrubbed here.
+    incoming = Incoming(key=key, text=scrub(text), user_id=user, place=terminal_place(user))
     notes = Console(file=sys.stderr, highlight=False)
     answer = PlainAnswer(sys.stdout, sys.stderr)
     progress: Progress = no_progress if as_json else answer.progress
@@ -153,25 +156,13 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     agent = runtime.agent
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     # The chat's line reader only where a person types.
-    typed: ReadLine | None = read_line if interactive else None
-    async with FillIn(agent, user, typed, notes) as questions:
+    async with FillIn(agent, user, read_line if interactive else None, notes) as questions:
         progress = questions.watching(progress)
         reply = await interruptible(agent.reply(incoming, progress))
         if reply.approval is not None or questions.parked:
             if interactive and not as_json and not questions.parked:
                 answer.finish(reply.text)
-            reply = await interruptible(
-                settle_one_shot(
-                    agent,
-                    reply,
-                    user,
-                    approve_all=approve_all,
-                    ask=typed,
-                    console=notes,
-                    progress=progress,
-                    questions=questions,
-                )
-            )
+            reply = await interruptible(settle_one_shot(questions, reply, progress, approve_all=approve_all))
     if as_json:
         audit = await agent.audit_log(key)
         # The conversation's name, so a script can continue it with --thread.
@@ -182,8 +173,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
 
 
 def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) -> int:
-    """The tools the model is offered, everywhere or in `place`; exit code 1 when servers are
-    configured and none is available (a script sees the failure, not an empty list)."""
+    """The tools offered, everywhere or in `place`; 1 when no configured server is available, for scripts."""
     every = runtime.agent.tools()
     tools = every if place is None else runtime.scopes.offered(place, every)
     states = runtime.host.server_states()
@@ -204,10 +194,8 @@ def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) 
         )
     for tool in tools:
         asks = ", asks before running" if tool.needs_approval else ""
-        console.print(
-            f"[bold]{shown(tool.name)}[/bold] "
-            f"[dim]({shown(tool.server)}, timeout {tool.timeout:g} s{asks})[/dim]"
-        )
+        about = f"{shown(tool.server)}, timeout {tool.timeout:g} s{asks}"
+        console.print(f"[bold]{shown(tool.name)}[/bold] [dim]({about})[/dim]")
         console.print(f"  {printable(show_link_targets(tool.description))}", markup=False)
     offered = {t.name for t in tools}
     held_back = [t for t in every if t.name not in offered]
