@@ -144,10 +144,7 @@ def _serving(serve: Callable[[Agent], Awaitable[None]]) -> Job:
 
 
 def _job(
-    args: argparse.Namespace,
-    settings: Settings,
-    chat_notices: Callable[[], str | None],
-    stop: asyncio.Event | None = None,
+    args: argparse.Namespace, settings: Settings, chat_notices: Callable[[], str | None], stop: asyncio.Event
 ) -> Job:
     """What the command runs; `stop` is set on SIGTERM for the front ends that wind down gracefully."""
     # Adapters are imported here, not at the top: `nerve chat` should not load Slack or Discord code.
@@ -256,9 +253,7 @@ def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable
 CLOSE_ALLOWANCE = 10.0
 
 
-async def until_terminated(
-    work: Coroutine[Any, Any, int], stop: asyncio.Event | None = None, grace: float = 0.0
-) -> int:
+async def until_terminated(work: Coroutine[Any, Any, int], stop: asyncio.Event, grace: float) -> int:
     """Run a long-lived front end until it ends or SIGTERM arrives (then exit 0, a stop asked for).
     SIGTERM sets `stop`, giving running turns `grace` seconds; whatever still runs CLOSE_ALLOWANCE
     seconds later (or at a second SIGTERM) is cancelled, and every `async with` closes what it opened."""
@@ -269,7 +264,7 @@ async def until_terminated(
 
     def terminate() -> None:
         nonlocal terminated
-        if terminated or stop is None:
+        if terminated:
             log.warning("nerve: stopping now (SIGTERM)")
             task.cancel()
         else:

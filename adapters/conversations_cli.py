@@ -64,7 +64,6 @@ async def _own(store: ConversationStore, *, archived: bool) -> list[StoredConver
 
 
 def _row(c: StoredConversation) -> tuple[str, ...]:
-    """A conversation's line in `nerve threads`."""
     return c.key.thread, _utc(c.last_activity), f"{c.messages} messages", f"id {c.id}", _state(c)
 
 

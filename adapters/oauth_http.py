@@ -60,8 +60,7 @@ class SignInEndpoints:
 
     async def callback(self, request: web.Request) -> web.Response:
         query = request.query
-        state = query.get("state")
-        if not state:
+        if not (state := query.get("state")):
             return page("Not a sign-in", NOT_A_SIGN_IN, status=400)
         finished = SignInFinished(code=query.get("code"), iss=query.get("iss"), error=query.get("error"))
         try:

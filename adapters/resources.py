@@ -70,8 +70,7 @@ def web_link(uri: str) -> WebLink | None:
         return None
     if parts.scheme.lower() not in ("http", "https") or not hostname or "@" in parts.netloc:
         return None
-    host = _readable_host(hostname)
-    if host is None:
+    if (host := _readable_host(hostname)) is None:
         return None
     shown = f"[{host}]" if ":" in host else host
     netloc = shown if port is None else f"{shown}:{port}"

@@ -50,11 +50,9 @@ def platforms_set_up(settings: Settings) -> str:
 
 def offline_check(settings: Settings) -> Check:
     """A warning once Slack or Discord is set up: people there would get rule-based answers unawares."""
-    why = (
-        f"NERVE_MODEL is '{OFFLINE_MODEL}'"
-        if settings.nerve_model == OFFLINE_MODEL
-        else "neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
-    )
+    why = "neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
+    if settings.nerve_model == OFFLINE_MODEL:
+        why = f"NERVE_MODEL is '{OFFLINE_MODEL}'"
     offline = f"the built-in offline model ({why})"
     if platforms := platforms_set_up(settings):
         found = f"{offline}: {platforms} users would get its rule-based answers, not a language model's"

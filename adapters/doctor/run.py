@@ -34,8 +34,7 @@ def secrets_of(settings: Settings, mcp: McpConfig | None) -> list[str]:
     if settings.nerve_database_url is not None:
         found.extend(url_passwords(settings.nerve_database_url.get_secret_value()))
     for server in mcp.servers.values() if mcp is not None else ():
-        found.extend(server.env.values())
-        found.extend(server.headers.values())
+        found += [*server.env.values(), *server.headers.values()]
     return found
 
 
