@@ -99,8 +99,7 @@ def page(title: str, text: str, *, status: int = 200) -> web.Response:
     body = (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
-        f"<title>{title}</title>"
-        f"<style>{_STYLE}</style>"
+        f"<title>{title}</title><style>{_STYLE}</style>"
         f"</head><body><h1>{title}</h1><p>{text}</p></body></html>"
     )
     return web.Response(
