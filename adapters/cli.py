@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -14,8 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from adapters.settings import Settings
-from adapters.shutdown import leave_quickly
+from adapters.settings import Settings, bad_setting
 from adapters.terminal.safe import printable
 from bot.errors import NerveError
 from bot.policy.scopes import Place
@@ -144,10 +144,7 @@ def _serving(serve: Callable[[Agent], Awaitable[None]]) -> Job:
 
 
 def _job(
-    args: argparse.Namespace,
-    settings: Settings,
-    chat_notices: Callable[[], str | None],
-    stop: asyncio.Event | None = None,
+    args: argparse.Namespace, settings: Settings, chat_notices: Callable[[], str | None], stop: asyncio.Event
 ) -> Job:
     """What the command runs; `stop` is set on SIGTERM for the front ends that wind down gracefully."""
     # Adapters are imported here, not at the top: `nerve chat` should not load Slack or Discord code.
@@ -172,13 +169,11 @@ def _job(
         from adapters.terminal.sign_in import print_connections
 
         return print_connections
-    if command == "ask":
-        from adapters.conversations_cli import ask_job
-
-        return ask_job(args.text, args.thread, as_json=args.json, approve_all=args.yes)
-    if command in ("threads", "history", "delete"):
+    if command in ("ask", "threads", "history", "delete"):
         from adapters import conversations_cli as conversations
 
+        if command == "ask":
+            return conversations.ask_job(args.text, args.thread, as_json=args.json, approve_all=args.yes)
         if command == "threads":
             return conversations.threads_job(archived=args.all, as_json=args.json)
         if command == "delete":
@@ -258,9 +253,7 @@ def _configure_logging(args: argparse.Namespace, settings: Settings) -> Callable
 CLOSE_ALLOWANCE = 10.0
 
 
-async def until_terminated(
-    work: Coroutine[Any, Any, int], stop: asyncio.Event | None = None, grace: float = 0.0
-) -> int:
+async def until_terminated(work: Coroutine[Any, Any, int], stop: asyncio.Event, grace: float) -> int:
     """Run a long-lived front end until it ends or SIGTERM arrives (then exit 0, a stop asked for).
     SIGTERM sets `stop`, giving running turns `grace` seconds; whatever still runs CLOSE_ALLOWANCE
     seconds later (or at a second SIGTERM) is cancelled, and every `async with` closes what it opened."""
@@ -271,15 +264,14 @@ async def until_terminated(
 
     def terminate() -> None:
         nonlocal terminated
-        if terminated or stop is None:
-            terminated = True
+        if terminated:
             log.warning("nerve: stopping now (SIGTERM)")
             task.cancel()
-            return
+        else:
+            log.warning("nerve: stopping (SIGTERM): no new turns; running ones get up to %g s", grace)
+            stop.set()
+            loop.call_later(grace + CLOSE_ALLOWANCE, task.cancel)
         terminated = True
-        log.warning("nerve: stopping (SIGTERM): no new turns; running ones get up to %g s", grace)
-        stop.set()
-        loop.call_later(grace + CLOSE_ALLOWANCE, task.cancel)
 
     try:
         loop.add_signal_handler(signal.SIGTERM, terminate)
@@ -294,7 +286,10 @@ async def until_terminated(
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
         if terminated:
-            leave_quickly()
+            # The process ends without a garbage collection over its 100,000-odd objects (most of a
+            # second on a busy machine, which the grace would have to cover); reference counting
+            # still frees them.
+            gc.freeze()
 
 
 # The commands that start the MCP servers: their processes start before the command loads the rest.
@@ -351,8 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings()
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
-        sys.stderr.write(f"nerve: bad setting: {printable(problems)}\n")
+        sys.stderr.write(f"nerve: {printable(bad_setting(exc))}\n")
         return 2
     try:
         notices = _configure_logging(args, settings)

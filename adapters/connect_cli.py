@@ -71,10 +71,6 @@ async def first_exchange(name: str, config: ServerConfig, provider: NerveOAuth) 
         if host.server_states().get(name):
             return None
         reasons = dict(host.problems())
-    if provider.last_failure is not None and not _refused_address(reasons.get(name, "")):
+    if provider.last_failure is not None and not reasons.get(name, "").startswith("was not contacted"):
         return str(provider.last_failure)
     return reasons.get(name, "the server could not be reached")
-
-
-def _refused_address(reason: str) -> bool:
-    return reason.startswith("was not contacted")

@@ -30,10 +30,9 @@ WAITING_NOTICE_SECONDS = 1.0
 NOTHING_TO_ASK = "nerve: nothing to ask: give the question as an argument, or - to read it from stdin\n"
 
 
-def fresh_thread_name(now: datetime | None = None) -> str:
+def fresh_thread_name() -> str:
     """`ask-<when>-<random>`: two scripts asking in the same second never share a conversation."""
-    moment = (now or datetime.now(UTC)).astimezone(UTC)
-    return f"ask-{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    return f"ask-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
 def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) -> Job:
@@ -64,6 +63,10 @@ async def _own(store: ConversationStore, *, archived: bool) -> list[StoredConver
     return await store.stored_conversations("terminal", conversation_key("").workspace, archived=archived)
 
 
+def _row(c: StoredConversation) -> tuple[str, ...]:
+    return c.key.thread, _utc(c.last_activity), f"{c.messages} messages", f"id {c.id}", _state(c)
+
+
 def _state(conversation: StoredConversation) -> str:
     return "current" if conversation.archived_at is None else f"archived {_utc(conversation.archived_at)}"
 
@@ -75,17 +78,11 @@ def threads_job(*, archived: bool, as_json: bool) -> Job:
             found = await _own(store, archived=archived)
         if as_json:
             sys.stdout.write(terminal_json([_conversation_json(c) for c in found]) + "\n")
-            return 0
-        if not found:
+        elif not found:
             hint = "" if archived else " (archived ones: nerve threads --all)"
             sys.stdout.write(f"No conversations yet{hint}.\n")
-            return 0
-        write_table(
-            [
-                (c.key.thread, _utc(c.last_activity), f"{c.messages} messages", f"id {c.id}", _state(c))
-                for c in found
-            ]
-        )
+        else:
+            write_table([_row(c) for c in found])
         return 0
 
     return job
@@ -220,8 +217,7 @@ async def _refused(what: str) -> int | None:
 @contextlib.asynccontextmanager
 async def _holding(store: ConversationStore, key: ConversationKey) -> AsyncIterator[None]:
     """The thread's turn lock: a running turn finishes first (said if slow), none starts meanwhile."""
-    loop = asyncio.get_running_loop()
-    notice = loop.call_later(
+    notice = asyncio.get_running_loop().call_later(
         WAITING_NOTICE_SECONDS,
         lambda: sys.stderr.write("nerve: waiting for the turn running in this conversation to finish…\n"),
     )

@@ -98,20 +98,14 @@ def job_handlers(
 ) -> dict[str, JobHandler]:
     """The handlers of a platform's jobs, for `TurnJobs.register` in every process that runs them."""
 
-    async def event(*, event_id: str) -> None:
-        await answer_event(event_id)
-
-    async def resume(*, request_id: str) -> None:
-        await go_on(request_id)
-
-    async def deferred(*, workspace: str, channel: str, thread: str) -> None:
-        await answer_deferred(
+    def deferred(*, workspace: str, channel: str, thread: str) -> Awaitable[None]:
+        return answer_deferred(
             ConversationKey(platform=platform, workspace=workspace, channel=channel, thread=thread)
         )
 
     return {
-        job_name(platform, EVENT): event,
-        job_name(platform, RESUME): resume,
+        job_name(platform, EVENT): lambda *, event_id: answer_event(event_id),
+        job_name(platform, RESUME): lambda *, request_id: go_on(request_id),
         job_name(platform, DEFERRED): deferred,
     }
 

@@ -37,10 +37,7 @@ _SECRET_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     # OpenAI keys: `sk-…`, `sk-proj-…`, `sk-svcacct-…`.
     (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), HIDDEN),
     # Discord bot tokens: the bot's id, a timestamp and an HMAC, each base64, joined by dots.
-    (
-        re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{23,28}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,}"),
-        HIDDEN,
-    ),
+    (re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{23,28}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,}"), HIDDEN),
     # `Authorization: Bearer …`, whatever the token looks like.
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{HIDDEN}"),
 )
@@ -148,8 +145,7 @@ class ChatLog(logging.FileHandler):
 
     def emit(self, record: logging.LogRecord) -> None:
         super().emit(record)
-        if record.levelno >= logging.WARNING:
-            self._warned = True
+        self._warned = self._warned or record.levelno >= logging.WARNING
 
     def notice(self) -> str | None:
         if not self._warned or self._told:

@@ -60,8 +60,7 @@ class SignInEndpoints:
 
     async def callback(self, request: web.Request) -> web.Response:
         query = request.query
-        state = query.get("state")
-        if not state:
+        if not (state := query.get("state")):
             return page("Not a sign-in", NOT_A_SIGN_IN, status=400)
         finished = SignInFinished(code=query.get("code"), iss=query.get("iss"), error=query.get("error"))
         try:
@@ -100,8 +99,7 @@ def page(title: str, text: str, *, status: int = 200) -> web.Response:
     body = (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
-        f"<title>{title}</title>"
-        f"<style>{_STYLE}</style>"
+        f"<title>{title}</title><style>{_STYLE}</style>"
         f"</head><body><h1>{title}</h1><p>{text}</p></body></html>"
     )
     return web.Response(

@@ -14,7 +14,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aiohttp import web
@@ -92,12 +92,10 @@ class OpsEndpoints:
     ready: asyncio.Future[str] | None = None
     # Set on SIGTERM: from then on the process is not ready, whatever else holds.
     stopping: asyncio.Event | None = None
-
-    def __post_init__(self) -> None:
-        # More routes served beside these on the same port (the sign-in callback): each adds its own.
-        self.routes: list[Callable[[web.Application], None]] = []
-        # With jobs shared on PostgreSQL: whether this process's worker is taking jobs.
-        self.worker: Callable[[], bool] | None = None
+    # More routes served beside these on the same port (the sign-in callback): each adds its own.
+    routes: list[Callable[[web.Application], None]] = field(default_factory=list, init=False)
+    # With jobs shared on PostgreSQL: whether this process's worker is taking jobs.
+    worker: Callable[[], bool] | None = field(default=None, init=False)
 
     def install(self, app: web.Application) -> None:
         app.router.add_get(HEALTH_PATH, self._health)

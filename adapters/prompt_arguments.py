@@ -127,13 +127,7 @@ def completion_at_end(spec: PromptSpec, text: str) -> Completion | None:
     if named is not None:
         if named[0] not in names:
             return None
-        return Completion(
-            argument=named[0],
-            value=named[1],
-            known=known,
-            before=tuple(before + [quote(w) for w in loose]),
-            named=True,
-        )
+        return Completion(named[0], named[1], known, tuple(before + [quote(w) for w in loose]), named=True)
     lead = lead_argument(spec)
     if lead is None or lead.name in known:
         return None

@@ -70,21 +70,14 @@ def web_link(uri: str) -> WebLink | None:
         return None
     if parts.scheme.lower() not in ("http", "https") or not hostname or "@" in parts.netloc:
         return None
-    host = _readable_host(hostname)
-    if host is None:
+    if (host := _readable_host(hostname)) is None:
         return None
     shown = f"[{host}]" if ":" in host else host
     netloc = shown if port is None else f"{shown}:{port}"
-    url = urlunsplit(
-        (
-            parts.scheme.lower(),
-            netloc,
-            quote(parts.path, safe=_URL_SAFE),
-            quote(parts.query, safe=_URL_SAFE),
-            quote(parts.fragment, safe=_URL_SAFE),
-        )
+    path, query, fragment = (
+        quote(part, safe=_URL_SAFE) for part in (parts.path, parts.query, parts.fragment)
     )
-    return WebLink(url=url, host=netloc)
+    return WebLink(url=urlunsplit((parts.scheme.lower(), netloc, path, query, fragment)), host=netloc)
 
 
 def display_name(resource: Resource) -> str:

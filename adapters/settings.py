@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import ValidationError
+
 from adapters.discord.settings import DiscordSettings
 from adapters.platforms import PLATFORMS
 from adapters.slack.settings import SlackSettings
@@ -19,3 +21,10 @@ class Settings(DiscordSettings, SlackSettings):
     model_config = SETTINGS_SOURCES
     # The core is built with every platform's description, whichever front end runs.
     platforms: ClassVar[Platforms] = PLATFORMS
+
+
+def bad_setting(exc: ValidationError) -> str:
+    """`bad setting: NAME: what is wrong; …`, worded alike by every command and `nerve doctor`."""
+    return "bad setting: " + "; ".join(
+        f"{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+    )

@@ -5,7 +5,6 @@ knows which work is safe to stop where.
 from __future__ import annotations
 
 import asyncio
-import gc
 
 
 async def finished_within(tasks: set[asyncio.Task[None]], grace: float) -> bool:
@@ -18,9 +17,3 @@ async def finished_within(tasks: set[asyncio.Task[None]], grace: float) -> bool:
             return False
         await asyncio.wait(list(tasks), timeout=left)
     return True
-
-
-def leave_quickly() -> None:
-    """Let the process end without a garbage collection over its 100,000-odd objects (most of a
-    second on a busy machine, which the grace would have to cover); reference counting still frees them."""
-    gc.freeze()

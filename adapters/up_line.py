@@ -13,6 +13,5 @@ logger.setLevel(logging.INFO)
 
 
 def log_up(message: str, *args: Any) -> None:
-    if logging.getLogger().getEffectiveLevel() > logging.WARNING:
-        return
-    logger.info(message, *args)
+    if logging.getLogger().getEffectiveLevel() <= logging.WARNING:
+        logger.info(message, *args)

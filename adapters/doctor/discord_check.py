@@ -27,10 +27,8 @@ async def check_discord(settings: Settings) -> list[Check]:
             me: Any = await http.static_login(token)
             app: Any = await http.application_info()
     except discord.LoginFailure:
-        found = "Discord rejected DISCORD_BOT_TOKEN (401 Unauthorized)"
-        return [
-            error("discord", found, "copy the bot token again from the Developer Portal (Bot → Reset Token)")
-        ]
+        todo = "copy the bot token again from the Developer Portal (Bot → Reset Token)"
+        return [error("discord", "Discord rejected DISCORD_BOT_TOKEN (401 Unauthorized)", todo)]
     except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
         found = f"cannot reach Discord at {settings.discord_api_base_url} ({str(exc) or type(exc).__name__})"
         return [error("discord", found, "check the network, or DISCORD_API_BASE_URL if you set it")]
@@ -39,9 +37,8 @@ async def check_discord(settings: Settings) -> list[Check]:
         return [error("discord", found, "check DISCORD_BOT_TOKEN and DISCORD_API_BASE_URL")]
     finally:
         await http.close()
-    checks = [
-        ok("discord", f"DISCORD_BOT_TOKEN works: logged in as {me.get('username')} ({app.get('name')})")
-    ]
+    found = f"DISCORD_BOT_TOKEN works: logged in as {me.get('username')} ({app.get('name')})"
+    checks = [ok("discord", found)]
     if settings.nerve_discord_message_content:
         checks.append(_intent(discord.ApplicationFlags._from_value(int(app.get("flags") or 0))))
     return checks
@@ -49,9 +46,8 @@ async def check_discord(settings: Settings) -> list[Check]:
 
 def _intent(flags: discord.ApplicationFlags) -> Check:
     if flags.gateway_message_content or flags.gateway_message_content_limited:
-        return ok(
-            "discord intents", "the application may read message content (NERVE_DISCORD_MESSAGE_CONTENT)"
-        )
+        found = "the application may read message content (NERVE_DISCORD_MESSAGE_CONTENT)"
+        return ok("discord intents", found)
     return warning(
         "discord intents",
         "NERVE_DISCORD_MESSAGE_CONTENT is on, but the application does not have the Message Content "

@@ -17,7 +17,7 @@ import aiosqlite
 from pydantic import ValidationError
 
 from adapters.doctor.report import Check, error, ok, schema_news, warning
-from adapters.settings import Settings
+from adapters.settings import Settings, bad_setting
 from bot.config import OFFLINE_MODEL
 from bot.errors import ConfigError, StoreError
 from bot.mcp.server_config import McpConfig, ServerConfig
@@ -50,22 +50,14 @@ def platforms_set_up(settings: Settings) -> str:
 
 def offline_check(settings: Settings) -> Check:
     """A warning once Slack or Discord is set up: people there would get rule-based answers unawares."""
-    why = (
-        f"NERVE_MODEL is '{OFFLINE_MODEL}'"
-        if settings.nerve_model == OFFLINE_MODEL
-        else "neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
-    )
-    platforms = platforms_set_up(settings)
-    if platforms:
-        found = (
-            f"the built-in offline model ({why}): {platforms} users would get its rule-based answers,"
-            " not a language model's"
-        )
+    why = "neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
+    if settings.nerve_model == OFFLINE_MODEL:
+        why = f"NERVE_MODEL is '{OFFLINE_MODEL}'"
+    offline = f"the built-in offline model ({why})"
+    if platforms := platforms_set_up(settings):
+        found = f"{offline}: {platforms} users would get its rule-based answers, not a language model's"
         return warning(MODEL, found, f"for a real model {REAL_MODEL}")
-    return ok(
-        MODEL,
-        f"the built-in offline model ({why}): rule-based, not a language model; for a real one {REAL_MODEL}",
-    )
+    return ok(MODEL, f"{offline}: rule-based, not a language model; for a real one {REAL_MODEL}")
 
 
 def load_settings() -> tuple[Check, Settings | None]:
@@ -75,16 +67,15 @@ def load_settings() -> tuple[Check, Settings | None]:
     try:
         return ok("settings", f"read from {source}"), Settings()
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
+        found = bad_setting(exc)
         bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
-    names = ", ".join(sorted(name.upper() for name in bad))
+    todo = f"fix {', '.join(sorted(name.upper() for name in bad))} in the environment or .env"
     fields = Settings.model_fields
     try:
         settings = Settings(**{name: fields[name].default for name in bad if name in fields})
     except ValidationError:
-        return error("settings", f"bad setting: {problems}", f"fix {names} in the environment or .env"), None
-    todo = f"fix {names} in the environment or .env (the checks below use the default)"
-    return error("settings", f"bad setting: {problems}", todo), settings
+        return error("settings", found, todo), None
+    return error("settings", found, f"{todo} (the checks below use the default)"), settings
 
 
 def load_servers(settings: Settings) -> tuple[Check, McpConfig | None]:
@@ -117,8 +108,8 @@ async def check_servers(servers: dict[str, ServerConfig], settings: Settings) ->
 
     checks: list[Check] = []
     redirect: str | None = None
-    if not settings.nerve_public_url and _signed_in(servers):
-        checks.append(_no_public_url(settings, _signed_in(servers)))
+    if not settings.nerve_public_url and (signed := _signed_in(servers)):
+        checks.append(_no_public_url(settings, signed))
         # The terminal's kind of address: nothing here completes a sign-in, it only lets the
         # servers be checked.
         redirect = f"http://127.0.0.1{CALLBACK}"
@@ -171,20 +162,16 @@ def _signed_in(servers: dict[str, ServerConfig]) -> list[str]:
 
 def _no_public_url(settings: Settings, signed: list[str]) -> Check:
     """NERVE_PUBLIC_URL missing: an error where Slack or Discord is set up (the terminal needs none)."""
-    names = ", ".join(signed)
     todo = (
         "set NERVE_PUBLIC_URL to the address people's browsers reach this nerve at"
         " (sign-in lands on NERVE_PUBLIC_URL/oauth/callback)"
     )
-    platforms = platforms_set_up(settings)
-    if platforms:
-        found = (
-            f"{names} use OAuth sign-in and NERVE_PUBLIC_URL is not set: {platforms} cannot start without it"
-        )
-        return error("sign-in", found, todo)
+    unset = f"{', '.join(signed)} use OAuth sign-in and NERVE_PUBLIC_URL is not set"
+    if platforms := platforms_set_up(settings):
+        return error("sign-in", f"{unset}: {platforms} cannot start without it", todo)
     found = (
-        f"{names} use OAuth sign-in and NERVE_PUBLIC_URL is not set: fine for the terminal, which signs in"
-        " through its own loopback address; nerve slack and nerve discord would need it"
+        f"{unset}: fine for the terminal, which signs in through its own loopback address;"
+        " nerve slack and nerve discord would need it"
     )
     return warning("sign-in", found, f"before running nerve slack or nerve discord, {todo}")
 
@@ -227,10 +214,10 @@ def _server_check(name: str, config: ServerConfig, problem: str | None, tools: i
     return error(label, problem, todo)
 
 
-async def check_database(settings: Settings) -> Check:
+async def check_database(settings: Settings) -> list[Check]:
     """Open the store as nerve does, then try a write that is rolled back: an unwritable store fails later."""
     if settings.nerve_database_url is not None:
-        return await _check_postgres(settings.nerve_database_url.get_secret_value())
+        return [await _check_postgres(settings.nerve_database_url.get_secret_value())]
     path = settings.nerve_db
     try:
         before = await _schema_version(path) if await asyncio.to_thread(path.exists) else None
@@ -238,32 +225,24 @@ async def check_database(settings: Settings) -> Check:
         await store.close()
         version = await _write_probe(path)
     except StoreError as exc:
-        folder_ok = await asyncio.to_thread(path.parent.is_dir)
         todo = "fix that, or point NERVE_DB at another file"
-        if not folder_ok:
+        if not await asyncio.to_thread(path.parent.is_dir):
             todo = "set NERVE_DB to a file in a folder nerve can create and write"
-        return error("database", exc.message, todo)
-    return ok(
-        "database", f"{path}: {schema_news(before, version)}schema version {version} (current), writable"
-    )
+        return [error("database", exc.message, todo)]
+    news = schema_news(before, version)
+    return [ok("database", f"{path}: {news}schema version {version} (current), writable")]
 
 
 async def _check_postgres(url: str) -> Check:
     """NERVE_DATABASE_URL's store, when the URL is one and the `postgres` extra is installed."""
     if not url.startswith(POSTGRES_SCHEMES):
-        return error(
-            "database",
-            "NERVE_DATABASE_URL is not a PostgreSQL URL",
-            "write it as postgresql://user:password@host:5432/database, or unset it to use NERVE_DB",
-        )
+        todo = "write it as postgresql://user:password@host:5432/database, or unset it to use NERVE_DB"
+        return error("database", "NERVE_DATABASE_URL is not a PostgreSQL URL", todo)
     try:
         from adapters.doctor.postgres_check import check_postgres
     except ImportError as exc:
-        return error(
-            "database",
-            f"NERVE_DATABASE_URL is set but PostgreSQL support is not installed ({exc.name} is missing)",
-            "pip install 'nerve[postgres]'",
-        )
+        found = f"NERVE_DATABASE_URL is set but PostgreSQL support is not installed ({exc.name} is missing)"
+        return error("database", found, "pip install 'nerve[postgres]'")
     return await check_postgres(url)
 
 

@@ -31,11 +31,9 @@ async def check_postgres(url: str) -> Check:
         async with asyncio.timeout(CHECK_LIMIT):
             return await _check(url, where)
     except TimeoutError:
-        return error(
-            NAME,
-            f"PostgreSQL at {where} did not finish the check within {CHECK_LIMIT:g} s",
-            "check the server's load, and whether another nerve holds the migration lock for long",
-        )
+        found = f"PostgreSQL at {where} did not finish the check within {CHECK_LIMIT:g} s"
+        todo = "check the server's load, and whether another nerve holds the migration lock for long"
+        return error(NAME, found, todo)
 
 
 async def _check(url: str, where: str) -> Check:
@@ -44,24 +42,19 @@ async def _check(url: str, where: str) -> Check:
     except psycopg.Error as exc:
         return _unreachable(exc, url, where)
     except StoreError as exc:  # the search_path names no schema that exists
-        return error(
-            NAME, exc.message, "fix options=-csearch_path=… in NERVE_DATABASE_URL, or create the schema"
-        )
+        todo = "fix options=-csearch_path=… in NERVE_DATABASE_URL, or create the schema"
+        return error(NAME, exc.message, todo)
     try:
         store = await PostgresStore.open(url)
         await store.close()
         version = await _write_probe(url)
     except psycopg.errors.InsufficientPrivilege as exc:
-        return error(
-            NAME,
-            f"{where} (schema {schema}) refused a write: {_first_line(exc)}",
-            f"grant the NERVE_DATABASE_URL user USAGE and CREATE on schema {schema} and the right to"
-            " write its tables",
-        )
-    except psycopg.Error as exc:
-        return error(NAME, postgres_error(exc, where).message, "fix that, then run nerve doctor again")
-    except StoreError as exc:
-        return error(NAME, exc.message, "fix that, then run nerve doctor again")
+        grant = f"grant the NERVE_DATABASE_URL user USAGE and CREATE on schema {schema}"
+        found = f"{where} (schema {schema}) refused a write: {_first_line(exc)}"
+        return error(NAME, found, f"{grant} and the right to write its tables")
+    except (psycopg.Error, StoreError) as exc:
+        failed = postgres_error(exc, where) if isinstance(exc, psycopg.Error) else exc
+        return error(NAME, failed.message, "fix that, then run nerve doctor again")
     how = schema_news(before or None, version)
     return ok(NAME, f"{where} (schema {schema}): {how}schema version {version} (current), writable")
 
@@ -79,20 +72,22 @@ async def _version_before(url: str) -> tuple[int, str]:
         row = await (
             await conn.execute("SELECT to_regclass(format('%I.schema_migrations', current_schema()))")
         ).fetchone()
-        if row is None or row[0] is None:
-            return 0, schema
-        latest = await (await conn.execute("SELECT max(version) FROM schema_migrations")).fetchone()
-        return int(latest[0] or 0) if latest else 0, schema
+        return (0 if row is None or row[0] is None else await _newest(conn)), schema
 
 
 async def _write_probe(url: str) -> int:
     """The schema version, after creating and writing a table in a transaction that is rolled back."""
     async with await _connect(url) as conn:
-        row = await (await conn.execute("SELECT max(version) FROM schema_migrations")).fetchone()
+        version = await _newest(conn)
         async with conn.transaction(force_rollback=True):
             await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
             await conn.execute("CREATE TABLE nerve_doctor_probe (written integer)")
             await conn.execute("INSERT INTO nerve_doctor_probe VALUES (1)")
+    return version
+
+
+async def _newest(conn: psycopg.AsyncConnection[Any]) -> int:
+    row = await (await conn.execute("SELECT max(version) FROM schema_migrations")).fetchone()
     return int(row[0] or 0) if row else 0
 
 
@@ -100,11 +95,8 @@ def _unreachable(exc: psycopg.Error, url: str, where: str) -> Check:
     """A connection that failed: what the server (or the network) said, and what to change."""
     text = _first_line(exc)
     if isinstance(exc, psycopg.ProgrammingError):
-        return error(
-            NAME,
-            f"NERVE_DATABASE_URL is not a connection URL psycopg can read ({text})",
-            "write it as postgresql://user:password@host:5432/database",
-        )
+        found = f"NERVE_DATABASE_URL is not a connection URL psycopg can read ({text})"
+        return error(NAME, found, "write it as postgresql://user:password@host:5432/database")
     # A refusal at connect carries no SQLSTATE (libpq reports it as text), so the text decides too.
     sqlstate = exc.sqlstate or ""
     refused = f"PostgreSQL at {where} did not let nerve in: {text}"

@@ -59,16 +59,12 @@ class Redactor:
 
     def check(self, check: Check) -> Check:
         """The check with its texts on one line, made printable, and without secrets."""
-        return Check(
-            check.status,
-            _one_line(self(check.name)),
-            _one_line(self(check.found)),
-            None if check.todo is None else _one_line(self(check.todo)),
-        )
 
+        def clean(text: str) -> str:
+            return " ".join(printable(self(text)).split())
 
-def _one_line(text: str) -> str:
-    return " ".join(printable(text).split())
+        todo = None if check.todo is None else clean(check.todo)
+        return Check(check.status, clean(check.name), clean(check.found), todo)
 
 
 def line(check: Check, width: int) -> str:

@@ -34,8 +34,7 @@ def secrets_of(settings: Settings, mcp: McpConfig | None) -> list[str]:
     if settings.nerve_database_url is not None:
         found.extend(url_passwords(settings.nerve_database_url.get_secret_value()))
     for server in mcp.servers.values() if mcp is not None else ():
-        found.extend(server.env.values())
-        found.extend(server.headers.values())
+        found += [*server.env.values(), *server.headers.values()]
     return found
 
 
@@ -71,16 +70,15 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     servers = mcp.servers if mcp is not None else {}
     redact = Redactor(secrets_of(settings, mcp))
     width = min(MAX_WIDTH, max([width, *(len(f"server {name}") for name in servers)]))
-    # Server names only case or punctuation apart: a person or a model can take one for the other.
-    look_alikes = (
-        [warning("servers file", found, "rename one of them") for found in mcp.warnings] if mcp else []
-    )
-    for check in (settings_check, servers_check, *look_alikes):
+    for check in (settings_check, servers_check):
         report(check)
+    # Server names only case or punctuation apart: a person or a model can take one for the other.
+    for found in mcp.warnings if mcp else ():
+        report(warning("servers file", found, "rename one of them"))
     later: list[Coroutine[Any, Any, list[Check]]] = [
         check_servers(servers, settings),
         _model(settings),
-        _database(settings),
+        check_database(settings),
         _slack(settings),
         _discord(settings),
     ]
@@ -94,10 +92,6 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
 
 # The model client and the platforms' libraries are imported only when they are configured: each
 # adds about half a second to a run that does not need it.
-
-
-async def _database(settings: Settings) -> list[Check]:
-    return [await check_database(settings)]
 
 
 async def _model(settings: Settings) -> list[Check]:

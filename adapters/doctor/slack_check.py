@@ -52,8 +52,7 @@ async def check_slack(settings: Settings) -> list[Check]:
         checks.append(error("slack", exc.message, REACH))
     else:
         found = f"SLACK_BOT_TOKEN works: {auth.get('user')} in the workspace {auth.get('team')}"
-        checks.append(ok("slack", found))
-        checks.append(_scopes(auth.headers))
+        checks += [ok("slack", found), _scopes(auth.headers)]
     checks.append(await _events(settings, client))
     return checks
 
@@ -88,11 +87,9 @@ async def _events(settings: Settings, client: AsyncWebClient) -> Check:
         async with reaching_slack(settings, "SLACK_APP_TOKEN"), asyncio.timeout(SLACK_LIMIT):
             await client.apps_connections_open(app_token=settings.slack_app_token.get_secret_value())
     except NerveError as exc:
-        todo = (
-            "create an app-level token with connections:write (Basic Information → App-Level Tokens)"
-            if isinstance(exc, ConfigError)
-            else REACH
-        )
+        todo = REACH
+        if isinstance(exc, ConfigError):
+            todo = "create an app-level token with connections:write (Basic Information → App-Level Tokens)"
         return error("slack events", exc.message, todo)
     unused = "; SLACK_SIGNING_SECRET is not used" if settings.slack_signing_secret else ""
     return ok("slack events", f"Socket Mode: SLACK_APP_TOKEN works{unused}")
