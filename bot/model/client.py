@@ -182,12 +182,12 @@ class OpenAILLM:
                 return None
             return classify_status(exc, self._model)
         except openai.APITimeoutError:
-            return self._timed_out()
+            why = f"the model service at {self._where} did not answer within {self._timeout:g} s"
+            return Retryable(LLMUnavailable(why), progress_text="model service timed out")
         except openai.APIConnectionError as exc:
             return Retryable(
                 LLMUnavailable(f"could not reach the model service at {self._where} ({cause(exc)})"),
                 progress_text="model service unreachable",
-                retry_after=None,
                 # A refused connection is usually a wrong URL or a stopped server: one retry
                 # covers a restart, more only keep the user waiting.
                 max_retries=1,
@@ -204,13 +204,6 @@ class OpenAILLM:
         if completion.message.content:
             await progress(TurnEvent(kind="text", message=completion.message.content))
         return completion
-
-    def _timed_out(self) -> Retryable:
-        return Retryable(
-            LLMUnavailable(f"the model service at {self._where} did not answer within {self._timeout:g} s"),
-            progress_text="model service timed out",
-            retry_after=None,
-        )
 
     def _learn_refusal(self, exc: openai.APIStatusError, body: Mapping[str, Any]) -> bool:
         """True when the provider refused `stream_options` or streaming itself, remembered for the process."""
@@ -268,11 +261,8 @@ class OpenAILLM:
         """A stream that broke off: retried while nothing was shown, else the shown text ends the turn."""
         if assembler.text:
             raise StreamCut(f"the model service stopped sending the answer ({why})", partial=assembler.text)
-        return Retryable(
-            LLMUnavailable(f"the model service's answer broke off ({why})"),
-            progress_text="model answer broke off",
-            retry_after=None,
-        )
+        broke = LLMUnavailable(f"the model service's answer broke off ({why})")
+        return Retryable(broke, progress_text="model answer broke off")
 
     async def _unstreamed(self, stream: AsyncStream[object], content_type: str) -> Completion:
         """A 200 that is not an event stream: a server that ignores `stream`, or a web page, not the API."""
@@ -281,9 +271,9 @@ class OpenAILLM:
         if "json" in content_type:
             with contextlib.suppress(ValueError):
                 data = json.loads(raw)
-        if not isinstance(data, dict) or "choices" not in data:
-            return self._to_completion(data)
-        return self._to_completion(ChatCompletion.construct(**data))
+        if isinstance(data, dict) and "choices" in data:
+            data = ChatCompletion.construct(**data)
+        return self._to_completion(data)
 
     def _new_id(self) -> str:
         # Ids for tool calls a server sent without one; the random part keeps them unique across
@@ -312,15 +302,12 @@ class OpenAILLM:
                 raise LLMError("the model service sent a tool call with neither a function nor a name")
             # Some servers omit the id or send ""; the agent keys results by it, so it must be unique.
             call_id = getattr(call, "id", None) or self._new_id()
-            calls.append(
-                ToolCall(id=call_id, name=name, arguments=arguments if arguments is not None else "")
-            )
+            calls.append(ToolCall(id=call_id, name=name, arguments=arguments or ""))
         content = "" if message.content is None and not calls else message.content
         usage = None
-        if response.usage is not None:
+        if (counted := response.usage) is not None:
             usage = Usage(
-                prompt_tokens=response.usage.prompt_tokens or 0,
-                completion_tokens=response.usage.completion_tokens or 0,
+                prompt_tokens=counted.prompt_tokens or 0, completion_tokens=counted.completion_tokens or 0
             )
         return Completion(
             message=ChatMessage(role="assistant", content=content, tool_calls=tuple(calls)),

@@ -59,7 +59,7 @@ class Retryable:
     error: LLMError
     _: KW_ONLY
     progress_text: str
-    retry_after: float | None
+    retry_after: float | None = None
     max_retries: int = 1_000
 
 

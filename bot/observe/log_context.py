@@ -56,7 +56,4 @@ def current_server() -> str | None:
 
 def fields(event: str, *, server: str | None = None) -> dict[str, str]:
     """`extra=` for a log line an operator may act on: its event name, and the server it is about."""
-    extra = {"event": event}
-    if server is not None:
-        extra["server"] = server
-    return extra
+    return {"event": event} if server is None else {"event": event, "server": server}

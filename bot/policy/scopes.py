@@ -102,13 +102,7 @@ class Place:
             )
         if dm and "guild" in found:
             raise ValueError(f"place {text!r}: a DM is not in a guild")
-        return cls(
-            platform=platform,
-            channel=found.get("channel"),
-            guild=found.get("guild"),
-            dm=dm,
-            user=found.get("user"),
-        )
+        return cls(platform=platform, dm=dm, **found)
 
     def rule_names(self) -> list[str]:
         """Policy keys that may apply here, most specific first."""
@@ -146,11 +140,7 @@ class Scopes:
 
     def rule_for(self, place: Place) -> tuple[str, Rule] | None:
         """The most specific rule set that exists for the place, with its name."""
-        for name in place.rule_names():
-            rule = self.rules.get(name)
-            if rule is not None:
-                return name, rule
-        return None
+        return next(((name, self.rules[name]) for name in place.rule_names() if name in self.rules), None)
 
     def allows(self, place: Place, server: str, tool: str) -> bool:
         found = self.rule_for(place)
