@@ -223,7 +223,6 @@ class OpenAILLM:
         return False
 
     async def _read(self, stream: AsyncStream[object], progress: Progress) -> Completion | Retryable:
-        """Assemble a streamed answer, showing its text as it comes."""
         assembler = StreamAssembler()
         while True:
             # The first chunk may take as long as a whole answer used to; later ones come quickly.

@@ -146,7 +146,6 @@ def server_message(exc: openai.APIStatusError) -> str:
 
 
 def one_line(text: str, limit: int) -> str:
-    """Text with its blanks and line breaks as single spaces, cut at `limit` characters."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "…"
 

@@ -51,7 +51,6 @@ def estimate_tokens(text: str) -> int:
 
 
 def estimate_message_tokens(messages: Sequence[ChatMessage]) -> int:
-    """Estimated prompt tokens of `messages` as sent, including the reply priming."""
     if not messages:
         return 0
     total = REPLY_PRIMING
@@ -68,7 +67,6 @@ def estimate_message_tokens(messages: Sequence[ChatMessage]) -> int:
 
 
 def estimate_tools_tokens(tools: Sequence[ToolSpec]) -> int:
-    """Estimated prompt tokens the tool list costs (name, description and parameter schema)."""
     if not tools:
         return 0
     total = TOOLS_OVERHEAD

@@ -129,18 +129,17 @@ def model_request(attempt: Request) -> Request:
 
     @functools.wraps(attempt)
     async def counted(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
         outcome = "error"
-        try:
-            result = await attempt(*args, **kwargs)
-            outcome = _model_outcome(result)
-            return result
-        except BaseException as exc:
-            outcome = next((name for kind, name in _MODEL_FAILURES if isinstance(exc, kind)), outcome)
-            raise
-        finally:
-            _current.model_requests.labels(outcome).inc()
-            _current.model_seconds.observe(time.perf_counter() - started)
+        with _current.model_seconds.time():
+            try:
+                result = await attempt(*args, **kwargs)
+                outcome = _model_outcome(result)
+                return result
+            except BaseException as exc:
+                outcome = next((name for kind, name in _MODEL_FAILURES if isinstance(exc, kind)), outcome)
+                raise
+            finally:
+                _current.model_requests.labels(outcome).inc()
 
     return cast(Request, counted)
 
@@ -177,14 +176,12 @@ def tool_call(server: str, tool: str, result: ToolResult) -> None:
 
 
 def server_up(server: str, up: bool) -> None:
-    """An MCP server connected (True) or went away (False)."""
     name = clean_label(server)
     if name in live.servers or len(live.servers) < MAX_SERVERS:
         live.servers[name] = up
 
 
 def server_restart(server: str) -> None:
-    """An MCP server is being started again after it stopped or failed to start."""
     _current.restarts.labels(_current.servers.label(server)).inc()
 
 
@@ -196,7 +193,6 @@ def watch_circuit(server: str, breaker: Breaker) -> None:
 
 
 def forget_circuit(server: str, breaker: Breaker) -> None:
-    """A server link closed: its circuit no longer counts."""
     breakers = live.circuits.get(clean_label(server))
     if breakers is not None:
         breakers.discard(breaker)
@@ -218,13 +214,11 @@ def watch_gate(gate: Gate) -> None:
 
 
 def approval_parked(prompt: ApprovalPrompt) -> None:
-    """A turn parked with calls that wait for a decision."""
     if prompt.calls:
         live.approvals.add(prompt.request_id, prompt.expires_at)
 
 
 def approvals_decided(count: int, approve: bool) -> None:
-    """A person approved or denied `count` calls with one click."""
     if count:
         _current.approvals.labels("approved" if approve else "denied").inc(count)
 
@@ -249,7 +243,6 @@ def question_settled(request_id: str) -> None:
 
 
 def question_ended(status: str, request_id: str | None = None) -> None:
-    """The call that asked learnt how its question ended."""
     if request_id is not None:
         live.questions.drop(request_id)
     _current.questions.labels(status if status in QUESTION_OUTCOMES else OTHER).inc()

@@ -29,9 +29,8 @@ _tracer: Any = None
 
 
 def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> bool:
-    """Send spans to the OTLP/HTTP collector at `endpoint`; True when spans will be sent.
-
-    Without an endpoint nothing happens; without the SDK, one warning says how to install it."""
+    """Send spans to the OTLP/HTTP collector at `endpoint`; True when spans will be sent (without
+    the SDK, one warning says how to install it)."""
     global _tracer
     if not endpoint:
         return False

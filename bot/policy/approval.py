@@ -32,10 +32,8 @@ class ToolHints:
 
 
 def needs_approval(mode: ApprovalMode, hints: ToolHints, *, trusted: bool) -> bool:
-    """True when a person must approve the call before it runs.
-
-    `never` runs at once, `always` always asks; under `writes` only a tool a trusted server marks
-    read-only (and not destructive) runs at once: a lying server must not get its tools run unasked."""
+    """Under `writes` only a tool a trusted server marks read-only (and not destructive) runs
+    unasked: a lying server must not get its tools run without a person's approval."""
     if mode == "never":
         return False
     if mode == "always":

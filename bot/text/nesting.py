@@ -42,10 +42,8 @@ def loads(
 
 
 def _text_deeper_than(text: str, limit: int) -> bool:
-    """Whether valid JSON text nests deeper than `limit`, counted without recursion.
-
-    With escapes removed and strings dropped, each pass removes the innermost bracket pairs; every step
-    runs in C, so this costs about one parse."""
+    """Without recursion: with escapes and strings dropped, each pass removes the innermost bracket
+    pairs; every step runs in C, so this costs about one parse."""
     if text.count("[") + text.count("{") <= limit:
         return False
     plain = text.replace("\\\\", "").replace('\\"', "") if "\\" in text else text

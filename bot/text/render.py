@@ -138,10 +138,8 @@ def _choose_cut(lines: _Lines, start: int, room: int) -> tuple[int, int]:
 
 
 def split_markdown(text: str, limit: int) -> list[str]:
-    """Split markdown into chunks of at most `limit` characters, never breaking a code fence.
-
-    Splits prefer a paragraph break near the end, then a line break, then a space. A chunk ending inside a
-    fence closes it and the next reopens it, within `limit`. Empty text gives `[]`: nothing to post."""
+    """Chunks of at most `limit` characters, cut at a paragraph break near the end, else a line break,
+    else a space; a chunk ending inside a code fence closes it and the next reopens it."""
     if limit < MIN_SPLIT_LIMIT:
         raise ValueError(f"limit must be at least {MIN_SPLIT_LIMIT} characters, got {limit}")
     text = text.rstrip().lstrip("\n")
@@ -274,10 +272,8 @@ _BACKTICKS = re.compile(r"`+")
 
 
 def _fenced_blocks(text: str) -> list[tuple[int, int]]:
-    """Where fenced code blocks are, counting only fences every CommonMark reader agrees on.
-
-    An indented opener may belong to a list item, whose end closes the block early, so nothing after one
-    is trusted as code. An unclosed block runs to the end."""
+    """Fenced code blocks every CommonMark reader agrees on: an indented opener may belong to a list
+    item, whose end closes the block early, so nothing after one is trusted as code."""
     lines = _Lines(text)
     blocks: list[tuple[int, int]] = []
     start: int | None = None
@@ -303,14 +299,11 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     i = 0
     while i < len(runs):
-        opener = runs[i]
-        width = len(opener.group(0))
+        width = len(runs[i].group(0))
         closer = next((j for j in range(i + 1, len(runs)) if len(runs[j].group(0)) == width), None)
-        if closer is None:
-            i += 1
-            continue
-        spans.append((opener.start(), runs[closer].end()))
-        i = closer + 1
+        if closer is not None:
+            spans.append((runs[i].start(), runs[closer].end()))
+        i = i + 1 if closer is None else closer + 1
     return spans
 
 

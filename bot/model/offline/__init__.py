@@ -107,9 +107,8 @@ def _words_run_together(tool: ToolSpec, question: str) -> int:
 
 
 def relevance(tool: ToolSpec, question: str) -> int:
-    """How much of the question points at this tool; 0 means nothing does.
-
-    A trigger counts most (chosen by the operator), then coordinates, then name words, then description."""
+    """How much of the question points at this tool (0: nothing): an operator's trigger counts most,
+    then coordinates, then name words, then the description."""
     lowered = question.lower()
     asked = set(content_words(question))
     score = 3 * sum(1 for t in tool.triggers if t.strip() and _said(t.lower().strip(), lowered))
@@ -148,9 +147,8 @@ def candidates(question: str, tools: list[ToolSpec], known: dict[str, Any] | Non
 
 
 def choose(ranked: list[Candidate]) -> list[Candidate]:
-    """The calls to make: the best ready tool, plus each ready one that covers another part.
-
-    A tool that uses no value from the question is called only as the best match, when no tool uses one."""
+    """The best ready tool, plus each ready one that covers another part; one that uses no value
+    from the question is called only as the best match, when no tool uses one."""
     ready = [c for c in ranked if not c.filled.missing and not changes_things(c.tool)]
     with_values = [c for c in ready if c.filled.used]
     if not with_values:
@@ -165,9 +163,8 @@ def choose(ranked: list[Candidate]) -> list[Candidate]:
 
 
 class OfflineModel:
-    """A deterministic, rule-based stand-in for a chat model: it ranks the tools by how much of the
-    question they share, never calls one whose required arguments it could not read, and says so
-    instead. Its summary states only what the results say."""
+    """Ranks the tools by how much of the question they share, never calls one whose required
+    arguments it could not read (it says so instead), and sums up only what the results say."""
 
     async def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
@@ -228,11 +225,9 @@ def _decide(question: str, tools: list[ToolSpec], first_id: int) -> ChatMessage:
 def _next_round(
     question: str, since: list[ChatMessage], tools: list[ToolSpec], first_id: int
 ) -> ChatMessage | None:
-    """Calls the first results made possible, among the tools not called yet.
-
-    A sign-in (`connect_notes`) makes the server's own tools appear in place of the one that asked for
-    it: the question is then weighed again as in a first round. Otherwise a value a result holds may
-    fill another tool ("near 31.2, 121.4" → an area code → the air there)."""
+    """Calls of tools not called yet that the results made possible: after a sign-in replaced the
+    tool that asked for it, the question weighed again; else a value a result holds may fill another
+    tool ("near 31.2, 121.4" → an area code → the air there)."""
     last = next((m for m in reversed(since) if m.tool_calls), None)
     called = {c.name for m in since for c in m.tool_calls}
     fresh = [t for t in tools if t.name not in called]

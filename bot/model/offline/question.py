@@ -222,9 +222,8 @@ def named_number(name: str, text: str) -> int | float | None:
 
 @dataclass(slots=True)
 class Filled:
-    """A tool's arguments as far as they could be read, and the required ones missing.
-
-    `used` holds the values taken from the question or results: the pieces of it a tool covers."""
+    """A tool's arguments as far as they could be read, and the required ones missing; `used`: the
+    values taken from the question or results, the pieces of it a tool covers."""
 
     args: dict[str, Any]
     used: frozenset[str]
@@ -323,9 +322,8 @@ def _from_results(prop: dict[str, Any], name: str, kind: Any, known: dict[str, A
 
 
 def fill(tool: ToolSpec, q: Question, known: dict[str, Any] | None = None) -> Filled:
-    """Arguments read from the question (then from earlier results), a default only for an optional one.
-
-    The tool's name decides which of several file names mentioned goes to which tool."""
+    """Arguments read from the question (then from earlier results), a default only for an optional
+    one; the tool's name decides which of several file names mentioned goes to which tool."""
     tool_words = set(name_words(tool))
     args: dict[str, Any] = {}
     used: set[str] = set()
