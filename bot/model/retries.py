@@ -30,26 +30,22 @@ _PERMANENT_SERVER_STATUS = frozenset({501})
 
 
 # How OpenAI and the servers that imitate it word "the prompt is longer than the context window".
-CONTEXT_PATTERNS = re.compile(
-    "|".join(
-        [
-            r"context[_ ]length[_ ]exceeded",
-            r"maximum context length",
-            r"context length of only",  # LM Studio
-            r"exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context",  # "exceeds the context window"
-            r"exceed_context_size",  # llama.cpp error type
-            r"exceeds the available context size",  # llama.cpp
-            r"context (?:window|size) (?:is )?(?:exceeded|too small)",
-            r"too many tokens",
-            r"prompt is too long",
-            r"input (?:is )?too long",
-            r"input length exceeds",
-            r"longer than the maximum model length",  # vLLM
-            r"reduce the length of the messages",
-        ]
-    ),
-    re.IGNORECASE,
+_CONTEXT_WORDINGS = (
+    r"context[_ ]length[_ ]exceeded",
+    r"maximum context length",
+    r"context length of only",  # LM Studio
+    r"exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context",  # "exceeds the context window"
+    r"exceed_context_size",  # llama.cpp error type
+    r"exceeds the available context size",  # llama.cpp
+    r"context (?:window|size) (?:is )?(?:exceeded|too small)",
+    r"too many tokens",
+    r"prompt is too long",
+    r"input (?:is )?too long",
+    r"input length exceeds",
+    r"longer than the maximum model length",  # vLLM
+    r"reduce the length of the messages",
 )
+CONTEXT_PATTERNS = re.compile("|".join(_CONTEXT_WORDINGS), re.IGNORECASE)
 
 
 @dataclass(slots=True)

@@ -39,8 +39,7 @@ def turn_context(key: ConversationKey) -> Iterator[Turn]:
         _current.reset(token)
 
 
-def current_turn() -> Turn | None:
-    return _current.get()
+current_turn = _current.get
 
 
 def server_context(name: str) -> Context:
@@ -50,8 +49,7 @@ def server_context(name: str) -> Context:
     return context
 
 
-def current_server() -> str | None:
-    return _server.get()
+current_server = _server.get
 
 
 def fields(event: str, *, server: str | None = None) -> dict[str, str]:

@@ -193,9 +193,7 @@ def watch_circuit(server: str, breaker: Breaker) -> None:
 
 
 def forget_circuit(server: str, breaker: Breaker) -> None:
-    breakers = live.circuits.get(clean_label(server))
-    if breakers is not None:
-        breakers.discard(breaker)
+    live.circuits.get(clean_label(server), set()).discard(breaker)
 
 
 def rate_limit_wait(platform: str, seconds: float) -> None:
@@ -226,8 +224,7 @@ def approvals_decided(count: int, approve: bool) -> None:
 def approval_resumed(request_id: str, calls: Sequence[PendingCall]) -> None:
     """A parked turn goes on: it no longer waits, and its calls nobody decided on expired."""
     live.approvals.drop(request_id)
-    expired = sum(1 for call in calls if call.status == "expired")
-    if expired:
+    if expired := sum(1 for call in calls if call.status == "expired"):
         _current.approvals.labels("expired").inc(expired)
 
 

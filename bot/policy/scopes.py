@@ -33,15 +33,11 @@ _ToolT = TypeVar("_ToolT", bound=_Offerable)
 
 
 def _any_match(patterns: Sequence[str], server: str, tool: str) -> bool:
-    return any(_matches(pattern, server, tool) for pattern in patterns)
-
-
-def _matches(pattern: str, server: str, tool: str) -> bool:
     """`server` alone covers every tool of the server; `server/tool` one tool; `*` works in either part."""
-    server_pattern, _, tool_pattern = pattern.partition("/")
-    if not fnmatch.fnmatchcase(server, server_pattern):
-        return False
-    return not tool_pattern or fnmatch.fnmatchcase(tool, tool_pattern)
+    parts = (pattern.partition("/") for pattern in patterns)
+    return any(
+        fnmatch.fnmatchcase(server, s) and (not t or fnmatch.fnmatchcase(tool, t)) for s, _, t in parts
+    )
 
 
 def _who_has_guilds(platforms: Platforms, title: str) -> str:

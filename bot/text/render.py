@@ -29,10 +29,6 @@ class _Fence:
     marker: str
     info: str
 
-    @property
-    def opener(self) -> str:
-        return self.marker + self.info
-
     def closes_with(self, line: str) -> bool:
         match = _FENCE.match(line)
         if match is None or match.group(2).strip():
@@ -93,8 +89,8 @@ def _head(fence: _Fence | None, limit: int) -> str:
     if fence is None:
         return ""
     # A long info string must not eat the chunk: reopen with the bare marker instead.
-    opener = fence.opener if len(fence.opener) + len(fence.marker) + 2 <= limit // 2 else fence.marker
-    return opener + "\n"
+    opener = fence.marker + fence.info
+    return (opener if len(opener) + len(fence.marker) + 2 <= limit // 2 else fence.marker) + "\n"
 
 
 def _skip_blank_lines(text: str, pos: int) -> int:

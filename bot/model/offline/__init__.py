@@ -274,12 +274,8 @@ def _example(tool: ToolSpec) -> str:
 def _needs(tool: ToolSpec, names: list[str]) -> str:
     """What the missing arguments are, in the schema's own words ("country (Country the city is in)")."""
     properties = tool.parameters.get("properties") or {}
-    parts = []
-    for name in names:
-        prop = properties.get(name)
-        about = str(prop.get("description") or "").strip() if isinstance(prop, dict) else ""
-        parts.append(f"{name} ({truncate(about.rstrip('.'), 100)[0]})" if about else name)
-    return ", ".join(parts)
+    about = {n: str(p.get("description") or "").strip() for n, p in properties.items() if isinstance(p, dict)}
+    return ", ".join(f"{n} ({truncate(about[n].rstrip('.'), 100)[0]})" if about.get(n) else n for n in names)
 
 
 def _help(tools: Sequence[ToolSpec], missing: Candidate | None) -> str:
