@@ -22,7 +22,7 @@ from openai import AsyncStream
 from openai.types.chat import ChatCompletion
 
 from bot.config import Settings
-from bot.errors import ContextTooLong, LLMError, LLMUnavailable, StreamCut
+from bot.errors import LLMError, LLMUnavailable, StreamCut
 from bot.model.retries import (
     CONTEXT_PATTERNS,
     MAX_RETRY_AFTER,
@@ -33,6 +33,7 @@ from bot.model.retries import (
     exhausted,
     one_line,
     server_message,
+    too_long,
 )
 from bot.model.stream import StreamAssembler
 from bot.observe import metrics
@@ -130,29 +131,23 @@ class OpenAILLM:
                 return failure
             if failure is None:
                 continue  # the provider refused a streaming field: asked again at once, without it
+            error = failure.error
             if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
                 # Asked for a longer pause than anyone waits for an answer: said at once, with when.
                 wait = failure.retry_after
-                raise type(failure.error)(
-                    f"{failure.error.message.rstrip('.')}; the service asks to wait {wait:.0f} s",
-                    retry_after=wait,
-                    headline=failure.error.headline,
-                )
+                said = f"{error.message.rstrip('.')}; the service asks to wait {wait:.0f} s"
+                raise type(error)(said, retry_after=wait, headline=error.headline)
             budget = min(self._max_retries, failure.max_retries)
             if attempt >= budget:
-                raise exhausted(failure.error, attempt)
+                raise exhausted(error, attempt)
             wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt)
             attempt += 1
             logger.warning(
-                "model call failed (%s); retry %d of %d in %.1f s",
-                failure.error.message,
-                attempt,
-                budget,
-                wait,
+                "model call failed (%s); retry %d of %d in %.1f s", error.message, attempt, budget, wait
             )
             text = f"{failure.progress_text}, retrying in {_seconds(wait)} s"
             await progress(TurnEvent(kind="retrying", message=text, retry_in=wait))
-            metrics.model_wait(failure.error, wait)
+            metrics.model_wait(error, wait)
             await self._sleep(wait)
 
     @metrics.model_request
@@ -243,9 +238,7 @@ class OpenAILLM:
             except openai.APIError as exc:
                 # An error event inside the stream: the provider gave up on this answer.
                 if not assembler.text and CONTEXT_PATTERNS.search(f"{exc.code or ''} {exc.message}"):
-                    raise ContextTooLong(
-                        f"the conversation is longer than the model's context window: {exc.message}"
-                    ) from None
+                    raise too_long(exc.message) from None
                 return self._broken(assembler, f"the service reported: {one_line(exc.message, 200)}")
             except ValueError:
                 return self._broken(assembler, "it sent a chunk that is not JSON")

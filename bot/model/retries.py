@@ -73,9 +73,7 @@ def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
     detail = server_message(exc)
     code = exc.code or ""
     if status == 413 or CONTEXT_PATTERNS.search(f"{code} {exc.type or ''} {detail}"):
-        raise ContextTooLong(
-            f"the conversation is longer than the model's context window: {detail}"
-        ) from None
+        raise too_long(detail) from None
     if status == 429:
         if code == "insufficient_quota":
             raise LLMError(f"the model service account is out of quota (429): {detail}") from None
@@ -101,6 +99,10 @@ def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
             f"check NERVE_MODEL and OPENAI_BASE_URL: {detail}"
         ) from None
     raise LLMError(f"the model service refused the request ({status}): {detail}") from None
+
+
+def too_long(detail: str) -> ContextTooLong:
+    return ContextTooLong(f"the conversation is longer than the model's context window: {detail}")
 
 
 def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:

@@ -55,15 +55,12 @@ class StreamAssembler:
                 continue  # only the first choice is asked for
             delta = choice.get("delta")
             if isinstance(delta, Mapping):
-                content = delta.get("content")
-                if isinstance(content, str):
-                    text += content
+                text += _str(delta.get("content"))
                 calls = delta.get("tool_calls")
                 for fragment in calls if isinstance(calls, list) else ():
                     if isinstance(fragment, Mapping):
                         self._take_fragment(fragment)
-            reason = choice.get("finish_reason")
-            if isinstance(reason, str) and reason:
+            if reason := _str(choice.get("finish_reason")):
                 self.finish_reason = reason
         if text:
             self._text.append(text)

@@ -67,7 +67,7 @@ class Place:
         platform, *parts = text.strip().split(":")
         known = platforms.get(platform)
         if known is None:
-            names = ", ".join(platforms.names)
+            names = ", ".join(entry.name for entry in platforms.known)
             expected = f"it must start with one of {names}" if names else "no platform is known here"
             raise ValueError(f"place {text!r} starts with {platform!r}; {expected}")
         found: dict[str, str] = {}
@@ -148,7 +148,6 @@ class Scopes:
         return not rule.allow or _any_match(rule.allow, server, tool)
 
     def offered(self, place: Place, tools: Iterable[_ToolT]) -> list[_ToolT]:
-        """The tools (ToolSpecs) this place may call, in order, judged by server and original name."""
         return [tool for tool in tools if self.allows(place, tool.server, tool.original_name)]
 
 

@@ -53,18 +53,15 @@ class _Lines:
             self.starts.append(pos)
             self.ends.append(pos + len(line))
             self.before.append(fence)
-            toggled = False
             if fence is None:
                 match = _FENCE.match(line)
                 # A backtick fence's info string may not contain backticks (that is inline code).
                 if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
                     fence = _Fence(match.group(1), match.group(2).strip())
-                    toggled = True
             elif fence.closes_with(line):
                 fence = None
-                toggled = True
             self.after.append(fence)
-            self.is_fence.append(toggled)
+            self.is_fence.append(fence is not self.before[-1])  # this line opened or closed one
             pos += len(line) + 1
 
     def line_of(self, pos: int) -> int:
@@ -144,9 +141,9 @@ def split_markdown(text: str, limit: int) -> list[str]:
     lines = _Lines(text)
     chunks: list[str] = []
     start = 0
-    reopen: _Fence | None = None
+    end_state: _Fence | None = None  # the fence the previous chunk closed, reopened by this one
     while start < len(text):
-        head = _head(reopen, limit)
+        head = _head(end_state, limit)
         room = limit - len(head)
         end_state = lines.after[-1]
         if (len(text) - start) + _closer_len(end_state) <= room:
@@ -158,7 +155,6 @@ def split_markdown(text: str, limit: int) -> list[str]:
         closer = "" if end_state is None else "\n" + end_state.marker
         if body.strip():
             chunks.append(head + body + closer)
-        reopen = end_state
         start = next_start
     # Only a fence marker nearly half as long as `limit` can overflow: then the limit wins.
     return [chunk[i : i + limit] for chunk in chunks for i in range(0, len(chunk), limit)]

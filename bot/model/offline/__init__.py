@@ -125,8 +125,6 @@ def relevance(tool: ToolSpec, question: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A tool the question points at, how strongly, and the arguments read for it."""
-
     tool: ToolSpec
     score: int
     filled: Filled

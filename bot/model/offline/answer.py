@@ -45,8 +45,6 @@ _NAMED_UNITS = (("temp", " °C"), ("humidity", "%"), ("distance", " m"))
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """One tool result as the answer shows it: whose it was, for which arguments, and what it said."""
-
     title: str
     label: str
     args: dict[str, Any]

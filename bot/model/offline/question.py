@@ -268,8 +268,8 @@ def _string_from_text(
         kinds = {_PATH_NOUNS[w] for w in tool_words if w in _PATH_NOUNS} - {"path"}
         fits = [p for p in free if not kinds or p.noun in kinds or p.noun == "path"]
         bare = [p for p in free if p.noun is None]
-        if fits or bare or free:
-            return (fits or bare or free)[0].value
+        if found := fits or bare or free:
+            return found[0].value
     return next((v for v in q.quoted if _key(v) not in used), None)
 
 
