@@ -22,7 +22,7 @@ from openai import AsyncStream
 from openai.types.chat import ChatCompletion
 
 from bot.config import Settings
-from bot.errors import LLMError, LLMUnavailable, StreamCut
+from bot.errors import LLMError, LLMRateLimited, LLMUnavailable, StreamCut
 from bot.model.retries import (
     CONTEXT_PATTERNS,
     MAX_RETRY_AFTER,
@@ -96,11 +96,10 @@ class OpenAILLM:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAILLM:
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return cls(
             model=settings.nerve_model,
             base_url=settings.openai_base_url,
-            api_key=key,
+            api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
             timeout=settings.nerve_llm_timeout,
             max_retries=settings.nerve_llm_max_retries,
             stream=settings.nerve_llm_stream,
@@ -147,7 +146,8 @@ class OpenAILLM:
             )
             text = f"{failure.progress_text}, retrying in {_seconds(wait)} s"
             await progress(TurnEvent(kind="retrying", message=text, retry_in=wait))
-            metrics.model_wait(error, wait)
+            if isinstance(error, LLMRateLimited):
+                metrics.rate_limit_wait("model", wait)
             await self._sleep(wait)
 
     @metrics.model_request
@@ -242,8 +242,7 @@ class OpenAILLM:
                 return self._broken(assembler, f"the service reported: {one_line(exc.message, 200)}")
             except ValueError:
                 return self._broken(assembler, "it sent a chunk that is not JSON")
-            text = assembler.feed(chunk)
-            if text:
+            if text := assembler.feed(chunk):
                 await progress(TurnEvent(kind="text", message=text))
         if not assembler.finished:
             return self._broken(assembler, "the stream ended before the answer did")

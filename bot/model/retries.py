@@ -106,8 +106,7 @@ def too_long(detail: str) -> ContextTooLong:
 
 
 def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
-    """Exponential backoff with full jitter, uniform in [0, min(cap, base·2^attempt)]: the retries of
-    many conversations that failed together do not hit a recovering service in one burst."""
+    """Full jitter in [0, min(cap, base·2^attempt)]: conversations that failed together retry apart."""
     return random.uniform(0.0, min(cap, base * 2.0**attempt))
 
 
@@ -132,7 +131,6 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
 def server_message(exc: openai.APIStatusError) -> str:
     """The server's own words: OpenAI's `error.message`, a bare string error, or the raw body."""
     body = exc.body
-    text: str
     if isinstance(body, Mapping):
         message = body.get("message") or body.get("detail") or body.get("error")
         text = message if isinstance(message, str) else exc.message

@@ -48,14 +48,10 @@ def estimate_message_tokens(messages: Sequence[ChatMessage]) -> int:
         return 0
     total = REPLY_PRIMING
     for message in messages:
-        total += MESSAGE_OVERHEAD + estimate_tokens(message.content or "")
-        if message.name:
-            total += estimate_tokens(message.name)
-        if message.tool_call_id:
-            total += estimate_tokens(message.tool_call_id)
+        texts = (message.content, message.name, message.tool_call_id)
+        total += MESSAGE_OVERHEAD + sum(estimate_tokens(text or "") for text in texts)
         for call in message.tool_calls:
-            total += TOOL_CALL_OVERHEAD + estimate_tokens(call.id)
-            total += estimate_tokens(call.name) + estimate_tokens(call.arguments)
+            total += TOOL_CALL_OVERHEAD + sum(map(estimate_tokens, (call.id, call.name, call.arguments)))
     return total
 
 
@@ -65,6 +61,5 @@ def estimate_tools_tokens(tools: Sequence[ToolSpec]) -> int:
     total = TOOLS_OVERHEAD
     for tool in tools:
         schema = json.dumps(tool.parameters, ensure_ascii=False, separators=(",", ":"))
-        total += TOOL_OVERHEAD + estimate_tokens(tool.name) + estimate_tokens(tool.description)
-        total += estimate_tokens(schema)
+        total += TOOL_OVERHEAD + sum(map(estimate_tokens, (tool.name, tool.description, schema)))
     return total

@@ -36,5 +36,4 @@ class LogThrottle:
 
 
 def held_back(count: int) -> str:
-    """The suffix a line carries when lines like it were held back."""
     return f" ({count} more like it held back)" if count else ""

@@ -35,7 +35,6 @@ def reset() -> Metrics:
 
 
 def exposition(accept: str = "") -> tuple[bytes, str]:
-    """The current figures in the format the scraper asked for, with its content type."""
     encode, content_type = choose_encoder(accept)
     return encode(_current.registry), content_type
 
@@ -154,12 +153,6 @@ def _model_outcome(result: object) -> str:
         return "refused_option"
     error = getattr(result, "error", None)
     return "rate_limited" if isinstance(error, LLMRateLimited) else "unavailable"
-
-
-def model_wait(error: LLMError, seconds: float) -> None:
-    """The model client waits before a retry: a rate-limit wait when the service said 429."""
-    if isinstance(error, LLMRateLimited):
-        rate_limit_wait("model", seconds)
 
 
 # --- tools and servers ---------------------------------------------------------------------------

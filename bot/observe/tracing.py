@@ -29,8 +29,7 @@ _tracer: Any = None
 
 
 def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> bool:
-    """Send spans to the OTLP/HTTP collector at `endpoint`; True when spans will be sent (without
-    the SDK, one warning says how to install it)."""
+    """Send spans to the OTLP/HTTP collector at `endpoint`; True when spans will be sent."""
     global _tracer
     if not endpoint:
         return False
@@ -78,7 +77,6 @@ def model_span(model: str) -> AbstractContextManager[object]:
 
 
 def tool_span(tool: str, call_id: str) -> AbstractContextManager[object]:
-    """One tool call on its MCP server, from the request to its result."""
     return _span(
         f"execute_tool {tool}",
         {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id},

@@ -60,10 +60,9 @@ class Place:
 
     @classmethod
     def parse(cls, text: str, platforms: Platforms) -> Place:
-        """A place from its written form, as `nerve tools --place` and the policy section take it.
-
-        A platform's name, then in any order, separated by `:`: `dm`, `guild:<id>`, `user:<id>`, a channel
-        id (bare or `channel:<id>`); e.g. `<platform>:guild:G1:C5`. Raises ValueError saying what to write."""
+        """A place as `nerve tools --place` and the policy section write it: a platform's name, then in any
+        order, separated by `:`, `dm`, `guild:<id>`, `user:<id>`, a channel id (bare or `channel:<id>`);
+        e.g. `<platform>:guild:G1:C5`. Raises ValueError saying what to write."""
         platform, *parts = text.strip().split(":")
         known = platforms.get(platform)
         if known is None:

@@ -151,9 +151,8 @@ def split_markdown(text: str, limit: int) -> list[str]:
         else:
             cut, next_start = _choose_cut(lines, start, room)
             end_state = lines.state_at(cut)
-        body = text[start:cut]
         closer = "" if end_state is None else "\n" + end_state.marker
-        if body.strip():
+        if (body := text[start:cut]).strip():
             chunks.append(head + body + closer)
         start = next_start
     # Only a fence marker nearly half as long as `limit` can overflow: then the limit wins.
@@ -269,17 +268,14 @@ def _fenced_blocks(text: str) -> list[tuple[int, int]]:
     lines = _Lines(text)
     blocks: list[tuple[int, int]] = []
     start: int | None = None
-    for i, toggled in enumerate(lines.is_fence):
-        if not toggled:
-            continue
-        if start is None:
-            if text[lines.starts[i]] in "`~":
-                start = lines.starts[i]
-            else:
-                return blocks  # an indented opener: nothing after it can be trusted to be code
-        else:
+    for i in (i for i, toggled in enumerate(lines.is_fence) if toggled):
+        if start is not None:
             blocks.append((start, lines.ends[i]))
             start = None
+        elif text[lines.starts[i]] in "`~":
+            start = lines.starts[i]
+        else:
+            return blocks  # an indented opener: nothing after it can be trusted to be code
     if start is not None:
         blocks.append((start, len(text)))
     return blocks
@@ -309,11 +305,9 @@ def _outside(text: str, regions: list[tuple[int, int]], change: Callable[[str], 
 
 
 def show_link_targets(text: str) -> str:
-    """Markdown from the model or a tool with no link whose text hides where it goes.
-
-    `[google.com](https://evil.example)` becomes `google.com (https://evil.example)`. Every other link
-    form (references, definitions, images) loses its `]` adjacency to a zero-width space, even in inline
-    code, whose ends hostile text plays with; fenced blocks every reader agrees on stay as they are."""
+    """No link whose text hides where it goes: `[a.com](https://b.example)` becomes `a.com (https://b.example)`;
+    every other link form (references, definitions, images) loses its `]` adjacency to a zero-width space,
+    even in inline code, whose ends hostile text plays with; fenced blocks every reader agrees on stay."""
 
     def shown(match: re.Match[str]) -> str:
         label, url = match.group(1).strip(), match.group(2)

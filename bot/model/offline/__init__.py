@@ -186,8 +186,7 @@ class OfflineModel:
 
 
 def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMessage]]:
-    """The latest user message that is not the host's "are you sure no tool is needed?" nudge, and
-    the messages after it."""
+    """The latest user message but the host's "are you sure no tool is needed?", and what followed."""
     for i in range(len(messages) - 1, -1, -1):
         text = (messages[i].content or "").lower()
         sure = any(w in text for w in ("sure", "confirm", "certain"))
@@ -200,11 +199,9 @@ def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMes
 def _calls(chosen: list[Candidate], first_id: int) -> ChatMessage | None:
     calls = tuple(
         ToolCall(
-            id=f"call_offline_{first_id + i}",
-            name=c.tool.name,
-            arguments=json.dumps(c.filled.args, ensure_ascii=False),
+            id=f"call_offline_{i}", name=c.tool.name, arguments=json.dumps(c.filled.args, ensure_ascii=False)
         )
-        for i, c in enumerate(chosen)
+        for i, c in enumerate(chosen, first_id)
     )
     return ChatMessage(role="assistant", tool_calls=calls) if calls else None
 
@@ -233,9 +230,8 @@ def _next_round(
     chosen = choose(candidates(question, fresh)) if replaced else []
     if not chosen:
         known: dict[str, Any] = {}
-        for outcome in read_outcomes(since, tools):
-            if not outcome.failed:
-                _collect(outcome.data, known)
+        for outcome in (o for o in read_outcomes(since, tools) if not o.failed):
+            _collect(outcome.data, known)
         chosen = choose([c for c in candidates(question, fresh, known) if c.filled.from_results])
     return _calls(chosen, first_id)
 

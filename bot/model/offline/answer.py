@@ -228,8 +228,7 @@ def _facts(data: Any, args: dict[str, Any], parent: str = "") -> tuple[list[str]
         elif isinstance(value, str) and len(value.split()) >= 5:
             notes.append(f"{_human(key).capitalize()}: {value}")
         elif args.get(_split_unit(key)[0]) != value:  # the call's own arguments, echoed back, say nothing
-            phrase = _scalar(key, value, data, parent)
-            phrases += [phrase] if phrase else []
+            phrases += [phrase] if (phrase := _scalar(key, value, data, parent)) else []
     return phrases, notes
 
 

@@ -132,8 +132,7 @@ class Question:
 
 
 def _json_object(text: str) -> tuple[dict[str, Any], int, int]:
-    """The first JSON object written in the text and where it sits; one nested deeper than any
-    question's arguments are is read as plain text."""
+    """The first JSON object in the text and where it sits; one nested too deep is read as text."""
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:
@@ -280,8 +279,7 @@ def _fits(kind: Any, value: Any) -> bool:
 
 
 def _from_fields(name: str, prop: dict[str, Any], kind: Any, fields: dict[str, Any]) -> Any:
-    """The value a JSON object in the question gives under this argument's name (or a key that
-    starts it or that it starts: "lat" for "latitude")."""
+    """A JSON object's value under this argument's name, or a key it starts or that starts it ("lat")."""
     wanted = norm(name)
     close = [
         k for k in fields if min(len(k), len(wanted)) >= 3 and (k.startswith(wanted) or wanted.startswith(k))
