@@ -151,8 +151,7 @@ def _model_outcome(result: object) -> str:
         return "ok"
     if result is None:
         return "refused_option"
-    error = getattr(result, "error", None)
-    return "rate_limited" if isinstance(error, LLMRateLimited) else "unavailable"
+    return "rate_limited" if isinstance(getattr(result, "error", None), LLMRateLimited) else "unavailable"
 
 
 # --- tools and servers ---------------------------------------------------------------------------
