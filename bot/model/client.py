@@ -22,7 +22,7 @@ from openai import AsyncStream
 from openai.types.chat import ChatCompletion
 
 from bot.config import Settings
-from bot.errors import ContextTooLong, LLMError, LLMUnavailable, StreamCut
+from bot.errors import LLMError, LLMRateLimited, LLMUnavailable, StreamCut
 from bot.model.retries import (
     CONTEXT_PATTERNS,
     MAX_RETRY_AFTER,
@@ -33,6 +33,7 @@ from bot.model.retries import (
     exhausted,
     one_line,
     server_message,
+    too_long,
 )
 from bot.model.stream import StreamAssembler
 from bot.observe import metrics
@@ -95,11 +96,10 @@ class OpenAILLM:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAILLM:
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return cls(
             model=settings.nerve_model,
             base_url=settings.openai_base_url,
-            api_key=key,
+            api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
             timeout=settings.nerve_llm_timeout,
             max_retries=settings.nerve_llm_max_retries,
             stream=settings.nerve_llm_stream,
@@ -130,29 +130,24 @@ class OpenAILLM:
                 return failure
             if failure is None:
                 continue  # the provider refused a streaming field: asked again at once, without it
+            error = failure.error
             if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
                 # Asked for a longer pause than anyone waits for an answer: said at once, with when.
                 wait = failure.retry_after
-                raise type(failure.error)(
-                    f"{failure.error.message.rstrip('.')}; the service asks to wait {wait:.0f} s",
-                    retry_after=wait,
-                    headline=failure.error.headline,
-                )
+                said = f"{error.message.rstrip('.')}; the service asks to wait {wait:.0f} s"
+                raise type(error)(said, retry_after=wait, headline=error.headline)
             budget = min(self._max_retries, failure.max_retries)
             if attempt >= budget:
-                raise exhausted(failure.error, attempt)
+                raise exhausted(error, attempt)
             wait = failure.retry_after if failure.retry_after is not None else backoff_delay(attempt)
             attempt += 1
             logger.warning(
-                "model call failed (%s); retry %d of %d in %.1f s",
-                failure.error.message,
-                attempt,
-                budget,
-                wait,
+                "model call failed (%s); retry %d of %d in %.1f s", error.message, attempt, budget, wait
             )
             text = f"{failure.progress_text}, retrying in {_seconds(wait)} s"
             await progress(TurnEvent(kind="retrying", message=text, retry_in=wait))
-            metrics.model_wait(failure.error, wait)
+            if isinstance(error, LLMRateLimited):
+                metrics.rate_limit_wait("model", wait)
             await self._sleep(wait)
 
     @metrics.model_request
@@ -182,12 +177,12 @@ class OpenAILLM:
                 return None
             return classify_status(exc, self._model)
         except openai.APITimeoutError:
-            return self._timed_out()
+            why = f"the model service at {self._where} did not answer within {self._timeout:g} s"
+            return Retryable(LLMUnavailable(why), progress_text="model service timed out")
         except openai.APIConnectionError as exc:
             return Retryable(
                 LLMUnavailable(f"could not reach the model service at {self._where} ({cause(exc)})"),
                 progress_text="model service unreachable",
-                retry_after=None,
                 # A refused connection is usually a wrong URL or a stopped server: one retry
                 # covers a restart, more only keep the user waiting.
                 max_retries=1,
@@ -204,13 +199,6 @@ class OpenAILLM:
         if completion.message.content:
             await progress(TurnEvent(kind="text", message=completion.message.content))
         return completion
-
-    def _timed_out(self) -> Retryable:
-        return Retryable(
-            LLMUnavailable(f"the model service at {self._where} did not answer within {self._timeout:g} s"),
-            progress_text="model service timed out",
-            retry_after=None,
-        )
 
     def _learn_refusal(self, exc: openai.APIStatusError, body: Mapping[str, Any]) -> bool:
         """True when the provider refused `stream_options` or streaming itself, remembered for the process."""
@@ -230,7 +218,6 @@ class OpenAILLM:
         return False
 
     async def _read(self, stream: AsyncStream[object], progress: Progress) -> Completion | Retryable:
-        """Assemble a streamed answer, showing its text as it comes."""
         assembler = StreamAssembler()
         while True:
             # The first chunk may take as long as a whole answer used to; later ones come quickly.
@@ -251,14 +238,11 @@ class OpenAILLM:
             except openai.APIError as exc:
                 # An error event inside the stream: the provider gave up on this answer.
                 if not assembler.text and CONTEXT_PATTERNS.search(f"{exc.code or ''} {exc.message}"):
-                    raise ContextTooLong(
-                        f"the conversation is longer than the model's context window: {exc.message}"
-                    ) from None
+                    raise too_long(exc.message) from None
                 return self._broken(assembler, f"the service reported: {one_line(exc.message, 200)}")
             except ValueError:
                 return self._broken(assembler, "it sent a chunk that is not JSON")
-            text = assembler.feed(chunk)
-            if text:
+            if text := assembler.feed(chunk):
                 await progress(TurnEvent(kind="text", message=text))
         if not assembler.finished:
             return self._broken(assembler, "the stream ended before the answer did")
@@ -268,11 +252,8 @@ class OpenAILLM:
         """A stream that broke off: retried while nothing was shown, else the shown text ends the turn."""
         if assembler.text:
             raise StreamCut(f"the model service stopped sending the answer ({why})", partial=assembler.text)
-        return Retryable(
-            LLMUnavailable(f"the model service's answer broke off ({why})"),
-            progress_text="model answer broke off",
-            retry_after=None,
-        )
+        broke = LLMUnavailable(f"the model service's answer broke off ({why})")
+        return Retryable(broke, progress_text="model answer broke off")
 
     async def _unstreamed(self, stream: AsyncStream[object], content_type: str) -> Completion:
         """A 200 that is not an event stream: a server that ignores `stream`, or a web page, not the API."""
@@ -281,9 +262,9 @@ class OpenAILLM:
         if "json" in content_type:
             with contextlib.suppress(ValueError):
                 data = json.loads(raw)
-        if not isinstance(data, dict) or "choices" not in data:
-            return self._to_completion(data)
-        return self._to_completion(ChatCompletion.construct(**data))
+        if isinstance(data, dict) and "choices" in data:
+            data = ChatCompletion.construct(**data)
+        return self._to_completion(data)
 
     def _new_id(self) -> str:
         # Ids for tool calls a server sent without one; the random part keeps them unique across
@@ -312,15 +293,12 @@ class OpenAILLM:
                 raise LLMError("the model service sent a tool call with neither a function nor a name")
             # Some servers omit the id or send ""; the agent keys results by it, so it must be unique.
             call_id = getattr(call, "id", None) or self._new_id()
-            calls.append(
-                ToolCall(id=call_id, name=name, arguments=arguments if arguments is not None else "")
-            )
+            calls.append(ToolCall(id=call_id, name=name, arguments=arguments or ""))
         content = "" if message.content is None and not calls else message.content
         usage = None
-        if response.usage is not None:
+        if (counted := response.usage) is not None:
             usage = Usage(
-                prompt_tokens=response.usage.prompt_tokens or 0,
-                completion_tokens=response.usage.completion_tokens or 0,
+                prompt_tokens=counted.prompt_tokens or 0, completion_tokens=counted.completion_tokens or 0
             )
         return Completion(
             message=ChatMessage(role="assistant", content=content, tool_calls=tuple(calls)),

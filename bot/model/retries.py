@@ -30,26 +30,22 @@ _PERMANENT_SERVER_STATUS = frozenset({501})
 
 
 # How OpenAI and the servers that imitate it word "the prompt is longer than the context window".
-CONTEXT_PATTERNS = re.compile(
-    "|".join(
-        [
-            r"context[_ ]length[_ ]exceeded",
-            r"maximum context length",
-            r"context length of only",  # LM Studio
-            r"exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context",  # "exceeds the context window"
-            r"exceed_context_size",  # llama.cpp error type
-            r"exceeds the available context size",  # llama.cpp
-            r"context (?:window|size) (?:is )?(?:exceeded|too small)",
-            r"too many tokens",
-            r"prompt is too long",
-            r"input (?:is )?too long",
-            r"input length exceeds",
-            r"longer than the maximum model length",  # vLLM
-            r"reduce the length of the messages",
-        ]
-    ),
-    re.IGNORECASE,
+_CONTEXT_WORDINGS = (
+    r"context[_ ]length[_ ]exceeded",
+    r"maximum context length",
+    r"context length of only",  # LM Studio
+    r"exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context",  # "exceeds the context window"
+    r"exceed_context_size",  # llama.cpp error type
+    r"exceeds the available context size",  # llama.cpp
+    r"context (?:window|size) (?:is )?(?:exceeded|too small)",
+    r"too many tokens",
+    r"prompt is too long",
+    r"input (?:is )?too long",
+    r"input length exceeds",
+    r"longer than the maximum model length",  # vLLM
+    r"reduce the length of the messages",
 )
+CONTEXT_PATTERNS = re.compile("|".join(_CONTEXT_WORDINGS), re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -59,7 +55,7 @@ class Retryable:
     error: LLMError
     _: KW_ONLY
     progress_text: str
-    retry_after: float | None
+    retry_after: float | None = None
     max_retries: int = 1_000
 
 
@@ -77,9 +73,7 @@ def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
     detail = server_message(exc)
     code = exc.code or ""
     if status == 413 or CONTEXT_PATTERNS.search(f"{code} {exc.type or ''} {detail}"):
-        raise ContextTooLong(
-            f"the conversation is longer than the model's context window: {detail}"
-        ) from None
+        raise too_long(detail) from None
     if status == 429:
         if code == "insufficient_quota":
             raise LLMError(f"the model service account is out of quota (429): {detail}") from None
@@ -107,9 +101,12 @@ def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
     raise LLMError(f"the model service refused the request ({status}): {detail}") from None
 
 
+def too_long(detail: str) -> ContextTooLong:
+    return ContextTooLong(f"the conversation is longer than the model's context window: {detail}")
+
+
 def backoff_delay(attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
-    """Exponential backoff with full jitter, uniform in [0, min(cap, base·2^attempt)]: the retries of
-    many conversations that failed together do not hit a recovering service in one burst."""
+    """Full jitter in [0, min(cap, base·2^attempt)]: conversations that failed together retry apart."""
     return random.uniform(0.0, min(cap, base * 2.0**attempt))
 
 
@@ -134,7 +131,6 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
 def server_message(exc: openai.APIStatusError) -> str:
     """The server's own words: OpenAI's `error.message`, a bare string error, or the raw body."""
     body = exc.body
-    text: str
     if isinstance(body, Mapping):
         message = body.get("message") or body.get("detail") or body.get("error")
         text = message if isinstance(message, str) else exc.message
@@ -146,7 +142,6 @@ def server_message(exc: openai.APIStatusError) -> str:
 
 
 def one_line(text: str, limit: int) -> str:
-    """Text with its blanks and line breaks as single spaces, cut at `limit` characters."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "…"
 

@@ -7,20 +7,11 @@ Chunks are read leniently as raw JSON: building the SDK's models cost half a mil
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from bot.types import ChatMessage, Completion, ToolCall, Usage
-
-
-@dataclass(slots=True)
-class _CallParts:
-    """The fragments of one tool call received so far."""
-
-    id: list[str] = field(default_factory=list)
-    name: list[str] = field(default_factory=list)
-    arguments: list[str] = field(default_factory=list)
 
 
 class StreamAssembler:
@@ -28,7 +19,8 @@ class StreamAssembler:
 
     def __init__(self) -> None:
         self._text: list[str] = []
-        self._calls: dict[int, _CallParts] = {}
+        # Per call index, the fragments of its "id", "name" and "arguments" received so far.
+        self._calls: dict[int, defaultdict[str, list[str]]] = {}
         self._last_index: int | None = None
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
@@ -63,15 +55,12 @@ class StreamAssembler:
                 continue  # only the first choice is asked for
             delta = choice.get("delta")
             if isinstance(delta, Mapping):
-                content = delta.get("content")
-                if isinstance(content, str):
-                    text += content
+                text += _str(delta.get("content"))
                 calls = delta.get("tool_calls")
                 for fragment in calls if isinstance(calls, list) else ():
                     if isinstance(fragment, Mapping):
                         self._take_fragment(fragment)
-            reason = choice.get("finish_reason")
-            if isinstance(reason, str) and reason:
+            if reason := _str(choice.get("finish_reason")):
                 self.finish_reason = reason
         if text:
             self._text.append(text)
@@ -82,35 +71,35 @@ class StreamAssembler:
         call_id = _str(fragment.get("id"))
         if isinstance(given, int):
             index = given
-        elif self._last_index is None or (call_id and call_id != "".join(self._calls[self._last_index].id)):
+        elif self._last_index is None or (
+            call_id and call_id != "".join(self._calls[self._last_index]["id"])
+        ):
             # The wire format requires an index; servers that leave it out send each call whole or
             # in order, so a fragment with a new id starts a call and any other continues the last.
             index = len(self._calls)
         else:
             index = self._last_index
-        parts = self._calls.setdefault(index, _CallParts())
+        parts = self._calls.setdefault(index, defaultdict(list))
         self._last_index = index
         function = fragment.get("function")
         if not isinstance(function, Mapping):
             function = {}
-        if call_id:
-            parts.id.append(call_id)
-        if name := _str(function.get("name")):
-            parts.name.append(name)
-        if arguments := _str(function.get("arguments")):
-            parts.arguments.append(arguments)
+        pieces = {"id": call_id, "name": function.get("name"), "arguments": function.get("arguments")}
+        for key, value in pieces.items():
+            if value := _str(value):
+                parts[key].append(value)
 
     def completion(self, new_id: Callable[[], str]) -> Completion:
         """The whole answer; `new_id()` names a call the server sent without an id."""
         calls = tuple(
             ToolCall(
-                id="".join(parts.id) or new_id(),
-                name="".join(parts.name),
-                arguments="".join(parts.arguments),
+                id="".join(parts["id"]) or new_id(),
+                name="".join(parts["name"]),
+                arguments="".join(parts["arguments"]),
             )
             for _, parts in sorted(self._calls.items())
             # A fragment with nothing readable in it is noise, not a call.
-            if parts.name or parts.arguments
+            if parts["name"] or parts["arguments"]
         )
         content = self.text if self._text or not calls else None
         return Completion(

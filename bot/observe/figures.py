@@ -20,19 +20,12 @@ MAX_TOOLS_PER_SERVER = 100
 MAX_PLATFORMS = 16
 OTHER = "other"
 
-TURN_OUTCOMES = frozenset(
-    {
-        "answered",
-        "failed",
-        "timed_out",
-        "refused_busy",
-        "refused_too_long",
-        "parked",
-        "deferred",
-        "cut_off",
-        "cancelled",
-    }
-)
+# fmt: off
+TURN_OUTCOMES = frozenset({
+    "answered", "failed", "timed_out", "refused_busy", "refused_too_long", "parked", "deferred", "cut_off",
+    "cancelled",
+})
+# fmt: on
 QUESTION_OUTCOMES = frozenset(
     {"accepted", "declined", "cancelled", "expired", "ended", "completed", "refused"}
 )
@@ -59,9 +52,7 @@ class _Names:
     def label(self, value: str, scope: str = "") -> str:
         value = clean_label(value)
         seen = self._seen.setdefault(scope, set())
-        if value in seen:
-            return value
-        if len(seen) >= self._cap:
+        if value not in seen and len(seen) >= self._cap:
             return OTHER
         seen.add(value)
         return value

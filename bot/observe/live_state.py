@@ -60,8 +60,6 @@ class Gate(Protocol):
 
 @dataclass
 class Live:
-    """The present state of this process, read when /metrics is scraped."""
-
     servers: dict[str, bool] = field(default_factory=dict)
     # Each server's circuits: the shared link's, and one per person for a per-person server.
     circuits: dict[str, weakref.WeakSet[Breaker]] = field(default_factory=dict)
@@ -74,8 +72,6 @@ live = Live()
 
 
 class LiveGauges(Collector):
-    """The gauges of the present, read from `live` when /metrics is scraped."""
-
     def collect(self) -> Iterable[Metric]:
         up = GaugeMetricFamily(
             "nerve_mcp_server_up", "1 while an MCP server is connected.", labels=["server"]

@@ -39,8 +39,7 @@ def turn_context(key: ConversationKey) -> Iterator[Turn]:
         _current.reset(token)
 
 
-def current_turn() -> Turn | None:
-    return _current.get()
+current_turn = _current.get
 
 
 def server_context(name: str) -> Context:
@@ -50,13 +49,9 @@ def server_context(name: str) -> Context:
     return context
 
 
-def current_server() -> str | None:
-    return _server.get()
+current_server = _server.get
 
 
 def fields(event: str, *, server: str | None = None) -> dict[str, str]:
     """`extra=` for a log line an operator may act on: its event name, and the server it is about."""
-    extra = {"event": event}
-    if server is not None:
-        extra["server"] = server
-    return extra
+    return {"event": event} if server is None else {"event": event, "server": server}

@@ -14,8 +14,6 @@ MAX_KEYS = 1024
 
 
 class LogThrottle:
-    """Decides, per key, whether a line is written now."""
-
     def __init__(self, every: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._every = every
         self._clock = clock
@@ -38,5 +36,4 @@ class LogThrottle:
 
 
 def held_back(count: int) -> str:
-    """The suffix a line carries when lines like it were held back."""
     return f" ({count} more like it held back)" if count else ""

@@ -35,7 +35,6 @@ def reset() -> Metrics:
 
 
 def exposition(accept: str = "") -> tuple[bytes, str]:
-    """The current figures in the format the scraper asked for, with its content type."""
     encode, content_type = choose_encoder(accept)
     return encode(_current.registry), content_type
 
@@ -129,18 +128,17 @@ def model_request(attempt: Request) -> Request:
 
     @functools.wraps(attempt)
     async def counted(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
         outcome = "error"
-        try:
-            result = await attempt(*args, **kwargs)
-            outcome = _model_outcome(result)
-            return result
-        except BaseException as exc:
-            outcome = next((name for kind, name in _MODEL_FAILURES if isinstance(exc, kind)), outcome)
-            raise
-        finally:
-            _current.model_requests.labels(outcome).inc()
-            _current.model_seconds.observe(time.perf_counter() - started)
+        with _current.model_seconds.time():
+            try:
+                result = await attempt(*args, **kwargs)
+                outcome = _model_outcome(result)
+                return result
+            except BaseException as exc:
+                outcome = next((name for kind, name in _MODEL_FAILURES if isinstance(exc, kind)), outcome)
+                raise
+            finally:
+                _current.model_requests.labels(outcome).inc()
 
     return cast(Request, counted)
 
@@ -153,14 +151,7 @@ def _model_outcome(result: object) -> str:
         return "ok"
     if result is None:
         return "refused_option"
-    error = getattr(result, "error", None)
-    return "rate_limited" if isinstance(error, LLMRateLimited) else "unavailable"
-
-
-def model_wait(error: LLMError, seconds: float) -> None:
-    """The model client waits before a retry: a rate-limit wait when the service said 429."""
-    if isinstance(error, LLMRateLimited):
-        rate_limit_wait("model", seconds)
+    return "rate_limited" if isinstance(getattr(result, "error", None), LLMRateLimited) else "unavailable"
 
 
 # --- tools and servers ---------------------------------------------------------------------------
@@ -177,14 +168,12 @@ def tool_call(server: str, tool: str, result: ToolResult) -> None:
 
 
 def server_up(server: str, up: bool) -> None:
-    """An MCP server connected (True) or went away (False)."""
     name = clean_label(server)
     if name in live.servers or len(live.servers) < MAX_SERVERS:
         live.servers[name] = up
 
 
 def server_restart(server: str) -> None:
-    """An MCP server is being started again after it stopped or failed to start."""
     _current.restarts.labels(_current.servers.label(server)).inc()
 
 
@@ -196,10 +185,7 @@ def watch_circuit(server: str, breaker: Breaker) -> None:
 
 
 def forget_circuit(server: str, breaker: Breaker) -> None:
-    """A server link closed: its circuit no longer counts."""
-    breakers = live.circuits.get(clean_label(server))
-    if breakers is not None:
-        breakers.discard(breaker)
+    live.circuits.get(clean_label(server), set()).discard(breaker)
 
 
 def rate_limit_wait(platform: str, seconds: float) -> None:
@@ -218,13 +204,11 @@ def watch_gate(gate: Gate) -> None:
 
 
 def approval_parked(prompt: ApprovalPrompt) -> None:
-    """A turn parked with calls that wait for a decision."""
     if prompt.calls:
         live.approvals.add(prompt.request_id, prompt.expires_at)
 
 
 def approvals_decided(count: int, approve: bool) -> None:
-    """A person approved or denied `count` calls with one click."""
     if count:
         _current.approvals.labels("approved" if approve else "denied").inc(count)
 
@@ -232,8 +216,7 @@ def approvals_decided(count: int, approve: bool) -> None:
 def approval_resumed(request_id: str, calls: Sequence[PendingCall]) -> None:
     """A parked turn goes on: it no longer waits, and its calls nobody decided on expired."""
     live.approvals.drop(request_id)
-    expired = sum(1 for call in calls if call.status == "expired")
-    if expired:
+    if expired := sum(1 for call in calls if call.status == "expired"):
         _current.approvals.labels("expired").inc(expired)
 
 
@@ -249,7 +232,6 @@ def question_settled(request_id: str) -> None:
 
 
 def question_ended(status: str, request_id: str | None = None) -> None:
-    """The call that asked learnt how its question ended."""
     if request_id is not None:
         live.questions.drop(request_id)
     _current.questions.labels(status if status in QUESTION_OUTCOMES else OTHER).inc()

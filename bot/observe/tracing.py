@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from bot.observe.log_context import current_turn
@@ -29,9 +29,7 @@ _tracer: Any = None
 
 
 def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> bool:
-    """Send spans to the OTLP/HTTP collector at `endpoint`; True when spans will be sent.
-
-    Without an endpoint nothing happens; without the SDK, one warning says how to install it."""
+    """Send spans to the OTLP/HTTP collector at `endpoint`; True when spans will be sent."""
     global _tracer
     if not endpoint:
         return False
@@ -57,31 +55,28 @@ def start(endpoint: str | None, environ: Mapping[str, str] | None = None) -> boo
     return True
 
 
-@contextmanager
-def _span(name: str, attributes: dict[str, str]) -> Iterator[None]:
+def _span(name: str, attributes: dict[str, str]) -> AbstractContextManager[object]:
     if _tracer is None:
-        yield
-        return
+        return nullcontext()
     turn = current_turn()
     if turn is not None:
         attributes = {"nerve.conversation": turn.conversation, "nerve.turn": turn.id, **attributes}
     # An exception leaving the block is recorded on the span, which is then marked as failed.
-    with _tracer.start_as_current_span(name, attributes=attributes):
-        yield
+    span: AbstractContextManager[object] = _tracer.start_as_current_span(name, attributes=attributes)
+    return span
 
 
-def turn_span() -> AbstractContextManager[None]:
+def turn_span() -> AbstractContextManager[object]:
     """The whole turn (or resumed turn) that `turn_context` marks."""
     return _span("nerve.turn", {})
 
 
-def model_span(model: str) -> AbstractContextManager[None]:
+def model_span(model: str) -> AbstractContextManager[object]:
     """One request to the model service (each retry is a span of its own)."""
     return _span(f"chat {model}", {"gen_ai.operation.name": "chat", "gen_ai.request.model": model})
 
 
-def tool_span(tool: str, call_id: str) -> AbstractContextManager[None]:
-    """One tool call on its MCP server, from the request to its result."""
+def tool_span(tool: str, call_id: str) -> AbstractContextManager[object]:
     return _span(
         f"execute_tool {tool}",
         {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id},

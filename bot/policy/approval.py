@@ -27,23 +27,13 @@ class ToolHints:
     def from_annotations(cls, annotations: dict[str, Any] | None) -> ToolHints:
         """From the wire form (`readOnlyHint`, …); anything that is not a real boolean counts as unsaid."""
         data = annotations or {}
-
-        def flag(name: str) -> bool | None:
-            value = data.get(name)
-            return value if isinstance(value, bool) else None
-
-        return cls(
-            read_only=flag("readOnlyHint"),
-            destructive=flag("destructiveHint"),
-            open_world=flag("openWorldHint"),
-        )
+        wire = {"read_only": "readOnlyHint", "destructive": "destructiveHint", "open_world": "openWorldHint"}
+        return cls(**{field: data[name] for field, name in wire.items() if isinstance(data.get(name), bool)})
 
 
 def needs_approval(mode: ApprovalMode, hints: ToolHints, *, trusted: bool) -> bool:
-    """True when a person must approve the call before it runs.
-
-    `never` runs at once, `always` always asks; under `writes` only a tool a trusted server marks
-    read-only (and not destructive) runs at once: a lying server must not get its tools run unasked."""
+    """Under `writes` only a tool a trusted server marks read-only (and not destructive) runs
+    unasked: a lying server must not get its tools run without a person's approval."""
     if mode == "never":
         return False
     if mode == "always":

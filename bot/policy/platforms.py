@@ -41,7 +41,3 @@ class Platforms:
 
     def get(self, name: str) -> Platform | None:
         return next((platform for platform in self.known if platform.name == name), None)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(platform.name for platform in self.known)

@@ -33,15 +33,11 @@ _ToolT = TypeVar("_ToolT", bound=_Offerable)
 
 
 def _any_match(patterns: Sequence[str], server: str, tool: str) -> bool:
-    return any(_matches(pattern, server, tool) for pattern in patterns)
-
-
-def _matches(pattern: str, server: str, tool: str) -> bool:
     """`server` alone covers every tool of the server; `server/tool` one tool; `*` works in either part."""
-    server_pattern, _, tool_pattern = pattern.partition("/")
-    if not fnmatch.fnmatchcase(server, server_pattern):
-        return False
-    return not tool_pattern or fnmatch.fnmatchcase(tool, tool_pattern)
+    parts = (pattern.partition("/") for pattern in patterns)
+    return any(
+        fnmatch.fnmatchcase(server, s) and (not t or fnmatch.fnmatchcase(tool, t)) for s, _, t in parts
+    )
 
 
 def _who_has_guilds(platforms: Platforms, title: str) -> str:
@@ -64,14 +60,13 @@ class Place:
 
     @classmethod
     def parse(cls, text: str, platforms: Platforms) -> Place:
-        """A place from its written form, as `nerve tools --place` and the policy section take it.
-
-        A platform's name, then in any order, separated by `:`: `dm`, `guild:<id>`, `user:<id>`, a channel
-        id (bare or `channel:<id>`); e.g. `<platform>:guild:G1:C5`. Raises ValueError saying what to write."""
+        """A place as `nerve tools --place` and the policy section write it: a platform's name, then in any
+        order, separated by `:`, `dm`, `guild:<id>`, `user:<id>`, a channel id (bare or `channel:<id>`);
+        e.g. `<platform>:guild:G1:C5`. Raises ValueError saying what to write."""
         platform, *parts = text.strip().split(":")
         known = platforms.get(platform)
         if known is None:
-            names = ", ".join(platforms.names)
+            names = ", ".join(entry.name for entry in platforms.known)
             expected = f"it must start with one of {names}" if names else "no platform is known here"
             raise ValueError(f"place {text!r} starts with {platform!r}; {expected}")
         found: dict[str, str] = {}
@@ -102,13 +97,7 @@ class Place:
             )
         if dm and "guild" in found:
             raise ValueError(f"place {text!r}: a DM is not in a guild")
-        return cls(
-            platform=platform,
-            channel=found.get("channel"),
-            guild=found.get("guild"),
-            dm=dm,
-            user=found.get("user"),
-        )
+        return cls(platform=platform, dm=dm, **found)
 
     def rule_names(self) -> list[str]:
         """Policy keys that may apply here, most specific first."""
@@ -146,11 +135,7 @@ class Scopes:
 
     def rule_for(self, place: Place) -> tuple[str, Rule] | None:
         """The most specific rule set that exists for the place, with its name."""
-        for name in place.rule_names():
-            rule = self.rules.get(name)
-            if rule is not None:
-                return name, rule
-        return None
+        return next(((name, self.rules[name]) for name in place.rule_names() if name in self.rules), None)
 
     def allows(self, place: Place, server: str, tool: str) -> bool:
         found = self.rule_for(place)
@@ -162,7 +147,6 @@ class Scopes:
         return not rule.allow or _any_match(rule.allow, server, tool)
 
     def offered(self, place: Place, tools: Iterable[_ToolT]) -> list[_ToolT]:
-        """The tools (ToolSpecs) this place may call, in order, judged by server and original name."""
         return [tool for tool in tools if self.allows(place, tool.server, tool.original_name)]
 
 

@@ -20,32 +20,29 @@ _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 class TooDeep(ValueError):
     """JSON nested deeper than the limit: a ValueError, so callers that treat bad JSON as text still do."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"nested deeper than {limit} levels")
+    def __init__(self) -> None:
+        super().__init__(f"nested deeper than {MAX_DEPTH} levels")
 
 
 def loads(
     text: str,
     *,
-    max_depth: int = MAX_DEPTH,
     parse_constant: Callable[[str], Any] | None = None,
     parse_float: Callable[[str], Any] | None = None,
 ) -> Any:
-    """`json.loads`, but JSON nested deeper than `max_depth` raises `TooDeep` instead of recursing."""
+    """`json.loads`, but JSON nested deeper than `MAX_DEPTH` raises `TooDeep` instead of recursing."""
     try:
         value = json.loads(text, parse_constant=parse_constant, parse_float=parse_float)
     except RecursionError:
-        raise TooDeep(max_depth) from None
-    if isinstance(value, dict | list) and _text_deeper_than(text, max_depth):
-        raise TooDeep(max_depth)
+        raise TooDeep from None
+    if isinstance(value, dict | list) and _text_deeper_than(text, MAX_DEPTH):
+        raise TooDeep
     return value
 
 
 def _text_deeper_than(text: str, limit: int) -> bool:
-    """Whether valid JSON text nests deeper than `limit`, counted without recursion.
-
-    With escapes removed and strings dropped, each pass removes the innermost bracket pairs; every step
-    runs in C, so this costs about one parse."""
+    """Without recursion: with escapes and strings dropped, each pass removes the innermost bracket
+    pairs; every step runs in C, so this costs about one parse."""
     if text.count("[") + text.count("{") <= limit:
         return False
     plain = text.replace("\\\\", "").replace('\\"', "") if "\\" in text else text

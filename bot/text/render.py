@@ -29,10 +29,6 @@ class _Fence:
     marker: str
     info: str
 
-    @property
-    def opener(self) -> str:
-        return self.marker + self.info
-
     def closes_with(self, line: str) -> bool:
         match = _FENCE.match(line)
         if match is None or match.group(2).strip():
@@ -57,18 +53,15 @@ class _Lines:
             self.starts.append(pos)
             self.ends.append(pos + len(line))
             self.before.append(fence)
-            toggled = False
             if fence is None:
                 match = _FENCE.match(line)
                 # A backtick fence's info string may not contain backticks (that is inline code).
                 if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
                     fence = _Fence(match.group(1), match.group(2).strip())
-                    toggled = True
             elif fence.closes_with(line):
                 fence = None
-                toggled = True
             self.after.append(fence)
-            self.is_fence.append(toggled)
+            self.is_fence.append(fence is not self.before[-1])  # this line opened or closed one
             pos += len(line) + 1
 
     def line_of(self, pos: int) -> int:
@@ -93,8 +86,8 @@ def _head(fence: _Fence | None, limit: int) -> str:
     if fence is None:
         return ""
     # A long info string must not eat the chunk: reopen with the bare marker instead.
-    opener = fence.opener if len(fence.opener) + len(fence.marker) + 2 <= limit // 2 else fence.marker
-    return opener + "\n"
+    opener = fence.marker + fence.info
+    return (opener if len(opener) + len(fence.marker) + 2 <= limit // 2 else fence.marker) + "\n"
 
 
 def _skip_blank_lines(text: str, pos: int) -> int:
@@ -138,10 +131,8 @@ def _choose_cut(lines: _Lines, start: int, room: int) -> tuple[int, int]:
 
 
 def split_markdown(text: str, limit: int) -> list[str]:
-    """Split markdown into chunks of at most `limit` characters, never breaking a code fence.
-
-    Splits prefer a paragraph break near the end, then a line break, then a space. A chunk ending inside a
-    fence closes it and the next reopens it, within `limit`. Empty text gives `[]`: nothing to post."""
+    """Chunks of at most `limit` characters, cut at a paragraph break near the end, else a line break,
+    else a space; a chunk ending inside a code fence closes it and the next reopens it."""
     if limit < MIN_SPLIT_LIMIT:
         raise ValueError(f"limit must be at least {MIN_SPLIT_LIMIT} characters, got {limit}")
     text = text.rstrip().lstrip("\n")
@@ -150,9 +141,9 @@ def split_markdown(text: str, limit: int) -> list[str]:
     lines = _Lines(text)
     chunks: list[str] = []
     start = 0
-    reopen: _Fence | None = None
+    end_state: _Fence | None = None  # the fence the previous chunk closed, reopened by this one
     while start < len(text):
-        head = _head(reopen, limit)
+        head = _head(end_state, limit)
         room = limit - len(head)
         end_state = lines.after[-1]
         if (len(text) - start) + _closer_len(end_state) <= room:
@@ -160,11 +151,9 @@ def split_markdown(text: str, limit: int) -> list[str]:
         else:
             cut, next_start = _choose_cut(lines, start, room)
             end_state = lines.state_at(cut)
-        body = text[start:cut]
         closer = "" if end_state is None else "\n" + end_state.marker
-        if body.strip():
+        if (body := text[start:cut]).strip():
             chunks.append(head + body + closer)
-        reopen = end_state
         start = next_start
     # Only a fence marker nearly half as long as `limit` can overflow: then the limit wins.
     return [chunk[i : i + limit] for chunk in chunks for i in range(0, len(chunk), limit)]
@@ -274,24 +263,19 @@ _BACKTICKS = re.compile(r"`+")
 
 
 def _fenced_blocks(text: str) -> list[tuple[int, int]]:
-    """Where fenced code blocks are, counting only fences every CommonMark reader agrees on.
-
-    An indented opener may belong to a list item, whose end closes the block early, so nothing after one
-    is trusted as code. An unclosed block runs to the end."""
+    """Fenced code blocks every CommonMark reader agrees on: an indented opener may belong to a list
+    item, whose end closes the block early, so nothing after one is trusted as code."""
     lines = _Lines(text)
     blocks: list[tuple[int, int]] = []
     start: int | None = None
-    for i, toggled in enumerate(lines.is_fence):
-        if not toggled:
-            continue
-        if start is None:
-            if text[lines.starts[i]] in "`~":
-                start = lines.starts[i]
-            else:
-                return blocks  # an indented opener: nothing after it can be trusted to be code
-        else:
+    for i in (i for i, toggled in enumerate(lines.is_fence) if toggled):
+        if start is not None:
             blocks.append((start, lines.ends[i]))
             start = None
+        elif text[lines.starts[i]] in "`~":
+            start = lines.starts[i]
+        else:
+            return blocks  # an indented opener: nothing after it can be trusted to be code
     if start is not None:
         blocks.append((start, len(text)))
     return blocks
@@ -303,14 +287,11 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     i = 0
     while i < len(runs):
-        opener = runs[i]
-        width = len(opener.group(0))
+        width = len(runs[i].group(0))
         closer = next((j for j in range(i + 1, len(runs)) if len(runs[j].group(0)) == width), None)
-        if closer is None:
-            i += 1
-            continue
-        spans.append((opener.start(), runs[closer].end()))
-        i = closer + 1
+        if closer is not None:
+            spans.append((runs[i].start(), runs[closer].end()))
+        i = i + 1 if closer is None else closer + 1
     return spans
 
 
@@ -324,11 +305,9 @@ def _outside(text: str, regions: list[tuple[int, int]], change: Callable[[str], 
 
 
 def show_link_targets(text: str) -> str:
-    """Markdown from the model or a tool with no link whose text hides where it goes.
-
-    `[google.com](https://evil.example)` becomes `google.com (https://evil.example)`. Every other link
-    form (references, definitions, images) loses its `]` adjacency to a zero-width space, even in inline
-    code, whose ends hostile text plays with; fenced blocks every reader agrees on stay as they are."""
+    """No link whose text hides where it goes: `[a.com](https://b.example)` becomes `a.com (https://b.example)`;
+    every other link form (references, definitions, images) loses its `]` adjacency to a zero-width space,
+    even in inline code, whose ends hostile text plays with; fenced blocks every reader agrees on stay."""
 
     def shown(match: re.Match[str]) -> str:
         label, url = match.group(1).strip(), match.group(2)

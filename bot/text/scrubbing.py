@@ -24,7 +24,6 @@ def scrub(text: str) -> str:
 
 
 def scrub_bytes(data: bytes) -> str:
-    """Bytes from outside as text: invalid UTF-8 sequences become U+FFFD."""
     return data.decode("utf-8", "replace")
 
 

@@ -107,9 +107,8 @@ def _words_run_together(tool: ToolSpec, question: str) -> int:
 
 
 def relevance(tool: ToolSpec, question: str) -> int:
-    """How much of the question points at this tool; 0 means nothing does.
-
-    A trigger counts most (chosen by the operator), then coordinates, then name words, then description."""
+    """How much of the question points at this tool (0: nothing): an operator's trigger counts most,
+    then coordinates, then name words, then the description."""
     lowered = question.lower()
     asked = set(content_words(question))
     score = 3 * sum(1 for t in tool.triggers if t.strip() and _said(t.lower().strip(), lowered))
@@ -126,8 +125,6 @@ def relevance(tool: ToolSpec, question: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A tool the question points at, how strongly, and the arguments read for it."""
-
     tool: ToolSpec
     score: int
     filled: Filled
@@ -148,9 +145,8 @@ def candidates(question: str, tools: list[ToolSpec], known: dict[str, Any] | Non
 
 
 def choose(ranked: list[Candidate]) -> list[Candidate]:
-    """The calls to make: the best ready tool, plus each ready one that covers another part.
-
-    A tool that uses no value from the question is called only as the best match, when no tool uses one."""
+    """The best ready tool, plus each ready one that covers another part; one that uses no value
+    from the question is called only as the best match, when no tool uses one."""
     ready = [c for c in ranked if not c.filled.missing and not changes_things(c.tool)]
     with_values = [c for c in ready if c.filled.used]
     if not with_values:
@@ -165,9 +161,8 @@ def choose(ranked: list[Candidate]) -> list[Candidate]:
 
 
 class OfflineModel:
-    """A deterministic, rule-based stand-in for a chat model: it ranks the tools by how much of the
-    question they share, never calls one whose required arguments it could not read, and says so
-    instead. Its summary states only what the results say."""
+    """Ranks the tools by how much of the question they share, never calls one whose required
+    arguments it could not read (it says so instead), and sums up only what the results say."""
 
     async def complete(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
@@ -191,8 +186,7 @@ class OfflineModel:
 
 
 def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMessage]]:
-    """The latest user message that is not the host's "are you sure no tool is needed?" nudge, and
-    the messages after it."""
+    """The latest user message but the host's "are you sure no tool is needed?", and what followed."""
     for i in range(len(messages) - 1, -1, -1):
         text = (messages[i].content or "").lower()
         sure = any(w in text for w in ("sure", "confirm", "certain"))
@@ -205,11 +199,9 @@ def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMes
 def _calls(chosen: list[Candidate], first_id: int) -> ChatMessage | None:
     calls = tuple(
         ToolCall(
-            id=f"call_offline_{first_id + i}",
-            name=c.tool.name,
-            arguments=json.dumps(c.filled.args, ensure_ascii=False),
+            id=f"call_offline_{i}", name=c.tool.name, arguments=json.dumps(c.filled.args, ensure_ascii=False)
         )
-        for i, c in enumerate(chosen)
+        for i, c in enumerate(chosen, first_id)
     )
     return ChatMessage(role="assistant", tool_calls=calls) if calls else None
 
@@ -228,11 +220,9 @@ def _decide(question: str, tools: list[ToolSpec], first_id: int) -> ChatMessage:
 def _next_round(
     question: str, since: list[ChatMessage], tools: list[ToolSpec], first_id: int
 ) -> ChatMessage | None:
-    """Calls the first results made possible, among the tools not called yet.
-
-    A sign-in (`connect_notes`) makes the server's own tools appear in place of the one that asked for
-    it: the question is then weighed again as in a first round. Otherwise a value a result holds may
-    fill another tool ("near 31.2, 121.4" → an area code → the air there)."""
+    """Calls of tools not called yet that the results made possible: after a sign-in replaced the
+    tool that asked for it, the question weighed again; else a value a result holds may fill another
+    tool ("near 31.2, 121.4" → an area code → the air there)."""
     last = next((m for m in reversed(since) if m.tool_calls), None)
     called = {c.name for m in since for c in m.tool_calls}
     fresh = [t for t in tools if t.name not in called]
@@ -240,9 +230,8 @@ def _next_round(
     chosen = choose(candidates(question, fresh)) if replaced else []
     if not chosen:
         known: dict[str, Any] = {}
-        for outcome in read_outcomes(since, tools):
-            if not outcome.failed:
-                _collect(outcome.data, known)
+        for outcome in (o for o in read_outcomes(since, tools) if not o.failed):
+            _collect(outcome.data, known)
         chosen = choose([c for c in candidates(question, fresh, known) if c.filled.from_results])
     return _calls(chosen, first_id)
 
@@ -279,12 +268,8 @@ def _example(tool: ToolSpec) -> str:
 def _needs(tool: ToolSpec, names: list[str]) -> str:
     """What the missing arguments are, in the schema's own words ("country (Country the city is in)")."""
     properties = tool.parameters.get("properties") or {}
-    parts = []
-    for name in names:
-        prop = properties.get(name)
-        about = str(prop.get("description") or "").strip() if isinstance(prop, dict) else ""
-        parts.append(f"{name} ({truncate(about.rstrip('.'), 100)[0]})" if about else name)
-    return ", ".join(parts)
+    about = {n: str(p.get("description") or "").strip() for n, p in properties.items() if isinstance(p, dict)}
+    return ", ".join(f"{n} ({truncate(about[n].rstrip('.'), 100)[0]})" if about.get(n) else n for n in names)
 
 
 def _help(tools: Sequence[ToolSpec], missing: Candidate | None) -> str:

@@ -45,8 +45,6 @@ _NAMED_UNITS = (("temp", " °C"), ("humidity", "%"), ("distance", " m"))
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """One tool result as the answer shows it: whose it was, for which arguments, and what it said."""
-
     title: str
     label: str
     args: dict[str, Any]
@@ -230,8 +228,7 @@ def _facts(data: Any, args: dict[str, Any], parent: str = "") -> tuple[list[str]
         elif isinstance(value, str) and len(value.split()) >= 5:
             notes.append(f"{_human(key).capitalize()}: {value}")
         elif args.get(_split_unit(key)[0]) != value:  # the call's own arguments, echoed back, say nothing
-            phrase = _scalar(key, value, data, parent)
-            phrases += [phrase] if phrase else []
+            phrases += [phrase] if (phrase := _scalar(key, value, data, parent)) else []
     return phrases, notes
 
 
@@ -282,9 +279,9 @@ def _verdict(question: str, results: list[Any], area: str | None) -> str | None:
     if found is None:
         return None
     activity = next((v for k, v in _ACTIVITY.items() if found.group(0).startswith(k)), "being outdoors")
-    home = _find_dict(results, _is_aqi)
-    aqi = None if home is None else _value(home, _is_aqi)
-    label = _label(home) if home else None
+    home = _find_dict(results, _is_aqi) or {}
+    aqi = _value(home, _is_aqi)
+    label = _label(home)
     label = label or _value(results, lambda k, v: k in ("air_quality", "quality") and isinstance(v, str))
     temp = _value(results, lambda k, v: "temp" in k and is_number(v))
     if aqi is not None:
@@ -305,11 +302,8 @@ def _verdict(question: str, results: list[Any], area: str | None) -> str | None:
         if spot:
             return f"**Maybe**: {spot}, but I couldn't get air-quality data to be sure."
         return f"**I can't tell** whether it's good for {activity}: no air-quality data came back."
-    reasons = [
-        air,
-        *([f"it's {format_value(temp)} °C"] if temp is not None else []),
-        *([spot] if spot else []),
-    ]
+    warmth = [f"it's {format_value(temp)} °C"] if temp is not None else []
+    reasons = [air, *warmth, *([spot] if spot else [])]
     joined = reasons[0] if len(reasons) == 1 else ", ".join(reasons[:-1]) + " and " + reasons[-1]
     comfortable = temp is None or 0 <= temp <= 30
     head = f"Yes, it looks good for {activity}" if state == "good" and comfortable else "Possibly, with care"

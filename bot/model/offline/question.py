@@ -132,8 +132,7 @@ class Question:
 
 
 def _json_object(text: str) -> tuple[dict[str, Any], int, int]:
-    """The first JSON object written in the text and where it sits; one nested deeper than any
-    question's arguments are is read as plain text."""
+    """The first JSON object in the text and where it sits; one nested too deep is read as text."""
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:
@@ -222,9 +221,8 @@ def named_number(name: str, text: str) -> int | float | None:
 
 @dataclass(slots=True)
 class Filled:
-    """A tool's arguments as far as they could be read, and the required ones missing.
-
-    `used` holds the values taken from the question or results: the pieces of it a tool covers."""
+    """A tool's arguments as far as they could be read, and the required ones missing; `used`: the
+    values taken from the question or results, the pieces of it a tool covers."""
 
     args: dict[str, Any]
     used: frozenset[str]
@@ -269,8 +267,8 @@ def _string_from_text(
         kinds = {_PATH_NOUNS[w] for w in tool_words if w in _PATH_NOUNS} - {"path"}
         fits = [p for p in free if not kinds or p.noun in kinds or p.noun == "path"]
         bare = [p for p in free if p.noun is None]
-        if fits or bare or free:
-            return (fits or bare or free)[0].value
+        if found := fits or bare or free:
+            return found[0].value
     return next((v for v in q.quoted if _key(v) not in used), None)
 
 
@@ -281,8 +279,7 @@ def _fits(kind: Any, value: Any) -> bool:
 
 
 def _from_fields(name: str, prop: dict[str, Any], kind: Any, fields: dict[str, Any]) -> Any:
-    """The value a JSON object in the question gives under this argument's name (or a key that
-    starts it or that it starts: "lat" for "latitude")."""
+    """A JSON object's value under this argument's name, or a key it starts or that starts it ("lat")."""
     wanted = norm(name)
     close = [
         k for k in fields if min(len(k), len(wanted)) >= 3 and (k.startswith(wanted) or wanted.startswith(k))
@@ -323,9 +320,8 @@ def _from_results(prop: dict[str, Any], name: str, kind: Any, known: dict[str, A
 
 
 def fill(tool: ToolSpec, q: Question, known: dict[str, Any] | None = None) -> Filled:
-    """Arguments read from the question (then from earlier results), a default only for an optional one.
-
-    The tool's name decides which of several file names mentioned goes to which tool."""
+    """Arguments read from the question (then from earlier results), a default only for an optional
+    one; the tool's name decides which of several file names mentioned goes to which tool."""
     tool_words = set(name_words(tool))
     args: dict[str, Any] = {}
     used: set[str] = set()
