@@ -30,7 +30,6 @@ JobHandler = Callable[..., Awaitable[None]]
 async def open_turn_jobs(
     database_url: str, *, schema: str | None = None, stall_timeout: float = 30.0, poll_interval: float = 5.0
 ) -> TurnJobs:
-    """The jobs on the PostgreSQL database at `database_url` (see `TurnJobs.open`)."""
     check_postgres_url(database_url, ": jobs shared by several nerve processes live on PostgreSQL only")
     with postgres_support():
         from bot.jobs.turns import TurnJobs
@@ -40,7 +39,7 @@ async def open_turn_jobs(
 
 
 async def open_configured_jobs(settings: Settings) -> TurnJobs | None:
-    """The jobs of NERVE_DATABASE_URL; None on SQLite (one process: the front end answers in process)."""
+    """None on SQLite (one process: the front end answers in process)."""
     if settings.nerve_database_url is None:
         return None
     return await open_turn_jobs(

@@ -65,7 +65,7 @@ class WakingJobManager(manager.JobManager):
         await self.wake(job.id, queue or job.queue)
 
     async def wake(self, job_id: int | None, queue: str) -> None:
-        """Tell every worker of `queue` that a job may be ready; best effort, since workers poll anyway."""
+        """Best effort, since workers poll anyway."""
         (channel,) = manager.get_channel_for_queues([queue])  # the one the queue's workers listen on
         try:
             await self.connector.execute_query_async(
@@ -88,7 +88,7 @@ class WakingJobManager(manager.JobManager):
 async def recover_stalled_jobs(
     app: App, *, queues: Sequence[str], stall_timeout: float, own: Collection[int] = ()
 ) -> list[int]:
-    """Put the jobs of dead workers (never those of `own`) back in `queues`; return their ids."""
+    """Put the jobs of dead workers (never of `own`) back in `queues`; return their ids."""
     retried: list[int] = []
     first_in: dict[str, int] = {}  # queue → its first job put back
     pool = app.connector.pool  # type: ignore[attr-defined]
@@ -131,7 +131,6 @@ async def recover_stalled_jobs(
 async def keep_recovering(
     app: App, *, queues: Sequence[str], stall_timeout: float, own: Callable[[], Collection[int]]
 ) -> None:
-    """Recover stalled jobs every third of the stall timeout until cancelled; a failed round is logged."""
     while True:
         await asyncio.sleep(stall_timeout / 3)
         try:
@@ -149,9 +148,9 @@ async def keep_recovering(
 
 
 def raise_if_cancelled(exc: Exception) -> None:
-    """A cancel that lands in a database call can come out as the driver's own error: psycopg closes
-    a connection whose query outlives its cancel by 5 s (a busy machine), and the rollback on the way
-    out then fails. A loop that goes on after errors must still stop when its task was cancelled."""
+    """A cancel landing in a database call can come out as the driver's error (psycopg closes a
+    connection whose query outlives its cancel by 5 s, then the rollback fails): a loop that goes on
+    after errors must still stop when its task was cancelled."""
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError from exc

@@ -48,8 +48,8 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 class RunAgainIfCutOff(BaseRetryStrategy):
-    """A job cancelled by a drain goes back to the queue at once, for another process; a job whose
-    handler raised is not run again (its handler has told the person already)."""
+    """A job cut off by a drain goes back to the queue at once; one whose handler raised does not (its
+    handler has told the person already)."""
 
     def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
         return RetryDecision() if isinstance(exception, asyncio.CancelledError) else None
@@ -57,8 +57,7 @@ class RunAgainIfCutOff(BaseRetryStrategy):
 
 @dataclass(eq=False)
 class TurnJobs:
-    """The jobs of one nerve deployment on PostgreSQL; `queue` is the prefix of its queues, for
-    operators' `procrastinate` commands."""
+    """The jobs of one nerve deployment; `queue` prefixes its queues (for `procrastinate` commands)."""
 
     app: App
     pool: AsyncConnectionPool[Any]
@@ -84,8 +83,7 @@ class TurnJobs:
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> TurnJobs:
-        """Connect, install procrastinate's tables if they are not there, open a pool. `schema`
-        overrides the URL's search_path; `stall_timeout` is NERVE_WORKER_STALL_TIMEOUT."""
+        """`schema` overrides the URL's search_path; `stall_timeout` is NERVE_WORKER_STALL_TIMEOUT."""
         if stall_timeout <= 0 or poll_interval <= 0:
             raise ConfigError("the stall timeout and the poll interval of the job worker must be positive")
         where = describe(database_url)
@@ -131,8 +129,8 @@ class TurnJobs:
         )
 
     def register(self, name: str, handler: JobHandler) -> None:
-        """Run `handler(**payload)` for the jobs named `name` (`<platform>.<what>`) this process's
-        worker takes. A platform's jobs share a queue, so a process registers all of its names."""
+        """For the jobs named `name` (`<platform>.<what>`). A platform's jobs share a queue, so a process
+        registers all of its names."""
         if name in self.app.tasks:
             raise ValueError(f"a handler for jobs named {name!r} is registered already")
         self._queues.add(self.queue_of(name))
@@ -144,13 +142,11 @@ class TurnJobs:
         self.app.task(name=name, queue=self.queue_of(name), retry=RunAgainIfCutOff(), pass_context=False)(run)
 
     def queue_of(self, name: str) -> str:
-        """The queue of the jobs named `name`: this deployment's, for the platform before the dot."""
         return f"{self.queue}-{name.partition('.')[0]}"
 
     async def enqueue(self, name: str, payload: Mapping[str, str], *, event: str, conversation: str) -> bool:
-        """Queue a job; False if one for `event` (the delivery's id, prefixed by platform: `chat:Ev123`)
-        is still waiting to start: nerve's inbox is the first guard against re-deliveries, this covers
-        one racing the first in another process. The jobs of one `conversation` run one at a time."""
+        """False if one for `event` (the delivery's id, prefixed by platform: `chat:Ev123`) is still
+        waiting to start: a re-delivery racing the first in another process, past nerve's inbox."""
         self._check_open()
         deferrer = self.app.configure_task(
             name, queue=self.queue_of(name), lock=conversation, queueing_lock=event
@@ -164,8 +160,7 @@ class TurnJobs:
         return True
 
     async def pending(self, event: str) -> bool:
-        """A job for `event` is waiting or running in any of this deployment's queues: recovery
-        queues only deliveries recorded without one (the process died in between)."""
+        """A job for `event` is waiting or running: recovery queues only deliveries recorded without one."""
         self._check_open()
         try:
             async with self.pool.connection() as conn:
@@ -179,7 +174,7 @@ class TurnJobs:
             raise StoreError(f"could not look for the job of {event} on {self.where}: {exc}") from exc
 
     def run_worker(self, concurrency: int) -> None:
-        """Start this process's worker, up to `concurrency` jobs at once of the queues registered so far."""
+        """Up to `concurrency` jobs at once, of the queues registered so far."""
         self._check_open()
         if concurrency < 1:
             raise ValueError("a worker runs at least one job at a time")
@@ -202,13 +197,11 @@ class TurnJobs:
         return self._runner is not None and self._runner.alive()
 
     async def drain(self, grace: float) -> None:
-        """For SIGTERM: take no more jobs, give the running ones `grace` seconds, then cancel them
-        (back to the queue, for another process)."""
+        """For SIGTERM: the running jobs get `grace` seconds, then go back to the queue."""
         if self._runner is not None:
             await self._runner.drain(grace)
 
     async def aclose(self) -> None:
-        """Drain with no grace if `drain` was not called, then close the pool."""
         if self._closed:
             return
         await self.drain(0)
@@ -222,8 +215,8 @@ class TurnJobs:
 
 
 async def install_schema(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """Create procrastinate's tables in the connection's schema (autocommit) unless its jobs table is
-    there, not one further along the search_path; True if this call created them."""
+    """Unless its jobs table is in the connection's schema (not further along the search_path); True
+    if this call created them."""
     schema = await current_schema(conn)
     key = lock_key(MIGRATION_LOCKS, schema)
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)

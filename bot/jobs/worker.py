@@ -39,12 +39,9 @@ _ALREADY_ENDED = "Job was not found or"
 
 
 class FinishingWorker(Worker):
-    """procrastinate's worker, whose record of a job's end survives a database blip.
-
-    procrastinate records a job's end once: lost, the job would stay `doing` under this live worker,
+    """procrastinate records a job's end once: lost, the job would stay `doing` under this live worker,
     which recovery never takes for dead, and its conversation locked until a restart. So it is tried
-    again until it lands; a stopping worker gives up, and its pruned registration hands the job on.
-    """
+    again until it lands; a stopping worker gives up, and its pruned registration hands the job on."""
 
     async def _persist_job_status(self, *args: Any, **kwargs: Any) -> None:
         pause = FINISH_PAUSE
@@ -69,7 +66,6 @@ class FinishingWorker(Worker):
 
 
 def _messages(exc: BaseException | None) -> str:
-    """The messages of an exception and its causes, for matching what the database said."""
     found: list[str] = []
     while exc is not None and len(found) < 5:
         found.append(str(exc))
@@ -79,8 +75,6 @@ def _messages(exc: BaseException | None) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerOptions:
-    """How a worker runs; `TurnJobs` fills it from its own options."""
-
     queues: tuple[str, ...]
     concurrency: int
     stall_timeout: float
@@ -100,7 +94,6 @@ class WorkerRunner:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Start the worker task on the running loop."""
         if self._task is not None:
             raise RuntimeError("this worker was started already; open another TurnJobs for another worker")
         self._task = asyncio.create_task(self._supervise(), name="nerve jobs worker")
@@ -111,8 +104,7 @@ class WorkerRunner:
         return running and bool(self._own_workers())
 
     async def drain(self, grace: float) -> None:
-        """Fetch no more jobs; give the running ones `grace` seconds, then cancel them (back to the
-        queue). Returns once the worker has stopped."""
+        """The running jobs get `grace` seconds, then go back to the queue; returns once stopped."""
         self._draining.set()
         if self._task is None:
             return
@@ -134,10 +126,8 @@ class WorkerRunner:
 
     @staticmethod
     async def _stopped(task: asyncio.Task[None], within: float) -> None:
-        """Wait for the worker task, then cancel it until it ends: procrastinate's abort of the jobs
-        left after the grace waits, unbounded, for jobs that swallow their cancel, and a process
-        told to stop must stop. Its jobs go back to the queue when others take it for dead.
-
+        """Then cancelled until it ends: procrastinate's abort after the grace waits, unbounded, for jobs
+        that swallow their cancel, and a process told to stop must stop (others take its jobs back).
         Not `await task`: a drain cancelled by its caller must not read as the worker's end."""
         done, _ = await asyncio.wait({task}, timeout=within)
         if done:

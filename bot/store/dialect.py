@@ -25,7 +25,7 @@ class Connection(Protocol):
 
     def execute(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[Cursor]: ...
 
-    def execute_fetchall(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[Iterable[Any]]: ...
+    def execute_fetchall(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[list[Any]]: ...
 
     def executemany(self, sql: str, parameters: Iterable[Iterable[Any]], /) -> Awaitable[Cursor]: ...
 
@@ -88,7 +88,7 @@ class Ledger:
 
     async def _rows(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> list[Any]:
         async with self._inbox() if inbox else self._read() as db:
-            return list(await db.execute_fetchall(sql, params))
+            return await db.execute_fetchall(sql, params)
 
     async def _first(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> Any | None:
         rows = await self._rows(sql, params, inbox=inbox)

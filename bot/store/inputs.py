@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.forms import FormError, form_from_schema
 from bot.store.dialect import Connection, Ledger
-from bot.store.rows import from_row, key_from_row, key_params
+from bot.store.rows import from_row, key_from_row, key_params, to_json
 from bot.types import InputMode, InputRequest, InputStatus
 
 
@@ -57,11 +57,9 @@ async def insert_input(
     schema: dict[str, Any] | None,
     now: float,
     status: InputStatus = "open",
-    *,
-    parked_id: str | None = None,
-    call_id: str | None = None,
-    input_key: str | None = None,
+    parked: tuple[str | None, str | None, str | None] = (None, None, None),
 ) -> None:
+    """`parked`, for a question of a parked call: its turn's id, its call's, and the server's key."""
     await db.execute(
         "INSERT INTO input_requests (id, platform, workspace, channel, thread, user_id, server,"
         " tools, message, mode, schema, url, refused, status, expires_at, alive_at, parked_id, call_id,"
@@ -71,18 +69,16 @@ async def insert_input(
             *key_params(request.key),
             request.user_id,
             request.server,
-            json.dumps(list(request.tools), ensure_ascii=False),
+            to_json(list(request.tools)),
             request.message,
             request.mode,
-            json.dumps(schema, ensure_ascii=False) if schema is not None else None,
+            to_json(schema),
             request.url,
             request.refused,
             status,
             request.expires_at,
             now,
-            parked_id,
-            call_id,
-            input_key,
+            *parked,
         ),
     )
 
@@ -98,8 +94,7 @@ async def insert_parked_questions(
             (parked_id, call.call_id, call.request_state),
         )
         for q in call.questions:
-            where = {"parked_id": parked_id, "call_id": call.call_id, "input_key": q.key}
-            await insert_input(db, q.request, q.schema, now, q.status, **where)
+            await insert_input(db, q.request, q.schema, now, q.status, (parked_id, call.call_id, q.key))
 
 
 class InputLedger(Ledger):
@@ -161,14 +156,7 @@ class InputLedger(Ledger):
             "UPDATE input_requests SET status = ?, content = ?, answered_by = ?,"
             f" answered_at = {self._sql.now} WHERE id = ? AND status = 'open'"
             " AND (CAST(? AS DOUBLE PRECISION) IS NULL OR alive_at < ?)",
-            (
-                status,
-                json.dumps(content, ensure_ascii=False) if content is not None else None,
-                by,
-                request_id,
-                stale_before,
-                stale_before,
-            ),
+            (status, to_json(content), by, request_id, stale_before, stale_before),
         )
         return changed == 1
 
@@ -188,23 +176,21 @@ class InputLedger(Ledger):
         """A parked call whose questions are all answered may run: True when that leaves its turn
         with nothing more to wait for (it can be resumed)."""
         async with self._write() as db:
-            open_rows = await db.execute_fetchall(
-                "SELECT 1 FROM input_requests"
-                " WHERE parked_id = ? AND call_id = ? AND status = 'open' LIMIT 1",
+            if await db.execute_fetchall(
+                "SELECT 1 FROM input_requests WHERE parked_id = ? AND call_id = ? AND status = 'open'"
+                " LIMIT 1",
                 (parked_id, call_id),
-            )
-            if list(open_rows):
+            ):
                 return False
             await db.execute(
                 f"UPDATE pending_calls SET status = 'approved', decided_by = ?, decided_at = {self._sql.now}"
                 " WHERE request_id = ? AND call_id = ? AND status = 'pending'",
                 (by, parked_id, call_id),
             )
-            waiting = await db.execute_fetchall(
+            return not await db.execute_fetchall(
                 "SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending' LIMIT 1",
                 (parked_id,),
             )
-            return not list(waiting)
 
     async def parked_answers(
         self, parked_id: str, call_id: str

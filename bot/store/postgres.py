@@ -105,18 +105,15 @@ class PostgresStore(ConversationStore):
 
     async def ping(self) -> None:
         """For /readyz: a server that is away shows as a wait for a connection, which the caller bounds."""
-        self._check_open()
-        try:
-            async with self._pool.connection() as conn:
-                await conn.execute("SELECT 1")
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise postgres_error(exc, self._where) from exc
+        async with self._connection() as conn:
+            await conn.execute("SELECT 1")
 
     # --- plumbing ------------------------------------------------------------------------------
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        self._check_open()
+        if self._closed:
+            raise StoreError(f"the conversation store {self._where} is closed")
         try:
             async with self._pool.connection() as conn:
                 yield conn
@@ -147,10 +144,6 @@ class PostgresStore(ConversationStore):
                 with suppress(psycopg.Error):
                     await conn.execute("ROLLBACK")
                 raise
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the conversation store {self._where} is closed")
 
 
 def describe(url: str) -> str:

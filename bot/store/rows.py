@@ -47,6 +47,11 @@ def from_row(cls: type[T], row: Iterable[Any], **given: Any) -> T:
 MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
 
 
+def to_json(value: Any) -> str | None:
+    """JSON text as stored (non-ASCII kept as it is); None stays NULL."""
+    return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
 def message_to_json(message: ChatMessage) -> dict[str, Any]:
     return asdict(message) | {"tool_calls": [asdict(call) for call in message.tool_calls]}
 

@@ -122,12 +122,10 @@ class SignInLedger(Ledger):
     async def take_sign_in(self, state: str, now: float) -> StartedSignIn | None:
         """The started sign-in for `state`, removed so it is good once; None if unknown or expired."""
         async with self._write() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "DELETE FROM sign_ins WHERE state = ? RETURNING server, person, platform, workspace,"
-                    " channel, thread, secret, expires_at",
-                    (state,),
-                )
+            rows = await db.execute_fetchall(
+                "DELETE FROM sign_ins WHERE state = ? RETURNING server, person, platform, workspace,"
+                " channel, thread, secret, expires_at",
+                (state,),
             )
         if not rows or rows[0][-1] <= now:
             return None
@@ -140,14 +138,12 @@ class SignInLedger(Ledger):
     async def signed_in(self, server: str, person: str) -> list[str]:
         """The parked turns that were waiting for this sign-in: their calls may run now."""
         async with self._write() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT w.request_id, w.call_id FROM sign_in_waits w"
-                    " JOIN parked_turns p ON p.id = w.request_id"
-                    " JOIN pending_calls c ON c.request_id = w.request_id AND c.call_id = w.call_id"
-                    " WHERE w.server = ? AND w.person = ? AND p.status = 'waiting' AND c.status = 'pending'",
-                    (server, person),
-                )
+            rows = await db.execute_fetchall(
+                "SELECT w.request_id, w.call_id FROM sign_in_waits w"
+                " JOIN parked_turns p ON p.id = w.request_id"
+                " JOIN pending_calls c ON c.request_id = w.request_id AND c.call_id = w.call_id"
+                " WHERE w.server = ? AND w.person = ? AND p.status = 'waiting' AND c.status = 'pending'",
+                (server, person),
             )
             await db.executemany(
                 "UPDATE pending_calls SET status = 'approved', decided_by = 'sign-in',"

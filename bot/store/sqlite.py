@@ -96,7 +96,8 @@ class SQLiteStore(ConversationStore):
     @asynccontextmanager
     async def _using(self, lock: asyncio.Lock, db: aiosqlite.Connection) -> AsyncIterator[Connection]:
         async with lock:
-            self._check_open()
+            if self._closed:
+                raise StoreError(f"the conversation store {self._path} is closed")
             try:
                 yield cast(Connection, db)
             except sqlite3.Error as exc:
@@ -104,23 +105,15 @@ class SQLiteStore(ConversationStore):
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[Connection]:
-        async with self._lock:
-            self._check_open()
-            db = self._db
+        async with self._read() as db:
             try:
                 await db.execute("BEGIN IMMEDIATE")
-                yield cast(Connection, db)
+                yield db
                 if db.in_transaction:
                     await db.execute("COMMIT")
-            except BaseException as exc:
+            except BaseException:
                 # Always, not only when `in_transaction` says so: after a cancellation the statements
                 # already queued on the connection's thread (BEGIN included) may not have run yet. The
                 # ROLLBACK queues behind them and before any later statement, even if we are cancelled.
-                await rollback(db)
-                if isinstance(exc, sqlite3.Error):
-                    raise store_error(exc, self._path) from exc
+                await rollback(self._db)
                 raise
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the conversation store {self._path} is closed")

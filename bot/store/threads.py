@@ -104,12 +104,10 @@ class ThreadLedger(Ledger):
         audit rows stay. One whose turn waits for a person is refused (`waiting`); with `idle_before`
         (retention), one active since is kept (`recent`), checked in the same transaction."""
         async with self._write() as db:
-            found = list(
-                await db.execute_fetchall(
-                    "SELECT c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at,"
-                    f" {_LAST_ACTIVITY} FROM conversations c WHERE c.id = ? AND c.deleted_at IS NULL",
-                    (conversation_id,),
-                )
+            found = await db.execute_fetchall(
+                "SELECT c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at,"
+                f" {_LAST_ACTIVITY} FROM conversations c WHERE c.id = ? AND c.deleted_at IS NULL",
+                (conversation_id,),
             )
             if not found:
                 return "missing"
@@ -123,9 +121,9 @@ class ThreadLedger(Ledger):
             window = f"{KEY_WHERE} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at < ?)"
             span = (*key, started, archived, archived)
             waiting = f"SELECT 1 FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done' LIMIT 1"
-            if archived is None and list(await db.execute_fetchall(waiting, key)):
+            if archived is None and await db.execute_fetchall(waiting, key):
                 return "waiting"
-            parked = list(await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span))
+            parked = await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span)
             for table, column in _PARKED_TABLES:
                 await db.executemany(f"DELETE FROM {table} WHERE {column} = ?", parked)
             await db.execute(f"DELETE FROM input_requests WHERE {window}", span)
