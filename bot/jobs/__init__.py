@@ -1,10 +1,8 @@
 """Received messages as jobs that every nerve process on one PostgreSQL database shares.
 
-With NERVE_DATABASE_URL set, several nerve processes (replicas) share the work: the process that
-receives a message enqueues a job, and the worker of whichever process is free runs it. The jobs are
-procrastinate's, in nerve's own schema (`TurnJobs`, bot.jobs.turns). procrastinate is imported only
-when jobs are opened, so the SQLite default path, which has no jobs, never needs it.
-"""
+With NERVE_DATABASE_URL set, the process that receives a message enqueues a job, and the worker of
+whichever replica is free runs it (procrastinate's jobs, in nerve's schema: `bot.jobs.turns`).
+procrastinate is imported only when jobs are opened: SQLite, which has no jobs, never needs it."""
 
 from __future__ import annotations
 

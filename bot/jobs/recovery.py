@@ -1,16 +1,13 @@
 """Jobs get going again: those whose worker died are run again by another, and the workers are
 told at once when a conversation's next job may start.
 
-A killed process stops beating, and its jobs would stay `doing` for ever, holding their
-conversations' locks. So every worker deletes the workers whose heartbeat is older than the stall
-timeout (never its own: after an outage its beat is old, but it is right here) and puts their jobs
-back, rows locked so two workers never put back one job twice. A job keeps its id, so it stays first
-of its conversation; one whose worker died `MAX_RUNS` times fails instead, so a message that kills
-its process cannot take down every replica in turn.
-
-A job waiting behind another of its conversation was inserted long ago, so procrastinate's insert
-notification would not tell anyone when the job before it ends: `WakingJobManager` sends one then.
-"""
+A killed process's jobs would stay `doing` for ever, holding their conversations' locks. So every
+worker deletes the workers whose heartbeat is older than the stall timeout (never its own: after an
+outage its beat is old, but it is right here) and puts their jobs back, rows locked so two workers
+never put back one job twice. A job keeps its id, so it stays first of its conversation; one whose
+worker died `MAX_RUNS` times fails instead: a message that kills its process cannot take down every
+replica in turn. A job waiting behind another was inserted long ago, so nothing would tell the
+workers when the job before it ends: `WakingJobManager` does."""
 
 from __future__ import annotations
 

@@ -3,12 +3,9 @@
 procrastinate's `queueing_lock` (the event id) makes a re-delivery before the job started add nothing,
 and its `lock` (the conversation) runs one job of a conversation at a time, in order. One queue per
 schema and platform (`queue_of`): a worker takes only jobs it has handlers for, and two deployments in
-two schemas of one database never touch each other's.
-
-procrastinate's tables are installed at start-up under the lock nerve's migrations take, so of
-replicas starting together exactly one installs them. An installed schema is left as it is (its
-`schema.sql` is for a blank database; a newer procrastinate's migrations are an operator's upgrade).
-"""
+two schemas of one database never touch each other's. procrastinate's tables are installed at start-up
+under the lock nerve's migrations take, by one of the replicas starting together; an installed schema
+is left as it is (a newer procrastinate's migrations are an operator's upgrade)."""
 
 from __future__ import annotations
 
@@ -30,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from bot.errors import ConfigError, StoreError
 from bot.jobs import JobHandler
 from bot.jobs.recovery import WakingJobManager
-from bot.jobs.worker import WorkerOptions, WorkerRunner
+from bot.jobs.worker import WorkerRunner
 from bot.store.postgres import CONNECT_TIMEOUT_SECONDS, describe, postgres_error
 from bot.store.postgres_connection import SteadyPool, lock_key
 from bot.store.postgres_migrate import MIGRATION_LOCKS, current_schema
@@ -98,7 +95,7 @@ class TurnJobs:
             async with await psycopg.AsyncConnection.connect(database_url, autocommit=True, **kwargs) as conn:
                 if await install_schema(conn):
                     logger.info("installed procrastinate's tables on %s", where)
-                found_schema = await current_schema(conn)
+                schema = await current_schema(conn)  # the one the search_path gives
         except psycopg.Error as exc:
             raise postgres_error(exc, where) from exc
         # procrastinate's LISTEN session is opened with the pool's conninfo and kwargs.
@@ -120,12 +117,7 @@ class TurnJobs:
         app.job_manager = WakingJobManager(connector)
         await app.open_async(pool)
         return cls(
-            app,
-            pool,
-            schema=found_schema,
-            where=where,
-            stall_timeout=stall_timeout,
-            poll_interval=poll_interval,
+            app, pool, schema=schema, where=where, stall_timeout=stall_timeout, poll_interval=poll_interval
         )
 
     def register(self, name: str, handler: JobHandler) -> None:
@@ -183,13 +175,13 @@ class TurnJobs:
         queues = tuple(sorted(self._queues))
         if not queues:
             raise RuntimeError("register the handlers of this process's jobs before running its worker")
-        options = WorkerOptions(
+        self._runner = WorkerRunner(
+            app=self.app,
             queues=queues,
             concurrency=concurrency,
             stall_timeout=self.stall_timeout,
             poll_interval=self.poll_interval,
         )
-        self._runner = WorkerRunner(self.app, options)
         self._runner.start()
 
     def worker_alive(self) -> bool:

@@ -1,11 +1,8 @@
-"""One procrastinate worker inside a nerve process, kept running until drained.
-
-Around procrastinate's `Worker`, what a chat bot's process needs: it runs as a task next to the
-front end, which owns SIGTERM and calls `drain`; a worker that fails is started again as a new one
-(a failure to reach the database is one line of the outage's, `bot.store.postgres_outage`, and the
-restart comes a second later); every worker recovers dead workers' jobs (`bot.jobs.recovery`); a
-draining worker keeps beating until its last job ends; a job's end is recorded until it lands.
-"""
+"""One procrastinate worker inside a nerve process, kept running until drained: a task next to the
+front end, which owns SIGTERM and calls `drain`. A worker that fails is started again as a new one (a
+failure to reach the database is one line of the outage's, `bot.store.postgres_outage`); every worker
+recovers dead workers' jobs (`bot.jobs.recovery`); a draining worker keeps beating until its last job
+ends; a job's end is recorded until it lands."""
 
 from __future__ import annotations
 
@@ -73,8 +70,11 @@ def _messages(exc: BaseException | None) -> str:
     return " | ".join(found)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerOptions:
+@dataclass(eq=False, kw_only=True)
+class WorkerRunner:
+    """A worker task that keeps going until `drain`."""
+
+    app: App
     queues: tuple[str, ...]
     concurrency: int
     stall_timeout: float
@@ -82,13 +82,7 @@ class WorkerOptions:
     poll_interval: float
     name: str = "nerve"
 
-
-class WorkerRunner:
-    """A worker task that keeps going until `drain`."""
-
-    def __init__(self, app: App, options: WorkerOptions) -> None:
-        self._app = app
-        self._options = options
+    def __post_init__(self) -> None:
         self._worker: Worker | None = None
         self._draining = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -140,12 +134,12 @@ class WorkerRunner:
     async def _beat_while_draining(self, worker: Worker) -> None:
         """procrastinate stops beating as soon as a worker stops: a grace longer than the stall
         timeout would have others take this one for dead and run its jobs a second time."""
-        interval = self._options.stall_timeout / 3
+        interval = self.stall_timeout / 3
         while True:
             worker_id = worker.worker_id
             if worker_id is not None:
                 try:
-                    await self._app.job_manager.update_heartbeat(worker_id)
+                    await self.app.job_manager.update_heartbeat(worker_id)
                 except Exception as exc:
                     raise_if_cancelled(exc)
                     logger.warning("could not send the draining worker's heartbeat: %s", exc)
@@ -181,23 +175,22 @@ class WorkerRunner:
         return [worker.worker_id] if worker is not None and worker.worker_id is not None else []
 
     async def _run_once(self) -> None:
-        options = self._options
         worker = FinishingWorker(
-            app=self._app,
-            queues=list(options.queues),
-            name=options.name,
-            concurrency=options.concurrency,
-            fetch_job_polling_interval=options.poll_interval,
+            app=self.app,
+            queues=list(self.queues),
+            name=self.name,
+            concurrency=self.concurrency,
+            fetch_job_polling_interval=self.poll_interval,
             shutdown_graceful_timeout=FAILURE_GRACE,
             delete_jobs="successful",
             install_signal_handlers=False,
-            update_heartbeat_interval=options.stall_timeout / 3,
-            stalled_worker_timeout=options.stall_timeout,
+            update_heartbeat_interval=self.stall_timeout / 3,
+            stalled_worker_timeout=self.stall_timeout,
         )
         self._worker = worker
         recovery = asyncio.create_task(
             keep_recovering(
-                self._app, queues=options.queues, stall_timeout=options.stall_timeout, own=self._own_workers
+                self.app, queues=self.queues, stall_timeout=self.stall_timeout, own=self._own_workers
             ),
             name="nerve jobs recovery",
         )

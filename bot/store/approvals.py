@@ -56,8 +56,6 @@ class ParkedTurn:
 
 
 class ApprovalLedger(ConversationLedger):
-    """The approval tables of the conversation store (mixed into the store, `bot.store.base`)."""
-
     async def park(
         self,
         *,
@@ -168,8 +166,8 @@ class ApprovalLedger(ConversationLedger):
         return [str(row[0]) for row in rows]
 
     async def claim(self, request_id: str, now: float) -> ParkedTurn | None:
-        """Take a fully decided request for resuming; None if it is still open or already done. The
-        caller holds the thread's turn lock, so one still `resuming` was left by a stopped process."""
+        """None if still open or done. The caller holds the thread's turn lock, so one still `resuming`
+        was left by a stopped process."""
         async with self._write() as db:
             cursor = await db.execute(
                 "UPDATE parked_turns SET status = 'resuming', claimed_at = ? WHERE id = ?"
@@ -333,8 +331,7 @@ class ApprovalLedger(ConversationLedger):
 async def _load_prompt(
     db: Connection, request_id: str, *, questions: bool = True
 ) -> tuple[ApprovalPrompt, str] | None:
-    """The request and its status. Without `questions`, only the calls waiting for approval: those
-    waiting for answers to their server's questions are shown and answered as questions."""
+    """Without `questions`, only the calls waiting for approval: the others are shown as questions."""
     rows = await db.execute_fetchall(
         "SELECT platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status,"
         " place FROM parked_turns WHERE id = ?",

@@ -150,7 +150,6 @@ class InboxLedger(Ledger):
         )
 
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
-        """(event_id, payload) of events claimed but never finished."""
         rows = await self._rows(
             "SELECT event_id, payload FROM inbox WHERE platform = ? AND status = 'received'"
             " ORDER BY received_at, rowid",
@@ -169,8 +168,7 @@ class InboxLedger(Ledger):
         return None if row is None else str(row[0])
 
     async def prune_events(self, older_than_days: float) -> int:
-        """Returns how many; older re-deliveries are no longer recognised, nor older unfinished events
-        answered (stale)."""
+        """Older re-deliveries are no longer recognised, nor older unfinished events answered (stale)."""
         return await self._change(
             "DELETE FROM inbox WHERE received_at < ?", (days_ago(float(older_than_days)),), inbox=True
         )

@@ -20,8 +20,7 @@ class Cursor(Protocol):
 
 
 class Connection(Protocol):
-    """One connection as the ledgers use it (aiosqlite's, or psycopg's behind the adapter); inside
-    `_write()` the statements run in one transaction, elsewhere each is its own."""
+    """aiosqlite's, or psycopg's behind the adapter: in one transaction inside `_write()` only."""
 
     def execute(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[Cursor]: ...
 
@@ -64,8 +63,7 @@ def iso_utc(moment: datetime) -> str:
 
 
 def days_ago(days: float, now: datetime | None = None) -> str:
-    """The store's text for the time `days` before `now` (the current time when None), for
-    comparisons with *_at columns."""
+    """The store's text for `days` before `now` (by default the current time), to compare *_at with."""
     return iso_utc((now or datetime.now(UTC)) - timedelta(days=days))
 
 

@@ -86,8 +86,7 @@ async def insert_input(
 async def insert_parked_questions(
     db: Connection, parked_id: str, calls: Sequence[ParkedCallQuestions], now: float
 ) -> None:
-    """Write a parked turn's questions (in the parking transaction: a call is never left looking
-    like one that waits for approval)."""
+    """In the parking transaction: a call is never left looking like one that waits for approval."""
     for call in calls:
         await db.execute(
             "INSERT INTO input_waits (request_id, call_id, request_state) VALUES (?, ?, ?)",
@@ -98,8 +97,6 @@ async def insert_parked_questions(
 
 
 class InputLedger(Ledger):
-    """The input-request table of the conversation store (mixed into the store, `bot.store.base`)."""
-
     async def open_input(
         self, request: InputRequest, schema: dict[str, Any] | None, now: float, status: InputStatus = "open"
     ) -> None:
@@ -122,18 +119,14 @@ class InputLedger(Ledger):
             form = form_from_schema(json.loads(schema)) if schema is not None else None
         shown = (user_id, server, tuple(json.loads(tools)), message, _mode(mode), form, url, refused)
         request = from_row(
-            InputRequest,
-            (*shown, float(expires_at), message_ref),
-            request_id=request_id,
-            key=key_from_row(key),
+            InputRequest, (request_id, key_from_row(key), *shown, float(expires_at), message_ref)
         )
         status, content, alive_at = row[14:17]
         content = json.loads(content) if content is not None else None
         return from_row(StoredInput, (request, status, content, float(alive_at), *row[17:]))
 
     async def open_parked_questions(self, parked_id: str) -> list[InputRequest]:
-        """A parked turn's questions still waiting for their answer, in the order they were asked
-        (so a front end that stopped before they were answered can ask them again)."""
+        """Still unanswered, in order: a front end that stopped before their answer asks them again."""
         rows = await self._rows(
             "SELECT id FROM input_requests WHERE parked_id = ? AND status = 'open' ORDER BY rowid",
             (parked_id,),
@@ -173,8 +166,7 @@ class InputLedger(Ledger):
         )
 
     async def settle_parked_call(self, parked_id: str, call_id: str, by: str) -> bool:
-        """A parked call whose questions are all answered may run: True when that leaves its turn
-        with nothing more to wait for (it can be resumed)."""
+        """A parked call whose questions are all answered may run: True when its turn can be resumed."""
         async with self._write() as db:
             if await db.execute_fetchall(
                 "SELECT 1 FROM input_requests WHERE parked_id = ? AND call_id = ? AND status = 'open'"
@@ -195,8 +187,7 @@ class InputLedger(Ledger):
     async def parked_answers(
         self, parked_id: str, call_id: str
     ) -> tuple[str | None, list[tuple[str, InputStatus, InputMode, dict[str, Any] | None]]] | None:
-        """A parked call's state and its questions' answers (key, status, mode, content); None when
-        the call did not wait for questions."""
+        """The call's state and its questions' (key, status, mode, content); None if it asked none."""
         wait = await self._first(
             "SELECT request_state FROM input_waits WHERE request_id = ? AND call_id = ?", (parked_id, call_id)
         )

@@ -46,8 +46,7 @@ class Migration:
 
 
 def discover(directory: Path) -> list[Migration]:
-    """The migrations in `directory`, in version order; a misnamed file (else skipped without a
-    word) or a duplicate is an error."""
+    """In version order; a misnamed file (else skipped without a word) or a duplicate is an error."""
     if not directory.is_dir():
         raise StoreError(f"migrations folder not found: {directory}")
     found: dict[int, Migration] = {}
@@ -76,8 +75,8 @@ async def applied_versions(db: aiosqlite.Connection) -> set[int]:
 
 
 async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> list[int]:
-    """Apply every migration not yet in the ledger (`db` in no transaction); return the versions
-    applied now. Each re-checks the ledger under `BEGIN IMMEDIATE`, against another process's."""
+    """`db` in no transaction; returns the versions applied now. Each migration re-checks the ledger
+    under `BEGIN IMMEDIATE`, against another process's."""
     directory = directory or DEFAULT_MIGRATIONS_DIR
     try:
         known = await asyncio.to_thread(discover, directory)

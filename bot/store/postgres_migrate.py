@@ -36,8 +36,7 @@ async def current_schema(conn: psycopg.AsyncConnection[Any]) -> str:
 
 
 async def migrate_postgres(conn: psycopg.AsyncConnection[Any], directory: Path | None = None) -> list[int]:
-    """Apply every migration not yet in the ledger (`conn` in autocommit); return the versions
-    applied now. psycopg's errors are raised as they are: the store words them."""
+    """`conn` in autocommit; psycopg's errors are raised as they are: the store words them."""
     known = await asyncio.to_thread(discover, directory or POSTGRES_MIGRATIONS_DIR)
     key = lock_key(MIGRATION_LOCKS, await current_schema(conn))
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)

@@ -47,8 +47,6 @@ class SignInWait:
 
 
 class SignInLedger(Ledger):
-    """The sign-in tables of the conversation store (mixed into the store, `bot.store.base`)."""
-
     async def save_tokens(
         self, *, server: str, person: str, issuer: str, secret: bytes, scope: str | None, now: float
     ) -> None:
@@ -71,7 +69,6 @@ class SignInLedger(Ledger):
         return deleted > 0
 
     async def people_connected(self, server: str) -> list[str]:
-        """Who has tokens for `server`, most recently signed in first."""
         rows = await self._rows(
             "SELECT person FROM oauth_tokens WHERE server = ? ORDER BY updated_at DESC", (server,)
         )
@@ -131,9 +128,7 @@ class SignInLedger(Ledger):
             return None
         server, person, *where, secret, expires_at = rows[0]
         key = key_from_row(where) if where[0] else None
-        return StartedSignIn(
-            state=state, server=server, person=person, key=key, secret=bytes(secret), expires_at=expires_at
-        )
+        return from_row(StartedSignIn, (server, person, key, bytes(secret), expires_at), state=state)
 
     async def signed_in(self, server: str, person: str) -> list[str]:
         """The parked turns that were waiting for this sign-in: their calls may run now."""

@@ -54,7 +54,6 @@ class SQLiteStore(ConversationStore):
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         turn_lease_seconds: float = LEASE_SECONDS,
     ) -> SQLiteStore:
-        """Open (creating if needed) the database at `path` and bring its schema up to date."""
         try:
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
         except OSError as exc:

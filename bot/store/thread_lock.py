@@ -4,8 +4,7 @@ A queue of tickets in `turn_locks`, not a lock row, because of the order: the li
 lowest number holds the conversation. Waiting only reads, so it holds no transaction. A turn pushes
 its ticket's expiry forward while it waits or runs; a killed process's ticket expires and the next
 waiter deletes it. Behind a turn of this process, a turn waits for its release in memory; behind
-another process's, it polls with a short bounded backoff.
-"""
+another process's, it polls with a short bounded backoff."""
 
 from __future__ import annotations
 
@@ -47,8 +46,7 @@ class _Ticket:
 
 @dataclass(eq=False)
 class SQLiteTurnLock:
-    """The `TurnLock` seam on SQLite; `db` is a connection of its own in autocommit, and `clock` must
-    agree across processes."""
+    """`db`: a connection of its own in autocommit; `clock` must agree across processes."""
 
     db: aiosqlite.Connection
     path: Path
