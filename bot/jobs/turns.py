@@ -121,8 +121,7 @@ class TurnJobs:
         )
 
     def register(self, name: str, handler: JobHandler) -> None:
-        """For the jobs named `name` (`<platform>.<what>`). A platform's jobs share a queue, so a process
-        registers all of its names."""
+        """`name`: `<platform>.<what>`; a platform's jobs share a queue, so a process registers them all."""
         if name in self.app.tasks:
             raise ValueError(f"a handler for jobs named {name!r} is registered already")
         self._queues.add(self.queue_of(name))
@@ -176,11 +175,7 @@ class TurnJobs:
         if not queues:
             raise RuntimeError("register the handlers of this process's jobs before running its worker")
         self._runner = WorkerRunner(
-            app=self.app,
-            queues=queues,
-            concurrency=concurrency,
-            stall_timeout=self.stall_timeout,
-            poll_interval=self.poll_interval,
+            self.app, queues, concurrency, stall_timeout=self.stall_timeout, poll_interval=self.poll_interval
         )
         self._runner.start()
 
@@ -207,8 +202,7 @@ class TurnJobs:
 
 
 async def install_schema(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """Unless its jobs table is in the connection's schema (not further along the search_path); True
-    if this call created them."""
+    """Unless its jobs table is in the connection's schema (not one further along the search_path)."""
     schema = await current_schema(conn)
     key = lock_key(MIGRATION_LOCKS, schema)
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from procrastinate import App
@@ -70,13 +70,14 @@ def _messages(exc: BaseException | None) -> str:
     return " | ".join(found)
 
 
-@dataclass(eq=False, kw_only=True)
+@dataclass(eq=False)
 class WorkerRunner:
     """A worker task that keeps going until `drain`."""
 
     app: App
     queues: tuple[str, ...]
     concurrency: int
+    _: KW_ONLY
     stall_timeout: float
     # Seconds between two looks for jobs when no notification came (a fallback: inserts notify).
     poll_interval: float
@@ -120,9 +121,9 @@ class WorkerRunner:
 
     @staticmethod
     async def _stopped(task: asyncio.Task[None], within: float) -> None:
-        """Then cancelled until it ends: procrastinate's abort after the grace waits, unbounded, for jobs
-        that swallow their cancel, and a process told to stop must stop (others take its jobs back).
-        Not `await task`: a drain cancelled by its caller must not read as the worker's end."""
+        """Then cancelled until it ends, as a process told to stop must: procrastinate's abort waits,
+        unbounded, for jobs that swallow their cancel. Not `await task`: a drain cancelled by its caller
+        must not read as the worker's end."""
         done, _ = await asyncio.wait({task}, timeout=within)
         if done:
             return

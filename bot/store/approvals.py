@@ -70,9 +70,7 @@ class ApprovalLedger(ConversationLedger):
         sign_ins: Sequence[SignInWait] = (),
         now: float = 0.0,
     ) -> None:
-        """Write a waiting turn: its calls (with their tool's definition hash) wait for a person's
-        decision, or (`questions`) for answers to what their server asked."""
-        key = incoming.key
+        """Its calls (with their tool's definition hash) wait for a decision, or for `questions`' answers."""
         async with self._write() as db:
             await db.execute(
                 "INSERT INTO parked_turns (id, platform, workspace, channel, thread, requester, place,"
@@ -80,7 +78,7 @@ class ApprovalLedger(ConversationLedger):
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     request_id,
-                    *key_params(key),
+                    *key_params(incoming.key),
                     incoming.user_id,
                     place_id(incoming.where()),
                     to_json(incoming_to_json(incoming)),
@@ -153,8 +151,7 @@ class ApprovalLedger(ConversationLedger):
         return changed
 
     async def expire_due(self, now: float, platform: str | None = None) -> list[str]:
-        """Expire the pending calls of requests past their expiry; returns those requests. Each front
-        end sweeps its own platform's: only it can update the approval message."""
+        """Returns the requests expired now; each front end sweeps its own, as it updates their message."""
         async with self._write() as db:
             rows = await db.execute_fetchall(
                 "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
@@ -169,18 +166,16 @@ class ApprovalLedger(ConversationLedger):
         """None if still open or done. The caller holds the thread's turn lock, so one still `resuming`
         was left by a stopped process."""
         async with self._write() as db:
-            cursor = await db.execute(
+            claimed = await db.execute_fetchall(
                 "UPDATE parked_turns SET status = 'resuming', claimed_at = ? WHERE id = ?"
                 " AND status IN ('waiting', 'resuming') AND NOT EXISTS"
-                " (SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending')",
+                " (SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending')"
+                " RETURNING incoming, answer, done_results, rounds_used",
                 (now, request_id, request_id),
             )
-            if cursor.rowcount != 1:
+            if not claimed:
                 return None
-            (incoming, answer, done, rounds_used), *_ = await db.execute_fetchall(
-                "SELECT incoming, answer, done_results, rounds_used FROM parked_turns WHERE id = ?",
-                (request_id,),
-            )
+            incoming, answer, done, rounds_used = claimed[0]
             loaded = await _load_prompt(db, request_id)
         assert loaded is not None
         return ParkedTurn(
@@ -226,8 +221,8 @@ class ApprovalLedger(ConversationLedger):
         )
 
     async def ready_requests(self, platform: str | None = None, *, resuming: bool = False) -> list[str]:
-        """Requests fully decided that no turn resumed (a process stopped or failed first); with
-        `resuming`, also those a stopped process was resuming."""
+        """Fully decided, never resumed (a process stopped or failed first); or, with `resuming`, left
+        resuming by a stopped process."""
         statuses = "('waiting', 'resuming')" if resuming else "('waiting')"
         rows = await self._rows(
             f"SELECT id FROM parked_turns p WHERE status IN {statuses} AND NOT EXISTS"

@@ -41,20 +41,16 @@ class ConversationLedger(Ledger):
         messages: Sequence[ChatMessage],
         *,
         event_id: str | None = None,
-    ) -> int:
-        """In the caller's transaction; returns the conversation's id."""
+    ) -> None:
+        """In the caller's transaction; `event_id` is the first message's."""
         conversation = await self._conversation_of(db, key)
         # seq is computed by the database row by row, so a round costs one batch.
         await db.executemany(
             "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
             " is_error, latency_ms, event_id) VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
             " WHERE conversation_id = ?), ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                message_row(conversation, message, event_id if index == 0 else None)
-                for index, message in enumerate(messages)
-            ],
+            [message_row(conversation, m, event_id if i == 0 else None) for i, m in enumerate(messages)],
         )
-        return conversation
 
     async def history(self, key: ConversationKey) -> list[ChatMessage]:
         rows = await self._rows(
@@ -65,8 +61,7 @@ class ConversationLedger(Ledger):
         return [message_from_row(row) for row in rows]
 
     async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
-        """What followed this event's user message, up to the next one: a re-delivery resumes or re-sends
-        its turn."""
+        """What followed this event's user message, up to the next: a re-delivery resumes its turn."""
         found = await self._first(
             "SELECT m.conversation_id, m.seq FROM messages m JOIN conversations c ON c.id = m.conversation_id"
             f" WHERE m.event_id = ? AND {C_KEY_WHERE} ORDER BY m.id DESC LIMIT 1",

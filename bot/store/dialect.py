@@ -13,8 +13,6 @@ from typing import Any, Protocol
 
 
 class Cursor(Protocol):
-    """What a statement leaves behind that the ledgers read: how many rows it changed."""
-
     @property
     def rowcount(self) -> int: ...
 
@@ -34,8 +32,6 @@ class Connection(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Dialect:
-    """SQL fragments whose spelling depends on the database."""
-
     name: str
     # The current UTC time as ISO-8601 text with milliseconds, the format of every *_at TEXT column.
     now: str

@@ -15,8 +15,6 @@ Rating = Literal["up", "down"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Feedback:
-    """One person's vote on one answer."""
-
     key: ConversationKey
     message_ts: str
     user_id: str

@@ -39,10 +39,7 @@ class Migration:
     version: int
     name: str
     sql: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.version:04d}_{self.name}.sql"
+    label: str  # its file's name, NNNN_name.sql
 
 
 def discover(directory: Path) -> list[Migration]:
@@ -61,7 +58,7 @@ def discover(directory: Path) -> list[Migration]:
             if version in found:
                 raise StoreError(f"{path}: migration version {version} is used by two files")
             sql = path.read_text(encoding="utf-8")
-            found[version] = Migration(version=version, name=match.group(2), sql=sql)
+            found[version] = Migration(version=version, name=match.group(2), sql=sql, label=path.name)
     except OSError as exc:
         raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc
     return [found[version] for version in sorted(found)]

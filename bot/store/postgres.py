@@ -43,8 +43,6 @@ TURN_LOCK_POOL_WAIT_SECONDS = 3600.0
 
 
 class PostgresStore(ConversationStore):
-    """The conversation store on a PostgreSQL database, shared by every nerve process pointed at it."""
-
     _sql = POSTGRES
 
     def __init__(
@@ -207,8 +205,7 @@ class PostgresTurnLock:
 
     @asynccontextmanager
     async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
-        """Wait for the conversation's earlier turns, in every process, then hold it until the block ends:
-        its advisory lock, on a session of its own."""
+        """In every process: the conversation's advisory lock, on a session of its own."""
         name = self._name(key)
         lock = lock_key(TURN_LOCKS, name)
         async with self._local.hold(name):

@@ -76,7 +76,6 @@ async def _prune(store: ConversationStore, retention_hours: float, conversation_
 
 @asynccontextmanager
 async def _housekeeping(what: str) -> AsyncIterator[None]:
-    """A failure to prune is logged, and pruning is tried again at the next tick."""
     try:
         yield
     except StoreError as exc:

@@ -106,7 +106,7 @@ class SignInLedger(Ledger):
         expires_at: float,
         now: float,
     ) -> None:
-        """Record a started authorization; older unfinished ones of this person and server end."""
+        """Record a started authorization; expired ones (anyone's) are removed."""
         where = key_params(key) if key else ("", "", "", "")
         async with self._write() as db:
             await db.execute("DELETE FROM sign_ins WHERE expires_at <= ?", (now,))

@@ -64,8 +64,7 @@ class SQLiteStore(ConversationStore):
         opened = [db]
         try:
             await migrate(db, migrations_dir)
-            opened.append(await connect(path, busy_timeout_ms))
-            opened.append(await connect(path, busy_timeout_ms))
+            opened += [await connect(path, busy_timeout_ms) for _ in ("inbox", "turn lock")]
         except BaseException as exc:
             for connection in opened:
                 await connection.close()
@@ -89,7 +88,6 @@ class SQLiteStore(ConversationStore):
         return self._using(self._lock, self._db)
 
     def _inbox(self) -> AbstractAsyncContextManager[Connection]:
-        """The inbox connection, in autocommit: each statement is its own transaction."""
         return self._using(self._inbox_lock, self._inbox_db)
 
     @asynccontextmanager
