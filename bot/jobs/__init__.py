@@ -1,10 +1,8 @@
 """Received messages as jobs that every nerve process on one PostgreSQL database shares.
 
-With NERVE_DATABASE_URL set, several nerve processes (replicas) share the work: the process that
-receives a message enqueues a job, and the worker of whichever process is free runs it. The jobs are
-procrastinate's, in nerve's own schema (`TurnJobs`, bot.jobs.turns). procrastinate is imported only
-when jobs are opened, so the SQLite default path, which has no jobs, never needs it.
-"""
+With NERVE_DATABASE_URL set, the process that receives a message enqueues a job, and the worker of
+whichever replica is free runs it (procrastinate's jobs, in nerve's schema: `bot.jobs.turns`).
+procrastinate is imported only when jobs are opened: SQLite, which has no jobs, never needs it."""
 
 from __future__ import annotations
 
@@ -30,7 +28,6 @@ JobHandler = Callable[..., Awaitable[None]]
 async def open_turn_jobs(
     database_url: str, *, schema: str | None = None, stall_timeout: float = 30.0, poll_interval: float = 5.0
 ) -> TurnJobs:
-    """The jobs on the PostgreSQL database at `database_url` (see `TurnJobs.open`)."""
     check_postgres_url(database_url, ": jobs shared by several nerve processes live on PostgreSQL only")
     with postgres_support():
         from bot.jobs.turns import TurnJobs
@@ -40,7 +37,7 @@ async def open_turn_jobs(
 
 
 async def open_configured_jobs(settings: Settings) -> TurnJobs | None:
-    """The jobs of NERVE_DATABASE_URL; None on SQLite (one process: the front end answers in process)."""
+    """None on SQLite (one process: the front end answers in process)."""
     if settings.nerve_database_url is None:
         return None
     return await open_turn_jobs(

@@ -1,16 +1,13 @@
 """Jobs get going again: those whose worker died are run again by another, and the workers are
 told at once when a conversation's next job may start.
 
-A killed process stops beating, and its jobs would stay `doing` for ever, holding their
-conversations' locks. So every worker deletes the workers whose heartbeat is older than the stall
-timeout (never its own: after an outage its beat is old, but it is right here) and puts their jobs
-back, rows locked so two workers never put back one job twice. A job keeps its id, so it stays first
-of its conversation; one whose worker died `MAX_RUNS` times fails instead, so a message that kills
-its process cannot take down every replica in turn.
-
-A job waiting behind another of its conversation was inserted long ago, so procrastinate's insert
-notification would not tell anyone when the job before it ends: `WakingJobManager` sends one then.
-"""
+A killed process's jobs would stay `doing` for ever, holding their conversations' locks. So every
+worker deletes the workers whose heartbeat is older than the stall timeout (never its own: after an
+outage its beat is old, but it is right here) and puts their jobs back, rows locked so two workers
+never put back one job twice. A job keeps its id, so it stays first of its conversation; one whose
+worker died `MAX_RUNS` times fails instead: a message that kills its process cannot take down every
+replica in turn. A job waiting behind another was inserted long ago, so nothing would tell the
+workers when the job before it ends: `WakingJobManager` does."""
 
 from __future__ import annotations
 
@@ -65,7 +62,7 @@ class WakingJobManager(manager.JobManager):
         await self.wake(job.id, queue or job.queue)
 
     async def wake(self, job_id: int | None, queue: str) -> None:
-        """Tell every worker of `queue` that a job may be ready; best effort, since workers poll anyway."""
+        """Best effort, since workers poll anyway."""
         (channel,) = manager.get_channel_for_queues([queue])  # the one the queue's workers listen on
         try:
             await self.connector.execute_query_async(
@@ -88,7 +85,7 @@ class WakingJobManager(manager.JobManager):
 async def recover_stalled_jobs(
     app: App, *, queues: Sequence[str], stall_timeout: float, own: Collection[int] = ()
 ) -> list[int]:
-    """Put the jobs of dead workers (never those of `own`) back in `queues`; return their ids."""
+    """Put the jobs of dead workers (never of `own`) back in `queues`; return their ids."""
     retried: list[int] = []
     first_in: dict[str, int] = {}  # queue → its first job put back
     pool = app.connector.pool  # type: ignore[attr-defined]
@@ -131,7 +128,6 @@ async def recover_stalled_jobs(
 async def keep_recovering(
     app: App, *, queues: Sequence[str], stall_timeout: float, own: Callable[[], Collection[int]]
 ) -> None:
-    """Recover stalled jobs every third of the stall timeout until cancelled; a failed round is logged."""
     while True:
         await asyncio.sleep(stall_timeout / 3)
         try:
@@ -149,9 +145,9 @@ async def keep_recovering(
 
 
 def raise_if_cancelled(exc: Exception) -> None:
-    """A cancel that lands in a database call can come out as the driver's own error: psycopg closes
-    a connection whose query outlives its cancel by 5 s (a busy machine), and the rollback on the way
-    out then fails. A loop that goes on after errors must still stop when its task was cancelled."""
+    """A cancel landing in a database call can come out as the driver's error (psycopg closes a
+    connection whose query outlives its cancel by 5 s, then the rollback fails): a loop that goes on
+    after errors must still stop when its task was cancelled."""
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError from exc

@@ -3,12 +3,9 @@
 procrastinate's `queueing_lock` (the event id) makes a re-delivery before the job started add nothing,
 and its `lock` (the conversation) runs one job of a conversation at a time, in order. One queue per
 schema and platform (`queue_of`): a worker takes only jobs it has handlers for, and two deployments in
-two schemas of one database never touch each other's.
-
-procrastinate's tables are installed at start-up under the lock nerve's migrations take, so of
-replicas starting together exactly one installs them. An installed schema is left as it is (its
-`schema.sql` is for a blank database; a newer procrastinate's migrations are an operator's upgrade).
-"""
+two schemas of one database never touch each other's. procrastinate's tables are installed at start-up
+under the lock nerve's migrations take, by one of the replicas starting together; an installed schema
+is left as it is (a newer procrastinate's migrations are an operator's upgrade)."""
 
 from __future__ import annotations
 
@@ -30,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from bot.errors import ConfigError, StoreError
 from bot.jobs import JobHandler
 from bot.jobs.recovery import WakingJobManager
-from bot.jobs.worker import WorkerOptions, WorkerRunner
+from bot.jobs.worker import WorkerRunner
 from bot.store.postgres import CONNECT_TIMEOUT_SECONDS, describe, postgres_error
 from bot.store.postgres_connection import SteadyPool, lock_key
 from bot.store.postgres_migrate import MIGRATION_LOCKS, current_schema
@@ -48,8 +45,8 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 class RunAgainIfCutOff(BaseRetryStrategy):
-    """A job cancelled by a drain goes back to the queue at once, for another process; a job whose
-    handler raised is not run again (its handler has told the person already)."""
+    """A job cut off by a drain goes back to the queue at once; one whose handler raised does not (its
+    handler has told the person already)."""
 
     def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
         return RetryDecision() if isinstance(exception, asyncio.CancelledError) else None
@@ -57,8 +54,7 @@ class RunAgainIfCutOff(BaseRetryStrategy):
 
 @dataclass(eq=False)
 class TurnJobs:
-    """The jobs of one nerve deployment on PostgreSQL; `queue` is the prefix of its queues, for
-    operators' `procrastinate` commands."""
+    """The jobs of one nerve deployment; `queue` prefixes its queues (for `procrastinate` commands)."""
 
     app: App
     pool: AsyncConnectionPool[Any]
@@ -84,8 +80,7 @@ class TurnJobs:
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> TurnJobs:
-        """Connect, install procrastinate's tables if they are not there, open a pool. `schema`
-        overrides the URL's search_path; `stall_timeout` is NERVE_WORKER_STALL_TIMEOUT."""
+        """`schema` overrides the URL's search_path; `stall_timeout` is NERVE_WORKER_STALL_TIMEOUT."""
         if stall_timeout <= 0 or poll_interval <= 0:
             raise ConfigError("the stall timeout and the poll interval of the job worker must be positive")
         where = describe(database_url)
@@ -100,7 +95,7 @@ class TurnJobs:
             async with await psycopg.AsyncConnection.connect(database_url, autocommit=True, **kwargs) as conn:
                 if await install_schema(conn):
                     logger.info("installed procrastinate's tables on %s", where)
-                found_schema = await current_schema(conn)
+                schema = await current_schema(conn)  # the one the search_path gives
         except psycopg.Error as exc:
             raise postgres_error(exc, where) from exc
         # procrastinate's LISTEN session is opened with the pool's conninfo and kwargs.
@@ -122,17 +117,11 @@ class TurnJobs:
         app.job_manager = WakingJobManager(connector)
         await app.open_async(pool)
         return cls(
-            app,
-            pool,
-            schema=found_schema,
-            where=where,
-            stall_timeout=stall_timeout,
-            poll_interval=poll_interval,
+            app, pool, schema=schema, where=where, stall_timeout=stall_timeout, poll_interval=poll_interval
         )
 
     def register(self, name: str, handler: JobHandler) -> None:
-        """Run `handler(**payload)` for the jobs named `name` (`<platform>.<what>`) this process's
-        worker takes. A platform's jobs share a queue, so a process registers all of its names."""
+        """`name`: `<platform>.<what>`; a platform's jobs share a queue, so a process registers them all."""
         if name in self.app.tasks:
             raise ValueError(f"a handler for jobs named {name!r} is registered already")
         self._queues.add(self.queue_of(name))
@@ -144,13 +133,11 @@ class TurnJobs:
         self.app.task(name=name, queue=self.queue_of(name), retry=RunAgainIfCutOff(), pass_context=False)(run)
 
     def queue_of(self, name: str) -> str:
-        """The queue of the jobs named `name`: this deployment's, for the platform before the dot."""
         return f"{self.queue}-{name.partition('.')[0]}"
 
     async def enqueue(self, name: str, payload: Mapping[str, str], *, event: str, conversation: str) -> bool:
-        """Queue a job; False if one for `event` (the delivery's id, prefixed by platform: `chat:Ev123`)
-        is still waiting to start: nerve's inbox is the first guard against re-deliveries, this covers
-        one racing the first in another process. The jobs of one `conversation` run one at a time."""
+        """False if one for `event` (the delivery's id, prefixed by platform: `chat:Ev123`) is still
+        waiting to start: a re-delivery racing the first in another process, past nerve's inbox."""
         self._check_open()
         deferrer = self.app.configure_task(
             name, queue=self.queue_of(name), lock=conversation, queueing_lock=event
@@ -164,8 +151,7 @@ class TurnJobs:
         return True
 
     async def pending(self, event: str) -> bool:
-        """A job for `event` is waiting or running in any of this deployment's queues: recovery
-        queues only deliveries recorded without one (the process died in between)."""
+        """A job for `event` is waiting or running: recovery queues only deliveries recorded without one."""
         self._check_open()
         try:
             async with self.pool.connection() as conn:
@@ -179,7 +165,7 @@ class TurnJobs:
             raise StoreError(f"could not look for the job of {event} on {self.where}: {exc}") from exc
 
     def run_worker(self, concurrency: int) -> None:
-        """Start this process's worker, up to `concurrency` jobs at once of the queues registered so far."""
+        """Up to `concurrency` jobs at once, of the queues registered so far."""
         self._check_open()
         if concurrency < 1:
             raise ValueError("a worker runs at least one job at a time")
@@ -188,13 +174,9 @@ class TurnJobs:
         queues = tuple(sorted(self._queues))
         if not queues:
             raise RuntimeError("register the handlers of this process's jobs before running its worker")
-        options = WorkerOptions(
-            queues=queues,
-            concurrency=concurrency,
-            stall_timeout=self.stall_timeout,
-            poll_interval=self.poll_interval,
+        self._runner = WorkerRunner(
+            self.app, queues, concurrency, stall_timeout=self.stall_timeout, poll_interval=self.poll_interval
         )
-        self._runner = WorkerRunner(self.app, options)
         self._runner.start()
 
     def worker_alive(self) -> bool:
@@ -202,13 +184,11 @@ class TurnJobs:
         return self._runner is not None and self._runner.alive()
 
     async def drain(self, grace: float) -> None:
-        """For SIGTERM: take no more jobs, give the running ones `grace` seconds, then cancel them
-        (back to the queue, for another process)."""
+        """For SIGTERM: the running jobs get `grace` seconds, then go back to the queue."""
         if self._runner is not None:
             await self._runner.drain(grace)
 
     async def aclose(self) -> None:
-        """Drain with no grace if `drain` was not called, then close the pool."""
         if self._closed:
             return
         await self.drain(0)
@@ -222,8 +202,7 @@ class TurnJobs:
 
 
 async def install_schema(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """Create procrastinate's tables in the connection's schema (autocommit) unless its jobs table is
-    there, not one further along the search_path; True if this call created them."""
+    """Unless its jobs table is in the connection's schema (not one further along the search_path)."""
     schema = await current_schema(conn)
     key = lock_key(MIGRATION_LOCKS, schema)
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)

@@ -1,18 +1,15 @@
-"""One procrastinate worker inside a nerve process, kept running until drained.
-
-Around procrastinate's `Worker`, what a chat bot's process needs: it runs as a task next to the
-front end, which owns SIGTERM and calls `drain`; a worker that fails is started again as a new one
-(a failure to reach the database is one line of the outage's, `bot.store.postgres_outage`, and the
-restart comes a second later); every worker recovers dead workers' jobs (`bot.jobs.recovery`); a
-draining worker keeps beating until its last job ends; a job's end is recorded until it lands.
-"""
+"""One procrastinate worker inside a nerve process, kept running until drained: a task next to the
+front end, which owns SIGTERM and calls `drain`. A worker that fails is started again as a new one (a
+failure to reach the database is one line of the outage's, `bot.store.postgres_outage`); every worker
+recovers dead workers' jobs (`bot.jobs.recovery`); a draining worker keeps beating until its last job
+ends; a job's end is recorded until it lands."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from procrastinate import App
@@ -39,12 +36,9 @@ _ALREADY_ENDED = "Job was not found or"
 
 
 class FinishingWorker(Worker):
-    """procrastinate's worker, whose record of a job's end survives a database blip.
-
-    procrastinate records a job's end once: lost, the job would stay `doing` under this live worker,
+    """procrastinate records a job's end once: lost, the job would stay `doing` under this live worker,
     which recovery never takes for dead, and its conversation locked until a restart. So it is tried
-    again until it lands; a stopping worker gives up, and its pruned registration hands the job on.
-    """
+    again until it lands; a stopping worker gives up, and its pruned registration hands the job on."""
 
     async def _persist_job_status(self, *args: Any, **kwargs: Any) -> None:
         pause = FINISH_PAUSE
@@ -69,7 +63,6 @@ class FinishingWorker(Worker):
 
 
 def _messages(exc: BaseException | None) -> str:
-    """The messages of an exception and its causes, for matching what the database said."""
     found: list[str] = []
     while exc is not None and len(found) < 5:
         found.append(str(exc))
@@ -77,30 +70,25 @@ def _messages(exc: BaseException | None) -> str:
     return " | ".join(found)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerOptions:
-    """How a worker runs; `TurnJobs` fills it from its own options."""
+@dataclass(eq=False)
+class WorkerRunner:
+    """A worker task that keeps going until `drain`."""
 
+    app: App
     queues: tuple[str, ...]
     concurrency: int
+    _: KW_ONLY
     stall_timeout: float
     # Seconds between two looks for jobs when no notification came (a fallback: inserts notify).
     poll_interval: float
     name: str = "nerve"
 
-
-class WorkerRunner:
-    """A worker task that keeps going until `drain`."""
-
-    def __init__(self, app: App, options: WorkerOptions) -> None:
-        self._app = app
-        self._options = options
+    def __post_init__(self) -> None:
         self._worker: Worker | None = None
         self._draining = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Start the worker task on the running loop."""
         if self._task is not None:
             raise RuntimeError("this worker was started already; open another TurnJobs for another worker")
         self._task = asyncio.create_task(self._supervise(), name="nerve jobs worker")
@@ -111,8 +99,7 @@ class WorkerRunner:
         return running and bool(self._own_workers())
 
     async def drain(self, grace: float) -> None:
-        """Fetch no more jobs; give the running ones `grace` seconds, then cancel them (back to the
-        queue). Returns once the worker has stopped."""
+        """The running jobs get `grace` seconds, then go back to the queue; returns once stopped."""
         self._draining.set()
         if self._task is None:
             return
@@ -134,11 +121,9 @@ class WorkerRunner:
 
     @staticmethod
     async def _stopped(task: asyncio.Task[None], within: float) -> None:
-        """Wait for the worker task, then cancel it until it ends: procrastinate's abort of the jobs
-        left after the grace waits, unbounded, for jobs that swallow their cancel, and a process
-        told to stop must stop. Its jobs go back to the queue when others take it for dead.
-
-        Not `await task`: a drain cancelled by its caller must not read as the worker's end."""
+        """Then cancelled until it ends, as a process told to stop must: procrastinate's abort waits,
+        unbounded, for jobs that swallow their cancel. Not `await task`: a drain cancelled by its caller
+        must not read as the worker's end."""
         done, _ = await asyncio.wait({task}, timeout=within)
         if done:
             return
@@ -150,12 +135,12 @@ class WorkerRunner:
     async def _beat_while_draining(self, worker: Worker) -> None:
         """procrastinate stops beating as soon as a worker stops: a grace longer than the stall
         timeout would have others take this one for dead and run its jobs a second time."""
-        interval = self._options.stall_timeout / 3
+        interval = self.stall_timeout / 3
         while True:
             worker_id = worker.worker_id
             if worker_id is not None:
                 try:
-                    await self._app.job_manager.update_heartbeat(worker_id)
+                    await self.app.job_manager.update_heartbeat(worker_id)
                 except Exception as exc:
                     raise_if_cancelled(exc)
                     logger.warning("could not send the draining worker's heartbeat: %s", exc)
@@ -191,23 +176,22 @@ class WorkerRunner:
         return [worker.worker_id] if worker is not None and worker.worker_id is not None else []
 
     async def _run_once(self) -> None:
-        options = self._options
         worker = FinishingWorker(
-            app=self._app,
-            queues=list(options.queues),
-            name=options.name,
-            concurrency=options.concurrency,
-            fetch_job_polling_interval=options.poll_interval,
+            app=self.app,
+            queues=list(self.queues),
+            name=self.name,
+            concurrency=self.concurrency,
+            fetch_job_polling_interval=self.poll_interval,
             shutdown_graceful_timeout=FAILURE_GRACE,
             delete_jobs="successful",
             install_signal_handlers=False,
-            update_heartbeat_interval=options.stall_timeout / 3,
-            stalled_worker_timeout=options.stall_timeout,
+            update_heartbeat_interval=self.stall_timeout / 3,
+            stalled_worker_timeout=self.stall_timeout,
         )
         self._worker = worker
         recovery = asyncio.create_task(
             keep_recovering(
-                self._app, queues=options.queues, stall_timeout=options.stall_timeout, own=self._own_workers
+                self.app, queues=self.queues, stall_timeout=self.stall_timeout, own=self._own_workers
             ),
             name="nerve jobs recovery",
         )

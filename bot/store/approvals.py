@@ -28,6 +28,7 @@ from bot.store.rows import (
     key_params,
     message_from_json,
     message_to_json,
+    to_json,
 )
 from bot.store.sign_ins import SignInWait, insert_sign_in_waits
 from bot.types import (
@@ -55,8 +56,6 @@ class ParkedTurn:
 
 
 class ApprovalLedger(ConversationLedger):
-    """The approval tables of the conversation store (mixed into the store, `bot.store.base`)."""
-
     async def park(
         self,
         *,
@@ -71,9 +70,7 @@ class ApprovalLedger(ConversationLedger):
         sign_ins: Sequence[SignInWait] = (),
         now: float = 0.0,
     ) -> None:
-        """Write a waiting turn: the calls (each with its tool's definition hash) wait for a person,
-        to decide on them or (`questions`) to answer what their server asked."""
-        key = incoming.key
+        """Its calls (with their tool's definition hash) wait for a decision, or for `questions`' answers."""
         async with self._write() as db:
             await db.execute(
                 "INSERT INTO parked_turns (id, platform, workspace, channel, thread, requester, place,"
@@ -81,12 +78,12 @@ class ApprovalLedger(ConversationLedger):
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     request_id,
-                    *key_params(key),
+                    *key_params(incoming.key),
                     incoming.user_id,
                     place_id(incoming.where()),
-                    json.dumps(incoming_to_json(incoming), ensure_ascii=False),
-                    json.dumps(message_to_json(answer), ensure_ascii=False),
-                    json.dumps([message_to_json(m) for m in done], ensure_ascii=False),
+                    to_json(incoming_to_json(incoming)),
+                    to_json(message_to_json(answer)),
+                    to_json([message_to_json(m) for m in done]),
                     rounds_used,
                     expires_at,
                 ),
@@ -101,7 +98,7 @@ class ApprovalLedger(ConversationLedger):
                         position,
                         call.server,
                         call.tool,
-                        json.dumps(call.arguments, ensure_ascii=False),
+                        to_json(call.arguments),
                         call.call_hash,
                         definition,
                     )
@@ -112,7 +109,6 @@ class ApprovalLedger(ConversationLedger):
             await insert_sign_in_waits(db, request_id, sign_ins)
 
     async def sign_in_calls(self, request_id: str) -> set[str]:
-        """The calls of a parked turn that waited for their person to sign in."""
         rows = await self._rows("SELECT call_id FROM sign_in_waits WHERE request_id = ?", (request_id,))
         return {row[0] for row in rows}
 
@@ -122,8 +118,7 @@ class ApprovalLedger(ConversationLedger):
             return await _load_prompt(db, request_id, questions=False)
 
     async def parked_by(self, key: ConversationKey, event_id: str | None = None) -> str | None:
-        """The request a turn of this thread is parked on (waiting or being resumed), if the delivery
-        `event_id` started it (any delivery when None)."""
+        """The request of this thread's turn still parked or resuming (started by `event_id`, if given)."""
         row = await self._first(
             f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done' AND (CAST(? AS TEXT) IS NULL"
             f" OR {self._sql.incoming_event_id} = ?) ORDER BY rowid LIMIT 1",
@@ -134,13 +129,13 @@ class ApprovalLedger(ConversationLedger):
     waiting_in = parked_by
 
     async def set_message_ref(self, request_id: str, ref: str) -> None:
-        """Remember where the approval message is, so the process that resumes can update it."""
+        """Where the approval message is, so the process that resumes can update it."""
         await self._change("UPDATE parked_turns SET message_ref = ? WHERE id = ?", (ref, request_id))
 
     async def decide(
         self, request_id: str, call_ids: Sequence[str], status: CallDecision, by: str, now: float
     ) -> list[str]:
-        """Decide pending calls of a waiting, unexpired request; returns the calls this changed."""
+        """Returns the calls this changed: only pending calls of a waiting, unexpired request."""
         changed: list[str] = []
         async with self._write() as db:
             for call_id in call_ids:
@@ -156,36 +151,31 @@ class ApprovalLedger(ConversationLedger):
         return changed
 
     async def expire_due(self, now: float, platform: str | None = None) -> list[str]:
-        """Mark the pending calls of requests past their expiry (of one platform, if given); returns
-        those requests. Each front end sweeps its own: only it can update the approval message."""
+        """Returns the requests expired now; each front end sweeps its own, as it updates their message."""
         async with self._write() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
-                    " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'"
-                    " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?)",
-                    (now, platform, platform),
-                )
+            rows = await db.execute_fetchall(
+                "SELECT DISTINCT p.id FROM parked_turns p JOIN pending_calls c ON c.request_id = p.id"
+                " WHERE p.status = 'waiting' AND p.expires_at <= ? AND c.status = 'pending'"
+                " AND (CAST(? AS TEXT) IS NULL OR p.platform = ?)",
+                (now, platform, platform),
             )
             await self._close_calls(db, rows, by="expiry")
         return [str(row[0]) for row in rows]
 
     async def claim(self, request_id: str, now: float) -> ParkedTurn | None:
-        """Take a fully decided request for resuming; None if it is still open or already done. The
-        caller holds the thread's turn lock, so one still `resuming` was left by a stopped process."""
+        """None if still open or done. The caller holds the thread's turn lock, so one still `resuming`
+        was left by a stopped process."""
         async with self._write() as db:
-            cursor = await db.execute(
+            claimed = await db.execute_fetchall(
                 "UPDATE parked_turns SET status = 'resuming', claimed_at = ? WHERE id = ?"
                 " AND status IN ('waiting', 'resuming') AND NOT EXISTS"
-                " (SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending')",
+                " (SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending')"
+                " RETURNING incoming, answer, done_results, rounds_used",
                 (now, request_id, request_id),
             )
-            if cursor.rowcount != 1:
+            if not claimed:
                 return None
-            (incoming, answer, done, rounds_used), *_ = await db.execute_fetchall(
-                "SELECT incoming, answer, done_results, rounds_used FROM parked_turns WHERE id = ?",
-                (request_id,),
-            )
+            incoming, answer, done, rounds_used = claimed[0]
             loaded = await _load_prompt(db, request_id)
         assert loaded is not None
         return ParkedTurn(
@@ -200,7 +190,6 @@ class ApprovalLedger(ConversationLedger):
     async def finish_parked(
         self, request_id: str, key: ConversationKey, round_messages: Sequence[ChatMessage]
     ) -> None:
-        """Store the completed round and close the request, in one transaction."""
         async with self._write() as db:
             await self._insert_messages(db, key, round_messages)
             await db.execute("UPDATE parked_turns SET status = 'done' WHERE id = ?", (request_id,))
@@ -216,10 +205,8 @@ class ApprovalLedger(ConversationLedger):
     async def close_parked(self, key: ConversationKey) -> list[str]:
         """A thread was reset: its parked turns end, their open calls counted as not approved."""
         async with self._write() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'", key_params(key)
-                )
+            rows = await db.execute_fetchall(
+                f"SELECT id FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done'", key_params(key)
             )
             await self._close_calls(db, rows, by="reset")
             await db.executemany("UPDATE parked_turns SET status = 'done' WHERE id = ?", rows)
@@ -234,8 +221,8 @@ class ApprovalLedger(ConversationLedger):
         )
 
     async def ready_requests(self, platform: str | None = None, *, resuming: bool = False) -> list[str]:
-        """Requests with every call decided that no turn finished: a process stopped (or failed)
-        before resuming them; with `resuming`, also those a stopped process was resuming."""
+        """Fully decided, never resumed (a process stopped or failed first); or, with `resuming`, left
+        resuming by a stopped process."""
         statuses = "('waiting', 'resuming')" if resuming else "('waiting')"
         rows = await self._rows(
             f"SELECT id FROM parked_turns p WHERE status IN {statuses} AND NOT EXISTS"
@@ -266,7 +253,6 @@ class ApprovalLedger(ConversationLedger):
         return str(row[0]) if row else None
 
     async def remembered_approvals(self, place: str | None = None) -> list[RememberedApproval]:
-        """Every remembered approval (of one place, if given), newest first."""
         rows = await self._rows(
             f"SELECT {columns(RememberedApproval)} FROM remembered_approvals"
             " WHERE CAST(? AS TEXT) IS NULL OR place = ? ORDER BY granted_at DESC",
@@ -275,7 +261,6 @@ class ApprovalLedger(ConversationLedger):
         return [from_row(RememberedApproval, row) for row in rows]
 
     async def revoke(self, place: str, server: str, tool: str) -> bool:
-        """Forget a remembered approval; False if there was none."""
         deleted = await self._change(
             "DELETE FROM remembered_approvals WHERE place = ? AND server = ? AND tool = ?",
             (place, server, tool),
@@ -285,7 +270,6 @@ class ApprovalLedger(ConversationLedger):
     # --- audit -------------------------------------------------------------------------------------
 
     async def record_audit(self, key: ConversationKey, entries: Sequence[AuditEntry]) -> None:
-        """Keep these decisions with the thread's active conversation."""
         if not entries:
             return
         async with self._write() as db:
@@ -300,7 +284,6 @@ class ApprovalLedger(ConversationLedger):
             )
 
     async def audit_log(self, key: ConversationKey) -> list[AuditEntry]:
-        """The decisions of the thread's active conversation, oldest first."""
         rows = await self._rows(
             f"SELECT {columns(AuditEntry, 'a.')} FROM audit a JOIN conversations c"
             f" ON c.id = a.conversation_id WHERE c.archived_at IS NULL AND {C_KEY_WHERE} ORDER BY a.id",
@@ -315,11 +298,10 @@ class ApprovalLedger(ConversationLedger):
         await self._change(
             "INSERT INTO deferred_messages (platform, workspace, channel, thread, incoming)"
             " VALUES (?, ?, ?, ?, ?)",
-            (*key_params(incoming.key), json.dumps(incoming_to_json(incoming), ensure_ascii=False)),
+            (*key_params(incoming.key), to_json(incoming_to_json(incoming))),
         )
 
     async def next_deferred(self, key: ConversationKey) -> tuple[int, Incoming] | None:
-        """The oldest message waiting in this thread, with its id for `drop_deferred`."""
         row = await self._first(
             f"SELECT id, incoming FROM deferred_messages WHERE {KEY_WHERE} ORDER BY id LIMIT 1",
             key_params(key),
@@ -344,24 +326,18 @@ class ApprovalLedger(ConversationLedger):
 async def _load_prompt(
     db: Connection, request_id: str, *, questions: bool = True
 ) -> tuple[ApprovalPrompt, str] | None:
-    """The request and its status. Without `questions`, only the calls waiting for approval: those
-    waiting for answers to their server's questions are shown and answered as questions."""
-    rows = list(
-        await db.execute_fetchall(
-            "SELECT platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status,"
-            " place FROM parked_turns WHERE id = ?",
-            (request_id,),
-        )
+    """Without `questions`, only the calls waiting for approval: the others are shown as questions."""
+    rows = await db.execute_fetchall(
+        "SELECT platform, workspace, channel, thread, requester, answer, expires_at, message_ref, status,"
+        " place FROM parked_turns WHERE id = ?",
+        (request_id,),
     )
     if not rows:
         return None
     *key, requester, answer, expires_at, message_ref, status, place = rows[0]
     call_rows = await db.execute_fetchall(
         f"SELECT {columns(PendingCall)} FROM pending_calls c"
-        " WHERE request_id = ? AND (? OR (NOT EXISTS (SELECT 1 FROM input_waits w"
-        "  WHERE w.request_id = c.request_id AND w.call_id = c.call_id) AND NOT EXISTS (SELECT 1"
-        "  FROM sign_in_waits s WHERE s.request_id = c.request_id AND s.call_id = c.call_id)))"
-        " ORDER BY position",
+        f" WHERE request_id = ? AND (? OR NOT {_WAITS_ELSEWHERE}) ORDER BY position",
         (request_id, questions),
     )
     calls = tuple(from_row(PendingCall, (*c[:3], json.loads(c[3]), *c[4:])) for c in call_rows)
@@ -371,10 +347,13 @@ async def _load_prompt(
     return from_row(ApprovalPrompt, shown, request_id=request_id, key=key_from_row(key)), str(status)
 
 
-# A parked turn's calls still waiting for answers to their server's questions, or for a sign-in.
-_QUESTIONS_OPEN = (
-    "SELECT 1 FROM pending_calls c WHERE c.request_id = ? AND c.status = 'pending' AND ("
-    " EXISTS (SELECT 1 FROM input_waits w WHERE w.request_id = c.request_id AND w.call_id = c.call_id)"
+# A call `c` that waits for answers to its server's questions, or for a sign-in, not for approval.
+_WAITS_ELSEWHERE = (
+    "(EXISTS (SELECT 1 FROM input_waits w WHERE w.request_id = c.request_id AND w.call_id = c.call_id)"
     " OR EXISTS (SELECT 1 FROM sign_in_waits s WHERE s.request_id = c.request_id AND s.call_id = c.call_id))"
+)
+# A parked turn's calls still waiting for answers or a sign-in.
+_QUESTIONS_OPEN = (
+    f"SELECT 1 FROM pending_calls c WHERE c.request_id = ? AND c.status = 'pending' AND {_WAITS_ELSEWHERE}"
     " LIMIT 1"
 )

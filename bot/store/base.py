@@ -25,8 +25,6 @@ class ConversationStore(
     SignInLedger,
     ThreadLedger,
 ):
-    """The store every front end and the agent use, whichever database holds it."""
-
     # Turns of one conversation, one at a time across every process on this database.
     turn_lock: TurnLock
 

@@ -15,7 +15,6 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 async def open_configured_store(settings: Settings) -> ConversationStore:
-    """Open the store the settings name, its schema brought up to date."""
     if settings.nerve_database_url is None:
         return await SQLiteStore.open(settings.nerve_db, turn_lease_seconds=settings.nerve_turn_lease)
     return await open_postgres_store(settings.nerve_database_url.get_secret_value())

@@ -25,7 +25,6 @@ async def rollback(db: aiosqlite.Connection) -> None:
 
 
 async def connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
-    """A connection in WAL mode with the settings the module docstring explains, in autocommit."""
     # isolation_level=None: we issue BEGIN/COMMIT ourselves instead of sqlite3's implicit ones.
     db = aiosqlite.connect(path, isolation_level=None)
     try:

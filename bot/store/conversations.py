@@ -23,8 +23,8 @@ class ConversationLedger(Ledger):
     async def append(
         self, key: ConversationKey, messages: Sequence[ChatMessage], *, event_id: str | None = None
     ) -> bool:
-        """Persist messages in one transaction; False when `event_id` (the first message's, the
-        user's) was already recorded: a re-delivered event writes nothing."""
+        """In one transaction; False when `event_id` (the first, user's message's) was recorded before:
+        a re-delivered event writes nothing."""
         if not messages:
             return True
         async with self._write() as db:
@@ -41,23 +41,18 @@ class ConversationLedger(Ledger):
         messages: Sequence[ChatMessage],
         *,
         event_id: str | None = None,
-    ) -> int:
-        """Append to the thread's active conversation inside the caller's transaction; returns its id."""
+    ) -> None:
+        """In the caller's transaction; `event_id` is the first message's."""
         conversation = await self._conversation_of(db, key)
         # seq is computed by the database row by row, so a round costs one batch.
         await db.executemany(
             "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
             " is_error, latency_ms, event_id) VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
             " WHERE conversation_id = ?), ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                message_row(conversation, message, event_id if index == 0 else None)
-                for index, message in enumerate(messages)
-            ],
+            [message_row(conversation, m, event_id if i == 0 else None) for i, m in enumerate(messages)],
         )
-        return conversation
 
     async def history(self, key: ConversationKey) -> list[ChatMessage]:
-        """The current conversation of this thread, oldest first."""
         rows = await self._rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages JOIN conversations c ON c.id = conversation_id"
             f" WHERE c.archived_at IS NULL AND {C_KEY_WHERE} ORDER BY seq",
@@ -66,8 +61,7 @@ class ConversationLedger(Ledger):
         return [message_from_row(row) for row in rows]
 
     async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
-        """What followed the user message with this event id, up to the next user message (empty when
-        the event is unknown): a re-delivery resumes or re-sends its turn."""
+        """What followed this event's user message, up to the next: a re-delivery resumes its turn."""
         found = await self._first(
             "SELECT m.conversation_id, m.seq FROM messages m JOIN conversations c ON c.id = m.conversation_id"
             f" WHERE m.event_id = ? AND {C_KEY_WHERE} ORDER BY m.id DESC LIMIT 1",
@@ -87,7 +81,7 @@ class ConversationLedger(Ledger):
         return [message_from_row(row) for row in rows]
 
     async def reset(self, key: ConversationKey) -> None:
-        """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
+        """The thread's next message starts a new conversation; the old one stays stored, not sent."""
         await self._change(
             f"UPDATE conversations SET archived_at = {self._sql.now}"
             f" WHERE archived_at IS NULL AND {KEY_WHERE}",
@@ -95,7 +89,7 @@ class ConversationLedger(Ledger):
         )
 
     async def has_event(self, key: ConversationKey, event_id: str) -> bool:
-        """Whether a message with this platform event id was stored in this thread (reset or not)."""
+        """Whether a message of this platform event was stored in this thread (reset or not)."""
         async with self._read() as db:
             return await self._event_seen(db, key, event_id)
 
@@ -115,21 +109,16 @@ class ConversationLedger(Ledger):
             f" WHERE m.event_id = ? AND {C_KEY_WHERE} LIMIT 1",
             (event_id, *key_params(key)),
         )
-        return bool(list(rows))
+        return bool(rows)
 
     async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
-        """The thread's active conversation, started now if it has none; looked up in the caller's
-        transaction, never cached, since another process may have reset the thread meanwhile."""
-        rows = list(
-            await db.execute_fetchall(
-                f"SELECT id FROM conversations WHERE archived_at IS NULL AND {KEY_WHERE}", key_params(key)
-            )
-        ) or list(
-            await db.execute_fetchall(
-                "INSERT INTO conversations (platform, workspace, channel, thread) VALUES (?, ?, ?, ?)"
-                " RETURNING id",
-                key_params(key),
-            )
+        """Started now if the thread has none; never cached: another process may have reset the thread."""
+        rows = await db.execute_fetchall(
+            f"SELECT id FROM conversations WHERE archived_at IS NULL AND {KEY_WHERE}", key_params(key)
+        ) or await db.execute_fetchall(
+            "INSERT INTO conversations (platform, workspace, channel, thread) VALUES (?, ?, ?, ?)"
+            " RETURNING id",
+            key_params(key),
         )
         return int(rows[0][0])
 
@@ -147,8 +136,7 @@ class InboxLedger(Ledger):
         return claimed == 1
 
     async def finish_event(self, platform: str, event_id: str) -> None:
-        """Mark an event answered, so start-up recovery does not answer it again; its payload is
-        emptied, since recognising a re-delivery needs only the event id."""
+        """So start-up recovery does not answer it again; recognising a re-delivery needs no payload."""
         await self._change(
             f"UPDATE inbox SET status = 'done', done_at = {self._sql.now}, payload = '{{}}'"
             " WHERE platform = ? AND event_id = ? AND status = 'received'",
@@ -157,7 +145,6 @@ class InboxLedger(Ledger):
         )
 
     async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
-        """(event_id, payload) of events claimed but never finished, in the order they arrived."""
         rows = await self._rows(
             "SELECT event_id, payload FROM inbox WHERE platform = ? AND status = 'received'"
             " ORDER BY received_at, rowid",
@@ -167,8 +154,7 @@ class InboxLedger(Ledger):
         return [(str(row[0]), str(row[1])) for row in rows]
 
     async def unfinished_payload(self, platform: str, event_id: str) -> str | None:
-        """The payload of one event claimed but not finished yet; None once it is finished (or
-        was never claimed): a job that finds None has nothing left to answer."""
+        """None once the event is finished (or was never claimed): a job has nothing left to answer."""
         row = await self._first(
             "SELECT payload FROM inbox WHERE platform = ? AND event_id = ? AND status = 'received'",
             (platform, event_id),
@@ -177,8 +163,7 @@ class InboxLedger(Ledger):
         return None if row is None else str(row[0])
 
     async def prune_events(self, older_than_days: float) -> int:
-        """Forget inbox events received more than `older_than_days` ago; returns how many. Older
-        re-deliveries are no longer recognised, older unfinished events no longer answered (stale)."""
+        """Older re-deliveries are no longer recognised, nor older unfinished events answered (stale)."""
         return await self._change(
             "DELETE FROM inbox WHERE received_at < ?", (days_ago(float(older_than_days)),), inbox=True
         )

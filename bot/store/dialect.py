@@ -13,19 +13,16 @@ from typing import Any, Protocol
 
 
 class Cursor(Protocol):
-    """What a statement leaves behind that the ledgers read: how many rows it changed."""
-
     @property
     def rowcount(self) -> int: ...
 
 
 class Connection(Protocol):
-    """One connection as the ledgers use it (aiosqlite's, or psycopg's behind the adapter); inside
-    `_write()` the statements run in one transaction, elsewhere each is its own."""
+    """aiosqlite's, or psycopg's behind the adapter: in one transaction inside `_write()` only."""
 
     def execute(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[Cursor]: ...
 
-    def execute_fetchall(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[Iterable[Any]]: ...
+    def execute_fetchall(self, sql: str, parameters: Iterable[Any] = ..., /) -> Awaitable[list[Any]]: ...
 
     def executemany(self, sql: str, parameters: Iterable[Iterable[Any]], /) -> Awaitable[Cursor]: ...
 
@@ -35,8 +32,6 @@ class Connection(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Dialect:
-    """SQL fragments whose spelling depends on the database."""
-
     name: str
     # The current UTC time as ISO-8601 text with milliseconds, the format of every *_at TEXT column.
     now: str
@@ -64,8 +59,7 @@ def iso_utc(moment: datetime) -> str:
 
 
 def days_ago(days: float, now: datetime | None = None) -> str:
-    """The store's text for the time `days` before `now` (the current time when None), for
-    comparisons with *_at columns."""
+    """The store's text for `days` before `now` (by default the current time), to compare *_at with."""
     return iso_utc((now or datetime.now(UTC)) - timedelta(days=days))
 
 
@@ -88,7 +82,7 @@ class Ledger:
 
     async def _rows(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> list[Any]:
         async with self._inbox() if inbox else self._read() as db:
-            return list(await db.execute_fetchall(sql, params))
+            return await db.execute_fetchall(sql, params)
 
     async def _first(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> Any | None:
         rows = await self._rows(sql, params, inbox=inbox)

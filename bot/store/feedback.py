@@ -15,8 +15,6 @@ Rating = Literal["up", "down"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Feedback:
-    """One person's vote on one answer."""
-
     key: ConversationKey
     message_ts: str
     user_id: str
@@ -25,8 +23,6 @@ class Feedback:
 
 
 class FeedbackLedger(Ledger):
-    """The feedback table of the conversation store (mixed into the store, `bot.store.base`)."""
-
     async def record_feedback(self, feedback: Feedback) -> None:
         """Keep a vote; the same person's earlier vote on that answer is replaced."""
         await self._change(
@@ -46,7 +42,6 @@ class FeedbackLedger(Ledger):
         )
 
     async def feedback_in(self, key: ConversationKey) -> list[Feedback]:
-        """The votes on the answers of one thread, oldest first."""
         rows = await self._rows(
             f"SELECT message_ts, user_id, rating, event_id FROM feedback WHERE {KEY_WHERE}"
             " ORDER BY created_at, message_ts",

@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.forms import FormError, form_from_schema
 from bot.store.dialect import Connection, Ledger
-from bot.store.rows import from_row, key_from_row, key_params
+from bot.store.rows import from_row, key_from_row, key_params, to_json
 from bot.types import InputMode, InputRequest, InputStatus
 
 
@@ -57,11 +57,9 @@ async def insert_input(
     schema: dict[str, Any] | None,
     now: float,
     status: InputStatus = "open",
-    *,
-    parked_id: str | None = None,
-    call_id: str | None = None,
-    input_key: str | None = None,
+    parked: tuple[str | None, str | None, str | None] = (None, None, None),
 ) -> None:
+    """`parked`, for a question of a parked call: its turn's id, its call's, and the server's key."""
     await db.execute(
         "INSERT INTO input_requests (id, platform, workspace, channel, thread, user_id, server,"
         " tools, message, mode, schema, url, refused, status, expires_at, alive_at, parked_id, call_id,"
@@ -71,18 +69,16 @@ async def insert_input(
             *key_params(request.key),
             request.user_id,
             request.server,
-            json.dumps(list(request.tools), ensure_ascii=False),
+            to_json(list(request.tools)),
             request.message,
             request.mode,
-            json.dumps(schema, ensure_ascii=False) if schema is not None else None,
+            to_json(schema),
             request.url,
             request.refused,
             status,
             request.expires_at,
             now,
-            parked_id,
-            call_id,
-            input_key,
+            *parked,
         ),
     )
 
@@ -90,21 +86,17 @@ async def insert_input(
 async def insert_parked_questions(
     db: Connection, parked_id: str, calls: Sequence[ParkedCallQuestions], now: float
 ) -> None:
-    """Write a parked turn's questions (in the parking transaction: a call is never left looking
-    like one that waits for approval)."""
+    """In the parking transaction: a call is never left looking like one that waits for approval."""
     for call in calls:
         await db.execute(
             "INSERT INTO input_waits (request_id, call_id, request_state) VALUES (?, ?, ?)",
             (parked_id, call.call_id, call.request_state),
         )
         for q in call.questions:
-            where = {"parked_id": parked_id, "call_id": call.call_id, "input_key": q.key}
-            await insert_input(db, q.request, q.schema, now, q.status, **where)
+            await insert_input(db, q.request, q.schema, now, q.status, (parked_id, call.call_id, q.key))
 
 
 class InputLedger(Ledger):
-    """The input-request table of the conversation store (mixed into the store, `bot.store.base`)."""
-
     async def open_input(
         self, request: InputRequest, schema: dict[str, Any] | None, now: float, status: InputStatus = "open"
     ) -> None:
@@ -127,18 +119,14 @@ class InputLedger(Ledger):
             form = form_from_schema(json.loads(schema)) if schema is not None else None
         shown = (user_id, server, tuple(json.loads(tools)), message, _mode(mode), form, url, refused)
         request = from_row(
-            InputRequest,
-            (*shown, float(expires_at), message_ref),
-            request_id=request_id,
-            key=key_from_row(key),
+            InputRequest, (request_id, key_from_row(key), *shown, float(expires_at), message_ref)
         )
         status, content, alive_at = row[14:17]
         content = json.loads(content) if content is not None else None
         return from_row(StoredInput, (request, status, content, float(alive_at), *row[17:]))
 
     async def open_parked_questions(self, parked_id: str) -> list[InputRequest]:
-        """A parked turn's questions still waiting for their answer, in the order they were asked
-        (so a front end that stopped before they were answered can ask them again)."""
+        """Still unanswered, in order: a front end that stopped before their answer asks them again."""
         rows = await self._rows(
             "SELECT id FROM input_requests WHERE parked_id = ? AND status = 'open' ORDER BY rowid",
             (parked_id,),
@@ -161,14 +149,7 @@ class InputLedger(Ledger):
             "UPDATE input_requests SET status = ?, content = ?, answered_by = ?,"
             f" answered_at = {self._sql.now} WHERE id = ? AND status = 'open'"
             " AND (CAST(? AS DOUBLE PRECISION) IS NULL OR alive_at < ?)",
-            (
-                status,
-                json.dumps(content, ensure_ascii=False) if content is not None else None,
-                by,
-                request_id,
-                stale_before,
-                stale_before,
-            ),
+            (status, to_json(content), by, request_id, stale_before, stale_before),
         )
         return changed == 1
 
@@ -185,32 +166,28 @@ class InputLedger(Ledger):
         )
 
     async def settle_parked_call(self, parked_id: str, call_id: str, by: str) -> bool:
-        """A parked call whose questions are all answered may run: True when that leaves its turn
-        with nothing more to wait for (it can be resumed)."""
+        """A parked call whose questions are all answered may run: True when its turn can be resumed."""
         async with self._write() as db:
-            open_rows = await db.execute_fetchall(
-                "SELECT 1 FROM input_requests"
-                " WHERE parked_id = ? AND call_id = ? AND status = 'open' LIMIT 1",
+            if await db.execute_fetchall(
+                "SELECT 1 FROM input_requests WHERE parked_id = ? AND call_id = ? AND status = 'open'"
+                " LIMIT 1",
                 (parked_id, call_id),
-            )
-            if list(open_rows):
+            ):
                 return False
             await db.execute(
                 f"UPDATE pending_calls SET status = 'approved', decided_by = ?, decided_at = {self._sql.now}"
                 " WHERE request_id = ? AND call_id = ? AND status = 'pending'",
                 (by, parked_id, call_id),
             )
-            waiting = await db.execute_fetchall(
+            return not await db.execute_fetchall(
                 "SELECT 1 FROM pending_calls WHERE request_id = ? AND status = 'pending' LIMIT 1",
                 (parked_id,),
             )
-            return not list(waiting)
 
     async def parked_answers(
         self, parked_id: str, call_id: str
     ) -> tuple[str | None, list[tuple[str, InputStatus, InputMode, dict[str, Any] | None]]] | None:
-        """A parked call's state and its questions' answers (key, status, mode, content); None when
-        the call did not wait for questions."""
+        """The call's state and its questions' (key, status, mode, content); None if it asked none."""
         wait = await self._first(
             "SELECT request_state FROM input_waits WHERE request_id = ? AND call_id = ?", (parked_id, call_id)
         )

@@ -11,8 +11,7 @@ K = TypeVar("K", bound=Hashable)
 
 
 class KeyedLocks(Generic[K]):
-    """One lock per key, created on first use and dropped when nobody holds or waits for it;
-    asyncio.Lock wakes waiters first come, first served, so holders run in the order they asked."""
+    """Dropped when nobody holds or waits for it; asyncio.Lock wakes waiters in the order they asked."""
 
     def __init__(self) -> None:
         self._locks: dict[K, tuple[asyncio.Lock, int]] = {}

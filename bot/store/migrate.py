@@ -39,15 +39,11 @@ class Migration:
     version: int
     name: str
     sql: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.version:04d}_{self.name}.sql"
+    label: str  # its file's name, NNNN_name.sql
 
 
 def discover(directory: Path) -> list[Migration]:
-    """The migrations in `directory`, in version order; a misnamed file (else skipped without a
-    word) or a duplicate is an error."""
+    """In version order; a misnamed file (else skipped without a word) or a duplicate is an error."""
     if not directory.is_dir():
         raise StoreError(f"migrations folder not found: {directory}")
     found: dict[int, Migration] = {}
@@ -62,7 +58,7 @@ def discover(directory: Path) -> list[Migration]:
             if version in found:
                 raise StoreError(f"{path}: migration version {version} is used by two files")
             sql = path.read_text(encoding="utf-8")
-            found[version] = Migration(version=version, name=match.group(2), sql=sql)
+            found[version] = Migration(version=version, name=match.group(2), sql=sql, label=path.name)
     except OSError as exc:
         raise StoreError(f"could not read migrations in {directory}: {exc.strerror or exc}") from exc
     return [found[version] for version in sorted(found)]
@@ -76,8 +72,8 @@ async def applied_versions(db: aiosqlite.Connection) -> set[int]:
 
 
 async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> list[int]:
-    """Apply every migration not yet in the ledger (`db` in no transaction); return the versions
-    applied now. Each re-checks the ledger under `BEGIN IMMEDIATE`, against another process's."""
+    """`db` in no transaction; returns the versions applied now. Each migration re-checks the ledger
+    under `BEGIN IMMEDIATE`, against another process's."""
     directory = directory or DEFAULT_MIGRATIONS_DIR
     try:
         known = await asyncio.to_thread(discover, directory)

@@ -43,8 +43,6 @@ TURN_LOCK_POOL_WAIT_SECONDS = 3600.0
 
 
 class PostgresStore(ConversationStore):
-    """The conversation store on a PostgreSQL database, shared by every nerve process pointed at it."""
-
     _sql = POSTGRES
 
     def __init__(
@@ -59,29 +57,23 @@ class PostgresStore(ConversationStore):
 
     @classmethod
     async def open(cls, url: str, *, migrations_dir: Path | None = None) -> PostgresStore:
-        """Connect to `url` (a libpq URL or key=value string), bring the schema up to date, open pools."""
+        """`url`: a libpq URL or key=value string; the schema is brought up to date."""
         where = describe(url)
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS}
         try:
-            async with await psycopg.AsyncConnection.connect(
-                url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
-            ) as conn:
+            async with await psycopg.AsyncConnection.connect(url, **kwargs) as conn:
                 await migrate_postgres(conn, migrations_dir)
                 schema = await current_schema(conn)
         except psycopg.Error as exc:
             raise postgres_error(exc, where) from exc
         pool: AsyncConnectionPool[Any] = SteadyPool(
-            url,
-            min_size=1,
-            max_size=POOL_SIZE,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
-            timeout=POOL_WAIT_SECONDS,
-            name="nerve-store",
+            url, min_size=1, max_size=POOL_SIZE, kwargs=kwargs, timeout=POOL_WAIT_SECONDS, name="nerve-store"
         )
         lock_pool: AsyncConnectionPool[Any] = SteadyPool(
             url,
             min_size=0,
             max_size=TURN_LOCK_CONNECTIONS,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            kwargs=kwargs,
             timeout=TURN_LOCK_POOL_WAIT_SECONDS,
             reset=unlock_all,
             name="nerve-turns",
@@ -105,18 +97,15 @@ class PostgresStore(ConversationStore):
 
     async def ping(self) -> None:
         """For /readyz: a server that is away shows as a wait for a connection, which the caller bounds."""
-        self._check_open()
-        try:
-            async with self._pool.connection() as conn:
-                await conn.execute("SELECT 1")
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise postgres_error(exc, self._where) from exc
+        async with self._connection() as conn:
+            await conn.execute("SELECT 1")
 
     # --- plumbing ------------------------------------------------------------------------------
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        self._check_open()
+        if self._closed:
+            raise StoreError(f"the conversation store {self._where} is closed")
         try:
             async with self._pool.connection() as conn:
                 yield conn
@@ -147,10 +136,6 @@ class PostgresStore(ConversationStore):
                 with suppress(psycopg.Error):
                     await conn.execute("ROLLBACK")
                 raise
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the conversation store {self._where} is closed")
 
 
 def describe(url: str) -> str:
@@ -195,8 +180,7 @@ TURN_LOCKS = 0x6E657203
 class PostgresTurnLock:
     """The `TurnLock` seam on PostgreSQL. A turn queues behind its process's earlier turns in memory,
     then takes a session advisory lock named after the conversation, granted in the order asked; a
-    dead process's locks go with its connections, with no lease to wait out.
-    """
+    dead process's locks go with its connections, with no lease to wait out."""
 
     def __init__(self, pool: AsyncConnectionPool[Any], namespace: str, where: str) -> None:
         """`pool`'s connections hold nothing else; `namespace` (the schema) keeps two stores apart."""
@@ -221,29 +205,25 @@ class PostgresTurnLock:
 
     @asynccontextmanager
     async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
-        """Wait for the conversation's earlier turns, in every process, then hold it until the block ends."""
+        """In every process: the conversation's advisory lock, on a session of its own."""
         name = self._name(key)
-        async with self._local.hold(name), self._held(lock_key(TURN_LOCKS, name)):
-            yield
-
-    @asynccontextmanager
-    async def _held(self, lock: tuple[int, int]) -> AsyncIterator[None]:
-        """The conversation's advisory lock, on a session of its own until the block ends."""
-        try:
-            async with self._pool.connection() as conn:
-                try:
-                    await conn.execute("SELECT pg_advisory_lock(%s, %s)", lock)
-                except BaseException:
-                    # Cancelled while waiting (psycopg cancels the request on the server), or failed:
-                    # the lock may have been granted just before. Closing the session drops it for sure.
-                    await conn.close()
-                    raise
-                try:
-                    yield
-                finally:
-                    await _release(conn, lock)
-        except psycopg.Error as exc:
-            raise StoreError(f"could not take a conversation's turn on {self._where}: {exc}") from exc
+        lock = lock_key(TURN_LOCKS, name)
+        async with self._local.hold(name):
+            try:
+                async with self._pool.connection() as conn:
+                    try:
+                        await conn.execute("SELECT pg_advisory_lock(%s, %s)", lock)
+                    except BaseException:
+                        # Cancelled while waiting (psycopg cancels the request on the server), or failed: the
+                        # lock may have been granted just before. Closing the session drops it for sure.
+                        await conn.close()
+                        raise
+                    try:
+                        yield
+                    finally:
+                        await _release(conn, lock)
+            except psycopg.Error as exc:
+                raise StoreError(f"could not take a conversation's turn on {self._where}: {exc}") from exc
 
 
 async def _release(conn: psycopg.AsyncConnection[Any], lock: tuple[int, int]) -> None:

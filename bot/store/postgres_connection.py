@@ -28,8 +28,6 @@ RECONNECT_PAUSE_LONGEST = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """What a statement leaves behind that the ledgers read."""
-
     rowcount: int
 
 

@@ -36,8 +36,7 @@ async def current_schema(conn: psycopg.AsyncConnection[Any]) -> str:
 
 
 async def migrate_postgres(conn: psycopg.AsyncConnection[Any], directory: Path | None = None) -> list[int]:
-    """Apply every migration not yet in the ledger (`conn` in autocommit); return the versions
-    applied now. psycopg's errors are raised as they are: the store words them."""
+    """`conn` in autocommit; psycopg's errors are raised as they are: the store words them."""
     known = await asyncio.to_thread(discover, directory or POSTGRES_MIGRATIONS_DIR)
     key = lock_key(MIGRATION_LOCKS, await current_schema(conn))
     await conn.execute("SELECT pg_advisory_lock(%s, %s)", key)
@@ -46,12 +45,10 @@ async def migrate_postgres(conn: psycopg.AsyncConnection[Any], directory: Path |
         rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
         applied = {int(row[0]) for row in rows}
         refuse_unknown(applied, known, setting="NERVE_DATABASE_URL at another database or schema")
-        done: list[int] = []
-        for migration in known:
-            if migration.version not in applied:
-                await _apply(conn, migration)
-                done.append(migration.version)
-        return done
+        pending = [migration for migration in known if migration.version not in applied]
+        for migration in pending:
+            await _apply(conn, migration)
+        return [migration.version for migration in pending]
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 

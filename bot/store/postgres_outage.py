@@ -1,11 +1,9 @@
 """A database outage in the log: one line when PostgreSQL goes, one a minute while it stays away, one
 when it is back, instead of the libraries' own lines.
 
-While PostgreSQL is away, psycopg_pool logs every attempt of every pool, and procrastinate each
-failure with a traceback; nerve handles all of it itself, so those lines only bury the one fact an
-operator needs. procrastinate's lines, which may come long after the failure they report, are only
-dropped; psycopg_pool's failed attempts and nerve's own (`unreachable_now`) start an outage.
-"""
+psycopg_pool logs every attempt of every pool, and procrastinate each failure with a traceback,
+burying the one fact an operator needs. procrastinate's lines, which may come long after the failure
+they report, are only dropped; psycopg_pool's failed attempts and nerve's own start an outage."""
 
 from __future__ import annotations
 

@@ -11,8 +11,6 @@ from bot.store.dialect import Ledger, days_ago
 
 
 class PostLedger(Ledger):
-    """The turn_posts table of the conversation store (mixed into the store, `bot.store.base`)."""
-
     async def posts_of(self, turn: str) -> dict[str, str | None]:
         """Every part `turn` announced: part → where it landed, or None while in doubt."""
         rows = await self._rows("SELECT part, ref FROM turn_posts WHERE turn = ?", (turn,))
@@ -36,8 +34,7 @@ class PostLedger(Ledger):
         )
 
     async def prune_posts(self, older_than_days: float) -> int:
-        """Forget the posts of turns older than `older_than_days` (pruned with the inbox: a turn
-        older than that is never answered again)."""
+        """Pruned with the inbox: a turn older than that is never answered again."""
         return await self._change(
             "DELETE FROM turn_posts WHERE created_at < ?", (days_ago(float(older_than_days)),), inbox=True
         )

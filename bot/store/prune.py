@@ -23,8 +23,7 @@ PRUNE_EVERY_SECONDS = 3600.0
 async def prune_conversations(
     store: ConversationStore, older_than_days: float, now: datetime | None = None
 ) -> int:
-    """Delete the conversations idle for longer than `older_than_days`, each under its thread's turn
-    lock and re-checked as it is deleted; returns how many."""
+    """Each under its thread's turn lock, re-checked as it is deleted; returns how many."""
     cutoff = days_ago(older_than_days, now)
     removed = 0
     for conversation in await store.idle_conversations(older_than_days, now):
@@ -43,8 +42,8 @@ async def pruning_inbox(
     every: float | None = None,
     wait: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[None]:
-    """Prune now (so a replay at start-up sees only live records), then every `every` seconds (by
-    default hourly, or twice per retention if shorter) until the block ends."""
+    """Now (a replay at start-up sees only live records), then every `every` seconds (hourly, or twice
+    per retention if shorter) until the block ends."""
     if every is None:
         every = min(PRUNE_EVERY_SECONDS, retention_hours * 3600 / 2)
     await _prune(store, retention_hours, conversation_retention_days)
@@ -77,7 +76,6 @@ async def _prune(store: ConversationStore, retention_hours: float, conversation_
 
 @asynccontextmanager
 async def _housekeeping(what: str) -> AsyncIterator[None]:
-    """A failure to prune is logged, and pruning is tried again at the next tick."""
     try:
         yield
     except StoreError as exc:

@@ -47,6 +47,11 @@ def from_row(cls: type[T], row: Iterable[Any], **given: Any) -> T:
 MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
 
 
+def to_json(value: Any) -> str | None:
+    """JSON text as stored (non-ASCII kept as it is); None stays NULL."""
+    return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
 def message_to_json(message: ChatMessage) -> dict[str, Any]:
     return asdict(message) | {"tool_calls": [asdict(call) for call in message.tool_calls]}
 
@@ -58,23 +63,12 @@ def message_from_json(data: dict[str, Any]) -> ChatMessage:
 
 def message_row(conversation: int, message: ChatMessage, event_id: str | None) -> tuple[Any, ...]:
     """A message as the columns of `messages` (conversation, seq's subquery, MESSAGE_COLUMNS, event)."""
-    calls = [asdict(call) for call in message.tool_calls]
-    return (
-        conversation,
-        conversation,
-        message.role,
-        message.content,
-        json.dumps(calls, ensure_ascii=False) if calls else None,
-        message.tool_call_id,
-        message.name,
-        int(message.is_error),
-        message.latency_ms,
-        event_id,
-    )
+    data = message_to_json(message) | {"is_error": int(message.is_error)}
+    data["tool_calls"] = to_json(data["tool_calls"] or None)
+    return (conversation, conversation, *(data[name] for name in MESSAGE_COLUMNS.split(", ")), event_id)
 
 
 def message_from_row(row: Iterable[Any]) -> ChatMessage:
-    """A row of MESSAGE_COLUMNS as the message it stores."""
     data = dict(zip(MESSAGE_COLUMNS.split(", "), row, strict=True))
     return message_from_json(data | {"tool_calls": json.loads(data["tool_calls"] or "[]")})
 

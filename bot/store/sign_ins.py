@@ -47,8 +47,6 @@ class SignInWait:
 
 
 class SignInLedger(Ledger):
-    """The sign-in tables of the conversation store (mixed into the store, `bot.store.base`)."""
-
     async def save_tokens(
         self, *, server: str, person: str, issuer: str, secret: bytes, scope: str | None, now: float
     ) -> None:
@@ -71,7 +69,6 @@ class SignInLedger(Ledger):
         return deleted > 0
 
     async def people_connected(self, server: str) -> list[str]:
-        """Who has tokens for `server`, most recently signed in first."""
         rows = await self._rows(
             "SELECT person FROM oauth_tokens WHERE server = ? ORDER BY updated_at DESC", (server,)
         )
@@ -109,7 +106,7 @@ class SignInLedger(Ledger):
         expires_at: float,
         now: float,
     ) -> None:
-        """Record a started authorization; older unfinished ones of this person and server end."""
+        """Record a started authorization; expired ones (anyone's) are removed."""
         where = key_params(key) if key else ("", "", "", "")
         async with self._write() as db:
             await db.execute("DELETE FROM sign_ins WHERE expires_at <= ?", (now,))
@@ -122,32 +119,26 @@ class SignInLedger(Ledger):
     async def take_sign_in(self, state: str, now: float) -> StartedSignIn | None:
         """The started sign-in for `state`, removed so it is good once; None if unknown or expired."""
         async with self._write() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "DELETE FROM sign_ins WHERE state = ? RETURNING server, person, platform, workspace,"
-                    " channel, thread, secret, expires_at",
-                    (state,),
-                )
+            rows = await db.execute_fetchall(
+                "DELETE FROM sign_ins WHERE state = ? RETURNING server, person, platform, workspace,"
+                " channel, thread, secret, expires_at",
+                (state,),
             )
         if not rows or rows[0][-1] <= now:
             return None
         server, person, *where, secret, expires_at = rows[0]
         key = key_from_row(where) if where[0] else None
-        return StartedSignIn(
-            state=state, server=server, person=person, key=key, secret=bytes(secret), expires_at=expires_at
-        )
+        return from_row(StartedSignIn, (server, person, key, bytes(secret), expires_at), state=state)
 
     async def signed_in(self, server: str, person: str) -> list[str]:
         """The parked turns that were waiting for this sign-in: their calls may run now."""
         async with self._write() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT w.request_id, w.call_id FROM sign_in_waits w"
-                    " JOIN parked_turns p ON p.id = w.request_id"
-                    " JOIN pending_calls c ON c.request_id = w.request_id AND c.call_id = w.call_id"
-                    " WHERE w.server = ? AND w.person = ? AND p.status = 'waiting' AND c.status = 'pending'",
-                    (server, person),
-                )
+            rows = await db.execute_fetchall(
+                "SELECT w.request_id, w.call_id FROM sign_in_waits w"
+                " JOIN parked_turns p ON p.id = w.request_id"
+                " JOIN pending_calls c ON c.request_id = w.request_id AND c.call_id = w.call_id"
+                " WHERE w.server = ? AND w.person = ? AND p.status = 'waiting' AND c.status = 'pending'",
+                (server, person),
             )
             await db.executemany(
                 "UPDATE pending_calls SET status = 'approved', decided_by = 'sign-in',"

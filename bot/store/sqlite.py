@@ -54,7 +54,6 @@ class SQLiteStore(ConversationStore):
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         turn_lease_seconds: float = LEASE_SECONDS,
     ) -> SQLiteStore:
-        """Open (creating if needed) the database at `path` and bring its schema up to date."""
         try:
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
         except OSError as exc:
@@ -65,8 +64,7 @@ class SQLiteStore(ConversationStore):
         opened = [db]
         try:
             await migrate(db, migrations_dir)
-            opened.append(await connect(path, busy_timeout_ms))
-            opened.append(await connect(path, busy_timeout_ms))
+            opened += [await connect(path, busy_timeout_ms) for _ in ("inbox", "turn lock")]
         except BaseException as exc:
             for connection in opened:
                 await connection.close()
@@ -90,13 +88,13 @@ class SQLiteStore(ConversationStore):
         return self._using(self._lock, self._db)
 
     def _inbox(self) -> AbstractAsyncContextManager[Connection]:
-        """The inbox connection, in autocommit: each statement is its own transaction."""
         return self._using(self._inbox_lock, self._inbox_db)
 
     @asynccontextmanager
     async def _using(self, lock: asyncio.Lock, db: aiosqlite.Connection) -> AsyncIterator[Connection]:
         async with lock:
-            self._check_open()
+            if self._closed:
+                raise StoreError(f"the conversation store {self._path} is closed")
             try:
                 yield cast(Connection, db)
             except sqlite3.Error as exc:
@@ -104,23 +102,15 @@ class SQLiteStore(ConversationStore):
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[Connection]:
-        async with self._lock:
-            self._check_open()
-            db = self._db
+        async with self._read() as db:
             try:
                 await db.execute("BEGIN IMMEDIATE")
-                yield cast(Connection, db)
+                yield db
                 if db.in_transaction:
                     await db.execute("COMMIT")
-            except BaseException as exc:
+            except BaseException:
                 # Always, not only when `in_transaction` says so: after a cancellation the statements
                 # already queued on the connection's thread (BEGIN included) may not have run yet. The
                 # ROLLBACK queues behind them and before any later statement, even if we are cancelled.
-                await rollback(db)
-                if isinstance(exc, sqlite3.Error):
-                    raise store_error(exc, self._path) from exc
+                await rollback(self._db)
                 raise
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the conversation store {self._path} is closed")

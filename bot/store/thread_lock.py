@@ -4,8 +4,7 @@ A queue of tickets in `turn_locks`, not a lock row, because of the order: the li
 lowest number holds the conversation. Waiting only reads, so it holds no transaction. A turn pushes
 its ticket's expiry forward while it waits or runs; a killed process's ticket expires and the next
 waiter deletes it. Behind a turn of this process, a turn waits for its release in memory; behind
-another process's, it polls with a short bounded backoff.
-"""
+another process's, it polls with a short bounded backoff."""
 
 from __future__ import annotations
 
@@ -39,7 +38,6 @@ POLL_MAX_SECONDS = 0.2
 
 @dataclass(frozen=True, slots=True)
 class _Ticket:
-    number: int
     owner: str
     turn: str
     expires_at: float
@@ -47,8 +45,7 @@ class _Ticket:
 
 @dataclass(eq=False)
 class SQLiteTurnLock:
-    """The `TurnLock` seam on SQLite; `db` is a connection of its own in autocommit, and `clock` must
-    agree across processes."""
+    """`db`: a connection of its own in autocommit; `clock` must agree across processes."""
 
     db: aiosqlite.Connection
     path: Path
@@ -71,7 +68,6 @@ class SQLiteTurnLock:
 
     @asynccontextmanager
     async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
-        """Wait for this conversation's earlier turns, in every process, then hold it until the block ends."""
         name = json.dumps([key.platform, key.workspace, key.channel, key.thread])
         turn = uuid.uuid4().hex
         heartbeat: asyncio.Task[None] | None = None
@@ -162,10 +158,10 @@ class SQLiteTurnLock:
     async def _queue(self, name: str) -> list[_Ticket]:
         async with self._connection() as db:
             rows = await db.execute_fetchall(
-                "SELECT ticket, owner, turn, expires_at FROM turn_locks WHERE lock_key = ? ORDER BY ticket",
+                "SELECT owner, turn, expires_at FROM turn_locks WHERE lock_key = ? ORDER BY ticket",
                 (name,),
             )
-        return [_Ticket(int(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in rows]
+        return [_Ticket(str(r[0]), str(r[1]), float(r[2])) for r in rows]
 
     async def _execute(self, sql: str, params: tuple[object, ...]) -> int:
         """One statement, its own transaction; the number of rows it changed."""

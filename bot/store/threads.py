@@ -19,10 +19,11 @@ from bot.types import AuditEntry, ChatMessage, ConversationKey
 _LAST_ACTIVITY = (
     "COALESCE((SELECT MAX(m.created_at) FROM messages m WHERE m.conversation_id = c.id), c.created_at)"
 )
+# A `StoredConversation`'s fields, in their order (the key's four columns as one).
 _SUMMARY = (
-    "SELECT c.id, c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at,"
+    "SELECT c.id, c.platform, c.workspace, c.channel, c.thread, c.created_at,"
     f" {_LAST_ACTIVITY} AS last_activity,"
-    " (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id)"
+    " (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), c.archived_at"
     " FROM conversations c"
 )
 
@@ -55,8 +56,6 @@ class StoredConversation:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredMessage:
-    """A message with the time it was stored."""
-
     message: ChatMessage
     at: str
 
@@ -67,8 +66,7 @@ class ThreadLedger(Ledger):
     async def stored_conversations(
         self, platform: str, workspace: str | None = None, *, archived: bool = False
     ) -> list[StoredConversation]:
-        """The conversations of a platform (one workspace of it, if given), most recently active
-        first; only the active one of each thread unless `archived`. Deleted ones never."""
+        """Most recently active first; only the active one of each thread unless `archived`."""
         where = "c.deleted_at IS NULL AND c.platform = ? AND (CAST(? AS TEXT) IS NULL OR c.workspace = ?)"
         if not archived:
             where += " AND c.archived_at IS NULL"
@@ -79,12 +77,10 @@ class ThreadLedger(Ledger):
         return [_summary(row) for row in rows]
 
     async def stored_conversation(self, conversation_id: int) -> StoredConversation | None:
-        """One conversation by its id; None when there is none (or it was deleted)."""
         row = await self._first(f"{_SUMMARY} WHERE c.id = ? AND c.deleted_at IS NULL", (conversation_id,))
         return _summary(row) if row else None
 
     async def stored_messages(self, conversation_id: int) -> list[StoredMessage]:
-        """A conversation's messages with the time each was stored, oldest first."""
         rows = await self._rows(
             f"SELECT {MESSAGE_COLUMNS}, created_at FROM messages WHERE conversation_id = ? ORDER BY seq",
             (conversation_id,),
@@ -100,16 +96,13 @@ class ThreadLedger(Ledger):
         return [from_row(AuditEntry, row) for row in rows]
 
     async def delete_conversation(self, conversation_id: int, *, idle_before: str | None = None) -> Deletion:
-        """Delete one conversation's text in one transaction (the caller holds its turn lock); its
-        audit rows stay. One whose turn waits for a person is refused (`waiting`); with `idle_before`
-        (retention), one active since is kept (`recent`), checked in the same transaction."""
+        """In one transaction, under its turn lock; its audit stays. One whose turn waits for a person
+        is refused (`waiting`); with `idle_before` (retention), one active since is kept (`recent`)."""
         async with self._write() as db:
-            found = list(
-                await db.execute_fetchall(
-                    "SELECT c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at,"
-                    f" {_LAST_ACTIVITY} FROM conversations c WHERE c.id = ? AND c.deleted_at IS NULL",
-                    (conversation_id,),
-                )
+            found = await db.execute_fetchall(
+                "SELECT c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at,"
+                f" {_LAST_ACTIVITY} FROM conversations c WHERE c.id = ? AND c.deleted_at IS NULL",
+                (conversation_id,),
             )
             if not found:
                 return "missing"
@@ -123,9 +116,9 @@ class ThreadLedger(Ledger):
             window = f"{KEY_WHERE} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at < ?)"
             span = (*key, started, archived, archived)
             waiting = f"SELECT 1 FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done' LIMIT 1"
-            if archived is None and list(await db.execute_fetchall(waiting, key)):
+            if archived is None and await db.execute_fetchall(waiting, key):
                 return "waiting"
-            parked = list(await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span))
+            parked = await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span)
             for table, column in _PARKED_TABLES:
                 await db.executemany(f"DELETE FROM {table} WHERE {column} = ?", parked)
             await db.execute(f"DELETE FROM input_requests WHERE {window}", span)
@@ -157,12 +150,4 @@ class ThreadLedger(Ledger):
 
 
 def _summary(row: Sequence[Any]) -> StoredConversation:
-    conversation_id, *key, started, archived, last, count = row
-    return StoredConversation(
-        id=int(conversation_id),
-        key=key_from_row(str(part) for part in key),
-        started_at=str(started),
-        last_activity=str(last),
-        messages=int(count),
-        archived_at=None if archived is None else str(archived),
-    )
+    return from_row(StoredConversation, (row[0], key_from_row(row[1:5]), *row[5:]))
