@@ -25,7 +25,8 @@ async def test_doctor_explains_what_a_sign_in_server_needs(tmp_path):
         per_person = servers_file(tmp_path, notes.mcp_url, "user")
         no_key = await doctor(tmp_path, NERVE_MCP_CONFIG=per_person)
         assert no_key.code != 0
-        assert any("error" in line and "NERVE_SECRET_KEY" in line for line in no_key.lines), no_key.out + no_key.err
+        shown = no_key.out + no_key.err
+        assert any("error" in line and "NERVE_SECRET_KEY" in line for line in no_key.lines), shown
 
         # The terminal-only sign-in of the README: the terminal signs in through its own address.
         no_url = await doctor(tmp_path, NERVE_MCP_CONFIG=per_person, NERVE_SECRET_KEY=SECRET)
