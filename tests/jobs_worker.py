@@ -2,8 +2,8 @@
 
 `python -m tests.jobs_worker URL NAME STALL_TIMEOUT [POLL_INTERVAL]` opens the jobs on URL (a
 postgresql:// URL naming the test's schema), registers `recording_handler` under `TASK` as NAME,
-runs a worker, prints `ready` once it is registered in the database, and on SIGTERM drains (grace
-5 s) and exits.
+runs a worker, prints `ready` once it is registered in the database and listening for new jobs, and
+on SIGTERM drains (grace 5 s) and exits.
 
 Every run of a job is a row of `runs` in the test's schema: started when the handler begins, ended
 when it returns, so a test can count executions and compare their times across processes.
@@ -12,6 +12,7 @@ when it returns, so a test can count executions and compare their times across p
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -52,8 +53,22 @@ def recording_handler(url: str, worker: str, *, fast: bool = False) -> Callable[
     return handle
 
 
+async def listening(url: str, application: str) -> bool:
+    """Whether this process's worker has sent its LISTEN: procrastinate registers a worker before
+    its listener connects, and a job queued in between is seen only at the next poll, which the
+    tests that turn polling off never reach."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND query LIKE 'LISTEN %%'",
+            (application,),
+        )
+        return await cursor.fetchone() is not None
+
+
 async def main(url: str, name: str, stall_timeout: float, poll_interval: float | None = None) -> None:
     polling = {} if poll_interval is None else {"poll_interval": poll_interval}
+    # Names this process's connections, so that `listening` finds its own listener.
+    application = os.environ["PGAPPNAME"] = f"nerve-test-worker-{os.getpid()}"
     jobs = await open_turn_jobs(url, stall_timeout=stall_timeout, **polling)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -61,7 +76,7 @@ async def main(url: str, name: str, stall_timeout: float, poll_interval: float |
         jobs.register(TASK, recording_handler(url, name))
         jobs.run_worker(4)
         async with asyncio.timeout(20):
-            while not jobs.worker_alive():  # noqa: ASYNC110
+            while not jobs.worker_alive() or not await listening(url, application):  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
         print("ready", flush=True)
         await stop.wait()
