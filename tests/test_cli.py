@@ -161,7 +161,11 @@ async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp
         return reply("answered after the restart")
 
     async with FakeLLMServer(responder, strict=False) as model:
-        env = nerve_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config))
+        # The killed turn holds its conversation until its lease runs out: a short one, so the
+        # second `nerve ask` takes over in seconds instead of the default 20.
+        env = nerve_env(
+            tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config), NERVE_TURN_LEASE="4"
+        )
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
