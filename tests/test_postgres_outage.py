@@ -17,11 +17,13 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlsplit
 
 import aiohttp
 import psycopg
 import pytest
+from procrastinate import App
 from procrastinate.exceptions import ConnectorException
 from psycopg_pool.base import AttemptWithBackoff
 
@@ -30,9 +32,10 @@ from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.slack.intake import INTAKE_WAIT_SECONDS
 from bot.errors import StoreError
 from bot.jobs import TurnJobs, open_turn_jobs
+from bot.jobs.worker import WorkerRunner
 from bot.store.postgres import POOL_WAIT_SECONDS, PostgresStore
 from bot.store.postgres_connection import RECONNECT_PAUSE_LONGEST, SteadyPool
-from bot.store.postgres_outage import OutageLog
+from bot.store.postgres_outage import OUTAGE, OutageLog
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID
 from tests.jobs_worker import RUNS_TABLE, TASK, recording_handler
@@ -334,3 +337,32 @@ def test_an_outage_is_one_line_when_it_goes_one_a_minute_while_it_stays_and_one_
     assert said[2].startswith("the database is still unreachable, since 22:13:20 UTC (120 s;")
     assert said[3] == "the database is reachable again after 150 s (unreachable since 22:13:20 UTC)"
     assert all(r.levelno == logging.WARNING and not r.exc_info for r in caplog.records)
+
+
+async def test_a_worker_run_that_ends_late_with_the_error_of_an_outage_now_over_starts_no_second_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """procrastinate's worker can end with its dropped listener's error after the pool has reconnected
+    and the outage has been said to be over: that is the old outage, reported late."""
+
+    class EndsLate(WorkerRunner):
+        runs = 0
+
+        async def _run_once(self) -> None:
+            self.runs += 1
+            if self.runs == 1:
+                OUTAGE.unreachable_now("connection failed: Connection refused")
+                OUTAGE.reachable()  # the pool connected again
+                raise psycopg.OperationalError("consuming input failed: server closed the connection")
+            self._draining.set()  # the second run: started again, then drained
+
+    OUTAGE.reachable()  # no outage left over from another test
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        runner = EndsLate(cast(App, None), ("q",), 1, stall_timeout=3.0, poll_interval=1.0)
+        await runner._supervise()
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("bot.")]
+    assert runner.runs == 2, "the worker was started again"
+    assert len([line for line in said if "the database is unreachable" in line]) == 1, said
+    assert len([line for line in said if "reachable again" in line]) == 1, said
+    assert not [line for line in said if "job worker" in line], said

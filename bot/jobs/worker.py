@@ -150,7 +150,7 @@ class WorkerRunner:
         pause = RESTART_PAUSE
         loop = asyncio.get_running_loop()
         while not self._draining.is_set():
-            began = loop.time()
+            began, outages_ended = loop.time(), OUTAGE.ended
             unreachable: str | None = None
             try:
                 await self._run_once()
@@ -158,6 +158,10 @@ class WorkerRunner:
                 unreachable = unreachable_reason(exc)
                 if unreachable is None:
                     logger.exception("the job worker failed; starting it again in %.0f s", pause)
+                elif OUTAGE.ended != outages_ended and not OUTAGE.unreachable:
+                    # A connection dropped in the outage that has ended since, reported late (the
+                    # listener's): that outage was said, and the database is back.
+                    unreachable = None
             else:
                 if not self._draining.is_set() and not OUTAGE.unreachable:
                     logger.warning("the job worker stopped on its own; starting it again in %.0f s", pause)

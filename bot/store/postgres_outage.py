@@ -59,6 +59,8 @@ class OutageLog(logging.Filter):
         self._since_wall = 0.0
         self._last_said = 0.0
         self._held_back = 0
+        # How many outages have ended: work that began before one ended may report its failure late.
+        self.ended = 0
 
     @property
     def unreachable(self) -> bool:
@@ -103,6 +105,7 @@ class OutageLog(logging.Filter):
             "the database is reachable again after %.0f s (unreachable since %s)", lasted, self._at()
         )
         self._since = None
+        self.ended += 1
 
     def _at(self) -> str:
         return datetime.fromtimestamp(self._since_wall, UTC).strftime("%H:%M:%S UTC")
