@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from bot.asks.inputs import InputDesk
 from bot.errors import TurnOverdue
-from bot.store.approvals import ApprovalLedger, ParkedTurn
+from bot.store.approvals import ParkedTurn
 from bot.turn.calls import (
     CallOutcome,
     Outcome,
     TurnState,
     Waiting,
+    call_outcome,
     failure_of,
-    refusal,
     stored_arguments,
     stored_attachment,
     stored_results,
@@ -58,100 +58,91 @@ def _kept(call: ToolCall, message: ChatMessage, server: str | None = None) -> Ca
     return CallOutcome(message=message, attachment=attachment, outcome=outcome, failure=failure)
 
 
-@dataclass(eq=False, kw_only=True)
-class DecidedRound:
-    """Runs a parked round's decided calls and reads back the turn's state before it was parked."""
+def stopped(call: ToolCall, parked: ParkedTurn, error: TurnOverdue) -> CallOutcome:
+    """An approved call cut off by the turn's deadline (it may have done part of its work)."""
+    pending = next(c for c in parked.calls if c.call_id == call.id)
+    detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
+    hint = "It may or may not have taken effect. Do not call it again unless the user asks."
+    failure = failure_of(call, "execution", detail, hint)
+    return call_outcome(call, pending.arguments, "not_run", failure)
 
-    loop: TurnLoop
-    approvals: ApprovalLedger | None
-    inputs: InputDesk | None
 
-    def stopped(self, call: ToolCall, parked: ParkedTurn, error: TurnOverdue) -> CallOutcome:
-        """An approved call cut off by the turn's deadline (it may have done part of its work)."""
-        pending = next(c for c in parked.calls if c.call_id == call.id)
-        detail = f"it was stopped before it finished, when the answer ran out of time ({error.seconds:g} s)"
-        hint = "It may or may not have taken effect. Do not call it again unless the user asks."
-        failure = failure_of(call, "execution", detail, hint)
-        return refusal(call, pending.arguments, failure, "not_run")
+async def run_decided(
+    loop: TurnLoop,
+    inputs: InputDesk | None,
+    parked: ParkedTurn,
+    signing_in: set[str],
+    state: TurnState,
+    progress: Progress,
+    deadline: TurnDeadline,
+    finished: dict[str, CallOutcome],
+) -> list[CallOutcome]:
+    """A parked round's outcomes in call order, once its calls are decided: kept results, approved
+    calls run now, the others refused to the model (`signing_in`: the calls that waited for a
+    sign-in); each goes into `finished` as it comes, so a round cut off by the deadline keeps them."""
+    done = {m.tool_call_id: m for m in parked.done}
+    decided = {c.call_id: c for c in parked.calls}
+    specs = {t.name: t for t in loop.tools(parked.incoming)}
 
-    async def run(
-        self,
-        parked: ParkedTurn,
-        state: TurnState,
-        progress: Progress,
-        deadline: TurnDeadline,
-        finished: dict[str, CallOutcome],
-    ) -> list[CallOutcome]:
-        """The round's outcomes in call order: kept results, approved calls run now, the others refused to the
-        model; each goes into `finished` as it comes, so a round cut off by the deadline keeps them."""
-        done = {m.tool_call_id: m for m in parked.done}
-        decided = {c.call_id: c for c in parked.calls}
-        specs = {t.name: t for t in self.loop.tools(parked.incoming)}
-        signing_in = await self.approvals.sign_in_calls(parked.request_id) if self.approvals else set()
-
-        async def one(call: ToolCall) -> CallOutcome:
-            if call.id in done:
-                ran_on = specs[call.name].server if call.name in specs else None
-                return _kept(call, done[call.id], ran_on)
-            pending = decided[call.id]
-            inputs = self.inputs
-            answered = await inputs.answers_for(parked.request_id, call.id, progress) if inputs else None
-            if pending.status == "approved" or (answered is not None and pending.status == "expired"):
-                # Exactly what was shown: the same server's tool (found by server and tool: another
-                # server may have taken its name since), with the same definition (compared by
-                # value: the catalog is rebuilt whenever any server changes state).
-                shown = (pending.server, pending.tool)
-                spec = next((t for t in specs.values() if (t.server, t.original_name) == shown), None)
-                if spec is None or (
-                    pending.definition_hash and spec.definition_hash != pending.definition_hash
-                ):
-                    detail = "its tool is no longer available as it was when it was approved"
-                    failure = failure_of(call, "unavailable", detail, "Answer without it.")
-                else:
-                    context = self.loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
-                    # Made again with the answers; what it asks after them is asked while it waits.
-                    context = replace(context, park=False, resume=answered)
-                    ran = await self.loop.runner.execute(
-                        call, spec, pending.arguments, state, progress, specs, context
-                    )
-                    if not isinstance(ran, Waiting):  # never parked again (park=False): only for the type
-                        return ran
-                    failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
-            elif pending.status == "denied" and pending.decided_by == NERVE:
-                failure = failure_of(
-                    call, "denied", f"{NERVE} denied it: {NO_ONE_TO_ASK}", NO_ONE_TO_ASK_HINT
-                )
-            elif pending.status == "denied":
-                who = pending.decided_by or "a person"
-                failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
-            elif call.id in signing_in:
-                detail = f"the person did not sign in to {pending.server} in time"
-                failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
+    async def one(call: ToolCall) -> CallOutcome:
+        if call.id in done:
+            ran_on = specs[call.name].server if call.name in specs else None
+            return _kept(call, done[call.id], ran_on)
+        pending = decided[call.id]
+        answered = await inputs.answers_for(parked.request_id, call.id, progress) if inputs else None
+        if pending.status == "approved" or (answered is not None and pending.status == "expired"):
+            # Exactly what was shown: the same server's tool (found by server and tool: another
+            # server may have taken its name since), with the same definition (compared by
+            # value: the catalog is rebuilt whenever any server changes state).
+            shown = (pending.server, pending.tool)
+            spec = next((t for t in specs.values() if (t.server, t.original_name) == shown), None)
+            if spec is None or (pending.definition_hash and spec.definition_hash != pending.definition_hash):
+                detail = "its tool is no longer available as it was when it was approved"
+                failure = failure_of(call, "unavailable", detail, "Answer without it.")
             else:
-                failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
-            return refusal(call, pending.arguments, failure, "not_run", server=pending.server)
+                context = loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
+                # Made again with the answers; what it asks after them is asked while it waits.
+                context = replace(context, park=False, resume=answered)
+                ran = await loop.runner.execute(
+                    call, spec, pending.arguments, state, progress, specs, context
+                )
+                if not isinstance(ran, Waiting):  # never parked again (park=False): only for the type
+                    return ran
+                failure = failure_of(call, "execution", "it asked for input again", "Answer without it.")
+        elif pending.status == "denied" and pending.decided_by == NERVE:
+            failure = failure_of(call, "denied", f"{NERVE} denied it: {NO_ONE_TO_ASK}", NO_ONE_TO_ASK_HINT)
+        elif pending.status == "denied":
+            who = pending.decided_by or "a person"
+            failure = failure_of(call, "denied", f"{who} denied it", DENIED_HINT)
+        elif call.id in signing_in:
+            detail = f"the person did not sign in to {pending.server} in time"
+            failure = failure_of(call, "not_approved", detail, NOT_SIGNED_IN_HINT)
+        else:
+            failure = failure_of(call, "not_approved", "it was not approved in time", NOT_APPROVED_HINT)
+        return call_outcome(call, pending.arguments, "not_run", failure, server=pending.server)
 
-        async def recorded(call: ToolCall) -> CallOutcome:
-            finished[call.id] = outcome = await one(call)
-            return outcome
+    async def recorded(call: ToolCall) -> CallOutcome:
+        finished[call.id] = outcome = await one(call)
+        return outcome
 
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(recorded(call)) for call in parked.answer.tool_calls]
-        return [task.result() for task in tasks]
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(recorded(call)) for call in parked.answer.tool_calls]
+    return [task.result() for task in tasks]
 
-    def state_so_far(self, history: Sequence[ChatMessage]) -> TurnState:
-        """The guards' memory of this turn, read back from what it stored before it was parked."""
-        state = TurnState()
-        start = max((i for i, m in enumerate(history) if m.role == "user"), default=-1) + 1
-        turn = history[start:]
-        calls = {call.id: call for m in turn for call in m.tool_calls}
-        for call in calls.values():
-            state.guard.allow(call.name, stored_arguments(call.arguments))
-        for call, message in stored_results(turn):
-            kept = _kept(call, message)
 
-            state.attachments.append(kept.attachment)
-            if kept.outcome == "failed" and kept.failure is not None:
-                state.failed.setdefault(call.name, kept.failure)
+def state_so_far(history: Sequence[ChatMessage]) -> TurnState:
+    """The guards' memory of this turn, read back from what it stored before it was parked."""
+    state = TurnState()
+    start = max((i for i, m in enumerate(history) if m.role == "user"), default=-1) + 1
+    turn = history[start:]
+    calls = {call.id: call for m in turn for call in m.tool_calls}
+    for call in calls.values():
+        state.guard.allow(call.name, stored_arguments(call.arguments))
+    for call, message in stored_results(turn):
+        kept = _kept(call, message)
 
-        return state
+        state.attachments.append(kept.attachment)
+        if kept.outcome == "failed" and kept.failure is not None:
+            state.failed.setdefault(call.name, kept.failure)
+
+    return state

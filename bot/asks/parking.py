@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.asks.decided import NERVE, NO_ONE_TO_ASK, DecidedRound
+from bot.asks.decided import NERVE, NO_ONE_TO_ASK, run_decided, state_so_far, stopped
 from bot.asks.inputs import Clock, InputDesk, new_request_id
 from bot.errors import LLMError, TurnOverdue
 from bot.observe import metrics
@@ -61,9 +61,6 @@ class Parking:
     clock: Clock
     approvals: ApprovalLedger | None = None
     inputs: InputDesk | None = None
-
-    def __post_init__(self) -> None:
-        self._decided = DecidedRound(loop=self.loop, approvals=self.approvals, inputs=self.inputs)
 
     async def settle(self, result: AgentReply | WaitingRound, progress: Progress) -> AgentReply:
         """The turn's answer, or what it waits for (a decision, an answer, a sign-in) once its round is
@@ -302,23 +299,25 @@ class Parking:
         assert self.approvals is not None
         incoming = parked.incoming
         history = await self.loop.store.history(incoming.key)
-        state = self._decided.state_so_far(history)
+        state = state_so_far(history)
         metrics.approval_resumed(request_id, parked.calls)
         # Its own deadline: the time the turn was parked was nobody's model work.
         deadline = TurnDeadline(self.loop.config.turn_deadline)
         finished: dict[str, CallOutcome] = {}
+        signing_in = await self.approvals.sign_in_calls(request_id)
         try:
             ran_out: TurnOverdue | None = None
             try:
                 async with deadline.running("tools"):
-                    outcomes = await self._decided.run(parked, state, progress, deadline, finished)
+                    outcomes = await run_decided(
+                        self.loop, self.inputs, parked, signing_in, state, progress, deadline, finished
+                    )
             except TurnOverdue as exc:
                 # The round is closed all the same, or every sweep would resume it again: a call
                 # still running when time ran out is told to the model as stopped, under its id.
                 ran_out = exc
                 outcomes = [
-                    finished.get(call.id) or self._decided.stopped(call, parked, exc)
-                    for call in parked.answer.tool_calls
+                    finished.get(call.id) or stopped(call, parked, exc) for call in parked.answer.tool_calls
                 ]
             round_messages = [parked.answer, *(o.message for o in outcomes)]
             await self.approvals.finish_parked(request_id, incoming.key, round_messages)

@@ -136,11 +136,11 @@ class RoundRunner:
         earlier = state.failed.get(call.name)
         if earlier is not None:
             failure = failure_of(call, "not_retried", earlier.detail, _do_not_retry(call.name))
-            return refusal(call, arguments, failure, "refused_unavailable")
+            return call_outcome(call, arguments, "refused_unavailable", failure)
         if not state.guard.allow(call.name, arguments):
             detail = "it was already called 3 times with these arguments in this turn"
             failure = failure_of(call, "loop_guard", detail, "Answer with the results you have.")
-            return refusal(call, arguments, failure, "fix_arguments")
+            return call_outcome(call, arguments, "fix_arguments", failure)
         return spec, arguments
 
     async def execute(
@@ -175,7 +175,7 @@ class RoundRunner:
             _call_event("tool_finished", call, spec, f"{call.name} {outcome}", ok=not result.is_error)
         )
         if not result.is_error:
-            return _outcome(call, arguments, result, "ok", server=spec.server)
+            return call_outcome(call, arguments, "ok", result=result, server=spec.server)
         # The model's mistakes (or a tool that changed): it is told how to call again.
         fixes = {
             "arguments": f"Call {call.name} again with arguments that fix this problem.",
@@ -185,10 +185,10 @@ class RoundRunner:
         kind = result.error_kind or "execution"
         if kind in fixes:
             failure = failure_of(call, kind, result.detail or result.content, fixes[kind])
-            return _outcome(call, arguments, result, "fix_arguments", failure, server=spec.server)
+            return call_outcome(call, arguments, "fix_arguments", failure, result=result, server=spec.server)
         failure = failure_of(call, kind, _failure_detail(result, spec), _do_not_retry(call.name))
         state.failed[call.name] = failure
-        return _outcome(call, arguments, result, "failed", failure, server=spec.server)
+        return call_outcome(call, arguments, "failed", failure, result=result, server=spec.server)
 
     async def _call_with_rate_limit_retry(
         self, spec: ToolSpec, arguments: dict[str, Any], progress: Progress, context: CallContext | None
@@ -212,28 +212,20 @@ class RoundRunner:
         return await self.host.call_tool(name, arguments, context, screened=spec)
 
 
-def refusal(
+def call_outcome(
     call: ToolCall,
     arguments: dict[str, Any],
-    failure: ToolFailure,
-    outcome: Outcome,
-    *,
-    server: str | None = None,
-) -> CallOutcome:
-    result = ToolResult(content=failure.detail, is_error=True)
-    return _outcome(call, arguments, result, outcome, failure, server=server)
-
-
-def _outcome(
-    call: ToolCall,
-    arguments: dict[str, Any],
-    result: ToolResult,
     outcome: Outcome,
     failure: ToolFailure | None = None,
     *,
+    result: ToolResult | None = None,
     server: str | None = None,
 ) -> CallOutcome:
-    """The model reads the result, or the failure's model text; `server` is shown beside it to people."""
+    """The model reads the result, or the failure's model text; `server` is shown beside it to people.
+    Without a result the call was refused, never run: its failure's detail stands in for one."""
+    if result is None:
+        assert failure is not None
+        result = ToolResult(content=failure.detail, is_error=True)
     message = ChatMessage(
         role="tool",
         tool_call_id=call.id,
@@ -249,7 +241,7 @@ def _outcome(
 
 def _unparsed(call: ToolCall, kind: FailureKind, detail: str, hint: str) -> CallOutcome:
     """A call refused before its arguments were checked: people see them as the model wrote them."""
-    return refusal(call, {"_raw": call.arguments}, failure_of(call, kind, detail, hint), "fix_arguments")
+    return call_outcome(call, {"_raw": call.arguments}, "fix_arguments", failure_of(call, kind, detail, hint))
 
 
 def make_attachment(
