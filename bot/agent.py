@@ -66,7 +66,7 @@ from bot.types import (
     no_progress,
 )
 
-if TYPE_CHECKING:  # only a nerve with per-person servers loads the OAuth client (`__getattr__` below)
+if TYPE_CHECKING:  # only a nerve with per-person servers loads the OAuth client: front ends type with it
     from bot.mcp.auth.sign_ins import Connection as Connection
 
 logger = logging.getLogger(__name__)
@@ -79,15 +79,6 @@ APPROVAL_GONE = _parking.GONE
 INPUT_GONE = _inputs.GONE
 INPUT_EXPIRED = _inputs.EXPIRED
 INPUT_SETTLED = _inputs.SETTLED
-
-
-def __getattr__(name: str) -> object:
-    """`Connection`, loaded on first use: most nerves have no per-person servers to need OAuth."""
-    if name == "Connection":
-        from bot.mcp.auth import sign_ins
-
-        return getattr(sign_ins, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 NO_QUESTIONS = "Questions from tools are not enabled."

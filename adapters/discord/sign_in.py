@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
@@ -19,9 +19,12 @@ from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here, choices, slash
 from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, tell
-from bot.agent import Connection, Connections
+from bot.agent import Connections
 from bot.text import truncate
 from bot.types import Progress, SignInNeeded, TurnEvent
+
+if TYPE_CHECKING:  # the OAuth client is loaded only where a server signs in
+    from bot.agent import Connection
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from adapters.slack.well_formed import delivery_problem, signature_problem
 from adapters.up_line import log_up
 from bot.agent import Agent
 from bot.errors import ConfigError
-from bot.text import scrub_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ async def serve_http(
             logger.warning("refused a delivery from %s, bad Slack signature: %s", request.remote, problem)
             return web.json_response({"error": "invalid request"}, status=401)
         # Slack sends UTF-8; anything else is decoded with replacement rather than dropped with a 500.
-        text = scrub_bytes(raw)
+        text = raw.decode("utf-8", "replace")
         malformed = delivery_problem(text, request.content_type)
         if malformed is not None:
             logger.warning("refused a signed Slack delivery that is not well-formed: %s", malformed)

@@ -10,7 +10,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 
@@ -21,8 +21,11 @@ from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.events import Turn, person_key
 from adapters.slack.post import Poster
 from adapters.slack.render import context, escape, section
-from bot.agent import Connection, Connections
+from bot.agent import Connections
 from bot.types import ConversationKey, Progress, SignInNeeded, TurnEvent
+
+if TYPE_CHECKING:  # the OAuth client is loaded only where a server signs in
+    from bot.agent import Connection
 
 logger = logging.getLogger(__name__)
 

@@ -11,4 +11,3 @@ from bot.text.render import split_markdown as split_markdown
 from bot.text.render import truncate as truncate
 from bot.text.scrubbing import question_too_long as question_too_long
 from bot.text.scrubbing import scrub as scrub
-from bot.text.scrubbing import scrub_bytes as scrub_bytes

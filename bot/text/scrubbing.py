@@ -23,10 +23,6 @@ def scrub(text: str) -> str:
     return _SURROGATE.sub(REPLACEMENT, text)
 
 
-def scrub_bytes(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
-
-
 def question_too_long(size: int, limit: int) -> str:
     """What a person is told of a question over NERVE_MAX_QUESTION_CHARS, wherever it is refused."""
     return f"Your message is {size:,} characters; the limit is {limit:,}. Please shorten it."
