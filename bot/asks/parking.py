@@ -226,7 +226,7 @@ class Parking:
             outcome = "approved, always allowed here"
         decided = [c for c in after.calls if c.call_id in changed]
         await self._audit(after.key, after.place, decided, user_id, outcome)
-        return Decision(changed=True, prompt=after, ready=not after.open, decided=tuple(changed))
+        return Decision(changed=True, prompt=after, ready=not after.open)
 
     async def _audit(
         self, key: ConversationKey, place: str, calls: Sequence[PendingCall], who: str, outcome: str

@@ -49,32 +49,29 @@ class TurnGate:
         """Hold a slot for the block; `on_queued(position)` runs if the turn has to wait (1 = next).
 
         GateFull when the queue is full, unless `patient`: then it queues anyway (still counted in it)."""
-        await self._enter(on_queued, patient=patient)
+        if self.running < self._limit and not self._waiters:
+            self.running += 1
+        elif len(self._waiters) >= self._queue and not patient:
+            raise GateFull(f"{self.running} turns are running and {len(self._waiters)} are waiting")
+        else:
+            slot: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(slot)
+            try:
+                if on_queued is not None:
+                    await on_queued(len(self._waiters))
+                await slot
+            except BaseException:
+                if slot.done() and not slot.cancelled():
+                    self._leave()  # the slot was already handed to us: pass it on
+                else:
+                    slot.cancel()
+                    if slot in self._waiters:  # a leaving turn may have skipped it already
+                        self._waiters.remove(slot)
+                raise
         try:
             yield
         finally:
             self._leave()
-
-    async def _enter(self, on_queued: OnQueued | None, *, patient: bool) -> None:
-        if self.running < self._limit and not self._waiters:
-            self.running += 1
-            return
-        if len(self._waiters) >= self._queue and not patient:
-            raise GateFull(f"{self.running} turns are running and {len(self._waiters)} are waiting")
-        slot: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(slot)
-        try:
-            if on_queued is not None:
-                await on_queued(len(self._waiters))
-            await slot
-        except BaseException:
-            if slot.done() and not slot.cancelled():
-                self._leave()  # the slot was already handed to us: pass it on
-            else:
-                slot.cancel()
-                if slot in self._waiters:  # a leaving turn may have skipped it already
-                    self._waiters.remove(slot)
-            raise
 
     def _leave(self) -> None:
         # A freed slot goes straight to the longest waiter, so a newcomer can never overtake the queue.

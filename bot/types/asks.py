@@ -96,8 +96,6 @@ class Decision:
     prompt: ApprovalPrompt | None
     note: str | None = None
     ready: bool = False
-    # The calls this click decided.
-    decided: tuple[str, ...] = ()
 
 
 AskKind = Literal["approval", "question", "link", "sign_in"]
