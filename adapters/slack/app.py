@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
@@ -24,10 +26,12 @@ from adapters import jobs_runtime
 from adapters.common.desk import AskDesk
 from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.common.tasks import Owned
+from adapters.oauth_http import SignInEndpoints
+from adapters.ops_http import OpsEndpoints
 from adapters.slack.approval_view import ACTION_PATTERN
 from adapters.slack.clicks import FeedbackStore, SlackApprovals, on_click, record_click
 from adapters.slack.client import make_client, quiet_bolt_token_notice, reaching_slack
-from adapters.slack.commands import NerveCommands, PromptCommand
+from adapters.slack.commands import NerveCommands
 from adapters.slack.events import PLATFORM, Identity, Turn, classify
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
@@ -98,7 +102,6 @@ class SlackBot:
         self._desk = AskDesk(
             agent, PLATFORM, SlackApprovals(self._poster), self._turns, self._launch, self.spawn
         )
-        self._prompts = PromptCommand(agent, self._poster, self.identity, self._intake.start, self.spawn)
         self._inputs = InputClicks(agent, self._poster, self._desk.go_on, self.spawn)
         self._recorded = Recorded(agent, PLATFORM, self._launch, self._left_over, noun="Slack event")
         self._sweeper: asyncio.Task[None] | None = None
@@ -110,7 +113,8 @@ class SlackBot:
             self._poster,
             settings,
             self.spawn,
-            prompts=self._prompts.on_command,
+            identity=self.identity,
+            start=self._intake.start,
             connections=self._sign_ins.on_command,
         )
         quiet_bolt_token_notice()
@@ -272,3 +276,33 @@ class SlackBot:
 
 
 build_bot = SlackBot  # the name the runners and tests build a bot by
+
+
+@asynccontextmanager
+async def running(
+    agent: Agent,
+    settings: SlackSettings,
+    ops: OpsEndpoints,
+    bind: str,
+    *,
+    alone: bool = True,
+    sign_ins: SignInEndpoints | None = None,
+) -> AsyncIterator[tuple[SlackBot, TurnJobs | None]]:
+    """The bot of `nerve slack` and `nerve worker`: `ops` served at `bind` (by the events' app when
+    not `alone`), the bot known to Slack and working on the shared jobs if there are any."""
+    async with (
+        aiohttp.ClientSession() as session,
+        ops.serving(bind, settings.nerve_http_port, alone=alone),
+        jobs_runtime.shared_jobs(settings) as jobs,
+    ):
+        bot = build_bot(agent, settings, client=make_client(settings, session=session), jobs=jobs)
+        if sign_ins is not None:
+            sign_ins.resume = bot.resume_signed_in
+        try:
+            await bot.identity()
+            if jobs is not None:
+                jobs_runtime.work(jobs, bot, settings)
+                ops.worker = jobs.worker_alive
+            yield bot, jobs
+        finally:
+            await bot.aclose()
