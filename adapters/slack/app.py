@@ -82,8 +82,7 @@ class SlackBot:
         self.client = client = client or make_client(settings)
         self._poster = Poster(client, pace=pace)
         # Feedback buttons only where clicks can be kept: the store, when it keeps feedback.
-        inbox = agent.inbox
-        self._feedback = feedback or (inbox if isinstance(inbox, FeedbackStore) else None)
+        self._feedback = feedback or (agent.inbox if isinstance(agent.inbox, FeedbackStore) else None)
         self._sign_ins = SlackSignIns(
             agent.connections, self._poster, self.spawn, expires_in=settings.nerve_sign_in_timeout
         )
@@ -132,14 +131,14 @@ class SlackBot:
         self.app.event("app_mention")(self._intake.on_turn)
         self.app.event("message")(self._intake.on_turn)
         self.app.event("assistant_thread_started")(self._on_thread_started)
-        self.app.event("assistant_thread_context_changed")(self._ignore)
+        self.app.event("assistant_thread_context_changed")(self._ack_only)
         self.app.command("/nerve")(self.commands.on_command)
         self.app.action(ACTION_PATTERN)(self._acked(partial(on_click, self._desk, self._poster)))
         self.app.action(FEEDBACK_ACTION)(self._acked(self._on_feedback_click))
         self.app.action(INPUT_ACTIONS)(self._acked(self._inputs.on_click))
         self.app.view_submission(INPUT_FORM)(self._on_input_submit)
         self.app.view_closed(INPUT_FORM)(self._acked(self._inputs.on_close))
-        self.app.action(CONNECT_ACTIONS)(self._on_link_click)
+        self.app.action(CONNECT_ACTIONS)(self._ack_only)
         self.app.action(DISCONNECT_ACTION)(self._acked(self._sign_ins.on_disconnect_click))
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -230,9 +229,6 @@ class SlackBot:
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _ignore(self) -> None:
-        return None
-
     def _acked(self, work: Callable[[dict[str, Any]], Coroutine[Any, Any, None]]) -> Listener:
         """A listener that acks at once (Slack shows an error after 3 s) and works in the background."""
 
@@ -251,8 +247,9 @@ class SlackBot:
         # What follows a good answer (its message, a parked turn going on) runs after the ack.
         await ack(**(await self._inputs.on_submit(body) or {}))
 
-    async def _on_link_click(self, ack: AsyncAck) -> None:
-        # The Connect button opens its link in the browser; Slack tells us of the click too.
+    async def _ack_only(self, ack: AsyncAck) -> None:
+        # Nothing to do: the Connect button opens its link in the browser (Slack tells us of the click
+        # too), and an assistant thread's context change needs no answer.
         await ack()
 
     def resume_signed_in(self, signed: SignedIn) -> None:

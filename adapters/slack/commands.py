@@ -113,16 +113,14 @@ async def approvals_text(agent: Agent, admins: frozenset[str], user: str, args: 
         return ADMINS_ONLY
     if not agent.approvals_on:
         return "Approvals are not enabled."
-    if args and args[0].lower() == "revoke":
-        if len(args) != 4:
-            return APPROVALS_USAGE
+    if args and (args[0].lower() != "revoke" or len(args) != 4):
+        return APPROVALS_USAGE
+    if args:
         place, server, tool = args[1:]
         named = f"`{escape(tool)}` of `{escape(server)}`"
         if await agent.revoke_approval(place, server, tool):
             return f"Revoked: {named} asks for approval again in `{escape(place)}`."
         return f"Nothing to revoke: {named} is not always allowed in `{escape(place)}`."
-    if args:
-        return APPROVALS_USAGE
     remembered = await agent.remembered_approvals()
     if not remembered:
         return "No tool is always allowed anywhere: every call that needs approval asks."
@@ -207,8 +205,7 @@ class NerveCommands:
         await ack(text=tools_text(self.agent, typed_in(command)), response_type="ephemeral")
 
     async def _approvals(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
-        user = str(command.get("user_id") or "")
-        text = await approvals_text(self.agent, self.settings.admins, user, words[1:])
+        text = await approvals_text(self.agent, self.settings.admins, typed_in(command).user_id, words[1:])
         await ack(text=text, response_type="ephemeral")
 
     async def _reset(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
@@ -265,8 +262,7 @@ class NerveCommands:
         hint: str,
         tell: Callable[[str], Awaitable[None]],
     ) -> None:
-        place = here.where()
-        channel, user = place.channel or "", here.user_id
+        channel, user = here.key.channel, here.user_id
         try:
             text = await question
         except Exception as exc:
@@ -278,7 +274,7 @@ class NerveCommands:
             logger.warning("could not post the prompt %s in %s: %s", name, channel, api_error(exc))
             await tell(f"I cannot post in this channel ({api_error(exc)}): invite me first.")
             return
-        body = as_mention(here.key.workspace, channel, user, ts, text, dm=place.dm)
+        body = as_mention(here.key.workspace, channel, user, ts, text, dm=here.where().dm)
         me = await self.identity()
         turn = classify(body, me, allow_bots=True, follow_threads=True, followed=lambda _key: True)
         if turn is None:

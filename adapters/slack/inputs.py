@@ -59,16 +59,6 @@ class RequestMessages(Settled[tuple[str, str]]):
     def of(cls, poster: Poster) -> RequestMessages:
         return cls._of.setdefault(poster, cls(poster))
 
-    async def keep(self, ask: Ask, channel: str, ts: str) -> None:
-        """The request's message is posted at `ts`: remember it, and store it with its request."""
-        self.posted(ask.id, (channel, ts))
-        if self.keep_ref is None:
-            return
-        try:
-            await self.keep_ref(ask, message_ref(channel, ts))
-        except Exception:
-            logger.exception("could not store where the request for input %s is shown", ask.id)
-
     async def _update(self, place: tuple[str, str], request: InputRequest, status: str) -> bool:
         try:
             await self._poster.update(place[0], place[1], settled_message(request, status))
@@ -119,10 +109,15 @@ class InputPosts:
             logger.warning("could not post the request for input %s: %s", request.request_id, api_error(exc))
         except Exception:
             logger.exception("posting the request for input %s failed", request.request_id)
-        if ts is None:
-            self._messages.posted(request.request_id, None)
-        else:
-            await self._messages.keep(ask, self._channel, ts)
+        # Remembered here, and stored with its request so any process finds it.
+        self._messages.posted(ask.id, None if ts is None else (self._channel, ts))
+        keep_ref = self._messages.keep_ref
+        if ts is None or keep_ref is None:
+            return
+        try:
+            await keep_ref(ask, message_ref(self._channel, ts))
+        except Exception:
+            logger.exception("could not store where the request for input %s is shown", ask.id)
 
     async def close(self) -> None:
         """Wait for posts and updates under way, so the answer comes after its requests' outcomes."""
@@ -161,14 +156,14 @@ class InputClicks:
                 "ignored a click that is not on a request for input: %s", pressed.action.get("action_id")
             )
             return
-        rid = click.request_id
+        choice, rid = click
         place = ModalPlace(request_id=rid, channel=channel, thread_ts=thread, message_ts=pressed.message)
         try:
-            if click.choice == "fill":
+            if choice == "fill":
                 outcome = await self._fill(rid, user, payload_field(body, "trigger_id"), place)
             else:
                 # URL mode: the person opened the link (Slack opens it in their browser), so they agreed.
-                answer = LinkOpened() if click.choice == "open" else Decline()
+                answer = LinkOpened() if choice == "open" else Decline()
                 outcome = await answer_input(self._agent, rid, user, answer)
         except Exception:
             logger.exception("answering request for input %s failed", rid)
