@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError
@@ -24,10 +26,12 @@ from adapters import jobs_runtime
 from adapters.common.desk import AskDesk
 from adapters.common.intake import Recorded, sweep, sweep_forever
 from adapters.common.tasks import Owned
+from adapters.oauth_http import SignInEndpoints
+from adapters.ops_http import OpsEndpoints
 from adapters.slack.approval_view import ACTION_PATTERN
 from adapters.slack.clicks import FeedbackStore, SlackApprovals, on_click, record_click
 from adapters.slack.client import make_client, quiet_bolt_token_notice, reaching_slack
-from adapters.slack.commands import NerveCommands, PromptCommand
+from adapters.slack.commands import NerveCommands
 from adapters.slack.events import PLATFORM, Identity, Turn, classify
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
@@ -78,8 +82,7 @@ class SlackBot:
         self.client = client = client or make_client(settings)
         self._poster = Poster(client, pace=pace)
         # Feedback buttons only where clicks can be kept: the store, when it keeps feedback.
-        inbox = agent.inbox
-        self._feedback = feedback or (inbox if isinstance(inbox, FeedbackStore) else None)
+        self._feedback = feedback or (agent.inbox if isinstance(agent.inbox, FeedbackStore) else None)
         self._sign_ins = SlackSignIns(
             agent.connections, self._poster, self.spawn, expires_in=settings.nerve_sign_in_timeout
         )
@@ -98,7 +101,6 @@ class SlackBot:
         self._desk = AskDesk(
             agent, PLATFORM, SlackApprovals(self._poster), self._turns, self._launch, self.spawn
         )
-        self._prompts = PromptCommand(agent, self._poster, self.identity, self._intake.start, self.spawn)
         self._inputs = InputClicks(agent, self._poster, self._desk.go_on, self.spawn)
         self._recorded = Recorded(agent, PLATFORM, self._launch, self._left_over, noun="Slack event")
         self._sweeper: asyncio.Task[None] | None = None
@@ -110,7 +112,8 @@ class SlackBot:
             self._poster,
             settings,
             self.spawn,
-            prompts=self._prompts.on_command,
+            identity=self.identity,
+            start=self._intake.start,
             connections=self._sign_ins.on_command,
         )
         quiet_bolt_token_notice()
@@ -128,14 +131,14 @@ class SlackBot:
         self.app.event("app_mention")(self._intake.on_turn)
         self.app.event("message")(self._intake.on_turn)
         self.app.event("assistant_thread_started")(self._on_thread_started)
-        self.app.event("assistant_thread_context_changed")(self._ignore)
+        self.app.event("assistant_thread_context_changed")(self._ack_only)
         self.app.command("/nerve")(self.commands.on_command)
         self.app.action(ACTION_PATTERN)(self._acked(partial(on_click, self._desk, self._poster)))
         self.app.action(FEEDBACK_ACTION)(self._acked(self._on_feedback_click))
         self.app.action(INPUT_ACTIONS)(self._acked(self._inputs.on_click))
         self.app.view_submission(INPUT_FORM)(self._on_input_submit)
         self.app.view_closed(INPUT_FORM)(self._acked(self._inputs.on_close))
-        self.app.action(CONNECT_ACTIONS)(self._on_link_click)
+        self.app.action(CONNECT_ACTIONS)(self._ack_only)
         self.app.action(DISCONNECT_ACTION)(self._acked(self._sign_ins.on_disconnect_click))
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -226,9 +229,6 @@ class SlackBot:
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _ignore(self) -> None:
-        return None
-
     def _acked(self, work: Callable[[dict[str, Any]], Coroutine[Any, Any, None]]) -> Listener:
         """A listener that acks at once (Slack shows an error after 3 s) and works in the background."""
 
@@ -247,8 +247,9 @@ class SlackBot:
         # What follows a good answer (its message, a parked turn going on) runs after the ack.
         await ack(**(await self._inputs.on_submit(body) or {}))
 
-    async def _on_link_click(self, ack: AsyncAck) -> None:
-        # The Connect button opens its link in the browser; Slack tells us of the click too.
+    async def _ack_only(self, ack: AsyncAck) -> None:
+        # Nothing to do: the Connect button opens its link in the browser (Slack tells us of the click
+        # too), and an assistant thread's context change needs no answer.
         await ack()
 
     def resume_signed_in(self, signed: SignedIn) -> None:
@@ -272,3 +273,33 @@ class SlackBot:
 
 
 build_bot = SlackBot  # the name the runners and tests build a bot by
+
+
+@asynccontextmanager
+async def running(
+    agent: Agent,
+    settings: SlackSettings,
+    ops: OpsEndpoints,
+    bind: str,
+    *,
+    alone: bool = True,
+    sign_ins: SignInEndpoints | None = None,
+) -> AsyncIterator[tuple[SlackBot, TurnJobs | None]]:
+    """The bot of `nerve slack` and `nerve worker`: `ops` served at `bind` (by the events' app when
+    not `alone`), the bot known to Slack and working on the shared jobs if there are any."""
+    async with (
+        aiohttp.ClientSession() as session,
+        ops.serving(bind, settings.nerve_http_port, alone=alone),
+        jobs_runtime.shared_jobs(settings) as jobs,
+    ):
+        bot = build_bot(agent, settings, client=make_client(settings, session=session), jobs=jobs)
+        if sign_ins is not None:
+            sign_ins.resume = bot.resume_signed_in
+        try:
+            await bot.identity()
+            if jobs is not None:
+                jobs_runtime.work(jobs, bot, settings)
+                ops.worker = jobs.worker_alive
+            yield bot, jobs
+        finally:
+            await bot.aclose()

@@ -31,20 +31,16 @@ def person(user_id: str | None) -> str:
     return f"<@{user_id}>" if user_id and _SLACK_ID.match(user_id) else escape(user_id or "someone")
 
 
-def arguments_text(call: PendingCall) -> str:
-    return call.arguments_json() if call.arguments else "{}"
-
-
 def argument_uploads(prompt: ApprovalPrompt) -> list[Upload]:
     """The full arguments of each call the message cannot show whole (or draw), as files for the thread."""
     return [
         Upload(
             filename=f"{render.tool_file_name(call.tool)}-{call.call_hash[:8]}-arguments.json",
             title=f"{call.tool} arguments (call {call.call_hash[:8]})",
-            content=arguments_text(call),
+            content=call.arguments_json(),
         )
         for index, call in enumerate(prompt.calls)
-        if index >= CALLS_SHOWN or len(escape(arguments_text(call))) > ARGUMENTS_INLINE
+        if index >= CALLS_SHOWN or len(escape(call.arguments_json())) > ARGUMENTS_INLINE
     ]
 
 
@@ -76,10 +72,10 @@ def _button(
 def _call_text(index: int, call: PendingCall, total: int) -> str:
     number = "" if total == 1 else f"{index + 1}. "
     head = f"*{number}`{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
-    shown = escape(arguments_text(call))
+    shown = escape(call.arguments_json())
     if len(shown) <= ARGUMENTS_INLINE:
         return f"{head}\n```{shown}```"
-    cut = escape_capped(arguments_text(call), ARGUMENTS_INLINE - 1) + "…"
+    cut = escape_capped(call.arguments_json(), ARGUMENTS_INLINE - 1) + "…"
     note = "_Cut here: the full arguments are in the file attached to this thread._"
     return f"{head}\n```{cut}```\n{note}"
 

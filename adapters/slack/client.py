@@ -24,9 +24,6 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
-from slack_sdk.http_retry.request import HttpRequest
-from slack_sdk.http_retry.response import HttpResponse
-from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.settings import SlackSettings
@@ -56,17 +53,8 @@ def in_doubt(exc: BaseException) -> bool:
 class _NotForFindablePosts(AsyncRetryHandler):
     """A retry handler of the SDK that leaves a findable post alone (mixed in before the handler)."""
 
-    async def _can_retry_async(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        if _FINDABLE.get():
-            return False
-        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
+    async def _can_retry_async(self, **call: Any) -> bool:
+        return not _FINDABLE.get() and await super()._can_retry_async(**call)
 
 
 class ConnectionErrorRetries(_NotForFindablePosts, AsyncConnectionErrorRetryHandler):
@@ -80,18 +68,9 @@ class ServerErrorRetries(_NotForFindablePosts, AsyncServerErrorRetryHandler):
 class CountedRateLimitHandler(AsyncRateLimitErrorRetryHandler):
     """The SDK's own handler (it honours Retry-After); each wait is counted as a Slack rate-limit wait."""
 
-    async def prepare_for_next_attempt_async(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> None:
+    async def prepare_for_next_attempt_async(self, **call: Any) -> None:
         started = time.monotonic()
-        await super().prepare_for_next_attempt_async(
-            state=state, request=request, response=response, error=error
-        )
+        await super().prepare_for_next_attempt_async(**call)
         metrics.rate_limit_wait("slack", time.monotonic() - started)
 
 
@@ -138,14 +117,10 @@ async def reaching_slack(settings: SlackSettings, token_name: str) -> AsyncItera
         raise StartupError(f"cannot reach {where}: {str(exc) or type(exc).__name__}") from None
 
 
-class DropTokenNotice(logging.Filter):
+def _no_token_notice(record: logging.LogRecord) -> bool:
     """bolt warns that SLACK_BOT_TOKEN goes unused when given a client that carries that very token."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "`token` will be unused" not in record.getMessage()
+    return "`token` will be unused" not in record.getMessage()
 
 
 def quiet_bolt_token_notice() -> None:
-    bolt = logging.getLogger("slack_bolt.AsyncApp")
-    if not any(isinstance(f, DropTokenNotice) for f in bolt.filters):
-        bolt.addFilter(DropTokenNotice())
+    logging.getLogger("slack_bolt.AsyncApp").addFilter(_no_token_notice)  # added once, however often asked

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import KW_ONLY, dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -31,8 +31,7 @@ from adapters.slack.events import (
     Turn,
     classify,
     inbox_payload,
-    person_key,
-    place_of_command,
+    typed_in,
     unescape,
 )
 from adapters.slack.post import Poster, api_error
@@ -41,7 +40,7 @@ from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
 from bot.errors import PromptError
 from bot.text import truncate
-from bot.types import ConversationKey, Incoming, Place, PromptSpec
+from bot.types import ConversationKey, Incoming, PromptSpec
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +64,9 @@ LISTED = 40
 DESCRIBED = 200  # characters of a tool's description in `/nerve tools`
 
 
-def typed_in(place: Place, workspace: str = "") -> Incoming:
-    """An `Incoming` that stands for "where the command was typed, by whom", for what the policy decides."""
-    return Incoming(
-        key=person_key(workspace, place.channel or ""), text="", user_id=place.user or "", place=place
-    )
-
-
-def tools_text(agent: Agent, place: Place) -> str:
+def tools_text(agent: Agent, here: Incoming) -> str:
     """The tools the model is offered where the command was typed; descriptions shown as answers are."""
-    tools = agent.tools(typed_in(place))
+    tools = agent.tools(here)
     if not tools:
         if agent.tools():
             return "No tools are allowed in this place (the policy in the servers file decides)."
@@ -121,16 +113,14 @@ async def approvals_text(agent: Agent, admins: frozenset[str], user: str, args: 
         return ADMINS_ONLY
     if not agent.approvals_on:
         return "Approvals are not enabled."
-    if args and args[0].lower() == "revoke":
-        if len(args) != 4:
-            return APPROVALS_USAGE
+    if args and (args[0].lower() != "revoke" or len(args) != 4):
+        return APPROVALS_USAGE
+    if args:
         place, server, tool = args[1:]
         named = f"`{escape(tool)}` of `{escape(server)}`"
         if await agent.revoke_approval(place, server, tool):
             return f"Revoked: {named} asks for approval again in `{escape(place)}`."
         return f"Nothing to revoke: {named} is not always allowed in `{escape(place)}`."
-    if args:
-        return APPROVALS_USAGE
     remembered = await agent.remembered_approvals()
     if not remembered:
         return "No tool is always allowed anywhere: every call that needs approval asks."
@@ -142,67 +132,6 @@ async def approvals_text(agent: Agent, admins: frozenset[str], user: str, args: 
     ]
     more = f"\n…and {len(remembered) - LISTED} more." if len(remembered) > LISTED else ""
     return "*Always allowed (remembered approvals):*\n" + "\n".join(lines) + more
-
-
-@dataclass(eq=False)
-class NerveCommands:
-    """`/nerve WORD …`: the handler the command table names for WORD, or the help."""
-
-    agent: Agent
-    poster: Poster
-    settings: SlackSettings
-    spawn: Spawn
-    _: KW_ONLY
-    prompts: SubCommand
-    connections: SubCommand
-
-    async def on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
-        words = str(command.get("text") or "").split()
-        found = command_on(SLACK, words[0].lower() if words else "help")
-        if found is None:
-            unknown = f"`{escape(words[0][:50])}` is not a `/nerve` command. Here is what is:\n{HELP}"
-            await ack(text=unknown, response_type="ephemeral")
-        else:
-            await self.handlers()[found.name](ack, command, words)
-
-    def handlers(self) -> dict[str, SubCommand]:
-        """What each `/nerve` sub-command of the command table runs (a test holds the two together)."""
-        return {
-            "tools": self._tools,
-            **dict.fromkeys(("prompts", "prompt"), self.prompts),
-            "approvals": self._approvals,
-            **dict.fromkeys(("connections", "connect", "disconnect"), self.connections),
-            "reset": self._reset,
-            "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
-        }
-
-    async def _tools(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
-        await ack(text=tools_text(self.agent, place_of_command(command)), response_type="ephemeral")
-
-    async def _approvals(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
-        user = str(command.get("user_id") or "")
-        text = await approvals_text(self.agent, self.settings.admins, user, words[1:])
-        await ack(text=text, response_type="ephemeral")
-
-    async def _reset(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
-        channel = str(command.get("channel_id") or "")
-        if not place_of_command(command).dm:
-            await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
-            return
-        await ack()
-        key = ConversationKey(
-            platform=PLATFORM, workspace=str(command.get("team_id") or ""), channel=channel, thread=DM_THREAD
-        )
-        self.spawn(self._reset_dm(key, str(command.get("user_id") or "")))
-
-    async def _reset_dm(self, key: ConversationKey, user: str) -> None:
-        try:
-            await self.agent.reset(key)
-            text = "Started a new conversation: I have forgotten what we said before in this DM."
-        except Exception:
-            logger.exception("reset of %s failed", key)
-            text = "Sorry — I could not reset our conversation; please try again."
-        await self.poster.tell(key.channel, user, text)
 
 
 # How long the acknowledgement waits for the server's text (Slack wants it within 3 s): a refusal
@@ -239,20 +168,67 @@ def as_mention(team: str, channel: str, user: str, ts: str, question: str, *, dm
 
 
 @dataclass(eq=False)
-class PromptCommand:
-    """Lists and starts prompts for `/nerve`; a started prompt is handed to `start` as a turn."""
+class NerveCommands:
+    """`/nerve WORD …`: the handler the command table names for WORD, or the help. A started prompt
+    is handed to `start` as a turn."""
 
     agent: Agent
     poster: Poster
+    settings: SlackSettings
+    spawn: Spawn
+    _: KW_ONLY
     identity: Callable[[], Awaitable[Identity]]
     start: Callable[[Turn], None]
-    spawn: Callable[[Coroutine[Any, Any, None]], None]
+    connections: SubCommand
 
-    async def on_command(self, ack: AsyncAck, command: Mapping[str, Any], words: list[str]) -> None:
+    async def on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        words = str(command.get("text") or "").split()
+        found = command_on(SLACK, words[0].lower() if words else "help")
+        if found is None:
+            unknown = f"`{escape(words[0][:50])}` is not a `/nerve` command. Here is what is:\n{HELP}"
+            await ack(text=unknown, response_type="ephemeral")
+        else:
+            await self.handlers()[found.name](ack, command, words)
+
+    def handlers(self) -> dict[str, SubCommand]:
+        """What each `/nerve` sub-command of the command table runs (a test holds the two together)."""
+        return {
+            "tools": self._tools,
+            **dict.fromkeys(("prompts", "prompt"), self._prompt),
+            "approvals": self._approvals,
+            **dict.fromkeys(("connections", "connect", "disconnect"), self.connections),
+            "reset": self._reset,
+            "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
+        }
+
+    async def _tools(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        await ack(text=tools_text(self.agent, typed_in(command)), response_type="ephemeral")
+
+    async def _approvals(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        text = await approvals_text(self.agent, self.settings.admins, typed_in(command).user_id, words[1:])
+        await ack(text=text, response_type="ephemeral")
+
+    async def _reset(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        here = typed_in(command)
+        if not here.where().dm:
+            await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
+            return
+        await ack()
+        self.spawn(self._reset_dm(replace(here.key, thread=DM_THREAD), here.user_id))
+
+    async def _reset_dm(self, key: ConversationKey, user: str) -> None:
+        try:
+            await self.agent.reset(key)
+            text = "Started a new conversation: I have forgotten what we said before in this DM."
+        except Exception:
+            logger.exception("reset of %s failed", key)
+            text = "Sorry — I could not reset our conversation; please try again."
+        await self.poster.tell(key.channel, user, text)
+
+    async def _prompt(self, ack: AsyncAck, command: Mapping[str, Any], words: list[str]) -> None:
         """`/nerve prompt …` or `/nerve prompts`, acknowledged within Slack's 3 seconds."""
-        sub, rest = _first_word(unescape(str(command.get("text") or "")))
-        name, written = _first_word(rest)
-        here = typed_in(place_of_command(command), str(command.get("team_id") or ""))
+        sub, name, written = [*unescape(str(command.get("text") or "")).split(None, 2), "", "", ""][:3]
+        here = typed_in(command)
         if sub.lower() == "prompts" or not name:
             await ack(text=prompts_text(self.agent, here), response_type="ephemeral")
             return
@@ -286,8 +262,7 @@ class PromptCommand:
         hint: str,
         tell: Callable[[str], Awaitable[None]],
     ) -> None:
-        place = here.where()
-        channel, user = place.channel or "", here.user_id
+        channel, user = here.key.channel, here.user_id
         try:
             text = await question
         except Exception as exc:
@@ -299,7 +274,7 @@ class PromptCommand:
             logger.warning("could not post the prompt %s in %s: %s", name, channel, api_error(exc))
             await tell(f"I cannot post in this channel ({api_error(exc)}): invite me first.")
             return
-        body = as_mention(here.key.workspace, channel, user, ts, text, dm=place.dm)
+        body = as_mention(here.key.workspace, channel, user, ts, text, dm=here.where().dm)
         me = await self.identity()
         turn = classify(body, me, allow_bots=True, follow_threads=True, followed=lambda _key: True)
         if turn is None:
@@ -314,11 +289,6 @@ def _refusal(name: str, exc: BaseException, hint: str) -> str:
         return escape(str(exc)) + hint
     logger.error("starting the prompt %s failed", name, exc_info=exc)
     return PROMPT_FAILED
-
-
-def _first_word(text: str) -> tuple[str, str]:
-    parts = text.split(None, 1)
-    return (parts[0] if parts else ""), (parts[1] if len(parts) > 1 else "")
 
 
 async def tell_privately(poster: Poster, here: Incoming, response_url: str, text: str) -> None:

@@ -164,11 +164,14 @@ def person_key(workspace: str, channel: str) -> ConversationKey:
     return ConversationKey(platform=PLATFORM, workspace=workspace, channel=channel, thread="-")
 
 
-def place_of_command(command: Mapping[str, Any]) -> Place:
-    """The place a slash command was typed in, and by whom (commands carry no channel_type)."""
-    channel = str(command.get("channel_id") or "")
+def typed_in(command: Mapping[str, Any]) -> Incoming:
+    """A slash command as an `Incoming` that stands for "where it was typed, by whom", outside any
+    conversation, for what the policy decides (commands carry no channel_type)."""
+    channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
     dm = is_dm_channel(channel, command.get("channel_name"))
-    return Place(platform=PLATFORM, channel=channel, dm=dm, user=str(command.get("user_id") or ""))
+    place = Place(platform=PLATFORM, channel=channel, dm=dm, user=user)
+    key = person_key(str(command.get("team_id") or ""), channel)
+    return Incoming(key=key, text="", user_id=user, place=place)
 
 
 def is_dm_channel(channel_id: str, channel_name: str | None = None) -> bool:

@@ -55,12 +55,6 @@ _YES, _NO = "true", "false"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class InputClick:
-    choice: InputChoice
-    request_id: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ModalPlace:
     """A modal's `private_metadata`: its request, the thread for notes, and the request's message."""
 
@@ -147,8 +141,8 @@ def settled_message(request: InputRequest, status: str) -> OutMessage:
     return OutMessage(text=escape_capped(f"{request.server} asked for input: {line}", 3_000), blocks=blocks)
 
 
-def parse_click(action: dict[str, Any]) -> InputClick | None:
-    """The click a request's button carries, or None when it is not one of ours."""
+def parse_click(action: dict[str, Any]) -> tuple[InputChoice, str] | None:
+    """The choice and request a request's button carries, or None when it is not one of ours."""
     parts = str(action.get("action_id") or "").split(".", 2)
     choice = next((c for c in _CHOICES if len(parts) == 3 and c == parts[1]), None)
     if choice is None or parts[0] != ACTION_PREFIX:
@@ -157,7 +151,7 @@ def parse_click(action: dict[str, Any]) -> InputClick | None:
     request_id = value if isinstance(value, str) and value else parts[2]
     if not request_id:
         return None
-    return InputClick(choice=choice, request_id=request_id)
+    return choice, request_id
 
 
 # --- the modal -------------------------------------------------------------------------------------

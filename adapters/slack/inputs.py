@@ -9,10 +9,9 @@ only to the clicker.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -20,7 +19,7 @@ from slack_sdk.errors import SlackApiError
 
 from adapters.common.refs import message_ref, parse_message_ref
 from adapters.common.settle import Settled, answer_input, ended
-from adapters.common.tasks import Spawn
+from adapters.common.tasks import Owned, Spawn
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.input_view import (
     ModalPlace,
@@ -60,16 +59,6 @@ class RequestMessages(Settled[tuple[str, str]]):
     def of(cls, poster: Poster) -> RequestMessages:
         return cls._of.setdefault(poster, cls(poster))
 
-    async def keep(self, ask: Ask, channel: str, ts: str) -> None:
-        """The request's message is posted at `ts`: remember it, and store it with its request."""
-        self.posted(ask.id, (channel, ts))
-        if self.keep_ref is None:
-            return
-        try:
-            await self.keep_ref(ask, message_ref(channel, ts))
-        except Exception:
-            logger.exception("could not store where the request for input %s is shown", ask.id)
-
     async def _update(self, place: tuple[str, str], request: InputRequest, status: str) -> bool:
         try:
             await self._poster.update(place[0], place[1], settled_message(request, status))
@@ -92,7 +81,7 @@ class InputPosts:
         self._channel = channel
         self._thread_ts = thread_ts
         self._posted: set[str] = set()
-        self._pending: set[asyncio.Task[Any]] = set()
+        self._pending = Owned()
 
     def take(self, event: TurnEvent) -> bool:
         """Handle `event` if it is a question or a link ("ask") or its end ("ask_done"); says whether."""
@@ -102,17 +91,15 @@ class InputPosts:
         if event.kind == "ask" and ask.id not in self._posted:
             self._posted.add(ask.id)
             self._messages.posting(ask.id)
-            self._start(self._post(ask, ask.input))
+            self._pending.spawn(self._post(ask, ask.input))
         elif event.kind == "ask_done":
             # Settled after this turn's post of it, in order; a request an earlier turn posted (a
             # parked question, told of in the resumed turn) is found by its id.
-            self._start(self._messages.settle(ask.input, event.message))
+            self._pending.spawn(self._settle(ask.input, event.message))
         return True
 
-    def _start(self, work: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.create_task(work)
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+    async def _settle(self, request: InputRequest, status: str) -> None:
+        await self._messages.settle(request, status)
 
     async def _post(self, ask: Ask, request: InputRequest) -> None:
         ts: str | None = None
@@ -122,15 +109,19 @@ class InputPosts:
             logger.warning("could not post the request for input %s: %s", request.request_id, api_error(exc))
         except Exception:
             logger.exception("posting the request for input %s failed", request.request_id)
-        if ts is None:
-            self._messages.posted(request.request_id, None)
-        else:
-            await self._messages.keep(ask, self._channel, ts)
+        # Remembered here, and stored with its request so any process finds it.
+        self._messages.posted(ask.id, None if ts is None else (self._channel, ts))
+        keep_ref = self._messages.keep_ref
+        if ts is None or keep_ref is None:
+            return
+        try:
+            await keep_ref(ask, message_ref(self._channel, ts))
+        except Exception:
+            logger.exception("could not store where the request for input %s is shown", ask.id)
 
     async def close(self) -> None:
         """Wait for posts and updates under way, so the answer comes after its requests' outcomes."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        await self._pending.idle()
 
 
 FAILED = "Sorry — something went wrong on my side with that; please try again."
@@ -159,23 +150,23 @@ class InputClicks:
         """One `block_actions` delivery on a request's message (already acked)."""
         pressed = click_of(body)
         click = parse_click(pressed.action)
-        user, channel, thread, message = pressed.user, pressed.channel, pressed.thread, pressed.message
+        user, channel, thread = pressed.user, pressed.channel, pressed.thread
         if click is None or user is None:
             logger.warning(
                 "ignored a click that is not on a request for input: %s", pressed.action.get("action_id")
             )
             return
-        place = ModalPlace(request_id=click.request_id, channel=channel, thread_ts=thread, message_ts=message)
+        choice, rid = click
+        place = ModalPlace(request_id=rid, channel=channel, thread_ts=thread, message_ts=pressed.message)
         try:
-            if click.choice == "fill":
-                outcome = await self._fill(click.request_id, user, payload_field(body, "trigger_id"), place)
-            elif click.choice == "open":
-                # URL mode: the person opened the link (Slack opens it in their browser), so they agreed.
-                outcome = await answer_input(self._agent, click.request_id, user, LinkOpened())
+            if choice == "fill":
+                outcome = await self._fill(rid, user, payload_field(body, "trigger_id"), place)
             else:
-                outcome = await answer_input(self._agent, click.request_id, user, Decline())
+                # URL mode: the person opened the link (Slack opens it in their browser), so they agreed.
+                answer = LinkOpened() if choice == "open" else Decline()
+                outcome = await answer_input(self._agent, rid, user, answer)
         except Exception:
-            logger.exception("answering request for input %s failed", click.request_id)
+            logger.exception("answering request for input %s failed", rid)
             outcome = InputOutcome(changed=False, request=None, note=FAILED)
         if not outcome.changed and outcome.note is not None:
             await self._poster.tell(channel, user, outcome.note, thread)
@@ -241,8 +232,7 @@ class InputClicks:
 
     async def on_close(self, body: Mapping[str, Any]) -> None:
         """The modal was closed without sending: the server is told the person cancelled."""
-        view = body.get("view")
-        place = read_place(view.get("private_metadata") if isinstance(view, Mapping) else None)
+        place = read_place(payload_field(body, "view", "private_metadata"))
         user = payload_field(body, "user", "id")
         if place is None or user is None:
             return

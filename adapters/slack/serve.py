@@ -10,17 +10,16 @@ import asyncio
 import logging
 import time
 
-import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from adapters.http_log import quiet_runner
-from adapters.jobs_runtime import drained, shared_jobs, work
+from adapters.jobs_runtime import drained
 from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
-from adapters.slack.app import SWEEP_SECONDS, SlackBot, build_bot
-from adapters.slack.client import make_client, reaching_slack, require_bot_token
+from adapters.slack.app import SWEEP_SECONDS, SlackBot, running
+from adapters.slack.client import reaching_slack, require_bot_token
 from adapters.slack.settings import SlackSettings
 from adapters.slack.socket_mode import socket_mode_handler
 from adapters.slack.well_formed import delivery_problem, signature_problem
@@ -107,50 +106,36 @@ async def run_slack(
     sign_ins = sign_in_endpoints(agent, settings.nerve_public_url, "Slack")
     if sign_ins is not None:
         ops.routes.append(sign_ins.install)
-    socket_mode = settings.slack_app_token is not None
-    async with (
-        aiohttp.ClientSession() as session,
-        ops.serving(bind, settings.nerve_http_port, alone=socket_mode),
-        shared_jobs(settings) as jobs,
-    ):
-        bot = build_bot(agent, settings, client=make_client(settings, session=session), jobs=jobs)
-        if sign_ins is not None:
-            sign_ins.resume = bot.resume_signed_in
+    alone = settings.slack_app_token is not None
+    async with running(agent, settings, ops, bind, alone=alone, sign_ins=sign_ins) as (bot, jobs):
+        recovered = await bot.recover()
+        if recovered:
+            logger.warning(
+                "answering %d Slack event(s) or approval(s) left unfinished before the restart", recovered
+            )
+        bot.start_sweeper(sweep_interval)
+        if settings.slack_app_token is not None:
+            app_token = settings.slack_app_token.get_secret_value()
+            # Asked here so a refused app token stops the start; the SDK would retry it forever.
+            async with reaching_slack(settings, "SLACK_APP_TOKEN"):
+                opened = await bot.client.apps_connections_open(app_token=app_token)
+            handler = socket_mode_handler(bot.app, app_token, bot.client)
+            handler.client.wss_uri = str(opened["url"])
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+            ops.platform.connected(handler.client.is_connected)
+            me = await bot.identity()
+            log_up("Slack: Socket Mode connected as @%s (%s)", me.name, me.user_id)
+            where, close = "socket-mode", handler.close_async
+        else:
+            ops.platform.connected(always)
+            runner, where = await serve_http(bot, bind, settings.nerve_http_port, ops)
+            ops.announce(where.removesuffix(EVENTS_PATH))
+            log_up("serving Slack events and interactions at %s", where)
+            close = runner.cleanup
         try:
-            await bot.identity()
-            if jobs is not None:
-                work(jobs, bot, settings)
-                ops.worker = jobs.worker_alive
-            recovered = await bot.recover()
-            if recovered:
-                logger.warning(
-                    "answering %d Slack event(s) or approval(s) left unfinished before the restart", recovered
-                )
-            bot.start_sweeper(sweep_interval)
-            if settings.slack_app_token is not None:
-                app_token = settings.slack_app_token.get_secret_value()
-                # Asked here so a refused app token stops the start; the SDK would retry it forever.
-                async with reaching_slack(settings, "SLACK_APP_TOKEN"):
-                    opened = await bot.client.apps_connections_open(app_token=app_token)
-                handler = socket_mode_handler(bot.app, app_token, bot.client)
-                handler.client.wss_uri = str(opened["url"])
-                await handler.connect_async()  # type: ignore[no-untyped-call]
-                ops.platform.connected(handler.client.is_connected)
-                me = await bot.identity()
-                log_up("Slack: Socket Mode connected as @%s (%s)", me.name, me.user_id)
-                where, close = "socket-mode", handler.close_async
-            else:
-                ops.platform.connected(always)
-                runner, where = await serve_http(bot, bind, settings.nerve_http_port, ops)
-                ops.announce(where.removesuffix(EVENTS_PATH))
-                log_up("serving Slack events and interactions at %s", where)
-                close = runner.cleanup
-            try:
-                if ready is not None and not ready.done():
-                    ready.set_result(where)
-                await stop.wait()
-                await drained(bot, jobs, settings.nerve_shutdown_grace)
-            finally:
-                await close()  # type: ignore[no-untyped-call]
+            if ready is not None and not ready.done():
+                ready.set_result(where)
+            await stop.wait()
+            await drained(bot, jobs, settings.nerve_shutdown_grace)
         finally:
-            await bot.aclose()
+            await close()  # type: ignore[no-untyped-call]

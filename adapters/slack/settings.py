@@ -1,19 +1,17 @@
 """The Slack front end's settings: its tokens, its Web API address, and which messages it answers.
 
-Read from the same environment and `.env` as the core's (`bot.config.SETTINGS_SOURCES`).
+Read from the same environment and `.env` as the core's (`bot.config.SETTINGS_SOURCES`, inherited).
 """
 
 from __future__ import annotations
 
 from pydantic import SecretStr
 
-from bot.config import SETTINGS_SOURCES, Settings
+from bot.config import Settings
 
 
 class SlackSettings(Settings):
     """What `nerve slack` and `nerve worker` read: the core's settings and Slack's own."""
-
-    model_config = SETTINGS_SOURCES
 
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None

@@ -18,7 +18,7 @@ from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_star
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
-from adapters.slack.events import Turn, person_key
+from adapters.slack.events import Turn, person_key, typed_in
 from adapters.slack.post import Poster
 from adapters.slack.render import context, escape, section
 from bot.agent import Connections
@@ -66,9 +66,7 @@ def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, list[dic
 
 
 def connections_message(connected: list[Connection], servers: list[str]) -> tuple[str, list[dict[str, Any]]]:
-    """`/nerve connections`: the person's connections with a Disconnect button each."""
-    if not servers:
-        return NO_SIGN_INS, []
+    """`/nerve connections` where there are `servers`: the person's connections, a Disconnect button each."""
     blocks: list[dict[str, Any]] = []
     mine = [c for c in connected if c.server in servers][:LISTED]
     if mine:
@@ -135,9 +133,8 @@ class SlackSignIns:
 
     async def on_command(self, ack: AsyncAck, command: Mapping[str, Any], words: list[str]) -> None:
         sub = words[0].lower() if words else "connections"
-        user = str(command.get("user_id") or "")
-        channel = str(command.get("channel_id") or "")
-        key = person_key(str(command.get("team_id") or ""), channel)
+        here = typed_in(command)
+        key, user, channel = here.key, here.user_id, here.key.channel
         connections = self.connections
         if connections is None or not connections.servers:
             await ack(text=NO_SIGN_INS, response_type="ephemeral")

@@ -43,7 +43,14 @@ class ConnectionLog(logging.Filter):
         if record.levelno <= logging.DEBUG or text.startswith(LISTENER_FAILURES):
             return True
         if record.levelno >= logging.WARNING:
-            self._failed(text)
+            self._failures += 1
+            if self._lost_at is None:
+                self._lost_at = self._clock()
+                logger.warning(
+                    "Slack: Socket Mode connection lost (%s); reconnecting every %g s until it is back",
+                    reason(text),
+                    self._every,
+                )
         elif ESTABLISHED in text and self._lost_at is not None:
             away = self._clock() - self._lost_at
             attempts = f"{self._failures} failed attempt{'s' if self._failures != 1 else ''}"
@@ -52,17 +59,6 @@ class ConnectionLog(logging.Filter):
             self._failures = 0
         logger.debug("socket mode client: %s", text, exc_info=record.exc_info)
         return False
-
-    def _failed(self, text: str) -> None:
-        self._failures += 1
-        if self._lost_at is not None:
-            return
-        self._lost_at = self._clock()
-        logger.warning(
-            "Slack: Socket Mode connection lost (%s); reconnecting every %g s until it is back",
-            reason(text),
-            self._every,
-        )
 
 
 def reason(text: str) -> str:

@@ -11,12 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import aiohttp
-
-from adapters.jobs_runtime import drained, shared_jobs, work
+from adapters.jobs_runtime import drained
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
-from adapters.slack.app import SWEEP_SECONDS, build_bot
-from adapters.slack.client import make_client
+from adapters.slack.app import SWEEP_SECONDS, running
 from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
 from bot.errors import ConfigError
@@ -52,25 +49,12 @@ async def run_worker(
     stop = stop or asyncio.Event()
     # "Connected to Slack" here means Slack took the bot token: the worker has no socket to lose.
     ops = OpsEndpoints(agent, PlatformLink("Slack"), ready=ops_ready, stopping=stop)
-    async with (
-        aiohttp.ClientSession() as session,
-        ops.serving(bind, settings.nerve_http_port),
-        shared_jobs(settings) as jobs,
-    ):
-        if jobs is None:  # check_settings made sure of the URL; this keeps the types honest
-            raise ConfigError(NO_DATABASE)
-        bot = build_bot(agent, settings, client=make_client(settings, session=session), jobs=jobs)
-        try:
-            await bot.identity()
-            ops.platform.connected(always)
-            work(jobs, bot, settings)
-            ops.worker = jobs.worker_alive
-            bot.start_sweeper(sweep_interval)
-            logger.info(
-                "running Slack's jobs, up to %d at a time (NERVE_WORKER_CONCURRENCY)",
-                settings.nerve_worker_concurrency,
-            )
-            await stop.wait()
-            await drained(bot, jobs, settings.nerve_shutdown_grace)
-        finally:
-            await bot.aclose()
+    async with running(agent, settings, ops, bind) as (bot, jobs):
+        ops.platform.connected(always)
+        bot.start_sweeper(sweep_interval)
+        logger.info(
+            "running Slack's jobs, up to %d at a time (NERVE_WORKER_CONCURRENCY)",
+            settings.nerve_worker_concurrency,
+        )
+        await stop.wait()
+        await drained(bot, jobs, settings.nerve_shutdown_grace)
