@@ -26,6 +26,7 @@ from adapters.discord.delivery import (
     ClickButton,
     ConversationOrder,
     acknowledge,
+    fitted,
     landed,
     parse_message_ref,
     send_message,
@@ -148,7 +149,6 @@ _CODES: dict[Choice, str] = {
 }
 _ACTIONS: dict[str, Choice] = {code: action for action, code in _CODES.items()}
 ALL_CALLS = "*"
-CUSTOM_ID_LIMIT = 100
 _SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,48}")
 TEMPLATE = (
     r"nerve:ap:(?P<action>[adADR]):(?P<request>[A-Za-z0-9_-]{1,24}):"
@@ -157,17 +157,6 @@ TEMPLATE = (
 # Discord shows at most five rows of five buttons; the last row holds the buttons for all calls.
 CALL_ROWS = 4
 CALLS_PER_ROW = 2
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Click:
-    """What a clicked button asks for, read back from its custom_id."""
-
-    action: Choice
-    request_id: str
-    # A call id, `~<position>` for a call whose id does not fit, or `*` for every open call.
-    call: str
-    shown_hash: str
 
 
 def call_ref(prompt: ApprovalPrompt, call: PendingCall) -> str:
@@ -183,18 +172,17 @@ def shown_hash(prompt: ApprovalPrompt, ref: str) -> str | None:
     return call.call_hash[:HASH_CHARS] if call is not None else None
 
 
-def custom_id(click: Click) -> str:
-    made = f"nerve:ap:{_CODES[click.action]}:{click.request_id}:{click.call}:{click.shown_hash}"
-    if len(made) > CUSTOM_ID_LIMIT or not re.fullmatch(TEMPLATE, made):
-        raise ValueError(f"approval request id {click.request_id!r} does not fit in a Discord custom_id")
-    return made
+def custom_id(click: ApprovalClick) -> str:
+    call = click.call or ALL_CALLS
+    return fitted(f"nerve:ap:{_CODES[click.choice]}:{click.request_id}:{call}:{click.shown_hash}", TEMPLATE)
 
 
-def parse(match: re.Match[str]) -> Click:
-    return Click(
-        action=_ACTIONS[match["action"]],
+def parse(match: re.Match[str]) -> ApprovalClick:
+    """A click read back from its custom_id; `*` names every open call (`call` None)."""
+    return ApprovalClick(
+        choice=_ACTIONS[match["action"]],
         request_id=match["request"],
-        call=match["call"],
+        call=None if match["call"] == ALL_CALLS else match["call"],
         shown_hash=match["hash"],
     )
 
@@ -211,7 +199,8 @@ def _button(
 ) -> ApprovalButton:
     short = shown_hash(prompt, ref)
     assert short is not None
-    click = Click(action=action, request_id=prompt.request_id, call=ref, shown_hash=short)
+    call = None if ref == ALL_CALLS else ref
+    click = ApprovalClick(choice=action, request_id=prompt.request_id, call=call, shown_hash=short)
     return ApprovalButton(click, label=label, style=style, row=row)
 
 
@@ -323,17 +312,11 @@ class ApprovalFlow:
 
     # --- clicks --------------------------------------------------------------------------------------
 
-    async def clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
+    async def clicked(self, interaction: discord.Interaction[Any], click: ApprovalClick) -> None:
         """A button click: acknowledge at once (Discord's 3 seconds), then decide and show the outcome."""
         if not await acknowledge(interaction):
             return
-        pressed = ApprovalClick(
-            choice=click.action,
-            request_id=click.request_id,
-            call=None if click.call == ALL_CALLS else click.call,
-            shown_hash=click.shown_hash,
-        )
-        await self.desk.clicked(pressed, str(interaction.user.id), _Clicker(interaction))
+        await self.desk.clicked(click, str(interaction.user.id), _Clicker(interaction))
 
     # --- going on ------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_star
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here, choices, slash
-from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, tell
+from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, tell, view_of
 from bot.agent import Connection, Connections
 from bot.text import truncate
 from bot.types import Progress, SignInNeeded, TurnEvent
@@ -37,9 +37,8 @@ def user_of(person: str) -> int | None:
 
 def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, discord.ui.View]:
     """The note and a link button to the sign-in page (a link button: Discord sends us no click)."""
-    view = discord.ui.View(timeout=None)
     label = truncate(f"Connect {needed.server}", 80)[0]
-    view.add_item(discord.ui.Button(style=discord.ButtonStyle.link, label=label, url=needed.url))
+    view = view_of(discord.ui.Button(style=discord.ButtonStyle.link, label=label, url=needed.url))
     return sign_in_note(f"**{needed.server}**", expires_in), view
 
 
@@ -61,14 +60,10 @@ def connections_message(
     others = [name for name in servers if name not in {c.server for c in mine}]
     if others:
         lines.append("Not connected: " + ", ".join(f"`{name}`" for name in others) + " — `/connect server:`")
-    view: discord.ui.View | None = None
     usable = [c for c in mine if len(c.server) <= 90 and not any(ch.isspace() for ch in c.server)]
-    if usable:
-        view = discord.ui.View(timeout=None)
-        for connection in usable[:25]:
-            label, style = f"Disconnect {connection.server}", discord.ButtonStyle.danger
-            view.add_item(DisconnectButton(connection.server, label=label, style=style))
-    return truncate("\n".join(lines), 2000)[0], view
+    danger = discord.ButtonStyle.danger
+    buttons = [DisconnectButton(c.server, label=f"Disconnect {c.server}", style=danger) for c in usable[:25]]
+    return truncate("\n".join(lines), 2000)[0], view_of(*buttons) if buttons else None
 
 
 @dataclass(eq=False)
