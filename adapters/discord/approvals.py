@@ -195,11 +195,10 @@ class ApprovalButton(ClickButton, template=TEMPLATE):
 
 
 def _button(
-    prompt: ApprovalPrompt, action: Choice, ref: str, label: str, style: discord.ButtonStyle, row: int
+    prompt: ApprovalPrompt, action: Choice, call: str | None, label: str, style: discord.ButtonStyle, row: int
 ) -> ApprovalButton:
-    short = shown_hash(prompt, ref)
+    short = shown_hash(prompt, call or ALL_CALLS)
     assert short is not None
-    call = None if ref == ALL_CALLS else ref
     click = ApprovalClick(choice=action, request_id=prompt.request_id, call=call, shown_hash=short)
     return ApprovalButton(click, label=label, style=style, row=row)
 
@@ -222,9 +221,9 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View | None:
             ref, number, row = call_ref(prompt, call), numbered[call.call_id], slot // CALLS_PER_ROW
             view.add_item(_button(prompt, "approve", ref, f"Approve {number}. {call.tool}", green, row))
             view.add_item(_button(prompt, "deny", ref, f"Deny {number}", red, row))
-        view.add_item(_button(prompt, "approve_all", ALL_CALLS, "Approve all", green, last_row))
-        view.add_item(_button(prompt, "deny_all", ALL_CALLS, "Deny all", red, last_row))
-    view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, last_row))
+        view.add_item(_button(prompt, "approve_all", None, "Approve all", green, last_row))
+        view.add_item(_button(prompt, "deny_all", None, "Deny all", red, last_row))
+    view.add_item(_button(prompt, "always", None, "Always allow here", grey, last_row))
     return view
 
 
@@ -256,11 +255,10 @@ class ApprovalFlow:
     spawn: Spawn
     # The sink a resumed turn (and the messages that waited behind it) report to.
     progress_for: Callable[[ConversationKey], Progress] = lambda key: no_progress
-    launch: InitVar[Launcher | None] = None
+    # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
+    launch: InitVar[Launcher]
 
-    def __post_init__(self, launch: Launcher | None) -> None:
-        # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
-        launch = launch or Launcher(None, self.spawn, PLATFORM)
+    def __post_init__(self, launch: Launcher) -> None:
         self.desk = AskDesk(self.agent, PLATFORM, self, self, launch, self.spawn, on_expired=self.sweep_soon)
 
     # --- showing a request -------------------------------------------------------------------------
