@@ -285,7 +285,7 @@ class ApprovalFlow:
         if message is None:
             logger.warning("could not post the approval message of request %s", prompt.request_id)
             return False
-        await self._store_ref(prompt, channel_id, message.id)
+        await self.agent.ask_posted(Ask.of_approval(prompt), refs.message_ref(channel_id, message.id))
         return True
 
     async def show_in(
@@ -296,11 +296,8 @@ class ApprovalFlow:
         failed = "turning message %s into approval request %s failed"
         if not await landed(edit(**redrawn(prompt, with_file=True)), failed, message_id, prompt.request_id):
             return False
-        await self._store_ref(prompt, channel_id, message_id)
-        return True
-
-    async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:
         await self.agent.ask_posted(Ask.of_approval(prompt), refs.message_ref(channel_id, message_id))
+        return True
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         """Update the approval message in place from the stored request (any process can do this)."""

@@ -114,8 +114,8 @@ class InputFlow:
             ask = event.ask
             if ask is not None and ask.input is not None and event.kind == "ask":
                 if ask.input.refused is None:
-                    self._settled.posting(ask.id)
-                self.spawn(self._post(ask, ask.input, where), f"discord-input-{ask.id}")
+                    self._settled.posting(ask.input.request_id)
+                self.spawn(self._post(ask, ask.input, where), f"discord-input-{ask.input.request_id}")
             elif ask is not None and ask.input is not None and event.kind == "ask_done":
                 self._settle(ask.input, event.message)
                 self._forget(ask.id)

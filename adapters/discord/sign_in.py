@@ -90,8 +90,7 @@ class TurnLinks:
         """After the turn's answer replaced the deferred response: the links, ephemeral."""
         pending, self._pending = self._pending, []
         for needed in pending:
-            if not await self._links.follow_up(self._interaction, needed):
-                self._links.send_dm(needed)
+            await self._links.follow_up(self._interaction, needed)
 
 
 @dataclass(eq=False)
@@ -104,11 +103,13 @@ class SignInLinks:
     _: KW_ONLY
     expires_in: float
 
-    async def follow_up(self, interaction: discord.Interaction[Any] | None, needed: SignInNeeded) -> bool:
-        if interaction is None or interaction.is_expired():
-            return False
-        sent = tell(interaction, *link_message(needed, self.expires_in))
-        return await landed(sent, "no ephemeral sign-in link; sending a DM instead", level=logging.INFO)
+    async def follow_up(self, interaction: discord.Interaction[Any] | None, needed: SignInNeeded) -> None:
+        """The link as an ephemeral follow-up while `interaction` can send one, else by DM."""
+        if interaction is not None and not interaction.is_expired():
+            sent = tell(interaction, *link_message(needed, self.expires_in))
+            if await landed(sent, "no ephemeral sign-in link; sending a DM instead", level=logging.INFO):
+                return
+        self.send_dm(needed)
 
     def send_dm(self, needed: SignInNeeded) -> None:
         self.spawn(self._dm(needed), f"discord-sign-in-{needed.server}")
@@ -178,8 +179,8 @@ def register(tree: app_commands.CommandTree[Any], links: SignInLinks) -> None:
             return
         if started.sign_in is None:
             await tell(interaction, started.note)
-        elif not await links.follow_up(interaction, started.sign_in):
-            links.send_dm(started.sign_in)
+        else:
+            await links.follow_up(interaction, started.sign_in)
 
     @connect.autocomplete("server")
     async def server_names(
