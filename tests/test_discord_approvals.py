@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from adapters.discord.app import NerveDiscordBot
-from adapters.discord.approvals import CUSTOM_ID_LIMIT, TEMPLATE
+from adapters.discord.approvals import TEMPLATE
+from adapters.discord.delivery import CUSTOM_ID_LIMIT
 from bot.agent import Agent, AgentConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride

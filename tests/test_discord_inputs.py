@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from adapters.discord.app import NerveDiscordBot
-from adapters.discord.input_message import CUSTOM_ID_LIMIT, TEMPLATE, InputClick, custom_id, request_text
+from adapters.discord.delivery import CUSTOM_ID_LIMIT
+from adapters.discord.input_message import TEMPLATE, InputClick, custom_id, request_text
 from adapters.discord.input_modal import InputModal, steps_of
 from adapters.discord.live import LiveView
 from bot.agent import Agent, AgentConfig

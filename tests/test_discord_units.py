@@ -14,7 +14,6 @@ import pytest
 
 from adapters.discord.app import RestartPolicy, run_discord
 from adapters.discord.approvals import (
-    CUSTOM_ID_LIMIT,
     TEMPLATE,
     approval_message,
     approval_view,
@@ -24,6 +23,7 @@ from adapters.discord.approvals import (
     parse,
     shown_hash,
 )
+from adapters.discord.delivery import CUSTOM_ID_LIMIT
 from adapters.discord.incoming import Job, answer_channel, dm_key, job_for, thread_key, to_incoming
 from adapters.discord.render import (
     EMBED_TOTAL_LIMIT,
@@ -326,9 +326,9 @@ def test_button_ids_fit_discord_and_name_an_odd_or_long_call_id_by_its_position(
     clicks = [parse(m) for i in ids if (m := re.fullmatch(TEMPLATE, i))]
     assert len(clicks) == len(ids), "every id is routed by the template"
     assert {c.request_id for c in clicks} == {prompt.request_id}
-    approve_two = next(c for c in clicks if c.action == "approve" and c.call == "~1")
+    approve_two = next(c for c in clicks if c.choice == "approve" and c.call == "~1")
     assert approve_two.shown_hash == shown_hash(prompt, "~1") == prompt.calls[1].call_hash[:12]
-    assert {c.shown_hash for c in clicks if c.call == "*"} == {batch_hash(prompt)}
+    assert {c.shown_hash for c in clicks if c.call is None} == {batch_hash(prompt)}
 
 
 def test_many_calls_stay_within_five_rows_of_five_buttons_and_decided_calls_lose_theirs() -> None:

@@ -26,6 +26,7 @@ from adapters.discord.delivery import (
     ClickButton,
     ConversationOrder,
     acknowledge,
+    fitted,
     landed,
     parse_message_ref,
     send_message,
@@ -148,7 +149,6 @@ _CODES: dict[Choice, str] = {
 }
 _ACTIONS: dict[str, Choice] = {code: action for action, code in _CODES.items()}
 ALL_CALLS = "*"
-CUSTOM_ID_LIMIT = 100
 _SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_.-]{1,48}")
 TEMPLATE = (
     r"nerve:ap:(?P<action>[adADR]):(?P<request>[A-Za-z0-9_-]{1,24}):"
@@ -157,17 +157,6 @@ TEMPLATE = (
 # Discord shows at most five rows of five buttons; the last row holds the buttons for all calls.
 CALL_ROWS = 4
 CALLS_PER_ROW = 2
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Click:
-    """What a clicked button asks for, read back from its custom_id."""
-
-    action: Choice
-    request_id: str
-    # A call id, `~<position>` for a call whose id does not fit, or `*` for every open call.
-    call: str
-    shown_hash: str
 
 
 def call_ref(prompt: ApprovalPrompt, call: PendingCall) -> str:
@@ -183,18 +172,17 @@ def shown_hash(prompt: ApprovalPrompt, ref: str) -> str | None:
     return call.call_hash[:HASH_CHARS] if call is not None else None
 
 
-def custom_id(click: Click) -> str:
-    made = f"nerve:ap:{_CODES[click.action]}:{click.request_id}:{click.call}:{click.shown_hash}"
-    if len(made) > CUSTOM_ID_LIMIT or not re.fullmatch(TEMPLATE, made):
-        raise ValueError(f"approval request id {click.request_id!r} does not fit in a Discord custom_id")
-    return made
+def custom_id(click: ApprovalClick) -> str:
+    call = click.call or ALL_CALLS
+    return fitted(f"nerve:ap:{_CODES[click.choice]}:{click.request_id}:{call}:{click.shown_hash}", TEMPLATE)
 
 
-def parse(match: re.Match[str]) -> Click:
-    return Click(
-        action=_ACTIONS[match["action"]],
+def parse(match: re.Match[str]) -> ApprovalClick:
+    """A click read back from its custom_id; `*` names every open call (`call` None)."""
+    return ApprovalClick(
+        choice=_ACTIONS[match["action"]],
         request_id=match["request"],
-        call=match["call"],
+        call=None if match["call"] == ALL_CALLS else match["call"],
         shown_hash=match["hash"],
     )
 
@@ -207,11 +195,11 @@ class ApprovalButton(ClickButton, template=TEMPLATE):
 
 
 def _button(
-    prompt: ApprovalPrompt, action: Choice, ref: str, label: str, style: discord.ButtonStyle, row: int
+    prompt: ApprovalPrompt, action: Choice, call: str | None, label: str, style: discord.ButtonStyle, row: int
 ) -> ApprovalButton:
-    short = shown_hash(prompt, ref)
+    short = shown_hash(prompt, call or ALL_CALLS)
     assert short is not None
-    click = Click(action=action, request_id=prompt.request_id, call=ref, shown_hash=short)
+    click = ApprovalClick(choice=action, request_id=prompt.request_id, call=call, shown_hash=short)
     return ApprovalButton(click, label=label, style=style, row=row)
 
 
@@ -233,9 +221,9 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View | None:
             ref, number, row = call_ref(prompt, call), numbered[call.call_id], slot // CALLS_PER_ROW
             view.add_item(_button(prompt, "approve", ref, f"Approve {number}. {call.tool}", green, row))
             view.add_item(_button(prompt, "deny", ref, f"Deny {number}", red, row))
-        view.add_item(_button(prompt, "approve_all", ALL_CALLS, "Approve all", green, last_row))
-        view.add_item(_button(prompt, "deny_all", ALL_CALLS, "Deny all", red, last_row))
-    view.add_item(_button(prompt, "always", ALL_CALLS, "Always allow here", grey, last_row))
+        view.add_item(_button(prompt, "approve_all", None, "Approve all", green, last_row))
+        view.add_item(_button(prompt, "deny_all", None, "Deny all", red, last_row))
+    view.add_item(_button(prompt, "always", None, "Always allow here", grey, last_row))
     return view
 
 
@@ -267,11 +255,10 @@ class ApprovalFlow:
     spawn: Spawn
     # The sink a resumed turn (and the messages that waited behind it) report to.
     progress_for: Callable[[ConversationKey], Progress] = lambda key: no_progress
-    launch: InitVar[Launcher | None] = None
+    # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
+    launch: InitVar[Launcher]
 
-    def __post_init__(self, launch: Launcher | None) -> None:
-        # Where resumed turns run: a job any process takes (PostgreSQL), else a task here.
-        launch = launch or Launcher(None, self.spawn, PLATFORM)
+    def __post_init__(self, launch: Launcher) -> None:
         self.desk = AskDesk(self.agent, PLATFORM, self, self, launch, self.spawn, on_expired=self.sweep_soon)
 
     # --- showing a request -------------------------------------------------------------------------
@@ -298,7 +285,7 @@ class ApprovalFlow:
         if message is None:
             logger.warning("could not post the approval message of request %s", prompt.request_id)
             return False
-        await self._store_ref(prompt, channel_id, message.id)
+        await self.agent.ask_posted(Ask.of_approval(prompt), refs.message_ref(channel_id, message.id))
         return True
 
     async def show_in(
@@ -309,11 +296,8 @@ class ApprovalFlow:
         failed = "turning message %s into approval request %s failed"
         if not await landed(edit(**redrawn(prompt, with_file=True)), failed, message_id, prompt.request_id):
             return False
-        await self._store_ref(prompt, channel_id, message_id)
-        return True
-
-    async def _store_ref(self, prompt: ApprovalPrompt, channel_id: int, message_id: int) -> None:
         await self.agent.ask_posted(Ask.of_approval(prompt), refs.message_ref(channel_id, message_id))
+        return True
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         """Update the approval message in place from the stored request (any process can do this)."""
@@ -323,17 +307,11 @@ class ApprovalFlow:
 
     # --- clicks --------------------------------------------------------------------------------------
 
-    async def clicked(self, interaction: discord.Interaction[Any], click: Click) -> None:
+    async def clicked(self, interaction: discord.Interaction[Any], click: ApprovalClick) -> None:
         """A button click: acknowledge at once (Discord's 3 seconds), then decide and show the outcome."""
         if not await acknowledge(interaction):
             return
-        pressed = ApprovalClick(
-            choice=click.action,
-            request_id=click.request_id,
-            call=None if click.call == ALL_CALLS else click.call,
-            shown_hash=click.shown_hash,
-        )
-        await self.desk.clicked(pressed, str(interaction.user.id), _Clicker(interaction))
+        await self.desk.clicked(click, str(interaction.user.id), _Clicker(interaction))
 
     # --- going on ------------------------------------------------------------------------------------
 

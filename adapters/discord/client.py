@@ -36,7 +36,7 @@ from adapters.discord.delivery import (
 )
 from adapters.discord.incoming import PLATFORM, Job, job_for, to_incoming
 from adapters.discord.input_flow import InputFlow
-from adapters.discord.input_message import InputBoard, InputButton
+from adapters.discord.input_message import InputButton
 from adapters.discord.live import EDIT_EVERY
 from adapters.discord.render import ResultsCache
 from adapters.discord.settings import DiscordSettings
@@ -130,7 +130,8 @@ class NerveDiscordBot(discord.Client):
         )
         self.input_flow = InputFlow(
             agent=agent,
-            board=InputBoard(self, spawn=self._spawn),
+            client=self,
+            spawn=self._spawn,
             resume=self.approval_flow.resume_later,
             sweep=self.approval_flow.sweep_soon,
         )

@@ -150,6 +150,17 @@ GONE = (
 )
 
 
+# Discord's limit for a component's custom_id.
+CUSTOM_ID_LIMIT = 100
+
+
+def fitted(made: str, template: str) -> str:
+    """`made` as a button's custom_id; ValueError when Discord would refuse it or `template` not read it."""
+    if len(made) > CUSTOM_ID_LIMIT or not re.fullmatch(template, made):
+        raise ValueError(f"{made!r} does not fit in a Discord custom_id")
+    return made
+
+
 class ClickButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?!)"):
     """A button that outlives this process: its custom_id carries its click (`click_id`, read back by
     `read`), so whichever process receives it hands it to `clicked` of the client's flow `route`."""
@@ -217,13 +228,19 @@ class ToolResultsButton(ClickButton, template=r"nerve:tools:(?P<ref>[0-9a-f]{1,3
         await tell(interaction, shown.content, embeds=shown.embeds, **file)
 
 
+def view_of(*items: discord.ui.Item[Any]) -> discord.ui.View:
+    """A view of `items` that never times out: its buttons work as long as its message is there."""
+    view = discord.ui.View(timeout=None)
+    for item in items:
+        view.add_item(item)
+    return view
+
+
 def results_button_view(results: ResultsCache, attachments: tuple[Attachment, ...]) -> discord.ui.View:
     """The results kept under a new reference, and a view with their button (no timeout: it outlives us)."""
     ref = secrets.token_hex(8)
     results.put(ref, attachments)
-    view = discord.ui.View(timeout=None)
-    view.add_item(ToolResultsButton(ref, label="Tool results", emoji="🔧"))
-    return view
+    return view_of(ToolResultsButton(ref, label="Tool results", emoji="🔧"))
 
 
 def parse_message_ref(ref: str | None) -> tuple[int, int] | None:

@@ -15,28 +15,32 @@ import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 import discord
 
-from adapters.common.settle import answer_input, ended
-from adapters.discord.delivery import NO_MENTIONS, acknowledge, landed
+from adapters.common.refs import message_ref
+from adapters.common.settle import Settled, answer_input, ended
+from adapters.common.tasks import Spawn
+from adapters.discord.delivery import NO_MENTIONS, acknowledge, landed, parse_message_ref
 from adapters.discord.input_message import (
-    InputBoard,
     InputClick,
     button_view,
     link_text,
     plain,
     request_message_at,
+    request_text,
+    request_view,
     settled_text,
 )
 from adapters.discord.input_modal import InputModal, Raw, say, steps_of
-from adapters.discord.pages import ChannelPoster
+from adapters.discord.pages import ChannelPage, ChannelPoster
 from bot.agent import INPUT_EXPIRED as EXPIRED
 from bot.agent import INPUT_GONE as GONE
 from bot.agent import Agent
 from bot.types import (
+    Ask,
     Decline,
     Form,
     InputOutcome,
@@ -51,6 +55,8 @@ from bot.types import (
 logger = logging.getLogger(__name__)
 
 MAX_DRAFTS = 1000
+# Requests whose message may still change, remembered at most (the oldest are forgotten first).
+KEPT_REQUESTS = 1000
 MODAL_TEMPLATE = re.compile(
     r"nerve:in:m:(?P<request>[A-Za-z0-9_-]{1,24}):(?P<step>[0-9]{1,2}):(?P<boot>[0-9a-f]{8})"
 )
@@ -81,18 +87,23 @@ class Draft:
 
 @dataclass(eq=False)
 class InputFlow:
-    """The requests of one Discord client; `sweep` looks for expired requests at once, so a click on
-    an expired question shows its turn going on."""
+    """The requests of one Discord client. Each request's message is posted, and edited as the request
+    ends, in tasks of their own (the progress sink never waits for Discord), in order (`Settled`);
+    `sweep` looks for expired requests at once, so a click on an expired question shows its turn going on."""
 
     _: KW_ONLY
     agent: Agent
-    board: InputBoard
+    client: discord.Client
+    spawn: Spawn
     resume: Callable[[str], None] = lambda request_id: None
     sweep: Callable[[], None] = lambda: None
 
     # Marks the modals this client opened: a submit of another one comes from before a restart.
     boot: str = field(default_factory=lambda: secrets.token_hex(4), init=False)
     _drafts: OrderedDict[tuple[str, str], Draft] = field(default_factory=OrderedDict, init=False)
+
+    def __post_init__(self) -> None:
+        self._settled = Settled(self._edit, parse_message_ref, limit=KEPT_REQUESTS)
 
     # --- the turn's events ---------------------------------------------------------------------------
 
@@ -102,13 +113,47 @@ class InputFlow:
         async def progress(event: TurnEvent) -> None:
             ask = event.ask
             if ask is not None and ask.input is not None and event.kind == "ask":
-                self.board.show(ask.input, where, lambda _, ref: self.agent.ask_posted(ask, ref))
+                if ask.input.refused is None:
+                    self._settled.posting(ask.input.request_id)
+                self.spawn(self._post(ask, ask.input, where), f"discord-input-{ask.input.request_id}")
             elif ask is not None and ask.input is not None and event.kind == "ask_done":
-                self.board.settle(ask.input, event.message)
+                self._settle(ask.input, event.message)
                 self._forget(ask.id)
             await forward(event)
 
         return progress
+
+    # --- the request's message -----------------------------------------------------------------------
+
+    async def _post(self, ask: Ask, request: InputRequest, where: ChannelPoster) -> None:
+        """Post the request's message `where` its turn runs and store where, for any process."""
+        sent: ChannelPage | None = None
+        try:
+            # A copy: each request's message replies as the turn's first does (posting forgets that).
+            sent = await replace(where).post(request_text(request), view=request_view(request))
+        finally:
+            if request.refused is None:
+                at = (where.channel_id, sent.message.id) if sent else None
+                self._settled.posted(request.request_id, at)
+        if sent is None:
+            logger.warning("could not post the message of input request %s", request.request_id)
+        elif request.refused is None:
+            try:
+                await self.agent.ask_posted(ask, message_ref(where.channel_id, sent.message.id))
+            except Exception:
+                logger.exception("could not store where input request %s is shown", request.request_id)
+
+    def _settle(self, request: InputRequest, status: str, at: tuple[int, int] | None = None) -> None:
+        """Take the buttons off the request's message (here, at `at`, or as stored) and say how it ended."""
+        self.spawn(self._settle_now(request, status, at), f"discord-input-done-{request.request_id}")
+
+    async def _settle_now(self, request: InputRequest, status: str, at: tuple[int, int] | None) -> None:
+        await self._settled.settle(request, status, at)
+
+    async def _edit(self, where: tuple[int, int], request: InputRequest, status: str) -> bool:
+        partial = self.client.get_partial_messageable(where[0]).get_partial_message(where[1])
+        edit = partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
+        return await landed(edit, "could not update the message of input request %s", request.request_id)
 
     # --- clicks --------------------------------------------------------------------------------------
 
@@ -129,7 +174,7 @@ class InputFlow:
         awaits, so the message shows the answer before anything the server does next."""
         self._forget(request_id)
         if outcome.request is not None and outcome.status is not None:
-            self.board.settle(outcome.request, outcome.status, at)
+            self._settle(outcome.request, outcome.status, at)
         if outcome.resume is not None:
             self.resume(outcome.resume)
 

@@ -8,40 +8,29 @@ restart. Everything a server wrote is escaped.
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import discord
 
 from adapters.common import cards
-from adapters.common.refs import message_ref
-from adapters.common.settle import Settled
-from adapters.common.tasks import Spawn
 from adapters.discord.approvals import person
-from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, parse_message_ref
+from adapters.discord.delivery import ClickButton, fitted, view_of
 from adapters.discord.input_modal import FIELDS_PER_STEP
-from adapters.discord.pages import ChannelPage, ChannelPoster
 from adapters.discord.render import MESSAGE_LIMIT
 from adapters.resources import link_host
 from bot.text import truncate
 from bot.types import InputRequest
 
-logger = logging.getLogger(__name__)
-
 InputAction = Literal["fill", "decline", "open", "step"]
 _CODES: dict[InputAction, str] = {"fill": "f", "decline": "d", "open": "o", "step": "s"}
 _ACTIONS: dict[str, InputAction] = {code: action for action, code in _CODES.items()}
 TEMPLATE = r"nerve:in:(?P<action>[fdos]):(?P<request>[A-Za-z0-9_-]{1,24})(?::(?P<step>[0-9]{1,2}))?"
-CUSTOM_ID_LIMIT = 100
 LABEL_LIMIT = 80
 # Discord's limit for a link button's url; a longer link is shown as text to copy.
 LINK_URL_LIMIT = 512
 MESSAGE_TEXT_LIMIT = 1200
-# Requests whose message may still change, remembered at most (the oldest are forgotten first).
-KEPT_REQUESTS = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,11 +44,7 @@ class InputClick:
 
 def custom_id(click: InputClick) -> str:
     made = f"nerve:in:{_CODES[click.action]}:{click.request_id}"
-    if click.action == "step":
-        made += f":{click.step}"
-    if len(made) > CUSTOM_ID_LIMIT or not re.fullmatch(TEMPLATE, made):
-        raise ValueError(f"input request id {click.request_id!r} does not fit in a Discord custom_id")
-    return made
+    return fitted(made + f":{click.step}" if click.action == "step" else made, TEMPLATE)
 
 
 def parse(match: re.Match[str]) -> InputClick:
@@ -173,64 +158,8 @@ def link_text(url: str) -> tuple[str, discord.ui.View | None]:
     """What the asker alone sees after "Open": the host and a link button (or the link to copy)."""
     host = link_host(url)
     if len(url) <= LINK_URL_LIMIT:
-        view = discord.ui.View(timeout=None)
         label = truncate(f"Open {host}", LABEL_LIMIT)[0]
-        view.add_item(discord.ui.Button(style=discord.ButtonStyle.link, url=url, label=label))
-
+        view = view_of(discord.ui.Button(style=discord.ButtonStyle.link, url=url, label=label))
         return f"The link goes to **{code(host, 300)}**. Open it to go on:", view
     shown = truncate(url.replace("`", "%60"), MESSAGE_LIMIT - 200)[0]
     return f"The link goes to **{code(host, 300)}**. Copy it into your browser:\n```\n{shown}\n```", None
-
-
-# --- posting it and keeping it up to date -----------------------------------------------------------
-
-
-# Stores where a request's message was posted (`Agent.ask_posted`): request id, message ref.
-KeepRef = Callable[[str, str], Awaitable[None]]
-
-
-class InputBoard:
-    """Posts each request's message and edits it as the request ends, in tasks of their own (the
-    progress sink never waits for Discord), in order (`Settled`)."""
-
-    def __init__(self, client: discord.Client, *, spawn: Spawn) -> None:
-        self._client = client
-        self._spawn = spawn
-        self._settled = Settled(self._edit, parse_message_ref, limit=KEPT_REQUESTS)
-
-    def show(self, request: InputRequest, where: ChannelPoster, keep_ref: KeepRef | None = None) -> None:
-        """Post the request's message `where` its turn runs; `keep_ref` stores where, for any process."""
-        if request.refused is None:
-            self._settled.posting(request.request_id)
-        else:
-            keep_ref = None
-        self._spawn(self._post(request, where, keep_ref), f"discord-input-{request.request_id}")
-
-    async def _post(self, request: InputRequest, where: ChannelPoster, keep_ref: KeepRef | None) -> None:
-        sent: ChannelPage | None = None
-        try:
-            # A copy: each request's message replies as the turn's first does (posting forgets that).
-            sent = await replace(where).post(request_text(request), view=request_view(request))
-        finally:
-            if request.refused is None:
-                at = (where.channel_id, sent.message.id) if sent else None
-                self._settled.posted(request.request_id, at)
-        if sent is None:
-            logger.warning("could not post the message of input request %s", request.request_id)
-        elif keep_ref is not None:
-            try:
-                await keep_ref(request.request_id, message_ref(where.channel_id, sent.message.id))
-            except Exception:
-                logger.exception("could not store where input request %s is shown", request.request_id)
-
-    def settle(self, request: InputRequest, status: str, at: tuple[int, int] | None = None) -> None:
-        """Take the buttons off the request's message (here, at `at`, or as stored) and say how it ended."""
-        self._spawn(self._settle(request, status, at), f"discord-input-done-{request.request_id}")
-
-    async def _settle(self, request: InputRequest, status: str, at: tuple[int, int] | None) -> None:
-        await self._settled.settle(request, status, at)
-
-    async def _edit(self, where: tuple[int, int], request: InputRequest, status: str) -> bool:
-        partial = self._client.get_partial_messageable(where[0]).get_partial_message(where[1])
-        edit = partial.edit(content=settled_text(request, status), view=None, allowed_mentions=NO_MENTIONS)
-        return await landed(edit, "could not update the message of input request %s", request.request_id)

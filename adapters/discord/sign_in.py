@@ -18,7 +18,7 @@ from adapters.common.cards import CONNECTED, NO_SIGN_INS, disconnected, not_star
 from adapters.common.cards import SIGN_IN_FAILED as FAILED
 from adapters.common.tasks import Spawn
 from adapters.discord.commands import asked_here, choices, slash
-from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, tell
+from adapters.discord.delivery import NO_MENTIONS, ClickButton, landed, tell, view_of
 from bot.agent import Connections
 from bot.text import truncate
 from bot.types import Progress, SignInNeeded, TurnEvent
@@ -40,9 +40,8 @@ def user_of(person: str) -> int | None:
 
 def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, discord.ui.View]:
     """The note and a link button to the sign-in page (a link button: Discord sends us no click)."""
-    view = discord.ui.View(timeout=None)
     label = truncate(f"Connect {needed.server}", 80)[0]
-    view.add_item(discord.ui.Button(style=discord.ButtonStyle.link, label=label, url=needed.url))
+    view = view_of(discord.ui.Button(style=discord.ButtonStyle.link, label=label, url=needed.url))
     return sign_in_note(f"**{needed.server}**", expires_in), view
 
 
@@ -64,14 +63,10 @@ def connections_message(
     others = [name for name in servers if name not in {c.server for c in mine}]
     if others:
         lines.append("Not connected: " + ", ".join(f"`{name}`" for name in others) + " — `/connect server:`")
-    view: discord.ui.View | None = None
     usable = [c for c in mine if len(c.server) <= 90 and not any(ch.isspace() for ch in c.server)]
-    if usable:
-        view = discord.ui.View(timeout=None)
-        for connection in usable[:25]:
-            label, style = f"Disconnect {connection.server}", discord.ButtonStyle.danger
-            view.add_item(DisconnectButton(connection.server, label=label, style=style))
-    return truncate("\n".join(lines), 2000)[0], view
+    danger = discord.ButtonStyle.danger
+    buttons = [DisconnectButton(c.server, label=f"Disconnect {c.server}", style=danger) for c in usable[:25]]
+    return truncate("\n".join(lines), 2000)[0], view_of(*buttons) if buttons else None
 
 
 @dataclass(eq=False)
@@ -98,8 +93,7 @@ class TurnLinks:
         """After the turn's answer replaced the deferred response: the links, ephemeral."""
         pending, self._pending = self._pending, []
         for needed in pending:
-            if not await self._links.follow_up(self._interaction, needed):
-                self._links.send_dm(needed)
+            await self._links.follow_up(self._interaction, needed)
 
 
 @dataclass(eq=False)
@@ -112,11 +106,13 @@ class SignInLinks:
     _: KW_ONLY
     expires_in: float
 
-    async def follow_up(self, interaction: discord.Interaction[Any] | None, needed: SignInNeeded) -> bool:
-        if interaction is None or interaction.is_expired():
-            return False
-        sent = tell(interaction, *link_message(needed, self.expires_in))
-        return await landed(sent, "no ephemeral sign-in link; sending a DM instead", level=logging.INFO)
+    async def follow_up(self, interaction: discord.Interaction[Any] | None, needed: SignInNeeded) -> None:
+        """The link as an ephemeral follow-up while `interaction` can send one, else by DM."""
+        if interaction is not None and not interaction.is_expired():
+            sent = tell(interaction, *link_message(needed, self.expires_in))
+            if await landed(sent, "no ephemeral sign-in link; sending a DM instead", level=logging.INFO):
+                return
+        self.send_dm(needed)
 
     def send_dm(self, needed: SignInNeeded) -> None:
         self.spawn(self._dm(needed), f"discord-sign-in-{needed.server}")
@@ -186,8 +182,8 @@ def register(tree: app_commands.CommandTree[Any], links: SignInLinks) -> None:
             return
         if started.sign_in is None:
             await tell(interaction, started.note)
-        elif not await links.follow_up(interaction, started.sign_in):
-            links.send_dm(started.sign_in)
+        else:
+            await links.follow_up(interaction, started.sign_in)
 
     @connect.autocomplete("server")
     async def server_names(
