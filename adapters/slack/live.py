@@ -227,24 +227,22 @@ class StreamedAnswer:
             self._ops.append({"type": "markdown_text", "text": piece})
 
     async def _write(self, _: bool) -> None:
+        """Append what waits; what Slack refuses goes with the next call, or to the edited message."""
         if self._fallback is not None:
             return
         try:
-            await self._flush()
+            self._push_text(final=False)
+            if not self._ops:
+                return
+            sending, self._ops = self._ops, []
+            try:
+                stream = await self._open()
+                await stream.append(chunks=sending)
+            except SlackApiError as exc:
+                self._ops[0:0] = sending  # nothing of it landed: it goes with the next call
+                await self._refused(exc)
         except Exception:
             logger.exception("streaming the answer in %s failed", self.turn.key)
-
-    async def _flush(self) -> None:
-        self._push_text(final=False)
-        if not self._ops:
-            return
-        sending, self._ops = self._ops, []
-        try:
-            stream = await self._open()
-            await stream.append(chunks=sending)
-        except SlackApiError as exc:
-            self._ops[0:0] = sending  # nothing of it landed: it goes with the next call
-            await self._refused(exc)
 
     async def _refused(self, exc: SlackApiError) -> None:
         error = api_error(exc)
@@ -300,7 +298,16 @@ class StreamedAnswer:
             rest = first[len(self._round.sent) :]
             chunks = [*self._ops, *([{"type": "markdown_text", "text": rest}] if rest else []), *finals]
             blocks = [*(head.blocks or [])[:-1], *([feedback_block(self.turn.event_id)] if feedback else [])]
-            await self._stop(stream, chunks, blocks)
+            try:
+                await stream.stop(chunks=chunks, blocks=blocks or None)
+            except SlackApiError as exc:
+                if api_error(exc) not in REFUSED_BLOCKS or stream.ts is None:
+                    raise
+                # The tool results' containers or the feedback buttons are too new for this workspace:
+                # stop with the text alone, then the answer replaces it at a level Slack takes.
+                self.poster.downgrade(self._team, Level.RICH)
+                await stream.stop(chunks=chunks)
+                raise
         except SlackApiError as exc:
             error = api_error(exc)
             started = self._stream is not None and self._stream.ts is not None
@@ -311,20 +318,6 @@ class StreamedAnswer:
             )
             return Concluded(feedback=feedback and started)
         return Concluded(delivered=1)
-
-    async def _stop(
-        self, stream: AsyncChatStream, chunks: list[dict[str, Any]], blocks: list[dict[str, Any]]
-    ) -> None:
-        try:
-            await stream.stop(chunks=chunks, blocks=blocks or None)
-        except SlackApiError as exc:
-            if api_error(exc) not in REFUSED_BLOCKS or stream.ts is None:
-                raise
-            # The tool results' containers or the feedback buttons are too new for this workspace:
-            # stop with the text alone, then the answer replaces it at a level Slack takes.
-            self.poster.downgrade(self._team, Level.RICH)
-            await stream.stop(chunks=chunks)
-            raise
 
     def _final_tasks(self, reply: AgentReply) -> list[dict[str, Any]]:
         """Each shown call's outcome, the calls that wait for a person, the status task done."""

@@ -193,25 +193,23 @@ class StatusMessage:
 
     def __init__(self, poster: Poster, turn: Turn, interval: float) -> None:
         self._poster = poster
-        self._team = turn.key.workspace
-        self._channel = turn.channel
-        self._thread_ts = turn.reply_thread_ts
+        self._turn = turn
         self._headline = "Thinking…"
-        self._turn = TurnSoFar()
+        self._so_far = TurnSoFar()
         self._shown: OutMessage | None = None
         self._throttle = Throttle(self._render, self._send_update, interval)
         self.message_ts: str | None = None
 
     def _render(self) -> OutMessage:
-        rich = self._team not in self._poster.plain_status
+        rich = self._turn.key.workspace not in self._poster.plain_status
         return status_message(
-            self._headline, list(self._turn.calls.values()), rich=rich, text=self._turn.text
+            self._headline, list(self._so_far.calls.values()), rich=rich, text=self._so_far.text
         )
 
     async def start(self, *, metadata: dict[str, Any] | None = None) -> None:
         async def post(message: OutMessage) -> None:
             self.message_ts = await self._poster.post(
-                self._channel, self._thread_ts, message, metadata=metadata
+                self._turn.channel, self._turn.reply_thread_ts, message, metadata=metadata
             )
 
         await self._show(post)
@@ -225,9 +223,9 @@ class StatusMessage:
         try:
             await send(message)
         except SlackApiError as exc:
-            if api_error(exc) not in REFUSED_BLOCKS or self._team in self._poster.plain_status:
+            if api_error(exc) not in REFUSED_BLOCKS or self._turn.key.workspace in self._poster.plain_status:
                 raise
-            self._poster.plain_status.add(self._team)
+            self._poster.plain_status.add(self._turn.key.workspace)
             message = self._render()
             await send(message)
         self._shown = message
@@ -241,22 +239,22 @@ class StatusMessage:
         if self.message_ts is None or message == self._shown:
             return
         ts = self.message_ts
-        await self._show(lambda shown: self._poster.update(self._channel, ts, shown), message)
+        await self._show(lambda shown: self._poster.update(self._turn.channel, ts, shown), message)
 
     def record(self, event: TurnEvent) -> None:
         """Take `event` into what the message shows, sending nothing (also before `start` or `adopt`)."""
         headline = _headline(event)
         if headline is not None:
             self._headline = headline
-        self._turn.record(event, time.monotonic())
+        self._so_far.record(event, time.monotonic())
 
     async def on_event(self, event: TurnEvent) -> None:
-        first_words = event.kind == "text" and not self._turn.text.strip()
+        first_words = event.kind == "text" and not self._so_far.text.strip()
         self.record(event)
         if event.kind == "text":
             # The first words of a round show as soon as the last edit is SOON old: Slack's
             # per-minute limit takes one early edit, and people see the answer start at once.
-            self._throttle.request(soon=first_words and bool(self._turn.text.strip()))
+            self._throttle.request(soon=first_words and bool(self._so_far.text.strip()))
         elif self._render() != self._shown:
             # A wait ("retrying in 2 s") is news only while it lasts: shown as soon as an edit may go.
             self._throttle.request(soon=event.kind in URGENT)
