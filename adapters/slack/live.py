@@ -266,8 +266,7 @@ class StreamedAnswer:
         await self._writer.close()
         if self.status is not None:
             await self.status.close()
-        if self._fallback is not None:
-            await self._fallback.close()
+        await self._edits.close()
 
     # --- the end -------------------------------------------------------------------------------------
 
