@@ -18,7 +18,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
 from adapters.slack.events import Turn
-from adapters.slack.inputs import InputPosts
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
 from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, Throttle, tool_progress_text
 from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply, safe_markdown
@@ -125,13 +124,12 @@ class StreamedAnswer:
         self._tasks: dict[str, str] = {}  # call id → tool name, for the calls shown as tasks
         self._status_open = False
         self._content = False
-        self._events: list[TurnEvent] = []
-        self._fallback: StatusMessage | None = None
+        # What the edited message would show, kept from the start: Slack may refuse the stream any time.
+        self._edits = StatusMessage(self.poster, self.turn, self.edit_interval)
+        self._fallback: StatusMessage | None = None  # `_edits`, once the answer is edited in place
         self._concluded = False
         # At most one append per interval, from a task of its own; it takes what waits when it runs.
         self._writer = Throttle(lambda: True, self._write, self.interval)
-        # Requests for input are messages of their own in the thread, never part of the stream.
-        self._inputs = InputPosts(self.poster, self.turn.channel, self.turn.reply_thread_ts)
 
     @property
     def message_ts(self) -> str | None:
@@ -163,12 +161,10 @@ class StreamedAnswer:
     # --- recording (never waits on Slack) ---------------------------------------------------------
 
     async def on_event(self, event: TurnEvent) -> None:
-        if self._inputs.take(event):
-            return
-        self._events.append(event)
         if self._fallback is not None:
             await self._fallback.on_event(event)
             return
+        self._edits.record(event)
         if self.status is not None and not self._content:
             await self.status.on_event(event)
         kind, call, tool = event.kind, event.tool_call_id or "", event.tool or "tool"
@@ -231,24 +227,22 @@ class StreamedAnswer:
             self._ops.append({"type": "markdown_text", "text": piece})
 
     async def _write(self, _: bool) -> None:
+        """Append what waits; what Slack refuses goes with the next call, or to the edited message."""
         if self._fallback is not None:
             return
         try:
-            await self._flush()
+            self._push_text(final=False)
+            if not self._ops:
+                return
+            sending, self._ops = self._ops, []
+            try:
+                stream = await self._open()
+                await stream.append(chunks=sending)
+            except SlackApiError as exc:
+                self._ops[0:0] = sending  # nothing of it landed: it goes with the next call
+                await self._refused(exc)
         except Exception:
             logger.exception("streaming the answer in %s failed", self.turn.key)
-
-    async def _flush(self) -> None:
-        self._push_text(final=False)
-        if not self._ops:
-            return
-        sending, self._ops = self._ops, []
-        try:
-            stream = await self._open()
-            await stream.append(chunks=sending)
-        except SlackApiError as exc:
-            self._ops[0:0] = sending  # nothing of it landed: it goes with the next call
-            await self._refused(exc)
 
     async def _refused(self, exc: SlackApiError) -> None:
         error = api_error(exc)
@@ -261,22 +255,18 @@ class StreamedAnswer:
         logger.warning(
             "Slack refused the streamed answer in %s (%s); editing a message instead", self.turn.key, error
         )
-        message = StatusMessage(self.poster, self.turn, self.edit_interval)
-        message.replay(self._events)
-        self._fallback = message
+        self._fallback = self._edits
         if ts is not None:
-            message.adopt(ts)
+            self._edits.adopt(ts)
         else:
-            await message.start()
+            await self._edits.start()
 
     async def close(self) -> None:
         """Stop the writer (a call in flight still lands); what is left goes with the stop."""
         await self._writer.close()
         if self.status is not None:
             await self.status.close()
-        if self._fallback is not None:
-            await self._fallback.close()
-        await self._inputs.close()
+        await self._edits.close()
 
     # --- the end -------------------------------------------------------------------------------------
 
@@ -285,7 +275,7 @@ class StreamedAnswer:
         if self._fallback is not None:
             return await self._fallback.conclude(reply, level)
         if self._concluded:
-            return Concluded(replace_ts=self.message_ts)
+            return Concluded()
         self._concluded = True
         feedback = self.feedback and not (reply.failed or reply.approval or reply.deferred)
         head = render_reply(reply, Level.RICH).messages[0]
@@ -303,11 +293,20 @@ class StreamedAnswer:
                 if stream.ts is None:
                     return Concluded()  # nothing showed: the answer is posted as usual
                 await stream.stop(chunks=[c for c in self._ops if c["type"] != "markdown_text"] + finals)
-                return Concluded(replace_ts=stream.ts, feedback=feedback)
+                return Concluded(feedback=feedback)
             rest = first[len(self._round.sent) :]
             chunks = [*self._ops, *([{"type": "markdown_text", "text": rest}] if rest else []), *finals]
             blocks = [*(head.blocks or [])[:-1], *([feedback_block(self.turn.event_id)] if feedback else [])]
-            await self._stop(stream, chunks, blocks)
+            try:
+                await stream.stop(chunks=chunks, blocks=blocks or None)
+            except SlackApiError as exc:
+                if api_error(exc) not in REFUSED_BLOCKS or stream.ts is None:
+                    raise
+                # The tool results' containers or the feedback buttons are too new for this workspace:
+                # stop with the text alone, then the answer replaces it at a level Slack takes.
+                self.poster.downgrade(self._team, Level.RICH)
+                await stream.stop(chunks=chunks)
+                raise
         except SlackApiError as exc:
             error = api_error(exc)
             started = self._stream is not None and self._stream.ts is not None
@@ -316,22 +315,8 @@ class StreamedAnswer:
             logger.warning(
                 "could not finish the streamed answer in %s (%s); replacing it", self.turn.key, error
             )
-            return Concluded(replace_ts=self.message_ts, feedback=feedback and started)
+            return Concluded(feedback=feedback and started)
         return Concluded(delivered=1)
-
-    async def _stop(
-        self, stream: AsyncChatStream, chunks: list[dict[str, Any]], blocks: list[dict[str, Any]]
-    ) -> None:
-        try:
-            await stream.stop(chunks=chunks, blocks=blocks or None)
-        except SlackApiError as exc:
-            if api_error(exc) not in REFUSED_BLOCKS or stream.ts is None:
-                raise
-            # The tool results' containers or the feedback buttons are too new for this workspace:
-            # stop with the text alone, then the answer replaces it at a level Slack takes.
-            self.poster.downgrade(self._team, Level.RICH)
-            await stream.stop(chunks=chunks)
-            raise
 
     def _final_tasks(self, reply: AgentReply) -> list[dict[str, Any]]:
         """Each shown call's outcome, the calls that wait for a person, the status task done."""

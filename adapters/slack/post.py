@@ -65,7 +65,7 @@ class Poster:
         self._levels: dict[str, Level] = {}
         self.plain_status: set[str] = set()
         # The workspaces where chat.startStream does not work (as Slack said).
-        self._no_streams: set[str] = set()
+        self.no_streams: set[str] = set()
 
     def busy(self, channel: str) -> bool:
         """Whether a post to `channel` would wait behind others (Slack's pace per channel)."""
@@ -114,18 +114,16 @@ class Poster:
         text: str,
         thread: str | None = None,
         blocks: list[dict[str, Any]] | None = None,
-    ) -> bool:
-        """A note only `user` sees; False when it could not be posted (logged)."""
+    ) -> None:
+        """A note only `user` sees; one that cannot be posted is logged."""
         if channel is None:
-            return False
+            return
         try:
             await self.client.chat_postEphemeral(
                 channel=channel, user=user, text=text, thread_ts=thread, blocks=blocks
             )
         except SlackApiError as exc:
             logger.warning("could not post a note for %s: %s", user, api_error(exc))
-            return False
-        return True
 
     def level(self, team: str) -> Level:
         return self._levels.get(team, Level.RICH)
@@ -140,14 +138,11 @@ class Poster:
             self._levels[team] = lower
         return lower
 
-    def streams(self, team: str) -> bool:
-        return team not in self._no_streams
-
     def refuse_streams(self, team: str) -> None:
-        if team not in self._no_streams:
+        if team not in self.no_streams:
             # Expected for many workspaces, once per start: not a problem to act on.
             logger.info("workspace %s has no streaming messages; answers are edited in place instead", team)
-        self._no_streams.add(team)
+        self.no_streams.add(team)
 
     async def post(
         self,
@@ -271,11 +266,10 @@ class TurnPosts:
         if self._records is None:
             await self._poster.post(turn.channel, turn.reply_thread_ts, message)
             return
-        if part in self._known:
-            if await self.landed(part) is not None:
-                logger.info("Slack event %s: %s was posted before; not posting it again", turn.event_id, part)
-                return
-        else:
+        if await self.landed(part) is not None:
+            logger.info("Slack event %s: %s was posted before; not posting it again", turn.event_id, part)
+            return
+        if part not in self._known:
             await self._intend(part)
         await self.record(part, await self._send(part, message))
 
@@ -383,10 +377,8 @@ class TurnPosts:
         return None
 
     def _is_part(self, message: Any, part: str) -> bool:
+        """Whether `message` carries the metadata this turn posts `part` with."""
         metadata = message.get("metadata") if isinstance(message, dict) else None
-        if not isinstance(metadata, dict) or metadata.get("event_type") != METADATA_TYPE:
-            return False
-        payload = metadata.get("event_payload")
-        return (
-            isinstance(payload, dict) and payload.get("turn") == self.turn_id and payload.get("part") == part
+        return isinstance(metadata, dict) and all(
+            metadata.get(k) == v for k, v in self._metadata(part).items()
         )

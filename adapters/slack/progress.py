@@ -36,10 +36,9 @@ URGENT = frozenset({"retrying", "notice"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Concluded:
-    """What a live message did with the final answer: messages it delivered, the one to replace."""
+    """What a live message did with the final answer: the messages it delivered, feedback kept or not."""
 
     delivered: int = 0
-    replace_ts: str | None = None
     feedback: bool = False
 
 
@@ -155,7 +154,6 @@ class AssistantStatus:
         self._status = "is thinking…"
         self._sent: str | None = None
         self._throttle = Throttle(lambda: self._status, self._send, interval)
-        self._inputs = InputPosts(poster, channel, thread_ts)
 
     async def start(self) -> None:
         """Show "is thinking…"; raises SlackApiError when this is not an assistant thread."""
@@ -169,18 +167,12 @@ class AssistantStatus:
         self._sent = status
 
     async def on_event(self, event: TurnEvent) -> None:
-        if self._inputs.take(event):
+        # The status line's words are the live message's headline, lower case ("calling …"), but no notice.
+        if event.kind == "notice" or (headline := _headline(event)) is None:
             return
-        if event.kind == "tool_started" and event.tool:
-            self._status = f"calling {event.tool}…"
-        elif event.kind == "tool_progress" and event.tool:
-            self._status = truncate(f"calling {event.tool}… {tool_progress_text(event)}", 100)[0]
-        elif event.kind == "thinking":
-            self._status = "is thinking…"
-        elif event.kind == "retrying":
-            self._status = truncate(event.message, 100)[0]
-        else:
-            return
+        if event.kind.startswith("tool_"):
+            headline = "c" + headline[1:]
+        self._status = "is thinking…" if event.kind == "thinking" else truncate(headline, 100)[0]
         if self._status != self._sent:
             self._throttle.request()
 
@@ -191,7 +183,6 @@ class AssistantStatus:
     async def close(self) -> None:
         # Slack clears the status when our reply lands; only stop pending updates here.
         await self._throttle.close()
-        await self._inputs.close()
 
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
         return Concluded()
@@ -202,26 +193,23 @@ class StatusMessage:
 
     def __init__(self, poster: Poster, turn: Turn, interval: float) -> None:
         self._poster = poster
-        self._team = turn.key.workspace
-        self._channel = channel = turn.channel
-        self._thread_ts = thread_ts = turn.reply_thread_ts
+        self._turn = turn
         self._headline = "Thinking…"
-        self._turn = TurnSoFar()
+        self._so_far = TurnSoFar()
         self._shown: OutMessage | None = None
         self._throttle = Throttle(self._render, self._send_update, interval)
-        self._inputs = InputPosts(poster, channel, thread_ts)
         self.message_ts: str | None = None
 
     def _render(self) -> OutMessage:
-        rich = self._team not in self._poster.plain_status
+        rich = self._turn.key.workspace not in self._poster.plain_status
         return status_message(
-            self._headline, list(self._turn.calls.values()), rich=rich, text=self._turn.text
+            self._headline, list(self._so_far.calls.values()), rich=rich, text=self._so_far.text
         )
 
     async def start(self, *, metadata: dict[str, Any] | None = None) -> None:
         async def post(message: OutMessage) -> None:
             self.message_ts = await self._poster.post(
-                self._channel, self._thread_ts, message, metadata=metadata
+                self._turn.channel, self._turn.reply_thread_ts, message, metadata=metadata
             )
 
         await self._show(post)
@@ -235,17 +223,12 @@ class StatusMessage:
         try:
             await send(message)
         except SlackApiError as exc:
-            if api_error(exc) not in REFUSED_BLOCKS or self._team in self._poster.plain_status:
+            if api_error(exc) not in REFUSED_BLOCKS or self._turn.key.workspace in self._poster.plain_status:
                 raise
-            self._poster.plain_status.add(self._team)
+            self._poster.plain_status.add(self._turn.key.workspace)
             message = self._render()
             await send(message)
         self._shown = message
-
-    def replay(self, events: list[TurnEvent]) -> None:
-        """Catch up with a turn's events so far (before `start` or `adopt`)."""
-        for event in events:
-            self._record(event)
 
     def adopt(self, ts: str) -> None:
         """Go on in a message that already exists (a stream Slack stopped taking)."""
@@ -256,30 +239,28 @@ class StatusMessage:
         if self.message_ts is None or message == self._shown:
             return
         ts = self.message_ts
-        await self._show(lambda shown: self._poster.update(self._channel, ts, shown), message)
+        await self._show(lambda shown: self._poster.update(self._turn.channel, ts, shown), message)
 
-    def _record(self, event: TurnEvent) -> None:
+    def record(self, event: TurnEvent) -> None:
+        """Take `event` into what the message shows, sending nothing (also before `start` or `adopt`)."""
         headline = _headline(event)
         if headline is not None:
             self._headline = headline
-        self._turn.record(event, time.monotonic())
+        self._so_far.record(event, time.monotonic())
 
     async def on_event(self, event: TurnEvent) -> None:
-        if self._inputs.take(event):
-            return
-        first_words = event.kind == "text" and not self._turn.text.strip()
-        self._record(event)
+        first_words = event.kind == "text" and not self._so_far.text.strip()
+        self.record(event)
         if event.kind == "text":
             # The first words of a round show as soon as the last edit is SOON old: Slack's
             # per-minute limit takes one early edit, and people see the answer start at once.
-            self._throttle.request(soon=first_words and bool(self._turn.text.strip()))
+            self._throttle.request(soon=first_words and bool(self._so_far.text.strip()))
         elif self._render() != self._shown:
             # A wait ("retrying in 2 s") is news only while it lasts: shown as soon as an edit may go.
             self._throttle.request(soon=event.kind in URGENT)
 
     async def close(self) -> None:
         await self._throttle.close()
-        await self._inputs.close()
 
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
         """The answer replaces this message, unless the message already shows exactly the answer."""
@@ -289,7 +270,7 @@ class StatusMessage:
             same = OutMessage(text=head.text, blocks=head.blocks or [], attachments=head.attachments or None)
             if same == self._shown:
                 return Concluded(delivered=1)
-        return Concluded(replace_ts=self.message_ts)
+        return Concluded()
 
 
 # Seconds between two attempts to open a live message in a busy channel.
@@ -311,9 +292,11 @@ class OpeningProgress:
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
         return await self.live.conclude(reply, level) if self.live is not None else Concluded()
 
-    def __init__(self, turn: Turn, open_sink: OpenSink, *, at_once: bool = True) -> None:
+    def __init__(self, poster: Poster, turn: Turn, open_sink: OpenSink, *, at_once: bool = True) -> None:
         self.turn = turn
         self._open_sink = open_sink
+        # Requests for input are messages of their own in the thread, never part of the live message.
+        self._inputs = InputPosts(poster, turn.channel, turn.reply_thread_ts)
         self._waiting: list[TurnEvent] = []  # what happened before the live message showed
         self._closed = False
         self._tried = time.monotonic()
@@ -340,7 +323,8 @@ class OpeningProgress:
         try:
             # In order, including what arrives while these are being shown (a list's iterator sees it).
             for event in self._waiting:
-                await sink.on_event(event)
+                if not self._inputs.take(event):
+                    await sink.on_event(event)
         except Exception:
             logger.exception("showing the progress so far in %s failed", self.turn.key)
         self._waiting.clear()
@@ -354,7 +338,8 @@ class OpeningProgress:
 
     async def on_event(self, event: TurnEvent) -> None:
         if self.live is not None:
-            await self.live.on_event(event)
+            if not self._inputs.take(event):
+                await self.live.on_event(event)
             return
         self._waiting.append(event)
         now = time.monotonic()
@@ -374,3 +359,4 @@ class OpeningProgress:
             await asyncio.shield(self._opening)
         if self.live is not None:
             await self.live.close()
+        await self._inputs.close()

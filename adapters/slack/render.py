@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -136,7 +136,7 @@ def _fenced(text: str, limit: int) -> str:
 
 
 def _arguments(att: Attachment) -> str:
-    return truncate(json.dumps(att.arguments, ensure_ascii=False), ARGUMENTS_SHOWN)[0] or "{}"
+    return truncate(att.arguments_json(), ARGUMENTS_SHOWN)[0] or "{}"
 
 
 def _result(att: Attachment) -> tuple[str, bool]:
@@ -189,10 +189,6 @@ def _container(title: str, subtitle: str, children: list[Any]) -> dict[str, Any]
     return block.to_dict()
 
 
-def _noted(note: str) -> list[Any]:
-    return [context(note)] if note else []
-
-
 def _legacy(color: str, title: str, text: str, fallback: str) -> dict[str, Any]:
     """A legacy attachment: Slack collapses long attachment text behind "Show more"."""
     return {"color": color, "title": title, "text": text, "fallback": fallback, "mrkdwn_in": ["text"]}
@@ -215,7 +211,7 @@ def _tool_detail(att: Attachment, *, rich: bool, uploaded: bool, attached: froze
     children: list[Any] = [
         section("*Arguments*\n" + _fenced(_arguments(att), 900)),
         section("*Result*\n" + _fenced(shown, SECTION_TEXT_LIMIT - 20)),
-        *_noted(note),
+        *([context(note)] if note else []),
         *([section(resources)] if resources else []),
     ]
     return _container(title, f"{'❌' if att.is_error else '✅'} {call_outcome(att)}", children)
@@ -233,7 +229,7 @@ def _text_detail(resource: Resource, att: Attachment, *, rich: bool, uploaded: b
     subtitle = escape_capped(truncate(f"📄 {resource.mime_type or 'text'} · from {att.name}", 140)[0], 150)
     text = _fenced(shown, SECTION_TEXT_LIMIT)
     if rich:
-        return _container(name, subtitle, [section(text), *_noted(note)])
+        return _container(name, subtitle, [section(text), *([context(note)] if note else [])])
     return _legacy("#439FE0", f"{name} — {subtitle}", text + (f"\n{note}" if note else ""), name)
 
 
@@ -276,22 +272,15 @@ def _plan_uploads(reply: AgentReply) -> _Plan:
         for att in long
     ]
     taken = {u.filename for u in uploads}
+    # A text goes up as its text, named for its kind; a file as its bytes, an image with words to read.
     uploads += [
         Upload(
-            filename=file_name(resource, taken, extension=text_extension(resource)),
-            title=display_name(resource),
-            content=resource.text or "",
+            filename=file_name(r, taken, extension=text_extension(r) if r.text is not None else ""),
+            title=display_name(r),
+            content=r.text if r.text is not None else r.data or b"",
+            alt_text=display_name(r) if r.text is None and (r.mime_type or "").startswith("image/") else None,
         )
-        for _, _, resource in texts
-    ]
-    uploads += [
-        Upload(
-            filename=file_name(resource, taken),
-            title=display_name(resource),
-            content=resource.data or b"",
-            alt_text=display_name(resource) if (resource.mime_type or "").startswith("image/") else None,
-        )
-        for _, _, resource in files
+        for _, _, r in [*texts, *files]
     ]
     resources = {(att.tool_call_id, i) for att, i, _ in [*texts, *files]}
     return _Plan(uploads=uploads, results={att.tool_call_id for att in long}, resources=resources)
@@ -307,8 +296,9 @@ def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, 
     ]
 
 
-def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
-    """The messages of one answer: tool details first (as they happened), then the answer text."""
+def render_reply(reply: AgentReply, level: Level, *, feedback: str | None = None) -> RenderedReply:
+    """The messages of one answer: tool details first (as they happened), then the answer text; in a
+    rich workspace, the first one ends with feedback buttons for the turn `feedback` names."""
     plan = _plan_uploads(reply)
     chunks = answer_chunks(reply.text)
     tool_items = [item for att in reply.attachments for item in _detail_items(att, plan, level)]
@@ -318,6 +308,8 @@ def render_reply(reply: AgentReply, level: Level) -> RenderedReply:
     # Overflowing tool details (dozens of calls) get their own messages before the answer.
     messages = [_message("Tool results", group, None, level) for group in groups[:-1]]
     messages += [_message(text, groups[-1] if i == 0 else [], text, level) for i, text in enumerate(chunks)]
+    if feedback is not None and level is Level.RICH:
+        messages[0] = replace(messages[0], blocks=[*(messages[0].blocks or []), feedback_block(feedback)])
     return RenderedReply(messages=messages, uploads=plan.uploads)
 
 

@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import KW_ONLY, InitVar, dataclass, replace
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -30,15 +30,8 @@ from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, is_dm_channel, turn_in
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.post import LIVE, REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
-from adapters.slack.progress import AssistantStatus, Concluded, OpeningProgress, ProgressSink, StatusMessage
-from adapters.slack.render import (
-    Level,
-    OutMessage,
-    RenderedReply,
-    feedback_block,
-    plain_message,
-    render_reply,
-)
+from adapters.slack.progress import AssistantStatus, OpeningProgress, ProgressSink, StatusMessage
+from adapters.slack.render import OutMessage, RenderedReply, plain_message, render_reply
 from bot.agent import Agent, PostRecords
 from bot.types import AgentReply, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
@@ -64,11 +57,10 @@ class TurnRunner:
     status_interval: float
     stream_interval: float = 0.4
     feedback: bool = False
-    watch: InitVar[Watch | None] = None
+    # Sees each turn's events before its sink: sign-in links go to their person alone.
+    watch: Watch
 
-    def __post_init__(self, watch: Watch | None) -> None:
-        # Sees each turn's events before its sink: sign-in links go to their person alone.
-        self._watch: Watch = watch or (lambda turn, progress: progress)
+    def __post_init__(self) -> None:
         self._seen = SeenMarks(self.poster.client)
         # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.post`).
         inbox = self.agent.inbox
@@ -102,9 +94,11 @@ class TurnRunner:
             else:
                 mark = self._seen.mark(turn)
                 # Behind another turn of its thread, the live message waits until this turn starts.
-                sink = OpeningProgress(turn, lambda: self._open_live(turn, posts), at_once=not behind)
+                sink = OpeningProgress(
+                    self.poster, turn, lambda: self._open_live(turn, posts), at_once=not behind
+                )
                 try:
-                    reply = await self.agent.reply(turn.incoming, self._watch(turn, sink.on_event))
+                    reply = await self.agent.reply(turn.incoming, self.watch(turn, sink.on_event))
                 finally:
                     await sink.close()
                 self.delivering.add(task)
@@ -160,7 +154,7 @@ class TurnRunner:
         sink = self._later(turn)
         try:
             try:
-                final = await self.agent.resume(request_id, self._watch(turn, sink.on_event))
+                final = await self.agent.resume(request_id, self.watch(turn, sink.on_event))
             finally:
                 await sink.close()
             if final is None:
@@ -174,26 +168,25 @@ class TurnRunner:
 
     async def answer_deferred(self, key: ConversationKey) -> None:
         """Answer, in order, the messages written in this thread while its turn waited."""
-        current = [self._later(turn_in(Incoming(key=key, text="", user_id="")))]
+        sink = self._later(turn_in(Incoming(key=key, text="", user_id="")))
 
         async def progress(event: TurnEvent) -> None:
-            await self._watch(current[-1].turn, current[-1].on_event)(event)
+            await self.watch(sink.turn, sink.on_event)(event)
 
         try:
             async for incoming, reply in self.agent.deferred_replies(key, progress):
-                sink = current[-1]
                 await sink.close()
                 await self._deliver(turn_in(incoming), reply, sink)
-                current.append(self._later(turn_in(incoming)))
+                sink = self._later(turn_in(incoming))
         except Exception:
             logger.exception("answering the messages that waited in %s failed", key)
-            await self._apologize(current[-1].turn, current[-1])
+            await self._apologize(sink.turn, sink)
         finally:
-            await current[-1].close()
+            await sink.close()
 
     def _later(self, turn: Turn) -> OpeningProgress:
         """Shown only once the turn starts: a request another process took posts nothing."""
-        return OpeningProgress(turn, lambda: self.open_progress(turn), at_once=False)
+        return OpeningProgress(self.poster, turn, lambda: self.open_progress(turn), at_once=False)
 
     async def _open_live(self, turn: Turn, posts: TurnPosts) -> ProgressSink | None:
         """The live message an earlier run of this turn left, else a new one where the channel has
@@ -226,7 +219,7 @@ class TurnRunner:
         status line shows until the first words. `metadata` goes on a posted live message only."""
         team = turn.key.workspace
         thread = turn.reply_thread_ts
-        streaming = thread is not None and self.poster.streams(team)
+        streaming = thread is not None and team not in self.poster.no_streams
         status: AssistantStatus | None = None
         if turn.assistant_thread and thread is not None:
             status = AssistantStatus(self.poster, turn.channel, thread, self.status_interval)
@@ -262,30 +255,27 @@ class TurnRunner:
         return message
 
     async def _deliver(
-        self, turn: Turn, reply: AgentReply, sink: ProgressSink | None, posts: TurnPosts | None = None
+        self, turn: Turn, reply: AgentReply, sink: OpeningProgress, posts: TurnPosts | None = None
     ) -> None:
-        """Post the answer; with a turn's `posts`, each message once per turn (`TurnPosts`)."""
+        """Post the answer, its first message in place of the live message; with a turn's `posts`, each
+        message once per turn (`TurnPosts`)."""
         posts = posts or TurnPosts(None, self.poster, turn)
         team = turn.key.workspace
-        concluded = await sink.conclude(reply, self.poster.level(team)) if sink is not None else Concluded()
-        if sink is not None:
-            await posts.note_live(sink.message_ts)
-            if concluded.delivered and sink.message_ts is not None:
-                # The live message is the answer's first message already (it showed it word for word,
-                # or its stream ended with it): kept as that part, or a second run would post it again.
-                await posts.record(answer_part(0), sink.message_ts)
+        concluded = await sink.conclude(reply, self.poster.level(team))
+        await posts.note_live(sink.message_ts)
+        if concluded.delivered and sink.message_ts is not None:
+            # The live message is the answer's first message already (it showed it word for word,
+            # or its stream ended with it): kept as that part, or a second run would post it again.
+            await posts.record(answer_part(0), sink.message_ts)
         level = self.poster.level(team)
-        rendered = render_reply(reply, level)
-        if concluded.feedback and level is Level.RICH and not concluded.delivered:
-            # A streamed answer rewritten in place keeps its feedback buttons (rich workspaces only).
-            head = rendered.messages[0]
-            head = replace(head, blocks=[*(head.blocks or []), feedback_block(turn.event_id)])
-            rendered = replace(rendered, messages=[head, *rendered.messages[1:]])
-        first = sent = posts.delivered = concluded.delivered
-        while sent < len(rendered.messages):
-            replace_ts = concluded.replace_ts if sent == first else None
+        # A streamed answer rewritten in place keeps its feedback buttons.
+        rendered = render_reply(reply, level, feedback=turn.event_id if concluded.feedback else None)
+        posts.delivered = concluded.delivered
+        while (sent := posts.delivered) < len(rendered.messages):
             try:
-                await posts.put(answer_part(sent), rendered.messages[sent], replace_ts)
+                await posts.put(
+                    answer_part(sent), rendered.messages[sent], sink.message_ts if sent == 0 else None
+                )
             except SlackApiError as exc:
                 lower = self.poster.downgrade(team, level) if api_error(exc) in REFUSED_BLOCKS else None
                 if lower is None:
@@ -296,8 +286,7 @@ class TurnRunner:
                 level = lower
                 rendered = RenderedReply(messages=[OutMessage(text="")] * sent + keep, uploads=again.uploads)
                 continue
-            sent += 1
-            posts.delivered = sent
+            posts.delivered += 1
         # Files go up after the messages they belong to, once: a failed one is a note, never a lost
         # answer or an apology.
         if rendered.uploads and await posts.take_files():
@@ -310,10 +299,9 @@ class TurnRunner:
             await self.agent.ask_posted(Ask.of_approval(prompt), message_ref(turn.channel, ts))
             await self.poster.upload_all(turn.channel, turn.reply_thread_ts, argument_uploads(prompt))
 
-    async def _apologize(self, turn: Turn, sink: ProgressSink | None, text: str = APOLOGY) -> None:
+    async def _apologize(self, turn: Turn, sink: OpeningProgress | None, text: str = APOLOGY) -> None:
         try:
-            live = sink.live if isinstance(sink, OpeningProgress) else sink
-            if isinstance(live, StreamedAnswer):
+            if sink is not None and isinstance(sink.live, StreamedAnswer):
                 # A stream is stopped with the apology (or rewritten to it), never left hanging.
                 await self._deliver(turn, AgentReply(text=text, failed=True), sink)
                 return
