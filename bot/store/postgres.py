@@ -189,10 +189,6 @@ class PostgresTurnLock:
         self._where = where
         self._local: KeyedLocks[str] = KeyedLocks()
 
-    def key_of(self, key: ConversationKey) -> tuple[int, int]:
-        """The advisory lock of a conversation (for operators reading pg_locks, and the tests)."""
-        return lock_key(TURN_LOCKS, self._name(key))
-
     def turns_in(self, key: ConversationKey) -> int:
         """This process's turns of the conversation that arrived and did not end (waiting or running)."""
         return self._local.users(self._name(key))
