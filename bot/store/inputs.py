@@ -83,19 +83,6 @@ async def insert_input(
     )
 
 
-async def insert_parked_questions(
-    db: Connection, parked_id: str, calls: Sequence[ParkedCallQuestions], now: float
-) -> None:
-    """In the parking transaction: a call is never left looking like one that waits for approval."""
-    for call in calls:
-        await db.execute(
-            "INSERT INTO input_waits (request_id, call_id, request_state) VALUES (?, ?, ?)",
-            (parked_id, call.call_id, call.request_state),
-        )
-        for q in call.questions:
-            await insert_input(db, q.request, q.schema, now, q.status, (parked_id, call.call_id, q.key))
-
-
 class InputLedger(Ledger):
     async def open_input(
         self, request: InputRequest, schema: dict[str, Any] | None, now: float, status: InputStatus = "open"
