@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from adapters.slack.live import SafePieces, stable_cut
 from adapters.slack.render import safe_markdown
+from bot.store.rows import KEY_WHERE, key_params
 from bot.turn.loop import CUT_OFF_NOTE
 from bot.types import CallContext, ConversationKey, ToolResult, ToolSpec
 from tests.fakes.llm_server import Reply, reply, tool_reply
@@ -34,6 +35,15 @@ def broken(arguments: dict[str, Any]) -> ToolResult:
 
 def streamed(text: str = ANSWER, **pacing: Any) -> Reply:
     return reply(text, chunk_chars=pacing.pop("chunk_chars", 6), **pacing)
+
+
+async def votes(r: Rig, key: ConversationKey) -> list[Any]:
+    """The votes stored in the thread as (rating, user, answer's ts, event), oldest first."""
+    return await r.store._rows(
+        f"SELECT rating, user_id, message_ts, event_id FROM feedback WHERE {KEY_WHERE}"
+        " ORDER BY created_at, message_ts",
+        key_params(key),
+    )
 
 
 def text_calls(slack: FakeSlack) -> list[str]:
@@ -252,8 +262,8 @@ async def test_a_feedback_click_is_stored_with_the_turn_and_a_second_click_repla
         )
 
         assert await click(r, feedback_click(message, "up")) == 200
-        [vote] = await r.store.feedback_in(key)
-        assert (vote.rating, vote.user_id, vote.message_ts, vote.event_id) == (
+        [vote] = await votes(r, key)
+        assert tuple(vote) == (
             "up",
             "U0BOB",
             message.ts,
@@ -261,7 +271,7 @@ async def test_a_feedback_click_is_stored_with_the_turn_and_a_second_click_repla
         )
 
         assert await click(r, feedback_click(message, "down")) == 200
-        assert [v.rating for v in await r.store.feedback_in(key)] == ["down"]
+        assert [v[0] for v in await votes(r, key)] == ["down"]
 
 
 async def test_appends_rate_limited_by_slack_lose_no_words_and_repeat_none(tmp_path: Path) -> None:

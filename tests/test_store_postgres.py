@@ -23,7 +23,8 @@ from bot.errors import ConfigError, StoreError
 from bot.seams import TurnLock
 from bot.store.choose import open_postgres_store
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, discover
-from bot.store.postgres import PostgresStore
+from bot.store.postgres import TURN_LOCKS, PostgresStore
+from bot.store.postgres_connection import lock_key
 from bot.store.postgres_migrate import POSTGRES_MIGRATIONS_DIR
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage
@@ -159,7 +160,7 @@ async def test_a_search_path_naming_no_existing_schema_says_what_to_do(pg: Postg
 
 async def lock_requests(pg: PostgresBackend, store: PostgresStore) -> int:
     """Sessions holding or waiting for KEY's turn lock: the server's own queue."""
-    namespace, hashed = store.turn_lock.key_of(KEY)
+    namespace, hashed = lock_key(TURN_LOCKS, store.turn_lock._name(KEY))
     rows = await pg.rows(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = ?::bigint::oid"
         " AND objid = ?::bigint::oid AND objsubid = 2",

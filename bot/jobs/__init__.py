@@ -26,14 +26,12 @@ JobHandler = Callable[..., Awaitable[None]]
 
 
 async def open_turn_jobs(
-    database_url: str, *, schema: str | None = None, stall_timeout: float = 30.0, poll_interval: float = 5.0
+    database_url: str, *, stall_timeout: float = 30.0, poll_interval: float = 5.0
 ) -> TurnJobs:
     check_postgres_url(database_url, ": jobs shared by several nerve processes live on PostgreSQL only")
     with postgres_support():
         from bot.jobs.turns import TurnJobs
-    return await TurnJobs.open(
-        database_url, schema=schema, stall_timeout=stall_timeout, poll_interval=poll_interval
-    )
+    return await TurnJobs.open(database_url, stall_timeout=stall_timeout, poll_interval=poll_interval)
 
 
 async def open_configured_jobs(settings: Settings) -> TurnJobs | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
@@ -24,7 +23,7 @@ from procrastinate.jobs import Job
 from procrastinate.schema import SchemaManager
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from bot.errors import ConfigError, StoreError
+from bot.errors import StoreError
 from bot.jobs import JobHandler
 from bot.jobs.recovery import WakingJobManager
 from bot.jobs.worker import WorkerRunner
@@ -40,8 +39,6 @@ POOL_SIZE = 5
 POOL_WAIT_SECONDS = 30.0
 DEFAULT_STALL_TIMEOUT = 30.0
 DEFAULT_POLL_INTERVAL = 5.0
-
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 class RunAgainIfCutOff(BaseRetryStrategy):
@@ -76,26 +73,17 @@ class TurnJobs:
         cls,
         database_url: str,
         *,
-        schema: str | None = None,
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> TurnJobs:
-        """`schema` overrides the URL's search_path; `stall_timeout` is NERVE_WORKER_STALL_TIMEOUT."""
-        if stall_timeout <= 0 or poll_interval <= 0:
-            raise ConfigError("the stall timeout and the poll interval of the job worker must be positive")
+        """In the schema the URL's search_path gives; `stall_timeout` is NERVE_WORKER_STALL_TIMEOUT."""
         where = describe(database_url)
         kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_SECONDS}
-        if schema is not None:
-            if not _SCHEMA_NAME.match(schema):
-                raise ConfigError(
-                    f"{schema!r} is not a schema name nerve can use: lower-case letters, digits, _"
-                )
-            kwargs["options"] = f"-csearch_path={schema}"
         try:
             async with await psycopg.AsyncConnection.connect(database_url, autocommit=True, **kwargs) as conn:
                 if await install_schema(conn):
                     logger.info("installed procrastinate's tables on %s", where)
-                schema = await current_schema(conn)  # the one the search_path gives
+                schema = await current_schema(conn)
         except psycopg.Error as exc:
             raise postgres_error(exc, where) from exc
         # procrastinate's LISTEN session is opened with the pool's conninfo and kwargs.
@@ -167,8 +155,6 @@ class TurnJobs:
     def run_worker(self, concurrency: int) -> None:
         """Up to `concurrency` jobs at once, of the queues registered so far."""
         self._check_open()
-        if concurrency < 1:
-            raise ValueError("a worker runs at least one job at a time")
         if self._runner is not None:
             raise RuntimeError("this process's worker was started already")
         queues = tuple(sorted(self._queues))

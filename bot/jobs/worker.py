@@ -89,8 +89,6 @@ class WorkerRunner:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        if self._task is not None:
-            raise RuntimeError("this worker was started already; open another TurnJobs for another worker")
         self._task = asyncio.create_task(self._supervise(), name="nerve jobs worker")
 
     def alive(self) -> bool:

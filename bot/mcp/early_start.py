@@ -38,18 +38,14 @@ class EarlyServer:
 _waiting: dict[str, EarlyServer] = {}
 
 
-def inherited_environment() -> dict[str, str]:
-    """The variables a stdio server gets from nerve, as the SDK chooses them (no shell functions)."""
-    return {
+async def _start(name: str, config: ServerConfig) -> None:
+    assert config.command is not None
+    # The variables a stdio server gets from nerve, as the SDK chooses them (no shell functions).
+    env = {
         key: value
         for key in INHERITED
         if (value := os.environ.get(key)) is not None and not value.startswith("()")
-    }
-
-
-async def _start(name: str, config: ServerConfig) -> None:
-    assert config.command is not None
-    env = inherited_environment() | config.env
+    } | config.env
     tap = StderrTap(name)
     try:
         process = await anyio.open_process(

@@ -16,7 +16,7 @@ from typing import Any
 from bot.policy.scopes import place_id
 from bot.store.conversations import ConversationLedger
 from bot.store.dialect import Connection
-from bot.store.inputs import ParkedCallQuestions, insert_parked_questions
+from bot.store.inputs import ParkedCallQuestions, insert_input
 from bot.store.rows import (
     C_KEY_WHERE,
     KEY_WHERE,
@@ -30,7 +30,7 @@ from bot.store.rows import (
     message_to_json,
     to_json,
 )
-from bot.store.sign_ins import SignInWait, insert_sign_in_waits
+from bot.store.sign_ins import SignInWait
 from bot.types import (
     ApprovalPrompt,
     AuditEntry,
@@ -105,8 +105,20 @@ class ApprovalLedger(ConversationLedger):
                     for position, (call, definition) in enumerate(calls)
                 ],
             )
-            await insert_parked_questions(db, request_id, questions, now)
-            await insert_sign_in_waits(db, request_id, sign_ins)
+            # In this transaction: a call is never left looking like one that waits for approval.
+            for asked in questions:
+                await db.execute(
+                    "INSERT INTO input_waits (request_id, call_id, request_state) VALUES (?, ?, ?)",
+                    (request_id, asked.call_id, asked.request_state),
+                )
+                for q in asked.questions:
+                    await insert_input(
+                        db, q.request, q.schema, now, q.status, (request_id, asked.call_id, q.key)
+                    )
+            await db.executemany(
+                "INSERT INTO sign_in_waits (request_id, call_id, server, person) VALUES (?, ?, ?, ?)",
+                [(request_id, w.call_id, w.server, w.person) for w in sign_ins],
+            )
 
     async def sign_in_calls(self, request_id: str) -> set[str]:
         rows = await self._rows("SELECT call_id FROM sign_in_waits WHERE request_id = ?", (request_id,))

@@ -88,11 +88,6 @@ class ConversationLedger(Ledger):
             key_params(key),
         )
 
-    async def has_event(self, key: ConversationKey, event_id: str) -> bool:
-        """Whether a message of this platform event was stored in this thread (reset or not)."""
-        async with self._read() as db:
-            return await self._event_seen(db, key, event_id)
-
     async def conversations(self, platform: str | None = None) -> list[ConversationKey]:
         """Threads with an active conversation, most recently started first (for `nerve history`)."""
         rows = await self._rows(

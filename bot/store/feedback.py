@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.store.dialect import Ledger
-from bot.store.rows import KEY_WHERE, from_row, key_params
+from bot.store.rows import key_params
 from bot.types import ConversationKey
 
 Rating = Literal["up", "down"]
@@ -40,14 +40,3 @@ class FeedbackLedger(Ledger):
                 feedback.event_id,
             ),
         )
-
-    async def feedback_in(self, key: ConversationKey) -> list[Feedback]:
-        rows = await self._rows(
-            f"SELECT message_ts, user_id, rating, event_id FROM feedback WHERE {KEY_WHERE}"
-            " ORDER BY created_at, message_ts",
-            key_params(key),
-        )
-        return [
-            from_row(Feedback, (str(ts), str(user), "up" if rating == "up" else "down", event), key=key)
-            for ts, user, rating, event in rows
-        ]

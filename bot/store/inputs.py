@@ -83,19 +83,6 @@ async def insert_input(
     )
 
 
-async def insert_parked_questions(
-    db: Connection, parked_id: str, calls: Sequence[ParkedCallQuestions], now: float
-) -> None:
-    """In the parking transaction: a call is never left looking like one that waits for approval."""
-    for call in calls:
-        await db.execute(
-            "INSERT INTO input_waits (request_id, call_id, request_state) VALUES (?, ?, ?)",
-            (parked_id, call.call_id, call.request_state),
-        )
-        for q in call.questions:
-            await insert_input(db, q.request, q.schema, now, q.status, (parked_id, call.call_id, q.key))
-
-
 class InputLedger(Ledger):
     async def open_input(
         self, request: InputRequest, schema: dict[str, Any] | None, now: float, status: InputStatus = "open"
@@ -105,34 +92,22 @@ class InputLedger(Ledger):
             await insert_input(db, request, schema, now, status)
 
     async def stored_input(self, request_id: str) -> StoredInput | None:
-        row = await self._first(
-            "SELECT platform, workspace, channel, thread, user_id, server, tools, message, mode, schema, url,"
-            " refused, expires_at, message_ref, status, content, alive_at, parked_id, call_id"
-            " FROM input_requests WHERE id = ?",
-            (request_id,),
-        )
-        if row is None:
-            return None
-        *key, user_id, server, tools, message, mode, schema, url, refused, expires_at, message_ref = row[:14]
-        form = None
-        with suppress(FormError):
-            form = form_from_schema(json.loads(schema)) if schema is not None else None
-        shown = (user_id, server, tuple(json.loads(tools)), message, _mode(mode), form, url, refused)
-        request = from_row(
-            InputRequest, (request_id, key_from_row(key), *shown, float(expires_at), message_ref)
-        )
-        status, content, alive_at = row[14:17]
-        content = json.loads(content) if content is not None else None
-        return from_row(StoredInput, (request, status, content, float(alive_at), *row[17:]))
+        found = await self._inputs("id = ?", (request_id,))
+        return found[0] if found else None
 
     async def open_parked_questions(self, parked_id: str) -> list[InputRequest]:
         """Still unanswered, in order: a front end that stopped before their answer asks them again."""
+        found = await self._inputs("parked_id = ? AND status = 'open' ORDER BY rowid", (parked_id,))
+        return [stored.request for stored in found]
+
+    async def _inputs(self, where: str, params: tuple[str, ...]) -> list[StoredInput]:
         rows = await self._rows(
-            "SELECT id FROM input_requests WHERE parked_id = ? AND status = 'open' ORDER BY rowid",
-            (parked_id,),
+            "SELECT id, platform, workspace, channel, thread, user_id, server, tools, message, mode, schema,"
+            " url, refused, expires_at, message_ref, status, content, alive_at, parked_id, call_id"
+            f" FROM input_requests WHERE {where}",
+            params,
         )
-        found = [await self.stored_input(str(request_id)) for (request_id,) in rows]
-        return [stored.request for stored in found if stored is not None and stored.status == "open"]
+        return [_stored(row) for row in rows]
 
     async def settle_input(
         self,
@@ -211,11 +186,21 @@ class InputLedger(Ledger):
         closed = []
         for (request_id,) in rows:
             if await self.settle_input(str(request_id), "expired", by="expiry"):
-                stored = await self.stored_input(str(request_id))
-                if stored is not None:
-                    closed.append(stored.request)
+                closed += [stored.request for stored in await self._inputs("id = ?", (str(request_id),))]
         return closed
 
 
 def _mode(stored: str) -> InputMode:
     return "url" if stored == "url" else "form"
+
+
+def _stored(row: Sequence[Any]) -> StoredInput:
+    request_id, *key, user_id, server, tools, message, mode, schema, url, refused, expires_at, ref = row[:15]
+    form = None
+    with suppress(FormError):
+        form = form_from_schema(json.loads(schema)) if schema is not None else None
+    shown = (user_id, server, tuple(json.loads(tools)), message, _mode(mode), form, url, refused)
+    request = from_row(InputRequest, (request_id, key_from_row(key), *shown, float(expires_at), ref))
+    status, content, alive_at = row[15:18]
+    content = json.loads(content) if content is not None else None
+    return from_row(StoredInput, (request, status, content, float(alive_at), *row[18:]))

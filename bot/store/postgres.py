@@ -97,44 +97,38 @@ class PostgresStore(ConversationStore):
 
     async def ping(self) -> None:
         """For /readyz: a server that is away shows as a wait for a connection, which the caller bounds."""
-        async with self._connection() as conn:
-            await conn.execute("SELECT 1")
+        async with self._read() as db:
+            await db.execute("SELECT 1")
 
     # --- plumbing ------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async def _read(self) -> AsyncIterator[Connection]:
         if self._closed:
             raise StoreError(f"the conversation store {self._where} is closed")
         try:
             async with self._pool.connection() as conn:
-                yield conn
+                yield PostgresConnection(conn)
         except (psycopg.Error, PoolTimeout) as exc:
             raise postgres_error(exc, self._where) from exc
-
-    @asynccontextmanager
-    async def _read(self) -> AsyncIterator[Connection]:
-        async with self._connection() as conn:
-            yield PostgresConnection(conn)
 
     _inbox = _read
 
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[Connection]:
         """The store's only write transaction at this moment; the body may end it itself (ROLLBACK)."""
-        async with self._connection() as conn:
-            db = PostgresConnection(conn)
+        async with self._read() as db:
             try:
-                await conn.execute("BEGIN")
-                await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", self._write_lock)
+                await db.execute("BEGIN")
+                await db.execute("SELECT pg_advisory_xact_lock(?, ?)", self._write_lock)
                 yield db
                 if db.in_transaction:
-                    await conn.execute("COMMIT")
+                    await db.execute("COMMIT")
             except BaseException:
                 # After a cancellation psycopg has cancelled the statement on the server; the pool
                 # throws away a connection it cannot bring back to idle, which ends the transaction.
                 with suppress(psycopg.Error):
-                    await conn.execute("ROLLBACK")
+                    await db.execute("ROLLBACK")
                 raise
 
 
@@ -188,10 +182,6 @@ class PostgresTurnLock:
         self._namespace = namespace
         self._where = where
         self._local: KeyedLocks[str] = KeyedLocks()
-
-    def key_of(self, key: ConversationKey) -> tuple[int, int]:
-        """The advisory lock of a conversation (for operators reading pg_locks, and the tests)."""
-        return lock_key(TURN_LOCKS, self._name(key))
 
     def turns_in(self, key: ConversationKey) -> int:
         """This process's turns of the conversation that arrived and did not end (waiting or running)."""

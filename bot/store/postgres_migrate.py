@@ -15,7 +15,7 @@ import psycopg
 
 from bot.errors import StoreError
 from bot.store.dialect import POSTGRES
-from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, LEDGER, Migration, discover, refuse_unknown
+from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, LEDGER, discover, refuse_unknown
 from bot.store.postgres_connection import lock_key
 
 POSTGRES_MIGRATIONS_DIR = DEFAULT_MIGRATIONS_DIR / "postgres"
@@ -47,19 +47,15 @@ async def migrate_postgres(conn: psycopg.AsyncConnection[Any], directory: Path |
         refuse_unknown(applied, known, setting="NERVE_DATABASE_URL at another database or schema")
         pending = [migration for migration in known if migration.version not in applied]
         for migration in pending:
-            await _apply(conn, migration)
+            try:
+                async with conn.transaction():
+                    await conn.execute(migration.sql)
+                    await conn.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                        (migration.version, migration.name),
+                    )
+            except psycopg.Error as exc:
+                raise StoreError(f"migration {migration.label} failed and was rolled back: {exc}") from exc
         return [migration.version for migration in pending]
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
-
-
-async def _apply(conn: psycopg.AsyncConnection[Any], migration: Migration) -> None:
-    try:
-        async with conn.transaction():
-            await conn.execute(migration.sql)
-            await conn.execute(
-                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                (migration.version, migration.name),
-            )
-    except psycopg.Error as exc:
-        raise StoreError(f"migration {migration.label} failed and was rolled back: {exc}") from exc

@@ -7,10 +7,9 @@ started sign-in deletes it in the same statement, so a `state` is good once, in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from bot.store.dialect import Connection, Ledger
+from bot.store.dialect import Ledger
 from bot.store.rows import columns, from_row, key_from_row, key_params
 from bot.types import ConversationKey
 
@@ -152,10 +151,3 @@ class SignInLedger(Ledger):
             f"SELECT {columns(SignInWait)} FROM sign_in_waits WHERE request_id = ?", (request_id,)
         )
         return [from_row(SignInWait, row) for row in rows]
-
-
-async def insert_sign_in_waits(db: Connection, request_id: str, waits: Sequence[SignInWait]) -> None:
-    await db.executemany(
-        "INSERT INTO sign_in_waits (request_id, call_id, server, person) VALUES (?, ?, ?, ?)",
-        [(request_id, w.call_id, w.server, w.person) for w in waits],
-    )

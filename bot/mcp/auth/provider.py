@@ -316,14 +316,10 @@ def client_metadata_url(public_url: str) -> str | None:
     return url if urlparse(url).scheme == "https" else None
 
 
-def public_redirect_uri(public_url: str) -> str:
-    return public_url.rstrip("/") + CALLBACK_PATH
-
-
 def client_metadata_document(public_url: str) -> dict[str, Any]:
     """nerve's Client ID Metadata Document; the loopback redirect's changing port is ignored (RFC 8252)."""
     base = public_url.rstrip("/")
-    redirect_uri = public_redirect_uri(base)
+    redirect_uri = base + CALLBACK_PATH
     return {
         "client_id": base + CLIENT_METADATA_PATH,
         "client_name": CLIENT_NAME,
