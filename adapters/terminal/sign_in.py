@@ -11,7 +11,6 @@ import threading
 import time
 import webbrowser
 from dataclasses import KW_ONLY, dataclass, field
-from types import TracebackType
 from typing import Self
 
 from aiohttp import web
@@ -58,9 +57,7 @@ class LoopbackCallback:
         self._port = int(self._runner.addresses[0][1])
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
 
