@@ -21,7 +21,6 @@ from bot.errors import NerveError
 from bot.policy.scopes import Place
 
 if TYPE_CHECKING:  # each command imports what it runs: `nerve --help` must not load the agent or MCP
-    from bot.agent import Agent
     from bot.runtime import Runtime
 
 # What a command runs once Settings are loaded; its result is the exit code.
@@ -124,23 +123,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _with_runtime(front_end: Callable[[Runtime], Awaitable[int]]) -> Job:
+def _with_runtime(front_end: Callable[[Runtime], Awaitable[int | None]]) -> Job:
+    """The job of a front end that runs on the runtime; one that returns nothing exits 0."""
     from bot.runtime import open_runtime
 
     async def job(settings: Settings) -> int:
         async with open_runtime(settings) as runtime:
-            return await front_end(runtime)
+            return await front_end(runtime) or 0
 
     return job
-
-
-def _serving(serve: Callable[[Agent], Awaitable[None]]) -> Job:
-
-    async def front_end(runtime: Runtime) -> int:
-        await serve(runtime.agent)
-        return 0
-
-    return _with_runtime(front_end)
 
 
 def _job(
@@ -205,18 +196,18 @@ def _job(
         from adapters.slack.serve import check_settings, run_slack
 
         check_settings(settings)
-        return _serving(lambda agent: run_slack(agent, settings, stop=stop))
+        return _with_runtime(lambda runtime: run_slack(runtime.agent, settings, stop=stop))
     if command == "worker":
         from adapters.slack.worker import check_settings as check_worker_settings
         from adapters.slack.worker import run_worker
 
         check_worker_settings(settings)
-        return _serving(lambda agent: run_worker(agent, settings, stop=stop))
+        return _with_runtime(lambda runtime: run_worker(runtime.agent, settings, stop=stop))
     from adapters.discord.app import check_settings as check_discord_settings
     from adapters.discord.app import run_discord
 
     check_discord_settings(settings)
-    return _serving(lambda agent: run_discord(agent, settings, stop=stop))
+    return _with_runtime(lambda runtime: run_discord(runtime.agent, settings, stop=stop))
 
 
 E = TypeVar("E", bound=BaseException)
@@ -377,7 +368,3 @@ def _interrupted(command: str) -> int:
             sys.stdout.flush()
         sys.stderr.write("\nnerve: cancelled\n")
     return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -58,11 +58,6 @@ def settings_secrets(settings: BaseSettings) -> list[str]:
     ]
 
 
-def hider(secrets: Iterable[str] = ()) -> Callable[[str], str]:
-    known = Redactor(secrets)
-    return lambda text: hide_secret_shapes(known(text))
-
-
 # The fields a log search can filter on, in the order a JSON line gives them.
 SEARCH_FIELDS = ("event", "server", "conversation", "turn")
 
@@ -123,8 +118,9 @@ class JsonFormatter(logging.Formatter):
 
 
 def dress(handler: logging.Handler, log_format: LogFormat, secrets: Iterable[str] = ()) -> None:
-    hide = hider(secrets)
-    handler.setFormatter(JsonFormatter(hide) if log_format == "json" else TextFormatter(hide))
+    known = Redactor(secrets)
+    formatter = JsonFormatter if log_format == "json" else TextFormatter
+    handler.setFormatter(formatter(lambda text: hide_secret_shapes(known(text))))
     handler.addFilter(TurnFields())
 
 

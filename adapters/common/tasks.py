@@ -7,8 +7,6 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
-from adapters.shutdown import finished_within
-
 logger = logging.getLogger(__name__)
 
 
@@ -36,12 +34,19 @@ class Owned:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
     async def drain(self, grace: float, turns: str) -> None:
-        """Give the running tasks up to `grace` seconds; say how many `turns` were cut off."""
-        if not await finished_within(self.tasks, grace):
-            logger.warning(
-                "nerve: %d %s still running after %g s (NERVE_SHUTDOWN_GRACE): cut off, answered at "
-                "the next start",
-                len(self.tasks),
-                turns,
-                grace,
-            )
+        """Give the running tasks up to `grace` seconds; say how many `turns` were cut off. Waiting never
+        cancels anything itself: only the front end knows which work is safe to stop where."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self.tasks:
+            left = deadline - loop.time()
+            if left <= 0:
+                logger.warning(
+                    "nerve: %d %s still running after %g s (NERVE_SHUTDOWN_GRACE): cut off, answered at "
+                    "the next start",
+                    len(self.tasks),
+                    turns,
+                    grace,
+                )
+                return
+            await asyncio.wait(list(self.tasks), timeout=left)

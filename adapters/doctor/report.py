@@ -4,11 +4,11 @@ Every text passes a `Redactor` first: a reason may quote a URL or a header holdi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
-from adapters.terminal.safe import printable, terminal_json
+from adapters.terminal.safe import printable
 
 Status = Literal["ok", "warning", "error"]
 # Values shorter than this are left alone: `1` or `true` in a server's env are not secrets, and
@@ -71,11 +71,3 @@ def line(check: Check, width: int) -> str:
     """`error    model         what was found → what to do`: one check, one line."""
     text = f"{check.status:<8} {check.name:<{width}}  {check.found}"
     return f"{text} → {check.todo}" if check.todo else text
-
-
-def as_json(checks: Sequence[Check]) -> str:
-    return terminal_json([asdict(check) for check in checks])
-
-
-def exit_code(checks: Sequence[Check]) -> int:
-    return 1 if any(check.status == "error" for check in checks) else 0

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Coroutine
-from typing import Any, TextIO
+from collections.abc import Coroutine
+from dataclasses import asdict
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from adapters.doctor.local import (
@@ -18,9 +19,10 @@ from adapters.doctor.local import (
     offline_check,
     slack_set_up,
 )
-from adapters.doctor.report import Check, Redactor, as_json, exit_code, line, warning
+from adapters.doctor.report import Check, Redactor, line, warning
 from adapters.log_format import install, log_to_stderr, settings_secrets
 from adapters.settings import Settings
+from adapters.terminal.safe import terminal_json
 from bot.mcp.server_config import McpConfig
 
 # The name column fits the longest name any report may have, and servers' `server NAME` up to MAX_WIDTH.
@@ -47,8 +49,8 @@ def url_passwords(url: str) -> list[str]:
     return [url, *((password, unquote(password)) if password else ())]
 
 
-async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False) -> list[Check]:
-    """Run every check, handing each to `emit` in order with the width of the name column."""
+async def diagnose(*, as_json: bool, verbose: bool) -> list[Check]:
+    """Run every check, writing each one's line in order as it completes (none for `as_json`)."""
     checks: list[Check] = []
     redact = Redactor()
     width = MIN_WIDTH
@@ -56,7 +58,9 @@ async def diagnose(emit: Callable[[Check, int], None], *, verbose: bool = False)
     def report(check: Check) -> None:
         check = redact.check(check)
         checks.append(check)
-        emit(check, width)
+        if not as_json:
+            sys.stdout.write(line(check, width) + "\n")
+            sys.stdout.flush()
 
     settings_check, settings = load_settings()
     # Without -v only errors reach stderr: what a warning would say is in the report already.
@@ -118,15 +122,8 @@ async def _discord(settings: Settings) -> list[Check]:
     return await check_discord(settings)
 
 
-def run_doctor(*, as_json_output: bool, verbose: bool = False, out: TextIO | None = None) -> int:
-    stream = out or sys.stdout
-
-    def emit(check: Check, width: int) -> None:
-        if not as_json_output:
-            stream.write(line(check, width) + "\n")
-            stream.flush()
-
-    checks = asyncio.run(diagnose(emit, verbose=verbose))
+def run_doctor(*, as_json_output: bool, verbose: bool = False) -> int:
+    checks = asyncio.run(diagnose(as_json=as_json_output, verbose=verbose))
     if as_json_output:
-        stream.write(as_json(checks) + "\n")
-    return exit_code(checks)
+        sys.stdout.write(terminal_json([asdict(check) for check in checks]) + "\n")
+    return 1 if any(check.status == "error" for check in checks) else 0

@@ -22,11 +22,11 @@ from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, histor
 from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import LoopbackCallback, TerminalSignIn
 from adapters.terminal.turns import ChatTurns
-from adapters.terminal.views import conversation_key, print_attachment, terminal_place
+from adapters.terminal.views import conversation_key, print_attachment, terminal_incoming
 from bot.errors import PromptError
 from bot.runtime import Runtime
 from bot.text import show_link_targets
-from bot.types import Incoming, PromptSpec
+from bot.types import PromptSpec
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class TerminalChat:
                 if not await self._command(text):
                     return
                 continue
-            await self._turns.take(self._incoming(text))
+            await self._turns.take(terminal_incoming(self._key, text))
 
     def _banner(self) -> None:
         runtime, console = self._runtime, self._console
@@ -221,15 +221,12 @@ class TerminalChat:
             print_attachment(self._console, index, attachment)
 
     def _prompt_names(self) -> list[str]:
-        return [spec.name for spec in self._runtime.agent.prompts(self._incoming(""))]
-
-    def _incoming(self, text: str) -> Incoming:
-        return Incoming(key=self._key, text=text, user_id=self._user, place=terminal_place(self._user))
+        return [spec.name for spec in self._runtime.agent.prompts(terminal_incoming(self._key, ""))]
 
     async def _prompt(self, written: str) -> None:
         """`/prompt`: the prompts offered here; `/prompt NAME [arg=value ...]` starts one as a turn."""
         agent = self._runtime.agent
-        here = self._incoming("")
+        here = terminal_incoming(self._key, "")
         name, _, rest = written.partition(" ")
         if not name:
             self._list_prompts(agent.prompts(here), offered_elsewhere=bool(agent.prompts()))
@@ -253,7 +250,7 @@ class TerminalChat:
         first = question.strip().splitlines()[0] if question.strip() else ""
         more = " …" if len(first) > 200 or question.strip() != first else ""
         self._console.print(f"[dim]prompt {shown(name)}: {shown(first[:200])}{more}[/dim]")
-        await self._turns.take(self._incoming(question))
+        await self._turns.take(terminal_incoming(self._key, question))
 
     def _list_prompts(self, prompts: list[PromptSpec], *, offered_elsewhere: bool) -> None:
         if not prompts:

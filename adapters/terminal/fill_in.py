@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -109,9 +108,7 @@ class FillIn:
     async def __aenter__(self) -> FillIn:
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         tasks = list(self._asking.values())
         for task in tasks:
             task.cancel()

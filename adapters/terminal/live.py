@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import IO
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -129,9 +128,7 @@ class LiveAnswer:
         self._painter = asyncio.create_task(self._paint(), name="nerve-live-answer")
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._painter is not None:
             self._painter.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -11,7 +11,6 @@ import threading
 import time
 import webbrowser
 from dataclasses import KW_ONLY, dataclass, field
-from types import TracebackType
 from typing import Self
 
 from aiohttp import web
@@ -58,9 +57,7 @@ class LoopbackCallback:
         self._port = int(self._runner.addresses[0][1])
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -177,8 +174,7 @@ class TerminalSignIn:
         server = argument.strip()
         if command == "/connections":
             mine = await self.agent.connected(self.key, self.user)
-            for line in connection_lines([(c.server, c.since) for c in mine], servers):
-                self.console.print(shown(line))
+            print_connection_lines(self.console, [(c.server, c.since) for c in mine], servers)
         elif not server:
             names = ", ".join(servers)
             self.console.print(f"Name the server: {shown(command)} NAME, one of {shown(names)}.")
@@ -202,14 +198,15 @@ class TerminalSignIn:
         return await self.signed_in() if self.needed else []
 
 
-def connection_lines(connected: list[tuple[str, float]], servers: list[str]) -> list[str]:
+def print_connection_lines(console: Console, connected: list[tuple[str, float]], servers: list[str]) -> None:
     lines = [f"{server} — connected {since(stamp)}" for server, stamp in connected if server in servers]
     if not lines:
         lines.append("No connections: you have not signed in to any server with your own account.")
     others = [name for name in servers if name not in {server for server, _ in connected}]
     if others:
         lines.append(f"Not connected: {', '.join(others)} (/connect NAME in the chat)")
-    return lines
+    for line in lines:
+        console.print(shown(line))
 
 
 async def print_connections(settings: Settings, console: Console | None = None) -> int:
@@ -233,6 +230,5 @@ async def print_connections(settings: Settings, console: Console | None = None) 
                 console.print(NO_SIGN_INS)
                 return 0
             connected = [(c.server, c.since) for c in await sign_ins.connections(person)]
-    for line in connection_lines(connected, servers):
-        console.print(shown(line))
+    print_connection_lines(console, connected, servers)
     return 0

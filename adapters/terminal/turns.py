@@ -28,12 +28,8 @@ from bot.types import AgentReply, ApprovalPrompt, Ask, ConversationKey, Incoming
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """One piece of a turn: its reply and, when it parked, how its questions went (asked here)."""
-
-    reply: AgentReply
-    parked: Parked | None = None
+# One piece of a turn: its reply and, when it parked, how its questions went (asked here).
+_Piece = tuple[AgentReply, Parked | None]
 
 
 @dataclass(eq=False)
@@ -96,7 +92,7 @@ class ChatTurns:
                             reply = await task
                     if reply is None:
                         return None
-                    return _Piece(reply, await fill_in.settle())
+                    return reply, await fill_in.settle()
             except Interrupted:
                 message = "[dim]Cancelled. Your message is kept; ask again to retry.[/dim]"
             except Exception as exc:  # the one net per message: say something short and true
@@ -127,7 +123,7 @@ class ChatTurns:
         """Print a reply; while it waits (a decision, questions, a sign-in), go on and print what follows."""
         went_on = False
         while piece is not None:
-            reply, parked = piece.reply, piece.parked
+            reply, parked = piece
             approval = reply.approval
             self.last = reply
             if parked is not None:
@@ -152,7 +148,7 @@ class ChatTurns:
             return
         async for incoming, reply in self.runtime.agent.deferred_replies(self.key):
             self.console.print(f"[dim]Your message that waited:[/dim] {shown(incoming.text[:100])}")
-            await self._answer(_Piece(reply))
+            await self._answer((reply, None))
 
     async def _rest(
         self, rest: Callable[[Progress], Awaitable[AgentReply | None]], waits: str
@@ -217,7 +213,7 @@ class ChatTurns:
             await self._answer(await self._go_on_answered(Parked(key=self.key, tools=(), resume=None)))
             return
         self.console.print("[yellow]Your last question in this thread is waiting for your decision.[/yellow]")
-        await self._answer(_Piece(AgentReply(text="", waiting=(Ask.of_approval(prompt),))))
+        await self._answer((AgentReply(text="", waiting=(Ask.of_approval(prompt),)), None))
 
     async def _ask_again(self, prompt: ApprovalPrompt) -> bool:
         """What a tool asked before nerve stopped, asked again (expired ones are not: the turn goes on

@@ -48,9 +48,10 @@ def conversation_key(thread: str) -> ConversationKey:
     )
 
 
-def terminal_place(user: str) -> Place:
-    """Where a terminal turn happens: one place for the whole terminal, with its OS user."""
-    return Place(platform="terminal", channel="cli", user=user)
+def terminal_incoming(key: ConversationKey, text: str) -> Incoming:
+    """A message typed here by the OS user, in the one place the whole terminal is."""
+    place = Place(platform="terminal", channel="cli", user=key.workspace)
+    return Incoming(key=key, text=text, user_id=key.workspace, place=place)
 
 
 def attachment_line(index: int, attachment: Attachment) -> str:
@@ -147,7 +148,7 @@ async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approv
     key = conversation_key(thread)
     user = key.workspace
     # argv carries undecodable bytes as lone surrogates: scrubbed here.
-    incoming = Incoming(key=key, text=scrub(text), user_id=user, place=terminal_place(user))
+    incoming = terminal_incoming(key, scrub(text))
     notes = Console(file=sys.stderr, highlight=False)
     answer = PlainAnswer(sys.stdout, sys.stderr)
     progress: Progress = no_progress if as_json else answer.progress
