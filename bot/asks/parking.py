@@ -167,7 +167,7 @@ class Parking:
         if prompt.calls:
             return AgentReply(text=_waiting_for_approval(prompt), waiting=(Ask.of_approval(prompt),))
 
-        if await self.approvals.sign_in_calls(prompt.request_id):
+        if await self.approvals.sign_in_waits(prompt.request_id):
             return AgentReply(text="Waiting for you to sign in with the Connect button I sent you.")
         questions = await self.inputs.store.open_parked_questions(prompt.request_id) if self.inputs else []
         return AgentReply(
@@ -304,7 +304,7 @@ class Parking:
         # Its own deadline: the time the turn was parked was nobody's model work.
         deadline = TurnDeadline(self.loop.config.turn_deadline)
         finished: dict[str, CallOutcome] = {}
-        signing_in = await self.approvals.sign_in_calls(request_id)
+        signing_in = {w.call_id for w in await self.approvals.sign_in_waits(request_id)}
         try:
             ran_out: TurnOverdue | None = None
             try:

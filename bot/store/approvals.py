@@ -30,7 +30,7 @@ from bot.store.rows import (
     message_to_json,
     to_json,
 )
-from bot.store.sign_ins import SignInWait
+from bot.store.sign_ins import SignInLedger, SignInWait
 from bot.types import (
     ApprovalPrompt,
     AuditEntry,
@@ -55,7 +55,7 @@ class ParkedTurn:
     rounds_used: int
 
 
-class ApprovalLedger(ConversationLedger):
+class ApprovalLedger(ConversationLedger, SignInLedger):
     async def park(
         self,
         *,
@@ -119,10 +119,6 @@ class ApprovalLedger(ConversationLedger):
                 "INSERT INTO sign_in_waits (request_id, call_id, server, person) VALUES (?, ?, ?, ?)",
                 [(request_id, w.call_id, w.server, w.person) for w in sign_ins],
             )
-
-    async def sign_in_calls(self, request_id: str) -> set[str]:
-        rows = await self._rows("SELECT call_id FROM sign_in_waits WHERE request_id = ?", (request_id,))
-        return {row[0] for row in rows}
 
     async def prompt(self, request_id: str) -> tuple[ApprovalPrompt, str] | None:
         """The request as an approval message shows it, with its status (waiting/resuming/done)."""

@@ -12,17 +12,15 @@ from bot.store.conversations import InboxLedger
 from bot.store.feedback import FeedbackLedger
 from bot.store.inputs import InputLedger
 from bot.store.posts import PostLedger
-from bot.store.sign_ins import SignInLedger
 from bot.store.threads import ThreadLedger
 
 
 class ConversationStore(
-    ApprovalLedger,  # and the conversations it writes into (`ConversationLedger`)
+    ApprovalLedger,  # and the conversations and sign-ins it writes into
     InboxLedger,
     PostLedger,
     FeedbackLedger,
     InputLedger,
-    SignInLedger,
     ThreadLedger,
 ):
     # Turns of one conversation, one at a time across every process on this database.
