@@ -84,7 +84,7 @@ class TurnAnswers:
                 pages = [InteractionPage(interaction)]
             elif self.records is not None:
                 kept = answer = TurnPages(self.records, job.event_id, poster)
-                pages = list(await kept.load())
+                pages = list(await kept.earlier_pages())
             live = LiveAnswer(answer, pages=pages, every=self.edit_every())
             links = TurnLinks(self.sign_ins, interaction)
             where = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol
 
 import discord
 from discord.utils import MISSING
 
+from adapters.common.posts import PostLedger
 from adapters.discord.delivery import NO_MENTIONS, ChannelGuard, landed, send_message
 from adapters.discord.render import escape_text, reply_files
 from bot.agent import PostRecords
@@ -194,29 +195,23 @@ async def post_files(poster: Poster, attachments: tuple[Attachment, ...]) -> Non
 
 
 PAGE = "page:"
-FILES = "files"
 GONE = "gone"
 
 
-@dataclass(eq=False)
-class TurnPages:
-    """A `Poster` of one turn's channel pages that records each one; `load` first."""
+class TurnPages(PostLedger):
+    """A `Poster` of one turn's channel pages that records each one; `earlier_pages` first."""
 
-    records: PostRecords
-    event_id: InitVar[str]
-    poster: ChannelPoster
-
-    def __post_init__(self, event_id: str) -> None:
-        self._turn = f"discord:{event_id}"  # the posts ledger's name of the turn
-        self._known: dict[str, str | None] = {}
+    def __init__(self, records: PostRecords, event_id: str, poster: ChannelPoster) -> None:
+        super().__init__(records, f"discord:{event_id}")
+        self.poster = poster
         self._next = 0
 
-    async def load(self) -> list[ChannelPage]:
+    async def earlier_pages(self) -> list[ChannelPage]:
         """The pages an earlier run of this turn left, in order; with some, the poster no longer replies."""
-        self._known = await self.records.posts_of(self._turn)
+        await self.load()
         numbered = sorted(
             (int(part.removeprefix(PAGE)), part, ref)
-            for part, ref in self._known.items()
+            for part, ref in self.known.items()
             if part.startswith(PAGE) and part.removeprefix(PAGE).isdigit()
         )
         self._next = numbered[-1][0] + 1 if numbered else 0
@@ -229,7 +224,7 @@ class TurnPages:
             if ref is not None and ref.isdigit()
         ]
         if pages:
-            logger.info("%s is answered again: going on in its %d message(s)", self._turn, len(pages))
+            logger.info("%s is answered again: going on in its %d message(s)", self.turn_id, len(pages))
             self.poster.reference = None
         return pages
 
@@ -241,26 +236,10 @@ class TurnPages:
             return None
         part = f"{PAGE}{self._next}"
         self._next += 1
-        await self._record(part, str(page.message.id))
+        await self.keep(part, str(page.message.id))
         page.kept = (self, part)
         return page
 
     async def gone(self, part: str) -> None:
         """A page a second run must not go on in."""
-        await self._record(part, GONE)
-
-    async def take_files(self) -> bool:
-        """True once per turn: this run uploads the answer's files; never a second time."""
-        if FILES in self._known:
-            logger.warning("%s: its files went up (or started to) in an earlier run; not again", self._turn)
-            return False
-        await self.records.intend_post(self._turn, FILES)
-        self._known[FILES] = None
-        return True
-
-    async def files_done(self) -> None:
-        await self._record(FILES, FILES)
-
-    async def _record(self, part: str, ref: str) -> None:
-        self._known[part] = ref
-        await self.records.record_post(self._turn, part, ref)
+        await self.keep(part, GONE)

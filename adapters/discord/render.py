@@ -25,7 +25,7 @@ from adapters.resources import (
     size_text,
     web_link,
 )
-from bot.text import pretty_json, show_link_targets, split_markdown, truncate
+from bot.text import outside, pretty_json, show_link_targets, split_markdown, truncate
 from bot.types import AgentReply, Attachment, Resource
 
 MESSAGE_LIMIT = 2000
@@ -112,12 +112,7 @@ def _code_blocks(text: str) -> list[tuple[int, int]]:
 
 
 def _quiet_outside_code(text: str) -> str:
-    parts, pos = [], 0
-    for start, end in _code_blocks(text):
-        parts += [_URL.sub(_unpreviewed, text[pos:start]), text[start:end]]
-        pos = end
-    parts.append(_URL.sub(_unpreviewed, text[pos:]))
-    return "".join(parts)
+    return outside(text, _code_blocks(text), lambda part: _URL.sub(_unpreviewed, part))
 
 
 def safe_text(text: str) -> str:

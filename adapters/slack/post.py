@@ -20,6 +20,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.common.posts import PostLedger
 from adapters.common.refs import message_ref, parse_message_ref
 from adapters.slack.client import findable, in_doubt
 from adapters.slack.events import Turn
@@ -209,7 +210,6 @@ class Poster:
 # The message metadata event type of every message of a turn's answer.
 METADATA_TYPE = "nerve_turn"
 LIVE = "live"
-FILES = "files"
 # Pages of the thread read back when a part is in doubt (Slack gives up to 200 messages a page).
 READ_BACK_PAGES = 5
 # Sends of one part in one run when each fails in doubt and the thread does not show it, and the
@@ -222,38 +222,32 @@ def answer_part(index: int) -> str:
     return f"answer:{index}"
 
 
-class TurnPosts:
+class TurnPosts(PostLedger):
     """What one turn has posted, from the store, and the posting that keeps it once."""
 
     def __init__(self, records: PostRecords | None, poster: Poster, turn: Turn) -> None:
-        self._records = records if turn.event_id else None
+        super().__init__(records if turn.event_id else None, f"slack:{turn.event_id}")
         self._poster = poster
         self._turn = turn
-        self._known: dict[str, str | None] = {}
-        self.turn_id = f"slack:{turn.event_id}"
         # Messages of the answer out: a turn cut off after the first counts as answered.
         self.delivered = 0
-
-    async def load(self) -> None:
-        if self._records is not None:
-            self._known = await self._records.posts_of(self.turn_id)
 
     @property
     def answered(self) -> bool:
         """Part of the answer is out (or may be): no live message is opened above it again."""
-        return any(part.startswith("answer:") for part in self._known)
+        return any(part.startswith("answer:") for part in self.known)
 
     async def intend_live(self) -> dict[str, Any] | None:
         """Announce the live message before posting it; its metadata lets a next run find it in doubt."""
-        if self._records is None:
+        if self.records is None:
             return None
-        if LIVE not in self._known:
-            await self._intend(LIVE)
+        if LIVE not in self.known:
+            await self.intend(LIVE)
         return self._metadata(LIVE)
 
     async def note_live(self, ts: str | None) -> None:
         """Keep the live message's ts, so a second run goes on in it."""
-        if ts is not None and self._known.get(LIVE) is None:
+        if ts is not None and self.known.get(LIVE) is None:
             await self.record(LIVE, ts)
 
     async def put(self, part: str, message: OutMessage, replace_ts: str | None = None) -> None:
@@ -263,14 +257,14 @@ class TurnPosts:
             await self._poster.update(turn.channel, replace_ts, message)
             await self.record(part, replace_ts)
             return
-        if self._records is None:
+        if self.records is None:
             await self._poster.post(turn.channel, turn.reply_thread_ts, message)
             return
         if await self.landed(part) is not None:
             logger.info("Slack event %s: %s was posted before; not posting it again", turn.event_id, part)
             return
-        if part not in self._known:
-            await self._intend(part)
+        if part not in self.known:
+            await self.intend(part)
         await self.record(part, await self._send(part, message))
 
     async def _send(self, part: str, message: OutMessage) -> str:
@@ -301,46 +295,18 @@ class TurnPosts:
                     raise
                 sends += 1
 
-    async def take_files(self) -> bool:
-        """True once per turn: this run uploads the answer's files; never a second time."""
-        if self._records is None:
-            return True
-        if FILES in self._known:
-            if self._known[FILES] is None:
-                logger.warning(
-                    "Slack event %s: its files may not all have gone up before the restart; not sending "
-                    "them twice",
-                    self._turn.event_id,
-                )
-            return False
-        await self._intend(FILES)
-        return True
-
-    async def files_done(self) -> None:
-        await self._keep(FILES, FILES)
-
-    async def _intend(self, part: str) -> None:
-        assert self._records is not None
-        await self._records.intend_post(self.turn_id, part)
-        self._known[part] = None
-
     async def record(self, part: str, ts: str) -> None:
         """`part` is out at `ts`: posted, or the live message that was replaced by it (or showed it)."""
-        await self._keep(part, message_ref(self._turn.channel, ts))
-
-    async def _keep(self, part: str, ref: str) -> None:
-        if self._records is not None:
-            self._known[part] = ref
-            await self._records.record_post(self.turn_id, part, ref)
+        await self.keep(part, message_ref(self._turn.channel, ts))
 
     def _metadata(self, part: str) -> dict[str, Any]:
         return {"event_type": METADATA_TYPE, "event_payload": {"turn": self.turn_id, "part": part}}
 
     async def landed(self, part: str) -> str | None:
         """The ts of `part` if it is out: from the store, or (in doubt) found in the thread."""
-        if part not in self._known:
+        if part not in self.known:
             return None
-        known = parse_message_ref(self._known[part])
+        known = parse_message_ref(self.known[part])
         if known is not None:
             return known[1]
         found = await self._read_back(part)

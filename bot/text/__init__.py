@@ -5,6 +5,7 @@ one way in and the modules behind it can be split or merged without touching a f
 """
 
 from bot.text.render import neutralize_mentions as neutralize_mentions
+from bot.text.render import outside as outside
 from bot.text.render import pretty_json as pretty_json
 from bot.text.render import show_link_targets as show_link_targets
 from bot.text.render import split_markdown as split_markdown

@@ -295,7 +295,8 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _outside(text: str, regions: list[tuple[int, int]], change: Callable[[str], str]) -> str:
+def outside(text: str, regions: list[tuple[int, int]], change: Callable[[str], str]) -> str:
+    """`text` with `change` applied to every part outside `regions` (sorted, disjoint spans)."""
     parts, pos = [], 0
     for start, end in regions:
         parts += [change(text[pos:start]), text[start:end]]
@@ -316,7 +317,7 @@ def show_link_targets(text: str) -> str:
         return f"{label} ({url})"
 
     def plain(prose: str) -> str:
-        rewritten = _outside(prose, _code_spans(prose), lambda part: _INLINE_LINK.sub(shown, part))
+        rewritten = outside(prose, _code_spans(prose), lambda part: _INLINE_LINK.sub(shown, part))
         return _LINK_SYNTAX.sub("]" + _ZWSP, rewritten)
 
-    return _outside(text, _fenced_blocks(text), plain)
+    return outside(text, _fenced_blocks(text), plain)
