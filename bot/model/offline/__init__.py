@@ -204,7 +204,7 @@ def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMes
 
 def _decide(question: str, tools: list[ToolSpec]) -> str | list[Candidate]:
     words = [w.lower() for w in WORD.findall(question)]
-    if words and all(w in _SMALL_TALK for w in words) and any(w in _GREETINGS for w in words):
+    if all(w in _SMALL_TALK for w in words) and any(w in _GREETINGS for w in words):
         return _greeting(words, tools)
     ranked = candidates(question, tools)
     if ranked and changes_things(ranked[0].tool):
