@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.model.offline.answer import format_value, read_outcomes, tool_title, write_answer
+from bot.model.offline.answer import VERBS, format_value, read_outcomes, tool_title, write_answer
 from bot.model.offline.question import (
     LAT_NAMES,
     LNG_NAMES,
@@ -54,11 +54,8 @@ _CHANGING_NAMES = _CHANGING_VERBS | {
     "transfer", "change", "kill", "clear", "reset", "add", "execute", "exec", "approve", "install",
     "uninstall", "truncate", "mkdir", "touch", "copy", "cp",
 }
-_READING_NAMES = {
-    "get", "read", "list", "search", "find", "fetch", "query", "lookup", "look", "show", "view",
-    "describe", "check", "count", "simulate", "peek", "stat", "info",
-}
 # fmt: on
+_READING_NAMES = VERBS | {"show", "view", "describe", "count", "peek", "stat", "info"}
 _SAID_CHANGING = _CHANGING_VERBS | {v + "s" for v in _CHANGING_VERBS} | {"publishes", "modifies"}
 _NEGATIONS = {"not", "never", "no", "without", "nothing", "t", "cannot"}  # "doesn't" splits into "doesn", "t"
 _NEGATIVE = re.compile(r"^(do not|don't|never|not for|avoid)\b", re.I)
@@ -169,17 +166,26 @@ class OfflineModel:
     ) -> Completion:
         """Answer the latest real question: with tool calls, or from the results that followed it."""
         question, since = _latest_question(messages)
-        first_id = 1 + sum(len(m.tool_calls) for m in messages)
         if any(m.role == "tool" for m in since):
-            message = _next_round(question, since, list(tools), first_id) or ChatMessage(
-                role="assistant", content=write_answer(question, read_outcomes(since, tools))
-            )
+            chosen = _next_round(question, since, list(tools))
+            reply = chosen or write_answer(question, read_outcomes(since, tools))
         else:
-            message = _decide(question, list(tools), first_id)
-        if message.content and not message.tool_calls:
+            reply = _decide(question, list(tools))
+        if isinstance(reply, str):
             # Word by word, as a model service streams, so front ends show the answer as it comes.
-            for word in _WORDS.findall(message.content):
+            for word in _WORDS.findall(reply):
                 await progress(TurnEvent(kind="text", message=word))
+            message = ChatMessage(role="assistant", content=reply)
+        else:
+            calls = tuple(
+                ToolCall(
+                    id=f"call_offline_{i}",
+                    name=c.tool.name,
+                    arguments=json.dumps(c.filled.args, ensure_ascii=False),
+                )
+                for i, c in enumerate(reply, 1 + sum(len(m.tool_calls) for m in messages))
+            )
+            message = ChatMessage(role="assistant", tool_calls=calls)
         prompt = estimate_message_tokens(messages) + estimate_tools_tokens(tools)
         completion = estimate_message_tokens([message])
         return Completion(message=message, usage=Usage(prompt_tokens=prompt, completion_tokens=completion))
@@ -196,30 +202,18 @@ def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMes
     return "", list(messages)
 
 
-def _calls(chosen: list[Candidate], first_id: int) -> ChatMessage | None:
-    calls = tuple(
-        ToolCall(
-            id=f"call_offline_{i}", name=c.tool.name, arguments=json.dumps(c.filled.args, ensure_ascii=False)
-        )
-        for i, c in enumerate(chosen, first_id)
-    )
-    return ChatMessage(role="assistant", tool_calls=calls) if calls else None
-
-
-def _decide(question: str, tools: list[ToolSpec], first_id: int) -> ChatMessage:
+def _decide(question: str, tools: list[ToolSpec]) -> str | list[Candidate]:
     words = [w.lower() for w in WORD.findall(question)]
-    if words and all(w in _SMALL_TALK for w in words) and any(w in _GREETINGS for w in words):
-        return ChatMessage(role="assistant", content=_greeting(words, tools))
+    if all(w in _SMALL_TALK for w in words) and any(w in _GREETINGS for w in words):
+        return _greeting(words, tools)
     ranked = candidates(question, tools)
     if ranked and changes_things(ranked[0].tool):
-        return ChatMessage(role="assistant", content=_refusal(ranked[0].tool))
+        return _refusal(ranked[0].tool)
     missing = next((c for c in ranked if c.filled.missing and not changes_things(c.tool)), None)
-    return _calls(choose(ranked), first_id) or ChatMessage(role="assistant", content=_help(tools, missing))
+    return choose(ranked) or _help(tools, missing)
 
 
-def _next_round(
-    question: str, since: list[ChatMessage], tools: list[ToolSpec], first_id: int
-) -> ChatMessage | None:
+def _next_round(question: str, since: list[ChatMessage], tools: list[ToolSpec]) -> list[Candidate]:
     """Calls of tools not called yet that the results made possible: after a sign-in replaced the
     tool that asked for it, the question weighed again; else a value a result holds may fill another
     tool ("near 31.2, 121.4" → an area code → the air there)."""
@@ -230,10 +224,9 @@ def _next_round(
     chosen = choose(candidates(question, fresh)) if replaced else []
     if not chosen:
         known: dict[str, Any] = {}
-        for outcome in (o for o in read_outcomes(since, tools) if not o.failed):
-            _collect(outcome.data, known)
+        _collect([o.data for o in read_outcomes(since, tools) if not o.failed], known)
         chosen = choose([c for c in candidates(question, fresh, known) if c.filled.from_results])
-    return _calls(chosen, first_id)
+    return chosen
 
 
 def _collect(data: Any, known: dict[str, Any]) -> None:

@@ -28,7 +28,8 @@ _POOR_AIR = ("unhealthy", "poor", "bad", "hazard", "severe", "污染", "差")
 # The host's certainty line before a result (`Tool "x" ran successfully. Its raw result follows:`).
 _ANCHOR = re.compile(r"^\s*tool\b.*:\s*$", re.I)
 _FAILED_PREFIX = re.compile(r"^\s*tool\s+[\"'`]?[\w.-]+[\"'`]?\s+(?:failed|errored|error)\s*[:.,-]?\s*", re.I)
-_VERBS = {"get", "fetch", "query", "lookup", "look", "search", "find", "list", "simulate", "read", "check"}
+# The reading verbs a tool's name starts with, left out of its title.
+VERBS = {"get", "fetch", "query", "lookup", "look", "search", "find", "list", "simulate", "read", "check"}
 _NOISE = {"id", "ok", "success", "meta", "metadata", "source", "version", "request_id", "timestamp"}
 _GENERIC_CHILD = {"speed", "direction", "value", "level", "type", "min", "max", "high", "low", "average"}
 _LABEL_KEYS = ("category", "level", "quality", "air_quality", "aqi_level", "aqi_category", "description")
@@ -56,7 +57,7 @@ class Outcome:
 def tool_title(tool_name: str) -> str:
     """`get_air_quality` → "Air quality": a tool's name as a heading, without its leading verb."""
     words = WORD.findall(tool_name)
-    if len(words) > 1 and words[0].lower() in _VERBS:
+    if len(words) > 1 and words[0].lower() in VERBS:
         words = words[1:]
     return " ".join(words).capitalize()
 
@@ -75,13 +76,12 @@ def _parse(content: str) -> tuple[Any, str]:
     lines = content.strip().splitlines()
     if len(lines) > 1 and _ANCHOR.match(lines[0]):
         lines = lines[1:]
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith(("{", "[")):
-            try:
-                return loads("\n".join(lines[i:])), "\n".join(lines).strip()
-            except ValueError:
-                break
-    return None, "\n".join(lines).strip()
+    text = "\n".join(lines).strip()
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith(("{", "["))), len(lines))
+    try:
+        return loads("\n".join(lines[start:])), text
+    except ValueError:  # with no line that starts JSON, the empty text, which is none
+        return None, text
 
 
 def read_outcomes(since: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> list[Outcome]:

@@ -150,9 +150,8 @@ def _paths(text: str) -> list[PathMention]:
     """File and folder names: anything with a slash or an extension, or a name after "file"/"folder"."""
     found: list[PathMention] = []
     noun: str | None = None
-    for match in _PATH.finditer(text):
-        raw = match.group(0)
-        value = raw.rstrip(".") if raw.strip(".") else raw  # a sentence's full stop, but "." itself
+    for raw in _PATH.findall(text):
+        value = raw.rstrip(".") or raw  # a sentence's full stop, but "." itself
         lowered = value.casefold()
         if lowered in _PATH_NOUNS:
             noun = _PATH_NOUNS[lowered]
