@@ -9,11 +9,11 @@ final answer, so an answer is always the same messages, never a second copy.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import discord
 
+from adapters.common.throttle import Throttle
 from adapters.common.turn_so_far import Call, TurnSoFar, percent
 from adapters.discord.pages import Page, PageGone, Poster
 from adapters.discord.render import MAX_TOOL_LINES, MESSAGE_LIMIT, format_latency, layout
@@ -35,80 +35,41 @@ class LiveAnswer:
         self.pages: list[Page] = list(pages or [])
         # What each page shows now (None: nothing of ours yet, e.g. the deferred "thinking…").
         self._shown: list[str | None] = [None] * len(self.pages)
-        self._every = every
         self.view = LiveView()
-        self._wake = asyncio.Event()
-        self._closed = False
-        self._writing = False
-        self._broken = False
-        self._next_write = 0.0
-        self._task: asyncio.Task[None] | None = None
-
-    # --- the sink -----------------------------------------------------------------------------------
+        # Each edit shows the newest text: rendered when it goes, not when it was asked for.
+        self._edits = Throttle(lambda: True, self._edit, every)
 
     async def progress(self, event: TurnEvent) -> None:
-        """A `Progress` sink: record and wake the writer; never waits for Discord."""
-        if self._closed:
-            return
+        """A `Progress` sink: record and ask for an edit; never waits for Discord."""
         if self.view.record(event, asyncio.get_running_loop().time()):
-            self._wake.set()
-            if self._task is None:
-                self._task = asyncio.create_task(self._run(), name="discord-live-answer")
+            self._edits.request()
 
-    # --- the writer ---------------------------------------------------------------------------------
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while not self._closed and not self._broken:
-            await self._wake.wait()
-            self._wake.clear()
-            if self._closed:
-                return
-            delay = self._next_write - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-                if self._closed:
-                    return
-            self._writing = True
-            try:
-                await self._write(self.view.chunks(), None, final=False)
-            except discord.RateLimited as exc:
-                # Longer than discord.py will wait by itself: show the newest text after the wait.
-                self._next_write = loop.time() + exc.retry_after
-                self._wake.set()
-            except Exception:
-                # Showing progress must never fail the turn; the final answer is delivered anyway.
-                logger.exception("updating a live answer failed; showing the final answer only")
-                self._broken = True
-            finally:
-                self._writing = False
-            self._next_write = max(self._next_write, loop.time() + self._every)
+    async def _edit(self, _: bool) -> None:
+        hold = 0.0
+        try:
+            if not await self._write(self.view.chunks(), None, final=False):
+                self._edits.stop()
+        except discord.RateLimited as exc:
+            # Longer than discord.py will wait by itself: show the newest text after the wait.
+            hold = exc.retry_after
+            self._edits.request()
+        except Exception:
+            # Showing progress must never fail the turn; the final answer is delivered anyway.
+            logger.exception("updating a live answer failed; showing the final answer only")
+            self._edits.stop()
+        # The interval counts from the end of an edit (discord.py may have waited out a 429 in it).
+        self._edits.mark_sent(hold=hold)
 
     async def stop(self) -> None:
         """No more live edits; returns once an edit in flight has landed."""
-        self._closed = True
-        self._wake.set()
-        task = self._task
-        if task is None:
-            return
-        if not self._writing:
-            task.cancel()  # waiting or sleeping: nothing is on its way to Discord
-        try:
-            async with asyncio.timeout(STOP_WAIT):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        except TimeoutError:
+        if not await self._edits.close(STOP_WAIT):
             logger.warning("a live answer edit took over %.0f s; going on with the final answer", STOP_WAIT)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     # --- writing ------------------------------------------------------------------------------------
 
     async def deliver(self, chunks: list[str], view: discord.ui.View | None) -> bool:
         """The final answer into the messages shown, the view on the last; False if some was not posted."""
         await self.stop()
-        self._broken = False
         return await self._write(chunks, view, final=True)
 
     async def _write(self, chunks: list[str], view: discord.ui.View | None, *, final: bool) -> bool:
@@ -134,7 +95,6 @@ class LiveAnswer:
                 except discord.HTTPException as exc:
                     logger.warning("editing a live answer message failed: %s %s", exc.status, exc.text)
                     if not final:
-                        self._broken = True
                         return False
                     self._abandon(i)
                     continue
@@ -142,7 +102,6 @@ class LiveAnswer:
             elif i >= len(self.pages):
                 page = await self._poster.post(chunk, view=page_view)
                 if page is None:
-                    self._broken = True
                     return False
                 self.pages.append(page)
                 self._shown.append(chunk)

@@ -17,9 +17,10 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 
+from adapters.common.throttle import Throttle
 from adapters.slack.events import Turn
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
-from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, Throttle, tool_progress_text
+from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, tool_progress_text
 from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply, safe_markdown
 from adapters.slack.render import call_outcome as outcome
 from bot.text import truncate

@@ -9,15 +9,15 @@ before it; in a busy channel none opens until there is room (the 👀 is the sig
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from slack_sdk.errors import SlackApiError
 
+from adapters.common.throttle import Throttle
 from adapters.common.turn_so_far import TurnSoFar, percent
 from adapters.slack.events import Turn
 from adapters.slack.inputs import InputPosts
@@ -28,8 +28,6 @@ from bot.types import AgentReply, TurnEvent
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-# Seconds between the last edit and the one that shows an answer's first words.
-SOON = 0.5
 # Events that show after SOON rather than the whole interval: a wait is stale once it is over.
 URGENT = frozenset({"retrying", "notice"})
 
@@ -55,74 +53,16 @@ class ProgressSink(Protocol):
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded: ...
 
 
-class Throttle(Generic[T]):
-    """Sends at most once per `interval`, from its own task, so recording an event never waits on Slack.
-    A send is rendered when due: the first at once, later ones after their wait (the latest state)."""
+def _logged(send: Callable[[T], Awaitable[None]]) -> Callable[[T], Awaitable[None]]:
+    """`send` for a throttle: an update Slack refuses is logged, never fails the turn."""
 
-    def __init__(
-        self, render: Callable[[], T], send: Callable[[T], Awaitable[None]], interval: float
-    ) -> None:
-        self._render = render
-        self._send = send
-        self._interval = interval
-        self._last = -1e9
-        self._task: asyncio.Task[None] | None = None
-        self._again = False
-        self._sending = False
-        self._closed = False
-
-    def mark_sent(self) -> None:
-        """Count a send made outside the throttle (the initial post) towards the interval."""
-        self._last = time.monotonic()
-
-    def request(self, *, soon: bool = False) -> None:
-        """Ask for a send; `soon` (the first words of an answer) waits only `SOON` since the last one."""
-        if self._closed:
-            return
-        if self._task is not None:
-            self._again = True  # the running task sends the latest state when its turn comes
-            return
-        gap = min(self._interval, SOON) if soon else self._interval
-        due = self._last + gap - time.monotonic()
-        first = self._render() if due <= 0 else None
-        self._task = asyncio.create_task(self._run(due, first))
-
-    async def _run(self, due: float, first: T | None) -> None:
+    async def logged(payload: T) -> None:
         try:
-            payload = first
-            while not self._closed:
-                if payload is None:
-                    if due > 0:
-                        await asyncio.sleep(due)
-                    payload = self._render()
-                self._again = False
-                self._last = time.monotonic()
-                self._sending = True
-                try:
-                    await self._send(payload)
-                except SlackApiError as exc:
-                    logger.warning("progress update failed: %s", api_error(exc) or exc)
-                finally:
-                    self._sending = False
-                if not self._again:
-                    break
-                payload, due = None, self._last + self._interval - time.monotonic()
-        finally:
-            self._task = None
+            await send(payload)
+        except SlackApiError as exc:
+            logger.warning("progress update failed: %s", api_error(exc) or exc)
 
-    def stop(self) -> None:
-        """Send nothing more; a send already on its way still lands."""
-        self._closed = True
-        if self._task is not None and not self._sending:
-            self._task.cancel()
-
-    async def close(self) -> None:
-        """Drop any pending send and wait for one in flight, so nothing overwrites what comes next."""
-        task = self._task
-        self.stop()
-        if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    return logged
 
 
 def tool_progress_text(event: TurnEvent) -> str:
@@ -153,7 +93,7 @@ class AssistantStatus:
         self._thread_ts = thread_ts
         self._status = "is thinking…"
         self._sent: str | None = None
-        self._throttle = Throttle(lambda: self._status, self._send, interval)
+        self._throttle = Throttle(lambda: self._status, _logged(self._send), interval)
 
     async def start(self) -> None:
         """Show "is thinking…"; raises SlackApiError when this is not an assistant thread."""
@@ -197,7 +137,7 @@ class StatusMessage:
         self._headline = "Thinking…"
         self._so_far = TurnSoFar()
         self._shown: OutMessage | None = None
-        self._throttle = Throttle(self._render, self._send_update, interval)
+        self._throttle = Throttle(self._render, _logged(self._send_update), interval)
         self.message_ts: str | None = None
 
     def _render(self) -> OutMessage:
