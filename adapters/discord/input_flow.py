@@ -67,13 +67,16 @@ RESTARTED = (
 )
 
 
-def errors_text(form: Form, errors: Mapping[str, str]) -> str:
+async def fix(
+    interaction: discord.Interaction[Any], request_id: str, form: Form, errors: Mapping[str, str], step: int
+) -> None:
+    """What needs fixing, to the person alone, and "Fix" to reopen step `step` with what they typed."""
     lines = ["Some answers need fixing:"]
     for form_field in form.fields:
         if form_field.name in errors:
             lines.append(f"• **{plain(form_field.title, 100)}**: {plain(errors[form_field.name], 400)}")
     lines.append("-# **Fix** reopens the form with what you typed.")
-    return "\n".join(lines)
+    await say(interaction, "\n".join(lines), button_view(request_id, ("step", "Fix"), step=step))
 
 
 @dataclass(slots=True)
@@ -256,12 +259,12 @@ class InputFlow:
         _, errors = check_answer(shown, raw)
         if errors:
             draft.done.discard(step)
-            await say(interaction, errors_text(form, errors), self._step_view(request, step, "Fix"))
+            await fix(interaction, request.request_id, form, errors, step)
             return
         draft.done.add(step)
         missing = [s for s in range(1, len(steps) + 1) if s not in draft.done]
         if missing:
-            view = self._step_view(request, missing[0], "Continue")
+            view = button_view(request.request_id, ("step", "Continue"), step=missing[0])
             await say(interaction, f"✅ Step {step} of {len(steps)} done.", view)
             return
         if not await acknowledge(interaction):
@@ -273,7 +276,7 @@ class InputFlow:
             }
             draft.done -= wrong
             first = min(wrong, default=1)
-            await say(interaction, errors_text(form, outcome.errors), self._step_view(request, first, "Fix"))
+            await fix(interaction, request.request_id, form, outcome.errors, first)
             return
         if not outcome.changed:
             self._forget(request.request_id)
@@ -298,9 +301,6 @@ class InputFlow:
         await say(interaction, RESTARTED, button_view(request_id, ("fill", "Fill in")))
 
     # --- drafts --------------------------------------------------------------------------------------
-
-    def _step_view(self, request: InputRequest, step: int, label: str) -> discord.ui.View:
-        return button_view(request.request_id, ("step", label), step=step)
 
     def _draft(self, request_id: str, user: str) -> Draft:
         key = (request_id, user)

@@ -31,7 +31,6 @@ OPTION_LABEL_LIMIT = 100
 PARAGRAPH_FROM = 300
 # An unsubmitted modal is forgotten after this long (seconds).
 MODAL_TIMEOUT = 3600.0
-_YES, _NO = "yes", "no"
 
 FAILED = "Sorry — something went wrong on my side with this form. Please try again."
 
@@ -53,19 +52,13 @@ def modal_title(request: InputRequest, step: int, steps: int) -> str:
 # --- one field --------------------------------------------------------------------------------------
 
 
-def _is_select(form_field: FormField) -> bool:
-    if form_field.kind == "boolean":
-        return True
-    return form_field.kind in ("choice", "choices") and 0 < len(form_field.options) <= OPTIONS_LIMIT
-
-
 def _select(
     index: int, form_field: FormField, value: Raw | FieldValue | None, placeholder: str
 ) -> discord.ui.Select[Any]:
     # The options (their codes) `value` picks: a yes/no field's value is True, False or left empty.
     if form_field.kind == "boolean":
-        pairs = [(_YES, "Yes"), (_NO, "No")]
-        chosen = {_YES if value else _NO} if isinstance(value, bool) else set()
+        pairs = [(form_field.YES, "Yes"), (form_field.NO, "No")]
+        chosen = {form_field.YES if value else form_field.NO} if isinstance(value, bool) else set()
     else:
         pairs = [(str(i), label) for i, (_, label) in enumerate(form_field.options)]
         items = list(value) if isinstance(value, list | tuple) else [value]
@@ -116,9 +109,11 @@ def _text_input(
 def field_item(index: int, form_field: FormField, value: Raw | FieldValue | None) -> discord.ui.Label[Any]:
     """One field as a labelled input; `value` is what to pre-fill (None: nothing)."""
     placeholder = truncate(describe_field(form_field), PLACEHOLDER_LIMIT)[0]
+    # Choices past what a select holds are typed instead.
+    few = form_field.kind in ("choice", "choices") and 0 < len(form_field.options) <= OPTIONS_LIMIT
     component: discord.ui.Item[Any] = (
         _select(index, form_field, value, placeholder)
-        if _is_select(form_field)
+        if few or form_field.kind == "boolean"
         else _text_input(index, form_field, value, placeholder)
     )
     description = truncate(" ".join(form_field.description.split()), DESCRIPTION_LIMIT)[0]
@@ -135,13 +130,8 @@ def read_item(form_field: FormField, component: discord.ui.Item[Any]) -> Raw:
         return component.value
     if not isinstance(component, discord.ui.Select):
         return ""
-    codes = [str(code) for code in component.values]
-    if form_field.kind == "boolean":
-        return True if _YES in codes else False if _NO in codes else ""
-    picked = [value for code in codes if (value := form_field.option_at(code)) is not None]
-    if form_field.kind == "choices":
-        return picked
-    return picked[0] if picked else ""
+    picked = form_field.picked([str(code) for code in component.values])
+    return "" if picked is None else picked
 
 
 # --- the modal --------------------------------------------------------------------------------------
