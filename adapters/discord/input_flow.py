@@ -257,26 +257,24 @@ class InputFlow:
         draft.values.update(raw)
         shown = Form(fields=tuple(form.fields[i] for i in steps[step - 1]))
         _, errors = check_answer(shown, raw)
+        if not errors:
+            draft.done.add(step)
+            missing = [s for s in range(1, len(steps) + 1) if s not in draft.done]
+            if missing:
+                view = button_view(request.request_id, ("step", "Continue"), step=missing[0])
+                await say(interaction, f"✅ Step {step} of {len(steps)} done.", view)
+                return
+            if not await acknowledge(interaction):
+                return
+            outcome = await answer_input(
+                self.agent, request.request_id, user, Submit(values=dict(draft.values))
+            )
+            errors = outcome.errors
         if errors:
-            draft.done.discard(step)
-            await fix(interaction, request.request_id, form, errors, step)
-            return
-        draft.done.add(step)
-        missing = [s for s in range(1, len(steps) + 1) if s not in draft.done]
-        if missing:
-            view = button_view(request.request_id, ("step", "Continue"), step=missing[0])
-            await say(interaction, f"✅ Step {step} of {len(steps)} done.", view)
-            return
-        if not await acknowledge(interaction):
-            return
-        outcome = await answer_input(self.agent, request.request_id, user, Submit(values=dict(draft.values)))
-        if outcome.errors:
-            wrong = {
-                s for s, at in enumerate(steps, 1) if any(form.fields[i].name in outcome.errors for i in at)
-            }
+            # Wrong answers (this step's, or any the core found in the whole form) reopen their steps.
+            wrong = {s for s, at in enumerate(steps, 1) if any(form.fields[i].name in errors for i in at)}
             draft.done -= wrong
-            first = min(wrong, default=1)
-            await fix(interaction, request.request_id, form, outcome.errors, first)
+            await fix(interaction, request.request_id, form, errors, min(wrong, default=1))
             return
         if not outcome.changed:
             self._forget(request.request_id)

@@ -34,19 +34,13 @@ MODAL_TIMEOUT = 3600.0
 
 FAILED = "Sorry — something went wrong on my side with this form. Please try again."
 
-# What one field gives: text typed, several option values, or yes/no.
-Raw = str | bool | list[str]
+# What one field gives: text typed, several option values, yes/no, or (a select left empty) None.
+Raw = str | bool | list[str] | None
 
 
 def steps_of(form: Form, per_step: int = FIELDS_PER_STEP) -> list[tuple[int, ...]]:
     count = len(form.fields)
     return [tuple(range(start, min(start + per_step, count))) for start in range(0, count, per_step)]
-
-
-def modal_title(request: InputRequest, step: int, steps: int) -> str:
-    suffix = f" ({step}/{steps})" if steps > 1 else ""
-    base = " ".join(request.message.split()) or f"{request.server} asks"
-    return truncate(base, TITLE_LIMIT - len(suffix))[0] + suffix
 
 
 # --- one field --------------------------------------------------------------------------------------
@@ -125,13 +119,10 @@ def field_item(index: int, form_field: FormField, value: Raw | FieldValue | None
 
 
 def read_item(form_field: FormField, component: discord.ui.Item[Any]) -> Raw:
-    """What the person gave in one field: "" (or an empty list) when they left it empty."""
-    if isinstance(component, discord.ui.TextInput):
-        return component.value
-    if not isinstance(component, discord.ui.Select):
-        return ""
-    picked = form_field.picked([str(code) for code in component.values])
-    return "" if picked is None else picked
+    """What the person gave in one field: "" or None when they left it empty."""
+    if isinstance(component, discord.ui.Select):
+        return form_field.picked([str(code) for code in component.values])
+    return component.value if isinstance(component, discord.ui.TextInput) else None
 
 
 # --- the modal --------------------------------------------------------------------------------------
@@ -152,8 +143,10 @@ class InputModal(discord.ui.Modal):
         boot: str,
         submitted: Submitted,
     ) -> None:
+        suffix = f" ({step}/{len(steps)})" if len(steps) > 1 else ""
+        base = " ".join(request.message.split()) or f"{request.server} asks"
         super().__init__(
-            title=modal_title(request, step, len(steps)),
+            title=truncate(base, TITLE_LIMIT - len(suffix))[0] + suffix,
             custom_id=f"nerve:in:m:{request.request_id}:{step}:{boot}",
             timeout=MODAL_TIMEOUT,
         )

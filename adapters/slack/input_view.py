@@ -135,8 +135,7 @@ def request_message(request: InputRequest) -> OutMessage:
 
 def settled_message(request: InputRequest, status: str) -> OutMessage:
     """The message once the request is over: no buttons, and how it ended."""
-    said = cards.ended(request, status)
-    line = said.say() if said is not None else escape_capped(status, 200)
+    line = escape_capped(cards.ended_words(request, status), 200)
     blocks = [*_body(request), context(f"{line} · {_tools(request)}")]
     return OutMessage(text=escape_capped(f"{request.server} asked for input: {line}", 3_000), blocks=blocks)
 
