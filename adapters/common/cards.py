@@ -62,6 +62,12 @@ def ended(request: InputRequest, status: str) -> Line | None:
     return _ENDED.get(status)
 
 
+def ended_words(request: InputRequest, status: str) -> str:
+    """How a request for input ended, in plain words: its line, or the status itself when it has none."""
+    said = ended(request, status)
+    return said.say() if said is not None else status
+
+
 def decided(call: PendingCall) -> Line:
     """One approval call's outcome, naming who decided it."""
     if call.status == "approved":

@@ -67,13 +67,16 @@ RESTARTED = (
 )
 
 
-def errors_text(form: Form, errors: Mapping[str, str]) -> str:
+async def fix(
+    interaction: discord.Interaction[Any], request_id: str, form: Form, errors: Mapping[str, str], step: int
+) -> None:
+    """What needs fixing, to the person alone, and "Fix" to reopen step `step` with what they typed."""
     lines = ["Some answers need fixing:"]
     for form_field in form.fields:
         if form_field.name in errors:
             lines.append(f"• **{plain(form_field.title, 100)}**: {plain(errors[form_field.name], 400)}")
     lines.append("-# **Fix** reopens the form with what you typed.")
-    return "\n".join(lines)
+    await say(interaction, "\n".join(lines), button_view(request_id, ("step", "Fix"), step=step))
 
 
 @dataclass(slots=True)
@@ -254,26 +257,24 @@ class InputFlow:
         draft.values.update(raw)
         shown = Form(fields=tuple(form.fields[i] for i in steps[step - 1]))
         _, errors = check_answer(shown, raw)
+        if not errors:
+            draft.done.add(step)
+            missing = [s for s in range(1, len(steps) + 1) if s not in draft.done]
+            if missing:
+                view = button_view(request.request_id, ("step", "Continue"), step=missing[0])
+                await say(interaction, f"✅ Step {step} of {len(steps)} done.", view)
+                return
+            if not await acknowledge(interaction):
+                return
+            outcome = await answer_input(
+                self.agent, request.request_id, user, Submit(values=dict(draft.values))
+            )
+            errors = outcome.errors
         if errors:
-            draft.done.discard(step)
-            await say(interaction, errors_text(form, errors), self._step_view(request, step, "Fix"))
-            return
-        draft.done.add(step)
-        missing = [s for s in range(1, len(steps) + 1) if s not in draft.done]
-        if missing:
-            view = self._step_view(request, missing[0], "Continue")
-            await say(interaction, f"✅ Step {step} of {len(steps)} done.", view)
-            return
-        if not await acknowledge(interaction):
-            return
-        outcome = await answer_input(self.agent, request.request_id, user, Submit(values=dict(draft.values)))
-        if outcome.errors:
-            wrong = {
-                s for s, at in enumerate(steps, 1) if any(form.fields[i].name in outcome.errors for i in at)
-            }
+            # Wrong answers (this step's, or any the core found in the whole form) reopen their steps.
+            wrong = {s for s, at in enumerate(steps, 1) if any(form.fields[i].name in errors for i in at)}
             draft.done -= wrong
-            first = min(wrong, default=1)
-            await say(interaction, errors_text(form, outcome.errors), self._step_view(request, first, "Fix"))
+            await fix(interaction, request.request_id, form, errors, min(wrong, default=1))
             return
         if not outcome.changed:
             self._forget(request.request_id)
@@ -298,9 +299,6 @@ class InputFlow:
         await say(interaction, RESTARTED, button_view(request_id, ("fill", "Fill in")))
 
     # --- drafts --------------------------------------------------------------------------------------
-
-    def _step_view(self, request: InputRequest, step: int, label: str) -> discord.ui.View:
-        return button_view(request.request_id, ("step", label), step=step)
 
     def _draft(self, request_id: str, user: str) -> Draft:
         key = (request_id, user)

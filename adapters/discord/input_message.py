@@ -101,15 +101,11 @@ def _quoted(text: str) -> str:
     return "\n".join(f"> {line}" for line in plain(text.strip(), MESSAGE_TEXT_LIMIT).splitlines())
 
 
-def _headline(request: InputRequest) -> str:
-    line = cards.asks(request)
-    tools = ", ".join(code(tool, 80) for tool in request.tools[:5]) or "a tool call"
-    return f"{line.icon} **{code(request.server, 80)} {line.words}** (for {tools})"
-
-
 def _body(request: InputRequest) -> list[str]:
     """What the server asked, the same before and after it was answered."""
-    lines = [_headline(request)]
+    line = cards.asks(request)
+    tools = ", ".join(code(tool, 80) for tool in request.tools[:5]) or "a tool call"
+    lines = [f"{line.icon} **{code(request.server, 80)} {line.words}** (for {tools})"]
     if request.refused is not None:
         lines.append(f"-# {plain(request.refused, 600)}")
         return lines

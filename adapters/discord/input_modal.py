@@ -31,12 +31,11 @@ OPTION_LABEL_LIMIT = 100
 PARAGRAPH_FROM = 300
 # An unsubmitted modal is forgotten after this long (seconds).
 MODAL_TIMEOUT = 3600.0
-_YES, _NO = "yes", "no"
 
 FAILED = "Sorry — something went wrong on my side with this form. Please try again."
 
-# What one field gives: text typed, several option values, or yes/no.
-Raw = str | bool | list[str]
+# What one field gives: text typed, several option values, yes/no, or (a select left empty) None.
+Raw = str | bool | list[str] | None
 
 
 def steps_of(form: Form, per_step: int = FIELDS_PER_STEP) -> list[tuple[int, ...]]:
@@ -44,19 +43,7 @@ def steps_of(form: Form, per_step: int = FIELDS_PER_STEP) -> list[tuple[int, ...
     return [tuple(range(start, min(start + per_step, count))) for start in range(0, count, per_step)]
 
 
-def modal_title(request: InputRequest, step: int, steps: int) -> str:
-    suffix = f" ({step}/{steps})" if steps > 1 else ""
-    base = " ".join(request.message.split()) or f"{request.server} asks"
-    return truncate(base, TITLE_LIMIT - len(suffix))[0] + suffix
-
-
 # --- one field --------------------------------------------------------------------------------------
-
-
-def _is_select(form_field: FormField) -> bool:
-    if form_field.kind == "boolean":
-        return True
-    return form_field.kind in ("choice", "choices") and 0 < len(form_field.options) <= OPTIONS_LIMIT
 
 
 def _select(
@@ -64,8 +51,8 @@ def _select(
 ) -> discord.ui.Select[Any]:
     # The options (their codes) `value` picks: a yes/no field's value is True, False or left empty.
     if form_field.kind == "boolean":
-        pairs = [(_YES, "Yes"), (_NO, "No")]
-        chosen = {_YES if value else _NO} if isinstance(value, bool) else set()
+        pairs = [(form_field.YES, "Yes"), (form_field.NO, "No")]
+        chosen = {form_field.YES if value else form_field.NO} if isinstance(value, bool) else set()
     else:
         pairs = [(str(i), label) for i, (_, label) in enumerate(form_field.options)]
         items = list(value) if isinstance(value, list | tuple) else [value]
@@ -116,9 +103,11 @@ def _text_input(
 def field_item(index: int, form_field: FormField, value: Raw | FieldValue | None) -> discord.ui.Label[Any]:
     """One field as a labelled input; `value` is what to pre-fill (None: nothing)."""
     placeholder = truncate(describe_field(form_field), PLACEHOLDER_LIMIT)[0]
+    # Choices past what a select holds are typed instead.
+    few = form_field.kind in ("choice", "choices") and 0 < len(form_field.options) <= OPTIONS_LIMIT
     component: discord.ui.Item[Any] = (
         _select(index, form_field, value, placeholder)
-        if _is_select(form_field)
+        if few or form_field.kind == "boolean"
         else _text_input(index, form_field, value, placeholder)
     )
     description = truncate(" ".join(form_field.description.split()), DESCRIPTION_LIMIT)[0]
@@ -130,18 +119,10 @@ def field_item(index: int, form_field: FormField, value: Raw | FieldValue | None
 
 
 def read_item(form_field: FormField, component: discord.ui.Item[Any]) -> Raw:
-    """What the person gave in one field: "" (or an empty list) when they left it empty."""
-    if isinstance(component, discord.ui.TextInput):
-        return component.value
-    if not isinstance(component, discord.ui.Select):
-        return ""
-    codes = [str(code) for code in component.values]
-    if form_field.kind == "boolean":
-        return True if _YES in codes else False if _NO in codes else ""
-    picked = [value for code in codes if (value := form_field.option_at(code)) is not None]
-    if form_field.kind == "choices":
-        return picked
-    return picked[0] if picked else ""
+    """What the person gave in one field: "" or None when they left it empty."""
+    if isinstance(component, discord.ui.Select):
+        return form_field.picked([str(code) for code in component.values])
+    return component.value if isinstance(component, discord.ui.TextInput) else None
 
 
 # --- the modal --------------------------------------------------------------------------------------
@@ -162,8 +143,10 @@ class InputModal(discord.ui.Modal):
         boot: str,
         submitted: Submitted,
     ) -> None:
+        suffix = f" ({step}/{len(steps)})" if len(steps) > 1 else ""
+        base = " ".join(request.message.split()) or f"{request.server} asks"
         super().__init__(
-            title=modal_title(request, step, len(steps)),
+            title=truncate(base, TITLE_LIMIT - len(suffix))[0] + suffix,
             custom_id=f"nerve:in:m:{request.request_id}:{step}:{boot}",
             timeout=MODAL_TIMEOUT,
         )

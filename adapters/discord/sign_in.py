@@ -32,12 +32,6 @@ DISCONNECT_TEMPLATE = r"nerve:dc:(?P<server>[^\s]{1,90})"
 LISTED = 20  # a message holds at most 5 rows of 5 buttons; one button per row keeps names readable
 
 
-def user_of(person: str) -> int | None:
-    """The Discord user id in a person id (`discord:42` → 42)."""
-    tail = person.rsplit(":", 1)[-1]
-    return int(tail) if tail.isdigit() else None
-
-
 def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, discord.ui.View]:
     """The note and a link button to the sign-in page (a link button: Discord sends us no click)."""
     label = truncate(f"Connect {needed.server}", 80)[0]
@@ -118,10 +112,12 @@ class SignInLinks:
         self.spawn(self._dm(needed), f"discord-sign-in-{needed.server}")
 
     async def _dm(self, needed: SignInNeeded) -> None:
-        user_id = user_of(needed.person)
-        if user_id is None:
+        # The Discord user id ends the person id (`discord:42` → 42).
+        tail = needed.person.rsplit(":", 1)[-1]
+        if not tail.isdigit():
             logger.warning("no Discord user in %r: its sign-in link is not sent", needed.person)
             return
+        user_id = int(tail)
 
         async def send() -> None:
             channel = await self.client.create_dm(discord.Object(id=user_id))

@@ -51,7 +51,7 @@ METADATA_LIMIT = 3_000
 MULTILINE_FROM = 300
 
 _TEXT_INPUTS = {"text": "plain_text_input", "email": "email_text_input", "uri": "url_text_input"}
-_YES, _NO = "true", "false"
+_YES_NO = ((FormField.YES, "Yes"), (FormField.NO, "No"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,8 +135,7 @@ def request_message(request: InputRequest) -> OutMessage:
 
 def settled_message(request: InputRequest, status: str) -> OutMessage:
     """The message once the request is over: no buttons, and how it ended."""
-    said = cards.ended(request, status)
-    line = said.say() if said is not None else escape_capped(status, 200)
+    line = escape_capped(cards.ended_words(request, status), 200)
     blocks = [*_body(request), context(f"{line} · {_tools(request)}")]
     return OutMessage(text=escape_capped(f"{request.server} asked for input: {line}", 3_000), blocks=blocks)
 
@@ -159,11 +158,6 @@ def parse_click(action: dict[str, Any]) -> tuple[InputChoice, str] | None:
 
 def block_id(index: int) -> str:
     return f"field.{index}"
-
-
-def _index(block: str) -> int | None:
-    name, _, number = block.partition(".")
-    return int(number) if name == "field" and number.isdigit() else None
 
 
 def _option(index: int, label: str) -> dict[str, Any]:
@@ -217,7 +211,7 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
         # Yes/No radio buttons rather than one checkbox: a required yes-or-no question must be
         # answerable with "no" (Slack refuses a required checkbox left unticked), and an optional one
         # left alone stays unanswered instead of quietly becoming "no".
-        yes, no = {"text": _plain("Yes", 75), "value": _YES}, {"text": _plain("No", 75), "value": _NO}
+        yes, no = ({"text": _plain(label, 75), "value": code} for code, label in _YES_NO)
         element = {"type": "radio_buttons", "options": [yes, no]}
         if isinstance(default, bool):
             element["initial_option"] = yes if default else no
@@ -227,18 +221,15 @@ def _element(field: FormField) -> tuple[dict[str, Any], str]:
         if len(options) > SELECT_OPTIONS:
             note = f"Only the first {SELECT_OPTIONS} of {len(options)} options can be shown here."
         values = [value for value, _ in field.options][:SELECT_OPTIONS]
-        if kind == "choice":
-            element = {"type": "static_select", "options": shown}
-            if isinstance(default, str) and default in values:
-                element["initial_option"] = shown[values.index(default)]
-        else:
-            element = {"type": "multi_static_select", "options": shown}
-            if field.max_items is not None and field.max_items >= 1:
-                element["max_selected_items"] = field.max_items
-            picked = default if isinstance(default, tuple | list) else ()
-            initial = [shown[values.index(v)] for v in dict.fromkeys(picked) if v in values]
-            if initial:
-                element["initial_options"] = initial
+        picked = default if isinstance(default, tuple | list) else (default,)
+        initial = [shown[values.index(v)] for v in dict.fromkeys(picked) if v in values]
+        element = {"type": "static_select" if kind == "choice" else "multi_static_select", "options": shown}
+        if initial and kind == "choice":
+            element["initial_option"] = initial[0]
+        elif initial:
+            element["initial_options"] = initial
+        if kind == "choices" and field.max_items is not None and field.max_items >= 1:
+            element["max_selected_items"] = field.max_items
     element["action_id"] = "value"
     return element, note
 
@@ -303,10 +294,6 @@ def input_modal(request: InputRequest, place: ModalPlace) -> dict[str, Any]:
 # --- reading a submission --------------------------------------------------------------------------
 
 
-def _value(option: Any) -> Any:
-    return option.get("value") if isinstance(option, dict) else None
-
-
 def _read(form_field: FormField, state: dict[str, Any]) -> Any:
     """One field's submitted value as the shared validator takes it; None when left empty."""
     kind = form_field.kind
@@ -317,14 +304,9 @@ def _read(form_field: FormField, state: dict[str, Any]) -> Any:
         if not isinstance(stamp, int | float) or isinstance(stamp, bool):
             return None
         return datetime.fromtimestamp(stamp, UTC).isoformat().replace("+00:00", "Z")
-    if kind == "boolean":
-        value = _value(state.get("selected_option"))
-        return True if value == _YES else False if value == _NO else None
-    if kind == "choice":
-        return form_field.option_at(_value(state.get("selected_option")))
-    if kind == "choices":
-        picked = [form_field.option_at(_value(o)) for o in state.get("selected_options") or []]
-        return [v for v in picked if v is not None] or None
+    if kind in ("boolean", "choice", "choices"):
+        picked = state.get("selected_options") if kind == "choices" else [state.get("selected_option")]
+        return form_field.picked([o.get("value") if isinstance(o, dict) else None for o in picked or []])
     value = state.get("value")
     return value if isinstance(value, str) and value != "" else None
 
@@ -332,18 +314,12 @@ def _read(form_field: FormField, state: dict[str, Any]) -> Any:
 def read_answer(form: Form, values: Any) -> dict[str, Any]:
     """A submitted modal's `view.state.values` by field name; fields left empty are left out."""
     content: dict[str, Any] = {}
-    if not isinstance(values, dict):
-        return content
-    for block, actions in values.items():
-        index = _index(str(block))
-        if index is None or index >= len(form.fields) or not isinstance(actions, dict):
-            continue
-        state = actions.get("value")
-        if not isinstance(state, dict):
-            continue
-        value = _read(form.fields[index], state)
+    for index, form_field in enumerate(form.fields):
+        actions = values.get(block_id(index)) if isinstance(values, dict) else None
+        state = actions.get("value") if isinstance(actions, dict) else None
+        value = _read(form_field, state) if isinstance(state, dict) else None
         if value is not None:
-            content[form.fields[index].name] = value
+            content[form_field.name] = value
     return content
 
 

@@ -38,11 +38,6 @@ LISTED = 40
 CONNECT_USAGE = "Usage: `/nerve connect NAME` — one of: {names}."
 
 
-def user_of(person: str) -> str:
-    """The Slack user id in a person id (`slack:T123:U456` → `U456`)."""
-    return person.rsplit(":", 1)[-1]
-
-
 def link_message(needed: SignInNeeded, expires_in: float) -> tuple[str, list[dict[str, Any]]]:
     """The private note with the Connect button: (fallback text, blocks)."""
     text = sign_in_note(f"*{escape(needed.server)}*", expires_in)
@@ -127,7 +122,8 @@ class SlackSignIns:
     async def show_link(self, channel: str, thread: str | None, needed: SignInNeeded) -> None:
         # Only ever to its person: never anywhere public instead, where anyone could sign in as them.
         text, blocks = link_message(needed, self.expires_in)
-        await self.poster.tell(channel, user_of(needed.person), text, thread, blocks)
+        # The Slack user id ends the person id (`slack:T123:U456` → `U456`).
+        await self.poster.tell(channel, needed.person.rsplit(":", 1)[-1], text, thread, blocks)
 
     # --- /nerve connections, connect -------------------------------------------------------------
 

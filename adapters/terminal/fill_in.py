@@ -61,12 +61,6 @@ if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the l
     from bot.agent import Agent
 
 
-def _ended(request: InputRequest, status: str) -> str:
-    """How a question ended, in the words of its shared card (the status itself when it has none)."""
-    said = cards.ended(request, status)
-    return shown(said.say() if said is not None else status)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Parked:
     """A parked turn's questions, asked here; `resume`: the turn an answer here let go on, if any."""
@@ -161,7 +155,7 @@ class FillIn:
         who = shown(request.server)
         async with self._one_at_a_time:
             if request.request_id in self._ended:
-                ended = _ended(request, self._ended[request.request_id])
+                ended = shown(cards.ended_words(request, self._ended[request.request_id]))
                 self.console.print(f"[dim]The question from {who} ended before you got to it: {ended}[/dim]")
                 return
             self._current = request.request_id
@@ -199,7 +193,7 @@ class FillIn:
     ) -> Answered | None:
         """Hand the answer over (`values`: a form sent); None (said so) when the request ended or is gone."""
         if (status := self._ended.get(request.request_id)) is not None:
-            ended = _ended(request, status)
+            ended = shown(cards.ended_words(request, status))
             self.console.print(f"[yellow]The question ended meanwhile, so nothing was sent:[/yellow] {ended}")
             return None
         answer = Submit(values=values) if values is not None else ANSWERS[action]

@@ -60,7 +60,7 @@ def coerce(field: FormField, value: object) -> FieldValue | None:
     if field.kind == "choices":
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
-            raise FieldError(_choices_hint(field))
+            raise FieldError(f"Choose {describe_field(field)}.")
         return _pick_several(field, items)
     if isinstance(value, list | tuple) and field.kind == "choice" and len(value) <= 1:
         value = value[0] if value else ""
@@ -99,10 +99,6 @@ def _from_text(field: FormField, text: str) -> FieldValue:
         raise FieldError("Enter an email address, like name@example.com.")
     if kind in _FORMATS:
         return _FORMATS[kind](text)
-    return _text(field, text)
-
-
-def _text(field: FormField, text: str) -> str:
     if field.min_length is not None and len(text) < field.min_length:
         raise FieldError(f"Use at least {characters(field.min_length)} (this has {len(text)}).")
     if field.max_length is not None and len(text) > field.max_length:
@@ -189,7 +185,7 @@ def _pick_several(field: FormField, items: Sequence[str]) -> tuple[str, ...] | N
             if value not in picked:
                 picked.append(value)
     if unknown:
-        raise FieldError(f"Not a choice: {', '.join(unknown)}. {_choices_hint(field)}")
+        raise FieldError(f"Not a choice: {', '.join(unknown)}. Choose {describe_field(field)}.")
     if not picked:
         return None
     if field.min_items is not None and len(picked) < field.min_items:
@@ -197,10 +193,6 @@ def _pick_several(field: FormField, items: Sequence[str]) -> tuple[str, ...] | N
     if field.max_items is not None and len(picked) > field.max_items:
         raise FieldError(f"Choose at most {field.max_items} of: {option_labels(field)}.")
     return tuple(picked)
-
-
-def _choices_hint(field: FormField) -> str:
-    return f"Choose {describe_field(field)}."
 
 
 def _expected(field: FormField) -> str:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 FieldKind = Literal[
     "text", "email", "uri", "date", "date-time", "number", "integer", "boolean", "choice", "choices"
@@ -28,12 +29,22 @@ class FormField:
     options: tuple[tuple[str, str], ...] = ()
     min_items: int | None = None
     max_items: int | None = None
+    # The codes of a yes-or-no select's options, on every surface.
+    YES: ClassVar[str] = "true"
+    NO: ClassVar[str] = "false"
 
-    def option_at(self, code: object) -> str | None:
-        """The value of the option a surface named by its position ("0", "1", …); None for no option."""
-        if not isinstance(code, str) or not code.isdigit() or int(code) >= len(self.options):
-            return None
-        return self.options[int(code)][0]
+    def picked(self, codes: Sequence[object]) -> bool | str | list[str] | None:
+        """What a select's picked options give, by their codes: `YES`/`NO` for yes-or-no, else positions
+        in `options` ("0", "1", …); None when nothing (known) was picked."""
+        if self.kind == "boolean":
+            return True if self.YES in codes else False if self.NO in codes else None
+        count = len(self.options)
+        values = [
+            self.options[int(c)][0] for c in codes if isinstance(c, str) and c.isdigit() and int(c) < count
+        ]
+        if self.kind == "choices":
+            return values or None
+        return values[0] if values else None
 
     def shown(self, value: FieldValue | list[str]) -> str:
         """A value as people read it: labels for choices, yes/no for booleans, numbers as written."""
