@@ -116,9 +116,9 @@ class LinkCalls:
     async def call(self, link: ServerLink, made: Call) -> ToolResult:
         """One call through the server's circuit; a forgotten session (HTTP 404) is renewed once."""
         spec = made.spec
-        ticket = link.circuit.admit()
-        if isinstance(ticket, str):
-            return results.unavailable(spec.server, ticket, latency_ms=made.elapsed())
+        probe = link.circuit.admit()
+        if isinstance(probe, str):
+            return results.unavailable(spec.server, probe, latency_ms=made.elapsed())
         result: ToolResult | None = None
         try:
             stale = link.client
@@ -128,7 +128,7 @@ class LinkCalls:
         finally:
             # A probe call settles the circuit: answered (even with a tool error) means the server is back.
             link.circuit.settle(
-                ticket, answered=None if result is None else result.error_kind != "unavailable"
+                probe, answered=None if result is None else result.error_kind != "unavailable"
             )
         return result
 

@@ -313,7 +313,7 @@ class MCPHost:
                     spec = self._personal.connect_spec(name)
                     self._catalog[spec.name] = spec
         self._prompts, prompt_collisions = prompt_specs(
-            {name: link.prompts for name, link in self._links.items() if link.listed and link.ready}
+            {name: link.prompts for name, link in self._links.items() if link.ready}
         )
         self._warn_once(collision.describe("prompt") for collision in prompt_collisions)
         self._warn_once(
