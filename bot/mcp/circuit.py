@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 CircuitState = Literal["closed", "open", "half_open"]
@@ -22,14 +22,12 @@ class CircuitPolicy:
     open_for: float = 60.0
 
 
-@dataclass(eq=False)
 class Circuit:
-    server: str
-    policy: InitVar[CircuitPolicy | None] = None
-    _: KW_ONLY
-    clock: Callable[[], float] = time.monotonic
-
-    def __post_init__(self, policy: CircuitPolicy | None) -> None:
+    def __init__(
+        self, server: str, policy: CircuitPolicy | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.server = server
+        self.clock = clock
         self._policy = policy or CircuitPolicy()
         self._failures: deque[float] = deque()
         self._opened_at: float | None = None

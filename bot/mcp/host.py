@@ -155,7 +155,7 @@ class MCPHost:
         """Servers that are not connected right now, with the reason (for operators, not the model)."""
         found = []
         for name, link in self._links.items():  # a ready link has attempted, and has no problem
-            if not link.attempted.is_set():
+            if not link.attempted:
                 found.append((name, STILL_STARTING))
             elif link.problem is not None:
                 see_log = "; see the log for its stderr" if link.stderr_seen else ""
@@ -175,9 +175,9 @@ class MCPHost:
 
     def starting(self) -> list[str]:
         """Servers still making their first attempt: their tools are not offered yet."""
-        found = [name for name, link in self._links.items() if not link.attempted.is_set()]
+        found = [name for name, link in self._links.items() if not link.attempted]
         if self._personal is not None:
-            found.extend(name for name, link in self._personal.catalog.items() if not link.attempted.is_set())
+            found.extend(name for name, link in self._personal.catalog.items() if not link.attempted)
         return found
 
     def list_tools(self) -> list[ToolSpec]:

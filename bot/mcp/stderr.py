@@ -40,8 +40,7 @@ class StderrTap:
 
     async def pump(self) -> None:
         """Log lines until the child and everyone sharing the pipe have closed it."""
-        if self._read_fd is None:
-            return
+        assert self._read_fd is not None, "pumped once, before close()"
         pipe = os.fdopen(self._read_fd, "rb", buffering=0)
         self._read_fd = None
         loop = asyncio.get_running_loop()
