@@ -121,10 +121,9 @@ class MCPHost:
                 graced = True
                 now = loop.time()
                 deadline = min(deadline, now + max(grace, now - began))
-            change = self._change
             try:
                 async with asyncio.timeout_at(deadline):
-                    await change.wait()
+                    await self._change.wait()
             except TimeoutError:
                 return
 

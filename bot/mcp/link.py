@@ -147,10 +147,9 @@ class ServerLink:
         while self.client is None:
             if self._stopping or self.failed_attempts > failures or (self.retry_at or 0.0) > deadline:
                 return None
-            changed = self._changed
             try:
                 async with asyncio.timeout_at(deadline):
-                    await changed.wait()
+                    await self._changed.wait()
             except TimeoutError:
                 return None
         return self.client
