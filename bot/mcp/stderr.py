@@ -28,8 +28,7 @@ class StderrTap:
 
     def close_writer(self) -> None:
         """Drop our copy of the write end once the child holds its own, so its exit reads as EOF."""
-        if not self.writer.closed:
-            self.writer.close()
+        self.writer.close()  # a no-op once closed
 
     def close(self) -> None:
         """Release both ends; for a pump that never ran."""
