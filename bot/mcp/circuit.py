@@ -32,7 +32,6 @@ class Circuit:
         self._failures: deque[float] = deque()
         self._opened_at: float | None = None
         self._probing = False
-        self.times_opened = 0
 
     @property
     def state(self) -> CircuitState:
@@ -84,4 +83,3 @@ class Circuit:
     def _open(self) -> None:
         self._opened_at = self.clock()
         self._failures.clear()
-        self.times_opened += 1
