@@ -47,7 +47,7 @@ from bench.payload_server import payload, report_id
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
-from bot.mcp.servers_file import load_servers
+from bot.mcp.servers_file import load_mcp_config
 from bot.model.client import OpenAILLM
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.store.sqlite import SQLiteStore
@@ -204,7 +204,7 @@ def _trailing_tool_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str
 
 def seed_servers(env_delay_ms: int = 0, geo_delay_ms: int = 0) -> dict[str, ServerConfig]:
     """The seed servers exactly as `mcp.json` configures them, with the benchmark's call delays."""
-    servers = load_servers(ROOT / "mcp.json", platforms=PLATFORMS)
+    servers = load_mcp_config(ROOT / "mcp.json", platforms=PLATFORMS).servers
     delays = {
         "env-query": ("ENV_QUERY_DELAY_MS", env_delay_ms),
         "geo-simulator": ("GEO_SIMULATOR_DELAY_MS", geo_delay_ms),

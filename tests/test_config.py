@@ -14,7 +14,7 @@ import pytest
 from adapters.platforms import PLATFORMS
 from bot.config import Settings
 from bot.errors import ConfigError
-from bot.mcp.servers_file import load_mcp_config, load_servers
+from bot.mcp.servers_file import load_mcp_config
 from bot.policy.scopes import Place, Rule, Scopes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def write(tmp_path: Path, content: dict[str, Any] | str, name: str = "mcp.json")
 
 def config_error(path: Path, environ: dict[str, str] | None = None) -> str:
     with pytest.raises(ConfigError) as caught:
-        load_servers(path, environ if environ is not None else {}, platforms=PLATFORMS)
+        load_mcp_config(path, environ if environ is not None else {}, platforms=PLATFORMS)
     return str(caught.value)
 
 
@@ -62,7 +62,9 @@ def test_every_documented_example_loads_with_exactly_the_environment_it_document
     documented = DOCUMENTED_VARIABLE.findall(prose)
     assert set(USED_VARIABLE.findall(block)) == set(documented), "document every variable used"
     path = write(tmp_path, block)
-    servers = load_servers(path, {name: "secret-value" for name in documented}, platforms=PLATFORMS)
+    servers = load_mcp_config(
+        path, {name: "secret-value" for name in documented}, platforms=PLATFORMS
+    ).servers
     assert servers
     for name in documented:
         assert name in config_error(path)  # without the documented variable, the error says which
@@ -71,9 +73,9 @@ def test_every_documented_example_loads_with_exactly_the_environment_it_document
 @pytest.mark.parametrize("index", range(len(documented_examples())))
 def test_every_documented_command_runs_on_a_fresh_clone(tmp_path, index):
     block, _, page = documented_examples()[index]
-    servers = load_servers(
+    servers = load_mcp_config(
         write(tmp_path, block), {n: "x" for n in USED_VARIABLE.findall(block)}, platforms=PLATFORMS
-    )
+    ).servers
     for name, server in servers.items():
         if server.command is None:
             continue
@@ -88,7 +90,7 @@ def test_every_documented_command_runs_on_a_fresh_clone(tmp_path, index):
 
 
 def test_the_vs_code_form_loads_like_the_claude_desktop_form(tmp_path):
-    vs_code = load_servers(
+    vs_code = load_mcp_config(
         write(
             tmp_path,
             {
@@ -103,8 +105,8 @@ def test_the_vs_code_form_loads_like_the_claude_desktop_form(tmp_path):
         ),
         {},
         platforms=PLATFORMS,
-    )
-    desktop = load_servers(
+    ).servers
+    desktop = load_mcp_config(
         write(
             tmp_path,
             {
@@ -118,7 +120,7 @@ def test_the_vs_code_form_loads_like_the_claude_desktop_form(tmp_path):
         ),
         {},
         platforms=PLATFORMS,
-    )
+    ).servers
     assert {name: s.kind for name, s in vs_code.items()} == {
         "local": "stdio",
         "remote": "streamable-http",
@@ -132,7 +134,7 @@ def test_type_streamable_http_is_accepted_as_cursor_writes_it(tmp_path):
     path = write(
         tmp_path, {"mcpServers": {"r": {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp"}}}
     )
-    assert load_servers(path, {}, platforms=PLATFORMS)["r"].kind == "streamable-http"
+    assert load_mcp_config(path, {}, platforms=PLATFORMS).servers["r"].kind == "streamable-http"
 
 
 @pytest.mark.parametrize(
@@ -161,7 +163,7 @@ def test_disabled_true_on_an_entry_leaves_that_server_out_even_with_its_variable
             }
         },
     )
-    assert list(load_servers(path, {}, platforms=PLATFORMS)) == ["on"]
+    assert list(load_mcp_config(path, {}, platforms=PLATFORMS).servers) == ["on"]
 
 
 def test_a_top_level_disabled_list_leaves_those_servers_out(tmp_path):
@@ -169,7 +171,7 @@ def test_a_top_level_disabled_list_leaves_those_servers_out(tmp_path):
         tmp_path,
         {"servers": {"a": {"command": "python"}, "b": {"command": "python"}}, "disabled": ["b"]},
     )
-    assert list(load_servers(path, {}, platforms=PLATFORMS)) == ["a"]
+    assert list(load_mcp_config(path, {}, platforms=PLATFORMS).servers) == ["a"]
 
 
 def test_a_disabled_list_naming_no_configured_server_is_an_error_naming_it(tmp_path):
@@ -252,7 +254,9 @@ def test_env_variables_in_vs_code_syntax_are_expanded(tmp_path):
         tmp_path,
         {"servers": {"r": {"type": "http", "url": "https://x/mcp", "headers": {"A": "Bearer ${env:TOKEN}"}}}},
     )
-    assert load_servers(path, {"TOKEN": "t0k"}, platforms=PLATFORMS)["r"].headers == {"A": "Bearer t0k"}
+    assert load_mcp_config(path, {"TOKEN": "t0k"}, platforms=PLATFORMS).servers["r"].headers == {
+        "A": "Bearer t0k"
+    }
     assert "TOKEN is not set" in config_error(path)
 
 
@@ -270,7 +274,10 @@ def test_an_env_file_is_read_relative_to_the_servers_file_and_env_entries_win(tm
         tmp_path / "conf",
         {"servers": {"s": {"command": "python", "envFile": "server.env", "env": {"REGION": "us"}}}},
     )
-    assert load_servers(path, {}, platforms=PLATFORMS)["s"].env == {"API_KEY": "from-file", "REGION": "us"}
+    assert load_mcp_config(path, {}, platforms=PLATFORMS).servers["s"].env == {
+        "API_KEY": "from-file",
+        "REGION": "us",
+    }
 
 
 def test_a_missing_env_file_is_an_error_naming_the_server_and_field(tmp_path):
@@ -281,7 +288,7 @@ def test_a_missing_env_file_is_an_error_naming_the_server_and_field(tmp_path):
 
 def test_vs_code_dev_settings_are_accepted_and_a_misspelt_field_is_still_an_error(tmp_path):
     ok = write(tmp_path, {"servers": {"s": {"command": "python", "dev": {"watch": "src/**/*.py"}}}})
-    assert list(load_servers(ok, {}, platforms=PLATFORMS)) == ["s"]
+    assert list(load_mcp_config(ok, {}, platforms=PLATFORMS).servers) == ["s"]
     bad = write(tmp_path, {"servers": {"s": {"command": "python", "argz": []}}}, "bad.json")
     assert "server 's' field 'argz'" in config_error(bad)
 
@@ -303,7 +310,7 @@ def test_approval_is_writes_unless_the_server_or_a_tool_says_otherwise(tmp_path)
             }
         },
     )
-    servers = load_servers(path, {}, platforms=PLATFORMS)
+    servers = load_mcp_config(path, {}, platforms=PLATFORMS).servers
     assert servers["plain"].approval == "writes"
     assert servers["fs"].approval == "never"
     assert servers["fs"].tools["delete_file"].approval == "always"

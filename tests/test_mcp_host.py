@@ -25,7 +25,7 @@ from bot.mcp.catalog import ListedTool, build_catalog, clean_schema, sanitize_na
 from bot.mcp.host import MCPHost
 from bot.mcp.results import classify_error, from_call_result
 from bot.mcp.server_config import ServerConfig, ToolOverride
-from bot.mcp.servers_file import load_servers
+from bot.mcp.servers_file import load_mcp_config
 from bot.seams import ToolHost
 from tests.ports import unused_port
 
@@ -77,7 +77,7 @@ SHARED = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def shared():
-    servers = load_servers(ROOT / "mcp.json", platforms=PLATFORMS)
+    servers = load_mcp_config(ROOT / "mcp.json", platforms=PLATFORMS).servers
     servers["alpha"] = kit_server(
         "alpha",
         timeout=7,

@@ -25,7 +25,7 @@ from adapters.terminal.views import reply_as_json
 from bot.agent import Agent, AgentConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
-from bot.mcp.servers_file import load_servers
+from bot.mcp.servers_file import load_mcp_config
 from bot.model.client import OpenAILLM
 from bot.policy.scopes import Place, Rule, Scopes, place_id
 from bot.types import ConversationKey, Incoming, ToolSpec
@@ -137,7 +137,8 @@ async def test_a_trusted_servers_read_only_tool_still_runs_at_once_and_the_shipp
     assert answer.approval is None and answer.text == "5"
     assert ran(log) == [("calc", "add", {"a": 2, "b": 3})]
     assert all(
-        server.trust_annotations for server in load_servers(ROOT / "mcp.json", platforms=PLATFORMS).values()
+        server.trust_annotations
+        for server in load_mcp_config(ROOT / "mcp.json", platforms=PLATFORMS).servers.values()
     )
 
 

@@ -17,7 +17,7 @@ from adapters.platforms import PLATFORMS
 from bot.mcp.catalog import ListedTool, build_catalog
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride
-from bot.mcp.servers_file import load_servers
+from bot.mcp.servers_file import load_mcp_config
 from bot.policy.approval import ToolHints, definition_hash
 from bot.types import ToolSpec
 from tests.mcp_servers.trust import APPEND_DESCRIPTIONS
@@ -195,13 +195,15 @@ def test_the_definition_hash_ignores_our_own_description_override_and_the_mode_i
 
 
 def test_our_seed_servers_are_configured_with_the_default_mode():
-    servers = load_servers(ROOT / "mcp.json", platforms=PLATFORMS)
+    servers = load_mcp_config(ROOT / "mcp.json", platforms=PLATFORMS).servers
     assert {name: s.approval for name, s in servers.items()} == {name: "writes" for name in servers}
 
 
 @SHARED
 async def test_the_seed_servers_declare_their_tools_read_only_so_the_seed_question_runs_at_once():
-    async with MCPHost(load_servers(ROOT / "mcp.json", platforms=PLATFORMS), default_timeout=10.0) as host:
+    async with MCPHost(
+        load_mcp_config(ROOT / "mcp.json", platforms=PLATFORMS).servers, default_timeout=10.0
+    ) as host:
         async with asyncio.timeout(60):
             await host.wait_until_ready()
         specs = {s.name: s for s in host.list_tools()}

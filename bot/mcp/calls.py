@@ -39,18 +39,18 @@ _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 0.25
 class CallTimer:
     """Moves one call's cancel-scope deadline as the call progresses."""
 
-    def __init__(self, *, idle: float, most: float, spent: float = 0.0) -> None:
+    def __init__(self, scope: anyio.CancelScope, *, idle: float, most: float, spent: float = 0.0) -> None:
+        self.scope = scope
         self._idle = idle
         self._most = most
         # The server's own time so far (seconds), not counting time spent waiting for people.
         self._spent = spent
         self._since = time.monotonic()
         self._asking = 0
-        self.scope: anyio.CancelScope | None = None
 
     def restart(self) -> None:
         """Progress or an answer arrived: the idle timeout starts again, within the overall bound."""
-        if self.scope is None or self._asking:
+        if self._asking:
             return
         self.scope.deadline = anyio.current_time() + max(0.0, min(self._idle, self._most - self._working()))
 
@@ -69,8 +69,7 @@ class CallTimer:
             if not self._asking:
                 self._spent += time.monotonic() - self._since
             self._asking += 1
-            if self.scope is not None:
-                self.scope.deadline = math.inf
+            self.scope.deadline = math.inf
             try:
                 return await ask(draft)
             finally:
@@ -116,9 +115,9 @@ class LinkCalls:
     async def call(self, link: ServerLink, made: Call) -> ToolResult:
         """One call through the server's circuit; a forgotten session (HTTP 404) is renewed once."""
         spec = made.spec
-        ticket = link.circuit.admit()
-        if isinstance(ticket, str):
-            return results.unavailable(spec.server, ticket, latency_ms=made.elapsed())
+        probe = link.circuit.admit()
+        if isinstance(probe, str):
+            return results.unavailable(spec.server, probe, latency_ms=made.elapsed())
         result: ToolResult | None = None
         try:
             stale = link.client
@@ -128,7 +127,7 @@ class LinkCalls:
         finally:
             # A probe call settles the circuit: answered (even with a tool error) means the server is back.
             link.circuit.settle(
-                ticket, answered=None if result is None else result.error_kind != "unavailable"
+                probe, answered=None if result is None else result.error_kind != "unavailable"
             )
         return result
 
@@ -162,12 +161,12 @@ class LinkCalls:
             still = self.still_offered(spec) if spec.definition_hash else spec
             if isinstance(still, ToolResult):
                 return replace(still, latency_ms=elapsed())
-        timer = CallTimer(idle=spec.timeout, most=self.max_call_seconds, spent=elapsed() / 1000)
+        scope = anyio.CancelScope()
+        timer = CallTimer(scope, idle=spec.timeout, most=self.max_call_seconds, spent=elapsed() / 1000)
         context = timer.watch(made.context or CallContext(tool=name, owner=""))
         try:
             # Leaving the scope on timeout cancels the request, which sends notifications/cancelled.
-            with anyio.CancelScope() as scope, link.callers.running(context):
-                timer.scope = scope
+            with scope, link.callers.running(context):
                 timer.restart()
                 on_progress = timer.progress_callback(context)
                 if (context.park or context.resume) and client.protocol_version in MODERN_PROTOCOL_VERSIONS:

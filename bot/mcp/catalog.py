@@ -159,21 +159,20 @@ def build_catalog(
 ) -> tuple[dict[str, ToolSpec], list[Collision]]:
     """Every enabled tool under the name the model will use, in config order, and the collisions."""
     enabled = [
-        (server, tool, override)
+        (server, tool, override, config)
         for server, config in servers.items()
         for tool in listings.get(server, ())
         if (override := config.tools.get(tool.name, ToolOverride())).enabled
     ]
     names, collisions = unique_names(
-        [(server, tool.name) for server, tool, _ in enabled], clean=sanitize_name, separator=PREFIX_SEPARATOR
+        [(server, tool.name) for server, tool, *_ in enabled], clean=sanitize_name, separator=PREFIX_SEPARATOR
     )
 
     catalog: dict[str, ToolSpec] = {}
-    for server, tool, override in enabled:
+    for server, tool, override, config in enabled:
         name = names[(server, tool.name)]
         if name != tool.name:
             logger.info("tool %r of server %r is offered as %r", tool.name, server, name)
-        config = servers[server]
         catalog[name] = ToolSpec(
             name=name,
             description=override.description

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 CircuitState = Literal["closed", "open", "half_open"]
@@ -22,26 +22,16 @@ class CircuitPolicy:
     open_for: float = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class Ticket:
-    """Leave to make one call; `probe` when it is the one call that decides a half-open circuit."""
-
-    probe: bool
-
-
-@dataclass(eq=False)
 class Circuit:
-    server: str
-    policy: InitVar[CircuitPolicy | None] = None
-    _: KW_ONLY
-    clock: Callable[[], float] = time.monotonic
-
-    def __post_init__(self, policy: CircuitPolicy | None) -> None:
+    def __init__(
+        self, server: str, policy: CircuitPolicy | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.server = server
+        self.clock = clock
         self._policy = policy or CircuitPolicy()
         self._failures: deque[float] = deque()
         self._opened_at: float | None = None
         self._probing = False
-        self.times_opened = 0
 
     @property
     def state(self) -> CircuitState:
@@ -51,21 +41,22 @@ class Circuit:
             return "open"
         return "half_open"
 
-    def admit(self) -> Ticket | str:
-        """A ticket for the call, or why it may not be made (a sentence for people)."""
+    def admit(self) -> bool | str:
+        """Leave to make the call, True when it is the probe (the one call that decides a half-open
+        circuit); or why it may not be made (a sentence for people)."""
         state = self.state
         if state == "closed":
-            return Ticket(probe=False)
+            return False
         if state == "half_open" and not self._probing:
             self._probing = True
-            return Ticket(probe=True)
+            return True
         return (
             f"{self.server} is failing repeatedly; nerve paused calls to it for {self._policy.open_for:g} s"
         )
 
-    def settle(self, ticket: Ticket, *, answered: bool | None) -> None:
+    def settle(self, probe: bool, *, answered: bool | None) -> None:
         """How an admitted call ended (None: cancelled); only a probe's outcome changes the state."""
-        if not ticket.probe:
+        if not probe:
             return
         self._probing = False
         if answered is None:
@@ -78,12 +69,11 @@ class Circuit:
 
     def record_failure(self) -> None:
         """The server crashed or failed to start."""
+        if (state := self.state) != "closed":
+            if state == "half_open":
+                self._open()
+            return
         now = self.clock()
-        if self.state == "half_open":
-            self._open()
-            return
-        if self.state == "open":
-            return
         self._failures.append(now)
         while self._failures and now - self._failures[0] > self._policy.window:
             self._failures.popleft()
@@ -93,4 +83,3 @@ class Circuit:
     def _open(self) -> None:
         self._opened_at = self.clock()
         self._failures.clear()
-        self.times_opened += 1

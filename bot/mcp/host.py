@@ -121,10 +121,9 @@ class MCPHost:
                 graced = True
                 now = loop.time()
                 deadline = min(deadline, now + max(grace, now - began))
-            change = self._change
             try:
                 async with asyncio.timeout_at(deadline):
-                    await change.wait()
+                    await self._change.wait()
             except TimeoutError:
                 return
 
@@ -155,7 +154,7 @@ class MCPHost:
         """Servers that are not connected right now, with the reason (for operators, not the model)."""
         found = []
         for name, link in self._links.items():  # a ready link has attempted, and has no problem
-            if not link.attempted.is_set():
+            if not link.attempted:
                 found.append((name, STILL_STARTING))
             elif link.problem is not None:
                 see_log = "; see the log for its stderr" if link.stderr_seen else ""
@@ -175,9 +174,9 @@ class MCPHost:
 
     def starting(self) -> list[str]:
         """Servers still making their first attempt: their tools are not offered yet."""
-        found = [name for name, link in self._links.items() if not link.attempted.is_set()]
+        found = [name for name, link in self._links.items() if not link.attempted]
         if self._personal is not None:
-            found.extend(name for name, link in self._personal.catalog.items() if not link.attempted.is_set())
+            found.extend(name for name, link in self._personal.catalog.items() if not link.attempted)
         return found
 
     def list_tools(self) -> list[ToolSpec]:
@@ -313,7 +312,7 @@ class MCPHost:
                     spec = self._personal.connect_spec(name)
                     self._catalog[spec.name] = spec
         self._prompts, prompt_collisions = prompt_specs(
-            {name: link.prompts for name, link in self._links.items() if link.listed and link.ready}
+            {name: link.prompts for name, link in self._links.items() if link.ready}
         )
         self._warn_once(collision.describe("prompt") for collision in prompt_collisions)
         self._warn_once(

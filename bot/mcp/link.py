@@ -88,8 +88,7 @@ class ServerLink:
         self._challenged = False
         # The server wrote to stderr during the last attempt (the lines are in the log, not here).
         self.stderr_seen = False
-        # asyncio (not anyio) events: a host may be built before the event loop runs.
-        self.attempted = asyncio.Event()
+        # An asyncio (not anyio) event: a host may be built before the event loop runs.
         self._changed = asyncio.Event()
         # Start-up attempts that never got as far as listing tools; calls waiting on a restart watch it.
         self.failed_attempts = 0
@@ -122,6 +121,11 @@ class ServerLink:
     def ready(self) -> bool:
         return self.client is not None
 
+    @property
+    def attempted(self) -> bool:
+        """Whether an attempt has ended or succeeded: until then there is neither a client nor a problem."""
+        return self.client is not None or self.problem is not None
+
     def stop(self) -> None:
         """Ask `run()` to close the client and return; safe to call before it started."""
         self._stopping = True
@@ -143,10 +147,9 @@ class ServerLink:
         while self.client is None:
             if self._stopping or self.failed_attempts > failures or (self.retry_at or 0.0) > deadline:
                 return None
-            changed = self._changed
             try:
                 async with asyncio.timeout_at(deadline):
-                    await changed.wait()
+                    await self._changed.wait()
             except TimeoutError:
                 return None
         return self.client
@@ -187,7 +190,6 @@ class ServerLink:
                 metrics.server_up(self.name, False)
                 self.client = None
                 self.problem = reason
-                self.attempted.set()
                 self._notify()
                 if self.sign_in is not None and self.personal:
                     logger.info("MCP server %r waits for %s to sign in", self.name, self.sign_in.person)
@@ -376,7 +378,6 @@ class ServerLink:
         self._connected = True
         metrics.server_up(self.name, True)
         self.stderr_seen = False
-        self.attempted.set()
         logger.info(
             "MCP server %r ready in %.0f ms: %d tools, protocol %s",
             self.name,

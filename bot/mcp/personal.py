@@ -78,8 +78,7 @@ class PersonalServers:
             return await self._sign_in(spec.server, person)
         await self._drop_if_stale(spec.server, person)
         link = self._open(spec.server, person)
-        if link.client is None:
-            await link.wait_ready(within=spec.timeout)
+        await link.wait_ready(within=spec.timeout)
         if (needed := link.sign_in) is not None:
             await self.forget(spec.server, person)
             return ToolResult(content="", needs_sign_in=needed)

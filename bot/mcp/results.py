@@ -9,6 +9,7 @@ import contextlib
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 from mcp_types import (
     AudioContent,
@@ -113,14 +114,8 @@ def from_call_result(result: CallToolResult, *, latency_ms: float) -> ToolResult
         kind, retry_after = classify_error(text)
         # A server's validation message may quote the whole bad value back.
         content = shorten_runs(text) if kind == "arguments" else text
-        return ToolResult(
-            content=content,
-            detail=_SDK_PREFIX.sub("", content, count=1),
-            is_error=True,
-            error_kind=kind,
-            retry_after=retry_after,
-            latency_ms=latency_ms,
-        )
+        failure = _error(kind, content, _SDK_PREFIX.sub("", content, count=1), latency_ms)
+        return replace(failure, retry_after=retry_after)
     structured = result.structured_content
     content = join_content(result.content)
     if structured is not None:

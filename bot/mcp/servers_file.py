@@ -109,13 +109,6 @@ def _describe_validation_error(path: Path, error: ValidationError) -> str:
     return f"{path}: " + "; ".join(problems)
 
 
-def load_servers(
-    path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
-) -> dict[str, ServerConfig]:
-    """The active servers of the servers file (see `load_mcp_config`)."""
-    return load_mcp_config(path, environ, platforms=platforms).servers
-
-
 def load_mcp_config(
     path: Path, environ: Mapping[str, str] | None = None, *, platforms: Platforms
 ) -> McpConfig:

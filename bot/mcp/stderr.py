@@ -28,8 +28,7 @@ class StderrTap:
 
     def close_writer(self) -> None:
         """Drop our copy of the write end once the child holds its own, so its exit reads as EOF."""
-        if not self.writer.closed:
-            self.writer.close()
+        self.writer.close()  # a no-op once closed
 
     def close(self) -> None:
         """Release both ends; for a pump that never ran."""
@@ -40,8 +39,7 @@ class StderrTap:
 
     async def pump(self) -> None:
         """Log lines until the child and everyone sharing the pipe have closed it."""
-        if self._read_fd is None:
-            return
+        assert self._read_fd is not None, "pumped once, before close()"
         pipe = os.fdopen(self._read_fd, "rb", buffering=0)
         self._read_fd = None
         loop = asyncio.get_running_loop()
