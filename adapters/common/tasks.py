@@ -11,18 +11,19 @@ logger = logging.getLogger(__name__)
 
 
 class Spawn(Protocol):
-    """Runs a coroutine as a task the front end owns; `name` names the task where it is shown."""
+    """Runs a coroutine as a task the front end owns; `name` names the task where it is shown. What the
+    coroutine returns is dropped: the task is owned for its effects."""
 
-    def __call__(self, work: Coroutine[Any, Any, None], name: str | None = None, /) -> None: ...
+    def __call__(self, work: Coroutine[Any, Any, object], name: str | None = None, /) -> object: ...
 
 
 class Owned:
     """A front end's running tasks (its turns and what they set off)."""
 
     def __init__(self) -> None:
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[asyncio.Task[object]] = set()
 
-    def spawn(self, work: Coroutine[Any, Any, None], name: str | None = None) -> asyncio.Task[None]:
+    def spawn(self, work: Coroutine[Any, Any, object], name: str | None = None) -> asyncio.Task[object]:
         task = asyncio.create_task(work, name=name)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

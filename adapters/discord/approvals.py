@@ -351,12 +351,9 @@ class ApprovalFlow:
         except Exception:
             logger.exception("answering the messages that waited in %s failed", key)
 
-    async def sweep(self) -> None:
-        """Requests past their expiry go on without the calls nobody approved (or the answers nobody gave)."""
-        await self.desk.sweep()
-
     def sweep_soon(self) -> None:
-        self.spawn(self.sweep(), "discord-approval-sweep")
+        """Requests past their expiry go on without the calls nobody approved (or the answers nobody gave)."""
+        self.spawn(self.desk.sweep(), "discord-approval-sweep")
 
 
 @dataclass

@@ -102,11 +102,12 @@ class NerveDiscordBot(discord.Client):
         order = ConversationOrder()
         # This client's tasks: `drain` waits for them, `close` cancels them (a job's goes back to the queue).
         self.owned = Owned()
+        spawn = self.owned.spawn
         self._tasks = self.owned.tasks
         # Set by `drain` (SIGTERM): deliveries are claimed and kept for the next start, not answered.
         self.stopping = False
         # Where turns run: jobs any process takes (PostgreSQL), else tasks here.
-        self._launch = Launcher(jobs, self._spawn, PLATFORM)
+        self._launch = Launcher(jobs, spawn, PLATFORM)
         self._clients = clients or CurrentClient()
         # Claimed and queued one at a time per conversation, so its jobs are in the order people wrote.
         self._intake = ConversationOrder()
@@ -114,7 +115,7 @@ class NerveDiscordBot(discord.Client):
         self._recorded = Recorded(agent, PLATFORM, self._launch, self._left_over, noun="Discord delivery")
         # Per-person sign-in: the Connect links, /connections, /connect and their Disconnect buttons.
         self.sign_in_links = SignInLinks(
-            self, getattr(agent, "connections", None), self._spawn, expires_in=settings.nerve_sign_in_timeout
+            self, getattr(agent, "connections", None), spawn, expires_in=settings.nerve_sign_in_timeout
         )
         self.approval_flow = ApprovalFlow(
             agent=agent,
@@ -122,7 +123,7 @@ class NerveDiscordBot(discord.Client):
             guard=self.guard,
             order=order,
             post=lambda key, reply, reply_to: self.answers.post_to_conversation(key, reply, reply_to),
-            spawn=self._spawn,
+            spawn=spawn,
             launch=self._launch,
             progress_for=lambda key: TurnLinks(self.sign_in_links).watch(
                 self.input_flow.sink(no_progress, self.answers.where_of(key))
@@ -131,7 +132,7 @@ class NerveDiscordBot(discord.Client):
         self.input_flow = InputFlow(
             agent=agent,
             client=self,
-            spawn=self._spawn,
+            spawn=spawn,
             resume=self.approval_flow.resume_later,
             sweep=self.approval_flow.sweep_soon,
         )
@@ -162,8 +163,8 @@ class NerveDiscordBot(discord.Client):
         self.add_dynamic_items(ApprovalButton, InputButton)
         await self._sync_commands()
         self._clients.use(self)
-        self._spawn(self._recover(), "discord-recover")
-        self._spawn(sweep_forever(self.sweep, self.approval_sweep_every), SWEEPER_TASK)
+        self.owned.spawn(self._recover(), "discord-recover")
+        self.owned.spawn(sweep_forever(self.sweep, self.approval_sweep_every), SWEEPER_TASK)
 
     async def on_ready(self) -> None:
         """Say as whom nerve is connected (again after a new session, which may follow an outage)."""
@@ -206,15 +207,12 @@ class NerveDiscordBot(discord.Client):
         await asyncio.gather(*tasks, return_exceptions=True)
         await super().close()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
-        self.owned.spawn(coro, name)
-
     async def _recover(self) -> None:
         """At start-up: answer the deliveries left unfinished (with jobs, those no job holds)."""
 
         def answer(event_id: str, job: Job) -> None:
             logger.info("answering %s left unfinished before the restart as a channel message", event_id)
-            self._spawn(self.answers.answer(job), f"discord-recover-{event_id}")
+            self.owned.spawn(self.answers.answer(job), f"discord-recover-{event_id}")
 
         await self._recorded.recover(answer)
         await self.approval_flow.desk.recover()

@@ -148,10 +148,7 @@ class InputFlow:
 
     def _settle(self, request: InputRequest, status: str, at: tuple[int, int] | None = None) -> None:
         """Take the buttons off the request's message (here, at `at`, or as stored) and say how it ended."""
-        self.spawn(self._settle_now(request, status, at), f"discord-input-done-{request.request_id}")
-
-    async def _settle_now(self, request: InputRequest, status: str, at: tuple[int, int] | None) -> None:
-        await self._settled.settle(request, status, at)
+        self.spawn(self._settled.settle(request, status, at), f"discord-input-done-{request.request_id}")
 
     async def _edit(self, where: tuple[int, int], request: InputRequest, status: str) -> bool:
         partial = self.client.get_partial_messageable(where[0]).get_partial_message(where[1])

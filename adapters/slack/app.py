@@ -81,10 +81,11 @@ class SlackBot:
         self.settings = settings
         self.client = client = client or make_client(settings)
         self._poster = Poster(client, pace=pace)
+        self._owned = Owned()
         # Feedback buttons only where clicks can be kept: the store, when it keeps feedback.
         self._feedback = feedback or (agent.inbox if isinstance(agent.inbox, FeedbackStore) else None)
         self._sign_ins = SlackSignIns(
-            agent.connections, self._poster, self.spawn, expires_in=settings.nerve_sign_in_timeout
+            agent.connections, self._poster, self._owned.spawn, expires_in=settings.nerve_sign_in_timeout
         )
         self._turns = TurnRunner(
             agent,
@@ -94,14 +95,13 @@ class SlackBot:
             feedback=self._feedback is not None,
             watch=self._sign_ins.watch,
         )
-        self._owned = Owned()
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
-        self._launch = jobs_runtime.Launcher(jobs, self.spawn, PLATFORM)
-        self._intake = Intake(agent, settings, self._launch, self._turns.run, self.spawn)
+        self._launch = jobs_runtime.Launcher(jobs, self._owned.spawn, PLATFORM)
+        self._intake = Intake(agent, settings, self._launch, self._turns.run, self._owned.spawn)
         self._desk = AskDesk(
-            agent, PLATFORM, SlackApprovals(self._poster), self._turns, self._launch, self.spawn
+            agent, PLATFORM, SlackApprovals(self._poster), self._turns, self._launch, self._owned.spawn
         )
-        self._inputs = InputClicks(agent, self._poster, self._desk.go_on, self.spawn)
+        self._inputs = InputClicks(agent, self._poster, self._desk.go_on, self._owned.spawn)
         self._recorded = Recorded(agent, PLATFORM, self._launch, self._left_over, noun="Slack event")
         self._sweeper: asyncio.Task[None] | None = None
         self._me: Identity | None = None
@@ -111,7 +111,7 @@ class SlackBot:
             agent,
             self._poster,
             settings,
-            self.spawn,
+            self._owned.spawn,
             identity=self.identity,
             start=self._intake.start,
             connections=self._sign_ins.on_command,
@@ -184,9 +184,6 @@ class SlackBot:
             return None
         return replace(turn, incoming=replace(turn.incoming, replayed=True))
 
-    def spawn(self, work: Coroutine[Any, Any, None], name: str | None = None) -> None:
-        self._owned.spawn(work, name)
-
     async def idle(self) -> None:
         """Wait until every background task has finished (tests, graceful shutdown)."""
         await self._owned.idle()
@@ -234,7 +231,7 @@ class SlackBot:
 
         async def listener(ack: AsyncAck, body: dict[str, Any]) -> None:
             await ack()
-            self.spawn(work(body))
+            self._owned.spawn(work(body))
 
         return listener
 
@@ -255,13 +252,13 @@ class SlackBot:
     def resume_signed_in(self, signed: SignedIn) -> None:
         """A person finished signing in (the callback): the turns that waited for it go on now."""
         for request_id in signed.request_ids:
-            self.spawn(self._desk.go_on(request_id))  # a job of its thread when jobs are shared
+            self._owned.spawn(self._desk.go_on(request_id))  # a job of its thread when jobs are shared
 
     async def _on_thread_started(self, event: dict[str, Any]) -> None:
         thread = event.get("assistant_thread") or {}
         channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
         if channel and thread_ts:
-            self.spawn(self._suggest_prompts(str(channel), str(thread_ts)))
+            self._owned.spawn(self._suggest_prompts(str(channel), str(thread_ts)))
 
     async def _suggest_prompts(self, channel: str, thread_ts: str) -> None:
         try:

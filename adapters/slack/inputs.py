@@ -95,11 +95,8 @@ class InputPosts:
         elif event.kind == "ask_done":
             # Settled after this turn's post of it, in order; a request an earlier turn posted (a
             # parked question, told of in the resumed turn) is found by its id.
-            self._pending.spawn(self._settle(ask.input, event.message))
+            self._pending.spawn(self._messages.settle(ask.input, event.message))
         return True
-
-    async def _settle(self, request: InputRequest, status: str) -> None:
-        await self._messages.settle(request, status)
 
     async def _post(self, ask: Ask, request: InputRequest) -> None:
         ts: str | None = None
