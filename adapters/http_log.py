@@ -14,6 +14,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
 from adapters.terminal.safe import printable
+from bot.errors import ConfigError
 from bot.observe.log_context import fields
 from bot.observe.log_throttle import LogThrottle, held_back
 
@@ -23,7 +24,7 @@ MAX_REASON = 200
 MAX_PATH = 100
 
 logger = logging.getLogger(__name__)
-# What aiohttp's request handlers log through (the `logger=` of an AppRunner): see `quiet_runner`.
+# What aiohttp's request handlers log through (the `logger=` of an AppRunner): see `serve_app`.
 SERVER_LOG = logging.getLogger(f"{__name__}.server")
 # aiohttp's own logger still decides which of its other lines are shown.
 _AIOHTTP = logging.getLogger("aiohttp.server")
@@ -82,7 +83,20 @@ async def malformed_bodies(request: web.Request, handler: Handler) -> web.Stream
     return web.json_response({"error": "malformed request"}, status=400)
 
 
-def quiet_runner(app: web.Application) -> web.AppRunner:
-    """The runner for one of nerve's HTTP apps: no access log, malformed requests logged as above."""
+async def serve_app(
+    app: web.Application, host: str, port: int, serves: str = ""
+) -> tuple[web.AppRunner, str]:
+    """One of nerve's HTTP apps, started at `host:port` with no access log and malformed requests
+    logged as above: its runner (for `cleanup`) and base URL. A port it cannot take is a ConfigError."""
     app.middlewares.append(malformed_bodies)
-    return web.AppRunner(app, access_log=None, logger=SERVER_LOG)
+    runner = web.AppRunner(app, access_log=None, logger=SERVER_LOG)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} (NERVE_HTTP_HOST, NERVE_HTTP_PORT){serves}: {exc.strerror}"
+        ) from None
+    bound = runner.addresses[0]
+    return runner, f"http://{bound[0]}:{bound[1]}"

@@ -75,12 +75,14 @@ class TurnFields(logging.Filter):
         return True
 
 
-class TextFormatter(logging.Formatter):
-    """The usual line, ` [turn=…]` inside a turn, secrets hidden (the record is left to other handlers)."""
-
-    def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
+class HidingFormatter(logging.Formatter):
+    def __init__(self, hide: Callable[[str], str]) -> None:
         super().__init__(FORMAT)
         self._hide = hide
+
+
+class TextFormatter(HidingFormatter):
+    """The usual line, ` [turn=…]` inside a turn, secrets hidden (the record is left to other handlers)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
@@ -91,12 +93,8 @@ class TextFormatter(logging.Formatter):
         return self._hide(super().format(record))
 
 
-class JsonFormatter(logging.Formatter):
+class JsonFormatter(HidingFormatter):
     """One JSON object per line, ASCII only so a line never breaks, every field with secrets hidden."""
-
-    def __init__(self, hide: Callable[[str], str] = hide_secret_shapes) -> None:
-        super().__init__()
-        self._hide = hide
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, str] = {

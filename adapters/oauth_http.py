@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import logging
 from collections.abc import Callable
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from aiohttp import web
 
@@ -45,17 +45,15 @@ _PRIVATE_PAGE = {
 class SignInEndpoints:
     agent: Agent
     _: KW_ONLY
-    public_url: InitVar[str | None]
+    # Without its trailing slash; none (or empty) serves no client metadata document.
+    public_url: str | None
     back_to: str
     # Set once the front end can go on with parked turns; until then the sweep does.
     resume: Resume | None = None
 
-    def __post_init__(self, public_url: str | None) -> None:
-        self._public_url = (public_url or "").rstrip("/")
-
     def install(self, app: web.Application) -> None:
         app.router.add_get(CALLBACK_PATH, self.callback)
-        if self._public_url:
+        if self.public_url:
             app.router.add_get(CLIENT_METADATA_PATH, self.client_metadata)
 
     async def callback(self, request: web.Request) -> web.Response:
@@ -86,7 +84,7 @@ class SignInEndpoints:
 
     async def client_metadata(self, request: web.Request) -> web.Response:
         return web.json_response(
-            client_metadata_document(self._public_url), headers={"Cache-Control": "max-age=300"}
+            client_metadata_document(self.public_url or ""), headers={"Cache-Control": "max-age=300"}
         )
 
 
@@ -111,4 +109,4 @@ def sign_in_endpoints(agent: Agent, public_url: str | None, back_to: str) -> Sig
     """The endpoints for a front end whose agent has per-person servers; None when it has none."""
     if getattr(agent, "connections", None) is None:
         return None
-    return SignInEndpoints(agent, public_url=public_url, back_to=back_to)
+    return SignInEndpoints(agent, public_url=(public_url or "").rstrip("/"), back_to=back_to)

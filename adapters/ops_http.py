@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aiohttp import web
 
-from adapters.http_log import quiet_runner
+from adapters.http_log import serve_app
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.observe import metrics
@@ -117,18 +117,9 @@ class OpsEndpoints:
             return
         app = web.Application()
         self.install(app)
-        runner = quiet_runner(app)
-        await runner.setup()
+        serves = f" for {HEALTH_PATH}, {READY_PATH} and {METRICS_PATH}"
+        runner, url = await serve_app(app, host, port, serves)
         try:
-            try:
-                await web.TCPSite(runner, host, port).start()
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot listen on {host}:{port} (NERVE_HTTP_HOST, NERVE_HTTP_PORT) for "
-                    f"{HEALTH_PATH}, {READY_PATH} and {METRICS_PATH}: {exc.strerror}"
-                ) from None
-            bound = runner.addresses[0]
-            url = f"http://{bound[0]}:{bound[1]}"
             self.announce(url)
             yield url
         finally:

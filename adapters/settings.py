@@ -8,11 +8,17 @@ from typing import ClassVar
 
 from pydantic import ValidationError
 
+from adapters.discord.platform import DISCORD
 from adapters.discord.settings import DiscordSettings
-from adapters.platforms import PLATFORMS
+from adapters.slack.platform import SLACK
 from adapters.slack.settings import SlackSettings
+from adapters.terminal.platform import TERMINAL
 from bot.config import SETTINGS_SOURCES
 from bot.types import Platforms
+
+# The platforms nerve speaks on, joined for every front end alike: one servers file's policy names
+# places on any of them.
+PLATFORMS = Platforms((SLACK, DISCORD, TERMINAL))
 
 
 class Settings(DiscordSettings, SlackSettings):

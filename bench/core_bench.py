@@ -41,7 +41,7 @@ from typing import Any
 
 from mcp import StdioServerParameters
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bench.bare_loop import BareLoop
 from bench.payload_server import payload, report_id
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig

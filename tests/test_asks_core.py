@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bot.agent import Agent, AgentConfig
 from bot.asks.connections import Connections
 from bot.asks.inputs import NOT_YOURS as NOT_YOUR_QUESTION

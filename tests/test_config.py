@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.mcp.servers_file import load_mcp_config

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bot.agent import AgentConfig
 from bot.policy.scopes import Place
 from bot.types import ConversationKey, Incoming

@@ -43,7 +43,7 @@ def test_no_module_of_the_core_imports_a_front_end_or_platform_sdk():
 
 def test_no_module_of_the_core_names_a_platform():
     """What a platform is (its places, its people's ids, its commands) is told by its front end
-    (`adapters.platforms`): the core speaks of "a platform", never of one by name."""
+    (`adapters.settings.PLATFORMS`): the core speaks of "a platform", never of one by name."""
     named = re.compile(r"slack|discord", re.IGNORECASE)
     offenders = [
         f"{path.relative_to(ROOT)}:{number}"

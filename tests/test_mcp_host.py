@@ -20,7 +20,7 @@ from mcp_types import (
     TextResourceContents,
 )
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bot.mcp.catalog import ListedTool, build_catalog, clean_schema, sanitize_name
 from bot.mcp.host import MCPHost
 from bot.mcp.results import classify_error, from_call_result

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from adapters.terminal.views import reply_as_json
 from bot.agent import Agent, AgentConfig
 from bot.mcp.host import MCPHost

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bot.errors import ConfigError
 from bot.mcp.address_guard import AddressGuard, IPAddress, PlainHttpRefused, http_client, resolve
 from bot.mcp.auth.memory import MemoryTokens

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bot.policy.approval import ToolHints, call_hash, definition_hash, needs_approval
 from bot.policy.scopes import Place, Rule, Scopes, pattern_problem, rule_name_problem
 from bot.types import ToolSpec

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx2
 import pytest
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bot.agent import Agent, AgentConfig
 from bot.asks.connections import Connections
 from bot.mcp.auth.people import person_of

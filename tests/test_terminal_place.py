@@ -9,7 +9,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bot.policy.scopes import Place, place_id
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, discover, migrate
 from bot.store.sqlite import SQLiteStore

@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
-from adapters.platforms import PLATFORMS
+from adapters.settings import PLATFORMS
 from bot.mcp.catalog import ListedTool, build_catalog
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride

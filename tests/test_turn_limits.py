@@ -7,8 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters.platforms import PLATFORMS
-from adapters.settings import Settings
+from adapters.settings import PLATFORMS, Settings
 from bot.agent import AgentConfig
 from bot.runtime import agent_config
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent

@@ -14,7 +14,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.request.async_request import AsyncBoltRequest
 
-from adapters.http_log import quiet_runner
+from adapters.http_log import serve_app
 from adapters.jobs_runtime import drained
 from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
@@ -73,17 +73,8 @@ async def serve_http(
     web_app.router.add_post(EVENTS_PATH, events)
     if ops is not None:
         ops.install(web_app)
-    runner = quiet_runner(web_app)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise ConfigError(
-            f"cannot listen on {host}:{port} (NERVE_HTTP_HOST, NERVE_HTTP_PORT): {exc.strerror}"
-        ) from None
-    bound = runner.addresses[0]
-    return runner, f"http://{bound[0]}:{bound[1]}{EVENTS_PATH}"
+    runner, url = await serve_app(web_app, host, port)
+    return runner, f"{url}{EVENTS_PATH}"
 
 
 async def run_slack(
