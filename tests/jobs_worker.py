@@ -36,7 +36,9 @@ CREATE TABLE IF NOT EXISTS runs (
 
 
 def recording_handler(url: str, worker: str, *, fast: bool = False) -> Callable[..., Awaitable[None]]:
-    """A job that records its run, takes `seconds` (no time at all when `fast`), then records its end."""
+    """A job that records its run, takes `seconds` (no time at all when `fast`), then records its end.
+    `seconds` may instead be `until:J1,J2`: the job lasts until runs of those jobs have started, so a
+    test can show jobs running side by side without a window of wall-clock time."""
 
     async def handle(*, job: str, conversation: str, seconds: str) -> None:
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
@@ -46,7 +48,17 @@ def recording_handler(url: str, worker: str, *, fast: bool = False) -> Callable[
             )
             row = await cursor.fetchone()
             assert row is not None
-            if not fast:
+            if seconds.startswith("until:"):
+                others = seconds.removeprefix("until:").split(",")
+                while True:
+                    cursor = await conn.execute(
+                        "SELECT count(DISTINCT job) FROM runs WHERE job = ANY(%s)", (others,)
+                    )
+                    started = await cursor.fetchone()
+                    if started is not None and started[0] == len(others):
+                        break
+                    await asyncio.sleep(0.05)
+            elif not fast:
                 await asyncio.sleep(float(seconds))
             await conn.execute("UPDATE runs SET ended_at = clock_timestamp() WHERE id = %s", (row[0],))
 

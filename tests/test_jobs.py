@@ -108,7 +108,9 @@ async def start_worker(jobs: TurnJobs, concurrency: int = 4) -> None:
             await asyncio.sleep(0.02)
 
 
-async def enqueue(jobs: TurnJobs, job: str, conversation: str, seconds: float, *, event: str = "") -> bool:
+async def enqueue(
+    jobs: TurnJobs, job: str, conversation: str, seconds: float | str, *, event: str = ""
+) -> bool:
     payload = {"job": job, "conversation": conversation, "seconds": str(seconds)}
     return await jobs.enqueue(TASK, payload, event=event or f"ev-{job}", conversation=conversation)
 
@@ -221,14 +223,16 @@ async def test_one_conversation_runs_in_order_across_processes_while_others_run_
     async with opened(pg, poll_interval=NO_POLL) as jobs:
         jobs.register(TASK, recording_handler(pg.location, "main"))
         async with worker_process(pg, "other", poll_interval=NO_POLL):
-            assert await enqueue(jobs, "A1", "conv-a", 2.5)
+            # A1 lasts until B1 and C1 have started, and B1 until C1 has: if a conversation waited for
+            # another one, or this worker ran one job at a time, they would never end.
+            assert await enqueue(jobs, "A1", "conv-a", "until:B1,C1")
             await until(pg, started("A1"))
             # A1 runs in the other process; this one is idle with room for four jobs.
             await start_worker(jobs)
             assert await enqueue(jobs, "A2", "conv-a", 0.3)
             assert await enqueue(jobs, "A3", "conv-a", 0.3)
-            assert await enqueue(jobs, "B1", "conv-b", 1.0)
-            assert await enqueue(jobs, "C1", "conv-c", 1.0)
+            assert await enqueue(jobs, "B1", "conv-b", "until:C1")
+            assert await enqueue(jobs, "C1", "conv-c", 0.3)
             seen = await until(pg, ended("A1", "A2", "A3", "B1", "C1"))
         await jobs.drain(5.0)
 
