@@ -287,9 +287,7 @@ def unsafe_link(url: str) -> str | None:
     """Why a link a server wants people to open is not shown, or None: https only (http on loopback)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.scheme == "https" and host:
-        return None
-    if parts.scheme == "http" and is_loopback(host):
+    if (parts.scheme == "https" and host) or (parts.scheme == "http" and is_loopback(host)):
         return None
     shown = url[:200]
     return f"The server asked to open a link nerve does not show (only https links are allowed): {shown}"
