@@ -304,7 +304,9 @@ class Agent:
             if self.connections is None:
                 raise AskGone(NO_SIGN_INS)
             try:
-                signed = await self.connections.finish(ask_id, answer.code, answer.iss, answer.error)
+                signed = await self.connections.sign_ins.complete(
+                    ask_id, answer.code, answer.iss, answer.error
+                )
             except SignInFailed as exc:  # refused, already used or expired: the person gets a new link
                 raise AskError(exc.message) from exc
             return Answered(changed=True, resume=signed.request_ids, signed_in=signed)

@@ -192,11 +192,13 @@ async def test_a_sign_in_link_works_once_and_a_wrong_issuer_is_refused(notes, st
         from bot.errors import SignInFailed
 
         with pytest.raises(SignInFailed, match="issuer"):
-            await agent.connections.finish(
+            await agent.connections.sign_ins.complete(
                 came_back["state"], came_back["code"], "https://evil.example", None
             )
         with pytest.raises(SignInFailed, match="already used or has expired"):
-            await agent.connections.finish(came_back["state"], came_back["code"], came_back["iss"], None)
+            await agent.connections.sign_ins.complete(
+                came_back["state"], came_back["code"], came_back["iss"], None
+            )
         assert not await agent.connections.of(KEY, "U1"), "nothing stored from a refused sign-in"
     finally:
         await host.aclose()

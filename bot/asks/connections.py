@@ -14,7 +14,6 @@ from bot.types import ConversationKey, Platforms, SignInNeeded
 
 if TYPE_CHECKING:  # the agent holds one; only a nerve with per-person servers loads the OAuth client
     from bot.mcp.auth.sign_ins import Connection, SignIns
-    from bot.types import SignedIn
 
 
 class ForgetsSignIns(Protocol):
@@ -33,34 +32,30 @@ class Connections:
     """Sign-in, listing and disconnecting for the people of one nerve."""
 
     def __init__(self, sign_ins: SignIns, host: ForgetsSignIns, platforms: Platforms) -> None:
-        self._sign_ins = sign_ins
+        self.sign_ins = sign_ins
         self._host = host
         self._platforms = platforms
 
     @property
     def servers(self) -> list[str]:
         """The servers each person connects with their own account."""
-        return self._sign_ins.per_person_servers()
+        return self.sign_ins.per_person_servers()
 
     async def connect(self, key: ConversationKey, user_id: str, server: str) -> ConnectStart:
         if server not in self.servers:
             known = ", ".join(self.servers) or "none"
             return ConnectStart(note=f"{server!r} is not a server you sign in to (those here: {known}).")
         person = person_of(key, user_id, self._platforms)
-        if await self._sign_ins.has_tokens(server, person):
+        if await self.sign_ins.has_tokens(server, person):
             return ConnectStart(note=f"You are already connected to {server}.")
-        return ConnectStart(sign_in=await self._sign_ins.begin(server, person, key))
-
-    async def finish(self, state: str, code: str | None, iss: str | None, error: str | None) -> SignedIn:
-        """The browser came back: raises `SignInFailed` with a message for the person."""
-        return await self._sign_ins.complete(state, code, iss, error)
+        return ConnectStart(sign_in=await self.sign_ins.begin(server, person, key))
 
     async def of(self, key: ConversationKey, user_id: str) -> list[Connection]:
-        return await self._sign_ins.connections(person_of(key, user_id, self._platforms))
+        return await self.sign_ins.connections(person_of(key, user_id, self._platforms))
 
     async def disconnect(self, key: ConversationKey, user_id: str, server: str) -> bool:
         """Revoke and forget this person's connection; their next call asks them to sign in again."""
         person = person_of(key, user_id, self._platforms)
-        gone = await self._sign_ins.disconnect(server, person)
+        gone = await self.sign_ins.disconnect(server, person)
         await self._host.forget_sign_in(server, person)
         return gone

@@ -82,13 +82,12 @@ class InputDesk:
     ) -> InputAnswer:
         """Show the question to the turn's person and wait for their answer, its expiry, or cancellation."""
         request, schema = self._request(incoming, server, draft)
+        await self.store.open_input(request, schema, self.wall())
         if request.refused is not None:
-            await self.store.open_input(request, schema, self.wall(), status="declined")
             logger.info("MCP server %r asked for input nerve refused to show: %s", server, request.refused)
             metrics.question_ended("refused")
             await progress(TurnEvent(kind="ask", message=request.refused, ask=Ask.of_input(request)))
             return InputAnswer(action="decline")
-        await self.store.open_input(request, schema, self.wall())
         metrics.question_waiting(request)
         await progress(TurnEvent(kind="ask", message=request.message, ask=Ask.of_input(request)))
         status: InputStatus = "cancelled"
@@ -174,8 +173,7 @@ class InputDesk:
         questions = []
         for input_key, draft in needed.questions:
             request, schema = self._request(incoming, waiting.spec.server, draft, expires_at)
-            status: InputStatus = "declined" if request.refused is not None else "open"
-            questions.append(ParkedQuestion(request=request, schema=schema, key=input_key, status=status))
+            questions.append(ParkedQuestion(request=request, schema=schema, key=input_key))
         return ParkedCallQuestions(
             call_id=waiting.call.id, request_state=needed.request_state, questions=tuple(questions)
         )
@@ -289,9 +287,7 @@ def unsafe_link(url: str) -> str | None:
     """Why a link a server wants people to open is not shown, or None: https only (http on loopback)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.scheme == "https" and host:
-        return None
-    if parts.scheme == "http" and is_loopback(host):
+    if (parts.scheme == "https" and host) or (parts.scheme == "http" and is_loopback(host)):
         return None
     shown = url[:200]
     return f"The server asked to open a link nerve does not show (only https links are allowed): {shown}"

@@ -122,7 +122,7 @@ class Parking:
                     waiting_for.append(ask)
         ready = False
         for parked_call in questions:
-            if all(q.status != "open" for q in parked_call.questions):
+            if all(q.request.refused is not None for q in parked_call.questions):
                 # Nothing to ask (every question refused): the call goes on at once with "decline".
                 ready = await self._desk().store.settle_parked_call(request_id, parked_call.call_id, by=NERVE)
         if ready:
@@ -221,9 +221,7 @@ class Parking:
         if not changed:
             return Decision(changed=False, prompt=after, note=ALREADY_DECIDED.format(by=""))
         metrics.approvals_decided(len(changed), approve)
-        outcome = "approved" if approve else "denied"
-        if remember:
-            outcome = "approved, always allowed here"
+        outcome = "approved, always allowed here" if remember else status_now
         decided = [c for c in after.calls if c.call_id in changed]
         await self._audit(after.key, after.place, decided, user_id, outcome)
         return Decision(changed=True, prompt=after, ready=not after.open)

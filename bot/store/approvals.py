@@ -112,9 +112,7 @@ class ApprovalLedger(ConversationLedger, SignInLedger):
                     (request_id, asked.call_id, asked.request_state),
                 )
                 for q in asked.questions:
-                    await insert_input(
-                        db, q.request, q.schema, now, q.status, (request_id, asked.call_id, q.key)
-                    )
+                    await insert_input(db, q.request, q.schema, now, (request_id, asked.call_id, q.key))
             await db.executemany(
                 "INSERT INTO sign_in_waits (request_id, call_id, server, person) VALUES (?, ?, ?, ?)",
                 [(request_id, w.call_id, w.server, w.person) for w in sign_ins],

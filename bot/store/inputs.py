@@ -34,12 +34,11 @@ class StoredInput:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParkedQuestion:
-    """One question of a parked call; `key` is the server's, `status` "declined" if nerve refused it."""
+    """One question of a parked call; `key` is the server's."""
 
     request: InputRequest
     schema: dict[str, Any] | None
     key: str
-    status: InputStatus = "open"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,10 +55,10 @@ async def insert_input(
     request: InputRequest,
     schema: dict[str, Any] | None,
     now: float,
-    status: InputStatus = "open",
     parked: tuple[str | None, str | None, str | None] = (None, None, None),
 ) -> None:
-    """`parked`, for a question of a parked call: its turn's id, its call's, and the server's key."""
+    """Shown "open", or "declined" when nerve refused to show it; `parked`, for a question of a parked
+    call: its turn's id, its call's, and the server's key."""
     await db.execute(
         "INSERT INTO input_requests (id, platform, workspace, channel, thread, user_id, server,"
         " tools, message, mode, schema, url, refused, status, expires_at, alive_at, parked_id, call_id,"
@@ -75,7 +74,7 @@ async def insert_input(
             to_json(schema),
             request.url,
             request.refused,
-            status,
+            "declined" if request.refused is not None else "open",
             request.expires_at,
             now,
             *parked,
@@ -84,12 +83,10 @@ async def insert_input(
 
 
 class InputLedger(Ledger):
-    async def open_input(
-        self, request: InputRequest, schema: dict[str, Any] | None, now: float, status: InputStatus = "open"
-    ) -> None:
-        """Record a request as shown (`status` "declined" for one nerve refused to show)."""
+    async def open_input(self, request: InputRequest, schema: dict[str, Any] | None, now: float) -> None:
+        """Record a request as shown ("declined" for one nerve refused to show)."""
         async with self._write() as db:
-            await insert_input(db, request, schema, now, status)
+            await insert_input(db, request, schema, now)
 
     async def stored_input(self, request_id: str) -> StoredInput | None:
         found = await self._inputs("id = ?", (request_id,))

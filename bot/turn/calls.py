@@ -95,8 +95,8 @@ class RoundRunner:
         tools: Sequence[ToolSpec],
         state: TurnState,
         progress: Progress,
-        screen: Screen | None = None,
-        contexts: Contexts | None = None,
+        screen: Screen | None,
+        contexts: Contexts,
     ) -> list[CallOutcome | Waiting]:
         """All calls at once, in the order of `calls`; one `screen` holds back comes back as `Waiting`."""
         specs = {tool.name: tool for tool in tools}
@@ -108,8 +108,7 @@ class RoundRunner:
             spec, arguments = checked
             if screen is not None and await screen(call, spec, arguments):
                 return Waiting(call=call, spec=spec, arguments=arguments)
-            context = contexts(call, spec) if contexts is not None else None
-            return await self.execute(call, spec, arguments, state, progress, specs, context)
+            return await self.execute(call, spec, arguments, state, progress, specs, contexts(call, spec))
 
         # A TaskGroup, not gather: if one call fails unexpectedly, the others are cancelled, not orphaned.
         async with asyncio.TaskGroup() as group:
