@@ -81,7 +81,7 @@ test-postgres: $(DEV_STAMP) $(NODE_STAMP)
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy bot adapters servers
+	$(BIN)/mypy bot adapters servers conformance
 	$(BIN)/lint-imports
 
 fmt: $(DEV_STAMP)

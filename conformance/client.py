@@ -95,7 +95,7 @@ async def run_rounds(host: MCPHost, rounds: Sequence[tuple[Call, ...]]) -> bool:
     ok = True
     for round_no, calls in enumerate(rounds):
         outcomes = await runner.run(
-            as_model_calls(calls, round_no), host.list_tools(), state, no_progress, contexts=context_for
+            as_model_calls(calls, round_no), host.list_tools(), state, no_progress, None, context_for
         )
         for call, outcome in zip(calls, outcomes, strict=True):
             assert isinstance(outcome, CallOutcome)  # no screen: nothing waits for approval
@@ -139,7 +139,7 @@ async def until_ready(host: MCPHost, auth: httpx2.Auth | None) -> str | None:
 async def main(url: str, scenario: str, context: dict[str, Any]) -> int:
     config = auth_of(scenario, context)
     # The suite's servers listen on this machine.
-    server = ServerConfig(url=url, type="http", timeout=CALL_TIMEOUT, auth=config, allow_private_network=True)
+    server = ServerConfig(url=url, type="http", timeout=CALL_TIMEOUT, auth=config, allowPrivateNetwork=True)
     if config is None:
         return await connect_and_run(server, None, scenario, context)
     async with LoopbackSignIn(say=print, wait=SIGN_IN_WAIT) as sign_in:
