@@ -484,6 +484,21 @@ async def test_a_rate_limited_request_message_is_posted_once_after_the_wait(tmp_
         assert tool_results(r) == ["fence: declined"]
 
 
+async def test_a_question_is_shown_even_when_the_live_message_could_not_be_posted(tmp_path, asks):
+    script = [tool_reply(FakeCall(name="ask_colour", arguments='{"label": "gate"}')), reply("Fine.")]
+    async with rig(tmp_path, script, asks) as r:
+        # The live message is the first post, and Slack refuses it: the question must not wait for it.
+        r.slack.fail_next["chat.postMessage"] = "internal_error"
+        root = "1600000000.500360"
+        message = await ask_in_thread(r, "pick a colour for the gate", root)
+
+        await click(r, message, "decline", ALICE)
+        await r.settle()
+        assert tool_results(r) == ["gate: declined"]
+        assert answered(r, root, "Fine.")
+        assert len(request_messages(r, root)) == 1
+
+
 async def test_a_submission_after_the_request_ended_shows_why_in_the_modal(tmp_path, asks):
     clock = Clock(time.time())
     script = [tool_reply(FakeCall(name="ask_colour", arguments='{"label": "roof"}')), reply("Too late.")]

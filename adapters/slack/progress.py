@@ -263,8 +263,7 @@ class OpeningProgress:
         try:
             # In order, including what arrives while these are being shown (a list's iterator sees it).
             for event in self._waiting:
-                if not self._inputs.take(event):
-                    await sink.on_event(event)
+                await sink.on_event(event)
         except Exception:
             logger.exception("showing the progress so far in %s failed", self.turn.key)
         self._waiting.clear()
@@ -277,9 +276,11 @@ class OpeningProgress:
             self._opening = asyncio.create_task(self._open())
 
     async def on_event(self, event: TurnEvent) -> None:
+        # A question never waits for the live message: that may never show, and its person would not know.
+        if self._inputs.take(event):
+            return
         if self.live is not None:
-            if not self._inputs.take(event):
-                await self.live.on_event(event)
+            await self.live.on_event(event)
             return
         self._waiting.append(event)
         now = time.monotonic()
