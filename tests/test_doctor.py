@@ -196,7 +196,11 @@ def setups(fakes: Fakes) -> dict[str, Setup]:
 
     async def database_under_a_file(folder: Path) -> Run:
         (folder / "plain-file").write_text("not a folder")
-        return await doctor(folder, NERVE_DB=str(folder / "plain-file" / "db" / "nerve.db"))
+        # With a server to check too: starting servers opens the same store, and fails the same way.
+        servers = {"q": {"command": "python", "args": ["-m", "servers.env_query"], "cwd": str(ROOT)}}
+        (folder / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+        database = str(folder / "plain-file" / "db" / "nerve.db")
+        return await doctor(folder, NERVE_DB=database, NERVE_MCP_CONFIG=str(folder / "mcp.json"))
 
     async def bad_setting(folder: Path) -> Run:
         (folder / ".env").write_text("NERVE_TOOL_TIMEOUT=-1\n")
@@ -458,6 +462,8 @@ def test_a_database_in_a_folder_that_cannot_be_created_is_an_error(report):
     found = f"cannot create the folder for the conversation store {path}: Not a directory"
     todo = "set NERVE_DB to a file in a folder nerve can create and write"
     assert row("error", "database", found, todo) in run.lines
+    assert row("error", "servers", found, "fix that, then run doctor again") in run.lines
+    assert "Traceback" not in run.err
     assert run.code == 1
 
 

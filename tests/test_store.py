@@ -21,6 +21,7 @@ from bot.errors import StoreError
 from bot.runtime import open_runtime
 from bot.seams import Inbox, Store
 from bot.store.base import ConversationStore
+from bot.store.connect import connect
 from bot.store.dialect import days_ago
 from bot.store.prune import pruning_inbox
 from bot.store.sqlite import SQLiteStore
@@ -304,6 +305,18 @@ async def test_a_locked_database_gives_a_plain_store_error(tmp_path: Path) -> No
             other.execute("ROLLBACK")
             other.close()
         assert await store.append(key(), [ChatMessage(role="user", content="hi")])
+
+
+async def test_processes_opening_a_new_file_at_once_all_get_in(tmp_path: Path) -> None:
+    # Switching a new file to WAL takes its write lock; two openers meeting there deadlock, and SQLite
+    # answers one of them "locked" at once instead of calling the busy handler.
+    for attempt in range(40):
+        path = tmp_path / f"nerve-{attempt}.db"
+        opened = await asyncio.gather(*(connect(path, 5000) for _ in range(3)), return_exceptions=True)
+        for db in opened:
+            if isinstance(db, aiosqlite.Connection):
+                await db.close()
+        assert all(isinstance(db, aiosqlite.Connection) for db in opened), opened
 
 
 async def test_a_file_that_is_not_a_database_is_refused_plainly(tmp_path: Path) -> None:

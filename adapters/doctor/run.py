@@ -19,10 +19,11 @@ from adapters.doctor.local import (
     offline_check,
     slack_set_up,
 )
-from adapters.doctor.report import Check, Redactor, line, warning
+from adapters.doctor.report import Check, Redactor, error, line, warning
 from adapters.log_format import install, log_to_stderr, settings_secrets
 from adapters.settings import Settings
 from adapters.terminal.safe import terminal_json
+from bot.errors import NerveError
 from bot.mcp.server_config import McpConfig
 
 # The name column fits the longest name any report may have, and servers' `server NAME` up to MAX_WIDTH.
@@ -79,19 +80,27 @@ async def diagnose(*, as_json: bool, verbose: bool) -> list[Check]:
     # Server names only case or punctuation apart: a person or a model can take one for the other.
     for found in mcp.warnings if mcp else ():
         report(warning("servers file", found, "rename one of them"))
-    later: list[Coroutine[Any, Any, list[Check]]] = [
-        check_servers(servers, settings),
-        _model(settings),
-        check_database(settings),
-        _slack(settings),
-        _discord(settings),
+    later: list[tuple[str, Coroutine[Any, Any, list[Check]]]] = [
+        ("servers", check_servers(servers, settings)),
+        ("model", _model(settings)),
+        ("database", check_database(settings)),
+        ("slack", _slack(settings)),
+        ("discord", _discord(settings)),
     ]
     async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(work) for work in later]
+        tasks = [group.create_task(_as_lines(name, work)) for name, work in later]
         for task in tasks:
             for check in await task:
                 report(check)
     return checks
+
+
+async def _as_lines(name: str, work: Coroutine[Any, Any, list[Check]]) -> list[Check]:
+    """A check that fails with one of nerve's own errors is a line of the report, not a traceback."""
+    try:
+        return await work
+    except NerveError as exc:
+        return [error(name, exc.message, "fix that, then run doctor again")]
 
 
 # The model client and the platforms' libraries are imported only when they are configured: each

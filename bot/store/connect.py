@@ -9,8 +9,10 @@ entries, answered events' payloads) instead of leaving it readable in the file's
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
+import time
 from pathlib import Path
 
 import aiosqlite
@@ -33,8 +35,7 @@ async def connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
         raise store_error(exc, path) from exc
     try:
         await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms):d}")
-        rows = await db.execute_fetchall("PRAGMA journal_mode = WAL")
-        mode = next(iter(rows))[0]
+        mode = await switch_to_wal(db, busy_timeout_ms)
         if str(mode).lower() != "wal":
             raise StoreError(f"{path}: could not switch the conversation store to WAL (mode is {mode})")
         await db.execute("PRAGMA synchronous = NORMAL")
@@ -46,6 +47,26 @@ async def connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
             raise store_error(exc, path) from exc
         raise
     return db
+
+
+async def switch_to_wal(db: aiosqlite.Connection, busy_timeout_ms: int) -> str:
+    """Switch a file to WAL, waiting out other openers doing the same.
+
+    The switch needs the file's write lock. Two processes opening a new file at once each hold a read
+    lock and want the write lock; SQLite breaks that deadlock by answering one "locked" at once,
+    without calling the busy handler. So that opener waits and tries again, within the busy timeout.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pause = 0.005
+    while True:
+        try:
+            rows = await db.execute_fetchall("PRAGMA journal_mode = WAL")
+            return str(next(iter(rows))[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def store_error(exc: sqlite3.Error, path: Path) -> StoreError:
