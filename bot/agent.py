@@ -21,6 +21,8 @@ from bot.asks.connections import ConnectStart
 from bot.asks.inputs import Clock, InputDesk
 from bot.asks.parking import Parking
 from bot.errors import AskError, AskExpired, AskGone, LLMError, PromptError, SignInFailed, TurnOverdue
+from bot.memory.scope import turn_scope
+from bot.memory.tools import MemoryTools, may_forget
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
@@ -31,6 +33,7 @@ from bot.store.approvals import ApprovalLedger
 from bot.store.feedback import Feedback as Feedback
 from bot.store.inputs import InputLedger
 from bot.store.locks import KeyedLocks as KeyedLocks
+from bot.store.memories import MemoryLedger
 from bot.text.scrubbing import question_too_long, scrub
 from bot.turn.calls import RoundRunner, Sleep, TurnState
 from bot.turn.deadline import TurnDeadline
@@ -57,6 +60,7 @@ from bot.types import (
     InputAnswer,
     InputOutcome,
     InputRequest,
+    Memory,
     Progress,
     PromptSpec,
     RememberedApproval,
@@ -120,6 +124,7 @@ class Agent:
         inputs: InputLedger | None = None,
         clock: Clock = time.time,
         connections: Connections | None = None,
+        memories: MemoryLedger | None = None,
     ) -> None:
         self.inbox = inbox
         # People's own accounts at per-person servers (sign-in); None when no server needs one.
@@ -135,14 +140,26 @@ class Agent:
         self.inputs = (
             InputDesk(inputs, clock=clock, timeout=self._config.input_timeout) if inputs is not None else None
         )
+        # The built-in memory tools, and the memories each turn is sent; none without a ledger.
+        self.memory = (
+            MemoryTools(
+                memories,
+                platforms=self._config.platforms,
+                admins=self._config.admins,
+                scopes=self._config.scopes,
+            )
+            if memories is not None
+            else None
+        )
         self._loop = TurnLoop(
             llm=llm,
             host=host,
             store=store,
             config=self._config,
-            runner=RoundRunner(host, sleep),
+            runner=RoundRunner(host, sleep, builtins=self.memory),
             screens=approvals,
             desk=self.inputs,
+            memory=self.memory,
         )
         # Where waiting turns are parked; without a ledger every call runs at once (no approvals).
         self._parking = Parking(
@@ -157,6 +174,43 @@ class Agent:
         self.resume = self._parking.resume
         # What the model is offered right now (in the place an incoming message was written, if given).
         self.tools = self._loop.tools
+
+    async def memories(self, incoming: Incoming) -> list[Memory]:
+        """What a person may see and manage where `incoming` was written: all their own memories
+        (shown to them alone) and the place's."""
+        if self.memory is None:
+            return []
+        scope = turn_scope(incoming, self._config.platforms)
+        return await self.memory.ledger.memories_of(person=scope.person, place=scope.place)
+
+    async def forget_memory(self, incoming: Incoming, memory_id: str) -> Memory | None:
+        """Forget one memory for the person of `incoming` (an Undo, a list's button); None when it is
+        not theirs to forget: another person's, or a place memory someone else wrote (admins may)."""
+        if self.memory is None:
+            return None
+        scope = turn_scope(incoming, self._config.platforms)
+        memory = await self.memory.ledger.memory(memory_id)
+        admin = incoming.user_id in self._config.admins
+        if memory is None or not may_forget(memory, scope, admin):
+            return None
+        return memory if await self.memory.ledger.delete_memory(memory.id) else None
+
+    async def use_memory_anywhere(self, incoming: Incoming, memory_id: str, anywhere: bool) -> bool:
+        """Let one of the person's own memories be used in shared places too (or no longer)."""
+        if self.memory is None:
+            return False
+        scope = turn_scope(incoming, self._config.platforms)
+        memory = await self.memory.ledger.memory(memory_id)
+        if memory is None or memory.kind != "person" or memory.subject != scope.person:
+            return False
+        return await self.memory.ledger.set_memory_anywhere(memory.id, anywhere)
+
+    async def forget_my_memories(self, incoming: Incoming) -> int:
+        """Forget every personal memory of the person of `incoming`; how many there were."""
+        if self.memory is None:
+            return 0
+        scope = turn_scope(incoming, self._config.platforms)
+        return await self.memory.ledger.delete_memories_of(scope.person)
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored, its parked turn ends."""

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     # messages and everything holding their text). 0 keeps conversations forever. The approvals
     # audit (who decided which tool call, where and when; no message text) is kept either way.
     nerve_retention_days: float = Field(default=0.0, ge=0)
+    # The share of NERVE_CONTEXT_TOKENS the memories a turn may see take at most; 0 sends none
+    # (the memory tools stay offered).
+    nerve_memory_share: float = Field(default=0.1, ge=0, le=0.5)
+    # Memories stay until forgotten; with this on, they follow NERVE_RETENTION_DAYS like conversations.
+    nerve_memory_retention: bool = False
     # Seconds a platform's front end lets running turns finish after SIGTERM; turns still
     # running then are cut off and answered at the next start.
     nerve_shutdown_grace: float = Field(default=20.0, ge=0)

@@ -88,6 +88,7 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         sign_in_timeout=settings.nerve_sign_in_timeout,
         turn_deadline=settings.nerve_turn_deadline,
         platforms=settings.platforms,
+        memory_share=settings.nerve_memory_share,
     )
 
 
@@ -211,6 +212,7 @@ async def open_runtime(
             turn_lock=store.turn_lock,
             approvals=store,
             inputs=store,
+            memories=store,
             connections=Connections(sign_ins, host, settings.platforms) if sign_ins is not None else None,
         )
         yield Runtime(

@@ -128,6 +128,8 @@ class ServerConfig(BaseModel):
 
 
 SERVER_KEYS = ("mcpServers", "servers")
+# The built-in tools' server name (`bot.memory.tools`): a policy may allow or deny it like any other.
+BUILT_IN = "memory"
 _WILDCARDS = frozenset("*?[")
 
 
@@ -138,6 +140,8 @@ class PlaceRule(BaseModel):
 
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
+    # "admins": only NERVE_ADMINS save memories for everyone in the place; "members" (default): anyone.
+    placeMemory: Literal["members", "admins"] = "members"
 
     @field_validator("allow", "deny")
     @classmethod
@@ -178,7 +182,7 @@ class ServersFile(BaseModel):
                 for pattern in patterns:
                     server = pattern.partition("/")[0]
                     # A misspelt server in a deny list would quietly deny nothing.
-                    if not _WILDCARDS & set(server) and server not in entries:
+                    if not _WILDCARDS & set(server) and server not in entries and server != BUILT_IN:
                         raise ValueError(
                             f"place '{name}' field '{key}': {pattern!r} names server '{server}', "
                             "which the file does not configure"
@@ -203,7 +207,10 @@ class ServersFile(BaseModel):
     @property
     def scopes(self) -> Scopes:
         rules = {
-            name: Rule(allow=tuple(rule.allow), deny=tuple(rule.deny)) for name, rule in self.policy.items()
+            name: Rule(
+                allow=tuple(rule.allow), deny=tuple(rule.deny), members_remember=rule.placeMemory == "members"
+            )
+            for name, rule in self.policy.items()
         }
         return Scopes(rules=rules)
 

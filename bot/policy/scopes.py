@@ -125,6 +125,8 @@ class Rule:
 
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
+    # Whether anyone in the place may save memories for everyone there, or only admins.
+    members_remember: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +147,10 @@ class Scopes:
         if _any_match(rule.deny, server, tool):
             return False
         return not rule.allow or _any_match(rule.allow, server, tool)
+
+    def members_remember(self, place: Place) -> bool:
+        found = self.rule_for(place)
+        return found is None or found[1].members_remember
 
     def offered(self, place: Place, tools: Iterable[_ToolT]) -> list[_ToolT]:
         return [tool for tool in tools if self.allows(place, tool.server, tool.original_name)]

@@ -11,6 +11,7 @@ from bot.store.approvals import ApprovalLedger
 from bot.store.conversations import InboxLedger
 from bot.store.feedback import FeedbackLedger
 from bot.store.inputs import InputLedger
+from bot.store.memories import MemoryLedger
 from bot.store.posts import PostLedger
 from bot.store.threads import ThreadLedger
 
@@ -21,6 +22,7 @@ class ConversationStore(
     PostLedger,
     FeedbackLedger,
     InputLedger,
+    MemoryLedger,
     ThreadLedger,
 ):
     # Turns of one conversation, one at a time across every process on this database.

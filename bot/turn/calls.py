@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from bot.memory.tools import MEMORY_SERVER
 from bot.observe import metrics
 from bot.observe.tracing import tool_span
 from bot.seams import ToolHost
@@ -88,6 +89,8 @@ class RoundRunner:
 
     host: ToolHost
     sleep: Sleep = asyncio.sleep
+    # The built-in tools (`bot.memory.tools`), run in-process instead of by a server.
+    builtins: ToolHost | None = None
 
     async def run(
         self,
@@ -194,7 +197,8 @@ class RoundRunner:
     ) -> ToolResult:
         """The call, bound to the spec it was checked against (`screened`), once more after a rate limit."""
         name = spec.name
-        result = await self.host.call_tool(name, arguments, context, screened=spec)
+        host = self.builtins if self.builtins is not None and spec.server == MEMORY_SERVER else self.host
+        result = await host.call_tool(name, arguments, context, screened=spec)
         if result.error_kind != "rate_limited":
             return result
         delay = min(result.retry_after or 1.0, MAX_RATE_LIMIT_WAIT)
@@ -208,7 +212,7 @@ class RoundRunner:
         )
         metrics.rate_limit_wait("mcp", delay)
         await self.sleep(delay)
-        return await self.host.call_tool(name, arguments, context, screened=spec)
+        return await host.call_tool(name, arguments, context, screened=spec)
 
 
 def call_outcome(

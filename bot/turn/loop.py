@@ -14,6 +14,9 @@ from typing import Any, Protocol
 
 from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
 from bot.mcp.auth.people import person_of
+from bot.memory.prompt import memory_section
+from bot.memory.scope import turn_scope
+from bot.memory.tools import MEMORY_SERVER, MemoryTools, read_by_tools, remembered
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.observe import metrics
 from bot.policy.approval import call_hash
@@ -94,6 +97,8 @@ class AgentConfig:
     # The platforms the front ends speak on: whose user ids are global (a person's sign-ins), and
     # how a person starts afresh on each (`bot.turn.failures`).
     platforms: Platforms = field(default_factory=Platforms)
+    # The share of `context_tokens` the memories a turn may see take at most (`bot.memory.prompt`).
+    memory_share: float = 0.1
 
 
 class QuestionDesk(Protocol):
@@ -112,9 +117,14 @@ class TurnScreen:
 
     store: ApprovalLedger
     incoming: Incoming
+    # The model's context holds tool results: text no person wrote, which may carry instructions.
+    read_by_tools: bool = False
     audit: list[AuditEntry] = field(default_factory=list)
 
     async def __call__(self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]) -> bool:
+        # A memory a tool's text may have planted waits for its person's OK, whatever else is allowed.
+        if spec.server == MEMORY_SERVER and spec.original_name == "remember" and self.read_by_tools:
+            return True
         place = place_id(self.incoming.where())
         if not spec.needs_approval:
             outcome = "auto: approval not required" if spec.approval == "never" else "auto: read-only"
@@ -162,13 +172,28 @@ class TurnLoop:
     screens: ApprovalLedger | None = None
     # Where servers' questions mid-call are shown and answered; without it they get "cancel".
     desk: QuestionDesk | None = None
+    # The built-in memory tools and what the model is sent of memory; without them, no memory.
+    memory: MemoryTools | None = None
     # How the server's token count compares with our offline estimate, learnt from each answer.
     _token_scale: float = field(default=1.0, init=False)
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
         tools = self.host.list_tools()
+        if self.memory is not None:
+            built_in = self.memory.list_tools()
+            names = {spec.name for spec in built_in}
+            tools = [*built_in, *(spec for spec in tools if spec.name not in names)]
         return tools if incoming is None else self.config.scopes.offered(incoming.where(), tools)
+
+    async def system_prompt(self, incoming: Incoming) -> str:
+        """The system prompt, with the memories this turn may see after it (the same every round)."""
+        if self.memory is None:
+            return self.config.system_prompt
+        tokens = int(self.config.context_tokens * self.config.memory_share)
+        scope = turn_scope(incoming, self.config.platforms)
+        section = await memory_section(self.memory.ledger, scope, incoming.text, tokens)
+        return f"{self.config.system_prompt}\n\n{section}" if section else self.config.system_prompt
 
     async def run(
         self,
@@ -183,6 +208,7 @@ class TurnLoop:
         """Rounds from `first_round` on, until an answer, a stop, or a round that waits for a person."""
         usage = Usage()
         nudge: list[ChatMessage] = []
+        system = await self.system_prompt(incoming)
         for round_index in range(first_round, self.config.max_rounds):
             # Each round sees the tools as they are now: a server may change its list mid-turn.
             tools = self.tools(incoming)
@@ -190,7 +216,7 @@ class TurnLoop:
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             try:
                 async with deadline.running("model"):
-                    completion = await self._complete([*history, *nudge], tools, progress)
+                    completion = await self._complete(system, [*history, *nudge], tools, progress)
             except StreamCut as cut:
                 # Stored as the answer: people saw it, and the transcript stays user → assistant.
                 logger.warning("answer cut off for %s: %s", incoming.key, cut.message)
@@ -206,7 +232,11 @@ class TurnLoop:
                     continue
                 return await self.finish(incoming.key, answer.content or "", state, usage)
             nudge = []
-            screen = TurnScreen(store=self.screens, incoming=incoming) if self.screens else None
+            screen = (
+                TurnScreen(store=self.screens, incoming=incoming, read_by_tools=read_by_tools(history))
+                if self.screens
+                else None
+            )
             contexts = self.call_contexts(incoming, progress, deadline)
             async with deadline.running("tools"):
                 results = await self.runner.run(answer.tool_calls, tools, state, progress, screen, contexts)
@@ -260,6 +290,7 @@ class TurnLoop:
                 completed=completed,
                 # A question in a call's result parks the turn where the store can hold it.
                 park=self.screens is not None and desk is not None,
+                incoming=incoming,
             )
 
         return context
@@ -283,7 +314,7 @@ class TurnLoop:
         return None
 
     async def _complete(
-        self, history: list[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
+        self, system: str, history: list[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
     ) -> Completion:
         """One model call within the token budget; on a context-length error, compress and retry once."""
         budget = Budget(
@@ -291,14 +322,14 @@ class TurnLoop:
             tools_tokens=estimate_tools_tokens(tools),
             scale=self._token_scale,
         )
-        request = build_request(self.config.system_prompt, history, budget)
+        request = build_request(system, history, budget)
         try:
             completion = await self.llm.complete(request, tools, progress)
         except ContextTooLong:
             await progress(
                 TurnEvent(kind="notice", message="conversation too long for the model, compressing…")
             )
-            request = build_request(self.config.system_prompt, history, budget, squeeze=True)
+            request = build_request(system, history, budget, squeeze=True)
             completion = await self.llm.complete(request, tools, progress)
         if completion.usage and completion.usage.prompt_tokens:
             estimated = estimate_message_tokens(request) + budget.tools_tokens
@@ -314,8 +345,17 @@ class TurnLoop:
             text += "\n\n" + "\n".join(f"⚠️ {_one_line(failure.for_people())}" for failure in missing)
         if starting := self.host.starting():
             text += f"\n\n⏳ {', '.join(starting)}: still starting, so not used for this answer."
+        saved = remembered(state.attachments)
+        if saved:
+            text += "\n\n" + "\n".join(f"🧠 Remembered for {memory.owner}: {memory.text}" for memory in saved)
         await self.store.append(key, [ChatMessage(role="assistant", content=text)])
-        return AgentReply(text=text, attachments=tuple(state.attachments), usage=usage, cut_short=cut_short)
+        return AgentReply(
+            text=text,
+            attachments=tuple(state.attachments),
+            usage=usage,
+            cut_short=cut_short,
+            remembered=saved,
+        )
 
     async def stored_answer(self, incoming: Incoming) -> AgentReply | None:
         """A re-delivered message whose answer is already stored gets that answer, not a second turn."""

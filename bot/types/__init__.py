@@ -50,6 +50,8 @@ from bot.types.inputs import InputRequest as InputRequest
 from bot.types.inputs import InputResume as InputResume
 from bot.types.inputs import InputStatus as InputStatus
 from bot.types.inputs import Report as Report
+from bot.types.memories import Memory as Memory
+from bot.types.memories import MemoryKind as MemoryKind
 from bot.types.tools import PromptArgument as PromptArgument
 from bot.types.tools import PromptSpec as PromptSpec
 from bot.types.tools import Resource as Resource
@@ -60,6 +62,7 @@ from bot.types.tools import ToolSpec as ToolSpec
 from bot.types.turns import AgentReply as AgentReply
 from bot.types.turns import Attachment as Attachment
 from bot.types.turns import Progress as Progress
+from bot.types.turns import Remembered as Remembered
 from bot.types.turns import TurnEvent as TurnEvent
 from bot.types.turns import TurnEventKind as TurnEventKind
 from bot.types.turns import no_progress as no_progress

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.forms import Form
-from bot.types.conversation import ConversationKey
+from bot.types.conversation import ConversationKey, Incoming
 
 InputMode = Literal["form", "url"]
 InputAction = Literal["accept", "decline", "cancel"]
@@ -117,3 +117,5 @@ class CallContext:
     # instead of asked while it waits; `resume` makes the call again with the answers.
     park: bool = False
     resume: InputResume | None = None
+    # The message the call's turn answers: where and by whom (the built-in memory tools' scope).
+    incoming: Incoming | None = None

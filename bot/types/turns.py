@@ -44,6 +44,16 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Remembered:
+    """A memory a turn saved: what the reply confirms, and what its Undo forgets."""
+
+    id: str
+    text: str
+    # "you" (the person) or "this place".
+    owner: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AgentReply:
     """A platform-neutral answer: markdown text plus one attachment per tool call."""
 
@@ -57,6 +67,8 @@ class AgentReply:
     deferred: bool = False
     # The turn is parked until people answer these (approvals, questions, links, sign-ins).
     waiting: tuple[Ask, ...] = ()
+    # The memories this turn saved, in the order it saved them.
+    remembered: tuple[Remembered, ...] = ()
 
     @property
     def approval(self) -> ApprovalPrompt | None:
