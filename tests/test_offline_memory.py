@@ -1,5 +1,5 @@
-"""The offline model with the memory tools: "remember that …", "what do you remember about me?" and
-"forget …".
+"""The offline model with the memory tools: "remember that …", "what do you remember about me?",
+"forget …", and remembered facts of the system prompt filling a question's missing area code.
 
 Every request is what the model is really sent: the history presented by the core's own
 `build_request` (the certainty line, text results as JSON strings)."""
@@ -15,7 +15,7 @@ import pytest
 from bot.model.offline import OfflineModel
 from bot.turn.context import Budget, build_request
 from bot.types import ChatMessage, ToolSpec, no_progress
-from tests.test_offline import ENV, GEO, SEED_QUESTION
+from tests.test_offline import ENV, ENV_RESULT, GEO, GEO_RESULT, SEED_QUESTION
 
 PROMPT = "You are nerve, a helpful assistant."
 
@@ -347,3 +347,64 @@ async def test_hello_and_the_help_say_what_may_be_asked_of_memory():
         assert "“what do you remember about me?”" in text
         assert "memory_remember" not in text  # the tools themselves are not listed for other questions
     assert "remember" not in ((await ask([user("hello")], [ENV, GEO])).content or "")
+
+
+# --- remembered facts in the system prompt ----------------------------------------------------------
+
+REMEMBERING = (
+    f"{PROMPT}\n\nWhat you remember (facts people asked you to keep):\nAbout you:\n"
+    "- area code is A1001 (saved 2026-12-07)\n- likes green tea\n"
+    "About this channel:\n- deploys are on Fridays"
+)
+
+
+async def test_a_remembered_area_code_fills_a_question_that_names_none():
+    question = "How is the air quality today?"
+    reply = await ask([user(question)], system=REMEMBERING)
+
+    assert calls(reply) == [("get_environment_status", {"area_code": "A1001"})]
+    # Without it, the area code is asked for, as before.
+    assert (await ask([user(question)])).tool_calls == ()
+
+
+async def test_a_place_the_question_names_comes_before_a_remembered_one():
+    assert calls(await ask([user("How is the air quality in B2002?")], system=REMEMBERING)) == [
+        ("get_environment_status", {"area_code": "B2002"})
+    ]
+    near = await ask([user("What's the air like near 31.23, 121.47?")], system=REMEMBERING)
+    assert calls(near) == [("simulate_geolocation", {"lat": 31.23, "lng": 121.47, "radius": 100})]
+    # The next round follows the coordinates' area, as without a memory.
+    history = [
+        user("What's the air like near 31.23, 121.47?"),
+        near,
+        ChatMessage(
+            role="tool", tool_call_id=near.tool_calls[0].id, name=GEO.name, content=json.dumps(GEO_RESULT)
+        ),
+    ]
+    assert calls(await ask(history, system=REMEMBERING)) == [
+        ("get_environment_status", {"area_code": "R7372"})
+    ]
+
+
+async def test_the_answer_from_a_remembered_area_code_is_for_that_area():
+    question = "How is the air quality today?"
+    first = await ask([user(question)], system=REMEMBERING)
+    result = ChatMessage(
+        role="tool", tool_call_id=first.tool_calls[0].id, name=ENV.name, content=json.dumps(ENV_RESULT)
+    )
+
+    answer = await ask([user(question), first, result], system=REMEMBERING)
+
+    assert "for A1001" in (answer.content or "") and "AQI 42 (Good)" in (answer.content or "")
+
+
+async def test_lines_after_the_remembered_section_are_not_taken_for_memories():
+    system = (
+        f"{PROMPT}\n\nWhat you remember:\n- likes green tea\n\n"
+        "Summary of the earlier conversation (compressed to save space):\n"
+        "- user: is A1001 nice? → you: yes"
+    )
+
+    reply = await ask([user("How is the air quality today?")], system=system)
+
+    assert reply.tool_calls == ()

@@ -31,6 +31,7 @@ from bot.model.offline.question import (
     read_question,
     related,
 )
+from bot.model.offline.remembered import remembered_values
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.text.render import truncate
 from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
@@ -177,7 +178,7 @@ class OfflineModel:
             chosen = _next_round(question, since, others)
             reply = chosen or write_answer(question, read_outcomes(since, tools))
         else:
-            reply = _decide(question, others, memory_hint(tools))
+            reply = _decide(question, others, remembered_values(messages), memory_hint(tools))
         if isinstance(reply, str):
             # Word by word, as a model service streams, so front ends show the answer as it comes.
             for word in _WORDS.findall(reply):
@@ -213,8 +214,12 @@ def _as_candidate(tool: ToolSpec, args: dict[str, Any]) -> Candidate:
     return Candidate(tool, 0, Filled(args, frozenset(), [], False), 0)
 
 
-def _decide(question: str, tools: list[ToolSpec], hint: str) -> str | list[Candidate]:
-    """The calls for a question; `hint`: what else may be asked, said with the help and the greeting."""
+def _decide(
+    question: str, tools: list[ToolSpec], remembered: dict[str, Any], hint: str
+) -> str | list[Candidate]:
+    """The calls for a question; a remembered value ("area code is A1001") fills a required argument
+    only when the question alone lets no tool be called, so a place it names comes first. `hint`:
+    what else may be asked, said with the help and the greeting."""
     words = [w.lower() for w in WORD.findall(question)]
     if all(w in _SMALL_TALK for w in words) and any(w in _GREETINGS for w in words):
         return _greeting(words, tools, hint)
@@ -222,6 +227,9 @@ def _decide(question: str, tools: list[ToolSpec], hint: str) -> str | list[Candi
     if ranked and changes_things(ranked[0].tool):
         return _refusal(ranked[0].tool)
     chosen = choose(ranked)
+    if not chosen and remembered:
+        ranked = candidates(question, tools, remembered)
+        chosen = choose(ranked)
     missing = next((c for c in ranked if c.filled.missing and not changes_things(c.tool)), None)
     return chosen or _help(tools, missing, hint)
 
