@@ -3,7 +3,8 @@
 `make run` does something real on a fresh clone without an API key, a network or a download.
 Rules cannot tell "read the file" from "overwrite the file", so they are narrow on purpose: a tool
 that says it changes something is never called, and besides the best match another is called only
-for a value of the question that no chosen tool uses.
+for a value of the question that no chosen tool uses. The product's memory tools are the exception,
+called only for a request that says "remember" or "forget" in so many words (`memory`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.model.offline.answer import VERBS, format_value, read_outcomes, tool_title, write_answer
+from bot.model.offline.memory import is_memory_tool, memory_hint, memory_turn
 from bot.model.offline.question import (
     LAT_NAMES,
     LNG_NAMES,
@@ -29,6 +31,7 @@ from bot.model.offline.question import (
     read_question,
     related,
 )
+from bot.model.offline.remembered import remembered_values
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.text.render import truncate
 from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
@@ -166,11 +169,16 @@ class OfflineModel:
     ) -> Completion:
         """Answer the latest real question: with tool calls, or from the results that followed it."""
         question, since = _latest_question(messages)
-        if any(m.role == "tool" for m in since):
-            chosen = _next_round(question, since, list(tools))
+        # The memory tools serve only "remember …", "forget …" and "what do you remember?".
+        others = [t for t in tools if not is_memory_tool(t)]
+        memory = memory_turn(question, since, tools)
+        if memory is not None:
+            reply = memory if isinstance(memory, str) else [_as_candidate(t, args) for t, args in memory]
+        elif any(m.role == "tool" for m in since):
+            chosen = _next_round(question, since, others)
             reply = chosen or write_answer(question, read_outcomes(since, tools))
         else:
-            reply = _decide(question, list(tools))
+            reply = _decide(question, others, remembered_values(messages), memory_hint(tools))
         if isinstance(reply, str):
             # Word by word, as a model service streams, so front ends show the answer as it comes.
             for word in _WORDS.findall(reply):
@@ -202,15 +210,28 @@ def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMes
     return "", list(messages)
 
 
-def _decide(question: str, tools: list[ToolSpec]) -> str | list[Candidate]:
+def _as_candidate(tool: ToolSpec, args: dict[str, Any]) -> Candidate:
+    return Candidate(tool, 0, Filled(args, frozenset(), [], False), 0)
+
+
+def _decide(
+    question: str, tools: list[ToolSpec], remembered: dict[str, Any], hint: str
+) -> str | list[Candidate]:
+    """The calls for a question; a remembered value ("area code is A1001") fills a required argument
+    only when the question alone lets no tool be called, so a place it names comes first. `hint`:
+    what else may be asked, said with the help and the greeting."""
     words = [w.lower() for w in WORD.findall(question)]
     if all(w in _SMALL_TALK for w in words) and any(w in _GREETINGS for w in words):
-        return _greeting(words, tools)
+        return _greeting(words, tools, hint)
     ranked = candidates(question, tools)
     if ranked and changes_things(ranked[0].tool):
         return _refusal(ranked[0].tool)
+    chosen = choose(ranked)
+    if not chosen and remembered:
+        ranked = candidates(question, tools, remembered)
+        chosen = choose(ranked)
     missing = next((c for c in ranked if c.filled.missing and not changes_things(c.tool)), None)
-    return choose(ranked) or _help(tools, missing)
+    return chosen or _help(tools, missing, hint)
 
 
 def _next_round(question: str, since: list[ChatMessage], tools: list[ToolSpec]) -> list[Candidate]:
@@ -265,9 +286,13 @@ def _needs(tool: ToolSpec, names: list[str]) -> str:
     return ", ".join(f"{n} ({truncate(about[n].rstrip('.'), 100)[0]})" if about.get(n) else n for n in names)
 
 
-def _help(tools: Sequence[ToolSpec], missing: Candidate | None) -> str:
+def _help(tools: Sequence[ToolSpec], missing: Candidate | None, hint: str = "") -> str:
+    also = f"\n\n{hint}" if hint else ""
     if not tools:
-        return f"{_INTRO} No tools are connected right now: add an MCP server to the servers file.\n\n{_REAL}"
+        return (
+            f"{_INTRO} No tools are connected right now: add an MCP server to the servers file."
+            f"{also}\n\n{_REAL}"
+        )
     if missing is not None:
         tool, unfilled = missing.tool, missing.filled.missing
         why = (
@@ -281,7 +306,7 @@ def _help(tools: Sequence[ToolSpec], missing: Candidate | None) -> str:
     examples = [_example(t) for t in reading]
     example = next((e for e in examples if "<" not in e), examples[0] if examples else "")
     tail = f"\n\nFor example: “{example}”" if example else ""
-    return f"{_INTRO} {why}\n\nTools I can use:\n{listing or '(none that only read)'}{tail}\n\n{_REAL}"
+    return f"{_INTRO} {why}\n\nTools I can use:\n{listing or '(none that only read)'}{tail}{also}\n\n{_REAL}"
 
 
 def _refusal(tool: ToolSpec) -> str:
@@ -292,8 +317,10 @@ def _refusal(tool: ToolSpec) -> str:
     )
 
 
-def _greeting(words: list[str], tools: Sequence[ToolSpec]) -> str:
+def _greeting(words: list[str], tools: Sequence[ToolSpec], hint: str = "") -> str:
     if any(w in ("thanks", "thank", "谢谢") for w in words):
         return "You're welcome!"
     names = ", ".join(f"`{t.name}`" for t in tools[:10]) or "no tools yet"
-    return f"Hello! I'm nerve, running on the built-in offline model. I can use: {names}. Ask me something."
+    also = f" {hint}" if hint else ""
+    hello = "Hello! I'm nerve, running on the built-in offline model."
+    return f"{hello} I can use: {names}.{also} Ask me something."

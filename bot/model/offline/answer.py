@@ -71,7 +71,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def _parse(content: str) -> tuple[Any, str]:
+def parse_result(content: str) -> tuple[Any, str]:
     """A result's JSON (None when it holds none) and its text, without the host's certainty line."""
     lines = content.strip().splitlines()
     if len(lines) > 1 and _ANCHOR.match(lines[0]):
@@ -97,7 +97,7 @@ def read_outcomes(since: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> li
         except ValueError:
             args = {}
         args = args if isinstance(args, dict) else {}
-        data, text = _parse(m.content or "")
+        data, text = parse_result(m.content or "")
         if isinstance(data, dict) and set(data) == {"superseded"}:
             continue  # the host replaced an earlier result of a repeated call; the later one counts
         shown = (specs[name].parameters.get("required") if name in specs else None) or list(args)
