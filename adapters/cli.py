@@ -35,6 +35,19 @@ PLACE_HELP = (
     "dm, CHANNEL_ID (or channel:ID), guild:ID (Discord), user:ID, joined by ':' in any order; "
     "e.g. slack:C123, slack:dm, slack:C123:user:U1, discord:guild:G1:C5, terminal"
 )
+MEMORY_HELP = "list what people asked nerve to remember, newest first; forget one"
+MEMORY_DESCRIPTION = (
+    "List the memories people saved (the remember tool), newest first: every one, or a person's "
+    "(--user), or a place's (--place), or with both the person's and the place's. It reads the store "
+    "only: no model, no servers."
+)
+MEMORY_USER_HELP = (
+    "a person's memories, by the id nerve keeps them under: slack:TEAM:USER, discord:USER, terminal:NAME:NAME"
+)
+MEMORY_PLACE_HELP = (
+    "a place's memories, written as for nerve tools --place: a channel's (slack:C123), a Discord "
+    "server's (discord:guild:G1)"
+)
 
 WORKER_HELP = "run only the job worker: answer the Slack turns nerve slack processes queued on PostgreSQL"
 WORKER_DESCRIPTION = (
@@ -100,6 +113,14 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("place", help="as listed, e.g. slack:C123, discord:42, terminal")
     revoke.add_argument("server", help="the server's name in the servers file")
     revoke.add_argument("tool", help="the tool's name on its server")
+    memory = commands.add_parser("memory", help=MEMORY_HELP, description=MEMORY_DESCRIPTION)
+    memory.add_argument("--user", metavar="ID", help=MEMORY_USER_HELP)
+    memory.add_argument("--place", type=_place, metavar="PLACE", help=MEMORY_PLACE_HELP)
+    memory.add_argument("--json", action="store_true", help="as one JSON document")
+    forget = memory.add_subparsers(dest="memory_command").add_parser(
+        "forget", help="delete one memory, whoever's it is"
+    )
+    forget.add_argument("memory_id", metavar="ID", help="as listed by nerve memory, e.g. m3f9a2c1")
     doctor = commands.add_parser("doctor", help="check this deployment and say what to fix")
     doctor.add_argument("--json", action="store_true", help="one JSON object per check, as a list")
     doctor_log = "also show the log on stderr (a failing server's own output, for one)"
@@ -170,6 +191,12 @@ def _job(
         if command == "delete":
             return conversations.delete_job(args.thread, args.id, yes=args.yes)
         return conversations.history_job(args.thread, args.id, archived=args.archived, as_json=args.json)
+    if command == "memory":
+        from adapters import memory_cli
+
+        if args.memory_command == "forget":
+            return memory_cli.forget_job(args.memory_id)
+        return memory_cli.list_job(args.user, args.place, as_json=args.json)
     if command == "tools":
         from adapters.terminal.views import print_tools
 

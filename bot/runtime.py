@@ -176,6 +176,7 @@ async def open_runtime(
                 store,
                 retention_hours=settings.nerve_inbox_retention_hours,
                 conversation_retention_days=settings.nerve_retention_days,
+                memory_retention=settings.nerve_memory_retention,
             )
         )
         sign_ins = sign_ins_for(settings, mcp.servers, store, sign_in_redirect)

@@ -206,9 +206,11 @@ async def core(
     approvals: bool = False,
     clock: Callable[[], float] = time.time,
     backend: Backend | None = None,
+    memories: bool = False,
 ) -> AsyncIterator[Core]:
     """Fake Slack, fake model service, and the real agent on a real store (which parks turns that
-    wait for approval when `approvals` is set): SQLite, or the test's `backend` (both_stores)."""
+    wait for approval when `approvals` is set, and keeps memories with the built-in memory tools
+    when `memories` is): SQLite, or the test's `backend` (both_stores)."""
     async with (
         FakeSlack() as slack,
         FakeLLMServer(script, strict=strict) as llm,
@@ -228,6 +230,7 @@ async def core(
             config=config or AgentConfig(),
             approvals=store if approvals else None,
             clock=clock,
+            memories=store if memories else None,
         )
         try:
             yield Core(
@@ -252,6 +255,7 @@ async def rig(
     config: AgentConfig | None = None,
     approvals: bool = False,
     clock: Callable[[], float] = time.time,
+    memories: bool = False,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
     """Everything running on 127.0.0.1: fake Slack, fake model, real agent + store + bolt app over HTTP."""
@@ -264,6 +268,7 @@ async def rig(
         config=config,
         approvals=approvals,
         clock=clock,
+        memories=memories,
     ) as c:
         cfg = settings_for(c.slack, **settings)
         bot = build_bot(

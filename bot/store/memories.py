@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from bot.store.dialect import Ledger
+from bot.store.dialect import Ledger, days_ago
 from bot.types import Memory, MemoryKind
 
 # The words of a question the full-text search looks for: letters and digits only, so nothing in a
@@ -88,6 +89,12 @@ class MemoryLedger(Ledger):
     async def delete_memories_of(self, person: str) -> int:
         """Every personal memory of one person."""
         return await self._change("DELETE FROM memories WHERE kind = 'person' AND subject = ?", (person,))
+
+    async def prune_memories(self, older_than_days: float, now: datetime | None = None) -> int:
+        """Every memory saved over `older_than_days` ago (NERVE_MEMORY_RETENTION); returns how many."""
+        return await self._change(
+            "DELETE FROM memories WHERE created_at < ?", (days_ago(older_than_days, now),)
+        )
 
     async def set_memory_anywhere(self, memory_id: str, anywhere: bool) -> bool:
         return (

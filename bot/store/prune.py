@@ -1,6 +1,8 @@
 """Keeping the store small, at start and then on a schedule: an inbox record older than
 NERVE_INBOX_RETENTION_HOURS serves neither dedupe nor replay; conversations idle longer than
-NERVE_RETENTION_DAYS (when set) are deleted, the audit kept. A failure is tried again at the next tick.
+NERVE_RETENTION_DAYS (when set) are deleted, the audit kept; memories saved longer ago than that too,
+only when NERVE_MEMORY_RETENTION is on (by default they stay until forgotten). A failure is tried again
+at the next tick.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ async def pruning_inbox(
     *,
     retention_hours: float,
     conversation_retention_days: float = 0.0,
+    memory_retention: bool = False,
     every: float | None = None,
     wait: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[None]:
@@ -46,12 +49,13 @@ async def pruning_inbox(
     per retention if shorter) until the block ends."""
     if every is None:
         every = min(PRUNE_EVERY_SECONDS, retention_hours * 3600 / 2)
-    await _prune(store, retention_hours, conversation_retention_days)
+    memory_days = conversation_retention_days if memory_retention else 0.0
+    await _prune(store, retention_hours, conversation_retention_days, memory_days)
 
     async def on_schedule() -> None:
         while True:
             await wait(every)
-            await _prune(store, retention_hours, conversation_retention_days)
+            await _prune(store, retention_hours, conversation_retention_days, memory_days)
 
     task = asyncio.create_task(on_schedule(), name="inbox-pruning")
     try:
@@ -61,12 +65,18 @@ async def pruning_inbox(
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def _prune(store: ConversationStore, retention_hours: float, conversation_days: float) -> None:
+async def _prune(
+    store: ConversationStore, retention_hours: float, conversation_days: float, memory_days: float
+) -> None:
     days = retention_hours / 24
     if conversation_days > 0:
         async with _housekeeping("old conversations"):
             if removed := await prune_conversations(store, conversation_days):
                 logger.info("deleted %d conversation(s) idle for over %g days", removed, conversation_days)
+    if memory_days > 0:
+        async with _housekeeping("old memories"):
+            if removed := await store.prune_memories(memory_days):
+                logger.info("deleted %d memories saved over %g days ago", removed, memory_days)
     async with _housekeeping("the inbox"):
         if removed := await store.prune_events(older_than_days=days):
             logger.info("pruned %d inbox record(s) older than %g hours", removed, retention_hours)
