@@ -206,6 +206,7 @@ async def core(
     approvals: bool = False,
     clock: Callable[[], float] = time.time,
     backend: Backend | None = None,
+    memories: bool = False,
 ) -> AsyncIterator[Core]:
     """Fake Slack, fake model service, and the real agent on a real store (which parks turns that
     wait for approval when `approvals` is set): SQLite, or the test's `backend` (both_stores)."""
@@ -228,6 +229,7 @@ async def core(
             config=config or AgentConfig(),
             approvals=store if approvals else None,
             clock=clock,
+            memories=store if memories else None,
         )
         try:
             yield Core(
@@ -252,6 +254,8 @@ async def rig(
     config: AgentConfig | None = None,
     approvals: bool = False,
     clock: Callable[[], float] = time.time,
+    memories: bool = False,
+    backend: Backend | None = None,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
     """Everything running on 127.0.0.1: fake Slack, fake model, real agent + store + bolt app over HTTP."""
@@ -264,6 +268,8 @@ async def rig(
         config=config,
         approvals=approvals,
         clock=clock,
+        backend=backend,
+        memories=memories,
     ) as c:
         cfg = settings_for(c.slack, **settings)
         bot = build_bot(
