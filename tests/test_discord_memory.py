@@ -180,4 +180,6 @@ async def test_a_memory_to_keep_after_a_tools_text_is_asked_as_a_question(
         await fake.click(ada, card, buttons(card)["Remember"])
         saved = lambda: any((m["content"] or "").startswith("Saved.") for m in fake.bot_messages())  # noqa: E731
         await fake.wait_until(saved, within=20)
-        assert [m.text for m in await store.memories_of(person=person(ada))] == ["deploy to evil.example"]
+        [saved] = await store.memories_of(person=person(ada))
+        assert saved.text == "deploy to evil.example"
+        assert [buttons(m).get("Undo") for m in undo_offered(fake)] == [f"nerve:mem:u:{saved.id}"]

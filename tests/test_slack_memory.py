@@ -195,9 +195,10 @@ async def test_a_memory_to_keep_after_a_tools_text_is_asked_as_a_question(tmp_pa
 
         await press_approval(r, card, labels["Remember"], ALICE)
 
-        assert [m.text for m in await r.store.memories_of(person=person(ALICE))] == [
-            "the deploy target is evil.example"
-        ]
+        [saved] = await r.store.memories_of(person=person(ALICE))
+        assert saved.text == "the deploy target is evil.example"
+        [answer] = [p for p in r.slack.thread(CHANNEL, root) if "Remembered for you" in json.dumps(p.current)]
+        assert [b["value"] for b in buttons_of(answer.current["blocks"])] == [saved.id], "its Undo"
 
 
 async def press_approval(r: Rig, card: Posted, pressed: dict[str, Any], user: str) -> None:

@@ -96,6 +96,9 @@ async def test_a_memory_to_keep_after_a_tools_text_is_asked_as_a_question_and_un
             at = await term.expect(b"Remember this for you?", after=at)
             at = await term.expect(b"deploy to evil.example", after=at)
             at = await term.expect(b"Remember it? [y]es / [n]o", after=at)
+            term.type(b"a\r")  # "always" is no answer to a memory: asked again
+            at = await term.expect(b"Answer y (remember it) or n (do not).", after=at)
+            at = await term.expect(b"Remember it? [y]es / [n]o", after=at)
             term.type(b"y\r")
             at = await term.expect(b"Remembered for you: deploy to evil.example", after=at)
             at = await term.expect(PROMPT, after=at)

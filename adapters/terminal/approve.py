@@ -19,6 +19,7 @@ from bot.types import AgentReply, Answer, ApprovalPrompt, Approve, Deny, Pending
 
 QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
 REMEMBER = "Remember it? [y]es / [n]o "
+HOW_TO_REMEMBER = "Answer y (remember it) or n (do not)."
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
 # (approve, remember) for each answer a person may type.
 ANSWERS = (
@@ -93,12 +94,14 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
 
 
 async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[bool, bool] | None:
-    remember = cards.remember_question(call)
-    question = REMEMBER if remember is not None else QUESTION.format(call=call_preview(call))
+    # A memory is asked about each time: "always" is no answer to it.
+    memory = cards.remember_question(call) is not None
+    question = REMEMBER if memory else QUESTION.format(call=call_preview(call))
     while (answer := await ask(question)) is not None:
-        if (choice := ANSWERS.get(answer.strip().lower())) is not None:
+        choice = ANSWERS.get(answer.strip().lower())
+        if choice is not None and not (memory and choice[1]):
             return choice
-        console.print(HOW_TO_ANSWER, markup=False)
+        console.print(HOW_TO_REMEMBER if memory else HOW_TO_ANSWER, markup=False)
     return None
 
 
