@@ -67,6 +67,7 @@ from bot.types import (
     SignInFinished,
     Submit,
     TurnEvent,
+    UndoOutcome,
     no_progress,
 )
 
@@ -204,6 +205,13 @@ class Agent:
         if memory is None or memory.kind != "person" or memory.subject != scope.person:
             return False
         return await self.memory.ledger.set_memory_anywhere(memory.id, anywhere)
+
+    async def undo_memory(self, incoming: Incoming, memory_id: str) -> UndoOutcome:
+        """An Undo pressed under a reply: forget the memory for whoever pressed it, and say why not
+        when it was forgotten already ("gone") or is not theirs to forget ("not_yours")."""
+        if self.memory is None or await self.memory.ledger.memory(memory_id) is None:
+            return "gone"
+        return "forgotten" if await self.forget_memory(incoming, memory_id) is not None else "not_yours"
 
     async def forget_my_memories(self, incoming: Incoming) -> int:
         """Forget every personal memory of the person of `incoming`; how many there were."""

@@ -259,3 +259,15 @@ async def test_the_memories_sent_stay_within_their_share_of_the_budget(host, sto
     section = system_text(llm.requests[0]).partition("What you remember")[2]
     assert 0 < len(section) / 4 <= 400 + 50
     assert "fact number 7 about" in section
+
+
+async def test_undo_forgets_for_its_person_only_and_says_why_not_otherwise(host, store):
+    llm = ScriptedLLM([remember("I like tea"), Step(text="ok")])
+    bot = agent(llm, host, store)
+    [saved] = (await bot.reply(saying(channel(ALICE), "remember that I like tea"))).remembered
+
+    assert await bot.undo_memory(channel(BOB), saved.id) == "not_yours"
+    assert await bot.undo_memory(channel(ADMIN), saved.id) == "not_yours", "a person's memory is theirs"
+    assert await bot.undo_memory(channel(ALICE), saved.id) == "forgotten"
+    assert await bot.undo_memory(channel(ALICE), saved.id) == "gone"
+    assert await store.memories_of(person="slack:T1:" + ALICE) == []

@@ -256,6 +256,7 @@ async def rig(
     approvals: bool = False,
     clock: Callable[[], float] = time.time,
     memories: bool = False,
+    backend: Backend | None = None,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
     """Everything running on 127.0.0.1: fake Slack, fake model, real agent + store + bolt app over HTTP."""
@@ -268,6 +269,7 @@ async def rig(
         config=config,
         approvals=approvals,
         clock=clock,
+        backend=backend,
         memories=memories,
     ) as c:
         cfg = settings_for(c.slack, **settings)

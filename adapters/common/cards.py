@@ -110,3 +110,35 @@ def not_started(server: str, exc: Exception) -> str:
 def since(stamp: float) -> str:
     """When a connection was made, as the connections list says it."""
     return "since " + time.strftime("%Y-%m-%d", time.gmtime(stamp))
+
+
+# --- a memory to keep ------------------------------------------------------------------------------
+
+# The built-in memory tools' server name (the core's `bot.memory.tools`, which front ends do not import).
+MEMORY_SERVER = "memory"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RememberQuestion:
+    """An approval of the built-in `remember`, asked as the question it is: keep this, or not."""
+
+    headline: str
+    text: str
+    yes: str = "Remember"
+    no: str = "Don't remember"
+
+
+def remember_question(call: PendingCall) -> RememberQuestion | None:
+    """The question a memory write is asked as; None for any other call (the generic wording)."""
+    if call.server != MEMORY_SERVER or call.tool != "remember":
+        return None
+    for_place = call.arguments.get("about") == "here"
+    headline = "Remember this for this place?" if for_place else "Remember this for you?"
+    return RememberQuestion(headline=headline, text=str(call.arguments.get("text") or ""))
+
+
+def remember_questions(calls: list[PendingCall] | tuple[PendingCall, ...]) -> list[RememberQuestion] | None:
+    """Every call's question when every call is a memory write (the card is then all questions)."""
+    asked = [remember_question(call) for call in calls]
+    found = [question for question in asked if question is not None]
+    return found if found and len(found) == len(asked) else None

@@ -48,6 +48,8 @@ class Command:
 SERVER = Option("server", "The service to sign in to", written="NAME")
 PROMPT_ARGUMENTS = 'Its arguments: topic=weather tone="very dry"; a value alone fills the first'
 REVOKE = "PLACE SERVER/TOOL, as the list shows it, to ask for approval there again"
+MEMORY = "what I remember about you and this place: forget one or all, or use one of yours anywhere"
+MEMORY_WRITTEN = "forget ID|all · anywhere ID on|off"
 
 COMMANDS: tuple[Command, ...] = (
     Command(
@@ -88,6 +90,13 @@ COMMANDS: tuple[Command, ...] = (
     Command("connections", "the services you connected with your own account", EVERYWHERE),
     Command("connect", "connect a service with your own account", EVERYWHERE, (SERVER,)),
     Command("disconnect", "stop using your account with a service", (SLACK, TERMINAL), (SERVER,)),
+    Command(
+        "memory",
+        MEMORY,
+        (SLACK, TERMINAL),
+        (Option("what", "What to do with a memory", optional=True, written=MEMORY_WRITTEN),),
+    ),
+    Command("memory", MEMORY, (DISCORD,)),
     Command("reset", "in a DM: start a new conversation", (SLACK,)),
     Command("reset", "start a new conversation in this thread or DM", (DISCORD,)),
     Command("reset", "start a new conversation in this thread", (TERMINAL,)),

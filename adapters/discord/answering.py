@@ -21,10 +21,12 @@ from adapters.discord.delivery import (
     response_id,
     results_button_view,
     typing,
+    view_of,
 )
 from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, answer_channel
 from adapters.discord.input_flow import InputFlow
 from adapters.discord.live import LiveAnswer
+from adapters.discord.memory import undo_buttons
 from adapters.discord.pages import (
     ChannelPage,
     ChannelPoster,
@@ -177,6 +179,10 @@ class TurnAnswers:
 
     def _render(self, reply: AgentReply) -> tuple[list[str], discord.ui.View | None]:
         view = results_button_view(self.results, reply.attachments) if reply.attachments else None
+        if undo := undo_buttons(reply.remembered):
+            view = view or view_of()
+            for button in undo:
+                view.add_item(button)
         return reply_chunks(reply), view
 
     async def _open_thread(self, job: Job) -> None:

@@ -77,6 +77,9 @@ def person(user_id: str | None) -> str:
 def headline(prompt: ApprovalPrompt) -> str:
     """The first line: what waits, or how it ended."""
     tools = ", ".join(dict.fromkeys(f"`{c.tool}`" for c in prompt.calls))
+    questions = cards.remember_questions(prompt.calls)
+    if prompt.open and questions is not None:
+        return f"🧠 **{questions[0].headline if len(questions) == 1 else 'Remember these?'}**"
     if prompt.open:
         return f"⏸️ **Waiting for approval** to run {tools}."
     if all(c.status == "expired" for c in prompt.calls):
@@ -91,6 +94,10 @@ def headline(prompt: ApprovalPrompt) -> str:
 def _call_embed(index: int, call: PendingCall, description_limit: int) -> tuple[discord.Embed, bool]:
     title = truncate(f"{index}. {call.tool}", EMBED_TITLE_LIMIT)[0]
     description, cut = code_block(call.arguments_json(), description_limit, "json")
+    if (question := cards.remember_question(call)) is not None:
+        # A memory to keep reads as the question it is: the words themselves, not a call's arguments.
+        title = truncate(question.headline, EMBED_TITLE_LIMIT)[0]
+        description, cut = truncate(safe_text(question.text), description_limit)
     embed = discord.Embed(title=title, colour=_COLOURS[call.status], description=description)
     embed.add_field(name="Server", value=truncate(call.server, 1000)[0] or "-", inline=True)
     embed.add_field(name="Outcome", value=cards.decided(call).say(person=person), inline=True)
@@ -122,7 +129,8 @@ def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
             f"Only {person(prompt.requester)} or an admin can decide. Expires <t:{int(prompt.expires_at)}:R>."
         )
         them, tools = ("them all", "these tools") if len(prompt.calls) > 1 else ("it", "this tool")
-        lines.append(f"-# **Always allow here** approves {them} and stops asking for {tools} here.")
+        if cards.remember_questions(prompt.calls) is None:  # a memory is asked about each time
+            lines.append(f"-# **Always allow here** approves {them} and stops asking for {tools} here.")
     shown = prompt.calls[:EMBEDS_PER_MESSAGE]
     hidden = len(prompt.calls) - len(shown)
     if hidden:
@@ -211,10 +219,12 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View | None:
     view = discord.ui.View(timeout=None)
     green, red, grey = discord.ButtonStyle.success, discord.ButtonStyle.danger, discord.ButtonStyle.secondary
     last_row = 0 if len(prompt.calls) == 1 else CALL_ROWS
+    questions = cards.remember_questions(prompt.calls)
     if len(prompt.calls) == 1:
         ref = call_ref(prompt, pending[0])
-        view.add_item(_button(prompt, "approve", ref, "Approve", green, 0))
-        view.add_item(_button(prompt, "deny", ref, "Deny", red, 0))
+        yes, no = (questions[0].yes, questions[0].no) if questions else ("Approve", "Deny")
+        view.add_item(_button(prompt, "approve", ref, yes, green, 0))
+        view.add_item(_button(prompt, "deny", ref, no, red, 0))
     else:
         numbered = {c.call_id: i for i, c in enumerate(prompt.calls, start=1)}
         for slot, call in enumerate(pending[: CALL_ROWS * CALLS_PER_ROW]):
@@ -223,7 +233,8 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View | None:
             view.add_item(_button(prompt, "deny", ref, f"Deny {number}", red, row))
         view.add_item(_button(prompt, "approve_all", None, "Approve all", green, last_row))
         view.add_item(_button(prompt, "deny_all", None, "Deny all", red, last_row))
-    view.add_item(_button(prompt, "always", None, "Always allow here", grey, last_row))
+    if questions is None:
+        view.add_item(_button(prompt, "always", None, "Always allow here", grey, last_row))
     return view
 
 

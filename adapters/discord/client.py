@@ -38,6 +38,8 @@ from adapters.discord.incoming import PLATFORM, Job, job_for, to_incoming
 from adapters.discord.input_flow import InputFlow
 from adapters.discord.input_message import InputButton
 from adapters.discord.live import EDIT_EVERY
+from adapters.discord.memory import MemoryButton, MemoryFlow
+from adapters.discord.memory import register as register_memory
 from adapters.discord.render import ResultsCache
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.sign_in import DisconnectButton, SignInLinks, TurnLinks
@@ -152,7 +154,10 @@ class NerveDiscordBot(discord.Client):
         )
         discord_commands.register(self.tree, agent, settings, self.handle_ask)
         register_sign_in(self.tree, self.sign_in_links)
-        self.add_dynamic_items(ToolResultsButton, DisconnectButton)
+        # /memory and the memory buttons (Forget, Use anywhere, Undo under an answer).
+        self.memory_flow = MemoryFlow(agent)
+        register_memory(self.tree, agent)
+        self.add_dynamic_items(ToolResultsButton, DisconnectButton, MemoryButton)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 

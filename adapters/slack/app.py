@@ -37,6 +37,7 @@ from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
 from adapters.slack.intake import Intake
+from adapters.slack.memory import MEMORY_ACTIONS, SlackMemory
 from adapters.slack.post import Poster
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.settings import SlackSettings
@@ -105,6 +106,7 @@ class SlackBot:
         self._recorded = Recorded(agent, PLATFORM, self._launch, self._left_over, noun="Slack event")
         self._sweeper: asyncio.Task[None] | None = None
         self._me: Identity | None = None
+        self._memory = SlackMemory(agent, self._poster)
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
         self.signing_secret = secret
         self.commands = NerveCommands(
@@ -115,6 +117,7 @@ class SlackBot:
             identity=self.identity,
             start=self._intake.start,
             connections=self._sign_ins.on_command,
+            memory=self._memory.on_command,
         )
         quiet_bolt_token_notice()
         self.app = AsyncApp(
@@ -140,6 +143,7 @@ class SlackBot:
         self.app.view_closed(INPUT_FORM)(self._acked(self._inputs.on_close))
         self.app.action(CONNECT_ACTIONS)(self._ack_only)
         self.app.action(DISCONNECT_ACTION)(self._acked(self._sign_ins.on_disconnect_click))
+        self.app.action(MEMORY_ACTIONS)(self._acked(self._memory.on_click))
 
     # --- lifecycle ---------------------------------------------------------------------------
 

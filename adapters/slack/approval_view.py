@@ -71,6 +71,8 @@ def _button(
 
 def _call_text(index: int, call: PendingCall, total: int) -> str:
     number = "" if total == 1 else f"{index + 1}. "
+    if (question := cards.remember_question(call)) is not None:
+        return f"🧠 *{number}{escape(question.headline)}*\n{quoted(question.text)}"
     head = f"*{number}`{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
     shown = escape(call.arguments_json())
     if len(shown) <= ARGUMENTS_INLINE:
@@ -86,6 +88,11 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
     pending = [c for c in calls if c.status == "pending"]
     names = ", ".join(dict.fromkeys(c.tool for c in calls))
     headline = "🔐 *Approval needed* to run {}" if pending else "🔐 *Approval request for* {} — decided"
+    # Memories to keep are asked as the question they are, not as a tool call.
+    questions = cards.remember_questions(calls)
+    if questions is not None:
+        asked = questions[0].headline if len(questions) == 1 else "Remember these?"
+        headline = f"🧠 *{asked}*" if pending else "🧠 *Memory to keep* — decided"
     blocks: list[dict[str, Any]] = [section(headline.format(escape_capped(names, 500)))]
     if prompt.reason:
         blocks.append(section("*What the model said it is for:*\n" + quoted(prompt.reason)))
@@ -93,13 +100,15 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
         blocks.append(section(_call_text(index, call, len(calls))))
         if call.status == "pending":
             value = _call_value(prompt, index, call)
+            question = cards.remember_question(call)
+            yes, no = (question.yes, question.no) if question is not None else ("Approve", "Deny")
             blocks.append(
                 {
                     "type": "actions",
                     "block_id": f"call.{index}",
                     "elements": [
-                        _button("Approve", "approve", value, index, "primary"),
-                        _button("Deny", "deny", value, index, "danger"),
+                        _button(yes, "approve", value, index, "primary"),
+                        _button(no, "deny", value, index, "danger"),
                     ],
                 }
             )
@@ -118,11 +127,15 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
                 _button("Approve all", "approve_all", batch_value, style="primary"),
                 _button("Deny all", "deny_all", batch_value, style="danger"),
             ]
-        batch.append(_button("Always allow here", "always", batch_value))
-        blocks.append({"type": "actions", "block_id": "batch", "elements": batch})
+        if questions is None:  # a memory is asked about each time: no "always"
+            batch.append(_button("Always allow here", "always", batch_value))
+        if batch:
+            blocks.append({"type": "actions", "block_id": "batch", "elements": batch})
         who = f"{person(prompt.requester)} (who asked) or an admin can decide"
         blocks.append(context(f"{who} · expires {when(prompt.expires_at)}"))
     text = f"Approval needed to run {names}" if pending else f"Approval request for {names}: decided"
+    if questions is not None and pending:
+        text = f"{questions[0].headline} {questions[0].text}"
     return OutMessage(text=escape_capped(text, 3_000), blocks=blocks)
 
 

@@ -180,6 +180,7 @@ class NerveCommands:
     identity: Callable[[], Awaitable[Identity]]
     start: Callable[[Turn], None]
     connections: SubCommand
+    memory: SubCommand
 
     async def on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         words = str(command.get("text") or "").split()
@@ -197,6 +198,7 @@ class NerveCommands:
             **dict.fromkeys(("prompts", "prompt"), self._prompt),
             "approvals": self._approvals,
             **dict.fromkeys(("connections", "connect", "disconnect"), self.connections),
+            "memory": self.memory,
             "reset": self._reset,
             "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
         }

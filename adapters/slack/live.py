@@ -21,7 +21,14 @@ from adapters.common.throttle import Throttle
 from adapters.slack.events import Turn
 from adapters.slack.post import REFUSED_BLOCKS, Poster, api_error
 from adapters.slack.progress import AssistantStatus, Concluded, StatusMessage, tool_progress_text
-from adapters.slack.render import Level, answer_chunks, feedback_block, render_reply, safe_markdown
+from adapters.slack.render import (
+    Level,
+    answer_chunks,
+    feedback_block,
+    render_reply,
+    safe_markdown,
+    undo_blocks,
+)
 from adapters.slack.render import call_outcome as outcome
 from bot.text import truncate
 from bot.types import AgentReply, TurnEvent
@@ -297,7 +304,11 @@ class StreamedAnswer:
                 return Concluded(feedback=feedback)
             rest = first[len(self._round.sent) :]
             chunks = [*self._ops, *([{"type": "markdown_text", "text": rest}] if rest else []), *finals]
-            blocks = [*(head.blocks or [])[:-1], *([feedback_block(self.turn.event_id)] if feedback else [])]
+            blocks = [
+                *(head.blocks or [])[:-1],
+                *([feedback_block(self.turn.event_id)] if feedback else []),
+                *undo_blocks(reply),
+            ]
             try:
                 await stream.stop(chunks=chunks, blocks=blocks or None)
             except SlackApiError as exc:

@@ -204,7 +204,7 @@ class StatusMessage:
 
     async def conclude(self, reply: AgentReply, level: Level) -> Concluded:
         """The answer replaces this message, unless the message already shows exactly the answer."""
-        rendered = render_reply(reply, level)
+        rendered = render_reply(reply, level, undo=True)
         if self._shown is not None and self.message_ts is not None and not rendered.uploads:
             head = rendered.messages[0]
             same = OutMessage(text=head.text, blocks=head.blocks or [], attachments=head.attachments or None)

@@ -23,6 +23,7 @@ from slack_sdk.models.blocks import (
     TaskCardBlock,
 )
 
+from adapters.common.memory_words import undo_label
 from adapters.common.turn_so_far import Call
 from adapters.resources import (
     all_files,
@@ -296,9 +297,12 @@ def _detail_items(att: Attachment, plan: _Plan, level: Level) -> list[dict[str, 
     ]
 
 
-def render_reply(reply: AgentReply, level: Level, *, feedback: str | None = None) -> RenderedReply:
+def render_reply(
+    reply: AgentReply, level: Level, *, feedback: str | None = None, undo: bool = False
+) -> RenderedReply:
     """The messages of one answer: tool details first (as they happened), then the answer text; in a
-    rich workspace, the first one ends with feedback buttons for the turn `feedback` names."""
+    rich workspace, the first one ends with feedback buttons for the turn `feedback` names; with
+    `undo`, wherever blocks are shown, with an Undo for each memory the turn saved."""
     plan = _plan_uploads(reply)
     chunks = answer_chunks(reply.text)
     tool_items = [item for att in reply.attachments for item in _detail_items(att, plan, level)]
@@ -310,6 +314,8 @@ def render_reply(reply: AgentReply, level: Level, *, feedback: str | None = None
     messages += [_message(text, groups[-1] if i == 0 else [], text, level) for i, text in enumerate(chunks)]
     if feedback is not None and level is Level.RICH:
         messages[0] = replace(messages[0], blocks=[*(messages[0].blocks or []), feedback_block(feedback)])
+    if undo and level is not Level.PLAIN:
+        messages[0] = replace(messages[0], blocks=[*(messages[0].blocks or []), *undo_blocks(reply)])
     return RenderedReply(messages=messages, uploads=plan.uploads)
 
 
@@ -388,3 +394,25 @@ def feedback_block(ref: str) -> dict[str, Any]:
         ),
     )
     return ContextActionsBlock(elements=[buttons]).to_dict()
+
+
+# Every memory button's action_id starts with this; the rest names what it does (`adapters.slack.memory`).
+MEMORY_ACTION = "nerve_memory"
+
+
+def undo_blocks(reply: AgentReply) -> list[dict[str, Any]]:
+    """An Undo per memory the turn saved (none when it saved none); each carries its memory's id, so
+    a press works in whichever process receives it, after a restart too."""
+    saved = reply.remembered[:25]
+    if not saved:
+        return []
+    buttons = [
+        {
+            "type": "button",
+            "action_id": f"{MEMORY_ACTION}.undo.{index}",
+            "text": {"type": "plain_text", "text": truncate(undo_label(memory, len(saved)), 75)[0]},
+            "value": memory.id,
+        }
+        for index, memory in enumerate(saved)
+    ]
+    return [{"type": "actions", "block_id": "nerve_memory_undo", "elements": buttons}]

@@ -269,7 +269,9 @@ class TurnRunner:
             await posts.record(answer_part(0), sink.message_ts)
         level = self.poster.level(team)
         # A streamed answer rewritten in place keeps its feedback buttons.
-        rendered = render_reply(reply, level, feedback=turn.event_id if concluded.feedback else None)
+        rendered = render_reply(
+            reply, level, feedback=turn.event_id if concluded.feedback else None, undo=True
+        )
         posts.delivered = concluded.delivered
         while (sent := posts.delivered) < len(rendered.messages):
             try:
@@ -281,7 +283,7 @@ class TurnRunner:
                 if lower is None:
                     raise
                 # The reply at the lower level; messages already delivered are not sent again.
-                again = render_reply(reply, lower)
+                again = render_reply(reply, lower, undo=True)
                 keep = again.messages[sent:] or again.messages[-1:]
                 level = lower
                 rendered = RenderedReply(messages=[OutMessage(text="")] * sent + keep, uploads=again.uploads)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from adapters.common import cards
 from adapters.terminal.fill_in import FillIn, Parked
 from adapters.terminal.keyboard import ReadLine
 from adapters.terminal.safe import printable, say, shown
@@ -17,6 +18,8 @@ from bot.errors import AskError
 from bot.types import AgentReply, Answer, ApprovalPrompt, Approve, Deny, PendingCall, Progress
 
 QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
+REMEMBER = "Remember it? [y]es / [n]o "
+HOW_TO_REMEMBER = "Answer y (remember it) or n (do not)."
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
 # (approve, remember) for each answer a person may type.
 ANSWERS = (
@@ -67,9 +70,14 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
         if prompt.expires_at <= time.time():
             console.print("[yellow]This request has expired: the calls were not approved in time.[/yellow]")
             return
-        # The call exactly as it will run: its server, its tool and every argument in full.
-        console.print(f"[bold]{shown(call.tool)}[/bold] [dim]on server[/dim] {shown(call.server)}")
-        console.print(printable(call.arguments_json()), markup=False, highlight=False)
+        question = cards.remember_question(call)
+        if question is not None:  # a memory to keep, asked as the question it is
+            console.print(f"🧠 [bold]{shown(question.headline)}[/bold]")
+            console.print(printable(question.text), markup=False, highlight=False)
+        else:
+            # The call exactly as it will run: its server, its tool and every argument in full.
+            console.print(f"[bold]{shown(call.tool)}[/bold] [dim]on server[/dim] {shown(call.server)}")
+            console.print(printable(call.arguments_json()), markup=False, highlight=False)
         choice = await _answer(ask, call, console)
         if choice is None:
             rest = pending[position:]
@@ -86,11 +94,14 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
 
 
 async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[bool, bool] | None:
-    question = QUESTION.format(call=call_preview(call))
+    # A memory is asked about each time: "always" is no answer to it.
+    memory = cards.remember_question(call) is not None
+    question = REMEMBER if memory else QUESTION.format(call=call_preview(call))
     while (answer := await ask(question)) is not None:
-        if (choice := ANSWERS.get(answer.strip().lower())) is not None:
+        choice = ANSWERS.get(answer.strip().lower())
+        if choice is not None and not (memory and choice[1]):
             return choice
-        console.print(HOW_TO_ANSWER, markup=False)
+        console.print(HOW_TO_REMEMBER if memory else HOW_TO_ANSWER, markup=False)
     return None
 
 

@@ -19,6 +19,7 @@ from adapters.terminal.keyboard import (
     tolerate_undecodable_input,
 )
 from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, history_file
+from adapters.terminal.memory import memory_command
 from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import LoopbackCallback, TerminalSignIn
 from adapters.terminal.turns import ChatTurns
@@ -74,6 +75,7 @@ class TerminalChat:
         # and completes commands; a tool's questions and approvals get line editing alone. Off one
         # (a pipe, a file), plain lines, as scripts expect.
         read: ReadLine = TerminalPrompt() if self._interactive else LineReader()
+        self._read = read
         self._ask_question = read
         if self._interactive:
             self._ask_question = TerminalPrompt(
@@ -181,6 +183,7 @@ class TerminalChat:
             "connections": self._sign_in_command,
             "connect": self._sign_in_command,
             "disconnect": self._sign_in_command,
+            "memory": self._memory_command,
             "reset": self._reset_command,
             "help": self._help_command,
             "quit": self._quit_command,
@@ -193,6 +196,10 @@ class TerminalChat:
 
     async def _sign_in_command(self, word: str, argument: str) -> None:
         await self._turns.signed_in(await self._sign_in.command(word, argument))
+
+    async def _memory_command(self, word: str, argument: str) -> None:
+        here = terminal_incoming(self._key, "")
+        await memory_command(self._runtime.agent, here, argument, self._console, self._read)
 
     async def _reset_command(self, word: str, argument: str) -> None:
         await self._runtime.agent.reset(self._key)

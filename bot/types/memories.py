@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 MemoryKind = Literal["person", "place"]
+# What an Undo under a reply did: forgot it, found it forgotten already, or found it someone else's.
+UndoOutcome = Literal["forgotten", "gone", "not_yours"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
