@@ -75,7 +75,9 @@ async def test_tools_json_lists_both_seed_tools_in_openai_form(tmp_path):
     code, out, err = await run_nerve("tools", "--json", env=nerve_env(tmp_path))
     assert code == 0, err
     tools = json.loads(out)
-    assert {t["function"]["name"] for t in tools} == {"get_environment_status", "simulate_geolocation"}
+    # nerve's own memory tools first, then the servers'.
+    assert [t["function"]["name"] for t in tools][:3] == ["remember", "recall", "forget"]
+    assert {t["function"]["name"] for t in tools[3:]} == {"get_environment_status", "simulate_geolocation"}
     for tool in tools:
         assert set(tool) == {"type", "function"} and tool["type"] == "function"
         assert set(tool["function"]) == {"name", "description", "parameters"}
@@ -351,13 +353,15 @@ async def test_tools_for_a_place_lists_only_what_the_policy_offers_there(tmp_pat
     assert code == 0, err
     everywhere = {t["function"]["name"] for t in json.loads(out)}
 
+    # The "*" rule's allow list leaves out nerve's memory tools; slack:C123's rule only denies.
+    memory = ["remember", "recall", "forget"]
     assert offered == {
-        "slack:C123": ["simulate_geolocation"],
-        "slack:C123:user:U1": ["simulate_geolocation"],
+        "slack:C123": [*memory, "simulate_geolocation"],
+        "slack:C123:user:U1": [*memory, "simulate_geolocation"],
         "discord:dm": ["get_environment_status"],
         "terminal": ["get_environment_status"],
     }
-    assert everywhere == {"get_environment_status", "simulate_geolocation"}
+    assert everywhere == {*memory, "get_environment_status", "simulate_geolocation"}
 
 
 async def test_tools_for_a_place_say_which_rule_decides_and_what_is_held_back(tmp_path):

@@ -271,3 +271,15 @@ async def test_undo_forgets_for_its_person_only_and_says_why_not_otherwise(host,
     assert await bot.undo_memory(channel(ALICE), saved.id) == "forgotten"
     assert await bot.undo_memory(channel(ALICE), saved.id) == "gone"
     assert await store.memories_of(person="slack:T1:" + ALICE) == []
+
+
+async def test_where_the_policy_denies_memory_no_memory_is_sent_and_no_tool_offered(host, store):
+    scopes = Scopes(rules={"slack:CQUIET": Rule(deny=("memory",))})
+    llm = ScriptedLLM([remember("I like tea", anywhere=True), Step(text="ok"), Step(text="quiet")])
+    bot = agent(llm, host, store, scopes=scopes)
+    await bot.reply(saying(dm(ALICE), "remember I like tea, anywhere"))
+
+    await bot.reply(saying(channel(ALICE, name="CQUIET"), "what do I like?"))
+
+    assert "I like tea" not in system_text(llm.requests[-1])
+    assert not {"remember", "recall", "forget"} & {t.name for t in llm.tools_seen[-1]}

@@ -188,7 +188,8 @@ class TurnLoop:
 
     async def system_prompt(self, incoming: Incoming) -> str:
         """The system prompt, with the memories this turn may see after it (the same every round)."""
-        if self.memory is None:
+        # Where the policy hides memory, none is sent either.
+        if self.memory is None or not self.config.scopes.allows(incoming.where(), MEMORY_SERVER, "recall"):
             return self.config.system_prompt
         tokens = int(self.config.context_tokens * self.config.memory_share)
         scope = turn_scope(incoming, self.config.platforms)
