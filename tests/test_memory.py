@@ -18,11 +18,12 @@ from adapters.settings import PLATFORMS
 from bot.agent import Agent, AgentConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
+from bot.model.offline import OfflineModel
 from bot.policy.scopes import Place, Rule, Scopes
 from bot.store.base import ConversationStore
 from bot.types import ChatMessage, ConversationKey, Incoming
 from tests.answering import decide
-from tests.conftest import ROOT
+from tests.conftest import ROOT, seed_servers
 from tests.fakes.clock import Clock
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 
@@ -283,3 +284,27 @@ async def test_where_the_policy_denies_memory_no_memory_is_sent_and_no_tool_offe
 
     assert "I like tea" not in system_text(llm.requests[-1])
     assert not {"remember", "recall", "forget"} & {t.name for t in llm.tools_seen[-1]}
+
+
+async def test_the_offline_model_remembers_uses_and_forgets_through_the_real_tools(store):
+    """Without a model service: "remember …", a later question that needs the fact, "forget …"."""
+    async with MCPHost(seed_servers(), default_timeout=10.0) as seed:
+        bot = Agent(
+            llm=OfflineModel(),
+            host=seed,
+            store=store,
+            inbox=store,
+            approvals=store,
+            memories=store,
+            config=AgentConfig(platforms=PLATFORMS),
+        )
+        told = await bot.reply(saying(dm(ALICE), "remember that my area code is A1001"))
+        listed = await bot.reply(saying(dm(ALICE, thread="2.2"), "what do you remember about me?"))
+        used = await bot.reply(saying(dm(ALICE, thread="3.3"), "How is the air today?"))
+        forgot = await bot.reply(saying(dm(ALICE, thread="4.4"), "forget that my area code is A1001"))
+
+    assert "🧠 Remembered for you: area code is A1001" in told.text
+    assert "area code is A1001" in listed.text
+    assert [a.arguments for a in used.attachments] == [{"area_code": "A1001"}]
+    assert forgot.text.startswith("Forgotten: area code is A1001")
+    assert await store.memories_of(person="slack:T1:" + ALICE) == []

@@ -120,6 +120,9 @@ def _remember(request: MemoryRequest, tool: ToolSpec, done: _Result | None) -> s
         return [(tool, args)]
     if done.failed:
         return f"I didn't remember that: {_reason(done)}"
+    if isinstance(done.data, dict) and done.data.get("remembered"):
+        # The reply's own "Remembered for …" line says what was saved.
+        return "Got it, I'll remember that."
     return done.text or f"Remembered: {request.text}"
 
 
@@ -184,7 +187,11 @@ def _forget(request: MemoryRequest, offered: dict[str, ToolSpec], results: list[
     """An id is forgotten at once; words are looked up first, and the memory they match forgotten."""
     done = _last(results, "forget")
     if done is not None:
-        return f"I couldn't forget that: {_reason(done)}" if done.failed else done.text or "Forgotten."
+        if done.failed:
+            return f"I couldn't forget that: {_reason(done)}"
+        if isinstance(done.data, dict) and done.data.get("forgot"):
+            return f"Forgotten: {done.data['forgot']}"
+        return done.text or "Forgotten."
     if request.memory_id is not None:
         return [(offered["forget"], {"memory_id": request.memory_id})]
     found = _last(results, "recall")

@@ -17,8 +17,9 @@ _HEADING = re.compile(r"^[#*_\s]*what you remember\b", re.I)
 _BULLET = re.compile(r"^\s*[-*•]\s+(?P<text>.*\S)\s*$")
 # The section the core appends after it when a conversation grew long.
 _OTHER_SECTION = re.compile(r"^summary of the earlier conversation\b", re.I)
-# A note after a fact ("(id m3f9a2c1)", "(saved 2026-12-07)"), not part of its value.
-_NOTE = re.compile(r"\s*\([^()]*\)\s*$")
+# A note after a fact ("(saved 2026-12-07)", the id "[m3f9a2c1]" the core lists it with), not part of
+# its value.
+_NOTE = re.compile(r"\s*(\([^()]*\)|\[[^\[\]]*\])\s*$")
 _FACT = re.compile(
     r"^(?:(?:my|our|the|their|his|her)\s+)?(?P<subject>[^\W\d][\w' -]{0,40}?)"
     r"\s*(?:\bis\b|\bare\b|=|:)\s*(?P<value>.+)$",
