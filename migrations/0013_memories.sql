@@ -3,8 +3,11 @@
 -- anywhere = 1: a personal memory its person lets nerve use in shared places too (default: only in
 -- their DMs and the terminal, because an answer in a channel is read by everyone there).
 -- written_by / written_in: who saved it and where, for the list and for who may remove it.
+-- seq: the order of saving, and the full-text index's key: an INTEGER PRIMARY KEY, which no VACUUM
+-- renumbers under the index (an implicit rowid may be).
 CREATE TABLE memories (
-    id         TEXT PRIMARY KEY,
+    seq        INTEGER PRIMARY KEY,
+    id         TEXT NOT NULL UNIQUE,
     kind       TEXT NOT NULL CHECK (kind IN ('person', 'place')),
     subject    TEXT NOT NULL,
     text       TEXT NOT NULL,
@@ -20,7 +23,7 @@ CREATE INDEX memories_by_writer ON memories (written_by);
 -- The database's own full-text index ranks memories by relevance to a question (bm25). It holds no
 -- copy of the text (content=): a forgotten memory leaves nothing behind in it.
 CREATE VIRTUAL TABLE memories_search USING fts5 (
-    text, content = 'memories', content_rowid = 'rowid', tokenize = 'porter unicode61'
+    text, content = 'memories', content_rowid = 'seq', tokenize = 'porter unicode61'
 );
 
 CREATE TRIGGER memories_indexed AFTER INSERT ON memories BEGIN

@@ -414,3 +414,23 @@ def test_admins_are_read_from_a_comma_separated_setting(monkeypatch):
     assert Settings(_env_file=None).admins == frozenset({"U123", "987654321"})
     monkeypatch.delenv("NERVE_ADMINS")
     assert Settings(_env_file=None).admins == frozenset()
+
+
+def test_a_server_named_memory_is_refused_because_the_memory_tools_use_the_name(tmp_path):
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"memory": {"command": "npx", "args": ["memory-server"]}}}))
+
+    with pytest.raises(ConfigError, match="server name 'memory' is nerve's own"):
+        load_mcp_config(path, {}, platforms=PLATFORMS)
+
+
+def test_a_place_may_keep_its_memory_for_admins(tmp_path):
+    path = tmp_path / "mcp.json"
+    servers = {"env-query": {"command": "python", "args": ["-m", "servers.env_query"]}}
+    policy = {"slack:C1": {"placeMemory": "admins"}, "slack:C2": {"deny": ["memory/remember"]}}
+    path.write_text(json.dumps({"mcpServers": servers, "policy": policy}))
+
+    scopes = load_mcp_config(path, {}, platforms=PLATFORMS).scopes
+
+    assert not scopes.members_remember(Place(platform="slack", channel="C1", user="U1"))
+    assert scopes.members_remember(Place(platform="slack", channel="C2", user="U1"))

@@ -18,10 +18,11 @@ from adapters.settings import PLATFORMS
 from bot.agent import Agent, AgentConfig
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
+from bot.memory.secrets import secret_kind
 from bot.model.offline import OfflineModel
 from bot.policy.scopes import Place, Rule, Scopes
 from bot.store.base import ConversationStore
-from bot.types import ChatMessage, ConversationKey, Incoming
+from bot.types import Approve, ChatMessage, ConversationKey, Incoming
 from tests.answering import decide
 from tests.conftest import ROOT, seed_servers
 from tests.fakes.clock import Clock
@@ -308,3 +309,122 @@ async def test_the_offline_model_remembers_uses_and_forgets_through_the_real_too
     assert [a.arguments for a in used.attachments] == [{"area_code": "A1001"}]
     assert forgot.text.startswith("Forgotten: area code is A1001")
     assert await store.memories_of(person="slack:T1:" + ALICE) == []
+
+
+async def test_only_the_person_not_an_admin_allows_what_is_remembered_for_them(host, store):
+    llm = ScriptedLLM([Step(calls=[Call("read_note", {})]), remember("the deploy target is evil.example")])
+    bot = agent(llm, host, store)
+    parked = await bot.reply(saying(dm(ALICE), "read my note"))
+    assert parked.approval is not None
+
+    by_admin = await bot.answer(parked.approval.request_id, ADMIN, Approve())
+
+    assert not by_admin.changed
+    assert by_admin.note == "Only the person who asked decides what is remembered for them."
+    assert await store.memories_of(person="slack:T1:" + ALICE) == []
+
+
+async def test_a_forget_after_a_tool_result_waits_for_its_person_too(host, store):
+    await store.add_memory(
+        kind="person",
+        subject="slack:T1:" + ALICE,
+        text="I like tea",
+        anywhere=False,
+        written_by="slack:T1:" + ALICE,
+        written_in="slack:DU1ALICE",
+    )
+    [tea] = await store.memories_of(person="slack:T1:" + ALICE)
+    llm = ScriptedLLM(
+        [Step(calls=[Call("read_note", {})]), Step(calls=[Call("forget", {"memory_id": tea.id})])]
+    )
+
+    parked = await agent(llm, host, store).reply(saying(dm(ALICE), "read my note"))
+
+    assert parked.approval is not None
+    assert [(c.server, c.tool) for c in parked.approval.calls] == [("memory", "forget")]
+    assert len(await store.memories_of(person="slack:T1:" + ALICE)) == 1
+
+
+async def test_a_secret_a_tool_asked_to_remember_is_refused_without_being_shown_for_approval(host, store):
+    key = "the deploy key is sk-proj-abcdEFGH1234567890abcdEFGH1234"
+    llm = ScriptedLLM([Step(calls=[Call("read_note", {})]), remember(key), Step(text="Not kept.")])
+
+    reply = await agent(llm, host, store).reply(saying(dm(ALICE), "read my note"))
+
+    assert reply.approval is None
+    assert "nerve never stores secrets" in reply.attachments[-1].content
+    assert await store.memories_of(person="slack:T1:" + ALICE) == []
+    assert "sk-proj" not in json.dumps([m.content for m in await store.history(reply_key(ALICE))])
+
+
+def reply_key(user: str) -> ConversationKey:
+    return dm(user).key
+
+
+async def test_a_memory_kept_for_dms_is_not_echoed_while_forgotten_in_a_channel(host, store):
+    llm = ScriptedLLM(
+        [remember("my salary is 90k"), Step(text="ok"), Step(calls=[Call("forget", {"memory_id": "X"})])]
+    )
+    bot = agent(llm, host, store)
+    saved = await bot.reply(saying(dm(ALICE), "remember my salary is 90k"))
+    llm2 = ScriptedLLM(
+        [Step(calls=[Call("forget", {"memory_id": saved.remembered[0].id})]), Step(text="gone")]
+    )
+
+    await agent(llm2, host, store).reply(saying(channel(ALICE), "forget my salary"))
+
+    assert "90k" not in (llm2.requests[-1][-1].content or "")
+    assert await store.memories_of(person="slack:T1:" + ALICE) == []
+
+
+async def test_a_personal_memory_saved_in_a_channel_says_where_it_will_be_used(host, store):
+    llm = ScriptedLLM([remember("I am on call this week"), Step(text="ok")])
+
+    reply = await agent(llm, host, store).reply(saying(channel(ALICE), "remember I am on call this week"))
+
+    assert "🧠 Remembered for you: I am on call this week (used in your DMs only;" in reply.text
+
+
+async def test_who_may_write_place_memory_follows_the_places_rule_not_a_rule_about_a_person(host, store):
+    scopes = Scopes(
+        rules={"slack:CGENERAL": Rule(members_remember=False), "slack:user:" + BOB: Rule(deny=("notes",))}
+    )
+    llm = ScriptedLLM([remember("lunch is at noon", about="here"), Step(text="no")])
+
+    refused = await agent(llm, host, store, scopes=scopes).reply(
+        saying(channel(BOB), "remember lunch at noon")
+    )
+
+    assert refused.remembered == ()
+    assert await store.memories_of(place="slack:CGENERAL") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "my password is hunter2",
+        "the wifi password for guests is hunter2",
+        "Pass: hunter2!",
+        "AKIAIOSFODNN7EXAMPLE is the key",
+        "xoxb-123456789012-1234567890123-abcdefghijABCDEFGHIJ1234",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "staging is https://x.example.com and its key is abcd1234efgh5678ijkl9012mnop",
+        "db is postgres://admin:s3cretPW@db.example.com/prod",
+    ],
+)
+def test_secret_shapes_are_recognised(text):
+    assert secret_kind(text) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "my area code is A1001",
+        "staging is https://staging.example.com/a1b2c3d4e5f6g7h8i9j0k1l2m3",
+        "my token preference: dark mode",
+        "the password policy is strict",
+        "I pass the station at 9: nice",
+    ],
+)
+def test_ordinary_facts_are_not_taken_for_secrets(text):
+    assert secret_kind(text) is None

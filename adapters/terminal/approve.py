@@ -3,6 +3,7 @@ a script decides every call at once, denied or approved with `--yes`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -139,7 +140,19 @@ async def settle_one_shot(
         prompt = reply.approval
         if prompt is not None:
             if approve_all:
-                await _decide(agent, prompt, user, Approve())  # every open call at once
+                # `--yes` approves tool calls, not what is remembered about the person: a memory
+                # write a tool's text led to is asked on a terminal, else denied below.
+                for call in prompt.calls:
+                    if call.status == "pending" and call.server != cards.MEMORY_SERVER:
+                        await _decide(agent, prompt, user, Approve(call_id=call.call_id))
+                memory = tuple(c for c in prompt.calls if c.server == cards.MEMORY_SERVER)
+                if memory and ask is not None:
+                    await ask_each(agent, dataclasses.replace(prompt, calls=memory), user, ask, console)
+                elif memory:
+                    await agent.deny_unasked(prompt.request_id)
+                    say(
+                        "nerve: not remembered: a tool's text led to it; say it in your own words", sys.stderr
+                    )
             elif ask is not None:
                 await ask_each(agent, prompt, user, ask, console)
             else:  # nobody to ask: nerve denies, and says so, rather than deciding as the person

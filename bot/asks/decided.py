@@ -6,7 +6,7 @@ read back. The one part of parking that runs tools.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from bot.asks.inputs import InputDesk
@@ -130,8 +130,9 @@ async def run_decided(
     return [task.result() for task in tasks]
 
 
-def state_so_far(history: Sequence[ChatMessage]) -> TurnState:
-    """The guards' memory of this turn, read back from what it stored before it was parked."""
+def state_so_far(history: Sequence[ChatMessage], servers: Mapping[str, str] | None = None) -> TurnState:
+    """The guards' memory of this turn, read back from what it stored before it was parked
+    (`servers`: the server of each tool offered now, so its attachments say where they ran)."""
     state = TurnState()
     start = max((i for i, m in enumerate(history) if m.role == "user"), default=-1) + 1
     turn = history[start:]
@@ -139,7 +140,7 @@ def state_so_far(history: Sequence[ChatMessage]) -> TurnState:
     for call in calls.values():
         state.guard.allow(call.name, stored_arguments(call.arguments))
     for call, message in stored_results(turn):
-        kept = _kept(call, message)
+        kept = _kept(call, message, (servers or {}).get(call.name))
 
         state.attachments.append(kept.attachment)
         if kept.outcome == "failed" and kept.failure is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from bot.asks.decided import NERVE, NO_ONE_TO_ASK, run_decided, state_so_far, stopped
 from bot.asks.inputs import Clock, InputDesk, new_request_id
 from bot.errors import LLMError, TurnOverdue
+from bot.memory.tools import MEMORY_SERVER
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
@@ -45,6 +46,7 @@ from bot.types import (
 
 # What a click on an approval is told when it changes nothing (`Parking.decide`).
 NOT_YOURS = "Only the person who asked, or an admin, can decide on these calls."
+NOT_YOURS_TO_REMEMBER = "Only the person who asked decides what is remembered for them."
 ALREADY_DECIDED = "This call was already decided{by}; nothing changed."
 EXPIRED = "This request has expired; nothing changed."
 GONE = "This approval request no longer exists."
@@ -190,6 +192,9 @@ class Parking:
         if user_id != prompt.requester and user_id not in self.loop.config.admins:
             return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
         chosen = [c for c in prompt.calls if call_id is None or c.call_id == call_id]
+        # What is remembered for a person (or their place) is theirs to allow, an admin's neither.
+        if user_id != prompt.requester and any(c.server == MEMORY_SERVER for c in chosen):
+            return Decision(changed=False, prompt=prompt, note=NOT_YOURS_TO_REMEMBER)
         if status != "waiting":
             note = EXPIRED if any(c.status == "expired" for c in chosen) else ALREADY_DECIDED.format(by="")
             return Decision(changed=False, prompt=prompt, note=note)
@@ -297,7 +302,7 @@ class Parking:
         assert self.approvals is not None
         incoming = parked.incoming
         history = await self.loop.store.history(incoming.key)
-        state = state_so_far(history)
+        state = state_so_far(history, {t.name: t.server for t in self.loop.tools(incoming)})
         metrics.approval_resumed(request_id, parked.calls)
         # Its own deadline: the time the turn was parked was nobody's model work.
         deadline = TurnDeadline(self.loop.config.turn_deadline)

@@ -195,6 +195,11 @@ class ServersFile(BaseModel):
             raise ValueError("give either 'mcpServers' or 'servers', not both")
         if self.mcpServers is None and self.servers is None:
             raise ValueError("needs 'mcpServers' (Claude Desktop, Cursor) or 'servers' (VS Code)")
+        if BUILT_IN in self.entries:
+            raise ValueError(
+                f"server name '{BUILT_IN}' is nerve's own (its built-in memory tools); give this server"
+                " another name, such as 'knowledge-graph'"
+            )
         if unknown := [name for name in self.disabled if name not in self.entries]:
             names = ", ".join(f"'{name}'" for name in unknown)
             raise ValueError(f"'disabled' names {names}, which the file does not configure")

@@ -37,7 +37,8 @@ async def memory_section(ledger: MemoryLedger, scope: MemoryScope, question: str
     if not chosen:
         return ""
     place = sorted((m for m in chosen if m.kind == "place"), key=lambda m: (m.created_at, m.id))
-    person = [m for m in chosen if m.kind == "person"]
+    # Chosen by relevance, listed by age: the section changes only when what is chosen does.
+    person = sorted((m for m in chosen if m.kind == "person"), key=lambda m: (m.created_at, m.id))
     lines = [HEADING]
     for title, group in ((PLACE, place), (PERSON, person)):
         if group:

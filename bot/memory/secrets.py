@@ -15,11 +15,17 @@ from typing import Any
 # Shapes, not secrets: an address is not a credential.
 _NOT_SECRETS = {"IPPublicDetector"}
 
+# "password is …", "the wifi password for guests is …", "pass: …": a keyword, a few words saying whose
+# or what for, then the value.
+_FOR = r"(for|of|to|on|at|the|my|our|your|his|her|their|this|that|guests?|wi-?fi|admin|root|server|account|"
+_FOR += r"db|database|router|door|alarm|safe|phone|laptop|e-?mail|vpn|\w+'s)"
 _SAID = re.compile(
-    r"\b(password|passphrase|passcode|pin( code)?|secret|api[ _-]?key|access[ _-]?key|deploy[ _-]?key|"
-    r"private[ _-]?key|token|credentials?)\s*(is|are|was|=|:)\s*\S+",
+    r"\b((password|passwd|pwd|passphrase|passcode|pin( code)?|secret|api[ _-]?key|access[ _-]?key|"
+    r"deploy[ _-]?key|private[ _-]?key|token|credentials?)"
+    rf"(\s+{_FOR}){{0,4}}\s*(is|are|was|=|:)|pass:)\s*\S+",
     re.IGNORECASE,
 )
+_URL = re.compile(r"https?://\S+", re.IGNORECASE)
 # 24 or more characters of letters and digits (and -_/+=.) mixing both, as generated keys are.
 _RANDOM = re.compile(r"(?<![\w/.-])(?=[\w/+=.-]*\d)(?=[\w/+=.-]*[A-Za-z])[\w/+=.-]{24,}(?![\w/.-])")
 
@@ -42,9 +48,14 @@ def secret_kind(text: str) -> str | None:
     with transient_settings(_plugins()):
         for line in text.splitlines() or [text]:
             for found in scan_line(line):
-                return f"a {found.type}"
+                return _article(found.type)
     if said := _SAID.search(text):
-        return f"a {said.group(1).lower()}"
-    if _RANDOM.search(text) and not re.search(r"https?://", text):
+        return _article((said.group(2) or "password").lower())
+    # An address may well hold a long random path; what is around it may not.
+    if _RANDOM.search(_URL.sub(" ", text)):
         return "a key or token"
     return None
+
+
+def _article(kind: str) -> str:
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"

@@ -22,6 +22,7 @@ from bot.types import Attachment, CallContext, ChatMessage, Memory, Remembered, 
 logger = logging.getLogger(__name__)
 
 MEMORY_SERVER = "memory"
+PRIVATE_NOTE = "used in your DMs only; say it may be used anywhere to have it here too"
 MAX_MEMORY_CHARS = 500
 RECALL_LIMIT = 20
 
@@ -164,6 +165,9 @@ class MemoryTools:
         )
         logger.info("memory %s saved (%s)", memory.id, memory.kind)
         saved = {"remembered": text, "for": "this place" if for_place else "you", "id": memory.id}
+        if not for_place and not memory.anywhere and not scope.private:
+            # Said in a shared place, kept for private ones: the person should not expect it here.
+            saved["note"] = PRIVATE_NOTE
         return ToolResult(content=json.dumps(saved, ensure_ascii=False), structured=saved)
 
     async def _recall(self, query: str, scope: MemoryScope) -> ToolResult:
@@ -182,7 +186,10 @@ class MemoryTools:
         if memory is None or not may_forget(memory, scope, admin):
             return _refused(f"no memory {memory_id!r} of yours or of this place", "arguments")
         await self.ledger.delete_memory(memory.id)
-        return ToolResult(content=json.dumps({"forgot": memory.text, "id": memory.id}, ensure_ascii=False))
+        # A memory kept for DMs is not repeated in a shared place while being forgotten there.
+        shown = scope.private or memory.kind == "place" or memory.anywhere
+        forgot = {"forgot": memory.text if shown else "(a memory kept for your DMs)", "id": memory.id}
+        return ToolResult(content=json.dumps(forgot, ensure_ascii=False))
 
 
 def remembered(attachments: list[Attachment]) -> tuple[Remembered, ...]:
@@ -193,7 +200,14 @@ def remembered(attachments: list[Attachment]) -> tuple[Remembered, ...]:
             continue
         try:
             result = json.loads(attachment.content)
-            saved.append(Remembered(id=result["id"], text=result["remembered"], owner=result["for"]))
+            saved.append(
+                Remembered(
+                    id=result["id"],
+                    text=result["remembered"],
+                    owner=result["for"],
+                    note=result.get("note", ""),
+                )
+            )
         except (ValueError, KeyError, TypeError):
             continue
     return tuple(saved)

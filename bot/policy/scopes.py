@@ -149,7 +149,10 @@ class Scopes:
         return not rule.allow or _any_match(rule.allow, server, tool)
 
     def members_remember(self, place: Place) -> bool:
-        found = self.rule_for(place)
+        """Whether anyone may save memories for the place: the rule of the place the memory belongs to
+        (a guild's memories are the whole guild's), never a rule about one person there."""
+        kept_for = Place(platform=place.platform, guild=place.guild) if place.guild and not place.dm else None
+        found = self.rule_for(kept_for or Place(platform=place.platform, channel=place.channel, dm=place.dm))
         return found is None or found[1].members_remember
 
     def offered(self, place: Place, tools: Iterable[_ToolT]) -> list[_ToolT]:

@@ -39,7 +39,7 @@ class MemoryScope:
 _COLUMNS = "m.id, m.kind, m.subject, m.text, m.anywhere, m.written_by, m.written_in, m.created_at"
 
 
-_NEWEST = "m.created_at DESC, m.rowid DESC"
+_NEWEST = "m.created_at DESC, m.seq DESC"
 
 
 def _memory(row: Any) -> Memory:
@@ -141,7 +141,7 @@ class MemoryLedger(Ledger):
             match = " OR ".join('"' + word.replace('"', "") + '"' for word in words)
             sql = (
                 f"SELECT {_COLUMNS}, bm25(memories_search) AS score FROM memories_search"
-                " JOIN memories m ON m.rowid = memories_search.rowid"
+                " JOIN memories m ON m.seq = memories_search.rowid"
                 f" WHERE memories_search MATCH ? AND {where}"
                 " ORDER BY score, m.created_at DESC LIMIT ?"
             )

@@ -16,6 +16,7 @@ from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
 from bot.mcp.auth.people import person_of
 from bot.memory.prompt import memory_section
 from bot.memory.scope import turn_scope
+from bot.memory.secrets import secret_kind
 from bot.memory.tools import MEMORY_SERVER, MemoryTools, read_by_tools, remembered
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.observe import metrics
@@ -122,8 +123,16 @@ class TurnScreen:
     audit: list[AuditEntry] = field(default_factory=list)
 
     async def __call__(self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]) -> bool:
-        # A memory a tool's text may have planted waits for its person's OK, whatever else is allowed.
-        if spec.server == MEMORY_SERVER and spec.original_name == "remember" and self.read_by_tools:
+        # What a tool's text may have led to (a memory planted, or one deleted) waits for its person's
+        # OK, whatever else is allowed; a secret is refused outright when it runs, never shown on a card.
+        led_by_tools = spec.server == MEMORY_SERVER and self.read_by_tools
+        if led_by_tools and spec.original_name == "forget":
+            return True
+        if (
+            led_by_tools
+            and spec.original_name == "remember"
+            and not secret_kind(str(arguments.get("text", "")))
+        ):
             return True
         place = place_id(self.incoming.where())
         if not spec.needs_approval:
@@ -348,7 +357,11 @@ class TurnLoop:
             text += f"\n\n⏳ {', '.join(starting)}: still starting, so not used for this answer."
         saved = remembered(state.attachments)
         if saved:
-            text += "\n\n" + "\n".join(f"🧠 Remembered for {memory.owner}: {memory.text}" for memory in saved)
+            text += "\n\n" + "\n".join(
+                f"🧠 Remembered for {memory.owner}: {memory.text}"
+                + (f" ({memory.note})" if memory.note else "")
+                for memory in saved
+            )
         await self.store.append(key, [ChatMessage(role="assistant", content=text)])
         return AgentReply(
             text=text,

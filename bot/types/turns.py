@@ -51,6 +51,8 @@ class Remembered:
     text: str
     # "you" (the person) or "this place".
     owner: str
+    # What the person should know of where it is used, if anything.
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

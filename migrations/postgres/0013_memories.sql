@@ -1,7 +1,7 @@
 -- What people asked nerve to remember (as migrations/0013_memories.sql). The full-text index is a
 -- generated tsvector with a GIN index: PostgreSQL's own ranking (ts_rank), no copy of the text.
 CREATE TABLE memories (
-    rowid      BIGINT GENERATED ALWAYS AS IDENTITY,
+    seq        BIGINT GENERATED ALWAYS AS IDENTITY,
     id         TEXT PRIMARY KEY,
     kind       TEXT NOT NULL CHECK (kind IN ('person', 'place')),
     subject    TEXT NOT NULL,
