@@ -30,7 +30,7 @@ def forget_job(person: Person, *, yes: bool) -> Job:
         if refused is not None:
             return refused
         async with open_store(settings) as store:
-            found = await store.forget_person(person)
+            found = await store.forget_person(person, locks=store.turn_lock)
         say(f"Forgot {person.id}:\n" + "\n".join(f"  {line}" for line in forgotten_lines(found)))
         if found.sign_ins:
             say(

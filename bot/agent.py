@@ -461,14 +461,15 @@ class Agent:
 
     async def forget_person(self, key: ConversationKey, user_id: str) -> Forgotten:
         """Delete everything stored about this person (see `bot.store.person_data`), their sign-ins
-        revoked at the servers first; the counts say what went. Nothing stored gives zeros."""
+        revoked at the servers first; the counts say what went. Nothing stored gives zeros. It waits
+        for the turns running in the threads they wrote in: call it outside any turn."""
         if self._people is None:
             return Forgotten()
         revoked = 0
         if self.connections is not None:
             for connection in await self.connections.of(key, user_id):
                 revoked += await self.connections.disconnect(key, user_id, connection.server)
-        found = await self._people.forget_person(self.person(key, user_id))
+        found = await self._people.forget_person(self.person(key, user_id), locks=self._locks)
         return replace(found, sign_ins=found.sign_ins + revoked)
 
     async def export_person(self, key: ConversationKey, user_id: str) -> dict[str, Any]:

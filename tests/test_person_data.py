@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from bot.agent import Agent, AgentConfig, Forgotten
 from bot.mcp.host import MCPHost
 from bot.store.base import ConversationStore
 from bot.store.feedback import Feedback
+from bot.store.locks import KeyedLocks
 from bot.store.person_data import ANSWER_DELETED, FORGOTTEN_WRITER, MESSAGE_DELETED
 from bot.types import (
     AuditEntry,
@@ -260,6 +262,42 @@ async def test_forget_removes_exactly_the_persons_data(store, store_backend, loo
     # Forgetting again finds nothing; so does a person never seen.
     again = await agent(ScriptedLLM([]), loop_host, store).forget_person(SHARED, ALICE)
     assert again.total == 0 and forgotten_lines(again) == [NOTHING_STORED]
+
+
+class WatchedLocks:
+    """The in-memory turn locks, telling the test when someone asks for `watched`."""
+
+    def __init__(self, watched: ConversationKey) -> None:
+        self.locks: KeyedLocks[ConversationKey] = KeyedLocks()
+        self.watched = watched
+        self.asked = asyncio.Event()
+
+    def hold(self, key: ConversationKey) -> AbstractAsyncContextManager[None]:
+        if key == self.watched:
+            self.asked.set()
+        return self.locks.hold(key)
+
+
+async def test_forgetting_waits_for_the_turn_running_in_their_conversation(store, store_backend, loop_host):
+    await alice_and_bob(store, store_backend, loop_host)
+    locks = WatchedLocks(DM)
+    nerve = Agent(
+        llm=ScriptedLLM([]),
+        host=loop_host,
+        store=store,
+        inbox=store,
+        config=AgentConfig(platforms=PLATFORMS),
+        turn_lock=locks,
+    )
+    async with locks.locks.hold(DM):  # a turn of Alice's DM runs
+        forgetting = asyncio.create_task(nerve.forget_person(DM, ALICE))
+        await asyncio.wait_for(locks.asked.wait(), 30)
+        # The turn's answer lands while forgetting waits for it.
+        await store.append(DM, [ChatMessage(role="assistant", content=f"late {alice(12)}")])
+    found = await asyncio.wait_for(forgetting, 30)
+    assert found.conversations == 1
+    assert await store.history(DM) == []
+    assert b"canaryalice" not in await stored_text(store_backend)
 
 
 async def test_the_shared_thread_still_answers_after_forgetting(store, store_backend, loop_host):

@@ -15,15 +15,17 @@ log is written back and emptied.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from bot.seams import TurnLock
 from bot.store.dialect import Connection
-from bot.store.rows import MESSAGE_COLUMNS, message_from_row, message_to_json
+from bot.store.rows import MESSAGE_COLUMNS, key_from_row, message_from_row, message_to_json
 from bot.store.threads import _PARKED_TABLES, ThreadLedger
-from bot.types import Person
+from bot.types import ConversationKey, Person
 
 # What a person's forgotten message, and nerve's answer to it, read as in a thread others share.
 MESSAGE_DELETED = "(message deleted at its author's request)"
@@ -110,8 +112,28 @@ def _redacted_calls(tool_calls: str | None) -> str | None:
 class PersonLedger(ThreadLedger):
     """`forget_person` and `export_person`, over every ledger's tables."""
 
-    async def forget_person(self, person: Person) -> Forgotten:
-        """Everything stored about `person` deleted or replaced, in one transaction (see the module)."""
+    async def forget_person(self, person: Person, *, locks: TurnLock | None = None) -> Forgotten:
+        """Everything stored about `person` deleted or replaced, in one transaction (see the module).
+        With `locks`, the turns running in the threads they wrote in finish first and none starts
+        meanwhile, so no answer lands after its question was forgotten: so never call it from inside
+        a turn of one of those threads."""
+        async with contextlib.AsyncExitStack() as held:
+            if locks is not None:
+                for key in await self._threads_of(person):
+                    await held.enter_async_context(locks.hold(key))
+            return await self._forget(person)
+
+    async def _threads_of(self, person: Person) -> list[ConversationKey]:
+        """The threads whose active conversation has a message of theirs, in one order for everyone
+        (so two callers taking several of their locks never wait on each other in a circle)."""
+        rows = await self._rows(
+            "SELECT DISTINCT c.platform, c.workspace, c.channel, c.thread FROM messages m"
+            " JOIN conversations c ON c.id = m.conversation_id WHERE m.author = ? AND c.archived_at IS NULL",
+            (person.id,),
+        )
+        return sorted((key_from_row(row) for row in rows), key=str)
+
+    async def _forget(self, person: Person) -> Forgotten:
         async with self._write() as db:
             conversations, waiting = await self._forget_private(db, person)
             messages, answers = await self._redact_shared(db, person)
