@@ -17,6 +17,7 @@ import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from adapters.common.rights import NOTHING_STORED, forgotten_lines
@@ -24,6 +25,7 @@ from adapters.discord.platform import DISCORD
 from adapters.slack.platform import SLACK
 from adapters.terminal.platform import TERMINAL
 from bot.agent import Agent, AgentConfig, Forgotten
+from bot.mcp.auth.vault import Vault
 from bot.mcp.host import MCPHost
 from bot.store.base import ConversationStore
 from bot.store.feedback import Feedback
@@ -43,8 +45,12 @@ from bot.types import (
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.stores import Backend
 from tests.test_cli import ROOT
+from tests.test_sign_in import KEY as SIGN_IN_KEY
+from tests.test_sign_in import SECRET, Shown, ask, notes, open_agent, sign_in_and_resume
 
 pytestmark = pytest.mark.both_stores
+# The sign-in tests' notes server (a fixture), for the sign-ins forgetting revokes.
+__all__ = ["notes"]
 
 PLATFORMS = Platforms((SLACK, DISCORD, TERMINAL))
 ALICE, BOB = "UALICE", "UBOB"
@@ -404,3 +410,24 @@ async def test_the_command_line_exports_and_forgets_a_person(store, store_backen
 
     code, out, err = await nerve(store_backend, tmp_path, "forget", "--user", "slack:UALICE", "--yes")
     assert code == 2 and "slack:WORKSPACE_ID:USER_ID" in err and "Traceback" not in err
+
+
+async def test_forgetting_revokes_their_sign_ins_at_the_server(notes, store, store_backend):
+    llm = ScriptedLLM([Step(calls=[Call("connect_notes", {}, id="c1")]), Step(text="connected")])
+    nerve, host = await open_agent(notes, store, llm)
+    try:
+        shown = Shown()
+        await nerve.reply(ask("U1"), shown)
+        await sign_in_and_resume(nerve, shown, "alice")
+        stored = await store.stored_tokens("notes", "slack:T1:U1")
+        assert stored is not None
+        access = Vault(SECRET).open(stored.secret)["token"]["access_token"]
+
+        found = await nerve.forget_person(SIGN_IN_KEY, "U1")
+
+        assert found.sign_ins == 1 and await store.stored_tokens("notes", "slack:T1:U1") is None
+        async with httpx2.AsyncClient() as http:
+            probe = await http.post(notes.mcp_url, json={}, headers={"Authorization": f"Bearer {access}"})
+        assert probe.status_code == 401, "the token was revoked at the server, not only forgotten here"
+    finally:
+        await host.aclose()
