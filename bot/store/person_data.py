@@ -24,7 +24,7 @@ from typing import Any
 from bot.seams import TurnLock
 from bot.store.dialect import Connection
 from bot.store.rows import MESSAGE_COLUMNS, key_from_row, message_from_row, message_to_json
-from bot.store.threads import _PARKED_TABLES, ThreadLedger
+from bot.store.threads import PARKED_TABLES, ThreadLedger
 from bot.types import ConversationKey, Person
 
 # What a person's forgotten message, and nerve's answer to it, read as in a thread others share.
@@ -213,7 +213,7 @@ class PersonLedger(ThreadLedger):
         parked = await db.execute_fetchall(
             f"SELECT id FROM parked_turns WHERE {_PERSON_ROWS} AND requester = ?", (*people, person.user_id)
         )
-        for table, column in _PARKED_TABLES:
+        for table, column in PARKED_TABLES:
             await db.executemany(f"DELETE FROM {table} WHERE {column} = ?", parked)
         deferred = [
             (row[0],)
@@ -252,127 +252,111 @@ class PersonLedger(ThreadLedger):
     async def export_person(self, person: Person) -> dict[str, Any]:
         """Everything stored about `person`, as one JSON-able document; nothing of anyone else's
         except nerve's answers in their private conversations. Sign-ins are named, never their tokens."""
-        people = (*_people_params(person), person.user_id)
-        async with self._read() as db:
-            private = await db.execute_fetchall(
-                "SELECT c.id, c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at"
-                f" FROM conversations c WHERE {_PRIVATE} ORDER BY c.id",
-                (person.id, person.id),
-            )
-            conversations = []
-            for conversation_id, platform, workspace, channel, thread, started, archived in private:
-                messages = await db.execute_fetchall(
-                    f"SELECT {MESSAGE_COLUMNS}, created_at FROM messages WHERE conversation_id = ?"
-                    " ORDER BY seq",
-                    (conversation_id,),
-                )
-                conversations.append(
-                    {
-                        "id": conversation_id,
-                        **_where(platform, workspace, channel, thread),
-                        "started_at": started,
-                        "archived_at": archived,
-                        "messages": [
-                            {"at": row[-1], **message_to_json(message_from_row(row[:-1]))} for row in messages
-                        ],
-                    }
-                )
-            shared = await db.execute_fetchall(
-                "SELECT c.platform, c.workspace, c.channel, c.thread, m.content, m.created_at FROM messages m"
-                f" JOIN conversations c ON c.id = m.conversation_id WHERE m.author = ? AND m.role = 'user'"
-                f" AND NOT ({_PRIVATE}) ORDER BY m.id",
-                (person.id, person.id, person.id),
-            )
-            memories = await db.execute_fetchall(
-                "SELECT id, kind, subject, text, anywhere, written_by, written_in, created_at FROM memories"
-                " WHERE (kind = 'person' AND subject = ?) OR written_by = ? ORDER BY created_at, id",
-                (person.id, person.id),
-            )
-            decisions = await db.execute_fetchall(
-                "SELECT a.at, c.platform, c.workspace, c.channel, c.thread, a.place, a.server, a.tool,"
-                " a.call_id, a.outcome FROM audit a JOIN conversations c ON c.id = a.conversation_id"
-                " WHERE c.platform = ? AND (CAST(? AS TEXT) IS NULL OR c.workspace = ?) AND a.who = ?"
-                " ORDER BY a.id",
-                people,
-            )
-            votes = await db.execute_fetchall(
-                "SELECT platform, workspace, channel, thread, message_ts, rating, created_at FROM feedback"
-                f" WHERE {_PERSON_ROWS} AND user_id = ? ORDER BY created_at",
-                people,
-            )
-            questions = await db.execute_fetchall(
-                "SELECT platform, workspace, channel, thread, server, message, status, content, created_at,"
-                f" answered_at FROM input_requests WHERE {_PERSON_ROWS} AND user_id = ? ORDER BY rowid",
-                people,
-            )
-            deferred = await db.execute_fetchall(
-                f"SELECT incoming, received_at FROM deferred_messages WHERE {_PERSON_ROWS} ORDER BY id",
-                people[:3],
-            )
-            sign_ins = await db.execute_fetchall(
-                "SELECT server, scope, updated_at FROM oauth_tokens WHERE person = ? ORDER BY server",
-                (person.id,),
-            )
-        return {
+        document: dict[str, Any] = {
             "person": {
                 "id": person.id,
                 "platform": person.platform,
                 "workspace": person.workspace,
                 "user_id": person.user_id,
-            },
-            "memories": [
-                {
-                    "id": m_id,
-                    "kind": kind,
-                    "subject": subject,
-                    "text": text,
-                    "anywhere": bool(anywhere),
-                    "saved_by_you": writer == person.id,
-                    "saved_in": written_in,
-                    "created_at": created,
-                }
-                for m_id, kind, subject, text, anywhere, writer, written_in, created in memories
-            ],
-            "private_conversations": conversations,
-            "messages": [{**_where(*row[:4]), "text": row[4], "at": row[5]} for row in shared],
-            "approvals": [
-                {
-                    "at": at,
-                    **_where(*where),
-                    "place": place,
-                    "server": server,
-                    "tool": tool,
-                    "call_id": call_id,
-                    "outcome": outcome,
-                }
-                for at, *where, place, server, tool, call_id, outcome in decisions
-            ],
-            "feedback": [
-                {**_where(*row[:4]), "message": row[4], "rating": row[5], "at": row[6]} for row in votes
-            ],
-            "questions": [
-                {
-                    **_where(*row[:4]),
-                    "server": row[4],
-                    "question": row[5],
-                    "status": row[6],
-                    "answer": json.loads(row[7]) if row[7] is not None else None,
-                    "asked_at": row[8],
-                    "answered_at": row[9],
-                }
-                for row in questions
-            ],
-            "waiting_messages": [
-                {"text": data.get("text"), "at": at, **_where(**data["key"])}
-                for data, at in ((json.loads(raw), at) for raw, at in deferred)
-                if data.get("user_id") == person.user_id
-            ],
-            "sign_ins": [{"server": s, "scope": scope, "since": since} for s, scope, since in sign_ins],
+            }
         }
+        async with self._read() as db:
+            document["private_conversations"] = await self._private_export(db, person)
+            for section in _SECTIONS:
+                by_user = (*_people_params(person), person.user_id)
+                params = (person.id,) * section.by_id if section.by_id else by_user
+                rows = await db.execute_fetchall(section.sql, params)
+                document[section.name] = [dict(zip(section.columns, row, strict=True)) for row in rows]
+            deferred = await db.execute_fetchall(
+                f"SELECT incoming, received_at FROM deferred_messages WHERE {_PERSON_ROWS} ORDER BY id",
+                _people_params(person),
+            )
+        for memory in document["memories"]:
+            memory["anywhere"] = bool(memory["anywhere"])
+            memory["saved_by_you"] = memory.pop("written_by") == person.id
+        for question in document["questions"]:
+            question["answer"] = json.loads(question["answer"]) if question["answer"] is not None else None
+        document["waiting_messages"] = [
+            {**data["key"], "text": data.get("text"), "at": at}
+            for data, at in ((json.loads(raw), at) for raw, at in deferred)
+            if data.get("user_id") == person.user_id
+        ]
+        return document
+
+    async def _private_export(self, db: Connection, person: Person) -> list[dict[str, Any]]:
+        """Their private conversations whole, nerve's answers and tools' results with their messages."""
+        found = await db.execute_fetchall(
+            "SELECT c.id, c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at"
+            f" FROM conversations c WHERE {_PRIVATE} ORDER BY c.id",
+            (person.id, person.id),
+        )
+        conversations = []
+        for conversation_id, *key, started, archived in found:
+            rows = await db.execute_fetchall(
+                f"SELECT {MESSAGE_COLUMNS}, created_at FROM messages WHERE conversation_id = ? ORDER BY seq",
+                (conversation_id,),
+            )
+            messages = [{"at": row[-1], **message_to_json(message_from_row(row[:-1]))} for row in rows]
+            where = dict(zip(_KEY, key, strict=True))
+            times = {"started_at": started, "archived_at": archived}
+            conversations.append({"id": conversation_id, **where, **times, "messages": messages})
+        return conversations
 
 
-def _where(platform: str, workspace: str, channel: str, thread: str) -> dict[str, str]:
-    return {"platform": platform, "workspace": workspace, "channel": channel, "thread": thread}
+@dataclass(frozen=True, slots=True)
+class _Section:
+    """One list of an export: its rows' `columns` named as the document names them. The person is
+    the parameter `by_id` times by their id, or (0) by their platform's user id (`_PERSON_ROWS`)."""
+
+    name: str
+    columns: tuple[str, ...]
+    sql: str
+    by_id: int = 0
+
+
+_KEY = ("platform", "workspace", "channel", "thread")
+_SECTIONS = (
+    _Section(
+        "memories",
+        ("id", "kind", "subject", "text", "anywhere", "written_by", "saved_in", "created_at"),
+        "SELECT id, kind, subject, text, anywhere, written_by, written_in, created_at FROM memories"
+        " WHERE (kind = 'person' AND subject = ?) OR written_by = ? ORDER BY created_at, id",
+        by_id=2,
+    ),
+    _Section(
+        "messages",
+        (*_KEY, "text", "at"),
+        "SELECT c.platform, c.workspace, c.channel, c.thread, m.content, m.created_at FROM messages m"
+        f" JOIN conversations c ON c.id = m.conversation_id WHERE m.author = ? AND m.role = 'user'"
+        f" AND NOT ({_PRIVATE}) ORDER BY m.id",
+        by_id=3,
+    ),
+    _Section(
+        "approvals",
+        ("at", *_KEY, "place", "server", "tool", "call_id", "outcome"),
+        "SELECT a.at, c.platform, c.workspace, c.channel, c.thread, a.place, a.server, a.tool, a.call_id,"
+        " a.outcome FROM audit a JOIN conversations c ON c.id = a.conversation_id"
+        " WHERE c.platform = ? AND (CAST(? AS TEXT) IS NULL OR c.workspace = ?) AND a.who = ? ORDER BY a.id",
+    ),
+    _Section(
+        "feedback",
+        (*_KEY, "message", "rating", "at"),
+        "SELECT platform, workspace, channel, thread, message_ts, rating, created_at FROM feedback"
+        f" WHERE {_PERSON_ROWS} AND user_id = ? ORDER BY created_at",
+    ),
+    _Section(
+        "questions",
+        (*_KEY, "server", "question", "status", "answer", "asked_at", "answered_at"),
+        "SELECT platform, workspace, channel, thread, server, message, status, content, created_at,"
+        f" answered_at FROM input_requests WHERE {_PERSON_ROWS} AND user_id = ? ORDER BY rowid",
+    ),
+    _Section(
+        "sign_ins",
+        ("server", "scope", "since"),
+        "SELECT server, scope, updated_at FROM oauth_tokens WHERE person = ? ORDER BY server",
+        by_id=1,
+    ),
+)
 
 
 async def _count(db: Connection, sql: str, params: Sequence[Any]) -> int:

@@ -28,7 +28,7 @@ _SUMMARY = (
 )
 
 # What holds a parked turn's text, by the column naming the turn; the turn's own row last.
-_PARKED_TABLES = (
+PARKED_TABLES = (
     ("pending_calls", "request_id"),
     ("input_waits", "request_id"),
     ("sign_in_waits", "request_id"),
@@ -129,7 +129,7 @@ class ThreadLedger(Ledger):
         window = f"{KEY_WHERE} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at < ?)"
         span = (*key, started, archived, archived)
         parked = await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span)
-        for table, column in _PARKED_TABLES:
+        for table, column in PARKED_TABLES:
             await db.executemany(f"DELETE FROM {table} WHERE {column} = ?", parked)
         questions = await db.execute(f"DELETE FROM input_requests WHERE {window}", span)
         deferred_window = window.replace("created_at", "received_at")
