@@ -10,13 +10,16 @@ import json
 import os
 import sys
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from adapters.common.rights import AUDIT_KEPT, forgotten_lines
 from adapters.terminal.safe import printable, say, terminal_json
 from bot.config import Settings as CoreSettings
-from bot.runtime import open_store
+from bot.errors import NerveError
+from bot.runtime import load_mcp_config, open_store, sign_ins_for
+from bot.store.base import ConversationStore
 from bot.types import Person
 
 Job = Callable[[CoreSettings], Coroutine[Any, Any, int]]
@@ -30,17 +33,34 @@ def forget_job(person: Person, *, yes: bool) -> Job:
         if refused is not None:
             return refused
         async with open_store(settings) as store:
+            revoked = await _revoke(settings, store, person)
             found = await store.forget_person(person, locks=store.turn_lock)
+        found = replace(found, sign_ins=found.sign_ins + revoked)
         say(f"Forgot {person.id}:\n" + "\n".join(f"  {line}" for line in forgotten_lines(found)))
-        if found.sign_ins:
-            say(
-                "Their sign-ins were deleted from nerve; a server that keeps its own grant ends it when"
-                " the token expires (the chat's forget-me revokes it at the server too)."
-            )
         say(AUDIT_KEPT)
         return 0
 
     return job
+
+
+async def _revoke(settings: CoreSettings, store: ConversationStore, person: Person) -> int:
+    """Their tokens revoked at the servers that support it and forgotten, as the running nerve does;
+    where these settings cannot reach the servers (no servers file, NERVE_SECRET_KEY or
+    NERVE_PUBLIC_URL), they are only deleted, and stderr says so."""
+    try:
+        servers = load_mcp_config(settings.nerve_mcp_config, platforms=settings.platforms).servers
+        sign_ins = sign_ins_for(settings, servers, store, None)
+    except (NerveError, OSError) as exc:
+        if await store.connections_of(person.id):
+            reason = exc.message if isinstance(exc, NerveError) else str(exc)
+            say(f"nerve: their sign-ins are deleted, not revoked at the servers: {reason}", sys.stderr)
+        return 0
+    if sign_ins is None:
+        return 0
+    revoked = 0
+    for connection in await sign_ins.connections(person.id):
+        revoked += await sign_ins.disconnect(connection.server, person.id)
+    return revoked
 
 
 async def _refused(person: Person) -> int | None:

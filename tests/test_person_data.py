@@ -356,13 +356,16 @@ def test_a_person_is_named_by_platform_workspace_and_user_or_by_a_global_id():
             Person.named(wrong, PLATFORMS)
 
 
-async def nerve(backend: Backend, tmp_path: Path, *args: str) -> tuple[int, str, str]:
+async def nerve(
+    backend: Backend, tmp_path: Path, *args: str, servers: dict[str, object] | None = None, **extra: str
+) -> tuple[int, str, str]:
     """`python -m bot ARGS` on this test's database, its stdin not a terminal."""
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NERVE_"))}
-    env["NERVE_MCP_CONFIG"] = str(tmp_path / "none.json")
-    (tmp_path / "none.json").write_text('{"mcpServers": {}}')
+    env["NERVE_MCP_CONFIG"] = str(tmp_path / "servers.json")
+    (tmp_path / "servers.json").write_text(json.dumps({"mcpServers": servers or {}}))
+    env.update(extra)
     for name, value in backend.settings().items():
         env[name.upper()] = str(value)
     process = await asyncio.create_subprocess_exec(
@@ -431,3 +434,40 @@ async def test_forgetting_revokes_their_sign_ins_at_the_server(notes, store, sto
         assert probe.status_code == 401, "the token was revoked at the server, not only forgotten here"
     finally:
         await host.aclose()
+
+
+async def test_the_command_line_revokes_their_sign_ins_at_the_server_too(
+    notes, store, store_backend, tmp_path
+):
+    llm = ScriptedLLM([Step(calls=[Call("connect_notes", {}, id="c1")]), Step(text="connected")])
+    nerve_here, host = await open_agent(notes, store, llm)
+    try:
+        shown = Shown()
+        await nerve_here.reply(ask("U1"), shown)
+        await sign_in_and_resume(nerve_here, shown, "alice")
+    finally:
+        await host.aclose()
+    stored = await store.stored_tokens("notes", "slack:T1:U1")
+    assert stored is not None
+    access = Vault(SECRET).open(stored.secret)["token"]["access_token"]
+    await store.close()
+
+    # The running nerve's settings: its servers file, its key, where sign-ins come back to.
+    entry = {"url": notes.mcp_url, "allowPrivateNetwork": True, "auth": {"type": "oauth", "identity": "user"}}
+    code, out, err = await nerve(
+        store_backend,
+        tmp_path,
+        "forget",
+        "--user",
+        "slack:T1:U1",
+        "--yes",
+        servers={"notes": entry},
+        NERVE_SECRET_KEY=SECRET,
+        NERVE_PUBLIC_URL="https://nerve.example",
+    )
+
+    assert code == 0, err
+    assert "1 sign-in to a server ended" in out and "not revoked" not in err
+    async with httpx2.AsyncClient() as http:
+        probe = await http.post(notes.mcp_url, json={}, headers={"Authorization": f"Bearer {access}"})
+    assert probe.status_code == 401, "the token was revoked at the server"
