@@ -169,16 +169,14 @@ async def alice_and_bob(store: ConversationStore, backend: Backend, host: MCPHos
     await store.record_feedback(Feedback(key=SHARED, message_ts="1.1", user_id=ALICE, rating="up"))
     await store.record_feedback(Feedback(key=SHARED, message_ts="1.1", user_id=BOB, rating="down"))
     memories = [
-        ("m1", "person", ALICE_ID, f"alice likes {alice(10)}", ALICE_ID),
-        ("m2", "place", "slack:C1", "the standup is at ten", ALICE_ID),
-        ("m3", "person", BOB_ID, f"bob likes {bob(6)}", BOB_ID),
-        ("m4", "person", ALICE_ID, f"bob says alice likes {alice(11)}", BOB_ID),
+        ("person", ALICE_ID, f"alice likes {alice(10)}", ALICE_ID),
+        ("place", "slack:C1", "the standup is at ten", ALICE_ID),
+        ("person", BOB_ID, f"bob likes {bob(6)}", BOB_ID),
+        ("person", ALICE_ID, f"bob says alice likes {alice(11)}", BOB_ID),
     ]
-    for memory in memories:
-        await backend.rows(
-            "INSERT INTO memories (id, kind, subject, text, written_by, written_in)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (*memory, "slack:C1"),
+    for kind, subject, text, writer in memories:
+        await store.add_memory(
+            kind=kind, subject=subject, text=text, anywhere=False, written_by=writer, written_in="slack:C1"
         )
 
 
@@ -258,8 +256,8 @@ async def test_forget_removes_exactly_the_persons_data(store, store_backend, loo
     # Who decided which call stays, without text; the place memory stays, without its writer.
     audit = await store_backend.rows("SELECT who FROM audit WHERE who <> 'nerve' ORDER BY id")
     assert audit == [(ALICE,), (BOB,)]
-    kept = await store_backend.rows("SELECT id, written_by FROM memories ORDER BY id")
-    assert kept == [("m2", FORGOTTEN_WRITER), ("m3", BOB_ID)]
+    kept = await store_backend.rows("SELECT subject, written_by FROM memories ORDER BY subject")
+    assert kept == [("slack:C1", FORGOTTEN_WRITER), (BOB_ID, BOB_ID)]
     assert await store.stored_tokens("notes", BOB_ID) is not None
     assert await store.stored_tokens("notes", ALICE_ID) is None
     assert await store.unfinished_payload("slack", "Ev-alice") == "{}"
@@ -331,7 +329,11 @@ async def test_export_holds_the_persons_data_and_nobody_elses(store, store_backe
     assert [m["text"] for m in document["messages"]] == [f"alice asks {alice(3)}"]
     assert [(a["tool"], a["outcome"]) for a in document["approvals"]] == [("wait_and_echo", "approved")]
     assert [s["server"] for s in document["sign_ins"]] == ["notes"]
-    assert {m["id"] for m in document["memories"]} == {"m1", "m2", "m4"}
+    assert sorted(m["text"] for m in document["memories"]) == [
+        f"alice likes {alice(10)}",
+        f"bob says alice likes {alice(11)}",
+        "the standup is at ten",
+    ]
     assert [v["rating"] for v in document["feedback"]] == ["up"]
 
     await nerve.forget_person(DM, ALICE)
