@@ -21,7 +21,7 @@ from bot.asks.connections import ConnectStart
 from bot.asks.inputs import Clock, InputDesk
 from bot.asks.parking import Parking
 from bot.errors import AskError, AskExpired, AskGone, LLMError, PromptError, SignInFailed, TurnOverdue
-from bot.memory.scope import turn_scope
+from bot.memory.scope import is_private, turn_scope
 from bot.memory.tools import MemoryTools, may_forget
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
@@ -289,9 +289,8 @@ class Agent:
         """Who wrote a message, and whether where it was written is theirs alone (a DM, or a platform
         without channels such as the terminal), kept with it for the person's data rights."""
         platforms = self._config.platforms
-        known = platforms.get(incoming.key.platform)
-        private = incoming.where().dm or (known is not None and not known.channels)
         person = Person.of(incoming.key, incoming.user_id, platforms)
+        private = is_private(incoming.where(), platforms)
         return Author(person=person.id, user_id=incoming.user_id, private=private)
 
     async def _reply(self, incoming: Incoming, progress: Progress) -> AgentReply:
