@@ -121,12 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--thread", help="every conversation of this thread, current and archived")
     which.add_argument("--id", type=int, help="one conversation (an id from nerve threads --all)")
     delete.add_argument("-y", "--yes", action="store_true", help="do not ask (needed off a terminal)")
-    forget = commands.add_parser("forget", help="delete everything stored about one person (their request)")
-    forget.add_argument("--user", required=True, type=_person, metavar="ID", help=USER_HELP)
-    forget.add_argument("-y", "--yes", action="store_true", help="do not ask (needed off a terminal)")
-    export = commands.add_parser("export", help="everything stored about one person, as JSON")
-    export.add_argument("--user", required=True, type=_person, metavar="ID", help=USER_HELP)
-    export.add_argument("--output", type=Path, metavar="FILE", help="write it to FILE (default: stdout)")
+    forget_person = commands.add_parser("forget", help="delete everything stored about one person")
+    forget_person.add_argument("--user", required=True, type=_person, metavar="ID", help=USER_HELP)
+    forget_person.add_argument("-y", "--yes", action="store_true", help="do not ask (needed off a terminal)")
+    export_person = commands.add_parser("export", help="everything stored about one person, as JSON")
+    export_person.add_argument("--user", required=True, type=_person, metavar="ID", help=USER_HELP)
+    export_person.add_argument("--output", type=Path, metavar="FILE", help="write it there, not to stdout")
     approvals = commands.add_parser("approvals", help='list remembered approvals ("always allow here")')
     revoke = approvals.add_subparsers(dest="approvals_command").add_parser(
         "revoke", help="forget one remembered approval: that tool asks again there"
