@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
@@ -19,6 +20,7 @@ from adapters.settings import Settings, bad_setting
 from adapters.terminal.safe import printable
 from bot.errors import NerveError
 from bot.policy.scopes import Place
+from bot.types import Person
 
 if TYPE_CHECKING:  # each command imports what it runs: `nerve --help` must not load the agent or MCP
     from bot.runtime import Runtime
@@ -49,6 +51,11 @@ MEMORY_PLACE_HELP = (
     "server's (discord:guild:G1)"
 )
 
+USER_HELP = (
+    "the person, by id: slack:WORKSPACE_ID:USER_ID, discord:USER_ID (Discord's user ids are global),"
+    " terminal:LOGIN:LOGIN"
+)
+
 WORKER_HELP = "run only the job worker: answer the Slack turns nerve slack processes queued on PostgreSQL"
 WORKER_DESCRIPTION = (
     "Run only the job worker, with no front end: it answers the Slack turns that `nerve slack` "
@@ -65,6 +72,14 @@ def _place(text: str) -> Place:
     """`--place` as a Place; a mistake is a usage error that says what to write."""
     try:
         return Place.parse(text, Settings.platforms)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(printable(str(exc))) from None
+
+
+def _person(text: str) -> Person:
+    """`--user` as a Person; a mistake is a usage error that says what to write."""
+    try:
+        return Person.named(text, Settings.platforms)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(printable(str(exc))) from None
 
@@ -106,6 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--thread", help="every conversation of this thread, current and archived")
     which.add_argument("--id", type=int, help="one conversation (an id from nerve threads --all)")
     delete.add_argument("-y", "--yes", action="store_true", help="do not ask (needed off a terminal)")
+    forget_person = commands.add_parser("forget", help="delete everything stored about one person")
+    forget_person.add_argument("--user", required=True, type=_person, metavar="ID", help=USER_HELP)
+    forget_person.add_argument("-y", "--yes", action="store_true", help="do not ask (needed off a terminal)")
+    export_person = commands.add_parser("export", help="everything stored about one person, as JSON")
+    export_person.add_argument("--user", required=True, type=_person, metavar="ID", help=USER_HELP)
+    export_person.add_argument("--output", type=Path, metavar="FILE", help="write it there, not to stdout")
     approvals = commands.add_parser("approvals", help='list remembered approvals ("always allow here")')
     revoke = approvals.add_subparsers(dest="approvals_command").add_parser(
         "revoke", help="forget one remembered approval: that tool asks again there"
@@ -197,6 +218,12 @@ def _job(
         if args.memory_command == "forget":
             return memory_cli.forget_job(args.memory_id)
         return memory_cli.list_job(args.user, args.place, as_json=args.json)
+    if command in ("forget", "export"):
+        from adapters import person_data_cli as rights
+
+        if command == "forget":
+            return rights.forget_job(args.user, yes=args.yes)
+        return rights.export_job(args.user, args.output)
     if command == "tools":
         from adapters.terminal.views import print_tools
 

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.asks import inputs as _inputs
 from bot.asks import parking as _parking
@@ -21,7 +21,7 @@ from bot.asks.connections import ConnectStart
 from bot.asks.inputs import Clock, InputDesk
 from bot.asks.parking import Parking
 from bot.errors import AskError, AskExpired, AskGone, LLMError, PromptError, SignInFailed, TurnOverdue
-from bot.memory.scope import turn_scope
+from bot.memory.scope import is_private, turn_scope
 from bot.memory.tools import MemoryTools, may_forget
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
@@ -34,6 +34,8 @@ from bot.store.feedback import Feedback as Feedback
 from bot.store.inputs import InputLedger
 from bot.store.locks import KeyedLocks as KeyedLocks
 from bot.store.memories import MemoryLedger
+from bot.store.person_data import Forgotten as Forgotten
+from bot.store.person_data import PersonLedger
 from bot.text.scrubbing import question_too_long, scrub
 from bot.turn.calls import RoundRunner, Sleep, TurnState
 from bot.turn.deadline import TurnDeadline
@@ -50,6 +52,7 @@ from bot.types import (
     Approve,
     Ask,
     AuditEntry,
+    Author,
     Cancel,
     ChatMessage,
     ConversationKey,
@@ -61,6 +64,7 @@ from bot.types import (
     InputOutcome,
     InputRequest,
     Memory,
+    Person,
     Progress,
     PromptSpec,
     RememberedApproval,
@@ -126,8 +130,11 @@ class Agent:
         clock: Clock = time.time,
         connections: Connections | None = None,
         memories: MemoryLedger | None = None,
+        people: PersonLedger | None = None,
     ) -> None:
         self.inbox = inbox
+        # What is stored about each person, to export or forget; the store's own ledger by default.
+        self._people = people if people is not None else store if isinstance(store, PersonLedger) else None
         # People's own accounts at per-person servers (sign-in); None when no server needs one.
         self.connections = connections
         self._host = host
@@ -273,9 +280,18 @@ class Agent:
 
     async def _stored_again(self, incoming: Incoming, messages: list[ChatMessage]) -> AgentReply | None:
         """Store the message; for one delivered again whose answer is stored already, that answer."""
-        if await self._store.append(incoming.key, messages, event_id=incoming.event_id):
+        author = self._author(incoming)
+        if await self._store.append(incoming.key, messages, event_id=incoming.event_id, author=author):
             return None
         return await self._loop.stored_answer(incoming)
+
+    def _author(self, incoming: Incoming) -> Author:
+        """Who wrote a message, and whether where it was written is theirs alone (a DM, or a platform
+        without channels such as the terminal), kept with it for the person's data rights."""
+        platforms = self._config.platforms
+        person = Person.of(incoming.key, incoming.user_id, platforms)
+        private = is_private(incoming.where(), platforms)
+        return Author(person=person.id, user_id=incoming.user_id, private=private)
 
     async def _reply(self, incoming: Incoming, progress: Progress) -> AgentReply:
         """One turn; the caller holds the conversation and a slot."""
@@ -433,3 +449,30 @@ class Agent:
     async def connected(self, key: ConversationKey, user_id: str) -> list[Connection]:
         """The servers `user_id` has connected with their own account, and since when."""
         return await self.connections.of(key, user_id) if self.connections is not None else []
+
+    # A person's data rights. Front ends name the person as they have them: where they wrote (the
+    # key's platform and workspace) and their platform's user id; the person is the same in every
+    # workspace where the platform's user ids are global. `nerve forget` and `nerve export` name
+    # them by id instead (`Person.named`).
+
+    def person(self, key: ConversationKey, user_id: str) -> Person:
+        return Person.of(key, user_id, self._config.platforms)
+
+    async def forget_person(self, key: ConversationKey, user_id: str) -> Forgotten:
+        """Delete everything stored about this person (see `bot.store.person_data`), their sign-ins
+        revoked at the servers first; the counts say what went. Nothing stored gives zeros. It waits
+        for the turns running in the threads they wrote in: call it outside any turn."""
+        if self._people is None:
+            return Forgotten()
+        revoked = 0
+        if self.connections is not None:
+            for connection in await self.connections.of(key, user_id):
+                revoked += await self.connections.disconnect(key, user_id, connection.server)
+        found = await self._people.forget_person(self.person(key, user_id), locks=self._locks)
+        return replace(found, sign_ins=found.sign_ins + revoked)
+
+    async def export_person(self, key: ConversationKey, user_id: str) -> dict[str, Any]:
+        """Everything stored about this person, as one JSON-able document (no sign-in's tokens)."""
+        if self._people is None:
+            return {}
+        return await self._people.export_person(self.person(key, user_id))

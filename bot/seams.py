@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from bot.types import (
+    Author,
     CallContext,
     ChatMessage,
     Completion,
@@ -68,9 +69,15 @@ class PromptHost(Protocol):
 
 class Store(Protocol):
     async def append(
-        self, key: ConversationKey, messages: Sequence[ChatMessage], *, event_id: str | None = None
+        self,
+        key: ConversationKey,
+        messages: Sequence[ChatMessage],
+        *,
+        event_id: str | None = None,
+        author: Author | None = None,
     ) -> bool:
-        """Persist messages in one transaction; False when `event_id` was already recorded."""
+        """Persist messages in one transaction; False when `event_id` was already recorded. `author`
+        wrote the first message (a user's), kept with it so their data can be found again."""
 
     async def history(self, key: ConversationKey) -> list[ChatMessage]:
         """The current conversation of this thread, oldest first."""

@@ -12,8 +12,8 @@ from bot.store.conversations import InboxLedger
 from bot.store.feedback import FeedbackLedger
 from bot.store.inputs import InputLedger
 from bot.store.memories import MemoryLedger
+from bot.store.person_data import PersonLedger
 from bot.store.posts import PostLedger
-from bot.store.threads import ThreadLedger
 
 
 class ConversationStore(
@@ -23,7 +23,7 @@ class ConversationStore(
     FeedbackLedger,
     InputLedger,
     MemoryLedger,
-    ThreadLedger,
+    PersonLedger,  # and the conversation listing it builds on
 ):
     # Turns of one conversation, one at a time across every process on this database.
     turn_lock: TurnLock

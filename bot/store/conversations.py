@@ -14,24 +14,30 @@ from bot.store.rows import (
     message_from_row,
     message_row,
 )
-from bot.types import ChatMessage, ConversationKey
+from bot.types import Author, ChatMessage, ConversationKey
 
 
 class ConversationLedger(Ledger):
     """The `Store` seam: each thread's active conversation and its messages."""
 
     async def append(
-        self, key: ConversationKey, messages: Sequence[ChatMessage], *, event_id: str | None = None
+        self,
+        key: ConversationKey,
+        messages: Sequence[ChatMessage],
+        *,
+        event_id: str | None = None,
+        author: Author | None = None,
     ) -> bool:
         """In one transaction; False when `event_id` (the first, user's message's) was recorded before:
-        a re-delivered event writes nothing."""
+        a re-delivered event writes nothing. `author` wrote the first message, a user's: recorded with
+        it, and whether its conversation is private, so the person's data can be found again."""
         if not messages:
             return True
         async with self._write() as db:
             if event_id is not None and await self._event_seen(db, key, event_id):
                 await db.execute("ROLLBACK")
                 return False
-            await self._insert_messages(db, key, messages, event_id=event_id)
+            await self._insert_messages(db, key, messages, event_id=event_id, author=author)
         return True
 
     async def _insert_messages(
@@ -41,15 +47,27 @@ class ConversationLedger(Ledger):
         messages: Sequence[ChatMessage],
         *,
         event_id: str | None = None,
+        author: Author | None = None,
     ) -> None:
-        """In the caller's transaction; `event_id` is the first message's."""
+        """In the caller's transaction; `event_id` and `author` are the first message's."""
         conversation = await self._conversation_of(db, key)
+        rows = [message_row(conversation, m, event_id if i == 0 else None) for i, m in enumerate(messages)]
+        columns, marks = "", ""
+        if author is not None:
+            await db.execute(
+                "UPDATE conversations SET private = ? WHERE id = ? AND private IS NULL",
+                (int(author.private), conversation),
+            )
+            # Only a user's message has an author: the first of the batch, when it is one.
+            first = (author.person, author.user_id) if messages[0].role == "user" else (None, None)
+            rows = [(*row, *(first if i == 0 else (None, None))) for i, row in enumerate(rows)]
+            columns, marks = ", author, author_user", ", ?, ?"
         # seq is computed by the database row by row, so a round costs one batch.
         await db.executemany(
             "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
-            " is_error, latency_ms, event_id) VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
-            " WHERE conversation_id = ?), ?, ?, ?, ?, ?, ?, ?, ?)",
-            [message_row(conversation, m, event_id if i == 0 else None) for i, m in enumerate(messages)],
+            f" is_error, latency_ms, event_id{columns}) VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1"
+            f" FROM messages WHERE conversation_id = ?), ?, ?, ?, ?, ?, ?, ?, ?{marks})",
+            rows,
         )
 
     async def history(self, key: ConversationKey) -> list[ChatMessage]:

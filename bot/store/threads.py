@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from bot.store.dialect import Ledger, days_ago
+from bot.store.dialect import Connection, Ledger, days_ago
 from bot.store.rows import KEY_WHERE, MESSAGE_COLUMNS, columns, from_row, key_from_row, message_from_row
 from bot.types import AuditEntry, ChatMessage, ConversationKey
 
@@ -28,7 +28,7 @@ _SUMMARY = (
 )
 
 # What holds a parked turn's text, by the column naming the turn; the turn's own row last.
-_PARKED_TABLES = (
+PARKED_TABLES = (
     ("pending_calls", "request_id"),
     ("input_waits", "request_id"),
     ("sign_in_waits", "request_id"),
@@ -109,34 +109,46 @@ class ThreadLedger(Ledger):
             *key, started, archived, last = found[0]
             if idle_before is not None and str(last) >= idle_before:
                 return "recent"
-            # Parked turns, deferred messages and tools' questions are kept per thread, not per
-            # conversation: this conversation's are those of the thread during its lifetime.
-            # Strictly before the reset: what the next conversation wrote in that same millisecond is
-            # not this one's.
-            window = f"{KEY_WHERE} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at < ?)"
-            span = (*key, started, archived, archived)
             waiting = f"SELECT 1 FROM parked_turns WHERE {KEY_WHERE} AND status <> 'done' LIMIT 1"
             if archived is None and await db.execute_fetchall(waiting, key):
                 return "waiting"
-            parked = await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span)
-            for table, column in _PARKED_TABLES:
-                await db.executemany(f"DELETE FROM {table} WHERE {column} = ?", parked)
-            await db.execute(f"DELETE FROM input_requests WHERE {window}", span)
-            deferred_window = window.replace("created_at", "received_at")
-            await db.execute(f"DELETE FROM deferred_messages WHERE {deferred_window}", span)
-            await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
-            await db.execute(
-                f"UPDATE conversations SET deleted_at = {self._sql.now},"
-                f" archived_at = COALESCE(archived_at, {self._sql.now}) WHERE id = ?",
-                (conversation_id,),
-            )
+            await self._empty_conversation(db, conversation_id, key, started, archived)
+        await self._write_back()
+        return "deleted"
+
+    async def _empty_conversation(
+        self, db: Connection, conversation_id: int, key: Sequence[Any], started: str, archived: str | None
+    ) -> int:
+        """In the caller's transaction: the conversation's messages and everything of its thread in its
+        lifetime that holds text go; its row stays, marked deleted. The number of items that waited
+        (parked turns, deferred messages, tools' questions)."""
+        # Parked turns, deferred messages and tools' questions are kept per thread, not per
+        # conversation: this conversation's are those of the thread during its lifetime.
+        # Strictly before the reset: what the next conversation wrote in that same millisecond is
+        # not this one's.
+        window = f"{KEY_WHERE} AND created_at >= ? AND (CAST(? AS TEXT) IS NULL OR created_at < ?)"
+        span = (*key, started, archived, archived)
+        parked = await db.execute_fetchall(f"SELECT id FROM parked_turns WHERE {window}", span)
+        for table, column in PARKED_TABLES:
+            await db.executemany(f"DELETE FROM {table} WHERE {column} = ?", parked)
+        questions = await db.execute(f"DELETE FROM input_requests WHERE {window}", span)
+        deferred_window = window.replace("created_at", "received_at")
+        deferred = await db.execute(f"DELETE FROM deferred_messages WHERE {deferred_window}", span)
+        await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+        await db.execute(
+            f"UPDATE conversations SET deleted_at = {self._sql.now},"
+            f" archived_at = COALESCE(archived_at, {self._sql.now}) WHERE id = ?",
+            (conversation_id,),
+        )
+        return len(parked) + max(questions.rowcount, 0) + max(deferred.rowcount, 0)
+
+    async def _write_back(self) -> None:
+        """After a deletion on SQLite: the deleted text is overwritten in the file (secure_delete) once
+        the log is written back; until then the write-ahead log still holds it. Best effort: a reader
+        in another process may keep part of the log, which the next checkpoint then clears."""
         if self._sql.name == "sqlite":
-            # The deleted text is overwritten in the file (secure_delete) once the log is written
-            # back; until then the write-ahead log still holds it. Best effort: a reader in another
-            # process may keep part of the log, which the next checkpoint then clears.
             async with self._read() as db:
                 await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return "deleted"
 
     async def idle_conversations(
         self, older_than_days: float, now: datetime | None = None

@@ -53,6 +53,8 @@ from bot.types.inputs import Report as Report
 from bot.types.memories import Memory as Memory
 from bot.types.memories import MemoryKind as MemoryKind
 from bot.types.memories import UndoOutcome as UndoOutcome
+from bot.types.people import Author as Author
+from bot.types.people import Person as Person
 from bot.types.tools import PromptArgument as PromptArgument
 from bot.types.tools import PromptSpec as PromptSpec
 from bot.types.tools import Resource as Resource
