@@ -50,6 +50,8 @@ PROMPT_ARGUMENTS = 'Its arguments: topic=weather tone="very dry"; a value alone 
 REVOKE = "PLACE SERVER/TOOL, as the list shows it, to ask for approval there again"
 MEMORY = "what I remember about you and this place: forget one or all, or use one of yours anywhere"
 MEMORY_WRITTEN = "forget ID|all · anywhere ID on|off"
+FORGET_ME = "delete everything stored about you (asked first)"
+EXPORT = "everything stored about you, as one JSON file"
 
 COMMANDS: tuple[Command, ...] = (
     Command(
@@ -97,6 +99,16 @@ COMMANDS: tuple[Command, ...] = (
         (Option("what", "What to do with a memory", optional=True, written=MEMORY_WRITTEN),),
     ),
     Command("memory", MEMORY, (DISCORD,)),
+    Command("forget", FORGET_ME + "; in a DM with me", (SLACK,), (Option("me", "You", written="me"),)),
+    Command("forget-me", FORGET_ME, (DISCORD, TERMINAL)),
+    Command("export", EXPORT + "; in a DM with me", (SLACK,)),
+    Command("export", EXPORT, (DISCORD,)),
+    Command(
+        "export",
+        EXPORT + ", into FILE (nerve-export.json without it)",
+        (TERMINAL,),
+        (Option("file", "Where to write it", optional=True, written="FILE"),),
+    ),
     Command("reset", "in a DM: start a new conversation", (SLACK,)),
     Command("reset", "start a new conversation in this thread or DM", (DISCORD,)),
     Command("reset", "start a new conversation in this thread", (TERMINAL,)),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from bot.agent import Forgotten
 
 # Each count of `Forgotten`, as a line says it (the number goes first).
@@ -36,3 +39,28 @@ def forgotten_lines(found: Forgotten) -> list[str]:
             one, many = _WORDS[name]
             lines.append(f"{count} {one if count == 1 else many}")
     return lines or [NOTHING_STORED]
+
+
+# The words of the forget and export commands on Slack, Discord and the terminal.
+FORGET_QUESTION = (
+    "Delete everything stored about you: your memories, our private conversations and your sign-ins;"
+    " your messages in shared threads are replaced by a note. This cannot be undone. Go ahead?"
+)
+CONFIRM_FORGET = "Delete everything"
+CANCEL_FORGET = "Cancel"
+NOTHING_DELETED = "Nothing deleted: all of it is kept."
+NOT_YOURS = "This button is for the person who asked: use the command yourself to delete your own data."
+FORGET_FAILED = "Sorry — I could not delete your data; nothing may have changed. Please try again."
+EXPORT_FAILED = "Sorry — I could not put your data together; please try again."
+EXPORT_NAME = "nerve-export.json"
+EXPORT_TITLE = "Everything nerve stores about you"
+
+
+def forgotten_text(found: Forgotten) -> str:
+    """The reply after forgetting: what went, a line each, and what the audit keeps."""
+    return "\n".join(["Deleted:", *(f"• {line}" for line in forgotten_lines(found)), AUDIT_KEPT])
+
+
+def export_text(document: dict[str, Any]) -> str:
+    """A person's export as the file they get: readable JSON, every character as it was stored."""
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"

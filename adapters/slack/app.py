@@ -40,6 +40,7 @@ from adapters.slack.intake import Intake
 from adapters.slack.memory import MEMORY_ACTIONS, SlackMemory
 from adapters.slack.post import Poster
 from adapters.slack.render import FEEDBACK_ACTION
+from adapters.slack.rights import RIGHTS_ACTIONS, SlackRights
 from adapters.slack.settings import SlackSettings
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.turns import TurnRunner
@@ -107,6 +108,7 @@ class SlackBot:
         self._sweeper: asyncio.Task[None] | None = None
         self._me: Identity | None = None
         self._memory = SlackMemory(agent, self._poster)
+        self._rights = SlackRights(agent, self._poster, self._owned.spawn)
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
         self.signing_secret = secret
         self.commands = NerveCommands(
@@ -118,6 +120,7 @@ class SlackBot:
             start=self._intake.start,
             connections=self._sign_ins.on_command,
             memory=self._memory.on_command,
+            rights=self._rights.on_command,
         )
         quiet_bolt_token_notice()
         self.app = AsyncApp(
@@ -144,6 +147,7 @@ class SlackBot:
         self.app.action(CONNECT_ACTIONS)(self._ack_only)
         self.app.action(DISCONNECT_ACTION)(self._acked(self._sign_ins.on_disconnect_click))
         self.app.action(MEMORY_ACTIONS)(self._acked(self._memory.on_click))
+        self.app.action(RIGHTS_ACTIONS)(self._acked(self._rights.on_click))
 
     # --- lifecycle ---------------------------------------------------------------------------
 

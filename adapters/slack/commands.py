@@ -181,6 +181,7 @@ class NerveCommands:
     start: Callable[[Turn], None]
     connections: SubCommand
     memory: SubCommand
+    rights: SubCommand
 
     async def on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         words = str(command.get("text") or "").split()
@@ -199,6 +200,7 @@ class NerveCommands:
             "approvals": self._approvals,
             **dict.fromkeys(("connections", "connect", "disconnect"), self.connections),
             "memory": self.memory,
+            **dict.fromkeys(("forget", "export"), self.rights),
             "reset": self._reset,
             "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
         }
