@@ -91,12 +91,12 @@ async def test_discord_registers_the_tables_commands_with_their_descriptions_and
         assert slash.description.lower() == command.summary.lower()
         options = [(o.name, not o.optional, o.about) for o in command.options]
         assert [(p.name, p.required, p.description) for p in slash.parameters] == options
-    listed = re.findall(r"^• `/([a-z]+)", discord_help(settings), flags=re.MULTILINE)
+    listed = re.findall(r"^• `/([a-z-]+)", discord_help(settings), flags=re.MULTILINE)
     same(listed, DISCORD, "Discord's /help")
 
 
 def test_the_terminal_lists_runs_and_completes_the_tables_commands() -> None:
-    listed = re.findall(r"^  /([a-z]+)", terminal_help(), flags=re.MULTILINE)
+    listed = re.findall(r"^  /([a-z-]+)", terminal_help(), flags=re.MULTILINE)
     same(listed, TERMINAL, "the chat's /help")
     runtime = SimpleNamespace(
         agent=SimpleNamespace(connections=None), settings=SimpleNamespace(nerve_sign_in_timeout=60.0)

@@ -16,8 +16,9 @@ MANIFESTS = [ROOT / "slack" / "manifest.socket.yaml", ROOT / "slack" / "manifest
 
 
 def help_commands() -> list[str]:
-    """`tools`, `prompt NAME`, …: each `/nerve …` of the help, up to its first lower-case argument."""
-    found = re.findall(r"`/nerve ([a-z]+(?: [A-Z]+)?)", HELP)
+    """`tools`, `prompt NAME`, `forget me`, …: each `/nerve …` of the help, up to its first lower-case
+    argument (`me` is no argument: it is part of the command)."""
+    found = re.findall(r"`/nerve ([a-z]+(?: [A-Z]+| me(?=`))?)", HELP)
     return list(dict.fromkeys(found))
 
 

@@ -41,6 +41,8 @@ from adapters.discord.live import EDIT_EVERY
 from adapters.discord.memory import MemoryButton, MemoryFlow
 from adapters.discord.memory import register as register_memory
 from adapters.discord.render import ResultsCache
+from adapters.discord.rights import RightsButton, RightsFlow
+from adapters.discord.rights import register as register_rights
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.sign_in import DisconnectButton, SignInLinks, TurnLinks
 from adapters.discord.sign_in import register as register_sign_in
@@ -157,7 +159,10 @@ class NerveDiscordBot(discord.Client):
         # /memory and the memory buttons (Forget, Use anywhere, Undo under an answer).
         self.memory_flow = MemoryFlow(agent)
         register_memory(self.tree, agent)
-        self.add_dynamic_items(ToolResultsButton, DisconnectButton, MemoryButton)
+        # /forget-me (its Delete button asked first) and /export.
+        self.rights_flow = RightsFlow(agent)
+        register_rights(self.tree, agent)
+        self.add_dynamic_items(ToolResultsButton, DisconnectButton, MemoryButton, RightsButton)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from adapters.terminal.keyboard import (
 )
 from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, history_file
 from adapters.terminal.memory import memory_command
+from adapters.terminal.rights import export_me, forget_me
 from adapters.terminal.safe import shown
 from adapters.terminal.sign_in import LoopbackCallback, TerminalSignIn
 from adapters.terminal.turns import ChatTurns
@@ -184,6 +185,12 @@ class TerminalChat:
             "connect": self._sign_in_command,
             "disconnect": self._sign_in_command,
             "memory": self._memory_command,
+            "forget-me": lambda word, argument: forget_me(
+                self._runtime.agent, self._key, self._user, self._console, self._read
+            ),
+            "export": lambda word, argument: export_me(
+                self._runtime.agent, self._key, self._user, argument, self._console
+            ),
             "reset": self._reset_command,
             "help": self._help_command,
             "quit": self._quit_command,
