@@ -567,13 +567,25 @@ async def test_approvals_lists_and_revokes_for_an_admin_and_refuses_anyone_else(
         assert "Only nerve's admins" in refusal.body()["data"]["content"]
 
 
+@contextlib.asynccontextmanager
+async def every_server_up(servers: dict[str, ServerConfig]) -> AsyncIterator[MCPHost]:
+    """A host whose servers have each made their first attempt, however slow the machine is: the
+    listing below is of every server's tools, not of the ones that happened to be ready first."""
+    host = MCPHost(servers, default_timeout=10.0)
+    await host.start(grace=60.0, limit=60.0)
+    try:
+        yield host
+    finally:
+        await host.aclose()
+
+
 async def test_tools_in_a_guild_whose_policy_hides_a_server_lists_only_what_is_offered_there(
     fake: FakeDiscord, store: SQLiteStore, notes: Path
 ) -> None:
     scopes = Scopes(rules={f"discord:guild:{fake.guild_id}": Rule(deny=("notes",))})
     servers = {"notes": trust_server(notes), "env-query": stdio_server("servers.env_query")}
     async with (
-        MCPHost(servers, default_timeout=10.0) as host,
+        every_server_up(servers) as host,
         FakeLLMServer([]) as llm,
         approving_agent(llm, store, host, scopes=scopes) as agent,
         running_bot(fake, agent),

@@ -189,7 +189,7 @@ def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) 
         if found is not None:
             rule = f"Policy rule {shown(repr(found[0]))} decides here"
         console.print(f"[dim]{rule}.[/dim]")
-    if not every and not runtime.host.problems():
+    if not runtime.host.list_tools() and not runtime.host.problems():
         console.print(
             f"No tools: {runtime.settings.nerve_mcp_config} configures no MCP servers.", markup=False
         )
