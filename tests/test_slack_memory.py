@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from adapters.slack.memory import memory_message
 from bot.store.base import ConversationStore
 from bot.types import Memory, ToolResult
 from tests.fakes.llm_server import FakeCall, reply, tool_reply
@@ -206,3 +207,26 @@ async def press_approval(r: Rig, card: Posted, pressed: dict[str, Any], user: st
     status, _ = await r.deliver_raw(raw, FORM)
     assert status == 200
     await r.settle()
+
+
+def test_a_long_list_stays_within_slacks_fifty_blocks_and_says_how_many_are_left_out():
+    def saved(n: int, kind: str) -> Memory:
+        return Memory(
+            id=f"m{n:07x}",
+            kind=kind,  # type: ignore[arg-type]
+            subject="slack:T1:U1" if kind == "person" else "slack:C1",
+            text=f"fact {n}",
+            anywhere=False,
+            written_by="slack:T1:U1",
+            written_in="slack:C1",
+            created_at="2026-12-07T00:00:00.000Z",
+        )
+
+    memories = [saved(n, "person") for n in range(20)] + [saved(100 + n, "place") for n in range(20)]
+
+    _, blocks = memory_message(memories)
+
+    assert len(blocks) <= 50
+    shown = sum(1 for block in blocks if block["type"] == "section" and "`m" in block["text"]["text"])
+    assert any(f"{40 - shown} more not shown here" in json.dumps(block) for block in blocks)
+    assert blocks[-1]["type"] == "context"

@@ -52,6 +52,10 @@ def _confirmed(button: dict[str, Any], question: str) -> dict[str, Any]:
     }
 
 
+# Slack's limit on the blocks of one message.
+MAX_BLOCKS = 50
+
+
 def _item(memory: Memory) -> list[dict[str, Any]]:
     marker = words.where_used(memory)
     line = f"• `{escape(memory.id)}` {escape(memory.text)}" + (f"  _{marker}_" if marker else "")
@@ -68,10 +72,19 @@ def memory_message(memories: list[Memory]) -> tuple[str, list[dict[str, Any]]]:
     if not parts:
         return words.NOTHING, []
     blocks: list[dict[str, Any]] = []
+    left_out = 0
     for part in parts:
         blocks.append(section(f"*{part.title}*"))
         for memory in part.memories:
-            blocks += _item(memory)
+            item = _item(memory)
+            # Slack refuses a message of more than 50 blocks: three stay for what was left out,
+            # Forget all and the hint.
+            if len(blocks) + len(item) > MAX_BLOCKS - 3:
+                left_out += 1
+                continue
+            blocks += item
+    if left_out:
+        blocks.append(context(f"{left_out} more not shown here: forget some, or ask for them by name."))
     mine = sum(1 for m in memories if m.kind == "person")
     if mine:
         forget_all = _button(words.FORGET_ALL, "forget_all", "all", "danger")
