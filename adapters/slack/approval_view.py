@@ -13,7 +13,17 @@ from typing import Any
 from adapters.common import cards
 from adapters.common.desk import AT, CHOICES, ApprovalClick, Choice
 from adapters.slack import render
-from adapters.slack.render import OutMessage, Upload, context, escape, escape_capped, quoted, section, when
+from adapters.slack.render import (
+    OutMessage,
+    Upload,
+    button,
+    context,
+    escape,
+    escape_capped,
+    quoted,
+    section,
+    when,
+)
 from bot.types import ApprovalPrompt, PendingCall
 
 # Every approval button's action_id starts with this; the rest names the choice (and the call's place).
@@ -60,13 +70,7 @@ def _button(
     text: str, choice: Choice, value: str, index: int | None = None, style: str | None = None
 ) -> dict[str, Any]:
     action_id = f"{ACTION_PREFIX}.{choice}" + (f".{index}" if index is not None else "")
-    styled = {"style": style} if style is not None else {}
-    return {
-        "type": "button",
-        "text": {"type": "plain_text", "text": text},
-        "action_id": action_id,
-        "value": value,
-    } | styled
+    return button(text, action_id, value, style)
 
 
 def _call_text(index: int, call: PendingCall, total: int) -> str:

@@ -20,7 +20,7 @@ from adapters.common import memory_words as words
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.events import typed_in
 from adapters.slack.post import Poster
-from adapters.slack.render import MEMORY_ACTION, context, escape, section
+from adapters.slack.render import MEMORY_ACTION, button, context, escape, section
 from bot.agent import Agent
 from bot.types import Incoming, Memory
 
@@ -31,13 +31,7 @@ FAILED = "Sorry — something went wrong on my side with your memories; please t
 
 
 def _button(text: str, what: str, value: str, style: str | None = None) -> dict[str, Any]:
-    styled = {"style": style} if style is not None else {}
-    return {
-        "type": "button",
-        "action_id": f"{MEMORY_ACTION}.{what}",
-        "text": {"type": "plain_text", "text": text},
-        "value": value,
-    } | styled
+    return button(text, f"{MEMORY_ACTION}.{what}", value, style)
 
 
 def _confirmed(button: dict[str, Any], question: str) -> dict[str, Any]:

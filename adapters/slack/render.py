@@ -333,6 +333,17 @@ def section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, SECTION_TEXT_LIMIT)[0]}}
 
 
+def button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
+    """A Block Kit button; `value` is all a press carries, so any process can act on it."""
+    styled = {"style": style} if style is not None else {}
+    return {
+        "type": "button",
+        "text": {"type": "plain_text", "text": text},
+        "action_id": action_id,
+        "value": value,
+    } | styled
+
+
 def context(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, 3_000)[0]}]}
 
@@ -407,12 +418,7 @@ def undo_blocks(reply: AgentReply) -> list[dict[str, Any]]:
     if not saved:
         return []
     buttons = [
-        {
-            "type": "button",
-            "action_id": f"{MEMORY_ACTION}.undo.{index}",
-            "text": {"type": "plain_text", "text": truncate(undo_label(memory, len(saved)), 75)[0]},
-            "value": memory.id,
-        }
+        button(truncate(undo_label(memory, len(saved)), 75)[0], f"{MEMORY_ACTION}.undo.{index}", memory.id)
         for index, memory in enumerate(saved)
     ]
     return [{"type": "actions", "block_id": "nerve_memory_undo", "elements": buttons}]

@@ -22,7 +22,7 @@ from adapters.common.tasks import Spawn
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.events import typed_in
 from adapters.slack.post import Poster
-from adapters.slack.render import Upload, escape, section
+from adapters.slack.render import Upload, button, escape, section
 from bot.agent import Agent
 from bot.types import Incoming
 
@@ -36,13 +36,7 @@ EXPORTING = "Putting your data together: the file arrives in this DM in a moment
 
 
 def _button(text: str, what: str, user: str, style: str | None = None) -> dict[str, Any]:
-    styled = {"style": style} if style is not None else {}
-    return {
-        "type": "button",
-        "action_id": f"{RIGHTS_ACTION}.{what}",
-        "text": {"type": "plain_text", "text": text},
-        "value": user,
-    } | styled
+    return button(text, f"{RIGHTS_ACTION}.{what}", user, style)
 
 
 def forget_question(user: str) -> tuple[str, list[dict[str, Any]]]:
