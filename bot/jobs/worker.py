@@ -166,11 +166,16 @@ class WorkerRunner:
             if unreachable is not None or OUTAGE.unreachable:
                 OUTAGE.unreachable_now(unreachable or "the job worker could not reach it")
                 pause = RESTART_PAUSE
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._draining.wait(), pause)
+            await self._pause(pause)
             # A worker that failed again at once waits longer each time; one that ran a while, not.
             ran_a_while = loop.time() - began > RESTART_PAUSE_LONGEST + pause
             pause = RESTART_PAUSE if ran_a_while else min(pause * 2, RESTART_PAUSE_LONGEST)
+
+    async def _pause(self, seconds: float) -> None:
+        """Between two workers: over at once on a drain. Its own method so that the pauses a long
+        outage brings can be counted rather than timed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._draining.wait(), seconds)
 
     def _own_workers(self) -> list[int]:
         """This process's registered worker, which its own recovery never takes for dead."""
