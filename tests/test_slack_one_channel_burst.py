@@ -72,10 +72,12 @@ async def test_300_mentions_in_one_channel_each_show_a_sign_at_once_and_get_one_
         def answers() -> list[str]:
             return [p.text for p in r.slack.posted if re.fullmatch(r"answer to question \d+", p.text)]
 
-        await r.slack.wait_for(lambda _s: len(answers()) >= MENTIONS, within=MENTIONS * PACE + 40)
-        await r.settle(within=30)
+        # Bounds for liveness only, far beyond the channel's pace: on PostgreSQL and a loaded machine
+        # the 300 turns' own work can outlast the pace; what is timed is each sign (below).
+        await r.slack.wait_for(lambda _s: len(answers()) >= MENTIONS, within=MENTIONS * PACE + 240)
+        await r.settle(within=120)
         await r.slack.wait_for(
-            lambda s: not any(s.reacted(CHANNEL, ts) for ts in roots), within=10
+            lambda s: not any(s.reacted(CHANNEL, ts) for ts in roots), within=60
         )  # each 👀 goes once its answer is out
 
         signs = {str(c.body["timestamp"]): c.at for c in r.slack.calls_of("reactions.add") if c.ok}
