@@ -39,13 +39,14 @@ def stdio_server(module: str, **tools: ToolOverride) -> ServerConfig:
 
 
 def seed_servers() -> dict[str, ServerConfig]:
+    """nerve's own two servers, started warm (`tests/mcp_servers/warm_start.py`)."""
     return {
         "env-query": stdio_server(
-            "servers.env_query",
+            "tests.mcp_servers.env_query",
             get_environment_status=ToolOverride(triggers=["air", "environment", "weather"]),
         ),
         "geo-simulator": stdio_server(
-            "servers.geo_simulator",
+            "tests.mcp_servers.geo_simulator",
             simulate_geolocation=ToolOverride(triggers=["near", "nearby", "location"]),
         ),
     }

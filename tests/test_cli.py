@@ -24,18 +24,27 @@ SEED_QUESTION = "Is the environment in A1001 good for a run near 31.23, 121.47?"
 
 
 def shipped_servers(*names: str) -> dict[str, Any]:
-    """The entries of the repository's servers file (only `names` when given), run from its folder."""
+    """The entries of the repository's servers file (only `names` when given), run from its folder,
+    each server started warm: the same module's `main` (`tests/mcp_servers/warm_start.py`)."""
     servers: dict[str, Any] = json.loads((ROOT / "mcp.json").read_text())["mcpServers"]
-    return {
-        name: {**server, "cwd": str(ROOT)} for name, server in servers.items() if not names or name in names
-    }
+    return {name: warm(server) for name, server in servers.items() if not names or name in names}
+
+
+def warm(server: dict[str, Any]) -> dict[str, Any]:
+    """A servers-file entry of one of nerve's servers (`python -m servers.<name>`) with its warm
+    stand-in (`python -m tests.mcp_servers.<name>`); everything else as it is."""
+    args = list(server.get("args", []))
+    if args[:1] == ["-m"] and len(args) > 1 and args[1].startswith("servers."):
+        args[1] = "tests.mcp_servers." + args[1].removeprefix("servers.")
+        return {**server, "command": sys.executable, "args": args, "cwd": str(ROOT)}
+    return {**server, "cwd": str(ROOT)}
 
 
 def nerve_env(tmp_path: Path, *, servers: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
-    """The environment of a `nerve` process on its own database; the shipped servers file unless
-    `servers` names the only ones the test needs (`{}` when it uses no tool): every command that
-    answers starts each server of its file, a Python process of its own."""
-    config = ROOT / "mcp.json" if servers is None else servers_file(tmp_path, servers, "needed-servers.json")
+    """The environment of a `nerve` process on its own database; the shipped servers (started warm)
+    unless `servers` names the only ones the test needs (`{}` when it uses no tool): every command
+    that answers starts each server of its file, a process of its own."""
+    config = servers_file(tmp_path, shipped_servers() if servers is None else servers, "needed-servers.json")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NERVE_"))}
     env.update({"NERVE_DB": str(tmp_path / "nerve.db"), "NERVE_MCP_CONFIG": str(config), **extra})
     return env

@@ -1,4 +1,5 @@
-"""Warm starts for the test MCP servers the suite starts hundreds of times (`trust`, `asks`).
+"""Warm starts for the MCP servers the suite starts hundreds of times (`trust`, `asks`, and nerve's
+own two through `tests.mcp_servers.env_query` and `geo_simulator`).
 
 Most of a Python MCP server's start is importing the SDK and its protocol models (about 0.6 s of CPU
 on a 2-core machine); the approval and form tests start one or two servers per test, so the suite
@@ -34,7 +35,13 @@ from pathlib import Path
 
 ADDRESS_VARIABLE = "MCP_TEST_FORK_SERVER"
 # Only servers that never look at their own process (pid, parent, process group) start warm.
-WARM_MODULES = ("tests.mcp_servers.trust", "tests.mcp_servers.asks")
+WARM_MODULES = (
+    "tests.mcp_servers.trust",
+    "tests.mcp_servers.asks",
+    # nerve's own servers, through stand-ins that run their `main` (`servers/` cannot know of tests).
+    "tests.mcp_servers.env_query",
+    "tests.mcp_servers.geo_simulator",
+)
 _STDIO = (0, 1, 2)
 _ANCESTORS_LOOKED_AT = 4
 

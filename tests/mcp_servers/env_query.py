@@ -1,0 +1,7 @@
+"""`servers.env_query`, nerve's own server, started warm in the tests (`tests/mcp_servers/warm_start.py`):
+the same module's `main` in a real process on real stdio pipes, without importing the SDK again."""
+
+from servers.env_query import main
+
+if __name__ == "__main__":
+    main()
