@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from adapters.discord.app import new_bot
+from adapters.discord.client import SWEEPER_TASK
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.incoming import Job
 from adapters.discord.render import EMBED_DESCRIPTION_LIMIT, EMBED_TOTAL_LIMIT, EMBEDS_PER_MESSAGE
@@ -25,7 +27,7 @@ from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ConversationKey, ToolResult, ToolSpec
 from tests.conftest import ROOT, seed_servers
-from tests.fakes.discord_api import FakeDiscord, Recorded, running_bot
+from tests.fakes.discord_api import FakeDiscord, Recorded, running_bot, settings_for
 from tests.fakes.llm_server import FakeLLMServer, Reply, reply, tool_reply
 from tests.ports import unused_port
 
@@ -452,6 +454,57 @@ async def test_unfinished_messages_are_answered_after_a_restart(
         async with asyncio.timeout(5):
             await inbox.finished.wait()
         assert await store.unfinished_events("discord") == []
+
+
+class SlowListing(WatchedInbox):
+    """The inbox on a loaded database: once `slow` is set, listing the deliveries left unfinished
+    waits for `release`; `listed` says when a listing has its list."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        super().__init__(store)
+        self.slow = False
+        self.release = asyncio.Event()
+        self.listed = asyncio.Event()
+
+    async def unfinished_events(self, platform: str) -> list[tuple[str, str]]:
+        if self.slow:
+            await self.release.wait()
+        found = await super().unfinished_events(platform)
+        self.listed.set()
+        return found
+
+
+async def test_a_message_that_comes_while_the_start_up_recovery_is_slow_is_answered_once(
+    fake: FakeDiscord, store: SQLiteStore
+) -> None:
+    inbox = SlowListing(store)
+    held = reply("Answered once.", stall_after=0, stall=600.0)  # until the slow listing has its list
+    async with FakeLLMServer([held]) as llm, agent_for(llm, store, inbox=inbox) as agent:
+        bot = new_bot(agent, settings_for(fake))
+        connecting: asyncio.Task[None] | None = None
+        try:
+            await bot.login(fake.token)  # its setup, where the start-up recovery begins
+            inbox.slow = True  # a list not taken yet is taken only once a delivery came meanwhile
+            connecting = asyncio.create_task(bot.connect(reconnect=False))
+            await fake.wait_ready()
+            await fake.user_says(fake.user("lea"), "are you there?", mention_bot=True)
+            await fake.wait_for("POST", rf"/channels/{fake.channel_id}/typing")  # claimed; its turn runs
+            inbox.release.set()
+            async with asyncio.timeout(10):
+                await inbox.listed.wait()
+            llm.unstall()
+            await fake.wait_until(lambda: bool(fake.bot_messages(fake.channel_id)))
+            async with asyncio.timeout(20):
+                while busy := [t for t in bot.owned.tasks if t.get_name() != SWEEPER_TASK]:
+                    await asyncio.wait(busy)
+            answers = [m["content"] for m in fake.bot_messages(fake.channel_id)]
+            assert answers == ["Answered once."], f"the message was answered once, not {answers}"
+        finally:
+            await bot.close()
+            if connecting is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    async with asyncio.timeout(10):
+                        await connecting
 
 
 async def test_tools_help_and_reset_answer_ephemerally(fake: FakeDiscord, store: SQLiteStore) -> None:

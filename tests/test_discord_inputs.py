@@ -15,11 +15,11 @@ import json
 import re
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -39,7 +39,7 @@ from bot.types import Ask, ConversationKey, InputRequest, TurnEvent
 from tests.answering import decide
 from tests.conftest import ROOT
 from tests.fakes.clock import Clock
-from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
+from tests.fakes.discord_api import FakeDiscord, FakeUser, Recorded, running_bot
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.mcp_servers.asks import LOGIN_URL, PIZZA_FORM
 from tests.test_discord_bot import WatchedInbox
@@ -63,6 +63,8 @@ PIZZA_TITLES = [
 
 
 LIVE, PARKED = "2025-11-25", "2026-07-28"
+
+T = TypeVar("T")
 
 
 @asynccontextmanager
@@ -155,6 +157,17 @@ def calls(name: str, arguments: dict[str, Any] | None = None, call_id: str = "c1
 # --- reading what Discord received ---------------------------------------------------------------------
 
 
+def one(found: Sequence[T], what: str, shown: Callable[[T], object] = repr) -> T:
+    """The only item of `found`; else a failure that lists what was found instead."""
+    assert len(found) == 1, f"expected one {what}, found {len(found)}: {[shown(f) for f in found]}"
+    return found[0]
+
+
+def as_sent(request: Recorded) -> object:
+    """A request the fake received, as a failure shows it."""
+    return (request.method, request.path, request.status, request.body())
+
+
 def buttons(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The message's buttons by label."""
     return {c["label"]: c for row in message.get("components") or [] for c in row.get("components", [])}
@@ -198,7 +211,8 @@ async def answered(fake: FakeDiscord, interaction: dict[str, Any]) -> dict[str, 
     """The bot's first response to an interaction (its callback body), checked to come in time."""
     sent_at = asyncio.get_running_loop().time()
     path = re.escape(f"/interactions/{interaction['id']}/{interaction['token']}/callback")
-    (callback,) = await fake.wait_for("POST", path, within=ACK_GIVE_UP)
+    responses = await fake.wait_for("POST", path, within=ACK_GIVE_UP)
+    callback = one(responses, f"response to interaction {interaction['id']}", as_sent)
     assert callback.at - sent_at < ACK_GIVE_UP
     assert callback.status == 200, "Discord took the response (a modal within its limits)"
     body: dict[str, Any] = callback.body()
@@ -217,7 +231,8 @@ async def ephemeral_reply(fake: FakeDiscord, interaction: dict[str, Any]) -> dic
         message = fake.messages[fake._interactions[interaction["token"]]["original"]]
         return message
     assert body["type"] == 6, body
-    (note,) = await fake.wait_for("POST", rf"/webhooks/\d+/{re.escape(interaction['token'])}")
+    follow_ups = await fake.wait_for("POST", rf"/webhooks/\d+/{re.escape(interaction['token'])}")
+    note = one(follow_ups, "follow-up", as_sent)
     assert note.body()["flags"] & 64, "only the user sees it"
     found = [m for m in fake.messages.values() if m.get("interaction_token") == interaction["token"]]
     return found[-1]
@@ -244,8 +259,9 @@ def ids(modal: dict[str, Any]) -> dict[str, str]:
 
 
 def option(modal: dict[str, Any], title: str, label: str) -> str:
-    (found,) = [f for f in fields(modal) if f["title"] == title]
-    return next(o["value"] for o in found["options"] if o["label"] == label)
+    found = one([f for f in fields(modal) if f["title"] == title], f"field titled {title!r}")
+    value: str = next(o["value"] for o in found["options"] if o["label"] == label)
+    return value
 
 
 def tool_result(llm: FakeLLMServer, call_id: str | None = None) -> str:
@@ -294,8 +310,7 @@ async def answered_once(bot: NerveDiscordBot, fake: FakeDiscord, words: str) -> 
     waited for (bounded); once everything the bot started has finished, it was posted once."""
     await fake.wait_until(lambda: bool(answers_saying(fake, words)), within=20)
     await idle(bot)
-    (answer,) = answers_saying(fake, words)
-    return answer
+    return one(answers_saying(fake, words), f"answer saying {words!r}")
 
 
 # --- a whole form, in three steps ----------------------------------------------------------------------
@@ -373,7 +388,7 @@ async def test_a_mention_whose_tool_asks_for_a_form_is_filled_in_three_modals_an
             third = await open_modal(fake, ada, step2, "Continue")
             modal = fake.modal_for(third)
             assert modal is not None and [f["title"] for f in fields(modal)] == PIZZA_TITLES[2]
-            (toppings,) = fields(modal)
+            toppings = one(fields(modal), "field")
             assert toppings["max_values"] == 3 and toppings["min_values"] == 0
             picked = [option(modal, "Toppings", "Mushrooms"), option(modal, "Toppings", "Olives")]
             last = await fake.submit_modal(ada, third, {toppings["custom_id"]: picked})
@@ -384,7 +399,9 @@ async def test_a_mention_whose_tool_asks_for_a_form_is_filled_in_three_modals_an
             answer = await answered_once(bot, fake, "Your pizza is on its way.")
             assert int(answer["channel_id"]) == asks.answers_in(fake.channel_id, int(mention["id"]))
             if asks.parked:
-                (waited,) = answers_saying(fake, "Waiting for your answer to what order_pizza asked.")
+                waited = one(
+                    answers_saying(fake, "Waiting for your answer to what order_pizza asked."), "message"
+                )
                 assert int(waited["channel_id"]) == fake.channel_id, "the turn said why it stopped"
             expected = {
                 "crust": "thin",
@@ -430,7 +447,7 @@ async def test_someone_else_clicking_fill_in_gets_a_note_and_no_modal_while_the_
             opened = await open_modal(fake, ada, request, "Fill in")
             modal = fake.modal_for(opened)
             assert modal is not None and modal["title"] == "Pick a colour for door"
-            (colour,) = fields(modal)
+            colour = one(fields(modal), "field")
             assert colour["type"] == 3 and colour["min_values"] == 1 and colour["max_values"] == 1
             await fake.submit_modal(ada, opened, {colour["custom_id"]: [option(modal, "Colour", "blue")]})
             answer = await answered_once(bot, fake, "Painted.")
@@ -568,7 +585,7 @@ async def test_a_form_opened_before_a_restart_says_so_when_submitted(
         async with running_bot(fake, agent):
             modal = fake.modal_for(opened)
             assert modal is not None
-            (colour,) = fields(modal)
+            colour = one(fields(modal), "field")
             submit = await fake.submit_modal(ada, opened, {colour["custom_id"]: ["0"]})
             note = await ephemeral_reply(fake, submit)
             assert note["content"] == "This was cancelled.", "the stopped turn cancelled its question"
@@ -668,7 +685,7 @@ async def test_a_parked_question_is_answered_after_the_bot_restarts_and_its_answ
         async with one_run(fake, database, remote, server) as (bot, _):
             old = fake.modal_for(before)
             assert old is not None
-            (old_colour,) = fields(old)
+            old_colour = one(fields(old), "field")
             stale = await fake.submit_modal(ada, before, {old_colour["custom_id"]: ["2"]})
             note = await ephemeral_reply(fake, stale)
             assert "restarted" in note["content"] and set(buttons(note)) == {"Fill in"}
@@ -676,7 +693,7 @@ async def test_a_parked_question_is_answered_after_the_bot_restarts_and_its_answ
             opened = await open_modal(fake, ada, request, "Fill in")
             modal = fake.modal_for(opened)
             assert modal is not None
-            (colour,) = fields(modal)
+            colour = one(fields(modal), "field")
             submit = await fake.submit_modal(
                 ada, opened, {colour["custom_id"]: [option(modal, "Colour", "blue")]}
             )
@@ -751,14 +768,16 @@ async def test_a_question_asked_by_a_turn_resumed_after_an_approval_is_shown_and
             opened = await open_modal(fake, ada, request, "Fill in")
             modal = fake.modal_for(opened)
             assert modal is not None
-            (colour,) = fields(modal)
+            colour = one(fields(modal), "field")
             await fake.submit_modal(ada, opened, {colour["custom_id"]: [option(modal, "Colour", "green")]})
             answer = await answered_once(bot, fake, "Painted the shed.")
             assert int(answer["channel_id"]) == thread
             assert tool_result(server, "c1") == "logged" and tool_result(server, "c2") == "shed: green"
             await final_edit(fake, request, "Answered")
             if asks.parked:
-                (waited,) = answers_saying(fake, "Waiting for your answer to what ask_colour asked.")
+                waited = one(
+                    answers_saying(fake, "Waiting for your answer to what ask_colour asked."), "message"
+                )
                 assert int(waited["channel_id"]) == thread
             server.assert_complete()
         await llm.aclose()

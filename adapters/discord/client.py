@@ -173,7 +173,10 @@ class NerveDiscordBot(discord.Client):
         self.add_dynamic_items(ApprovalButton, InputButton)
         await self._sync_commands()
         self._clients.use(self)
-        self.owned.spawn(self._recover(), "discord-recover")
+        # Listed before the gateway connects: a delivery claimed once it has is this client's own turn,
+        # and a list taken later would hold it too, so it would be answered twice.
+        await self._recover_deliveries()
+        self.owned.spawn(self.approval_flow.desk.recover(), "discord-recover")
         self.owned.spawn(sweep_forever(self.sweep, self.approval_sweep_every), SWEEPER_TASK)
 
     async def on_ready(self) -> None:
@@ -217,15 +220,19 @@ class NerveDiscordBot(discord.Client):
         await asyncio.gather(*tasks, return_exceptions=True)
         await super().close()
 
-    async def _recover(self) -> None:
-        """At start-up: answer the deliveries left unfinished (with jobs, those no job holds)."""
+    async def _recover_deliveries(self) -> None:
+        """At start-up: the deliveries left unfinished (with jobs, those no job holds), each answered in
+        a task of its own. A failure to look is logged and the start goes on: with jobs, the sweep
+        queues them later; without, the next start answers them."""
 
         def answer(event_id: str, job: Job) -> None:
             logger.info("answering %s left unfinished before the restart as a channel message", event_id)
             self.owned.spawn(self.answers.answer(job), f"discord-recover-{event_id}")
 
-        await self._recorded.recover(answer)
-        await self.approval_flow.desk.recover()
+        try:
+            await self._recorded.recover(answer)
+        except Exception:
+            logger.exception("could not look for Discord deliveries left unfinished before the restart")
 
     async def _left_over(self, event_id: str, payload: str) -> Job | None:
         """The job of a recorded delivery answered later (a restart, a job); an unreadable one is dropped."""
