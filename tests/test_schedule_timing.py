@@ -8,9 +8,12 @@ the zone database the code under test uses.
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
+from dateutil.rrule import rrulestr
 
 from bot.errors import ScheduleError
 from bot.schedules.timing import (
@@ -271,3 +274,53 @@ def test_a_runner_polling_a_fake_clock_runs_every_slot_once_across_a_dst_change(
     end = first + (4 * 24 * 60 - 1) * 60
     assert ran == slots_between(first, rule, timezone, 0, end)
     assert len(set(ran)) == len(ran) and ran == sorted(ran)
+
+
+def walked_from_the_first_slot(
+    first_at: float, rule: str, timezone: str, after: float, n: int
+) -> list[float]:
+    """The plain expansion, every occurrence from the first one: what `next_slots` must equal however
+    far from the first slot it starts."""
+    where = ZoneInfo(timezone)
+    found: list[float] = []
+    for wall in rrulestr(rule, dtstart=datetime.fromtimestamp(first_at, where).replace(tzinfo=None)):
+        instant = wall.replace(tzinfo=where).timestamp()
+        if instant > after and (not found or instant > found[-1]):
+            found.append(instant)
+            if len(found) == n:
+                break
+    return found
+
+
+EQUIVALENCE_RULES = [
+    "FREQ=MINUTELY;INTERVAL=317",
+    "FREQ=HOURLY;INTERVAL=7",
+    "FREQ=HOURLY;INTERVAL=5;BYMINUTE=10,40",
+    "FREQ=DAILY;INTERVAL=3;BYHOUR=8,20",
+    "FREQ=WEEKLY;INTERVAL=3",
+    "FREQ=WEEKLY;INTERVAL=2;WKST=SU;BYDAY=SU,MO,SA",
+    "FREQ=MONTHLY;INTERVAL=2",
+    "FREQ=MONTHLY;BYDAY=-1FR",
+    "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1",
+    "FREQ=MONTHLY;INTERVAL=5;BYMONTHDAY=1,15,-1",
+    "FREQ=YEARLY",
+    "FREQ=YEARLY;INTERVAL=2;BYMONTH=3,10;BYDAY=-1SU",
+    "FREQ=YEARLY;BYWEEKNO=1;BYDAY=MO",
+    "FREQ=YEARLY;BYYEARDAY=100,-1",
+    "FREQ=DAILY;UNTIL=20290101T000000",
+]
+EQUIVALENCE_STARTS = [
+    utc(2026, 1, 31, 8, 45),  # the 31st: months without one
+    utc(2028, 2, 29, 23, 15),  # a leap day, at night
+    utc(2026, 3, 29, 1, 30),  # Paris's spring gap (03:30 CEST)
+    utc(2026, 11, 1, 5, 30),  # New York's repeated hour
+]
+
+
+@pytest.mark.parametrize("rule", EQUIVALENCE_RULES)
+def test_expanding_far_from_the_first_slot_finds_the_same_slots_as_walking_from_it(rule: str) -> None:
+    for first, timezone in itertools.product(EQUIVALENCE_STARTS, (PARIS, NEW_YORK)):
+        for offset in (0.0, 1.0, DAY + 7, 37 * DAY + 3 * HOUR, 400 * DAY, 3 * 365 * DAY + 11 * HOUR + 5):
+            after = first + offset
+            expected = walked_from_the_first_slot(first, rule, timezone, after, 12)
+            assert next_slots(first, rule, timezone, after, 12) == expected, (rule, first, timezone, offset)

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from dateutil.relativedelta import relativedelta
 from dateutil.rrule import rrule, rrulestr
 
 from bot.errors import ScheduleError
@@ -173,15 +174,63 @@ def _slots(first_at: float, rule: str, timezone: str, after: float) -> Iterator[
             yield first_at
         return
     where = zone(timezone)
-    walls = _expand(_wall(first_at, where), parse_rule(rule), where)
+    start = _wall(first_at, where)
     # Wall times a little before `after` may land after it (a gap shifts forward by at most a few hours).
-    start = _wall(max(after, first_at), where) - timedelta(days=1)
+    near = _wall(max(after, first_at), where) - timedelta(days=1)
+    later, text = _rebased(start, parse_rule(rule), near)
     last = after
-    for wall in walls.xafter(start, inc=True):
+    for wall in _expand(later, text, where):
         instant = _instant(wall, where)
         if instant > last:
             last = instant
             yield instant
+
+
+# One period of each FREQ, added in wall time as dateutil steps it.
+_PERIODS: dict[str, timedelta | relativedelta] = {
+    "YEARLY": relativedelta(years=1),
+    "MONTHLY": relativedelta(months=1),
+    "WEEKLY": timedelta(weeks=1),
+    "DAILY": timedelta(days=1),
+    "HOURLY": timedelta(hours=1),
+    "MINUTELY": timedelta(minutes=1),
+    "SECONDLY": timedelta(seconds=1),
+}
+
+
+def _rebased(start: datetime, rule: str, near: datetime) -> tuple[datetime, str]:
+    """The rule's start moved forward by whole INTERVALs to at most `near` (so its periods line up as
+    before), and the rule with what dateutil would take from the original start written out: both
+    expand to the same wall times from the new start on. Without it every expansion walks from the
+    first slot: for a schedule every five minutes, a second per year of its age. A rule with COUNT
+    counts from its first slot, so it is not moved (its COUNT bounds the walk)."""
+    parts = dict(part.split("=", 1) for part in rule.split(";"))
+    if "COUNT" in parts or near <= start:
+        return start, rule
+    freq = parts["FREQ"]
+    interval = int(parts.get("INTERVAL", "1"))
+    # dateutil takes the day (and month) of a monthly or yearly rule with no BY* day part from its
+    # start; a start moved by months may be clipped (31 Jan + 1 month is 28 Feb), so they are written
+    # out. Moved by whole weeks, days, hours or minutes, a start keeps its weekday and time of day.
+    if not {"BYWEEKNO", "BYYEARDAY", "BYMONTHDAY", "BYDAY"} & parts.keys():
+        if freq == "YEARLY":
+            parts.setdefault("BYMONTH", str(start.month))
+            parts["BYMONTHDAY"] = str(start.day)
+        elif freq == "MONTHLY":
+            parts["BYMONTHDAY"] = str(start.day)
+    period = _PERIODS[freq]
+    if isinstance(period, relativedelta):
+        months = (near.year - start.year) * 12 + near.month - start.month
+        steps = months // (12 if freq == "YEARLY" else 1) // interval
+    else:
+        steps = int((near - start) / (period * interval))
+    later = start + period * (steps * interval)
+    while steps > 0 and later > near:
+        steps -= 1
+        later = start + period * (steps * interval)
+    if steps <= 0:
+        return start, rule
+    return later, ";".join(f"{name}={value}" for name, value in parts.items())
 
 
 def slots_between(first_at: float, rule: str, timezone: str, after: float, until: float) -> list[float]:
