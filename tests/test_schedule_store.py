@@ -79,6 +79,7 @@ async def test_pause_resume_and_cancel_and_cancelled_is_final(store: Conversatio
     assert not await store.set_schedule_status("s00000000", "cancelled", by=ALICE.id, at=NOW)
     found = await store.schedule(first.id)
     assert found is not None and found.status == "cancelled" and found.ended
+    assert (found.changed_by, found.changed_at) == (ALICE.id, NOW)
     assert [s.id for s in await store.schedules_of(ALICE.id)] == [second.id]
     assert {s.id for s in await store.schedules_of(ALICE.id, include_ended=True)} == {first.id, second.id}
     assert [s.id for s in await store.all_schedules()] == [second.id]
@@ -211,6 +212,8 @@ async def test_a_once_schedule_is_done_when_its_slot_ran_or_was_missed(store: Co
 
     statuses = {s.id: s.status for s in await store.schedules_of(ALICE.id, include_ended=True)}
     assert statuses == {ran.id: "done", missed.id: "done", cancelled.id: "cancelled"}
+    done = await store.schedule(ran.id)
+    assert done is not None and (done.changed_by, done.changed_at) == ("nerve", NOW + 30)
     assert await store.active_schedules() == []
     assert await store.count_active_schedules(ALICE.id) == 0
     assert not await store.set_schedule_status(ran.id, "active", by=ALICE.id, at=NOW + 60)

@@ -29,8 +29,9 @@ _LIVE = "('active', 'paused')"
 
 _COLUMNS = (
     "id, owner, owner_user, platform, workspace, channel, thread, place, prompt, first_at, rule,"
-    " timezone, status, created_at, last_slot, last_outcome"
+    " timezone, status, created_at, last_slot, last_outcome, changed_by, changed_at"
 )
+_MARKS = ", ".join("?" for _ in _COLUMNS.split(","))
 _RUN_COLUMNS = "schedule_id, slot, status, started_at, finished_at, late_by, note"
 
 
@@ -41,7 +42,7 @@ def new_schedule_id() -> str:
 
 def _schedule(row: Any) -> Schedule:
     (id_, owner, owner_user, platform, workspace, channel, thread, place, prompt, first_at, rule) = row[:11]
-    timezone, status, created_at, last_slot, last_outcome = row[11:16]
+    timezone, status, created_at, last_slot, last_outcome, changed_by, changed_at = row[11:18]
     return Schedule(
         id=id_,
         owner=owner,
@@ -56,6 +57,8 @@ def _schedule(row: Any) -> Schedule:
         created_at=float(created_at),
         last_slot=None if last_slot is None else float(last_slot),
         last_outcome=last_outcome,
+        changed_by=changed_by,
+        changed_at=None if changed_at is None else float(changed_at),
     )
 
 
@@ -77,7 +80,7 @@ class ScheduleLedger(Ledger):
         """Store a schedule as given (its id from `new_schedule_id`); its runs start empty."""
         key = schedule.key
         await self._change(
-            f"INSERT INTO schedules ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO schedules ({_COLUMNS}) VALUES ({', '.join('?' * 18)})",
             (
                 schedule.id,
                 schedule.owner,
@@ -95,6 +98,8 @@ class ScheduleLedger(Ledger):
                 schedule.created_at,
                 schedule.last_slot,
                 schedule.last_outcome,
+                schedule.changed_by,
+                schedule.changed_at,
             ),
         )
 

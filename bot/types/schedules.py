@@ -47,6 +47,11 @@ class Schedule:
     # The newest slot that was run or recorded missed, and how it went (a `RunStatus`).
     last_slot: float | None = None
     last_outcome: str | None = None
+    # Who last paused, resumed, cancelled or ended it (a person's id, or "nerve"), and when. Slots
+    # that passed while it was paused are neither run nor missed: a runner looks for due slots after
+    # the later of `last_slot` and the resume (`changed_at` of an active schedule).
+    changed_by: str | None = None
+    changed_at: float | None = None
 
     @property
     def once(self) -> bool:
