@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +21,8 @@ from bot.types import ConversationKey, Person, Schedule
 from tests.stores import Backend
 
 pytestmark = pytest.mark.both_stores
+
+REPO = Path(__file__).resolve().parent.parent
 
 NOW = 1_796_630_400.0  # Mon 7 Dec 2026 09:00 UTC
 DAY = 86_400.0
@@ -275,3 +281,51 @@ async def test_a_persons_export_lists_their_schedules_and_runs(store: Conversati
     assert (run["schedule_id"], run["slot"], run["status"], run["late_by"]) == (mine.id, NOW, "answered", 5)
     assert "bob's own" not in str(document)
     assert (await store.export_person(BOB))["schedule_runs"] == []
+
+
+async def test_processes_claiming_the_same_slots_at_once_run_each_slot_once(
+    store: ConversationStore, store_backend: Backend
+) -> None:
+    """Three processes on one database, each claiming every slot of five schedules at the same
+    moment in an order of its own: every slot is won by exactly one of them."""
+    schedules = [a_schedule() for _ in range(5)]
+    for schedule in schedules:
+        await store.add_schedule(schedule)
+    ids = ",".join(s.id for s in schedules)
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(REPO / "tests" / "schedule_claimer.py"),
+            store_backend.location,
+            ids,
+            str(NOW),
+            "20",
+            str(seed),
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for seed in range(3)
+    ]
+    won: list[tuple[str, float]] = []
+    try:
+        for process in processes:
+            assert process.stdout is not None
+            assert await process.stdout.readline() == b"ready\n"
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write(b"go\n")
+            await process.stdin.drain()
+        for process in processes:
+            out, _ = await process.communicate()
+            assert process.returncode == 0
+            won += [(sid, float(slot)) for sid, slot in json.loads(out)]
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    expected = {(s.id, NOW + i * 3600.0) for s in schedules for i in range(20)}
+    assert len(won) == len(expected) and set(won) == expected
+    assert len(await store_backend.rows("SELECT 1 FROM schedule_runs")) == len(expected)
