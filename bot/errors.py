@@ -69,6 +69,19 @@ class TurnOverdue(NerveError):
         self.step = step
 
 
+# What a schedule error is about: the tools' arguments (`at`, `repeat`, `timezone`) it names.
+ScheduleField = Literal["at", "repeat", "timezone"]
+
+
+class ScheduleError(NerveError):
+    """A schedule cannot be made as asked: its time, recurrence rule or time zone is wrong, or its runs
+    come too close together. The message says what to write instead; `field` names the argument."""
+
+    def __init__(self, message: str, *, field: ScheduleField) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class StoreError(NerveError):
     """The conversation store could not read or write."""
 

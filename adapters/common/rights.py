@@ -24,6 +24,7 @@ _WORDS = {
     "waiting": ("waiting request or question deleted", "waiting requests and questions deleted"),
     "inbox": ("unanswered message dropped", "unanswered messages dropped"),
     "feedback": ("vote on an answer deleted", "votes on answers deleted"),
+    "schedules": ("schedule deleted, with its runs", "schedules deleted, with their runs"),
 }
 
 NOTHING_STORED = "Nothing was stored about you: nothing to delete."

@@ -14,6 +14,7 @@ from bot.store.inputs import InputLedger
 from bot.store.memories import MemoryLedger
 from bot.store.person_data import PersonLedger
 from bot.store.posts import PostLedger
+from bot.store.schedules import ScheduleLedger
 
 
 class ConversationStore(
@@ -23,6 +24,7 @@ class ConversationStore(
     FeedbackLedger,
     InputLedger,
     MemoryLedger,
+    ScheduleLedger,
     PersonLedger,  # and the conversation listing it builds on
 ):
     # Turns of one conversation, one at a time across every process on this database.

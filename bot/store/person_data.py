@@ -5,8 +5,9 @@ kept for them: their private conversations go whole (a DM, or the terminal, is t
 threads others read, their messages and nerve's answers to them are replaced by a note, so the
 thread stays readable and the model still gets a well-formed history; what waited on them (parked
 turns, deferred messages, tools' questions), their undelivered events in the inbox, their sign-ins,
-their feedback and their personal memories go; place memories they saved stay with the place, without
-their name. The approvals audit keeps who decided which tool call and when: it holds no text.
+their feedback, their schedules (with their runs) and their personal memories go; place memories they
+saved stay with the place, without their name. The approvals audit keeps who decided which tool call
+and when: it holds no text.
 
 On SQLite the deleted text is also out of the file afterwards: `secure_delete` overwrites freed
 space, the memories' full-text index is merged so its deleted entries are gone, and the write-ahead
@@ -66,6 +67,8 @@ class Forgotten:
     inbox: int = 0
     # Their votes on answers, deleted.
     feedback: int = 0
+    # Their schedules, deleted with every run of them: nothing more runs as them.
+    schedules: int = 0
 
     def counts(self) -> dict[str, int]:
         return asdict(self)
@@ -153,6 +156,7 @@ class PersonLedger(ThreadLedger):
                 memories=await _count(
                     db, "DELETE FROM memories WHERE kind = 'person' AND subject = ?", (person.id,)
                 ),
+                schedules=await self._forget_schedules(db, person),
                 place_memories=await _count(
                     db,
                     "UPDATE memories SET written_by = ? WHERE written_by = ?",
@@ -232,6 +236,14 @@ class PersonLedger(ThreadLedger):
             (FORGOTTEN_WRITER, *people, person.user_id),
         )
         return len(parked) + len(deferred) + questions
+
+    async def _forget_schedules(self, db: Connection, person: Person) -> int:
+        """Their schedules and each one's runs (the runs first: they point at their schedule)."""
+        await db.execute(
+            "DELETE FROM schedule_runs WHERE schedule_id IN (SELECT id FROM schedules WHERE owner = ?)",
+            (person.id,),
+        )
+        return await _count(db, "DELETE FROM schedules WHERE owner = ?", (person.id,))
 
     async def _forget_sign_ins(self, db: Connection, person: Person) -> int:
         tokens = await _count(db, "DELETE FROM oauth_tokens WHERE person = ?", (person.id,))
@@ -349,6 +361,33 @@ _SECTIONS = (
         (*_KEY, "server", "question", "status", "answer", "asked_at", "answered_at"),
         "SELECT platform, workspace, channel, thread, server, message, status, content, created_at,"
         f" answered_at FROM input_requests WHERE {_PERSON_ROWS} AND user_id = ? ORDER BY rowid",
+    ),
+    _Section(
+        "schedules",
+        (
+            "id",
+            *_KEY,
+            "place",
+            "prompt",
+            "first_at",
+            "rule",
+            "timezone",
+            "status",
+            "created_at",
+            "last_slot",
+            "last_outcome",
+        ),
+        "SELECT id, platform, workspace, channel, thread, place, prompt, first_at, rule, timezone, status,"
+        " created_at, last_slot, last_outcome FROM schedules WHERE owner = ? ORDER BY created_at, id",
+        by_id=1,
+    ),
+    _Section(
+        "schedule_runs",
+        ("schedule_id", "slot", "status", "started_at", "finished_at", "late_by", "note"),
+        "SELECT r.schedule_id, r.slot, r.status, r.started_at, r.finished_at, r.late_by, r.note"
+        " FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id WHERE s.owner = ?"
+        " ORDER BY r.schedule_id, r.slot",
+        by_id=1,
     ),
     _Section(
         "sign_ins",

@@ -55,6 +55,10 @@ from bot.types.memories import MemoryKind as MemoryKind
 from bot.types.memories import UndoOutcome as UndoOutcome
 from bot.types.people import Author as Author
 from bot.types.people import Person as Person
+from bot.types.schedules import RunStatus as RunStatus
+from bot.types.schedules import Schedule as Schedule
+from bot.types.schedules import ScheduleRun as ScheduleRun
+from bot.types.schedules import ScheduleStatus as ScheduleStatus
 from bot.types.tools import PromptArgument as PromptArgument
 from bot.types.tools import PromptSpec as PromptSpec
 from bot.types.tools import Resource as Resource
