@@ -141,7 +141,9 @@ async def loop_host() -> AsyncIterator[MCPHost]:
         **seed_servers(),
     }
     host = MCPHost(servers, default_timeout=10.0)
-    await host.start()
+    # Every server up before the first test: the seed servers start warm, the loop server cold, so
+    # the host's own grace (as long again as the first took) would leave the loop server out.
+    await host.start(grace=60.0, limit=60.0)
     try:
         yield host
     finally:
