@@ -8,7 +8,11 @@ failed, never run again, while a live process's run is left to it.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +26,8 @@ from tests.fakes.clock import Clock
 from tests.stores import Backend
 
 pytestmark = pytest.mark.both_stores
+
+REPO = Path(__file__).resolve().parent.parent
 
 NOW = 1_796_630_400.0  # Mon 7 Dec 2026 09:00 UTC
 MINUTE = 60.0
@@ -294,3 +300,77 @@ async def test_a_new_schedule_wakes_the_runner_before_its_cadence(store: Convers
     forever.cancel()
     with pytest.raises(asyncio.CancelledError):
         await forever
+
+
+async def test_three_processes_running_the_same_schedules_run_each_slot_once(
+    store: ConversationStore, store_backend: Backend
+) -> None:
+    """Three runner processes on one database look at the same fake moments (each at its own
+    pace): every slot of a few schedules is run by exactly one of them."""
+    schedules = [a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW + i * 11) for i in range(3)]
+    schedules.append(a_schedule("FREQ=HOURLY", NOW))
+    for schedule in schedules:
+        await store.add_schedule(schedule)
+    last = NOW + 3 * HOUR
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(REPO / "tests" / "schedule_runner_proc.py"),
+            store_backend.location,
+            str(NOW),
+            str(last),
+            "100",
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
+    ran: list[tuple[str, float]] = []
+    try:
+        for process in processes:
+            assert process.stdout is not None
+            assert await process.stdout.readline() == b"ready\n"
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write(b"go\n")
+            await process.stdin.drain()
+        for process in processes:
+            out, _ = await process.communicate()
+            assert process.returncode == 0
+            ran += [(sid, float(slot)) for sid, slot in json.loads(out)]
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    until = NOW + 108 * 100.0  # the last look
+    expected = {
+        (s.id, slot) for s in schedules for slot in timing.slots_between(s.first_at, s.rule, "UTC", 0, until)
+    }
+    assert len(ran) == len(expected) and set(ran) == expected
+    statuses = await store_backend.rows("SELECT status FROM schedule_runs")
+    assert len(statuses) == len(expected) and {row[0] for row in statuses} == {"answered"}
+
+
+async def test_a_burst_of_due_slots_runs_a_few_at_a_time_and_the_rest_at_the_next_looks(
+    store: ConversationStore,
+) -> None:
+    schedules = [a_schedule("FREQ=DAILY", NOW) for _ in range(5)]
+    for schedule in schedules:
+        await store.add_schedule(schedule)
+    clock, runs = Clock(NOW), Runs()
+    runs.hold = asyncio.Event()
+    runner = runner_for(store, runs, clock, max_running=2)
+    found = await runner.tick()
+    assert len(found.started) == 2 and runner.running == 2
+    clock.now += 15.0
+    assert (await runner.tick()).started == []  # both still under way: nothing more starts
+    runs.hold.set()
+    await runner.wait_for_runs()
+    for _ in range(2):
+        clock.now += 15.0
+        await tick(runner)
+    assert sorted(sid for sid, _, _ in runs.started) == sorted(s.id for s in schedules)
+    assert sorted(late for _, _, late in runs.started) == [0.0, 0.0, 30.0, 30.0, 45.0]

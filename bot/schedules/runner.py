@@ -36,6 +36,10 @@ logger = logging.getLogger(__name__)
 
 # Seconds between two looks at the schedules (a new schedule wakes the runner at once).
 CADENCE = 15.0
+# Runs one runner has under way at most: each holds a turn-lock session besides its turn's, so a
+# burst of slots due at once waits for the next look (late, within the grace) rather than taking
+# every connection. Within the turn gate's default, so scheduled runs never crowd out people.
+MAX_RUNNING = 8
 # Seconds after its time a slot nothing ran is still run, late (NERVE_SCHEDULE_GRACE).
 DEFAULT_GRACE = 3600.0
 # The note of a run whose process stopped before it finished: it is not run again.
@@ -94,6 +98,7 @@ class ScheduleRunner:
         grace: float = DEFAULT_GRACE,
         cadence: float = CADENCE,
         mine: Callable[[Schedule], bool] = lambda schedule: True,
+        max_running: int = MAX_RUNNING,
     ) -> None:
         self._ledger = ledger
         self._start = start
@@ -103,6 +108,7 @@ class ScheduleRunner:
         self._grace = grace
         self._cadence = cadence
         self._mine = mine
+        self._max_running = max_running
         # Set when a schedule was added or resumed: the runner looks at once instead of at its cadence.
         self.wake = asyncio.Event()
         # The runs this runner started that have not ended, by (schedule, slot).
@@ -134,7 +140,8 @@ class ScheduleRunner:
                     metrics.schedule_run("missed")
                     found.missed.append((schedule, passed))
                     logger.info("schedule %s: the slot at %s was missed", schedule.id, passed)
-            if slot is not None and (schedule.id, slot) not in self._running:
+            busy = len(self._running) >= self._max_running
+            if slot is not None and (schedule.id, slot) not in self._running and not busy:
                 claims.append((schedule, slot, self._launch(schedule, slot)))
             elif slot is None and not missed and not schedule.once:
                 await self._end_if_over(schedule, now)
