@@ -119,6 +119,7 @@ async def test_downtime_gives_one_late_run_within_the_grace_and_misses_older_slo
     for schedule in (daily, every_five):
         await store.add_schedule(schedule)
     clock, runs = Clock(NOW), Runs()
+    figures = metrics.reset()
     await tick(runner_for(store, runs, clock))
     assert sorted(runs.started) == sorted([(daily.id, NOW, 0.0), (every_five.id, NOW, 0.0)])
 
@@ -139,6 +140,10 @@ async def test_downtime_gives_one_late_run_within_the_grace_and_misses_older_slo
     assert len(missed) == 290 and len(found.missed) == 290  # the 288 of the day and two of its 09:00s
     late = (await store.runs_of(daily.id, 1))[0]
     assert (late.slot, late.status, late.late_by) == (NOW + DAY, "answered", 17 * MINUTE)
+    lateness = "nerve_schedule_run_lateness_seconds"
+    assert figures.registry.get_sample_value(f"{lateness}_count") == 4
+    assert figures.registry.get_sample_value(f"{lateness}_sum") == 19 * MINUTE
+    assert figures.registry.get_sample_value("nerve_schedule_runs_total", {"outcome": "missed"}) == 290
 
     # Stopped past the grace: the daily slots are recorded missed, none runs.
     runs.started.clear()

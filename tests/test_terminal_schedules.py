@@ -17,9 +17,9 @@ from bot.schedules import timing
 from bot.store.schedules import new_schedule_id
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Person, Schedule
-from tests.fakes.llm_server import FakeLLMServer, reply
+from tests.fakes.llm_server import FakeLLMServer, reply, tool_reply
 from tests.test_terminal import PROMPT, nerve, terminal
-from tests.test_terminal_approvals import USER, env_for
+from tests.test_terminal_approvals import USER, append, asked, env_for
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86_400.0
 
@@ -104,3 +104,32 @@ async def test_the_chat_runs_a_due_schedule_once_and_lists_and_changes_its_perso
         assert (await store.schedule(bobs.id)).status == "active"  # type: ignore[union-attr]
     finally:
         await store.close()
+
+
+async def test_a_scheduled_run_that_needs_a_decision_waits_for_its_person_at_the_prompt(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "nerve.db"
+    due = a_schedule(USER, "append the daily line to my notes", time.time() - MINUTE)
+    store = await SQLiteStore.open(db)
+    try:
+        await store.add_schedule(due)
+    finally:
+        await store.close()
+    notes = tmp_path / "notes.txt"
+    script = [tool_reply(append("daily line", "call_a")), reply("Appended the daily line.")]
+    async with FakeLLMServer(script) as model:
+        env = env_for(tmp_path, notes, model, NERVE_DB=str(db))
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(PROMPT)
+            at = await term.expect(b"It waits for your decision:", after=at)
+            at = await term.expect(PROMPT, after=at)
+            assert not notes.exists() or "daily line" not in notes.read_text()  # nothing ran unapproved
+            term.type(b"\r")
+            at = await term.expect(asked('append_note(text="daily line")'), after=at)
+            term.type(b"y\r")
+            at = await term.expect(b"Appended the daily line.", after=at)
+            await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+    assert "daily line" in notes.read_text()
