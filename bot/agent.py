@@ -27,7 +27,7 @@ from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
 from bot.schedules import timing as _timing
-from bot.schedules.runner import DEFAULT_GRACE, Start
+from bot.schedules.runner import CADENCE, DEFAULT_GRACE, Start
 from bot.schedules.runner import RunOutcome as RunOutcome
 from bot.schedules.runner import ScheduleRunner as ScheduleRunner
 from bot.schedules.runner import Tick as Tick
@@ -555,15 +555,26 @@ class Agent:
         *,
         mine: Callable[[Schedule], bool],
         grace: float = DEFAULT_GRACE,
-        **timing: Any,
+        clock: Clock = time.time,
+        sleep: Sleep = asyncio.sleep,
+        cadence: float = CADENCE,
     ) -> ScheduleRunner:
         """A runner of the schedules `mine` accepts, whose due slots `start` runs (the front end's
         part: typically `run_scheduled`, then showing the answer). Its runs are held under the
         store's turn lock, so runners in other processes on the store tell them from abandoned ones.
-        `timing` passes a test's `clock`, `sleep` and `cadence` on."""
+        A test passes its own `clock` and `sleep`."""
         if self._schedules is None:
             raise RuntimeError("this nerve has no store for schedules")
-        runner = ScheduleRunner(self._schedules, start, locks=self._locks, grace=grace, mine=mine, **timing)
+        runner = ScheduleRunner(
+            self._schedules,
+            start,
+            locks=self._locks,
+            clock=clock,
+            sleep=sleep,
+            grace=grace,
+            cadence=cadence,
+            mine=mine,
+        )
         self._runners.append(runner)
         return runner
 
