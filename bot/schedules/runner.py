@@ -10,7 +10,9 @@ A run is held under the store's turn lock, named after the run, from before its 
 its outcome is written. So a run found "running" whose lock can be taken was claimed by a process
 that stopped before finishing it: that is the only case `settle_abandoned` touches, and it records
 the run as failed ("nerve stopped during this run"), never runs it again. A slot is thus run at most
-once, and a stopped process's run is reported rather than silently doubled or lost.
+once, and a stopped process's run is reported rather than silently doubled or lost. A stopped
+process's lock lapses with its lease on SQLite (NERVE_TURN_LEASE, 20 s), with its sessions on
+PostgreSQL; until then `settle_abandoned` waits, as it does for a live process's run.
 
 The clock and the sleep are passed in, so a test drives a simulated day with a fake clock.
 """
