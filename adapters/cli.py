@@ -56,6 +56,18 @@ USER_HELP = (
     " terminal:LOGIN:LOGIN"
 )
 
+SCHEDULES_HELP = "list the prompts people asked nerve to run later; cancel, pause or resume one"
+SCHEDULES_DESCRIPTION = (
+    "List the schedules still in effect (active or paused), oldest first: every one, or a person's"
+    " (--user), each with its place, next run in its time zone, and last run with its outcome. It"
+    " reads the store only: no model, no servers; a running nerve sees a change within seconds."
+)
+SCHEDULE_ACTIONS = {
+    "cancel": "stop one schedule for good, whoever's it is",
+    "pause": "let one schedule's runs pass until it is resumed",
+    "resume": "run a paused schedule again from now on",
+}
+
 WORKER_HELP = "run only the job worker: answer the Slack turns nerve slack processes queued on PostgreSQL"
 WORKER_DESCRIPTION = (
     "Run only the job worker, with no front end: it answers the Slack turns that `nerve slack` "
@@ -142,6 +154,13 @@ def _parser() -> argparse.ArgumentParser:
         "forget", help="delete one memory, whoever's it is"
     )
     forget.add_argument("memory_id", metavar="ID", help="as listed by nerve memory, e.g. m3f9a2c1")
+    schedules = commands.add_parser("schedules", help=SCHEDULES_HELP, description=SCHEDULES_DESCRIPTION)
+    schedules.add_argument("--user", type=_person, metavar="ID", help="only this person's; " + USER_HELP)
+    schedules.add_argument("--json", action="store_true", help="as one JSON document")
+    change = schedules.add_subparsers(dest="schedules_command")
+    for action, about in SCHEDULE_ACTIONS.items():
+        changed = change.add_parser(action, help=about)
+        changed.add_argument("schedule_id", metavar="ID", help="as listed by nerve schedules, e.g. s3f9a2c1")
     doctor = commands.add_parser("doctor", help="check this deployment and say what to fix")
     doctor.add_argument("--json", action="store_true", help="one JSON object per check, as a list")
     doctor_log = "also show the log on stderr (a failing server's own output, for one)"
@@ -218,6 +237,12 @@ def _job(
         if args.memory_command == "forget":
             return memory_cli.forget_job(args.memory_id)
         return memory_cli.list_job(args.user, args.place, as_json=args.json)
+    if command == "schedules":
+        from adapters import schedules_cli
+
+        if args.schedules_command is not None:
+            return schedules_cli.change_job(args.schedules_command, args.schedule_id)
+        return schedules_cli.list_job(args.user, as_json=args.json)
     if command in ("forget", "export"):
         from adapters import person_data_cli as rights
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from bot.asks import inputs as _inputs
 from bot.asks import parking as _parking
@@ -26,6 +26,11 @@ from bot.memory.tools import MemoryTools, may_forget
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
+from bot.schedules import timing as _timing
+from bot.schedules.runner import CADENCE, DEFAULT_GRACE, Start
+from bot.schedules.runner import RunOutcome as RunOutcome
+from bot.schedules.runner import ScheduleRunner as ScheduleRunner
+from bot.schedules.runner import Tick as Tick
 from bot.seams import LLM, PromptHost, ServerStates, Store, ToolHost, TurnLock
 from bot.seams import Inbox as Inbox
 from bot.seams import PostRecords as PostRecords
@@ -36,6 +41,7 @@ from bot.store.locks import KeyedLocks as KeyedLocks
 from bot.store.memories import MemoryLedger
 from bot.store.person_data import Forgotten as Forgotten
 from bot.store.person_data import PersonLedger
+from bot.store.schedules import ScheduleLedger
 from bot.text.scrubbing import question_too_long, scrub
 from bot.turn.calls import RoundRunner, Sleep, TurnState
 from bot.turn.deadline import TurnDeadline
@@ -68,6 +74,9 @@ from bot.types import (
     Progress,
     PromptSpec,
     RememberedApproval,
+    Schedule,
+    ScheduleChange,
+    ScheduleRun,
     SignInFinished,
     Submit,
     TurnEvent,
@@ -88,6 +97,9 @@ APPROVAL_GONE = _parking.GONE
 INPUT_GONE = _inputs.GONE
 INPUT_EXPIRED = _inputs.EXPIRED
 INPUT_SETTLED = _inputs.SETTLED
+# When a schedule's slots fall and how a person reads one ("Mon 7 Dec 09:00 CET"), for the lists.
+next_runs = _timing.next_slots
+local_time = _timing.local_text
 
 
 NO_QUESTIONS = "Questions from tools are not enabled."
@@ -131,8 +143,15 @@ class Agent:
         connections: Connections | None = None,
         memories: MemoryLedger | None = None,
         people: PersonLedger | None = None,
+        schedules: ScheduleLedger | None = None,
     ) -> None:
         self.inbox = inbox
+        # People's schedules (their prompts run later); the store's own ledger by default.
+        self._schedules = (
+            schedules if schedules is not None else store if isinstance(store, ScheduleLedger) else None
+        )
+        # The runners started here, woken when a schedule is added so a near slot is not late.
+        self._runners: list[ScheduleRunner] = []
         # What is stored about each person, to export or forget; the store's own ledger by default.
         self._people = people if people is not None else store if isinstance(store, PersonLedger) else None
         # People's own accounts at per-person servers (sign-in); None when no server needs one.
@@ -476,3 +495,106 @@ class Agent:
         if self._people is None:
             return {}
         return await self._people.export_person(self.person(key, user_id))
+
+    # Schedules: prompts a person asked to run later. The model's tools make them; what follows is
+    # what the front ends need to list and manage them and to run their due slots.
+
+    async def schedules_of(self, owner: str) -> list[Schedule]:
+        """A person's schedules still in effect (active or paused), oldest first."""
+        return await self._schedules.schedules_of(owner) if self._schedules is not None else []
+
+    async def all_schedules(self) -> list[Schedule]:
+        """Everyone's schedules still in effect: the operator's view."""
+        return await self._schedules.all_schedules() if self._schedules is not None else []
+
+    async def schedule(self, schedule_id: str) -> Schedule | None:
+        return await self._schedules.schedule(schedule_id.strip()) if self._schedules is not None else None
+
+    async def schedule_runs(self, schedule_id: str, limit: int = 20) -> list[ScheduleRun]:
+        """A schedule's runs and missed slots, newest first: what a list shows as its last run."""
+        return await self._schedules.runs_of(schedule_id, limit) if self._schedules is not None else []
+
+    async def cancel_schedule(self, schedule_id: str, by: Person) -> ScheduleChange:
+        """Stop a schedule for good: its person may, and an admin may (as with a place's memories),
+        since a schedule posting in a shared place is the place's concern too. A run in flight
+        finishes; no later slot is claimed (a claim needs an active schedule)."""
+        return await self._change_schedule(schedule_id, by, "cancelled", ("active", "paused"), admin_may=True)
+
+    async def pause_schedule(self, schedule_id: str, by: Person) -> ScheduleChange:
+        """Let an active schedule's slots pass unrun until it is resumed; its person's alone."""
+        return await self._change_schedule(schedule_id, by, "paused", ("active",), admin_may=False)
+
+    async def resume_schedule(self, schedule_id: str, by: Person) -> ScheduleChange:
+        """Run a paused schedule's slots again from now on (those that passed meanwhile stay unrun)."""
+        changed = await self._change_schedule(schedule_id, by, "active", ("paused",), admin_may=False)
+        if changed == "changed":
+            self.wake_schedules()
+        return changed
+
+    async def _change_schedule(
+        self,
+        schedule_id: str,
+        by: Person,
+        status: Literal["active", "paused", "cancelled"],
+        from_statuses: tuple[str, ...],
+        *,
+        admin_may: bool,
+    ) -> ScheduleChange:
+        schedule = await self.schedule(schedule_id)
+        if self._schedules is None or schedule is None or schedule.status not in from_statuses:
+            return "gone"
+        admin = admin_may and by.user_id in self._config.admins
+        if schedule.owner != by.id and not admin:
+            return "not_yours"
+        changed = await self._schedules.set_schedule_status(schedule.id, status, by=by.id)
+        return "changed" if changed else "gone"
+
+    def schedule_runner(
+        self,
+        start: Start,
+        *,
+        mine: Callable[[Schedule], bool],
+        grace: float = DEFAULT_GRACE,
+        clock: Clock = time.time,
+        sleep: Sleep = asyncio.sleep,
+        cadence: float = CADENCE,
+    ) -> ScheduleRunner:
+        """A runner of the schedules `mine` accepts, whose due slots `start` runs (the front end's
+        part: typically `run_scheduled`, then showing the answer). Its runs are held under the
+        store's turn lock, so runners in other processes on the store tell them from abandoned ones.
+        A test passes its own `clock` and `sleep`."""
+        if self._schedules is None:
+            raise RuntimeError("this nerve has no store for schedules")
+        runner = ScheduleRunner(
+            self._schedules,
+            start,
+            locks=self._locks,
+            clock=clock,
+            sleep=sleep,
+            grace=grace,
+            cadence=cadence,
+            mine=mine,
+        )
+        self._runners.append(runner)
+        return runner
+
+    def wake_schedules(self) -> None:
+        """A schedule was added or resumed: the runners look at once, so a near slot is not late."""
+        for runner in self._runners:
+            runner.wake.set()
+
+    async def run_scheduled(
+        self, schedule: Schedule, slot: float, progress: Progress = no_progress
+    ) -> AgentReply:
+        """One due slot's turn, as the schedule's person in the place it was made: their message is
+        the prompt, so their scopes, memories and approvals apply as if they had written it then. The
+        delivery id is the slot's, so a turn started twice for one slot stores one message."""
+        incoming = Incoming(
+            key=schedule.key,
+            text=schedule.prompt,
+            user_id=schedule.owner_user,
+            event_id=f"schedule:{schedule.id}:{slot:.0f}",
+            scheduled=schedule.id,
+            replayed=True,
+        )
+        return await self.reply(incoming, progress)

@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     nerve_secret_key: SecretStr | None = None
     # Seconds a turn waits for a person to finish signing in; then the call is reported as not made.
     nerve_sign_in_timeout: float = Field(default=900.0, gt=0)
+    # Seconds after its time a schedule's slot that nothing ran (nerve was stopped) is still run, once,
+    # late; older slots are recorded as missed, never run in a burst.
+    nerve_schedule_grace: float = Field(default=3600.0, ge=0)
 
     @field_validator("nerve_llm_stream", "nerve_log_format", mode="before")
     @classmethod

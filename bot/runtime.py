@@ -214,6 +214,7 @@ async def open_runtime(
             approvals=store,
             inputs=store,
             memories=store,
+            schedules=store,
             connections=Connections(sign_ins, host, settings.platforms) if sign_ins is not None else None,
         )
         yield Runtime(

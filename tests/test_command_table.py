@@ -99,7 +99,9 @@ def test_the_terminal_lists_runs_and_completes_the_tables_commands() -> None:
     listed = re.findall(r"^  /([a-z-]+)", terminal_help(), flags=re.MULTILINE)
     same(listed, TERMINAL, "the chat's /help")
     runtime = SimpleNamespace(
-        agent=SimpleNamespace(connections=None), settings=SimpleNamespace(nerve_sign_in_timeout=60.0)
+        agent=SimpleNamespace(connections=None),
+        settings=SimpleNamespace(nerve_sign_in_timeout=60.0, nerve_schedule_grace=3600.0),
+        wait_for_servers=lambda: None,
     )
     chat = TerminalChat(runtime, "t", console=Console(file=io.StringIO()))  # type: ignore[arg-type]
     same(list(chat.command_handlers()), TERMINAL, "the chat's handlers")

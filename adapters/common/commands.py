@@ -109,6 +109,12 @@ COMMANDS: tuple[Command, ...] = (
         (TERMINAL,),
         (Option("file", "Where to write it", optional=True, written="FILE"),),
     ),
+    Command(
+        "schedules",
+        "the prompts you asked me to run later, with their next and last runs; change one",
+        (TERMINAL,),
+        (Option("change", "cancel, pause or resume one", optional=True, written="cancel|pause|resume ID"),),
+    ),
     Command("reset", "in a DM: start a new conversation", (SLACK,)),
     Command("reset", "start a new conversation in this thread or DM", (DISCORD,)),
     Command("reset", "start a new conversation in this thread", (TERMINAL,)),

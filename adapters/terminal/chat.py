@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Awaitable, Callable
 
 from rich.console import Console
@@ -22,6 +23,7 @@ from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, histor
 from adapters.terminal.memory import memory_command
 from adapters.terminal.rights import export_me, forget_me
 from adapters.terminal.safe import shown
+from adapters.terminal.schedules import TerminalSchedules, schedules_command
 from adapters.terminal.sign_in import LoopbackCallback, TerminalSignIn
 from adapters.terminal.turns import ChatTurns
 from adapters.terminal.views import conversation_key, print_attachment, terminal_incoming
@@ -89,6 +91,14 @@ class TerminalChat:
             runtime.agent, sign_in, self._console, self._key, self._user, wait=settings.nerve_sign_in_timeout
         )
         self._turns = ChatTurns(runtime, self._console, self._key, read, self._sign_in, self._servers_news)
+        # The person's schedules, run while the chat is open; their answers come between prompts.
+        self._schedules = TerminalSchedules(
+            runtime.agent,
+            self._key,
+            self._console,
+            grace=settings.nerve_schedule_grace,
+            ready=runtime.wait_for_servers,
+        )
 
     async def run(self) -> None:
         """Chat until /quit, end of input, or Ctrl-C at the prompt. On a terminal the prompt comes
@@ -99,11 +109,18 @@ class TerminalChat:
         self._banner()
         await self._show_recent()
         await self._turns.waiting_at_start()
+        async with self._schedules.running():
+            await self._chat()
+
+    async def _chat(self) -> None:
         while True:
             self._servers_news()
             if (notice := self._notices()) is not None:
                 self._console.print(f"[dim]{shown(notice)}[/dim]")
-            line = await self._ask_question("you › ")
+            await self._schedules.flush()
+            for parked in self._schedules.take_parked():
+                await self._turns.answered(parked)
+            line = await self._read_question()
             if line is None:  # Ctrl-D, or Ctrl-C at the prompt: keep the shell's prompt on a new line
                 self._console.print()
                 return
@@ -120,6 +137,15 @@ class TerminalChat:
                     return
                 continue
             await self._turns.take(terminal_incoming(self._key, text))
+
+    async def _read_question(self) -> str | None:
+        """The chat's own prompt, above which a scheduled run's answer may be printed meanwhile."""
+        self._schedules.at_prompt = True
+        try:
+            await self._schedules.flush()  # what arrived since the check before
+            return await self._ask_question("you › ")
+        finally:
+            self._schedules.at_prompt = False
 
     def _banner(self) -> None:
         runtime, console = self._runtime, self._console
@@ -191,6 +217,7 @@ class TerminalChat:
             "export": lambda word, argument: export_me(
                 self._runtime.agent, self._key, self._user, argument, self._console
             ),
+            "schedules": self._schedules_command,
             "reset": self._reset_command,
             "help": self._help_command,
             "quit": self._quit_command,
@@ -207,6 +234,10 @@ class TerminalChat:
     async def _memory_command(self, word: str, argument: str) -> None:
         here = terminal_incoming(self._key, "")
         await memory_command(self._runtime.agent, here, argument, self._console, self._read)
+
+    async def _schedules_command(self, word: str, argument: str) -> None:
+        person = self._runtime.agent.person(self._key, self._user)
+        await schedules_command(self._runtime.agent, person, argument, self._console, time.time())
 
     async def _reset_command(self, word: str, argument: str) -> None:
         await self._runtime.agent.reset(self._key)

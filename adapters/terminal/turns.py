@@ -57,6 +57,10 @@ class ChatTurns:
         self.last = None
         await self._answer(await self._work(partial(self.runtime.agent.reply, incoming)))
 
+    async def answered(self, reply: AgentReply) -> None:
+        """A reply that came from elsewhere (a scheduled run), gone on with here as the chat's own."""
+        await self._answer((reply, None))
+
     async def signed_in(self, request_ids: list[str]) -> None:
         """The turns a sign-in made by a chat command lets go on, answered."""
         await self._answer(await self._go_on_signed_in(request_ids))

@@ -5,13 +5,23 @@ from __future__ import annotations
 import functools
 import re
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 
 from bot.observe.live_state import LiveGauges
 
 # Seconds. A turn includes every model request and tool call of it (not time waiting for people).
 TURN_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 MODEL_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
+# Seconds a scheduled run started after its slot: on time is under a minute, a restart's late run
+# up to the grace (an hour by default).
+LATENESS_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
 TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 LABEL_CHARS = 64
@@ -26,6 +36,7 @@ TURN_OUTCOMES = frozenset({
     "cancelled",
 })
 # fmt: on
+SCHEDULE_RUN_OUTCOMES = frozenset({"answered", "failed", "missed"})
 QUESTION_OUTCOMES = frozenset(
     {"accepted", "declined", "cancelled", "expired", "ended", "completed", "refused"}
 )
@@ -101,6 +112,19 @@ class Metrics:
         )
         self.restarts = counter(
             "nerve_mcp_server_restarts", "Times an MCP server was started again.", ["server"]
+        )
+        self.schedules_active = Gauge(
+            "nerve_schedules_active",
+            "Schedules whose slots run (not paused or ended), as the last runner's look found them.",
+            registry=self.registry,
+        )
+        self.schedule_runs = counter(
+            "nerve_schedule_runs", "Slots of schedules, by how they ended (missed: never run).", ["outcome"]
+        )
+        self.schedule_lateness = histogram(
+            "nerve_schedule_run_lateness_seconds",
+            "How long after its slot each scheduled run started.",
+            buckets=LATENESS_BUCKETS,
         )
         self.servers = _Names(MAX_SERVERS)
         self.tools = _Names(MAX_TOOLS_PER_SERVER)

@@ -18,7 +18,15 @@ from typing import Any, TypeVar, cast
 from prometheus_client.exposition import choose_encoder
 
 from bot.errors import ContextTooLong, LLMError, LLMRateLimited, StreamCut
-from bot.observe.figures import MAX_SERVERS, OTHER, QUESTION_OUTCOMES, TURN_OUTCOMES, Metrics, clean_label
+from bot.observe.figures import (
+    MAX_SERVERS,
+    OTHER,
+    QUESTION_OUTCOMES,
+    SCHEDULE_RUN_OUTCOMES,
+    TURN_OUTCOMES,
+    Metrics,
+    clean_label,
+)
 from bot.observe.live_state import Breaker, Gate, Waiting, live
 from bot.types import AgentReply, ApprovalPrompt, Completion, InputRequest, PendingCall, ToolResult
 
@@ -235,3 +243,21 @@ def question_ended(status: str, request_id: str | None = None) -> None:
     if request_id is not None:
         live.questions.drop(request_id)
     _current.questions.labels(status if status in QUESTION_OUTCOMES else OTHER).inc()
+
+
+# --- schedules -----------------------------------------------------------------------------------
+
+
+def schedules_active(count: int) -> None:
+    """How many schedules are active, as a runner just found them."""
+    _current.schedules_active.set(count)
+
+
+def schedule_run(outcome: str) -> None:
+    """One slot settled: answered or failed after its run, or missed (never run)."""
+    _current.schedule_runs.labels(outcome if outcome in SCHEDULE_RUN_OUTCOMES else OTHER).inc()
+
+
+def schedule_lateness(seconds: float) -> None:
+    """A scheduled run started `seconds` after its slot."""
+    _current.schedule_lateness.observe(max(0.0, seconds))

@@ -57,6 +57,7 @@ from bot.types.people import Author as Author
 from bot.types.people import Person as Person
 from bot.types.schedules import RunStatus as RunStatus
 from bot.types.schedules import Schedule as Schedule
+from bot.types.schedules import ScheduleChange as ScheduleChange
 from bot.types.schedules import ScheduleRun as ScheduleRun
 from bot.types.schedules import ScheduleStatus as ScheduleStatus
 from bot.types.tools import PromptArgument as PromptArgument

@@ -43,6 +43,9 @@ class Incoming:
     # Received before a restart and answered only now: it waits for a turn slot however long the
     # queue is, never told "busy" (its person already waited through the restart).
     replayed: bool = False
+    # The schedule whose due slot started this turn (its id), None for a message a person wrote: the
+    # front end says under the answer that it was a scheduled run and how to stop it.
+    scheduled: str | None = None
 
     def where(self) -> Place:
         """The place the policy sees: the adapter's, or the key's channel with this user."""

@@ -18,6 +18,10 @@ ScheduleStatus = Literal["active", "paused", "cancelled", "done"]
 # passed beyond the grace while nothing ran, recorded so that it is never run later.
 RunStatus = Literal["running", "answered", "failed", "missed"]
 
+# What a person's pause, resume or cancel came to: done, no such schedule (or it ended, or is not
+# in a state to change so), or not theirs to change.
+ScheduleChange = Literal["changed", "gone", "not_yours"]
+
 # The statuses a schedule never leaves.
 ENDED: tuple[ScheduleStatus, ...] = ("cancelled", "done")
 

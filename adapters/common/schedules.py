@@ -1,0 +1,117 @@
+"""How schedules read on every surface: the note under a scheduled run's answer, the note of a late
+run ("due at 09:00, run at 09:17"), and one schedule as a list shows it (prompt, place, next run in
+its zone, last run and its outcome). Words only: each surface draws them its own way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.agent import local_time, next_runs
+from bot.types import Schedule, ScheduleChange, ScheduleRun
+
+# A run at most this late (seconds) is on time: the runner looks every 15 seconds or so.
+ON_TIME = 60.0
+
+
+def scheduled_note(schedule_id: str, command: str) -> str:
+    """Under a scheduled run's answer: that it is one, and how to stop it (`command` as the surface
+    writes its schedules command: "/schedules", "/nerve schedules")."""
+    return f"Scheduled run ({schedule_id}) — stop it with {command} cancel {schedule_id}"
+
+
+def _clock(instant: float, timezone: str) -> str:
+    return datetime.fromtimestamp(instant, ZoneInfo(timezone)).strftime("%H:%M")
+
+
+def late_note(slot: float, late_by: float, timezone: str) -> str | None:
+    """ "due at 09:00, run at 09:17" for a run that started late, in the schedule's zone; None on time."""
+    if late_by < ON_TIME:
+        return None
+    return f"due at {_clock(slot, timezone)}, run at {_clock(slot + late_by, timezone)}"
+
+
+def place_of(schedule: Schedule) -> str:
+    """Where its runs answer, as a person reads it."""
+    if schedule.place:
+        return schedule.place
+    key = schedule.key
+    if key.platform == "terminal":
+        return f"thread {key.thread}"
+    return f"{key.platform} {key.channel}" + (f" thread {key.thread}" if key.thread else "")
+
+
+def next_run_text(schedule: Schedule, now: float) -> str:
+    """When it runs next, in its own zone; why not, when it will not."""
+    if schedule.status != "active":
+        return schedule.status
+    upcoming = next_runs(schedule.first_at, schedule.rule, schedule.timezone, now, 1)
+    return local_time(upcoming[0], schedule.timezone) if upcoming else "no more runs"
+
+
+def last_run_text(run: ScheduleRun | None, timezone: str) -> str:
+    """Its newest slot and how it went: "Mon 7 Dec 09:00 CET answered (due at 09:00, run at 09:17)"."""
+    if run is None:
+        return "not run yet"
+    notes = [note for note in (late_note(run.slot, run.late_by, timezone), run.note) if note]
+    if run.status == "missed":
+        notes = []
+    said = f" ({'; '.join(notes)})" if notes else ""
+    return f"{local_time(run.slot, timezone)} {run.status}{said}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleView:
+    """One schedule as a list shows it."""
+
+    schedule: Schedule
+    last: ScheduleRun | None
+    now: float
+
+    @property
+    def repeats(self) -> str:
+        return self.schedule.rule or "once"
+
+    def line(self) -> str:
+        s = self.schedule
+        return (
+            f"{s.id} [{s.status}] {s.prompt!r} — {place_of(s)}, {self.repeats} ({s.timezone});"
+            f" next: {next_run_text(s, self.now)}; last: {last_run_text(self.last, s.timezone)}"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        s, last = self.schedule, self.last
+        upcoming = next_runs(s.first_at, s.rule, s.timezone, self.now, 1) if s.status == "active" else []
+        return {
+            "id": s.id,
+            "owner": s.owner,
+            "status": s.status,
+            "prompt": s.prompt,
+            "place": place_of(s),
+            "conversation": str(s.key),
+            "repeat": s.rule,
+            "timezone": s.timezone,
+            "first_at": s.first_at,
+            "next_run": upcoming[0] if upcoming else None,
+            "next_run_local": next_run_text(s, self.now),
+            "last_run": None
+            if last is None
+            else {
+                "slot": last.slot,
+                "status": last.status,
+                "late_by": last.late_by,
+                "note": last.note,
+                "local": last_run_text(last, s.timezone),
+            },
+        }
+
+
+def change_text(change: ScheduleChange, schedule_id: str, done: str, list_command: str) -> str:
+    """What a person is told after asking to pause, resume or cancel a schedule."""
+    if change == "changed":
+        return f"{done} {schedule_id}."
+    if change == "not_yours":
+        return f"{schedule_id} is not yours to change."
+    return f"No schedule {schedule_id} that can be {done.lower()} (see {list_command})."

@@ -1,0 +1,275 @@
+"""Running schedules' due slots, each exactly once, whichever process and however often it looks.
+
+A `ScheduleRunner` looks at the active schedules (`tick`), asks `timing.due` what came due since the
+last slot claimed or recorded missed, records the slots too old to run as missed, and claims the one
+slot to run (the store's `claim_slot`: one row per (schedule, slot), so across any number of runners,
+processes and restarts exactly one caller gets it). The front end's `start` then runs the turn, in a
+task of its own so a slow run holds no other; how it ended is written with `finish_run`.
+
+A run is held under the store's turn lock, named after the run, from before its claim until after
+its outcome is written. So a run found "running" whose lock can be taken was claimed by a process
+that stopped before finishing it: that is the only case `settle_abandoned` touches, and it records
+the run as failed ("nerve stopped during this run"), never runs it again. A slot is thus run at most
+once, and a stopped process's run is reported rather than silently doubled or lost. A stopped
+process's lock lapses with its lease on SQLite (NERVE_TURN_LEASE, 20 s), with its sessions on
+PostgreSQL; until then `settle_abandoned` waits, as it does for a live process's run.
+
+The clock and the sleep are passed in, so a test drives a simulated day with a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bot.observe import metrics
+from bot.schedules import timing
+from bot.seams import TurnLock
+from bot.store.locks import KeyedLocks
+from bot.store.schedules import ENDED_BY_NERVE, ScheduleLedger
+from bot.types import ConversationKey, Schedule, ScheduleRun
+
+logger = logging.getLogger(__name__)
+
+# Seconds between two looks at the schedules (a new schedule wakes the runner at once).
+CADENCE = 15.0
+# Runs one runner has under way at most: each holds a turn-lock session besides its turn's, so a
+# burst of slots due at once waits for the next look (late, within the grace) rather than taking
+# every connection. Within the turn gate's default, so scheduled runs never crowd out people.
+MAX_RUNNING = 8
+# Seconds after its time a slot nothing ran is still run, late (NERVE_SCHEDULE_GRACE).
+DEFAULT_GRACE = 3600.0
+# The note of a run whose process stopped before it finished: it is not run again.
+STOPPED = "nerve stopped during this run"
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a scheduled run's turn ended, as the front end that ran it saw it."""
+
+    status: Literal["answered", "failed"]
+    note: str | None = None
+
+
+# The front end's part: run `schedule`'s turn for `slot`, `late_by` seconds after it was due.
+Start = Callable[[Schedule, float, float], Awaitable[RunOutcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    schedule: Schedule
+    slot: float
+    late_by: float
+
+
+@dataclass(slots=True)
+class Tick:
+    """What one look found: the runs it started, and the slots it recorded as missed."""
+
+    started: list[Started] = field(default_factory=list)
+    missed: list[tuple[Schedule, float]] = field(default_factory=list)
+
+
+def run_lock_key(schedule_id: str, slot: float) -> ConversationKey:
+    """The turn-lock name one run is held under while its process runs it."""
+    return ConversationKey(platform="schedule-run", workspace=schedule_id, channel=repr(slot), thread="")
+
+
+class ScheduleRunner:
+    """Runs the due slots of the schedules `mine` accepts (a front end runs its platform's).
+
+    `locks` is the store's turn lock when processes share the store, so that `settle_abandoned`
+    can tell a run of a live process from one whose process stopped; in memory otherwise."""
+
+    def __init__(
+        self,
+        ledger: ScheduleLedger,
+        start: Start,
+        *,
+        locks: TurnLock | None = None,
+        clock: Clock = time.time,
+        sleep: Sleep = asyncio.sleep,
+        grace: float = DEFAULT_GRACE,
+        cadence: float = CADENCE,
+        mine: Callable[[Schedule], bool] = lambda schedule: True,
+        max_running: int = MAX_RUNNING,
+    ) -> None:
+        self._ledger = ledger
+        self._start = start
+        self._locks: TurnLock = locks if locks is not None else KeyedLocks()
+        self._clock = clock
+        self._sleep = sleep
+        self._grace = grace
+        self._cadence = cadence
+        self._mine = mine
+        self._max_running = max_running
+        # Set when a schedule was added or resumed: the runner looks at once instead of at its cadence.
+        self.wake = asyncio.Event()
+        # The runs this runner started that have not ended, by (schedule, slot).
+        self._running: dict[tuple[str, float], asyncio.Task[None]] = {}
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    async def tick(self) -> Tick:
+        """One look: record what is too old as missed, start what is due (each in its own task), and
+        end recurring schedules whose rule ran out. Returns once each due run is claimed or refused."""
+        now = self._clock()
+        found = Tick()
+        active = await self._ledger.active_schedules()
+        metrics.schedules_active(len(active))
+        claims: list[tuple[Schedule, float, asyncio.Future[float | None]]] = []
+        for schedule in filter(self._mine, active):
+            missed, slot = timing.due(
+                schedule.first_at,
+                schedule.rule,
+                schedule.timezone,
+                await self._looked_after(schedule),
+                now,
+                self._grace,
+            )
+            for passed in missed:
+                if await self._ledger.record_missed(schedule.id, passed, at=now):
+                    metrics.schedule_run("missed")
+                    found.missed.append((schedule, passed))
+                    logger.info("schedule %s: the slot at %s was missed", schedule.id, passed)
+            busy = len(self._running) >= self._max_running
+            if slot is not None and (schedule.id, slot) not in self._running and not busy:
+                claims.append((schedule, slot, self._launch(schedule, slot)))
+            elif slot is None and not missed and not schedule.once:
+                await self._end_if_over(schedule, now)
+        for schedule, slot, claimed in claims:
+            late_by = await claimed
+            if late_by is not None:
+                found.started.append(Started(schedule, slot, late_by))
+        return found
+
+    async def _looked_after(self, schedule: Schedule) -> float | None:
+        """Where `due` looks from: the newest slot claimed or missed, or a resume after it (the slots
+        that passed while a schedule was paused are neither run nor missed)."""
+        latest = await self._ledger.latest_slot(schedule.id)
+        marks = [mark for mark in (latest, schedule.changed_at) if mark is not None]
+        return max(marks) if marks else None
+
+    async def _end_if_over(self, schedule: Schedule, now: float) -> None:
+        """A recurring schedule whose rule has no slot left (its UNTIL or COUNT reached) is done."""
+        if timing.next_slots(schedule.first_at, schedule.rule, schedule.timezone, now, 1):
+            return
+        if not any(key[0] == schedule.id for key in self._running):
+            await self._ledger.set_schedule_status(schedule.id, "done", by=ENDED_BY_NERVE, at=now)
+
+    def _launch(self, schedule: Schedule, slot: float) -> asyncio.Future[float | None]:
+        """Start one run in its own task; the future says, once claimed, how late it started (None:
+        another runner had it, or the schedule is no longer active)."""
+        claimed: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
+        key = (schedule.id, slot)
+        task = asyncio.create_task(self._run(schedule, slot, claimed), name=f"schedule-{schedule.id}")
+        self._running[key] = task
+
+        def ended(done: asyncio.Task[None]) -> None:
+            self._running.pop(key, None)
+            if not claimed.done():
+                claimed.set_result(None)
+            if not done.cancelled() and (error := done.exception()) is not None:
+                # Before its claim (the store unreachable): the slot is looked at again next time.
+                logger.error("schedule %s: the slot at %s could not be run: %s", schedule.id, slot, error)
+
+        task.add_done_callback(ended)
+        return claimed
+
+    async def _run(self, schedule: Schedule, slot: float, claimed: asyncio.Future[float | None]) -> None:
+        async with self._locks.hold(run_lock_key(schedule.id, slot)):
+            at = self._clock()
+            late_by = max(0.0, at - slot)
+            if not await self._ledger.claim_slot(schedule.id, slot, at=at, late_by=late_by):
+                claimed.set_result(None)
+                return
+            claimed.set_result(late_by)
+            metrics.schedule_lateness(late_by)
+            logger.info("schedule %s: running the slot at %s, %.0f s late", schedule.id, slot, late_by)
+            try:
+                outcome = await self._start(schedule, slot, late_by)
+            except asyncio.CancelledError:
+                # This process is stopping: the run is over, and it is said so rather than run twice.
+                await asyncio.shield(self._finish(schedule.id, slot, RunOutcome("failed", STOPPED)))
+                raise
+            except Exception as exc:
+                logger.exception("schedule %s: the run of the slot at %s failed", schedule.id, slot)
+                outcome = RunOutcome("failed", f"the run failed: {exc}"[:500])
+            await self._finish(schedule.id, slot, outcome)
+
+    async def _finish(self, schedule_id: str, slot: float, outcome: RunOutcome) -> None:
+        at = self._clock()
+        if await self._ledger.finish_run(schedule_id, slot, outcome.status, at=at, note=outcome.note):
+            metrics.schedule_run(outcome.status)
+
+    async def settle_abandoned(self) -> list[ScheduleRun]:
+        """At start: the runs found "running" that no live process holds are recorded as failed
+        (`STOPPED`) and returned; none is run again. A run another live process holds is waited for
+        (it settles it itself), so call this in a task of its own when other processes may run."""
+        settled: list[ScheduleRun] = []
+        for run in await self._ledger.running_runs(older_than=self._clock()):
+            if (run.schedule_id, run.slot) in self._running:
+                continue
+            schedule = await self._ledger.schedule(run.schedule_id)
+            if schedule is None or not self._mine(schedule):
+                continue
+            async with self._locks.hold(run_lock_key(run.schedule_id, run.slot)):
+                # Held: whoever claimed it has let go, by finishing it or by stopping.
+                if await self._ledger.finish_run(
+                    run.schedule_id, run.slot, "failed", at=self._clock(), note=STOPPED
+                ):
+                    metrics.schedule_run("failed")
+                    logger.warning("schedule %s: %s (slot %s)", run.schedule_id, STOPPED, run.slot)
+                    settled.append(run)
+        return settled
+
+    async def run_forever(self, on_tick: Callable[[Tick], Awaitable[None]] | None = None) -> None:
+        """Look every `cadence` seconds (at once when `wake` is set) until cancelled; the runs under
+        way are then stopped and recorded as such. A look that fails (the store unreachable) is
+        logged and tried again at the next one."""
+        try:
+            while True:
+                self.wake.clear()
+                try:
+                    found = await self.tick()
+                    if on_tick is not None:
+                        await on_tick(found)
+                except Exception:
+                    logger.exception("looking at the schedules failed; trying again in %g s", self._cadence)
+                await self._pause()
+        finally:
+            await self.stop()
+
+    async def _pause(self) -> None:
+        """The cadence's sleep, cut short by `wake`."""
+        sleeping = asyncio.ensure_future(self._sleep(self._cadence))
+        woken = asyncio.ensure_future(self.wake.wait())
+        try:
+            await asyncio.wait((sleeping, woken), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (sleeping, woken):
+                waiter.cancel()
+            await asyncio.gather(sleeping, woken, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """Stop the runs under way (each recorded as failed, `STOPPED`) and wait for them to end."""
+        tasks = list(self._running.values())
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_for_runs(self) -> None:
+        """Until the runs started so far have ended (a test's, or a front end's before it leaves)."""
+        while self._running:
+            await asyncio.gather(*list(self._running.values()), return_exceptions=True)

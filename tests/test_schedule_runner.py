@@ -1,0 +1,381 @@
+"""The schedule runner on SQLite and PostgreSQL, with a fake clock: every slot of a simulated day run
+exactly once; downtime gives one late run within the grace and missed slots, never a burst; two
+runners on two store connections ticking at the same moments run each slot once; a schedule
+cancelled during its run gets no later runs; runs a stopped process left "running" are recorded as
+failed, never run again, while a live process's run is left to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bot.observe import metrics
+from bot.schedules import timing
+from bot.schedules.runner import STOPPED, RunOutcome, ScheduleRunner
+from bot.store.base import ConversationStore
+from bot.store.schedules import new_schedule_id
+from bot.types import ConversationKey, Schedule
+from tests.fakes.clock import Clock
+from tests.stores import Backend
+
+pytestmark = pytest.mark.both_stores
+
+REPO = Path(__file__).resolve().parent.parent
+
+NOW = 1_796_630_400.0  # Mon 7 Dec 2026 09:00 UTC
+MINUTE = 60.0
+HOUR = 3600.0
+DAY = 86_400.0
+KEY = ConversationKey(platform="terminal", workspace="alice", channel="cli", thread="default")
+
+
+def a_schedule(rule: str, first_at: float, **more: object) -> Schedule:
+    fields: dict[str, object] = {
+        "id": new_schedule_id(),
+        "owner": "terminal:alice:alice",
+        "owner_user": "alice",
+        "key": KEY,
+        "place": "",
+        "prompt": "check the air in A1001",
+        "first_at": first_at,
+        "rule": rule,
+        "timezone": "Europe/Paris",
+        "status": "active",
+        "created_at": NOW - DAY,
+    } | more
+    return Schedule(**fields)  # type: ignore[arg-type]
+
+
+class Runs:
+    """The front end's `start`: records each run it is given; `hold` keeps runs going until set."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, float, float]] = []
+        self.hold: asyncio.Event | None = None
+        self.running = asyncio.Event()
+
+    async def __call__(self, schedule: Schedule, slot: float, late_by: float) -> RunOutcome:
+        self.started.append((schedule.id, slot, late_by))
+        self.running.set()
+        if self.hold is not None:
+            await self.hold.wait()
+        return RunOutcome("answered")
+
+
+def runner_for(store: ConversationStore, runs: Runs, clock: Clock, **more: object) -> ScheduleRunner:
+    return ScheduleRunner(store, runs, locks=store.turn_lock, clock=clock, **more)  # type: ignore[arg-type]
+
+
+async def tick(runner: ScheduleRunner) -> None:
+    await runner.tick()
+    await runner.wait_for_runs()
+
+
+async def test_each_slot_of_a_simulated_day_runs_exactly_once(store: ConversationStore) -> None:
+    once = a_schedule("", NOW + 3 * HOUR + 7)
+    every_five = a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW)
+    daily = a_schedule("FREQ=DAILY", NOW + 9 * HOUR)
+    for schedule in (once, every_five, daily):
+        await store.add_schedule(schedule)
+    clock, runs = Clock(NOW - MINUTE), Runs()
+    runner = runner_for(store, runs, clock)
+    figures = metrics.reset()
+
+    while clock.now <= NOW + DAY:
+        await tick(runner)
+        clock.now += 100.0
+
+    counted = Counter((sid, slot) for sid, slot, _ in runs.started)
+    assert max(counted.values()) == 1  # never twice
+    for schedule in (once, every_five, daily):
+        expected = timing.slots_between(
+            schedule.first_at, schedule.rule, schedule.timezone, NOW - HOUR, clock.now - 100.0
+        )
+        ran = sorted(slot for sid, slot, _ in runs.started if sid == schedule.id)
+        assert ran == expected, schedule.rule
+        assert {r.status for r in await store.runs_of(schedule.id, 400)} == {"answered"}
+    assert (
+        len([1 for sid, _, _ in runs.started if sid == every_five.id]) == 288
+    )  # one a day short of its last look
+    assert all(late_by < 100.0 for _, _, late_by in runs.started)  # each at the first look after it
+    assert (await store.schedule(once.id)).status == "done"  # type: ignore[union-attr]
+    answered = figures.registry.get_sample_value("nerve_schedule_runs_total", {"outcome": "answered"})
+    assert answered == len(runs.started)
+    assert figures.registry.get_sample_value("nerve_schedules_active") == 2  # the once one is done
+
+
+async def test_downtime_gives_one_late_run_within_the_grace_and_misses_older_slots(
+    store: ConversationStore,
+) -> None:
+    daily = a_schedule("FREQ=DAILY", NOW)
+    every_five = a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW)
+    for schedule in (daily, every_five):
+        await store.add_schedule(schedule)
+    clock, runs = Clock(NOW), Runs()
+    figures = metrics.reset()
+    await tick(runner_for(store, runs, clock))
+    assert sorted(runs.started) == sorted([(daily.id, NOW, 0.0), (every_five.id, NOW, 0.0)])
+
+    # Stopped for a day: back 17 minutes after the next 09:00, a new process looks.
+    runs.started.clear()
+    clock.now = NOW + DAY + 17 * MINUTE
+    runner = runner_for(store, runs, clock)
+    found = await runner.tick()
+    await runner.wait_for_runs()
+    assert sorted(runs.started) == sorted(
+        [(daily.id, NOW + DAY, 17 * MINUTE), (every_five.id, NOW + DAY + 15 * MINUTE, 2 * MINUTE)]
+    )  # one run each: never a burst
+    assert {(s.schedule.id, s.late_by) for s in found.started} == {
+        (daily.id, 17 * MINUTE),
+        (every_five.id, 2 * MINUTE),
+    }
+    missed = [r for r in await store.runs_of(every_five.id, 400) if r.status == "missed"]
+    assert len(missed) == 290 and len(found.missed) == 290  # the 288 of the day and two of its 09:00s
+    late = (await store.runs_of(daily.id, 1))[0]
+    assert (late.slot, late.status, late.late_by) == (NOW + DAY, "answered", 17 * MINUTE)
+    lateness = "nerve_schedule_run_lateness_seconds"
+    assert figures.registry.get_sample_value(f"{lateness}_count") == 4
+    assert figures.registry.get_sample_value(f"{lateness}_sum") == 19 * MINUTE
+    assert figures.registry.get_sample_value("nerve_schedule_runs_total", {"outcome": "missed"}) == 290
+
+    # Stopped past the grace: the daily slots are recorded missed, none runs.
+    runs.started.clear()
+    clock.now = NOW + 4 * DAY + 2 * HOUR
+    await tick(runner_for(store, runs, clock))
+    assert [sid for sid, _, _ in runs.started] == [every_five.id]
+    recent = await store.runs_of(daily.id, 3)
+    assert [(r.slot, r.status) for r in recent] == [
+        (NOW + 4 * DAY, "missed"),
+        (NOW + 3 * DAY, "missed"),
+        (NOW + 2 * DAY, "missed"),
+    ]
+    # And looking again at the same moment changes nothing.
+    runs.started.clear()
+    await tick(runner_for(store, runs, clock))
+    assert runs.started == []
+
+
+async def test_a_paused_schedule_skips_the_slots_of_its_pause_and_runs_again_once_resumed(
+    store: ConversationStore,
+) -> None:
+    daily = a_schedule("FREQ=DAILY", NOW)
+    await store.add_schedule(daily)
+    clock, runs = Clock(NOW + MINUTE), Runs()
+    await tick(runner_for(store, runs, clock))
+    await store.set_schedule_status(daily.id, "paused", by="terminal:alice:alice", at=NOW + HOUR)
+    clock.now = NOW + DAY + MINUTE
+    await tick(runner_for(store, runs, clock))
+    await store.set_schedule_status(daily.id, "active", by="terminal:alice:alice", at=NOW + DAY + 5 * MINUTE)
+    clock.now = NOW + DAY + 10 * MINUTE  # within the grace of the paused-over slot: still not run
+    await tick(runner_for(store, runs, clock))
+    clock.now = NOW + 2 * DAY
+    await tick(runner_for(store, runs, clock))
+    assert [slot for _, slot, _ in runs.started] == [NOW, NOW + 2 * DAY]
+    assert [r.status for r in await store.runs_of(daily.id)] == ["answered", "answered"]  # none missed
+
+
+async def test_two_runners_on_two_connections_run_each_slot_once(store_backend: Backend) -> None:
+    async with await store_backend.open() as first, await store_backend.open() as second:
+        schedules = [a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW + i * 7) for i in range(4)]
+        for schedule in schedules:
+            await first.add_schedule(schedule)
+        clock, runs = Clock(NOW), Runs()
+        runners = [runner_for(first, runs, clock), runner_for(second, runs, clock)]
+        while clock.now <= NOW + 2 * HOUR:
+            await asyncio.gather(*(r.tick() for r in runners))
+            await asyncio.gather(*(r.wait_for_runs() for r in runners))
+            clock.now += 150.0
+        counted = Counter((sid, slot) for sid, slot, _ in runs.started)
+        expected = {
+            (s.id, slot)
+            for s in schedules
+            for slot in timing.slots_between(s.first_at, s.rule, "UTC", 0, NOW + 2 * HOUR)
+        }
+        assert set(counted) == expected and set(counted.values()) == {1}
+        assert len(expected) == 4 * 24 + 1
+
+
+async def test_a_schedule_cancelled_during_its_run_gets_no_later_runs(store: ConversationStore) -> None:
+    every_five = a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW)
+    await store.add_schedule(every_five)
+    clock, runs = Clock(NOW), Runs()
+    runs.hold = asyncio.Event()
+    runner = runner_for(store, runs, clock)
+    await runner.tick()
+    await runs.running.wait()
+    assert await store.set_schedule_status(every_five.id, "cancelled", by="terminal:alice:alice", at=NOW + 1)
+    runs.hold.set()  # the run in flight finishes
+    await runner.wait_for_runs()
+    for minutes in (5, 10, 60):
+        clock.now = NOW + minutes * MINUTE
+        await tick(runner)
+    assert [slot for _, slot, _ in runs.started] == [NOW]
+    assert [(r.slot, r.status) for r in await store.runs_of(every_five.id)] == [(NOW, "answered")]
+    # A claim for a later slot is refused by the store itself, whoever asks.
+    assert not await store.claim_slot(every_five.id, NOW + 5 * MINUTE, at=NOW + 5 * MINUTE, late_by=0)
+
+
+async def test_a_run_its_process_left_running_is_recorded_failed_and_never_run_again(
+    store: ConversationStore,
+) -> None:
+    daily = a_schedule("FREQ=DAILY", NOW)
+    await store.add_schedule(daily)
+    # A process claimed the slot and stopped before finishing it (its run lock went with it).
+    assert await store.claim_slot(daily.id, NOW, at=NOW + 1, late_by=1.0)
+    clock, runs = Clock(NOW + 5 * MINUTE), Runs()
+    runner = runner_for(store, runs, clock)
+
+    settled = await runner.settle_abandoned()
+    await tick(runner)
+
+    assert [(r.schedule_id, r.slot) for r in settled] == [(daily.id, NOW)]
+    run = (await store.runs_of(daily.id))[0]
+    assert (run.status, run.note) == ("failed", STOPPED)
+    assert runs.started == []  # not run again, though within the grace
+    assert (await store.schedule(daily.id)).last_outcome == "failed"  # type: ignore[union-attr]
+
+
+async def test_a_run_of_a_live_process_is_left_to_it(store_backend: Backend) -> None:
+    async with await store_backend.open() as first, await store_backend.open() as second:
+        daily = a_schedule("FREQ=DAILY", NOW)
+        await first.add_schedule(daily)
+        clock, runs = Clock(NOW), Runs()
+        runs.hold = asyncio.Event()
+        live = runner_for(first, runs, clock)
+        await live.tick()
+        await runs.running.wait()
+
+        clock.now = NOW + MINUTE
+        settling = asyncio.create_task(runner_for(second, Runs(), clock).settle_abandoned())
+        await asyncio.sleep(0.3)  # it waits for the live run's lock, whatever its pace
+        assert not settling.done()
+        runs.hold.set()
+        assert await settling == []
+        await live.wait_for_runs()
+        assert [(r.status, r.note) for r in await first.runs_of(daily.id)] == [("answered", None)]
+
+
+async def test_stopping_the_runner_mid_run_records_the_run_as_stopped(store: ConversationStore) -> None:
+    daily = a_schedule("FREQ=DAILY", NOW)
+    await store.add_schedule(daily)
+    clock, runs = Clock(NOW), Runs()
+    runs.hold = asyncio.Event()
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        await asyncio.Event().wait()  # only `wake` or a cancel ends it
+
+    runner = runner_for(store, runs, clock, sleep=sleep)
+    forever = asyncio.create_task(runner.run_forever())
+    await runs.running.wait()
+    forever.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await forever
+    assert [(r.status, r.note) for r in await store.runs_of(daily.id)] == [("failed", STOPPED)]
+    assert sleeps == [15.0]
+
+
+async def test_a_new_schedule_wakes_the_runner_before_its_cadence(store: ConversationStore) -> None:
+    clock, runs = Clock(NOW), Runs()
+    looked = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        await asyncio.Event().wait()
+
+    async def on_tick(found: object) -> None:
+        looked.set()
+
+    runner = runner_for(store, runs, clock, sleep=sleep)
+    forever = asyncio.create_task(runner.run_forever(on_tick))
+    await looked.wait()
+    looked.clear()
+    soon = a_schedule("", NOW)
+    await store.add_schedule(soon)
+    runner.wake.set()
+    await runs.running.wait()
+    assert [sid for sid, _, _ in runs.started] == [soon.id]
+    forever.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await forever
+
+
+async def test_three_processes_running_the_same_schedules_run_each_slot_once(
+    store: ConversationStore, store_backend: Backend
+) -> None:
+    """Three runner processes on one database look at the same fake moments (each at its own
+    pace): every slot of a few schedules is run by exactly one of them."""
+    schedules = [a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW + i * 11) for i in range(3)]
+    schedules.append(a_schedule("FREQ=HOURLY", NOW))
+    for schedule in schedules:
+        await store.add_schedule(schedule)
+    last = NOW + 3 * HOUR
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(REPO / "tests" / "schedule_runner_proc.py"),
+            store_backend.location,
+            str(NOW),
+            str(last),
+            "100",
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
+    ran: list[tuple[str, float]] = []
+    try:
+        for process in processes:
+            assert process.stdout is not None
+            assert await process.stdout.readline() == b"ready\n"
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write(b"go\n")
+            await process.stdin.drain()
+        for process in processes:
+            out, _ = await process.communicate()
+            assert process.returncode == 0
+            ran += [(sid, float(slot)) for sid, slot in json.loads(out)]
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    until = NOW + 108 * 100.0  # the last look
+    expected = {
+        (s.id, slot) for s in schedules for slot in timing.slots_between(s.first_at, s.rule, "UTC", 0, until)
+    }
+    assert len(ran) == len(expected) and set(ran) == expected
+    statuses = await store_backend.rows("SELECT status FROM schedule_runs")
+    assert len(statuses) == len(expected) and {row[0] for row in statuses} == {"answered"}
+
+
+async def test_a_burst_of_due_slots_runs_a_few_at_a_time_and_the_rest_at_the_next_looks(
+    store: ConversationStore,
+) -> None:
+    schedules = [a_schedule("FREQ=DAILY", NOW) for _ in range(5)]
+    for schedule in schedules:
+        await store.add_schedule(schedule)
+    clock, runs = Clock(NOW), Runs()
+    runs.hold = asyncio.Event()
+    runner = runner_for(store, runs, clock, max_running=2)
+    found = await runner.tick()
+    assert len(found.started) == 2 and runner.running == 2
+    clock.now += 15.0
+    assert (await runner.tick()).started == []  # both still under way: nothing more starts
+    runs.hold.set()
+    await runner.wait_for_runs()
+    for _ in range(2):
+        clock.now += 15.0
+        await tick(runner)
+    assert sorted(sid for sid, _, _ in runs.started) == sorted(s.id for s in schedules)
+    assert sorted(late for _, _, late in runs.started) == [0.0, 0.0, 30.0, 30.0, 45.0]
