@@ -89,6 +89,7 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         turn_deadline=settings.nerve_turn_deadline,
         platforms=settings.platforms,
         memory_share=settings.nerve_memory_share,
+        schedules_per_person=settings.nerve_schedules_per_person,
     )
 
 
@@ -214,6 +215,7 @@ async def open_runtime(
             approvals=store,
             inputs=store,
             memories=store,
+            schedules=store,
             connections=Connections(sign_ins, host, settings.platforms) if sign_ins is not None else None,
         )
         yield Runtime(

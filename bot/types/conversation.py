@@ -43,6 +43,9 @@ class Incoming:
     # Received before a restart and answered only now: it waits for a turn slot however long the
     # queue is, never told "busy" (its person already waited through the restart).
     replayed: bool = False
+    # The writer's time zone as their platform reports it (an IANA name, e.g. Slack's `users.info`
+    # `tz`), for a front end that knows it; a zone the person set wins (`Agent.time_zone_of`).
+    time_zone: str | None = None
 
     def where(self) -> Place:
         """The place the policy sees: the adapter's, or the key's channel with this user."""
