@@ -366,8 +366,8 @@ async def test_tools_for_a_place_lists_only_what_the_policy_offers_there(tmp_pat
     assert code == 0, err
     everywhere = {t["function"]["name"] for t in json.loads(out)}
 
-    # The "*" rule's allow list leaves out nerve's memory tools; slack:C123's rule only denies.
-    memory = ["remember", "recall", "forget"]
+    # The "*" rule's allow list leaves out nerve's own tools; slack:C123's rule only denies.
+    memory = [*BUILT_IN_TOOLS]
     assert offered == {
         "slack:C123": [*memory, "simulate_geolocation"],
         "slack:C123:user:U1": [*memory, "simulate_geolocation"],

@@ -28,9 +28,11 @@ from bot.policy.scopes import Place
 from bot.schedules import timing
 from bot.schedules.zones import local_time_zone
 from bot.store.base import ConversationStore
+from bot.store.sqlite import SQLiteStore
 from bot.types import Approve, ConversationKey, Deny, Incoming, Schedule
 from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
+from tests.test_cli import nerve_env, run_nerve
 
 pytestmark = pytest.mark.both_stores
 
@@ -305,3 +307,15 @@ def test_a_server_named_schedules_is_refused_because_the_schedule_tools_use_the_
     path.write_text(json.dumps({"mcpServers": {"schedules": {"command": "npx", "args": ["cron-server"]}}}))
     with pytest.raises(ConfigError, match="server name 'schedules' is nerve's own"):
         load_mcp_config(path, {}, platforms=PLATFORMS)
+
+
+async def test_nerve_ask_yes_never_confirms_a_schedule(tmp_path: Path) -> None:
+    env = nerve_env(tmp_path, servers={})
+    code, out, err = await run_nerve("ask", "--yes", "remind me in 2 minutes to drink water", env=env)
+    assert "nerve: not scheduled: a schedule needs your own confirmation" in err, (code, out, err)
+    assert "I didn't schedule that" in out
+    store = await SQLiteStore.open(tmp_path / "nerve.db")
+    try:
+        assert await store.all_schedules(include_ended=True) == []
+    finally:
+        await store.close()

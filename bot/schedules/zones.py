@@ -1,7 +1,7 @@
 """Which time zone a person's schedules are read and shown in, when they never chose one.
 
 The order (`Agent.time_zone_of`): the zone the person set; the zone their platform reports for them
-(`Incoming.time_zone`, e.g. Slack's `users.info` `tz`, filled by a front end that knows it); on a
+(`Incoming.time_zone`, from the person's profile, filled by a front end that knows it); on a
 platform without channels (the terminal, run on the person's own machine) the machine's zone; UTC.
 """
 

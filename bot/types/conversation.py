@@ -43,8 +43,8 @@ class Incoming:
     # Received before a restart and answered only now: it waits for a turn slot however long the
     # queue is, never told "busy" (its person already waited through the restart).
     replayed: bool = False
-    # The writer's time zone as their platform reports it (an IANA name, e.g. Slack's `users.info`
-    # `tz`), for a front end that knows it; a zone the person set wins (`Agent.time_zone_of`).
+    # The writer's time zone as their platform reports it (an IANA name from their profile), for a
+    # front end that knows it; a zone the person set wins (`Agent.time_zone_of`).
     time_zone: str | None = None
 
     def where(self) -> Place:
