@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 
 from adapters.common import cards
+from adapters.discord.approvals import approval_message as discord_approval
+from adapters.discord.approvals import approval_view as discord_view
 from adapters.settings import PLATFORMS
+from adapters.slack.approval_view import approval_message as slack_approval
 from bot.agent import Agent, AgentConfig
 from bot.asks.parking import NOT_YOURS, NOT_YOURS_TO_SCHEDULE
 from bot.errors import ConfigError, ScheduleError
@@ -29,7 +32,7 @@ from bot.schedules import timing
 from bot.schedules.zones import local_time_zone
 from bot.store.base import ConversationStore
 from bot.store.sqlite import SQLiteStore
-from bot.types import Approve, ConversationKey, Deny, Incoming, Schedule
+from bot.types import ApprovalPrompt, Approve, ConversationKey, Deny, Incoming, Schedule
 from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.test_cli import nerve_env, run_nerve
@@ -125,6 +128,7 @@ async def test_a_schedule_waits_for_its_person_on_a_card_and_runs_as_confirmed(n
         assert "Time zone: Europe/Paris" in text
         question = cards.remember_question(call)
         assert question is not None and (question.yes, question.no) == ("Confirm", "Cancel")
+        shown_on_platforms(ask.approval)
         assert "The current time is 2026-12-07T09:00:00+01:00" in str(model.requests[0]["messages"][0])
         assert await store.schedules_of(owner(dm(ALICE), bot)) == [], "nothing is scheduled unconfirmed"
 
@@ -176,6 +180,21 @@ async def test_a_schedule_that_cannot_be_made_is_refused_to_the_model_without_as
     assert not answer.waiting and answer.text.startswith("Sorry.")
     assert said in refusal
     assert await store.schedules_of(owner(dm(ALICE), bot)) == []
+
+
+def shown_on_platforms(prompt: ApprovalPrompt) -> None:
+    """Slack's and Discord's cards read the core's summary, with Confirm / Cancel and no "always"."""
+    slack = slack_approval(prompt)
+    said = json.dumps(slack.blocks, ensure_ascii=False)
+    assert "⏰ *Schedule this?*" in said and "Tue 8 Dec 09:00 CET" in said and "Europe/Paris" in said
+    buttons = [e["text"]["text"] for b in slack.blocks or [] if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == ["Confirm", "Cancel"]
+    discord = discord_approval(prompt)
+    [embed] = discord.embeds
+    assert discord.content.startswith("⏰ **Schedule this?**")
+    assert embed.title == "Schedule this?" and "Prompt: post the AQI" in (embed.description or "")
+    labels = [item.item.label for item in discord_view(prompt).children]  # type: ignore[union-attr, attr-defined]
+    assert labels == ["Confirm", "Cancel"]
 
 
 def stored(incoming: Incoming, bot: Agent, schedule_id: str, prompt: str) -> Schedule:
