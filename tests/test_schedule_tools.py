@@ -338,3 +338,24 @@ async def test_nerve_ask_yes_never_confirms_a_schedule(tmp_path: Path) -> None:
         assert await store.all_schedules(include_ended=True) == []
     finally:
         await store.close()
+
+
+async def test_a_reminder_confirmed_after_its_time_is_kept_to_run_at_once_and_an_hour_late_is_refused(
+    no_servers, store
+):
+    clock = Clock(NOW)
+    bot = agent_of(OfflineModel(), no_servers, store, clock, approval_timeout=7200)
+    me = terminal("")
+
+    first = await bot.reply(terminal("remind me in 2 minutes to drink water"))
+    clock.now = NOW + 300  # confirmed three minutes after it was due
+    answered = await bot.answer(first.waiting[0].id, me.user_id, Approve())
+    kept = await bot.resume(answered.resume[0])
+    assert kept is not None and kept.text.startswith("Scheduled")
+
+    second = await bot.reply(terminal("remind me in 2 minutes to stretch"))
+    clock.now += 120 + 3601  # confirmed over an hour after it was due
+    answered = await bot.answer(second.waiting[0].id, me.user_id, Approve())
+    refused = await bot.resume(answered.resume[0])
+    assert refused is not None and "is in the past" in refused.text
+    assert [s.prompt for s in await store.schedules_of(owner(me, bot))] == ["Remind me to drink water"]
