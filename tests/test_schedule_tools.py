@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from adapters.common import cards
 from adapters.discord.approvals import approval_message as discord_approval
 from adapters.discord.approvals import approval_view as discord_view
 from adapters.settings import PLATFORMS
 from adapters.slack.approval_view import approval_message as slack_approval
+from adapters.terminal.approve import ask_each
 from bot.agent import Agent, AgentConfig
 from bot.asks.parking import NOT_YOURS, NOT_YOURS_TO_SCHEDULE
 from bot.errors import ConfigError, ScheduleError
@@ -359,3 +361,29 @@ async def test_a_reminder_confirmed_after_its_time_is_kept_to_run_at_once_and_an
     refused = await bot.resume(answered.resume[0])
     assert refused is not None and "is in the past" in refused.text
     assert [s.prompt for s in await store.schedules_of(owner(me, bot))] == ["Remind me to drink water"]
+
+
+async def test_the_terminal_asks_to_confirm_a_schedule_as_its_card_and_never_offers_always(
+    no_servers, store, monkeypatch
+):
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # the terminal's person lives where its machine does
+    bot = agent_of(OfflineModel(), no_servers, store, Clock(NOW))
+    parked = await bot.reply(terminal("remind me in 2 minutes to drink water"))
+    prompt = parked.waiting[0].approval
+    assert prompt is not None
+    asked: list[str] = []
+    answers = iter(["a", "y"])  # "always" is no answer to a schedule: asked again
+
+    async def read(question: str) -> str | None:
+        asked.append(question)
+        return next(answers)
+
+    console = Console(record=True, width=120)
+    await ask_each(bot, prompt, "me", read, console)
+    shown = console.export_text()
+    assert "⏰ Schedule this?" in shown and "Prompt: Remind me to drink water" in shown
+    assert "Runs once: Mon 7 Dec 17:02 JST" in shown and "Time zone: Asia/Tokyo" in shown
+    assert "Answer y (confirm it) or n (do not)." in shown
+    assert asked == ["Confirm it? [y]es / [n]o "] * 2
+    final = await bot.resume(prompt.request_id)
+    assert final is not None and final.text.startswith("Scheduled")

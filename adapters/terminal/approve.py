@@ -22,6 +22,7 @@ QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
 REMEMBER = "Remember it? [y]es / [n]o "
 CONFIRM = "Confirm it? [y]es / [n]o "
 HOW_TO_REMEMBER = "Answer y (remember it) or n (do not)."
+HOW_TO_CONFIRM = "Answer y (confirm it) or n (do not)."
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
 # (approve, remember) for each answer a person may type.
 ANSWERS = (
@@ -101,18 +102,17 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
 
 
 async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[bool, bool] | None:
-    # A memory is asked about each time: "always" is no answer to it.
-    memory = cards.remember_question(call) is not None
-    question = (
-        (REMEMBER if call.server == cards.MEMORY_SERVER else CONFIRM)
-        if memory
-        else QUESTION.format(call=call_preview(call))
-    )
+    # A memory or a schedule is asked about each time: "always" is no answer to it.
+    asked_each_time = cards.remember_question(call) is not None
+    question, how = QUESTION.format(call=call_preview(call)), HOW_TO_ANSWER
+    if asked_each_time:
+        memory = call.server == cards.MEMORY_SERVER
+        question, how = (REMEMBER, HOW_TO_REMEMBER) if memory else (CONFIRM, HOW_TO_CONFIRM)
     while (answer := await ask(question)) is not None:
         choice = ANSWERS.get(answer.strip().lower())
-        if choice is not None and not (memory and choice[1]):
+        if choice is not None and not (asked_each_time and choice[1]):
             return choice
-        console.print(HOW_TO_REMEMBER if memory else HOW_TO_ANSWER, markup=False)
+        console.print(how, markup=False)
     return None
 
 
