@@ -148,8 +148,11 @@ class ScheduleTools:
         zone_of: ZoneOf,
         clock: Clock,
         per_person: int = DEFAULT_PER_PERSON,
+        on_added: Callable[[Schedule], None] | None = None,
     ) -> None:
         self.ledger = ledger
+        # Told of each schedule made (a runner woken, so a slot minutes away is not run late).
+        self._on_added = on_added
         self._platforms = platforms
         self._zone_of = zone_of
         self._clock = clock
@@ -266,6 +269,8 @@ class ScheduleTools:
             created_at=now,
         )
         await self.ledger.add_schedule(schedule)
+        if self._on_added is not None:
+            self._on_added(schedule)
         logger.info("schedule %s made (%s)", schedule.id, "repeating" if plan.rule else "once")
         made = described(schedule, now, plan.person_zone) | {"scheduled": True}
         return ToolResult(content=json.dumps(made, ensure_ascii=False), structured=made)
