@@ -20,9 +20,18 @@ from bot.asks.connections import Connections as Connections
 from bot.asks.connections import ConnectStart
 from bot.asks.inputs import Clock, InputDesk
 from bot.asks.parking import Parking
-from bot.errors import AskError, AskExpired, AskGone, LLMError, PromptError, SignInFailed, TurnOverdue
+from bot.errors import (
+    AskError,
+    AskExpired,
+    AskGone,
+    LLMError,
+    PromptError,
+    ScheduleError,
+    SignInFailed,
+    TurnOverdue,
+)
 from bot.memory.scope import is_private, turn_scope
-from bot.memory.tools import MemoryTools, may_forget
+from bot.memory.tools import MEMORY_SERVER, MemoryTools, may_forget
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
@@ -31,6 +40,9 @@ from bot.schedules.runner import CADENCE, DEFAULT_GRACE, Start
 from bot.schedules.runner import RunOutcome as RunOutcome
 from bot.schedules.runner import ScheduleRunner as ScheduleRunner
 from bot.schedules.runner import Tick as Tick
+from bot.schedules.timing import zone
+from bot.schedules.tools import SCHEDULES_SERVER, ScheduleTools
+from bot.schedules.zones import UTC_NAME, checked, local_time_zone
 from bot.seams import LLM, PromptHost, ServerStates, Store, ToolHost, TurnLock
 from bot.seams import Inbox as Inbox
 from bot.seams import PostRecords as PostRecords
@@ -41,6 +53,7 @@ from bot.store.locks import KeyedLocks as KeyedLocks
 from bot.store.memories import MemoryLedger
 from bot.store.person_data import Forgotten as Forgotten
 from bot.store.person_data import PersonLedger
+from bot.store.person_settings import PersonSettingsLedger
 from bot.store.schedules import ScheduleLedger
 from bot.text.scrubbing import question_too_long, scrub
 from bot.turn.calls import RoundRunner, Sleep, TurnState
@@ -144,6 +157,7 @@ class Agent:
         memories: MemoryLedger | None = None,
         people: PersonLedger | None = None,
         schedules: ScheduleLedger | None = None,
+        person_settings: PersonSettingsLedger | None = None,
     ) -> None:
         self.inbox = inbox
         # People's schedules (their prompts run later); the store's own ledger by default.
@@ -178,12 +192,39 @@ class Agent:
             if memories is not None
             else None
         )
+        # A person's own settings (their time zone); the store's own ledger by default.
+        self._settings = (
+            person_settings
+            if person_settings is not None
+            else store
+            if isinstance(store, PersonSettingsLedger)
+            else None
+        )
+        # The built-in schedule tools: only where a person can be asked, since nothing is scheduled
+        # without its person's confirmation.
+        self.schedule_tools = (
+            ScheduleTools(
+                schedules,
+                platforms=self._config.platforms,
+                zone_of=self._turn_zone,
+                clock=clock,
+                per_person=self._config.schedules_per_person,
+                on_added=lambda _schedule: self.wake_schedules(),
+            )
+            if schedules is not None and approvals is not None
+            else None
+        )
+        builtins: dict[str, ToolHost] = {}
+        if self.memory is not None:
+            builtins[MEMORY_SERVER] = self.memory
+        if self.schedule_tools is not None:
+            builtins[SCHEDULES_SERVER] = self.schedule_tools
         self._loop = TurnLoop(
             llm=llm,
             host=host,
             store=store,
             config=self._config,
-            runner=RoundRunner(host, sleep, builtins=self.memory),
+            runner=RoundRunner(host, sleep, builtins=builtins),
             screens=approvals,
             desk=self.inputs,
             memory=self.memory,
@@ -201,6 +242,31 @@ class Agent:
         self.resume = self._parking.resume
         # What the model is offered right now (in the place an incoming message was written, if given).
         self.tools = self._loop.tools
+
+    async def time_zone_of(self, person: Person, hint: str | None = None) -> str:
+        """The IANA zone `person`'s schedules are read and shown in: the one they set, else `hint` (the
+        zone their platform reports for them, when it is a real one), else the platform's default
+        (the machine's own on a platform without channels, the terminal), else UTC."""
+        if self._settings is not None and (chosen := checked(await self._settings.time_zone(person.id))):
+            return chosen
+        if found := checked(hint):
+            return found
+        platform = self._config.platforms.get(person.platform)
+        return local_time_zone() if platform is not None and not platform.channels else UTC_NAME
+
+    async def set_time_zone(self, person: Person, name: str | None) -> str:
+        """Set `person`'s zone (None or "": back to the default); the zone now in effect.
+        `ScheduleError` (its message says what to write) when `name` is no IANA zone."""
+        if self._settings is None:
+            raise ScheduleError("time zones cannot be set here: there is no store", field="timezone")
+        chosen = name.strip() if name and name.strip() else None
+        if chosen is not None:
+            zone(chosen)
+        await self._settings.set_time_zone(person.id, chosen)
+        return await self.time_zone_of(person)
+
+    async def _turn_zone(self, incoming: Incoming) -> str:
+        return await self.time_zone_of(self.person(incoming.key, incoming.user_id), incoming.time_zone)
 
     async def memories(self, incoming: Incoming) -> list[Memory]:
         """What a person may see and manage where `incoming` was written: all their own memories

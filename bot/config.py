@@ -94,6 +94,8 @@ class Settings(BaseSettings):
     nerve_memory_share: float = Field(default=0.1, ge=0, le=0.5)
     # Memories stay until forgotten; with this on, they follow NERVE_RETENTION_DAYS like conversations.
     nerve_memory_retention: bool = False
+    # Schedules one person may have in effect (active or paused) at once; a new one beyond is refused.
+    nerve_schedules_per_person: int = Field(default=20, ge=1)
     # Seconds a platform's front end lets running turns finish after SIGTERM; turns still
     # running then are cut off and answered at the next start.
     nerve_shutdown_grace: float = Field(default=20.0, ge=0)

@@ -89,6 +89,7 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         turn_deadline=settings.nerve_turn_deadline,
         platforms=settings.platforms,
         memory_share=settings.nerve_memory_share,
+        schedules_per_person=settings.nerve_schedules_per_person,
     )
 
 

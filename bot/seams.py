@@ -12,8 +12,10 @@ from bot.types import (
     ChatMessage,
     Completion,
     ConversationKey,
+    Incoming,
     Progress,
     PromptSpec,
+    Proposal,
     ToolResult,
     ToolSpec,
 )
@@ -44,6 +46,25 @@ class ToolHost(Protocol):
 
     def starting(self) -> list[str]:
         """Servers still starting: their tools are not offered yet, and an answer should say so."""
+
+
+@runtime_checkable
+class ConfirmedTools(Protocol):
+    """An in-process tool host some of whose calls act only on their person's own word (a schedule):
+    such a call is checked first, then always held for its requester, whatever else is allowed."""
+
+    def confirmed(self, spec: ToolSpec) -> bool:
+        """Whether calls of this tool always wait for their requester's confirmation."""
+
+    async def proposal(self, arguments: dict[str, Any], incoming: Incoming) -> Proposal | ToolResult:
+        """What the person is asked to confirm, or the refusal the model reads at once."""
+
+
+@runtime_checkable
+class PromptNote(Protocol):
+    """An in-process tool host with a line for the system prompt of each turn (the time now)."""
+
+    async def prompt_note(self, incoming: Incoming) -> str: ...
 
 
 @runtime_checkable

@@ -40,6 +40,10 @@ def warm(server: dict[str, Any]) -> dict[str, Any]:
     return {**server, "cwd": str(ROOT)}
 
 
+# nerve's own tools, offered before any server's.
+BUILT_IN_TOOLS = ("remember", "recall", "forget", "schedule", "list_schedules", "cancel_schedule")
+
+
 def nerve_env(tmp_path: Path, *, servers: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
     """The environment of a `nerve` process on its own database; the shipped servers (started warm)
     unless `servers` names the only ones the test needs (`{}` when it uses no tool): every command
@@ -84,9 +88,9 @@ async def test_tools_json_lists_both_seed_tools_in_openai_form(tmp_path):
     code, out, err = await run_nerve("tools", "--json", env=nerve_env(tmp_path))
     assert code == 0, err
     tools = json.loads(out)
-    # nerve's own memory tools first, then the servers'.
-    assert [t["function"]["name"] for t in tools][:3] == ["remember", "recall", "forget"]
-    assert {t["function"]["name"] for t in tools[3:]} == {"get_environment_status", "simulate_geolocation"}
+    # nerve's own memory and schedule tools first, then the servers'.
+    assert [t["function"]["name"] for t in tools][:6] == [*BUILT_IN_TOOLS]
+    assert {t["function"]["name"] for t in tools[6:]} == {"get_environment_status", "simulate_geolocation"}
     for tool in tools:
         assert set(tool) == {"type", "function"} and tool["type"] == "function"
         assert set(tool["function"]) == {"name", "description", "parameters"}
@@ -362,8 +366,8 @@ async def test_tools_for_a_place_lists_only_what_the_policy_offers_there(tmp_pat
     assert code == 0, err
     everywhere = {t["function"]["name"] for t in json.loads(out)}
 
-    # The "*" rule's allow list leaves out nerve's memory tools; slack:C123's rule only denies.
-    memory = ["remember", "recall", "forget"]
+    # The "*" rule's allow list leaves out nerve's own tools; slack:C123's rule only denies.
+    memory = [*BUILT_IN_TOOLS]
     assert offered == {
         "slack:C123": [*memory, "simulate_geolocation"],
         "slack:C123:user:U1": [*memory, "simulate_geolocation"],

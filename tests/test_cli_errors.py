@@ -41,8 +41,15 @@ async def test_tools_with_no_server_available_exits_1(tmp_path: Path) -> None:
     assert "gone is not available" in out
 
     code, out, err = await run_nerve("tools", "--json", env=env)
-    # Only nerve's own memory tools, which no server provides.
-    assert code == 1 and [t["function"]["name"] for t in json.loads(out)] == ["remember", "recall", "forget"]
+    # Only nerve's own memory and schedule tools, which no server provides.
+    assert code == 1 and [t["function"]["name"] for t in json.loads(out)] == [
+        "remember",
+        "recall",
+        "forget",
+        "schedule",
+        "list_schedules",
+        "cancel_schedule",
+    ]
 
 
 async def test_tools_with_no_server_configured_is_not_a_failure(tmp_path: Path) -> None:

@@ -112,24 +112,37 @@ def since(stamp: float) -> str:
     return "since " + time.strftime("%Y-%m-%d", time.gmtime(stamp))
 
 
-# --- a memory to keep ------------------------------------------------------------------------------
+# --- a memory to keep, a schedule to confirm ----------------------------------------------------
 
-# The built-in memory tools' server name (the core's `bot.memory.tools`, which front ends do not import).
+# The built-in tools' server names (the core's `bot.memory.tools` and `bot.schedules.tools`, which
+# front ends do not import).
 MEMORY_SERVER = "memory"
+SCHEDULES_SERVER = "schedules"
+# The calls only the person who asked decides, never `nerve ask --yes`: what is remembered about
+# them, and what runs later as them.
+REQUESTERS_OWN = frozenset({MEMORY_SERVER, SCHEDULES_SERVER})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RememberQuestion:
-    """An approval of the built-in `remember`, asked as the question it is: keep this, or not."""
+    """A built-in call asked as the question it is: keep this memory, or run this schedule, or not."""
 
     headline: str
     text: str
     yes: str = "Remember"
     no: str = "Don't remember"
+    icon: str = "🧠"
 
 
 def remember_question(call: PendingCall) -> RememberQuestion | None:
-    """The question a memory write is asked as; None for any other call (the generic wording)."""
+    """The question a memory write or a schedule is asked as; None for any other call (the generic
+    wording). The core writes a schedule's card (`PendingCall.summary`): its prompt, where it runs,
+    its next run times and the time zone they are in."""
+    if call.summary is not None:
+        summary = call.summary
+        return RememberQuestion(
+            headline=summary.headline, text=summary.text, yes=summary.yes, no=summary.no, icon=summary.icon
+        )
     if call.server != MEMORY_SERVER or call.tool != "remember":
         return None
     for_place = call.arguments.get("about") == "here"
@@ -138,7 +151,21 @@ def remember_question(call: PendingCall) -> RememberQuestion | None:
 
 
 def remember_questions(calls: list[PendingCall] | tuple[PendingCall, ...]) -> list[RememberQuestion] | None:
-    """Every call's question when every call is a memory write (the card is then all questions)."""
+    """Every call's question when every call is asked as one (the card is then all questions)."""
     asked = [remember_question(call) for call in calls]
     found = [question for question in asked if question is not None]
     return found if found and len(found) == len(asked) else None
+
+
+def requesters_own(call: PendingCall) -> bool:
+    """Whether only the person who asked decides this call (never an approve-all switch)."""
+    return call.server in REQUESTERS_OWN
+
+
+def questions_headline(questions: list[RememberQuestion]) -> tuple[str, str]:
+    """The icon and words heading a card that is all questions."""
+    icons = {question.icon for question in questions}
+    icon = icons.pop() if len(icons) == 1 else "❓"
+    if len(questions) == 1:
+        return icon, questions[0].headline
+    return icon, "Remember these?" if icon == "🧠" else "Confirm these?"

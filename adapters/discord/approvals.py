@@ -79,7 +79,8 @@ def headline(prompt: ApprovalPrompt) -> str:
     tools = ", ".join(dict.fromkeys(f"`{c.tool}`" for c in prompt.calls))
     questions = cards.remember_questions(prompt.calls)
     if prompt.open and questions is not None:
-        return f"🧠 **{questions[0].headline if len(questions) == 1 else 'Remember these?'}**"
+        icon, asked = cards.questions_headline(questions)
+        return f"{icon} **{asked}**"
     if prompt.open:
         return f"⏸️ **Waiting for approval** to run {tools}."
     if all(c.status == "expired" for c in prompt.calls):

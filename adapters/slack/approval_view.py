@@ -76,7 +76,7 @@ def _button(
 def _call_text(index: int, call: PendingCall, total: int) -> str:
     number = "" if total == 1 else f"{index + 1}. "
     if (question := cards.remember_question(call)) is not None:
-        return f"🧠 *{number}{escape(question.headline)}*\n{quoted(question.text)}"
+        return f"{question.icon} *{number}{escape(question.headline)}*\n{quoted(question.text)}"
     head = f"*{number}`{escape_capped(call.tool, 150)}`* on `{escape_capped(call.server, 150)}`"
     shown = escape(call.arguments_json())
     if len(shown) <= ARGUMENTS_INLINE:
@@ -95,8 +95,9 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
     # Memories to keep are asked as the question they are, not as a tool call.
     questions = cards.remember_questions(calls)
     if questions is not None:
-        asked = questions[0].headline if len(questions) == 1 else "Remember these?"
-        headline = f"🧠 *{asked}*" if pending else "🧠 *Memory to keep* — decided"
+        icon, asked = cards.questions_headline(questions)
+        ended = "Memory to keep" if icon == "🧠" else asked
+        headline = f"{icon} *{escape(asked)}*" if pending else f"{icon} *{escape(ended)}* — decided"
     blocks: list[dict[str, Any]] = [section(headline.format(escape_capped(names, 500)))]
     if prompt.reason:
         blocks.append(section("*What the model said it is for:*\n" + quoted(prompt.reason)))

@@ -20,7 +20,9 @@ from bot.types import AgentReply, Answer, ApprovalPrompt, Approve, Deny, Pending
 
 QUESTION = "Run {call}? [y]es / [n]o / [a]lways here "
 REMEMBER = "Remember it? [y]es / [n]o "
+CONFIRM = "Confirm it? [y]es / [n]o "
 HOW_TO_REMEMBER = "Answer y (remember it) or n (do not)."
+HOW_TO_CONFIRM = "Answer y (confirm it) or n (do not)."
 HOW_TO_ANSWER = "Answer y (run it), n (do not run it) or a (run it, and always allow this tool here)."
 # (approve, remember) for each answer a person may type.
 ANSWERS = (
@@ -29,6 +31,11 @@ ANSWERS = (
     | dict.fromkeys(("a", "always"), (True, True))
 )
 PREVIEW_VALUE_CHARS = 40
+# What `--yes` does not decide, and what stderr says instead when nobody is there to ask.
+_NOT_BY_YES = {
+    cards.MEMORY_SERVER: "not remembered: a tool's text led to it; say it in your own words",
+    cards.SCHEDULES_SERVER: "not scheduled: a schedule needs your own confirmation; ask on a terminal",
+}
 
 if TYPE_CHECKING:  # the façade loads the MCP client: `nerve history` and the like need none
     from bot.agent import Agent
@@ -72,8 +79,8 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
             console.print("[yellow]This request has expired: the calls were not approved in time.[/yellow]")
             return
         question = cards.remember_question(call)
-        if question is not None:  # a memory to keep, asked as the question it is
-            console.print(f"🧠 [bold]{shown(question.headline)}[/bold]")
+        if question is not None:  # a memory to keep or a schedule to confirm, asked as what it is
+            console.print(f"{question.icon} [bold]{shown(question.headline)}[/bold]")
             console.print(printable(question.text), markup=False, highlight=False)
         else:
             # The call exactly as it will run: its server, its tool and every argument in full.
@@ -95,14 +102,17 @@ async def ask_each(agent: Agent, prompt: ApprovalPrompt, user: str, ask: ReadLin
 
 
 async def _answer(ask: ReadLine, call: PendingCall, console: Console) -> tuple[bool, bool] | None:
-    # A memory is asked about each time: "always" is no answer to it.
-    memory = cards.remember_question(call) is not None
-    question = REMEMBER if memory else QUESTION.format(call=call_preview(call))
+    # A memory or a schedule is asked about each time: "always" is no answer to it.
+    asked_each_time = cards.remember_question(call) is not None
+    question, how = QUESTION.format(call=call_preview(call)), HOW_TO_ANSWER
+    if asked_each_time:
+        memory = call.server == cards.MEMORY_SERVER
+        question, how = (REMEMBER, HOW_TO_REMEMBER) if memory else (CONFIRM, HOW_TO_CONFIRM)
     while (answer := await ask(question)) is not None:
         choice = ANSWERS.get(answer.strip().lower())
-        if choice is not None and not (memory and choice[1]):
+        if choice is not None and not (asked_each_time and choice[1]):
             return choice
-        console.print(HOW_TO_REMEMBER if memory else HOW_TO_ANSWER, markup=False)
+        console.print(how, markup=False)
     return None
 
 
@@ -140,19 +150,19 @@ async def settle_one_shot(
         prompt = reply.approval
         if prompt is not None:
             if approve_all:
-                # `--yes` approves tool calls, not what is remembered about the person: a memory
-                # write a tool's text led to is asked on a terminal, else denied below.
+                # `--yes` approves tool calls, not what is remembered about the person or runs later
+                # as them: a memory write a tool's text led to, or a schedule, is asked on a
+                # terminal, else denied below.
                 for call in prompt.calls:
-                    if call.status == "pending" and call.server != cards.MEMORY_SERVER:
+                    if call.status == "pending" and not cards.requesters_own(call):
                         await _decide(agent, prompt, user, Approve(call_id=call.call_id))
-                memory = tuple(c for c in prompt.calls if c.server == cards.MEMORY_SERVER)
-                if memory and ask is not None:
-                    await ask_each(agent, dataclasses.replace(prompt, calls=memory), user, ask, console)
-                elif memory:
+                own = tuple(c for c in prompt.calls if cards.requesters_own(c))
+                if own and ask is not None:
+                    await ask_each(agent, dataclasses.replace(prompt, calls=own), user, ask, console)
+                elif own:
                     await agent.deny_unasked(prompt.request_id)
-                    say(
-                        "nerve: not remembered: a tool's text led to it; say it in your own words", sys.stderr
-                    )
+                    for call in own:
+                        say(f"nerve: {_NOT_BY_YES.get(call.server, 'not run')}", sys.stderr)
             elif ask is not None:
                 await ask_each(agent, prompt, user, ask, console)
             else:  # nobody to ask: nerve denies, and says so, rather than deciding as the person

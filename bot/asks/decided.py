@@ -102,7 +102,7 @@ async def run_decided(
             else:
                 context = loop.call_contexts(parked.incoming, progress, deadline)(call, spec)
                 # Made again with the answers; what it asks after them is asked while it waits.
-                context = replace(context, park=False, resume=answered)
+                context = replace(context, park=False, resume=answered, approved=pending.status == "approved")
                 ran = await loop.runner.execute(
                     call, spec, pending.arguments, state, progress, specs, context
                 )

@@ -20,6 +20,7 @@ from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
 from bot.policy.approval import call_hash
 from bot.policy.scopes import place_id
+from bot.schedules.tools import SCHEDULES_SERVER
 from bot.seams import TurnLock
 from bot.store.approvals import ApprovalLedger, ParkedTurn
 from bot.store.sign_ins import SignInWait
@@ -47,6 +48,10 @@ from bot.types import (
 # What a click on an approval is told when it changes nothing (`Parking.decide`).
 NOT_YOURS = "Only the person who asked, or an admin, can decide on these calls."
 NOT_YOURS_TO_REMEMBER = "Only the person who asked decides what is remembered for them."
+NOT_YOURS_TO_SCHEDULE = "Only the person who asked confirms what is scheduled to run as them."
+# The built-ins whose calls only their requester decides, an admin neither: what is remembered
+# about a person, and what runs later as them; and what each refusal says.
+REQUESTERS_OWN = {MEMORY_SERVER: NOT_YOURS_TO_REMEMBER, SCHEDULES_SERVER: NOT_YOURS_TO_SCHEDULE}
 ALREADY_DECIDED = "This call was already decided{by}; nothing changed."
 EXPIRED = "This request has expired; nothing changed."
 GONE = "This approval request no longer exists."
@@ -91,6 +96,7 @@ class Parking:
                     tool=w.spec.original_name,
                     arguments=w.arguments,
                     call_hash=call_hash(w.spec.server, w.spec.original_name, w.arguments),
+                    summary=w.summary,
                 ),
                 w.spec.definition_hash,
             )
@@ -192,9 +198,10 @@ class Parking:
         if user_id != prompt.requester and user_id not in self.loop.config.admins:
             return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
         chosen = [c for c in prompt.calls if call_id is None or c.call_id == call_id]
-        # What is remembered for a person (or their place) is theirs to allow, an admin's neither.
-        if user_id != prompt.requester and any(c.server == MEMORY_SERVER for c in chosen):
-            return Decision(changed=False, prompt=prompt, note=NOT_YOURS_TO_REMEMBER)
+        # What is remembered for a person (or their place), or runs later as them, is theirs to allow.
+        owned = [REQUESTERS_OWN[c.server] for c in chosen if c.server in REQUESTERS_OWN]
+        if user_id != prompt.requester and owned:
+            return Decision(changed=False, prompt=prompt, note=owned[0])
         if status != "waiting":
             note = EXPIRED if any(c.status == "expired" for c in chosen) else ALREADY_DECIDED.format(by="")
             return Decision(changed=False, prompt=prompt, note=note)
@@ -219,6 +226,9 @@ class Parking:
             }
             for call in chosen:
                 current = now_defined.get((call.server, call.tool))
+                # A call asked as a question (a schedule to confirm) is asked every time.
+                if call.summary is not None:
+                    continue
                 if call.call_id in changed and current == call.definition_hash:
                     await self.approvals.remember(prompt.place, call.server, call.tool, current, user_id)
         refreshed = await self.approvals.prompt(request_id)
@@ -353,4 +363,7 @@ def _listed(names: Iterable[str]) -> str:
 
 
 def _waiting_for_approval(prompt: ApprovalPrompt) -> str:
+    if all(call.summary is not None for call in prompt.calls):
+        asked = _listed(call.summary.headline for call in prompt.calls if call.summary is not None)
+        return f"Waiting for you to confirm: {asked}"
     return f"Waiting for approval to run {_listed(call.tool for call in prompt.calls)}."

@@ -128,8 +128,12 @@ class ServerConfig(BaseModel):
 
 
 SERVER_KEYS = ("mcpServers", "servers")
-# The built-in tools' server name (`bot.memory.tools`): a policy may allow or deny it like any other.
-BUILT_IN = "memory"
+# The built-in tools' server names (`bot.memory.tools`, `bot.schedules.tools`), with what they are
+# and another name to suggest: a policy may allow or deny them like any other, a file may not take them.
+BUILT_IN = {
+    "memory": ("its built-in memory tools", "knowledge-graph"),
+    "schedules": ("its built-in schedule tools", "calendar"),
+}
 _WILDCARDS = frozenset("*?[")
 
 
@@ -182,7 +186,7 @@ class ServersFile(BaseModel):
                 for pattern in patterns:
                     server = pattern.partition("/")[0]
                     # A misspelt server in a deny list would quietly deny nothing.
-                    if not _WILDCARDS & set(server) and server not in entries and server != BUILT_IN:
+                    if not _WILDCARDS & set(server) and server not in entries and server not in BUILT_IN:
                         raise ValueError(
                             f"place '{name}' field '{key}': {pattern!r} names server '{server}', "
                             "which the file does not configure"
@@ -195,11 +199,12 @@ class ServersFile(BaseModel):
             raise ValueError("give either 'mcpServers' or 'servers', not both")
         if self.mcpServers is None and self.servers is None:
             raise ValueError("needs 'mcpServers' (Claude Desktop, Cursor) or 'servers' (VS Code)")
-        if BUILT_IN in self.entries:
-            raise ValueError(
-                f"server name '{BUILT_IN}' is nerve's own (its built-in memory tools); give this server"
-                " another name, such as 'knowledge-graph'"
-            )
+        for name, (what, instead) in BUILT_IN.items():
+            if name in self.entries:
+                raise ValueError(
+                    f"server name '{name}' is nerve's own ({what}); give this server"
+                    f" another name, such as '{instead}'"
+                )
         if unknown := [name for name in self.disabled if name not in self.entries]:
             names = ", ".join(f"'{name}'" for name in unknown)
             raise ValueError(f"'disabled' names {names}, which the file does not configure")

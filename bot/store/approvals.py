@@ -35,6 +35,7 @@ from bot.types import (
     ApprovalPrompt,
     AuditEntry,
     CallDecision,
+    CallSummary,
     ChatMessage,
     ConversationKey,
     Incoming,
@@ -90,7 +91,7 @@ class ApprovalLedger(ConversationLedger, SignInLedger):
             )
             await db.executemany(
                 "INSERT INTO pending_calls (request_id, call_id, position, server, tool, arguments,"
-                " call_hash, definition_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " call_hash, definition_hash, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         request_id,
@@ -101,6 +102,7 @@ class ApprovalLedger(ConversationLedger, SignInLedger):
                         to_json(call.arguments),
                         call.call_hash,
                         definition,
+                        to_json(call.summary.to_json()) if call.summary is not None else None,
                     )
                     for position, (call, definition) in enumerate(calls)
                 ],
@@ -346,11 +348,17 @@ async def _load_prompt(
         f" WHERE request_id = ? AND (? OR NOT {_WAITS_ELSEWHERE}) ORDER BY position",
         (request_id, questions),
     )
-    calls = tuple(from_row(PendingCall, (*c[:3], json.loads(c[3]), *c[4:])) for c in call_rows)
+    calls = tuple(
+        from_row(PendingCall, (*c[:3], json.loads(c[3]), *c[4:-1], _summary(c[-1]))) for c in call_rows
+    )
     reason = (message_from_json(json.loads(answer)).content or "").strip()
     questions_open = not questions and bool(await db.execute_fetchall(_QUESTIONS_OPEN, (request_id,)))
     shown = (requester, place, calls, reason, float(expires_at), message_ref, questions_open)
     return from_row(ApprovalPrompt, shown, request_id=request_id, key=key_from_row(key)), str(status)
+
+
+def _summary(stored: str | None) -> CallSummary | None:
+    return CallSummary.from_json(json.loads(stored)) if stored else None
 
 
 # A call `c` that waits for answers to its server's questions, or for a sign-in, not for approval.

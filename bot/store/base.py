@@ -13,6 +13,7 @@ from bot.store.feedback import FeedbackLedger
 from bot.store.inputs import InputLedger
 from bot.store.memories import MemoryLedger
 from bot.store.person_data import PersonLedger
+from bot.store.person_settings import PersonSettingsLedger
 from bot.store.posts import PostLedger
 from bot.store.schedules import ScheduleLedger
 
@@ -25,6 +26,7 @@ class ConversationStore(
     InputLedger,
     MemoryLedger,
     ScheduleLedger,
+    PersonSettingsLedger,
     PersonLedger,  # and the conversation listing it builds on
 ):
     # Turns of one conversation, one at a time across every process on this database.

@@ -69,6 +69,8 @@ class Forgotten:
     feedback: int = 0
     # Their schedules, deleted with every run of them: nothing more runs as them.
     schedules: int = 0
+    # Their own settings (a time zone they chose).
+    settings: int = 0
 
     def counts(self) -> dict[str, int]:
         return asdict(self)
@@ -157,6 +159,7 @@ class PersonLedger(ThreadLedger):
                     db, "DELETE FROM memories WHERE kind = 'person' AND subject = ?", (person.id,)
                 ),
                 schedules=await self._forget_schedules(db, person),
+                settings=await _count(db, "DELETE FROM person_settings WHERE person = ?", (person.id,)),
                 place_memories=await _count(
                     db,
                     "UPDATE memories SET written_by = ? WHERE written_by = ?",
@@ -387,6 +390,12 @@ _SECTIONS = (
         "SELECT r.schedule_id, r.slot, r.status, r.started_at, r.finished_at, r.late_by, r.note"
         " FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id WHERE s.owner = ?"
         " ORDER BY r.schedule_id, r.slot",
+        by_id=1,
+    ),
+    _Section(
+        "settings",
+        ("time_zone", "changed_at"),
+        "SELECT time_zone, changed_at FROM person_settings WHERE person = ?",
         by_id=1,
     ),
     _Section(

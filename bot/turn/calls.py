@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from bot.memory.tools import MEMORY_SERVER
 from bot.observe import metrics
 from bot.observe.tracing import tool_span
 from bot.seams import ToolHost
@@ -23,9 +22,11 @@ from bot.turn.guards import LoopGuard, parse_arguments
 from bot.types import (
     Attachment,
     CallContext,
+    CallSummary,
     ChatMessage,
     InputNeeded,
     Progress,
+    Proposal,
     Report,
     SignInNeeded,
     ToolCall,
@@ -75,10 +76,13 @@ class Waiting:
     questions: InputNeeded | None = None
     # For a sign-in: the person must sign in to the call's server, then the call is made.
     sign_in: SignInNeeded | None = None
+    # How its card reads, for a built-in call the core describes (a schedule to confirm).
+    summary: CallSummary | None = None
 
 
-# Sees a checked call before it runs; True holds it back for a person (approvals).
-Screen = Callable[[ToolCall, ToolSpec, dict[str, Any]], Awaitable[bool]]
+# Sees a checked call before it runs: True (or a built-in's `Proposal`) holds it back for a person
+# (approvals); a `ToolResult` refuses it unrun, as the tool would (a built-in's check of its arguments).
+Screen = Callable[[ToolCall, ToolSpec, dict[str, Any]], Awaitable[bool | Proposal | ToolResult]]
 # Whom a call runs for, so what its server asks or reports mid-call reaches them.
 Contexts = Callable[[ToolCall, ToolSpec], CallContext]
 
@@ -89,8 +93,9 @@ class RoundRunner:
 
     host: ToolHost
     sleep: Sleep = asyncio.sleep
-    # The built-in tools (`bot.memory.tools`), run in-process instead of by a server.
-    builtins: ToolHost | None = None
+    # The built-in tools by server name (`bot.memory.tools`, `bot.schedules.tools`), run in-process
+    # instead of by a server.
+    builtins: Mapping[str, ToolHost] = field(default_factory=dict)
 
     async def run(
         self,
@@ -109,7 +114,12 @@ class RoundRunner:
             if isinstance(checked, CallOutcome):
                 return checked
             spec, arguments = checked
-            if screen is not None and await screen(call, spec, arguments):
+            verdict = await screen(call, spec, arguments) if screen is not None else False
+            if isinstance(verdict, ToolResult):
+                return self.outcome(call, spec, arguments, verdict, state, specs)
+            if isinstance(verdict, Proposal):
+                return Waiting(call=call, spec=spec, arguments=verdict.arguments, summary=verdict.summary)
+            if verdict:
                 return Waiting(call=call, spec=spec, arguments=arguments)
             return await self.execute(call, spec, arguments, state, progress, specs, contexts(call, spec))
 
@@ -176,6 +186,19 @@ class RoundRunner:
         await progress(
             _call_event("tool_finished", call, spec, f"{call.name} {outcome}", ok=not result.is_error)
         )
+        return self.outcome(call, spec, arguments, result, state, specs)
+
+    def outcome(
+        self,
+        call: ToolCall,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        result: ToolResult,
+        state: TurnState,
+        specs: dict[str, ToolSpec],
+    ) -> CallOutcome:
+        """How the turn goes on after a call's result (S10): the model fixes its arguments, or does not
+        call a failed tool again in this turn."""
         if not result.is_error:
             return call_outcome(call, arguments, "ok", result=result, server=spec.server)
         # The model's mistakes (or a tool that changed): it is told how to call again.
@@ -197,7 +220,7 @@ class RoundRunner:
     ) -> ToolResult:
         """The call, bound to the spec it was checked against (`screened`), once more after a rate limit."""
         name = spec.name
-        host = self.builtins if self.builtins is not None and spec.server == MEMORY_SERVER else self.host
+        host = self.builtins.get(spec.server, self.host)
         result = await host.call_tool(name, arguments, context, screened=spec)
         if result.error_kind != "rate_limited":
             return result

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -22,7 +22,7 @@ from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.observe import metrics
 from bot.policy.approval import call_hash
 from bot.policy.scopes import Scopes, place_id
-from bot.seams import LLM, Store, ToolHost
+from bot.seams import LLM, ConfirmedTools, PromptNote, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
 from bot.turn.calls import (
@@ -51,7 +51,9 @@ from bot.types import (
     InputDraft,
     Platforms,
     Progress,
+    Proposal,
     ToolCall,
+    ToolResult,
     ToolSpec,
     TurnEvent,
     Usage,
@@ -100,6 +102,8 @@ class AgentConfig:
     platforms: Platforms = field(default_factory=Platforms)
     # The share of `context_tokens` the memories a turn may see take at most (`bot.memory.prompt`).
     memory_share: float = 0.1
+    # Schedules one person may have in effect at once (`bot.schedules.tools`).
+    schedules_per_person: int = 20
 
 
 class QuestionDesk(Protocol):
@@ -121,8 +125,17 @@ class TurnScreen:
     # The model's context holds tool results: text no person wrote, which may carry instructions.
     read_by_tools: bool = False
     audit: list[AuditEntry] = field(default_factory=list)
+    # The built-in tool hosts by server name: some hold their calls for their person's own word.
+    builtins: Mapping[str, ToolHost] = field(default_factory=dict)
 
-    async def __call__(self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]) -> bool:
+    async def __call__(
+        self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]
+    ) -> bool | Proposal | ToolResult:
+        # What acts as its person later (a schedule) waits for their word every time, once checked:
+        # a call that cannot be made is refused to the model without asking anyone.
+        host = self.builtins.get(spec.server)
+        if isinstance(host, ConfirmedTools) and host.confirmed(spec):
+            return await host.proposal(arguments, self.incoming)
         # What a tool's text may have led to (a memory planted, or one deleted) waits for its person's
         # OK, whatever else is allowed; a secret is refused outright when it runs, never shown on a card.
         led_by_tools = spec.server == MEMORY_SERVER and self.read_by_tools
@@ -189,21 +202,27 @@ class TurnLoop:
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
         tools = self.host.list_tools()
-        if self.memory is not None:
-            built_in = self.memory.list_tools()
+        built_in = [spec for host in self.runner.builtins.values() for spec in host.list_tools()]
+        if built_in:
             names = {spec.name for spec in built_in}
             tools = [*built_in, *(spec for spec in tools if spec.name not in names)]
         return tools if incoming is None else self.config.scopes.offered(incoming.where(), tools)
 
     async def system_prompt(self, incoming: Incoming) -> str:
         """The system prompt, with the memories this turn may see after it (the same every round)."""
+        prompt = self.config.system_prompt
+        # A built-in's line (the time now, for schedules), where the policy offers its tools.
+        for host in self.runner.builtins.values():
+            offered = self.config.scopes.offered(incoming.where(), host.list_tools())
+            if isinstance(host, PromptNote) and offered and (note := await host.prompt_note(incoming)):
+                prompt = f"{prompt}\n\n{note}"
         # Where the policy hides memory, none is sent either.
         if self.memory is None or not self.config.scopes.allows(incoming.where(), MEMORY_SERVER, "recall"):
-            return self.config.system_prompt
+            return prompt
         tokens = int(self.config.context_tokens * self.config.memory_share)
         scope = turn_scope(incoming, self.config.platforms)
         section = await memory_section(self.memory.ledger, scope, incoming.text, tokens)
-        return f"{self.config.system_prompt}\n\n{section}" if section else self.config.system_prompt
+        return f"{prompt}\n\n{section}" if section else prompt
 
     async def run(
         self,
@@ -243,7 +262,12 @@ class TurnLoop:
                 return await self.finish(incoming.key, answer.content or "", state, usage)
             nudge = []
             screen = (
-                TurnScreen(store=self.screens, incoming=incoming, read_by_tools=read_by_tools(history))
+                TurnScreen(
+                    store=self.screens,
+                    incoming=incoming,
+                    read_by_tools=read_by_tools(history),
+                    builtins=self.runner.builtins,
+                )
                 if self.screens
                 else None
             )

@@ -23,12 +23,14 @@ from bot.types.asks import Approve as Approve
 from bot.types.asks import Ask as Ask
 from bot.types.asks import AuditEntry as AuditEntry
 from bot.types.asks import CallDecision as CallDecision
+from bot.types.asks import CallSummary as CallSummary
 from bot.types.asks import Cancel as Cancel
 from bot.types.asks import Decision as Decision
 from bot.types.asks import Decline as Decline
 from bot.types.asks import Deny as Deny
 from bot.types.asks import LinkOpened as LinkOpened
 from bot.types.asks import PendingCall as PendingCall
+from bot.types.asks import Proposal as Proposal
 from bot.types.asks import RememberedApproval as RememberedApproval
 from bot.types.asks import SignedIn as SignedIn
 from bot.types.asks import SignInFinished as SignInFinished

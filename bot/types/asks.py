@@ -19,6 +19,43 @@ CallDecision = Literal["pending", "approved", "denied", "expired"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CallSummary:
+    """A built-in call asked as the question it is (a schedule to confirm): the core writes it once,
+    when the call is parked, so every front end and every process shows the same card."""
+
+    icon: str
+    headline: str
+    # Plain text, one fact a line (what, where, when); a front end escapes it.
+    text: str
+    yes: str = "Confirm"
+    no: str = "Cancel"
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "icon": self.icon,
+            "headline": self.headline,
+            "text": self.text,
+            "yes": self.yes,
+            "no": self.no,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> CallSummary | None:
+        if not isinstance(value, dict):
+            return None
+        return cls(**{k: str(value[k]) for k in ("icon", "headline", "text", "yes", "no") if k in value})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    """A built-in call to hold for its person's confirmation: the arguments it runs with if approved
+    (checked, and pinned as shown), and its card."""
+
+    arguments: dict[str, Any]
+    summary: CallSummary
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PendingCall:
     """One call waiting for a person, exactly as it will run if approved."""
 
@@ -32,6 +69,8 @@ class PendingCall:
     decided_by: str | None = None
     # The tool's definition when the call was shown: it runs only while the tool is still that.
     definition_hash: str = ""
+    # How its card reads, for a built-in call the core describes (None: the call and its arguments).
+    summary: CallSummary | None = None
 
     def arguments_json(self) -> str:
         return json.dumps(self.arguments, ensure_ascii=False, indent=2)

@@ -46,6 +46,9 @@ class Incoming:
     # The schedule whose due slot started this turn (its id), None for a message a person wrote: the
     # front end says under the answer that it was a scheduled run and how to stop it.
     scheduled: str | None = None
+    # The writer's time zone as their platform reports it (an IANA name from their profile), for a
+    # front end that knows it; a zone the person set wins (`Agent.time_zone_of`).
+    time_zone: str | None = None
 
     def where(self) -> Place:
         """The place the policy sees: the adapter's, or the key's channel with this user."""

@@ -119,3 +119,6 @@ class CallContext:
     resume: InputResume | None = None
     # The message the call's turn answers: where and by whom (the built-in memory tools' scope).
     incoming: Incoming | None = None
+    # The call runs because its person approved it as it was shown (a parked call, decided): a
+    # built-in that acts only on its person's word (a schedule) refuses a call made without it.
+    approved: bool = False

@@ -32,6 +32,7 @@ from bot.model.offline.question import (
     related,
 )
 from bot.model.offline.remembered import remembered_values
+from bot.model.offline.schedules import is_schedule_tool, schedule_turn
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.text.render import truncate
 from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
@@ -169,9 +170,12 @@ class OfflineModel:
     ) -> Completion:
         """Answer the latest real question: with tool calls, or from the results that followed it."""
         question, since = _latest_question(messages)
-        # The memory tools serve only "remember …", "forget …" and "what do you remember?".
-        others = [t for t in tools if not is_memory_tool(t)]
-        memory = memory_turn(question, since, tools)
+        # The memory tools serve only "remember …", "forget …" and "what do you remember?"; the
+        # schedule tools "remind me in …", "what's scheduled?" and "cancel reminder …".
+        others = [t for t in tools if not is_memory_tool(t) and not is_schedule_tool(t)]
+        memory = schedule_turn(question, messages, since, tools)
+        if memory is None:
+            memory = memory_turn(question, since, tools)
         if memory is not None:
             reply = memory if isinstance(memory, str) else [_as_candidate(t, args) for t, args in memory]
         elif any(m.role == "tool" for m in since):
