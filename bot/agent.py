@@ -210,6 +210,7 @@ class Agent:
                 clock=clock,
                 per_person=self._config.schedules_per_person,
                 on_added=lambda _schedule: self.wake_schedules(),
+                runs_on=self._config.schedules_run_on,
             )
             if schedules is not None and approvals is not None
             else None

@@ -68,6 +68,14 @@ class PromptNote(Protocol):
 
 
 @runtime_checkable
+class PlacedTools(Protocol):
+    """An in-process tool host offered only in some places: a schedule's tools where a front end
+    runs schedules, so nobody confirms a reminder that would never fire."""
+
+    def offered_in(self, incoming: Incoming) -> bool: ...
+
+
+@runtime_checkable
 class ServerStates(Protocol):
     """A host that can say which of its servers are connected (the real `MCPHost` is one)."""
 

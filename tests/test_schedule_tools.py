@@ -85,7 +85,13 @@ def agent_of(llm: Any, host: MCPHost, store: ConversationStore, clock: Clock, **
         memories=store,
         schedules=store,
         clock=clock,
-        config=AgentConfig(admins=frozenset({ADMIN}), platforms=PLATFORMS, **config),
+        config=AgentConfig(
+            admins=frozenset({ADMIN}),
+            platforms=PLATFORMS,
+            # Cards on every surface are checked here; where schedules run is checked on its own.
+            schedules_run_on=frozenset({"slack", "discord", "terminal"}),
+            **config,
+        ),
     )
 
 
@@ -387,3 +393,25 @@ async def test_the_terminal_asks_to_confirm_a_schedule_as_its_card_and_never_off
     assert asked == ["Confirm it? [y]es / [n]o "] * 2
     final = await bot.resume(prompt.request_id)
     assert final is not None and final.text.startswith("Scheduled")
+
+
+async def test_the_schedule_tools_are_offered_only_where_a_front_end_runs_schedules(no_servers, store):
+    """Slack and Discord do not run schedules yet: a reminder confirmed there would never fire, so
+    their turns are not offered the tools (nor told the time for them); the terminal's are."""
+    async with FakeLLMServer([reply("No."), reply("Yes.")]) as model:
+        bot = Agent(
+            llm=openai(model),
+            host=no_servers,
+            store=store,
+            inbox=store,
+            approvals=store,
+            memories=store,
+            schedules=store,
+            clock=Clock(NOW),
+            config=AgentConfig(platforms=PLATFORMS),
+        )
+        await bot.reply(dm(ALICE, "remind me in 20 minutes to stretch"))
+        await bot.reply(terminal("remind me in 20 minutes to stretch"))
+        on_slack, on_terminal = ({t["function"]["name"] for t in r.get("tools", [])} for r in model.requests)
+    assert "schedule" not in on_slack and "remember" in on_slack
+    assert {"schedule", "list_schedules", "cancel_schedule"} <= on_terminal

@@ -137,6 +137,11 @@ class Plan:
         return CallSummary(icon="⏰", headline="Schedule this?", text="\n".join(lines))
 
 
+# The platforms whose front ends run schedules (`nerve chat` for the terminal's); elsewhere the
+# tools are not offered.
+RUNS_ON = frozenset({"terminal"})
+
+
 class ScheduleTools:
     """The three tools over the schedule ledger, for whichever turn calls them."""
 
@@ -149,8 +154,10 @@ class ScheduleTools:
         clock: Clock,
         per_person: int = DEFAULT_PER_PERSON,
         on_added: Callable[[Schedule], None] | None = None,
+        runs_on: frozenset[str] = RUNS_ON,
     ) -> None:
         self.ledger = ledger
+        self._runs_on = runs_on
         # Told of each schedule made (a runner woken, so a slot minutes away is not run late).
         self._on_added = on_added
         self._platforms = platforms
@@ -160,6 +167,11 @@ class ScheduleTools:
 
     def list_tools(self) -> list[ToolSpec]:
         return list(SPECS)
+
+    def offered_in(self, incoming: Incoming) -> bool:
+        """Only where a front end runs schedules: a reminder confirmed where none runs would never
+        fire."""
+        return incoming.key.platform in self._runs_on
 
     def starting(self) -> list[str]:
         return []

@@ -22,7 +22,8 @@ from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.observe import metrics
 from bot.policy.approval import call_hash
 from bot.policy.scopes import Scopes, place_id
-from bot.seams import LLM, ConfirmedTools, PromptNote, Store, ToolHost
+from bot.schedules.tools import RUNS_ON
+from bot.seams import LLM, ConfirmedTools, PlacedTools, PromptNote, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
 from bot.turn.calls import (
@@ -104,6 +105,8 @@ class AgentConfig:
     memory_share: float = 0.1
     # Schedules one person may have in effect at once (`bot.schedules.tools`).
     schedules_per_person: int = 20
+    # Where the schedule tools are offered: the platforms whose front ends run schedules.
+    schedules_run_on: frozenset[str] = RUNS_ON
 
 
 class QuestionDesk(Protocol):
@@ -202,7 +205,12 @@ class TurnLoop:
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
         tools = self.host.list_tools()
-        built_in = [spec for host in self.runner.builtins.values() for spec in host.list_tools()]
+        built_in = [
+            spec
+            for host in self.runner.builtins.values()
+            if incoming is None or not isinstance(host, PlacedTools) or host.offered_in(incoming)
+            for spec in host.list_tools()
+        ]
         if built_in:
             names = {spec.name for spec in built_in}
             tools = [*built_in, *(spec for spec in tools if spec.name not in names)]
@@ -214,6 +222,8 @@ class TurnLoop:
         # A built-in's line (the time now, for schedules), where the policy offers its tools.
         for host in self.runner.builtins.values():
             offered = self.config.scopes.offered(incoming.where(), host.list_tools())
+            if isinstance(host, PlacedTools) and not host.offered_in(incoming):
+                continue
             if isinstance(host, PromptNote) and offered and (note := await host.prompt_note(incoming)):
                 prompt = f"{prompt}\n\n{note}"
         # Where the policy hides memory, none is sent either.
