@@ -281,8 +281,15 @@ async def test_the_offline_model_sets_lists_and_cancels_a_reminder(no_servers, s
 
     listed = await bot.reply(terminal("what's scheduled?"))
     assert f"{made.id}: Remind me to drink water" in listed.text
+    assert f"say “cancel reminder {made.id}”" in listed.text, "a real id, not a placeholder"
     also = await bot.reply(terminal("list my reminders"))
     assert made.id in also.text
+
+    # Its due run: "Remind me to …" is the reminder itself, not a request to schedule it again.
+    clock.now = NOW + 120
+    run = await bot.run_scheduled(made, made.first_at)
+    assert run.text == "⏰ Reminder: drink water." and not run.waiting
+    assert [s.id for s in await store.schedules_of(owner(me, bot))] == [made.id]
 
     cancelled = await bot.reply(terminal(f"cancel reminder {made.id}"))
     assert cancelled.text == f"Cancelled {made.id}."

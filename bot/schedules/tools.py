@@ -178,8 +178,11 @@ class ScheduleTools:
 
     async def prompt_note(self, incoming: Incoming) -> str:
         """The system prompt's line saying what time it is, and in which zone the person lives: a
-        model cannot turn "in 20 minutes" or "tomorrow at 9" into a date-time without them."""
-        return now_line(self._clock(), await self._zone_of(incoming))
+        model cannot turn "in 20 minutes" or "tomorrow at 9" into a date-time without them. A
+        scheduled run's turn also says what it is: its message reads like a request to schedule
+        ("Remind me to …"), and a model that took it for one would schedule it again."""
+        line = now_line(self._clock(), await self._zone_of(incoming))
+        return line if incoming.scheduled is None else f"{line}\n{scheduled_line(incoming.scheduled)}"
 
     def confirmed(self, spec: ToolSpec) -> bool:
         """Whether this tool's calls always wait for their requester's own confirmation."""
@@ -323,6 +326,17 @@ class ScheduleTools:
             incoming.key.workspace,
             incoming.key.channel,
         )
+
+
+# How a scheduled run's turn is told what it is (the offline model looks for it too).
+SCHEDULED_RUN = "This message is a scheduled run"
+
+
+def scheduled_line(schedule_id: str) -> str:
+    return (
+        f"{SCHEDULED_RUN} of schedule {schedule_id}, which its person set up earlier: do what it says"
+        " now (for a reminder, remind them of it); do not schedule it again."
+    )
 
 
 def now_line(now: float, person_zone: str) -> str:

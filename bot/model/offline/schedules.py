@@ -21,6 +21,9 @@ SERVER = "schedules"
 _TOOLS = ("schedule", "list_schedules", "cancel_schedule")
 # The system prompt's line saying what time it is (written by `bot.schedules.tools.now_line`).
 _NOW = re.compile(r"The current time is (?P<now>\S+?)[ .]")
+# The line a scheduled run's turn carries (`bot.schedules.tools.scheduled_line`).
+_SCHEDULED_RUN = "This message is a scheduled run"
+_REMINDER = re.compile(r"^remind\s+me\s+(?:to|that|about)\s+(?P<what>.+?)[.!]*$", re.I | re.S)
 
 Call = tuple[ToolSpec, dict[str, Any]]
 Kind = Literal["schedule", "list", "cancel"]
@@ -81,6 +84,11 @@ def _tool(tools: Sequence[ToolSpec], original_name: str) -> ToolSpec | None:
     return next((t for t in tools if t.server == SERVER and t.original_name == original_name), None)
 
 
+def _scheduled_run(messages: Sequence[ChatMessage]) -> bool:
+    """The turn is a schedule's due run: its "Remind me to …" is the reminder itself."""
+    return any(m.role == "system" and _SCHEDULED_RUN in (m.content or "") for m in messages)
+
+
 def _now(messages: Sequence[ChatMessage]) -> datetime | None:
     for message in messages:
         if message.role == "system" and (found := _NOW.search(message.content or "")):
@@ -96,6 +104,8 @@ def schedule_turn(
 ) -> str | list[Call] | None:
     """The next step of a schedule request: the call to make, or the answer from its result; None
     when the question asks nothing of schedules, or the tool it needs is not offered here."""
+    if _scheduled_run(messages) and (reminder := _REMINDER.match(" ".join(question.split()))):
+        return f"⏰ Reminder: {reminder['what']}."
     request = read_request(question)
     if request is None:
         return None
@@ -160,4 +170,7 @@ def _listing(done: tuple[bool, Any, str]) -> str:
         repeat = "" if s.get("repeat") in (None, "once") else f", repeats {s['repeat']}"
         status = "" if s.get("status") == "active" else f", {s.get('status')}"
         lines.append(f"- {s.get('id')}: {s.get('prompt')} (next {runs[0] if runs else '—'}{repeat}{status})")
-    return "Scheduled:\n\n" + "\n".join(lines) + elsewhere + "\n\nTo stop one, say “cancel reminder <id>”."
+    # A real id, not a placeholder: `<id>` reads as markup where answers are rendered.
+    example = listed[0].get("id")
+    stop = f"To stop one, say “cancel reminder {example}”."
+    return "Scheduled:\n\n" + "\n".join(lines) + elsewhere + "\n\n" + stop
