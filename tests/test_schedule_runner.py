@@ -181,6 +181,21 @@ async def test_a_paused_schedule_skips_the_slots_of_its_pause_and_runs_again_onc
     assert [r.status for r in await store.runs_of(daily.id)] == ["answered", "answered"]  # none missed
 
 
+async def test_a_once_schedule_paused_past_its_time_and_resumed_is_missed_and_done_not_left_active(
+    store: ConversationStore,
+) -> None:
+    once = a_schedule("", NOW + 10 * MINUTE)
+    await store.add_schedule(once)
+    clock, runs = Clock(NOW), Runs()
+    await store.set_schedule_status(once.id, "paused", by="terminal:alice:alice", at=NOW + MINUTE)
+    await store.set_schedule_status(once.id, "active", by="terminal:alice:alice", at=NOW + 20 * MINUTE)
+    clock.now = NOW + 25 * MINUTE
+    await tick(runner_for(store, runs, clock))
+    assert runs.started == []
+    assert [r.status for r in await store.runs_of(once.id)] == ["missed"]
+    assert (await store.schedule(once.id)).status == "done"  # type: ignore[union-attr]
+
+
 async def test_two_runners_on_two_connections_run_each_slot_once(store_backend: Backend) -> None:
     async with await store_backend.open() as first, await store_backend.open() as second:
         schedules = [a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW + i * 7) for i in range(4)]

@@ -175,6 +175,9 @@ async def test_a_declined_schedule_stores_nothing(no_servers, store):
         ("2026-12-07T08:59", "", "Europe/Paris", "is in the past"),
         ("2026-12-08T09:00", "FREQ=MINUTELY", "", "at least 5 minutes apart"),
         ("next tuesday", "", "", "is not an ISO 8601 date-time"),
+        # A folder of the zone database, not a zone: refused, not a crash of the turn.
+        ("2026-12-08T09:00", "", "America", "'America' is not a time zone"),
+        ("9999-12-31T23:59", "FREQ=DAILY", "", "is too far ahead"),
     ],
 )
 async def test_a_schedule_that_cannot_be_made_is_refused_to_the_model_without_asking(

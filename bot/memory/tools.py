@@ -83,9 +83,10 @@ SPECS = (
 NAMES = frozenset(spec.name for spec in SPECS)
 
 
-def read_by_tools(history: list[ChatMessage]) -> bool:
-    """Whether the model's context holds text no person wrote: a result of any tool but memory's."""
-    return any(message.role == "tool" and message.name not in NAMES for message in history)
+def read_by_tools(history: list[ChatMessage], own: frozenset[str] = frozenset()) -> bool:
+    """Whether the model's context holds text no person wrote: a result of any tool but memory's
+    (and the other built-in tools named in `own`, whose results hold only what people wrote)."""
+    return any(message.role == "tool" and message.name not in NAMES | own for message in history)
 
 
 def described(memory: Memory, scope: MemoryScope) -> dict[str, Any]:

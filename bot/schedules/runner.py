@@ -147,6 +147,16 @@ class ScheduleRunner:
                 claims.append((schedule, slot, self._launch(schedule, slot)))
             elif slot is None and not missed and not schedule.once:
                 await self._end_if_over(schedule, now)
+            elif (
+                slot is None
+                and not missed
+                and schedule.first_at <= now
+                # A once schedule whose only slot passed while it was paused: missed (and so done),
+                # never left active for good. A slot being run is held by its row: this records nothing.
+                and await self._ledger.record_missed(schedule.id, schedule.first_at, at=now)
+            ):
+                metrics.schedule_run("missed")
+                found.missed.append((schedule, schedule.first_at))
         for schedule, slot, claimed in claims:
             late_by = await claimed
             if late_by is not None:

@@ -39,6 +39,8 @@ MAX_COUNT = 10_000
 MAX_INTERVAL = 10_000
 # A rule with no slot this long after its first time never runs (e.g. BYMONTH=2;BYMONTHDAY=30).
 HORIZON = timedelta(days=366 * 8)
+# The last year a first run may fall in (a far later `at` would overflow the expansion).
+LATEST_YEAR = 2999
 
 # The parts RFC 5545 allows in an RRULE (dateutil also knows BYEASTER, which the standard does not).
 RULE_PARTS = (
@@ -66,8 +68,8 @@ def zone(name: str) -> ZoneInfo:
     """The IANA zone `name` ("Europe/Paris"); ScheduleError naming it when there is no such zone."""
     try:
         return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError):
-        pass
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        pass  # OSError: a folder of the zone database ("America", "Europe") names no zone
     raise ScheduleError(
         f"{name.strip()!r} is not a time zone: give an IANA name such as Europe/Paris or America/New_York",
         field="timezone",
@@ -85,6 +87,11 @@ def parse_at(text: str, timezone: str) -> float:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone(timezone))
+    # Far enough ahead for anything a person plans; the expansion adds HORIZON past it.
+    if moment.year > LATEST_YEAR:
+        raise ScheduleError(
+            f"{text.strip()!r} is too far ahead: pick a time before {LATEST_YEAR + 1}", field="at"
+        )
     return moment.timestamp()
 
 

@@ -22,7 +22,8 @@ from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.observe import metrics
 from bot.policy.approval import call_hash
 from bot.policy.scopes import Scopes, place_id
-from bot.schedules.tools import RUNS_ON
+from bot.schedules.tools import NAMES as SCHEDULE_TOOL_NAMES
+from bot.schedules.tools import RUNS_ON, SCHEDULES_SERVER
 from bot.seams import LLM, ConfirmedTools, PlacedTools, PromptNote, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
@@ -143,6 +144,9 @@ class TurnScreen:
         # OK, whatever else is allowed; a secret is refused outright when it runs, never shown on a card.
         led_by_tools = spec.server == MEMORY_SERVER and self.read_by_tools
         if led_by_tools and spec.original_name == "forget":
+            return True
+        # Cancelled is final: a cancel a tool's text may have led to waits for its person's OK too.
+        if spec.server == SCHEDULES_SERVER and spec.original_name == "cancel_schedule" and self.read_by_tools:
             return True
         if (
             led_by_tools
@@ -275,7 +279,7 @@ class TurnLoop:
                 TurnScreen(
                     store=self.screens,
                     incoming=incoming,
-                    read_by_tools=read_by_tools(history),
+                    read_by_tools=read_by_tools(history, own=SCHEDULE_TOOL_NAMES),
                     builtins=self.runner.builtins,
                 )
                 if self.screens
