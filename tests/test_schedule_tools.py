@@ -37,6 +37,7 @@ from bot.store.sqlite import SQLiteStore
 from bot.types import ApprovalPrompt, Approve, ConversationKey, Deny, Incoming, Schedule
 from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
+from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.test_cli import nerve_env, run_nerve
 
 pytestmark = pytest.mark.both_stores
@@ -425,3 +426,19 @@ async def test_the_schedule_tools_are_offered_only_where_a_front_end_runs_schedu
         on_slack, on_terminal = ({t["function"]["name"] for t in r.get("tools", [])} for r in model.requests)
     assert "schedule" not in on_slack and "remember" in on_slack
     assert {"schedule", "list_schedules", "cancel_schedule"} <= on_terminal
+
+
+async def test_a_cancel_after_a_tools_text_waits_for_its_person(loop_host, store):
+    """Cancelled is final: a tool's result could carry an instruction to cancel, so a cancel in a turn
+    that read one waits for its person's word, as a memory's forget does."""
+    me = terminal("")
+    script = [
+        Step(calls=[Call("get_environment_status", {"area_code": "A1001"})]),
+        Step(calls=[Call("cancel_schedule", {"schedule_id": "s00000007"})]),
+        Step(text="Cancelled."),
+    ]
+    bot = agent_of(ScriptedLLM(script), loop_host, store, Clock(NOW))
+    await store.add_schedule(stored(me, bot, "s00000007", "check the air"))
+    answer = await bot.reply(terminal("what is the air in A1001? then cancel my reminder"))
+    assert answer.waiting, "the cancel waits for its person"
+    assert (await store.schedule("s00000007")).status == "active"  # type: ignore[union-attr]
