@@ -34,7 +34,7 @@ from bot.schedules import timing
 from bot.schedules.zones import local_time_zone
 from bot.store.base import ConversationStore
 from bot.store.sqlite import SQLiteStore
-from bot.types import ApprovalPrompt, Approve, ConversationKey, Deny, Incoming, Schedule
+from bot.types import ApprovalPrompt, Approve, CallContext, ConversationKey, Deny, Incoming, Schedule
 from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.fakes.scripted import Call, ScriptedLLM, Step
@@ -442,3 +442,24 @@ async def test_a_cancel_after_a_tools_text_waits_for_its_person(loop_host, store
     answer = await bot.reply(terminal("what is the air in A1001? then cancel my reminder"))
     assert answer.waiting, "the cancel waits for its person"
     assert (await store.schedule("s00000007")).status == "active"  # type: ignore[union-attr]
+
+
+async def test_a_confirmed_schedule_run_again_after_a_crash_makes_no_second_schedule(no_servers, store):
+    """A resumed turn whose process died after the schedule was stored runs the confirmed call once
+    more: the schedule it made stands, and no twin would run each slot a second time."""
+    bot = agent_of(OfflineModel(), no_servers, store, Clock(NOW))
+    me = terminal("")
+    tools = bot.schedule_tools
+    assert tools is not None
+    arguments = {
+        "prompt": "post the AQI",
+        "at": "2026-12-08T09:00",
+        "repeat": "FREQ=DAILY",
+        "timezone": "UTC",
+    }
+    context = CallContext(tool="schedule", owner="o", incoming=me, approved=True)
+    first = await tools.call_tool("schedule", arguments, context)
+    again = await tools.call_tool("schedule", arguments, context)
+    [made] = await store.schedules_of(owner(me, bot))
+    assert not first.is_error and not again.is_error
+    assert result(first.content)["id"] == result(again.content)["id"] == made.id

@@ -267,9 +267,14 @@ class ScheduleTools:
             plan = await self._plan(arguments, incoming, late=CONFIRM_LATE)
         except ScheduleError as exc:
             return _refused(exc.message, "arguments")
+        now = self._clock()
+        if twin := await self._same_made_before(plan, incoming):
+            # The confirmed call run again (its turn resumed a second time after a crash): the
+            # schedule it made already stands; a second would run every slot twice.
+            made = described(twin, now, plan.person_zone) | {"scheduled": True}
+            return ToolResult(content=json.dumps(made, ensure_ascii=False), structured=made)
         if refusal := await self._over_limit(incoming):
             return refusal
-        now = self._clock()
         schedule = Schedule(
             id=new_schedule_id(),
             owner=self._owner(incoming),
@@ -289,6 +294,14 @@ class ScheduleTools:
         logger.info("schedule %s made (%s)", schedule.id, "repeating" if plan.rule else "once")
         made = described(schedule, now, plan.person_zone) | {"scheduled": True}
         return ToolResult(content=json.dumps(made, ensure_ascii=False), structured=made)
+
+    async def _same_made_before(self, plan: Plan, incoming: Incoming) -> Schedule | None:
+        """This person's schedule in effect here with the same prompt, times and zone, if any."""
+        for schedule in await self.ledger.schedules_of(self._owner(incoming)):
+            same = (schedule.key, schedule.prompt, schedule.first_at, schedule.rule, schedule.timezone)
+            if same == (incoming.key, plan.prompt, plan.first_at, plan.rule, plan.timezone):
+                return schedule
+        return None
 
     async def _list(self, incoming: Incoming) -> ToolResult:
         now = self._clock()
