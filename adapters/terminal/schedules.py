@@ -130,10 +130,17 @@ class TerminalSchedules:
     async def _looked(self, found: Tick) -> None:
         """At start: which slots passed while nerve was not running, and which run late now."""
         first, self._first_look = self._first_look, False
+        # One line per schedule, however many of its slots passed: a month away from a schedule
+        # every five minutes is thousands of them.
+        by_schedule: dict[str, tuple[Schedule, list[float]]] = {}
         for schedule, slot in found.missed:
+            by_schedule.setdefault(schedule.id, (schedule, []))[1].append(slot)
+        for schedule, slots in by_schedule.values():
+            when = shown(local_time(slots[-1], schedule.timezone))
+            also = f" and {len(slots) - 1} earlier" if len(slots) > 1 else ""
             await self._say(
                 f"[yellow]Missed while nerve was not running:[/yellow] {shown(schedule.id)}"
-                f" {shown(repr(schedule.prompt))}, due {shown(local_time(slot, schedule.timezone))}."
+                f" {shown(repr(schedule.prompt))}, due {when}{also}."
             )
         if first:
             for started in found.started:

@@ -35,6 +35,8 @@ from bot.store.schedules import ENDED_BY_NERVE, ScheduleLedger
 from bot.types import ConversationKey, Schedule, ScheduleRun
 
 logger = logging.getLogger(__name__)
+# At most this many of one schedule's passed slots are recorded as missed in one look.
+MISSED_KEPT = 50
 
 # Seconds between two looks at the schedules (a new schedule wakes the runner at once).
 CADENCE = 15.0
@@ -137,6 +139,16 @@ class ScheduleRunner:
                 now,
                 self._grace,
             )
+            if len(missed) > MISSED_KEPT:
+                # Only the newest are recorded: `due` looks after the newest slot recorded, so the
+                # older ones are never offered again, and a long absence costs no burst of writes.
+                logger.info(
+                    "schedule %s: %d slots passed unrun; recording the newest %d as missed",
+                    schedule.id,
+                    len(missed),
+                    MISSED_KEPT,
+                )
+                missed = missed[-MISSED_KEPT:]
             for passed in missed:
                 if await self._ledger.record_missed(schedule.id, passed, at=now):
                     metrics.schedule_run("missed")
