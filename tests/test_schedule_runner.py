@@ -200,6 +200,19 @@ async def test_a_once_schedule_paused_past_its_time_and_resumed_is_missed_and_do
     assert (await store.schedule(once.id)).status == "done"  # type: ignore[union-attr]
 
 
+async def test_a_repeating_schedule_confirmed_late_runs_its_due_slot_and_misses_none_from_before_it(
+    store: ConversationStore,
+) -> None:
+    """Asked for 09:00 every 5 minutes, confirmed at 09:50: the 09:50 slot runs late-free at once;
+    the ten before it fell before the schedule existed and are not recorded as missed."""
+    late = a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW, created_at=NOW + 50 * MINUTE)
+    await store.add_schedule(late)
+    clock, runs = Clock(NOW + 50 * MINUTE), Runs()
+    found = await runner_for(store, runs, clock).tick()
+    assert found.missed == [] and [slot for _, slot, _ in runs.started] == [NOW + 50 * MINUTE]
+    assert [r.status for r in await store.runs_of(late.id)] == ["answered"]
+
+
 async def test_two_runners_on_two_connections_run_each_slot_once(store_backend: Backend) -> None:
     async with await store_backend.open() as first, await store_backend.open() as second:
         schedules = [a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW + i * 7) for i in range(4)]

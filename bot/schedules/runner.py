@@ -180,6 +180,12 @@ class ScheduleRunner:
         that passed while a schedule was paused are neither run nor missed)."""
         latest = await self._ledger.latest_slot(schedule.id)
         marks = [mark for mark in (latest, schedule.changed_at) if mark is not None]
+        if latest is None:
+            # Confirmed after its first time had passed: the slot that was due when it was made runs
+            # (late); those before it fell before the schedule existed, so they are not "missed".
+            first, rule, zone = schedule.first_at, schedule.rule, schedule.timezone
+            made = timing.slots_between(first, rule, zone, first - 1, schedule.created_at)
+            marks.extend(made[-2:-1])
         return max(marks) if marks else None
 
     async def _end_if_over(self, schedule: Schedule, now: float) -> None:
