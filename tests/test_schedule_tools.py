@@ -179,6 +179,8 @@ async def test_a_declined_schedule_stores_nothing(no_servers, store):
         # A folder of the zone database, not a zone: refused, not a crash of the turn.
         ("2026-12-08T09:00", "", "America", "'America' is not a time zone"),
         ("9999-12-31T23:59", "FREQ=DAILY", "", "is too far ahead"),
+        # Every run repeats the first's wall time: one the clocks skip would move them all by an hour.
+        ("2027-03-28T02:30", "FREQ=DAILY", "Europe/Paris", "the clocks skip it that day"),
     ],
 )
 async def test_a_schedule_that_cannot_be_made_is_refused_to_the_model_without_asking(

@@ -76,9 +76,11 @@ def zone(name: str) -> ZoneInfo:
     )
 
 
-def parse_at(text: str, timezone: str) -> float:
+def parse_at(text: str, timezone: str, *, repeating: bool = False) -> float:
     """An ISO 8601 date-time as UTC epoch seconds: with an offset ("2026-12-08T09:00+01:00", "…Z") as
-    written, without one as a wall time in `timezone` (a time in a DST gap shifted forward by it)."""
+    written, without one as a wall time in `timezone` (a time in a DST gap shifted forward by it).
+    A `repeating` schedule's first time may not fall in a gap: its wall time is the one every later
+    run repeats, and the shifted one would move them all by the gap."""
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -86,7 +88,14 @@ def parse_at(text: str, timezone: str) -> float:
             f"{text.strip()!r} is not an ISO 8601 date-time: write it like 2026-12-08T09:00", field="at"
         ) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=zone(timezone))
+        wall, moment = moment, moment.replace(tzinfo=zone(timezone))
+        shown = datetime.fromtimestamp(moment.timestamp(), moment.tzinfo).replace(tzinfo=None)
+        if repeating and shown != wall:
+            raise ScheduleError(
+                f"{text.strip()!r} does not exist in {timezone.strip()}: the clocks skip it that day."
+                " Start the repeating schedule on another day, or at another time",
+                field="at",
+            )
     # Far enough ahead for anything a person plans; the expansion adds HORIZON past it.
     if moment.year > LATEST_YEAR:
         raise ScheduleError(

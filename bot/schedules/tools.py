@@ -230,8 +230,8 @@ class ScheduleTools:
         named = str(arguments.get("timezone", "")).strip()
         timezone = named or person_zone
         timing.zone(timezone)
-        first_at = timing.parse_at(str(arguments.get("at", "")), timezone)
         rule = timing.parse_rule(str(arguments.get("repeat", "")))
+        first_at = timing.parse_at(str(arguments.get("at", "")), timezone, repeating=bool(rule))
         # In a thread: a rule that matches rarely or never makes dateutil walk years of dates, seconds
         # of CPU that would stall every other turn of the process.
         await asyncio.to_thread(timing.check_spacing, first_at, rule, timezone)
