@@ -8,7 +8,6 @@ failed, never run again, while a live process's run is left to it.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from collections import Counter
@@ -24,6 +23,7 @@ from bot.store.schedules import new_schedule_id
 from bot.types import ConversationKey, Schedule
 from tests.fakes.clock import Clock
 from tests.stores import Backend
+from tests.together import released_together
 
 pytestmark = pytest.mark.both_stores
 
@@ -364,24 +364,7 @@ async def test_three_processes_running_the_same_schedules_run_each_slot_once(
         )
         for _ in range(3)
     ]
-    ran: list[tuple[str, float]] = []
-    try:
-        for process in processes:
-            assert process.stdout is not None
-            assert await process.stdout.readline() == b"ready\n"
-        for process in processes:
-            assert process.stdin is not None
-            process.stdin.write(b"go\n")
-            await process.stdin.drain()
-        for process in processes:
-            out, _ = await process.communicate()
-            assert process.returncode == 0
-            ran += [(sid, float(slot)) for sid, slot in json.loads(out)]
-    finally:
-        for process in processes:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+    ran = [(sid, float(slot)) for sid, slot in await released_together(processes)]
     until = NOW + 108 * 100.0  # the last look
     expected = {
         (s.id, slot) for s in schedules for slot in timing.slots_between(s.first_at, s.rule, "UTC", 0, until)

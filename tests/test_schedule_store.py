@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from bot.store.base import ConversationStore
 from bot.store.schedules import new_schedule_id
 from bot.types import ConversationKey, Person, Schedule
 from tests.stores import Backend
+from tests.together import released_together
 
 pytestmark = pytest.mark.both_stores
 
@@ -308,24 +308,7 @@ async def test_processes_claiming_the_same_slots_at_once_run_each_slot_once(
         )
         for seed in range(3)
     ]
-    won: list[tuple[str, float]] = []
-    try:
-        for process in processes:
-            assert process.stdout is not None
-            assert await process.stdout.readline() == b"ready\n"
-        for process in processes:
-            assert process.stdin is not None
-            process.stdin.write(b"go\n")
-            await process.stdin.drain()
-        for process in processes:
-            out, _ = await process.communicate()
-            assert process.returncode == 0
-            won += [(sid, float(slot)) for sid, slot in json.loads(out)]
-    finally:
-        for process in processes:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+    won = [(sid, float(slot)) for sid, slot in await released_together(processes)]
     expected = {(s.id, NOW + i * 3600.0) for s in schedules for i in range(20)}
     assert len(won) == len(expected) and set(won) == expected
     assert len(await store_backend.rows("SELECT 1 FROM schedule_runs")) == len(expected)
