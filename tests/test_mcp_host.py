@@ -27,6 +27,7 @@ from bot.mcp.results import classify_error, from_call_result
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.mcp.servers_file import load_mcp_config
 from bot.seams import ToolHost
+from tests.mcp_servers.warm_start import COLD_VARIABLE
 from tests.ports import unused_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,7 +329,9 @@ async def test_cancelling_the_owner_of_the_host_still_stops_its_children():
     ready = asyncio.Event()
 
     async def owner() -> None:
-        async with MCPHost({"kit": kit_server("kit")}):
+        # Started cold: the process the host started is the server itself, so its end is checked.
+        cold = kit_server("kit").model_copy(update={"env": {"TESTKIT_NAME": "kit", COLD_VARIABLE: "1"}})
+        async with MCPHost({"kit": cold}):
             ready.set()
             await asyncio.Event().wait()
 

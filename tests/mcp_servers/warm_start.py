@@ -1,5 +1,5 @@
-"""Warm starts for the MCP servers the suite starts hundreds of times (`trust`, `asks`, and nerve's
-own two through `tests.mcp_servers.env_query` and `geo_simulator`).
+"""Warm starts for the MCP servers the suite starts hundreds of times (`trust`, `asks`, `testkit`, and
+nerve's own two through `tests.mcp_servers.env_query` and `geo_simulator`).
 
 Most of a Python MCP server's start is importing the SDK and its protocol models (about 0.6 s of CPU
 on a 2-core machine); the approval and form tests start one or two servers per test, so the suite
@@ -34,10 +34,12 @@ import traceback
 from pathlib import Path
 
 ADDRESS_VARIABLE = "MCP_TEST_FORK_SERVER"
+COLD_VARIABLE = "MCP_TEST_COLD"
 # Only servers that never look at their own process (pid, parent, process group) start warm.
 WARM_MODULES = (
     "tests.mcp_servers.trust",
     "tests.mcp_servers.asks",
+    "tests.mcp_servers.testkit",
     # nerve's own servers, through stand-ins that run their `main` (`servers/` cannot know of tests).
     "tests.mcp_servers.env_query",
     "tests.mcp_servers.geo_simulator",
@@ -59,7 +61,8 @@ def hand_over_if_warm() -> None:
         module = sys.orig_argv[sys.orig_argv.index("-m") + 1]
     except (ValueError, IndexError):
         return
-    if module not in WARM_MODULES:
+    # A test about the server's own process (is it gone after a cancel?) starts it the usual way.
+    if module not in WARM_MODULES or os.environ.get(COLD_VARIABLE):
         return
     address = _fork_server_address()
     if address is None:
