@@ -137,12 +137,12 @@ async def store(store_backend: Backend) -> AsyncIterator[ConversationStore]:
 async def loop_host() -> AsyncIterator[MCPHost]:
     """The loop-test server plus the two seed servers, each a real subprocess, shared by a module."""
     servers = {
-        "loop": stdio_server("tests.loop_server", broken=ToolOverride(timeout=5)),
+        "loop": stdio_server("tests.mcp_servers.loop", broken=ToolOverride(timeout=5)),
         **seed_servers(),
     }
     host = MCPHost(servers, default_timeout=10.0)
-    # Every server up before the first test: the seed servers start warm, the loop server cold, so
-    # the host's own grace (as long again as the first took) would leave the loop server out.
+    # Every server up before the first test, however the machine's load spreads their starts (the
+    # host's own grace gives the others only as long again as the first took).
     await host.start(grace=60.0, limit=60.0)
     try:
         yield host

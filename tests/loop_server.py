@@ -55,6 +55,10 @@ def build_server() -> MCPServer:
     return server
 
 
-if __name__ == "__main__":
+def main() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     build_server().run("stdio")
+
+
+if __name__ == "__main__":
+    main()

@@ -160,7 +160,7 @@ async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp
     config = tmp_path / "mcp.json"
     loop_server = {
         "command": sys.executable,
-        "args": ["-m", "tests.loop_server"],
+        "args": ["-m", "tests.mcp_servers.loop"],
         "cwd": str(ROOT),
         "trustAnnotations": True,
     }

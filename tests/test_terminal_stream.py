@@ -32,7 +32,7 @@ HELD = {"chunk_chars": 4, "stall_after": 4, "stall": 240.0}
 FIRST_WORDS_WITHIN = 90.0
 LOOP = {
     "command": sys.executable,
-    "args": ["-m", "tests.loop_server"],
+    "args": ["-m", "tests.mcp_servers.loop"],
     "cwd": str(ROOT),
     "trustAnnotations": True,
 }

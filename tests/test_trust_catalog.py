@@ -225,7 +225,7 @@ async def test_the_test_servers_mark_exactly_their_answering_tools_read_only():
 
     servers = {
         "kit": module("tests.mcp_servers.testkit"),
-        "loop": module("tests.loop_server"),
+        "loop": module("tests.mcp_servers.loop"),
         "hostile": module("tests.mcp_servers.hostile"),
         "files": module("tests.mcp_servers.files", str(ROOT / "nonexistent-root")),
         "paged": module("tests.mcp_servers.paged"),

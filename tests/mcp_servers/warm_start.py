@@ -40,6 +40,7 @@ WARM_MODULES = (
     "tests.mcp_servers.trust",
     "tests.mcp_servers.asks",
     "tests.mcp_servers.testkit",
+    "tests.mcp_servers.loop",
     # nerve's own servers, through stand-ins that run their `main` (`servers/` cannot know of tests).
     "tests.mcp_servers.env_query",
     "tests.mcp_servers.geo_simulator",
