@@ -208,7 +208,9 @@ async def test_a_repeating_schedule_confirmed_late_runs_its_due_slot_and_misses_
     late = a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW, created_at=NOW + 50 * MINUTE)
     await store.add_schedule(late)
     clock, runs = Clock(NOW + 50 * MINUTE), Runs()
-    found = await runner_for(store, runs, clock).tick()
+    runner = runner_for(store, runs, clock)
+    found = await runner.tick()
+    await runner.wait_for_runs()
     assert found.missed == [] and [slot for _, slot, _ in runs.started] == [NOW + 50 * MINUTE]
     assert [r.status for r in await store.runs_of(late.id)] == ["answered"]
 
