@@ -111,7 +111,7 @@ INPUT_GONE = _inputs.GONE
 INPUT_EXPIRED = _inputs.EXPIRED
 INPUT_SETTLED = _inputs.SETTLED
 # When a schedule's slots fall and how a person reads one ("Mon 7 Dec 09:00 CET"), for the lists.
-next_runs = _timing.next_slots
+upcoming_runs = _timing.upcoming
 local_time = _timing.local_text
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.agent import local_time, next_runs
+from bot.agent import local_time, upcoming_runs
 from bot.types import Schedule, ScheduleChange, ScheduleRun
 
 # A run at most this late (seconds) is on time: the runner looks every 15 seconds or so.
@@ -47,7 +47,7 @@ def next_run_text(schedule: Schedule, now: float) -> str:
     """When it runs next, in its own zone; why not, when it will not."""
     if schedule.status != "active":
         return schedule.status
-    upcoming = next_runs(schedule.first_at, schedule.rule, schedule.timezone, now, 1)
+    upcoming = upcoming_runs(schedule, now, 1)
     return local_time(upcoming[0], schedule.timezone) if upcoming else "no more runs"
 
 
@@ -83,7 +83,7 @@ class ScheduleView:
 
     def as_json(self) -> dict[str, Any]:
         s, last = self.schedule, self.last
-        upcoming = next_runs(s.first_at, s.rule, s.timezone, self.now, 1) if s.status == "active" else []
+        upcoming = upcoming_runs(s, self.now, 1) if s.status == "active" else []
         return {
             "id": s.id,
             "owner": s.owner,

@@ -29,6 +29,7 @@ from dateutil.relativedelta import relativedelta
 from dateutil.rrule import rrule, rrulestr
 
 from bot.errors import ScheduleError
+from bot.types import Schedule
 
 # Two runs of one schedule are never closer than this (seconds).
 MIN_SPACING = 300.0
@@ -257,6 +258,16 @@ def slots_between(first_at: float, rule: str, timezone: str, after: float, until
 def next_slots(first_at: float, rule: str, timezone: str, after: float, n: int) -> list[float]:
     """The first `n` slots later than `after` (fewer when the rule ends first)."""
     return list(itertools.islice(_slots(first_at, rule, timezone, after), n))
+
+
+def upcoming(schedule: Schedule, now: float, n: int) -> list[float]:
+    """A schedule's next `n` runs as a person is told them: a once schedule's one slot until it has
+    run (even when it came due a moment ago and runs late), a recurring one's slots after now and
+    after its newest run."""
+    if schedule.once:
+        return [schedule.first_at] if schedule.last_slot is None else []
+    after = max(now, schedule.last_slot or -float("inf"))
+    return next_slots(schedule.first_at, schedule.rule, schedule.timezone, after, n)
 
 
 def check_spacing(first_at: float, rule: str, timezone: str) -> None:

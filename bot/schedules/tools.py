@@ -366,12 +366,7 @@ def now_line(now: float, person_zone: str) -> str:
 
 def described(schedule: Schedule, now: float, person_zone: str) -> dict[str, Any]:
     """A schedule as the model reads it: its next runs in the person's zone, each named."""
-    after = max(now, schedule.last_slot or -float("inf"))
-    if schedule.once:
-        # Its one slot, even when it came due while its person was confirming it.
-        upcoming = [schedule.first_at] if schedule.last_slot is None else []
-    else:
-        upcoming = timing.next_slots(schedule.first_at, schedule.rule, schedule.timezone, after, SHOWN_SLOTS)
+    upcoming = timing.upcoming(schedule, now, SHOWN_SLOTS)
     return {
         "id": schedule.id,
         "prompt": schedule.prompt,
