@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -165,7 +166,8 @@ class Agent:
             schedules if schedules is not None else store if isinstance(store, ScheduleLedger) else None
         )
         # The runners started here, woken when a schedule is added so a near slot is not late.
-        self._runners: list[ScheduleRunner] = []
+        # (Weakly: a front end's runner that has stopped is not kept for good.)
+        self._runners: weakref.WeakSet[ScheduleRunner] = weakref.WeakSet()
         # What is stored about each person, to export or forget; the store's own ledger by default.
         self._people = people if people is not None else store if isinstance(store, PersonLedger) else None
         # People's own accounts at per-person servers (sign-in); None when no server needs one.
@@ -642,7 +644,7 @@ class Agent:
             cadence=cadence,
             mine=mine,
         )
-        self._runners.append(runner)
+        self._runners.add(runner)
         return runner
 
     def wake_schedules(self) -> None:
@@ -651,13 +653,20 @@ class Agent:
             runner.wake.set()
 
     async def run_scheduled(
-        self, schedule: Schedule, slot: float, progress: Progress = no_progress
+        self,
+        schedule: Schedule,
+        slot: float,
+        progress: Progress = no_progress,
+        *,
+        key: ConversationKey | None = None,
     ) -> AgentReply:
-        """One due slot's turn, as the schedule's person in the place it was made: their message is
-        the prompt, so their scopes, memories and approvals apply as if they had written it then. The
-        delivery id is the slot's, so a turn started twice for one slot stores one message."""
+        """One due slot's turn, as the schedule's person: their message is the prompt, so their
+        scopes, memories and approvals apply as if they had written it then. It answers in `key`
+        (a channel run's own thread under the message it posted), by default where the schedule was
+        made. The delivery id is the slot's, so a turn started again for one slot (handed on after
+        its process stopped) goes on in the same message rather than storing a second."""
         incoming = Incoming(
-            key=schedule.key,
+            key=key or schedule.key,
             text=schedule.prompt,
             user_id=schedule.owner_user,
             event_id=f"schedule:{schedule.id}:{slot:.0f}",
@@ -665,3 +674,14 @@ class Agent:
             replayed=True,
         )
         return await self.reply(incoming, progress)
+
+    async def schedule_run(self, schedule_id: str, slot: float) -> ScheduleRun | None:
+        """One slot's run: a front end reads the message it kept with it (`keep_run_message`)."""
+        return await self._schedules.run(schedule_id, slot) if self._schedules is not None else None
+
+    async def keep_run_message(self, schedule_id: str, slot: float, message: str) -> bool:
+        """Keep the platform message a run posted to answer under, as soon as it is posted: a run
+        handed on after its process stopped then answers under it instead of posting again."""
+        if self._schedules is None:
+            return False
+        return await self._schedules.set_run_message(schedule_id, slot, message)

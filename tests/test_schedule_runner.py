@@ -17,7 +17,7 @@ import pytest
 
 from bot.observe import metrics
 from bot.schedules import timing
-from bot.schedules.runner import MISSED_KEPT, STOPPED, RunOutcome, ScheduleRunner
+from bot.schedules.runner import MISSED_KEPT, STOPPED, RunOutcome, ScheduleRunner, Tick
 from bot.store.base import ConversationStore
 from bot.store.schedules import new_schedule_id
 from bot.types import ConversationKey, Schedule
@@ -256,9 +256,7 @@ async def test_a_schedule_cancelled_during_its_run_gets_no_later_runs(store: Con
     assert not await store.claim_slot(every_five.id, NOW + 5 * MINUTE, at=NOW + 5 * MINUTE, late_by=0)
 
 
-async def test_a_run_its_process_left_running_is_recorded_failed_and_never_run_again(
-    store: ConversationStore,
-) -> None:
+async def test_a_run_its_process_left_running_is_handed_on_once(store: ConversationStore) -> None:
     daily = a_schedule("FREQ=DAILY", NOW)
     await store.add_schedule(daily)
     # A process claimed the slot and stopped before finishing it (its run lock went with it).
@@ -266,14 +264,37 @@ async def test_a_run_its_process_left_running_is_recorded_failed_and_never_run_a
     clock, runs = Clock(NOW + 5 * MINUTE), Runs()
     runner = runner_for(store, runs, clock)
 
-    settled = await runner.settle_abandoned()
+    taken = await runner.hand_on()
+    await runner.wait_for_runs()
     await tick(runner)
+    again = await runner.hand_on()
 
-    assert [(r.schedule_id, r.slot) for r in settled] == [(daily.id, NOW)]
-    run = (await store.runs_of(daily.id))[0]
-    assert (run.status, run.note) == ("failed", STOPPED)
-    assert runs.started == []  # not run again, though within the grace
-    assert (await store.schedule(daily.id)).last_outcome == "failed"  # type: ignore[union-attr]
+    assert [(t.schedule.id, t.slot, t.late_by) for t in taken] == [(daily.id, NOW, 1.0)]
+    assert again == []
+    assert [(sid, slot) for sid, slot, _ in runs.started] == [(daily.id, NOW)]  # once, not twice
+    assert [(r.slot, r.status) for r in await store.runs_of(daily.id)] == [(NOW, "answered")]
+
+
+async def test_a_run_left_beyond_the_grace_or_cancelled_is_recorded_failed_not_handed_on(
+    store: ConversationStore,
+) -> None:
+    old = a_schedule("FREQ=DAILY", NOW)
+    cancelled = a_schedule("FREQ=DAILY", NOW + 90 * MINUTE)
+    await store.add_schedule(old)
+    await store.add_schedule(cancelled)
+    assert await store.claim_slot(old.id, NOW, at=NOW, late_by=0.0)
+    assert await store.claim_slot(cancelled.id, NOW + 90 * MINUTE, at=NOW + 90 * MINUTE, late_by=0.0)
+    assert await store.set_schedule_status(cancelled.id, "cancelled", by="someone")
+    # Two hours on: the first run's slot is beyond the grace; the second's is not, but it was cancelled.
+    clock, runs = Clock(NOW + 2 * 3600), Runs()
+
+    assert await runner_for(store, runs, clock, grace=3600.0).hand_on() == []
+
+    assert runs.started == []
+    for schedule in (old, cancelled):
+        run = (await store.runs_of(schedule.id))[0]
+        assert (run.status, run.note) == ("failed", STOPPED)
+    assert (await store.schedule(old.id)).last_outcome == "failed"  # type: ignore[union-attr]
 
 
 async def test_a_run_of_a_live_process_is_left_to_it(store_backend: Backend) -> None:
@@ -287,7 +308,7 @@ async def test_a_run_of_a_live_process_is_left_to_it(store_backend: Backend) -> 
         await runs.running.wait()
 
         clock.now = NOW + MINUTE
-        settling = asyncio.create_task(runner_for(second, Runs(), clock).settle_abandoned())
+        settling = asyncio.create_task(runner_for(second, Runs(), clock).hand_on())
         await asyncio.sleep(0.3)  # it waits for the live run's lock, whatever its pace
         assert not settling.done()
         runs.hold.set()
@@ -296,7 +317,7 @@ async def test_a_run_of_a_live_process_is_left_to_it(store_backend: Backend) -> 
         assert [(r.status, r.note) for r in await first.runs_of(daily.id)] == [("answered", None)]
 
 
-async def test_stopping_the_runner_mid_run_records_the_run_as_stopped(store: ConversationStore) -> None:
+async def test_a_run_cut_off_by_a_stop_is_handed_on_by_the_next_runner(store: ConversationStore) -> None:
     daily = a_schedule("FREQ=DAILY", NOW)
     await store.add_schedule(daily)
     clock, runs = Clock(NOW), Runs()
@@ -313,8 +334,24 @@ async def test_stopping_the_runner_mid_run_records_the_run_as_stopped(store: Con
     forever.cancel()
     with pytest.raises(asyncio.CancelledError):
         await forever
-    assert [(r.status, r.note) for r in await store.runs_of(daily.id)] == [("failed", STOPPED)]
+    assert [r.status for r in await store.runs_of(daily.id)] == ["running"]
     assert sleeps == [15.0]
+
+    clock.now = NOW + MINUTE
+    later, handed = Runs(), asyncio.Event()
+
+    async def on_tick(found: Tick) -> None:
+        if found.handed_on:
+            handed.set()
+
+    next_runner = runner_for(store, later, clock, sleep=sleep)
+    again = asyncio.create_task(next_runner.run_forever(on_tick))
+    await handed.wait()
+    await next_runner.wait_for_runs()
+    again.cancel()
+    await asyncio.gather(again, return_exceptions=True)
+    assert [(sid, slot) for sid, slot, _ in later.started] == [(daily.id, NOW)]
+    assert [(r.status, r.late_by) for r in await store.runs_of(daily.id)] == [("answered", 0.0)]
 
 
 async def test_a_new_schedule_wakes_the_runner_before_its_cadence(store: ConversationStore) -> None:

@@ -24,7 +24,7 @@ from adapters.common.schedules import ScheduleView, change_text, late_note, plac
 from adapters.terminal.safe import shown
 from adapters.terminal.views import print_reply
 from bot.agent import RunOutcome, local_time
-from bot.types import AgentReply, ConversationKey, Person, Schedule, ScheduleRun
+from bot.types import AgentReply, ConversationKey, Person, Schedule
 
 if TYPE_CHECKING:
     from bot.agent import Agent, Tick
@@ -107,28 +107,27 @@ class TerminalSchedules:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Run the due slots until the block ends; a run still under way then is recorded as stopped."""
+        """Run the due slots until the block ends; a run still under way then is left to be handed on
+        at the next start."""
         runner = self._agent.schedule_runner(self._start, mine=self._mine, grace=self._grace)
-        abandoned = asyncio.create_task(self._settle(runner.settle_abandoned()), name="schedules-settle")
         forever = asyncio.create_task(runner.run_forever(self._looked), name="schedules")
         try:
             yield
         finally:
-            for task in (abandoned, forever):
-                task.cancel()
-            await asyncio.gather(abandoned, forever, return_exceptions=True)
-
-    async def _settle(self, settling: Awaitable[list[ScheduleRun]]) -> None:
-        for run in await settling:
-            schedule = await self._agent.schedule(run.schedule_id)
-            zone = schedule.timezone if schedule else "UTC"
-            await self._say(
-                f"[yellow]The run of {shown(run.schedule_id)} due {shown(local_time(run.slot, zone))} was"
-                " under way when nerve stopped:[/yellow] it is recorded as failed and not run again."
-            )
+            forever.cancel()
+            await asyncio.gather(forever, return_exceptions=True)
 
     async def _looked(self, found: Tick) -> None:
-        """At start: which slots passed while nerve was not running, and which run late now."""
+        """At start: which runs were under way when nerve stopped (they go on now), which slots passed
+        while nerve was not running, and which run late now."""
+        for taken in found.handed_on:
+            await self._say(
+                f"[yellow]The run of {shown(taken.schedule.id)} due"
+                f" {shown(local_time(taken.slot, taken.schedule.timezone))} was under way when nerve"
+                " stopped:[/yellow] it goes on now."
+            )
+        if found.handed_on:
+            return
         first, self._first_look = self._first_look, False
         # One line per schedule, however many of its slots passed: a month away from a schedule
         # every five minutes is thousands of them.

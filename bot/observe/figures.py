@@ -36,7 +36,7 @@ TURN_OUTCOMES = frozenset({
     "cancelled",
 })
 # fmt: on
-SCHEDULE_RUN_OUTCOMES = frozenset({"answered", "failed", "missed"})
+SCHEDULE_RUN_OUTCOMES = frozenset({"answered", "failed", "missed", "handed_on"})
 QUESTION_OUTCOMES = frozenset(
     {"accepted", "declined", "cancelled", "expired", "ended", "completed", "refused"}
 )

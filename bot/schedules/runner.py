@@ -8,11 +8,12 @@ task of its own so a slow run holds no other; how it ended is written with `fini
 
 A run is held under the store's turn lock, named after the run, from before its claim until after
 its outcome is written. So a run found "running" whose lock can be taken was claimed by a process
-that stopped before finishing it: that is the only case `settle_abandoned` touches, and it records
-the run as failed ("nerve stopped during this run"), never runs it again. A slot is thus run at most
-once, and a stopped process's run is reported rather than silently doubled or lost. A stopped
-process's lock lapses with its lease on SQLite (NERVE_TURN_LEASE, 20 s), with its sessions on
-PostgreSQL; until then `settle_abandoned` waits, as it does for a live process's run.
+that stopped before finishing it: `hand_on` then starts it again, here, as a turn left by a stopped
+process goes on (its message is the slot's, so the turn goes on in the same message and a front end
+answers under the post it kept with the run, never a second one). A run still unfinished a grace
+after its slot is recorded as failed ("nerve stopped during this run") instead of being handed on
+for ever. A stopped process's lock lapses with its lease on SQLite (NERVE_TURN_LEASE, 20 s), with its
+sessions on PostgreSQL; until then `hand_on` waits, as it does for a live process's run.
 
 The clock and the sleep are passed in, so a test drives a simulated day with a fake clock.
 """
@@ -32,7 +33,7 @@ from bot.schedules import timing
 from bot.seams import TurnLock
 from bot.store.locks import KeyedLocks
 from bot.store.schedules import ENDED_BY_NERVE, ScheduleLedger
-from bot.types import ConversationKey, Schedule, ScheduleRun
+from bot.types import ConversationKey, Schedule
 
 logger = logging.getLogger(__name__)
 # At most this many of one schedule's passed slots are recorded as missed in one look.
@@ -74,10 +75,13 @@ class Started:
 
 @dataclass(slots=True)
 class Tick:
-    """What one look found: the runs it started, and the slots it recorded as missed."""
+    """What one look found: the runs it started, and the slots it recorded as missed; or the runs a
+    stopped process left that were handed on here."""
 
     started: list[Started] = field(default_factory=list)
     missed: list[tuple[Schedule, float]] = field(default_factory=list)
+    # Runs a stopped process left, started again here (they go on in the same message).
+    handed_on: list[Started] = field(default_factory=list)
 
 
 def run_lock_key(schedule_id: str, slot: float) -> ConversationKey:
@@ -195,12 +199,15 @@ class ScheduleRunner:
         if not any(key[0] == schedule.id for key in self._running):
             await self._ledger.set_schedule_status(schedule.id, "done", by=ENDED_BY_NERVE, at=now)
 
-    def _launch(self, schedule: Schedule, slot: float) -> asyncio.Future[float | None]:
-        """Start one run in its own task; the future says, once claimed, how late it started (None:
-        another runner had it, or the schedule is no longer active)."""
+    def _launch(
+        self, schedule: Schedule, slot: float, *, handed_on: bool = False
+    ) -> asyncio.Future[float | None]:
+        """Start one run in its own task; the future says, once claimed (or, `handed_on`, taken over),
+        how late it started (None: another runner had it, or the schedule is no longer active)."""
         claimed: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
         key = (schedule.id, slot)
-        task = asyncio.create_task(self._run(schedule, slot, claimed), name=f"schedule-{schedule.id}")
+        running = self._run(schedule, slot, claimed, handed_on=handed_on)
+        task = asyncio.create_task(running, name=f"schedule-{schedule.id}")
         self._running[key] = task
 
         def ended(done: asyncio.Task[None]) -> None:
@@ -214,60 +221,90 @@ class ScheduleRunner:
         task.add_done_callback(ended)
         return claimed
 
-    async def _run(self, schedule: Schedule, slot: float, claimed: asyncio.Future[float | None]) -> None:
+    async def _run(
+        self, schedule: Schedule, slot: float, claimed: asyncio.Future[float | None], *, handed_on: bool
+    ) -> None:
         async with self._locks.hold(run_lock_key(schedule.id, slot)):
-            at = self._clock()
-            late_by = max(0.0, at - slot)
-            if not await self._ledger.claim_slot(schedule.id, slot, at=at, late_by=late_by):
-                claimed.set_result(None)
-                return
+            late_by = await (self._take_over(schedule, slot) if handed_on else self._claim(schedule, slot))
             claimed.set_result(late_by)
-            metrics.schedule_lateness(late_by)
-            logger.info("schedule %s: running the slot at %s, %.0f s late", schedule.id, slot, late_by)
+            if late_by is None:
+                return
             try:
                 outcome = await self._start(schedule, slot, late_by)
             except asyncio.CancelledError:
-                # This process is stopping: the run is over, and it is said so rather than run twice.
-                await asyncio.shield(self._finish(schedule.id, slot, RunOutcome("failed", STOPPED)))
+                # This process is stopping: the run stays "running", and the next runner to look (here
+                # after a restart, or another process) hands it on; it goes on in the same message.
+                logger.info(
+                    "schedule %s: the run of the slot at %s is left to be handed on", schedule.id, slot
+                )
                 raise
             except Exception as exc:
                 logger.exception("schedule %s: the run of the slot at %s failed", schedule.id, slot)
                 outcome = RunOutcome("failed", f"the run failed: {exc}"[:500])
             await self._finish(schedule.id, slot, outcome)
 
+    async def _claim(self, schedule: Schedule, slot: float) -> float | None:
+        """Claim a due slot: how late it starts, or None when another runner had it first."""
+        at = self._clock()
+        late_by = max(0.0, at - slot)
+        if not await self._ledger.claim_slot(schedule.id, slot, at=at, late_by=late_by):
+            return None
+        metrics.schedule_lateness(late_by)
+        logger.info("schedule %s: running the slot at %s, %.0f s late", schedule.id, slot, late_by)
+        return late_by
+
+    async def _take_over(self, schedule: Schedule, slot: float) -> float | None:
+        """Under the run's lock: take over a run its process left, if it is still unfinished and its
+        schedule still active; one left for longer than the grace is recorded failed instead."""
+        run = await self._ledger.run(schedule.id, slot)
+        if run is None or run.status != "running":
+            return None  # finished meanwhile, by whoever held it
+        current = await self._ledger.schedule(schedule.id)
+        too_late = self._clock() - slot > self._grace
+        if current is None or current.status != "active" or too_late:
+            await self._finish(schedule.id, slot, RunOutcome("failed", STOPPED))
+            logger.warning("schedule %s: %s (slot %s)", schedule.id, STOPPED, slot)
+            return None
+        logger.warning(
+            "schedule %s: handing on the run of the slot at %s, left by a stopped process", schedule.id, slot
+        )
+        metrics.schedule_run("handed_on")
+        return run.late_by
+
     async def _finish(self, schedule_id: str, slot: float, outcome: RunOutcome) -> None:
         at = self._clock()
         if await self._ledger.finish_run(schedule_id, slot, outcome.status, at=at, note=outcome.note):
             metrics.schedule_run(outcome.status)
 
-    async def settle_abandoned(self) -> list[ScheduleRun]:
-        """At start: the runs found "running" that no live process holds are recorded as failed
-        (`STOPPED`) and returned; none is run again. A run another live process holds is waited for
-        (it settles it itself), so call this in a task of its own when other processes may run."""
-        settled: list[ScheduleRun] = []
+    async def hand_on(self) -> list[Started]:
+        """The runs found "running" that no live process holds (their process stopped) are started
+        again here and returned, as a turn left by a stopped process goes on; those left longer than
+        the grace after their slot are recorded as failed (`STOPPED`) instead. A run another live
+        process holds is waited for (it finishes it itself), so call this in a task of its own when
+        other processes may run."""
+        taken: list[Started] = []
         for run in await self._ledger.running_runs(older_than=self._clock()):
             if (run.schedule_id, run.slot) in self._running:
                 continue
             schedule = await self._ledger.schedule(run.schedule_id)
             if schedule is None or not self._mine(schedule):
                 continue
-            async with self._locks.hold(run_lock_key(run.schedule_id, run.slot)):
-                # Held: whoever claimed it has let go, by finishing it or by stopping.
-                if await self._ledger.finish_run(
-                    run.schedule_id, run.slot, "failed", at=self._clock(), note=STOPPED
-                ):
-                    metrics.schedule_run("failed")
-                    logger.warning("schedule %s: %s (slot %s)", run.schedule_id, STOPPED, run.slot)
-                    settled.append(run)
-        return settled
+            late_by = await self._launch(schedule, run.slot, handed_on=True)
+            if late_by is not None:
+                taken.append(Started(schedule, run.slot, late_by))
+        return taken
 
     async def run_forever(self, on_tick: Callable[[Tick], Awaitable[None]] | None = None) -> None:
-        """Look every `cadence` seconds (at once when `wake` is set) until cancelled; the runs under
-        way are then stopped and recorded as such. A look that fails (the store unreachable) is
-        logged and tried again at the next one."""
+        """Look every `cadence` seconds (at once when `wake` is set) until cancelled, handing on, in a
+        task of its own, the runs stopped processes left; the runs under way here are then stopped
+        and left to be handed on. A look that fails (the store unreachable) is logged and tried
+        again at the next one."""
+        handing_on: asyncio.Task[list[Started]] | None = None
         try:
             while True:
                 self.wake.clear()
+                if handing_on is None or handing_on.done():
+                    handing_on = asyncio.create_task(self._hand_on_logged(on_tick), name="schedules-hand-on")
                 try:
                     found = await self.tick()
                     if on_tick is not None:
@@ -276,7 +313,20 @@ class ScheduleRunner:
                     logger.exception("looking at the schedules failed; trying again in %g s", self._cadence)
                 await self._pause()
         finally:
+            if handing_on is not None:
+                handing_on.cancel()
+                await asyncio.gather(handing_on, return_exceptions=True)
             await self.stop()
+
+    async def _hand_on_logged(self, on_tick: Callable[[Tick], Awaitable[None]] | None) -> list[Started]:
+        try:
+            taken = await self.hand_on()
+            if taken and on_tick is not None:
+                await on_tick(Tick(handed_on=taken))
+            return taken
+        except Exception:
+            logger.exception("looking for runs left by a stopped process failed; looking again later")
+            return []
 
     async def _pause(self) -> None:
         """The cadence's sleep, cut short by `wake`."""
@@ -290,7 +340,7 @@ class ScheduleRunner:
             await asyncio.gather(sleeping, woken, return_exceptions=True)
 
     async def stop(self) -> None:
-        """Stop the runs under way (each recorded as failed, `STOPPED`) and wait for them to end."""
+        """Stop the runs under way (each left to be handed on) and wait for them to end."""
         tasks = list(self._running.values())
         for task in tasks:
             task.cancel()

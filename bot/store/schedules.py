@@ -32,7 +32,7 @@ _COLUMNS = (
     " timezone, status, created_at, last_slot, last_outcome, changed_by, changed_at"
 )
 _MARKS = ", ".join("?" for _ in _COLUMNS.split(","))
-_RUN_COLUMNS = "schedule_id, slot, status, started_at, finished_at, late_by, note"
+_RUN_COLUMNS = "schedule_id, slot, status, started_at, finished_at, late_by, note, message"
 
 
 def new_schedule_id() -> str:
@@ -63,7 +63,7 @@ def _schedule(row: Any) -> Schedule:
 
 
 def _run(row: Any) -> ScheduleRun:
-    schedule_id, slot, status, started_at, finished_at, late_by, note = row[:7]
+    schedule_id, slot, status, started_at, finished_at, late_by, note, message = row[:8]
     return ScheduleRun(
         schedule_id=schedule_id,
         slot=float(slot),
@@ -72,6 +72,7 @@ def _run(row: Any) -> ScheduleRun:
         finished_at=None if finished_at is None else float(finished_at),
         late_by=float(late_by),
         note=note,
+        message=message,
     )
 
 
@@ -155,7 +156,8 @@ class ScheduleLedger(Ledger):
         claimed or recorded missed before, by anyone. One statement, so nothing comes in between."""
         claimed = await self._change(
             f"INSERT INTO schedule_runs ({_RUN_COLUMNS})"
-            " SELECT id, ?, 'running', ?, NULL, ?, NULL FROM schedules WHERE id = ? AND status = 'active'"
+            " SELECT id, ?, 'running', ?, NULL, ?, NULL, NULL FROM schedules"
+            " WHERE id = ? AND status = 'active'"
             " ON CONFLICT DO NOTHING",
             (slot, at, late_by, schedule_id),
         )
@@ -183,7 +185,8 @@ class ScheduleLedger(Ledger):
         async with self._write() as db:
             recorded = await db.execute(
                 f"INSERT INTO schedule_runs ({_RUN_COLUMNS})"
-                " SELECT id, ?, 'missed', ?, ?, ?, NULL FROM schedules WHERE id = ? ON CONFLICT DO NOTHING",
+                " SELECT id, ?, 'missed', ?, ?, ?, NULL, NULL FROM schedules WHERE id = ?"
+                " ON CONFLICT DO NOTHING",
                 (slot, at, at, max(at - slot, 0.0), schedule_id),
             )
             if recorded.rowcount <= 0:
@@ -228,3 +231,21 @@ class ScheduleLedger(Ledger):
             (older_than,),
         )
         return [_run(row) for row in rows]
+
+    async def run(self, schedule_id: str, slot: float) -> ScheduleRun | None:
+        """One slot's run (or missed record), None when the slot was never claimed."""
+        row = await self._first(
+            f"SELECT {_RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = ? AND slot = ?",
+            (schedule_id, slot),
+        )
+        return None if row is None else _run(row)
+
+    async def set_run_message(self, schedule_id: str, slot: float, message: str) -> bool:
+        """Keep the platform message a running run posted, once: False (nothing changed) when the run
+        is not running or has one already, so a run handed on answers under the first post."""
+        changed = await self._change(
+            "UPDATE schedule_runs SET message = ?"
+            " WHERE schedule_id = ? AND slot = ? AND status = 'running' AND message IS NULL",
+            (message, schedule_id, slot),
+        )
+        return changed > 0

@@ -80,3 +80,5 @@ class ScheduleRun:
     # How long after its slot it started (0 when on time): the "due at 09:00, run at 09:17" note.
     late_by: float
     note: str | None = None
+    # The platform message the run posted to answer under (a channel run's announcement), once posted.
+    message: str | None = None
