@@ -36,6 +36,7 @@ SUITES = (
     "model_faults",
     "replicas",
     "startup",
+    "schedules",
 )
 TITLES = {
     "core": "Core (`bench/core_bench.py`)",
@@ -49,6 +50,7 @@ TITLES = {
     "model_faults": "Model faults (`bench/model_faults.py`)",
     "replicas": "Several processes on one PostgreSQL (`bench/replicas.py`)",
     "startup": "Start-up of a one-shot `nerve ask` (`bench/startup_bench.py`)",
+    "schedules": "A burst of schedules due at one instant (`bench/schedules_bench.py`)",
 }
 # Suites whose module is not `bench/<suite>_bench.py`.
 MODULES = {
@@ -64,7 +66,7 @@ _MUST_BE_ZERO = re.compile(r"(^|\.)(lost|duplicated|misplaced|out_of_order\w*)$"
 SKELETON = """# nerve benchmarks
 
 Reproduce with `make bench` (it runs `.venv/bin/python -m bench`; `--only SUITE` runs one of
-core, slack, discord, stream, faults, kills, threads, burst, model_faults, replicas, startup,
+core, slack, discord, stream, faults, kills, threads, burst, model_faults, replicas, startup, schedules,
 `--scenario W2` one core scenario, `--strict` exits 1 on a missed goal). Each suite rewrites only its
 own marked section below.
 
