@@ -18,11 +18,11 @@ from slack_sdk.errors import SlackApiError
 from adapters.common.desk import AskDesk
 from adapters.common.refs import parse_message_ref
 from adapters.slack.approval_view import approval_message, parse_click
-from adapters.slack.events import PLATFORM
+from adapters.slack.events import PLATFORM, typed_in
 from adapters.slack.post import Poster, api_error
 from bot.agent import Feedback
 from bot.text import scrub
-from bot.types import ApprovalPrompt, ConversationKey
+from bot.types import ApprovalPrompt, ConversationKey, Incoming
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,16 @@ def click_of(body: Mapping[str, Any]) -> Click:
         thread=payload_field(body, "message", "thread_ts") or payload_field(body, "container", "thread_ts"),
         message=payload_field(body, "message", "ts") or payload_field(body, "container", "message_ts"),
     )
+
+
+def pressed_in(body: Mapping[str, Any]) -> tuple[Click, Incoming] | None:
+    """A button press, and who pressed it where as a slash command's `Incoming` (`typed_in`); None
+    when the payload names no presser or channel."""
+    pressed = click_of(body)
+    if pressed.user is None or pressed.channel is None:
+        return None
+    team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id") or ""
+    return pressed, typed_in({"channel_id": pressed.channel, "user_id": pressed.user, "team_id": team})
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from adapters.common import memory_words as words
 from adapters.slack.clicks import click_of, payload_field
 from adapters.slack.events import typed_in
 from adapters.slack.post import Poster
-from adapters.slack.render import MEMORY_ACTION, button, context, escape, section
+from adapters.slack.render import MEMORY_ACTION, button, confirmed, context, escape, section
 from bot.agent import Agent
 from bot.types import Incoming, Memory
 
@@ -36,14 +36,7 @@ def _button(text: str, what: str, value: str, style: str | None = None) -> dict[
 
 def _confirmed(button: dict[str, Any], question: str) -> dict[str, Any]:
     """A button Slack asks about first (its own dialog): the confirm step of Forget all."""
-    return button | {
-        "confirm": {
-            "title": {"type": "plain_text", "text": "Forget all?"},
-            "text": {"type": "plain_text", "text": question},
-            "confirm": {"type": "plain_text", "text": words.CONFIRM_FORGET_ALL},
-            "deny": {"type": "plain_text", "text": "Keep them"},
-        }
-    }
+    return confirmed(button, "Forget all?", question, words.CONFIRM_FORGET_ALL, "Keep them")
 
 
 # Slack's limit on the blocks of one message.
