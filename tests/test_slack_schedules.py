@@ -12,6 +12,7 @@ fake clock.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -24,6 +25,15 @@ from tests.fakes.llm_server import reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, Posted
 from tests.stores import Backend
 from tests.test_schedule_runner import a_schedule as stored_schedule
+from tests.test_slack_approvals import (
+    approval_messages,
+    button,
+    click,
+    host,  # noqa: F401  (fixture)
+    notes,  # noqa: F401  (fixture)
+    ran,
+    read_and_add,
+)
 from tests.test_slack_harness import Rig, mention, rig, user_texts
 from tests.test_slack_memory import buttons_of, listed, press
 
@@ -110,6 +120,56 @@ async def test_a_channel_schedule_posts_one_message_and_answers_in_its_thread(
         assert r.host.calls == [("get_aqi", {})]
         run = await r.agent.schedule_run(due.id, due.first_at)
         assert run is not None and run.status == "answered" and run.message == f"{CHANNEL}:{announced.ts}"
+
+
+async def test_a_scheduled_write_waits_for_its_person_pings_them_and_goes_on_when_they_approve(
+    tmp_path,
+    host,  # noqa: F811  (the fixture)
+    notes,  # noqa: F811  (the fixture)
+    store_backend: Backend,
+):
+    async with rig(
+        tmp_path, [read_and_add(), reply("Added it.")], host=host, approvals=True, backend=store_backend
+    ) as r:
+        due = a_schedule("add hi to the note", NOW - MINUTE, channel=CHANNEL)
+        await r.store.add_schedule(due)
+        runner = r.bot.schedules.start(clock=Clock(NOW), forever=False)
+
+        await runs(runner)
+
+        assert ran(notes) == ["read_note"], "the write waits for its person"
+        [announced] = top_level(r, CHANNEL)
+        [approval] = approval_messages(r, announced.ts)
+        assert f"<@{ALICE}>" in approval.everything(), "its person is mentioned, so Slack tells them"
+        [run] = await r.store.runs_of(due.id)
+        assert (run.status, run.note) == ("answered", "waits for a decision in its thread")
+
+        assert await click(r, approval, button(approval, "approve", 0), BOB) == 200
+        assert ran(notes) == ["read_note"], "only its person decides"
+        assert await click(r, approval, button(approval, "approve", 0), ALICE) == 200
+
+        assert ran(notes) == ["read_note", "append_note"]
+        assert r.slack.thread(CHANNEL, announced.ts)[-1].text == "Added it."
+
+
+async def test_the_bot_runs_its_schedules_from_its_start_until_it_closes(tmp_path, store_backend: Backend):
+    async with rig(tmp_path, [reply("Stretch now.")], backend=store_backend) as r:
+        due = a_schedule("remind me to stretch", time.time() - MINUTE)
+        await r.store.add_schedule(due)
+
+        r.bot.start_schedules()
+
+        await r.slack.wait_for(lambda slack: any("Stretch now." in p.text for p in slack.thread(DM, None)))
+        await r.bot.drain(5.0)
+        later = a_schedule("remind me again", time.time() - MINUTE)
+        await r.store.add_schedule(later)
+        runner = r.bot.schedules.runner
+        assert runner is not None
+        assert (await runner.tick()).started == [], "a draining bot claims no new slot"
+        await r.bot.aclose()
+        assert r.bot.schedules.runner is runner and runner.running == 0
+        assert [run.status for run in await r.store.runs_of(due.id)] == ["answered"]
+        assert await r.store.runs_of(later.id) == []
 
 
 async def test_a_run_started_again_for_its_slot_posts_no_second_message(tmp_path, store_backend: Backend):
