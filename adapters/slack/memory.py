@@ -17,7 +17,7 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from adapters.common import memory_words as words
-from adapters.slack.clicks import click_of, payload_field
+from adapters.slack.clicks import pressed_in
 from adapters.slack.events import typed_in
 from adapters.slack.post import Poster
 from adapters.slack.render import MEMORY_ACTION, button, confirmed, context, escape, section
@@ -128,19 +128,18 @@ class SlackMemory:
 
     async def on_click(self, body: Mapping[str, Any]) -> None:
         """A memory button (already acked); what it did is told to the presser alone."""
-        pressed = click_of(body)
-        team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id") or ""
-        if pressed.user is None or pressed.channel is None:
+        found = pressed_in(body)
+        if found is None:
             return
-        here = typed_in({"channel_id": pressed.channel, "user_id": pressed.user, "team_id": team})
+        pressed, here = found
         what = str(pressed.action.get("action_id") or "").split(".")[1:2]
         value = str(pressed.action.get("value") or "")
         try:
             text = await self._clicked(here, what[0] if what else "", value)
         except Exception:
-            logger.exception("a memory button failed for %s", pressed.user)
+            logger.exception("a memory button failed for %s", here.user_id)
             text = FAILED
-        await self.poster.tell(pressed.channel, pressed.user, escape(text), pressed.thread)
+        await self.poster.tell(pressed.channel, here.user_id, escape(text), pressed.thread)
 
     async def _clicked(self, here: Incoming, what: str, value: str) -> str:
         if what == "undo":
