@@ -118,6 +118,9 @@ async def views_of(agent: Agent, owner: str, now: float) -> list[ScheduleView]:
     return views
 
 
+NO_SCHEDULES = (
+    'You have no schedules. Ask me for one ("remind me tomorrow at 9 to …", "every weekday at 09:00 …").'
+)
 # What a person may do to one of their schedules, and how the answer says it was done.
 CHANGES = {"cancel": "Cancelled", "pause": "Paused", "resume": "Resumed"}
 

@@ -24,10 +24,12 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from adapters.common.refs import message_ref, parse_message_ref
 from adapters.common.schedules import (
     CHANGES,
+    NO_SCHEDULES,
     ScheduleView,
     change_schedule,
     late_note,
     scheduled_note,
+    time_zone_command,
     views_of,
 )
 from adapters.slack.approval_view import person
@@ -48,21 +50,16 @@ from adapters.slack.render import (
 from adapters.slack.turns import TurnRunner
 from adapters.slack.zones import UserZones
 from bot.agent import Agent, RunOutcome, ScheduleRunner, scheduled_incoming
-from bot.errors import ScheduleError
 from bot.types import AgentReply, Incoming, Person, Place, Progress, Schedule
 
 logger = logging.getLogger(__name__)
 
 COMMAND = "/nerve schedules"
 USAGE = "Also: `/nerve schedules cancel ID`, `/nerve schedules pause ID`, `/nerve schedules resume ID`."
-NONE = 'You have no schedules. Ask me for one ("remind me tomorrow at 9 to …", "every weekday at 09:00 …").'
 FAILED = "Sorry — something went wrong on my side with your schedules; please try again."
 SCHEDULE_ACTION = "nerve_schedule"
 SCHEDULE_ACTIONS = re.compile(rf"^{SCHEDULE_ACTION}\.")
-RESET = frozenset({"reset", "default"})
-ZONE_USAGE = (
-    "`/nerve timezone Europe/Paris` sets yours; `/nerve timezone reset` goes back to your Slack profile's."
-)
+ZONE_COMMAND = "/nerve timezone"
 
 
 def announcement(schedule: Schedule) -> OutMessage:
@@ -94,7 +91,7 @@ def _item(view: ScheduleView) -> list[dict[str, Any]]:
 def schedules_message(views: list[ScheduleView]) -> tuple[str, list[dict[str, Any]]]:
     """`/nerve schedules`: the person's schedules, each with its next and last run and its buttons."""
     if not views:
-        return NONE, []
+        return NO_SCHEDULES, []
     blocks: list[dict[str, Any]] = [section("*Your schedules*")]
     left_out = 0
     for view in views:
@@ -223,18 +220,15 @@ class SlackSchedules:
         await ack(text=text, blocks=blocks, response_type="ephemeral")
 
     async def on_timezone(self, ack: AsyncAck, command: Mapping[str, Any], typed: list[str]) -> None:
-        """`/nerve timezone [ZONE|reset]`: the zone the person's schedules are read in, or set it."""
-        here, said = typed_in(command), typed[1:]
-        who = self._person(here)
+        """`/nerve timezone [ZONE|reset]`: the zone the person's schedules are read in, or set it; the
+        zone their Slack profile names is the default."""
+        here = typed_in(command)
         try:
             hint = await self.zones.of(here.user_id)
-            if not said:
-                text = f"Your time zone is {await self.agent.time_zone_of(who, hint)}. {ZONE_USAGE}"
-            else:
-                await self.agent.set_time_zone(who, None if said[0].lower() in RESET else said[0])
-                text = f"Your time zone is now {await self.agent.time_zone_of(who, hint)}."
-        except ScheduleError as exc:
-            text = exc.message
+            argument = " ".join(typed[1:])
+            text = await time_zone_command(
+                self.agent, self._person(here), argument, ZONE_COMMAND, hint=hint, now=time.time()
+            )
         except Exception:
             logger.exception("/nerve timezone failed for %s", here.user_id)
             text = FAILED

@@ -22,6 +22,7 @@ from rich.console import Console
 
 from adapters.common.schedules import (
     CHANGES,
+    NO_SCHEDULES,
     change_schedule,
     late_note,
     place_of,
@@ -40,7 +41,6 @@ logger = logging.getLogger(__name__)
 
 COMMAND = "/schedules"
 USAGE = "/schedules lists yours; /schedules cancel ID, /schedules pause ID, /schedules resume ID change one."
-NONE = 'You have no schedules. Ask me for one ("remind me tomorrow at 9 to …", "every weekday at 09:00 …").'
 
 
 async def schedules_command(
@@ -52,7 +52,7 @@ async def schedules_command(
     if not said:
         views = await views_of(agent, person.id, now)
         if not views:
-            console.print(NONE, markup=False)
+            console.print(NO_SCHEDULES, markup=False)
             return
         for view in views:
             console.print(view.line(), markup=False)
