@@ -17,7 +17,7 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from adapters.common import memory_words as words
-from adapters.slack.clicks import pressed_in
+from adapters.slack.clicks import tell_presser
 from adapters.slack.events import typed_in
 from adapters.slack.post import Poster
 from adapters.slack.render import MEMORY_ACTION, button, confirmed, context, escape, section
@@ -128,20 +128,10 @@ class SlackMemory:
 
     async def on_click(self, body: Mapping[str, Any]) -> None:
         """A memory button (already acked); what it did is told to the presser alone."""
-        found = pressed_in(body)
-        if found is None:
-            return
-        pressed, here = found
-        what = str(pressed.action.get("action_id") or "").split(".")[1:2]
-        value = str(pressed.action.get("value") or "")
-        try:
-            text = await self._clicked(here, what[0] if what else "", value)
-        except Exception:
-            logger.exception("a memory button failed for %s", here.user_id)
-            text = FAILED
-        await self.poster.tell(pressed.channel, here.user_id, escape(text), pressed.thread)
+        await tell_presser(self.poster, body, MEMORY_ACTION, self._clicked, FAILED)
 
-    async def _clicked(self, here: Incoming, what: str, value: str) -> str:
+    async def _clicked(self, here: Incoming, action: str, value: str) -> str:
+        what = action.split(".")[0]  # an Undo's id names its index too: "undo.0"
         if what == "undo":
             return words.undone(await self.agent.undo_memory(here, value))
         if what == "forget":

@@ -19,7 +19,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from adapters.common import rights
 from adapters.common.tasks import Spawn
-from adapters.slack.clicks import pressed_in
+from adapters.slack.clicks import tell_presser
 from adapters.slack.events import typed_in
 from adapters.slack.post import Poster
 from adapters.slack.render import Upload, button, escape, section
@@ -90,18 +90,12 @@ class SlackRights:
 
     async def on_click(self, body: Mapping[str, Any]) -> None:
         """A forget button (already acked); what it did is told to the presser alone."""
-        found = pressed_in(body)
-        if found is None:
-            return
-        pressed, here = found
-        what = str(pressed.action.get("action_id") or "").removeprefix(f"{RIGHTS_ACTION}.")
-        if str(pressed.action.get("value") or "") != here.user_id:
-            text = rights.NOT_YOURS
-        elif what == "forget":
-            text = await self._forget(here)
-        else:
-            text = rights.NOTHING_DELETED
-        await self.poster.tell(pressed.channel, here.user_id, escape(text), pressed.thread)
+        await tell_presser(self.poster, body, RIGHTS_ACTION, self._clicked, rights.FORGET_FAILED)
+
+    async def _clicked(self, here: Incoming, what: str, value: str) -> str:
+        if value != here.user_id:
+            return rights.NOT_YOURS
+        return await self._forget(here) if what == "forget" else rights.NOTHING_DELETED
 
     async def _forget(self, here: Incoming) -> str:
         try:

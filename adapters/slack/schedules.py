@@ -33,7 +33,7 @@ from adapters.common.schedules import (
     views_of,
 )
 from adapters.slack.approval_view import person
-from adapters.slack.clicks import pressed_in
+from adapters.slack.clicks import tell_presser
 from adapters.slack.commands import SHOWN_CHARS
 from adapters.slack.events import PLATFORM, is_dm_channel, turn_in, typed_in
 from adapters.slack.post import Poster
@@ -236,18 +236,10 @@ class SlackSchedules:
 
     async def on_click(self, body: Mapping[str, Any]) -> None:
         """A schedule's button (already acked); what it did is told to the presser alone."""
-        found = pressed_in(body)
-        if found is None:
-            return
-        pressed, here = found
-        action = str(pressed.action.get("action_id") or "").removeprefix(f"{SCHEDULE_ACTION}.")
-        schedule_id = str(pressed.action.get("value") or "")
-        try:
-            if action not in CHANGES:
-                logger.warning("ignored a schedule button that is not one of ours: %s", action)
-                return
-            text = await change_schedule(self.agent, action, schedule_id, self._person(here), COMMAND)
-        except Exception:
-            logger.exception("a schedule button failed for %s", here.user_id)
-            text = FAILED
-        await self.poster.tell(pressed.channel, here.user_id, escape(text), pressed.thread)
+        await tell_presser(self.poster, body, SCHEDULE_ACTION, self._clicked, FAILED)
+
+    async def _clicked(self, here: Incoming, action: str, schedule_id: str) -> str:
+        if action not in CHANGES:
+            logger.warning("ignored a schedule button that is not one of ours: %s", action)
+            return FAILED
+        return await change_schedule(self.agent, action, schedule_id, self._person(here), COMMAND)
