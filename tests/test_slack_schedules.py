@@ -188,6 +188,34 @@ async def test_a_run_started_again_for_its_slot_posts_no_second_message(tmp_path
         assert len(r.llm.requests) == 1
 
 
+class Stopped(Exception):
+    """The process stopped here."""
+
+
+async def test_a_run_that_stopped_before_keeping_its_message_finds_it_and_posts_no_second(
+    tmp_path, store_backend: Backend, monkeypatch: pytest.MonkeyPatch
+):
+    async with rig(tmp_path, [reply("The deploy finished.")], backend=store_backend) as r:
+        due = a_schedule("did the deploy finish?", NOW - MINUTE, channel=CHANNEL)
+        await r.store.add_schedule(due)
+        assert await r.store.claim_slot(due.id, due.first_at, at=NOW - MINUTE, late_by=0.0)
+
+        async def stopped(*_args: object) -> bool:
+            raise Stopped
+
+        monkeypatch.setattr(r.agent, "keep_run_message", stopped)
+        with pytest.raises(Stopped):
+            await r.bot.schedules.run(due, due.first_at, 0.0)  # posted, then stopped before keeping it
+        monkeypatch.undo()
+        handed_on = await r.bot.schedules.run(due, due.first_at, 0.0)
+
+        assert handed_on.status == "answered"
+        [announced] = top_level(r, CHANNEL)
+        assert any("The deploy finished." in p.text for p in r.slack.thread(CHANNEL, announced.ts))
+        run = await r.agent.schedule_run(due.id, due.first_at)
+        assert run is not None and run.message == f"{CHANNEL}:{announced.ts}"
+
+
 async def test_a_run_left_running_is_handed_on_under_the_message_it_kept(tmp_path, store_backend: Backend):
     async with rig(tmp_path, [reply("The backup finished at 08:58.")], backend=store_backend) as r:
         due = a_schedule("did the backup finish?", NOW - MINUTE, channel=CHANNEL)

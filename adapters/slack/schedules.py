@@ -35,8 +35,8 @@ from adapters.common.schedules import (
 from adapters.slack.approval_view import person
 from adapters.slack.clicks import tell_presser
 from adapters.slack.commands import SHOWN_CHARS
-from adapters.slack.events import PLATFORM, is_dm_channel, turn_in, typed_in
-from adapters.slack.post import Poster
+from adapters.slack.events import PLATFORM, Turn, is_dm_channel, turn_in, typed_in
+from adapters.slack.post import Poster, TurnPosts
 from adapters.slack.render import (
     MAX_BLOCKS,
     OutMessage,
@@ -49,7 +49,7 @@ from adapters.slack.render import (
 )
 from adapters.slack.turns import TurnRunner
 from adapters.slack.zones import UserZones
-from bot.agent import Agent, RunOutcome, ScheduleRunner, scheduled_incoming
+from bot.agent import Agent, PostRecords, RunOutcome, ScheduleRunner, scheduled_incoming
 from bot.types import AgentReply, Incoming, Person, Place, Progress, Schedule
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,8 @@ FAILED = "Sorry — something went wrong on my side with your schedules; please 
 SCHEDULE_ACTION = "nerve_schedule"
 SCHEDULE_ACTIONS = re.compile(rf"^{SCHEDULE_ACTION}\.")
 ZONE_COMMAND = "/nerve timezone"
+# The part of a run's posts that is its message in the channel (`TurnPosts`).
+ANNOUNCEMENT = "announcement"
 
 
 def announcement(schedule: Schedule) -> OutMessage:
@@ -187,13 +189,30 @@ class SlackSchedules:
         return RunOutcome("answered")
 
     async def _announced(self, schedule: Schedule, slot: float) -> str:
-        """The ts of the run's message in the channel: the one kept with the run, else a new one."""
+        """The ts of the run's message in the channel: the one kept with the run; else one an earlier
+        start posted but could not keep (it stopped in between: the post was announced in the store
+        first, and is found again by its metadata); else a new one."""
         run = await self.agent.schedule_run(schedule.id, slot)
         kept = parse_message_ref(run.message if run is not None else None)
         if kept is not None:
             return kept[1]
         channel = schedule.key.channel
-        ts = await self.poster.post(channel, None, announcement(schedule))
+        inbox = self.agent.inbox
+        top = Turn(
+            incoming=scheduled_incoming(schedule, slot),
+            kind="answer",
+            channel=channel,
+            reply_thread_ts=None,
+            assistant_thread=False,
+        )
+        posts = TurnPosts(inbox if isinstance(inbox, PostRecords) else None, self.poster, top)
+        await posts.load()
+        if posts.records is None:
+            ts: str | None = await self.poster.post(channel, None, announcement(schedule))
+        else:
+            await posts.put(ANNOUNCEMENT, announcement(schedule))
+            ts = await posts.landed(ANNOUNCEMENT)
+        assert ts is not None, "a part put is landed"
         await self.agent.keep_run_message(schedule.id, slot, message_ref(channel, ts))
         return ts
 
