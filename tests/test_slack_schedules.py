@@ -1,8 +1,11 @@
 """Schedules on Slack: a due DM reminder is answered in the DM, once; a channel schedule posts one
-message naming its person and answers in its thread, with the tool results; a run started again for
-its slot (handed on after its process stopped) posts no second message; `/nerve schedules` lists a
-person's own and pauses or cancels them (typed or with its buttons); `/nerve timezone` sets a zone
-and refuses one that is none; and the zone of a person's Slack profile reaches their turns.
+message naming its person and answers in its thread, with the tool results; a write it wants waits
+for its person, mentions them and goes on once they approve; a run started again for its slot (handed
+on after its process stopped, before or after keeping its message) posts no second message; the bot
+runs its schedules from its start and claims none while draining; `/nerve schedules` lists a person's
+own and pauses or cancels them (typed or with its buttons); `/nerve timezone` sets a zone and refuses
+one that is none; and the zone of a person's Slack profile reaches their turns, asked once (a refusal
+costs the zone, never the answer).
 
 The real bolt app serves signed HTTP deliveries and talks to the mock Slack Web API; the model is the
 local fake model service; the store is real. The runner looks when the test says (`tick`), on a
@@ -325,3 +328,20 @@ async def test_the_zone_of_my_slack_profile_reaches_my_turns_asked_once(tmp_path
         assert len(r.slack.calls_of("users.info")) == 1, "asked once, then known for a while"
         tools = {t["function"]["name"] for t in r.llm.requests[0].get("tools") or []}
         assert any(name.endswith("schedule") for name in tools), "the schedule tools are offered on Slack"
+
+
+async def test_a_profile_slack_will_not_show_costs_the_zone_never_the_answer(
+    tmp_path, store_backend: Backend
+):
+    script = [reply("Here."), reply("Here again.")]
+    async with rig(tmp_path, script, approvals=True, schedules=True, backend=store_backend) as r:
+        r.slack.fail_next["users.info"] = "missing_scope"
+
+        for root in ("1600000000.700003", "1600000000.700004"):
+            await r.deliver(mention(f"<@{BOT_USER_ID}> what time is it?", ts=root, user=ALICE))
+            await r.settle()
+
+        for request in r.llm.requests:
+            assert "the person's time zone UTC" in str(request["messages"][0]["content"])
+        assert [p.text for p in r.slack.thread(CHANNEL, "1600000000.700004")] == ["Here again."]
+        assert len(r.slack.calls_of("users.info")) == 1, "refused once: not asked again"
