@@ -23,24 +23,18 @@ from adapters.common.schedules import scheduled_note
 from bot.schedules import timing
 from bot.schedules.runner import ScheduleRunner
 from bot.types import ConversationKey, Person, Schedule, ToolResult
+from tests import test_slack_approvals as approvals
 from tests.fakes.clock import Clock
 from tests.fakes.llm_server import reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, Posted
 from tests.stores import Backend
 from tests.test_schedule_runner import a_schedule as stored_schedule
-from tests.test_slack_approvals import (
-    approval_messages,
-    button,
-    click,
-    host,  # noqa: F401  (fixture)
-    notes,  # noqa: F401  (fixture)
-    ran,
-    read_and_add,
-)
 from tests.test_slack_harness import Rig, mention, rig, user_texts
 from tests.test_slack_memory import buttons_of, listed, press
 
 pytestmark = pytest.mark.both_stores
+# The approvals test server (tests/mcp_servers/trust.py) and its notes file, as its tests start them.
+host, notes = approvals.host, approvals.notes
 
 NOW = 1_796_630_400.0  # Mon 7 Dec 2026 09:00 in Paris
 MINUTE, DAY = 60.0, 86_400.0
@@ -127,12 +121,16 @@ async def test_a_channel_schedule_posts_one_message_and_answers_in_its_thread(
 
 async def test_a_scheduled_write_waits_for_its_person_pings_them_and_goes_on_when_they_approve(
     tmp_path,
-    host,  # noqa: F811  (the fixture)
-    notes,  # noqa: F811  (the fixture)
+    host,
+    notes,
     store_backend: Backend,
 ):
     async with rig(
-        tmp_path, [read_and_add(), reply("Added it.")], host=host, approvals=True, backend=store_backend
+        tmp_path,
+        [approvals.read_and_add(), reply("Added it.")],
+        host=host,
+        approvals=True,
+        backend=store_backend,
     ) as r:
         due = a_schedule("add hi to the note", NOW - MINUTE, channel=CHANNEL)
         await r.store.add_schedule(due)
@@ -140,18 +138,18 @@ async def test_a_scheduled_write_waits_for_its_person_pings_them_and_goes_on_whe
 
         await runs(runner)
 
-        assert ran(notes) == ["read_note"], "the write waits for its person"
+        assert approvals.ran(notes) == ["read_note"], "the write waits for its person"
         [announced] = top_level(r, CHANNEL)
-        [approval] = approval_messages(r, announced.ts)
+        [approval] = approvals.approval_messages(r, announced.ts)
         assert f"<@{ALICE}>" in approval.everything(), "its person is mentioned, so Slack tells them"
         [run] = await r.store.runs_of(due.id)
         assert (run.status, run.note) == ("answered", "waits for a decision in its thread")
 
-        assert await click(r, approval, button(approval, "approve", 0), BOB) == 200
-        assert ran(notes) == ["read_note"], "only its person decides"
-        assert await click(r, approval, button(approval, "approve", 0), ALICE) == 200
+        assert await approvals.click(r, approval, approvals.button(approval, "approve", 0), BOB) == 200
+        assert approvals.ran(notes) == ["read_note"], "only its person decides"
+        assert await approvals.click(r, approval, approvals.button(approval, "approve", 0), ALICE) == 200
 
-        assert ran(notes) == ["read_note", "append_note"]
+        assert approvals.ran(notes) == ["read_note", "append_note"]
         assert r.slack.thread(CHANNEL, announced.ts)[-1].text == "Added it."
 
 
