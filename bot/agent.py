@@ -85,6 +85,7 @@ from bot.types import (
     InputRequest,
     Memory,
     Person,
+    Place,
     Progress,
     PromptSpec,
     RememberedApproval,
@@ -619,6 +620,11 @@ class Agent:
         changed = await self._schedules.set_schedule_status(schedule.id, status, by=by.id)
         return "changed" if changed else "gone"
 
+    @property
+    def schedules_on(self) -> bool:
+        """Whether schedules are kept here (a store holds them): a front end runs them only then."""
+        return self._schedules is not None
+
     def schedule_runner(
         self,
         start: Start,
@@ -661,20 +667,15 @@ class Agent:
         progress: Progress = no_progress,
         *,
         key: ConversationKey | None = None,
+        place: Place | None = None,
+        time_zone: str | None = None,
     ) -> AgentReply:
         """One due slot's turn, as the schedule's person: their message is the prompt, so their
         scopes, memories and approvals apply as if they had written it then. It answers in `key`
         (a channel run's own thread under the message it posted), by default where the schedule was
         made. The delivery id is the slot's, so a turn started again for one slot (handed on after
         its process stopped) goes on in the same message rather than storing a second."""
-        incoming = Incoming(
-            key=key or schedule.key,
-            text=schedule.prompt,
-            user_id=schedule.owner_user,
-            event_id=f"schedule:{schedule.id}:{slot:.0f}",
-            scheduled=schedule.id,
-            replayed=True,
-        )
+        incoming = scheduled_incoming(schedule, slot, key=key, place=place, time_zone=time_zone)
         return await self.reply(incoming, progress)
 
     async def schedule_run(self, schedule_id: str, slot: float) -> ScheduleRun | None:
@@ -687,3 +688,26 @@ class Agent:
         if self._schedules is None:
             return False
         return await self._schedules.set_run_message(schedule_id, slot, message)
+
+
+def scheduled_incoming(
+    schedule: Schedule,
+    slot: float,
+    *,
+    key: ConversationKey | None = None,
+    place: Place | None = None,
+    time_zone: str | None = None,
+) -> Incoming:
+    """The message one due slot's turn starts with (`Agent.run_scheduled`): the schedule's prompt as
+    its person's, with the slot's delivery id; `place` where the front end knows it better than the
+    key says (a DM), `time_zone` the zone the person's platform reports."""
+    return Incoming(
+        key=key or schedule.key,
+        text=schedule.prompt,
+        user_id=schedule.owner_user,
+        event_id=f"schedule:{schedule.id}:{slot:.0f}",
+        place=place,
+        scheduled=schedule.id,
+        replayed=True,
+        time_zone=time_zone,
+    )

@@ -409,9 +409,9 @@ async def test_the_terminal_asks_to_confirm_a_schedule_as_its_card_and_never_off
 
 
 async def test_the_schedule_tools_are_offered_only_where_a_front_end_runs_schedules(no_servers, store):
-    """Slack and Discord do not run schedules yet: a reminder confirmed there would never fire, so
-    their turns are not offered the tools (nor told the time for them); the terminal's are."""
-    async with FakeLLMServer([reply("No."), reply("Yes.")]) as model:
+    """Discord does not run schedules yet: a reminder confirmed there would never fire, so its turns
+    are not offered the tools (nor told the time for them); the terminal's and Slack's are."""
+    async with FakeLLMServer([reply("No."), reply("Yes."), reply("Yes.")]) as model:
         bot = Agent(
             llm=openai(model),
             host=no_servers,
@@ -423,11 +423,17 @@ async def test_the_schedule_tools_are_offered_only_where_a_front_end_runs_schedu
             clock=Clock(NOW),
             config=AgentConfig(platforms=PLATFORMS),
         )
-        await bot.reply(dm(ALICE, "remind me in 20 minutes to stretch"))
+        on_discord = Incoming(
+            key=ConversationKey(platform="discord", workspace="G1", channel="C1", thread="C1"),
+            text="remind me in 20 minutes to stretch",
+            user_id="42",
+        )
+        await bot.reply(on_discord)
         await bot.reply(terminal("remind me in 20 minutes to stretch"))
-        on_slack, on_terminal = ({t["function"]["name"] for t in r.get("tools", [])} for r in model.requests)
-    assert "schedule" not in on_slack and "remember" in on_slack
-    assert {"schedule", "list_schedules", "cancel_schedule"} <= on_terminal
+        await bot.reply(dm(ALICE, "remind me in 20 minutes to stretch"))
+        offered = [{t["function"]["name"] for t in r.get("tools", [])} for r in model.requests]
+    assert "schedule" not in offered[0] and "remember" in offered[0]
+    assert all({"schedule", "list_schedules", "cancel_schedule"} <= tools for tools in offered[1:])
 
 
 async def test_a_cancel_after_a_tools_text_waits_for_its_person(loop_host, store):

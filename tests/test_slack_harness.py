@@ -207,10 +207,12 @@ async def core(
     clock: Callable[[], float] = time.time,
     backend: Backend | None = None,
     memories: bool = False,
+    schedules: bool = False,
 ) -> AsyncIterator[Core]:
     """Fake Slack, fake model service, and the real agent on a real store (which parks turns that
     wait for approval when `approvals` is set, and keeps memories with the built-in memory tools
-    when `memories` is): SQLite, or the test's `backend` (both_stores)."""
+    when `memories` is, and schedules with the built-in schedule tools when `schedules` and
+    `approvals` are): SQLite, or the test's `backend` (both_stores)."""
     async with (
         FakeSlack() as slack,
         FakeLLMServer(script, strict=strict) as llm,
@@ -231,6 +233,7 @@ async def core(
             approvals=store if approvals else None,
             clock=clock,
             memories=store if memories else None,
+            schedules=store if schedules else None,
         )
         try:
             yield Core(
@@ -257,6 +260,7 @@ async def rig(
     clock: Callable[[], float] = time.time,
     memories: bool = False,
     backend: Backend | None = None,
+    schedules: bool = False,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
     """Everything running on 127.0.0.1: fake Slack, fake model, real agent + store + bolt app over HTTP."""
@@ -271,6 +275,7 @@ async def rig(
         clock=clock,
         backend=backend,
         memories=memories,
+        schedules=schedules,
     ) as c:
         cfg = settings_for(c.slack, **settings)
         bot = build_bot(

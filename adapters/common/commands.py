@@ -112,13 +112,13 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "schedules",
         "the prompts you asked me to run later, with their next and last runs; change one",
-        (TERMINAL,),
+        (SLACK, TERMINAL),
         (Option("change", "cancel, pause or resume one", optional=True, written="cancel|pause|resume ID"),),
     ),
     Command(
         "timezone",
         "the time zone your schedules are read and shown in; set it, or reset it to the default",
-        (TERMINAL,),
+        (SLACK, TERMINAL),
         (Option("zone", "An IANA zone such as Europe/Paris, or reset", optional=True, written="ZONE|reset"),),
     ),
     Command("reset", "in a DM: start a new conversation", (SLACK,)),

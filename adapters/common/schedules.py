@@ -109,6 +109,32 @@ class ScheduleView:
         }
 
 
+async def views_of(agent: Agent, owner: str, now: float) -> list[ScheduleView]:
+    """A person's schedules still in effect, each with its newest run, as a list shows them."""
+    views = []
+    for schedule in await agent.schedules_of(owner):
+        runs = await agent.schedule_runs(schedule.id, 1)
+        views.append(ScheduleView(schedule, runs[0] if runs else None, now))
+    return views
+
+
+NO_SCHEDULES = (
+    'You have no schedules. Ask me for one ("remind me tomorrow at 9 to …", "every weekday at 09:00 …").'
+)
+# What a person may do to one of their schedules, and how the answer says it was done.
+CHANGES = {"cancel": "Cancelled", "pause": "Paused", "resume": "Resumed"}
+
+
+async def change_schedule(agent: Agent, action: str, schedule_id: str, by: Person, list_command: str) -> str:
+    """Cancel, pause or resume (`action`, one of `CHANGES`) a schedule as `by`; what they are told."""
+    change = {
+        "cancel": agent.cancel_schedule,
+        "pause": agent.pause_schedule,
+        "resume": agent.resume_schedule,
+    }[action]
+    return change_text(await change(schedule_id, by), schedule_id, CHANGES[action], list_command)
+
+
 def change_text(change: ScheduleChange, schedule_id: str, done: str, list_command: str) -> str:
     """What a person is told after asking to pause, resume or cancel a schedule."""
     if change == "changed":

@@ -30,6 +30,7 @@ NEEDED_SCOPES = {
     "im:write": "starting direct messages",
     "mpim:history": "reading group direct messages",
     "reactions:write": "the 👀 a mention shows at once while nerve works on it",
+    "users:read": "each person's time zone from their Slack profile, for their schedules",
 }
 SLACK_LIMIT = 15.0
 REACH = "check the network, or SLACK_API_BASE_URL if you set it"

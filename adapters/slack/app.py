@@ -41,9 +41,11 @@ from adapters.slack.memory import MEMORY_ACTIONS, SlackMemory
 from adapters.slack.post import Poster
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.rights import RIGHTS_ACTIONS, SlackRights
+from adapters.slack.schedules import SCHEDULE_ACTIONS, SlackSchedules
 from adapters.slack.settings import SlackSettings
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.turns import TurnRunner
+from adapters.slack.zones import UserZones
 from bot.agent import Agent
 from bot.jobs import JobHandler
 from bot.types import SignedIn
@@ -89,6 +91,7 @@ class SlackBot:
         self._sign_ins = SlackSignIns(
             agent.connections, self._poster, self._owned.spawn, expires_in=settings.nerve_sign_in_timeout
         )
+        zones = UserZones(client)
         self._turns = TurnRunner(
             agent,
             self._poster,
@@ -96,6 +99,11 @@ class SlackBot:
             stream_interval=stream_interval,
             feedback=self._feedback is not None,
             watch=self._sign_ins.watch,
+            zones=zones,
+        )
+        # People's schedules: run from `start_schedules` until the bot stops, and their commands.
+        self.schedules = SlackSchedules(
+            agent, self._poster, self._turns, zones, grace=settings.nerve_schedule_grace
         )
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
         self._launch = jobs_runtime.Launcher(jobs, self._owned.spawn, PLATFORM)
@@ -121,6 +129,8 @@ class SlackBot:
             connections=self._sign_ins.on_command,
             memory=self._memory.on_command,
             rights=self._rights.on_command,
+            schedules=self.schedules.on_command,
+            timezone=self.schedules.on_timezone,
         )
         quiet_bolt_token_notice()
         self.app = AsyncApp(
@@ -148,6 +158,7 @@ class SlackBot:
         self.app.action(DISCONNECT_ACTION)(self._acked(self._sign_ins.on_disconnect_click))
         self.app.action(MEMORY_ACTIONS)(self._acked(self._memory.on_click))
         self.app.action(RIGHTS_ACTIONS)(self._acked(self._rights.on_click))
+        self.app.action(SCHEDULE_ACTIONS)(self._acked(self.schedules.on_click))
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -196,6 +207,11 @@ class SlackBot:
         """Wait until every background task has finished (tests, graceful shutdown)."""
         await self._owned.idle()
 
+    def start_schedules(self) -> None:
+        """Run Slack's due schedule slots (each once, whichever process claims it) until the bot stops."""
+        if self.agent.schedules_on:
+            self.schedules.start()
+
     def start_sweeper(self, interval: float = SWEEP_SECONDS) -> None:
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(sweep_forever(self.sweep, interval))
@@ -215,14 +231,18 @@ class SlackBot:
         """SIGTERM: start no new turn and give the running ones up to `grace` seconds to finish."""
         await self._stop_intake()
         if not self._owned.tasks:
+            await self.schedules.settle(grace)
             return
         logger.warning("nerve: waiting up to %g s for %d running turn(s)", grace, len(self._owned.tasks))
-        await self._owned.drain(grace, "turn(s)")
+        await asyncio.gather(self._owned.drain(grace, "turn(s)"), self.schedules.settle(grace))
 
     async def aclose(self) -> None:
         """Cut off unfinished turns; an answer going out finishes the call on its way (within
         DELIVERY_ALLOWANCE), so the next start knows whether it landed and never posts it twice."""
         await self._stop_intake()
+        # Scheduled runs still under way stop first (they are handed on at the next start), while
+        # their notes can still be posted.
+        await self.schedules.stop()
         self._poster.stop_posting()
         tasks = list(self._owned.tasks)
         for task in tasks:

@@ -9,7 +9,7 @@ A feedback vote that cannot be read is logged and dropped: feedback never fails 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -18,11 +18,12 @@ from slack_sdk.errors import SlackApiError
 from adapters.common.desk import AskDesk
 from adapters.common.refs import parse_message_ref
 from adapters.slack.approval_view import approval_message, parse_click
-from adapters.slack.events import PLATFORM
+from adapters.slack.events import PLATFORM, typed_in
 from adapters.slack.post import Poster, api_error
+from adapters.slack.render import escape
 from bot.agent import Feedback
 from bot.text import scrub
-from bot.types import ApprovalPrompt, ConversationKey
+from bot.types import ApprovalPrompt, ConversationKey, Incoming
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,37 @@ def click_of(body: Mapping[str, Any]) -> Click:
         thread=payload_field(body, "message", "thread_ts") or payload_field(body, "container", "thread_ts"),
         message=payload_field(body, "message", "ts") or payload_field(body, "container", "message_ts"),
     )
+
+
+def pressed_in(body: Mapping[str, Any]) -> tuple[Click, Incoming] | None:
+    """A button press, and who pressed it where as a slash command's `Incoming` (`typed_in`); None
+    when the payload names no presser or channel."""
+    pressed = click_of(body)
+    if pressed.user is None or pressed.channel is None:
+        return None
+    team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id") or ""
+    return pressed, typed_in({"channel_id": pressed.channel, "user_id": pressed.user, "team_id": team})
+
+
+# A button's work: who pressed it where, what its action id names after the prefix, its value; what
+# the presser is told.
+Act = Callable[[Incoming, str, str], Awaitable[str]]
+
+
+async def tell_presser(poster: Poster, body: Mapping[str, Any], prefix: str, act: Act, failed: str) -> None:
+    """A button of a list only its person sees (already acked): `act` does what it names, and what it
+    says (`failed` when it fails) is told to the presser alone."""
+    found = pressed_in(body)
+    if found is None:
+        return
+    pressed, here = found
+    what = str(pressed.action.get("action_id") or "").removeprefix(f"{prefix}.")
+    try:
+        text = await act(here, what, str(pressed.action.get("value") or ""))
+    except Exception:
+        logger.exception("a %s button failed for %s", prefix, here.user_id)
+        text = failed
+    await poster.tell(pressed.channel, here.user_id, escape(text), pressed.thread)
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,6 +182,8 @@ class NerveCommands:
     connections: SubCommand
     memory: SubCommand
     rights: SubCommand
+    schedules: SubCommand
+    timezone: SubCommand
 
     async def on_command(self, ack: AsyncAck, command: dict[str, Any]) -> None:
         words = str(command.get("text") or "").split()
@@ -201,6 +203,8 @@ class NerveCommands:
             **dict.fromkeys(("connections", "connect", "disconnect"), self.connections),
             "memory": self.memory,
             **dict.fromkeys(("forget", "export"), self.rights),
+            "schedules": self.schedules,
+            "timezone": self.timezone,
             "reset": self._reset,
             "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
         }

@@ -17,10 +17,10 @@ from typing import Any
 from slack_bolt.context.ack.async_ack import AsyncAck
 
 from adapters.common import memory_words as words
-from adapters.slack.clicks import click_of, payload_field
+from adapters.slack.clicks import tell_presser
 from adapters.slack.events import typed_in
 from adapters.slack.post import Poster
-from adapters.slack.render import MEMORY_ACTION, button, context, escape, section
+from adapters.slack.render import MEMORY_ACTION, button, confirmed, context, escape, section
 from bot.agent import Agent
 from bot.types import Incoming, Memory
 
@@ -36,14 +36,7 @@ def _button(text: str, what: str, value: str, style: str | None = None) -> dict[
 
 def _confirmed(button: dict[str, Any], question: str) -> dict[str, Any]:
     """A button Slack asks about first (its own dialog): the confirm step of Forget all."""
-    return button | {
-        "confirm": {
-            "title": {"type": "plain_text", "text": "Forget all?"},
-            "text": {"type": "plain_text", "text": question},
-            "confirm": {"type": "plain_text", "text": words.CONFIRM_FORGET_ALL},
-            "deny": {"type": "plain_text", "text": "Keep them"},
-        }
-    }
+    return confirmed(button, "Forget all?", question, words.CONFIRM_FORGET_ALL, "Keep them")
 
 
 # Slack's limit on the blocks of one message.
@@ -135,21 +128,10 @@ class SlackMemory:
 
     async def on_click(self, body: Mapping[str, Any]) -> None:
         """A memory button (already acked); what it did is told to the presser alone."""
-        pressed = click_of(body)
-        team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id") or ""
-        if pressed.user is None or pressed.channel is None:
-            return
-        here = typed_in({"channel_id": pressed.channel, "user_id": pressed.user, "team_id": team})
-        what = str(pressed.action.get("action_id") or "").split(".")[1:2]
-        value = str(pressed.action.get("value") or "")
-        try:
-            text = await self._clicked(here, what[0] if what else "", value)
-        except Exception:
-            logger.exception("a memory button failed for %s", pressed.user)
-            text = FAILED
-        await self.poster.tell(pressed.channel, pressed.user, escape(text), pressed.thread)
+        await tell_presser(self.poster, body, MEMORY_ACTION, self._clicked, FAILED)
 
-    async def _clicked(self, here: Incoming, what: str, value: str) -> str:
+    async def _clicked(self, here: Incoming, action: str, value: str) -> str:
+        what = action.split(".")[0]  # an Undo's id names its index too: "undo.0"
         if what == "undo":
             return words.undone(await self.agent.undo_memory(here, value))
         if what == "forget":

@@ -344,6 +344,16 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> d
     } | styled
 
 
+def confirmed(button: dict[str, Any], title: str, question: str, yes: str, no: str) -> dict[str, Any]:
+    """`button`, asked about first in Slack's own dialog (`title`, `question`, `yes` / `no`)."""
+
+    def plain(text: str) -> dict[str, Any]:
+        return {"type": "plain_text", "text": text}
+
+    asked = {"title": plain(title), "text": plain(question), "confirm": plain(yes), "deny": plain(no)}
+    return button | {"confirm": asked}
+
+
 def context(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, 3_000)[0]}]}
 

@@ -19,7 +19,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 
 from adapters.common import rights
 from adapters.common.tasks import Spawn
-from adapters.slack.clicks import click_of, payload_field
+from adapters.slack.clicks import tell_presser
 from adapters.slack.events import typed_in
 from adapters.slack.post import Poster
 from adapters.slack.render import Upload, button, escape, section
@@ -90,19 +90,12 @@ class SlackRights:
 
     async def on_click(self, body: Mapping[str, Any]) -> None:
         """A forget button (already acked); what it did is told to the presser alone."""
-        pressed = click_of(body)
-        if pressed.user is None or pressed.channel is None:
-            return
-        team = payload_field(body, "team", "id") or payload_field(body, "user", "team_id") or ""
-        here = typed_in({"channel_id": pressed.channel, "user_id": pressed.user, "team_id": team})
-        what = str(pressed.action.get("action_id") or "").removeprefix(f"{RIGHTS_ACTION}.")
-        if str(pressed.action.get("value") or "") != pressed.user:
-            text = rights.NOT_YOURS
-        elif what == "forget":
-            text = await self._forget(here)
-        else:
-            text = rights.NOTHING_DELETED
-        await self.poster.tell(pressed.channel, pressed.user, escape(text), pressed.thread)
+        await tell_presser(self.poster, body, RIGHTS_ACTION, self._clicked, rights.FORGET_FAILED)
+
+    async def _clicked(self, here: Incoming, what: str, value: str) -> str:
+        if value != here.user_id:
+            return rights.NOT_YOURS
+        return await self._forget(here) if what == "forget" else rights.NOTHING_DELETED
 
     async def _forget(self, here: Incoming) -> str:
         try:

@@ -105,6 +105,7 @@ async def run_slack(
                 "answering %d Slack event(s) or approval(s) left unfinished before the restart", recovered
             )
         bot.start_sweeper(sweep_interval)
+        bot.start_schedules()
         if settings.slack_app_token is not None:
             app_token = settings.slack_app_token.get_secret_value()
             # Asked here so a refused app token stops the start; the SDK would retry it forever.

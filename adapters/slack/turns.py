@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -32,12 +32,16 @@ from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.post import LIVE, REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
 from adapters.slack.progress import AssistantStatus, OpeningProgress, ProgressSink, StatusMessage
 from adapters.slack.render import OutMessage, RenderedReply, plain_message, render_reply
+from adapters.slack.zones import UserZones
 from bot.agent import Agent, PostRecords
 from bot.types import AgentReply, Ask, ConversationKey, Incoming, Progress, TurnEvent
 
 logger = logging.getLogger(__name__)
 # Wraps a turn's progress sink (`adapters.slack.sign_in`): what it shows besides the live message.
 Watch = Callable[[Turn, Progress], Progress]
+# What answers a turn, given its progress: the agent's reply to the person's message, or a due
+# schedule's run (`adapters.slack.schedules`).
+Answer = Callable[[Progress], Awaitable[AgentReply]]
 
 APOLOGY = "Sorry — something went wrong on my side while answering; please try again."
 RESET_DONE = "Started a new conversation here: I have forgotten what we said before."
@@ -59,6 +63,8 @@ class TurnRunner:
     feedback: bool = False
     # Sees each turn's events before its sink: sign-in links go to their person alone.
     watch: Watch
+    # The zone each person's profile names, for their turns (none asked without it).
+    zones: UserZones | None = None
 
     def __post_init__(self) -> None:
         self._seen = SeenMarks(self.poster.client)
@@ -72,13 +78,19 @@ class TurnRunner:
 
     async def run(self, turn: Turn) -> None:
         """Answer `turn`, then mark its event finished; an apology is an answer too."""
+        await self.answer(turn)
+
+    async def answer(self, turn: Turn, answer: Answer | None = None) -> AgentReply | None:
+        """Answer `turn` as `run` does, by `answer` when given (a scheduled run, which has no inbox
+        entry); the reply delivered, or None when an apology or nothing was posted instead."""
         self._active[turn.key] += 1
         try:
-            await self._run(turn, behind=self._active[turn.key] > 1)
+            return await self._run(turn, answer, behind=self._active[turn.key] > 1)
         finally:
             self._active -= Counter([turn.key])  # a thread with none left is dropped
 
-    async def _run(self, turn: Turn, *, behind: bool) -> None:
+    async def _run(self, turn: Turn, answer: Answer | None, *, behind: bool) -> AgentReply | None:
+        reply: AgentReply | None = None
         sink: OpeningProgress | None = None
         mark = None
         posts = TurnPosts(self._records, self.poster, turn)
@@ -97,8 +109,12 @@ class TurnRunner:
                 sink = OpeningProgress(
                     self.poster, turn, lambda: self._open_live(turn, posts), at_once=not behind
                 )
+                progress = self.watch(turn, sink.on_event)
                 try:
-                    reply = await self.agent.reply(turn.incoming, self.watch(turn, sink.on_event))
+                    if answer is None:
+                        reply = await self.agent.reply(await self._with_zone(turn.incoming), progress)
+                    else:
+                        reply = await answer(progress)
                 finally:
                     await sink.close()
                 self.delivering.add(task)
@@ -111,21 +127,31 @@ class TurnRunner:
             if not posts.delivered:
                 self.delivering.discard(task)
                 await self._cut_off(turn, sink)
-                return
+                return None
             logger.warning("Slack event %s: the rest of its answer was not posted (shutdown)", turn.event_id)
         except Exception:
             logger.exception("answering Slack event %s in %s failed", turn.event_id, turn.key)
             await self._apologize(turn, sink)
+            reply = None
+        if answer is not None:
+            self.delivering.discard(task)
+            return reply
         try:
             await self.agent.inbox.finish_event(PLATFORM, turn.event_id)
         except Exception:
             logger.exception("could not mark Slack event %s finished", turn.event_id)
-            return
+            return reply
         finally:
             self.delivering.discard(task)
         logger.info("finished Slack event %s", turn.event_id)
         if mark is not None:
             await self._seen.clear(turn, mark)
+        return reply
+
+    async def _with_zone(self, incoming: Incoming) -> Incoming:
+        """The person's message with the zone their profile names, when it names one."""
+        zone = await self.zones.of(incoming.user_id) if self.zones is not None else None
+        return replace(incoming, time_zone=zone) if zone else incoming
 
     async def _cut_off(self, turn: Turn, sink: OpeningProgress | None) -> None:
         """Its event stays unfinished for the next start; its live message says so (best effort)."""

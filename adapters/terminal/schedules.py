@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING
 from prompt_toolkit.application import get_app_or_none, run_in_terminal
 from rich.console import Console
 
-from adapters.common.schedules import ScheduleView, change_text, late_note, place_of, scheduled_note
+from adapters.common.schedules import (
+    CHANGES,
+    NO_SCHEDULES,
+    change_schedule,
+    late_note,
+    place_of,
+    scheduled_note,
+    views_of,
+)
 from adapters.terminal.safe import shown
 from adapters.terminal.views import print_reply
 from bot.agent import RunOutcome, local_time
@@ -33,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 COMMAND = "/schedules"
 USAGE = "/schedules lists yours; /schedules cancel ID, /schedules pause ID, /schedules resume ID change one."
-NONE = 'You have no schedules. Ask me for one ("remind me tomorrow at 9 to …", "every weekday at 09:00 …").'
-_CHANGES = {"cancel": "Cancelled", "pause": "Paused", "resume": "Resumed"}
 
 
 async def schedules_command(
@@ -44,27 +50,18 @@ async def schedules_command(
     the platforms, or with `nerve schedules cancel`)."""
     said = argument.split()
     if not said:
-        found = await agent.schedules_of(person.id)
-        if not found:
-            console.print(NONE, markup=False)
+        views = await views_of(agent, person.id, now)
+        if not views:
+            console.print(NO_SCHEDULES, markup=False)
             return
-        for schedule in found:
-            runs = await agent.schedule_runs(schedule.id, 1)
-            console.print(ScheduleView(schedule, runs[0] if runs else None, now).line(), markup=False)
+        for view in views:
+            console.print(view.line(), markup=False)
         console.print(f"[dim]{shown(USAGE)}[/dim]")
         return
-    if len(said) != 2 or said[0].lower() not in _CHANGES:
+    if len(said) != 2 or said[0].lower() not in CHANGES:
         console.print(USAGE, markup=False)
         return
-    action, schedule_id = said[0].lower(), said[1]
-    change = {
-        "cancel": agent.cancel_schedule,
-        "pause": agent.pause_schedule,
-        "resume": agent.resume_schedule,
-    }[action]
-    console.print(
-        change_text(await change(schedule_id, person), schedule_id, _CHANGES[action], COMMAND), markup=False
-    )
+    console.print(await change_schedule(agent, said[0].lower(), said[1], person, COMMAND), markup=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,9 +138,9 @@ class Plan:
         return CallSummary(icon="⏰", headline="Schedule this?", text="\n".join(lines))
 
 
-# The platforms whose front ends run schedules (`nerve chat` for the terminal's); elsewhere the
-# tools are not offered.
-RUNS_ON = frozenset({"terminal"})
+# The platforms whose front ends run schedules (`nerve chat` for the terminal's, `nerve slack` for
+# Slack's); elsewhere the tools are not offered.
+RUNS_ON = frozenset({"terminal", "slack"})
 
 
 class ScheduleTools:

@@ -321,6 +321,8 @@ class FakeSlack:
         self._port: int | None = None
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_open = asyncio.Event()
+        # users.info: each user's profile time zone (`tz`); a user not named here is not found.
+        self.zones: dict[str, str] = {}
         # An outage (`start_outage`): Socket Mode connections dropped, new ones and
         # apps.connections.open answered 503, until `end_outage`.
         self.out = False
@@ -643,6 +645,11 @@ class FakeSlack:
             return self._read(method, body)
         if method == "apps.connections.open":
             return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/socket"}
+        if method == "users.info":
+            user = str(body.get("user") or "")
+            if user not in self.zones:
+                return {"ok": False, "error": "user_not_found"}
+            return {"ok": True, "user": {"id": user, "tz": self.zones[user], "tz_offset": 0}}
         return {"ok": False, "error": "unknown_method"}
 
     def _read(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
