@@ -37,7 +37,7 @@ from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
 from bot.schedules import timing as _timing
-from bot.schedules.runner import CADENCE, DEFAULT_GRACE, Start
+from bot.schedules.runner import CADENCE, DEFAULT_GRACE, SlotJobs, Start
 from bot.schedules.runner import RunOutcome as RunOutcome
 from bot.schedules.runner import ScheduleRunner as ScheduleRunner
 from bot.schedules.runner import Tick as Tick
@@ -627,11 +627,14 @@ class Agent:
         clock: Clock = time.time,
         sleep: Sleep = asyncio.sleep,
         cadence: float = CADENCE,
+        jobs: SlotJobs | None = None,
     ) -> ScheduleRunner:
         """A runner of the schedules `mine` accepts, whose due slots `start` runs (the front end's
         part: typically `run_scheduled`, then showing the answer). Its runs are held under the
         store's turn lock, so runners in other processes on the store tell them from abandoned ones.
-        A test passes its own `clock` and `sleep`."""
+        With `jobs` (PostgreSQL: `adapters.jobs_runtime.slot_jobs`) each due slot is queued as a job
+        that any process's worker runs through the runner's `run_slot`. A test passes its own `clock`
+        and `sleep`."""
         if self._schedules is None:
             raise RuntimeError("this nerve has no store for schedules")
         runner = ScheduleRunner(
@@ -643,6 +646,7 @@ class Agent:
             grace=grace,
             cadence=cadence,
             mine=mine,
+            jobs=jobs,
         )
         self._runners.add(runner)
         return runner
