@@ -3,10 +3,11 @@
 `adapters.jobs_runtime.slot_jobs`, the job calling the runner's `run_slot`).
 
 Several runners, looks and re-deliveries queue one job per slot and run it once; a job whose worker
-was SIGKILLed mid-run is run again by another process's worker, which takes the run over (started
-once more, in the same message) and finishes it; three processes with real workers running ten
-schedules over a span of fake time, one of them killed mid-way, run every slot exactly once; a
-schedule cancelled while its run is in flight gets no later run, even from a job queued for it.
+was SIGKILLed mid-run (or cut off by a drain) is run again by another process's worker, which takes
+the run over (started once more, in the same message) and finishes it; three processes with real
+workers running ten schedules over a span of fake time, one of them killed mid-way, run every slot
+exactly once; a schedule cancelled while its run is in flight gets no later run, even from a job
+queued for it.
 
 Each test gets a schema of its own on NERVE_TEST_DATABASE_URL (tests/stores.py); when that server
 cannot be reached the tests fail. The runners' clocks are fake: a process's clock is set by the test
@@ -362,6 +363,29 @@ async def test_a_run_whose_worker_died_is_handed_on_once_and_answered(
     assert await run_rows(pg) == {(schedule.id, NOW): "answered"}
     ended = await pg.rows("SELECT status FROM procrastinate_jobs")
     assert ended == ([("aborted",)] if queued_again else [])
+
+
+async def test_a_run_cut_off_by_a_drain_goes_on_in_another_process(pg: PostgresBackend) -> None:
+    """SIGTERM's drain puts a running slot's job back (its grace over): the next process's worker
+    takes the run over, started once more and answered."""
+    schedule = a_schedule("FREQ=DAILY", NOW)
+    clock, stopping, going_on = Clock(NOW + 5), Runs(), Runs()
+    stopping.hold = asyncio.Event()  # never set: the run is under way when the drain comes
+    async with node(pg, stopping, clock) as first, node(pg, going_on, clock) as second:
+        await first.store.add_schedule(schedule)
+        await start_worker(first.jobs)
+        assert len((await first.runner.tick()).queued) == 1
+        async with asyncio.timeout(WITHIN):
+            await stopping.running.wait()
+        await first.jobs.drain(0)
+        assert await queued_jobs(pg) == [(jobs_runtime.slot_lock(schedule.id, NOW), "todo")]
+        assert await run_rows(pg) == {(schedule.id, NOW): "running"}
+        await start_worker(second.jobs)
+        await answered(pg, {(schedule.id, NOW)})
+        await no_jobs_left(pg)
+
+    assert stopping.started == [(schedule.id, NOW, 5.0)]
+    assert going_on.started == [(schedule.id, NOW, 5.0)]
 
 
 async def test_three_processes_with_one_killed_run_every_slot_exactly_once(pg: PostgresBackend) -> None:
