@@ -241,6 +241,22 @@ async def _unused(*_: object) -> None:
     raise AssertionError("no turn here")
 
 
+async def test_a_slot_whose_job_waited_beyond_the_grace_is_missed_not_run(pg: PostgresBackend) -> None:
+    """Queued before every worker stopped, found after an outage longer than the grace: recorded
+    missed, as a look would, rather than run hours late."""
+    schedule = a_schedule("FREQ=DAILY", NOW)
+    clock, runs = Clock(NOW + 5), Runs()
+    async with node(pg, runs, clock) as one:
+        await one.store.add_schedule(schedule)
+        assert len((await one.runner.tick()).queued) == 1
+        clock.now = NOW + 2 * HOUR  # the grace is an hour
+        await start_worker(one.jobs)
+        await no_jobs_left(pg)
+
+    assert runs.started == []
+    assert await run_rows(pg) == {(schedule.id, NOW): "missed"}
+
+
 # --- a worker that dies mid-run -------------------------------------------------------------------
 
 

@@ -277,9 +277,10 @@ class ScheduleRunner:
         """The job of one slot, run in whichever process's worker took it: under the run's lock, claim
         the slot, or take over its run left "running" by an earlier attempt whose process died (within
         the grace; else it is recorded failed); then run it here and write how it ended. None when
-        there was nothing to run: the slot ran or was missed already, or its schedule is no longer
-        active. Cancelled (a drain), the run stays "running" for the job's next attempt to go on with;
-        a store failure before the claim raises (the slot stays due, and a later look queues it)."""
+        there was nothing to run: the slot ran or was missed already (or is now: its job waited
+        beyond the grace), or its schedule is no longer active. Cancelled (a drain), the run stays
+        "running" for the job's next attempt to go on with; a store failure before the claim raises
+        (the slot stays due, and a later look queues it)."""
         schedule = await self._ledger.schedule(schedule_id)
         if schedule is None or not self._mine(schedule):
             return None
@@ -314,6 +315,16 @@ class ScheduleRunner:
         """Under the run's lock: how late the run starts, or None when it is not to run here."""
         if begin == "take_over":
             return await self._take_over(schedule, slot)
+        if begin == "claim_or_take_over" and self._clock() - slot > self._grace:
+            # A job that waited beyond the grace (every worker busy, or down): its slot is missed, as
+            # a look would have found it, never run in a burst after an outage.
+            if schedule.status == "active" and await self._ledger.record_missed(
+                schedule.id, slot, at=self._clock()
+            ):
+                metrics.schedule_run("missed")
+                logger.info("schedule %s: the slot at %s was missed (queued too long)", schedule.id, slot)
+                return None
+            return await self._take_over(schedule, slot)  # a run left "running" is recorded failed
         late_by = await self._claim(schedule, slot)
         if late_by is None and begin == "claim_or_take_over":
             # Claimed before: a run still "running" whose lock this holds was left by a process that
