@@ -37,7 +37,7 @@ from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
 from bot.schedules import timing as _timing
-from bot.schedules.runner import CADENCE, DEFAULT_GRACE, SlotJobs, Start
+from bot.schedules.runner import CADENCE, SlotJobs, Start
 from bot.schedules.runner import RunOutcome as RunOutcome
 from bot.schedules.runner import ScheduleRunner as ScheduleRunner
 from bot.schedules.runner import Tick as Tick
@@ -211,6 +211,7 @@ class Agent:
                 zone_of=self._turn_zone,
                 clock=clock,
                 per_person=self._config.schedules_per_person,
+                confirm_late=self._config.schedule_grace,
                 on_added=lambda _schedule: self.wake_schedules(),
                 runs_on=self._config.schedules_run_on,
             )
@@ -623,7 +624,7 @@ class Agent:
         start: Start,
         *,
         mine: Callable[[Schedule], bool],
-        grace: float = DEFAULT_GRACE,
+        grace: float | None = None,
         clock: Clock = time.time,
         sleep: Sleep = asyncio.sleep,
         cadence: float = CADENCE,
@@ -633,8 +634,8 @@ class Agent:
         part: typically `run_scheduled`, then showing the answer). Its runs are held under the
         store's turn lock, so runners in other processes on the store tell them from abandoned ones.
         With `jobs` (PostgreSQL: `adapters.jobs_runtime.slot_jobs`) each due slot is queued as a job
-        that any process's worker runs through the runner's `run_slot`. A test passes its own `clock`
-        and `sleep`."""
+        that any process's worker runs through the runner's `run_slot`. The grace is the configured
+        one (NERVE_SCHEDULE_GRACE) unless given; a test passes its own `clock` and `sleep`."""
         if self._schedules is None:
             raise RuntimeError("this nerve has no store for schedules")
         runner = ScheduleRunner(
@@ -643,7 +644,7 @@ class Agent:
             locks=self._locks,
             clock=clock,
             sleep=sleep,
-            grace=grace,
+            grace=self._config.schedule_grace if grace is None else grace,
             cadence=cadence,
             mine=mine,
             jobs=jobs,

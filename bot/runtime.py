@@ -90,6 +90,7 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         platforms=settings.platforms,
         memory_share=settings.nerve_memory_share,
         schedules_per_person=settings.nerve_schedules_per_person,
+        schedule_grace=settings.nerve_schedule_grace,
     )
 
 

@@ -133,3 +133,62 @@ async def test_a_scheduled_run_that_needs_a_decision_waits_for_its_person_at_the
             term.type(b"/quit\r")
             assert await term.exit_code() == 0
     assert "daily line" in notes.read_text()
+
+
+async def test_the_person_sets_sees_and_resets_their_time_zone_in_the_chat(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("")
+    async with FakeLLMServer([]) as model:
+        env = env_for(tmp_path, notes, model, NERVE_DB=str(tmp_path / "nerve.db"), TZ="America/New_York")
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(PROMPT)
+            term.type(b"/timezone\r")
+            at = await term.expect(b"Your time zone is America/New_York (it is", after=at)
+            term.type(b"/timezone Mars/Olympus\r")
+            at = await term.expect(b"'Mars/Olympus' is not a time zone", after=at)
+            term.type(b"/timezone Asia/Tokyo\r")
+            at = await term.expect(b"Your time zone is now Asia/Tokyo", after=at)
+            term.type(b"/timezone\r")
+            at = await term.expect(b"Your time zone is Asia/Tokyo (it is", after=at)
+            term.type(b"/timezone reset\r")
+            at = await term.expect(b"Your time zone is back to the default: America/New_York.", after=at)
+            await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        assert model.requests == []
+
+
+async def test_a_run_left_under_way_by_a_stopped_chat_goes_on_once_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "nerve.db"
+    now = time.time()
+    daily = a_schedule(USER, "check the air in A1001", now - 2 * MINUTE, "FREQ=DAILY")
+    store = await SQLiteStore.open(db)
+    try:
+        await store.add_schedule(daily)
+        # The chat that claimed it stopped before answering (its run lock went with it).
+        assert await store.claim_slot(daily.id, daily.first_at, at=now - MINUTE, late_by=MINUTE)
+    finally:
+        await store.close()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("")
+
+    async with FakeLLMServer([reply("The air in A1001 is fine: AQI 21.")]) as model:
+        env = env_for(tmp_path, notes, model, NERVE_DB=str(db))
+        async with terminal(*nerve("chat"), env=env) as term:
+            at = await term.expect(PROMPT)
+            at = await term.expect(f"The run of {daily.id} due".encode(), after=0)
+            at = await term.expect(b"it goes on now.", after=at)
+            at = await term.expect(b"The air in A1001 is fine: AQI 21.", after=at)
+            await term.expect(PROMPT, after=at)
+            term.type(b"/quit\r")
+            assert await term.exit_code() == 0
+        assert len(model.requests) == 1
+    assert term.output.count(b"The air in A1001 is fine") == 1
+
+    store = await SQLiteStore.open(db)
+    try:
+        assert [r.status for r in await store.runs_of(daily.id)] == ["answered"]
+    finally:
+        await store.close()

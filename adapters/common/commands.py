@@ -115,6 +115,12 @@ COMMANDS: tuple[Command, ...] = (
         (TERMINAL,),
         (Option("change", "cancel, pause or resume one", optional=True, written="cancel|pause|resume ID"),),
     ),
+    Command(
+        "timezone",
+        "the time zone your schedules are read and shown in; set it, or reset it to the default",
+        (TERMINAL,),
+        (Option("zone", "An IANA zone such as Europe/Paris, or reset", optional=True, written="ZONE|reset"),),
+    ),
     Command("reset", "in a DM: start a new conversation", (SLACK,)),
     Command("reset", "start a new conversation in this thread or DM", (DISCORD,)),
     Command("reset", "start a new conversation in this thread", (TERMINAL,)),

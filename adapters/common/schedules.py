@@ -9,8 +9,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.agent import local_time, upcoming_runs
-from bot.types import Schedule, ScheduleChange, ScheduleRun
+from bot.agent import Agent, local_time, upcoming_runs
+from bot.errors import ScheduleError
+from bot.types import Person, Schedule, ScheduleChange, ScheduleRun
 
 # A run at most this late (seconds) is on time: the runner looks every 15 seconds or so.
 ON_TIME = 60.0
@@ -115,3 +116,31 @@ def change_text(change: ScheduleChange, schedule_id: str, done: str, list_comman
     if change == "not_yours":
         return f"{schedule_id} is not yours to change."
     return f"No schedule {schedule_id} that can be {done.lower()} (see {list_command})."
+
+
+# What `timezone` takes to go back to the default zone (the platform's, or the machine's).
+RESET_WORDS = frozenset({"reset", "default"})
+
+
+async def time_zone_command(
+    agent: Agent, person: Person, argument: str, command: str, *, hint: str | None = None, now: float
+) -> str:
+    """`timezone [ZONE|reset]`, as every surface answers it (`command` as the surface writes it:
+    "/timezone", "/nerve timezone"): the zone in effect, or set it, or back to the default; a name
+    that is no IANA zone gets what to write instead. `hint` is the zone the platform reports."""
+    name = argument.strip()
+    if not name:
+        zone = await agent.time_zone_of(person, hint)
+        return (
+            f"Your time zone is {zone} (it is {local_time(now, zone)} there). Your schedules' times are"
+            f" read and shown in it. Change it with {command} ZONE (an IANA name such as Europe/Paris),"
+            f" or {command} reset for the default."
+        )
+    try:
+        zone = await agent.set_time_zone(person, None if name.lower() in RESET_WORDS else name)
+    except ScheduleError as exc:
+        return str(exc)
+    if name.lower() in RESET_WORDS:
+        zone = await agent.time_zone_of(person, hint)
+        return f"Your time zone is back to the default: {zone}."
+    return f"Your time zone is now {zone}: your schedules' times are read and shown in it."

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from rich.console import Console
 
 from adapters.common.commands import TERMINAL, command_on, offered_on
+from adapters.common.schedules import time_zone_command
 from adapters.prompt_arguments import parse_arguments, usage
 from adapters.terminal.keyboard import (
     Interrupted,
@@ -218,6 +219,7 @@ class TerminalChat:
                 self._runtime.agent, self._key, self._user, argument, self._console
             ),
             "schedules": self._schedules_command,
+            "timezone": self._time_zone_command,
             "reset": self._reset_command,
             "help": self._help_command,
             "quit": self._quit_command,
@@ -238,6 +240,11 @@ class TerminalChat:
     async def _schedules_command(self, word: str, argument: str) -> None:
         person = self._runtime.agent.person(self._key, self._user)
         await schedules_command(self._runtime.agent, person, argument, self._console, time.time())
+
+    async def _time_zone_command(self, word: str, argument: str) -> None:
+        person = self._runtime.agent.person(self._key, self._user)
+        said = await time_zone_command(self._runtime.agent, person, argument, word, now=time.time())
+        self._console.print(said, markup=False)
 
     async def _reset_command(self, word: str, argument: str) -> None:
         await self._runtime.agent.reset(self._key)

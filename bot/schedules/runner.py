@@ -309,7 +309,13 @@ class ScheduleRunner:
             except Exception as exc:
                 logger.exception("schedule %s: the run of the slot at %s failed", schedule.id, slot)
                 outcome = RunOutcome("failed", f"the run failed: {exc}"[:500])
-            await self._finish(schedule.id, slot, outcome)
+            # Written even when a stop comes now: the turn ended, and its outcome is not handed on.
+            finishing = asyncio.ensure_future(self._finish(schedule.id, slot, outcome))
+            try:
+                await asyncio.shield(finishing)
+            except asyncio.CancelledError:
+                await finishing
+                raise
 
     async def _begin(self, schedule: Schedule, slot: float, begin: Begin) -> float | None:
         """Under the run's lock: how late the run starts, or None when it is not to run here."""

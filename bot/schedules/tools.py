@@ -32,7 +32,7 @@ MAX_PROMPT_CHARS = 2000
 # How many run times a card and a listing show.
 SHOWN_SLOTS = 3
 # A once schedule whose time passed while its person was confirming it still runs (at once) when it
-# is at most this late (seconds); later, it is refused as in the past.
+# is at most this late (seconds; the schedules' grace); later, it is refused as in the past.
 CONFIRM_LATE = 3600.0
 DEFAULT_PER_PERSON = 20
 
@@ -156,8 +156,10 @@ class ScheduleTools:
         per_person: int = DEFAULT_PER_PERSON,
         on_added: Callable[[Schedule], None] | None = None,
         runs_on: frozenset[str] = RUNS_ON,
+        confirm_late: float = CONFIRM_LATE,
     ) -> None:
         self.ledger = ledger
+        self._confirm_late = confirm_late
         self._runs_on = runs_on
         # Told of each schedule made (a runner woken, so a slot minutes away is not run late).
         self._on_added = on_added
@@ -267,7 +269,7 @@ class ScheduleTools:
             return _refused(problem, "arguments")
         try:
             # Confirmed as shown: a time that passed while its person was deciding runs at once.
-            plan = await self._plan(arguments, incoming, late=CONFIRM_LATE)
+            plan = await self._plan(arguments, incoming, late=self._confirm_late)
         except ScheduleError as exc:
             return _refused(exc.message, "arguments")
         now = self._clock()

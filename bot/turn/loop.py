@@ -106,6 +106,9 @@ class AgentConfig:
     memory_share: float = 0.1
     # Schedules one person may have in effect at once (`bot.schedules.tools`).
     schedules_per_person: int = 20
+    # Seconds after its time a slot nothing ran is still run, late; a once schedule whose time passed
+    # while its person was confirming it is still made (and runs at once) within it too.
+    schedule_grace: float = 3600.0
     # Where the schedule tools are offered: the platforms whose front ends run schedules.
     schedules_run_on: frozenset[str] = RUNS_ON
 
