@@ -2,6 +2,13 @@
 
 Each platform has three kinds of job, named `<platform>.<kind>`: `event` answers a delivery recorded in
 the inbox, `resume` goes on with a parked turn, `deferred` answers the messages that waited behind one.
+
+A platform's schedules add a fourth, on a queue of its own (`schedule_job_name`): each due slot is one
+job (`slot_jobs`, the schedule runner's `jobs`) whose queueing lock is the run's, so every runner, look
+and re-delivery queues one; whichever process's worker is free runs it through its runner's `run_slot`
+(`job_handlers(..., run_slot=...)`). Its own queue, because only a process with a runner for the
+platform can run it: one that answers the platform's turns without (an older version, mid-upgrade)
+never takes it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,43 @@ def job_name(platform: str, kind: str) -> str:
     return f"{platform}.{kind}"
 
 
+def schedule_job_name(platform: str) -> str:
+    """The job of one schedule slot: its queue is `<deployment>-<platform>-schedules`."""
+    return f"{platform}-schedules.slot"
+
+
+def slot_lock(schedule_id: str, slot: float) -> str:
+    """The queueing lock of one slot's job, also its lock: one job of a slot waits or runs at a time."""
+    return f"schedule:{schedule_id}:{slot:.0f}"
+
+
+class SlotQueue:
+    """A platform's schedule slots as jobs (the schedule runner's `jobs`)."""
+
+    def __init__(self, jobs: TurnJobs, platform: str) -> None:
+        self._jobs = jobs
+        self._name = schedule_job_name(platform)
+
+    async def defer(self, schedule_id: str, slot: float) -> bool:
+        """False when the slot's job is waiting or running already; StoreError when the jobs cannot
+        be reached. (procrastinate refuses a second waiting job only: one queued while the first runs,
+        before its claim, waits behind it and then finds its slot claimed.)"""
+        lock = slot_lock(schedule_id, slot)
+        if await self._jobs.pending(lock):
+            return False
+        payload = {"schedule_id": schedule_id, "slot": repr(slot)}
+        return await self._jobs.enqueue(self._name, payload, event=lock, conversation=lock)
+
+
+def slot_jobs(jobs: TurnJobs | None, platform: str) -> SlotQueue | None:
+    """The `jobs` of a platform's schedule runner: None without shared jobs (SQLite: runs in process)."""
+    return None if jobs is None else SlotQueue(jobs, platform)
+
+
+# A schedule runner's `run_slot`, which a slot's job calls.
+RunSlot = Callable[[str, float], Awaitable[object]]
+
+
 def event_lock(platform: str, event_id: str) -> str:
     """The queueing lock of a delivery's job: one waiting job per event, across platforms."""
     return f"{platform}:{event_id}"
@@ -47,6 +91,8 @@ class Launcher:
         self._spawn = spawn
         self._platform = platform
         self._task = f"{platform}-turn"
+        # The platform's schedule runner's `jobs` (`agent.schedule_runner(..., jobs=launcher.slots)`).
+        self.slots = slot_jobs(jobs, platform)
 
     async def event(self, event_id: str, key: ConversationKey, here: Here) -> None:
         await self._launch(here, EVENT, {"event_id": event_id}, event_lock(self._platform, event_id), key)
@@ -95,19 +141,35 @@ def job_handlers(
     answer_event: Callable[[str], Awaitable[None]],
     go_on: Callable[[str], Awaitable[None]],
     answer_deferred: Callable[[ConversationKey], Awaitable[None]],
+    *,
+    run_slot: RunSlot | None = None,
 ) -> dict[str, JobHandler]:
-    """The handlers of a platform's jobs, for `TurnJobs.register` in every process that runs them."""
+    """The handlers of a platform's jobs, for `TurnJobs.register` in every process that runs them;
+    with `run_slot` (the platform's schedule runner's), its schedule slots' too. `run_slot` must
+    return only once the run has ended: a job that ends sooner is not handed on if its process dies."""
 
     def deferred(*, workspace: str, channel: str, thread: str) -> Awaitable[None]:
         return answer_deferred(
             ConversationKey(platform=platform, workspace=workspace, channel=channel, thread=thread)
         )
 
-    return {
+    handlers: dict[str, JobHandler] = {
         job_name(platform, EVENT): lambda *, event_id: answer_event(event_id),
         job_name(platform, RESUME): lambda *, request_id: go_on(request_id),
         job_name(platform, DEFERRED): deferred,
     }
+    if run_slot is not None:
+        handlers |= schedule_handlers(platform, run_slot)
+    return handlers
+
+
+def schedule_handlers(platform: str, run_slot: RunSlot) -> dict[str, JobHandler]:
+    """The handler of a platform's schedule slots' jobs: its runner's `run_slot`, awaited to the end."""
+
+    async def slot(*, schedule_id: str, slot: str) -> None:
+        await run_slot(schedule_id, float(slot))
+
+    return {schedule_job_name(platform): slot}
 
 
 class RunsJobs(Protocol):

@@ -37,7 +37,7 @@ from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
 from bot.schedules import timing as _timing
-from bot.schedules.runner import CADENCE, Start
+from bot.schedules.runner import CADENCE, SlotJobs, Start
 from bot.schedules.runner import RunOutcome as RunOutcome
 from bot.schedules.runner import ScheduleRunner as ScheduleRunner
 from bot.schedules.runner import Tick as Tick
@@ -634,12 +634,14 @@ class Agent:
         clock: Clock = time.time,
         sleep: Sleep = asyncio.sleep,
         cadence: float = CADENCE,
+        jobs: SlotJobs | None = None,
     ) -> ScheduleRunner:
         """A runner of the schedules `mine` accepts, whose due slots `start` runs (the front end's
         part: typically `run_scheduled`, then showing the answer). Its runs are held under the
         store's turn lock, so runners in other processes on the store tell them from abandoned ones.
-        The grace is the configured one (NERVE_SCHEDULE_GRACE) unless given; a test passes its own
-        `clock` and `sleep`."""
+        With `jobs` (PostgreSQL: `adapters.jobs_runtime.slot_jobs`) each due slot is queued as a job
+        that any process's worker runs through the runner's `run_slot`. The grace is the configured
+        one (NERVE_SCHEDULE_GRACE) unless given; a test passes its own `clock` and `sleep`."""
         if self._schedules is None:
             raise RuntimeError("this nerve has no store for schedules")
         runner = ScheduleRunner(
@@ -651,6 +653,7 @@ class Agent:
             grace=self._config.schedule_grace if grace is None else grace,
             cadence=cadence,
             mine=mine,
+            jobs=jobs,
         )
         self._runners.add(runner)
         return runner

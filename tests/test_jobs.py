@@ -277,6 +277,33 @@ async def test_the_job_of_a_killed_worker_runs_again_elsewhere_once_and_its_conv
     assert recovered_in < DEFAULT_STALL_TIMEOUT / 2
 
 
+async def test_a_killed_workers_job_queued_again_meanwhile_is_run_once_by_the_waiting_job(
+    pg: PostgresBackend,
+) -> None:
+    """Its event queued again while it ran (only one job of a queueing lock may wait): the dead one
+    ends as aborted and the waiting one does the work, and the other dead jobs are put back all the
+    same."""
+    async with opened(pg) as jobs:
+        jobs.register(TASK, recording_handler(pg.location, "main", fast=True))
+        async with worker_process(pg, "doomed") as doomed:
+            assert await enqueue(jobs, "Q1", "conv-q", 60, event="ev-q")
+            assert await enqueue(jobs, "R1", "conv-r", 60)
+            await until(pg, started("Q1", "R1"))
+            assert await enqueue(jobs, "Q2", "conv-q", 0, event="ev-q")  # Q1 no longer waits
+            await start_worker(jobs)
+            doomed.send_signal(signal.SIGKILL)
+            await doomed.wait()
+            seen = await until(pg, ended("Q2", "R1"), within=DEFAULT_STALL_TIMEOUT * 2)
+        await jobs.drain(5.0)
+
+    assert [(r.worker, r.ended_at is not None) for r in seen if r.job == "Q1"] == [("doomed", False)]
+    assert only_run(seen, "Q2").worker == "main"
+    assert [r.worker for r in seen if r.job == "R1"] == ["doomed", "main"]
+    assert await pg.rows("SELECT status FROM procrastinate_jobs WHERE status <> 'succeeded'") == [
+        ("aborted",)
+    ]
+
+
 async def test_drain_lets_a_running_job_finish_within_grace(pg: PostgresBackend) -> None:
     async with opened(pg) as jobs:
         jobs.register(TASK, recording_handler(pg.location, "main"))

@@ -236,6 +236,29 @@ async def test_two_runners_on_two_connections_run_each_slot_once(store_backend: 
         assert len(expected) == 4 * 24 + 1
 
 
+async def test_a_schedule_whose_rule_ran_out_ends_once_its_last_run_has(store_backend: Backend) -> None:
+    """Another process's look after the last slot leaves the schedule active while that slot's run is
+    under way (ended, a run handed on after its process stopped would be recorded failed)."""
+    async with await store_backend.open() as first, await store_backend.open() as second:
+        twice = a_schedule("FREQ=DAILY;COUNT=2", NOW)
+        await first.add_schedule(twice)
+        clock, runs = Clock(NOW + DAY), Runs()
+        await first.record_missed(twice.id, NOW, at=NOW + DAY)
+        runs.hold = asyncio.Event()
+        running = runner_for(first, runs, clock)
+        await running.tick()
+        await runs.running.wait()
+        clock.now += HOUR
+        elsewhere = runner_for(second, Runs(), clock)
+        await elsewhere.tick()
+        assert (await second.schedule(twice.id)).status == "active"  # type: ignore[union-attr]
+        runs.hold.set()
+        await running.wait_for_runs()
+        await elsewhere.tick()
+        assert (await second.schedule(twice.id)).status == "done"  # type: ignore[union-attr]
+        assert [slot for _, slot, _ in runs.started] == [NOW + DAY]
+
+
 async def test_a_schedule_cancelled_during_its_run_gets_no_later_runs(store: ConversationStore) -> None:
     every_five = a_schedule("FREQ=MINUTELY;INTERVAL=5", NOW)
     await store.add_schedule(every_five)

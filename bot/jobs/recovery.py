@@ -6,8 +6,10 @@ worker deletes the workers whose heartbeat is older than the stall timeout (neve
 outage its beat is old, but it is right here) and puts their jobs back, rows locked so two workers
 never put back one job twice. A job keeps its id, so it stays first of its conversation; one whose
 worker died `MAX_RUNS` times fails instead: a message that kills its process cannot take down every
-replica in turn. A job waiting behind another was inserted long ago, so nothing would tell the
-workers when the job before it ends: `WakingJobManager` does."""
+replica in turn; one whose work was queued again meanwhile (only one job of a queueing lock may
+wait) is ended ("aborted"), and the waiting one does that work. A job waiting behind another was
+inserted long ago, so nothing would tell the workers when the job before it ends:
+`WakingJobManager` does."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import datetime
 import json
 import logging
 from collections.abc import Callable, Collection, Sequence
-from typing import LiteralString
+from typing import Any, LiteralString
 
+import psycopg
 from procrastinate import App, exceptions, manager, sql, utils
 from procrastinate import jobs as jobs_module
 
@@ -112,17 +115,37 @@ async def recover_stalled_jobs(
                 )
                 finish = {"job_id": job_id, "status": "failed", "delete_job": False}
                 await conn.execute(sql.queries["finish_job"], finish)
-            else:
+            elif await _put_back(conn, job_id):
                 logger.warning("job %s (conversation %s) lost its worker: running it again", job_id, lock)
-                retry = {"job_id": job_id, "retry_at": utils.utcnow()}
-                retry |= dict.fromkeys(("new_priority", "new_queue_name", "new_lock"))
-                await conn.execute(sql.queries["retry_job"], retry)
                 retried.append(job_id)
-                first_in.setdefault(queue, job_id)
+            else:
+                # The same work was queued again while this job ran (a schedule's next look, a
+                # decision clicked twice): only one job of a queueing lock may wait, and that one does
+                # it, once this one no longer holds their lock.
+                logger.warning(
+                    "job %s (conversation %s) lost its worker, and a job queued since does its work",
+                    job_id,
+                    lock,
+                )
+                finish = {"job_id": job_id, "status": "aborted", "delete_job": False}
+                await conn.execute(sql.queries["finish_job"], finish)
+            first_in.setdefault(queue, job_id)
     if isinstance(app.job_manager, WakingJobManager):
         for queue, job_id in first_in.items():
             await app.job_manager.wake(job_id, queue)
     return retried
+
+
+async def _put_back(conn: psycopg.AsyncConnection[Any], job_id: int) -> bool:
+    """Back in the queue, run again at once; False when a job of its queueing lock waits already."""
+    retry = {"job_id": job_id, "retry_at": utils.utcnow()}
+    retry |= dict.fromkeys(("new_priority", "new_queue_name", "new_lock"))
+    try:
+        async with conn.transaction():  # a savepoint: the other orphans are put back all the same
+            await conn.execute(sql.queries["retry_job"], retry)
+    except psycopg.errors.UniqueViolation:
+        return False
+    return True
 
 
 async def keep_recovering(

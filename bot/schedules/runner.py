@@ -15,6 +15,14 @@ after its slot is recorded as failed ("nerve stopped during this run") instead o
 for ever. A stopped process's lock lapses with its lease on SQLite (NERVE_TURN_LEASE, 20 s), with its
 sessions on PostgreSQL; until then `hand_on` waits, as it does for a live process's run.
 
+With `jobs` (PostgreSQL: `SlotJobs`, procrastinate's jobs shared by every process on the database),
+a look queues each due slot as one job instead of running it here: the job's queueing lock is the
+run's, so any number of runners, looks and re-deliveries queue one, and whichever process's worker is
+free runs it (`run_slot`): under the run's lock it claims the slot, or, finding it "running", takes
+over the run its earlier attempt's process left (that process died: its lock went with it). A worker
+that dies mid-run hands the run on as any job does: procrastinate's recovery puts the job back, and
+`run_slot` goes on with it in the same message.
+
 The clock and the sleep are passed in, so a test drives a simulated day with a fake clock.
 """
 
@@ -26,8 +34,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
+from bot.errors import StoreError
 from bot.observe import metrics
 from bot.schedules import timing
 from bot.seams import TurnLock
@@ -75,13 +84,30 @@ class Started:
 
 @dataclass(slots=True)
 class Tick:
-    """What one look found: the runs it started, and the slots it recorded as missed; or the runs a
-    stopped process left that were handed on here."""
+    """What one look found: the runs it started (with jobs: queued), and the slots it recorded as
+    missed; or the runs a stopped process left that were handed on here (with jobs: queued again)."""
 
     started: list[Started] = field(default_factory=list)
     missed: list[tuple[Schedule, float]] = field(default_factory=list)
     # Runs a stopped process left, started again here (they go on in the same message).
     handed_on: list[Started] = field(default_factory=list)
+    # With jobs: the due slots queued by this look, for whichever process's worker is free.
+    queued: list[Started] = field(default_factory=list)
+
+
+class SlotJobs(Protocol):
+    """Slots run as jobs that every process on the database shares (`adapters.jobs_runtime`); each
+    job calls `ScheduleRunner.run_slot` in whichever process takes it."""
+
+    async def defer(self, schedule_id: str, slot: float) -> bool:
+        """Queue the job of one slot: False when one is waiting or running already (its queueing
+        lock is the run's), which is no error. Raises StoreError when the jobs cannot be reached."""
+        ...
+
+
+# How a run begins under its lock: claimed as due, taken over from a stopped process, or (a job,
+# which may be a retry after its worker died) claimed, else taken over.
+Begin = Literal["claim", "take_over", "claim_or_take_over"]
 
 
 def run_lock_key(schedule_id: str, slot: float) -> ConversationKey:
@@ -92,8 +118,9 @@ def run_lock_key(schedule_id: str, slot: float) -> ConversationKey:
 class ScheduleRunner:
     """Runs the due slots of the schedules `mine` accepts (a front end runs its platform's).
 
-    `locks` is the store's turn lock when processes share the store, so that `settle_abandoned`
-    can tell a run of a live process from one whose process stopped; in memory otherwise."""
+    `locks` is the store's turn lock when processes share the store, so that `hand_on` can tell a
+    run of a live process from one whose process stopped; in memory otherwise. With `jobs`, due
+    slots are queued as jobs instead of run here, and each job calls `run_slot`."""
 
     def __init__(
         self,
@@ -107,8 +134,10 @@ class ScheduleRunner:
         cadence: float = CADENCE,
         mine: Callable[[Schedule], bool] = lambda schedule: True,
         max_running: int = MAX_RUNNING,
+        jobs: SlotJobs | None = None,
     ) -> None:
         self._ledger = ledger
+        self._jobs = jobs
         self._start = start
         self._locks: TurnLock = locks if locks is not None else KeyedLocks()
         self._clock = clock
@@ -127,8 +156,9 @@ class ScheduleRunner:
         return len(self._running)
 
     async def tick(self) -> Tick:
-        """One look: record what is too old as missed, start what is due (each in its own task), and
-        end recurring schedules whose rule ran out. Returns once each due run is claimed or refused."""
+        """One look: record what is too old as missed, start what is due (each in its own task; with
+        jobs, queue it), and end recurring schedules whose rule ran out. Returns once each due run is
+        claimed or refused (with jobs: queued, or found queued already)."""
         now = self._clock()
         found = Tick()
         active = await self._ledger.active_schedules()
@@ -159,13 +189,16 @@ class ScheduleRunner:
                     found.missed.append((schedule, passed))
                     logger.info("schedule %s: the slot at %s was missed", schedule.id, passed)
             busy = len(self._running) >= self._max_running
-            if slot is not None and (schedule.id, slot) not in self._running and not busy:
-                claims.append((schedule, slot, self._launch(schedule, slot)))
-            elif slot is None and not missed and not schedule.once:
+            if slot is not None and self._jobs is not None:
+                if await self._queue(schedule, slot):
+                    found.queued.append(Started(schedule, slot, max(0.0, now - slot)))
+            elif slot is not None:
+                if (schedule.id, slot) not in self._running and not busy:
+                    claims.append((schedule, slot, self._launch(schedule, slot)))
+            elif not missed and not schedule.once:
                 await self._end_if_over(schedule, now)
             elif (
-                slot is None
-                and not missed
+                not missed
                 and schedule.first_at <= now
                 # A once schedule whose only slot passed while it was paused: missed (and so done),
                 # never left active for good. A slot being run is held by its row: this records nothing.
@@ -192,11 +225,30 @@ class ScheduleRunner:
             marks.extend(made[-2:-1])
         return max(marks) if marks else None
 
+    async def _queue(self, schedule: Schedule, slot: float) -> bool:
+        """Queue a due slot's job; False when it was queued already or the jobs cannot be reached
+        (the next look queues it: it stays due until it is claimed)."""
+        assert self._jobs is not None
+        try:
+            queued = await self._jobs.defer(schedule.id, slot)
+        except StoreError as exc:
+            logger.warning("schedule %s: the slot at %s could not be queued: %s", schedule.id, slot, exc)
+            return False
+        if queued:
+            logger.info("schedule %s: the slot at %s is queued", schedule.id, slot)
+        return queued
+
     async def _end_if_over(self, schedule: Schedule, now: float) -> None:
-        """A recurring schedule whose rule has no slot left (its UNTIL or COUNT reached) is done."""
+        """A recurring schedule whose rule has no slot left (its UNTIL or COUNT reached) is done, once
+        its last run has ended (it may be under way in another process, or left by a stopped one to
+        be handed on: ended now, it would be recorded failed instead)."""
         if timing.next_slots(schedule.first_at, schedule.rule, schedule.timezone, now, 1):
             return
-        if not any(key[0] == schedule.id for key in self._running):
+        if any(key[0] == schedule.id for key in self._running):
+            return
+        latest = await self._ledger.latest_slot(schedule.id)
+        last = None if latest is None else await self._ledger.run(schedule.id, latest)
+        if last is None or last.status != "running":
             await self._ledger.set_schedule_status(schedule.id, "done", by=ENDED_BY_NERVE, at=now)
 
     def _launch(
@@ -206,7 +258,7 @@ class ScheduleRunner:
         how late it started (None: another runner had it, or the schedule is no longer active)."""
         claimed: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
         key = (schedule.id, slot)
-        running = self._run(schedule, slot, claimed, handed_on=handed_on)
+        running = self._run(schedule, slot, claimed, begin="take_over" if handed_on else "claim")
         task = asyncio.create_task(running, name=f"schedule-{schedule.id}")
         self._running[key] = task
 
@@ -221,11 +273,27 @@ class ScheduleRunner:
         task.add_done_callback(ended)
         return claimed
 
+    async def run_slot(self, schedule_id: str, slot: float) -> Started | None:
+        """The job of one slot, run in whichever process's worker took it: under the run's lock, claim
+        the slot, or take over its run left "running" by an earlier attempt whose process died (within
+        the grace; else it is recorded failed); then run it here and write how it ended. None when
+        there was nothing to run: the slot ran or was missed already (or is now: its job waited
+        beyond the grace), or its schedule is no longer active. Cancelled (a drain), the run stays
+        "running" for the job's next attempt to go on with; a store failure before the claim raises
+        (the slot stays due, and a later look queues it)."""
+        schedule = await self._ledger.schedule(schedule_id)
+        if schedule is None or not self._mine(schedule):
+            return None
+        claimed: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
+        await self._run(schedule, slot, claimed, begin="claim_or_take_over")
+        late_by = claimed.result() if claimed.done() else None
+        return None if late_by is None else Started(schedule, slot, late_by)
+
     async def _run(
-        self, schedule: Schedule, slot: float, claimed: asyncio.Future[float | None], *, handed_on: bool
+        self, schedule: Schedule, slot: float, claimed: asyncio.Future[float | None], *, begin: Begin
     ) -> None:
         async with self._locks.hold(run_lock_key(schedule.id, slot)):
-            late_by = await (self._take_over(schedule, slot) if handed_on else self._claim(schedule, slot))
+            late_by = await self._begin(schedule, slot, begin)
             claimed.set_result(late_by)
             if late_by is None:
                 return
@@ -248,6 +316,27 @@ class ScheduleRunner:
             except asyncio.CancelledError:
                 await finishing
                 raise
+
+    async def _begin(self, schedule: Schedule, slot: float, begin: Begin) -> float | None:
+        """Under the run's lock: how late the run starts, or None when it is not to run here."""
+        if begin == "take_over":
+            return await self._take_over(schedule, slot)
+        if begin == "claim_or_take_over" and self._clock() - slot > self._grace:
+            # A job that waited beyond the grace (every worker busy, or down): its slot is missed, as
+            # a look would have found it, never run in a burst after an outage.
+            if schedule.status == "active" and await self._ledger.record_missed(
+                schedule.id, slot, at=self._clock()
+            ):
+                metrics.schedule_run("missed")
+                logger.info("schedule %s: the slot at %s was missed (queued too long)", schedule.id, slot)
+                return None
+            return await self._take_over(schedule, slot)  # a run left "running" is recorded failed
+        late_by = await self._claim(schedule, slot)
+        if late_by is None and begin == "claim_or_take_over":
+            # Claimed before: a run still "running" whose lock this holds was left by a process that
+            # stopped (a job's earlier attempt); any other row, or none (an ended schedule), is no run.
+            return await self._take_over(schedule, slot)
+        return late_by
 
     async def _claim(self, schedule: Schedule, slot: float) -> float | None:
         """Claim a due slot: how late it starts, or None when another runner had it first."""
@@ -287,13 +376,21 @@ class ScheduleRunner:
         again here and returned, as a turn left by a stopped process goes on; those left longer than
         the grace after their slot are recorded as failed (`STOPPED`) instead. A run another live
         process holds is waited for (it finishes it itself), so call this in a task of its own when
-        other processes may run."""
+        other processes may run. With jobs, such a run with no job waiting or running is queued
+        again instead (returned as handed on), and its job takes it over in whichever process."""
         taken: list[Started] = []
         for run in await self._ledger.running_runs(older_than=self._clock()):
             if (run.schedule_id, run.slot) in self._running:
                 continue
             schedule = await self._ledger.schedule(run.schedule_id)
             if schedule is None or not self._mine(schedule):
+                continue
+            if self._jobs is not None:
+                # Its job, if its process died, is put back by the jobs' recovery; one with no job
+                # (it failed after the claim, say when the outcome could not be written) is queued
+                # again, and takes the run over once no live process holds it.
+                if await self._queue(schedule, run.slot):
+                    taken.append(Started(schedule, run.slot, run.late_by))
                 continue
             late_by = await self._launch(schedule, run.slot, handed_on=True)
             if late_by is not None:
