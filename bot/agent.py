@@ -37,9 +37,10 @@ from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
 from bot.schedules import timing as _timing
-from bot.schedules.runner import CADENCE, SlotJobs, Start
+from bot.schedules.runner import CADENCE, Start
 from bot.schedules.runner import RunOutcome as RunOutcome
 from bot.schedules.runner import ScheduleRunner as ScheduleRunner
+from bot.schedules.runner import SlotJobs as SlotJobs
 from bot.schedules.runner import Tick as Tick
 from bot.schedules.timing import zone
 from bot.schedules.tools import SCHEDULES_SERVER, ScheduleTools

@@ -7,15 +7,21 @@ Runs `run_slack` in this process on a PostgreSQL schema of its own, against the 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from adapters.slack.events import inbox_payload
+from bot.types import ConversationKey
 from tests.fakes.llm_server import reply
-from tests.fakes.slack_api import BOT_USER_ID
+from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
 from tests.stores import postgres_backend
+from tests.test_schedule_runner import a_schedule as stored_schedule
 from tests.test_slack_harness import core, mention, settings_for, sign
 from tests.test_slack_runner import running
 
@@ -59,3 +65,37 @@ async def test_a_start_queues_the_events_left_unqueued_and_a_second_start_adds_n
         assert len(c.llm.requests) == 1
         # Its job ran and is gone (succeeded jobs are deleted); nothing waits, nothing failed.
         assert await pg.rows("SELECT task_name, status FROM procrastinate_jobs") == []
+
+
+async def test_a_due_schedule_on_postgresql_is_one_job_that_posts_one_message_and_one_answer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = float(int(time.time()))
+    channel = "C0SCHEDULED"
+    key = ConversationKey(platform="slack", workspace=TEAM_ID, channel=channel, thread="1600000000.000100")
+    due = stored_schedule(
+        "FREQ=DAILY",
+        now - 60,
+        owner=f"slack:{TEAM_ID}:U0ALICE",
+        owner_user="U0ALICE",
+        key=key,
+        created_at=now - 86_400,
+    )
+    caplog.set_level(logging.INFO, logger="bot.schedules.runner")
+    async with postgres_backend() as pg, core(tmp_path, [reply("the scheduled answer")], backend=pg) as c:
+        await c.store.add_schedule(due)
+        settings = settings_for(c.slack, nerve_database_url=pg.location)
+        async with running(c.agent, settings):
+            await c.slack.wait_for(
+                lambda s: any("the scheduled answer" in p.text for p in s.posted), within=60
+            )
+            async with asyncio.timeout(60):  # its outcome is written just after the answer is posted
+                while [r.status for r in await c.store.runs_of(due.id)] != ["answered"]:
+                    await asyncio.sleep(0.05)
+        [announced] = c.slack.thread(channel, None)
+        assert announced.text.startswith("⏰ Scheduled for <@U0ALICE>:")
+        answers = [p for p in c.slack.thread(channel, announced.ts) if "the scheduled answer" in p.text]
+        assert len(answers) == 1
+        assert len(c.llm.requests) == 1
+    # The slot went through the shared jobs, not a task of the process that looked.
+    assert f"schedule {due.id}: the slot at {due.first_at} is queued" in caplog.text

@@ -101,12 +101,18 @@ class SlackBot:
             watch=self._sign_ins.watch,
             zones=zones,
         )
-        # People's schedules: run from `start_schedules` until the bot stops, and their commands.
-        self.schedules = SlackSchedules(
-            agent, self._poster, self._turns, zones, grace=settings.nerve_schedule_grace
-        )
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
         self._launch = jobs_runtime.Launcher(jobs, self._owned.spawn, PLATFORM)
+        # People's schedules: run from `start_schedules` until the bot stops (their slots as jobs
+        # with PostgreSQL), and their commands.
+        self.schedules = SlackSchedules(
+            agent,
+            self._poster,
+            self._turns,
+            zones,
+            grace=settings.nerve_schedule_grace,
+            jobs=self._launch.slots,
+        )
         self._intake = Intake(agent, settings, self._launch, self._turns.run, self._owned.spawn)
         self._desk = AskDesk(
             agent, PLATFORM, SlackApprovals(self._poster), self._turns, self._launch, self._owned.spawn
@@ -186,7 +192,11 @@ class SlackBot:
 
     def job_handlers(self) -> dict[str, JobHandler]:
         return jobs_runtime.job_handlers(
-            PLATFORM, self.answer_event, self._desk.go_on_here, self._turns.answer_deferred
+            PLATFORM,
+            self.answer_event,
+            self._desk.go_on_here,
+            self._turns.answer_deferred,
+            run_slot=self.schedules.run_slot,
         )
 
     async def _left_over(self, event_id: str, payload: str) -> Turn | None:

@@ -49,7 +49,7 @@ from adapters.slack.render import (
 )
 from adapters.slack.turns import TurnRunner
 from adapters.slack.zones import UserZones
-from bot.agent import Agent, PostRecords, RunOutcome, ScheduleRunner, scheduled_incoming
+from bot.agent import Agent, PostRecords, RunOutcome, ScheduleRunner, SlotJobs, scheduled_incoming
 from bot.types import AgentReply, Incoming, Person, Place, Progress, Schedule
 
 logger = logging.getLogger(__name__)
@@ -119,6 +119,9 @@ class SlackSchedules:
     _: KW_ONLY
     # Seconds after its time a slot nothing ran is still run, late (NERVE_SCHEDULE_GRACE).
     grace: float
+    # With PostgreSQL, the slot jobs every process shares: a due slot is queued, and whichever
+    # process's worker is free runs it (`run_slot`); None on SQLite, where the runner runs it here.
+    jobs: SlotJobs | None = None
     runner: ScheduleRunner | None = field(default=None, init=False)
     _forever: asyncio.Task[None] | None = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
@@ -135,11 +138,16 @@ class SlackSchedules:
         """Run Slack's due slots from now on (a test passes its clock and sleep, or looks itself)."""
         if self.runner is None:
             self.runner = self.agent.schedule_runner(
-                self.run, mine=self._mine, grace=self.grace, clock=clock, sleep=sleep
+                self.run, mine=self._mine, grace=self.grace, clock=clock, sleep=sleep, jobs=self.jobs
             )
-            if forever:
-                self._forever = asyncio.create_task(self.runner.run_forever(), name="slack-schedules")
+        if forever and self._forever is None:
+            self._forever = asyncio.create_task(self.runner.run_forever(), name="slack-schedules")
         return self.runner
+
+    async def run_slot(self, schedule_id: str, slot: float) -> None:
+        """The job of one slot (PostgreSQL), in whichever process's worker took it, `nerve worker`'s
+        included: the runner there need not be looking itself."""
+        await self.start(forever=False).run_slot(schedule_id, slot)
 
     def _mine(self, schedule: Schedule) -> bool:
         return schedule.key.platform == PLATFORM and not self._stopping
