@@ -7,7 +7,6 @@ Runs `run_slack` in this process on a PostgreSQL schema of its own, against the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -21,6 +20,7 @@ from bot.types import ConversationKey
 from tests.fakes.llm_server import reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
 from tests.stores import postgres_backend
+from tests.test_schedule_jobs import until
 from tests.test_schedule_runner import a_schedule as stored_schedule
 from tests.test_slack_harness import core, mention, settings_for, sign
 from tests.test_slack_runner import running
@@ -89,9 +89,11 @@ async def test_a_due_schedule_on_postgresql_is_one_job_that_posts_one_message_an
             await c.slack.wait_for(
                 lambda s: any("the scheduled answer" in p.text for p in s.posted), within=60
             )
-            async with asyncio.timeout(60):  # its outcome is written just after the answer is posted
-                while [r.status for r in await c.store.runs_of(due.id)] != ["answered"]:
-                    await asyncio.sleep(0.05)
+
+            async def answered() -> bool:  # its outcome is written just after the answer is posted
+                return [r.status for r in await c.store.runs_of(due.id)] == ["answered"]
+
+            await until("the run's outcome", answered, within=60)
         [announced] = c.slack.thread(channel, None)
         assert announced.text.startswith("⏰ Scheduled for <@U0ALICE>:")
         answers = [p for p in c.slack.thread(channel, announced.ts) if "the scheduled answer" in p.text]
