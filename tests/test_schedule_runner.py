@@ -456,3 +456,60 @@ async def test_a_burst_of_due_slots_runs_a_few_at_a_time_and_the_rest_at_the_nex
         await tick(runner)
     assert sorted(sid for sid, _, _ in runs.started) == sorted(s.id for s in schedules)
     assert sorted(late for _, _, late in runs.started) == [0.0, 0.0, 30.0, 30.0, 45.0]
+
+
+async def test_a_burst_waiting_for_free_places_is_looked_at_again_as_runs_end_not_at_the_cadence(
+    store: ConversationStore,
+) -> None:
+    schedules = [a_schedule("FREQ=DAILY", NOW) for _ in range(5)]
+    for schedule in schedules:
+        await store.add_schedule(schedule)
+    clock, runs = Clock(NOW), Runs()
+    runs.hold = asyncio.Event()
+    looks: list[int] = []
+
+    async def sleep(seconds: float) -> None:
+        await asyncio.Event().wait()  # the cadence never passes: only `wake` brings another look
+
+    async def on_tick(found: Tick) -> None:
+        looks.append(len(found.started))
+        if sum(looks) == len(schedules):
+            everyone.set()
+
+    everyone = asyncio.Event()
+    runner = runner_for(store, runs, clock, sleep=sleep, max_running=2)
+    forever = asyncio.create_task(runner.run_forever(on_tick))
+    await runs.running.wait()
+    assert runner.running == 2
+    runs.hold.set()  # the runs end: each end may bring the next look
+    await asyncio.wait_for(everyone.wait(), 30)  # liveness only: the test fails here without the wake
+    await runner.wait_for_runs()
+    forever.cancel()
+    await asyncio.gather(forever, return_exceptions=True)
+    assert sorted(sid for sid, _, _ in runs.started) == sorted(s.id for s in schedules)
+    assert [late for _, _, late in runs.started] == [0.0] * 5  # all on time: no cadence passed
+    assert looks[0] == 2
+
+
+async def test_the_runner_looks_again_at_the_next_slots_time_when_it_comes_before_the_cadence(
+    store: ConversationStore,
+) -> None:
+    soon = a_schedule("FREQ=DAILY", NOW + 4.0)
+    await store.add_schedule(soon)
+    clock, runs = Clock(NOW), Runs()
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.now += seconds
+        if len(sleeps) == 2:
+            await asyncio.Event().wait()
+
+    runner = runner_for(store, runs, clock, sleep=sleep)
+    forever = asyncio.create_task(runner.run_forever())
+    await runs.running.wait()
+    await runner.wait_for_runs()
+    forever.cancel()
+    await asyncio.gather(forever, return_exceptions=True)
+    assert sleeps[0] == pytest.approx(4.05)  # not the 15 s cadence
+    assert [(sid, late) for sid, _, late in runs.started] == [(soon.id, pytest.approx(0.05))]

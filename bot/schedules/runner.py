@@ -50,9 +50,11 @@ MISSED_KEPT = 50
 
 # Seconds between two looks at the schedules (a new schedule wakes the runner at once).
 CADENCE = 15.0
+# Seconds past a slot's time the runner looks, so that a clock read a hair early finds it due.
+DUE_MARGIN = 0.05
 # Runs one runner has under way at most: each holds a turn-lock session besides its turn's, so a
-# burst of slots due at once waits for the next look (late, within the grace) rather than taking
-# every connection. Within the turn gate's default, so scheduled runs never crowd out people.
+# burst of slots due at once waits for a free place (the runner looks again as each run ends) rather
+# than taking every connection. Within the turn gate's default, so scheduled runs never crowd out people.
 MAX_RUNNING = 8
 # Seconds after its time a slot nothing ran is still run, late (NERVE_SCHEDULE_GRACE).
 DEFAULT_GRACE = 3600.0
@@ -93,6 +95,9 @@ class Tick:
     handed_on: list[Started] = field(default_factory=list)
     # With jobs: the due slots queued by this look, for whichever process's worker is free.
     queued: list[Started] = field(default_factory=list)
+    # The soonest slot still to come of the schedules looked at: the next look is then, if sooner
+    # than the cadence, so a run starts at its time rather than up to a cadence late.
+    next_due: float | None = None
 
 
 class SlotJobs(Protocol):
@@ -148,6 +153,8 @@ class ScheduleRunner:
         self._max_running = max_running
         # Set when a schedule was added or resumed: the runner looks at once instead of at its cadence.
         self.wake = asyncio.Event()
+        # Set when a look left a due slot for want of a free place (`max_running` under way).
+        self._waiting = False
         # The runs this runner started that have not ended, by (schedule, slot).
         self._running: dict[tuple[str, float], asyncio.Task[None]] = {}
 
@@ -161,6 +168,7 @@ class ScheduleRunner:
         claimed or refused (with jobs: queued, or found queued already)."""
         now = self._clock()
         found = Tick()
+        self._waiting = False
         active = await self._ledger.active_schedules()
         metrics.schedules_active(len(active))
         claims: list[tuple[Schedule, float, asyncio.Future[float | None]]] = []
@@ -195,6 +203,10 @@ class ScheduleRunner:
             elif slot is not None:
                 if (schedule.id, slot) not in self._running and not busy:
                     claims.append((schedule, slot, self._launch(schedule, slot)))
+                elif busy:
+                    self._waiting = True
+            elif coming := timing.next_slots(schedule.first_at, schedule.rule, schedule.timezone, now, 1):
+                found.next_due = min(coming[0], found.next_due or coming[0])
             elif not missed and not schedule.once:
                 await self._end_if_over(schedule, now)
             elif (
@@ -264,6 +276,11 @@ class ScheduleRunner:
 
         def ended(done: asyncio.Task[None]) -> None:
             self._running.pop(key, None)
+            if self._waiting:
+                # A due slot waits for a free place: look again now, not at the next cadence, so a
+                # burst (everyone's "every weekday at 09:00") runs at the pace its runs end.
+                self._waiting = False
+                self.wake.set()
             if not claimed.done():
                 claimed.set_result(None)
             if not done.cancelled() and (error := done.exception()) is not None:
@@ -408,13 +425,15 @@ class ScheduleRunner:
                 self.wake.clear()
                 if handing_on is None or handing_on.done():
                     handing_on = asyncio.create_task(self._hand_on_logged(on_tick), name="schedules-hand-on")
+                next_due: float | None = None
                 try:
                     found = await self.tick()
+                    next_due = found.next_due
                     if on_tick is not None:
                         await on_tick(found)
                 except Exception:
                     logger.exception("looking at the schedules failed; trying again in %g s", self._cadence)
-                await self._pause()
+                await self._pause(next_due)
         finally:
             if handing_on is not None:
                 handing_on.cancel()
@@ -431,9 +450,12 @@ class ScheduleRunner:
             logger.exception("looking for runs left by a stopped process failed; looking again later")
             return []
 
-    async def _pause(self) -> None:
-        """The cadence's sleep, cut short by `wake`."""
-        sleeping = asyncio.ensure_future(self._sleep(self._cadence))
+    async def _pause(self, next_due: float | None = None) -> None:
+        """The cadence's sleep, or until just after `next_due` when that is sooner; cut short by `wake`."""
+        delay = self._cadence
+        if next_due is not None:
+            delay = min(delay, max(0.0, next_due - self._clock()) + DUE_MARGIN)
+        sleeping = asyncio.ensure_future(self._sleep(delay))
         woken = asyncio.ensure_future(self.wake.wait())
         try:
             await asyncio.wait((sleeping, woken), return_when=asyncio.FIRST_COMPLETED)
