@@ -352,6 +352,20 @@ async def test_a_redelivered_event_whose_turn_was_cut_off_is_finished(loop_host,
     assert [m.content for m in llm.last_request()[1:]] == ["question"]
 
 
+async def test_a_cut_off_turn_answered_with_the_next_message_is_not_answered_again(loop_host, store):
+    """A stop cut off the turn of "one" after its message was stored; "two" was answered next, the
+    model sent both together: "one" handed on (delivered again) gets that answer, no second one."""
+    await store.append(KEY, [ChatMessage(role="user", content="one")], event_id="Ev1")
+    llm = ScriptedLLM([Step(text="both answered")])
+    agent = make_agent(llm, loop_host, store)
+    assert (await agent.reply(incoming("two", event_id="Ev2"))).text == "both answered"
+    again = await agent.reply(incoming("one", event_id="Ev1"))
+
+    assert again.text == "both answered" and not again.failed
+    assert len(llm.requests) == 1
+    assert [m.content for m in await store.history(KEY)] == ["one", "two", "both answered"]
+
+
 async def test_a_huge_result_is_cut_for_the_model_but_kept_whole(loop_host, store):
     llm = ScriptedLLM([Step(calls=[Call("big", {"items": 3000})]), Step(text="summarised")])
     reply = await make_agent(llm, loop_host, store, context_tokens=8000).reply(incoming("big data"))

@@ -175,6 +175,25 @@ async def test_messages_after_an_event_are_that_turn_only(store: ConversationSto
     ]
 
 
+async def test_a_message_whose_turn_was_cut_off_is_answered_with_the_next(store: ConversationStore) -> None:
+    """A stop cut off the turn of "one" after its message was stored; "two" came next, and the model,
+    sent both together, answered both: "one" delivered again gets that answer, not a turn of its own."""
+    await store.append(key(), [ChatMessage(role="user", content="one")], event_id="Ev1")
+    await store.append(key(), a_round("r1"))
+    await store.append(key(), [ChatMessage(role="user", content="two")], event_id="Ev2")
+    answer = ChatMessage(role="assistant", content="both answered")
+    await store.append(key(), [answer])
+    await store.append(key(), [ChatMessage(role="user", content="three")], event_id="Ev3")
+
+    assert await store.messages_after_event(key(), "Ev1") == [
+        *a_round("r1"),
+        ChatMessage(role="user", content="two"),
+        answer,
+    ]
+    assert await store.messages_after_event(key(), "Ev2") == [answer]
+    assert await store.messages_after_event(key(), "Ev3") == []
+
+
 async def test_a_redelivery_after_reset_is_still_a_no_op(store: ConversationStore) -> None:
     await store.append(key(), [ChatMessage(role="user", content="old")], event_id="Ev1")
     await store.reset(key())

@@ -79,7 +79,12 @@ class ConversationLedger(Ledger):
         return [message_from_row(row) for row in rows]
 
     async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
-        """What followed this event's user message, up to the next: a re-delivery resumes its turn."""
+        """What followed this event's user message, through its answer: a re-delivery resumes its turn,
+        or gets the answer it had. The answer is the first one after it (an assistant message without
+        tool calls), past any user message stored in between: the model is sent the messages since
+        the last answer together, so a message whose turn a stop cut off, followed by another, is
+        answered with it and must not be answered again on its own. All that followed when no answer
+        came yet."""
         found = await self._first(
             "SELECT m.conversation_id, m.seq FROM messages m JOIN conversations c ON c.id = m.conversation_id"
             f" WHERE m.event_id = ? AND {C_KEY_WHERE} ORDER BY m.id DESC LIMIT 1",
@@ -90,8 +95,9 @@ class ConversationLedger(Ledger):
         conversation, seq = found
         rows = await self._rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages"
-            " WHERE conversation_id = ? AND seq > ? AND seq < COALESCE("
-            "  (SELECT MIN(seq) FROM messages WHERE conversation_id = ? AND seq > ? AND role = 'user'),"
+            " WHERE conversation_id = ? AND seq > ? AND seq <= COALESCE("
+            "  (SELECT MIN(seq) FROM messages WHERE conversation_id = ? AND seq > ?"
+            "   AND role = 'assistant' AND tool_calls IS NULL),"
             "  9223372036854775807)"
             " ORDER BY seq",
             (conversation, seq, conversation, seq),
