@@ -17,7 +17,15 @@ import pytest
 
 from bot.observe import metrics
 from bot.schedules import timing
-from bot.schedules.runner import MISSED_KEPT, STOPPED, RunOutcome, ScheduleRunner, Tick
+from bot.schedules.runner import (
+    MAX_HAND_ONS,
+    MISSED_KEPT,
+    STOPPED,
+    STOPPED_TOO_OFTEN,
+    RunOutcome,
+    ScheduleRunner,
+    Tick,
+)
 from bot.store.base import ConversationStore
 from bot.store.schedules import new_schedule_id
 from bot.types import ConversationKey, Schedule
@@ -513,3 +521,47 @@ async def test_the_runner_looks_again_at_the_next_slots_time_when_it_comes_befor
     await asyncio.gather(forever, return_exceptions=True)
     assert sleeps[0] == pytest.approx(4.05)  # not the 15 s cadence
     assert [(sid, late) for sid, _, late in runs.started] == [(soon.id, pytest.approx(0.05))]
+
+
+async def test_a_schedule_the_runner_cannot_work_out_costs_only_its_own_runs(
+    store: ConversationStore,
+) -> None:
+    # A zone this machine's zone data does not know (replicas on different tzdata, mid-upgrade).
+    unknown = a_schedule("FREQ=DAILY", NOW, timezone="America/Nowhere_Zone")
+    after = a_schedule("FREQ=DAILY", NOW)
+    await store.add_schedule(unknown)
+    await store.add_schedule(after)
+    clock, runs = Clock(NOW), Runs()
+    runner = runner_for(store, runs, clock)
+
+    await tick(runner)
+
+    assert [sid for sid, _, _ in runs.started] == [after.id]
+
+
+async def test_a_run_every_process_stops_during_is_recorded_failed_after_a_few_hand_ons(
+    store: ConversationStore,
+) -> None:
+    daily = a_schedule("FREQ=DAILY", NOW)
+    await store.add_schedule(daily)
+    assert await store.claim_slot(daily.id, NOW, at=NOW, late_by=0.0)
+    clock = Clock(NOW + MINUTE)
+    taken = 0
+    for _ in range(MAX_HAND_ONS):
+        runs = Runs()
+        runs.hold = asyncio.Event()
+        runner = runner_for(store, runs, clock)
+        handing = asyncio.create_task(runner.hand_on())
+        await runs.running.wait()
+        taken += 1
+        await runner.stop()  # the process stops during the run again
+        await asyncio.gather(handing, return_exceptions=True)
+    assert taken == MAX_HAND_ONS
+    assert [r.hand_ons for r in await store.runs_of(daily.id)] == [MAX_HAND_ONS]
+
+    last = Runs()
+    assert await runner_for(store, last, clock).hand_on() == []
+
+    assert last.started == []
+    run = (await store.runs_of(daily.id))[0]
+    assert (run.status, run.note) == ("failed", STOPPED_TOO_OFTEN)

@@ -48,8 +48,13 @@ def next_run_text(schedule: Schedule, now: float) -> str:
     """When it runs next, in its own zone; why not, when it will not."""
     if schedule.status != "active":
         return schedule.status
-    upcoming = upcoming_runs(schedule, now, 1)
-    return local_time(upcoming[0], schedule.timezone) if upcoming else "no more runs"
+    try:
+        upcoming = upcoming_runs(schedule, now, 1)
+        return local_time(upcoming[0], schedule.timezone) if upcoming else "no more runs"
+    except ScheduleError as exc:
+        # Its zone or rule is one this machine cannot work out (older zone data): the list still
+        # shows it, and every other schedule.
+        return f"unknown here ({exc})"
 
 
 def last_run_text(run: ScheduleRun | None, timezone: str) -> str:

@@ -60,6 +60,9 @@ MAX_RUNNING = 8
 DEFAULT_GRACE = 3600.0
 # The note of a run whose process stopped before it finished: it is not run again.
 STOPPED = "nerve stopped during this run"
+# A run handed on this many times (every process that took it stopped during it) is not again.
+MAX_HAND_ONS = 3
+STOPPED_TOO_OFTEN = f"nerve stopped during this run {MAX_HAND_ONS + 1} times; it is not run again"
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -173,56 +176,79 @@ class ScheduleRunner:
         metrics.schedules_active(len(active))
         claims: list[tuple[Schedule, float, asyncio.Future[float | None]]] = []
         for schedule in filter(self._mine, active):
-            missed, slot = timing.due(
-                schedule.first_at,
-                schedule.rule,
-                schedule.timezone,
-                await self._looked_after(schedule),
-                now,
-                self._grace,
-            )
-            if len(missed) > MISSED_KEPT:
-                # Only the newest are recorded: `due` looks after the newest slot recorded, so the
-                # older ones are never offered again, and a long absence costs no burst of writes.
-                logger.info(
-                    "schedule %s: %d slots passed unrun; recording the newest %d as missed",
-                    schedule.id,
-                    len(missed),
-                    MISSED_KEPT,
+            try:
+                await self._look_at(schedule, now, found, claims)
+            except Exception:
+                # One schedule the runner cannot work out (its zone unknown to this machine's zone
+                # data, a store error on its row) costs its own slot this look, never everyone's.
+                logger.exception(
+                    "schedule %s: looking at it failed; it is looked at again next time", schedule.id
                 )
-                missed = missed[-MISSED_KEPT:]
-            for passed in missed:
-                if await self._ledger.record_missed(schedule.id, passed, at=now):
-                    metrics.schedule_run("missed")
-                    found.missed.append((schedule, passed))
-                    logger.info("schedule %s: the slot at %s was missed", schedule.id, passed)
-            busy = len(self._running) >= self._max_running
-            if slot is not None and self._jobs is not None:
-                if await self._queue(schedule, slot):
-                    found.queued.append(Started(schedule, slot, max(0.0, now - slot)))
-            elif slot is not None:
-                if (schedule.id, slot) not in self._running and not busy:
-                    claims.append((schedule, slot, self._launch(schedule, slot)))
-                elif busy:
-                    self._waiting = True
-            elif coming := timing.next_slots(schedule.first_at, schedule.rule, schedule.timezone, now, 1):
-                found.next_due = min(coming[0], found.next_due or coming[0])
-            elif not missed and not schedule.once:
-                await self._end_if_over(schedule, now)
-            elif (
-                not missed
-                and schedule.first_at <= now
-                # A once schedule whose only slot passed while it was paused: missed (and so done),
-                # never left active for good. A slot being run is held by its row: this records nothing.
-                and await self._ledger.record_missed(schedule.id, schedule.first_at, at=now)
-            ):
-                metrics.schedule_run("missed")
-                found.missed.append((schedule, schedule.first_at))
         for schedule, slot, claimed in claims:
             late_by = await claimed
             if late_by is not None:
                 found.started.append(Started(schedule, slot, late_by))
         return found
+
+    async def _look_at(
+        self,
+        schedule: Schedule,
+        now: float,
+        found: Tick,
+        claims: list[tuple[Schedule, float, asyncio.Future[float | None]]],
+    ) -> None:
+        """One schedule in a look: its missed slots recorded, its due slot claimed (or queued), its
+        next slot noted, or its end recorded."""
+        # Expanding a rule can take a while (a COUNT walked from its first slot, a year away from a
+        # five-minute rule): off the event loop, so turns and leases go on meanwhile.
+        missed, slot = await asyncio.to_thread(
+            timing.due,
+            schedule.first_at,
+            schedule.rule,
+            schedule.timezone,
+            await self._looked_after(schedule),
+            now,
+            self._grace,
+        )
+        if len(missed) > MISSED_KEPT:
+            # Only the newest are recorded: `due` looks after the newest slot recorded, so the
+            # older ones are never offered again, and a long absence costs no burst of writes.
+            logger.info(
+                "schedule %s: %d slots passed unrun; recording the newest %d as missed",
+                schedule.id,
+                len(missed),
+                MISSED_KEPT,
+            )
+            missed = missed[-MISSED_KEPT:]
+        for passed in missed:
+            if await self._ledger.record_missed(schedule.id, passed, at=now):
+                metrics.schedule_run("missed")
+                found.missed.append((schedule, passed))
+                logger.info("schedule %s: the slot at %s was missed", schedule.id, passed)
+        busy = len(self._running) >= self._max_running
+        if slot is not None and self._jobs is not None:
+            if await self._queue(schedule, slot):
+                found.queued.append(Started(schedule, slot, max(0.0, now - slot)))
+        elif slot is not None:
+            if (schedule.id, slot) not in self._running and not busy:
+                claims.append((schedule, slot, self._launch(schedule, slot)))
+            elif busy:
+                self._waiting = True
+        elif coming := await asyncio.to_thread(
+            timing.next_slots, schedule.first_at, schedule.rule, schedule.timezone, now, 1
+        ):
+            found.next_due = min(coming[0], found.next_due or coming[0])
+        elif not missed and not schedule.once:
+            await self._end_if_over(schedule, now)
+        elif (
+            not missed
+            and schedule.first_at <= now
+            # A once schedule whose only slot passed while it was paused: missed (and so done),
+            # never left active for good. A slot being run is held by its row: this records nothing.
+            and await self._ledger.record_missed(schedule.id, schedule.first_at, at=now)
+        ):
+            metrics.schedule_run("missed")
+            found.missed.append((schedule, schedule.first_at))
 
     async def _looked_after(self, schedule: Schedule) -> float | None:
         """Where `due` looks from: the newest slot claimed or missed, or a resume after it (the slots
@@ -311,7 +337,8 @@ class ScheduleRunner:
     ) -> None:
         async with self._locks.hold(run_lock_key(schedule.id, slot)):
             late_by = await self._begin(schedule, slot, begin)
-            claimed.set_result(late_by)
+            if not claimed.done():  # (its look may have been cancelled meanwhile, at a stop)
+                claimed.set_result(late_by)
             if late_by is None:
                 return
             try:
@@ -377,6 +404,13 @@ class ScheduleRunner:
             await self._finish(schedule.id, slot, RunOutcome("failed", STOPPED))
             logger.warning("schedule %s: %s (slot %s)", schedule.id, STOPPED, slot)
             return None
+        if run.hand_ons >= MAX_HAND_ONS:
+            # Each process that took it stopped during it: the run itself is the likely cause, and
+            # handing it on again would take down the next process too.
+            await self._finish(schedule.id, slot, RunOutcome("failed", STOPPED_TOO_OFTEN))
+            logger.error("schedule %s: %s (slot %s)", schedule.id, STOPPED_TOO_OFTEN, slot)
+            return None
+        await self._ledger.count_hand_on(schedule.id, slot)
         logger.warning(
             "schedule %s: handing on the run of the slot at %s, left by a stopped process", schedule.id, slot
         )

@@ -32,7 +32,7 @@ _COLUMNS = (
     " timezone, status, created_at, last_slot, last_outcome, changed_by, changed_at"
 )
 _MARKS = ", ".join("?" for _ in _COLUMNS.split(","))
-_RUN_COLUMNS = "schedule_id, slot, status, started_at, finished_at, late_by, note, message"
+_RUN_COLUMNS = "schedule_id, slot, status, started_at, finished_at, late_by, note, message, hand_ons"
 
 
 def new_schedule_id() -> str:
@@ -63,7 +63,7 @@ def _schedule(row: Any) -> Schedule:
 
 
 def _run(row: Any) -> ScheduleRun:
-    schedule_id, slot, status, started_at, finished_at, late_by, note, message = row[:8]
+    schedule_id, slot, status, started_at, finished_at, late_by, note, message, hand_ons = row[:9]
     return ScheduleRun(
         schedule_id=schedule_id,
         slot=float(slot),
@@ -73,6 +73,7 @@ def _run(row: Any) -> ScheduleRun:
         late_by=float(late_by),
         note=note,
         message=message,
+        hand_ons=int(hand_ons),
     )
 
 
@@ -156,7 +157,7 @@ class ScheduleLedger(Ledger):
         claimed or recorded missed before, by anyone. One statement, so nothing comes in between."""
         claimed = await self._change(
             f"INSERT INTO schedule_runs ({_RUN_COLUMNS})"
-            " SELECT id, ?, 'running', ?, NULL, ?, NULL, NULL FROM schedules"
+            " SELECT id, ?, 'running', ?, NULL, ?, NULL, NULL, 0 FROM schedules"
             " WHERE id = ? AND status = 'active'"
             " ON CONFLICT DO NOTHING",
             (slot, at, late_by, schedule_id),
@@ -185,7 +186,7 @@ class ScheduleLedger(Ledger):
         async with self._write() as db:
             recorded = await db.execute(
                 f"INSERT INTO schedule_runs ({_RUN_COLUMNS})"
-                " SELECT id, ?, 'missed', ?, ?, ?, NULL, NULL FROM schedules WHERE id = ?"
+                " SELECT id, ?, 'missed', ?, ?, ?, NULL, NULL, 0 FROM schedules WHERE id = ?"
                 " ON CONFLICT DO NOTHING",
                 (slot, at, at, max(at - slot, 0.0), schedule_id),
             )
@@ -239,6 +240,14 @@ class ScheduleLedger(Ledger):
             (schedule_id, slot),
         )
         return None if row is None else _run(row)
+
+    async def count_hand_on(self, schedule_id: str, slot: float) -> None:
+        """One more time the running run was taken over after its process stopped."""
+        await self._change(
+            "UPDATE schedule_runs SET hand_ons = hand_ons + 1"
+            " WHERE schedule_id = ? AND slot = ? AND status = 'running'",
+            (schedule_id, slot),
+        )
 
     async def set_run_message(self, schedule_id: str, slot: float, message: str) -> bool:
         """Keep the platform message a running run posted, once: False (nothing changed) when the run

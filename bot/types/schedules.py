@@ -82,3 +82,5 @@ class ScheduleRun:
     note: str | None = None
     # The platform message the run posted to answer under (a channel run's announcement), once posted.
     message: str | None = None
+    # How many times it was taken over after the process running it stopped.
+    hand_ons: int = 0
