@@ -51,6 +51,11 @@ def slot_lock(schedule_id: str, slot: float) -> str:
     return f"schedule:{schedule_id}:{slot:.0f}"
 
 
+# Below people's messages, decisions and deferred turns (0): a burst of runs due at one instant
+# ("every weekday at 09:00") fills free workers only as no person's message waits.
+SLOT_PRIORITY = -1
+
+
 class SlotQueue:
     """A platform's schedule slots as jobs (the schedule runner's `jobs`)."""
 
@@ -66,7 +71,9 @@ class SlotQueue:
         if await self._jobs.pending(lock):
             return False
         payload = {"schedule_id": schedule_id, "slot": repr(slot)}
-        return await self._jobs.enqueue(self._name, payload, event=lock, conversation=lock)
+        return await self._jobs.enqueue(
+            self._name, payload, event=lock, conversation=lock, priority=SLOT_PRIORITY
+        )
 
 
 def slot_jobs(jobs: TurnJobs | None, platform: str) -> SlotQueue | None:

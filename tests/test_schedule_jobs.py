@@ -35,7 +35,7 @@ from adapters.common.tasks import Owned
 from adapters.settings import Settings
 from bot.jobs import JobHandler, TurnJobs, open_turn_jobs
 from bot.schedules import timing
-from bot.schedules.runner import ScheduleRunner
+from bot.schedules.runner import RunOutcome, ScheduleRunner
 from bot.store.base import ConversationStore
 from bot.types import Schedule
 from tests.fakes.clock import Clock
@@ -477,3 +477,42 @@ async def test_a_schedule_cancelled_while_its_run_is_in_flight_runs_no_more(pg: 
 
     assert runs.started == [(schedule.id, NOW, 0.0)]
     assert await run_rows(pg) == {(schedule.id, NOW): "answered"}
+
+
+async def test_a_persons_message_queued_after_a_due_slot_is_taken_first(pg: PostgresBackend) -> None:
+    """A burst of scheduled runs never makes a person's message wait behind all of it: a free worker
+    takes the message's job (priority 0) before any slot's (below it)."""
+    order: list[str] = []
+    daily = a_schedule("FREQ=DAILY", NOW)
+    clock, runs = Clock(NOW + 1), Runs()
+
+    async def start(schedule: Schedule, slot: float, late_by: float) -> RunOutcome:
+        order.append("slot")
+        return await runs(schedule, slot, late_by)
+
+    async def message(*, event_id: str) -> None:
+        order.append("message")
+
+    store = await pg.open()
+    jobs = await open_turn_jobs(pg.location, stall_timeout=STALL, poll_interval=0.2)
+    try:
+        runner = ScheduleRunner(
+            store, start, locks=store.turn_lock, clock=clock, jobs=jobs_runtime.slot_jobs(jobs, PLATFORM)
+        )
+        for name, handler in jobs_runtime.schedule_handlers(PLATFORM, runner.run_slot).items():
+            jobs.register(name, handler)
+        event_job = jobs_runtime.job_name(PLATFORM, jobs_runtime.EVENT)
+        jobs.register(event_job, message)
+        await store.add_schedule(daily)
+        assert [q.schedule.id for q in (await runner.tick()).queued] == [daily.id]
+        assert await jobs.enqueue(event_job, {"event_id": "Ev1"}, event="test:Ev1", conversation="c1")
+        await start_worker(jobs, concurrency=1)  # one free place: whichever it takes first goes first
+        await until("both jobs", lambda: _ran(order, 2))
+    finally:
+        await jobs.aclose()
+        await store.close()
+    assert order == ["message", "slot"]
+
+
+async def _ran(order: list[str], count: int) -> bool:
+    return len(order) >= count

@@ -123,12 +123,15 @@ class TurnJobs:
     def queue_of(self, name: str) -> str:
         return f"{self.queue}-{name.partition('.')[0]}"
 
-    async def enqueue(self, name: str, payload: Mapping[str, str], *, event: str, conversation: str) -> bool:
+    async def enqueue(
+        self, name: str, payload: Mapping[str, str], *, event: str, conversation: str, priority: int = 0
+    ) -> bool:
         """False if one for `event` (the delivery's id, prefixed by platform: `chat:Ev123`) is still
-        waiting to start: a re-delivery racing the first in another process, past nerve's inbox."""
+        waiting to start: a re-delivery racing the first in another process, past nerve's inbox. A
+        free worker takes the waiting job of highest `priority` first (then the oldest)."""
         self._check_open()
         deferrer = self.app.configure_task(
-            name, queue=self.queue_of(name), lock=conversation, queueing_lock=event
+            name, queue=self.queue_of(name), lock=conversation, queueing_lock=event, priority=priority
         )
         try:
             await deferrer.defer_async(**payload)
