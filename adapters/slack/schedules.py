@@ -108,6 +108,10 @@ def schedules_message(views: list[ScheduleView]) -> tuple[str, list[dict[str, An
     return f"Your schedules: {len(views)}", blocks
 
 
+# Seconds `/nerve timezone` waits for the person's Slack profile before answering without it.
+PROFILE_WAIT = 1.5
+
+
 @dataclass(eq=False)
 class SlackSchedules:
     """One bot's schedules: the runner of Slack's due slots while the bot runs, and the commands."""
@@ -251,7 +255,12 @@ class SlackSchedules:
         zone their Slack profile names is the default."""
         here = typed_in(command)
         try:
-            hint = await self.zones.of(here.user_id)
+            try:
+                # The answer is the command's acknowledgement, due within Slack's 3 seconds: a slow
+                # or rate-limited profile lookup costs the hint, never the answer.
+                hint = await asyncio.wait_for(self.zones.of(here.user_id), PROFILE_WAIT)
+            except TimeoutError:
+                hint = None
             argument = " ".join(typed[1:])
             text = await time_zone_command(
                 self.agent, self._person(here), argument, ZONE_COMMAND, hint=hint, now=time.time()
