@@ -71,8 +71,9 @@ SCHEDULE_ACTIONS = {
 WORKER_HELP = "run only the job worker: answer the Slack turns and scheduled runs queued on PostgreSQL"
 WORKER_DESCRIPTION = (
     "Run only the job worker, with no front end: it answers the Slack turns that `nerve slack` "
-    "processes on the same NERVE_DATABASE_URL queued, and runs Slack's due schedule slots they "
-    "queued (each once, whichever worker takes it), and posts the answers with SLACK_BOT_TOKEN, "
+    "processes on the same NERVE_DATABASE_URL queued, and runs Slack's due schedule slots, which "
+    "it looks for too (each runs once, whichever process looks or runs it), posting the answers "
+    "with SLACK_BOT_TOKEN, "
     "for deployments that want more workers than receivers. Slack never delivers to it. Discord "
     "turns are jobs too, on a queue of their own that the `nerve discord` processes on the same "
     "database share (any of them answers, whichever shard received it); a worker takes none of "

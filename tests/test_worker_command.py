@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+import time
 from pathlib import Path
 
 import aiohttp
@@ -17,10 +18,12 @@ import aiohttp
 from adapters.jobs_runtime import EVENT, event_lock, job_name
 from adapters.slack.events import Identity, classify, inbox_payload
 from bot.jobs import open_turn_jobs
+from bot.types import ConversationKey
 from tests.fakes.llm_server import FakeLLMServer, reply
-from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlack
+from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID, FakeSlack
 from tests.stores import PostgresBackend, postgres_backend
 from tests.test_cli import nerve_env, run_nerve
+from tests.test_schedule_runner import a_schedule as stored_schedule
 from tests.test_slack_harness import mention
 from tests.test_slack_shutdown import nerve_running, slack_env
 from tests.test_thread_lock import until
@@ -142,3 +145,39 @@ async def test_nerve_worker_help_says_discord_turns_are_not_its_jobs(tmp_path: P
     assert "Discord" in out and "shard" in out
     code, out, _ = await run_nerve("--help", env=nerve_env(tmp_path))
     assert "worker" in out
+
+
+async def test_nerve_worker_alone_runs_a_due_slack_schedule_once(tmp_path: Path) -> None:
+    """With no `nerve slack` up, a worker looks for due slots itself, queues and runs them."""
+    now = float(int(time.time()))
+    key = ConversationKey(platform="slack", workspace=TEAM_ID, channel="D0ALICE", thread="dm")
+    due = stored_schedule(
+        "FREQ=DAILY",
+        now - 60,
+        owner=f"slack:{TEAM_ID}:U0ALICE",
+        owner_user="U0ALICE",
+        key=key,
+        created_at=now - 86_400,
+        prompt="remind me to stretch",  # no trigger word of the example servers' tools
+    )
+    async with (
+        postgres_backend() as pg,
+        FakeSlack() as slack,
+        FakeLLMServer([reply("Time to stretch.")]) as llm,
+    ):
+        async with await pg.open() as store:
+            await store.add_schedule(due)
+        env = slack_env(tmp_path, slack, llm, NERVE_DATABASE_URL=pg.location)
+        env.pop("SLACK_SIGNING_SECRET", None)
+        async with nerve_running("worker", env) as worker:
+            try:
+                await slack.wait_for(lambda s: any("Time to stretch." in p.text for p in s.posted), 60)
+            except TimeoutError:
+                raise AssertionError(worker.log()) from None
+
+            async def answered() -> bool:
+                return await pg.rows("SELECT status FROM schedule_runs") == [("answered",)]
+
+            await until(answered, 30)
+        assert [p.channel for p in slack.posted if "Time to stretch." in p.text] == ["D0ALICE"]
+        assert len(llm.requests) == 1

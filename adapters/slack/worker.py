@@ -52,6 +52,9 @@ async def run_worker(
     async with running(agent, settings, ops, bind) as (bot, jobs):
         ops.platform.connected(always)
         bot.start_sweeper(sweep_interval)
+        # It looks for due slots too, so schedules run while no `nerve slack` is up (each slot is one
+        # job whichever processes look).
+        bot.start_schedules()
         logger.info(
             "running Slack's jobs, up to %d at a time (NERVE_WORKER_CONCURRENCY)",
             settings.nerve_worker_concurrency,
