@@ -43,21 +43,30 @@ async def memory_agent(
     store: ConversationStore, script: list[Step], host: StaticHost | None = None
 ) -> AsyncIterator[Agent]:
     """The real Agent with memory (and approvals) on its store; the model the fake service."""
-    async with FakeLLMServer(script) as server:
-        llm = OpenAILLM(model="fake", base_url=server.base_url, api_key=None, timeout=20, max_retries=0)
-        try:
-            yield Agent(
-                llm=llm,
-                host=host or StaticHost(),
-                store=store,
-                inbox=store,
-                approvals=store,
-                memories=store,
-                config=AgentConfig(platforms=PLATFORMS),
-                clock=time.time,
-            )
-        finally:
-            await llm.aclose()
+    async with FakeLLMServer(script) as server, agent_on(store, server, host) as agent:
+        yield agent
+
+
+@contextlib.asynccontextmanager
+async def agent_on(
+    store: ConversationStore, server: FakeLLMServer, host: StaticHost | None = None
+) -> AsyncIterator[Agent]:
+    """The real Agent with memory, approvals and schedules on its store, its model `server`."""
+    llm = OpenAILLM(model="fake", base_url=server.base_url, api_key=None, timeout=20, max_retries=0)
+    try:
+        yield Agent(
+            llm=llm,
+            host=host or StaticHost(),
+            store=store,
+            inbox=store,
+            approvals=store,
+            memories=store,
+            schedules=store,
+            config=AgentConfig(platforms=PLATFORMS),
+            clock=time.time,
+        )
+    finally:
+        await llm.aclose()
 
 
 def person(user: FakeUser) -> str:

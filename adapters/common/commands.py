@@ -52,6 +52,7 @@ MEMORY = "what I remember about you and this place: forget one or all, or use on
 MEMORY_WRITTEN = "forget ID|all · anywhere ID on|off"
 FORGET_ME = "delete everything stored about you (asked first)"
 EXPORT = "everything stored about you, as one JSON file"
+SCHEDULES = "the prompts you asked me to run later, with their next and last runs; change one"
 
 COMMANDS: tuple[Command, ...] = (
     Command(
@@ -111,14 +112,23 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "schedules",
-        "the prompts you asked me to run later, with their next and last runs; change one",
+        SCHEDULES,
         (SLACK, TERMINAL),
         (Option("change", "cancel, pause or resume one", optional=True, written="cancel|pause|resume ID"),),
     ),
     Command(
+        "schedules",
+        SCHEDULES,
+        (DISCORD,),
+        (
+            Option("action", "Cancel, pause or resume one (name it in schedule)", optional=True),
+            Option("schedule", "The schedule's id, as the list shows it", optional=True),
+        ),
+    ),
+    Command(
         "timezone",
         "the time zone your schedules are read and shown in; set it, or reset it to the default",
-        (SLACK, TERMINAL),
+        (SLACK, DISCORD, TERMINAL),
         (Option("zone", "An IANA zone such as Europe/Paris, or reset", optional=True, written="ZONE|reset"),),
     ),
     Command("reset", "in a DM: start a new conversation", (SLACK,)),

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from dataclasses import KW_ONLY, dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 import discord
@@ -41,11 +41,17 @@ from adapters.discord.render import ResultsCache, reply_chunks
 from adapters.discord.sign_in import SignInLinks, TurnLinks
 from bot.agent import Agent, PostRecords
 from bot.text import truncate
-from bot.types import AgentReply, ApprovalPrompt, ConversationKey
+from bot.types import AgentReply, ApprovalPrompt, ConversationKey, Progress
 
 logger = logging.getLogger(__name__)
 
+# Discord's error code when a thread was started on that message before.
+THREAD_EXISTS = 160004
 APOLOGY = "Sorry — something went wrong on my side while answering. Please try again in a moment."
+
+
+# A turn to run, reporting to the progress sink it is given.
+Turn = Callable[[Progress], Awaitable[AgentReply]]
 
 
 @dataclass(eq=False)
@@ -73,44 +79,63 @@ class TurnAnswers:
         async with self._delivery(job), self.order.hold(job.key):
             if interaction is None and self.guard.blocked(job.channel_id):
                 return
-            in_guild = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
-            channel = self.client.get_partial_messageable(job.channel_id, guild_id=in_guild)
-            guild_id = interaction.guild_id if interaction else channel.guild.id if channel.guild else None
-            reference = reply_reference(job.channel_id, job.message_id, guild_id) if job.message_id else None
-            poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
-            kept: TurnPages | None = None
-            answer: Poster = poster
-            pages: list[Page] = []
-            if interaction is not None:
-                answer = InteractionPoster(interaction, poster)
-                pages = [InteractionPage(interaction)]
-            elif self.records is not None:
-                kept = answer = TurnPages(self.records, job.event_id, poster)
-                pages = list(await kept.earlier_pages())
-            live = LiveAnswer(answer, pages=pages, every=self.edit_every())
-            links = TurnLinks(self.sign_ins, interaction)
-            where = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
-            progress = links.watch(self.inputs.sink(live.progress, where))
-            async with typing(channel) if interaction is None else contextlib.nullcontext():
-                try:
-                    reply = await self.agent.reply(job.incoming, progress)
-                except Exception:
-                    logger.exception("turn failed for %s", job.key)
-                    reply = AgentReply(text=APOLOGY)
-                finally:
-                    await live.stop()
-            if reply.approval is not None:
-                await self._show_approval(live, job, interaction, guild_id, reply, reply.approval)
-            else:
-                await live.deliver(*self._render(reply))
-                files_to = poster if interaction is None else InteractionPoster(interaction, poster)
-                if kept is None or (reply.attachments and await kept.take_files()):
-                    await post_files(files_to, reply.attachments)
-                    if kept is not None:
-                        await kept.files_done()
-            await links.flush()
+            await self.run_turn(
+                job, lambda progress: self.agent.reply(job.incoming, progress), interaction, self.records
+            )
             if job.open_thread:
-                await self._open_thread(job)
+                await self.open_thread(job.channel_id, job.message_id, job.text)
+
+    async def run_turn(
+        self,
+        job: Job,
+        turn: Turn,
+        interaction: discord.Interaction[Any] | None = None,
+        records: PostRecords | None = None,
+        *,
+        note: str = "",
+    ) -> AgentReply:
+        """Run `turn` with its live answer in `job`'s channel, then post its reply (or the approval
+        message it waits on) there; `note` (nerve's own words) goes under the answer in small print.
+        With `records`, a turn run again goes on in the messages of the run before (`TurnPages`).
+        The caller holds the conversation's order."""
+        in_guild = None if job.key.workspace == DM_WORKSPACE else int(job.key.workspace)
+        channel = self.client.get_partial_messageable(job.channel_id, guild_id=in_guild)
+        guild_id = interaction.guild_id if interaction else channel.guild.id if channel.guild else None
+        reference = reply_reference(job.channel_id, job.message_id, guild_id) if job.message_id else None
+        poster = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
+        kept: TurnPages | None = None
+        answer: Poster = poster
+        pages: list[Page] = []
+        if interaction is not None:
+            answer = InteractionPoster(interaction, poster)
+            pages = [InteractionPage(interaction)]
+        elif records is not None:
+            kept = answer = TurnPages(records, job.event_id, poster)
+            pages = list(await kept.earlier_pages())
+        live = LiveAnswer(answer, pages=pages, every=self.edit_every())
+        links = TurnLinks(self.sign_ins, interaction)
+        where = ChannelPoster(channel, guard=self.guard, channel_id=job.channel_id, reference=reference)
+        progress = links.watch(self.inputs.sink(live.progress, where))
+        async with typing(channel) if interaction is None else contextlib.nullcontext():
+            try:
+                reply = await turn(progress)
+            except Exception:
+                logger.exception("turn failed for %s", job.key)
+                reply = AgentReply(text=APOLOGY, failed=True)
+            finally:
+                await live.stop()
+        if reply.approval is not None:
+            await self._show_approval(live, job, interaction, guild_id, reply, reply.approval)
+        else:
+            shown = replace(reply, text=f"{reply.text}\n-# {note}") if note else reply
+            await live.deliver(*self._render(shown))
+            files_to = poster if interaction is None else InteractionPoster(interaction, poster)
+            if kept is None or (reply.attachments and await kept.take_files()):
+                await post_files(files_to, reply.attachments)
+                if kept is not None:
+                    await kept.files_done()
+        await links.flush()
+        return reply
 
     async def _show_approval(
         self,
@@ -185,27 +210,31 @@ class TurnAnswers:
                 view.add_item(button)
         return reply_chunks(reply), view
 
-    async def _open_thread(self, job: Job) -> None:
-        """Open the follow-up thread on the message whose id the conversation key already carries."""
-        if job.channel_id in self._thread_refused or self.guard.blocked(job.channel_id):
-            return
+    async def open_thread(self, channel_id: int, message_id: int, text: str) -> bool:
+        """Open the follow-up thread on the message whose id the conversation key already carries,
+        named after `text`; whether the thread is there (opened now, or before)."""
+        if channel_id in self._thread_refused or self.guard.blocked(channel_id):
+            return False
         try:
             await self.client.http.start_thread_with_message(
-                job.channel_id,
-                job.message_id,
-                name=truncate(" ".join(job.text.split()), 90)[0] or "nerve",
+                channel_id,
+                message_id,
+                name=truncate(" ".join(text.split()), 90)[0] or "nerve",
                 auto_archive_duration=1440,
             )
         except discord.Forbidden as exc:
-            self._thread_refused.add(job.channel_id)
+            self._thread_refused.add(channel_id)
             logger.warning(
                 "cannot open threads in channel %s (403: %s); give the bot Create Public Threads there",
-                job.channel_id,
+                channel_id,
                 exc.text,
             )
+            return False
         except discord.HTTPException as exc:
             # 160004: a thread already exists on that message (e.g. answered again after a restart).
-            logger.info("no thread opened on message %s: %s %s", job.message_id, exc.status, exc.text)
+            logger.info("no thread opened on message %s: %s %s", message_id, exc.status, exc.text)
+            return exc.code == THREAD_EXISTS
+        return True
 
     @contextlib.asynccontextmanager
     async def _delivery(self, job: Job) -> AsyncIterator[None]:

@@ -43,6 +43,8 @@ from adapters.discord.memory import register as register_memory
 from adapters.discord.render import ResultsCache
 from adapters.discord.rights import RightsButton, RightsFlow
 from adapters.discord.rights import register as register_rights
+from adapters.discord.schedules import SCHEDULES_TASK, DiscordSchedules
+from adapters.discord.schedules import register as register_schedules
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.sign_in import DisconnectButton, SignInLinks, TurnLinks
 from adapters.discord.sign_in import register as register_sign_in
@@ -162,12 +164,23 @@ class NerveDiscordBot(discord.Client):
         # /forget-me (its Delete button asked first) and /export.
         self.rights_flow = RightsFlow(agent)
         register_rights(self.tree, agent)
+        # The Discord schedules' due runs (once the bot is ready), /schedules and /timezone.
+        self.schedules = DiscordSchedules(
+            agent=agent,
+            client=self,
+            answers=self.answers,
+            guard=self.guard,
+            order=order,
+            grace=settings.nerve_schedule_grace,
+        )
+        register_schedules(self.tree, agent)
         self.add_dynamic_items(ToolResultsButton, DisconnectButton, MemoryButton, RightsButton)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
     async def setup_hook(self) -> None:
-        """Runs once per client, after login and before the gateway: sync commands, recover."""
+        """Runs once per client, after login and before the gateway: sync commands, recover; the
+        schedules' runner starts once the gateway is ready."""
         # Approval buttons route by their custom_id, so clicks on messages posted before a restart
         # reach this client too.
         self.add_dynamic_items(ApprovalButton, InputButton)
@@ -178,6 +191,7 @@ class NerveDiscordBot(discord.Client):
         await self._recover_deliveries()
         self.owned.spawn(self.approval_flow.desk.recover(), "discord-recover")
         self.owned.spawn(sweep_forever(self.sweep, self.approval_sweep_every), SWEEPER_TASK)
+        self.owned.spawn(self.schedules.run_forever(), SCHEDULES_TASK)
 
     async def on_ready(self) -> None:
         """Say as whom nerve is connected (again after a new session, which may follow an outage)."""
@@ -204,10 +218,11 @@ class NerveDiscordBot(discord.Client):
         logger.info("registered %d slash commands for %s", len(synced), where)
 
     async def drain(self, grace: float) -> None:
-        """SIGTERM: take no new turn (kept for the next start); running ones get `grace` seconds."""
+        """SIGTERM: take no new turn (kept for the next start); running ones get `grace` seconds. A
+        scheduled run under way stops at once: the next start hands it on, in the same messages."""
         self.stopping = True
         for task in list(self._tasks):
-            if task.get_name() == SWEEPER_TASK:
+            if task.get_name() in (SWEEPER_TASK, SCHEDULES_TASK):
                 task.cancel()
         await self.owned.drain(grace, "Discord turn(s)")
 

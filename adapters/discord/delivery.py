@@ -1,7 +1,8 @@
 """Talking to Discord safely: no pings, no posting where we are not allowed, buttons that outlive us.
 
 Every send passes `AllowedMentions.none()` itself, so text from the model or a tool can never ping
-anyone, whichever code path sends it. Buttons are `DynamicItem`s whose custom_id carries what a
+anyone, whichever code path sends it; only nerve's own lines calling a scheduled run's person ping
+that one person (`only`). Buttons are `DynamicItem`s whose custom_id carries what a
 click needs, so a click on a message posted before a restart still reaches a client.
 """
 
@@ -26,6 +27,15 @@ from bot.types import Attachment, ConversationKey
 logger = logging.getLogger(__name__)
 
 NO_MENTIONS = discord.AllowedMentions.none()
+
+
+def only(user_id: str) -> discord.AllowedMentions:
+    """Mentions that ping this one user (a scheduled run's person) and no one else."""
+    return discord.AllowedMentions(
+        everyone=False, roles=False, replied_user=False, users=[discord.Object(int(user_id))]
+    )
+
+
 TYPING_EVERY = 8.0  # Discord shows "typing…" for 10 s per trigger
 
 
@@ -62,13 +72,16 @@ async def send_message(
     files: Sequence[discord.File] = (),
     view: discord.ui.View | None = None,
     reference: discord.MessageReference | None = None,
+    mentions: discord.AllowedMentions = NO_MENTIONS,
 ) -> discord.Message | None:
+    """Post in a channel; None (logged) when Discord refused. `mentions` pings no one unless it is
+    `only(user)`: text from the model or a tool never goes out with more."""
     if guard.blocked(channel_id):
         return None
     given = {"embeds": list(embeds), "file": file, "files": list(files), "view": view, "reference": reference}
     extra: dict[str, Any] = {name: value for name, value in given.items() if value not in (None, [])}
     try:
-        return await channel.send(content, allowed_mentions=NO_MENTIONS, **extra)
+        return await channel.send(content, allowed_mentions=mentions, **extra)
     except discord.Forbidden as exc:
         guard.block(channel_id, exc)
     except discord.RateLimited as exc:

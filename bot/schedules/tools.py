@@ -139,8 +139,8 @@ class Plan:
 
 
 # The platforms whose front ends run schedules (`nerve chat` for the terminal's, `nerve slack` for
-# Slack's); elsewhere the tools are not offered.
-RUNS_ON = frozenset({"terminal", "slack"})
+# Slack's, `nerve discord` for Discord's); elsewhere the tools are not offered.
+RUNS_ON = frozenset({"terminal", "slack", "discord"})
 
 
 class ScheduleTools:

@@ -480,6 +480,16 @@ class FakeDiscord:
             }
         return self.dm_channels[user.id]
 
+    def dm_channel(self, user: FakeUser) -> int:
+        """The user's DM channel with the bot (opened now if it was not)."""
+        return self._channel_for_dm(user)
+
+    def bot_posted(self, channel_id: int, content: str) -> dict[str, Any]:
+        """A message the bot posted before this test's bot ran (a process that stopped since)."""
+        msg = self._message(channel_id=channel_id, author=self.bot, content=content)
+        self.messages[int(msg["id"])] = msg
+        return msg
+
     async def user_says(
         self,
         user: FakeUser,
