@@ -247,7 +247,7 @@ async def test_timezone_sets_shows_and_resets_a_persons_zone_and_refuses_one_tha
     ada = fake.user("ada")
     async with running(fake, store, []) as rig:
         agent = rig.agent
-        assert (await said(fake, ada, "timezone")).startswith("Your time zone is UTC (it is ")
+        assert (await said(fake, ada, "timezone")).startswith(escape_text("Your time zone is UTC (it is "))
         assert await said(fake, ada, "timezone", zone="Europe/Paris") == escape_text(
             "Your time zone is now Europe/Paris: your schedules' times are read and shown in it."
         )
@@ -258,15 +258,16 @@ async def test_timezone_sets_shows_and_resets_a_persons_zone_and_refuses_one_tha
             "'Mars/Olympus' is not a time zone: give an IANA name such as Europe/Paris or America/New_York"
         )
         assert await agent.time_zone_of(person(ada)) == PARIS
-        assert (await said(fake, ada, "timezone")).startswith("Your time zone is Europe/Paris (it is ")
+        assert (await said(fake, ada, "timezone")).startswith(
+            escape_text("Your time zone is Europe/Paris (it is ")
+        )
 
         typed = await fake.autocomplete(ada, "timezone", "zone", "paris", channel_id=fake.channel_id)
         (offered,) = await fake.wait_for("POST", re.escape(f"/interactions/{typed['id']}/") + ".*")
         assert offered.body()["data"]["choices"] == [{"name": PARIS, "value": PARIS}]
 
-        assert (
-            await said(fake, ada, "timezone", zone="reset") == "Your time zone is back to the default: UTC."
-        )
+        reset = await said(fake, ada, "timezone", zone="reset")
+        assert reset == escape_text("Your time zone is back to the default: UTC.")
         assert await agent.time_zone_of(person(ada)) == "UTC"
 
 
