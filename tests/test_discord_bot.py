@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 
 from adapters.discord.app import new_bot
-from adapters.discord.client import SWEEPER_TASK
+from adapters.discord.client import LONG_LIVED
 from adapters.discord.delivery import NO_MENTIONS
 from adapters.discord.incoming import Job
 from adapters.discord.render import EMBED_DESCRIPTION_LIMIT, EMBED_TOTAL_LIMIT, EMBEDS_PER_MESSAGE
-from adapters.discord.schedules import SCHEDULES_TASK
 from bot.agent import Agent
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
@@ -496,8 +495,7 @@ async def test_a_message_that_comes_while_the_start_up_recovery_is_slow_is_answe
             llm.unstall()
             await fake.wait_until(lambda: bool(fake.bot_messages(fake.channel_id)))
             async with asyncio.timeout(20):
-                looking = (SWEEPER_TASK, SCHEDULES_TASK)  # for good, not a turn
-                while busy := [t for t in bot.owned.tasks if t.get_name() not in looking]:
+                while busy := [t for t in bot.owned.tasks if t.get_name() not in LONG_LIVED]:
                     await asyncio.wait(busy)
             answers = [m["content"] for m in fake.bot_messages(fake.channel_id)]
             assert answers == ["Answered once."], f"the message was answered once, not {answers}"

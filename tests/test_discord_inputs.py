@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import pytest
 
 from adapters.discord.app import NerveDiscordBot
+from adapters.discord.client import LONG_LIVED
 from adapters.discord.delivery import CUSTOM_ID_LIMIT
 from adapters.discord.input_message import TEMPLATE, InputClick, custom_id, request_text
 from adapters.discord.input_modal import InputModal, steps_of
@@ -292,10 +293,6 @@ async def final_edit(fake: FakeDiscord, message: dict[str, Any], words: str) -> 
 def answers_saying(fake: FakeDiscord, words: str) -> list[dict[str, Any]]:
     """The bot's messages, anywhere, that begin with `words`."""
     return [m for m in fake.bot_messages() if (m.get("content") or "").startswith(words)]
-
-
-# Tasks of the client that run as long as it does.
-LONG_LIVED = {"discord-approval-expiry"}
 
 
 async def idle(bot: NerveDiscordBot) -> None:

@@ -70,6 +70,8 @@ def point_discord_at(settings: DiscordSettings) -> None:
 
 
 SWEEPER_TASK = "discord-approval-expiry"
+# The client's tasks that run as long as it does (no turn): stopped at once on drain.
+LONG_LIVED = frozenset({SWEEPER_TASK, SCHEDULES_TASK})
 
 
 class NerveDiscordBot(discord.Client):
@@ -222,7 +224,7 @@ class NerveDiscordBot(discord.Client):
         scheduled run under way stops at once: the next start hands it on, in the same messages."""
         self.stopping = True
         for task in list(self._tasks):
-            if task.get_name() in (SWEEPER_TASK, SCHEDULES_TASK):
+            if task.get_name() in LONG_LIVED:
                 task.cancel()
         await self.owned.drain(grace, "Discord turn(s)")
 
