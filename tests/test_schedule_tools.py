@@ -31,6 +31,7 @@ from bot.model.client import OpenAILLM
 from bot.model.offline import OfflineModel
 from bot.policy.scopes import Place
 from bot.schedules import timing
+from bot.schedules.tools import RUNS_ON
 from bot.schedules.zones import local_time_zone
 from bot.store.base import ConversationStore
 from bot.store.sqlite import SQLiteStore
@@ -409,8 +410,10 @@ async def test_the_terminal_asks_to_confirm_a_schedule_as_its_card_and_never_off
 
 
 async def test_the_schedule_tools_are_offered_only_where_a_front_end_runs_schedules(no_servers, store):
-    """Discord does not run schedules yet: a reminder confirmed there would never fire, so its turns
-    are not offered the tools (nor told the time for them); the terminal's and Slack's are."""
+    """Where no front end runs schedules (here Discord, left out of the platforms that do) a reminder
+    confirmed would never fire, so its turns are not offered the tools (nor told the time for them);
+    the terminal's and Slack's are. Every platform's front end runs them by default."""
+    assert {"terminal", "slack", "discord"} <= RUNS_ON
     async with FakeLLMServer([reply("No."), reply("Yes."), reply("Yes.")]) as model:
         bot = Agent(
             llm=openai(model),
@@ -421,7 +424,7 @@ async def test_the_schedule_tools_are_offered_only_where_a_front_end_runs_schedu
             memories=store,
             schedules=store,
             clock=Clock(NOW),
-            config=AgentConfig(platforms=PLATFORMS),
+            config=AgentConfig(platforms=PLATFORMS, schedules_run_on=frozenset({"terminal", "slack"})),
         )
         on_discord = Incoming(
             key=ConversationKey(platform="discord", workspace="G1", channel="C1", thread="C1"),
