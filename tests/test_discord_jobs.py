@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 
 from adapters.discord.app import NerveDiscordBot, new_bot, run_discord
 from adapters.discord.client import CurrentClient
+from adapters.discord.incoming import thread_key
 from adapters.jobs_runtime import drained, work
 from adapters.settings import Settings
 from bot.agent import Agent
@@ -41,6 +43,9 @@ from tests.test_discord_approvals import (
     read_and_append,
 )
 from tests.test_discord_bot import CALLBACK, CHANNEL_POST, ORIGINAL, agent_for
+from tests.test_discord_schedules import a_schedule as scheduled
+from tests.test_discord_schedules import has, posts_in
+from tests.test_thread_lock import until
 
 STALL = 2.0
 __all__ = ["host", "notes"]  # fixtures of the approval tests, used here too
@@ -380,3 +385,30 @@ async def test_a_client_that_closes_mid_job_hands_it_back_and_the_processs_next_
     finally:
         await jobs.aclose()
         await store.close()
+
+
+# --- schedules -------------------------------------------------------------------------------------
+
+
+async def test_a_due_discord_schedule_on_postgresql_is_one_job_answered_once_in_its_thread(
+    fake: FakeDiscord, pg: PostgresBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bot.schedules.runner")
+    ada = fake.user("ada")
+    made_in = thread_key(fake.guild_id, fake.channel_id, fake.snowflake())
+    due = scheduled(made_in, ada, "remind us to stretch", float(int(time.time())) - 30)
+    async with FakeLLMServer([reply("Time to stretch.")]) as llm:
+        async with discord_process(fake, pg, llm, worker=True) as first:
+            await first.store.add_schedule(due)
+            first.agent.wake_schedules()
+            await fake.wait_until(
+                lambda: any(has(fake, int(t), "Time to stretch.") for t in fake.channels), within=30
+            )
+
+            async def answered() -> bool:
+                return [r.status for r in await first.store.runs_of(due.id)] == ["answered"]
+
+            await until(answered, 30)
+        assert len(posts_in(fake, fake.channel_id)) == 1, "one announcement"
+        assert len(llm.requests) == 1
+    assert f"schedule {due.id}: the slot at {due.first_at} is queued" in caplog.text

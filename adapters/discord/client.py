@@ -174,6 +174,7 @@ class NerveDiscordBot(discord.Client):
             guard=self.guard,
             order=order,
             grace=settings.nerve_schedule_grace,
+            jobs=self._launch.slots,
         )
         register_schedules(self.tree, agent)
         self.add_dynamic_items(ToolResultsButton, DisconnectButton, MemoryButton, RightsButton)
@@ -367,6 +368,9 @@ class CurrentClient:
                 lambda c: c.approval_flow.desk.go_on_here(request_id), f"discord-resume-{request_id}"
             ),
             lambda key: on_client(lambda c: c.approval_flow.answer_deferred(key), f"discord-deferred-{key}"),
+            run_slot=lambda schedule_id, slot: on_client(
+                lambda c: c.schedules.run_slot(schedule_id, slot), f"discord-schedule-{schedule_id}"
+            ),
         )
 
 

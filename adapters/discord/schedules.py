@@ -51,7 +51,7 @@ from adapters.discord.delivery import (
 from adapters.discord.incoming import DM_WORKSPACE, PLATFORM, Job, thread_key
 from adapters.discord.incoming import place_of as place_where
 from adapters.discord.render import MESSAGE_LIMIT, escape_text
-from bot.agent import Agent, PostRecords, RunOutcome, ScheduleRunner
+from bot.agent import Agent, PostRecords, RunOutcome, ScheduleRunner, SlotJobs
 from bot.text import split_markdown, truncate
 from bot.types import AgentReply, ConversationKey, Person, Schedule
 
@@ -94,7 +94,10 @@ class DiscordSchedules:
     order: ConversationOrder
     # NERVE_SCHEDULE_GRACE: a slot missed by at most this many seconds still runs, late.
     grace: float
-    # Set once the bot is ready and the runner looks.
+    # With PostgreSQL, the slot jobs the `nerve discord` processes share: a due slot is queued, and
+    # whichever process's worker is free runs it (`run_slot`); None on SQLite (run here).
+    jobs: SlotJobs | None = None
+    # Made once the bot is ready (or a slot's job comes first).
     runner: ScheduleRunner | None = None
 
     @staticmethod
@@ -107,8 +110,20 @@ class DiscordSchedules:
         await self.client.wait_until_ready()
         if not self.agent.schedules_on:
             return
-        self.runner = self.agent.schedule_runner(self.start, mine=self.mine, grace=self.grace)
-        await self.runner.run_forever()
+        await self._runner().run_forever()
+
+    def _runner(self) -> ScheduleRunner:
+        if self.runner is None:
+            self.runner = self.agent.schedule_runner(
+                self.start, mine=self.mine, grace=self.grace, jobs=self.jobs
+            )
+        return self.runner
+
+    async def run_slot(self, schedule_id: str, slot: float) -> None:
+        """The job of one slot (PostgreSQL), in whichever `nerve discord` process's worker took it,
+        once this bot can post."""
+        await self.client.wait_until_ready()
+        await self._runner().run_slot(schedule_id, slot)
 
     async def start(self, schedule: Schedule, slot: float, late_by: float) -> RunOutcome:
         """The runner's part: one slot's turn, as the schedule's person, answered where it belongs."""
