@@ -302,3 +302,36 @@ async def test_a_scheduled_write_waits_in_its_thread_for_its_person_who_is_calle
         await fake.wait_until(lambda: has(fake, thread, "Appended the daily line."), within=20)
         assert "daily line" in note(notes)
         assert len(posts_in(fake, fake.channel_id)) == 1, "one announcement"
+
+
+class Stopped(Exception):
+    """The process stopped here."""
+
+
+async def test_a_run_that_stopped_before_keeping_its_message_gets_it_back_and_posts_no_second(
+    fake: FakeDiscord, store: ConversationStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ada = fake.user("ada")
+    slot = float(int(time.time())) + DAY  # not due: the test starts the run itself
+    due = a_schedule(
+        thread_key(fake.guild_id, fake.channel_id, fake.snowflake()), ada, "did it deploy?", slot
+    )
+    await store.add_schedule(due)
+    assert await store.claim_slot(due.id, slot, at=slot, late_by=0.0)
+    async with running(fake, store, [reply("It deployed.")]) as rig:
+
+        async def stopped(*_args: object) -> bool:
+            raise Stopped
+
+        monkeypatch.setattr(rig.agent, "keep_run_message", stopped)
+        with pytest.raises(Stopped):
+            await rig.bot.schedules.start(due, slot, 0.0)  # posted, then stopped before keeping it
+        monkeypatch.undo()
+        handed_on = await rig.bot.schedules.start(due, slot, 0.0)
+
+        assert handed_on.status == "answered"
+        assert len(posts_in(fake, fake.channel_id)) == 2, "asked twice, with the run's nonce both times"
+        [announced] = fake.bot_messages(fake.channel_id)  # Discord kept one: it enforces the nonce
+        assert has(fake, int(announced["id"]), "It deployed.")
+        run = await rig.agent.schedule_run(due.id, slot)
+        assert run is not None and run.message == refs.message_ref(fake.channel_id, announced["id"])

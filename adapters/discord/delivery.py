@@ -73,12 +73,21 @@ async def send_message(
     view: discord.ui.View | None = None,
     reference: discord.MessageReference | None = None,
     mentions: discord.AllowedMentions = NO_MENTIONS,
+    nonce: str | None = None,
 ) -> discord.Message | None:
     """Post in a channel; None (logged) when Discord refused. `mentions` pings no one unless it is
-    `only(user)`: text from the model or a tool never goes out with more."""
+    `only(user)`: text from the model or a tool never goes out with more. With `nonce`, Discord
+    returns the message posted with it before (within minutes) instead of posting another."""
     if guard.blocked(channel_id):
         return None
-    given = {"embeds": list(embeds), "file": file, "files": list(files), "view": view, "reference": reference}
+    given = {
+        "embeds": list(embeds),
+        "file": file,
+        "files": list(files),
+        "view": view,
+        "reference": reference,
+        "nonce": nonce,
+    }
     extra: dict[str, Any] = {name: value for name, value in given.items() if value not in (None, [])}
     try:
         return await channel.send(content, allowed_mentions=mentions, **extra)

@@ -82,6 +82,11 @@ class _Where:
     reply_to: int = 0
 
 
+def run_nonce(schedule_id: str, slot: float) -> str:
+    """The nonce of a run's announcement: one per (schedule, slot), within Discord's 25 characters."""
+    return f"{schedule_id}:{slot:.0f}"[:25]
+
+
 @dataclass(eq=False)
 class DiscordSchedules:
     """The runner of the Discord schedules for one client (`run_forever` in a task it owns)."""
@@ -178,6 +183,9 @@ class DiscordSchedules:
                 guard=self.guard,
                 channel_id=channel_id,
                 mentions=only(schedule.owner_user),
+                # A run handed on after its process stopped between posting and keeping the post
+                # gets that post back from Discord (it enforces the nonce), never a second one.
+                nonce=run_nonce(schedule.id, slot),
             )
             if message is None:
                 return None

@@ -778,7 +778,17 @@ class FakeDiscord:
     def _post_message(self, channel_id: int, payload: dict[str, Any], files: list[Part]) -> web.Response:
         if channel_id not in self.channels:
             return _json({"message": "Unknown Channel", "code": 10003}, 404)
+        nonce = payload.get("nonce")
+        if nonce is not None and payload.get("enforce_nonce"):
+            # As Discord does: a message of the same author with the same nonce (within minutes) is
+            # returned instead of a new one being created.
+            for earlier in self.messages.values():
+                same_author = earlier["author"]["id"] == str(self.bot.id)
+                if same_author and earlier.get("nonce") == str(nonce) and earlier["channel_id"] == str(channel_id):
+                    return _json(earlier)
         msg = self._message(channel_id=channel_id, author=self.bot, content=payload.get("content") or "")
+        if nonce is not None:
+            msg["nonce"] = str(nonce)
         msg.update(self._message_fields(payload))
         msg["attachments"] = [self._attachment(p) for p in files]
         self.messages[int(msg["id"])] = msg
