@@ -783,8 +783,12 @@ class FakeDiscord:
             # As Discord does: a message of the same author with the same nonce (within minutes) is
             # returned instead of a new one being created.
             for earlier in self.messages.values():
-                mine = earlier["author"]["id"] == str(self.bot.id) and earlier["channel_id"] == str(channel_id)
-                if mine and earlier.get("nonce") == str(nonce):
+                here = earlier["channel_id"] == str(channel_id)
+                if (
+                    here
+                    and earlier["author"]["id"] == str(self.bot.id)
+                    and earlier.get("nonce") == str(nonce)
+                ):
                     return _json(earlier)
         msg = self._message(channel_id=channel_id, author=self.bot, content=payload.get("content") or "")
         if nonce is not None:
