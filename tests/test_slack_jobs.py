@@ -16,14 +16,13 @@ import aiohttp
 import pytest
 
 from adapters.slack.events import inbox_payload
-from bot.types import ConversationKey
 from tests.fakes.llm_server import reply
-from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
+from tests.fakes.slack_api import BOT_USER_ID
 from tests.stores import postgres_backend
 from tests.test_schedule_jobs import until
-from tests.test_schedule_runner import a_schedule as stored_schedule
 from tests.test_slack_harness import core, mention, settings_for, sign
 from tests.test_slack_runner import running
+from tests.test_slack_schedules import a_schedule as slack_schedule
 
 
 async def _deliver(url: str, body: dict[str, object]) -> int:
@@ -70,17 +69,8 @@ async def test_a_start_queues_the_events_left_unqueued_and_a_second_start_adds_n
 async def test_a_due_schedule_on_postgresql_is_one_job_that_posts_one_message_and_one_answer(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    now = float(int(time.time()))
     channel = "C0SCHEDULED"
-    key = ConversationKey(platform="slack", workspace=TEAM_ID, channel=channel, thread="1600000000.000100")
-    due = stored_schedule(
-        "FREQ=DAILY",
-        now - 60,
-        owner=f"slack:{TEAM_ID}:U0ALICE",
-        owner_user="U0ALICE",
-        key=key,
-        created_at=now - 86_400,
-    )
+    due = slack_schedule("post the AQI", float(int(time.time())) - 60, channel=channel, rule="FREQ=DAILY")
     caplog.set_level(logging.INFO, logger="bot.schedules.runner")
     async with postgres_backend() as pg, core(tmp_path, [reply("the scheduled answer")], backend=pg) as c:
         await c.store.add_schedule(due)

@@ -18,13 +18,12 @@ import aiohttp
 from adapters.jobs_runtime import EVENT, event_lock, job_name
 from adapters.slack.events import Identity, classify, inbox_payload
 from bot.jobs import open_turn_jobs
-from bot.types import ConversationKey
 from tests.fakes.llm_server import FakeLLMServer, reply
-from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID, FakeSlack
+from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlack
 from tests.stores import PostgresBackend, postgres_backend
 from tests.test_cli import nerve_env, run_nerve
-from tests.test_schedule_runner import a_schedule as stored_schedule
 from tests.test_slack_harness import mention
+from tests.test_slack_schedules import a_schedule as slack_schedule
 from tests.test_slack_shutdown import nerve_running, slack_env
 from tests.test_thread_lock import until
 
@@ -149,16 +148,9 @@ async def test_nerve_worker_help_says_discord_turns_are_not_its_jobs(tmp_path: P
 
 async def test_nerve_worker_alone_runs_a_due_slack_schedule_once(tmp_path: Path) -> None:
     """With no `nerve slack` up, a worker looks for due slots itself, queues and runs them."""
-    now = float(int(time.time()))
-    key = ConversationKey(platform="slack", workspace=TEAM_ID, channel="D0ALICE", thread="dm")
-    due = stored_schedule(
-        "FREQ=DAILY",
-        now - 60,
-        owner=f"slack:{TEAM_ID}:U0ALICE",
-        owner_user="U0ALICE",
-        key=key,
-        created_at=now - 86_400,
-        prompt="remind me to stretch",  # no trigger word of the example servers' tools
+    # No trigger word of the example servers' tools in the prompt: the model's answer is the answer.
+    due = slack_schedule(
+        "remind me to stretch", float(int(time.time())) - 60, channel="D0ALICE", rule="FREQ=DAILY"
     )
     async with (
         postgres_backend() as pg,
