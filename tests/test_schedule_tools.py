@@ -23,7 +23,7 @@ from adapters.settings import PLATFORMS
 from adapters.slack.approval_view import approval_message as slack_approval
 from adapters.terminal.approve import ask_each
 from bot.agent import Agent, AgentConfig
-from bot.asks.parking import NOT_YOURS, NOT_YOURS_TO_SCHEDULE
+from bot.asks.parking import NOT_YOURS_TO_SCHEDULE
 from bot.errors import ConfigError, ScheduleError
 from bot.mcp.host import MCPHost
 from bot.mcp.servers_file import load_mcp_config
@@ -143,7 +143,7 @@ async def test_a_schedule_waits_for_its_person_on_a_card_and_runs_as_confirmed(n
         assert await store.schedules_of(owner(dm(ALICE), bot)) == [], "nothing is scheduled unconfirmed"
 
         stranger = await bot.answer(ask.id, BOB, Approve())
-        assert not stranger.changed and stranger.note == NOT_YOURS
+        assert not stranger.changed and stranger.note == NOT_YOURS_TO_SCHEDULE, "never told an admin could"
         admin = await bot.answer(ask.id, ADMIN, Approve())
         assert not admin.changed and admin.note == NOT_YOURS_TO_SCHEDULE, "not even an admin confirms it"
         answered = await bot.answer(ask.id, ALICE, Approve())

@@ -162,6 +162,13 @@ def requesters_own(call: PendingCall) -> bool:
     return call.server in REQUESTERS_OWN
 
 
+def requesters_only(calls: list[PendingCall] | tuple[PendingCall, ...]) -> bool:
+    """Whether only the person who asked may decide what is still open on a card, an admin neither:
+    then the card must not say an admin can."""
+    pending = [call for call in calls if call.status == "pending"]
+    return bool(pending) and all(requesters_own(call) for call in pending)
+
+
 def questions_headline(questions: list[RememberQuestion]) -> tuple[str, str]:
     """The icon and words heading a card that is all questions."""
     icons = {question.icon for question in questions}

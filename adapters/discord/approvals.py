@@ -126,9 +126,12 @@ def approval_message(prompt: ApprovalPrompt) -> EmbedsMessage:
         # The model's words, written under a tool's influence: no disguised link, no preview.
         lines.append(f"> {safe_text(reason)}")
     if prompt.open:
-        lines.append(
-            f"Only {person(prompt.requester)} or an admin can decide. Expires <t:{int(prompt.expires_at)}:R>."
+        who = (
+            person(prompt.requester)
+            if cards.requesters_only(prompt.calls)
+            else f"{person(prompt.requester)} or an admin"
         )
+        lines.append(f"Only {who} can decide. Expires <t:{int(prompt.expires_at)}:R>.")
         them, tools = ("them all", "these tools") if len(prompt.calls) > 1 else ("it", "this tool")
         if cards.remember_questions(prompt.calls) is None:  # a memory is asked about each time
             lines.append(f"-# **Always allow here** approves {them} and stops asking for {tools} here.")

@@ -136,7 +136,11 @@ def approval_message(prompt: ApprovalPrompt) -> OutMessage:
             batch.append(_button("Always allow here", "always", batch_value))
         if batch:
             blocks.append({"type": "actions", "block_id": "batch", "elements": batch})
-        who = f"{person(prompt.requester)} (who asked) or an admin can decide"
+        who = (
+            f"Only {person(prompt.requester)} (who asked) can decide"
+            if cards.requesters_only(calls)
+            else f"{person(prompt.requester)} (who asked) or an admin can decide"
+        )
         blocks.append(context(f"{who} · expires {when(prompt.expires_at)}"))
     text = f"Approval needed to run {names}" if pending else f"Approval request for {names}: decided"
     if questions is not None and pending:

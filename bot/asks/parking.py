@@ -195,13 +195,14 @@ class Parking:
         if found is None:
             return Decision(changed=False, prompt=None, note=GONE)
         prompt, status = found
-        if user_id != prompt.requester and user_id not in self.loop.config.admins:
-            return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
         chosen = [c for c in prompt.calls if call_id is None or c.call_id == call_id]
-        # What is remembered for a person (or their place), or runs later as them, is theirs to allow.
+        # What is remembered for a person (or their place), or runs later as them, is theirs to allow:
+        # anyone else is told so, not that an admin could.
         owned = [REQUESTERS_OWN[c.server] for c in chosen if c.server in REQUESTERS_OWN]
         if user_id != prompt.requester and owned:
             return Decision(changed=False, prompt=prompt, note=owned[0])
+        if user_id != prompt.requester and user_id not in self.loop.config.admins:
+            return Decision(changed=False, prompt=prompt, note=NOT_YOURS)
         if status != "waiting":
             note = EXPIRED if any(c.status == "expired" for c in chosen) else ALREADY_DECIDED.format(by="")
             return Decision(changed=False, prompt=prompt, note=note)
