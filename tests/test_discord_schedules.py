@@ -11,10 +11,12 @@ and PostgreSQL), and the real `openai` client against the fake model service.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +27,16 @@ from adapters.discord.incoming import dm_key, thread_key
 from adapters.discord.render import escape_text
 from adapters.settings import PLATFORMS
 from bot.agent import Agent
+from bot.asks.parking import NOT_YOURS_TO_SCHEDULE
 from bot.mcp.host import MCPHost
 from bot.schedules import timing
 from bot.store.base import ConversationStore
 from bot.store.schedules import new_schedule_id
 from bot.types import ConversationKey, Person, Schedule, ToolResult
+from tests.fakes.clock import Clock
 from tests.fakes.discord_api import FakeDiscord, FakeUser, NerveDiscordBot, running_bot
 from tests.fakes.llm_server import FakeLLMServer, Step, reply, tool_reply
-from tests.test_discord_approvals import approval_in, click, host, note, notes
+from tests.test_discord_approvals import approval_in, buttons, click, ephemeral_note, host, note, notes
 from tests.test_discord_bot import button_ids
 from tests.test_discord_memory import agent_on, answered, fake
 from tests.test_slack_harness import StaticHost
@@ -138,6 +142,99 @@ async def test_a_dm_reminder_is_answered_in_the_dm_once_with_its_tool_results_an
 
 def started_threads(fake: FakeDiscord) -> list[str]:
     return [r.path for r in fake.find("POST", r"/channels/\d+/messages/\d+/threads")]
+
+
+def schedule_call(prompt: str, at: float) -> Step:
+    """The model's `schedule` call: `prompt` once at `at`, as a wall time of the person's own zone (UTC)."""
+    wall = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M")
+    return tool_reply(("schedule", json.dumps({"prompt": prompt, "at": wall, "repeat": "", "timezone": ""})))
+
+
+async def test_a_reminder_asked_in_a_channel_is_confirmed_on_its_card_by_its_person_only_then_runs_once(
+    fake: FakeDiscord, store: ConversationStore
+) -> None:
+    ada, bob = fake.user("ada"), fake.user("bob")
+    at = (int(time.time()) // 60 + 5) * 60.0  # in 4 to 5 minutes, on the minute
+    script = [
+        schedule_call("remind me to stretch", at),
+        reply("I'll remind you to stretch."),
+        reply("Time to stretch!"),
+    ]
+    async with running(fake, store, script) as rig:
+        model, bot = rig.model, rig.bot
+        mention = await fake.user_says(ada, "remind me in 5 minutes to stretch", mention_bot=True)
+        card = await approval_in(fake, fake.channel_id)
+
+        content = card["content"]
+        assert content.startswith("⏰ **Schedule this?**")
+        assert f"Only <@{ada.id}> can decide." in content and "admin" not in content, (
+            "the card names who may confirm it: its person, never an admin"
+        )
+        [embed] = card["embeds"]
+        assert embed["title"] == "Schedule this?"
+        said = embed["description"]
+        assert "Prompt: remind me to stretch" in said
+        assert f"Where: channel {fake.channel_id} (Discord)" in said
+        assert f"Runs once: {timing.local_text(at, 'UTC')}" in said and "Time zone: UTC" in said
+        assert set(buttons(card)) == {"Confirm", "Cancel"}, "asked every time: no button to always allow it"
+        assert await store.schedules_of(person(ada).id) == [], "nothing is scheduled unconfirmed"
+
+        refused = await click(fake, bob, card, "Confirm")
+        assert await ephemeral_note(fake, refused) == NOT_YOURS_TO_SCHEDULE
+        assert await store.schedules_of(person(ada).id) == [] and len(model.requests) == 1
+
+        await click(fake, ada, card, "Confirm")
+        thread = int(mention["id"])  # the conversation's thread, started on the mention
+        await fake.wait_until(lambda: has(fake, thread, "I'll remind you to stretch."), within=20)
+
+        [made] = await store.schedules_of(person(ada).id)
+        assert (made.status, made.prompt, made.first_at, made.rule, made.timezone) == (
+            "active",
+            "remind me to stretch",
+            at,
+            "",
+            "UTC",
+        )
+        assert made.key == thread_key(fake.guild_id, fake.channel_id, thread) and made.owner_user == str(
+            ada.id
+        )
+        assert made.id in str(model.requests[1]["messages"][-1]["content"]), "the model reads what was made"
+
+        # The bot's own runner looks on the wall clock: this one's clock is past the reminder's time.
+        runner = rig.agent.schedule_runner(bot.schedules.start, mine=bot.schedules.mine, clock=Clock(at + 30))
+        await runner.tick()
+        await runner.wait_for_runs()
+        await runner.tick()
+        await runner.wait_for_runs()
+
+        [announced] = [
+            m for m in fake.bot_messages(fake.channel_id) if m["content"].startswith("⏰ Scheduled")
+        ]
+        assert announced["content"] == f"⏰ Scheduled for <@{ada.id}>: remind me to stretch"
+        [answer] = [m for m in fake.bot_messages(int(announced["id"])) if "Time to stretch!" in m["content"]]
+        assert f"stop it with /schedules cancel {made.id}" in answer["content"]
+        assert len(model.requests) == 3
+        assert model.requests[2]["messages"][-1]["content"] == "remind me to stretch"
+    assert [r.status for r in await store.runs_of(made.id)] == ["answered"]
+
+
+async def test_a_reminder_cancelled_on_its_card_stores_nothing_and_the_turn_answers(
+    fake: FakeDiscord, store: ConversationStore
+) -> None:
+    ada = fake.user("ada")
+    at = (int(time.time()) // 60 + 5) * 60.0
+    script = [schedule_call("remind me to stretch", at), reply("Not scheduled, then.")]
+    async with running(fake, store, script) as rig:
+        await fake.user_dms(ada, "remind me in 5 minutes to stretch")
+        dm = fake.dm_channel(ada)
+        card = await approval_in(fake, dm)
+        assert "Where: your DM with nerve (Discord)" in card["embeds"][0]["description"]
+
+        await click(fake, ada, card, "Cancel")
+        await fake.wait_until(lambda: has(fake, dm, "Not scheduled, then."), within=20)
+
+        assert await store.schedules_of(person(ada).id) == []
+        assert "denied" in str(rig.model.requests[1]["messages"][-1]["content"])
 
 
 async def test_a_channel_schedule_posts_one_message_calling_its_person_and_answers_in_its_thread(

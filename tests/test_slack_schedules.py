@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import pytest
 
 from adapters.common.schedules import scheduled_note
+from adapters.settings import PLATFORMS
+from bot.agent import AgentConfig
+from bot.asks.parking import NOT_YOURS_TO_SCHEDULE
 from bot.schedules import timing
 from bot.schedules.runner import ScheduleRunner
 from bot.types import ConversationKey, Person, Schedule, ToolResult
@@ -29,7 +33,7 @@ from tests.fakes.llm_server import reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, Posted
 from tests.stores import Backend
 from tests.test_schedule_runner import a_schedule as stored_schedule
-from tests.test_slack_harness import Rig, mention, rig, user_texts
+from tests.test_slack_harness import Rig, dm, mention, rig, user_texts
 from tests.test_slack_memory import buttons_of, listed, press
 
 pytestmark = pytest.mark.both_stores
@@ -39,7 +43,7 @@ host, notes = approvals.host, approvals.notes
 NOW = 1_796_630_400.0  # Mon 7 Dec 2026 09:00 in Paris
 MINUTE, DAY = 60.0, 86_400.0
 CHANNEL, DM = "C0CHANNEL", "D0ALICE"
-ALICE, BOB = "U0ALICE", "U0BOB"
+ALICE, BOB, ADMIN = "U0ALICE", "U0BOB", "U0ADMIN"
 
 
 def person(user: str) -> Person:
@@ -93,6 +97,123 @@ async def test_a_dm_reminder_is_answered_in_the_dm_once_with_how_to_stop_it(tmp_
         assert user_texts(r.llm.requests[0])[-1] == "remind me to check the air in A1001"
         [run] = await r.store.runs_of(due.id)
         assert (run.status, run.note) == ("answered", None)
+
+
+def schedule_call(prompt: str, at: str) -> Any:
+    """The model's `schedule` call: `prompt` once at `at`, in the person's own zone."""
+    return tool_reply(("schedule", json.dumps({"prompt": prompt, "at": at, "repeat": "", "timezone": ""})))
+
+
+def cards_in(r: Rig, channel: str, thread: str | None = None) -> list[Posted]:
+    """The confirmation cards (approval messages) posted in a channel or one of its threads."""
+    return [p for p in r.slack.thread(channel, thread) if "nerve_approval" in json.dumps(p.versions[0])]
+
+
+def labelled(card: Posted) -> dict[str, dict[str, Any]]:
+    """The card's buttons by their label."""
+    return {b["text"]["text"]: b for b in approvals.buttons(card)}
+
+
+async def test_a_reminder_asked_in_a_dm_is_confirmed_on_its_card_by_its_person_only_then_runs_once_there(
+    tmp_path, store_backend: Backend
+):
+    script = [
+        schedule_call("remind me to stretch", "2026-12-07T09:05"),
+        reply("I'll remind you at 09:05."),
+        reply("Time to stretch!"),
+    ]
+    config = AgentConfig(admins=frozenset({ADMIN}), platforms=PLATFORMS)
+    clock = Clock(NOW)
+    async with rig(
+        tmp_path, script, approvals=True, schedules=True, clock=clock, config=config, backend=store_backend
+    ) as r:
+        r.slack.zones[ALICE] = "Europe/Paris"
+
+        await r.deliver(dm("remind me in 5 minutes to stretch"))
+        await r.settle()
+
+        [card] = cards_in(r, DM)
+        shown = json.dumps(card.current["blocks"], ensure_ascii=False)
+        assert "⏰ *Schedule this?*" in shown
+        assert "Prompt: remind me to stretch" in shown
+        assert "Where: your DM with nerve (Slack)" in shown
+        assert "Runs once: Mon 7 Dec 09:05 CET" in shown and "Time zone: Europe/Paris" in shown
+        assert f"Only <@{ALICE}> (who asked) can decide" in shown and "admin" not in shown, (
+            "the card names who may confirm it: its person, never an admin"
+        )
+        buttons = labelled(card)
+        assert set(buttons) == {"Confirm", "Cancel"}, "asked every time: no button to always allow it"
+        assert await r.store.schedules_of(person(ALICE).id) == [], "nothing is scheduled unconfirmed"
+        assert len(r.llm.requests) == 1, "the turn waits for its person"
+
+        await approvals.click(r, card, buttons["Confirm"], BOB)
+        await approvals.click(r, card, buttons["Confirm"], ADMIN)
+
+        assert approvals.ephemerals(r, BOB) == [NOT_YOURS_TO_SCHEDULE], "not told an admin could"
+        assert approvals.ephemerals(r, ADMIN) == [NOT_YOURS_TO_SCHEDULE], "not even an admin confirms it"
+        assert await r.store.schedules_of(person(ALICE).id) == []
+        assert await r.store.schedules_of(person(BOB).id) == []
+        assert len(r.llm.requests) == 1
+
+        await approvals.click(r, card, buttons["Confirm"], ALICE)
+
+        assert approvals.buttons(card) == [], "decided: the buttons are gone"
+        assert f"<@{ALICE}>" in json.dumps(card.current["blocks"]), "it names who confirmed it"
+        [stored] = await r.store.schedules_of(person(ALICE).id)
+        assert (stored.status, stored.prompt, stored.rule, stored.timezone) == (
+            "active",
+            "remind me to stretch",
+            "",
+            "Europe/Paris",
+        )
+        assert stored.first_at == NOW + 5 * MINUTE and stored.owner_user == ALICE
+        assert stored.key.channel == DM and stored.place == "your DM with nerve (Slack)"
+        assert len(r.llm.requests) == 2
+        told = json.dumps(r.llm.requests[1]["messages"][-1], ensure_ascii=False)
+        assert stored.id in told and "Mon 7 Dec 09:05 CET" in told, "the model reads what was made"
+        assert top_level(r, DM)[-1].text == "I'll remind you at 09:05."
+
+        runner = r.bot.schedules.start(clock=clock, forever=False)
+        clock.now = NOW + 4 * MINUTE
+        await runs(runner)
+        assert len(r.llm.requests) == 2, "not due yet"
+        clock.now = NOW + 6 * MINUTE
+        await runs(runner)
+        await runs(runner)
+
+        [ran] = [p for p in r.slack.posted if "Time to stretch!" in p.text]
+        assert ran.channel == DM and scheduled_note(stored.id, "/nerve schedules") in ran.text
+        assert len(r.llm.requests) == 3
+        assert user_texts(r.llm.requests[2])[-1] == "remind me to stretch"
+        [run] = await r.store.runs_of(stored.id)
+        assert run.status == "answered"
+
+
+async def test_a_reminder_cancelled_on_its_card_in_a_channel_stores_nothing(tmp_path, store_backend: Backend):
+    script = [schedule_call("remind me to stretch", "2026-12-07T09:05"), reply("Not scheduled, then.")]
+    async with rig(
+        tmp_path,
+        script,
+        approvals=True,
+        schedules=True,
+        clock=Clock(NOW),
+        config=AgentConfig(platforms=PLATFORMS),
+        backend=store_backend,
+    ) as r:
+        r.slack.zones[ALICE] = "Europe/Paris"
+        root = "1600000000.800100"
+
+        await r.deliver(mention(f"<@{BOT_USER_ID}> remind me in 5 minutes to stretch", ts=root))
+        await r.settle()
+        [card] = cards_in(r, CHANNEL, root)
+        assert f"Where: channel {CHANNEL} (Slack)" in json.dumps(card.current["blocks"], ensure_ascii=False)
+
+        await approvals.click(r, card, labelled(card)["Cancel"], ALICE)
+
+        assert approvals.buttons(card) == []
+        assert await r.store.schedules_of(person(ALICE).id) == []
+        assert "denied" in json.dumps(r.llm.requests[1]["messages"][-1])
+        assert r.slack.thread(CHANNEL, root)[-1].text == "Not scheduled, then."
 
 
 async def test_a_channel_schedule_posts_one_message_and_answers_in_its_thread(
