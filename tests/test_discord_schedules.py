@@ -1,8 +1,9 @@
-"""Schedules on Discord: the bot runs each due slot once, as its person — a DM's in the DM, a
-channel's under one new message that calls that person, answered in a thread on it, with the tool
-results as usual and how to stop it; a run handed on (started again for its slot) answers under the
-message it kept, never a second one; `/schedules` lists a person's own and cancels one; `/timezone`
-sets their zone and refuses one that does not exist.
+"""Schedules on Discord: a reminder asked of the model waits on its card for its person alone to confirm,
+is then stored and runs once when due, and cancelled on its card stores nothing; the bot runs each due
+slot once, as its person — a DM's in the DM, a channel's under one new message that calls that person,
+answered in a thread on it, with the tool results as usual and how to stop it; a run handed on (started
+again for its slot) answers under the message it kept, never a second one; `/schedules` lists a person's
+own and cancels one; `/timezone` sets their zone and refuses one that does not exist.
 
 Real discord.py against the fake Discord (gateway and REST), the real Agent on a real store (SQLite
 and PostgreSQL), and the real `openai` client against the fake model service.

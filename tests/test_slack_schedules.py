@@ -1,11 +1,13 @@
-"""Schedules on Slack: a due DM reminder is answered in the DM, once; a channel schedule posts one
-message naming its person and answers in its thread, with the tool results; a write it wants waits
-for its person, mentions them and goes on once they approve; a run started again for its slot (handed
-on after its process stopped, before or after keeping its message) posts no second message; the bot
-runs its schedules from its start and claims none while draining; `/nerve schedules` lists a person's
-own and pauses or cancels them (typed or with its buttons); `/nerve timezone` sets a zone and refuses
-one that is none; and the zone of a person's Slack profile reaches their turns, asked once (a refusal
-costs the zone, never the answer).
+"""Schedules on Slack: a reminder asked of the model waits on its card (the prompt, where, when, the zone)
+for its person alone to confirm, is then stored and runs once in its DM when due, and cancelled on its
+card stores nothing; a due DM reminder is answered in the DM, once; a channel schedule posts one message
+naming its person and answers in its thread, with the tool results; a write it wants waits for its
+person, mentions them and goes on once they approve; a run started again for its slot (handed on after
+its process stopped, before or after keeping its message) posts no second message; the bot runs its
+schedules from its start and claims none while draining; `/nerve schedules` lists a person's own and
+pauses or cancels them (typed or with its buttons); `/nerve timezone` sets a zone and refuses one that
+is none; and the zone of a person's Slack profile reaches their turns, asked once (a refusal costs the
+zone, never the answer).
 
 The real bolt app serves signed HTTP deliveries and talks to the mock Slack Web API; the model is the
 local fake model service; the store is real. The runner looks when the test says (`tick`), on a
