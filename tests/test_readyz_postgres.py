@@ -26,6 +26,8 @@ class Relay:
         self._target = (host, port)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        # Counts the cuts: a connection accepted before a cut is cut, however far it got.
+        self._cuts = 0
         self.port = 0
 
     async def start(self) -> None:
@@ -34,6 +36,7 @@ class Relay:
 
     async def cut(self) -> None:
         assert self._server is not None
+        self._cuts += 1
         self._server.close()
         for writer in list(self._writers):
             writer.transport.abort()
@@ -41,12 +44,24 @@ class Relay:
         self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._server is None or not self._server.is_serving():
+            writer.transport.abort()  # accepted just before a cut, served only after it
+            return
+        # Known from its accept: a connection still reaching upstream when `cut` comes is cut too.
+        self._writers.add(writer)
+        cuts = self._cuts
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._target)
         except OSError:
+            self._writers.discard(writer)
             writer.transport.abort()
             return
-        self._writers |= {writer, up_writer}
+        if self._cuts != cuts or self._server is None or writer.transport.is_closing():
+            self._writers.discard(writer)
+            writer.transport.abort()
+            up_writer.transport.abort()
+            return
+        self._writers.add(up_writer)
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(OSError, asyncio.IncompleteReadError):

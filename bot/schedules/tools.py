@@ -138,9 +138,9 @@ class Plan:
         return CallSummary(icon="⏰", headline="Schedule this?", text="\n".join(lines))
 
 
-# The platforms whose front ends run schedules (`nerve chat` for the terminal's, `nerve slack` for
-# Slack's, `nerve discord` for Discord's); elsewhere the tools are not offered.
-RUNS_ON = frozenset({"terminal", "slack", "discord"})
+# The platforms whose front ends run schedules, where the tools are offered; None: every platform
+# (each front end runs its own). A deployment that runs none on a platform names the others.
+RUNS_ON: frozenset[str] | None = None
 
 
 class ScheduleTools:
@@ -155,7 +155,7 @@ class ScheduleTools:
         clock: Clock,
         per_person: int = DEFAULT_PER_PERSON,
         on_added: Callable[[Schedule], None] | None = None,
-        runs_on: frozenset[str] = RUNS_ON,
+        runs_on: frozenset[str] | None = RUNS_ON,
         confirm_late: float = CONFIRM_LATE,
     ) -> None:
         self.ledger = ledger
@@ -174,7 +174,7 @@ class ScheduleTools:
     def offered_in(self, incoming: Incoming) -> bool:
         """Only where a front end runs schedules: a reminder confirmed where none runs would never
         fire."""
-        return incoming.key.platform in self._runs_on
+        return self._runs_on is None or incoming.key.platform in self._runs_on
 
     def starting(self) -> list[str]:
         return []

@@ -110,7 +110,7 @@ class AgentConfig:
     # while its person was confirming it is still made (and runs at once) within it too.
     schedule_grace: float = 3600.0
     # Where the schedule tools are offered: the platforms whose front ends run schedules.
-    schedules_run_on: frozenset[str] = RUNS_ON
+    schedules_run_on: frozenset[str] | None = RUNS_ON
 
 
 class QuestionDesk(Protocol):
