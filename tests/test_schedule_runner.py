@@ -8,6 +8,7 @@ failed, never run again, while a live process's run is left to it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections import Counter
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.errors import StoreError
 from bot.observe import metrics
 from bot.schedules import timing
 from bot.schedules.runner import (
@@ -565,3 +567,31 @@ async def test_a_run_every_process_stops_during_is_recorded_failed_after_a_few_h
     assert last.started == []
     run = (await store.runs_of(daily.id))[0]
     assert (run.status, run.note) == ("failed", STOPPED_TOO_OFTEN)
+
+
+async def test_a_store_outage_costs_the_runner_its_looks_but_no_error_line_or_traceback(
+    store: ConversationStore, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's own outage line says it is away, once, at WARNING; the runner only tries again."""
+    looks = 0
+
+    async def away(*_args: object, **_kwargs: object) -> list[Schedule]:
+        nonlocal looks
+        looks += 1
+        raise StoreError("cannot reach the conversation store")
+
+    monkeypatch.setattr(store, "active_schedules", away)
+    monkeypatch.setattr(store, "running_runs", away)
+    tried = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        if looks >= 2:
+            tried.set()
+        await asyncio.sleep(0)
+
+    runner = runner_for(store, Runs(), Clock(NOW), sleep=sleep)
+    forever = asyncio.create_task(runner.run_forever())
+    await asyncio.wait_for(tried.wait(), 30)
+    forever.cancel()
+    await asyncio.gather(forever, return_exceptions=True)
+    assert [r.getMessage() for r in caplog.records if r.levelno > logging.WARNING or r.exc_info] == []

@@ -178,9 +178,11 @@ class ScheduleRunner:
         for schedule in filter(self._mine, active):
             try:
                 await self._look_at(schedule, now, found, claims)
+            except StoreError:
+                raise  # the store is away: everyone's look, not this schedule's
             except Exception:
                 # One schedule the runner cannot work out (its zone unknown to this machine's zone
-                # data, a store error on its row) costs its own slot this look, never everyone's.
+                # data) costs its own slot this look, never everyone's.
                 logger.exception(
                     "schedule %s: looking at it failed; it is looked at again next time", schedule.id
                 )
@@ -465,6 +467,11 @@ class ScheduleRunner:
                     next_due = found.next_due
                     if on_tick is not None:
                         await on_tick(found)
+                except StoreError as exc:
+                    # The store's own outage line says it is away (once, at WARNING): no traceback.
+                    logger.info(
+                        "could not look at the schedules (%s); trying again in %g s", exc, self._cadence
+                    )
                 except Exception:
                     logger.exception("looking at the schedules failed; trying again in %g s", self._cadence)
                 await self._pause(next_due)
@@ -480,6 +487,9 @@ class ScheduleRunner:
             if taken and on_tick is not None:
                 await on_tick(Tick(handed_on=taken))
             return taken
+        except StoreError as exc:
+            logger.info("could not look for runs left by a stopped process (%s); looking again later", exc)
+            return []
         except Exception:
             logger.exception("looking for runs left by a stopped process failed; looking again later")
             return []
