@@ -493,7 +493,7 @@ async def test_a_burst_waiting_for_free_places_is_looked_at_again_as_runs_end_no
     runner = runner_for(store, runs, clock, sleep=sleep, max_running=2)
     forever = asyncio.create_task(runner.run_forever(on_tick))
     await runs.running.wait()
-    assert runner.running == 2
+    assert runner.running <= 2  # (the look may still be launching its second)
     runs.hold.set()  # the runs end: each end may bring the next look
     await asyncio.wait_for(everyone.wait(), 30)  # liveness only: the test fails here without the wake
     await runner.wait_for_runs()
