@@ -28,14 +28,18 @@ class Relay:
         self._writers: set[asyncio.StreamWriter] = set()
         # Counts the cuts: a connection accepted before a cut is cut, however far it got.
         self._cuts = 0
+        # Open from `start` (set before it listens: a connection may come before it returns) to `cut`.
+        self._open = False
         self.port = 0
 
     async def start(self) -> None:
+        self._open = True
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def cut(self) -> None:
         assert self._server is not None
+        self._open = False
         self._cuts += 1
         self._server.close()
         for writer in list(self._writers):
@@ -44,7 +48,7 @@ class Relay:
         self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._server is None or not self._server.is_serving():
+        if not self._open:
             writer.transport.abort()  # accepted just before a cut, served only after it
             return
         # Known from its accept: a connection still reaching upstream when `cut` comes is cut too.
@@ -56,7 +60,7 @@ class Relay:
             self._writers.discard(writer)
             writer.transport.abort()
             return
-        if self._cuts != cuts or self._server is None or writer.transport.is_closing():
+        if self._cuts != cuts or not self._open or writer.transport.is_closing():
             self._writers.discard(writer)
             writer.transport.abort()
             up_writer.transport.abort()
