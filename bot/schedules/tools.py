@@ -22,6 +22,7 @@ from bot.errors import ScheduleError
 from bot.mcp.auth.people import person_of
 from bot.policy.platforms import Platforms
 from bot.schedules import timing
+from bot.schedules.runner import DEFAULT_GRACE
 from bot.store.schedules import ScheduleLedger, new_schedule_id
 from bot.types import CallContext, CallSummary, Incoming, Proposal, Schedule, ToolResult, ToolSpec
 
@@ -31,9 +32,6 @@ SCHEDULES_SERVER = "schedules"
 MAX_PROMPT_CHARS = 2000
 # How many run times a card and a listing show.
 SHOWN_SLOTS = 3
-# A once schedule whose time passed while its person was confirming it still runs (at once) when it
-# is at most this late (seconds; the schedules' grace); later, it is refused as in the past.
-CONFIRM_LATE = 3600.0
 DEFAULT_PER_PERSON = 20
 
 NEEDS_CONFIRMATION = "a schedule is made only when its person confirms it, and nobody could be asked here"
@@ -156,7 +154,9 @@ class ScheduleTools:
         per_person: int = DEFAULT_PER_PERSON,
         on_added: Callable[[Schedule], None] | None = None,
         runs_on: frozenset[str] | None = RUNS_ON,
-        confirm_late: float = CONFIRM_LATE,
+        # A once schedule whose time passed while its person was confirming it still runs (at once)
+        # when it is at most this late (seconds: the schedules' grace); later, it is refused as past.
+        confirm_late: float = DEFAULT_GRACE,
     ) -> None:
         self.ledger = ledger
         self._confirm_late = confirm_late
