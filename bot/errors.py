@@ -113,3 +113,16 @@ class AskGone(AskError):
 
 class AskExpired(AskError):
     """The ask ran out of time before this answer came; the turn went on (or goes on) without it."""
+
+
+class FileRefused(NerveError):
+    """A shared file nerve will not read (too big, too many, a type it does not read, unparsable);
+    `message` names the file and the limit or the reason, for the person who shared it."""
+
+
+class FileTooBig(FileRefused):
+    """A shared file is longer than the per-file limit (raised by a front end's fetch as it reads)."""
+
+
+class FileUnreadable(FileRefused):
+    """A shared file's platform would not give its bytes (gone, forbidden, a host nerve does not trust)."""

@@ -41,6 +41,10 @@ from bot.types.conversation import ConversationKey as ConversationKey
 from bot.types.conversation import Incoming as Incoming
 from bot.types.conversation import ToolCall as ToolCall
 from bot.types.conversation import Usage as Usage
+from bot.types.files import Fetch as Fetch
+from bot.types.files import FileKind as FileKind
+from bot.types.files import SharedFile as SharedFile
+from bot.types.files import StoredFile as StoredFile
 from bot.types.inputs import CallContext as CallContext
 from bot.types.inputs import InputAction as InputAction
 from bot.types.inputs import InputAnswer as InputAnswer

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bot.policy.scopes import Place
+from bot.types.files import SharedFile
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -49,6 +50,8 @@ class Incoming:
     # The writer's time zone as their platform reports it (an IANA name from their profile), for a
     # front end that knows it; a zone the person set wins (`Agent.time_zone_of`).
     time_zone: str | None = None
+    # Files shared with the message (images, documents), read by the core within its limits.
+    files: tuple[SharedFile, ...] = ()
 
     def where(self) -> Place:
         """The place the policy sees: the adapter's, or the key's channel with this user."""
@@ -83,6 +86,10 @@ class ChatMessage:
     name: str | None = None
     is_error: bool = False
     latency_ms: float | None = None
+    # The stored files (`StoredFile.id`) shared with this user message, kept with it in the store.
+    files: tuple[str, ...] = ()
+    # Images shown with this message, as data URLs: sent to a model that can see, never stored.
+    images: tuple[str, ...] = ()
 
     def to_openai(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role}
@@ -90,6 +97,10 @@ class ChatMessage:
             out["tool_call_id"] = self.tool_call_id
         # An assistant message may have no content (null, beside its tool calls); every other one has text.
         out["content"] = self.content if self.role == "assistant" else self.content or ""
+        if self.images:
+            parts: list[dict[str, Any]] = [{"type": "text", "text": self.content or ""}]
+            parts += [{"type": "image_url", "image_url": {"url": url}} for url in self.images]
+            out["content"] = parts
         if self.role == "assistant" and self.tool_calls:
             out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         return out
