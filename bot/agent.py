@@ -227,14 +227,14 @@ class Agent:
             else None
         )
         builtins: dict[str, ToolHost] = {}
-        # People's shared files, read and kept with their conversation; only named without a store.
-        self.files = _file_desk(store, self._config)
-        if self.files is not None:
-            builtins[FILES_SERVER] = self.files.tools
         if self.memory is not None:
             builtins[MEMORY_SERVER] = self.memory
         if self.schedule_tools is not None:
             builtins[SCHEDULES_SERVER] = self.schedule_tools
+        # People's shared files, read and kept with their conversation; only named without a store.
+        self.files = _file_desk(store, self._config)
+        if self.files is not None:
+            builtins[FILES_SERVER] = self.files.tools
         self._loop = TurnLoop(
             llm=llm,
             host=host,

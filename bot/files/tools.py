@@ -16,7 +16,8 @@ from bot.files.fit import lines, search
 from bot.types import CallContext, ConversationKey, Incoming, ToolResult, ToolSpec
 from bot.types.files import StoredFile
 
-FILES_SERVER = "files"
+# Not "files": that is what people name a filesystem MCP server, and a built-in's name is reserved.
+FILES_SERVER = "attachments"
 # Matches a search returns at most.
 SEARCH_LIMIT = 20
 # Threads whose conversation has files, as far as this process knows; bounded, oldest dropped first.
