@@ -20,6 +20,7 @@ from bot.agent import Agent, AgentConfig
 from bot.errors import FileTooBig
 from bot.files.intake import MB, FileRules, file_ids
 from bot.model.client import OpenAILLM
+from bot.model.offline import OfflineModel
 from bot.store.base import ConversationStore
 from bot.types import CallContext, ConversationKey, Incoming, ToolResult, ToolSpec, TurnEvent
 from bot.types.files import SharedFile
@@ -352,3 +353,20 @@ async def test_a_file_in_one_persons_dm_never_reaches_another_persons_requests(
     assert "FILECANARY-ADA" not in bob_answer.text + later.text
     # Ada's own next turn still reaches her file.
     assert "FILECANARY-ADA-4711" in request_text(server.requests[0])
+
+
+async def test_the_offline_model_names_an_attachment_with_its_type_size_and_first_lines(
+    store: ConversationStore,
+) -> None:
+    table = Shared("readings.csv", csv_rows(50), "text/csv")
+    agent = Agent(llm=OfflineModel(), host=NoTools(), store=store, inbox=store)
+
+    answer = await agent.reply(said("what is this?", table))
+
+    assert "readings.csv" in answer.text and "text/csv" in answer.text
+    assert "KB" in answer.text or "bytes" in answer.text
+    assert "id,city,reading" in answer.text and "row1,city-1,7" in answer.text
+    assert "row40," not in answer.text
+
+    later = await agent.reply(said("what was in that file again?", event="e2"))
+    assert "readings.csv" in later.text and "id,city,reading" in later.text
