@@ -1,0 +1,78 @@
+"""Images (PNG, JPEG, GIF's first frame, WebP): checked for decompression bombs, scaled down, and
+re-encoded without their metadata before a model sees them.
+
+Why each step: a 40-byte PNG may declare 100,000×100,000 pixels and take 40 GB to decode, so the
+declared size is refused before any pixel is read; models downscale big images anyway (and bill the
+tokens), so the long side is bounded here; EXIF carries GPS positions and camera serials a person
+did not mean to share, so only the pixels are kept (turned upright first, as the EXIF said).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+# Only these decoders run: a file claiming to be a PNG is never handed to a TIFF or PSD parser.
+_FORMATS = {"png": "PNG", "jpeg": "JPEG", "gif": "GIF", "webp": "WEBP"}
+_JPEG_QUALITY = 85
+
+
+@dataclass(frozen=True, slots=True)
+class Scaled:
+    data: bytes
+    mime: str
+    summary: str
+
+
+class ImageRefused(Exception):
+    """Why an image is not read, in words for the person who shared it (without the file's name)."""
+
+
+def read_image(sort: str, data: bytes, *, max_pixels: int, long_side: int) -> Scaled:
+    """The image in `data` (of the sniffed `sort`) scaled so its long side is at most `long_side`,
+    re-encoded as PNG when it has transparency, else JPEG; raises `ImageRefused`."""
+    label = _FORMATS[sort]
+    try:
+        image = Image.open(io.BytesIO(data), formats=[label])
+    except Image.DecompressionBombError:
+        raise _bomb(max_pixels) from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        raise ImageRefused(f"it is not a {label} image nerve can read (damaged or incomplete?)") from None
+    with image:
+        width, height = image.size
+        if width * height > max_pixels:
+            raise _bomb(max_pixels, width, height)
+        try:
+            # A JPEG can decode at 1/2, 1/4 or 1/8 scale: a 48-megapixel photo never fills memory.
+            image.draft("RGB", (long_side, long_side))
+            # GIF and WebP: only the first frame is decoded (no seek to the others).
+            image.load()
+            upright = ImageOps.exif_transpose(image)
+        except Image.DecompressionBombError:
+            raise _bomb(max_pixels) from None
+        except (OSError, ValueError, SyntaxError, EOFError):
+            raise ImageRefused(f"it is a damaged or incomplete {label} image") from None
+    alpha = upright.mode in {"RGBA", "LA", "PA"} or "transparency" in upright.info
+    pixels = upright.convert("RGBA" if alpha else "RGB")
+    pixels.thumbnail((long_side, long_side), Image.Resampling.LANCZOS)
+    # The pixels alone: EXIF, ICC, XMP and text chunks travel in `info`, and encoders read it.
+    clean = Image.new(pixels.mode, pixels.size)
+    clean.paste(pixels)
+    out = io.BytesIO()
+    if alpha:
+        clean.save(out, format="PNG", optimize=True)
+    else:
+        clean.save(out, format="JPEG", quality=_JPEG_QUALITY, optimize=True)
+    summary = f"{width}×{height} {label if label != 'WEBP' else 'WebP'} image"
+    if sort == "gif":
+        summary += " (first frame)"
+    if clean.size != (width, height):
+        summary += f", scaled to {clean.width}×{clean.height}"
+    return Scaled(data=out.getvalue(), mime="image/png" if alpha else "image/jpeg", summary=summary)
+
+
+def _bomb(max_pixels: int, width: int = 0, height: int = 0) -> ImageRefused:
+    declared = f" declares {width:,}×{height:,} pixels;" if width else " declares too many pixels;"
+    return ImageRefused(f"it{declared} nerve reads images of up to {max_pixels:,} pixels")
