@@ -25,6 +25,9 @@ _MIN_TOKENS_PER_CHAR = 1 / 4.2
 # What the tools return at most, and how much of one line they show.
 LINES_MAX_CHARS = 12_000
 _SEARCH_LINE_CHARS = 300
+# Room kept in a tool's answer for the note of where it stopped.
+_NOTE_ROOM = 100
+_LINE_CUT = " … (line cut: output limit)"
 # Lines of a file shown with its header in earlier turns.
 _SHORT_LINES = 3
 _SHORT_LINE_CHARS = 160
@@ -160,9 +163,10 @@ def lines(file: StoredFile, start_line: int, end_line: int, *, max_chars: int = 
     width = len(str(end))
     for number in range(start, end + 1):
         line = f"{number:>{width}}| {every[number - 1]}"
-        if used + len(line) + 1 > max_chars:
+        if used + len(line) + 1 > max_chars - _NOTE_ROOM:
             if number == start:
-                out.append(line[: max(0, max_chars - used - 60)] + " … (line cut: output limit)")
+                room = max(0, max_chars - _NOTE_ROOM - used - len(_LINE_CUT) - 1)
+                out.append(line[:room] + _LINE_CUT)
                 number += 1
             if number <= end:
                 out.append(
@@ -196,7 +200,7 @@ def search(file: StoredFile, query: str, limit: int = 20, *, max_chars: int = LI
     shown = 0
     for index in hits[:limit]:
         line = f"{index + 1}| {_around(every[index], folded[index].find(words[0] if words else wanted))}"
-        if used + len(line) + 1 > max_chars:
+        if used + len(line) + 1 > max_chars - _NOTE_ROOM:
             break
         out.append(line)
         used += len(line) + 1

@@ -10,6 +10,7 @@ did not mean to share, so only the pixels are kept (turned upright first, as the
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -36,22 +37,22 @@ def read_image(sort: str, data: bytes, *, max_pixels: int, long_side: int) -> Sc
     label = _FORMATS[sort]
     try:
         image = Image.open(io.BytesIO(data), formats=[label])
-    except Image.DecompressionBombError:
-        raise _bomb(max_pixels) from None
+    except Image.DecompressionBombError as error:
+        raise _bomb(max_pixels, declared=_declared(str(error))) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
         raise ImageRefused(f"it is not a {label} image nerve can read (damaged or incomplete?)") from None
     with image:
         width, height = image.size
         if width * height > max_pixels:
-            raise _bomb(max_pixels, width, height)
+            raise _bomb(max_pixels, declared=f"{width:,}×{height:,} pixels")
         try:
             # A JPEG can decode at 1/2, 1/4 or 1/8 scale: a 48-megapixel photo never fills memory.
             image.draft("RGB", (long_side, long_side))
             # GIF and WebP: only the first frame is decoded (no seek to the others).
             image.load()
             upright = ImageOps.exif_transpose(image)
-        except Image.DecompressionBombError:
-            raise _bomb(max_pixels) from None
+        except Image.DecompressionBombError as error:
+            raise _bomb(max_pixels, declared=_declared(str(error))) from None
         except (OSError, ValueError, SyntaxError, EOFError):
             raise ImageRefused(f"it is a damaged or incomplete {label} image") from None
     alpha = upright.mode in {"RGBA", "LA", "PA"} or "transparency" in upright.info
@@ -73,6 +74,12 @@ def read_image(sort: str, data: bytes, *, max_pixels: int, long_side: int) -> Sc
     return Scaled(data=out.getvalue(), mime="image/png" if alpha else "image/jpeg", summary=summary)
 
 
-def _bomb(max_pixels: int, width: int = 0, height: int = 0) -> ImageRefused:
-    declared = f" declares {width:,}×{height:,} pixels;" if width else " declares too many pixels;"
-    return ImageRefused(f"it{declared} nerve reads images of up to {max_pixels:,} pixels")
+def _bomb(max_pixels: int, *, declared: str = "more pixels than nerve reads") -> ImageRefused:
+    """Too many pixels: a decompression bomb, or a real photo or scan too big to decode safely."""
+    return ImageRefused(f"it has {declared}; nerve reads images of up to {max_pixels:,} pixels")
+
+
+def _declared(message: str) -> str:
+    """'10,000,000,000 pixels' from Pillow's own bomb error, which it raises as it opens the file."""
+    found = re.search(r"\((\d+) pixels\)", message)
+    return f"{int(found.group(1)):,} pixels" if found else "more pixels than nerve reads"

@@ -53,10 +53,10 @@ def read_pdf(data: bytes, *, max_pages: int, max_seconds: float) -> PdfText:
     stopped = ""
     for number in range(1, pages + 1):
         if number > max_pages:
-            stopped = f"the first {max_pages:,} pages read (the limit)"
+            stopped = f"text of the {_first(read)} only (nerve reads up to {max_pages:,})"
             break
         if number > 1 and time.monotonic() - started > max_seconds:
-            stopped = f"the first {read:,} pages read (stopped after {max_seconds:g} s)"
+            stopped = f"text of the {_first(read)} only (reading stopped after {max_seconds:g} s)"
             break
         parts.append(f"[page {number}]\n{_page_text(reader, number)}".rstrip())
         read = number
@@ -65,6 +65,10 @@ def read_pdf(data: bytes, *, max_pages: int, max_seconds: float) -> PdfText:
         raise PdfRefused("it has no text to read (a scan?); nerve reads the text of PDFs, not their pictures")
     summary = f"PDF, {pages:,} page{'s' if pages != 1 else ''}"
     return PdfText(text=text, summary=f"{summary}, {stopped}" if stopped else summary)
+
+
+def _first(pages: int) -> str:
+    return "first page" if pages == 1 else f"first {pages:,} pages"
 
 
 def _unlocked(reader: PdfReader) -> bool:
