@@ -3,8 +3,12 @@ byte, text in several encodings; refusals are `FileRefused` naming the file and 
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import os
+import tarfile
+import zipfile
 
 import pytest
 from PIL import Image, PngImagePlugin
@@ -252,22 +256,53 @@ async def test_utf8_with_a_bom_and_markdown_and_yaml():
     assert (code.mime, code.summary) == ("text/x-python", "1 line")
 
 
-@pytest.mark.parametrize(
-    ("name", "data", "what"),
-    [
-        ("backup.zip", b"PK\x03\x04" + os.urandom(200), "a ZIP archive"),
-        ("report.docx", b"PK\x03\x04" + os.urandom(200), "a Word document"),
-        ("sheet.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + os.urandom(200), "a spreadsheet"),
-        ("logs.tar.gz", b"\x1f\x8b\x08" + os.urandom(200), "a gzip archive"),
-        ("tool", b"\x7fELF" + os.urandom(200), "a program"),
-        ("setup.exe", b"MZ" + os.urandom(200), "a program"),
-        ("data.7z", b"7z\xbc\xaf\x27\x1c" + os.urandom(200), "a 7-Zip archive"),
-        ("notes.zip", b"just text named like an archive", "an archive"),
-    ],
-)
+def zipped(inner: str = "secret.txt") -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr(inner, "never unpacked\n")
+    return out.getvalue()
+
+
+def tarred() -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        body = b"never unpacked\n"
+        info = tarfile.TarInfo("secret.txt")
+        info.size = len(body)
+        archive.addfile(info, io.BytesIO(body))
+    return out.getvalue()
+
+
+REFUSED = [
+    ("backup.zip", zipped(), "a ZIP archive"),
+    ("report.docx", zipped("word/document.xml"), "a Word document"),
+    ("slides.pptx", zipped("ppt/presentation.xml"), "a presentation"),
+    ("dump.tar", tarred(), "a tar archive"),
+    ("notes.txt.bz2", bz2.compress(b"text " * 100), "a bzip2 archive"),
+    ("log.gz", gzip.compress(b"text " * 100, mtime=0), "a gzip archive"),
+    ("sheet.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + os.urandom(200), "a spreadsheet"),
+    ("tool", b"\x7fELF" + os.urandom(200), "a program"),
+    ("setup.exe", b"MZ\x90\x00\x03\x00\x00\x00" + os.urandom(200), "a program"),
+    ("data.7z", b"7z\xbc\xaf\x27\x1c" + os.urandom(200), "a 7-Zip archive"),
+    ("notes.zip", b"just text named like an archive", "an archive"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "what"), REFUSED, ids=[name for name, _, _ in REFUSED])
 async def test_archives_programs_and_office_files_are_refused_naming_what_nerve_reads(name, data, what):
     message = await refusal(name, data)
     assert message == f"{name}: it is {what}, which nerve does not open; {SUPPORTED}."
+
+
+async def test_text_that_starts_like_a_magic_number_is_still_text():
+    for text in ("MZ Holdings: minutes of the meeting\n", "BZh is not bzip2\n", "ID3 tags explained\n"):
+        file = await read_file("f_1", "doc.txt", None, text.encode())
+        assert file.text == text
+
+
+async def test_a_csv_row_may_span_lines_inside_quotes():
+    file = await read_file("f_1", "notes.csv", None, b'id,note\n1,"first\nsecond"\n2,plain\n')
+    assert file.summary == "CSV: 2 columns (id, note), 2 rows"
 
 
 async def test_binary_junk_is_refused_whatever_its_name():

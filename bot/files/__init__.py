@@ -6,6 +6,8 @@ reads within a token budget, `short` the compact form for earlier turns, `lines`
 answers of the `read_attachment` and `search_attachment` tools.
 """
 
+from bot.files.fit import READ_TOOL as READ_TOOL
+from bot.files.fit import SEARCH_TOOL as SEARCH_TOOL
 from bot.files.fit import data_url as data_url
 from bot.files.fit import fit as fit
 from bot.files.fit import header as header

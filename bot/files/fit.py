@@ -16,6 +16,9 @@ from bot.files.read import display_name
 from bot.model.tokens import estimate_tokens
 from bot.types.files import StoredFile
 
+# The tools the notes name: the core offers them under these names (`FileTools`).
+READ_TOOL = "read_attachment"
+SEARCH_TOOL = "search_attachment"
 # Share of the text budget that goes to the head; the tail gets the rest.
 _HEAD_SHARE = 0.7
 # Characters estimated to learn a big text's tokens per character (from its start and its end).
@@ -81,7 +84,6 @@ def _cut(file: StoredFile, top: str, max_tokens: int) -> str:
     total = line_count(text)
     per_char = _tokens_per_char(text)
     budget = max_tokens - _count_tokens(top) - _count_tokens(_note(file, total, total, total)) - 8
-    block = top
     for _ in range(6):
         chars = max(0, int(budget / per_char))
         head_end = _line_start_before(text, int(chars * _HEAD_SHARE))
@@ -98,14 +100,14 @@ def _cut(file: StoredFile, top: str, max_tokens: int) -> str:
         if budget <= 0 or _count_tokens(block) <= max_tokens:
             return block
         budget = int(budget * 0.8)
-    return block
+    return f"{top}\n{_note(file, 1, total, total)}"
 
 
 def _note(file: StoredFile, first: int, last: int, total: int) -> str:
     return (
-        f"[lines {first:,}–{last:,} of {total:,} left out: call read_attachment("
+        f"[lines {first:,}–{last:,} of {total:,} left out: call {READ_TOOL}("
         f'attachment_id="{file.id}", start_line={first}, end_line=…) to read them, '
-        f'or search_attachment(attachment_id="{file.id}", query=…) to find lines]'
+        f'or {SEARCH_TOOL}(attachment_id="{file.id}", query=…) to find lines]'
     )
 
 
@@ -230,5 +232,5 @@ def short(file: StoredFile) -> str:
         line if len(line) <= _SHORT_LINE_CHARS else line[: _SHORT_LINE_CHARS - 1] + "…" for line in first
     ]
     more = line_count(file.text) > len(shown)
-    note = f'[more: read_attachment(attachment_id="{file.id}", start_line=…, end_line=…)]' if more else ""
+    note = f'[more: {READ_TOOL}(attachment_id="{file.id}", start_line=…, end_line=…)]' if more else ""
     return "\n".join(part for part in (top, *shown, note) if part)

@@ -98,8 +98,8 @@ def read_file_sync(file_id: str, name: str, mime: str | None, data: bytes, limit
         raise FileRefused(f"{shown}: it is binary data, not text; {SUPPORTED}.") from None
     except FileRefused:
         raise
-    except (MemoryError, RecursionError, ValueError, OSError, LookupError) as error:
-        logger.warning("file %s not read: %s: %s", file_id, type(error).__name__, error)
+    except Exception as error:  # a parser failing on hostile or odd input: a refusal, not a crash
+        logger.warning("file %s not read: %s: %s", file_id, type(error).__name__, error, exc_info=True)
         raise FileRefused(f"{shown}: nerve could not read it (it may be damaged); {SUPPORTED}.") from None
 
 

@@ -34,13 +34,11 @@ _REFUSED_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"PK\x05\x06", "a ZIP archive"),
     (b"PK\x07\x08", "a ZIP archive"),
     (b"\x1f\x8b", "a gzip archive"),
-    (b"BZh", "a bzip2 archive"),
     (b"\xfd7zXZ\x00", "an xz archive"),
     (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
     (b"Rar!\x1a\x07", "a RAR archive"),
     (b"\x28\xb5\x2f\xfd", "a zstd archive"),
     (b"\x7fELF", "a program"),
-    (b"MZ", "a program"),
     (b"\xfe\xed\xfa\xce", "a program"),
     (b"\xfe\xed\xfa\xcf", "a program"),
     (b"\xce\xfa\xed\xfe", "a program"),
@@ -49,7 +47,6 @@ _REFUSED_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x00asm", "a program"),
     (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an Office document"),
     (b"SQLite format 3\x00", "a database"),
-    (b"ID3", "an audio file"),
     (b"OggS", "an audio file"),
     (b"fLaC", "an audio file"),
     (b"\x1a\x45\xdf\xa3", "a video"),
@@ -112,6 +109,13 @@ def sniff(name: str, mime: str | None, data: bytes) -> Sniffed:
         if head.startswith(magic):
             # Word, Excel and PowerPoint files are ZIP (or OLE) containers: say which.
             return Sniffed("refused", _OFFICE.get(ext, what))
+    # Magic numbers a text could start with ("MZ", "BZh", "ID3"), checked with what follows them.
+    if head.startswith(b"MZ") and b"\x00" in head:
+        return Sniffed("refused", "a program")
+    if head.startswith(b"BZh") and head[4:10] == b"1AY&SY":
+        return Sniffed("refused", "a bzip2 archive")
+    if head.startswith(b"ID3") and head[3:4] in {b"\x02", b"\x03", b"\x04"}:
+        return Sniffed("refused", "an audio file")
     if head[4:8] == b"ftyp":
         return Sniffed("refused", "an image type nerve does not read" if ext in _OTHER_IMAGES else "a video")
     if len(data) > 262 and data[257:262] == b"ustar":

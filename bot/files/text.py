@@ -9,6 +9,7 @@ decode to mostly control characters are not text, whatever the name says.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import unicodedata
 from dataclasses import dataclass
@@ -147,7 +148,7 @@ def csv_summary(text: str, delimiter: str | None = None) -> str:
         except csv.Error:
             delimiter = ","
     try:
-        reader = csv.reader(text.split("\n"), delimiter=delimiter)
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
         header = next(reader, [])
         rows = sum(1 for row in reader if row)
     except csv.Error:
