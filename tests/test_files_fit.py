@@ -188,3 +188,10 @@ async def test_an_image_is_its_header_and_a_data_url():
     assert url is not None and url.startswith("data:image/jpeg;base64,")
     assert base64.b64decode(url.split(",", 1)[1]) == file.image
     assert data_url(await big_csv()) is None
+
+
+def test_search_counts_lines_right_when_lower_casing_lengthens_a_character():
+    file = text_file("İstanbul İzmir\nnothing\nthe NEEDLE here\n")
+    assert len(file.text.lower()) != len(file.text)
+    assert search(file, "needle", 5).split("\n")[1:] == ["3| the NEEDLE here"]
+    assert search(file, "İZMİR", 5).split("\n")[1:] == ["1| İstanbul İzmir"]

@@ -11,6 +11,7 @@ samples of a big text, so fitting costs the same whatever the file's size.
 from __future__ import annotations
 
 import base64
+import re
 
 from bot.files.read import display_name
 from bot.model.tokens import estimate_tokens
@@ -28,6 +29,8 @@ _MIN_TOKENS_PER_CHAR = 1 / 4.2
 # What the tools return at most, and how much of one line they show.
 LINES_MAX_CHARS = 12_000
 _SEARCH_LINE_CHARS = 300
+# Matching lines a search counts before saying "10,000+".
+_SEARCH_COUNT = 10_000
 # Room kept in a tool's answer for the note of where it stopped.
 _NOTE_ROOM = 100
 _LINE_CUT = " … (line cut: output limit)"
@@ -149,22 +152,22 @@ def _split(text: str) -> list[str]:
 
 def lines(file: StoredFile, start_line: int, end_line: int, *, max_chars: int = LINES_MAX_CHARS) -> str:
     """Lines `start_line`–`end_line` (from 1, inclusive) of the file, numbered, at most `max_chars`;
-    says where it stopped so the next call can go on."""
+    says where it stopped so the next call can go on. Splits the text only up to `end_line`."""
     if file.kind == "image":
         return f"{header(file)}\nThis is an image: it has no lines of text."
-    every = _split(file.text)
-    total = len(every)
+    total = line_count(file.text)
     if total == 0:
         return f"{header(file)}\nThe file has no text."
     start = max(1, start_line)
     end = min(total, max(end_line, start))
     if start > total:
         return f"The file {file.id} has {total:,} lines; line {start:,} is past its end."
+    wanted = file.text.split("\n", end)[start - 1 : end]
     out = [f"[file {file.id}: lines {start:,}–{end:,} of {total:,}]"]
     used = len(out[0])
     width = len(str(end))
     for number in range(start, end + 1):
-        line = f"{number:>{width}}| {every[number - 1]}"
+        line = f"{number:>{width}}| {wanted[number - start]}"
         if used + len(line) + 1 > max_chars - _NOTE_ROOM:
             if number == start:
                 room = max(0, max_chars - _NOTE_ROOM - used - len(_LINE_CUT) - 1)
@@ -181,35 +184,89 @@ def lines(file: StoredFile, start_line: int, end_line: int, *, max_chars: int = 
 
 
 def search(file: StoredFile, query: str, limit: int = 20, *, max_chars: int = LINES_MAX_CHARS) -> str:
-    """Lines of the file containing `query` (case-insensitive; failing that, every word of it),
-    numbered, the first `limit` of them, at most `max_chars`."""
+    """Lines of the file containing `query` (case-insensitive; failing that, all its words), numbered,
+    the first `limit` of them, at most `max_chars`. The phrase is found in the whole lower-cased text
+    at C speed, line by line only for the words (about 0.3 s for 20 MB: call it in a worker thread)."""
     if file.kind == "image":
         return f"{header(file)}\nThis is an image: it has no text to search."
-    wanted = query.strip().casefold()
+    phrase = " ".join(query.split())
+    wanted = phrase.lower()
     if not wanted:
         return "Give a word or phrase to search for."
-    every = _split(file.text)
-    folded = [line.casefold() for line in every]
-    hits = [index for index, line in enumerate(folded) if wanted in line]
+    text, total = file.text, line_count(file.text)
+    folded = text.lower()
+    hits = _phrase(text, folded, wanted, phrase)
     words = wanted.split()
     if not hits and len(words) > 1:
-        hits = [index for index, line in enumerate(folded) if all(word in line for word in words)]
+        hits = _words(text, folded, words)
     if not hits:
-        return f"No line of {file.id} ({len(every):,} lines) contains {query.strip()!r}."
-    limit = max(1, limit)
-    out = [f"[file {file.id}: {len(hits):,} matching line{'s' if len(hits) != 1 else ''} of {len(every):,}]"]
+        return f"No line of {file.id} ({total:,} lines) contains {phrase!r}."
+    counted = f"{len(hits):,}{'+' if len(hits) == _SEARCH_COUNT else ''}"
+    out = [f"[file {file.id}: {counted} matching line{'s' if len(hits) != 1 else ''} of {total:,}]"]
     used = len(out[0])
     shown = 0
-    for index in hits[:limit]:
-        line = f"{index + 1}| {_around(every[index], folded[index].find(words[0] if words else wanted))}"
-        if used + len(line) + 1 > max_chars - _NOTE_ROOM:
+    for number, line, at in hits[: max(1, limit)]:
+        entry = f"{number}| {_around(line, at)}"
+        if used + len(entry) + 1 > max_chars - _NOTE_ROOM:
             break
-        out.append(line)
-        used += len(line) + 1
+        out.append(entry)
+        used += len(entry) + 1
         shown += 1
     if shown < len(hits):
-        out.append(f"[{len(hits) - shown:,} more: narrow the query, or read_attachment around a line]")
+        more = f"{len(hits) - shown:,}{'+' if len(hits) == _SEARCH_COUNT else ''}"
+        out.append(f"[{more} more: narrow the query, or {READ_TOOL} around a line]")
     return "\n".join(out)
+
+
+# A matching line: its number, its text, where the match starts in it.
+_Hit = tuple[int, str, int]
+
+
+def _phrase(text: str, folded: str, wanted: str, phrase: str) -> list[_Hit]:
+    """Lines containing `phrase` (`wanted`: lower-cased), up to `_SEARCH_COUNT` of them."""
+    pattern = re.compile(re.escape(phrase), re.IGNORECASE)
+
+    def find(position: int) -> tuple[int, int]:
+        if len(folded) == len(text):
+            at = folded.find(wanted, position)
+            return at, at + len(wanted)
+        # Lower-casing lengthened a character (rare: "İ"), so positions in `folded` would drift:
+        # search the original case-insensitively, slower but exact.
+        found = pattern.search(text, position)
+        return (found.start(), found.end()) if found else (-1, -1)
+
+    hits: list[_Hit] = []
+    number, counted, position = 1, 0, 0
+    while len(hits) < _SEARCH_COUNT:
+        at, after = find(position)
+        if at < 0:
+            break
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", after)
+        end = len(text) if end < 0 else end
+        number += text.count("\n", counted, start)
+        counted = start
+        hits.append((number, text[start:end], at - start))
+        position = end + 1
+    return hits
+
+
+def _words(text: str, folded: str, words: list[str]) -> list[_Hit]:
+    """Lines containing every one of `words`, in any order, up to `_SEARCH_COUNT` of them."""
+    folded_lines = folded.split("\n")
+    # The longest word first, in a bare comprehension: few lines survive it, and only those are
+    # checked for the other words.
+    longest = max(words, key=len)
+    others = [word for word in words if word != longest]
+    candidates = [index for index, line in enumerate(folded_lines) if longest in line]
+    numbers = [index for index in candidates if all(word in folded_lines[index] for word in others)]
+    if not numbers:
+        return []
+    every = text.split("\n")
+    return [
+        (index + 1, every[index], max(0, every[index].lower().find(words[0])))
+        for index in numbers[:_SEARCH_COUNT]
+    ]
 
 
 def _around(line: str, at: int) -> str:
