@@ -91,6 +91,16 @@ async def test_an_opaque_png_is_sent_as_jpeg():
     assert opened(file).format == "JPEG"
 
 
+async def test_a_cmyk_jpeg_and_a_16_bit_grey_png_come_out_as_rgb():
+    cmyk = await read_file(
+        "f_1", "print.jpg", None, image_bytes((40, 30), "JPEG", mode="CMYK", color=(0, 255, 255, 0))
+    )
+    red, green, blue = opened(cmyk).getpixel((20, 15))  # type: ignore[misc]
+    assert opened(cmyk).mode == "RGB" and red > 200 and green < 60 and blue < 60
+    grey = await read_file("f_2", "depth.png", None, image_bytes((40, 30), "PNG", mode="I;16", color=40_000))
+    assert opened(grey).mode == "RGB"
+
+
 async def test_the_bytes_decide_the_type_not_the_name():
     file = await read_file("f_1", "notes.txt", "text/plain", image_bytes((30, 20), "PNG"))
     assert (file.kind, file.mime) == ("image", "image/png")
@@ -247,6 +257,14 @@ async def test_utf16_text_is_decoded():
     assert file.summary.startswith("2 lines, utf-16")
 
 
+async def test_utf16_without_a_byte_order_mark_is_decoded():
+    text = "Event log\nERROR disk full on C:\\\n"
+    little = await read_file("f_1", "events.log", None, text.encode("utf-16-le"))
+    big = await read_file("f_2", "events.log", None, text.encode("utf-16-be"))
+    assert little.text == big.text == text
+    assert little.summary == "2 lines, utf-16-le"
+
+
 async def test_utf8_with_a_bom_and_markdown_and_yaml():
     md = await read_file("f_1", "README.md", None, "\ufeff# Titre\n\nÉté\n".encode())
     assert (md.text, md.mime, md.summary) == ("# Titre\n\nÉté\n", "text/markdown", "3 lines")
@@ -298,6 +316,12 @@ async def test_text_that_starts_like_a_magic_number_is_still_text():
     for text in ("MZ Holdings: minutes of the meeting\n", "BZh is not bzip2\n", "ID3 tags explained\n"):
         file = await read_file("f_1", "doc.txt", None, text.encode())
         assert file.text == text
+
+
+async def test_a_key_file_is_text_not_a_presentation():
+    pem = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    file = await read_file("f_1", "server.key", None, pem)
+    assert file.text == pem.decode() and file.summary == "3 lines"
 
 
 async def test_a_csv_row_may_span_lines_inside_quotes():

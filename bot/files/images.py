@@ -50,11 +50,14 @@ def read_image(sort: str, data: bytes, *, max_pixels: int, long_side: int) -> Sc
             image.draft("RGB", (long_side, long_side))
             # GIF and WebP: only the first frame is decoded (no seek to the others).
             image.load()
-            upright = ImageOps.exif_transpose(image)
         except Image.DecompressionBombError as error:
             raise _bomb(max_pixels, declared=_declared(str(error))) from None
         except (OSError, ValueError, SyntaxError, EOFError):
             raise ImageRefused(f"it is a damaged or incomplete {label} image") from None
+        try:
+            upright = ImageOps.exif_transpose(image)
+        except Exception:  # a malformed EXIF block costs the rotation, not the image
+            upright = image.copy()
     alpha = upright.mode in {"RGBA", "LA", "PA"} or "transparency" in upright.info
     pixels = upright.convert("RGBA" if alpha else "RGB")
     pixels.thumbnail((long_side, long_side), Image.Resampling.LANCZOS)

@@ -65,7 +65,6 @@ _OFFICE = {
     ".pptx": "a presentation",
     ".ppt": "a presentation",
     ".odp": "a presentation",
-    ".key": "a presentation",
     ".pages": "a document",
     ".epub": "an e-book",
 }
@@ -117,7 +116,10 @@ def sniff(name: str, mime: str | None, data: bytes) -> Sniffed:
     if head.startswith(b"ID3") and head[3:4] in {b"\x02", b"\x03", b"\x04"}:
         return Sniffed("refused", "an audio file")
     if head[4:8] == b"ftyp":
-        return Sniffed("refused", "an image type nerve does not read" if ext in _OTHER_IMAGES else "a video")
+        return Sniffed(
+            "refused",
+            "an image type nerve does not read" if ext in _OTHER_IMAGES else "an audio or video file",
+        )
     if len(data) > 262 and data[257:262] == b"ustar":
         return Sniffed("refused", "a tar archive")
     return _by_name(ext, (mime or "").split(";")[0].strip().lower())
@@ -136,7 +138,7 @@ def _by_name(ext: str, mime: str) -> Sniffed:
     if ext in _OTHER_IMAGES or (mime.startswith("image/") and mime != "image/svg+xml"):
         return Sniffed("refused", "an image type nerve does not read")
     if mime.startswith(("audio/", "video/")):
-        return Sniffed("refused", "an audio file" if mime.startswith("audio/") else "a video")
+        return Sniffed("refused", "an audio file" if mime.startswith("audio/") else "an audio or video file")
     if mime.startswith("application/vnd.openxmlformats") or mime.startswith("application/vnd.ms-"):
         return Sniffed("refused", "an Office document")
     return Sniffed("text")

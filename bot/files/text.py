@@ -80,7 +80,8 @@ def decode(data: bytes) -> tuple[str, str]:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     try:
-        text, encoding = data.decode("utf-8"), "utf_8"
+        encoding = _utf16_without_bom(data) or "utf_8"
+        text = data.decode(encoding)
     except UnicodeDecodeError:
         western = _western(data)
         if western is not None:
@@ -96,6 +97,22 @@ def decode(data: bytes) -> tuple[str, str]:
     if sample and controls / len(sample) > _BINARY_SHARE:
         raise NotText()
     return text, encoding
+
+
+def _utf16_without_bom(data: bytes) -> str | None:
+    """'utf_16_le' or 'utf_16_be' for UTF-16 written without a byte order mark (some Windows tools):
+    mostly-Latin text then has a zero in every other byte, which UTF-8 would take as control
+    characters and refuse as binary."""
+    sample = data[:4096]
+    half = len(sample) // 2
+    if half < 2:
+        return None
+    even, odd = sample[0::2].count(0), sample[1::2].count(0)
+    if odd >= 0.4 * half and even <= 0.05 * half:
+        return "utf_16_le"
+    if even >= 0.4 * half and odd <= 0.05 * half:
+        return "utf_16_be"
+    return None
 
 
 def _western(data: bytes) -> str | None:
