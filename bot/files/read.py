@@ -34,6 +34,7 @@ class FileLimits:
     """What reading one file may cost. The byte size is the caller's limit (it fetches the bytes)."""
 
     # Declared pixels past which an image is a decompression bomb (50 MP: a phone's full photo fits).
+    # Pillow refuses past twice its own `Image.MAX_IMAGE_PIXELS` (179 MP) whatever this says.
     max_image_pixels: int = 50_000_000
     # The long side an image is scaled down to: what vision models work at without scaling it again.
     image_side: int = 1568
