@@ -343,3 +343,8 @@ async def test_a_refusal_names_the_file_on_one_line():
     with pytest.raises(FileRefused) as caught:
         await read_file("f_1", "evil\nname.zip", None, b"PK\x03\x04" + b"0" * 50)
     assert caught.value.message.startswith("evil name.zip: it is a ZIP archive")
+
+
+async def test_a_damaged_webp_is_named_as_people_write_it():
+    message = await refusal("pic.webp", image_bytes((80, 60), "WEBP")[:40])
+    assert "WebP" in message and "WEBP" not in message

@@ -34,9 +34,9 @@ class ImageRefused(Exception):
 def read_image(sort: str, data: bytes, *, max_pixels: int, long_side: int) -> Scaled:
     """The image in `data` (of the sniffed `sort`) scaled so its long side is at most `long_side`,
     re-encoded as PNG when it has transparency, else JPEG; raises `ImageRefused`."""
-    label = _FORMATS[sort]
+    label = "WebP" if sort == "webp" else _FORMATS[sort]
     try:
-        image = Image.open(io.BytesIO(data), formats=[label])
+        image = Image.open(io.BytesIO(data), formats=[_FORMATS[sort]])
     except Image.DecompressionBombError as error:
         raise _bomb(max_pixels, declared=_declared(str(error))) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
@@ -69,7 +69,7 @@ def read_image(sort: str, data: bytes, *, max_pixels: int, long_side: int) -> Sc
         clean.save(out, format="PNG", optimize=True)
     else:
         clean.save(out, format="JPEG", quality=_JPEG_QUALITY, optimize=True)
-    summary = f"{width}×{height} {label if label != 'WEBP' else 'WebP'} image"
+    summary = f"{width}×{height} {label} image"
     if sort == "gif":
         summary += " (first frame)"
     if clean.size != (width, height):
