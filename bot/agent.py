@@ -31,10 +31,9 @@ from bot.errors import (
     SignInFailed,
     TurnOverdue,
 )
-from bot.files.desk import FileDesk
+from bot.files.desk import file_desk
 from bot.files.intake import file_ids, with_listing
-from bot.files.tools import FILES_SERVER, FileTools
-from bot.files.vision import Vision
+from bot.files.tools import FILES_SERVER
 from bot.memory.scope import is_private, turn_scope
 from bot.memory.tools import MEMORY_SERVER, MemoryTools, may_forget
 from bot.observe import metrics
@@ -54,7 +53,6 @@ from bot.seams import Inbox as Inbox
 from bot.seams import PostRecords as PostRecords
 from bot.store.approvals import ApprovalLedger
 from bot.store.feedback import Feedback as Feedback
-from bot.store.files import FileLedger
 from bot.store.inputs import InputLedger
 from bot.store.locks import KeyedLocks as KeyedLocks
 from bot.store.memories import MemoryLedger
@@ -136,6 +134,8 @@ DEFERRED_FOR_ANSWER = (
     "A tool is still waiting for an answer to its question about your earlier message; "
     "I'll answer this message right after that."
 )
+
+FILES_NOT_KEPT = "The files you shared with it are not kept while it waits: share them again then."
 
 
 def _refuse_late(note: str | None, gone: str, expired: str, request: InputRequest | None = None) -> None:
@@ -232,7 +232,8 @@ class Agent:
         if self.schedule_tools is not None:
             builtins[SCHEDULES_SERVER] = self.schedule_tools
         # People's shared files, read and kept with their conversation; only named without a store.
-        self.files = _file_desk(store, self._config)
+        made = self._config
+        self.files = file_desk(store, made.files, made.vision, made.model, made.context_tokens)
         if self.files is not None:
             builtins[FILES_SERVER] = self.files.tools
         self._loop = TurnLoop(
@@ -378,6 +379,8 @@ class Agent:
         await self.approvals.defer(incoming)
         found = await self.parked_in(incoming.key)
         text = DEFERRED_FOR_ANSWER if found is not None and not found[0].calls else DEFERRED_REPLY
+        if incoming.files:  # a waiting message keeps its text only: a platform's fetch is not stored
+            text += f" {FILES_NOT_KEPT}"
         return AgentReply(text=text, deferred=True)
 
     async def _stored_again(self, incoming: Incoming, messages: list[ChatMessage]) -> AgentReply | None:
@@ -711,20 +714,6 @@ class Agent:
         if self._schedules is None:
             return False
         return await self._schedules.set_run_message(schedule_id, slot, message)
-
-
-def _file_desk(store: Store, config: AgentConfig) -> FileDesk | None:
-    """The shared files' desk over the store's files; None for a store that keeps none."""
-    if not isinstance(store, FileLedger):
-        return None
-    vision = Vision(config.vision, config.model, store)
-    return FileDesk(
-        store,
-        config.files,
-        vision,
-        FileTools(store, context_tokens=config.context_tokens),
-        config.context_tokens,
-    )
 
 
 def scheduled_incoming(

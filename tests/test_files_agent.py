@@ -21,8 +21,9 @@ from bot.errors import FileTooBig
 from bot.files.intake import MB, FileRules, file_ids
 from bot.model.client import OpenAILLM
 from bot.model.offline import OfflineModel
+from bot.model.tokens import IMAGE_TOKENS, estimate_message_tokens
 from bot.store.base import ConversationStore
-from bot.types import CallContext, ConversationKey, Incoming, ToolResult, ToolSpec, TurnEvent
+from bot.types import CallContext, ChatMessage, ConversationKey, Incoming, ToolResult, ToolSpec, TurnEvent
 from bot.types.files import SharedFile
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, Step, image_parts, reply, request_text
 from tests.file_samples import bomb_png, image_bytes, make_pdf
@@ -370,3 +371,25 @@ async def test_the_offline_model_names_an_attachment_with_its_type_size_and_firs
 
     later = await agent.reply(said("what was in that file again?", event="e2"))
     assert "readings.csv" in later.text and "id,city,reading" in later.text
+
+
+def test_an_image_part_counts_a_fixed_thousand_tokens_in_the_estimate() -> None:
+    text = ChatMessage(role="user", content="what is this?")
+    shown = ChatMessage(role="user", content="what is this?", images=("data:image/png;base64,AAAA",) * 2)
+
+    assert estimate_message_tokens([shown]) - estimate_message_tokens([text]) == 2 * IMAGE_TOKENS == 2000
+
+
+async def test_the_file_tools_are_offered_only_in_a_conversation_with_files(store: ConversationStore) -> None:
+    other = ConversationKey(platform="test", workspace="w", channel="D2", thread="t2")
+    note = Shared("note.txt", b"hello\n", "text/plain")
+    async with agent_on(store, [reply("hi"), reply("read it"), reply("hi again")]) as (agent, server):
+        await agent.reply(said("hello", key=other, event="o1"))
+        await agent.reply(said("read this", note))
+        await agent.reply(said("hello again", key=other, event="o2"))
+
+    assert [bool(tool_names(r) & {"read_attachment", "search_attachment"}) for r in server.requests] == [
+        False,
+        True,
+        False,
+    ]

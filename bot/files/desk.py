@@ -16,8 +16,9 @@ from bot.files.compose import compose
 from bot.files.fit import size_text
 from bot.files.intake import FileRules, Intake, take_in
 from bot.files.tools import FileTools
-from bot.files.vision import Vision, VisionLedger
+from bot.files.vision import Vision, VisionLedger, VisionMode
 from bot.seams import LLM
+from bot.store.files import FileLedger
 from bot.types import ChatMessage, Completion, ConversationKey, Incoming, Progress, ToolSpec
 from bot.types.files import StoredFile
 
@@ -114,3 +115,14 @@ class FileDesk:
             sees=await self.vision.sees(),
             context_tokens=self._context_tokens,
         )
+
+
+def file_desk(
+    store: object, rules: FileRules, vision: VisionMode, model: str, context_tokens: int
+) -> FileDesk | None:
+    """The desk over a store's files (`FileLedger`); None for a store that keeps none (a file is then
+    only named in its message)."""
+    if not isinstance(store, FileLedger):
+        return None
+    tools = FileTools(store, context_tokens=context_tokens)
+    return FileDesk(store, rules, Vision(vision, model, store), tools, context_tokens)
