@@ -17,15 +17,33 @@ import pytest
 from PIL import Image
 
 from bot.agent import Agent, AgentConfig
-from bot.errors import FileTooBig
+from bot.errors import FileTooBig, ImagesRefused, LLMError
 from bot.files.intake import MB, FileRules, file_ids
 from bot.model.client import OpenAILLM
 from bot.model.offline import OfflineModel
 from bot.model.tokens import IMAGE_TOKENS, estimate_message_tokens
 from bot.store.base import ConversationStore
-from bot.types import CallContext, ChatMessage, ConversationKey, Incoming, ToolResult, ToolSpec, TurnEvent
+from bot.types import (
+    CallContext,
+    ChatMessage,
+    ConversationKey,
+    Incoming,
+    ToolResult,
+    ToolSpec,
+    TurnEvent,
+    no_progress,
+)
 from bot.types.files import SharedFile
-from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, Step, image_parts, reply, request_text
+from tests.fakes.llm_server import (
+    FakeCall,
+    FakeLLMServer,
+    HttpError,
+    Reply,
+    Step,
+    image_parts,
+    reply,
+    request_text,
+)
 from tests.file_samples import bomb_png, image_bytes, make_pdf
 from tests.stores import Backend
 
@@ -393,3 +411,28 @@ async def test_the_file_tools_are_offered_only_in_a_conversation_with_files(stor
         True,
         False,
     ]
+
+
+@pytest.mark.parametrize(
+    ("message", "refuses"),
+    [
+        ("Invalid content type. image_url is only supported by certain models.", True),
+        ("This model does not support vision input", True),
+        ("Multimodal input is not enabled for this deployment", True),
+        ("Image exceeds the maximum size of 20 MB", False),
+        ("Invalid value for 'temperature'", False),
+    ],
+)
+async def test_only_a_refusal_of_image_input_counts_as_a_model_that_cannot_see(
+    message: str, refuses: bool
+) -> None:
+    async with FakeLLMServer(
+        [HttpError(status=400, message=message, type="invalid_request_error")]
+    ) as server:
+        llm = OpenAILLM(model="m", base_url=server.base_url, api_key=None, timeout=5.0, max_retries=0)
+        try:
+            with pytest.raises(LLMError) as raised:
+                await llm.complete([ChatMessage(role="user", content="hi")], [], no_progress)
+        finally:
+            await llm.aclose()
+    assert isinstance(raised.value, ImagesRefused) is refuses
