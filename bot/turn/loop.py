@@ -295,7 +295,8 @@ class TurnLoop:
                 TurnScreen(
                     store=self.screens,
                     incoming=incoming,
-                    read_by_tools=read_by_tools(history, own=SCHEDULE_TOOL_NAMES),
+                    # A shared file's text was not written by the person either (a page, a log).
+                    read_by_tools=read_by_tools(history, own=SCHEDULE_TOOL_NAMES) or files is not None,
                     builtins=self.runner.builtins,
                 )
                 if self.screens
