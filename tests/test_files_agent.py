@@ -436,3 +436,14 @@ async def test_only_a_refusal_of_image_input_counts_as_a_model_that_cannot_see(
         finally:
             await llm.aclose()
     assert isinstance(raised.value, ImagesRefused) is refuses
+
+
+async def test_a_new_image_is_sent_alone_not_with_the_earlier_one(store: ConversationStore) -> None:
+    first = Shared("first.png", image_bytes((400, 300), "PNG"), "image/png")
+    second = Shared("second.png", image_bytes((200, 100), "PNG"), "image/png")
+    async with agent_on(store, [reply("One."), reply("Two.")]) as (agent, server):
+        await agent.reply(said("what is this?", first))
+        await agent.reply(said("and this one?", second, event="e2"))
+
+    (part,) = image_parts(server.requests[1])
+    assert shown_size(part) == (200, 100)

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from bot.files.fit import data_url, fit, short
+from bot.files.intake import written
 from bot.types import ChatMessage
 from bot.types.files import StoredFile
 
@@ -68,7 +69,8 @@ def compose(
     now = [fid for i in current for fid in history[i].files]
     fitted = [fid for fid in now if fid in files and files[fid].kind != "image"]
     share = max(MIN_FILE_TOKENS, int(context_tokens * FILES_SHARE) // max(1, len(fitted)))
-    question = "\n".join(history[i].content or "" for i in current)
+    # What the person wrote: a listing line's type ("image/png") is no question about an image.
+    question = "\n".join(written(history[i].content or "") for i in current)
     earlier = [files[fid] for m in history[: current.start] for fid in m.files if fid in files]
     again = referred_images(question, earlier) if sees else []
     out: list[ChatMessage] = []
@@ -81,7 +83,7 @@ def compose(
         for fid in message.files:
             file = files.get(fid)
             if file is None:
-                blocks.append(f"[file {fid}: not read, see the notice above the answer]")
+                blocks.append(f"[file {fid}: not read]")
             elif index not in current:
                 blocks.append(short(file))
             elif file.kind == "image":

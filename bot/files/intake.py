@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,15 @@ def file_ids(incoming: Incoming) -> tuple[str, ...]:
         else:
             ids.append("f_" + secrets.token_hex(5))
     return tuple(ids)
+
+
+# A listing line as `listing` writes it, to tell what a person wrote from the lines nerve added.
+LISTING = re.compile(r"^\[attached file f_\w+: .*\]$", re.MULTILINE)
+
+
+def written(content: str) -> str:
+    """A stored message's text without its listing lines: what its person wrote."""
+    return LISTING.sub("", content).strip()
 
 
 def listing(shared: SharedFile, file_id: str) -> str:
