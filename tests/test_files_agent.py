@@ -475,3 +475,21 @@ async def test_a_message_answered_again_after_a_stop_reads_its_files_under_the_s
     assert "FILEWORD-42" in user_content(server.requests[0])
     (question, _) = await store.history(KEY)
     assert [f.id for f in await store.files_of(KEY)] == list(question.files)
+
+
+class Stalled(Shared):
+    """A platform that never sends the bytes."""
+
+    async def fetch(self, max_bytes: int) -> bytes:
+        self.fetches.append(max_bytes)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_file_whose_download_stalls_is_named_and_the_turn_goes_on(store: ConversationStore) -> None:
+    stalled = Stalled("slow.txt", b"", "text/plain")
+    async with agent_on(store, [reply(ANSWER)], files=FileRules(fetch_seconds=0.2)) as (agent, _server):
+        answer = await agent.reply(said("what is in it?", stalled))
+
+    assert answer.text.startswith("⚠️ slow.txt: could not be fetched within 0.2 s")
+    assert answer.text.endswith(ANSWER)
