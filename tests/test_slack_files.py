@@ -26,6 +26,7 @@ from bot.errors import FileRefused, FileTooBig, FileUnreadable
 from bot.types import AgentReply, Incoming, Progress, SharedFile
 from tests.fakes.llm_server import Step, reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlack
+from tests.stores import postgres_backend
 from tests.test_slack_harness import core, dm, mention, message, rig, settings_for, sign
 from tests.test_slack_runner import running
 
@@ -297,6 +298,23 @@ async def test_a_replayed_event_keeps_its_files_after_a_restart(
         assert replayed.replayed and [f.name for f in replayed.files] == ["chart.png"]
         assert seen.fetched[-1] == {"chart.png": PNG}
         assert [p.text for p in c.slack.thread("C0CHANNEL", root)][-1] == "here it is"
+
+
+async def test_on_postgresql_a_turn_run_as_a_job_still_has_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with postgres_backend() as pg, core(tmp_path, echo, backend=pg) as c:
+        seen = watch(c.agent, monkeypatch)
+        settings = settings_for(c.slack, nerve_database_url=pg.location)
+        body = dm("which city is cleaner?")
+        body["event"]["files"] = [c.slack.files.host("air.csv", CSV, "text/csv")]
+        raw = json.dumps(body)
+        async with running(c.agent, settings) as url, aiohttp.ClientSession() as http:
+            async with http.post(url, data=raw, headers=sign(raw)) as response:
+                assert response.status == 200
+            await c.inbox.wait_finished(str(body["event_id"]), within=30)
+        assert seen.fetched == [{"air.csv": CSV}]
+        assert [p.text for p in c.slack.thread("D0ALICE", None)] == ["seen"]
 
 
 async def test_doctor_names_a_missing_files_read_scope() -> None:
