@@ -31,6 +31,10 @@ from bot.errors import (
     SignInFailed,
     TurnOverdue,
 )
+from bot.files.desk import FileDesk
+from bot.files.intake import file_ids, with_listing
+from bot.files.tools import FILES_SERVER, FileTools
+from bot.files.vision import Vision
 from bot.memory.scope import is_private, turn_scope
 from bot.memory.tools import MEMORY_SERVER, MemoryTools, may_forget
 from bot.observe import metrics
@@ -50,6 +54,7 @@ from bot.seams import Inbox as Inbox
 from bot.seams import PostRecords as PostRecords
 from bot.store.approvals import ApprovalLedger
 from bot.store.feedback import Feedback as Feedback
+from bot.store.files import FileLedger
 from bot.store.inputs import InputLedger
 from bot.store.locks import KeyedLocks as KeyedLocks
 from bot.store.memories import MemoryLedger
@@ -97,6 +102,7 @@ from bot.types import (
     Submit,
     TurnEvent,
     UndoOutcome,
+    Usage,
     no_progress,
 )
 
@@ -225,6 +231,10 @@ class Agent:
             builtins[MEMORY_SERVER] = self.memory
         if self.schedule_tools is not None:
             builtins[SCHEDULES_SERVER] = self.schedule_tools
+        # People's shared files, read and kept with their conversation; only named without a store.
+        self.files = _file_desk(store, self._config)
+        if self.files is not None:
+            builtins[FILES_SERVER] = self.files.tools
         self._loop = TurnLoop(
             llm=llm,
             host=host,
@@ -234,6 +244,7 @@ class Agent:
             screens=approvals,
             desk=self.inputs,
             memory=self.memory,
+            files=self.files,
         )
         # Where waiting turns are parked; without a ledger every call runs at once (no approvals).
         self._parking = Parking(
@@ -389,10 +400,18 @@ class Agent:
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
             # A replay of the message the parked turn waits on gets its request again; others wait behind it.
             return await self._parking.parked_by(incoming) or await self._defer(incoming)
-        if stored := await self._stored_again(incoming, [ChatMessage(role="user", content=incoming.text)]):
+        # The message is stored first, each shared file named in it, before any file is fetched.
+        ids = file_ids(incoming)
+        message = ChatMessage(role="user", content=with_listing(incoming, ids), files=ids)
+        if stored := await self._stored_again(incoming, [message]):
             return stored
-        history = await self._store.history(incoming.key)
         state = TurnState()
+        if self.files is not None and ids:
+            intake = await self.files.take_in(incoming, ids, self._author(incoming).person, progress)
+            state.notices.extend(intake.notices)
+            if not intake.read and not incoming.text.strip():  # nothing to answer but why
+                return await self._loop.finish(incoming.key, "\n".join(intake.notices), TurnState(), Usage())
+        history = await self._store.history(incoming.key)
         deadline = TurnDeadline(self._config.turn_deadline)
         try:
             result = await self._loop.run(incoming, history, state, progress, deadline=deadline)
@@ -692,6 +711,20 @@ class Agent:
         if self._schedules is None:
             return False
         return await self._schedules.set_run_message(schedule_id, slot, message)
+
+
+def _file_desk(store: Store, config: AgentConfig) -> FileDesk | None:
+    """The shared files' desk over the store's files; None for a store that keeps none."""
+    if not isinstance(store, FileLedger):
+        return None
+    vision = Vision(config.vision, config.model, store)
+    return FileDesk(
+        store,
+        config.files,
+        vision,
+        FileTools(store, context_tokens=config.context_tokens),
+        config.context_tokens,
+    )
 
 
 def scheduled_incoming(

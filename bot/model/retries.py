@@ -16,7 +16,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import openai
 
-from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable
+from bot.errors import ContextTooLong, ImagesRefused, LLMError, LLMRateLimited, LLMUnavailable
 
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 30.0
@@ -46,6 +46,12 @@ _CONTEXT_WORDINGS = (
     r"reduce the length of the messages",
 )
 CONTEXT_PATTERNS = re.compile("|".join(_CONTEXT_WORDINGS), re.IGNORECASE)
+
+# How a provider says a model takes no image input ("image input is not supported", "this model
+# does not support vision", "multimodal input not enabled", "Invalid content type. image_url is only
+# supported by certain models").
+IMAGE_PATTERNS = re.compile(r"image|vision|multi-?modal", re.IGNORECASE)
+_REFUSED_REQUEST_STATUS = frozenset({400, 415, 422})
 
 
 @dataclass(slots=True)
@@ -90,6 +96,10 @@ def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
             progress_text=f"model service error ({status})",
             retry_after=retry_after_seconds(exc.response.headers),
         )
+    if status in _REFUSED_REQUEST_STATUS and IMAGE_PATTERNS.search(f"{code} {exc.param or ''} {detail}"):
+        raise ImagesRefused(
+            f"the model service refused the images in the request ({status}): {detail}"
+        ) from None
     if status == 401:
         # The provider's message may quote part of the key: it must not reach people or a log.
         raise LLMError("the model service rejected the API key (401); check OPENAI_API_KEY") from None
