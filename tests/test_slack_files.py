@@ -9,6 +9,8 @@ fetches each file there, as the core does while it answers.
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from PIL import Image
 
 from adapters.doctor.slack_check import NEEDED_SCOPES, check_slack
 from adapters.slack.client import make_client
@@ -31,7 +34,15 @@ from tests.test_slack_harness import core, dm, mention, message, rig, settings_f
 from tests.test_slack_runner import running
 
 LIMIT = 20 * 2**20
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+
+
+def png(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 30)).save(out, "PNG")
+    return out.getvalue()
+
+
+PNG = png(32, 24)
 CSV = b"city,aqi\nLyon,41\nOslo,12\n"
 
 
@@ -95,8 +106,11 @@ async def test_a_mention_with_only_an_image_in_a_thread_is_a_turn_carrying_the_i
         )
         assert incoming.text == "" and incoming.key.thread == root
         assert seen.fetched == [{"screen.png": PNG}]
-        [download] = r.slack.files.downloads
-        assert download.authorized and download.status == 200 and "/download/" in download.path
+        # Fetched by the core as it answers, and above, each time with the bot token.
+        downloads = r.slack.files.downloads
+        assert downloads and all(
+            d.authorized and d.status == 200 and "/download/" in d.path for d in downloads
+        )
         assert [p.text for p in r.slack.thread("C0CHANNEL", root)] == ["seen"]  # no "Ask me something"
 
 
@@ -132,7 +146,7 @@ async def test_a_file_share_in_a_dm_naming_only_ids_is_described_by_files_info(
         assert [(f.name, f.size) for f in incoming.files] == [("notes.txt", 17), ("graph.png", len(PNG))]
         assert seen.fetched == [{"notes.txt": b"remember the milk", "graph.png": PNG}]
         assert sorted(c.body["file"] for c in r.slack.calls_of("files.info")) == [first["id"], second["id"]]
-        assert all(d.authorized for d in r.slack.files.downloads)
+        assert r.slack.files.downloads and all(d.authorized for d in r.slack.files.downloads)
         assert [p.text for p in r.slack.thread("D0ALICE", None)] == ["seen"]
 
 
@@ -324,3 +338,33 @@ async def test_doctor_names_a_missing_files_read_scope() -> None:
         [scopes] = [check for check in checks if check.name == "slack scopes"]
         assert scopes.status == "warning"
         assert scopes.found == "missing files:read (reading files people share with a message)"
+
+
+def image_parts(request: dict[str, Any]) -> list[str]:
+    """The data URLs of the image parts of a model request's user messages."""
+    return [
+        part["image_url"]["url"]
+        for message in request["messages"]
+        if message.get("role") == "user" and isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
+async def test_a_png_in_a_dm_thread_reaches_the_model_as_an_image_and_the_answer_posts_in_the_thread(
+    tmp_path: Path,
+) -> None:
+    async with rig(tmp_path, [reply("A red rectangle.")]) as r:
+        root = "1600000000.005200"
+        shared = r.slack.files.host("red.png", png(64, 48), "image/png")
+        await r.deliver(dm("what is in this picture?", thread_ts=root, subtype="file_share", files=[shared]))
+        await r.settle()
+        [request] = r.llm.requests
+        [url] = image_parts(request)
+        head, _, data = url.partition(",")
+        assert head.startswith("data:image/") and head.endswith(";base64")
+        assert Image.open(io.BytesIO(base64.b64decode(data))).size == (64, 48)
+        assert "red.png" in json.dumps(request["messages"])
+        [download] = r.slack.files.downloads
+        assert download.authorized and download.status == 200
+        assert [p.text for p in r.slack.thread("D0ALICE", root)] == ["A red rectangle."]
