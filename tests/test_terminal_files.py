@@ -324,3 +324,24 @@ async def test_ask_takes_each_file_given_with_the_question(settings, notes, tmp_
     assert [f.name for f in incoming.files] == ["notes.csv", "more.json"]
     assert fetched == [CSV, b'{"a": 1}']
     assert capsys.readouterr().out.strip()  # answered
+
+
+async def test_ask_about_a_file_with_the_offline_model_answers_with_its_name_and_first_lines(tmp_path, notes):
+    code, out, err = await run_nerve(
+        "ask", "--file", str(notes), "what columns?", env=nerve_env(tmp_path, servers={})
+    )
+    assert code == 0, err
+    assert "notes.csv" in out
+    assert "name,team,city" in out and "ada,core,london" in out
+
+
+async def test_ask_says_once_which_file_was_not_read_and_answers_about_the_rest(tmp_path, notes):
+    big = tmp_path / "big.log"
+    with big.open("wb") as out:
+        out.truncate(30 * 1024 * 1024)
+    code, out, err = await run_nerve(
+        "ask", "--file", str(big), "--file", str(notes), "what columns?", env=nerve_env(tmp_path, servers={})
+    )
+    assert code == 0, err
+    assert out.count("big.log (30.0 MB): not read") == 1, out  # written once, after the answer
+    assert out.count("name,team,city") == 1, out
