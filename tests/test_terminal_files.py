@@ -30,10 +30,15 @@ from adapters.terminal.line_editor import SlashCompleter
 from bot.config import Settings
 from bot.errors import FileTooBig, FileUnreadable
 from bot.runtime import Runtime, open_runtime
-from bot.types import AgentReply, Incoming, Progress
+from bot.types import AgentReply, ChatMessage, Incoming, Progress
 from tests.test_cli import nerve_env, run_nerve
 from tests.test_terminal import PROMPT, chat_env, nerve, terminal
 from tests.test_terminal_repl import questions, stored
+
+
+async def stored_questions(tmp_path: Path, thread: str) -> list[ChatMessage]:
+    return [m for m in await stored(tmp_path, thread) if m.role == "user"]
+
 
 CSV = b"name,team,city\nada,core,london\ngrace,navy,arlington\n"
 
@@ -276,11 +281,13 @@ async def test_on_a_terminal_a_pasted_path_is_offered_and_taken(tmp_path, notes)
         at = await term.expect(PROMPT, after=at)
         term.type(b"what columns?\r")
         at = await term.expect(b"With notes.csv (52 bytes).", after=at)
+        at = await term.expect(b"ada,core,london", after=at)  # the offline model read its first lines
         await term.expect(PROMPT, after=at)
         term.type(b"/quit\r")
         assert await term.exit_code() == 0
-    [question] = questions(await stored(tmp_path, "offer"))
-    assert question.startswith("what columns?")  # the path was not a question
+    [question] = await stored_questions(tmp_path, "offer")
+    assert question.content.startswith("what columns?")  # the path was not a question
+    assert len(question.files) == 1
 
 
 async def test_off_a_terminal_a_path_is_a_question_as_typed(tmp_path, notes):
