@@ -33,7 +33,7 @@ from bot.runtime import Runtime, open_runtime
 from bot.types import AgentReply, ChatMessage, Incoming, Progress
 from tests.test_cli import nerve_env, run_nerve
 from tests.test_terminal import PROMPT, chat_env, nerve, terminal
-from tests.test_terminal_repl import questions, stored
+from tests.test_terminal_repl import stored
 
 
 async def stored_questions(tmp_path: Path, thread: str) -> list[ChatMessage]:
@@ -290,12 +290,16 @@ async def test_on_a_terminal_a_pasted_path_is_offered_and_taken(tmp_path, notes)
     assert len(question.files) == 1
 
 
-async def test_off_a_terminal_a_path_is_a_question_as_typed(tmp_path, notes):
+async def test_off_a_terminal_a_path_is_a_question_as_typed_and_attach_works(tmp_path, notes):
     env = nerve_env(tmp_path, servers={}, HOME=str(tmp_path))
-    code, out, err = await run_nerve("chat", "--thread", "piped", env=env, stdin="~/notes.csv\n")
+    lines = "~/notes.csv\n/attach ~/notes.csv\nwhat columns?\n"
+    code, out, err = await run_nerve("chat", "--thread", "piped", env=env, stdin=lines)
     assert code == 0, err
-    assert "Attach" not in out + err
-    assert questions(await stored(tmp_path, "piped")) == ["~/notes.csv"]
+    assert "to your next question?" not in out + err  # nothing offered: nobody to answer
+    offered, asked = await stored_questions(tmp_path, "piped")
+    assert (offered.content, offered.files) == ("~/notes.csv", ())
+    assert asked.content.startswith("what columns?") and len(asked.files) == 1
+    assert "Attached notes.csv (52 bytes)" in out and "ada,core,london" in out
 
 
 # --- nerve ask --file ------------------------------------------------------------------------------------
