@@ -4,6 +4,7 @@ SQLite, or PostgreSQL for the tests marked to run on both."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -447,3 +448,48 @@ async def test_a_new_image_is_sent_alone_not_with_the_earlier_one(store: Convers
 
     (part,) = image_parts(server.requests[1])
     assert shown_size(part) == (200, 100)
+
+
+class Interrupted(Shared):
+    """A fetch the process stops during (its first time): the turn ends, the message stays stored."""
+
+    async def fetch(self, max_bytes: int) -> bytes:
+        if not self.fetches:
+            self.fetches.append(max_bytes)
+            raise asyncio.CancelledError
+        return await super().fetch(max_bytes)
+
+
+async def test_a_message_answered_again_after_a_stop_reads_its_files_under_the_same_ids(
+    store: ConversationStore,
+) -> None:
+    table = Interrupted("plan.txt", b"step one: FILEWORD-42\n", "text/plain")
+    async with agent_on(store, [reply(ANSWER)]) as (agent, server):
+        with pytest.raises(asyncio.CancelledError):
+            await agent.reply(said("what is the plan?", table))
+        assert [m.files for m in await store.history(KEY)] == [file_ids(said("", table))]
+
+        answer = await agent.reply(said("what is the plan?", table))
+
+    assert answer.text == ANSWER
+    assert "FILEWORD-42" in user_content(server.requests[0])
+    (question, _) = await store.history(KEY)
+    assert [f.id for f in await store.files_of(KEY)] == list(question.files)
+
+
+class Stalled(Shared):
+    """A platform that never sends the bytes."""
+
+    async def fetch(self, max_bytes: int) -> bytes:
+        self.fetches.append(max_bytes)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_file_whose_download_stalls_is_named_and_the_turn_goes_on(store: ConversationStore) -> None:
+    stalled = Stalled("slow.txt", b"", "text/plain")
+    async with agent_on(store, [reply(ANSWER)], files=FileRules(fetch_seconds=0.2)) as (agent, _server):
+        answer = await agent.reply(said("what is in it?", stalled))
+
+    assert answer.text.startswith("⚠️ slow.txt: could not be fetched within 0.2 s")
+    assert answer.text.endswith(ANSWER)

@@ -27,9 +27,10 @@ from bot.types.files import StoredFile
 FILES_SHARE = 0.5
 # Fewer tokens than this per file and a file is not worth fitting: the pointer to the tools says more.
 MIN_FILE_TOKENS = 200
+# Words that speak of an image ("figure" and "scan" are left out: "figure out", "scan the logs").
 _IMAGE_WORDS = re.compile(
-    r"\b(?:image|picture|pic|photo|photograph|screenshot|screen ?shot|diagram|chart|graph|figure|drawing"
-    r"|scan|logo|illustration|sketch)s?\b",
+    r"\b(?:image|picture|pic|photo|photograph|screenshot|screen ?shot|diagram|chart|graph|drawing"
+    r"|logo|illustration|sketch)s?\b",
     re.IGNORECASE,
 )
 

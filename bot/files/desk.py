@@ -102,8 +102,11 @@ class FileDesk:
         self.tools.mark(incoming.key, bool(intake.read))
         return intake
 
-    async def for_turn(self, key: ConversationKey, history: Sequence[ChatMessage]) -> TurnFiles | None:
-        """The conversation's files for this turn; None when none of its messages carries one."""
+    async def for_turn(
+        self, key: ConversationKey, history: Sequence[ChatMessage], notices: list[str]
+    ) -> TurnFiles | None:
+        """The conversation's files for this turn; None when none of its messages carries one.
+        `notices`: the turn's own list, said at the top of its answer."""
         if not any(message.files for message in history):
             self.tools.mark(key, False)
             return None
@@ -114,6 +117,7 @@ class FileDesk:
             vision=self.vision,
             sees=await self.vision.sees(),
             context_tokens=self._context_tokens,
+            notices=notices,
         )
 
 

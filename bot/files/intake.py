@@ -8,6 +8,7 @@ a plain notice (which file, which limit or why), and the turn goes on with what 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import re
@@ -35,6 +36,8 @@ class FileRules:
     max_files: int = 10
     max_turn_bytes: int = 50 * MB
     limits: FileLimits = field(default_factory=FileLimits)
+    # Seconds one file's download may take: the turn holds its conversation meanwhile.
+    fetch_seconds: float = 60.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +139,10 @@ async def _read_one(shared: SharedFile, file_id: str, rules: FileRules, turn_lef
         raise FileRefused(f"{shared.name}: not read, {per_turn}")
     why = per_file if allowed == rules.max_file_bytes else per_turn
     try:
-        data = await shared.fetch(allowed)
+        async with asyncio.timeout(rules.fetch_seconds):
+            data = await shared.fetch(allowed)
+    except TimeoutError:
+        raise FileRefused(f"{shared.name}: could not be fetched within {rules.fetch_seconds:g} s") from None
     except FileTooBig:
         raise FileRefused(f"{shared.name}: not read, {why}") from None
     except FileRefused as exc:

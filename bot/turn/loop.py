@@ -265,9 +265,9 @@ class TurnLoop:
         usage = Usage()
         nudge: list[ChatMessage] = []
         system = await self.system_prompt(incoming)
-        files = await self.files.for_turn(incoming.key, history) if self.files is not None else None
-        if files is not None:
-            files.notices = state.notices
+        files = (
+            None if self.files is None else await self.files.for_turn(incoming.key, history, state.notices)
+        )
         for round_index in range(first_round, self.config.max_rounds):
             # Each round sees the tools as they are now: a server may change its list mid-turn.
             tools = self.tools(incoming)
