@@ -14,6 +14,9 @@ from typing import Literal
 # How a file is read: an image is shown to a model that can see; text and PDF text are read as text.
 FileKind = Literal["image", "text", "pdf"]
 
+# What a request says of a shared file that was not read (its notice says why): `[file f_…: not read]`.
+NOT_READ = "not read"
+
 # Fetches a shared file's bytes, reading at most `max_bytes` (the core's per-file limit): a front end
 # raises `FileTooBig` when the file is longer, `FileUnreadable` when its platform would not give it.
 Fetch = Callable[[int], Awaitable[bytes]]
