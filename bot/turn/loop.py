@@ -27,7 +27,7 @@ from bot.policy.approval import call_hash
 from bot.policy.scopes import Scopes, place_id
 from bot.schedules.tools import NAMES as SCHEDULE_TOOL_NAMES
 from bot.schedules.tools import RUNS_ON, SCHEDULES_SERVER
-from bot.seams import LLM, ConfirmedTools, PlacedTools, PromptNote, Store, ToolHost
+from bot.seams import LLM, ConfirmedTools, ModelChooser, PlacedTools, PromptNote, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
 from bot.turn.calls import (
@@ -233,6 +233,11 @@ class TurnLoop:
             tools = [*built_in, *(spec for spec in tools if spec.name not in names)]
         return tools if incoming is None else self.config.scopes.offered(incoming.where(), tools)
 
+    def llm_for(self, incoming: Incoming) -> LLM:
+        """The models as the place asks them: its own first when the policy names one."""
+        name = self.config.scopes.model_for(incoming.where())
+        return self.llm.choose(name) if name and isinstance(self.llm, ModelChooser) else self.llm
+
     async def system_prompt(self, incoming: Incoming) -> str:
         """The system prompt, with the memories this turn may see after it (the same every round)."""
         prompt = self.config.system_prompt
@@ -275,7 +280,9 @@ class TurnLoop:
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             try:
                 async with deadline.running("model"):
-                    completion = await self._complete(system, [*history, *nudge], tools, progress, files)
+                    completion = await self._complete(
+                        system, [*history, *nudge], tools, progress, files, llm=self.llm_for(incoming)
+                    )
             except StreamCut as cut:
                 # Stored as the answer: people saw it, and the transcript stays user → assistant.
                 logger.warning("answer cut off for %s: %s", incoming.key, cut.message)
@@ -385,8 +392,11 @@ class TurnLoop:
         tools: Sequence[ToolSpec],
         progress: Progress,
         files: TurnFiles | None = None,
+        *,
+        llm: LLM | None = None,
     ) -> Completion:
         """One model call within the token budget; on a context-length error, compress and retry once."""
+        llm = llm or self.llm
         budget = Budget(
             context_tokens=self.config.context_tokens,
             tools_tokens=estimate_tools_tokens(tools),
@@ -400,8 +410,8 @@ class TurnLoop:
 
         async def ask(request: list[ChatMessage], squeeze: bool) -> Completion:
             if files is None:
-                return await self.llm.complete(request, tools, progress)
-            return await files.complete(self.llm, request, tools, progress, lambda: request_of(squeeze))
+                return await llm.complete(request, tools, progress)
+            return await files.complete(llm, request, tools, progress, lambda: request_of(squeeze))
 
         request = request_of(False)
         try:
