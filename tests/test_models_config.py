@@ -16,7 +16,7 @@ from bot.errors import ConfigError
 from bot.model.models import configured_models
 from bot.runtime import open_runtime
 from bot.types import ConversationKey, Incoming
-from tests.fakes.llm_server import FakeLLMServer, reply
+from tests.fakes.llm_server import FakeLLMServer, rate_limited, reply, server_error
 
 GIVE_UP = 60.0
 
@@ -117,7 +117,7 @@ async def test_a_place_naming_its_model_is_answered_by_it_and_others_by_the_prim
             quiet_reply = await runtime.agent.reply(
                 Incoming(key=quiet, text="hello", user_id="U1", event_id="e2")
             )
-        assert busy_reply.text == "from the cheap model"
+        assert (busy_reply.text, busy_reply.model) == ("from the cheap model", "cheap")
         assert quiet_reply.text == "from the primary"
         assert cheap.requests[0]["model"] == "small-model"
         assert primary.requests[0]["model"] == "big-model"
@@ -133,3 +133,43 @@ async def test_a_place_naming_an_unknown_model_is_refused_at_start(tmp_path: Pat
     ):
         async with open_runtime(all_settings):
             pass
+
+
+def models_file(path: Path, *urls: str) -> Path:
+    listed = [
+        {"name": f"m{index}", "model": f"model-{index}", "base_url": url} for index, url in enumerate(urls)
+    ]
+    path.write_text(json.dumps({"mcpServers": {}, "models": listed}))
+    return path
+
+
+async def test_the_person_gets_the_fallbacks_answer_and_the_reply_names_it(tmp_path: Path) -> None:
+    async with (
+        FakeLLMServer([server_error(503)] * 2) as primary,
+        FakeLLMServer([reply("all good here")]) as fallback,
+    ):
+        config = models_file(tmp_path / "mcp.json", primary.base_url, fallback.base_url)
+        all_settings = AllSettings(_env_file=None, nerve_mcp_config=config, nerve_db=tmp_path / "n.db")  # type: ignore[call-arg]
+        key = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="1")
+        async with asyncio.timeout(GIVE_UP), open_runtime(all_settings) as runtime:
+            answer = await runtime.agent.reply(Incoming(key=key, text="hello", user_id="U1", event_id="e1"))
+        assert (answer.text, answer.model, answer.failed) == ("all good here", "m1", False)
+
+
+async def test_a_429_asking_for_a_wait_past_the_turns_budget_goes_to_the_fallback_at_once(
+    tmp_path: Path,
+) -> None:
+    # Retry-After 50 s is under the minute a turn would otherwise wait, but past this turn's 20 s.
+    async with (
+        FakeLLMServer([rate_limited("50")]) as primary,
+        FakeLLMServer([reply("answered without waiting")]) as fallback,
+    ):
+        config = models_file(tmp_path / "mcp.json", primary.base_url, fallback.base_url)
+        all_settings = AllSettings(  # type: ignore[call-arg]
+            _env_file=None, nerve_mcp_config=config, nerve_db=tmp_path / "n.db", nerve_turn_deadline=20
+        )
+        key = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="1")
+        async with asyncio.timeout(GIVE_UP), open_runtime(all_settings) as runtime:
+            answer = await runtime.agent.reply(Incoming(key=key, text="hello", user_id="U1", event_id="e1"))
+        assert (answer.text, answer.model) == ("answered without waiting", "m1")
+        assert len(primary.requests) == 1

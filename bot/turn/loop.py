@@ -289,6 +289,7 @@ class TurnLoop:
                 text = f"{cut.partial.rstrip()}\n\n{CUT_OFF_NOTE}"
                 return await self.finish(incoming.key, text, state, usage, cut_short=True)
             usage += completion.usage or Usage()
+            state.model = completion.model or state.model
             answer = _with_unique_call_ids(completion.message, history)
             if not answer.tool_calls:
                 hits = [] if nudge or state.attachments else triggered_tools(incoming.text, tools)
@@ -446,12 +447,15 @@ class TurnLoop:
                 for memory in saved
             )
         await self.store.append(key, [ChatMessage(role="assistant", content=text)])
+        if state.model is not None:
+            logger.info("answered by model %s", state.model)
         return AgentReply(
             text=text,
             attachments=tuple(state.attachments),
             usage=usage,
             cut_short=cut_short,
             remembered=saved,
+            model=state.model,
         )
 
     async def stored_answer(self, incoming: Incoming) -> AgentReply | None:
