@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
@@ -225,12 +225,16 @@ async def open_runtime(
                 [(client.name, client) for client in clients], cool_down=settings.nerve_model_cool_down
             )
             model_name = models.primary.name
+        config = agent_config(settings, mcp)
+        if models is not None:
+            # A refusal of images is remembered under the primary's name (`NERVE_MODEL` for one model).
+            config = replace(config, model=models.primary.name)
         agent = Agent(
             llm=llm,
             host=host,
             store=store,
             inbox=store,
-            config=agent_config(settings, mcp),
+            config=config,
             turn_lock=store.turn_lock,
             approvals=store,
             inputs=store,

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from adapters.log_format import settings_secrets
+from adapters.settings import PLATFORMS
 from adapters.settings import Settings as AllSettings
 from bot.config import Settings
 from bot.errors import ConfigError
-from bot.model.models import configured_models
+from bot.model.circuit import ModelCircuit
+from bot.model.models import configured_models, key_values
+from bot.policy.scopes import Place, Rule, Scopes
 from bot.runtime import open_runtime
 from bot.types import ConversationKey, Incoming
+from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeLLMServer, rate_limited, reply, server_error
 
 GIVE_UP = 60.0
@@ -173,3 +179,39 @@ async def test_a_429_asking_for_a_wait_past_the_turns_budget_goes_to_the_fallbac
             answer = await runtime.agent.reply(Incoming(key=key, text="hello", user_id="U1", event_id="e1"))
         assert (answer.text, answer.model) == ("answered without waiting", "m1")
         assert len(primary.requests) == 1
+
+
+def test_the_most_specific_rule_naming_a_model_decides_a_places_model() -> None:
+    scopes = Scopes(
+        rules={
+            "slack": Rule(model="cheap"),
+            "slack:CDESIGN": Rule(model="vision"),
+            "slack:CTOOLS": Rule(allow=("env-query",)),
+        }
+    )
+    assert scopes.model_for(Place.parse("slack:CDESIGN", PLATFORMS)) == "vision"
+    # A rule that names no model keeps the wider rule's.
+    assert scopes.model_for(Place.parse("slack:CTOOLS", PLATFORMS)) == "cheap"
+    assert scopes.model_for(Place.parse("discord:C1", PLATFORMS)) is None
+    assert scopes.models == {"slack": "cheap", "slack:CDESIGN": "vision"}
+
+
+def test_after_its_cool_down_a_circuit_lets_one_probe_through_at_a_time() -> None:
+    clock = Clock(0.0)
+    circuit = ModelCircuit(cool_down=10, clock=clock)
+    circuit.failed()
+    assert (circuit.admit(), circuit.opens_again_in) == ("skip", 10)
+    clock.now = 10
+    assert [circuit.admit(), circuit.admit()] == ["probe", "skip"]
+    circuit.released()  # the probe was cancelled: the next request probes instead
+    assert circuit.admit() == "probe"
+    circuit.succeeded()
+    assert (circuit.state, circuit.admit()) == ("closed", "ask")
+
+
+def test_keys_named_by_nerve_models_are_hidden_from_logs() -> None:
+    listed = json.dumps([{"model": "a", "api_key_env": "A_KEY"}, {"model": "b"}])
+    assert key_values(listed, {"A_KEY": "sk-hidden"}) == ["sk-hidden"]
+    assert key_values("not json", {"A_KEY": "sk-hidden"}) == []
+    hidden = settings_secrets(settings(nerve_models=json.dumps([{"model": "a", "api_key_env": "PATH"}])))
+    assert os.environ["PATH"] in hidden

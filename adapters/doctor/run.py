@@ -25,7 +25,7 @@ from adapters.settings import Settings
 from adapters.terminal.safe import terminal_json
 from bot.errors import NerveError
 from bot.mcp.server_config import McpConfig
-from bot.model.models import check_place_models, configured_models
+from bot.model.models import check_place_models, configured_models, key_values
 
 # The name column fits the longest name any report may have, and servers' `server NAME` up to MAX_WIDTH.
 MIN_WIDTH = len("discord intents")
@@ -39,6 +39,8 @@ def secrets_of(settings: Settings, mcp: McpConfig | None) -> list[str]:
         found.extend(url_passwords(settings.nerve_database_url.get_secret_value()))
     for server in mcp.servers.values() if mcp is not None else ():
         found += [*server.env.values(), *server.headers.values()]
+    if mcp is not None and mcp.models is not None:
+        found += key_values(mcp.models)
     return found
 
 

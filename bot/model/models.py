@@ -186,3 +186,19 @@ def check_place_models(models: ModelList | None, wanted: Mapping[str, str]) -> N
             raise ConfigError(
                 f"policy '{place}' field 'model': '{name}' is not one of the configured models ({known})"
             )
+
+
+def key_values(listed: str | Sequence[Any] | None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The keys a `models` list names by variable, for logs and reports to hide; a list that does
+    not parse names none (reading it at start-up says what is wrong)."""
+    env = os.environ if environ is None else environ
+    raw: object = listed
+    if isinstance(listed, str):
+        try:
+            raw = json.loads(listed)
+        except ValueError:
+            return []
+    if not isinstance(raw, list):
+        return []
+    names = [item.get("api_key_env") for item in raw if isinstance(item, dict)]
+    return [env[name] for name in names if isinstance(name, str) and env.get(name)]
