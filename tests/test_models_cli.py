@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.fakes.llm_server import FakeLLMServer
+from tests.fakes.llm_server import FakeLLMServer, reply, server_error
 from tests.ports import unused_port
 from tests.test_cli import nerve_env, run_nerve
 from tests.test_doctor import doctor, row
@@ -56,3 +56,25 @@ async def test_doctor_checks_each_model_and_names_each_places_own(tmp_path: Path
     assert row("ok", "model of slack:CBUSY", "'backup'") in lines
     assert main.models_requests == 1
     assert "sk-main-key" not in run.out and run.code == 1
+
+
+async def test_nerve_ask_with_nerve_models_answers_from_the_fallback_with_the_key_its_variable_holds(
+    tmp_path: Path,
+) -> None:
+    async with (
+        FakeLLMServer([server_error(503)] * 2) as primary,
+        FakeLLMServer([reply("the backup answered")]) as backup,
+    ):
+        listed = [
+            {"name": "main", "model": "big", "base_url": primary.base_url, "api_key_env": "MAIN_KEY"},
+            {"name": "backup", "model": "small", "base_url": backup.base_url, "api_key_env": "BACKUP_KEY"},
+        ]
+        env = nerve_env(
+            tmp_path, servers={}, NERVE_MODELS=json.dumps(listed), MAIN_KEY="sk-one", BACKUP_KEY="sk-two"
+        )
+        code, out, err = await run_nerve("ask", "--json", "hello", env=env)
+    assert code == 0, err
+    assert json.loads(out)["text"] == "the backup answered"
+    assert [h["Authorization"] for h in primary.request_headers] == ["Bearer sk-one"] * 2
+    assert backup.request_headers[0]["Authorization"] == "Bearer sk-two"
+    assert backup.requests[0]["model"] == "small"
