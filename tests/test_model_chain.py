@@ -100,6 +100,7 @@ async def test_a_primary_answering_503_gives_way_to_the_fallback(
         assert completion.message.content == "the fallback's answer"
         assert completion.model == "fallback"
         assert shown.text == "the fallback's answer"
+        assert {event.kind for event in shown.events} == {"text"}  # no retry notice: the outage is not shown
         assert len(primary.requests) == 2  # the one retry a model with a fallback behind it gets
         assert fallback.requests[0]["model"] == "fallback-model"
         assert fallback.requests[0]["messages"][-1]["content"] == USER[0].content

@@ -20,7 +20,7 @@ from bot.errors import LLMError, LLMRateLimited, LLMUnavailable
 from bot.model.circuit import DEFAULT_COOL_DOWN, ModelCircuit
 from bot.model.models import ModelList
 from bot.seams import LLM
-from bot.types import ChatMessage, Completion, Progress, ToolSpec
+from bot.types import ChatMessage, Completion, Progress, ToolSpec, TurnEvent
 
 if TYPE_CHECKING:
     from bot.model.client import OpenAILLM
@@ -89,8 +89,10 @@ class ModelChain:
                 # Every model is cooling down: the first is asked anyway, better than no answer at all.
                 link, verdict = self.links[0], "probe"
                 skipped = [name for name in skipped if name != link.name]
+            # The person sees an answer, not the outage: a model with another behind it retries quietly.
+            told = progress if link is self.links[-1] else _quiet(progress)
             try:
-                completion = await link.llm.complete(messages, tools, progress)
+                completion = await link.llm.complete(messages, tools, told)
             except FALLBACK_ERRORS as exc:
                 link.circuit.failed()
                 failed.append((link.name, exc))
@@ -147,3 +149,13 @@ def clients_of(
         )
         for spec in models.specs
     ]
+
+
+def _quiet(progress: Progress) -> Progress:
+    """`progress` without the retry notices: the next model answers if these retries fail."""
+
+    async def told(event: TurnEvent) -> None:
+        if event.kind != "retrying":
+            await progress(event)
+
+    return told
