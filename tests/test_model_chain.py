@@ -238,3 +238,28 @@ async def test_models_from_the_setting_send_the_key_named_by_its_variable() -> N
         assert primary.request_headers[0]["Authorization"] == "Bearer sk-main-secret"
         assert fallback.request_headers[0]["Authorization"] == "Bearer sk-backup-secret"
         assert fallback.requests[0]["model"] == "small"
+
+
+async def test_one_model_alone_fails_as_it_always_did_and_is_asked_again_at_once() -> None:
+    async with FakeLLMServer([server_error(503)] * 2 + [reply("back")]) as only:
+        client = OpenAILLM(
+            name="only",
+            model="m",
+            base_url=only.base_url,
+            api_key=None,
+            timeout=5.0,
+            max_retries=1,
+            sleep=no_wait,
+        )
+        try:
+            chain = ModelChain.of([("only", client)], cool_down=COOL_DOWN, clock=Clock(0.0))
+            shown = Shown()
+            async with asyncio.timeout(GIVE_UP):
+                with pytest.raises(LLMUnavailable) as failed:
+                    await chain.complete(USER, [], shown)
+                assert "also failed" not in failed.value.message
+                assert any(event.kind == "retrying" for event in shown.events)  # its retries are told
+                # Within the cool-down, but there is no other model to ask.
+                assert (await chain.complete(USER, [], Shown())).model == "only"
+        finally:
+            await client.aclose()

@@ -82,6 +82,7 @@ class ModelChain:
         skipped: list[str] = []
         for index, link in enumerate(self.links):
             verdict = link.circuit.admit()
+            last = link is self.links[-1]
             if verdict == "skip":
                 if failed or index < len(self.links) - 1:
                     skipped.append(link.name)
@@ -90,12 +91,14 @@ class ModelChain:
                 link, verdict = self.links[0], "probe"
                 skipped = [name for name in skipped if name != link.name]
             # The person sees an answer, not the outage: a model with another behind it retries quietly.
-            told = progress if link is self.links[-1] else _quiet(progress)
+            told = progress if last else _quiet(progress)
             try:
                 completion = await link.llm.complete(messages, tools, told)
             except FALLBACK_ERRORS as exc:
                 link.circuit.failed()
                 failed.append((link.name, exc))
+                if len(self.links) == 1:
+                    raise  # one model: its failure is the turn's, as it always was
                 logger.warning(
                     "model %s failed%s: %s; skipping it for %.0f s",
                     link.name,
