@@ -199,6 +199,8 @@ def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) 
         if found is not None:
             rule = f"Policy rule {shown(repr(found[0]))} decides here"
         console.print(f"[dim]{rule}.[/dim]")
+        # Which model answers here: the place's own in the policy, else the primary.
+        console.print(f"[dim]Model here: {shown(runtime.model_for(place))}.[/dim]")
     if not runtime.host.list_tools() and not runtime.host.problems():
         console.print(
             f"No tools: {runtime.settings.nerve_mcp_config} configures no MCP servers.", markup=False

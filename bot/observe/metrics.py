@@ -132,10 +132,13 @@ _MODEL_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
 
 
 def model_request(attempt: Request) -> Request:
-    """Count and time each request to the model service, with the tokens of each answer."""
+    """Count and time each request to the model service, with the tokens of each answer; the model
+    is the `name` of the client the request is made by (its first argument)."""
 
     @functools.wraps(attempt)
     async def counted(*args: Any, **kwargs: Any) -> Any:
+        name = getattr(args[0], "name", None) if args else None
+        model = _current.models.label(name) if isinstance(name, str) else OTHER
         outcome = "error"
         with _current.model_seconds.time():
             try:
@@ -146,7 +149,7 @@ def model_request(attempt: Request) -> Request:
                 outcome = next((name for kind, name in _MODEL_FAILURES if isinstance(exc, kind)), outcome)
                 raise
             finally:
-                _current.model_requests.labels(outcome).inc()
+                _current.model_requests.labels(model, outcome).inc()
 
     return cast(Request, counted)
 

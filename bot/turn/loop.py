@@ -27,7 +27,7 @@ from bot.policy.approval import call_hash
 from bot.policy.scopes import Scopes, place_id
 from bot.schedules.tools import NAMES as SCHEDULE_TOOL_NAMES
 from bot.schedules.tools import RUNS_ON, SCHEDULES_SERVER
-from bot.seams import LLM, ConfirmedTools, PlacedTools, PromptNote, Store, ToolHost
+from bot.seams import LLM, ConfirmedTools, ModelChooser, PlacedTools, PromptNote, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
 from bot.turn.calls import (
@@ -233,6 +233,11 @@ class TurnLoop:
             tools = [*built_in, *(spec for spec in tools if spec.name not in names)]
         return tools if incoming is None else self.config.scopes.offered(incoming.where(), tools)
 
+    def llm_for(self, incoming: Incoming) -> LLM:
+        """The models as the place asks them: its own first when the policy names one."""
+        name = self.config.scopes.model_for(incoming.where())
+        return self.llm.choose(name) if name and isinstance(self.llm, ModelChooser) else self.llm
+
     async def system_prompt(self, incoming: Incoming) -> str:
         """The system prompt, with the memories this turn may see after it (the same every round)."""
         prompt = self.config.system_prompt
@@ -275,13 +280,16 @@ class TurnLoop:
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             try:
                 async with deadline.running("model"):
-                    completion = await self._complete(system, [*history, *nudge], tools, progress, files)
+                    completion = await self._complete(
+                        system, [*history, *nudge], tools, progress, files, llm=self.llm_for(incoming)
+                    )
             except StreamCut as cut:
                 # Stored as the answer: people saw it, and the transcript stays user → assistant.
                 logger.warning("answer cut off for %s: %s", incoming.key, cut.message)
                 text = f"{cut.partial.rstrip()}\n\n{CUT_OFF_NOTE}"
                 return await self.finish(incoming.key, text, state, usage, cut_short=True)
             usage += completion.usage or Usage()
+            state.model = completion.model or state.model
             answer = _with_unique_call_ids(completion.message, history)
             if not answer.tool_calls:
                 hits = [] if nudge or state.attachments else triggered_tools(incoming.text, tools)
@@ -385,8 +393,11 @@ class TurnLoop:
         tools: Sequence[ToolSpec],
         progress: Progress,
         files: TurnFiles | None = None,
+        *,
+        llm: LLM | None = None,
     ) -> Completion:
         """One model call within the token budget; on a context-length error, compress and retry once."""
+        llm = llm or self.llm
         budget = Budget(
             context_tokens=self.config.context_tokens,
             tools_tokens=estimate_tools_tokens(tools),
@@ -400,8 +411,8 @@ class TurnLoop:
 
         async def ask(request: list[ChatMessage], squeeze: bool) -> Completion:
             if files is None:
-                return await self.llm.complete(request, tools, progress)
-            return await files.complete(self.llm, request, tools, progress, lambda: request_of(squeeze))
+                return await llm.complete(request, tools, progress)
+            return await files.complete(llm, request, tools, progress, lambda: request_of(squeeze))
 
         request = request_of(False)
         try:
@@ -436,12 +447,15 @@ class TurnLoop:
                 for memory in saved
             )
         await self.store.append(key, [ChatMessage(role="assistant", content=text)])
+        if state.model is not None:
+            logger.info("answered by model %s", state.model)
         return AgentReply(
             text=text,
             attachments=tuple(state.attachments),
             usage=usage,
             cut_short=cut_short,
             remembered=saved,
+            model=state.model,
         )
 
     async def stored_answer(self, incoming: Incoming) -> AgentReply | None:
