@@ -16,7 +16,7 @@ import discord
 import pytest
 from PIL import Image
 
-from adapters.discord.incoming import Job, job_for, thread_key
+from adapters.discord.incoming import Job, dm_key, job_for, thread_key
 from bot.agent import Agent
 from bot.errors import FileRefused, FileTooBig, FileUnreadable
 from bot.model.client import OpenAILLM
@@ -255,3 +255,56 @@ def test_a_kept_delivery_keeps_its_files_and_reads_them_on_the_client_answering_
         "text/csv",
         payload["id"],
     )
+
+
+async def test_a_file_shared_in_my_thread_without_a_mention_is_read_with_the_content_intent(
+    fake: FakeDiscord, store: SQLiteStore
+) -> None:
+    async with (
+        FakeLLMServer([reply("Hello!"), reply("It lists two cities.")]) as llm,
+        fetching_agent(llm, store) as agent,
+        running_bot(fake, agent, nerve_discord_message_content=True),
+    ):
+        user = fake.user("gus")
+        mention = await fake.user_says(user, "hi", mention_bot=True)
+        await fake.wait_for("POST", THREADS)
+        thread_id = int(mention["id"])
+        agent.fetched.clear()
+        table = fake.attachment("air.csv", CSV, content_type="text/csv", channel_id=thread_id)
+        await fake.user_says(user, "", channel_id=thread_id, attachments=[table])
+        seen = await agent.turn()
+        assert seen.incoming.key == agent.turns[0].incoming.key, "the thread's conversation goes on"
+        assert seen.results["air.csv"] == CSV
+        await fake.wait_for("POST", f"/channels/{thread_id}/messages")
+
+
+async def test_a_delivery_kept_over_a_restart_downloads_its_files_when_answered(
+    fake: FakeDiscord, store: SQLiteStore
+) -> None:
+    user = fake.user("hal")
+    dm = fake.dm_channel(user)
+    message_id = fake.snowflake()
+    table = fake.attachment("air.csv", CSV, content_type="text/csv", channel_id=dm)
+    job = Job(
+        kind="message",
+        key=dm_key(dm, user.id),
+        text="which city is cleaner?",
+        user_id=str(user.id),
+        user_name="hal",
+        event_id=f"m:{message_id}",
+        channel_id=dm,
+        message_id=message_id,
+        open_thread=False,
+        files=(table,),
+    )
+    assert await store.claim_event("discord", job.event_id, job.to_json())
+    async with (
+        FakeLLMServer([reply("Lyon.")]) as llm,
+        fetching_agent(llm, store) as agent,
+        running_bot(fake, agent),
+    ):
+        seen = await agent.turn()
+        assert seen.incoming.replayed
+        assert [f.name for f in seen.incoming.files] == ["air.csv"]
+        assert seen.results["air.csv"] == CSV
+        await fake.wait_for("POST", f"/channels/{dm}/messages")
