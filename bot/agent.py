@@ -31,6 +31,9 @@ from bot.errors import (
     SignInFailed,
     TurnOverdue,
 )
+from bot.files.desk import file_desk
+from bot.files.intake import file_ids, with_listing
+from bot.files.tools import FILES_SERVER
 from bot.memory.scope import is_private, turn_scope
 from bot.memory.tools import MEMORY_SERVER, MemoryTools, may_forget
 from bot.observe import metrics
@@ -97,6 +100,7 @@ from bot.types import (
     Submit,
     TurnEvent,
     UndoOutcome,
+    Usage,
     no_progress,
 )
 
@@ -130,6 +134,8 @@ DEFERRED_FOR_ANSWER = (
     "A tool is still waiting for an answer to its question about your earlier message; "
     "I'll answer this message right after that."
 )
+
+FILES_NOT_KEPT = "The files you shared with it are not kept while it waits: share them again then."
 
 
 def _refuse_late(note: str | None, gone: str, expired: str, request: InputRequest | None = None) -> None:
@@ -225,6 +231,11 @@ class Agent:
             builtins[MEMORY_SERVER] = self.memory
         if self.schedule_tools is not None:
             builtins[SCHEDULES_SERVER] = self.schedule_tools
+        # People's shared files, read and kept with their conversation; only named without a store.
+        made = self._config
+        self.files = file_desk(store, made.files, made.vision, made.model, made.context_tokens)
+        if self.files is not None:
+            builtins[FILES_SERVER] = self.files.tools
         self._loop = TurnLoop(
             llm=llm,
             host=host,
@@ -234,6 +245,7 @@ class Agent:
             screens=approvals,
             desk=self.inputs,
             memory=self.memory,
+            files=self.files,
         )
         # Where waiting turns are parked; without a ledger every call runs at once (no approvals).
         self._parking = Parking(
@@ -367,6 +379,8 @@ class Agent:
         await self.approvals.defer(incoming)
         found = await self.parked_in(incoming.key)
         text = DEFERRED_FOR_ANSWER if found is not None and not found[0].calls else DEFERRED_REPLY
+        if incoming.files:  # a waiting message keeps its text only: a platform's fetch is not stored
+            text += f" {FILES_NOT_KEPT}"
         return AgentReply(text=text, deferred=True)
 
     async def _stored_again(self, incoming: Incoming, messages: list[ChatMessage]) -> AgentReply | None:
@@ -389,10 +403,18 @@ class Agent:
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
             # A replay of the message the parked turn waits on gets its request again; others wait behind it.
             return await self._parking.parked_by(incoming) or await self._defer(incoming)
-        if stored := await self._stored_again(incoming, [ChatMessage(role="user", content=incoming.text)]):
+        # The message is stored first, each shared file named in it, before any file is fetched.
+        ids = file_ids(incoming)
+        message = ChatMessage(role="user", content=with_listing(incoming, ids), files=ids)
+        if stored := await self._stored_again(incoming, [message]):
             return stored
-        history = await self._store.history(incoming.key)
         state = TurnState()
+        if self.files is not None and ids:
+            intake = await self.files.take_in(incoming, ids, self._author(incoming).person, progress)
+            state.notices.extend(intake.notices)
+            if not intake.read and not incoming.text.strip():  # nothing to answer but why
+                return await self._loop.finish(incoming.key, "\n".join(intake.notices), TurnState(), Usage())
+        history = await self._store.history(incoming.key)
         deadline = TurnDeadline(self._config.turn_deadline)
         try:
             result = await self._loop.run(incoming, history, state, progress, deadline=deadline)

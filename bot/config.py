@@ -122,7 +122,16 @@ class Settings(BaseSettings):
     # late; older slots are recorded as missed, never run in a burst.
     nerve_schedule_grace: float = Field(default=3600.0, ge=0)
 
-    @field_validator("nerve_llm_stream", "nerve_log_format", mode="before")
+    # Files people share with a message: the largest read (MB), how many one message may carry, and
+    # how many MB one turn reads in all; a file past a limit is named in the reply and not read.
+    nerve_max_file_mb: float = Field(default=20.0, gt=0)
+    nerve_max_files: int = Field(default=10, ge=1, le=100)
+    nerve_max_turn_files_mb: float = Field(default=50.0, gt=0)
+    # Images shared with a message are shown to the model: "auto" until the provider refuses image
+    # input (remembered per model), "on" always, "off" never (it reads the file's name and size).
+    nerve_vision: Literal["auto", "on", "off"] = "auto"
+
+    @field_validator("nerve_llm_stream", "nerve_log_format", "nerve_vision", mode="before")
     @classmethod
     def _lowercase_choice(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

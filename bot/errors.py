@@ -47,6 +47,11 @@ class ContextTooLong(LLMError):
     """The request exceeded the model's context window."""
 
 
+class ImagesRefused(LLMError):
+    """The model service refused a request because it carried images (a model that cannot see):
+    with NERVE_VISION=auto the turn asks again without them (`bot.files.vision`)."""
+
+
 class StreamCut(LLMError):
     """A streamed answer broke off after some was shown: retrying would show it again, so the turn
     ends with `partial` and a note."""

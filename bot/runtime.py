@@ -13,6 +13,7 @@ from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.asks.connections import Connections
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.files.intake import MB, FileRules
 from bot.mcp.auth import loopback as _loopback
 from bot.mcp.auth.people import person_of as person_of
 from bot.mcp.host import MCPHost
@@ -91,6 +92,13 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         memory_share=settings.nerve_memory_share,
         schedules_per_person=settings.nerve_schedules_per_person,
         schedule_grace=settings.nerve_schedule_grace,
+        files=FileRules(
+            max_file_bytes=int(settings.nerve_max_file_mb * MB),
+            max_files=settings.nerve_max_files,
+            max_turn_bytes=int(settings.nerve_max_turn_files_mb * MB),
+        ),
+        vision=settings.nerve_vision,
+        model=settings.nerve_model,
     )
 
 

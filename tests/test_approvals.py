@@ -11,11 +11,12 @@ import json
 import re
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bot.agent import Agent, AgentConfig
+from bot.agent import FILES_NOT_KEPT, Agent, AgentConfig
 from bot.asks.parking import ALREADY_DECIDED, CHANGED, EXPIRED, NOT_YOURS
 from bot.errors import AskExpired
 from bot.mcp.host import MCPHost
@@ -23,6 +24,7 @@ from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.policy.scopes import Place, Rule, Scopes
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage, ConversationKey, Incoming
+from bot.types.files import SharedFile
 from tests.answering import decide
 from tests.conftest import ROOT
 from tests.fakes.clock import Clock
@@ -449,3 +451,23 @@ async def test_a_message_too_long_while_the_turn_waits_waits_behind_it_instead_o
 
     assert reply.deferred
     assert [m.role for m in await store.history(KEY)] == ["user"]
+
+
+async def test_a_message_with_files_written_while_the_turn_waits_says_its_files_are_not_kept(
+    host, store, notes
+):
+    llm = ScriptedLLM([Step(calls=[Call("append_note", {"text": "x"}, id="c1")])])
+    agent = make_agent(llm, host, store)
+    parked = await agent.reply(ask("add x"))
+    assert parked.approval is not None
+
+    async def fetch(max_bytes: int) -> bytes:
+        raise AssertionError("a waiting message's file is not fetched")
+
+    shared = SharedFile(name="notes.csv", fetch=fetch, size=10, mime="text/csv")
+    waiting = await agent.reply(replace(ask("and this file", event_id="ev2"), files=(shared,)))
+
+    assert waiting.deferred and waiting.text.endswith(FILES_NOT_KEPT)
+    # It waits as text alone: its platform's fetch cannot be stored.
+    found = await store.next_deferred(KEY)
+    assert found is not None and found[1].text == "and this file" and found[1].files == ()

@@ -41,7 +41,17 @@ def warm(server: dict[str, Any]) -> dict[str, Any]:
 
 
 # nerve's own tools, offered before any server's.
-BUILT_IN_TOOLS = ("remember", "recall", "forget", "schedule", "list_schedules", "cancel_schedule")
+BUILT_IN_TOOLS = (
+    "remember",
+    "recall",
+    "forget",
+    "schedule",
+    "list_schedules",
+    "cancel_schedule",
+    # Offered in a conversation with shared files only; listed, like every tool nerve may offer.
+    "read_attachment",
+    "search_attachment",
+)
 
 
 def nerve_env(tmp_path: Path, *, servers: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
@@ -88,9 +98,10 @@ async def test_tools_json_lists_both_seed_tools_in_openai_form(tmp_path):
     code, out, err = await run_nerve("tools", "--json", env=nerve_env(tmp_path))
     assert code == 0, err
     tools = json.loads(out)
-    # nerve's own memory and schedule tools first, then the servers'.
-    assert [t["function"]["name"] for t in tools][:6] == [*BUILT_IN_TOOLS]
-    assert {t["function"]["name"] for t in tools[6:]} == {"get_environment_status", "simulate_geolocation"}
+    # nerve's own memory, schedule and file tools first, then the servers'.
+    own = len(BUILT_IN_TOOLS)
+    assert [t["function"]["name"] for t in tools][:own] == [*BUILT_IN_TOOLS]
+    assert {t["function"]["name"] for t in tools[own:]} == {"get_environment_status", "simulate_geolocation"}
     for tool in tools:
         assert set(tool) == {"type", "function"} and tool["type"] == "function"
         assert set(tool["function"]) == {"name", "description", "parameters"}

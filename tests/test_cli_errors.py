@@ -41,7 +41,7 @@ async def test_tools_with_no_server_available_exits_1(tmp_path: Path) -> None:
     assert "gone is not available" in out
 
     code, out, err = await run_nerve("tools", "--json", env=env)
-    # Only nerve's own memory and schedule tools, which no server provides.
+    # Only nerve's own memory, schedule and file tools, which no server provides.
     assert code == 1 and [t["function"]["name"] for t in json.loads(out)] == [
         "remember",
         "recall",
@@ -49,6 +49,8 @@ async def test_tools_with_no_server_available_exits_1(tmp_path: Path) -> None:
         "schedule",
         "list_schedules",
         "cancel_schedule",
+        "read_attachment",
+        "search_attachment",
     ]
 
 

@@ -37,6 +37,19 @@ def migrations(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture
+def shipped(tmp_path: Path) -> Path:
+    """A private migrations folder holding a copy of every shipped migration: the store's ledgers
+    read and write the newest schema, so a test that stores through them starts from it."""
+    folder = tmp_path / "shipped"
+    shutil.copytree(DEFAULT_MIGRATIONS_DIR, folder, ignore=shutil.ignore_patterns("postgres"))
+    return folder
+
+
+SHIPPED = [m.version for m in discover(DEFAULT_MIGRATIONS_DIR)]
+NEXT = SHIPPED[-1] + 1
+
+
 def test_the_shipped_migrations_are_found_next_to_the_package() -> None:
     found = discover(DEFAULT_MIGRATIONS_DIR)
 
@@ -60,9 +73,7 @@ async def test_a_blank_database_gets_the_whole_schema_and_a_ledger(tmp_path: Pat
     assert ledger[0] == (1, "initial", 1)
 
 
-async def test_an_upgrade_keeps_the_data_and_records_both_migrations(
-    tmp_path: Path, migrations: Path
-) -> None:
+async def test_an_upgrade_keeps_the_data_and_records_both_migrations(tmp_path: Path, shipped: Path) -> None:
     path = tmp_path / "nerve.db"
     stored = [
         ChatMessage(role="user", content="status of 1010?"),
@@ -71,26 +82,28 @@ async def test_an_upgrade_keeps_the_data_and_records_both_migrations(
         ),
         ChatMessage(role="tool", tool_call_id="c1", name="get_status", content="fine", latency_ms=12.0),
     ]
-    async with await SQLiteStore.open(path, migrations_dir=migrations) as store:
+    async with await SQLiteStore.open(path, migrations_dir=shipped) as store:
         await store.append(KEY, stored, event_id="Ev1")
         await store.claim_event("slack", "Ev1", "{}")
-    assert await rows(path, "SELECT version FROM schema_migrations") == [(1,)]
+    assert await rows(path, "SELECT version FROM schema_migrations ORDER BY version") == [
+        (v,) for v in SHIPPED
+    ]
 
-    (migrations / "0002_message_model.sql").write_text(
+    (shipped / f"{NEXT:04d}_message_model.sql").write_text(
         "-- Which model wrote an assistant message.\n"
         "ALTER TABLE messages ADD COLUMN model TEXT;\n"
         "CREATE TABLE notes (id INTEGER PRIMARY KEY, conversation_id INTEGER REFERENCES conversations);\n"
         "UPDATE messages SET model = 'gpt-test' WHERE role = 'assistant';\n"
     )
-    async with await SQLiteStore.open(path, migrations_dir=migrations) as store:
+    async with await SQLiteStore.open(path, migrations_dir=shipped) as store:
         assert await store.history(KEY) == stored
         assert await store.append(KEY, [stored[0]], event_id="Ev1") is False
         assert await store.unfinished_events("slack") == [("Ev1", "{}")]
 
-    assert await rows(path, "SELECT version, name FROM schema_migrations ORDER BY version") == [
-        (1, "initial"),
-        (2, "message_model"),
-    ]
+    ledger = await rows(path, "SELECT version, name FROM schema_migrations ORDER BY version")
+    assert ledger[0] == (1, "initial")
+    assert ledger[-1] == (NEXT, "message_model")
+    assert [v for v, _ in ledger] == [*SHIPPED, NEXT]
     assert await rows(path, "SELECT role, model FROM messages ORDER BY seq") == [
         ("user", None),
         ("assistant", "gpt-test"),
@@ -99,20 +112,24 @@ async def test_an_upgrade_keeps_the_data_and_records_both_migrations(
     assert "notes" in await tables(path)
 
 
-async def test_a_failing_migration_is_rolled_back_whole(tmp_path: Path, migrations: Path) -> None:
+async def test_a_failing_migration_is_rolled_back_whole(tmp_path: Path, shipped: Path) -> None:
     path = tmp_path / "nerve.db"
-    async with await SQLiteStore.open(path, migrations_dir=migrations) as store:
+    async with await SQLiteStore.open(path, migrations_dir=shipped) as store:
         await store.append(KEY, [ChatMessage(role="user", content="keep me")])
-    (migrations / "0002_broken.sql").write_text(
+    (shipped / f"{NEXT:04d}_broken.sql").write_text(
         "CREATE TABLE extra (x INTEGER);\nDELETE FROM messages;\nINSERT INTO no_such_table VALUES (1);\n"
     )
 
-    with pytest.raises(StoreError, match=r"0002_broken\.sql failed and was rolled back: no such table"):
-        await SQLiteStore.open(path, migrations_dir=migrations)
+    with pytest.raises(
+        StoreError, match=rf"{NEXT:04d}_broken\.sql failed and was rolled back: no such table"
+    ):
+        await SQLiteStore.open(path, migrations_dir=shipped)
 
     assert "extra" not in await tables(path)
     assert await rows(path, "SELECT content FROM messages") == [("keep me",)]
-    assert await rows(path, "SELECT version FROM schema_migrations") == [(1,)]
+    assert await rows(path, "SELECT version FROM schema_migrations ORDER BY version") == [
+        (v,) for v in SHIPPED
+    ]
 
 
 async def test_a_database_from_a_newer_nerve_is_refused(tmp_path: Path, migrations: Path) -> None:

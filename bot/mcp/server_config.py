@@ -128,11 +128,13 @@ class ServerConfig(BaseModel):
 
 
 SERVER_KEYS = ("mcpServers", "servers")
-# The built-in tools' server names (`bot.memory.tools`, `bot.schedules.tools`), with what they are
-# and another name to suggest: a policy may allow or deny them like any other, a file may not take them.
+# The built-in tools' server names (`bot.memory.tools`, `bot.schedules.tools`, `bot.files.tools`), with
+# what they are and another name to suggest: a policy may allow or deny them like any other, a file may
+# not take them.
 BUILT_IN = {
     "memory": ("its built-in memory tools", "knowledge-graph"),
     "schedules": ("its built-in schedule tools", "calendar"),
+    "attachments": ("its built-in tools that read shared files", "file-store"),
 }
 _WILDCARDS = frozenset("*?[")
 

@@ -16,7 +16,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import openai
 
-from bot.errors import ContextTooLong, LLMError, LLMRateLimited, LLMUnavailable
+from bot.errors import ContextTooLong, ImagesRefused, LLMError, LLMRateLimited, LLMUnavailable
 
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 30.0
@@ -46,6 +46,14 @@ _CONTEXT_WORDINGS = (
     r"reduce the length of the messages",
 )
 CONTEXT_PATTERNS = re.compile("|".join(_CONTEXT_WORDINGS), re.IGNORECASE)
+
+# How a provider says a model takes no image input ("image input is not supported", "this model
+# does not support vision", "multimodal input not enabled", "Invalid content type. image_url is only
+# supported by certain models"): it speaks of images and of what the model cannot take. A 400 about
+# one image (its size, a bad URL) is not a model that cannot see.
+IMAGE_PATTERNS = re.compile(r"image|vision|multi-?modal", re.IGNORECASE)
+_CANNOT_TAKE = re.compile(r"support|enabled|allowed|accept|capab|cannot|can't|unable", re.IGNORECASE)
+_REFUSED_REQUEST_STATUS = frozenset({400, 415, 422})
 
 
 @dataclass(slots=True)
@@ -90,6 +98,11 @@ def classify_status(exc: openai.APIStatusError, model: str) -> Retryable:
             progress_text=f"model service error ({status})",
             retry_after=retry_after_seconds(exc.response.headers),
         )
+    said = f"{code} {exc.param or ''} {detail}"
+    if status in _REFUSED_REQUEST_STATUS and IMAGE_PATTERNS.search(said) and _CANNOT_TAKE.search(said):
+        raise ImagesRefused(
+            f"the model service refused the images in the request ({status}): {detail}"
+        ) from None
     if status == 401:
         # The provider's message may quote part of the key: it must not reach people or a log.
         raise LLMError("the model service rejected the API key (401); check OPENAI_API_KEY") from None

@@ -22,6 +22,10 @@ TOOL_CALL_OVERHEAD = 3
 # Tools are rendered into the system prompt as a namespace of function signatures.
 TOOLS_OVERHEAD = 12
 TOOL_OVERHEAD = 8
+# An image part, whatever its size: images are scaled to a bounded side before they are sent, and
+# providers count such an image at roughly a thousand tokens (OpenAI ~765 at high detail, Anthropic
+# up to ~1,600).
+IMAGE_TOKENS = 1000
 
 _LETTERS_AND_SPACE = re.compile(r"[A-Za-z ]")
 _DIGITS = re.compile(r"[0-9]")
@@ -50,6 +54,7 @@ def estimate_message_tokens(messages: Sequence[ChatMessage]) -> int:
     for message in messages:
         texts = (message.content, message.name, message.tool_call_id)
         total += MESSAGE_OVERHEAD + sum(estimate_tokens(text or "") for text in texts)
+        total += IMAGE_TOKENS * len(message.images)
         for call in message.tool_calls:
             total += TOOL_CALL_OVERHEAD + sum(map(estimate_tokens, (call.id, call.name, call.arguments)))
     return total

@@ -10,6 +10,7 @@ from bot.seams import TurnLock
 from bot.store.approvals import ApprovalLedger
 from bot.store.conversations import InboxLedger
 from bot.store.feedback import FeedbackLedger
+from bot.store.files import FileLedger
 from bot.store.inputs import InputLedger
 from bot.store.memories import MemoryLedger
 from bot.store.person_data import PersonLedger
@@ -27,6 +28,7 @@ class ConversationStore(
     MemoryLedger,
     ScheduleLedger,
     PersonSettingsLedger,
+    FileLedger,
     PersonLedger,  # and the conversation listing it builds on
 ):
     # Turns of one conversation, one at a time across every process on this database.

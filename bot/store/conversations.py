@@ -65,8 +65,8 @@ class ConversationLedger(Ledger):
         # seq is computed by the database row by row, so a round costs one batch.
         await db.executemany(
             "INSERT INTO messages (conversation_id, seq, role, content, tool_calls, tool_call_id, name,"
-            f" is_error, latency_ms, event_id{columns}) VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1"
-            f" FROM messages WHERE conversation_id = ?), ?, ?, ?, ?, ?, ?, ?, ?{marks})",
+            f" is_error, latency_ms, files, event_id{columns}) VALUES (?, (SELECT COALESCE(MAX(seq), 0)"
+            f" + 1 FROM messages WHERE conversation_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?{marks})",
             rows,
         )
 

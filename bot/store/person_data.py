@@ -5,9 +5,9 @@ kept for them: their private conversations go whole (a DM, or the terminal, is t
 threads others read, their messages and nerve's answers to them are replaced by a note, so the
 thread stays readable and the model still gets a well-formed history; what waited on them (parked
 turns, deferred messages, tools' questions), their undelivered events in the inbox, their sign-ins,
-their feedback, their schedules (with their runs) and their personal memories go; place memories they
-saved stay with the place, without their name. The approvals audit keeps who decided which tool call
-and when: it holds no text.
+their feedback, their schedules (with their runs), the files they shared and their personal memories
+go; place memories they saved stay with the place, without their name. The approvals audit keeps who
+decided which tool call and when: it holds no text.
 
 On SQLite the deleted text is also out of the file afterwards: `secure_delete` overwrites freed
 space, the memories' full-text index is merged so its deleted entries are gone, and the write-ahead
@@ -142,6 +142,8 @@ class PersonLedger(ThreadLedger):
         async with self._write() as db:
             conversations, waiting = await self._forget_private(db, person)
             messages, answers = await self._redact_shared(db, person)
+            # The files they shared in threads others read go with their messages there.
+            await db.execute("DELETE FROM files WHERE author = ?", (person.id,))
             waiting += await self._forget_waiting(db, person)
             found = Forgotten(
                 conversations=conversations,
@@ -195,7 +197,8 @@ class PersonLedger(ThreadLedger):
         answers = 0
         for message_id, conversation_id, seq in theirs:
             await db.execute(
-                "UPDATE messages SET content = ?, author = NULL, author_user = NULL WHERE id = ?",
+                "UPDATE messages SET content = ?, files = NULL, author = NULL, author_user = NULL"
+                " WHERE id = ?",
                 (MESSAGE_DELETED, message_id),
             )
             following = await db.execute_fetchall(
@@ -390,6 +393,14 @@ _SECTIONS = (
         "SELECT r.schedule_id, r.slot, r.status, r.started_at, r.finished_at, r.late_by, r.note"
         " FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id WHERE s.owner = ?"
         " ORDER BY r.schedule_id, r.slot",
+        by_id=1,
+    ),
+    _Section(
+        "files",
+        (*_KEY, "id", "name", "kind", "mime", "size", "summary", "at"),
+        "SELECT c.platform, c.workspace, c.channel, c.thread, f.id, f.name, f.kind, f.mime, f.size,"
+        " f.summary, f.created_at FROM files f JOIN conversations c ON c.id = f.conversation_id"
+        " WHERE f.author = ? ORDER BY f.created_at, f.id",
         by_id=1,
     ),
     _Section(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.policy.scopes import Place
@@ -44,7 +44,7 @@ def from_row(cls: type[T], row: Iterable[Any], **given: Any) -> T:
 
 
 # The columns `message_from_row` reads, in its order.
-MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms"
+MESSAGE_COLUMNS = "role, content, tool_calls, tool_call_id, name, is_error, latency_ms, files"
 
 
 def to_json(value: Any) -> str | None:
@@ -53,29 +53,40 @@ def to_json(value: Any) -> str | None:
 
 
 def message_to_json(message: ChatMessage) -> dict[str, Any]:
-    return asdict(message) | {"tool_calls": [asdict(call) for call in message.tool_calls]}
+    """Its images are for the model only, never stored (a file's own copy is, in `files`)."""
+    data = asdict(message) | {"tool_calls": [asdict(call) for call in message.tool_calls]}
+    del data["images"]
+    return data | {"files": list(message.files)}
 
 
 def message_from_json(data: dict[str, Any]) -> ChatMessage:
     calls = tuple(ToolCall(**call) for call in data.get("tool_calls") or ())
-    return ChatMessage(**data | {"tool_calls": calls, "is_error": bool(data.get("is_error"))})
+    files = tuple(data.get("files") or ())
+    return ChatMessage(**data | {"tool_calls": calls, "is_error": bool(data.get("is_error")), "files": files})
 
 
 def message_row(conversation: int, message: ChatMessage, event_id: str | None) -> tuple[Any, ...]:
     """A message as the columns of `messages` (conversation, seq's subquery, MESSAGE_COLUMNS, event)."""
     data = message_to_json(message) | {"is_error": int(message.is_error)}
     data["tool_calls"] = to_json(data["tool_calls"] or None)
+    data["files"] = to_json(data["files"] or None)
     return (conversation, conversation, *(data[name] for name in MESSAGE_COLUMNS.split(", ")), event_id)
 
 
 def message_from_row(row: Iterable[Any]) -> ChatMessage:
     data = dict(zip(MESSAGE_COLUMNS.split(", "), row, strict=True))
-    return message_from_json(data | {"tool_calls": json.loads(data["tool_calls"] or "[]")})
+    loaded = {
+        "tool_calls": json.loads(data["tool_calls"] or "[]"),
+        "files": json.loads(data["files"] or "[]"),
+    }
+    return message_from_json(data | loaded)
 
 
 def incoming_to_json(incoming: Incoming) -> dict[str, Any]:
-    data = asdict(incoming)
+    data = asdict(replace(incoming, files=()))
     del data["replayed"]  # a message answered after a restart is stored as it arrived
+    # Its shared files are read (and kept) by the turn that takes it: their fetches are no JSON.
+    del data["files"]
     return data
 
 

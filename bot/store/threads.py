@@ -134,6 +134,7 @@ class ThreadLedger(Ledger):
         questions = await db.execute(f"DELETE FROM input_requests WHERE {window}", span)
         deferred_window = window.replace("created_at", "received_at")
         deferred = await db.execute(f"DELETE FROM deferred_messages WHERE {deferred_window}", span)
+        await db.execute("DELETE FROM files WHERE conversation_id = ?", (conversation_id,))
         await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
         await db.execute(
             f"UPDATE conversations SET deleted_at = {self._sql.now},"

@@ -56,6 +56,8 @@ class TurnState:
     failed: dict[str, ToolFailure] = field(default_factory=dict)
     argument_errors: int = 0
     attachments: list[Attachment] = field(default_factory=list)
+    # Said at the top of the answer: a shared file that was not read, images the model cannot see.
+    notices: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

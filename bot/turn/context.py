@@ -95,7 +95,12 @@ def _merge_user_runs(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     out: list[ChatMessage] = []
     for message in messages:
         if message.role == "user" and out and out[-1].role == "user":
-            out[-1] = replace(out[-1], content=f"{out[-1].content or ''}\n\n{message.content or ''}")
+            out[-1] = replace(
+                out[-1],
+                content=f"{out[-1].content or ''}\n\n{message.content or ''}",
+                files=(*out[-1].files, *message.files),
+                images=(*out[-1].images, *message.images),
+            )
         else:
             out.append(message)
     return out

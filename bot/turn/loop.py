@@ -13,6 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
+from bot.files.desk import FileDesk, TurnFiles
+from bot.files.intake import FileRules
+from bot.files.vision import VisionMode
 from bot.mcp.auth.people import person_of
 from bot.memory.prompt import memory_section
 from bot.memory.scope import turn_scope
@@ -111,6 +114,11 @@ class AgentConfig:
     schedule_grace: float = 3600.0
     # Where the schedule tools are offered: the platforms whose front ends run schedules.
     schedules_run_on: frozenset[str] | None = RUNS_ON
+    # What is read of the files people share (size and count limits), whether the model is shown
+    # images (NERVE_VISION), and the model's name, under which a refusal of images is remembered.
+    files: FileRules = field(default_factory=FileRules)
+    vision: VisionMode = "auto"
+    model: str = ""
 
 
 class QuestionDesk(Protocol):
@@ -206,6 +214,8 @@ class TurnLoop:
     desk: QuestionDesk | None = None
     # The built-in memory tools and what the model is sent of memory; without them, no memory.
     memory: MemoryTools | None = None
+    # The conversations' shared files; without it, a file is only named in its message.
+    files: FileDesk | None = None
     # How the server's token count compares with our offline estimate, learnt from each answer.
     _token_scale: float = field(default=1.0, init=False)
 
@@ -255,6 +265,9 @@ class TurnLoop:
         usage = Usage()
         nudge: list[ChatMessage] = []
         system = await self.system_prompt(incoming)
+        files = (
+            None if self.files is None else await self.files.for_turn(incoming.key, history, state.notices)
+        )
         for round_index in range(first_round, self.config.max_rounds):
             # Each round sees the tools as they are now: a server may change its list mid-turn.
             tools = self.tools(incoming)
@@ -262,7 +275,7 @@ class TurnLoop:
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             try:
                 async with deadline.running("model"):
-                    completion = await self._complete(system, [*history, *nudge], tools, progress)
+                    completion = await self._complete(system, [*history, *nudge], tools, progress, files)
             except StreamCut as cut:
                 # Stored as the answer: people saw it, and the transcript stays user → assistant.
                 logger.warning("answer cut off for %s: %s", incoming.key, cut.message)
@@ -282,7 +295,8 @@ class TurnLoop:
                 TurnScreen(
                     store=self.screens,
                     incoming=incoming,
-                    read_by_tools=read_by_tools(history, own=SCHEDULE_TOOL_NAMES),
+                    # A shared file's text was not written by the person either (a page, a log).
+                    read_by_tools=read_by_tools(history, own=SCHEDULE_TOOL_NAMES) or files is not None,
                     builtins=self.runner.builtins,
                 )
                 if self.screens
@@ -365,7 +379,12 @@ class TurnLoop:
         return None
 
     async def _complete(
-        self, system: str, history: list[ChatMessage], tools: Sequence[ToolSpec], progress: Progress
+        self,
+        system: str,
+        history: list[ChatMessage],
+        tools: Sequence[ToolSpec],
+        progress: Progress,
+        files: TurnFiles | None = None,
     ) -> Completion:
         """One model call within the token budget; on a context-length error, compress and retry once."""
         budget = Budget(
@@ -373,15 +392,26 @@ class TurnLoop:
             tools_tokens=estimate_tools_tokens(tools),
             scale=self._token_scale,
         )
-        request = build_request(system, history, budget)
+
+        def request_of(squeeze: bool) -> list[ChatMessage]:
+            # The files' text and images are put in each time: a refusal of images composes anew.
+            messages = files.compose(history) if files is not None else history
+            return build_request(system, messages, budget, squeeze=squeeze)
+
+        async def ask(request: list[ChatMessage], squeeze: bool) -> Completion:
+            if files is None:
+                return await self.llm.complete(request, tools, progress)
+            return await files.complete(self.llm, request, tools, progress, lambda: request_of(squeeze))
+
+        request = request_of(False)
         try:
-            completion = await self.llm.complete(request, tools, progress)
+            completion = await ask(request, False)
         except ContextTooLong:
             await progress(
                 TurnEvent(kind="notice", message="conversation too long for the model, compressing…")
             )
-            request = build_request(system, history, budget, squeeze=True)
-            completion = await self.llm.complete(request, tools, progress)
+            request = request_of(True)
+            completion = await ask(request, True)
         if completion.usage and completion.usage.prompt_tokens:
             estimated = estimate_message_tokens(request) + budget.tools_tokens
             # Learn how our offline estimate compares with the server's own count.
@@ -392,6 +422,8 @@ class TurnLoop:
         self, key: ConversationKey, text: str, state: TurnState, usage: Usage, *, cut_short: bool = False
     ) -> AgentReply:
         text = text.strip() or "The model returned an empty answer. Please rephrase the question."
+        if state.notices:
+            text = "\n".join(state.notices) + "\n\n" + text
         if missing := [failure for name, failure in state.failed.items() if name not in text]:
             text += "\n\n" + "\n".join(f"⚠️ {_one_line(failure.for_people())}" for failure in missing)
         if starting := self.host.starting():
@@ -432,6 +464,7 @@ class TurnLoop:
             logger.warning("turn in %s ran out of time: %s", incoming.key, error.message)
             metrics.turn_outcome("timed_out")
             text = overdue(error)
+        text = "\n".join([*state.notices, text])
         return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
 
 

@@ -29,7 +29,7 @@ class SharedFile:
     # As the platform reports them (None when it does not): a size over the limit is refused unread.
     size: int | None = None
     mime: str | None = None
-    # The platform's own id for the file (Slack `F…`, a Discord attachment id, a path), for the logs.
+    # The platform's own id for the file (an id, a URL or a path), for the logs.
     ref: str = ""
 
 

@@ -181,6 +181,7 @@ class FakeLLMServer:
         model: str | None = None,
         reject_stream_options: bool = False,
         reject_stream: bool = False,
+        refuse_images: bool = False,
     ) -> None:
         if callable(script):
             self._responder: Responder | None = script
@@ -193,6 +194,9 @@ class FakeLLMServer:
         # Imitate providers that answer 400 to `stream_options`, or to `stream: true` at all.
         self._reject_stream_options = reject_stream_options
         self._reject_stream = reject_stream
+        # Imitate a text-only model: a request carrying an image part is answered 400, as vLLM and
+        # OpenAI answer one for a model without vision.
+        self.refuse_images = refuse_images
         self._next_step = 0
         self._call_ids = 0
         self._closing = asyncio.Event()
@@ -203,7 +207,8 @@ class FakeLLMServer:
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self.violations: list[str] = []
-        # Requests answered 400 by `reject_stream_options` / `reject_stream` (no script step used).
+        # Requests answered 400 by `reject_stream_options` / `reject_stream` / `refuse_images` (no
+        # script step used).
         self.rejected: list[dict[str, Any]] = []
         # GET /models lists these ids; with `api_key` set, a request carrying another key gets a 401
         # worded as OpenAI words it (with part of the key in the message, as OpenAI's does).
@@ -330,6 +335,16 @@ class FakeLLMServer:
             self.rejected.append(body)
             return _error_response(
                 400, "Unrecognized request argument supplied: stream_options", "invalid_request_error", None
+            )
+
+        if self.refuse_images and image_parts(body):
+            self.rejected.append(body)
+            return _error_response(
+                400,
+                "Invalid content type. image_url is only supported by certain models: this model does not"
+                " support image input.",
+                "invalid_request_error",
+                None,
             )
 
         step = await self._next(body)
@@ -459,6 +474,31 @@ class FakeLLMServer:
                 "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             }
         return out
+
+
+def image_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The image parts of a recorded request, in order: `{"type": "image_url", "image_url": {"url": …}}`."""
+    return [
+        part
+        for message in body["messages"]
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if isinstance(part, dict) and part.get("type") == "image_url"
+    ]
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """Every text a recorded request carried (text parts of multi-part messages too), one string."""
+    texts: list[str] = []
+    for message in body["messages"]:
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [str(part.get("text", "")) for part in content if isinstance(part, dict)]
+        for call in message.get("tool_calls") or ():
+            texts.append(str(call.get("function", {}).get("arguments", "")))
+    return "\n".join(texts)
 
 
 def stream_chunks(completion: dict[str, Any], step: Reply, *, include_usage: bool) -> list[dict[str, Any]]:

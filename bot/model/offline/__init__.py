@@ -4,7 +4,8 @@
 Rules cannot tell "read the file" from "overwrite the file", so they are narrow on purpose: a tool
 that says it changes something is never called, and besides the best match another is called only
 for a value of the question that no chosen tool uses. The product's memory tools are the exception,
-called only for a request that says "remember" or "forget" in so many words (`memory`).
+called only for a request that says "remember" or "forget" in so many words (`memory`). A shared
+file is named with its type, size and first lines (`files`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.model.offline.answer import VERBS, format_value, read_outcomes, tool_title, write_answer
+from bot.model.offline.files import files_answer, is_file_tool
 from bot.model.offline.memory import is_memory_tool, memory_hint, memory_turn
 from bot.model.offline.question import (
     LAT_NAMES,
@@ -172,7 +174,8 @@ class OfflineModel:
         question, since = _latest_question(messages)
         # The memory tools serve only "remember …", "forget …" and "what do you remember?"; the
         # schedule tools "remind me in …", "what's scheduled?" and "cancel reminder …".
-        others = [t for t in tools if not is_memory_tool(t) and not is_schedule_tool(t)]
+        # The file tools neither: it answers from the files it was given (`files`).
+        others = [t for t in tools if not (is_memory_tool(t) or is_schedule_tool(t) or is_file_tool(t))]
         memory = schedule_turn(question, messages, since, tools)
         if memory is None:
             memory = memory_turn(question, since, tools)
@@ -181,6 +184,8 @@ class OfflineModel:
         elif any(m.role == "tool" for m in since):
             chosen = _next_round(question, since, others)
             reply = chosen or write_answer(question, read_outcomes(since, tools))
+        elif (about := files_answer(question, messages)) is not None:
+            reply = about
         else:
             reply = _decide(question, others, remembered_values(messages), memory_hint(tools))
         if isinstance(reply, str):
