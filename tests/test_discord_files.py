@@ -6,10 +6,12 @@ the fake Discord's CDN. Real discord.py against the fake Discord, the real Agent
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import io
+import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import discord
@@ -23,8 +25,8 @@ from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import AgentReply, Incoming, Progress, no_progress
 from tests.fakes.discord_api import FakeDiscord, running_bot
-from tests.fakes.llm_server import FakeLLMServer, reply
-from tests.test_discord_bot import FakeTools
+from tests.fakes.llm_server import FakeLLMServer, image_parts, reply
+from tests.test_discord_bot import FakeTools, agent_for
 
 MB = 1024 * 1024
 LIMIT = 20 * MB
@@ -49,7 +51,9 @@ class Fetched:
 
 
 class FetchingAgent(Agent):
-    """The real Agent, fetching each shared file as its intake would before answering."""
+    """The real Agent, fetching each shared file as its intake would, then answering the text alone
+    (so each file is downloaded once, here: the core's reading has its own tests, and the last test
+    below goes through it)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -65,7 +69,7 @@ class FetchingAgent(Agent):
                 seen.results[shared.name] = exc
         self.turns.append(seen)
         self.fetched.set()
-        return await super().reply(incoming, progress)
+        return await super().reply(replace(incoming, files=()), progress)
 
     async def turn(self, within: float = 10.0) -> Fetched:
         async with asyncio.timeout(within):
@@ -308,3 +312,50 @@ async def test_a_delivery_kept_over_a_restart_downloads_its_files_when_answered(
         assert [f.name for f in seen.incoming.files] == ["air.csv"]
         assert seen.results["air.csv"] == CSV
         await fake.wait_for("POST", f"/channels/{dm}/messages")
+
+
+async def test_a_dm_with_a_png_reaches_the_model_as_an_image_and_its_answer_is_posted(
+    fake: FakeDiscord, store: SQLiteStore
+) -> None:
+    """End to end: Discord's CDN, discord.py's read, the core's intake and the model's request."""
+    image = png(800, 600)
+    async with (
+        FakeLLMServer([reply("A red rectangle, 800 by 600.")]) as llm,
+        agent_for(llm, store) as agent,
+        running_bot(fake, agent),
+    ):
+        user = fake.user("ida")
+        dm = fake.dm_channel(user)
+        shot = fake.attachment("shot.png", image, content_type="image/png", channel_id=dm)
+        await fake.user_dms(user, "what is this?", attachments=[shot])
+        answer = "A red rectangle, 800 by 600."
+        await fake.wait_until(lambda: any(answer in m["content"] for m in fake.bot_messages(dm)))
+        (request,) = llm.requests
+        (part,) = image_parts(request)
+        url = part["image_url"]["url"]
+        assert url.startswith("data:image/")
+        shown = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+        assert shown.size == (800, 600), "small enough to be sent as it is"
+        assert "shot.png" in json.dumps(request["messages"])
+        assert [p.split("/")[-1] for p in fake.downloads] == ["shot.png"]
+
+
+async def test_a_file_over_the_limit_in_a_dm_is_named_in_the_reply_and_never_downloaded(
+    fake: FakeDiscord, store: SQLiteStore
+) -> None:
+    """End to end: the core's limit, Discord's stated size, no download, a plain reply."""
+    async with (
+        FakeLLMServer([reply("I could only read your question.")]) as llm,
+        agent_for(llm, store) as agent,
+        running_bot(fake, agent),
+    ):
+        user = fake.user("jo")
+        dm = fake.dm_channel(user)
+        big = fake.attachment("dump.log", b"x" * (30 * MB), content_type="text/plain", channel_id=dm)
+        await fake.user_dms(user, "what went wrong?", attachments=[big])
+        answer = "I could only read your question."
+        await fake.wait_until(lambda: any(answer in m["content"] for m in fake.bot_messages(dm)))
+        (final,) = fake.bot_messages(dm)
+        assert "dump.log" in final["content"] and "NERVE_MAX_FILE_MB" in final["content"]
+        assert final["content"].index("dump.log") < final["content"].index(answer), "the notice first"
+        assert not fake.downloads
