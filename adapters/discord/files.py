@@ -30,8 +30,6 @@ logger = logging.getLogger(__name__)
 
 # An attachment as Discord describes it (id, filename, size, url, proxy_url, content_type…): JSON.
 AttachmentRecord = dict[str, Any]
-
-
 MB = 1024 * 1024
 
 
