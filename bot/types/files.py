@@ -1,7 +1,7 @@
 """Files people share with a message: what a front end hands the core, and what the core keeps.
 
 Its own module because both ends speak in these: a front end knows a file's name, size and how to
-fetch its bytes (Slack's `url_private`, Discord's CDN, a local path), while only the core reads them,
+fetch its bytes (a platform's file URL, a local path), while only the core reads them,
 within its limits, and keeps what the model may read again (`bot.files`).
 """
 
