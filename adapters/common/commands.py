@@ -59,7 +59,10 @@ COMMANDS: tuple[Command, ...] = (
         "ask",
         "ask a question; in a channel I answer there and open a thread for follow-ups",
         (DISCORD,),
-        (Option("question", "What you want to know"),),
+        (
+            Option("question", "What you want to know"),
+            Option("file", "A file to ask about: an image, a text file or a PDF", optional=True),
+        ),
     ),
     Command(
         "show",

@@ -79,11 +79,13 @@ class TurnAnswers:
         async with self._delivery(job), self.order.hold(job.key):
             if interaction is None and self.guard.blocked(job.channel_id):
                 return
+            # Its files are downloaded by this client, from what the delivery kept of them.
+            incoming = job.incoming_on(self.client._connection)
             await self.run_turn(
-                job, lambda progress: self.agent.reply(job.incoming, progress), interaction, self.records
+                job, lambda progress: self.agent.reply(incoming, progress), interaction, self.records
             )
             if job.open_thread:
-                await self.open_thread(job.channel_id, job.message_id, job.text)
+                await self.open_thread(job.channel_id, job.message_id, job.thread_name)
 
     async def run_turn(
         self,

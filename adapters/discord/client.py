@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -280,7 +280,13 @@ class NerveDiscordBot(discord.Client):
         incoming = to_incoming(message, self.user.id)
         if incoming is None or incoming.event_id is None:
             return
-        job = job_for(incoming, kind="message", channel_id=message.channel.id, message_id=message.id)
+        job = job_for(
+            incoming,
+            kind="message",
+            channel_id=message.channel.id,
+            message_id=message.id,
+            attachments=message.attachments,
+        )
         await self._take(job)
 
     async def _take(self, job: Job, interaction: discord.Interaction[Any] | None = None) -> None:
@@ -300,9 +306,14 @@ class NerveDiscordBot(discord.Client):
 
     # --- /ask --------------------------------------------------------------------------------------
 
-    async def handle_ask(self, interaction: discord.Interaction[Any], question: str | None = None) -> None:
+    async def handle_ask(
+        self,
+        interaction: discord.Interaction[Any],
+        question: str | None = None,
+        attachments: Sequence[discord.Attachment] = (),
+    ) -> None:
         """Defer first (the 3-second deadline), then claim and run the turn. `question` is a started
-        prompt's text (the interaction may be deferred already)."""
+        prompt's text (the interaction may be deferred already); `attachments` its `file` option."""
         try:
             done = interaction.response.is_done()
             callback = None if done else await interaction.response.defer(thinking=True)
@@ -315,12 +326,18 @@ class NerveDiscordBot(discord.Client):
         answer_id = callback.message_id if callback is not None else None
         if answer_id is None and interaction.guild_id is not None:
             answer_id = await response_id(interaction)
-        incoming = to_incoming(interaction, self.user.id, answer_id=answer_id, text=question)
+        incoming = to_incoming(
+            interaction, self.user.id, answer_id=answer_id, text=question, attachments=attachments
+        )
         if incoming is None or incoming.event_id is None:
             await interaction.followup.send(NEED_QUESTION, allowed_mentions=NO_MENTIONS)
             return
         job = job_for(
-            incoming, kind="interaction", channel_id=interaction.channel_id or 0, message_id=answer_id or 0
+            incoming,
+            kind="interaction",
+            channel_id=interaction.channel_id or 0,
+            message_id=answer_id or 0,
+            attachments=attachments,
         )
         await self._take(job, interaction)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import discord
@@ -125,19 +125,22 @@ def register(
     tree: app_commands.CommandTree[Any],
     agent: Agent,
     settings: DiscordSettings,
-    ask_with: Callable[[discord.Interaction[Any], str | None], Awaitable[None]],
+    ask_with: Callable[[discord.Interaction[Any], str | None, Sequence[discord.Attachment]], Awaitable[None]],
 ) -> None:
-    """Add the commands to the bot's tree; `ask_with` (the bot's `handle_ask`) runs a question's turn."""
+    """Add the commands to the bot's tree; `ask_with` (the bot's `handle_ask`) runs a question's turn
+    (a started prompt's text, or the `question` option read from the interaction, and its files)."""
 
     @slash(tree, "ask")
-    async def ask(interaction: discord.Interaction[Any], question: str) -> None:
-        await ask_with(interaction, None)
+    async def ask(
+        interaction: discord.Interaction[Any], question: str, file: discord.Attachment | None = None
+    ) -> None:
+        await ask_with(interaction, None, (file,) if file is not None else ())
 
     @slash(tree, "prompt")
     async def prompt(interaction: discord.Interaction[Any], name: str, arguments: str | None = None) -> None:
         question = await question_of(agent, interaction, asked_here(interaction), name, arguments or "")
         if question is not None:
-            await ask_with(interaction, question)
+            await ask_with(interaction, question, ())
 
     @prompt.autocomplete("name")
     async def prompt_names(

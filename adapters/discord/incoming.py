@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import discord
+from discord.state import ConnectionState
 
+from adapters.discord.files import AttachmentRecord, from_records, records, shared_files
 from bot.types import ConversationKey, Incoming, Place
 
 PLATFORM = "discord"
@@ -72,9 +75,11 @@ def to_incoming(
     *,
     answer_id: int | None = None,
     text: str | None = None,
+    attachments: Sequence[discord.Attachment] = (),
 ) -> Incoming | None:
     """The `Incoming` for a message or a slash command, or None when it is not for the bot. `answer_id`
-    is `/ask`'s deferred answer (a thread opens on it); `text` replaces the `question` option."""
+    is `/ask`'s deferred answer (a thread opens on it); `text` replaces the `question` option;
+    `attachments` are `/ask`'s `file` option (a message brings its own)."""
     if isinstance(source, discord.Message):
         return _from_message(source, bot_user_id)
     if text is None:  # the `question` option, read from the raw interaction data
@@ -82,9 +87,9 @@ def to_incoming(
         options = data.get("options", []) or []
         text = next((str(o.get("value", "")) for o in options if o.get("name") == "question"), "")
     key = interaction_key(source, answer_id or source.id)
-    if not text.strip() or key is None:
+    if not (text.strip() or attachments) or key is None:
         return None
-    return _incoming(key, text.strip(), source.user, f"i:{source.id}")
+    return _incoming(key, text.strip(), source.user, f"i:{source.id}", attachments)
 
 
 def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None:
@@ -93,15 +98,17 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
         return None
     mention = re.compile(rf"<@!?{bot_user_id}>")  # the bot's own `<@id>` / `<@!id>`
     text = mention.sub("", message.content).strip()
-    if not text:
-        # Empty after the mention, or blanked by Discord because the message-content intent is off.
+    attachments = message.attachments
+    if not text and not attachments:
+        # Empty after the mention, or blanked by Discord because the message-content intent is off
+        # (which empties a message's attachments too). A file alone is a question about it.
         return None
     event_id = f"m:{message.id}"
     channel = message.channel
     # A guild missing from the cache still has its id on the channel: never mistake it for a DM.
     guild_id = message.guild.id if message.guild else getattr(channel, "guild_id", None)
     if guild_id is None:
-        return _incoming(dm_key(channel.id, author.id), text, author, event_id)
+        return _incoming(dm_key(channel.id, author.id), text, author, event_id, attachments)
     addressed = any(user.id == bot_user_id for user in message.mentions) or bool(
         mention.search(message.content)
     )
@@ -111,10 +118,16 @@ def _from_message(message: discord.Message, bot_user_id: int) -> Incoming | None
         addressed = addressed or channel.owner_id == bot_user_id
     else:
         key = thread_key(guild_id, channel.id, message.id)
-    return _incoming(key, text, author, event_id) if addressed else None
+    return _incoming(key, text, author, event_id, attachments) if addressed else None
 
 
-def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id: str) -> Incoming:
+def _incoming(
+    key: ConversationKey,
+    text: str,
+    user: discord.abc.User,
+    event_id: str,
+    attachments: Sequence[discord.Attachment],
+) -> Incoming:
     return Incoming(
         key=key,
         text=text,
@@ -122,6 +135,7 @@ def _incoming(key: ConversationKey, text: str, user: discord.abc.User, event_id:
         user_name=user.display_name or user.name,
         event_id=event_id,
         place=place_of(key, str(user.id)),
+        files=shared_files(attachments),
     )
 
 
@@ -138,11 +152,14 @@ class Job:
     channel_id: int
     message_id: int  # the user's message, or the interaction's answer message
     open_thread: bool
+    # The attachments shared with it, as Discord described them (downloaded only by its turn).
+    files: tuple[AttachmentRecord, ...] = ()
     # Read back at a start, left unanswered by the process before: waits for a turn slot, never "busy".
     replayed: bool = False
 
     @property
     def incoming(self) -> Incoming:
+        """The delivery as the core reads it, without its files (`incoming_on` adds them)."""
         return Incoming(
             key=self.key,
             text=self.text,
@@ -153,6 +170,15 @@ class Job:
             replayed=self.replayed,
         )
 
+    def incoming_on(self, state: ConnectionState[Any]) -> Incoming:
+        """The delivery with its files, downloaded (when the core reads them) by `state`'s client."""
+        return replace(self.incoming, files=from_records(self.files, state))
+
+    @property
+    def thread_name(self) -> str:
+        """What a thread opened on it is called: the question, else its files' names."""
+        return self.text or ", ".join(str(record.get("filename", "")) for record in self.files)
+
     def to_json(self) -> str:
         data = asdict(self)
         del data["replayed"]  # a fact of the process that reads the payload back, not of the delivery
@@ -162,11 +188,20 @@ class Job:
     def from_json(cls, payload: str) -> Job:
         data = json.loads(payload)
         data["key"] = ConversationKey(**data["key"])
+        data["files"] = tuple(dict(record) for record in data.get("files", ()))
         return cls(**data)
 
 
-def job_for(incoming: Incoming, *, kind: str, channel_id: int, message_id: int) -> Job:
-    """A job; it opens a thread when the conversation's key names a message, not an existing thread."""
+def job_for(
+    incoming: Incoming,
+    *,
+    kind: str,
+    channel_id: int,
+    message_id: int,
+    attachments: Sequence[discord.Attachment] = (),
+) -> Job:
+    """A job; it opens a thread when the conversation's key names a message, not an existing thread.
+    `attachments` are the files `incoming` carries, kept so that any process can download them."""
     open_thread = incoming.key.workspace != DM_WORKSPACE and incoming.key.thread == str(message_id)
     return Job(
         kind=kind,
@@ -178,4 +213,5 @@ def job_for(incoming: Incoming, *, kind: str, channel_id: int, message_id: int) 
         channel_id=channel_id,
         message_id=message_id,
         open_thread=open_thread,
+        files=records(attachments),
     )

@@ -4,7 +4,9 @@ The real discord.py client talks to it (tests point `discord.http.Route.BASE` an
 `discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY` here through the bot's settings), so the
 library's own request encoding, rate-limit handling, interaction and webhook code all run. The fake
 records every REST request (method, path, query, JSON body, multipart parts) so a test can assert
-what Discord *received*, and it can inject 429s and errors on chosen routes.
+what Discord *received*, and it can inject 429s and errors on chosen routes. It is the CDN too: the
+files people attach (`attachment`) and the bot uploads are served at their `url`, each download
+recorded in `downloads`, so discord.py's `Attachment.read()` runs as it does against Discord.
 
 Shapes follow Discord's v10 payloads closely enough for discord.py 2.7; the details that library
 insists on are marked where they matter (exact `application/json`, `Via` on 429s, member `flags`,
@@ -142,6 +144,9 @@ class FakeDiscord:
         self.guild_name = guild_name
         self.channel_id = self.snowflake()
         self.requests: list[Recorded] = []
+        # The CDN: a file's path (as in its attachment `url`) -> its bytes; every download's path.
+        self.cdn: dict[str, bytes] = {}
+        self.downloads: list[str] = []
         self.messages: dict[int, dict[str, Any]] = {}
         self.channels: dict[int, dict[str, Any]] = {}
         self.dm_channels: dict[int, int] = {}  # user id -> DM channel id
@@ -177,6 +182,7 @@ class FakeDiscord:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/gateway-ws", self._gateway)
+        app.router.add_get("/attachments/{tail:.*}", self._download)
         app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._rest)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -466,6 +472,44 @@ class FakeDiscord:
         for gw in list(self._gateways):
             await gw.ws.close(code=code)
 
+    # --- the CDN ----------------------------------------------------------------------------------------
+
+    def attachment(
+        self,
+        filename: str,
+        data: bytes,
+        *,
+        content_type: str | None = None,
+        channel_id: int | None = None,
+        served: bool = True,
+    ) -> dict[str, Any]:
+        """An attachment payload as Discord sends it in a message or an interaction's `resolved`, its
+        bytes served at its `url` (a signed CDN link, as Discord's are); not `served`: a deleted file."""
+        attachment_id = self.snowflake()
+        path = f"/attachments/{channel_id or self.channel_id}/{attachment_id}/{filename}"
+        if served:
+            self.cdn[path] = data
+        signed = f"?ex={int(time.time()) + 86400:x}&is={int(time.time()):x}&hm={'0' * 64}&"
+        payload: dict[str, Any] = {
+            "id": str(attachment_id),
+            "filename": filename,
+            "size": len(data),
+            "url": f"http://127.0.0.1:{self._port}{path}{signed}",
+            "proxy_url": f"http://127.0.0.1:{self._port}{path}{signed}",
+        }
+        if content_type:
+            payload["content_type"] = content_type
+        return payload
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """A GET of a CDN link: the file's bytes, or Discord's CDN 404 for a file that is not there."""
+        self.downloads.append(request.path)
+        await self._notify()
+        data = self.cdn.get(request.path)
+        if data is None:
+            return web.Response(status=404, text="Not Found", content_type="text/plain")
+        return web.Response(body=data, content_type="application/octet-stream")
+
     # --- user actions ---------------------------------------------------------------------------------
 
     def _channel_for_dm(self, user: FakeUser) -> int:
@@ -498,30 +542,46 @@ class FakeDiscord:
         channel_id: int | None = None,
         mention_bot: bool = False,
         message_id: int | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """A user posts in a guild channel or thread (default: the main channel); MESSAGE_CREATE."""
+        """A user posts in a guild channel or thread (default: the main channel); MESSAGE_CREATE.
+        `attachments` are payloads made with `attachment`."""
         channel = channel_id or self.channel_id
         text = f"<@{self.bot.id}> {content}" if mention_bot else content
-        # Without the privileged intent Discord blanks guild content unless the bot is mentioned.
+        files = list(attachments or [])
+        # Without the privileged intent Discord blanks guild content (its text and its attachments)
+        # unless the bot is mentioned.
         if not mention_bot and not self._intents() & MESSAGE_CONTENT_INTENT:
-            text = ""
+            text, files = "", []
         msg = self._message(
             channel_id=channel,
             author=user,
             content=text,
             message_id=message_id,
             mentions=[self.bot] if mention_bot else [],
+            extra={"attachments": files},
         )
         self.messages[int(msg["id"])] = msg
         await self.dispatch("MESSAGE_CREATE", msg)
         return msg
 
     async def user_dms(
-        self, user: FakeUser, content: str, *, message_id: int | None = None
+        self,
+        user: FakeUser,
+        content: str,
+        *,
+        message_id: int | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """A user writes to the bot in a DM; MESSAGE_CREATE without a guild."""
+        """A user writes to the bot in a DM (with `attachment` payloads); MESSAGE_CREATE without a guild."""
         channel = self._channel_for_dm(user)
-        msg = self._message(channel_id=channel, author=user, content=content, message_id=message_id)
+        msg = self._message(
+            channel_id=channel,
+            author=user,
+            content=content,
+            message_id=message_id,
+            extra={"attachments": list(attachments or [])},
+        )
         self.messages[int(msg["id"])] = msg
         await self.dispatch("MESSAGE_CREATE", msg)
         return msg
@@ -562,8 +622,11 @@ class FakeDiscord:
         options: dict[str, str] | None = None,
         *,
         channel_id: int | None = None,
+        files: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """A user runs a slash command in a guild channel or thread (or, with no channel_id, in a DM)."""
+        """A user runs a slash command in a guild channel or thread (or, with no channel_id, in a DM).
+        `files`: attachment options (name -> an `attachment` payload), sent as Discord does: the
+        option's value is the attachment's id, its payload under `resolved.attachments`."""
         command = next((c for c in self.commands if c["name"] == name), None)
         data = self._interaction_base(user, channel_id, 2)
         data["data"] = {
@@ -572,6 +635,9 @@ class FakeDiscord:
             "type": 1,
             "options": [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()],
         }
+        if files:
+            data["data"]["options"] += [{"name": k, "type": 11, "value": a["id"]} for k, a in files.items()]
+            data["data"]["resolved"] = {"attachments": {a["id"]: a for a in files.values()}}
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
@@ -799,13 +865,7 @@ class FakeDiscord:
         return _json(msg)
 
     def _attachment(self, part: Part) -> dict[str, Any]:
-        return {
-            "id": str(self.snowflake()),
-            "filename": part.filename or "file",
-            "size": len(part.data),
-            "url": f"http://127.0.0.1:{self._port}/attachments/{part.filename}",
-            "proxy_url": f"http://127.0.0.1:{self._port}/attachments/{part.filename}",
-        }
+        return self.attachment(part.filename or "file", part.data, content_type=part.content_type or None)
 
     def _interaction_callback(self, token: str, payload: dict[str, Any], files: list[Part]) -> web.Response:
         state = self._interactions.get(token)
