@@ -5,6 +5,7 @@ midnight in the budgets' zone (a fake clock), admins exempt, the 80 % notice, th
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -267,3 +268,12 @@ def test_a_mistyped_budget_or_price_is_refused_at_start_naming_the_setting_and_f
     with pytest.raises(ConfigError, match=r"NERVE_PRICES: gpt\.completion"):
         agent_config(Settings(nerve_prices='{"gpt": {"prompt": 1}}'))
     assert agent_config(Settings(nerve_budget_timezone="Europe/Paris")).budget_zone == "Europe/Paris"
+
+
+async def test_a_scheduled_turn_counts_and_is_refused_at_the_limit_like_any_other(store) -> None:
+    llm = ScriptedLLM([Step(text="ran", usage=used(100, 0))])
+    agent = agent_on(store, llm, '{"person": {"day": {"tokens": 100}}}')
+    assert (await agent.reply(replace(said("post the AQI", n=1), scheduled="s1"))).text == "ran"
+    refused = await agent.reply(replace(said("post the AQI", n=2), scheduled="s1"))
+    assert "You have reached the daily limit of 100 tokens" in refused.text
+    assert len(llm.requests) == 1
