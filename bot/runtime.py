@@ -79,6 +79,10 @@ T = TypeVar("T")
 
 
 def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfig:
+    prices = _read(parse_prices, settings.nerve_prices)
+    budgets = _read(parse_budgets, settings.nerve_budgets)
+    if budgets.in_money and not prices.by_model:
+        raise ConfigError("NERVE_BUDGETS sets limits in money, but NERVE_PRICES prices no model")
     return AgentConfig(
         max_rounds=settings.nerve_max_rounds,
         context_tokens=settings.nerve_context_tokens,
@@ -103,8 +107,8 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         ),
         vision=settings.nerve_vision,
         model=settings.nerve_model,
-        prices=_read(parse_prices, settings.nerve_prices),
-        budgets=_read(parse_budgets, settings.nerve_budgets),
+        prices=prices,
+        budgets=budgets,
         budget_zone=settings.nerve_budget_timezone,
         currency=settings.nerve_currency,
     )

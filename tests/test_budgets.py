@@ -5,6 +5,7 @@ midnight in the budgets' zone (a fake clock), admins exempt, the 80 % notice, th
 from __future__ import annotations
 
 import asyncio
+import shutil
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -12,6 +13,8 @@ import pytest
 
 from bot.agent import Agent, AgentConfig
 from bot.budgets.rules import parse_budgets, parse_prices
+from bot.store.migrate import DEFAULT_MIGRATIONS_DIR
+from bot.store.sqlite import SQLiteStore
 from bot.store.usage import Check, Refused, Reservation, UsageEntry
 from bot.types import ChatMessage, Completion, ConversationKey, Incoming, Person, Usage
 from tests.fakes.scripted import ScriptedLLM, Step
@@ -277,3 +280,24 @@ async def test_a_scheduled_turn_counts_and_is_refused_at_the_limit_like_any_othe
     refused = await agent.reply(replace(said("post the AQI", n=2), scheduled="s1"))
     assert "You have reached the daily limit of 100 tokens" in refused.text
     assert len(llm.requests) == 1
+
+
+async def test_a_database_of_the_previous_schema_gains_the_usage_ledger(tmp_path) -> None:
+    older = tmp_path / "migrations"
+    shutil.copytree(DEFAULT_MIGRATIONS_DIR, older, ignore=shutil.ignore_patterns("postgres", "0019_*"))
+    path = tmp_path / "upgraded.db"
+    async with await SQLiteStore.open(path, migrations_dir=older):
+        pass
+    async with await SQLiteStore.open(path) as upgraded:
+        agent = agent_on(upgraded, ScriptedLLM([Step(text="fine", usage=used(3, 1))]))
+        assert (await agent.reply(said("q"))).text == "fine"
+        assert [row[5] for row in await rows(upgraded)] == [3]
+
+
+def test_money_limits_without_any_price_are_refused_at_start() -> None:
+    from bot.config import Settings
+    from bot.errors import ConfigError
+    from bot.runtime import agent_config
+
+    with pytest.raises(ConfigError, match="NERVE_PRICES"):
+        agent_config(Settings(nerve_budgets='{"workspace": {"month": {"money": 50}}}'))

@@ -102,6 +102,12 @@ class Budgets:
     def any(self) -> bool:
         return bool(self.defaults or self.overrides)
 
+    @property
+    def in_money(self) -> bool:
+        units = [unit for (_, _, unit) in self.defaults]
+        units += [unit for amounts in self.overrides.values() for (_, unit) in amounts]
+        return "money" in units
+
     def limits_for(self, kind: Kind, ids: tuple[str, ...]) -> list[Limit]:
         """The limits on a subject: its override by any of its `ids`, else the default."""
         found: dict[tuple[Period, Unit], float] = {
