@@ -8,7 +8,7 @@ turn finishes its work and concurrency overspends by at most the turns already r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Protocol
@@ -18,12 +18,22 @@ from bot.budgets.periods import window
 from bot.budgets.rules import Budgets, Kind, Limit, Prices
 from bot.budgets.words import almost_there, refusal
 from bot.errors import StreamCut
-from bot.model.tokens import estimate_tokens
+from bot.model.tokens import estimate_message_tokens, estimate_tokens, estimate_tools_tokens
 from bot.observe import metrics
 from bot.policy.platforms import Platforms
 from bot.policy.scopes import place_id
 from bot.store.usage import Check, Refused, UsageEntry, UsageLedger
-from bot.types import Completion, Incoming, Person, Usage, UsageFigures, UsagePeriod, UsageReport
+from bot.types import (
+    ChatMessage,
+    Completion,
+    Incoming,
+    Person,
+    ToolSpec,
+    Usage,
+    UsageFigures,
+    UsagePeriod,
+    UsageReport,
+)
 
 # The share of a limit from which an answer carries a short notice.
 NOTICE_SHARE = 0.8
@@ -44,6 +54,8 @@ class AgentConfigLike(Protocol):
     def budget_zone(self) -> str: ...
     @property
     def currency(self) -> str: ...
+    @property
+    def model(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +71,8 @@ class Subject:
 class UsageMeter:
     store: UsageLedger
     platforms: Platforms
+    # The configured model's name, until its answer says which model answered.
+    model: str = ""
     admins: frozenset[str] = frozenset()
     prices: Prices = field(default_factory=Prices)
     budgets: Budgets = field(default_factory=Budgets)
@@ -207,6 +221,33 @@ class Charge:
         await self.meter.settle(self, self.model, used)
 
 
+async def open_request(
+    meter: UsageMeter | None,
+    incoming: Incoming,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    check: bool,
+) -> Charge | str | None:
+    """One model request's reservation (the budgets checked with `check`, a turn's first request), the
+    refusal's text, or None without a meter. The estimate is the request as it will be sent."""
+    if meter is None:
+        return None
+    estimate = Usage(prompt_tokens=estimate_message_tokens(messages) + estimate_tools_tokens(tools))
+    return await meter.open(incoming, meter.model, estimate, check=check)
+
+
+async def settle_request(charge: Charge | None, completion: Completion, model: str) -> None:
+    """Settle a request with its answer (estimated when the provider sent no usage); only counted
+    in the metrics without a meter."""
+    if charge is not None:
+        answer = completion.message
+        written = estimate_message_tokens([answer]) if answer.content or answer.tool_calls else 0
+        await charge.settle(completion, replace(charge.estimate, completion_tokens=written))
+    elif completion.usage is not None:
+        metrics.model_usage(model, completion.usage, None)
+
+
 def usage_meter(store: object, config: AgentConfigLike, clock: Callable[[], float]) -> UsageMeter | None:
     """The meter over `store`'s usage ledger, as the config sets it; None for a store without one."""
     if not isinstance(store, UsageLedger):
@@ -214,6 +255,7 @@ def usage_meter(store: object, config: AgentConfigLike, clock: Callable[[], floa
     return UsageMeter(
         store=store,
         platforms=config.platforms,
+        model=config.model,
         admins=config.admins,
         prices=config.prices,
         budgets=config.budgets,

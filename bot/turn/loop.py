@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from bot.budgets.meter import Charge, UsageMeter
+from bot.budgets.meter import UsageMeter, open_request, settle_request
 from bot.budgets.rules import Budgets, Prices
 from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
 from bot.files.desk import FileDesk, TurnFiles
@@ -285,13 +285,15 @@ class TurnLoop:
             # Also tells a front end that text shown for an earlier round is superseded.
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             first = round_index == first_round
-            charge = await self._charge(incoming, [prompt, *history, *nudge], tools, state, check=first)
+            charge = await open_request(self.meter, incoming, [prompt, *history, *nudge], tools, check=first)
             if isinstance(charge, str):
                 return await self.finish(incoming.key, charge, state, usage)
+            if charge is not None and charge.notice:
+                state.notices.append(charge.notice)
             try:
                 async with deadline.running("model"), charge or contextlib.nullcontext():
                     completion = await self._complete(system, [*history, *nudge], tools, progress, files)
-                    await self._settle(charge, completion)
+                    await settle_request(charge, completion, self.config.model)
             except StreamCut as cut:
                 # Stored as the answer: people saw it, and the transcript stays user → assistant.
                 logger.warning("answer cut off for %s: %s", incoming.key, cut.message)
@@ -393,32 +395,6 @@ class TurnLoop:
                 + _one_line(last.for_people())
             )
         return None
-
-    async def _charge(
-        self,
-        incoming: Incoming,
-        messages: list[ChatMessage],
-        tools: Sequence[ToolSpec],
-        state: TurnState,
-        *,
-        check: bool,
-    ) -> Charge | str | None:
-        """The request's reservation (budgets checked on a turn's first), or the refusal's text."""
-        if self.meter is None:
-            return None
-        estimate = Usage(prompt_tokens=estimate_message_tokens(messages) + estimate_tools_tokens(tools))
-        charge = await self.meter.open(incoming, self.config.model, estimate, check=check)
-        if isinstance(charge, Charge) and charge.notice:
-            state.notices.append(charge.notice)
-        return charge
-
-    async def _settle(self, charge: Charge | None, completion: Completion) -> None:
-        if charge is not None:
-            answer = completion.message
-            written = estimate_message_tokens([answer]) if answer.content or answer.tool_calls else 0
-            await charge.settle(completion, replace(charge.estimate, completion_tokens=written))
-        elif completion.usage is not None:
-            metrics.model_usage(self.config.model, completion.usage, None)
 
     async def _complete(
         self,
