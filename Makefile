@@ -71,12 +71,12 @@ NERVE_TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 # otherwise compile them again.
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 test: $(DEV_STAMP) $(NODE_STAMP)
-	NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile
+	NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The same suite again with PostgreSQL as the database of every test that does not name one
 # (NERVE_TEST_STORE): each test in a schema of its own. .ci/run runs both.
 test-postgres: $(DEV_STAMP) $(NODE_STAMP)
-	NERVE_TEST_STORE=postgres NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile
+	NERVE_TEST_STORE=postgres NERVE_TEST_DATABASE_URL='$(NERVE_TEST_DATABASE_URL)' $(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

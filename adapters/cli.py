@@ -32,6 +32,7 @@ YES_HELP = (
     "approve every tool call of this one question that needs approval; without it, such calls are "
     "asked about on a terminal and denied otherwise"
 )
+FILE_HELP = "a file to ask about (text, CSV, JSON, a PDF, an image); repeat it for several"
 PLACE_HELP = (
     "only the tools the servers file's policy offers in this place: the platform, then any of "
     "dm, CHANNEL_ID (or channel:ID), guild:ID (Discord), user:ID, joined by ':' in any order; "
@@ -128,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--thread", help="conversation to continue (default: a new one, named on stderr)")
     ask.add_argument("--json", action="store_true", help="print the answer and tool calls as JSON")
     ask.add_argument("-y", "--yes", action="store_true", help=YES_HELP)
+    ask.add_argument("--file", action="append", default=[], metavar="PATH", help=FILE_HELP)
     tools = commands.add_parser("tools", help="list the tools the model is offered")
     tools.add_argument("--json", action="store_true", help="in the OpenAI tools format")
     tools.add_argument("--place", type=_place, metavar="PLACE", help=PLACE_HELP)
@@ -240,7 +242,9 @@ def _job(
         from adapters import conversations_cli as conversations
 
         if command == "ask":
-            return conversations.ask_job(args.text, args.thread, as_json=args.json, approve_all=args.yes)
+            return conversations.ask_job(
+                args.text, args.thread, as_json=args.json, approve_all=args.yes, files=args.file
+            )
         if command == "threads":
             return conversations.threads_job(archived=args.all, as_json=args.json)
         if command == "delete":

@@ -35,10 +35,22 @@ def fresh_thread_name() -> str:
     return f"ask-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) -> Job:
-    """One question, then exit; without `thread` in a fresh conversation: script runs never share history."""
+def ask_job(
+    text: str, thread: str | None, *, as_json: bool, approve_all: bool, files: Sequence[str] = ()
+) -> Job:
+    """One question, then exit; without `thread` in a fresh conversation: script runs never share
+    history. `files` are looked at first: one that is missing or unreadable stops it before any model
+    call, with exit code 2."""
 
     async def job(settings: Settings) -> int:
+        from adapters.terminal.files import local_file
+        from bot.errors import FileRefused
+
+        try:
+            shared = [await asyncio.to_thread(local_file, path) for path in files]
+        except FileRefused as exc:
+            say(f"nerve: {exc.message}", sys.stderr)
+            return 2
         question = text
         if text == "-":
             question = await asyncio.to_thread(lambda: sys.stdin.buffer.read().decode("utf-8", "replace"))
@@ -51,7 +63,9 @@ def ask_job(text: str, thread: str | None, *, as_json: bool, approve_all: bool) 
         name = thread if thread is not None else fresh_thread_name()
         async with terminal_runtime(settings, servers_in_background=False) as (runtime, _):
             try:
-                return await ask(runtime, name, question, as_json=as_json, approve_all=approve_all)
+                return await ask(
+                    runtime, name, question, as_json=as_json, approve_all=approve_all, files=shared
+                )
             finally:
                 if thread is None and not as_json:  # --json names it in its "thread" field
                     say(f"nerve: conversation {name} (continue it with --thread {name})", sys.stderr)

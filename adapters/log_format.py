@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings
 
 from adapters.doctor.report import HIDDEN, Redactor
 from bot.errors import ConfigError
+from bot.model.models import key_values
 from bot.observe.log_context import current_server, current_turn
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -50,12 +51,13 @@ def hide_secret_shapes(text: str) -> str:
 
 
 def settings_secrets(settings: BaseSettings) -> list[str]:
-    """Every secret setting's value, present ones and future ones."""
-    return [
+    """Every secret setting's value, present ones and future ones, and the keys NERVE_MODELS names."""
+    found = [
         value.get_secret_value()
         for name in type(settings).model_fields
         if isinstance(value := getattr(settings, name), SecretStr)
     ]
+    return found + key_values(getattr(settings, "nerve_models", None))
 
 
 # The fields a log search can filter on, in the order a JSON line gives them.

@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     nerve_model: str = "gpt-4o-mini"
+    # The primary model and its fallbacks as a JSON list (name, model, base_url, api_key_env); unset,
+    # the OPENAI_* settings above are the one model (`bot.model.models`).
+    nerve_models: str | None = None
+    # Seconds a model of NERVE_MODELS that failed (unreachable, timed out, 5xx, a long 429) is skipped
+    # for its fallbacks; then one request probes it again.
+    nerve_model_cool_down: float = Field(default=60.0, gt=0)
     nerve_db: Path = Path("./nerve.db")
     # postgresql://… keeps the conversation store on PostgreSQL (several processes may share it);
     # unset, it is the SQLite file NERVE_DB.
@@ -178,4 +184,6 @@ class Settings(BaseSettings):
     @property
     def uses_offline_model(self) -> bool:
         """No key and no endpoint means no model service to talk to: use the embedded one."""
+        if self.nerve_models:
+            return False
         return self.nerve_model == OFFLINE_MODEL or (self.openai_api_key is None and not self.openai_base_url)

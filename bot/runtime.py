@@ -6,13 +6,13 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.asks.connections import Connections
 from bot.budgets.rules import parse_budgets, parse_prices
-from bot.config import Settings
+from bot.config import OFFLINE_MODEL, Settings
 from bot.errors import ConfigError
 from bot.files.intake import MB, FileRules
 from bot.mcp.auth import loopback as _loopback
@@ -22,8 +22,10 @@ from bot.mcp.link import AuthFactory
 from bot.mcp.server_config import McpConfig, ServerConfig
 from bot.mcp.servers_file import load_mcp_config as load_mcp_config
 from bot.mcp.servers_file import read_mcp_config as read_mcp_config
+from bot.model.chain import ModelChain, clients_of
+from bot.model.models import ModelList, check_place_models, configured_models
 from bot.model.offline import OfflineModel
-from bot.policy.scopes import Scopes
+from bot.policy.scopes import Place, Scopes
 from bot.seams import LLM
 from bot.store.base import ConversationStore
 from bot.store.choose import open_configured_store
@@ -57,6 +59,8 @@ class Runtime:
     model_name: str
     # The servers file's policy, for front ends that show what a place is offered.
     scopes: Scopes = field(default_factory=Scopes)
+    # The configured models, primary first; None: the offline model answers.
+    models: ModelList | None = None
     # The MCP servers' first attempts, when they run in the background (`open_runtime`).
     servers_starting: asyncio.Task[None] | None = None
 
@@ -72,7 +76,11 @@ class Runtime:
 
     @property
     def offline(self) -> bool:
-        return self.settings.uses_offline_model
+        return self.models is None
+
+    def model_for(self, place: Place) -> str:
+        """The model a place's turns ask first: its own in the policy, else the primary."""
+        return self.scopes.model_for(place) or self.model_name
 
 
 T = TypeVar("T")
@@ -224,22 +232,29 @@ async def open_runtime(
             stack.push_async_callback(_stop_starting, starting)
         else:
             await host.start()
+        models = configured_models(settings, mcp.models, file_name=str(settings.nerve_mcp_config))
+        check_place_models(models, mcp.scopes.models)
         llm: LLM
-        if settings.uses_offline_model:
-            llm, model_name = OfflineModel(), "offline"
+        if models is None:
+            llm, model_name = OfflineModel(), OFFLINE_MODEL
         else:
-            # Imported only when needed: the client library adds a second to every start-up.
-            from bot.model.client import OpenAILLM
-
-            openai_llm = OpenAILLM.from_settings(settings)
-            stack.push_async_callback(openai_llm.aclose)
-            llm, model_name = openai_llm, settings.nerve_model
+            clients = clients_of(models, settings)
+            for client in clients:
+                stack.push_async_callback(client.aclose)
+            llm = ModelChain.of(
+                [(client.name, client) for client in clients], cool_down=settings.nerve_model_cool_down
+            )
+            model_name = models.primary.name
+        config = agent_config(settings, mcp)
+        if models is not None:
+            # A refusal of images is remembered under the primary's name (`NERVE_MODEL` for one model).
+            config = replace(config, model=models.primary.name)
         agent = Agent(
             llm=llm,
             host=host,
             store=store,
             inbox=store,
-            config=agent_config(settings, mcp),
+            config=config,
             turn_lock=store.turn_lock,
             approvals=store,
             inputs=store,
@@ -254,6 +269,7 @@ async def open_runtime(
             settings=settings,
             model_name=model_name,
             scopes=mcp.scopes,
+            models=models,
             servers_starting=starting,
         )
 

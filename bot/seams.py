@@ -28,6 +28,14 @@ class LLM(Protocol):
         """One model call. Raises `LLMError` subclasses; reports retries through `progress`."""
 
 
+@runtime_checkable
+class ModelChooser(Protocol):
+    """An LLM made of several configured models (`bot.model.chain`): a place may name its own."""
+
+    def choose(self, name: str | None) -> LLM:
+        """The same models, asking `name` first (None: the configured order)."""
+
+
 class ToolHost(Protocol):
     def list_tools(self) -> list[ToolSpec]:
         """The tools offered to the model right now (enabled, with overrides applied)."""

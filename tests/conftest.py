@@ -52,6 +52,55 @@ def seed_servers() -> dict[str, ServerConfig]:
     }
 
 
+# The test files that take longest, longest first (measured with --durations=0). `make test` runs
+# files in parallel (--dist loadfile) in the order collected: one long file begun last would hold
+# the whole run up alone at its end, so these begin first and the many short files fill in behind.
+LONGEST_FIRST = (
+    "test_ask_contract.py",
+    "test_cli.py",
+    "test_terminal_forms.py",
+    "test_sign_in.py",
+    "test_conversations_cli.py",
+    "test_slack_posted_once.py",
+    "test_doctor.py",
+    "test_schedule_kill.py",
+    "test_terminal_stream.py",
+    "test_kill_restart.py",
+    "test_schedule_runner.py",
+    "test_person_data.py",
+    "test_inputs.py",
+    "test_store.py",
+    "test_terminal_approvals.py",
+    "test_slack_schedules.py",
+    "test_schedule_jobs.py",
+    "test_discord_bot.py",
+    "test_terminal_sign_in.py",
+    "test_memory.py",
+    "test_fuzz_tool_arguments.py",
+    "test_approvals.py",
+    "test_mcp_faults.py",
+    "test_discord_schedules.py",
+    "test_slack_one_channel_burst.py",
+    "test_schedule_store.py",
+    "test_jobs.py",
+    "test_cli_errors.py",
+    "test_slack_shutdown.py",
+    "test_schedule_tools.py",
+    "test_logging.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest files first, then the others by their number of tests (as xdist would order
+    them), each file's tests in their own order."""
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.path.name] = counts.get(item.path.name, 0) + 1
+    last = len(rank)
+    items.sort(key=lambda item: (rank.get(item.path.name, last), -counts[item.path.name], item.path.name))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Drop the PostgreSQL schemas killed runs left behind (`tests/pg_schemas.py`): once per run,
     by the controller when the tests run in xdist workers."""

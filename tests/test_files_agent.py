@@ -392,6 +392,22 @@ async def test_the_offline_model_names_an_attachment_with_its_type_size_and_firs
     assert "readings.csv" in later.text and "id,city,reading" in later.text
 
 
+async def test_the_offline_model_leaves_a_file_it_could_not_read_to_the_notice(
+    store: ConversationStore,
+) -> None:
+    table = Shared("readings.csv", csv_rows(5), "text/csv")
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w") as bundle:
+        bundle.writestr("inside.txt", "never unpacked")
+    archive = Shared("backup.zip", packed.getvalue(), "application/zip")
+    agent = Agent(llm=OfflineModel(), host=NoTools(), store=store, inbox=store)
+
+    answer = await agent.reply(said("what are these?", archive, table))
+
+    assert "backup.zip" in answer.text.split("readings.csv")[0]  # the notice, first
+    assert "**not read**" not in answer.text and "You shared **readings.csv**" in answer.text
+
+
 def test_an_image_part_counts_a_fixed_thousand_tokens_in_the_estimate() -> None:
     text = ChatMessage(role="user", content="what is this?")
     shown = ChatMessage(role="user", content="what is this?", images=("data:image/png;base64,AAAA",) * 2)

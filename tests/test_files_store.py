@@ -11,8 +11,10 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
+from adapters.common.rights import forgotten_lines
 from bot.store.base import ConversationStore
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR
+from bot.store.person_data import Forgotten
 from bot.store.prune import prune_conversations
 from bot.store.sqlite import SQLiteStore
 from bot.types import Author, ChatMessage, ConversationKey, Person
@@ -113,8 +115,10 @@ async def test_forgetting_a_person_deletes_their_files_everywhere_and_keeps_othe
     assert dm["messages"][0]["files"] == ["f_dm"]
     assert "images" not in dm["messages"][0]
 
-    await store.forget_person(ADA)
+    found = await store.forget_person(ADA)
 
+    assert found.files == 2
+    assert "2 shared files deleted" in forgotten_lines(found)
     assert await store_backend.rows("SELECT id FROM files") == [("f_bob",)]
     shared = await store.history(SHARED)
     assert shared[0].files == () and shared[1].files == ("f_bob",)
@@ -158,3 +162,9 @@ async def test_messages_stored_before_files_existed_read_back_without_files(tmp_
         assert await store.history(ADA_DM) == [said]
         await share(store, ADA_DM, a_file("f_new"))
         assert [m.files for m in await store.history(ADA_DM)] == [(), ("f_new",)]
+
+
+def test_every_count_of_a_forgetting_has_its_words() -> None:
+    every = Forgotten(**dict.fromkeys(Forgotten().counts(), 1))
+
+    assert len(forgotten_lines(every)) == len(every.counts())

@@ -67,6 +67,12 @@ COMMANDS: tuple[Command, ...] = (
         (TERMINAL,),
         (Option("n", "Which tool result", optional=True, written="N"),),
     ),
+    Command(
+        "attach",
+        "attach a file to your next question; alone, list what is attached; clear, forget them",
+        (TERMINAL,),
+        (Option("path", "The file", optional=True, written="PATH|clear"),),
+    ),
     Command("tools", "the tools I can use here", EVERYWHERE),
     Command("prompts", "the prompts you can start here, with their arguments", (SLACK,)),
     Command(

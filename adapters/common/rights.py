@@ -25,6 +25,8 @@ _WORDS = {
     "inbox": ("unanswered message dropped", "unanswered messages dropped"),
     "feedback": ("vote on an answer deleted", "votes on answers deleted"),
     "schedules": ("schedule deleted, with its runs", "schedules deleted, with their runs"),
+    "settings": ("setting of yours deleted (your time zone)", "settings of yours deleted"),
+    "files": ("shared file deleted", "shared files deleted"),
 }
 
 NOTHING_STORED = "Nothing was stored about you: nothing to delete."

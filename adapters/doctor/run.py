@@ -19,12 +19,13 @@ from adapters.doctor.local import (
     offline_check,
     slack_set_up,
 )
-from adapters.doctor.report import Check, Redactor, error, line, warning
+from adapters.doctor.report import Check, Redactor, error, line, ok, warning
 from adapters.log_format import install, log_to_stderr, settings_secrets
 from adapters.settings import Settings
 from adapters.terminal.safe import terminal_json
 from bot.errors import NerveError
 from bot.mcp.server_config import McpConfig
+from bot.model.models import check_place_models, configured_models, key_values
 
 # The name column fits the longest name any report may have, and servers' `server NAME` up to MAX_WIDTH.
 MIN_WIDTH = len("discord intents")
@@ -38,6 +39,8 @@ def secrets_of(settings: Settings, mcp: McpConfig | None) -> list[str]:
         found.extend(url_passwords(settings.nerve_database_url.get_secret_value()))
     for server in mcp.servers.values() if mcp is not None else ():
         found += [*server.env.values(), *server.headers.values()]
+    if mcp is not None and mcp.models is not None:
+        found += key_values(mcp.models)
     return found
 
 
@@ -82,7 +85,7 @@ async def diagnose(*, as_json: bool, verbose: bool) -> list[Check]:
         report(warning("servers file", found, "rename one of them"))
     later: list[tuple[str, Coroutine[Any, Any, list[Check]]]] = [
         ("servers", check_servers(servers, settings)),
-        ("model", _model(settings)),
+        ("model", _model(settings, mcp)),
         ("database", check_database(settings)),
         ("slack", _slack(settings)),
         ("discord", _discord(settings)),
@@ -107,12 +110,30 @@ async def _as_lines(name: str, work: Coroutine[Any, Any, list[Check]]) -> list[C
 # adds about half a second to a run that does not need it.
 
 
-async def _model(settings: Settings) -> list[Check]:
-    if settings.uses_offline_model:
+async def _model(settings: Settings, mcp: McpConfig | None) -> list[Check]:
+    models = configured_models(
+        settings, mcp.models if mcp is not None else None, file_name=str(settings.nerve_mcp_config)
+    )
+    scopes = mcp.scopes if mcp is not None else None
+    places = scopes.models if scopes is not None else {}
+    check_place_models(models, places)
+    if models is None:
         return [offline_check(settings)]
     from adapters.doctor.model import check_model
 
-    return [await check_model(settings)]
+    if models.source == "OPENAI_*":
+        checks = [await check_model(settings)]
+    else:
+        checks = list(
+            await asyncio.gather(
+                *(check_model(settings, spec, source=models.source) for spec in models.specs)
+            )
+        )
+        order = " → ".join(models.names)
+        checks.append(ok("models", f"{order} (each asked when the one before fails)"))
+    # Which model each place the policy names one for is answered by.
+    checks += [ok(f"model of {place}", f"'{name}'") for place, name in sorted(places.items())]
+    return checks
 
 
 async def _slack(settings: Settings) -> list[Check]:

@@ -23,6 +23,7 @@ NEEDED_SCOPES = {
     "channels:history": "following threads in public channels",
     "chat:write": "posting answers",
     "commands": "the /nerve command",
+    "files:read": "reading files people share with a message",
     "files:write": "uploading files tools return",
     "groups:history": "following threads in private channels",
     "im:history": "reading direct messages",

@@ -33,6 +33,7 @@ from adapters.slack.clicks import FeedbackStore, SlackApprovals, on_click, recor
 from adapters.slack.client import make_client, quiet_bolt_token_notice, reaching_slack
 from adapters.slack.commands import NerveCommands
 from adapters.slack.events import PLATFORM, Identity, Turn, classify
+from adapters.slack.files import SlackFiles
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
@@ -92,6 +93,8 @@ class SlackBot:
             agent.connections, self._poster, self._owned.spawn, expires_in=settings.nerve_sign_in_timeout
         )
         zones = UserZones(client)
+        # Shared files' bytes come through the client's session (`running` gives it one).
+        self._files = SlackFiles(client, settings.slack_api_base_url)
         self._turns = TurnRunner(
             agent,
             self._poster,
@@ -100,6 +103,7 @@ class SlackBot:
             feedback=self._feedback is not None,
             watch=self._sign_ins.watch,
             zones=zones,
+            files=self._files,
         )
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
         self._launch = jobs_runtime.Launcher(jobs, self._owned.spawn, PLATFORM)
@@ -263,6 +267,7 @@ class SlackBot:
             for task in late:
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._files.aclose()
 
     def _acked(self, work: Callable[[dict[str, Any]], Coroutine[Any, Any, None]]) -> Listener:
         """A listener that acks at once (Slack shows an error after 3 s) and works in the background."""

@@ -3,7 +3,8 @@ what the inbox keeps of a delivery.
 
 Pure functions, so the rules are applied the same way to live deliveries and to start-up recovery.
 The inbox keeps only the fields `classify` reads, in the body's own shape
-(`migrations/0003_inbox_minimal_payloads.sql` reduces older entries to the same).
+(`migrations/0003_inbox_minimal_payloads.sql` reduced older entries to the same), shared files'
+metadata included (`adapters.slack.files.KEPT_FIELDS`), so a replayed event still has its files.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from adapters.slack.files import FileRef, file_refs, kept_files
 from bot.text import scrub
 from bot.types import ConversationKey, Incoming, Place
 
@@ -41,6 +43,8 @@ class Turn:
     assistant_thread: bool
     # The person's post itself (None for a turn taken back from the store): where 👀 goes.
     message_ts: str | None = None
+    # Files shared with the post, as its event describes them (`adapters.slack.files`).
+    files: tuple[FileRef, ...] = ()
 
     @property
     def key(self) -> ConversationKey:
@@ -143,6 +147,7 @@ def classify(
         reply_thread_ts=reply_to,
         assistant_thread=assistant,
         message_ts=ts,
+        files=file_refs(event),
     )
 
 
@@ -192,4 +197,7 @@ def inbox_payload(body: Mapping[str, Any]) -> str:
     event = body.get("event")
     if isinstance(event, Mapping):
         kept["event"] = {name: event[name] for name in EVENT_FIELDS if name in event}
+        files = kept_files(event)
+        if files:
+            kept["event"]["files"] = files
     return json.dumps(kept)

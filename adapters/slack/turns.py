@@ -28,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import PLATFORM, Turn, is_dm_channel, turn_in
+from adapters.slack.files import SlackFiles
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.post import LIVE, REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
 from adapters.slack.progress import AssistantStatus, OpeningProgress, ProgressSink, StatusMessage
@@ -65,6 +66,8 @@ class TurnRunner:
     watch: Watch
     # The zone each person's profile names, for their turns (none asked without it).
     zones: UserZones | None = None
+    # Reads the files shared with a post (without it, a turn carries none).
+    files: SlackFiles | None = None
 
     def __post_init__(self) -> None:
         self._seen = SeenMarks(self.poster.client)
@@ -101,7 +104,7 @@ class TurnRunner:
             if turn.kind == "reset":
                 await self.agent.reset(turn.key)
                 await posts.put(answer_part(0), plain_message(RESET_DONE))
-            elif not turn.incoming.text:
+            elif not turn.incoming.text and not turn.files:
                 await posts.put(answer_part(0), plain_message(EMPTY_PROMPT))
             else:
                 mark = self._seen.mark(turn)
@@ -112,7 +115,7 @@ class TurnRunner:
                 progress = self.watch(turn, sink.on_event)
                 try:
                     if answer is None:
-                        reply = await self.agent.reply(await self._with_zone(turn.incoming), progress)
+                        reply = await self.agent.reply(await self._incoming(turn), progress)
                     else:
                         reply = await answer(progress)
                 finally:
@@ -148,10 +151,16 @@ class TurnRunner:
             await self._seen.clear(turn, mark)
         return reply
 
-    async def _with_zone(self, incoming: Incoming) -> Incoming:
-        """The person's message with the zone their profile names, when it names one."""
+    async def _incoming(self, turn: Turn) -> Incoming:
+        """The person's message with the zone their profile names, when it names one, and the files
+        shared with it (described by files.info when the event named them only by id)."""
+        incoming = turn.incoming
         zone = await self.zones.of(incoming.user_id) if self.zones is not None else None
-        return replace(incoming, time_zone=zone) if zone else incoming
+        if zone:
+            incoming = replace(incoming, time_zone=zone)
+        if turn.files and self.files is not None:
+            incoming = replace(incoming, files=await self.files.shared(turn.files))
+        return incoming
 
     async def _cut_off(self, turn: Turn, sink: OpeningProgress | None) -> None:
         """Its event stays unfinished for the next start; its live message says so (best effort)."""

@@ -3,6 +3,7 @@ turns are run by `adapters.terminal.turns`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
@@ -14,6 +15,8 @@ from adapters.common.commands import TERMINAL, command_on, offered_on
 from adapters.common.schedules import time_zone_command
 from adapters.common.usage_words import usage_lines
 from adapters.prompt_arguments import parse_arguments, usage
+from adapters.terminal.attach import attach_command, offer
+from adapters.terminal.files import Attachments, described, pasted_path
 from adapters.terminal.keyboard import (
     Interrupted,
     LineReader,
@@ -38,7 +41,8 @@ logger = logging.getLogger(__name__)
 
 KEYS = """\
 Enter sends; Esc then Enter (or Alt-Enter) starts a new line; a paste is one question.
-Up and Down recall earlier questions, Ctrl-R searches them, Tab completes commands, Ctrl-L clears."""
+Up and Down recall earlier questions, Ctrl-R searches them, Tab completes commands and paths, Ctrl-L clears.
+A line that is only the path of a file offers to attach it to your next question."""
 # What Tab completes at the chat's prompt: every command of the table, by its name or an alias.
 COMMANDS = tuple(f"/{word}" for command in offered_on(TERMINAL) for word in (command.name, *command.aliases))
 # A chat command's handler: it gets the word typed and what follows; False means leave the chat.
@@ -76,6 +80,8 @@ class TerminalChat:
         self._interactive = self._console.is_terminal and sys.stdin.isatty()
         # Whether the banner (or a line since) said what the MCP servers came to.
         self._servers_told = False
+        # The files `/attach` (or a path pasted alone) attached: they go with the next question.
+        self._attachments = Attachments()
         # On a terminal, prompt_toolkit edits the line: the chat's own prompt keeps a history file
         # and completes commands; a tool's questions and approvals get line editing alone. Off one
         # (a pipe, a file), plain lines, as scripts expect.
@@ -129,7 +135,11 @@ class TerminalChat:
             text = line.strip()
             if not text:
                 continue
-            if text.startswith("/"):
+            if (path := await self._pasted_path(text)) is not None:
+                attached = await offer(self._attachments, path, self._read, self._console)
+                if attached is not False:  # attached, or cancelled: the line is not a question
+                    continue
+            elif text.startswith("/"):
                 if text.split()[0] in SERVERS_NEEDED:  # wait for the servers' first attempts
                     if not self._runtime.servers_started:
                         self._console.print("[dim]Waiting for the MCP servers to start…[/dim]")
@@ -138,7 +148,22 @@ class TerminalChat:
                 if not await self._command(text):
                     return
                 continue
-            await self._turns.take(terminal_incoming(self._key, text))
+            await self._ask(text)
+
+    async def _ask(self, text: str) -> None:
+        """A question, with the files attached since the last one."""
+        files = self._attachments.take()
+        if files:
+            with_files = ", ".join(described(file) for file in files)
+            self._console.print(f"[dim]With {shown(with_files)}.[/dim]")
+        await self._turns.take(terminal_incoming(self._key, text, files))
+
+    async def _pasted_path(self, text: str) -> str | None:
+        """On a terminal, the path a line is when it is only that of a file (not a command); off one,
+        where nobody could answer an offer, a line is a question as typed."""
+        if not self._interactive or (text.startswith("/") and command_on(TERMINAL, text.split()[0][1:])):
+            return None
+        return await asyncio.to_thread(pasted_path, text)
 
     async def _read_question(self) -> str | None:
         """The chat's own prompt, above which a scheduled run's answer may be printed meanwhile."""
@@ -207,6 +232,7 @@ class TerminalChat:
         """What each chat command of the command table runs (a test holds the two together)."""
         return {
             "show": self._show,
+            "attach": self._attach_command,
             "tools": self._tools_command,
             "prompt": lambda word, argument: self._prompt(argument.strip()),
             "connections": self._sign_in_command,
@@ -226,6 +252,9 @@ class TerminalChat:
             "help": self._help_command,
             "quit": self._quit_command,
         }
+
+    async def _attach_command(self, word: str, argument: str) -> None:
+        await attach_command(self._attachments, argument, self._console)
 
     async def _tools_command(self, word: str, argument: str) -> None:
         for tool in self._runtime.agent.tools():

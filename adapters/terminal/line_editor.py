@@ -11,7 +11,7 @@ from pathlib import Path
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
-from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -29,11 +29,13 @@ def history_file(database: Path) -> Path:
 
 
 class SlashCompleter(Completer):
-    """Tab completes `/commands`, and after `/prompt ` the prompts offered here (asked anew each time)."""
+    """Tab completes `/commands`, after `/prompt ` the prompts offered here (asked anew each time),
+    and after `/attach ` the path of a file (`~` too)."""
 
     def __init__(self, commands: Sequence[str], prompt_names: Callable[[], Iterable[str]]) -> None:
         self._commands = commands
         self._prompt_names = prompt_names
+        self._paths = PathCompleter(expanduser=True)
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
         typed = document.text_before_cursor
@@ -44,6 +46,9 @@ class SlashCompleter(Completer):
             candidates, word = list(self._commands), command
         elif command == "/prompt" and " " not in rest:
             candidates, word = sorted(set(self._prompt_names())), rest
+        elif command == "/attach":
+            yield from self._paths.get_completions(Document(rest), complete_event)
+            return
         else:
             return
         for candidate in candidates:

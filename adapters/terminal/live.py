@@ -158,6 +158,8 @@ class PlainAnswer:
         # The turn so far (its round's text written so far), and whether `out` is mid-line.
         self._turn = turn_so_far.TurnSoFar()
         self._mid_line = False
+        # The turn's notices (a shared file not read), which its final text carries on top.
+        self._notices: list[str] = []
 
     async def progress(self, event: TurnEvent) -> None:
         kind = event.kind
@@ -182,10 +184,23 @@ class PlainAnswer:
             # A status line, only before text, never inside it. The chat asks what a turn asks a
             # person itself; a sign-in that `nerve ask` cannot take is said like a status.
             self._note(f"  {event.message}")
+        if kind == "notice":
+            self._notices.append(event.message)
 
     def finish(self, text: str) -> None:
-        """End the answer as `text` (the reply's own): write only what is not on screen yet."""
+        """End the answer as `text` (the reply's own): write only what is not on screen yet. Notices
+        the reply carries on top of an answer already written (a shared file not read) end it instead."""
         shown = self._turn.text
+        on_top = "\n".join(self._notices) + "\n\n"
+        if self._notices and shown.strip() and text.startswith(on_top):
+            self._finish(text[len(on_top) :], shown)
+            self._end_line()
+            self._write("\n" + on_top.rstrip("\n"))
+        else:
+            self._finish(text, shown)
+        self.interrupted()  # the line ended, the turn forgotten
+
+    def _finish(self, text: str, shown: str) -> None:
         if shown and text.startswith(shown):
             rest = text[len(shown) :]
         elif shown.strip() and text.startswith(kept := shown.rstrip()):
@@ -198,7 +213,6 @@ class PlainAnswer:
             self._end_line()
             rest = text
         self._write(rest)
-        self.interrupted()  # the line ended, the turn forgotten
 
     def after_prompt(self) -> None:
         """Off a terminal the typed line is not echoed: the answer starts on a line apart from the prompt."""
@@ -208,6 +222,7 @@ class PlainAnswer:
         """The turn stopped (cancelled, failed): end the line so what follows starts on its own."""
         self._end_line()
         self._turn = turn_so_far.TurnSoFar()
+        self._notices = []
 
     def _write(self, text: str) -> None:
         if not text:

@@ -30,6 +30,7 @@ from bot.types import (
     Progress,
     RememberedApproval,
     Resource,
+    SharedFile,
     no_progress,
 )
 
@@ -48,10 +49,11 @@ def conversation_key(thread: str) -> ConversationKey:
     )
 
 
-def terminal_incoming(key: ConversationKey, text: str) -> Incoming:
-    """A message typed here by the OS user, in the one place the whole terminal is."""
+def terminal_incoming(key: ConversationKey, text: str, files: Sequence[SharedFile] = ()) -> Incoming:
+    """A message typed here by the OS user, in the one place the whole terminal is, with the files
+    attached to it."""
     place = Place(platform="terminal", channel="cli", user=key.workspace)
-    return Incoming(key=key, text=text, user_id=key.workspace, place=place)
+    return Incoming(key=key, text=text, user_id=key.workspace, place=place, files=tuple(files))
 
 
 def attachment_line(index: int, attachment: Attachment) -> str:
@@ -142,13 +144,21 @@ def print_reply(console: Console, reply: AgentReply, *, text: bool = True) -> No
         console.print(f"[dim]/show N expands a tool result{more}.[/dim]")
 
 
-async def ask(runtime: Runtime, thread: str, text: str, *, as_json: bool, approve_all: bool = False) -> int:
+async def ask(
+    runtime: Runtime,
+    thread: str,
+    text: str,
+    *,
+    as_json: bool,
+    approve_all: bool = False,
+    files: Sequence[SharedFile] = (),
+) -> int:
     """One turn, then exit: the answer alone on stdout, hints and progress on stderr. Off a terminal
     calls needing approval are denied (unless `approve_all`) and questions declined: a script never waits."""
     key = conversation_key(thread)
     user = key.workspace
     # argv carries undecodable bytes as lone surrogates: scrubbed here.
-    incoming = terminal_incoming(key, scrub(text))
+    incoming = terminal_incoming(key, scrub(text), files)
     notes = Console(file=sys.stderr, highlight=False)
     answer = PlainAnswer(sys.stdout, sys.stderr)
     progress: Progress = no_progress if as_json else answer.progress
@@ -189,6 +199,8 @@ def print_tools(runtime: Runtime, *, as_json: bool, place: Place | None = None) 
         if found is not None:
             rule = f"Policy rule {shown(repr(found[0]))} decides here"
         console.print(f"[dim]{rule}.[/dim]")
+        # Which model answers here: the place's own in the policy, else the primary.
+        console.print(f"[dim]Model here: {shown(runtime.model_for(place))}.[/dim]")
     if not runtime.host.list_tools() and not runtime.host.problems():
         console.print(
             f"No tools: {runtime.settings.nerve_mcp_config} configures no MCP servers.", markup=False

@@ -199,9 +199,8 @@ class Charge:
             completion_tokens=estimated.completion_tokens,
             estimated=True,
         )
-        model = getattr(completion, "model", None) or self.model
         self.settled = True
-        await self.meter.settle(self, str(model), usage)
+        await self.meter.settle(self, completion.model or self.model, usage)
         return usage
 
     async def __aenter__(self) -> Charge:

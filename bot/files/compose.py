@@ -21,7 +21,7 @@ from dataclasses import replace
 from bot.files.fit import data_url, fit, short
 from bot.files.intake import written
 from bot.types import ChatMessage
-from bot.types.files import StoredFile
+from bot.types.files import NOT_READ, StoredFile
 
 # The share of the context budget the current message's files may take in all.
 FILES_SHARE = 0.5
@@ -84,7 +84,7 @@ def compose(
         for fid in message.files:
             file = files.get(fid)
             if file is None:
-                blocks.append(f"[file {fid}: not read]")
+                blocks.append(f"[file {fid}: {NOT_READ}]")
             elif index not in current:
                 blocks.append(short(file))
             elif file.kind == "image":

@@ -148,6 +148,8 @@ class PlaceRule(BaseModel):
     deny: list[str] = Field(default_factory=list)
     # "admins": only NERVE_ADMINS save memories for everyone in the place; "members" (default): anyone.
     placeMemory: Literal["members", "admins"] = "members"
+    # The model the place's turns ask first: a name in the `models` list (NERVE_MODELS or this file's).
+    model: str | None = Field(default=None, min_length=1)
 
     @field_validator("allow", "deny")
     @classmethod
@@ -172,6 +174,8 @@ class ServersFile(BaseModel):
     servers: dict[str, ServerConfig] | None = None
     disabled: list[str] = Field(default_factory=list)
     policy: dict[str, PlaceRule] = Field(default_factory=dict)
+    # The primary model and its fallbacks, as NERVE_MODELS lists them (read by `bot.model.models`).
+    models: list[Any] | None = None
 
     @field_validator("policy")
     @classmethod
@@ -220,7 +224,10 @@ class ServersFile(BaseModel):
     def scopes(self) -> Scopes:
         rules = {
             name: Rule(
-                allow=tuple(rule.allow), deny=tuple(rule.deny), members_remember=rule.placeMemory == "members"
+                allow=tuple(rule.allow),
+                deny=tuple(rule.deny),
+                members_remember=rule.placeMemory == "members",
+                model=rule.model,
             )
             for name, rule in self.policy.items()
         }
@@ -236,3 +243,5 @@ class McpConfig:
     # What the file says that works but reads wrong (server names only case or punctuation apart),
     # one line each, naming the file: logged at load time, shown by `nerve doctor`.
     warnings: tuple[str, ...] = ()
+    # The file's `models` list as written, when it has one.
+    models: tuple[Any, ...] | None = None

@@ -148,7 +148,8 @@ def read_mcp_config(
         if server.active and name not in parsed.disabled
     }
     warnings = tuple(f"{path}: {problem}" for problem in lookalike_names(parsed.entries))
-    return McpConfig(servers=servers, scopes=parsed.scopes, warnings=warnings)
+    models = tuple(parsed.models) if parsed.models is not None else None
+    return McpConfig(servers=servers, scopes=parsed.scopes, warnings=warnings, models=models)
 
 
 class _Object(dict[str, Any]):

@@ -23,6 +23,7 @@ from openai.types.chat import ChatCompletion
 
 from bot.config import Settings
 from bot.errors import LLMError, LLMRateLimited, LLMUnavailable, StreamCut
+from bot.model.patience import seconds_left
 from bot.model.retries import (
     CONTEXT_PATTERNS,
     MAX_RETRY_AFTER,
@@ -69,8 +70,11 @@ class OpenAILLM:
         stream: StreamMode = "auto",
         stream_stall: float = 30.0,
         sleep: Sleep = asyncio.sleep,
+        name: str | None = None,
     ) -> None:
         self._model = model
+        # What logs and metrics call this model: its name in the `models` list, else the model's own.
+        self.name = name or model
         self._timeout = timeout
         self._stream_mode = stream
         # What this provider accepts, learnt from its first refusal and kept for the process.
@@ -131,7 +135,9 @@ class OpenAILLM:
             if failure is None:
                 continue  # the provider refused a streaming field: asked again at once, without it
             error = failure.error
-            if failure.retry_after is not None and failure.retry_after > MAX_RETRY_AFTER:
+            # A wait past the turn's end only ends the turn: said at once, so a fallback can answer.
+            longest = min(MAX_RETRY_AFTER, left) if (left := seconds_left()) is not None else MAX_RETRY_AFTER
+            if failure.retry_after is not None and failure.retry_after > longest:
                 # Asked for a longer pause than anyone waits for an answer: said at once, with when.
                 wait = failure.retry_after
                 said = f"{error.message.rstrip('.')}; the service asks to wait {wait:.0f} s"

@@ -28,6 +28,7 @@ LABEL_CHARS = 64
 MAX_SERVERS = 64
 MAX_TOOLS_PER_SERVER = 100
 MAX_PLATFORMS = 16
+MAX_MODELS = 16
 OTHER = "other"
 
 # fmt: off
@@ -84,8 +85,12 @@ class Metrics:
             buckets=TURN_BUCKETS,
         )
         self.model_requests = counter(
-            "nerve_model_requests", "Requests to the model service by outcome.", ["outcome"]
+            "nerve_model_requests",
+            "Requests to the model service by model and outcome.",
+            ["model", "outcome"],
         )
+        # The configured models' names (the `models` list): few, but read from the settings.
+        self.models = _Names(MAX_MODELS)
         self.model_seconds = histogram(
             "nerve_model_request_seconds",
             "How long one request to the model service took.",

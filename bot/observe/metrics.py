@@ -132,10 +132,13 @@ _MODEL_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
 
 
 def model_request(attempt: Request) -> Request:
-    """Count and time each request to the model service, with the tokens of each answer."""
+    """Count and time each request to the model service, with the tokens of each answer; the model
+    is the `name` of the client the request is made by (its first argument)."""
 
     @functools.wraps(attempt)
     async def counted(*args: Any, **kwargs: Any) -> Any:
+        name = getattr(args[0], "name", None) if args else None
+        model = _current.models.label(name) if isinstance(name, str) else OTHER
         outcome = "error"
         with _current.model_seconds.time():
             try:
@@ -146,7 +149,7 @@ def model_request(attempt: Request) -> Request:
                 outcome = next((name for kind, name in _MODEL_FAILURES if isinstance(exc, kind)), outcome)
                 raise
             finally:
-                _current.model_requests.labels(outcome).inc()
+                _current.model_requests.labels(model, outcome).inc()
 
     return cast(Request, counted)
 
@@ -161,7 +164,7 @@ def _model_outcome(result: object) -> str:
 
 def model_usage(model: str, usage: Usage, cost: float | None) -> None:
     """The tokens of one answered request (estimated ones too: they are what budgets count)."""
-    label = clean_label(model)
+    label = _current.models.label(model)
     _current.tokens.labels(label, "prompt").inc(usage.prompt_tokens)
     _current.tokens.labels(label, "completion").inc(usage.completion_tokens)
     _current.tokens.labels(label, "cached").inc(usage.cached_tokens)

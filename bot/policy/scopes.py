@@ -127,6 +127,8 @@ class Rule:
     deny: tuple[str, ...] = ()
     # Whether anyone in the place may save memories for everyone there, or only admins.
     members_remember: bool = True
+    # The configured model the place's turns ask first (a name in the `models` list); None: the primary.
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +156,18 @@ class Scopes:
         kept_for = Place(platform=place.platform, guild=place.guild) if place.guild and not place.dm else None
         found = self.rule_for(kept_for or Place(platform=place.platform, channel=place.channel, dm=place.dm))
         return found is None or found[1].members_remember
+
+    def model_for(self, place: Place) -> str | None:
+        """The model the most specific rule naming one gives the place (a channel's rule that only
+        allows servers keeps its guild's or platform's model); None: the primary."""
+        return next(
+            (rule.model for name in place.rule_names() if (rule := self.rules.get(name)) and rule.model), None
+        )
+
+    @property
+    def models(self) -> dict[str, str]:
+        """The models the policy names, by place."""
+        return {name: rule.model for name, rule in self.rules.items() if rule.model}
 
     def offered(self, place: Place, tools: Iterable[_ToolT]) -> list[_ToolT]:
         return [tool for tool in tools if self.allows(place, tool.server, tool.original_name)]

@@ -71,6 +71,8 @@ class Forgotten:
     schedules: int = 0
     # Their own settings (a time zone they chose).
     settings: int = 0
+    # The files they shared (what was read of them), wherever they shared them.
+    files: int = 0
 
     def counts(self) -> dict[str, int]:
         return asdict(self)
@@ -140,6 +142,8 @@ class PersonLedger(ThreadLedger):
 
     async def _forget(self, person: Person) -> Forgotten:
         async with self._write() as db:
+            # Counted first: those in their private conversations go with them.
+            files = await db.execute_fetchall("SELECT COUNT(*) FROM files WHERE author = ?", (person.id,))
             conversations, waiting = await self._forget_private(db, person)
             messages, answers = await self._redact_shared(db, person)
             # The files they shared in threads others read go with their messages there.
@@ -162,6 +166,7 @@ class PersonLedger(ThreadLedger):
                 ),
                 schedules=await self._forget_schedules(db, person),
                 settings=await _count(db, "DELETE FROM person_settings WHERE person = ?", (person.id,)),
+                files=int(files[0][0]),
                 place_memories=await _count(
                     db,
                     "UPDATE memories SET written_by = ? WHERE written_by = ?",

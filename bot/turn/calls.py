@@ -58,6 +58,8 @@ class TurnState:
     attachments: list[Attachment] = field(default_factory=list)
     # Said at the top of the answer: a shared file that was not read, images the model cannot see.
     notices: list[str] = field(default_factory=list)
+    # The configured model that answered the latest round (a fallback when the primary failed).
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 from bot.errors import TurnOverdue, TurnStep
+from bot.model.patience import patience_until
 
 
 class TurnDeadline:
@@ -42,7 +43,8 @@ class TurnDeadline:
         try:
             async with timeout:
                 self._timeout = timeout
-                yield
+                with patience_until(self._since + left):
+                    yield
         except TimeoutError:
             if timeout.expired():
                 raise TurnOverdue(self.seconds, step) from None

@@ -30,7 +30,7 @@ from bot.policy.approval import call_hash
 from bot.policy.scopes import Scopes, place_id
 from bot.schedules.tools import NAMES as SCHEDULE_TOOL_NAMES
 from bot.schedules.tools import RUNS_ON, SCHEDULES_SERVER
-from bot.seams import LLM, ConfirmedTools, PlacedTools, PromptNote, Store, ToolHost
+from bot.seams import LLM, ConfirmedTools, ModelChooser, PlacedTools, PromptNote, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
 from bot.text.render import truncate
 from bot.turn.calls import (
@@ -243,6 +243,11 @@ class TurnLoop:
             tools = [*built_in, *(spec for spec in tools if spec.name not in names)]
         return tools if incoming is None else self.config.scopes.offered(incoming.where(), tools)
 
+    def llm_for(self, incoming: Incoming) -> LLM:
+        """The models as the place asks them: its own first when the policy names one."""
+        name = self.config.scopes.model_for(incoming.where())
+        return self.llm.choose(name) if name and isinstance(self.llm, ModelChooser) else self.llm
+
     async def system_prompt(self, incoming: Incoming) -> str:
         """The system prompt, with the memories this turn may see after it (the same every round)."""
         prompt = self.config.system_prompt
@@ -292,7 +297,9 @@ class TurnLoop:
                 state.notices.append(charge.notice)
             try:
                 async with deadline.running("model"), charge or contextlib.nullcontext():
-                    completion = await self._complete(system, [*history, *nudge], tools, progress, files)
+                    completion = await self._complete(
+                        system, [*history, *nudge], tools, progress, files, llm=self.llm_for(incoming)
+                    )
                     await settle_request(charge, completion, self.config.model)
             except StreamCut as cut:
                 # Stored as the answer: people saw it, and the transcript stays user → assistant.
@@ -300,6 +307,7 @@ class TurnLoop:
                 text = f"{cut.partial.rstrip()}\n\n{CUT_OFF_NOTE}"
                 return await self.finish(incoming.key, text, state, usage, cut_short=True)
             usage += completion.usage or Usage()
+            state.model = completion.model or state.model
             answer = _with_unique_call_ids(completion.message, history)
             if not answer.tool_calls:
                 hits = [] if nudge or state.attachments else triggered_tools(incoming.text, tools)
@@ -403,8 +411,11 @@ class TurnLoop:
         tools: Sequence[ToolSpec],
         progress: Progress,
         files: TurnFiles | None = None,
+        *,
+        llm: LLM | None = None,
     ) -> Completion:
         """One model call within the token budget; on a context-length error, compress and retry once."""
+        llm = llm or self.llm
         budget = Budget(
             context_tokens=self.config.context_tokens,
             tools_tokens=estimate_tools_tokens(tools),
@@ -418,8 +429,8 @@ class TurnLoop:
 
         async def ask(request: list[ChatMessage], squeeze: bool) -> Completion:
             if files is None:
-                return await self.llm.complete(request, tools, progress)
-            return await files.complete(self.llm, request, tools, progress, lambda: request_of(squeeze))
+                return await llm.complete(request, tools, progress)
+            return await files.complete(llm, request, tools, progress, lambda: request_of(squeeze))
 
         request = request_of(False)
         try:
@@ -454,12 +465,15 @@ class TurnLoop:
                 for memory in saved
             )
         await self.store.append(key, [ChatMessage(role="assistant", content=text)])
+        if state.model is not None:
+            logger.info("answered by model %s", state.model)
         return AgentReply(
             text=text,
             attachments=tuple(state.attachments),
             usage=usage,
             cut_short=cut_short,
             remembered=saved,
+            model=state.model,
         )
 
     async def stored_answer(self, incoming: Incoming) -> AgentReply | None:

@@ -135,3 +135,5 @@ class Completion:
 
     message: ChatMessage
     usage: Usage | None = None
+    # The configured model that answered (a fallback when the primary failed); None when unnamed.
+    model: str | None = None

@@ -1,7 +1,7 @@
 """Files people share with a message: what a front end hands the core, and what the core keeps.
 
 Its own module because both ends speak in these: a front end knows a file's name, size and how to
-fetch its bytes (Slack's `url_private`, Discord's CDN, a local path), while only the core reads them,
+fetch its bytes (a platform's file URL, a local path), while only the core reads them,
 within its limits, and keeps what the model may read again (`bot.files`).
 """
 
@@ -13,6 +13,9 @@ from typing import Literal
 
 # How a file is read: an image is shown to a model that can see; text and PDF text are read as text.
 FileKind = Literal["image", "text", "pdf"]
+
+# What a request says of a shared file that was not read (its notice says why): `[file f_…: not read]`.
+NOT_READ = "not read"
 
 # Fetches a shared file's bytes, reading at most `max_bytes` (the core's per-file limit): a front end
 # raises `FileTooBig` when the file is longer, `FileUnreadable` when its platform would not give it.

@@ -71,6 +71,8 @@ class AgentReply:
     waiting: tuple[Ask, ...] = ()
     # The memories this turn saved, in the order it saved them.
     remembered: tuple[Remembered, ...] = ()
+    # The configured model that answered (the last round's): a fallback's name when the primary failed.
+    model: str | None = None
 
     @property
     def approval(self) -> ApprovalPrompt | None:

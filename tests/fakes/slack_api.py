@@ -17,6 +17,10 @@ use within 3 seconds as Slack's are, and are checked against Slack's documented 
 buttons, blocks, labels, hints, options, ids, metadata); `view_payload` builds the
 `view_submission` / `view_closed` body Slack sends when a person submits or closes one.
 
+Files people share (`tests.fakes.slack_files`): `files.host(...)` keeps one and gives the object an
+event's `files` holds; files.info and the private file URLs answer behind the bot token, and
+`files.downloads` records every download.
+
 Reactions (reactions.add / reactions.remove) are kept per message, with Slack's `already_reacted`
 and `no_reaction` answers. Slack's pace for new messages in a channel (about one a second, short
 bursts allowed) is off by default; `pace_posts(interval, burst)` turns it on: a chat.postMessage or
@@ -42,6 +46,8 @@ from types import TracebackType
 from typing import Any
 
 from aiohttp import WSMsgType, web
+
+from tests.fakes.slack_files import FakeFiles
 
 BOT_USER_ID = "UBOT0001"
 BOT_ID = "BBOT0001"
@@ -323,6 +329,8 @@ class FakeSlack:
         self._socket_open = asyncio.Event()
         # users.info: each user's profile time zone (`tz`); a user not named here is not found.
         self.zones: dict[str, str] = {}
+        # Files shared in the workspace: files.info and their private URLs (`tests.fakes.slack_files`).
+        self.files = FakeFiles(lambda: self.base)
         # An outage (`start_outage`): Socket Mode connections dropped, new ones and
         # apps.connections.open answered 503, until `end_outage`.
         self.out = False
@@ -335,6 +343,7 @@ class FakeSlack:
         app.router.add_get("/api/{method}", self._api)  # the SDK reads some methods with GET
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/socket", self._socket)
+        self.files.routes(app, lambda: self.scopes)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
@@ -542,6 +551,8 @@ class FakeSlack:
             return web.json_response({"ok": False, "error": "fatal_error"}, status=lost.status)
         if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
             answer = self._stream(method, body)
+        elif method == "files.info":
+            answer = self.files.info(body, request, self.scopes)
         else:
             answer = self._answer(method, body)
         status = 200 if lost is None else lost.status or 0

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.types import ChatMessage, ToolSpec
+from bot.types.files import NOT_READ
 
 _HEADER = re.compile(r"^\[file (f_[0-9a-zA-Z]+): (.+)\]$")
 # The file tools' names: the offline model answers from what it was given, it never pages.
@@ -39,7 +40,9 @@ def blocks(text: str) -> list[Block]:
     found: list[Block] = []
     for line in text.splitlines():
         if match := _HEADER.match(line.strip()):
-            found.append(Block(match.group(1), match.group(2).split(" · "), []))
+            # A file the core could not read is named in the reply's notice, not described here.
+            if match.group(2) != NOT_READ:
+                found.append(Block(match.group(1), match.group(2).split(" · "), []))
         elif found and line.strip() and not _is_note(line):
             found[-1].lines.append(line)
     return found
