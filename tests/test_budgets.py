@@ -44,9 +44,8 @@ def agent_on(
 ) -> Agent:
     settings = AgentConfig(
         admins=frozenset({"UADMIN"}),
-        model="gpt-test",
         budgets=parse_budgets(budgets),
-        **config,  # type: ignore[arg-type]
+        **{"model": "gpt-test", **config},  # type: ignore[arg-type]
     )
     return Agent(
         llm=llm,  # type: ignore[arg-type]
@@ -301,3 +300,21 @@ def test_money_limits_without_any_price_are_refused_at_start() -> None:
 
     with pytest.raises(ConfigError, match="NERVE_PRICES"):
         agent_config(Settings(nerve_budgets='{"workspace": {"month": {"money": 50}}}'))
+
+
+class FallbackLLM:
+    """Answers as a fallback model would: the completion names the model that answered."""
+
+    async def complete(self, messages, tools, progress) -> Completion:
+        message = ChatMessage(role="assistant", content="from the fallback")
+        return Completion(message=message, usage=used(1000, 100), model="cheap")
+
+
+async def test_usage_is_recorded_and_priced_under_the_model_that_answered(store) -> None:
+    prices = parse_prices(
+        '{"main": {"prompt": 10, "completion": 10}, "cheap": {"prompt": 1, "completion": 2}}'
+    )
+    agent = agent_on(store, FallbackLLM(), prices=prices, model="main")
+    assert (await agent.reply(said("q"))).text == "from the fallback"
+    [row] = await rows(store)
+    assert row[4] == "cheap" and row[8] == pytest.approx((1000 * 1 + 100 * 2) / 1e6)
