@@ -318,3 +318,15 @@ async def test_usage_is_recorded_and_priced_under_the_model_that_answered(store)
     assert (await agent.reply(said("q"))).text == "from the fallback"
     [row] = await rows(store)
     assert row[4] == "cheap" and row[8] == pytest.approx((1000 * 1 + 100 * 2) / 1e6)
+
+
+async def test_a_failed_request_releases_its_reservation_and_without_budgets_leaves_no_row(store) -> None:
+    from bot.errors import LLMUnavailable
+
+    down = Step(error=LLMUnavailable("the model service is down"))
+    held = agent_on(store, ScriptedLLM([down]), '{"person": {"day": {"tokens": 100}}}')
+    assert (await held.reply(said("q", n=1))).failed
+    assert [(row[5], row[7], row[10]) for row in await rows(store)] == [(0, 0, 1)]  # released, settled
+    free = agent_on(store, ScriptedLLM([down]))
+    assert (await free.reply(said("q", thread="t2"))).failed
+    assert len(await rows(store)) == 1

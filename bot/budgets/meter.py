@@ -126,6 +126,9 @@ class UsageMeter:
             platform=incoming.key.platform,
             model=model,
         )
+        if not limits:
+            # Nothing to hold this request to: recorded once, when its answer is in.
+            return Charge(meter=self, row_id=None, entry=entry, at=now, model=model, estimate=estimate)
         checks = [c for _, c in limits]
         result = await self.store.reserve_usage(
             entry, estimate, self.prices.cost(model, estimate), checks, at=now
@@ -142,11 +145,16 @@ class UsageMeter:
                 notice = almost_there(
                     limit, spent, window(limit.period, now, self.zone).resets, self.currency
                 )
-        return Charge(meter=self, row_id=result.id, model=model, estimate=estimate, notice=notice)
+        return Charge(
+            meter=self, row_id=result.id, entry=entry, at=now, model=model, estimate=estimate, notice=notice
+        )
 
     async def settle(self, charge: Charge, model: str, usage: Usage) -> None:
         cost = self.prices.cost(model, usage)
-        await self.store.settle_usage(charge.row_id, model, usage, cost)
+        if charge.row_id is not None:
+            await self.store.settle_usage(charge.row_id, model, usage, cost)
+        elif usage.total_tokens:
+            await self.store.record_usage(replace(charge.entry, model=model), usage, cost, at=charge.at)
         metrics.model_usage(model, usage, cost)
 
     async def report(self, incoming: Incoming) -> UsageReport:
@@ -186,7 +194,10 @@ class Charge:
     """One request's reservation; settled with its answer's usage, or with none when it failed."""
 
     meter: UsageMeter
-    row_id: str
+    # The reservation to settle; None when nothing was reserved (the row is written when settled).
+    row_id: str | None
+    entry: UsageEntry
+    at: float
     model: str
     estimate: Usage
     notice: str | None = None

@@ -104,28 +104,13 @@ class UsageLedger(Ledger):
                 if found.of(check.money) >= check.amount:
                     return Refused(check=check, used=found)
                 used.append(found)
-            row_id = "u" + secrets.token_hex(8)
-            await db.execute(
-                "INSERT INTO model_usage (id, turn, conversation, person, place, workspace, platform, model,"
-                " prompt_tokens, cached_tokens, completion_tokens, cost, estimated, settled, at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, ?)",
-                (
-                    row_id,
-                    entry.turn,
-                    entry.conversation,
-                    entry.person,
-                    entry.place,
-                    entry.workspace,
-                    entry.platform,
-                    entry.model,
-                    estimate.prompt_tokens,
-                    estimate.cached_tokens,
-                    estimate.completion_tokens,
-                    cost,
-                    at,
-                ),
-            )
+            row_id = await _insert(db, entry, estimate, cost, settled=False, at=at)
             return Reservation(id=row_id, used=tuple(used))
+
+    async def record_usage(self, entry: UsageEntry, usage: Usage, cost: float | None, *, at: float) -> None:
+        """Record a request that nothing was reserved for (no limit to hold it to), settled at once."""
+        async with self._write() as db:
+            await _insert(db, entry, usage, cost, settled=True, at=at)
 
     async def settle_usage(self, row_id: str, model: str, usage: Usage, cost: float | None) -> None:
         """Replace a reservation with what the request really used."""
@@ -171,6 +156,36 @@ class UsageLedger(Ledger):
             )
             for row in rows
         ]
+
+
+async def _insert(
+    db: Connection, entry: UsageEntry, usage: Usage, cost: float | None, *, settled: bool, at: float
+) -> str:
+    row_id = "u" + secrets.token_hex(8)
+    await db.execute(
+        "INSERT INTO model_usage (id, turn, conversation, person, place, workspace, platform, model,"
+        " prompt_tokens, cached_tokens, completion_tokens, cost, estimated, settled, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            row_id,
+            entry.turn,
+            entry.conversation,
+            entry.person,
+            entry.place,
+            entry.workspace,
+            entry.platform,
+            entry.model,
+            usage.prompt_tokens,
+            usage.cached_tokens,
+            usage.completion_tokens,
+            cost,
+            # A reservation is an estimate until settled.
+            int(usage.estimated or not settled),
+            int(settled),
+            at,
+        ),
+    )
+    return row_id
 
 
 async def _used(db: Connection, column: Column, subject: str, since: float) -> Used:
