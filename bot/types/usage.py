@@ -25,7 +25,7 @@ class UsagePeriod:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageFigures:
     subject: UsageSubject
-    # The person's, place's or workspace's id as budgets name it (`slack:C123`).
+    # The person's, place's or workspace's id as budgets name it (`PLATFORM:CHANNEL` for a place).
     id: str
     day: UsagePeriod
     month: UsagePeriod
