@@ -57,6 +57,15 @@ USER_HELP = (
     " terminal:LOGIN:LOGIN"
 )
 
+USAGE_HELP = (
+    "show who used how many model tokens (and money, with prices set), by person, place, model or day"
+)
+USAGE_DESCRIPTION = (
+    "Sum the usage of every model request since a day (the start of this month by default, in"
+    " NERVE_BUDGET_TIMEZONE), grouped by person, place, model or day; ~ marks estimated figures. It"
+    " reads the store only: no model, no servers."
+)
+
 SCHEDULES_HELP = "list the prompts people asked nerve to run later; cancel, pause or resume one"
 SCHEDULES_DESCRIPTION = (
     "List the schedules still in effect (active or paused), oldest first: every one, or a person's"
@@ -165,6 +174,10 @@ def _parser() -> argparse.ArgumentParser:
     for action, about in SCHEDULE_ACTIONS.items():
         changed = change.add_parser(action, help=about)
         changed.add_argument("schedule_id", metavar="ID", help="as listed by nerve schedules, e.g. s3f9a2c1")
+    usage = commands.add_parser("usage", help=USAGE_HELP, description=USAGE_DESCRIPTION)
+    usage.add_argument("--by", choices=("person", "place", "model", "day"), default="person", help="group by")
+    usage.add_argument("--since", metavar="DATE", help="from this day on (YYYY-MM-DD); this month by default")
+    usage.add_argument("--json", action="store_true", help="as one JSON document")
     doctor = commands.add_parser("doctor", help="check this deployment and say what to fix")
     doctor.add_argument("--json", action="store_true", help="one JSON object per check, as a list")
     doctor_log = "also show the log on stderr (a failing server's own output, for one)"
@@ -249,6 +262,10 @@ def _job(
         if args.schedules_command is not None:
             return schedules_cli.change_job(args.schedules_command, args.schedule_id)
         return schedules_cli.list_job(args.user, as_json=args.json)
+    if command == "usage":
+        from adapters import usage_cli
+
+        return usage_cli.usage_job(args.by, args.since, as_json=args.json)
     if command in ("forget", "export"):
         from adapters import person_data_cli as rights
 

@@ -21,6 +21,7 @@ from bot.asks.connections import Connections as Connections
 from bot.asks.connections import ConnectStart
 from bot.asks.inputs import Clock, InputDesk
 from bot.asks.parking import Parking
+from bot.budgets.meter import usage_meter
 from bot.errors import (
     AskError,
     AskExpired,
@@ -101,6 +102,7 @@ from bot.types import (
     TurnEvent,
     UndoOutcome,
     Usage,
+    UsageReport,
     no_progress,
 )
 
@@ -246,6 +248,7 @@ class Agent:
             desk=self.inputs,
             memory=self.memory,
             files=self.files,
+            meter=usage_meter(store, self._config, clock),
         )
         # Where waiting turns are parked; without a ledger every call runs at once (no approvals).
         self._parking = Parking(
@@ -329,6 +332,12 @@ class Agent:
             return 0
         scope = turn_scope(incoming, self._config.platforms)
         return await self.memory.ledger.delete_memories_of(scope.person)
+
+    async def usage(self, incoming: Incoming) -> UsageReport | None:
+        """The person's use today and this month with their limits (an admin's report adds the place's
+        and the workspace's); None where the store keeps no usage."""
+        meter = self._loop.meter
+        return None if meter is None else await meter.report(incoming)
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored, its parked turn ends."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import ClassVar, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -136,6 +137,27 @@ class Settings(BaseSettings):
     # Images shared with a message are shown to the model: "auto" until the provider refuses image
     # input (remembered per model), "on" always, "off" never (it reads the file's name and size).
     nerve_vision: Literal["auto", "on", "off"] = "auto"
+
+    # Prices per model, per million tokens (JSON): `{"gpt-4o-mini": {"prompt": 0.15, "cached": 0.075,
+    # "completion": 0.6}}`, so reports and budgets speak in money too, in NERVE_CURRENCY.
+    nerve_prices: str = ""
+    nerve_currency: str = "USD"
+    # Limits per person, place and workspace, per day and month, in tokens or money (JSON; see
+    # docs/settings.md): defaults for any of each, overrides by id; NERVE_ADMINS exempt unless told.
+    nerve_budgets: str = ""
+    # The zone whose midnight starts a budget's day and month.
+    nerve_budget_timezone: str = "UTC"
+
+    @field_validator("nerve_budget_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value.strip())
+        except (ValueError, ZoneInfoNotFoundError):
+            raise ValueError(
+                f"NERVE_BUDGET_TIMEZONE: {value!r} is no IANA time zone (e.g. Europe/Paris)"
+            ) from None
+        return value.strip()
 
     @field_validator("nerve_llm_stream", "nerve_log_format", "nerve_vision", mode="before")
     @classmethod

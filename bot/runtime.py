@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
 from bot.asks.connections import Connections
+from bot.budgets.rules import parse_budgets, parse_prices
 from bot.config import OFFLINE_MODEL, Settings
 from bot.errors import ConfigError
 from bot.files.intake import MB, FileRules
@@ -82,7 +83,14 @@ class Runtime:
         return self.scopes.model_for(place) or self.model_name
 
 
+T = TypeVar("T")
+
+
 def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfig:
+    prices = _read(parse_prices, settings.nerve_prices)
+    budgets = _read(parse_budgets, settings.nerve_budgets)
+    if budgets.in_money and not prices.by_model:
+        raise ConfigError("NERVE_BUDGETS sets limits in money, but NERVE_PRICES prices no model")
     return AgentConfig(
         max_rounds=settings.nerve_max_rounds,
         context_tokens=settings.nerve_context_tokens,
@@ -107,7 +115,19 @@ def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfi
         ),
         vision=settings.nerve_vision,
         model=settings.nerve_model,
+        prices=prices,
+        budgets=budgets,
+        budget_zone=settings.nerve_budget_timezone,
+        currency=settings.nerve_currency,
     )
+
+
+def _read(parse: Callable[[str], T], text: str) -> T:
+    """A JSON setting read once at start-up; a mistake names the setting and the field."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @asynccontextmanager

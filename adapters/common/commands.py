@@ -134,6 +134,7 @@ COMMANDS: tuple[Command, ...] = (
             Option("schedule", "The schedule's id, as the list shows it", optional=True),
         ),
     ),
+    Command("usage", "how much of the model you used today and this month, and your limits", EVERYWHERE),
     Command(
         "timezone",
         "the time zone your schedules are read and shown in; set it, or reset it to the default",

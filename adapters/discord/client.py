@@ -48,6 +48,7 @@ from adapters.discord.schedules import register as register_schedules
 from adapters.discord.settings import DiscordSettings
 from adapters.discord.sign_in import DisconnectButton, SignInLinks, TurnLinks
 from adapters.discord.sign_in import register as register_sign_in
+from adapters.discord.usage import register as register_usage
 from adapters.jobs_runtime import Launcher
 from adapters.up_line import log_up
 from bot.agent import Agent, PostRecords
@@ -177,6 +178,7 @@ class NerveDiscordBot(discord.Client):
             jobs=self._launch.slots,
         )
         register_schedules(self.tree, agent)
+        register_usage(self.tree, agent)
         self.add_dynamic_items(ToolResultsButton, DisconnectButton, MemoryButton, RightsButton)
 
     # --- lifecycle ---------------------------------------------------------------------------------

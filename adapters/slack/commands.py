@@ -23,6 +23,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.common.commands import SLACK, command_on, offered_on
 from adapters.common.tasks import Spawn
+from adapters.common.usage_words import usage_lines
 from adapters.prompt_arguments import parse_arguments, usage
 from adapters.slack.events import (
     DM_THREAD,
@@ -204,6 +205,7 @@ class NerveCommands:
             "memory": self.memory,
             **dict.fromkeys(("forget", "export"), self.rights),
             "schedules": self.schedules,
+            "usage": self._usage,
             "timezone": self.timezone,
             "reset": self._reset,
             "help": lambda ack, command, words: ack(text=HELP, response_type="ephemeral"),
@@ -211,6 +213,10 @@ class NerveCommands:
 
     async def _tools(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
         await ack(text=tools_text(self.agent, typed_in(command)), response_type="ephemeral")
+
+    async def _usage(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
+        lines = usage_lines(await self.agent.usage(typed_in(command)))
+        await ack(text="\n".join(escape(line) for line in lines), response_type="ephemeral")
 
     async def _approvals(self, ack: AsyncAck, command: dict[str, Any], words: list[str]) -> None:
         text = await approvals_text(self.agent, self.settings.admins, typed_in(command).user_id, words[1:])

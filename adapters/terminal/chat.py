@@ -13,6 +13,7 @@ from rich.console import Console
 
 from adapters.common.commands import TERMINAL, command_on, offered_on
 from adapters.common.schedules import time_zone_command
+from adapters.common.usage_words import usage_lines
 from adapters.prompt_arguments import parse_arguments, usage
 from adapters.terminal.attach import attach_command, offer
 from adapters.terminal.files import Attachments, described, pasted_path
@@ -245,6 +246,7 @@ class TerminalChat:
                 self._runtime.agent, self._key, self._user, argument, self._console
             ),
             "schedules": self._schedules_command,
+            "usage": self._usage_command,
             "timezone": self._time_zone_command,
             "reset": self._reset_command,
             "help": self._help_command,
@@ -269,6 +271,10 @@ class TerminalChat:
     async def _schedules_command(self, word: str, argument: str) -> None:
         person = self._runtime.agent.person(self._key, self._user)
         await schedules_command(self._runtime.agent, person, argument, self._console, time.time())
+
+    async def _usage_command(self, word: str, argument: str) -> None:
+        report = await self._runtime.agent.usage(terminal_incoming(self._key, ""))
+        self._console.print("\n".join(usage_lines(report)), markup=False)
 
     async def _time_zone_command(self, word: str, argument: str) -> None:
         person = self._runtime.agent.person(self._key, self._user)

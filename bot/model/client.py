@@ -303,8 +303,11 @@ class OpenAILLM:
         content = "" if message.content is None and not calls else message.content
         usage = None
         if (counted := response.usage) is not None:
+            details = counted.prompt_tokens_details
             usage = Usage(
-                prompt_tokens=counted.prompt_tokens or 0, completion_tokens=counted.completion_tokens or 0
+                prompt_tokens=counted.prompt_tokens or 0,
+                completion_tokens=counted.completion_tokens or 0,
+                cached_tokens=(details.cached_tokens or 0) if details is not None else 0,
             )
         return Completion(
             message=ChatMessage(role="assistant", content=content, tool_calls=tuple(calls)),

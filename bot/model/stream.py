@@ -47,6 +47,7 @@ class StreamAssembler:
             self.usage = Usage(
                 prompt_tokens=_int(usage.get("prompt_tokens")),
                 completion_tokens=_int(usage.get("completion_tokens")),
+                cached_tokens=cached_tokens(usage),
             )
         choices = chunk.get("choices")
         text = ""
@@ -105,6 +106,12 @@ class StreamAssembler:
         return Completion(
             message=ChatMessage(role="assistant", content=content, tool_calls=calls), usage=self.usage
         )
+
+
+def cached_tokens(usage: Mapping[str, Any]) -> int:
+    """The prompt tokens a provider read from its cache (`prompt_tokens_details.cached_tokens`)."""
+    details = usage.get("prompt_tokens_details")
+    return _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
 
 
 def _str(value: object) -> str:

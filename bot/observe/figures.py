@@ -34,7 +34,7 @@ OTHER = "other"
 # fmt: off
 TURN_OUTCOMES = frozenset({
     "answered", "failed", "timed_out", "refused_busy", "refused_too_long", "parked", "deferred", "cut_off",
-    "cancelled",
+    "cancelled", "refused_budget",
 })
 # fmt: on
 SCHEDULE_RUN_OUTCOMES = frozenset({"answered", "failed", "missed", "handed_on"})
@@ -96,7 +96,15 @@ class Metrics:
             "How long one request to the model service took.",
             buckets=MODEL_BUCKETS,
         )
-        self.tokens = counter("nerve_model_tokens", "Tokens the model service counted, by kind.", ["kind"])
+        self.tokens = counter(
+            "nerve_model_tokens", "Tokens of model requests by model and kind.", ["model", "kind"]
+        )
+        self.cached_tokens = counter(
+            "nerve_model_cached_tokens", "Prompt tokens the provider read from its cache.", ["model"]
+        )
+        self.cost = counter(
+            "nerve_model_cost", "Money model requests cost at the configured prices.", ["model"]
+        )
         self.tool_calls = counter(
             "nerve_tool_calls",
             "Tool calls that reached an MCP server, by outcome.",

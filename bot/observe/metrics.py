@@ -28,7 +28,7 @@ from bot.observe.figures import (
     clean_label,
 )
 from bot.observe.live_state import Breaker, Gate, Waiting, live
-from bot.types import AgentReply, ApprovalPrompt, Completion, InputRequest, PendingCall, ToolResult
+from bot.types import AgentReply, ApprovalPrompt, Completion, InputRequest, PendingCall, ToolResult, Usage
 
 _current = Metrics()
 
@@ -156,13 +156,21 @@ def model_request(attempt: Request) -> Request:
 
 def _model_outcome(result: object) -> str:
     if isinstance(result, Completion):
-        if result.usage is not None:
-            _current.tokens.labels("prompt").inc(result.usage.prompt_tokens)
-            _current.tokens.labels("completion").inc(result.usage.completion_tokens)
         return "ok"
     if result is None:
         return "refused_option"
     return "rate_limited" if isinstance(getattr(result, "error", None), LLMRateLimited) else "unavailable"
+
+
+def model_usage(model: str, usage: Usage, cost: float | None) -> None:
+    """The tokens of one answered request (estimated ones too: they are what budgets count)."""
+    label = _current.models.label(model)
+    _current.tokens.labels(label, "prompt").inc(usage.prompt_tokens)
+    _current.tokens.labels(label, "completion").inc(usage.completion_tokens)
+    _current.tokens.labels(label, "cached").inc(usage.cached_tokens)
+    _current.cached_tokens.labels(label).inc(usage.cached_tokens)
+    if cost is not None:
+        _current.cost.labels(label).inc(cost)
 
 
 # --- tools and servers ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from bot.store.person_data import PersonLedger
 from bot.store.person_settings import PersonSettingsLedger
 from bot.store.posts import PostLedger
 from bot.store.schedules import ScheduleLedger
+from bot.store.usage import UsageLedger
 
 
 class ConversationStore(
@@ -29,6 +30,7 @@ class ConversationStore(
     ScheduleLedger,
     PersonSettingsLedger,
     FileLedger,
+    UsageLedger,
     PersonLedger,  # and the conversation listing it builds on
 ):
     # Turns of one conversation, one at a time across every process on this database.

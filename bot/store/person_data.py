@@ -173,6 +173,8 @@ class PersonLedger(ThreadLedger):
                     (FORGOTTEN_WRITER, person.id),
                 ),
             )
+            # Their usage figures stay in the place's and workspace's totals, no longer theirs.
+            await db.execute("UPDATE model_usage SET person = NULL WHERE person = ?", (person.id,))
             if self._sql.name == "sqlite":
                 # The full-text index keeps a deleted memory's words until its segments are merged.
                 await db.execute("INSERT INTO memories_search (memories_search) VALUES ('optimize')")

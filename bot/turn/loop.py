@@ -6,12 +6,15 @@ A round whose calls wait for a person (`TurnScreen`) comes back as a `WaitingRou
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from bot.budgets.meter import UsageMeter, open_request, settle_request
+from bot.budgets.rules import Budgets, Prices
 from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
 from bot.files.desk import FileDesk, TurnFiles
 from bot.files.intake import FileRules
@@ -119,6 +122,11 @@ class AgentConfig:
     files: FileRules = field(default_factory=FileRules)
     vision: VisionMode = "auto"
     model: str = ""
+    # What each model costs, the limits turns are held to, the zone of their days, the currency.
+    prices: Prices = field(default_factory=Prices)
+    budgets: Budgets = field(default_factory=Budgets)
+    budget_zone: str = "UTC"
+    currency: str = "USD"
 
 
 class QuestionDesk(Protocol):
@@ -216,6 +224,8 @@ class TurnLoop:
     memory: MemoryTools | None = None
     # The conversations' shared files; without it, a file is only named in its message.
     files: FileDesk | None = None
+    # Every request's usage recorded and held to the budgets; without it, only counted in the metrics.
+    meter: UsageMeter | None = None
     # How the server's token count compares with our offline estimate, learnt from each answer.
     _token_scale: float = field(default=1.0, init=False)
 
@@ -270,6 +280,7 @@ class TurnLoop:
         usage = Usage()
         nudge: list[ChatMessage] = []
         system = await self.system_prompt(incoming)
+        prompt = ChatMessage(role="system", content=system)  # for the budgets' estimate of each request
         files = (
             None if self.files is None else await self.files.for_turn(incoming.key, history, state.notices)
         )
@@ -278,11 +289,18 @@ class TurnLoop:
             tools = self.tools(incoming)
             # Also tells a front end that text shown for an earlier round is superseded.
             await progress(TurnEvent(kind="thinking", message="thinking…"))
+            first = round_index == first_round
+            charge = await open_request(self.meter, incoming, [prompt, *history, *nudge], tools, check=first)
+            if isinstance(charge, str):
+                return await self.finish(incoming.key, charge, state, usage)
+            if charge is not None and charge.notice:
+                state.notices.append(charge.notice)
             try:
-                async with deadline.running("model"):
+                async with deadline.running("model"), charge or contextlib.nullcontext():
                     completion = await self._complete(
                         system, [*history, *nudge], tools, progress, files, llm=self.llm_for(incoming)
                     )
+                    await settle_request(charge, completion, self.config.model)
             except StreamCut as cut:
                 # Stored as the answer: people saw it, and the transcript stays user → assistant.
                 logger.warning("answer cut off for %s: %s", incoming.key, cut.message)

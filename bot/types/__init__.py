@@ -80,3 +80,7 @@ from bot.types.turns import Remembered as Remembered
 from bot.types.turns import TurnEvent as TurnEvent
 from bot.types.turns import TurnEventKind as TurnEventKind
 from bot.types.turns import no_progress as no_progress
+from bot.types.usage import UsageFigures as UsageFigures
+from bot.types.usage import UsagePeriod as UsagePeriod
+from bot.types.usage import UsageReport as UsageReport
+from bot.types.usage import UsageSubject as UsageSubject

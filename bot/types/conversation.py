@@ -108,13 +108,24 @@ class ChatMessage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
+    """Tokens one or more model requests used. `cached_tokens` is the part of the prompt the provider
+    read from its cache (billed cheaper); `estimated`: counted here because the provider sent none."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            estimated=self.estimated or other.estimated,
         )
 
 

@@ -473,6 +473,8 @@ class FakeLLMServer:
                 "completion_tokens": usage.completion_tokens,
                 "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             }
+            if usage.cached_tokens:
+                out["usage"]["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
         return out
 
 
