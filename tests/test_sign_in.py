@@ -19,6 +19,7 @@ import pytest
 from adapters.settings import PLATFORMS
 from bot.agent import Agent, AgentConfig
 from bot.asks.connections import Connections
+from bot.files.tools import FILES_SERVER
 from bot.mcp.auth.people import person_of
 from bot.mcp.auth.sign_ins import SignIns
 from bot.mcp.auth.vault import Vault
@@ -130,7 +131,9 @@ async def test_a_turn_waits_for_the_sign_in_and_goes_on_with_the_persons_own_ide
     )
     agent, host = await open_agent(notes, store, llm)
     try:
-        assert [t.name for t in agent.tools()] == ["connect_notes"], "no tools before anyone connected"
+        # nerve's own tools for shared files are always listed; no server tool is before anyone connected.
+        servers = [t.name for t in agent.tools() if t.server != FILES_SERVER]
+        assert servers == ["connect_notes"], "no tools before anyone connected"
         shown = Shown()
         parked = await agent.reply(ask("U1", event_id="E1"), shown)
         assert "Connect button" in parked.text
