@@ -21,6 +21,7 @@ from bot.mcp.link import AuthFactory
 from bot.mcp.server_config import McpConfig, ServerConfig
 from bot.mcp.servers_file import load_mcp_config as load_mcp_config
 from bot.mcp.servers_file import read_mcp_config as read_mcp_config
+from bot.model.concurrency import ConcurrencyLimits
 from bot.model.offline import OfflineModel
 from bot.policy.scopes import Scopes
 from bot.seams import LLM
@@ -205,16 +206,21 @@ async def open_runtime(
         else:
             await host.start()
         llm: LLM
+        # One limit per model on turns at once, learnt from the client's requests and kept by the gate
+        # (the offline model answers at once: it keeps the configured number).
+        limits: ConcurrencyLimits | None = None
         if settings.uses_offline_model:
             llm, model_name = OfflineModel(), "offline"
         else:
             # Imported only when needed: the client library adds a second to every start-up.
             from bot.model.client import OpenAILLM
 
-            openai_llm = OpenAILLM.from_settings(settings)
+            limits = ConcurrencyLimits(ceiling=settings.nerve_max_concurrent_turns)
+            openai_llm = OpenAILLM.from_settings(settings, limits)
             stack.push_async_callback(openai_llm.aclose)
             llm, model_name = openai_llm, settings.nerve_model
         agent = Agent(
+            limits=limits,
             llm=llm,
             host=host,
             store=store,

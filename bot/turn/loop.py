@@ -88,8 +88,9 @@ class AgentConfig:
 
     # Longer questions are stored but answered with the limit, never sent to the model.
     max_question_chars: int = 20_000
-    # Turns running at once across all conversations, and how many more may wait for a slot.
-    max_concurrent_turns: int = 16
+    # The most turns running at once across all conversations (the ceiling of the model's adaptive
+    # limit, `bot.model.concurrency`), and how many more may wait for a slot.
+    max_concurrent_turns: int = 128
     turn_queue: int = 100
     # Which servers and tools each place may use; who may decide on any approval; how long one waits.
     scopes: Scopes = field(default_factory=Scopes)
