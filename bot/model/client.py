@@ -123,7 +123,8 @@ class OpenAILLM:
         """One model call, retried on 429, 5xx, timeouts and connection errors within the budget."""
         request: dict[str, Any] = {"model": self._model, "messages": [m.to_openai() for m in messages]}
         if tools:
-            request["tools"] = [t.to_openai() for t in tools]
+            # By name: the order servers connected in must not change the request's cached start.
+            request["tools"] = [t.to_openai() for t in sorted(tools, key=lambda t: t.name)]
         if self._temperature is not None:
             request["temperature"] = self._temperature
 
