@@ -87,16 +87,25 @@ def test_a_latency_jump_cuts_the_limit_once_and_becomes_the_new_usual() -> None:
     clock = Clock()
     limit = AdaptiveLimit(ceiling=100, initial=20, clock=clock)
     for _ in range(3):
-        busy_round(limit, clock, latency=0.2)
+        busy_round(limit, clock, latency=1.5)
     grown = limit.limit
     assert limit.cuts == 0
-    busy_round(limit, clock, latency=1.0)
+    busy_round(limit, clock, latency=6.0)
     assert limit.cuts == 1 and limit.limit < grown
     # Still slow, but no slower: no further cut.
     cut_to = limit.limit
-    busy_round(limit, clock, latency=1.0)
-    busy_round(limit, clock, latency=1.0)
+    busy_round(limit, clock, latency=6.0)
+    busy_round(limit, clock, latency=6.0)
     assert limit.cuts == 1 and limit.limit >= cut_to
+
+
+def test_answers_slower_by_a_fraction_of_a_second_are_no_jump() -> None:
+    clock = Clock()
+    limit = AdaptiveLimit(ceiling=100, initial=20, clock=clock)
+    # An instant model first (0 ms), then one taking 0.2 s, then a busy machine making it 0.8 s.
+    for latency in (0.0, 0.0, 0.2, 0.8, 0.8):
+        busy_round(limit, clock, latency=latency)
+    assert limit.cuts == 0 and limit.limit == 100
 
 
 def test_other_failures_neither_grow_nor_cut_the_limit() -> None:

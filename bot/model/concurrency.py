@@ -25,8 +25,12 @@ INITIAL = 16
 FLOOR = 4
 # A cut keeps this share of the limit.
 BACKOFF = 0.75
-# Answers this many times slower than the model's usual mean a jump (the fast average against the slow).
+# Answers this many times slower than the model's usual mean a jump (the fast average against the
+# slow), when they are also this many seconds slower: a model's answers vary by their length, and a
+# busy machine of our own slows a fast local model by fractions of a second, which is no provider's
+# distress.
 JUMP = 2.0
+JUMP_SECONDS = 1.0
 # Answers needed before latency is judged at all; the weights of the fast and slow averages.
 WARMUP = 10
 FAST = 0.3
@@ -93,7 +97,11 @@ class AdaptiveLimit:
         self._fast = latency if self._fast is None else self._fast + FAST * (latency - self._fast)
         self._slow = latency if self._slow is None else self._slow + SLOW * (latency - self._slow)
         self._samples += 1
-        slowed = self._samples > WARMUP and self._fast > JUMP * self._slow
+        slowed = (
+            self._samples > WARMUP
+            and self._fast > JUMP * self._slow
+            and self._fast - self._slow > JUMP_SECONDS
+        )
         if slowed and ticket.number > self._cut_after:
             self._cut()
             # What is slow now is the new usual: one jump is one cut.
