@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+from bot.config import Settings
 from bot.model.client import OpenAILLM
 from bot.model.concurrency import AdaptiveLimit, ConcurrencyLimits
+from bot.runtime import open_runtime
 from bot.turn.gate import TurnGate
-from bot.types import ChatMessage, TurnEvent
+from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
 from tests.fakes.llm_server import FakeLLMServer, rate_limited, reply
 
 
@@ -252,3 +254,39 @@ async def test_the_model_client_reports_a_429_and_an_answer_to_its_models_limit(
     limit = limits.of("m1")
     assert (limit.cuts, limit.limit, limit.in_flight) == (1, 15, 0)
     assert limits.of("other").limit == 20
+
+
+async def test_a_running_nerve_shares_one_limit_per_model_between_its_client_and_its_gate(tmp_path) -> None:
+    (tmp_path / "mcp.json").write_text('{"mcpServers": {}}')
+    async with FakeLLMServer([rate_limited("0"), reply("hi")]) as server:
+        settings = Settings(  # type: ignore[call-arg]
+            _env_file=None,
+            nerve_db=tmp_path / "nerve.db",
+            nerve_mcp_config=tmp_path / "mcp.json",
+            openai_base_url=server.base_url,
+            nerve_model="m1",
+            nerve_max_concurrent_turns=40,
+            nerve_llm_max_retries=2,
+        )
+        async with asyncio.timeout(30), open_runtime(settings) as runtime:
+            gate = runtime.agent.gate
+            assert gate.limit == 16
+            key = ConversationKey(platform="terminal", workspace="local", channel="local", thread="main")
+            answer = await runtime.agent.reply(Incoming(key=key, text="hello", user_id="me"))
+            assert answer.text == "hi"
+            # The client's 429 cut the limit the gate lets turns in by.
+            assert gate.limit == 12
+            assert runtime.agent.limits is not None and runtime.agent.limits.ceiling == 40
+
+
+async def test_the_offline_model_keeps_the_configured_number_of_turns(tmp_path) -> None:
+    (tmp_path / "mcp.json").write_text('{"mcpServers": {}}')
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        nerve_db=tmp_path / "nerve.db",
+        nerve_mcp_config=tmp_path / "mcp.json",
+        nerve_model="offline",
+        nerve_max_concurrent_turns=40,
+    )
+    async with asyncio.timeout(30), open_runtime(settings) as runtime:
+        assert runtime.agent.limits is None and runtime.agent.gate.limit == 40
