@@ -32,6 +32,7 @@ import aiohttp
 from bench.slack_bench import _deliver, _mention
 from bench.slack_load import ModelMeter, slack_load_rig
 from bot.agent import AgentConfig
+from tests.fakes.llm_server import own_text
 
 QUICK = 0  # the thread whose model answers quickly
 QUESTION = re.compile(r"^t(\d+)-k(\d+)$")
@@ -65,7 +66,7 @@ async def concurrent_threads(
     quick_done = asyncio.Event()  # on the model's loop: set once the quick thread has every answer
 
     async def think(body: dict[str, Any]) -> tuple[str, float]:
-        asked = [str(m.get("content")) for m in body["messages"] if m.get("role") == "user"][-1]
+        asked = [own_text(m.get("content")) for m in body["messages"] if m.get("role") == "user"][-1]
         found = QUESTION.match(asked)
         assert found, f"unexpected question {asked!r}"
         t, k = int(found.group(1)), int(found.group(2))

@@ -29,7 +29,7 @@ from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ToolResult, ToolSpec
 from tests.fakes.discord_api import FakeDiscord, running_bot
-from tests.fakes.llm_server import FakeLLMServer, Step, reply
+from tests.fakes.llm_server import FakeLLMServer, Step, own_text, reply
 
 ASKS = 20
 MODEL_DELAY = 2.0
@@ -57,7 +57,7 @@ class NoTools:
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
-    return next(str(m["content"]) for m in reversed(body["messages"]) if m["role"] == "user")
+    return next(own_text(m["content"]) for m in reversed(body["messages"]) if m["role"] == "user")
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -60,7 +60,7 @@ from urllib.parse import urlencode
 import aiohttp
 
 from bot.turn.gate import BUSY_REPLY
-from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, own_text
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack, Posted
 from tests.ports import unused_port
 
@@ -286,7 +286,7 @@ def model(rng: random.Random) -> Callable[[dict[str, Any]], Reply]:
     def respond(body: dict[str, Any]) -> Reply:
         messages = body["messages"]
         last = messages[-1]
-        asked = str([m for m in messages if m.get("role") == "user"][-1].get("content") or "")
+        asked = own_text([m for m in messages if m.get("role") == "user"][-1].get("content") or "")
         if "pick a colour" in asked:
             if last.get("role") == "tool":
                 given = re.search(r"door: (\w+)", str(last.get("content")))

@@ -30,6 +30,7 @@ from bench.slack_bench import _deliver, _mention
 from bench.slack_load import ModelMeter, quantile, slack_load_rig
 from bot.agent import AgentConfig
 from bot.turn.gate import BUSY_REPLY
+from tests.fakes.llm_server import own_text
 
 QUESTION = re.compile(r"^question (\d+)$")
 ANSWER = re.compile(r"^answer to question (\d+)$")
@@ -50,7 +51,7 @@ async def many_channel_burst(
     report: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     async def think(body: dict[str, Any]) -> tuple[str, float]:
-        asked = [str(m.get("content")) for m in body["messages"] if m.get("role") == "user"][-1]
+        asked = [own_text(m.get("content")) for m in body["messages"] if m.get("role") == "user"][-1]
         assert QUESTION.match(asked), f"unexpected question {asked!r}"
         return f"answer to {asked}", model_s
 

@@ -59,6 +59,7 @@ from tests.fakes.llm_server import (
     Reply,
     Step,
     context_length_exceeded,
+    own_text,
     rate_limited,
     reply,
     server_error,
@@ -141,7 +142,7 @@ async def model_faults(
     unscripted: list[str] = []
 
     def respond(body: dict[str, Any]) -> Step:
-        asked = [str(m.get("content")) for m in body["messages"] if m.get("role") == "user"][-1]
+        asked = [own_text(m.get("content")) for m in body["messages"] if m.get("role") == "user"][-1]
         fault = asked.split()[-1] if asked.split() else asked
         arrivals[fault].append(time.perf_counter())
         plan = plans.get(fault, [])

@@ -37,7 +37,7 @@ from bot.agent import Agent, AgentConfig
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.turn.gate import BUSY_REPLY
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import FakeLLMServer, Reply, own_text
 from tests.fakes.slack_api import FakeSlack
 
 CHANNEL = "C0BURST"
@@ -51,7 +51,7 @@ ANSWER = re.compile(r"answer to question (\d+)")
 
 def _model(asked: dict[int, float]) -> Callable[[dict[str, Any]], Reply]:
     def respond(body: dict[str, Any]) -> Reply:
-        last = [m for m in body["messages"] if m.get("role") == "user"][-1]["content"]
+        last = own_text([m for m in body["messages"] if m.get("role") == "user"][-1]["content"])
         number = int(str(last).removeprefix("question "))
         asked.setdefault(number, time.perf_counter())
         return Reply(content=f"answer to question {number}", delay=0.2 + (number * 7 % 6) * 0.1)

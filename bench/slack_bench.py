@@ -36,7 +36,7 @@ from bot.agent import Agent, AgentConfig
 from bot.model.client import OpenAILLM
 from bot.store.sqlite import SQLiteStore
 from bot.types import CallContext, ToolResult, ToolSpec
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import FakeLLMServer, Reply, own_text
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlack
 
 T = TypeVar("T")
@@ -96,7 +96,7 @@ def _mention(event_id: str, channel: str, ts: str, text: str, thread_ts: str | N
 
 def _echo(delay: Callable[[], float]) -> Callable[[dict[str, Any]], Reply]:
     def respond(body: dict[str, Any]) -> Reply:
-        last = [m for m in body["messages"] if m.get("role") == "user"][-1]["content"]
+        last = own_text([m for m in body["messages"] if m.get("role") == "user"][-1]["content"])
         return Reply(content=f"answer to {last}", delay=delay())
 
     return respond

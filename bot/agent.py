@@ -37,6 +37,7 @@ from bot.files.intake import file_ids, with_listing
 from bot.files.tools import FILES_SERVER
 from bot.memory.scope import is_private, turn_scope
 from bot.memory.tools import MEMORY_SERVER, MemoryTools, may_forget
+from bot.model.concurrency import ConcurrencyLimits
 from bot.observe import metrics
 from bot.observe.log_context import turn_context
 from bot.observe.tracing import turn_span
@@ -169,6 +170,7 @@ class Agent:
         people: PersonLedger | None = None,
         schedules: ScheduleLedger | None = None,
         person_settings: PersonSettingsLedger | None = None,
+        limits: ConcurrencyLimits | None = None,
     ) -> None:
         self.inbox = inbox
         # People's schedules (their prompts run later); the store's own ledger by default.
@@ -188,7 +190,11 @@ class Agent:
         # The store's lock when processes share it (one turn per conversation across all of them);
         # in memory otherwise.
         self._locks: TurnLock = turn_lock or KeyedLocks()
-        self.gate = TurnGate(limit=self._config.max_concurrent_turns, queue=self._config.turn_queue)
+        # The model's limit on turns at once, learnt from its answers, when the model client reports
+        # each request to `limits`; else the configured number, fixed.
+        self.limits = limits
+        limit = limits.of(self._config.model) if limits is not None else self._config.max_concurrent_turns
+        self.gate = TurnGate(limit=limit, queue=self._config.turn_queue)
         # Where servers' questions mid-call are shown and answered; without it they get "cancel".
         self.inputs = (
             InputDesk(inputs, clock=clock, timeout=self._config.input_timeout) if inputs is not None else None

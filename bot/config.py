@@ -74,8 +74,9 @@ class Settings(BaseSettings):
     nerve_log_format: Literal["text", "json"] = "text"
     # Where traces go (OTLP over HTTP), when the `otel` extra is installed; read here so `.env` works.
     otel_exporter_otlp_endpoint: str | None = None
-    # Turns running at once across all conversations, and how many more may wait for a slot.
-    nerve_max_concurrent_turns: int = Field(default=16, ge=1, le=1000)
+    # The most turns running at once across all conversations: the ceiling of the limit learnt from
+    # the model's answers (`bot.model.concurrency`); and how many more may wait for a slot.
+    nerve_max_concurrent_turns: int = Field(default=128, ge=1, le=1000)
     nerve_turn_queue: int = Field(default=100, ge=0, le=100_000)
     # Longest question accepted, in characters; longer ones get a plain reply, not a model call.
     nerve_max_question_chars: int = Field(default=20_000, ge=100)

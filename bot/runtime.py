@@ -23,6 +23,7 @@ from bot.mcp.server_config import McpConfig, ServerConfig
 from bot.mcp.servers_file import load_mcp_config as load_mcp_config
 from bot.mcp.servers_file import read_mcp_config as read_mcp_config
 from bot.model.chain import ModelChain, clients_of
+from bot.model.concurrency import ConcurrencyLimits
 from bot.model.models import ModelList, check_place_models, configured_models
 from bot.model.offline import OfflineModel
 from bot.policy.scopes import Place, Scopes
@@ -235,10 +236,14 @@ async def open_runtime(
         models = configured_models(settings, mcp.models, file_name=str(settings.nerve_mcp_config))
         check_place_models(models, mcp.scopes.models)
         llm: LLM
+        # One limit per model on turns at once, learnt from the clients' requests and kept by the gate
+        # (the offline model answers at once: it keeps the configured number).
+        limits: ConcurrencyLimits | None = None
         if models is None:
             llm, model_name = OfflineModel(), OFFLINE_MODEL
         else:
-            clients = clients_of(models, settings)
+            limits = ConcurrencyLimits(ceiling=settings.nerve_max_concurrent_turns)
+            clients = clients_of(models, settings, limits=limits)
             for client in clients:
                 stack.push_async_callback(client.aclose)
             llm = ModelChain.of(
@@ -250,6 +255,7 @@ async def open_runtime(
             # A refusal of images is remembered under the primary's name (`NERVE_MODEL` for one model).
             config = replace(config, model=models.primary.name)
         agent = Agent(
+            limits=limits,
             llm=llm,
             host=host,
             store=store,

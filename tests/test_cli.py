@@ -18,7 +18,7 @@ from adapters import cli
 from bot.config import Settings
 from bot.errors import StartupError
 from tests.conftest import ROOT
-from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, own_text, reply, tool_reply
 
 SEED_QUESTION = "Is the environment in A1001 good for a run near 31.23, 121.47?"
 
@@ -179,7 +179,7 @@ async def test_a_turn_killed_mid_round_leaves_a_thread_the_model_api_accepts(tmp
     second_request = asyncio.Event()
 
     def responder(body: dict) -> Reply:
-        if len(body["messages"]) == 2 and body["messages"][-1]["content"] == "first":
+        if len(body["messages"]) == 2 and own_text(body["messages"][-1]["content"]) == "first":
             return tool_reply(FakeCall(name="wait_and_echo", arguments='{"label": "a"}', id="call_a"))
         if body["messages"][-1]["role"] == "tool":
             second_request.set()

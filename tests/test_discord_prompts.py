@@ -22,7 +22,7 @@ from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT
 from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
-from tests.fakes.llm_server import FakeLLMServer, Reply, reply
+from tests.fakes.llm_server import FakeLLMServer, Reply, own_text, reply
 from tests.test_discord_bot import ORIGINAL, THREADS, agent_for
 
 WEATHER = "Summarize what you know about the weather in a dry tone."
@@ -46,7 +46,7 @@ async def fake() -> AsyncIterator[FakeDiscord]:
 
 
 def user_texts(request: dict[str, Any]) -> list[str]:
-    return [str(m.get("content")) for m in request["messages"] if m.get("role") == "user"]
+    return [own_text(m.get("content")) for m in request["messages"] if m.get("role") == "user"]
 
 
 def echo(request: dict[str, Any]) -> Reply:

@@ -36,7 +36,7 @@ from bot.store.schedules import new_schedule_id
 from bot.types import ConversationKey, Person, Schedule, ToolResult
 from tests.fakes.clock import Clock
 from tests.fakes.discord_api import FakeDiscord, FakeUser, NerveDiscordBot, running_bot
-from tests.fakes.llm_server import FakeLLMServer, Step, reply, tool_reply
+from tests.fakes.llm_server import FakeLLMServer, Step, own_text, reply, tool_reply
 from tests.test_discord_approvals import approval_in, buttons, click, ephemeral_note, host, note, notes
 from tests.test_discord_bot import button_ids
 from tests.test_discord_memory import agent_on, answered, fake
@@ -135,7 +135,7 @@ async def test_a_dm_reminder_is_answered_in_the_dm_once_with_its_tool_results_an
         offered = {t["function"]["name"] for t in model.requests[0]["tools"]}
         assert "list_schedules" in offered, "the schedule tools are offered on Discord"
         user = model.requests[0]["messages"][-1]
-        assert user["content"] == "check the air in A1001"
+        assert own_text(user["content"]) == "check the air in A1001"
 
     assert [(r.status, r.note) for r in await store.runs_of(due.id)] == [("answered", None)]
     assert (await store.schedule(due.id)).status == "done"  # type: ignore[union-attr]
@@ -215,7 +215,7 @@ async def test_a_reminder_asked_in_a_channel_is_confirmed_on_its_card_by_its_per
         [answer] = [m for m in fake.bot_messages(int(announced["id"])) if "Time to stretch!" in m["content"]]
         assert f"stop it with /schedules cancel {made.id}" in answer["content"]
         assert len(model.requests) == 3
-        assert model.requests[2]["messages"][-1]["content"] == "remind me to stretch"
+        assert own_text(model.requests[2]["messages"][-1]["content"]) == "remind me to stretch"
     assert [r.status for r in await store.runs_of(made.id)] == ["answered"]
 
 

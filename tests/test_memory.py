@@ -23,6 +23,7 @@ from bot.memory.secrets import secret_kind
 from bot.model.offline import OfflineModel
 from bot.policy.scopes import Place, Rule, Scopes
 from bot.store.base import ConversationStore
+from bot.text.turn_note import note_of
 from bot.types import Approve, ChatMessage, ConversationKey, Incoming
 from bot.types.files import SharedFile
 from tests.answering import decide
@@ -86,8 +87,10 @@ def agent(llm: ScriptedLLM, host: MCPHost, store: ConversationStore, **config: o
 
 
 def system_text(request: list[ChatMessage]) -> str:
+    """What the model was told besides the conversation: the system prompt (the place's memories) and
+    the turn's note (the person's)."""
     assert request[0].role == "system"
-    return request[0].content or ""
+    return f"{request[0].content or ''}\n\n{note_of(request)}"
 
 
 def remember(text: str, about: str = "me", **more: object) -> Step:

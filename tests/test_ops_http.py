@@ -210,6 +210,7 @@ async def test_slack_socket_mode_serves_the_endpoints_and_counts_a_turn_with_a_t
         assert waited is not None and waited >= 1.0
         assert sample(text, "nerve_mcp_server_up", server="env-query") == 1.0
         assert sample(text, "nerve_turn_queue_depth") == 0
+        assert (sample(text, "nerve_turn_limit") or 0) >= 1
         assert len(c.llm.requests) == 2
 
 

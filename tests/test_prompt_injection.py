@@ -33,7 +33,7 @@ from bot.mcp.server_config import ServerConfig
 from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT
 from tests.fakes.discord_api import FakeDiscord, Recorded, running_bot
-from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, reply, tool_reply
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, own_text, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, ApiCall
 from tests.markdown_links import EVIL, disguised_links, disguised_slack_links, previewed_urls
 from tests.test_discord_approvals import approval_in, approving_agent, click
@@ -84,7 +84,7 @@ class ObedientModel:
     def __call__(self, request: dict[str, Any]) -> Reply:
         messages = request["messages"]
         everything = " | ".join(str(m.get("content") or "") for m in messages)
-        users = [str(m.get("content")) for m in messages if m.get("role") == "user"]
+        users = [own_text(m.get("content")) for m in messages if m.get("role") == "user"]
         results = [str(m.get("content")) for m in messages if m.get("role") == "tool"]
         if "my code is" in users[-1]:
             return reply(f"Noted: {users[-1]}")

@@ -32,7 +32,7 @@ from bot.config import MIN_TURN_LEASE
 from bot.schedules import timing
 from bot.store.sqlite import SQLiteStore
 from bot.types import Schedule
-from tests.fakes.llm_server import FakeLLMServer, Reply
+from tests.fakes.llm_server import FakeLLMServer, Reply, own_text
 from tests.test_terminal_schedules import a_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,7 +207,7 @@ def model(rng: random.Random) -> Callable[[dict[str, Any]], Reply]:
     """Answers a turn after a while (kills land while the model is asked), naming what it answers."""
 
     def respond(body: dict[str, Any]) -> Reply:
-        asked = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        asked = own_text([m for m in body["messages"] if m["role"] == "user"][-1]["content"])
         return Reply(content=f"Done: {asked}", delay=rng.uniform(0.05, 0.4))
 
     return respond

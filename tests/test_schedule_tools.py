@@ -38,7 +38,7 @@ from bot.store.base import ConversationStore
 from bot.store.sqlite import SQLiteStore
 from bot.types import ApprovalPrompt, Approve, CallContext, ConversationKey, Deny, Incoming, Schedule
 from tests.fakes.clock import Clock
-from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, told, tool_reply
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.test_cli import nerve_env, run_nerve
 
@@ -140,7 +140,7 @@ async def test_a_schedule_waits_for_its_person_on_a_card_and_runs_as_confirmed(n
         question = cards.remember_question(call)
         assert question is not None and (question.yes, question.no) == ("Confirm", "Cancel")
         shown_on_platforms(ask.approval)
-        assert "The current time is 2026-12-07T09:00:00+01:00" in str(model.requests[0]["messages"][0])
+        assert "The current time is 2026-12-07T09:00:00+01:00" in told(model.requests[0])
         assert await store.schedules_of(owner(dm(ALICE), bot)) == [], "nothing is scheduled unconfirmed"
 
         stranger = await bot.answer(ask.id, BOB, Approve())

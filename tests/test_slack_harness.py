@@ -30,7 +30,7 @@ from bot.model.client import OpenAILLM
 from bot.seams import ToolHost
 from bot.store.base import ConversationStore
 from bot.types import CallContext, ToolResult, ToolSpec
-from tests.fakes.llm_server import FakeLLMServer, Responder, Step
+from tests.fakes.llm_server import FakeLLMServer, Responder, Step, own_text
 from tests.fakes.slack_api import TEAM_ID, FakeSlack
 from tests.stores import Backend, default_backend
 
@@ -381,5 +381,5 @@ def dm(text: str, *, channel: str = "D0ALICE", user: str = "U0ALICE", **kw: Any)
 
 
 def user_texts(request: dict[str, Any]) -> list[str]:
-    """The user messages a model request carried."""
-    return [str(m.get("content")) for m in request["messages"] if m.get("role") == "user"]
+    """The user messages a model request carried, as their people wrote them (without the turn's note)."""
+    return [own_text(m.get("content")) for m in request["messages"] if m.get("role") == "user"]

@@ -17,7 +17,7 @@ import pytest
 
 from adapters.common.rights import AUDIT_KEPT, NOT_YOURS, NOTHING_DELETED
 from bot.types import ConversationKey, Memory
-from tests.fakes.llm_server import Reply, reply
+from tests.fakes.llm_server import Reply, own_text, reply
 from tests.fakes.slack_api import TEAM_ID, Posted
 from tests.stores import Backend
 from tests.test_slack_approvals import click_payload, command, ephemerals
@@ -31,7 +31,7 @@ FORM = "application/x-www-form-urlencoded"
 
 
 def echo(body: dict[str, Any]) -> Reply:
-    said = [m for m in body["messages"] if m.get("role") == "user"][-1]["content"]
+    said = own_text([m for m in body["messages"] if m.get("role") == "user"][-1]["content"])
     return reply(f"echo: {said}")
 
 

@@ -31,7 +31,7 @@ from bot.schedules.runner import ScheduleRunner
 from bot.types import ConversationKey, Person, Schedule, ToolResult
 from tests import test_slack_approvals as approvals
 from tests.fakes.clock import Clock
-from tests.fakes.llm_server import reply, tool_reply
+from tests.fakes.llm_server import reply, told, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, Posted
 from tests.stores import Backend
 from tests.test_schedule_runner import a_schedule as stored_schedule
@@ -444,7 +444,7 @@ async def test_the_zone_of_my_slack_profile_reaches_my_turns_asked_once(tmp_path
             await r.settle()
 
         for request in r.llm.requests:
-            system = str(request["messages"][0]["content"])
+            system = told(request)
             assert "the person's time zone Asia/Tokyo" in system
         assert len(r.slack.calls_of("users.info")) == 1, "asked once, then known for a while"
         tools = {t["function"]["name"] for t in r.llm.requests[0].get("tools") or []}
@@ -463,6 +463,6 @@ async def test_a_profile_slack_will_not_show_costs_the_zone_never_the_answer(
             await r.settle()
 
         for request in r.llm.requests:
-            assert "the person's time zone UTC" in str(request["messages"][0]["content"])
+            assert "the person's time zone UTC" in told(request)
         assert [p.text for p in r.slack.thread(CHANNEL, "1600000000.700004")] == ["Here again."]
         assert len(r.slack.calls_of("users.info")) == 1, "refused once: not asked again"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.fakes.llm_server import FakeLLMServer, reply
+from tests.fakes.llm_server import FakeLLMServer, own_text, reply
 from tests.test_terminal import PROMPT, nerve, terminal
 from tests.test_terminal_forms import env_for
 
@@ -18,8 +18,9 @@ WEATHER = "Summarize what you know about the weather in a dry tone."
 
 
 def question(request: dict[str, Any]) -> str:
-    """What the person asked, as the model read it: the last user message of its request."""
-    return str([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
+    """What the person asked, as the model read it: the last user message of its request (without
+    the turn's note of the time now)."""
+    return own_text([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
 
 
 async def test_prompt_lists_the_prompts_with_their_arguments_and_says_what_is_wrong_with_one(tmp_path):

@@ -22,7 +22,7 @@ from bot.config import Settings
 from bot.seams import TurnLock
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatMessage
-from tests.fakes.llm_server import FakeLLMServer, Step, reply
+from tests.fakes.llm_server import FakeLLMServer, Step, own_text, reply
 from tests.stores import Backend
 from tests.turn_worker import KEY
 
@@ -221,7 +221,7 @@ async def test_two_processes_answering_one_thread_take_turns_and_each_sees_its_o
     def model(request: dict[str, Any]) -> Step:
         asked = request["messages"][-1]
         # Slow enough that, without a lock across processes, the other process's turn runs meanwhile.
-        return reply(f"answer to {asked['content']}", delay=0.03)
+        return reply(f"answer to {own_text(asked['content'])}", delay=0.03)
 
     async with (
         FakeLLMServer(model) as llm,
@@ -258,7 +258,8 @@ async def test_two_processes_answering_one_thread_take_turns_and_each_sees_its_o
         assert [q for q in ran if q in asked] == asked, "a process's turns ran out of their arrival order"
     assert len(llm.requests) == len(questions)
     for request in llm.requests:
-        seen = [(m["role"], m["content"]) for m in request["messages"] if m["role"] != "system"]
+        # (The turn's own question as its person wrote it: the note of the time now is not history.)
+        seen = [(m["role"], own_text(m["content"])) for m in request["messages"] if m["role"] != "system"]
         # Every earlier turn, whole and in the order they ran, then this turn's own question last.
         assert seen == history[: len(seen)], f"a request saw another turn in flight: {seen}"
         assert seen[-1][0] == "user"

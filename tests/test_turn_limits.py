@@ -72,7 +72,7 @@ async def test_the_turn_settings_reach_the_agent() -> None:
     defaults = agent_config(Settings(_env_file=None))  # type: ignore[call-arg]
     assert (defaults.max_question_chars, defaults.max_concurrent_turns, defaults.turn_queue) == (
         20_000,
-        16,
+        128,
         100,
     )
 

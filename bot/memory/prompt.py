@@ -1,12 +1,16 @@
-"""What the model is sent of memory: the section that follows the system prompt.
+"""What the model is sent of memory: the place's section after the system prompt, the person's in the
+turn's note.
 
 The memories a turn may see, the most relevant to the question first (the database's full-text rank),
-then the newest, as many as fit the memory share of the token budget. The place's memories come first
-and in the order they were saved, so the start of the request stays the same from turn to turn and a
-provider's prompt cache keeps it; the person's follow.
+then the newest, as many as fit the memory share of the token budget. The place's memories are the
+same for everyone there and listed in the order they were saved, so they join the system prompt and
+the start of the request stays the same from turn to turn (a provider's prompt cache keeps it); the
+person's differ by who asks, and go in the turn's note at the end (`bot.text.turn_note`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from bot.model.tokens import estimate_tokens
 from bot.store.memories import MemoryLedger, MemoryScope
@@ -19,10 +23,20 @@ PERSON = "About the person asking:"
 CANDIDATES = 100
 
 
-async def memory_section(ledger: MemoryLedger, scope: MemoryScope, question: str, tokens: int) -> str:
-    """The section for this turn's requests, or "" when nothing applies or no budget is set."""
+@dataclass(frozen=True, slots=True)
+class MemorySections:
+    """The place's memories (for the system prompt) and the person's (for the turn's note); "" if none."""
+
+    place: str = ""
+    person: str = ""
+
+
+async def memory_sections(
+    ledger: MemoryLedger, scope: MemoryScope, question: str, tokens: int
+) -> MemorySections:
+    """The sections for this turn's requests, empty when nothing applies or no budget is set."""
     if tokens <= 0:
-        return ""
+        return MemorySections()
     relevant = await ledger.search_memories(scope, question, CANDIDATES)
     recent = await ledger.recent_memories(scope, CANDIDATES)
     ranked = list({memory.id: memory for memory in [*relevant, *recent]}.values())
@@ -34,13 +48,13 @@ async def memory_section(ledger: MemoryLedger, scope: MemoryScope, question: str
             continue
         chosen.append(memory)
         used += cost
-    if not chosen:
-        return ""
+    # Chosen by relevance, listed by age: a section changes only when what is chosen does.
     place = sorted((m for m in chosen if m.kind == "place"), key=lambda m: (m.created_at, m.id))
-    # Chosen by relevance, listed by age: the section changes only when what is chosen does.
     person = sorted((m for m in chosen if m.kind == "person"), key=lambda m: (m.created_at, m.id))
-    lines = [HEADING]
-    for title, group in ((PLACE, place), (PERSON, person)):
-        if group:
-            lines += [title, *(f"- {memory.text} [{memory.id}]" for memory in group)]
-    return "\n".join(lines)
+    return MemorySections(place=_section(PLACE, place), person=_section(PERSON, person))
+
+
+def _section(title: str, group: list[Memory]) -> str:
+    if not group:
+        return ""
+    return "\n".join([HEADING, title, *(f"- {memory.text} [{memory.id}]" for memory in group)])

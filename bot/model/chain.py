@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from bot.config import Settings
 from bot.errors import LLMError, LLMRateLimited, LLMUnavailable
 from bot.model.circuit import DEFAULT_COOL_DOWN, ModelCircuit
+from bot.model.concurrency import ConcurrencyLimits
 from bot.model.models import ModelList
 from bot.seams import LLM
 from bot.types import ChatMessage, Completion, Progress, ToolSpec, TurnEvent
@@ -133,6 +134,7 @@ def clients_of(
     settings: Settings,
     *,
     sleep: Callable[[float], Awaitable[None]] | None = None,
+    limits: ConcurrencyLimits | None = None,
 ) -> list[OpenAILLM]:
     """One client per configured model, each with its own endpoint, key, timeout and retries."""
     # Imported only when needed: the client library adds a second to every start-up.
@@ -149,6 +151,7 @@ def clients_of(
             stream=settings.nerve_llm_stream,
             stream_stall=settings.nerve_llm_stream_stall,
             sleep=sleep or asyncio.sleep,
+            limits=limits,
         )
         for spec in models.specs
     ]

@@ -23,6 +23,7 @@ from openai.types.chat import ChatCompletion
 
 from bot.config import Settings
 from bot.errors import LLMError, LLMRateLimited, LLMUnavailable, StreamCut
+from bot.model.concurrency import ConcurrencyLimits
 from bot.model.patience import seconds_left
 from bot.model.retries import (
     CONTEXT_PATTERNS,
@@ -71,10 +72,14 @@ class OpenAILLM:
         stream_stall: float = 30.0,
         sleep: Sleep = asyncio.sleep,
         name: str | None = None,
+        limits: ConcurrencyLimits | None = None,
     ) -> None:
         self._model = model
         # What logs and metrics call this model: its name in the `models` list, else the model's own.
         self.name = name or model
+        # Where each request's outcome is reported, so the turns let in at once follow the model
+        # (under its name, as the gate asks for it).
+        self._limit = limits.of(self.name) if limits is not None else None
         self._timeout = timeout
         self._stream_mode = stream
         # What this provider accepts, learnt from its first refusal and kept for the process.
@@ -99,8 +104,9 @@ class OpenAILLM:
         self._ids = itertools.count(1)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OpenAILLM:
+    def from_settings(cls, settings: Settings, limits: ConcurrencyLimits | None = None) -> OpenAILLM:
         return cls(
+            limits=limits,
             model=settings.nerve_model,
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key.get_secret_value() if settings.openai_api_key else None,
@@ -122,14 +128,15 @@ class OpenAILLM:
         """One model call, retried on 429, 5xx, timeouts and connection errors within the budget."""
         request: dict[str, Any] = {"model": self._model, "messages": [m.to_openai() for m in messages]}
         if tools:
-            request["tools"] = [t.to_openai() for t in tools]
+            # By name: the order servers connected in must not change the request's cached start.
+            request["tools"] = [t.to_openai() for t in sorted(tools, key=lambda t: t.name)]
         if self._temperature is not None:
             request["temperature"] = self._temperature
 
         attempt = 0
         while True:
             with model_span(self._model):
-                failure = await self._attempt(request, progress)
+                failure = await self._reported(request, progress)
             if isinstance(failure, Completion):
                 return failure
             if failure is None:
@@ -155,6 +162,24 @@ class OpenAILLM:
             if isinstance(error, LLMRateLimited):
                 metrics.rate_limit_wait("model", wait)
             await self._sleep(wait)
+
+    async def _reported(self, request: dict[str, Any], progress: Progress) -> Completion | Retryable | None:
+        """One request, its outcome told to the model's concurrency limit (a 429, or an answer's latency)."""
+        if self._limit is None:
+            return await self._attempt(request, progress)
+        ticket = self._limit.sent()
+        try:
+            outcome = await self._attempt(request, progress)
+        except BaseException:
+            self._limit.failed(ticket)
+            raise
+        if isinstance(outcome, Completion):
+            self._limit.answered(ticket)
+        elif isinstance(outcome, Retryable) and isinstance(outcome.error, LLMRateLimited):
+            self._limit.rate_limited(ticket)
+        else:
+            self._limit.failed(ticket)
+        return outcome
 
     @metrics.model_request
     async def _attempt(self, request: dict[str, Any], progress: Progress) -> Completion | Retryable | None:

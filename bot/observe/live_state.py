@@ -57,6 +57,9 @@ class Gate(Protocol):
     @property
     def waiting(self) -> int: ...
 
+    @property
+    def limit(self) -> int: ...
+
 
 @dataclass
 class Live:
@@ -91,6 +94,11 @@ class LiveGauges(Collector):
         gate = live.gate() if live.gate is not None else None
         yield GaugeMetricFamily(
             "nerve_turns_running", "Turns holding a slot right now.", value=gate.running if gate else 0
+        )
+        yield GaugeMetricFamily(
+            "nerve_turn_limit",
+            "Turns allowed to run at once right now: the limit learnt from the model's answers.",
+            value=gate.limit if gate else 0,
         )
         yield GaugeMetricFamily(
             "nerve_turn_queue_depth", "Turns waiting for a free slot.", value=gate.waiting if gate else 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.model.tokens import estimate_message_tokens, estimate_tokens
 from bot.text.nesting import MAX_DEPTH, TooDeep, loads
+from bot.text.turn_note import with_note
 from bot.types import ChatMessage, ToolCall
 
 COMPRESS_AT = 0.8
@@ -181,15 +182,27 @@ def _summary(lines: Sequence[str]) -> str:
 
 
 def build_request(
-    system_prompt: str, history: Sequence[ChatMessage], budget: Budget, *, squeeze: bool = False
+    system_prompt: str,
+    history: Sequence[ChatMessage],
+    budget: Budget,
+    *,
+    squeeze: bool = False,
+    note: str = "",
 ) -> list[ChatMessage]:
-    """The messages for one model call; `squeeze` (on a context-length error) keeps the current turn."""
+    """The messages for one model call; `squeeze` (on a context-length error) keeps the current turn.
+
+    The turn's `note` (what changes each turn: the time, the person's memories) ends the current
+    turn's message, so everything before it is as the previous turn's request had it."""
     # One tool result may take an eighth of the context (half that when squeezing).
     result_tokens = max(300, budget.context_tokens // 8)
     presented = _present_tool_messages(history, result_tokens // (2 if squeeze else 1))
 
     turns = _turns(_merge_user_runs(presented))
     current, earlier = (turns[-1], turns[:-1]) if turns else ([], [])
+    if note and current and current[0].role == "user":
+        current = [replace(current[0], content=with_note(current[0].content or "", note)), *current[1:]]
+    elif note:  # no message of the person's to carry it: the end of the system prompt does
+        system_prompt = f"{system_prompt}\n\n{note}"
     fixed = estimate_message_tokens([ChatMessage(role="system", content=system_prompt), *current])
     lines = [_summary_line(turn) for turn in earlier]
     line_tokens = [estimate_tokens(line) for line in lines]

@@ -1,6 +1,9 @@
 """A bound on the turns running at once, so a burst of messages cannot start a model call each.
 
-Past the queue a turn is refused at once; a patient one (left unanswered by a restart) still waits.
+The bound is a fixed number or a model's adaptive limit (`bot.model.concurrency`): when that limit
+rises, waiting turns take the new slots at once; when it falls, running turns finish and no new one
+starts until fewer run than the limit. Past the queue a turn is refused at once; a patient one (left
+unanswered by a restart) still waits.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from bot.errors import NerveError
+from bot.model.concurrency import AdaptiveLimit
 from bot.observe import metrics
 
 OnQueued = Callable[[int], Awaitable[None]]
@@ -30,15 +34,22 @@ class GateFull(NerveError):
 class TurnGate:
     """At most `limit` turns inside at once; up to `queue` more wait first come, first served."""
 
-    def __init__(self, *, limit: int, queue: int) -> None:
-        if limit < 1 or queue < 0:
+    def __init__(self, *, limit: int | AdaptiveLimit, queue: int) -> None:
+        if (isinstance(limit, int) and limit < 1) or queue < 0:
             raise ValueError("a turn gate needs limit >= 1 and queue >= 0")
         self._limit = limit
         self._queue = queue
+        if isinstance(limit, AdaptiveLimit):
+            limit.watch(self._wake)
         # Turns inside now (read by the gauges, like `waiting`).
         self.running = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         metrics.watch_gate(self)
+
+    @property
+    def limit(self) -> int:
+        """The turns allowed inside right now."""
+        return self._limit if isinstance(self._limit, int) else self._limit.limit
 
     @property
     def waiting(self) -> int:
@@ -49,7 +60,7 @@ class TurnGate:
         """Hold a slot for the block; `on_queued(position)` runs if the turn has to wait (1 = next).
 
         GateFull when the queue is full, unless `patient`: then it queues anyway (still counted in it)."""
-        if self.running < self._limit and not self._waiters:
+        if self.running < self.limit and not self._waiters:
             self.running += 1
         elif len(self._waiters) >= self._queue and not patient:
             raise GateFull(f"{self.running} turns are running and {len(self._waiters)} are waiting")
@@ -74,10 +85,13 @@ class TurnGate:
             self._leave()
 
     def _leave(self) -> None:
-        # A freed slot goes straight to the longest waiter, so a newcomer can never overtake the queue.
-        while self._waiters:
+        self.running -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        # Free slots go straight to the longest waiters, so a newcomer can never overtake the queue.
+        while self._waiters and self.running < self.limit:
             slot = self._waiters.popleft()
             if not slot.done():
+                self.running += 1
                 slot.set_result(None)
-                return
-        self.running -= 1

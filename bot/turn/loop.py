@@ -20,7 +20,7 @@ from bot.files.desk import FileDesk, TurnFiles
 from bot.files.intake import FileRules
 from bot.files.vision import VisionMode
 from bot.mcp.auth.people import person_of
-from bot.memory.prompt import memory_section
+from bot.memory.prompt import memory_sections
 from bot.memory.scope import turn_scope
 from bot.memory.secrets import secret_kind
 from bot.memory.tools import MEMORY_SERVER, MemoryTools, read_by_tools, remembered
@@ -91,8 +91,9 @@ class AgentConfig:
 
     # Longer questions are stored but answered with the limit, never sent to the model.
     max_question_chars: int = 20_000
-    # Turns running at once across all conversations, and how many more may wait for a slot.
-    max_concurrent_turns: int = 16
+    # The most turns running at once across all conversations (the ceiling of the model's adaptive
+    # limit, `bot.model.concurrency`), and how many more may wait for a slot.
+    max_concurrent_turns: int = 128
     turn_queue: int = 100
     # Which servers and tools each place may use; who may decide on any approval; how long one waits.
     scopes: Scopes = field(default_factory=Scopes)
@@ -196,6 +197,14 @@ class TurnScreen:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TurnPrompt:
+    """What a turn's requests start with (`system`), and the note its own message ends with."""
+
+    system: str
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WaitingRound:
     """A round some of whose calls wait for a person: what parking it needs."""
 
@@ -248,23 +257,26 @@ class TurnLoop:
         name = self.config.scopes.model_for(incoming.where())
         return self.llm.choose(name) if name and isinstance(self.llm, ModelChooser) else self.llm
 
-    async def system_prompt(self, incoming: Incoming) -> str:
-        """The system prompt, with the memories this turn may see after it (the same every round)."""
-        prompt = self.config.system_prompt
+    async def system_prompt(self, incoming: Incoming) -> TurnPrompt:
+        """The system prompt with the place's memories, and the turn's note (the time now, the person's
+        memories), both the same every round. What is the same for every turn of a place comes first
+        and alone in the system prompt, so a provider's cache keeps the start of every request."""
+        prompt, notes = self.config.system_prompt, []
         # A built-in's line (the time now, for schedules), where the policy offers its tools.
         for host in self.runner.builtins.values():
             offered = self.config.scopes.offered(incoming.where(), host.list_tools())
             if isinstance(host, PlacedTools) and not host.offered_in(incoming):
                 continue
             if isinstance(host, PromptNote) and offered and (note := await host.prompt_note(incoming)):
-                prompt = f"{prompt}\n\n{note}"
+                notes.append(note)
         # Where the policy hides memory, none is sent either.
-        if self.memory is None or not self.config.scopes.allows(incoming.where(), MEMORY_SERVER, "recall"):
-            return prompt
-        tokens = int(self.config.context_tokens * self.config.memory_share)
-        scope = turn_scope(incoming, self.config.platforms)
-        section = await memory_section(self.memory.ledger, scope, incoming.text, tokens)
-        return f"{prompt}\n\n{section}" if section else prompt
+        if self.memory is not None and self.config.scopes.allows(incoming.where(), MEMORY_SERVER, "recall"):
+            tokens = int(self.config.context_tokens * self.config.memory_share)
+            scope = turn_scope(incoming, self.config.platforms)
+            sections = await memory_sections(self.memory.ledger, scope, incoming.text, tokens)
+            prompt = f"{prompt}\n\n{sections.place}" if sections.place else prompt
+            notes += [sections.person] if sections.person else []
+        return TurnPrompt(system=prompt, note="\n\n".join(notes))
 
     async def run(
         self,
@@ -279,8 +291,9 @@ class TurnLoop:
         """Rounds from `first_round` on, until an answer, a stop, or a round that waits for a person."""
         usage = Usage()
         nudge: list[ChatMessage] = []
-        system = await self.system_prompt(incoming)
-        prompt = ChatMessage(role="system", content=system)  # for the budgets' estimate of each request
+        prompt = await self.system_prompt(incoming)
+        # What the budgets estimate each request from (the note is a line or two of the last message).
+        head = ChatMessage(role="system", content=f"{prompt.system}\n\n{prompt.note}")
         files = (
             None if self.files is None else await self.files.for_turn(incoming.key, history, state.notices)
         )
@@ -290,7 +303,7 @@ class TurnLoop:
             # Also tells a front end that text shown for an earlier round is superseded.
             await progress(TurnEvent(kind="thinking", message="thinking…"))
             first = round_index == first_round
-            charge = await open_request(self.meter, incoming, [prompt, *history, *nudge], tools, check=first)
+            charge = await open_request(self.meter, incoming, [head, *history, *nudge], tools, check=first)
             if isinstance(charge, str):
                 return await self.finish(incoming.key, charge, state, usage)
             if charge is not None and charge.notice:
@@ -298,7 +311,7 @@ class TurnLoop:
             try:
                 async with deadline.running("model"), charge or contextlib.nullcontext():
                     completion = await self._complete(
-                        system, [*history, *nudge], tools, progress, files, llm=self.llm_for(incoming)
+                        prompt, [*history, *nudge], tools, progress, files, llm=self.llm_for(incoming)
                     )
                     await settle_request(charge, completion, self.config.model)
             except StreamCut as cut:
@@ -406,7 +419,7 @@ class TurnLoop:
 
     async def _complete(
         self,
-        system: str,
+        prompt: TurnPrompt,
         history: list[ChatMessage],
         tools: Sequence[ToolSpec],
         progress: Progress,
@@ -425,7 +438,7 @@ class TurnLoop:
         def request_of(squeeze: bool) -> list[ChatMessage]:
             # The files' text and images are put in each time: a refusal of images composes anew.
             messages = files.compose(history) if files is not None else history
-            return build_request(system, messages, budget, squeeze=squeeze)
+            return build_request(prompt.system, messages, budget, squeeze=squeeze, note=prompt.note)
 
         async def ask(request: list[ChatMessage], squeeze: bool) -> Completion:
             if files is None:

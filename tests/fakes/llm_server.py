@@ -36,7 +36,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from bot.types import Usage
+from bot.text.turn_note import note_of, split_note
+from bot.types import ChatMessage, Usage
 
 # --------------------------------------------------------------------------------------------- steps
 
@@ -182,6 +183,7 @@ class FakeLLMServer:
         reject_stream_options: bool = False,
         reject_stream: bool = False,
         refuse_images: bool = False,
+        prompt_cache: bool = False,
     ) -> None:
         if callable(script):
             self._responder: Responder | None = script
@@ -197,6 +199,14 @@ class FakeLLMServer:
         # Imitate a text-only model: a request carrying an image part is answered 400, as vLLM and
         # OpenAI answer one for a model without vision.
         self.refuse_images = refuse_images
+        # Imitate a provider's prompt cache: each request's prompt (its tools, then its messages) is
+        # compared with the earlier ones, and the longest byte-identical prefix any of them had is its
+        # cached part; an estimated usage counts the whole prompt and reports that part as
+        # `prompt_tokens_details.cached_tokens`. `prompts` and `cached` hold each request's figures
+        # (in tokens of 4 characters), in arrival order. A benchmark may set it for some requests only.
+        self.prompt_cache: PromptCache | None = PromptCache() if prompt_cache else None
+        self.prompts: list[int] = []
+        self.cached: list[int] = []
         self._next_step = 0
         self._call_ids = 0
         self._closing = asyncio.Event()
@@ -462,10 +472,16 @@ class FakeLLMServer:
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
         }
         usage = step.usage
+        cached: int | None = None
+        prompt_tokens = max(1, len(json.dumps(body["messages"])) // 4)
+        if self.prompt_cache is not None:
+            text = prompt_text(body)
+            prompt_tokens, cached = max(1, len(text) // 4), self.prompt_cache.seen(text) // 4
+            self.prompts.append(prompt_tokens)
+            self.cached.append(cached)
         if usage == "estimate":
             usage = Usage(
-                prompt_tokens=max(1, len(json.dumps(body["messages"])) // 4),
-                completion_tokens=max(1, len(json.dumps(message)) // 4),
+                prompt_tokens=prompt_tokens, completion_tokens=max(1, len(json.dumps(message)) // 4)
             )
         if isinstance(usage, Usage):
             out["usage"] = {
@@ -473,9 +489,45 @@ class FakeLLMServer:
                 "completion_tokens": usage.completion_tokens,
                 "total_tokens": usage.prompt_tokens + usage.completion_tokens,
             }
-            if usage.cached_tokens:
+            if cached is not None and step.usage == "estimate":
+                out["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+            elif usage.cached_tokens:
                 out["usage"]["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
         return out
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """A request's prompt as a provider lays it out before tokenising: the tools, then each message."""
+    parts = [json.dumps(body.get("tools") or [], ensure_ascii=False)]
+    parts += [json.dumps(message, ensure_ascii=False) for message in body["messages"]]
+    return "\n".join(parts)
+
+
+class PromptCache:
+    """The prompts seen so far, and how long a prefix of a new one any of them shares (in characters)."""
+
+    # The newest prompts compared against: a provider keeps its cache minutes, not for ever.
+    KEPT = 256
+
+    def __init__(self) -> None:
+        self._prompts: list[str] = []
+
+    def seen(self, text: str) -> int:
+        longest = max((_common_prefix(text, earlier) for earlier in self._prompts), default=0)
+        self._prompts = [*self._prompts[-(self.KEPT - 1) :], text]
+        return longest
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix, by halving (each comparison of slices runs in C)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def image_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -501,6 +553,25 @@ def request_text(body: dict[str, Any]) -> str:
         for call in message.get("tool_calls") or ():
             texts.append(str(call.get("function", {}).get("arguments", "")))
     return "\n".join(texts)
+
+
+def told(body: dict[str, Any]) -> str:
+    """What a recorded request told the model besides the conversation: its system prompt, then the
+    turn's note its latest message ends with (the time now, the person's memories)."""
+    messages = [ChatMessage(role=m["role"], content=_text_of(m.get("content"))) for m in body["messages"]]
+    system = messages[0].content or "" if messages and messages[0].role == "system" else ""
+    return f"{system}\n\n{note_of(messages)}"
+
+
+def own_text(content: object) -> str:
+    """A recorded message's text as its person wrote it: without the turn's note (parts as they are)."""
+    return split_note(content)[0] if isinstance(content, str) else str(content)
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
 
 
 def stream_chunks(completion: dict[str, Any], step: Reply, *, include_usage: bool) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """What the system prompt says is remembered, as values a question may leave out.
 
-The core lists remembered facts in the first system message, under a line starting "What you
-remember", one `- <text>` line each (possibly under sub-headings). "area code is A1001" offers
+The core lists remembered facts under a line starting "What you remember", one `- <text>` line each
+(possibly under sub-headings): the place's in the first system message, the person's in the note
+that ends the turn's message (`bot.text.turn_note`). "area code is A1001" offers
 `area_code` = "A1001" (and `code`); each word of a line is also a value a tool's pattern may match.
 """
 
@@ -11,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from bot.text.turn_note import note_of
 from bot.types import ChatMessage
 
 _HEADING = re.compile(r"^[#*_\s]*what you remember\b", re.I)
@@ -29,11 +31,16 @@ _TOKEN = re.compile(r"[\w.@+-]+")
 
 
 def remembered_lines(messages: Sequence[ChatMessage]) -> list[str]:
-    """The remembered facts of the first system message, in its order. The section ends at a line
-    that is neither a fact nor a sub-heading right before facts, once a blank line came before it."""
-    if not messages or messages[0].role != "system":
-        return []
-    lines = (messages[0].content or "").splitlines()
+    """The remembered facts of the first system message (the place's), then of the turn's note (the
+    person's), in their order."""
+    texts = [messages[0].content or ""] if messages and messages[0].role == "system" else []
+    return [line for text in [*texts, note_of(messages)] for line in _section_lines(text)]
+
+
+def _section_lines(text: str) -> list[str]:
+    """The facts under a "What you remember" heading. The section ends at a line that is neither a
+    fact nor a sub-heading right before facts, once a blank line came before it."""
+    lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if _HEADING.match(line)), None)
     if start is None:
         return []

@@ -2,7 +2,7 @@
 drink water", "what's scheduled?", "cancel reminder s1234abcd".
 
 Only a message that says so in so many words is one; the general tool ranking never picks these
-tools. The time now is read from the system prompt's line (`bot.schedules.tools.now_line`), so the
+tools. The time now is read from the turn's note (`bot.schedules.tools.now_line`), so the
 offline model counts "in 2 minutes" from the same clock as the turn, a test's fake one too.
 """
 
@@ -15,11 +15,12 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from bot.model.offline.answer import parse_result
+from bot.text.turn_note import note_of
 from bot.types import ChatMessage, ToolSpec
 
 SERVER = "schedules"
 _TOOLS = ("schedule", "list_schedules", "cancel_schedule")
-# The system prompt's line saying what time it is (written by `bot.schedules.tools.now_line`).
+# The turn note's line saying what time it is (written by `bot.schedules.tools.now_line`).
 _NOW = re.compile(r"The current time is (?P<now>\S+?)[ .]")
 # The line a scheduled run's turn carries (`bot.schedules.tools.scheduled_line`).
 _SCHEDULED_RUN = "This message is a scheduled run"
@@ -84,14 +85,19 @@ def _tool(tools: Sequence[ToolSpec], original_name: str) -> ToolSpec | None:
     return next((t for t in tools if t.server == SERVER and t.original_name == original_name), None)
 
 
+def _context(messages: Sequence[ChatMessage]) -> list[str]:
+    """What the core said of this turn: the system prompt, and the note its latest message ends with."""
+    return [*(m.content or "" for m in messages if m.role == "system"), note_of(messages)]
+
+
 def _scheduled_run(messages: Sequence[ChatMessage]) -> bool:
     """The turn is a schedule's due run: its "Remind me to …" is the reminder itself."""
-    return any(m.role == "system" and _SCHEDULED_RUN in (m.content or "") for m in messages)
+    return any(_SCHEDULED_RUN in text for text in _context(messages))
 
 
 def _now(messages: Sequence[ChatMessage]) -> datetime | None:
-    for message in messages:
-        if message.role == "system" and (found := _NOW.search(message.content or "")):
+    for text in _context(messages):
+        if found := _NOW.search(text):
             try:
                 return datetime.fromisoformat(found["now"])
             except ValueError:

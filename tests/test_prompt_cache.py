@@ -1,0 +1,169 @@
+"""Requests a provider's prompt cache can keep: what is the same for every turn comes first and stays
+byte-identical; what changes (the time now, the person's memories) ends the turn's own message."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import pytest
+
+from adapters.settings import PLATFORMS
+from bot.agent import Agent, AgentConfig
+from bot.mcp.host import MCPHost
+from bot.model.client import OpenAILLM
+from bot.policy.scopes import Place
+from bot.store.base import ConversationStore
+from bot.types import ConversationKey, Incoming
+from tests.fakes.clock import Clock
+from tests.fakes.llm_server import FakeLLMServer, Reply, own_text, reply, told
+
+ALICE = "U1ALICE"
+CHANNEL = "CGENERAL"
+NOW = datetime(2026, 12, 7, 8, 0, tzinfo=UTC).timestamp()
+TURNS = 30
+
+
+def asked(text: str) -> Incoming:
+    return Incoming(
+        key=ConversationKey(platform="slack", workspace="T1", channel=CHANNEL, thread="5.5"),
+        text=text,
+        user_id=ALICE,
+        place=Place(platform="slack", channel=CHANNEL, user=ALICE),
+    )
+
+
+@pytest.fixture(scope="module")
+async def no_servers() -> Any:
+    async with MCPHost({}, default_timeout=5.0) as host:
+        yield host
+
+
+async def remembered(store: ConversationStore) -> None:
+    """A fact of the place's and one of the person's, as people asked them kept."""
+    for kind, subject, text in (
+        ("place", f"slack:{CHANNEL}", "the staging server is staging.example.com"),
+        ("person", f"slack:T1:{ALICE}", "my team is Falcon"),
+    ):
+        await store.add_memory(
+            kind=kind,
+            subject=subject,
+            text=text,
+            anywhere=kind == "person",  # a person's fact said where others read it
+            written_by=f"slack:T1:{ALICE}",
+            written_in=f"slack:{CHANNEL}",
+        )
+
+
+async def conversation(
+    store: ConversationStore, host: MCPHost, turns: int
+) -> tuple[FakeLLMServer, list[str], Agent]:
+    """`turns` questions in one thread, a minute and a second apart, answered by a prompt-caching fake."""
+    clock = Clock(NOW)
+
+    def answer(body: dict[str, Any]) -> Reply:
+        return reply(f"answer {len([m for m in body['messages'] if m['role'] == 'user'])}")
+
+    async with FakeLLMServer(answer, prompt_cache=True) as server:
+        llm = OpenAILLM(model="m", base_url=server.base_url, api_key=None, timeout=5.0, max_retries=0)
+        bot = Agent(
+            llm=llm,
+            host=host,
+            store=store,
+            inbox=store,
+            approvals=store,
+            memories=store,
+            schedules=store,
+            clock=clock,
+            config=AgentConfig(platforms=PLATFORMS, schedules_run_on=frozenset({"slack"})),
+        )
+        texts = []
+        try:
+            for n in range(1, turns + 1):
+                texts.append((await bot.reply(asked(f"question {n}: what is new on staging?"))).text)
+                clock.now += 61
+        finally:
+            await llm.aclose()
+    return server, texts, bot
+
+
+async def test_a_30_turn_conversations_requests_each_start_with_the_whole_request_before_it(
+    store: ConversationStore, no_servers: MCPHost
+) -> None:
+    await remembered(store)
+    server, texts, _ = await conversation(store, no_servers, TURNS)
+
+    assert texts[-1] == f"answer {TURNS}"
+    requests = server.requests
+    assert len(requests) == TURNS
+    # The model is told the time, the place's and the person's memories every turn…
+    for n, request in enumerate(requests):
+        said = told(request)
+        assert f"The current time is 2026-12-07T{8 + (61 * n) // 3600:02d}:" in said
+        assert "staging.example.com" in said and "my team is Falcon" in said
+    # …but the system prompt (with the place's memory) and the tools never change…
+    assert len({json.dumps(r["messages"][0]) for r in requests}) == 1
+    assert len({json.dumps(r["tools"]) for r in requests}) == 1
+    assert "my team is Falcon" not in requests[0]["messages"][0]["content"]
+    assert "The current time" not in requests[0]["messages"][0]["content"]
+    # …and each request starts with every message of the one before, but for its last (the turn's
+    # own, which alone carries the note) up to where the note began.
+    for before, after in itertools.pairwise(requests):
+        *kept, last = before["messages"]
+        assert after["messages"][: len(kept)] == kept
+        assert after["messages"][len(kept)]["content"] == own_text(last["content"])
+    # So the fake provider's cache holds most of every prompt from the second turn on.
+    shares = [round(cached / whole, 3) for cached, whole in zip(server.cached, server.prompts, strict=True)]
+    # (Only the note, the new question and the last answer are new: short ones here, so the share is
+    # lower than with tool results; the W3 bench measures that.)
+    assert shares[0] == 0 and all(share >= 0.85 for share in shares[1:]), shares
+    assert shares[1:] == sorted(shares[1:]), "the conversation grows, its cached share with it"
+
+
+async def test_the_turns_note_is_sent_never_stored(store: ConversationStore, no_servers: MCPHost) -> None:
+    await remembered(store)
+    server, _, bot = await conversation(store, no_servers, 2)
+
+    history = await store.history(asked("").key)
+    assert [m.content for m in history if m.role == "user"] == [
+        "question 1: what is new on staging?",
+        "question 2: what is new on staging?",
+    ]
+    assert "my team is Falcon" in server.requests[1]["messages"][-1]["content"]
+    assert bot.limits is None, "a model client given no limits leaves the configured number fixed"
+
+
+async def test_the_tools_are_sent_in_order_of_their_names(
+    store: ConversationStore, no_servers: MCPHost
+) -> None:
+    server, _, _ = await conversation(store, no_servers, 1)
+
+    names = [tool["function"]["name"] for tool in server.requests[0]["tools"]]
+    assert names == sorted(names) and len(names) > 3
+
+
+async def test_the_fake_provider_reports_the_longest_prefix_it_has_seen_as_cached() -> None:
+    def answer(body: dict[str, Any]) -> Reply:
+        return reply("ok")
+
+    first = [{"role": "system", "content": "S" * 400}, {"role": "user", "content": "one"}]
+    second = [*first[:1], {"role": "user", "content": "two"}]
+    usages: dict[str, list[dict[str, Any]]] = {"cached": [], "plain": []}
+    async with (
+        FakeLLMServer(answer, prompt_cache=True) as cached,
+        FakeLLMServer(answer) as plain,
+        aiohttp.ClientSession() as http,
+    ):
+        for name, server in (("cached", cached), ("plain", plain)):
+            for messages in (first, second):
+                body = {"model": "m", "messages": messages}
+                async with http.post(f"{server.base_url}/chat/completions", json=body) as response:
+                    usages[name].append((await response.json())["usage"])
+    # The tools ("[]": none), the system message whole, the user message up to its own text.
+    shared = len('[]\n{"role": "system", "content": "' + "S" * 400 + '"}\n{"role": "user", "content": "')
+    assert [u["prompt_tokens_details"]["cached_tokens"] for u in usages["cached"]] == [0, shared // 4]
+    assert cached.cached == [0, shared // 4]
+    assert all("prompt_tokens_details" not in u for u in usages["plain"]) and plain.cached == []
