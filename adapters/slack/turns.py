@@ -33,6 +33,8 @@ from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.post import LIVE, REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
 from adapters.slack.progress import AssistantStatus, OpeningProgress, ProgressSink, StatusMessage
 from adapters.slack.render import OutMessage, RenderedReply, plain_message, render_reply
+from adapters.slack.sessions import AgentSessions
+from adapters.slack.stops import Stopped, Stops
 from adapters.slack.zones import UserZones
 from bot.agent import Agent, PostRecords
 from bot.types import AgentReply, Ask, ConversationKey, Incoming, Progress, TurnEvent
@@ -48,6 +50,7 @@ APOLOGY = "Sorry — something went wrong on my side while answering; please try
 RESET_DONE = "Started a new conversation here: I have forgotten what we said before."
 EMPTY_PROMPT = "Hi! Ask me something — for example, which tools I have."
 CUT_OFF_BY_RESTART = "⏳ nerve restarted while answering; the answer follows here once it is back."
+STOPPED = "⏹️ Stopped. Your message is kept; ask again to retry."
 # Seconds a cut-off turn may take to say so in its live message, during a shutdown.
 NOTE_SECONDS = 3.0
 
@@ -68,8 +71,11 @@ class TurnRunner:
     zones: UserZones | None = None
     # Reads the files shared with a post (without it, a turn carries none).
     files: SlackFiles | None = None
+    # The threads' agent sessions (Agent messaging experience); off, nothing is set.
+    sessions: AgentSessions | None = None
 
     def __post_init__(self) -> None:
+        self.stops = Stops()
         self._seen = SeenMarks(self.poster.client)
         # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.post`).
         inbox = self.agent.inbox
@@ -108,20 +114,26 @@ class TurnRunner:
                 await posts.put(answer_part(0), plain_message(EMPTY_PROMPT))
             else:
                 mark = self._seen.mark(turn)
+                if answer is None and self.sessions is not None:
+                    await self.sessions.start(turn)
                 # Behind another turn of its thread, the live message waits until this turn starts.
                 sink = OpeningProgress(
                     self.poster, turn, lambda: self._open_live(turn, posts), at_once=not behind
                 )
                 progress = self.watch(turn, sink.on_event)
                 try:
+                    work: Awaitable[AgentReply]
                     if answer is None:
-                        reply = await self.agent.reply(await self._incoming(turn), progress)
+                        work = self.agent.reply(await self._incoming(turn), progress)
                     else:
-                        reply = await answer(progress)
+                        work = answer(progress)
+                    reply = await self.stops.run(turn.key, work)
                 finally:
                     await sink.close()
                 self.delivering.add(task)
                 await self._deliver(turn, reply, sink, posts)
+                if answer is None and self.sessions is not None:
+                    await self.sessions.answered(turn, reply, first=turn.reply_thread_ts == turn.message_ts)
         except asyncio.CancelledError:
             self.delivering.discard(task)
             await self._cut_off(turn, None if posts.delivered else sink)
@@ -132,9 +144,14 @@ class TurnRunner:
                 await self._cut_off(turn, sink)
                 return None
             logger.warning("Slack event %s: the rest of its answer was not posted (shutdown)", turn.event_id)
+        except Stopped:
+            logger.info("Slack event %s in %s: stopped by its person", turn.event_id, turn.key)
+            await self._apologize(turn, sink, STOPPED)
+            await self.session_idle(turn)
         except Exception:
             logger.exception("answering Slack event %s in %s failed", turn.event_id, turn.key)
             await self._apologize(turn, sink)
+            await self.session_idle(turn)
             reply = None
         if answer is not None:
             self.delivering.discard(task)
@@ -150,6 +167,11 @@ class TurnRunner:
         if mark is not None:
             await self._seen.clear(turn, mark)
         return reply
+
+    async def session_idle(self, turn: Turn) -> None:
+        """The turn ended without an answer (stopped, failed): its session no longer shows it working."""
+        if self.sessions is not None:
+            await self.sessions.set(turn, "active")
 
     async def _incoming(self, turn: Turn) -> Incoming:
         """The person's message with the zone their profile names, when it names one, and the files
@@ -188,13 +210,23 @@ class TurnRunner:
         turn = turn_in(Incoming(key=prompt.key, text="", user_id=prompt.requester))
         sink = self._later(turn)
         try:
+            if self.sessions is not None:
+                await self.sessions.set(turn, "processing")  # the parked turn works again
             try:
-                final = await self.agent.resume(request_id, self.watch(turn, sink.on_event))
+                final = await self.stops.run(
+                    prompt.key, self.agent.resume(request_id, self.watch(turn, sink.on_event))
+                )
             finally:
                 await sink.close()
             if final is None:
                 return
             await self._deliver(turn, final, sink)
+            if self.sessions is not None:
+                await self.sessions.answered(turn, final, first=False)
+        except Stopped:
+            await self._apologize(turn, sink, STOPPED)
+            await self.session_idle(turn)
+            return
         except Exception:
             logger.exception("resuming approval request %s in %s failed", request_id, prompt.key)
             await self._apologize(turn, sink)
@@ -256,7 +288,7 @@ class TurnRunner:
         thread = turn.reply_thread_ts
         streaming = thread is not None and team not in self.poster.no_streams
         status: AssistantStatus | None = None
-        if turn.assistant_thread and thread is not None:
+        if turn.assistant_thread and thread is not None and not (self.sessions and self.sessions.enabled):
             status = AssistantStatus(self.poster, turn.channel, thread, self.status_interval)
             try:
                 await status.start()
