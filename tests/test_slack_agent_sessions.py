@@ -16,13 +16,17 @@ from urllib.parse import urlencode
 
 import aiohttp
 import pytest
+import yaml
 
+from adapters.doctor.slack_check import experience
+from adapters.settings import Settings
 from adapters.slack.app import build_bot
 from adapters.slack.client import make_client
 from adapters.slack.serve import serve_http
 from adapters.slack.sessions import TITLE_LIMIT, session_title, topic_title
 from bot.mcp.host import MCPHost
 from bot.types import CallContext, ConversationKey, ToolResult, ToolSpec
+from tests.conftest import ROOT
 from tests.fakes.llm_server import Reply, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
 from tests.fakes.slack_sessions import home_opened, stop_pressed
@@ -205,3 +209,41 @@ async def test_a_session_slack_refuses_never_fails_the_answer(tmp_path: Path, st
         await r.settle()
         assert {c.error for c in r.slack.calls_of("agents.sessions.setStatus")} == {"app_not_agent"}
         assert r.slack.thread(CHANNEL, root)[-1].text == "still answered"
+
+
+def _manifest(name: str) -> dict[str, Any]:
+    loaded = yaml.safe_load((ROOT / "slack" / name).read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+@pytest.mark.parametrize("transport", ["socket", "http"])
+def test_the_default_manifest_is_an_agent_and_the_assistant_variant_differs_only_in_its_view(
+    transport: str,
+) -> None:
+    agent, assistant = (
+        _manifest(f"manifest.{transport}.yaml"),
+        _manifest(f"manifest.assistant.{transport}.yaml"),
+    )
+    assert agent["features"]["agent_view"]["agent_description"]
+    assert "assistant_view" not in agent["features"]
+    events = agent["settings"]["event_subscriptions"]["bot_events"]
+    assert {"agent_session_stopped", "app_home_opened"} <= set(events)
+    assert not any(event.startswith("assistant_thread") for event in events)
+    scopes = set(agent["oauth_config"]["scopes"]["bot"])
+    assert {"assistant:write", "chat:write"} <= scopes  # what agent sessions need
+    # The Assistant variant is the same app with the assistant pane and its events.
+    view = assistant["features"].pop("assistant_view")
+    assert view["assistant_description"] == agent["features"].pop("agent_view")["agent_description"]
+    old = assistant["settings"]["event_subscriptions"]["bot_events"]
+    assert {"assistant_thread_started", "assistant_thread_context_changed"} <= set(old)
+    for app in (agent, assistant):
+        app["settings"]["event_subscriptions"]["bot_events"] = []
+    assert agent == assistant
+
+
+def test_the_doctor_tells_which_experience_the_app_is_made_for() -> None:
+    default = experience(Settings(_env_file=None))  # type: ignore[call-arg]
+    assert default.status == "ok" and "Agent messaging experience" in default.found
+    said = experience(Settings(_env_file=None, slack_experience="assistant"))  # type: ignore[call-arg]
+    assert said.status == "warning" and "manifest.assistant" in said.found

@@ -19,7 +19,7 @@ from bot.errors import ConfigError, NerveError, StartupError
 # without it. tests/test_deploy.py holds the manifests to exactly this list.
 NEEDED_SCOPES = {
     "app_mentions:read": "hearing mentions",
-    "assistant:write": "the assistant pane's status and suggested prompts",
+    "assistant:write": "agent sessions (or the assistant pane's status) and suggested prompts",
     "channels:history": "following threads in public channels",
     "chat:write": "posting answers",
     "commands": "the /nerve command",
@@ -56,7 +56,27 @@ async def check_slack(settings: Settings) -> list[Check]:
         found = f"SLACK_BOT_TOKEN works: {auth.get('user')} in the workspace {auth.get('team')}"
         checks += [ok("slack", found), _scopes(auth.headers)]
     checks.append(await _events(settings, client))
+    checks.append(experience(settings))
     return checks
+
+
+def experience(settings: Settings) -> Check:
+    """Which of Slack's surfaces for AI apps nerve serves (SLACK_EXPERIENCE), and the manifest that
+    makes the app for it: Slack's API cannot tell a bot token which one the app was made with."""
+    if settings.slack_experience == "assistant":
+        return warning(
+            "slack experience",
+            "the Assistant experience (SLACK_EXPERIENCE=assistant; the app is made from "
+            "slack/manifest.assistant.*.yaml, with assistant_view)",
+            "Slack will deprecate assistant_view: move the app to slack/manifest.socket.yaml or "
+            "manifest.http.yaml (agent_view) and unset SLACK_EXPERIENCE",
+        )
+    return ok(
+        "slack experience",
+        "the Agent messaging experience (SLACK_EXPERIENCE=agent): agent sessions and their stop button; "
+        "the app is made from slack/manifest.socket.yaml or manifest.http.yaml (agent_view, subscribed "
+        "to agent_session_stopped and app_home_opened)",
+    )
 
 
 def _scopes(headers: Mapping[str, object]) -> Check:
