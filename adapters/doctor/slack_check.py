@@ -34,6 +34,10 @@ NEEDED_SCOPES = {
     "users:read": "each person's time zone from their Slack profile, for their schedules",
 }
 SLACK_LIMIT = 15.0
+AGENT_EXPERIENCE = (
+    "the Agent messaging experience (SLACK_EXPERIENCE=agent): the app is made from "
+    "slack/manifest.socket.yaml or manifest.http.yaml"
+)
 REACH = "check the network, or SLACK_API_BASE_URL if you set it"
 
 
@@ -71,12 +75,7 @@ def experience(settings: Settings) -> Check:
             "Slack will deprecate assistant_view: move the app to slack/manifest.socket.yaml or "
             "manifest.http.yaml (agent_view) and unset SLACK_EXPERIENCE",
         )
-    return ok(
-        "slack experience",
-        "the Agent messaging experience (SLACK_EXPERIENCE=agent): agent sessions and their stop button; "
-        "the app is made from slack/manifest.socket.yaml or manifest.http.yaml (agent_view, subscribed "
-        "to agent_session_stopped and app_home_opened)",
-    )
+    return ok("slack experience", AGENT_EXPERIENCE)
 
 
 def _scopes(headers: Mapping[str, object]) -> Check:
