@@ -247,3 +247,13 @@ def test_the_doctor_tells_which_experience_the_app_is_made_for() -> None:
     assert default.status == "ok" and "Agent messaging experience" in default.found
     said = experience(Settings(_env_file=None, slack_experience="assistant"))  # type: ignore[call-arg]
     assert said.status == "warning" and "manifest.assistant" in said.found
+
+
+async def test_reset_in_a_thread_closes_its_session(tmp_path: Path, store_backend: Backend) -> None:
+    async with rig(tmp_path, [reply("first answer")], backend=store_backend) as r:
+        root = "1600000000.300700"
+        await r.deliver(mention(f"<@{BOT_USER_ID}> hello", ts=root))
+        await r.settle()
+        await r.deliver(mention(f"<@{BOT_USER_ID}> reset", ts="1600000000.300701", thread_ts=root))
+        await r.settle()
+        assert statuses(r, root) == ["processing", "active", "closed"]

@@ -110,6 +110,8 @@ class TurnRunner:
             if turn.kind == "reset":
                 await self.agent.reset(turn.key)
                 await posts.put(answer_part(0), plain_message(RESET_DONE))
+                if self.sessions is not None:
+                    await self.sessions.set(turn, "closed")  # the person ended this conversation
             elif not turn.incoming.text and not turn.files:
                 await posts.put(answer_part(0), plain_message(EMPTY_PROMPT))
             else:
