@@ -31,6 +31,7 @@ from tests.fakes.llm_server import Reply, reply, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
 from tests.fakes.slack_sessions import home_opened, stop_pressed
 from tests.stores import Backend
+from tests.test_mcp_faults import received, stubborn, until_received
 from tests.test_slack_approvals import (  # noqa: F401  (fixtures)
     ALICE,
     CHANNEL,
@@ -257,3 +258,22 @@ async def test_reset_in_a_thread_closes_its_session(tmp_path: Path, store_backen
         await r.deliver(mention(f"<@{BOT_USER_ID}> reset", ts="1600000000.300701", thread_ts=root))
         await r.settle()
         assert statuses(r, root) == ["processing", "active", "closed"]
+
+
+async def test_stop_sends_notifications_cancelled_to_the_mcp_server_of_the_running_call(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "received.jsonl"
+    async with MCPHost({"stubborn": stubborn(log, timeout=60)}) as mcp:
+        script = [tool_reply(("late", '{"seconds": 30}'))]
+        async with rig(tmp_path, script, host=mcp) as r:
+            root = "1600000000.300800"
+            await r.deliver(mention(f"<@{BOT_USER_ID}> wait for it", ts=root))
+            assert await until_received(log, "tools/call"), "the call reached the server"
+            await r.deliver(event_body(stop_pressed(ALICE, CHANNEL, root, [])["event"]))
+            await r.settle()
+            call_id = next(m["id"] for m in received(log) if m.get("method") == "tools/call")
+            cancels = await until_received(log, "notifications/cancelled")
+            assert [m["params"]["requestId"] for m in cancels] == [call_id]
+            assert statuses(r, root) == ["processing", "active"]
+            assert "Stopped" in r.slack.thread(CHANNEL, root)[-1].text
