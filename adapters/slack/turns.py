@@ -216,7 +216,7 @@ class TurnRunner:
                 await self.sessions.set(turn, "processing")  # the parked turn works again
             try:
                 final = await self.stops.run(
-                    prompt.key, self.agent.resume(request_id, self.watch(turn, sink.on_event))
+                    turn.key, self.agent.resume(request_id, self.watch(turn, sink.on_event))
                 )
             finally:
                 await sink.close()
