@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from adapters.doctor.report import Check, Redactor
-from adapters.doctor.slack_check import NEEDED_SCOPES
+from adapters.doctor.slack_check import AGENT_EXPERIENCE, NEEDED_SCOPES
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR, discover
 from bot.store.postgres import describe
 from tests.conftest import ROOT
@@ -332,6 +332,7 @@ def test_a_deployment_where_everything_works_is_all_ok_and_exits_0(runs):
         row("ok", "slack", "SLACK_BOT_TOKEN works: nerve in the workspace Nerve Test", width=width),
         row("ok", "slack scopes", f"all {len(NEEDED_SCOPES)} scopes nerve uses are granted", width=width),
         row("ok", "slack events", "Socket Mode: SLACK_APP_TOKEN works", width=width),
+        row("ok", "slack experience", AGENT_EXPERIENCE, width=width),
         row("ok", "discord", "DISCORD_BOT_TOKEN works: logged in as nerve (nerve)", width=width),
         row(
             "ok",
@@ -357,6 +358,7 @@ def test_json_is_one_object_per_check_in_order_for_scripts(report):
         "slack",
         "slack scopes",
         "slack events",
+        "slack experience",
         "discord",
         "discord intents",
     ]

@@ -54,7 +54,7 @@ async def test_a_dm_is_never_mixed_into_a_channel_thread(tmp_path: Path) -> None
 
 
 async def test_an_assistant_thread_gets_suggested_prompts_and_a_native_status(tmp_path: Path) -> None:
-    async with rig(tmp_path, echo) as r:
+    async with rig(tmp_path, echo, slack_experience="assistant") as r:
         started = {
             "type": "assistant_thread_started",
             "assistant_thread": {

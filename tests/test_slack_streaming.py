@@ -362,7 +362,7 @@ async def test_pings_and_disguised_links_arrive_escaped_in_every_streamed_piece(
 async def test_an_assistant_thread_shows_its_status_until_the_first_words_then_streams(
     tmp_path: Path,
 ) -> None:
-    async with rig(tmp_path, [streamed()]) as r:
+    async with rig(tmp_path, [streamed()], slack_experience="assistant") as r:
         r.slack.streaming = True
         await r.deliver(dm("air?", thread_ts="1600000000.101200"))
         await r.settle()

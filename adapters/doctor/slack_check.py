@@ -19,7 +19,7 @@ from bot.errors import ConfigError, NerveError, StartupError
 # without it. tests/test_deploy.py holds the manifests to exactly this list.
 NEEDED_SCOPES = {
     "app_mentions:read": "hearing mentions",
-    "assistant:write": "the assistant pane's status and suggested prompts",
+    "assistant:write": "agent sessions (or the assistant pane's status) and suggested prompts",
     "channels:history": "following threads in public channels",
     "chat:write": "posting answers",
     "commands": "the /nerve command",
@@ -34,6 +34,10 @@ NEEDED_SCOPES = {
     "users:read": "each person's time zone from their Slack profile, for their schedules",
 }
 SLACK_LIMIT = 15.0
+AGENT_EXPERIENCE = (
+    "the Agent messaging experience (SLACK_EXPERIENCE=agent): the app is made from "
+    "slack/manifest.socket.yaml or manifest.http.yaml"
+)
 REACH = "check the network, or SLACK_API_BASE_URL if you set it"
 
 
@@ -56,7 +60,22 @@ async def check_slack(settings: Settings) -> list[Check]:
         found = f"SLACK_BOT_TOKEN works: {auth.get('user')} in the workspace {auth.get('team')}"
         checks += [ok("slack", found), _scopes(auth.headers)]
     checks.append(await _events(settings, client))
+    checks.append(experience(settings))
     return checks
+
+
+def experience(settings: Settings) -> Check:
+    """Which of Slack's surfaces for AI apps nerve serves (SLACK_EXPERIENCE), and the manifest that
+    makes the app for it: Slack's API cannot tell a bot token which one the app was made with."""
+    if settings.slack_experience == "assistant":
+        return warning(
+            "slack experience",
+            "the Assistant experience (SLACK_EXPERIENCE=assistant; the app is made from "
+            "slack/manifest.assistant.*.yaml, with assistant_view)",
+            "Slack will deprecate assistant_view: move the app to slack/manifest.socket.yaml or "
+            "manifest.http.yaml (agent_view) and unset SLACK_EXPERIENCE",
+        )
+    return ok("slack experience", AGENT_EXPERIENCE)
 
 
 def _scopes(headers: Mapping[str, object]) -> Check:

@@ -32,7 +32,7 @@ from adapters.slack.approval_view import ACTION_PATTERN
 from adapters.slack.clicks import FeedbackStore, SlackApprovals, on_click, record_click
 from adapters.slack.client import make_client, quiet_bolt_token_notice, reaching_slack
 from adapters.slack.commands import NerveCommands
-from adapters.slack.events import PLATFORM, Identity, Turn, classify
+from adapters.slack.events import PLATFORM, Identity, Turn, classify, turn_in
 from adapters.slack.files import SlackFiles
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
@@ -43,13 +43,14 @@ from adapters.slack.post import Poster
 from adapters.slack.render import FEEDBACK_ACTION
 from adapters.slack.rights import RIGHTS_ACTIONS, SlackRights
 from adapters.slack.schedules import SCHEDULE_ACTIONS, SlackSchedules
+from adapters.slack.sessions import AgentSessions
 from adapters.slack.settings import SlackSettings
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.turns import TurnRunner
 from adapters.slack.zones import UserZones
 from bot.agent import Agent
 from bot.jobs import JobHandler
-from bot.types import SignedIn
+from bot.types import ConversationKey, Incoming, SignedIn
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs
@@ -104,6 +105,7 @@ class SlackBot:
             watch=self._sign_ins.watch,
             zones=zones,
             files=self._files,
+            sessions=AgentSessions(client, enabled=settings.slack_experience == "agent"),
         )
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
         self._launch = jobs_runtime.Launcher(jobs, self._owned.spawn, PLATFORM)
@@ -158,6 +160,9 @@ class SlackBot:
         self.app.event("message")(self._intake.on_turn)
         self.app.event("assistant_thread_started")(self._on_thread_started)
         self.app.event("assistant_thread_context_changed")(self._ack_only)
+        # The Agent messaging experience: the DM's Messages tab opened, and the stop button pressed.
+        self.app.event("app_home_opened")(self._on_home_opened)
+        self.app.event("agent_session_stopped")(self._on_session_stopped)
         self.app.command("/nerve")(self.commands.on_command)
         self.app.action(ACTION_PATTERN)(self._acked(partial(on_click, self._desk, self._poster)))
         self.app.action(FEEDBACK_ACTION)(self._acked(self._on_feedback_click))
@@ -303,7 +308,30 @@ class SlackBot:
         if channel and thread_ts:
             self._owned.spawn(self._suggest_prompts(str(channel), str(thread_ts)))
 
-    async def _suggest_prompts(self, channel: str, thread_ts: str) -> None:
+    async def _on_home_opened(self, event: dict[str, Any]) -> None:
+        # An agent app's Messages tab takes the place of the assistant container: the prompts go to
+        # the channel, without thread_ts (Slack ignores a call for an agent app that names a thread).
+        channel = event.get("channel")
+        if event.get("tab") == "messages" and channel and self.settings.slack_experience == "agent":
+            self._owned.spawn(self._suggest_prompts(str(channel), None))
+
+    async def _on_session_stopped(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        channel, thread = str(event.get("channel") or ""), str(event.get("thread_ts") or "")
+        if not channel or not thread:
+            return
+        key = ConversationKey(
+            platform=PLATFORM, workspace=str(body.get("team_id") or ""), channel=channel, thread=thread
+        )
+        if self._turns.stops.stop(key):
+            logger.info("stop pressed in %s: its turn is cancelled", key)
+            return
+        # Nothing of it runs here (it ended, or runs in another process): the session must still
+        # leave `processing`, which Slack does not do by itself.
+        logger.info("stop pressed in %s, where no turn runs in this process", key)
+        user = str(event.get("user") or "")
+        self._owned.spawn(self._turns.session_idle(turn_in(Incoming(key=key, text="", user_id=user))))
+
+    async def _suggest_prompts(self, channel: str, thread_ts: str | None) -> None:
         try:
             await self.client.assistant_threads_setSuggestedPrompts(
                 channel_id=channel, thread_ts=thread_ts, prompts=list(SUGGESTED_PROMPTS)

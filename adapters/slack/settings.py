@@ -5,6 +5,8 @@ Read from the same environment and `.env` as the core's (`bot.config.SETTINGS_SO
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import SecretStr
 
 from bot.config import Settings
@@ -19,3 +21,7 @@ class SlackSettings(Settings):
     slack_api_base_url: str = "https://slack.com/api/"
     nerve_slack_follow_threads: bool = False
     nerve_slack_allow_bots: bool = False
+    # Which of Slack's surfaces for AI apps the app was made with (its manifest says): the Agent
+    # messaging experience (`agent_view`: agent sessions, their stop button), or the older Assistant
+    # experience (`assistant_view`: assistant threads and their status line).
+    slack_experience: Literal["agent", "assistant"] = "agent"

@@ -23,16 +23,18 @@ from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
-from adapters.slack.events import PLATFORM, Turn, is_dm_channel, turn_in
+from adapters.slack.events import PLATFORM, Turn, turn_in
 from adapters.slack.files import SlackFiles
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
 from adapters.slack.post import LIVE, REFUSED_BLOCKS, Poster, PostsStopped, TurnPosts, answer_part, api_error
 from adapters.slack.progress import AssistantStatus, OpeningProgress, ProgressSink, StatusMessage
 from adapters.slack.render import OutMessage, RenderedReply, plain_message, render_reply
+from adapters.slack.seen import SeenMarks
+from adapters.slack.sessions import AgentSessions
+from adapters.slack.stops import Stopped, Stops
 from adapters.slack.zones import UserZones
 from bot.agent import Agent, PostRecords
 from bot.types import AgentReply, Ask, ConversationKey, Incoming, Progress, TurnEvent
@@ -48,6 +50,7 @@ APOLOGY = "Sorry — something went wrong on my side while answering; please try
 RESET_DONE = "Started a new conversation here: I have forgotten what we said before."
 EMPTY_PROMPT = "Hi! Ask me something — for example, which tools I have."
 CUT_OFF_BY_RESTART = "⏳ nerve restarted while answering; the answer follows here once it is back."
+STOPPED = "⏹️ Stopped. Your message is kept; ask again to retry."
 # Seconds a cut-off turn may take to say so in its live message, during a shutdown.
 NOTE_SECONDS = 3.0
 
@@ -68,8 +71,11 @@ class TurnRunner:
     zones: UserZones | None = None
     # Reads the files shared with a post (without it, a turn carries none).
     files: SlackFiles | None = None
+    # The threads' agent sessions (Agent messaging experience); off, nothing is set.
+    sessions: AgentSessions | None = None
 
     def __post_init__(self) -> None:
+        self.stops = Stops()
         self._seen = SeenMarks(self.poster.client)
         # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.post`).
         inbox = self.agent.inbox
@@ -104,24 +110,32 @@ class TurnRunner:
             if turn.kind == "reset":
                 await self.agent.reset(turn.key)
                 await posts.put(answer_part(0), plain_message(RESET_DONE))
+                if self.sessions is not None:
+                    await self.sessions.set(turn, "closed")  # the person ended this conversation
             elif not turn.incoming.text and not turn.files:
                 await posts.put(answer_part(0), plain_message(EMPTY_PROMPT))
             else:
                 mark = self._seen.mark(turn)
+                if answer is None and self.sessions is not None:
+                    await self.sessions.start(turn)
                 # Behind another turn of its thread, the live message waits until this turn starts.
                 sink = OpeningProgress(
                     self.poster, turn, lambda: self._open_live(turn, posts), at_once=not behind
                 )
                 progress = self.watch(turn, sink.on_event)
                 try:
+                    work: Awaitable[AgentReply]
                     if answer is None:
-                        reply = await self.agent.reply(await self._incoming(turn), progress)
+                        work = self.agent.reply(await self._incoming(turn), progress)
                     else:
-                        reply = await answer(progress)
+                        work = answer(progress)
+                    reply = await self.stops.run(turn.key, work)
                 finally:
                     await sink.close()
                 self.delivering.add(task)
                 await self._deliver(turn, reply, sink, posts)
+                if answer is None and self.sessions is not None:
+                    await self.sessions.answered(turn, reply, first=turn.reply_thread_ts == turn.message_ts)
         except asyncio.CancelledError:
             self.delivering.discard(task)
             await self._cut_off(turn, None if posts.delivered else sink)
@@ -132,9 +146,14 @@ class TurnRunner:
                 await self._cut_off(turn, sink)
                 return None
             logger.warning("Slack event %s: the rest of its answer was not posted (shutdown)", turn.event_id)
+        except Stopped:
+            logger.info("Slack event %s in %s: stopped by its person", turn.event_id, turn.key)
+            await self._apologize(turn, sink, STOPPED)
+            await self.session_idle(turn)
         except Exception:
             logger.exception("answering Slack event %s in %s failed", turn.event_id, turn.key)
             await self._apologize(turn, sink)
+            await self.session_idle(turn)
             reply = None
         if answer is not None:
             self.delivering.discard(task)
@@ -150,6 +169,11 @@ class TurnRunner:
         if mark is not None:
             await self._seen.clear(turn, mark)
         return reply
+
+    async def session_idle(self, turn: Turn) -> None:
+        """The turn ended without an answer (stopped, failed): its session no longer shows it working."""
+        if self.sessions is not None:
+            await self.sessions.set(turn, "active")
 
     async def _incoming(self, turn: Turn) -> Incoming:
         """The person's message with the zone their profile names, when it names one, and the files
@@ -188,13 +212,23 @@ class TurnRunner:
         turn = turn_in(Incoming(key=prompt.key, text="", user_id=prompt.requester))
         sink = self._later(turn)
         try:
+            if self.sessions is not None:
+                await self.sessions.set(turn, "processing")  # the parked turn works again
             try:
-                final = await self.agent.resume(request_id, self.watch(turn, sink.on_event))
+                final = await self.stops.run(
+                    turn.key, self.agent.resume(request_id, self.watch(turn, sink.on_event))
+                )
             finally:
                 await sink.close()
             if final is None:
                 return
             await self._deliver(turn, final, sink)
+            if self.sessions is not None:
+                await self.sessions.answered(turn, final, first=False)
+        except Stopped:
+            await self._apologize(turn, sink, STOPPED)
+            await self.session_idle(turn)
+            return
         except Exception:
             logger.exception("resuming approval request %s in %s failed", request_id, prompt.key)
             await self._apologize(turn, sink)
@@ -256,7 +290,7 @@ class TurnRunner:
         thread = turn.reply_thread_ts
         streaming = thread is not None and team not in self.poster.no_streams
         status: AssistantStatus | None = None
-        if turn.assistant_thread and thread is not None:
+        if turn.assistant_thread and thread is not None and not (self.sessions and self.sessions.enabled):
             status = AssistantStatus(self.poster, turn.channel, thread, self.status_interval)
             try:
                 await status.start()
@@ -348,57 +382,3 @@ class TurnRunner:
             logger.info("no note for Slack event %s: nerve is shutting down", turn.event_id)
         except Exception:
             logger.exception("could not post the apology for Slack event %s", turn.event_id)
-
-
-SEEN_REACTION = "eyes"
-# What Slack answers when the reaction is already there, or already gone: nothing to do.
-_SETTLED = frozenset({"already_reacted", "no_reaction", "message_not_found"})
-# The app may not react at all (scope missing, token type): stop asking, say so once.
-_REFUSED = frozenset({"missing_scope", "not_allowed_token_type", "no_permission", "invalid_name"})
-
-
-class SeenMarks:
-    """Adds and removes the 👀 of each turn; remembers a refusal of reactions."""
-
-    def __init__(self, client: AsyncWebClient) -> None:
-        self._client = client
-        self._refused = False
-
-    def mark(self, turn: Turn) -> asyncio.Task[bool] | None:
-        """Start showing 👀 in the background; None in a DM (its own status) or with no post."""
-        if self._refused or turn.message_ts is None or is_dm_channel(turn.channel):
-            return None
-        return asyncio.create_task(self.call("add", turn.channel, turn.message_ts))
-
-    async def clear(self, turn: Turn, adding: asyncio.Task[bool]) -> None:
-        """Take the reaction away (after it landed, so a late add cannot put it back)."""
-        try:
-            added = await adding
-        except asyncio.CancelledError:
-            return
-        if added and turn.message_ts is not None:
-            await self.call("remove", turn.channel, turn.message_ts)
-
-    async def call(self, method: str, channel: str, ts: str) -> bool:
-        """reactions.add / reactions.remove; True when Slack did it (or it was already so)."""
-        if self._refused:
-            return False
-        try:
-            react = self._client.reactions_add if method == "add" else self._client.reactions_remove
-            await react(channel=channel, timestamp=ts, name=SEEN_REACTION)
-        except Exception as exc:  # a network failure costs the sign, never the turn
-            error = api_error(exc) if isinstance(exc, SlackApiError) else ""
-            if error in _SETTLED:
-                return True
-            if error in _REFUSED:
-                self._refused = True
-                logger.warning(
-                    "Slack refused reactions (%s): mentions get no 👀 until the app has the "
-                    "reactions:write scope (reinstall it from slack/manifest.*.yaml)",
-                    error,
-                )
-                return False
-            reason = error or (exc if isinstance(exc, SlackApiError) else type(exc).__name__)
-            logger.info("could not %s the 👀 reaction in %s: %s", method, channel, reason)
-            return False
-        return True

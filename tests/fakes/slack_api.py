@@ -48,6 +48,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from tests.fakes.slack_files import FakeFiles
+from tests.fakes.slack_sessions import FakeSessions
 
 BOT_USER_ID = "UBOT0001"
 BOT_ID = "BBOT0001"
@@ -331,6 +332,8 @@ class FakeSlack:
         self.zones: dict[str, str] = {}
         # Files shared in the workspace: files.info and their private URLs (`tests.fakes.slack_files`).
         self.files = FakeFiles(lambda: self.base)
+        # Agent sessions (`tests.fakes.slack_sessions`): setStatus and rename, per thread.
+        self.sessions = FakeSessions()
         # An outage (`start_outage`): Socket Mode connections dropped, new ones and
         # apps.connections.open answered 503, until `end_outage`.
         self.out = False
@@ -553,6 +556,8 @@ class FakeSlack:
             answer = self._stream(method, body)
         elif method == "files.info":
             answer = self.files.info(body, request, self.scopes)
+        elif method in ("agents.sessions.setStatus", "agents.sessions.rename"):
+            answer = self.sessions.answer(method, body, self.scopes)
         else:
             answer = self._answer(method, body)
         status = 200 if lost is None else lost.status or 0
