@@ -34,6 +34,8 @@ from bot.errors import (
 from bot.files.desk import file_desk
 from bot.files.intake import file_ids, with_listing
 from bot.files.tools import FILES_SERVER
+from bot.installs import Install as Install
+from bot.installs import WorkspaceInstalls as WorkspaceInstalls
 from bot.memory.scope import is_private, turn_scope
 from bot.memory.tools import MEMORY_SERVER, MemoryTools, may_forget
 from bot.observe import metrics
@@ -167,8 +169,11 @@ class Agent:
         people: PersonLedger | None = None,
         schedules: ScheduleLedger | None = None,
         person_settings: PersonSettingsLedger | None = None,
+        installs: WorkspaceInstalls | None = None,
     ) -> None:
         self.inbox = inbox
+        # The bot's installs in many workspaces ("Add to Slack"), sealed; None without NERVE_SECRET_KEY.
+        self.installs = installs
         # People's schedules (their prompts run later); the store's own ledger by default.
         self._schedules = (
             schedules if schedules is not None else store if isinstance(store, ScheduleLedger) else None

@@ -14,6 +14,7 @@ from bot.asks.connections import Connections
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.files.intake import MB, FileRules
+from bot.installs import workspace_installs
 from bot.mcp.auth import loopback as _loopback
 from bot.mcp.auth.people import person_of as person_of
 from bot.mcp.host import MCPHost
@@ -214,6 +215,7 @@ async def open_runtime(
             openai_llm = OpenAILLM.from_settings(settings)
             stack.push_async_callback(openai_llm.aclose)
             llm, model_name = openai_llm, settings.nerve_model
+        secret_key = settings.nerve_secret_key.get_secret_value() if settings.nerve_secret_key else None
         agent = Agent(
             llm=llm,
             host=host,
@@ -226,6 +228,7 @@ async def open_runtime(
             memories=store,
             schedules=store,
             connections=Connections(sign_ins, host, settings.platforms) if sign_ins is not None else None,
+            installs=workspace_installs(store, secret_key),
         )
         yield Runtime(
             agent=agent,

@@ -1,0 +1,277 @@
+"""Installs in many workspaces: "Add to Slack" through Bolt's OAuth flow against the fake Slack,
+installs sealed in the store, each workspace answered with its own token, uninstalls."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from adapters.slack.app import build_bot
+from adapters.slack.client import make_client
+from adapters.slack.installs import DEFAULT_SCOPES, REDIRECT_PATH, InstallationStore
+from adapters.slack.serve import EVENTS_PATH, serve_http
+from bot.installs import workspace_installs
+from tests.fakes.llm_server import Reply, Responder, Step, reply
+from tests.fakes.slack_installs import FakeWorkspace
+from tests.test_slack_harness import Rig, core, event_body, next_ts, settings_for
+
+SECRET_KEY = "installs-test-secret-key-0123456789"
+
+
+@contextlib.asynccontextmanager
+async def installs_rig(
+    tmp_path: Path, script: Sequence[Step] | Responder, **settings: Any
+) -> AsyncIterator[Rig]:
+    """The real bot over HTTP with "Add to Slack" on: no SLACK_BOT_TOKEN, the fake's OAuth app."""
+    async with core(tmp_path, script) as c:
+        c.agent.installs = workspace_installs(c.store, SECRET_KEY)
+        values: dict[str, Any] = {
+            "slack_bot_token": None,
+            "slack_client_id": c.slack.installs.client_id,
+            "slack_client_secret": c.slack.installs.client_secret,
+            "slack_authorize_url": c.slack.installs.url(c.slack.base),
+            "nerve_secret_key": SECRET_KEY,
+        }
+        values.update(settings)
+        cfg = settings_for(c.slack, **values)
+        bot = build_bot(c.agent, cfg, client=make_client(cfg), pace=0, status_interval=0, stream_interval=0)
+        runner, url = await serve_http(bot, "127.0.0.1", 0)
+        c.slack.installs.redirect_uri = url.removesuffix(EVENTS_PATH) + REDIRECT_PATH
+        try:
+            async with aiohttp.ClientSession() as http:
+                yield Rig(
+                    slack=c.slack,
+                    llm=c.llm,
+                    backend=c.backend,
+                    store=c.store,
+                    agent=c.agent,
+                    bot=bot,
+                    host=c.host,
+                    url=url,
+                    http=http,
+                )
+        finally:
+            await bot.aclose()
+            await runner.cleanup()
+
+
+def base_of(r: Rig) -> str:
+    return r.url.removesuffix(EVENTS_PATH)
+
+
+class Browser:
+    """A person's browser. Bolt's state cookie is `Secure` (nerve is served over HTTPS), which
+    aiohttp keeps off plain HTTP: this browser carries it back to nerve as one on HTTPS would."""
+
+    def __init__(self, r: Rig) -> None:
+        self.r = r
+        self.cookie: str | None = None
+
+    async def get(self, url: str) -> tuple[int, str, str | None]:
+        """One page: its status, text and where it redirects."""
+        headers = {"Cookie": self.cookie} if self.cookie and url.startswith(base_of(self.r)) else {}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(url, headers=headers, allow_redirects=False) as page,
+        ):
+            for morsel in page.cookies.values():
+                if morsel.value and morsel.value != "deleted":
+                    self.cookie = f"{morsel.key}={morsel.value}"
+            return page.status, await page.text(), page.headers.get("Location")
+
+    async def add_to_slack(self) -> tuple[int, str]:
+        """ "Add to Slack", Allow on Slack's page, back to nerve: the last page's status and text."""
+        url: str | None = f"{base_of(self.r)}/slack/install"
+        status, text = 0, ""
+        while url is not None:
+            status, text, url = await self.get(url)
+        return status, text
+
+
+async def add_to_slack(r: Rig, workspace: FakeWorkspace) -> tuple[int, str]:
+    r.slack.installs.installing = workspace
+    return await Browser(r).add_to_slack()
+
+
+def database_files(folder: Path) -> list[bytes]:
+    """The SQLite database's files (with its write-ahead log), as bytes."""
+    return [path.read_bytes() for path in folder.glob("nerve.db*")]
+
+
+def mention_in(workspace: FakeWorkspace, text: str, *, channel: str) -> dict[str, Any]:
+    event = {
+        "type": "app_mention",
+        "user": f"U{workspace.team_id[-4:]}USER",
+        "text": f"<@{workspace.bot_user_id}> {text}",
+        "ts": next_ts(),
+        "channel": channel,
+        "team": workspace.team_id,
+    }
+    body = event_body(event, team=workspace.team_id)
+    body["authorizations"] = [
+        {
+            "team_id": workspace.team_id,
+            "user_id": workspace.bot_user_id,
+            "is_bot": True,
+            "enterprise_id": None,
+        }
+    ]
+    return body
+
+
+async def test_add_to_slack_installs_the_workspace_with_its_token_sealed(tmp_path: Path) -> None:
+    async with installs_rig(tmp_path, []) as r:
+        workspace = r.slack.installs.add_workspace("T0000AAAA")
+        status, page = await add_to_slack(r, workspace)
+        assert status == 200, page
+        assert r.slack.installs.asked_scopes == [list(DEFAULT_SCOPES)]
+        assert r.agent.installs is not None
+        found = await r.agent.installs.find("slack", "T0000AAAA")
+        assert found is not None and found.value["bot_token"] == workspace.token
+        assert found.value["bot_id"] == workspace.bot_id  # Bolt asked auth.test with the new token
+        stored = await r.store.stored_install("slack", "T0000AAAA")
+        assert stored is not None and workspace.token.encode() not in stored.secret
+        files = await asyncio.to_thread(database_files, tmp_path)
+        assert files or os.environ.get("NERVE_TEST_STORE") == "postgres"
+        assert all(workspace.token.encode() not in held for held in files)  # nowhere in SQLite's files
+
+
+async def test_a_forged_or_reused_state_is_refused_and_installs_nothing(tmp_path: Path) -> None:
+    async with installs_rig(tmp_path, []) as r:
+        workspace = r.slack.installs.add_workspace("T0000AAAA")
+        r.slack.installs.installing = workspace
+        browser = Browser(r)
+        # The install page sets the state cookie and sends the browser to Slack's page.
+        status, _, authorize = await browser.get(f"{base_of(r)}/slack/install")
+        assert status == 302 and authorize is not None
+        _, _, back = await browser.get(authorize)
+        assert back is not None
+        code = back.split("code=")[1].split("&")[0]
+        forged_url = f"{base_of(r)}{REDIRECT_PATH}?code={code}&state=forged"
+        assert (await browser.get(forged_url))[0] == 400  # not the browser's state
+        own = browser.cookie
+        browser.cookie = "slack-app-oauth-state=forged"
+        assert (await browser.get(forged_url))[0] == 401  # the browser's, but never issued
+        browser.cookie = own
+        assert (await browser.get(back))[0] == 200
+        assert (await browser.get(back))[0] == 401  # the same state twice: used up
+        assert r.agent.installs is not None
+        assert [i.workspace for i in await r.agent.installs.all("slack")] == ["T0000AAAA"]
+
+
+async def test_an_expired_state_is_refused(tmp_path: Path) -> None:
+    async with installs_rig(tmp_path, []) as r:
+        assert r.agent.installs is not None
+        await r.agent.installs.issue_state("old-state", -1.0)
+        assert await r.agent.installs.take_state("old-state") is False
+        await r.agent.installs.issue_state("new-state", 60.0)
+        assert await r.agent.installs.take_state("new-state") is True
+        assert await r.agent.installs.take_state("new-state") is False
+
+
+async def test_two_workspaces_are_answered_with_their_own_tokens_and_never_see_each_other(
+    tmp_path: Path,
+) -> None:
+    async def model(body: dict[str, Any]) -> Reply:
+        seen = json.dumps(body["messages"])
+        return reply("answer for " + ("A" if "canary-alpha" in seen else "B") + f" ({seen.count('canary')})")
+
+    async with installs_rig(tmp_path, model) as r:
+        alpha = r.slack.installs.add_workspace("T0000AAAA")
+        beta = r.slack.installs.add_workspace("T0000BBBB")
+        assert (await add_to_slack(r, alpha))[0] == 200
+        assert (await add_to_slack(r, beta))[0] == 200
+        first = mention_in(alpha, "remember canary-alpha", channel="C0SAME")
+        second = mention_in(beta, "what did I tell you?", channel="C0SAME")  # the same channel id
+        assert await r.deliver(first) == 200
+        await r.settle()
+        assert await r.deliver(second) == 200
+        await r.settle()
+        [asked_alpha, asked_beta] = r.llm.requests
+        assert "canary-alpha" in json.dumps(asked_alpha["messages"])
+        assert "canary-alpha" not in json.dumps(asked_beta["messages"])
+        by_thread = {
+            body.get("thread_ts") or body.get("ts"): token
+            for method, token, body in r.slack.installs.tokens
+            if method in ("chat.postMessage", "chat.update")
+        }
+        assert by_thread[first["event"]["ts"]] == alpha.token
+        assert by_thread[second["event"]["ts"]] == beta.token
+        posted = [
+            t for m, t, _ in r.slack.installs.tokens if m.startswith(("chat.", "reactions.", "assistant."))
+        ]
+        assert posted and set(posted) <= {alpha.token, beta.token}
+
+
+async def test_an_event_from_a_workspace_without_an_install_is_not_answered(tmp_path: Path) -> None:
+    async with installs_rig(tmp_path, []) as r:
+        stranger = r.slack.installs.add_workspace("T0000CCCC")  # known to Slack, never installed here
+        assert await r.deliver(mention_in(stranger, "hello", channel="C0X")) == 200
+        await r.settle()
+        assert r.llm.requests == [] and r.slack.posted == []
+
+
+@pytest.mark.parametrize("event", ["app_uninstalled", "tokens_revoked"])
+async def test_uninstalling_deletes_the_workspace_install_and_says_so(
+    tmp_path: Path, event: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with installs_rig(tmp_path, []) as r:
+        alpha = r.slack.installs.add_workspace("T0000AAAA")
+        beta = r.slack.installs.add_workspace("T0000BBBB")
+        await add_to_slack(r, alpha)
+        await add_to_slack(r, beta)
+        payload: dict[str, Any] = {"type": event}
+        if event == "tokens_revoked":
+            payload["tokens"] = {"bot": [alpha.bot_user_id]}
+        assert await r.deliver(event_body(payload, team=alpha.team_id)) == 200
+        await r.settle()
+        assert r.agent.installs is not None
+        assert [i.workspace for i in await r.agent.installs.all("slack")] == ["T0000BBBB"]
+        assert any("T0000AAAA" in line and "deleted" in line for line in caplog.messages)
+
+
+async def test_an_organization_wide_install_is_refused_unless_allowed(tmp_path: Path) -> None:
+    async with installs_rig(tmp_path, []) as r:
+        org = r.slack.installs.add_workspace("T0000ORG1", enterprise_id="E0000ORG1", org_wide=True)
+        status, _ = await add_to_slack(r, org)
+        assert status != 200
+        assert r.agent.installs is not None and await r.agent.installs.all("slack") == []
+
+
+async def test_an_allowed_organization_install_never_answers_for_another_organization(tmp_path: Path) -> None:
+    async with installs_rig(tmp_path, [], slack_allow_org_install=True) as r:
+        org = r.slack.installs.add_workspace("T0000ORG1", enterprise_id="E0000ORG1", org_wide=True)
+        assert (await add_to_slack(r, org))[0] == 200
+        store = r.bot.installs
+        assert isinstance(store, InstallationStore)
+        mine = await store.async_find_bot(
+            enterprise_id="E0000ORG1", team_id="T0000ANY1", is_enterprise_install=True
+        )
+        assert mine is not None and mine.bot_token == org.token
+        # A workspace of that organization, in an event without the org-wide flag.
+        within = await store.async_find_bot(enterprise_id="E0000ORG1", team_id="T0000ANY1")
+        assert within is not None and within.bot_token == org.token
+        other = await store.async_find_bot(
+            enterprise_id="E0000ORG2", team_id="T0000ANY2", is_enterprise_install=True
+        )
+        assert other is None
+        assert await store.async_find_bot(enterprise_id="E0000ORG2", team_id="E0000ORG1") is None
+
+
+async def test_without_oauth_settings_one_token_answers_and_there_is_no_install_page(tmp_path: Path) -> None:
+    from tests.test_slack_harness import mention, rig
+
+    async with rig(tmp_path, [reply("hi")]) as r:
+        async with r.http.get(r.url.removesuffix(EVENTS_PATH) + "/slack/install") as page:
+            assert page.status == 404
+        assert await r.deliver(mention("<@UBOT0001> hello")) == 200
+        await r.settle()
+        assert set(r.slack.installs.used("chat.postMessage")) == {"xoxb-test-token"}
