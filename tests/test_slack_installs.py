@@ -20,6 +20,7 @@ from adapters.slack.installs import DEFAULT_SCOPES, REDIRECT_PATH, InstallationS
 from adapters.slack.serve import EVENTS_PATH, serve_http
 from bot.installs import workspace_installs
 from tests.fakes.llm_server import Reply, Responder, Step, reply
+from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_installs import FakeWorkspace
 from tests.test_slack_harness import Rig, core, event_body, next_ts, settings_for
 
@@ -275,3 +276,37 @@ async def test_without_oauth_settings_one_token_answers_and_there_is_no_install_
         assert await r.deliver(mention("<@UBOT0001> hello")) == 200
         await r.settle()
         assert set(r.slack.installs.used("chat.postMessage")) == {"xoxb-test-token"}
+
+
+async def test_doctor_lists_the_installed_workspaces_and_checks_each_tokens_scopes(tmp_path: Path) -> None:
+    from adapters.doctor.slack_check import check_slack
+    from adapters.settings import Settings
+    from bot.runtime import open_store
+
+    async with FakeSlack() as slack:
+        alpha = slack.installs.add_workspace("T0000AAAA", name="Alpha")
+        slack.scopes = [scope for scope in DEFAULT_SCOPES if scope != "users:read"]
+        settings = Settings(  # type: ignore[call-arg]
+            _env_file=None,
+            nerve_db=tmp_path / "doctor.db",
+            slack_client_id=slack.installs.client_id,
+            slack_client_secret=slack.installs.client_secret,
+            slack_signing_secret="signing",
+            slack_api_base_url=slack.api_url,
+            nerve_secret_key=SECRET_KEY,
+        )
+        assert [c.found for c in await check_slack(settings) if c.name == "slack installs"] == [
+            "no workspace has installed nerve yet"
+        ]
+        async with open_store(settings) as store:
+            installs = workspace_installs(store, SECRET_KEY)
+            assert installs is not None
+            value = {"bot_token": alpha.token, "team_id": alpha.team_id, "team_name": "Alpha"}
+            await installs.keep("slack", "T0000AAAA", value, enterprise="", org_wide=False, name="Alpha")
+        checks = await check_slack(settings)
+        by_name = {c.name: c for c in checks}
+        assert by_name["slack installs"].found == "1 workspace(s): T0000AAAA"
+        assert by_name["slack workspace"].status == "ok"
+        assert by_name["slack scopes"].status == "warning" and "users:read" in by_name["slack scopes"].found
+        assert by_name["slack scopes"].found.startswith("T0000AAAA (Alpha)")
+        assert slack.installs.used("auth.test") == [alpha.token]
