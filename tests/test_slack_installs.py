@@ -18,21 +18,29 @@ from adapters.slack.app import build_bot
 from adapters.slack.client import make_client
 from adapters.slack.installs import DEFAULT_SCOPES, REDIRECT_PATH, InstallationStore
 from adapters.slack.serve import EVENTS_PATH, serve_http
+from bot.agent import AgentConfig
 from bot.installs import workspace_installs
+from bot.policy.scopes import Rule, Scopes
+from bot.types import ToolResult
 from tests.fakes.llm_server import Reply, Responder, Step, reply
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_installs import FakeWorkspace
-from tests.test_slack_harness import Rig, core, event_body, next_ts, settings_for
+from tests.test_slack_harness import Rig, ToolFn, core, event_body, next_ts, settings_for
 
 SECRET_KEY = "installs-test-secret-key-0123456789"
 
 
 @contextlib.asynccontextmanager
 async def installs_rig(
-    tmp_path: Path, script: Sequence[Step] | Responder, **settings: Any
+    tmp_path: Path,
+    script: Sequence[Step] | Responder,
+    *,
+    tools: dict[str, ToolFn] | None = None,
+    config: AgentConfig | None = None,
+    **settings: Any,
 ) -> AsyncIterator[Rig]:
     """The real bot over HTTP with "Add to Slack" on: no SLACK_BOT_TOKEN, the fake's OAuth app."""
-    async with core(tmp_path, script) as c:
+    async with core(tmp_path, script, tools=tools, config=config) as c:
         c.agent.installs = workspace_installs(c.store, SECRET_KEY)
         values: dict[str, Any] = {
             "slack_bot_token": None,
@@ -310,3 +318,41 @@ async def test_doctor_lists_the_installed_workspaces_and_checks_each_tokens_scop
         assert by_name["slack scopes"].status == "warning" and "users:read" in by_name["slack scopes"].found
         assert by_name["slack scopes"].found.startswith("T0000AAAA (Alpha)")
         assert slack.installs.used("auth.test") == [alpha.token]
+
+
+# --- per-workspace policy ------------------------------------------------------------------------
+
+
+def test_the_policy_may_name_a_workspace_and_it_applies_there_alone() -> None:
+    from adapters.settings import PLATFORMS
+    from bot.policy.scopes import Place, Rule, Scopes, rule_name_problem
+
+    assert Place.parse("slack:team:T0123", PLATFORMS) == Place(platform="slack", team="T0123")
+    assert rule_name_problem("slack:team:T0123", PLATFORMS) is None
+    assert "names more than one thing" in (rule_name_problem("slack:team:T0123:C1", PLATFORMS) or "")
+    with pytest.raises(ValueError, match="not installed in workspaces"):
+        Place.parse("discord:team:T1", PLATFORMS)
+    scopes = Scopes(rules={"slack:team:T0123": Rule(allow=("notes",)), "slack": Rule(allow=("fs",))})
+    here = Place(platform="slack", channel="C1", team="T0123", user="U1")
+    there = Place(platform="slack", channel="C1", team="T0999", user="U1")
+    assert scopes.allows(here, "notes", "add") and not scopes.allows(here, "fs", "read")
+    assert scopes.allows(there, "fs", "read") and not scopes.allows(there, "notes", "add")
+    # A channel's own rule is still more specific than its workspace's.
+    channel_rule = Scopes(rules={"slack:team:T0123": Rule(deny=("fs",)), "slack:C1": Rule(allow=("fs",))})
+    assert channel_rule.allows(here, "fs", "read")
+
+
+async def test_a_workspace_policy_offers_its_tools_in_that_workspace_alone(tmp_path: Path) -> None:
+    policy = AgentConfig(scopes=Scopes(rules={"slack:team:T0000AAAA": Rule(deny=("static",))}))
+    tools: dict[str, ToolFn] = {"lookup": lambda _args: ToolResult(content="found")}
+    async with installs_rig(tmp_path, [reply("a"), reply("b")], tools=tools, config=policy) as r:
+        alpha = r.slack.installs.add_workspace("T0000AAAA")
+        beta = r.slack.installs.add_workspace("T0000BBBB")
+        await add_to_slack(r, alpha)
+        await add_to_slack(r, beta)
+        assert await r.deliver(mention_in(alpha, "hello", channel="C0X")) == 200
+        await r.settle()
+        assert await r.deliver(mention_in(beta, "hello", channel="C0X")) == 200
+        await r.settle()
+        offered = [[t["function"]["name"] for t in asked.get("tools") or []] for asked in r.llm.requests]
+        assert "lookup" not in offered[0] and "lookup" in offered[1]

@@ -187,7 +187,8 @@ class SlackSchedules:
         key, dm = schedule.key, is_dm_channel(schedule.key.channel)
         if not dm:
             key = replace(key, thread=await self._announced(schedule, slot))
-        place = Place(platform=PLATFORM, channel=key.channel, dm=dm, user=schedule.owner_user)
+        owner, team = schedule.owner_user, key.workspace or None
+        place = Place(platform=PLATFORM, channel=key.channel, dm=dm, user=owner, team=team)
         zone = await self.zones.of(schedule.owner_user)
         incoming = scheduled_incoming(schedule, slot, key=key, place=place, time_zone=zone)
 
