@@ -356,3 +356,43 @@ async def test_a_workspace_policy_offers_its_tools_in_that_workspace_alone(tmp_p
         await r.settle()
         offered = [[t["function"]["name"] for t in asked.get("tools") or []] for asked in r.llm.requests]
         assert "lookup" not in offered[0] and "lookup" in offered[1]
+
+
+async def test_an_event_left_from_before_a_restart_is_answered_with_its_own_workspaces_token(
+    tmp_path: Path,
+) -> None:
+    from adapters.slack.events import inbox_payload
+
+    async with installs_rig(tmp_path, [reply("late answer")]) as r:
+        alpha = r.slack.installs.add_workspace("T0000AAAA")
+        beta = r.slack.installs.add_workspace("T0000BBBB")
+        await add_to_slack(r, alpha)
+        await add_to_slack(r, beta)
+        body = mention_in(beta, "still there?", channel="C0B")
+        assert await r.store.claim_event("slack", body["event_id"], inbox_payload(body))
+        before = len(r.slack.installs.tokens)
+        assert await r.bot.recover() == 1
+        await r.settle()
+        assert [p.text for p in r.slack.thread("C0B", body["event"]["ts"])] == ["late answer"]
+        used = {token for _, token, _ in r.slack.installs.tokens[before:]}
+        assert used == {beta.token}
+        assert "still there?" in json.dumps(r.llm.requests[0]["messages"])  # its bot's mention stripped
+        assert f"<@{beta.bot_user_id}>" not in json.dumps(r.llm.requests[0]["messages"])
+
+
+def test_add_to_slack_needs_its_secrets_and_the_events_api_over_http() -> None:
+    from adapters.slack.installs import oauth_settings
+    from adapters.slack.serve import check_settings
+    from adapters.slack.settings import SlackSettings
+    from bot.errors import ConfigError
+
+    base: dict[str, Any] = {"_env_file": None, "slack_client_id": "1.2", "slack_signing_secret": "s"}
+    check_settings(SlackSettings(**base))  # no SLACK_BOT_TOKEN needed
+    with pytest.raises(ConfigError, match="unset SLACK_APP_TOKEN"):
+        check_settings(SlackSettings(**base, slack_app_token="xapp-1"))
+    installs = workspace_installs(object(), SECRET_KEY)
+    assert installs is None  # a store that keeps no installs
+    with pytest.raises(ConfigError, match="NERVE_SECRET_KEY"):
+        oauth_settings(SlackSettings(**base), None)
+    with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN is not set"):
+        check_settings(SlackSettings(_env_file=None, slack_signing_secret="s"))  # type: ignore[call-arg]
