@@ -7,7 +7,8 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,21 @@ from adapters.slack.installs import DEFAULT_SCOPES, REDIRECT_PATH, InstallationS
 from adapters.slack.serve import EVENTS_PATH, serve_http
 from bot.agent import AgentConfig
 from bot.installs import workspace_installs
+from bot.mcp.host import MCPHost
 from bot.policy.scopes import Rule, Scopes
+from bot.seams import ToolHost
 from bot.types import ToolResult
+from tests.fakes.clock import Clock
 from tests.fakes.llm_server import Reply, Responder, Step, reply
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_installs import FakeWorkspace
+from tests.test_slack_approvals import (
+    approval_messages,
+    host,  # noqa: F401  (fixture)
+    notes,  # noqa: F401  (fixture)
+    ran,
+    read_and_add,
+)
 from tests.test_slack_harness import Rig, ToolFn, core, event_body, next_ts, settings_for
 
 SECRET_KEY = "installs-test-secret-key-0123456789"
@@ -37,10 +48,15 @@ async def installs_rig(
     *,
     tools: dict[str, ToolFn] | None = None,
     config: AgentConfig | None = None,
+    memories: bool = False,
+    tool_host: ToolHost | None = None,
+    approvals: bool = False,
+    clock: Callable[[], float] = time.time,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
     """The real bot over HTTP with "Add to Slack" on: no SLACK_BOT_TOKEN, the fake's OAuth app."""
-    async with core(tmp_path, script, tools=tools, config=config) as c:
+    options: dict[str, Any] = {"memories": memories, "approvals": approvals, "clock": clock}
+    async with core(tmp_path, script, tools=tools, config=config, host=tool_host, **options) as c:
         c.agent.installs = workspace_installs(c.store, SECRET_KEY)
         values: dict[str, Any] = {
             "slack_bot_token": None,
@@ -115,10 +131,12 @@ def database_files(folder: Path) -> list[bytes]:
     return [path.read_bytes() for path in folder.glob("nerve.db*")]
 
 
-def mention_in(workspace: FakeWorkspace, text: str, *, channel: str) -> dict[str, Any]:
+def mention_in(
+    workspace: FakeWorkspace, text: str, *, channel: str, user: str | None = None
+) -> dict[str, Any]:
     event = {
         "type": "app_mention",
-        "user": f"U{workspace.team_id[-4:]}USER",
+        "user": user or f"U{workspace.team_id[-4:]}USER",
         "text": f"<@{workspace.bot_user_id}> {text}",
         "ts": next_ts(),
         "channel": channel,
@@ -396,3 +414,58 @@ def test_add_to_slack_needs_its_secrets_and_the_events_api_over_http() -> None:
         oauth_settings(SlackSettings(**base), None)
     with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN is not set"):
         check_settings(SlackSettings(_env_file=None, slack_signing_secret="s"))  # type: ignore[call-arg]
+
+
+async def test_a_persons_memories_in_one_workspace_never_reach_the_same_user_id_in_another(
+    tmp_path: Path,
+) -> None:
+    async with installs_rig(tmp_path, [reply("a"), reply("b")], memories=True) as r:
+        alpha = r.slack.installs.add_workspace("T0000AAAA")
+        beta = r.slack.installs.add_workspace("T0000BBBB")
+        await add_to_slack(r, alpha)
+        await add_to_slack(r, beta)
+        # User ids are unique within a workspace only: the same id in both is two people.
+        for team, canary in (("T0000AAAA", "canary-memory-alpha"), ("T0000BBBB", "canary-memory-beta")):
+            await r.store.add_memory(
+                kind="person",
+                subject=f"slack:{team}:U0SAME",
+                text=f"my code word is {canary}",
+                anywhere=True,
+                written_by=f"slack:{team}:U0SAME",
+                written_in="slack:C0X",
+            )
+        await r.deliver(mention_in(alpha, "what is my code word?", channel="C0X", user="U0SAME"))
+        await r.settle()
+        await r.deliver(mention_in(beta, "what is my code word?", channel="C0Y", user="U0SAME"))
+        await r.settle()
+        [seen_alpha, seen_beta] = [json.dumps(asked["messages"]) for asked in r.llm.requests]
+        assert "canary-memory-alpha" in seen_alpha and "canary-memory-beta" not in seen_alpha
+        assert "canary-memory-beta" in seen_beta and "canary-memory-alpha" not in seen_beta
+
+
+async def test_an_approval_that_expires_later_goes_on_with_its_own_workspaces_token(
+    tmp_path: Path,
+    host: MCPHost,  # noqa: F811  (the fixture)
+    notes: Path,  # noqa: F811  (the fixture)
+) -> None:
+    clock = Clock(1_900_000_000.0)
+    steps = [read_and_add(), reply("Nobody approved it.")]
+    async with installs_rig(tmp_path, steps, tool_host=host, approvals=True, clock=clock) as r:
+        alpha = r.slack.installs.add_workspace("T0000AAAA")
+        beta = r.slack.installs.add_workspace("T0000BBBB")
+        await add_to_slack(r, alpha)
+        await add_to_slack(r, beta)
+        body = mention_in(beta, "add hi to the note", channel="C0B")
+        await r.deliver(body)
+        await r.settle()
+        root = body["event"]["ts"]
+        [approval] = approval_messages(r, root, channel="C0B")
+        clock.now += 601
+        before = len(r.slack.installs.tokens)
+        # The sweep runs on its own, outside any delivery from Slack.
+        assert len(await r.bot.sweep()) == 1
+        await r.settle()
+        assert "Expired" in json.dumps(approval.current["blocks"])
+        assert r.slack.thread("C0B", root)[-1].text == "Nobody approved it."
+        assert {token for _, token, _ in r.slack.installs.tokens[before:]} == {beta.token}
+        assert ran(notes) == ["read_note"]
