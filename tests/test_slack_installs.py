@@ -469,3 +469,43 @@ async def test_an_approval_that_expires_later_goes_on_with_its_own_workspaces_to
         assert r.slack.thread("C0B", root)[-1].text == "Nobody approved it."
         assert {token for _, token, _ in r.slack.installs.tokens[before:]} == {beta.token}
         assert ran(notes) == ["read_note"]
+
+
+def org_mention(workspace: FakeWorkspace, enterprise: str, text: str, *, channel: str) -> dict[str, Any]:
+    """An event from a workspace of an Enterprise Grid organization the app is installed in as a whole."""
+    body = mention_in(workspace, text, channel=channel)
+    body["enterprise_id"] = enterprise
+    body["is_enterprise_install"] = True
+    body["authorizations"] = [
+        {
+            "enterprise_id": enterprise,
+            "team_id": None,
+            "user_id": workspace.bot_user_id,
+            "is_bot": True,
+            "is_enterprise_install": True,
+        }
+    ]
+    return body
+
+
+async def test_an_organization_wide_install_answers_its_organization_and_no_other(tmp_path: Path) -> None:
+    async with installs_rig(tmp_path, [reply("org answer")], slack_allow_org_install=True) as r:
+        org = r.slack.installs.add_workspace("T0000ORG1", enterprise_id="E0000ORG1", org_wide=True)
+        stranger = r.slack.installs.add_workspace("T0000ORG2", enterprise_id="E0000ORG2", org_wide=True)
+        assert (await add_to_slack(r, org))[0] == 200
+        assert r.agent.installs is not None
+        [install] = await r.agent.installs.all("slack")
+        assert (install.workspace, install.enterprise, install.org_wide) == ("E0000ORG1", "E0000ORG1", True)
+        mine = org_mention(org, "E0000ORG1", "hello", channel="C0ORG")
+        assert await r.deliver(mine) == 200
+        await r.settle()
+        assert [p.text for p in r.slack.thread("C0ORG", mine["event"]["ts"])] == ["org answer"]
+        assert set(r.slack.installs.used("chat.postMessage")) == {org.token}
+        # Later work for that workspace (after a restart too) finds the organization's install.
+        restarted = InstallationStore(r.agent.installs, allow_org=True)
+        assert await restarted.bot_token("T0000ORG1") == org.token
+        assert await restarted.bot_token("T0000ORG2") is None
+        # Another organization (never installed) is not answered, with this install or any.
+        assert await r.deliver(org_mention(stranger, "E0000ORG2", "hello", channel="C0OTHER")) == 200
+        await r.settle()
+        assert len(r.llm.requests) == 1

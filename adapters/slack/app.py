@@ -44,7 +44,7 @@ from adapters.slack.files import SlackFiles
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
-from adapters.slack.installs import InstallationStore, oauth_on, oauth_settings, team_entry
+from adapters.slack.installs import InstallationStore, delivery_team, oauth_on, oauth_settings, team_entry
 from adapters.slack.intake import Intake
 from adapters.slack.memory import MEMORY_ACTIONS, SlackMemory
 from adapters.slack.post import Poster
@@ -303,10 +303,15 @@ class SlackBot:
 
         return listener
 
-    async def _use_workspace(self, context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
+    async def _use_workspace(
+        self, body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
+    ) -> None:
         # Everything this delivery starts (its turn, its clicks' work) calls Slack with the token Bolt
         # found for the delivery's workspace.
         use_workspace_token(context.bot_token)
+        team = delivery_team(body)
+        if self.installs is not None and context.is_enterprise_install and context.enterprise_id and team:
+            await self.installs.seen_in_org(context.enterprise_id, team)
         await next()
 
     async def _on_uninstalled(self, ack: AsyncAck, body: dict[str, Any]) -> None:

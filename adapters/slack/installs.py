@@ -65,6 +65,27 @@ def _workspace(enterprise_id: str | None, team_id: str | None, org_wide: bool | 
     return (enterprise_id if org_wide else team_id) or None
 
 
+# Where an organization-wide install keeps the teams its events came from (Bolt's custom values).
+TEAMS_SEEN = "nerve_teams_seen"
+
+
+def _teams_of(value: dict[str, Any]) -> list[str]:
+    return [str(team) for team in (value.get("custom_values") or {}).get(TEAMS_SEEN) or []]
+
+
+def delivery_team(body: dict[str, Any]) -> str:
+    """The workspace a delivery happened in, as its conversation keys name it (an org-wide install's
+    authorizations name no team)."""
+    event, team, user = body.get("event"), body.get("team"), body.get("user")
+    found = (
+        body.get("team_id")
+        or (event.get("team") if isinstance(event, dict) else None)
+        or (team.get("id") if isinstance(team, dict) else None)
+        or (user.get("team_id") if isinstance(user, dict) else None)
+    )
+    return str(found or "")
+
+
 def _plain(value: Any) -> Any:
     return value.timestamp() if isinstance(value, datetime) else value
 
@@ -83,6 +104,8 @@ class InstallationStore(AsyncInstallationStore):
     def __init__(self, installs: WorkspaceInstalls, *, allow_org: bool) -> None:
         self._installs = installs
         self._allow_org = allow_org
+        # (organization, team) already recorded with the organization's install, in this process.
+        self._seen: set[tuple[str, str]] = set()
 
     @property
     def logger(self) -> logging.Logger:
@@ -168,9 +191,31 @@ class InstallationStore(AsyncInstallationStore):
 
     async def bot_token(self, team_id: str) -> str | None:
         """The bot token answering for `team_id` (work that did not come with an event: a resumed
-        approval, a schedule, a recovered event)."""
+        approval, a schedule, a recovered event): its own install's, else that of the organization-wide
+        install it was seen in."""
         found = await self._installs.find(PLATFORM, team_id)
+        if found is None and self._allow_org:
+            orgs = [i for i in await self._installs.all(PLATFORM) if i.org_wide]
+            found = next((i for i in orgs if team_id in _teams_of(i.value)), None)
         return str(found.value.get("bot_token") or "") or None if found is not None else None
+
+    async def seen_in_org(self, enterprise_id: str, team_id: str) -> None:
+        """A workspace of an organization-wide install had an event: later work for that team (which
+        its conversation keys name) finds the organization's install."""
+        if (enterprise_id, team_id) in self._seen:
+            return
+        found = await self._installs.find(PLATFORM, enterprise_id)
+        if found is None or not found.org_wide or found.enterprise != enterprise_id:
+            return
+        teams = _teams_of(found.value)
+        if team_id not in teams:
+            custom = dict(found.value.get("custom_values") or {})
+            custom[TEAMS_SEEN] = [*teams, team_id]
+            value = {**found.value, "custom_values": custom}
+            await self._installs.keep(
+                PLATFORM, found.workspace, value, enterprise=found.enterprise, org_wide=True, name=found.name
+            )
+        self._seen.add((enterprise_id, team_id))
 
 
 class StateStore(AsyncOAuthStateStore):
