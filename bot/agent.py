@@ -172,7 +172,8 @@ class Agent:
         installs: WorkspaceInstalls | None = None,
     ) -> None:
         self.inbox = inbox
-        # The bot's installs in many workspaces ("Add to Slack"), sealed; None without NERVE_SECRET_KEY.
+        # The bot's installs in many workspaces (a platform's install flow), sealed; None without
+        # NERVE_SECRET_KEY.
         self.installs = installs
         # People's schedules (their prompts run later); the store's own ledger by default.
         self._schedules = (

@@ -1,4 +1,4 @@
--- Installs of the bot in many workspaces ("Add to Slack"). `secret` holds the whole installation
+-- Installs of the bot in many workspaces (a platform's install flow). `secret` holds the whole installation
 -- (its tokens among it) encrypted with NERVE_SECRET_KEY; nothing here is readable without the key.
 --
 -- workspace_installs: one row per installed workspace; `workspace` is the team id, or the
