@@ -509,3 +509,25 @@ async def test_an_organization_wide_install_answers_its_organization_and_no_othe
         assert await r.deliver(org_mention(stranger, "E0000ORG2", "hello", channel="C0OTHER")) == 200
         await r.settle()
         assert len(r.llm.requests) == 1
+
+
+async def test_a_schedule_runs_with_its_own_workspaces_token(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from tests.test_slack_schedules import NOW, a_schedule, runs
+
+    async with installs_rig(tmp_path, [reply("All green.")]) as r:
+        alpha = r.slack.installs.add_workspace("T0000AAAA")
+        beta = r.slack.installs.add_workspace("T0000BBBB")
+        await add_to_slack(r, alpha)
+        await add_to_slack(r, beta)
+        made = a_schedule("check the deploy", NOW - 60, channel="C0B", rule="FREQ=DAILY")
+        owner = f"slack:{beta.team_id}:U0ALICE"
+        due = replace(made, key=replace(made.key, workspace=beta.team_id), owner=owner)
+        await r.store.add_schedule(due)
+        before = len(r.slack.installs.tokens)
+        runner = r.bot.schedules.start(clock=Clock(NOW), forever=False)
+        await runs(runner)
+        [announced] = r.slack.thread("C0B", None)
+        assert any("All green." in p.text for p in r.slack.thread("C0B", announced.ts))
+        assert {token for _, token, _ in r.slack.installs.tokens[before:]} == {beta.token}
