@@ -406,6 +406,9 @@ def test_add_to_slack_needs_its_secrets_and_the_events_api_over_http() -> None:
 
     base: dict[str, Any] = {"_env_file": None, "slack_client_id": "1.2", "slack_signing_secret": "s"}
     check_settings(SlackSettings(**base))  # no SLACK_BOT_TOKEN needed
+    from adapters.slack.worker import check_settings as check_worker
+
+    check_worker(SlackSettings(**base, nerve_database_url="postgresql://db/nerve"))  # nor for `nerve worker`
     with pytest.raises(ConfigError, match="unset SLACK_APP_TOKEN"):
         check_settings(SlackSettings(**base, slack_app_token="xapp-1"))
     installs = workspace_installs(object(), SECRET_KEY)
