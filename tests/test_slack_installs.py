@@ -265,6 +265,17 @@ async def test_uninstalling_deletes_the_workspace_install_and_says_so(
         assert any("T0000AAAA" in line and "deleted" in line for line in caplog.messages)
 
 
+async def test_revoking_only_peoples_tokens_keeps_the_bots_install(tmp_path: Path) -> None:
+    async with installs_rig(tmp_path, []) as r:
+        alpha = r.slack.installs.add_workspace("T0000AAAA")
+        await add_to_slack(r, alpha)
+        revoked = {"type": "tokens_revoked", "tokens": {"oauth": ["U0SOMEONE"]}}
+        assert await r.deliver(event_body(revoked, team=alpha.team_id)) == 200
+        await r.settle()
+        assert r.agent.installs is not None
+        assert [i.workspace for i in await r.agent.installs.all("slack")] == ["T0000AAAA"]
+
+
 async def test_an_organization_wide_install_is_refused_unless_allowed(tmp_path: Path) -> None:
     async with installs_rig(tmp_path, []) as r:
         org = r.slack.installs.add_workspace("T0000ORG1", enterprise_id="E0000ORG1", org_wide=True)

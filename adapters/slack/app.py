@@ -318,10 +318,13 @@ class SlackBot:
         await ack()
         assert self.installs is not None
         enterprise, team = body.get("enterprise_id"), body.get("team_id")
+        event = body.get("event") or {}
+        if event.get("type") == "tokens_revoked" and not (event.get("tokens") or {}).get("bot"):
+            return  # people's own tokens only: the bot's install stands
         gone = await self.installs.forget(enterprise, team)
-        event = (body.get("event") or {}).get("type") or "uninstall"
         if gone:
-            logger.warning("Slack workspace %s: %s, its install is deleted", team or enterprise, event)
+            kind = event.get("type") or "uninstall"
+            logger.warning("Slack workspace %s: %s, its install is deleted", team or enterprise, kind)
 
     async def _on_feedback_click(self, body: dict[str, Any]) -> None:
         if self._feedback is not None:
