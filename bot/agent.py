@@ -35,6 +35,8 @@ from bot.errors import (
 from bot.files.desk import file_desk
 from bot.files.intake import file_ids, with_listing
 from bot.files.tools import FILES_SERVER
+from bot.installs import Install as Install
+from bot.installs import WorkspaceInstalls as WorkspaceInstalls
 from bot.memory.scope import is_private, turn_scope
 from bot.memory.tools import MEMORY_SERVER, MemoryTools, may_forget
 from bot.model.concurrency import ConcurrencyLimits
@@ -171,8 +173,12 @@ class Agent:
         schedules: ScheduleLedger | None = None,
         person_settings: PersonSettingsLedger | None = None,
         limits: ConcurrencyLimits | None = None,
+        installs: WorkspaceInstalls | None = None,
     ) -> None:
         self.inbox = inbox
+        # The bot's installs in many workspaces (a platform's install flow), sealed; None without
+        # NERVE_SECRET_KEY.
+        self.installs = installs
         # People's schedules (their prompts run later); the store's own ledger by default.
         self._schedules = (
             schedules if schedules is not None else store if isinstance(store, ScheduleLedger) else None

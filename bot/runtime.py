@@ -15,6 +15,7 @@ from bot.budgets.rules import parse_budgets, parse_prices
 from bot.config import OFFLINE_MODEL, Settings
 from bot.errors import ConfigError
 from bot.files.intake import MB, FileRules
+from bot.installs import workspace_installs
 from bot.mcp.auth import loopback as _loopback
 from bot.mcp.auth.people import person_of as person_of
 from bot.mcp.host import MCPHost
@@ -254,6 +255,7 @@ async def open_runtime(
         if models is not None:
             # A refusal of images is remembered under the primary's name (`NERVE_MODEL` for one model).
             config = replace(config, model=models.primary.name)
+        secret_key = settings.nerve_secret_key.get_secret_value() if settings.nerve_secret_key else None
         agent = Agent(
             limits=limits,
             llm=llm,
@@ -267,6 +269,7 @@ async def open_runtime(
             memories=store,
             schedules=store,
             connections=Connections(sign_ins, host, settings.platforms) if sign_ins is not None else None,
+            installs=workspace_installs(store, secret_key),
         )
         yield Runtime(
             agent=agent,

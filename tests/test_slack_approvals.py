@@ -397,10 +397,10 @@ def test_every_slack_turn_names_its_place_channel_or_dm_and_the_user():
         return turn.incoming.place
 
     assert place_of(mention(f"<@{BOT_USER_ID}> hi", user=BOB)) == Place(
-        platform="slack", channel=CHANNEL, user=BOB
+        platform="slack", channel=CHANNEL, user=BOB, team=TEAM_ID
     )
     assert place_of(dm("hi", channel="D0BOB", user=BOB)) == Place(
-        platform="slack", channel="D0BOB", dm=True, user=BOB
+        platform="slack", channel="D0BOB", dm=True, user=BOB, team=TEAM_ID
     )
 
 

@@ -39,7 +39,8 @@ REPEAT = "last output before it stopped:"
 
 
 def slack_set_up(settings: Settings) -> bool:
-    return any((settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret))
+    tokens = (settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret)
+    return any((*tokens, settings.slack_client_id))
 
 
 def platforms_set_up(settings: Settings) -> str:

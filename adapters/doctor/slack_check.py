@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import replace
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.doctor.report import Check, error, ok, warning
 from adapters.settings import Settings
 from adapters.slack.client import make_client, reaching_slack, require_bot_token
+from adapters.slack.installs import INSTALL_PATH, PLATFORM, oauth_on
 from adapters.slack.serve import EVENTS_PATH, check_settings
 from bot.errors import ConfigError, NerveError, StartupError
 
@@ -42,6 +44,9 @@ REACH = "check the network, or SLACK_API_BASE_URL if you set it"
 
 
 async def check_slack(settings: Settings) -> list[Check]:
+    if oauth_on(settings):
+        client = make_client(settings)
+        return [*await _installed(settings, client), await _events(settings, client)]
     try:
         require_bot_token(settings)
     except ConfigError as exc:
@@ -78,14 +83,47 @@ def experience(settings: Settings) -> Check:
     return ok("slack experience", AGENT_EXPERIENCE)
 
 
-def _scopes(headers: Mapping[str, object]) -> Check:
+async def _installed(settings: Settings, client: AsyncWebClient) -> list[Check]:
+    """ "Add to Slack": each installed workspace, its token asked (auth.test) and its scopes checked."""
+    from bot.installs import workspace_installs
+    from bot.runtime import open_store
+
+    secret_key = settings.nerve_secret_key.get_secret_value() if settings.nerve_secret_key else None
+    install_page = f"{(settings.nerve_public_url or 'NERVE_PUBLIC_URL').rstrip('/')}{INSTALL_PATH}"
+    async with open_store(settings) as store:
+        installs = workspace_installs(store, secret_key)
+        if installs is None:
+            todo = "set NERVE_SECRET_KEY (`nerve secret-key` prints one): installs are stored encrypted"
+            return [error("slack installs", "SLACK_CLIENT_ID is set but NERVE_SECRET_KEY is not", todo)]
+        found = await installs.all(PLATFORM)
+    if not found:
+        return [warning("slack installs", "no workspace has installed nerve yet", f"open {install_page}")]
+    checks = [ok("slack installs", f"{len(found)} workspace(s): " + ", ".join(i.workspace for i in found))]
+    for install in found:
+        where = f"{install.workspace} ({install.name or 'no name'})"
+        token = str(install.value.get("bot_token") or "")
+        try:
+            async with reaching_slack(settings, f"the token of {where}"), asyncio.timeout(SLACK_LIMIT):
+                auth = await client.auth_test(token=token)
+        except ConfigError as exc:
+            checks.append(error("slack workspace", exc.message, f"install nerve again there: {install_page}"))
+        except StartupError as exc:
+            checks.append(error("slack workspace", exc.message, REACH))
+        else:
+            checks.append(ok("slack workspace", f"{where}: the token works as {auth.get('user')}"))
+            scopes = _scopes(auth.headers, f"the token of {where}")
+            checks.append(replace(scopes, found=f"{where}: {scopes.found}"))
+    return checks
+
+
+def _scopes(headers: Mapping[str, object], token_name: str = "SLACK_BOT_TOKEN") -> Check:
     granted_header = next((str(v) for k, v in headers.items() if k.lower() == "x-oauth-scopes"), None)
     todo = (
         "add them under OAuth & Permissions → Bot Token Scopes (slack/manifest.socket.yaml lists them all), "
         "then reinstall the app to the workspace"
     )
     if granted_header is None:
-        return warning("slack scopes", "Slack did not say which scopes SLACK_BOT_TOKEN has", todo)
+        return warning("slack scopes", f"Slack did not say which scopes {token_name} has", todo)
     granted = {scope.strip() for scope in granted_header.split(",")}
     missing = [scope for scope in NEEDED_SCOPES if scope not in granted]
     if not missing:

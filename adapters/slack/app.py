@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -30,13 +31,20 @@ from adapters.oauth_http import SignInEndpoints
 from adapters.ops_http import OpsEndpoints
 from adapters.slack.approval_view import ACTION_PATTERN
 from adapters.slack.clicks import FeedbackStore, SlackApprovals, on_click, record_click
-from adapters.slack.client import make_client, quiet_bolt_token_notice, reaching_slack
+from adapters.slack.client import (
+    make_client,
+    no_team,
+    quiet_bolt_token_notice,
+    reaching_slack,
+    use_workspace_token,
+)
 from adapters.slack.commands import NerveCommands
 from adapters.slack.events import PLATFORM, Identity, Turn, classify, turn_in
 from adapters.slack.files import SlackFiles
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
+from adapters.slack.installs import InstallationStore, delivery_team, oauth_on, oauth_settings, team_entry
 from adapters.slack.intake import Intake
 from adapters.slack.memory import MEMORY_ACTIONS, SlackMemory
 from adapters.slack.post import Poster
@@ -86,6 +94,12 @@ class SlackBot:
         self.agent = agent
         self.settings = settings
         self.client = client = client or make_client(settings)
+        # "Add to Slack" (SLACK_CLIENT_ID): Bolt's install pages, and each event answered with its own
+        # workspace's token, found in the installation store; else the one SLACK_BOT_TOKEN.
+        self.oauth = oauth_settings(settings, agent.installs) if oauth_on(settings) else None
+        installs = self.oauth.installation_store if self.oauth is not None else None
+        self.installs = installs if isinstance(installs, InstallationStore) else None
+        self._enter = enter = team_entry(self.installs) if self.installs is not None else no_team
         self._poster = Poster(client, pace=pace)
         self._owned = Owned()
         # Feedback buttons only where clicks can be kept: the store, when it keeps feedback.
@@ -106,6 +120,7 @@ class SlackBot:
             zones=zones,
             files=self._files,
             sessions=AgentSessions(client, enabled=settings.slack_experience == "agent"),
+            enter=enter,
         )
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
         self._launch = jobs_runtime.Launcher(jobs, self._owned.spawn, PLATFORM)
@@ -121,12 +136,13 @@ class SlackBot:
         )
         self._intake = Intake(agent, settings, self._launch, self._turns.run, self._owned.spawn)
         self._desk = AskDesk(
-            agent, PLATFORM, SlackApprovals(self._poster), self._turns, self._launch, self._owned.spawn
+            agent, PLATFORM, SlackApprovals(self._poster, enter), self._turns, self._launch, self._owned.spawn
         )
         self._inputs = InputClicks(agent, self._poster, self._desk.go_on, self._owned.spawn)
         self._recorded = Recorded(agent, PLATFORM, self._launch, self._left_over, noun="Slack event")
         self._sweeper: asyncio.Task[None] | None = None
-        self._me: Identity | None = None
+        # Who the bot is in each workspace (auth.test with its token), asked once per token.
+        self._me: dict[str | None, Identity] = {}
         self._memory = SlackMemory(agent, self._poster)
         self._rights = SlackRights(agent, self._poster, self._owned.spawn)
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
@@ -154,7 +170,14 @@ class SlackBot:
             # The listeners below only schedule work, so the ack still leaves within milliseconds,
             # and no task is left to bolt: every turn is owned here and cancelled at shutdown.
             process_before_response=True,
+            oauth_settings=self.oauth,
+            installation_store=self.installs,
+            installation_store_bot_only=self.installs is not None,
         )
+        if self.installs is not None:
+            self.app.middleware(self._use_workspace)
+            self.app.event("app_uninstalled")(self._on_uninstalled)
+            self.app.event("tokens_revoked")(self._on_uninstalled)
         self.app.middleware(self._intake.claim)
         self.app.event("app_mention")(self._intake.on_turn)
         self.app.event("message")(self._intake.on_turn)
@@ -179,13 +202,14 @@ class SlackBot:
 
     async def identity(self) -> Identity:
         """Who the bot is (auth.test, asked once); ConfigError or StartupError when Slack refuses it."""
-        if self._me is None:
+        token = self.client.token
+        if token not in self._me:
             async with reaching_slack(self.settings, "SLACK_BOT_TOKEN"):
                 auth = await self.client.auth_test()
-            self._me = Identity(
+            self._me[token] = Identity(
                 user_id=str(auth["user_id"]), bot_id=auth.get("bot_id"), name=str(auth.get("user") or "")
             )
-        return self._me
+        return self._me[token]
 
     async def recover(self) -> int:
         """Answer the events claimed before a restart but never finished (with jobs, those with no job)."""
@@ -210,9 +234,10 @@ class SlackBot:
 
     async def _left_over(self, event_id: str, payload: str) -> Turn | None:
         """The turn of a recorded event; an entry that is no turn (stored by an older version) is dropped."""
-        me = await self.identity()
         try:
             body = json.loads(payload)
+            async with self._enter(str(body.get("team_id") or "")):
+                me = await self.identity()
             turn = classify(body, me, allow_bots=True, follow_threads=True, followed=lambda _key: True)
         except (ValueError, TypeError, AttributeError):
             turn = None
@@ -282,6 +307,29 @@ class SlackBot:
             self._owned.spawn(work(body))
 
         return listener
+
+    async def _use_workspace(
+        self, body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
+    ) -> None:
+        # Everything this delivery starts (its turn, its clicks' work) calls Slack with the token Bolt
+        # found for the delivery's workspace.
+        use_workspace_token(context.bot_token)
+        team = delivery_team(body)
+        if self.installs is not None and context.is_enterprise_install and context.enterprise_id and team:
+            await self.installs.seen_in_org(context.enterprise_id, team)
+        await next()
+
+    async def _on_uninstalled(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        assert self.installs is not None
+        enterprise, team = body.get("enterprise_id"), body.get("team_id")
+        event = body.get("event") or {}
+        if event.get("type") == "tokens_revoked" and not (event.get("tokens") or {}).get("bot"):
+            return  # people's own tokens only: the bot's install stands
+        gone = await self.installs.forget(enterprise, team)
+        if gone:
+            kind = event.get("type") or "uninstall"
+            logger.warning("Slack workspace %s: %s, its install is deleted", team or enterprise, kind)
 
     async def _on_feedback_click(self, body: dict[str, Any]) -> None:
         if self._feedback is not None:
@@ -364,7 +412,8 @@ async def running(
         if sign_ins is not None:
             sign_ins.resume = bot.resume_signed_in
         try:
-            await bot.identity()
+            if bot.oauth is None:  # with installs in many workspaces, each has its own identity
+                await bot.identity()
             if jobs is not None:
                 jobs_runtime.work(jobs, bot, settings)
                 ops.worker = jobs.worker_alive

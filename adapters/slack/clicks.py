@@ -18,6 +18,7 @@ from slack_sdk.errors import SlackApiError
 from adapters.common.desk import AskDesk
 from adapters.common.refs import parse_message_ref
 from adapters.slack.approval_view import approval_message, parse_click
+from adapters.slack.client import TeamEntry, no_team
 from adapters.slack.events import PLATFORM, typed_in
 from adapters.slack.post import Poster, api_error
 from adapters.slack.render import escape
@@ -92,16 +93,18 @@ async def tell_presser(poster: Poster, body: Mapping[str, Any], prefix: str, act
 
 @dataclass(frozen=True, slots=True)
 class SlackApprovals:
-    """Redraws approval messages where they are stored (`chat.update`)."""
+    """Redraws approval messages where they are stored (`chat.update`), with their workspace's token."""
 
     poster: Poster
+    enter: TeamEntry = no_team
 
     async def edit(self, ref: str, prompt: ApprovalPrompt) -> None:
         where = parse_message_ref(ref)
         if where is None:
             return
         try:
-            await self.poster.update(where[0], where[1], approval_message(prompt))
+            async with self.enter(prompt.key.workspace):
+                await self.poster.update(where[0], where[1], approval_message(prompt))
         except SlackApiError as exc:
             logger.warning("could not update approval message %s: %s", ref, api_error(exc))
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -31,6 +31,47 @@ from bot.errors import ConfigError, StartupError
 from bot.observe import metrics
 
 _FINDABLE: ContextVar[bool] = ContextVar("nerve_slack_findable_post", default=False)
+# The token of the workspace the work in this task is for (installs in many workspaces): set where an
+# event, a resumed approval or a schedule's run begins, inherited by the tasks it starts.
+_WORKSPACE_TOKEN: ContextVar[str | None] = ContextVar("nerve_slack_workspace_token", default=None)
+
+
+@contextmanager
+def workspace_token(token: str | None) -> Iterator[None]:
+    """Calls made inside (in this task and the tasks it starts) use `token`."""
+    reset = _WORKSPACE_TOKEN.set(token)
+    try:
+        yield
+    finally:
+        _WORKSPACE_TOKEN.reset(reset)
+
+
+def use_workspace_token(token: str | None) -> None:
+    """From here on in this task (and the tasks it starts), calls use `token`."""
+    _WORKSPACE_TOKEN.set(token)
+
+
+# Runs what follows with the token of a workspace (by team id): `adapters.slack.installs`.
+TeamEntry = Callable[[str], AbstractAsyncContextManager[None]]
+
+
+@asynccontextmanager
+async def no_team(team: str) -> AsyncIterator[None]:
+    """One workspace (SLACK_BOT_TOKEN): the client's own token, whatever the team."""
+    yield
+
+
+class WorkspaceClient(AsyncWebClient):
+    """One client for every workspace: each call carries the token of the workspace its work is for
+    (`workspace_token`), or the client's own (SLACK_BOT_TOKEN) outside of one."""
+
+    @property  # type: ignore[override]
+    def token(self) -> str | None:
+        return _WORKSPACE_TOKEN.get() or self._own_token
+
+    @token.setter
+    def token(self, value: str | None) -> None:
+        self._own_token = value
 
 
 @contextmanager
@@ -83,9 +124,12 @@ def require_bot_token(settings: SlackSettings) -> str:
 
 
 def make_client(settings: SlackSettings, **kwargs: Any) -> AsyncWebClient:
-    """A Web API client that waits out 429s and retries broken connections and 5xx, but `findable` posts."""
-    return AsyncWebClient(
-        token=require_bot_token(settings),
+    """A Web API client that waits out 429s and retries broken connections and 5xx, but `findable` posts.
+    With installs in many workspaces (SLACK_CLIENT_ID) it has no token of its own: each call carries
+    its workspace's."""
+    many = bool(settings.slack_client_id)
+    return WorkspaceClient(
+        token=None if many else require_bot_token(settings),
         base_url=settings.slack_api_base_url,
         retry_handlers=[
             ConnectionErrorRetries(max_retry_count=2),

@@ -137,7 +137,7 @@ def classify(
     key = ConversationKey(platform=PLATFORM, workspace=team, channel=channel, thread=key_thread)
     text = unescape(strip_mention(raw, me.user_id)).strip()
     event_id = scrub(str(body.get("event_id") or f"{channel}:{ts}"))
-    place = Place(platform=PLATFORM, channel=channel, dm=dm, user=author)
+    place = Place(platform=PLATFORM, channel=channel, dm=dm, user=author, team=team or None)
     incoming = Incoming(key=key, text=text, user_id=author, event_id=event_id, place=place)
     turn_kind: TurnKind = "reset" if text.lower() in RESET_WORDS else "answer"
     return Turn(
@@ -174,8 +174,9 @@ def typed_in(command: Mapping[str, Any]) -> Incoming:
     conversation, for what the policy decides (commands carry no channel_type)."""
     channel, user = str(command.get("channel_id") or ""), str(command.get("user_id") or "")
     dm = is_dm_channel(channel, command.get("channel_name"))
-    place = Place(platform=PLATFORM, channel=channel, dm=dm, user=user)
-    key = person_key(str(command.get("team_id") or ""), channel)
+    team = str(command.get("team_id") or "")
+    place = Place(platform=PLATFORM, channel=channel, dm=dm, user=user, team=team or None)
+    key = person_key(team, channel)
     return Incoming(key=key, text="", user_id=user, place=place)
 
 

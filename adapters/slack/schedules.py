@@ -180,10 +180,15 @@ class SlackSchedules:
     async def run(self, schedule: Schedule, slot: float, late_by: float) -> RunOutcome:
         """The runner's part, for one slot, as often as it is called: in a DM the turn answers in the
         DM; in a channel under one message, posted at the first call and kept with the run."""
+        async with self.turns.enter(schedule.key.workspace):  # its workspace's token, for every call
+            return await self._run(schedule, slot, late_by)
+
+    async def _run(self, schedule: Schedule, slot: float, late_by: float) -> RunOutcome:
         key, dm = schedule.key, is_dm_channel(schedule.key.channel)
         if not dm:
             key = replace(key, thread=await self._announced(schedule, slot))
-        place = Place(platform=PLATFORM, channel=key.channel, dm=dm, user=schedule.owner_user)
+        owner, team = schedule.owner_user, key.workspace or None
+        place = Place(platform=PLATFORM, channel=key.channel, dm=dm, user=owner, team=team)
         zone = await self.zones.of(schedule.owner_user)
         incoming = scheduled_incoming(schedule, slot, key=key, place=place, time_zone=zone)
 

@@ -20,6 +20,7 @@ from adapters.oauth_http import sign_in_endpoints
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.slack.app import SWEEP_SECONDS, SlackBot, running
 from adapters.slack.client import reaching_slack, require_bot_token
+from adapters.slack.installs import INSTALL_PATH, REDIRECT_PATH, oauth_on
 from adapters.slack.settings import SlackSettings
 from adapters.slack.socket_mode import socket_mode_handler
 from adapters.slack.well_formed import delivery_problem, signature_problem
@@ -33,7 +34,13 @@ EVENTS_PATH = "/slack/events"
 
 
 def check_settings(settings: SlackSettings) -> None:
-    require_bot_token(settings)
+    if not oauth_on(settings):  # with "Add to Slack", each workspace's token comes with its install
+        require_bot_token(settings)
+    elif settings.slack_app_token is not None:
+        raise ConfigError(
+            "SLACK_CLIENT_ID (Add to Slack) serves its install pages with the Events API over HTTP:"
+            " unset SLACK_APP_TOKEN and set SLACK_SIGNING_SECRET"
+        )
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
         raise ConfigError(
             "set SLACK_APP_TOKEN (xapp-…, for Socket Mode) or SLACK_SIGNING_SECRET (for Events API over HTTP)"
@@ -71,10 +78,30 @@ async def serve_http(
 
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, events)
+    install_pages(bot, web_app)
     if ops is not None:
         ops.install(web_app)
     runner, url = await serve_app(web_app, host, port)
     return runner, f"{url}{EVENTS_PATH}"
+
+
+def install_pages(bot: SlackBot, web_app: web.Application) -> None:
+    """ "Add to Slack" (SLACK_CLIENT_ID): Bolt's install and redirect pages, the state checked by Bolt."""
+    flow = bot.app.oauth_flow
+    if flow is None:
+        return
+
+    def bolt_request(request: web.Request) -> AsyncBoltRequest:
+        return AsyncBoltRequest(body="", query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
+
+    async def install(request: web.Request) -> web.Response:
+        return await to_aiohttp_response(await flow.handle_installation(bolt_request(request)))
+
+    async def redirect(request: web.Request) -> web.Response:
+        return await to_aiohttp_response(await flow.handle_callback(bolt_request(request)))
+
+    web_app.router.add_get(INSTALL_PATH, install)
+    web_app.router.add_get(REDIRECT_PATH, redirect)
 
 
 async def run_slack(

@@ -25,3 +25,13 @@ class SlackSettings(Settings):
     # messaging experience (`agent_view`: agent sessions, their stop button), or the older Assistant
     # experience (`assistant_view`: assistant threads and their status line).
     slack_experience: Literal["agent", "assistant"] = "agent"
+    # "Add to Slack" (installs in many workspaces): the app's credentials; without them, the one
+    # workspace of SLACK_BOT_TOKEN.
+    slack_client_id: str | None = None
+    slack_client_secret: SecretStr | None = None
+    # The bot scopes an install asks for, comma-separated (default: those of nerve's manifests).
+    slack_scopes: str | None = None
+    # Whether an Enterprise Grid organization may install the app for all its workspaces at once.
+    slack_allow_org_install: bool = False
+    # Slack's authorization page (a stand-in's in tests); Bolt's default when unset.
+    slack_authorize_url: str = "https://slack.com/oauth/v2/authorize"

@@ -26,6 +26,7 @@ from slack_sdk.errors import SlackApiError
 
 from adapters.common.refs import message_ref
 from adapters.slack.approval_view import approval_message, argument_uploads
+from adapters.slack.client import TeamEntry, no_team
 from adapters.slack.events import PLATFORM, Turn, turn_in
 from adapters.slack.files import SlackFiles
 from adapters.slack.live import UNSUPPORTED, StreamedAnswer
@@ -73,6 +74,8 @@ class TurnRunner:
     files: SlackFiles | None = None
     # The threads' agent sessions (Agent messaging experience); off, nothing is set.
     sessions: AgentSessions | None = None
+    # Where work for a workspace runs with that workspace's token (installs in many workspaces).
+    enter: TeamEntry = no_team
 
     def __post_init__(self) -> None:
         self.stops = Stops()
@@ -94,7 +97,8 @@ class TurnRunner:
         entry); the reply delivered, or None when an apology or nothing was posted instead."""
         self._active[turn.key] += 1
         try:
-            return await self._run(turn, answer, behind=self._active[turn.key] > 1)
+            async with self.enter(turn.key.workspace):
+                return await self._run(turn, answer, behind=self._active[turn.key] > 1)
         finally:
             self._active -= Counter([turn.key])  # a thread with none left is dropped
 
@@ -209,7 +213,11 @@ class TurnRunner:
         if found is None:
             return
         prompt = found[0]
-        turn = turn_in(Incoming(key=prompt.key, text="", user_id=prompt.requester))
+        async with self.enter(prompt.key.workspace):
+            await self._resume(request_id, prompt.key, prompt.requester)
+
+    async def _resume(self, request_id: str, key: ConversationKey, requester: str) -> None:
+        turn = turn_in(Incoming(key=key, text="", user_id=requester))
         sink = self._later(turn)
         try:
             if self.sessions is not None:
@@ -230,13 +238,17 @@ class TurnRunner:
             await self.session_idle(turn)
             return
         except Exception:
-            logger.exception("resuming approval request %s in %s failed", request_id, prompt.key)
+            logger.exception("resuming approval request %s in %s failed", request_id, key)
             await self._apologize(turn, sink)
             return
-        await self.answer_deferred(prompt.key)
+        await self.answer_deferred(key)
 
     async def answer_deferred(self, key: ConversationKey) -> None:
         """Answer, in order, the messages written in this thread while its turn waited."""
+        async with self.enter(key.workspace):
+            await self._answer_deferred(key)
+
+    async def _answer_deferred(self, key: ConversationKey) -> None:
         sink = self._later(turn_in(Incoming(key=key, text="", user_id="")))
 
         async def progress(event: TurnEvent) -> None:

@@ -14,6 +14,7 @@ import logging
 from adapters.jobs_runtime import drained
 from adapters.ops_http import OpsEndpoints, PlatformLink, always
 from adapters.slack.app import SWEEP_SECONDS, running
+from adapters.slack.installs import oauth_on
 from adapters.slack.settings import SlackSettings
 from bot.agent import Agent
 from bot.errors import ConfigError
@@ -29,7 +30,8 @@ NO_BOT_TOKEN = (
 def check_settings(settings: SlackSettings) -> None:
     if settings.nerve_database_url is None:
         raise ConfigError(NO_DATABASE)
-    if settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value():
+    many = oauth_on(settings)  # each workspace's token comes from its install ("Add to Slack")
+    if not many and (settings.slack_bot_token is None or not settings.slack_bot_token.get_secret_value()):
         raise ConfigError(NO_BOT_TOKEN)
 
 

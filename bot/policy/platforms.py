@@ -22,6 +22,8 @@ class Platform:
     title: str
     # Its channels are grouped (a place may name the group: `<name>:guild:<id>`).
     guilds: bool = False
+    # It is installed in many workspaces (teams): a place may name one, `<name>:team:<id>`.
+    teams: bool = False
     # It has channels and DMs; without them a place names the platform, or a user on it.
     channels: bool = True
     # A user id names one person across the whole platform, not within one workspace: their

@@ -55,14 +55,16 @@ class Place:
     platform: str
     channel: str | None = None
     guild: str | None = None
+    # The workspace (team) on a platform installed in many (`Platform.teams`).
+    team: str | None = None
     dm: bool = False
     user: str | None = None
 
     @classmethod
     def parse(cls, text: str, platforms: Platforms) -> Place:
         """A place as `nerve tools --place` and the policy section write it: a platform's name, then in any
-        order, separated by `:`, `dm`, `guild:<id>`, `user:<id>`, a channel id (bare or `channel:<id>`);
-        e.g. `<platform>:guild:G1:C5`. Raises ValueError saying what to write."""
+        order, separated by `:`, `dm`, `guild:<id>`, `team:<id>`, `user:<id>`, a channel id (bare or
+        `channel:<id>`); e.g. `<platform>:guild:G1:C5`. Raises ValueError saying what to write."""
         platform, *parts = text.strip().split(":")
         known = platforms.get(platform)
         if known is None:
@@ -78,7 +80,7 @@ class Place:
                     raise ValueError(f"place {text!r} says 'dm' twice")
                 dm = True
                 continue
-            kind = part if part in ("guild", "user", "channel") else "channel"
+            kind = part if part in ("guild", "team", "user", "channel") else "channel"
             value = next(words, None) if kind == part else part
             if value is None:
                 raise ValueError(f"place {text!r}: '{part}' needs an id after it, as in '{part}:ID'")
@@ -90,6 +92,8 @@ class Place:
             found[kind] = value
         if "guild" in found and not known.guilds:
             raise ValueError(f"place {text!r}: {_who_has_guilds(platforms, known.title)}")
+        if "team" in found and not known.teams:
+            raise ValueError(f"place {text!r}: {known.title} is not installed in workspaces (teams)")
         if not known.channels and (dm or "channel" in found):
             raise ValueError(
                 f"place {text!r}: {known.title} has no channels or DMs; "
@@ -105,6 +109,7 @@ class Place:
             f"{self.platform}:user:{self.user}" if self.user else "",
             f"{self.platform}:{self.channel}" if self.channel and not self.dm else "",
             f"{self.platform}:guild:{self.guild}" if self.guild else "",
+            f"{self.platform}:team:{self.team}" if self.team else "",
             f"{self.platform}:dm" if self.dm else "",
             self.platform,
             "*",
@@ -184,9 +189,11 @@ def rule_name_problem(name: str, platforms: Platforms) -> str | None:
     canonical = place.rule_names()[0]
     if canonical == name:
         return None
-    if sum((place.channel is not None, place.guild is not None, place.dm, place.user is not None)) <= 1:
+    named = (place.channel, place.guild, place.team, place.user)
+    if sum(thing is not None for thing in named) + place.dm <= 1:
         return f"write place {name!r} as {canonical!r}"
     guilds = [f"'{platform.name}:guild:ID'" for platform in platforms.known if platform.guilds]
+    guilds += [f"'{platform.name}:team:ID'" for platform in platforms.known if platform.teams]
     forms = ", ".join(["'*'", "a platform", "'PLATFORM:dm'", "'PLATFORM:CHANNEL'", *guilds])
     return f"place {name!r} names more than one thing; a rule is for one of {forms} or 'PLATFORM:user:ID'"
 

@@ -12,6 +12,7 @@ from bot.store.conversations import InboxLedger
 from bot.store.feedback import FeedbackLedger
 from bot.store.files import FileLedger
 from bot.store.inputs import InputLedger
+from bot.store.installs import InstallLedger
 from bot.store.memories import MemoryLedger
 from bot.store.person_data import PersonLedger
 from bot.store.person_settings import PersonSettingsLedger
@@ -31,6 +32,7 @@ class ConversationStore(
     PersonSettingsLedger,
     FileLedger,
     UsageLedger,
+    InstallLedger,
     PersonLedger,  # and the conversation listing it builds on
 ):
     # Turns of one conversation, one at a time across every process on this database.

@@ -48,6 +48,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from tests.fakes.slack_files import FakeFiles
+from tests.fakes.slack_installs import FakeInstalls
 from tests.fakes.slack_sessions import FakeSessions
 
 BOT_USER_ID = "UBOT0001"
@@ -334,6 +335,8 @@ class FakeSlack:
         self.files = FakeFiles(lambda: self.base)
         # Agent sessions (`tests.fakes.slack_sessions`): setStatus and rename, per thread.
         self.sessions = FakeSessions()
+        # Workspaces with their own tokens, and "Add to Slack" (`tests.fakes.slack_installs`).
+        self.installs = FakeInstalls()
         # An outage (`start_outage`): Socket Mode connections dropped, new ones and
         # apps.connections.open answered 503, until `end_outage`.
         self.out = False
@@ -347,6 +350,7 @@ class FakeSlack:
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/socket", self._socket)
         self.files.routes(app, lambda: self.scopes)
+        self.installs.routes(app)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
@@ -515,6 +519,9 @@ class FakeSlack:
         method = request.match_info["method"]
         body = await self._body(request)
         self._seen[method] += 1
+        auth = request.headers.get("Authorization")
+        token = auth.removeprefix("Bearer ") if auth and auth.startswith("Bearer ") else body.get("token")
+        self.installs.tokens.append((method, token, body))
         if self.out and method == "apps.connections.open":
             await self._record(ApiCall(method=method, body=body, ok=False, error="unavailable", status=503))
             return web.json_response({"ok": False, "error": "unavailable"}, status=503)
@@ -559,7 +566,7 @@ class FakeSlack:
         elif method in ("agents.sessions.setStatus", "agents.sessions.rename"):
             answer = self.sessions.answer(method, body, self.scopes)
         else:
-            answer = self._answer(method, body)
+            answer = self.installs.answer(method, body, token, auth) or self._answer(method, body)
         status = 200 if lost is None else lost.status or 0
         await self._record(
             ApiCall(
