@@ -5,13 +5,17 @@ refusal of images remembered."""
 from __future__ import annotations
 
 import shutil
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest import mock
 
 import aiosqlite
 import pytest
 
 from adapters.common.rights import forgotten_lines
+from bot.errors import FileRefused
+from bot.files.read import FileLimits, read_file
 from bot.store.base import ConversationStore
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR
 from bot.store.person_data import Forgotten
@@ -168,3 +172,34 @@ def test_every_count_of_a_forgetting_has_its_words() -> None:
     every = Forgotten(**dict.fromkeys(Forgotten().counts(), 1))
 
     assert len(forgotten_lines(every)) == len(every.counts())
+
+
+async def test_a_text_with_nul_characters_is_kept_without_them_on_either_database(
+    store: ConversationStore,
+) -> None:
+    # A log may carry a stray NUL and still read as text; PostgreSQL's text columns refuse NUL.
+    log = b"boot ok\n" * 200 + b"\x00 line two\nend\n"
+    read = await read_file("f_log", "app\x00.log", "text/plain", log)
+
+    await share(store, ADA_DM, read)
+
+    kept = await store.file_in(ADA_DM, "f_log")
+    assert kept is not None and "\x00" not in kept.text + kept.name + kept.summary
+    assert "line two" in kept.text
+
+
+async def test_a_file_whose_reading_outlasts_its_time_is_refused_and_the_turn_goes_on() -> None:
+    # A thread of its own that never ends while the test holds it: reading cannot finish in time.
+    blocked = threading.Event()
+
+    def slow(*_: object) -> StoredFile:
+        blocked.wait(10)
+        raise AssertionError("the read was waited for past its time")
+
+    limits = FileLimits(read_seconds=0.2)
+    with (
+        mock.patch("bot.files.read.read_file_sync", slow),
+        pytest.raises(FileRefused, match=r"notes\.txt: reading it took longer than 0\.2 s"),
+    ):
+        await read_file("f_slow", "notes.txt", "text/plain", b"hello\n", limits=limits)
+    blocked.set()

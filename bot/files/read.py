@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.errors import FileRefused
 from bot.files.images import ImageRefused, read_image
@@ -25,6 +25,7 @@ SUPPORTED = (
     "nerve reads images (PNG, JPEG, GIF, WebP), text files (plain text, Markdown, CSV, JSON, YAML, "
     "source code, logs) and PDFs"
 )
+NUL = "\x00"
 # A file name as it appears in a message: a name can be anything its sharer typed.
 _NAME_CHARS = 120
 
@@ -41,6 +42,9 @@ class FileLimits:
     # Pages of a PDF whose text is read, and the time reading may take (checked between pages).
     pdf_pages: int = 200
     pdf_seconds: float = 10.0
+    # The time reading any one file may take in all, the turn waiting: past it the file is refused
+    # and the turn goes on (one crafted PDF page can take longer than the checks between pages see).
+    read_seconds: float = 30.0
 
 
 async def read_file(
@@ -48,11 +52,32 @@ async def read_file(
 ) -> StoredFile:
     """What nerve keeps of the file `name` with bytes `data` (`mime`: the platform's type, trusted
     least); raises `FileRefused` with a message naming the file, for the person who shared it."""
-    return await asyncio.to_thread(read_file_sync, file_id, name, mime, data, limits)
+    try:
+        async with asyncio.timeout(limits.read_seconds):
+            stored = await asyncio.to_thread(read_file_sync, file_id, name, mime, data, limits)
+    except TimeoutError:
+        # The worker thread cannot be stopped; its result is dropped when it ends.
+        logger.warning("file %s not read within %g s", file_id, limits.read_seconds)
+        shown = display_name(name)
+        raise FileRefused(
+            f"{shown}: reading it took longer than {limits.read_seconds:g} s; {SUPPORTED}."
+        ) from None
+    return stored
 
 
 def read_file_sync(file_id: str, name: str, mime: str | None, data: bytes, limits: FileLimits) -> StoredFile:
     """`read_file` on the calling thread (for callers already off the event loop)."""
+    stored = _read(file_id, name, mime, data, limits)
+    # A NUL may pass as text (a log, a PDF's text): PostgreSQL's text columns refuse it.
+    return replace(
+        stored,
+        name=stored.name.replace(NUL, ""),
+        text=stored.text.replace(NUL, ""),
+        summary=stored.summary.replace(NUL, ""),
+    )
+
+
+def _read(file_id: str, name: str, mime: str | None, data: bytes, limits: FileLimits) -> StoredFile:
     shown = display_name(name)
     if not data:
         raise FileRefused(f"{shown}: the file is empty.")

@@ -9,6 +9,7 @@ that has files (`offered_in`, from what the turn loaded: `mark`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Protocol
 
@@ -114,16 +115,14 @@ class FileTools:
                 start, end = int(arguments["start_line"]), int(arguments["end_line"])
             except (KeyError, TypeError, ValueError):
                 return _refused("start_line and end_line must be whole numbers", "arguments")
-            return ToolResult(
-                content=json.dumps(
-                    {"text": lines(file, start, end, max_chars=self._max_chars)}, ensure_ascii=False
-                )
-            )
+            # Off the event loop: a big file's lines take a noticeable time to split.
+            text = await asyncio.to_thread(lines, file, start, end, max_chars=self._max_chars)
+            return ToolResult(content=json.dumps({"text": text}, ensure_ascii=False))
         if name == "search_attachment":
             query = str(arguments.get("query", "")).strip()
             if not query:
                 return _refused("query must not be empty", "arguments")
-            found = search(file, query, SEARCH_LIMIT, max_chars=self._max_chars)
+            found = await asyncio.to_thread(search, file, query, SEARCH_LIMIT, max_chars=self._max_chars)
             return ToolResult(content=json.dumps({"text": found}, ensure_ascii=False))
         return _refused(f"unknown tool {name}", "unknown_tool")
 
