@@ -515,3 +515,25 @@ async def test_a_worker_needs_a_handler_to_know_its_queues(pg: PostgresBackend) 
     async with opened(pg) as jobs:
         with pytest.raises(RuntimeError, match="register"):
             jobs.run_worker(1)
+
+
+async def test_a_recovery_loop_that_swallows_a_cancel_is_cancelled_until_it_ends() -> None:
+    """A cancel taken back inside a database call must not leave the worker's restart waiting forever."""
+    swallowed = asyncio.Event()
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # as a driver's timeout may
+            swallowed.set()
+        await asyncio.Event().wait()  # goes on until cancelled again
+
+    task = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+    ending = asyncio.create_task(worker_module._cancelled(task))
+    done, _ = await asyncio.wait({ending}, timeout=30)
+    for left in (ending, task):  # nothing left running after a failure
+        left.cancel()
+    assert ending in done, "the swallowed cancel was never tried again"
+    assert swallowed.is_set() and task.cancelled()

@@ -205,7 +205,16 @@ class WorkerRunner:
         try:
             await worker.run()  # type: ignore[no-untyped-call]
         finally:
-            recovery.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await recovery
+            await _cancelled(recovery)
             self._worker = None
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    """Cancelled again each second until it ends: a cancel that lands inside a database call can be
+    swallowed there (the driver's own timeout takes it back), and a worker whose recovery loop went on
+    would never be started again after an outage."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    with contextlib.suppress(asyncio.CancelledError):
+        task.result()
