@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -33,7 +34,9 @@ from tests.fakes.slack_sessions import home_opened, stop_pressed
 from tests.stores import Backend
 from tests.test_mcp_faults import received, stubborn, until_received
 from tests.test_slack_approvals import (  # noqa: F401  (fixtures)
+    ADMIN,
     ALICE,
+    BOB,
     CHANNEL,
     approval_messages,
     button,
@@ -277,3 +280,109 @@ async def test_stop_sends_notifications_cancelled_to_the_mcp_server_of_the_runni
             assert [m["params"]["requestId"] for m in cancels] == [call_id]
             assert statuses(r, root) == ["processing", "active"]
             assert "Stopped" in r.slack.thread(CHANNEL, root)[-1].text
+
+
+async def until(condition: Callable[[], bool], within: float = 10.0) -> None:
+    """Wait (bounded) until `condition` holds: state of the app's own tasks, looked at every 10 ms."""
+    async with asyncio.timeout(within):
+        while not condition():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+
+async def test_stop_stops_the_answering_turn_and_a_message_waiting_behind_it_is_still_answered(
+    tmp_path: Path, store_backend: Backend
+) -> None:
+    slow = StoppableHost()
+    script: list[Reply] = [tool_reply((TOOL, "{}")), reply("the second one, answered")]
+    async with rig(tmp_path, script, host=slow, backend=store_backend) as r:
+        root = "1600000000.300900"
+        key = ConversationKey(platform="slack", workspace=TEAM_ID, channel=CHANNEL, thread=root)
+        await r.deliver(mention(f"<@{BOT_USER_ID}> look it up", ts=root))
+        async with asyncio.timeout(10):
+            await slow.started.wait()
+        second = f"<@{BOT_USER_ID}> and another thing"
+        await r.deliver(mention(second, ts="1600000000.300901", thread_ts=root))
+        await until(lambda: r.bot._turns.stops.working(key) == 2)  # the second waits for the thread
+        await r.deliver(event_body(stop_pressed(ALICE, CHANNEL, root, [])["event"]))
+        await r.settle()
+
+        assert slow.cancelled, "the answering turn was the one stopped"
+        texts = [m.text for m in r.slack.thread(CHANNEL, root)]
+        assert any("Stopped" in text for text in texts)
+        assert texts[-1] == "the second one, answered"
+        kept = [m.content for m in await r.store.history(key) if m.role == "user"]
+        assert len(kept) == 2 and kept[0] == "look it up" and "and another thing" in kept[1]
+        assert statuses(r, root)[-1] == "active"
+
+
+async def test_only_the_asker_or_an_admin_may_stop_a_turn(tmp_path: Path, store_backend: Backend) -> None:
+    slow = StoppableHost()
+    script: list[Reply] = [tool_reply((TOOL, "{}"))]
+    async with rig(tmp_path, script, host=slow, backend=store_backend, nerve_admins=ADMIN) as r:
+        root = "1600000000.301000"
+        await r.deliver(mention(f"<@{BOT_USER_ID}> look it up", ts=root))
+        async with asyncio.timeout(10):
+            await slow.started.wait()
+        # Someone else in the channel: the turn goes on, its session still working.
+        assert await r.deliver(event_body(stop_pressed(BOB, CHANNEL, root, [])["event"])) == 200
+        assert not slow.cancelled and statuses(r, root) == ["processing"]
+        # An admin may stop anyone's turn.
+        assert await r.deliver(event_body(stop_pressed(ADMIN, CHANNEL, root, [])["event"])) == 200
+        await r.settle()
+        assert slow.cancelled
+        assert statuses(r, root) == ["processing", "active"]
+        assert "Stopped" in r.slack.thread(CHANNEL, root)[-1].text
+
+
+async def _parked_then_approved(r: Rig, root: str) -> str:
+    """Park a turn on an approval in `root`'s thread, then approve it in this app; its request id."""
+    await r.deliver(mention(f"<@{BOT_USER_ID}> add hi to the note", ts=root))
+    await r.settle()
+    key = ConversationKey(platform="slack", workspace=TEAM_ID, channel=CHANNEL, thread=root)
+    parked = await r.agent.parked_in(key)
+    assert parked is not None
+    [approval] = approval_messages(r, root)
+    raw = urlencode({"payload": json.dumps(click_payload(approval, button(approval, "approve", 0), ALICE))})
+    status, _ = await r.deliver_raw(raw, "application/x-www-form-urlencoded")
+    assert status == 200
+    await r.settle()
+    return parked[0].request_id
+
+
+async def test_a_resumed_turn_that_fails_takes_its_session_out_of_processing(
+    tmp_path: Path,
+    host: MCPHost,  # noqa: F811  (fixture)
+    notes: Path,  # noqa: F811  (fixture)
+    store_backend: Backend,
+) -> None:
+    script = [read_and_add(), reply("added hi")]
+    async with rig(tmp_path, script, host=host, approvals=True, backend=store_backend) as r:
+        root = "1600000000.301100"
+        answers: list[str] = []
+
+        def second_answer_update(body: dict[str, Any]) -> bool:
+            # The live message concludes with the answer, then the answer's part is put in place.
+            answers.extend(["added hi"] if body.get("text") == "added hi" else [])
+            return len(answers) == 2
+
+        r.slack.fail_once("chat.update", "internal_error", when=second_answer_update)
+        await _parked_then_approved(r, root)
+        assert "went wrong" in r.slack.thread(CHANNEL, root)[-1].text
+        assert statuses(r, root) == ["processing", "suspended", "processing", "active"]
+
+
+async def test_a_resume_another_process_took_first_leaves_the_session_status_alone(
+    tmp_path: Path,
+    host: MCPHost,  # noqa: F811  (fixture)
+    notes: Path,  # noqa: F811  (fixture)
+    store_backend: Backend,
+) -> None:
+    script = [read_and_add(), reply("added hi")]
+    async with rig(tmp_path, script, host=host, approvals=True, backend=store_backend) as r:
+        root = "1600000000.301200"
+        request_id = await _parked_then_approved(r, root)
+        assert statuses(r, root) == ["processing", "suspended", "processing", "active"]
+        # A runner that saw the request still parked, then lost the claim to the one that answered.
+        key = ConversationKey(platform="slack", workspace=TEAM_ID, channel=CHANNEL, thread=root)
+        await r.bot._turns._resume(request_id, key, ALICE)
+        assert statuses(r, root) == ["processing", "suspended", "processing", "active"]

@@ -121,6 +121,7 @@ class SlackBot:
             files=self._files,
             sessions=AgentSessions(client, enabled=settings.slack_experience == "agent"),
             enter=enter,
+            admins=settings.admins,
         )
         # Where turns run: jobs any process takes (PostgreSQL, `adapters.jobs_runtime`), else tasks here.
         self._launch = jobs_runtime.Launcher(jobs, self._owned.spawn, PLATFORM)
@@ -370,13 +371,18 @@ class SlackBot:
         key = ConversationKey(
             platform=PLATFORM, workspace=str(body.get("team_id") or ""), channel=channel, thread=thread
         )
-        if self._turns.stops.stop(key):
+        user = str(event.get("user") or "")
+        outcome = self._turns.stops.stop(key, user)
+        if outcome == "stopped":
             logger.info("stop pressed in %s: its turn is cancelled", key)
+            return
+        if outcome == "not_yours":
+            # Only the person whose turn it is, or an admin, stops it; the turn goes on as it was.
+            logger.debug("stop pressed in %s by %s, whose turn it is not: ignored", key, user)
             return
         # Nothing of it runs here (it ended, or runs in another process): the session must still
         # leave `processing`, which Slack does not do by itself.
         logger.info("stop pressed in %s, where no turn runs in this process", key)
-        user = str(event.get("user") or "")
         self._owned.spawn(self._turns.session_idle(turn_in(Incoming(key=key, text="", user_id=user))))
 
     async def _suggest_prompts(self, channel: str, thread_ts: str | None) -> None:

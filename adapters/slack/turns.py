@@ -76,9 +76,11 @@ class TurnRunner:
     sessions: AgentSessions | None = None
     # Where work for a workspace runs with that workspace's token (installs in many workspaces).
     enter: TeamEntry = no_team
+    # Who may stop anyone's turn (NERVE_ADMINS); everyone else stops only their own.
+    admins: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        self.stops = Stops()
+        self.stops = Stops(self.admins)
         self._seen = SeenMarks(self.poster.client)
         # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.post`).
         inbox = self.agent.inbox
@@ -133,7 +135,7 @@ class TurnRunner:
                         work = self.agent.reply(await self._incoming(turn), progress)
                     else:
                         work = answer(progress)
-                    reply = await self.stops.run(turn.key, work)
+                    reply = await self.stops.run(turn.key, work, turn.incoming.user_id)
                 finally:
                     await sink.close()
                 self.delivering.add(task)
@@ -220,12 +222,9 @@ class TurnRunner:
         turn = turn_in(Incoming(key=key, text="", user_id=requester))
         sink = self._later(turn)
         try:
-            if self.sessions is not None:
-                await self.sessions.set(turn, "processing")  # the parked turn works again
             try:
-                final = await self.stops.run(
-                    turn.key, self.agent.resume(request_id, self.watch(turn, sink.on_event))
-                )
+                progress = self._working(turn, self.watch(turn, sink.on_event))
+                final = await self.stops.run(turn.key, self.agent.resume(request_id, progress), requester)
             finally:
                 await sink.close()
             if final is None:
@@ -240,8 +239,26 @@ class TurnRunner:
         except Exception:
             logger.exception("resuming approval request %s in %s failed", request_id, key)
             await self._apologize(turn, sink)
+            await self.session_idle(turn)
             return
         await self.answer_deferred(key)
+
+    def _working(self, turn: Turn, progress: Progress) -> Progress:
+        """`progress` that first shows the session `processing`: a resumed turn's events come only once
+        this process claimed it, so a request another process took leaves that process's status be."""
+        sessions = self.sessions
+        if sessions is None:
+            return progress
+        shown = False
+
+        async def on_event(event: TurnEvent) -> None:
+            nonlocal shown
+            if not shown:
+                shown = True
+                await sessions.set(turn, "processing")  # the parked turn works again
+            await progress(event)
+
+        return on_event
 
     async def answer_deferred(self, key: ConversationKey) -> None:
         """Answer, in order, the messages written in this thread while its turn waited."""

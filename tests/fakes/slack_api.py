@@ -303,6 +303,7 @@ class FakeSlack:
         self.refuse_block_types: set[str] = set()
         # Methods that answer the next call with an error code ({"assistant.threads.setStatus": "…"}).
         self.fail_next: dict[str, str] = {}
+        self._fail_when: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {}
         # chat.startStream / appendStream / stopStream: off answers them with `streaming_error`.
         self.streaming = False
         self.streaming_error = "unknown_method"
@@ -385,6 +386,10 @@ class FakeSlack:
 
     def end_outage(self) -> None:
         self.out = False
+
+    def fail_once(self, method: str, error: str, when: Callable[[dict[str, Any]], bool]) -> None:
+        """The next call of `method` whose body `when` accepts answers `error` (ok false, not retried)."""
+        self._fail_when[method] = (error, when)
 
     def rate_limit_once(self, method: str, retry_after: int = 1) -> None:
         """The next call of `method` gets HTTP 429 with Retry-After, like Slack's rate limiter."""
@@ -543,6 +548,10 @@ class FakeSlack:
                 return web.json_response(
                     {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(int(wait))}
                 )
+        failing = self._fail_when.get(method)
+        if failing is not None and failing[1](body):
+            del self._fail_when[method]
+            self.fail_next.setdefault(method, failing[0])
         if method in self.fail_next:
             error = self.fail_next.pop(method)
             await self._record(ApiCall(method=method, body=body, ok=False, error=error))
