@@ -22,8 +22,10 @@ from bot.errors import FileTooBig, ImagesRefused, LLMError
 from bot.files.intake import MB, FileRules, file_ids
 from bot.model.client import OpenAILLM
 from bot.model.offline import OfflineModel
+from bot.model.offline.files import files_answer
 from bot.model.tokens import IMAGE_TOKENS, estimate_message_tokens
 from bot.store.base import ConversationStore
+from bot.text.turn_note import with_note
 from bot.types import (
     CallContext,
     ChatMessage,
@@ -509,3 +511,17 @@ async def test_a_file_whose_download_stalls_is_named_and_the_turn_goes_on(store:
 
     assert answer.text.startswith("⚠️ slow.txt: could not be fetched within 0.2 s")
     assert answer.text.endswith(ANSWER)
+
+
+def test_the_offline_model_reads_no_file_text_into_the_turns_note() -> None:
+    shot = (
+        "[file f_1: shot.png · image/png · 2 KB · 300×200 PNG image]\n(the image is attached to this message)"
+    )
+    message = ChatMessage(
+        role="user", content=with_note(f"what is this?\n\n{shot}", "The current time is noon.")
+    )
+
+    answer = files_answer("what is this?", [message])
+
+    assert answer is not None and "shot.png" in answer and "can't see images" in answer
+    assert "current time" not in answer

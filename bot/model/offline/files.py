@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.text.turn_note import split_note
 from bot.types import ChatMessage, ToolSpec
 from bot.types.files import NOT_READ
 
@@ -60,9 +61,10 @@ def files_answer(question: str, messages: Sequence[ChatMessage]) -> str | None:
     """An answer about the files of the latest question, or of the conversation when the question asks
     about a file; None when there are none to speak of."""
     latest = next((m for m in reversed(messages) if m.role == "user"), None)
-    found = blocks(latest.content or "") if latest is not None else []
+    # The turn's note (the time, memories) ends the message: it is no file's text.
+    found = blocks(split_note(latest.content or "")[0]) if latest is not None else []
     if not found and _ASKS_ABOUT_A_FILE.search(question):
-        earlier = [b for m in messages if m.role == "user" for b in blocks(m.content or "")]
+        earlier = [b for m in messages if m.role == "user" for b in blocks(split_note(m.content or "")[0])]
         found = earlier[-1:]
     if not found:
         return None
