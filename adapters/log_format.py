@@ -51,13 +51,26 @@ def hide_secret_shapes(text: str) -> str:
 
 
 def settings_secrets(settings: BaseSettings) -> list[str]:
-    """Every secret setting's value, present ones and future ones, and the keys NERVE_MODELS names."""
+    """Every secret setting's value, present ones and future ones, and the keys the models list names
+    (NERVE_MODELS, or the servers file's `models`): read at start-up, before any line is logged."""
     found = [
         value.get_secret_value()
         for name in type(settings).model_fields
         if isinstance(value := getattr(settings, name), SecretStr)
     ]
-    return found + key_values(getattr(settings, "nerve_models", None))
+    servers_file = getattr(settings, "nerve_mcp_config", None)
+    file_keys = servers_file_keys(servers_file) if isinstance(servers_file, Path) else []
+    return found + key_values(getattr(settings, "nerve_models", None)) + file_keys
+
+
+def servers_file_keys(path: Path) -> list[str]:
+    """The keys the servers file's `models` list names by variable. Read leniently: a file missing
+    or wrong names none here, and the command that needs it says what is wrong."""
+    try:
+        raw = json.loads(path.expanduser().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return key_values(raw.get("models")) if isinstance(raw, dict) else []
 
 
 # The fields a log search can filter on, in the order a JSON line gives them.

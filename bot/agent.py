@@ -389,7 +389,9 @@ class Agent:
         if self.approvals is not None and await self.approvals.waiting_in(incoming.key) is not None:
             # Inside a parked turn's round nothing may be written: the message waits behind it.
             return await self._defer(incoming)
-        messages = [ChatMessage(role="user", content=incoming.text)]
+        # Stored as a turn stores it, each shared file named with its id, so none is lost.
+        ids = file_ids(incoming)
+        messages = [ChatMessage(role="user", content=with_listing(incoming, ids), files=ids)]
         if store_notice:
             messages.append(ChatMessage(role="assistant", content=notice))
         return await self._stored_again(incoming, messages) or AgentReply(text=notice, failed=True)

@@ -49,7 +49,10 @@ class ContextTooLong(LLMError):
 
 class ImagesRefused(LLMError):
     """The model service refused a request because it carried images (a model that cannot see):
-    with NERVE_VISION=auto the turn asks again without them (`bot.files.vision`)."""
+    with NERVE_VISION=auto the turn asks again without them (`bot.files.vision`). `model`: the name
+    of the configured model that refused, set by the model chain (None from a lone client)."""
+
+    model: str | None = None
 
 
 class StreamCut(LLMError):

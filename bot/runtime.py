@@ -88,11 +88,21 @@ class Runtime:
 T = TypeVar("T")
 
 
-def agent_config(settings: Settings, mcp: McpConfig | None = None) -> AgentConfig:
+def agent_config(
+    settings: Settings, mcp: McpConfig | None = None, models: ModelList | None = None
+) -> AgentConfig:
     prices = _read(parse_prices, settings.nerve_prices)
     budgets = _read(parse_budgets, settings.nerve_budgets)
     if budgets.in_money and not prices.by_model:
         raise ConfigError("NERVE_BUDGETS sets limits in money, but NERVE_PRICES prices no model")
+    # Usage is recorded under the name of the model that answered (a fallback's, a place's own):
+    # one without a price would cost nothing against a money limit.
+    unpriced = [name for name in models.names if name not in prices.by_model] if models else []
+    if budgets.in_money and unpriced:
+        raise ConfigError(
+            f"NERVE_BUDGETS sets limits in money, but NERVE_PRICES has no price for {', '.join(unpriced)}"
+            f" (prices are keyed by each model's name in {models.source if models else 'NERVE_MODELS'})"
+        )
     return AgentConfig(
         max_rounds=settings.nerve_max_rounds,
         context_tokens=settings.nerve_context_tokens,
@@ -251,7 +261,7 @@ async def open_runtime(
                 [(client.name, client) for client in clients], cool_down=settings.nerve_model_cool_down
             )
             model_name = models.primary.name
-        config = agent_config(settings, mcp)
+        config = agent_config(settings, mcp, models)
         if models is not None:
             # A refusal of images is remembered under the primary's name (`NERVE_MODEL` for one model).
             config = replace(config, model=models.primary.name)

@@ -13,6 +13,7 @@ import pytest
 
 from bot.agent import Agent, AgentConfig
 from bot.budgets.rules import parse_budgets, parse_prices
+from bot.policy.scopes import Place
 from bot.store.migrate import DEFAULT_MIGRATIONS_DIR
 from bot.store.sqlite import SQLiteStore
 from bot.store.usage import Check, Refused, Reservation, UsageEntry
@@ -258,6 +259,25 @@ async def test_a_forgotten_persons_usage_stays_in_the_totals_without_them(store)
     )
     [row] = await rows(store)
     assert row[0] is None and row[1] == "slack:CGEN" and row[5] == 10
+
+
+async def test_a_forgotten_persons_private_usage_no_longer_names_their_dm(store) -> None:
+    from bot.store.person_data import FORGOTTEN_PRIVATE
+
+    llm = ScriptedLLM([Step(text="a", usage=used(10, 1)), Step(text="b", usage=used(7, 1))])
+    agent = agent_on(store, llm)
+    in_dm = said("q", channel="D42")
+    await agent.reply(replace(in_dm, place=Place(platform="slack", channel="D42", dm=True, user="UALICE")))
+    await agent.reply(said("q", user="UBOB", thread="t9"))  # a shared channel, someone else's: kept
+    await store.forget_person(
+        Person(id="slack:T1:UALICE", platform="slack", user_id="UALICE", workspace="T1")
+    )
+    dm, bobs = await store._rows(
+        "SELECT person, place, conversation, turn, workspace, prompt_tokens FROM model_usage"
+        " ORDER BY prompt_tokens DESC"
+    )
+    assert tuple(dm) == (None, FORGOTTEN_PRIVATE, FORGOTTEN_PRIVATE, None, "slack:T1", 10)
+    assert tuple(bobs) == ("slack:T1:UBOB", "slack:CGEN", "slack:T1:CGEN:t9", "e-UBOB-t9-0", "slack:T1", 7)
 
 
 def test_a_mistyped_budget_or_price_is_refused_at_start_naming_the_setting_and_field() -> None:

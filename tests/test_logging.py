@@ -21,7 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from adapters.log_format import dress
+from adapters.log_format import dress, settings_secrets
+from adapters.settings import Settings
 from adapters.terminal.views import conversation_key
 from bot.agent import Agent
 from bot.mcp.host import MCPHost
@@ -469,3 +470,26 @@ def test_hiding_secrets_leaves_the_record_alone_for_the_other_handlers() -> None
     assert SLACK_TOKEN not in buffer.getvalue() and "[hidden]" in buffer.getvalue()
     [record] = seen
     assert record.args == ("flaky", SLACK_TOKEN) and record.msg == "server %r says %s"
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_key_named_by_the_servers_files_models_never_appears_in_a_log_line(
+    log_format: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "plainkey0123456789abcdef"  # no token shape: only knowing the key hides it
+    monkeypatch.setenv("BACKUP_MODEL_KEY", key)
+    servers = tmp_path / "mcp.json"
+    listed = [
+        {"name": "main", "model": "m"},
+        {"name": "backup", "model": "b", "api_key_env": "BACKUP_MODEL_KEY"},
+    ]
+    servers.write_text(json.dumps({"mcpServers": {}, "models": listed}), encoding="utf-8")
+    settings = Settings(_env_file=None, nerve_mcp_config=servers)  # type: ignore[call-arg]
+    buffer = io.StringIO()
+    logger = logger_to(buffer, log_format, secrets=tuple(settings_secrets(settings)))
+    logger.warning("request to backup failed: Authorization %s", key)
+    try:
+        raise RuntimeError(f"refused key {key}")
+    except RuntimeError:
+        logger.exception("model call failed")
+    assert key not in buffer.getvalue() and "[hidden]" in buffer.getvalue()

@@ -215,3 +215,33 @@ def test_keys_named_by_nerve_models_are_hidden_from_logs() -> None:
     assert key_values("not json", {"A_KEY": "sk-hidden"}) == []
     hidden = settings_secrets(settings(nerve_models=json.dumps([{"model": "a", "api_key_env": "PATH"}])))
     assert os.environ["PATH"] in hidden
+
+
+async def test_money_limits_refuse_to_start_while_a_configured_model_has_no_price(tmp_path: Path) -> None:
+    listed = [
+        {"name": "main", "model": "gpt-main", "base_url": "http://127.0.0.1:9/v1"},
+        {"name": "cheap", "model": "gpt-cheap", "base_url": "http://127.0.0.1:9/v1"},
+        {"name": "vision", "model": "gpt-vision", "base_url": "http://127.0.0.1:9/v1"},
+    ]
+    budgets = '{"person": {"day": {"money": 1}}}'
+
+    def with_prices(prices: dict[str, Any]) -> AllSettings:
+        return AllSettings(  # type: ignore[call-arg]
+            _env_file=None,
+            nerve_models=json.dumps(listed),
+            nerve_db=tmp_path / "n.db",
+            nerve_budgets=budgets,
+            nerve_prices=json.dumps(prices),
+        )
+
+    price = {"prompt": 1, "completion": 2}
+    # Priced by model id rather than name: none of the names has a price, each is named.
+    with pytest.raises(ConfigError, match="no price for main, cheap, vision"):
+        async with asyncio.timeout(GIVE_UP), open_runtime(with_prices({"gpt-main": price})):
+            pass
+    with pytest.raises(ConfigError, match=r"no price for cheap \(prices are keyed by each model's name"):
+        async with asyncio.timeout(GIVE_UP), open_runtime(with_prices({"main": price, "vision": price})):
+            pass
+    every = {"main": price, "cheap": price, "vision": price}
+    async with asyncio.timeout(GIVE_UP), open_runtime(with_prices(every)) as runtime:
+        assert runtime.models is not None and runtime.models.names == ("main", "cheap", "vision")

@@ -9,8 +9,10 @@ from typing import Any
 
 from adapters.settings import PLATFORMS, Settings
 from bot.agent import AgentConfig
+from bot.files.intake import file_ids
 from bot.runtime import agent_config
 from bot.types import ChatMessage, ConversationKey, Incoming, TurnEvent
+from bot.types.files import SharedFile
 from tests.fakes.llm_server import Reply, reply
 from tests.test_slack_harness import core
 
@@ -18,6 +20,16 @@ from tests.test_slack_harness import core
 def incoming(text: str, thread: str = "t1", event_id: str | None = None) -> Incoming:
     key = ConversationKey(platform="terminal", workspace="", channel="local", thread=thread)
     return Incoming(key=key, text=text, user_id="me", event_id=event_id)
+
+
+async def never_fetched(max_bytes: int) -> bytes:
+    raise AssertionError("a refused message's file is not fetched")
+
+
+def with_file(message: Incoming) -> Incoming:
+    """`message` sharing a file, delivered with an id (so its file's id is known beforehand)."""
+    shared = SharedFile(name="notes.txt", fetch=never_fetched, size=12, mime="text/plain", ref="notes")
+    return replace(message, event_id=message.event_id or "e-file", files=(shared,))
 
 
 def roles_and_texts(history: list[ChatMessage]) -> list[tuple[str, str]]:
@@ -38,6 +50,16 @@ async def test_a_question_over_the_size_limit_is_stored_and_refused_without_a_mo
             ("user", "x" * 150),
             ("assistant", notice),
         ]
+
+
+async def test_a_refused_question_keeps_its_files_listing_and_ids(tmp_path: Path) -> None:
+    async with core(tmp_path, [], config=AgentConfig(max_question_chars=100)) as c:
+        question = with_file(incoming("x" * 150))
+        await c.agent.reply(question)
+        (file_id,) = file_ids(question)
+        stored = (await c.store.history(question.key))[0]
+        assert stored.files == (file_id,)
+        assert stored.content == f"{'x' * 150}\n\n[attached file {file_id}: notes.txt (text/plain, 12 bytes)]"
 
 
 async def test_a_question_of_a_megabyte_never_reaches_the_model_with_the_default_limit(
@@ -110,6 +132,13 @@ async def test_a_turn_refused_by_a_full_queue_is_stored_and_told_to_try_again(tm
         busy = await c.agent.reply(incoming("second", thread="b"))
         assert busy.text == "I'm busy right now — please try again in a minute." and busy.failed
         assert roles_and_texts(await c.store.history(incoming("", thread="b").key)) == [("user", "second")]
+        # A refused message with a file keeps it, named with its id as a turn stores it.
+        sharing = with_file(incoming("third", thread="c"))
+        await c.agent.reply(sharing)
+        (stored,) = await c.store.history(sharing.key)
+        assert stored.files == file_ids(sharing) and f"[attached file {stored.files[0]}: notes.txt" in (
+            stored.content or ""
+        )
         model.let_go("first")
         assert (await asyncio.wait_for(first, 10)).text == "answer to first"
         assert model.questions == ["first"]

@@ -37,11 +37,13 @@ class FileShelf(VisionLedger, Protocol):
 
 @dataclass(eq=False, kw_only=True)
 class TurnFiles:
-    """One turn's files and whether its model sees; `notices` go at the top of the answer."""
+    """One turn's files and whether its model sees; `notices` go at the top of the answer.
+    `model`: the model the turn's place asks first, whose sight decides `sees`."""
 
     files: dict[str, StoredFile]
     vision: Vision
     sees: bool
+    model: str
     context_tokens: int
     notices: list[str] = field(default_factory=list)
 
@@ -60,10 +62,12 @@ class TurnFiles:
         without them (`again` builds the request anew)."""
         try:
             return await llm.complete(request, tools, progress)
-        except ImagesRefused:
+        except ImagesRefused as refusal:
             if self.vision.mode != "auto" or not any(message.images for message in request):
                 raise
-        await self.vision.refused()
+            # The model that refused, which may be a fallback of the place's own.
+            refuser = refusal.model or self.model
+        await self.vision.refused(refuser)
         self.sees = False
         shown = [f for f in self.files.values() if f.kind == "image" and _sent(f, request)]
         named = ", ".join(f"{f.name} ({size_text(f.size)})" for f in shown) or "the images' names and sizes"
@@ -103,19 +107,26 @@ class FileDesk:
         return intake
 
     async def for_turn(
-        self, key: ConversationKey, history: Sequence[ChatMessage], notices: list[str]
+        self,
+        key: ConversationKey,
+        history: Sequence[ChatMessage],
+        notices: list[str],
+        model: str | None = None,
     ) -> TurnFiles | None:
         """The conversation's files for this turn; None when none of its messages carries one.
-        `notices`: the turn's own list, said at the top of its answer."""
+        `notices`: the turn's own list, said at the top of its answer; `model`: the one the turn's
+        place asks first (None: the primary)."""
         if not any(message.files for message in history):
             self.tools.mark(key, False)
             return None
         files = {file.id: file for file in await self._shelf.files_of(key)}
         self.tools.mark(key, bool(files))
+        model = model or self.vision.model
         return TurnFiles(
             files=files,
             vision=self.vision,
-            sees=await self.vision.sees(),
+            sees=await self.vision.sees(model),
+            model=model,
             context_tokens=self._context_tokens,
             notices=notices,
         )

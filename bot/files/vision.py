@@ -22,28 +22,30 @@ class VisionLedger(Protocol):
 
 
 class Vision:
-    """One model's ability to see, as far as this nerve knows it."""
+    """Each configured model's ability to see, as far as this nerve knows it: a refusal is the
+    refusing model's own (a text-only fallback's says nothing of the primary or a place's model)."""
 
     def __init__(self, mode: VisionMode, model: str, ledger: VisionLedger | None) -> None:
         self.mode = mode
-        self._model = model
+        # The primary's name: the model asked about when none is named.
+        self.model = model
         self._ledger = ledger
-        # Read from the store once, then kept: only this process's own refusal changes it.
-        self._refuses: bool | None = None
+        # Read from the store once per model, then kept: only this process's own refusal changes it.
+        self._refuses: dict[str, bool] = {}
 
-    async def sees(self) -> bool:
-        """Whether this turn shows its images to the model."""
+    async def sees(self, model: str | None = None) -> bool:
+        """Whether this turn shows its images to `model` (the one its place asks first)."""
         if self.mode != "auto":
             return self.mode == "on"
-        if self._refuses is None:
-            self._refuses = await self._ledger.refuses_images(self._model) if self._ledger else False
-        return not self._refuses
+        name = model or self.model
+        if name not in self._refuses:
+            self._refuses[name] = await self._ledger.refuses_images(name) if self._ledger else False
+        return not self._refuses[name]
 
-    async def refused(self) -> None:
-        """The provider refused images: never sent again to this model, after a restart too."""
-        logger.warning(
-            "the model %s refuses image input; images are described by name from now on", self._model
-        )
-        self._refuses = True
+    async def refused(self, model: str | None = None) -> None:
+        """The provider of `model` refused images: never sent to it again, after a restart too."""
+        name = model or self.model
+        logger.warning("the model %s refuses image input; images are described by name from now on", name)
+        self._refuses[name] = True
         if self._ledger is not None:
-            await self._ledger.set_refuses_images(self._model)
+            await self._ledger.set_refuses_images(name)

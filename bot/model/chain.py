@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
-from bot.errors import LLMError, LLMRateLimited, LLMUnavailable
+from bot.errors import ImagesRefused, LLMError, LLMRateLimited, LLMUnavailable
 from bot.model.circuit import DEFAULT_COOL_DOWN, ModelCircuit
 from bot.model.concurrency import ConcurrencyLimits
 from bot.model.models import ModelList
@@ -108,6 +108,11 @@ class ModelChain:
                     link.circuit.cool_down,
                 )
                 continue
+            except ImagesRefused as refused:
+                link.circuit.released()
+                # The refusal is this model's, remembered under its name (`bot.files.vision`).
+                refused.model = refused.model or link.name
+                raise
             except BaseException:
                 link.circuit.released()
                 raise

@@ -33,6 +33,9 @@ MESSAGE_DELETED = "(message deleted at its author's request)"
 ANSWER_DELETED = "(answer deleted with the message it answered)"
 # The writer of a place memory whose writer was forgotten: the memory stays with the place.
 FORGOTTEN_WRITER = "(forgotten)"
+# The place and conversation a forgotten person's private usage is counted under: a DM's (or the
+# terminal's) own names would still point at them.
+FORGOTTEN_PRIVATE = "(forgotten private conversation)"
 
 # A row naming people by their platform's user id: this person's, in their workspace (any workspace
 # where user ids are global). Parameters: `_people_params`, then the user id.
@@ -144,7 +147,7 @@ class PersonLedger(ThreadLedger):
         async with self._write() as db:
             # Counted first: those in their private conversations go with them.
             files = await db.execute_fetchall("SELECT COUNT(*) FROM files WHERE author = ?", (person.id,))
-            conversations, waiting = await self._forget_private(db, person)
+            conversations, waiting, private = await self._forget_private(db, person)
             messages, answers = await self._redact_shared(db, person)
             # The files they shared in threads others read go with their messages there.
             await db.execute("DELETE FROM files WHERE author = ?", (person.id,))
@@ -173,7 +176,12 @@ class PersonLedger(ThreadLedger):
                     (FORGOTTEN_WRITER, person.id),
                 ),
             )
-            # Their usage figures stay in the place's and workspace's totals, no longer theirs.
+            # Their usage figures stay in the place's and workspace's totals, no longer theirs; those of
+            # their private conversations no longer name the DM or thread (nor the message) either.
+            await db.executemany(
+                "UPDATE model_usage SET place = ?, conversation = ?, turn = NULL WHERE conversation = ?",
+                [(FORGOTTEN_PRIVATE, FORGOTTEN_PRIVATE, str(key)) for key in private],
+            )
             await db.execute("UPDATE model_usage SET person = NULL WHERE person = ?", (person.id,))
             if self._sql.name == "sqlite":
                 # The full-text index keeps a deleted memory's words until its segments are merged.
@@ -181,18 +189,20 @@ class PersonLedger(ThreadLedger):
         await self._write_back()
         return found
 
-    async def _forget_private(self, db: Connection, person: Person) -> tuple[int, int]:
+    async def _forget_private(self, db: Connection, person: Person) -> tuple[int, int, set[ConversationKey]]:
         """Their private conversations, emptied and marked deleted (the audit points at them); how many,
-        and how many items waited in them."""
+        how many items waited in them, and their threads' keys."""
         rows = await db.execute_fetchall(
             "SELECT c.id, c.platform, c.workspace, c.channel, c.thread, c.created_at, c.archived_at"
             f" FROM conversations c WHERE {_PRIVATE} ORDER BY c.id",
             (person.id, person.id),
         )
         waiting = 0
+        keys: set[ConversationKey] = set()
         for conversation_id, *key, started, archived in rows:
             waiting += await self._empty_conversation(db, int(conversation_id), key, started, archived)
-        return len(rows), waiting
+            keys.add(key_from_row(key))
+        return len(rows), waiting, keys
 
     async def _redact_shared(self, db: Connection, person: Person) -> tuple[int, int]:
         """Their messages where others read too, and nerve's answers to each (up to the next person's

@@ -295,7 +295,11 @@ class TurnLoop:
         # What the budgets estimate each request from (the note is a line or two of the last message).
         head = ChatMessage(role="system", content=f"{prompt.system}\n\n{prompt.note}")
         files = (
-            None if self.files is None else await self.files.for_turn(incoming.key, history, state.notices)
+            None
+            if self.files is None
+            else await self.files.for_turn(
+                incoming.key, history, state.notices, self.config.scopes.model_for(incoming.where())
+            )
         )
         for round_index in range(first_round, self.config.max_rounds):
             # Each round sees the tools as they are now: a server may change its list mid-turn.
