@@ -44,10 +44,16 @@ async def both_said(fake: FakeDiscord, store: ConversationStore, ada: FakeUser, 
     """Ada and Bob each have a memory and told nerve something in a DM."""
     await keep(store, fake, "ada likes canaryada1", of=ada)
     await keep(store, fake, "bob likes canarybob1", of=bob)
+    # Each answered, not only begun: on a busy machine a turn shows a live message before its answer.
     await fake.user_dms(ada, "my code is canaryada2")
-    await fake.wait_until(lambda: len(fake.bot_messages()) >= 1, within=20)
+    await fake.wait_until(lambda: answers(fake) >= 1, within=20)
     await fake.user_dms(bob, "my code is canarybob2")
-    await fake.wait_until(lambda: len(fake.bot_messages()) >= 2, within=20)
+    await fake.wait_until(lambda: answers(fake) >= 2, within=20)
+
+
+def answers(fake: FakeDiscord) -> int:
+    """The DMs whose turn has the model's answer in a message of the bot's."""
+    return len({m["channel_id"] for m in fake.bot_messages() if "noted" in str(m.get("content") or "")})
 
 
 async def press(fake: FakeDiscord, user: FakeUser, message: dict[str, Any], label: str) -> str:
