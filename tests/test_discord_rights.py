@@ -24,6 +24,7 @@ from tests.fakes.discord_api import FakeDiscord, FakeUser, running_bot
 from tests.fakes.llm_server import reply
 from tests.test_discord_approvals import buttons
 from tests.test_discord_memory import answered, keep, memory_agent, person
+from tests.test_thread_lock import until
 
 pytestmark = pytest.mark.both_stores
 
@@ -44,16 +45,21 @@ async def both_said(fake: FakeDiscord, store: ConversationStore, ada: FakeUser, 
     """Ada and Bob each have a memory and told nerve something in a DM."""
     await keep(store, fake, "ada likes canaryada1", of=ada)
     await keep(store, fake, "bob likes canarybob1", of=bob)
-    # Each answered, not only begun: on a busy machine a turn shows a live message before its answer.
-    await fake.user_dms(ada, "my code is canaryada2")
-    await fake.wait_until(lambda: answers(fake) >= 1, within=20)
-    await fake.user_dms(bob, "my code is canarybob2")
-    await fake.wait_until(lambda: answers(fake) >= 2, within=20)
+    # Each turn over, its delivery recorded as answered (a restart would answer it again): a busy
+    # machine shows a live message before the answer, and posts the answer before that record.
+    for done, (user, text) in enumerate(((ada, "my code is canaryada2"), (bob, "my code is canarybob2")), 1):
+        await fake.user_dms(user, text)
+        await fake.wait_until(lambda done=done: answered_dms(fake) >= done, within=20)
+        await until(lambda: no_unfinished(store), within=20)
 
 
-def answers(fake: FakeDiscord) -> int:
+def answered_dms(fake: FakeDiscord) -> int:
     """The DMs whose turn has the model's answer in a message of the bot's."""
     return len({m["channel_id"] for m in fake.bot_messages() if "noted" in str(m.get("content") or "")})
+
+
+async def no_unfinished(store: ConversationStore) -> bool:
+    return not await store.unfinished_events("discord")
 
 
 async def press(fake: FakeDiscord, user: FakeUser, message: dict[str, Any], label: str) -> str:
