@@ -56,6 +56,7 @@ from bot.seams import LLM, PromptHost, ServerStates, Store, ToolHost, TurnLock
 from bot.seams import Inbox as Inbox
 from bot.seams import PostRecords as PostRecords
 from bot.store.approvals import ApprovalLedger
+from bot.store.base import ConversationStore
 from bot.store.feedback import Feedback as Feedback
 from bot.store.inputs import InputLedger
 from bot.store.locks import KeyedLocks as KeyedLocks
@@ -101,6 +102,7 @@ from bot.types import (
     ScheduleChange,
     ScheduleRun,
     SignInFinished,
+    StopBoard,
     Submit,
     TurnEvent,
     UndoOutcome,
@@ -196,6 +198,10 @@ class Agent:
         # The store's lock when processes share it (one turn per conversation across all of them);
         # in memory otherwise.
         self._locks: TurnLock = turn_lock or KeyedLocks()
+        # Stop requests between the processes that share the turns (the store's own lock), so a stop
+        # pressed in one reaches a turn running in another; None when turns are this process's alone.
+        shared = isinstance(store, ConversationStore) and store.turn_lock is turn_lock
+        self.stop_board: StopBoard | None = store if isinstance(store, ConversationStore) and shared else None
         # The model's limit on turns at once, learnt from its answers, when the model client reports
         # each request to `limits`; else the configured number, fixed.
         self.limits = limits
@@ -350,6 +356,11 @@ class Agent:
         and the workspace's); None where the store keeps no usage."""
         meter = self._loop.meter
         return None if meter is None else await meter.report(incoming)
+
+    async def message_kept(self, key: ConversationKey, event_id: str) -> bool:
+        """Whether the person's message of `event_id` is stored in its thread: a turn stopped before
+        it began (waiting for a slot) stored nothing, and its message is not answered later."""
+        return await self._store.holds_event(key, event_id)
 
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored, its parked turn ends."""

@@ -122,6 +122,9 @@ class Store(Protocol):
     async def messages_after_event(self, key: ConversationKey, event_id: str) -> list[ChatMessage]:
         """What was stored after the user message with this event id (to resume or re-send a turn)."""
 
+    async def holds_event(self, key: ConversationKey, event_id: str) -> bool:
+        """Whether the user message with this event id is stored in the thread's conversation."""
+
     async def reset(self, key: ConversationKey) -> None:
         """Start a new conversation in this thread; the old one stays stored but is no longer sent."""
 
@@ -168,3 +171,10 @@ class TurnLock(Protocol):
 
     def hold(self, key: ConversationKey) -> AbstractAsyncContextManager[None]:
         """Wait for the conversation's earlier turns, then hold it until the block ends."""
+
+
+class SharedTurnLock(TurnLock, Protocol):
+    """A store's turn lock, which every process on the store shares."""
+
+    async def holder(self, key: ConversationKey) -> str | None:
+        """The id of the turn holding `key`'s conversation in any process, None when none does."""

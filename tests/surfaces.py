@@ -298,9 +298,18 @@ CHANNEL_SLACK = "C0CHANNEL"
 
 
 @contextlib.asynccontextmanager
-async def slack_app(c: Any, host: MCPHost, config: AgentConfig, clock: Clock) -> AsyncIterator[Any]:
+async def slack_app(
+    c: Any,
+    host: Any,
+    config: AgentConfig,
+    clock: Callable[[], float],
+    *,
+    shared_turns: bool = False,
+    **settings: Any,
+) -> AsyncIterator[Any]:
     """One run of the bolt app over HTTP on `c`'s fake Slack and database, with its own agent and
-    store, as a process that starts on the database the last one left."""
+    store, as a process that starts on the database the last one left (or, with `shared_turns`,
+    a replica beside it: its turns take the store's lock, shared with the other processes)."""
     from adapters.slack.app import build_bot
     from adapters.slack.client import make_client
     from adapters.slack.serve import serve_http
@@ -319,9 +328,10 @@ async def slack_app(c: Any, host: MCPHost, config: AgentConfig, clock: Clock) ->
         approvals=store,
         inputs=store,
         clock=clock,
+        turn_lock=store.turn_lock if shared_turns else None,
     )
-    settings = settings_for(c.slack)
-    bot = build_bot(agent, settings, client=make_client(settings), feedback=store)
+    cfg = settings_for(c.slack, **settings)
+    bot = build_bot(agent, cfg, client=make_client(cfg), feedback=store)
     runner = None
     try:
         runner, url = await serve_http(bot, "127.0.0.1", 0)

@@ -208,11 +208,13 @@ async def core(
     backend: Backend | None = None,
     memories: bool = False,
     schedules: bool = False,
+    shared_turns: bool = False,
 ) -> AsyncIterator[Core]:
     """Fake Slack, fake model service, and the real agent on a real store (which parks turns that
     wait for approval when `approvals` is set, and keeps memories with the built-in memory tools
     when `memories` is, and schedules with the built-in schedule tools when `schedules` and
-    `approvals` are): SQLite, or the test's `backend` (both_stores)."""
+    `approvals` are): SQLite, or the test's `backend` (both_stores). With `shared_turns` its turns
+    take the store's lock, as in production, shared with any other process on the database."""
     async with (
         FakeSlack() as slack,
         FakeLLMServer(script, strict=strict) as llm,
@@ -234,6 +236,7 @@ async def core(
             clock=clock,
             memories=store if memories else None,
             schedules=store if schedules else None,
+            turn_lock=store.turn_lock if shared_turns else None,
         )
         try:
             yield Core(
@@ -261,6 +264,7 @@ async def rig(
     memories: bool = False,
     backend: Backend | None = None,
     schedules: bool = False,
+    shared_turns: bool = False,
     **settings: Any,
 ) -> AsyncIterator[Rig]:
     """Everything running on 127.0.0.1: fake Slack, fake model, real agent + store + bolt app over HTTP."""
@@ -276,6 +280,7 @@ async def rig(
         backend=backend,
         memories=memories,
         schedules=schedules,
+        shared_turns=shared_turns,
     ) as c:
         cfg = settings_for(c.slack, **settings)
         bot = build_bot(

@@ -371,8 +371,11 @@ class SlackBot:
         key = ConversationKey(
             platform=PLATFORM, workspace=str(body.get("team_id") or ""), channel=channel, thread=thread
         )
-        user = str(event.get("user") or "")
-        outcome = self._turns.stops.stop(key, user)
+        # In the background: the turn may run in another process, which takes a moment to reach.
+        self._owned.spawn(self._stop(key, str(event.get("user") or "")))
+
+    async def _stop(self, key: ConversationKey, user: str) -> None:
+        outcome = await self._turns.stops.stop(key, user)
         if outcome == "stopped":
             logger.info("stop pressed in %s: its turn is cancelled", key)
             return
@@ -380,10 +383,14 @@ class SlackBot:
             # Only the person whose turn it is, or an admin, stops it; the turn goes on as it was.
             logger.debug("stop pressed in %s by %s, whose turn it is not: ignored", key, user)
             return
-        # Nothing of it runs here (it ended, or runs in another process): the session must still
-        # leave `processing`, which Slack does not do by itself.
-        logger.info("stop pressed in %s, where no turn runs in this process", key)
-        self._owned.spawn(self._turns.session_idle(turn_in(Incoming(key=key, text="", user_id=user))))
+        if outcome == "elsewhere":
+            # The process running the turn took the stop: it answers as a stop pressed there would.
+            logger.info("stop pressed in %s: passed on to the process running its turn", key)
+            return
+        # No turn runs anywhere (it ended): the session must still leave `processing`, which Slack
+        # does not do by itself.
+        logger.info("stop pressed in %s, where no turn runs", key)
+        await self._turns.session_idle(turn_in(Incoming(key=key, text="", user_id=user)))
 
     async def _suggest_prompts(self, channel: str, thread_ts: str | None) -> None:
         try:

@@ -52,6 +52,8 @@ RESET_DONE = "Started a new conversation here: I have forgotten what we said bef
 EMPTY_PROMPT = "Hi! Ask me something — for example, which tools I have."
 CUT_OFF_BY_RESTART = "⏳ nerve restarted while answering; the answer follows here once it is back."
 STOPPED = "⏹️ Stopped. Your message is kept; ask again to retry."
+# Stopped while it waited for a free slot: nothing was stored, and nothing answers it later.
+STOPPED_UNSTARTED = "⏹️ Stopped before I started on it: your message was not kept; send it again to ask."
 # Seconds a cut-off turn may take to say so in its live message, during a shutdown.
 NOTE_SECONDS = 3.0
 
@@ -80,7 +82,7 @@ class TurnRunner:
     admins: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        self.stops = Stops(self.admins)
+        self.stops = Stops(self.admins, self.agent.stop_board)
         self._seen = SeenMarks(self.poster.client)
         # What each turn posted, so a turn answered again edits or skips it (`adapters.slack.post`).
         inbox = self.agent.inbox
@@ -154,7 +156,8 @@ class TurnRunner:
             logger.warning("Slack event %s: the rest of its answer was not posted (shutdown)", turn.event_id)
         except Stopped:
             logger.info("Slack event %s in %s: stopped by its person", turn.event_id, turn.key)
-            await self._apologize(turn, sink, STOPPED)
+            kept = answer is not None or await self._kept(turn)  # a scheduled run has no message
+            await self._apologize(turn, sink, STOPPED if kept else STOPPED_UNSTARTED)
             await self.session_idle(turn)
         except Exception:
             logger.exception("answering Slack event %s in %s failed", turn.event_id, turn.key)
@@ -175,6 +178,17 @@ class TurnRunner:
         if mark is not None:
             await self._seen.clear(turn, mark)
         return reply
+
+    async def _kept(self, turn: Turn) -> bool:
+        """Whether a stopped turn's message is stored: one stopped while it waited for a free slot
+        is not (a store that cannot tell counts it kept, as it is once the turn began)."""
+        try:
+            return await self.agent.message_kept(turn.key, turn.event_id)
+        except Exception as exc:
+            logger.info(
+                "could not tell whether the message of Slack event %s is kept: %s", turn.event_id, exc
+            )
+            return True
 
     async def session_idle(self, turn: Turn) -> None:
         """The turn ended without an answer (stopped, failed): its session no longer shows it working."""

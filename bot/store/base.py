@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
-from bot.seams import TurnLock
+from bot.seams import SharedTurnLock
 from bot.store.approvals import ApprovalLedger
 from bot.store.conversations import InboxLedger
 from bot.store.feedback import FeedbackLedger
@@ -18,7 +18,9 @@ from bot.store.person_data import PersonLedger
 from bot.store.person_settings import PersonSettingsLedger
 from bot.store.posts import PostLedger
 from bot.store.schedules import ScheduleLedger
+from bot.store.stop_requests import StopLedger
 from bot.store.usage import UsageLedger
+from bot.types import ConversationKey
 
 
 class ConversationStore(
@@ -33,10 +35,14 @@ class ConversationStore(
     FileLedger,
     UsageLedger,
     InstallLedger,
+    StopLedger,
     PersonLedger,  # and the conversation listing it builds on
 ):
     # Turns of one conversation, one at a time across every process on this database.
-    turn_lock: TurnLock
+    turn_lock: SharedTurnLock
+
+    async def _holder(self, key: ConversationKey) -> str | None:
+        return await self.turn_lock.holder(key)
 
     async def close(self) -> None:
         """Close the connections; waits for a running write to finish. Closing twice is harmless."""

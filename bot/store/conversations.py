@@ -104,6 +104,12 @@ class ConversationLedger(Ledger):
         )
         return [message_from_row(row) for row in rows]
 
+    async def holds_event(self, key: ConversationKey, event_id: str) -> bool:
+        """Whether the user message of `event_id` is stored in the thread's conversation (a turn
+        stopped while it waited for its turn has stored nothing)."""
+        async with self._read() as db:
+            return await self._event_seen(db, key, event_id)
+
     async def reset(self, key: ConversationKey) -> None:
         """The thread's next message starts a new conversation; the old one stays stored, not sent."""
         await self._change(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from typing import Generic, TypeVar
+
+from bot.types import holding
 
 K = TypeVar("K", bound=Hashable)
 
@@ -26,7 +29,8 @@ class KeyedLocks(Generic[K]):
         self._locks[key] = (lock, users + 1)
         try:
             async with lock:
-                yield
+                with holding(key, uuid.uuid4().hex):
+                    yield
         finally:
             lock, users = self._locks[key]
             if users == 1:

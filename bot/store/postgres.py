@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -26,7 +27,7 @@ from bot.store.dialect import POSTGRES, Connection
 from bot.store.locks import KeyedLocks
 from bot.store.postgres_connection import PostgresConnection, SteadyPool, lock_key
 from bot.store.postgres_migrate import current_schema, migrate_postgres
-from bot.types import ConversationKey
+from bot.types import ConversationKey, holding
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +170,11 @@ def postgres_error(exc: BaseException, where: str) -> StoreError:
 
 # nerve's namespace of advisory locks for turns (the first key of each lock).
 TURN_LOCKS = 0x6E657203
+# A turn's lock session is named after the turn while it holds the conversation, so another process
+# can tell which turn that is (`holder`).
+TURN_NAME = "nerve-turn "
+# How long finding a conversation's holder waits for a connection.
+HOLDER_WAIT_SECONDS = 5.0
 
 
 class PostgresTurnLock:
@@ -198,22 +204,49 @@ class PostgresTurnLock:
         """In every process: the conversation's advisory lock, on a session of its own."""
         name = self._name(key)
         lock = lock_key(TURN_LOCKS, name)
+        turn = uuid.uuid4().hex
         async with self._local.hold(name):
             try:
                 async with self._pool.connection() as conn:
                     try:
-                        await conn.execute("SELECT pg_advisory_lock(%s, %s)", lock)
+                        # Named first: by the time the lock is granted, the session names its turn.
+                        await conn.execute(
+                            "SELECT set_config('application_name', %s, false), pg_advisory_lock(%s, %s)",
+                            (TURN_NAME + turn, *lock),
+                        )
                     except BaseException:
                         # Cancelled while waiting (psycopg cancels the request on the server), or failed: the
                         # lock may have been granted just before. Closing the session drops it for sure.
                         await conn.close()
                         raise
                     try:
-                        yield
+                        with holding(key, turn):
+                            yield
                     finally:
                         await _release(conn, lock)
             except psycopg.Error as exc:
                 raise StoreError(f"could not take a conversation's turn on {self._where}: {exc}") from exc
+
+    async def holder(self, key: ConversationKey) -> str | None:
+        """The id of the turn holding `key`'s conversation in any process: the name of the session
+        granted its advisory lock."""
+        namespace, hashed = lock_key(TURN_LOCKS, self._name(key))
+        try:
+            async with self._pool.connection(timeout=HOLDER_WAIT_SECONDS) as conn:
+                cursor = await conn.execute(
+                    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                    " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2"
+                    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                    " AND l.classid::bigint = %s AND l.objid::bigint = %s",
+                    (namespace & 0xFFFFFFFF, hashed & 0xFFFFFFFF),
+                )
+                rows = await cursor.fetchall()
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise StoreError(
+                f"could not tell which turn holds a conversation on {self._where}: {exc}"
+            ) from exc
+        names = [str(row[0] or "") for row in rows]
+        return next((n.removeprefix(TURN_NAME) for n in names if n.startswith(TURN_NAME)), None)
 
 
 async def _release(conn: psycopg.AsyncConnection[Any], lock: tuple[int, int]) -> None:

@@ -24,7 +24,7 @@ import aiosqlite
 
 from bot.errors import StoreError
 from bot.store.connect import store_error
-from bot.types import ConversationKey
+from bot.types import ConversationKey, holding
 
 logger = logging.getLogger(__name__)
 
@@ -68,14 +68,15 @@ class SQLiteTurnLock:
 
     @asynccontextmanager
     async def hold(self, key: ConversationKey) -> AsyncIterator[None]:
-        name = json.dumps([key.platform, key.workspace, key.channel, key.thread])
+        name = self._name(key)
         turn = uuid.uuid4().hex
         heartbeat: asyncio.Task[None] | None = None
         try:
             await self._enqueue(name, turn)
             heartbeat = asyncio.create_task(self._heartbeat(turn), name=f"turn-lease-{turn[:8]}")
             await self._wait_for_turn(name, turn)
-            yield
+            with holding(key, turn):
+                yield
         finally:
             if heartbeat is not None:
                 heartbeat.cancel()
@@ -92,6 +93,22 @@ class SQLiteTurnLock:
                 released = self._released.pop(name, None)
                 if released is not None:
                     released.set()
+
+    async def holder(self, key: ConversationKey) -> str | None:
+        """The id of the turn holding `key`'s conversation in any process (the first live ticket)."""
+        async with self._connection() as db:
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT turn FROM turn_locks WHERE lock_key = ? AND expires_at >= ?"
+                    " ORDER BY ticket LIMIT 1",
+                    (self._name(key), self.clock()),
+                )
+            )
+        return str(rows[0][0]) if rows else None
+
+    @staticmethod
+    def _name(key: ConversationKey) -> str:
+        return json.dumps([key.platform, key.workspace, key.channel, key.thread])
 
     async def _wait_for_turn(self, name: str, turn: str) -> None:
         delay, ahead_before = POLL_FIRST_SECONDS, -1

@@ -45,6 +45,10 @@ from bot.types.files import Fetch as Fetch
 from bot.types.files import FileKind as FileKind
 from bot.types.files import SharedFile as SharedFile
 from bot.types.files import StoredFile as StoredFile
+from bot.types.holds import HELD_TURN as HELD_TURN
+from bot.types.holds import HeldTurn as HeldTurn
+from bot.types.holds import StopBoard as StopBoard
+from bot.types.holds import holding as holding
 from bot.types.inputs import CallContext as CallContext
 from bot.types.inputs import InputAction as InputAction
 from bot.types.inputs import InputAnswer as InputAnswer
