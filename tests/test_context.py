@@ -134,6 +134,10 @@ def test_squeeze_keeps_only_the_current_turn_and_a_summary():
     assert [m.role for m in sent] == ["system", "user"]
     assert "question 1" in (sent[1].content or "") and "answer 2" in (sent[1].content or "")
     assert split_note(sent[1].content or "")[0] == "now"
+    # The turn's note still ends the message, after the person's own text, found again as such.
+    noted = build_request(PROMPT, history, Budget(context_tokens=16000), squeeze=True, note="It is noon.")
+    assert split_note(noted[1].content or "") == ("now", "It is noon.")
+    assert noted[0].content == PROMPT
 
 
 def test_the_summary_of_a_very_long_thread_stays_bounded_and_quick():
