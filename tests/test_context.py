@@ -6,6 +6,7 @@ import itertools
 import json
 
 from bot.model.tokens import estimate_message_tokens
+from bot.text.turn_note import split_note
 from bot.turn.context import Budget, build_request, cut_result
 from bot.types import ChatMessage, ToolCall
 
@@ -59,12 +60,36 @@ def test_a_huge_result_is_cut_to_valid_json_that_says_so():
     assert "full" in parsed["_note"] and len(cut) < len(big) / 10
 
 
-def test_only_the_latest_result_of_a_tool_repeated_across_turns_is_sent():
-    history = [*turn(1), *turn(2), *turn(3)]
-    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
-    bodies = [json.loads((m.content or "").partition("\n")[2]) for m in sent if m.role == "tool"]
-    assert "superseded" in bodies[0] and "superseded" in bodies[1]
-    assert bodies[2]["n"] == 3
+def bodies(sent: list[ChatMessage]) -> list[dict[str, object]]:
+    return [json.loads((m.content or "").partition("\n")[2]) for m in sent if m.role == "tool"]
+
+
+# A result of about 1,900 tokens: four superseded ones pass the share of 16,000 tokens kept whole.
+BIG = 8000
+
+
+def test_superseded_results_of_a_tool_are_replaced_together_once_they_pass_their_share():
+    for turns, superseded in ((4, [False] * 4), (5, [True] * 4 + [False]), (8, [True] * 4 + [False] * 4)):
+        history = [message for n in range(1, turns + 1) for message in turn(n, size=BIG)]
+        sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+        assert ["superseded" in body for body in bodies(sent)] == superseded, turns
+        assert bodies(sent)[-1]["n"] == turns
+
+
+def test_a_turn_rewrites_what_its_earlier_request_sent_only_when_a_batch_is_replaced():
+    def sent(turns: int, then: list[ChatMessage]) -> list[ChatMessage]:
+        history = [message for n in range(1, turns + 1) for message in turn(n, size=BIG)]
+        return build_request(PROMPT, [*history, *then], Budget(context_tokens=16000))
+
+    # The third result, superseded by the fourth call, joins the pending ones (two): still whole.
+    first, second = sent(3, turn(4)[:1]), sent(3, turn(4, size=BIG)[:3])
+    assert second[: len(first)] == first
+    assert ["superseded" in body for body in bodies(second)] == [False, False, False, False]
+    # The fourth result, superseded by the fifth call, makes the pending ones pass their share: all
+    # four are replaced in the request that carries the fifth result.
+    first, second = sent(4, turn(5)[:1]), sent(4, turn(5, size=BIG)[:3])
+    assert ["superseded" in body for body in bodies(first)] == [False, False, False, False]
+    assert ["superseded" in body for body in bodies(second)] == [True, True, True, True, False]
 
 
 def test_parallel_calls_of_one_tool_in_one_round_are_all_kept():
@@ -88,8 +113,9 @@ def test_past_the_safety_line_the_oldest_turns_become_a_summary_and_pairs_stay_w
     sent = build_request(PROMPT, history, budget)
 
     assert sent[-1].content == "latest question"
-    assert "Summary of the earlier conversation" in (sent[0].content or "")
-    assert "question 0" in (sent[0].content or "")
+    assert sent[0].content == PROMPT, "the system prompt stays as it is for a provider's cache"
+    assert "Summary of the earlier conversation" in (sent[1].content or "")
+    assert "question 0" in (sent[1].content or "")
     assert sum(1 for m in sent if m.role == "system") == 1
     assert estimate_message_tokens(sent) <= 4000 * 0.8
     assert_pairs_intact(sent[1:])
@@ -106,7 +132,12 @@ def test_squeeze_keeps_only_the_current_turn_and_a_summary():
     history = [*turn(1), *turn(2), ChatMessage(role="user", content="now")]
     sent = build_request(PROMPT, history, Budget(context_tokens=16000), squeeze=True)
     assert [m.role for m in sent] == ["system", "user"]
-    assert "question 1" in (sent[0].content or "") and "answer 2" in (sent[0].content or "")
+    assert "question 1" in (sent[1].content or "") and "answer 2" in (sent[1].content or "")
+    assert split_note(sent[1].content or "")[0] == "now"
+    # The turn's note still ends the message, after the person's own text, found again as such.
+    noted = build_request(PROMPT, history, Budget(context_tokens=16000), squeeze=True, note="It is noon.")
+    assert split_note(noted[1].content or "") == ("now", "It is noon.")
+    assert noted[0].content == PROMPT
 
 
 def test_the_summary_of_a_very_long_thread_stays_bounded_and_quick():
@@ -115,7 +146,7 @@ def test_the_summary_of_a_very_long_thread_stays_bounded_and_quick():
     for squeeze in (False, True):
         sent = build_request(PROMPT, history, Budget(context_tokens=16000), squeeze=squeeze)
         assert estimate_message_tokens(sent) <= 16000 * 0.8
-        assert "earlier turns omitted" in (sent[0].content or "")
+        assert "earlier turns omitted" in (sent[1].content or "")
 
 
 def test_a_result_is_labelled_by_its_own_tool_even_when_servers_reuse_call_ids():
@@ -137,7 +168,8 @@ def test_a_result_is_labelled_by_its_own_tool_even_when_servers_reuse_call_ids()
 
 
 def test_a_superseded_result_names_its_arguments_so_the_model_can_ask_again():
-    sent = build_request(PROMPT, [*turn(1), *turn(2)], Budget(context_tokens=16000))
+    history = [message for n in range(1, 6) for message in turn(n, size=BIG)]
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
     first = json.loads((next(m for m in sent if m.role == "tool").content or "").partition("\n")[2])
     assert '{"n": 1}' in first["superseded"] and "call it again" in first["superseded"]
 
@@ -163,3 +195,18 @@ def test_an_unanswered_question_inside_the_history_is_merged_with_the_next_one()
         assert all(not (a == b == "user") for a, b in itertools.pairwise(roles)), roles
     sent = build_request(PROMPT, history, Budget(context_tokens=16000))
     assert sent[1].content == "lost question\n\nquestion 2"
+
+
+def test_compression_goes_well_below_the_line_and_then_holds_for_the_next_turns():
+    budget = Budget(context_tokens=4000)
+    history: list[ChatMessage] = []
+    starts = []
+    for n in range(40):
+        history += turn(n, tool=f"tool_{n % 2}", size=400)
+        sent = build_request(PROMPT, [*history, ChatMessage(role="user", content=f"next {n}")], budget)
+        assert estimate_message_tokens(sent) <= 4000 * 0.8
+        assert sent[0].content == PROMPT
+        starts.append(sent[1].content)
+    # Each compression keeps the turns after it for several turns: the request then starts the same.
+    compressions = sum(1 for a, b in itertools.pairwise(starts) if a != b)
+    assert 3 <= compressions <= 40 // 4, compressions

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,8 +19,9 @@ from bot.model.client import OpenAILLM
 from bot.policy.scopes import Place
 from bot.store.base import ConversationStore
 from bot.types import ConversationKey, Incoming
+from tests.conftest import stdio_server
 from tests.fakes.clock import Clock
-from tests.fakes.llm_server import FakeLLMServer, Reply, own_text, reply, told
+from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, own_text, reply, told, tool_reply
 
 ALICE = "U1ALICE"
 CHANNEL = "CGENERAL"
@@ -39,6 +41,13 @@ def asked(text: str) -> Incoming:
 @pytest.fixture(scope="module")
 async def no_servers() -> Any:
     async with MCPHost({}, default_timeout=5.0) as host:
+        yield host
+
+
+@pytest.fixture(scope="module")
+async def payload_host() -> Any:
+    """A server whose tools return about 5 KB of JSON a call, as a search or a database does."""
+    async with MCPHost({"payload": stdio_server("bench.payload_server")}, default_timeout=10.0) as host:
         yield host
 
 
@@ -167,3 +176,47 @@ async def test_the_fake_provider_reports_the_longest_prefix_it_has_seen_as_cache
     assert [u["prompt_tokens_details"]["cached_tokens"] for u in usages["cached"]] == [0, shared // 4]
     assert cached.cached == [0, shared // 4]
     assert all("prompt_tokens_details" not in u for u in usages["plain"]) and plain.cached == []
+
+
+REPORT_ID = re.compile(r'"report_id": "(REP-[0-9a-f]{12})"')
+
+
+async def test_a_thread_of_big_tool_results_is_mostly_cached_and_stays_bounded(
+    store: ConversationStore, payload_host: MCPHost
+) -> None:
+    """Each turn calls a tool returning about 5 KB of JSON (the core bench's W3; no turn note here).
+    Superseded results are replaced four at a time, so most requests start as the one before; when
+    each turn replaced the previous result, the request was rewritten from there on every turn, and
+    80 % of the prompt tokens were cached. Each turn's new result (about 6 KB) is never cached, so
+    with requests bounded near 40 KB about 86 % is what a prefix cache can hold."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "user":
+            name = next(
+                t["function"]["name"] for t in body["tools"] if "fetch_report" in t["function"]["name"]
+            )
+            query = own_text(last["content"]).removeprefix("report ")
+            return tool_reply(FakeCall(name=name, arguments=json.dumps({"query": query})))
+        found = REPORT_ID.search(last["content"])
+        return reply(f"Latest report: {found.group(1) if found else 'none'}.")
+
+    async with FakeLLMServer(answer, prompt_cache=True) as server:
+        llm = OpenAILLM(model="m", base_url=server.base_url, api_key=None, timeout=10.0, max_retries=0)
+        bot = Agent(
+            llm=llm, host=payload_host, store=store, inbox=store, config=AgentConfig(platforms=PLATFORMS)
+        )
+        try:
+            for n in range(1, TURNS + 1):
+                said = (await bot.reply(asked(f"report q{n}"))).text
+        finally:
+            await llm.aclose()
+
+    last = server.requests[-1]
+    latest = last["messages"][-1]["content"]
+    assert '"query": "q30"' in latest and REPORT_ID.search(latest) and said.startswith("Latest report: REP-")
+    # The latest result whole, earlier ones replaced: no request of the thread passes 45 KB.
+    assert max(len(json.dumps(request)) for request in server.requests) <= 45_000
+    # Turn 1 (two requests) has nothing to share; from turn 2 on most of every prompt is cached.
+    cached, prompts = sum(server.cached[2:]), sum(server.prompts[2:])
+    assert cached / prompts >= 0.85, cached / prompts

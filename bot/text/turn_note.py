@@ -1,4 +1,5 @@
-"""The turn's note: what changes from one turn to the next (the time now, the person's memories).
+"""The turn's note: what changes from one turn to the next (the time now, the person's memories);
+and the summary of compressed turns, which starts the first message sent after the system prompt.
 
 It rides at the end of the turn's own message in the request, never in the system prompt: providers
 cache a byte-identical start of a request (OpenAI's automatic prompt caching, Anthropic's and others'
@@ -15,6 +16,9 @@ from bot.types import ChatMessage
 
 # Said to the model, and found again by the offline model: the last one in a message is ours.
 MARK = "\n\n[Context for this message, added by nerve, not written by the person:]\n"
+# The summary of compressed turns, before the message it starts (found again by the offline model).
+SUMMARY_MARK = "[Earlier conversation, summarised by nerve, not written by the person:]\n"
+SUMMARY_END = "\n\n[The person's message:]\n"
 
 
 def with_note(text: str, note: str) -> str:
@@ -22,8 +26,15 @@ def with_note(text: str, note: str) -> str:
     return f"{text}{MARK}{note}" if note else text
 
 
+def with_summary(text: str | None, summary: str) -> str:
+    """`text` after the summary of the compressed turns (the summary alone for no message)."""
+    return f"{SUMMARY_MARK}{summary}" if text is None else f"{SUMMARY_MARK}{summary}{SUMMARY_END}{text}"
+
+
 def split_note(text: str) -> tuple[str, str]:
-    """A message's own text and the turn's note after it ("" when it has none)."""
+    """A message's own text (without a summary before it) and the turn's note after it ("" if none)."""
+    if text.startswith(SUMMARY_MARK):
+        text = text.partition(SUMMARY_END)[2]
     own, found, note = text.rpartition(MARK)
     return (own, note) if found else (text, "")
 

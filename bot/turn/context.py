@@ -6,6 +6,7 @@ with tool calls is never separated from its tool messages: some APIs answer 400.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Sequence
@@ -14,10 +15,14 @@ from typing import Any
 
 from bot.model.tokens import estimate_message_tokens, estimate_tokens
 from bot.text.nesting import MAX_DEPTH, TooDeep, loads
-from bot.text.turn_note import with_note
+from bot.text.turn_note import with_note, with_summary
 from bot.types import ChatMessage, ToolCall
 
 COMPRESS_AT = 0.8
+# Compression goes well below the line that starts it, so it happens every few turns, not each one.
+COMPRESS_TO = 0.4
+# Superseded results stay whole until together they take this share of the context (see _superseded).
+SUPERSEDED_SHARE = 0.4
 SUMMARY_LINE_CHARS = 160
 SUMMARY_MAX_LINES = 30
 # What the model is shown of a result nested too deep to walk: its start, as plain text.
@@ -54,8 +59,8 @@ class Budget:
     tools_tokens: int = 0
     scale: float = 1.0
 
-    def fits(self, tokens: int) -> bool:
-        return (tokens + self.tools_tokens) * self.scale <= self.context_tokens * COMPRESS_AT
+    def fits(self, tokens: int, *, share: float = COMPRESS_AT) -> bool:
+        return (tokens + self.tools_tokens) * self.scale <= self.context_tokens * share
 
 
 def _shrink_json(value: Any, depth: int = 0) -> Any:
@@ -118,26 +123,12 @@ def _turns(history: Sequence[ChatMessage]) -> list[list[ChatMessage]]:
     return turns
 
 
-def _present_tool_messages(history: Sequence[ChatMessage], max_result_tokens: int) -> list[ChatMessage]:
-    """Anchor each result, cut big ones, and keep only the last of a tool's results in a row (S9)."""
+def _present_tool_messages(
+    history: Sequence[ChatMessage], max_result_tokens: int, superseded_tokens: int
+) -> list[ChatMessage]:
+    """Anchor each result, cut big ones, and replace superseded ones in batches (S9)."""
     calls = {call.id: call for message in history for call in message.tool_calls}
-    # Group results by round. Calls of one round are parallel and distinct, so a result is superseded
-    # only when the next round that has results starts with the same tool.
-    rounds: list[list[int]] = []
-    for index, message in enumerate(history):
-        if message.role == "assistant" and message.tool_calls:
-            rounds.append([])
-        elif message.role == "tool" and rounds:
-            rounds[-1].append(index)
-    # The current turn is active context and stays whole; only earlier turns' results are superseded.
-    current_turn = max((i for i, m in enumerate(history) if m.role == "user"), default=0)
-    superseded: dict[int, str] = {}
-    for this_round, next_round in itertools.pairwise([r for r in rounds if r]):
-        following = _tool_name(history[next_round[0]], calls)
-        for index in this_round:
-            if index < current_turn and _tool_name(history[index], calls) == following:
-                call = calls.get(history[index].tool_call_id or "")
-                superseded[index] = call.arguments if call else "{}"
+    superseded = _superseded(history, calls, max_result_tokens, superseded_tokens)
     out: list[ChatMessage] = []
     for index, message in enumerate(history):
         if message.role != "tool":
@@ -150,8 +141,56 @@ def _present_tool_messages(history: Sequence[ChatMessage], max_result_tokens: in
                 {"superseded": note + "; call it again if you need this one"}, ensure_ascii=False
             )
         else:
-            body = cut_result(as_json_text(message.content or ""), max_result_tokens)
+            body = _result_body(message, max_result_tokens)
         out.append(replace(message, content=f"{anchor(name, is_error=message.is_error)}\n{body}"))
+    return out
+
+
+def _result_body(message: ChatMessage, max_result_tokens: int) -> str:
+    return _shown(message.content or "", max_result_tokens)
+
+
+@functools.lru_cache(maxsize=256)
+def _shown(content: str, max_tokens: int) -> str:
+    """A result as the model is shown it: cached, as every round shows (and weighs) the same ones."""
+    return cut_result(as_json_text(content), max_tokens)
+
+
+def _superseded(
+    history: Sequence[ChatMessage], calls: dict[str, ToolCall], max_result_tokens: int, high: int
+) -> dict[int, str]:
+    """The results sent as a one-line marker, each with its call's arguments.
+
+    A result of an earlier turn is superseded when the next round that has results starts with the
+    same tool (calls of one round are parallel and distinct); the current turn's results are active
+    context and stay whole. A replacement rewrites the request from that result on, and a provider's
+    prompt cache loses everything after it: so superseded results stay whole until together they pass
+    `high` tokens, then all of them are replaced at once, every few turns instead of every turn. The
+    batch fires when a new result supersedes the last of them, so it takes that one too and the
+    request is rewritten only from markers on to the new result, which is sent uncached anyway.
+    """
+    current_turn = max((i for i, m in enumerate(history) if m.role == "user"), default=0)
+    rounds: list[list[int]] = []
+    for index, message in enumerate(history):
+        if message.role == "assistant" and message.tool_calls:
+            rounds.append([])
+        elif message.role == "tool" and rounds:
+            rounds[-1].append(index)
+    out: dict[int, str] = {}
+    pending: list[int] = []
+    pending_tokens = 0
+    for this_round, next_round in itertools.pairwise([r for r in rounds if r]):
+        following = _tool_name(history[next_round[0]], calls)
+        for index in this_round:
+            if index > current_turn or _tool_name(history[index], calls) != following:
+                continue
+            pending.append(index)
+            pending_tokens += estimate_tokens(_result_body(history[index], max_result_tokens))
+            if pending_tokens > high:
+                for done in pending:
+                    call = calls.get(history[done].tool_call_id or "")
+                    out[done] = call.arguments if call else "{}"
+                pending, pending_tokens = [], 0
     return out
 
 
@@ -195,7 +234,8 @@ def build_request(
     turn's message, so everything before it is as the previous turn's request had it."""
     # One tool result may take an eighth of the context (half that when squeezing).
     result_tokens = max(300, budget.context_tokens // 8)
-    presented = _present_tool_messages(history, result_tokens // (2 if squeeze else 1))
+    superseded_tokens = int(budget.context_tokens * SUPERSEDED_SHARE)
+    presented = _present_tool_messages(history, result_tokens // (2 if squeeze else 1), superseded_tokens)
 
     turns = _turns(_merge_user_runs(presented))
     current, earlier = (turns[-1], turns[:-1]) if turns else ([], [])
@@ -203,19 +243,49 @@ def build_request(
         current = [replace(current[0], content=with_note(current[0].content or "", note)), *current[1:]]
     elif note:  # no message of the person's to carry it: the end of the system prompt does
         system_prompt = f"{system_prompt}\n\n{note}"
-    fixed = estimate_message_tokens([ChatMessage(role="system", content=system_prompt), *current])
-    lines = [_summary_line(turn) for turn in earlier]
-    line_tokens = [estimate_tokens(line) for line in lines]
-    # kept[i]: tokens of the turns from i on, sent whole.
+    system = ChatMessage(role="system", content=system_prompt)
+    fixed = estimate_message_tokens([system])
+    kept_from = len(earlier) if squeeze else _kept_from(earlier, current, fixed, budget)
+    rest = [*(m for turn in earlier[kept_from:] for m in turn), *current]
+    if kept_from:
+        rest = _with_summary(rest, _summary([_summary_line(turn) for turn in earlier[:kept_from]]))
+    return [system, *rest]
+
+
+def _kept_from(
+    earlier: Sequence[Sequence[ChatMessage]], current: Sequence[ChatMessage], system: int, budget: Budget
+) -> int:
+    """The first earlier turn sent whole; those before it are summarised.
+
+    The conversation is replayed turn by turn: whenever a request would pass the safety line, the
+    oldest turns are summarised until it is down to `COMPRESS_TO` of the context. Those turns then
+    stay summarised and the rest whole for the next turns, whose requests start as the previous ones
+    did, until the line is passed again: a provider's prompt cache keeps them in between, and a
+    compression, which rewrites the request after the system prompt, happens every few turns."""
     sizes = [estimate_message_tokens(turn) for turn in earlier]
-    kept_tokens = list(itertools.accumulate(reversed(sizes), initial=0))[::-1]
-    kept_from = len(earlier) if squeeze else 0
-    while kept_from < len(earlier):
-        summarised = line_tokens[max(0, kept_from - SUMMARY_MAX_LINES) : kept_from]
-        if budget.fits(fixed + sum(summarised) + kept_tokens[kept_from]):
-            break
-        kept_from += 1
-    # The summary joins the system prompt: some chat templates reject a second system message.
-    system_text = f"{system_prompt}\n\n{_summary(lines[:kept_from])}" if kept_from else system_prompt
-    kept = [m for turn in earlier[kept_from:] for m in turn]
-    return [ChatMessage(role="system", content=system_text), *kept, *current]
+    sums = list(itertools.accumulate(sizes, initial=0))
+    lines = list(itertools.accumulate((estimate_tokens(_summary_line(t)) for t in earlier), initial=0))
+    kept = 0
+    for now in range(len(earlier) + 1):
+        # The request when turn `now` was the current one (the last: this request itself).
+        head = system + (sizes[now] if now < len(earlier) else estimate_message_tokens(current))
+
+        def tokens(first: int, head: int = head, now: int = now) -> int:
+            return head + lines[first] - lines[max(0, first - SUMMARY_MAX_LINES)] + sums[now] - sums[first]
+
+        if budget.fits(tokens(kept)):
+            continue
+        while kept < now and not budget.fits(tokens(kept), share=COMPRESS_TO):
+            kept += 1
+    return kept
+
+
+def _with_summary(messages: list[ChatMessage], summary: str) -> list[ChatMessage]:
+    """`summary` at the start of the first message after the system prompt (the person's).
+
+    Not in the system prompt: that one stays byte-identical for every request of the conversation, so
+    a provider's cache keeps it and the tools whatever is compressed. Not a message of its own either:
+    some chat templates reject a second system message or two user messages in a row."""
+    if not messages or messages[0].role != "user":
+        return [ChatMessage(role="user", content=with_summary(None, summary)), *messages]
+    return [replace(messages[0], content=with_summary(messages[0].content or "", summary)), *messages[1:]]
