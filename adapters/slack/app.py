@@ -250,7 +250,15 @@ class SlackBot:
             body = json.loads(payload)
             async with self._enter(str(body.get("team_id") or "")):
                 me = await self.identity()
-            turn = classify(body, me, allow_bots=True, follow_threads=True, followed=lambda _key: True)
+            dm_threads = self.settings.slack_experience == "agent"
+            turn = classify(
+                body,
+                me,
+                allow_bots=True,
+                follow_threads=True,
+                followed=lambda _key: True,
+                dm_threads=dm_threads,
+            )
         except (ValueError, TypeError, AttributeError):
             turn = None
         if turn is None:
