@@ -72,7 +72,10 @@ async def test_a_hundred_interleaved_dms_never_show_anyone_another_persons_canar
     # Room for every message at once: a "busy" notice would carry no canary to check.
     config = AgentConfig(max_concurrent_turns=16, turn_queue=USERS * MESSAGES_EACH)
     started = time.monotonic()
-    async with rig(tmp_path, echo_everything, config=config, strict=False) as r:
+    # Top-level DMs as one running conversation per person (the Assistant experience), so each second
+    # message carries the first; on the Agent messaging experience each is a conversation of its own.
+    experience = "assistant"
+    async with rig(tmp_path, echo_everything, config=config, strict=False, slack_experience=experience) as r:
         r.slack.streaming = True
         deliveries = []
         for i in order:

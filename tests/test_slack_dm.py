@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import pytest
+
 from bot.types import ToolResult
 from tests.fakes.llm_server import Reply, reply
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID
@@ -17,20 +19,42 @@ def echo(body: dict[str, Any]) -> Reply:
     return reply("echo: " + user_texts(body)[-1])
 
 
-async def test_dms_from_two_users_stay_separate(tmp_path: Path) -> None:
-    async with rig(tmp_path, echo) as r:
+@pytest.mark.parametrize("experience", ["agent", "assistant"])
+async def test_dms_from_two_users_stay_separate(tmp_path: Path, experience: str) -> None:
+    async with rig(tmp_path, echo, slack_experience=experience) as r:
         await r.deliver(dm("my secret is mango", channel="D0ALICE", user="U0ALICE"))
         await r.settle()
-        await r.deliver(dm("what is my secret?", channel="D0BOB", user="U0BOB"))
+        asked = dm("what is my secret?", channel="D0BOB", user="U0BOB")
+        await r.deliver(asked)
         await r.settle()
         bob_saw = json.dumps(r.llm.requests[1]["messages"])
         assert "mango" not in bob_saw
         assert user_texts(r.llm.requests[1]) == ["what is my secret?"]
-        assert [p.text for p in r.slack.thread("D0BOB", None)] == ["echo: what is my secret?"]
+        # Answered in the thread of Bob's message (Agent messaging experience), else top-level.
+        where = asked["event"]["ts"] if experience == "agent" else None
+        assert [p.text for p in r.slack.thread("D0BOB", where)] == ["echo: what is my secret?"]
+
+
+async def test_each_top_level_dm_opens_its_own_thread_and_conversation_on_the_agent_experience(
+    tmp_path: Path,
+) -> None:
+    async with rig(tmp_path, echo) as r:  # SLACK_EXPERIENCE=agent, the default
+        one, two = "1600000000.001900", "1600000000.001910"
+        await r.deliver(dm(f"<@{BOT_USER_ID}> one", ts=one))
+        await r.settle()
+        await r.deliver(dm("more on one", thread_ts=one))
+        await r.settle()
+        await r.deliver(dm("two", ts=two))
+        await r.settle()
+        assert user_texts(r.llm.requests[1]) == ["one", "more on one"]  # the thread goes on
+        assert user_texts(r.llm.requests[2]) == ["two"]  # a new message at the top: a new one
+        assert r.slack.thread("D0ALICE", None) == []
+        assert [p.text for p in r.slack.thread("D0ALICE", one)] == ["echo: one", "echo: more on one"]
+        assert [p.text for p in r.slack.thread("D0ALICE", two)] == ["echo: two"]
 
 
 async def test_top_level_dms_continue_one_conversation_and_a_dm_thread_is_its_own(tmp_path: Path) -> None:
-    async with rig(tmp_path, echo) as r:
+    async with rig(tmp_path, echo, slack_experience="assistant") as r:
         await r.deliver(dm(f"<@{BOT_USER_ID}> one"))
         await r.settle()
         await r.deliver(dm("two"))
@@ -114,7 +138,7 @@ async def test_slash_tools_lists_the_tools_ephemerally(tmp_path: Path) -> None:
 
 
 async def test_slash_reset_in_a_dm_starts_a_new_dm_conversation(tmp_path: Path) -> None:
-    async with rig(tmp_path, echo) as r:
+    async with rig(tmp_path, echo, slack_experience="assistant") as r:
         await r.deliver(dm("old topic"))
         await r.settle()
         status, _ = await r.deliver_raw(command("reset", "D0ALICE"), "application/x-www-form-urlencoded")
@@ -122,6 +146,19 @@ async def test_slash_reset_in_a_dm_starts_a_new_dm_conversation(tmp_path: Path) 
         await r.settle()
         [confirm] = r.slack.calls_of("chat.postEphemeral")
         assert confirm.body["channel"] == "D0ALICE" and confirm.body["user"] == "U0ALICE"
+        await r.deliver(dm("new topic"))
+        await r.settle()
+        assert user_texts(r.llm.requests[-1]) == ["new topic"]
+
+
+async def test_slash_reset_in_a_dm_on_the_agent_experience_says_each_top_level_message_is_new(
+    tmp_path: Path,
+) -> None:
+    async with rig(tmp_path, echo) as r:
+        await r.deliver(dm("old topic"))
+        await r.settle()
+        status, text = await r.deliver_raw(command("reset", "D0ALICE"), "application/x-www-form-urlencoded")
+        assert status == 200 and "starts a new conversation in its own thread" in json.loads(text)["text"]
         await r.deliver(dm("new topic"))
         await r.settle()
         assert user_texts(r.llm.requests[-1]) == ["new topic"]

@@ -147,7 +147,7 @@ async def test_a_file_share_in_a_dm_naming_only_ids_is_described_by_files_info(
         assert seen.fetched == [{"notes.txt": b"remember the milk", "graph.png": PNG}]
         assert sorted(c.body["file"] for c in r.slack.calls_of("files.info")) == [first["id"], second["id"]]
         assert r.slack.files.downloads and all(d.authorized for d in r.slack.files.downloads)
-        assert [p.text for p in r.slack.thread("D0ALICE", None)] == ["seen"]
+        assert [p.text for p in r.slack.thread("D0ALICE", body["event"]["ts"])] == ["seen"]
 
 
 async def test_an_edit_or_a_channel_message_without_a_mention_still_is_no_turn(tmp_path: Path) -> None:
@@ -328,7 +328,7 @@ async def test_on_postgresql_a_turn_run_as_a_job_still_has_its_files(
                 assert response.status == 200
             await c.inbox.wait_finished(str(body["event_id"]), within=30)
         assert seen.fetched == [{"air.csv": CSV}]
-        assert [p.text for p in c.slack.thread("D0ALICE", None)] == ["seen"]
+        assert [p.text for p in c.slack.thread("D0ALICE", body["event"]["ts"])] == ["seen"]
 
 
 async def test_doctor_names_a_missing_files_read_scope() -> None:

@@ -165,7 +165,7 @@ async def test_another_bot_is_answered_when_bots_are_allowed(tmp_path: Path) -> 
         body = message("ping", channel="D0ALICE", channel_type="im", user="U0OTHERBOT", bot_id="B0OTHER")
         await r.deliver(body)
         await r.settle()
-        assert [p.text for p in r.slack.thread("D0ALICE", None)] == ["hello bot"]
+        assert [p.text for p in r.slack.thread("D0ALICE", body["event"]["ts"])] == ["hello bot"]
 
 
 async def test_a_failure_while_answering_becomes_a_short_apology_in_the_thread(tmp_path: Path) -> None:

@@ -52,7 +52,9 @@ async def _dies_recording_the_second_message(
     """Deliver `body`, let the process "die" recording the second message of the answer, start
     again until the event is finished; returns the texts of the bot's messages there. `meanwhile`
     runs right after the delivery (while the first run answers)."""
-    settings = settings_for(c.slack)
+    # A top-level DM is answered top-level on the Assistant experience (on the Agent messaging
+    # experience it is the root of its own thread, as a mention's is).
+    settings = settings_for(c.slack, slack_experience="assistant" if thread is None else "agent")
     record = c.inbox.record_post
 
     async def dies_recording_the_second(turn: str, part: str, ref: str) -> None:

@@ -131,10 +131,12 @@ async def test_a_reminder_asked_in_a_dm_is_confirmed_on_its_card_by_its_person_o
     ) as r:
         r.slack.zones[ALICE] = "Europe/Paris"
 
-        await r.deliver(dm("remind me in 5 minutes to stretch"))
+        # A top-level DM is the root of its own thread, answered there (Agent messaging experience).
+        root = "1600000000.700100"
+        await r.deliver(dm("remind me in 5 minutes to stretch", ts=root))
         await r.settle()
 
-        [card] = cards_in(r, DM)
+        [card] = cards_in(r, DM, root)
         shown = json.dumps(card.current["blocks"], ensure_ascii=False)
         assert "⏰ *Schedule this?*" in shown
         assert "Prompt: remind me to stretch" in shown
@@ -173,7 +175,7 @@ async def test_a_reminder_asked_in_a_dm_is_confirmed_on_its_card_by_its_person_o
         assert len(r.llm.requests) == 2
         told = json.dumps(r.llm.requests[1]["messages"][-1], ensure_ascii=False)
         assert stored.id in told and "Mon 7 Dec 09:05 CET" in told, "the model reads what was made"
-        assert top_level(r, DM)[-1].text == "I'll remind you at 09:05."
+        assert r.slack.thread(DM, root)[-1].text == "I'll remind you at 09:05."
 
         runner = r.bot.schedules.start(clock=clock, forever=False)
         clock.now = NOW + 4 * MINUTE
@@ -185,6 +187,7 @@ async def test_a_reminder_asked_in_a_dm_is_confirmed_on_its_card_by_its_person_o
 
         [ran] = [p for p in r.slack.posted if "Time to stretch!" in p.text]
         assert ran.channel == DM and scheduled_note(stored.id, "/nerve schedules") in ran.text
+        assert ran.thread_ts == root, "where it was asked"
         assert len(r.llm.requests) == 3
         assert user_texts(r.llm.requests[2])[-1] == "remind me to stretch"
         [run] = await r.store.runs_of(stored.id)

@@ -44,7 +44,14 @@ from adapters.slack.files import SlackFiles
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
-from adapters.slack.installs import InstallationStore, delivery_team, oauth_on, oauth_settings, team_entry
+from adapters.slack.installs import (
+    InstallationStore,
+    delivery_team,
+    left_teams,
+    oauth_on,
+    oauth_settings,
+    team_entry,
+)
 from adapters.slack.intake import Intake
 from adapters.slack.memory import MEMORY_ACTIONS, SlackMemory
 from adapters.slack.post import Poster
@@ -175,10 +182,14 @@ class SlackBot:
             installation_store=self.installs,
             installation_store_bot_only=self.installs is not None,
         )
+        # The manifests subscribe to both: an install is deleted, or the one bot token is said dead.
+        self.app.event("app_uninstalled")(self._on_uninstalled)
+        self.app.event("tokens_revoked")(self._on_uninstalled)
         if self.installs is not None:
             self.app.middleware(self._use_workspace)
-            self.app.event("app_uninstalled")(self._on_uninstalled)
-            self.app.event("tokens_revoked")(self._on_uninstalled)
+            # Enterprise Grid: the app removed from one workspace of an organization.
+            self.app.event("app_uninstalled_team")(self._on_left_teams)
+            self.app.event("team_access_revoked")(self._on_left_teams)
         self.app.middleware(self._intake.claim)
         self.app.event("app_mention")(self._intake.on_turn)
         self.app.event("message")(self._intake.on_turn)
@@ -239,7 +250,15 @@ class SlackBot:
             body = json.loads(payload)
             async with self._enter(str(body.get("team_id") or "")):
                 me = await self.identity()
-            turn = classify(body, me, allow_bots=True, follow_threads=True, followed=lambda _key: True)
+            dm_threads = self.settings.slack_experience == "agent"
+            turn = classify(
+                body,
+                me,
+                allow_bots=True,
+                follow_threads=True,
+                followed=lambda _key: True,
+                dm_threads=dm_threads,
+            )
         except (ValueError, TypeError, AttributeError):
             turn = None
         if turn is None:
@@ -322,15 +341,22 @@ class SlackBot:
 
     async def _on_uninstalled(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
-        assert self.installs is not None
         enterprise, team = body.get("enterprise_id"), body.get("team_id")
         event = body.get("event") or {}
         if event.get("type") == "tokens_revoked" and not (event.get("tokens") or {}).get("bot"):
             return  # people's own tokens only: the bot's install stands
+        if self.installs is None:
+            logger.warning("Slack workspace %s: %s, SLACK_BOT_TOKEN no longer works", team, event.get("type"))
+            return
         gone = await self.installs.forget(enterprise, team)
         if gone:
             kind = event.get("type") or "uninstall"
             logger.warning("Slack workspace %s: %s, its install is deleted", team or enterprise, kind)
+
+    async def _on_left_teams(self, ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        await ack()
+        assert self.installs is not None
+        await left_teams(self.installs, body, context.enterprise_id)
 
     async def _on_feedback_click(self, body: dict[str, Any]) -> None:
         if self._feedback is not None:

@@ -59,6 +59,11 @@ RESET_IN_CHANNEL = (
     "In channels every thread is its own conversation, and a new top-level @mention always starts "
     "fresh. To restart inside a thread, mention me there with the word `reset`."
 )
+# The Agent messaging experience: a DM has no running conversation to reset.
+RESET_IN_AGENT_DM = (
+    "Here every message you send at the top level starts a new conversation in its own thread. To "
+    "restart inside a thread, say `reset` there."
+)
 ADMINS_ONLY = "Only admins (NERVE_ADMINS) can list or revoke remembered approvals."
 APPROVALS_USAGE = "Usage: `/nerve approvals` to list, `/nerve approvals revoke PLACE SERVER TOOL` to revoke."
 LISTED = 40
@@ -226,6 +231,9 @@ class NerveCommands:
         here = typed_in(command)
         if not here.where().dm:
             await ack(text=RESET_IN_CHANNEL, response_type="ephemeral")
+            return
+        if self.settings.slack_experience == "agent":
+            await ack(text=RESET_IN_AGENT_DM, response_type="ephemeral")
             return
         await ack()
         self.spawn(self._reset_dm(replace(here.key, thread=DM_THREAD), here.user_id))

@@ -37,7 +37,7 @@ class Turn:
     incoming: Incoming
     kind: TurnKind
     channel: str
-    # Where replies go: the thread root, or None for a top-level DM (answered top-level).
+    # Where replies go: the thread root, or None for a top-level DM answered top-level (Assistant experience).
     reply_thread_ts: str | None
     # A DM thread: Slack's assistant container, where status shows via assistant.threads.setStatus.
     assistant_thread: bool
@@ -93,9 +93,13 @@ def classify(
     allow_bots: bool,
     follow_threads: bool,
     followed: Callable[[ConversationKey], bool],
+    dm_threads: bool = False,
 ) -> Turn | None:
     """The turn an Events API body asks for, or None when the bot should stay silent. A channel
-    post that mentions the bot comes as `message` and `app_mention`: only the latter is answered."""
+    post that mentions the bot comes as `message` and `app_mention`: only the latter is answered.
+    With `dm_threads` (the Agent messaging experience) a top-level DM is the root of its own thread,
+    as Slack's Messages tab shows it: answered in that thread, its own conversation and agent session;
+    else top-level DMs are one running conversation, answered top-level."""
     if body.get("type") != "event_callback":
         return None
     event = body.get("event")
@@ -121,7 +125,8 @@ def classify(
     assistant = False
     dm = kind == "message" and event.get("channel_type") == "im"
     if dm:
-        key_thread, reply_to, assistant = (thread or DM_THREAD), thread, thread is not None
+        own = thread or (ts if dm_threads else None)
+        key_thread, reply_to, assistant = (own or DM_THREAD), own, own is not None
     elif kind == "message":
         if not follow_threads or thread is None or mentions_me:
             return None

@@ -23,7 +23,7 @@ from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 
 from adapters.slack.client import TeamEntry, workspace_token
 from adapters.slack.settings import SlackSettings
-from bot.agent import WorkspaceInstalls
+from bot.agent import Install, WorkspaceInstalls
 from bot.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -189,6 +189,30 @@ class InstallationStore(AsyncInstallationStore):
                 return await self._installs.forget(PLATFORM, workspace)
         return False
 
+    async def leave_team(self, enterprise_id: str | None, team_id: str) -> str | None:
+        """The app was removed from one workspace (`app_uninstalled_team`, `team_access_revoked`): its
+        own install is deleted (the organization's, when `team_id` names the organization); a workspace
+        of an organization-wide install is no longer answered for with the organization's token, which
+        stays for its other workspaces. What changed, or None when nothing answered for that team."""
+        org = enterprise_id or ""
+        found = await self._installs.find(PLATFORM, team_id)
+        if found is not None and found.enterprise == org:
+            return "its install is deleted" if await self._installs.forget(PLATFORM, team_id) else None
+        self._seen.discard((org, team_id))
+        found = await self._installs.find(PLATFORM, org) if org else None
+        if found is None or not found.org_wide or team_id not in _teams_of(found.value):
+            return None
+        await self._keep_teams(found, [team for team in _teams_of(found.value) if team != team_id])
+        return f"the install of organization {org} no longer answers for it"
+
+    async def _keep_teams(self, found: Install, teams: list[str]) -> None:
+        """Store an organization-wide install with the workspaces its events came from."""
+        custom = {**(found.value.get("custom_values") or {}), TEAMS_SEEN: teams}
+        value = {**found.value, "custom_values": custom}
+        await self._installs.keep(
+            PLATFORM, found.workspace, value, enterprise=found.enterprise, org_wide=True, name=found.name
+        )
+
     async def bot_token(self, team_id: str) -> str | None:
         """The bot token answering for `team_id` (work that did not come with an event: a resumed
         approval, a schedule, a recovered event): its own install's, else that of the organization-wide
@@ -209,13 +233,23 @@ class InstallationStore(AsyncInstallationStore):
             return
         teams = _teams_of(found.value)
         if team_id not in teams:
-            custom = dict(found.value.get("custom_values") or {})
-            custom[TEAMS_SEEN] = [*teams, team_id]
-            value = {**found.value, "custom_values": custom}
-            await self._installs.keep(
-                PLATFORM, found.workspace, value, enterprise=found.enterprise, org_wide=True, name=found.name
-            )
+            await self._keep_teams(found, [*teams, team_id])
         self._seen.add((enterprise_id, team_id))
+
+
+async def left_teams(store: InstallationStore, body: dict[str, Any], enterprise_id: str | None) -> None:
+    """`app_uninstalled_team` (one team) or `team_access_revoked` (several): the app is gone from
+    those workspaces of an organization, and each is no longer answered (one log line each)."""
+    event = body.get("event") or {}
+    app, ours = event.get("app_id"), body.get("api_app_id")
+    if app and ours and app != ours:
+        return  # an organization's admin events name every app removed, not only this one
+    kind = str(event.get("type"))
+    teams = event.get("team_ids") if kind == "team_access_revoked" else [event.get("team_id")]
+    for team in [str(t) for t in teams or [] if t]:
+        done = await store.leave_team(body.get("enterprise_id") or enterprise_id, team)
+        if done is not None:
+            logger.warning("Slack workspace %s: %s, %s", team, kind, done)
 
 
 class StateStore(AsyncOAuthStateStore):

@@ -104,6 +104,7 @@ class Intake:
                 allow_bots=self.settings.nerve_slack_allow_bots,
                 follow_threads=self.settings.nerve_slack_follow_threads,
                 followed=self._followed.__contains__,
+                dm_threads=self.settings.slack_experience == "agent",
             )
             if turn is not None:
                 # On PostgreSQL (jobs): recorded within Slack's 3 s, or refused with a 503 so Slack

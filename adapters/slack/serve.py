@@ -1,7 +1,9 @@
 """`nerve slack`: run the bot until stopped, over Socket Mode or the Events API over HTTP.
 
 Start-up checks the tokens with Slack, answers what was left unfinished before a restart, starts the
-sweep, then serves deliveries.
+sweep, then serves deliveries. "Add to Slack" needs a browser to reach nerve in both modes: over HTTP
+its pages sit beside `/slack/events`; in Socket Mode, which has no events endpoint, beside `/healthz`
+on the operations port, and nothing there accepts an event.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
+from slack_bolt.oauth.async_oauth_flow import AsyncOAuthFlow
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from adapters.http_log import serve_app
@@ -36,11 +39,6 @@ EVENTS_PATH = "/slack/events"
 def check_settings(settings: SlackSettings) -> None:
     if not oauth_on(settings):  # with "Add to Slack", each workspace's token comes with its install
         require_bot_token(settings)
-    elif settings.slack_app_token is not None:
-        raise ConfigError(
-            "SLACK_CLIENT_ID (Add to Slack) serves its install pages with the Events API over HTTP:"
-            " unset SLACK_APP_TOKEN and set SLACK_SIGNING_SECRET"
-        )
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
         raise ConfigError(
             "set SLACK_APP_TOKEN (xapp-…, for Socket Mode) or SLACK_SIGNING_SECRET (for Events API over HTTP)"
@@ -78,30 +76,46 @@ async def serve_http(
 
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, events)
-    install_pages(bot, web_app)
+    if bot.app.oauth_flow is not None:
+        InstallPages(bot.app.oauth_flow).routes(web_app)
     if ops is not None:
         ops.install(web_app)
     runner, url = await serve_app(web_app, host, port)
     return runner, f"{url}{EVENTS_PATH}"
 
 
-def install_pages(bot: SlackBot, web_app: web.Application) -> None:
-    """ "Add to Slack" (SLACK_CLIENT_ID): Bolt's install and redirect pages, the state checked by Bolt."""
-    flow = bot.app.oauth_flow
-    if flow is None:
-        return
+class InstallPages:
+    """ "Add to Slack" (SLACK_CLIENT_ID): Bolt's install and redirect pages, the state checked by Bolt.
 
-    def bolt_request(request: web.Request) -> AsyncBoltRequest:
-        return AsyncBoltRequest(body="", query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
+    In Socket Mode the operations server starts before the bot, so its flow is given once the bot is
+    built; until then the pages answer 503."""
 
-    async def install(request: web.Request) -> web.Response:
-        return await to_aiohttp_response(await flow.handle_installation(bolt_request(request)))
+    def __init__(self, flow: AsyncOAuthFlow | None = None) -> None:
+        self.flow = flow
 
-    async def redirect(request: web.Request) -> web.Response:
-        return await to_aiohttp_response(await flow.handle_callback(bolt_request(request)))
+    def routes(self, web_app: web.Application) -> None:
+        web_app.router.add_get(INSTALL_PATH, self._install)
+        web_app.router.add_get(REDIRECT_PATH, self._redirect)
 
-    web_app.router.add_get(INSTALL_PATH, install)
-    web_app.router.add_get(REDIRECT_PATH, redirect)
+    async def _install(self, request: web.Request) -> web.Response:
+        if self.flow is None:
+            return _starting()
+        return await to_aiohttp_response(await self.flow.handle_installation(_bolt_request(request)))
+
+    async def _redirect(self, request: web.Request) -> web.Response:
+        if self.flow is None:
+            return _starting()
+        return await to_aiohttp_response(await self.flow.handle_callback(_bolt_request(request)))
+
+
+def _bolt_request(request: web.Request) -> AsyncBoltRequest:
+    return AsyncBoltRequest(body="", query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
+
+
+def _starting() -> web.Response:
+    return web.Response(
+        status=503, text="nerve is starting; try again in a moment", headers={"Retry-After": "5"}
+    )
 
 
 async def run_slack(
@@ -125,7 +139,11 @@ async def run_slack(
     if sign_ins is not None:
         ops.routes.append(sign_ins.install)
     alone = settings.slack_app_token is not None
+    pages = InstallPages()
+    if alone and oauth_on(settings):
+        ops.routes.append(pages.routes)
     async with running(agent, settings, ops, bind, alone=alone, sign_ins=sign_ins) as (bot, jobs):
+        pages.flow = bot.app.oauth_flow
         recovered = await bot.recover()
         if recovered:
             logger.warning(
@@ -142,8 +160,12 @@ async def run_slack(
             handler.client.wss_uri = str(opened["url"])
             await handler.connect_async()  # type: ignore[no-untyped-call]
             ops.platform.connected(handler.client.is_connected)
-            me = await bot.identity()
-            log_up("Slack: Socket Mode connected as @%s (%s)", me.name, me.user_id)
+            if bot.oauth is None:
+                me = await bot.identity()
+                log_up("Slack: Socket Mode connected as @%s (%s)", me.name, me.user_id)
+            else:  # each workspace's bot has its own identity, known from its install
+                public = (settings.nerve_public_url or "").rstrip("/") or "(NERVE_PUBLIC_URL unset)"
+                log_up("Slack: Socket Mode connected; Add to Slack at %s%s", public, INSTALL_PATH)
             where, close = "socket-mode", handler.close_async
         else:
             ops.platform.connected(always)
