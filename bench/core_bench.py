@@ -11,6 +11,8 @@ Scenarios:
 * W1 — the seed turn: two tools (300 ms and 200 ms) called in one model message, model latency
   50 ms: turn time ÷ the ideal 400 ms (the calls must overlap).
 * W2 — per-turn overhead: a zero-cost tool, model latency 0; p50/p99 turn time ÷ the bare loop's.
+  W2b is the same with budgets on (limits on the person, place and workspace, prices set), so every
+  turn's budget check, reservation and settlement are in the figure.
 * W3 — a 30-turn thread, each turn a tool returning about 5 KB of JSON: the size of the request on
   turn 30 and over the thread; the answer must still quote the latest result; the share of prompt
   tokens a provider's prefix cache would hold from turn 2 on. W3b alternates two
@@ -49,6 +51,7 @@ from adapters.settings import PLATFORMS
 from bench.bare_loop import BareLoop
 from bench.payload_server import payload, report_id
 from bot.agent import DEFAULT_SYSTEM_PROMPT, Agent, AgentConfig
+from bot.budgets.rules import parse_budgets, parse_prices
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
 from bot.mcp.servers_file import load_mcp_config
@@ -261,12 +264,14 @@ class Rig:
     host: MCPHost
     bare: BareLoop
     store: SQLiteStore
+    llm: OpenAILLM
+    limits: ConcurrencyLimits
     turns: int = 0
 
-    async def core_turn(self, thread: str, text: str) -> str:
+    async def core_turn(self, thread: str, text: str, agent: Agent | None = None) -> str:
         self.turns += 1
         key = ConversationKey(platform="bench", workspace="bench", channel="bench", thread=thread)
-        answer = await self.agent.reply(
+        answer = await (agent or self.agent).reply(
             Incoming(key=key, text=text, user_id="u1", event_id=f"{thread}:{self.turns}")
         )
         return answer.text
@@ -319,7 +324,16 @@ async def rig(servers: dict[str, ServerConfig]) -> AsyncIterator[Rig]:
         agent = Agent(
             llm=llm, host=host, store=store, inbox=store, config=AgentConfig(model=MODEL), limits=limits
         )
-        yield Rig(model=server, switch=switch, agent=agent, host=host, bare=bare, store=store)
+        yield Rig(
+            model=server,
+            switch=switch,
+            agent=agent,
+            host=host,
+            bare=bare,
+            store=store,
+            llm=llm,
+            limits=limits,
+        )
 
 
 async def _close_both(host: MCPHost, bare: BareLoop) -> None:
@@ -389,33 +403,61 @@ def _echo_plan(text: str) -> list[tuple[str, dict[str, Any]]]:
 
 async def w2_overhead(results: Results, r: Rig) -> None:
     """A free tool and an instant model: what is left of a turn is the bot's own work."""
+    await _w2_turns(results, r, "W2", r.agent, "nerve streams, the bare loop does not")
+
+
+# Limits on the person, the place and the workspace, in tokens and in money (as NERVE_BUDGETS and
+# NERVE_PRICES set them), far above what the bench uses: every turn's first request is checked and
+# reserved, and settled with its answer, and no turn is refused.
+W2B_BUDGETS = json.dumps(
+    {
+        "person": {"day": {"tokens": 1_000_000_000}, "month": {"money": 1_000_000}},
+        "place": {"day": {"tokens": 1_000_000_000}},
+        "workspace": {"month": {"money": 1_000_000}},
+    }
+)
+W2B_PRICES = json.dumps({MODEL: {"prompt": 0.15, "cached": 0.075, "completion": 0.6}})
+
+
+async def w2b_budgets(results: Results, r: Rig) -> None:
+    """W2 with budgets on: the check, reservation and settlement run on every model request."""
+    config = AgentConfig(model=MODEL, budgets=parse_budgets(W2B_BUDGETS), prices=parse_prices(W2B_PRICES))
+    agent = Agent(llm=r.llm, host=r.host, store=r.store, inbox=r.store, config=config, limits=r.limits)
+    await _w2_turns(results, r, "W2b", agent, "budgets on; nerve streams, the bare loop does not")
+
+
+async def _w2_turns(results: Results, r: Rig, label: str, agent: Agent, about: str) -> None:
     r.behave(_echo_plan, 0.0)
     core: list[float] = []
     bare: list[float] = []
+
+    async def core_turn(thread: str, text: str) -> str:
+        return await r.core_turn(thread, text, agent)
+
     for i in range(WARMUP_TURNS + W2_TURNS):
-        thread = f"w2-{i // W2_THREAD_TURNS}"
+        thread = f"{label.lower()}-{i // W2_THREAD_TURNS}"
         text = f"Say back turn {i}."
         # Alternating keeps a slow moment of the machine from landing on one side only.
-        first, second = (r.core_turn, r.bare_turn) if i % 2 == 0 else (r.bare_turn, r.core_turn)
+        first, second = (core_turn, r.bare_turn) if i % 2 == 0 else (r.bare_turn, core_turn)
         t1, _ = await timed(first(thread, text))
         t2, _ = await timed(second(thread, text))
         core_time, bare_time = (t1, t2) if i % 2 == 0 else (t2, t1)
         if i >= WARMUP_TURNS:
             core.append(core_time)
             bare.append(bare_time)
-    results.details["W2"] = {"core_s": core, "bare_s": bare}
+    results.details[label] = {"core_s": core, "bare_s": bare}
     for q in (50, 99):
         c, b = percentile(core, q), percentile(bare, q)
         results.add(
             Figure(
-                scenario="W2",
+                scenario=label,
                 name=f"turn time p{q}, zero-cost tool, instant model",
                 core=c * 1000,
                 bare=b * 1000,
                 unit="ms",
                 goal="≤ 1.1 × bare",
                 passed=c <= 1.1 * b,
-                note=f"nerve adds {(c - b) * 1000:.1f} ms; nerve streams, the bare loop does not",
+                note=f"nerve adds {(c - b) * 1000:.1f} ms; {about}",
             )
         )
 
@@ -805,6 +847,7 @@ SCENARIOS: dict[str, tuple[str | None, Callable[..., Awaitable[None]]]] = {
     "startup": (None, startup),
     "W1": ("seeds-delayed", w1_seed_turn),
     "W2": ("payload", w2_overhead),
+    "W2b": ("payload", w2b_budgets),
     "W3": ("payload", _w3),
     "W3b": ("payload", _w3b),
     "W4": ("payload", w4_concurrency),
