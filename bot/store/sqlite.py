@@ -90,6 +90,11 @@ class SQLiteStore(ConversationStore):
     def _inbox(self) -> AbstractAsyncContextManager[Connection]:
         return self._using(self._inbox_lock, self._inbox_db)
 
+    def _write_one(self) -> AbstractAsyncContextManager[Connection]:
+        # Under the connection's lock, outside any transaction: SQLite commits the statement by itself,
+        # taking the file's write lock (and waiting out other processes' writers) as BEGIN IMMEDIATE does.
+        return self._read()
+
     @asynccontextmanager
     async def _using(self, lock: asyncio.Lock, db: aiosqlite.Connection) -> AsyncIterator[Connection]:
         async with lock:

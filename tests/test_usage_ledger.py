@@ -1,0 +1,115 @@
+"""The usage ledger on every model request's path: what a reservation reads, and what it costs the store.
+
+The budget check sums each limit's subject over its period; those sums are read together, and a
+request's settlement (or its record, when no limit holds it) is a single statement, because the
+ledger sits on the path of every model request and each statement is a hand-off to the database.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.store.sqlite import SQLiteStore
+from bot.store.usage import Check, Refused, Reservation, UsageEntry, Used
+from bot.types import Usage
+
+# Monday 7 December 2026, 10:00 UTC.
+MONDAY = datetime(2026, 12, 7, 10, 0, tzinfo=UTC).timestamp()
+HOUR, DAY = 3600.0, 86400.0
+
+
+def entry(person: str, place: str = "slack:C", workspace: str = "slack:T") -> UsageEntry:
+    return UsageEntry(
+        turn=None,
+        conversation="c",
+        person=person,
+        place=place,
+        workspace=workspace,
+        platform="slack",
+        model="m",
+    )
+
+
+def tokens(prompt: int, completion: int = 0) -> Usage:
+    return Usage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+def check(column: str, subject: str, since: float, amount: float, *, money: bool = False) -> Check:
+    return Check(column=column, subject=subject, since=since, money=money, amount=amount)  # type: ignore[arg-type]
+
+
+async def primed(store) -> None:
+    """Alice: 50 tokens today (0.5) and 30 last week (0.25); Bob: 100 today in the same place (0.2)."""
+    await store.record_usage(entry("alice"), tokens(40, 10), 0.5, at=MONDAY)
+    await store.record_usage(entry("alice"), tokens(30), 0.25, at=MONDAY - 7 * DAY)
+    await store.record_usage(entry("bob"), tokens(100), 0.2, at=MONDAY - HOUR)
+
+
+@pytest.mark.both_stores
+async def test_a_reservation_reads_each_limits_use_in_order_and_refuses_at_the_first_one_reached(
+    store,
+) -> None:
+    await primed(store)
+    checks = [
+        check("person", "alice", MONDAY - 2 * HOUR, 1000),
+        check("person", "alice", MONDAY - 30 * DAY, 10, money=True),
+        check("place", "slack:C", MONDAY - 2 * HOUR, 1000),
+        check("workspace", "slack:T", MONDAY - 30 * DAY, 10, money=True),
+        check("person", "carol", MONDAY - 30 * DAY, 10),
+    ]
+    granted = await store.reserve_usage(entry("alice"), tokens(5), 0.01, checks, at=MONDAY)
+    assert isinstance(granted, Reservation)
+    assert [u.tokens for u in granted.used] == [50, 80, 150, 180, 0]
+    assert [u.money for u in granted.used] == pytest.approx([0.5, 0.75, 0.7, 0.95, 0.0])
+
+    # The place (now 155 with the reservation) and the workspace are both at their amounts: the
+    # refusal names the place, the first of the two in the order the limits were given.
+    at_limits = [
+        check("person", "alice", MONDAY - 2 * HOUR, 1000),
+        check("place", "slack:C", MONDAY - 2 * HOUR, 155),
+        check("workspace", "slack:T", MONDAY - 30 * DAY, 0.5, money=True),
+    ]
+    refused = await store.reserve_usage(entry("alice"), tokens(5), 0.01, at_limits, at=MONDAY)
+    assert isinstance(refused, Refused)
+    assert refused.check is at_limits[1]
+    assert refused.used.tokens == 155
+    assert refused.used.money == pytest.approx(0.71)
+    # Refused: nothing was reserved for it.
+    assert await store.usage_of("place", "slack:C", MONDAY - 2 * HOUR) == Used(
+        tokens=155, money=pytest.approx(0.71)
+    )
+
+
+async def test_a_request_costs_the_store_one_read_and_one_write_for_its_limits_and_one_to_settle(
+    tmp_path: Path,
+) -> None:
+    store = await SQLiteStore.open(tmp_path / "nerve.db")
+    try:
+        await primed(store)
+        statements: list[str] = []
+        await store._db.set_trace_callback(statements.append)
+        checks = [
+            check("person", "alice", MONDAY - 2 * HOUR, 1000),
+            check("person", "alice", MONDAY - 30 * DAY, 10, money=True),
+            check("place", "slack:C", MONDAY - 2 * HOUR, 1000),
+            check("workspace", "slack:T", MONDAY - 30 * DAY, 10, money=True),
+        ]
+        granted = await store.reserve_usage(entry("alice"), tokens(5), 0.01, checks, at=MONDAY)
+        assert isinstance(granted, Reservation)
+        reserved = list(statements)
+        # The check and the reservation stay one transaction: BEGIN, the four sums, the row, COMMIT.
+        assert [s.split()[0] for s in reserved] == ["BEGIN", "SELECT", "INSERT", "COMMIT"]
+
+        statements.clear()
+        await store.settle_usage(granted.id, "m", tokens(7, 3), 0.02)
+        await store.record_usage(entry("alice"), tokens(9), None, at=MONDAY)
+        assert [s.split()[0] for s in statements] == ["UPDATE", "INSERT"]
+        await store._db.set_trace_callback(None)
+        assert await store.usage_of("person", "alice", MONDAY - 2 * HOUR) == Used(
+            tokens=69, money=pytest.approx(0.52)
+        )
+    finally:
+        await store.close()
