@@ -50,14 +50,16 @@ class ConversationLedger(Ledger):
         author: Author | None = None,
     ) -> None:
         """In the caller's transaction; `event_id` and `author` are the first message's."""
-        conversation = await self._conversation_of(db, key)
+        private = None if author is None else int(author.private)
+        conversation, known = await self._conversation_and_privacy(db, key, private)
         rows = [message_row(conversation, m, event_id if i == 0 else None) for i, m in enumerate(messages)]
         columns, marks = "", ""
         if author is not None:
-            await db.execute(
-                "UPDATE conversations SET private = ? WHERE id = ? AND private IS NULL",
-                (int(author.private), conversation),
-            )
+            if known is None:
+                await db.execute(
+                    "UPDATE conversations SET private = ? WHERE id = ? AND private IS NULL",
+                    (private, conversation),
+                )
             # Only a user's message has an author: the first of the batch, when it is one.
             first = (author.person, author.user_id) if messages[0].role == "user" else (None, None)
             rows = [(*row, *(first if i == 0 else (None, None))) for i, row in enumerate(rows)]
@@ -138,14 +140,26 @@ class ConversationLedger(Ledger):
 
     async def _conversation_of(self, db: Connection, key: ConversationKey) -> int:
         """Started now if the thread has none; never cached: another process may have reset the thread."""
+        conversation, _ = await self._conversation_and_privacy(db, key, None)
+        return conversation
+
+    @staticmethod
+    async def _conversation_and_privacy(
+        db: Connection, key: ConversationKey, private: int | None
+    ) -> tuple[int, int | None]:
+        """The thread's conversation and whether it is private (None: not known yet); one started now
+        is started as `private` says. Read with the id, so a user's message writes the flag only once:
+        every turn's first write goes through here."""
         rows = await db.execute_fetchall(
-            f"SELECT id FROM conversations WHERE archived_at IS NULL AND {KEY_WHERE}", key_params(key)
-        ) or await db.execute_fetchall(
-            "INSERT INTO conversations (platform, workspace, channel, thread) VALUES (?, ?, ?, ?)"
-            " RETURNING id",
+            f"SELECT id, private FROM conversations WHERE archived_at IS NULL AND {KEY_WHERE}",
             key_params(key),
+        ) or await db.execute_fetchall(
+            "INSERT INTO conversations (platform, workspace, channel, thread, private) VALUES (?, ?, ?, ?, ?)"
+            " RETURNING id, private",
+            (*key_params(key), private),
         )
-        return int(rows[0][0])
+        conversation, known = rows[0]
+        return int(conversation), None if known is None else int(known)
 
 
 class InboxLedger(Ledger):

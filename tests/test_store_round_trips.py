@@ -1,8 +1,9 @@
-"""The usage ledger on every model request's path: what a reservation reads, and what it costs the store.
+"""What the store does on every turn's and every model request's path, and what it costs.
 
 The budget check sums each limit's subject over its period; those sums are read together, and a
-request's settlement (or its record, when no limit holds it) is a single statement, because the
-ledger sits on the path of every model request and each statement is a hand-off to the database.
+request's settlement (or its record, when no limit holds it) is a single statement; a user's message
+writes its conversation's privacy only while it is unknown. Each statement is a hand-off to the
+database, and with one connection per store, turns running at once queue for every one of them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from bot.store.sqlite import SQLiteStore
 from bot.store.usage import Check, Refused, Reservation, UsageEntry, Used
-from bot.types import Usage
+from bot.types import Author, ChatMessage, ConversationKey, Usage
 
 # Monday 7 December 2026, 10:00 UTC.
 MONDAY = datetime(2026, 12, 7, 10, 0, tzinfo=UTC).timestamp()
@@ -111,5 +112,34 @@ async def test_a_request_costs_the_store_one_read_and_one_write_for_its_limits_a
         assert await store.usage_of("person", "alice", MONDAY - 2 * HOUR) == Used(
             tokens=69, money=pytest.approx(0.52)
         )
+    finally:
+        await store.close()
+
+
+async def test_a_users_message_writes_its_conversations_privacy_only_while_it_is_unknown(
+    tmp_path: Path,
+) -> None:
+    store = await SQLiteStore.open(tmp_path / "nerve.db")
+    try:
+        dm = ConversationKey(platform="slack", workspace="T1", channel="D1", thread="t1")
+        alice = Author(person="slack:T1:UA", user_id="UA", private=True)
+        statements: list[str] = []
+        await store._db.set_trace_callback(statements.append)
+        await store.append(dm, [ChatMessage(role="user", content="hi")], event_id="e1", author=alice)
+        await store.append(dm, [ChatMessage(role="assistant", content="hello")])
+        await store.append(dm, [ChatMessage(role="user", content="again")], event_id="e2", author=alice)
+        await store._db.set_trace_callback(None)
+        # Started private, and not written again by the later message.
+        assert not [s for s in statements if s.startswith("UPDATE conversations")]
+        assert await store._rows("SELECT private FROM conversations") == [(1,)]
+
+        # A conversation started without an author (a shared file's, say) learns it from the first message.
+        channel = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="t2")
+        await store.append(channel, [ChatMessage(role="assistant", content="a file")])
+        bob = Author(person="slack:T1:UB", user_id="UB", private=False)
+        await store.append(channel, [ChatMessage(role="user", content="hi")], event_id="e3", author=bob)
+        rows = await store._rows("SELECT thread, private FROM conversations ORDER BY id")
+        assert [tuple(r) for r in rows] == [("t1", 1), ("t2", 0)]
+        assert [m.content for m in await store.history(dm)] == ["hi", "hello", "again"]
     finally:
         await store.close()
