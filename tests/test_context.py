@@ -60,36 +60,12 @@ def test_a_huge_result_is_cut_to_valid_json_that_says_so():
     assert "full" in parsed["_note"] and len(cut) < len(big) / 10
 
 
-def bodies(sent: list[ChatMessage]) -> list[dict[str, object]]:
-    return [json.loads((m.content or "").partition("\n")[2]) for m in sent if m.role == "tool"]
-
-
-# A result of about 1,900 tokens: four superseded ones pass the share of 16,000 tokens kept whole.
-BIG = 8000
-
-
-def test_superseded_results_of_a_tool_are_replaced_together_once_they_pass_their_share():
-    for turns, superseded in ((4, [False] * 4), (5, [True] * 4 + [False]), (8, [True] * 4 + [False] * 4)):
-        history = [message for n in range(1, turns + 1) for message in turn(n, size=BIG)]
-        sent = build_request(PROMPT, history, Budget(context_tokens=16000))
-        assert ["superseded" in body for body in bodies(sent)] == superseded, turns
-        assert bodies(sent)[-1]["n"] == turns
-
-
-def test_a_turn_rewrites_what_its_earlier_request_sent_only_when_a_batch_is_replaced():
-    def sent(turns: int, then: list[ChatMessage]) -> list[ChatMessage]:
-        history = [message for n in range(1, turns + 1) for message in turn(n, size=BIG)]
-        return build_request(PROMPT, [*history, *then], Budget(context_tokens=16000))
-
-    # The third result, superseded by the fourth call, joins the pending ones (two): still whole.
-    first, second = sent(3, turn(4)[:1]), sent(3, turn(4, size=BIG)[:3])
-    assert second[: len(first)] == first
-    assert ["superseded" in body for body in bodies(second)] == [False, False, False, False]
-    # The fourth result, superseded by the fifth call, makes the pending ones pass their share: all
-    # four are replaced in the request that carries the fifth result.
-    first, second = sent(4, turn(5)[:1]), sent(4, turn(5, size=BIG)[:3])
-    assert ["superseded" in body for body in bodies(first)] == [False, False, False, False]
-    assert ["superseded" in body for body in bodies(second)] == [True, True, True, True, False]
+def test_only_the_latest_result_of_a_tool_repeated_across_turns_is_sent():
+    history = [*turn(1), *turn(2), *turn(3)]
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    bodies = [json.loads((m.content or "").partition("\n")[2]) for m in sent if m.role == "tool"]
+    assert "superseded" in bodies[0] and "superseded" in bodies[1]
+    assert bodies[2]["n"] == 3
 
 
 def test_parallel_calls_of_one_tool_in_one_round_are_all_kept():
@@ -168,8 +144,7 @@ def test_a_result_is_labelled_by_its_own_tool_even_when_servers_reuse_call_ids()
 
 
 def test_a_superseded_result_names_its_arguments_so_the_model_can_ask_again():
-    history = [message for n in range(1, 6) for message in turn(n, size=BIG)]
-    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    sent = build_request(PROMPT, [*turn(1), *turn(2)], Budget(context_tokens=16000))
     first = json.loads((next(m for m in sent if m.role == "tool").content or "").partition("\n")[2])
     assert '{"n": 1}' in first["superseded"] and "call it again" in first["superseded"]
 
