@@ -6,7 +6,7 @@ import itertools
 import json
 
 from bot.model.tokens import estimate_message_tokens
-from bot.text.turn_note import split_note
+from bot.text.turn_note import note_of, split_note, without_note
 from bot.turn.context import Budget, build_request, cut_result
 from bot.types import ChatMessage, ToolCall
 
@@ -185,3 +185,22 @@ def test_compression_goes_well_below_the_line_and_then_holds_for_the_next_turns(
     # Each compression keeps the turns after it for several turns: the request then starts the same.
     compressions = sum(1 for a, b in itertools.pairwise(starts) if a != b)
     assert 3 <= compressions <= 40 // 4, compressions
+
+
+def test_the_turns_note_ends_the_request_so_the_next_one_starts_with_all_before_it():
+    budget = Budget(context_tokens=16000)
+    asking = [*turn(1), *turn(2, tool="other")[:1]]  # another tool: no result is superseded
+    answered = [*turn(1), *turn(2, tool="other")[:3]]
+    first = build_request(PROMPT, asking, budget, note="It is noon.")
+    second = build_request(PROMPT, answered, budget, note="It is 12:01.")
+    # The turn's message carries the note while it ends the request; once a tool answered, the result
+    # does, and the message is sent as its person wrote it.
+    assert (first[-1].role, split_note(first[-1].content or "")) == ("user", ("question 2", "It is noon."))
+    assert (second[-1].role, note_of(second)) == ("tool", "It is 12:01.")
+    assert second[len(first) - 1].content == "question 2"
+    # So the second request starts with the first one up to where its note began.
+    assert second[: len(first) - 1] == first[:-1]
+    assert (first[-1].content or "").startswith(second[len(first) - 1].content or "")
+    # The offline model reads the result as its tool wrote it.
+    assert without_note(second)[-1].content == build_request(PROMPT, answered, budget)[-1].content
+    assert sum(1 for m in second if split_note(m.content or "")[1]) == 1
