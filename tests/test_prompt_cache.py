@@ -1,5 +1,5 @@
 """Requests a provider's prompt cache can keep: what is the same for every turn comes first and stays
-byte-identical; what changes (the time now, the person's memories) ends the turn's own message."""
+byte-identical; what changes (the time now, the person's memories) ends the request."""
 
 from __future__ import annotations
 
