@@ -380,21 +380,18 @@ async def test_a_huge_result_is_cut_for_the_model_but_kept_whole(loop_host, stor
     assert reply.attachments[0].truncated and len(reply.attachments[0].content) <= 20_001
 
 
-async def test_repeated_big_results_of_one_tool_are_replaced_together_the_latest_kept(loop_host, store):
-    # Each result is just under an eighth of the context (1,000 tokens of 8,000), so none is cut; four
-    # superseded ones pass the share of the context they may take whole, and are replaced together.
+async def test_only_the_last_of_repeated_results_of_one_tool_is_sent(loop_host, store):
     steps = []
-    for n in range(5):
-        steps += [Step(calls=[Call("big", {"items": 38})]), Step(text=f"answer {n}")]
+    for label in ("a", "b", "c"):
+        steps += [Step(calls=[Call("wait_and_echo", {"label": label})]), Step(text=f"answer {label}")]
     llm = ScriptedLLM(steps)
-    agent = make_agent(llm, loop_host, store, context_tokens=8000)
-    for n in range(5):
-        await agent.reply(incoming(f"big {n}"))
+    agent = make_agent(llm, loop_host, store)
+    for label in ("a", "b", "c"):
+        await agent.reply(incoming(f"echo {label}"))
 
-    results = [json.dumps(result_json(m)) for m in tool_messages(llm.last_request())]
-    assert ["superseded" in r for r in results] == [True, True, True, True, False]
-    assert "replaced by a later call" in results[0] and '\\"items\\": 38' in results[0]
-    assert json.loads(results[-1])["total"] == 38
+    results = [result_json(m) for m in tool_messages(llm.last_request())]
+    assert results[-1] == {"label": "c", "delay_ms": 0}
+    assert all("superseded" in json.dumps(r) for r in results[:-1])
 
 
 async def test_two_threads_do_not_see_each_other(loop_host, store):

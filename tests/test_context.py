@@ -6,7 +6,7 @@ import itertools
 import json
 
 from bot.model.tokens import estimate_message_tokens
-from bot.text.turn_note import split_note
+from bot.text.turn_note import note_of, split_note, without_note
 from bot.turn.context import Budget, build_request, cut_result
 from bot.types import ChatMessage, ToolCall
 
@@ -60,36 +60,12 @@ def test_a_huge_result_is_cut_to_valid_json_that_says_so():
     assert "full" in parsed["_note"] and len(cut) < len(big) / 10
 
 
-def bodies(sent: list[ChatMessage]) -> list[dict[str, object]]:
-    return [json.loads((m.content or "").partition("\n")[2]) for m in sent if m.role == "tool"]
-
-
-# A result of about 1,900 tokens: four superseded ones pass the share of 16,000 tokens kept whole.
-BIG = 8000
-
-
-def test_superseded_results_of_a_tool_are_replaced_together_once_they_pass_their_share():
-    for turns, superseded in ((4, [False] * 4), (5, [True] * 4 + [False]), (8, [True] * 4 + [False] * 4)):
-        history = [message for n in range(1, turns + 1) for message in turn(n, size=BIG)]
-        sent = build_request(PROMPT, history, Budget(context_tokens=16000))
-        assert ["superseded" in body for body in bodies(sent)] == superseded, turns
-        assert bodies(sent)[-1]["n"] == turns
-
-
-def test_a_turn_rewrites_what_its_earlier_request_sent_only_when_a_batch_is_replaced():
-    def sent(turns: int, then: list[ChatMessage]) -> list[ChatMessage]:
-        history = [message for n in range(1, turns + 1) for message in turn(n, size=BIG)]
-        return build_request(PROMPT, [*history, *then], Budget(context_tokens=16000))
-
-    # The third result, superseded by the fourth call, joins the pending ones (two): still whole.
-    first, second = sent(3, turn(4)[:1]), sent(3, turn(4, size=BIG)[:3])
-    assert second[: len(first)] == first
-    assert ["superseded" in body for body in bodies(second)] == [False, False, False, False]
-    # The fourth result, superseded by the fifth call, makes the pending ones pass their share: all
-    # four are replaced in the request that carries the fifth result.
-    first, second = sent(4, turn(5)[:1]), sent(4, turn(5, size=BIG)[:3])
-    assert ["superseded" in body for body in bodies(first)] == [False, False, False, False]
-    assert ["superseded" in body for body in bodies(second)] == [True, True, True, True, False]
+def test_only_the_latest_result_of_a_tool_repeated_across_turns_is_sent():
+    history = [*turn(1), *turn(2), *turn(3)]
+    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    bodies = [json.loads((m.content or "").partition("\n")[2]) for m in sent if m.role == "tool"]
+    assert "superseded" in bodies[0] and "superseded" in bodies[1]
+    assert bodies[2]["n"] == 3
 
 
 def test_parallel_calls_of_one_tool_in_one_round_are_all_kept():
@@ -168,8 +144,7 @@ def test_a_result_is_labelled_by_its_own_tool_even_when_servers_reuse_call_ids()
 
 
 def test_a_superseded_result_names_its_arguments_so_the_model_can_ask_again():
-    history = [message for n in range(1, 6) for message in turn(n, size=BIG)]
-    sent = build_request(PROMPT, history, Budget(context_tokens=16000))
+    sent = build_request(PROMPT, [*turn(1), *turn(2)], Budget(context_tokens=16000))
     first = json.loads((next(m for m in sent if m.role == "tool").content or "").partition("\n")[2])
     assert '{"n": 1}' in first["superseded"] and "call it again" in first["superseded"]
 
@@ -210,3 +185,22 @@ def test_compression_goes_well_below_the_line_and_then_holds_for_the_next_turns(
     # Each compression keeps the turns after it for several turns: the request then starts the same.
     compressions = sum(1 for a, b in itertools.pairwise(starts) if a != b)
     assert 3 <= compressions <= 40 // 4, compressions
+
+
+def test_the_turns_note_ends_the_request_so_the_next_one_starts_with_all_before_it():
+    budget = Budget(context_tokens=16000)
+    asking = [*turn(1), *turn(2, tool="other")[:1]]  # another tool: no result is superseded
+    answered = [*turn(1), *turn(2, tool="other")[:3]]
+    first = build_request(PROMPT, asking, budget, note="It is noon.")
+    second = build_request(PROMPT, answered, budget, note="It is 12:01.")
+    # The turn's message carries the note while it ends the request; once a tool answered, the result
+    # does, and the message is sent as its person wrote it.
+    assert (first[-1].role, split_note(first[-1].content or "")) == ("user", ("question 2", "It is noon."))
+    assert (second[-1].role, note_of(second)) == ("tool", "It is 12:01.")
+    assert second[len(first) - 1].content == "question 2"
+    # So the second request starts with the first one up to where its note began.
+    assert second[: len(first) - 1] == first[:-1]
+    assert (first[-1].content or "").startswith(second[len(first) - 1].content or "")
+    # The offline model reads the result as its tool wrote it.
+    assert without_note(second)[-1].content == build_request(PROMPT, answered, budget)[-1].content
+    assert sum(1 for m in second if split_note(m.content or "")[1]) == 1

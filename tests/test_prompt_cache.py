@@ -1,5 +1,5 @@
 """Requests a provider's prompt cache can keep: what is the same for every turn comes first and stays
-byte-identical; what changes (the time now, the person's memories) ends the turn's own message."""
+byte-identical; what changes (the time now, the person's memories) ends the request."""
 
 from __future__ import annotations
 
@@ -18,10 +18,20 @@ from bot.mcp.host import MCPHost
 from bot.model.client import OpenAILLM
 from bot.policy.scopes import Place
 from bot.store.base import ConversationStore
+from bot.text.turn_note import MARK, split_note
 from bot.types import ConversationKey, Incoming
 from tests.conftest import stdio_server
 from tests.fakes.clock import Clock
-from tests.fakes.llm_server import FakeCall, FakeLLMServer, Reply, own_text, reply, told, tool_reply
+from tests.fakes.llm_server import (
+    FakeCall,
+    FakeLLMServer,
+    Reply,
+    own_text,
+    prompt_text,
+    reply,
+    told,
+    tool_reply,
+)
 
 ALICE = "U1ALICE"
 CHANNEL = "CGENERAL"
@@ -29,9 +39,9 @@ NOW = datetime(2026, 12, 7, 8, 0, tzinfo=UTC).timestamp()
 TURNS = 30
 
 
-def asked(text: str) -> Incoming:
+def asked(text: str, thread: str = "5.5") -> Incoming:
     return Incoming(
-        key=ConversationKey(platform="slack", workspace="T1", channel=CHANNEL, thread="5.5"),
+        key=ConversationKey(platform="slack", workspace="T1", channel=CHANNEL, thread=thread),
         text=text,
         user_id=ALICE,
         place=Place(platform="slack", channel=CHANNEL, user=ALICE),
@@ -179,44 +189,97 @@ async def test_the_fake_provider_reports_the_longest_prefix_it_has_seen_as_cache
 
 
 REPORT_ID = re.compile(r'"report_id": "(REP-[0-9a-f]{12})"')
+# What an earlier turn of a thread of 5 KB results adds to each request: its question, call, answer,
+# and its result replaced by a later call of the tool.
+TURN_BYTES = 2_000
 
 
-async def test_a_thread_of_big_tool_results_is_mostly_cached_and_stays_bounded(
-    store: ConversationStore, payload_host: MCPHost
-) -> None:
-    """Each turn calls a tool returning about 5 KB of JSON (the core bench's W3; no turn note here).
-    Superseded results are replaced four at a time, so most requests start as the one before; when
-    each turn replaced the previous result, the request was rewritten from there on every turn, and
-    80 % of the prompt tokens were cached. Each turn's new result (about 6 KB) is never cached, so
-    with requests bounded near 40 KB about 86 % is what a prefix cache can hold."""
+def report(body: dict[str, Any]) -> Reply:
+    """A model that fetches the report a question names, then quotes the result's id."""
+    last = body["messages"][-1]
+    if last["role"] == "user":
+        name = next(t["function"]["name"] for t in body["tools"] if "fetch_report" in t["function"]["name"])
+        query = own_text(last["content"]).removeprefix("report ")
+        return tool_reply(FakeCall(name=name, arguments=json.dumps({"query": query})))
+    found = REPORT_ID.search(last["content"])
+    return reply(f"Latest report: {found.group(1) if found else 'none'}.")
 
-    def answer(body: dict[str, Any]) -> Reply:
-        last = body["messages"][-1]
-        if last["role"] == "user":
-            name = next(
-                t["function"]["name"] for t in body["tools"] if "fetch_report" in t["function"]["name"]
-            )
-            query = own_text(last["content"]).removeprefix("report ")
-            return tool_reply(FakeCall(name=name, arguments=json.dumps({"query": query})))
-        found = REPORT_ID.search(last["content"])
-        return reply(f"Latest report: {found.group(1) if found else 'none'}.")
 
-    async with FakeLLMServer(answer, prompt_cache=True) as server:
+async def reports(store: ConversationStore, host: MCPHost, *, noted: bool, thread: str) -> FakeLLMServer:
+    """The core bench's W3: each of 30 turns calls a tool returning about 5 KB of JSON. `noted`: the
+    turn's note is on (the time now, as when schedules are offered, and a memory of the person's)."""
+    clock = Clock(NOW)
+    if noted:
+        await remembered(store)
+    async with FakeLLMServer(report, prompt_cache=True) as server:
         llm = OpenAILLM(model="m", base_url=server.base_url, api_key=None, timeout=10.0, max_retries=0)
-        bot = Agent(
-            llm=llm, host=payload_host, store=store, inbox=store, config=AgentConfig(platforms=PLATFORMS)
-        )
+        extra: dict[str, Any] = {"memories": store, "schedules": store, "approvals": store} if noted else {}
+        runs_on = frozenset({"slack"}) if noted else frozenset()
+        config = AgentConfig(platforms=PLATFORMS, schedules_run_on=runs_on)
+        bot = Agent(llm=llm, host=host, store=store, inbox=store, clock=clock, config=config, **extra)
         try:
             for n in range(1, TURNS + 1):
-                said = (await bot.reply(asked(f"report q{n}"))).text
+                said = (await bot.reply(asked(f"report q{n}", thread=thread))).text
+                clock.now += 61
         finally:
             await llm.aclose()
+    last = server.requests[-1]["messages"][-1]["content"]
+    assert '"query": "q30"' in last and REPORT_ID.search(last) and said.startswith("Latest report: REP-")
+    return server
 
-    last = server.requests[-1]
-    latest = last["messages"][-1]["content"]
-    assert '"query": "q30"' in latest and REPORT_ID.search(latest) and said.startswith("Latest report: REP-")
-    # The latest result whole, earlier ones replaced: no request of the thread passes 45 KB.
-    assert max(len(json.dumps(request)) for request in server.requests) <= 45_000
-    # Turn 1 (two requests) has nothing to share; from turn 2 on most of every prompt is cached.
-    cached, prompts = sum(server.cached[2:]), sum(server.prompts[2:])
-    assert cached / prompts >= 0.85, cached / prompts
+
+def note_of_body(body: dict[str, Any]) -> str:
+    """The turn's note a request carries (it ends its last message)."""
+    return split_note(body["messages"][-1]["content"])[1]
+
+
+def uncached(server: FakeLLMServer) -> int:
+    """Prompt tokens sent uncached from the second turn on (turn 1, two requests, has nothing to share)."""
+    return sum(server.prompts[2:]) - sum(server.cached[2:])
+
+
+@pytest.mark.parametrize("noted", [False, True], ids=["plain", "noted"])
+async def test_a_thread_of_big_tool_results_sends_uncached_little_more_than_what_is_new(
+    store: ConversationStore, payload_host: MCPHost, noted: bool
+) -> None:
+    """What a thread costs is its uncached tokens, then its cached ones. The floor is what each request
+    adds to the one before (the new call and its result; the answer and the new question): only that
+    is new to a provider. Replacing a superseded result rewrites the request from it on, which adds
+    only its short marker, so the thread stays near the floor; a request that changed an earlier
+    message every turn (a note left on the turn's message) sent the 5 KB result after it again."""
+    server = await reports(store, payload_host, noted=noted, thread="w3")
+
+    requests = server.requests
+    new = [
+        prompt_text({"messages": after["messages"][len(before["messages"]) :]})
+        for before, after in itertools.pairwise(requests)
+    ]
+    floor = sum(len(text) // 4 for text in new[1:])
+    assert floor <= uncached(server) <= floor * 1.1, (uncached(server), floor)
+    # The latest result whole, earlier ones replaced at once: a turn adds to the requests after it
+    # only its question, call, marker and answer, so the thread's prompt tokens are bounded by the
+    # bytes of a growing series (keeping superseded results whole for a while sent half as much again).
+    sizes = [len(prompt_text(request)) for request in requests]
+    bounds = [sizes[1] + (n // 2) * TURN_BYTES for n in range(len(sizes))]
+    assert all(size <= bound for size, bound in zip(sizes, bounds, strict=True)), sizes
+    assert sum(server.prompts) <= sum(bounds) // 4
+
+
+async def test_the_turns_note_costs_a_thread_of_big_results_no_uncached_tokens_but_its_own(
+    store: ConversationStore, payload_host: MCPHost
+) -> None:
+    """The note ends each request, so the next one starts with everything before it: were it left on
+    the turn's message, each next request would differ there, and the 5 KB result after it would be
+    sent uncached again in every turn."""
+    plain = await reports(store, payload_host, noted=False, thread="plain")
+    noted = await reports(store, payload_host, noted=True, thread="noted")
+
+    assert "The current time is" in told(noted.requests[-1]) and "my team is Falcon" in told(
+        noted.requests[-1]
+    )
+    assert "The current time is" not in told(plain.requests[-1])
+    # Each request's own note is new to the provider (the time changes each turn): beyond it, the
+    # thread sends uncached what the same thread without a note does.
+    notes = sum(len(json.dumps(MARK + note_of_body(request))) // 4 for request in noted.requests[2:])
+    assert uncached(noted) - notes <= uncached(plain) * 1.05, (uncached(noted), notes, uncached(plain))
+    assert uncached(noted) <= uncached(plain) * 1.15, (uncached(noted), uncached(plain))

@@ -36,6 +36,7 @@ from bot.schedules.tools import RUNS_ON
 from bot.schedules.zones import local_time_zone
 from bot.store.base import ConversationStore
 from bot.store.sqlite import SQLiteStore
+from bot.text.turn_note import split_note
 from bot.types import ApprovalPrompt, Approve, CallContext, ConversationKey, Deny, Incoming, Schedule
 from tests.fakes.clock import Clock
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, told, tool_reply
@@ -108,8 +109,10 @@ def schedule_call(at: str, repeat: str = "", timezone: str = "", prompt: str = "
 
 
 def result(text: str) -> Any:
-    """A tool's JSON result as the model reads it, after the host's certainty line."""
-    return json.loads(text[text.index("{") :])
+    """A tool's JSON result as the model reads it, after the host's certainty line (and before the
+    turn's note, which ends the latest result)."""
+    own = split_note(text)[0]
+    return json.loads(own[own.index("{") :])
 
 
 def owner(incoming: Incoming, bot: Agent) -> str:

@@ -15,14 +15,12 @@ from typing import Any
 
 from bot.model.tokens import estimate_message_tokens, estimate_tokens
 from bot.text.nesting import MAX_DEPTH, TooDeep, loads
-from bot.text.turn_note import with_note, with_summary
+from bot.text.turn_note import CARRIERS, with_note, with_summary
 from bot.types import ChatMessage, ToolCall
 
 COMPRESS_AT = 0.8
 # Compression goes well below the line that starts it, so it happens every few turns, not each one.
 COMPRESS_TO = 0.4
-# Superseded results stay whole until together they take this share of the context (see _superseded).
-SUPERSEDED_SHARE = 0.4
 SUMMARY_LINE_CHARS = 160
 SUMMARY_MAX_LINES = 30
 # What the model is shown of a result nested too deep to walk: its start, as plain text.
@@ -123,12 +121,10 @@ def _turns(history: Sequence[ChatMessage]) -> list[list[ChatMessage]]:
     return turns
 
 
-def _present_tool_messages(
-    history: Sequence[ChatMessage], max_result_tokens: int, superseded_tokens: int
-) -> list[ChatMessage]:
-    """Anchor each result, cut big ones, and replace superseded ones in batches (S9)."""
+def _present_tool_messages(history: Sequence[ChatMessage], max_result_tokens: int) -> list[ChatMessage]:
+    """Anchor each result, cut big ones, and replace superseded ones (S9)."""
     calls = {call.id: call for message in history for call in message.tool_calls}
-    superseded = _superseded(history, calls, max_result_tokens, superseded_tokens)
+    superseded = _superseded(history, calls)
     out: list[ChatMessage] = []
     for index, message in enumerate(history):
         if message.role != "tool":
@@ -141,13 +137,9 @@ def _present_tool_messages(
                 {"superseded": note + "; call it again if you need this one"}, ensure_ascii=False
             )
         else:
-            body = _result_body(message, max_result_tokens)
+            body = _shown(message.content or "", max_result_tokens)
         out.append(replace(message, content=f"{anchor(name, is_error=message.is_error)}\n{body}"))
     return out
-
-
-def _result_body(message: ChatMessage, max_result_tokens: int) -> str:
-    return _shown(message.content or "", max_result_tokens)
 
 
 @functools.lru_cache(maxsize=256)
@@ -156,18 +148,15 @@ def _shown(content: str, max_tokens: int) -> str:
     return cut_result(as_json_text(content), max_tokens)
 
 
-def _superseded(
-    history: Sequence[ChatMessage], calls: dict[str, ToolCall], max_result_tokens: int, high: int
-) -> dict[int, str]:
+def _superseded(history: Sequence[ChatMessage], calls: dict[str, ToolCall]) -> dict[int, str]:
     """The results sent as a one-line marker, each with its call's arguments.
 
     A result of an earlier turn is superseded when the next round that has results starts with the
     same tool (calls of one round are parallel and distinct); the current turn's results are active
-    context and stay whole. A replacement rewrites the request from that result on, and a provider's
-    prompt cache loses everything after it: so superseded results stay whole until together they pass
-    `high` tokens, then all of them are replaced at once, every few turns instead of every turn. The
-    batch fires when a new result supersedes the last of them, so it takes that one too and the
-    request is rewritten only from markers on to the new result, which is sent uncached anyway.
+    context and stay whole. It is replaced at once, in the request that carries the result superseding
+    it: that rewrites the request from the old result on, and a provider's cache loses what follows,
+    but keeping superseded results whole for longer (to replace them in batches) sent more tokens in
+    all for the same number uncached, which costs more where cached tokens are billed at all.
     """
     current_turn = max((i for i, m in enumerate(history) if m.role == "user"), default=0)
     rounds: list[list[int]] = []
@@ -177,20 +166,12 @@ def _superseded(
         elif message.role == "tool" and rounds:
             rounds[-1].append(index)
     out: dict[int, str] = {}
-    pending: list[int] = []
-    pending_tokens = 0
     for this_round, next_round in itertools.pairwise([r for r in rounds if r]):
         following = _tool_name(history[next_round[0]], calls)
         for index in this_round:
-            if index > current_turn or _tool_name(history[index], calls) != following:
-                continue
-            pending.append(index)
-            pending_tokens += estimate_tokens(_result_body(history[index], max_result_tokens))
-            if pending_tokens > high:
-                for done in pending:
-                    call = calls.get(history[done].tool_call_id or "")
-                    out[done] = call.arguments if call else "{}"
-                pending, pending_tokens = [], 0
+            if index < current_turn and _tool_name(history[index], calls) == following:
+                call = calls.get(history[index].tool_call_id or "")
+                out[index] = call.arguments if call else "{}"
     return out
 
 
@@ -230,18 +211,18 @@ def build_request(
 ) -> list[ChatMessage]:
     """The messages for one model call; `squeeze` (on a context-length error) keeps the current turn.
 
-    The turn's `note` (what changes each turn: the time, the person's memories) ends the current
-    turn's message, so everything before it is as the previous turn's request had it."""
+    The turn's `note` (what changes each turn: the time, the person's memories) ends the request: the
+    turn's message in its first request, the latest result after tools answered, so everything
+    before it is as the previous request had it (`bot.text.turn_note`)."""
     # One tool result may take an eighth of the context (half that when squeezing).
     result_tokens = max(300, budget.context_tokens // 8)
-    superseded_tokens = int(budget.context_tokens * SUPERSEDED_SHARE)
-    presented = _present_tool_messages(history, result_tokens // (2 if squeeze else 1), superseded_tokens)
+    presented = _present_tool_messages(history, result_tokens // (2 if squeeze else 1))
 
     turns = _turns(_merge_user_runs(presented))
     current, earlier = (turns[-1], turns[:-1]) if turns else ([], [])
-    if note and current and current[0].role == "user":
-        current = [replace(current[0], content=with_note(current[0].content or "", note)), *current[1:]]
-    elif note:  # no message of the person's to carry it: the end of the system prompt does
+    if note and current and current[-1].role in CARRIERS:
+        current = [*current[:-1], replace(current[-1], content=with_note(current[-1].content or "", note))]
+    elif note:  # no message to carry it: the end of the system prompt does
         system_prompt = f"{system_prompt}\n\n{note}"
     system = ChatMessage(role="system", content=system_prompt)
     fixed = estimate_message_tokens([system])

@@ -37,7 +37,7 @@ from bot.model.offline.remembered import remembered_values
 from bot.model.offline.schedules import is_schedule_tool, schedule_turn
 from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from bot.text.render import truncate
-from bot.text.turn_note import split_note
+from bot.text.turn_note import split_note, without_note
 from bot.types import ChatMessage, Completion, Progress, ToolCall, ToolSpec, TurnEvent, Usage
 
 # A word with the blanks after it (or blanks that open the text): the pieces join back exactly.
@@ -216,7 +216,8 @@ def _latest_question(messages: Sequence[ChatMessage]) -> tuple[str, list[ChatMes
         sure = any(w in text for w in ("sure", "confirm", "certain"))
         nudge = ("tool" in text and "need" in text and sure) or ("确定" in text and "工具" in text)
         if messages[i].role == "user" and not nudge:
-            return split_note(messages[i].content or "")[0], list(messages[i + 1 :])
+            # Once tools answered, the note ends the latest result: what followed is read without it.
+            return split_note(messages[i].content or "")[0], without_note(messages[i + 1 :])
     return "", list(messages)
 
 

@@ -2,7 +2,7 @@
 
 The core lists remembered facts under a line starting "What you remember", one `- <text>` line each
 (possibly under sub-headings): the place's in the first system message, the person's in the note
-that ends the turn's message (`bot.text.turn_note`). "area code is A1001" offers
+that ends the request (`bot.text.turn_note`). "area code is A1001" offers
 `area_code` = "A1001" (and `code`); each word of a line is also a value a tool's pattern may match.
 """
 

@@ -86,7 +86,7 @@ def _tool(tools: Sequence[ToolSpec], original_name: str) -> ToolSpec | None:
 
 
 def _context(messages: Sequence[ChatMessage]) -> list[str]:
-    """What the core said of this turn: the system prompt, and the note its latest message ends with."""
+    """What the core said of this turn: the system prompt, and the note that ends the request."""
     return [*(m.content or "" for m in messages if m.role == "system"), note_of(messages)]
 
 
