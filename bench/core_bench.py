@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import json
 import math
 import os
@@ -67,6 +68,7 @@ from tests.fakes.llm_server import (
     PromptCache,
     Reply,
     own_text,
+    prompt_text,
     rate_limited,
 )
 
@@ -552,6 +554,9 @@ async def w3_long_thread(results: Results, r: Rig, *, alternate: bool) -> None:
             "latest_intact": _latest_result_intact(body, payload(kind, query)),
             "answer_quotes_latest": report_id(kind, query) in answer,
             "cached_share": sum(cached) / max(1, sum(prompts)),
+            # What a provider must read anew is what each request added to the one before (the new
+            # question, call, result and answer); sending more than that uncached is the waste.
+            "uncached_over_new": (sum(prompts) - sum(cached)) / max(1, _new_tokens(r.model, indexes)),
             "least_cached_share": min(
                 (c / max(1, p) for c, p in zip(cached, prompts, strict=True)), default=0.0
             ),
@@ -591,6 +596,18 @@ async def w3_long_thread(results: Results, r: Rig, *, alternate: bool) -> None:
     results.add(
         Figure(
             scenario=label,
+            name="prompt tokens sent uncached, turns 2–30, ÷ what each request added",
+            core=core["uncached_over_new"],
+            bare=bare["uncached_over_new"] if bare else None,
+            unit="×",
+            goal="≤ 1.1",
+            passed=core["uncached_over_new"] <= 1.1,
+            note="1.0: a provider reads nothing twice",
+        )
+    )
+    results.add(
+        Figure(
+            scenario=label,
             name="turn-30 request, estimated tokens",
             core=core["turn30_tokens"],
             bare=bare["turn30_tokens"] if bare else None,
@@ -615,6 +632,17 @@ async def w3_long_thread(results: Results, r: Rig, *, alternate: bool) -> None:
             unit="tokens",
         )
     )
+
+
+def _new_tokens(server: FakeLLMServer, indexes: range) -> int:
+    """The fake provider's tokens of what each request from the second turn on added to the one
+    before it (turn 1's two requests are left out, as in the cached share)."""
+    requests = [server.requests[i] for i in indexes]
+    added = [
+        prompt_text({"messages": after["messages"][len(before["messages"]) :]})
+        for before, after in itertools.pairwise(requests)
+    ]
+    return sum(len(text) // 4 for text in added[1:])
 
 
 async def w4_concurrency(results: Results, r: Rig) -> None:
