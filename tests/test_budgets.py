@@ -303,7 +303,9 @@ async def test_a_scheduled_turn_counts_and_is_refused_at_the_limit_like_any_othe
 
 async def test_a_database_of_the_previous_schema_gains_the_usage_ledger(tmp_path) -> None:
     older = tmp_path / "migrations"
-    shutil.copytree(DEFAULT_MIGRATIONS_DIR, older, ignore=shutil.ignore_patterns("postgres", "0019_*"))
+    # The schema before the usage ledger: every migration up to 0019.
+    before = shutil.ignore_patterns("postgres", "0019_*", "002*")
+    shutil.copytree(DEFAULT_MIGRATIONS_DIR, older, ignore=before)
     path = tmp_path / "upgraded.db"
     async with await SQLiteStore.open(path, migrations_dir=older):
         pass

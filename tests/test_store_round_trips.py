@@ -8,11 +8,14 @@ database, and with one connection per store, turns running at once queue for eve
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from bot.store.dialect import Connection
 from bot.store.sqlite import SQLiteStore
 from bot.store.usage import Check, Refused, Reservation, UsageEntry, Used
 from bot.types import Author, ChatMessage, ConversationKey, Usage
@@ -143,3 +146,95 @@ async def test_a_users_message_writes_its_conversations_privacy_only_while_it_is
         assert [m.content for m in await store.history(dm)] == ["hi", "hello", "again"]
     finally:
         await store.close()
+
+
+@pytest.fixture
+async def sqlite(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    store = await SQLiteStore.open(tmp_path / "nerve.db")
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def test_the_limits_sums_read_their_index_alone_not_every_row_of_the_period(
+    sqlite: SQLiteStore,
+) -> None:
+    """A busy workspace's month is tens of thousands of rows, summed on each turn's first request."""
+    store = sqlite
+    await primed(store)
+    statements: list[str] = []
+    await store._db.set_trace_callback(statements.append)
+    checks = [
+        check("person", "alice", MONDAY - 30 * DAY, 1000),
+        check("place", "slack:C", MONDAY - 30 * DAY, 1000),
+        check("workspace", "slack:T", MONDAY - 30 * DAY, 1000),
+    ]
+    assert isinstance(
+        await store.reserve_usage(entry("alice"), tokens(5), 0.01, checks, at=MONDAY), Reservation
+    )
+    await store._db.set_trace_callback(None)
+    (sums,) = [s for s in statements if s.startswith("SELECT")]
+    plan = [str(row[3]) for row in await store._rows(f"EXPLAIN QUERY PLAN {sums}")]
+    searches = [step for step in plan if step.startswith(("SEARCH", "SCAN"))]
+    assert len(searches) == 3
+    assert all("USING COVERING INDEX model_usage_by_" in step for step in searches), plan
+
+
+async def test_a_read_does_not_wait_for_a_write_in_progress_and_sees_only_what_was_committed(
+    sqlite: SQLiteStore,
+) -> None:
+    """A hundred turns at once each read their history while the others write: no queue behind them."""
+    store = sqlite
+    key = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="t1")
+    await store.append(key, [ChatMessage(role="user", content="committed")], event_id="e1")
+    writing, done = asyncio.Event(), asyncio.Event()
+
+    async def slow_write() -> None:
+        async with store._write() as db:
+            await store._insert_messages(db, key, [ChatMessage(role="assistant", content="in progress")])
+            writing.set()
+            await done.wait()
+
+    writer = asyncio.create_task(slow_write())
+    await asyncio.wait_for(writing.wait(), 5)
+    read = await asyncio.wait_for(store.history(key), 5)
+    assert [m.content for m in read] == ["committed"]
+    done.set()
+    await writer
+    assert [m.content for m in await store.history(key)] == ["committed", "in progress"]
+
+
+async def test_a_transaction_run_in_one_hand_off_is_still_all_or_nothing(sqlite: SQLiteStore) -> None:
+    store = sqlite
+    key = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="t1")
+    statements: list[str] = []
+    await store._db.set_trace_callback(statements.append)
+    assert await store.append(key, [ChatMessage(role="user", content="hi")], event_id="e1")
+    # The whole append, BEGIN to COMMIT, runs as one call on the connection's thread.
+    assert [s.split()[0] for s in statements] == [
+        "BEGIN",
+        "SELECT",
+        "SELECT",
+        "INSERT",
+        "INSERT",
+        "COMMIT",
+    ]
+    await store._db.set_trace_callback(None)
+
+    async def fails_halfway(db: Connection) -> None:
+        await store._insert_messages(db, key, [ChatMessage(role="assistant", content="half")])
+        raise ValueError("the rest of the round could not be written")
+
+    with pytest.raises(ValueError):
+        await store._transaction(fails_halfway)
+
+    async def waits_on_the_loop(db: Connection) -> None:
+        await store._insert_messages(db, key, [ChatMessage(role="assistant", content="half")])
+        await asyncio.sleep(0)
+
+    with pytest.raises(RuntimeError, match="waited on something other than its own statements"):
+        await store._transaction(waits_on_the_loop)
+    assert [m.content for m in await store.history(key)] == ["hi"]
+    assert not await store.append(key, [ChatMessage(role="user", content="hi")], event_id="e1")
+    assert [m.content for m in await store.history(key)] == ["hi"]

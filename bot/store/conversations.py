@@ -33,12 +33,15 @@ class ConversationLedger(Ledger):
         it, and whether its conversation is private, so the person's data can be found again."""
         if not messages:
             return True
-        async with self._write() as db:
+
+        async def append(db: Connection) -> bool:
             if event_id is not None and await self._event_seen(db, key, event_id):
                 await db.execute("ROLLBACK")
                 return False
             await self._insert_messages(db, key, messages, event_id=event_id, author=author)
-        return True
+            return True
+
+        return await self._transaction(append)
 
     async def _insert_messages(
         self,

@@ -5,11 +5,13 @@ run. Insertion order is `rowid` in both (an identity column of that name in the 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Cursor(Protocol):
@@ -28,6 +30,10 @@ class Connection(Protocol):
 
     @property
     def in_transaction(self) -> bool: ...
+
+
+# A ledger's write transaction (`Ledger._transaction`): what it does with the connection, and its result.
+Body = Callable[[Connection], Coroutine[Any, Any, T]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,8 +92,20 @@ class Ledger:
         reached through a thread per statement saves two hand-offs on a path every request takes."""
         return self._write()
 
+    async def _transaction(self, body: Body[T]) -> T:
+        """`body` as one write transaction, as in `_write()`. A store may run the whole of it in one
+        hand-off to its database, so the body awaits nothing but its own statements."""
+        async with self._write() as db:
+            return await body(db)
+
+    def _read_one(self) -> AbstractAsyncContextManager[Connection]:
+        """A connection for ONE read statement, outside any transaction: it sees every write committed
+        before it starts, and none in progress. By default `_read()`; a store may give it a connection
+        of its own, so reads do not queue behind the writes of every turn in flight."""
+        return self._read()
+
     async def _rows(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> list[Any]:
-        async with self._inbox() if inbox else self._read() as db:
+        async with self._inbox() if inbox else self._read_one() as db:
             return await db.execute_fetchall(sql, params)
 
     async def _first(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> Any | None:
@@ -96,5 +114,11 @@ class Ledger:
 
     async def _change(self, sql: str, params: Sequence[Any] = (), *, inbox: bool = False) -> int:
         """One statement in a write transaction of its own; the number of rows it changed."""
-        async with self._inbox() if inbox else self._write() as db:
+        if not inbox:
+            return await self._transaction(lambda db: _rowcount(db, sql, params))
+        async with self._inbox() as db:
             return (await db.execute(sql, params)).rowcount
+
+
+async def _rowcount(db: Connection, sql: str, params: Sequence[Any]) -> int:
+    return (await db.execute(sql, params)).rowcount

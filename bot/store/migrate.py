@@ -87,7 +87,7 @@ async def migrate(db: aiosqlite.Connection, directory: Path | None = None) -> li
             # A migration may replace what must not stay on disk (0003 removes tokens); the WAL still
             # holds the pages as they were before it. Copy them back and empty the WAL. Best effort:
             # with another process reading, SQLite checkpoints what it can and says busy.
-            await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            await db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
         return done
     except sqlite3.Error as exc:
         raise StoreError(f"could not migrate the conversation store: {exc}") from exc

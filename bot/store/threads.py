@@ -149,7 +149,7 @@ class ThreadLedger(Ledger):
         in another process may keep part of the log, which the next checkpoint then clears."""
         if self._sql.name == "sqlite":
             async with self._read() as db:
-                await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                await db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
 
     async def idle_conversations(
         self, older_than_days: float, now: datetime | None = None

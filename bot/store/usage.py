@@ -97,7 +97,8 @@ class UsageLedger(Ledger):
         at: float,
     ) -> Reservation | Refused:
         """Check every limit and, when none is reached, reserve `estimate`: one transaction."""
-        async with self._write() as db:
+
+        async def reserve(db: Connection) -> Reservation | Refused:
             # Every check's sum in one statement: each is a round trip to the database otherwise, on
             # the path of every turn's first request.
             used = await _used_all(db, checks)
@@ -106,6 +107,8 @@ class UsageLedger(Ledger):
                     return Refused(check=check, used=found)
             row_id = await _insert(db, entry, estimate, cost, settled=False, at=at)
             return Reservation(id=row_id, used=used)
+
+        return await self._transaction(reserve)
 
     async def record_usage(self, entry: UsageEntry, usage: Usage, cost: float | None, *, at: float) -> None:
         """Record a request that nothing was reserved for (no limit to hold it to), settled at once."""
