@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.asks.parking import ALREADY_DECIDED, EXPIRED, NOT_YOURS
+from bot.text.turn_note import split_note
 from tests.fakes.llm_server import FakeCall, Reply, reply, tool_reply
 from tests.mcp_servers.asks import LOGIN_URL
 from tests.surfaces import SURFACES, Era, Surface, open_sign_in_surface, open_surface, ran
@@ -48,7 +49,8 @@ def says(shown: str, words: str, who: str) -> bool:
 def told_the_model(llm: object) -> str:
     """What the model read for the call that waited: the last tool message of its last request."""
     messages = llm.last_messages()  # type: ignore[attr-defined]
-    return str([m for m in messages if m["role"] == "tool"][-1]["content"])
+    # As its tool wrote it: the turn's note may end the request's last message.
+    return split_note(str([m for m in messages if m["role"] == "tool"][-1]["content"]))[0]
 
 
 @pytest.mark.parametrize("kind", SURFACES)

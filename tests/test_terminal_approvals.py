@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from bot.store.sqlite import SQLiteStore
+from bot.text.turn_note import split_note
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.test_cli import run_nerve
@@ -53,7 +54,9 @@ def append(text: str, call_id: str) -> FakeCall:
 
 
 def tool_content(request: dict[str, Any], call_id: str) -> str:
-    return str(next(m for m in request["messages"] if m.get("tool_call_id") == call_id)["content"])
+    """A tool message as its tool wrote it (the turn's note may end the request's last message)."""
+    content = str(next(m for m in request["messages"] if m.get("tool_call_id") == call_id)["content"])
+    return split_note(content)[0]
 
 
 # --- the chat's prompt ----------------------------------------------------------------------------
