@@ -358,14 +358,15 @@ async def test_a_resumed_turn_that_fails_takes_its_session_out_of_processing(
     script = [read_and_add(), reply("added hi")]
     async with rig(tmp_path, script, host=host, approvals=True, backend=store_backend) as r:
         root = "1600000000.301100"
-        answers: list[str] = []
 
-        def second_answer_update(body: dict[str, Any]) -> bool:
-            # The live message concludes with the answer, then the answer's part is put in place.
-            answers.extend(["added hi"] if body.get("text") == "added hi" else [])
-            return len(answers) == 2
+        def answer_put_in_place(body: dict[str, Any]) -> bool:
+            # The answer with its tool details (a container block): the delivery's last step. The
+            # live message may show the answer before it, or not, as the edits' pace allows.
+            blocks = body.get("blocks")
+            blocks = json.loads(blocks) if isinstance(blocks, str) else blocks or []
+            return body.get("text") == "added hi" and any(b.get("type") == "container" for b in blocks)
 
-        r.slack.fail_once("chat.update", "internal_error", when=second_answer_update)
+        r.slack.fail_once("chat.update", "internal_error", when=answer_put_in_place)
         await _parked_then_approved(r, root)
         assert "went wrong" in r.slack.thread(CHANNEL, root)[-1].text
         assert statuses(r, root) == ["processing", "suspended", "processing", "active"]
