@@ -600,8 +600,9 @@ async def w3_long_thread(results: Results, r: Rig, *, alternate: bool) -> None:
             core=core["uncached_over_new"],
             bare=bare["uncached_over_new"] if bare else None,
             unit="×",
-            goal="≤ 1.1",
-            passed=core["uncached_over_new"] <= 1.1,
+            # W3b is bounded by compression, which must rewrite the request it shortens.
+            goal="" if alternate else "≤ 1.1",
+            passed=None if alternate else core["uncached_over_new"] <= 1.1,
             note="1.0: a provider reads nothing twice",
         )
     )
