@@ -161,7 +161,8 @@ class SlackSchedules:
         self._stopping = True
         if self.runner is not None:
             try:
-                await asyncio.wait_for(self.runner.wait_for_runs(), grace)
+                async with asyncio.timeout(grace):
+                    await self.runner.wait_for_runs()
             except TimeoutError:
                 logger.warning(
                     "scheduled runs still under way after %g s: handed on at the next start", grace
@@ -263,7 +264,8 @@ class SlackSchedules:
             try:
                 # The answer is the command's acknowledgement, due within Slack's 3 seconds: a slow
                 # or rate-limited profile lookup costs the hint, never the answer.
-                hint = await asyncio.wait_for(self.zones.of(here.user_id), PROFILE_WAIT)
+                async with asyncio.timeout(PROFILE_WAIT):
+                    hint = await self.zones.of(here.user_id)
             except TimeoutError:
                 hint = None
             argument = " ".join(typed[1:])

@@ -137,7 +137,9 @@ class Stops:
     async def _watch(self, entry: _Work) -> None:
         """While the turn works: take the stops pressed for it in other processes."""
         assert self.board is not None
-        while True:
+        # Ends with the work, not only by its cancellation: a cancel that a library drops on the way
+        # (Python 3.11's `wait_for`) must not keep the turn waiting for its watcher forever.
+        while not entry.task.done():
             await asyncio.sleep(self.poll)
             turn = entry.held.turn
             if turn is None:

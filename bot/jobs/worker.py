@@ -58,7 +58,8 @@ class FinishingWorker(Worker):
                     return
             tried = True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop_event.wait(), pause)
+                async with asyncio.timeout(pause):
+                    await self._stop_event.wait()
             pause = min(pause * 2, FINISH_PAUSE_LONGEST)
 
 
@@ -175,7 +176,8 @@ class WorkerRunner:
         """Between two workers: over at once on a drain. Its own method so that the pauses a long
         outage brings can be counted rather than timed."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._draining.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._draining.wait()
 
     def _own_workers(self) -> list[int]:
         """This process's registered worker, which its own recovery never takes for dead."""

@@ -5,10 +5,16 @@ Each statement with parameters has its `%` doubled and its `?` turned into psyco
 ledgers' SQL never has a `?` inside a string literal, nor PostgreSQL's jsonb `?` operators.
 psycopg_pool doubles its pause after each failed attempt to reconnect (up to 32 s): after a 45 s
 outage its next attempt may come 18 s after the database is back. `SteadyPool` caps that pause.
+
+On Python 3.11 psycopg_pool waits for a free connection through `asyncio.wait_for`, which returns
+the connection and drops the cancellation when both arrive at once: a stopped or timed-out turn
+would carry on (a turn's stop watcher once polled forever that way, and its thread never answered
+again). `SteadyPool.getconn` gives such a connection back and keeps the cancellation.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -90,6 +96,16 @@ class SteadyPool(AsyncConnectionPool[Any]):
         install()
         defaults: dict[str, Any] = {"open": False, "check": AsyncConnectionPool.check_connection}
         super().__init__(*args, **defaults | kwargs)
+
+    async def getconn(self, timeout: float | None = None) -> psycopg.AsyncConnection[Any]:  # noqa: ASYNC109 (psycopg_pool's signature)
+        """psycopg_pool's, but a cancellation that came with the connection stays a cancellation."""
+        task = asyncio.current_task()
+        asked = task.cancelling() if task is not None else 0
+        conn: psycopg.AsyncConnection[Any] = await super().getconn(timeout)
+        if task is not None and task.cancelling() > asked:
+            await self.putconn(conn)
+            raise asyncio.CancelledError
+        return conn
 
     async def _connect(self, timeout: float | None = None) -> psycopg.AsyncConnection[Any]:  # noqa: ASYNC109 (psycopg_pool's signature)
         conn: psycopg.AsyncConnection[Any] = await super()._connect(timeout)
