@@ -3,6 +3,10 @@
 Every delivery is claimed in the inbox before the ack (`adapters.slack.intake`) and answered in the
 background, exactly once. On SIGTERM intake stops and running turns get NERVE_SHUTDOWN_GRACE seconds;
 the rest are cut off and answered at the next start (`adapters.slack.turns`).
+
+What each listener does lives with its job; the listeners that concern no turn are apart too: the
+workspaces the app joins and leaves (`adapters.slack.workspaces`), and a DM's suggested prompts and
+stop button (`adapters.slack.assistant`). Here they are assembled, started and stopped.
 """
 
 from __future__ import annotations
@@ -19,8 +23,6 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
-from slack_bolt.context.async_context import AsyncBoltContext
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters import jobs_runtime
@@ -30,28 +32,16 @@ from adapters.common.tasks import Owned
 from adapters.oauth_http import SignInEndpoints
 from adapters.ops_http import OpsEndpoints
 from adapters.slack.approval_view import ACTION_PATTERN
+from adapters.slack.assistant import AssistantEvents
 from adapters.slack.clicks import FeedbackStore, SlackApprovals, on_click, record_click
-from adapters.slack.client import (
-    make_client,
-    no_team,
-    quiet_bolt_token_notice,
-    reaching_slack,
-    use_workspace_token,
-)
+from adapters.slack.client import make_client, no_team, quiet_bolt_token_notice, reaching_slack
 from adapters.slack.commands import NerveCommands
-from adapters.slack.events import PLATFORM, Identity, Turn, classify, turn_in
+from adapters.slack.events import PLATFORM, Identity, Turn, classify
 from adapters.slack.files import SlackFiles
 from adapters.slack.input_view import ACTION_PATTERN as INPUT_ACTIONS
 from adapters.slack.input_view import CALLBACK_ID as INPUT_FORM
 from adapters.slack.inputs import InputClicks
-from adapters.slack.installs import (
-    InstallationStore,
-    delivery_team,
-    left_teams,
-    oauth_on,
-    oauth_settings,
-    team_entry,
-)
+from adapters.slack.installs import InstallationStore, oauth_on, oauth_settings, team_entry
 from adapters.slack.intake import Intake
 from adapters.slack.memory import MEMORY_ACTIONS, SlackMemory
 from adapters.slack.post import Poster
@@ -62,10 +52,11 @@ from adapters.slack.sessions import AgentSessions
 from adapters.slack.settings import SlackSettings
 from adapters.slack.sign_in import CONNECT_ACTIONS, DISCONNECT_ACTION, SlackSignIns
 from adapters.slack.turns import TurnRunner
+from adapters.slack.workspaces import WorkspaceEvents
 from adapters.slack.zones import UserZones
 from bot.agent import Agent
 from bot.jobs import JobHandler
-from bot.types import ConversationKey, Incoming, SignedIn
+from bot.types import SignedIn
 
 if TYPE_CHECKING:
     from bot.jobs import TurnJobs
@@ -77,10 +68,6 @@ Listener = Callable[[AsyncAck, dict[str, Any]], Awaitable[None]]
 DELIVERY_ALLOWANCE = 5.0
 # How often requests past their expiry are looked for; a request expires at most this late.
 SWEEP_SECONDS = 15.0
-SUGGESTED_PROMPTS = (
-    {"title": "What can you do?", "message": "What can you do, and which tools do you have?"},
-    {"title": "Check the environment", "message": "What is the environment status in my area?"},
-)
 
 
 class SlackBot:
@@ -183,21 +170,25 @@ class SlackBot:
             installation_store_bot_only=self.installs is not None,
         )
         # The manifests subscribe to both: an install is deleted, or the one bot token is said dead.
-        self.app.event("app_uninstalled")(self._on_uninstalled)
-        self.app.event("tokens_revoked")(self._on_uninstalled)
+        workspaces = WorkspaceEvents(self.installs)
+        self.app.event("app_uninstalled")(workspaces.on_uninstalled)
+        self.app.event("tokens_revoked")(workspaces.on_uninstalled)
         if self.installs is not None:
-            self.app.middleware(self._use_workspace)
+            self.app.middleware(workspaces.use_workspace)
             # Enterprise Grid: the app removed from one workspace of an organization.
-            self.app.event("app_uninstalled_team")(self._on_left_teams)
-            self.app.event("team_access_revoked")(self._on_left_teams)
+            self.app.event("app_uninstalled_team")(workspaces.on_left_teams)
+            self.app.event("team_access_revoked")(workspaces.on_left_teams)
         self.app.middleware(self._intake.claim)
         self.app.event("app_mention")(self._intake.on_turn)
         self.app.event("message")(self._intake.on_turn)
-        self.app.event("assistant_thread_started")(self._on_thread_started)
+        assistant = AssistantEvents(
+            client, self._turns, self._owned.spawn, agent_experience=settings.slack_experience == "agent"
+        )
+        self.app.event("assistant_thread_started")(assistant.on_thread_started)
         self.app.event("assistant_thread_context_changed")(self._ack_only)
         # The Agent messaging experience: the DM's Messages tab opened, and the stop button pressed.
-        self.app.event("app_home_opened")(self._on_home_opened)
-        self.app.event("agent_session_stopped")(self._on_session_stopped)
+        self.app.event("app_home_opened")(assistant.on_home_opened)
+        self.app.event("agent_session_stopped")(assistant.on_session_stopped)
         self.app.command("/nerve")(self.commands.on_command)
         self.app.action(ACTION_PATTERN)(self._acked(partial(on_click, self._desk, self._poster)))
         self.app.action(FEEDBACK_ACTION)(self._acked(self._on_feedback_click))
@@ -328,36 +319,6 @@ class SlackBot:
 
         return listener
 
-    async def _use_workspace(
-        self, body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
-    ) -> None:
-        # Everything this delivery starts (its turn, its clicks' work) calls Slack with the token Bolt
-        # found for the delivery's workspace.
-        use_workspace_token(context.bot_token)
-        team = delivery_team(body)
-        if self.installs is not None and context.is_enterprise_install and context.enterprise_id and team:
-            await self.installs.seen_in_org(context.enterprise_id, team)
-        await next()
-
-    async def _on_uninstalled(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        enterprise, team = body.get("enterprise_id"), body.get("team_id")
-        event = body.get("event") or {}
-        if event.get("type") == "tokens_revoked" and not (event.get("tokens") or {}).get("bot"):
-            return  # people's own tokens only: the bot's install stands
-        if self.installs is None:
-            logger.warning("Slack workspace %s: %s, SLACK_BOT_TOKEN no longer works", team, event.get("type"))
-            return
-        gone = await self.installs.forget(enterprise, team)
-        if gone:
-            kind = event.get("type") or "uninstall"
-            logger.warning("Slack workspace %s: %s, its install is deleted", team or enterprise, kind)
-
-    async def _on_left_teams(self, ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-        await ack()
-        assert self.installs is not None
-        await left_teams(self.installs, body, context.enterprise_id)
-
     async def _on_feedback_click(self, body: dict[str, Any]) -> None:
         if self._feedback is not None:
             await record_click(self._feedback, body)
@@ -376,55 +337,6 @@ class SlackBot:
         """A person finished signing in (the callback): the turns that waited for it go on now."""
         for request_id in signed.request_ids:
             self._owned.spawn(self._desk.go_on(request_id))  # a job of its thread when jobs are shared
-
-    async def _on_thread_started(self, event: dict[str, Any]) -> None:
-        thread = event.get("assistant_thread") or {}
-        channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
-        if channel and thread_ts:
-            self._owned.spawn(self._suggest_prompts(str(channel), str(thread_ts)))
-
-    async def _on_home_opened(self, event: dict[str, Any]) -> None:
-        # An agent app's Messages tab takes the place of the assistant container: the prompts go to
-        # the channel, without thread_ts (Slack ignores a call for an agent app that names a thread).
-        channel = event.get("channel")
-        if event.get("tab") == "messages" and channel and self.settings.slack_experience == "agent":
-            self._owned.spawn(self._suggest_prompts(str(channel), None))
-
-    async def _on_session_stopped(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        channel, thread = str(event.get("channel") or ""), str(event.get("thread_ts") or "")
-        if not channel or not thread:
-            return
-        key = ConversationKey(
-            platform=PLATFORM, workspace=str(body.get("team_id") or ""), channel=channel, thread=thread
-        )
-        # In the background: the turn may run in another process, which takes a moment to reach.
-        self._owned.spawn(self._stop(key, str(event.get("user") or "")))
-
-    async def _stop(self, key: ConversationKey, user: str) -> None:
-        outcome = await self._turns.stops.stop(key, user)
-        if outcome == "stopped":
-            logger.info("stop pressed in %s: its turn is cancelled", key)
-            return
-        if outcome == "not_yours":
-            # Only the person whose turn it is, or an admin, stops it; the turn goes on as it was.
-            logger.debug("stop pressed in %s by %s, whose turn it is not: ignored", key, user)
-            return
-        if outcome == "elsewhere":
-            # The process running the turn took the stop: it answers as a stop pressed there would.
-            logger.info("stop pressed in %s: passed on to the process running its turn", key)
-            return
-        # No turn runs anywhere (it ended): the session must still leave `processing`, which Slack
-        # does not do by itself.
-        logger.info("stop pressed in %s, where no turn runs", key)
-        await self._turns.session_idle(turn_in(Incoming(key=key, text="", user_id=user)))
-
-    async def _suggest_prompts(self, channel: str, thread_ts: str | None) -> None:
-        try:
-            await self.client.assistant_threads_setSuggestedPrompts(
-                channel_id=channel, thread_ts=thread_ts, prompts=list(SUGGESTED_PROMPTS)
-            )
-        except SlackApiError as exc:
-            logger.warning("could not set suggested prompts: %s", exc.response.get("error"))
 
 
 build_bot = SlackBot  # the name the runners and tests build a bot by
