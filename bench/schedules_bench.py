@@ -21,7 +21,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bot.schedules.runner import RunOutcome, ScheduleRunner
+from bot.schedules.runner import ScheduleRunner
+from bot.schedules.slots import RunOutcome
 from bot.store.schedules import new_schedule_id
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Schedule

@@ -24,7 +24,8 @@ from typing import Any
 
 from adapters import jobs_runtime
 from bot.jobs import open_turn_jobs
-from bot.schedules.runner import RunOutcome, ScheduleRunner
+from bot.schedules.runner import ScheduleRunner
+from bot.schedules.slots import RunOutcome
 from bot.types import Schedule
 from tests.fakes.clock import Clock
 from tests.jobs_worker import listening

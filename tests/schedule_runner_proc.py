@@ -12,7 +12,8 @@ import asyncio
 import json
 import sys
 
-from bot.schedules.runner import RunOutcome, ScheduleRunner
+from bot.schedules.runner import ScheduleRunner
+from bot.schedules.slots import RunOutcome
 from bot.types import Schedule
 from tests.fakes.clock import Clock
 from tests.store_worker import open_store_at

@@ -35,7 +35,8 @@ from adapters.common.tasks import Owned
 from adapters.settings import Settings
 from bot.jobs import JobHandler, TurnJobs, open_turn_jobs
 from bot.schedules import timing
-from bot.schedules.runner import RunOutcome, ScheduleRunner
+from bot.schedules.runner import ScheduleRunner
+from bot.schedules.slots import RunOutcome
 from bot.store.base import ConversationStore
 from bot.types import Schedule
 from tests.fakes.clock import Clock

@@ -19,15 +19,9 @@ import pytest
 from bot.errors import StoreError
 from bot.observe import metrics
 from bot.schedules import timing
-from bot.schedules.runner import (
-    MAX_HAND_ONS,
-    MISSED_KEPT,
-    STOPPED,
-    STOPPED_TOO_OFTEN,
-    RunOutcome,
-    ScheduleRunner,
-    Tick,
-)
+from bot.schedules.runner import MISSED_KEPT, ScheduleRunner
+from bot.schedules.runs import MAX_HAND_ONS, STOPPED, STOPPED_TOO_OFTEN
+from bot.schedules.slots import RunOutcome, Tick
 from bot.store.base import ConversationStore
 from bot.store.schedules import new_schedule_id
 from bot.types import ConversationKey, Schedule

@@ -3,7 +3,7 @@ because only the core knows for certain who asks and where (`CallContext.incomin
 
 Every call is bound to its turn's scope (`bot.memory.scope`): a person reads and forgets only their
 own memories and their place's; a place memory is removed by its writer or an admin. A `remember`
-whose round read tool results waits for its person's OK first (`TurnScreen`, `bot.turn.loop`).
+whose round read tool results waits for its person's OK first (`TurnScreen`, `bot.turn.screen`).
 """
 
 from __future__ import annotations

@@ -6,14 +6,11 @@ slot to run (the store's `claim_slot`: one row per (schedule, slot), so across a
 processes and restarts exactly one caller gets it). The front end's `start` then runs the turn, in a
 task of its own so a slow run holds no other; how it ended is written with `finish_run`.
 
-A run is held under the store's turn lock, named after the run, from before its claim until after
-its outcome is written. So a run found "running" whose lock can be taken was claimed by a process
-that stopped before finishing it: `hand_on` then starts it again, here, as a turn left by a stopped
-process goes on (its message is the slot's, so the turn goes on in the same message and a front end
-answers under the post it kept with the run, never a second one). A run still unfinished a grace
-after its slot is recorded as failed ("nerve stopped during this run") instead of being handed on
-for ever. A stopped process's lock lapses with its lease on SQLite (NERVE_TURN_LEASE, 20 s), with its
-sessions on PostgreSQL; until then `hand_on` waits, as it does for a live process's run.
+Each run is held under its own lock from before its claim until after its outcome is written, so a
+run found "running" whose lock can be taken was left by a process that stopped: `hand_on` starts it
+again here, in the same message (`bot.schedules.runs`, which runs each slot exactly once). A stopped
+process's lock lapses with its lease on SQLite (NERVE_TURN_LEASE, 20 s), with its sessions on
+PostgreSQL; until then `hand_on` waits, as it does for a live process's run.
 
 With `jobs` (PostgreSQL: `SlotJobs`, procrastinate's jobs shared by every process on the database),
 a look queues each due slot as one job instead of running it here: the job's queueing lock is the
@@ -29,20 +26,25 @@ The clock and the sleep are passed in, so a test drives a simulated day with a f
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
 
 from bot.errors import StoreError
 from bot.observe import metrics
 from bot.schedules import timing
+from bot.schedules.runs import SlotRuns
+from bot.schedules.slots import DEFAULT_GRACE, Clock, Sleep, Started
+
+# The façade (`bot.agent`) names these from here, with the runner they go with.
+from bot.schedules.slots import RunOutcome as RunOutcome
+from bot.schedules.slots import SlotJobs as SlotJobs
+from bot.schedules.slots import Start as Start
+from bot.schedules.slots import Tick as Tick
 from bot.seams import TurnLock
 from bot.store.locks import KeyedLocks
 from bot.store.schedules import ENDED_BY_NERVE, ScheduleLedger
-from bot.types import ConversationKey, Schedule
+from bot.types import Schedule
 
 logger = logging.getLogger(__name__)
 # At most this many of one schedule's passed slots are recorded as missed in one look.
@@ -56,71 +58,6 @@ DUE_MARGIN = 0.05
 # burst of slots due at once waits for a free place (the runner looks again as each run ends) rather
 # than taking every connection. Within the turn gate's default, so scheduled runs never crowd out people.
 MAX_RUNNING = 8
-# Seconds after its time a slot nothing ran is still run, late (NERVE_SCHEDULE_GRACE).
-DEFAULT_GRACE = 3600.0
-# The note of a run whose process stopped before it finished: it is not run again.
-STOPPED = "nerve stopped during this run"
-# A run handed on this many times (every process that took it stopped during it) is not again.
-MAX_HAND_ONS = 3
-STOPPED_TOO_OFTEN = f"nerve stopped during this run {MAX_HAND_ONS + 1} times; it is not run again"
-
-Clock = Callable[[], float]
-Sleep = Callable[[float], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    """How a scheduled run's turn ended, as the front end that ran it saw it."""
-
-    status: Literal["answered", "failed"]
-    note: str | None = None
-
-
-# The front end's part: run `schedule`'s turn for `slot`, `late_by` seconds after it was due.
-Start = Callable[[Schedule, float, float], Awaitable[RunOutcome]]
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    schedule: Schedule
-    slot: float
-    late_by: float
-
-
-@dataclass(slots=True)
-class Tick:
-    """What one look found: the runs it started (with jobs: queued), and the slots it recorded as
-    missed; or the runs a stopped process left that were handed on here (with jobs: queued again)."""
-
-    started: list[Started] = field(default_factory=list)
-    missed: list[tuple[Schedule, float]] = field(default_factory=list)
-    # Runs a stopped process left, started again here (they go on in the same message).
-    handed_on: list[Started] = field(default_factory=list)
-    # With jobs: the due slots queued by this look, for whichever process's worker is free.
-    queued: list[Started] = field(default_factory=list)
-    # The soonest slot still to come of the schedules looked at: the next look is then, if sooner
-    # than the cadence, so a run starts at its time rather than up to a cadence late.
-    next_due: float | None = None
-
-
-class SlotJobs(Protocol):
-    """Slots run as jobs that every process on the database shares (`adapters.jobs_runtime`); each
-    job calls `ScheduleRunner.run_slot` in whichever process takes it."""
-
-    async def defer(self, schedule_id: str, slot: float) -> bool:
-        """Queue the job of one slot: False when one is waiting or running already (its queueing
-        lock is the run's), which is no error. Raises StoreError when the jobs cannot be reached."""
-        ...
-
-
-# How a run begins under its lock: claimed as due, taken over from a stopped process, or (a job,
-# which may be a retry after its worker died) claimed, else taken over.
-Begin = Literal["claim", "take_over", "claim_or_take_over"]
-
-
-def run_lock_key(schedule_id: str, slot: float) -> ConversationKey:
-    """The turn-lock name one run is held under while its process runs it."""
-    return ConversationKey(platform="schedule-run", workspace=schedule_id, channel=repr(slot), thread="")
 
 
 class ScheduleRunner:
@@ -146,8 +83,6 @@ class ScheduleRunner:
     ) -> None:
         self._ledger = ledger
         self._jobs = jobs
-        self._start = start
-        self._locks: TurnLock = locks if locks is not None else KeyedLocks()
         self._clock = clock
         self._sleep = sleep
         self._grace = grace
@@ -158,12 +93,13 @@ class ScheduleRunner:
         self.wake = asyncio.Event()
         # Set when a look left a due slot for want of a free place (`max_running` under way).
         self._waiting = False
-        # The runs this runner started that have not ended, by (schedule, slot).
-        self._running: dict[tuple[str, float], asyncio.Task[None]] = {}
+        # The runs this runner started, each claimed (or taken over) and run under its lock.
+        lock: TurnLock = locks if locks is not None else KeyedLocks()
+        self._runs = SlotRuns(ledger, start, locks=lock, clock=clock, grace=grace, freed=self._freed)
 
     @property
     def running(self) -> int:
-        return len(self._running)
+        return len(self._runs.under_way)
 
     async def tick(self) -> Tick:
         """One look: record what is too old as missed, start what is due (each in its own task; with
@@ -227,13 +163,13 @@ class ScheduleRunner:
                 metrics.schedule_run("missed")
                 found.missed.append((schedule, passed))
                 logger.info("schedule %s: the slot at %s was missed", schedule.id, passed)
-        busy = len(self._running) >= self._max_running
+        busy = len(self._runs.under_way) >= self._max_running
         if slot is not None and self._jobs is not None:
             if await self._queue(schedule, slot):
                 found.queued.append(Started(schedule, slot, max(0.0, now - slot)))
         elif slot is not None:
-            if (schedule.id, slot) not in self._running and not busy:
-                claims.append((schedule, slot, self._launch(schedule, slot)))
+            if (schedule.id, slot) not in self._runs.under_way and not busy:
+                claims.append((schedule, slot, self._runs.launch(schedule, slot)))
             elif busy:
                 self._waiting = True
         elif coming := await asyncio.to_thread(
@@ -284,39 +220,20 @@ class ScheduleRunner:
         be handed on: ended now, it would be recorded failed instead)."""
         if timing.next_slots(schedule.first_at, schedule.rule, schedule.timezone, now, 1):
             return
-        if any(key[0] == schedule.id for key in self._running):
+        if any(key[0] == schedule.id for key in self._runs.under_way):
             return
         latest = await self._ledger.latest_slot(schedule.id)
         last = None if latest is None else await self._ledger.run(schedule.id, latest)
         if last is None or last.status != "running":
             await self._ledger.set_schedule_status(schedule.id, "done", by=ENDED_BY_NERVE, at=now)
 
-    def _launch(
-        self, schedule: Schedule, slot: float, *, handed_on: bool = False
-    ) -> asyncio.Future[float | None]:
-        """Start one run in its own task; the future says, once claimed (or, `handed_on`, taken over),
-        how late it started (None: another runner had it, or the schedule is no longer active)."""
-        claimed: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
-        key = (schedule.id, slot)
-        running = self._run(schedule, slot, claimed, begin="take_over" if handed_on else "claim")
-        task = asyncio.create_task(running, name=f"schedule-{schedule.id}")
-        self._running[key] = task
-
-        def ended(done: asyncio.Task[None]) -> None:
-            self._running.pop(key, None)
-            if self._waiting:
-                # A due slot waits for a free place: look again now, not at the next cadence, so a
-                # burst (everyone's "every weekday at 09:00") runs at the pace its runs end.
-                self._waiting = False
-                self.wake.set()
-            if not claimed.done():
-                claimed.set_result(None)
-            if not done.cancelled() and (error := done.exception()) is not None:
-                # Before its claim (the store unreachable): the slot is looked at again next time.
-                logger.error("schedule %s: the slot at %s could not be run: %s", schedule.id, slot, error)
-
-        task.add_done_callback(ended)
-        return claimed
+    def _freed(self) -> None:
+        """A run ended: its place is free for a due slot a look left waiting."""
+        if self._waiting:
+            # A due slot waits for a free place: look again now, not at the next cadence, so a
+            # burst (everyone's "every weekday at 09:00") runs at the pace its runs end.
+            self._waiting = False
+            self.wake.set()
 
     async def run_slot(self, schedule_id: str, slot: float) -> Started | None:
         """The job of one slot, run in whichever process's worker took it: under the run's lock, claim
@@ -329,111 +246,18 @@ class ScheduleRunner:
         schedule = await self._ledger.schedule(schedule_id)
         if schedule is None or not self._mine(schedule):
             return None
-        claimed: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
-        await self._run(schedule, slot, claimed, begin="claim_or_take_over")
-        late_by = claimed.result() if claimed.done() else None
-        return None if late_by is None else Started(schedule, slot, late_by)
-
-    async def _run(
-        self, schedule: Schedule, slot: float, claimed: asyncio.Future[float | None], *, begin: Begin
-    ) -> None:
-        async with self._locks.hold(run_lock_key(schedule.id, slot)):
-            late_by = await self._begin(schedule, slot, begin)
-            if not claimed.done():  # (its look may have been cancelled meanwhile, at a stop)
-                claimed.set_result(late_by)
-            if late_by is None:
-                return
-            try:
-                outcome = await self._start(schedule, slot, late_by)
-            except asyncio.CancelledError:
-                # This process is stopping: the run stays "running", and the next runner to look (here
-                # after a restart, or another process) hands it on; it goes on in the same message.
-                logger.info(
-                    "schedule %s: the run of the slot at %s is left to be handed on", schedule.id, slot
-                )
-                raise
-            except Exception as exc:
-                logger.exception("schedule %s: the run of the slot at %s failed", schedule.id, slot)
-                outcome = RunOutcome("failed", f"the run failed: {exc}"[:500])
-            # Written even when a stop comes now: the turn ended, and its outcome is not handed on.
-            finishing = asyncio.ensure_future(self._finish(schedule.id, slot, outcome))
-            try:
-                await asyncio.shield(finishing)
-            except asyncio.CancelledError:
-                await finishing
-                raise
-
-    async def _begin(self, schedule: Schedule, slot: float, begin: Begin) -> float | None:
-        """Under the run's lock: how late the run starts, or None when it is not to run here."""
-        if begin == "take_over":
-            return await self._take_over(schedule, slot)
-        if begin == "claim_or_take_over" and self._clock() - slot > self._grace:
-            # A job that waited beyond the grace (every worker busy, or down): its slot is missed, as
-            # a look would have found it, never run in a burst after an outage.
-            if schedule.status == "active" and await self._ledger.record_missed(
-                schedule.id, slot, at=self._clock()
-            ):
-                metrics.schedule_run("missed")
-                logger.info("schedule %s: the slot at %s was missed (queued too long)", schedule.id, slot)
-                return None
-            return await self._take_over(schedule, slot)  # a run left "running" is recorded failed
-        late_by = await self._claim(schedule, slot)
-        if late_by is None and begin == "claim_or_take_over":
-            # Claimed before: a run still "running" whose lock this holds was left by a process that
-            # stopped (a job's earlier attempt); any other row, or none (an ended schedule), is no run.
-            return await self._take_over(schedule, slot)
-        return late_by
-
-    async def _claim(self, schedule: Schedule, slot: float) -> float | None:
-        """Claim a due slot: how late it starts, or None when another runner had it first."""
-        at = self._clock()
-        late_by = max(0.0, at - slot)
-        if not await self._ledger.claim_slot(schedule.id, slot, at=at, late_by=late_by):
-            return None
-        metrics.schedule_lateness(late_by)
-        logger.info("schedule %s: running the slot at %s, %.0f s late", schedule.id, slot, late_by)
-        return late_by
-
-    async def _take_over(self, schedule: Schedule, slot: float) -> float | None:
-        """Under the run's lock: take over a run its process left, if it is still unfinished and its
-        schedule still active; one left for longer than the grace is recorded failed instead."""
-        run = await self._ledger.run(schedule.id, slot)
-        if run is None or run.status != "running":
-            return None  # finished meanwhile, by whoever held it
-        current = await self._ledger.schedule(schedule.id)
-        too_late = self._clock() - slot > self._grace
-        if current is None or current.status != "active" or too_late:
-            await self._finish(schedule.id, slot, RunOutcome("failed", STOPPED))
-            logger.warning("schedule %s: %s (slot %s)", schedule.id, STOPPED, slot)
-            return None
-        if run.hand_ons >= MAX_HAND_ONS:
-            # Each process that took it stopped during it: the run itself is the likely cause, and
-            # handing it on again would take down the next process too.
-            await self._finish(schedule.id, slot, RunOutcome("failed", STOPPED_TOO_OFTEN))
-            logger.error("schedule %s: %s (slot %s)", schedule.id, STOPPED_TOO_OFTEN, slot)
-            return None
-        await self._ledger.count_hand_on(schedule.id, slot)
-        logger.warning(
-            "schedule %s: handing on the run of the slot at %s, left by a stopped process", schedule.id, slot
-        )
-        metrics.schedule_run("handed_on")
-        return run.late_by
-
-    async def _finish(self, schedule_id: str, slot: float, outcome: RunOutcome) -> None:
-        at = self._clock()
-        if await self._ledger.finish_run(schedule_id, slot, outcome.status, at=at, note=outcome.note):
-            metrics.schedule_run(outcome.status)
+        return await self._runs.run_job(schedule, slot)
 
     async def hand_on(self) -> list[Started]:
         """The runs found "running" that no live process holds (their process stopped) are started
         again here and returned, as a turn left by a stopped process goes on; those left longer than
-        the grace after their slot are recorded as failed (`STOPPED`) instead. A run another live
+        the grace after their slot are recorded as failed (`runs.STOPPED`) instead. A run another live
         process holds is waited for (it finishes it itself), so call this in a task of its own when
         other processes may run. With jobs, such a run with no job waiting or running is queued
         again instead (returned as handed on), and its job takes it over in whichever process."""
         taken: list[Started] = []
         for run in await self._ledger.running_runs(older_than=self._clock()):
-            if (run.schedule_id, run.slot) in self._running:
+            if (run.schedule_id, run.slot) in self._runs.under_way:
                 continue
             schedule = await self._ledger.schedule(run.schedule_id)
             if schedule is None or not self._mine(schedule):
@@ -445,7 +269,7 @@ class ScheduleRunner:
                 if await self._queue(schedule, run.slot):
                     taken.append(Started(schedule, run.slot, run.late_by))
                 continue
-            late_by = await self._launch(schedule, run.slot, handed_on=True)
+            late_by = await self._runs.launch(schedule, run.slot, handed_on=True)
             if late_by is not None:
                 taken.append(Started(schedule, run.slot, late_by))
         return taken
@@ -510,13 +334,8 @@ class ScheduleRunner:
 
     async def stop(self) -> None:
         """Stop the runs under way (each left to be handed on) and wait for them to end."""
-        tasks = list(self._running.values())
-        for task in tasks:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._runs.stop()
 
     async def wait_for_runs(self) -> None:
         """Until the runs started so far have ended (a test's, or a front end's before it leaves)."""
-        while self._running:
-            await asyncio.gather(*list(self._running.values()), return_exceptions=True)
+        await self._runs.wait()

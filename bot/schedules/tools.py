@@ -22,7 +22,7 @@ from bot.errors import ScheduleError
 from bot.mcp.auth.people import person_of
 from bot.policy.platforms import Platforms
 from bot.schedules import timing
-from bot.schedules.runner import DEFAULT_GRACE
+from bot.schedules.slots import DEFAULT_GRACE
 from bot.store.schedules import ScheduleLedger, new_schedule_id
 from bot.types import CallContext, CallSummary, Incoming, Proposal, Schedule, ToolResult, ToolSpec
 

@@ -1,7 +1,9 @@
 """The loop of one turn: ask the model, run its tool calls in parallel, persist the round, repeat.
 
-A round whose calls wait for a person (`TurnScreen`) comes back as a `WaitingRound`, which
+A round whose calls wait for a person (`bot.turn.screen`) comes back as a `WaitingRound`, which
 `bot.asks.parking` parks and later resumes here. How turns run (rounds, limits, waits) is `AgentConfig`.
+What a round is made of lives beside it: the prompt (`bot.turn.prompt`), the model call
+(`bot.turn.model_call`), the screening of calls (`bot.turn.screen`) and the answer (`bot.turn.answers`).
 """
 
 from __future__ import annotations
@@ -9,30 +11,24 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot.budgets.meter import UsageMeter, open_request, settle_request
 from bot.budgets.rules import Budgets, Prices
-from bot.errors import ContextTooLong, LLMError, StreamCut, TurnOverdue
-from bot.files.desk import FileDesk, TurnFiles
+from bot.errors import LLMError, StreamCut, TurnOverdue
+from bot.files.desk import FileDesk
 from bot.files.intake import FileRules
 from bot.files.vision import VisionMode
 from bot.mcp.auth.people import person_of
-from bot.memory.prompt import memory_sections
-from bot.memory.scope import turn_scope
-from bot.memory.secrets import secret_kind
-from bot.memory.tools import MEMORY_SERVER, MemoryTools, read_by_tools, remembered
-from bot.model.tokens import estimate_message_tokens, estimate_tools_tokens
-from bot.observe import metrics
-from bot.policy.approval import call_hash
-from bot.policy.scopes import Scopes, place_id
+from bot.memory.tools import MemoryTools, read_by_tools
+from bot.policy.scopes import Scopes
 from bot.schedules.tools import NAMES as SCHEDULE_TOOL_NAMES
-from bot.schedules.tools import RUNS_ON, SCHEDULES_SERVER
-from bot.seams import LLM, ConfirmedTools, ModelChooser, PlacedTools, PromptNote, Store, ToolHost
+from bot.schedules.tools import RUNS_ON
+from bot.seams import LLM, ModelChooser, PlacedTools, Store, ToolHost
 from bot.store.approvals import ApprovalLedger
-from bot.text.render import truncate
+from bot.turn.answers import TurnAnswers
 from bot.turn.calls import (
     CallOutcome,
     Contexts,
@@ -40,28 +36,23 @@ from bot.turn.calls import (
     TurnState,
     Waiting,
     progress_reporter,
-    stored_attachment,
-    stored_results,
 )
-from bot.turn.context import Budget, build_request
 from bot.turn.deadline import TurnDeadline
-from bot.turn.failures import model_failure, overdue
 from bot.turn.guards import confirm_prompt, triggered_tools
+from bot.turn.model_call import ModelCalls
+from bot.turn.prompt import turn_prompt
+from bot.turn.screen import TurnScreen
 from bot.types import (
     AgentReply,
-    AuditEntry,
     CallContext,
     ChatMessage,
-    Completion,
     ConversationKey,
     Incoming,
     InputAnswer,
     InputDraft,
     Platforms,
     Progress,
-    Proposal,
     ToolCall,
-    ToolResult,
     ToolSpec,
     TurnEvent,
     Usage,
@@ -140,70 +131,6 @@ class QuestionDesk(Protocol):
     async def completed(self, server: str, elicitation_id: str) -> None: ...
 
 
-@dataclass(slots=True)
-class TurnScreen:
-    """Screens the calls of one turn and collects the audit of what ran without asking."""
-
-    store: ApprovalLedger
-    incoming: Incoming
-    # The model's context holds tool results: text no person wrote, which may carry instructions.
-    read_by_tools: bool = False
-    audit: list[AuditEntry] = field(default_factory=list)
-    # The built-in tool hosts by server name: some hold their calls for their person's own word.
-    builtins: Mapping[str, ToolHost] = field(default_factory=dict)
-
-    async def __call__(
-        self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]
-    ) -> bool | Proposal | ToolResult:
-        # What acts as its person later (a schedule) waits for their word every time, once checked:
-        # a call that cannot be made is refused to the model without asking anyone.
-        host = self.builtins.get(spec.server)
-        if isinstance(host, ConfirmedTools) and host.confirmed(spec):
-            return await host.proposal(arguments, self.incoming)
-        # What a tool's text may have led to (a memory planted, or one deleted) waits for its person's
-        # OK, whatever else is allowed; a secret is refused outright when it runs, never shown on a card.
-        led_by_tools = spec.server == MEMORY_SERVER and self.read_by_tools
-        if led_by_tools and spec.original_name == "forget":
-            return True
-        # Cancelled is final: a cancel a tool's text may have led to waits for its person's OK too.
-        if spec.server == SCHEDULES_SERVER and spec.original_name == "cancel_schedule" and self.read_by_tools:
-            return True
-        if (
-            led_by_tools
-            and spec.original_name == "remember"
-            and not secret_kind(str(arguments.get("text", "")))
-        ):
-            return True
-        place = place_id(self.incoming.where())
-        if not spec.needs_approval:
-            outcome = "auto: approval not required" if spec.approval == "never" else "auto: read-only"
-        else:
-            # Only while the tool is still defined as it was when a person chose "always allow here".
-            if await self.store.remembered(place, spec.server, spec.original_name) != spec.definition_hash:
-                return True
-            outcome = "auto: always-allowed here"
-        self.audit.append(
-            AuditEntry(
-                who="nerve",
-                place=place,
-                server=spec.server,
-                tool=spec.original_name,
-                call_id=call.id,
-                arguments_hash=call_hash(spec.server, spec.original_name, arguments),
-                outcome=outcome,
-            )
-        )
-        return False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnPrompt:
-    """What a turn's requests start with (`system`), and the note its own message ends with."""
-
-    system: str
-    note: str = ""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WaitingRound:
     """A round some of whose calls wait for a person: what parking it needs."""
@@ -235,8 +162,19 @@ class TurnLoop:
     files: FileDesk | None = None
     # Every request's usage recorded and held to the budgets; without it, only counted in the metrics.
     meter: UsageMeter | None = None
-    # How the server's token count compares with our offline estimate, learnt from each answer.
-    _token_scale: float = field(default=1.0, init=False)
+    # Each round's model call, sized to the context as the model's answers taught.
+    model_calls: ModelCalls = field(init=False)
+    # How each turn's answer is put in words and stored, wherever the turn ends.
+    answers: TurnAnswers = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.model_calls = ModelCalls(context_tokens=self.config.context_tokens)
+        self.answers = TurnAnswers(
+            store=self.store,
+            host=self.host,
+            platforms=self.config.platforms,
+            max_argument_errors=self.config.max_argument_errors,
+        )
 
     def tools(self, incoming: Incoming | None = None) -> list[ToolSpec]:
         """What the model is offered right now (in the place `incoming` was written, if given)."""
@@ -257,27 +195,6 @@ class TurnLoop:
         name = self.config.scopes.model_for(incoming.where())
         return self.llm.choose(name) if name and isinstance(self.llm, ModelChooser) else self.llm
 
-    async def system_prompt(self, incoming: Incoming) -> TurnPrompt:
-        """The system prompt with the place's memories, and the turn's note (the time now, the person's
-        memories), both the same every round. What is the same for every turn of a place comes first
-        and alone in the system prompt, so a provider's cache keeps the start of every request."""
-        prompt, notes = self.config.system_prompt, []
-        # A built-in's line (the time now, for schedules), where the policy offers its tools.
-        for host in self.runner.builtins.values():
-            offered = self.config.scopes.offered(incoming.where(), host.list_tools())
-            if isinstance(host, PlacedTools) and not host.offered_in(incoming):
-                continue
-            if isinstance(host, PromptNote) and offered and (note := await host.prompt_note(incoming)):
-                notes.append(note)
-        # Where the policy hides memory, none is sent either.
-        if self.memory is not None and self.config.scopes.allows(incoming.where(), MEMORY_SERVER, "recall"):
-            tokens = int(self.config.context_tokens * self.config.memory_share)
-            scope = turn_scope(incoming, self.config.platforms)
-            sections = await memory_sections(self.memory.ledger, scope, incoming.text, tokens)
-            prompt = f"{prompt}\n\n{sections.place}" if sections.place else prompt
-            notes += [sections.person] if sections.person else []
-        return TurnPrompt(system=prompt, note="\n\n".join(notes))
-
     async def run(
         self,
         incoming: Incoming,
@@ -291,7 +208,15 @@ class TurnLoop:
         """Rounds from `first_round` on, until an answer, a stop, or a round that waits for a person."""
         usage = Usage()
         nudge: list[ChatMessage] = []
-        prompt = await self.system_prompt(incoming)
+        prompt = await turn_prompt(
+            incoming,
+            system=self.config.system_prompt,
+            scopes=self.config.scopes,
+            builtins=self.runner.builtins,
+            memory=self.memory,
+            memory_tokens=int(self.config.context_tokens * self.config.memory_share),
+            platforms=self.config.platforms,
+        )
         # What the budgets estimate each request from (the note is a line or two of the last message).
         head = ChatMessage(role="system", content=f"{prompt.system}\n\n{prompt.note}")
         files = (
@@ -314,8 +239,8 @@ class TurnLoop:
                 state.notices.append(charge.notice)
             try:
                 async with deadline.running("model"), charge or contextlib.nullcontext():
-                    completion = await self._complete(
-                        prompt, [*history, *nudge], tools, progress, files, llm=self.llm_for(incoming)
+                    completion = await self.model_calls.complete(
+                        self.llm_for(incoming), prompt, [*history, *nudge], tools, progress, files
                     )
                     await settle_request(charge, completion, self.config.model)
             except StreamCut as cut:
@@ -405,116 +330,21 @@ class TurnLoop:
 
     def stop_reason(self, outcomes: Sequence[CallOutcome], state: TurnState) -> str | None:
         """A plain answer when going on would only guess in circles (S10)."""
-        refused = [o for o in outcomes if o.outcome == "refused_unavailable"]
-        if refused:
-            names = sorted({o.message.name or "a tool" for o in refused})
-            told = " ".join(
-                _one_line(state.failed[name].for_people()) for name in names if name in state.failed
-            )
-            return f"Sorry — I could not finish this answer. {told}".strip()
-        state.argument_errors += sum(1 for o in outcomes if o.outcome == "fix_arguments")
-        if state.argument_errors > self.config.max_argument_errors:
-            last = next(o.failure for o in reversed(outcomes) if o.outcome == "fix_arguments" and o.failure)
-            return (
-                "Sorry — I could not call the tools with valid arguments after several tries. "
-                + _one_line(last.for_people())
-            )
-        return None
-
-    async def _complete(
-        self,
-        prompt: TurnPrompt,
-        history: list[ChatMessage],
-        tools: Sequence[ToolSpec],
-        progress: Progress,
-        files: TurnFiles | None = None,
-        *,
-        llm: LLM | None = None,
-    ) -> Completion:
-        """One model call within the token budget; on a context-length error, compress and retry once."""
-        llm = llm or self.llm
-        budget = Budget(
-            context_tokens=self.config.context_tokens,
-            tools_tokens=estimate_tools_tokens(tools),
-            scale=self._token_scale,
-        )
-
-        def request_of(squeeze: bool) -> list[ChatMessage]:
-            # The files' text and images are put in each time: a refusal of images composes anew.
-            messages = files.compose(history) if files is not None else history
-            return build_request(prompt.system, messages, budget, squeeze=squeeze, note=prompt.note)
-
-        async def ask(request: list[ChatMessage], squeeze: bool) -> Completion:
-            if files is None:
-                return await llm.complete(request, tools, progress)
-            return await files.complete(llm, request, tools, progress, lambda: request_of(squeeze))
-
-        request = request_of(False)
-        try:
-            completion = await ask(request, False)
-        except ContextTooLong:
-            await progress(
-                TurnEvent(kind="notice", message="conversation too long for the model, compressing…")
-            )
-            request = request_of(True)
-            completion = await ask(request, True)
-        if completion.usage and completion.usage.prompt_tokens:
-            estimated = estimate_message_tokens(request) + budget.tools_tokens
-            # Learn how our offline estimate compares with the server's own count.
-            self._token_scale = min(4.0, max(0.5, completion.usage.prompt_tokens / max(1, estimated)))
-        return completion
+        return self.answers.stop_reason(outcomes, state)
 
     async def finish(
         self, key: ConversationKey, text: str, state: TurnState, usage: Usage, *, cut_short: bool = False
     ) -> AgentReply:
-        text = text.strip() or "The model returned an empty answer. Please rephrase the question."
-        if state.notices:
-            text = "\n".join(state.notices) + "\n\n" + text
-        if missing := [failure for name, failure in state.failed.items() if name not in text]:
-            text += "\n\n" + "\n".join(f"⚠️ {_one_line(failure.for_people())}" for failure in missing)
-        if starting := self.host.starting():
-            text += f"\n\n⏳ {', '.join(starting)}: still starting, so not used for this answer."
-        saved = remembered(state.attachments)
-        if saved:
-            text += "\n\n" + "\n".join(
-                f"🧠 Remembered for {memory.owner}: {memory.text}"
-                + (f" ({memory.note})" if memory.note else "")
-                for memory in saved
-            )
-        await self.store.append(key, [ChatMessage(role="assistant", content=text)])
-        if state.model is not None:
-            logger.info("answered by model %s", state.model)
-        return AgentReply(
-            text=text,
-            attachments=tuple(state.attachments),
-            usage=usage,
-            cut_short=cut_short,
-            remembered=saved,
-            model=state.model,
-        )
+        """The turn's answer, with its notices and warnings, stored and returned."""
+        return await self.answers.finish(key, text, state, usage, cut_short=cut_short)
 
     async def stored_answer(self, incoming: Incoming) -> AgentReply | None:
         """A re-delivered message whose answer is already stored gets that answer, not a second turn."""
-        after = await self.store.messages_after_event(incoming.key, incoming.event_id or "")
-        finals = [m for m in after if m.role == "assistant" and not m.tool_calls]
-        if not finals:
-            return None
-        attachments = tuple(stored_attachment(call, m) for call, m in stored_results(after))
-        return AgentReply(text=finals[0].content or "", attachments=attachments)
+        return await self.answers.stored_answer(incoming)
 
     def ended(self, incoming: Incoming, error: LLMError | TurnOverdue, state: TurnState) -> AgentReply:
-        """A turn the model failed or whose time ran out: a plain sentence with the tool results so far.
-
-        Not stored: a re-delivery tries again, and the model never reads the apology back as its own."""
-        if isinstance(error, LLMError):
-            logger.warning("model call failed for %s: %s", incoming.key, error.message)
-            text = model_failure(error, incoming, self.config.platforms.get(incoming.key.platform))
-        else:
-            logger.warning("turn in %s ran out of time: %s", incoming.key, error.message)
-            metrics.turn_outcome("timed_out")
-            text = overdue(error)
-        text = "\n".join([*state.notices, text])
-        return AgentReply(text=text, attachments=tuple(state.attachments), failed=True)
+        """A turn the model failed or whose time ran out: a plain sentence with the tool results so far."""
+        return self.answers.ended(incoming, error, state)
 
 
 def _with_unique_call_ids(message: ChatMessage, history: Sequence[ChatMessage]) -> ChatMessage:
@@ -527,9 +357,3 @@ def _with_unique_call_ids(message: ChatMessage, history: Sequence[ChatMessage]) 
         seen.add(call.id)
         calls.append(call)
     return replace(message, tool_calls=tuple(calls)) if message.tool_calls else message
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    """The first line of a people text, for a sentence inside the answer."""
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    return truncate(line, limit)[0]
