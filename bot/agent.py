@@ -1,8 +1,8 @@
 """The agent, the core's façade: one turn of conversation, from the user's message to the answer (S4–S12).
 
-It stores the message, runs the turn's loop (`bot.turn.loop`), hands a round that waits for a person
-to its parking (`bot.asks.parking`), and takes that person's answer to any ask to the ledger of its
-kind, so a front end answers every ask one way; everything platform-specific stays in the adapters.
+It assembles the core and hands each call to the part whose concern it is: a message's turn to
+`bot.asks.turns`, an answer to any ask to `bot.asks.answering`, schedules to `bot.schedules.desk`, and
+so on. The rules live with those parts; the façade keeps the names the front ends use, platform-free.
 """
 
 from __future__ import annotations
