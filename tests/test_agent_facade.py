@@ -3,7 +3,8 @@ with approvals and per-person servers as without them, so a front end never chec
 
 from __future__ import annotations
 
-from bot.agent import NO_SIGN_INS, Agent
+from bot.agent import Agent
+from bot.asks.answering import NO_SIGN_INS
 from bot.types import ConversationKey
 from tests.fakes.scripted import ScriptedLLM
 

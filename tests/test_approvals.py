@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent import FILES_NOT_KEPT, Agent, AgentConfig
+from bot.agent import Agent, AgentConfig
+from bot.asks.deferral import FILES_NOT_KEPT
 from bot.asks.parking import ALREADY_DECIDED, CHANGED, EXPIRED, NOT_YOURS
 from bot.errors import AskExpired
 from bot.mcp.host import MCPHost

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent import DEFERRED_FOR_ANSWER, Agent, AgentConfig
+from bot.agent import Agent, AgentConfig
+from bot.asks.deferral import DEFERRED_FOR_ANSWER
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig, ToolOverride
 from bot.store.sqlite import SQLiteStore

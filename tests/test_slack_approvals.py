@@ -18,7 +18,8 @@ import pytest
 
 from adapters.slack.approval_view import approval_message, argument_uploads
 from adapters.slack.events import Identity, classify, inbox_payload
-from bot.agent import DEFERRED_REPLY, AgentConfig
+from bot.agent import AgentConfig
+from bot.asks.deferral import DEFERRED_REPLY
 from bot.asks.parking import EXPIRED
 from bot.mcp.host import MCPHost
 from bot.mcp.server_config import ServerConfig
