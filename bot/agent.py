@@ -35,11 +35,12 @@ from bot.observe import metrics
 from bot.schedules import timing as _timing
 from bot.schedules.desk import ScheduleDesk
 from bot.schedules.desk import scheduled_incoming as scheduled_incoming
-from bot.schedules.runner import CADENCE, Start
-from bot.schedules.runner import RunOutcome as RunOutcome
+from bot.schedules.runner import CADENCE
 from bot.schedules.runner import ScheduleRunner as ScheduleRunner
-from bot.schedules.runner import SlotJobs as SlotJobs
-from bot.schedules.runner import Tick as Tick
+from bot.schedules.slots import RunOutcome as RunOutcome
+from bot.schedules.slots import SlotJobs as SlotJobs
+from bot.schedules.slots import Start
+from bot.schedules.slots import Tick as Tick
 from bot.schedules.tools import SCHEDULES_SERVER
 from bot.seams import LLM, ServerStates, Store, ToolHost, TurnLock
 from bot.seams import Inbox as Inbox

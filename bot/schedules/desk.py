@@ -16,7 +16,8 @@ from typing import Literal
 
 from bot.errors import ScheduleError
 from bot.policy.platforms import Platforms
-from bot.schedules.runner import CADENCE, Clock, ScheduleRunner, Sleep, SlotJobs, Start
+from bot.schedules.runner import CADENCE, ScheduleRunner
+from bot.schedules.slots import Clock, Sleep, SlotJobs, Start
 from bot.schedules.timing import zone
 from bot.schedules.tools import ScheduleTools
 from bot.schedules.zones import UTC_NAME, checked, local_time_zone

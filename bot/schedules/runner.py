@@ -34,13 +34,7 @@ from bot.errors import StoreError
 from bot.observe import metrics
 from bot.schedules import timing
 from bot.schedules.runs import SlotRuns
-from bot.schedules.slots import DEFAULT_GRACE, Clock, Sleep, Started
-
-# The façade (`bot.agent`) names these from here, with the runner they go with.
-from bot.schedules.slots import RunOutcome as RunOutcome
-from bot.schedules.slots import SlotJobs as SlotJobs
-from bot.schedules.slots import Start as Start
-from bot.schedules.slots import Tick as Tick
+from bot.schedules.slots import DEFAULT_GRACE, Clock, Sleep, SlotJobs, Start, Started, Tick
 from bot.seams import TurnLock
 from bot.store.locks import KeyedLocks
 from bot.store.schedules import ENDED_BY_NERVE, ScheduleLedger
