@@ -30,9 +30,12 @@ HEAVY_FOR_THE_COMMAND_LINE = (
     "openai",
 )
 # Loaded only when a server of the servers file signs in, or with the extras configured; the line
-# editor only by the chat (a one-shot `nerve ask` reads no lines unless it asks someone).
+# editor only by the chat (a one-shot `nerve ask` reads no lines unless it asks someone); the PDF
+# and image readers with the first such file read.
 HEAVY_FOR_A_RUNTIME = (
     "prompt_toolkit",
+    "pypdf",
+    "PIL",
     "mcp.client.auth",
     "bot.mcp.auth.sign_ins",
     "bot.mcp.auth.provider",

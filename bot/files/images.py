@@ -13,8 +13,6 @@ import io
 import re
 from dataclasses import dataclass
 
-from PIL import Image, ImageOps, UnidentifiedImageError
-
 # Only these decoders run: a file claiming to be a PNG is never handed to a TIFF or PSD parser.
 _FORMATS = {"png": "PNG", "jpeg": "JPEG", "gif": "GIF", "webp": "WEBP"}
 _JPEG_QUALITY = 85
@@ -34,6 +32,9 @@ class ImageRefused(Exception):
 def read_image(sort: str, data: bytes, *, max_pixels: int, long_side: int) -> Scaled:
     """The image in `data` (of the sniffed `sort`) scaled so its long side is at most `long_side`,
     re-encoded as PNG when it has transparency, else JPEG; raises `ImageRefused`."""
+    # Pillow loads with the first image read, never at start-up (`nerve ask` loads no file reader).
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
     label = "WebP" if sort == "webp" else _FORMATS[sort]
     try:
         image = Image.open(io.BytesIO(data), formats=[_FORMATS[sort]])

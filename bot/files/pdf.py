@@ -12,9 +12,10 @@ import io
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pypdf import PdfReader
-from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
+if TYPE_CHECKING:
+    from pypdf import PdfReader
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,10 @@ class PdfRefused(Exception):
 
 def read_pdf(data: bytes, *, max_pages: int, max_seconds: float) -> PdfText:
     """The text of the PDF in `data`, each page under a `[page N]` line; raises `PdfRefused`."""
+    # pypdf loads with the first PDF read, never at start-up (`nerve ask` loads no file reader).
+    from pypdf import PdfReader
+    from pypdf.errors import DependencyError, FileNotDecryptedError
+
     started = time.monotonic()
     try:
         reader = PdfReader(io.BytesIO(data))
@@ -73,6 +78,8 @@ def _first(pages: int) -> str:
 
 def _unlocked(reader: PdfReader) -> bool:
     """Many PDFs are encrypted only against editing, with an empty password to open them."""
+    from pypdf.errors import PyPdfError
+
     try:
         return bool(reader.decrypt(""))
     except (PyPdfError, NotImplementedError):
