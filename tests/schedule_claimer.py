@@ -8,10 +8,10 @@ claims each (schedule, slot) in an order of its own, and prints the ones it won 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import sys
 
+from tests.proc_output import say_json
 from tests.store_worker import open_store_at
 
 
@@ -24,7 +24,7 @@ async def main(location: str, ids: list[str], first: float, slots: int, seed: in
         claims = await asyncio.gather(
             *(store.claim_slot(sid, slot, at=slot, late_by=0.0) for sid, slot in attempts)
         )
-    print(json.dumps([pair for pair, won in zip(attempts, claims, strict=True) if won]), flush=True)
+    say_json([pair for pair, won in zip(attempts, claims, strict=True) if won])
 
 
 if __name__ == "__main__":

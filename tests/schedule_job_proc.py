@@ -17,7 +17,6 @@ it returns, each at once, so that a test counts the runs even of a process it SI
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from typing import Any
@@ -29,13 +28,14 @@ from bot.schedules.slots import RunOutcome
 from bot.types import Schedule
 from tests.fakes.clock import Clock
 from tests.jobs_worker import listening
+from tests.proc_output import say_json
 from tests.store_worker import open_store_at
 
 PLATFORM = "test"
 
 
 def say(event: str, **more: Any) -> None:
-    print(json.dumps({"event": event, **more}), flush=True)
+    say_json({"event": event, **more})
 
 
 async def main(url: str, name: str, stall_timeout: float) -> None:

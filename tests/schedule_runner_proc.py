@@ -9,13 +9,13 @@ once, and prints the (schedule, slot) pairs it ran as JSON.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 
 from bot.schedules.runner import ScheduleRunner
 from bot.schedules.slots import RunOutcome
 from bot.types import Schedule
 from tests.fakes.clock import Clock
+from tests.proc_output import say_json
 from tests.store_worker import open_store_at
 
 
@@ -35,7 +35,7 @@ async def main(location: str, first: float, last: float, step: float) -> None:
             await runner.tick()
             await runner.wait_for_runs()
             clock.now += step
-    print(json.dumps(ran), flush=True)
+    say_json(ran)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -39,10 +38,11 @@ from adapters.terminal.platform import TERMINAL
 from adapters.terminal.runtime import terminal_runtime
 from bot.agent import RunOutcome
 from bot.types import Schedule
+from tests.proc_output import say_json
 
 
 def say(**fields: Any) -> None:
-    print(json.dumps(fields), flush=True)
+    say_json(fields)
 
 
 async def run_nerve(base: float, real0: float, speed: float, cadence: float) -> None:

@@ -120,13 +120,17 @@ class Nerves:
         self.clock = FastClock()
 
     async def _read(self) -> None:
+        """Every line the harness prints; when the output ends or cannot be read, a waiter is woken
+        at once (it says why) instead of waiting out LIVENESS."""
         assert self._process.stdout is not None
-        async for raw in self._process.stdout:
+        try:
+            async for raw in self._process.stdout:
+                async with self._changed:
+                    self.lines.append(json.loads(raw))
+                    self._changed.notify_all()
+        finally:
             async with self._changed:
-                self.lines.append(json.loads(raw))
                 self._changed.notify_all()
-        async with self._changed:
-            self._changed.notify_all()
 
     async def wait_for(self, check: Callable[[dict[str, Any]], bool], *, what: str) -> dict[str, Any]:
         """The first line that passes `check`, waited for; fails saying `what` after LIVENESS."""
@@ -140,6 +144,9 @@ class Nerves:
         except TimeoutError:
             raise AssertionError(f"no sign of {what} within {LIVENESS:g} s (see {self._log})") from None
         line = found()
+        if line is None and self._reader.done() and not self._reader.cancelled():
+            failure = self._reader.exception()
+            assert failure is None, f"the harness's output could not be read before {what}: {failure!r}"
         assert line is not None, f"the harness ended before {what} (see {self._log})"
         return line
 

@@ -23,6 +23,7 @@ from bot.runtime import open_runtime
 from bot.store.choose import open_configured_store, open_postgres_store
 from bot.store.sqlite import SQLiteStore
 from bot.types import ConversationKey, Incoming
+from tests.proc_output import say_json
 
 KEY = ConversationKey(platform="slack", workspace="W1", channel="C1", thread="1600000000.000100")
 
@@ -48,7 +49,7 @@ async def answer_lines(db: str, mcp_config: Path, model_url: str) -> None:
             asked = json.loads(line)
             incoming = Incoming(key=KEY, text=asked["text"], user_id="U1", event_id=asked["event_id"])
             reply = await runtime.agent.reply(incoming)
-            print(json.dumps({"event_id": asked["event_id"], "text": reply.text}), flush=True)
+            say_json({"event_id": asked["event_id"], "text": reply.text})
 
         async with asyncio.TaskGroup() as turns:
             while line := await reader.readline():
