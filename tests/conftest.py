@@ -139,9 +139,12 @@ def _start_fork_server() -> None:
     `nerve` process they start inherit its address (`tests/mcp_servers/warm_start.py`)."""
     global _fork_server
     address = Path(tempfile.mkdtemp(prefix="nerve-warm-")) / "fork.sock"
+    # In its own environment too: a server that a warm `nerve` (a child of the fork server) starts
+    # finds the address there (`tests/mcp_servers/warm_start.py`).
     _fork_server = subprocess.Popen(
         [sys.executable, "-c", SERVE_FORKS, str(address)],
         cwd=ROOT,
+        env={**os.environ, ADDRESS_VARIABLE: str(address)},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
