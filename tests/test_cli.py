@@ -64,11 +64,15 @@ def nerve_env(tmp_path: Path, *, servers: dict[str, Any] | None = None, **extra:
     return env
 
 
+# `python -m bot`, started warm (`tests/warm_nerve`): a real process, but nerve imported beforehand.
+WARM_NERVE = (sys.executable, "-m", "tests.warm_nerve")
+
+
 async def run_nerve(
     *args: str | bytes, env: dict[str, str], stdin: str = "", command: tuple[str, ...] | None = None
 ) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        *(command or (sys.executable, "-m", "bot")),
+        *(command or WARM_NERVE),
         *args,
         env=env,
         cwd=str(ROOT),

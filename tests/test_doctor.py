@@ -30,6 +30,7 @@ from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.slack_api import FakeSlack
 from tests.ports import unused_port
 from tests.stores import PostgresBackend, postgres_backend
+from tests.test_cli import WARM_NERVE
 
 # Mixed-case letters, so no piece of one can turn up in a report by chance.
 MODEL_KEY = "sk-QvXrMzLpKtWbHnJd"
@@ -89,10 +90,10 @@ async def doctor(folder: Path, *args: str, **env: str) -> Run:
     env.setdefault("NERVE_DB", str(folder / "nerve.db"))
     if "NERVE_MCP_CONFIG" not in env:
         env["NERVE_MCP_CONFIG"] = str(no_servers(folder))
+    # Started warm (`tests/warm_nerve`), found from `folder` through PYTHONPATH.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
+        *WARM_NERVE,
         "doctor",
         *args,
         env=clean_env(**env),

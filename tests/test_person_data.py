@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from bot.types import (
 )
 from tests.fakes.scripted import Call, ScriptedLLM, Step
 from tests.stores import Backend
-from tests.test_cli import ROOT
+from tests.test_cli import ROOT, WARM_NERVE
 from tests.test_sign_in import KEY as SIGN_IN_KEY
 from tests.test_sign_in import SECRET, Shown, ask, notes, open_agent, sign_in_and_resume
 
@@ -361,7 +360,7 @@ def test_a_person_is_named_by_platform_workspace_and_user_or_by_a_global_id():
 async def nerve(
     backend: Backend, tmp_path: Path, *args: str, servers: dict[str, object] | None = None, **extra: str
 ) -> tuple[int, str, str]:
-    """`python -m bot ARGS` on this test's database, its stdin not a terminal."""
+    """`python -m bot ARGS` (started warm) on this test's database, its stdin not a terminal."""
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "NERVE_"))}
@@ -371,9 +370,7 @@ async def nerve(
     for name, value in backend.settings().items():
         env[name.upper()] = str(value)
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
+        *WARM_NERVE,
         *args,
         env=env,
         cwd=str(ROOT),

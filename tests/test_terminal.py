@@ -24,7 +24,7 @@ from bot.store.sqlite import SQLiteStore
 from tests.conftest import ROOT
 from tests.fakes.llm_server import FakeCall, FakeLLMServer, reply, tool_reply
 from tests.mcp_servers.hostile import MASKED_LINK
-from tests.test_cli import nerve_env, shipped_servers
+from tests.test_cli import WARM_NERVE, nerve_env, shipped_servers
 
 # "you ›": on a terminal the prompt's trailing space is drawn as a cursor move, not a character.
 PROMPT = b"you \xe2\x80\xba"
@@ -170,6 +170,13 @@ async def terminal(
 
 
 def nerve(*args: str) -> tuple[str, ...]:
+    """`nerve ARGS` started warm (`tests/warm_nerve`): for tests of what the chat says and does."""
+    return (*WARM_NERVE, *args)
+
+
+def cold_nerve(*args: str) -> tuple[str, ...]:
+    """`python -m bot ARGS` started the usual way: for the tests here, of the process on its terminal
+    (its session, Ctrl-C, how it starts and leaves)."""
     return (sys.executable, "-m", "bot", *args)
 
 
@@ -192,7 +199,7 @@ def warning_server_config(tmp_path: Path, line: str) -> Path:
 
 
 async def test_nerve_without_a_subcommand_starts_the_chat_on_a_terminal(tmp_path):
-    async with terminal(*nerve(), env=chat_env(tmp_path)) as term:
+    async with terminal(*cold_nerve(), env=chat_env(tmp_path)) as term:
         at = await term.expect(BANNER)
         await term.expect(PROMPT, after=at)
         term.type(b"/quit\r")
@@ -201,7 +208,7 @@ async def test_nerve_without_a_subcommand_starts_the_chat_on_a_terminal(tmp_path
 
 
 async def test_ctrl_c_at_the_prompt_leaves_the_chat_cleanly(tmp_path):
-    async with terminal(*nerve("chat"), env=chat_env(tmp_path, servers={})) as term:
+    async with terminal(*cold_nerve("chat"), env=chat_env(tmp_path, servers={})) as term:
         await term.expect(PROMPT)
         term.type(b"\x03")
         assert await term.exit_code() == 0
@@ -230,7 +237,7 @@ async def test_a_server_warning_goes_to_the_log_file_not_between_the_turns(tmp_p
     line = "ERROR: cache directory is read-only"
     env = chat_env(tmp_path, NERVE_MCP_CONFIG=str(warning_server_config(tmp_path, line)))
     log = tmp_path / "nerve.log"
-    async with terminal(*nerve("chat"), env=env) as term:
+    async with terminal(*cold_nerve("chat"), env=env) as term:
         await term.expect(PROMPT)
         # Another turn, in case the server's line reached the log only after the first prompt.
         term.type(b"/help\r")
@@ -246,7 +253,7 @@ async def test_a_server_warning_goes_to_the_log_file_not_between_the_turns(tmp_p
 async def test_with_verbose_the_log_goes_to_stderr_and_no_file_is_written(tmp_path):
     line = "ERROR: cache directory is read-only"
     env = chat_env(tmp_path, NERVE_MCP_CONFIG=str(warning_server_config(tmp_path, line)))
-    async with terminal(*nerve("chat", "-v"), env=env) as term:
+    async with terminal(*cold_nerve("chat", "-v"), env=env) as term:
         await term.expect(line.encode())
         term.type(b"/quit\r")
         assert await term.exit_code() == 0
@@ -258,7 +265,7 @@ async def test_with_verbose_the_log_goes_to_stderr_and_no_file_is_written(tmp_pa
 
 async def test_a_typed_line_with_invalid_utf8_is_answered_and_stored(tmp_path):
     env = chat_env(tmp_path, servers=shipped_servers("env-query"))
-    async with terminal(*nerve("chat", "--thread", "bytes"), env=env) as term:
+    async with terminal(*cold_nerve("chat", "--thread", "bytes"), env=env) as term:
         at = await term.expect(PROMPT)
         term.type(b"How is the air in A1001? caf\xe9 \xff\r")
         at = await term.expect(b"get_environment_status", after=at)
@@ -292,7 +299,7 @@ async def test_escape_sequences_from_tools_and_the_model_never_reach_the_termina
     ]
     async with FakeLLMServer(script) as model:
         env = chat_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config))
-        async with terminal(*nerve("chat"), env=env) as term:
+        async with terminal(*cold_nerve("chat"), env=env) as term:
             at = await term.expect(PROMPT)
             term.type(b"echo it\r")
             at = await term.expect(b"said", after=at)
@@ -327,7 +334,7 @@ async def test_links_from_tools_and_the_model_show_their_target_and_are_never_hi
     ]
     async with FakeLLMServer(script) as model:
         env = chat_env(tmp_path, OPENAI_BASE_URL=model.base_url, NERVE_MCP_CONFIG=str(config))
-        async with terminal(*nerve("chat"), env=env) as term:
+        async with terminal(*cold_nerve("chat"), env=env) as term:
             at = await term.expect(PROMPT)
             term.type(b"/tools\r")
             at = await term.expect(PROMPT, after=at)

@@ -18,11 +18,21 @@ module starts the usual way.
 The fork server is found through the environment variable `MCP_TEST_FORK_SERVER` of the nearest
 process above the server that has it: a host's stdio transport passes servers only a minimal
 environment (the MCP SDK's default), so the variable is read from `/proc/<ancestor>/environ`.
+
+The same goes for the `nerve` command line itself (`tests.warm_nerve`, which runs `python -m bot`):
+importing nerve, the model client and the MCP SDK is most of the CPU a short `nerve ask` or
+`nerve tools` spends. A warm module may name in `PRELOAD` what the fork server imports for it
+beforehand. The server gets standard streams made as Python makes them at start-up (line-buffered
+stderr, unbuffered with PYTHONUNBUFFERED, newlines untranslated), and its end is an interpreter's
+end: threads still running are waited for and `atexit` functions run before it exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import importlib
+import io
 import json
 import os
 import runpy
@@ -30,6 +40,7 @@ import selectors
 import signal
 import socket
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -44,8 +55,11 @@ WARM_MODULES = (
     # nerve's own servers, through stand-ins that run their `main` (`servers/` cannot know of tests).
     "tests.mcp_servers.env_query",
     "tests.mcp_servers.geo_simulator",
+    # `python -m bot` for the tests of what the command line says and does (`tests/warm_nerve`).
+    "tests.warm_nerve",
 )
 _STDIO = (0, 1, 2)
+_PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _ANCESTORS_LOOKED_AT = 4
 
 
@@ -74,9 +88,17 @@ def hand_over_if_warm() -> None:
     except OSError:
         return  # the run that started it has ended: start the usual way
     arguments = sys.orig_argv[sys.orig_argv.index("-m") + 2 :]
-    request = {"module": module, "argv": [module, *arguments], "cwd": os.getcwd(), "env": dict(os.environ)}
+    # A signal this process was started with ignored (`nohup`, a parent's SIG_IGN) is the server's.
+    ignored = [number for number in _PASSED_ON if signal.getsignal(number) == signal.SIG_IGN]
+    request = {
+        "module": module,
+        "argv": [module, *arguments],
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "ignored": ignored,
+    }
     socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], list(_STDIO))
-    _stand_in(connection)
+    _stand_in(connection, ignored)
 
 
 def _fork_server_address() -> str | None:
@@ -97,12 +119,13 @@ def _fork_server_address() -> str | None:
     return None
 
 
-def _stand_in(connection: socket.socket) -> None:
-    """Pass signals on to the server, then end as it ended."""
+def _stand_in(connection: socket.socket, ignored: list[int]) -> None:
+    """Pass signals on to the server (those it does not ignore), then end as it ended."""
     reader = connection.makefile("r")
     child = int(reader.readline())
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, lambda received, _frame: _signal(child, received))
+    for number in _PASSED_ON:
+        if number not in ignored:
+            signal.signal(number, lambda received, _frame: _signal(child, received))
     # The server holds the pipes now: the host sees them close when the server ends, not later.
     null = os.open(os.devnull, os.O_RDWR)
     for fd in _STDIO:
@@ -126,7 +149,8 @@ def _signal(child: int, number: int) -> None:
 def serve(address: str) -> None:
     """Accept hand-overs on `address` until stdin closes (the test run ended)."""
     for module in WARM_MODULES:
-        __import__(module)
+        for name in (module, *getattr(importlib.import_module(module), "PRELOAD", ())):
+            importlib.import_module(name)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen(64)
@@ -190,7 +214,7 @@ def _run_child(
     connection: socket.socket,
     children: dict[int, tuple[socket.socket, int]],
 ) -> None:
-    code = 0
+    code, by_signal = 0, 0
     try:
         listener.close()
         connection.close()
@@ -201,25 +225,79 @@ def _run_child(
         for fd, target in zip(fds, _STDIO, strict=True):
             os.dup2(fd, target)
             os.close(fd)
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the server's own stdio from here on
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         os.chdir(str(request["cwd"]))
         os.environ.clear()
         os.environ.update(dict(request["env"]))  # type: ignore[call-overload]
+        # The server's own stdio from here on, made as the interpreter makes it at start-up.
+        unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+        sys.stdin = sys.__stdin__ = _std_stream(0, sys.__stdin__, unbuffered)
+        sys.stdout = sys.__stdout__ = _std_stream(1, sys.__stdout__, unbuffered)
+        sys.stderr = sys.__stderr__ = _std_stream(2, sys.__stderr__, unbuffered)
+        for number in request.get("ignored", ()):  # type: ignore[attr-defined]
+            signal.signal(number, signal.SIG_IGN)
         sys.argv = list(request["argv"])  # type: ignore[call-overload]
         sys.modules.pop(str(request["module"]), None)  # it runs anew as `__main__`, as it would cold
         runpy.run_module(str(request["module"]), run_name="__main__", alter_sys=True)
     except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        code = _exit_code(exit_.code)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        by_signal = signal.SIGINT  # as the interpreter ends on an uncaught Ctrl-C
     except BaseException:
         traceback.print_exc()
         code = 1
     finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+        _end(code, by_signal)
+
+
+def _std_stream(fd: int, started: object, unbuffered: bool) -> io.TextIOWrapper:
+    """Stream `fd` as the interpreter makes its standard streams (with the encoding and errors of the
+    fork server's own, which had the same locale)."""
+    reading = fd == 0
+    raw = io.FileIO(fd, "rb" if reading else "wb", closefd=False)
+    buffer: io.RawIOBase | io.BufferedIOBase
+    if reading:
+        buffer = io.BufferedReader(raw)
+    elif unbuffered:
+        buffer = raw
+    else:
+        buffer = io.BufferedWriter(raw)
+    return io.TextIOWrapper(
+        buffer,  # type: ignore[arg-type]
+        encoding=getattr(started, "encoding", None) or "utf-8",
+        errors=getattr(started, "errors", None) or ("backslashreplace" if fd == 2 else "strict"),
+        newline="\n",
+        line_buffering=not unbuffered and (fd == 2 or raw.isatty()),
+        write_through=unbuffered,
+    )
+
+
+def _exit_code(code: object) -> int:
+    """The exit status of `SystemExit(code)`, as the interpreter gives it (a message is printed)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    with contextlib.suppress(Exception):
+        print(code, file=sys.stderr)
+    return 1
+
+
+def _end(code: int, by_signal: int) -> None:
+    """End as the interpreter ends: wait for threads still running, run the `atexit` functions, flush
+    the standard streams; then exit with `code`, or by the signal `by_signal` when there is one."""
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    if by_signal:
+        signal.signal(by_signal, signal.SIG_DFL)
+        os.kill(os.getpid(), by_signal)
+    os._exit(code)
 
 
 def _kill(pid: int) -> None:
