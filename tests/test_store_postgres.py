@@ -32,7 +32,8 @@ from tests.stores import PostgresBackend, postgres_backend
 from tests.turn_worker import KEY
 
 REPO = Path(__file__).resolve().parent.parent
-WORKER = str(REPO / "tests" / "turn_worker.py")
+# Run as a module from the checkout, so that it imports the suite's helpers as the tests do.
+WORKER = ("-m", "tests.turn_worker")
 
 
 @pytest.fixture
@@ -262,7 +263,7 @@ async def test_a_conversation_held_by_a_killed_process_is_taken_over_at_once(pg:
     assert isinstance(store, PostgresStore)
     holder = await asyncio.create_subprocess_exec(
         sys.executable,
-        WORKER,
+        *WORKER,
         "hold",
         pg.location,
         "600",

@@ -27,7 +27,8 @@ from tests.stores import Backend
 from tests.turn_worker import KEY
 
 REPO = Path(__file__).resolve().parent.parent
-WORKER = str(REPO / "tests" / "turn_worker.py")
+# Run as a module from the checkout, so that it imports the suite's helpers as the tests do.
+WORKER = ("-m", "tests.turn_worker")
 
 
 async def until(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
@@ -49,7 +50,7 @@ async def tickets_taken(path: Path) -> int:
 async def worker(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[asyncio.subprocess.Process]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        WORKER,
+        *WORKER,
         *args,
         cwd=REPO,
         env={**os.environ, **(env or {})},

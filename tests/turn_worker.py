@@ -1,11 +1,11 @@
 """A second nerve process for the cross-process tests, run as a subprocess.
 
-`python tests/turn_worker.py agent DB MCP_CONFIG MODEL_URL` opens the runtime as `nerve` does and
+`python -m tests.turn_worker agent DB MCP_CONFIG MODEL_URL` opens the runtime as `nerve` does and
 answers one line of stdin (`{"event_id": …, "text": …}`) per turn in the thread `KEY`, all of them
 concurrently, printing `{"event_id": …, "text": <answer>}` per answer; it exits after stdin closes
 and every turn is answered.
 
-`python tests/turn_worker.py hold DB LEASE_SECONDS` holds `KEY`'s turn lock, prints `holding`, and
+`python -m tests.turn_worker hold DB LEASE_SECONDS` holds `KEY`'s turn lock, prints `holding`, and
 waits to be killed; `hold-configured DB` does the same on the store the settings (environment) open.
 
 DB is a SQLite file, or a postgresql:// URL.
