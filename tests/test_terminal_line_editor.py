@@ -7,15 +7,18 @@ person would have meant: the tests run the real `PromptSession`, only its input 
 from __future__ import annotations
 
 import asyncio
+import io
 import stat
 from collections.abc import Iterator
 
 import pytest
 from prompt_toolkit.application import create_app_session
 from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.data_structures import Size
 from prompt_toolkit.document import Document
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
+from prompt_toolkit.output.vt100 import Vt100_Output
 
 from adapters.terminal.chat import COMMANDS
 from adapters.terminal.line_editor import SlashCompleter, TerminalPrompt, history_file
@@ -129,3 +132,43 @@ def test_only_commands_and_prompt_names_are_completed():
     assert offered("/prompt ") == ["greet", "summarise"]
     assert offered("hello /pro") == []  # not a command
     assert offered("/show 1") == []
+
+
+async def test_ctrl_r_finds_an_earlier_question_by_a_word_of_it(keys, tmp_path):
+    path = tmp_path / "nerve.history"
+    for question in ("what is the weather in Lyon", "list my notes", "who am I at notes"):
+        keys.send_text(question + "\r")
+        assert await TerminalPrompt(history=path)("you › ") == question
+
+    ask = TerminalPrompt(history=path)
+    # Ctrl-R, a word of the question, Enter to take the match, Enter to send it.
+    keys.send_text("\x12" + "weath" + "\r" + "\r")
+    assert await ask("you › ") == "what is the weather in Lyon"
+
+
+class Screen(io.StringIO):
+    """A terminal's screen as prompt_toolkit writes to it; `erased` is set when it is cleared whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.erased = asyncio.Event()
+
+    def write(self, text: str) -> int:
+        if "\x1b[2J" in text:  # erase the whole screen: a prompt alone never sends it
+            self.erased.set()
+        return super().write(text)
+
+
+def test_ctrl_l_clears_the_screen_and_keeps_the_line_being_typed():
+    screen = Screen()
+    output = Vt100_Output(screen, lambda: Size(rows=24, columns=80), term="xterm")
+    with create_pipe_input() as keys, create_app_session(input=keys, output=output):
+        keys.send_text("hello" + "\x0c")
+
+        async def typed() -> str | None:
+            answer = asyncio.ensure_future(TerminalPrompt()("you › "))
+            await screen.erased.wait()
+            keys.send_text(" world\r")
+            return await answer
+
+        assert asyncio.run(asyncio.wait_for(typed(), 30)) == "hello world"
